@@ -1,0 +1,50 @@
+/**
+ * The event-bus port. Two kinds of traffic:
+ * - durable: usage events. `publishDurable` resolves only once the message is stored (JetStream ack);
+ *   the same `msgId` published twice inside the dedup window is stored once. A durable consumer gets
+ *   messages in batches and acks the batch after its handler resolves; a throw redelivers the batch.
+ * - broadcast: cache invalidations (keys.changed, catalog.changed, provider.stats). Best effort, no replay.
+ */
+export interface DurableMessage {
+  data: Uint8Array;
+  msgId: string;
+  /** True when this message was delivered before and not acked (consumer crash, handler failure). */
+  redelivered: boolean;
+}
+
+export interface DurableConsumerOptions {
+  subject: string;
+  /** Consumer name; several processes with the same name share the work. */
+  durable: string;
+  /** Most messages handed to one handler call. */
+  maxBatch: number;
+  /** How long to wait for a batch to fill once a first message is in hand. */
+  lingerMs: number;
+  /** How long a delivered message may go unacked before redelivery. */
+  ackWaitMs?: number;
+}
+
+export interface Subscription {
+  stop(): Promise<void>;
+}
+
+export interface EventBus {
+  publishDurable(subject: string, data: Uint8Array, msgId: string): Promise<void>;
+  consumeDurable(options: DurableConsumerOptions, handler: (batch: DurableMessage[]) => Promise<void>): Promise<Subscription>;
+  broadcast(subject: string, data: Uint8Array): void;
+  subscribe(subject: string, handler: (data: Uint8Array) => void): Subscription;
+  close(): Promise<void>;
+}
+
+/** Subjects in use. Durable ones live on the JetStream stream USAGE (`usage.>`). */
+export const subjects = {
+  usageEvents: 'usage.events',
+  usageBatches: 'usage.batches',
+  keysChanged: 'keys.changed',
+  catalogChanged: 'catalog.changed',
+  providerStats: 'provider.stats',
+} as const;
+
+export const USAGE_STREAM = 'USAGE';
+/** Dedup window of the USAGE stream: a republish (outbox, retry) within it is stored once. */
+export const USAGE_DEDUP_WINDOW_MS = 10 * 60_000;

@@ -1,0 +1,76 @@
+import pg from 'pg';
+import { Kysely, Migrator, PostgresDialect, sql, type Migration, type MigrationProvider } from 'kysely';
+import type { Logger } from 'pino';
+
+// int8 (bigint) columns carry pico-credits and counts: parse them as BigInt, never as a float.
+pg.types.setTypeParser(pg.types.builtins.INT8, (value: string) => BigInt(value));
+
+export interface DatabaseOptions {
+  url: string;
+  /** The service's own schema; every table of the service lives in it. */
+  schema: string;
+  /** Pool bound: each service holds at most this many connections. */
+  maxConnections?: number;
+  applicationName?: string;
+}
+
+/**
+ * A kysely handle whose connections use the service's schema as search_path, so service code writes
+ * unqualified table names and two services never share a table.
+ */
+export function createDatabase<Schema>(options: DatabaseOptions): Kysely<Schema> {
+  assertIdentifier(options.schema);
+  const pool = new pg.Pool({
+    connectionString: options.url,
+    max: options.maxConnections ?? 10,
+    application_name: options.applicationName ?? options.schema,
+    options: `-c search_path=${options.schema}`,
+    idleTimeoutMillis: 30_000,
+  });
+  return new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) });
+}
+
+/** Migrations are plain objects in code (no file scanning), applied in key order. */
+class InlineMigrations implements MigrationProvider {
+  constructor(private readonly migrations: Record<string, Migration>) {}
+  async getMigrations(): Promise<Record<string, Migration>> {
+    return this.migrations;
+  }
+}
+
+/** Creates the schema if needed and applies pending migrations; throws with the failing migration's name. */
+export async function migrate(
+  db: Kysely<any>,
+  schema: string,
+  migrations: Record<string, Migration>,
+  logger: Logger,
+): Promise<void> {
+  assertIdentifier(schema);
+  // One pinned connection: the advisory lock is per session, and it keeps two replicas starting at
+  // once from running the same migration twice.
+  await db.connection().execute(async (connection) => {
+    await sql`select pg_advisory_lock(hashtext(${`migrate:${schema}`}))`.execute(connection);
+    try {
+      await sql.raw(`create schema if not exists "${schema}"`).execute(connection);
+      const migrator = new Migrator({
+        db: connection,
+        provider: new InlineMigrations(migrations),
+        migrationTableSchema: schema,
+      });
+      const { error, results } = await migrator.migrateToLatest();
+      for (const result of results ?? []) {
+        if (result.status === 'Error') logger.error({ migration: result.migrationName, schema }, 'migration failed');
+        else if (result.status === 'Success') logger.info({ migration: result.migrationName, schema }, 'migration applied');
+      }
+      if (error) throw error instanceof Error ? error : new Error(String(error));
+    } finally {
+      await sql`select pg_advisory_unlock(hashtext(${`migrate:${schema}`}))`.execute(connection);
+    }
+  });
+}
+
+function assertIdentifier(name: string): void {
+  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(name)) throw new Error(`not a safe schema name: ${name}`);
+}
+
+export { sql, Kysely } from 'kysely';

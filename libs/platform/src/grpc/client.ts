@@ -1,0 +1,138 @@
+import {
+  credentials,
+  Metadata,
+  status,
+  type CallOptions,
+  type Client,
+  type ClientOptions,
+  type ClientReadableStream,
+  type ClientUnaryCall,
+  type ServiceDefinition,
+  type ServiceError,
+  type ChannelCredentials,
+} from '@grpc/grpc-js';
+import { idempotencyLevels } from '@gateway/proto';
+import { fromServiceError } from './errors.js';
+
+export interface CallSettings {
+  /** Whole-call deadline including retries. Default: the client's `defaultDeadlineMs`. */
+  deadlineMs?: number;
+  /** Sent as `x-request-id` metadata so logs line up across services. */
+  requestId?: string;
+  /** Aborting cancels the call (the server sees CANCELLED). */
+  signal?: AbortSignal;
+}
+
+type UnaryCallback<Response> = (error: ServiceError | null, response: Response) => void;
+
+type Promised<Method> = Method extends (
+  request: infer Request,
+  metadata: Metadata,
+  options: Partial<CallOptions>,
+  callback: UnaryCallback<infer Response>,
+) => ClientUnaryCall
+  ? (request: Request, settings?: CallSettings) => Promise<Response>
+  : Method extends (request: infer Request, metadata?: Metadata, options?: Partial<CallOptions>) => ClientReadableStream<infer Response>
+    ? (request: Request, settings?: CallSettings) => AsyncIterable<Response>
+    : never;
+
+/** A ts-proto grpc-js client with promise-returning unary methods and async-iterable streams. */
+export type PromiseClient<GeneratedClient> = {
+  [Name in Exclude<keyof GeneratedClient, keyof Client>]: Promised<GeneratedClient[Name]>;
+} & { close(): void; raw: GeneratedClient };
+
+type ClientConstructor<GeneratedClient> = new (
+  address: string,
+  channelCredentials: ChannelCredentials,
+  options?: Partial<ClientOptions>,
+) => GeneratedClient;
+
+export interface ClientSettings {
+  defaultDeadlineMs?: number;
+  /** Attempts for calls the proto marks NO_SIDE_EFFECTS or IDEMPOTENT (others are never retried). */
+  maxAttempts?: number;
+}
+
+const RETRYABLE = new Set([status.UNAVAILABLE, status.RESOURCE_EXHAUSTED]);
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Wraps a generated client. Unary calls get a deadline, the request id, and — only for RPCs the
+ * proto declares idempotent — jittered retries on UNAVAILABLE inside the caller's deadline.
+ * Every rejection is a GatewayError.
+ */
+export function createClient<GeneratedClient extends Client>(
+  Constructor: ClientConstructor<GeneratedClient>,
+  definition: ServiceDefinition,
+  address: string,
+  settings: ClientSettings = {},
+): PromiseClient<GeneratedClient> {
+  const raw = new Constructor(address, credentials.createInsecure(), {
+    'grpc.keepalive_time_ms': 30_000,
+    'grpc.max_receive_message_length': 48 * 1024 * 1024,
+    'grpc.max_send_message_length': 48 * 1024 * 1024,
+  });
+  const defaultDeadlineMs = settings.defaultDeadlineMs ?? 10_000;
+  const maxAttempts = settings.maxAttempts ?? 3;
+  const wrapped: Record<string, unknown> = { close: () => raw.close(), raw };
+  for (const [name, method] of Object.entries(definition)) {
+    const camel = name.charAt(0).toLowerCase() + name.slice(1);
+    const fn = (raw as unknown as Record<string, (...args: unknown[]) => unknown>)[camel]?.bind(raw);
+    if (!fn) continue;
+    const level = idempotencyLevels[method.path.slice(1)] ?? 'IDEMPOTENCY_UNKNOWN';
+    const attempts = level === 'IDEMPOTENCY_UNKNOWN' ? 1 : maxAttempts;
+    if (method.responseStream) {
+      wrapped[camel] = (request: unknown, call: CallSettings = {}) =>
+        streamCall(fn, request, call, call.deadlineMs ?? 0);
+    } else {
+      wrapped[camel] = async (request: unknown, call: CallSettings = {}) => {
+        const deadline = Date.now() + (call.deadlineMs ?? defaultDeadlineMs);
+        for (let attempt = 1; ; attempt++) {
+          try {
+            return await unaryCall(fn, request, call, deadline);
+          } catch (error) {
+            const code = (error as ServiceError).code;
+            const backoffMs = Math.min(1_000, 25 * 2 ** attempt) * (0.5 + Math.random() / 2);
+            if (attempt >= attempts || !RETRYABLE.has(code) || Date.now() + backoffMs >= deadline || call.signal?.aborted) {
+              throw fromServiceError(error);
+            }
+            await sleep(backoffMs);
+          }
+        }
+      };
+    }
+  }
+  return wrapped as PromiseClient<GeneratedClient>;
+}
+
+function metadataFor(call: CallSettings): Metadata {
+  const metadata = new Metadata();
+  if (call.requestId) metadata.set('x-request-id', call.requestId);
+  return metadata;
+}
+
+function unaryCall(fn: (...args: unknown[]) => unknown, request: unknown, call: CallSettings, deadline: number) {
+  return new Promise((resolve, reject) => {
+    const pending = fn(request, metadataFor(call), { deadline }, (error: ServiceError | null, response: unknown) =>
+      error ? reject(error) : resolve(response),
+    ) as ClientUnaryCall;
+    call.signal?.addEventListener('abort', () => pending.cancel(), { once: true });
+  });
+}
+
+async function* streamCall(fn: (...args: unknown[]) => unknown, request: unknown, call: CallSettings, deadlineMs: number) {
+  const options: Partial<CallOptions> = deadlineMs > 0 ? { deadline: Date.now() + deadlineMs } : {};
+  const stream = fn(request, metadataFor(call), options) as ClientReadableStream<unknown>;
+  const abort = () => stream.cancel();
+  call.signal?.addEventListener('abort', abort, { once: true });
+  try {
+    for await (const message of stream) yield message;
+  } catch (error) {
+    throw fromServiceError(error);
+  } finally {
+    call.signal?.removeEventListener('abort', abort);
+    // Leaving the loop early (consumer stopped reading) must not leave the server producing.
+    stream.cancel();
+  }
+}

@@ -1,0 +1,3 @@
+export * from './errors.js';
+export * from './server.js';
+export * from './client.js';

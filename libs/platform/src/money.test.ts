@@ -1,0 +1,30 @@
+import { describe, expect, it } from 'vitest';
+import { formatCredits, parseCredits, PICO_PER_CREDIT } from './money.js';
+
+describe('money', () => {
+  it('parses decimal credits into exact pico-credits', () => {
+    expect(parseCredits('10')).toBe(10n * PICO_PER_CREDIT);
+    expect(parseCredits('0.0000005')).toBe(500_000n);
+    expect(parseCredits('0.000000000001')).toBe(1n);
+    expect(parseCredits('-0.05')).toBe(-50_000_000_000n);
+  });
+
+  it('refuses what it cannot represent exactly', () => {
+    expect(() => parseCredits('0.0000000000001')).toThrow(/decimal places/);
+    expect(() => parseCredits('1e-7')).toThrow(/not a decimal/);
+    expect(() => parseCredits('')).toThrow();
+  });
+
+  it('formats without trailing zeros and round-trips', () => {
+    expect(formatCredits(9_999_998_500_000n)).toBe('9.9999985');
+    expect(formatCredits(10n * PICO_PER_CREDIT)).toBe('10');
+    expect(formatCredits(-250_000_000_000n)).toBe('-0.25');
+    expect(formatCredits(0n)).toBe('0');
+    for (const text of ['0.1', '123.456789012345', '0.000000000001']) expect(formatCredits(parseCredits(text))).toBe(text);
+  });
+
+  it('multiplies token counts by prices with no float error (0.1 + 0.2 style traps)', () => {
+    const price = parseCredits('0.0000001');
+    expect(formatCredits(3n * price + parseCredits('0.0000002'))).toBe('0.0000005');
+  });
+});

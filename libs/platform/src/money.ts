@@ -1,0 +1,42 @@
+import { Decimal } from 'decimal.js';
+
+/**
+ * Money never touches a JS float. Amounts travel as decimal strings and are computed as integer
+ * pico-credits (1 credit = 10^12 pico-credits, fixed scale). A price with more than 12 decimals
+ * cannot be represented and is refused where it enters (catalog load, top-up).
+ */
+export const PICO_PER_CREDIT = 1_000_000_000_000n;
+const SCALE = 12;
+
+const decimalPattern = /^-?\d+(\.\d+)?$/;
+
+export class MoneyFormatError extends Error {
+  override name = 'MoneyFormatError';
+}
+
+/** Parses a decimal credit string ("0.0000005", "10") into pico-credits. */
+export function parseCredits(text: string): bigint {
+  const trimmed = text.trim();
+  if (!decimalPattern.test(trimmed)) throw new MoneyFormatError(`not a decimal number: ${JSON.stringify(text)}`);
+  const value = new Decimal(trimmed);
+  if (value.decimalPlaces() > SCALE) throw new MoneyFormatError(`more than ${SCALE} decimal places: ${text}`);
+  return BigInt(value.times(new Decimal(10).pow(SCALE)).toFixed(0));
+}
+
+/** Formats pico-credits as a decimal credit string without trailing zeros ("9.9999985", "10", "-0.25"). */
+export function formatCredits(pico: bigint): string {
+  const negative = pico < 0n;
+  const magnitude = negative ? -pico : pico;
+  const whole = magnitude / PICO_PER_CREDIT;
+  const fraction = (magnitude % PICO_PER_CREDIT).toString().padStart(SCALE, '0').replace(/0+$/, '');
+  return `${negative ? '-' : ''}${whole}${fraction ? `.${fraction}` : ''}`;
+}
+
+/** True when the text is a non-negative decimal with at most 12 decimals. */
+export function isCreditAmount(text: string): boolean {
+  try {
+    return parseCredits(text) >= 0n;
+  } catch {
+    return false;
+  }
+}

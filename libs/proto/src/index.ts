@@ -1,0 +1,10 @@
+// Generated contracts (proto/gateway/v1) re-exported as one module. Never edit src/gen by hand: `npm run gen`.
+export * from './gen/gateway/v1/common.js';
+export * from './gen/gateway/v1/auth.js';
+export * from './gen/gateway/v1/catalog.js';
+export * from './gen/gateway/v1/ledger.js';
+export * from './gen/gateway/v1/router.js';
+export * from './gen/gateway/v1/media.js';
+export * from './gen/gateway/v1/events.js';
+export { protobufPackage, protobufFileName, type MessageFns, type DeepPartial } from './gen/gateway/v1/common.js';
+export { idempotencyLevels, type IdempotencyLevel } from './gen/idempotency.js';
