@@ -18,7 +18,7 @@ export interface DatabaseOptions {
  * A kysely handle whose connections use the service's schema as search_path, so service code writes
  * unqualified table names and two services never share a table.
  */
-export function createDatabase<Schema>(options: DatabaseOptions): Kysely<Schema> {
+export function createDatabase<Schema>(options: DatabaseOptions, logger?: Logger): Kysely<Schema> {
   assertIdentifier(options.schema);
   const pool = new pg.Pool({
     connectionString: options.url,
@@ -27,6 +27,10 @@ export function createDatabase<Schema>(options: DatabaseOptions): Kysely<Schema>
     options: `-c search_path=${options.schema}`,
     idleTimeoutMillis: 30_000,
   });
+  // An idle client dropped by the server (restart, pg_terminate_backend) is reported on the pool;
+  // without a listener Node treats it as unhandled and the whole service exits. The pool replaces
+  // the client on the next checkout, so logging is all there is to do.
+  pool.on('error', (error) => logger?.warn({ err: error, schema: options.schema }, 'idle Postgres connection lost'));
   return new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) });
 }
 

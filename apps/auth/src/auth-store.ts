@@ -1,0 +1,335 @@
+import { createHash } from 'node:crypto';
+import {
+  errors,
+  formatCredits,
+  GatewayError,
+  GrpcStatus,
+  ErrorReason,
+  newId,
+  parseCredits,
+  sql,
+  type Kysely,
+} from '@gateway/platform';
+import type {
+  Account,
+  ApiKey,
+  CreateAccountRequest,
+  CreateApiKeyRequest,
+  ListApiKeysRequest,
+  UpdateApiKeyRequest,
+  VerifyApiKeyResponse,
+  VerifyProvisioningKeyResponse,
+} from '@gateway/proto';
+import type { Selectable, Transaction, Updateable } from 'kysely';
+import { generateKey, isWellFormedKey, KeyHasher, keyLabel, type KeyKind } from './key-format.js';
+import type { AccountsTable, ApiKeysTable, AuthDatabase } from './schema.js';
+import {
+  creditLimit,
+  decodeCursor,
+  encodeCursor,
+  IDEMPOTENCY_KEY_MAX_LENGTH,
+  listLimit,
+  requireId,
+  requireName,
+  routingStrategy,
+  tierOrDefault,
+} from './validation.js';
+
+/** Told after a key change has committed, so edge caches can drop the key (KeysChanged). */
+export interface KeyChangeListener {
+  keysChanged(accountId: string, keyIds: readonly string[]): void;
+}
+
+export interface AuthStoreLimits {
+  /** Live (not deleted) API keys one account may hold. */
+  maxApiKeysPerAccount: number;
+  /** Unrevoked provisioning keys one account may hold. */
+  maxProvisioningKeysPerAccount: number;
+}
+
+export const defaultAuthStoreLimits: AuthStoreLimits = { maxApiKeysPerAccount: 1_000, maxProvisioningKeysPerAccount: 100 };
+
+const invalidApiKey = () =>
+  new GatewayError(GrpcStatus.UNAUTHENTICATED, ErrorReason.ERROR_REASON_INVALID_API_KEY, 'Invalid API key.');
+const invalidProvisioningKey = () =>
+  new GatewayError(GrpcStatus.UNAUTHENTICATED, ErrorReason.ERROR_REASON_INVALID_PROVISIONING_KEY, 'Invalid provisioning key.');
+const keyNotFound = () => errors.notFound('No such API key.');
+const accountNotFound = () => errors.notFound('No such account.');
+
+/** Every column of an API key except its hash, which never leaves the store. */
+const apiKeyColumns = [
+  'seq',
+  'id',
+  'account_id',
+  'name',
+  'label',
+  'disabled',
+  'credit_limit',
+  'default_routing_strategy',
+  'created_at',
+  'updated_at',
+] as const;
+
+type ApiKeyRow = Pick<Selectable<ApiKeysTable>, (typeof apiKeyColumns)[number]>;
+
+function toApiKey(row: ApiKeyRow): ApiKey {
+  return {
+    id: row.id,
+    accountId: row.account_id,
+    name: row.name,
+    label: row.label,
+    disabled: row.disabled,
+    creditLimit: row.credit_limit === null ? undefined : formatCredits(parseCredits(row.credit_limit)),
+    defaultRoutingStrategy: row.default_routing_strategy,
+    createdAtMs: BigInt(row.created_at.getTime()),
+    updatedAtMs: BigInt(row.updated_at.getTime()),
+  };
+}
+
+function toAccount(row: Pick<Selectable<AccountsTable>, 'id' | 'name' | 'tier' | 'created_at'>): Account {
+  return { id: row.id, name: row.name, tier: row.tier, createdAtMs: BigInt(row.created_at.getTime()) };
+}
+
+/**
+ * Accounts, API keys and provisioning keys. Plaintext keys exist only in the return value of the
+ * call that mints them; the database holds HMACs. Every key-id operation is scoped by account id,
+ * so another account's key is indistinguishable from a missing one.
+ */
+export class AuthStore {
+  constructor(
+    private readonly db: Kysely<AuthDatabase>,
+    private readonly hasher: KeyHasher,
+    private readonly listener: KeyChangeListener,
+    private readonly limits: AuthStoreLimits = defaultAuthStoreLimits,
+  ) {}
+
+  async createAccount(request: CreateAccountRequest): Promise<{ account: Account; provisioningKey: string }> {
+    const name = requireName(request.name);
+    const tier = tierOrDefault(request.tier);
+    const idempotencyKey = request.idempotencyKey === '' ? null : request.idempotencyKey;
+    if (idempotencyKey !== null && idempotencyKey.length > IDEMPOTENCY_KEY_MAX_LENGTH) {
+      throw errors.invalidRequest(`idempotency_key must be at most ${IDEMPOTENCY_KEY_MAX_LENGTH} characters`, 'idempotency_key');
+    }
+    const fingerprint = idempotencyKey === null ? null : createHash('sha256').update(JSON.stringify([name, tier])).digest('hex');
+    return this.db.transaction().execute(async (trx) => {
+      // ON CONFLICT waits for a concurrent insert of the same key to commit, so two racing first
+      // calls end with one account, and the loser reads the winner's row below.
+      const inserted = await trx
+        .insertInto('accounts')
+        .values({ id: newId('acc'), name, tier, idempotency_key: idempotencyKey, request_fingerprint: fingerprint })
+        .onConflict((conflict) => conflict.column('idempotency_key').doNothing())
+        .returning(['id', 'name', 'tier', 'created_at'])
+        .executeTakeFirst();
+      if (!inserted) {
+        const existing = await trx
+          .selectFrom('accounts')
+          .select(['id', 'name', 'tier', 'created_at', 'request_fingerprint'])
+          .where('idempotency_key', '=', idempotencyKey)
+          .executeTakeFirstOrThrow();
+        if (existing.request_fingerprint !== fingerprint) {
+          throw errors.conflict('idempotency_key was already used with a different name or tier');
+        }
+        return { account: toAccount(existing), provisioningKey: '' };
+      }
+      const { plaintext } = await this.insertProvisioningKey(trx, inserted.id, 'default');
+      return { account: toAccount(inserted), provisioningKey: plaintext };
+    });
+  }
+
+  async getAccount(accountId: string): Promise<Account> {
+    requireId(accountId, 'account_id');
+    const row = await this.db.selectFrom('accounts').select(['id', 'name', 'tier', 'created_at']).where('id', '=', accountId).executeTakeFirst();
+    if (!row) throw accountNotFound();
+    return toAccount(row);
+  }
+
+  async verifyApiKey(key: string): Promise<VerifyApiKeyResponse> {
+    // Malformed (including provisioning keys, whose prefix differs) ends here, before any query.
+    if (!isWellFormedKey(key, 'api')) throw invalidApiKey();
+    const row = await this.db
+      .selectFrom('api_keys')
+      .innerJoin('accounts', 'accounts.id', 'api_keys.account_id')
+      .select(['api_keys.id', 'api_keys.account_id', 'api_keys.credit_limit', 'api_keys.default_routing_strategy', 'accounts.tier'])
+      .where('api_keys.key_hash', '=', this.hasher.hash(key))
+      .where('api_keys.deleted_at', 'is', null)
+      .where('api_keys.disabled', '=', false)
+      .executeTakeFirst();
+    if (!row) throw invalidApiKey();
+    return {
+      accountId: row.account_id,
+      keyId: row.id,
+      tier: row.tier,
+      creditLimit: row.credit_limit === null ? undefined : formatCredits(parseCredits(row.credit_limit)),
+      defaultRoutingStrategy: row.default_routing_strategy,
+    };
+  }
+
+  async verifyProvisioningKey(key: string): Promise<VerifyProvisioningKeyResponse> {
+    if (!isWellFormedKey(key, 'provisioning')) throw invalidProvisioningKey();
+    const row = await this.db
+      .selectFrom('provisioning_keys')
+      .select(['id', 'account_id'])
+      .where('key_hash', '=', this.hasher.hash(key))
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
+    if (!row) throw invalidProvisioningKey();
+    return { accountId: row.account_id, provisioningKeyId: row.id };
+  }
+
+  async createProvisioningKey(accountId: string, requestedName: string): Promise<{ id: string; plaintext: string }> {
+    requireId(accountId, 'account_id');
+    const name = requestedName.trim() === '' ? 'default' : requireName(requestedName);
+    return this.db.transaction().execute(async (trx) => {
+      await this.lockAccount(trx, accountId);
+      const { count } = await trx
+        .selectFrom('provisioning_keys')
+        .select((eb) => eb.fn.countAll<string>().as('count'))
+        .where('account_id', '=', accountId)
+        .where('revoked_at', 'is', null)
+        .executeTakeFirstOrThrow();
+      if (Number(count) >= this.limits.maxProvisioningKeysPerAccount) {
+        throw errors.invalidRequest(`an account holds at most ${this.limits.maxProvisioningKeysPerAccount} provisioning keys`, '', 'key_limit_reached');
+      }
+      return this.insertProvisioningKey(trx, accountId, name);
+    });
+  }
+
+  async createApiKey(request: CreateApiKeyRequest): Promise<{ key: ApiKey; plaintext: string }> {
+    requireId(request.accountId, 'account_id');
+    const name = requireName(request.name);
+    const limit = request.creditLimit === undefined ? null : creditLimit(request.creditLimit);
+    const strategy = routingStrategy(request.defaultRoutingStrategy);
+    const plaintext = generateKey('api');
+    const row = await this.db.transaction().execute(async (trx) => {
+      // The account row lock serialises key creation per account, so the count bound holds.
+      await this.lockAccount(trx, request.accountId);
+      const { count } = await trx
+        .selectFrom('api_keys')
+        .select((eb) => eb.fn.countAll<string>().as('count'))
+        .where('account_id', '=', request.accountId)
+        .where('deleted_at', 'is', null)
+        .executeTakeFirstOrThrow();
+      if (Number(count) >= this.limits.maxApiKeysPerAccount) {
+        throw errors.invalidRequest(`an account holds at most ${this.limits.maxApiKeysPerAccount} API keys`, '', 'key_limit_reached');
+      }
+      return trx
+        .insertInto('api_keys')
+        .values({
+          id: newId('key'),
+          account_id: request.accountId,
+          name,
+          key_hash: this.hasher.hash(plaintext),
+          label: keyLabel(plaintext, 'api'),
+          credit_limit: limit,
+          default_routing_strategy: strategy,
+        })
+        .returning(apiKeyColumns)
+        .executeTakeFirstOrThrow();
+    });
+    return { key: toApiKey(row), plaintext };
+  }
+
+  async listApiKeys(request: ListApiKeysRequest): Promise<{ keys: ApiKey[]; nextCursor: string }> {
+    requireId(request.accountId, 'account_id');
+    const limit = listLimit(request.limit);
+    const after = decodeCursor(request.cursor);
+    const rows = await this.db
+      .selectFrom('api_keys')
+      .select(apiKeyColumns)
+      .where('account_id', '=', request.accountId)
+      .where('deleted_at', 'is', null)
+      .$if(!request.includeDisabled, (query) => query.where('disabled', '=', false))
+      .$if(after !== undefined, (query) => query.where('seq', '<', after!))
+      .orderBy('seq', 'desc')
+      .limit(limit + 1)
+      .execute();
+    const page = rows.slice(0, limit);
+    const nextCursor = rows.length > limit ? encodeCursor(page[page.length - 1]!.seq) : '';
+    return { keys: page.map(toApiKey), nextCursor };
+  }
+
+  async getApiKey(accountId: string, keyId: string): Promise<ApiKey> {
+    const row = await this.findLiveKey(this.db, accountId, keyId);
+    if (!row) throw keyNotFound();
+    return toApiKey(row);
+  }
+
+  /**
+   * One UPDATE ... WHERE deleted_at IS NULL RETURNING: the row lock makes a concurrent update or
+   * delete wait, then re-check the condition on the committed row, so an update never revives or
+   * writes into a deleted key and two updates of different fields both land.
+   */
+  async updateApiKey(request: UpdateApiKeyRequest): Promise<ApiKey> {
+    requireId(request.accountId, 'account_id');
+    requireId(request.keyId, 'key_id');
+    const changes: Updateable<ApiKeysTable> = {};
+    if (request.name !== undefined) changes.name = requireName(request.name);
+    if (request.disabled !== undefined) changes.disabled = request.disabled;
+    if (request.clearCreditLimit) {
+      if (request.creditLimit !== undefined) {
+        throw errors.invalidRequest('credit_limit and clear_credit_limit cannot be combined', 'credit_limit');
+      }
+      changes.credit_limit = null;
+    } else if (request.creditLimit !== undefined) {
+      changes.credit_limit = creditLimit(request.creditLimit);
+    }
+    if (request.defaultRoutingStrategy !== undefined) changes.default_routing_strategy = routingStrategy(request.defaultRoutingStrategy);
+    if (Object.keys(changes).length === 0) return this.getApiKey(request.accountId, request.keyId);
+
+    const row = await this.db
+      .updateTable('api_keys')
+      .set({ ...changes, updated_at: sql<Date>`now()` })
+      .where('id', '=', request.keyId)
+      .where('account_id', '=', request.accountId)
+      .where('deleted_at', 'is', null)
+      .returning(apiKeyColumns)
+      .executeTakeFirst();
+    if (!row) throw keyNotFound();
+    this.listener.keysChanged(row.account_id, [row.id]);
+    return toApiKey(row);
+  }
+
+  /** Permanent: the key never verifies again and is no longer listed or found (a second delete is NOT_FOUND). */
+  async deleteApiKey(accountId: string, keyId: string): Promise<void> {
+    requireId(accountId, 'account_id');
+    requireId(keyId, 'key_id');
+    const row = await this.db
+      .updateTable('api_keys')
+      .set({ deleted_at: sql<Date>`now()`, updated_at: sql<Date>`now()` })
+      .where('id', '=', keyId)
+      .where('account_id', '=', accountId)
+      .where('deleted_at', 'is', null)
+      .returning(['id', 'account_id'])
+      .executeTakeFirst();
+    if (!row) throw keyNotFound();
+    this.listener.keysChanged(row.account_id, [row.id]);
+  }
+
+  private async findLiveKey(db: Kysely<AuthDatabase> | Transaction<AuthDatabase>, accountId: string, keyId: string) {
+    requireId(accountId, 'account_id');
+    requireId(keyId, 'key_id');
+    return db
+      .selectFrom('api_keys')
+      .select(apiKeyColumns)
+      .where('id', '=', keyId)
+      .where('account_id', '=', accountId)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
+  }
+
+  private async lockAccount(trx: Transaction<AuthDatabase>, accountId: string): Promise<void> {
+    const account = await trx.selectFrom('accounts').select('id').where('id', '=', accountId).forUpdate().executeTakeFirst();
+    if (!account) throw accountNotFound();
+  }
+
+  private async insertProvisioningKey(trx: Transaction<AuthDatabase>, accountId: string, name: string) {
+    const kind: KeyKind = 'provisioning';
+    const plaintext = generateKey(kind);
+    const id = newId('pkey');
+    await trx
+      .insertInto('provisioning_keys')
+      .values({ id, account_id: accountId, name, key_hash: this.hasher.hash(plaintext), label: keyLabel(plaintext, kind) })
+      .execute();
+    return { id, plaintext };
+  }
+}

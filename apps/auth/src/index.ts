@@ -1,0 +1,70 @@
+import {
+  createDatabase,
+  migrate,
+  startGrpcServer,
+  subjects,
+  type EventBus,
+  type Logger,
+} from '@gateway/platform';
+import { KeysChanged } from '@gateway/proto';
+import { AuthStore, type KeyChangeListener } from './auth-store.js';
+import { authServiceBinding } from './grpc-service.js';
+import { KeyHasher } from './key-format.js';
+import { AUTH_SCHEMA, authMigrations, type AuthDatabase } from './schema.js';
+
+export { AuthStore, defaultAuthStoreLimits, type AuthStoreLimits, type KeyChangeListener } from './auth-store.js';
+export { generateKey, isWellFormedKey, keyChecksum, keyLabel, keyLength, keyPrefixes, KeyHasher, type KeyKind } from './key-format.js';
+export { AUTH_SCHEMA, authMigrations, type AuthDatabase } from './schema.js';
+export { ROUTING_STRATEGIES, TIERS, DEFAULT_TIER } from './validation.js';
+
+export interface AuthServiceOptions {
+  /** host:port; port 0 picks a free one (the bound address is returned). */
+  listenAddress: string;
+  databaseUrl: string;
+  bus: EventBus;
+  logger: Logger;
+  /** HMAC secret for key hashes, at least 32 characters. Changing it invalidates every key. */
+  keyHashSecret: string;
+}
+
+export interface RunningAuthService {
+  address: string;
+  stop(): Promise<void>;
+}
+
+/** Publishes KeysChanged on the broadcast subject; best effort (edge caches also expire by TTL). */
+export function busKeyChangeListener(bus: EventBus, logger: Logger): KeyChangeListener {
+  return {
+    keysChanged(accountId, keyIds) {
+      try {
+        bus.broadcast(subjects.keysChanged, KeysChanged.encode({ accountId, keyIds: [...keyIds] }).finish());
+      } catch (error) {
+        logger.warn({ err: error, accountId, keyIds }, 'could not broadcast KeysChanged');
+      }
+    },
+  };
+}
+
+export async function startAuthService(options: AuthServiceOptions): Promise<RunningAuthService> {
+  const hasher = new KeyHasher(options.keyHashSecret);
+  const db = createDatabase<AuthDatabase>({ url: options.databaseUrl, schema: AUTH_SCHEMA, applicationName: 'auth' }, options.logger);
+  try {
+    await migrate(db, AUTH_SCHEMA, authMigrations, options.logger);
+    const store = new AuthStore(db, hasher, busKeyChangeListener(options.bus, options.logger));
+    const server = await startGrpcServer({
+      address: options.listenAddress,
+      services: [authServiceBinding(store, options.logger)],
+      logger: options.logger,
+    });
+    return {
+      address: server.address,
+      stop: async () => {
+        await server.stop();
+        await db.destroy();
+      },
+    };
+  } catch (error) {
+    await db.destroy().catch(() => undefined);
+    throw error;
+  }
+}

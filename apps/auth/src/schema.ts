@@ -1,0 +1,95 @@
+import { sql, type Kysely } from '@gateway/platform';
+import type { Generated, Migration } from 'kysely';
+
+export const AUTH_SCHEMA = 'auth';
+
+export interface AccountsTable {
+  id: string;
+  name: string;
+  tier: string;
+  created_at: Generated<Date>;
+  /** Caller-chosen key that makes CreateAccount retry-safe; null when none was given. */
+  idempotency_key: string | null;
+  /** SHA-256 of the normalised request, so a reused idempotency key with another body is refused. */
+  request_fingerprint: string | null;
+}
+
+export interface ProvisioningKeysTable {
+  id: string;
+  account_id: string;
+  name: string;
+  key_hash: string;
+  label: string;
+  created_at: Generated<Date>;
+  revoked_at: Date | null;
+}
+
+export interface ApiKeysTable {
+  /** Insertion order; the list cursor, because timestamps read back at millisecond precision tie. */
+  seq: Generated<bigint>;
+  id: string;
+  account_id: string;
+  name: string;
+  key_hash: string;
+  label: string;
+  disabled: Generated<boolean>;
+  /** Credits as a Postgres numeric, read back as text; null = no limit. */
+  credit_limit: string | null;
+  /** Empty string = the key has none (the service default applies). */
+  default_routing_strategy: Generated<string>;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+  deleted_at: Date | null;
+}
+
+export interface AuthDatabase {
+  accounts: AccountsTable;
+  provisioning_keys: ProvisioningKeysTable;
+  api_keys: ApiKeysTable;
+}
+
+export const authMigrations: Record<string, Migration> = {
+  '0001_init': {
+    up: async (db: Kysely<any>) => {
+      await sql`
+        create table auth.accounts (
+          id text primary key,
+          name text not null check (char_length(name) between 1 and 200),
+          tier text not null check (tier in ('free', 'tier-1', 'tier-2', 'tier-3', 'tier-4')),
+          created_at timestamptz not null default now(),
+          idempotency_key text unique,
+          request_fingerprint text,
+          check ((idempotency_key is null) = (request_fingerprint is null))
+        )`.execute(db);
+      await sql`
+        create table auth.provisioning_keys (
+          id text primary key,
+          account_id text not null references auth.accounts (id),
+          name text not null,
+          key_hash text not null unique,
+          label text not null,
+          created_at timestamptz not null default now(),
+          revoked_at timestamptz
+        )`.execute(db);
+      await sql`create index provisioning_keys_account on auth.provisioning_keys (account_id)`.execute(db);
+      await sql`
+        create table auth.api_keys (
+          seq bigint generated always as identity unique,
+          id text primary key,
+          account_id text not null references auth.accounts (id),
+          name text not null check (char_length(name) between 1 and 200),
+          key_hash text not null unique,
+          label text not null,
+          disabled boolean not null default false,
+          credit_limit numeric check (credit_limit >= 0),
+          default_routing_strategy text not null default ''
+            check (default_routing_strategy in ('', 'reliability', 'balanced', 'latency', 'throughput', 'cache')),
+          created_at timestamptz not null default now(),
+          updated_at timestamptz not null default now(),
+          deleted_at timestamptz
+        )`.execute(db);
+      // Serves the account's newest-first listing of live keys.
+      await sql`create index api_keys_account_live on auth.api_keys (account_id, seq desc) where deleted_at is null`.execute(db);
+    },
+  },
+};
