@@ -28,3 +28,10 @@ describe('money', () => {
     expect(formatCredits(3n * price + parseCredits('0.0000002'))).toBe('0.0000005');
   });
 });
+
+describe('money precision', () => {
+  it('does not round amounts with more than 20 significant digits', () => {
+    expect(parseCredits('123456789012.123456789012')).toBe(123456789012123456789012n);
+    expect(formatCredits(parseCredits('99999999999999.999999999999'))).toBe('99999999999999.999999999999');
+  });
+});

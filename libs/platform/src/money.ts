@@ -1,4 +1,4 @@
-import { Decimal } from 'decimal.js';
+import { Decimal as DefaultDecimal } from 'decimal.js';
 
 /**
  * Money never touches a JS float. Amounts travel as decimal strings and are computed as integer
@@ -7,6 +7,9 @@ import { Decimal } from 'decimal.js';
  */
 export const PICO_PER_CREDIT = 1_000_000_000_000n;
 const SCALE = 12;
+// decimal.js rounds to 20 significant digits by default; amounts here may need 12 decimals on top of
+// up to 26 integer digits, so work at a precision that never rounds a representable amount.
+const Decimal = DefaultDecimal.clone({ precision: 64 });
 
 const decimalPattern = /^-?\d+(\.\d+)?$/;
 

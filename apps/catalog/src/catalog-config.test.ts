@@ -1,0 +1,168 @@
+import { readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { buildCatalog, iconSourceFor } from './catalog-data.js';
+import { validateCatalogText } from './catalog-config.js';
+
+const examplePath = fileURLToPath(new URL('../../../deploy/config/gateway.example.yaml', import.meta.url));
+
+const valid = `
+startups:
+  - { id: acme, display_name: Acme AI }
+providers:
+  - { id: sim, kind: simulated }
+  - { id: cloud, kind: openai, base_url: "http://127.0.0.1:9000/v1", api_key_env: CLOUD_API_KEY }
+limit_groups:
+  - id: default
+    tiers: { free: { minute: 20, day: 200 }, tier-1: { minute: 600 } }
+models:
+  - id: acme/chat-small
+    owned_by: acme
+    created: 1767225600
+    aliases: [chat-small]
+    pricing: { per_input_token: 0.0000005, per_output_token: 0.0000015, per_cached_input_token: "0.0000001", per_token: 1e-7 }
+    offers:
+      - { provider: sim, endpoints: [chat.completions] }
+`;
+
+const problemsOf = (text: string) => validateCatalogText(text).problems.map((problem) => `${problem.path}: ${problem.reason}`);
+
+describe('validateCatalogText', () => {
+  it('accepts a valid document and reads unquoted prices without float loss', () => {
+    const { document, problems } = validateCatalogText(valid);
+    expect(problems).toEqual([]);
+    expect(document?.models[0]?.pricing).toEqual({
+      per_input_token: '0.0000005',
+      per_output_token: '0.0000015',
+      per_cached_input_token: '0.0000001',
+      per_token: '0.0000001',
+    });
+  });
+
+  it('keeps prices exact where a float would not', () => {
+    // As a float this is 12345678 (the fraction is lost); and 0.0000005 would print as "5e-7".
+    const text = valid.replace('per_input_token: 0.0000005', 'per_input_token: 12345678.000000000001');
+    expect(validateCatalogText(text).document?.models[0]?.pricing?.per_input_token).toBe('12345678.000000000001');
+  });
+
+  it('lists every problem of a document with its path', () => {
+    const text = `
+startups:
+  - { id: acme, display_name: Acme AI, website_url: "not a url" }
+  - { id: acme, display_name: Acme Again }
+providers:
+  - { id: sim, kind: simulated }
+  - { id: remote, kind: openai }
+  - { id: odd, kind: grpc }
+limit_groups:
+  - id: default
+    tiers: { free: { minute: 0 }, tier-9: { minute: 1 } }
+models:
+  - id: acme/one
+    owned_by: acme
+    created: 1
+    aliases: [one, acme/two]
+    offers: [{ provider: sim, endpoints: [chat.completions] }]
+  - id: acme/two
+    owned_by: nobody
+    created: 1.5
+    aliases: [one]
+    limit_group: premium
+    pricing: { per_input_token: "0.0000000000001", per_output_token: -1, per_input_tokens: "1", per_token: "cheap" }
+    offers: [{ provider: missing, endpoints: [chat, images.generations] }]
+  - id: acme/two
+    created: 3
+    extra: true
+    offers: []
+  - id: orbit/speech
+    created: 4
+    reasoning_efforts: [high, low]
+    offers: [{ provider: sim, endpoints: [audio.speech] }]
+`;
+    expect(problemsOf(text).sort()).toEqual(
+      [
+        'startups[0].website_url: must be an absolute URL or a path starting with /',
+        'startups[1].id: duplicate id "acme" (also startups[0])',
+        'providers[1].base_url: required for kind "openai"',
+        'providers[2].kind: Invalid option: expected one of "openai"|"anthropic"|"simulated"',
+        'limit_groups[0].tiers.free.minute: Too small: expected number to be >=1',
+        'limit_groups[0].tiers.tier-9: unknown field',
+        'models[0].aliases[1]: alias "acme/two" is the id of models[1]',
+        'models[1].owned_by: unknown startup "nobody"',
+        'models[1].created: must be whole Unix seconds',
+        'models[1].aliases[0]: alias "one" is also an alias of models[0]',
+        'models[1].limit_group: unknown limit group "premium"',
+        'models[1].pricing.per_input_token: has 13 decimals; at most 12 are allowed',
+        'models[1].pricing.per_output_token: must be >= 0',
+        'models[1].pricing.per_input_tokens: unknown field',
+        'models[1].pricing.per_token: expected a decimal number such as "0.0000005", got "cheap"',
+        'models[1].offers[0].endpoints[0]: Invalid option: expected one of "chat.completions"|"messages"|"responses"|"embeddings"|"moderations"|"images.generations"|"images.edits"|"audio.speech"|"audio.transcriptions"|"audio.translations"',
+        'models[1].offers[0].provider: unknown provider "missing"',
+        'models[1].max_images: required for a model served on an images endpoint',
+        'models[2].id: duplicate id "acme/two" (also models[1])',
+        'models[2].extra: unknown field',
+        'models[2].offers: must list at least one provider offer',
+        'models[3].voices: a model served on audio.speech must list its voices',
+        'models[3].reasoning_efforts: must be distinct and lowest first (none, minimal, low, medium, high, xhigh)',
+      ].sort(),
+    );
+  });
+
+  it('reports YAML syntax errors with their line', () => {
+    const problems = validateCatalogText('models:\n  - id: a\n   created: [1\n');
+    expect(problems.problems.length).toBeGreaterThan(0);
+    expect(problems.problems[0]?.path).toMatch(/^\(line \d+, column \d+\)$/);
+    expect(problems.problems[0]?.reason).not.toMatch(/at line/);
+  });
+
+  it('refuses a document without models and one that is not a mapping', () => {
+    expect(problemsOf('startups: []')).toEqual(['models: required']);
+    expect(problemsOf('- a\n- b')[0]).toMatch(/^\(document\): expected a mapping/);
+  });
+
+  it('ignores unknown top-level sections but not unknown fields inside one', () => {
+    expect(problemsOf(`${valid}\nrouting: { default: balanced }\n`)).toEqual([]);
+    expect(problemsOf(valid.replace('kind: simulated', 'kind: simulated, weight: 3'))).toEqual(['providers[0].weight: unknown field']);
+  });
+});
+
+describe('buildCatalog', () => {
+  it('loads the example config with no problem and the documented chat-small prices', async () => {
+    const text = await readFile(examplePath, 'utf8');
+    const { catalog, problems } = await buildCatalog(text, iconSourceFor(examplePath));
+    expect(problems).toEqual([]);
+    const chatSmall = catalog!.data.models.find((model) => model.id === 'acme/chat-small');
+    expect(chatSmall?.aliases).toEqual(['chat-small']);
+    expect(chatSmall?.pricing).toEqual({
+      per_input_token: '0.0000005',
+      per_output_token: '0.0000015',
+      per_cached_input_token: '0.0000001',
+    });
+    expect(catalog!.data.providers).toEqual([{ id: 'simulated', kind: 'simulated', baseUrl: '', apiKeyEnv: '' }]);
+    const endpoints = new Set(catalog!.data.models.flatMap((model) => model.offers.flatMap((offer) => offer.endpoints)));
+    expect([...endpoints].sort()).toEqual(
+      ['chat.completions', 'messages', 'responses', 'embeddings', 'moderations', 'images.generations', 'images.edits',
+        'audio.speech', 'audio.transcriptions', 'audio.translations'].sort(),
+    );
+    for (const startup of catalog!.data.startups) expect(startup.iconSvg).toMatch(/^<svg/);
+    expect(new Set(catalog!.data.models.map((model) => model.created)).size).toBe(catalog!.data.models.length);
+  });
+
+  it('gives the same version to the same catalog written differently', async () => {
+    const first = await buildCatalog(valid, {});
+    const reordered = valid.replace('per_input_token: 0.0000005', 'per_input_token: "0.00000050"');
+    const second = await buildCatalog(`# a comment\n${reordered}`, {});
+    expect(second.catalog!.version).toBe(first.catalog!.version);
+    const third = await buildCatalog(valid.replace('created: 1767225600', 'created: 1767225601'), {});
+    expect(third.catalog!.version).not.toBe(first.catalog!.version);
+  });
+
+  it('reports an unreadable icon together with the other problems', async () => {
+    const text = valid
+      .replace('{ id: acme, display_name: Acme AI }', '{ id: acme, display_name: Acme AI, icon_svg: missing.svg }')
+      .replace('owned_by: acme', 'owned_by: nobody');
+    const { problems } = await buildCatalog(text, { baseDirectory: '/nonexistent-dir' });
+    expect(problems.map((problem) => problem.path)).toEqual(['models[0].owned_by', 'startups[0].icon_svg']);
+    expect(problems[1]?.reason).toMatch(/cannot read \/nonexistent-dir\/missing\.svg: ENOENT/);
+  });
+});

@@ -1,0 +1,325 @@
+import { randomUUID } from 'node:crypto';
+import { readFile, stat } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import { parseCredits, type PromiseClient } from '@gateway/platform';
+import type { ApiKey, AuthServiceClient, CatalogServiceClient, LedgerServiceClient } from '@gateway/proto';
+
+/** What a command may use: lazily dialled clients and the two output streams. */
+export interface CommandContext {
+  auth(): PromiseClient<AuthServiceClient>;
+  ledger(): PromiseClient<LedgerServiceClient>;
+  catalog(): PromiseClient<CatalogServiceClient>;
+  json: boolean;
+  stdout(text: string): void;
+  stderr(text: string): void;
+}
+
+export type OptionSpec = { type: 'string' | 'boolean'; description: string; placeholder?: string };
+
+export interface Command {
+  group: string;
+  name: string;
+  summary: string;
+  /** Positional argument names; a trailing `?` marks an optional one. */
+  positionals: string[];
+  options: Record<string, OptionSpec>;
+  /** Option names that must be given. */
+  required?: string[];
+  run(context: CommandContext, positionals: string[], values: Record<string, string | boolean | undefined>): Promise<number>;
+}
+
+/** Refused before any call is made; the CLI prints the message and the command's usage. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+const CALL_DEADLINE_MS = 15_000;
+/** A large catalog is validated and written in one call. */
+const LOAD_DEADLINE_MS = 60_000;
+/** The catalog service refuses bigger documents anyway (catalog DOCUMENT_BYTES_MAX). */
+const DOCUMENT_BYTES_MAX = 4 * 1024 * 1024;
+/** keys list walks pages of 100; an account with more keys than this is cut off with a note. */
+const KEY_PAGES_MAX = 100;
+
+function credits(text: string, flag: string, { allowZero }: { allowZero: boolean }): string {
+  let pico: bigint;
+  try {
+    pico = parseCredits(text);
+  } catch {
+    throw new UsageError(`${flag} must be a decimal number of credits with at most 12 decimals, got ${JSON.stringify(text)}`);
+  }
+  if (pico < 0n || (!allowZero && pico === 0n)) throw new UsageError(`${flag} must be ${allowZero ? '>= 0' : '> 0'}, got ${text}`);
+  return text.trim();
+}
+
+const print = (context: CommandContext, value: unknown, line: string) =>
+  context.stdout(context.json ? `${JSON.stringify(value)}\n` : `${line}\n`);
+
+const isoTime = (milliseconds: bigint) => (milliseconds > 0n ? new Date(Number(milliseconds)).toISOString() : null);
+
+function keyJson(key: ApiKey | undefined) {
+  return {
+    key_id: key?.id ?? '',
+    account_id: key?.accountId ?? '',
+    name: key?.name ?? '',
+    label: key?.label ?? '',
+    disabled: key?.disabled ?? false,
+    credit_limit: key?.creditLimit ?? null,
+    default_routing_strategy: key?.defaultRoutingStrategy ?? '',
+    created_at: isoTime(key?.createdAtMs ?? 0n),
+  };
+}
+
+export const commands: Command[] = [
+  {
+    group: 'accounts',
+    name: 'create',
+    summary: 'Create an account with its provisioning key, and optionally top it up.',
+    positionals: [],
+    required: ['name'],
+    options: {
+      name: { type: 'string', description: 'account name', placeholder: 'NAME' },
+      credits: { type: 'string', description: 'initial credits (default: none)', placeholder: 'CREDITS' },
+      tier: { type: 'string', description: 'rate-limit tier: free, tier-1 .. tier-4 (default: free)', placeholder: 'TIER' },
+      'idempotency-key': { type: 'string', description: 'makes a retried create return the same account', placeholder: 'KEY' },
+    },
+    async run(context, _positionals, values) {
+      const initialCredits = values.credits === undefined ? undefined : credits(String(values.credits), '--credits', { allowZero: true });
+      const created = await context.auth().createAccount(
+        {
+          name: String(values.name),
+          tier: values.tier === undefined ? 'free' : String(values.tier),
+          idempotencyKey: values['idempotency-key'] === undefined ? `gatewayctl-account-${randomUUID()}` : String(values['idempotency-key']),
+        },
+        { deadlineMs: CALL_DEADLINE_MS },
+      );
+      const account = created.account;
+      if (!account) throw new Error('auth answered CreateAccount without an account');
+      const result = {
+        account_id: account.id,
+        name: account.name,
+        tier: account.tier,
+        provisioning_key: created.provisioningKey,
+        balance: '0',
+      };
+      try {
+        if (initialCredits !== undefined && parseCredits(initialCredits) > 0n) {
+          // Keyed by the account: re-running after a failure here tops up once, not twice.
+          const topUp = await context.ledger().topUp(
+            { accountId: account.id, credits: initialCredits, idempotencyKey: `account-create:${account.id}`, note: 'initial credits (gatewayctl accounts create)' },
+            { deadlineMs: CALL_DEADLINE_MS },
+          );
+          result.balance = topUp.balance;
+        } else {
+          result.balance = (await context.ledger().getBalance({ accountId: account.id }, { deadlineMs: CALL_DEADLINE_MS })).balance;
+        }
+      } catch (error) {
+        // The account exists and its key is shown only once: print it before reporting the failure.
+        print(context, { ...result, balance: null }, accountLines(result));
+        throw error;
+      }
+      print(context, result, `${accountLines(result)}\nbalance: ${result.balance}`);
+      return 0;
+    },
+  },
+  {
+    group: 'accounts',
+    name: 'top-up',
+    summary: 'Add credits to an account.',
+    positionals: ['ACCOUNT_ID'],
+    required: ['credits'],
+    options: {
+      credits: { type: 'string', description: 'credits to add (> 0)', placeholder: 'CREDITS' },
+      'idempotency-key': { type: 'string', description: 'a repeat with the same key adds nothing (default: a new key)', placeholder: 'KEY' },
+      note: { type: 'string', description: 'note kept with the journal entry', placeholder: 'TEXT' },
+    },
+    async run(context, [accountId], values) {
+      const amount = credits(String(values.credits), '--credits', { allowZero: false });
+      const idempotencyKey = values['idempotency-key'] === undefined ? `gatewayctl-top-up-${randomUUID()}` : String(values['idempotency-key']);
+      const response = await context.ledger().topUp(
+        { accountId: accountId!, credits: amount, idempotencyKey, note: values.note === undefined ? 'gatewayctl top-up' : String(values.note) },
+        { deadlineMs: CALL_DEADLINE_MS },
+      );
+      print(
+        context,
+        { account_id: accountId, credits: amount, idempotency_key: idempotencyKey, balance: response.balance },
+        `added ${amount} credits to ${accountId}; balance: ${response.balance}`,
+      );
+      return 0;
+    },
+  },
+  {
+    group: 'accounts',
+    name: 'show',
+    summary: 'Show an account and its balance.',
+    positionals: ['ACCOUNT_ID'],
+    options: {},
+    async run(context, [accountId]) {
+      const [{ account }, balance] = await Promise.all([
+        context.auth().getAccount({ accountId: accountId! }, { deadlineMs: CALL_DEADLINE_MS }),
+        context.ledger().getBalance({ accountId: accountId! }, { deadlineMs: CALL_DEADLINE_MS }),
+      ]);
+      const result = {
+        account_id: account?.id ?? accountId,
+        name: account?.name ?? '',
+        tier: account?.tier ?? '',
+        created_at: isoTime(account?.createdAtMs ?? 0n),
+        balance: balance.balance,
+        available: balance.available,
+        reserved: balance.reserved,
+      };
+      print(
+        context,
+        result,
+        `${result.account_id}  ${result.name}  tier ${result.tier}  created ${result.created_at ?? '-'}\n` +
+          `balance: ${result.balance} (available ${result.available}, reserved ${result.reserved})`,
+      );
+      return 0;
+    },
+  },
+  {
+    group: 'keys',
+    name: 'create',
+    summary: 'Create an API key for an account (the key is shown once).',
+    positionals: ['ACCOUNT_ID'],
+    required: ['name'],
+    options: {
+      name: { type: 'string', description: 'key name', placeholder: 'NAME' },
+      'credit-limit': { type: 'string', description: 'most credits the key may spend (default: no limit)', placeholder: 'CREDITS' },
+      routing: { type: 'string', description: 'default routing strategy: reliability, balanced, latency, throughput, cache', placeholder: 'STRATEGY' },
+    },
+    async run(context, [accountId], values) {
+      const creditLimit =
+        values['credit-limit'] === undefined ? undefined : credits(String(values['credit-limit']), '--credit-limit', { allowZero: true });
+      const response = await context.auth().createApiKey(
+        {
+          accountId: accountId!,
+          name: String(values.name),
+          creditLimit,
+          defaultRoutingStrategy: values.routing === undefined ? '' : String(values.routing),
+        },
+        { deadlineMs: CALL_DEADLINE_MS },
+      );
+      const result = { ...keyJson(response.key), api_key: response.plaintext };
+      print(context, result, `created key ${result.key_id} (${result.name}, ${result.label})\napi key: ${result.api_key}`);
+      return 0;
+    },
+  },
+  {
+    group: 'keys',
+    name: 'list',
+    summary: "List an account's API keys, disabled ones included, newest first.",
+    positionals: ['ACCOUNT_ID'],
+    options: {},
+    async run(context, [accountId]) {
+      const keys: ApiKey[] = [];
+      let cursor = '';
+      let pages = 0;
+      do {
+        const page = await context.auth().listApiKeys(
+          { accountId: accountId!, limit: 100, cursor, includeDisabled: true },
+          { deadlineMs: CALL_DEADLINE_MS },
+        );
+        keys.push(...page.keys);
+        cursor = page.nextCursor;
+        pages += 1;
+      } while (cursor !== '' && pages < KEY_PAGES_MAX);
+      const truncated = cursor !== '';
+      const rows = keys.map(keyJson);
+      const lines = rows.map(
+        (key) =>
+          `${key.key_id}  ${key.name}  ${key.label}  ${key.disabled ? 'disabled' : 'enabled'}  limit ${key.credit_limit ?? 'none'}` +
+          (key.default_routing_strategy ? `  routing ${key.default_routing_strategy}` : ''),
+      );
+      if (truncated) lines.push(`(more than ${rows.length} keys; list cut off)`);
+      print(context, { account_id: accountId, keys: rows, truncated }, lines.length > 0 ? lines.join('\n') : 'no keys');
+      return 0;
+    },
+  },
+  {
+    group: 'keys',
+    name: 'disable',
+    summary: 'Disable an API key (it stops working at once).',
+    positionals: ['ACCOUNT_ID', 'KEY_ID'],
+    options: {},
+    async run(context, [accountId, keyId]) {
+      const response = await context.auth().updateApiKey(
+        { accountId: accountId!, keyId: keyId!, disabled: true, clearCreditLimit: false },
+        { deadlineMs: CALL_DEADLINE_MS },
+      );
+      const result = keyJson(response.key);
+      print(context, result, `disabled key ${result.key_id || keyId} of ${accountId}`);
+      return 0;
+    },
+  },
+  {
+    group: 'catalog',
+    name: 'load',
+    summary: 'Validate a config file (YAML) and make it the catalog in force.',
+    positionals: ['FILE'],
+    options: {
+      'dry-run': { type: 'boolean', description: 'validate only; change nothing' },
+    },
+    async run(context, [file], values) {
+      const path = resolve(file!);
+      let document: string;
+      try {
+        const info = await stat(path);
+        if (!info.isFile()) throw new UsageError(`${file} is not a file`);
+        if (info.size > DOCUMENT_BYTES_MAX) throw new UsageError(`${file} is larger than ${DOCUMENT_BYTES_MAX} bytes`);
+        document = await readFile(path, 'utf8');
+      } catch (error) {
+        if (error instanceof UsageError) throw error;
+        throw new UsageError(`cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`);
+      }
+      const dryRun = values['dry-run'] === true;
+      // The absolute path lets the service resolve icon files named relative to the config file.
+      const response = await context.catalog().loadCatalog({ document, source: path, dryRun }, { deadlineMs: LOAD_DEADLINE_MS });
+      const result = {
+        file: path,
+        version: response.version,
+        changed: response.changed,
+        model_count: response.modelCount,
+        dry_run: dryRun,
+        problems: response.problems.map((problem) => ({ path: problem.path, reason: problem.reason })),
+      };
+      if (result.problems.length > 0) {
+        if (context.json) context.stdout(`${JSON.stringify(result)}\n`);
+        context.stderr(
+          `${file}: ${result.problems.length} problem${result.problems.length === 1 ? '' : 's'}; the catalog in force is unchanged\n` +
+            result.problems.map((problem) => `${problem.path}: ${problem.reason}\n`).join(''),
+        );
+        return 1;
+      }
+      const state = dryRun ? 'is valid (dry run, nothing changed)' : result.changed ? 'loaded' : 'unchanged (already in force)';
+      print(context, result, `${file}: ${state}; version ${result.version}, ${result.model_count} models`);
+      return 0;
+    },
+  },
+  {
+    group: 'ledger',
+    name: 'verify',
+    summary: 'Recompute balances from the journal; exit 1 when any differs.',
+    positionals: ['ACCOUNT_ID?'],
+    options: {},
+    async run(context, [accountId]) {
+      const response = await context.ledger().verifyJournal({ accountId: accountId ?? '' }, { deadlineMs: LOAD_DEADLINE_MS });
+      const mismatches = response.mismatches.map((mismatch) => ({
+        account_id: mismatch.accountId,
+        stored_balance: mismatch.storedBalance,
+        journal_balance: mismatch.journalBalance,
+      }));
+      const lines = [
+        `${response.accountsChecked} account${response.accountsChecked === 1 ? '' : 's'} checked, ${mismatches.length} mismatch${mismatches.length === 1 ? '' : 'es'}`,
+        ...mismatches.map((mismatch) => `${mismatch.account_id}: stored ${mismatch.stored_balance}, journal ${mismatch.journal_balance}`),
+      ];
+      print(context, { accounts_checked: response.accountsChecked, mismatches }, lines.join('\n'));
+      return mismatches.length > 0 ? 1 : 0;
+    },
+  },
+];
+
+function accountLines(result: { account_id: string; name: string; tier: string; provisioning_key: string }): string {
+  const key = result.provisioning_key === '' ? '(not shown: this create was a replay of an earlier one)' : result.provisioning_key;
+  return `created account ${result.account_id} (${result.name}, ${result.tier})\nprovisioning key: ${key}`;
+}

@@ -1,0 +1,309 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { errors, GatewayError, GrpcStatus, ErrorReason, startGrpcServer, unary, type RunningGrpcServer } from '@gateway/platform';
+import {
+  AuthServiceService,
+  LedgerServiceService,
+  type ApiKey,
+  type AuthServiceServer,
+  type CreateAccountRequest,
+  type CreateApiKeyRequest,
+  type GetAccountRequest,
+  type GetBalanceRequest,
+  type LedgerServiceServer,
+  type ListApiKeysRequest,
+  type TopUpRequest,
+  type UpdateApiKeyRequest,
+  type VerifyJournalRequest,
+} from '@gateway/proto';
+import { testLogger } from '@gateway/testing';
+import { cli } from './run-cli.js';
+
+/**
+ * Auth and ledger are built elsewhere; these fakes implement only the RPCs gatewayctl calls, over real
+ * gRPC, and record what they receive.
+ */
+const received = {
+  createAccount: [] as CreateAccountRequest[],
+  getAccount: [] as GetAccountRequest[],
+  createApiKey: [] as CreateApiKeyRequest[],
+  listApiKeys: [] as ListApiKeysRequest[],
+  updateApiKey: [] as UpdateApiKeyRequest[],
+  topUp: [] as TopUpRequest[],
+  getBalance: [] as GetBalanceRequest[],
+  verifyJournal: [] as VerifyJournalRequest[],
+};
+const behaviour = { failTopUp: false, mismatches: false };
+
+const key = (id: string, overrides: Partial<ApiKey> = {}): ApiKey => ({
+  id,
+  accountId: 'acct_1',
+  name: `key ${id}`,
+  label: `sk-gw-${id.slice(-4)}…`,
+  disabled: false,
+  creditLimit: undefined,
+  defaultRoutingStrategy: '',
+  createdAtMs: 1_767_225_600_000n,
+  updatedAtMs: 1_767_225_600_000n,
+  ...overrides,
+});
+const keys = Array.from({ length: 150 }, (_, index) => key(`key_${String(index).padStart(4, '0')}`));
+
+const notImplemented = () => {
+  throw new GatewayError(GrpcStatus.UNIMPLEMENTED, ErrorReason.ERROR_REASON_INTERNAL, 'not in this fake');
+};
+
+function fakeAuth(logger = testLogger('fake-auth')): AuthServiceServer {
+  return {
+    createAccount: unary(logger, 'CreateAccount', async (request: CreateAccountRequest) => {
+      received.createAccount.push(request);
+      if (request.name === 'taken') throw errors.conflict('idempotency key reused with a different name');
+      return {
+        account: { id: 'acct_1', name: request.name, tier: request.tier, createdAtMs: 1_767_225_600_000n },
+        provisioningKey: 'gw-prov-secret-1',
+      };
+    }),
+    getAccount: unary(logger, 'GetAccount', async (request: GetAccountRequest) => {
+      received.getAccount.push(request);
+      if (request.accountId !== 'acct_1') throw errors.notFound(`account ${request.accountId} does not exist`);
+      return { account: { id: 'acct_1', name: 'Dev', tier: 'tier-2', createdAtMs: 1_767_225_600_000n } };
+    }),
+    verifyApiKey: unary(logger, 'VerifyApiKey', notImplemented),
+    verifyProvisioningKey: unary(logger, 'VerifyProvisioningKey', notImplemented),
+    createProvisioningKey: unary(logger, 'CreateProvisioningKey', notImplemented),
+    createApiKey: unary(logger, 'CreateApiKey', async (request: CreateApiKeyRequest) => {
+      received.createApiKey.push(request);
+      if (request.defaultRoutingStrategy === 'fastest') throw errors.invalidRequest('unknown routing strategy', 'default_routing_strategy');
+      return {
+        key: key('key_new', { name: request.name, creditLimit: request.creditLimit, defaultRoutingStrategy: request.defaultRoutingStrategy }),
+        plaintext: 'sk-gw-plaintext-new',
+      };
+    }),
+    listApiKeys: unary(logger, 'ListApiKeys', async (request: ListApiKeysRequest) => {
+      received.listApiKeys.push(request);
+      const start = request.cursor === '' ? 0 : Number(request.cursor);
+      const page = keys.slice(start, start + request.limit);
+      const next = start + page.length;
+      return { keys: page, nextCursor: next < keys.length ? String(next) : '' };
+    }),
+    getApiKey: unary(logger, 'GetApiKey', notImplemented),
+    updateApiKey: unary(logger, 'UpdateApiKey', async (request: UpdateApiKeyRequest) => {
+      received.updateApiKey.push(request);
+      if (request.keyId !== 'key_0001') throw errors.notFound('no such key in this account');
+      return { key: key(request.keyId, { disabled: request.disabled ?? false }) };
+    }),
+    deleteApiKey: unary(logger, 'DeleteApiKey', notImplemented),
+  };
+}
+
+function fakeLedger(logger = testLogger('fake-ledger')): LedgerServiceServer {
+  return {
+    admit: unary(logger, 'Admit', notImplemented),
+    release: unary(logger, 'Release', notImplemented),
+    topUp: unary(logger, 'TopUp', async (request: TopUpRequest) => {
+      received.topUp.push(request);
+      if (behaviour.failTopUp) throw errors.invalidRequest('ledger refuses today');
+      return { balance: request.credits === '10' ? '10' : `1${request.credits}` };
+    }),
+    getBalance: unary(logger, 'GetBalance', async (request: GetBalanceRequest) => {
+      received.getBalance.push(request);
+      return { balance: '4.25', available: '4.2', reserved: '0.05' };
+    }),
+    getKeyUsage: unary(logger, 'GetKeyUsage', notImplemented),
+    getActivity: unary(logger, 'GetActivity', notImplemented),
+    verifyJournal: unary(logger, 'VerifyJournal', async (request: VerifyJournalRequest) => {
+      received.verifyJournal.push(request);
+      return {
+        accountsChecked: request.accountId ? 1 : 7,
+        mismatches: behaviour.mismatches ? [{ accountId: 'acct_9', storedBalance: '5', journalBalance: '4.5' }] : [],
+      };
+    }),
+  };
+}
+
+describe('gatewayctl accounts, keys and ledger commands', () => {
+  let auth: RunningGrpcServer;
+  let ledger: RunningGrpcServer;
+  let env: NodeJS.ProcessEnv;
+
+  beforeAll(async () => {
+    const logger = testLogger('fakes');
+    auth = await startGrpcServer({
+      address: '127.0.0.1:0',
+      services: [{ definition: AuthServiceService, implementation: fakeAuth(), name: 'gateway.v1.AuthService' }],
+      logger,
+    });
+    ledger = await startGrpcServer({
+      address: '127.0.0.1:0',
+      services: [{ definition: LedgerServiceService, implementation: fakeLedger(), name: 'gateway.v1.LedgerService' }],
+      logger,
+    });
+    env = { AUTH_ADDR: auth.address, LEDGER_ADDR: ledger.address };
+  });
+
+  afterEach(() => {
+    for (const list of Object.values(received)) list.length = 0;
+    behaviour.failTopUp = false;
+    behaviour.mismatches = false;
+  });
+
+  afterAll(async () => {
+    await auth?.stop();
+    await ledger?.stop();
+  });
+
+  it('accounts create: creates the account, tops it up keyed by the account, prints JSON', async () => {
+    const result = await cli(['accounts', 'create', '--name', 'Dev', '--credits', '10', '--tier', 'tier-1', '--json'], env);
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(JSON.parse(result.stdout)).toEqual({
+      account_id: 'acct_1',
+      name: 'Dev',
+      tier: 'tier-1',
+      provisioning_key: 'gw-prov-secret-1',
+      balance: '10',
+    });
+    expect(received.createAccount).toHaveLength(1);
+    expect(received.createAccount[0]).toMatchObject({ name: 'Dev', tier: 'tier-1' });
+    expect(received.createAccount[0]!.idempotencyKey).not.toBe('');
+    expect(received.topUp).toEqual([
+      { accountId: 'acct_1', credits: '10', idempotencyKey: 'account-create:acct_1', note: 'initial credits (gatewayctl accounts create)' },
+    ]);
+  });
+
+  it('accounts create: defaults to the free tier, no top-up, and passes a given idempotency key', async () => {
+    const result = await cli(['accounts', 'create', '--name', 'Quiet', '--idempotency-key', 'op-42', '--auth', auth.address], { LEDGER_ADDR: ledger.address });
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe('created account acct_1 (Quiet, free)\nprovisioning key: gw-prov-secret-1\nbalance: 4.25\n');
+    expect(received.createAccount).toEqual([{ name: 'Quiet', tier: 'free', idempotencyKey: 'op-42' }]);
+    expect(received.topUp).toEqual([]);
+    expect(received.getBalance).toEqual([{ accountId: 'acct_1' }]);
+  });
+
+  it('accounts create: a failed top-up still shows the one-time provisioning key, then fails', async () => {
+    behaviour.failTopUp = true;
+    const result = await cli(['accounts', 'create', '--name', 'Dev', '--credits', '3', '--json'], env);
+    expect(result.code).toBe(1);
+    expect(JSON.parse(result.stdout)).toMatchObject({ account_id: 'acct_1', provisioning_key: 'gw-prov-secret-1', balance: null });
+    expect(result.stderr).toBe('gatewayctl accounts create: ledger refuses today (INVALID_ARGUMENT/INVALID_REQUEST)\n');
+  });
+
+  it('accounts create: refuses bad arguments without calling auth, and reports auth refusals', async () => {
+    for (const argv of [
+      ['accounts', 'create', '--credits', '10'],
+      ['accounts', 'create', '--name', 'Dev', '--credits', '-1'],
+      ['accounts', 'create', '--name', 'Dev', '--credits', 'ten'],
+      ['accounts', 'create', '--name', 'Dev', '--credits', '0.0000000000001'],
+      ['accounts', 'create', 'extra', '--name', 'Dev'],
+    ]) {
+      const result = await cli(argv, env);
+      expect(result.code, argv.join(' ')).toBe(1);
+      expect(result.stdout).toBe('');
+      expect(result.stderr).toMatch(/^gatewayctl accounts create: /);
+    }
+    expect(received.createAccount).toEqual([]);
+
+    const conflict = await cli(['accounts', 'create', '--name', 'taken'], env);
+    expect(conflict.code).toBe(1);
+    expect(conflict.stderr).toBe('gatewayctl accounts create: idempotency key reused with a different name (ALREADY_EXISTS/CONFLICT)\n');
+  });
+
+  it('accounts top-up: sends the amount and key, refuses non-positive amounts', async () => {
+    const result = await cli(['accounts', 'top-up', 'acct_1', '--credits', '5', '--idempotency-key', 'k-1', '--json'], env);
+    expect(result.code).toBe(0);
+    expect(JSON.parse(result.stdout)).toEqual({ account_id: 'acct_1', credits: '5', idempotency_key: 'k-1', balance: '15' });
+    expect(received.topUp).toEqual([{ accountId: 'acct_1', credits: '5', idempotencyKey: 'k-1', note: 'gatewayctl top-up' }]);
+
+    const generated = await cli(['accounts', 'top-up', 'acct_1', '--credits', '0.5'], env);
+    expect(generated.stdout).toBe('added 0.5 credits to acct_1; balance: 10.5\n');
+    expect(received.topUp[1]!.idempotencyKey).toMatch(/^gatewayctl-top-up-[0-9a-f-]{36}$/);
+
+    for (const argv of [['accounts', 'top-up', 'acct_1', '--credits', '0'], ['accounts', 'top-up', 'acct_1'], ['accounts', 'top-up', '--credits', '5']]) {
+      const refused = await cli(argv, env);
+      expect(refused.code, argv.join(' ')).toBe(1);
+    }
+    expect(received.topUp).toHaveLength(2);
+  });
+
+  it('accounts show: account and balance together; unknown account is an error', async () => {
+    const result = await cli(['accounts', 'show', 'acct_1', '--json'], env);
+    expect(result.code).toBe(0);
+    expect(JSON.parse(result.stdout)).toEqual({
+      account_id: 'acct_1',
+      name: 'Dev',
+      tier: 'tier-2',
+      created_at: '2026-01-01T00:00:00.000Z',
+      balance: '4.25',
+      available: '4.2',
+      reserved: '0.05',
+    });
+    // Global flags may also come before the command words.
+    const text = await cli(['--ledger', ledger.address, 'accounts', '--auth', auth.address, 'show', 'acct_1'], {});
+    expect(text.stdout).toBe('acct_1  Dev  tier tier-2  created 2026-01-01T00:00:00.000Z\nbalance: 4.25 (available 4.2, reserved 0.05)\n');
+
+    const missing = await cli(['accounts', 'show', 'acct_404'], env);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toBe('gatewayctl accounts show: account acct_404 does not exist (NOT_FOUND/NOT_FOUND)\n');
+  });
+
+  it('keys create: passes limit and routing, prints the plaintext once', async () => {
+    const result = await cli(['keys', 'create', 'acct_1', '--name', 'ci', '--credit-limit', '2.5', '--routing', 'latency', '--json'], env);
+    expect(result.code).toBe(0);
+    expect(received.createApiKey).toEqual([{ accountId: 'acct_1', name: 'ci', creditLimit: '2.5', defaultRoutingStrategy: 'latency' }]);
+    expect(JSON.parse(result.stdout)).toMatchObject({ key_id: 'key_new', name: 'ci', credit_limit: '2.5', api_key: 'sk-gw-plaintext-new' });
+
+    const plain = await cli(['keys', 'create', 'acct_1', '--name', 'web'], env);
+    expect(received.createApiKey[1]).toEqual({ accountId: 'acct_1', name: 'web', defaultRoutingStrategy: '' });
+    expect(plain.stdout).toContain('api key: sk-gw-plaintext-new\n');
+
+    const refused = await cli(['keys', 'create', 'acct_1', '--name', 'x', '--routing', 'fastest'], env);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toBe('gatewayctl keys create: unknown routing strategy (INVALID_ARGUMENT/INVALID_REQUEST, default_routing_strategy)\n');
+  });
+
+  it('keys list: walks every page, disabled keys included', async () => {
+    const result = await cli(['keys', 'list', 'acct_1', '--json'], env);
+    expect(result.code).toBe(0);
+    const listed = JSON.parse(result.stdout) as { keys: { key_id: string }[]; truncated: boolean };
+    expect(listed.keys.map((entry) => entry.key_id)).toEqual(keys.map((entry) => entry.id));
+    expect(listed.truncated).toBe(false);
+    expect(received.listApiKeys).toEqual([
+      { accountId: 'acct_1', limit: 100, cursor: '', includeDisabled: true },
+      { accountId: 'acct_1', limit: 100, cursor: '100', includeDisabled: true },
+    ]);
+    const text = await cli(['keys', 'list', 'acct_1'], env);
+    expect(text.stdout.trimEnd().split('\n')).toHaveLength(150);
+  });
+
+  it('keys disable: sends disabled=true and reports unknown keys', async () => {
+    const result = await cli(['keys', 'disable', 'acct_1', 'key_0001'], env);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe('disabled key key_0001 of acct_1\n');
+    expect(received.updateApiKey).toEqual([{ accountId: 'acct_1', keyId: 'key_0001', disabled: true, clearCreditLimit: false }]);
+
+    const missing = await cli(['keys', 'disable', 'acct_1', 'key_9999'], env);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('no such key in this account (NOT_FOUND/NOT_FOUND)');
+    const noKey = await cli(['keys', 'disable', 'acct_1'], env);
+    expect(noKey.code).toBe(1);
+    expect(noKey.stderr).toContain('missing KEY_ID');
+  });
+
+  it('ledger verify: exit 0 when balanced, 1 with the mismatches listed', async () => {
+    const all = await cli(['ledger', 'verify'], env);
+    expect(all).toEqual({ code: 0, stdout: '7 accounts checked, 0 mismatches\n', stderr: '' });
+    behaviour.mismatches = true;
+    const one = await cli(['ledger', 'verify', 'acct_9', '--json'], env);
+    expect(one.code).toBe(1);
+    expect(JSON.parse(one.stdout)).toEqual({
+      accounts_checked: 1,
+      mismatches: [{ account_id: 'acct_9', stored_balance: '5', journal_balance: '4.5' }],
+    });
+    expect(received.verifyJournal).toEqual([{ accountId: '' }, { accountId: 'acct_9' }]);
+  });
+
+  it('names the unreachable service', async () => {
+    const result = await cli(['accounts', 'show', 'acct_1'], { AUTH_ADDR: auth.address, LEDGER_ADDR: '127.0.0.1:1' });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/^gatewayctl accounts show: cannot reach ledger at 127\.0\.0\.1:1: /);
+  });
+});

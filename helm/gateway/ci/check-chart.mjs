@@ -1,0 +1,139 @@
+#!/usr/bin/env node
+// Static checks for the chart where no `helm` binary is available (helm lint/template are the real
+// thing; run them where helm exists). Run from anywhere: node helm/gateway/ci/check-chart.mjs
+//  1. Chart.yaml and values.yaml parse; Chart.yaml has the apiVersion v2 fields; catalogConfig parses.
+//  2. Every `.Values.a.b` path a template names exists in values.yaml (a missing key renders as
+//     nothing, which Kubernetes often accepts silently).
+//  3. Every `include`/`template` names a defined template; `{{ }}` and if/range/with/define/end balance.
+//  4. Every server app under apps/ has a Deployment and a Service running `node apps/<app>/dist/main.js`.
+// Values nobody references are listed as warnings. Exit code 1 on any error.
+import { readdirSync, readFileSync, existsSync, statSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parse, parseDocument } from 'yaml';
+
+const chartDir = dirname(dirname(fileURLToPath(import.meta.url)));
+const repoRoot = join(chartDir, '..', '..');
+const errors = [];
+const warnings = [];
+const where = (file) => relative(process.cwd(), file);
+
+function parseYamlFile(file) {
+  const document = parseDocument(readFileSync(file, 'utf8'), { merge: true });
+  for (const problem of document.errors) errors.push(`${where(file)}: ${problem.message}`);
+  return document.toJS();
+}
+
+// --- 1. Chart.yaml, values.yaml ---
+const chart = parseYamlFile(join(chartDir, 'Chart.yaml')) ?? {};
+if (chart.apiVersion !== 'v2') errors.push(`Chart.yaml: apiVersion must be v2, is ${chart.apiVersion}`);
+for (const field of ['name', 'version', 'appVersion']) {
+  if (typeof chart[field] !== 'string' || chart[field] === '') errors.push(`Chart.yaml: ${field} must be a non-empty string`);
+}
+if (typeof chart.version === 'string' && !/^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$/.test(chart.version)) {
+  errors.push(`Chart.yaml: version ${chart.version} is not SemVer 2`);
+}
+const values = parseYamlFile(join(chartDir, 'values.yaml')) ?? {};
+if (typeof values.catalogConfig === 'string') {
+  try {
+    const catalog = parse(values.catalogConfig);
+    for (const list of ['providers', 'models']) {
+      if (!Array.isArray(catalog?.[list])) errors.push(`values.yaml: catalogConfig has no ${list} list`);
+    }
+  } catch (error) {
+    errors.push(`values.yaml: catalogConfig is not YAML: ${error.message}`);
+  }
+} else {
+  errors.push('values.yaml: catalogConfig must be a YAML string');
+}
+for (const app of ['edge', 'routing']) {
+  const hpa = values[app]?.hpa;
+  if (hpa && !(hpa.minReplicas >= 1 && hpa.minReplicas <= hpa.maxReplicas)) {
+    errors.push(`values.yaml: ${app}.hpa needs 1 <= minReplicas <= maxReplicas`);
+  }
+}
+
+// --- 2./3. templates ---
+const templatesDir = join(chartDir, 'templates');
+const templateFiles = readdirSync(templatesDir)
+  .map((name) => join(templatesDir, name))
+  .filter((file) => statSync(file).isFile());
+const sources = new Map(templateFiles.map((file) => [file, readFileSync(file, 'utf8')]));
+
+const defined = new Set();
+const referencedPaths = new Set();
+for (const [file, text] of sources) {
+  const withoutComments = text.replace(/\{\{-?\s*\/\*[\s\S]*?\*\/\s*-?\}\}/g, '');
+  const opens = (withoutComments.match(/\{\{/g) ?? []).length;
+  const closes = (withoutComments.match(/\}\}/g) ?? []).length;
+  if (opens !== closes) errors.push(`${where(file)}: ${opens} '{{' but ${closes} '}}'`);
+
+  let depth = 0;
+  for (const action of withoutComments.matchAll(/\{\{-?\s*([\s\S]*?)\s*-?\}\}/g)) {
+    const body = action[1];
+    const keyword = body.match(/^(if|range|with|define|block|else|end)\b/)?.[1];
+    if (keyword && ['if', 'range', 'with', 'define', 'block'].includes(keyword)) depth += 1;
+    if (keyword === 'end') depth -= 1;
+    if (depth < 0) { errors.push(`${where(file)}: {{ end }} without an opening block`); depth = 0; }
+    const definition = body.match(/^define\s+"([^"]+)"/);
+    if (definition) {
+      if (defined.has(definition[1])) errors.push(`${where(file)}: template "${definition[1]}" defined twice`);
+      defined.add(definition[1]);
+    }
+    for (const match of body.matchAll(/\.Values((?:\.[A-Za-z_][A-Za-z0-9_]*)+)/g)) {
+      referencedPaths.add(JSON.stringify({ path: match[1].slice(1), file }));
+    }
+  }
+  if (depth !== 0) errors.push(`${where(file)}: ${depth} block(s) not closed with {{ end }}`);
+}
+for (const [file, text] of sources) {
+  for (const match of text.matchAll(/\b(?:include|template)\s+"([^"]+)"/g)) {
+    if (!defined.has(match[1])) errors.push(`${where(file)}: uses undefined template "${match[1]}"`);
+  }
+}
+
+const used = [];
+for (const entry of referencedPaths) {
+  const { path, file } = JSON.parse(entry);
+  const keys = path.split('.');
+  used.push(keys);
+  let node = values;
+  for (let index = 0; index < keys.length; index += 1) {
+    const isMap = node !== null && typeof node === 'object' && !Array.isArray(node);
+    if (!isMap || !Object.hasOwn(node, keys[index])) {
+      errors.push(`${where(file)}: .Values.${path} is not in values.yaml (no '${keys.slice(0, index + 1).join('.')}')`);
+      break;
+    }
+    node = node[keys[index]];
+  }
+}
+
+// Values leaves no template reaches (directly or through a referenced ancestor).
+function leaves(node, prefix = []) {
+  if (node === null || typeof node !== 'object' || Array.isArray(node) || Object.keys(node).length === 0) return [prefix];
+  return Object.entries(node).flatMap(([key, child]) => leaves(child, [...prefix, key]));
+}
+for (const leaf of leaves(values)) {
+  const reached = used.some((keys) => keys.length <= leaf.length && keys.every((key, index) => leaf[index] === key));
+  if (!reached) warnings.push(`values.yaml: ${leaf.join('.')} is referenced by no template`);
+}
+
+// --- 4. one Deployment + Service per server app ---
+const appsDir = join(repoRoot, 'apps');
+const serverApps = existsSync(appsDir)
+  ? readdirSync(appsDir).filter((name) => name !== 'gatewayctl' && statSync(join(appsDir, name)).isDirectory())
+  : [];
+for (const app of serverApps) {
+  const owners = [...sources].filter(([, text]) => text.includes(`apps/${app}/dist/main.js`) && /kind:\s*Deployment/.test(text));
+  if (owners.length !== 1) { errors.push(`apps/${app}: expected one Deployment template running it, found ${owners.length}`); continue; }
+  if (!/kind:\s*Service\b/.test(owners[0][1])) errors.push(`${where(owners[0][0])}: no Service beside the ${app} Deployment`);
+  if (!values[app]) errors.push(`values.yaml: no '${app}' section`);
+}
+
+for (const warning of warnings) console.log(`warning: ${warning}`);
+for (const error of errors) console.log(`error: ${error}`);
+console.log(
+  `check-chart: ${sources.size} templates, ${defined.size} defined templates, ${new Set(used.map((keys) => keys.join('.'))).size} values paths, ` +
+  `${serverApps.length} server apps; ${errors.length} error(s), ${warnings.length} warning(s)`,
+);
+process.exit(errors.length === 0 ? 0 : 1);
