@@ -55,7 +55,7 @@ export class CatalogStore {
   private constructor(private readonly db: Kysely<CatalogTables>) {}
 
   static async open(databaseUrl: string, logger: Logger): Promise<CatalogStore> {
-    const db = createDatabase<CatalogTables>({ url: databaseUrl, schema: CATALOG_SCHEMA, maxConnections: 4, applicationName: 'catalog' });
+    const db = createDatabase<CatalogTables>({ url: databaseUrl, schema: CATALOG_SCHEMA, maxConnections: 4, applicationName: 'catalog' }, logger);
     try {
       await migrate(db, CATALOG_SCHEMA, migrations, logger);
     } catch (error) {

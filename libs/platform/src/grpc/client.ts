@@ -53,7 +53,8 @@ export interface ClientSettings {
   maxAttempts?: number;
 }
 
-const RETRYABLE = new Set([status.UNAVAILABLE, status.RESOURCE_EXHAUSTED]);
+// Only "the server never saw it or could not take it": RESOURCE_EXHAUSTED is a verdict (rate limit), not a fault.
+const RETRYABLE = new Set([status.UNAVAILABLE]);
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

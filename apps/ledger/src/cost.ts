@@ -1,0 +1,73 @@
+import type { Pricing, Usage } from '@gateway/proto';
+import { parseCredits } from '@gateway/platform';
+
+/** Audio is priced per hour and metered in milliseconds. */
+const MS_PER_HOUR = 3_600_000n;
+
+export class PricingError extends Error {
+  override name = 'PricingError';
+}
+
+function price(pricing: Pricing, key: keyof Pricing): bigint | undefined {
+  const text = pricing[key];
+  if (text === undefined || text === '') return undefined;
+  let pico: bigint;
+  try {
+    pico = parseCredits(text);
+  } catch (error) {
+    throw new PricingError(`price ${key} is not a decimal with at most 12 decimals: ${JSON.stringify(text)}`);
+  }
+  if (pico < 0n) throw new PricingError(`price ${key} is negative: ${text}`);
+  return pico;
+}
+
+/**
+ * The charge for one request in pico-credits: every metered count times its price from the event's
+ * price snapshot (an absent price is not charged).
+ *
+ * Per-unit prices are integers in pico-credits, so token and character terms are exact. Audio
+ * durations are priced per hour: those terms are kept as an exact fraction over 3,600,000 ms and the
+ * whole sum is rounded once, half up, to the pico — a request never loses or gains more than half a
+ * pico to rounding, whatever mix of units it used.
+ *
+ * Cached input tokens are part of input_tokens: the non-cached part is charged at per_input_token and
+ * the cached part at per_cached_input_token when the model has one, else at per_input_token. A cached
+ * count larger than the input count (provider inconsistency) is capped at the input count.
+ * per_token applies to input_tokens + output_tokens (models priced the same in both directions).
+ */
+export function computeCostPico(usage: Usage, pricing: Pricing): bigint {
+  const count = (value: number) => BigInt(value >>> 0);
+  let exact = 0n; // pico-credits
+  const add = (units: bigint, key: keyof Pricing) => {
+    const unitPrice = price(pricing, key);
+    if (unitPrice !== undefined) exact += units * unitPrice;
+  };
+
+  const inputTokens = count(usage.inputTokens);
+  const cachedTokens = count(usage.cachedInputTokens) > inputTokens ? inputTokens : count(usage.cachedInputTokens);
+  if (price(pricing, 'perCachedInputToken') !== undefined) {
+    add(inputTokens - cachedTokens, 'perInputToken');
+    add(cachedTokens, 'perCachedInputToken');
+  } else {
+    add(inputTokens, 'perInputToken');
+  }
+  add(count(usage.outputTokens), 'perOutputToken');
+  add(count(usage.inputAudioTokens), 'perInputAudioToken');
+  add(count(usage.outputAudioTokens), 'perOutputAudioToken');
+  add(count(usage.outputTextTokens), 'perOutputTextToken');
+  add(count(usage.inputTextCharacters), 'perInputTextCharacter');
+  add(count(usage.outputTextCharacters), 'perOutputTextCharacter');
+  add(count(usage.outputImageTokens), 'perOutputImageToken');
+  add(count(usage.inputTextTokens), 'perInputTextToken');
+  add(count(usage.inputImageTokens), 'perInputImageToken');
+  add(inputTokens + count(usage.outputTokens), 'perToken');
+
+  // Audio hours: numerator in pico-credit-milliseconds, divided once with half-up rounding.
+  let audioNumerator = 0n;
+  const perInputHour = price(pricing, 'perInputAudioHour');
+  const perOutputHour = price(pricing, 'perOutputAudioHour');
+  if (perInputHour !== undefined) audioNumerator += count(usage.inputAudioMs) * perInputHour;
+  if (perOutputHour !== undefined) audioNumerator += count(usage.outputAudioMs) * perOutputHour;
+  const total = exact * MS_PER_HOUR + audioNumerator;
+  return (total + MS_PER_HOUR / 2n) / MS_PER_HOUR;
+}

@@ -1,0 +1,76 @@
+import { createDatabase, migrate, startGrpcServer, type EventBus, type Logger, type Subscription } from '@gateway/platform';
+import { LedgerServiceService } from '@gateway/proto';
+import { DEFAULT_RESERVATION_LIFETIME_MS, Ledger } from './ledger.js';
+import { ledgerServiceImplementation } from './ledger-service.js';
+import { LEDGER_SCHEMA, ledgerMigrations, type LedgerTables } from './migrations.js';
+import { startSettlementConsumers } from './settlement-consumer.js';
+import { DEFAULT_SWEEP_INTERVAL_MS, startSweeper } from './sweeper.js';
+
+export { computeCostPico, PricingError } from './cost.js';
+export { RESERVE_PICO, DEFAULT_RESERVATION_LIFETIME_MS } from './ledger.js';
+export { SETTLER_DURABLE, BATCH_SETTLER_DURABLE } from './settlement-consumer.js';
+
+export interface LedgerServiceOptions {
+  listenAddress: string;
+  databaseUrl: string;
+  bus: EventBus;
+  logger: Logger;
+  /** How long a reservation lives without its usage event (default 20 minutes). */
+  reservationLifetimeMs?: number;
+  /** How often expired reservations are released (default 30 s). */
+  sweepIntervalMs?: number;
+  consumer?: { enabled?: boolean; maxBatch?: number; lingerMs?: number; ackWaitMs?: number };
+  /** Postgres pool bound (default 10). */
+  maxConnections?: number;
+}
+
+export interface RunningLedgerService {
+  address: string;
+  stop(): Promise<void>;
+  /** Stops settling (messages in hand finish; unacked ones are redelivered to the next consumer). */
+  stopConsumer(): Promise<void>;
+}
+
+export async function startLedgerService(options: LedgerServiceOptions): Promise<RunningLedgerService> {
+  const logger = options.logger;
+  const reservationLifetimeMs = options.reservationLifetimeMs ?? DEFAULT_RESERVATION_LIFETIME_MS;
+  if (!Number.isInteger(reservationLifetimeMs) || reservationLifetimeMs <= 0) throw new Error(`reservationLifetimeMs must be a positive integer: ${reservationLifetimeMs}`);
+  const db = createDatabase<LedgerTables>({ url: options.databaseUrl, schema: LEDGER_SCHEMA, maxConnections: options.maxConnections ?? 10, applicationName: 'ledger' }, options.logger);
+  try {
+    await migrate(db, LEDGER_SCHEMA, ledgerMigrations, logger);
+  } catch (error) {
+    await db.destroy();
+    throw error;
+  }
+  const ledger = new Ledger(db, logger, reservationLifetimeMs);
+  const server = await startGrpcServer({
+    address: options.listenAddress,
+    services: [{ definition: LedgerServiceService, implementation: ledgerServiceImplementation(ledger, logger), name: 'gateway.v1.LedgerService' }],
+    logger,
+  });
+  let consumer: Subscription | null = null;
+  if (options.consumer?.enabled ?? true) {
+    consumer = await startSettlementConsumers(options.bus, ledger, logger, options.consumer);
+  }
+  const sweeper = startSweeper(ledger, logger, options.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS);
+
+  const stopConsumer = async () => {
+    const running = consumer;
+    consumer = null;
+    await running?.stop();
+  };
+  let stopped: Promise<void> | null = null;
+  return {
+    address: server.address,
+    stopConsumer,
+    stop: () => {
+      stopped ??= (async () => {
+        await stopConsumer();
+        await sweeper.stop();
+        await server.stop();
+        await db.destroy();
+      })();
+      return stopped;
+    },
+  };
+}

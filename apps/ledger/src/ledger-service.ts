@@ -1,0 +1,150 @@
+import { errors, formatCredits, GatewayError, GrpcStatus, MoneyFormatError, parseCredits, unary, type Logger } from '@gateway/platform';
+import {
+  ErrorReason,
+  type AdmitRequest, type AdmitResponse, type GetActivityRequest, type GetActivityResponse, type GetBalanceRequest,
+  type GetBalanceResponse, type GetKeyUsageRequest, type GetKeyUsageResponse, type LedgerServiceServer, type ReleaseRequest,
+  type ReleaseResponse, type TopUpRequest, type TopUpResponse, type VerifyJournalRequest, type VerifyJournalResponse,
+} from '@gateway/proto';
+import { MAX_KEY_IDS, RESERVE_PICO, usageFromColumns, type Ledger } from './ledger.js';
+
+/** A single top-up above this is an operator typo, not a payment. */
+export const MAX_TOP_UP_PICO = parseCredits('1000000');
+const MAX_IDENTIFIER_LENGTH = 200;
+const MAX_NOTE_LENGTH = 1_000;
+const MAX_ACTIVITY_DAYS = 30;
+
+function requireIdentifier(value: string, param: string): string {
+  if (!value) throw errors.invalidRequest(`${param} is required`, param);
+  if (value.length > MAX_IDENTIFIER_LENGTH) throw errors.invalidRequest(`${param} is longer than ${MAX_IDENTIFIER_LENGTH} characters`, param);
+  return value;
+}
+
+function parseAmount(text: string, param: string): bigint {
+  try {
+    return parseCredits(text);
+  } catch (error) {
+    if (error instanceof MoneyFormatError) throw errors.invalidRequest(`${param} must be a decimal number of credits with at most 12 decimals`, param);
+    throw error;
+  }
+}
+
+/** gRPC adapter: validates and translates; the rules live in Ledger and the admit SQL function. */
+export function ledgerServiceImplementation(ledger: Ledger, logger: Logger): LedgerServiceServer {
+  return {
+    admit: unary(logger, 'Admit', async (request: AdmitRequest): Promise<AdmitResponse> => {
+      const requestId = requireIdentifier(request.context?.requestId ?? '', 'context.request_id');
+      const accountId = requireIdentifier(request.context?.accountId ?? '', 'context.account_id');
+      const keyId = request.context?.keyId ?? '';
+      let keyLimitPico: bigint | null = null;
+      if (request.keyCreditLimit !== undefined) {
+        keyLimitPico = parseAmount(request.keyCreditLimit, 'key_credit_limit');
+        if (keyLimitPico < 0n) throw errors.invalidRequest('key_credit_limit must not be negative', 'key_credit_limit');
+        if (!keyId) throw errors.invalidRequest('key_credit_limit needs context.key_id', 'context.key_id');
+      }
+      if (request.limitGroup.length > MAX_IDENTIFIER_LENGTH) throw errors.invalidRequest(`limit_group is longer than ${MAX_IDENTIFIER_LENGTH} characters`, 'limit_group');
+      const outcome = await ledger.admit({
+        requestId, accountId, keyId, amountPico: request.paid ? RESERVE_PICO : 0n, keyLimitPico,
+        limitGroup: request.limitGroup,
+        requestsPerMinute: request.requestsPerMinute ?? null,
+        requestsPerDay: request.requestsPerDay ?? null,
+      });
+      switch (outcome.kind) {
+        case 'rate_limited':
+          throw new GatewayError(
+            GrpcStatus.RESOURCE_EXHAUSTED,
+            ErrorReason.ERROR_REASON_RATE_LIMITED,
+            `Rate limit reached. Please try again in ${outcome.retryAfterSeconds}s.`,
+            { retryAfterSeconds: outcome.retryAfterSeconds },
+          );
+        case 'admitted':
+          return {
+            reservedCredits: formatCredits(outcome.amountPico),
+            reservationExpiresAtMs: outcome.expiresAt ? BigInt(outcome.expiresAt.getTime()) : 0n,
+          };
+        case 'insufficient':
+          throw new GatewayError(
+            GrpcStatus.FAILED_PRECONDITION,
+            ErrorReason.ERROR_REASON_INSUFFICIENT_QUOTA,
+            `Insufficient credits: a paid request needs ${formatCredits(outcome.amountPico)} credits available; ` +
+              `the account has ${formatCredits(outcome.availablePico)} available. Add credits to continue.`,
+            { code: 'insufficient_quota' },
+          );
+        case 'key_limit':
+          throw new GatewayError(
+            GrpcStatus.FAILED_PRECONDITION,
+            ErrorReason.ERROR_REASON_KEY_LIMIT_EXCEEDED,
+            `Key credit limit reached: this key has used or holds ${formatCredits(outcome.keyUsedPico)} of its ` +
+              `${formatCredits(outcome.keyLimitPico)} credit limit, and this request needs ${formatCredits(outcome.amountPico)} more.`,
+            { code: 'key_limit_exceeded' },
+          );
+      }
+    }),
+
+    release: unary(logger, 'Release', async (request: ReleaseRequest): Promise<ReleaseResponse> => {
+      const requestId = request.context?.requestId ?? '';
+      if (!requestId) return { released: false };
+      return { released: await ledger.release(requestId, request.context?.accountId ?? '') };
+    }),
+
+    topUp: unary(logger, 'TopUp', async (request: TopUpRequest): Promise<TopUpResponse> => {
+      const accountId = requireIdentifier(request.accountId, 'account_id');
+      const idempotencyKey = requireIdentifier(request.idempotencyKey, 'idempotency_key');
+      const amountPico = parseAmount(request.credits, 'credits');
+      if (amountPico <= 0n) throw errors.invalidRequest('credits must be greater than 0', 'credits');
+      if (amountPico > MAX_TOP_UP_PICO) throw errors.invalidRequest(`credits must be at most ${formatCredits(MAX_TOP_UP_PICO)} per top-up`, 'credits');
+      if (request.note.length > MAX_NOTE_LENGTH) throw errors.invalidRequest(`note is longer than ${MAX_NOTE_LENGTH} characters`, 'note');
+      const result = await ledger.topUp({ accountId, amountPico, idempotencyKey, note: request.note });
+      if ('conflict' in result) {
+        throw errors.conflict(`idempotency_key ${idempotencyKey} was already used for a different top-up`);
+      }
+      return { balance: formatCredits(result.balancePico) };
+    }),
+
+    getBalance: unary(logger, 'GetBalance', async (request: GetBalanceRequest): Promise<GetBalanceResponse> => {
+      const accountId = requireIdentifier(request.accountId, 'account_id');
+      const { balancePico, reservedPico } = await ledger.balance(accountId);
+      return { balance: formatCredits(balancePico), available: formatCredits(balancePico - reservedPico), reserved: formatCredits(reservedPico) };
+    }),
+
+    getKeyUsage: unary(logger, 'GetKeyUsage', async (request: GetKeyUsageRequest): Promise<GetKeyUsageResponse> => {
+      const accountId = requireIdentifier(request.accountId, 'account_id');
+      if (request.keyIds.length > MAX_KEY_IDS) throw errors.invalidRequest(`at most ${MAX_KEY_IDS} key_ids per call`, 'key_ids');
+      const usage = await ledger.keyUsage(accountId, request.keyIds);
+      return { usage: usage.map((entry) => ({ keyId: entry.keyId, credits: formatCredits(entry.spentPico) })) };
+    }),
+
+    getActivity: unary(logger, 'GetActivity', async (request: GetActivityRequest): Promise<GetActivityResponse> => {
+      const accountId = requireIdentifier(request.accountId, 'account_id');
+      if (!Number.isInteger(request.days) || request.days < 1 || request.days > MAX_ACTIVITY_DAYS) {
+        throw errors.invalidRequest(`days must be between 1 and ${MAX_ACTIVITY_DAYS}`, 'days');
+      }
+      const records = await ledger.activity(accountId, request.days, request.keyId);
+      return {
+        rows: records.map((record) => ({
+          date: record.date,
+          modelId: record.modelId,
+          keyId: record.keyId,
+          requests: record.requests,
+          usage: usageFromColumns(record.usage, record.estimated),
+          credits: formatCredits(record.costPico),
+        })),
+      };
+    }),
+
+    verifyJournal: unary(logger, 'VerifyJournal', async (request: VerifyJournalRequest): Promise<VerifyJournalResponse> => {
+      const report = await ledger.verify(request.accountId);
+      for (const mismatch of report.reservedMismatches) {
+        // The proto reports balance mismatches only; a reserved-sum drift is still worth an operator's eye.
+        logger.error({ account_id: mismatch.accountId, stored: String(mismatch.storedPico), open: String(mismatch.openPico) }, 'reserved credits differ from open reservations');
+      }
+      return {
+        accountsChecked: report.accountsChecked,
+        mismatches: report.balanceMismatches.map((mismatch) => ({
+          accountId: mismatch.accountId,
+          storedBalance: formatCredits(mismatch.storedPico),
+          journalBalance: formatCredits(mismatch.journalPico),
+        })),
+      };
+    }),
+  };
+}

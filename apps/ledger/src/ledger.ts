@@ -1,0 +1,422 @@
+import { formatCredits, sql, type Kysely, type Logger } from '@gateway/platform';
+import type { Usage } from '@gateway/proto';
+import { usageColumns, type LedgerTables } from './migrations.js';
+
+/** What a paid request holds while it runs (spec §8). */
+export const RESERVE_PICO = 50_000_000_000n;
+/** Longer than the 15-minute body limit plus the longest stream, so a live request is never swept. */
+export const DEFAULT_RESERVATION_LIFETIME_MS = 20 * 60_000;
+/** Bounds of a read: activity rows per answer, key ids per usage query, reservations per sweep pass. */
+export const MAX_ACTIVITY_ROWS = 10_000;
+export const MAX_KEY_IDS = 1_000;
+export const SWEEP_PASS_LIMIT = 1_000;
+/** A deadlock or serialization failure is retried this many times before the caller sees it. */
+const MAX_TRANSIENT_ATTEMPTS = 4;
+
+export type LedgerDatabase = Kysely<LedgerTables>;
+
+export type AdmitOutcome =
+  | { kind: 'admitted'; amountPico: bigint; expiresAt: Date | null; repeated: boolean }
+  | { kind: 'rate_limited'; window: 'minute' | 'day'; retryAfterSeconds: number }
+  | { kind: 'insufficient'; amountPico: bigint; availablePico: bigint }
+  | { kind: 'key_limit'; amountPico: bigint; keyUsedPico: bigint; keyLimitPico: bigint };
+
+/** One event ready to settle: the decoded event plus its price, computed before the transaction. */
+export interface SettlementItem {
+  requestId: string;
+  accountId: string;
+  keyId: string;
+  modelId: string;
+  providerId: string;
+  endpoint: string;
+  served: boolean;
+  usage: Usage;
+  costPico: bigint;
+  occurredAtMs: bigint;
+  streamed: boolean;
+}
+
+export interface SettlementResult {
+  charged: number;
+  duplicates: number;
+  reservationsClosed: number;
+}
+
+export interface ActivityRecord {
+  date: string;
+  modelId: string;
+  keyId: string;
+  requests: number;
+  usage: Record<(typeof usageColumns)[number], bigint>;
+  estimated: boolean;
+  costPico: bigint;
+}
+
+const UINT32_MAX = 4_294_967_295n;
+
+/** Postgres error codes worth one more try: the other transaction has finished by then. */
+function isTransient(error: unknown): boolean {
+  const code = (error as { code?: string } | null)?.code;
+  return code === '40P01' || code === '40001' || code === '23505';
+}
+
+export async function withTransientRetry<T>(work: () => Promise<T>, logger: Logger, what: string): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await work();
+    } catch (error) {
+      if (!isTransient(error) || attempt >= MAX_TRANSIENT_ATTEMPTS) throw error;
+      logger.warn({ err: error, attempt, what }, 'transient database conflict; retrying');
+    }
+  }
+}
+
+/**
+ * The ledger's state: balances, the append-only journal (balance = sum(journal) per account),
+ * reservations and charges. Every money amount is bigint pico-credits.
+ */
+export class Ledger {
+  constructor(
+    private readonly db: LedgerDatabase,
+    private readonly logger: Logger,
+    readonly reservationLifetimeMs: number = DEFAULT_RESERVATION_LIFETIME_MS,
+  ) {}
+
+  /**
+   * Admits one request: counts it in its rate windows, checks the key credit limit, and reserves
+   * `amountPico` (0 for a free model) — all in the `admit` SQL function, one round trip.
+   */
+  async admit(input: {
+    requestId: string; accountId: string; keyId: string; amountPico: bigint; keyLimitPico: bigint | null;
+    limitGroup: string; requestsPerMinute: number | null; requestsPerDay: number | null;
+  }): Promise<AdmitOutcome> {
+    const row = await withTransientRetry(async () => {
+      const result = await sql<{
+        outcome: string; amount_pico: bigint; expires_at: Date | null; available_pico: bigint | null;
+        key_used_pico: bigint | null; retry_after_seconds: number | null; limit_window: 'minute' | 'day' | null;
+      }>`
+        select * from admit(${input.requestId}, ${input.accountId}, ${input.keyId}, ${input.amountPico},
+                            ${BigInt(this.reservationLifetimeMs)}, ${input.keyLimitPico},
+                            ${input.limitGroup}, ${input.requestsPerMinute}, ${input.requestsPerDay})`.execute(this.db);
+      return result.rows[0]!;
+    }, this.logger, 'admit');
+    switch (row.outcome) {
+      case 'admitted':
+      case 'existing':
+        return {
+          kind: 'admitted',
+          amountPico: row.amount_pico,
+          // A free request holds nothing, so it has no deadline to report (its row only remembers the answer).
+          expiresAt: row.amount_pico > 0n ? row.expires_at : null,
+          repeated: row.outcome === 'existing',
+        };
+      case 'rate_limited':
+        return { kind: 'rate_limited', window: row.limit_window ?? 'minute', retryAfterSeconds: row.retry_after_seconds ?? 1 };
+      case 'insufficient':
+        return { kind: 'insufficient', amountPico: row.amount_pico, availablePico: row.available_pico ?? 0n };
+      case 'key_limit':
+        return { kind: 'key_limit', amountPico: row.amount_pico, keyUsedPico: row.key_used_pico ?? 0n, keyLimitPico: input.keyLimitPico ?? 0n };
+      default:
+        throw new Error(`admit returned an unknown outcome: ${row.outcome}`);
+    }
+  }
+
+  /** Deletes rate-window counters older than two days (nothing reads them), a bounded batch at a time. */
+  async pruneRateWindows(): Promise<number> {
+    const result = await sql`
+      delete from rate_windows where ctid in (
+        select ctid from rate_windows where window_start < now() - interval '2 days' limit ${SWEEP_PASS_LIMIT}
+      )`.execute(this.db);
+    return Number(result.numAffectedRows ?? 0n);
+  }
+
+  /** Closes an open reservation without a charge. False when there was none (settled, swept, never made). */
+  async release(requestId: string, accountId: string): Promise<boolean> {
+    return this.db.transaction().execute(async (trx) => {
+      const closed = await sql<{ account_id: string; key_id: string; amount_pico: bigint }>`
+        update reservations set closed_at = now(), close_reason = 'released'
+        where request_id = ${requestId} and closed_at is null and (${accountId} = '' or account_id = ${accountId})
+        returning account_id, key_id, amount_pico`.execute(trx);
+      await this.giveBack(trx, closed.rows);
+      return closed.rows.length > 0;
+    });
+  }
+
+  /**
+   * Adds credits once per idempotency key. Returns the balance after it, or `conflict` when the key
+   * was already used for another account or amount.
+   */
+  async topUp(input: { accountId: string; amountPico: bigint; idempotencyKey: string; note: string }): Promise<{ balancePico: bigint } | { conflict: true }> {
+    const inserted = await sql<{ balance_pico: bigint }>`
+      with entry as (
+        insert into journal (account_id, kind, amount_pico, idempotency_key, note)
+        values (${input.accountId}, 'topup', ${input.amountPico}, ${input.idempotencyKey}, ${input.note})
+        on conflict (kind, idempotency_key) where idempotency_key is not null do nothing
+        returning account_id, amount_pico
+      )
+      insert into balances (account_id, balance_pico)
+      select account_id, amount_pico from entry
+      on conflict (account_id) do update set balance_pico = balances.balance_pico + excluded.balance_pico, updated_at = now()
+      returning balance_pico`.execute(this.db);
+    if (inserted.rows[0]) return { balancePico: inserted.rows[0].balance_pico };
+    const first = await this.db.selectFrom('journal').select(['account_id', 'amount_pico'])
+      .where('kind', '=', 'topup').where('idempotency_key', '=', input.idempotencyKey).executeTakeFirst();
+    if (!first || first.account_id !== input.accountId || first.amount_pico !== input.amountPico) return { conflict: true };
+    return { balancePico: (await this.balance(input.accountId)).balancePico };
+  }
+
+  async balance(accountId: string): Promise<{ balancePico: bigint; reservedPico: bigint }> {
+    const row = await this.db.selectFrom('balances').select(['balance_pico', 'reserved_pico']).where('account_id', '=', accountId).executeTakeFirst();
+    return { balancePico: row?.balance_pico ?? 0n, reservedPico: row?.reserved_pico ?? 0n };
+  }
+
+  /** Spent credits per key; every asked-for key is answered (0 when it never spent). Empty list: all keys of the account. */
+  async keyUsage(accountId: string, keyIds: readonly string[]): Promise<Array<{ keyId: string; spentPico: bigint }>> {
+    let query = this.db.selectFrom('key_totals').select(['key_id', 'spent_pico']).where('account_id', '=', accountId);
+    if (keyIds.length > 0) query = query.where('key_id', 'in', [...keyIds]);
+    const rows = await query.orderBy('key_id').limit(MAX_KEY_IDS).execute();
+    const spent = new Map(rows.map((row) => [row.key_id, row.spent_pico]));
+    const ordered = keyIds.length > 0 ? [...new Set(keyIds)] : rows.map((row) => row.key_id);
+    return ordered.map((keyId) => ({ keyId, spentPico: spent.get(keyId) ?? 0n }));
+  }
+
+  /** Charges per UTC day × model × key over the last `days` days (today included), newest day first. */
+  async activity(accountId: string, days: number, keyId: string): Promise<ActivityRecord[]> {
+    const sums = usageColumns.map((column) => sql`sum(${sql.ref(column)})::text as ${sql.ref(column)}`);
+    const result = await sql<Record<string, string | boolean>>`
+      select to_char(occurred_at at time zone 'UTC', 'YYYY-MM-DD') as day, model_id, key_id,
+             count(*)::text as requests, ${sql.join(sums)}, bool_or(estimated) as estimated, sum(cost_pico)::text as cost_pico
+      from charges
+      where account_id = ${accountId}
+        and occurred_at >= (date_trunc('day', now() at time zone 'UTC') - make_interval(days => ${days - 1})) at time zone 'UTC'
+        and (${keyId} = '' or key_id = ${keyId})
+      group by 1, 2, 3
+      order by 1 desc, 2, 3
+      limit ${MAX_ACTIVITY_ROWS}`.execute(this.db);
+    return result.rows.map((row) => ({
+      date: row.day as string,
+      modelId: row.model_id as string,
+      keyId: row.key_id as string,
+      requests: Number(BigInt(row.requests as string) > UINT32_MAX ? UINT32_MAX : BigInt(row.requests as string)),
+      usage: Object.fromEntries(usageColumns.map((column) => [column, BigInt(row[column] as string)])) as ActivityRecord['usage'],
+      estimated: row.estimated === true,
+      costPico: BigInt(row.cost_pico as string),
+    }));
+  }
+
+  /** Accounts whose stored balance differs from the sum of their journal, or whose reserved sum differs from their open reservations. */
+  async verify(accountId: string): Promise<{
+    accountsChecked: number;
+    balanceMismatches: Array<{ accountId: string; storedPico: bigint; journalPico: bigint }>;
+    reservedMismatches: Array<{ accountId: string; storedPico: bigint; openPico: bigint }>;
+  }> {
+    const result = await sql<{ account_id: string; stored: string | null; journal: string | null; reserved: string | null; open: string | null }>`
+      with journal_sums as (
+        select account_id, sum(amount_pico) as total from journal where (${accountId} = '' or account_id = ${accountId}) group by account_id
+      ), open_sums as (
+        select account_id, sum(amount_pico) as total from reservations
+        where closed_at is null and (${accountId} = '' or account_id = ${accountId}) group by account_id
+      ), accounts as (
+        select account_id from balances where (${accountId} = '' or account_id = ${accountId})
+        union select account_id from journal_sums union select account_id from open_sums
+      )
+      select a.account_id, b.balance_pico::text as stored, j.total::text as journal, b.reserved_pico::text as reserved, o.total::text as open
+      from accounts a
+      left join balances b using (account_id)
+      left join journal_sums j using (account_id)
+      left join open_sums o using (account_id)`.execute(this.db);
+    const balanceMismatches = [];
+    const reservedMismatches = [];
+    for (const row of result.rows) {
+      const storedPico = BigInt(row.stored ?? '0');
+      const journalPico = BigInt(row.journal ?? '0');
+      if (storedPico !== journalPico) balanceMismatches.push({ accountId: row.account_id, storedPico, journalPico });
+      const reservedPico = BigInt(row.reserved ?? '0');
+      const openPico = BigInt(row.open ?? '0');
+      if (reservedPico !== openPico) reservedMismatches.push({ accountId: row.account_id, storedPico: reservedPico, openPico });
+    }
+    return { accountsChecked: result.rows.length, balanceMismatches, reservedMismatches };
+  }
+
+  /**
+   * Settles a batch in ONE transaction: a charge per served request id not charged before (the
+   * charges primary key makes redelivery and duplicate publishes harmless), its journal entry and
+   * debit, and the close of every matching open reservation. A charge may take the balance below
+   * zero: the answer was already delivered, and the reservation only bounds how far.
+   */
+  async settle(items: readonly SettlementItem[]): Promise<SettlementResult> {
+    const unique = dedupeByRequest(items);
+    if (unique.length === 0) return { charged: 0, duplicates: 0, reservationsClosed: 0 };
+    return withTransientRetry(() => this.db.transaction().execute(async (trx) => {
+      const served = unique.filter((item) => item.served);
+      let charged: Array<{ request_id: string; account_id: string; key_id: string; cost_pico: bigint }> = [];
+      if (served.length > 0) {
+        const column = <T>(pick: (item: SettlementItem) => T) => served.map(pick);
+        const usageArrays = usageColumns.map((name) => column((item) => BigInt(usageValue(item.usage, name))));
+        const inserted = await sql<{ request_id: string; account_id: string; key_id: string; cost_pico: bigint }>`
+          with incoming as (
+            select * from unnest(
+              ${column((item) => item.requestId)}::text[], ${column((item) => item.accountId)}::text[],
+              ${column((item) => item.keyId)}::text[], ${column((item) => item.modelId)}::text[],
+              ${column((item) => item.providerId)}::text[], ${column((item) => item.endpoint)}::text[],
+              ${sql.join(usageArrays.map((values) => sql`${values}::bigint[]`))},
+              ${column((item) => item.usage.estimated)}::boolean[], ${column((item) => item.costPico)}::bigint[],
+              ${column((item) => item.streamed)}::boolean[], ${column((item) => item.occurredAtMs)}::bigint[]
+            ) as t(request_id, account_id, key_id, model_id, provider_id, endpoint, ${sql.join(usageColumns.map((name) => sql.ref(name)))},
+                   estimated, cost_pico, streamed, occurred_ms)
+          ), inserted as (
+            insert into charges (request_id, account_id, key_id, model_id, provider_id, endpoint,
+                                 ${sql.join(usageColumns.map((name) => sql.ref(name)))}, estimated, cost_pico, streamed, occurred_at)
+            select request_id, account_id, key_id, model_id, provider_id, endpoint,
+                   ${sql.join(usageColumns.map((name) => sql.ref(name)))}, estimated, cost_pico, streamed,
+                   case when occurred_ms > 0 then to_timestamp(occurred_ms / 1000.0) else now() end
+            from incoming
+            on conflict (request_id) do nothing
+            returning request_id, account_id, key_id, cost_pico
+          ), journaled as (
+            insert into journal (account_id, kind, amount_pico, request_id)
+            select account_id, 'charge', -cost_pico, request_id from inserted where cost_pico > 0
+          )
+          select request_id, account_id, key_id, cost_pico from inserted`.execute(trx);
+        charged = inserted.rows;
+      }
+
+      const closed = await sql<{ account_id: string; key_id: string; amount_pico: bigint }>`
+        update reservations r
+        set closed_at = now(), close_reason = case when f.served then 'settled' else 'failed' end
+        from unnest(${unique.map((item) => item.requestId)}::text[], ${unique.map((item) => item.served)}::boolean[]) as f(request_id, served)
+        where r.request_id = f.request_id and r.closed_at is null
+        returning r.account_id, r.key_id, r.amount_pico`.execute(trx);
+
+      await this.applyDeltas(trx, charged.map((row) => ({ accountId: row.account_id, keyId: row.key_id, spentPico: row.cost_pico, releasedPico: 0n }))
+        .concat(closed.rows.map((row) => ({ accountId: row.account_id, keyId: row.key_id, spentPico: 0n, releasedPico: row.amount_pico }))));
+      return { charged: charged.length, duplicates: served.length - charged.length, reservationsClosed: closed.rows.length };
+    }), this.logger, 'settle');
+  }
+
+  /** Closes reservations past their deadline and gives their amounts back. Returns how many it closed. */
+  async sweepExpired(): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const closedCount = await withTransientRetry(() => this.db.transaction().execute(async (trx) => {
+        // SKIP LOCKED: a reservation the settler is closing right now is left to it.
+        const closed = await sql<{ account_id: string; key_id: string; amount_pico: bigint }>`
+          with expired as (
+            select request_id from reservations
+            where closed_at is null and expires_at < now()
+            order by expires_at limit ${SWEEP_PASS_LIMIT}
+            for update skip locked
+          )
+          update reservations r set closed_at = now(), close_reason = 'expired'
+          from expired e where r.request_id = e.request_id
+          returning r.account_id, r.key_id, r.amount_pico`.execute(trx);
+        await this.giveBack(trx, closed.rows);
+        return closed.rows.length;
+      }), this.logger, 'sweep');
+      total += closedCount;
+      if (closedCount < SWEEP_PASS_LIMIT) return total;
+    }
+  }
+
+  /** Keeps what the settler cannot read or price, for an operator; nothing is dropped silently. */
+  async recordRejected(entries: ReadonlyArray<{ msgId: string; requestId: string; reason: string; payload: Uint8Array }>): Promise<void> {
+    if (entries.length === 0) return;
+    await this.db.insertInto('rejected_events')
+      .values(entries.map((entry) => ({ msg_id: entry.msgId, request_id: entry.requestId, reason: entry.reason, payload: Buffer.from(entry.payload) })) as any)
+      .onConflict((conflict) => conflict.columns(['msg_id', 'request_id']).doNothing())
+      .execute();
+  }
+
+  private async giveBack(trx: LedgerDatabase, closed: ReadonlyArray<{ account_id: string; key_id: string; amount_pico: bigint }>): Promise<void> {
+    await this.applyDeltas(trx, closed.map((row) => ({ accountId: row.account_id, keyId: row.key_id, spentPico: 0n, releasedPico: row.amount_pico })));
+  }
+
+  /**
+   * Moves key totals and balances by the batch's charges and released reservations. Rows are
+   * touched in key order, keys before balances — the same order `admit` locks them — so the settler,
+   * the sweeper and admissions never deadlock each other.
+   */
+  private async applyDeltas(
+    trx: LedgerDatabase,
+    deltas: ReadonlyArray<{ accountId: string; keyId: string; spentPico: bigint; releasedPico: bigint }>,
+  ): Promise<void> {
+    const byKey = new Map<string, { accountId: string; spent: bigint; released: bigint }>();
+    const byAccount = new Map<string, { spent: bigint; released: bigint }>();
+    for (const delta of deltas) {
+      if (delta.spentPico === 0n && delta.releasedPico === 0n) continue;
+      if (delta.keyId !== '') {
+        const key = byKey.get(delta.keyId) ?? { accountId: delta.accountId, spent: 0n, released: 0n };
+        key.spent += delta.spentPico;
+        key.released += delta.releasedPico;
+        byKey.set(delta.keyId, key);
+      }
+      const account = byAccount.get(delta.accountId) ?? { spent: 0n, released: 0n };
+      account.spent += delta.spentPico;
+      account.released += delta.releasedPico;
+      byAccount.set(delta.accountId, account);
+    }
+    if (byKey.size > 0) {
+      const keys = [...byKey.keys()].sort();
+      // A key without a row has no open reservation, so a new row only ever carries spend.
+      await sql`
+        with delta as (
+          select * from unnest(${keys}::text[], ${keys.map((key) => byKey.get(key)!.accountId)}::text[],
+                               ${keys.map((key) => byKey.get(key)!.spent)}::bigint[], ${keys.map((key) => byKey.get(key)!.released)}::bigint[])
+            as d(key_id, account_id, spent, released)
+        )
+        insert into key_totals (key_id, account_id, spent_pico)
+        select key_id, account_id, spent from delta order by key_id
+        on conflict (key_id) do update set
+          spent_pico = key_totals.spent_pico + excluded.spent_pico,
+          reserved_pico = key_totals.reserved_pico - (select d.released from delta d where d.key_id = excluded.key_id)`.execute(trx);
+    }
+    if (byAccount.size > 0) {
+      const accounts = [...byAccount.keys()].sort();
+      await sql`
+        with delta as (
+          select * from unnest(${accounts}::text[], ${accounts.map((account) => byAccount.get(account)!.spent)}::bigint[],
+                               ${accounts.map((account) => byAccount.get(account)!.released)}::bigint[])
+            as d(account_id, spent, released)
+        )
+        insert into balances (account_id, balance_pico)
+        select account_id, -spent from delta order by account_id
+        on conflict (account_id) do update set
+          balance_pico = balances.balance_pico + excluded.balance_pico,
+          reserved_pico = balances.reserved_pico - (select d.released from delta d where d.account_id = excluded.account_id),
+          updated_at = now()`.execute(trx);
+    }
+  }
+}
+
+/** One item per request id; a served event wins over a failed one for the same id (never lose a charge). */
+function dedupeByRequest(items: readonly SettlementItem[]): SettlementItem[] {
+  const byRequest = new Map<string, SettlementItem>();
+  for (const item of items) {
+    const seen = byRequest.get(item.requestId);
+    if (!seen || (!seen.served && item.served)) byRequest.set(item.requestId, item);
+  }
+  return [...byRequest.values()];
+}
+
+const usageFieldByColumn: Record<(typeof usageColumns)[number], keyof Usage> = {
+  input_tokens: 'inputTokens', cached_input_tokens: 'cachedInputTokens', output_tokens: 'outputTokens',
+  reasoning_tokens: 'reasoningTokens', input_audio_tokens: 'inputAudioTokens', output_audio_tokens: 'outputAudioTokens',
+  input_audio_ms: 'inputAudioMs', output_audio_ms: 'outputAudioMs', output_text_tokens: 'outputTextTokens',
+  input_text_characters: 'inputTextCharacters', output_text_characters: 'outputTextCharacters',
+  output_image_tokens: 'outputImageTokens', input_image_tokens: 'inputImageTokens', input_text_tokens: 'inputTextTokens',
+};
+
+export function usageValue(usage: Usage, column: (typeof usageColumns)[number]): number {
+  return Number(usage[usageFieldByColumn[column]]) >>> 0;
+}
+
+export function usageFromColumns(values: Record<(typeof usageColumns)[number], bigint>, estimated: boolean): Usage {
+  const usage = { estimated } as Usage;
+  for (const column of usageColumns) {
+    const value = values[column];
+    (usage as unknown as Record<string, number>)[usageFieldByColumn[column]] = Number(value > UINT32_MAX ? UINT32_MAX : value);
+  }
+  return usage;
+}
+
+export { formatCredits };

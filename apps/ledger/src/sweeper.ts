@@ -1,0 +1,34 @@
+import type { Logger } from '@gateway/platform';
+import type { Ledger } from './ledger.js';
+
+export const DEFAULT_SWEEP_INTERVAL_MS = 30_000;
+
+/**
+ * Closes reservations whose usage event never came (litellm#27639: leaked reservations turned into
+ * phantom refusals). Runs one pass at a time; a failed pass is logged and the next tick tries again.
+ */
+export function startSweeper(ledger: Ledger, logger: Logger, intervalMs: number): { stop(): Promise<void> } {
+  let running: Promise<void> | null = null;
+  let stopped = false;
+  const pass = async () => {
+    try {
+      const closed = await ledger.sweepExpired();
+      if (closed > 0) logger.info({ closed }, 'expired reservations released');
+      await ledger.pruneRateWindows();
+    } catch (error) {
+      logger.error({ err: error }, 'reservation sweep failed');
+    }
+  };
+  const timer = setInterval(() => {
+    if (stopped || running) return;
+    running = pass().finally(() => { running = null; });
+  }, intervalMs);
+  timer.unref();
+  return {
+    stop: async () => {
+      stopped = true;
+      clearInterval(timer);
+      await running;
+    },
+  };
+}
