@@ -25,15 +25,16 @@ export interface CallSettings {
 
 type UnaryCallback<Response> = (error: ServiceError | null, response: Response) => void;
 
-type Promised<Method> = Method extends (
-  request: infer Request,
-  metadata: Metadata,
-  options: Partial<CallOptions>,
-  callback: UnaryCallback<infer Response>,
-) => ClientUnaryCall
-  ? (request: Request, settings?: CallSettings) => Promise<Response>
-  : Method extends (request: infer Request, metadata?: Metadata, options?: Partial<CallOptions>) => ClientReadableStream<infer Response>
-    ? (request: Request, settings?: CallSettings) => AsyncIterable<Response>
+// Streams first: a server-streaming method's overloads would otherwise match the unary shape.
+type Promised<Method> = Method extends (request: infer Request, metadata?: Metadata, options?: Partial<CallOptions>) => ClientReadableStream<infer Response>
+  ? (request: Request, settings?: CallSettings) => AsyncIterable<Response>
+  : Method extends (
+        request: infer Request,
+        metadata: Metadata,
+        options: Partial<CallOptions>,
+        callback: UnaryCallback<infer Response>,
+      ) => ClientUnaryCall
+    ? (request: Request, settings?: CallSettings) => Promise<Response>
     : never;
 
 /** A ts-proto grpc-js client with promise-returning unary methods and async-iterable streams. */

@@ -53,7 +53,9 @@ export function serverStream<Request, Response>(logger: Logger, method: string, 
         }
         call.end();
       } catch (error) {
-        if (!call.cancelled) call.destroy(Object.assign(new Error('stream failed'), toStatus(error, logger, method)));
+        // emit('error') sends the messages still queued and then the status; destroy() would drop
+        // both and the client would see CANCELLED instead of the typed error.
+        if (!call.cancelled) call.emit('error', toStatus(error, logger, method));
       }
     })();
   };

@@ -1,0 +1,63 @@
+import type { LedgerServiceClient } from '@gateway/proto';
+import type { Logger, PromiseClient } from '@gateway/platform';
+import type { VerifiedApiKey } from './auth-cache.js';
+import type { CatalogModel } from './catalog-cache.js';
+
+export interface AdmissionRequest {
+  requestId: string;
+  key: VerifiedApiKey;
+  model: CatalogModel;
+}
+
+export interface AdmissionTicket {
+  /** Decimal credits held for the request ("0" for a free model). */
+  reservedCredits: string;
+}
+
+/**
+ * Admission of one inference request: rate window, key state and limit, and the 0.05-credit
+ * reservation of a paid request (DESIGN §2 step 4). Kept behind this one interface so the per-request
+ * Ledger.Admit implementation can be swapped for leased budgets (admit locally against a block of
+ * capacity the ledger granted this replica) without touching any route.
+ * Rejects with the GatewayError that the error table maps (429, 402, 400).
+ */
+export interface Admission {
+  admit(request: AdmissionRequest): Promise<AdmissionTicket>;
+  /** The request ended before a usage event could exist: give the reservation back. Best effort, never throws. */
+  release(request: { requestId: string; key: VerifiedApiKey }): Promise<void>;
+}
+
+/** First implementation: one Ledger.Admit per request. */
+export class LedgerAdmission implements Admission {
+  constructor(
+    private readonly ledger: PromiseClient<LedgerServiceClient>,
+    private readonly logger: Logger,
+  ) {}
+
+  async admit({ requestId, key, model }: AdmissionRequest): Promise<AdmissionTicket> {
+    const limits = model.limitGroup?.tiers[key.tier];
+    const response = await this.ledger.admit(
+      {
+        context: { requestId, accountId: key.accountId, keyId: key.keyId },
+        modelId: model.id,
+        paid: model.paid,
+        tier: key.tier,
+        limitGroup: model.model.limitGroup,
+        ...(limits ? { requestsPerMinute: limits.minute } : {}),
+        ...(limits?.day !== undefined ? { requestsPerDay: limits.day } : {}),
+        ...(key.creditLimit !== undefined ? { keyCreditLimit: key.creditLimit } : {}),
+      },
+      { requestId, deadlineMs: 5_000 },
+    );
+    return { reservedCredits: response.reservedCredits };
+  }
+
+  async release({ requestId, key }: { requestId: string; key: VerifiedApiKey }): Promise<void> {
+    try {
+      await this.ledger.release({ context: { requestId, accountId: key.accountId, keyId: key.keyId } }, { requestId, deadlineMs: 5_000 });
+    } catch (error) {
+      // The ledger's sweeper releases it at the reservation deadline anyway.
+      this.logger.warn({ err: error, request_id: requestId }, 'release of reservation failed; the sweeper will release it');
+    }
+  }
+}

@@ -1,0 +1,115 @@
+import { createHash } from 'node:crypto';
+import type { AuthServiceClient, VerifyApiKeyResponse } from '@gateway/proto';
+import type { PromiseClient } from '@gateway/platform';
+
+export interface VerifiedApiKey {
+  accountId: string;
+  keyId: string;
+  tier: string;
+  /** Decimal credits; absent: no limit. */
+  creditLimit?: string;
+  defaultRoutingStrategy: string;
+}
+
+interface Entry {
+  key: VerifiedApiKey;
+  expiresAtMs: number;
+}
+
+export interface ApiKeyCacheOptions {
+  ttlMs: number;
+  maxEntries: number;
+  now?: () => number;
+}
+
+/**
+ * Answers of Auth.VerifyApiKey, so a request costs no Auth hop (DESIGN §2). Keyed by a hash of the
+ * presented key (the plaintext is never kept), bounded (LRU), short-lived (TTL), and dropped at once
+ * for the key ids a `keys.changed` broadcast names so a disabled key stops within a broadcast's time.
+ * Refusals are not cached: a key created a moment ago must start working on its next attempt, and a
+ * flood of garbage keys must not evict good entries.
+ */
+export class ApiKeyCache {
+  private readonly entries = new Map<string, Entry>();
+  /** Concurrent first requests with one key share one Auth call. */
+  private readonly pending = new Map<string, Promise<VerifiedApiKey>>();
+  /** Bumped by every invalidation, so an answer fetched before it is not stored after it. */
+  private generation = 0;
+  private readonly now: () => number;
+
+  constructor(
+    private readonly auth: PromiseClient<AuthServiceClient>,
+    private readonly options: ApiKeyCacheOptions,
+  ) {
+    this.now = options.now ?? Date.now;
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  async verify(plaintext: string, requestId: string): Promise<VerifiedApiKey> {
+    const hash = createHash('sha256').update(plaintext).digest('base64url');
+    const entry = this.entries.get(hash);
+    if (entry) {
+      if (entry.expiresAtMs > this.now()) {
+        // Refresh recency: the Map's insertion order is the LRU order.
+        this.entries.delete(hash);
+        this.entries.set(hash, entry);
+        return entry.key;
+      }
+      this.entries.delete(hash);
+    }
+    const inFlight = this.pending.get(hash);
+    if (inFlight) return inFlight;
+    const generation = this.generation;
+    const lookup = this.auth
+      .verifyApiKey({ key: plaintext }, { requestId, deadlineMs: 5_000 })
+      .then((response) => {
+        const key = toVerified(response);
+        if (generation === this.generation) this.store(hash, key);
+        return key;
+      })
+      .finally(() => {
+        if (this.pending.get(hash) === lookup) this.pending.delete(hash);
+      });
+    this.pending.set(hash, lookup);
+    return lookup;
+  }
+
+  /** `keys.changed`: drop the named keys; no key ids means every key of the account. */
+  invalidate(accountId: string, keyIds: readonly string[]): void {
+    this.generation++;
+    // A lookup started before the change may carry the old answer: later requests must not join it.
+    this.pending.clear();
+    const named = new Set(keyIds);
+    for (const [hash, entry] of this.entries) {
+      if (named.size > 0 ? named.has(entry.key.keyId) : entry.key.accountId === accountId) this.entries.delete(hash);
+    }
+  }
+
+  clear(): void {
+    this.generation++;
+    this.pending.clear();
+    this.entries.clear();
+  }
+
+  private store(hash: string, key: VerifiedApiKey): void {
+    this.entries.set(hash, { key, expiresAtMs: this.now() + this.options.ttlMs });
+    while (this.entries.size > this.options.maxEntries) {
+      const oldest = this.entries.keys().next().value as string;
+      this.entries.delete(oldest);
+    }
+  }
+}
+
+function toVerified(response: VerifyApiKeyResponse): VerifiedApiKey {
+  const key: VerifiedApiKey = {
+    accountId: response.accountId,
+    keyId: response.keyId,
+    tier: response.tier,
+    defaultRoutingStrategy: response.defaultRoutingStrategy,
+  };
+  if (response.creditLimit !== undefined) key.creditLimit = response.creditLimit;
+  return key;
+}

@@ -1,0 +1,253 @@
+import type { CatalogServiceClient, GetSnapshotResponse, LimitGroup, Model, Pricing, Startup } from '@gateway/proto';
+import { parseCredits, type Logger, type PromiseClient } from '@gateway/platform';
+
+/** One model as the edge uses it on the hot path: lookups precomputed once per snapshot. */
+export interface CatalogModel {
+  model: Model;
+  id: string;
+  /** True when any price is non-zero (such a request reserves 0.05 credits). */
+  paid: boolean;
+  endpoints: ReadonlySet<string>;
+  supportedParameters: ReadonlySet<string>;
+  inputModalities: ReadonlySet<string>;
+  extraParameters: ReadonlySet<string>;
+  /** Unix seconds; absent: never. */
+  expiresAtSeconds?: number;
+  limitGroup?: LimitGroup;
+}
+
+/** Spec §2.6: the listing never advertises these, whatever the catalog says. */
+const UNLISTED_PARAMETERS = new Set(['web_search_options', 'functions', 'function_call', 'logit_bias', 'logprobs', 'prediction']);
+
+const PRICING_KEYS: ReadonlyArray<[keyof Pricing, string]> = [
+  ['perInputToken', 'per_input_token'],
+  ['perCachedInputToken', 'per_cached_input_token'],
+  ['perOutputToken', 'per_output_token'],
+  ['perInputAudioToken', 'per_input_audio_token'],
+  ['perOutputAudioToken', 'per_output_audio_token'],
+  ['perInputAudioHour', 'per_input_audio_hour'],
+  ['perOutputAudioHour', 'per_output_audio_hour'],
+  ['perOutputTextToken', 'per_output_text_token'],
+  ['perInputTextCharacter', 'per_input_text_character'],
+  ['perOutputTextCharacter', 'per_output_text_character'],
+  ['perOutputImageToken', 'per_output_image_token'],
+  ['perInputTextToken', 'per_input_text_token'],
+  ['perInputImageToken', 'per_input_image_token'],
+  ['perToken', 'per_token'],
+];
+
+const DECIMAL_TEXT = /^-?\d+(\.\d+)?$/;
+
+/** Everything served from memory, rebuilt when the catalog version changes. */
+class CatalogView {
+  readonly byName = new Map<string, CatalogModel>();
+  readonly listingFull: string;
+  readonly listingFree: string;
+  readonly modelJson = new Map<string, string>();
+  readonly startupsJson: string;
+  readonly startupIdByIconPath = new Map<string, string>();
+  readonly startupIds: ReadonlySet<string>;
+  readonly limitGroups: readonly LimitGroup[];
+
+  constructor(readonly snapshot: GetSnapshotResponse) {
+    const groups = new Map(snapshot.limitGroups.map((group) => [group.id, group]));
+    this.limitGroups = [...snapshot.limitGroups].sort((a, b) => a.id.localeCompare(b.id));
+    const models = [...snapshot.models].sort((a, b) => (a.created === b.created ? a.id.localeCompare(b.id) : a.created > b.created ? -1 : 1));
+    const full: string[] = [];
+    const free: string[] = [];
+    for (const model of models) {
+      const group = groups.get(model.limitGroup);
+      const entry: CatalogModel = {
+        model,
+        id: model.id,
+        paid: isPaid(model.pricing),
+        endpoints: new Set(model.offers.flatMap((offer) => offer.endpoints)),
+        supportedParameters: new Set(model.supportedParameters),
+        inputModalities: new Set(model.inputModalities),
+        extraParameters: new Set(model.extraParameters),
+        ...(model.expiresAt !== undefined ? { expiresAtSeconds: Number(model.expiresAt) } : {}),
+        ...(group ? { limitGroup: group } : {}),
+      };
+      this.byName.set(model.id, entry);
+      const json = renderModel(entry);
+      this.modelJson.set(model.id, json);
+      full.push(json);
+      if (!entry.paid) free.push(json);
+    }
+    // Aliases never shadow a real id.
+    for (const entry of [...this.byName.values()]) {
+      for (const alias of entry.model.aliases) if (!this.byName.has(alias)) this.byName.set(alias, entry);
+    }
+    this.listingFull = `{"object":"list","data":[${full.join(',')}]}`;
+    this.listingFree = `{"object":"list","data":[${free.join(',')}]}`;
+    const startups = [...snapshot.startups].sort(
+      (a, b) => a.displayName.localeCompare(b.displayName) || a.id.localeCompare(b.id),
+    );
+    this.startupsJson = JSON.stringify({ object: 'list', data: startups.map(renderStartup) });
+    this.startupIds = new Set(startups.map((startup) => startup.id));
+    for (const startup of startups) {
+      if (startup.iconUrl.startsWith('/')) this.startupIdByIconPath.set(startup.iconUrl.split('?')[0] as string, startup.id);
+    }
+  }
+}
+
+function isPaid(pricing: Pricing | undefined): boolean {
+  if (!pricing) return false;
+  for (const [field] of PRICING_KEYS) {
+    const text = pricing[field];
+    if (text === undefined) continue;
+    try {
+      if (parseCredits(text) !== 0n) return true;
+    } catch {
+      return true; // An unreadable price is treated as a price: never let it pass as free.
+    }
+  }
+  return false;
+}
+
+/**
+ * The catalog entry of spec §2.6. Prices are emitted as JSON numbers written from the catalog's
+ * decimal text itself, so the listing shows exactly the configured price (no float round trip).
+ */
+function renderModel(entry: CatalogModel): string {
+  const model = entry.model;
+  const rawNumbers: string[] = [];
+  const pricing: Record<string, string> = {};
+  for (const [field, name] of PRICING_KEYS) {
+    const text = model.pricing?.[field];
+    if (text === undefined || !DECIMAL_TEXT.test(text.trim())) continue;
+    pricing[name] = `\u0000raw${rawNumbers.length}\u0000`;
+    rawNumbers.push(text.trim());
+  }
+  const body: Record<string, unknown> = {
+    id: model.id,
+    object: 'model',
+    created: Number(model.created),
+    owned_by: model.ownedBy ?? null,
+    display_name: model.displayName,
+    description: model.description,
+    context_window: model.contextWindow,
+    supported_endpoints: [...entry.endpoints],
+    pricing,
+    architecture: { input_modalities: model.inputModalities, output_modalities: model.outputModalities },
+    supported_parameters: model.supportedParameters.filter((name) => !UNLISTED_PARAMETERS.has(name)),
+    available_tiers: entry.limitGroup ? Object.keys(entry.limitGroup.tiers) : [],
+  };
+  if (model.expiresAt !== undefined) body.expires_at = Number(model.expiresAt);
+  if (model.maxImages !== undefined) body.max_images = model.maxImages;
+  if (model.voices.length > 0) body.voices = model.voices;
+  return JSON.stringify(body).replace(/"\\u0000raw(\d+)\\u0000"/g, (_match, index: string) => rawNumbers[Number(index)] as string);
+}
+
+function renderStartup(startup: Startup) {
+  return {
+    id: startup.id,
+    object: 'startup',
+    display_name: startup.displayName,
+    icon_url: startup.iconUrl,
+    website_url: startup.websiteUrl ?? null,
+    created: Number(startup.created),
+  };
+}
+
+export interface CatalogCacheOptions {
+  catalog: PromiseClient<CatalogServiceClient>;
+  logger: Logger;
+}
+
+/**
+ * Read-through copy of Catalog.GetSnapshot (DESIGN §2: catalog answers never cost a hop per request).
+ * Refreshed on `catalog.changed` and on a timer, asking only for a version other than the one held.
+ */
+export class CatalogCache {
+  private view: CatalogView | undefined;
+  private refreshing: Promise<void> | undefined;
+
+  constructor(private readonly options: CatalogCacheOptions) {}
+
+  get version(): string {
+    return this.view?.snapshot.version ?? '';
+  }
+
+  get ready(): boolean {
+    return this.view !== undefined;
+  }
+
+  /** Single-flight: concurrent triggers share one GetSnapshot call. */
+  refresh(): Promise<void> {
+    this.refreshing ??= this.fetch().finally(() => {
+      this.refreshing = undefined;
+    });
+    return this.refreshing;
+  }
+
+  /** Start-up: retry until the catalog answers or the time is up. */
+  async loadInitial(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.refresh();
+        return;
+      } catch (error) {
+        if (Date.now() >= deadline) throw error;
+        this.options.logger.warn({ err: error, attempt }, 'catalog not reachable yet; retrying');
+        await new Promise((resolve) => setTimeout(resolve, Math.min(2_000, 100 * attempt)));
+      }
+    }
+  }
+
+  private async fetch(): Promise<void> {
+    const response = await this.options.catalog.getSnapshot({ ifVersionNot: this.version }, { deadlineMs: 10_000 });
+    if (response.unchanged && this.view) return;
+    this.view = new CatalogView(response);
+    this.options.logger.info({ version: response.version, models: response.models.length }, 'catalog snapshot loaded');
+  }
+
+  private current(): CatalogView {
+    if (!this.view) throw new Error('catalog not loaded');
+    return this.view;
+  }
+
+  /** Id or alias. */
+  resolve(name: string): CatalogModel | undefined {
+    return this.current().byName.get(name);
+  }
+
+  listingJson(freeOnly: boolean): string {
+    const view = this.current();
+    return freeOnly ? view.listingFree : view.listingFull;
+  }
+
+  modelJson(id: string): string | undefined {
+    return this.current().modelJson.get(id);
+  }
+
+  startupsJson(): string {
+    return this.current().startupsJson;
+  }
+
+  hasStartup(id: string): boolean {
+    return this.current().startupIds.has(id);
+  }
+
+  startupIdForIconPath(path: string): string | undefined {
+    return this.view?.startupIdByIconPath.get(path);
+  }
+
+  /** Spec §2.8; with a tier, each group shows that tier's values only (groups without it are left out). */
+  limitGroups(tier?: string): unknown {
+    const data = [];
+    for (const group of this.current().limitGroups) {
+      const names = tier === undefined ? Object.keys(group.tiers).sort() : tier in group.tiers ? [tier] : [];
+      if (names.length === 0) continue;
+      const tiers: Record<string, { minute: number; day?: number }> = {};
+      for (const name of names) {
+        const limit = group.tiers[name];
+        if (!limit) continue;
+        tiers[name] = limit.day === undefined ? { minute: limit.minute } : { minute: limit.minute, day: limit.day };
+      }
+      data.push({ id: group.id, object: 'limit_group', tiers });
+    }
+    return { object: 'list', data };
+  }
+}

@@ -1,0 +1,98 @@
+import { describe, expect, it } from 'vitest';
+import type { Model } from '@gateway/proto';
+import type { CatalogModel } from '../catalog-cache.js';
+import { EdgeError } from '../errors.js';
+import { convertChatRequest, nearestReasoningEffort } from './convert.js';
+import { parseChatCompletionRequest } from './schema.js';
+
+function catalogModel(overrides: Partial<CatalogModel> = {}): CatalogModel {
+  return {
+    model: { id: 'm', reasoningEfforts: [] } as unknown as Model,
+    id: 'm',
+    paid: true,
+    endpoints: new Set(['chat.completions']),
+    supportedParameters: new Set(['temperature', 'max_completion_tokens', 'tools', 'tool_choice']),
+    inputModalities: new Set(['text']),
+    extraParameters: new Set(['top_k_custom']),
+    ...overrides,
+  };
+}
+
+const convert = (body: Record<string, unknown>, model = catalogModel()) =>
+  convertChatRequest(parseChatCompletionRequest({ model: 'm', messages: [{ role: 'user', content: 'hi' }], ...body }), model);
+
+function refusal(body: Record<string, unknown>, model = catalogModel()) {
+  try {
+    convert(body, model);
+  } catch (error) {
+    expect(error).toBeInstanceOf(EdgeError);
+    return (error as EdgeError).apiError;
+  }
+  throw new Error('expected a refusal');
+}
+
+describe('convertChatRequest', () => {
+  it('forwards supported parameters, drops the rest (logit_bias always), passes extra parameters', () => {
+    const converted = convert({ temperature: 0.5, top_p: 0.3, max_tokens: 9, logit_bias: { '1': 2 }, seed: 4, top_k_custom: 7 });
+    expect(converted.request.temperature).toBe(0.5);
+    expect(converted.request.topP).toBeUndefined();
+    expect(converted.request.maxOutputTokens).toBe(9);
+    expect(converted.droppedParams).toEqual(['logit_bias', 'seed', 'top_p']);
+    expect(JSON.parse(converted.request.extraBody ?? '{}')).toEqual({ top_k_custom: 7 });
+  });
+
+  it('converts content blocks and tool conversations', () => {
+    const converted = convert(
+      {
+        messages: [
+          { role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'file', file: { filename: 'x.pdf', file_data: 'data:application/pdf;base64,QUJD' } }] },
+          { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{"a":1}' } }] },
+          { role: 'tool', tool_call_id: 'c1', content: 'done' },
+        ],
+        tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }],
+        tool_choice: 'required',
+      },
+      catalogModel(),
+    );
+    const [user, assistant, tool] = converted.request.messages;
+    expect(user?.content[1]?.part).toMatchObject({ $case: 'file', value: { filename: 'x.pdf', mediaType: 'application/pdf' } });
+    const file = user?.content[1]?.part;
+    expect(file?.$case === 'file' && Buffer.from(file.value.data).toString()).toBe('ABC');
+    expect(assistant?.toolCalls).toEqual([{ id: 'c1', name: 'f', arguments: '{"a":1}' }]);
+    expect(tool?.toolCallId).toBe('c1');
+    expect(converted.request.toolChoice).toEqual({ mode: 'required', toolName: '' });
+    expect(converted.request.tools[0]).toMatchObject({ name: 'f', parameters: '{"type":"object"}' });
+  });
+
+  it('refuses an image for a text-only model with unsupported_modality', () => {
+    const apiError = refusal({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://x/y.png' } }] }] });
+    expect(apiError).toMatchObject({ status: 400, code: 'unsupported_modality', param: 'body.messages.0.content.0' });
+    expect(() => convert({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'u' } }] }] }, catalogModel({ inputModalities: new Set(['text', 'image']) }))).not.toThrow();
+  });
+
+  it('refuses audio to a model without audio input', () => {
+    expect(refusal({ messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'QUJD', format: 'mp3' } }] }] }).code).toBe('unsupported_modality');
+  });
+
+  it('refuses a file_id with file_id_unsupported', () => {
+    expect(refusal({ messages: [{ role: 'user', content: [{ type: 'file', file: { file_id: 'file-1' } }] }] })).toMatchObject({ status: 400, code: 'file_id_unsupported' });
+  });
+
+  it('refuses a tool call without its result and a result without its call', () => {
+    expect(
+      refusal({ messages: [{ role: 'user', content: 'x' }, { role: 'assistant', tool_calls: [{ id: 'c1', function: { name: 'f', arguments: '{}' } }] }] }),
+    ).toMatchObject({ status: 400, code: 'tool_output_unmatched' });
+    expect(refusal({ messages: [{ role: 'user', content: 'x' }, { role: 'tool', tool_call_id: 'c9', content: 'r' }] })).toMatchObject({
+      status: 400,
+      code: 'tool_output_unmatched',
+      param: 'body.messages.1.tool_call_id',
+    });
+  });
+
+  it('moves a reasoning effort the model lacks to the nearest it has', () => {
+    expect(nearestReasoningEffort('minimal', ['low', 'high'])).toBe('low');
+    expect(nearestReasoningEffort('medium', ['low', 'high'])).toBe('high');
+    expect(nearestReasoningEffort('high', ['low', 'medium'])).toBe('medium');
+    expect(nearestReasoningEffort('low', [])).toBe('low');
+  });
+});

@@ -1,0 +1,117 @@
+import { describe, expect, it } from 'vitest';
+import { EdgeError } from '../errors.js';
+import { parseChatCompletionRequest } from './schema.js';
+
+const valid = { model: 'acme/chat-small', messages: [{ role: 'user', content: 'hi' }] };
+
+function failure(body: unknown): { message: string; param?: string; status: number } {
+  try {
+    parseChatCompletionRequest(body);
+  } catch (error) {
+    expect(error).toBeInstanceOf(EdgeError);
+    return (error as EdgeError).apiError;
+  }
+  throw new Error('expected a validation failure');
+}
+
+describe('chat completions schema (spec §4.8)', () => {
+  it('accepts a complete valid request, nulls as absent, and unknown fields kept', () => {
+    const parsed = parseChatCompletionRequest({
+      ...valid,
+      messages: [
+        { role: 'system', content: 'be brief' },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'look' },
+            { type: 'image_url', image_url: { url: 'https://x/y.png', detail: 'low' } },
+            { type: 'file', file: { filename: 'a.pdf', file_data: 'data:application/pdf;base64,QUJD' } },
+            { type: 'file', file: { file_url: 'https://x/a.pdf' } },
+            { type: 'input_audio', input_audio: { data: 'QUJD', format: 'wav' } },
+          ],
+        },
+        { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{}' } }] },
+        { role: 'tool', tool_call_id: 'call_1', content: 'result' },
+      ],
+      tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }],
+      tool_choice: { type: 'function', function: { name: 'f' } },
+      response_format: { type: 'json_schema', json_schema: { name: 's', schema: { type: 'object' }, strict: true } },
+      temperature: 2,
+      top_p: 0,
+      stream: true,
+      stream_options: { include_usage: true },
+      stop: ['a', 'b'],
+      max_tokens: 5,
+      reasoning_effort: 'minimal',
+      presence_penalty: -2,
+      frequency_penalty: 2,
+      logit_bias: { '50256': -100 },
+      parallel_tool_calls: false,
+      prediction: { type: 'content', content: 'x' },
+      web_search_options: { search_context_size: 'low' },
+      image_config: { aspect_ratio: '21:9' },
+      routing: 'latency',
+      seed: 3,
+      user: null,
+    });
+    expect(parsed.routing).toBe('latency');
+    expect((parsed as Record<string, unknown>).seed).toBe(3);
+  });
+
+  const violations: Array<[string, Record<string, unknown>, string]> = [
+    ['model missing', { messages: valid.messages }, 'body.model'],
+    ['model not a string', { ...valid, model: 3 }, 'body.model'],
+    ['messages missing', { model: 'm' }, 'body.messages'],
+    ['messages empty', { ...valid, messages: [] }, 'body.messages'],
+    ['role unknown', { ...valid, messages: [{ role: 'robot', content: 'x' }] }, 'body.messages.0.role'],
+    ['content of wrong type', { ...valid, messages: [{ role: 'user', content: 5 }] }, 'body.messages.0.content'],
+    ['block type unknown', { ...valid, messages: [{ role: 'user', content: [{ type: 'video', url: 'x' }] }] }, 'body.messages.0.content.0.type'],
+    ['text block without text', { ...valid, messages: [{ role: 'user', content: [{ type: 'text', text: 1 }] }] }, 'body.messages.0.content.0.text'],
+    [
+      'image detail unknown',
+      { ...valid, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'u', detail: 'ultra' } }] }] },
+      'body.messages.0.content.0.image_url.detail',
+    ],
+    ['file without any source', { ...valid, messages: [{ role: 'user', content: [{ type: 'file', file: { filename: 'a' } }] }] }, 'body.messages.0.content.0.file'],
+    [
+      'audio format unknown',
+      { ...valid, messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'QQ==', format: 'ogg' } }] }] },
+      'body.messages.0.content.0.input_audio.format',
+    ],
+    ['tools not an array', { ...valid, tools: {} }, 'body.tools'],
+    ['tool without name', { ...valid, tools: [{ type: 'function', function: {} }] }, 'body.tools.0.function.name'],
+    ['tool_choice unknown', { ...valid, tool_choice: 'sometimes' }, 'body.tool_choice'],
+    ['response_format type unknown', { ...valid, response_format: { type: 'yaml' } }, 'body.response_format.type'],
+    ['json_schema without name', { ...valid, response_format: { type: 'json_schema', json_schema: {} } }, 'body.response_format.json_schema.name'],
+    ['temperature above 2', { ...valid, temperature: 2.5 }, 'body.temperature'],
+    ['temperature below 0', { ...valid, temperature: -0.1 }, 'body.temperature'],
+    ['top_p above 1', { ...valid, top_p: 1.5 }, 'body.top_p'],
+    ['stream not boolean', { ...valid, stream: 'yes' }, 'body.stream'],
+    ['include_usage not boolean', { ...valid, stream_options: { include_usage: 'yes' } }, 'body.stream_options.include_usage'],
+    ['stop of numbers', { ...valid, stop: [1] }, 'body.stop.0'],
+    ['max_completion_tokens zero', { ...valid, max_completion_tokens: 0 }, 'body.max_completion_tokens'],
+    ['max_completion_tokens fractional', { ...valid, max_completion_tokens: 1.5 }, 'body.max_completion_tokens'],
+    ['max_tokens zero', { ...valid, max_tokens: 0 }, 'body.max_tokens'],
+    ['reasoning_effort unknown', { ...valid, reasoning_effort: 'extreme' }, 'body.reasoning_effort'],
+    ['presence_penalty below -2', { ...valid, presence_penalty: -3 }, 'body.presence_penalty'],
+    ['frequency_penalty above 2', { ...valid, frequency_penalty: 2.1 }, 'body.frequency_penalty'],
+    ['logit_bias not numeric', { ...valid, logit_bias: { '1': 'high' } }, 'body.logit_bias.1'],
+    ['parallel_tool_calls not boolean', { ...valid, parallel_tool_calls: 1 }, 'body.parallel_tool_calls'],
+    ['prediction not an object', { ...valid, prediction: 'text' }, 'body.prediction'],
+    ['web_search_options not an object', { ...valid, web_search_options: true }, 'body.web_search_options'],
+    ['aspect ratio unknown', { ...valid, image_config: { aspect_ratio: '7:3' } }, 'body.image_config.aspect_ratio'],
+    ['routing unknown', { ...valid, routing: 'fastest' }, 'body.routing'],
+    ['tool call without id', { ...valid, messages: [{ role: 'assistant', tool_calls: [{ function: { name: 'f', arguments: '{}' } }] }] }, 'body.messages.0.tool_calls.0.id'],
+  ];
+
+  it.each(violations)('%s -> 400 naming %s', (_name, body, path) => {
+    const apiError = failure(body);
+    expect(apiError.status).toBe(400);
+    expect(apiError.param).toBe(path);
+    expect(apiError.message.startsWith(`${path}: `)).toBe(true);
+  });
+
+  it('a body that is not an object names the body', () => {
+    expect(failure([1, 2]).message).toMatch(/^body: /);
+  });
+});

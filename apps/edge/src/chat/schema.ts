@@ -1,0 +1,147 @@
+import { z } from 'zod';
+import { edgeErrors, type EdgeError } from '../errors.js';
+
+/** Spec §1 routing strategies. */
+export const ROUTING_STRATEGIES = ['reliability', 'balanced', 'latency', 'throughput', 'cache'] as const;
+export type RoutingStrategy = (typeof ROUTING_STRATEGIES)[number];
+export const routingStrategy = z.enum(ROUTING_STRATEGIES);
+
+/*
+ * The chat-completions request of spec §4.8. Optional fields accept null as "absent" (many clients
+ * send explicit nulls). Unknown top-level fields are kept (`loose`): a model's extra_parameters pass
+ * through, anything else is dropped later.
+ */
+
+const textBlock = z.object({ type: z.literal('text'), text: z.string() });
+const refusalBlock = z.object({ type: z.literal('refusal'), refusal: z.string() });
+const imageBlock = z.object({
+  type: z.literal('image_url'),
+  image_url: z.object({ url: z.string().min(1), detail: z.enum(['low', 'high', 'auto']).nullish() }),
+});
+const fileBlock = z.object({
+  type: z.literal('file'),
+  file: z
+    .object({
+      filename: z.string().nullish(),
+      file_data: z.string().min(1).nullish(),
+      file_url: z.string().min(1).nullish(),
+      file_id: z.string().nullish(),
+    })
+    .refine((file) => file.file_data != null || file.file_url != null || file.file_id != null, {
+      message: 'one of file_data, file_url or file_id is required',
+    }),
+});
+const audioBlock = z.object({
+  type: z.literal('input_audio'),
+  input_audio: z.object({ data: z.string().min(1), format: z.enum(['wav', 'mp3']) }),
+});
+const contentBlock = z.discriminatedUnion('type', [textBlock, imageBlock, fileBlock, audioBlock, refusalBlock]);
+export type ContentBlock = z.infer<typeof contentBlock>;
+
+const toolCall = z.object({
+  id: z.string().min(1),
+  type: z.literal('function').optional(),
+  function: z.object({ name: z.string().min(1), arguments: z.string() }),
+});
+
+const message = z.object({
+  role: z.enum(['system', 'developer', 'user', 'assistant', 'tool']),
+  content: z.union([z.string(), z.array(contentBlock)]).nullish(),
+  name: z.string().nullish(),
+  tool_calls: z.array(toolCall).nullish(),
+  tool_call_id: z.string().nullish(),
+});
+export type ChatMessageInput = z.infer<typeof message>;
+
+const tool = z.object({
+  type: z.literal('function'),
+  function: z.object({
+    name: z.string().min(1),
+    description: z.string().nullish(),
+    parameters: z.record(z.string(), z.unknown()).nullish(),
+    strict: z.boolean().nullish(),
+  }),
+});
+
+const toolChoice = z.union([
+  z.enum(['none', 'auto', 'required']),
+  z.object({ type: z.literal('function'), function: z.object({ name: z.string().min(1) }) }),
+]);
+
+const responseFormat = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('text') }),
+  z.object({ type: z.literal('json_object') }),
+  z.object({
+    type: z.literal('json_schema'),
+    json_schema: z.object({
+      name: z.string().min(1),
+      schema: z.record(z.string(), z.unknown()).nullish(),
+      strict: z.boolean().nullish(),
+      description: z.string().nullish(),
+    }),
+  }),
+]);
+
+const ASPECT_RATIOS = ['1:1', '2:3', '3:2', '3:4', '4:3', '4:5', '5:4', '9:16', '16:9', '21:9'] as const;
+
+export const chatCompletionRequest = z
+  .object({
+    model: z.string().min(1),
+    messages: z.array(message).min(1),
+    tools: z.array(tool).nullish(),
+    tool_choice: toolChoice.nullish(),
+    response_format: responseFormat.nullish(),
+    temperature: z.number().min(0).max(2).nullish(),
+    top_p: z.number().min(0).max(1).nullish(),
+    stream: z.boolean().nullish(),
+    stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
+    stop: z.union([z.string(), z.array(z.string())]).nullish(),
+    max_completion_tokens: z.number().int().min(1).nullish(),
+    max_tokens: z.number().int().min(1).nullish(),
+    reasoning_effort: z.enum(['minimal', 'low', 'medium', 'high']).nullish(),
+    presence_penalty: z.number().min(-2).max(2).nullish(),
+    frequency_penalty: z.number().min(-2).max(2).nullish(),
+    logit_bias: z.record(z.string(), z.number()).nullish(),
+    parallel_tool_calls: z.boolean().nullish(),
+    prediction: z.record(z.string(), z.unknown()).nullish(),
+    web_search_options: z.record(z.string(), z.unknown()).nullish(),
+    image_config: z.object({ aspect_ratio: z.enum(ASPECT_RATIOS).nullish() }).nullish(),
+    routing: routingStrategy.nullish(),
+    user: z.string().nullish(),
+  })
+  .loose();
+
+export type ChatCompletionRequest = z.infer<typeof chatCompletionRequest>;
+
+/** Validates a parsed body; a failure is a 400 whose message names the field path (`body.messages.0.role: ...`). */
+export function parseChatCompletionRequest(body: unknown): ChatCompletionRequest {
+  const result = chatCompletionRequest.safeParse(body, { reportInput: false });
+  if (result.success) return result.data;
+  throw validationError(result.error.issues);
+}
+
+type Issue = z.core.$ZodIssue;
+
+/** The most specific issue: inside a union, the branch that got furthest into the input explains best. */
+function deepestIssue(issue: Issue, prefix: readonly PropertyKey[]): { path: PropertyKey[]; message: string } {
+  const path = [...prefix, ...issue.path];
+  if (issue.code === 'invalid_union' && issue.errors.length > 0) {
+    let best: { path: PropertyKey[]; message: string } | undefined;
+    for (const branch of issue.errors) {
+      const first = branch[0];
+      if (!first) continue;
+      const candidate = deepestIssue(first, path);
+      if (!best || candidate.path.length > best.path.length) best = candidate;
+    }
+    if (best && best.path.length > path.length) return best;
+  }
+  return { path, message: issue.message };
+}
+
+export function validationError(issues: readonly Issue[]): EdgeError {
+  const first = issues[0];
+  if (!first) return edgeErrors.invalidRequest('body: invalid request.');
+  const { path, message } = deepestIssue(first, []);
+  const param = ['body', ...path.map(String)].join('.');
+  return edgeErrors.invalidRequest(`${param}: ${message}`, param);
+}

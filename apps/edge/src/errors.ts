@@ -1,0 +1,200 @@
+import { ErrorReason, GatewayError } from '@gateway/platform';
+
+/**
+ * THE error table of the gateway (DESIGN §1, CONVENTIONS 6): every failure a client can see is
+ * resolved here, once, from a service's (gRPC status, reason) or an edge-local condition, into an
+ * HTTP status and a dialect-independent description; `renderErrorBody` then shapes it per dialect.
+ */
+
+/** A failure resolved to what the client sees, before the dialect's envelope is applied. */
+export interface ApiError {
+  status: number;
+  /** Chat-completions (OpenAI style) error type. */
+  type: string;
+  message: string;
+  code?: string;
+  param?: string;
+  /** Sent as the Retry-After header (429, 503). */
+  retryAfterSeconds?: number;
+}
+
+/** Errors the edge raises itself (no service involved): already resolved, carried as an exception. */
+export class EdgeError extends Error {
+  override name = 'EdgeError';
+  constructor(readonly apiError: ApiError) {
+    super(apiError.message);
+  }
+}
+
+export const edgeErrors = {
+  invalidRequest: (message: string, param?: string, code?: string) =>
+    new EdgeError({ status: 400, type: 'invalid_request_error', message, ...(param ? { param } : {}), ...(code ? { code } : {}) }),
+  invalidJson: (detail: string) =>
+    new EdgeError({ status: 400, type: 'invalid_request_error', message: `body: request body is not valid JSON (${detail}).`, code: 'invalid_json' }),
+  payloadTooLarge: (maxBytes: number) =>
+    new EdgeError({
+      status: 413,
+      type: 'invalid_request_error',
+      message: `Request body is larger than ${maxBytes} bytes.`,
+      code: 'payload_too_large',
+    }),
+  requestTimeout: (message: string) =>
+    new EdgeError({ status: 408, type: 'invalid_request_error', message, code: 'request_timeout' }),
+  missingApiKey: () =>
+    new EdgeError({
+      status: 401,
+      type: 'invalid_api_key',
+      message: 'Missing API key: send `Authorization: Bearer <API_KEY>` or `x-api-key: <API_KEY>`.',
+      code: 'invalid_api_key',
+    }),
+  missingProvisioningKey: () =>
+    new EdgeError({
+      status: 401,
+      type: 'invalid_request_error',
+      message: 'Missing provisioning key: send `Authorization: Bearer <PROVISIONING_KEY>`.',
+      code: 'invalid_provisioning_key',
+    }),
+  routeNotFound: (method: string, path: string) =>
+    new EdgeError({ status: 404, type: 'invalid_request_error', message: `Unknown route: ${method} ${path}.`, code: 'unknown_url' }),
+  modelNotFound: (model: string) =>
+    new EdgeError({
+      status: 400,
+      type: 'invalid_request_error',
+      message: `The model \`${model}\` does not exist.`,
+      code: 'model_not_found',
+      param: 'body.model',
+    }),
+  modelListingNotFound: (model: string) =>
+    new EdgeError({ status: 404, type: 'invalid_request_error', message: `The model \`${model}\` does not exist.`, code: 'model_not_found' }),
+  modelGone: (model: string) =>
+    new EdgeError({ status: 410, type: 'invalid_request_error', message: `The model \`${model}\` is deprecated and no longer served.`, code: 'model_gone' }),
+  notFound: (message: string) => new EdgeError({ status: 404, type: 'not_found_error', message, code: 'not_found' }),
+};
+
+interface TableRow {
+  status: number;
+  type: string;
+  /** Default client-facing code when the service set none. */
+  code?: string;
+  /** Fixed message (the spec prescribes it, or the service's words must not leak). */
+  message?: (error: GatewayError) => string;
+  retryAfter?: boolean;
+}
+
+const INTERNAL_ROW: TableRow = { status: 500, type: 'api_error', message: () => 'The gateway failed to process the request.' };
+
+const UPSTREAM_PREFIX = 'Upstream returned an error:';
+
+const retryAfterSecondsOf = (error: GatewayError) => Math.max(1, error.retryAfterSeconds || 1);
+
+/** reason -> row. A reason missing here (UNSPECIFIED, INTERNAL, transport failures) is a 500. */
+const TABLE: ReadonlyMap<ErrorReason, TableRow> = new Map<ErrorReason, TableRow>([
+  [ErrorReason.ERROR_REASON_INVALID_REQUEST, { status: 400, type: 'invalid_request_error' }],
+  [ErrorReason.ERROR_REASON_MODEL_NOT_FOUND, { status: 400, type: 'invalid_request_error', code: 'model_not_found' }],
+  [ErrorReason.ERROR_REASON_UNSUPPORTED_MODALITY, { status: 400, type: 'invalid_request_error', code: 'unsupported_modality' }],
+  [
+    ErrorReason.ERROR_REASON_UPSTREAM_REJECTED,
+    {
+      status: 400,
+      type: 'invalid_request_error',
+      message: (error) => (error.message.startsWith(UPSTREAM_PREFIX) ? error.message : `${UPSTREAM_PREFIX} ${error.message}`),
+    },
+  ],
+  [
+    ErrorReason.ERROR_REASON_CONTENT_MODERATION,
+    { status: 400, type: 'invalid_request_error', code: 'content_moderation', message: () => 'Request rejected by upstream content moderation.' },
+  ],
+  [ErrorReason.ERROR_REASON_TOOL_OUTPUT_UNMATCHED, { status: 400, type: 'invalid_request_error', code: 'tool_output_unmatched' }],
+  [ErrorReason.ERROR_REASON_FILE_ID_UNSUPPORTED, { status: 400, type: 'invalid_request_error', code: 'file_id_unsupported' }],
+  [ErrorReason.ERROR_REASON_INVALID_API_KEY, { status: 401, type: 'invalid_api_key', code: 'invalid_api_key' }],
+  // Spec §4.14: an invalid provisioning key draws type invalid_request_error.
+  [ErrorReason.ERROR_REASON_INVALID_PROVISIONING_KEY, { status: 401, type: 'invalid_request_error', code: 'invalid_provisioning_key' }],
+  [ErrorReason.ERROR_REASON_INSUFFICIENT_QUOTA, { status: 402, type: 'insufficient_quota', code: 'insufficient_quota' }],
+  [ErrorReason.ERROR_REASON_KEY_LIMIT_EXCEEDED, { status: 402, type: 'insufficient_quota', code: 'key_limit_exceeded' }],
+  [ErrorReason.ERROR_REASON_FORBIDDEN, { status: 403, type: 'permission_error' }],
+  [ErrorReason.ERROR_REASON_NOT_FOUND, { status: 404, type: 'not_found_error', code: 'not_found' }],
+  [ErrorReason.ERROR_REASON_MODEL_GONE, { status: 410, type: 'invalid_request_error', code: 'model_gone' }],
+  [ErrorReason.ERROR_REASON_PAYLOAD_TOO_LARGE, { status: 413, type: 'invalid_request_error', code: 'payload_too_large' }],
+  [
+    ErrorReason.ERROR_REASON_USAGE_NOT_RECORDED,
+    {
+      status: 422,
+      type: 'api_error',
+      code: 'usage_not_recorded',
+      message: () => 'The usage of this request could not be metered, so the answer was withheld (not charged).',
+    },
+  ],
+  [
+    ErrorReason.ERROR_REASON_RATE_LIMITED,
+    {
+      status: 429,
+      type: 'rate_limit_exceeded',
+      code: 'rate_limit_exceeded',
+      retryAfter: true,
+      message: (error) => `Rate limit reached. Please try again in ${retryAfterSecondsOf(error)}s.`,
+    },
+  ],
+  [
+    ErrorReason.ERROR_REASON_NO_UPSTREAM,
+    { status: 503, type: 'service_unavailable', code: 'no_upstream', retryAfter: true, message: () => 'No upstream available.' },
+  ],
+  // Idempotency-key reuse with a different body (account routes): the caller's mistake, not ours.
+  [ErrorReason.ERROR_REASON_CONFLICT, { status: 409, type: 'invalid_request_error', code: 'conflict' }],
+]);
+
+/**
+ * Resolves any failure to what the client sees. A GatewayError's reason decides; a reason the table
+ * does not know, a transport failure of our own services (UNAVAILABLE, DEADLINE_EXCEEDED — no typed
+ * detail) or a plain exception is our failure: 500, never 502, and the service's words stay in logs.
+ */
+export function toApiError(error: unknown): ApiError {
+  if (error instanceof EdgeError) return error.apiError;
+  if (!(error instanceof GatewayError)) return rowToApiError(INTERNAL_ROW, undefined);
+  const row = TABLE.get(error.reason);
+  // A reason only means what it says with the status services pair it with; an UNAVAILABLE from
+  // grpc-js itself carries no reason and lands here as INTERNAL.
+  if (!row) return rowToApiError(INTERNAL_ROW, error);
+  return rowToApiError(row, error);
+}
+
+function rowToApiError(row: TableRow, error: GatewayError | undefined): ApiError {
+  const message = row.message ? row.message(error as GatewayError) : error?.message || 'Request failed.';
+  const apiError: ApiError = { status: row.status, type: row.type, message };
+  const code = (error && row !== INTERNAL_ROW && error.code) || row.code;
+  if (code) apiError.code = code;
+  if (error?.param && row !== INTERNAL_ROW) apiError.param = error.param;
+  if (row.retryAfter && error) apiError.retryAfterSeconds = retryAfterSecondsOf(error);
+  return apiError;
+}
+
+/**
+ * Error envelopes per dialect. `chat` is the OpenAI-style envelope of spec §7 (also used by the
+ * catalog and account routes). `messages` is the messages dialect: `{type:'error', error:{type,
+ * message}}` with the type chosen by status (spec §7); the /v1/messages route is not built yet.
+ */
+export type Dialect = 'chat' | 'messages';
+
+const MESSAGES_TYPE_BY_STATUS: Readonly<Record<number, string>> = {
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  402: 'billing_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  408: 'timeout_error',
+  410: 'not_found_error',
+  413: 'request_too_large',
+  422: 'invalid_request_error',
+  429: 'rate_limit_error',
+  500: 'api_error',
+  503: 'overloaded_error',
+};
+
+export function renderErrorBody(apiError: ApiError, dialect: Dialect): unknown {
+  if (dialect === 'messages') {
+    return { type: 'error', error: { type: MESSAGES_TYPE_BY_STATUS[apiError.status] ?? 'api_error', message: apiError.message } };
+  }
+  const body: { type: string; message: string; code?: string; param?: string } = { type: apiError.type, message: apiError.message };
+  if (apiError.code) body.code = apiError.code;
+  if (apiError.param) body.param = apiError.param;
+  return { error: body };
+}

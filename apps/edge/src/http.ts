@@ -1,0 +1,133 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { edgeErrors, renderErrorBody, toApiError, type Dialect } from './errors.js';
+
+export const API_VERSION = '2026-03-31';
+
+/** Spec §8: request body bound and arrival limits. */
+export interface BodyLimits {
+  maxBytes: number;
+  /** The whole body must arrive within this time (spec: 15 minutes). */
+  totalTimeoutMs: number;
+  /** No byte for this long is a stall (spec: 60 seconds). */
+  stallTimeoutMs: number;
+}
+
+export const DEFAULT_BODY_LIMITS: BodyLimits = {
+  maxBytes: 32 * 1024 * 1024,
+  totalTimeoutMs: 15 * 60_000,
+  stallTimeoutMs: 60_000,
+};
+
+/** The client went away while we were reading or answering; nobody is left to answer. */
+export class ClientGoneError extends Error {
+  override name = 'ClientGoneError';
+}
+
+/**
+ * Reads the body without ever holding more than `maxBytes`: the declared content-length is checked
+ * before a byte is read, and bytes are counted as they arrive (chunked bodies declare nothing).
+ */
+export function readBody(request: IncomingMessage, limits: BodyLimits): Promise<Buffer> {
+  const declared = request.headers['content-length'];
+  if (declared !== undefined && Number(declared) > limits.maxBytes) {
+    return Promise.reject(edgeErrors.payloadTooLarge(limits.maxBytes));
+  }
+  return new Promise<Buffer>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let received = 0;
+    let settled = false;
+    const finish = (error: Error | undefined, body?: Buffer) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(totalTimer);
+      clearTimeout(stallTimer);
+      request.off('data', onData);
+      request.off('end', onEnd);
+      request.off('error', onError);
+      request.off('close', onClose);
+      if (error) {
+        // Stop pulling bytes we will not use; what is still in flight is discarded after the answer.
+        request.pause();
+        reject(error);
+      } else {
+        resolve(body as Buffer);
+      }
+    };
+    const totalTimer = setTimeout(
+      () => finish(edgeErrors.requestTimeout(`Request body did not arrive within ${Math.round(limits.totalTimeoutMs / 1000)} seconds.`)),
+      limits.totalTimeoutMs,
+    );
+    const stallTimer = setTimeout(onStall, limits.stallTimeoutMs);
+    function onStall() {
+      finish(edgeErrors.requestTimeout(`Request body stalled for ${Math.round(limits.stallTimeoutMs / 1000)} seconds.`));
+    }
+    function onData(chunk: Buffer) {
+      received += chunk.length;
+      if (received > limits.maxBytes) {
+        finish(edgeErrors.payloadTooLarge(limits.maxBytes));
+        return;
+      }
+      chunks.push(chunk);
+      stallTimer.refresh();
+    }
+    function onEnd() {
+      finish(undefined, chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, received));
+    }
+    function onError(error: Error) {
+      finish(new ClientGoneError(error.message));
+    }
+    function onClose() {
+      if (!request.complete) finish(new ClientGoneError('client closed the connection while sending the body'));
+    }
+    request.on('data', onData);
+    request.on('end', onEnd);
+    request.on('error', onError);
+    request.on('close', onClose);
+  });
+}
+
+export async function readJsonBody(request: IncomingMessage, limits: BodyLimits): Promise<unknown> {
+  const body = await readBody(request, limits);
+  if (body.length === 0) throw edgeErrors.invalidJson('empty body');
+  try {
+    return JSON.parse(body.toString('utf8'));
+  } catch (error) {
+    throw edgeErrors.invalidJson(error instanceof Error ? error.message : 'parse failure');
+  }
+}
+
+/** JSON answer over plain node APIs (res.json's extra work is not needed on the hot path). */
+export function sendJson(response: ServerResponse, status: number, body: unknown, headers?: Record<string, string>): void {
+  sendJsonText(response, status, JSON.stringify(body), headers);
+}
+
+export function sendJsonText(response: ServerResponse, status: number, text: string, headers?: Record<string, string>): void {
+  response.statusCode = status;
+  if (headers) for (const [name, value] of Object.entries(headers)) response.setHeader(name, value);
+  response.setHeader('content-type', 'application/json; charset=utf-8');
+  response.setHeader('content-length', Buffer.byteLength(text));
+  response.end(text);
+}
+
+/**
+ * Sends an error in the dialect's envelope. When the body was not read to its end (413, 408) the
+ * connection is closed after the answer, and the unread rest is drained (not kept) for a bounded time
+ * so the client still reads our answer instead of a reset.
+ */
+export function sendError(request: IncomingMessage, response: ServerResponse, error: unknown, dialect: Dialect): void {
+  if (response.headersSent) {
+    response.destroy();
+    return;
+  }
+  const apiError = toApiError(error);
+  const headers: Record<string, string> = {};
+  if (apiError.retryAfterSeconds !== undefined) headers['retry-after'] = String(apiError.retryAfterSeconds);
+  if (!request.complete) {
+    headers.connection = 'close';
+    request.resume();
+    const drainTimer = setTimeout(() => request.socket?.destroy(), 10_000);
+    drainTimer.unref();
+    response.once('close', () => clearTimeout(drainTimer));
+  }
+  sendJson(response, apiError.status, renderErrorBody(apiError, dialect), headers);
+}

@@ -1,0 +1,171 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import {
+  AuthServiceClient,
+  AuthServiceService,
+  CatalogChanged,
+  CatalogServiceClient,
+  CatalogServiceService,
+  KeysChanged,
+  LedgerServiceClient,
+  LedgerServiceService,
+  RouterServiceClient,
+  RouterServiceService,
+} from '@gateway/proto';
+import { createClient, subjects, type EventBus, type Logger, type Subscription } from '@gateway/platform';
+import { LedgerAdmission, type Admission } from './admission.js';
+import { createApp } from './app.js';
+import { ApiKeyCache } from './auth-cache.js';
+import { CatalogCache } from './catalog-cache.js';
+import type { EdgeContext } from './context.js';
+import { DEFAULT_BODY_LIMITS, type BodyLimits } from './http.js';
+
+export { toApiError, renderErrorBody, EdgeError, type ApiError, type Dialect } from './errors.js';
+export type { Admission, AdmissionRequest, AdmissionTicket } from './admission.js';
+export { API_VERSION } from './http.js';
+
+export interface EdgeOptions {
+  /** Default 127.0.0.1. */
+  host?: string;
+  /** 0 picks a free port. */
+  port: number;
+  authAddress: string;
+  catalogAddress: string;
+  ledgerAddress: string;
+  routerAddress: string;
+  /** Not used by the JSON routes built so far (multipart/media routes will need it). */
+  mediaAddress?: string;
+  bus: EventBus;
+  logger: Logger;
+  /** Lifetime of a cached Auth.VerifyApiKey answer. Default 30 s. */
+  authCacheTtlMs?: number;
+  /** Bound of the API key cache (LRU). Default 10,000 keys. */
+  authCacheMaxEntries?: number;
+  /** Periodic catalog refresh (besides catalog.changed). Default 30 s. */
+  catalogRefreshMs?: number;
+  /** How long start-up waits for the catalog's first snapshot. Default 30 s. */
+  catalogStartTimeoutMs?: number;
+  /** Body size and arrival limits (spec §8); tests shorten the timeouts. */
+  bodyLimits?: Partial<BodyLimits>;
+  /** A Router stream that sends nothing for this long is ended as a failure. Default 5 minutes. */
+  streamIdleTimeoutMs?: number;
+  /** Replaces the per-request Ledger.Admit admission (e.g. leased budgets). */
+  admission?: Admission;
+}
+
+export interface RunningEdge {
+  url: string;
+  port: number;
+  stop(): Promise<void>;
+}
+
+/** Starts the HTTP ingress: catalog cache loaded, key invalidation subscribed, then listening. */
+export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
+  const logger = options.logger;
+  const auth = createClient(AuthServiceClient, AuthServiceService, options.authAddress);
+  const catalog = createClient(CatalogServiceClient, CatalogServiceService, options.catalogAddress);
+  const ledger = createClient(LedgerServiceClient, LedgerServiceService, options.ledgerAddress);
+  const router = createClient(RouterServiceClient, RouterServiceService, options.routerAddress);
+  const closeClients = () => {
+    for (const client of [auth, catalog, ledger, router]) client.close();
+  };
+
+  const catalogCache = new CatalogCache({ catalog, logger });
+  const apiKeys = new ApiKeyCache(auth, {
+    ttlMs: options.authCacheTtlMs ?? 30_000,
+    maxEntries: options.authCacheMaxEntries ?? 10_000,
+  });
+  const subscriptions: Subscription[] = [];
+  let refreshTimer: NodeJS.Timeout | undefined;
+  let server: Server | undefined;
+
+  try {
+    // Subscribe before the first load so a change published meanwhile is not missed.
+    subscriptions.push(
+      options.bus.subscribe(subjects.keysChanged, (data) => {
+        try {
+          const event = KeysChanged.decode(data);
+          apiKeys.invalidate(event.accountId, event.keyIds);
+        } catch (error) {
+          // An undecodable invalidation: forget everything rather than keep a key that may be revoked.
+          logger.warn({ err: error }, 'bad keys.changed payload; clearing the key cache');
+          apiKeys.clear();
+        }
+      }),
+      options.bus.subscribe(subjects.catalogChanged, (data) => {
+        let version = '';
+        try {
+          version = CatalogChanged.decode(data).version;
+        } catch {
+          // Refresh anyway; GetSnapshot tells what is current.
+        }
+        if (version !== '' && version === catalogCache.version) return;
+        catalogCache.refresh().catch((error: unknown) => logger.warn({ err: error }, 'catalog refresh failed'));
+      }),
+    );
+    await catalogCache.loadInitial(options.catalogStartTimeoutMs ?? 30_000);
+    refreshTimer = setInterval(() => {
+      catalogCache.refresh().catch((error: unknown) => logger.warn({ err: error }, 'periodic catalog refresh failed'));
+    }, options.catalogRefreshMs ?? 30_000);
+    refreshTimer.unref();
+
+    const bodyLimits: BodyLimits = { ...DEFAULT_BODY_LIMITS, ...options.bodyLimits };
+    const context: EdgeContext = {
+      auth,
+      catalog,
+      ledger,
+      router,
+      apiKeys,
+      catalogCache,
+      admission: options.admission ?? new LedgerAdmission(ledger, logger),
+      logger,
+      bodyLimits,
+      streamIdleTimeoutMs: options.streamIdleTimeoutMs ?? 5 * 60_000,
+    };
+    const app = createApp(context);
+    const httpServer = createServer({ noDelay: true }, app);
+    server = httpServer;
+    // Node's own whole-request timeout (default 5 min) would cut legitimate slow uploads: our body
+    // reader enforces spec §8 (15 min total, 60 s stall) with a proper 408 instead.
+    httpServer.requestTimeout = bodyLimits.totalTimeoutMs + 30_000;
+    httpServer.headersTimeout = 60_000;
+    httpServer.keepAliveTimeout = 65_000;
+    httpServer.maxHeadersCount = 200;
+    const host = options.host ?? '127.0.0.1';
+    await new Promise<void>((resolve, reject) => {
+      httpServer.once('error', reject);
+      httpServer.listen(options.port, host, () => {
+        httpServer.off('error', reject);
+        resolve();
+      });
+    });
+    const port = (httpServer.address() as AddressInfo).port;
+    const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+    logger.info({ url }, 'edge listening');
+
+    let stopped = false;
+    return {
+      url,
+      port,
+      stop: async () => {
+        if (stopped) return;
+        stopped = true;
+        clearInterval(refreshTimer);
+        await new Promise<void>((resolve) => {
+          httpServer.close(() => resolve());
+          httpServer.closeIdleConnections();
+          // Open streams get a short grace, then are cut.
+          setTimeout(() => httpServer.closeAllConnections(), 2_000).unref();
+        });
+        for (const subscription of subscriptions) await subscription.stop().catch(() => undefined);
+        closeClients();
+      },
+    };
+  } catch (error) {
+    clearInterval(refreshTimer);
+    server?.close();
+    for (const subscription of subscriptions) await subscription.stop().catch(() => undefined);
+    closeClients();
+    throw error;
+  }
+}

@@ -1,0 +1,211 @@
+import type { Request, Response } from 'express';
+import type { ChatRequest, Usage } from '@gateway/proto';
+import { errors } from '@gateway/platform';
+import type { VerifiedApiKey } from '../auth-cache.js';
+import type { CatalogModel } from '../catalog-cache.js';
+import { convertChatRequest, type ConvertedChat } from '../chat/convert.js';
+import { ChatChunkWriter, renderChatCompletion } from '../chat/render.js';
+import { parseChatCompletionRequest, routingStrategy, type ChatCompletionRequest, type RoutingStrategy } from '../chat/schema.js';
+import { requestIdOf, verifyApiKey, type EdgeContext } from '../context.js';
+import { presentedApiKey } from '../credentials.js';
+import { edgeErrors, toApiError } from '../errors.js';
+import { ClientGoneError, readJsonBody, sendJson } from '../http.js';
+
+const ENDPOINT = 'chat.completions';
+/** Bound on one non-streamed answer, failover included. */
+const CHAT_DEADLINE_MS = 10 * 60_000;
+const STRATEGY_HEADER = 'x-gateway-routing-strategy';
+
+/** Looks a requested model up in the catalog cache: unknown 400, past its stop time 410, wrong endpoint 400. */
+export function resolveModel(context: EdgeContext, name: string, endpoint: string): CatalogModel {
+  const model = context.catalogCache.resolve(name);
+  if (!model) throw edgeErrors.modelNotFound(name);
+  if (model.expiresAtSeconds !== undefined && Date.now() / 1000 >= model.expiresAtSeconds) throw edgeErrors.modelGone(model.id);
+  if (!model.endpoints.has(endpoint)) {
+    throw edgeErrors.invalidRequest(`body.model: the model \`${model.id}\` is not served on ${endpoint}.`, 'body.model', 'unsupported_endpoint');
+  }
+  return model;
+}
+
+/** The strategy header, checked before any service is asked: an unknown value is a 400. */
+export function parseStrategyHeader(value: string | string[] | undefined): RoutingStrategy | undefined {
+  if (typeof value !== 'string' || value.trim() === '') return undefined;
+  const parsed = routingStrategy.safeParse(value.trim());
+  if (!parsed.success) {
+    throw edgeErrors.invalidRequest(
+      `header.${STRATEGY_HEADER}: unknown routing strategy \`${value}\`; expected one of ${routingStrategy.options.join(', ')}.`,
+      `header.${STRATEGY_HEADER}`,
+    );
+  }
+  return parsed.data;
+}
+
+/** DESIGN §3: body `routing`, then the header, then the key's default, then `balanced`. */
+export function chooseStrategy(
+  bodyValue: RoutingStrategy | null | undefined,
+  headerValue: RoutingStrategy | undefined,
+  key: VerifiedApiKey,
+): RoutingStrategy {
+  if (bodyValue) return bodyValue;
+  if (headerValue) return headerValue;
+  const keyDefault = routingStrategy.safeParse(key.defaultRoutingStrategy);
+  return keyDefault.success ? keyDefault.data : 'balanced';
+}
+
+export function chatCompletionsHandler(context: EdgeContext) {
+  return async (request: Request, response: Response): Promise<void> => {
+    const requestId = requestIdOf(response);
+    // The client leaving cancels the Router call, which stops the provider call behind it.
+    const abort = new AbortController();
+    response.once('close', () => {
+      if (!response.writableFinished) abort.abort();
+    });
+    const credential = presentedApiKey(request);
+    // No credential: refuse before reading (up to 32 MiB of) a body nobody may send.
+    if (credential === undefined) throw edgeErrors.missingApiKey();
+    const body: ChatCompletionRequest = parseChatCompletionRequest(await readJsonBody(request, context.bodyLimits));
+    const headerStrategy = parseStrategyHeader(request.headers[STRATEGY_HEADER]);
+    const model = resolveModel(context, body.model, ENDPOINT);
+    const converted = convertChatRequest(body, model);
+    const key = await verifyApiKey(context, credential, requestId);
+    const strategy = chooseStrategy(body.routing, headerStrategy, key);
+    try {
+      await context.admission.admit({ requestId, key, model });
+    } catch (error) {
+      // A lost answer (ledger unreachable mid-call) may hide a reservation that was made; a refusal made none.
+      if (toApiError(error).status >= 500) void context.admission.release({ requestId, key });
+      throw error;
+    }
+
+    const chat: ChatRequest = {
+      ...converted.request,
+      context: { requestId, accountId: key.accountId, keyId: key.keyId },
+      modelId: model.id,
+      routingStrategy: strategy,
+      endpoint: ENDPOINT,
+    };
+    if (abort.signal.aborted) {
+      // Nobody is left to answer; do not start a provider call for them.
+      void context.admission.release({ requestId, key });
+      throw new ClientGoneError('client left before the router was called');
+    }
+    if (converted.stream) {
+      await streamChat(context, response, { chat, converted, key, model, strategy, requestId, signal: abort.signal });
+      return;
+    }
+    let answer;
+    try {
+      answer = await context.router.chat(chat, { requestId, deadlineMs: CHAT_DEADLINE_MS, signal: abort.signal });
+    } catch (error) {
+      // No answer reached the caller: hand the reservation back now rather than at the sweeper's deadline.
+      void context.admission.release({ requestId, key });
+      throw abort.signal.aborted ? new ClientGoneError('client left while the router was answering') : error;
+    }
+    sendJson(response, 200, renderChatCompletion(answer, model.id), {
+      ...gatewayHeaders(answer.routingStrategy || strategy, converted.droppedParams, answer.droppedParams),
+    });
+  };
+}
+
+function gatewayHeaders(strategy: string, edgeDropped: readonly string[], routerDropped: readonly string[]): Record<string, string> {
+  const headers: Record<string, string> = { [STRATEGY_HEADER]: strategy };
+  const dropped = [...new Set([...edgeDropped, ...routerDropped])].sort();
+  if (dropped.length > 0) headers['x-gateway-dropped-params'] = dropped.join(',');
+  return headers;
+}
+
+interface StreamJob {
+  chat: ChatRequest;
+  converted: ConvertedChat;
+  key: VerifiedApiKey;
+  model: CatalogModel;
+  strategy: string;
+  requestId: string;
+  signal: AbortSignal;
+}
+
+/**
+ * SSE relay of Router.ChatStream. Nothing is written until the first delta: a failure before any
+ * content is still a normal HTTP error (the router fails over until then). After it, a failure ends
+ * the stream with an error chunk and [DONE] — never a clean close that looks like a complete answer.
+ */
+async function streamChat(context: EdgeContext, response: Response, job: StreamJob): Promise<void> {
+  const { requestId, key } = job;
+  let writer: ChatChunkWriter | undefined;
+  let usage: Usage | undefined;
+  let headersWritten = false;
+  const writeHeaders = (strategy: string, routerDropped: readonly string[]) => {
+    response.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+      ...gatewayHeaders(strategy, job.converted.droppedParams, routerDropped),
+    });
+    headersWritten = true;
+  };
+  let startStrategy = job.strategy;
+  let startDropped: readonly string[] = [];
+  // Bound on silence: a router stream that neither sends nor ends (lost status, wedged peer) must not
+  // hold the client and this request forever.
+  const streamAbort = new AbortController();
+  const onClientGone = () => streamAbort.abort();
+  job.signal.addEventListener('abort', onClientGone, { once: true });
+  let wentSilent = false;
+  const idleTimer = setTimeout(() => {
+    wentSilent = true;
+    streamAbort.abort();
+  }, context.streamIdleTimeoutMs);
+  try {
+    for await (const message of context.router.chatStream({ chat: job.chat }, { requestId, signal: streamAbort.signal })) {
+      idleTimer.refresh();
+      const event = message.event;
+      if (!event) continue;
+      if (event.$case === 'start') {
+        writer = new ChatChunkWriter(event.value, job.model.id);
+        startStrategy = event.value.routingStrategy || job.strategy;
+        startDropped = event.value.droppedParams;
+      } else if (event.$case === 'delta') {
+        if (!writer) throw new Error('router stream sent a delta before its start');
+        if (!headersWritten) writeHeaders(startStrategy, startDropped);
+        await write(response, writer.delta(event.value));
+      } else if (event.$case === 'usage') {
+        usage = event.value;
+      }
+    }
+  } catch (caught) {
+    const error = wentSilent ? errors.internal(`router stream sent nothing for ${context.streamIdleTimeoutMs} ms`) : caught;
+    if (wentSilent) context.logger.warn({ request_id: requestId }, 'router stream went silent; ending it');
+    if (!headersWritten) {
+      void context.admission.release({ requestId, key });
+      throw job.signal.aborted ? new ClientGoneError('client left before the first content') : error;
+    }
+    if (job.signal.aborted) return;
+    const apiError = toApiError(error);
+    if (apiError.status >= 500) context.logger.warn({ err: error, request_id: requestId }, 'stream failed after content was sent');
+    response.write((writer as ChatChunkWriter).error(apiError));
+    response.end(ChatChunkWriter.done);
+    return;
+  } finally {
+    clearTimeout(idleTimer);
+    job.signal.removeEventListener('abort', onClientGone);
+  }
+  if (!writer) throw new Error('router stream ended without a start');
+  if (!headersWritten) writeHeaders(startStrategy, startDropped);
+  if (job.converted.includeUsage) response.write(writer.usage(usage));
+  response.end(ChatChunkWriter.done);
+}
+
+/** Honours back-pressure from a slow client; a client that left releases the wait too. */
+function write(response: Response, text: string): Promise<void> | void {
+  if (response.write(text)) return;
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      response.off('drain', done);
+      response.off('close', done);
+      resolve();
+    };
+    response.on('drain', done);
+    response.on('close', done);
+  });
+}

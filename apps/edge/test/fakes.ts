@@ -1,0 +1,263 @@
+/**
+ * Small scripted gRPC servers standing in for Auth, Catalog, Ledger and Router (the real services
+ * are built in parallel). Real grpc-js servers on 127.0.0.1:0, speaking the proto contracts.
+ */
+import {
+  AuthServiceService,
+  CatalogServiceService,
+  LedgerServiceService,
+  RouterServiceService,
+  type AdmitRequest,
+  type ChatRequest,
+  type ChatResponse,
+  type ChatStreamResponse,
+  type GetSnapshotResponse,
+  type Model,
+  type ReleaseRequest,
+  type RouterServiceServer,
+  type VerifyApiKeyResponse,
+} from '@gateway/proto';
+import {
+  ErrorReason,
+  GatewayError,
+  GrpcStatus,
+  startGrpcServer,
+  unary,
+  type Logger,
+  type RunningGrpcServer,
+} from '@gateway/platform';
+
+export const invalidApiKey = () => new GatewayError(GrpcStatus.UNAUTHENTICATED, ErrorReason.ERROR_REASON_INVALID_API_KEY, 'Invalid API key.');
+
+export class FakeAuth {
+  readonly apiKeys = new Map<string, VerifyApiKeyResponse>();
+  readonly provisioningKeys = new Map<string, string>();
+  verifyCalls = 0;
+
+  implementation(logger: Logger) {
+    return {
+      verifyApiKey: unary(logger, 'VerifyApiKey', async (request: { key: string }) => {
+        this.verifyCalls++;
+        const found = this.apiKeys.get(request.key);
+        if (!found) throw invalidApiKey();
+        return found;
+      }),
+      verifyProvisioningKey: unary(logger, 'VerifyProvisioningKey', async (request: { key: string }) => {
+        const accountId = this.provisioningKeys.get(request.key);
+        if (!accountId) {
+          throw new GatewayError(GrpcStatus.UNAUTHENTICATED, ErrorReason.ERROR_REASON_INVALID_PROVISIONING_KEY, 'Invalid provisioning key.');
+        }
+        return { accountId, provisioningKeyId: `pk_${accountId}` };
+      }),
+    };
+  }
+}
+
+export class FakeCatalog {
+  snapshotCalls = 0;
+  iconCalls = 0;
+  constructor(public snapshot: GetSnapshotResponse) {}
+
+  implementation(logger: Logger) {
+    return {
+      getSnapshot: unary(logger, 'GetSnapshot', async (request: { ifVersionNot: string }) => {
+        this.snapshotCalls++;
+        if (request.ifVersionNot === this.snapshot.version) {
+          return { version: this.snapshot.version, unchanged: true, models: [], providers: [], startups: [], limitGroups: [] };
+        }
+        return this.snapshot;
+      }),
+      getStartupIcon: unary(logger, 'GetStartupIcon', async (request: { startupId: string }) => {
+        this.iconCalls++;
+        if (!this.snapshot.startups.some((startup) => startup.id === request.startupId)) {
+          throw new GatewayError(GrpcStatus.NOT_FOUND, ErrorReason.ERROR_REASON_NOT_FOUND, 'no such startup');
+        }
+        return { svg: Buffer.from(`<svg xmlns="http://www.w3.org/2000/svg"><title>${request.startupId}</title></svg>`), provided: true };
+      }),
+    };
+  }
+}
+
+export class FakeLedger {
+  /** account id -> available balance (decimal credits). */
+  readonly available = new Map<string, string>();
+  readonly admits: AdmitRequest[] = [];
+  readonly releases: ReleaseRequest[] = [];
+  admitError: GatewayError | undefined;
+
+  implementation(logger: Logger) {
+    return {
+      admit: unary(logger, 'Admit', async (request: AdmitRequest) => {
+        this.admits.push(request);
+        if (this.admitError) throw this.admitError;
+        return { reservedCredits: request.paid ? '0.05' : '0', reservationExpiresAtMs: BigInt(Date.now() + 600_000) };
+      }),
+      release: unary(logger, 'Release', async (request: ReleaseRequest) => {
+        this.releases.push(request);
+        return { released: true };
+      }),
+      getBalance: unary(logger, 'GetBalance', async (request: { accountId: string }) => {
+        const available = this.available.get(request.accountId) ?? '0';
+        return { balance: available, available, reserved: '0' };
+      }),
+    };
+  }
+}
+
+export type StreamScript = (request: ChatRequest) => AsyncIterable<ChatStreamResponse>;
+
+export class FakeRouter {
+  readonly chats: ChatRequest[] = [];
+  streamCancelled = 0;
+  chatAnswer: (request: ChatRequest) => Promise<ChatResponse> = async (request) => chatResponse(request, 'Hello there.');
+  streamScript: StreamScript = (request) => streamOf(request, ['Hel', 'lo', '!']);
+
+  implementation(logger: Logger) {
+    return {
+      chat: unary(logger, 'Chat', async (request: ChatRequest) => {
+        this.chats.push(request);
+        return this.chatAnswer(request);
+      }),
+      // Written against grpc-js directly: platform's serverStream ends a failed stream with
+      // call.destroy(error), which drops queued messages and never sends the status (reported).
+      chatStream: (call: Parameters<RouterServiceServer['chatStream']>[0]) => {
+        this.chats.push(call.request.chat as ChatRequest);
+        call.on('cancelled', () => this.streamCancelled++);
+        void (async () => {
+          try {
+            for await (const message of this.streamScript(call.request.chat as ChatRequest)) {
+              if (call.cancelled) return;
+              call.write(message);
+            }
+            call.end();
+          } catch (error) {
+            if (call.cancelled) return;
+            const status = error instanceof GatewayError ? error.toStatusObject() : { code: GrpcStatus.INTERNAL, details: String(error) };
+            call.emit('error', status);
+          }
+        })();
+      },
+    };
+  }
+}
+
+export function chatResponse(request: ChatRequest, content: string): ChatResponse {
+  return {
+    id: `chatcmpl-${request.context?.requestId ?? 'x'}`,
+    modelId: request.modelId,
+    created: 1_767_225_600n,
+    choices: [{ index: 0, message: { content, toolCalls: [], reasoning: [], images: [] }, finishReason: 'stop' }],
+    usage: usage(11, 3),
+    providerId: 'acme-cloud',
+    routingStrategy: request.routingStrategy,
+    droppedParams: [],
+  };
+}
+
+export function usage(inputTokens: number, outputTokens: number) {
+  return {
+    inputTokens,
+    cachedInputTokens: 0,
+    outputTokens,
+    reasoningTokens: 0,
+    inputAudioTokens: 0,
+    outputAudioTokens: 0,
+    inputAudioMs: 0,
+    outputAudioMs: 0,
+    outputTextTokens: 0,
+    inputTextCharacters: 0,
+    outputTextCharacters: 0,
+    outputImageTokens: 0,
+    inputImageTokens: 0,
+    inputTextTokens: 0,
+    estimated: false,
+  };
+}
+
+export function startEvent(request: ChatRequest): ChatStreamResponse {
+  return {
+    event: {
+      $case: 'start',
+      value: {
+        id: `chatcmpl-${request.context?.requestId ?? 'x'}`,
+        modelId: request.modelId,
+        created: 1_767_225_600n,
+        providerId: 'acme-cloud',
+        routingStrategy: request.routingStrategy,
+        droppedParams: [],
+      },
+    },
+  };
+}
+
+export function deltaEvent(content: string, finishReason = ''): ChatStreamResponse {
+  return { event: { $case: 'delta', value: { choiceIndex: 0, content, toolCalls: [], reasoning: '', reasoningSignature: '', finishReason, images: [] } } };
+}
+
+export async function* streamOf(request: ChatRequest, pieces: readonly string[]): AsyncIterable<ChatStreamResponse> {
+  yield startEvent(request);
+  for (const [index, piece] of pieces.entries()) yield deltaEvent(piece, index === pieces.length - 1 ? 'stop' : '');
+  yield { event: { $case: 'usage', value: usage(7, pieces.length) } };
+}
+
+export function model(overrides: Partial<Model> & { id: string }): Model {
+  return {
+    displayName: overrides.id,
+    description: `The ${overrides.id} model.`,
+    created: 1_767_225_600n,
+    contextWindow: 128_000,
+    aliases: [],
+    inputModalities: ['text'],
+    outputModalities: ['text'],
+    supportedParameters: ['temperature', 'top_p', 'max_completion_tokens', 'stop', 'tools', 'tool_choice', 'response_format', 'stream_options'],
+    pricing: { perInputToken: '0.0000005', perOutputToken: '0.0000015' },
+    limitGroup: 'default',
+    offers: [{ providerId: 'acme-cloud', upstreamModel: 'up', endpoints: ['chat.completions', 'messages'] }],
+    voices: [],
+    extraParameters: [],
+    reasoningEfforts: [],
+    ...overrides,
+  };
+}
+
+export interface FakeServices {
+  auth: FakeAuth;
+  catalog: FakeCatalog;
+  ledger: FakeLedger;
+  router: FakeRouter;
+  addresses: { authAddress: string; catalogAddress: string; ledgerAddress: string; routerAddress: string };
+  stop(): Promise<void>;
+}
+
+export async function startFakeServices(snapshot: GetSnapshotResponse, logger: Logger): Promise<FakeServices> {
+  const auth = new FakeAuth();
+  const catalog = new FakeCatalog(snapshot);
+  const ledger = new FakeLedger();
+  const router = new FakeRouter();
+  const servers: RunningGrpcServer[] = [];
+  const start = async (definition: typeof AuthServiceService | typeof CatalogServiceService | typeof LedgerServiceService | typeof RouterServiceService, implementation: object, name: string) => {
+    const server = await startGrpcServer({
+      address: '127.0.0.1:0',
+      services: [{ definition, implementation: implementation as Parameters<typeof startGrpcServer>[0]['services'][number]['implementation'], name }],
+      logger,
+    });
+    servers.push(server);
+    return server.address;
+  };
+  const addresses = {
+    authAddress: await start(AuthServiceService, auth.implementation(logger), 'gateway.v1.AuthService'),
+    catalogAddress: await start(CatalogServiceService, catalog.implementation(logger), 'gateway.v1.CatalogService'),
+    ledgerAddress: await start(LedgerServiceService, ledger.implementation(logger), 'gateway.v1.LedgerService'),
+    routerAddress: await start(RouterServiceService, router.implementation(logger), 'gateway.v1.RouterService'),
+  };
+  return {
+    auth,
+    catalog,
+    ledger,
+    router,
+    addresses,
+    stop: async () => {
+      for (const server of servers) await server.stop(100);
+    },
+  };
+}
