@@ -1,0 +1,103 @@
+import { CatalogChanged, type GetSnapshotRequest, type GetSnapshotResponse, type Model, type Provider } from '@gateway/proto';
+import { subjects, type EventBus, type Logger, type Subscription } from '@gateway/platform';
+import { createAdapter } from '../providers/create-adapter.js';
+import type { ProviderAdapter } from '../providers/provider-adapter.js';
+
+export type SnapshotSource = (request: GetSnapshotRequest) => Promise<GetSnapshotResponse>;
+
+export interface CatalogCacheOptions {
+  getSnapshot: SnapshotSource;
+  bus: EventBus;
+  logger: Logger;
+  /** Secrets by env-var name (the catalog names the variable, never the secret). */
+  secretFor: (envName: string) => string | undefined;
+  /** Fallback refresh when a CatalogChanged broadcast was missed (core NATS is best effort). */
+  refreshIntervalMs?: number;
+}
+
+interface ProviderEntry {
+  provider: Provider;
+  adapter: ProviderAdapter | undefined;
+  fingerprint: string;
+}
+
+/**
+ * Read-through copy of the catalog: the whole snapshot is small (models x offers), so routing reads it
+ * from memory and never pays a hop per request. Adapters live here because they follow the providers.
+ */
+export class CatalogCache {
+  private version = '';
+  private models = new Map<string, Model>();
+  private providers = new Map<string, ProviderEntry>();
+  private refreshing: Promise<void> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private subscription: Subscription | undefined;
+
+  constructor(private readonly options: CatalogCacheOptions) {}
+
+  async start(): Promise<void> {
+    await this.refresh();
+    this.subscription = this.options.bus.subscribe(subjects.catalogChanged, (data) => {
+      const changed = CatalogChanged.decode(data);
+      if (changed.version !== this.version) this.refreshSoon();
+    });
+    this.timer = setInterval(() => this.refreshSoon(), this.options.refreshIntervalMs ?? 30_000);
+    this.timer.unref();
+  }
+
+  get currentVersion(): string {
+    return this.version;
+  }
+
+  model(id: string): Model | undefined {
+    return this.models.get(id);
+  }
+
+  provider(id: string): { provider: Provider; adapter: ProviderAdapter | undefined } | undefined {
+    return this.providers.get(id);
+  }
+
+  private refreshSoon(): void {
+    this.refresh().catch((error: unknown) => this.options.logger.warn({ err: error }, 'catalog refresh failed; keeping the cached catalog'));
+  }
+
+  /** One refresh at a time; callers during a refresh share it. */
+  refresh(): Promise<void> {
+    this.refreshing ??= this.load().finally(() => { this.refreshing = undefined; });
+    return this.refreshing;
+  }
+
+  private async load(): Promise<void> {
+    const snapshot = await this.options.getSnapshot({ ifVersionNot: this.version });
+    if (snapshot.unchanged) return;
+    const models = new Map(snapshot.models.map((model) => [model.id, model]));
+    const providers = new Map<string, ProviderEntry>();
+    const retired: ProviderAdapter[] = [];
+    for (const provider of snapshot.providers) {
+      const secret = provider.apiKeyEnv ? this.options.secretFor(provider.apiKeyEnv) : undefined;
+      const fingerprint = `${provider.kind}\0${provider.baseUrl}\0${secret ?? ''}`;
+      const existing = this.providers.get(provider.id);
+      if (existing && existing.fingerprint === fingerprint) {
+        providers.set(provider.id, { ...existing, provider });
+        continue;
+      }
+      if (existing?.adapter) retired.push(existing.adapter);
+      const adapter = createAdapter(provider, secret);
+      if (!adapter) this.options.logger.warn({ provider: provider.id, kind: provider.kind }, 'no adapter for this provider kind; its offers are skipped');
+      providers.set(provider.id, { provider, adapter, fingerprint });
+    }
+    for (const [id, entry] of this.providers) if (!providers.has(id) && entry.adapter) retired.push(entry.adapter);
+    this.models = models;
+    this.providers = providers;
+    this.version = snapshot.version;
+    this.options.logger.info({ version: snapshot.version, models: models.size, providers: providers.size }, 'catalog loaded');
+    // Requests in flight keep their adapter object; closing waits for their connections to finish.
+    for (const adapter of retired) void adapter.close();
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    await this.subscription?.stop();
+    await Promise.allSettled([...this.providers.values()].map((entry) => entry.adapter?.close()));
+  }
+}

@@ -1,0 +1,89 @@
+import { createClient, newId, startGrpcServer, subjects, type EventBus, type Logger } from '@gateway/platform';
+import { CatalogServiceClient, CatalogServiceService, ProviderStats, RouterServiceService } from '@gateway/proto';
+import { CatalogCache } from './catalog/catalog-cache.js';
+import { routerService } from './grpc/router-service.js';
+import { Router } from './routing/router.js';
+import { ProviderHealth } from './strategies/index.js';
+import { JetStreamUsagePublisher, type UsagePublisher } from './usage/usage-publisher.js';
+
+export type { UsagePublisher } from './usage/usage-publisher.js';
+export type { ProviderAdapter, ProviderAdapterV1 } from './providers/provider-adapter.js';
+
+export interface RoutingServiceOptions {
+  listenAddress: string;
+  catalogAddress: string;
+  bus: EventBus;
+  logger: Logger;
+  /** Provider secrets by env-var name (the catalog's api_key_env); falls back to process.env. */
+  providerSecrets?: Record<string, string | undefined>;
+  /** Per provider attempt (whole answer, or first/next stream part). Default 120 s. */
+  attemptTimeoutMs?: number;
+  /** Provider attempts per request, failovers included. Default 3. */
+  maxAttempts?: number;
+  /** Fallback catalog refresh period when a catalog.changed broadcast is missed. Default 30 s. */
+  catalogRefreshIntervalMs?: number;
+  /** How often this replica shares its provider health on provider.stats. Default 5 s. */
+  statsIntervalMs?: number;
+}
+
+export interface RunningRoutingService {
+  address: string;
+  stop(): Promise<void>;
+}
+
+export async function startRoutingService(options: RoutingServiceOptions): Promise<RunningRoutingService> {
+  const logger = options.logger;
+  const catalogClient = createClient(CatalogServiceClient, CatalogServiceService, options.catalogAddress);
+  const catalog = new CatalogCache({
+    getSnapshot: (request) => catalogClient.getSnapshot(request),
+    bus: options.bus,
+    logger,
+    secretFor: (name) => options.providerSecrets?.[name] ?? process.env[name],
+    refreshIntervalMs: options.catalogRefreshIntervalMs,
+  });
+  try {
+    await catalog.start();
+  } catch (error) {
+    catalogClient.close();
+    await catalog.stop();
+    throw error;
+  }
+  const usage: UsagePublisher = new JetStreamUsagePublisher({ bus: options.bus, logger });
+  const health = new ProviderHealth();
+  // Replicas share provider health so every one routes on the same picture (DESIGN §2).
+  const replicaId = newId('routing', 6);
+  const statsSubscription = options.bus.subscribe(subjects.providerStats, (data) => {
+    const message = ProviderStats.decode(data);
+    if (message.replicaId !== replicaId) health.mergeRemote(message.replicaId, message.stats);
+  });
+  const statsTimer = setInterval(() => {
+    const stats = health.localStats();
+    if (stats.length === 0) return;
+    options.bus.broadcast(subjects.providerStats, ProviderStats.encode({ replicaId, sentAtMs: BigInt(Date.now()), stats }).finish());
+  }, options.statsIntervalMs ?? 5_000);
+  statsTimer.unref();
+  const router = new Router({
+    catalog,
+    health,
+    usage,
+    logger,
+    attemptTimeoutMs: options.attemptTimeoutMs ?? 120_000,
+    maxAttempts: options.maxAttempts ?? 3,
+  });
+  const server = await startGrpcServer({
+    address: options.listenAddress,
+    services: [{ definition: RouterServiceService, implementation: routerService(router, logger), name: 'gateway.v1.RouterService' }],
+    logger,
+  });
+  return {
+    address: server.address,
+    stop: async () => {
+      clearInterval(statsTimer);
+      await statsSubscription.stop();
+      await server.stop();
+      await usage.stop();
+      await catalog.stop();
+      catalogClient.close();
+    },
+  };
+}

@@ -1,0 +1,16 @@
+import type { Provider } from '@gateway/proto';
+import { OpenAIAdapter } from './openai/openai-adapter.js';
+import type { ProviderAdapter } from './provider-adapter.js';
+import { SimulatedAdapter } from './simulated/simulated-adapter.js';
+
+/** Adapter for a catalog provider; undefined for a kind this build has no adapter for (it is then skipped). */
+export function createAdapter(provider: Provider, secret: string | undefined): ProviderAdapter | undefined {
+  switch (provider.kind) {
+    case 'openai':
+      return new OpenAIAdapter({ providerId: provider.id, baseUrl: provider.baseUrl, apiKey: secret });
+    case 'simulated':
+      return new SimulatedAdapter(provider.id);
+    default:
+      return undefined;
+  }
+}

@@ -1,0 +1,48 @@
+import { describe, expect, it } from 'vitest';
+import type { ChatRequest } from '@gateway/proto';
+import { convertToOpenAIRequest } from './convert-to-openai-request.js';
+import { mapOpenAIFinishReason } from './map-openai-finish-reason.js';
+
+const base: ChatRequest = {
+  context: undefined, modelId: 'm', routingStrategy: '', endpoint: 'chat.completions', messages: [], tools: [], stop: [],
+  includeUsage: false, timeoutMs: 0,
+};
+
+describe('convertToOpenAIRequest', () => {
+  it('converts messages, parts, tools, tool choice and response format', () => {
+    const body = convertToOpenAIRequest({
+      ...base,
+      messages: [
+        { role: 'system', content: [{ part: { $case: 'text', value: 'Be brief.' } }], toolCalls: [], toolCallId: '', reasoning: [] },
+        {
+          role: 'user', toolCalls: [], toolCallId: '', reasoning: [],
+          content: [{ part: { $case: 'text', value: 'What is this?' } }, { part: { $case: 'image', value: { url: 'https://x/y.png', detail: 'low' } } }],
+        },
+        { role: 'assistant', content: [], toolCalls: [{ id: 'call_1', name: 'lookup', arguments: '{"q":1}' }], toolCallId: '', reasoning: [] },
+        { role: 'tool', content: [{ part: { $case: 'text', value: 'result' } }], toolCalls: [], toolCallId: 'call_1', reasoning: [] },
+      ],
+      tools: [{ name: 'lookup', description: 'Looks up', parameters: '{"type":"object","properties":{"q":{"type":"number"}}}' }],
+      toolChoice: { mode: 'tool', toolName: 'lookup' },
+      responseFormat: { type: 'json_schema', schemaName: 'answer', schema: '{"type":"object"}', strict: true },
+      extraBody: '{"seed":3}',
+    }, 'upstream-name', false);
+    expect(body).toEqual({
+      model: 'upstream-name',
+      messages: [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: [{ type: 'text', text: 'What is this?' }, { type: 'image_url', image_url: { url: 'https://x/y.png', detail: 'low' } }] },
+        { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'lookup', arguments: '{"q":1}' } }] },
+        { role: 'tool', content: 'result', tool_call_id: 'call_1' },
+      ],
+      tools: [{ type: 'function', function: { name: 'lookup', description: 'Looks up', parameters: { type: 'object', properties: { q: { type: 'number' } } } } }],
+      tool_choice: { type: 'function', function: { name: 'lookup' } },
+      response_format: { type: 'json_schema', json_schema: { name: 'answer', schema: { type: 'object' }, strict: true } },
+      seed: 3,
+    });
+  });
+
+  it('maps finish reasons onto the canonical set', () => {
+    expect(['stop', 'length', 'tool_calls', 'function_call', 'content_filter', 'eos', null].map(mapOpenAIFinishReason))
+      .toEqual(['stop', 'length', 'tool_calls', 'tool_calls', 'content_filter', 'stop', 'stop']);
+  });
+});

@@ -1,0 +1,130 @@
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
+import type { ChatRequest } from '@gateway/proto';
+import { ProviderError, type AdapterStreamPart } from '../provider-adapter.js';
+import { OpenAIAdapter, readServerSentEvents } from './openai-adapter.js';
+
+const fixture = (name: string) => readFileSync(new URL(`./__fixtures__/${name}`, import.meta.url), 'utf8');
+
+function chatRequest(text: string, extra: Partial<ChatRequest> = {}): ChatRequest {
+  return {
+    context: { requestId: 'req_adapter_test', accountId: 'acc_1', keyId: 'key_1' },
+    modelId: 'acme/chat', routingStrategy: '', endpoint: 'chat.completions',
+    messages: [{ role: 'user', content: [{ part: { $case: 'text', value: text } }], toolCalls: [], toolCallId: '', reasoning: [] }],
+    tools: [], stop: [], includeUsage: false, timeoutMs: 0, ...extra,
+  };
+}
+
+async function collect(stream: AsyncIterable<AdapterStreamPart>) {
+  const parts: AdapterStreamPart[] = [];
+  for await (const part of stream) parts.push(part);
+  return parts;
+}
+
+async function failureOf(promise: Promise<unknown>): Promise<ProviderError> {
+  const error = await promise.then(() => undefined, (rejection: unknown) => rejection);
+  expect(error).toBeInstanceOf(ProviderError);
+  return error as ProviderError;
+}
+
+describe('OpenAIAdapter', () => {
+  let upstream: FakeUpstream;
+  let adapter: OpenAIAdapter;
+
+  beforeAll(async () => {
+    upstream = await startFakeUpstream();
+    adapter = new OpenAIAdapter({ providerId: 'fake', baseUrl: upstream.url, apiKey: 'sk-test-secret' });
+  });
+  afterAll(async () => {
+    await adapter.close();
+    await upstream.close();
+  });
+  beforeEach(() => upstream.reset());
+
+  it('normalises a recorded JSON answer (fixture)', async () => {
+    upstream.script({ replay: { contentType: 'application/json', body: fixture('chat-completion.json') } });
+    const result = await adapter.chat({ upstreamModel: 'gpt-4o-mini', chat: chatRequest('Capital of France?') }, new AbortController().signal);
+    expect(result.choices[0]?.message?.content).toBe('The capital of France is Paris.');
+    expect(result.choices[0]?.finishReason).toBe('stop');
+    expect(result.usage).toMatchObject({ inputTokens: 24, outputTokens: 8, estimated: false });
+  });
+
+  it('normalises recorded tool calls (fixture)', async () => {
+    upstream.script({ replay: { contentType: 'application/json', body: fixture('chat-completion-tool-calls.json') } });
+    const result = await adapter.chat({ upstreamModel: 'gpt-4o-mini', chat: chatRequest('Weather?') }, new AbortController().signal);
+    expect(result.choices[0]?.finishReason).toBe('tool_calls');
+    expect(result.choices[0]?.message?.toolCalls).toEqual([{ id: 'call_Qm3vZ9kL2xN8pR4tW6yB1cDf', name: 'get_weather', arguments: '{"city":"Paris"}' }]);
+    expect(result.choices[0]?.message?.content).toBe('');
+  });
+
+  it('streams a recorded SSE transcript (fixture) without the role-only chunk', async () => {
+    upstream.script({ replay: { contentType: 'text/event-stream', body: fixture('chat-completion-stream.sse.txt') } });
+    const parts = await collect(adapter.chatStream({ upstreamModel: 'gpt-4o-mini', chat: chatRequest('Capital?') }, new AbortController().signal));
+    const deltas = parts.flatMap((part) => (part.type === 'delta' ? [part.delta] : []));
+    expect(deltas.map((delta) => delta.content)).toEqual(['The capital', ' of France', ' is Paris.', '']);
+    expect(deltas.at(-1)?.finishReason).toBe('stop');
+    expect(parts.at(-1)).toMatchObject({ type: 'usage', usage: { inputTokens: 24, outputTokens: 8 } });
+  });
+
+  it('sends the converted request with the secret, and always asks for stream usage', async () => {
+    upstream.script({});
+    await collect(adapter.chatStream({ upstreamModel: 'up-model', chat: chatRequest('Hi', { temperature: 0.2, maxOutputTokens: 7 }) }, new AbortController().signal));
+    const received = upstream.requests[0]!;
+    expect(received.path).toBe('/v1/chat/completions');
+    expect(received.headers.authorization).toBe('Bearer sk-test-secret');
+    expect(received.body).toMatchObject({
+      model: 'up-model', stream: true, stream_options: { include_usage: true }, temperature: 0.2, max_completion_tokens: 7,
+      messages: [{ role: 'user', content: 'Hi' }],
+    });
+  });
+
+  it('streams fake-upstream chunks as they come and reports its usage', async () => {
+    upstream.script({ text: 'one two three four', chunkCount: 4, usage: { prompt_tokens: 11, completion_tokens: 4 } });
+    const parts = await collect(adapter.chatStream({ upstreamModel: 'm', chat: chatRequest('count') }, new AbortController().signal));
+    const text = parts.map((part) => (part.type === 'delta' ? part.delta.content : '')).join('');
+    expect(text).toBe('one two three four');
+    expect(parts.filter((part) => part.type === 'delta').length).toBeGreaterThanOrEqual(4);
+    expect(parts.at(-1)).toMatchObject({ type: 'usage', usage: { inputTokens: 11, outputTokens: 4 } });
+  });
+
+  it('classifies failures: refusal, overload, content filter, reset, cut stream', async () => {
+    const signal = new AbortController().signal;
+    const request = { upstreamModel: 'm', chat: chatRequest('x') };
+    upstream.script({ status: 400, errorBody: { error: { message: 'temperature too high', type: 'invalid_request_error' } } });
+    const rejected = await failureOf(adapter.chat(request, signal));
+    expect([rejected.kind, rejected.providerMessage, rejected.retryable]).toEqual(['rejected', 'temperature too high', false]);
+
+    upstream.script({ status: 503 });
+    expect((await failureOf(adapter.chat(request, signal))).kind).toBe('overloaded');
+    upstream.script({ status: 429 });
+    expect((await failureOf(adapter.chat(request, signal))).retryable).toBe(true);
+
+    upstream.script({ status: 400, errorBody: { error: { message: 'flagged', code: 'content_filter' } } });
+    expect((await failureOf(adapter.chat(request, signal))).kind).toBe('content_filter');
+
+    upstream.script({ reset: true });
+    expect((await failureOf(adapter.chat(request, signal))).kind).toBe('connection');
+
+    upstream.script({ text: 'abcdef', chunkCount: 3, cutAfterChunks: 1 });
+    const seen: string[] = [];
+    const cut = await failureOf((async () => {
+      for await (const part of adapter.chatStream(request, signal)) if (part.type === 'delta') seen.push(part.delta.content);
+    })());
+    expect(cut.kind).toBe('connection');
+    expect(seen).toEqual(['ab']);
+  });
+});
+
+describe('readServerSentEvents', () => {
+  it('joins events split across reads and CRLF framing, skipping comments', async () => {
+    async function* body() {
+      yield Buffer.from(': keep-alive\r\n\r\ndata: {"a"');
+      yield Buffer.from(':1}\r\n\r\ndata: [DO');
+      yield Buffer.from('NE]\n\n');
+    }
+    const events: string[] = [];
+    for await (const data of readServerSentEvents(body())) events.push(data);
+    expect(events).toEqual(['{"a":1}', '[DONE]']);
+  });
+});

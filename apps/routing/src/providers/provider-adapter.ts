@@ -1,0 +1,90 @@
+import type { ChatChoice, ChatRequest, ChatStreamDelta, Usage } from '@gateway/proto';
+
+/**
+ * The one adapter contract (CONVENTIONS 2), versioned so a later shape can live beside this one while
+ * adapters migrate. An adapter speaks one provider wire format; routing, failover and metering stay
+ * outside it.
+ */
+export interface ProviderAdapterV1 {
+  readonly specificationVersion: 'v1';
+  readonly providerId: string;
+  /** Adapter kind from the catalog (`openai`, `simulated`, ...). */
+  readonly kind: string;
+  chat(request: AdapterChatRequest, signal: AbortSignal): Promise<AdapterChatResult>;
+  /** Deltas as the provider sends them, then at most one usage part. Ends normally only on a complete stream. */
+  chatStream(request: AdapterChatRequest, signal: AbortSignal): AsyncIterable<AdapterStreamPart>;
+  embed(request: AdapterEmbedRequest, signal: AbortSignal): Promise<AdapterEmbedResult>;
+  /** Releases connections (catalog change, shutdown). */
+  close(): Promise<void>;
+}
+
+export type ProviderAdapter = ProviderAdapterV1;
+
+export interface AdapterChatRequest {
+  /** The provider's own name of the model (the offer's upstream_model). */
+  upstreamModel: string;
+  /** Canonical request with unsupported parameters already removed. */
+  chat: ChatRequest;
+}
+
+export interface AdapterChatResult {
+  choices: ChatChoice[];
+  /** Undefined when the provider reported no usage (the router counts tokens itself then). */
+  usage: Usage | undefined;
+}
+
+export interface AdapterEmbedRequest {
+  upstreamModel: string;
+  /** Text inputs, or else token-id inputs (one entry per input). */
+  texts: string[];
+  tokenInputs: number[][];
+  dimensions: number | undefined;
+}
+
+export interface AdapterEmbedResult {
+  /** One vector per input, in input order. */
+  embeddings: number[][];
+  usage: Usage | undefined;
+}
+
+export type AdapterStreamPart = { type: 'delta'; delta: ChatStreamDelta } | { type: 'usage'; usage: Usage };
+
+/**
+ * Why an attempt failed, in the router's terms. `retryable` failures move the request to another
+ * provider; the others are the provider's verdict on the request itself and go back to the caller.
+ */
+export type ProviderFailureKind =
+  | 'connection' // reset, refused, cut stream, malformed answer
+  | 'timeout'
+  | 'overloaded' // 408, 429, 5xx, 529
+  | 'misconfigured' // 401, 403, 404: our credentials or model name, not the caller's request
+  | 'rejected' // the provider refused this request (400, 413, 422)
+  | 'content_filter';
+
+export class ProviderError extends Error {
+  override name = 'ProviderError';
+  constructor(
+    readonly kind: ProviderFailureKind,
+    /** The provider's own words (shown to the caller for `rejected`). */
+    readonly providerMessage: string,
+    readonly httpStatus = 0,
+    options: { cause?: unknown } = {},
+  ) {
+    super(`${kind}${httpStatus ? ` (${httpStatus})` : ''}: ${providerMessage}`, options);
+  }
+
+  get retryable(): boolean {
+    return this.kind !== 'rejected' && this.kind !== 'content_filter';
+  }
+}
+
+/** Turns an abort or network failure into a ProviderError; keeps ProviderErrors as they are. */
+export function toProviderError(error: unknown, signal: AbortSignal): ProviderError {
+  if (error instanceof ProviderError) return error;
+  if (signal.aborted) {
+    const reason = signal.reason as { name?: string } | undefined;
+    return new ProviderError(reason?.name === 'TimeoutError' ? 'timeout' : 'connection', 'request aborted', 0, { cause: error });
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  return new ProviderError('connection', message, 0, { cause: error });
+}

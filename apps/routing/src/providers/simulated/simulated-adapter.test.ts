@@ -1,0 +1,49 @@
+import { describe, expect, it } from 'vitest';
+import { encode } from 'gpt-tokenizer';
+import type { ChatRequest } from '@gateway/proto';
+import { countInputTokens } from '../../usage/token-counter.js';
+import type { AdapterStreamPart } from '../provider-adapter.js';
+import { SimulatedAdapter } from './simulated-adapter.js';
+
+function request(text: string, extra: Partial<ChatRequest> = {}): ChatRequest {
+  return {
+    context: undefined, modelId: 'm', routingStrategy: '', endpoint: 'chat.completions', tools: [], stop: [], includeUsage: false, timeoutMs: 0,
+    messages: [{ role: 'user', content: [{ part: { $case: 'text', value: text } }], toolCalls: [], toolCallId: '', reasoning: [] }],
+    ...extra,
+  };
+}
+
+describe('SimulatedAdapter', () => {
+  const adapter = new SimulatedAdapter('sim');
+  const signal = new AbortController().signal;
+
+  it('answers deterministically from the prompt with honest token counts', async () => {
+    const first = await adapter.chat({ upstreamModel: 'sim-1', chat: request('Tell me about gateways') }, signal);
+    const again = await adapter.chat({ upstreamModel: 'sim-1', chat: request('Tell me about gateways') }, signal);
+    const other = await adapter.chat({ upstreamModel: 'sim-1', chat: request('Something else entirely') }, signal);
+    const content = first.choices[0]!.message!.content;
+    expect(content).toBe(again.choices[0]!.message!.content);
+    expect(content).not.toBe(other.choices[0]!.message!.content);
+    expect(first.usage!.outputTokens).toBe(encode(content).length);
+    expect(first.usage!.inputTokens).toBe(countInputTokens(request('Tell me about gateways').messages));
+    expect(first.choices[0]!.finishReason).toBe('stop');
+  });
+
+  it('honours max_output_tokens with finish_reason length', async () => {
+    const result = await adapter.chat({ upstreamModel: 'sim-1', chat: request('Tell me about gateways', { maxOutputTokens: 5 }) }, signal);
+    expect(result.usage!.outputTokens).toBe(5);
+    expect(result.choices[0]!.finishReason).toBe('length');
+  });
+
+  it('streams the same text in several chunks, then usage', async () => {
+    const chat = request('Stream it please');
+    const whole = await adapter.chat({ upstreamModel: 'sim-1', chat }, signal);
+    const parts: AdapterStreamPart[] = [];
+    for await (const part of adapter.chatStream({ upstreamModel: 'sim-1', chat }, signal)) parts.push(part);
+    const deltas = parts.flatMap((part) => (part.type === 'delta' ? [part.delta] : []));
+    expect(deltas.length).toBeGreaterThan(2);
+    expect(deltas.map((delta) => delta.content).join('')).toBe(whole.choices[0]!.message!.content);
+    expect(deltas.at(-1)?.finishReason).toBe('stop');
+    expect(parts.at(-1)).toEqual({ type: 'usage', usage: whole.usage });
+  });
+});

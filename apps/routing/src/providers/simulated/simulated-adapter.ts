@@ -1,0 +1,133 @@
+import { createHash } from 'node:crypto';
+import { decode, encode } from 'gpt-tokenizer';
+import type { ChatRequest, ToolCall } from '@gateway/proto';
+import { countInputTokens, emptyUsage } from '../../usage/token-counter.js';
+import type { AdapterChatRequest, AdapterChatResult, AdapterEmbedRequest, AdapterEmbedResult, AdapterStreamPart, ProviderAdapterV1 } from '../provider-adapter.js';
+
+/**
+ * A provider without a network: deterministic text derived from the prompt and honest token counts
+ * (the same tokenizer for input and output). Used by `npm start` and by tests that need no upstream.
+ * It has no wire format, so its folder holds only this file (CONVENTIONS 1 covers real providers).
+ */
+
+const VOCABULARY = [
+  'gateway', 'routes', 'each', 'request', 'to', 'a', 'provider', 'that', 'serves', 'the', 'model', 'and', 'counts',
+  'every', 'token', 'it', 'returns', 'with', 'care', 'so', 'billing', 'stays', 'exact', 'while', 'streams', 'flow',
+  'quickly', 'through', 'simulated', 'answers', 'are', 'deterministic', 'for', 'tests',
+];
+const WORDS_PER_ANSWER = 24;
+const TOKENS_PER_CHUNK = 4;
+const encodeOptions = { disallowedSpecial: new Set<string>() };
+
+function lastUserText(request: ChatRequest): string {
+  for (let index = request.messages.length - 1; index >= 0; index--) {
+    const message = request.messages[index];
+    if (message?.role !== 'user') continue;
+    return message.content.map((part) => (part.part?.$case === 'text' ? part.part.value : '')).join(' ');
+  }
+  return '';
+}
+
+interface SimulatedAnswer {
+  content: string;
+  toolCalls: ToolCall[];
+  finishReason: string;
+}
+
+export function simulateAnswer(request: ChatRequest, upstreamModel: string): SimulatedAnswer {
+  const prompt = lastUserText(request);
+  const digest = createHash('sha256').update(upstreamModel).update('\0').update(prompt).digest();
+  const forcedTool =
+    request.toolChoice?.mode === 'tool'
+      ? request.tools.find((tool) => tool.name === request.toolChoice?.toolName)
+      : request.toolChoice?.mode === 'required'
+        ? request.tools[0]
+        : undefined;
+  if (forcedTool) {
+    return {
+      content: '',
+      toolCalls: [{ id: `call_${digest.subarray(0, 8).toString('hex')}`, name: forcedTool.name, arguments: JSON.stringify({ input: prompt.slice(0, 200) }) }],
+      finishReason: 'tool_calls',
+    };
+  }
+  const words: string[] = [];
+  for (let index = 0; index < WORDS_PER_ANSWER; index++) words.push(VOCABULARY[digest[index % digest.length]! % VOCABULARY.length]!);
+  const sentence = `${words.join(' ')}.`;
+  const echo = prompt.split(/\s+/).filter(Boolean).slice(0, 8).join(' ');
+  let content = `Simulated reply to "${echo}": ${sentence.charAt(0).toUpperCase()}${sentence.slice(1)}`;
+  if (request.responseFormat?.type === 'json_object' || request.responseFormat?.type === 'json_schema') {
+    content = JSON.stringify({ answer: content });
+  }
+  let finishReason = 'stop';
+  const limit = request.maxOutputTokens;
+  if (limit !== undefined && limit > 0) {
+    const tokens = encode(content, encodeOptions);
+    if (tokens.length > limit) {
+      content = decode(tokens.slice(0, limit));
+      finishReason = 'length';
+    }
+  }
+  return { content, toolCalls: [], finishReason };
+}
+
+export class SimulatedAdapter implements ProviderAdapterV1 {
+  readonly specificationVersion = 'v1' as const;
+  readonly kind = 'simulated';
+
+  constructor(readonly providerId: string) {}
+
+  private usageFor(request: AdapterChatRequest, answer: SimulatedAnswer) {
+    const output =
+      encode(answer.content, encodeOptions).length +
+      answer.toolCalls.reduce((sum, call) => sum + encode(call.name, encodeOptions).length + encode(call.arguments, encodeOptions).length, 0);
+    return { ...emptyUsage(), inputTokens: countInputTokens(request.chat.messages, request.chat.tools), outputTokens: output };
+  }
+
+  async chat(request: AdapterChatRequest, signal: AbortSignal): Promise<AdapterChatResult> {
+    signal.throwIfAborted();
+    const answer = simulateAnswer(request.chat, request.upstreamModel);
+    return {
+      choices: [{ index: 0, finishReason: answer.finishReason, message: { content: answer.content, toolCalls: answer.toolCalls, reasoning: [], images: [] } }],
+      usage: this.usageFor(request, answer),
+    };
+  }
+
+  async *chatStream(request: AdapterChatRequest, signal: AbortSignal): AsyncIterable<AdapterStreamPart> {
+    const answer = simulateAnswer(request.chat, request.upstreamModel);
+    const tokens = encode(answer.content, encodeOptions);
+    for (let start = 0; start < tokens.length; start += TOKENS_PER_CHUNK) {
+      signal.throwIfAborted();
+      // Yield to the event loop between chunks, as a network stream would.
+      await new Promise((resolve) => setImmediate(resolve));
+      yield {
+        type: 'delta',
+        delta: { choiceIndex: 0, content: decode(tokens.slice(start, start + TOKENS_PER_CHUNK)), toolCalls: [], reasoning: '', reasoningSignature: '', finishReason: '', images: [] },
+      };
+    }
+    const toolCalls = answer.toolCalls.map((call, index) => ({ index, id: call.id, name: call.name, arguments: call.arguments }));
+    yield { type: 'delta', delta: { choiceIndex: 0, content: '', toolCalls, reasoning: '', reasoningSignature: '', finishReason: answer.finishReason, images: [] } };
+    yield { type: 'usage', usage: this.usageFor(request, answer) };
+  }
+
+  /** Unit vectors derived from each input's hash: same input, same vector. */
+  async embed(request: AdapterEmbedRequest, signal: AbortSignal): Promise<AdapterEmbedResult> {
+    signal.throwIfAborted();
+    const dimensions = Math.min(request.dimensions ?? 64, 4_096);
+    const inputs = request.texts.length > 0 ? request.texts : request.tokenInputs.map((ids) => ids.join(','));
+    const embeddings = inputs.map((input) => {
+      const values: number[] = [];
+      for (let block = 0; values.length < dimensions; block++) {
+        const digest = createHash('sha256').update(`${request.upstreamModel}\0${block}\0${input}`).digest();
+        for (let offset = 0; offset + 2 <= digest.length && values.length < dimensions; offset += 2) values.push(digest.readUInt16BE(offset) / 32_768 - 1);
+      }
+      const norm = Math.sqrt(values.reduce((sum, value) => sum + value * value, 0)) || 1;
+      return values.map((value) => value / norm);
+    });
+    const inputTokens =
+      request.texts.reduce((sum, text) => sum + encode(text, encodeOptions).length, 0) +
+      request.tokenInputs.reduce((sum, ids) => sum + ids.length, 0);
+    return { embeddings, usage: { ...emptyUsage(), inputTokens } };
+  }
+
+  async close(): Promise<void> {}
+}

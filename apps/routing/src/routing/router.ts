@@ -1,0 +1,508 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { ErrorReason, GatewayError, GrpcStatus, errors, newRequestId, type Logger } from '@gateway/platform';
+import {
+  UsageOutcome,
+  type ChatMessage,
+  type ChatRequest,
+  type ChatResponse,
+  type ChatStreamResponse,
+  type EmbedRequest,
+  type EmbedResponse,
+  type Model,
+  type RequestContext,
+  type Usage,
+  type UsageEvent,
+} from '@gateway/proto';
+import type { CatalogCache } from '../catalog/catalog-cache.js';
+import { ProviderError, toProviderError, type AdapterStreamPart } from '../providers/provider-adapter.js';
+import { strategyNamed, type Candidate, type ProviderHealth } from '../strategies/index.js';
+import { countTextTokens, emptyUsage, meterUsage, type DeliveredOutput } from '../usage/token-counter.js';
+import type { UsagePublisher } from '../usage/usage-publisher.js';
+import { dropUnsupportedParameters } from './drop-unsupported-parameters.js';
+
+export interface RouterOptions {
+  catalog: CatalogCache;
+  health: ProviderHealth;
+  usage: UsagePublisher;
+  logger: Logger;
+  /** Per provider attempt: whole answer (Chat) or time to the first and between stream parts (ChatStream). */
+  attemptTimeoutMs: number;
+  /** Most provider attempts per request, failovers included. */
+  maxAttempts: number;
+  random?: () => number;
+}
+
+const NO_UPSTREAM_MESSAGE = 'No upstream available.';
+const NO_UPSTREAM_RETRY_AFTER_SECONDS = 2;
+/** Characters of the conversation that decide cache affinity: the stable prefix, not the newest turn. */
+const CONVERSATION_KEY_CHARACTERS = 4_096;
+/** Most inputs in one embeddings request (OpenAI's own bound). */
+const MAX_EMBEDDING_INPUTS = 2_048;
+
+class AttemptTimeout extends Error {
+  override name = 'TimeoutError';
+}
+
+/** Where one request may go: the model, its ordered candidates and the identity its usage event carries. */
+interface RoutingTarget {
+  requestId: string;
+  context: RequestContext | undefined;
+  model: Model;
+  endpoint: string;
+  strategyName: string;
+  candidates: Candidate[];
+  timeoutMs: number;
+  logger: Logger;
+}
+
+interface PreparedRequest extends RoutingTarget {
+  request: ChatRequest;
+  dropped: string[];
+}
+
+function noUpstream(cause?: unknown): GatewayError {
+  return new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_NO_UPSTREAM, NO_UPSTREAM_MESSAGE, {
+    retryAfterSeconds: NO_UPSTREAM_RETRY_AFTER_SECONDS,
+    cause,
+  });
+}
+
+/** A provider's verdict on the request itself, in the caller's terms (spec §7: 400, never 502). */
+function verdictError(error: ProviderError): GatewayError {
+  if (error.kind === 'content_filter') {
+    return new GatewayError(GrpcStatus.INVALID_ARGUMENT, ErrorReason.ERROR_REASON_CONTENT_MODERATION, 'Request rejected by upstream content moderation.', {
+      code: 'content_moderation',
+      cause: error,
+    });
+  }
+  return new GatewayError(GrpcStatus.INVALID_ARGUMENT, ErrorReason.ERROR_REASON_UPSTREAM_REJECTED, `Upstream returned an error: ${error.providerMessage}`, {
+    cause: error,
+  });
+}
+
+/** Signed or encrypted reasoning only goes back to the provider that issued it (field-failures: cross-provider). */
+function stripForeignReasoning(messages: readonly ChatMessage[], providerId: string): ChatMessage[] {
+  return messages.map((message) =>
+    message.reasoning.length === 0
+      ? message
+      : {
+          ...message,
+          reasoning: message.reasoning.filter(
+            (part) => part.providerId === providerId || (part.signature === '' && part.encryptedData === ''),
+          ),
+        },
+  );
+}
+
+function conversationKey(request: ChatRequest): string {
+  const hash = createHash('sha256');
+  let remaining = CONVERSATION_KEY_CHARACTERS;
+  for (const message of request.messages) {
+    if (remaining <= 0) break;
+    for (const part of message.content) {
+      if (part.part?.$case !== 'text') continue;
+      const text = part.part.value.slice(0, remaining);
+      hash.update(message.role).update('\0').update(text);
+      remaining -= text.length;
+    }
+  }
+  return hash.digest('hex');
+}
+
+/** Combines the caller's cancellation with a restartable per-attempt timer. */
+class AttemptControl {
+  readonly controller = new AbortController();
+  private timer: NodeJS.Timeout | undefined;
+  private readonly onCallerAbort = () => this.controller.abort(this.caller.reason);
+
+  constructor(private readonly caller: AbortSignal, private readonly timeoutMs: number) {
+    if (caller.aborted) this.controller.abort(caller.reason);
+    else caller.addEventListener('abort', this.onCallerAbort, { once: true });
+  }
+
+  get signal() {
+    return this.controller.signal;
+  }
+
+  get timedOut() {
+    return this.controller.signal.reason instanceof AttemptTimeout;
+  }
+
+  arm() {
+    this.disarm();
+    this.timer = setTimeout(() => this.controller.abort(new AttemptTimeout(`no answer within ${this.timeoutMs} ms`)), this.timeoutMs);
+  }
+
+  disarm() {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  dispose() {
+    this.disarm();
+    this.caller.removeEventListener('abort', this.onCallerAbort);
+  }
+}
+
+class DeliveredContent {
+  private readonly content = new Map<number, string>();
+  private readonly reasoning = new Map<number, string>();
+  private readonly toolCalls = new Map<string, { name: string; arguments: string }>();
+
+  add(part: Extract<AdapterStreamPart, { type: 'delta' }>['delta']) {
+    if (part.content) this.content.set(part.choiceIndex, (this.content.get(part.choiceIndex) ?? '') + part.content);
+    if (part.reasoning) this.reasoning.set(part.choiceIndex, (this.reasoning.get(part.choiceIndex) ?? '') + part.reasoning);
+    for (const call of part.toolCalls) {
+      const key = `${part.choiceIndex}:${call.index}`;
+      const existing = this.toolCalls.get(key) ?? { name: '', arguments: '' };
+      this.toolCalls.set(key, { name: existing.name || call.name, arguments: existing.arguments + call.arguments });
+    }
+  }
+
+  get output(): DeliveredOutput {
+    return {
+      content: [...this.content.values()].join(''),
+      reasoning: [...this.reasoning.values()].join(''),
+      toolCalls: [...this.toolCalls.values()],
+    };
+  }
+}
+
+/**
+ * Routing domain: picks offers by strategy, calls adapters with failover, meters usage and publishes
+ * the request's one UsageEvent. Plain class: the gRPC layer only decodes, calls and encodes.
+ */
+export class Router {
+  private readonly random: () => number;
+
+  constructor(private readonly options: RouterOptions) {
+    this.random = options.random ?? Math.random;
+  }
+
+  /** Model, endpoint and ordered candidates. Unknown model: releases the reservation, then MODEL_NOT_FOUND. */
+  private resolve(
+    context: RequestContext | undefined,
+    modelId: string,
+    endpoint: string,
+    strategyName: string,
+    timeoutMs: number,
+    conversation: () => string,
+  ): RoutingTarget {
+    const requestId = context?.requestId || newRequestId();
+    const logger = this.options.logger.child({ request_id: requestId });
+    const model = this.options.catalog.model(modelId);
+    if (!model) {
+      // The edge reserved before calling: release it rather than leave it to the sweeper.
+      this.options.usage.publishInBackground({
+        requestId, accountId: context?.accountId ?? '', keyId: context?.keyId ?? '', modelId, providerId: '',
+        endpoint, outcome: UsageOutcome.USAGE_OUTCOME_FAILED, usage: emptyUsage(), prices: undefined,
+        occurredAtMs: BigInt(Date.now()), streamed: false,
+      });
+      throw new GatewayError(GrpcStatus.INVALID_ARGUMENT, ErrorReason.ERROR_REASON_MODEL_NOT_FOUND, `The model '${modelId}' does not exist.`, {
+        param: 'model',
+        code: 'model_not_found',
+      });
+    }
+    const strategy = strategyNamed(strategyName);
+    const available: Candidate[] = [];
+    for (const offer of model.offers) {
+      if (!offer.endpoints.includes(endpoint)) continue;
+      const adapter = this.options.catalog.provider(offer.providerId)?.adapter;
+      if (adapter) available.push({ offer, adapter });
+    }
+    const candidates = strategy
+      .order(available, {
+        modelId: model.id,
+        pricing: model.pricing,
+        health: this.options.health,
+        conversationKey: strategy.name === 'cache' ? conversation() : '',
+        random: this.random,
+      })
+      .slice(0, this.options.maxAttempts);
+    return {
+      requestId,
+      context,
+      model,
+      endpoint,
+      strategyName: strategy.name,
+      candidates,
+      timeoutMs: timeoutMs > 0 ? timeoutMs : this.options.attemptTimeoutMs,
+      logger,
+    };
+  }
+
+  private prepare(raw: ChatRequest): PreparedRequest {
+    const endpoint = raw.endpoint || 'chat.completions';
+    const target = this.resolve(raw.context, raw.modelId, endpoint, raw.routingStrategy, raw.timeoutMs, () => conversationKey(raw));
+    const { request, dropped } = dropUnsupportedParameters(raw, target.model);
+    return { ...target, request, dropped };
+  }
+
+  /**
+   * Tries the candidates in order with a per-attempt timeout. Retryable failures move on; a provider's
+   * verdict, the caller's cancellation or running out of candidates end the request (with a FAILED
+   * usage event, which releases the reservation).
+   */
+  private async withFailover<Result>(
+    target: RoutingTarget,
+    signal: AbortSignal,
+    call: (candidate: Candidate, signal: AbortSignal) => Promise<Result>,
+  ): Promise<{ result: Result; candidate: Candidate; durationMs: number }> {
+    let lastFailure: ProviderError | undefined;
+    let lastProvider = '';
+    for (const candidate of target.candidates) {
+      const providerId = candidate.offer.providerId;
+      lastProvider = providerId;
+      const control = new AttemptControl(signal, target.timeoutMs);
+      const startedAt = Date.now();
+      control.arm();
+      try {
+        const result = await call(candidate, control.signal);
+        return { result, candidate, durationMs: Date.now() - startedAt };
+      } catch (error) {
+        if (signal.aborted) {
+          this.releaseReservation(target, providerId, false);
+          throw new GatewayError(GrpcStatus.CANCELLED, ErrorReason.ERROR_REASON_UNSPECIFIED, 'The caller cancelled the request.');
+        }
+        const failure = control.timedOut ? new ProviderError('timeout', 'attempt timed out', 0, { cause: error }) : toProviderError(error, control.signal);
+        if (!failure.retryable) {
+          this.releaseReservation(target, providerId, false);
+          throw verdictError(failure);
+        }
+        this.options.health.recordFailure(providerId, target.model.id);
+        target.logger.warn({ provider: providerId, failure: failure.message }, 'provider attempt failed; failing over');
+        lastFailure = failure;
+      } finally {
+        control.dispose();
+      }
+    }
+    this.releaseReservation(target, lastProvider, false);
+    throw noUpstream(lastFailure);
+  }
+
+  /** Publishes the SERVED event of an answer not yet sent; when it cannot be stored the answer is withheld. */
+  private async recordServed(target: RoutingTarget, providerId: string, usage: Usage): Promise<void> {
+    try {
+      await this.options.usage.publish(this.usageEvent(target, UsageOutcome.USAGE_OUTCOME_SERVED, providerId, usage, false));
+    } catch (error) {
+      target.logger.error({ err: error }, 'usage event not stored; answer withheld');
+      throw new GatewayError(
+        GrpcStatus.FAILED_PRECONDITION,
+        ErrorReason.ERROR_REASON_USAGE_NOT_RECORDED,
+        'The usage of this request could not be recorded, so the answer was withheld.',
+        { cause: error },
+      );
+    }
+  }
+
+  private usageEvent(prepared: RoutingTarget, outcome: UsageOutcome, providerId: string, usage: Usage, streamed: boolean): UsageEvent {
+    const context = prepared.context;
+    return {
+      requestId: prepared.requestId,
+      accountId: context?.accountId ?? '',
+      keyId: context?.keyId ?? '',
+      modelId: prepared.model.id,
+      providerId,
+      endpoint: prepared.endpoint,
+      outcome,
+      usage,
+      prices: prepared.model.pricing,
+      occurredAtMs: BigInt(Date.now()),
+      streamed,
+    };
+  }
+
+  /** A FAILED event releases the caller's reservation; losing it only delays that to the ledger's sweeper. */
+  private releaseReservation(prepared: RoutingTarget, providerId: string, streamed: boolean): void {
+    this.options.usage.publishInBackground(this.usageEvent(prepared, UsageOutcome.USAGE_OUTCOME_FAILED, providerId, emptyUsage(), streamed));
+  }
+
+  private requestFor(prepared: PreparedRequest, candidate: Candidate) {
+    return {
+      upstreamModel: candidate.offer.upstreamModel,
+      chat: { ...prepared.request, messages: stripForeignReasoning(prepared.request.messages, candidate.offer.providerId) },
+    };
+  }
+
+  async chat(raw: ChatRequest, signal: AbortSignal): Promise<ChatResponse> {
+    const prepared = this.prepare(raw);
+    const { result, candidate, durationMs } = await this.withFailover(prepared, signal, (candidate, attemptSignal) =>
+      candidate.adapter.chat(this.requestFor(prepared, candidate), attemptSignal),
+    );
+    const providerId = candidate.offer.providerId;
+    const delivered: DeliveredOutput = {
+      content: result.choices.map((choice) => choice.message?.content ?? '').join(''),
+      reasoning: result.choices.flatMap((choice) => choice.message?.reasoning ?? []).map((part) => part.text).join(''),
+      toolCalls: result.choices.flatMap((choice) => choice.message?.toolCalls ?? []),
+    };
+    const usage = meterUsage(result.usage, prepared.request.messages, prepared.request.tools, delivered);
+    this.options.health.recordSuccess(providerId, prepared.model.id, { outputTokens: usage.outputTokens, durationMs });
+    await this.recordServed(prepared, providerId, usage);
+    return {
+      id: `chatcmpl-${randomBytes(12).toString('hex')}`,
+      modelId: prepared.model.id,
+      created: BigInt(Math.floor(Date.now() / 1000)),
+      choices: result.choices,
+      usage,
+      providerId,
+      routingStrategy: prepared.strategyName,
+      droppedParams: prepared.dropped,
+    };
+  }
+
+  async embed(raw: EmbedRequest, signal: AbortSignal): Promise<EmbedResponse> {
+    const target = this.resolve(raw.context, raw.modelId, 'embeddings', raw.routingStrategy, 0, () => '');
+    if (raw.texts.length === 0 && raw.tokenInputs.length === 0) throw errors.invalidRequest('input must not be empty', 'input');
+    if (raw.texts.length > MAX_EMBEDDING_INPUTS || raw.tokenInputs.length > MAX_EMBEDDING_INPUTS) {
+      throw errors.invalidRequest(`input holds more than ${MAX_EMBEDDING_INPUTS} items`, 'input');
+    }
+    // `dimensions` goes only to models that list it (spec 4.7: dropped where the provider has no such parameter).
+    const dimensions = raw.dimensions !== undefined && target.model.supportedParameters.includes('dimensions') ? raw.dimensions : undefined;
+    const { result, candidate } = await this.withFailover(target, signal, (candidate, attemptSignal) =>
+      candidate.adapter.embed(
+        { upstreamModel: candidate.offer.upstreamModel, texts: raw.texts, tokenInputs: raw.tokenInputs.map((input) => input.ids), dimensions },
+        attemptSignal,
+      ),
+    );
+    const counted = raw.texts.reduce((sum, text) => sum + countTextTokens(text), 0) + raw.tokenInputs.reduce((sum, input) => sum + input.ids.length, 0);
+    const usage: Usage =
+      result.usage && result.usage.inputTokens > 0 ? result.usage : { ...emptyUsage(), inputTokens: counted, estimated: true };
+    await this.recordServed(target, candidate.offer.providerId, usage);
+    return {
+      modelId: target.model.id,
+      embeddings: result.embeddings.map((values) => ({ values })),
+      usage,
+      providerId: candidate.offer.providerId,
+      routingStrategy: target.strategyName,
+    };
+  }
+
+  async *chatStream(raw: ChatRequest, signal: AbortSignal): AsyncGenerator<ChatStreamResponse> {
+    const prepared = this.prepare(raw);
+    const { logger } = prepared;
+    let lastFailure: ProviderError | undefined;
+    let lastProvider = '';
+    // Exactly one usage event per request: FAILED and SERVED share the msg-id, so the first one wins.
+    let settled = false;
+    let committed = false;
+    let servingProvider = '';
+    let reported: Usage | undefined;
+    const delivered = new DeliveredContent();
+    let active: { control: AttemptControl; iterator: AsyncIterator<AdapterStreamPart> } | undefined;
+    const startEvent = (providerId: string): ChatStreamResponse => ({
+      event: {
+        $case: 'start',
+        value: {
+          id: `chatcmpl-${randomBytes(12).toString('hex')}`,
+          modelId: prepared.model.id,
+          created: BigInt(Math.floor(Date.now() / 1000)),
+          providerId,
+          routingStrategy: prepared.strategyName,
+          droppedParams: prepared.dropped,
+        },
+      },
+    });
+    const meter = () => meterUsage(reported, prepared.request.messages, prepared.request.tools, delivered.output);
+    const settleServed = async (awaited: boolean) => {
+      settled = true;
+      const event = this.usageEvent(prepared, UsageOutcome.USAGE_OUTCOME_SERVED, servingProvider, meter(), true);
+      if (!awaited) { this.options.usage.publishInBackground(event); return event.usage!; }
+      try {
+        await this.options.usage.publish(event);
+      } catch (error) {
+        // Content already reached the caller: the event must still be stored, so it is retried apart.
+        logger.error({ err: error }, 'usage event of a stream not stored yet; retrying in the background');
+        this.options.usage.publishInBackground(event);
+      }
+      return event.usage!;
+    };
+
+    try {
+      for (const candidate of prepared.candidates) {
+        const providerId = candidate.offer.providerId;
+        lastProvider = providerId;
+        const control = new AttemptControl(signal, prepared.timeoutMs);
+        const startedAt = Date.now();
+        let firstPartAt = 0;
+        const iterator = candidate.adapter.chatStream(this.requestFor(prepared, candidate), control.signal)[Symbol.asyncIterator]();
+        active = { control, iterator };
+        try {
+          for (;;) {
+            control.arm();
+            const next = await iterator.next();
+            control.disarm();
+            if (next.done) break;
+            const part = next.value;
+            if (part.type === 'usage') { reported = part.usage; continue; }
+            // Adapters drop empty deltas, so the first delta is the first content: failover ends here.
+            if (!committed) {
+              committed = true;
+              servingProvider = providerId;
+              firstPartAt = Date.now();
+              yield startEvent(providerId);
+            }
+            delivered.add(part.delta);
+            yield { event: { $case: 'delta', value: part.delta } };
+          }
+          control.dispose();
+          active = undefined;
+          if (!committed) {
+            // A complete stream with nothing in it is still this provider's answer.
+            committed = true;
+            servingProvider = providerId;
+            firstPartAt = Date.now();
+            yield startEvent(providerId);
+          }
+          const usage = await settleServed(true);
+          this.options.health.recordSuccess(providerId, prepared.model.id, {
+            ttftMs: firstPartAt - startedAt,
+            outputTokens: usage.outputTokens,
+            durationMs: Date.now() - firstPartAt,
+          });
+          yield { event: { $case: 'usage', value: usage } };
+          return;
+        } catch (error) {
+          control.dispose();
+          active = undefined;
+          void iterator.return?.(undefined)?.catch?.(() => undefined);
+          if (error instanceof GatewayError) throw error;
+          if (signal.aborted) return; // the finally settles: SERVED for what was generated, else FAILED
+          const failure = control.timedOut ? new ProviderError('timeout', 'attempt timed out', 0, { cause: error }) : toProviderError(error, control.signal);
+          if (failure.retryable) this.options.health.recordFailure(providerId, prepared.model.id);
+          if (committed) {
+            logger.warn({ provider: providerId, failure: failure.message }, 'stream failed after content was sent');
+            await settleServed(true);
+            if (!failure.retryable) throw verdictError(failure);
+            throw new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_NO_UPSTREAM, 'The upstream provider failed during the stream.', {
+              retryAfterSeconds: NO_UPSTREAM_RETRY_AFTER_SECONDS,
+              cause: failure,
+            });
+          }
+          if (!failure.retryable) {
+            settled = true;
+            this.releaseReservation(prepared, providerId, true);
+            throw verdictError(failure);
+          }
+          logger.warn({ provider: providerId, failure: failure.message }, 'provider attempt failed before content; failing over');
+          lastFailure = failure;
+          reported = undefined;
+        }
+      }
+      settled = true;
+      this.releaseReservation(prepared, lastProvider, true);
+      throw noUpstream(lastFailure);
+    } finally {
+      if (active) {
+        // The consumer stopped reading mid-attempt: stop the upstream request too.
+        active.control.controller.abort(new Error('caller went away'));
+        active.control.dispose();
+        void active.iterator.return?.(undefined)?.catch?.(() => undefined);
+      }
+      // Reached unsettled when the caller went away (cancellation or the consumer stopped reading).
+      if (!settled) {
+        if (committed) void settleServed(false);
+        else { settled = true; this.releaseReservation(prepared, lastProvider, true); }
+      }
+    }
+  }
+}

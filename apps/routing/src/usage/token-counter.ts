@@ -1,0 +1,85 @@
+import { encode } from 'gpt-tokenizer';
+import type { ChatMessage, Tool, ToolCall, Usage } from '@gateway/proto';
+
+/** Special-token text in a prompt is ordinary text to us: count it, never throw on it. */
+const encodeOptions = { disallowedSpecial: new Set<string>() };
+
+/** Overheads of the chat format (role markers, separators), as OpenAI documents for its chat models. */
+const TOKENS_PER_MESSAGE = 3;
+const TOKENS_PER_REPLY = 3;
+/** A low-detail image is 85 tokens on OpenAI; without the pixels this is the honest floor. */
+const TOKENS_PER_IMAGE = 85;
+/** Text above this is counted by length: the tokenizer is linear but a 32 MiB prompt would stall the event loop. */
+const MAX_TOKENIZED_CHARACTERS = 2_000_000;
+
+export function countTextTokens(text: string): number {
+  if (text.length === 0) return 0;
+  if (text.length > MAX_TOKENIZED_CHARACTERS) return Math.ceil(text.length / 4);
+  return encode(text, encodeOptions).length;
+}
+
+export function countInputTokens(messages: readonly ChatMessage[], tools: readonly Tool[] = []): number {
+  let total = TOKENS_PER_REPLY;
+  for (const message of messages) {
+    total += TOKENS_PER_MESSAGE + countTextTokens(message.role);
+    if (message.name) total += countTextTokens(message.name);
+    for (const part of message.content) {
+      const value = part.part;
+      if (!value) continue;
+      if (value.$case === 'text') total += countTextTokens(value.value);
+      else if (value.$case === 'image') total += TOKENS_PER_IMAGE;
+      else if (value.$case === 'file') total += Math.ceil(value.value.data.length / 4) || TOKENS_PER_IMAGE;
+      else if (value.$case === 'audio') total += Math.ceil(value.value.data.length / 1_000) || 1;
+    }
+    for (const call of message.toolCalls) total += countTextTokens(call.name) + countTextTokens(call.arguments);
+  }
+  for (const tool of tools) total += countTextTokens(tool.name) + countTextTokens(tool.description) + countTextTokens(tool.parameters);
+  return total;
+}
+
+export function countOutputTokens(content: string, toolCalls: readonly Pick<ToolCall, 'name' | 'arguments'>[] = [], reasoning = ''): number {
+  let total = countTextTokens(content) + countTextTokens(reasoning);
+  for (const call of toolCalls) total += countTextTokens(call.name) + countTextTokens(call.arguments);
+  return total;
+}
+
+export function emptyUsage(): Usage {
+  return {
+    inputTokens: 0, cachedInputTokens: 0, outputTokens: 0, reasoningTokens: 0, inputAudioTokens: 0,
+    outputAudioTokens: 0, inputAudioMs: 0, outputAudioMs: 0, outputTextTokens: 0, inputTextCharacters: 0,
+    outputTextCharacters: 0, outputImageTokens: 0, inputImageTokens: 0, inputTextTokens: 0, estimated: false,
+  };
+}
+
+export interface DeliveredOutput {
+  content: string;
+  toolCalls: readonly Pick<ToolCall, 'name' | 'arguments'>[];
+  reasoning: string;
+}
+
+/**
+ * The usage we bill: the provider's report when it gave one, else our own count (estimated). A report
+ * of zero output for delivered content is not believed (field-failures: never bill zero for content).
+ */
+export function meterUsage(
+  reported: Usage | undefined,
+  messages: readonly ChatMessage[],
+  tools: readonly Tool[],
+  delivered: DeliveredOutput,
+): Usage {
+  const outputCount = () => countOutputTokens(delivered.content, delivered.toolCalls, delivered.reasoning);
+  if (!reported) {
+    return { ...emptyUsage(), inputTokens: countInputTokens(messages, tools), outputTokens: outputCount(), estimated: true };
+  }
+  const usage = { ...reported };
+  const deliveredSomething = delivered.content.length > 0 || delivered.toolCalls.length > 0 || delivered.reasoning.length > 0;
+  if (usage.outputTokens === 0 && deliveredSomething) {
+    usage.outputTokens = outputCount();
+    usage.estimated = true;
+  }
+  if (usage.inputTokens === 0) {
+    usage.inputTokens = countInputTokens(messages, tools);
+    usage.estimated = true;
+  }
+  return usage;
+}

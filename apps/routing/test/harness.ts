@@ -1,0 +1,87 @@
+import { createClient, startGrpcServer, subjects, unary, type EventBus, type Subscription } from '@gateway/platform';
+import {
+  CatalogServiceService,
+  RouterServiceClient,
+  RouterServiceService,
+  UsageEvent,
+  type ChatRequest,
+  type GetSnapshotResponse,
+  type Model,
+  type Provider,
+} from '@gateway/proto';
+import { testLogger, uniqueName } from '@gateway/testing';
+import type { UntypedServiceImplementation } from '@grpc/grpc-js';
+
+/** A stand-in CatalogService that answers GetSnapshot from a snapshot the test can swap. */
+export async function startFakeCatalog(initial: GetSnapshotResponse) {
+  let snapshot = initial;
+  let calls = 0;
+  const logger = testLogger('fake-catalog');
+  const implementation = {
+    getSnapshot: unary(logger, 'GetSnapshot', async (request: { ifVersionNot: string }) => {
+      calls++;
+      return request.ifVersionNot === snapshot.version
+        ? { version: snapshot.version, unchanged: true, models: [], providers: [], startups: [], limitGroups: [] }
+        : snapshot;
+    }),
+  } as unknown as UntypedServiceImplementation;
+  const server = await startGrpcServer({
+    address: '127.0.0.1:0',
+    services: [{ definition: CatalogServiceService, implementation, name: 'gateway.v1.CatalogService' }],
+    logger,
+  });
+  return {
+    address: server.address,
+    get calls() { return calls; },
+    replace(next: GetSnapshotResponse) { snapshot = next; },
+    stop: () => server.stop(100),
+  };
+}
+
+export function model(id: string, providerIds: string[], extra: Partial<Model> = {}): Model {
+  return {
+    id, displayName: id, description: '', created: 1767225600n, contextWindow: 128000, aliases: [], inputModalities: ['text'],
+    outputModalities: ['text'], supportedParameters: ['temperature', 'max_completion_tokens', 'stop', 'tools', 'tool_choice', 'stream_options'],
+    pricing: { perInputToken: '0.0000005', perOutputToken: '0.0000015' }, limitGroup: 'default',
+    offers: providerIds.map((providerId) => ({ providerId, upstreamModel: `${providerId}-upstream-model`, endpoints: ['chat.completions', 'messages', 'responses'] })),
+    voices: [], extraParameters: [], reasoningEfforts: [], ...extra,
+  };
+}
+
+export function openaiProvider(id: string, baseUrl: string): Provider {
+  return { id, kind: 'openai', baseUrl, apiKeyEnv: `${id.toUpperCase().replaceAll('-', '_')}_API_KEY` };
+}
+
+export function snapshot(version: string, models: Model[], providers: Provider[]): GetSnapshotResponse {
+  return { version, unchanged: false, models, providers, startups: [], limitGroups: [] };
+}
+
+let counter = 0;
+export function chatRequest(modelId: string, text: string, extra: Partial<ChatRequest> = {}): ChatRequest {
+  return {
+    context: { requestId: `req_${uniqueName('t')}_${++counter}`, accountId: 'acc_test', keyId: 'key_test' },
+    modelId, routingStrategy: 'reliability', endpoint: 'chat.completions',
+    messages: [{ role: 'user', content: [{ part: { $case: 'text', value: text } }], toolCalls: [], toolCallId: '', reasoning: [] }],
+    tools: [], stop: [], includeUsage: true, timeoutMs: 0, ...extra,
+  };
+}
+
+export function routerClient(address: string) {
+  return createClient(RouterServiceClient, RouterServiceService, address, { maxAttempts: 1 });
+}
+
+/** Collects every usage event on the test's namespace, by request id (msg-id checked against it). */
+export async function collectUsageEvents(bus: EventBus) {
+  const events = new Map<string, { event: UsageEvent; msgId: string; count: number }>();
+  const subscription: Subscription = await bus.consumeDurable(
+    { subject: subjects.usageEvents, durable: uniqueName('usage_probe'), maxBatch: 100, lingerMs: 5 },
+    async (batch) => {
+      for (const message of batch) {
+        const event = UsageEvent.decode(message.data);
+        const seen = events.get(event.requestId);
+        events.set(event.requestId, { event, msgId: message.msgId, count: (seen?.count ?? 0) + 1 });
+      }
+    },
+  );
+  return { events, stop: () => subscription.stop() };
+}

@@ -1,0 +1,386 @@
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { encode } from 'gpt-tokenizer';
+import { ErrorReason, GatewayError, GrpcStatus, subjects, type EventBus } from '@gateway/platform';
+import { CatalogChanged, UsageOutcome, type ChatStreamResponse } from '@gateway/proto';
+import { createTestBus, eventually, startFakeUpstream, testLogger, type FakeUpstream, type TestBus } from '@gateway/testing';
+import { startRoutingService } from '../src/index.js';
+import { chatRequest, collectUsageEvents, model, openaiProvider, routerClient, snapshot, startFakeCatalog } from './harness.js';
+
+const PRICING = { perInputToken: '0.0000005', perOutputToken: '0.0000015' };
+
+async function rejection(promise: Promise<unknown>): Promise<GatewayError> {
+  const error = await promise.then(() => undefined, (caught: unknown) => caught);
+  expect(error).toBeInstanceOf(GatewayError);
+  return error as GatewayError;
+}
+
+async function drain(stream: AsyncIterable<ChatStreamResponse>) {
+  const messages: ChatStreamResponse[] = [];
+  let error: GatewayError | undefined;
+  try {
+    for await (const message of stream) messages.push(message);
+  } catch (caught) {
+    error = caught as GatewayError;
+  }
+  return { messages, error, text: messages.map((m) => (m.event?.$case === 'delta' ? m.event.value.content : '')).join('') };
+}
+
+describe('routing service', () => {
+  let testBus: TestBus;
+  let upstreamA: FakeUpstream;
+  let upstreamB: FakeUpstream;
+  let catalog: Awaited<ReturnType<typeof startFakeCatalog>>;
+  let usage: Awaited<ReturnType<typeof collectUsageEvents>>;
+  let service: { address: string; stop(): Promise<void> } | undefined;
+  let client: ReturnType<typeof routerClient>;
+
+  const baseSnapshot = () =>
+    snapshot('v1', [
+      model('acme/sim', ['sim']),
+      model('acme/pair', ['prov-a', 'prov-b'], { pricing: PRICING }),
+      model('acme/only-a', ['prov-a']),
+      model('acme/embed-pair', ['prov-a', 'prov-b'], {
+        supportedParameters: ['dimensions'],
+        offers: ['prov-a', 'prov-b'].map((providerId) => ({ providerId, upstreamModel: 'text-embed', endpoints: ['embeddings'] })),
+      }),
+      model('acme/embed-sim', ['sim'], { offers: [{ providerId: 'sim', upstreamModel: 'sim-embed', endpoints: ['embeddings'] }] }),
+    ], [
+      { id: 'sim', kind: 'simulated', baseUrl: '', apiKeyEnv: '' },
+      openaiProvider('prov-a', upstreamA.url),
+      openaiProvider('prov-b', upstreamB.url),
+    ]);
+
+  async function startService(bus: EventBus = testBus.bus, attemptTimeoutMs = 1_000) {
+    service = await startRoutingService({
+      listenAddress: '127.0.0.1:0', catalogAddress: catalog.address, bus, logger: testLogger('routing'),
+      providerSecrets: { PROV_A_API_KEY: 'sk-a', PROV_B_API_KEY: 'sk-b' }, attemptTimeoutMs, maxAttempts: 3,
+    });
+    client = routerClient(service.address);
+  }
+
+  beforeAll(async () => {
+    testBus = await createTestBus('nats');
+    upstreamA = await startFakeUpstream();
+    upstreamB = await startFakeUpstream();
+    catalog = await startFakeCatalog(baseSnapshot());
+    usage = await collectUsageEvents(testBus.bus);
+  });
+  afterAll(async () => {
+    await usage.stop();
+    await catalog.stop();
+    await upstreamA.close();
+    await upstreamB.close();
+    await testBus.destroy();
+  });
+  beforeEach(async () => {
+    upstreamA.reset();
+    upstreamB.reset();
+    catalog.replace(baseSnapshot());
+    await startService();
+  });
+  afterEach(async () => {
+    client.close();
+    await service?.stop();
+    service = undefined;
+  });
+
+  const eventFor = (requestId: string) => eventually(() => {
+    const found = usage.events.get(requestId);
+    if (!found) throw new Error(`no usage event for ${requestId}`);
+    return found;
+  });
+
+  it('answers from the simulated provider deterministically, with honest counts, and publishes one usage event', async () => {
+    const request = chatRequest('acme/sim', 'Explain routing in one line');
+    const first = await client.chat(request);
+    const second = await client.chat(chatRequest('acme/sim', 'Explain routing in one line'));
+    const content = first.choices[0]!.message!.content;
+    expect(content).toBe(second.choices[0]!.message!.content);
+    expect(first.usage!.outputTokens).toBe(encode(content).length);
+    expect(first.usage!.inputTokens).toBeGreaterThan(encode('Explain routing in one line').length);
+    expect(first).toMatchObject({ modelId: 'acme/sim', providerId: 'sim', routingStrategy: 'reliability' });
+    expect(first.id).toMatch(/^chatcmpl-/);
+
+    const { event, msgId, count } = await eventFor(request.context!.requestId);
+    expect(msgId).toBe(request.context!.requestId);
+    expect(count).toBe(1);
+    expect(event).toMatchObject({
+      outcome: UsageOutcome.USAGE_OUTCOME_SERVED, accountId: 'acc_test', keyId: 'key_test', modelId: 'acme/sim', providerId: 'sim',
+      endpoint: 'chat.completions', streamed: false, prices: { perInputToken: '0.0000005', perOutputToken: '0.0000015' },
+    });
+    expect(event.usage).toEqual(first.usage);
+  });
+
+  it('streams the simulated answer: start, several deltas, usage', async () => {
+    const whole = await client.chat(chatRequest('acme/sim', 'Stream this'));
+    const request = chatRequest('acme/sim', 'Stream this');
+    const { messages, error, text } = await drain(client.chatStream({ chat: request }));
+    expect(error).toBeUndefined();
+    expect(messages[0]?.event?.$case).toBe('start');
+    expect(messages.filter((m) => m.event?.$case === 'delta').length).toBeGreaterThan(2);
+    expect(text).toBe(whole.choices[0]!.message!.content);
+    const last = messages.at(-1)!;
+    expect(last.event?.$case).toBe('usage');
+    const { event } = await eventFor(request.context!.requestId);
+    expect(event).toMatchObject({ outcome: UsageOutcome.USAGE_OUTCOME_SERVED, streamed: true });
+    expect(last.event?.$case === 'usage' && last.event.value).toEqual(event.usage);
+  });
+
+  it('calls an OpenAI-compatible upstream with the upstream model name and the provider secret', async () => {
+    upstreamA.script({ text: 'Paris.', usage: { prompt_tokens: 12, completion_tokens: 2 } });
+    const request = chatRequest('acme/only-a', 'Capital of France?');
+    const response = await client.chat(request);
+    expect(response.choices[0]!.message!.content).toBe('Paris.');
+    expect(response.usage).toMatchObject({ inputTokens: 12, outputTokens: 2, estimated: false });
+    expect(upstreamA.requests[0]!.body.model).toBe('prov-a-upstream-model');
+    expect(upstreamA.requests[0]!.headers.authorization).toBe('Bearer sk-a');
+    expect((await eventFor(request.context!.requestId)).event.usage).toMatchObject({ inputTokens: 12, outputTokens: 2 });
+  });
+
+  it('forwards upstream stream chunks and ends with the provider usage', async () => {
+    upstreamA.script({ text: 'alpha beta gamma delta', chunkCount: 4, usage: { prompt_tokens: 9, completion_tokens: 4 } });
+    const { messages, error, text } = await drain(client.chatStream({ chat: chatRequest('acme/only-a', 'words') }));
+    expect(error).toBeUndefined();
+    expect(text).toBe('alpha beta gamma delta');
+    expect(messages.filter((m) => m.event?.$case === 'delta' && m.event.value.content).length).toBe(4);
+    expect(messages.at(-1)?.event).toMatchObject({ $case: 'usage', value: { inputTokens: 9, outputTokens: 4, estimated: false } });
+  });
+
+  it.each([
+    ['connection reset', { reset: true }],
+    ['500', { status: 500 }],
+    ['429', { status: 429 }],
+    ['timeout', { latencyMs: 3_000 }],
+  ])('fails over on %s to the second provider (Chat)', async (_name, behaviour) => {
+    upstreamA.script(behaviour);
+    upstreamB.script({ text: 'from b' });
+    const request = chatRequest('acme/pair', 'hello');
+    const response = await client.chat(request);
+    expect(response.providerId).toBe('prov-b');
+    expect(response.choices[0]!.message!.content).toBe('from b');
+    expect(upstreamA.requests).toHaveLength(1);
+    const { event } = await eventFor(request.context!.requestId);
+    expect(event).toMatchObject({ providerId: 'prov-b', outcome: UsageOutcome.USAGE_OUTCOME_SERVED });
+  });
+
+  it.each([
+    ['stall before the first chunk', { stallAfterChunks: 0 }],
+    ['cut before the first chunk', { cutAfterChunks: 0 }],
+    ['500', { status: 500 }],
+    ['reset', { reset: true }],
+  ])('fails over inside a stream on %s', async (_name, behaviour) => {
+    upstreamA.script(behaviour);
+    upstreamB.script({ text: 'streamed by b' });
+    const { messages, error, text } = await drain(client.chatStream({ chat: chatRequest('acme/pair', 'hello') }));
+    expect(error).toBeUndefined();
+    expect(messages[0]?.event).toMatchObject({ $case: 'start', value: { providerId: 'prov-b' } });
+    expect(text).toBe('streamed by b');
+    expect(upstreamA.requests).toHaveLength(1);
+  });
+
+  it('ends the stream with an error after a cut following the first chunk, and still bills what was delivered', async () => {
+    upstreamA.script({ text: 'first second third', chunkCount: 3, cutAfterChunks: 1 });
+    const request = chatRequest('acme/pair', 'hello');
+    const { messages, error, text } = await drain(client.chatStream({ chat: request }));
+    expect(messages[0]?.event?.$case).toBe('start');
+    expect(text.length).toBeGreaterThan(0);
+    expect(error?.status).toBe(GrpcStatus.UNAVAILABLE);
+    expect(messages.some((m) => m.event?.$case === 'usage')).toBe(false);
+    expect(upstreamB.requests).toHaveLength(0);
+    const { event } = await eventFor(request.context!.requestId);
+    expect(event.outcome).toBe(UsageOutcome.USAGE_OUTCOME_SERVED);
+    expect(event.usage).toMatchObject({ outputTokens: encode(text).length, estimated: true });
+    expect(event.usage!.inputTokens).toBeGreaterThan(0);
+  });
+
+  it('ends the stream with an error when the upstream stalls after the first chunk (idle timeout)', async () => {
+    upstreamA.script({ text: 'one two three', chunkCount: 3, stallAfterChunks: 1 });
+    const request = chatRequest('acme/pair', 'hello');
+    const { messages, error, text } = await drain(client.chatStream({ chat: request }));
+    expect(messages[0]?.event?.$case).toBe('start');
+    expect(text.length).toBeGreaterThan(0);
+    expect(error?.status).toBe(GrpcStatus.UNAVAILABLE);
+    expect(upstreamB.requests).toHaveLength(0);
+    expect((await eventFor(request.context!.requestId)).event.outcome).toBe(UsageOutcome.USAGE_OUTCOME_SERVED);
+  });
+
+  it('embeds through an OpenAI-compatible upstream with failover, dimensions passed, usage published', async () => {
+    upstreamA.script({ status: 500 });
+    const context = chatRequest('acme/embed-pair', '').context;
+    const response = await client.embed({ context, modelId: 'acme/embed-pair', routingStrategy: 'reliability', texts: ['first', 'second'], tokenInputs: [], dimensions: 4 });
+    expect(response.providerId).toBe('prov-b');
+    expect(response.embeddings.map((embedding) => embedding.values.length)).toEqual([4, 4]);
+    expect(upstreamB.requests[0]!.body).toMatchObject({ model: 'text-embed', input: ['first', 'second'], dimensions: 4 });
+    expect(response.usage!.inputTokens).toBeGreaterThan(0);
+    const { event } = await eventFor(context!.requestId);
+    expect(event).toMatchObject({ endpoint: 'embeddings', outcome: UsageOutcome.USAGE_OUTCOME_SERVED, providerId: 'prov-b' });
+  });
+
+  it('embeds with the simulated provider deterministically and counts token inputs', async () => {
+    const request = { context: undefined, modelId: 'acme/embed-sim', routingStrategy: '', texts: [], tokenInputs: [{ ids: [1, 2, 3] }, { ids: [4] }], dimensions: 16 };
+    const first = await client.embed(request);
+    const second = await client.embed(request);
+    expect(first.embeddings).toEqual(second.embeddings);
+    // The model does not list `dimensions`: it is dropped and the provider's default size answers.
+    expect(first.embeddings[0]!.values.length).toBe(64);
+    expect(first.usage!.inputTokens).toBe(4);
+  });
+
+  it('counts tokens itself when the provider reports no usage', async () => {
+    upstreamA.script({ text: 'an answer without usage', usage: 'absent' }, { text: 'streamed without usage', usage: 'absent' });
+    const request = chatRequest('acme/only-a', 'count for me');
+    const response = await client.chat(request);
+    expect(response.usage).toMatchObject({ outputTokens: encode('an answer without usage').length, estimated: true });
+    expect(response.usage!.inputTokens).toBeGreaterThan(0);
+    expect((await eventFor(request.context!.requestId)).event.usage).toEqual(response.usage);
+
+    const streamed = await drain(client.chatStream({ chat: chatRequest('acme/only-a', 'count for me') }));
+    expect(streamed.messages.at(-1)?.event).toMatchObject({ $case: 'usage', value: { outputTokens: encode('streamed without usage').length, estimated: true } });
+  });
+
+  it('answers NO_UPSTREAM when every attempt fails, and releases the reservation with a FAILED event', async () => {
+    upstreamA.script({ status: 503 });
+    upstreamB.script({ reset: true });
+    const request = chatRequest('acme/pair', 'hello');
+    const error = await rejection(client.chat(request));
+    expect([error.status, error.reason, error.message]).toEqual([GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_NO_UPSTREAM, 'No upstream available.']);
+    expect(error.retryAfterSeconds).toBeGreaterThan(0);
+    const { event } = await eventFor(request.context!.requestId);
+    expect(event.outcome).toBe(UsageOutcome.USAGE_OUTCOME_FAILED);
+  });
+
+  it('ends a stream with NO_UPSTREAM (and no start) when every attempt fails before content', async () => {
+    upstreamA.script({ cutAfterChunks: 0 });
+    upstreamB.script({ status: 502 });
+    const request = chatRequest('acme/pair', 'hello');
+    const { messages, error } = await drain(client.chatStream({ chat: request }));
+    expect(messages).toEqual([]);
+    expect([error?.status, error?.reason, error?.message]).toEqual([GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_NO_UPSTREAM, 'No upstream available.']);
+    expect((await eventFor(request.context!.requestId)).event).toMatchObject({ outcome: UsageOutcome.USAGE_OUTCOME_FAILED, streamed: true });
+  });
+
+  it('returns a refusal inside a stream as UPSTREAM_REJECTED before any content', async () => {
+    upstreamA.script({ status: 422, errorBody: { error: { message: 'bad tool schema' } } });
+    const { messages, error } = await drain(client.chatStream({ chat: chatRequest('acme/pair', 'hello') }));
+    expect(messages).toEqual([]);
+    expect([error?.reason, error?.message]).toEqual([ErrorReason.ERROR_REASON_UPSTREAM_REJECTED, 'Upstream returned an error: bad tool schema']);
+    expect(upstreamB.requests).toHaveLength(0);
+  });
+
+  it('returns a provider refusal as UPSTREAM_REJECTED without failing over', async () => {
+    upstreamA.script({ status: 400, errorBody: { error: { message: 'max_tokens is too large', type: 'invalid_request_error' } } });
+    const error = await rejection(client.chat(chatRequest('acme/pair', 'hello')));
+    expect([error.status, error.reason, error.message]).toEqual([
+      GrpcStatus.INVALID_ARGUMENT, ErrorReason.ERROR_REASON_UPSTREAM_REJECTED, 'Upstream returned an error: max_tokens is too large',
+    ]);
+    expect(upstreamB.requests).toHaveLength(0);
+  });
+
+  it('returns an upstream content filter as CONTENT_MODERATION', async () => {
+    upstreamA.script({ status: 400, errorBody: { error: { message: 'flagged', code: 'content_filter' } } });
+    const error = await rejection(client.chat(chatRequest('acme/only-a', 'hello')));
+    expect([error.status, error.reason, error.message, error.code]).toEqual([
+      GrpcStatus.INVALID_ARGUMENT, ErrorReason.ERROR_REASON_CONTENT_MODERATION, 'Request rejected by upstream content moderation.', 'content_moderation',
+    ]);
+  });
+
+  it('drops parameters the model does not support, reports them, and never sends them upstream', async () => {
+    const response = await client.chat(chatRequest('acme/only-a', 'hello', { temperature: 0.5, topP: 0.9, presencePenalty: 1 }));
+    expect(response.droppedParams.sort()).toEqual(['presence_penalty', 'top_p']);
+    const body = upstreamA.requests[0]!.body;
+    expect(body.temperature).toBe(0.5);
+    expect(body).not.toHaveProperty('top_p');
+    expect(body).not.toHaveProperty('presence_penalty');
+  });
+
+  it('rejects an unknown model with MODEL_NOT_FOUND', async () => {
+    const error = await rejection(client.chat(chatRequest('acme/nope', 'hello')));
+    expect([error.status, error.reason]).toEqual([GrpcStatus.INVALID_ARGUMENT, ErrorReason.ERROR_REASON_MODEL_NOT_FOUND]);
+  });
+
+  it('picks up a catalog change announced on catalog.changed', async () => {
+    const next = baseSnapshot();
+    next.version = 'v2';
+    next.models.push(model('acme/new', ['sim']));
+    catalog.replace(next);
+    testBus.bus.broadcast(subjects.catalogChanged, CatalogChanged.encode({ version: 'v2' }).finish());
+    const response = await eventually(() => client.chat(chatRequest('acme/new', 'hi')), 5_000);
+    expect(response.modelId).toBe('acme/new');
+  });
+
+  it('shares provider health between replicas over provider.stats', async () => {
+    const options = {
+      catalogAddress: catalog.address, bus: testBus.bus, logger: testLogger('routing'), listenAddress: '127.0.0.1:0',
+      providerSecrets: { PROV_A_API_KEY: 'sk-a', PROV_B_API_KEY: 'sk-b' }, statsIntervalMs: 50,
+    };
+    const replicaOne = await startRoutingService(options);
+    const replicaTwo = await startRoutingService(options);
+    const one = routerClient(replicaOne.address);
+    const two = routerClient(replicaTwo.address);
+    try {
+      upstreamA.setFallback({ status: 500 });
+      for (let request = 0; request < 5; request++) expect((await one.chat(chatRequest('acme/pair', 'x'))).providerId).toBe('prov-b');
+      // prov-a answers again: replica two, on its own, would keep choosing it (first in catalog order,
+      // never failed there). It moves to prov-b only by learning of replica one's open circuit.
+      upstreamA.setFallback({});
+      await eventually(async () => {
+        expect((await two.chat(chatRequest('acme/pair', 'x'))).providerId).toBe('prov-b');
+      }, 5_000, 100);
+    } finally {
+      one.close();
+      two.close();
+      await replicaOne.stop();
+      await replicaTwo.stop();
+    }
+  });
+
+  it('aborts the upstream request when the caller cancels a stream, and bills what was generated', async () => {
+    upstreamA.script({ text: 'a b c d e f g h', chunkCount: 8, chunkDelayMs: 300 });
+    const request = chatRequest('acme/only-a', 'slow please');
+    const controller = new AbortController();
+    const received: string[] = [];
+    await (async () => {
+      for await (const message of client.chatStream({ chat: request }, { signal: controller.signal })) {
+        if (message.event?.$case === 'delta' && message.event.value.content) {
+          received.push(message.event.value.content);
+          controller.abort();
+        }
+      }
+    })().catch(() => undefined);
+    expect(received.length).toBeGreaterThan(0);
+    const { event } = await eventFor(request.context!.requestId);
+    expect(event.outcome).toBe(UsageOutcome.USAGE_OUTCOME_SERVED);
+    expect(event.usage!.outputTokens).toBeGreaterThan(0);
+    expect(event.usage!.outputTokens).toBeLessThan(encode('a b c d e f g h').length);
+  });
+});
+
+describe('routing service when usage cannot be recorded', () => {
+  it('withholds the answer with USAGE_NOT_RECORDED', async () => {
+    const testBus = await createTestBus('nats');
+    const upstream = await startFakeUpstream();
+    const catalog = await startFakeCatalog(snapshot('v1', [model('acme/only-a', ['prov-a'])], [openaiProvider('prov-a', upstream.url)]));
+    let publishAttempts = 0;
+    const failingBus: EventBus = {
+      publishDurable: async () => { publishAttempts++; throw new Error('JetStream unavailable'); },
+      consumeDurable: (options, handler) => testBus.bus.consumeDurable(options, handler),
+      broadcast: (subject, data) => testBus.bus.broadcast(subject, data),
+      subscribe: (subject, handler) => testBus.bus.subscribe(subject, handler),
+      close: async () => undefined,
+    };
+    const service = await startRoutingService({ listenAddress: '127.0.0.1:0', catalogAddress: catalog.address, bus: failingBus, logger: testLogger('routing') });
+    const client = routerClient(service.address);
+    try {
+      const error = await rejection(client.chat(chatRequest('acme/only-a', 'hello')));
+      expect([error.status, error.reason]).toEqual([GrpcStatus.FAILED_PRECONDITION, ErrorReason.ERROR_REASON_USAGE_NOT_RECORDED]);
+      expect(upstream.requests).toHaveLength(1);
+      expect(publishAttempts).toBeGreaterThan(1);
+    } finally {
+      client.close();
+      await service.stop();
+      await catalog.stop();
+      await upstream.close();
+      await testBus.destroy();
+    }
+  });
+});

@@ -1,0 +1,47 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { startFakeUpstream, type FakeUpstream } from './fake-upstream.js';
+
+function post(upstream: FakeUpstream, path: string, body: unknown) {
+  return fetch(`${upstream.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer k' }, body: JSON.stringify(body) });
+}
+
+function sseData(text: string) {
+  return text.split('\n\n').filter((event) => event.startsWith('data: ')).map((event) => event.slice(6));
+}
+
+describe('fake upstream', () => {
+  let upstream: FakeUpstream;
+  beforeAll(async () => { upstream = await startFakeUpstream(); });
+  afterAll(() => upstream.close());
+  beforeEach(() => upstream.reset());
+
+  it('answers JSON chat completions and records the request', async () => {
+    upstream.script({ text: 'hi there', usage: { prompt_tokens: 3, completion_tokens: 2 } });
+    const response = await post(upstream, '/chat/completions', { model: 'm', messages: [{ role: 'user', content: 'hello' }] });
+    const json = await response.json();
+    expect(json.choices[0].message.content).toBe('hi there');
+    expect(json.usage).toMatchObject({ prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 });
+    expect(upstream.requests[0]).toMatchObject({ method: 'POST', path: '/v1/chat/completions', body: { model: 'm' } });
+    expect(upstream.requests[0]!.headers.authorization).toBe('Bearer k');
+  });
+
+  it('streams SSE chunks, with usage only when include_usage is asked', async () => {
+    upstream.script({ text: 'abcdef', chunkCount: 3 }, { text: 'abcdef', chunkCount: 3 });
+    const withUsage = sseData(await (await post(upstream, '/chat/completions', { model: 'm', messages: [], stream: true, stream_options: { include_usage: true } })).text());
+    const without = sseData(await (await post(upstream, '/chat/completions', { model: 'm', messages: [], stream: true })).text());
+    expect(withUsage.at(-1)).toBe('[DONE]');
+    expect(withUsage.slice(0, 3).map((data) => JSON.parse(data).choices[0].delta.content)).toEqual(['ab', 'cd', 'ef']);
+    expect(JSON.parse(withUsage.at(-2)!).usage).toBeDefined();
+    expect(without.some((data) => data !== '[DONE]' && JSON.parse(data).usage)).toBe(false);
+  });
+
+  it('scripts statuses, tool calls and embeddings; resets fail the request', async () => {
+    upstream.script({ status: 429 }, { toolCalls: [{ id: 'c1', name: 'f', arguments: '{}' }] }, { reset: true });
+    expect((await post(upstream, '/chat/completions', { messages: [] })).status).toBe(429);
+    const tools = await (await post(upstream, '/chat/completions', { messages: [] })).json();
+    expect(tools.choices[0]).toMatchObject({ finish_reason: 'tool_calls', message: { tool_calls: [{ id: 'c1', function: { name: 'f' } }] } });
+    await expect(post(upstream, '/chat/completions', { messages: [] })).rejects.toThrow();
+    const embeddings = await (await post(upstream, '/embeddings', { model: 'e', input: ['a', 'b'], dimensions: 3 })).json();
+    expect(embeddings.data.map((item: { embedding: number[] }) => item.embedding.length)).toEqual([3, 3]);
+  });
+});

@@ -1,0 +1,281 @@
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+
+/** One scripted answer of the fake provider. Every field is optional; an empty behaviour answers normally. */
+export interface FakeBehaviour {
+  /** Wait this long before sending headers (or before the reset / error). */
+  latencyMs?: number;
+  /** Answer with this status and `errorBody` (default body: an OpenAI error envelope). */
+  status?: number;
+  errorBody?: unknown;
+  /** Destroy the socket instead of answering (connection reset before any response byte). */
+  reset?: boolean;
+  /** Never answer (the caller must time out); the socket is closed when the server closes. */
+  stall?: boolean;
+  /** Streams: headers sent, then the connection is cut after this many content chunks (0: before the first). */
+  cutAfterChunks?: number;
+  /** Streams: headers sent, this many content chunks sent, then silence (never ends). */
+  stallAfterChunks?: number;
+  /** Streams: delay between chunks. */
+  chunkDelayMs?: number;
+  /** Streams: how many chunks the text is split into (default 3). */
+  chunkCount?: number;
+  /** Generated text (default: `Hello from the fake upstream.`). */
+  text?: string;
+  toolCalls?: { id: string; name: string; arguments: string }[];
+  /** Default: `tool_calls` when toolCalls are given, else `stop`. */
+  finishReason?: string;
+  /** `absent` leaves usage out (JSON and streams). Default: counts from text lengths. */
+  usage?: 'absent' | { prompt_tokens: number; completion_tokens: number; cached_tokens?: number };
+  /** Answer these exact bytes (a recorded fixture) with status 200 and this content type. */
+  replay?: { contentType: string; body: string };
+  /** Streams: an in-band error chunk `{error:{...}}` sent after `cutAfterChunks`-like count of chunks. */
+  streamErrorAfterChunks?: number;
+}
+
+export interface RecordedRequest {
+  method: string;
+  path: string;
+  headers: IncomingHttpHeaders;
+  /** Parsed JSON body (undefined when it was not JSON). */
+  body: any;
+  receivedAt: number;
+}
+
+export type FakeScript = FakeBehaviour | ((request: RecordedRequest) => FakeBehaviour);
+
+export interface FakeUpstream {
+  /** Base URL including `/v1`, as a provider's base_url. */
+  url: string;
+  /** Every request received, in order. */
+  requests: RecordedRequest[];
+  /** Queues behaviours for the next requests (one each, in order); when the queue is empty `fallback` answers. */
+  script(...behaviours: FakeScript[]): void;
+  /** Behaviour when the queue is empty (default: a normal answer). */
+  setFallback(behaviour: FakeScript): void;
+  /** Drops queued behaviours and recorded requests. */
+  reset(): void;
+  close(): Promise<void>;
+}
+
+const DEFAULT_TEXT = 'Hello from the fake upstream.';
+/** Bound on a request body the fake accepts; tests never need more. */
+const MAX_BODY_BYTES = 64 * 1024 * 1024;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function approximateTokens(text: string): number {
+  return Math.max(1, Math.ceil(text.length / 4));
+}
+
+function promptText(body: any): string {
+  const messages = Array.isArray(body?.messages) ? body.messages : [];
+  return messages
+    .map((message: any) =>
+      typeof message?.content === 'string'
+        ? message.content
+        : Array.isArray(message?.content)
+          ? message.content.map((part: any) => part?.text ?? '').join('')
+          : '',
+    )
+    .join('\n');
+}
+
+function splitText(text: string, parts: number): string[] {
+  if (text.length === 0) return [];
+  const count = Math.max(1, Math.min(parts, text.length));
+  const size = Math.ceil(text.length / count);
+  const chunks: string[] = [];
+  for (let start = 0; start < text.length; start += size) chunks.push(text.slice(start, start + size));
+  return chunks;
+}
+
+/**
+ * An OpenAI-compatible provider on a real loopback HTTP server (POST /v1/chat/completions, JSON and
+ * SSE; POST /v1/embeddings), scriptable per request: latency, error statuses, resets, stalls, cut
+ * streams, usage present or absent. It records every request for assertions.
+ */
+export async function startFakeUpstream(): Promise<FakeUpstream> {
+  const requests: RecordedRequest[] = [];
+  const queue: FakeScript[] = [];
+  let fallback: FakeScript = {};
+  const sockets = new Set<Socket>();
+  let created = 0;
+
+  const server = createServer((request, response) => {
+    void handle(request, response).catch(() => response.destroy());
+  });
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+
+  async function readBody(request: IncomingMessage): Promise<string> {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of request) {
+      size += (chunk as Buffer).length;
+      if (size > MAX_BODY_BYTES) throw new Error('body too large');
+      chunks.push(chunk as Buffer);
+    }
+    return Buffer.concat(chunks).toString('utf8');
+  }
+
+  async function handle(request: IncomingMessage, response: ServerResponse) {
+    const raw = await readBody(request);
+    let body: any;
+    try { body = raw ? JSON.parse(raw) : undefined; } catch { body = undefined; }
+    const recorded: RecordedRequest = {
+      method: request.method ?? '',
+      path: request.url ?? '',
+      headers: request.headers,
+      body,
+      receivedAt: Date.now(),
+    };
+    requests.push(recorded);
+    const next = queue.shift() ?? fallback;
+    const behaviour = typeof next === 'function' ? next(recorded) : next;
+
+    if (behaviour.latencyMs) await sleep(behaviour.latencyMs);
+    if (behaviour.stall) return; // never answers; close() destroys the socket
+    if (behaviour.reset) { request.socket.destroy(); return; }
+    if (behaviour.status && behaviour.status >= 400) {
+      const errorBody = behaviour.errorBody ?? {
+        error: { message: `fake upstream error ${behaviour.status}`, type: 'server_error', code: null, param: null },
+      };
+      response.writeHead(behaviour.status, { 'content-type': 'application/json' });
+      response.end(JSON.stringify(errorBody));
+      return;
+    }
+
+    if (behaviour.replay) {
+      response.writeHead(200, { 'content-type': behaviour.replay.contentType });
+      response.end(behaviour.replay.body);
+      return;
+    }
+    const path = (request.url ?? '').split('?')[0];
+    if (request.method === 'POST' && path === '/v1/chat/completions') return chat(body, behaviour, response, request.socket);
+    if (request.method === 'POST' && path === '/v1/embeddings') return embeddings(body, behaviour, response);
+    response.writeHead(404, { 'content-type': 'application/json' });
+    response.end(JSON.stringify({ error: { message: `no route ${request.method} ${path}`, type: 'invalid_request_error' } }));
+  }
+
+  function usageFor(body: any, behaviour: FakeBehaviour, text: string) {
+    if (behaviour.usage === 'absent') return undefined;
+    const promptTokens = behaviour.usage?.prompt_tokens ?? approximateTokens(promptText(body));
+    const completionTokens = behaviour.usage?.completion_tokens ?? approximateTokens(text);
+    return {
+      prompt_tokens: promptTokens,
+      completion_tokens: completionTokens,
+      total_tokens: promptTokens + completionTokens,
+      prompt_tokens_details: { cached_tokens: behaviour.usage?.cached_tokens ?? 0 },
+    };
+  }
+
+  async function chat(body: any, behaviour: FakeBehaviour, response: ServerResponse, socket: Socket) {
+    const id = `chatcmpl-fake${++created}`;
+    const model = body?.model ?? 'fake-model';
+    const createdAt = Math.floor(Date.now() / 1000);
+    const text = behaviour.text ?? DEFAULT_TEXT;
+    const toolCalls = behaviour.toolCalls ?? [];
+    const finishReason = behaviour.finishReason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop');
+    const usage = usageFor(body, behaviour, text);
+
+    if (!body?.stream) {
+      response.writeHead(200, { 'content-type': 'application/json' });
+      response.end(JSON.stringify({
+        id,
+        object: 'chat.completion',
+        created: createdAt,
+        model,
+        choices: [{
+          index: 0,
+          message: {
+            role: 'assistant',
+            content: toolCalls.length > 0 && !behaviour.text ? null : text,
+            ...(toolCalls.length > 0
+              ? { tool_calls: toolCalls.map((call) => ({ id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } })) }
+              : {}),
+          },
+          finish_reason: finishReason,
+        }],
+        ...(usage ? { usage } : {}),
+      }));
+      return;
+    }
+
+    response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+    response.flushHeaders();
+    // Each chunk is flushed to the socket before the next step, so a cut after N chunks really delivers N.
+    const send = (chunk: unknown) =>
+      new Promise<void>((resolve) => { response.write(`data: ${JSON.stringify(chunk)}\n\n`, () => resolve()); });
+    const frame = (delta: unknown, finish: string | null = null) => ({
+      id, object: 'chat.completion.chunk', created: createdAt, model,
+      choices: [{ index: 0, delta, finish_reason: finish }],
+    });
+    const contentChunks = splitText(toolCalls.length > 0 && !behaviour.text ? '' : text, behaviour.chunkCount ?? 3);
+    const pieces: unknown[] = contentChunks.map((content, index) =>
+      frame(index === 0 ? { role: 'assistant', content } : { content }),
+    );
+    toolCalls.forEach((call, index) => {
+      pieces.push(frame({ tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }] }));
+      pieces.push(frame({ tool_calls: [{ index, function: { arguments: call.arguments } }] }));
+    });
+
+    for (let sent = 0; ; sent++) {
+      if (behaviour.cutAfterChunks === sent) { socket.destroy(); return; }
+      if (behaviour.stallAfterChunks === sent) return;
+      if (behaviour.streamErrorAfterChunks === sent) {
+        await send({ error: { message: 'fake upstream failed mid-stream', type: 'server_error', code: 'server_error' } });
+        response.end();
+        return;
+      }
+      if (sent >= pieces.length) break;
+      if (behaviour.chunkDelayMs && sent > 0) await sleep(behaviour.chunkDelayMs);
+      await send(pieces[sent]);
+    }
+    await send(frame({}, finishReason));
+    if (usage && body?.stream_options?.include_usage) {
+      await send({ id, object: 'chat.completion.chunk', created: createdAt, model, choices: [], usage });
+    }
+    response.write('data: [DONE]\n\n');
+    response.end();
+  }
+
+  function embeddings(body: any, behaviour: FakeBehaviour, response: ServerResponse) {
+    const inputs: unknown[] = Array.isArray(body?.input) ? body.input : [body?.input ?? ''];
+    const dimensions = typeof body?.dimensions === 'number' ? body.dimensions : 8;
+    const data = inputs.map((input, index) => {
+      const seed = JSON.stringify(input);
+      const values = Array.from({ length: dimensions }, (_, position) => ((seed.charCodeAt(position % Math.max(1, seed.length)) || 0) % 97) / 97);
+      return { object: 'embedding', index, embedding: values };
+    });
+    const promptTokens = inputs.reduce<number>((sum, input) => sum + approximateTokens(JSON.stringify(input)), 0);
+    response.writeHead(200, { 'content-type': 'application/json' });
+    response.end(JSON.stringify({
+      object: 'list',
+      data,
+      model: body?.model ?? 'fake-embedding',
+      ...(behaviour.usage === 'absent' ? {} : { usage: { prompt_tokens: promptTokens, total_tokens: promptTokens } }),
+    }));
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+
+  return {
+    url: `http://127.0.0.1:${port}/v1`,
+    requests,
+    script: (...behaviours) => { queue.push(...behaviours); },
+    setFallback: (behaviour) => { fallback = behaviour; },
+    reset: () => { queue.length = 0; requests.length = 0; fallback = {}; },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
