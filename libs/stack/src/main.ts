@@ -1,0 +1,100 @@
+#!/usr/bin/env node
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
+import {
+  commonEnv,
+  createLogger,
+  InProcessEventBus,
+  loadConfig,
+  NatsEventBus,
+  runMain,
+  startTelemetry,
+  type EventBus,
+} from '@gateway/platform';
+import { ensureDevAccount } from './dev-account.js';
+import { startEmbeddedPostgres, type RunningEmbeddedPostgres } from './embedded-postgres.js';
+import { startStack } from './stack.js';
+
+const repositoryRoot = fileURLToPath(new URL('../../../', import.meta.url));
+
+const env = loadConfig({
+  ...commonEnv,
+  LOG_LEVEL: commonEnv.LOG_LEVEL.default('warn'),
+  PORT: z.coerce.number().int().min(0).max(65_535).default(8080),
+  HOST: z.string().default('127.0.0.1'),
+  GATEWAY_CONFIG: z.string().default(join(repositoryRoot, 'deploy/config/gateway.example.yaml')),
+  GATEWAY_DATA_DIR: z.string().default('.data'),
+  DATABASE_URL: z.string().optional(),
+  NATS_URL: z.string().optional(),
+  NATS_NAMESPACE: z.string().optional(),
+  KEY_HASH_SECRET: z.string().min(32).optional(),
+});
+
+const logger = createLogger('gateway', env.LOG_LEVEL);
+
+/** The key-hash secret of the embedded default: generated once into the data dir, never printed. */
+function keyHashSecret(dataDir: string): string {
+  if (env.KEY_HASH_SECRET) return env.KEY_HASH_SECRET;
+  const file = join(dataDir, 'key-hash-secret');
+  if (!existsSync(file)) writeFileSync(file, randomBytes(32).toString('hex'), { mode: 0o600 });
+  return readFileSync(file, 'utf8').trim();
+}
+
+await runMain('gateway', logger, async () => {
+  const dataDir = resolve(env.GATEWAY_DATA_DIR);
+  mkdirSync(dataDir, { recursive: true });
+  const stopTelemetry = await startTelemetry('gateway', logger);
+  let embedded: RunningEmbeddedPostgres | undefined;
+  let bus: EventBus | undefined;
+  try {
+    if (!existsSync(env.GATEWAY_CONFIG)) throw new Error(`GATEWAY_CONFIG: no such file ${env.GATEWAY_CONFIG}`);
+    embedded = env.DATABASE_URL ? undefined : await startEmbeddedPostgres(dataDir, logger);
+    const databaseUrl = env.DATABASE_URL ?? embedded!.url;
+    bus = env.NATS_URL
+      ? await NatsEventBus.connect(env.NATS_URL, logger, { name: 'gateway', namespace: env.NATS_NAMESPACE })
+      : new InProcessEventBus(logger);
+    const stack = await startStack({
+      databaseUrl,
+      bus,
+      logger,
+      configPath: env.GATEWAY_CONFIG,
+      keyHashSecret: keyHashSecret(dataDir),
+      port: env.PORT,
+      host: env.HOST,
+    });
+    const devKeysFile = join(dataDir, 'dev-keys.json');
+    const { keys, created } = await ensureDevAccount(devKeysFile, stack.addresses);
+    process.stdout.write([
+      '',
+      `Inference gateway listening on ${stack.url}`,
+      `  Postgres:          ${env.DATABASE_URL ? 'DATABASE_URL' : `embedded (${join(dataDir, 'postgres')})`}`,
+      `  Event bus:         ${env.NATS_URL ? `NATS ${env.NATS_URL}` : 'in-process (single-process mode)'}`,
+      `  Catalog:           ${env.GATEWAY_CONFIG}`,
+      `  Dev account:       ${keys.account_id}${created ? ' (created, 10 credits)' : ' (reused)'}`,
+      `  Provisioning key:  ${keys.provisioning_key}`,
+      `  API key:           ${keys.api_key}`,
+      `  (keys saved in ${devKeysFile})`,
+      '',
+      `Try: curl ${stack.url}/v1/chat/completions -H "Authorization: Bearer ${keys.api_key}" \\`,
+      `       -H 'content-type: application/json' -d '{"model":"chat-small","messages":[{"role":"user","content":"Hello"}]}'`,
+      '',
+    ].join('\n'));
+    const ownBus = bus;
+    const ownPostgres = embedded;
+    return {
+      stop: async () => {
+        await stack.stop();
+        await ownBus.close();
+        await ownPostgres?.stop();
+        await stopTelemetry();
+      },
+    };
+  } catch (error) {
+    await bus?.close().catch(() => undefined);
+    await embedded?.stop().catch(() => undefined);
+    throw error;
+  }
+});

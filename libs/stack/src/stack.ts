@@ -1,0 +1,83 @@
+import { startAuthService } from '@gateway/auth';
+import { startCatalogService } from '@gateway/catalog';
+import { startEdge } from '@gateway/edge';
+import { startLedgerService } from '@gateway/ledger';
+import { startMediaService } from '@gateway/media';
+import { startRoutingService } from '@gateway/routing';
+import type { EventBus, Logger } from '@gateway/platform';
+
+/**
+ * The composition root: every service in one process, each still behind its own gRPC server on
+ * loopback, so the in-process stack exercises exactly the contracts the multi-process deployment
+ * does. This package is the only one allowed to depend on apps (tag `type:composition`); no app
+ * imports another.
+ */
+export interface StackOptions {
+  databaseUrl: string;
+  bus: EventBus;
+  logger: Logger;
+  configPath: string;
+  keyHashSecret: string;
+  /** Edge HTTP port; 0 picks a free one. */
+  port: number;
+  host?: string;
+  /** Bind address for the internal gRPC servers (port 0 each). */
+  grpcHost?: string;
+  providerSecrets?: Record<string, string | undefined>;
+  ledger?: { reservationLifetimeMs?: number; sweepIntervalMs?: number };
+}
+
+export interface RunningStack {
+  url: string;
+  port: number;
+  addresses: { auth: string; catalog: string; ledger: string; routing: string; media: string };
+  stop(): Promise<void>;
+}
+
+export async function startStack(options: StackOptions): Promise<RunningStack> {
+  const grpcHost = options.grpcHost ?? '127.0.0.1';
+  const listenAddress = `${grpcHost}:0`;
+  const child = (service: string) => options.logger.child({ service });
+  const started: { stop(): Promise<void> }[] = [];
+  try {
+    const [auth, catalog, ledger, media] = await Promise.all([
+      startAuthService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('auth'), keyHashSecret: options.keyHashSecret }),
+      startCatalogService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('catalog'), configPath: options.configPath }),
+      startLedgerService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('ledger'), ...options.ledger }),
+      startMediaService({ listenAddress, logger: child('media') }),
+    ]);
+    started.push(auth, catalog, ledger, media);
+    const routing = await startRoutingService({
+      listenAddress,
+      catalogAddress: catalog.address,
+      bus: options.bus,
+      logger: child('routing'),
+      providerSecrets: options.providerSecrets ?? process.env,
+    });
+    started.push(routing);
+    const edge = await startEdge({
+      host: options.host ?? '127.0.0.1',
+      port: options.port,
+      authAddress: auth.address,
+      catalogAddress: catalog.address,
+      ledgerAddress: ledger.address,
+      routerAddress: routing.address,
+      mediaAddress: media.address,
+      bus: options.bus,
+      logger: child('edge'),
+    });
+    started.push(edge);
+    return {
+      url: edge.url,
+      port: edge.port,
+      addresses: { auth: auth.address, catalog: catalog.address, ledger: ledger.address, routing: routing.address, media: media.address },
+      // Front to back: stop taking requests first, then the services they depend on.
+      stop: async () => {
+        for (const service of started.reverse()) await service.stop().catch((error: unknown) => options.logger.error({ err: error }, 'stop failed'));
+      },
+    };
+  } catch (error) {
+    for (const service of started.reverse()) await service.stop().catch(() => undefined);
+    throw error;
+  }
+}
