@@ -1,6 +1,5 @@
 import type { ServerUnaryCall, ServerWritableStream } from '@grpc/grpc-js';
-import { ErrorReason, GatewayError, GrpcStatus, errors, unary, type Logger } from '@gateway/platform';
-import { statusStream } from './stream-handler.js';
+import { ErrorReason, GatewayError, GrpcStatus, errors, serverStream, unary, type Logger } from '@gateway/platform';
 import type { ChatStreamRequest, RouterServiceServer } from '@gateway/proto';
 import type { Router } from '../routing/router.js';
 
@@ -21,7 +20,7 @@ function notYet(method: string) {
 export function routerService(router: Router, logger: Logger): RouterServiceServer {
   return {
     chat: unary(logger, 'Chat', (request, call) => router.chat(request, callSignal(call))),
-    chatStream: statusStream(logger, 'ChatStream', (request: ChatStreamRequest, call) => {
+    chatStream: serverStream(logger, 'ChatStream', (request: ChatStreamRequest, call) => {
       if (!request.chat) throw errors.invalidRequest('ChatStreamRequest.chat is required', 'chat');
       return router.chatStream(request.chat, callSignal(call));
     }),
@@ -29,7 +28,7 @@ export function routerService(router: Router, logger: Logger): RouterServiceServ
     moderate: unary(logger, 'Moderate', notYet('Moderate')),
     generateImages: unary(logger, 'GenerateImages', notYet('GenerateImages')),
     editImages: unary(logger, 'EditImages', notYet('EditImages')),
-    speak: statusStream(logger, 'Speak', async function* () {
+    speak: serverStream(logger, 'Speak', async function* () {
       yield* [];
       await notYet('Speak')();
     }),
