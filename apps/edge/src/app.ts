@@ -3,7 +3,15 @@ import { acceptRequestId } from '@gateway/platform';
 import type { EdgeContext } from './context.js';
 import { edgeErrors, toApiError, type Dialect } from './errors.js';
 import { API_VERSION, ClientGoneError, sendError, sendJson } from './http.js';
-import { balanceHandler } from './routes/account-routes.js';
+import {
+  activityHandler,
+  balanceHandler,
+  createKeyHandler,
+  deleteKeyHandler,
+  getKeyHandler,
+  listKeysHandler,
+  updateKeyHandler,
+} from './routes/account-routes.js';
 import { getModelHandler, listLimitsHandler, listModelsHandler, listStartupsHandler, sendStartupIcon, startupIconHandler } from './routes/catalog-routes.js';
 import { chatCompletionsHandler } from './routes/chat-completions.js';
 
@@ -34,6 +42,12 @@ export function createApp(context: EdgeContext): express.Express {
   app.get('/v1/startups/:id/icon.svg', startupIconHandler(context));
   app.get('/v1/limits', listLimitsHandler(context));
   app.get('/v1/account/balance', balanceHandler(context));
+  app.post('/v1/account/keys', createKeyHandler(context));
+  app.get('/v1/account/keys', listKeysHandler(context));
+  app.get('/v1/account/keys/:keyId', getKeyHandler(context));
+  app.patch('/v1/account/keys/:keyId', updateKeyHandler(context));
+  app.delete('/v1/account/keys/:keyId', deleteKeyHandler(context));
+  app.get('/v1/account/activity', activityHandler(context));
   app.get('/healthz', (_request: Request, response: Response) => {
     sendJson(response, context.catalogCache.ready ? 200 : 503, { status: context.catalogCache.ready ? 'ok' : 'starting' });
   });

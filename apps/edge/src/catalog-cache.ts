@@ -38,23 +38,38 @@ const PRICING_KEYS: ReadonlyArray<[keyof Pricing, string]> = [
 
 const DECIMAL_TEXT = /^-?\d+(\.\d+)?$/;
 
+/** A model's two renderings: which one the listing shows depends on the clock (spec §9: past its stop time it is flagged). */
+interface RenderedModel {
+  entry: CatalogModel;
+  live: string;
+  expired: string;
+}
+
+/** The listing as of one clock window: valid while no stop time is crossed in either direction. */
+interface Listing {
+  full: string;
+  free: string;
+  byId: ReadonlyMap<string, string>;
+  /** Valid for now (Unix seconds) in [fromSeconds, untilSeconds). */
+  fromSeconds: number;
+  untilSeconds: number;
+}
+
 /** Everything served from memory, rebuilt when the catalog version changes. */
 class CatalogView {
   readonly byName = new Map<string, CatalogModel>();
-  readonly listingFull: string;
-  readonly listingFree: string;
-  readonly modelJson = new Map<string, string>();
+  readonly rendered: readonly RenderedModel[];
   readonly startupsJson: string;
   readonly startupIdByIconPath = new Map<string, string>();
   readonly startupIds: ReadonlySet<string>;
   readonly limitGroups: readonly LimitGroup[];
+  private listing: Listing | undefined;
 
   constructor(readonly snapshot: GetSnapshotResponse) {
     const groups = new Map(snapshot.limitGroups.map((group) => [group.id, group]));
     this.limitGroups = [...snapshot.limitGroups].sort((a, b) => a.id.localeCompare(b.id));
     const models = [...snapshot.models].sort((a, b) => (a.created === b.created ? a.id.localeCompare(b.id) : a.created > b.created ? -1 : 1));
-    const full: string[] = [];
-    const free: string[] = [];
+    const rendered: RenderedModel[] = [];
     for (const model of models) {
       const group = groups.get(model.limitGroup);
       const entry: CatalogModel = {
@@ -69,17 +84,13 @@ class CatalogView {
         ...(group ? { limitGroup: group } : {}),
       };
       this.byName.set(model.id, entry);
-      const json = renderModel(entry);
-      this.modelJson.set(model.id, json);
-      full.push(json);
-      if (!entry.paid) free.push(json);
+      rendered.push({ entry, live: renderModel(entry, false), expired: renderModel(entry, true) });
     }
+    this.rendered = rendered;
     // Aliases never shadow a real id.
     for (const entry of [...this.byName.values()]) {
       for (const alias of entry.model.aliases) if (!this.byName.has(alias)) this.byName.set(alias, entry);
     }
-    this.listingFull = `{"object":"list","data":[${full.join(',')}]}`;
-    this.listingFree = `{"object":"list","data":[${free.join(',')}]}`;
     const startups = [...snapshot.startups].sort(
       (a, b) => a.displayName.localeCompare(b.displayName) || a.id.localeCompare(b.id),
     );
@@ -89,6 +100,45 @@ class CatalogView {
       if (startup.iconUrl.startsWith('/')) this.startupIdByIconPath.set(startup.iconUrl.split('?')[0] as string, startup.id);
     }
   }
+
+  /**
+   * The listing texts for the clock's `nowSeconds`, assembled from the pre-rendered models and kept
+   * until the clock crosses the next stop time (or moves back over a past one: tests move clocks).
+   */
+  listingAt(nowSeconds: number): Listing {
+    const held = this.listing;
+    if (held && nowSeconds >= held.fromSeconds && nowSeconds < held.untilSeconds) return held;
+    const full: string[] = [];
+    const free: string[] = [];
+    const byId = new Map<string, string>();
+    let fromSeconds = -Infinity;
+    let untilSeconds = Infinity;
+    for (const { entry, live, expired } of this.rendered) {
+      const stop = entry.expiresAtSeconds;
+      const gone = isExpired(entry, nowSeconds);
+      if (stop !== undefined) {
+        if (gone) fromSeconds = Math.max(fromSeconds, stop);
+        else untilSeconds = Math.min(untilSeconds, stop);
+      }
+      const json = gone ? expired : live;
+      byId.set(entry.id, json);
+      full.push(json);
+      if (!entry.paid) free.push(json);
+    }
+    this.listing = {
+      full: `{"object":"list","data":[${full.join(',')}]}`,
+      free: `{"object":"list","data":[${free.join(',')}]}`,
+      byId,
+      fromSeconds,
+      untilSeconds,
+    };
+    return this.listing;
+  }
+}
+
+/** Spec §9: a model past its stop time answers 410; the stop second itself is past. */
+export function isExpired(model: CatalogModel, nowSeconds: number): boolean {
+  return model.expiresAtSeconds !== undefined && nowSeconds >= model.expiresAtSeconds;
 }
 
 function isPaid(pricing: Pricing | undefined): boolean {
@@ -109,7 +159,7 @@ function isPaid(pricing: Pricing | undefined): boolean {
  * The catalog entry of spec §2.6. Prices are emitted as JSON numbers written from the catalog's
  * decimal text itself, so the listing shows exactly the configured price (no float round trip).
  */
-function renderModel(entry: CatalogModel): string {
+function renderModel(entry: CatalogModel, expired: boolean): string {
   const model = entry.model;
   const rawNumbers: string[] = [];
   const pricing: Record<string, string> = {};
@@ -132,8 +182,13 @@ function renderModel(entry: CatalogModel): string {
     architecture: { input_modalities: model.inputModalities, output_modalities: model.outputModalities },
     supported_parameters: model.supportedParameters.filter((name) => !UNLISTED_PARAMETERS.has(name)),
     available_tiers: entry.limitGroup ? Object.keys(entry.limitGroup.tiers) : [],
+    // Catalog fields beyond spec §2.6 (names documented in README.md "Catalog").
+    aliases: model.aliases,
+    limit_group: model.limitGroup,
+    extra_parameters: model.extraParameters,
+    expires_at: model.expiresAt === undefined ? null : Number(model.expiresAt),
+    expired,
   };
-  if (model.expiresAt !== undefined) body.expires_at = Number(model.expiresAt);
   if (model.maxImages !== undefined) body.max_images = model.maxImages;
   if (model.voices.length > 0) body.voices = model.voices;
   return JSON.stringify(body).replace(/"\\u0000raw(\d+)\\u0000"/g, (_match, index: string) => rawNumbers[Number(index)] as string);
@@ -153,6 +208,8 @@ function renderStartup(startup: Startup) {
 export interface CatalogCacheOptions {
   catalog: PromiseClient<CatalogServiceClient>;
   logger: Logger;
+  /** Milliseconds since the epoch; tests move it to cross a model's stop time. Default Date.now. */
+  now?: () => number;
 }
 
 /**
@@ -163,7 +220,18 @@ export class CatalogCache {
   private view: CatalogView | undefined;
   private refreshing: Promise<void> | undefined;
 
-  constructor(private readonly options: CatalogCacheOptions) {}
+  private readonly now: () => number;
+  /** The newest version a catalog.changed named; a wait for an older one gives up. */
+  private awaitedVersion = '';
+
+  constructor(private readonly options: CatalogCacheOptions) {
+    this.now = options.now ?? Date.now;
+  }
+
+  /** The clock, in Unix seconds (fractional). */
+  nowSeconds(): number {
+    return this.now() / 1000;
+  }
 
   get version(): string {
     return this.view?.snapshot.version ?? '';
@@ -179,6 +247,25 @@ export class CatalogCache {
       this.refreshing = undefined;
     });
     return this.refreshing;
+  }
+
+  /**
+   * A catalog.changed named `version`. The catalog replica that answers GetSnapshot may not serve it
+   * yet (it reloads from Postgres on the same event), so ask again, briefly backing off, until it does,
+   * a newer event takes over, or `timeoutMs` passes (the periodic refresh remains the backstop).
+   */
+  async refreshTo(version: string, timeoutMs = 10_000): Promise<void> {
+    this.awaitedVersion = version;
+    const deadline = Date.now() + timeoutMs;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.refresh();
+      } catch (error) {
+        if (Date.now() >= deadline) throw error;
+      }
+      if (version === '' || this.version === version || this.awaitedVersion !== version || Date.now() >= deadline) return;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(1_000, 50 * attempt)));
+    }
   }
 
   /** Start-up: retry until the catalog answers or the time is up. */
@@ -214,12 +301,12 @@ export class CatalogCache {
   }
 
   listingJson(freeOnly: boolean): string {
-    const view = this.current();
-    return freeOnly ? view.listingFree : view.listingFull;
+    const listing = this.current().listingAt(this.nowSeconds());
+    return freeOnly ? listing.free : listing.full;
   }
 
   modelJson(id: string): string | undefined {
-    return this.current().modelJson.get(id);
+    return this.current().listingAt(this.nowSeconds()).byId.get(id);
   }
 
   startupsJson(): string {

@@ -3,6 +3,7 @@ import type {
   AuthServiceClient,
   CatalogServiceClient,
   LedgerServiceClient,
+  MediaServiceClient,
   RouterServiceClient,
 } from '@gateway/proto';
 import type { Logger, PromiseClient } from '@gateway/platform';
@@ -18,6 +19,8 @@ export interface EdgeContext {
   catalog: PromiseClient<CatalogServiceClient>;
   ledger: PromiseClient<LedgerServiceClient>;
   router: PromiseClient<RouterServiceClient>;
+  /** Present when the edge was given a media address (file blocks need it: URL fetch, PDF text). */
+  media?: PromiseClient<MediaServiceClient>;
   apiKeys: ApiKeyCache;
   catalogCache: CatalogCache;
   admission: Admission;
@@ -25,6 +28,8 @@ export interface EdgeContext {
   bodyLimits: BodyLimits;
   /** A Router stream silent this long is ended as a failure. */
   streamIdleTimeoutMs: number;
+  /** Milliseconds since the epoch: the clock model stop times are judged by (tests move it). */
+  now: () => number;
 }
 
 /** Set by the first middleware on every request. */

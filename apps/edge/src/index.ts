@@ -9,6 +9,8 @@ import {
   KeysChanged,
   LedgerServiceClient,
   LedgerServiceService,
+  MediaServiceClient,
+  MediaServiceService,
   RouterServiceClient,
   RouterServiceService,
 } from '@gateway/proto';
@@ -33,7 +35,7 @@ export interface EdgeOptions {
   catalogAddress: string;
   ledgerAddress: string;
   routerAddress: string;
-  /** Not used by the JSON routes built so far (multipart/media routes will need it). */
+  /** Media service: chat file blocks (URL fetch, PDF text) need it; without it they answer 500. */
   mediaAddress?: string;
   bus: EventBus;
   logger: Logger;
@@ -51,6 +53,8 @@ export interface EdgeOptions {
   streamIdleTimeoutMs?: number;
   /** Replaces the per-request Ledger.Admit admission (e.g. leased budgets). */
   admission?: Admission;
+  /** Clock (ms since the epoch) that model stop times are judged by; tests move it. Default Date.now. */
+  now?: () => number;
 }
 
 export interface RunningEdge {
@@ -66,11 +70,14 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
   const catalog = createClient(CatalogServiceClient, CatalogServiceService, options.catalogAddress);
   const ledger = createClient(LedgerServiceClient, LedgerServiceService, options.ledgerAddress);
   const router = createClient(RouterServiceClient, RouterServiceService, options.routerAddress);
+  const media = options.mediaAddress ? createClient(MediaServiceClient, MediaServiceService, options.mediaAddress) : undefined;
   const closeClients = () => {
     for (const client of [auth, catalog, ledger, router]) client.close();
+    media?.close();
   };
 
-  const catalogCache = new CatalogCache({ catalog, logger });
+  const now = options.now ?? Date.now;
+  const catalogCache = new CatalogCache({ catalog, logger, now });
   const apiKeys = new ApiKeyCache(auth, {
     ttlMs: options.authCacheTtlMs ?? 30_000,
     maxEntries: options.authCacheMaxEntries ?? 10_000,
@@ -100,7 +107,7 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
           // Refresh anyway; GetSnapshot tells what is current.
         }
         if (version !== '' && version === catalogCache.version) return;
-        catalogCache.refresh().catch((error: unknown) => logger.warn({ err: error }, 'catalog refresh failed'));
+        catalogCache.refreshTo(version).catch((error: unknown) => logger.warn({ err: error }, 'catalog refresh failed'));
       }),
     );
     await catalogCache.loadInitial(options.catalogStartTimeoutMs ?? 30_000);
@@ -115,12 +122,14 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
       catalog,
       ledger,
       router,
+      ...(media ? { media } : {}),
       apiKeys,
       catalogCache,
       admission: options.admission ?? new LedgerAdmission(ledger, logger),
       logger,
       bodyLimits,
       streamIdleTimeoutMs: options.streamIdleTimeoutMs ?? 5 * 60_000,
+      now,
     };
     const app = createApp(context);
     const httpServer = createServer({ noDelay: true }, app);

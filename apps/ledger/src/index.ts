@@ -3,12 +3,12 @@ import { LedgerServiceService } from '@gateway/proto';
 import { DEFAULT_RESERVATION_LIFETIME_MS, Ledger } from './ledger.js';
 import { ledgerServiceImplementation } from './ledger-service.js';
 import { LEDGER_SCHEMA, ledgerMigrations, type LedgerTables } from './migrations.js';
-import { startSettlementConsumers } from './settlement-consumer.js';
+import { startSettlementConsumers, type SettlementConsumerOptions } from './settlement-consumer.js';
 import { DEFAULT_SWEEP_INTERVAL_MS, startSweeper } from './sweeper.js';
 
 export { computeCostPico, PricingError } from './cost.js';
 export { RESERVE_PICO, DEFAULT_RESERVATION_LIFETIME_MS } from './ledger.js';
-export { SETTLER_DURABLE, BATCH_SETTLER_DURABLE } from './settlement-consumer.js';
+export { SETTLER_DURABLE, BATCH_SETTLER_DURABLE, type SettlementConsumerOptions } from './settlement-consumer.js';
 
 export interface LedgerServiceOptions {
   listenAddress: string;
@@ -19,7 +19,8 @@ export interface LedgerServiceOptions {
   reservationLifetimeMs?: number;
   /** How often expired reservations are released (default 30 s). */
   sweepIntervalMs?: number;
-  consumer?: { enabled?: boolean; maxBatch?: number; lingerMs?: number; ackWaitMs?: number };
+  /** Settlement consumers: events per transaction (default 5,120), linger (2 ms), transactions in flight per subject (2). */
+  consumer?: { enabled?: boolean } & SettlementConsumerOptions;
   /** Postgres pool bound (default 10). */
   maxConnections?: number;
 }

@@ -1,6 +1,7 @@
 import { formatCredits, sql, type Kysely, type Logger } from '@gateway/platform';
 import type { Usage } from '@gateway/proto';
 import { usageColumns, type LedgerTables } from './migrations.js';
+import { booleanArrayLiteral, integerArrayLiteral, textArrayLiteral } from './pg-arrays.js';
 
 /** What a paid request holds while it runs (spec §8). */
 export const RESERVE_PICO = 50_000_000_000n;
@@ -243,54 +244,27 @@ export class Ledger {
    * charges primary key makes redelivery and duplicate publishes harmless), its journal entry and
    * debit, and the close of every matching open reservation. A charge may take the balance below
    * zero: the answer was already delivered, and the reservation only bounds how far.
+   *
+   * Three statements whatever the batch size: charges + journal + reservation close in one (it
+   * returns the moves per account × key), then key totals, then balances — the rows `admit` locks,
+   * touched last and in its lock order so they are held only for the end of the transaction.
    */
   async settle(items: readonly SettlementItem[]): Promise<SettlementResult> {
     const unique = dedupeByRequest(items);
     if (unique.length === 0) return { charged: 0, duplicates: 0, reservationsClosed: 0 };
+    const served = unique.filter((item) => item.served);
+    const statement = settlementStatement(unique, served);
     return withTransientRetry(() => this.db.transaction().execute(async (trx) => {
-      const served = unique.filter((item) => item.served);
-      let charged: Array<{ request_id: string; account_id: string; key_id: string; cost_pico: bigint }> = [];
-      if (served.length > 0) {
-        const column = <T>(pick: (item: SettlementItem) => T) => served.map(pick);
-        const usageArrays = usageColumns.map((name) => column((item) => BigInt(usageValue(item.usage, name))));
-        const inserted = await sql<{ request_id: string; account_id: string; key_id: string; cost_pico: bigint }>`
-          with incoming as (
-            select * from unnest(
-              ${column((item) => item.requestId)}::text[], ${column((item) => item.accountId)}::text[],
-              ${column((item) => item.keyId)}::text[], ${column((item) => item.modelId)}::text[],
-              ${column((item) => item.providerId)}::text[], ${column((item) => item.endpoint)}::text[],
-              ${sql.join(usageArrays.map((values) => sql`${values}::bigint[]`))},
-              ${column((item) => item.usage.estimated)}::boolean[], ${column((item) => item.costPico)}::bigint[],
-              ${column((item) => item.streamed)}::boolean[], ${column((item) => item.occurredAtMs)}::bigint[]
-            ) as t(request_id, account_id, key_id, model_id, provider_id, endpoint, ${sql.join(usageColumns.map((name) => sql.ref(name)))},
-                   estimated, cost_pico, streamed, occurred_ms)
-          ), inserted as (
-            insert into charges (request_id, account_id, key_id, model_id, provider_id, endpoint,
-                                 ${sql.join(usageColumns.map((name) => sql.ref(name)))}, estimated, cost_pico, streamed, occurred_at)
-            select request_id, account_id, key_id, model_id, provider_id, endpoint,
-                   ${sql.join(usageColumns.map((name) => sql.ref(name)))}, estimated, cost_pico, streamed,
-                   case when occurred_ms > 0 then to_timestamp(occurred_ms / 1000.0) else now() end
-            from incoming
-            on conflict (request_id) do nothing
-            returning request_id, account_id, key_id, cost_pico
-          ), journaled as (
-            insert into journal (account_id, kind, amount_pico, request_id)
-            select account_id, 'charge', -cost_pico, request_id from inserted where cost_pico > 0
-          )
-          select request_id, account_id, key_id, cost_pico from inserted`.execute(trx);
-        charged = inserted.rows;
-      }
-
-      const closed = await sql<{ account_id: string; key_id: string; amount_pico: bigint }>`
-        update reservations r
-        set closed_at = now(), close_reason = case when f.served then 'settled' else 'failed' end
-        from unnest(${unique.map((item) => item.requestId)}::text[], ${unique.map((item) => item.served)}::boolean[]) as f(request_id, served)
-        where r.request_id = f.request_id and r.closed_at is null
-        returning r.account_id, r.key_id, r.amount_pico`.execute(trx);
-
-      await this.applyDeltas(trx, charged.map((row) => ({ accountId: row.account_id, keyId: row.key_id, spentPico: row.cost_pico, releasedPico: 0n }))
-        .concat(closed.rows.map((row) => ({ accountId: row.account_id, keyId: row.key_id, spentPico: 0n, releasedPico: row.amount_pico }))));
-      return { charged: charged.length, duplicates: served.length - charged.length, reservationsClosed: closed.rows.length };
+      const moves = await statement.execute(trx);
+      let charged = 0;
+      let reservationsClosed = 0;
+      const deltas = moves.rows.map((row) => {
+        charged += row.charged;
+        reservationsClosed += row.closed;
+        return { accountId: row.account_id, keyId: row.key_id, spentPico: row.spent_pico, releasedPico: row.released_pico };
+      });
+      await this.applyDeltas(trx, deltas);
+      return { charged, duplicates: served.length - charged, reservationsClosed };
     }), this.logger, 'settle');
   }
 
@@ -388,14 +362,71 @@ export class Ledger {
   }
 }
 
-/** One item per request id; a served event wins over a failed one for the same id (never lose a charge). */
+/**
+ * One item per request id, in request id order (two settlers inserting overlapping batches then
+ * wait on each other in the same order); a served event wins over a failed one (never lose a charge).
+ */
 function dedupeByRequest(items: readonly SettlementItem[]): SettlementItem[] {
   const byRequest = new Map<string, SettlementItem>();
   for (const item of items) {
     const seen = byRequest.get(item.requestId);
     if (!seen || (!seen.served && item.served)) byRequest.set(item.requestId, item);
   }
-  return [...byRequest.values()];
+  return [...byRequest.values()].sort((left, right) => (left.requestId < right.requestId ? -1 : left.requestId > right.requestId ? 1 : 0));
+}
+
+/**
+ * The batch's charges, journal entries and reservation closes as one statement over unnest()ed
+ * columns. Usage columns that are zero for the whole batch are left to their default rather than
+ * shipped: a chat batch uses 3–4 of the 14, and every array element costs parse time in Postgres.
+ */
+function settlementStatement(all: readonly SettlementItem[], served: readonly SettlementItem[]) {
+  const usedColumns = usageColumns.filter((name) => served.some((item) => usageValue(item.usage, name) !== 0));
+  const columns = [
+    sql`${textArrayLiteral(served.map((item) => item.requestId))}::text[]`,
+    sql`${textArrayLiteral(served.map((item) => item.accountId))}::text[]`,
+    sql`${textArrayLiteral(served.map((item) => item.keyId))}::text[]`,
+    sql`${textArrayLiteral(served.map((item) => item.modelId))}::text[]`,
+    sql`${textArrayLiteral(served.map((item) => item.providerId))}::text[]`,
+    sql`${textArrayLiteral(served.map((item) => item.endpoint))}::text[]`,
+    ...usedColumns.map((name) => sql`${integerArrayLiteral(served.map((item) => usageValue(item.usage, name)))}::bigint[]`),
+    sql`${booleanArrayLiteral(served.map((item) => item.usage.estimated))}::boolean[]`,
+    sql`${integerArrayLiteral(served.map((item) => item.costPico))}::bigint[]`,
+    sql`${booleanArrayLiteral(served.map((item) => item.streamed))}::boolean[]`,
+    sql`${integerArrayLiteral(served.map((item) => item.occurredAtMs))}::bigint[]`,
+  ];
+  const usageNames = usedColumns.map((name) => sql.ref(name));
+  const leading = usageNames.length > 0 ? sql`, ${sql.join(usageNames)}` : sql``;
+  return sql<{ account_id: string; key_id: string; spent_pico: bigint; released_pico: bigint; charged: number; closed: number }>`
+    with incoming as (
+      select * from unnest(${sql.join(columns)})
+        as t(request_id, account_id, key_id, model_id, provider_id, endpoint${leading}, estimated, cost_pico, streamed, occurred_ms)
+    ), inserted as (
+      insert into charges (request_id, account_id, key_id, model_id, provider_id, endpoint${leading}, estimated, cost_pico, streamed, occurred_at)
+      select request_id, account_id, key_id, model_id, provider_id, endpoint${leading}, estimated, cost_pico, streamed,
+             case when occurred_ms > 0 then to_timestamp(occurred_ms / 1000.0) else now() end
+      from incoming
+      on conflict (request_id) do nothing
+      returning request_id, account_id, key_id, cost_pico
+    ), journaled as (
+      insert into journal (account_id, kind, amount_pico, request_id)
+      select account_id, 'charge', -cost_pico, request_id from inserted where cost_pico > 0
+    ), closed as (
+      update reservations r
+      set closed_at = now(), close_reason = case when f.served then 'settled' else 'failed' end
+      from unnest(${textArrayLiteral(all.map((item) => item.requestId))}::text[], ${booleanArrayLiteral(all.map((item) => item.served))}::boolean[])
+        as f(request_id, served)
+      where r.request_id = f.request_id and r.closed_at is null
+      returning r.account_id, r.key_id, r.amount_pico
+    ), moves as (
+      select account_id, key_id, cost_pico as spent, 0::bigint as released, 1 as charged, 0 as closed from inserted
+      union all
+      select account_id, key_id, 0::bigint, amount_pico, 0, 1 from closed
+    )
+    select account_id, key_id, sum(spent)::bigint as spent_pico, sum(released)::bigint as released_pico,
+           sum(charged)::int as charged, sum(closed)::int as closed
+    from moves
+    group by account_id, key_id`;
 }
 
 const usageFieldByColumn: Record<(typeof usageColumns)[number], keyof Usage> = {

@@ -13,6 +13,9 @@ await runMain('ledger', logger, async () => {
     NATS_NAMESPACE: z.string().optional(),
     RESERVATION_LIFETIME_MS: z.coerce.number().int().positive().default(20 * 60_000),
     SWEEP_INTERVAL_MS: z.coerce.number().int().positive().default(30_000),
+    // How long a delivered usage message may stay unacknowledged (a settler that died) before redelivery.
+    SETTLEMENT_ACK_WAIT_MS: z.coerce.number().int().positive().default(30_000),
+    SETTLEMENT_CONCURRENCY: z.coerce.number().int().min(1).max(16).default(2),
   });
   logger.level = config.LOG_LEVEL;
   const bus = await NatsEventBus.connect(config.NATS_URL, logger, { name: 'ledger', namespace: config.NATS_NAMESPACE });
@@ -24,6 +27,7 @@ await runMain('ledger', logger, async () => {
       logger,
       reservationLifetimeMs: config.RESERVATION_LIFETIME_MS,
       sweepIntervalMs: config.SWEEP_INTERVAL_MS,
+      consumer: { ackWaitMs: config.SETTLEMENT_ACK_WAIT_MS, concurrency: config.SETTLEMENT_CONCURRENCY },
     });
     return { stop: async () => { await service.stop(); await bus.close(); } };
   } catch (error) {

@@ -1,13 +1,24 @@
 import { subjects, type DurableMessage, type EventBus, type Logger, type Subscription } from '@gateway/platform';
 import { Usage, UsageEvent, UsageEventBatch, UsageOutcome } from '@gateway/proto';
-import { computeCostPico, PricingError } from './cost.js';
+import { computeCostPicoParsed, PricingCache, PricingError } from './cost.js';
 import type { Ledger, SettlementItem } from './ledger.js';
 
 export const SETTLER_DURABLE = 'ledger-settler';
 export const BATCH_SETTLER_DURABLE = 'ledger-settler-batches';
-/** One transaction never holds more than this many events (a group-commit message holds up to 256). */
-export const DEFAULT_MAX_BATCH = 500;
+/**
+ * One transaction never holds more than this many events (a group-commit message holds up to 256).
+ * Big enough that per-transaction costs (round trips, commit fsync) vanish (5,120 settled ~10% faster
+ * than 2,560 here); the rows Admit waits on are locked only for the last two statements and the commit.
+ */
+export const DEFAULT_MAX_BATCH = 5_120;
+/** Most events in one group-commit message (the routing publisher's bound). */
+export const EVENTS_PER_GROUP_MESSAGE = 256;
 export const DEFAULT_LINGER_MS = 2;
+/**
+ * Settlement transactions in flight per subject. Two keep both cores busy (one batch is decoded
+ * while Postgres writes the other); they contend only on the balance and key rows at the very end.
+ */
+export const DEFAULT_CONCURRENCY = 2;
 
 /**
  * No single request can honestly cost a million credits; a larger figure is a pricing or metering bug.
@@ -16,10 +27,17 @@ export const DEFAULT_LINGER_MS = 2;
 export const MAX_CHARGE_PICO = 1_000_000n * 1_000_000_000_000n;
 
 export interface SettlementConsumerOptions {
+  /** Most events settled in one transaction. */
   maxBatch?: number;
   lingerMs?: number;
   ackWaitMs?: number;
+  /** Transactions in flight per subject. */
+  concurrency?: number;
+  /** Called after each settled bus batch (bench and tests observe batch sizes). */
+  onSettled?: (settled: { messages: number; events: number; charged: number }) => void;
 }
+
+const sharedPricingCache = new PricingCache();
 
 interface Rejected { msgId: string; requestId: string; reason: string; payload: Uint8Array }
 
@@ -32,6 +50,7 @@ export function prepareBatch(
   messages: readonly DurableMessage[],
   decode: (data: Uint8Array) => UsageEvent[],
   logger: Logger,
+  pricingCache: PricingCache = sharedPricingCache,
 ): { items: SettlementItem[]; rejected: Rejected[] } {
   const items: SettlementItem[] = [];
   const rejected: Rejected[] = [];
@@ -56,7 +75,7 @@ export function prepareBatch(
       let costPico = 0n;
       if (served) {
         try {
-          costPico = computeCostPico(usage, event.prices ?? {});
+          costPico = computeCostPicoParsed(usage, pricingCache.get(event.prices ?? {}));
         } catch (error) {
           if (error instanceof PricingError) { reject(error.message); continue; }
           throw error;
@@ -86,27 +105,42 @@ export async function startSettlementConsumers(
 ): Promise<Subscription> {
   const maxBatch = options.maxBatch ?? DEFAULT_MAX_BATCH;
   const lingerMs = options.lingerMs ?? DEFAULT_LINGER_MS;
+  const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY;
+  if (!Number.isInteger(maxBatch) || maxBatch < 1) throw new Error(`maxBatch must be a positive integer: ${maxBatch}`);
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 16) throw new Error(`concurrency must be 1..16: ${concurrency}`);
+  const pricingCache = new PricingCache();
   const handler = (decode: (data: Uint8Array) => UsageEvent[]) => async (batch: DurableMessage[]) => {
-    const { items, rejected } = prepareBatch(batch, decode, logger);
+    const { items, rejected } = prepareBatch(batch, decode, logger, pricingCache);
     if (rejected.length > 0) {
       logger.error({ rejected: rejected.map(({ msgId, requestId, reason }) => ({ msgId, requestId, reason })) }, 'usage events rejected; kept in ledger.rejected_events');
       await ledger.recordRejected(rejected);
     }
     const result = await ledger.settle(items);
     logger.debug({ messages: batch.length, events: items.length, ...result }, 'usage batch settled');
+    options.onSettled?.({ messages: batch.length, events: items.length, charged: result.charged });
   };
   const single = await bus.consumeDurable(
-    { subject: subjects.usageEvents, durable: SETTLER_DURABLE, maxBatch, lingerMs, ackWaitMs: options.ackWaitMs },
+    { subject: subjects.usageEvents, durable: SETTLER_DURABLE, maxBatch, lingerMs, ackWaitMs: options.ackWaitMs, concurrency },
     handler((data) => [UsageEvent.decode(data)]),
   );
-  // Each message already carries up to a few hundred events: fewer messages per transaction.
-  const grouped = await bus.consumeDurable(
-    { subject: subjects.usageBatches, durable: BATCH_SETTLER_DURABLE, maxBatch: Math.max(1, Math.floor(maxBatch / 100)), lingerMs, ackWaitMs: options.ackWaitMs },
-    handler((data) => UsageEventBatch.decode(data).events),
-  );
+  let grouped: Subscription;
+  try {
+    // Each message already carries up to 256 events: fewer messages per transaction.
+    grouped = await bus.consumeDurable(
+      {
+        subject: subjects.usageBatches, durable: BATCH_SETTLER_DURABLE, maxBatch: Math.max(1, Math.floor(maxBatch / EVENTS_PER_GROUP_MESSAGE)),
+        lingerMs, ackWaitMs: options.ackWaitMs, concurrency,
+      },
+      handler((data) => UsageEventBatch.decode(data).events),
+    );
+  } catch (error) {
+    await single.stop();
+    throw error;
+  }
+  const subscriptions = [single, grouped];
   return {
     stop: async () => {
-      await Promise.all([single.stop(), grouped.stop()]);
+      await Promise.all(subscriptions.map((subscription) => subscription.stop()));
     },
   };
 }

@@ -1,12 +1,24 @@
 import { ErrorReason, GatewayError, GrpcStatus, startGrpcServer, unary, type Logger } from '@gateway/platform';
 import { MediaServiceService, type MediaServiceServer } from '@gateway/proto';
 import { DEFAULT_PDF_LIMITS, extractPdfText, type PdfTextLimits } from './pdf-text.js';
+import { fetchUrl, type UrlFetchLimits } from './url-fetch/fetch-url.js';
+
+export { checkAddress, type AddressVerdict, type RefusalReason } from './url-fetch/address-policy.js';
+export { DEFAULT_URL_FETCH_LIMITS, type UrlFetchLimits } from './url-fetch/fetch-url.js';
 
 export interface MediaServiceOptions {
   listenAddress: string;
   logger: Logger;
   /** Bounds of ExtractPdfText (default: 20 MiB, 500 pages, 4M characters). */
   pdfLimits?: PdfTextLimits;
+  /** FetchUrl bounds (default: 20 MiB, 15 s, at most 60 s, 3 redirects). */
+  urlFetchLimits?: Partial<UrlFetchLimits>;
+  /**
+   * FOR TESTS ONLY: lets FetchUrl reach loopback (127.0.0.0/8, ::1) so a test can serve files and
+   * redirect chains from a local server. Every other internal range stays refused. Deliberately not
+   * read from the environment by main.ts: no deployment can turn it on.
+   */
+  allowLoopbackUrlsForTests?: boolean;
 }
 
 export interface RunningMediaService {
@@ -25,7 +37,23 @@ export async function startMediaService(options: MediaServiceOptions): Promise<R
   const limits = options.pdfLimits ?? DEFAULT_PDF_LIMITS;
   const implementation: MediaServiceServer = {
     extractPdfText: unary(logger, 'ExtractPdfText', (request) => extractPdfText(request.pdf, request.maxPages, limits)),
-    fetchUrl: unary(logger, 'FetchUrl', notYet('FetchUrl')),
+    fetchUrl: unary(logger, 'FetchUrl', async (request, call) => {
+      // A caller that gives up (deadline, cancellation) stops the download too.
+      const cancelled = new AbortController();
+      const onCancelled = () => cancelled.abort();
+      call.once('cancelled', onCancelled);
+      try {
+        const fetched = await fetchUrl(
+          request.url,
+          { maxBytes: request.maxBytes, timeoutMs: request.timeoutMs },
+          { allowLoopback: options.allowLoopbackUrlsForTests === true, limits: options.urlFetchLimits },
+          cancelled.signal,
+        );
+        return { data: fetched.data, contentType: fetched.contentType, finalUrl: fetched.finalUrl };
+      } finally {
+        call.off('cancelled', onCancelled);
+      }
+    }),
     convertAudio: unary(logger, 'ConvertAudio', notYet('ConvertAudio')),
     storeImage: unary(logger, 'StoreImage', notYet('StoreImage')),
     getImage: unary(logger, 'GetImage', notYet('GetImage')),

@@ -4,9 +4,14 @@ import { CatalogCache } from './catalog/catalog-cache.js';
 import { routerService } from './grpc/router-service.js';
 import { Router } from './routing/router.js';
 import { ProviderHealth } from './strategies/index.js';
-import { JetStreamUsagePublisher, type UsagePublisher } from './usage/usage-publisher.js';
+import { createUsagePublisher, type UsagePublisherOptions } from './usage/create-usage-publisher.js';
+import type { UsagePublisher } from './usage/usage-publisher.js';
 
 export type { UsagePublisher } from './usage/usage-publisher.js';
+export { JetStreamUsagePublisher } from './usage/usage-publisher.js';
+export { GroupCommitUsagePublisher, encodeUsageEventBatch } from './usage/group-commit-publisher.js';
+export { UsageOutbox, OutboxFullError } from './usage/usage-outbox.js';
+export { createUsagePublisher, type UsagePublisherOptions } from './usage/create-usage-publisher.js';
 export type { ProviderAdapter, ProviderAdapterV1 } from './providers/provider-adapter.js';
 
 export interface RoutingServiceOptions {
@@ -24,6 +29,8 @@ export interface RoutingServiceOptions {
   catalogRefreshIntervalMs?: number;
   /** How often this replica shares its provider health on provider.stats. Default 5 s. */
   statsIntervalMs?: number;
+  /** Usage publishing: group commit (default) or one message per event, and the durable outbox directory. */
+  usage?: Omit<UsagePublisherOptions, 'bus' | 'logger'>;
 }
 
 export interface RunningRoutingService {
@@ -48,7 +55,14 @@ export async function startRoutingService(options: RoutingServiceOptions): Promi
     await catalog.stop();
     throw error;
   }
-  const usage: UsagePublisher = new JetStreamUsagePublisher({ bus: options.bus, logger });
+  let usage: UsagePublisher;
+  try {
+    usage = await createUsagePublisher({ ...options.usage, bus: options.bus, logger });
+  } catch (error) {
+    catalogClient.close();
+    await catalog.stop();
+    throw error;
+  }
   const health = new ProviderHealth();
   // Replicas share provider health so every one routes on the same picture (DESIGN §2).
   const replicaId = newId('routing', 6);

@@ -4,6 +4,7 @@ import {
   RouterServiceClient,
   RouterServiceService,
   UsageEvent,
+  UsageEventBatch,
   type ChatRequest,
   type GetSnapshotResponse,
   type Model,
@@ -70,18 +71,31 @@ export function routerClient(address: string) {
   return createClient(RouterServiceClient, RouterServiceService, address, { maxAttempts: 1 });
 }
 
-/** Collects every usage event on the test's namespace, by request id (msg-id checked against it). */
+/**
+ * Collects every usage event on the test's namespace, by request id, from single messages and
+ * group-commit batches alike. `msgId` is the message's Nats-Msg-Id; `batchId` the id inside a batch
+ * (for a batch the two must agree, so a retried batch is deduplicated).
+ */
 export async function collectUsageEvents(bus: EventBus) {
-  const events = new Map<string, { event: UsageEvent; msgId: string; count: number }>();
-  const subscription: Subscription = await bus.consumeDurable(
+  const events = new Map<string, { event: UsageEvent; msgId: string; batchId?: string; count: number }>();
+  const record = (event: UsageEvent, msgId: string, batchId?: string) => {
+    const seen = events.get(event.requestId);
+    events.set(event.requestId, { event, msgId, batchId, count: (seen?.count ?? 0) + 1 });
+  };
+  const single: Subscription = await bus.consumeDurable(
     { subject: subjects.usageEvents, durable: uniqueName('usage_probe'), maxBatch: 100, lingerMs: 5 },
     async (batch) => {
+      for (const message of batch) record(UsageEvent.decode(message.data), message.msgId);
+    },
+  );
+  const grouped: Subscription = await bus.consumeDurable(
+    { subject: subjects.usageBatches, durable: uniqueName('usage_batch_probe'), maxBatch: 100, lingerMs: 5 },
+    async (batch) => {
       for (const message of batch) {
-        const event = UsageEvent.decode(message.data);
-        const seen = events.get(event.requestId);
-        events.set(event.requestId, { event, msgId: message.msgId, count: (seen?.count ?? 0) + 1 });
+        const decoded = UsageEventBatch.decode(message.data);
+        for (const event of decoded.events) record(event, message.msgId, decoded.batchId);
       }
     },
   );
-  return { events, stop: () => subscription.stop() };
+  return { events, stop: async () => { await Promise.all([single.stop(), grouped.stop()]); } };
 }

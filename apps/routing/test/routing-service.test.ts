@@ -101,8 +101,9 @@ describe('routing service', () => {
     expect(first).toMatchObject({ modelId: 'acme/sim', providerId: 'sim', routingStrategy: 'reliability' });
     expect(first.id).toMatch(/^chatcmpl-/);
 
-    const { event, msgId, count } = await eventFor(request.context!.requestId);
-    expect(msgId).toBe(request.context!.requestId);
+    const { event, msgId, batchId, count } = await eventFor(request.context!.requestId);
+    // Group commit (the default): the message's msg-id is its batch id; a single event's is the request id.
+    expect(msgId).toBe(batchId ?? request.context!.requestId);
     expect(count).toBe(1);
     expect(event).toMatchObject({
       outcome: UsageOutcome.USAGE_OUTCOME_SERVED, accountId: 'acc_test', keyId: 'key_test', modelId: 'acme/sim', providerId: 'sim',

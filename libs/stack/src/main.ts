@@ -64,6 +64,8 @@ await runMain('gateway', logger, async () => {
       keyHashSecret: keyHashSecret(dataDir),
       port: env.PORT,
       host: env.HOST,
+      // Usage of streams already answered survives a crash here and is republished on the next start.
+      routing: { usageOutboxDirectory: join(dataDir, 'usage-outbox') },
     });
     const devKeysFile = join(dataDir, 'dev-keys.json');
     const { keys, created } = await ensureDevAccount(devKeysFile, stack.addresses);
@@ -77,6 +79,7 @@ await runMain('gateway', logger, async () => {
       `  Provisioning key:  ${keys.provisioning_key}`,
       `  API key:           ${keys.api_key}`,
       `  (keys saved in ${devKeysFile})`,
+      `  gatewayctl env:    AUTH_ADDR=${stack.addresses.auth} LEDGER_ADDR=${stack.addresses.ledger} CATALOG_ADDR=${stack.addresses.catalog}`,
       '',
       `Try: curl ${stack.url}/v1/chat/completions -H "Authorization: Bearer ${keys.api_key}" \\`,
       `       -H 'content-type: application/json' -d '{"model":"chat-small","messages":[{"role":"user","content":"Hello"}]}'`,

@@ -25,6 +25,10 @@ export interface StackOptions {
   grpcHost?: string;
   providerSecrets?: Record<string, string | undefined>;
   ledger?: { reservationLifetimeMs?: number; sweepIntervalMs?: number };
+  /** Routing knobs tests shorten (per-attempt timeout, attempts per request). */
+  routing?: { attemptTimeoutMs?: number; maxAttempts?: number; usageOutboxDirectory?: string };
+  /** Media knobs; `allowLoopbackUrlsForTests` lets URL fetches reach a test's loopback file server. */
+  media?: { allowLoopbackUrlsForTests?: boolean };
 }
 
 export interface RunningStack {
@@ -44,7 +48,7 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
       startAuthService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('auth'), keyHashSecret: options.keyHashSecret }),
       startCatalogService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('catalog'), configPath: options.configPath }),
       startLedgerService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('ledger'), ...options.ledger }),
-      startMediaService({ listenAddress, logger: child('media') }),
+      startMediaService({ listenAddress, logger: child('media'), ...options.media }),
     ]);
     started.push(auth, catalog, ledger, media);
     const routing = await startRoutingService({
@@ -53,6 +57,9 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
       bus: options.bus,
       logger: child('routing'),
       providerSecrets: options.providerSecrets ?? process.env,
+      attemptTimeoutMs: options.routing?.attemptTimeoutMs,
+      maxAttempts: options.routing?.maxAttempts,
+      usage: options.routing?.usageOutboxDirectory ? { outboxDirectory: options.routing.usageOutboxDirectory } : undefined,
     });
     started.push(routing);
     const edge = await startEdge({

@@ -102,6 +102,46 @@ describe('chat completions schema (spec §4.8)', () => {
     ['aspect ratio unknown', { ...valid, image_config: { aspect_ratio: '7:3' } }, 'body.image_config.aspect_ratio'],
     ['routing unknown', { ...valid, routing: 'fastest' }, 'body.routing'],
     ['tool call without id', { ...valid, messages: [{ role: 'assistant', tool_calls: [{ function: { name: 'f', arguments: '{}' } }] }] }, 'body.messages.0.tool_calls.0.id'],
+    ['message not an object', { ...valid, messages: ['hi'] }, 'body.messages.0'],
+    ['messages not an array', { ...valid, messages: { role: 'user', content: 'hi' } }, 'body.messages'],
+    ['message name not a string', { ...valid, messages: [{ role: 'user', content: 'x', name: 7 }] }, 'body.messages.0.name'],
+    ['tool_call_id not a string', { ...valid, messages: [{ role: 'tool', content: 'x', tool_call_id: 7 }] }, 'body.messages.0.tool_call_id'],
+    [
+      'tool call arguments not a string',
+      { ...valid, messages: [{ role: 'assistant', tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: {} } }] }] },
+      'body.messages.0.tool_calls.0.function.arguments',
+    ],
+    ['image_url without url', { ...valid, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: {} }] }] }, 'body.messages.0.content.0.image_url.url'],
+    ['image_url url empty', { ...valid, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: '' } }] }] }, 'body.messages.0.content.0.image_url.url'],
+    ['file_data empty', { ...valid, messages: [{ role: 'user', content: [{ type: 'file', file: { file_data: '' } }] }] }, 'body.messages.0.content.0.file.file_data'],
+    ['file_url not a string', { ...valid, messages: [{ role: 'user', content: [{ type: 'file', file: { file_url: 3 } }] }] }, 'body.messages.0.content.0.file.file_url'],
+    ['file filename not a string', { ...valid, messages: [{ role: 'user', content: [{ type: 'file', file: { filename: 1, file_data: 'QQ==' } }] }] }, 'body.messages.0.content.0.file.filename'],
+    ['input_audio without data', { ...valid, messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { format: 'wav' } }] }] }, 'body.messages.0.content.0.input_audio.data'],
+    ['tool type not function', { ...valid, tools: [{ type: 'retrieval', function: { name: 'f' } }] }, 'body.tools.0.type'],
+    ['tool parameters not an object', { ...valid, tools: [{ type: 'function', function: { name: 'f', parameters: 'schema' } }] }, 'body.tools.0.function.parameters'],
+    ['tool_choice function without name', { ...valid, tool_choice: { type: 'function', function: {} } }, 'body.tool_choice.function.name'],
+    ['response_format not an object', { ...valid, response_format: 'json' }, 'body.response_format'],
+    [
+      'json_schema schema not an object',
+      { ...valid, response_format: { type: 'json_schema', json_schema: { name: 's', schema: 'object' } } },
+      'body.response_format.json_schema.schema',
+    ],
+    [
+      'json_schema strict not boolean',
+      { ...valid, response_format: { type: 'json_schema', json_schema: { name: 's', strict: 'yes' } } },
+      'body.response_format.json_schema.strict',
+    ],
+    ['temperature not a number', { ...valid, temperature: 'warm' }, 'body.temperature'],
+    ['top_p below 0', { ...valid, top_p: -0.1 }, 'body.top_p'],
+    ['stream_options not an object', { ...valid, stream_options: true }, 'body.stream_options'],
+    ['stop neither string nor array', { ...valid, stop: 5 }, 'body.stop'],
+    ['max_tokens fractional', { ...valid, max_tokens: 2.5 }, 'body.max_tokens'],
+    ['max_completion_tokens not a number', { ...valid, max_completion_tokens: '10' }, 'body.max_completion_tokens'],
+    ['presence_penalty above 2', { ...valid, presence_penalty: 2.5 }, 'body.presence_penalty'],
+    ['frequency_penalty below -2', { ...valid, frequency_penalty: -2.5 }, 'body.frequency_penalty'],
+    ['logit_bias not an object', { ...valid, logit_bias: [1] }, 'body.logit_bias'],
+    ['image_config not an object', { ...valid, image_config: '16:9' }, 'body.image_config'],
+    ['routing not a string', { ...valid, routing: 1 }, 'body.routing'],
   ];
 
   it.each(violations)('%s -> 400 naming %s', (_name, body, path) => {
@@ -109,6 +149,34 @@ describe('chat completions schema (spec §4.8)', () => {
     expect(apiError.status).toBe(400);
     expect(apiError.param).toBe(path);
     expect(apiError.message.startsWith(`${path}: `)).toBe(true);
+  });
+
+  const accepted: Array<[string, Record<string, unknown>]> = [
+    ['stop as one string', { stop: 'END' }],
+    ['max_completion_tokens 1', { max_completion_tokens: 1 }],
+    ['temperature 0 and top_p 1', { temperature: 0, top_p: 1 }],
+    ['penalties at -2 and 2', { presence_penalty: 2, frequency_penalty: -2 }],
+    ['tool_choice none / auto / required', { tool_choice: 'required' }],
+    ['response_format text', { response_format: { type: 'text' } }],
+    ['response_format json_object', { response_format: { type: 'json_object' } }],
+    ['json_schema without schema', { response_format: { type: 'json_schema', json_schema: { name: 's' } } }],
+    ['stream false with include_usage false', { stream: false, stream_options: { include_usage: false } }],
+    ...['minimal', 'low', 'medium', 'high'].map((effort): [string, Record<string, unknown>] => [`reasoning_effort ${effort}`, { reasoning_effort: effort }]),
+    ...['1:1', '2:3', '3:2', '3:4', '4:3', '4:5', '5:4', '9:16', '16:9', '21:9'].map(
+      (ratio): [string, Record<string, unknown>] => [`aspect ratio ${ratio}`, { image_config: { aspect_ratio: ratio } }],
+    ),
+    ...['reliability', 'balanced', 'latency', 'throughput', 'cache'].map((routing): [string, Record<string, unknown>] => [`routing ${routing}`, { routing }]),
+    ...['low', 'high', 'auto'].map((detail): [string, Record<string, unknown>] => [
+      `image detail ${detail}`,
+      { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://x/y.png', detail } }] }] },
+    ]),
+    ['audio mp3', { messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'QQ==', format: 'mp3' } }] }] }],
+    ['file_id (refused later with its own code)', { messages: [{ role: 'user', content: [{ type: 'file', file: { file_id: 'file-1' } }] }] }],
+    ['developer role', { messages: [{ role: 'developer', content: 'rules' }, { role: 'user', content: 'hi' }] }],
+  ];
+
+  it.each(accepted)('accepts %s', (_name, fields) => {
+    expect(() => parseChatCompletionRequest({ ...valid, ...fields })).not.toThrow();
   });
 
   it('a body that is not an object names the body', () => {

@@ -27,11 +27,17 @@ export function listModelsHandler(context: EdgeContext) {
   };
 }
 
-/** GET /v1/models/{id}: ids contain slashes (`acme/chat-small`); aliases are accepted. */
+/**
+ * GET /v1/models/{id}: ids contain slashes (`acme/chat-small`); aliases are accepted and the answer
+ * names the catalog id. Like the listing, a presented key must be valid (401), but one model is
+ * answered whatever the balance: SDKs call this to check a name before a request.
+ */
 export function getModelHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
     const segments = (request.params as Record<string, string | string[]>).id;
     const name = Array.isArray(segments) ? segments.join('/') : String(segments ?? '');
+    const credential = presentedApiKey(request);
+    if (credential !== undefined) await verifyApiKey(context, credential, requestIdOf(response));
     const model = context.catalogCache.resolve(name);
     const json = model ? context.catalogCache.modelJson(model.id) : undefined;
     if (!json) throw edgeErrors.modelListingNotFound(name);

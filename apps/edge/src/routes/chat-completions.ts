@@ -4,28 +4,22 @@ import { errors } from '@gateway/platform';
 import type { VerifiedApiKey } from '../auth-cache.js';
 import type { CatalogModel } from '../catalog-cache.js';
 import { convertChatRequest, type ConvertedChat } from '../chat/convert.js';
+import { resolveFileParts } from '../chat/file-parts.js';
 import { ChatChunkWriter, renderChatCompletion } from '../chat/render.js';
 import { parseChatCompletionRequest, routingStrategy, type ChatCompletionRequest, type RoutingStrategy } from '../chat/schema.js';
 import { requestIdOf, verifyApiKey, type EdgeContext } from '../context.js';
 import { presentedApiKey } from '../credentials.js';
 import { edgeErrors, toApiError } from '../errors.js';
 import { ClientGoneError, readJsonBody, sendJson } from '../http.js';
+import { resolveModel } from '../model-resolution.js';
 
 const ENDPOINT = 'chat.completions';
 /** Bound on one non-streamed answer, failover included. */
 const CHAT_DEADLINE_MS = 10 * 60_000;
 const STRATEGY_HEADER = 'x-gateway-routing-strategy';
 
-/** Looks a requested model up in the catalog cache: unknown 400, past its stop time 410, wrong endpoint 400. */
-export function resolveModel(context: EdgeContext, name: string, endpoint: string): CatalogModel {
-  const model = context.catalogCache.resolve(name);
-  if (!model) throw edgeErrors.modelNotFound(name);
-  if (model.expiresAtSeconds !== undefined && Date.now() / 1000 >= model.expiresAtSeconds) throw edgeErrors.modelGone(model.id);
-  if (!model.endpoints.has(endpoint)) {
-    throw edgeErrors.invalidRequest(`body.model: the model \`${model.id}\` is not served on ${endpoint}.`, 'body.model', 'unsupported_endpoint');
-  }
-  return model;
-}
+// Every inference route resolves its model through model-resolution.ts (alias, 410, endpoint).
+export { resolveModel };
 
 /** The strategy header, checked before any service is asked: an unknown value is a 400. */
 export function parseStrategyHeader(value: string | string[] | undefined): RoutingStrategy | undefined {
@@ -63,11 +57,13 @@ export function chatCompletionsHandler(context: EdgeContext) {
     const credential = presentedApiKey(request);
     // No credential: refuse before reading (up to 32 MiB of) a body nobody may send.
     if (credential === undefined) throw edgeErrors.missingApiKey();
+    // The credential is judged before the body (spec §5): a wrong key with a bad body is a 401, not a
+    // 400. Usually a cache hit; a miss costs one Auth call before the body is read.
+    const key = await verifyApiKey(context, credential, requestId);
     const body: ChatCompletionRequest = parseChatCompletionRequest(await readJsonBody(request, context.bodyLimits));
     const headerStrategy = parseStrategyHeader(request.headers[STRATEGY_HEADER]);
     const model = resolveModel(context, body.model, ENDPOINT);
     const converted = convertChatRequest(body, model);
-    const key = await verifyApiKey(context, credential, requestId);
     const strategy = chooseStrategy(body.routing, headerStrategy, key);
     try {
       await context.admission.admit({ requestId, key, model });
@@ -84,6 +80,14 @@ export function chatCompletionsHandler(context: EdgeContext) {
       routingStrategy: strategy,
       endpoint: ENDPOINT,
     };
+    try {
+      // File blocks become bytes or text the model can read (media service); after admission, so rate
+      // limits and credit checks come before any URL fetch. A request without files skips this.
+      await resolveFileParts(chat.messages, model, { media: context.media, requestId, signal: abort.signal });
+    } catch (error) {
+      void context.admission.release({ requestId, key });
+      throw abort.signal.aborted ? new ClientGoneError('client left while its files were read') : error;
+    }
     if (abort.signal.aborted) {
       // Nobody is left to answer; do not start a provider call for them.
       void context.admission.release({ requestId, key });

@@ -2,6 +2,7 @@ import type { Provider } from '@gateway/proto';
 import { OpenAIAdapter } from './openai/openai-adapter.js';
 import type { ProviderAdapter } from './provider-adapter.js';
 import { SimulatedAdapter } from './simulated/simulated-adapter.js';
+import { InstructedStructuredOutput } from './structured-output.js';
 
 /** Adapter for a catalog provider; undefined for a kind this build has no adapter for (it is then skipped). */
 export function createAdapter(provider: Provider, secret: string | undefined): ProviderAdapter | undefined {
@@ -9,7 +10,8 @@ export function createAdapter(provider: Provider, secret: string | undefined): P
     case 'openai':
       return new OpenAIAdapter({ providerId: provider.id, baseUrl: provider.baseUrl, apiKey: secret });
     case 'simulated':
-      return new SimulatedAdapter(provider.id);
+      // No native JSON modes: instructed, and its answers checked against the schema.
+      return new InstructedStructuredOutput(new SimulatedAdapter(provider.id));
     default:
       return undefined;
   }

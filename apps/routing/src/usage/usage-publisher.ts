@@ -1,14 +1,19 @@
 import { subjects, type EventBus, type Logger } from '@gateway/platform';
 import { UsageEvent } from '@gateway/proto';
+import { BackgroundUsage } from './background-usage.js';
+import type { UsageOutbox, OutboxEntry } from './usage-outbox.js';
 
 /**
  * Where usage events go. Resolves once the event is durably stored; rejects when it could not be.
- * One interface so the group-commit publisher (DESIGN §2: ≤2 ms / 256 events per message) can
- * replace the per-event one without touching the router.
+ * One interface so the group-commit publisher (DESIGN §2: ≤2 ms / 256 events per message) and the
+ * per-event one are interchangeable without touching the router.
  */
 export interface UsagePublisher {
   publish(event: UsageEvent): Promise<void>;
-  /** For events that must not be lost although nobody waits (streams whose content was sent). */
+  /**
+   * For events that must not be lost although nobody waits (streams whose content was sent, releases):
+   * kept in the durable outbox when one is configured, and republished until the bus accepts them.
+   */
   publishInBackground(event: UsageEvent): void;
   stop(): Promise<void>;
 }
@@ -18,73 +23,74 @@ export interface JetStreamUsagePublisherOptions {
   logger: Logger;
   /** Attempts of an awaited publish before giving up (the msg-id makes retries safe). */
   attempts?: number;
-  /** Most events held for background retry; beyond it the oldest is logged and dropped. */
+  /** The durable outbox for background events; without it they are retried from memory only. */
+  outbox?: UsageOutbox;
+  /** Events a previous process left in the outbox, republished first. */
+  recovered?: OutboxEntry[];
+  /** Most background events held in memory awaiting the bus (the outbox has its own byte bound). */
   maxBacklog?: number;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** Publishes with jittered exponential backoff; the msg-id makes every retry safe. */
+export async function publishWithRetry(
+  bus: EventBus,
+  subject: string,
+  data: Uint8Array,
+  msgId: string,
+  attempts: number,
+  onRetry: (error: unknown, attempt: number) => void,
+): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await bus.publishDurable(subject, data, msgId);
+      return;
+    } catch (error) {
+      if (attempt >= attempts) throw error;
+      onRetry(error, attempt);
+      await sleep(50 * 2 ** attempt * (0.5 + Math.random() / 2));
+    }
+  }
+}
+
+/** The single-event publish of a background event: msg-id = request id, so every republish is deduplicated. */
+export function publishSingleEvent(bus: EventBus, event: UsageEvent): Promise<void> {
+  return bus.publishDurable(subjects.usageEvents, UsageEvent.encode(event).finish(), event.requestId);
+}
+
 /** One JetStream message per event, msg-id = request id (JetStream dedups retries). */
 export class JetStreamUsagePublisher implements UsagePublisher {
   private readonly attempts: number;
-  private readonly maxBacklog: number;
-  private readonly backlog: UsageEvent[] = [];
-  private draining: Promise<void> | undefined;
-  private stopped = false;
+  private readonly background: BackgroundUsage;
 
   constructor(private readonly options: JetStreamUsagePublisherOptions) {
     this.attempts = options.attempts ?? 3;
-    this.maxBacklog = options.maxBacklog ?? 10_000;
+    this.background = new BackgroundUsage({
+      send: (event) => publishSingleEvent(options.bus, event),
+      outbox: options.outbox,
+      recovered: options.recovered,
+      logger: options.logger,
+      maxBacklog: options.maxBacklog,
+    });
   }
 
   async publish(event: UsageEvent): Promise<void> {
-    const data = UsageEvent.encode(event).finish();
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await this.options.bus.publishDurable(subjects.usageEvents, data, event.requestId);
-        return;
-      } catch (error) {
-        if (attempt >= this.attempts) throw error;
-        this.options.logger.warn({ err: error, request_id: event.requestId, attempt }, 'usage publish failed; retrying');
-        await sleep(50 * 2 ** attempt * (0.5 + Math.random() / 2));
-      }
-    }
+    await publishWithRetry(this.options.bus, subjects.usageEvents, UsageEvent.encode(event).finish(), event.requestId, this.attempts, (error, attempt) => {
+      this.options.logger.warn({ err: error, request_id: event.requestId, attempt }, 'usage publish failed; retrying');
+    });
   }
 
-  /**
-   * Retries until stored or the service stops. In-memory only: a crash loses the backlog, and the
-   * ledger's sweeper then releases the reservation (a disk outbox is the follow-up).
-   */
   publishInBackground(event: UsageEvent): void {
-    if (this.backlog.length >= this.maxBacklog) {
-      const dropped = this.backlog.shift();
-      this.options.logger.error({ request_id: dropped?.requestId }, 'usage backlog full; event dropped');
-    }
-    this.backlog.push(event);
-    this.draining ??= this.drain().finally(() => { this.draining = undefined; });
+    this.background.submit(event);
   }
 
-  private async drain(): Promise<void> {
-    let delayMs = 100;
-    while (this.backlog.length > 0 && !this.stopped) {
-      const event = this.backlog[0]!;
-      try {
-        await this.publish(event);
-        this.backlog.shift();
-        delayMs = 100;
-      } catch (error) {
-        this.options.logger.error({ err: error, request_id: event.requestId, backlog: this.backlog.length }, 'usage event still not stored');
-        await sleep(delayMs);
-        delayMs = Math.min(delayMs * 2, 10_000);
-      }
-    }
+  /** Resolves once every background event submitted so far is in the outbox (or memory, without one). */
+  backgroundDurable(): Promise<void> {
+    return this.background.durable();
   }
 
   async stop(): Promise<void> {
-    // Give the backlog a short chance to drain before the bus closes.
-    const deadline = Date.now() + 2_000;
-    while (this.draining && this.backlog.length > 0 && Date.now() < deadline) await sleep(50);
-    this.stopped = true;
-    if (this.backlog.length > 0) this.options.logger.error({ backlog: this.backlog.length }, 'stopping with unpublished usage events');
+    await this.background.stop();
   }
 }

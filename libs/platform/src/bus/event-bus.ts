@@ -22,6 +22,12 @@ export interface DurableConsumerOptions {
   lingerMs: number;
   /** How long a delivered message may go unacked before redelivery. */
   ackWaitMs?: number;
+  /**
+   * Handler calls in flight at once (default 1; the in-process bus always runs one). Batches are then
+   * handled out of order, each acked when its own handler resolves; the handler must be safe to run
+   * concurrently with itself.
+   */
+  concurrency?: number;
 }
 
 export interface Subscription {

@@ -91,9 +91,9 @@ export class NatsEventBus implements EventBus {
     const consumer = await this.js.consumers.get(this.streamName, options.durable);
     const messages = await consumer.consume({ max_messages: Math.max(options.maxBatch * 2, 256) });
     const pending: JsMsg[] = [];
-    let wake: (() => void) | null = null;
+    const waiting: Array<() => void> = [];
     let stopped = false;
-    const notify = () => { const resolve = wake; wake = null; resolve?.(); };
+    const notify = () => { for (const resolve of waiting.splice(0)) resolve(); };
 
     const reader = (async () => {
       for await (const message of messages) {
@@ -104,14 +104,15 @@ export class NatsEventBus implements EventBus {
       notify();
     })();
 
-    const worker = (async () => {
+    const work = async () => {
       while (!stopped || pending.length > 0) {
         if (pending.length === 0) {
-          await new Promise<void>((resolve) => { wake = resolve; });
+          await new Promise<void>((resolve) => { waiting.push(resolve); });
           continue;
         }
         if (pending.length < options.maxBatch && options.lingerMs > 0) {
           await new Promise((resolve) => setTimeout(resolve, options.lingerMs));
+          if (pending.length === 0) continue; // another worker took them meanwhile
         }
         const batch = pending.splice(0, options.maxBatch);
         try {
@@ -126,7 +127,8 @@ export class NatsEventBus implements EventBus {
           for (const message of batch) message.nak(1_000);
         }
       }
-    })();
+    };
+    const worker = Promise.all(Array.from({ length: Math.max(1, options.concurrency ?? 1) }, work));
 
     return {
       stop: async () => {

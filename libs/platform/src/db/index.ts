@@ -30,7 +30,7 @@ export function createDatabase<Schema>(options: DatabaseOptions, logger?: Logger
   // An idle client dropped by the server (restart, pg_terminate_backend) is reported on the pool;
   // without a listener Node treats it as unhandled and the whole service exits. The pool replaces
   // the client on the next checkout, so logging is all there is to do.
-  pool.on('error', (error) => logger?.warn({ err: error, schema: options.schema }, 'idle Postgres connection lost'));
+  pool.on('error', (error) => logger?.warn({ schema: options.schema, reason: error.message }, 'idle Postgres connection lost'));
   return new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) });
 }
 

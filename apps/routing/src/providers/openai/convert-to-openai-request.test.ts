@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { ChatRequest } from '@gateway/proto';
 import { convertToOpenAIRequest } from './convert-to-openai-request.js';
 import { mapOpenAIFinishReason } from './map-openai-finish-reason.js';
+import { JSON_OBJECT_INSTRUCTION } from '../structured-output.js';
 
 const base: ChatRequest = {
   context: undefined, modelId: 'm', routingStrategy: '', endpoint: 'chat.completions', messages: [], tools: [], stop: [],
@@ -44,5 +45,18 @@ describe('convertToOpenAIRequest', () => {
   it('maps finish reasons onto the canonical set', () => {
     expect(['stop', 'length', 'tool_calls', 'function_call', 'content_filter', 'eos', null].map(mapOpenAIFinishReason))
       .toEqual(['stop', 'length', 'tool_calls', 'tool_calls', 'content_filter', 'stop', 'stop']);
+  });
+
+  it('json_object without the word json in the messages gets a system instruction; with it, nothing is added', () => {
+    const user = (text: string) => ({ role: 'user', content: [{ part: { $case: 'text' as const, value: text } }], toolCalls: [], toolCallId: '', reasoning: [] });
+    const bare = convertToOpenAIRequest({ ...base, messages: [user('List three colours.')], responseFormat: { type: 'json_object', schemaName: '', schema: '' } }, 'u', false);
+    expect(bare.messages).toEqual([{ role: 'system', content: JSON_OBJECT_INSTRUCTION }, { role: 'user', content: 'List three colours.' }]);
+    expect(bare.response_format).toEqual({ type: 'json_object' });
+    const mentioned = convertToOpenAIRequest({ ...base, messages: [user('Answer in JSON please.')], responseFormat: { type: 'json_object', schemaName: '', schema: '' } }, 'u', false);
+    expect(mentioned.messages).toEqual([{ role: 'user', content: 'Answer in JSON please.' }]);
+    // json_schema is native on OpenAI-compatible servers: passed through, no instruction.
+    const schema = convertToOpenAIRequest({ ...base, messages: [user('Colours.')], responseFormat: { type: 'json_schema', schemaName: 'c', schema: '{"type":"object"}' } }, 'u', false);
+    expect(schema.messages).toHaveLength(1);
+    expect(schema.response_format).toEqual({ type: 'json_schema', json_schema: { name: 'c', schema: { type: 'object' } } });
   });
 });

@@ -1,5 +1,6 @@
 import type { ChatMessage, ChatRequest, ContentPart } from '@gateway/proto';
 import type { OpenAIChatRequestBody } from './openai-api-types.js';
+import { structuredOutputInstruction, withInstruction } from '../structured-output.js';
 
 function parseJson(text: string | undefined, field: string): unknown {
   if (text === undefined || text === '') return undefined;
@@ -67,7 +68,9 @@ function convertMessage(message: ChatMessage): Record<string, unknown> {
 
 /** Canonical request -> OpenAI chat-completions body. Only fields present on the request are sent. */
 export function convertToOpenAIRequest(request: ChatRequest, upstreamModel: string, stream: boolean): OpenAIChatRequestBody {
-  const body: OpenAIChatRequestBody = { model: upstreamModel, messages: request.messages.map(convertMessage) };
+  // json_object without the word "json" in the messages is refused by OpenAI: say it in a system message.
+  const instruction = structuredOutputInstruction(request.responseFormat, request.messages, true);
+  const body: OpenAIChatRequestBody = { model: upstreamModel, messages: withInstruction(request.messages, instruction).map(convertMessage) };
   if (request.tools.length > 0) {
     body.tools = request.tools.map((tool) => ({
       type: 'function',

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { decode, encode } from 'gpt-tokenizer';
 import type { ChatRequest, ToolCall } from '@gateway/proto';
 import { countInputTokens, emptyUsage } from '../../usage/token-counter.js';
+import { sampleJsonForSchema } from './simulate-json.js';
 import type { AdapterChatRequest, AdapterChatResult, AdapterEmbedRequest, AdapterEmbedResult, AdapterStreamPart, ProviderAdapterV1 } from '../provider-adapter.js';
 
 /**
@@ -26,6 +27,14 @@ function lastUserText(request: ChatRequest): string {
     return message.content.map((part) => (part.part?.$case === 'text' ? part.part.value : '')).join(' ');
   }
   return '';
+}
+
+function parseSchema(text: string): unknown {
+  try {
+    return text ? JSON.parse(text) : {};
+  } catch {
+    return {};
+  }
 }
 
 interface SimulatedAnswer {
@@ -55,7 +64,9 @@ export function simulateAnswer(request: ChatRequest, upstreamModel: string): Sim
   const sentence = `${words.join(' ')}.`;
   const echo = prompt.split(/\s+/).filter(Boolean).slice(0, 8).join(' ');
   let content = `Simulated reply to "${echo}": ${sentence.charAt(0).toUpperCase()}${sentence.slice(1)}`;
-  if (request.responseFormat?.type === 'json_object' || request.responseFormat?.type === 'json_schema') {
+  if (request.responseFormat?.type === 'json_schema') {
+    content = JSON.stringify(sampleJsonForSchema(parseSchema(request.responseFormat.schema), words));
+  } else if (request.responseFormat?.type === 'json_object') {
     content = JSON.stringify({ answer: content });
   }
   let finishReason = 'stop';

@@ -1,0 +1,164 @@
+import { z } from 'zod';
+import { MoneyFormatError, parseCredits, formatCredits } from '@gateway/platform';
+import { edgeErrors, type EdgeError } from '../errors.js';
+import { ROUTING_STRATEGIES } from '../chat/schema.js';
+
+/*
+ * Bodies and queries of the account routes (spec §4.15, §4.16). Every failure is a 400 whose
+ * message names the field path (`body.credit_limit: ...`, `query.days: ...`). Bounds mirror the
+ * Auth service's, so a request Auth would refuse is refused here with the HTTP field path.
+ */
+
+export const KEY_NAME_MAX_LENGTH = 200;
+/** A credit limit above this is a typo, not a budget (Auth refuses it too). */
+const CREDIT_LIMIT_MAX_PICO = parseCredits('1000000000000');
+export const LIST_LIMIT_MAX = 100;
+/** An account holds at most 1,000 live keys (Auth), so a larger offset can only answer an empty page. */
+export const LIST_OFFSET_MAX = 1_000;
+export const ACTIVITY_DAYS_MAX = 30;
+export const ACTIVITY_DAYS_DEFAULT = 30;
+/** Ids we mint are ~30 characters; a longer one is nobody's key and is answered 404 without a lookup. */
+export const KEY_ID_MAX_LENGTH = 100;
+
+/** Zod's error hook: a missing field says so; a present one says what it must be. */
+const expected = (what: string) => (issue: { input?: unknown }) => (issue.input === undefined ? 'is required' : `must be ${what}`);
+
+/**
+ * The shortest decimal that reads back as this double, written without an exponent. It is the
+ * literal a client wrote for any amount a JSON number can carry exactly (`0.1` stays `0.1`); no
+ * arithmetic touches the value. Clients needing more digits than a double holds send a string.
+ */
+export function numberToDecimal(value: number): string {
+  const text = String(value);
+  const match = /^(-?)(\d)(?:\.(\d+))?e([+-]\d+)$/.exec(text);
+  if (!match) return text;
+  const [, sign, lead, rest = '', exponentText] = match;
+  const digits = `${lead}${rest}`;
+  // Position of the decimal point counted from the start of `digits`.
+  const point = 1 + Number(exponentText);
+  if (point <= 0) return `${sign}0.${'0'.repeat(-point)}${digits}`;
+  if (point >= digits.length) return `${sign}${digits}${'0'.repeat(point - digits.length)}`;
+  return `${sign}${digits.slice(0, point)}.${digits.slice(point)}`;
+}
+
+/** `credit_limit`: a JSON number (spec §2.10) or a decimal string; null means no limit. Normalised ("5.50" -> "5.5"). */
+const creditLimit = z
+  .union([z.number(), z.string()], { error: expected('a number of credits or null') })
+  .nullable()
+  .transform((value, context): string | null => {
+    if (value === null) return null;
+    if (typeof value === 'number' && !Number.isFinite(value)) {
+      context.addIssue({ code: 'custom', message: 'must be a finite number of credits' });
+      return z.NEVER;
+    }
+    const text = typeof value === 'number' ? numberToDecimal(value) : value.trim();
+    let pico: bigint;
+    try {
+      pico = parseCredits(text);
+    } catch (error) {
+      if (!(error instanceof MoneyFormatError)) throw error;
+      context.addIssue({ code: 'custom', message: 'must be a decimal number of credits with at most 12 decimals' });
+      return z.NEVER;
+    }
+    if (pico < 0n) {
+      context.addIssue({ code: 'custom', message: 'must not be negative' });
+      return z.NEVER;
+    }
+    if (pico > CREDIT_LIMIT_MAX_PICO) {
+      context.addIssue({ code: 'custom', message: `must be at most ${formatCredits(CREDIT_LIMIT_MAX_PICO)}` });
+      return z.NEVER;
+    }
+    return formatCredits(pico);
+  });
+
+const keyName = z
+  .string({ error: expected('a string') })
+  .trim()
+  .min(1, { error: 'must not be empty' })
+  .refine((name) => [...name].length <= KEY_NAME_MAX_LENGTH, { error: `must be at most ${KEY_NAME_MAX_LENGTH} characters` });
+
+const strategy = z.enum(ROUTING_STRATEGIES, { error: expected(`one of ${ROUTING_STRATEGIES.join(', ')}`) });
+
+/** POST /v1/account/keys. `credit_limit` is required by the spec (§4.15); null asks for no limit. */
+export const createKeyBody = z.strictObject(
+  {
+    name: keyName,
+    credit_limit: creditLimit,
+    default_routing_strategy: strategy.nullish(),
+  },
+  { error: 'must be a JSON object' },
+);
+export type CreateKeyBody = z.infer<typeof createKeyBody>;
+
+/** PATCH /v1/account/keys/{key_id}: every field optional; `credit_limit: null` removes the limit, `default_routing_strategy: null` the default. */
+export const updateKeyBody = z.strictObject(
+  {
+    name: keyName.optional(),
+    disabled: z.boolean({ error: expected('a boolean') }).optional(),
+    credit_limit: creditLimit.optional(),
+    default_routing_strategy: strategy.nullable().optional(),
+  },
+  { error: 'must be a JSON object' },
+);
+export type UpdateKeyBody = z.infer<typeof updateKeyBody>;
+
+/** Query values arrive as strings; a repeated parameter arrives as an array and is refused. */
+const queryInteger = (minimum: number, maximum: number) =>
+  z
+    .string({ error: 'must be given once' })
+    .regex(/^\d{1,9}$/, { error: `must be an integer between ${minimum} and ${maximum}` })
+    .transform(Number)
+    .refine((value) => value >= minimum && value <= maximum, { error: `must be an integer between ${minimum} and ${maximum}` });
+
+const queryBoolean = z
+  .string({ error: 'must be given once' })
+  .transform((value) => value.toLowerCase())
+  .refine((value) => value === 'true' || value === 'false', { error: 'must be true or false' })
+  .transform((value) => value === 'true');
+
+/** GET /v1/account/keys: `limit` with either an opaque `cursor` or an `offset`; newest first. */
+export const listKeysQuery = z
+  .object({
+    limit: queryInteger(1, LIST_LIMIT_MAX).optional(),
+    offset: queryInteger(0, LIST_OFFSET_MAX).optional(),
+    cursor: z.string({ error: 'must be given once' }).max(64, { error: 'is not valid' }).optional(),
+    include_disabled: queryBoolean.optional(),
+  })
+  .refine((query) => query.offset === undefined || query.cursor === undefined, {
+    error: 'offset and cursor cannot be combined',
+    path: ['offset'],
+  });
+export type ListKeysQuery = z.infer<typeof listKeysQuery>;
+
+/** GET /v1/account/activity: `days` 1..30 (spec §4.16, default 30), optional `key_id` filter. */
+export const activityQuery = z.object({
+  days: queryInteger(1, ACTIVITY_DAYS_MAX).optional(),
+  key_id: z
+    .string({ error: 'must be given once' })
+    .min(1, { error: 'must not be empty' })
+    .max(KEY_ID_MAX_LENGTH, { error: `must be at most ${KEY_ID_MAX_LENGTH} characters` })
+    .optional(),
+});
+export type ActivityQuery = z.infer<typeof activityQuery>;
+
+type Issue = z.core.$ZodIssue;
+
+/** The first issue as `<where>.<path>: <message>`; an unknown field is named by its own path. */
+export function fieldError(where: 'body' | 'query', issues: readonly Issue[]): EdgeError {
+  const first = issues[0];
+  if (!first) return edgeErrors.invalidRequest(`${where}: invalid request.`, where);
+  let path = first.path.map(String);
+  let message = first.message;
+  if (first.code === 'unrecognized_keys' && first.keys.length > 0) {
+    path = [...path, String(first.keys[0])];
+    message = 'unknown field';
+  }
+  const param = [where, ...path].join('.');
+  return edgeErrors.invalidRequest(`${param}: ${message}`, param);
+}
+
+export function parseWith<Schema extends z.ZodType>(schema: Schema, where: 'body' | 'query', value: unknown): z.output<Schema> {
+  const result = schema.safeParse(value, { reportInput: false });
+  if (result.success) return result.data;
+  throw fieldError(where, result.error.issues);
+}

@@ -1,0 +1,183 @@
+import { Ajv, type ValidateFunction } from 'ajv';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import type { ChatMessage, ChatRequest, ResponseFormat } from '@gateway/proto';
+import {
+  ProviderError,
+  type AdapterChatRequest,
+  type AdapterChatResult,
+  type AdapterEmbedRequest,
+  type AdapterEmbedResult,
+  type AdapterStreamPart,
+  type ProviderAdapterV1,
+} from './provider-adapter.js';
+
+/*
+ * response_format (spec §4.8). `json_object` must work without the word "json" in the prompt (OpenAI
+ * refuses it otherwise), so adapters add an instruction. `json_schema` goes natively to providers
+ * that support it; for the others the schema is put into an instruction and the answer is checked
+ * against it here (ajv), so a non-conforming answer fails over like any broken answer.
+ */
+
+export const JSON_OBJECT_INSTRUCTION = 'Respond with a single valid JSON object and nothing else.';
+
+/** Longest schema text quoted into an instruction: a prompt has better uses for its tokens. */
+const MAX_INSTRUCTED_SCHEMA_CHARACTERS = 32_000;
+/** Compiled validators kept (LRU): the same few schemas tend to repeat. */
+const MAX_CACHED_VALIDATORS = 256;
+
+function textOf(message: ChatMessage): string {
+  return message.content.map((part) => (part.part?.$case === 'text' ? part.part.value : '')).join(' ');
+}
+
+/** OpenAI's rule: json_object needs the word "json" somewhere in the messages. */
+export function mentionsJson(messages: readonly ChatMessage[]): boolean {
+  return messages.some((message) => /json/i.test(textOf(message)));
+}
+
+/** The instruction a provider needs for this format, or undefined when none is needed. */
+export function structuredOutputInstruction(format: ResponseFormat | undefined, messages: readonly ChatMessage[], nativeJsonSchema: boolean): string | undefined {
+  if (!format) return undefined;
+  if (format.type === 'json_object') return mentionsJson(messages) ? undefined : JSON_OBJECT_INSTRUCTION;
+  if (format.type === 'json_schema' && !nativeJsonSchema) {
+    const schema = format.schema.length <= MAX_INSTRUCTED_SCHEMA_CHARACTERS ? format.schema : `${format.schema.slice(0, MAX_INSTRUCTED_SCHEMA_CHARACTERS)}…`;
+    return `Respond with a single JSON object that conforms to this JSON Schema${format.schemaName ? ` (named ${format.schemaName})` : ''}, and nothing else:\n${schema}`;
+  }
+  return undefined;
+}
+
+/** Messages with a system instruction in front (the caller's own system message, if any, follows it). */
+export function withInstruction(messages: readonly ChatMessage[], instruction: string | undefined): ChatMessage[] {
+  if (instruction === undefined) return [...messages];
+  return [{ role: 'system', content: [{ part: { $case: 'text', value: instruction } }], toolCalls: [], toolCallId: '', reasoning: [] }, ...messages];
+}
+
+const validators = new Map<string, ValidateFunction>();
+const draft07 = new Ajv({ strict: false, allErrors: false, validateFormats: false });
+const draft2020 = new Ajv2020({ strict: false, allErrors: false, validateFormats: false });
+
+function compile(schemaText: string): ValidateFunction {
+  const cached = validators.get(schemaText);
+  if (cached) {
+    validators.delete(schemaText);
+    validators.set(schemaText, cached);
+    return cached;
+  }
+  let schema: unknown;
+  try {
+    schema = JSON.parse(schemaText);
+  } catch {
+    throw new ProviderError('rejected', 'response_format.json_schema.schema is not JSON');
+  }
+  if (typeof schema !== 'object' || schema === null || Array.isArray(schema)) {
+    throw new ProviderError('rejected', 'response_format.json_schema.schema is not a JSON Schema object');
+  }
+  const declared = String((schema as { $schema?: unknown }).$schema ?? '');
+  let validate: ValidateFunction;
+  try {
+    // One schema object compiles once per engine; strip $id so two requests with the same $id do not clash.
+    const { $id: _ignored, ...withoutId } = schema as Record<string, unknown>;
+    validate = (declared.includes('2020-12') || declared.includes('2019-09') ? draft2020 : draft07).compile(withoutId);
+  } catch (error) {
+    throw new ProviderError('rejected', `response_format.json_schema.schema is not a valid JSON Schema: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  validators.set(schemaText, validate);
+  if (validators.size > MAX_CACHED_VALIDATORS) validators.delete(validators.keys().next().value as string);
+  return validate;
+}
+
+/** Why `content` does not satisfy the format, or undefined when it does. */
+export function structuredOutputViolation(format: ResponseFormat | undefined, content: string): string | undefined {
+  if (!format || (format.type !== 'json_object' && format.type !== 'json_schema')) return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(content);
+  } catch {
+    return 'the answer is not valid JSON';
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return 'the answer is not a JSON object';
+  if (format.type === 'json_object' || format.schema === '') return undefined;
+  const validate = compile(format.schema);
+  if (validate(value)) return undefined;
+  const first = validate.errors?.[0];
+  return `the answer does not match the schema${first ? `: ${first.instancePath || '/'} ${first.message ?? ''}` : ''}`.trim();
+}
+
+/** Finish reasons whose content is expected to be the complete JSON answer. */
+function expectsCompleteAnswer(finishReason: string): boolean {
+  return finishReason === 'stop' || finishReason === '';
+}
+
+function needsCheck(request: ChatRequest): boolean {
+  const type = request.responseFormat?.type;
+  return type === 'json_object' || type === 'json_schema';
+}
+
+/**
+ * Wraps an adapter whose provider has no native JSON modes: the request gets the instruction, the
+ * answer is checked. A non-streamed answer that fails the check is a broken answer (the router fails
+ * over). A stream is checked when it ends — its content has already reached the caller, so a failure
+ * ends the stream with an error instead of a clean finish.
+ */
+export class InstructedStructuredOutput implements ProviderAdapterV1 {
+  readonly specificationVersion = 'v1' as const;
+
+  constructor(private readonly inner: ProviderAdapterV1) {}
+
+  get providerId() {
+    return this.inner.providerId;
+  }
+
+  get kind() {
+    return this.inner.kind;
+  }
+
+  private instructed(request: AdapterChatRequest): AdapterChatRequest {
+    if (!needsCheck(request.chat)) return request;
+    // Fail before the provider is called when the schema itself is unusable.
+    if (request.chat.responseFormat?.type === 'json_schema' && request.chat.responseFormat.schema !== '') compile(request.chat.responseFormat.schema);
+    const instruction = structuredOutputInstruction(request.chat.responseFormat, request.chat.messages, false);
+    return { ...request, chat: { ...request.chat, messages: withInstruction(request.chat.messages, instruction) } };
+  }
+
+  async chat(request: AdapterChatRequest, signal: AbortSignal): Promise<AdapterChatResult> {
+    const result = await this.inner.chat(this.instructed(request), signal);
+    if (!needsCheck(request.chat)) return result;
+    for (const choice of result.choices) {
+      const message = choice.message;
+      if (!message || message.toolCalls.length > 0 || !expectsCompleteAnswer(choice.finishReason)) continue;
+      const violation = structuredOutputViolation(request.chat.responseFormat, message.content);
+      if (violation) throw new ProviderError('connection', `malformed answer for response_format ${request.chat.responseFormat?.type}: ${violation}`);
+    }
+    return result;
+  }
+
+  async *chatStream(request: AdapterChatRequest, signal: AbortSignal): AsyncIterable<AdapterStreamPart> {
+    const check = needsCheck(request.chat);
+    const content = new Map<number, string>();
+    const finish = new Map<number, string>();
+    const withCalls = new Set<number>();
+    for await (const part of this.inner.chatStream(this.instructed(request), signal)) {
+      if (check && part.type === 'delta') {
+        const { choiceIndex } = part.delta;
+        if (part.delta.content) content.set(choiceIndex, (content.get(choiceIndex) ?? '') + part.delta.content);
+        if (part.delta.toolCalls.length > 0) withCalls.add(choiceIndex);
+        if (part.delta.finishReason) finish.set(choiceIndex, part.delta.finishReason);
+      }
+      yield part;
+    }
+    if (!check) return;
+    for (const [choiceIndex, text] of content) {
+      if (withCalls.has(choiceIndex) || !expectsCompleteAnswer(finish.get(choiceIndex) ?? '')) continue;
+      const violation = structuredOutputViolation(request.chat.responseFormat, text);
+      if (violation) throw new ProviderError('connection', `malformed answer for response_format ${request.chat.responseFormat?.type}: ${violation}`);
+    }
+  }
+
+  embed(request: AdapterEmbedRequest, signal: AbortSignal): Promise<AdapterEmbedResult> {
+    return this.inner.embed(request, signal);
+  }
+
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}

@@ -1,0 +1,179 @@
+import { newId, subjects, type EventBus, type Logger } from '@gateway/platform';
+import { UsageEvent } from '@gateway/proto';
+import { BackgroundUsage } from './background-usage.js';
+import { publishSingleEvent, publishWithRetry, type UsagePublisher } from './usage-publisher.js';
+import type { OutboxEntry, UsageOutbox } from './usage-outbox.js';
+
+export interface GroupCommitUsagePublisherOptions {
+  bus: EventBus;
+  logger: Logger;
+  /** How long the first event of a batch waits for company (default 2 ms). */
+  lingerMs?: number;
+  /** Most events per JetStream message (default 256). */
+  maxEvents?: number;
+  /** Most bytes per JetStream message (default 512 KiB; NATS refuses payloads above 1 MiB by default). */
+  maxBytes?: number;
+  /** Attempts of one batch publish before its waiting requests are told it failed (default 3). */
+  attempts?: number;
+  /** Most events waiting for an acknowledgement at once (default 50,000); beyond it publish rejects at once. */
+  maxWaitingEvents?: number;
+  outbox?: UsageOutbox;
+  recovered?: OutboxEntry[];
+  /** Most background events held in memory awaiting the bus. */
+  maxBacklog?: number;
+  /** Observes every batch acknowledged (bench and tests: how full batches run under load). */
+  onBatch?: (batch: { batchId: string; events: number; bytes: number }) => void;
+}
+
+interface Waiting {
+  requestId: string;
+  bytes: Uint8Array;
+  resolve(): void;
+  reject(error: unknown): void;
+}
+
+export class UsagePublisherSaturatedError extends Error {
+  override name = 'UsagePublisherSaturatedError';
+}
+
+/**
+ * Group commit (DESIGN §2 "Performance shape"): events gather for at most `lingerMs` or `maxEvents`,
+ * go out as ONE `UsageEventBatch` message on `usage.batches` (msg-id = batch id, so a retried batch
+ * is stored once), and every request in the batch resumes when that message is acknowledged — as
+ * durable as one message per event, at a fraction of the publishes. The ledger dedups per request id.
+ * Batches are not serialised behind each other: a slow acknowledgement delays only its own batch.
+ */
+export class GroupCommitUsagePublisher implements UsagePublisher {
+  private readonly lingerMs: number;
+  private readonly maxEvents: number;
+  private readonly maxBytes: number;
+  private readonly attempts: number;
+  private readonly maxWaitingEvents: number;
+  private readonly background: BackgroundUsage;
+  private gathering: Waiting[] = [];
+  private gatheringBytes = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private waitingEvents = 0;
+  private readonly inFlight = new Set<Promise<void>>();
+  private stopped = false;
+
+  constructor(private readonly options: GroupCommitUsagePublisherOptions) {
+    this.lingerMs = options.lingerMs ?? 2;
+    this.maxEvents = options.maxEvents ?? 256;
+    this.maxBytes = options.maxBytes ?? 512 * 1024;
+    this.attempts = options.attempts ?? 3;
+    this.maxWaitingEvents = options.maxWaitingEvents ?? 50_000;
+    if (!(this.maxEvents >= 1 && this.maxEvents <= 10_000)) throw new Error(`maxEvents must be 1..10000: ${this.maxEvents}`);
+    if (!(this.lingerMs >= 0 && this.lingerMs <= 1_000)) throw new Error(`lingerMs must be 0..1000: ${this.lingerMs}`);
+    // Background events keep the per-event msg-id (request id): a republish after a crash is then
+    // deduplicated by JetStream itself, whichever process sends it.
+    this.background = new BackgroundUsage({
+      send: (event) => publishSingleEvent(options.bus, event),
+      outbox: options.outbox,
+      recovered: options.recovered,
+      logger: options.logger,
+      maxBacklog: options.maxBacklog,
+    });
+  }
+
+  publish(event: UsageEvent): Promise<void> {
+    if (this.stopped) return Promise.reject(new Error('usage publisher stopped'));
+    if (this.waitingEvents >= this.maxWaitingEvents) {
+      return Promise.reject(new UsagePublisherSaturatedError(`${this.waitingEvents} usage events already wait for the bus`));
+    }
+    const bytes = UsageEvent.encode(event).finish();
+    if (bytes.length + 64 > this.maxBytes) return Promise.reject(new Error(`usage event of ${bytes.length} bytes exceeds the batch bound`));
+    return new Promise<void>((resolve, reject) => {
+      if (this.gatheringBytes + bytes.length + 16 > this.maxBytes) this.flush();
+      this.waitingEvents++;
+      this.gathering.push({ requestId: event.requestId, bytes, resolve, reject });
+      this.gatheringBytes += bytes.length + 16;
+      if (this.gathering.length >= this.maxEvents) this.flush();
+      else if (!this.timer) this.timer = setTimeout(() => this.flush(), this.lingerMs);
+    });
+  }
+
+  publishInBackground(event: UsageEvent): void {
+    this.background.submit(event);
+  }
+
+  /** Resolves once every background event submitted so far is in the outbox. */
+  backgroundDurable(): Promise<void> {
+    return this.background.durable();
+  }
+
+  async stop(): Promise<void> {
+    this.flush();
+    this.stopped = true;
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+    await this.background.stop();
+  }
+
+  private flush(): void {
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    const batch = this.gathering;
+    if (batch.length === 0) return;
+    this.gathering = [];
+    this.gatheringBytes = 0;
+    const batchId = newId('usage-batch', 12);
+    const data = encodeUsageEventBatch(batchId, batch.map((waiting) => waiting.bytes));
+    const sent = publishWithRetry(this.options.bus, subjects.usageBatches, data, batchId, this.attempts, (error, attempt) => {
+      this.options.logger.warn({ err: error, batch_id: batchId, events: batch.length, attempt }, 'usage batch publish failed; retrying');
+    }).then(
+      () => {
+        this.options.onBatch?.({ batchId, events: batch.length, bytes: data.length });
+        for (const waiting of batch) waiting.resolve();
+      },
+      (error) => {
+        this.options.logger.error({ err: error, batch_id: batchId, events: batch.length }, 'usage batch not stored');
+        for (const waiting of batch) waiting.reject(error);
+      },
+    ).finally(() => {
+      this.waitingEvents -= batch.length;
+      this.inFlight.delete(sent);
+    });
+    this.inFlight.add(sent);
+  }
+}
+
+/**
+ * `UsageEventBatch { batch_id = 1; repeated UsageEvent events = 2; }` from events already encoded
+ * (each is encoded once, when published, to bound the message size): a length-delimited field per event.
+ */
+export function encodeUsageEventBatch(batchId: string, events: readonly Uint8Array[]): Uint8Array {
+  const id = Buffer.from(batchId, 'utf8');
+  let size = 1 + varintLength(id.length) + id.length;
+  for (const event of events) size += 1 + varintLength(event.length) + event.length;
+  const out = new Uint8Array(size);
+  let offset = 0;
+  const writeVarint = (value: number) => {
+    while (value > 0x7f) {
+      out[offset++] = (value & 0x7f) | 0x80;
+      value >>>= 7;
+    }
+    out[offset++] = value;
+  };
+  out[offset++] = (1 << 3) | 2; // field 1, length-delimited
+  writeVarint(id.length);
+  out.set(id, offset);
+  offset += id.length;
+  for (const event of events) {
+    out[offset++] = (2 << 3) | 2; // field 2, length-delimited
+    writeVarint(event.length);
+    out.set(event, offset);
+    offset += event.length;
+  }
+  return out;
+}
+
+function varintLength(value: number): number {
+  let length = 1;
+  while (value > 0x7f) {
+    value >>>= 7;
+    length++;
+  }
+  return length;
+}

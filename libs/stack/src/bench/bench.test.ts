@@ -1,0 +1,189 @@
+import { describe, expect, it } from 'vitest';
+import { validateCatalogText } from '@gateway/catalog';
+import { placeOf, summarizeProfile, type CpuProfile } from './cpu-profile.js';
+import { benchConfigYaml } from './gateway-cluster.js';
+import { parseInfoReply } from './nats-stream-info.js';
+import { validateJob, type LoadJob } from './load-generator.js';
+import { cpuSecondsBetween, parseMachineCpu, parseProcStat, type CpuSnapshot } from './proc-stat.js';
+import { formatTable, verdicts, type BenchFigures } from './report.js';
+import { percentile, SampleRecorder, summarize } from './statistics.js';
+
+// The bench's pure parts. The bench itself is not run here: it needs minutes of a quiet machine.
+
+describe('/proc stat parsing', () => {
+  // A real line's shape (proc(5)): the command name may hold spaces and parentheses.
+  const line = '4242 (node (edge) x) S 17 4242 17 0 -1 4194560 25016 0 12 0 1834 377 0 0 20 0 11 0 5012 1234567 8765 18446744073709551615 1 1 0 0 0 0 0 16781312 1024 0 0 0 17 1 0 0 0 0 0';
+
+  it('reads pid, name, parent and utime + stime after the last parenthesis', () => {
+    expect(parseProcStat(line)).toEqual({ pid: 4242, comm: 'node (edge) x', state: 'S', ppid: 17, cpuTicks: 1834 + 377, systemTicks: 377 });
+  });
+
+  it('refuses a line that is not a stat line', () => {
+    expect(() => parseProcStat('no parentheses here')).toThrow();
+    expect(() => parseProcStat('1 (short) S 1 2')).toThrow(/field 14/);
+  });
+
+  it('sums CPU per group between snapshots, counting a new pid from zero and dropping a vanished one', () => {
+    const ticks = (cpuTicks: number, systemTicks = 0) => ({ cpuTicks, systemTicks });
+    const before: CpuSnapshot = new Map([['postgres', new Map([[1, ticks(100, 40)], [2, ticks(50)]])], ['edge', new Map([[9, ticks(1_000, 100)]])]]);
+    const after: CpuSnapshot = new Map([['postgres', new Map([[1, ticks(130, 50)], [3, ticks(20, 5)]])], ['edge', new Map([[9, ticks(1_250, 200)]])]]);
+    const seconds = cpuSecondsBetween(before, after, 100);
+    expect(seconds.get('postgres')).toBeCloseTo((30 + 20) / 100);
+    expect(seconds.get('edge')).toBeCloseTo(2.5);
+    const kernel = cpuSecondsBetween(before, after, 100, 'systemTicks');
+    expect(kernel.get('postgres')).toBeCloseTo((10 + 5) / 100);
+    expect(kernel.get('edge')).toBeCloseTo(1);
+  });
+});
+
+describe('/proc/stat machine totals', () => {
+  it('counts user, nice, system, irq, softirq and steal as busy; idle and iowait as not', () => {
+    const text = 'cpu  100 5 50 1000 20 3 2 1 7 0\ncpu0 50 2 25 500 10 1 1 0 0 0\nintr 1\n';
+    expect(parseMachineCpu(text)).toEqual({ busyTicks: 100 + 5 + 50 + 3 + 2 + 1, totalTicks: 161 + 1000 + 20 });
+  });
+});
+
+describe('percentiles', () => {
+  const oneToHundred = Array.from({ length: 100 }, (_, index) => index + 1);
+
+  it('uses the nearest rank', () => {
+    expect(percentile(oneToHundred, 50)).toBe(50);
+    expect(percentile(oneToHundred, 99)).toBe(99);
+    expect(percentile(oneToHundred, 99.5)).toBe(100);
+    expect(percentile(oneToHundred, 100)).toBe(100);
+    expect(percentile(oneToHundred, 0)).toBe(1);
+    expect(percentile([7], 99)).toBe(7);
+    expect(percentile([1, 2, 3, 4], 50)).toBe(2);
+    expect(percentile([], 50)).toBeNaN();
+    expect(() => percentile(oneToHundred, 101)).toThrow(RangeError);
+  });
+
+  it('summarizes unsorted samples', () => {
+    const summary = summarize([5, 1, 4, 2, 3, 10, 9, 8, 7, 6]);
+    expect(summary).toEqual({ count: 10, meanMs: 5.5, p50Ms: 5, p90Ms: 9, p99Ms: 10, maxMs: 10 });
+    expect(summarize([]).p99Ms).toBeNaN();
+  });
+
+  it('keeps at most its capacity while counting every sample', () => {
+    let seed = 1;
+    const recorder = new SampleRecorder(100, () => ((seed = (seed * 48_271) % 2_147_483_647) / 2_147_483_647));
+    for (let value = 0; value < 10_000; value += 1) recorder.record(value);
+    expect(recorder.count).toBe(10_000);
+    expect(recorder.samples()).toHaveLength(100);
+    // A uniform subset of 0..9999: its median is nowhere near the first 100 values.
+    expect(percentile([...recorder.samples()].sort((a, b) => a - b), 50)).toBeGreaterThan(2_000);
+  });
+});
+
+describe('cpu profile summary', () => {
+  const frame = (functionName: string, url = '', lineNumber = 0) => ({ functionName, url, lineNumber, columnNumber: 0 });
+  const profile: CpuProfile = {
+    startTime: 1_000,
+    endTime: 2_000,
+    nodes: [
+      { id: 1, callFrame: frame('(root)'), children: [2, 3, 4, 5] },
+      { id: 2, callFrame: frame('(idle)') },
+      { id: 3, callFrame: frame('makeUnaryRequest', 'file:///work/main/node_modules/@grpc/grpc-js/build/src/client.js', 123) },
+      { id: 4, callFrame: frame('handle', 'file:///work/main/apps/edge/dist/routes/chat-completions.js', 9) },
+      { id: 5, callFrame: frame('(garbage collector)') },
+    ],
+    // Sample times: 1100 (idle), 1300 (grpc), 1400 (edge), 1700 (grpc), 1800 (gc).
+    samples: [2, 3, 4, 3, 5],
+    timeDeltas: [100, 200, 100, 300, 100],
+  };
+
+  it('attributes each delta to its sample, ranks self time and leaves idle out', () => {
+    const summary = summarizeProfile(profile);
+    expect(summary.totalMs).toBeCloseTo(0.8);
+    expect(summary.idleMs).toBeCloseTo(0.1);
+    expect(summary.functions[0]).toMatchObject({ name: 'makeUnaryRequest (@grpc/grpc-js/build/src/client.js:124)', selfMs: 0.5 });
+    expect(summary.functions.map((entry) => entry.name)).toEqual([
+      'makeUnaryRequest (@grpc/grpc-js/build/src/client.js:124)',
+      'handle (apps/edge/dist/routes/chat-completions.js:10)',
+      '(garbage collector)',
+    ]);
+    expect(summary.places.map((entry) => [entry.name, entry.selfMs])).toEqual([['@grpc/grpc-js', 0.5], ['apps/edge', 0.1], ['(garbage collector)', 0.1]]);
+  });
+
+  it('keeps only the samples inside a window', () => {
+    const summary = summarizeProfile(profile, 10, { startMicros: 1_350, endMicros: 1_750 });
+    expect(summary.functions.map((entry) => [entry.name.split(' ')[0], entry.selfMs])).toEqual([['makeUnaryRequest', 0.3], ['handle', 0.1]]);
+  });
+
+  it('names the place code lives', () => {
+    expect(placeOf('node:internal/http2/core', 'request')).toBe('node:internal');
+    expect(placeOf('file:///x/node_modules/pg/lib/client.js', 'query')).toBe('pg');
+    expect(placeOf('file:///work/main/libs/platform/dist/grpc/client.js', 'unaryCall')).toBe('libs/platform');
+    expect(placeOf('', 'writev')).toBe('(native)');
+  });
+});
+
+describe('report', () => {
+  const target = { requestsPerSecond: 10_000, cpuMicrosPerRequest: 60, cpuMicrosPerRequestAtRate: 80, p50AtRateMs: 0.5, p99AtRateMs: 2, firstChunkP50Ms: 1, firstChunkP99Ms: 3, errors: 0 };
+  const figures = (gateway: Partial<typeof target>): BenchFigures => ({
+    machine: 'test',
+    connections: 64,
+    accounts: 1,
+    durationSeconds: 10,
+    rate: 500,
+    bare: target,
+    gateway: { ...target, ...gateway },
+    othersCoresMax: 0.25,
+    gatewayCpuByProcess: { edge: 200, postgres: 100 },
+    gatewayKernelShare: 0.3,
+  });
+
+  it('judges each target against the bare proxy', () => {
+    expect(verdicts(figures({ requestsPerSecond: 1_500, cpuMicrosPerRequest: 600, p99AtRateMs: 12, firstChunkP50Ms: 3 }))).toEqual({ throughput: true, cpu: true, p99: true, firstChunk: true });
+    expect(verdicts(figures({ requestsPerSecond: 1_499, cpuMicrosPerRequest: 601, p99AtRateMs: 12.5, firstChunkP50Ms: 3.5 }))).toEqual({ throughput: false, cpu: false, p99: false, firstChunk: false });
+  });
+
+  it('prints ratios and added milliseconds', () => {
+    const table = formatTable(figures({ requestsPerSecond: 2_000, cpuMicrosPerRequest: 450, p99AtRateMs: 5.25 }));
+    expect(table).toMatch(/\| 10,000 +\| 2,000 +\| 0\.200× +\| ≥ 0\.15× +\| yes/);
+    expect(table).toMatch(/\| 60 +\| 450 +\| 7\.5× +\| ≤ 600 +\| yes/);
+    expect(table).toMatch(/p99 at 500 req\/s, ms +\| 2\.00 +\| 5\.25 +\| \+3\.25/);
+    expect(table).toContain('by process: edge 200, postgres 100 (30% of it in the kernel)');
+    expect(table).toContain('up to 0.25 of the cores');
+  });
+});
+
+describe('load jobs', () => {
+  const job: LoadJob = { mode: 'closed', origin: 'http://127.0.0.1:8080', path: '/v1/chat/completions', headerSets: [{}], body: '{}', connections: 64, warmupMs: 1_000, durationMs: 10_000 };
+
+  it('accepts loopback targets within bounds only', () => {
+    expect(validateJob(job)).toBe(job);
+    expect(() => validateJob({ ...job, origin: 'http://10.0.0.5:8080' })).toThrow(/loopback/);
+    expect(() => validateJob({ ...job, connections: 5_000 })).toThrow(/connections/);
+    expect(() => validateJob({ ...job, durationMs: 3_600_000 })).toThrow(/duration/);
+    expect(() => validateJob({ ...job, mode: 'open' })).toThrow(/rate/);
+  });
+});
+
+describe('bench config', () => {
+  it('is a valid catalog document with a paid openai-kind model on the upstream', () => {
+    const { document, problems } = validateCatalogText(benchConfigYaml('http://127.0.0.1:12345/v1'));
+    expect(problems).toEqual([]);
+    expect(document?.providers[0]).toMatchObject({ kind: 'openai', base_url: 'http://127.0.0.1:12345/v1' });
+    expect(document?.models[0]?.pricing?.per_input_token).toBeTruthy();
+    const tier = document?.limit_groups[0]?.tiers['tier-4'];
+    // The ledger binds limits as Postgres integers.
+    expect(tier?.minute).toBeLessThan(2 ** 31);
+  });
+});
+
+describe('JetStream stream info reply', () => {
+  const inbox = '_INBOX.bench1';
+  const payload = JSON.stringify({ type: 'io.nats.jetstream.api.v1.stream_info_response', state: { messages: 42, bytes: 1000 } });
+
+  it('waits for the whole message, then reads the message count', () => {
+    const whole = `INFO {"server_id":"x"}\r\nMSG ${inbox} 1 ${payload.length}\r\n${payload}\r\n`;
+    expect(parseInfoReply(whole.slice(0, whole.length - 20), inbox)).toBeUndefined();
+    expect(parseInfoReply(whole, inbox)).toEqual({ messages: 42 });
+  });
+
+  it('reports an API error', () => {
+    const error = JSON.stringify({ error: { code: 404, description: 'stream not found' } });
+    expect(parseInfoReply(`MSG ${inbox} 1 ${error.length}\r\n${error}\r\n`, inbox)).toEqual({ error: 'stream not found' });
+  });
+});

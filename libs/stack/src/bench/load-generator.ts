@@ -1,0 +1,199 @@
+import { performance } from 'node:perf_hooks';
+import { Pool } from 'undici';
+import { SampleRecorder, summarize, type LatencySummary } from './statistics.js';
+
+/**
+ * The load of one bench phase, against one target (bare proxy or gateway), over keep-alive undici
+ * pools. Three shapes:
+ * - closed: `connections` callers each send the next request when the previous answer is read (max req/s);
+ * - open: requests leave on a fixed schedule (`rate` per second) whatever the answers do; latency is
+ *   measured from the scheduled send time, so a stalled target cannot hide its queueing
+ *   (no coordinated omission);
+ * - ttfb: stream requests one at a time, timing the first content chunk at the client.
+ */
+export interface LoadJob {
+  mode: 'closed' | 'open' | 'ttfb';
+  /** http://127.0.0.1:PORT — the bench never targets anything but loopback. */
+  origin: string;
+  path: string;
+  /** One header set per caller identity (API key); requests take them in turn. */
+  headerSets: Record<string, string>[];
+  body: string;
+  connections: number;
+  warmupMs: number;
+  durationMs: number;
+  /** open: requests per second. */
+  rate?: number;
+  /** ttfb: most requests in the measured part. */
+  requests?: number;
+  /** open: most requests in flight; beyond it a scheduled request counts as an overload error. */
+  maxInFlight?: number;
+}
+
+export interface LoadResult {
+  mode: LoadJob['mode'];
+  /** Answers with status 200 in the measured part. */
+  ok: number;
+  /** Answers with status 200 during the warm-up (not measured; the bench cross-checks charges with them). */
+  warmupOk: number;
+  errors: number;
+  /** First few distinct error descriptions. */
+  errorSamples: string[];
+  elapsedMs: number;
+  requestsPerSecond: number;
+  latency: LatencySummary;
+  /** ttfb: time to the first content chunk. */
+  firstChunk?: LatencySummary;
+}
+
+/** Hard bounds whatever the caller asks. */
+export const LIMITS = { maxConnections: 1_024, maxDurationMs: 120_000, maxRate: 50_000, maxTtfbRequests: 100_000 } as const;
+
+const CONTENT_PATTERN = /"content":"[^"]/;
+
+export function validateJob(job: LoadJob): LoadJob {
+  const origin = new URL(job.origin);
+  if (!['127.0.0.1', 'localhost', '[::1]'].includes(origin.hostname)) throw new Error(`bench load goes to loopback only, not ${origin.hostname}`);
+  if (!(job.headerSets.length >= 1 && job.headerSets.length <= 10_000)) throw new Error('headerSets: 1 to 10000');
+  if (!(job.connections >= 1 && job.connections <= LIMITS.maxConnections)) throw new Error(`connections out of range: ${job.connections}`);
+  if (!(job.durationMs > 0 && job.durationMs <= LIMITS.maxDurationMs && job.warmupMs >= 0 && job.warmupMs <= LIMITS.maxDurationMs)) throw new Error('duration out of range');
+  if (job.mode === 'open' && !(job.rate !== undefined && job.rate > 0 && job.rate <= LIMITS.maxRate)) throw new Error(`rate out of range: ${job.rate}`);
+  if (job.mode === 'ttfb' && !(job.requests !== undefined && job.requests > 0 && job.requests <= LIMITS.maxTtfbRequests)) throw new Error('requests out of range');
+  return job;
+}
+
+class Tally {
+  ok = 0;
+  errors = 0;
+  readonly errorSamples: string[] = [];
+  readonly latency = new SampleRecorder();
+  readonly firstChunk = new SampleRecorder();
+
+  error(description: string): void {
+    this.errors += 1;
+    if (this.errorSamples.length < 5 && !this.errorSamples.includes(description)) this.errorSamples.push(description);
+  }
+}
+
+async function readError(statusCode: number, body: AsyncIterable<Buffer>): Promise<string> {
+  let text = '';
+  for await (const part of body) if (text.length < 300) text += part.toString('utf8');
+  return `HTTP ${statusCode}: ${text.slice(0, 300)}`;
+}
+
+let sent = 0;
+
+/** One request; resolves when the whole answer is read. */
+async function send(pool: Pool, job: LoadJob, tally: Tally, startedAt: number): Promise<void> {
+  try {
+    const headers = job.headerSets[sent++ % job.headerSets.length];
+    const response = await pool.request({ method: 'POST', path: job.path, headers, body: job.body });
+    if (response.statusCode !== 200) {
+      const description = await readError(response.statusCode, response.body);
+      tally.error(description);
+      return;
+    }
+    let firstChunkAt: number | undefined;
+    if (job.mode === 'ttfb') {
+      let seen = '';
+      for await (const part of response.body) {
+        if (firstChunkAt === undefined) {
+          seen += (part as Buffer).toString('utf8');
+          if (CONTENT_PATTERN.test(seen)) firstChunkAt = performance.now();
+        }
+      }
+    } else {
+      await response.body.dump({ limit: 1024 * 1024 });
+    }
+    const endedAt = performance.now();
+    if (job.mode === 'ttfb') {
+      if (firstChunkAt === undefined) return tally.error('stream ended without a content chunk');
+      tally.firstChunk.record(firstChunkAt - startedAt);
+    }
+    tally.ok += 1;
+    tally.latency.record(endedAt - startedAt);
+  } catch (error) {
+    tally.error(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
+  }
+}
+
+async function closedLoop(pool: Pool, job: LoadJob, durationMs: number, tally: Tally): Promise<number> {
+  const started = performance.now();
+  const deadline = started + durationMs;
+  const worker = async () => {
+    while (performance.now() < deadline) await send(pool, job, tally, performance.now());
+  };
+  await Promise.all(Array.from({ length: job.connections }, worker));
+  return performance.now() - started;
+}
+
+async function openLoop(pool: Pool, job: LoadJob, durationMs: number, tally: Tally): Promise<number> {
+  const intervalMs = 1000 / job.rate!;
+  const total = Math.floor(durationMs / intervalMs);
+  const maxInFlight = job.maxInFlight ?? 2_000;
+  const started = performance.now();
+  const inFlight = new Set<Promise<void>>();
+  let next = 0;
+  await new Promise<void>((resolve) => {
+    const tick = () => {
+      const now = performance.now();
+      while (next < total && started + next * intervalMs <= now) {
+        const scheduledAt = started + next * intervalMs;
+        next += 1;
+        if (inFlight.size >= maxInFlight) {
+          tally.error(`overload: more than ${maxInFlight} requests in flight`);
+          continue;
+        }
+        const request = send(pool, job, tally, scheduledAt).finally(() => inFlight.delete(request));
+        inFlight.add(request);
+      }
+      if (next >= total) resolve();
+      else setTimeout(tick, Math.max(0, Math.min(1, started + next * intervalMs - performance.now())));
+    };
+    tick();
+  });
+  await Promise.all(inFlight);
+  return performance.now() - started;
+}
+
+async function oneAtATime(pool: Pool, job: LoadJob, durationMs: number, requests: number, tally: Tally): Promise<number> {
+  const started = performance.now();
+  for (let index = 0; index < requests && performance.now() - started < durationMs; index += 1) await send(pool, job, tally, performance.now());
+  return performance.now() - started;
+}
+
+async function runPart(pool: Pool, job: LoadJob, durationMs: number, tally: Tally, measured: boolean): Promise<number> {
+  if (job.mode === 'closed') return closedLoop(pool, job, durationMs, tally);
+  if (job.mode === 'open') return openLoop(pool, job, durationMs, tally);
+  return oneAtATime(pool, job, durationMs, measured ? job.requests! : Number.MAX_SAFE_INTEGER, tally);
+}
+
+/**
+ * Warm-up (not recorded), then `beforeMeasuring` (the caller lets the target settle and takes its CPU
+ * snapshot), then the measured part. Nothing is in flight at either boundary, so the caller's CPU
+ * snapshots bracket exactly the measured requests.
+ */
+export async function runLoad(jobInput: LoadJob, beforeMeasuring: () => Promise<void> = async () => undefined): Promise<LoadResult> {
+  const job = validateJob(jobInput);
+  const pool = new Pool(job.origin, { connections: job.connections, pipelining: 1, keepAliveTimeout: 60_000, headersTimeout: 30_000, bodyTimeout: 30_000 });
+  try {
+    const warmup = new Tally();
+    if (job.warmupMs > 0) await runPart(pool, job, job.warmupMs, warmup, false);
+    await beforeMeasuring();
+    const tally = new Tally();
+    const elapsedMs = await runPart(pool, job, job.durationMs, tally, true);
+    return {
+      mode: job.mode,
+      ok: tally.ok,
+      warmupOk: warmup.ok,
+      errors: tally.errors,
+      errorSamples: tally.errorSamples,
+      elapsedMs,
+      requestsPerSecond: (tally.ok / elapsedMs) * 1000,
+      latency: summarize(tally.latency.samples()),
+      ...(job.mode === 'ttfb' ? { firstChunk: summarize(tally.firstChunk.samples()) } : {}),
+    };
+  } finally {
+    await pool.close().catch(() => undefined);
+  }
+}

@@ -1,0 +1,349 @@
+#!/usr/bin/env node
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { BenchChild, killAllChildrenNow, stopAllChildren } from './child-processes.js';
+import { summarizeProfile, type CpuProfile } from './cpu-profile.js';
+import { BENCH_MODEL, SERVICES, startGatewayCluster, type GatewayCluster, type ServiceName } from './gateway-cluster.js';
+import type { LoadJob, LoadResult } from './load-generator.js';
+import { clockTicksPerSecond, cpuSecondsBetween, readMachineCpu, snapshotCpu, type ProcessGroup } from './proc-stat.js';
+import { formatTable, verdicts, type BenchFigures, type TargetFigures } from './report.js';
+
+/**
+ * `npm run bench`: the bare keep-alive proxy and the gateway (every service its own process, real
+ * Postgres and NATS) side by side in front of one fake upstream, each phase driven by a load
+ * generator in its own process. See README "Performance". `--profile` instead runs the gateway under
+ * `node --cpu-prof` and prints where its processes spend CPU.
+ */
+
+const HELP = `usage: npm run bench -- [options]
+  --quick              short smoke run (about 2 s per phase)
+  --connections N      closed-loop connections (default 64, at most 512)
+  --duration S         seconds per measured phase (default 10, at most 60)
+  --accounts N         accounts (one key each) the gateway load is spread over (default 1, at most 64)
+  --rate R             fixed rate of the latency phase, req/s (default 500, at most 5000)
+  --json FILE          also write the raw results as JSON
+  --profile            profile the gateway under load (node --cpu-prof) instead of the comparison
+  --profile-services a,b  services to profile (default edge,routing,ledger,auth)
+  --ledger             the ledger bench instead (with --quick, --events N, --callers N, --rate R, --only backlog,live,admit)
+  --help`;
+
+const root = fileURLToPath(new URL('../../../../', import.meta.url));
+const here = fileURLToPath(new URL('./', import.meta.url));
+const postgresAdminUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+
+// `npm run bench -- --ledger [--quick]`: the ledger's own bench instead (settlement from a backlog,
+// batch sizes under live load, Admit latency under 500 callers; see ledger-bench.ts).
+if (process.argv.includes('--ledger')) {
+  const { ledgerBenchOptions, runLedgerBench } = await import('./ledger-bench.js');
+  await runLedgerBench(ledgerBenchOptions(process.argv.slice(2)));
+  process.exit(0);
+}
+
+const { values: args } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    connections: { type: 'string' },
+    duration: { type: 'string' },
+    rate: { type: 'string' },
+    accounts: { type: 'string' },
+    json: { type: 'string' },
+    profile: { type: 'boolean', default: false },
+    'profile-services': { type: 'string' },
+    help: { type: 'boolean', default: false },
+  },
+});
+if (args.help) {
+  process.stdout.write(`${HELP}\n`);
+  process.exit(0);
+}
+
+const bounded = (text: string | undefined, fallback: number, min: number, max: number, name: string) => {
+  const value = text === undefined ? fallback : Number(text);
+  if (!Number.isFinite(value) || value < min || value > max) throw new Error(`--${name} must be between ${min} and ${max}`);
+  return value;
+};
+const quick = args.quick;
+const connections = Math.round(bounded(args.connections, 64, 1, 512, 'connections'));
+const durationMs = bounded(args.duration, quick ? 2 : 10, 1, 60, 'duration') * 1000;
+const warmupMs = quick ? 1_000 : 3_000;
+const accounts = Math.round(bounded(args.accounts, 1, 1, 64, 'accounts'));
+const rate = bounded(args.rate, 500, 1, 5_000, 'rate');
+const ttfbRequests = quick ? 50 : 300;
+/** Longest the ledger may take to settle the requests of a phase before its CPU is read. */
+const SETTLE_TIMEOUT_MS = 60_000;
+
+const log = (text: string) => process.stderr.write(`[bench] ${text}\n`);
+
+const chatBody = JSON.stringify({ model: BENCH_MODEL, messages: [{ role: 'user', content: 'Say hello to the bench.' }], max_tokens: 16 });
+const streamBody = JSON.stringify({
+  model: BENCH_MODEL,
+  messages: [{ role: 'user', content: 'Say hello to the bench.' }],
+  max_tokens: 16,
+  stream: true,
+  stream_options: { include_usage: true },
+});
+
+interface Target {
+  name: 'bare' | 'gateway';
+  origin: string;
+  /** One per account; requests use them in turn. */
+  apiKeys: string[];
+  /** Processes whose CPU is the target's cost. */
+  groups(): Promise<ProcessGroup[]>;
+  /** Waits until the target has finished the work of the requests already answered (ledger settlement). */
+  settle(): Promise<void>;
+  /** Running totals diffed around each phase (gateway: charges, settlement transactions, usage messages). */
+  counters?(): Promise<Record<string, number>>;
+}
+
+interface PhaseOutcome {
+  result: LoadResult;
+  /** CPU seconds per process group of the target over the measured part. */
+  cpuSeconds: Map<string, number>;
+  /** The kernel's part of it (syscalls; loopback TCP is processed in the sender's and receiver's kernel time). */
+  systemSeconds: Map<string, number>;
+  /** The load generator's and upstream's CPU seconds, to judge whether they were the bottleneck. */
+  observerCpuSeconds: Map<string, number>;
+  /** Differences of the target's counters over the measured part. */
+  counters?: Record<string, number>;
+  /** CPU the rest of the machine used during the measured part, in cores (noise from other work). */
+  othersCores: number;
+  /** The measured part on the monotonic clock (µs), to cut profiles to it. */
+  window: { startMicros: number; endMicros: number };
+}
+
+async function runPhase(target: Target, job: Omit<LoadJob, 'origin' | 'headerSets'>, observers: ProcessGroup[]): Promise<PhaseOutcome> {
+  const headerSets = target.apiKeys.map((apiKey) => ({ 'content-type': 'application/json', authorization: `Bearer ${apiKey}` }));
+  const fullJob: LoadJob = { ...job, origin: target.origin, headerSets };
+  const generator = new BenchChild(`load-${target.name}-${job.mode}`, { args: [join(here, 'load-generator-process.js'), JSON.stringify(fullJob)], cwd: root, env: { PATH: process.env.PATH ?? '' }, stdin: true });
+  try {
+    const failedOr = (name: string) => (event: Record<string, unknown>) => event.event === name || event.event === 'failed';
+    const warm = await generator.waitFor(failedOr('warm'), job.warmupMs + 120_000);
+    if (warm.event === 'failed') throw new Error(`load generator failed: ${String(warm.message)}`);
+    await target.settle();
+    const countersBefore = await target.counters?.();
+    const observerGroups = [...observers, { name: 'load generator', pids: [generator.pid] }];
+    const beforeGroups = await target.groups();
+    const before = snapshotCpu([...beforeGroups, ...observerGroups]);
+    const machineBefore = readMachineCpu();
+    const startMicros = Number(process.hrtime.bigint() / 1000n);
+    generator.send('go');
+    const done = await generator.waitFor(failedOr('result'), job.durationMs + 120_000);
+    if (done.event === 'failed') throw new Error(`load generator failed: ${String(done.message)}`);
+    const endMicros = Number(process.hrtime.bigint() / 1000n);
+    const observerAfter = snapshotCpu(observerGroups);
+    const targetAtEnd = snapshotCpu(beforeGroups);
+    const machineAfter = readMachineCpu();
+    await target.settle();
+    const afterGroups = await target.groups();
+    const after = snapshotCpu(afterGroups);
+    const countersAfter = await target.counters?.();
+    const counters = countersBefore && countersAfter
+      ? Object.fromEntries(Object.entries(countersAfter).map(([name, value]) => [name, value - (countersBefore[name] ?? 0)]))
+      : undefined;
+    const hz = clockTicksPerSecond();
+    const cpuSeconds = cpuSecondsBetween(before, after, hz);
+    const systemSeconds = cpuSecondsBetween(before, after, hz, 'systemTicks');
+    const observerCpuSeconds = cpuSecondsBetween(before, observerAfter, hz);
+    // What the rest of the machine (other users of these 2 cores) took meanwhile, in cores.
+    const wallSeconds = (endMicros - startMicros) / 1e6;
+    const ours = sum(cpuSecondsBetween(before, targetAtEnd, hz).values()) + sum(observerCpuSeconds.values());
+    const othersCores = machineBefore && machineAfter
+      ? Math.max(0, (machineAfter.busyTicks - machineBefore.busyTicks) / hz - ours) / wallSeconds
+      : Number.NaN;
+    return {
+      result: done.result as LoadResult,
+      cpuSeconds,
+      systemSeconds,
+      observerCpuSeconds,
+      othersCores,
+      ...(counters ? { counters } : {}),
+      window: { startMicros, endMicros },
+    };
+  } finally {
+    generator.process.stdin?.end();
+    await generator.stop(5_000);
+  }
+}
+
+const sum = (values: Iterable<number>) => [...values].reduce((total, value) => total + value, 0);
+
+async function checkTarget(target: Target): Promise<void> {
+  const headers = { 'content-type': 'application/json', authorization: `Bearer ${target.apiKeys[0]}` };
+  const plain = await fetch(`${target.origin}/v1/chat/completions`, { method: 'POST', headers, body: chatBody });
+  const plainText = await plain.text();
+  if (plain.status !== 200 || !plainText.includes('Hello from the bench upstream.')) throw new Error(`${target.name}: chat completion answered ${plain.status}: ${plainText.slice(0, 300)}`);
+  const streamed = await fetch(`${target.origin}/v1/chat/completions`, { method: 'POST', headers, body: streamBody });
+  const streamText = await streamed.text();
+  if (streamed.status !== 200 || !streamText.includes('[DONE]') || !streamText.includes('bench upstream')) throw new Error(`${target.name}: stream answered ${streamed.status}: ${streamText.slice(0, 300)}`);
+}
+
+/** Events per published usage message and per settlement transaction over a phase. */
+function batching(counters: Record<string, number>): string {
+  const charges = counters.charges ?? 0;
+  const per = (count: number | undefined) => (count && Number.isFinite(count) ? (charges / count).toFixed(1) : 'n/a');
+  return `${charges} charges in ${counters.usageMessages} usage messages (${per(counters.usageMessages)} events each) and ${counters.settlementTransactions} settlement transactions (${per(counters.settlementTransactions)} each)`;
+}
+
+function describePhase(name: string, outcome: PhaseOutcome): string {
+  const { result } = outcome;
+  const cpu = [...outcome.cpuSeconds].map(([group, seconds]) => `${group} ${seconds.toFixed(2)}`).join(', ') +
+    ` (kernel ${((sum(outcome.systemSeconds.values()) / sum(outcome.cpuSeconds.values())) * 100).toFixed(0)}%)`;
+  const observers = [...outcome.observerCpuSeconds].map(([group, seconds]) => `${group} ${seconds.toFixed(2)}`).join(', ');
+  return `${name}: ${result.ok} ok, ${result.errors} failed${result.errorSamples.length ? ` (${result.errorSamples.join(' | ')})` : ''}, ${result.requestsPerSecond.toFixed(0)} req/s, p50 ${result.latency.p50Ms.toFixed(2)} ms, p99 ${result.latency.p99Ms.toFixed(2)} ms${result.firstChunk ? `, first chunk p50 ${result.firstChunk.p50Ms.toFixed(2)} ms p99 ${result.firstChunk.p99Ms.toFixed(2)} ms` : ''}; CPU s: ${cpu}; not counted: ${observers}; other work on the machine: ${outcome.othersCores.toFixed(2)} cores${outcome.counters ? `; ${batching(outcome.counters)}` : ''}`;
+}
+
+async function startUpstreamAndProxy() {
+  const upstream = new BenchChild('upstream', { args: [join(here, 'fake-upstream-process.js')], cwd: root, env: { PATH: process.env.PATH ?? '' } });
+  const upstreamPort = Number((await upstream.waitFor((event) => event.ready === true, 30_000)).port);
+  const upstreamOrigin = `http://127.0.0.1:${upstreamPort}`;
+  const proxy = new BenchChild('bare-proxy', { args: [join(here, 'bare-proxy-process.js'), upstreamOrigin], cwd: root, env: { PATH: process.env.PATH ?? '' } });
+  const proxyPort = Number((await proxy.waitFor((event) => event.ready === true, 30_000)).port);
+  return { upstream, upstreamOrigin, proxy, proxyOrigin: `http://127.0.0.1:${proxyPort}` };
+}
+
+function gatewayTarget(cluster: GatewayCluster): Target {
+  return {
+    name: 'gateway',
+    origin: cluster.url,
+    apiKeys: cluster.apiKeys,
+    groups: () => cluster.processGroups(),
+    counters: () => cluster.counters(),
+    settle: async () => {
+      if (!(await cluster.waitSettled(SETTLE_TIMEOUT_MS))) log(`warning: ${await cluster.openReservations()} reservations still open after ${SETTLE_TIMEOUT_MS} ms`);
+    },
+  };
+}
+
+async function compare(): Promise<void> {
+  let cluster: GatewayCluster | undefined;
+  try {
+    log(`mode ${quick ? 'quick' : 'full'}: ${accounts} account(s), ${connections} connections, ${durationMs / 1000} s per phase after ${warmupMs / 1000} s warm-up, ${rate} req/s latency phase`);
+    const { upstream, upstreamOrigin, proxy, proxyOrigin } = await startUpstreamAndProxy();
+    log('starting the gateway: six service processes, fresh Postgres database and NATS namespace');
+    cluster = await startGatewayCluster({ root, upstreamBaseUrl: `${upstreamOrigin}/v1`, postgresAdminUrl, natsUrl, accounts });
+    log(`gateway at ${cluster.url} (database ${cluster.databaseName}, NATS namespace ${cluster.namespace})`);
+    const bare: Target = { name: 'bare', origin: proxyOrigin, apiKeys: ['bench'], groups: async () => [{ name: 'bare-proxy', pids: [proxy.pid] }], settle: async () => undefined };
+    const gateway = gatewayTarget(cluster);
+    await checkTarget(bare);
+    await checkTarget(gateway);
+    const observers: ProcessGroup[] = [{ name: 'upstream', pids: [upstream.pid] }];
+
+    const phases: Record<string, Record<'bare' | 'gateway', PhaseOutcome>> = {};
+    const jobs: Record<string, Omit<LoadJob, 'origin' | 'headerSets'>> = {
+      max: { mode: 'closed', path: '/v1/chat/completions', body: chatBody, connections, warmupMs, durationMs },
+      rate: { mode: 'open', path: '/v1/chat/completions', body: chatBody, connections: 256, warmupMs, durationMs, rate, maxInFlight: 2_000 },
+      ttfb: { mode: 'ttfb', path: '/v1/chat/completions', body: streamBody, connections: 1, warmupMs: Math.min(warmupMs, 1_000), durationMs, requests: ttfbRequests },
+    };
+    for (const [phase, job] of Object.entries(jobs)) {
+      phases[phase] = {} as Record<'bare' | 'gateway', PhaseOutcome>;
+      for (const target of [bare, gateway]) {
+        log(`phase ${phase} (${job.mode}) on ${target.name}...`);
+        const outcome = await runPhase(target, job, observers);
+        phases[phase]![target.name] = outcome;
+        log(describePhase(`${phase} ${target.name}`, outcome));
+      }
+    }
+
+    const figuresOf = (name: 'bare' | 'gateway'): TargetFigures => {
+      const max = phases.max![name];
+      const atRate = phases.rate![name];
+      const ttfb = phases.ttfb![name];
+      return {
+        requestsPerSecond: max.result.requestsPerSecond,
+        cpuMicrosPerRequest: (sum(max.cpuSeconds.values()) / max.result.ok) * 1e6,
+        cpuMicrosPerRequestAtRate: (sum(atRate.cpuSeconds.values()) / atRate.result.ok) * 1e6,
+        p50AtRateMs: atRate.result.latency.p50Ms,
+        p99AtRateMs: atRate.result.latency.p99Ms,
+        firstChunkP50Ms: ttfb.result.firstChunk?.p50Ms ?? Number.NaN,
+        firstChunkP99Ms: ttfb.result.firstChunk?.p99Ms ?? Number.NaN,
+        errors: max.result.errors + atRate.result.errors + ttfb.result.errors,
+      };
+    };
+    const maxGateway = phases.max!.gateway;
+    const figures: BenchFigures = {
+      machine: `${cpus().length} cores (${cpus()[0]?.model ?? 'unknown CPU'}), shared; Node ${process.version}; ${quick ? 'quick run' : 'full run'}`,
+      connections,
+      accounts,
+      durationSeconds: durationMs / 1000,
+      rate,
+      bare: figuresOf('bare'),
+      gateway: figuresOf('gateway'),
+      othersCoresMax: Math.max(...Object.values(phases).flatMap((phase) => [phase.bare.othersCores, phase.gateway.othersCores])),
+      gatewayCpuByProcess: Object.fromEntries([...maxGateway.cpuSeconds].map(([group, seconds]) => [group, (seconds / maxGateway.result.ok) * 1e6])),
+      gatewayKernelShare: sum(maxGateway.systemSeconds.values()) / sum(maxGateway.cpuSeconds.values()),
+    };
+
+    // Every answered gateway request (warm-ups and the two checks included) must be charged exactly once.
+    const answered = 2 + sum(Object.values(phases).map((phase) => phase.gateway.result.ok + phase.gateway.result.warmupOk));
+    const charges = await cluster.charges();
+    const batchLines = ['max', 'rate'].map((phase) => `Batching, ${phase} phase: ${batching(phases[phase]!.gateway.counters ?? {})}.`).join('\n');
+    process.stdout.write(`\n${formatTable(figures)}\n${batchLines}\nLedger: ${charges} charges for ${answered} answered gateway requests; ${await cluster.openReservations()} reservations open.\n`);
+    if (args.json) writeFileSync(args.json, JSON.stringify({ figures, verdicts: verdicts(figures), phases, charges, answered }, (_key, value) => (value instanceof Map ? Object.fromEntries(value) : value), 2));
+  } catch (error) {
+    for (const child of cluster?.children.values() ?? []) log(`last output of ${child.name}:\n${child.logs().split('\n').slice(-20).join('\n')}`);
+    throw error;
+  } finally {
+    log('cleaning up: processes, database, NATS stream');
+    await cluster?.stop().catch((error: unknown) => log(`cleanup of the gateway failed: ${String(error)}`));
+    await stopAllChildren();
+  }
+}
+
+async function profile(): Promise<void> {
+  const services = (args['profile-services'] ?? 'edge,routing,ledger,auth').split(',').map((name) => name.trim()) as ServiceName[];
+  for (const name of services) if (!SERVICES.includes(name)) throw new Error(`unknown service to profile: ${name}`);
+  const dir = mkdtempSync(join(tmpdir(), 'gateway-bench-profile-'));
+  let cluster: GatewayCluster | undefined;
+  try {
+    const { upstreamOrigin } = await startUpstreamAndProxy();
+    log(`starting the gateway with --cpu-prof on ${services.join(', ')}`);
+    cluster = await startGatewayCluster({ root, upstreamBaseUrl: `${upstreamOrigin}/v1`, postgresAdminUrl, natsUrl, accounts, profile: { services, dir } });
+    const gateway = gatewayTarget(cluster);
+    await checkTarget(gateway);
+    const outcome = await runPhase(gateway, { mode: 'closed', path: '/v1/chat/completions', body: chatBody, connections, warmupMs, durationMs }, []);
+    log(describePhase('profiled max gateway', outcome));
+    // Profiles are written when a process exits normally (SIGTERM -> runMain -> exit).
+    await cluster.stop();
+    cluster = undefined;
+    for (const file of readdirSync(dir).filter((name) => name.endsWith('.cpuprofile')).sort()) {
+      const summary = summarizeProfile(JSON.parse(readFileSync(join(dir, file), 'utf8')) as CpuProfile, 15, outcome.window);
+      const busy = summary.totalMs - summary.idleMs;
+      process.stdout.write(`\n## ${file}: ${busy.toFixed(0)} ms busy of ${summary.totalMs.toFixed(0)} ms sampled in the measured part (${outcome.result.ok} requests: ${((busy * 1000) / outcome.result.ok).toFixed(0)} µs/request on the main thread)\n`);
+      process.stdout.write('top self time, functions:\n');
+      for (const entry of summary.functions) process.stdout.write(`  ${((entry.selfMs / busy) * 100).toFixed(1).padStart(5)}%  ${entry.selfMs.toFixed(0).padStart(6)} ms  ${entry.name}\n`);
+      process.stdout.write('self time by place:\n');
+      for (const entry of summary.places) process.stdout.write(`  ${((entry.selfMs / busy) * 100).toFixed(1).padStart(5)}%  ${entry.selfMs.toFixed(0).padStart(6)} ms  ${entry.name}\n`);
+    }
+    process.stdout.write(`\nProfiles kept in ${dir} (open in Chrome DevTools > Performance).\n`);
+  } finally {
+    await cluster?.stop().catch((error: unknown) => log(`cleanup of the gateway failed: ${String(error)}`));
+    await stopAllChildren();
+  }
+}
+
+let interrupted = false;
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    if (interrupted) {
+      killAllChildrenNow();
+      process.exit(130);
+    }
+    interrupted = true;
+    log(`${signal}: stopping (again to kill at once)`);
+    // The running phase fails once its processes are gone; the finally blocks clean up the rest.
+    void stopAllChildren();
+  });
+}
+process.on('exit', killAllChildrenNow);
+
+try {
+  await (args.profile ? profile() : compare());
+} catch (error) {
+  log(`failed: ${error instanceof Error ? error.stack ?? error.message : String(error)}`);
+  process.exitCode = 1;
+}

@@ -1,0 +1,110 @@
+/**
+ * The bench's figures and their table (Markdown, so it pastes into the README as printed).
+ * Pure: unit-tested.
+ */
+
+export interface TargetFigures {
+  /** Max requests/s, closed loop. */
+  requestsPerSecond: number;
+  /** CPU µs per answered request at max load, summed over the target's processes. */
+  cpuMicrosPerRequest: number;
+  /** The same at the fixed rate. */
+  cpuMicrosPerRequestAtRate: number;
+  p50AtRateMs: number;
+  p99AtRateMs: number;
+  firstChunkP50Ms: number;
+  firstChunkP99Ms: number;
+  errors: number;
+}
+
+export interface BenchFigures {
+  machine: string;
+  connections: number;
+  /** Accounts the gateway load was spread over (each with its own rate windows and balance rows). */
+  accounts: number;
+  durationSeconds: number;
+  rate: number;
+  bare: TargetFigures;
+  gateway: TargetFigures;
+  /** Most CPU other work on the machine took during any measured phase, in cores. */
+  othersCoresMax: number;
+  /** Gateway CPU µs per request at max load, per process group (services, postgres, nats). */
+  gatewayCpuByProcess: Record<string, number>;
+  /** Share of the gateway's CPU at max load spent in the kernel (0..1). */
+  gatewayKernelShare: number;
+}
+
+/** The targets of issue 6 ("Performance"). */
+export const TARGETS = {
+  maxCpuMicrosPerRequest: 600,
+  minThroughputRatio: 0.15,
+  maxAddedP99Ms: 10,
+  maxAddedFirstChunkMs: 2,
+} as const;
+
+const number = (value: number, digits = 0) =>
+  Number.isFinite(value) ? value.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : 'n/a';
+const signed = (value: number, digits = 2) => (Number.isFinite(value) ? `${value >= 0 ? '+' : ''}${number(value, digits)}` : 'n/a');
+const verdict = (ok: boolean) => (ok ? 'yes' : '**no**');
+
+export interface Verdicts {
+  throughput: boolean;
+  cpu: boolean;
+  p99: boolean;
+  firstChunk: boolean;
+}
+
+export function verdicts(figures: BenchFigures): Verdicts {
+  const { bare, gateway } = figures;
+  return {
+    throughput: gateway.requestsPerSecond / bare.requestsPerSecond >= TARGETS.minThroughputRatio,
+    cpu: gateway.cpuMicrosPerRequest <= TARGETS.maxCpuMicrosPerRequest,
+    p99: gateway.p99AtRateMs - bare.p99AtRateMs <= TARGETS.maxAddedP99Ms,
+    firstChunk: gateway.firstChunkP50Ms - bare.firstChunkP50Ms <= TARGETS.maxAddedFirstChunkMs,
+  };
+}
+
+export function formatTable(figures: BenchFigures): string {
+  const { bare, gateway } = figures;
+  const met = verdicts(figures);
+  const rows: string[][] = [
+    ['figure', 'bare proxy', 'gateway', 'gateway vs bare', 'target', 'met'],
+    [
+      `max throughput, req/s (${figures.connections} connections, ${figures.durationSeconds} s, ${figures.accounts} account${figures.accounts === 1 ? '' : 's'})`,
+      number(bare.requestsPerSecond),
+      number(gateway.requestsPerSecond),
+      `${number(gateway.requestsPerSecond / bare.requestsPerSecond, 3)}×`,
+      `≥ ${TARGETS.minThroughputRatio}×`,
+      verdict(met.throughput),
+    ],
+    [
+      'CPU per request at max load, µs (all processes, Postgres and NATS included)',
+      number(bare.cpuMicrosPerRequest),
+      number(gateway.cpuMicrosPerRequest),
+      `${number(gateway.cpuMicrosPerRequest / bare.cpuMicrosPerRequest, 1)}×`,
+      `≤ ${TARGETS.maxCpuMicrosPerRequest}`,
+      verdict(met.cpu),
+    ],
+    [`CPU per request at ${figures.rate} req/s, µs`, number(bare.cpuMicrosPerRequestAtRate), number(gateway.cpuMicrosPerRequestAtRate), `${number(gateway.cpuMicrosPerRequestAtRate / bare.cpuMicrosPerRequestAtRate, 1)}×`, '—', ''],
+    [`p50 at ${figures.rate} req/s, ms`, number(bare.p50AtRateMs, 2), number(gateway.p50AtRateMs, 2), signed(gateway.p50AtRateMs - bare.p50AtRateMs), '—', ''],
+    [`p99 at ${figures.rate} req/s, ms`, number(bare.p99AtRateMs, 2), number(gateway.p99AtRateMs, 2), signed(gateway.p99AtRateMs - bare.p99AtRateMs), `≤ +${TARGETS.maxAddedP99Ms}`, verdict(met.p99)],
+    ['first streamed chunk p50, ms', number(bare.firstChunkP50Ms, 2), number(gateway.firstChunkP50Ms, 2), signed(gateway.firstChunkP50Ms - bare.firstChunkP50Ms), `≤ +${TARGETS.maxAddedFirstChunkMs}`, verdict(met.firstChunk)],
+    ['first streamed chunk p99, ms', number(bare.firstChunkP99Ms, 2), number(gateway.firstChunkP99Ms, 2), signed(gateway.firstChunkP99Ms - bare.firstChunkP99Ms), '—', ''],
+    ['failed requests (all phases)', number(bare.errors), number(gateway.errors), '', '0', verdict(bare.errors === 0 && gateway.errors === 0)],
+  ];
+  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
+  const line = (row: string[]) => `| ${row.map((cell, column) => cell.padEnd(widths[column]!)).join(' | ')} |`;
+  const table = [line(rows[0]!), `|${widths.map((width) => '-'.repeat(width + 2)).join('|')}|`, ...rows.slice(1).map(line)];
+  const breakdown = Object.entries(figures.gatewayCpuByProcess)
+    .sort((a, b) => b[1] - a[1])
+    .map(([name, micros]) => `${name} ${number(micros)}`)
+    .join(', ');
+  return [
+    `Machine: ${figures.machine}`,
+    '',
+    ...table,
+    '',
+    `Gateway CPU µs per request at max load, by process: ${breakdown} (${number(figures.gatewayKernelShare * 100)}% of it in the kernel)`,
+    `Other work on the machine during the measured phases: up to ${number(figures.othersCoresMax, 2)} of the cores.`,
+  ].join('\n');
+}

@@ -1,0 +1,150 @@
+import { fileURLToPath } from 'node:url';
+import { expect } from 'vitest';
+import { runGatewayctl } from '@gateway/gatewayctl';
+import { createTestBus, createTestDatabase, testLogger, type TestBus, type TestDatabase } from '@gateway/testing';
+import { startStack, type RunningStack } from '../src/index.js';
+
+/**
+ * Shared set-up of the account API end-to-end tests: a whole stack on a fresh database and an
+ * isolated NATS namespace, accounts made by gatewayctl over gRPC, and a small HTTP client that
+ * returns status, headers and the parsed body.
+ */
+export const exampleConfigPath = fileURLToPath(new URL('../../../deploy/config/gateway.example.yaml', import.meta.url));
+export const KEY_HASH_SECRET = 'e2e-account-secret-0123456789-abcdef';
+
+export interface Account {
+  accountId: string;
+  provisioningKey: string;
+}
+
+export interface HttpAnswer<Body = any> {
+  status: number;
+  headers: Headers;
+  body: Body;
+  text: string;
+}
+
+export interface CallOptions {
+  /** Sent as `Authorization: Bearer <bearer>`. */
+  bearer?: string;
+  /** Sent as `x-api-key`. */
+  apiKeyHeader?: string;
+  /** A whole Authorization header value (e.g. `Basic abc`). */
+  authorization?: string;
+  /** JSON-encoded unless a string. */
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+export interface AccountStack {
+  stack: RunningStack;
+  database: TestDatabase;
+  testBus: TestBus;
+  ctl(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }>;
+  newAccount(name: string, credits?: string): Promise<Account>;
+  call<Body = any>(method: string, path: string, options?: CallOptions, baseUrl?: string): Promise<HttpAnswer<Body>>;
+  /** POST /v1/account/keys; expects 201 and returns the record with its plaintext `key`. */
+  createKey(account: Account, body: Record<string, unknown>): Promise<KeyJson & { key: string }>;
+  /** A small paid chat completion (acme/chat-small). */
+  chat(apiKey: string, baseUrl?: string): Promise<HttpAnswer>;
+  stop(): Promise<void>;
+}
+
+export interface KeyJson {
+  id: string;
+  name: string;
+  label: string;
+  disabled: boolean;
+  credit_limit: number | null;
+  usage: number;
+  limit_remaining: number | null;
+  default_routing_strategy: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+/** The literal of a JSON number field as the server wrote it (JSON.parse would go through a double). */
+export function decimalField(text: string, field: string): string {
+  const match = new RegExp(`"${field}":(-?\\d+(?:\\.\\d+)?)`).exec(text);
+  if (!match) throw new Error(`no numeric ${field} in ${text}`);
+  return match[1]!;
+}
+
+export const chatBody = { model: 'chat-small', messages: [{ role: 'user', content: 'Say hello.' }], max_completion_tokens: 16 };
+
+export async function startAccountStack(): Promise<AccountStack> {
+  const database = await createTestDatabase();
+  const testBus = await createTestBus('nats');
+  let stack: RunningStack;
+  try {
+    stack = await startStack({
+      databaseUrl: database.url,
+      bus: testBus.bus,
+      logger: testLogger('stack'),
+      configPath: exampleConfigPath,
+      keyHashSecret: KEY_HASH_SECRET,
+      port: 0,
+    });
+  } catch (error) {
+    await testBus.destroy();
+    await database.drop();
+    throw error;
+  }
+
+  const ctl: AccountStack['ctl'] = async (...argv) => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const code = await runGatewayctl(argv, {
+      env: { AUTH_ADDR: stack.addresses.auth, LEDGER_ADDR: stack.addresses.ledger, CATALOG_ADDR: stack.addresses.catalog },
+      stdout: (text) => out.push(text),
+      stderr: (text) => err.push(text),
+    });
+    return { code, stdout: out.join(''), stderr: err.join('') };
+  };
+
+  const call: AccountStack['call'] = async (method, path, options = {}, baseUrl = stack.url) => {
+    const headers: Record<string, string> = { ...options.headers };
+    if (options.bearer !== undefined) headers.authorization = `Bearer ${options.bearer}`;
+    if (options.authorization !== undefined) headers.authorization = options.authorization;
+    if (options.apiKeyHeader !== undefined) headers['x-api-key'] = options.apiKeyHeader;
+    let body: string | undefined;
+    if (options.body !== undefined) {
+      body = typeof options.body === 'string' ? options.body : JSON.stringify(options.body);
+      headers['content-type'] ??= 'application/json';
+    }
+    const response = await fetch(`${baseUrl}${path}`, { method, headers, body });
+    const text = await response.text();
+    let parsed: unknown = undefined;
+    try {
+      parsed = text === '' ? undefined : JSON.parse(text);
+    } catch {
+      parsed = undefined;
+    }
+    return { status: response.status, headers: response.headers, body: parsed as any, text };
+  };
+
+  return {
+    stack,
+    database,
+    testBus,
+    ctl,
+    call,
+    async newAccount(name, credits = '10') {
+      const created = await ctl('accounts', 'create', '--name', name, '--credits', credits, '--json');
+      expect(created.code, created.stderr).toBe(0);
+      const account = JSON.parse(created.stdout) as { account_id: string; provisioning_key: string };
+      return { accountId: account.account_id, provisioningKey: account.provisioning_key };
+    },
+    async createKey(account, body) {
+      const answer = await call('POST', '/v1/account/keys', { bearer: account.provisioningKey, body });
+      expect(answer.status, answer.text).toBe(201);
+      return answer.body as KeyJson & { key: string };
+    },
+    chat: (apiKey, baseUrl) => call('POST', '/v1/chat/completions', { bearer: apiKey, body: chatBody }, baseUrl),
+    async stop() {
+      await stack.stop();
+      await testBus.destroy();
+      await database.drop();
+    },
+  };
+}

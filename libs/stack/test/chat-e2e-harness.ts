@@ -1,0 +1,150 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import { expect } from 'vitest';
+import { runGatewayctl } from '@gateway/gatewayctl';
+import { createClient, parseCredits } from '@gateway/platform';
+import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
+import { createTestBus, createTestDatabase, eventually, testLogger, type TestBus, type TestDatabase } from '@gateway/testing';
+import { startStack, type RunningStack, type StackOptions } from '../src/index.js';
+
+/**
+ * A whole stack on a test catalog (YAML written to a temp file), one funded account with an API key,
+ * the real `openai` client, and the ledger's own view of charges for "exactly one charge" checks.
+ */
+export interface ChatHarness {
+  stack: RunningStack;
+  apiKey: string;
+  accountId: string;
+  client: OpenAI;
+  /** Balance in credits as the account routes show it. */
+  balance(): Promise<string>;
+  /** Charges the ledger recorded for the model (all days, this account). */
+  charges(modelId: string): Promise<{ requests: number; costPico: bigint }>;
+  /** Waits until the model has `requests` charges, then returns the total. */
+  chargesSettleAt(modelId: string, requests: number): Promise<{ requests: number; costPico: bigint }>;
+  stop(): Promise<void>;
+}
+
+export interface ChatHarnessOptions {
+  configYaml: string;
+  providerSecrets?: Record<string, string>;
+  routing?: StackOptions['routing'];
+  media?: StackOptions['media'];
+  credits?: string;
+}
+
+export async function startChatHarness(options: ChatHarnessOptions): Promise<ChatHarness> {
+  const directory = await mkdtemp(join(tmpdir(), 'gateway-chat-e2e-'));
+  const configPath = join(directory, 'gateway.yaml');
+  await writeFile(configPath, options.configYaml);
+  let database: TestDatabase | undefined;
+  let testBus: TestBus | undefined;
+  let stack: RunningStack | undefined;
+  let ledger: ReturnType<typeof createClient<LedgerServiceClient>> | undefined;
+  const stop = async () => {
+    ledger?.close();
+    await stack?.stop();
+    await testBus?.destroy();
+    await database?.drop();
+    await rm(directory, { recursive: true, force: true });
+  };
+  try {
+    database = await createTestDatabase();
+    testBus = await createTestBus('nats');
+    stack = await startStack({
+      databaseUrl: database.url,
+      bus: testBus.bus,
+      logger: testLogger('stack'),
+      configPath,
+      keyHashSecret: 'chat-e2e-secret-chat-e2e-secret-0123',
+      port: 0,
+      providerSecrets: options.providerSecrets ?? {},
+      ...(options.routing ? { routing: options.routing } : {}),
+      ...(options.media ? { media: options.media } : {}),
+    });
+    const running = stack;
+    const ctl = async (...argv: string[]) => {
+      const out: string[] = [];
+      const err: string[] = [];
+      const code = await runGatewayctl(argv, {
+        env: { AUTH_ADDR: running.addresses.auth, LEDGER_ADDR: running.addresses.ledger, CATALOG_ADDR: running.addresses.catalog },
+        stdout: (text) => out.push(text),
+        stderr: (text) => err.push(text),
+      });
+      expect(code, err.join('')).toBe(0);
+      return JSON.parse(out.join('')) as Record<string, string>;
+    };
+    const account = await ctl('accounts', 'create', '--name', 'chat-e2e', '--credits', options.credits ?? '10', '--tier', 'tier-1', '--json');
+    const accountId = account.account_id!;
+    const provisioningKey = account.provisioning_key!;
+    const apiKey = (await ctl('keys', 'create', accountId, '--name', 'chat-e2e-key', '--json')).api_key!;
+    ledger = createClient(LedgerServiceClient, LedgerServiceService, running.addresses.ledger);
+    const ledgerClient = ledger;
+    const charges = async (modelId: string) => {
+      const activity = await ledgerClient.getActivity({ accountId, days: 30, keyId: '' });
+      const rows = activity.rows.filter((row) => row.modelId === modelId);
+      return {
+        requests: rows.reduce((sum, row) => sum + row.requests, 0),
+        costPico: rows.reduce((sum, row) => sum + parseCredits(row.credits), 0n),
+      };
+    };
+    return {
+      stack: running,
+      apiKey,
+      accountId,
+      client: new OpenAI({ baseURL: `${running.url}/v1`, apiKey, maxRetries: 0, timeout: 30_000 }),
+      balance: async () => {
+        const response = await fetch(`${running.url}/v1/account/balance`, { headers: { authorization: `Bearer ${provisioningKey}` } });
+        expect(response.status).toBe(200);
+        return ((await response.json()) as { balance: string }).balance;
+      },
+      charges,
+      chargesSettleAt: async (modelId, requests) => {
+        let seen = { requests: -1, costPico: 0n };
+        await eventually(async () => {
+          seen = await charges(modelId);
+          expect(seen.requests).toBe(requests);
+        }, 15_000);
+        return seen;
+      },
+      stop,
+    };
+  } catch (error) {
+    await stop().catch(() => undefined);
+    throw error;
+  }
+}
+
+/** Builds a small valid PDF (one text line per page, Helvetica) with a correct xref table. */
+export function minimalPdf(pageTexts: string[]): Buffer {
+  const objects: string[] = [];
+  const pageIds = pageTexts.map((_, index) => 4 + index * 2);
+  objects[1] = '<< /Type /Catalog /Pages 2 0 R >>';
+  objects[2] = `<< /Type /Pages /Kids [${pageIds.map((id) => `${id} 0 R`).join(' ')}] /Count ${pageTexts.length} >>`;
+  objects[3] = '<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>';
+  pageTexts.forEach((text, index) => {
+    const pageId = pageIds[index]!;
+    const escaped = text.replace(/[\\()]/g, (character) => `\\${character}`);
+    const stream = `BT /F1 18 Tf 72 720 Td (${escaped}) Tj ET`;
+    objects[pageId] = `<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents ${pageId + 1} 0 R >>`;
+    objects[pageId + 1] = `<< /Length ${Buffer.byteLength(stream)} >>\nstream\n${stream}\nendstream`;
+  });
+  let body = '%PDF-1.4\n';
+  const offsets: number[] = [];
+  for (let id = 1; id < objects.length; id++) {
+    offsets[id] = Buffer.byteLength(body);
+    body += `${id} 0 obj\n${objects[id]}\nendobj\n`;
+  }
+  const xrefOffset = Buffer.byteLength(body);
+  body += `xref\n0 ${objects.length}\n0000000000 65535 f \n`;
+  for (let id = 1; id < objects.length; id++) body += `${String(offsets[id]).padStart(10, '0')} 00000 n \n`;
+  body += `trailer\n<< /Size ${objects.length} /Root 1 0 R >>\nstartxref\n${xrefOffset}\n%%EOF\n`;
+  return Buffer.from(body, 'latin1');
+}
+
+/** Credits (decimal string) minus pico credits, as the balance route prints it. */
+export function pricedTokens(promptTokens: number, completionTokens: number, inputPrice: string, outputPrice: string): bigint {
+  return BigInt(promptTokens) * parseCredits(inputPrice) + BigInt(completionTokens) * parseCredits(outputPrice);
+}

@@ -1,0 +1,265 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateKey } from '@gateway/auth';
+import { parseCredits } from '@gateway/platform';
+import { eventually } from '@gateway/testing';
+import { chatBody, startAccountStack, type Account, type AccountStack, type CallOptions, type HttpAnswer } from './account-harness.js';
+
+// Spec §5 as a table: every kind of credential against every route group the edge serves, each cell
+// checked for its exact status and error `type` (and, where it succeeds, that it acted for the right
+// account). The "bad body" / "bad query" routes check the order of checks: the credential is judged
+// before the request, so a wrong credential with a bad body is a 401, never a 400.
+
+type CredentialKind =
+  | 'none'
+  | 'malformed bearer'
+  | 'non-bearer scheme'
+  | 'unknown api key'
+  | 'unknown provisioning key'
+  | 'disabled api key'
+  | 'deleted api key'
+  | 'api key (bearer)'
+  | 'api key (x-api-key)'
+  | 'provisioning key'
+  | 'provisioning key (x-api-key)'
+  | "other account's api key"
+  | "other account's provisioning key";
+
+type Expected = { status: number; type?: string };
+
+interface Fixture {
+  owner: Account;
+  other: Account;
+  /** A live API key of the owner. */
+  ownerKeyId: string;
+  credentials: Record<CredentialKind, CallOptions>;
+}
+
+interface RouteGroup {
+  name: string;
+  /** Makes the call; `fresh` is an API key id of the owner made for this cell ({key_id} routes). */
+  call(harness: AccountStack, credential: CallOptions, fresh: string): Promise<HttpAnswer>;
+  expected(kind: CredentialKind): Expected;
+  /** Extra checks of a success: it acted for the account the credential belongs to. */
+  check?(answer: HttpAnswer, kind: CredentialKind, fixture: Fixture, fresh: string): void | Promise<void>;
+  needsFreshKey?: boolean;
+}
+
+const ok = (status = 200): Expected => ({ status });
+const invalidApiKey: Expected = { status: 401, type: 'invalid_api_key' };
+// Spec §4.14: an invalid provisioning key draws type invalid_request_error.
+const invalidProvisioningKey: Expected = { status: 401, type: 'invalid_request_error' };
+const badRequest: Expected = { status: 400, type: 'invalid_request_error' };
+const notFound: Expected = { status: 404, type: 'not_found_error' };
+
+const VALID_API_KEYS: ReadonlySet<CredentialKind> = new Set(['api key (bearer)', 'api key (x-api-key)', "other account's api key"]);
+const OWN_PROVISIONING = 'provisioning key';
+const OTHER_PROVISIONING = "other account's provisioning key";
+
+/** Inference: only a live API key passes; everything else, a provisioning key included, is invalid_api_key. */
+const inference = (success: Expected) => (kind: CredentialKind) => (VALID_API_KEYS.has(kind) ? success : invalidApiKey);
+/** Optional key (models, limits): none passes; a presented key must be a live API key. */
+const optionalApiKey = (kind: CredentialKind) => (kind === 'none' || VALID_API_KEYS.has(kind) ? ok() : invalidApiKey);
+/** Account routes: only a provisioning key sent as Bearer. */
+const account = (own: Expected, other: Expected = own) => (kind: CredentialKind) =>
+  kind === OWN_PROVISIONING ? own : kind === OTHER_PROVISIONING ? other : invalidProvisioningKey;
+
+const routes: RouteGroup[] = [
+  {
+    name: 'POST /v1/chat/completions',
+    call: (harness, credential) => harness.call('POST', '/v1/chat/completions', { ...credential, body: chatBody }),
+    expected: inference(ok()),
+    check: (answer) => expect(answer.body.object).toBe('chat.completion'),
+  },
+  {
+    name: 'POST /v1/chat/completions (bad body)',
+    call: (harness, credential) => harness.call('POST', '/v1/chat/completions', { ...credential, body: { model: 5, messages: 'no' } }),
+    expected: inference(badRequest),
+  },
+  {
+    name: 'GET /v1/models',
+    call: (harness, credential) => harness.call('GET', '/v1/models', credential),
+    expected: optionalApiKey,
+    check: (answer) => expect(answer.body.object).toBe('list'),
+  },
+  {
+    name: 'GET /v1/limits',
+    call: (harness, credential) => harness.call('GET', '/v1/limits', credential),
+    expected: optionalApiKey,
+    check: (answer) => expect(answer.body.object).toBe('list'),
+  },
+  {
+    name: 'GET /v1/startups',
+    call: (harness, credential) => harness.call('GET', '/v1/startups', credential),
+    // Public: a presented key, valid or not, changes nothing.
+    expected: () => ok(),
+    check: (answer) => expect(answer.body.data.map((startup: { id: string }) => startup.id)).toContain('acme'),
+  },
+  {
+    name: 'GET /v1/account/balance',
+    call: (harness, credential) => harness.call('GET', '/v1/account/balance', credential),
+    expected: account(ok()),
+    // The owner started with 10 credits, the other account with 7; the matrix's chats spend far less than 1.
+    check: (answer, kind) => {
+      const balance = parseCredits(answer.body.balance);
+      const start = parseCredits(kind === OWN_PROVISIONING ? '10' : '7');
+      expect(balance).toBeLessThanOrEqual(start);
+      expect(balance).toBeGreaterThan(start - parseCredits('1'));
+    },
+  },
+  {
+    name: 'POST /v1/account/keys',
+    call: (harness, credential) => harness.call('POST', '/v1/account/keys', { ...credential, body: { name: 'matrix', credit_limit: 1 } }),
+    expected: account(ok(201)),
+    check: (answer) => expect(answer.body.key).toMatch(/^gw-api-/),
+  },
+  {
+    name: 'POST /v1/account/keys (bad body)',
+    call: (harness, credential) => harness.call('POST', '/v1/account/keys', { ...credential, body: { name: 'matrix', credit_limit: -1 } }),
+    expected: account(badRequest),
+  },
+  {
+    name: 'GET /v1/account/keys',
+    call: (harness, credential) => harness.call('GET', '/v1/account/keys?include_disabled=true', credential),
+    expected: account(ok()),
+    check: (answer, kind, fixture) => {
+      const ids = answer.body.data.map((key: { id: string }) => key.id);
+      const ownerKeyId = fixture.ownerKeyId;
+      if (kind === OWN_PROVISIONING) expect(ids).toContain(ownerKeyId);
+      else expect(ids).not.toContain(ownerKeyId);
+    },
+  },
+  {
+    name: 'GET /v1/account/keys/{key_id}',
+    needsFreshKey: true,
+    call: (harness, credential, fresh) => harness.call('GET', `/v1/account/keys/${fresh}`, credential),
+    expected: account(ok(), notFound),
+    check: (answer, _kind, _fixture, fresh) => expect(answer.body.id).toBe(fresh),
+  },
+  {
+    name: 'PATCH /v1/account/keys/{key_id}',
+    needsFreshKey: true,
+    call: (harness, credential, fresh) => harness.call('PATCH', `/v1/account/keys/${fresh}`, { ...credential, body: { name: 'patched' } }),
+    expected: account(ok(), notFound),
+    check: (answer) => expect(answer.body.name).toBe('patched'),
+  },
+  {
+    name: 'DELETE /v1/account/keys/{key_id}',
+    needsFreshKey: true,
+    call: (harness, credential, fresh) => harness.call('DELETE', `/v1/account/keys/${fresh}`, credential),
+    expected: account(ok(), notFound),
+    check: (answer) => expect(answer.body).toEqual({ deleted: true }),
+  },
+  {
+    name: 'GET /v1/account/activity',
+    call: (harness, credential) => harness.call('GET', '/v1/account/activity?days=7', credential),
+    expected: account(ok()),
+    check: (answer) => expect(answer.body.days).toBe(7),
+  },
+  {
+    name: 'GET /v1/account/activity (bad query)',
+    call: (harness, credential) => harness.call('GET', '/v1/account/activity?days=31', credential),
+    expected: account(badRequest),
+  },
+];
+
+describe('credential × route matrix', () => {
+  let harness: AccountStack;
+  let fixture: Fixture;
+
+  beforeAll(async () => {
+    harness = await startAccountStack();
+    const [owner, other] = await Promise.all([harness.newAccount('owner', '10'), harness.newAccount('other', '7')]);
+    const create = (who: Account, name: string) => harness.createKey(who, { name, credit_limit: null });
+    const [live, disabled, deleted, othersKey] = await Promise.all([
+      create(owner, 'live'),
+      create(owner, 'disabled'),
+      create(owner, 'deleted'),
+      create(other, 'others'),
+    ]);
+    expect((await harness.call('PATCH', `/v1/account/keys/${disabled.id}`, { bearer: owner.provisioningKey, body: { disabled: true } })).status).toBe(200);
+    expect((await harness.call('DELETE', `/v1/account/keys/${deleted.id}`, { bearer: owner.provisioningKey })).status).toBe(200);
+    fixture = {
+      owner,
+      other,
+      ownerKeyId: live.id,
+      credentials: {
+        none: {},
+        'malformed bearer': { bearer: 'not-a-key' },
+        'non-bearer scheme': { authorization: `Basic ${Buffer.from(`x:${live.key}`).toString('base64')}` },
+        'unknown api key': { bearer: generateKey('api') },
+        'unknown provisioning key': { bearer: generateKey('provisioning') },
+        'disabled api key': { bearer: disabled.key },
+        'deleted api key': { bearer: deleted.key },
+        'api key (bearer)': { bearer: live.key },
+        'api key (x-api-key)': { apiKeyHeader: live.key },
+        'provisioning key': { bearer: owner.provisioningKey },
+        // Spec §5: provisioning keys travel only as Bearer.
+        'provisioning key (x-api-key)': { apiKeyHeader: owner.provisioningKey },
+        "other account's api key": { bearer: othersKey.key },
+        "other account's provisioning key": { bearer: other.provisioningKey },
+      },
+    };
+  }, 120_000);
+
+  afterAll(async () => {
+    await harness?.stop();
+  });
+
+  it('answers every cell with the exact status and error type', async () => {
+    const kinds = Object.keys(fixture.credentials) as CredentialKind[];
+    const failures: string[] = [];
+    const rows: string[] = [];
+    let cells = 0;
+    for (const route of routes) {
+      const row: string[] = [];
+      for (const kind of kinds) {
+        let fresh = 'key_none';
+        if (route.needsFreshKey) fresh = (await harness.createKey(fixture.owner, { name: 'target', credit_limit: 2 })).id;
+        const expected = route.expected(kind);
+        const answer = await route.call(harness, fixture.credentials[kind], fresh);
+        cells++;
+        row.push(String(answer.status));
+        const where = `${route.name} × ${kind}`;
+        try {
+          expect(answer.headers.get('x-request-id'), where).toBeTruthy();
+          expect(answer.status, `${where}: ${answer.text}`).toBe(expected.status);
+          if (expected.type !== undefined) {
+            expect(answer.body?.error?.type, `${where}: ${answer.text}`).toBe(expected.type);
+            expect(typeof answer.body.error.message, where).toBe('string');
+          } else {
+            expect(answer.body?.error, where).toBeUndefined();
+            await route.check?.(answer, kind, fixture, fresh);
+          }
+          if (route.needsFreshKey && expected.status === 404) {
+            // The other account's attempt left the owner's key as it was.
+            const after = await harness.call('GET', `/v1/account/keys/${fresh}`, { bearer: fixture.owner.provisioningKey });
+            expect(after.body, where).toMatchObject({ id: fresh, name: 'target' });
+            expect(after.text, where).not.toContain('patched');
+          }
+        } catch (error) {
+          failures.push((error as Error).message.split('\n')[0]!);
+        }
+      }
+      rows.push(`${route.name.padEnd(40)} ${row.map((status) => status.padStart(4)).join('')}`);
+    }
+    console.log(
+      [
+        `credential matrix: ${cells} cells checked (${routes.length} route groups × ${kinds.length} credential kinds)`,
+        `columns: ${kinds.map((kind, index) => `${index + 1}=${kind}`).join(', ')}`,
+        `${''.padEnd(40)} ${kinds.map((_, index) => String(index + 1).padStart(4)).join('')}`,
+        ...rows,
+      ].join('\n'),
+    );
+    expect(failures).toEqual([]);
+    expect(cells).toBe(routes.length * kinds.length);
+  }, 120_000);
+
+  it('charged each paid inference of the matrix to the account of the key that made it', async () => {
+    const balance = async (who: Account) =>
+      parseCredits((await harness.call('GET', '/v1/account/balance', { bearer: who.provisioningKey })).body.balance as string);
+    await eventually(async () => {
+      expect(await balance(fixture.owner)).toBeLessThan(parseCredits('10'));
+      expect(await balance(fixture.other)).toBeLessThan(parseCredits('7'));
+    }, 10_000);
+  });
+});

@@ -1,0 +1,91 @@
+import { spawn } from 'node:child_process';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createClient, createDatabase, formatCredits, sql, type Kysely } from '@gateway/platform';
+import { LedgerServiceClient, LedgerServiceService, Pricing, Usage, UsageEvent, UsageEventBatch, UsageOutcome } from '@gateway/proto';
+import { startLedgerService } from '@gateway/ledger';
+import { createUsagePublisher } from '@gateway/routing';
+import { createTestBus, createTestDatabase, natsUrl, testLogger, uniqueName, type TestBus, type TestDatabase } from '@gateway/testing';
+
+// Spec §7 / issue 5: a stream's usage is never lost. A routing publisher process whose bus refuses
+// the usage of streams already answered is SIGKILLed; the next start replays its durable outbox, and
+// the ledger charges every request exactly once (half of them had reached the bus before the crash).
+
+const fixture = fileURLToPath(new URL('./fixtures/usage-publisher-crash.mjs', import.meta.url));
+const PRICES = Pricing.create({ perInputToken: '0.0000005', perOutputToken: '0.0000015' });
+const costPico = (usage: Usage) => BigInt(usage.inputTokens) * 500_000n + BigInt(usage.outputTokens) * 1_500_000n;
+
+describe('usage republish after a publisher crash', () => {
+  let database: TestDatabase;
+  let testBus: TestBus;
+  let directory: string;
+  let db: Kysely<any>;
+  let ledger: Awaited<ReturnType<typeof startLedgerService>>;
+
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    testBus = await createTestBus('nats');
+    directory = await mkdtemp(join(tmpdir(), 'usage-outbox-'));
+    ledger = await startLedgerService({ listenAddress: '127.0.0.1:0', databaseUrl: database.url, bus: testBus.bus, logger: testLogger('ledger'), sweepIntervalMs: 600_000 });
+    db = createDatabase({ url: database.url, schema: 'ledger', maxConnections: 2 });
+  });
+  afterAll(async () => {
+    await ledger?.stop();
+    await db?.destroy();
+    await testBus?.destroy();
+    await database?.drop();
+    await rm(directory, { recursive: true, force: true });
+  });
+
+  const chargeCount = async () => Number((await sql<{ count: string }>`select count(*)::text as count from charges`.execute(db)).rows[0]!.count);
+
+  it('replays the outbox on the next start: no event lost, none charged twice', async () => {
+    const client = createClient(LedgerServiceClient, LedgerServiceService, ledger.address);
+    const accountId = uniqueName('acc');
+    await client.topUp({ accountId, credits: '10', idempotencyKey: uniqueName('topup'), note: '' });
+    const events = Array.from({ length: 40 }, (_, index) => UsageEvent.create({
+      requestId: `${accountId}-stream-${index}`, accountId, keyId: 'key_1', modelId: 'acme/chat-small', providerId: 'acme-cloud',
+      endpoint: 'chat.completions', outcome: UsageOutcome.USAGE_OUTCOME_SERVED, streamed: true, prices: PRICES,
+      usage: Usage.create({ inputTokens: 100 + index, outputTokens: 10 * index }), occurredAtMs: BigInt(Date.now()),
+    }));
+    for (const event of events) {
+      await client.admit({ context: { requestId: event.requestId, accountId, keyId: 'key_1' }, modelId: event.modelId, paid: true, tier: '', limitGroup: '' });
+    }
+
+    // The publisher process: answers, fails to publish, keeps the events on disk, and is killed.
+    const child = spawn(process.execPath, [fixture], {
+      env: { ...process.env, OUTBOX_DIR: directory, NATS_URL: natsUrl, NATS_NAMESPACE: testBus.namespace, EVENTS: Buffer.from(UsageEventBatch.encode({ batchId: 'x', events }).finish()).toString('base64') },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    await new Promise<void>((resolve, reject) => {
+      let output = '';
+      child.stdout!.on('data', (chunk: Buffer) => { output += chunk.toString(); if (output.includes('DURABLE')) resolve(); });
+      child.once('exit', (code) => reject(new Error(`publisher process exited early (${code})`)));
+    });
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGKILL');
+    await exited;
+    expect((await readdir(directory)).filter((name) => name.endsWith('.log')).length).toBeGreaterThan(0);
+
+    // What reached the bus before the crash is charged; the rest waits in the outbox.
+    await expect.poll(chargeCount, { timeout: 10_000 }).toBe(20);
+
+    // Next start of the publisher: it replays the outbox (all 40; 20 of them a second time).
+    const restarted = await createUsagePublisher({ bus: testBus.bus, logger: testLogger('usage'), outboxDirectory: directory });
+    await expect.poll(chargeCount, { timeout: 15_000 }).toBe(40);
+    await expect.poll(async () => (await readdir(directory)).filter((name) => name.endsWith('.log')), { timeout: 10_000 }).toEqual([]);
+    await restarted.stop();
+
+    const journal = await sql<{ request_id: string; entries: number }>`
+      select request_id, count(*)::int as entries from journal where kind = 'charge' group by request_id`.execute(db);
+    expect(new Map(journal.rows.map((row) => [row.request_id, row.entries]))).toEqual(new Map(events.map((event) => [event.requestId, 1])));
+    const spent = events.reduce((sum, event) => sum + costPico(event.usage!), 0n);
+    const balance = await client.getBalance({ accountId });
+    expect(balance).toEqual({ balance: formatCredits(10n * 1_000_000_000_000n - spent), available: formatCredits(10n * 1_000_000_000_000n - spent), reserved: '0' });
+    expect((await client.verifyJournal({ accountId })).mismatches).toEqual([]);
+    client.close();
+  });
+});
