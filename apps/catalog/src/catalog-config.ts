@@ -1,21 +1,10 @@
+import { ENDPOINT_NAMES as ENDPOINTS } from '@gateway/platform';
 import { isMap, isPair, isScalar, parseDocument, visit, type Scalar } from 'yaml';
 import { z } from 'zod';
 import { normalizePrice } from './price.js';
 
 /** Endpoint names a provider offer may serve (DESIGN.md §4). */
-export const ENDPOINTS = [
-  'chat.completions',
-  'messages',
-  'responses',
-  'embeddings',
-  'moderations',
-  'images.generations',
-  'images.edits',
-  'audio.speech',
-  'audio.transcriptions',
-  'audio.translations',
-] as const;
-export type Endpoint = (typeof ENDPOINTS)[number];
+export { ENDPOINT_NAMES as ENDPOINTS, type EndpointName as Endpoint } from '@gateway/platform';
 
 export const PROVIDER_KINDS = ['openai', 'anthropic', 'simulated'] as const;
 export const TIERS = ['free', 'tier-1', 'tier-2', 'tier-3', 'tier-4'] as const;

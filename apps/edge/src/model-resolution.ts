@@ -1,25 +1,11 @@
+import type { EndpointName as InferenceEndpoint } from '@gateway/platform';
 import { isExpired, type CatalogModel } from './catalog-cache.js';
 import type { EdgeContext } from './context.js';
 import { edgeErrors } from './errors.js';
 
-/**
- * Endpoint names of the inference routes (DESIGN §4; the catalog's offers name the same). Every
- * inference route passes its own to `resolveModel`, which is the one place the model named in a
- * request is looked up.
- */
-export const INFERENCE_ENDPOINTS = [
-  'chat.completions',
-  'messages',
-  'responses',
-  'embeddings',
-  'moderations',
-  'images.generations',
-  'images.edits',
-  'audio.speech',
-  'audio.transcriptions',
-  'audio.translations',
-] as const;
-export type InferenceEndpoint = (typeof INFERENCE_ENDPOINTS)[number];
+// Every inference route passes its own endpoint name to `resolveModel`, the one place the model named
+// in a request is looked up.
+export { ENDPOINT_NAMES as INFERENCE_ENDPOINTS, type EndpointName as InferenceEndpoint } from '@gateway/platform';
 
 /**
  * The model a request names, from the catalog cache (no hop): an id or an alias (answers then report

@@ -7,3 +7,4 @@ export * from './bus/index.js';
 export * from './db/index.js';
 export * from './telemetry.js';
 export * from './lifecycle.js';
+export * from './endpoints.js';

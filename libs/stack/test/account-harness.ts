@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
-import { runGatewayctl } from '@gateway/gatewayctl';
+import { gatewayctl } from './stack-harness.js';
 import { createTestBus, createTestDatabase, testLogger, type TestBus, type TestDatabase } from '@gateway/testing';
 import { startStack, type RunningStack } from '../src/index.js';
 
@@ -91,16 +91,7 @@ export async function startAccountStack(): Promise<AccountStack> {
     throw error;
   }
 
-  const ctl: AccountStack['ctl'] = async (...argv) => {
-    const out: string[] = [];
-    const err: string[] = [];
-    const code = await runGatewayctl(argv, {
-      env: { AUTH_ADDR: stack.addresses.auth, LEDGER_ADDR: stack.addresses.ledger, CATALOG_ADDR: stack.addresses.catalog },
-      stdout: (text) => out.push(text),
-      stderr: (text) => err.push(text),
-    });
-    return { code, stdout: out.join(''), stderr: err.join('') };
-  };
+  const ctl: AccountStack['ctl'] = (...argv) => gatewayctl(stack, ...argv);
 
   const call: AccountStack['call'] = async (method, path, options = {}, baseUrl = stack.url) => {
     const headers: Record<string, string> = { ...options.headers };

@@ -2,27 +2,12 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
-import { runGatewayctl } from '@gateway/gatewayctl';
 import type { RunningStack } from '../src/index.js';
 
+export { gatewayctl, type CtlResult } from './stack-harness.js';
+import { gatewayctl } from './stack-harness.js';
+
 /** Shared by the catalog end-to-end files: gatewayctl against a stack, accounts with keys, temp configs. */
-
-export interface CtlResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-export async function gatewayctl(stack: RunningStack, ...argv: string[]): Promise<CtlResult> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await runGatewayctl(argv, {
-    env: { AUTH_ADDR: stack.addresses.auth, LEDGER_ADDR: stack.addresses.ledger, CATALOG_ADDR: stack.addresses.catalog },
-    stdout: (text) => out.push(text),
-    stderr: (text) => err.push(text),
-  });
-  return { code, stdout: out.join(''), stderr: err.join('') };
-}
 
 export interface TestAccount {
   accountId: string;

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { fileURLToPath } from 'node:url';
-import { runGatewayctl } from '@gateway/gatewayctl';
 import { formatCredits, parseCredits } from '@gateway/platform';
 import { createTestBus, createTestDatabase, eventually, testLogger, type TestBus, type TestDatabase } from '@gateway/testing';
 import { startStack, type RunningStack } from '../src/index.js';
+import { gatewayctl } from './stack-harness.js';
 
 // The Foundation slice end to end, every hop real: HTTP edge -> Auth -> Ledger.Admit -> Router ->
 // simulated provider -> UsageEvent on JetStream -> ledger consumer -> balance, driven by the real
@@ -19,16 +19,7 @@ describe('chat completion, paid, end to end', () => {
   let provisioningKey = '';
   let apiKey = '';
 
-  const ctl = async (...argv: string[]) => {
-    const out: string[] = [];
-    const err: string[] = [];
-    const code = await runGatewayctl(argv, {
-      env: { AUTH_ADDR: stack.addresses.auth, LEDGER_ADDR: stack.addresses.ledger, CATALOG_ADDR: stack.addresses.catalog },
-      stdout: (text) => out.push(text),
-      stderr: (text) => err.push(text),
-    });
-    return { code, stdout: out.join(''), stderr: err.join('') };
-  };
+  const ctl = (...argv: string[]) => gatewayctl(stack, ...argv);
 
   const balance = async () => {
     const response = await fetch(`${stack.url}/v1/account/balance`, { headers: { authorization: `Bearer ${provisioningKey}` } });

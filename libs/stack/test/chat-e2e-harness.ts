@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { expect } from 'vitest';
-import { runGatewayctl } from '@gateway/gatewayctl';
+import { gatewayctl } from './stack-harness.js';
 import { createClient, parseCredits } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import { createTestBus, createTestDatabase, eventually, testLogger, type TestBus, type TestDatabase } from '@gateway/testing';
@@ -66,15 +66,9 @@ export async function startChatHarness(options: ChatHarnessOptions): Promise<Cha
     });
     const running = stack;
     const ctl = async (...argv: string[]) => {
-      const out: string[] = [];
-      const err: string[] = [];
-      const code = await runGatewayctl(argv, {
-        env: { AUTH_ADDR: running.addresses.auth, LEDGER_ADDR: running.addresses.ledger, CATALOG_ADDR: running.addresses.catalog },
-        stdout: (text) => out.push(text),
-        stderr: (text) => err.push(text),
-      });
-      expect(code, err.join('')).toBe(0);
-      return JSON.parse(out.join('')) as Record<string, string>;
+      const result = await gatewayctl(running, ...argv);
+      expect(result.code, result.stderr).toBe(0);
+      return JSON.parse(result.stdout) as Record<string, string>;
     };
     const account = await ctl('accounts', 'create', '--name', 'chat-e2e', '--credits', options.credits ?? '10', '--tier', 'tier-1', '--json');
     const accountId = account.account_id!;

@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
+import { ENDPOINT_NAMES } from '@gateway/platform';
 import { createTestBus, createTestDatabase, testLogger, type TestBus, type TestDatabase } from '@gateway/testing';
 import { startStack, type RunningStack } from '../src/index.js';
 import { createAccount, listModels, MODEL_FIELDS, UNLISTED_PARAMETERS, type ListedModel, type TestAccount } from './catalog-e2e-helpers.js';
@@ -8,18 +9,7 @@ import { createAccount, listModels, MODEL_FIELDS, UNLISTED_PARAMETERS, type List
 // GET /v1/models, /v1/models/{id}, /v1/startups and /v1/limits over the whole stack (real catalog,
 // auth, ledger, Postgres, NATS) with the example config, accounts made by gatewayctl.
 const configPath = fileURLToPath(new URL('../../../deploy/config/gateway.example.yaml', import.meta.url));
-const ALL_ENDPOINTS = [
-  'chat.completions',
-  'messages',
-  'responses',
-  'embeddings',
-  'moderations',
-  'images.generations',
-  'images.edits',
-  'audio.speech',
-  'audio.transcriptions',
-  'audio.translations',
-];
+const ALL_ENDPOINTS = [...ENDPOINT_NAMES];
 
 describe('GET /v1/models over the whole stack', () => {
   let database: TestDatabase;

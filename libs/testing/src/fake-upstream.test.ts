@@ -18,7 +18,7 @@ describe('fake upstream', () => {
   it('answers JSON chat completions and records the request', async () => {
     upstream.script({ text: 'hi there', usage: { prompt_tokens: 3, completion_tokens: 2 } });
     const response = await post(upstream, '/chat/completions', { model: 'm', messages: [{ role: 'user', content: 'hello' }] });
-    const json = await response.json();
+    const json = (await response.json()) as any;
     expect(json.choices[0].message.content).toBe('hi there');
     expect(json.usage).toMatchObject({ prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 });
     expect(upstream.requests[0]).toMatchObject({ method: 'POST', path: '/v1/chat/completions', body: { model: 'm' } });
@@ -38,10 +38,10 @@ describe('fake upstream', () => {
   it('scripts statuses, tool calls and embeddings; resets fail the request', async () => {
     upstream.script({ status: 429 }, { toolCalls: [{ id: 'c1', name: 'f', arguments: '{}' }] }, { reset: true });
     expect((await post(upstream, '/chat/completions', { messages: [] })).status).toBe(429);
-    const tools = await (await post(upstream, '/chat/completions', { messages: [] })).json();
+    const tools = (await (await post(upstream, "/chat/completions", { messages: [] })).json()) as any;
     expect(tools.choices[0]).toMatchObject({ finish_reason: 'tool_calls', message: { tool_calls: [{ id: 'c1', function: { name: 'f' } }] } });
     await expect(post(upstream, '/chat/completions', { messages: [] })).rejects.toThrow();
-    const embeddings = await (await post(upstream, '/embeddings', { model: 'e', input: ['a', 'b'], dimensions: 3 })).json();
+    const embeddings = (await (await post(upstream, "/embeddings", { model: "e", input: ["a", "b"], dimensions: 3 })).json()) as any;
     expect(embeddings.data.map((item: { embedding: number[] }) => item.embedding.length)).toEqual([3, 3]);
   });
 });

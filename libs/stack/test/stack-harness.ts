@@ -1,0 +1,20 @@
+import { runGatewayctl } from '@gateway/gatewayctl';
+import type { RunningStack } from '../src/index.js';
+
+/** What every whole-stack test shares: gatewayctl run in-process against the stack's gRPC addresses. */
+export interface CtlResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+export async function gatewayctl(stack: RunningStack, ...argv: string[]): Promise<CtlResult> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await runGatewayctl(argv, {
+    env: { AUTH_ADDR: stack.addresses.auth, LEDGER_ADDR: stack.addresses.ledger, CATALOG_ADDR: stack.addresses.catalog },
+    stdout: (text) => out.push(text),
+    stderr: (text) => err.push(text),
+  });
+  return { code, stdout: out.join(''), stderr: err.join('') };
+}
