@@ -1,13 +1,14 @@
-import { createDatabase, migrate, startGrpcServer, type EventBus, type Logger, type Subscription } from '@gateway/platform';
+import { migrate, startGrpcServer, type EventBus, type Logger, type Subscription } from '@gateway/platform';
 import { LedgerServiceService } from '@gateway/proto';
-import { DEFAULT_RESERVATION_LIFETIME_MS, Ledger } from './ledger.js';
+import { createLedgerDatabase } from './database.js';
+import { DEFAULT_RESERVATION_LIFETIME_MS, DEFAULT_RESERVATION_RETENTION_MS, Ledger } from './ledger.js';
 import { ledgerServiceImplementation } from './ledger-service.js';
-import { LEDGER_SCHEMA, ledgerMigrations, type LedgerTables } from './migrations.js';
+import { LEDGER_SCHEMA, ledgerMigrations } from './migrations.js';
 import { startSettlementConsumers, type SettlementConsumerOptions } from './settlement-consumer.js';
 import { DEFAULT_SWEEP_INTERVAL_MS, startSweeper } from './sweeper.js';
 
 export { computeCostPico, PricingError } from './cost.js';
-export { RESERVE_PICO, DEFAULT_RESERVATION_LIFETIME_MS } from './ledger.js';
+export { RESERVE_PICO, DEFAULT_RESERVATION_LIFETIME_MS, DEFAULT_RESERVATION_RETENTION_MS } from './ledger.js';
 export { SETTLER_DURABLE, BATCH_SETTLER_DURABLE, type SettlementConsumerOptions } from './settlement-consumer.js';
 
 export interface LedgerServiceOptions {
@@ -17,6 +18,8 @@ export interface LedgerServiceOptions {
   logger: Logger;
   /** How long a reservation lives without its usage event (default 20 minutes). */
   reservationLifetimeMs?: number;
+  /** How long closed reservations are kept before the sweeper deletes them (default 7 days; above the lifetime). */
+  reservationRetentionMs?: number;
   /** How often expired reservations are released (default 30 s). */
   sweepIntervalMs?: number;
   /** Settlement consumers: events per transaction (default 5,120), linger (2 ms), transactions in flight per subject (2). */
@@ -36,14 +39,18 @@ export async function startLedgerService(options: LedgerServiceOptions): Promise
   const logger = options.logger;
   const reservationLifetimeMs = options.reservationLifetimeMs ?? DEFAULT_RESERVATION_LIFETIME_MS;
   if (!Number.isInteger(reservationLifetimeMs) || reservationLifetimeMs <= 0) throw new Error(`reservationLifetimeMs must be a positive integer: ${reservationLifetimeMs}`);
-  const db = createDatabase<LedgerTables>({ url: options.databaseUrl, schema: LEDGER_SCHEMA, maxConnections: options.maxConnections ?? 10, applicationName: 'ledger' }, options.logger);
+  const reservationRetentionMs = options.reservationRetentionMs ?? DEFAULT_RESERVATION_RETENTION_MS;
+  if (!Number.isInteger(reservationRetentionMs) || reservationRetentionMs < reservationLifetimeMs) {
+    throw new Error(`reservationRetentionMs must be an integer of at least reservationLifetimeMs (${reservationLifetimeMs}): ${reservationRetentionMs}`);
+  }
+  const { db, pool } = createLedgerDatabase({ url: options.databaseUrl, schema: LEDGER_SCHEMA, maxConnections: options.maxConnections ?? 10, applicationName: 'ledger' }, options.logger);
   try {
     await migrate(db, LEDGER_SCHEMA, ledgerMigrations, logger);
   } catch (error) {
     await db.destroy();
     throw error;
   }
-  const ledger = new Ledger(db, logger, reservationLifetimeMs);
+  const ledger = new Ledger(db, logger, reservationLifetimeMs, pool);
   const server = await startGrpcServer({
     address: options.listenAddress,
     services: [{ definition: LedgerServiceService, implementation: ledgerServiceImplementation(ledger, logger), name: 'gateway.v1.LedgerService' }],
@@ -53,7 +60,7 @@ export async function startLedgerService(options: LedgerServiceOptions): Promise
   if (options.consumer?.enabled ?? true) {
     consumer = await startSettlementConsumers(options.bus, ledger, logger, options.consumer);
   }
-  const sweeper = startSweeper(ledger, logger, options.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS);
+  const sweeper = startSweeper(ledger, logger, options.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS, reservationRetentionMs);
 
   const stopConsumer = async () => {
     const running = consumer;

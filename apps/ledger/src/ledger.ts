@@ -11,6 +11,14 @@ export const DEFAULT_RESERVATION_LIFETIME_MS = 20 * 60_000;
 export const MAX_ACTIVITY_ROWS = 10_000;
 export const MAX_KEY_IDS = 1_000;
 export const SWEEP_PASS_LIMIT = 1_000;
+/**
+ * Closed reservations are kept this long (they answer a repeated request id), then deleted. Far
+ * above the reservation lifetime: a repeat after that re-evaluates, which the spec allows.
+ */
+export const DEFAULT_RESERVATION_RETENTION_MS = 7 * 24 * 3_600_000;
+/** Rows per delete statement and statements per sweep pass: a pass stays short whatever the backlog. */
+export const PRUNE_BATCH_ROWS = 5_000;
+export const PRUNE_BATCHES_PER_PASS = 20;
 /** A deadlock or serialization failure is retried this many times before the caller sees it. */
 const MAX_TRANSIENT_ATTEMPTS = 4;
 
@@ -55,6 +63,22 @@ export interface ActivityRecord {
 
 const UINT32_MAX = 4_294_967_295n;
 
+interface AdmitRow {
+  outcome: string; amount_pico: bigint; expires_at: Date | null; available_pico: bigint | null;
+  key_used_pico: bigint | null; retry_after_seconds: number | null; limit_window: 'minute' | 'day' | null;
+}
+
+/** What Admit needs of a pg pool (kept structural so tests and callers need not import pg). */
+export interface AdmitQueryable {
+  query<Row>(config: { name: string; text: string; values: unknown[] }): Promise<{ rows: Row[] }>;
+}
+
+// Named: each pooled connection parses and plans it once. Types are explicit so the plan never
+// depends on the first call's values (a limit above 2^31 - 1 must not fail as int4).
+const ADMIT_STATEMENT_NAME = 'ledger_admit_v3';
+const ADMIT_STATEMENT = 'select outcome, amount_pico, expires_at, available_pico, key_used_pico, retry_after_seconds, limit_window '
+  + 'from admit($1::text, $2::text, $3::text, $4::int8, $5::int8, $6::int8, $7::text, $8::int8, $9::int8)';
+
 /** Postgres error codes worth one more try: the other transaction has finished by then. */
 function isTransient(error: unknown): boolean {
   const code = (error as { code?: string } | null)?.code;
@@ -80,27 +104,34 @@ export class Ledger {
   constructor(
     private readonly db: LedgerDatabase,
     private readonly logger: Logger,
-    readonly reservationLifetimeMs: number = DEFAULT_RESERVATION_LIFETIME_MS,
+    readonly reservationLifetimeMs: number,
+    /** The pool behind `db`: Admit runs on it as a named (prepared) statement. */
+    private readonly pool: AdmitQueryable,
   ) {}
 
   /**
    * Admits one request: counts it in its rate windows, checks the key credit limit, and reserves
-   * `amountPico` (0 for a free model) — all in the `admit` SQL function, one round trip.
+   * `amountPico` (0 for a free model) — all in the `admit` SQL function, one round trip. A free
+   * request without rate limits and without a key limit needs nothing from the database.
    */
   async admit(input: {
     requestId: string; accountId: string; keyId: string; amountPico: bigint; keyLimitPico: bigint | null;
     limitGroup: string; requestsPerMinute: number | null; requestsPerDay: number | null;
   }): Promise<AdmitOutcome> {
-    const row = await withTransientRetry(async () => {
-      const result = await sql<{
-        outcome: string; amount_pico: bigint; expires_at: Date | null; available_pico: bigint | null;
-        key_used_pico: bigint | null; retry_after_seconds: number | null; limit_window: 'minute' | 'day' | null;
-      }>`
-        select * from admit(${input.requestId}, ${input.accountId}, ${input.keyId}, ${input.amountPico},
-                            ${BigInt(this.reservationLifetimeMs)}, ${input.keyLimitPico},
-                            ${input.limitGroup}, ${input.requestsPerMinute}, ${input.requestsPerDay})`.execute(this.db);
-      return result.rows[0]!;
-    }, this.logger, 'admit');
+    if (input.amountPico === 0n && input.requestsPerMinute === null && input.requestsPerDay === null
+      && (input.keyLimitPico === null || input.keyId === '')) {
+      return { kind: 'admitted', amountPico: 0n, expiresAt: null, repeated: false };
+    }
+    // Rate limits go as int8: the catalog allows up to 4,294,967,295, past int4.
+    const values = [
+      input.requestId, input.accountId, input.keyId, input.amountPico.toString(), String(this.reservationLifetimeMs),
+      input.keyLimitPico === null ? null : input.keyLimitPico.toString(), input.limitGroup,
+      input.requestsPerMinute === null ? null : String(input.requestsPerMinute),
+      input.requestsPerDay === null ? null : String(input.requestsPerDay),
+    ];
+    const row = await withTransientRetry(
+      async () => (await this.pool.query<AdmitRow>({ name: ADMIT_STATEMENT_NAME, text: ADMIT_STATEMENT, values })).rows[0]!,
+      this.logger, 'admit');
     switch (row.outcome) {
       case 'admitted':
       case 'existing':
@@ -129,6 +160,27 @@ export class Ledger {
         select ctid from rate_windows where window_start < now() - interval '2 days' limit ${SWEEP_PASS_LIMIT}
       )`.execute(this.db);
     return Number(result.numAffectedRows ?? 0n);
+  }
+
+  /**
+   * Deletes reservations closed more than `retentionMs` ago, `batchRows` per statement and at most
+   * `maxBatches` statements per call (the next sweep pass continues). Open reservations are never
+   * touched. Returns how many rows it deleted.
+   */
+  async pruneClosedReservations(retentionMs: number, batchRows = PRUNE_BATCH_ROWS, maxBatches = PRUNE_BATCHES_PER_PASS): Promise<number> {
+    let total = 0;
+    for (let batch = 0; batch < maxBatches; batch++) {
+      const result = await sql`
+        delete from reservations where request_id in (
+          select request_id from reservations
+          where closed_at is not null and closed_at < now() - make_interval(secs => ${retentionMs / 1000})
+          order by closed_at limit ${batchRows}
+        ) and closed_at is not null`.execute(this.db);
+      const deleted = Number(result.numAffectedRows ?? 0n);
+      total += deleted;
+      if (deleted < batchRows) break;
+    }
+    return total;
   }
 
   /** Closes an open reservation without a charge. False when there was none (settled, swept, never made). */

@@ -12,6 +12,7 @@ await runMain('ledger', logger, async () => {
     NATS_URL: natsUrl,
     NATS_NAMESPACE: z.string().optional(),
     RESERVATION_LIFETIME_MS: z.coerce.number().int().positive().default(20 * 60_000),
+    RESERVATION_RETENTION_MS: z.coerce.number().int().positive().default(7 * 24 * 3_600_000),
     SWEEP_INTERVAL_MS: z.coerce.number().int().positive().default(30_000),
     // How long a delivered usage message may stay unacknowledged (a settler that died) before redelivery.
     SETTLEMENT_ACK_WAIT_MS: z.coerce.number().int().positive().default(30_000),
@@ -26,6 +27,7 @@ await runMain('ledger', logger, async () => {
       bus,
       logger,
       reservationLifetimeMs: config.RESERVATION_LIFETIME_MS,
+      reservationRetentionMs: config.RESERVATION_RETENTION_MS,
       sweepIntervalMs: config.SWEEP_INTERVAL_MS,
       consumer: { ackWaitMs: config.SETTLEMENT_ACK_WAIT_MS, concurrency: config.SETTLEMENT_CONCURRENCY },
     });

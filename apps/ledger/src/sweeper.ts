@@ -7,7 +7,7 @@ export const DEFAULT_SWEEP_INTERVAL_MS = 30_000;
  * Closes reservations whose usage event never came (litellm#27639: leaked reservations turned into
  * phantom refusals). Runs one pass at a time; a failed pass is logged and the next tick tries again.
  */
-export function startSweeper(ledger: Ledger, logger: Logger, intervalMs: number): { stop(): Promise<void> } {
+export function startSweeper(ledger: Ledger, logger: Logger, intervalMs: number, reservationRetentionMs: number): { stop(): Promise<void> } {
   let running: Promise<void> | null = null;
   let stopped = false;
   const pass = async () => {
@@ -15,6 +15,9 @@ export function startSweeper(ledger: Ledger, logger: Logger, intervalMs: number)
       const closed = await ledger.sweepExpired();
       if (closed > 0) logger.info({ closed }, 'expired reservations released');
       await ledger.pruneRateWindows();
+      // Closed reservations only remember answers for repeated request ids; without this the table grows forever.
+      const pruned = await ledger.pruneClosedReservations(reservationRetentionMs);
+      if (pruned > 0) logger.info({ pruned }, 'closed reservations past retention deleted');
     } catch (error) {
       logger.error({ err: error }, 'reservation sweep failed');
     }

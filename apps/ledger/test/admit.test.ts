@@ -75,6 +75,29 @@ describe('Admit', () => {
     expect(await client.getBalance({ accountId })).toEqual({ balance: '0', available: '0', reserved: '0' });
   });
 
+  it('writes nothing for a free request: no reservation row without rate limits, no key row for a key limit', async () => {
+    const accountId = uniqueName('acc');
+    const keyId = uniqueName('key');
+    const requestIds = [uniqueName('req'), uniqueName('req')];
+    await client.admit({ context: context(accountId, requestIds[0], keyId), modelId: 'free/model', paid: false, tier: '', limitGroup: '' });
+    const withLimit = await client.admit({ context: context(accountId, requestIds[1], keyId), modelId: 'free/model', paid: false, tier: '', limitGroup: '', keyCreditLimit: '0' });
+    expect(withLimit).toEqual({ reservedCredits: '0', reservationExpiresAtMs: 0n });
+    expect(await harness.db.selectFrom('reservations').select('request_id').where('account_id', '=', accountId).execute()).toEqual([]);
+    expect(await harness.db.selectFrom('key_totals').select('key_id').where('key_id', '=', keyId).execute()).toEqual([]);
+    expect(await harness.db.selectFrom('rate_windows').select('account_id').where('account_id', '=', accountId).execute()).toEqual([]);
+  });
+
+  it('keeps a key without a credit limit counted in key_totals, and takes a refused reservation back off it', async () => {
+    const accountId = uniqueName('acc');
+    const keyId = uniqueName('key');
+    await client.topUp({ accountId, credits: '0.05', idempotencyKey: uniqueName('topup'), note: '' });
+    await client.admit({ context: context(accountId, uniqueName('req'), keyId), modelId: 'm', paid: true, tier: '', limitGroup: '' });
+    const refused = await rejection(client.admit({ context: context(accountId, uniqueName('req'), keyId), modelId: 'm', paid: true, tier: '', limitGroup: '' }));
+    expect(refused.reason).toBe(ErrorReason.ERROR_REASON_INSUFFICIENT_QUOTA);
+    expect(await harness.db.selectFrom('key_totals').select(['spent_pico', 'reserved_pico']).where('key_id', '=', keyId).execute())
+      .toEqual([{ spent_pico: 0n, reserved_pico: 50_000_000_000n }]);
+  });
+
   it('refuses a paid request when less than 0.05 is available, and admits at exactly 0.05', async () => {
     const accountId = uniqueName('acc');
     await client.topUp({ accountId, credits: '0.049999999999', idempotencyKey: uniqueName('topup'), note: '' });

@@ -73,6 +73,18 @@ describe('rate windows', () => {
     expect(await client.getBalance({ accountId })).toEqual({ balance: '1', available: '0.95', reserved: '0.05' });
   });
 
+  it('accepts limits above 2^31 - 1 (the catalog allows up to 4,294,967,295) and counts against them', async () => {
+    const accountId = uniqueName('acc');
+    const limits = { requestsPerMinute: 4_000_000_000, requestsPerDay: 4_000_000_000 };
+    expect(await admitFree(accountId, `${accountId}-free`, limits)).toEqual({ reservedCredits: '0', reservationExpiresAtMs: 0n });
+    await client.topUp({ accountId, credits: '1', idempotencyKey: uniqueName('topup'), note: '' });
+    const paid = await client.admit({ context: { requestId: `${accountId}-paid`, accountId, keyId: 'k' }, modelId: 'm', paid: true, tier: 'top', limitGroup: 'default', ...limits, keyCreditLimit: '1000' });
+    expect(paid.reservedCredits).toBe('0.05');
+    const windows = await harness.db.selectFrom('rate_windows').select(['window_kind', 'request_count'])
+      .where('account_id', '=', accountId).orderBy('window_kind').execute();
+    expect(windows).toEqual([{ window_kind: 'day', request_count: 2 }, { window_kind: 'minute', request_count: 2 }]);
+  });
+
   it('a limit of 0 refuses every request', async () => {
     const refused = await rejection(admitFree(uniqueName('acc'), uniqueName('req'), { requestsPerMinute: 0 }));
     expect(refused.reason).toBe(ErrorReason.ERROR_REASON_RATE_LIMITED);

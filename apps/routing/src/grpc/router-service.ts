@@ -1,14 +1,33 @@
 import type { ServerUnaryCall, ServerWritableStream } from '@grpc/grpc-js';
 import { ErrorReason, GatewayError, GrpcStatus, errors, serverStream, unary, type Logger } from '@gateway/platform';
 import type { ChatStreamRequest, RouterServiceServer } from '@gateway/proto';
-import type { Router } from '../routing/router.js';
+import type { CallerSignal, Router } from '../routing/router.js';
 
-/** Aborts when the caller cancels or its deadline passes, so upstream work stops with it. */
-function callSignal(call: ServerUnaryCall<unknown, unknown> | ServerWritableStream<unknown, unknown>): AbortSignal {
-  const controller = new AbortController();
-  if (call.cancelled) controller.abort();
-  else call.once('cancelled', () => controller.abort(new Error('call cancelled')));
-  return controller.signal;
+type Call = ServerUnaryCall<unknown, unknown> | ServerWritableStream<unknown, unknown>;
+
+/**
+ * The call's cancellation (client cancel or deadline) as the router reads it, so upstream work stops
+ * with it. An adapter over the call's 'cancelled' event rather than an AbortController per request:
+ * only the per-attempt controller the HTTP client needs is created.
+ */
+class CallCancellation implements CallerSignal {
+  constructor(private readonly call: Call) {}
+
+  get aborted(): boolean {
+    return this.call.cancelled;
+  }
+
+  get reason(): unknown {
+    return this.call.cancelled ? new Error('call cancelled') : undefined;
+  }
+
+  addEventListener(_type: 'abort', listener: () => void): void {
+    this.call.once('cancelled', listener);
+  }
+
+  removeEventListener(_type: 'abort', listener: () => void): void {
+    this.call.off('cancelled', listener);
+  }
 }
 
 function notYet(method: string) {
@@ -19,12 +38,12 @@ function notYet(method: string) {
 
 export function routerService(router: Router, logger: Logger): RouterServiceServer {
   return {
-    chat: unary(logger, 'Chat', (request, call) => router.chat(request, callSignal(call))),
+    chat: unary(logger, 'Chat', (request, call) => router.chat(request, new CallCancellation(call))),
     chatStream: serverStream(logger, 'ChatStream', (request: ChatStreamRequest, call) => {
       if (!request.chat) throw errors.invalidRequest('ChatStreamRequest.chat is required', 'chat');
-      return router.chatStream(request.chat, callSignal(call));
+      return router.chatStream(request.chat, new CallCancellation(call));
     }),
-    embed: unary(logger, 'Embed', (request, call) => router.embed(request, callSignal(call))),
+    embed: unary(logger, 'Embed', (request, call) => router.embed(request, new CallCancellation(call))),
     moderate: unary(logger, 'Moderate', notYet('Moderate')),
     generateImages: unary(logger, 'GenerateImages', notYet('GenerateImages')),
     editImages: unary(logger, 'EditImages', notYet('EditImages')),

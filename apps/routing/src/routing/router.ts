@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { ErrorReason, GatewayError, GrpcStatus, errors, newRequestId, type Logger } from '@gateway/platform';
 import {
   UsageOutcome,
@@ -19,6 +19,7 @@ import { strategyNamed, type Candidate, type ProviderHealth } from '../strategie
 import { countTextTokens, emptyUsage, meterUsage, type DeliveredOutput } from '../usage/token-counter.js';
 import type { UsagePublisher } from '../usage/usage-publisher.js';
 import { dropUnsupportedParameters } from './drop-unsupported-parameters.js';
+import { lazyRequestLog, newCompletionId, type RequestLog } from './request-hot-path.js';
 
 export interface RouterOptions {
   catalog: CatalogCache;
@@ -52,7 +53,7 @@ interface RoutingTarget {
   strategyName: string;
   candidates: Candidate[];
   timeoutMs: number;
-  logger: Logger;
+  logger: RequestLog;
 }
 
 interface PreparedRequest extends RoutingTarget {
@@ -109,13 +110,24 @@ function conversationKey(request: ChatRequest): string {
   return hash.digest('hex');
 }
 
+/**
+ * What the router needs of its caller's cancellation. An AbortSignal is one; the gRPC service passes
+ * a thinner adapter over the call's 'cancelled' event (no AbortController per request).
+ */
+export interface CallerSignal {
+  readonly aborted: boolean;
+  readonly reason?: unknown;
+  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
+  removeEventListener(type: 'abort', listener: () => void): void;
+}
+
 /** Combines the caller's cancellation with a restartable per-attempt timer. */
 class AttemptControl {
   readonly controller = new AbortController();
   private timer: NodeJS.Timeout | undefined;
   private readonly onCallerAbort = () => this.controller.abort(this.caller.reason);
 
-  constructor(private readonly caller: AbortSignal, private readonly timeoutMs: number) {
+  constructor(private readonly caller: CallerSignal, private readonly timeoutMs: number) {
     if (caller.aborted) this.controller.abort(caller.reason);
     else caller.addEventListener('abort', this.onCallerAbort, { once: true });
   }
@@ -189,7 +201,7 @@ export class Router {
     conversation: () => string,
   ): RoutingTarget {
     const requestId = context?.requestId || newRequestId();
-    const logger = this.options.logger.child({ request_id: requestId });
+    const logger = lazyRequestLog(this.options.logger, requestId);
     const model = this.options.catalog.model(modelId);
     if (!model) {
       // The edge reserved before calling: release it rather than leave it to the sweeper.
@@ -245,7 +257,7 @@ export class Router {
    */
   private async withFailover<Result>(
     target: RoutingTarget,
-    signal: AbortSignal,
+    signal: CallerSignal,
     call: (candidate: Candidate, signal: AbortSignal) => Promise<Result>,
   ): Promise<{ result: Result; candidate: Candidate; durationMs: number }> {
     let lastFailure: ProviderError | undefined;
@@ -324,7 +336,7 @@ export class Router {
     };
   }
 
-  async chat(raw: ChatRequest, signal: AbortSignal): Promise<ChatResponse> {
+  async chat(raw: ChatRequest, signal: CallerSignal): Promise<ChatResponse> {
     const prepared = this.prepare(raw);
     const { result, candidate, durationMs } = await this.withFailover(prepared, signal, (candidate, attemptSignal) =>
       candidate.adapter.chat(this.requestFor(prepared, candidate), attemptSignal),
@@ -339,7 +351,7 @@ export class Router {
     this.options.health.recordSuccess(providerId, prepared.model.id, { outputTokens: usage.outputTokens, durationMs });
     await this.recordServed(prepared, providerId, usage);
     return {
-      id: `chatcmpl-${randomBytes(12).toString('hex')}`,
+      id: newCompletionId(),
       modelId: prepared.model.id,
       created: BigInt(Math.floor(Date.now() / 1000)),
       choices: result.choices,
@@ -350,7 +362,7 @@ export class Router {
     };
   }
 
-  async embed(raw: EmbedRequest, signal: AbortSignal): Promise<EmbedResponse> {
+  async embed(raw: EmbedRequest, signal: CallerSignal): Promise<EmbedResponse> {
     const target = this.resolve(raw.context, raw.modelId, 'embeddings', raw.routingStrategy, 0, () => '');
     if (raw.texts.length === 0 && raw.tokenInputs.length === 0) throw errors.invalidRequest('input must not be empty', 'input');
     if (raw.texts.length > MAX_EMBEDDING_INPUTS || raw.tokenInputs.length > MAX_EMBEDDING_INPUTS) {
@@ -377,7 +389,7 @@ export class Router {
     };
   }
 
-  async *chatStream(raw: ChatRequest, signal: AbortSignal): AsyncGenerator<ChatStreamResponse> {
+  async *chatStream(raw: ChatRequest, signal: CallerSignal): AsyncGenerator<ChatStreamResponse> {
     const prepared = this.prepare(raw);
     const { logger } = prepared;
     let lastFailure: ProviderError | undefined;
@@ -393,7 +405,7 @@ export class Router {
       event: {
         $case: 'start',
         value: {
-          id: `chatcmpl-${randomBytes(12).toString('hex')}`,
+          id: newCompletionId(),
           modelId: prepared.model.id,
           created: BigInt(Math.floor(Date.now() / 1000)),
           providerId,

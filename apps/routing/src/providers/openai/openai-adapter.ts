@@ -10,7 +10,7 @@ import {
   type AdapterStreamPart,
   type ProviderAdapterV1,
 } from '../provider-adapter.js';
-import { openaiChatResponseSchema, openaiChunkSchema, openaiEmbeddingResponseSchema } from './openai-api-types.js';
+import { openaiChunkSchema, openaiEmbeddingResponseSchema, parseOpenAIChatResponse } from './openai-api-types.js';
 import { emptyUsage } from '../../usage/token-counter.js';
 import { convertOpenAIUsage } from './convert-openai-usage.js';
 import { convertToOpenAIRequest } from './convert-to-openai-request.js';
@@ -91,7 +91,7 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
     } catch {
       throw new ProviderError('connection', 'answer is not JSON');
     }
-    const parsed = openaiChatResponseSchema.safeParse(json);
+    const parsed = parseOpenAIChatResponse(json);
     if (!parsed.success) throw new ProviderError('connection', `malformed answer: ${parsed.error.message.slice(0, 300)}`);
     const choices: ChatChoice[] = parsed.data.choices.map((choice) => ({
       index: choice.index,

@@ -96,3 +96,52 @@ export const openaiEmbeddingResponseSchema = z.looseObject({
   data: z.array(z.looseObject({ index: z.number().int().nonnegative(), embedding: z.array(z.number()) })),
   usage: z.looseObject({ prompt_tokens: z.number().int().nonnegative().nullish() }).nullish(),
 });
+
+// Hand-written checks of exactly what `openaiChatResponseSchema` accepts: a full zod parse of every
+// upstream answer cost ~4% of routing's CPU. An answer these reject goes through zod, which then
+// produces the same error message as before (and decides: zod is the reference).
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+const isNullishString = (value: unknown) => value == null || typeof value === 'string';
+const isNullishCount = (value: unknown) => value == null || (typeof value === 'number' && Number.isInteger(value) && value >= 0);
+
+function isUsage(value: unknown): boolean {
+  if (value == null) return true;
+  if (!isObject(value)) return false;
+  if (!isNullishCount(value.prompt_tokens) || !isNullishCount(value.completion_tokens) || !isNullishCount(value.total_tokens)) return false;
+  const prompt = value.prompt_tokens_details;
+  if (prompt != null && (!isObject(prompt) || !isNullishCount(prompt.cached_tokens))) return false;
+  const completion = value.completion_tokens_details;
+  return completion == null || (isObject(completion) && isNullishCount(completion.reasoning_tokens));
+}
+
+function isToolCall(value: unknown): boolean {
+  if (!isObject(value) || typeof value.id !== 'string' || (value.type !== undefined && typeof value.type !== 'string')) return false;
+  const fn = value.function;
+  return isObject(fn) && typeof fn.name === 'string' && isNullishString(fn.arguments);
+}
+
+/** The answer as `openaiChatResponseSchema.safeParse` would return it, without zod on the usual path. */
+export function parseOpenAIChatResponse(json: unknown): ReturnType<typeof openaiChatResponseSchema.safeParse> {
+  if (!isObject(json) || !isNullishString(json.id) || !(json.created == null || typeof json.created === 'number')
+    || !isNullishString(json.model) || !Array.isArray(json.choices) || !isUsage(json.usage)) {
+    return openaiChatResponseSchema.safeParse(json);
+  }
+  for (const choice of json.choices) {
+    if (!isObject(choice) || !isNullishString(choice.finish_reason)) return openaiChatResponseSchema.safeParse(json);
+    if (choice.index !== undefined && !(typeof choice.index === 'number' && Number.isInteger(choice.index) && choice.index >= 0)) {
+      return openaiChatResponseSchema.safeParse(json);
+    }
+    const message = choice.message;
+    if (!isObject(message) || !isNullishString(message.role) || !isNullishString(message.content) || !isNullishString(message.refusal)
+      || !isNullishString(message.reasoning_content) || !isNullishString(message.reasoning)) {
+      return openaiChatResponseSchema.safeParse(json);
+    }
+    const toolCalls = message.tool_calls;
+    if (toolCalls != null && (!Array.isArray(toolCalls) || !toolCalls.every(isToolCall))) return openaiChatResponseSchema.safeParse(json);
+  }
+  // zod's only transform here: a missing choice index defaults to 0 (copied, the input stays as it was).
+  const choices = json.choices.some((choice) => (choice as Record<string, unknown>).index === undefined)
+    ? json.choices.map((choice) => ((choice as Record<string, unknown>).index === undefined ? { ...(choice as object), index: 0 } : choice))
+    : json.choices;
+  return { success: true, data: (choices === json.choices ? json : { ...json, choices }) as OpenAIChatResponse } as ReturnType<typeof openaiChatResponseSchema.safeParse>;
+}
