@@ -110,10 +110,14 @@ export function sendJsonText(response: ServerResponse, status: number, text: str
 }
 
 /**
- * Sends an error in the dialect's envelope. When the body was not read to its end (413, 408) the
- * connection is closed after the answer, and the unread rest is drained (not kept) for a bounded time
- * so the client still reads our answer instead of a reset.
+ * Sends an error in the dialect's envelope. When the body was not read to its end (413, 408) the unread
+ * rest is read and discarded for a bounded time rather than the connection closed at once: closing a
+ * socket with unread input makes the kernel send a reset, which can destroy our answer before the client
+ * reads it. A client still sending after the bound is cut off.
  */
+/** How long the unread rest of a refused body is drained before the connection is cut. */
+const DRAIN_BOUND_MS = 10_000;
+
 export function sendError(request: IncomingMessage, response: ServerResponse, error: unknown, dialect: Dialect): void {
   if (response.headersSent) {
     response.destroy();
@@ -123,11 +127,12 @@ export function sendError(request: IncomingMessage, response: ServerResponse, er
   const headers: Record<string, string> = {};
   if (apiError.retryAfterSeconds !== undefined) headers['retry-after'] = String(apiError.retryAfterSeconds);
   if (!request.complete) {
-    headers.connection = 'close';
     request.resume();
-    const drainTimer = setTimeout(() => request.socket?.destroy(), 10_000);
+    const drainTimer = setTimeout(() => request.socket?.destroy(), DRAIN_BOUND_MS);
     drainTimer.unref();
-    response.once('close', () => clearTimeout(drainTimer));
+    const stop = () => clearTimeout(drainTimer);
+    request.once('end', stop);
+    request.once('close', stop);
   }
   sendJson(response, apiError.status, renderErrorBody(apiError, dialect), headers);
 }
