@@ -1,5 +1,8 @@
+import { z } from 'zod';
 import type { Logger } from 'pino';
-import { ConfigError } from './config.js';
+import { commonEnv, ConfigError, loadConfig, natsUrl } from './config.js';
+import { createLogger } from './logger.js';
+import { NatsEventBus, type EventBus } from './bus/index.js';
 
 export interface Stoppable {
   stop(): Promise<void>;
@@ -33,4 +36,45 @@ export async function runMain(name: string, logger: Logger, start: () => Promise
   };
   process.once('SIGINT', () => stop('SIGINT'));
   process.once('SIGTERM', () => stop('SIGTERM'));
+}
+
+/** Env every NATS-connected service reads (an empty NATS_NAMESPACE counts as unset). */
+export const busEnv = {
+  NATS_URL: natsUrl,
+  NATS_NAMESPACE: z.string().optional().transform((value) => value || undefined),
+};
+
+/**
+ * The whole main.ts of a NATS-connected service: reads its env (commonEnv + busEnv + its own shape),
+ * connects the bus, starts the service, and stops both in order — or closes the bus when start fails.
+ */
+export function runBusService<Shape extends z.ZodRawShape>(
+  name: string,
+  shape: Shape,
+  start: (
+    config: z.infer<z.ZodObject<typeof commonEnv & typeof busEnv & Shape>>,
+    bus: EventBus,
+    logger: Logger,
+  ) => Promise<Stoppable>,
+): Promise<void> {
+  const logger = createLogger(name);
+  return runMain(name, logger, async () => {
+    const config = loadConfig({ ...commonEnv, ...busEnv, ...shape }) as z.infer<z.ZodObject<typeof commonEnv & typeof busEnv & Shape>>;
+    // The shared part, read again with its concrete types (the generic one above is for the caller).
+    const shared = loadConfig({ ...commonEnv, ...busEnv });
+    logger.level = shared.LOG_LEVEL;
+    const bus = await NatsEventBus.connect(shared.NATS_URL, logger, { name, namespace: shared.NATS_NAMESPACE });
+    try {
+      const service = await start(config, bus, logger);
+      return {
+        stop: async () => {
+          await service.stop();
+          await bus.close();
+        },
+      };
+    } catch (error) {
+      await bus.close().catch(() => undefined);
+      throw error;
+    }
+  });
 }
