@@ -1,4 +1,4 @@
-import type { LedgerServiceClient } from '@gateway/proto';
+import type { LedgerServiceClient, Usage } from '@gateway/proto';
 import type { Logger, PromiseClient } from '@gateway/platform';
 import type { VerifiedApiKey } from './auth-cache.js';
 import type { CatalogModel } from './catalog-cache.js';
@@ -12,6 +12,8 @@ export interface AdmissionRequest {
 export interface AdmissionTicket {
   /** Decimal credits held for the request ("0" for a free model). */
   reservedCredits: string;
+  /** The lease the request was admitted against (leased admission); it goes into the request's context. */
+  leaseId?: string;
 }
 
 /**
@@ -25,6 +27,14 @@ export interface Admission {
   admit(request: AdmissionRequest): Promise<AdmissionTicket>;
   /** The request ended before a usage event could exist: give the reservation back. Best effort, never throws. */
   release(request: { requestId: string; key: VerifiedApiKey }): Promise<void>;
+  /**
+   * The request ended after the router answered (usage undefined when unknown, e.g. a stream cut
+   * short). Leased admission takes the request's cost off its local budget; no-op for Ledger.Admit,
+   * whose reservation the usage event closes. Called once more when the response closes: a repeat is a no-op.
+   */
+  settle(request: { requestId: string; usage: Usage | undefined }): void;
+  /** Gives back what the admission holds (leases). */
+  stop(): Promise<void>;
 }
 
 /** First implementation: one Ledger.Admit per request. */
@@ -59,5 +69,13 @@ export class LedgerAdmission implements Admission {
       // The ledger's sweeper releases it at the reservation deadline anyway.
       this.logger.warn({ err: error, request_id: requestId }, 'release of reservation failed; the sweeper will release it');
     }
+  }
+
+  settle(): void {
+    // The usage event settles and closes the reservation in the ledger.
+  }
+
+  async stop(): Promise<void> {
+    // Nothing held locally.
   }
 }

@@ -14,8 +14,9 @@ import {
   RouterServiceClient,
   RouterServiceService,
 } from '@gateway/proto';
-import { createClient, subjects, type EventBus, type Logger, type Subscription } from '@gateway/platform';
+import { createClient, newId, subjects, type EventBus, type Logger, type Subscription } from '@gateway/platform';
 import { LedgerAdmission, type Admission } from './admission.js';
+import { LeasedAdmission } from './leased-admission.js';
 import { createApp } from './app.js';
 import { ApiKeyCache } from './auth-cache.js';
 import { CatalogCache } from './catalog-cache.js';
@@ -51,8 +52,11 @@ export interface EdgeOptions {
   bodyLimits?: Partial<BodyLimits>;
   /** A Router stream that sends nothing for this long is ended as a failure. Default 5 minutes. */
   streamIdleTimeoutMs?: number;
-  /** Replaces the per-request Ledger.Admit admission (e.g. leased budgets). */
-  admission?: Admission;
+  /**
+   * 'ledger' (default): one Ledger.Admit per request. 'leased': DESIGN §2 leased budgets
+   * (src/leased-admission.ts). Or an Admission of the caller's own.
+   */
+  admission?: Admission | 'ledger' | 'leased';
   /** Clock (ms since the epoch) that model stop times are judged by; tests move it. Default Date.now. */
   now?: () => number;
 }
@@ -85,6 +89,7 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
   const subscriptions: Subscription[] = [];
   let refreshTimer: NodeJS.Timeout | undefined;
   let server: Server | undefined;
+  let admission: Admission | undefined;
 
   try {
     // Subscribe before the first load so a change published meanwhile is not missed.
@@ -117,6 +122,10 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
     refreshTimer.unref();
 
     const bodyLimits: BodyLimits = { ...DEFAULT_BODY_LIMITS, ...options.bodyLimits };
+    const ledgerAdmission = new LedgerAdmission(ledger, logger);
+    admission = options.admission === 'leased'
+      ? new LeasedAdmission({ ledger, logger, holder: newId('edge'), fallback: ledgerAdmission })
+      : options.admission === undefined || options.admission === 'ledger' ? ledgerAdmission : options.admission;
     const context: EdgeContext = {
       auth,
       catalog,
@@ -125,7 +134,7 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
       ...(media ? { media } : {}),
       apiKeys,
       catalogCache,
-      admission: options.admission ?? new LedgerAdmission(ledger, logger),
+      admission,
       logger,
       bodyLimits,
       streamIdleTimeoutMs: options.streamIdleTimeoutMs ?? 5 * 60_000,
@@ -167,12 +176,14 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
           setTimeout(() => httpServer.closeAllConnections(), 2_000).unref();
         });
         for (const subscription of subscriptions) await subscription.stop().catch(() => undefined);
+        await admission?.stop().catch((error: unknown) => logger.warn({ err: error }, 'admission stop failed'));
         closeClients();
       },
     };
   } catch (error) {
     clearInterval(refreshTimer);
     server?.close();
+    await admission?.stop().catch(() => undefined);
     for (const subscription of subscriptions) await subscription.stop().catch(() => undefined);
     closeClients();
     throw error;

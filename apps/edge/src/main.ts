@@ -12,6 +12,8 @@ await runBusService(
     LEDGER_ADDR: grpcAddress.default('127.0.0.1:50053'),
     ROUTER_ADDR: grpcAddress.default('127.0.0.1:50054'),
     MEDIA_ADDR: grpcAddress.default('127.0.0.1:50055'),
+    /** 'ledger': one Ledger.Admit per request; 'leased': leased budgets (DESIGN §2). */
+    EDGE_ADMISSION: z.enum(['ledger', 'leased']).default('ledger'),
   },
   (config, bus, logger) =>
     startEdge({
@@ -22,6 +24,7 @@ await runBusService(
       ledgerAddress: config.LEDGER_ADDR,
       routerAddress: config.ROUTER_ADDR,
       mediaAddress: config.MEDIA_ADDR,
+      admission: config.EDGE_ADMISSION,
       bus,
       logger,
     }),

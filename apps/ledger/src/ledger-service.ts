@@ -1,11 +1,15 @@
-import { errors, formatCredits, GatewayError, GrpcStatus, MoneyFormatError, parseCredits, unary, type Logger } from '@gateway/platform';
+import { errors, formatCredits, GatewayError, GrpcStatus, MoneyFormatError, newId, parseCredits, unary, type Logger } from '@gateway/platform';
 import {
   ErrorReason,
+  type AcquireLeaseRequest, type AcquireLeaseResponse, type ReturnLeaseRequest, type ReturnLeaseResponse,
   type AdmitRequest, type AdmitResponse, type GetActivityRequest, type GetActivityResponse, type GetBalanceRequest,
   type GetBalanceResponse, type GetKeyUsageRequest, type GetKeyUsageResponse, type LedgerServiceServer, type ReleaseRequest,
   type ReleaseResponse, type TopUpRequest, type TopUpResponse, type VerifyJournalRequest, type VerifyJournalResponse,
 } from '@gateway/proto';
 import { MAX_KEY_IDS, RESERVE_PICO, usageFromColumns, type Ledger } from './ledger.js';
+
+/** One lease holds at most this much: a replica never sits on a large balance it cannot use soon. */
+export const MAX_LEASE_PICO = parseCredits('1000');
 
 /** A single top-up above this is an operator typo, not a payment. */
 export const MAX_TOP_UP_PICO = parseCredits('1000000');
@@ -78,6 +82,71 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger): Led
             { code: 'key_limit_exceeded' },
           );
       }
+    }),
+
+    acquireLease: unary(logger, 'AcquireLease', async (request: AcquireLeaseRequest): Promise<AcquireLeaseResponse> => {
+      const accountId = requireIdentifier(request.accountId, 'account_id');
+      const keyId = request.keyId;
+      if (keyId.length > MAX_IDENTIFIER_LENGTH) throw errors.invalidRequest(`key_id is longer than ${MAX_IDENTIFIER_LENGTH} characters`, 'key_id');
+      if (request.holder.length > MAX_IDENTIFIER_LENGTH) throw errors.invalidRequest(`holder is longer than ${MAX_IDENTIFIER_LENGTH} characters`, 'holder');
+      if (request.limitGroup.length > MAX_IDENTIFIER_LENGTH) throw errors.invalidRequest(`limit_group is longer than ${MAX_IDENTIFIER_LENGTH} characters`, 'limit_group');
+      const requestedPico = parseAmount(request.requestedCredits, 'requested_credits');
+      if (requestedPico < RESERVE_PICO || requestedPico > MAX_LEASE_PICO) {
+        throw errors.invalidRequest(`requested_credits must be between ${formatCredits(RESERVE_PICO)} and ${formatCredits(MAX_LEASE_PICO)}`, 'requested_credits');
+      }
+      let keyLimitPico: bigint | null = null;
+      if (request.keyCreditLimit !== undefined) {
+        keyLimitPico = parseAmount(request.keyCreditLimit, 'key_credit_limit');
+        if (keyLimitPico < 0n) throw errors.invalidRequest('key_credit_limit must not be negative', 'key_credit_limit');
+        if (!keyId) throw errors.invalidRequest('key_credit_limit needs key_id', 'key_id');
+      }
+      const outcome = await ledger.acquireLease({
+        leaseId: newId('lease'), accountId, keyId, holder: request.holder, requestedPico, keyLimitPico,
+        limitGroup: request.limitGroup,
+        requestsPerMinute: request.requestsPerMinute ?? null,
+        requestsPerDay: request.requestsPerDay ?? null,
+        requestedRequests: request.requestedRequests,
+        lifetimeMs: ledger.reservationLifetimeMs,
+      });
+      switch (outcome.kind) {
+        case 'granted':
+          return {
+            leaseId: outcome.leaseId,
+            grantedCredits: formatCredits(outcome.grantedPico),
+            expiresAtMs: BigInt(outcome.expiresAt.getTime()),
+            grantedRequests: outcome.grantedRequests,
+            requestsValidUntilMs: outcome.requestsValidUntil ? BigInt(outcome.requestsValidUntil.getTime()) : 0n,
+          };
+        case 'rate_limited':
+          throw new GatewayError(
+            GrpcStatus.RESOURCE_EXHAUSTED,
+            ErrorReason.ERROR_REASON_RATE_LIMITED,
+            `Rate limit reached. Please try again in ${outcome.retryAfterSeconds}s.`,
+            { retryAfterSeconds: outcome.retryAfterSeconds },
+          );
+        case 'insufficient':
+          throw new GatewayError(
+            GrpcStatus.FAILED_PRECONDITION,
+            ErrorReason.ERROR_REASON_INSUFFICIENT_QUOTA,
+            `Insufficient credits: a paid request needs ${formatCredits(outcome.amountPico)} credits available; ` +
+              `the account has ${formatCredits(outcome.availablePico)} available. Add credits to continue.`,
+            { code: 'insufficient_quota' },
+          );
+        case 'key_limit':
+          throw new GatewayError(
+            GrpcStatus.FAILED_PRECONDITION,
+            ErrorReason.ERROR_REASON_KEY_LIMIT_EXCEEDED,
+            `Key credit limit reached: this key has used or holds ${formatCredits(outcome.keyUsedPico)} of its ` +
+              `${formatCredits(outcome.keyLimitPico)} credit limit, and this request needs ${formatCredits(outcome.amountPico)} more.`,
+            { code: 'key_limit_exceeded' },
+          );
+      }
+    }),
+
+    returnLease: unary(logger, 'ReturnLease', async (request: ReturnLeaseRequest): Promise<ReturnLeaseResponse> => {
+      if (!request.leaseId || request.leaseId.length > MAX_IDENTIFIER_LENGTH) return { returned: false, returnedCredits: '0' };
+      const returned = await ledger.returnLease(request.leaseId, request.unusedRequests);
+      return { returned: returned !== null, returnedCredits: formatCredits(returned ?? 0n) };
     }),
 
     release: unary(logger, 'Release', async (request: ReleaseRequest): Promise<ReleaseResponse> => {

@@ -43,6 +43,24 @@ export interface SettlementItem {
   costPico: bigint;
   occurredAtMs: bigint;
   streamed: boolean;
+  /** The lease the request was admitted against; '' for a per-request reservation. */
+  leaseId?: string;
+}
+
+export type LeaseOutcome =
+  | { kind: 'granted'; leaseId: string; grantedPico: bigint; expiresAt: Date; grantedRequests: number; requestsValidUntil: Date | null }
+  | { kind: 'rate_limited'; window: 'minute' | 'day'; retryAfterSeconds: number }
+  | { kind: 'insufficient'; amountPico: bigint; availablePico: bigint }
+  | { kind: 'key_limit'; amountPico: bigint; keyUsedPico: bigint; keyLimitPico: bigint };
+
+/** Most requests one lease may take from a rate window at once. */
+export const MAX_LEASE_REQUESTS = 100_000;
+
+/** Thrown inside an acquisition's transaction so a refusal takes back the rate-window counts it made. */
+class LeaseRefused extends Error {
+  constructor(readonly outcome: Exclude<LeaseOutcome, { kind: 'granted' }>) {
+    super(outcome.kind);
+  }
 }
 
 export interface SettlementResult {
@@ -267,8 +285,13 @@ export class Ledger {
       with journal_sums as (
         select account_id, sum(amount_pico) as total from journal where (${accountId} = '' or account_id = ${accountId}) group by account_id
       ), open_sums as (
-        select account_id, sum(amount_pico) as total from reservations
-        where closed_at is null and (${accountId} = '' or account_id = ${accountId}) group by account_id
+        select account_id, sum(total) as total from (
+          select account_id, amount_pico as total from reservations
+          where closed_at is null and (${accountId} = '' or account_id = ${accountId})
+          union all
+          select account_id, granted_pico - settled_pico from leases
+          where closed_at is null and (${accountId} = '' or account_id = ${accountId})
+        ) open_holds group by account_id
       ), accounts as (
         select account_id from balances where (${accountId} = '' or account_id = ${accountId})
         union select account_id from journal_sums union select account_id from open_sums
@@ -340,8 +363,155 @@ export class Ledger {
         return closed.rows.length;
       }), this.logger, 'sweep');
       total += closedCount;
+      if (closedCount < SWEEP_PASS_LIMIT) break;
+    }
+    return total + await this.sweepExpiredLeases();
+  }
+
+  /** Closes leases past their deadline (a replica that died or lost track) and gives back their rest. */
+  private async sweepExpiredLeases(): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const closedCount = await withTransientRetry(() => this.db.transaction().execute(async (trx) => {
+        const closed = await sql<{ account_id: string; key_id: string; amount_pico: bigint }>`
+          with expired as (
+            select lease_id from leases
+            where closed_at is null and expires_at < now()
+            order by lease_id limit ${SWEEP_PASS_LIMIT}
+            for update skip locked
+          )
+          update leases l set closed_at = now(), close_reason = 'expired'
+          from expired e where l.lease_id = e.lease_id
+          returning l.account_id, l.key_id, l.granted_pico - l.settled_pico as amount_pico`.execute(trx);
+        await this.giveBack(trx, closed.rows);
+        return closed.rows.length;
+      }), this.logger, 'sweep leases');
+      total += closedCount;
       if (closedCount < SWEEP_PASS_LIMIT) return total;
     }
+  }
+
+  /**
+   * Grants a lease: up to `requestedPico` of reservation capacity (never below RESERVE_PICO) for one
+   * (account, key), and with rate limits up to `requestedRequests` requests counted at once in the
+   * current windows. Lock order as in `admit`: rate-window rows, the key row, the balance row.
+   */
+  async acquireLease(input: {
+    leaseId: string; accountId: string; keyId: string; holder: string; requestedPico: bigint; keyLimitPico: bigint | null;
+    limitGroup: string; requestsPerMinute: number | null; requestsPerDay: number | null; requestedRequests: number;
+    lifetimeMs: number;
+  }): Promise<LeaseOutcome> {
+    const requestedPico = input.requestedPico < RESERVE_PICO ? RESERVE_PICO : input.requestedPico;
+    try {
+      return await withTransientRetry(() => this.db.transaction().execute(async (trx) => {
+        let grantedRequests = 0;
+        let requestsValidUntil: Date | null = null;
+        const windowStarts = new Map<'minute' | 'day', Date>();
+        const limited = input.requestsPerMinute !== null || input.requestsPerDay !== null;
+        if (limited) {
+          let want = Math.max(1, Math.min(input.requestedRequests, MAX_LEASE_REQUESTS));
+          const windows: Array<{ kind: 'minute' | 'day'; limit: number }> = [];
+          if (input.requestsPerMinute !== null) windows.push({ kind: 'minute', limit: input.requestsPerMinute });
+          if (input.requestsPerDay !== null) windows.push({ kind: 'day', limit: input.requestsPerDay });
+          const locked: Array<{ kind: 'minute' | 'day'; start: Date; end: Date }> = [];
+          // Minute before day, as admit: each row is locked, then all move by the smallest grant.
+          for (const window of windows) {
+            const start = window.kind === 'minute'
+              ? sql`date_trunc('minute', now())`
+              : sql`(date_trunc('day', now() at time zone 'UTC') at time zone 'UTC')`;
+            const length = window.kind === 'minute' ? sql`interval '1 minute'` : sql`interval '1 day'`;
+            // Two statements: a row another acquisition inserts meanwhile is only seen (and waited for) by a new statement.
+            await sql`
+              insert into rate_windows (account_id, limit_group, window_kind, window_start, request_count)
+              values (${input.accountId}, ${input.limitGroup}, ${window.kind}, ${start}, 0)
+              on conflict (account_id, limit_group, window_kind, window_start) do nothing`.execute(trx);
+            const row = (await sql<{ window_start: Date; window_end: Date; request_count: number; retry_after_seconds: number }>`
+              select w.window_start, w.window_start + ${length} as window_end, w.request_count,
+                     greatest(1, ceil(extract(epoch from w.window_start + ${length} - clock_timestamp())))::integer as retry_after_seconds
+              from rate_windows w
+              where w.account_id = ${input.accountId} and w.limit_group = ${input.limitGroup}
+                and w.window_kind = ${window.kind} and w.window_start = ${start}
+              for update`.execute(trx)).rows[0]!;
+            const room = window.limit - Number(row.request_count);
+            if (room <= 0) throw new LeaseRefused({ kind: 'rate_limited', window: window.kind, retryAfterSeconds: row.retry_after_seconds });
+            want = Math.min(want, room);
+            locked.push({ kind: window.kind, start: row.window_start, end: row.window_end });
+          }
+          for (const window of locked) {
+            await sql`
+              update rate_windows set request_count = request_count + ${want}
+              where account_id = ${input.accountId} and limit_group = ${input.limitGroup}
+                and window_kind = ${window.kind} and window_start = ${window.start}`.execute(trx);
+          }
+          grantedRequests = want;
+          for (const window of locked) windowStarts.set(window.kind, window.start);
+          requestsValidUntil = locked.reduce<Date | null>((earliest, window) => (earliest === null || window.end < earliest ? window.end : earliest), null);
+        }
+
+        let grant = requestedPico;
+        if (input.keyId !== '') {
+          await sql`insert into key_totals (key_id, account_id) values (${input.keyId}, ${input.accountId}) on conflict (key_id) do nothing`.execute(trx);
+          const key = (await sql<{ spent_pico: bigint; reserved_pico: bigint }>`
+            select spent_pico, reserved_pico from key_totals where key_id = ${input.keyId} for update`.execute(trx)).rows[0]!;
+          if (input.keyLimitPico !== null) {
+            const used = BigInt(key.spent_pico) + BigInt(key.reserved_pico);
+            const room = input.keyLimitPico - used;
+            if (room < RESERVE_PICO) throw new LeaseRefused({ kind: 'key_limit', amountPico: RESERVE_PICO, keyUsedPico: used, keyLimitPico: input.keyLimitPico });
+            if (room < grant) grant = room;
+          }
+        }
+        const balance = (await sql<{ balance_pico: bigint; reserved_pico: bigint }>`
+          select balance_pico, reserved_pico from balances where account_id = ${input.accountId} for update`.execute(trx)).rows[0];
+        const available = balance ? BigInt(balance.balance_pico) - BigInt(balance.reserved_pico) : 0n;
+        if (available < RESERVE_PICO) throw new LeaseRefused({ kind: 'insufficient', amountPico: RESERVE_PICO, availablePico: available });
+        if (available < grant) grant = available;
+
+        await sql`update balances set reserved_pico = reserved_pico + ${grant}, updated_at = now() where account_id = ${input.accountId}`.execute(trx);
+        if (input.keyId !== '') await sql`update key_totals set reserved_pico = reserved_pico + ${grant} where key_id = ${input.keyId}`.execute(trx);
+        const minuteWindow = windowStarts.get('minute') ?? null;
+        const dayWindow = windowStarts.get('day') ?? null;
+        const lease = (await sql<{ expires_at: Date }>`
+          insert into leases (lease_id, account_id, key_id, holder, limit_group, granted_requests, minute_window, day_window, granted_pico, expires_at)
+          values (${input.leaseId}, ${input.accountId}, ${input.keyId}, ${input.holder}, ${input.limitGroup}, ${grantedRequests},
+                  ${minuteWindow}, ${dayWindow}, ${grant}, now() + make_interval(secs => ${input.lifetimeMs} / 1000.0))
+          returning expires_at`.execute(trx)).rows[0]!;
+        return { kind: 'granted' as const, leaseId: input.leaseId, grantedPico: grant, expiresAt: lease.expires_at, grantedRequests, requestsValidUntil };
+      }), this.logger, 'acquire lease');
+    } catch (error) {
+      if (error instanceof LeaseRefused) return error.outcome;
+      throw error;
+    }
+  }
+
+  /**
+   * Closes an open lease and gives back granted − settled, and the `unusedRequests` (at most what it
+   * was granted) to the rate windows it was counted in. Returns null when it is unknown or already closed.
+   * Lock order: the lease, rate-window rows, the key row, the balance row.
+   */
+  async returnLease(leaseId: string, unusedRequests = 0): Promise<bigint | null> {
+    return withTransientRetry(() => this.db.transaction().execute(async (trx) => {
+      const closed = await sql<{
+        account_id: string; key_id: string; amount_pico: bigint; limit_group: string; granted_requests: number;
+        minute_window: Date | null; day_window: Date | null;
+      }>`
+        update leases set closed_at = now(), close_reason = 'returned'
+        where lease_id = ${leaseId} and closed_at is null
+        returning account_id, key_id, granted_pico - settled_pico as amount_pico, limit_group, granted_requests, minute_window, day_window`.execute(trx);
+      if (closed.rows.length === 0) return null;
+      const lease = closed.rows[0]!;
+      const unused = Math.min(Math.max(0, Math.floor(unusedRequests)), lease.granted_requests);
+      if (unused > 0) {
+        for (const [kind, start] of [['minute', lease.minute_window], ['day', lease.day_window]] as const) {
+          if (start === null) continue;
+          await sql`
+            update rate_windows set request_count = greatest(0, request_count - ${unused})
+            where account_id = ${lease.account_id} and limit_group = ${lease.limit_group}
+              and window_kind = ${kind} and window_start = ${start}`.execute(trx);
+        }
+      }
+      await this.giveBack(trx, closed.rows);
+      return BigInt(closed.rows[0]!.amount_pico);
+    }), this.logger, 'return lease');
   }
 
   /** Keeps what the settler cannot read or price, for an operator; nothing is dropped silently. */
@@ -448,6 +618,7 @@ function settlementStatement(all: readonly SettlementItem[], served: readonly Se
     sql`${integerArrayLiteral(served.map((item) => item.occurredAtMs))}::bigint[]`,
   ];
   const usageNames = usedColumns.map((name) => sql.ref(name));
+  const leaseMoves = leaseSettlement(served);
   const leading = usageNames.length > 0 ? sql`, ${sql.join(usageNames)}` : sql``;
   return sql<{ account_id: string; key_id: string; spent_pico: bigint; released_pico: bigint; charged: number; closed: number }>`
     with incoming as (
@@ -470,15 +641,48 @@ function settlementStatement(all: readonly SettlementItem[], served: readonly Se
         as f(request_id, served)
       where r.request_id = f.request_id and r.closed_at is null
       returning r.account_id, r.key_id, r.amount_pico
-    ), moves as (
+    )${leaseMoves.ctes}, moves as (
       select account_id, key_id, cost_pico as spent, 0::bigint as released, 1 as charged, 0 as closed from inserted
       union all
-      select account_id, key_id, 0::bigint, amount_pico, 0, 1 from closed
+      select account_id, key_id, 0::bigint, amount_pico, 0, 1 from closed${leaseMoves.union}
     )
     select account_id, key_id, sum(spent)::bigint as spent_pico, sum(released)::bigint as released_pico,
            sum(charged)::int as charged, sum(closed)::int as closed
     from moves
     group by account_id, key_id`;
+}
+
+/**
+ * For charges that name a lease: the lease's rest (granted − settled) shrinks by min(cost, rest) and
+ * that much leaves reserved — the charge itself debits the balance as always, so nothing counts twice.
+ * Only charges this statement inserted move a lease (a redelivered event moves nothing). A lease
+ * already closed gave its rest back then: its late charges are charged only. Empty without leases.
+ */
+function leaseSettlement(served: readonly SettlementItem[]) {
+  const leased = served.filter((item) => item.leaseId);
+  if (leased.length === 0) return { ctes: sql``, union: sql`` };
+  return {
+    ctes: sql`, lease_costs as (
+      select f.lease_id, sum(i.cost_pico)::bigint as cost
+      from inserted i
+      join unnest(${textArrayLiteral(leased.map((item) => item.requestId))}::text[], ${textArrayLiteral(leased.map((item) => item.leaseId!))}::text[])
+        as f(request_id, lease_id) on f.request_id = i.request_id
+      group by f.lease_id
+    ), lease_locked as (
+      select l.lease_id, l.account_id, l.key_id, least(c.cost, l.granted_pico - l.settled_pico) as moved
+      from leases l join lease_costs c on c.lease_id = l.lease_id
+      where l.closed_at is null
+      order by l.lease_id
+      for update of l
+    ), leased as (
+      update leases l set settled_pico = l.settled_pico + m.moved
+      from lease_locked m where l.lease_id = m.lease_id and m.moved > 0
+      returning m.account_id, m.key_id, m.moved
+    )`,
+    union: sql`
+      union all
+      select account_id, key_id, 0::bigint, moved, 0, 0 from leased`,
+  };
 }
 
 const usageFieldByColumn: Record<(typeof usageColumns)[number], keyof Usage> = {

@@ -24,6 +24,11 @@ export interface LedgerTables {
     cost_pico: bigint; streamed: boolean; occurred_at: Date; created_at: Date;
   };
   rate_windows: { account_id: string; limit_group: string; window_kind: 'minute' | 'day'; window_start: Date; request_count: number };
+  leases: {
+    lease_id: string; account_id: string; key_id: string; holder: string; limit_group: string; granted_requests: number;
+    minute_window: Date | null; day_window: Date | null; granted_pico: bigint; settled_pico: bigint;
+    created_at: Date; expires_at: Date; closed_at: Date | null; close_reason: 'returned' | 'expired' | null;
+  };
   rejected_events: { id: bigint; msg_id: string; request_id: string; reason: string; payload: Buffer; created_at: Date };
 }
 
@@ -417,9 +422,43 @@ const closedReservationIndex: Migration = {
   },
 };
 
+/**
+ * Leased budgets (DESIGN §2): a block of reservation capacity one edge replica holds for one
+ * (account, key). Its open rest (granted − settled) counts in balances.reserved_pico and
+ * key_totals.reserved_pico exactly like an open reservation; a settled charge naming the lease moves
+ * min(cost, rest) from reserved to settled, so the charge is not counted twice.
+ */
+const leases: Migration = {
+  async up(db: Kysely<any>) {
+    await sql`
+      create table leases (
+        lease_id text primary key,
+        account_id text not null,
+        key_id text not null default '',
+        holder text not null default '',
+        -- Requests counted in the rate windows for this lease; unused ones are taken back on return.
+        limit_group text not null default '',
+        granted_requests integer not null default 0,
+        minute_window timestamptz,
+        day_window timestamptz,
+        granted_pico bigint not null check (granted_pico >= 0),
+        settled_pico bigint not null default 0,
+        created_at timestamptz not null default now(),
+        expires_at timestamptz not null,
+        closed_at timestamptz,
+        close_reason text check (close_reason in ('returned', 'expired')),
+        check (settled_pico >= 0 and settled_pico <= granted_pico),
+        check ((closed_at is null) = (close_reason is null))
+      )`.execute(db);
+    await sql`create index leases_open_expiry on leases (expires_at) where closed_at is null`.execute(db);
+    await sql`create index leases_open_account on leases (account_id) where closed_at is null`.execute(db);
+  },
+};
+
 export const ledgerMigrations: Record<string, Migration> = {
   '0001_init': init,
   '0002_charge_uniqueness_on_charges': chargeUniquenessOnCharges,
   '0003_admit_bigint_limits_fewer_writes': admitBigintLimits,
   '0004_closed_reservation_index': closedReservationIndex,
+  '0005_leases': leases,
 };

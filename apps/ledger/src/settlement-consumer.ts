@@ -85,7 +85,7 @@ export function prepareBatch(
       items.push({
         requestId: event.requestId, accountId: event.accountId, keyId: event.keyId, modelId: event.modelId,
         providerId: event.providerId, endpoint: event.endpoint, served, usage, costPico,
-        occurredAtMs: event.occurredAtMs, streamed: event.streamed,
+        occurredAtMs: event.occurredAtMs, streamed: event.streamed, leaseId: event.leaseId ?? '',
       });
     }
   }

@@ -29,6 +29,8 @@ export interface StackOptions {
   routing?: { attemptTimeoutMs?: number; maxAttempts?: number; usageOutboxDirectory?: string };
   /** Media knobs; `allowLoopbackUrlsForTests` lets URL fetches reach a test's loopback file server. */
   media?: { allowLoopbackUrlsForTests?: boolean };
+  /** Edge knobs: `admission` 'leased' selects leased budgets (DESIGN §2) instead of one Ledger.Admit per request. */
+  edge?: { admission?: 'ledger' | 'leased' };
 }
 
 export interface RunningStack {
@@ -72,6 +74,7 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
       mediaAddress: media.address,
       bus: options.bus,
       logger: child('edge'),
+      ...(options.edge?.admission ? { admission: options.edge.admission } : {}),
     });
     started.push(edge);
     return {

@@ -68,17 +68,20 @@ export function chatCompletionsHandler(context: EdgeContext) {
     const model = resolveModel(context, body.model, ENDPOINT);
     const converted = convertChatRequest(body, model);
     const strategy = chooseStrategy(body.routing, headerStrategy, key);
+    let leaseId: string | undefined;
     try {
-      await context.admission.admit({ requestId, key, model });
+      leaseId = (await context.admission.admit({ requestId, key, model })).leaseId;
     } catch (error) {
       // A lost answer (ledger unreachable mid-call) may hide a reservation that was made; a refusal made none.
       if (toApiError(error).status >= 500) void context.admission.release({ requestId, key });
       throw error;
     }
 
+    // Whatever way the request ends, its admission is finished (a repeat after settle/release is a no-op).
+    response.once('close', () => context.admission.settle({ requestId, usage: undefined }));
     const chat: ChatRequest = {
       ...converted.request,
-      context: { requestId, accountId: key.accountId, keyId: key.keyId },
+      context: { requestId, accountId: key.accountId, keyId: key.keyId, ...(leaseId ? { leaseId } : {}) },
       modelId: model.id,
       routingStrategy: strategy,
       endpoint: ENDPOINT,
@@ -108,6 +111,7 @@ export function chatCompletionsHandler(context: EdgeContext) {
       void context.admission.release({ requestId, key });
       throw abort.signal.aborted ? new ClientGoneError('client left while the router was answering') : error;
     }
+    context.admission.settle({ requestId, usage: answer.usage });
     sendJson(response, 200, renderChatCompletion(answer, model.id), {
       ...gatewayHeaders(answer.routingStrategy || strategy, converted.droppedParams, answer.droppedParams),
     });
@@ -191,6 +195,7 @@ async function streamChat(context: EdgeContext, response: Response, job: StreamJ
     const apiError = toApiError(error);
     if (apiError.status >= 500) context.logger.warn({ err: error, request_id: requestId }, 'stream failed after content was sent');
     response.write((writer as ChatChunkWriter).error(apiError));
+    context.admission.settle({ requestId, usage });
     response.end(ChatChunkWriter.done);
     return;
   } finally {
@@ -200,6 +205,7 @@ async function streamChat(context: EdgeContext, response: Response, job: StreamJ
   if (!writer) throw new Error('router stream ended without a start');
   if (!headersWritten) writeHeaders(startStrategy, startDropped);
   if (job.converted.includeUsage) response.write(writer.usage(usage));
+  context.admission.settle({ requestId, usage });
   response.end(ChatChunkWriter.done);
 }
 

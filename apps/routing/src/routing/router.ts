@@ -321,6 +321,7 @@ export class Router {
       prices: prepared.model.pricing,
       occurredAtMs: BigInt(Date.now()),
       streamed,
+      ...(context?.leaseId ? { leaseId: context.leaseId } : {}),
     };
   }
 

@@ -36,6 +36,8 @@ export interface GatewayClusterOptions {
   logLevel?: string;
   /** Accounts to create, one API key each (default 1). */
   accounts?: number;
+  /** The edge's admission (EDGE_ADMISSION): 'ledger' (default) or 'leased' budgets. */
+  admission?: 'ledger' | 'leased';
 }
 
 export interface GatewayCluster {
@@ -195,6 +197,7 @@ export async function startGatewayCluster(options: GatewayClusterOptions): Promi
       LEDGER_ADDR: addresses.ledger,
       ROUTER_ADDR: addresses.routing,
       MEDIA_ADDR: addresses.media,
+      EDGE_ADMISSION: options.admission ?? 'ledger',
     });
     await until(async () => (await fetch(`${url}/v1/models`)).status === 200, START_TIMEOUT_MS, 'edge', children.get('edge'));
 

@@ -27,6 +27,7 @@ const HELP = `usage: npm run bench -- [options]
   --json FILE          also write the raw results as JSON
   --profile            profile the gateway under load (node --cpu-prof) instead of the comparison
   --profile-services a,b  services to profile (default edge,routing,ledger,auth)
+  --admission MODE     the edge's admission: ledger (default, one Ledger.Admit per request) or leased
   --ledger             the ledger bench instead (with --quick, --events N, --callers N, --rate R, --only backlog,live,admit)
   --help`;
 
@@ -53,6 +54,7 @@ const { values: args } = parseArgs({
     json: { type: 'string' },
     profile: { type: 'boolean', default: false },
     'profile-services': { type: 'string' },
+    admission: { type: 'string' },
     help: { type: 'boolean', default: false },
   },
 });
@@ -67,6 +69,8 @@ const bounded = (text: string | undefined, fallback: number, min: number, max: n
   return value;
 };
 const quick = args.quick;
+if (args.admission !== undefined && args.admission !== 'ledger' && args.admission !== 'leased') throw new Error('--admission must be ledger or leased');
+const admission = (args.admission ?? 'ledger') as 'ledger' | 'leased';
 const connections = Math.round(bounded(args.connections, 64, 1, 512, 'connections'));
 const durationMs = bounded(args.duration, quick ? 2 : 10, 1, 60, 'duration') * 1000;
 const warmupMs = quick ? 1_000 : 3_000;
@@ -225,7 +229,8 @@ async function compare(): Promise<void> {
     log(`mode ${quick ? 'quick' : 'full'}: ${accounts} account(s), ${connections} connections, ${durationMs / 1000} s per phase after ${warmupMs / 1000} s warm-up, ${rate} req/s latency phase`);
     const { upstream, upstreamOrigin, proxy, proxyOrigin } = await startUpstreamAndProxy();
     log('starting the gateway: six service processes, fresh Postgres database and NATS namespace');
-    cluster = await startGatewayCluster({ root, upstreamBaseUrl: `${upstreamOrigin}/v1`, postgresAdminUrl, natsUrl, accounts });
+    cluster = await startGatewayCluster({ root, upstreamBaseUrl: `${upstreamOrigin}/v1`, postgresAdminUrl, natsUrl, accounts, admission });
+    log(`edge admission: ${admission}`);
     log(`gateway at ${cluster.url} (database ${cluster.databaseName}, NATS namespace ${cluster.namespace})`);
     const bare: Target = { name: 'bare', origin: proxyOrigin, apiKeys: ['bench'], groups: async () => [{ name: 'bare-proxy', pids: [proxy.pid] }], settle: async () => undefined };
     const gateway = gatewayTarget(cluster);
@@ -302,7 +307,7 @@ async function profile(): Promise<void> {
   try {
     const { upstreamOrigin } = await startUpstreamAndProxy();
     log(`starting the gateway with --cpu-prof on ${services.join(', ')}`);
-    cluster = await startGatewayCluster({ root, upstreamBaseUrl: `${upstreamOrigin}/v1`, postgresAdminUrl, natsUrl, accounts, profile: { services, dir } });
+    cluster = await startGatewayCluster({ root, upstreamBaseUrl: `${upstreamOrigin}/v1`, postgresAdminUrl, natsUrl, accounts, admission, profile: { services, dir } });
     const gateway = gatewayTarget(cluster);
     await checkTarget(gateway);
     const outcome = await runPhase(gateway, { mode: 'closed', path: '/v1/chat/completions', body: chatBody, connections, warmupMs, durationMs }, []);

@@ -1,0 +1,312 @@
+import type { LedgerServiceClient, Pricing, Usage } from '@gateway/proto';
+import { formatCredits, parseCredits, type Logger, type PromiseClient } from '@gateway/platform';
+import type { Admission, AdmissionRequest, AdmissionTicket } from './admission.js';
+import type { VerifiedApiKey } from './auth-cache.js';
+import type { CatalogModel } from './catalog-cache.js';
+
+/** What a paid request holds while it runs (spec §8), as Ledger.Admit reserves it. */
+const HOLD_PICO = parseCredits('0.05');
+const MS_PER_HOUR = 3_600_000n;
+/** Bound on (account, key, limit group) slots kept; an idle slot is dropped when its leases are returned. */
+const MAX_SLOTS = 10_000;
+/**
+ * Acquisitions per admit before giving up. A granted lease whose room other callers took first is
+ * progress, not a refusal (refusals throw at once); the next lease is sized for everyone waiting.
+ */
+const MAX_ACQUIRE_ROUNDS = 20;
+/** Largest lease asked for, however many requests wait (the ledger allows up to 1,000 credits). */
+const MAX_LEASE_PICO = parseCredits('100');
+
+export interface LeasedAdmissionOptions {
+  ledger: PromiseClient<LedgerServiceClient>;
+  logger: Logger;
+  /** Who holds the leases (this replica), for operators. */
+  holder: string;
+  /** Free models (nothing to reserve) keep the per-request path. */
+  fallback: Admission;
+  /** Least credits asked per lease (more when more requests wait). Default 1 (20 concurrent holds). */
+  leaseCredits?: string;
+  /** Requests asked per lease when the tier has rate limits. Default 1,000. */
+  leaseRequests?: number;
+  /** A lease without requests in flight for this long is returned. Default 10 s. */
+  idleReturnMs?: number;
+  /** A lease takes no new request after this age (rate windows and the ledger's lease deadline move on). Default 60 s. */
+  maxLeaseAgeMs?: number;
+  now?: () => number;
+}
+
+interface Lease {
+  id: string;
+  /** Granted minus the estimated cost of every finished request. */
+  budgetPico: bigint;
+  holdsPico: bigint;
+  inFlight: number;
+  /** null: the tier has no rate limits. */
+  requestsLeft: number | null;
+  /** 0: never. */
+  requestsValidUntilMs: number;
+  acquiredAtMs: number;
+  lastUsedMs: number;
+  retired: boolean;
+}
+
+interface Slot {
+  current: Lease | null;
+  acquiring: Promise<void> | null;
+  leases: Set<Lease>;
+  /** Callers waiting for the acquisition in flight: the lease is sized to hold them all. */
+  waiting: number;
+}
+
+interface Hold {
+  slotKey: string;
+  lease: Lease;
+  model: CatalogModel;
+}
+
+/**
+ * DESIGN §2 leased budgets: per (account, key, limit group) this replica holds a lease — a block of
+ * reservation capacity (and, with rate limits, of requests) the ledger granted it — and admits paid
+ * requests locally against it: a 0.05 hold while the request runs, then the request's estimated cost
+ * (an upper bound of the real charge, in pico arithmetic) comes off the local budget. The ledger still
+ * charges every request from its usage event; the event names the lease, so the charge shrinks the
+ * lease instead of counting twice. One acquisition in flight per slot; callers wait on it.
+ *
+ * Choices: rate limits are leased in bulk too (a quarter of the tightest limit per lease, unused ones
+ * handed back on return), so a limited tier stays off the per-request path. Free models keep
+ * Ledger.Admit (nothing to hold). A lease takes no new request after maxLeaseAgeMs or when its budget
+ * cannot hold 0.05 more; it is returned once its requests are done and it was idle a while, so their
+ * charges usually settle against it first. The ledger's lease deadline is its reservation lifetime,
+ * so a crashed replica's leases come back like its reservations. A replica may hold capacity it does
+ * not use for up to idleReturnMs; another replica is refused meanwhile (402) if nothing else is left.
+ */
+export class LeasedAdmission implements Admission {
+  private readonly slots = new Map<string, Slot>();
+  private readonly holds = new Map<string, Hold>();
+  private readonly leasePico: bigint;
+  private readonly leaseRequests: number;
+  private readonly idleReturnMs: number;
+  private readonly maxLeaseAgeMs: number;
+  private readonly now: () => number;
+  private readonly timer: NodeJS.Timeout;
+  private readonly returning = new Set<Promise<void>>();
+  private stopped = false;
+
+  constructor(private readonly options: LeasedAdmissionOptions) {
+    this.leasePico = parseCredits(options.leaseCredits ?? '1');
+    if (this.leasePico < HOLD_PICO || this.leasePico > MAX_LEASE_PICO) throw new Error(`leaseCredits must be between 0.05 and 100: ${options.leaseCredits}`);
+    this.leaseRequests = options.leaseRequests ?? 1_000;
+    this.idleReturnMs = options.idleReturnMs ?? 10_000;
+    this.maxLeaseAgeMs = options.maxLeaseAgeMs ?? 60_000;
+    this.now = options.now ?? Date.now;
+    this.timer = setInterval(() => this.returnIdle(), Math.max(100, Math.floor(this.idleReturnMs / 2)));
+    this.timer.unref();
+  }
+
+  async admit(request: AdmissionRequest): Promise<AdmissionTicket> {
+    const { requestId, key, model } = request;
+    if (!model.paid || this.stopped) return this.options.fallback.admit(request);
+    const limits = model.limitGroup?.tiers[key.tier];
+    const slotKey = `${key.accountId}\u0000${key.keyId}\u0000${limits ? model.model.limitGroup : ''}`;
+    for (let round = 0; ; round++) {
+      const slot = this.slot(slotKey);
+      const lease = slot.current;
+      if (lease && this.usable(lease)) {
+        lease.holdsPico += HOLD_PICO;
+        lease.inFlight++;
+        if (lease.requestsLeft !== null) lease.requestsLeft--;
+        lease.lastUsedMs = this.now();
+        this.holds.set(requestId, { slotKey, lease, model });
+        return { reservedCredits: formatCredits(HOLD_PICO), leaseId: lease.id };
+      }
+      if (lease) this.retire(slotKey, slot, lease);
+      if (round >= MAX_ACQUIRE_ROUNDS) {
+        throw new Error('leased admission: no room after repeated lease acquisitions');
+      }
+      slot.waiting++;
+      try {
+        slot.acquiring ??= this.acquire(slotKey, slot, request).finally(() => { slot.acquiring = null; });
+        await slot.acquiring;
+      } finally {
+        slot.waiting--;
+      }
+    }
+  }
+
+  /** The request ended without an answer: its hold goes, nothing is spent. */
+  async release({ requestId }: { requestId: string; key: VerifiedApiKey }): Promise<void> {
+    this.finish(requestId, 0n);
+  }
+
+  /** The request ended with (or without knowing) its usage: the estimate comes off the lease's budget. */
+  settle({ requestId, usage }: { requestId: string; usage: Usage | undefined }): void {
+    const hold = this.holds.get(requestId);
+    if (!hold) return;
+    // Unknown usage (a stream cut short): assume the whole hold was spent.
+    const cost = usage ? estimateCostPico(usage, hold.model.model.pricing) : HOLD_PICO;
+    this.finish(requestId, cost);
+  }
+
+  /** Returns every lease (what their settled charges did not use goes back to the account). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    for (const slot of this.slots.values()) await slot.acquiring?.catch(() => undefined);
+    for (const [slotKey, slot] of this.slots) {
+      for (const lease of slot.leases) this.returnLease(slotKey, slot, lease);
+    }
+    await Promise.all([...this.returning]);
+  }
+
+  private finish(requestId: string, costPico: bigint): void {
+    const hold = this.holds.get(requestId);
+    if (!hold) return;
+    this.holds.delete(requestId);
+    const lease = hold.lease;
+    lease.holdsPico -= HOLD_PICO;
+    lease.inFlight--;
+    lease.budgetPico -= costPico;
+    lease.lastUsedMs = this.now();
+  }
+
+  private usable(lease: Lease): boolean {
+    const now = this.now();
+    if (lease.retired || now - lease.acquiredAtMs >= this.maxLeaseAgeMs) return false;
+    if (lease.requestsLeft !== null && (lease.requestsLeft <= 0 || (lease.requestsValidUntilMs > 0 && now >= lease.requestsValidUntilMs))) return false;
+    return lease.budgetPico - lease.holdsPico >= HOLD_PICO;
+  }
+
+  private slot(slotKey: string): Slot {
+    let slot = this.slots.get(slotKey);
+    if (!slot) {
+      if (this.slots.size >= MAX_SLOTS) this.returnIdle(true);
+      slot = { current: null, acquiring: null, leases: new Set(), waiting: 0 };
+      this.slots.set(slotKey, slot);
+    }
+    return slot;
+  }
+
+  private async acquire(slotKey: string, slot: Slot, { requestId, key, model }: AdmissionRequest): Promise<void> {
+    const limits = model.limitGroup?.tiers[key.tier];
+    // Room for everyone waiting now, twice over, so a burst does not acquire once per 20 requests.
+    let inFlight = 0;
+    for (const lease of slot.leases) inFlight += lease.inFlight;
+    let wantedPico = HOLD_PICO * BigInt(2 * (slot.waiting + inFlight) + 1);
+    if (wantedPico < this.leasePico) wantedPico = this.leasePico;
+    if (wantedPico > MAX_LEASE_PICO) wantedPico = MAX_LEASE_PICO;
+    const response = await this.options.ledger.acquireLease(
+      {
+        accountId: key.accountId,
+        keyId: key.keyId,
+        holder: this.options.holder,
+        requestedCredits: formatCredits(wantedPico),
+        limitGroup: limits ? model.model.limitGroup : '',
+        ...(limits ? { requestsPerMinute: limits.minute } : {}),
+        ...(limits?.day !== undefined ? { requestsPerDay: limits.day } : {}),
+        requestedRequests: limits ? this.requestsPerLease(limits.minute, limits.day) : 0,
+        ...(key.creditLimit !== undefined ? { keyCreditLimit: key.creditLimit } : {}),
+      },
+      { requestId, deadlineMs: 5_000 },
+    );
+    const now = this.now();
+    const lease: Lease = {
+      id: response.leaseId,
+      budgetPico: parseCredits(response.grantedCredits),
+      holdsPico: 0n,
+      inFlight: 0,
+      requestsLeft: limits ? response.grantedRequests : null,
+      requestsValidUntilMs: Number(response.requestsValidUntilMs),
+      acquiredAtMs: now,
+      lastUsedMs: now,
+      retired: false,
+    };
+    slot.leases.add(lease);
+    if (this.stopped) {
+      this.returnLease(slotKey, slot, lease);
+      return;
+    }
+    if (slot.current) this.retire(slotKey, slot, slot.current);
+    slot.current = lease;
+  }
+
+  /**
+   * A quarter of the tightest limit (at most leaseRequests): several replicas and keys of one account
+   * share the windows, and unused requests only come back when a lease is returned.
+   */
+  private requestsPerLease(perMinute: number | undefined, perDay: number | undefined): number {
+    let wanted = this.leaseRequests;
+    for (const limit of [perMinute, perDay]) {
+      if (limit !== undefined) wanted = Math.min(wanted, Math.max(1, Math.floor(limit / 4)));
+    }
+    return wanted;
+  }
+
+  /** Takes no new request; returned once its requests are done (after the idle delay, so their charges settle first). */
+  private retire(_slotKey: string, slot: Slot, lease: Lease): void {
+    lease.retired = true;
+    if (slot.current === lease) slot.current = null;
+  }
+
+  private returnIdle(all = false): void {
+    const now = this.now();
+    for (const [slotKey, slot] of this.slots) {
+      for (const lease of slot.leases) {
+        if (lease.inFlight > 0) continue;
+        const idle = now - lease.lastUsedMs >= this.idleReturnMs;
+        const aged = now - lease.acquiredAtMs >= this.maxLeaseAgeMs;
+        if (all || idle || (aged && now - lease.lastUsedMs >= Math.min(this.idleReturnMs, 2_000))) this.returnLease(slotKey, slot, lease);
+      }
+    }
+  }
+
+  private returnLease(slotKey: string, slot: Slot, lease: Lease): void {
+    slot.leases.delete(lease);
+    if (slot.current === lease) slot.current = null;
+    if (slot.leases.size === 0 && !slot.acquiring) this.slots.delete(slotKey);
+    const unusedRequests = lease.requestsLeft !== null && (lease.requestsValidUntilMs === 0 || this.now() < lease.requestsValidUntilMs) ? lease.requestsLeft : 0;
+    const returned = this.options.ledger.returnLease({ leaseId: lease.id, unusedRequests }, { deadlineMs: 5_000 })
+      .then(() => undefined)
+      .catch((error: unknown) => {
+        // The ledger's sweeper closes it at its deadline anyway.
+        this.options.logger.warn({ err: error, lease_id: lease.id }, 'return of lease failed; the ledger will expire it');
+      })
+      .finally(() => this.returning.delete(returned));
+    this.returning.add(returned);
+  }
+}
+
+const COUNT_FIELDS = [
+  'inputTokens', 'cachedInputTokens', 'outputTokens', 'reasoningTokens', 'inputAudioTokens', 'outputAudioTokens',
+  'outputTextTokens', 'inputTextCharacters', 'outputTextCharacters', 'outputImageTokens', 'inputImageTokens', 'inputTextTokens',
+] as const satisfies ReadonlyArray<keyof Usage>;
+const DURATION_FIELDS = ['inputAudioMs', 'outputAudioMs'] as const satisfies ReadonlyArray<keyof Usage>;
+const HOUR_PRICES = new Set<keyof Pricing>(['perInputAudioHour', 'perOutputAudioHour']);
+
+/**
+ * An upper bound of the ledger's charge, in pico-credits: every metered count times the sum of all the
+ * model's per-unit prices, durations times the sum of the per-hour prices, rounded up. The ledger
+ * multiplies each count by at most each price once, so the real charge is never above this.
+ */
+export function estimateCostPico(usage: Usage, pricing: Pricing | undefined): bigint {
+  if (!pricing) return 0n;
+  let unitPrices = 0n;
+  let hourPrices = 0n;
+  for (const [name, text] of Object.entries(pricing) as Array<[keyof Pricing, string | undefined]>) {
+    if (text === undefined || text === '') continue;
+    let pico: bigint;
+    try {
+      pico = parseCredits(text);
+    } catch {
+      // An unreadable price: assume the whole hold was spent (the catalog cache treats it as paid too).
+      return HOLD_PICO;
+    }
+    if (pico <= 0n) continue;
+    if (HOUR_PRICES.has(name)) hourPrices += pico;
+    else unitPrices += pico;
+  }
+  let counts = 0n;
+  for (const field of COUNT_FIELDS) counts += BigInt(usage[field] ?? 0);
+  let durationMs = 0n;
+  for (const field of DURATION_FIELDS) durationMs += BigInt(usage[field] ?? 0);
+  return counts * unitPrices + (durationMs * hourPrices + MS_PER_HOUR - 1n) / MS_PER_HOUR;
+}

@@ -1,0 +1,166 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ErrorReason, GatewayError, parseCredits, subjects, sql } from '@gateway/platform';
+import { UsageEvent, type AcquireLeaseRequest } from '@gateway/proto';
+import { eventually, uniqueName } from '@gateway/testing';
+import { createLedgerHarness, usageEvent, type LedgerClient, type LedgerHarness } from './harness.js';
+
+// usageEvent()'s default usage at CHAT_PRICES: 600 × 0.0000005 + 400 × 0.0000001 + 200 × 0.0000015
+const CHAT_COST = '0.00064';
+
+let harness: LedgerHarness;
+beforeEach(async () => { harness = await createLedgerHarness(); });
+afterEach(async () => { await harness?.close(); });
+
+async function fundedAccount(client: LedgerClient, credits: string): Promise<string> {
+  const accountId = uniqueName('acc');
+  await client.topUp({ accountId, credits, idempotencyKey: uniqueName('topup'), note: '' });
+  return accountId;
+}
+
+function acquire(client: LedgerClient, fields: Partial<AcquireLeaseRequest> & { accountId: string; requestedCredits: string }) {
+  return client.acquireLease({ keyId: 'key_a', holder: 'edge-test', limitGroup: '', requestedRequests: 0, ...fields });
+}
+
+async function rejection(promise: Promise<unknown>): Promise<GatewayError> {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof GatewayError) return error;
+    throw error;
+  }
+  throw new Error('expected a rejection');
+}
+
+async function keyReserved(keyId: string): Promise<bigint> {
+  const row = await harness.db.selectFrom('key_totals').select('reserved_pico').where('key_id', '=', keyId).executeTakeFirst();
+  return row?.reserved_pico ?? 0n;
+}
+
+async function cleanJournal(client: LedgerClient, accountId: string): Promise<void> {
+  expect((await client.verifyJournal({ accountId })).mismatches).toEqual([]);
+  // VerifyJournal logs reserved drift only: check the same invariant here, leases included.
+  const open = await sql<{ total: string | null }>`
+    select (coalesce((select sum(amount_pico) from ledger.reservations where account_id = ${accountId} and closed_at is null), 0)
+          + coalesce((select sum(granted_pico - settled_pico) from ledger.leases where account_id = ${accountId} and closed_at is null), 0))::text as total`
+    .execute(harness.db);
+  expect((await client.getBalance({ accountId })).reserved).toBe(formatPico(BigInt(open.rows[0]!.total ?? '0')));
+}
+
+function formatPico(pico: bigint): string {
+  const whole = pico / 1_000_000_000_000n;
+  const fraction = (pico % 1_000_000_000_000n).toString().padStart(12, '0').replace(/0+$/, '');
+  return fraction ? `${whole}.${fraction}` : `${whole}`;
+}
+
+describe('leases', () => {
+  it('grants min(requested, available), within the key credit limit, and refuses below 0.05', async () => {
+    const { client } = await harness.start();
+    const accountId = await fundedAccount(client, '1');
+    const first = await acquire(client, { accountId, requestedCredits: '0.7' });
+    expect(first.grantedCredits).toBe('0.7');
+    expect(await client.getBalance({ accountId })).toEqual({ balance: '1', available: '0.3', reserved: '0.7' });
+    const second = await acquire(client, { accountId, requestedCredits: '0.7' });
+    expect(second.grantedCredits).toBe('0.3');
+    const refused = await rejection(acquire(client, { accountId, requestedCredits: '0.05' }));
+    expect(refused.reason).toBe(ErrorReason.ERROR_REASON_INSUFFICIENT_QUOTA);
+    expect(await keyReserved('key_a')).toBe(parseCredits('1'));
+
+    const limited = await fundedAccount(client, '10');
+    const keyId = uniqueName('key');
+    const underLimit = await acquire(client, { accountId: limited, keyId, requestedCredits: '1', keyCreditLimit: '0.12' });
+    expect(underLimit.grantedCredits).toBe('0.12');
+    const overLimit = await rejection(acquire(client, { accountId: limited, keyId, requestedCredits: '1', keyCreditLimit: '0.12' }));
+    expect(overLimit.reason).toBe(ErrorReason.ERROR_REASON_KEY_LIMIT_EXCEEDED);
+    await cleanJournal(client, accountId);
+    await cleanJournal(client, limited);
+  });
+
+  it('never over-grants under 500 concurrent acquisitions', async () => {
+    const { client } = await harness.start({ maxConnections: 10 });
+    const accountId = await fundedAccount(client, '5'); // 100 × 0.05
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 500 }, () => acquire(client, { accountId, keyId: uniqueName('key'), requestedCredits: '0.05' })),
+    );
+    const granted = outcomes.filter((outcome) => outcome.status === 'fulfilled');
+    const refused = outcomes.filter((outcome): outcome is PromiseRejectedResult => outcome.status === 'rejected');
+    expect(granted).toHaveLength(100);
+    for (const outcome of refused) expect((outcome.reason as GatewayError).reason).toBe(ErrorReason.ERROR_REASON_INSUFFICIENT_QUOTA);
+    expect(await client.getBalance({ accountId })).toEqual({ balance: '5', available: '0', reserved: '5' });
+    await cleanJournal(client, accountId);
+  }, 60_000);
+
+  it('counts granted requests in the rate windows in bulk and refuses when the window is full', async () => {
+    const { client } = await harness.start();
+    const accountId = await fundedAccount(client, '10');
+    const limits = { limitGroup: 'group-a', requestsPerMinute: 30, requestsPerDay: 1_000 };
+    const first = await acquire(client, { accountId, requestedCredits: '1', requestedRequests: 20, ...limits });
+    expect(first.grantedRequests).toBe(20);
+    expect(Number(first.requestsValidUntilMs)).toBeGreaterThan(Date.now());
+    const second = await acquire(client, { accountId, requestedCredits: '1', requestedRequests: 20, ...limits });
+    expect(second.grantedRequests).toBeLessThanOrEqual(10);
+    const counts = await harness.db.selectFrom('rate_windows').select(['window_kind', 'request_count']).where('account_id', '=', accountId).execute();
+    const minute = counts.find((row) => row.window_kind === 'minute')!.request_count;
+    const day = counts.find((row) => row.window_kind === 'day')!.request_count;
+    expect(minute).toBe(first.grantedRequests + second.grantedRequests);
+    expect(day).toBe(minute);
+    if (minute === 30) {
+      const refused = await rejection(acquire(client, { accountId, requestedCredits: '1', requestedRequests: 1, ...limits }));
+      expect(refused.reason).toBe(ErrorReason.ERROR_REASON_RATE_LIMITED);
+    }
+    // Unused requests go back to the windows on return (never more than the lease was granted).
+    expect((await client.returnLease({ leaseId: first.leaseId, unusedRequests: 1_000 })).returned).toBe(true);
+    const after = await harness.db.selectFrom('rate_windows').select(['window_kind', 'request_count']).where('account_id', '=', accountId).execute();
+    for (const row of after) expect(row.request_count).toBe(minute - first.grantedRequests);
+    await cleanJournal(client, accountId);
+  });
+
+  it('settles a leased charge once, shrinking the lease instead of reserving twice; return gives back the rest', async () => {
+    const { client } = await harness.start();
+    const accountId = await fundedAccount(client, '1');
+    const keyId = uniqueName('key');
+    const lease = await acquire(client, { accountId, keyId, requestedCredits: '0.5' });
+    const requestId = uniqueName('req');
+    const event = usageEvent({ requestId, accountId, keyId, leaseId: lease.leaseId });
+    const publish = (msgId: string) => harness.testBus.bus.publishDurable(subjects.usageEvents, UsageEvent.encode(event).finish(), msgId);
+    await publish(requestId);
+    await publish(`${requestId}-again`); // a duplicate with another msg-id: charged and moved once
+    const afterCharge = formatPico(parseCredits('1') - parseCredits(CHAT_COST));
+    const leaseRest = formatPico(parseCredits('0.5') - parseCredits(CHAT_COST));
+    await eventually(async () => expect(await client.getBalance({ accountId })).toEqual({
+      balance: afterCharge, available: formatPico(parseCredits(afterCharge) - parseCredits(leaseRest)), reserved: leaseRest,
+    }));
+    // A sentinel after the duplicate: once it is charged, the duplicate was handled too.
+    const sentinel = uniqueName('sentinel');
+    await harness.testBus.bus.publishDurable(subjects.usageEvents, UsageEvent.encode(usageEvent({ requestId: sentinel, accountId: uniqueName('other') })).finish(), sentinel);
+    await eventually(async () => expect(await harness.db.selectFrom('charges').select('request_id').where('request_id', '=', sentinel).execute()).toHaveLength(1));
+    const row = await harness.db.selectFrom('leases').selectAll().where('lease_id', '=', lease.leaseId).executeTakeFirstOrThrow();
+    expect(row.settled_pico).toBe(parseCredits(CHAT_COST));
+    expect(await keyReserved(keyId)).toBe(parseCredits(leaseRest));
+    expect((await client.getKeyUsage({ accountId, keyIds: [keyId] })).usage[0]!.credits).toBe(CHAT_COST);
+    await cleanJournal(client, accountId);
+
+    const returned = await client.returnLease({ leaseId: lease.leaseId, unusedRequests: 0 });
+    expect(returned).toEqual({ returned: true, returnedCredits: leaseRest });
+    expect(await client.returnLease({ leaseId: lease.leaseId, unusedRequests: 0 })).toEqual({ returned: false, returnedCredits: '0' });
+    expect(await client.getBalance({ accountId })).toEqual({ balance: afterCharge, available: afterCharge, reserved: '0' });
+    expect(await keyReserved(keyId)).toBe(0n);
+
+    // A late charge naming the closed lease is charged, and moves nothing.
+    const late = uniqueName('req');
+    await harness.testBus.bus.publishDurable(subjects.usageEvents, UsageEvent.encode(usageEvent({ requestId: late, accountId, keyId, leaseId: lease.leaseId })).finish(), late);
+    const afterLate = formatPico(parseCredits(afterCharge) - parseCredits(CHAT_COST));
+    await eventually(async () => expect(await client.getBalance({ accountId })).toEqual({ balance: afterLate, available: afterLate, reserved: '0' }));
+    await cleanJournal(client, accountId);
+  });
+
+  it('the sweeper closes expired leases and gives back their rest', async () => {
+    const { client } = await harness.start({ reservationLifetimeMs: 200, reservationRetentionMs: 60_000, sweepIntervalMs: 100 });
+    const accountId = await fundedAccount(client, '1');
+    const lease = await acquire(client, { accountId, requestedCredits: '0.4' });
+    expect((await client.getBalance({ accountId })).reserved).toBe('0.4');
+    await eventually(async () => expect(await client.getBalance({ accountId })).toEqual({ balance: '1', available: '1', reserved: '0' }), 5_000);
+    const row = await harness.db.selectFrom('leases').selectAll().where('lease_id', '=', lease.leaseId).executeTakeFirstOrThrow();
+    expect(row.close_reason).toBe('expired');
+    await cleanJournal(client, accountId);
+  });
+});

@@ -1,0 +1,185 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import OpenAI from 'openai';
+import { createClient, formatCredits, parseCredits } from '@gateway/platform';
+import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
+import { startLedgerService } from '@gateway/ledger';
+import {
+  createTestBus, createTestDatabase, eventually, startFakeUpstream, testLogger, type FakeUpstream, type TestBus, type TestDatabase,
+} from '@gateway/testing';
+import { startStack, type RunningStack } from '../src/index.js';
+import { pricedTokens } from './chat-e2e-harness.js';
+import { gatewayctl } from './stack-harness.js';
+
+// Leased budgets (DESIGN §2) through the whole stack with the real `openai` client: the edge admits
+// against leases the ledger granted it, and every request is still charged exactly once, a balance
+// covering N holds admits N concurrent requests and refuses the rest with 402, a key credit limit
+// still refuses with 402, and after the stack stops every lease is back (nothing stays reserved).
+
+const MODEL = 'testco/leased';
+const INPUT_PRICE = '0.000001';
+const OUTPUT_PRICE = '0.000002';
+
+function config(upstream: FakeUpstream): string {
+  return `
+startups:
+  - { id: testco, display_name: Test Co }
+providers:
+  - { id: upstream, kind: openai, base_url: ${upstream.url}, api_key_env: LEASED_KEY }
+limit_groups:
+  - id: default
+    tiers: { tier-1: { minute: 600 } }
+models:
+  - id: ${MODEL}
+    owned_by: testco
+    created: 1767225600
+    input_modalities: [text]
+    output_modalities: [text]
+    supported_parameters: [temperature, max_completion_tokens, stream_options]
+    pricing: { per_input_token: "${INPUT_PRICE}", per_output_token: "${OUTPUT_PRICE}" }
+    limit_group: default
+    offers:
+      - { provider: upstream, upstream_model: leased, endpoints: [chat.completions] }
+`;
+}
+
+describe('leased admission, end to end', () => {
+  let directory = '';
+  let database: TestDatabase;
+  let testBus: TestBus;
+  let upstream: FakeUpstream;
+  let stack: RunningStack | undefined;
+  const accounts: string[] = [];
+
+  const ctl = async (...argv: string[]) => {
+    const result = await gatewayctl(stack!, ...argv);
+    expect(result.code, result.stderr).toBe(0);
+    return JSON.parse(result.stdout) as Record<string, string>;
+  };
+  const account = async (credits: string, keyArgs: string[] = []) => {
+    const created = await ctl('accounts', 'create', '--name', 'leased', '--credits', credits, '--tier', 'tier-1', '--json');
+    accounts.push(created.account_id!);
+    const apiKey = (await ctl('keys', 'create', created.account_id!, '--name', 'leased-key', ...keyArgs, '--json')).api_key!;
+    return { accountId: created.account_id!, client: new OpenAI({ baseURL: `${stack!.url}/v1`, apiKey, maxRetries: 0, timeout: 30_000 }) };
+  };
+  const ledger = () => createClient(LedgerServiceClient, LedgerServiceService, stack!.addresses.ledger);
+  const charges = async (accountId: string) => {
+    const client = ledger();
+    try {
+      const rows = (await client.getActivity({ accountId, days: 30, keyId: '' })).rows.filter((row) => row.modelId === MODEL);
+      return { requests: rows.reduce((sum, row) => sum + row.requests, 0), costPico: rows.reduce((sum, row) => sum + parseCredits(row.credits), 0n) };
+    } finally {
+      client.close();
+    }
+  };
+  const status = async (promise: Promise<unknown>) => {
+    try {
+      await promise;
+      return 200;
+    } catch (error) {
+      if (error instanceof OpenAI.APIError) return error.status === 402 ? `402 ${error.code}` : error.status ?? 0;
+      throw error;
+    }
+  };
+
+  beforeAll(async () => {
+    directory = await mkdtemp(join(tmpdir(), 'gateway-leased-e2e-'));
+    database = await createTestDatabase();
+    testBus = await createTestBus('nats');
+    upstream = await startFakeUpstream();
+    const configPath = join(directory, 'gateway.yaml');
+    await writeFile(configPath, config(upstream));
+    stack = await startStack({
+      databaseUrl: database.url,
+      bus: testBus.bus,
+      logger: testLogger('stack'),
+      configPath,
+      keyHashSecret: 'leased-e2e-secret-leased-e2e-secret-01',
+      port: 0,
+      providerSecrets: { LEASED_KEY: 'sk-leased' },
+      edge: { admission: 'leased' },
+    });
+  }, 120_000);
+
+  afterAll(async () => {
+    await stack?.stop();
+    await upstream?.close();
+    await testBus?.destroy();
+    await database?.drop();
+    if (directory) await rm(directory, { recursive: true, force: true });
+  });
+
+  it('charges every request exactly once; the balance drops by exactly the charges', async () => {
+    const { accountId, client } = await account('10');
+    let expected = 0n;
+    for (let index = 0; index < 3; index++) {
+      const completion = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: `Question ${index}` }] });
+      expected += pricedTokens(completion.usage!.prompt_tokens, completion.usage!.completion_tokens, INPUT_PRICE, OUTPUT_PRICE);
+    }
+    const stream = await client.chat.completions.create({
+      model: MODEL, messages: [{ role: 'user', content: 'Stream it' }], stream: true, stream_options: { include_usage: true },
+    });
+    for await (const chunk of stream) {
+      if (chunk.usage) expected += pricedTokens(chunk.usage.prompt_tokens, chunk.usage.completion_tokens, INPUT_PRICE, OUTPUT_PRICE);
+    }
+    expect(expected).toBeGreaterThan(0n);
+    await eventually(async () => expect(await charges(accountId)).toEqual({ requests: 4, costPico: expected }), 15_000);
+    const client2 = ledger();
+    try {
+      const balance = await client2.getBalance({ accountId });
+      expect(balance.balance).toBe(formatCredits(parseCredits('10') - expected));
+      // The edge still holds its lease (returned when idle or at stop): what the charges did not use stays reserved.
+      expect(balance.reserved).toBe(formatCredits(parseCredits('1') - expected));
+      expect((await client2.verifyJournal({ accountId })).mismatches).toEqual([]);
+    } finally {
+      client2.close();
+    }
+  }, 60_000);
+
+  it('a balance covering N holds admits N concurrent requests and refuses the rest with 402', async () => {
+    const { client } = await account('0.25'); // 5 × 0.05
+    upstream.setFallback({ chunkDelayMs: 300, chunkCount: 3 });
+    try {
+      const statuses = await Promise.all(Array.from({ length: 7 }, async (_, index) => status((async () => {
+        const stream = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: `Concurrent ${index}` }], stream: true });
+        for await (const chunk of stream) void chunk;
+      })())));
+      expect(statuses.filter((code) => code === 200)).toHaveLength(5);
+      expect(statuses.filter((code) => code === '402 insufficient_quota')).toHaveLength(2);
+    } finally {
+      upstream.setFallback({});
+    }
+  }, 60_000);
+
+  it('a key credit limit still refuses with 402 once its lease and charges reach it', async () => {
+    const { accountId, client } = await account('10', ['--credit-limit', '0.05']);
+    expect(await status(client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'First' }] }))).toBe(200);
+    await eventually(async () => expect((await charges(accountId)).requests).toBe(1), 15_000);
+    expect(await status(client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Second' }] }))).toBe('402 key_limit_exceeded');
+  }, 60_000);
+
+  it('after the stack stops every lease is returned: nothing reserved, every charge once, journal clean', async () => {
+    const settled = await Promise.all(accounts.map(async (accountId) => ({ accountId, ...(await charges(accountId)) })));
+    await stack!.stop();
+    stack = undefined;
+    const ledgerService = await startLedgerService({
+      listenAddress: '127.0.0.1:0', databaseUrl: database.url, bus: testBus.bus, logger: testLogger('ledger-after'), consumer: { enabled: false },
+    });
+    const client = createClient(LedgerServiceClient, LedgerServiceService, ledgerService.address);
+    try {
+      for (const { accountId, requests, costPico } of settled) {
+        const balance = await client.getBalance({ accountId });
+        expect(balance.reserved).toBe('0');
+        const activity = (await client.getActivity({ accountId, days: 30, keyId: '' })).rows.filter((row) => row.modelId === MODEL);
+        expect(activity.reduce((sum, row) => sum + row.requests, 0)).toBe(requests);
+        expect(activity.reduce((sum, row) => sum + parseCredits(row.credits), 0n)).toBe(costPico);
+      }
+      expect((await client.verifyJournal({ accountId: '' })).mismatches).toEqual([]);
+    } finally {
+      client.close();
+      await ledgerService.stop();
+    }
+  }, 60_000);
+});
