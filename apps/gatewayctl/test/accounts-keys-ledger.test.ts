@@ -110,6 +110,8 @@ function fakeLedger(logger = testLogger('fake-ledger')): LedgerServiceServer {
     }),
     getKeyUsage: unary(logger, 'GetKeyUsage', notImplemented),
     getActivity: unary(logger, 'GetActivity', notImplemented),
+    acquireLease: unary(logger, 'AcquireLease', notImplemented),
+    returnLease: unary(logger, 'ReturnLease', notImplemented),
     verifyJournal: unary(logger, 'VerifyJournal', async (request: VerifyJournalRequest) => {
       received.verifyJournal.push(request);
       return {
