@@ -53,34 +53,13 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger): Led
         requestsPerDay: request.requestsPerDay ?? null,
       });
       switch (outcome.kind) {
-        case 'rate_limited':
-          throw new GatewayError(
-            GrpcStatus.RESOURCE_EXHAUSTED,
-            ErrorReason.ERROR_REASON_RATE_LIMITED,
-            `Rate limit reached. Please try again in ${outcome.retryAfterSeconds}s.`,
-            { retryAfterSeconds: outcome.retryAfterSeconds },
-          );
         case 'admitted':
           return {
             reservedCredits: formatCredits(outcome.amountPico),
             reservationExpiresAtMs: outcome.expiresAt ? BigInt(outcome.expiresAt.getTime()) : 0n,
           };
-        case 'insufficient':
-          throw new GatewayError(
-            GrpcStatus.FAILED_PRECONDITION,
-            ErrorReason.ERROR_REASON_INSUFFICIENT_QUOTA,
-            `Insufficient credits: a paid request needs ${formatCredits(outcome.amountPico)} credits available; ` +
-              `the account has ${formatCredits(outcome.availablePico)} available. Add credits to continue.`,
-            { code: 'insufficient_quota' },
-          );
-        case 'key_limit':
-          throw new GatewayError(
-            GrpcStatus.FAILED_PRECONDITION,
-            ErrorReason.ERROR_REASON_KEY_LIMIT_EXCEEDED,
-            `Key credit limit reached: this key has used or holds ${formatCredits(outcome.keyUsedPico)} of its ` +
-              `${formatCredits(outcome.keyLimitPico)} credit limit, and this request needs ${formatCredits(outcome.amountPico)} more.`,
-            { code: 'key_limit_exceeded' },
-          );
+        default:
+          throw refusal(outcome);
       }
     }),
 
@@ -117,29 +96,8 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger): Led
             grantedRequests: outcome.grantedRequests,
             requestsValidUntilMs: outcome.requestsValidUntil ? BigInt(outcome.requestsValidUntil.getTime()) : 0n,
           };
-        case 'rate_limited':
-          throw new GatewayError(
-            GrpcStatus.RESOURCE_EXHAUSTED,
-            ErrorReason.ERROR_REASON_RATE_LIMITED,
-            `Rate limit reached. Please try again in ${outcome.retryAfterSeconds}s.`,
-            { retryAfterSeconds: outcome.retryAfterSeconds },
-          );
-        case 'insufficient':
-          throw new GatewayError(
-            GrpcStatus.FAILED_PRECONDITION,
-            ErrorReason.ERROR_REASON_INSUFFICIENT_QUOTA,
-            `Insufficient credits: a paid request needs ${formatCredits(outcome.amountPico)} credits available; ` +
-              `the account has ${formatCredits(outcome.availablePico)} available. Add credits to continue.`,
-            { code: 'insufficient_quota' },
-          );
-        case 'key_limit':
-          throw new GatewayError(
-            GrpcStatus.FAILED_PRECONDITION,
-            ErrorReason.ERROR_REASON_KEY_LIMIT_EXCEEDED,
-            `Key credit limit reached: this key has used or holds ${formatCredits(outcome.keyUsedPico)} of its ` +
-              `${formatCredits(outcome.keyLimitPico)} credit limit, and this request needs ${formatCredits(outcome.amountPico)} more.`,
-            { code: 'key_limit_exceeded' },
-          );
+        default:
+          throw refusal(outcome);
       }
     }),
 
@@ -216,4 +174,38 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger): Led
       };
     }),
   };
+}
+
+type Refusal =
+  | { kind: 'rate_limited'; retryAfterSeconds: number }
+  | { kind: 'insufficient'; amountPico: bigint; availablePico: bigint }
+  | { kind: 'key_limit'; amountPico: bigint; keyUsedPico: bigint; keyLimitPico: bigint };
+
+/** The typed error for a refused admission or lease, the same words either way. */
+function refusal(outcome: Refusal): GatewayError {
+  switch (outcome.kind) {
+    case 'rate_limited':
+      return new GatewayError(
+        GrpcStatus.RESOURCE_EXHAUSTED,
+        ErrorReason.ERROR_REASON_RATE_LIMITED,
+        `Rate limit reached. Please try again in ${outcome.retryAfterSeconds}s.`,
+        { retryAfterSeconds: outcome.retryAfterSeconds },
+      );
+    case 'insufficient':
+      return new GatewayError(
+        GrpcStatus.FAILED_PRECONDITION,
+        ErrorReason.ERROR_REASON_INSUFFICIENT_QUOTA,
+        `Insufficient credits: a paid request needs ${formatCredits(outcome.amountPico)} credits available; ` +
+          `the account has ${formatCredits(outcome.availablePico)} available. Add credits to continue.`,
+        { code: 'insufficient_quota' },
+      );
+    case 'key_limit':
+      return new GatewayError(
+        GrpcStatus.FAILED_PRECONDITION,
+        ErrorReason.ERROR_REASON_KEY_LIMIT_EXCEEDED,
+        `Key credit limit reached: this key has used or holds ${formatCredits(outcome.keyUsedPico)} of its ` +
+          `${formatCredits(outcome.keyLimitPico)} credit limit, and this request needs ${formatCredits(outcome.amountPico)} more.`,
+        { code: 'key_limit_exceeded' },
+      );
+  }
 }

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GatewayError, GrpcStatus } from '@gateway/platform';
 import { ErrorReason } from '@gateway/proto';
 import { uniqueName } from '@gateway/testing';
-import { createLedgerHarness, type LedgerClient, type LedgerHarness } from './harness.js';
+import { createLedgerHarness, type LedgerClient, type LedgerHarness, rejection } from './harness.js';
 
 let harness: LedgerHarness;
 let client: LedgerClient;
@@ -14,16 +14,6 @@ beforeAll(async () => {
 afterAll(async () => { await harness?.close(); });
 
 const context = (accountId: string, requestId = uniqueName('req'), keyId = 'key_main') => ({ requestId, accountId, keyId });
-
-async function rejection(promise: Promise<unknown>): Promise<GatewayError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof GatewayError) return error;
-    throw error;
-  }
-  throw new Error('expected the call to fail');
-}
 
 describe('Admit', () => {
   it('admits exactly as many paid requests as the balance covers under 500 concurrent calls', async () => {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GatewayError, GrpcStatus, subjects } from '@gateway/platform';
 import { ErrorReason, Usage, UsageEvent } from '@gateway/proto';
 import { eventually, uniqueName } from '@gateway/testing';
-import { createLedgerHarness, usageEvent, type LedgerClient, type LedgerHarness } from './harness.js';
+import { createLedgerHarness, usageEvent, type LedgerClient, type LedgerHarness, rejection } from './harness.js';
 
 let harness: LedgerHarness;
 let client: LedgerClient;
@@ -12,16 +12,6 @@ beforeAll(async () => {
   ({ client } = await harness.start());
 });
 afterAll(async () => { await harness?.close(); });
-
-async function rejection(promise: Promise<unknown>): Promise<GatewayError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof GatewayError) return error;
-    throw error;
-  }
-  throw new Error('expected the call to fail');
-}
 
 describe('TopUp and GetBalance', () => {
   it('adds credits once per idempotency key and refuses the same key with another amount', async () => {

@@ -1,3 +1,4 @@
+import { GatewayError } from '@gateway/platform';
 import { createClient, createDatabase, type DurableMessage, type EventBus, type Kysely, type PromiseClient } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService, Pricing, Usage, UsageEvent, UsageOutcome } from '@gateway/proto';
 import { createTestBus, createTestDatabase, testLogger, type TestBus, type TestDatabase } from '@gateway/testing';
@@ -89,4 +90,15 @@ export function crashingBus(bus: EventBus, shouldCrash: (batch: DurableMessage[]
       }),
   };
   return wrapper;
+}
+
+/** The GatewayError a call failed with (the test fails if it did not fail). */
+export async function rejection(promise: Promise<unknown>): Promise<GatewayError> {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof GatewayError) return error;
+    throw error;
+  }
+  throw new Error('expected the call to fail');
 }

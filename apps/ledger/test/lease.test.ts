@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ErrorReason, GatewayError, parseCredits, subjects, sql } from '@gateway/platform';
 import { UsageEvent, type AcquireLeaseRequest } from '@gateway/proto';
 import { eventually, uniqueName } from '@gateway/testing';
-import { createLedgerHarness, usageEvent, type LedgerClient, type LedgerHarness } from './harness.js';
+import { createLedgerHarness, rejection, usageEvent, type LedgerClient, type LedgerHarness } from './harness.js';
 
 // usageEvent()'s default usage at CHAT_PRICES: 600 × 0.0000005 + 400 × 0.0000001 + 200 × 0.0000015
 const CHAT_COST = '0.00064';
@@ -19,16 +19,6 @@ async function fundedAccount(client: LedgerClient, credits: string): Promise<str
 
 function acquire(client: LedgerClient, fields: Partial<AcquireLeaseRequest> & { accountId: string; requestedCredits: string }) {
   return client.acquireLease({ keyId: 'key_a', holder: 'edge-test', limitGroup: '', requestedRequests: 0, ...fields });
-}
-
-async function rejection(promise: Promise<unknown>): Promise<GatewayError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof GatewayError) return error;
-    throw error;
-  }
-  throw new Error('expected a rejection');
 }
 
 async function keyReserved(keyId: string): Promise<bigint> {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient, GatewayError, GrpcStatus, type PromiseClient } from '@gateway/platform';
 import { ErrorReason, LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import { uniqueName } from '@gateway/testing';
-import { createLedgerHarness, type LedgerHarness } from './harness.js';
+import { createLedgerHarness, type LedgerHarness, rejection } from './harness.js';
 
 let harness: LedgerHarness;
 let client: PromiseClient<LedgerServiceClient>;
@@ -14,16 +14,6 @@ beforeAll(async () => {
   client = createClient(LedgerServiceClient, LedgerServiceService, address, { maxAttempts: 1 });
 });
 afterAll(async () => { client?.close(); await harness?.close(); });
-
-async function rejection(promise: Promise<unknown>): Promise<GatewayError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof GatewayError) return error;
-    throw error;
-  }
-  throw new Error('expected the call to fail');
-}
 
 /** Keeps a minute-window test from straddling a minute boundary (not an assertion; the DB clock decides). */
 async function awayFromMinuteEdge(): Promise<void> {

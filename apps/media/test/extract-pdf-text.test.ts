@@ -3,7 +3,7 @@ import { createClient, ErrorReason, GatewayError, GrpcStatus } from '@gateway/pl
 import { MediaServiceClient, MediaServiceService } from '@gateway/proto';
 import { testLogger } from '@gateway/testing';
 import { startMediaService } from '../src/index.js';
-import { minimalPdf } from './minimal-pdf.js';
+import { minimalPdf } from '@gateway/testing';
 
 async function rejection(promise: Promise<unknown>): Promise<GatewayError> {
   const error = await promise.then(() => undefined, (caught: unknown) => caught);

@@ -1,2 +1,3 @@
 export * from './infra.js';
 export * from './fake-upstream.js';
+export * from './minimal-pdf.js';
