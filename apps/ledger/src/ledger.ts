@@ -118,6 +118,9 @@ export async function withTransientRetry<T>(work: () => Promise<T>, logger: Logg
  * The ledger's state: balances, the append-only journal (balance = sum(journal) per account),
  * reservations and charges. Every money amount is bigint pico-credits.
  */
+/** What a sweep closed: the hold to give back to the balance and the key. */
+type ReleasedHold = { account_id: string; key_id: string; amount_pico: bigint };
+
 export class Ledger {
   constructor(
     private readonly db: LedgerDatabase,
@@ -345,47 +348,43 @@ export class Ledger {
 
   /** Closes reservations past their deadline and gives their amounts back. Returns how many it closed. */
   async sweepExpired(): Promise<number> {
-    let total = 0;
-    for (;;) {
-      const closedCount = await withTransientRetry(() => this.db.transaction().execute(async (trx) => {
-        // SKIP LOCKED: a reservation the settler is closing right now is left to it.
-        const closed = await sql<{ account_id: string; key_id: string; amount_pico: bigint }>`
-          with expired as (
-            select request_id from reservations
-            where closed_at is null and expires_at < now()
-            order by expires_at limit ${SWEEP_PASS_LIMIT}
-            for update skip locked
-          )
-          update reservations r set closed_at = now(), close_reason = 'expired'
-          from expired e where r.request_id = e.request_id
-          returning r.account_id, r.key_id, r.amount_pico`.execute(trx);
-        await this.giveBack(trx, closed.rows);
-        return closed.rows.length;
-      }), this.logger, 'sweep');
-      total += closedCount;
-      if (closedCount < SWEEP_PASS_LIMIT) break;
-    }
-    return total + await this.sweepExpiredLeases();
+    // SKIP LOCKED: a reservation the settler is closing right now is left to it.
+    const reservations = await this.sweepInPasses('sweep', (trx) => sql<ReleasedHold>`
+      with expired as (
+        select request_id from reservations
+        where closed_at is null and expires_at < now()
+        order by expires_at limit ${SWEEP_PASS_LIMIT}
+        for update skip locked
+      )
+      update reservations r set closed_at = now(), close_reason = 'expired'
+      from expired e where r.request_id = e.request_id
+      returning r.account_id, r.key_id, r.amount_pico`.execute(trx));
+    // Leases past their deadline (a replica that died or lost track) give back what they did not settle.
+    const leases = await this.sweepInPasses('sweep leases', (trx) => sql<ReleasedHold>`
+      with expired as (
+        select lease_id from leases
+        where closed_at is null and expires_at < now()
+        order by lease_id limit ${SWEEP_PASS_LIMIT}
+        for update skip locked
+      )
+      update leases l set closed_at = now(), close_reason = 'expired'
+      from expired e where l.lease_id = e.lease_id
+      returning l.account_id, l.key_id, l.granted_pico - l.settled_pico as amount_pico`.execute(trx));
+    return reservations + leases;
   }
 
-  /** Closes leases past their deadline (a replica that died or lost track) and gives back their rest. */
-  private async sweepExpiredLeases(): Promise<number> {
+  /** Runs one closing statement in bounded passes (one transaction each) until a pass closes fewer than the bound. */
+  private async sweepInPasses(
+    operation: string,
+    close: (trx: LedgerDatabase) => Promise<{ rows: ReleasedHold[] }>,
+  ): Promise<number> {
     let total = 0;
     for (;;) {
       const closedCount = await withTransientRetry(() => this.db.transaction().execute(async (trx) => {
-        const closed = await sql<{ account_id: string; key_id: string; amount_pico: bigint }>`
-          with expired as (
-            select lease_id from leases
-            where closed_at is null and expires_at < now()
-            order by lease_id limit ${SWEEP_PASS_LIMIT}
-            for update skip locked
-          )
-          update leases l set closed_at = now(), close_reason = 'expired'
-          from expired e where l.lease_id = e.lease_id
-          returning l.account_id, l.key_id, l.granted_pico - l.settled_pico as amount_pico`.execute(trx);
+        const closed = await close(trx);
         await this.giveBack(trx, closed.rows);
         return closed.rows.length;
-      }), this.logger, 'sweep leases');
+      }), this.logger, operation);
       total += closedCount;
       if (closedCount < SWEEP_PASS_LIMIT) return total;
     }
@@ -523,7 +522,7 @@ export class Ledger {
       .execute();
   }
 
-  private async giveBack(trx: LedgerDatabase, closed: ReadonlyArray<{ account_id: string; key_id: string; amount_pico: bigint }>): Promise<void> {
+  private async giveBack(trx: LedgerDatabase, closed: readonly ReleasedHold[]): Promise<void> {
     await this.applyDeltas(trx, closed.map((row) => ({ accountId: row.account_id, keyId: row.key_id, spentPico: 0n, releasedPico: row.amount_pico })));
   }
 
