@@ -114,13 +114,14 @@ export async function withTransientRetry<T>(work: () => Promise<T>, logger: Logg
   }
 }
 
-/**
- * The ledger's state: balances, the append-only journal (balance = sum(journal) per account),
- * reservations and charges. Every money amount is bigint pico-credits.
- */
 /** What a sweep closed: the hold to give back to the balance and the key. */
 type ReleasedHold = { account_id: string; key_id: string; amount_pico: bigint };
 
+/**
+ * The ledger's state: balances, the append-only journal (`journal_entries`: the `journal` table's
+ * top-ups and adjustments plus the `charges` table, each charge its own entry; balance =
+ * sum(journal_entries) per account), reservations and leases. Every money amount is bigint pico-credits.
+ */
 export class Ledger {
   constructor(
     private readonly db: LedgerDatabase,
@@ -286,7 +287,7 @@ export class Ledger {
   }> {
     const result = await sql<{ account_id: string; stored: string | null; journal: string | null; reserved: string | null; open: string | null }>`
       with journal_sums as (
-        select account_id, sum(amount_pico) as total from journal where (${accountId} = '' or account_id = ${accountId}) group by account_id
+        select account_id, sum(amount_pico) as total from journal_entries where (${accountId} = '' or account_id = ${accountId}) group by account_id
       ), open_sums as (
         select account_id, sum(total) as total from (
           select account_id, amount_pico as total from reservations
@@ -319,11 +320,11 @@ export class Ledger {
 
   /**
    * Settles a batch in ONE transaction: a charge per served request id not charged before (the
-   * charges primary key makes redelivery and duplicate publishes harmless), its journal entry and
-   * debit, and the close of every matching open reservation. A charge may take the balance below
+   * charges primary key makes redelivery and duplicate publishes harmless; the charge row is the
+   * journal entry), its debit, and the close of every matching open reservation. A charge may take the balance below
    * zero: the answer was already delivered, and the reservation only bounds how far.
    *
-   * Three statements whatever the batch size: charges + journal + reservation close in one (it
+   * Three statements whatever the batch size: charges + reservation close in one (it
    * returns the moves per account × key), then key totals, then balances — the rows `admit` locks,
    * touched last and in its lock order so they are held only for the end of the transaction.
    */
@@ -597,7 +598,7 @@ function dedupeByRequest(items: readonly SettlementItem[]): SettlementItem[] {
 }
 
 /**
- * The batch's charges, journal entries and reservation closes as one statement over unnest()ed
+ * The batch's charges (each its own journal entry) and reservation closes as one statement over unnest()ed
  * columns. Usage columns that are zero for the whole batch are left to their default rather than
  * shipped: a chat batch uses 3–4 of the 14, and every array element costs parse time in Postgres.
  */
@@ -630,9 +631,6 @@ function settlementStatement(all: readonly SettlementItem[], served: readonly Se
       from incoming
       on conflict (request_id) do nothing
       returning request_id, account_id, key_id, cost_pico
-    ), journaled as (
-      insert into journal (account_id, kind, amount_pico, request_id)
-      select account_id, 'charge', -cost_pico, request_id from inserted where cost_pico > 0
     ), closed as (
       update reservations r
       set closed_at = now(), close_reason = case when f.served then 'settled' else 'failed' end

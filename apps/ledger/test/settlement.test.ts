@@ -57,7 +57,7 @@ describe('settlement consumer', () => {
     await eventually(async () => {
       const rows = await harness.db.selectFrom('rejected_events').selectAll().execute();
       expect(rows).toEqual([]);
-      const pending = await sql<{ count: string }>`select count(*)::text as count from journal where request_id = ${requestId}`.execute(harness.db);
+      const pending = await sql<{ count: string }>`select count(*)::text as count from journal_entries where request_id = ${requestId}`.execute(harness.db);
       expect(pending.rows[0]!.count).toBe('1');
     });
     await drain(client, accountId);
@@ -74,6 +74,34 @@ describe('settlement consumer', () => {
     expect((await client.verifyJournal({ accountId: '' })).mismatches).toEqual([]);
   });
 
+  it('keeps charges append-only and counts a charge once in the journal, also one settled before charges became journal entries', async () => {
+    const { client } = await harness.start();
+    const accountId = await fundedAccount(client);
+    const requestId = uniqueName('req');
+    await admitPaid(client, accountId, requestId);
+    await publish(harness, usageEvent({ requestId, accountId }));
+    await eventually(async () => expect((await reservation(requestId)).close_reason).toBe('settled'));
+    // Settlement writes no journal row of its own for a charge: the charge row is the entry.
+    const journalRows = await sql<{ count: string }>`select count(*)::text as count from journal where request_id = ${requestId}`.execute(harness.db);
+    expect(journalRows.rows[0]!.count).toBe('0');
+    await expect(sql`update charges set cost_pico = 0 where request_id = ${requestId}`.execute(harness.db)).rejects.toThrow(/append-only/);
+    await expect(sql`delete from charges where request_id = ${requestId}`.execute(harness.db)).rejects.toThrow(/append-only/);
+
+    // A charge settled by an older ledger: a charges row AND a journal 'charge' row, balance debited once.
+    const oldRequest = uniqueName('old');
+    await sql`insert into charges (request_id, account_id, key_id, model_id, cost_pico, occurred_at)
+              values (${oldRequest}, ${accountId}, 'key_a', 'acme/chat-small', 7000000, now())`.execute(harness.db);
+    await sql`insert into journal (account_id, kind, amount_pico, request_id) values (${accountId}, 'charge', -7000000, ${oldRequest})`.execute(harness.db);
+    await sql`update balances set balance_pico = balance_pico - 7000000 where account_id = ${accountId}`.execute(harness.db);
+    const entries = await sql<{ count: string; total: string }>`
+      select count(*)::text as count, sum(amount_pico)::text as total from journal_entries where request_id = ${oldRequest}`.execute(harness.db);
+    expect(entries.rows[0]).toEqual({ count: '1', total: '-7000000' });
+    expect((await client.verifyJournal({ accountId })).mismatches).toEqual([]);
+    // And a balance that drifted from the journal is reported.
+    await sql`update balances set balance_pico = balance_pico - 1 where account_id = ${accountId}`.execute(harness.db);
+    expect((await client.verifyJournal({ accountId })).mismatches).toHaveLength(1);
+  });
+
   it('charges exactly once when the consumer crashes after commit and the batch is redelivered', async () => {
     let crashOnce = true;
     const bus = crashingBus(harness.testBus.bus, () => { const crash = crashOnce; crashOnce = false; return crash; });
@@ -88,7 +116,7 @@ describe('settlement consumer', () => {
     const redelivered = await harness.db.selectFrom('charges').select('request_id').where('request_id', '=', requestId).execute();
     expect(redelivered).toHaveLength(1);
     await eventually(async () => {
-      const settledAgain = await sql<{ count: string }>`select count(*)::text as count from journal where kind = 'charge' and request_id = ${requestId}`.execute(harness.db);
+      const settledAgain = await sql<{ count: string }>`select count(*)::text as count from journal_entries where kind = 'charge' and request_id = ${requestId}`.execute(harness.db);
       expect(settledAgain.rows[0]!.count).toBe('1');
       expect((await client.getBalance({ accountId })).balance).toBe('9.99936');
     }, 8_000);
@@ -127,7 +155,7 @@ describe('settlement consumer', () => {
       });
       expect(await second.client.getBalance({ accountId })).toEqual({ balance: formatCredits(expected), available: formatCredits(expected), reserved: '0' });
     }
-    const journalCharges = await sql<{ count: string }>`select count(*)::text as count from journal where kind = 'charge'`.execute(harness.db);
+    const journalCharges = await sql<{ count: string }>`select count(*)::text as count from journal_entries where kind = 'charge'`.execute(harness.db);
     expect(journalCharges.rows[0]!.count).toBe('300');
     expect((await second.client.verifyJournal({ accountId: '' })).mismatches).toEqual([]);
   });
@@ -172,7 +200,7 @@ describe('settlement consumer', () => {
     await drain(client, accountId);
     await eventually(async () => expect((await client.getBalance({ accountId })).balance).toBe('9.99936'));
     await eventually(async () => {
-      const consumed = await sql<{ count: string }>`select count(*)::text as count from journal where request_id = ${requestId}`.execute(harness.db);
+      const consumed = await sql<{ count: string }>`select count(*)::text as count from journal_entries where request_id = ${requestId}`.execute(harness.db);
       expect(consumed.rows[0]!.count).toBe('1');
     });
     expect((await reservation(requestId)).close_reason).toBe('expired');

@@ -80,7 +80,7 @@ describe('usage republish after a publisher crash', () => {
     await restarted.stop();
 
     const journal = await sql<{ request_id: string; entries: number }>`
-      select request_id, count(*)::int as entries from journal where kind = 'charge' group by request_id`.execute(db);
+      select request_id, count(*)::int as entries from journal_entries where kind = 'charge' group by request_id`.execute(db);
     expect(new Map(journal.rows.map((row) => [row.request_id, row.entries]))).toEqual(new Map(events.map((event) => [event.requestId, 1])));
     const spent = events.reduce((sum, event) => sum + costPico(event.usage!), 0n);
     const balance = await client.getBalance({ accountId });

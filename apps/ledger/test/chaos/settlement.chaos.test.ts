@@ -183,13 +183,13 @@ describe('settlement under chaos', () => {
     const reservations = await harness.db.selectFrom('reservations').select(['request_id', 'close_reason']).execute();
     expect(new Map(reservations.map((row) => [row.request_id, row.close_reason])))
       .toEqual(new Map(events.map((event) => [event.requestId, event.outcome === UsageOutcome.USAGE_OUTCOME_SERVED ? 'settled' : 'failed'])));
-    const journalCharges = await sql<{ count: string }>`select count(*)::text as count from journal where kind = 'charge'`.execute(harness.db);
+    const journalCharges = await sql<{ count: string }>`select count(*)::text as count from journal_entries where kind = 'charge'`.execute(harness.db);
     expect(Number(journalCharges.rows[0]!.count)).toBe(served.filter((event) => expectedCostPico(event.usage!) > 0n).length);
     for (const accountId of accounts) {
       const spent = served.filter((event) => event.accountId === accountId).reduce((sum, event) => sum + expectedCostPico(event.usage!), 0n);
       const balance = await harness.db.selectFrom('balances').select(['balance_pico', 'reserved_pico']).where('account_id', '=', accountId).executeTakeFirstOrThrow();
       expect(balance).toEqual({ balance_pico: 100n * 1_000_000_000_000n - spent, reserved_pico: 0n });
-      const journal = await sql<{ total: string }>`select sum(amount_pico)::text as total from journal where account_id = ${accountId}`.execute(harness.db);
+      const journal = await sql<{ total: string }>`select sum(amount_pico)::text as total from journal_entries where account_id = ${accountId}`.execute(harness.db);
       expect(BigInt(journal.rows[0]!.total)).toBe(balance.balance_pico);
     }
     const keyTotals = await harness.db.selectFrom('key_totals').select((eb) => [eb.fn.sum<string>('spent_pico').as('spent'), eb.fn.sum<string>('reserved_pico').as('reserved')]).executeTakeFirstOrThrow();

@@ -114,7 +114,7 @@ async function seedLedger(databaseUrl: string, run: string, events: number): Pro
 async function verifyLedger(db: Kysely<any>): Promise<string> {
   const result = await sql<{ accounts: number; mismatched: number; reserved: string; open: number }>`
     select count(*)::int as accounts,
-           count(*) filter (where b.balance_pico <> coalesce((select sum(amount_pico) from journal j where j.account_id = b.account_id), 0))::int as mismatched,
+           count(*) filter (where b.balance_pico <> coalesce((select sum(amount_pico) from journal_entries j where j.account_id = b.account_id), 0))::int as mismatched,
            sum(b.reserved_pico)::text as reserved,
            (select count(*)::int from reservations where closed_at is null) as open
     from balances b`.execute(db);
