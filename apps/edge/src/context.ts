@@ -1,4 +1,4 @@
-import type { Response } from 'express';
+import type { ServerResponse } from 'node:http';
 import type {
   AuthServiceClient,
   CatalogServiceClient,
@@ -32,9 +32,16 @@ export interface EdgeContext {
   now: () => number;
 }
 
-/** Set by the first middleware on every request. */
-export function requestIdOf(response: Response): string {
-  return response.locals.requestId as string;
+const REQUEST_ID = Symbol('gateway.requestId');
+type Tagged = ServerResponse & { [REQUEST_ID]?: string };
+
+/** Set first thing for every request (app.ts), on the express path and the direct inference path alike. */
+export function setRequestId(response: ServerResponse, requestId: string): void {
+  (response as Tagged)[REQUEST_ID] = requestId;
+}
+
+export function requestIdOf(response: ServerResponse): string {
+  return (response as Tagged)[REQUEST_ID] ?? '';
 }
 
 /** Cached Auth.VerifyApiKey; a malformed credential is refused without a call. */

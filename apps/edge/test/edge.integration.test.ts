@@ -411,6 +411,44 @@ describe('body limits', () => {
   });
 });
 
+describe('inference route dispatch', () => {
+  // POST /v1/chat/completions is handed to its handler directly; other spellings go through express.
+  it('answers every spelling express accepts the same way, with a query string too', async () => {
+    const body = JSON.stringify({ model: 'chat-small', messages: [{ role: 'user', content: 'Hi' }] });
+    for (const path of ['/v1/chat/completions', '/v1/chat/completions?trace=1', '/v1/chat/completions/', '/V1/Chat/Completions']) {
+      const answer = await rawRequest(edge.url, {
+        method: 'POST', path,
+        headers: { authorization: 'Bearer sk-good', 'content-type': 'application/json', 'x-request-id': 'dispatch-check-1' },
+        write: (request) => request.end(body),
+      });
+      expect(answer.status, path).toBe(200);
+      expect(JSON.parse(answer.body).choices[0].message.content, path).toBe('Hello there.');
+      expect(answer.headers['x-request-id'], path).toBe('dispatch-check-1');
+      expect(answer.headers['x-gateway-api-version'], path).toBe('2026-03-31');
+      expect(fakes.router.chats.at(-1)?.context?.requestId, path).toBe('dispatch-check-1');
+    }
+  });
+
+  it('answers errors on both paths in the same envelope', async () => {
+    const answers = [];
+    for (const path of ['/v1/chat/completions', '/v1/chat/completions/']) {
+      answers.push(await rawRequest(edge.url, {
+        method: 'POST', path, headers: { authorization: 'Bearer sk-good', 'content-type': 'application/json' }, write: (request) => request.end('{not json'),
+      }));
+    }
+    for (const answer of answers) {
+      expect(answer.status).toBe(400);
+      expect(JSON.parse(answer.body).error).toMatchObject({ type: 'invalid_request_error' });
+      expect(answer.headers['x-request-id']).toMatch(/^req_/);
+    }
+    expect(JSON.parse(answers[0]!.body).error.message).toBe(JSON.parse(answers[1]!.body).error.message);
+    // Other methods on the inference path are express's: 404 in the envelope.
+    const get = await rawRequest(edge.url, { method: 'GET', path: '/v1/chat/completions' });
+    expect(get.status).toBe(404);
+    expect(JSON.parse(get.body).error.type).toBeTruthy();
+  });
+});
+
 describe('x-request-id', () => {
   it('is on every response, errors included, and a caller-supplied valid id is honoured', async () => {
     const paths: Array<[string, string, Record<string, string>]> = [

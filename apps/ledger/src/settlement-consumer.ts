@@ -13,7 +13,13 @@ export const BATCH_SETTLER_DURABLE = 'ledger-settler-batches';
 export const DEFAULT_MAX_BATCH = 5_120;
 /** Most events in one group-commit message (the routing publisher's bound). */
 export const EVENTS_PER_GROUP_MESSAGE = 256;
-export const DEFAULT_LINGER_MS = 2;
+/**
+ * How long a transaction waits to fill once it holds a first message. Nobody waits on settlement (the
+ * caller got its answer when the event was durably published; the hold covers the request until then),
+ * so this trades a few tens of milliseconds of balance freshness for far fewer transactions at moderate
+ * load: at 500 req/s, 2 ms made 2.5 events per transaction and cost Postgres ~0.75 ms of CPU per request.
+ */
+export const DEFAULT_LINGER_MS = 25;
 /**
  * Settlement transactions in flight per subject. Two keep both cores busy (one batch is decoded
  * while Postgres writes the other); they contend only on the balance and key rows at the very end.

@@ -1,4 +1,4 @@
-import type { Request, Response } from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ChatRequest, Usage } from '@gateway/proto';
 import { errors } from '@gateway/platform';
 import type { VerifiedApiKey } from '../auth-cache.js';
@@ -50,7 +50,7 @@ export function chooseStrategy(
 const KNOWN_STRATEGIES: ReadonlySet<string> = new Set(routingStrategy.options);
 
 export function chatCompletionsHandler(context: EdgeContext) {
-  return async (request: Request, response: Response): Promise<void> => {
+  return async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
     const requestId = requestIdOf(response);
     // The client leaving cancels the Router call, which stops the provider call behind it.
     const abort = new AbortController();
@@ -140,7 +140,7 @@ interface StreamJob {
  * content is still a normal HTTP error (the router fails over until then). After it, a failure ends
  * the stream with an error chunk and [DONE] — never a clean close that looks like a complete answer.
  */
-async function streamChat(context: EdgeContext, response: Response, job: StreamJob): Promise<void> {
+async function streamChat(context: EdgeContext, response: ServerResponse, job: StreamJob): Promise<void> {
   const { requestId, key } = job;
   let writer: ChatChunkWriter | undefined;
   let usage: Usage | undefined;
@@ -210,7 +210,7 @@ async function streamChat(context: EdgeContext, response: Response, job: StreamJ
 }
 
 /** Honours back-pressure from a slow client; a client that left releases the wait too. */
-function write(response: Response, text: string): Promise<void> | void {
+function write(response: ServerResponse, text: string): Promise<void> | void {
   if (response.write(text)) return;
   return new Promise<void>((resolve) => {
     const done = () => {

@@ -114,18 +114,33 @@ function metadataFor(call: CallSettings): Metadata {
   return metadata;
 }
 
+/**
+ * Starts a call without the stack trace grpc-js captures for every call (`new Error()` in its client,
+ * kept to decorate a failure's stack): ~20 µs of the edge's CPU per request on the hot path, and our
+ * failures become GatewayErrors (fromServiceError) that carry their own stack from where we rethrow.
+ */
+function withoutCallerStack<Result>(start: () => Result): Result {
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
+  try {
+    return start();
+  } finally {
+    Error.stackTraceLimit = limit;
+  }
+}
+
 function unaryCall(fn: (...args: unknown[]) => unknown, request: unknown, call: CallSettings, deadline: number) {
   return new Promise((resolve, reject) => {
-    const pending = fn(request, metadataFor(call), { deadline }, (error: ServiceError | null, response: unknown) =>
+    const pending = withoutCallerStack(() => fn(request, metadataFor(call), { deadline }, (error: ServiceError | null, response: unknown) =>
       error ? reject(error) : resolve(response),
-    ) as ClientUnaryCall;
+    ) as ClientUnaryCall);
     call.signal?.addEventListener('abort', () => pending.cancel(), { once: true });
   });
 }
 
 async function* streamCall(fn: (...args: unknown[]) => unknown, request: unknown, call: CallSettings, deadlineMs: number) {
   const options: Partial<CallOptions> = deadlineMs > 0 ? { deadline: Date.now() + deadlineMs } : {};
-  const stream = fn(request, metadataFor(call), options) as ClientReadableStream<unknown>;
+  const stream = withoutCallerStack(() => fn(request, metadataFor(call), options) as ClientReadableStream<unknown>);
   const abort = () => stream.cancel();
   call.signal?.addEventListener('abort', abort, { once: true });
   try {

@@ -173,6 +173,8 @@ export async function startGatewayCluster(options: GatewayClusterOptions): Promi
     const launch = (name: ServiceName, env: Record<string, string>) => {
       const profiled = options.profile?.services.includes(name);
       const args = [
+        // Extra node flags for every service, to try runtime settings (e.g. BENCH_NODE_FLAGS=--max-semi-space-size=32).
+        ...(process.env.BENCH_NODE_FLAGS ? process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean) : []),
         ...(profiled ? ['--cpu-prof', '--cpu-prof-dir', options.profile!.dir, '--cpu-prof-name', `${name}.cpuprofile`] : []),
         `apps/${name}/dist/main.js`,
       ];
