@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash as digest } from 'node:crypto';
 import type { AuthServiceClient, VerifyApiKeyResponse } from '@gateway/proto';
 import type { PromiseClient } from '@gateway/platform';
 
@@ -49,7 +49,8 @@ export class ApiKeyCache {
   }
 
   async verify(plaintext: string, requestId: string): Promise<VerifiedApiKey> {
-    const hash = createHash('sha256').update(plaintext).digest('base64url');
+    // One-shot digest: no Hash object per request.
+    const hash = digest('sha256', plaintext, 'base64url');
     const entry = this.entries.get(hash);
     if (entry) {
       if (entry.expiresAtMs > this.now()) {

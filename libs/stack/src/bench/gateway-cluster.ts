@@ -18,6 +18,8 @@ import { pidsByCommand, readProcStat, type ProcessGroup } from './proc-stat.js';
  */
 
 export const SERVICES = ['auth', 'catalog', 'ledger', 'media', 'routing', 'edge'] as const;
+/** Node flags every service runs with in production: deploy/Dockerfile's NODE_OPTIONS (a test keeps them equal). */
+export const SERVICE_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=32'];
 export type ServiceName = (typeof SERVICES)[number];
 
 export const BENCH_MODEL = 'bench/chat';
@@ -173,8 +175,8 @@ export async function startGatewayCluster(options: GatewayClusterOptions): Promi
     const launch = (name: ServiceName, env: Record<string, string>) => {
       const profiled = options.profile?.services.includes(name);
       const args = [
-        // Extra node flags for every service, to try runtime settings (e.g. BENCH_NODE_FLAGS=--max-semi-space-size=32).
-        ...(process.env.BENCH_NODE_FLAGS ? process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean) : []),
+        // As deployed (the Dockerfile's NODE_OPTIONS), or BENCH_NODE_FLAGS to try other runtime settings.
+        ...(process.env.BENCH_NODE_FLAGS !== undefined ? process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean) : SERVICE_NODE_FLAGS),
         ...(profiled ? ['--cpu-prof', '--cpu-prof-dir', options.profile!.dir, '--cpu-prof-name', `${name}.cpuprofile`] : []),
         `apps/${name}/dist/main.js`,
       ];
