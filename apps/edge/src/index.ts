@@ -7,6 +7,7 @@ import {
   CatalogServiceClient,
   CatalogServiceService,
   KeysChanged,
+  LeaseRecall,
   LedgerServiceClient,
   LedgerServiceService,
   MediaServiceClient,
@@ -17,7 +18,7 @@ import {
 import { createClient, newId, subjects, type EventBus, type Logger, type Subscription } from '@gateway/platform';
 import { LedgerAdmission, type Admission } from './admission.js';
 import { LeasedAdmission } from './leased-admission.js';
-import { createApp } from './app.js';
+import { createRequestListener } from './app.js';
 import { ApiKeyCache } from './auth-cache.js';
 import { CatalogCache } from './catalog-cache.js';
 import type { EdgeContext } from './context.js';
@@ -53,8 +54,9 @@ export interface EdgeOptions {
   /** A Router stream that sends nothing for this long is ended as a failure. Default 5 minutes. */
   streamIdleTimeoutMs?: number;
   /**
-   * 'ledger' (default): one Ledger.Admit per request. 'leased': DESIGN §2 leased budgets
-   * (src/leased-admission.ts). Or an Admission of the caller's own.
+   * 'leased' (default): DESIGN §2 leased budgets (src/leased-admission.ts), recalled over NATS
+   * (`lease.recall`) when another replica needs the capacity. 'ledger': one Ledger.Admit per request.
+   * Or an Admission of the caller's own.
    */
   admission?: Admission | 'ledger' | 'leased';
   /** Clock (ms since the epoch) that model stop times are judged by; tests move it. Default Date.now. */
@@ -123,9 +125,21 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
 
     const bodyLimits: BodyLimits = { ...DEFAULT_BODY_LIMITS, ...options.bodyLimits };
     const ledgerAdmission = new LedgerAdmission(ledger, logger);
-    admission = options.admission === 'leased'
-      ? new LeasedAdmission({ ledger, logger, holder: newId('edge'), fallback: ledgerAdmission })
-      : options.admission === undefined || options.admission === 'ledger' ? ledgerAdmission : options.admission;
+    if (options.admission === undefined || options.admission === 'leased') {
+      const leased = new LeasedAdmission({ ledger, logger, holder: newId('edge'), fallback: ledgerAdmission });
+      admission = leased;
+      // The ledger asks for an account's leases back when another replica's acquisition needs them.
+      subscriptions.push(options.bus.subscribe(subjects.leaseRecall, (data) => {
+        try {
+          const recall = LeaseRecall.decode(data);
+          leased.recall(recall.accountId, recall.keyId);
+        } catch (error) {
+          logger.warn({ err: error }, 'bad lease.recall payload; ignored (idle leases are returned anyway)');
+        }
+      }));
+    } else {
+      admission = options.admission === 'ledger' ? ledgerAdmission : options.admission;
+    }
     const context: EdgeContext = {
       auth,
       catalog,
@@ -140,8 +154,7 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
       streamIdleTimeoutMs: options.streamIdleTimeoutMs ?? 5 * 60_000,
       now,
     };
-    const app = createApp(context);
-    const httpServer = createServer({ noDelay: true }, app);
+    const httpServer = createServer({ noDelay: true }, createRequestListener(context));
     server = httpServer;
     // Node's own whole-request timeout (default 5 min) would cut legitimate slow uploads: our body
     // reader enforces spec §8 (15 min total, 60 s stall) with a proper 408 instead.

@@ -16,6 +16,22 @@ const MAX_SLOTS = 10_000;
 const MAX_ACQUIRE_ROUNDS = 20;
 /** Largest lease asked for, however many requests wait (the ledger allows up to 1,000 credits). */
 const MAX_LEASE_PICO = parseCredits('100');
+/**
+ * Waits between acquisitions the ledger answered `recalling` (capacity held by leases being recalled):
+ * about 300 ms in all, then one last try without recall, whose refusal is the caller's 402.
+ */
+const RECALL_RETRY_DELAYS_MS = [20, 40, 80, 160];
+/**
+ * A recalled lease returned within this long of its last finished request may still have charges on
+ * the bus: it is returned with its spent estimate, so the ledger keeps that part (until they settle)
+ * from the replica that asked. Later they have settled (it takes milliseconds), and it is closed outright.
+ */
+const UNSETTLED_WINDOW_MS = 5_000;
+/**
+ * Requests a slot's first lease asks for at least (with rate limits): enough that a key sending a few
+ * requests acquires once, few enough that many such keys do not fill a window with requests they never use.
+ */
+const MIN_LEASE_REQUESTS = 16;
 
 export interface LeasedAdmissionOptions {
   ledger: PromiseClient<LedgerServiceClient>;
@@ -37,6 +53,7 @@ export interface LeasedAdmissionOptions {
 
 interface Lease {
   id: string;
+  grantedPico: bigint;
   /** Granted minus the estimated cost of every finished request. */
   budgetPico: bigint;
   holdsPico: bigint;
@@ -47,15 +64,23 @@ interface Lease {
   requestsValidUntilMs: number;
   acquiredAtMs: number;
   lastUsedMs: number;
+  /** When a request on it last finished; 0: none yet. */
+  lastFinishedMs: number;
   retired: boolean;
+  /** A LeaseRecall named it: returned as soon as no request runs on it. */
+  recalled: boolean;
 }
 
 interface Slot {
+  accountId: string;
+  keyId: string;
   current: Lease | null;
   acquiring: Promise<void> | null;
   leases: Set<Lease>;
   /** Callers waiting for the acquisition in flight: the lease is sized to hold them all. */
   waiting: number;
+  /** Requests the next lease asks for at least; doubles each time a lease ran out of requests (busy slot). */
+  requestsFloor: number;
 }
 
 interface Hold {
@@ -72,16 +97,23 @@ interface Hold {
  * charges every request from its usage event; the event names the lease, so the charge shrinks the
  * lease instead of counting twice. One acquisition in flight per slot; callers wait on it.
  *
- * Choices: rate limits are leased in bulk too (a quarter of the tightest limit per lease, unused ones
- * handed back on return), so a limited tier stays off the per-request path. Free models keep
+ * Choices: rate limits are leased in bulk too (as many as the slot needs, up to a quarter of the
+ * tightest limit per lease, unused ones handed back on return), so a limited tier stays off the
+ * per-request path. Free models keep
  * Ledger.Admit (nothing to hold). A lease takes no new request after maxLeaseAgeMs or when its budget
  * cannot hold 0.05 more; it is returned once its requests are done and it was idle a while, so their
  * charges usually settle against it first. The ledger's lease deadline is its reservation lifetime,
  * so a crashed replica's leases come back like its reservations. A replica may hold capacity it does
- * not use for up to idleReturnMs; another replica is refused meanwhile (402) if nothing else is left.
+ * not use for up to idleReturnMs; when another replica's acquisition then finds too little, the ledger
+ * answers `recalling` and broadcasts a LeaseRecall: every replica retires its leases of that account
+ * (`recall`), returns the idle ones at once and the busy ones when their last request finishes, while
+ * the asking replica retries for about 300 ms before its 402. A lease returned soon after a request
+ * finished names its estimated spend, so the ledger keeps that part until the charges settle.
  */
 export class LeasedAdmission implements Admission {
   private readonly slots = new Map<string, Slot>();
+  /** Slot keys per account: a recall finds the account's slots without walking all of them. */
+  private readonly slotsByAccount = new Map<string, Set<string>>();
   private readonly holds = new Map<string, Hold>();
   private readonly leasePico: bigint;
   private readonly leaseRequests: number;
@@ -109,7 +141,7 @@ export class LeasedAdmission implements Admission {
     const limits = model.limitGroup?.tiers[key.tier];
     const slotKey = `${key.accountId}\u0000${key.keyId}\u0000${limits ? model.model.limitGroup : ''}`;
     for (let round = 0; ; round++) {
-      const slot = this.slot(slotKey);
+      const slot = this.slot(slotKey, key);
       const lease = slot.current;
       if (lease && this.usable(lease)) {
         lease.holdsPico += HOLD_PICO;
@@ -119,7 +151,10 @@ export class LeasedAdmission implements Admission {
         this.holds.set(requestId, { slotKey, lease, model });
         return { reservedCredits: formatCredits(HOLD_PICO), leaseId: lease.id };
       }
-      if (lease) this.retire(slotKey, slot, lease);
+      if (lease) {
+        if (lease.requestsLeft !== null && lease.requestsLeft <= 0) slot.requestsFloor = Math.min(slot.requestsFloor * 2, this.leaseRequests);
+        this.retire(slotKey, slot, lease);
+      }
       if (round >= MAX_ACQUIRE_ROUNDS) {
         throw new Error('leased admission: no room after repeated lease acquisitions');
       }
@@ -129,6 +164,8 @@ export class LeasedAdmission implements Admission {
         await slot.acquiring;
       } finally {
         slot.waiting--;
+        // A refused acquisition leaves an empty slot: drop it, or refusals would grow the map without bound.
+        if (slot.waiting === 0 && slot.leases.size === 0 && !slot.acquiring && this.slots.get(slotKey) === slot) this.dropSlot(slotKey, slot);
       }
     }
   }
@@ -145,6 +182,23 @@ export class LeasedAdmission implements Admission {
     // Unknown usage (a stream cut short): assume the whole hold was spent.
     const cost = usage ? estimateCostPico(usage, hold.model.model.pricing) : HOLD_PICO;
     this.finish(requestId, cost);
+  }
+
+  /**
+   * A LeaseRecall for the account (for one key when keyId is set): its leases take no new request;
+   * idle ones go back now, busy ones when their last request finishes. Requests that arrive later
+   * acquire a new lease (sized from what is then available).
+   */
+  recall(accountId: string, keyId: string): void {
+    for (const slotKey of [...(this.slotsByAccount.get(accountId) ?? [])]) {
+      const slot = this.slots.get(slotKey);
+      if (!slot || (keyId !== '' && slot.keyId !== keyId)) continue;
+      for (const lease of [...slot.leases]) {
+        lease.recalled = true;
+        this.retire(slotKey, slot, lease);
+        if (lease.inFlight === 0) this.returnLease(slotKey, slot, lease, true);
+      }
+    }
   }
 
   /** Returns every lease (what their settled charges did not use goes back to the account). */
@@ -167,6 +221,11 @@ export class LeasedAdmission implements Admission {
     lease.inFlight--;
     lease.budgetPico -= costPico;
     lease.lastUsedMs = this.now();
+    lease.lastFinishedMs = lease.lastUsedMs;
+    if (lease.recalled && lease.inFlight === 0) {
+      const slot = this.slots.get(hold.slotKey);
+      if (slot?.leases.has(lease)) this.returnLease(hold.slotKey, slot, lease, true);
+    }
   }
 
   private usable(lease: Lease): boolean {
@@ -176,12 +235,15 @@ export class LeasedAdmission implements Admission {
     return lease.budgetPico - lease.holdsPico >= HOLD_PICO;
   }
 
-  private slot(slotKey: string): Slot {
+  private slot(slotKey: string, key: VerifiedApiKey): Slot {
     let slot = this.slots.get(slotKey);
     if (!slot) {
       if (this.slots.size >= MAX_SLOTS) this.returnIdle(true);
-      slot = { current: null, acquiring: null, leases: new Set(), waiting: 0 };
+      slot = { accountId: key.accountId, keyId: key.keyId, current: null, acquiring: null, leases: new Set(), waiting: 0, requestsFloor: MIN_LEASE_REQUESTS };
       this.slots.set(slotKey, slot);
+      let keys = this.slotsByAccount.get(key.accountId);
+      if (!keys) this.slotsByAccount.set(key.accountId, (keys = new Set()));
+      keys.add(slotKey);
     }
     return slot;
   }
@@ -194,7 +256,7 @@ export class LeasedAdmission implements Admission {
     let wantedPico = HOLD_PICO * BigInt(2 * (slot.waiting + inFlight) + 1);
     if (wantedPico < this.leasePico) wantedPico = this.leasePico;
     if (wantedPico > MAX_LEASE_PICO) wantedPico = MAX_LEASE_PICO;
-    const response = await this.options.ledger.acquireLease(
+    const ask = (recallIfHeld: boolean) => this.options.ledger.acquireLease(
       {
         accountId: key.accountId,
         keyId: key.keyId,
@@ -203,22 +265,34 @@ export class LeasedAdmission implements Admission {
         limitGroup: limits ? model.model.limitGroup : '',
         ...(limits ? { requestsPerMinute: limits.minute } : {}),
         ...(limits?.day !== undefined ? { requestsPerDay: limits.day } : {}),
-        requestedRequests: limits ? this.requestsPerLease(limits.minute, limits.day) : 0,
+        requestedRequests: limits ? this.requestsPerLease(limits.minute, limits.day, Math.max(slot.requestsFloor, 2 * (slot.waiting + inFlight) + 1)) : 0,
         ...(key.creditLimit !== undefined ? { keyCreditLimit: key.creditLimit } : {}),
+        recallIfHeld,
       },
       { requestId, deadlineMs: 5_000 },
     );
+    let response = await ask(true);
+    for (let retry = 0; response.recalling && retry < RECALL_RETRY_DELAYS_MS.length; retry++) {
+      await new Promise((resolve) => setTimeout(resolve, RECALL_RETRY_DELAYS_MS[retry]));
+      // The last try asks without recall: a refusal then is the plain one (402 with the ledger's words).
+      response = await ask(retry < RECALL_RETRY_DELAYS_MS.length - 1);
+    }
+    if (response.recalling || !response.leaseId) throw new Error('leased admission: the ledger granted no lease');
     const now = this.now();
+    const grantedPico = parseCredits(response.grantedCredits);
     const lease: Lease = {
       id: response.leaseId,
-      budgetPico: parseCredits(response.grantedCredits),
+      grantedPico,
+      budgetPico: grantedPico,
       holdsPico: 0n,
       inFlight: 0,
       requestsLeft: limits ? response.grantedRequests : null,
       requestsValidUntilMs: Number(response.requestsValidUntilMs),
       acquiredAtMs: now,
       lastUsedMs: now,
+      lastFinishedMs: 0,
       retired: false,
+      recalled: false,
     };
     slot.leases.add(lease);
     if (this.stopped) {
@@ -230,11 +304,13 @@ export class LeasedAdmission implements Admission {
   }
 
   /**
-   * A quarter of the tightest limit (at most leaseRequests): several replicas and keys of one account
-   * share the windows, and unused requests only come back when a lease is returned.
+   * What the slot needs (`demand`: everyone waiting and running twice over, more for a slot that keeps
+   * running out), at most a quarter of the tightest limit and leaseRequests: several replicas and keys
+   * of one account share the windows, and unused requests only come back when a lease is returned (or
+   * recalled), so a key that sends one request must not take a quarter of the minute.
    */
-  private requestsPerLease(perMinute: number | undefined, perDay: number | undefined): number {
-    let wanted = this.leaseRequests;
+  private requestsPerLease(perMinute: number | undefined, perDay: number | undefined, demand: number): number {
+    let wanted = Math.min(this.leaseRequests, demand);
     for (const limit of [perMinute, perDay]) {
       if (limit !== undefined) wanted = Math.min(wanted, Math.max(1, Math.floor(limit / 4)));
     }
@@ -259,12 +335,30 @@ export class LeasedAdmission implements Admission {
     }
   }
 
-  private returnLease(slotKey: string, slot: Slot, lease: Lease): void {
+  private dropSlot(slotKey: string, slot: Slot): void {
+    this.slots.delete(slotKey);
+    const keys = this.slotsByAccount.get(slot.accountId);
+    keys?.delete(slotKey);
+    if (keys?.size === 0) this.slotsByAccount.delete(slot.accountId);
+  }
+
+  /**
+   * `recalled`: another replica waits for the capacity, so the estimated spend of recent requests is
+   * named and stays reserved until it settles. Idle returns (10 s after the last request) and stop()
+   * close outright, as their charges have settled or settle within milliseconds.
+   */
+  private returnLease(slotKey: string, slot: Slot, lease: Lease, recalled = false): void {
     slot.leases.delete(lease);
     if (slot.current === lease) slot.current = null;
-    if (slot.leases.size === 0 && !slot.acquiring) this.slots.delete(slotKey);
-    const unusedRequests = lease.requestsLeft !== null && (lease.requestsValidUntilMs === 0 || this.now() < lease.requestsValidUntilMs) ? lease.requestsLeft : 0;
-    const returned = this.options.ledger.returnLease({ leaseId: lease.id, unusedRequests }, { deadlineMs: 5_000 })
+    if (slot.leases.size === 0 && !slot.acquiring) this.dropSlot(slotKey, slot);
+    const now = this.now();
+    const unusedRequests = lease.requestsLeft !== null && (lease.requestsValidUntilMs === 0 || now < lease.requestsValidUntilMs) ? lease.requestsLeft : 0;
+    const spentPico = lease.grantedPico - lease.budgetPico;
+    const unsettled = recalled && spentPico > 0n && lease.lastFinishedMs > 0 && now - lease.lastFinishedMs < UNSETTLED_WINDOW_MS;
+    const returned = this.options.ledger.returnLease(
+      { leaseId: lease.id, unusedRequests, ...(unsettled ? { spentCredits: formatCredits(spentPico) } : {}) },
+      { deadlineMs: 5_000 },
+    )
       .then(() => undefined)
       .catch((error: unknown) => {
         // The ledger's sweeper closes it at its deadline anyway.

@@ -12,8 +12,8 @@ await runBusService(
     LEDGER_ADDR: grpcAddress.default('127.0.0.1:50053'),
     ROUTER_ADDR: grpcAddress.default('127.0.0.1:50054'),
     MEDIA_ADDR: grpcAddress.default('127.0.0.1:50055'),
-    /** 'ledger': one Ledger.Admit per request; 'leased': leased budgets (DESIGN §2). */
-    EDGE_ADMISSION: z.enum(['ledger', 'leased']).default('ledger'),
+    /** 'leased' (default): leased budgets (DESIGN §2); 'ledger': one Ledger.Admit per request. */
+    EDGE_ADMISSION: z.enum(['ledger', 'leased']).default('leased'),
   },
   (config, bus, logger) =>
     startEdge({

@@ -45,12 +45,14 @@ beforeAll(async () => {
   fakes.auth.provisioningKeys.set('pk-good', 'acct_1');
   fakes.ledger.available.set('acct_1', '10.5');
   fakes.ledger.available.set('acct_2', '0.049999999999');
-  edge = await startEdge({ port: 0, ...fakes.addresses, bus: testBus.bus, logger, authCacheTtlMs: 60_000, catalogRefreshMs: 60_000 });
+  // These tests assert what the edge sends to Ledger.Admit (the fake ledger has no leases): per-request admission.
+  edge = await startEdge({ port: 0, ...fakes.addresses, bus: testBus.bus, logger, authCacheTtlMs: 60_000, catalogRefreshMs: 60_000, admission: 'ledger' });
   slowEdge = await startEdge({
     port: 0,
     ...fakes.addresses,
     bus: testBus.bus,
     logger,
+    admission: 'ledger',
     bodyLimits: { stallTimeoutMs: 300, totalTimeoutMs: 1_500 },
     streamIdleTimeoutMs: 400,
   });

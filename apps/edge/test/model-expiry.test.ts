@@ -57,7 +57,8 @@ beforeAll(async () => {
   fakes = await startFakeServices(snapshot('v1'), logger);
   fakes.auth.apiKeys.set('sk-good', { accountId: 'acct_1', keyId: 'key_1', tier: 'free', defaultRoutingStrategy: '' });
   fakes.ledger.available.set('acct_1', '10');
-  edge = await startEdge({ port: 0, ...fakes.addresses, bus: testBus.bus, logger, catalogRefreshMs: 60_000, now: () => clockMs });
+  // The fake ledger answers Admit only (no leases): per-request admission.
+  edge = await startEdge({ port: 0, ...fakes.addresses, bus: testBus.bus, logger, catalogRefreshMs: 60_000, now: () => clockMs, admission: 'ledger' });
 });
 
 afterAll(async () => {

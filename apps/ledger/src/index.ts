@@ -1,5 +1,5 @@
-import { migrate, startGrpcServer, type EventBus, type Logger, type Subscription } from '@gateway/platform';
-import { LedgerServiceService } from '@gateway/proto';
+import { migrate, startGrpcServer, subjects, type EventBus, type Logger, type Subscription } from '@gateway/platform';
+import { LeaseRecall, LedgerServiceService } from '@gateway/proto';
 import { createLedgerDatabase } from './database.js';
 import { DEFAULT_RESERVATION_LIFETIME_MS, DEFAULT_RESERVATION_RETENTION_MS, Ledger } from './ledger.js';
 import { ledgerServiceImplementation } from './ledger-service.js';
@@ -20,6 +20,8 @@ export interface LedgerServiceOptions {
   reservationLifetimeMs?: number;
   /** How long closed reservations are kept before the sweeper deletes them (default 7 days; above the lifetime). */
   reservationRetentionMs?: number;
+  /** How long a lease its holder returned with unsettled spend stays open for those charges (default 30 s). */
+  leaseDrainMs?: number;
   /** How often expired reservations are released (default 30 s). */
   sweepIntervalMs?: number;
   /** Settlement consumers: events per transaction (default 5,120), linger (2 ms), transactions in flight per subject (2). */
@@ -53,7 +55,14 @@ export async function startLedgerService(options: LedgerServiceOptions): Promise
   const ledger = new Ledger(db, logger, reservationLifetimeMs, pool);
   const server = await startGrpcServer({
     address: options.listenAddress,
-    services: [{ definition: LedgerServiceService, implementation: ledgerServiceImplementation(ledger, logger), name: 'gateway.v1.LedgerService' }],
+    services: [{
+      definition: LedgerServiceService,
+      implementation: ledgerServiceImplementation(ledger, logger, {
+        recall: (accountId, keyId) => options.bus.broadcast(subjects.leaseRecall, LeaseRecall.encode({ accountId, keyId }).finish()),
+        ...(options.leaseDrainMs !== undefined ? { leaseDrainMs: options.leaseDrainMs } : {}),
+      }),
+      name: 'gateway.v1.LedgerService',
+    }],
     logger,
   });
   let consumer: Subscription | null = null;

@@ -32,8 +32,16 @@ function parseAmount(text: string, param: string): bigint {
   }
 }
 
+export interface LeaseServiceOptions {
+  /** Broadcasts a LeaseRecall (called after the refusing transaction; best effort). */
+  recall?: (accountId: string, keyId: string) => void;
+  /** How long a lease returned with spent_credits stays open for its charges. Default DEFAULT_LEASE_DRAIN_MS. */
+  leaseDrainMs?: number;
+}
+
 /** gRPC adapter: validates and translates; the rules live in Ledger and the admit SQL function. */
-export function ledgerServiceImplementation(ledger: Ledger, logger: Logger): LedgerServiceServer {
+export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leaseOptions: LeaseServiceOptions = {}): LedgerServiceServer {
+  const recall = leaseOptions.recall ?? (() => undefined);
   return {
     admit: unary(logger, 'Admit', async (request: AdmitRequest): Promise<AdmitResponse> => {
       const requestId = requireIdentifier(request.context?.requestId ?? '', 'context.request_id');
@@ -86,8 +94,12 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger): Led
         requestsPerDay: request.requestsPerDay ?? null,
         requestedRequests: request.requestedRequests,
         lifetimeMs: ledger.reservationLifetimeMs,
+        recallIfHeld: request.recallIfHeld,
       });
       switch (outcome.kind) {
+        case 'recalling':
+          recall(accountId, outcome.keyId);
+          return { leaseId: '', grantedCredits: '0', expiresAtMs: 0n, grantedRequests: 0, requestsValidUntilMs: 0n, recalling: true };
         case 'granted':
           return {
             leaseId: outcome.leaseId,
@@ -95,6 +107,7 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger): Led
             expiresAtMs: BigInt(outcome.expiresAt.getTime()),
             grantedRequests: outcome.grantedRequests,
             requestsValidUntilMs: outcome.requestsValidUntil ? BigInt(outcome.requestsValidUntil.getTime()) : 0n,
+            recalling: false,
           };
         default:
           throw refusal(outcome);
@@ -103,7 +116,8 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger): Led
 
     returnLease: unary(logger, 'ReturnLease', async (request: ReturnLeaseRequest): Promise<ReturnLeaseResponse> => {
       if (!request.leaseId || request.leaseId.length > MAX_IDENTIFIER_LENGTH) return { returned: false, returnedCredits: '0' };
-      const returned = await ledger.returnLease(request.leaseId, request.unusedRequests);
+      const spentPico = request.spentCredits === undefined ? null : parseAmount(request.spentCredits, 'spent_credits');
+      const returned = await ledger.returnLease(request.leaseId, request.unusedRequests, spentPico, leaseOptions.leaseDrainMs);
       return { returned: returned !== null, returnedCredits: formatCredits(returned ?? 0n) };
     }),
 

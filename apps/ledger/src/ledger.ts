@@ -51,14 +51,23 @@ export type LeaseOutcome =
   | { kind: 'granted'; leaseId: string; grantedPico: bigint; expiresAt: Date; grantedRequests: number; requestsValidUntil: Date | null }
   | { kind: 'rate_limited'; window: 'minute' | 'day'; retryAfterSeconds: number }
   | { kind: 'insufficient'; amountPico: bigint; availablePico: bigint }
-  | { kind: 'key_limit'; amountPico: bigint; keyUsedPico: bigint; keyLimitPico: bigint };
+  | { kind: 'key_limit'; amountPico: bigint; keyUsedPico: bigint; keyLimitPico: bigint }
+  /** Refused for credits that other open leases hold; their holders are asked to return them (`recallIfHeld` only). */
+  | { kind: 'recalling'; keyId: string };
 
 /** Most requests one lease may take from a rate window at once. */
 export const MAX_LEASE_REQUESTS = 100_000;
 
+/**
+ * Default time a returned lease whose charges may still be on the bus stays open (shrunk to them) before
+ * the sweeper closes it. Settlement takes milliseconds to seconds; a charge later than this is charged
+ * without moving the lease, as for any closed lease.
+ */
+export const DEFAULT_LEASE_DRAIN_MS = 30_000;
+
 /** Thrown inside an acquisition's transaction so a refusal takes back the rate-window counts it made. */
 class LeaseRefused extends Error {
-  constructor(readonly outcome: Exclude<LeaseOutcome, { kind: 'granted' }>) {
+  constructor(readonly outcome: Exclude<LeaseOutcome, { kind: 'granted' | 'recalling' }>) {
     super(outcome.kind);
   }
 }
@@ -321,30 +330,22 @@ export class Ledger {
   /**
    * Settles a batch in ONE transaction: a charge per served request id not charged before (the
    * charges primary key makes redelivery and duplicate publishes harmless; the charge row is the
-   * journal entry), its debit, and the close of every matching open reservation. A charge may take the balance below
-   * zero: the answer was already delivered, and the reservation only bounds how far.
+   * journal entry), its debit, the close of every matching open reservation, and for charges naming a
+   * lease the move of min(cost, rest) out of the lease. A charge may take the balance below zero: the
+   * answer was already delivered, and the reservation only bounds how far.
    *
-   * Three statements whatever the batch size: charges + reservation close in one (it
-   * returns the moves per account × key), then key totals, then balances — the rows `admit` locks,
-   * touched last and in its lock order so they are held only for the end of the transaction.
+   * One call of `settle_batch` (migration 0008) whatever the batch size — one round trip, plans cached
+   * by plpgsql; inside it key totals and then balances are touched last, in `admit`'s lock order.
    */
   async settle(items: readonly SettlementItem[]): Promise<SettlementResult> {
     const unique = dedupeByRequest(items);
     if (unique.length === 0) return { charged: 0, duplicates: 0, reservationsClosed: 0 };
     const served = unique.filter((item) => item.served);
-    const statement = settlementStatement(unique, served);
-    return withTransientRetry(() => this.db.transaction().execute(async (trx) => {
-      const moves = await statement.execute(trx);
-      let charged = 0;
-      let reservationsClosed = 0;
-      const deltas = moves.rows.map((row) => {
-        charged += row.charged;
-        reservationsClosed += row.closed;
-        return { accountId: row.account_id, keyId: row.key_id, spentPico: row.spent_pico, releasedPico: row.released_pico };
-      });
-      await this.applyDeltas(trx, deltas);
-      return { charged, duplicates: served.length - charged, reservationsClosed };
-    }), this.logger, 'settle');
+    const values = settleBatchValues(unique, served);
+    const row = await withTransientRetry(
+      async () => (await this.pool.query<{ charged: number; closed: number }>({ name: SETTLE_STATEMENT_NAME, text: SETTLE_STATEMENT, values })).rows[0]!,
+      this.logger, 'settle');
+    return { charged: row.charged, duplicates: served.length - row.charged, reservationsClosed: row.closed };
   }
 
   /** Closes reservations past their deadline and gives their amounts back. Returns how many it closed. */
@@ -399,7 +400,7 @@ export class Ledger {
   async acquireLease(input: {
     leaseId: string; accountId: string; keyId: string; holder: string; requestedPico: bigint; keyLimitPico: bigint | null;
     limitGroup: string; requestsPerMinute: number | null; requestsPerDay: number | null; requestedRequests: number;
-    lifetimeMs: number;
+    lifetimeMs: number; recallIfHeld?: boolean;
   }): Promise<LeaseOutcome> {
     const requestedPico = input.requestedPico < RESERVE_PICO ? RESERVE_PICO : input.requestedPico;
     try {
@@ -464,6 +465,13 @@ export class Ledger {
           select balance_pico, reserved_pico from balances where account_id = ${input.accountId} for update`.execute(trx)).rows[0];
         const available = balance ? BigInt(balance.balance_pico) - BigInt(balance.reserved_pico) : 0n;
         if (available < RESERVE_PICO) throw new LeaseRefused({ kind: 'insufficient', amountPico: RESERVE_PICO, availablePico: available });
+        // A small balance is not handed to the first replica whole: at most half of it, in whole holds
+        // (never below one), so a second replica asking for the account is granted the rest without a
+        // recall, and no lease keeps a sliver smaller than a hold that nobody can use.
+        if (available < 2n * grant) {
+          const half = (available / 2n / RESERVE_PICO) * RESERVE_PICO;
+          grant = half < RESERVE_PICO ? RESERVE_PICO : half;
+        }
         if (available < grant) grant = available;
 
         await sql`update balances set reserved_pico = reserved_pico + ${grant}, updated_at = now() where account_id = ${input.accountId}`.execute(trx);
@@ -478,25 +486,66 @@ export class Ledger {
         return { kind: 'granted' as const, leaseId: input.leaseId, grantedPico: grant, expiresAt: lease.expires_at, grantedRequests, requestsValidUntil };
       }), this.logger, 'acquire lease');
     } catch (error) {
-      if (error instanceof LeaseRefused) return error.outcome;
-      throw error;
+      if (!(error instanceof LeaseRefused)) throw error;
+      const outcome = error.outcome;
+      if (input.recallIfHeld && outcome.kind === 'rate_limited') {
+        // The window is full, but open leases counted in it may not have used their requests yet.
+        const window = outcome.window === 'minute'
+          ? sql`minute_window = date_trunc('minute', now())`
+          : sql`day_window = (date_trunc('day', now() at time zone 'UTC') at time zone 'UTC')`;
+        const held = (await sql<{ held: boolean }>`
+          select exists (
+            select 1 from leases
+            where account_id = ${input.accountId} and closed_at is null and returned_at is null
+              and limit_group = ${input.limitGroup} and granted_requests > 0 and ${window}
+          ) as held`.execute(this.db)).rows[0]!;
+        if (held.held) return { kind: 'recalling', keyId: '' };
+      }
+      if (input.recallIfHeld && (outcome.kind === 'insufficient' || outcome.kind === 'key_limit')) {
+        // Room the refusal lacked that open leases (not already draining) hold unsettled: worth a recall.
+        const keyId = outcome.kind === 'key_limit' ? input.keyId : '';
+        const held = (await sql<{ held: string }>`
+          select coalesce(sum(granted_pico - settled_pico), 0)::text as held from leases
+          where account_id = ${input.accountId} and closed_at is null and returned_at is null
+            and (${keyId} = '' or key_id = ${keyId})`.execute(this.db)).rows[0]!;
+        const room = outcome.kind === 'insufficient' ? outcome.availablePico : outcome.keyLimitPico - outcome.keyUsedPico;
+        if (room + BigInt(held.held) >= RESERVE_PICO) return { kind: 'recalling', keyId };
+      }
+      return outcome;
     }
   }
 
   /**
    * Closes an open lease and gives back granted − settled, and the `unusedRequests` (at most what it
-   * was granted) to the rate windows it was counted in. Returns null when it is unknown or already closed.
+   * was granted) to the rate windows it was counted in. Returns null when it is unknown, already closed
+   * or already returned. With `spentPico` (the holder's upper bound of its finished requests' cost, whose
+   * charges may still be on the bus) the lease is shrunk to max(settled, min(granted, spent)) instead and
+   * stays open for `drainMs`, so those charges still move it (it is closed at once when nothing is
+   * left to settle); the rest is given back now.
    * Lock order: the lease, rate-window rows, the key row, the balance row.
    */
-  async returnLease(leaseId: string, unusedRequests = 0): Promise<bigint | null> {
+  async returnLease(leaseId: string, unusedRequests = 0, spentPico: bigint | null = null, drainMs = DEFAULT_LEASE_DRAIN_MS): Promise<bigint | null> {
+    const keep = spentPico === null ? null : spentPico < 0n ? 0n : spentPico;
     return withTransientRetry(() => this.db.transaction().execute(async (trx) => {
       const closed = await sql<{
         account_id: string; key_id: string; amount_pico: bigint; limit_group: string; granted_requests: number;
         minute_window: Date | null; day_window: Date | null;
       }>`
-        update leases set closed_at = now(), close_reason = 'returned'
-        where lease_id = ${leaseId} and closed_at is null
-        returning account_id, key_id, granted_pico - settled_pico as amount_pico, limit_group, granted_requests, minute_window, day_window`.execute(trx);
+        with held as (
+          select lease_id, granted_pico as old_granted,
+                 case when ${keep}::bigint is null then settled_pico else greatest(settled_pico, least(granted_pico, ${keep}::bigint)) end as kept,
+                 settled_pico
+          from leases where lease_id = ${leaseId} and closed_at is null and returned_at is null
+          for update
+        )
+        update leases l set
+          granted_pico = h.kept,
+          returned_at = now(),
+          expires_at = least(l.expires_at, now() + make_interval(secs => ${drainMs} / 1000.0)),
+          closed_at = case when h.kept = h.settled_pico then now() end,
+          close_reason = case when h.kept = h.settled_pico then 'returned' end
+        from held h where l.lease_id = h.lease_id
+        returning l.account_id, l.key_id, h.old_granted - h.kept as amount_pico, l.limit_group, l.granted_requests, l.minute_window, l.day_window`.execute(trx);
       if (closed.rows.length === 0) return null;
       const lease = closed.rows[0]!;
       const unused = Math.min(Math.max(0, Math.floor(unusedRequests)), lease.granted_requests);
@@ -597,89 +646,37 @@ function dedupeByRequest(items: readonly SettlementItem[]): SettlementItem[] {
   return [...byRequest.values()].sort((left, right) => (left.requestId < right.requestId ? -1 : left.requestId > right.requestId ? 1 : 0));
 }
 
-/**
- * The batch's charges (each its own journal entry) and reservation closes as one statement over unnest()ed
- * columns. Usage columns that are zero for the whole batch are left to their default rather than
- * shipped: a chat batch uses 3–4 of the 14, and every array element costs parse time in Postgres.
- */
-function settlementStatement(all: readonly SettlementItem[], served: readonly SettlementItem[]) {
-  const usedColumns = usageColumns.filter((name) => served.some((item) => usageValue(item.usage, name) !== 0));
-  const columns = [
-    sql`${textArrayLiteral(served.map((item) => item.requestId))}::text[]`,
-    sql`${textArrayLiteral(served.map((item) => item.accountId))}::text[]`,
-    sql`${textArrayLiteral(served.map((item) => item.keyId))}::text[]`,
-    sql`${textArrayLiteral(served.map((item) => item.modelId))}::text[]`,
-    sql`${textArrayLiteral(served.map((item) => item.providerId))}::text[]`,
-    sql`${textArrayLiteral(served.map((item) => item.endpoint))}::text[]`,
-    ...usedColumns.map((name) => sql`${integerArrayLiteral(served.map((item) => usageValue(item.usage, name)))}::bigint[]`),
-    sql`${booleanArrayLiteral(served.map((item) => item.usage.estimated))}::boolean[]`,
-    sql`${integerArrayLiteral(served.map((item) => item.costPico))}::bigint[]`,
-    sql`${booleanArrayLiteral(served.map((item) => item.streamed))}::boolean[]`,
-    sql`${integerArrayLiteral(served.map((item) => item.occurredAtMs))}::bigint[]`,
-  ];
-  const usageNames = usedColumns.map((name) => sql.ref(name));
-  const leaseMoves = leaseSettlement(served);
-  const leading = usageNames.length > 0 ? sql`, ${sql.join(usageNames)}` : sql``;
-  return sql<{ account_id: string; key_id: string; spent_pico: bigint; released_pico: bigint; charged: number; closed: number }>`
-    with incoming as (
-      select * from unnest(${sql.join(columns)})
-        as t(request_id, account_id, key_id, model_id, provider_id, endpoint${leading}, estimated, cost_pico, streamed, occurred_ms)
-    ), inserted as (
-      insert into charges (request_id, account_id, key_id, model_id, provider_id, endpoint${leading}, estimated, cost_pico, streamed, occurred_at)
-      select request_id, account_id, key_id, model_id, provider_id, endpoint${leading}, estimated, cost_pico, streamed,
-             case when occurred_ms > 0 then to_timestamp(occurred_ms / 1000.0) else now() end
-      from incoming
-      on conflict (request_id) do nothing
-      returning request_id, account_id, key_id, cost_pico
-    ), closed as (
-      update reservations r
-      set closed_at = now(), close_reason = case when f.served then 'settled' else 'failed' end
-      from unnest(${textArrayLiteral(all.map((item) => item.requestId))}::text[], ${booleanArrayLiteral(all.map((item) => item.served))}::boolean[])
-        as f(request_id, served)
-      where r.request_id = f.request_id and r.closed_at is null
-      returning r.account_id, r.key_id, r.amount_pico
-    )${leaseMoves.ctes}, moves as (
-      select account_id, key_id, cost_pico as spent, 0::bigint as released, 1 as charged, 0 as closed from inserted
-      union all
-      select account_id, key_id, 0::bigint, amount_pico, 0, 1 from closed${leaseMoves.union}
-    )
-    select account_id, key_id, sum(spent)::bigint as spent_pico, sum(released)::bigint as released_pico,
-           sum(charged)::int as charged, sum(closed)::int as closed
-    from moves
-    group by account_id, key_id`;
-}
+/** `settle_batch` (migration 0008) as a named statement: parsed and planned once per connection. */
+const SETTLE_STATEMENT_NAME = 'ledger_settle_batch_v1';
+const SETTLE_PARAMETERS = 6 + usageColumns.length + 4 + 2 + 2;
+const SETTLE_STATEMENT = `select charged_count as charged, closed_count as closed from settle_batch(${Array.from({ length: SETTLE_PARAMETERS }, (_, index) => `$${index + 1}`).join(', ')})`;
 
 /**
- * For charges that name a lease: the lease's rest (granted − settled) shrinks by min(cost, rest) and
- * that much leaves reserved — the charge itself debits the balance as always, so nothing counts twice.
- * Only charges this statement inserted move a lease (a redelivered event moves nothing). A lease
- * already closed gave its rest back then: its late charges are charged only. Empty without leases.
+ * The batch as `settle_batch`'s array parameters, in its argument order: array literals built in one
+ * pass (src/pg-arrays.ts). A usage column that is zero for the whole batch goes as null (read as 0):
+ * a chat batch uses 3–4 of the 14, and every array element costs parse time in Postgres.
  */
-function leaseSettlement(served: readonly SettlementItem[]) {
+function settleBatchValues(all: readonly SettlementItem[], served: readonly SettlementItem[]): Array<string | null> {
   const leased = served.filter((item) => item.leaseId);
-  if (leased.length === 0) return { ctes: sql``, union: sql`` };
-  return {
-    ctes: sql`, lease_costs as (
-      select f.lease_id, sum(i.cost_pico)::bigint as cost
-      from inserted i
-      join unnest(${textArrayLiteral(leased.map((item) => item.requestId))}::text[], ${textArrayLiteral(leased.map((item) => item.leaseId!))}::text[])
-        as f(request_id, lease_id) on f.request_id = i.request_id
-      group by f.lease_id
-    ), lease_locked as (
-      select l.lease_id, l.account_id, l.key_id, least(c.cost, l.granted_pico - l.settled_pico) as moved
-      from leases l join lease_costs c on c.lease_id = l.lease_id
-      where l.closed_at is null
-      order by l.lease_id
-      for update of l
-    ), leased as (
-      update leases l set settled_pico = l.settled_pico + m.moved
-      from lease_locked m where l.lease_id = m.lease_id and m.moved > 0
-      returning m.account_id, m.key_id, m.moved
-    )`,
-    union: sql`
-      union all
-      select account_id, key_id, 0::bigint, moved, 0, 0 from leased`,
-  };
+  return [
+    textArrayLiteral(served.map((item) => item.requestId)),
+    textArrayLiteral(served.map((item) => item.accountId)),
+    textArrayLiteral(served.map((item) => item.keyId)),
+    textArrayLiteral(served.map((item) => item.modelId)),
+    textArrayLiteral(served.map((item) => item.providerId)),
+    textArrayLiteral(served.map((item) => item.endpoint)),
+    ...usageColumns.map((name) => (served.some((item) => usageValue(item.usage, name) !== 0)
+      ? integerArrayLiteral(served.map((item) => usageValue(item.usage, name)))
+      : null)),
+    booleanArrayLiteral(served.map((item) => item.usage.estimated)),
+    integerArrayLiteral(served.map((item) => item.costPico)),
+    booleanArrayLiteral(served.map((item) => item.streamed)),
+    integerArrayLiteral(served.map((item) => item.occurredAtMs)),
+    textArrayLiteral(all.map((item) => item.requestId)),
+    booleanArrayLiteral(all.map((item) => item.served)),
+    textArrayLiteral(leased.map((item) => item.requestId)),
+    textArrayLiteral(leased.map((item) => item.leaseId!)),
+  ];
 }
 
 const usageFieldByColumn: Record<(typeof usageColumns)[number], keyof Usage> = {

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ErrorReason, GatewayError, parseCredits, subjects, sql } from '@gateway/platform';
-import { UsageEvent, type AcquireLeaseRequest } from '@gateway/proto';
+import { LeaseRecall, UsageEvent, type AcquireLeaseRequest } from '@gateway/proto';
 import { eventually, uniqueName } from '@gateway/testing';
 import { createLedgerHarness, rejection, usageEvent, type LedgerClient, type LedgerHarness } from './harness.js';
 
@@ -18,7 +18,7 @@ async function fundedAccount(client: LedgerClient, credits: string): Promise<str
 }
 
 function acquire(client: LedgerClient, fields: Partial<AcquireLeaseRequest> & { accountId: string; requestedCredits: string }) {
-  return client.acquireLease({ keyId: 'key_a', holder: 'edge-test', limitGroup: '', requestedRequests: 0, ...fields });
+  return client.acquireLease({ keyId: 'key_a', holder: 'edge-test', limitGroup: '', requestedRequests: 0, recallIfHeld: false, ...fields });
 }
 
 async function keyReserved(keyId: string): Promise<bigint> {
@@ -43,14 +43,21 @@ function formatPico(pico: bigint): string {
 }
 
 describe('leases', () => {
-  it('grants min(requested, available), within the key credit limit, and refuses below 0.05', async () => {
+  it('grants min(requested, available) — at most half of a small balance — within the key credit limit, and refuses below 0.05', async () => {
     const { client } = await harness.start();
     const accountId = await fundedAccount(client, '1');
-    const first = await acquire(client, { accountId, requestedCredits: '0.7' });
-    expect(first.grantedCredits).toBe('0.7');
-    expect(await client.getBalance({ accountId })).toEqual({ balance: '1', available: '0.3', reserved: '0.7' });
+    const first = await acquire(client, { accountId, requestedCredits: '0.4' });
+    expect(first.grantedCredits).toBe('0.4');
+    expect(await client.getBalance({ accountId })).toEqual({ balance: '1', available: '0.6', reserved: '0.4' });
+    // 0.6 available is less than twice 0.7: half of it, the rest left for another holder.
     const second = await acquire(client, { accountId, requestedCredits: '0.7' });
     expect(second.grantedCredits).toBe('0.3');
+    // Half of 0.3 in whole holds (0.05 each): 0.15; then half of 0.15 rounds down to one hold.
+    expect((await acquire(client, { accountId, requestedCredits: '0.2' })).grantedCredits).toBe('0.15');
+    expect((await acquire(client, { accountId, requestedCredits: '0.1' })).grantedCredits).toBe('0.05');
+    // 0.1 left: half is one hold; then the last hold whole.
+    expect((await acquire(client, { accountId, requestedCredits: '1' })).grantedCredits).toBe('0.05');
+    expect((await acquire(client, { accountId, requestedCredits: '1' })).grantedCredits).toBe('0.05');
     const refused = await rejection(acquire(client, { accountId, requestedCredits: '0.05' }));
     expect(refused.reason).toBe(ErrorReason.ERROR_REASON_INSUFFICIENT_QUOTA);
     expect(await keyReserved('key_a')).toBe(parseCredits('1'));
@@ -96,6 +103,8 @@ describe('leases', () => {
     if (minute === 30) {
       const refused = await rejection(acquire(client, { accountId, requestedCredits: '1', requestedRequests: 1, ...limits }));
       expect(refused.reason).toBe(ErrorReason.ERROR_REASON_RATE_LIMITED);
+      // The open leases counted in this window may not have used their requests: a recall is worth it.
+      expect((await acquire(client, { accountId, requestedCredits: '1', requestedRequests: 1, recallIfHeld: true, ...limits })).recalling).toBe(true);
     }
     // Unused requests go back to the windows on return (never more than the lease was granted).
     expect((await client.returnLease({ leaseId: first.leaseId, unusedRequests: 1_000 })).returned).toBe(true);
@@ -151,6 +160,70 @@ describe('leases', () => {
     await eventually(async () => expect(await client.getBalance({ accountId })).toEqual({ balance: '1', available: '1', reserved: '0' }), 5_000);
     const row = await harness.db.selectFrom('leases').selectAll().where('lease_id', '=', lease.leaseId).executeTakeFirstOrThrow();
     expect(row.close_reason).toBe('expired');
+    await cleanJournal(client, accountId);
+  });
+
+  it('answers `recalling` and broadcasts a LeaseRecall when open leases hold what a refusal lacks', async () => {
+    const { client } = await harness.start();
+    const recalls: LeaseRecall[] = [];
+    const subscription = harness.testBus.bus.subscribe(subjects.leaseRecall, (data) => recalls.push(LeaseRecall.decode(data)));
+    try {
+      const accountId = await fundedAccount(client, '0.08');
+      const held = await acquire(client, { accountId, requestedCredits: '1', holder: 'edge-a' });
+      expect(held.grantedCredits).toBe('0.05');
+      // 0.03 left: a plain refusal without the flag, `recalling` with it (0.03 + 0.05 held ≥ 0.05).
+      expect((await rejection(acquire(client, { accountId, requestedCredits: '1', holder: 'edge-b' }))).reason).toBe(ErrorReason.ERROR_REASON_INSUFFICIENT_QUOTA);
+      const recalling = await acquire(client, { accountId, requestedCredits: '1', holder: 'edge-b', recallIfHeld: true });
+      expect(recalling).toMatchObject({ leaseId: '', grantedCredits: '0', recalling: true });
+      await eventually(async () => expect(recalls).toContainEqual(LeaseRecall.create({ accountId, keyId: '' })));
+      expect(await client.getBalance({ accountId })).toEqual({ balance: '0.08', available: '0.03', reserved: '0.05' });
+
+      // The holder returns it (nothing spent): the retry is granted.
+      expect(await client.returnLease({ leaseId: held.leaseId, unusedRequests: 0, spentCredits: '0' })).toEqual({ returned: true, returnedCredits: '0.05' });
+      const granted = await acquire(client, { accountId, requestedCredits: '1', holder: 'edge-b', recallIfHeld: true });
+      expect(granted.recalling).toBe(false);
+      expect(granted.grantedCredits).toBe('0.05');
+      await cleanJournal(client, accountId);
+
+      // Key limit: the key's room is held by its own lease elsewhere; the recall names the key.
+      const limited = await fundedAccount(client, '10');
+      const keyId = uniqueName('key');
+      await acquire(client, { accountId: limited, keyId, requestedCredits: '1', keyCreditLimit: '0.06' });
+      const keyRecall = await acquire(client, { accountId: limited, keyId, requestedCredits: '1', keyCreditLimit: '0.06', recallIfHeld: true });
+      expect(keyRecall.recalling).toBe(true);
+      await eventually(async () => expect(recalls).toContainEqual(LeaseRecall.create({ accountId: limited, keyId })));
+    } finally {
+      await subscription.stop();
+    }
+  });
+
+  it('a lease returned with its unsettled spend keeps that reserved until the charges move it; a draining lease is not recalled', async () => {
+    const { client } = await harness.start({ reservationLifetimeMs: 60_000, reservationRetentionMs: 120_000 });
+    const accountId = await fundedAccount(client, '0.06');
+    const keyId = uniqueName('key');
+    const lease = await acquire(client, { accountId, keyId, requestedCredits: '1' });
+    expect(lease.grantedCredits).toBe('0.05');
+    // The holder spent (by its upper bound) 0.04 whose charge is still on the bus: 0.01 comes back now.
+    expect(await client.returnLease({ leaseId: lease.leaseId, unusedRequests: 0, spentCredits: '0.04' })).toEqual({ returned: true, returnedCredits: '0.01' });
+    expect(await client.returnLease({ leaseId: lease.leaseId, unusedRequests: 0 })).toEqual({ returned: false, returnedCredits: '0' });
+    expect(await client.getBalance({ accountId })).toEqual({ balance: '0.06', available: '0.02', reserved: '0.04' });
+    const row = await harness.db.selectFrom('leases').selectAll().where('lease_id', '=', lease.leaseId).executeTakeFirstOrThrow();
+    expect(row.closed_at).toBeNull();
+    expect(row.returned_at).not.toBeNull();
+    expect(row.expires_at.getTime() - Date.now()).toBeLessThan(31_000);
+    // What the draining lease keeps is spoken for: no recall, a plain refusal.
+    const refused = await rejection(acquire(client, { accountId, keyId: uniqueName('key'), requestedCredits: '1', recallIfHeld: true }));
+    expect(refused.reason).toBe(ErrorReason.ERROR_REASON_INSUFFICIENT_QUOTA);
+    await cleanJournal(client, accountId);
+
+    // Its charge arrives: it moves out of the draining lease, not counted twice.
+    const requestId = uniqueName('req');
+    await harness.testBus.bus.publishDurable(subjects.usageEvents, UsageEvent.encode(usageEvent({ requestId, accountId, keyId, leaseId: lease.leaseId })).finish(), requestId);
+    const afterCharge = formatPico(parseCredits('0.06') - parseCredits(CHAT_COST));
+    const rest = formatPico(parseCredits('0.04') - parseCredits(CHAT_COST));
+    await eventually(async () => expect(await client.getBalance({ accountId })).toEqual({
+      balance: afterCharge, available: formatPico(parseCredits(afterCharge) - parseCredits(rest)), reserved: rest,
+    }));
     await cleanJournal(client, accountId);
   });
 });

@@ -31,6 +31,8 @@ const env = loadConfig({
   NATS_URL: z.string().optional(),
   NATS_NAMESPACE: z.string().optional(),
   KEY_HASH_SECRET: z.string().min(32).optional(),
+  /** The edge's admission: 'leased' budgets (default) or 'ledger' (one Ledger.Admit per request). */
+  EDGE_ADMISSION: z.enum(['ledger', 'leased']).default('leased'),
 });
 
 const logger = createLogger('gateway', env.LOG_LEVEL);
@@ -66,6 +68,7 @@ await runMain('gateway', logger, async () => {
       host: env.HOST,
       // Usage of streams already answered survives a crash here and is republished on the next start.
       routing: { usageOutboxDirectory: join(dataDir, 'usage-outbox') },
+      edge: { admission: env.EDGE_ADMISSION },
     });
     const devKeysFile = join(dataDir, 'dev-keys.json');
     const { keys, created } = await ensureDevAccount(devKeysFile, stack.addresses);

@@ -24,12 +24,12 @@ export interface StackOptions {
   /** Bind address for the internal gRPC servers (port 0 each). */
   grpcHost?: string;
   providerSecrets?: Record<string, string | undefined>;
-  ledger?: { reservationLifetimeMs?: number; sweepIntervalMs?: number };
+  ledger?: { reservationLifetimeMs?: number; sweepIntervalMs?: number; leaseDrainMs?: number };
   /** Routing knobs tests shorten (per-attempt timeout, attempts per request). */
   routing?: { attemptTimeoutMs?: number; maxAttempts?: number; usageOutboxDirectory?: string };
   /** Media knobs; `allowLoopbackUrlsForTests` lets URL fetches reach a test's loopback file server. */
   media?: { allowLoopbackUrlsForTests?: boolean };
-  /** Edge knobs: `admission` 'leased' selects leased budgets (DESIGN §2) instead of one Ledger.Admit per request. */
+  /** Edge knobs: `admission` 'leased' (the default) admits against leased budgets (DESIGN §2), 'ledger' with one Ledger.Admit per request. */
   edge?: { admission?: 'ledger' | 'leased' };
 }
 

@@ -3,6 +3,7 @@ import { expect } from 'vitest';
 import { gatewayctl } from './stack-harness.js';
 import { createTestBus, createTestDatabase, testLogger, type TestBus, type TestDatabase } from '@gateway/testing';
 import { startStack, type RunningStack } from '../src/index.js';
+import { testAdmission } from './admission-mode.js';
 
 /**
  * Shared set-up of the account API end-to-end tests: a whole stack on a fresh database and an
@@ -84,6 +85,7 @@ export async function startAccountStack(): Promise<AccountStack> {
       configPath: exampleConfigPath,
       keyHashSecret: KEY_HASH_SECRET,
       port: 0,
+      edge: { admission: testAdmission },
     });
   } catch (error) {
     await testBus.destroy();

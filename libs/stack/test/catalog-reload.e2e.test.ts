@@ -4,6 +4,7 @@ import { startEdge, type RunningEdge } from '@gateway/edge';
 import { createTestBus, createTestDatabase, eventually, testLogger, type TestBus, type TestDatabase } from '@gateway/testing';
 import { startStack, type RunningStack } from '../src/index.js';
 import { createAccount, gatewayctl, listModels, scratchDirectory, type TestAccount } from './catalog-e2e-helpers.js';
+import { testAdmission } from './admission-mode.js';
 
 // `gatewayctl catalog load FILE` against a running stack: the new catalog reaches a SECOND edge
 // instance (own process state, own NATS connection, same namespace) and the router within 5 s; a bad
@@ -88,6 +89,7 @@ describe('catalog reload seen by a second edge instance', () => {
       configPath: initial,
       keyHashSecret: 'catalog-reload-secret-catalog-reload-01',
       port: 0,
+      edge: { admission: testAdmission },
     });
     // Another replica of the edge: its own catalog cache, its own NATS connection, the same namespace.
     secondEdge = await startEdge({
@@ -101,6 +103,7 @@ describe('catalog reload seen by a second edge instance', () => {
       logger: testLogger('second-edge'),
       // The periodic refresh must not be what makes the test pass.
       catalogRefreshMs: 10 * 60_000,
+      admission: testAdmission,
     });
     account = await createAccount(stack, 'reload', { credits: '5' });
   }, 120_000);

@@ -5,6 +5,7 @@ import { formatCredits, parseCredits } from '@gateway/platform';
 import { createTestBus, createTestDatabase, eventually, testLogger, type TestBus, type TestDatabase } from '@gateway/testing';
 import { startStack, type RunningStack } from '../src/index.js';
 import { gatewayctl } from './stack-harness.js';
+import { testAdmission } from './admission-mode.js';
 
 // The Foundation slice end to end, every hop real: HTTP edge -> Auth -> Ledger.Admit -> Router ->
 // simulated provider -> UsageEvent on JetStream -> ledger consumer -> balance, driven by the real
@@ -37,6 +38,7 @@ describe('chat completion, paid, end to end', () => {
       configPath,
       keyHashSecret: 'e2e-secret-e2e-secret-e2e-secret-0123',
       port: 0,
+      edge: { admission: testAdmission },
     });
     const created = await ctl('accounts', 'create', '--name', 'e2e', '--credits', '10', '--json');
     expect(created.code, created.stderr).toBe(0);

@@ -8,6 +8,7 @@ import { createClient, parseCredits } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import { createTestBus, createTestDatabase, eventually, testLogger, type TestBus, type TestDatabase } from '@gateway/testing';
 import { startStack, type RunningStack, type StackOptions } from '../src/index.js';
+import { testAdmission } from './admission-mode.js';
 
 /**
  * A whole stack on a test catalog (YAML written to a temp file), one funded account with an API key,
@@ -63,6 +64,7 @@ export async function startChatHarness(options: ChatHarnessOptions): Promise<Cha
       providerSecrets: options.providerSecrets ?? {},
       ...(options.routing ? { routing: options.routing } : {}),
       ...(options.media ? { media: options.media } : {}),
+      edge: { admission: testAdmission },
     });
     const running = stack;
     const ctl = async (...argv: string[]) => {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEdge, type RunningEdge } from '@gateway/edge';
 import { testLogger } from '@gateway/testing';
 import { startAccountStack, type Account, type AccountStack } from './account-harness.js';
+import { testAdmission } from './admission-mode.js';
 
 // Two edge replicas sharing one NATS namespace. Each caches key verifications; a key disabled or
 // deleted through one must be refused by the other within 5 seconds (the KeysChanged broadcast), not
@@ -28,6 +29,7 @@ describe('key revocation across edge replicas', () => {
       logger: testLogger('edge-2'),
       // Only the broadcast can make this replica forget a key within the test.
       authCacheTtlMs: 10 * 60_000,
+      admission: testAdmission,
     });
     owner = await harness.newAccount('owner', '10');
   }, 120_000);

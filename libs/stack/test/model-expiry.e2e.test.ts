@@ -4,6 +4,7 @@ import { startEdge, type RunningEdge } from '@gateway/edge';
 import { createTestBus, createTestDatabase, testLogger, type TestBus, type TestDatabase } from '@gateway/testing';
 import { startStack, type RunningStack } from '../src/index.js';
 import { createAccount, listModels, scratchDirectory, type ListedModel, type TestAccount } from './catalog-e2e-helpers.js';
+import { testAdmission } from './admission-mode.js';
 
 // Stop times (expires_at) and aliases over the whole stack: a model past its stop time answers 410 on
 // every inference route, by id and by alias, and is flagged in the listing; aliases resolve on every
@@ -156,6 +157,7 @@ describe('model stop times and aliases over the whole stack', () => {
       configPath: await scratch.write('gateway.yaml', config()),
       keyHashSecret: 'model-expiry-secret-model-expiry-secret',
       port: 0,
+      edge: { admission: testAdmission },
     });
     clockedEdge = await startEdge({
       port: 0,
@@ -167,6 +169,7 @@ describe('model stop times and aliases over the whole stack', () => {
       bus: await testBus.connectAnother(),
       logger: testLogger('clocked-edge'),
       now: () => clockMs,
+      admission: testAdmission,
     });
     account = await createAccount(stack, 'expiry', { credits: '5' });
     for (const route of ROUTES) {

@@ -7,6 +7,7 @@ import { runGatewayctl } from '@gateway/gatewayctl';
 import { createTestBus, createTestDatabase, eventually, natsUrl, type TestBus, type TestDatabase } from '@gateway/testing';
 import { freePort } from '../src/index.js';
 import { service as healthService } from 'grpc-health-check';
+import { testAdmission } from './admission-mode.js';
 
 const HealthClient = makeGenericClientConstructor(healthService, 'grpc.health.v1.Health');
 
@@ -66,7 +67,7 @@ describe('every service as its own process', () => {
     await eventually(async () => expect(await serving(addresses.routing!)).toBe('SERVING'), 30_000, 200);
     launch('edge', {
       PORT: String(edgePort), AUTH_ADDR: addresses.auth!, CATALOG_ADDR: addresses.catalog!, LEDGER_ADDR: addresses.ledger!,
-      ROUTER_ADDR: addresses.routing!, MEDIA_ADDR: addresses.media!,
+      ROUTER_ADDR: addresses.routing!, MEDIA_ADDR: addresses.media!, EDGE_ADMISSION: testAdmission,
     });
     await eventually(async () => expect((await fetch(`${edgeUrl}/v1/models`)).status).toBe(200), 30_000, 200).catch((error) => {
       throw new Error(`edge never answered: ${error}\n${logs.join('')}`);

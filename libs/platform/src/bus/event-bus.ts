@@ -3,7 +3,7 @@
  * - durable: usage events. `publishDurable` resolves only once the message is stored (JetStream ack);
  *   the same `msgId` published twice inside the dedup window is stored once. A durable consumer gets
  *   messages in batches and acks the batch after its handler resolves; a throw redelivers the batch.
- * - broadcast: cache invalidations (keys.changed, catalog.changed, provider.stats). Best effort, no replay.
+ * - broadcast: cache invalidations (keys.changed, catalog.changed, provider.stats) and lease recalls. Best effort, no replay.
  */
 export interface DurableMessage {
   data: Uint8Array;
@@ -49,6 +49,8 @@ export const subjects = {
   keysChanged: 'keys.changed',
   catalogChanged: 'catalog.changed',
   providerStats: 'provider.stats',
+  /** LeaseRecall from the ledger to every edge (leased admission). */
+  leaseRecall: 'lease.recall',
 } as const;
 
 export const USAGE_STREAM = 'USAGE';

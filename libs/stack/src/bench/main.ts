@@ -27,7 +27,7 @@ const HELP = `usage: npm run bench -- [options]
   --json FILE          also write the raw results as JSON
   --profile            profile the gateway under load (node --cpu-prof) instead of the comparison
   --profile-services a,b  services to profile (default edge,routing,ledger,auth)
-  --admission MODE     the edge's admission: ledger (default, one Ledger.Admit per request) or leased
+  --admission MODE     the edge's admission: leased (default, leased budgets) or ledger (one Ledger.Admit per request)
   --ledger             the ledger bench instead (with --quick, --events N, --callers N, --rate R, --only backlog,live,admit)
   --help`;
 
@@ -70,7 +70,7 @@ const bounded = (text: string | undefined, fallback: number, min: number, max: n
 };
 const quick = args.quick;
 if (args.admission !== undefined && args.admission !== 'ledger' && args.admission !== 'leased') throw new Error('--admission must be ledger or leased');
-const admission = (args.admission ?? 'ledger') as 'ledger' | 'leased';
+const admission = (args.admission ?? 'leased') as 'ledger' | 'leased';
 const connections = Math.round(bounded(args.connections, 64, 1, 512, 'connections'));
 const durationMs = bounded(args.duration, quick ? 2 : 10, 1, 60, 'duration') * 1000;
 const warmupMs = quick ? 1_000 : 3_000;
@@ -285,7 +285,11 @@ async function compare(): Promise<void> {
 
     // Every answered gateway request (warm-ups and the two checks included) must be charged exactly once.
     const answered = 2 + sum(Object.values(phases).map((phase) => phase.gateway.result.ok + phase.gateway.result.warmupOk));
-    const charges = await cluster.charges();
+    // Leases hold no per-request reservation for waitSettled to watch: give the last events time to settle.
+    let charges = await cluster.charges();
+    for (const deadline = Date.now() + 10_000; charges < answered && Date.now() < deadline; charges = await cluster.charges()) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
     const batchLines = ['max', 'rate'].map((phase) => `Batching, ${phase} phase: ${batching(phases[phase]!.gateway.counters ?? {})}.`).join('\n');
     process.stdout.write(`\n${formatTable(figures)}\n${batchLines}\nLedger: ${charges} charges for ${answered} answered gateway requests; ${await cluster.openReservations()} reservations open.\n`);
     if (args.json) writeFileSync(args.json, JSON.stringify({ figures, verdicts: verdicts(figures), phases, charges, answered }, (_key, value) => (value instanceof Map ? Object.fromEntries(value) : value), 2));

@@ -1,0 +1,206 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import OpenAI from 'openai';
+import { createClient, createDatabase, parseCredits, sql, type Kysely } from '@gateway/platform';
+import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
+import { startEdge, type RunningEdge } from '@gateway/edge';
+import {
+  createTestBus, createTestDatabase, eventually, startFakeUpstream, testLogger, type FakeUpstream, type TestBus, type TestDatabase,
+} from '@gateway/testing';
+import { startStack, type RunningStack } from '../src/index.js';
+import { gatewayctl } from './stack-harness.js';
+import { testAdmission } from './admission-mode.js';
+
+// Two edge replicas with leased admission (the default) on one ledger and one NATS namespace. The
+// flaw leases had: capacity idle in one replica's lease made the other answer 402. Now the ledger
+// grants at most half of a small balance, and when a replica is refused for credits that another
+// replica's lease holds, the ledger broadcasts a LeaseRecall, the holder returns the lease, and the
+// asking replica retries. With the balance really spent, both still answer 402.
+// This file is about leases: it runs in the leased run of `npm test` only.
+
+const MODEL = 'testco/recall';
+const PRICEY = 'testco/recall-pricey';
+
+function config(upstream: FakeUpstream): string {
+  return `
+startups:
+  - { id: testco, display_name: Test Co }
+providers:
+  - { id: upstream, kind: openai, base_url: ${upstream.url}, api_key_env: RECALL_KEY }
+limit_groups:
+  - id: default
+    tiers: { tier-1: { minute: 6000 } }
+models:
+  - id: ${MODEL}
+    owned_by: testco
+    created: 1767225600
+    input_modalities: [text]
+    output_modalities: [text]
+    supported_parameters: [temperature]
+    pricing: { per_input_token: "0.000001", per_output_token: "0.000002" }
+    limit_group: default
+    offers:
+      - { provider: upstream, upstream_model: recall, endpoints: [chat.completions] }
+  - id: ${PRICEY}
+    owned_by: testco
+    created: 1767225600
+    input_modalities: [text]
+    output_modalities: [text]
+    supported_parameters: [temperature]
+    pricing: { per_input_token: "0.001", per_output_token: "0.001" }
+    limit_group: default
+    offers:
+      - { provider: upstream, upstream_model: recall-pricey, endpoints: [chat.completions] }
+`;
+}
+
+// About leases: runs in the leased run of `npm test` only (it starts its edges leased either way).
+describe.skipIf(testAdmission === 'ledger')('lease recall across edge replicas', () => {
+  let directory = '';
+  let database: TestDatabase;
+  let testBus: TestBus;
+  let upstream: FakeUpstream;
+  let stack: RunningStack | undefined;
+  let second: RunningEdge | undefined;
+  let db: Kysely<any>;
+
+  const ctl = async (...argv: string[]) => {
+    const result = await gatewayctl(stack!, ...argv);
+    expect(result.code, result.stderr).toBe(0);
+    return JSON.parse(result.stdout) as Record<string, string>;
+  };
+  /** An account with one key, and an openai client per edge. */
+  const account = async (credits: string) => {
+    const created = await ctl('accounts', 'create', '--name', 'recall', '--credits', credits, '--tier', 'tier-1', '--json');
+    const apiKey = (await ctl('keys', 'create', created.account_id!, '--name', 'recall-key', '--json')).api_key!;
+    const client = (baseUrl: string) => new OpenAI({ baseURL: `${baseUrl}/v1`, apiKey, maxRetries: 0, timeout: 30_000 });
+    return { accountId: created.account_id!, first: client(stack!.url), second: client(second!.url) };
+  };
+  const status = async (client: OpenAI, model = MODEL) => {
+    try {
+      await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'Hello' }] });
+      return 200;
+    } catch (error) {
+      if (error instanceof OpenAI.APIError) return error.status === 402 ? `402 ${error.code}` : error.status ?? 0;
+      throw error;
+    }
+  };
+  const leases = async (accountId: string) => (await sql<{ holder: string; returned: boolean; closed: boolean }>`
+    select holder, returned_at is not null as returned, closed_at is not null as closed
+    from leases where account_id = ${accountId} order by created_at`.execute(db)).rows;
+  const withLedger = async <T>(work: (client: ReturnType<typeof createClient<LedgerServiceClient>>) => Promise<T>) => {
+    const client = createClient(LedgerServiceClient, LedgerServiceService, stack!.addresses.ledger);
+    try {
+      return await work(client);
+    } finally {
+      client.close();
+    }
+  };
+  /** Waits until every served request of the account is charged; returns the charges' sum. */
+  const charged = async (accountId: string, requests: number) => {
+    let costPico = 0n;
+    await eventually(async () => {
+      const rows = (await withLedger((client) => client.getActivity({ accountId, days: 30, keyId: '' }))).rows;
+      expect(rows.reduce((sum, row) => sum + row.requests, 0)).toBe(requests);
+      costPico = rows.reduce((sum, row) => sum + parseCredits(row.credits), 0n);
+    }, 15_000);
+    return costPico;
+  };
+
+  beforeAll(async () => {
+    directory = await mkdtemp(join(tmpdir(), 'gateway-recall-e2e-'));
+    database = await createTestDatabase();
+    testBus = await createTestBus('nats');
+    upstream = await startFakeUpstream();
+    const configPath = join(directory, 'gateway.yaml');
+    await writeFile(configPath, config(upstream));
+    stack = await startStack({
+      databaseUrl: database.url,
+      bus: testBus.bus,
+      logger: testLogger('stack'),
+      configPath,
+      keyHashSecret: 'recall-e2e-secret-recall-e2e-secret-001',
+      port: 0,
+      providerSecrets: { RECALL_KEY: 'sk-recall' },
+      edge: { admission: 'leased' },
+    });
+    const addresses = stack.addresses;
+    second = await startEdge({
+      port: 0,
+      authAddress: addresses.auth,
+      catalogAddress: addresses.catalog,
+      ledgerAddress: addresses.ledger,
+      routerAddress: addresses.routing,
+      mediaAddress: addresses.media,
+      bus: await testBus.connectAnother(),
+      logger: testLogger('edge-2'),
+      admission: 'leased',
+    });
+    db = createDatabase<any>({ url: database.url, schema: 'ledger', maxConnections: 2 });
+  }, 120_000);
+
+  afterAll(async () => {
+    await second?.stop();
+    await stack?.stop();
+    await db?.destroy();
+    await upstream?.close();
+    await testBus?.destroy();
+    await database?.drop();
+    if (directory) await rm(directory, { recursive: true, force: true });
+  });
+
+  it('one credit: the second edge is served while the first holds a lease of the account', async () => {
+    const { accountId, first, second: other } = await account('1');
+    expect(await status(first)).toBe(200);
+    expect(await status(other)).toBe(200);
+    // Each holds its own lease (the first got half of the credit, not all of it).
+    const held = await leases(accountId);
+    expect(held).toHaveLength(2);
+    expect(new Set(held.map((lease) => lease.holder)).size).toBe(2);
+    await charged(accountId, 2);
+  }, 60_000);
+
+  it('capacity idle in one edge\'s lease is recalled for the other, back and forth', async () => {
+    // One hold's worth: the first lease takes 0.05 and leaves 0.03, too little for the other edge.
+    const { accountId, first, second: other } = await account('0.08');
+    expect(await status(first)).toBe(200);
+    expect(await status(other)).toBe(200);
+    let held = await leases(accountId);
+    expect(held).toHaveLength(2);
+    expect(held[0]).toMatchObject({ returned: true });
+    expect(held[1]).toMatchObject({ returned: false, closed: false });
+    expect(await status(first)).toBe(200);
+    held = await leases(accountId);
+    expect(held).toHaveLength(3);
+    expect(held[1]).toMatchObject({ returned: true });
+    const costPico = await charged(accountId, 3);
+    await withLedger(async (client) => {
+      const balance = await client.getBalance({ accountId });
+      expect(parseCredits(balance.balance)).toBe(parseCredits('0.08') - costPico);
+      expect((await client.verifyJournal({ accountId })).mismatches).toEqual([]);
+    });
+  }, 60_000);
+
+  it('with the balance really spent, both edges still answer 402', async () => {
+    const { accountId, first, second: other } = await account('0.06');
+    // 1 + 30 tokens at 0.001: 0.031 charged; what is left (0.029) cannot hold another 0.05.
+    upstream.script({ text: 'expensive', usage: { prompt_tokens: 1, completion_tokens: 30 } });
+    expect(await status(first, PRICEY)).toBe(200);
+    expect(await status(other, PRICEY)).toBe('402 insufficient_quota');
+    expect(await status(first, PRICEY)).toBe('402 insufficient_quota');
+    expect(await charged(accountId, 1)).toBe(parseCredits('0.031'));
+    expect(await status(other)).toBe('402 insufficient_quota');
+    await withLedger(async (client) => {
+      expect((await client.getBalance({ accountId })).balance).toBe('0.029');
+      expect((await client.verifyJournal({ accountId })).mismatches).toEqual([]);
+    });
+  }, 60_000);
+
+  it('an account with less than one hold is refused by both at once', async () => {
+    const { first, second: other } = await account('0.04');
+    expect(await status(first)).toBe('402 insufficient_quota');
+    expect(await status(other)).toBe('402 insufficient_quota');
+  }, 60_000);
+});

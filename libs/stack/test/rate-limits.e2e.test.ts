@@ -1,0 +1,132 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startEdge, type RunningEdge } from '@gateway/edge';
+import {
+  createTestBus, createTestDatabase, startFakeUpstream, testLogger, type FakeUpstream, type TestBus, type TestDatabase,
+} from '@gateway/testing';
+import { startStack, type RunningStack } from '../src/index.js';
+import { gatewayctl } from './stack-harness.js';
+import { testAdmission } from './admission-mode.js';
+
+// A tier's requests-per-minute limit over two edge replicas, in either admission mode: the window is
+// the account's, shared by both edges (with leases, requests one edge holds but has not used are
+// recalled), and the request over the limit is a 429 `rate_limit_exceeded` with Retry-After = the
+// seconds left in the minute.
+
+const MODEL = 'testco/limited';
+const PER_MINUTE = 6;
+
+function config(upstream: FakeUpstream): string {
+  return `
+startups:
+  - { id: testco, display_name: Test Co }
+providers:
+  - { id: upstream, kind: openai, base_url: ${upstream.url}, api_key_env: LIMITED_KEY }
+limit_groups:
+  - id: default
+    tiers: { tier-1: { minute: ${PER_MINUTE} } }
+models:
+  - id: ${MODEL}
+    owned_by: testco
+    created: 1767225600
+    input_modalities: [text]
+    output_modalities: [text]
+    supported_parameters: [temperature]
+    pricing: { per_input_token: "0.000001", per_output_token: "0.000002" }
+    limit_group: default
+    offers:
+      - { provider: upstream, upstream_model: limited, endpoints: [chat.completions] }
+`;
+}
+
+describe('rate limits across edge replicas', () => {
+  let directory = '';
+  let database: TestDatabase;
+  let testBus: TestBus;
+  let upstream: FakeUpstream;
+  let stack: RunningStack | undefined;
+  let second: RunningEdge | undefined;
+
+  beforeAll(async () => {
+    directory = await mkdtemp(join(tmpdir(), 'gateway-rate-e2e-'));
+    database = await createTestDatabase();
+    testBus = await createTestBus('nats');
+    upstream = await startFakeUpstream();
+    const configPath = join(directory, 'gateway.yaml');
+    await writeFile(configPath, config(upstream));
+    stack = await startStack({
+      databaseUrl: database.url,
+      bus: testBus.bus,
+      logger: testLogger('stack'),
+      configPath,
+      keyHashSecret: 'rate-e2e-secret-rate-e2e-secret-rate-01',
+      port: 0,
+      providerSecrets: { LIMITED_KEY: 'sk-limited' },
+      edge: { admission: testAdmission },
+    });
+    const addresses = stack.addresses;
+    second = await startEdge({
+      port: 0,
+      authAddress: addresses.auth,
+      catalogAddress: addresses.catalog,
+      ledgerAddress: addresses.ledger,
+      routerAddress: addresses.routing,
+      mediaAddress: addresses.media,
+      bus: await testBus.connectAnother(),
+      logger: testLogger('edge-2'),
+      admission: testAdmission,
+    });
+  }, 120_000);
+
+  afterAll(async () => {
+    await second?.stop();
+    await stack?.stop();
+    await upstream?.close();
+    await testBus?.destroy();
+    await database?.drop();
+    if (directory) await rm(directory, { recursive: true, force: true });
+  });
+
+  it(`admits ${PER_MINUTE} requests a minute over both edges, then 429 with Retry-After on either`, async () => {
+    const ctl = async (...argv: string[]) => {
+      const result = await gatewayctl(stack!, ...argv);
+      expect(result.code, result.stderr).toBe(0);
+      return JSON.parse(result.stdout) as Record<string, string>;
+    };
+    const created = await ctl('accounts', 'create', '--name', 'limited', '--credits', '10', '--tier', 'tier-1', '--json');
+    // Two keys: the window is the account's, not the key's.
+    const keys = [
+      (await ctl('keys', 'create', created.account_id!, '--name', 'one', '--json')).api_key!,
+      (await ctl('keys', 'create', created.account_id!, '--name', 'two', '--json')).api_key!,
+    ];
+    const chat = (baseUrl: string, apiKey: string) => fetch(`${baseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Hi' }] }),
+    });
+    // All of it inside one minute window: start just after a minute begins if this one is nearly over.
+    const secondsLeft = 60 - new Date().getUTCSeconds();
+    if (secondsLeft < 15) await new Promise((resolve) => setTimeout(resolve, secondsLeft * 1000 + 200));
+
+    const urls = [stack!.url, second!.url];
+    for (let index = 0; index < PER_MINUTE; index++) {
+      const response = await chat(urls[index % 2]!, keys[Math.floor(index / 2) % 2]!);
+      expect(response.status, await response.clone().text()).toBe(200);
+      await response.arrayBuffer();
+    }
+    for (const url of urls) {
+      for (const apiKey of keys) {
+        const response = await chat(url, apiKey);
+        expect(response.status).toBe(429);
+        const body = (await response.json()) as { error: { code: string; message: string } };
+        expect(body.error.code).toBe('rate_limit_exceeded');
+        const retryAfter = Number(response.headers.get('retry-after'));
+        expect(retryAfter).toBeGreaterThanOrEqual(1);
+        expect(retryAfter).toBeLessThanOrEqual(60);
+        expect(body.error.message).toBe(`Rate limit reached. Please try again in ${retryAfter}s.`);
+      }
+    }
+  }, 120_000);
+});
