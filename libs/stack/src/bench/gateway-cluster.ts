@@ -4,10 +4,11 @@ import { join } from 'node:path';
 import { credentials, makeGenericClientConstructor } from '@grpc/grpc-js';
 import { service as healthService } from 'grpc-health-check';
 import { runGatewayctl } from '@gateway/gatewayctl';
+import { BATCH_SETTLER_DURABLE, SETTLER_DURABLE } from '@gateway/ledger';
 import { createDatabase, createLogger, NatsEventBus, sql, USAGE_STREAM, type Kysely } from '@gateway/platform';
 import { freePort } from '../embedded-postgres.js';
 import { BenchChild } from './child-processes.js';
-import { jetStreamMessageCount } from './nats-stream-info.js';
+import { consumerBacklog, jetStreamMessageCount } from './nats-stream-info.js';
 import { pidsByCommand, readProcStat, type ProcessGroup } from './proc-stat.js';
 
 /**
@@ -38,7 +39,7 @@ export interface GatewayClusterOptions {
   logLevel?: string;
   /** Accounts to create, one API key each (default 1). */
   accounts?: number;
-  /** The edge's admission (EDGE_ADMISSION): 'ledger' (default) or 'leased' budgets. */
+  /** The edge's admission (EDGE_ADMISSION): 'leased' budgets (default) or 'ledger' (one Admit per request). */
   admission?: 'ledger' | 'leased';
 }
 
@@ -201,7 +202,7 @@ export async function startGatewayCluster(options: GatewayClusterOptions): Promi
       LEDGER_ADDR: addresses.ledger,
       ROUTER_ADDR: addresses.routing,
       MEDIA_ADDR: addresses.media,
-      EDGE_ADMISSION: options.admission ?? 'ledger',
+      EDGE_ADMISSION: options.admission ?? 'leased',
     });
     await until(async () => (await fetch(`${url}/v1/models`)).status === 200, START_TIMEOUT_MS, 'edge', children.get('edge'));
 
@@ -228,6 +229,8 @@ export async function startGatewayCluster(options: GatewayClusterOptions): Promi
       const result = await sql<{ open: bigint }>`select count(*) as open from ledger.reservations where closed_at is null`.execute(db);
       return Number(result.rows[0]?.open ?? 0);
     };
+    // Stream naming of NatsEventBus: USAGE_<NAMESPACE upper-cased, - as _>.
+    const usageStream = `${USAGE_STREAM}_${namespace.toUpperCase().replaceAll('-', '_')}`;
     return {
       url,
       apiKeys,
@@ -243,18 +246,23 @@ export async function startGatewayCluster(options: GatewayClusterOptions): Promi
       counters: async () => {
         const result = await sql<{ charges: bigint; transactions: bigint }>`
           select count(*) as charges, count(distinct created_at) as transactions from ledger.charges`.execute(db);
-        // Stream naming of NatsEventBus: USAGE_<NAMESPACE upper-cased, - as _>.
-        const stream = `${USAGE_STREAM}_${namespace.toUpperCase().replaceAll('-', '_')}`;
         return {
           charges: Number(result.rows[0]?.charges ?? 0),
           settlementTransactions: Number(result.rows[0]?.transactions ?? 0),
-          usageMessages: await jetStreamMessageCount(options.natsUrl, stream).catch(() => Number.NaN),
+          usageMessages: await jetStreamMessageCount(options.natsUrl, usageStream).catch(() => Number.NaN),
         };
       },
       waitSettled: async (timeoutMs) => {
+        // Leased requests hold no reservation of their own: the ledger has also caught up only once
+        // its settlement consumers have acked everything published (an answered request's event was).
+        const backlog = async () => {
+          let total = 0;
+          for (const durable of [SETTLER_DURABLE, BATCH_SETTLER_DURABLE]) total += await consumerBacklog(options.natsUrl, usageStream, durable);
+          return total;
+        };
         const deadline = Date.now() + timeoutMs;
         while (Date.now() < deadline) {
-          if ((await openReservations()) === 0) return true;
+          if ((await openReservations()) === 0 && (await backlog()) === 0) return true;
           await new Promise((resolve) => setTimeout(resolve, 50));
         }
         return false;
