@@ -5,7 +5,7 @@ import { CatalogChanged, KeysChanged, type GetSnapshotResponse } from '@gateway/
 import { ErrorReason, GatewayError, GrpcStatus, subjects } from '@gateway/platform';
 import { createTestBus, eventually, testLogger, type TestBus } from '@gateway/testing';
 import { startEdge, type RunningEdge } from '../src/index.js';
-import { chatResponse, deltaEvent, model, startEvent, startFakeServices, type FakeServices } from './fakes.js';
+import { chatResponse, delta, deltaEvent, model, startEvent, startFakeServices, usage, type FakeServices } from './fakes.js';
 
 const logger = testLogger('edge-test');
 
@@ -140,6 +140,27 @@ describe('POST /v1/chat/completions with the openai SDK', () => {
     expect(chunks.at(-1)?.choices[0]?.finish_reason).toBe('stop');
     expect(chunks.some((chunk) => chunk.usage)).toBe(false);
     expect(fakes.router.chats.at(-1)?.includeUsage).toBe(false);
+  });
+
+  it('asks for the first delta inside the start and streams it first when the router sends it there', async () => {
+    const previous = fakes.router.streamScript;
+    fakes.router.streamScript = async function* (request) {
+      const start = startEvent(request);
+      if (start.event?.$case === 'start') start.event.value.firstDelta = delta('Hel');
+      yield start;
+      yield deltaEvent('lo', 'stop');
+      yield { event: { $case: 'usage', value: usage(7, 2) } };
+    };
+    try {
+      const stream = await client('sk-good').chat.completions.create({ model: 'chat-small', messages: [{ role: 'user', content: 'Hi' }], stream: true });
+      const pieces: string[] = [];
+      for await (const chunk of stream) pieces.push(chunk.choices[0]?.delta?.content ?? '');
+      expect(pieces.join('')).toBe('Hello');
+      expect(pieces[0]).toBe('Hel');
+      expect(fakes.router.combinedStarts.at(-1)).toBe(true);
+    } finally {
+      fakes.router.streamScript = previous;
+    }
   });
 
   it('streams a final usage chunk when stream_options.include_usage is true', async () => {

@@ -10,6 +10,7 @@ import {
   type AdmitRequest,
   type ChatRequest,
   type ChatResponse,
+  type ChatStreamDelta,
   type ChatStreamResponse,
   type GetSnapshotResponse,
   type Model,
@@ -108,6 +109,8 @@ export type StreamScript = (request: ChatRequest) => AsyncIterable<ChatStreamRes
 
 export class FakeRouter {
   readonly chats: ChatRequest[] = [];
+  /** ChatStreamRequest.combined_start of each stream call, in order. */
+  readonly combinedStarts: boolean[] = [];
   streamCancelled = 0;
   chatAnswer: (request: ChatRequest) => Promise<ChatResponse> = async (request) => chatResponse(request, 'Hello there.');
   streamScript: StreamScript = (request) => streamOf(request, ['Hel', 'lo', '!']);
@@ -122,6 +125,7 @@ export class FakeRouter {
       // call.destroy(error), which drops queued messages and never sends the status (reported).
       chatStream: (call: Parameters<RouterServiceServer['chatStream']>[0]) => {
         this.chats.push(call.request.chat as ChatRequest);
+        this.combinedStarts.push(call.request.combinedStart);
         call.on('cancelled', () => this.streamCancelled++);
         void (async () => {
           try {
@@ -190,8 +194,12 @@ export function startEvent(request: ChatRequest): ChatStreamResponse {
   };
 }
 
+export function delta(content: string, finishReason = ''): ChatStreamDelta {
+  return { choiceIndex: 0, content, toolCalls: [], reasoning: '', reasoningSignature: '', finishReason, images: [] };
+}
+
 export function deltaEvent(content: string, finishReason = ''): ChatStreamResponse {
-  return { event: { $case: 'delta', value: { choiceIndex: 0, content, toolCalls: [], reasoning: '', reasoningSignature: '', finishReason, images: [] } } };
+  return { event: { $case: 'delta', value: delta(content, finishReason) } };
 }
 
 export async function* streamOf(request: ChatRequest, pieces: readonly string[]): AsyncIterable<ChatStreamResponse> {

@@ -168,7 +168,7 @@ async function streamChat(context: EdgeContext, response: ServerResponse, job: S
     streamAbort.abort();
   }, context.streamIdleTimeoutMs);
   try {
-    for await (const message of context.router.chatStream({ chat: job.chat }, { requestId, signal: streamAbort.signal })) {
+    for await (const message of context.router.chatStream({ chat: job.chat, combinedStart: true }, { requestId, signal: streamAbort.signal })) {
       idleTimer.refresh();
       const event = message.event;
       if (!event) continue;
@@ -176,6 +176,11 @@ async function streamChat(context: EdgeContext, response: ServerResponse, job: S
         writer = new ChatChunkWriter(event.value, job.model.id);
         startStrategy = event.value.routingStrategy || job.strategy;
         startDropped = event.value.droppedParams;
+        // The first content may ride in the start (combinedStart): one message less before it reaches the client.
+        if (event.value.firstDelta) {
+          writeHeaders(startStrategy, startDropped);
+          await write(response, writer.delta(event.value.firstDelta));
+        }
       } else if (event.$case === 'delta') {
         if (!writer) throw new Error('router stream sent a delta before its start');
         if (!headersWritten) writeHeaders(startStrategy, startDropped);
