@@ -77,14 +77,16 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
       ...(options.edge?.admission ? { admission: options.edge.admission } : {}),
     });
     started.push(edge);
+    let stopping: Promise<void> | undefined;
     return {
       url: edge.url,
       port: edge.port,
       addresses: { auth: auth.address, catalog: catalog.address, ledger: ledger.address, routing: routing.address, media: media.address },
-      // Front to back: stop taking requests first, then the services they depend on.
-      stop: async () => {
-        for (const service of started.reverse()) await service.stop().catch((error: unknown) => options.logger.error({ err: error }, 'stop failed'));
-      },
+      // Front to back: stop taking requests first, then the services they depend on. Once: a second
+      // call waits for the first.
+      stop: () => (stopping ??= (async () => {
+        for (const service of [...started].reverse()) await service.stop().catch((error: unknown) => options.logger.error({ err: error }, 'stop failed'));
+      })()),
     };
   } catch (error) {
     for (const service of started.reverse()) await service.stop().catch(() => undefined);

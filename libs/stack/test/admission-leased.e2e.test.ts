@@ -1,18 +1,12 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { createClient, formatCredits, parseCredits } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import { startLedgerService } from '@gateway/ledger';
-import {
-  createTestBus, createTestDatabase, eventually, startFakeUpstream, testLogger, type FakeUpstream, type TestBus, type TestDatabase,
-} from '@gateway/testing';
-import { startStack, type RunningStack } from '../src/index.js';
+import { eventually, testLogger, type FakeUpstream } from '@gateway/testing';
 import { pricedTokens } from './chat-e2e-harness.js';
-import { gatewayctl } from './stack-harness.js';
 import { testAdmission } from './admission-mode.js';
+import { startConfiguredStack, type ConfiguredStack } from './configured-stack.js';
 
 // Leased budgets (DESIGN §2) through the whole stack with the real `openai` client: the edge admits
 // against leases the ledger granted it, and every request is still charged exactly once, a balance
@@ -48,25 +42,17 @@ models:
 
 // About leases: runs in the leased run of `npm test` only (it starts its edges leased either way).
 describe.skipIf(testAdmission === 'ledger')('leased admission, end to end', () => {
-  let directory = '';
-  let database: TestDatabase;
-  let testBus: TestBus;
-  let upstream: FakeUpstream;
-  let stack: RunningStack | undefined;
+  let fixture: ConfiguredStack | undefined;
   const accounts: string[] = [];
 
-  const ctl = async (...argv: string[]) => {
-    const result = await gatewayctl(stack!, ...argv);
-    expect(result.code, result.stderr).toBe(0);
-    return JSON.parse(result.stdout) as Record<string, string>;
-  };
+  const ctl = (...argv: string[]) => fixture!.ctl(...argv);
   const account = async (credits: string, keyArgs: string[] = []) => {
     const created = await ctl('accounts', 'create', '--name', 'leased', '--credits', credits, '--tier', 'tier-1', '--json');
     accounts.push(created.account_id!);
     const apiKey = (await ctl('keys', 'create', created.account_id!, '--name', 'leased-key', ...keyArgs, '--json')).api_key!;
-    return { accountId: created.account_id!, client: new OpenAI({ baseURL: `${stack!.url}/v1`, apiKey, maxRetries: 0, timeout: 30_000 }) };
+    return { accountId: created.account_id!, client: new OpenAI({ baseURL: `${fixture!.stack.url}/v1`, apiKey, maxRetries: 0, timeout: 30_000 }) };
   };
-  const ledger = () => createClient(LedgerServiceClient, LedgerServiceService, stack!.addresses.ledger);
+  const ledger = () => createClient(LedgerServiceClient, LedgerServiceService, fixture!.stack.addresses.ledger);
   const charges = async (accountId: string) => {
     const client = ledger();
     try {
@@ -87,20 +73,8 @@ describe.skipIf(testAdmission === 'ledger')('leased admission, end to end', () =
   };
 
   beforeAll(async () => {
-    directory = await mkdtemp(join(tmpdir(), 'gateway-leased-e2e-'));
-    database = await createTestDatabase();
-    testBus = await createTestBus('nats');
-    upstream = await startFakeUpstream();
-    const configPath = join(directory, 'gateway.yaml');
-    await writeFile(configPath, config(upstream));
-    stack = await startStack({
-      databaseUrl: database.url,
-      bus: testBus.bus,
-      logger: testLogger('stack'),
-      configPath,
-      keyHashSecret: 'leased-e2e-secret-leased-e2e-secret-01',
-      port: 0,
-      providerSecrets: { LEASED_KEY: 'sk-leased' },
+    fixture = await startConfiguredStack({
+      name: 'leased', config, keyHashSecret: 'leased-e2e-secret-leased-e2e-secret-01', providerSecrets: { LEASED_KEY: 'sk-leased' },
       edge: { admission: 'leased' },
       // A lease returned on recall keeps its unsettled spend for the drain time: short, so the last test sees it end.
       ledger: { leaseDrainMs: 500 },
@@ -108,11 +82,7 @@ describe.skipIf(testAdmission === 'ledger')('leased admission, end to end', () =
   }, 120_000);
 
   afterAll(async () => {
-    await stack?.stop();
-    await upstream?.close();
-    await testBus?.destroy();
-    await database?.drop();
-    if (directory) await rm(directory, { recursive: true, force: true });
+    await fixture?.stop();
   });
 
   it('charges every request exactly once; the balance drops by exactly the charges', async () => {
@@ -144,7 +114,7 @@ describe.skipIf(testAdmission === 'ledger')('leased admission, end to end', () =
 
   it('a balance covering N holds admits N concurrent requests and refuses the rest with 402', async () => {
     const { client } = await account('0.25'); // 5 × 0.05
-    upstream.setFallback({ chunkDelayMs: 300, chunkCount: 3 });
+    fixture!.upstream.setFallback({ chunkDelayMs: 300, chunkCount: 3 });
     try {
       const statuses = await Promise.all(Array.from({ length: 7 }, async (_, index) => status((async () => {
         const stream = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: `Concurrent ${index}` }], stream: true });
@@ -153,7 +123,7 @@ describe.skipIf(testAdmission === 'ledger')('leased admission, end to end', () =
       expect(statuses.filter((code) => code === 200)).toHaveLength(5);
       expect(statuses.filter((code) => code === '402 insufficient_quota')).toHaveLength(2);
     } finally {
-      upstream.setFallback({});
+      fixture!.upstream.setFallback({});
     }
   }, 60_000);
 
@@ -166,11 +136,10 @@ describe.skipIf(testAdmission === 'ledger')('leased admission, end to end', () =
 
   it('after the stack stops every lease is returned: nothing reserved, every charge once, journal clean', async () => {
     const settled = await Promise.all(accounts.map(async (accountId) => ({ accountId, ...(await charges(accountId)) })));
-    await stack!.stop();
-    stack = undefined;
+    await fixture!.stack.stop();
     // Its sweeper closes the leases returned on recall (the 402 test) once their drain time is over.
     const ledgerService = await startLedgerService({
-      listenAddress: '127.0.0.1:0', databaseUrl: database.url, bus: testBus.bus, logger: testLogger('ledger-after'), consumer: { enabled: false },
+      listenAddress: '127.0.0.1:0', databaseUrl: fixture!.database.url, bus: fixture!.testBus.bus, logger: testLogger('ledger-after'), consumer: { enabled: false },
       sweepIntervalMs: 100,
     });
     const client = createClient(LedgerServiceClient, LedgerServiceService, ledgerService.address);

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { expect } from 'vitest';
-import { gatewayctl } from './stack-harness.js';
+import { ctlJson } from './configured-stack.js';
 import { createClient, parseCredits } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import { createTestBus, createTestDatabase, eventually, testLogger, type TestBus, type TestDatabase } from '@gateway/testing';
@@ -67,11 +67,7 @@ export async function startChatHarness(options: ChatHarnessOptions): Promise<Cha
       edge: { admission: testAdmission },
     });
     const running = stack;
-    const ctl = async (...argv: string[]) => {
-      const result = await gatewayctl(running, ...argv);
-      expect(result.code, result.stderr).toBe(0);
-      return JSON.parse(result.stdout) as Record<string, string>;
-    };
+    const ctl = (...argv: string[]) => ctlJson(running, ...argv);
     const account = await ctl('accounts', 'create', '--name', 'chat-e2e', '--credits', options.credits ?? '10', '--tier', 'tier-1', '--json');
     const accountId = account.account_id!;
     const provisioningKey = account.provisioning_key!;

@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEdge, type RunningEdge } from '@gateway/edge';
-import { testLogger } from '@gateway/testing';
+import type { RunningEdge } from '@gateway/edge';
 import { startAccountStack, type Account, type AccountStack } from './account-harness.js';
-import { testAdmission } from './admission-mode.js';
+import { startSecondEdge } from './configured-stack.js';
 
 // Two edge replicas sharing one NATS namespace. Each caches key verifications; a key disabled or
 // deleted through one must be refused by the other within 5 seconds (the KeysChanged broadcast), not
@@ -17,20 +16,8 @@ describe('key revocation across edge replicas', () => {
 
   beforeAll(async () => {
     harness = await startAccountStack();
-    const addresses = harness.stack.addresses;
-    second = await startEdge({
-      port: 0,
-      authAddress: addresses.auth,
-      catalogAddress: addresses.catalog,
-      ledgerAddress: addresses.ledger,
-      routerAddress: addresses.routing,
-      mediaAddress: addresses.media,
-      bus: await harness.testBus.connectAnother(),
-      logger: testLogger('edge-2'),
-      // Only the broadcast can make this replica forget a key within the test.
-      authCacheTtlMs: 10 * 60_000,
-      admission: testAdmission,
-    });
+    // Only the broadcast can make this replica forget a key within the test.
+    second = await startSecondEdge(harness.stack, harness.testBus, { authCacheTtlMs: 10 * 60_000 });
     owner = await harness.newAccount('owner', '10');
   }, 120_000);
 

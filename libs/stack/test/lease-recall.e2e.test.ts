@@ -1,17 +1,11 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { createClient, createDatabase, parseCredits, sql, type Kysely } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
-import { startEdge, type RunningEdge } from '@gateway/edge';
-import {
-  createTestBus, createTestDatabase, eventually, startFakeUpstream, testLogger, type FakeUpstream, type TestBus, type TestDatabase,
-} from '@gateway/testing';
-import { startStack, type RunningStack } from '../src/index.js';
-import { gatewayctl } from './stack-harness.js';
+import type { RunningEdge } from '@gateway/edge';
+import { eventually, type FakeUpstream } from '@gateway/testing';
 import { testAdmission } from './admission-mode.js';
+import { startConfiguredStack, type ConfiguredStack } from './configured-stack.js';
 
 // Two edge replicas with leased admission (the default) on one ledger and one NATS namespace. The
 // flaw leases had: capacity idle in one replica's lease made the other answer 402. Now the ledger
@@ -58,25 +52,17 @@ models:
 
 // About leases: runs in the leased run of `npm test` only (it starts its edges leased either way).
 describe.skipIf(testAdmission === 'ledger')('lease recall across edge replicas', () => {
-  let directory = '';
-  let database: TestDatabase;
-  let testBus: TestBus;
-  let upstream: FakeUpstream;
-  let stack: RunningStack | undefined;
+  let fixture: ConfiguredStack | undefined;
   let second: RunningEdge | undefined;
   let db: Kysely<any>;
 
-  const ctl = async (...argv: string[]) => {
-    const result = await gatewayctl(stack!, ...argv);
-    expect(result.code, result.stderr).toBe(0);
-    return JSON.parse(result.stdout) as Record<string, string>;
-  };
+  const ctl = (...argv: string[]) => fixture!.ctl(...argv);
   /** An account with one key, and an openai client per edge. */
   const account = async (credits: string) => {
     const created = await ctl('accounts', 'create', '--name', 'recall', '--credits', credits, '--tier', 'tier-1', '--json');
     const apiKey = (await ctl('keys', 'create', created.account_id!, '--name', 'recall-key', '--json')).api_key!;
     const client = (baseUrl: string) => new OpenAI({ baseURL: `${baseUrl}/v1`, apiKey, maxRetries: 0, timeout: 30_000 });
-    return { accountId: created.account_id!, first: client(stack!.url), second: client(second!.url) };
+    return { accountId: created.account_id!, first: client(fixture!.stack.url), second: client(second!.url) };
   };
   const status = async (client: OpenAI, model = MODEL) => {
     try {
@@ -91,7 +77,7 @@ describe.skipIf(testAdmission === 'ledger')('lease recall across edge replicas',
     select holder, returned_at is not null as returned, closed_at is not null as closed
     from leases where account_id = ${accountId} order by created_at`.execute(db)).rows;
   const withLedger = async <T>(work: (client: ReturnType<typeof createClient<LedgerServiceClient>>) => Promise<T>) => {
-    const client = createClient(LedgerServiceClient, LedgerServiceService, stack!.addresses.ledger);
+    const client = createClient(LedgerServiceClient, LedgerServiceService, fixture!.stack.addresses.ledger);
     try {
       return await work(client);
     } finally {
@@ -110,45 +96,17 @@ describe.skipIf(testAdmission === 'ledger')('lease recall across edge replicas',
   };
 
   beforeAll(async () => {
-    directory = await mkdtemp(join(tmpdir(), 'gateway-recall-e2e-'));
-    database = await createTestDatabase();
-    testBus = await createTestBus('nats');
-    upstream = await startFakeUpstream();
-    const configPath = join(directory, 'gateway.yaml');
-    await writeFile(configPath, config(upstream));
-    stack = await startStack({
-      databaseUrl: database.url,
-      bus: testBus.bus,
-      logger: testLogger('stack'),
-      configPath,
-      keyHashSecret: 'recall-e2e-secret-recall-e2e-secret-001',
-      port: 0,
-      providerSecrets: { RECALL_KEY: 'sk-recall' },
+    fixture = await startConfiguredStack({
+      name: 'recall', config, keyHashSecret: 'recall-e2e-secret-recall-e2e-secret-001', providerSecrets: { RECALL_KEY: 'sk-recall' },
       edge: { admission: 'leased' },
     });
-    const addresses = stack.addresses;
-    second = await startEdge({
-      port: 0,
-      authAddress: addresses.auth,
-      catalogAddress: addresses.catalog,
-      ledgerAddress: addresses.ledger,
-      routerAddress: addresses.routing,
-      mediaAddress: addresses.media,
-      bus: await testBus.connectAnother(),
-      logger: testLogger('edge-2'),
-      admission: 'leased',
-    });
-    db = createDatabase<any>({ url: database.url, schema: 'ledger', maxConnections: 2 });
+    second = await fixture.startSecondEdge({ admission: 'leased' });
+    db = createDatabase<any>({ url: fixture.database.url, schema: 'ledger', maxConnections: 2 });
   }, 120_000);
 
   afterAll(async () => {
-    await second?.stop();
-    await stack?.stop();
     await db?.destroy();
-    await upstream?.close();
-    await testBus?.destroy();
-    await database?.drop();
-    if (directory) await rm(directory, { recursive: true, force: true });
+    await fixture?.stop();
   });
 
   it('one credit: the second edge is served while the first holds a lease of the account', async () => {
@@ -186,7 +144,7 @@ describe.skipIf(testAdmission === 'ledger')('lease recall across edge replicas',
   it('with the balance really spent, both edges still answer 402', async () => {
     const { accountId, first, second: other } = await account('0.06');
     // 1 + 30 tokens at 0.001: 0.031 charged; what is left (0.029) cannot hold another 0.05.
-    upstream.script({ text: 'expensive', usage: { prompt_tokens: 1, completion_tokens: 30 } });
+    fixture!.upstream.script({ text: 'expensive', usage: { prompt_tokens: 1, completion_tokens: 30 } });
     expect(await status(first, PRICEY)).toBe(200);
     expect(await status(other, PRICEY)).toBe('402 insufficient_quota');
     expect(await status(first, PRICEY)).toBe('402 insufficient_quota');

@@ -1,14 +1,7 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEdge, type RunningEdge } from '@gateway/edge';
-import {
-  createTestBus, createTestDatabase, startFakeUpstream, testLogger, type FakeUpstream, type TestBus, type TestDatabase,
-} from '@gateway/testing';
-import { startStack, type RunningStack } from '../src/index.js';
-import { gatewayctl } from './stack-harness.js';
-import { testAdmission } from './admission-mode.js';
+import type { RunningEdge } from '@gateway/edge';
+import type { FakeUpstream } from '@gateway/testing';
+import { startConfiguredStack, type ConfiguredStack } from './configured-stack.js';
 
 // A tier's requests-per-minute limit over two edge replicas, in either admission mode: the window is
 // the account's, shared by both edges (with leases, requests one edge holds but has not used are
@@ -42,59 +35,22 @@ models:
 }
 
 describe('rate limits across edge replicas', () => {
-  let directory = '';
-  let database: TestDatabase;
-  let testBus: TestBus;
-  let upstream: FakeUpstream;
-  let stack: RunningStack | undefined;
+  let fixture: ConfiguredStack | undefined;
   let second: RunningEdge | undefined;
 
   beforeAll(async () => {
-    directory = await mkdtemp(join(tmpdir(), 'gateway-rate-e2e-'));
-    database = await createTestDatabase();
-    testBus = await createTestBus('nats');
-    upstream = await startFakeUpstream();
-    const configPath = join(directory, 'gateway.yaml');
-    await writeFile(configPath, config(upstream));
-    stack = await startStack({
-      databaseUrl: database.url,
-      bus: testBus.bus,
-      logger: testLogger('stack'),
-      configPath,
-      keyHashSecret: 'rate-e2e-secret-rate-e2e-secret-rate-01',
-      port: 0,
-      providerSecrets: { LIMITED_KEY: 'sk-limited' },
-      edge: { admission: testAdmission },
+    fixture = await startConfiguredStack({
+      name: 'rate', config, keyHashSecret: 'rate-e2e-secret-rate-e2e-secret-rate-01', providerSecrets: { LIMITED_KEY: 'sk-limited' },
     });
-    const addresses = stack.addresses;
-    second = await startEdge({
-      port: 0,
-      authAddress: addresses.auth,
-      catalogAddress: addresses.catalog,
-      ledgerAddress: addresses.ledger,
-      routerAddress: addresses.routing,
-      mediaAddress: addresses.media,
-      bus: await testBus.connectAnother(),
-      logger: testLogger('edge-2'),
-      admission: testAdmission,
-    });
+    second = await fixture.startSecondEdge();
   }, 120_000);
 
   afterAll(async () => {
-    await second?.stop();
-    await stack?.stop();
-    await upstream?.close();
-    await testBus?.destroy();
-    await database?.drop();
-    if (directory) await rm(directory, { recursive: true, force: true });
+    await fixture?.stop();
   });
 
   it(`admits ${PER_MINUTE} requests a minute over both edges, then 429 with Retry-After on either`, async () => {
-    const ctl = async (...argv: string[]) => {
-      const result = await gatewayctl(stack!, ...argv);
-      expect(result.code, result.stderr).toBe(0);
-      return JSON.parse(result.stdout) as Record<string, string>;
-    };
+    const { ctl, stack } = fixture!;
     const created = await ctl('accounts', 'create', '--name', 'limited', '--credits', '10', '--tier', 'tier-1', '--json');
     // Two keys: the window is the account's, not the key's.
     const keys = [
@@ -110,7 +66,7 @@ describe('rate limits across edge replicas', () => {
     const secondsLeft = 60 - new Date().getUTCSeconds();
     if (secondsLeft < 15) await new Promise((resolve) => setTimeout(resolve, secondsLeft * 1000 + 200));
 
-    const urls = [stack!.url, second!.url];
+    const urls = [stack.url, second!.url];
     for (let index = 0; index < PER_MINUTE; index++) {
       const response = await chat(urls[index % 2]!, keys[Math.floor(index / 2) % 2]!);
       expect(response.status, await response.clone().text()).toBe(200);

@@ -1,0 +1,113 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { expect } from 'vitest';
+import { startEdge, type EdgeOptions, type RunningEdge } from '@gateway/edge';
+import {
+  createTestBus, createTestDatabase, startFakeUpstream, testLogger, type FakeUpstream, type TestBus, type TestDatabase,
+} from '@gateway/testing';
+import { startStack, type RunningStack, type StackOptions } from '../src/index.js';
+import { testAdmission } from './admission-mode.js';
+import { gatewayctl } from './stack-harness.js';
+
+/** `gatewayctl ... --json`'s answer; a non-zero exit fails the test with its stderr. */
+export async function ctlJson(stack: RunningStack, ...argv: string[]): Promise<Record<string, string>> {
+  const result = await gatewayctl(stack, ...argv);
+  expect(result.code, result.stderr).toBe(0);
+  return JSON.parse(result.stdout) as Record<string, string>;
+}
+
+/**
+ * Another edge replica of a running stack: its own process state (key cache, leases) and its own bus
+ * connection, talking to the stack's services. Admission follows GATEWAY_TEST_ADMISSION unless given.
+ */
+export async function startSecondEdge(
+  stack: RunningStack,
+  testBus: TestBus,
+  options: Pick<Partial<EdgeOptions>, 'admission' | 'authCacheTtlMs'> = {},
+): Promise<RunningEdge> {
+  const { addresses } = stack;
+  return startEdge({
+    port: 0,
+    authAddress: addresses.auth,
+    catalogAddress: addresses.catalog,
+    ledgerAddress: addresses.ledger,
+    routerAddress: addresses.routing,
+    mediaAddress: addresses.media,
+    bus: await testBus.connectAnother(),
+    logger: testLogger('edge-2'),
+    admission: testAdmission,
+    ...options,
+  });
+}
+
+export interface ConfiguredStack {
+  stack: RunningStack;
+  database: TestDatabase;
+  testBus: TestBus;
+  upstream: FakeUpstream;
+  ctl(...argv: string[]): Promise<Record<string, string>>;
+  /** Stopped with the stack. */
+  startSecondEdge(options?: Parameters<typeof startSecondEdge>[2]): Promise<RunningEdge>;
+  stop(): Promise<void>;
+}
+
+/**
+ * A whole stack (test database, NATS namespace, fake upstream) on a catalog written for that upstream.
+ * Admission follows GATEWAY_TEST_ADMISSION unless `edge.admission` says otherwise.
+ */
+export async function startConfiguredStack(options: {
+  name: string;
+  config: (upstream: FakeUpstream) => string;
+  keyHashSecret: string;
+  providerSecrets: Record<string, string>;
+  edge?: StackOptions['edge'];
+  ledger?: StackOptions['ledger'];
+}): Promise<ConfiguredStack> {
+  const directory = await mkdtemp(join(tmpdir(), `gateway-${options.name}-e2e-`));
+  const edges: RunningEdge[] = [];
+  let database: TestDatabase | undefined;
+  let testBus: TestBus | undefined;
+  let upstream: FakeUpstream | undefined;
+  let stack: RunningStack | undefined;
+  const stop = async () => {
+    for (const edge of edges) await edge.stop();
+    await stack?.stop();
+    await upstream?.close();
+    await testBus?.destroy();
+    await database?.drop();
+    await rm(directory, { recursive: true, force: true });
+  };
+  try {
+    database = await createTestDatabase();
+    testBus = await createTestBus('nats');
+    upstream = await startFakeUpstream();
+    const configPath = join(directory, 'gateway.yaml');
+    await writeFile(configPath, options.config(upstream));
+    stack = await startStack({
+      databaseUrl: database.url,
+      bus: testBus.bus,
+      logger: testLogger('stack'),
+      configPath,
+      keyHashSecret: options.keyHashSecret,
+      port: 0,
+      providerSecrets: options.providerSecrets,
+      edge: { admission: testAdmission, ...options.edge },
+      ...(options.ledger ? { ledger: options.ledger } : {}),
+    });
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  const running = { stack, database, testBus, upstream };
+  return {
+    ...running,
+    ctl: (...argv) => ctlJson(running.stack, ...argv),
+    startSecondEdge: async (edgeOptions) => {
+      const edge = await startSecondEdge(running.stack, running.testBus, edgeOptions);
+      edges.push(edge);
+      return edge;
+    },
+    stop,
+  };
+}
