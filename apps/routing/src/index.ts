@@ -1,7 +1,7 @@
 import { createClient, newId, startGrpcServer, subjects, type EventBus, type Logger } from '@gateway/platform';
-import { CatalogServiceClient, CatalogServiceService, ProviderStats, RouterServiceService } from '@gateway/proto';
+import { CatalogServiceClient, CatalogServiceService, ProviderStats } from '@gateway/proto';
 import { CatalogCache } from './catalog/catalog-cache.js';
-import { routerService } from './grpc/router-service.js';
+import { routerService, routerServiceDefinition } from './grpc/router-service.js';
 import { Router } from './routing/router.js';
 import { ProviderHealth } from './strategies/index.js';
 import { createUsagePublisher, type UsagePublisherOptions } from './usage/create-usage-publisher.js';
@@ -86,7 +86,7 @@ export async function startRoutingService(options: RoutingServiceOptions): Promi
   });
   const server = await startGrpcServer({
     address: options.listenAddress,
-    services: [{ definition: RouterServiceService, implementation: routerService(router, logger), name: 'gateway.v1.RouterService' }],
+    services: [{ definition: routerServiceDefinition, implementation: routerService(router, logger), name: 'gateway.v1.RouterService' }],
     logger,
   });
   return {

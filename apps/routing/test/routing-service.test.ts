@@ -115,7 +115,7 @@ describe('routing service', () => {
   it('streams the simulated answer: start, several deltas, usage', async () => {
     const whole = await client.chat(chatRequest('acme/sim', 'Stream this'));
     const request = chatRequest('acme/sim', 'Stream this');
-    const { messages, error, text } = await drain(client.chatStream({ chat: request }));
+    const { messages, error, text } = await drain(client.chatStream({ chat: request, combinedStart: false }));
     expect(error).toBeUndefined();
     expect(messages[0]?.event?.$case).toBe('start');
     expect(messages.filter((m) => m.event?.$case === 'delta').length).toBeGreaterThan(2);
@@ -140,7 +140,7 @@ describe('routing service', () => {
 
   it('forwards upstream stream chunks and ends with the provider usage', async () => {
     upstreamA.script({ text: 'alpha beta gamma delta', chunkCount: 4, usage: { prompt_tokens: 9, completion_tokens: 4 } });
-    const { messages, error, text } = await drain(client.chatStream({ chat: chatRequest('acme/only-a', 'words') }));
+    const { messages, error, text } = await drain(client.chatStream({ chat: chatRequest('acme/only-a', 'words'), combinedStart: false }));
     expect(error).toBeUndefined();
     expect(text).toBe('alpha beta gamma delta');
     expect(messages.filter((m) => m.event?.$case === 'delta' && m.event.value.content).length).toBe(4);
@@ -172,7 +172,7 @@ describe('routing service', () => {
   ])('fails over inside a stream on %s', async (_name, behaviour) => {
     upstreamA.script(behaviour);
     upstreamB.script({ text: 'streamed by b' });
-    const { messages, error, text } = await drain(client.chatStream({ chat: chatRequest('acme/pair', 'hello') }));
+    const { messages, error, text } = await drain(client.chatStream({ chat: chatRequest('acme/pair', 'hello'), combinedStart: false }));
     expect(error).toBeUndefined();
     expect(messages[0]?.event).toMatchObject({ $case: 'start', value: { providerId: 'prov-b' } });
     expect(text).toBe('streamed by b');
@@ -182,7 +182,7 @@ describe('routing service', () => {
   it('ends the stream with an error after a cut following the first chunk, and still bills what was delivered', async () => {
     upstreamA.script({ text: 'first second third', chunkCount: 3, cutAfterChunks: 1 });
     const request = chatRequest('acme/pair', 'hello');
-    const { messages, error, text } = await drain(client.chatStream({ chat: request }));
+    const { messages, error, text } = await drain(client.chatStream({ chat: request, combinedStart: false }));
     expect(messages[0]?.event?.$case).toBe('start');
     expect(text.length).toBeGreaterThan(0);
     expect(error?.status).toBe(GrpcStatus.UNAVAILABLE);
@@ -197,7 +197,7 @@ describe('routing service', () => {
   it('ends the stream with an error when the upstream stalls after the first chunk (idle timeout)', async () => {
     upstreamA.script({ text: 'one two three', chunkCount: 3, stallAfterChunks: 1 });
     const request = chatRequest('acme/pair', 'hello');
-    const { messages, error, text } = await drain(client.chatStream({ chat: request }));
+    const { messages, error, text } = await drain(client.chatStream({ chat: request, combinedStart: false }));
     expect(messages[0]?.event?.$case).toBe('start');
     expect(text.length).toBeGreaterThan(0);
     expect(error?.status).toBe(GrpcStatus.UNAVAILABLE);
@@ -235,7 +235,7 @@ describe('routing service', () => {
     expect(response.usage!.inputTokens).toBeGreaterThan(0);
     expect((await eventFor(request.context!.requestId)).event.usage).toEqual(response.usage);
 
-    const streamed = await drain(client.chatStream({ chat: chatRequest('acme/only-a', 'count for me') }));
+    const streamed = await drain(client.chatStream({ chat: chatRequest('acme/only-a', 'count for me'), combinedStart: false }));
     expect(streamed.messages.at(-1)?.event).toMatchObject({ $case: 'usage', value: { outputTokens: encode('streamed without usage').length, estimated: true } });
   });
 
@@ -254,7 +254,7 @@ describe('routing service', () => {
     upstreamA.script({ cutAfterChunks: 0 });
     upstreamB.script({ status: 502 });
     const request = chatRequest('acme/pair', 'hello');
-    const { messages, error } = await drain(client.chatStream({ chat: request }));
+    const { messages, error } = await drain(client.chatStream({ chat: request, combinedStart: false }));
     expect(messages).toEqual([]);
     expect([error?.status, error?.reason, error?.message]).toEqual([GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_NO_UPSTREAM, 'No upstream available.']);
     expect((await eventFor(request.context!.requestId)).event).toMatchObject({ outcome: UsageOutcome.USAGE_OUTCOME_FAILED, streamed: true });
@@ -262,7 +262,7 @@ describe('routing service', () => {
 
   it('returns a refusal inside a stream as UPSTREAM_REJECTED before any content', async () => {
     upstreamA.script({ status: 422, errorBody: { error: { message: 'bad tool schema' } } });
-    const { messages, error } = await drain(client.chatStream({ chat: chatRequest('acme/pair', 'hello') }));
+    const { messages, error } = await drain(client.chatStream({ chat: chatRequest('acme/pair', 'hello'), combinedStart: false }));
     expect(messages).toEqual([]);
     expect([error?.reason, error?.message]).toEqual([ErrorReason.ERROR_REASON_UPSTREAM_REJECTED, 'Upstream returned an error: bad tool schema']);
     expect(upstreamB.requests).toHaveLength(0);
@@ -341,7 +341,7 @@ describe('routing service', () => {
     const controller = new AbortController();
     const received: string[] = [];
     await (async () => {
-      for await (const message of client.chatStream({ chat: request }, { signal: controller.signal })) {
+      for await (const message of client.chatStream({ chat: request, combinedStart: false }, { signal: controller.signal })) {
         if (message.event?.$case === 'delta' && message.event.value.content) {
           received.push(message.event.value.content);
           controller.abort();

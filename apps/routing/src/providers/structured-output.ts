@@ -8,6 +8,7 @@ import {
   type AdapterEmbedRequest,
   type AdapterEmbedResult,
   type AdapterStreamPart,
+  type AttemptSignal,
   type ProviderAdapterV1,
 } from './provider-adapter.js';
 
@@ -139,7 +140,7 @@ export class InstructedStructuredOutput implements ProviderAdapterV1 {
     return { ...request, chat: { ...request.chat, messages: withInstruction(request.chat.messages, instruction) } };
   }
 
-  async chat(request: AdapterChatRequest, signal: AbortSignal): Promise<AdapterChatResult> {
+  async chat(request: AdapterChatRequest, signal: AttemptSignal): Promise<AdapterChatResult> {
     const result = await this.inner.chat(this.instructed(request), signal);
     if (!needsCheck(request.chat)) return result;
     for (const choice of result.choices) {
@@ -151,7 +152,7 @@ export class InstructedStructuredOutput implements ProviderAdapterV1 {
     return result;
   }
 
-  async *chatStream(request: AdapterChatRequest, signal: AbortSignal): AsyncIterable<AdapterStreamPart> {
+  async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {
     const check = needsCheck(request.chat);
     const content = new Map<number, string>();
     const finish = new Map<number, string>();
@@ -173,7 +174,7 @@ export class InstructedStructuredOutput implements ProviderAdapterV1 {
     }
   }
 
-  embed(request: AdapterEmbedRequest, signal: AbortSignal): Promise<AdapterEmbedResult> {
+  embed(request: AdapterEmbedRequest, signal: AttemptSignal): Promise<AdapterEmbedResult> {
     return this.inner.embed(request, signal);
   }
 

@@ -27,12 +27,24 @@ const RULES: readonly ParameterRule[] = [
   { names: ['user'], present: (r) => r.user !== undefined, drop: (r) => { r.user = undefined; } },
 ];
 
+/** Models live as long as their catalog snapshot: one Set of their parameters each, not one per request. */
+const supportedByModel = new WeakMap<Model, ReadonlySet<string>>();
+
+function supportedParameters(model: Model): ReadonlySet<string> {
+  let supported = supportedByModel.get(model);
+  if (!supported) {
+    supported = new Set(model.supportedParameters);
+    supportedByModel.set(model, supported);
+  }
+  return supported;
+}
+
 /**
  * Removes every request field the model does not list (spec §1), so a provider never sees a parameter
  * it may reject; extra_body keeps only the model's extra_parameters. Returns a copy and the names dropped.
  */
 export function dropUnsupportedParameters(request: ChatRequest, model: Model): { request: ChatRequest; dropped: string[] } {
-  const supported = new Set(model.supportedParameters);
+  const supported = supportedParameters(model);
   const copy: ChatRequest = { ...request };
   const dropped: string[] = [];
   for (const rule of RULES) {

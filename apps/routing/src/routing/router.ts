@@ -14,7 +14,7 @@ import {
   type UsageEvent,
 } from '@gateway/proto';
 import type { CatalogCache } from '../catalog/catalog-cache.js';
-import { ProviderError, toProviderError, type AdapterStreamPart } from '../providers/provider-adapter.js';
+import { ProviderError, toProviderError, type AdapterStreamPart, type AttemptSignal } from '../providers/provider-adapter.js';
 import { strategyNamed, type Candidate, type ProviderHealth } from '../strategies/index.js';
 import { countTextTokens, emptyUsage, meterUsage, type DeliveredOutput } from '../usage/token-counter.js';
 import type { UsagePublisher } from '../usage/usage-publisher.js';
@@ -82,7 +82,9 @@ function verdictError(error: ProviderError): GatewayError {
 }
 
 /** Signed or encrypted reasoning only goes back to the provider that issued it (field-failures: cross-provider). */
-function stripForeignReasoning(messages: readonly ChatMessage[], providerId: string): ChatMessage[] {
+function stripForeignReasoning(messages: ChatMessage[], providerId: string): ChatMessage[] {
+  // Most conversations carry no reasoning at all: then the same array goes on, uncopied.
+  if (!messages.some((message) => message.reasoning.length > 0)) return messages;
   return messages.map((message) =>
     message.reasoning.length === 0
       ? message
@@ -121,28 +123,61 @@ export interface CallerSignal {
   removeEventListener(type: 'abort', listener: () => void): void;
 }
 
-/** Combines the caller's cancellation with a restartable per-attempt timer. */
-class AttemptControl {
-  readonly controller = new AbortController();
+/**
+ * One attempt's cancellation: the caller's cancellation or a restartable per-attempt timer, whichever
+ * comes first. It is the AttemptSignal adapters get, so no AbortController is made per attempt.
+ */
+class AttemptControl implements AttemptSignal {
+  aborted = false;
+  reason: unknown = undefined;
+  private listeners: Array<() => void> = [];
   private timer: NodeJS.Timeout | undefined;
-  private readonly onCallerAbort = () => this.controller.abort(this.caller.reason);
+  private readonly onCallerAbort = () => this.abort(this.caller.reason);
 
   constructor(private readonly caller: CallerSignal, private readonly timeoutMs: number) {
-    if (caller.aborted) this.controller.abort(caller.reason);
+    if (caller.aborted) this.abort(caller.reason);
     else caller.addEventListener('abort', this.onCallerAbort, { once: true });
   }
 
-  get signal() {
-    return this.controller.signal;
+  get timedOut() {
+    return this.reason instanceof AttemptTimeout;
   }
 
-  get timedOut() {
-    return this.controller.signal.reason instanceof AttemptTimeout;
+  /** Like AbortController.abort: the first reason stays, and every listener runs once. */
+  abort(reason: unknown) {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = reason ?? new DOMException('This operation was aborted', 'AbortError');
+    this.disarm();
+    const listeners = this.listeners;
+    this.listeners = [];
+    for (const listener of listeners) {
+      try {
+        listener();
+      } catch (error) {
+        // As an EventTarget does: one failing listener neither stops the others nor goes unseen.
+        queueMicrotask(() => { throw error; });
+      }
+    }
+  }
+
+  throwIfAborted() {
+    if (this.aborted) throw this.reason;
+  }
+
+  /** As on an AbortSignal, a listener added after the abort is never called. */
+  addEventListener(_type: 'abort', listener: () => void) {
+    if (!this.aborted) this.listeners.push(listener);
+  }
+
+  removeEventListener(_type: 'abort', listener: () => void) {
+    const index = this.listeners.indexOf(listener);
+    if (index >= 0) this.listeners.splice(index, 1);
   }
 
   arm() {
     this.disarm();
-    this.timer = setTimeout(() => this.controller.abort(new AttemptTimeout(`no answer within ${this.timeoutMs} ms`)), this.timeoutMs);
+    this.timer = setTimeout(() => this.abort(new AttemptTimeout(`no answer within ${this.timeoutMs} ms`)), this.timeoutMs);
   }
 
   disarm() {
@@ -222,15 +257,17 @@ export class Router {
       const adapter = this.options.catalog.provider(offer.providerId)?.adapter;
       if (adapter) available.push({ offer, adapter });
     }
-    const candidates = strategy
-      .order(available, {
-        modelId: model.id,
-        pricing: model.pricing,
-        health: this.options.health,
-        conversationKey: strategy.name === 'cache' ? conversation() : '',
-        random: this.random,
-      })
-      .slice(0, this.options.maxAttempts);
+    // One offer is its own order under every strategy: no health figures or ordering per request then.
+    const ordered = available.length <= 1
+      ? available
+      : strategy.order(available, {
+          modelId: model.id,
+          pricing: model.pricing,
+          health: this.options.health,
+          conversationKey: strategy.name === 'cache' ? conversation() : '',
+          random: this.random,
+        });
+    const candidates = ordered.slice(0, this.options.maxAttempts);
     return {
       requestId,
       context,
@@ -258,7 +295,7 @@ export class Router {
   private async withFailover<Result>(
     target: RoutingTarget,
     signal: CallerSignal,
-    call: (candidate: Candidate, signal: AbortSignal) => Promise<Result>,
+    call: (candidate: Candidate, signal: AttemptSignal) => Promise<Result>,
   ): Promise<{ result: Result; candidate: Candidate; durationMs: number }> {
     let lastFailure: ProviderError | undefined;
     let lastProvider = '';
@@ -269,14 +306,14 @@ export class Router {
       const startedAt = Date.now();
       control.arm();
       try {
-        const result = await call(candidate, control.signal);
+        const result = await call(candidate, control);
         return { result, candidate, durationMs: Date.now() - startedAt };
       } catch (error) {
         if (signal.aborted) {
           this.releaseReservation(target, providerId, false);
           throw new GatewayError(GrpcStatus.CANCELLED, ErrorReason.ERROR_REASON_UNSPECIFIED, 'The caller cancelled the request.');
         }
-        const failure = control.timedOut ? new ProviderError('timeout', 'attempt timed out', 0, { cause: error }) : toProviderError(error, control.signal);
+        const failure = control.timedOut ? new ProviderError('timeout', 'attempt timed out', 0, { cause: error }) : toProviderError(error, control);
         if (!failure.retryable) {
           this.releaseReservation(target, providerId, false);
           throw verdictError(failure);
@@ -321,7 +358,7 @@ export class Router {
       prices: prepared.model.pricing,
       occurredAtMs: BigInt(Date.now()),
       streamed,
-      ...(context?.leaseId ? { leaseId: context.leaseId } : {}),
+      leaseId: context?.leaseId || undefined,
     };
   }
 
@@ -331,9 +368,10 @@ export class Router {
   }
 
   private requestFor(prepared: PreparedRequest, candidate: Candidate) {
+    const messages = stripForeignReasoning(prepared.request.messages, candidate.offer.providerId);
     return {
       upstreamModel: candidate.offer.upstreamModel,
-      chat: { ...prepared.request, messages: stripForeignReasoning(prepared.request.messages, candidate.offer.providerId) },
+      chat: messages === prepared.request.messages ? prepared.request : { ...prepared.request, messages },
     };
   }
 
@@ -437,7 +475,7 @@ export class Router {
         const control = new AttemptControl(signal, prepared.timeoutMs);
         const startedAt = Date.now();
         let firstPartAt = 0;
-        const iterator = candidate.adapter.chatStream(this.requestFor(prepared, candidate), control.signal)[Symbol.asyncIterator]();
+        const iterator = candidate.adapter.chatStream(this.requestFor(prepared, candidate), control)[Symbol.asyncIterator]();
         active = { control, iterator };
         try {
           for (;;) {
@@ -480,7 +518,7 @@ export class Router {
           void iterator.return?.(undefined)?.catch?.(() => undefined);
           if (error instanceof GatewayError) throw error;
           if (signal.aborted) return; // the finally settles: SERVED for what was generated, else FAILED
-          const failure = control.timedOut ? new ProviderError('timeout', 'attempt timed out', 0, { cause: error }) : toProviderError(error, control.signal);
+          const failure = control.timedOut ? new ProviderError('timeout', 'attempt timed out', 0, { cause: error }) : toProviderError(error, control);
           if (failure.retryable) this.options.health.recordFailure(providerId, prepared.model.id);
           if (committed) {
             logger.warn({ provider: providerId, failure: failure.message }, 'stream failed after content was sent');
@@ -507,7 +545,7 @@ export class Router {
     } finally {
       if (active) {
         // The consumer stopped reading mid-attempt: stop the upstream request too.
-        active.control.controller.abort(new Error('caller went away'));
+        active.control.abort(new Error('caller went away'));
         active.control.dispose();
         void active.iterator.return?.(undefined)?.catch?.(() => undefined);
       }

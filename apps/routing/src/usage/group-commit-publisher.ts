@@ -1,7 +1,7 @@
 import { newId, subjects, type EventBus, type Logger } from '@gateway/platform';
-import { UsageEvent } from '@gateway/proto';
+import type { UsageEvent } from '@gateway/proto';
 import { BackgroundUsage } from './background-usage.js';
-import { publishSingleEvent, publishWithRetry, type UsagePublisher } from './usage-publisher.js';
+import { encodeUsageEvent, publishSingleEvent, publishWithRetry, type UsagePublisher } from './usage-publisher.js';
 import type { OutboxEntry, UsageOutbox } from './usage-outbox.js';
 
 export interface GroupCommitUsagePublisherOptions {
@@ -56,6 +56,13 @@ export class GroupCommitUsagePublisher implements UsagePublisher {
   private waitingEvents = 0;
   private readonly inFlight = new Set<Promise<void>>();
   private stopped = false;
+  /**
+   * Batch ids are this publisher's random prefix and a counter: unique across processes and restarts
+   * (the prefix) without drawing random bytes per batch, which profiling showed costing more than the
+   * rest of the flush at low load.
+   */
+  private readonly batchIdPrefix = newId('usage-batch', 9);
+  private batchSequence = 0;
 
   constructor(private readonly options: GroupCommitUsagePublisherOptions) {
     this.lingerMs = options.lingerMs ?? 2;
@@ -81,7 +88,7 @@ export class GroupCommitUsagePublisher implements UsagePublisher {
     if (this.waitingEvents >= this.maxWaitingEvents) {
       return Promise.reject(new UsagePublisherSaturatedError(`${this.waitingEvents} usage events already wait for the bus`));
     }
-    const bytes = UsageEvent.encode(event).finish();
+    const bytes = encodeUsageEvent(event);
     if (bytes.length + 64 > this.maxBytes) return Promise.reject(new Error(`usage event of ${bytes.length} bytes exceeds the batch bound`));
     return new Promise<void>((resolve, reject) => {
       if (this.gatheringBytes + bytes.length + 16 > this.maxBytes) this.flush();
@@ -118,7 +125,7 @@ export class GroupCommitUsagePublisher implements UsagePublisher {
     if (batch.length === 0) return;
     this.gathering = [];
     this.gatheringBytes = 0;
-    const batchId = newId('usage-batch', 12);
+    const batchId = `${this.batchIdPrefix}-${(++this.batchSequence).toString(36)}`;
     const data = encodeUsageEventBatch(batchId, batch.map((waiting) => waiting.bytes));
     const sent = publishWithRetry(this.options.bus, subjects.usageBatches, data, batchId, this.attempts, (error, attempt) => {
       this.options.logger.warn({ err: error, batch_id: batchId, events: batch.length, attempt }, 'usage batch publish failed; retrying');

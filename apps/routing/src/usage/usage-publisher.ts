@@ -1,5 +1,6 @@
 import { subjects, type EventBus, type Logger } from '@gateway/platform';
 import { UsageEvent } from '@gateway/proto';
+import { reusedWriterEncoder } from '../routing/reused-writer.js';
 import { BackgroundUsage } from './background-usage.js';
 import type { UsageOutbox, OutboxEntry } from './usage-outbox.js';
 
@@ -31,6 +32,9 @@ export interface JetStreamUsagePublisherOptions {
   maxBacklog?: number;
 }
 
+/** Every usage event is encoded here, on one reused writer. */
+export const encodeUsageEvent = reusedWriterEncoder(UsageEvent);
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Publishes with jittered exponential backoff; the msg-id makes every retry safe. */
@@ -56,7 +60,7 @@ export async function publishWithRetry(
 
 /** The single-event publish of a background event: msg-id = request id, so every republish is deduplicated. */
 export function publishSingleEvent(bus: EventBus, event: UsageEvent): Promise<void> {
-  return bus.publishDurable(subjects.usageEvents, UsageEvent.encode(event).finish(), event.requestId);
+  return bus.publishDurable(subjects.usageEvents, encodeUsageEvent(event), event.requestId);
 }
 
 /** One JetStream message per event, msg-id = request id (JetStream dedups retries). */
@@ -76,7 +80,7 @@ export class JetStreamUsagePublisher implements UsagePublisher {
   }
 
   async publish(event: UsageEvent): Promise<void> {
-    await publishWithRetry(this.options.bus, subjects.usageEvents, UsageEvent.encode(event).finish(), event.requestId, this.attempts, (error, attempt) => {
+    await publishWithRetry(this.options.bus, subjects.usageEvents, encodeUsageEvent(event), event.requestId, this.attempts, (error, attempt) => {
       this.options.logger.warn({ err: error, request_id: event.requestId, attempt }, 'usage publish failed; retrying');
     });
   }

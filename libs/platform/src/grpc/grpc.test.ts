@@ -34,7 +34,7 @@ describe('gRPC helpers', () => {
       const received: string[] = [];
       let streamError: unknown;
       try {
-        for await (const message of client.chatStream({ chat: undefined })) {
+        for await (const message of client.chatStream({ chat: undefined, combinedStart: false })) {
           if (message.event?.$case === 'delta') received.push(message.event.value.content);
         }
       } catch (error) {

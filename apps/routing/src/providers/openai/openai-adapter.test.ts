@@ -114,6 +114,22 @@ describe('OpenAIAdapter', () => {
     expect(cut.kind).toBe('connection');
     expect(seen).toEqual(['ab']);
   });
+  it('stops a stalled answer when the signal aborts, as a timeout, and keeps serving after it', async () => {
+    const request = { upstreamModel: 'm', chat: chatRequest('x') };
+    upstream.script({ stall: true });
+    const controller = new AbortController();
+    const pending = failureOf(adapter.chat(request, controller.signal));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    controller.abort(Object.assign(new Error('no answer in time'), { name: 'TimeoutError' }));
+    expect((await pending).kind).toBe('timeout');
+
+    const aborted = new AbortController();
+    aborted.abort(new Error('caller went away'));
+    expect((await failureOf(adapter.chat(request, aborted.signal))).kind).toBe('connection');
+
+    const result = await adapter.chat(request, new AbortController().signal);
+    expect(result.choices[0]?.message?.content).toBe('Hello from the fake upstream.');
+  });
 });
 
 describe('readServerSentEvents', () => {

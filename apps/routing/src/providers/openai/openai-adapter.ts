@@ -1,4 +1,4 @@
-import { Pool } from 'undici';
+import { Pool, type Dispatcher } from 'undici';
 import type { ChatChoice, ChatStreamDelta, ToolCallDelta } from '@gateway/proto';
 import {
   ProviderError,
@@ -8,6 +8,7 @@ import {
   type AdapterEmbedRequest,
   type AdapterEmbedResult,
   type AdapterStreamPart,
+  type AttemptSignal,
   type ProviderAdapterV1,
 } from '../provider-adapter.js';
 import { openaiChunkSchema, openaiEmbeddingResponseSchema, parseOpenAIChatResponse } from './openai-api-types.js';
@@ -28,6 +29,8 @@ export interface OpenAIAdapterOptions {
 
 /** Largest non-streamed answer or error body we read: beyond it the answer is treated as broken. */
 const MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
+/** Most of an error answer we read: enough for the provider's message. */
+const MAX_ERROR_BODY_BYTES = 64 * 1024;
 /** Longest single SSE event we buffer while waiting for its blank line. */
 const MAX_SSE_EVENT_BYTES = 8 * 1024 * 1024;
 
@@ -39,6 +42,7 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
   private readonly pool: Pool;
   private readonly pathPrefix: string;
   private readonly headers: Record<string, string>;
+  private readonly streamHeaders: Record<string, string>;
 
   constructor(options: OpenAIAdapterOptions) {
     this.providerId = options.providerId;
@@ -56,19 +60,38 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
       accept: 'application/json',
       ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}),
     };
+    this.streamHeaders = { ...this.headers, accept: 'text/event-stream' };
   }
 
-  private async post(body: unknown, signal: AbortSignal, stream: boolean, path = '/chat/completions') {
+  /**
+   * A whole (non-streamed) answer as text; an error status becomes the ProviderError it stands for.
+   * Goes through undici's handler interface rather than `request()`: no response stream, async
+   * iterator and AsyncResource per answer, which were a large part of routing's CPU per request.
+   */
+  private async postForText(body: unknown, signal: AttemptSignal, path: string): Promise<string> {
+    let answer: { statusCode: number; text: string };
+    try {
+      answer = await bufferedRequest(this.pool, { method: 'POST', path: `${this.pathPrefix}${path}`, headers: this.headers, body: JSON.stringify(body) }, signal, MAX_RESPONSE_BYTES);
+    } catch (error) {
+      throw toProviderError(error, signal);
+    }
+    if (answer.statusCode >= 300) throw openAIHttpError(answer.statusCode, answer.text);
+    return answer.text;
+  }
+
+  /** A streamed answer: the response body is read as it arrives. */
+  private async postForStream(body: unknown, signal: AttemptSignal) {
     try {
       const response = await this.pool.request({
         method: 'POST',
-        path: `${this.pathPrefix}${path}`,
-        headers: stream ? { ...this.headers, accept: 'text/event-stream' } : this.headers,
+        path: `${this.pathPrefix}/chat/completions`,
+        headers: this.streamHeaders,
         body: JSON.stringify(body),
-        signal,
+        // undici only calls add/removeEventListener and reads `reason`, which every AttemptSignal has.
+        signal: signal as AbortSignal,
       });
       if (response.statusCode >= 300) {
-        const text = await readBounded(response.body, 64 * 1024);
+        const text = await readBounded(response.body, MAX_ERROR_BODY_BYTES);
         throw openAIHttpError(response.statusCode, text);
       }
       return response;
@@ -77,14 +100,8 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
     }
   }
 
-  async chat(request: AdapterChatRequest, signal: AbortSignal): Promise<AdapterChatResult> {
-    const response = await this.post(convertToOpenAIRequest(request.chat, request.upstreamModel, false), signal, false);
-    let text: string;
-    try {
-      text = await readBounded(response.body, MAX_RESPONSE_BYTES);
-    } catch (error) {
-      throw toProviderError(error, signal);
-    }
+  async chat(request: AdapterChatRequest, signal: AttemptSignal): Promise<AdapterChatResult> {
+    const text = await this.postForText(convertToOpenAIRequest(request.chat, request.upstreamModel, false), signal, '/chat/completions');
     let json: unknown;
     try {
       json = JSON.parse(text);
@@ -114,8 +131,8 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
     return { choices, usage: convertOpenAIUsage(parsed.data.usage) };
   }
 
-  async *chatStream(request: AdapterChatRequest, signal: AbortSignal): AsyncIterable<AdapterStreamPart> {
-    const response = await this.post(convertToOpenAIRequest(request.chat, request.upstreamModel, true), signal, true);
+  async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {
+    const response = await this.postForStream(convertToOpenAIRequest(request.chat, request.upstreamModel, true), signal);
     let sawDone = false;
     let sawFinish = false;
     let usageSent = false;
@@ -150,19 +167,19 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
     if (!sawDone && !sawFinish) throw new ProviderError('connection', 'stream ended before it finished');
   }
 
-  async embed(request: AdapterEmbedRequest, signal: AbortSignal): Promise<AdapterEmbedResult> {
+  async embed(request: AdapterEmbedRequest, signal: AttemptSignal): Promise<AdapterEmbedResult> {
     const body = {
       model: request.upstreamModel,
       input: request.texts.length > 0 ? request.texts : request.tokenInputs,
       encoding_format: 'float',
       ...(request.dimensions !== undefined ? { dimensions: request.dimensions } : {}),
     };
-    const response = await this.post(body, signal, false, '/embeddings');
+    const text = await this.postForText(body, signal, '/embeddings');
     let json: unknown;
     try {
-      json = JSON.parse(await readBounded(response.body, MAX_RESPONSE_BYTES));
+      json = JSON.parse(text);
     } catch (error) {
-      throw error instanceof ProviderError ? error : toProviderError(error, signal);
+      throw toProviderError(error, signal);
     }
     const parsed = openaiEmbeddingResponseSchema.safeParse(json);
     if (!parsed.success) throw new ProviderError('connection', `malformed embeddings answer: ${parsed.error.message.slice(0, 300)}`);
@@ -198,6 +215,89 @@ function convertDelta(choice: {
   // Role-only and empty keep-alive chunks carry nothing a caller can see.
   if (!content && !reasoning && toolCalls.length === 0 && !finishReason) return undefined;
   return { choiceIndex: choice.index, content, toolCalls, reasoning, reasoningSignature: '', finishReason, images: [] };
+}
+
+/**
+ * One request whose answer is read whole into a string, at most `maxBytes` of it (`MAX_ERROR_BODY_BYTES`
+ * for an error status). Settles once: with the answer, or with the transport error, the signal's
+ * reason when it aborts, or a ProviderError when the answer is too large (the connection is dropped then).
+ */
+function bufferedRequest(
+  pool: Pool,
+  options: Dispatcher.DispatchOptions,
+  signal: AttemptSignal,
+  maxBytes: number,
+): Promise<{ statusCode: number; text: string }> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise((resolve, reject) => {
+    pool.dispatch(options, new BufferingHandler(signal, maxBytes, resolve, reject));
+  });
+}
+
+/** undici handler of `bufferedRequest`: one object per request (methods, not closures). */
+class BufferingHandler implements Dispatcher.DispatchHandler {
+  private settled = false;
+  private failure: unknown;
+  private abortRequest: ((reason: Error) => void) | undefined;
+  private statusCode = 0;
+  private size = 0;
+  private readonly chunks: Buffer[] = [];
+  private readonly onAbort = () => this.fail(this.signal.reason);
+
+  constructor(
+    private readonly signal: AttemptSignal,
+    private limit: number,
+    private readonly resolve: (answer: { statusCode: number; text: string }) => void,
+    private readonly reject: (error: unknown) => void,
+  ) {
+    signal.addEventListener('abort', this.onAbort);
+  }
+
+  onConnect(abort: (reason: Error) => void) {
+    if (this.settled) abort(this.failure instanceof Error ? this.failure : new Error('request aborted'));
+    else this.abortRequest = abort;
+  }
+
+  onHeaders(statusCode: number) {
+    this.statusCode = statusCode;
+    if (statusCode >= 300) this.limit = MAX_ERROR_BODY_BYTES;
+    return true;
+  }
+
+  onData(chunk: Buffer) {
+    this.size += chunk.length;
+    if (this.size > this.limit) {
+      this.fail(new ProviderError('connection', `answer larger than ${this.limit} bytes`));
+      return false;
+    }
+    this.chunks.push(chunk);
+    return true;
+  }
+
+  onComplete() {
+    if (this.settled) return;
+    this.settle();
+    const body = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.size);
+    this.resolve({ statusCode: this.statusCode, text: body.toString('utf8') });
+  }
+
+  onError(error: Error) {
+    this.fail(error);
+  }
+
+  private settle() {
+    this.settled = true;
+    this.signal.removeEventListener('abort', this.onAbort);
+  }
+
+  private fail(error: unknown) {
+    if (this.settled) return;
+    this.settle();
+    this.failure = error;
+    this.reject(error);
+    // undici reports the abort back through onError, which is ignored once settled.
+    this.abortRequest?.(error instanceof Error ? error : new Error(String(error)));
+  }
 }
 
 async function readBounded(body: AsyncIterable<Buffer>, maxBytes: number): Promise<string> {

@@ -3,7 +3,7 @@ import { decode, encode } from 'gpt-tokenizer';
 import type { ChatRequest, ToolCall } from '@gateway/proto';
 import { countInputTokens, emptyUsage } from '../../usage/token-counter.js';
 import { sampleJsonForSchema } from './simulate-json.js';
-import type { AdapterChatRequest, AdapterChatResult, AdapterEmbedRequest, AdapterEmbedResult, AdapterStreamPart, ProviderAdapterV1 } from '../provider-adapter.js';
+import type { AdapterChatRequest, AttemptSignal, AdapterChatResult, AdapterEmbedRequest, AdapterEmbedResult, AdapterStreamPart, ProviderAdapterV1 } from '../provider-adapter.js';
 
 /**
  * A provider without a network: deterministic text derived from the prompt and honest token counts
@@ -94,7 +94,7 @@ export class SimulatedAdapter implements ProviderAdapterV1 {
     return { ...emptyUsage(), inputTokens: countInputTokens(request.chat.messages, request.chat.tools), outputTokens: output };
   }
 
-  async chat(request: AdapterChatRequest, signal: AbortSignal): Promise<AdapterChatResult> {
+  async chat(request: AdapterChatRequest, signal: AttemptSignal): Promise<AdapterChatResult> {
     signal.throwIfAborted();
     const answer = simulateAnswer(request.chat, request.upstreamModel);
     return {
@@ -103,7 +103,7 @@ export class SimulatedAdapter implements ProviderAdapterV1 {
     };
   }
 
-  async *chatStream(request: AdapterChatRequest, signal: AbortSignal): AsyncIterable<AdapterStreamPart> {
+  async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {
     const answer = simulateAnswer(request.chat, request.upstreamModel);
     const tokens = encode(answer.content, encodeOptions);
     for (let start = 0; start < tokens.length; start += TOKENS_PER_CHUNK) {
@@ -121,7 +121,7 @@ export class SimulatedAdapter implements ProviderAdapterV1 {
   }
 
   /** Unit vectors derived from each input's hash: same input, same vector. */
-  async embed(request: AdapterEmbedRequest, signal: AbortSignal): Promise<AdapterEmbedResult> {
+  async embed(request: AdapterEmbedRequest, signal: AttemptSignal): Promise<AdapterEmbedResult> {
     signal.throwIfAborted();
     const dimensions = Math.min(request.dimensions ?? 64, 4_096);
     const inputs = request.texts.length > 0 ? request.texts : request.tokenInputs.map((ids) => ids.join(','));
