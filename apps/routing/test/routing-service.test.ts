@@ -22,7 +22,9 @@ async function drain(stream: AsyncIterable<ChatStreamResponse>) {
   } catch (caught) {
     error = caught as GatewayError;
   }
-  return { messages, error, text: messages.map((m) => (m.event?.$case === 'delta' ? m.event.value.content : '')).join('') };
+  const content = (m: ChatStreamResponse) =>
+    m.event?.$case === 'delta' ? m.event.value.content : m.event?.$case === 'start' ? m.event.value.firstDelta?.content ?? '' : '';
+  return { messages, error, text: messages.map(content).join('') };
 }
 
 describe('routing service', () => {
@@ -125,6 +127,20 @@ describe('routing service', () => {
     const { event } = await eventFor(request.context!.requestId);
     expect(event).toMatchObject({ outcome: UsageOutcome.USAGE_OUTCOME_SERVED, streamed: true });
     expect(last.event?.$case === 'usage' && last.event.value).toEqual(event.usage);
+  });
+
+  it('carries the first delta inside the start when the caller asks for combined_start', async () => {
+    upstreamA.script({ text: 'One two three.', usage: { prompt_tokens: 5, completion_tokens: 3 } });
+    const { messages, error, text } = await drain(client.chatStream({ chat: chatRequest('acme/only-a', 'Count'), combinedStart: true }));
+    expect(error).toBeUndefined();
+    expect(text).toBe('One two three.');
+    const start = messages[0]?.event;
+    expect(start?.$case).toBe('start');
+    expect(start?.$case === 'start' && start.value.firstDelta?.content).toBeTruthy();
+    // The separate stream does not repeat it: the first delta message holds the next piece.
+    const firstDelta = messages.find((m) => m.event?.$case === 'delta')?.event;
+    expect(firstDelta?.$case === 'delta' && firstDelta.value.content).not.toBe(start?.$case === 'start' && start.value.firstDelta?.content);
+    expect(messages.at(-1)?.event).toMatchObject({ $case: 'usage', value: { inputTokens: 5, outputTokens: 3 } });
   });
 
   it('calls an OpenAI-compatible upstream with the upstream model name and the provider secret', async () => {

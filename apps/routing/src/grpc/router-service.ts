@@ -55,7 +55,7 @@ export function routerService(router: Router, logger: Logger): RouterServiceServ
     chat: unary(logger, 'Chat', (request, call) => router.chat(request, new CallCancellation(call))),
     chatStream: serverStream(logger, 'ChatStream', (request: ChatStreamRequest, call) => {
       if (!request.chat) throw errors.invalidRequest('ChatStreamRequest.chat is required', 'chat');
-      return router.chatStream(request.chat, new CallCancellation(call));
+      return router.chatStream(request.chat, new CallCancellation(call), { combinedStart: request.combinedStart });
     }),
     embed: unary(logger, 'Embed', (request, call) => router.embed(request, new CallCancellation(call))),
     moderate: unary(logger, 'Moderate', notYet('Moderate')),

@@ -5,6 +5,7 @@ import {
   type ChatMessage,
   type ChatRequest,
   type ChatResponse,
+  type ChatStreamDelta,
   type ChatStreamResponse,
   type EmbedRequest,
   type EmbedResponse,
@@ -428,7 +429,8 @@ export class Router {
     };
   }
 
-  async *chatStream(raw: ChatRequest, signal: CallerSignal): AsyncGenerator<ChatStreamResponse> {
+  /** `combinedStart`: the caller reads ChatStreamStart.first_delta (ChatStreamRequest.combined_start). */
+  async *chatStream(raw: ChatRequest, signal: CallerSignal, options: { combinedStart?: boolean } = {}): AsyncGenerator<ChatStreamResponse> {
     const prepared = this.prepare(raw);
     const { logger } = prepared;
     let lastFailure: ProviderError | undefined;
@@ -440,7 +442,7 @@ export class Router {
     let reported: Usage | undefined;
     const delivered = new DeliveredContent();
     let active: { control: AttemptControl; iterator: AsyncIterator<AdapterStreamPart> } | undefined;
-    const startEvent = (providerId: string): ChatStreamResponse => ({
+    const startEvent = (providerId: string, firstDelta?: ChatStreamDelta): ChatStreamResponse => ({
       event: {
         $case: 'start',
         value: {
@@ -450,6 +452,7 @@ export class Router {
           providerId,
           routingStrategy: prepared.strategyName,
           droppedParams: prepared.dropped,
+          ...(firstDelta ? { firstDelta } : {}),
         },
       },
     });
@@ -486,13 +489,19 @@ export class Router {
             const part = next.value;
             if (part.type === 'usage') { reported = part.usage; continue; }
             // Adapters drop empty deltas, so the first delta is the first content: failover ends here.
+            delivered.add(part.delta);
             if (!committed) {
               committed = true;
               servingProvider = providerId;
               firstPartAt = Date.now();
+              // A caller that reads first_delta gets the first content in the start: one message (one
+              // HTTP/2 write: grpc-js writes each message after the previous one's callback) less before it.
+              if (options.combinedStart) {
+                yield startEvent(providerId, part.delta);
+                continue;
+              }
               yield startEvent(providerId);
             }
-            delivered.add(part.delta);
             yield { event: { $case: 'delta', value: part.delta } };
           }
           control.dispose();
