@@ -131,10 +131,16 @@ function withoutCallerStack<Result>(start: () => Result): Result {
 
 function unaryCall(fn: (...args: unknown[]) => unknown, request: unknown, call: CallSettings, deadline: number) {
   return new Promise((resolve, reject) => {
-    const pending = withoutCallerStack(() => fn(request, metadataFor(call), { deadline }, (error: ServiceError | null, response: unknown) =>
-      error ? reject(error) : resolve(response),
-    ) as ClientUnaryCall);
-    call.signal?.addEventListener('abort', () => pending.cancel(), { once: true });
+    const signal = call.signal;
+    // Removed once the call ends: a caller's signal can outlive the call by far (the edge's lives with
+    // the HTTP exchange), and the listener would keep the whole finished call reachable meanwhile.
+    const cancel = () => pending.cancel();
+    const pending = withoutCallerStack(() => fn(request, metadataFor(call), { deadline }, (error: ServiceError | null, response: unknown) => {
+      signal?.removeEventListener('abort', cancel);
+      if (error) reject(error);
+      else resolve(response);
+    }) as ClientUnaryCall);
+    signal?.addEventListener('abort', cancel, { once: true });
   });
 }
 
