@@ -6,7 +6,7 @@ import { startLedgerService } from '@gateway/ledger';
 import { eventually, testLogger, type FakeUpstream } from '@gateway/testing';
 import { pricedTokens } from './chat-e2e-harness.js';
 import { testAdmission } from './admission-mode.js';
-import { startConfiguredStack, type ConfiguredStack } from './configured-stack.js';
+import { startConfiguredStack, testCatalog, type ConfiguredStack } from './configured-stack.js';
 
 // Leased budgets (DESIGN §2) through the whole stack with the real `openai` client: the edge admits
 // against leases the ledger granted it, and every request is still charged exactly once, a balance
@@ -18,26 +18,14 @@ const INPUT_PRICE = '0.000001';
 const OUTPUT_PRICE = '0.000002';
 
 function config(upstream: FakeUpstream): string {
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-  - { id: upstream, kind: openai, base_url: ${upstream.url}, api_key_env: LEASED_KEY }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 600 } }
-models:
-  - id: ${MODEL}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [temperature, max_completion_tokens, stream_options]
-    pricing: { per_input_token: "${INPUT_PRICE}", per_output_token: "${OUTPUT_PRICE}" }
-    limit_group: default
-    offers:
-      - { provider: upstream, upstream_model: leased, endpoints: [chat.completions] }
-`;
+  return testCatalog(upstream, {
+    apiKeyEnv: 'LEASED_KEY',
+    perMinute: 600,
+    models: [{
+      id: MODEL, upstreamModel: 'leased', inputPrice: INPUT_PRICE, outputPrice: OUTPUT_PRICE,
+      supportedParameters: ['temperature', 'max_completion_tokens', 'stream_options'],
+    }],
+  });
 }
 
 // About leases: runs in the leased run of `npm test` only (it starts its edges leased either way).

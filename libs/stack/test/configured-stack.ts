@@ -111,3 +111,39 @@ export async function startConfiguredStack(options: {
     stop,
   };
 }
+
+export interface TestCatalogModel {
+  id: string;
+  upstreamModel: string;
+  inputPrice: string;
+  outputPrice: string;
+  supportedParameters?: readonly string[];
+}
+
+/**
+ * A catalog of chat models all offered by the one fake upstream (provider `upstream`, secret from
+ * `apiKeyEnv`), in limit group `default` whose tier `tier-1` allows `perMinute` requests a minute.
+ */
+export function testCatalog(upstream: FakeUpstream, options: { apiKeyEnv: string; perMinute: number; models: readonly TestCatalogModel[] }): string {
+  const models = options.models.map((model) => `
+  - id: ${model.id}
+    owned_by: testco
+    created: 1767225600
+    input_modalities: [text]
+    output_modalities: [text]
+    supported_parameters: [${(model.supportedParameters ?? ['temperature']).join(', ')}]
+    pricing: { per_input_token: "${model.inputPrice}", per_output_token: "${model.outputPrice}" }
+    limit_group: default
+    offers:
+      - { provider: upstream, upstream_model: ${model.upstreamModel}, endpoints: [chat.completions] }`).join('');
+  return `
+startups:
+  - { id: testco, display_name: Test Co }
+providers:
+  - { id: upstream, kind: openai, base_url: ${upstream.url}, api_key_env: ${options.apiKeyEnv} }
+limit_groups:
+  - id: default
+    tiers: { tier-1: { minute: ${options.perMinute} } }
+models:${models}
+`;
+}

@@ -5,7 +5,7 @@ import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import type { RunningEdge } from '@gateway/edge';
 import { eventually, type FakeUpstream } from '@gateway/testing';
 import { testAdmission } from './admission-mode.js';
-import { startConfiguredStack, type ConfiguredStack } from './configured-stack.js';
+import { startConfiguredStack, testCatalog, type ConfiguredStack } from './configured-stack.js';
 
 // Two edge replicas with leased admission (the default) on one ledger and one NATS namespace. The
 // flaw leases had: capacity idle in one replica's lease made the other answer 402. Now the ledger
@@ -18,36 +18,14 @@ const MODEL = 'testco/recall';
 const PRICEY = 'testco/recall-pricey';
 
 function config(upstream: FakeUpstream): string {
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-  - { id: upstream, kind: openai, base_url: ${upstream.url}, api_key_env: RECALL_KEY }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 6000 } }
-models:
-  - id: ${MODEL}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [temperature]
-    pricing: { per_input_token: "0.000001", per_output_token: "0.000002" }
-    limit_group: default
-    offers:
-      - { provider: upstream, upstream_model: recall, endpoints: [chat.completions] }
-  - id: ${PRICEY}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [temperature]
-    pricing: { per_input_token: "0.001", per_output_token: "0.001" }
-    limit_group: default
-    offers:
-      - { provider: upstream, upstream_model: recall-pricey, endpoints: [chat.completions] }
-`;
+  return testCatalog(upstream, {
+    apiKeyEnv: 'RECALL_KEY',
+    perMinute: 6000,
+    models: [
+      { id: MODEL, upstreamModel: 'recall', inputPrice: '0.000001', outputPrice: '0.000002' },
+      { id: PRICEY, upstreamModel: 'recall-pricey', inputPrice: '0.001', outputPrice: '0.001' },
+    ],
+  });
 }
 
 // About leases: runs in the leased run of `npm test` only (it starts its edges leased either way).

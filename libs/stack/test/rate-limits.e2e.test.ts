@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningEdge } from '@gateway/edge';
 import type { FakeUpstream } from '@gateway/testing';
-import { startConfiguredStack, type ConfiguredStack } from './configured-stack.js';
+import { startConfiguredStack, testCatalog, type ConfiguredStack } from './configured-stack.js';
 
 // A tier's requests-per-minute limit over two edge replicas, in either admission mode: the window is
 // the account's, shared by both edges (with leases, requests one edge holds but has not used are
@@ -12,26 +12,11 @@ const MODEL = 'testco/limited';
 const PER_MINUTE = 6;
 
 function config(upstream: FakeUpstream): string {
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-  - { id: upstream, kind: openai, base_url: ${upstream.url}, api_key_env: LIMITED_KEY }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: ${PER_MINUTE} } }
-models:
-  - id: ${MODEL}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [temperature]
-    pricing: { per_input_token: "0.000001", per_output_token: "0.000002" }
-    limit_group: default
-    offers:
-      - { provider: upstream, upstream_model: limited, endpoints: [chat.completions] }
-`;
+  return testCatalog(upstream, {
+    apiKeyEnv: 'LIMITED_KEY',
+    perMinute: PER_MINUTE,
+    models: [{ id: MODEL, upstreamModel: 'limited', inputPrice: '0.000001', outputPrice: '0.000002' }],
+  });
 }
 
 describe('rate limits across edge replicas', () => {
