@@ -24,10 +24,16 @@ export interface LedgerServiceOptions {
   leaseDrainMs?: number;
   /** How often expired reservations are released (default 30 s). */
   sweepIntervalMs?: number;
-  /** Settlement consumers: events per transaction (default 5,120), linger (2 ms), transactions in flight per subject (2). */
+  /** Settlement consumers: events per transaction (default 5,120), linger (50 ms), transactions in flight per subject (2). */
   consumer?: { enabled?: boolean } & SettlementConsumerOptions;
   /** Postgres pool bound (default 10). */
   maxConnections?: number;
+  /**
+   * Close every open lease before serving (default false). Only where this ledger's edges are known to
+   * be gone: the single-process `npm start`, whose edge cannot return its leases when Ctrl-C stops the
+   * embedded Postgres first. Elsewhere a live replica's leases would be taken from under it.
+   */
+  reclaimLeasesOnStart?: boolean;
 }
 
 export interface RunningLedgerService {
@@ -53,6 +59,10 @@ export async function startLedgerService(options: LedgerServiceOptions): Promise
     throw error;
   }
   const ledger = new Ledger(db, logger, reservationLifetimeMs, pool);
+  if (options.reclaimLeasesOnStart) {
+    const reclaimed = await ledger.closeOpenLeases();
+    if (reclaimed > 0) logger.info({ leases: reclaimed }, 'leases of a previous run closed; their unsettled rest is available again');
+  }
   const server = await startGrpcServer({
     address: options.listenAddress,
     services: [{

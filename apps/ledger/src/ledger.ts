@@ -362,17 +362,28 @@ export class Ledger {
       from expired e where r.request_id = e.request_id
       returning r.account_id, r.key_id, r.amount_pico`.execute(trx));
     // Leases past their deadline (a replica that died or lost track) give back what they did not settle.
-    const leases = await this.sweepInPasses('sweep leases', (trx) => sql<ReleasedHold>`
+    return reservations + await this.closeLeases('sweep leases', true);
+  }
+
+  /**
+   * Closes every open lease as expired, giving back what it did not settle (charges still on the bus
+   * that name one are charged only). For a start where no holder can be alive (see reclaimLeasesOnStart).
+   */
+  async closeOpenLeases(): Promise<number> {
+    return this.closeLeases('close open leases', false);
+  }
+
+  private closeLeases(operation: string, expiredOnly: boolean): Promise<number> {
+    return this.sweepInPasses(operation, (trx) => sql<ReleasedHold>`
       with expired as (
         select lease_id from leases
-        where closed_at is null and expires_at < now()
+        where closed_at is null and (${!expiredOnly} or expires_at < now())
         order by lease_id limit ${SWEEP_PASS_LIMIT}
         for update skip locked
       )
       update leases l set closed_at = now(), close_reason = 'expired'
       from expired e where l.lease_id = e.lease_id
       returning l.account_id, l.key_id, l.granted_pico - l.settled_pico as amount_pico`.execute(trx));
-    return reservations + leases;
   }
 
   /** Runs one closing statement in bounded passes (one transaction each) until a pass closes fewer than the bound. */

