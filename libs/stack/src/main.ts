@@ -76,7 +76,7 @@ await runMain('gateway', logger, async () => {
         ...(embedded ? { reclaimLeasesOnStart: true } : {}),
         // The in-process bus keeps unsettled events in memory only: settle at once rather than linger
         // (the 50 ms default saves Postgres work under production load, not here).
-        ...(env.NATS_URL ? {} : { settlementLingerMs: 2 }),
+        ...(env.NATS_URL ? {} : { consumer: { lingerMs: 2 } }),
       },
     });
     const devKeysFile = join(dataDir, 'dev-keys.json');

@@ -1,7 +1,7 @@
 import { startAuthService } from '@gateway/auth';
 import { startCatalogService } from '@gateway/catalog';
 import { startEdge } from '@gateway/edge';
-import { startLedgerService } from '@gateway/ledger';
+import { startLedgerService, type LedgerServiceOptions } from '@gateway/ledger';
 import { startMediaService } from '@gateway/media';
 import { startRoutingService } from '@gateway/routing';
 import type { EventBus, Logger } from '@gateway/platform';
@@ -25,11 +25,7 @@ export interface StackOptions {
   grpcHost?: string;
   providerSecrets?: Record<string, string | undefined>;
   /** `reclaimLeasesOnStart`: only when no other process can hold this ledger's leases (the embedded default). */
-  ledger?: {
-    reservationLifetimeMs?: number; sweepIntervalMs?: number; leaseDrainMs?: number; reclaimLeasesOnStart?: boolean;
-    /** How long a settlement transaction waits to fill (the ledger's default is 50 ms). */
-    settlementLingerMs?: number;
-  };
+  ledger?: Pick<LedgerServiceOptions, 'reservationLifetimeMs' | 'sweepIntervalMs' | 'leaseDrainMs' | 'reclaimLeasesOnStart' | 'consumer'>;
   /** Routing knobs tests shorten (per-attempt timeout, attempts per request). */
   routing?: { attemptTimeoutMs?: number; maxAttempts?: number; usageOutboxDirectory?: string };
   /** Media knobs; `allowLoopbackUrlsForTests` lets URL fetches reach a test's loopback file server. */
@@ -54,11 +50,7 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
     const [auth, catalog, ledger, media] = await Promise.all([
       startAuthService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('auth'), keyHashSecret: options.keyHashSecret }),
       startCatalogService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('catalog'), configPath: options.configPath }),
-      startLedgerService({
-        listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('ledger'),
-        ...withoutLinger(options.ledger),
-        ...(options.ledger?.settlementLingerMs !== undefined ? { consumer: { lingerMs: options.ledger.settlementLingerMs } } : {}),
-      }),
+      startLedgerService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('ledger'), ...options.ledger }),
       startMediaService({ listenAddress, logger: child('media'), ...options.media }),
     ]);
     started.push(auth, catalog, ledger, media);
@@ -101,10 +93,4 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
     for (const service of started.reverse()) await service.stop().catch(() => undefined);
     throw error;
   }
-}
-
-function withoutLinger(ledger: StackOptions['ledger']) {
-  if (!ledger) return {};
-  const { settlementLingerMs: _linger, ...rest } = ledger;
-  return rest;
 }

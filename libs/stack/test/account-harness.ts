@@ -1,9 +1,9 @@
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import { gatewayctl } from './stack-harness.js';
-import { createTestBus, createTestDatabase, testLogger, type TestBus, type TestDatabase } from '@gateway/testing';
-import { startStack, type RunningStack } from '../src/index.js';
-import { testAdmission } from './admission-mode.js';
+import { createTestBus, createTestDatabase, type TestBus, type TestDatabase } from '@gateway/testing';
+import type { RunningStack } from '../src/index.js';
+import { startTestStack } from './configured-stack.js';
 
 /**
  * Shared set-up of the account API end-to-end tests: a whole stack on a fresh database and an
@@ -78,15 +78,7 @@ export async function startAccountStack(): Promise<AccountStack> {
   const testBus = await createTestBus('nats');
   let stack: RunningStack;
   try {
-    stack = await startStack({
-      databaseUrl: database.url,
-      bus: testBus.bus,
-      logger: testLogger('stack'),
-      configPath: exampleConfigPath,
-      keyHashSecret: KEY_HASH_SECRET,
-      port: 0,
-      edge: { admission: testAdmission },
-    });
+    stack = await startTestStack(database, testBus, { configPath: exampleConfigPath, keyHashSecret: KEY_HASH_SECRET });
   } catch (error) {
     await testBus.destroy();
     await database.drop();

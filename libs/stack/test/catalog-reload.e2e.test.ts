@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
-import { startEdge, type RunningEdge } from '@gateway/edge';
-import { createTestBus, createTestDatabase, eventually, testLogger, type TestBus, type TestDatabase } from '@gateway/testing';
-import { startStack, type RunningStack } from '../src/index.js';
+import type { RunningEdge } from '@gateway/edge';
+import { createTestBus, createTestDatabase, eventually, type TestBus, type TestDatabase } from '@gateway/testing';
+import type { RunningStack } from '../src/index.js';
 import { createAccount, gatewayctl, listModels, scratchDirectory, type TestAccount } from './catalog-e2e-helpers.js';
-import { testAdmission } from './admission-mode.js';
+import { startSecondEdge, startTestStack } from './configured-stack.js';
 
 // `gatewayctl catalog load FILE` against a running stack: the new catalog reaches a SECOND edge
 // instance (own process state, own NATS connection, same namespace) and the router within 5 s; a bad
@@ -82,29 +82,10 @@ describe('catalog reload seen by a second edge instance', () => {
     testBus = await createTestBus('nats');
     scratch = await scratchDirectory('catalog-reload');
     const initial = await scratch.write('gateway.yaml', config());
-    stack = await startStack({
-      databaseUrl: database.url,
-      bus: testBus.bus,
-      logger: testLogger('stack'),
-      configPath: initial,
-      keyHashSecret: 'catalog-reload-secret-catalog-reload-01',
-      port: 0,
-      edge: { admission: testAdmission },
-    });
+    stack = await startTestStack(database, testBus, { configPath: initial, keyHashSecret: 'catalog-reload-secret-catalog-reload-01' });
     // Another replica of the edge: its own catalog cache, its own NATS connection, the same namespace.
-    secondEdge = await startEdge({
-      port: 0,
-      authAddress: stack.addresses.auth,
-      catalogAddress: stack.addresses.catalog,
-      ledgerAddress: stack.addresses.ledger,
-      routerAddress: stack.addresses.routing,
-      mediaAddress: stack.addresses.media,
-      bus: await testBus.connectAnother(),
-      logger: testLogger('second-edge'),
-      // The periodic refresh must not be what makes the test pass.
-      catalogRefreshMs: 10 * 60_000,
-      admission: testAdmission,
-    });
+    // The periodic refresh must not be what makes the test pass.
+    secondEdge = await startSecondEdge(stack, testBus, { name: 'second-edge', catalogRefreshMs: 10 * 60_000 });
     account = await createAccount(stack, 'reload', { credits: '5' });
   }, 120_000);
 

@@ -2,10 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { fileURLToPath } from 'node:url';
 import { formatCredits, parseCredits } from '@gateway/platform';
-import { createTestBus, createTestDatabase, eventually, testLogger, type TestBus, type TestDatabase } from '@gateway/testing';
-import { startStack, type RunningStack } from '../src/index.js';
+import { createTestBus, createTestDatabase, eventually, type TestBus, type TestDatabase } from '@gateway/testing';
+import type { RunningStack } from '../src/index.js';
 import { gatewayctl } from './stack-harness.js';
-import { testAdmission } from './admission-mode.js';
+import { startTestStack } from './configured-stack.js';
 
 // The Foundation slice end to end, every hop real: HTTP edge -> Auth -> Ledger.Admit -> Router ->
 // simulated provider -> UsageEvent on JetStream -> ledger consumer -> balance, driven by the real
@@ -31,15 +31,7 @@ describe('chat completion, paid, end to end', () => {
   beforeAll(async () => {
     database = await createTestDatabase();
     testBus = await createTestBus('nats');
-    stack = await startStack({
-      databaseUrl: database.url,
-      bus: testBus.bus,
-      logger: testLogger('stack'),
-      configPath,
-      keyHashSecret: 'e2e-secret-e2e-secret-e2e-secret-0123',
-      port: 0,
-      edge: { admission: testAdmission },
-    });
+    stack = await startTestStack(database, testBus, { configPath, keyHashSecret: 'e2e-secret-e2e-secret-e2e-secret-0123' });
     const created = await ctl('accounts', 'create', '--name', 'e2e', '--credits', '10', '--json');
     expect(created.code, created.stderr).toBe(0);
     const account = JSON.parse(created.stdout) as { account_id: string; provisioning_key: string };

@@ -3,12 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { expect } from 'vitest';
-import { ctlJson } from './configured-stack.js';
+import { ctlJson, startTestStack } from './configured-stack.js';
 import { createClient, parseCredits } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
-import { createTestBus, createTestDatabase, eventually, testLogger, type TestBus, type TestDatabase } from '@gateway/testing';
-import { startStack, type RunningStack, type StackOptions } from '../src/index.js';
-import { testAdmission } from './admission-mode.js';
+import { createTestBus, createTestDatabase, eventually, type TestBus, type TestDatabase } from '@gateway/testing';
+import type { RunningStack, StackOptions } from '../src/index.js';
 
 /**
  * A whole stack on a test catalog (YAML written to a temp file), one funded account with an API key,
@@ -54,17 +53,12 @@ export async function startChatHarness(options: ChatHarnessOptions): Promise<Cha
   try {
     database = await createTestDatabase();
     testBus = await createTestBus('nats');
-    stack = await startStack({
-      databaseUrl: database.url,
-      bus: testBus.bus,
-      logger: testLogger('stack'),
+    stack = await startTestStack(database, testBus, {
       configPath,
       keyHashSecret: 'chat-e2e-secret-chat-e2e-secret-0123',
-      port: 0,
       providerSecrets: options.providerSecrets ?? {},
       ...(options.routing ? { routing: options.routing } : {}),
       ...(options.media ? { media: options.media } : {}),
-      edge: { admission: testAdmission },
     });
     const running = stack;
     const ctl = (...argv: string[]) => ctlJson(running, ...argv);

@@ -18,15 +18,38 @@ export async function ctlJson(stack: RunningStack, ...argv: string[]): Promise<R
 }
 
 /**
- * Another edge replica of a running stack: its own process state (key cache, leases) and its own bus
- * connection, talking to the stack's services. Admission follows GATEWAY_TEST_ADMISSION unless given.
+ * A stack for a test: its database, its NATS namespace, port 0, the test logger, and admission as
+ * GATEWAY_TEST_ADMISSION says unless `edge.admission` does.
+ */
+export function startTestStack(
+  database: TestDatabase,
+  testBus: TestBus,
+  options: Omit<StackOptions, 'databaseUrl' | 'bus' | 'logger' | 'port'>,
+): Promise<RunningStack> {
+  return startStack({
+    databaseUrl: database.url,
+    bus: testBus.bus,
+    logger: testLogger('stack'),
+    port: 0,
+    ...options,
+    edge: { admission: testAdmission, ...options.edge },
+  });
+}
+
+type AddressOptions = 'port' | 'authAddress' | 'catalogAddress' | 'ledgerAddress' | 'routerAddress' | 'mediaAddress' | 'bus' | 'logger';
+
+/**
+ * Another edge replica of a running stack: its own process state (key cache, leases, catalog cache)
+ * and its own bus connection, talking to the stack's services. Admission follows
+ * GATEWAY_TEST_ADMISSION unless given; `name` labels its logs.
  */
 export async function startSecondEdge(
   stack: RunningStack,
   testBus: TestBus,
-  options: Pick<Partial<EdgeOptions>, 'admission' | 'authCacheTtlMs'> = {},
+  options: Partial<Omit<EdgeOptions, AddressOptions>> & { name?: string } = {},
 ): Promise<RunningEdge> {
   const { addresses } = stack;
+  const { name = 'edge-2', ...edgeOptions } = options;
   return startEdge({
     port: 0,
     authAddress: addresses.auth,
@@ -35,9 +58,9 @@ export async function startSecondEdge(
     routerAddress: addresses.routing,
     mediaAddress: addresses.media,
     bus: await testBus.connectAnother(),
-    logger: testLogger('edge-2'),
+    logger: testLogger(name),
     admission: testAdmission,
-    ...options,
+    ...edgeOptions,
   });
 }
 
@@ -84,15 +107,11 @@ export async function startConfiguredStack(options: {
     upstream = await startFakeUpstream();
     const configPath = join(directory, 'gateway.yaml');
     await writeFile(configPath, options.config(upstream));
-    stack = await startStack({
-      databaseUrl: database.url,
-      bus: testBus.bus,
-      logger: testLogger('stack'),
+    stack = await startTestStack(database, testBus, {
       configPath,
       keyHashSecret: options.keyHashSecret,
-      port: 0,
       providerSecrets: options.providerSecrets,
-      edge: { admission: testAdmission, ...options.edge },
+      ...(options.edge ? { edge: options.edge } : {}),
       ...(options.ledger ? { ledger: options.ledger } : {}),
     });
   } catch (error) {

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
-import { startEdge, type RunningEdge } from '@gateway/edge';
-import { createTestBus, createTestDatabase, testLogger, type TestBus, type TestDatabase } from '@gateway/testing';
-import { startStack, type RunningStack } from '../src/index.js';
+import type { RunningEdge } from '@gateway/edge';
+import { createTestBus, createTestDatabase, type TestBus, type TestDatabase } from '@gateway/testing';
+import type { RunningStack } from '../src/index.js';
 import { createAccount, listModels, scratchDirectory, type ListedModel, type TestAccount } from './catalog-e2e-helpers.js';
-import { testAdmission } from './admission-mode.js';
+import { startSecondEdge, startTestStack } from './configured-stack.js';
 
 // Stop times (expires_at) and aliases over the whole stack: a model past its stop time answers 410 on
 // every inference route, by id and by alias, and is flagged in the listing; aliases resolve on every
@@ -150,27 +150,11 @@ describe('model stop times and aliases over the whole stack', () => {
     database = await createTestDatabase();
     testBus = await createTestBus('nats');
     scratch = await scratchDirectory('model-expiry');
-    stack = await startStack({
-      databaseUrl: database.url,
-      bus: testBus.bus,
-      logger: testLogger('stack'),
+    stack = await startTestStack(database, testBus, {
       configPath: await scratch.write('gateway.yaml', config()),
       keyHashSecret: 'model-expiry-secret-model-expiry-secret',
-      port: 0,
-      edge: { admission: testAdmission },
     });
-    clockedEdge = await startEdge({
-      port: 0,
-      authAddress: stack.addresses.auth,
-      catalogAddress: stack.addresses.catalog,
-      ledgerAddress: stack.addresses.ledger,
-      routerAddress: stack.addresses.routing,
-      mediaAddress: stack.addresses.media,
-      bus: await testBus.connectAnother(),
-      logger: testLogger('clocked-edge'),
-      now: () => clockMs,
-      admission: testAdmission,
-    });
+    clockedEdge = await startSecondEdge(stack, testBus, { name: 'clocked-edge', now: () => clockMs });
     account = await createAccount(stack, 'expiry', { credits: '5' });
     for (const route of ROUTES) {
       const probe = await fetch(`${stack.url}${route.path}`, { method: 'POST' });

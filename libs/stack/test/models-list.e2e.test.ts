@@ -2,10 +2,10 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { ENDPOINT_NAMES } from '@gateway/platform';
-import { createTestBus, createTestDatabase, testLogger, type TestBus, type TestDatabase } from '@gateway/testing';
-import { startStack, type RunningStack } from '../src/index.js';
+import { createTestBus, createTestDatabase, type TestBus, type TestDatabase } from '@gateway/testing';
+import type { RunningStack } from '../src/index.js';
 import { createAccount, listModels, MODEL_FIELDS, UNLISTED_PARAMETERS, type ListedModel, type TestAccount } from './catalog-e2e-helpers.js';
-import { testAdmission } from './admission-mode.js';
+import { startTestStack } from './configured-stack.js';
 
 // GET /v1/models, /v1/models/{id}, /v1/startups and /v1/limits over the whole stack (real catalog,
 // auth, ledger, Postgres, NATS) with the example config, accounts made by gatewayctl.
@@ -23,15 +23,7 @@ describe('GET /v1/models over the whole stack', () => {
   beforeAll(async () => {
     database = await createTestDatabase();
     testBus = await createTestBus('nats');
-    stack = await startStack({
-      databaseUrl: database.url,
-      bus: testBus.bus,
-      logger: testLogger('stack'),
-      configPath,
-      keyHashSecret: 'models-list-secret-models-list-secret-0',
-      port: 0,
-      edge: { admission: testAdmission },
-    });
+    stack = await startTestStack(database, testBus, { configPath, keyHashSecret: 'models-list-secret-models-list-secret-0' });
     for (const [balance, tier] of [['0', 'free'], ['0.04', 'free'], ['0.05', 'tier-1'], ['10', 'tier-2']] as const) {
       accounts.set(balance, await createAccount(stack, `balance-${balance}`, { ...(balance === '0' ? {} : { credits: balance }), tier }));
     }

@@ -1,7 +1,7 @@
 import { newId, subjects, type EventBus, type Logger } from '@gateway/platform';
 import type { UsageEvent } from '@gateway/proto';
-import { BackgroundUsage } from './background-usage.js';
-import { encodeUsageEvent, publishSingleEvent, publishWithRetry, type UsagePublisher } from './usage-publisher.js';
+import type { BackgroundUsage } from './background-usage.js';
+import { backgroundUsageFor, encodeUsageEvent, publishWithRetry, type UsagePublisher } from './usage-publisher.js';
 import type { OutboxEntry, UsageOutbox } from './usage-outbox.js';
 
 export interface GroupCommitUsagePublisherOptions {
@@ -72,15 +72,8 @@ export class GroupCommitUsagePublisher implements UsagePublisher {
     this.maxWaitingEvents = options.maxWaitingEvents ?? 50_000;
     if (!(this.maxEvents >= 1 && this.maxEvents <= 10_000)) throw new Error(`maxEvents must be 1..10000: ${this.maxEvents}`);
     if (!(this.lingerMs >= 0 && this.lingerMs <= 1_000)) throw new Error(`lingerMs must be 0..1000: ${this.lingerMs}`);
-    // Background events keep the per-event msg-id (request id): a republish after a crash is then
-    // deduplicated by JetStream itself, whichever process sends it.
-    this.background = new BackgroundUsage({
-      send: (event) => publishSingleEvent(options.bus, event),
-      outbox: options.outbox,
-      recovered: options.recovered,
-      logger: options.logger,
-      maxBacklog: options.maxBacklog,
-    });
+    // Background events keep the per-event msg-id (request id), not the batch's.
+    this.background = backgroundUsageFor(options);
   }
 
   publish(event: UsageEvent): Promise<void> {

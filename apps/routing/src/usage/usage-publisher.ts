@@ -58,6 +58,20 @@ export async function publishWithRetry(
   }
 }
 
+/**
+ * Where both publishers keep events no caller waits for (streams already answered): single-event
+ * publishes, so a republish after a crash is deduplicated by JetStream whichever process sends it.
+ */
+export function backgroundUsageFor(options: Pick<JetStreamUsagePublisherOptions, 'bus' | 'logger' | 'outbox' | 'recovered' | 'maxBacklog'>): BackgroundUsage {
+  return new BackgroundUsage({
+    send: (event) => publishSingleEvent(options.bus, event),
+    outbox: options.outbox,
+    recovered: options.recovered,
+    logger: options.logger,
+    maxBacklog: options.maxBacklog,
+  });
+}
+
 /** The single-event publish of a background event: msg-id = request id, so every republish is deduplicated. */
 export function publishSingleEvent(bus: EventBus, event: UsageEvent): Promise<void> {
   return bus.publishDurable(subjects.usageEvents, encodeUsageEvent(event), event.requestId);
@@ -70,13 +84,7 @@ export class JetStreamUsagePublisher implements UsagePublisher {
 
   constructor(private readonly options: JetStreamUsagePublisherOptions) {
     this.attempts = options.attempts ?? 3;
-    this.background = new BackgroundUsage({
-      send: (event) => publishSingleEvent(options.bus, event),
-      outbox: options.outbox,
-      recovered: options.recovered,
-      logger: options.logger,
-      maxBacklog: options.maxBacklog,
-    });
+    this.background = backgroundUsageFor(options);
   }
 
   async publish(event: UsageEvent): Promise<void> {

@@ -1,5 +1,5 @@
 import { Agent, createServer, request as httpRequest } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { serveUntilSignalled } from './serve-process.js';
 
 /**
  * The reference: the least a Node proxy can do per request — node:http in, a keep-alive http.Agent
@@ -29,14 +29,4 @@ const server = createServer({ keepAliveTimeout: 60_000 }, (request, response) =>
   });
   request.pipe(outgoing);
 });
-server.maxRequestsPerSocket = 0;
-server.listen(0, '127.0.0.1', () => {
-  process.stdout.write(`${JSON.stringify({ ready: true, port: (server.address() as AddressInfo).port })}\n`);
-});
-const stop = () => {
-  server.close(() => process.exit(0));
-  server.closeAllConnections();
-  setTimeout(() => process.exit(0), 2_000).unref();
-};
-process.on('SIGTERM', stop);
-process.on('SIGINT', stop);
+serveUntilSignalled(server);

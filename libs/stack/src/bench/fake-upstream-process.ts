@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { serveUntilSignalled } from './serve-process.js';
 
 /**
  * The bench's upstream, its own process: a minimal, fast OpenAI-compatible chat-completions server
@@ -65,14 +65,4 @@ const server = createServer({ keepAliveTimeout: 60_000 }, (request, response) =>
   });
   request.on('end', () => answer(request, response, Buffer.concat(parts).toString('utf8')));
 });
-server.maxRequestsPerSocket = 0;
-server.listen(0, '127.0.0.1', () => {
-  process.stdout.write(`${JSON.stringify({ ready: true, port: (server.address() as AddressInfo).port })}\n`);
-});
-const stop = () => {
-  server.close(() => process.exit(0));
-  server.closeAllConnections();
-  setTimeout(() => process.exit(0), 2_000).unref();
-};
-process.on('SIGTERM', stop);
-process.on('SIGINT', stop);
+serveUntilSignalled(server);
