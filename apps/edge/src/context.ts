@@ -10,6 +10,7 @@ import type { Logger, PromiseClient } from '@gateway/platform';
 import type { Admission } from './admission.js';
 import type { ApiKeyCache, VerifiedApiKey } from './auth-cache.js';
 import type { CatalogCache } from './catalog-cache.js';
+import type { ChatRouter } from './router-exchange.js';
 import { malformedApiKey } from './credentials.js';
 import type { BodyLimits } from './http.js';
 
@@ -19,6 +20,8 @@ export interface EdgeContext {
   catalog: PromiseClient<CatalogServiceClient>;
   ledger: PromiseClient<LedgerServiceClient>;
   router: PromiseClient<RouterServiceClient>;
+  /** Chat and ChatStream: over Router.Exchange (default) or a call each (`router`). */
+  chatRouter: ChatRouter;
   /** Present when the edge was given a media address (file blocks need it: URL fetch, PDF text). */
   media?: PromiseClient<MediaServiceClient>;
   apiKeys: ApiKeyCache;

@@ -23,6 +23,7 @@ import { ApiKeyCache } from './auth-cache.js';
 import { CatalogCache } from './catalog-cache.js';
 import type { EdgeContext } from './context.js';
 import { DEFAULT_BODY_LIMITS, type BodyLimits } from './http.js';
+import { RouterExchange, type RouterExchangeOptions } from './router-exchange.js';
 
 export { toApiError, renderErrorBody, EdgeError, type ApiError, type Dialect } from './errors.js';
 export type { Admission, AdmissionRequest, AdmissionTicket } from './admission.js';
@@ -59,6 +60,13 @@ export interface EdgeOptions {
    * Or an Admission of the caller's own.
    */
   admission?: Admission | 'ledger' | 'leased';
+  /**
+   * 'exchange' (default): chat requests travel as frames of one long-lived Router.Exchange call
+   * (src/router-exchange.ts; requests over `exchange.maxFrameBytes` get a call of their own).
+   * 'calls': one Router.Chat / Router.ChatStream call per request.
+   */
+  routerTransport?: 'exchange' | 'calls';
+  exchange?: RouterExchangeOptions;
   /** Clock (ms since the epoch) that model stop times are judged by; tests move it. Default Date.now. */
   now?: () => number;
 }
@@ -77,7 +85,9 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
   const ledger = createClient(LedgerServiceClient, LedgerServiceService, options.ledgerAddress);
   const router = createClient(RouterServiceClient, RouterServiceService, options.routerAddress);
   const media = options.mediaAddress ? createClient(MediaServiceClient, MediaServiceService, options.mediaAddress) : undefined;
+  const exchange = options.routerTransport === 'calls' ? undefined : new RouterExchange(router.raw, router, logger, options.exchange);
   const closeClients = () => {
+    exchange?.close();
     for (const client of [auth, catalog, ledger, router]) client.close();
     media?.close();
   };
@@ -145,6 +155,7 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
       catalog,
       ledger,
       router,
+      chatRouter: exchange ?? router,
       ...(media ? { media } : {}),
       apiKeys,
       catalogCache,

@@ -14,6 +14,8 @@ await runBusService(
     MEDIA_ADDR: grpcAddress.default('127.0.0.1:50055'),
     /** 'leased' (default): leased budgets (DESIGN §2); 'ledger': one Ledger.Admit per request. */
     EDGE_ADMISSION: z.enum(['ledger', 'leased']).default('leased'),
+    /** 'exchange' (default): chat requests as frames of one long-lived Router.Exchange call; 'calls': a gRPC call each. */
+    EDGE_ROUTER_TRANSPORT: z.enum(['exchange', 'calls']).default('exchange'),
   },
   (config, bus, logger) =>
     startEdge({
@@ -25,6 +27,7 @@ await runBusService(
       routerAddress: config.ROUTER_ADDR,
       mediaAddress: config.MEDIA_ADDR,
       admission: config.EDGE_ADMISSION,
+      routerTransport: config.EDGE_ROUTER_TRANSPORT,
       bus,
       logger,
     }),

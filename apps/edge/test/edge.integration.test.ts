@@ -94,6 +94,30 @@ describe('POST /v1/chat/completions with the openai SDK', () => {
     expect(admit?.requestsPerDay).toBeUndefined();
   });
 
+  it('sends chats as Router.Exchange frames by default, and as a call each with routerTransport: calls', async () => {
+    const perCallBefore = fakes.router.perCallChats;
+    const exchangeCallsBefore = fakes.router.exchangeCalls;
+    const viaExchange = await client('sk-good').chat.completions.create({ model: 'chat-small', messages: [{ role: 'user', content: 'Hi' }] });
+    expect(viaExchange.choices[0]?.message.content).toBe('Hello there.');
+    expect(fakes.router.perCallChats).toBe(perCallBefore);
+    const callsEdge = await startEdge({ port: 0, ...fakes.addresses, bus: testBus.bus, logger, admission: 'ledger', routerTransport: 'calls' });
+    try {
+      const callsClient = new OpenAI({ baseURL: `${callsEdge.url}/v1`, apiKey: 'sk-good', maxRetries: 0 });
+      const plain = await callsClient.chat.completions.create({ model: 'chat-small', messages: [{ role: 'user', content: 'Hi' }] });
+      expect(plain.choices[0]?.message.content).toBe('Hello there.');
+      let streamed = '';
+      for await (const chunk of await callsClient.chat.completions.create({ model: 'chat-small', messages: [{ role: 'user', content: 'Hi' }], stream: true })) {
+        streamed += chunk.choices[0]?.delta.content ?? '';
+      }
+      expect(streamed).toBe('Hello!');
+      expect(fakes.router.perCallChats - perCallBefore).toBe(2);
+    } finally {
+      await callsEdge.stop();
+    }
+    // Only the default edge's one long-lived call (opened by its first chat, here or earlier in the file).
+    expect(fakes.router.exchangeCalls - exchangeCallsBefore).toBeLessThanOrEqual(1);
+  });
+
   it('lists the parameters dropped by the edge and by the router in x-gateway-dropped-params', async () => {
     const previous = fakes.router.chatAnswer;
     fakes.router.chatAnswer = async (request) => ({ ...chatResponse(request, 'ok'), droppedParams: ['stop'] });

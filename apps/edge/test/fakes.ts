@@ -12,6 +12,8 @@ import {
   type ChatResponse,
   type ChatStreamDelta,
   type ChatStreamResponse,
+  type ExchangeRequest,
+  type ExchangeResponse,
   type GetSnapshotResponse,
   type Model,
   type ReleaseRequest,
@@ -112,6 +114,15 @@ export class FakeRouter {
   /** ChatStreamRequest.combined_start of each stream call, in order. */
   readonly combinedStarts: boolean[] = [];
   streamCancelled = 0;
+  /** Chats that came as their own Router.Chat / Router.ChatStream call (not as an exchange). */
+  perCallChats = 0;
+  /** Router.Exchange calls opened, and the cancel frames received on them. */
+  exchangeCalls = 0;
+  exchangeCancels = 0;
+  /** Open Exchange calls: a test can drain them (as a router shutting down) or break them. */
+  readonly openExchanges = new Set<Parameters<RouterServiceServer['exchange']>[0]>();
+  /** Exchange calls the edge ended (half-closed) itself. */
+  exchangeCallsEndedByCaller = 0;
   chatAnswer: (request: ChatRequest) => Promise<ChatResponse> = async (request) => chatResponse(request, 'Hello there.');
   streamScript: StreamScript = (request) => streamOf(request, ['Hel', 'lo', '!']);
 
@@ -119,13 +130,16 @@ export class FakeRouter {
     return {
       chat: unary(logger, 'Chat', async (request: ChatRequest) => {
         this.chats.push(request);
+        this.perCallChats++;
         return this.chatAnswer(request);
       }),
+      exchange: (call: Parameters<RouterServiceServer['exchange']>[0]) => this.exchange(call),
       // Written against grpc-js directly: platform's serverStream ends a failed stream with
       // call.destroy(error), which drops queued messages and never sends the status (reported).
       chatStream: (call: Parameters<RouterServiceServer['chatStream']>[0]) => {
         this.chats.push(call.request.chat as ChatRequest);
         this.combinedStarts.push(call.request.combinedStart);
+        this.perCallChats++;
         call.on('cancelled', () => this.streamCancelled++);
         void (async () => {
           try {
@@ -143,6 +157,75 @@ export class FakeRouter {
       },
     };
   }
+
+  private exchange(call: Parameters<RouterServiceServer['exchange']>[0]): void {
+    this.exchangeCalls++;
+    this.openExchanges.add(call);
+    const cancelled = new Set<number>();
+    let open = 0;
+    let halfClosed = false;
+    const endIfIdle = () => {
+      if (halfClosed && open === 0) call.end();
+    };
+    call.on('end', () => {
+      this.exchangeCallsEndedByCaller++;
+      halfClosed = true;
+      endIfIdle();
+    });
+    call.on('close', () => this.openExchanges.delete(call));
+    call.on('error', () => this.openExchanges.delete(call));
+    call.on('data', (request: ExchangeRequest) => {
+      const id = request.exchangeId;
+      const frame = request.frame;
+      if (frame?.$case === 'cancel') {
+        this.exchangeCancels++;
+        this.streamCancelled++;
+        cancelled.add(id);
+        return;
+      }
+      if (!frame) return;
+      open++;
+      const done = () => {
+        open--;
+        endIfIdle();
+      };
+      if (frame.$case === 'chat') {
+        this.chats.push(frame.value);
+        this.chatAnswer(frame.value).then(
+          (answer) => { if (!cancelled.has(id)) call.write({ exchangeId: id, frame: { $case: 'chat', value: answer } }); },
+          (error: unknown) => { if (!cancelled.has(id)) call.write(failureFrame(id, error)); },
+        ).finally(done);
+        return;
+      }
+      const chat = frame.value.chat as ChatRequest;
+      this.chats.push(chat);
+      this.combinedStarts.push(frame.value.combinedStart);
+      void (async () => {
+        try {
+          for await (const message of this.streamScript(chat)) {
+            if (cancelled.has(id)) return;
+            call.write({ exchangeId: id, frame: { $case: 'stream', value: message } });
+          }
+          if (!cancelled.has(id)) call.write({ exchangeId: id, frame: { $case: 'end', value: {} } });
+        } catch (error) {
+          if (!cancelled.has(id)) call.write(failureFrame(id, error));
+        } finally {
+          done();
+        }
+      })();
+    });
+  }
+
+  /** As a router shutting down: every open Exchange call is told to take no new exchanges. */
+  drainExchanges(): void {
+    for (const call of this.openExchanges) call.write({ exchangeId: 0, frame: { $case: 'drain', value: {} } });
+  }
+}
+
+/** The same scripts as Chat / ChatStream, answered as Router.Exchange frames (as the routing service does). */
+function failureFrame(exchangeId: number, error: unknown): ExchangeResponse {
+  const gatewayError = error instanceof GatewayError ? error : new GatewayError(GrpcStatus.INTERNAL, ErrorReason.ERROR_REASON_INTERNAL, String(error));
+  return { exchangeId, frame: { $case: 'failure', value: { status: gatewayError.status, detail: gatewayError.detail } } };
 }
 
 export function chatResponse(request: ChatRequest, content: string): ChatResponse {

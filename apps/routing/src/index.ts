@@ -2,6 +2,7 @@ import { createClient, newId, startGrpcServer, subjects, type EventBus, type Log
 import { CatalogServiceClient, CatalogServiceService, ProviderStats } from '@gateway/proto';
 import { CatalogCache } from './catalog/catalog-cache.js';
 import { routerService, routerServiceDefinition } from './grpc/router-service.js';
+import { ExchangeService } from './grpc/exchange.js';
 import { Router } from './routing/router.js';
 import { ProviderHealth } from './strategies/index.js';
 import { createUsagePublisher, type UsagePublisherOptions } from './usage/create-usage-publisher.js';
@@ -84,9 +85,10 @@ export async function startRoutingService(options: RoutingServiceOptions): Promi
     attemptTimeoutMs: options.attemptTimeoutMs ?? 120_000,
     maxAttempts: options.maxAttempts ?? 3,
   });
+  const exchanges = new ExchangeService(router, logger);
   const server = await startGrpcServer({
     address: options.listenAddress,
-    services: [{ definition: routerServiceDefinition, implementation: routerService(router, logger), name: 'gateway.v1.RouterService' }],
+    services: [{ definition: routerServiceDefinition, implementation: routerService(router, logger, exchanges), name: 'gateway.v1.RouterService' }],
     logger,
   });
   return {
@@ -94,6 +96,8 @@ export async function startRoutingService(options: RoutingServiceOptions): Promi
     stop: async () => {
       clearInterval(statsTimer);
       await statsSubscription.stop();
+      // Edges move new exchanges to another replica and end their call here once its exchanges answered.
+      exchanges.drain();
       await server.stop();
       await usage.stop();
       await catalog.stop();

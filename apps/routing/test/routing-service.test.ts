@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { encode } from 'gpt-tokenizer';
-import { ErrorReason, GatewayError, GrpcStatus, subjects, type EventBus } from '@gateway/platform';
-import { CatalogChanged, UsageOutcome, type ChatStreamResponse } from '@gateway/proto';
+import { ErrorReason, GatewayError, GrpcStatus, openDuplexCall, subjects, type EventBus } from '@gateway/platform';
+import { CatalogChanged, ExchangeRequest, ExchangeResponse, RouterServiceService, UsageOutcome, type ChatStreamResponse } from '@gateway/proto';
 import { createTestBus, eventually, startFakeUpstream, testLogger, type FakeUpstream, type TestBus } from '@gateway/testing';
 import { startRoutingService } from '../src/index.js';
 import { chatRequest, collectUsageEvents, model, openaiProvider, routerClient, snapshot, startFakeCatalog } from './harness.js';
@@ -349,6 +349,79 @@ describe('routing service', () => {
       await replicaOne.stop();
       await replicaTwo.stop();
     }
+  });
+
+  /** Router.Exchange at the frame level: what arrived, per exchange id; `closed` once the call ended. */
+  function openExchange() {
+    const call = openDuplexCall(client.raw, RouterServiceService.exchange.path, ExchangeResponse.decode);
+    const frames = new Map<number, ExchangeResponse['frame'][]>();
+    const state = { drains: 0, closed: false, error: undefined as unknown };
+    call.on('data', (response: ExchangeResponse) => {
+      if (response.frame?.$case === 'drain') state.drains++;
+      else frames.set(response.exchangeId, [...(frames.get(response.exchangeId) ?? []), response.frame]);
+    });
+    call.on('error', (error: unknown) => { state.error = error; state.closed = true; });
+    call.on('end', () => { state.closed = true; });
+    const send = (request: ExchangeRequest) => call.write(ExchangeRequest.encode(request).finish());
+    return { call, frames, state, send };
+  }
+
+  it('answers chat and stream exchanges interleaved on one call, as Chat and ChatStream would', async () => {
+    upstreamA.script({ text: 'one two three four', chunkCount: 4, chunkDelayMs: 20 });
+    const exchange = openExchange();
+    const streamed = chatRequest('acme/only-a', 'stream it');
+    const plain = chatRequest('acme/sim', 'plain please');
+    exchange.send({ exchangeId: 7, frame: { $case: 'chatStream', value: { chat: streamed, combinedStart: true } } });
+    exchange.send({ exchangeId: 8, frame: { $case: 'chat', value: plain } });
+    exchange.send({ exchangeId: 9, frame: { $case: 'chat', value: chatRequest('acme/nope', 'unknown model') } });
+    await eventually(() => expect(exchange.frames.get(7)?.at(-1)?.$case).toBe('end'));
+    const direct = await client.chat(plain);
+    const answer = exchange.frames.get(8)!;
+    expect(answer).toHaveLength(1);
+    expect(answer[0]!.$case === 'chat' && answer[0]!.value.choices[0]!.message!.content).toBe(direct.choices[0]!.message!.content);
+    const failure = exchange.frames.get(9)![0]!;
+    expect(failure.$case === 'failure' && [failure.value.status, failure.value.detail!.reason]).toEqual([GrpcStatus.INVALID_ARGUMENT, ErrorReason.ERROR_REASON_MODEL_NOT_FOUND]);
+    const stream = exchange.frames.get(7)!.flatMap((frame) => (frame?.$case === 'stream' ? [frame.value] : []));
+    expect(stream[0]!.event?.$case).toBe('start');
+    expect(stream.at(-1)!.event?.$case).toBe('usage');
+    const text = stream.map((message) => (message.event?.$case === 'delta' ? message.event.value.content : message.event?.$case === 'start' ? message.event.value.firstDelta?.content ?? '' : '')).join('');
+    expect(text).toBe('one two three four');
+    expect((await eventFor(streamed.context!.requestId)).event.outcome).toBe(UsageOutcome.USAGE_OUTCOME_SERVED);
+    // The caller half-closes: the call ends once nothing is open.
+    exchange.call.end();
+    await eventually(() => expect(exchange.state.closed).toBe(true));
+    expect(exchange.state.error).toBeUndefined();
+  });
+
+  it('stops an exchange\'s upstream work on its cancel frame and answers nothing more for it', async () => {
+    upstreamA.script({ text: 'a b c d e f g h', chunkCount: 8, chunkDelayMs: 300 });
+    const exchange = openExchange();
+    const request = chatRequest('acme/only-a', 'slow please');
+    exchange.send({ exchangeId: 1, frame: { $case: 'chatStream', value: { chat: request, combinedStart: false } } });
+    await eventually(() => expect(exchange.frames.get(1)?.some((frame) => frame?.$case === 'stream' && frame.value.event?.$case === 'delta')).toBe(true));
+    exchange.send({ exchangeId: 1, frame: { $case: 'cancel', value: {} } });
+    const { event } = await eventFor(request.context!.requestId);
+    expect(event.outcome).toBe(UsageOutcome.USAGE_OUTCOME_SERVED);
+    expect(event.usage!.outputTokens).toBeLessThan(encode('a b c d e f g h').length);
+    const framesAtCancel = exchange.frames.get(1)!.length;
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(exchange.frames.get(1)!.length).toBe(framesAtCancel);
+    expect(exchange.frames.get(1)!.some((frame) => frame?.$case === 'end' || frame?.$case === 'failure')).toBe(false);
+    exchange.call.end();
+  });
+
+  it('tells open exchange calls to drain when it stops, and lets the exchanges in flight finish', async () => {
+    upstreamA.script({ text: 'late answer', chunkCount: 1, chunkDelayMs: 300 });
+    const exchange = openExchange();
+    exchange.send({ exchangeId: 3, frame: { $case: 'chat', value: chatRequest('acme/only-a', 'take your time') } });
+    await eventually(() => expect(upstreamA.requests.length).toBe(1));
+    const stopping = service!.stop();
+    service = undefined;
+    await eventually(() => expect(exchange.state.drains).toBe(1));
+    await eventually(() => expect(exchange.frames.get(3)?.[0]?.$case).toBe('chat'));
+    // Nothing open any more: the caller ends the call, and the server's stop completes.
+    exchange.call.end();
+    await stopping;
   });
 
   it('aborts the upstream request when the caller cancels a stream, and bills what was generated', async () => {

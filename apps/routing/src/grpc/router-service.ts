@@ -1,8 +1,9 @@
 import type { ServerUnaryCall, ServerWritableStream } from '@grpc/grpc-js';
 import { ErrorReason, GatewayError, GrpcStatus, errors, serverStream, unary, type Logger } from '@gateway/platform';
-import { ChatResponse, ChatStreamResponse, RouterServiceService, type ChatStreamRequest, type RouterServiceServer } from '@gateway/proto';
+import { ChatResponse, ChatStreamResponse, ExchangeResponse, RouterServiceService, type ChatStreamRequest, type RouterServiceServer } from '@gateway/proto';
 import type { CallerSignal, Router } from '../routing/router.js';
 import { asBuffer, reusedWriterEncoder } from '../routing/reused-writer.js';
+import { ExchangeService } from './exchange.js';
 
 type Call = ServerUnaryCall<unknown, unknown> | ServerWritableStream<unknown, unknown>;
 
@@ -39,6 +40,7 @@ function notYet(method: string) {
 
 const encodeChatResponse = reusedWriterEncoder(ChatResponse);
 const encodeChatStreamResponse = reusedWriterEncoder(ChatStreamResponse);
+const encodeExchangeResponse = reusedWriterEncoder(ExchangeResponse);
 
 /**
  * The generated service definition with the hot answers (Chat, ChatStream parts) encoded on reused
@@ -48,10 +50,12 @@ export const routerServiceDefinition: typeof RouterServiceService = {
   ...RouterServiceService,
   chat: { ...RouterServiceService.chat, responseSerialize: (value: ChatResponse) => asBuffer(encodeChatResponse(value)) },
   chatStream: { ...RouterServiceService.chatStream, responseSerialize: (value: ChatStreamResponse) => asBuffer(encodeChatStreamResponse(value)) },
+  exchange: { ...RouterServiceService.exchange, responseSerialize: (value: ExchangeResponse) => asBuffer(encodeExchangeResponse(value)) },
 };
 
-export function routerService(router: Router, logger: Logger): RouterServiceServer {
+export function routerService(router: Router, logger: Logger, exchanges = new ExchangeService(router, logger)): RouterServiceServer {
   return {
+    exchange: exchanges.handler,
     chat: unary(logger, 'Chat', (request, call) => router.chat(request, new CallCancellation(call))),
     chatStream: serverStream(logger, 'ChatStream', (request: ChatStreamRequest, call) => {
       if (!request.chat) throw errors.invalidRequest('ChatStreamRequest.chat is required', 'chat');

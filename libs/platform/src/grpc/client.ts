@@ -5,6 +5,7 @@ import {
   type CallOptions,
   type Client,
   type ClientOptions,
+  type ClientDuplexStream,
   type ClientReadableStream,
   type ClientUnaryCall,
   type ServiceDefinition,
@@ -158,4 +159,16 @@ async function* streamCall(fn: (...args: unknown[]) => unknown, request: unknown
     // Leaving the loop early (consumer stopped reading) must not leave the server producing.
     stream.cancel();
   }
+}
+
+export type { ClientDuplexStream };
+
+/**
+ * Opens a bidirectional-streaming call that writes messages the caller has already encoded (so it
+ * can judge their size first) and decodes what comes back. For long-lived multiplexed calls
+ * (Router.Exchange): no deadline, no retries.
+ */
+export function openDuplexCall<Response>(client: Client, path: string, decode: (bytes: Uint8Array) => Response): ClientDuplexStream<Uint8Array, Response> {
+  const serialize = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  return client.makeBidiStreamRequest(path, serialize, decode, new Metadata(), {});
 }

@@ -62,6 +62,12 @@ export const errors = {
     new GatewayError(status.INTERNAL, ErrorReason.ERROR_REASON_INTERNAL, message, { cause }),
 };
 
+/** The GatewayError a status code and its detail stand for (a failure inside a multiplexed call, e.g. Router.Exchange). */
+export function fromStatusDetail(code: status, detail: ErrorDetail | undefined, fallbackMessage = 'call failed'): GatewayError {
+  if (!detail) return new GatewayError(code, ErrorReason.ERROR_REASON_INTERNAL, fallbackMessage);
+  return new GatewayError(code, detail.reason, detail.message, { code: detail.code, param: detail.param, retryAfterSeconds: detail.retryAfterSeconds });
+}
+
 /** Turns whatever a gRPC call rejected with into a GatewayError, decoding the typed detail when present. */
 export function fromServiceError(error: unknown): GatewayError {
   if (error instanceof GatewayError) return error;

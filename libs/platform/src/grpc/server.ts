@@ -20,11 +20,14 @@ export type StreamHandler<Request, Response> = (
   call: ServerWritableStream<Request, Response>,
 ) => AsyncIterable<Response>;
 
-function toStatus(error: unknown, logger: Logger, method: string) {
-  if (error instanceof GatewayError) return error.toStatusObject();
+/** What a handler threw, as the GatewayError its caller sees: anything unexpected is logged and becomes INTERNAL. */
+export function handlerError(error: unknown, logger: Logger, method: string): GatewayError {
+  if (error instanceof GatewayError) return error;
   logger.error({ err: error, method }, 'unexpected error in handler');
-  return errors.internal('internal error').toStatusObject();
+  return errors.internal('internal error');
 }
+
+const toStatus = (error: unknown, logger: Logger, method: string) => handlerError(error, logger, method).toStatusObject();
 
 /** Wraps a unary domain function as a grpc-js handler with the house error mapping. */
 export function unary<Request, Response>(logger: Logger, method: string, handler: UnaryHandler<Request, Response>) {

@@ -133,6 +133,14 @@ describe('report', () => {
     gatewayKernelShare: 0.3,
   });
 
+  it('judges CPU as a ratio to the bare proxy of the same run', () => {
+    const slowMachine = figures({ cpuMicrosPerRequest: 1_100 });
+    slowMachine.bare = { ...target, cpuMicrosPerRequest: 240 };
+    expect(verdicts(slowMachine).cpu).toBe(true);
+    slowMachine.bare = { ...target, cpuMicrosPerRequest: 100 };
+    expect(verdicts(slowMachine).cpu).toBe(false);
+  });
+
   it('judges each target against the bare proxy', () => {
     expect(verdicts(figures({ requestsPerSecond: 1_500, cpuMicrosPerRequest: 600, p99AtRateMs: 12, firstChunkP50Ms: 3 }))).toEqual({ throughput: true, cpu: true, p99: true, firstChunk: true });
     expect(verdicts(figures({ requestsPerSecond: 1_499, cpuMicrosPerRequest: 601, p99AtRateMs: 12.5, firstChunkP50Ms: 3.5 }))).toEqual({ throughput: false, cpu: false, p99: false, firstChunk: false });
@@ -141,10 +149,20 @@ describe('report', () => {
   it('prints ratios and added milliseconds', () => {
     const table = formatTable(figures({ requestsPerSecond: 2_000, cpuMicrosPerRequest: 450, p99AtRateMs: 5.25 }));
     expect(table).toMatch(/\| 10,000 +\| 2,000 +\| 0\.200× +\| ≥ 0\.15× +\| yes/);
-    expect(table).toMatch(/\| 60 +\| 450 +\| 7\.5× +\| ≤ 600 +\| yes/);
+    expect(table).toMatch(/\| 60 +\| 450 +\| 7\.5× +\| ≤ 10× bare +\| yes/);
     expect(table).toMatch(/p99 at 500 req\/s, ms +\| 2\.00 +\| 5\.25 +\| \+3\.25/);
     expect(table).toContain('by process: edge 200, postgres 100 (30% of it in the kernel)');
     expect(table).toContain('up to 0.25 of the cores');
+  });
+
+  it('marks the targets of phases that did not run (--only)', () => {
+    const onlyRate = { ...figures({ p99AtRateMs: 9 }), breakdownPhase: 'rate' };
+    for (const side of [onlyRate.bare, onlyRate.gateway]) Object.assign(side, { requestsPerSecond: Number.NaN, cpuMicrosPerRequest: Number.NaN, firstChunkP50Ms: Number.NaN, firstChunkP99Ms: Number.NaN });
+    expect(verdicts(onlyRate)).toEqual({ throughput: undefined, cpu: undefined, p99: true, firstChunk: undefined });
+    const table = formatTable(onlyRate);
+    expect(table).toMatch(/p99 at 500 req\/s, ms +\| 2\.00 +\| 9\.00 +\| \+7\.00 +\| ≤ \+10 +\| yes/);
+    expect(table).toMatch(/max throughput.*\| n\/a +\| n\/a +\| n\/a× +\| ≥ 0\.15× +\| not run/);
+    expect(table).toContain('CPU µs per request in the rate phase, by process');
   });
 });
 

@@ -41,6 +41,8 @@ export interface GatewayClusterOptions {
   accounts?: number;
   /** The edge's admission (EDGE_ADMISSION): 'leased' budgets (default) or 'ledger' (one Admit per request). */
   admission?: 'ledger' | 'leased';
+  /** How the edge reaches routing (EDGE_ROUTER_TRANSPORT): 'exchange' (default, one multiplexed call) or 'calls' (a call per request). */
+  routerTransport?: 'exchange' | 'calls';
 }
 
 export interface GatewayCluster {
@@ -203,6 +205,7 @@ export async function startGatewayCluster(options: GatewayClusterOptions): Promi
       ROUTER_ADDR: addresses.routing,
       MEDIA_ADDR: addresses.media,
       EDGE_ADMISSION: options.admission ?? 'leased',
+      EDGE_ROUTER_TRANSPORT: options.routerTransport ?? 'exchange',
     });
     await until(async () => (await fetch(`${url}/v1/models`)).status === 200, START_TIMEOUT_MS, 'edge', children.get('edge'));
 

@@ -24,10 +24,12 @@ const HELP = `usage: npm run bench -- [options]
   --duration S         seconds per measured phase (default 10, at most 60)
   --accounts N         accounts (one key each) the gateway load is spread over (default 1, at most 64)
   --rate R             fixed rate of the latency phase, req/s (default 500, at most 5000)
+  --only a,b           run only these phases of max, rate, ttfb (the table shows what ran)
   --json FILE          also write the raw results as JSON
   --profile            profile the gateway under load (node --cpu-prof) instead of the comparison
   --profile-services a,b  services to profile (default edge,routing,ledger,auth)
   --admission MODE     the edge's admission: leased (default, leased budgets) or ledger (one Ledger.Admit per request)
+  --router-transport T edge to routing: exchange (default, one multiplexed Router.Exchange call) or calls (a call per request)
   --ledger             the ledger bench instead (with --quick, --events N, --callers N, --rate R, --only backlog,live,admit)
   --help`;
 
@@ -50,11 +52,13 @@ const { values: args } = parseArgs({
     connections: { type: 'string' },
     duration: { type: 'string' },
     rate: { type: 'string' },
+    only: { type: 'string' },
     accounts: { type: 'string' },
     json: { type: 'string' },
     profile: { type: 'boolean', default: false },
     'profile-services': { type: 'string' },
     admission: { type: 'string' },
+    'router-transport': { type: 'string' },
     help: { type: 'boolean', default: false },
   },
 });
@@ -71,12 +75,18 @@ const bounded = (text: string | undefined, fallback: number, min: number, max: n
 const quick = args.quick;
 if (args.admission !== undefined && args.admission !== 'ledger' && args.admission !== 'leased') throw new Error('--admission must be ledger or leased');
 const admission = (args.admission ?? 'leased') as 'ledger' | 'leased';
+if (args['router-transport'] !== undefined && args['router-transport'] !== 'exchange' && args['router-transport'] !== 'calls') throw new Error('--router-transport must be exchange or calls');
+const routerTransport = (args['router-transport'] ?? 'exchange') as 'exchange' | 'calls';
 const connections = Math.round(bounded(args.connections, 64, 1, 512, 'connections'));
 const durationMs = bounded(args.duration, quick ? 2 : 10, 1, 60, 'duration') * 1000;
 const warmupMs = quick ? 1_000 : 3_000;
 const accounts = Math.round(bounded(args.accounts, 1, 1, 64, 'accounts'));
 const rate = bounded(args.rate, 500, 1, 5_000, 'rate');
 const ttfbRequests = quick ? 50 : 300;
+const PHASES = ['max', 'rate', 'ttfb'] as const;
+type PhaseName = (typeof PHASES)[number];
+const onlyPhases = (args.only ?? PHASES.join(',')).split(',').map((name) => name.trim()).filter(Boolean);
+for (const name of onlyPhases) if (!(PHASES as readonly string[]).includes(name)) throw new Error(`--only takes phases among ${PHASES.join(', ')}; got ${name}`);
 /** Longest the ledger may take to settle the requests of a phase before its CPU is read. */
 const SETTLE_TIMEOUT_MS = 60_000;
 
@@ -229,8 +239,8 @@ async function compare(): Promise<void> {
     log(`mode ${quick ? 'quick' : 'full'}: ${accounts} account(s), ${connections} connections, ${durationMs / 1000} s per phase after ${warmupMs / 1000} s warm-up, ${rate} req/s latency phase`);
     const { upstream, upstreamOrigin, proxy, proxyOrigin } = await startUpstreamAndProxy();
     log('starting the gateway: six service processes, fresh Postgres database and NATS namespace');
-    cluster = await startGatewayCluster({ root, upstreamBaseUrl: `${upstreamOrigin}/v1`, postgresAdminUrl, natsUrl, accounts, admission });
-    log(`edge admission: ${admission}`);
+    cluster = await startGatewayCluster({ root, upstreamBaseUrl: `${upstreamOrigin}/v1`, postgresAdminUrl, natsUrl, accounts, admission, routerTransport });
+    log(`edge admission: ${admission}; edge to routing: ${routerTransport}`);
     log(`gateway at ${cluster.url} (database ${cluster.databaseName}, NATS namespace ${cluster.namespace})`);
     const bare: Target = { name: 'bare', origin: proxyOrigin, apiKeys: ['bench'], groups: async () => [{ name: 'bare-proxy', pids: [proxy.pid] }], settle: async () => undefined };
     const gateway = gatewayTarget(cluster);
@@ -244,7 +254,7 @@ async function compare(): Promise<void> {
       rate: { mode: 'open', path: '/v1/chat/completions', body: chatBody, connections: 256, warmupMs, durationMs, rate, maxInFlight: 2_000 },
       ttfb: { mode: 'ttfb', path: '/v1/chat/completions', body: streamBody, connections: 1, warmupMs: Math.min(warmupMs, 1_000), durationMs, requests: ttfbRequests },
     };
-    for (const [phase, job] of Object.entries(jobs)) {
+    for (const [phase, job] of Object.entries(jobs).filter(([name]) => onlyPhases.includes(name))) {
       phases[phase] = {} as Record<'bare' | 'gateway', PhaseOutcome>;
       for (const target of [bare, gateway]) {
         log(`phase ${phase} (${job.mode}) on ${target.name}...`);
@@ -255,21 +265,24 @@ async function compare(): Promise<void> {
     }
 
     const figuresOf = (name: 'bare' | 'gateway'): TargetFigures => {
-      const max = phases.max![name];
-      const atRate = phases.rate![name];
-      const ttfb = phases.ttfb![name];
+      const max = phases.max?.[name];
+      const atRate = phases.rate?.[name];
+      const ttfb = phases.ttfb?.[name];
+      const cpuPerRequest = (outcome: PhaseOutcome | undefined) => (outcome ? (sum(outcome.cpuSeconds.values()) / outcome.result.ok) * 1e6 : Number.NaN);
       return {
-        requestsPerSecond: max.result.requestsPerSecond,
-        cpuMicrosPerRequest: (sum(max.cpuSeconds.values()) / max.result.ok) * 1e6,
-        cpuMicrosPerRequestAtRate: (sum(atRate.cpuSeconds.values()) / atRate.result.ok) * 1e6,
-        p50AtRateMs: atRate.result.latency.p50Ms,
-        p99AtRateMs: atRate.result.latency.p99Ms,
-        firstChunkP50Ms: ttfb.result.firstChunk?.p50Ms ?? Number.NaN,
-        firstChunkP99Ms: ttfb.result.firstChunk?.p99Ms ?? Number.NaN,
-        errors: max.result.errors + atRate.result.errors + ttfb.result.errors,
+        requestsPerSecond: max?.result.requestsPerSecond ?? Number.NaN,
+        cpuMicrosPerRequest: cpuPerRequest(max),
+        cpuMicrosPerRequestAtRate: cpuPerRequest(atRate),
+        p50AtRateMs: atRate?.result.latency.p50Ms ?? Number.NaN,
+        p99AtRateMs: atRate?.result.latency.p99Ms ?? Number.NaN,
+        firstChunkP50Ms: ttfb?.result.firstChunk?.p50Ms ?? Number.NaN,
+        firstChunkP99Ms: ttfb?.result.firstChunk?.p99Ms ?? Number.NaN,
+        errors: sum([max, atRate, ttfb].map((outcome) => outcome?.result.errors ?? 0)),
       };
     };
-    const maxGateway = phases.max!.gateway;
+    // The per-process breakdown is of the max phase, or of whichever phase ran first.
+    const breakdownName = phases.max ? 'max' : Object.keys(phases)[0]!;
+    const maxGateway = phases[breakdownName]!.gateway;
     const figures: BenchFigures = {
       machine: `${cpus().length} cores (${cpus()[0]?.model ?? 'unknown CPU'}), shared; Node ${process.version}; ${quick ? 'quick run' : 'full run'}`,
       connections,
@@ -279,6 +292,7 @@ async function compare(): Promise<void> {
       bare: figuresOf('bare'),
       gateway: figuresOf('gateway'),
       othersCoresMax: Math.max(...Object.values(phases).flatMap((phase) => [phase.bare.othersCores, phase.gateway.othersCores])),
+      breakdownPhase: breakdownName,
       gatewayCpuByProcess: Object.fromEntries([...maxGateway.cpuSeconds].map(([group, seconds]) => [group, (seconds / maxGateway.result.ok) * 1e6])),
       gatewayKernelShare: sum(maxGateway.systemSeconds.values()) / sum(maxGateway.cpuSeconds.values()),
     };
@@ -290,7 +304,7 @@ async function compare(): Promise<void> {
     for (const deadline = Date.now() + 10_000; charges < answered && Date.now() < deadline; charges = await cluster.charges()) {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
-    const batchLines = ['max', 'rate'].map((phase) => `Batching, ${phase} phase: ${batching(phases[phase]!.gateway.counters ?? {})}.`).join('\n');
+    const batchLines = ['max', 'rate'].filter((phase) => phases[phase]).map((phase) => `Batching, ${phase} phase: ${batching(phases[phase]!.gateway.counters ?? {})}.`).join('\n');
     process.stdout.write(`\n${formatTable(figures)}\n${batchLines}\nLedger: ${charges} charges for ${answered} answered gateway requests; ${await cluster.openReservations()} reservations open.\n`);
     if (args.json) writeFileSync(args.json, JSON.stringify({ figures, verdicts: verdicts(figures), phases, charges, answered }, (_key, value) => (value instanceof Map ? Object.fromEntries(value) : value), 2));
   } catch (error) {
@@ -311,7 +325,7 @@ async function profile(): Promise<void> {
   try {
     const { upstreamOrigin } = await startUpstreamAndProxy();
     log(`starting the gateway with --cpu-prof on ${services.join(', ')}`);
-    cluster = await startGatewayCluster({ root, upstreamBaseUrl: `${upstreamOrigin}/v1`, postgresAdminUrl, natsUrl, accounts, admission, profile: { services, dir } });
+    cluster = await startGatewayCluster({ root, upstreamBaseUrl: `${upstreamOrigin}/v1`, postgresAdminUrl, natsUrl, accounts, admission, routerTransport, profile: { services, dir } });
     const gateway = gatewayTarget(cluster);
     await checkTarget(gateway);
     const outcome = await runPhase(gateway, { mode: 'closed', path: '/v1/chat/completions', body: chatBody, connections, warmupMs, durationMs }, []);

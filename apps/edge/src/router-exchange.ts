@@ -1,0 +1,311 @@
+import {
+  ErrorReason,
+  GatewayError,
+  GrpcStatus,
+  errors,
+  fromServiceError,
+  fromStatusDetail,
+  openDuplexCall,
+  type CallSettings,
+  type ClientDuplexStream,
+  type Logger,
+} from '@gateway/platform';
+import {
+  ExchangeRequest,
+  ExchangeResponse,
+  RouterServiceService,
+  type ChatRequest,
+  type ChatResponse,
+  type ChatStreamRequest,
+  type ChatStreamResponse,
+  type RouterServiceClient,
+} from '@gateway/proto';
+
+/** How the chat route reaches the router: per-request calls (the generated client) or Router.Exchange. */
+export interface ChatRouter {
+  chat(request: ChatRequest, settings: CallSettings): Promise<ChatResponse>;
+  chatStream(request: ChatStreamRequest, settings: CallSettings): AsyncIterable<ChatStreamResponse>;
+}
+
+export interface RouterExchangeOptions {
+  /**
+   * A request whose frame is larger goes on its own call (the fallback): on the shared call it would
+   * hold up every exchange behind it while its bytes go out. Default 1 MiB.
+   */
+  maxFrameBytes?: number;
+  /** Stream messages one exchange may hold for a reader that does not keep up before it is failed. Default 262,144. */
+  maxQueuedMessages?: number;
+  /** Bound on a non-streamed exchange when the caller gives none. Default 10 minutes. */
+  defaultDeadlineMs?: number;
+}
+
+type Frame = NonNullable<ExchangeResponse['frame']>;
+
+interface Pending {
+  /** A frame answering this exchange. */
+  deliver(frame: Frame): void;
+  /** The call broke: nothing more will come. */
+  fail(error: GatewayError): void;
+}
+
+const cancelled = () => new GatewayError(GrpcStatus.CANCELLED, ErrorReason.ERROR_REASON_INTERNAL, 'exchange cancelled by its caller');
+const unexpected = (frame: Frame, what: string) => errors.internal(`router exchange answered a ${what} with ${frame.$case}`);
+
+/**
+ * Why every exchange of a broken call failed. A call we did not cancel that ends CANCELLED lost its
+ * router (a server shutting down forcibly cancels its calls): UNAVAILABLE, like any lost connection.
+ */
+function callFailure(error: unknown): GatewayError {
+  const failure = fromServiceError(error);
+  if (failure.status !== GrpcStatus.CANCELLED) return failure;
+  return new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_INTERNAL, `router exchange call lost: ${failure.message}`);
+}
+
+/** One open Router.Exchange call and the exchanges waiting on it. */
+class ExchangeCall {
+  readonly pending = new Map<number, Pending>();
+  /** The router is shutting down: no new exchanges here; the call is ended once the last one answers. */
+  draining = false;
+  gone = false;
+  private ended = false;
+  private nextId = 1;
+
+  constructor(
+    private readonly call: ClientDuplexStream<Uint8Array, ExchangeResponse>,
+    private readonly onGone: (call: ExchangeCall) => void,
+  ) {
+    call.on('data', (response: ExchangeResponse) => this.receive(response));
+    call.on('error', (error: unknown) => this.broken(callFailure(error)));
+    call.on('end', () => this.broken(new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_INTERNAL, 'router exchange call ended')));
+  }
+
+  /** An id no open exchange of this call uses. */
+  allocate(): number {
+    let id: number;
+    do {
+      id = this.nextId;
+      this.nextId = this.nextId >= 0xffff_ffff ? 1 : this.nextId + 1;
+    } while (this.pending.has(id));
+    return id;
+  }
+
+  open(id: number, pending: Pending, frame: Uint8Array): void {
+    this.pending.set(id, pending);
+    this.call.write(frame);
+  }
+
+  /** The exchange answered or was given up: forget it (and end a draining call once it is idle). */
+  close(id: number): void {
+    this.pending.delete(id);
+    if (this.draining && this.pending.size === 0) this.endCall();
+  }
+
+  /** Half-closes a drained call once (the router then ends it). */
+  private endCall(): void {
+    if (this.gone || this.ended) return;
+    this.ended = true;
+    this.call.end();
+  }
+
+  /** Tells the router to stop working on an exchange nobody waits for any more. */
+  cancel(id: number): void {
+    // Written before close(): closing the last exchange of a draining call ends (half-closes) it.
+    if (!this.gone && !this.ended) this.call.write(ExchangeRequest.encode({ exchangeId: id, frame: { $case: 'cancel', value: {} } }).finish());
+    this.close(id);
+  }
+
+  shutdown(reason: string): void {
+    this.broken(new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_INTERNAL, reason));
+    this.call.cancel();
+  }
+
+  private receive(response: ExchangeResponse): void {
+    const frame = response.frame;
+    if (!frame) return;
+    if (frame.$case === 'drain') {
+      this.draining = true;
+      this.onGone(this);
+      if (this.pending.size === 0) this.endCall();
+      return;
+    }
+    // Unknown ids are answers to exchanges given up on (cancel and answer crossed): dropped.
+    this.pending.get(response.exchangeId)?.deliver(frame);
+  }
+
+  private broken(error: GatewayError): void {
+    if (this.gone) return;
+    this.gone = true;
+    this.onGone(this);
+    const pending = [...this.pending.values()];
+    this.pending.clear();
+    for (const exchange of pending) exchange.fail(error);
+  }
+}
+
+/**
+ * Router.Exchange, edge side: chat requests go to the router as frames of one long-lived call,
+ * answers come back tagged with their exchange id. Per request this costs a frame each way instead
+ * of an HTTP/2 stream and a grpc-js call, whose objects outlived the request (README "Performance").
+ * Semantics match the per-request RPCs: the same errors, cancellation when the caller's signal
+ * aborts, a deadline for non-streamed chats. Frames over `maxFrameBytes` use `fallback` instead.
+ */
+export class RouterExchange implements ChatRouter {
+  private current: ExchangeCall | undefined;
+  private readonly calls = new Set<ExchangeCall>();
+  private readonly maxFrameBytes: number;
+  private readonly maxQueuedMessages: number;
+  private readonly defaultDeadlineMs: number;
+  private closed = false;
+
+  constructor(
+    private readonly client: RouterServiceClient,
+    private readonly fallback: ChatRouter,
+    private readonly logger: Logger,
+    options: RouterExchangeOptions = {},
+  ) {
+    this.maxFrameBytes = options.maxFrameBytes ?? 1024 * 1024;
+    this.maxQueuedMessages = options.maxQueuedMessages ?? 262_144;
+    this.defaultDeadlineMs = options.defaultDeadlineMs ?? 10 * 60_000;
+  }
+
+  chat(request: ChatRequest, settings: CallSettings = {}): Promise<ChatResponse> {
+    const exchange = this.callForNewExchange();
+    const id = exchange.allocate();
+    const frame = ExchangeRequest.encode({ exchangeId: id, frame: { $case: 'chat', value: request } }).finish();
+    if (frame.length > this.maxFrameBytes) return this.fallback.chat(request, settings);
+    return new Promise<ChatResponse>((resolve, reject) => {
+      const signal = settings.signal;
+      const finish = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+      };
+      const giveUp = (error: GatewayError) => {
+        finish();
+        exchange.cancel(id);
+        reject(error);
+      };
+      const onAbort = () => giveUp(cancelled());
+      const deadlineMs = settings.deadlineMs ?? this.defaultDeadlineMs;
+      const timer = setTimeout(() => giveUp(new GatewayError(GrpcStatus.DEADLINE_EXCEEDED, ErrorReason.ERROR_REASON_INTERNAL, `no answer from the router within ${deadlineMs} ms`)), deadlineMs);
+      if (signal?.aborted) return giveUp(cancelled());
+      signal?.addEventListener('abort', onAbort, { once: true });
+      exchange.open(id, {
+        deliver: (answer) => {
+          finish();
+          exchange.close(id);
+          if (answer.$case === 'chat') resolve(answer.value);
+          else if (answer.$case === 'failure') reject(fromStatusDetail(answer.value.status, answer.value.detail));
+          else reject(unexpected(answer, 'chat'));
+        },
+        fail: (error) => {
+          finish();
+          reject(error);
+        },
+      }, frame);
+    });
+  }
+
+  async *chatStream(request: ChatStreamRequest, settings: CallSettings = {}): AsyncGenerator<ChatStreamResponse> {
+    const exchange = this.callForNewExchange();
+    const id = exchange.allocate();
+    const frame = ExchangeRequest.encode({ exchangeId: id, frame: { $case: 'chatStream', value: request } }).finish();
+    if (frame.length > this.maxFrameBytes) {
+      yield* this.fallback.chatStream(request, settings);
+      return;
+    }
+    // Messages are queued as they arrive (the call is shared: it is never paused for one slow reader).
+    let queue: (ChatStreamResponse | undefined)[] = [];
+    let head = 0;
+    let ended = false;
+    let failure: GatewayError | undefined;
+    let wake: (() => void) | undefined;
+    const end = (error?: GatewayError) => {
+      ended = true;
+      failure = error;
+      wake?.();
+    };
+    const signal = settings.signal;
+    const onAbort = () => {
+      if (ended) return;
+      exchange.cancel(id);
+      end(cancelled());
+    };
+    if (signal?.aborted) throw cancelled();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    exchange.open(id, {
+      deliver: (answer) => {
+        if (ended) return;
+        if (answer.$case === 'stream') {
+          if (queue.length - head >= this.maxQueuedMessages) {
+            exchange.cancel(id);
+            end(new GatewayError(GrpcStatus.RESOURCE_EXHAUSTED, ErrorReason.ERROR_REASON_INTERNAL, `stream reader fell ${this.maxQueuedMessages} messages behind`));
+            return;
+          }
+          queue.push(answer.value);
+          wake?.();
+          return;
+        }
+        exchange.close(id);
+        if (answer.$case === 'end') end();
+        else if (answer.$case === 'failure') end(fromStatusDetail(answer.value.status, answer.value.detail));
+        else end(unexpected(answer, 'stream'));
+      },
+      fail: (error) => end(error),
+    }, frame);
+    try {
+      for (;;) {
+        // A caller that gave up hears so at once, not after the messages already queued.
+        if (signal?.aborted) throw failure ?? cancelled();
+        if (head < queue.length) {
+          const message = queue[head] as ChatStreamResponse;
+          queue[head] = undefined;
+          head += 1;
+          if (head === queue.length) {
+            queue = [];
+            head = 0;
+          }
+          yield message;
+          continue;
+        }
+        if (ended) {
+          if (failure) throw failure;
+          return;
+        }
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+        });
+        wake = undefined;
+      }
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      // The reader stopped before the end (client left, error while relaying): stop the router's work.
+      if (!ended) {
+        ended = true;
+        exchange.cancel(id);
+      }
+    }
+  }
+
+  /** Ends every call; exchanges still open fail as UNAVAILABLE. */
+  close(): void {
+    this.closed = true;
+    for (const call of [...this.calls]) call.shutdown('edge stopping');
+    this.calls.clear();
+    this.current = undefined;
+  }
+
+  private callForNewExchange(): ExchangeCall {
+    if (this.closed) throw new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_INTERNAL, 'edge stopping');
+    const current = this.current;
+    if (current && !current.draining && !current.gone) return current;
+    const call: ExchangeCall = new ExchangeCall(openDuplexCall(this.client, RouterServiceService.exchange.path, ExchangeResponse.decode), (finished) => {
+      if (this.current === finished) this.current = undefined;
+      // A draining call stays in `calls` (so close() can end it) until it is gone.
+      if (finished.gone) this.calls.delete(finished);
+    });
+    this.calls.add(call);
+    this.current = call;
+    this.logger.debug({ open_calls: this.calls.size }, 'router exchange call opened');
+    return call;
+  }
+}

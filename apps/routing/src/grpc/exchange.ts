@@ -1,0 +1,185 @@
+import type { ServerDuplexStream } from '@grpc/grpc-js';
+import { GatewayError, GrpcStatus, ErrorReason, errors, handlerError, type Logger } from '@gateway/platform';
+import type { ChatRequest, ChatStreamRequest, ExchangeRequest, ExchangeResponse } from '@gateway/proto';
+import type { CallerSignal, Router } from '../routing/router.js';
+
+/** Exchanges one call may hold open at once; more are refused (RESOURCE_EXHAUSTED) until some finish. */
+export const MAX_OPEN_EXCHANGES = 10_000;
+
+type ExchangeCall = ServerDuplexStream<ExchangeRequest, ExchangeResponse>;
+
+/** One exchange's cancellation (its `cancel` frame, or the whole call going away), as the router reads it. */
+class ExchangeCancellation implements CallerSignal {
+  aborted = false;
+  reason: unknown;
+  private listeners: (() => void)[] = [];
+
+  addEventListener(_type: 'abort', listener: () => void): void {
+    this.listeners.push(listener);
+  }
+
+  removeEventListener(_type: 'abort', listener: () => void): void {
+    const index = this.listeners.indexOf(listener);
+    if (index >= 0) this.listeners.splice(index, 1);
+  }
+
+  abort(reason: string): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = new Error(reason);
+    const listeners = this.listeners;
+    this.listeners = [];
+    for (const listener of listeners) listener();
+  }
+}
+
+/**
+ * Router.Exchange, server side: many Chat / ChatStream exchanges over one call. Each exchange is
+ * the same domain call as its own RPC would make; answers are tagged with the exchange id. The call
+ * ends once the caller has half-closed it and every exchange has answered.
+ */
+export class ExchangeService {
+  private readonly sessions = new Set<ExchangeSession>();
+  private draining = false;
+
+  constructor(
+    private readonly router: Router,
+    private readonly logger: Logger,
+  ) {}
+
+  readonly handler = (call: ExchangeCall): void => {
+    const session = new ExchangeSession(call, this.router, this.logger, () => this.sessions.delete(session));
+    this.sessions.add(session);
+    if (this.draining) session.drain();
+  };
+
+  /** Shutting down: every caller is told to start new exchanges elsewhere; those in flight finish. */
+  drain(): void {
+    this.draining = true;
+    for (const session of this.sessions) session.drain();
+  }
+
+  get openExchanges(): number {
+    let total = 0;
+    for (const session of this.sessions) total += session.openCount;
+    return total;
+  }
+}
+
+class ExchangeSession {
+  private readonly open = new Map<number, ExchangeCancellation>();
+  private halfClosed = false;
+  private gone = false;
+
+  constructor(
+    private readonly call: ExchangeCall,
+    private readonly router: Router,
+    private readonly logger: Logger,
+    private readonly onFinished: () => void,
+  ) {
+    call.on('data', (request: ExchangeRequest) => this.receive(request));
+    call.on('end', () => {
+      this.halfClosed = true;
+      this.endIfIdle();
+    });
+    // The caller cancelled the call or the connection broke: nobody is left to answer.
+    call.on('cancelled', () => this.abandon('exchange call cancelled'));
+    call.on('error', () => this.abandon('exchange call failed'));
+    call.on('close', () => this.abandon('exchange call closed'));
+  }
+
+  get openCount(): number {
+    return this.open.size;
+  }
+
+  drain(): void {
+    this.send({ exchangeId: 0, frame: { $case: 'drain', value: {} } });
+  }
+
+  private receive(request: ExchangeRequest): void {
+    const id = request.exchangeId;
+    const frame = request.frame;
+    if (frame?.$case === 'cancel') {
+      this.open.get(id)?.abort('caller cancelled the exchange');
+      return;
+    }
+    if (!frame) return this.fail(id, errors.invalidRequest('ExchangeRequest has no frame', 'frame'));
+    if (this.open.has(id)) return this.fail(id, errors.invalidRequest(`exchange ${id} is already open on this call`, 'exchange_id'));
+    if (this.open.size >= MAX_OPEN_EXCHANGES) {
+      return this.fail(id, new GatewayError(GrpcStatus.RESOURCE_EXHAUSTED, ErrorReason.ERROR_REASON_INTERNAL, `more than ${MAX_OPEN_EXCHANGES} exchanges open on one call`));
+    }
+    const cancellation = new ExchangeCancellation();
+    this.open.set(id, cancellation);
+    if (frame.$case === 'chat') void this.chat(id, frame.value, cancellation);
+    else void this.chatStream(id, frame.value, cancellation);
+  }
+
+  private async chat(id: number, request: ChatRequest, cancellation: ExchangeCancellation): Promise<void> {
+    try {
+      const response = await this.router.chat(request, cancellation);
+      if (!cancellation.aborted) this.send({ exchangeId: id, frame: { $case: 'chat', value: response } });
+    } catch (error) {
+      if (!cancellation.aborted) this.fail(id, handlerError(error, this.logger, 'Exchange.Chat'));
+    } finally {
+      this.finish(id);
+    }
+  }
+
+  private async chatStream(id: number, request: ChatStreamRequest, cancellation: ExchangeCancellation): Promise<void> {
+    try {
+      if (!request.chat) throw errors.invalidRequest('ChatStreamRequest.chat is required', 'chat_stream.chat');
+      for await (const message of this.router.chatStream(request.chat, cancellation, { combinedStart: request.combinedStart })) {
+        if (cancellation.aborted) return;
+        // The call's buffer is shared by every exchange: a stream waits for it to drain, as ChatStream
+        // waits for its own call (answers of other exchanges still go out meanwhile).
+        if (!this.send({ exchangeId: id, frame: { $case: 'stream', value: message } })) await this.drained(cancellation);
+      }
+      if (!cancellation.aborted) this.send({ exchangeId: id, frame: { $case: 'end', value: {} } });
+    } catch (error) {
+      if (!cancellation.aborted) this.fail(id, handlerError(error, this.logger, 'Exchange.ChatStream'));
+    } finally {
+      this.finish(id);
+    }
+  }
+
+  private drained(cancellation: ExchangeCancellation): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        this.call.off('drain', done);
+        cancellation.removeEventListener('abort', done);
+        resolve();
+      };
+      this.call.on('drain', done);
+      cancellation.addEventListener('abort', done);
+    });
+  }
+
+  private fail(id: number, error: GatewayError): void {
+    this.send({ exchangeId: id, frame: { $case: 'failure', value: { status: error.status, detail: error.detail } } });
+  }
+
+  /** False when the call's buffer is full (the caller is slow to read). */
+  private send(response: ExchangeResponse): boolean {
+    if (this.gone) return true;
+    return this.call.write(response);
+  }
+
+  private finish(id: number): void {
+    this.open.delete(id);
+    this.endIfIdle();
+  }
+
+  private endIfIdle(): void {
+    if (!this.halfClosed || this.open.size > 0 || this.gone) return;
+    this.gone = true;
+    this.call.end();
+    this.onFinished();
+  }
+
+  private abandon(reason: string): void {
+    if (this.gone && this.open.size === 0) return;
+    this.gone = true;
+    for (const cancellation of this.open.values()) cancellation.abort(reason);
+    this.onFinished();
+  }
+}
