@@ -169,10 +169,9 @@ export class RouterExchange implements ChatRouter {
   }
 
   chat(request: ChatRequest, settings: CallSettings = {}): Promise<ChatResponse> {
-    const exchange = this.callForNewExchange();
-    const id = exchange.allocate();
-    const frame = ExchangeRequest.encode({ exchangeId: id, frame: { $case: 'chat', value: request } }).finish();
-    if (frame.length > this.maxFrameBytes) return this.fallback.chat(request, settings);
+    const opened = this.frameFor({ $case: 'chat', value: request });
+    if (!opened) return this.fallback.chat(request, settings);
+    const { exchange, id, frame } = opened;
     return new Promise<ChatResponse>((resolve, reject) => {
       const signal = settings.signal;
       const finish = () => {
@@ -206,13 +205,12 @@ export class RouterExchange implements ChatRouter {
   }
 
   async *chatStream(request: ChatStreamRequest, settings: CallSettings = {}): AsyncGenerator<ChatStreamResponse> {
-    const exchange = this.callForNewExchange();
-    const id = exchange.allocate();
-    const frame = ExchangeRequest.encode({ exchangeId: id, frame: { $case: 'chatStream', value: request } }).finish();
-    if (frame.length > this.maxFrameBytes) {
+    const opened = this.frameFor({ $case: 'chatStream', value: request });
+    if (!opened) {
       yield* this.fallback.chatStream(request, settings);
       return;
     }
+    const { exchange, id, frame } = opened;
     // Messages are queued as they arrive (the call is shared: it is never paused for one slow reader).
     let queue: (ChatStreamResponse | undefined)[] = [];
     let head = 0;
@@ -292,6 +290,14 @@ export class RouterExchange implements ChatRouter {
     for (const call of [...this.calls]) call.shutdown('edge stopping');
     this.calls.clear();
     this.current = undefined;
+  }
+
+  /** The call, id and encoded frame of a new exchange; undefined when the frame is too large for the shared call. */
+  private frameFor(request: ExchangeRequest['frame']): { exchange: ExchangeCall; id: number; frame: Uint8Array } | undefined {
+    const exchange = this.callForNewExchange();
+    const id = exchange.allocate();
+    const frame = ExchangeRequest.encode({ exchangeId: id, frame: request }).finish();
+    return frame.length > this.maxFrameBytes ? undefined : { exchange, id, frame };
   }
 
   private callForNewExchange(): ExchangeCall {

@@ -1,12 +1,9 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import OpenAI from 'openai';
 import { expect } from 'vitest';
-import { ctlJson, startTestStack } from './configured-stack.js';
+import { ctlJson, startStackOnCatalog } from './configured-stack.js';
 import { createClient, parseCredits } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
-import { createTestBus, createTestDatabase, eventually, type TestBus, type TestDatabase } from '@gateway/testing';
+import { eventually } from '@gateway/testing';
 import type { RunningStack, StackOptions } from '../src/index.js';
 
 /**
@@ -36,30 +33,19 @@ export interface ChatHarnessOptions {
 }
 
 export async function startChatHarness(options: ChatHarnessOptions): Promise<ChatHarness> {
-  const directory = await mkdtemp(join(tmpdir(), 'gateway-chat-e2e-'));
-  const configPath = join(directory, 'gateway.yaml');
-  await writeFile(configPath, options.configYaml);
-  let database: TestDatabase | undefined;
-  let testBus: TestBus | undefined;
-  let stack: RunningStack | undefined;
+  const base = await startStackOnCatalog('chat', options.configYaml, {
+    keyHashSecret: 'chat-e2e-secret-chat-e2e-secret-0123',
+    providerSecrets: options.providerSecrets ?? {},
+    ...(options.routing ? { routing: options.routing } : {}),
+    ...(options.media ? { media: options.media } : {}),
+  });
+  const stack = base.stack;
   let ledger: ReturnType<typeof createClient<LedgerServiceClient>> | undefined;
   const stop = async () => {
     ledger?.close();
-    await stack?.stop();
-    await testBus?.destroy();
-    await database?.drop();
-    await rm(directory, { recursive: true, force: true });
+    await base.stop();
   };
   try {
-    database = await createTestDatabase();
-    testBus = await createTestBus('nats');
-    stack = await startTestStack(database, testBus, {
-      configPath,
-      keyHashSecret: 'chat-e2e-secret-chat-e2e-secret-0123',
-      providerSecrets: options.providerSecrets ?? {},
-      ...(options.routing ? { routing: options.routing } : {}),
-      ...(options.media ? { media: options.media } : {}),
-    });
     const running = stack;
     const ctl = (...argv: string[]) => ctlJson(running, ...argv);
     const account = await ctl('accounts', 'create', '--name', 'chat-e2e', '--credits', options.credits ?? '10', '--tier', 'tier-1', '--json');

@@ -64,6 +64,46 @@ export async function startSecondEdge(
   });
 }
 
+export interface StackOnCatalog {
+  stack: RunningStack;
+  database: TestDatabase;
+  testBus: TestBus;
+  /** Stops the stack, drops its database and NATS namespace, removes the catalog file. */
+  stop(): Promise<void>;
+}
+
+/**
+ * A stack for a test (startTestStack) on a fresh test database and NATS namespace, with the catalog
+ * `configYaml` written to a temp file. A failed start cleans up what it made.
+ */
+export async function startStackOnCatalog(
+  name: string,
+  configYaml: string,
+  options: Omit<Parameters<typeof startTestStack>[2], 'configPath'>,
+): Promise<StackOnCatalog> {
+  const directory = await mkdtemp(join(tmpdir(), `gateway-${name}-e2e-`));
+  let database: TestDatabase | undefined;
+  let testBus: TestBus | undefined;
+  let stack: RunningStack | undefined;
+  const stop = async () => {
+    await stack?.stop();
+    await testBus?.destroy();
+    await database?.drop();
+    await rm(directory, { recursive: true, force: true });
+  };
+  try {
+    database = await createTestDatabase();
+    testBus = await createTestBus('nats');
+    const configPath = join(directory, 'gateway.yaml');
+    await writeFile(configPath, configYaml);
+    stack = await startTestStack(database, testBus, { configPath, ...options });
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { stack, database, testBus, stop };
+}
+
 export interface ConfiguredStack {
   stack: RunningStack;
   database: TestDatabase;
@@ -87,47 +127,37 @@ export async function startConfiguredStack(options: {
   edge?: StackOptions['edge'];
   ledger?: StackOptions['ledger'];
 }): Promise<ConfiguredStack> {
-  const directory = await mkdtemp(join(tmpdir(), `gateway-${options.name}-e2e-`));
-  const edges: RunningEdge[] = [];
-  let database: TestDatabase | undefined;
-  let testBus: TestBus | undefined;
-  let upstream: FakeUpstream | undefined;
-  let stack: RunningStack | undefined;
-  const stop = async () => {
-    for (const edge of edges) await edge.stop();
-    await stack?.stop();
-    await upstream?.close();
-    await testBus?.destroy();
-    await database?.drop();
-    await rm(directory, { recursive: true, force: true });
-  };
+  const upstream = await startFakeUpstream();
+  let base: StackOnCatalog;
   try {
-    database = await createTestDatabase();
-    testBus = await createTestBus('nats');
-    upstream = await startFakeUpstream();
-    const configPath = join(directory, 'gateway.yaml');
-    await writeFile(configPath, options.config(upstream));
-    stack = await startTestStack(database, testBus, {
-      configPath,
+    base = await startStackOnCatalog(options.name, options.config(upstream), {
       keyHashSecret: options.keyHashSecret,
       providerSecrets: options.providerSecrets,
       ...(options.edge ? { edge: options.edge } : {}),
       ...(options.ledger ? { ledger: options.ledger } : {}),
     });
   } catch (error) {
-    await stop();
+    await upstream.close();
     throw error;
   }
-  const running = { stack, database, testBus, upstream };
+  const { stack, database, testBus } = base;
+  const edges: RunningEdge[] = [];
   return {
-    ...running,
-    ctl: (...argv) => ctlJson(running.stack, ...argv),
+    stack,
+    database,
+    testBus,
+    upstream,
+    ctl: (...argv) => ctlJson(stack, ...argv),
     startSecondEdge: async (edgeOptions) => {
-      const edge = await startSecondEdge(running.stack, running.testBus, edgeOptions);
+      const edge = await startSecondEdge(stack, testBus, edgeOptions);
       edges.push(edge);
       return edge;
     },
-    stop,
+    stop: async () => {
+      for (const edge of edges) await edge.stop();
+      await base.stop();
+      await upstream.close();
+    },
   };
 }
 

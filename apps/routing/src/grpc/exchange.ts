@@ -1,37 +1,12 @@
 import type { ServerDuplexStream } from '@grpc/grpc-js';
 import { GatewayError, GrpcStatus, ErrorReason, errors, handlerError, type Logger } from '@gateway/platform';
 import type { ChatRequest, ChatStreamRequest, ExchangeRequest, ExchangeResponse } from '@gateway/proto';
-import type { CallerSignal, Router } from '../routing/router.js';
+import { Cancellation, type Router } from '../routing/router.js';
 
 /** Exchanges one call may hold open at once; more are refused (RESOURCE_EXHAUSTED) until some finish. */
 export const MAX_OPEN_EXCHANGES = 10_000;
 
 type ExchangeCall = ServerDuplexStream<ExchangeRequest, ExchangeResponse>;
-
-/** One exchange's cancellation (its `cancel` frame, or the whole call going away), as the router reads it. */
-class ExchangeCancellation implements CallerSignal {
-  aborted = false;
-  reason: unknown;
-  private listeners: (() => void)[] = [];
-
-  addEventListener(_type: 'abort', listener: () => void): void {
-    this.listeners.push(listener);
-  }
-
-  removeEventListener(_type: 'abort', listener: () => void): void {
-    const index = this.listeners.indexOf(listener);
-    if (index >= 0) this.listeners.splice(index, 1);
-  }
-
-  abort(reason: string): void {
-    if (this.aborted) return;
-    this.aborted = true;
-    this.reason = new Error(reason);
-    const listeners = this.listeners;
-    this.listeners = [];
-    for (const listener of listeners) listener();
-  }
-}
 
 /**
  * Router.Exchange, server side: many Chat / ChatStream exchanges over one call. Each exchange is
@@ -59,15 +34,11 @@ export class ExchangeService {
     for (const session of this.sessions) session.drain();
   }
 
-  get openExchanges(): number {
-    let total = 0;
-    for (const session of this.sessions) total += session.openCount;
-    return total;
-  }
 }
 
 class ExchangeSession {
-  private readonly open = new Map<number, ExchangeCancellation>();
+  /** Each open exchange's cancellation (its `cancel` frame, or the whole call going away). */
+  private readonly open = new Map<number, Cancellation>();
   private halfClosed = false;
   private gone = false;
 
@@ -88,10 +59,6 @@ class ExchangeSession {
     call.on('close', () => this.abandon('exchange call closed'));
   }
 
-  get openCount(): number {
-    return this.open.size;
-  }
-
   drain(): void {
     this.send({ exchangeId: 0, frame: { $case: 'drain', value: {} } });
   }
@@ -100,7 +67,7 @@ class ExchangeSession {
     const id = request.exchangeId;
     const frame = request.frame;
     if (frame?.$case === 'cancel') {
-      this.open.get(id)?.abort('caller cancelled the exchange');
+      this.open.get(id)?.abort(new Error('caller cancelled the exchange'));
       return;
     }
     if (!frame) return this.fail(id, errors.invalidRequest('ExchangeRequest has no frame', 'frame'));
@@ -108,13 +75,13 @@ class ExchangeSession {
     if (this.open.size >= MAX_OPEN_EXCHANGES) {
       return this.fail(id, new GatewayError(GrpcStatus.RESOURCE_EXHAUSTED, ErrorReason.ERROR_REASON_INTERNAL, `more than ${MAX_OPEN_EXCHANGES} exchanges open on one call`));
     }
-    const cancellation = new ExchangeCancellation();
+    const cancellation = new Cancellation();
     this.open.set(id, cancellation);
     if (frame.$case === 'chat') void this.chat(id, frame.value, cancellation);
     else void this.chatStream(id, frame.value, cancellation);
   }
 
-  private async chat(id: number, request: ChatRequest, cancellation: ExchangeCancellation): Promise<void> {
+  private async chat(id: number, request: ChatRequest, cancellation: Cancellation): Promise<void> {
     try {
       const response = await this.router.chat(request, cancellation);
       if (!cancellation.aborted) this.send({ exchangeId: id, frame: { $case: 'chat', value: response } });
@@ -125,7 +92,7 @@ class ExchangeSession {
     }
   }
 
-  private async chatStream(id: number, request: ChatStreamRequest, cancellation: ExchangeCancellation): Promise<void> {
+  private async chatStream(id: number, request: ChatStreamRequest, cancellation: Cancellation): Promise<void> {
     try {
       if (!request.chat) throw errors.invalidRequest('ChatStreamRequest.chat is required', 'chat_stream.chat');
       for await (const message of this.router.chatStream(request.chat, cancellation, { combinedStart: request.combinedStart })) {
@@ -142,7 +109,7 @@ class ExchangeSession {
     }
   }
 
-  private drained(cancellation: ExchangeCancellation): Promise<void> {
+  private drained(cancellation: Cancellation): Promise<void> {
     return new Promise<void>((resolve) => {
       const done = () => {
         this.call.off('drain', done);
@@ -179,7 +146,7 @@ class ExchangeSession {
   private abandon(reason: string): void {
     if (this.gone && this.open.size === 0) return;
     this.gone = true;
-    for (const cancellation of this.open.values()) cancellation.abort(reason);
+    for (const cancellation of this.open.values()) cancellation.abort(new Error(reason));
     this.onFinished();
   }
 }

@@ -125,31 +125,19 @@ export interface CallerSignal {
 }
 
 /**
- * One attempt's cancellation: the caller's cancellation or a restartable per-attempt timer, whichever
- * comes first. It is the AttemptSignal adapters get, so no AbortController is made per attempt.
+ * A cancellation without an AbortController: a flag and its listeners. The router's per-attempt
+ * control builds on it, and the Exchange service uses it per exchange.
  */
-class AttemptControl implements AttemptSignal {
+export class Cancellation implements CallerSignal {
   aborted = false;
   reason: unknown = undefined;
   private listeners: Array<() => void> = [];
-  private timer: NodeJS.Timeout | undefined;
-  private readonly onCallerAbort = () => this.abort(this.caller.reason);
-
-  constructor(private readonly caller: CallerSignal, private readonly timeoutMs: number) {
-    if (caller.aborted) this.abort(caller.reason);
-    else caller.addEventListener('abort', this.onCallerAbort, { once: true });
-  }
-
-  get timedOut() {
-    return this.reason instanceof AttemptTimeout;
-  }
 
   /** Like AbortController.abort: the first reason stays, and every listener runs once. */
-  abort(reason: unknown) {
+  abort(reason?: unknown) {
     if (this.aborted) return;
     this.aborted = true;
     this.reason = reason ?? new DOMException('This operation was aborted', 'AbortError');
-    this.disarm();
     const listeners = this.listeners;
     this.listeners = [];
     for (const listener of listeners) {
@@ -162,10 +150,6 @@ class AttemptControl implements AttemptSignal {
     }
   }
 
-  throwIfAborted() {
-    if (this.aborted) throw this.reason;
-  }
-
   /** As on an AbortSignal, a listener added after the abort is never called. */
   addEventListener(_type: 'abort', listener: () => void) {
     if (!this.aborted) this.listeners.push(listener);
@@ -174,6 +158,35 @@ class AttemptControl implements AttemptSignal {
   removeEventListener(_type: 'abort', listener: () => void) {
     const index = this.listeners.indexOf(listener);
     if (index >= 0) this.listeners.splice(index, 1);
+  }
+}
+
+/**
+ * One attempt's cancellation: the caller's cancellation or a restartable per-attempt timer, whichever
+ * comes first. It is the AttemptSignal adapters get, so no AbortController is made per attempt.
+ */
+class AttemptControl extends Cancellation implements AttemptSignal {
+  private timer: NodeJS.Timeout | undefined;
+  private readonly onCallerAbort = () => this.abort(this.caller.reason);
+
+  constructor(private readonly caller: CallerSignal, private readonly timeoutMs: number) {
+    super();
+    if (caller.aborted) this.abort(caller.reason);
+    else caller.addEventListener('abort', this.onCallerAbort, { once: true });
+  }
+
+  get timedOut() {
+    return this.reason instanceof AttemptTimeout;
+  }
+
+  override abort(reason: unknown) {
+    if (this.aborted) return;
+    this.disarm();
+    super.abort(reason);
+  }
+
+  throwIfAborted() {
+    if (this.aborted) throw this.reason;
   }
 
   arm() {
