@@ -19,8 +19,12 @@ import { pidsByCommand, readProcStat, type ProcessGroup } from './proc-stat.js';
  */
 
 export const SERVICES = ['auth', 'catalog', 'ledger', 'media', 'routing', 'edge'] as const;
-/** Node flags every service runs with in production: deploy/Dockerfile's NODE_OPTIONS (a test keeps them equal). */
-export const SERVICE_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=32'];
+/**
+ * Node flags every service runs with in production: deploy/Dockerfile's NODE_OPTIONS, then the V8 flags
+ * NODE_OPTIONS refuses, which the image's CMD, docker-compose.yaml and the chart's `nodeFlags` pass on the
+ * command line (a test keeps them all equal).
+ */
+export const SERVICE_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=32', '--single-threaded-gc', '--no-memory-reducer'];
 export type ServiceName = (typeof SERVICES)[number];
 
 export const BENCH_MODEL = 'bench/chat';
