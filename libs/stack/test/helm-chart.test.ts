@@ -17,8 +17,7 @@ describe('helm chart', () => {
 });
 
 describe('runtime flags', () => {
-  const commandFlags = (command: string, app: string) => {
-    const parts = JSON.parse(command) as string[];
+  const commandFlags = (parts: readonly string[], app: string) => {
     expect(parts[0]).toBe('node');
     expect(parts.at(-1)).toBe(`apps/${app}/dist/main.js`);
     return parts.slice(1, -1);
@@ -28,18 +27,18 @@ describe('runtime flags', () => {
     const { SERVICE_NODE_FLAGS, SERVICES } = await import('../src/bench/gateway-cluster.js');
     const dockerfile = readFileSync(`${root}deploy/Dockerfile`, 'utf8');
     const nodeOptions = /^ENV NODE_OPTIONS="([^"]*)"$/m.exec(dockerfile)?.[1]?.split(' ') ?? [];
-    const cmd = /^CMD (\[.*\])$/m.exec(dockerfile)?.[1] ?? '[]';
+    const cmd = JSON.parse(/^CMD (\[.*\])$/m.exec(dockerfile)?.[1] ?? '[]') as string[];
     const cliFlags = commandFlags(cmd, 'edge');
     expect([...nodeOptions, ...cliFlags]).toEqual([...SERVICE_NODE_FLAGS]);
-    // NODE_OPTIONS refuses them, which is why they are on the command line: if node ever accepts one
-    // there, this still holds; if a flag moved to NODE_OPTIONS by mistake, node would not start.
+    // They are on the command line because node refuses them in NODE_OPTIONS (moved there, a service
+    // would not start); should a node release accept one, this fails and the flag can move.
     for (const flag of cliFlags) {
       const probe = spawnSync(process.execPath, ['-e', '0'], { env: { ...process.env, NODE_OPTIONS: flag }, encoding: 'utf8' });
       expect(probe.stderr, flag).toMatch(/not allowed in NODE_OPTIONS/);
     }
 
     const compose = parse(readFileSync(`${root}deploy/docker-compose.yaml`, 'utf8')) as { services: Record<string, { command?: string[] }> };
-    for (const app of SERVICES) expect(commandFlags(JSON.stringify(compose.services[app]?.command ?? []), app), `compose ${app}`).toEqual(cliFlags);
+    for (const app of SERVICES) expect(commandFlags(compose.services[app]?.command ?? [], app), `compose ${app}`).toEqual(cliFlags);
 
     const values = parse(readFileSync(`${root}helm/gateway/values.yaml`, 'utf8')) as { nodeFlags?: string[] };
     expect(values.nodeFlags).toEqual(cliFlags);
