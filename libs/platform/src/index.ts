@@ -8,3 +8,4 @@ export * from './db/index.js';
 export * from './telemetry.js';
 export * from './lifecycle.js';
 export * from './endpoints.js';
+export * from './cancellation.js';

@@ -1,3 +1,4 @@
 export * from './infra.js';
 export * from './fake-upstream.js';
 export * from './minimal-pdf.js';
+export * from './hidden-class.js';

@@ -158,7 +158,8 @@ export function fieldError(where: 'body' | 'query', issues: readonly Issue[]): E
 }
 
 export function parseWith<Schema extends z.ZodType>(schema: Schema, where: 'body' | 'query', value: unknown): z.output<Schema> {
-  const result = schema.safeParse(value, { reportInput: false });
+  // No parse context (see parseChatCompletionRequest); issues leave the input out by default.
+  const result = schema.safeParse(value);
   if (result.success) return result.data;
   throw fieldError(where, result.error.issues);
 }

@@ -1,4 +1,4 @@
-import type { ChatMessage, ChatRequest, ContentPart, ToolChoice } from '@gateway/proto';
+import type { ChatMessage, ChatRequest, ContentPart, RequestContext, ToolChoice } from '@gateway/proto';
 import { edgeErrors } from '../errors.js';
 import type { CatalogModel } from '../catalog-cache.js';
 import type { ChatCompletionRequest, ContentBlock } from './schema.js';
@@ -29,13 +29,28 @@ const FORWARDABLE_PARAMETERS = new Set([
 
 const REASONING_LEVELS = ['minimal', 'low', 'medium', 'high'];
 
+/** The endpoint the chat-completions dialect names in its Router requests (and usage). */
+export const CHAT_ENDPOINT = 'chat.completions';
+
 export interface ConvertedChat {
-  /** Everything of ChatRequest except the context, model, strategy and endpoint, which the route adds. */
-  request: Omit<ChatRequest, 'context' | 'modelId' | 'routingStrategy' | 'endpoint'>;
+  /** The Router request; the route sets `context` and `routingStrategy` once admitted. */
+  request: ChatRequest;
   stream: boolean;
   includeUsage: boolean;
   /** Request fields not forwarded to any provider (the model does not support them). */
   droppedParams: string[];
+}
+
+/**
+ * The converted request made ready for the Router once admitted: filled in place. Not a spread copy
+ * with these fields added: in V8 11 (Node 20) each field added to a spread copy made fresh hidden
+ * classes per request, which kept request graphs alive through young-generation GCs (README "Performance").
+ */
+export function routerRequest(converted: ConvertedChat, context: RequestContext, routingStrategy: string): ChatRequest {
+  const request = converted.request;
+  request.context = context;
+  request.routingStrategy = routingStrategy;
+  return request;
 }
 
 /**
@@ -69,7 +84,12 @@ export function convertChatRequest(body: ChatCompletionRequest, model: CatalogMo
   }
 
   const messages = convertMessages(body, model);
-  const request: ConvertedChat['request'] = {
+  // Every field the route fills in later is in this literal, so filling it changes no hidden class.
+  const request: ChatRequest = {
+    context: undefined,
+    modelId: model.id,
+    routingStrategy: '',
+    endpoint: CHAT_ENDPOINT,
     messages,
     tools: [],
     stop: [],

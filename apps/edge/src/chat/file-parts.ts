@@ -1,4 +1,4 @@
-import { ErrorReason, GatewayError, errors, type PromiseClient } from '@gateway/platform';
+import { ErrorReason, GatewayError, errors, type CallerSignal, type PromiseClient } from '@gateway/platform';
 import type { ChatMessage, ContentPart, FilePart, MediaServiceClient } from '@gateway/proto';
 import { EdgeError, edgeErrors } from '../errors.js';
 import type { CatalogModel } from '../catalog-cache.js';
@@ -28,7 +28,7 @@ const TEXT_MEDIA_TYPES = /^(text\/[\w.+-]+|application\/(json|xml|x-ndjson|csv|y
 export interface FilePartContext {
   media: PromiseClient<MediaServiceClient> | undefined;
   requestId: string;
-  signal: AbortSignal;
+  signal: CallerSignal;
 }
 
 function hasFileParts(messages: readonly ChatMessage[]): boolean {

@@ -1,9 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ChatRequest, Usage } from '@gateway/proto';
-import { errors } from '@gateway/platform';
+import { Cancellation, errors, type CallerSignal } from '@gateway/platform';
 import type { VerifiedApiKey } from '../auth-cache.js';
 import type { CatalogModel } from '../catalog-cache.js';
-import { convertChatRequest, type ConvertedChat } from '../chat/convert.js';
+import { CHAT_ENDPOINT, convertChatRequest, routerRequest, type ConvertedChat } from '../chat/convert.js';
 import { resolveFileParts } from '../chat/file-parts.js';
 import { ChatChunkWriter, renderChatCompletion } from '../chat/render.js';
 import { parseChatCompletionRequest, routingStrategy, type ChatCompletionRequest, type RoutingStrategy } from '../chat/schema.js';
@@ -13,7 +13,7 @@ import { edgeErrors, toApiError } from '../errors.js';
 import { ClientGoneError, readJsonBody, sendJson } from '../http.js';
 import { resolveModel } from '../model-resolution.js';
 
-const ENDPOINT = 'chat.completions';
+const ENDPOINT = CHAT_ENDPOINT;
 /** Bound on one non-streamed answer, failover included. */
 const CHAT_DEADLINE_MS = 10 * 60_000;
 const STRATEGY_HEADER = 'x-gateway-routing-strategy';
@@ -52,10 +52,11 @@ const KNOWN_STRATEGIES: ReadonlySet<string> = new Set(routingStrategy.options);
 export function chatCompletionsHandler(context: EdgeContext) {
   return async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
     const requestId = requestIdOf(response);
-    // The client leaving cancels the Router call, which stops the provider call behind it.
-    const abort = new AbortController();
+    // The client leaving cancels the Router call, which stops the provider call behind it. A
+    // Cancellation, not an AbortController: see libs/platform/src/cancellation.ts.
+    const clientGone = new Cancellation();
     response.once('close', () => {
-      if (!response.writableFinished) abort.abort();
+      if (!response.writableFinished) clientGone.abort();
     });
     const credential = presentedApiKey(request);
     // No credential: refuse before reading (up to 32 MiB of) a body nobody may send.
@@ -79,37 +80,31 @@ export function chatCompletionsHandler(context: EdgeContext) {
 
     // Whatever way the request ends, its admission is finished (a repeat after settle/release is a no-op).
     response.once('close', () => context.admission.settle({ requestId, usage: undefined }));
-    const chat: ChatRequest = {
-      ...converted.request,
-      context: { requestId, accountId: key.accountId, keyId: key.keyId, ...(leaseId ? { leaseId } : {}) },
-      modelId: model.id,
-      routingStrategy: strategy,
-      endpoint: ENDPOINT,
-    };
+    const chat = routerRequest(converted, { requestId, accountId: key.accountId, keyId: key.keyId, leaseId }, strategy);
     try {
       // File blocks become bytes or text the model can read (media service); after admission, so rate
       // limits and credit checks come before any URL fetch. A request without files skips this.
-      await resolveFileParts(chat.messages, model, { media: context.media, requestId, signal: abort.signal });
+      await resolveFileParts(chat.messages, model, { media: context.media, requestId, signal: clientGone });
     } catch (error) {
       void context.admission.release({ requestId, key });
-      throw abort.signal.aborted ? new ClientGoneError('client left while its files were read') : error;
+      throw clientGone.aborted ? new ClientGoneError('client left while its files were read') : error;
     }
-    if (abort.signal.aborted) {
+    if (clientGone.aborted) {
       // Nobody is left to answer; do not start a provider call for them.
       void context.admission.release({ requestId, key });
       throw new ClientGoneError('client left before the router was called');
     }
     if (converted.stream) {
-      await streamChat(context, response, { chat, converted, key, model, strategy, requestId, signal: abort.signal });
+      await streamChat(context, response, { chat, converted, key, model, strategy, requestId, signal: clientGone });
       return;
     }
     let answer;
     try {
-      answer = await context.chatRouter.chat(chat, { requestId, deadlineMs: CHAT_DEADLINE_MS, signal: abort.signal });
+      answer = await context.chatRouter.chat(chat, { requestId, deadlineMs: CHAT_DEADLINE_MS, signal: clientGone });
     } catch (error) {
       // No answer reached the caller: hand the reservation back now rather than at the sweeper's deadline.
       void context.admission.release({ requestId, key });
-      throw abort.signal.aborted ? new ClientGoneError('client left while the router was answering') : error;
+      throw clientGone.aborted ? new ClientGoneError('client left while the router was answering') : error;
     }
     context.admission.settle({ requestId, usage: answer.usage });
     sendJson(response, 200, renderChatCompletion(answer, model.id), {
@@ -132,7 +127,7 @@ interface StreamJob {
   model: CatalogModel;
   strategy: string;
   requestId: string;
-  signal: AbortSignal;
+  signal: CallerSignal;
 }
 
 /**
@@ -159,7 +154,7 @@ async function streamChat(context: EdgeContext, response: ServerResponse, job: S
   let startDropped: readonly string[] = [];
   // Bound on silence: a router stream that neither sends nor ends (lost status, wedged peer) must not
   // hold the client and this request forever.
-  const streamAbort = new AbortController();
+  const streamAbort = new Cancellation();
   const onClientGone = () => streamAbort.abort();
   job.signal.addEventListener('abort', onClientGone, { once: true });
   let wentSilent = false;
@@ -168,7 +163,7 @@ async function streamChat(context: EdgeContext, response: ServerResponse, job: S
     streamAbort.abort();
   }, context.streamIdleTimeoutMs);
   try {
-    for await (const message of context.chatRouter.chatStream({ chat: job.chat, combinedStart: true }, { requestId, signal: streamAbort.signal })) {
+    for await (const message of context.chatRouter.chatStream({ chat: job.chat, combinedStart: true }, { requestId, signal: streamAbort })) {
       idleTimer.refresh();
       const event = message.event;
       if (!event) continue;

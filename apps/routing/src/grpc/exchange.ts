@@ -1,7 +1,7 @@
 import type { ServerDuplexStream } from '@grpc/grpc-js';
-import { GatewayError, GrpcStatus, ErrorReason, errors, handlerError, type Logger } from '@gateway/platform';
+import { Cancellation, GatewayError, GrpcStatus, ErrorReason, errors, handlerError, type Logger } from '@gateway/platform';
 import type { ChatRequest, ChatStreamRequest, ExchangeRequest, ExchangeResponse } from '@gateway/proto';
-import { Cancellation, type Router } from '../routing/router.js';
+import type { Router } from '../routing/router.js';
 
 /** Exchanges one call may hold open at once; more are refused (RESOURCE_EXHAUSTED) until some finish. */
 export const MAX_OPEN_EXCHANGES = 10_000;

@@ -1,7 +1,7 @@
 import type { ServerUnaryCall, ServerWritableStream } from '@grpc/grpc-js';
-import { ErrorReason, GatewayError, GrpcStatus, errors, serverStream, unary, type Logger } from '@gateway/platform';
+import { ErrorReason, GatewayError, GrpcStatus, errors, serverStream, unary, type CallerSignal, type Logger } from '@gateway/platform';
 import { ChatResponse, ChatStreamResponse, ExchangeResponse, RouterServiceService, type ChatStreamRequest, type RouterServiceServer } from '@gateway/proto';
-import type { CallerSignal, Router } from '../routing/router.js';
+import type { Router } from '../routing/router.js';
 import { asBuffer, reusedWriterEncoder } from '../routing/reused-writer.js';
 import { ExchangeService } from './exchange.js';
 

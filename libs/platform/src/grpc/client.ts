@@ -13,6 +13,7 @@ import {
   type ChannelCredentials,
 } from '@grpc/grpc-js';
 import { idempotencyLevels } from '@gateway/proto';
+import type { CallerSignal } from '../cancellation.js';
 import { fromServiceError } from './errors.js';
 
 export interface CallSettings {
@@ -20,8 +21,8 @@ export interface CallSettings {
   deadlineMs?: number;
   /** Sent as `x-request-id` metadata so logs line up across services. */
   requestId?: string;
-  /** Aborting cancels the call (the server sees CANCELLED). */
-  signal?: AbortSignal;
+  /** Aborting cancels the call (the server sees CANCELLED). An AbortSignal or a `Cancellation`. */
+  signal?: CallerSignal;
 }
 
 type UnaryCallback<Response> = (error: ServiceError | null, response: Response) => void;
