@@ -13,7 +13,6 @@ import { edgeErrors, toApiError } from '../errors.js';
 import { ClientGoneError, readJsonBody, sendJson } from '../http.js';
 import { resolveModel } from '../model-resolution.js';
 
-const ENDPOINT = CHAT_ENDPOINT;
 /** Bound on one non-streamed answer, failover included. */
 const CHAT_DEADLINE_MS = 10 * 60_000;
 const STRATEGY_HEADER = 'x-gateway-routing-strategy';
@@ -66,7 +65,7 @@ export function chatCompletionsHandler(context: EdgeContext) {
     const key = await verifyApiKey(context, credential, requestId);
     const body: ChatCompletionRequest = parseChatCompletionRequest(await readJsonBody(request, context.bodyLimits));
     const headerStrategy = parseStrategyHeader(request.headers[STRATEGY_HEADER]);
-    const model = resolveModel(context, body.model, ENDPOINT);
+    const model = resolveModel(context, body.model, CHAT_ENDPOINT);
     const converted = convertChatRequest(body, model);
     const strategy = chooseStrategy(body.routing, headerStrategy, key);
     let leaseId: string | undefined;

@@ -1,4 +1,5 @@
 import type { ChatChoice, ChatRequest, ChatStreamDelta, Usage } from '@gateway/proto';
+import type { CallerSignal } from '@gateway/platform';
 
 /**
  * The one adapter contract (CONVENTIONS 2), versioned so a later shape can live beside this one while
@@ -25,12 +26,9 @@ export type ProviderAdapter = ProviderAdapterV1;
  * is one). The router passes a lighter object of its own: an AbortController (an EventTarget) per
  * attempt was about a tenth of routing's CPU per request.
  */
-export interface AttemptSignal {
-  readonly aborted: boolean;
+export interface AttemptSignal extends CallerSignal {
   readonly reason: unknown;
   throwIfAborted(): void;
-  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
-  removeEventListener(type: 'abort', listener: () => void): void;
 }
 
 export interface AdapterChatRequest {
