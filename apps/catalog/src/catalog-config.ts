@@ -86,6 +86,7 @@ const model = z.strictObject({
   description: z.string().max(TEXT_LENGTH_MAX).optional(),
   created: unixSeconds,
   context_window: wholeNumber().min(0).max(4_294_967_295).optional(),
+  max_output_tokens: wholeNumber().min(1).max(4_294_967_295).nullish(),
   aliases: z.array(identifier).max(32).optional(),
   input_modalities: z.array(z.enum(MODALITIES)).min(1).max(MODALITIES.length).optional(),
   output_modalities: z.array(z.enum(MODALITIES)).min(1).max(MODALITIES.length).optional(),

@@ -45,6 +45,7 @@ export interface ModelData {
   description: string;
   created: number;
   contextWindow: number;
+  maxOutputTokens: number | null;
   aliases: string[];
   inputModalities: string[];
   outputModalities: string[];
@@ -171,6 +172,7 @@ function toCatalogData(document: CatalogDocument, iconSvgs: (string | null)[]): 
       description: model.description ?? '',
       created: model.created,
       contextWindow: model.context_window ?? 0,
+      maxOutputTokens: model.max_output_tokens ?? null,
       aliases: model.aliases ?? [],
       inputModalities: model.input_modalities ?? ['text'],
       outputModalities: model.output_modalities ?? ['text'],

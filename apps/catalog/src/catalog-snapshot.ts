@@ -44,6 +44,7 @@ function toModel(model: ModelData): Model {
     description: model.description,
     created: BigInt(model.created),
     contextWindow: model.contextWindow,
+    maxOutputTokens: model.maxOutputTokens ?? undefined,
     aliases: [...model.aliases],
     inputModalities: [...model.inputModalities],
     outputModalities: [...model.outputModalities],

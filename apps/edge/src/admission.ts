@@ -1,12 +1,18 @@
 import type { LedgerServiceClient, Usage } from '@gateway/proto';
-import type { Logger, PromiseClient } from '@gateway/platform';
+import { formatCredits, type Logger, type PromiseClient } from '@gateway/platform';
 import type { VerifiedApiKey } from './auth-cache.js';
 import type { CatalogModel } from './catalog-cache.js';
+import { MINIMUM_HOLD_PICO } from './inference/request-bounds.js';
 
 export interface AdmissionRequest {
   requestId: string;
   key: VerifiedApiKey;
   model: CatalogModel;
+  /**
+   * Pico-credits a paid request holds while it runs: max(0.05, its worst-case cost), from
+   * inference/request-bounds.ts. Ignored for a free model.
+   */
+  holdPico: bigint;
 }
 
 export interface AdmissionTicket {
@@ -44,7 +50,7 @@ export class LedgerAdmission implements Admission {
     private readonly logger: Logger,
   ) {}
 
-  async admit({ requestId, key, model }: AdmissionRequest): Promise<AdmissionTicket> {
+  async admit({ requestId, key, model, holdPico }: AdmissionRequest): Promise<AdmissionTicket> {
     const limits = model.limitGroup?.tiers[key.tier];
     const response = await this.ledger.admit(
       {
@@ -56,6 +62,7 @@ export class LedgerAdmission implements Admission {
         ...(limits ? { requestsPerMinute: limits.minute } : {}),
         ...(limits?.day !== undefined ? { requestsPerDay: limits.day } : {}),
         ...(key.creditLimit !== undefined ? { keyCreditLimit: key.creditLimit } : {}),
+        ...(model.paid && holdPico > MINIMUM_HOLD_PICO ? { reserveCredits: formatCredits(holdPico) } : {}),
       },
       { requestId, deadlineMs: 5_000 },
     );

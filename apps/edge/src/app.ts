@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { acceptRequestId } from '@gateway/platform';
-import { requestIdOf, setRequestId, type EdgeContext } from './context.js';
+import { isAcceptableRequestId, newRequestId } from '@gateway/platform';
+import { clientRequestIdOf, requestIdOf, setRequestId, type EdgeContext } from './context.js';
 import { edgeErrors, toApiError, type Dialect } from './errors.js';
 import { API_VERSION, ClientGoneError, sendError, sendJson } from './http.js';
 import {
@@ -97,12 +97,20 @@ export function createRequestListener(context: EdgeContext): (request: IncomingM
   };
 }
 
-/** The request id (the caller's if acceptable, else a new one) and the headers every answer carries. */
+/**
+ * The headers every answer carries, and the request's own gateway id. The gateway id is minted here for
+ * every request and is the only key money moves under (reservation, usage event, charge): a caller's
+ * `x-request-id` is a correlation id to echo and log, never trusted as a key — callers reusing one id,
+ * concurrently or across accounts, would otherwise share one charge. The caller's id, when it is
+ * acceptable, is echoed in `x-request-id`; `x-gateway-request-id` always names the gateway id.
+ */
 function stampRequest(request: IncomingMessage, response: ServerResponse): void {
+  const requestId = newRequestId();
   const incoming = request.headers['x-request-id'];
-  const requestId = acceptRequestId(typeof incoming === 'string' ? incoming : undefined);
-  setRequestId(response, requestId);
-  response.setHeader('x-request-id', requestId);
+  const clientRequestId = typeof incoming === 'string' && isAcceptableRequestId(incoming) ? incoming : undefined;
+  setRequestId(response, requestId, clientRequestId);
+  response.setHeader('x-request-id', clientRequestId ?? requestId);
+  response.setHeader('x-gateway-request-id', requestId);
   response.setHeader('x-gateway-api-version', API_VERSION);
 }
 
@@ -119,7 +127,7 @@ function answerError(context: EdgeContext, request: IncomingMessage, response: S
       : error;
   const apiError = toApiError(resolved);
   if (apiError.status >= 500) {
-    context.logger.error({ err: error, request_id: requestIdOf(response), path }, 'request failed');
+    context.logger.error({ err: error, request_id: requestIdOf(response), client_request_id: clientRequestIdOf(response), path }, 'request failed');
   }
   sendError(request, response, resolved, dialect);
 }

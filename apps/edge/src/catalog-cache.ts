@@ -190,6 +190,7 @@ function renderModel(entry: CatalogModel, expired: boolean): string {
     expired,
   };
   if (model.maxImages !== undefined) body.max_images = model.maxImages;
+  if (model.maxOutputTokens !== undefined) body.max_output_tokens = model.maxOutputTokens;
   if (model.voices.length > 0) body.voices = model.voices;
   return JSON.stringify(body).replace(/"\\u0000raw(\d+)\\u0000"/g, (_match, index: string) => rawNumbers[Number(index)] as string);
 }

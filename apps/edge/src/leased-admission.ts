@@ -1,19 +1,29 @@
 import type { LedgerServiceClient, Pricing, Usage } from '@gateway/proto';
-import { formatCredits, parseCredits, type Logger, type PromiseClient } from '@gateway/platform';
+import { ErrorReason, formatCredits, GatewayError, GrpcStatus, parseCredits, type Logger, type PromiseClient } from '@gateway/platform';
 import type { Admission, AdmissionRequest, AdmissionTicket } from './admission.js';
 import type { VerifiedApiKey } from './auth-cache.js';
 import type { CatalogModel } from './catalog-cache.js';
+import { MINIMUM_HOLD_PICO } from './inference/request-bounds.js';
 
-/** What a paid request holds while it runs (spec §8), as Ledger.Admit reserves it. */
-const HOLD_PICO = parseCredits('0.05');
+/** The least a paid request holds while it runs (spec §8), as Ledger.Admit reserves it. */
+const HOLD_PICO = MINIMUM_HOLD_PICO;
 const MS_PER_HOUR = 3_600_000n;
 /** Bound on (account, key, limit group) slots kept; an idle slot is dropped when its leases are returned. */
 const MAX_SLOTS = 10_000;
 /**
- * Acquisitions per admit before giving up. A granted lease whose room other callers took first is
- * progress, not a refusal (refusals throw at once); the next lease is sized for everyone waiting.
+ * Acquisitions a waiting request may see granted SHORT (less than asked: the account's available
+ * credits, or the key's remaining limit, or the rate window, ran low) without finding room, before it
+ * is refused. A short grant means what is left is held by requests already running: with Ledger.Admit
+ * the same request would have been refused at once (spec §1: 402 under 0.05 available). The small
+ * bound still lets the ledger's halving of a small balance (1/2, 1/4, 1/8 of it) reach the waiters,
+ * and the refusal is a 402 (429 for requests) — never a retry storm ending in a 500.
  */
-const MAX_ACQUIRE_ROUNDS = 20;
+const MAX_SHORT_ROUNDS = 3;
+/**
+ * Acquisitions per admit at all. A full-size grant fits everyone waiting when it was asked for (waiters
+ * resume before any new request can take from it), so this bound is a backstop, not a path.
+ */
+const MAX_ACQUIRE_ROUNDS = 8;
 /** Largest lease asked for, however many requests wait (the ledger allows up to 1,000 credits). */
 const MAX_LEASE_PICO = parseCredits('100');
 /**
@@ -75,7 +85,7 @@ interface Slot {
   accountId: string;
   keyId: string;
   current: Lease | null;
-  acquiring: Promise<void> | null;
+  acquiring: Promise<Acquisition> | null;
   leases: Set<Lease>;
   /** Callers waiting for the acquisition in flight: the lease is sized to hold them all. */
   waiting: number;
@@ -87,6 +97,16 @@ interface Hold {
   slotKey: string;
   lease: Lease;
   model: CatalogModel;
+  /** What the request holds on the lease while it runs: max(0.05, its worst-case cost). */
+  holdPico: bigint;
+}
+
+/** How an acquisition ended, as every waiter on it sees it. */
+interface Acquisition {
+  /** Granted less credit than asked (the account or key had less available). */
+  shortOfCredits: boolean;
+  /** Granted fewer requests than asked (the rate window is nearly full). */
+  shortOfRequests: boolean;
 }
 
 /**
@@ -137,31 +157,38 @@ export class LeasedAdmission implements Admission {
 
   async admit(request: AdmissionRequest): Promise<AdmissionTicket> {
     const { requestId, key, model } = request;
-    if (!model.paid || this.stopped) return this.options.fallback.admit(request);
+    // A hold above what one lease may carry goes through Ledger.Admit with its amount (rare: a request
+    // whose worst case is over 100 credits).
+    if (!model.paid || this.stopped || request.holdPico > MAX_LEASE_PICO) return this.options.fallback.admit(request);
+    const holdPico = request.holdPico > HOLD_PICO ? request.holdPico : HOLD_PICO;
     const limits = model.limitGroup?.tiers[key.tier];
     const slotKey = `${key.accountId}\u0000${key.keyId}\u0000${limits ? model.model.limitGroup : ''}`;
+    let shortRounds = 0;
+    let outcome: Acquisition | undefined;
     for (let round = 0; ; round++) {
       const slot = this.slot(slotKey, key);
       const lease = slot.current;
-      if (lease && this.usable(lease)) {
-        lease.holdsPico += HOLD_PICO;
+      if (lease && this.usable(lease, holdPico)) {
+        lease.holdsPico += holdPico;
         lease.inFlight++;
         if (lease.requestsLeft !== null) lease.requestsLeft--;
         lease.lastUsedMs = this.now();
-        this.holds.set(requestId, { slotKey, lease, model });
-        return { reservedCredits: formatCredits(HOLD_PICO), leaseId: lease.id };
+        this.holds.set(requestId, { slotKey, lease, model, holdPico });
+        return { reservedCredits: formatCredits(holdPico), leaseId: lease.id };
       }
+      const outOfRequests = lease !== null && lease.requestsLeft !== null && lease.requestsLeft <= 0;
       if (lease) {
-        if (lease.requestsLeft !== null && lease.requestsLeft <= 0) slot.requestsFloor = Math.min(slot.requestsFloor * 2, this.leaseRequests);
+        if (outOfRequests) slot.requestsFloor = Math.min(slot.requestsFloor * 2, this.leaseRequests);
         this.retire(slotKey, slot, lease);
       }
-      if (round >= MAX_ACQUIRE_ROUNDS) {
-        throw new Error('leased admission: no room after repeated lease acquisitions');
+      if (outcome && (outcome.shortOfCredits || outcome.shortOfRequests)) shortRounds++;
+      if (outcome && (shortRounds >= MAX_SHORT_ROUNDS || round >= MAX_ACQUIRE_ROUNDS)) {
+        throw outOfRequests && outcome.shortOfRequests ? windowFull(lease) : heldByRunningRequests(holdPico);
       }
       slot.waiting++;
       try {
-        slot.acquiring ??= this.acquire(slotKey, slot, request).finally(() => { slot.acquiring = null; });
-        await slot.acquiring;
+        slot.acquiring ??= this.acquire(slotKey, slot, request, holdPico).finally(() => { slot.acquiring = null; });
+        outcome = await slot.acquiring;
       } finally {
         slot.waiting--;
         // A refused acquisition leaves an empty slot: drop it, or refusals would grow the map without bound.
@@ -180,7 +207,7 @@ export class LeasedAdmission implements Admission {
     const hold = this.holds.get(requestId);
     if (!hold) return;
     // Unknown usage (a stream cut short): assume the whole hold was spent.
-    const cost = usage ? estimateCostPico(usage, hold.model.model.pricing) : HOLD_PICO;
+    const cost = usage ? estimateCostPico(usage, hold.model.model.pricing) : hold.holdPico;
     this.finish(requestId, cost);
   }
 
@@ -217,7 +244,7 @@ export class LeasedAdmission implements Admission {
     if (!hold) return;
     this.holds.delete(requestId);
     const lease = hold.lease;
-    lease.holdsPico -= HOLD_PICO;
+    lease.holdsPico -= hold.holdPico;
     lease.inFlight--;
     lease.budgetPico -= costPico;
     lease.lastUsedMs = this.now();
@@ -228,11 +255,11 @@ export class LeasedAdmission implements Admission {
     }
   }
 
-  private usable(lease: Lease): boolean {
+  private usable(lease: Lease, holdPico: bigint): boolean {
     const now = this.now();
     if (lease.retired || now - lease.acquiredAtMs >= this.maxLeaseAgeMs) return false;
     if (lease.requestsLeft !== null && (lease.requestsLeft <= 0 || (lease.requestsValidUntilMs > 0 && now >= lease.requestsValidUntilMs))) return false;
-    return lease.budgetPico - lease.holdsPico >= HOLD_PICO;
+    return lease.budgetPico - lease.holdsPico >= holdPico;
   }
 
   private slot(slotKey: string, key: VerifiedApiKey): Slot {
@@ -248,14 +275,17 @@ export class LeasedAdmission implements Admission {
     return slot;
   }
 
-  private async acquire(slotKey: string, slot: Slot, { requestId, key, model }: AdmissionRequest): Promise<void> {
+  private async acquire(slotKey: string, slot: Slot, { requestId, key, model }: AdmissionRequest, holdPico: bigint): Promise<Acquisition> {
     const limits = model.limitGroup?.tiers[key.tier];
-    // Room for everyone waiting now, twice over, so a burst does not acquire once per 20 requests.
+    // Room for everyone waiting now, twice over, so a burst does not acquire once per 20 requests
+    // (each counted at the hold of the request that asked: holds differ only for large requests).
     let inFlight = 0;
     for (const lease of slot.leases) inFlight += lease.inFlight;
-    let wantedPico = HOLD_PICO * BigInt(2 * (slot.waiting + inFlight) + 1);
+    let wantedPico = holdPico * BigInt(2 * (slot.waiting + inFlight) + 1);
     if (wantedPico < this.leasePico) wantedPico = this.leasePico;
-    if (wantedPico > MAX_LEASE_PICO) wantedPico = MAX_LEASE_PICO;
+    if (wantedPico > MAX_LEASE_PICO) wantedPico = MAX_LEASE_PICO > holdPico ? MAX_LEASE_PICO : holdPico;
+    let wantedRequests = 0;
+    if (limits) wantedRequests = this.requestsPerLease(limits.minute, limits.day, Math.max(slot.requestsFloor, 2 * (slot.waiting + inFlight) + 1));
     const ask = (recallIfHeld: boolean) => this.options.ledger.acquireLease(
       {
         accountId: key.accountId,
@@ -265,8 +295,9 @@ export class LeasedAdmission implements Admission {
         limitGroup: limits ? model.model.limitGroup : '',
         ...(limits ? { requestsPerMinute: limits.minute } : {}),
         ...(limits?.day !== undefined ? { requestsPerDay: limits.day } : {}),
-        requestedRequests: limits ? this.requestsPerLease(limits.minute, limits.day, Math.max(slot.requestsFloor, 2 * (slot.waiting + inFlight) + 1)) : 0,
+        requestedRequests: wantedRequests,
         ...(key.creditLimit !== undefined ? { keyCreditLimit: key.creditLimit } : {}),
+        ...(holdPico > HOLD_PICO ? { minimumCredits: formatCredits(holdPico) } : {}),
         recallIfHeld,
       },
       { requestId, deadlineMs: 5_000 },
@@ -295,12 +326,14 @@ export class LeasedAdmission implements Admission {
       recalled: false,
     };
     slot.leases.add(lease);
+    const outcome: Acquisition = { shortOfCredits: grantedPico < wantedPico, shortOfRequests: limits !== undefined && response.grantedRequests < wantedRequests };
     if (this.stopped) {
       this.returnLease(slotKey, slot, lease);
-      return;
+      return outcome;
     }
     if (slot.current) this.retire(slotKey, slot, slot.current);
     slot.current = lease;
+    return outcome;
   }
 
   /**
@@ -367,6 +400,26 @@ export class LeasedAdmission implements Admission {
       .finally(() => this.returning.delete(returned));
     this.returning.add(returned);
   }
+}
+
+/** The 402 of a request that found the account's available credits held by its running requests. */
+function heldByRunningRequests(holdPico: bigint): GatewayError {
+  return new GatewayError(
+    GrpcStatus.FAILED_PRECONDITION,
+    ErrorReason.ERROR_REASON_INSUFFICIENT_QUOTA,
+    `Insufficient credits: a paid request needs ${formatCredits(holdPico)} credits available; what the account (or this key's ` +
+      'credit limit) has left is held by requests already running. Add credits, or retry when they finish.',
+    { code: 'insufficient_quota' },
+  );
+}
+
+/** The 429 of a request that found the rate window's last requests taken by others. */
+function windowFull(lease: Lease | null): GatewayError {
+  const leftMs = lease && lease.requestsValidUntilMs > 0 ? lease.requestsValidUntilMs - Date.now() : 1_000;
+  const retryAfterSeconds = Math.max(1, Math.ceil(leftMs / 1_000));
+  return new GatewayError(GrpcStatus.RESOURCE_EXHAUSTED, ErrorReason.ERROR_REASON_RATE_LIMITED, `Rate limit reached. Please try again in ${retryAfterSeconds}s.`, {
+    retryAfterSeconds,
+  });
 }
 
 const COUNT_FIELDS = [

@@ -472,7 +472,10 @@ describe('inference route dispatch', () => {
       expect(JSON.parse(answer.body).choices[0].message.content, path).toBe('Hello there.');
       expect(answer.headers['x-request-id'], path).toBe('dispatch-check-1');
       expect(answer.headers['x-gateway-api-version'], path).toBe('2026-03-31');
-      expect(fakes.router.chats.at(-1)?.context?.requestId, path).toBe('dispatch-check-1');
+      // The caller's id is echoed only: the router (and so the usage event and charge) gets the gateway's own id.
+      const gatewayId = answer.headers['x-gateway-request-id'] as string;
+      expect(gatewayId, path).toMatch(/^req_[0-9a-f]{32}$/);
+      expect(fakes.router.chats.at(-1)?.context?.requestId, path).toBe(gatewayId);
     }
   });
 

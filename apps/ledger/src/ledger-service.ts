@@ -55,7 +55,7 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
       }
       if (request.limitGroup.length > MAX_IDENTIFIER_LENGTH) throw errors.invalidRequest(`limit_group is longer than ${MAX_IDENTIFIER_LENGTH} characters`, 'limit_group');
       const outcome = await ledger.admit({
-        requestId, accountId, keyId, amountPico: request.paid ? RESERVE_PICO : 0n, keyLimitPico,
+        requestId, accountId, keyId, amountPico: request.paid ? holdAmount(request.reserveCredits, 'reserve_credits', MAX_LEASE_PICO) : 0n, keyLimitPico,
         limitGroup: request.limitGroup,
         requestsPerMinute: request.requestsPerMinute ?? null,
         requestsPerDay: request.requestsPerDay ?? null,
@@ -81,6 +81,7 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
       if (requestedPico < RESERVE_PICO || requestedPico > MAX_LEASE_PICO) {
         throw errors.invalidRequest(`requested_credits must be between ${formatCredits(RESERVE_PICO)} and ${formatCredits(MAX_LEASE_PICO)}`, 'requested_credits');
       }
+      const minimumPico = holdAmount(request.minimumCredits, 'minimum_credits', requestedPico);
       let keyLimitPico: bigint | null = null;
       if (request.keyCreditLimit !== undefined) {
         keyLimitPico = parseAmount(request.keyCreditLimit, 'key_credit_limit');
@@ -88,7 +89,7 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
         if (!keyId) throw errors.invalidRequest('key_credit_limit needs key_id', 'key_id');
       }
       const outcome = await ledger.acquireLease({
-        leaseId: newId('lease'), accountId, keyId, holder: request.holder, requestedPico, keyLimitPico,
+        leaseId: newId('lease'), accountId, keyId, holder: request.holder, requestedPico, minimumPico, keyLimitPico,
         limitGroup: request.limitGroup,
         requestsPerMinute: request.requestsPerMinute ?? null,
         requestsPerDay: request.requestsPerDay ?? null,
@@ -196,6 +197,17 @@ type Refusal =
   | { kind: 'key_limit'; amountPico: bigint; keyUsedPico: bigint; keyLimitPico: bigint };
 
 /** The typed error for a refused admission or lease, the same words either way. */
+/**
+ * What a paid request holds (or the least grant a lease must make): the caller's decimal, at least the
+ * 0.05 reservation of spec §8 and at most `maxPico`.
+ */
+function holdAmount(text: string | undefined, field: string, maxPico: bigint): bigint {
+  if (text === undefined || text === '') return RESERVE_PICO;
+  const pico = parseAmount(text, field);
+  if (pico > maxPico) throw errors.invalidRequest(`${field} must be at most ${formatCredits(maxPico)}`, field);
+  return pico < RESERVE_PICO ? RESERVE_PICO : pico;
+}
+
 function refusal(outcome: Refusal): GatewayError {
   switch (outcome.kind) {
     case 'rate_limited':

@@ -410,10 +410,13 @@ export class Ledger {
    */
   async acquireLease(input: {
     leaseId: string; accountId: string; keyId: string; holder: string; requestedPico: bigint; keyLimitPico: bigint | null;
+    /** The least grant the holder can use (one request's hold); default RESERVE_PICO. */
+    minimumPico?: bigint;
     limitGroup: string; requestsPerMinute: number | null; requestsPerDay: number | null; requestedRequests: number;
     lifetimeMs: number; recallIfHeld?: boolean;
   }): Promise<LeaseOutcome> {
-    const requestedPico = input.requestedPico < RESERVE_PICO ? RESERVE_PICO : input.requestedPico;
+    const minimumPico = input.minimumPico !== undefined && input.minimumPico > RESERVE_PICO ? input.minimumPico : RESERVE_PICO;
+    const requestedPico = input.requestedPico < minimumPico ? minimumPico : input.requestedPico;
     try {
       return await withTransientRetry(() => this.db.transaction().execute(async (trx) => {
         let grantedRequests = 0;
@@ -468,20 +471,20 @@ export class Ledger {
           if (input.keyLimitPico !== null) {
             const used = BigInt(key.spent_pico) + BigInt(key.reserved_pico);
             const room = input.keyLimitPico - used;
-            if (room < RESERVE_PICO) throw new LeaseRefused({ kind: 'key_limit', amountPico: RESERVE_PICO, keyUsedPico: used, keyLimitPico: input.keyLimitPico });
+            if (room < minimumPico) throw new LeaseRefused({ kind: 'key_limit', amountPico: minimumPico, keyUsedPico: used, keyLimitPico: input.keyLimitPico });
             if (room < grant) grant = room;
           }
         }
         const balance = (await sql<{ balance_pico: bigint; reserved_pico: bigint }>`
           select balance_pico, reserved_pico from balances where account_id = ${input.accountId} for update`.execute(trx)).rows[0];
         const available = balance ? BigInt(balance.balance_pico) - BigInt(balance.reserved_pico) : 0n;
-        if (available < RESERVE_PICO) throw new LeaseRefused({ kind: 'insufficient', amountPico: RESERVE_PICO, availablePico: available });
+        if (available < minimumPico) throw new LeaseRefused({ kind: 'insufficient', amountPico: minimumPico, availablePico: available });
         // A small balance is not handed to the first replica whole: at most half of it, in whole holds
-        // (never below one), so a second replica asking for the account is granted the rest without a
-        // recall, and no lease keeps a sliver smaller than a hold that nobody can use.
+        // (never below the minimum), so a second replica asking for the account is granted the rest
+        // without a recall, and no lease keeps a sliver smaller than a hold that nobody can use.
         if (available < 2n * grant) {
           const half = (available / 2n / RESERVE_PICO) * RESERVE_PICO;
-          grant = half < RESERVE_PICO ? RESERVE_PICO : half;
+          grant = half < minimumPico ? minimumPico : half;
         }
         if (available < grant) grant = available;
 
@@ -520,7 +523,7 @@ export class Ledger {
           where account_id = ${input.accountId} and closed_at is null and returned_at is null
             and (${keyId} = '' or key_id = ${keyId})`.execute(this.db)).rows[0]!;
         const room = outcome.kind === 'insufficient' ? outcome.availablePico : outcome.keyLimitPico - outcome.keyUsedPico;
-        if (room + BigInt(held.held) >= RESERVE_PICO) return { kind: 'recalling', keyId };
+        if (room + BigInt(held.held) >= minimumPico) return { kind: 'recalling', keyId };
       }
       return outcome;
     }

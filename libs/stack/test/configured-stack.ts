@@ -167,6 +167,8 @@ export interface TestCatalogModel {
   inputPrice: string;
   outputPrice: string;
   supportedParameters?: readonly string[];
+  contextWindow?: number;
+  maxOutputTokens?: number;
 }
 
 /**
@@ -177,7 +179,9 @@ export function testCatalog(upstream: FakeUpstream, options: { apiKeyEnv: string
   const models = options.models.map((model) => `
   - id: ${model.id}
     owned_by: testco
-    created: 1767225600
+    created: 1767225600${model.contextWindow !== undefined ? `
+    context_window: ${model.contextWindow}` : ''}${model.maxOutputTokens !== undefined ? `
+    max_output_tokens: ${model.maxOutputTokens}` : ''}
     input_modalities: [text]
     output_modalities: [text]
     supported_parameters: [${(model.supportedParameters ?? ['temperature']).join(', ')}]

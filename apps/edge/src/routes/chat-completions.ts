@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ChatRequest, Usage } from '@gateway/proto';
-import { Cancellation, errors, type CallerSignal } from '@gateway/platform';
+import { Cancellation, errors, GatewayError, type CallerSignal } from '@gateway/platform';
 import type { VerifiedApiKey } from '../auth-cache.js';
 import type { CatalogModel } from '../catalog-cache.js';
 import { CHAT_ENDPOINT, convertChatRequest, routerRequest, type ConvertedChat } from '../chat/convert.js';
@@ -12,6 +12,7 @@ import { presentedApiKey } from '../credentials.js';
 import { edgeErrors, toApiError } from '../errors.js';
 import { ClientGoneError, readJsonBody, sendJson } from '../http.js';
 import { resolveModel } from '../model-resolution.js';
+import { checkContextWindow, costBound, measurePrompt, MINIMUM_HOLD_PICO, worstCaseHint, type CostBound } from '../inference/request-bounds.js';
 
 /** Bound on one non-streamed answer, failover included. */
 const CHAT_DEADLINE_MS = 10 * 60_000;
@@ -68,12 +69,18 @@ export function chatCompletionsHandler(context: EdgeContext) {
     const model = resolveModel(context, body.model, CHAT_ENDPOINT);
     const converted = convertChatRequest(body, model);
     const strategy = chooseStrategy(body.routing, headerStrategy, key);
+    // The context window and the worst-case cost, before admission and before any provider call.
+    const measure = measurePrompt(converted.request);
+    await checkContextWindow(model, converted.request, measure);
+    const bound = costBound(model, converted.request, measure);
     let leaseId: string | undefined;
     try {
-      leaseId = (await context.admission.admit({ requestId, key, model })).leaseId;
+      leaseId = (await context.admission.admit({ requestId, key, model, holdPico: bound.holdPico })).leaseId;
     } catch (error) {
       // A lost answer (ledger unreachable mid-call) may hide a reservation that was made; a refusal made none.
-      if (toApiError(error).status >= 500) void context.admission.release({ requestId, key });
+      const status = toApiError(error).status;
+      if (status >= 500) void context.admission.release({ requestId, key });
+      if (status === 402 && bound.holdPico > MINIMUM_HOLD_PICO) throw withWorstCaseHint(error, bound);
       throw error;
     }
 
@@ -84,6 +91,8 @@ export function chatCompletionsHandler(context: EdgeContext) {
       // File blocks become bytes or text the model can read (media service); after admission, so rate
       // limits and credit checks come before any URL fetch. A request without files skips this.
       await resolveFileParts(chat.messages, model, { media: context.media, requestId, signal: clientGone });
+      // Fetched files only now have a size: the window is checked again (the hold already assumed a full window).
+      if (measure.unresolvedFiles) await checkContextWindow(model, chat, measurePrompt(chat));
     } catch (error) {
       void context.admission.release({ requestId, key });
       throw clientGone.aborted ? new ClientGoneError('client left while its files were read') : error;
@@ -110,6 +119,12 @@ export function chatCompletionsHandler(context: EdgeContext) {
       ...gatewayHeaders(answer.routingStrategy || strategy, converted.droppedParams, answer.droppedParams),
     });
   };
+}
+
+/** A 402 of a request that held more than 0.05: the same refusal, saying what the hold was made of. */
+function withWorstCaseHint(error: unknown, bound: CostBound): unknown {
+  if (!(error instanceof GatewayError)) return error;
+  return new GatewayError(error.status, error.reason, error.message + worstCaseHint(bound), { code: error.code, param: error.param, cause: error });
 }
 
 function gatewayHeaders(strategy: string, edgeDropped: readonly string[], routerDropped: readonly string[]): Record<string, string> {

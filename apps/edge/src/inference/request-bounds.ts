@@ -1,0 +1,235 @@
+import type { ChatRequest, Pricing } from '@gateway/proto';
+import { formatCredits, parseCredits } from '@gateway/platform';
+import type { CatalogModel } from '../catalog-cache.js';
+import { EdgeError } from '../errors.js';
+
+/**
+ * What one request may carry and cost at most, decided at the edge before admission and before any
+ * provider is called (issue: a 0.3-credit account sent a 7.5 M-token prompt to a 128k model and went
+ * to −3.45). Two decisions, both cheap for an ordinary request:
+ *
+ * - The model's context window: a prompt that cannot fit is a 400 naming the window. The UTF-8 byte
+ *   count of the prompt's text bounds its token count from above (a byte-level BPE token covers at least
+ *   one byte), so a prompt whose bytes fit is never tokenized; only a larger one is counted with the
+ *   tokenizer, in slices that yield to the event loop and stop as soon as the window is exceeded.
+ * - The worst-case cost: prompt bound × the model's input-side prices + the most output the request may
+ *   produce (its forwarded max_completion_tokens, else the model's max_output_tokens, else its context
+ *   window) × the output-side prices. Admission holds max(0.05, worst case) instead of a flat 0.05, so
+ *   the balance and the key's credit limit bound every admitted request's real charge.
+ */
+
+/** Spec §8: the reservation of a running paid request, and the least any paid request holds. */
+export const MINIMUM_HOLD_PICO = parseCredits('0.05');
+/** Chat-format overhead per message (role markers, separators) and per reply, as OpenAI documents it. */
+const TOKENS_PER_MESSAGE = 4;
+const TOKENS_PER_REPLY = 3;
+/**
+ * Generous per-part estimates where the prompt's bytes say nothing about its tokens: an image is at most
+ * ~1,600 tokens at any provider we know (OpenAI high detail, Anthropic's 1.15 megapixel cap); audio is
+ * charged by duration, ~1 token per 100 bytes of compressed audio is far above any provider's rate.
+ */
+const TOKENS_PER_IMAGE_BOUND = 2_000;
+const AUDIO_BYTES_PER_TOKEN_BOUND = 100;
+/** Text tokenized per slice before yielding to the event loop (a 128k window is ~0.5 MB of text). */
+const TOKENIZE_SLICE_CHARACTERS = 64 * 1024;
+
+export interface PromptMeasure {
+  /** Upper bound of the prompt's tokens. */
+  tokensUpperBound: number;
+  /** The prompt's text, for an exact count when the bound does not settle the window (only then joined). */
+  texts: string[];
+  /** Tokens the prompt holds beyond its text (images, audio, inline files, per-message overhead). */
+  nonTextTokens: number;
+  /** The request carries files still to be fetched (`file_url`): their size is unknown until resolved. */
+  unresolvedFiles: boolean;
+}
+
+/** One walk over the canonical request; no tokenizer, no copies of the text. */
+export function measurePrompt(chat: ChatRequest): PromptMeasure {
+  let textBytes = 0;
+  let nonTextTokens = TOKENS_PER_REPLY;
+  let unresolvedFiles = false;
+  const texts: string[] = [];
+  const addText = (text: string) => {
+    if (text.length === 0) return;
+    texts.push(text);
+    textBytes += Buffer.byteLength(text, 'utf8');
+  };
+  for (const message of chat.messages) {
+    nonTextTokens += TOKENS_PER_MESSAGE;
+    if (message.name) addText(message.name);
+    for (const content of message.content) {
+      const part = content.part;
+      if (!part) continue;
+      switch (part.$case) {
+        case 'text':
+          addText(part.value);
+          break;
+        case 'image':
+          nonTextTokens += TOKENS_PER_IMAGE_BOUND;
+          break;
+        case 'audio':
+          nonTextTokens += Math.ceil(part.value.data.length / AUDIO_BYTES_PER_TOKEN_BOUND) + 1;
+          break;
+        case 'file':
+          // Inline data: its bytes bound the text a provider can read from it (base64 is longer still).
+          if (part.value.data.length > 0) nonTextTokens += part.value.data.length;
+          else unresolvedFiles = true;
+          break;
+        default:
+          break;
+      }
+    }
+    for (const call of message.toolCalls) {
+      addText(call.name);
+      addText(call.arguments);
+    }
+  }
+  for (const tool of chat.tools) {
+    addText(tool.name);
+    addText(tool.description);
+    addText(tool.parameters);
+  }
+  if (chat.responseFormat?.schema) addText(chat.responseFormat.schema);
+  return { tokensUpperBound: textBytes + nonTextTokens, texts, nonTextTokens, unresolvedFiles };
+}
+
+export function contextLengthExceeded(message: string, param: string): EdgeError {
+  return new EdgeError({ status: 400, type: 'invalid_request_error', message, param, code: 'context_length_exceeded' });
+}
+
+/**
+ * 400 when the prompt (and the output the request asks room for) cannot fit the model's context window.
+ * A model without a window (0) accepts anything. Resolves without tokenizing when the byte bound fits.
+ */
+export async function checkContextWindow(model: CatalogModel, chat: ChatRequest, measure: PromptMeasure): Promise<void> {
+  const window = model.model.contextWindow;
+  if (window === 0) return;
+  const requestedOutput = chat.maxOutputTokens ?? 0;
+  if (measure.tokensUpperBound + requestedOutput <= window) return;
+  const promptTokens = await countPromptTokens(measure, window + 1);
+  if (promptTokens > window) {
+    throw contextLengthExceeded(
+      `This model's context window is ${window} tokens; the prompt has ${promptTokens >= window + 1 ? 'more than ' + window : promptTokens} tokens. Shorten the conversation.`,
+      'body.messages',
+    );
+  }
+  if (promptTokens + requestedOutput > window) {
+    throw contextLengthExceeded(
+      `This model's context window is ${window} tokens; the prompt has ${promptTokens} tokens and max_completion_tokens asks for ${requestedOutput} more. Lower max_completion_tokens to at most ${window - promptTokens}.`,
+      'body.max_completion_tokens',
+    );
+  }
+}
+
+/**
+ * The prompt's tokens by the tokenizer, counting at most up to `stopAt` (the answer is then `stopAt`:
+ * "at least this many"). The tokenizer is loaded on first use only: an ordinary request never needs it.
+ */
+async function countPromptTokens(measure: PromptMeasure, stopAt: number): Promise<number> {
+  const { encode } = await import('gpt-tokenizer');
+  const options = { disallowedSpecial: new Set<string>() };
+  let total = measure.nonTextTokens;
+  for (const text of measure.texts) {
+    for (let start = 0; start < text.length; ) {
+      let end = Math.min(text.length, start + TOKENIZE_SLICE_CHARACTERS);
+      // Cut after a space when one is near, so a slice boundary splits no word (at most one token off per cut).
+      if (end < text.length) {
+        const space = text.lastIndexOf(' ', end);
+        if (space > start + TOKENIZE_SLICE_CHARACTERS / 2) end = space + 1;
+      }
+      total += encode(text.slice(start, end), options).length;
+      if (total >= stopAt) return stopAt;
+      start = end;
+      // Let other requests run between slices: a long prompt costs its own latency, not everyone's.
+      if (start < text.length) await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  }
+  return total;
+}
+
+/** A model's unit prices summed per direction, in pico-credits; cached per Pricing object (one per catalog version). */
+interface DirectionalPrices {
+  inputPico: bigint;
+  outputPico: bigint;
+}
+
+const INPUT_PRICES: ReadonlyArray<keyof Pricing> = [
+  'perInputToken', 'perCachedInputToken', 'perInputTextToken', 'perInputImageToken', 'perInputAudioToken', 'perInputTextCharacter', 'perToken',
+];
+const OUTPUT_PRICES: ReadonlyArray<keyof Pricing> = [
+  'perOutputToken', 'perOutputTextToken', 'perOutputImageToken', 'perOutputAudioToken', 'perOutputTextCharacter', 'perToken',
+];
+/** A generated token is at most this many characters, for models priced per output character. */
+const CHARACTERS_PER_TOKEN_BOUND = 64n;
+
+const directionalPriceCache = new WeakMap<Pricing, DirectionalPrices | null>();
+
+/**
+ * Each direction's prices summed (an upper bound: the ledger charges every count at most at each price
+ * once). A per-character output price counts a token as many characters; an input character is at most
+ * one byte of the bound already. null: a price is unreadable, the cost cannot be bounded.
+ */
+function directionalPrices(pricing: Pricing): DirectionalPrices | null {
+  const cached = directionalPriceCache.get(pricing);
+  if (cached !== undefined) return cached;
+  let prices: DirectionalPrices | null;
+  try {
+    const sum = (keys: ReadonlyArray<keyof Pricing>, perCharacter: bigint) => {
+      let total = 0n;
+      for (const key of keys) {
+        const text = pricing[key];
+        if (text === undefined || text === '') continue;
+        const pico = parseCredits(text);
+        if (pico > 0n) total += key === 'perOutputTextCharacter' ? pico * perCharacter : pico;
+      }
+      return total;
+    };
+    prices = { inputPico: sum(INPUT_PRICES, 1n), outputPico: sum(OUTPUT_PRICES, CHARACTERS_PER_TOKEN_BOUND) };
+  } catch {
+    prices = null;
+  }
+  directionalPriceCache.set(pricing, prices);
+  return prices;
+}
+
+export interface CostBound {
+  /** What admission holds for the request: max(0.05, worst case), pico-credits. */
+  holdPico: bigint;
+  /** The output tokens the bound assumed (for the 402's message). */
+  outputTokens: number;
+  /** The prompt's part of the worst case, pico-credits. */
+  promptPico: bigint;
+  /** Pico-credits per output token at the model's prices. */
+  outputUnitPico: bigint;
+}
+
+/**
+ * The request's worst-case cost. A prompt with files still to fetch is bounded by the context window
+ * (its real size is only known after admission). A model with neither max_output_tokens nor a context
+ * window, or with an unreadable price, has no bound: it holds the flat 0.05 as before.
+ */
+export function costBound(model: CatalogModel, chat: ChatRequest, measure: PromptMeasure): CostBound {
+  const window = model.model.contextWindow;
+  const prices = model.model.pricing ? directionalPrices(model.model.pricing) : null;
+  const modelCap = model.model.maxOutputTokens;
+  let outputTokens = chat.maxOutputTokens ?? modelCap ?? window;
+  if (modelCap !== undefined && outputTokens > modelCap) outputTokens = modelCap;
+  if (!model.paid || prices === null || outputTokens === 0) {
+    return { holdPico: model.paid ? MINIMUM_HOLD_PICO : 0n, outputTokens, promptPico: 0n, outputUnitPico: prices?.outputPico ?? 0n };
+  }
+  let promptTokens = measure.tokensUpperBound;
+  if (window > 0 && (measure.unresolvedFiles || promptTokens > window)) promptTokens = window;
+  const promptPico = BigInt(promptTokens) * prices.inputPico;
+  const worstPico = promptPico + BigInt(outputTokens) * prices.outputPico;
+  return { holdPico: worstPico > MINIMUM_HOLD_PICO ? worstPico : MINIMUM_HOLD_PICO, outputTokens, promptPico, outputUnitPico: prices.outputPico };
+}
+
+/**
+ * Added to a 402 when the request held more than the flat 0.05: says what the hold was made of, so a
+ * client can lower max_completion_tokens and succeed.
+ */
+export function worstCaseHint(bound: CostBound): string {
+  return ` This request may cost up to ${formatCredits(bound.holdPico)} credits (its prompt and up to ${bound.outputTokens} output tokens), ` +
+    'and that much must be available when it starts: lower max_completion_tokens to need less.';
+}
