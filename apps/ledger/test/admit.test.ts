@@ -58,6 +58,22 @@ describe('Admit', () => {
     expect(await client.getBalance({ accountId })).toEqual({ balance: '1', available: '0.95', reserved: '0.05' });
   });
 
+  it('reserves reserve_credits (the worst case) when above 0.05, and refuses when the balance cannot hold it', async () => {
+    const { client } = await harness.start();
+    const accountId = uniqueName('acc');
+    await client.topUp({ accountId, credits: '0.5', idempotencyKey: uniqueName('topup'), note: '' });
+    const large = await client.admit({ context: context(accountId), modelId: 'm', paid: true, tier: '', limitGroup: '', reserveCredits: '0.3' });
+    expect(large.reservedCredits).toBe('0.3');
+    const small = await client.admit({ context: context(accountId), modelId: 'm', paid: true, tier: '', limitGroup: '', reserveCredits: '0.01' });
+    expect(small.reservedCredits).toBe('0.05');
+    expect(await client.getBalance({ accountId })).toEqual({ balance: '0.5', available: '0.15', reserved: '0.35' });
+    const refused = await rejection(client.admit({ context: context(accountId), modelId: 'm', paid: true, tier: '', limitGroup: '', reserveCredits: '0.2' }));
+    expect(refused.reason).toBe(ErrorReason.ERROR_REASON_INSUFFICIENT_QUOTA);
+    expect(refused.message).toContain('0.2');
+    const tooLarge = await rejection(client.admit({ context: context(accountId), modelId: 'm', paid: true, tier: '', limitGroup: '', reserveCredits: '100000' }));
+    expect(tooLarge.reason).toBe(ErrorReason.ERROR_REASON_INVALID_REQUEST);
+  });
+
   it('admits a free model without a reservation, even with no credits', async () => {
     const accountId = uniqueName('acc');
     const answer = await client.admit({ context: context(accountId), modelId: 'free/model', paid: false, tier: '', limitGroup: '' });

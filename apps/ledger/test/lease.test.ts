@@ -72,6 +72,28 @@ describe('leases', () => {
     await cleanJournal(client, limited);
   });
 
+  it('minimum_credits: never grants less than the hold that asked, in the split and at the key limit; refuses below it', async () => {
+    const { client } = await harness.start();
+    const accountId = await fundedAccount(client, '1');
+    // Half of 1 would be 0.5; the asking request holds 0.6, so it gets 0.6.
+    expect((await acquire(client, { accountId, requestedCredits: '0.8', minimumCredits: '0.6' })).grantedCredits).toBe('0.6');
+    const refused = await rejection(acquire(client, { accountId, requestedCredits: '0.5', minimumCredits: '0.5' }));
+    expect(refused.reason).toBe(ErrorReason.ERROR_REASON_INSUFFICIENT_QUOTA);
+    expect(refused.message).toContain('0.5');
+    // Below 0.05 counts as 0.05: the last 0.4 is still grantable as ordinary holds.
+    expect((await acquire(client, { accountId, requestedCredits: '0.4', minimumCredits: '0.01' })).grantedCredits).toBe('0.2');
+
+    const limited = await fundedAccount(client, '10');
+    const keyId = uniqueName('key');
+    const overLimit = await rejection(acquire(client, { accountId: limited, keyId, requestedCredits: '1', minimumCredits: '0.2', keyCreditLimit: '0.15' }));
+    expect(overLimit.reason).toBe(ErrorReason.ERROR_REASON_KEY_LIMIT_EXCEEDED);
+    expect((await acquire(client, { accountId: limited, keyId, requestedCredits: '1', minimumCredits: '0.1', keyCreditLimit: '0.15' })).grantedCredits).toBe('0.15');
+    const invalid = await rejection(acquire(client, { accountId: limited, requestedCredits: '0.1', minimumCredits: '0.2' }));
+    expect(invalid.reason).toBe(ErrorReason.ERROR_REASON_INVALID_REQUEST);
+    await cleanJournal(client, accountId);
+    await cleanJournal(client, limited);
+  });
+
   it('never over-grants under 500 concurrent acquisitions', async () => {
     const { client } = await harness.start({ maxConnections: 10 });
     const accountId = await fundedAccount(client, '5'); // 100 × 0.05
