@@ -17,7 +17,7 @@ import { resolveModel } from '../model-resolution.js';
 const CHAT_DEADLINE_MS = 10 * 60_000;
 const STRATEGY_HEADER = 'x-gateway-routing-strategy';
 
-// Every inference route resolves its model through model-resolution.ts (alias, 410, endpoint).
+// Every inference route resolves its model through model-resolution.ts (alias, 410, tier 403, endpoint).
 export { resolveModel };
 
 /** The strategy header, checked before any service is asked: an unknown value is a 400. */
@@ -65,7 +65,7 @@ export function chatCompletionsHandler(context: EdgeContext) {
     const key = await verifyApiKey(context, credential, requestId);
     const body: ChatCompletionRequest = parseChatCompletionRequest(await readJsonBody(request, context.bodyLimits));
     const headerStrategy = parseStrategyHeader(request.headers[STRATEGY_HEADER]);
-    const model = resolveModel(context, body.model, CHAT_ENDPOINT);
+    const model = resolveModel(context, body.model, CHAT_ENDPOINT, key);
     const converted = convertChatRequest(body, model);
     const strategy = chooseStrategy(body.routing, headerStrategy, key);
     let leaseId: string | undefined;
