@@ -1,6 +1,6 @@
-import { errors, formatCredits, parseCredits } from '@gateway/platform';
+import { ACCOUNT_TIERS, errors, formatCredits, parseCredits } from '@gateway/platform';
 
-export const TIERS = ['free', 'tier-1', 'tier-2', 'tier-3', 'tier-4'] as const;
+export const TIERS = ACCOUNT_TIERS;
 export const DEFAULT_TIER = 'tier-1';
 export const ROUTING_STRATEGIES = ['reliability', 'balanced', 'latency', 'throughput', 'cache'] as const;
 

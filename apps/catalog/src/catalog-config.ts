@@ -1,4 +1,4 @@
-import { ENDPOINT_NAMES as ENDPOINTS } from '@gateway/platform';
+import { ACCOUNT_TIERS, ENDPOINT_NAMES as ENDPOINTS } from '@gateway/platform';
 import { isMap, isPair, isScalar, parseDocument, visit, type Scalar } from 'yaml';
 import { z } from 'zod';
 import { normalizePrice } from './price.js';
@@ -7,7 +7,8 @@ import { normalizePrice } from './price.js';
 export { ENDPOINT_NAMES as ENDPOINTS, type EndpointName as Endpoint } from '@gateway/platform';
 
 export const PROVIDER_KINDS = ['openai', 'anthropic', 'simulated'] as const;
-export const TIERS = ['free', 'tier-1', 'tier-2', 'tier-3', 'tier-4'] as const;
+/** Tiers a limit group may key its limits by: the account tiers Auth knows. */
+export const TIERS = ACCOUNT_TIERS;
 export const MODALITIES = ['text', 'image', 'file', 'audio', 'video', 'embeddings'] as const;
 /** Lowest first: a model lists the levels it supports in this order. */
 export const REASONING_EFFORTS = ['none', 'minimal', 'low', 'medium', 'high', 'xhigh'] as const;

@@ -1,5 +1,5 @@
 import type { CatalogServiceClient, GetSnapshotResponse, LimitGroup, Model, Pricing, Startup } from '@gateway/proto';
-import { parseCredits, type Logger, type PromiseClient } from '@gateway/platform';
+import { ACCOUNT_TIERS, parseCredits, type Logger, type PromiseClient } from '@gateway/platform';
 
 /** One model as the edge uses it on the hot path: lookups precomputed once per snapshot. */
 export interface CatalogModel {
@@ -14,7 +14,26 @@ export interface CatalogModel {
   /** Unix seconds; absent: never. */
   expiresAtSeconds?: number;
   limitGroup?: LimitGroup;
+  /**
+   * The account tiers that may use the model: the tiers its limit group names. `null` when the model
+   * has no limit group or its group names no tier: then every tier may (and none has a rate limit).
+   * Built once per snapshot so the per-request check is one Set lookup.
+   */
+  allowedTiers: ReadonlySet<string> | null;
+  /** What the listing shows as `available_tiers` and a 403 names: the allowed tiers, or every tier when open. */
+  availableTiers: readonly string[];
 }
+
+/**
+ * Whether an account of `tier` may use the model (spec §7: 403 otherwise). A tier the model's limit
+ * group does not name is refused; a model whose group names no tier (or that has none) is open to all.
+ */
+export function tierMayUse(model: CatalogModel, tier: string): boolean {
+  return model.allowedTiers === null || model.allowedTiers.has(tier);
+}
+
+/** Listings held per account tier and clock window: Auth knows five tiers; the bound is for anything else. */
+const TIER_LISTINGS_MAX = 16;
 
 /** Spec §2.6: the listing never advertises these, whatever the catalog says. */
 const UNLISTED_PARAMETERS = new Set(['web_search_options', 'functions', 'function_call', 'logit_bias', 'logprobs', 'prediction']);
@@ -45,11 +64,17 @@ interface RenderedModel {
   expired: string;
 }
 
-/** The listing as of one clock window: valid while no stop time is crossed in either direction. */
-interface Listing {
+/** One listing text and its free-models-only variant. */
+interface ListingTexts {
   full: string;
   free: string;
+}
+
+/** The listing as of one clock window: valid while no stop time is crossed in either direction. */
+interface Listing extends ListingTexts {
   byId: ReadonlyMap<string, string>;
+  /** Narrowed to what one account tier may use; filled on first ask (at most TIER_LISTINGS_MAX tiers). */
+  byTier: Map<string, ListingTexts>;
   /** Valid for now (Unix seconds) in [fromSeconds, untilSeconds). */
   fromSeconds: number;
   untilSeconds: number;
@@ -72,6 +97,7 @@ class CatalogView {
     const rendered: RenderedModel[] = [];
     for (const model of models) {
       const group = groups.get(model.limitGroup);
+      const groupTiers = group ? Object.keys(group.tiers).sort() : [];
       const entry: CatalogModel = {
         model,
         id: model.id,
@@ -82,6 +108,8 @@ class CatalogView {
         extraParameters: new Set(model.extraParameters),
         ...(model.expiresAt !== undefined ? { expiresAtSeconds: Number(model.expiresAt) } : {}),
         ...(group ? { limitGroup: group } : {}),
+        allowedTiers: groupTiers.length > 0 ? new Set(groupTiers) : null,
+        availableTiers: groupTiers.length > 0 ? groupTiers : [...ACCOUNT_TIERS],
       };
       this.byName.set(model.id, entry);
       rendered.push({ entry, live: renderModel(entry, false), expired: renderModel(entry, true) });
@@ -126,14 +154,37 @@ class CatalogView {
       if (!entry.paid) free.push(json);
     }
     this.listing = {
-      full: `{"object":"list","data":[${full.join(',')}]}`,
-      free: `{"object":"list","data":[${free.join(',')}]}`,
+      full: listText(full),
+      free: listText(free),
       byId,
+      byTier: new Map(),
       fromSeconds,
       untilSeconds,
     };
     return this.listing;
   }
+
+  /** The listing of `listingAt(nowSeconds)` without the models an account of `tier` may not use. */
+  tierListingAt(nowSeconds: number, tier: string): ListingTexts {
+    const listing = this.listingAt(nowSeconds);
+    const held = listing.byTier.get(tier);
+    if (held) return held;
+    const full: string[] = [];
+    const free: string[] = [];
+    for (const { entry } of this.rendered) {
+      if (!tierMayUse(entry, tier)) continue;
+      const json = listing.byId.get(entry.id) as string;
+      full.push(json);
+      if (!entry.paid) free.push(json);
+    }
+    const texts: ListingTexts = { full: listText(full), free: listText(free) };
+    if (listing.byTier.size < TIER_LISTINGS_MAX) listing.byTier.set(tier, texts);
+    return texts;
+  }
+}
+
+function listText(entries: readonly string[]): string {
+  return `{"object":"list","data":[${entries.join(',')}]}`;
 }
 
 /** Spec §9: a model past its stop time answers 410; the stop second itself is past. */
@@ -181,7 +232,7 @@ function renderModel(entry: CatalogModel, expired: boolean): string {
     pricing,
     architecture: { input_modalities: model.inputModalities, output_modalities: model.outputModalities },
     supported_parameters: model.supportedParameters.filter((name) => !UNLISTED_PARAMETERS.has(name)),
-    available_tiers: entry.limitGroup ? Object.keys(entry.limitGroup.tiers) : [],
+    available_tiers: entry.availableTiers,
     // Catalog fields beyond spec §2.6 (names documented in README.md "Catalog").
     aliases: model.aliases,
     limit_group: model.limitGroup,
@@ -301,8 +352,10 @@ export class CatalogCache {
     return this.current().byName.get(name);
   }
 
-  listingJson(freeOnly: boolean): string {
-    const listing = this.current().listingAt(this.nowSeconds());
+  /** The listing; with `tier`, only the models an account of that tier may use. */
+  listingJson(freeOnly: boolean, tier?: string): string {
+    const view = this.current();
+    const listing = tier === undefined ? view.listingAt(this.nowSeconds()) : view.tierListingAt(this.nowSeconds(), tier);
     return freeOnly ? listing.free : listing.full;
   }
 

@@ -88,6 +88,28 @@ describe('error table (gRPC status + reason -> HTTP)', () => {
     expect(toApiError(new TypeError('x is undefined'))).toMatchObject({ status: 500, type: 'api_error' });
   });
 
+  it("a model the account's tier may not use is the FORBIDDEN row's 403, with its own code, in both dialects", () => {
+    const apiError = toApiError(edgeErrors.modelNotAvailableForTier('acme/top', 'tier-1', ['tier-3', 'tier-4']));
+    const forbidden = toApiError(error(GrpcStatus.PERMISSION_DENIED, ErrorReason.ERROR_REASON_FORBIDDEN));
+    expect(apiError).toEqual({
+      status: forbidden.status,
+      type: forbidden.type,
+      message: "Your account's tier `tier-1` may not use model `acme/top` (available to: tier-3, tier-4).",
+      code: 'model_not_available_for_tier',
+      param: 'body.model',
+    });
+    expect(apiError.status).toBe(403);
+    expect(renderErrorBody(apiError, 'chat')).toEqual({
+      error: {
+        type: 'permission_error',
+        message: "Your account's tier `tier-1` may not use model `acme/top` (available to: tier-3, tier-4).",
+        code: 'model_not_available_for_tier',
+        param: 'body.model',
+      },
+    });
+    expect(renderErrorBody(apiError, 'messages')).toMatchObject({ type: 'error', error: { type: 'permission_error' } });
+  });
+
   it('edge-local errors pass through unchanged', () => {
     expect(toApiError(edgeErrors.payloadTooLarge(10))).toMatchObject({ status: 413, type: 'invalid_request_error' });
     expect(toApiError(edgeErrors.requestTimeout('stalled'))).toMatchObject({ status: 408 });

@@ -1,4 +1,4 @@
-import { ErrorReason, GatewayError } from '@gateway/platform';
+import { ErrorReason, GatewayError, GrpcStatus } from '@gateway/platform';
 
 /**
  * THE error table of the gateway (DESIGN §1, CONVENTIONS 6): every failure a client can see is
@@ -66,6 +66,21 @@ export const edgeErrors = {
     }),
   modelListingNotFound: (model: string) =>
     new EdgeError({ status: 404, type: 'invalid_request_error', message: `The model \`${model}\` does not exist.`, code: 'model_not_found' }),
+  /**
+   * Spec §7's 403 "account may not use the model": the account's tier is not among the model's. Resolved
+   * through the FORBIDDEN row below, so this 403 and a service's FORBIDDEN share one status and type.
+   */
+  modelNotAvailableForTier: (model: string, tier: string, availableTiers: readonly string[]) =>
+    new EdgeError(
+      toApiError(
+        new GatewayError(
+          GrpcStatus.PERMISSION_DENIED,
+          ErrorReason.ERROR_REASON_FORBIDDEN,
+          `Your account's tier \`${tier}\` may not use model \`${model}\` (available to: ${availableTiers.join(', ')}).`,
+          { code: 'model_not_available_for_tier', param: 'body.model' },
+        ),
+      ),
+    ),
   modelGone: (model: string) =>
     new EdgeError({ status: 410, type: 'invalid_request_error', message: `The model \`${model}\` is deprecated and no longer served.`, code: 'model_gone' }),
   notFound: (message: string) => new EdgeError({ status: 404, type: 'not_found_error', message, code: 'not_found' }),
@@ -111,6 +126,7 @@ const TABLE: ReadonlyMap<ErrorReason, TableRow> = new Map<ErrorReason, TableRow>
   [ErrorReason.ERROR_REASON_INVALID_PROVISIONING_KEY, { status: 401, type: 'invalid_request_error', code: 'invalid_provisioning_key' }],
   [ErrorReason.ERROR_REASON_INSUFFICIENT_QUOTA, { status: 402, type: 'insufficient_quota', code: 'insufficient_quota' }],
   [ErrorReason.ERROR_REASON_KEY_LIMIT_EXCEEDED, { status: 402, type: 'insufficient_quota', code: 'key_limit_exceeded' }],
+  // Codes: model_not_available_for_tier (the account's tier may not use the model, edgeErrors above).
   [ErrorReason.ERROR_REASON_FORBIDDEN, { status: 403, type: 'permission_error' }],
   [ErrorReason.ERROR_REASON_NOT_FOUND, { status: 404, type: 'not_found_error', code: 'not_found' }],
   [ErrorReason.ERROR_REASON_MODEL_GONE, { status: 410, type: 'invalid_request_error', code: 'model_gone' }],

@@ -8,4 +8,5 @@ export * from './db/index.js';
 export * from './telemetry.js';
 export * from './lifecycle.js';
 export * from './endpoints.js';
+export * from './tiers.js';
 export * from './cancellation.js';

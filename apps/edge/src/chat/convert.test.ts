@@ -15,6 +15,8 @@ function catalogModel(overrides: Partial<CatalogModel> = {}): CatalogModel {
     supportedParameters: new Set(['temperature', 'max_completion_tokens', 'tools', 'tool_choice']),
     inputModalities: new Set(['text']),
     extraParameters: new Set(['top_k_custom']),
+    allowedTiers: null,
+    availableTiers: ['free', 'tier-1', 'tier-2', 'tier-3', 'tier-4'],
     ...overrides,
   };
 }

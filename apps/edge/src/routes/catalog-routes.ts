@@ -10,7 +10,8 @@ const PAID_MINIMUM_PICO = parseCredits('0.05');
 
 /**
  * GET /v1/models (spec §4.11), from the catalog cache. Anonymous: the whole catalog. With a valid API
- * key: what the balance can reach (free models always, paid ones only with >= 0.05 available).
+ * key: what the account may call — only models its tier may use (spec §7's 403 otherwise), and of
+ * those what the balance can reach (free models always, paid ones only with >= 0.05 available).
  */
 export function listModelsHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
@@ -23,14 +24,16 @@ export function listModelsHandler(context: EdgeContext) {
     const key = await verifyApiKey(context, credential, requestId);
     const balance = await context.ledger.getBalance({ accountId: key.accountId }, { requestId, deadlineMs: 5_000 });
     const freeOnly = parseCredits(balance.available || balance.balance || '0') < PAID_MINIMUM_PICO;
-    sendJsonText(response, 200, context.catalogCache.listingJson(freeOnly));
+    sendJsonText(response, 200, context.catalogCache.listingJson(freeOnly, key.tier));
   };
 }
 
 /**
  * GET /v1/models/{id}: ids contain slashes (`acme/chat-small`); aliases are accepted and the answer
  * names the catalog id. Like the listing, a presented key must be valid (401), but one model is
- * answered whatever the balance: SDKs call this to check a name before a request.
+ * answered whatever the balance and whatever the account's tier: SDKs call this to check a name before
+ * a request, the model is public without a key anyway, and its `available_tiers` says who may use it
+ * (a 404 would tell a caller of the wrong tier that the model does not exist, which is not so).
  */
 export function getModelHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {

@@ -18,7 +18,7 @@ import { checkContextWindow, costBound, measurePrompt, MINIMUM_HOLD_PICO, worstC
 const CHAT_DEADLINE_MS = 10 * 60_000;
 const STRATEGY_HEADER = 'x-gateway-routing-strategy';
 
-// Every inference route resolves its model through model-resolution.ts (alias, 410, endpoint).
+// Every inference route resolves its model through model-resolution.ts (alias, 410, tier 403, endpoint).
 export { resolveModel };
 
 /** The strategy header, checked before any service is asked: an unknown value is a 400. */
@@ -66,7 +66,7 @@ export function chatCompletionsHandler(context: EdgeContext) {
     const key = await verifyApiKey(context, credential, requestId);
     const body: ChatCompletionRequest = parseChatCompletionRequest(await readJsonBody(request, context.bodyLimits));
     const headerStrategy = parseStrategyHeader(request.headers[STRATEGY_HEADER]);
-    const model = resolveModel(context, body.model, CHAT_ENDPOINT);
+    const model = resolveModel(context, body.model, CHAT_ENDPOINT, key);
     const converted = convertChatRequest(body, model);
     const strategy = chooseStrategy(body.routing, headerStrategy, key);
     // The context window and the worst-case cost, before admission and before any provider call.
