@@ -14,7 +14,7 @@ function model(overrides: Partial<Model>, paid = true): CatalogModel {
   };
   return {
     model: full, id: full.id, paid, endpoints: new Set(['chat.completions']), supportedParameters: new Set(), inputModalities: new Set(['text']),
-    extraParameters: new Set(),
+    extraParameters: new Set(), allowedTiers: null, availableTiers: [],
   };
 }
 
