@@ -11,19 +11,11 @@ const MS_PER_HOUR = 3_600_000n;
 /** Bound on (account, key, limit group) slots kept; an idle slot is dropped when its leases are returned. */
 const MAX_SLOTS = 10_000;
 /**
- * Acquisitions a waiting request may see granted SHORT (less than asked: the account's available
- * credits, or the key's remaining limit, or the rate window, ran low) without finding room, before it
- * is refused. A short grant means what is left is held by requests already running: with Ledger.Admit
- * the same request would have been refused at once (spec §1: 402 under 0.05 available). The small
- * bound still lets the ledger's halving of a small balance (1/2, 1/4, 1/8 of it) reach the waiters,
- * and the refusal is a 402 (429 for requests) — never a retry storm ending in a 500.
+ * Acquisitions per admit. Each one is progress: a grant from the account's free balance (the ledger
+ * halves a small one, so distributing it takes a few rounds), or the end of the wait (below). This is a
+ * backstop, never a path to a 5xx: past it the request is refused like any request that found no room.
  */
-const MAX_SHORT_ROUNDS = 3;
-/**
- * Acquisitions per admit at all. A full-size grant fits everyone waiting when it was asked for (waiters
- * resume before any new request can take from it), so this bound is a backstop, not a path.
- */
-const MAX_ACQUIRE_ROUNDS = 8;
+const MAX_ACQUIRE_ROUNDS = 20;
 /** Largest lease asked for, however many requests wait (the ledger allows up to 1,000 credits). */
 const MAX_LEASE_PICO = parseCredits('100');
 /**
@@ -103,8 +95,13 @@ interface Hold {
 
 /** How an acquisition ended, as every waiter on it sees it. */
 interface Acquisition {
-  /** Granted less credit than asked (the account or key had less available). */
-  shortOfCredits: boolean;
+  /**
+   * The ledger first answered `recalling`: the account's (or key's, or window's) free capacity was used
+   * up and what was granted came back from leases of requests that have finished since. A waiter that
+   * still finds no room after such a round is refused (402, or 429 for requests): with Ledger.Admit it
+   * would have been refused when it arrived (spec §1), and waiting longer only turns a burst into a queue.
+   */
+  recalled: boolean;
   /** Granted fewer requests than asked (the rate window is nearly full). */
   shortOfRequests: boolean;
 }
@@ -163,7 +160,6 @@ export class LeasedAdmission implements Admission {
     const holdPico = request.holdPico > HOLD_PICO ? request.holdPico : HOLD_PICO;
     const limits = model.limitGroup?.tiers[key.tier];
     const slotKey = `${key.accountId}\u0000${key.keyId}\u0000${limits ? model.model.limitGroup : ''}`;
-    let shortRounds = 0;
     let outcome: Acquisition | undefined;
     for (let round = 0; ; round++) {
       const slot = this.slot(slotKey, key);
@@ -181,8 +177,7 @@ export class LeasedAdmission implements Admission {
         if (outOfRequests) slot.requestsFloor = Math.min(slot.requestsFloor * 2, this.leaseRequests);
         this.retire(slotKey, slot, lease);
       }
-      if (outcome && (outcome.shortOfCredits || outcome.shortOfRequests)) shortRounds++;
-      if (outcome && (shortRounds >= MAX_SHORT_ROUNDS || round >= MAX_ACQUIRE_ROUNDS)) {
+      if (outcome && (outcome.recalled || round >= MAX_ACQUIRE_ROUNDS)) {
         throw outOfRequests && outcome.shortOfRequests ? windowFull(lease) : heldByRunningRequests(holdPico);
       }
       slot.waiting++;
@@ -303,6 +298,7 @@ export class LeasedAdmission implements Admission {
       { requestId, deadlineMs: 5_000 },
     );
     let response = await ask(true);
+    const recalled = response.recalling;
     for (let retry = 0; response.recalling && retry < RECALL_RETRY_DELAYS_MS.length; retry++) {
       await new Promise((resolve) => setTimeout(resolve, RECALL_RETRY_DELAYS_MS[retry]));
       // The last try asks without recall: a refusal then is the plain one (402 with the ledger's words).
@@ -326,7 +322,7 @@ export class LeasedAdmission implements Admission {
       recalled: false,
     };
     slot.leases.add(lease);
-    const outcome: Acquisition = { shortOfCredits: grantedPico < wantedPico, shortOfRequests: limits !== undefined && response.grantedRequests < wantedRequests };
+    const outcome: Acquisition = { recalled, shortOfRequests: limits !== undefined && response.grantedRequests < wantedRequests };
     if (this.stopped) {
       this.returnLease(slotKey, slot, lease);
       return outcome;

@@ -154,6 +154,7 @@ describe(`billing integrity under hostile callers (${testAdmission} admission)`,
         const { accountId, client } = await account(credits);
         fixture!.upstream.setFallback({ latencyMs: 200 });
         let statuses: Status[];
+        const startedAt = performance.now();
         try {
           statuses = await Promise.all(Array.from({ length: 100 }, (_, index) =>
             statusOf(client().chat.completions.create({ model: BURST, messages: [{ role: 'user', content: `Burst ${index}` }] }))));
@@ -161,6 +162,7 @@ describe(`billing integrity under hostile callers (${testAdmission} admission)`,
           fixture!.upstream.setFallback({});
         }
         const counts = statusCounts(statuses);
+        console.log(`burst of 100 at ${credits} credits (${testAdmission}): ${JSON.stringify(counts)} in ${Math.round(performance.now() - startedAt)} ms`);
         expect(Object.keys(counts).every((status) => ['200', '402 insufficient_quota', '429'].includes(status)), JSON.stringify(counts)).toBe(true);
         expect(counts['200'] ?? 0).toBeGreaterThan(0);
         expect(counts['402 insufficient_quota'] ?? 0).toBeGreaterThan(0);
