@@ -36,34 +36,28 @@ const TOKENIZE_SLICE_CHARACTERS = 64 * 1024;
 export interface PromptMeasure {
   /** Upper bound of the prompt's tokens. */
   tokensUpperBound: number;
-  /** The prompt's text, for an exact count when the bound does not settle the window (only then joined). */
-  texts: string[];
   /** Tokens the prompt holds beyond its text (images, audio, inline files, per-message overhead). */
   nonTextTokens: number;
   /** The request carries files still to be fetched (`file_url`): their size is unknown until resolved. */
   unresolvedFiles: boolean;
 }
 
-/** One walk over the canonical request; no tokenizer, no copies of the text. */
-export function measurePrompt(chat: ChatRequest): PromptMeasure {
-  let textBytes = 0;
+/**
+ * Calls `visit` with every text of the prompt that a provider tokenizes (message text and names, tool
+ * calls, tool definitions, the response schema) and returns the tokens of everything else.
+ */
+function walkPrompt(chat: ChatRequest, visit: (text: string) => void): { nonTextTokens: number; unresolvedFiles: boolean } {
   let nonTextTokens = TOKENS_PER_REPLY;
   let unresolvedFiles = false;
-  const texts: string[] = [];
-  const addText = (text: string) => {
-    if (text.length === 0) return;
-    texts.push(text);
-    textBytes += Buffer.byteLength(text, 'utf8');
-  };
   for (const message of chat.messages) {
     nonTextTokens += TOKENS_PER_MESSAGE;
-    if (message.name) addText(message.name);
+    if (message.name) visit(message.name);
     for (const content of message.content) {
       const part = content.part;
       if (!part) continue;
       switch (part.$case) {
         case 'text':
-          addText(part.value);
+          visit(part.value);
           break;
         case 'image':
           nonTextTokens += TOKENS_PER_IMAGE_BOUND;
@@ -81,17 +75,26 @@ export function measurePrompt(chat: ChatRequest): PromptMeasure {
       }
     }
     for (const call of message.toolCalls) {
-      addText(call.name);
-      addText(call.arguments);
+      visit(call.name);
+      visit(call.arguments);
     }
   }
   for (const tool of chat.tools) {
-    addText(tool.name);
-    addText(tool.description);
-    addText(tool.parameters);
+    visit(tool.name);
+    visit(tool.description);
+    visit(tool.parameters);
   }
-  if (chat.responseFormat?.schema) addText(chat.responseFormat.schema);
-  return { tokensUpperBound: textBytes + nonTextTokens, texts, nonTextTokens, unresolvedFiles };
+  if (chat.responseFormat?.schema) visit(chat.responseFormat.schema);
+  return { nonTextTokens, unresolvedFiles };
+}
+
+/** One walk over the canonical request: byte counts only, no tokenizer, no copies of the text. */
+export function measurePrompt(chat: ChatRequest): PromptMeasure {
+  let textBytes = 0;
+  const { nonTextTokens, unresolvedFiles } = walkPrompt(chat, (text) => {
+    textBytes += Buffer.byteLength(text, 'utf8');
+  });
+  return { tokensUpperBound: textBytes + nonTextTokens, nonTextTokens, unresolvedFiles };
 }
 
 export function contextLengthExceeded(message: string, param: string): EdgeError {
@@ -107,7 +110,7 @@ export async function checkContextWindow(model: CatalogModel, chat: ChatRequest,
   if (window === 0) return;
   const requestedOutput = chat.maxOutputTokens ?? 0;
   if (measure.tokensUpperBound + requestedOutput <= window) return;
-  const promptTokens = await countPromptTokens(measure, window + 1);
+  const promptTokens = await countPromptTokens(chat, measure, window + 1);
   if (promptTokens > window) {
     throw contextLengthExceeded(
       `This model's context window is ${window} tokens; the prompt has ${promptTokens >= window + 1 ? 'more than ' + window : promptTokens} tokens. Shorten the conversation.`,
@@ -126,11 +129,15 @@ export async function checkContextWindow(model: CatalogModel, chat: ChatRequest,
  * The prompt's tokens by the tokenizer, counting at most up to `stopAt` (the answer is then `stopAt`:
  * "at least this many"). The tokenizer is loaded on first use only: an ordinary request never needs it.
  */
-async function countPromptTokens(measure: PromptMeasure, stopAt: number): Promise<number> {
+async function countPromptTokens(chat: ChatRequest, measure: PromptMeasure, stopAt: number): Promise<number> {
   const { encode } = await import('gpt-tokenizer');
   const options = { disallowedSpecial: new Set<string>() };
+  const texts: string[] = [];
+  walkPrompt(chat, (text) => {
+    if (text.length > 0) texts.push(text);
+  });
   let total = measure.nonTextTokens;
-  for (const text of measure.texts) {
+  for (const text of texts) {
     for (let start = 0; start < text.length; ) {
       let end = Math.min(text.length, start + TOKENIZE_SLICE_CHARACTERS);
       // Cut after a space when one is near, so a slice boundary splits no word (at most one token off per cut).
