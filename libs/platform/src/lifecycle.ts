@@ -9,6 +9,17 @@ export interface Stoppable {
 }
 
 /**
+ * A start-up failure whose message already says everything a person needs to act on (what is wrong and
+ * what to do), so it is printed as plain text, not as a log record with a stack.
+ */
+export class StartupError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'StartupError';
+  }
+}
+
+/**
  * Entry point shared by every service's main.ts: starts it, stops it cleanly on SIGINT/SIGTERM, and
  * turns a start-up failure into one readable line and exit code 1.
  */
@@ -17,10 +28,13 @@ export async function runMain(name: string, logger: Logger, start: () => Promise
   try {
     running = await start();
   } catch (error) {
-    if (error instanceof ConfigError) {
+    if (error instanceof ConfigError || error instanceof StartupError) {
       process.stderr.write(`${name}: ${error.message}\n`);
     } else {
-      logger.fatal({ err: error }, `${name} failed to start`);
+      // The cause goes into the message itself: fatal is above every level, and a rejection without an
+      // Error (some libraries reject with nothing) would otherwise leave a bare "failed to start".
+      const cause = error instanceof Error ? error : new Error(`rejected with ${String(error)}`);
+      logger.fatal({ err: cause }, `${name} failed to start: ${cause.message}`);
     }
     process.exit(1);
   }

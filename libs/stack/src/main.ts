@@ -15,6 +15,7 @@ import {
   type EventBus,
 } from '@gateway/platform';
 import { ensureDevAccount } from './dev-account.js';
+import { lockDataDir } from './data-dir-lock.js';
 import { startEmbeddedPostgres, type RunningEmbeddedPostgres } from './embedded-postgres.js';
 import { startStack } from './stack.js';
 
@@ -50,6 +51,7 @@ function keyHashSecret(dataDir: string): string {
 await runMain('gateway', logger, async () => {
   const dataDir = resolve(env.GATEWAY_DATA_DIR);
   mkdirSync(dataDir, { recursive: true });
+  lockDataDir(dataDir);
   const stopTelemetry = await startTelemetry('gateway', logger);
   let embedded: RunningEmbeddedPostgres | undefined;
   let bus: EventBus | undefined;
@@ -72,9 +74,8 @@ await runMain('gateway', logger, async () => {
       routing: { usageOutboxDirectory: join(dataDir, 'usage-outbox') },
       edge: { admission: env.EDGE_ADMISSION, routerTransport: env.EDGE_ROUTER_TRANSPORT },
       ledger: {
-        // The embedded Postgres is this process's alone, so any open lease is a previous run's: Ctrl-C
-        // stops the embedded Postgres before the edge can return its leases (embedded-postgres' own
-        // SIGINT hook, and the terminal signals the postgres child too).
+        // The embedded Postgres is this process's alone (the data dir lock), so any open lease is a
+        // previous run's: one a crash, or a stop cut short, left unreturned.
         ...(embedded ? { reclaimLeasesOnStart: true } : {}),
         // The in-process bus keeps unsettled events in memory only: settle at once rather than linger
         // (the 50 ms default saves Postgres work under production load, not here).
