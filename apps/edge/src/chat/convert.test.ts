@@ -3,7 +3,7 @@ import type { Model } from '@gateway/proto';
 import { sameHiddenClass } from '@gateway/testing';
 import type { CatalogModel } from '../catalog-cache.js';
 import { EdgeError } from '../errors.js';
-import { convertChatRequest, nearestReasoningEffort, routerRequest } from './convert.js';
+import { convertChatRequest, decodedLength, nearestReasoningEffort, routerRequest } from './convert.js';
 import { parseChatCompletionRequest } from './schema.js';
 
 function catalogModel(overrides: Partial<CatalogModel> = {}): CatalogModel {
@@ -112,3 +112,43 @@ describe('routerRequest', () => {
     expect(sameHiddenClass(a.context!, b.context!)).toBe(true);
   });
 });
+
+describe('inline files: the 20 MiB bound is on decoded bytes (spec §8)', () => {
+  const MIB_20 = 20 * 1024 * 1024;
+  const fileModel = catalogModel({ inputModalities: new Set(['text', 'file']) });
+  const withFile = (fileData: string) =>
+    convert({ messages: [{ role: 'user', content: [{ type: 'file', file: { filename: 'f.bin', file_data: fileData } }] }] }, fileModel);
+  const fileBytes = (converted: ReturnType<typeof convert>) => {
+    const part = converted.request.messages[0]!.content[0]!.part;
+    if (part?.$case !== 'file') throw new Error('expected a file part');
+    return part.value.data.length;
+  };
+
+  it('decodedLength ignores padding', () => {
+    for (const size of [0, 1, 2, 3, 4, 5, 100, 101, 102]) {
+      const text = Buffer.alloc(size, 1).toString('base64');
+      expect(decodedLength(text)).toBe(size);
+      expect(decodedLength(text.replace(/=+$/, ''))).toBe(size);
+    }
+  });
+
+  it('exactly 20 MiB passes, padded (20 MiB is not a multiple of 3) and as a data URL', () => {
+    const base64 = Buffer.alloc(MIB_20, 7).toString('base64');
+    expect(base64.endsWith('=')).toBe(true);
+    expect(fileBytes(withFile(base64))).toBe(MIB_20);
+    expect(fileBytes(withFile(`data:application/octet-stream;base64,${base64}`))).toBe(MIB_20);
+  });
+
+  it('exactly 20 MiB with MIME line breaks passes: whitespace is not data', () => {
+    const wrapped = Buffer.alloc(MIB_20, 7).toString('base64').replace(/.{76}/g, '$&\r\n');
+    expect(fileBytes(withFile(wrapped))).toBe(MIB_20);
+  });
+
+  it('20 MiB + 1 byte is 413 naming the field', () => {
+    const error = refusal({ messages: [{ role: 'user', content: [{ type: 'file', file: { file_data: Buffer.alloc(MIB_20 + 1).toString('base64') } }] }] }, fileModel);
+    expect(error.status).toBe(413);
+    expect(error.code).toBe('payload_too_large');
+    expect(error.param).toBe('body.messages.0.content.0.file.file_data');
+  });
+});
+

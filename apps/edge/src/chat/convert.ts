@@ -1,4 +1,5 @@
 import type { ChatMessage, ChatRequest, ContentPart, RequestContext, ToolChoice } from '@gateway/proto';
+import { echoed } from '../echoed-value.js';
 import { edgeErrors } from '../errors.js';
 import type { CatalogModel } from '../catalog-cache.js';
 import type { ChatCompletionRequest, ContentBlock } from './schema.js';
@@ -189,7 +190,7 @@ function convertMessages(body: ChatCompletionRequest, model: CatalogModel): Chat
       }
       if (!issuedCalls.has(input.tool_call_id)) {
         throw edgeErrors.invalidRequest(
-          `${path}.tool_call_id: no earlier assistant tool call has id \`${input.tool_call_id}\`.`,
+          `${path}.tool_call_id: no earlier assistant tool call has id \`${echoed(input.tool_call_id)}\`.`,
           `${path}.tool_call_id`,
           'tool_output_unmatched',
         );
@@ -202,7 +203,7 @@ function convertMessages(body: ChatCompletionRequest, model: CatalogModel): Chat
   for (const [id, index] of issuedCalls) {
     if (!answeredCalls.has(id)) {
       throw edgeErrors.invalidRequest(
-        `body.messages.${index}.tool_calls: tool call \`${id}\` has no tool message with its result.`,
+        `body.messages.${index}.tool_calls: tool call \`${echoed(id)}\` has no tool message with its result.`,
         `body.messages.${index}.tool_calls`,
         'tool_output_unmatched',
       );
@@ -254,7 +255,12 @@ function convertBlock(block: ContentBlock, path: string, model: CatalogModel): C
 
 const DATA_URL = /^data:([^;,]*)(;[^,]*)?,/;
 
-/** Base64 or a base64 data: URL; bounded to the single-inline-file limit before decoding. */
+const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
+
+/**
+ * Base64 or a base64 data: URL, bounded by its DECODED size (spec §8: a file of exactly 20 MiB passes):
+ * padding and line breaks (MIME base64) carry no bytes, so they are not counted.
+ */
 function decodeInline(text: string, path: string): { bytes: Buffer; mediaType: string } {
   let mediaType = '';
   let payload = text;
@@ -263,13 +269,18 @@ function decodeInline(text: string, path: string): { bytes: Buffer; mediaType: s
     mediaType = match[1] ?? '';
     payload = text.slice(match[0].length);
   }
-  if (Math.floor((payload.length * 3) / 4) > MAX_INLINE_FILE_BYTES) {
-    throw inlineTooLarge(path);
-  }
-  if (!/^[A-Za-z0-9+/_-]*={0,2}$/.test(payload.replace(/\s+/g, ''))) {
-    throw edgeErrors.invalidRequest(`${path}: not valid base64.`, path);
-  }
-  return { bytes: Buffer.from(payload, 'base64'), mediaType };
+  const compact = /\s/.test(payload) ? payload.replace(/\s+/g, '') : payload;
+  if (decodedLength(compact) > MAX_INLINE_FILE_BYTES) throw inlineTooLarge(path);
+  if (!BASE64.test(compact)) throw edgeErrors.invalidRequest(`${path}: not valid base64.`, path);
+  return { bytes: Buffer.from(compact, 'base64'), mediaType };
+}
+
+/** Bytes that base64 text without whitespace decodes to (padded or not). */
+export function decodedLength(base64: string): number {
+  let characters = base64.length;
+  if (base64.charCodeAt(characters - 1) === 0x3d) characters--;
+  if (base64.charCodeAt(characters - 1) === 0x3d) characters--;
+  return Math.floor((characters * 3) / 4);
 }
 
 function inlineTooLarge(path: string) {
