@@ -152,3 +152,28 @@ describe('inline files: the 20 MiB bound is on decoded bytes (spec §8)', () => 
   });
 });
 
+describe('response_format json_schema: checked against its meta-schema', () => {
+  const jsonModel = catalogModel({ supportedParameters: new Set(['response_format']) });
+  const withSchema = (schema: unknown) => ({ response_format: { type: 'json_schema', json_schema: { name: 's', schema } } });
+
+  it('an invalid schema is 400 invalid_json_schema naming the field', () => {
+    for (const schema of [{ type: 12 }, { type: 'object', properties: 5 }, { type: 'object', required: 'a' }]) {
+      const error = refusal(withSchema(schema), jsonModel);
+      expect(error.status).toBe(400);
+      expect(error.code).toBe('invalid_json_schema');
+      expect(error.param).toBe('body.response_format.json_schema.schema');
+      expect(error.message).toMatch(/^body\.response_format\.json_schema\.schema: not a valid JSON Schema: schema\//);
+    }
+  });
+
+  it('a valid schema goes on as JSON text; a model without response_format drops it unchecked', () => {
+    const schema = { type: 'object', properties: { a: { type: 'string' } } };
+    expect(convert(withSchema(schema), jsonModel).request.responseFormat?.schema).toBe(JSON.stringify(schema));
+    expect(convert(withSchema({ type: 12 })).droppedParams).toContain('response_format');
+  });
+
+  it('a long complaint is cut like any echoed value', () => {
+    const error = refusal(withSchema({ type: 'object', properties: { ['k'.repeat(5_000)]: { type: 12 } } }), jsonModel);
+    expect(error.message.length).toBeLessThan(600);
+  });
+});

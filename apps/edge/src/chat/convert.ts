@@ -1,4 +1,5 @@
 import type { ChatMessage, ChatRequest, ContentPart, RequestContext, ToolChoice } from '@gateway/proto';
+import { jsonSchemaProblem } from '@gateway/platform/json-schema';
 import { echoed } from '../echoed-value.js';
 import { edgeErrors } from '../errors.js';
 import type { CatalogModel } from '../catalog-cache.js';
@@ -108,6 +109,7 @@ export function convertChatRequest(body: ChatCompletionRequest, model: CatalogMo
   if (forward.has('tool_choice') && body.tool_choice) request.toolChoice = convertToolChoice(body.tool_choice);
   if (forward.has('response_format') && body.response_format) {
     const format = body.response_format;
+    if (format.type === 'json_schema' && format.json_schema.schema) requireValidSchema(format.json_schema.schema);
     request.responseFormat =
       format.type === 'json_schema'
         ? {
@@ -281,6 +283,19 @@ export function decodedLength(base64: string): number {
   if (base64.charCodeAt(characters - 1) === 0x3d) characters--;
   if (base64.charCodeAt(characters - 1) === 0x3d) characters--;
   return Math.floor((characters * 3) / 4);
+}
+
+/**
+ * A client's json_schema that fails its draft's meta-schema (`{"type": 12}`) is the client's 400 here,
+ * before admission, whatever provider would have served it: an OpenAI-compatible provider would refuse
+ * it (or worse, accept it), and a provider without native JSON modes cannot check answers against it.
+ * Only requests that carry a json_schema pay (tens of µs; nothing compiled, nothing cached).
+ */
+function requireValidSchema(schema: Record<string, unknown>): void {
+  const problem = jsonSchemaProblem(schema);
+  if (problem === undefined) return;
+  const param = 'body.response_format.json_schema.schema';
+  throw edgeErrors.invalidRequest(`${param}: not a valid JSON Schema: ${echoed(problem)}.`, param, 'invalid_json_schema');
 }
 
 function inlineTooLarge(path: string) {
