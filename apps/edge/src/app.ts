@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { isAcceptableRequestId, newRequestId } from '@gateway/platform';
 import { clientRequestIdOf, requestIdOf, setRequestId, type EdgeContext } from './context.js';
+import { echoed } from './echoed-value.js';
 import { edgeErrors, toApiError, type Dialect } from './errors.js';
 import { API_VERSION, ClientGoneError, sendError, sendJson } from './http.js';
 import {
@@ -123,7 +124,7 @@ function answerError(context: EdgeContext, request: IncomingMessage, response: S
   const status = (error as { status?: unknown })?.status;
   const resolved =
     typeof status === 'number' && status >= 400 && status < 500 && !(error instanceof Error && 'apiError' in error)
-      ? edgeErrors.invalidRequest((error as Error).message || 'Bad request.')
+      ? edgeErrors.invalidRequest(echoed((error as Error).message || 'Bad request.'))
       : error;
   const apiError = toApiError(resolved);
   if (apiError.status >= 500) {

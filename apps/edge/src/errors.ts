@@ -1,4 +1,5 @@
 import { ErrorReason, GatewayError, GrpcStatus } from '@gateway/platform';
+import { MAX_ERROR_MESSAGE_CHARACTERS, echoed } from './echoed-value.js';
 
 /**
  * THE error table of the gateway (DESIGN §1, CONVENTIONS 6): every failure a client can see is
@@ -26,11 +27,21 @@ export class EdgeError extends Error {
   }
 }
 
+/** Client values quoted in these messages go through `echoed` (src/echoed-value.ts): never repeated whole. */
 export const edgeErrors = {
   invalidRequest: (message: string, param?: string, code?: string) =>
     new EdgeError({ status: 400, type: 'invalid_request_error', message, ...(param ? { param } : {}), ...(code ? { code } : {}) }),
   invalidJson: (detail: string) =>
-    new EdgeError({ status: 400, type: 'invalid_request_error', message: `body: request body is not valid JSON (${detail}).`, code: 'invalid_json' }),
+    new EdgeError({ status: 400, type: 'invalid_request_error', message: `body: request body is not valid JSON (${echoed(detail)}).`, code: 'invalid_json' }),
+  /** `param`: the field named (src/json-depth.ts), already cut to a bounded length. */
+  nestingTooDeep: (param: string, maxDepth: number) =>
+    new EdgeError({
+      status: 400,
+      type: 'invalid_request_error',
+      message: `${param}: nesting deeper than ${maxDepth} levels (objects and arrays in a request body nest at most ${maxDepth} levels deep).`,
+      code: 'nesting_too_deep',
+      param,
+    }),
   payloadTooLarge: (maxBytes: number) =>
     new EdgeError({
       status: 413,
@@ -55,17 +66,17 @@ export const edgeErrors = {
       code: 'invalid_provisioning_key',
     }),
   routeNotFound: (method: string, path: string) =>
-    new EdgeError({ status: 404, type: 'invalid_request_error', message: `Unknown route: ${method} ${path}.`, code: 'unknown_url' }),
+    new EdgeError({ status: 404, type: 'invalid_request_error', message: `Unknown route: ${echoed(method)} ${echoed(path)}.`, code: 'unknown_url' }),
   modelNotFound: (model: string) =>
     new EdgeError({
       status: 400,
       type: 'invalid_request_error',
-      message: `The model \`${model}\` does not exist.`,
+      message: `The model \`${echoed(model)}\` does not exist.`,
       code: 'model_not_found',
       param: 'body.model',
     }),
   modelListingNotFound: (model: string) =>
-    new EdgeError({ status: 404, type: 'invalid_request_error', message: `The model \`${model}\` does not exist.`, code: 'model_not_found' }),
+    new EdgeError({ status: 404, type: 'invalid_request_error', message: `The model \`${echoed(model)}\` does not exist.`, code: 'model_not_found' }),
   /**
    * Spec §7's 403 "account may not use the model": the account's tier is not among the model's. Resolved
    * through the FORBIDDEN row below, so this 403 and a service's FORBIDDEN share one status and type.
@@ -76,14 +87,34 @@ export const edgeErrors = {
         new GatewayError(
           GrpcStatus.PERMISSION_DENIED,
           ErrorReason.ERROR_REASON_FORBIDDEN,
-          `Your account's tier \`${tier}\` may not use model \`${model}\` (available to: ${availableTiers.join(', ')}).`,
+          `Your account's tier \`${echoed(tier)}\` may not use model \`${echoed(model)}\` (available to: ${availableTiers.join(', ')}).`,
           { code: 'model_not_available_for_tier', param: 'body.model' },
         ),
       ),
     ),
   modelGone: (model: string) =>
-    new EdgeError({ status: 410, type: 'invalid_request_error', message: `The model \`${model}\` is deprecated and no longer served.`, code: 'model_gone' }),
+    new EdgeError({ status: 410, type: 'invalid_request_error', message: `The model \`${echoed(model)}\` is deprecated and no longer served.`, code: 'model_gone' }),
   notFound: (message: string) => new EdgeError({ status: 404, type: 'not_found_error', message, code: 'not_found' }),
+  /*
+   * What node:http's parser refuses before any route sees the request (src/client-error.ts): the
+   * header block over the server's limit, bytes that are not HTTP, headers that did not arrive in time.
+   */
+  headersTooLarge: (maxBytes: number) =>
+    new EdgeError({
+      status: 431,
+      type: 'invalid_request_error',
+      message: `Request headers are larger than ${maxBytes} bytes.`,
+      code: 'request_header_fields_too_large',
+    }),
+  malformedHttp: (parserCode: string) =>
+    new EdgeError({
+      status: 400,
+      type: 'invalid_request_error',
+      message: `Malformed HTTP request${parserCode ? ` (${echoed(parserCode, 64)})` : ''}.`,
+      code: 'malformed_request',
+    }),
+  chunkExtensionsTooLarge: () =>
+    new EdgeError({ status: 413, type: 'invalid_request_error', message: 'Chunk extensions of the request body are too large.', code: 'payload_too_large' }),
 };
 
 interface TableRow {
@@ -199,18 +230,34 @@ const MESSAGES_TYPE_BY_STATUS: Readonly<Record<number, string>> = {
   408: 'timeout_error',
   410: 'not_found_error',
   413: 'request_too_large',
+  431: 'invalid_request_error',
   422: 'invalid_request_error',
   429: 'rate_limit_error',
   500: 'api_error',
   503: 'overloaded_error',
 };
 
+/**
+ * The message as sent: bounded whatever produced it. Edge messages cut each client value they quote;
+ * this also bounds a service's or a provider's words, which may quote the caller too.
+ */
+export function boundedMessage(apiError: ApiError): string {
+  return echoed(apiError.message, MAX_ERROR_MESSAGE_CHARACTERS);
+}
+
+/** The param as sent: a field path, which may hold a client's key names. */
+export function boundedParam(apiError: ApiError): string | undefined {
+  return apiError.param === undefined ? undefined : echoed(apiError.param);
+}
+
 export function renderErrorBody(apiError: ApiError, dialect: Dialect): unknown {
+  const message = boundedMessage(apiError);
   if (dialect === 'messages') {
-    return { type: 'error', error: { type: MESSAGES_TYPE_BY_STATUS[apiError.status] ?? 'api_error', message: apiError.message } };
+    return { type: 'error', error: { type: MESSAGES_TYPE_BY_STATUS[apiError.status] ?? 'api_error', message } };
   }
-  const body: { type: string; message: string; code?: string; param?: string } = { type: apiError.type, message: apiError.message };
+  const body: { type: string; message: string; code?: string; param?: string } = { type: apiError.type, message };
   if (apiError.code) body.code = apiError.code;
-  if (apiError.param) body.param = apiError.param;
+  const param = boundedParam(apiError);
+  if (param) body.param = param;
   return { error: body };
 }

@@ -1,5 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { echoed } from './echoed-value.js';
 import { edgeErrors, renderErrorBody, toApiError, type Dialect } from './errors.js';
+import { MAX_JSON_DEPTH, fieldOfDeepPath, offsetBeyondDepth, pathAtOffset, type FreeFormField } from './json-depth.js';
 
 export const API_VERSION = '2026-03-31';
 
@@ -86,11 +88,22 @@ export function readBody(request: IncomingMessage, limits: BodyLimits): Promise<
   });
 }
 
-export async function readJsonBody(request: IncomingMessage, limits: BodyLimits): Promise<unknown> {
+/**
+ * The body parsed as JSON, nested at most MAX_JSON_DEPTH levels (checked on the text, before parsing:
+ * src/json-depth.ts says why). A deeper body is a 400 naming the field: the free-form field of the
+ * dialect the path runs through (`body.tools.0.function.parameters`), else its first two segments.
+ */
+export async function readJsonBody(request: IncomingMessage, limits: BodyLimits, freeFormFields: readonly FreeFormField[] = []): Promise<unknown> {
   const body = await readBody(request, limits);
   if (body.length === 0) throw edgeErrors.invalidJson('empty body');
+  const text = body.toString('utf8');
+  const tooDeep = offsetBeyondDepth(text, MAX_JSON_DEPTH);
+  if (tooDeep >= 0) {
+    const field = fieldOfDeepPath(pathAtOffset(text, tooDeep), freeFormFields);
+    throw edgeErrors.nestingTooDeep(echoed(['body', ...field].join('.')), MAX_JSON_DEPTH);
+  }
   try {
-    return JSON.parse(body.toString('utf8'));
+    return JSON.parse(text);
   } catch (error) {
     throw edgeErrors.invalidJson(error instanceof Error ? error.message : 'parse failure');
   }

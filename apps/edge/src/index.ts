@@ -20,6 +20,7 @@ import { LedgerAdmission, type Admission } from './admission.js';
 import { LeasedAdmission } from './leased-admission.js';
 import { createRequestListener } from './app.js';
 import { ApiKeyCache } from './auth-cache.js';
+import { answerClientError } from './client-error.js';
 import { CatalogCache } from './catalog-cache.js';
 import type { EdgeContext } from './context.js';
 import { DEFAULT_BODY_LIMITS, type BodyLimits } from './http.js';
@@ -173,6 +174,8 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
     httpServer.headersTimeout = 60_000;
     httpServer.keepAliveTimeout = 65_000;
     httpServer.maxHeadersCount = 200;
+    // Node's own answers to unparseable requests (431, 400, 408) carry no envelope and no request id.
+    httpServer.on('clientError', (error: Error, socket) => answerClientError(error, socket, httpServer.headersTimeout));
     const host = options.host ?? '127.0.0.1';
     await new Promise<void>((resolve, reject) => {
       httpServer.once('error', reject);

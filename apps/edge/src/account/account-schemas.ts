@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { MoneyFormatError, parseCredits, formatCredits } from '@gateway/platform';
+import { echoed } from '../echoed-value.js';
 import { edgeErrors, type EdgeError } from '../errors.js';
 import { ROUTING_STRATEGIES } from '../chat/schema.js';
 
@@ -153,7 +154,8 @@ export function fieldError(where: 'body' | 'query', issues: readonly Issue[]): E
     path = [...path, String(first.keys[0])];
     message = 'unknown field';
   }
-  const param = [where, ...path].join('.');
+  // Unknown fields are named by their key, which is the client's: bounded like any echoed value.
+  const param = echoed([where, ...path].join('.'));
   return edgeErrors.invalidRequest(`${param}: ${message}`, param);
 }
 

@@ -3,7 +3,7 @@ import type { Model } from '@gateway/proto';
 import { sameHiddenClass } from '@gateway/testing';
 import type { CatalogModel } from '../catalog-cache.js';
 import { EdgeError } from '../errors.js';
-import { convertChatRequest, nearestReasoningEffort, routerRequest } from './convert.js';
+import { convertChatRequest, decodedLength, nearestReasoningEffort, routerRequest } from './convert.js';
 import { parseChatCompletionRequest } from './schema.js';
 
 function catalogModel(overrides: Partial<CatalogModel> = {}): CatalogModel {
@@ -112,5 +112,70 @@ describe('routerRequest', () => {
     // Requests of one shape share one hidden class (README "Performance": fresh ones per request were costly).
     expect(sameHiddenClass(a, b)).toBe(true);
     expect(sameHiddenClass(a.context!, b.context!)).toBe(true);
+  });
+});
+
+describe('inline files: the 20 MiB bound is on decoded bytes (spec §8)', () => {
+  const MIB_20 = 20 * 1024 * 1024;
+  const fileModel = catalogModel({ inputModalities: new Set(['text', 'file']) });
+  const withFile = (fileData: string) =>
+    convert({ messages: [{ role: 'user', content: [{ type: 'file', file: { filename: 'f.bin', file_data: fileData } }] }] }, fileModel);
+  const fileBytes = (converted: ReturnType<typeof convert>) => {
+    const part = converted.request.messages[0]!.content[0]!.part;
+    if (part?.$case !== 'file') throw new Error('expected a file part');
+    return part.value.data.length;
+  };
+
+  it('decodedLength ignores padding', () => {
+    for (const size of [0, 1, 2, 3, 4, 5, 100, 101, 102]) {
+      const text = Buffer.alloc(size, 1).toString('base64');
+      expect(decodedLength(text)).toBe(size);
+      expect(decodedLength(text.replace(/=+$/, ''))).toBe(size);
+    }
+  });
+
+  it('exactly 20 MiB passes, padded (20 MiB is not a multiple of 3) and as a data URL', () => {
+    const base64 = Buffer.alloc(MIB_20, 7).toString('base64');
+    expect(base64.endsWith('=')).toBe(true);
+    expect(fileBytes(withFile(base64))).toBe(MIB_20);
+    expect(fileBytes(withFile(`data:application/octet-stream;base64,${base64}`))).toBe(MIB_20);
+  });
+
+  it('exactly 20 MiB with MIME line breaks passes: whitespace is not data', () => {
+    const wrapped = Buffer.alloc(MIB_20, 7).toString('base64').replace(/.{76}/g, '$&\r\n');
+    expect(fileBytes(withFile(wrapped))).toBe(MIB_20);
+  });
+
+  it('20 MiB + 1 byte is 413 naming the field', () => {
+    const error = refusal({ messages: [{ role: 'user', content: [{ type: 'file', file: { file_data: Buffer.alloc(MIB_20 + 1).toString('base64') } }] }] }, fileModel);
+    expect(error.status).toBe(413);
+    expect(error.code).toBe('payload_too_large');
+    expect(error.param).toBe('body.messages.0.content.0.file.file_data');
+  });
+});
+
+describe('response_format json_schema: checked against its meta-schema', () => {
+  const jsonModel = catalogModel({ supportedParameters: new Set(['response_format']) });
+  const withSchema = (schema: unknown) => ({ response_format: { type: 'json_schema', json_schema: { name: 's', schema } } });
+
+  it('an invalid schema is 400 invalid_json_schema naming the field', () => {
+    for (const schema of [{ type: 12 }, { type: 'object', properties: 5 }, { type: 'object', required: 'a' }]) {
+      const error = refusal(withSchema(schema), jsonModel);
+      expect(error.status).toBe(400);
+      expect(error.code).toBe('invalid_json_schema');
+      expect(error.param).toBe('body.response_format.json_schema.schema');
+      expect(error.message).toMatch(/^body\.response_format\.json_schema\.schema: not a valid JSON Schema: schema\//);
+    }
+  });
+
+  it('a valid schema goes on as JSON text; a model without response_format drops it unchecked', () => {
+    const schema = { type: 'object', properties: { a: { type: 'string' } } };
+    expect(convert(withSchema(schema), jsonModel).request.responseFormat?.schema).toBe(JSON.stringify(schema));
+    expect(convert(withSchema({ type: 12 })).droppedParams).toContain('response_format');
+  });
+
+  it('a long complaint is cut like any echoed value', () => {
+    const error = refusal(withSchema({ type: 'object', properties: { ['k'.repeat(5_000)]: { type: 12 } } }), jsonModel);
+    expect(error.message.length).toBeLessThan(600);
   });
 });

@@ -1,4 +1,6 @@
 import type { ChatMessage, ChatRequest, ContentPart, RequestContext, ToolChoice } from '@gateway/proto';
+import { jsonSchemaProblem } from '@gateway/platform/json-schema';
+import { echoed } from '../echoed-value.js';
 import { edgeErrors } from '../errors.js';
 import type { CatalogModel } from '../catalog-cache.js';
 import type { ChatCompletionRequest, ContentBlock } from './schema.js';
@@ -107,6 +109,7 @@ export function convertChatRequest(body: ChatCompletionRequest, model: CatalogMo
   if (forward.has('tool_choice') && body.tool_choice) request.toolChoice = convertToolChoice(body.tool_choice);
   if (forward.has('response_format') && body.response_format) {
     const format = body.response_format;
+    if (format.type === 'json_schema' && format.json_schema.schema) requireValidSchema(format.json_schema.schema);
     request.responseFormat =
       format.type === 'json_schema'
         ? {
@@ -189,7 +192,7 @@ function convertMessages(body: ChatCompletionRequest, model: CatalogModel): Chat
       }
       if (!issuedCalls.has(input.tool_call_id)) {
         throw edgeErrors.invalidRequest(
-          `${path}.tool_call_id: no earlier assistant tool call has id \`${input.tool_call_id}\`.`,
+          `${path}.tool_call_id: no earlier assistant tool call has id \`${echoed(input.tool_call_id)}\`.`,
           `${path}.tool_call_id`,
           'tool_output_unmatched',
         );
@@ -202,7 +205,7 @@ function convertMessages(body: ChatCompletionRequest, model: CatalogModel): Chat
   for (const [id, index] of issuedCalls) {
     if (!answeredCalls.has(id)) {
       throw edgeErrors.invalidRequest(
-        `body.messages.${index}.tool_calls: tool call \`${id}\` has no tool message with its result.`,
+        `body.messages.${index}.tool_calls: tool call \`${echoed(id)}\` has no tool message with its result.`,
         `body.messages.${index}.tool_calls`,
         'tool_output_unmatched',
       );
@@ -254,7 +257,12 @@ function convertBlock(block: ContentBlock, path: string, model: CatalogModel): C
 
 const DATA_URL = /^data:([^;,]*)(;[^,]*)?,/;
 
-/** Base64 or a base64 data: URL; bounded to the single-inline-file limit before decoding. */
+const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
+
+/**
+ * Base64 or a base64 data: URL, bounded by its DECODED size (spec §8: a file of exactly 20 MiB passes):
+ * padding and line breaks (MIME base64) carry no bytes, so they are not counted.
+ */
 function decodeInline(text: string, path: string): { bytes: Buffer; mediaType: string } {
   let mediaType = '';
   let payload = text;
@@ -263,13 +271,31 @@ function decodeInline(text: string, path: string): { bytes: Buffer; mediaType: s
     mediaType = match[1] ?? '';
     payload = text.slice(match[0].length);
   }
-  if (Math.floor((payload.length * 3) / 4) > MAX_INLINE_FILE_BYTES) {
-    throw inlineTooLarge(path);
-  }
-  if (!/^[A-Za-z0-9+/_-]*={0,2}$/.test(payload.replace(/\s+/g, ''))) {
-    throw edgeErrors.invalidRequest(`${path}: not valid base64.`, path);
-  }
-  return { bytes: Buffer.from(payload, 'base64'), mediaType };
+  const compact = /\s/.test(payload) ? payload.replace(/\s+/g, '') : payload;
+  if (decodedLength(compact) > MAX_INLINE_FILE_BYTES) throw inlineTooLarge(path);
+  if (!BASE64.test(compact)) throw edgeErrors.invalidRequest(`${path}: not valid base64.`, path);
+  return { bytes: Buffer.from(compact, 'base64'), mediaType };
+}
+
+/** Bytes that base64 text without whitespace decodes to (padded or not). */
+export function decodedLength(base64: string): number {
+  let characters = base64.length;
+  if (base64.charCodeAt(characters - 1) === 0x3d) characters--;
+  if (base64.charCodeAt(characters - 1) === 0x3d) characters--;
+  return Math.floor((characters * 3) / 4);
+}
+
+/**
+ * A client's json_schema that fails its draft's meta-schema (`{"type": 12}`) is the client's 400 here,
+ * before admission, whatever provider would have served it: an OpenAI-compatible provider would refuse
+ * it (or worse, accept it), and a provider without native JSON modes cannot check answers against it.
+ * Only requests that carry a json_schema pay (tens of µs; nothing compiled, nothing cached).
+ */
+function requireValidSchema(schema: Record<string, unknown>): void {
+  const problem = jsonSchemaProblem(schema);
+  if (problem === undefined) return;
+  const param = 'body.response_format.json_schema.schema';
+  throw edgeErrors.invalidRequest(`${param}: not a valid JSON Schema: ${echoed(problem)}.`, param, 'invalid_json_schema');
 }
 
 function inlineTooLarge(path: string) {

@@ -1,5 +1,5 @@
 import type { ChatResponse, ChatStreamDelta, ChatStreamStart, Usage } from '@gateway/proto';
-import type { ApiError } from '../errors.js';
+import { boundedMessage, boundedParam, type ApiError } from '../errors.js';
 
 /** Spec §2.5: chat ids carry `chatcmpl-` whatever prefix the router used. */
 export function chatCompletionId(routerId: string): string {
@@ -95,8 +95,9 @@ export class ChatChunkWriter {
 
   /** The OpenRouter mid-stream error chunk (wire-formats.md): status stays 200, the error is in the stream. */
   error(apiError: ApiError): string {
-    const error: Record<string, unknown> = { type: apiError.type, code: apiError.code ?? apiError.status, message: apiError.message };
-    if (apiError.param) error.param = apiError.param;
+    const error: Record<string, unknown> = { type: apiError.type, code: apiError.code ?? apiError.status, message: boundedMessage(apiError) };
+    const param = boundedParam(apiError);
+    if (param) error.param = param;
     return `data: ${this.prefix},"error":${JSON.stringify(error)},"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error"}]}\n\n`;
   }
 

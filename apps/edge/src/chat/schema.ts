@@ -1,5 +1,7 @@
 import { z } from 'zod';
+import { echoed } from '../echoed-value.js';
 import { edgeErrors, type EdgeError } from '../errors.js';
+import type { FreeFormField } from '../json-depth.js';
 
 /** Spec §1 routing strategies. */
 export const ROUTING_STRATEGIES = ['reliability', 'balanced', 'latency', 'throughput', 'cache'] as const;
@@ -82,6 +84,18 @@ const responseFormat = z.discriminatedUnion('type', [
   }),
 ]);
 
+/**
+ * The fields below that hold free-form JSON (records of unknown): a body nested too deep inside one is
+ * refused naming the field (src/json-depth.ts). Unknown top-level fields are free-form too; they are
+ * named by their first two segments anyway.
+ */
+export const CHAT_FREE_FORM_FIELDS: readonly FreeFormField[] = [
+  ['tools', '*', 'function', 'parameters'],
+  ['response_format', 'json_schema', 'schema'],
+  ['prediction'],
+  ['web_search_options'],
+];
+
 const ASPECT_RATIOS = ['1:1', '2:3', '3:2', '3:4', '4:3', '4:5', '5:4', '9:16', '16:9', '21:9'] as const;
 
 export const chatCompletionRequest = z
@@ -144,6 +158,7 @@ export function validationError(issues: readonly Issue[]): EdgeError {
   const first = issues[0];
   if (!first) return edgeErrors.invalidRequest('body: invalid request.');
   const { path, message } = deepestIssue(first, []);
-  const param = ['body', ...path.map(String)].join('.');
+  // A path holds the client's own key names (logit_bias, loose fields): bounded like any echoed value.
+  const param = echoed(['body', ...path.map(String)].join('.'));
   return edgeErrors.invalidRequest(`${param}: ${message}`, param);
 }

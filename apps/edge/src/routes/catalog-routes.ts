@@ -2,6 +2,7 @@ import type { Request, Response } from 'express';
 import { parseCredits } from '@gateway/platform';
 import { requestIdOf, verifyApiKey, type EdgeContext } from '../context.js';
 import { presentedApiKey } from '../credentials.js';
+import { echoed } from '../echoed-value.js';
 import { edgeErrors } from '../errors.js';
 import { sendJson, sendJsonText } from '../http.js';
 
@@ -72,7 +73,7 @@ const MAX_ICON_BYTES = 1024 * 1024;
 
 /** A startup's SVG logo, at /v1/startups/{id}/icon.svg and at the catalog's own icon_url path. */
 export async function sendStartupIcon(context: EdgeContext, startupId: string, response: Response): Promise<void> {
-  if (!context.catalogCache.hasStartup(startupId)) throw edgeErrors.notFound(`No startup \`${startupId}\`.`);
+  if (!context.catalogCache.hasStartup(startupId)) throw edgeErrors.notFound(`No startup \`${echoed(startupId)}\`.`);
   const icon = await context.catalog.getStartupIcon({ startupId }, { requestId: requestIdOf(response), deadlineMs: 5_000 });
   if (icon.svg.length > MAX_ICON_BYTES) throw new Error(`icon of ${startupId} is larger than ${MAX_ICON_BYTES} bytes`);
   response.statusCode = 200;

@@ -6,9 +6,10 @@ import type { CatalogModel } from '../catalog-cache.js';
 import { CHAT_ENDPOINT, convertChatRequest, routerRequest, type ConvertedChat } from '../chat/convert.js';
 import { resolveFileParts } from '../chat/file-parts.js';
 import { ChatChunkWriter, renderChatCompletion } from '../chat/render.js';
-import { parseChatCompletionRequest, routingStrategy, type ChatCompletionRequest, type RoutingStrategy } from '../chat/schema.js';
+import { CHAT_FREE_FORM_FIELDS, parseChatCompletionRequest, routingStrategy, type ChatCompletionRequest, type RoutingStrategy } from '../chat/schema.js';
 import { requestIdOf, verifyApiKey, type EdgeContext } from '../context.js';
 import { presentedApiKey } from '../credentials.js';
+import { echoed } from '../echoed-value.js';
 import { edgeErrors, toApiError } from '../errors.js';
 import { ClientGoneError, readJsonBody, sendJson } from '../http.js';
 import { resolveModel } from '../model-resolution.js';
@@ -27,7 +28,7 @@ export function parseStrategyHeader(value: string | string[] | undefined): Routi
   const parsed = routingStrategy.safeParse(value.trim());
   if (!parsed.success) {
     throw edgeErrors.invalidRequest(
-      `header.${STRATEGY_HEADER}: unknown routing strategy \`${value}\`; expected one of ${routingStrategy.options.join(', ')}.`,
+      `header.${STRATEGY_HEADER}: unknown routing strategy \`${echoed(value)}\`; expected one of ${routingStrategy.options.join(', ')}.`,
       `header.${STRATEGY_HEADER}`,
     );
   }
@@ -64,7 +65,7 @@ export function chatCompletionsHandler(context: EdgeContext) {
     // The credential is judged before the body (spec §5): a wrong key with a bad body is a 401, not a
     // 400. Usually a cache hit; a miss costs one Auth call before the body is read.
     const key = await verifyApiKey(context, credential, requestId);
-    const body: ChatCompletionRequest = parseChatCompletionRequest(await readJsonBody(request, context.bodyLimits));
+    const body: ChatCompletionRequest = parseChatCompletionRequest(await readJsonBody(request, context.bodyLimits, CHAT_FREE_FORM_FIELDS));
     const headerStrategy = parseStrategyHeader(request.headers[STRATEGY_HEADER]);
     const model = resolveModel(context, body.model, CHAT_ENDPOINT, key);
     const converted = convertChatRequest(body, model);

@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { ErrorReason, GatewayError } from '@gateway/platform';
+import { jsonSchemaEngineFor } from '@gateway/platform/json-schema';
 import type { ChatRequest, ResponseFormat } from '@gateway/proto';
 import { ProviderError, type AdapterChatRequest, type AdapterStreamPart, type ProviderAdapterV1 } from './provider-adapter.js';
 import { SimulatedAdapter } from './simulated/simulated-adapter.js';
@@ -105,14 +107,44 @@ describe('structured output checks', () => {
     expect(await drain(plain.chatStream({ upstreamModel: 'u', chat: chat('Who?') }, signal))).toBe('not json at all');
   });
 
-  it('an unusable schema is refused before the provider is called', async () => {
-    const inner = new FixedAdapter('{}');
-    const adapter = new InstructedStructuredOutput(inner);
-    const error = await adapter
-      .chat({ upstreamModel: 'u', chat: chat('x', schemaFormat({ type: 'object', properties: { a: { type: 'no-such-type' } } })) }, signal)
-      .catch((caught: unknown) => caught);
-    expect((error as ProviderError).kind).toBe('rejected');
-    expect(inner.seen).toHaveLength(0);
+  it('an unusable schema is the client\'s 400, typed (not a provider failure), before the provider is called', async () => {
+    const cases: Array<[string, unknown]> = [
+      ['fails its meta-schema', { type: 'object', properties: { a: { type: 'no-such-type' } } }],
+      ['a $ref to nowhere', { type: 'object', properties: { a: { $ref: '#/definitions/missing' } } }],
+    ];
+    for (const [name, schema] of cases) {
+      const inner = new FixedAdapter('{}');
+      const adapter = new InstructedStructuredOutput(inner);
+      for (const call of [
+        () => adapter.chat({ upstreamModel: 'u', chat: chat('x', schemaFormat(schema)) }, signal),
+        () => drain(adapter.chatStream({ upstreamModel: 'u', chat: chat('x', schemaFormat(schema)) }, signal)),
+      ]) {
+        const error = await call().then(() => undefined, (caught: unknown) => caught);
+        expect(error, name).toBeInstanceOf(GatewayError);
+        expect((error as GatewayError).reason, name).toBe(ErrorReason.ERROR_REASON_INVALID_REQUEST);
+        expect((error as GatewayError).param).toBe('body.response_format.json_schema.schema');
+        expect((error as GatewayError).code).toBe('invalid_json_schema');
+        expect((error as GatewayError).message).toMatch(/^body\.response_format\.json_schema\.schema: not a usable JSON Schema: /);
+      }
+      expect(inner.seen, name).toHaveLength(0);
+    }
+  });
+
+  it('keeps a bounded number of compiled schemas, in its own cache and in ajv\'s', async () => {
+    const engine = jsonSchemaEngineFor({}) as unknown as { _cache: Map<unknown, unknown> };
+    const adapter = new InstructedStructuredOutput(new FixedAdapter('{}'));
+    const distinct = (index: number) => schemaFormat({ type: 'object', properties: { [`field${index}`]: { type: 'string' } } });
+    await adapter.chat({ upstreamModel: 'u', chat: chat('x', distinct(-1)) }, signal);
+    const before = engine._cache.size;
+    for (let index = 0; index < 600; index++) await adapter.chat({ upstreamModel: 'u', chat: chat('x', distinct(index)) }, signal);
+    // At most the 256 cached validators more than before (the meta-schemas stay).
+    expect(engine._cache.size - before).toBeLessThanOrEqual(256);
+    // Failed compiles leave nothing behind either.
+    const afterValid = engine._cache.size;
+    for (let index = 0; index < 50; index++) {
+      await adapter.chat({ upstreamModel: 'u', chat: chat('x', schemaFormat({ properties: { [`f${index}`]: { $ref: '#/nowhere' } } })) }, signal).catch(() => undefined);
+    }
+    expect(engine._cache.size).toBe(afterValid);
   });
 });
 

@@ -1,5 +1,5 @@
-import { Ajv, type ValidateFunction } from 'ajv';
-import { Ajv2020 } from 'ajv/dist/2020.js';
+import { errors, type GatewayError } from '@gateway/platform';
+import { jsonSchemaEngineFor, type JsonSchemaEngine, type ValidateFunction } from '@gateway/platform/json-schema';
 import type { ChatMessage, ChatRequest, ResponseFormat } from '@gateway/proto';
 import {
   ProviderError,
@@ -52,37 +52,64 @@ export function withInstruction(messages: readonly ChatMessage[], instruction: s
   return [{ role: 'system', content: [{ part: { $case: 'text', value: instruction } }], toolCalls: [], toolCallId: '', reasoning: [] }, ...messages];
 }
 
-const validators = new Map<string, ValidateFunction>();
-const draft07 = new Ajv({ strict: false, allErrors: false, validateFormats: false });
-const draft2020 = new Ajv2020({ strict: false, allErrors: false, validateFormats: false });
+/** The field a client's schema came in, as the chat-completions dialect (the one that carries json_schema) names it. */
+const SCHEMA_PARAM = 'body.response_format.json_schema.schema';
+/** Characters of ajv's complaint quoted back: it names paths inside the client's schema. */
+const MAX_COMPLAINT_CHARACTERS = 512;
+
+/**
+ * The client's schema cannot be used: their 400 (the edge names the field), thrown as a typed error so
+ * the router neither fails over nor counts it against the provider. The edge already refuses schemas
+ * that fail their meta-schema; what reaches here is what only compiling finds (a `$ref` to nowhere).
+ */
+function invalidSchema(detail: string): GatewayError {
+  const complaint = detail.length > MAX_COMPLAINT_CHARACTERS ? `${detail.slice(0, MAX_COMPLAINT_CHARACTERS)}…` : detail;
+  return errors.invalidRequest(`${SCHEMA_PARAM}: not a usable JSON Schema: ${complaint}`, SCHEMA_PARAM, 'invalid_json_schema');
+}
+
+interface CompiledSchema {
+  validate: ValidateFunction;
+  engine: JsonSchemaEngine;
+  /** The object ajv compiled, which its own cache holds by identity until removed. */
+  compiled: object;
+}
+
+const validators = new Map<string, CompiledSchema>();
 
 function compile(schemaText: string): ValidateFunction {
   const cached = validators.get(schemaText);
   if (cached) {
     validators.delete(schemaText);
     validators.set(schemaText, cached);
-    return cached;
+    return cached.validate;
   }
   let schema: unknown;
   try {
     schema = JSON.parse(schemaText);
   } catch {
-    throw new ProviderError('rejected', 'response_format.json_schema.schema is not JSON');
+    throw invalidSchema('not JSON');
   }
-  if (typeof schema !== 'object' || schema === null || Array.isArray(schema)) {
-    throw new ProviderError('rejected', 'response_format.json_schema.schema is not a JSON Schema object');
-  }
-  const declared = String((schema as { $schema?: unknown }).$schema ?? '');
+  if (typeof schema !== 'object' || schema === null || Array.isArray(schema)) throw invalidSchema('not a JSON object');
+  // One schema object compiles once per engine; strip $id so two requests with the same $id do not clash.
+  const { $id: _ignored, ...withoutId } = schema as Record<string, unknown>;
+  const engine = jsonSchemaEngineFor(withoutId);
   let validate: ValidateFunction;
   try {
-    // One schema object compiles once per engine; strip $id so two requests with the same $id do not clash.
-    const { $id: _ignored, ...withoutId } = schema as Record<string, unknown>;
-    validate = (declared.includes('2020-12') || declared.includes('2019-09') ? draft2020 : draft07).compile(withoutId);
+    validate = engine.compile(withoutId);
   } catch (error) {
-    throw new ProviderError('rejected', `response_format.json_schema.schema is not a valid JSON Schema: ${error instanceof Error ? error.message : String(error)}`);
+    // A failed compile may leave the schema registered; it must not stay.
+    engine.removeSchema(withoutId);
+    throw invalidSchema(error instanceof Error ? error.message : String(error));
   }
-  validators.set(schemaText, validate);
-  if (validators.size > MAX_CACHED_VALIDATORS) validators.delete(validators.keys().next().value as string);
+  validators.set(schemaText, { validate, engine, compiled: withoutId });
+  if (validators.size > MAX_CACHED_VALIDATORS) {
+    const oldest = validators.keys().next().value as string;
+    // ajv keeps every schema it compiled (a Map keyed by the schema object): without this, each distinct
+    // schema a client sends would stay in memory for the life of the process.
+    const evicted = validators.get(oldest)!;
+    evicted.engine.removeSchema(evicted.compiled);
+    validators.delete(oldest);
+  }
   return validate;
 }
 

@@ -282,6 +282,12 @@ export class Router {
           this.releaseReservation(target, providerId, false);
           throw new GatewayError(GrpcStatus.CANCELLED, ErrorReason.ERROR_REASON_UNSPECIFIED, 'The caller cancelled the request.');
         }
+        if (error instanceof GatewayError) {
+          // A typed verdict on the request itself (e.g. an unusable json_schema), reached before any
+          // provider call: the caller's error as it is, no failover, nothing held against the provider.
+          this.releaseReservation(target, providerId, false);
+          throw error;
+        }
         const failure = control.timedOut ? new ProviderError('timeout', 'attempt timed out', 0, { cause: error }) : toProviderError(error, control);
         if (!failure.retryable) {
           this.releaseReservation(target, providerId, false);
@@ -493,6 +499,8 @@ export class Router {
           control.dispose();
           active = undefined;
           void iterator.return?.(undefined)?.catch?.(() => undefined);
+          // Typed errors (usage not stored, a verdict on the request such as an unusable json_schema) are
+          // the caller's answer as they are: no failover, not a provider failure. The finally releases.
           if (error instanceof GatewayError) throw error;
           if (signal.aborted) return; // the finally settles: SERVED for what was generated, else FAILED
           const failure = control.timedOut ? new ProviderError('timeout', 'attempt timed out', 0, { cause: error }) : toProviderError(error, control);

@@ -4,6 +4,7 @@ import type { ChatRequest } from '@gateway/proto';
 import { countInputTokens } from '../../usage/token-counter.js';
 import type { AdapterStreamPart } from '../provider-adapter.js';
 import { SimulatedAdapter } from './simulated-adapter.js';
+import { sampleJsonForSchema } from './simulate-json.js';
 
 function request(text: string, extra: Partial<ChatRequest> = {}): ChatRequest {
   return {
@@ -45,5 +46,21 @@ describe('SimulatedAdapter', () => {
     expect(deltas.map((delta) => delta.content).join('')).toBe(whole.choices[0]!.message!.content);
     expect(deltas.at(-1)?.finishReason).toBe('stop');
     expect(parts.at(-1)).toEqual({ type: 'usage', usage: whole.usage });
+  });
+});
+
+describe('sampleJsonForSchema under hostile schemas', () => {
+  it('bounds a string whatever minLength asks for', () => {
+    const value = sampleJsonForSchema({ type: 'string', minLength: 100_000_000 }, ['word']) as string;
+    expect(value.length).toBeGreaterThanOrEqual(65_536);
+    expect(value.length).toBeLessThan(65_600);
+  });
+
+  it('bounds the values of one answer when recursive references fan out', () => {
+    const properties = Object.fromEntries(Array.from({ length: 10 }, (_, index) => [`p${index}`, { $ref: '#/$defs/node' }]));
+    const schema = { $defs: { node: { type: 'object', properties } }, $ref: '#/$defs/node' };
+    const text = JSON.stringify(sampleJsonForSchema(schema, ['word']));
+    // Unbounded, this is 10^8 values; bounded, about 10,000 of a few bytes each.
+    expect(text.length).toBeLessThan(200_000);
   });
 });
