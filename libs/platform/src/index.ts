@@ -9,3 +9,4 @@ export * from './telemetry.js';
 export * from './lifecycle.js';
 export * from './endpoints.js';
 export * from './cancellation.js';
+export * from './segment-log.js';
