@@ -459,9 +459,6 @@ export class Router {
       },
     });
     const meter = () => meterUsage(reported, prepared.request.messages, prepared.request.tools, delivered.output);
-    // Only once committed, so `servingProvider` is set; runs on the checkpoint timer, not on this path.
-    const checkpointEvent = () =>
-      this.usageEvent(prepared, UsageOutcome.USAGE_OUTCOME_SERVED, servingProvider, delivered.usageSoFar(reported, prepared.request), true);
     const settleServed = async (awaited: boolean) => {
       settled = true;
       const event = this.usageEvent(prepared, UsageOutcome.USAGE_OUTCOME_SERVED, servingProvider, meter(), true);
@@ -502,8 +499,10 @@ export class Router {
               servingProvider = providerId;
               firstPartAt = Date.now();
               // From here the caller has content: its usage must survive a crash (a Set insert; no disk
-              // unless the stream is still running at the first checkpoint).
-              checkpoint = this.options.usage.trackStream(delivered, checkpointEvent);
+              // unless the stream is still running at the first checkpoint). The event is built on the
+              // checkpoint timer, never on this path.
+              checkpoint = this.options.usage.trackStream(delivered, () =>
+                this.usageEvent(prepared, UsageOutcome.USAGE_OUTCOME_SERVED, servingProvider, delivered.usageSoFar(reported, prepared.request), true));
               // A caller that reads first_delta gets the first content in the start: one message (one
               // HTTP/2 write: grpc-js writes each message after the previous one's callback) less before it.
               if (options.combinedStart) {
