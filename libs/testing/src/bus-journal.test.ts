@@ -1,18 +1,17 @@
-import { spawnSync } from 'node:child_process';
-import { appendFile, cp, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { appendFile, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createLogger } from '../logger.js';
-import type { DurableMessage, Subscription } from './event-bus.js';
-import { InProcessEventBus } from './memory-bus.js';
+import { InProcessEventBus, type DurableMessage, type Subscription } from '@gateway/platform';
+import { crashCopy } from './crash-copy.js';
+import { eventually, testLogger } from './infra.js';
 
 // The journal of the in-process bus (npm start without NATS): a process killed with messages
 // published and not yet handled redelivers them on its next start. A kill is modelled by copying the
-// journal directory as it is while the bus is still open (every resolved publish is fdatasync'ed,
-// so the copy holds what a SIGKILL would leave) and opening a new bus on the copy.
+// journal directory as it is while the bus is still open (crashCopy: every resolved publish is
+// fdatasync'ed, so the copy holds what a SIGKILL would leave) and opening a new bus on the copy.
 
-const logger = createLogger('memory-bus-test', 'silent');
+const logger = testLogger('bus-journal');
 const encode = (text: string) => new TextEncoder().encode(text);
 const decode = (data: Uint8Array) => new TextDecoder().decode(data);
 
@@ -32,26 +31,10 @@ async function openBus(directory: string): Promise<InProcessEventBus> {
   return bus;
 }
 
-/** A process that has exited: what a SIGKILLed owner leaves in its lock file. */
-const deadPid = spawnSync(process.execPath, ['-e', '']).pid;
-
-/** The directory as a SIGKILL would leave it, at a new path (the original stays locked by this process). */
-async function crashCopy(directory: string): Promise<string> {
-  const copy = join(root, `crashed-${open.length}-${Math.random().toString(36).slice(2)}`);
-  await cp(directory, copy, { recursive: true });
-  await writeFile(join(copy, 'bus-journal.lock'), String(deadPid));
-  return copy;
-}
+let copies = 0;
+const crashed = (directory: string) => crashCopy(directory, join(root, `crashed-${++copies}`));
 
 const segments = async (directory: string) => (await readdir(directory).catch(() => [])).filter((name) => name.endsWith('.log'));
-
-async function until(check: () => Promise<boolean> | boolean, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 /** The first batch a new consumer gets: every recovered message, since they are queued before it subscribes. */
 async function firstBatch(bus: InProcessEventBus, subject = 'usage.events'): Promise<DurableMessage[]> {
@@ -69,7 +52,7 @@ describe('in-process bus with a journal', () => {
     await bus.publishDurable('usage.batches', encode('batch-0'), 'batch-id-0');
     expect((await segments(directory)).length).toBeGreaterThan(0);
 
-    const restarted = await openBus(await crashCopy(directory));
+    const restarted = await openBus(await crashed(directory));
     const events = await firstBatch(restarted);
     expect(events.map((message) => [message.msgId, decode(message.data), message.redelivered])).toEqual(
       Array.from({ length: 5 }, (_, index) => [`id-${index}`, `event-${index}`, true]),
@@ -89,14 +72,14 @@ describe('in-process bus with a journal', () => {
       async (batch) => { handled.push(...batch.map((message) => message.msgId)); },
     );
     for (let index = 0; index < 5; index++) await bus.publishDurable('usage.events', encode(`settled-${index}`), `settled-${index}`);
-    await until(() => handled.length === 5);
+    await eventually(() => expect(handled).toHaveLength(5));
     // Acknowledged: the whole segment is deleted.
-    await until(async () => (await segments(directory)).length === 0);
+    await eventually(async () => expect(await segments(directory)).toEqual([]));
     await subscription.stop();
     await bus.publishDurable('usage.events', encode('open-1'), 'open-1');
     await bus.publishDurable('usage.events', encode('open-2'), 'open-2');
 
-    const restarted = await openBus(await crashCopy(directory));
+    const restarted = await openBus(await crashed(directory));
     expect((await firstBatch(restarted)).map((message) => message.msgId)).toEqual(['open-1', 'open-2']);
   });
 
@@ -109,8 +92,8 @@ describe('in-process bus with a journal', () => {
       async () => { calls++; throw new Error('settlement failed'); },
     ));
     await bus.publishDurable('usage.events', encode('unsettled'), 'unsettled-1');
-    await until(() => calls >= 1);
-    const restarted = await openBus(await crashCopy(directory));
+    await eventually(() => expect(calls).toBeGreaterThanOrEqual(1));
+    const restarted = await openBus(await crashed(directory));
     expect((await firstBatch(restarted)).map((message) => message.msgId)).toEqual(['unsettled-1']);
   });
 
@@ -119,7 +102,7 @@ describe('in-process bus with a journal', () => {
     const bus = await openBus(directory);
     await bus.publishDurable('usage.events', encode('whole-1'), 'whole-1');
     await bus.publishDurable('usage.events', encode('whole-2'), 'whole-2');
-    const copy = await crashCopy(directory);
+    const copy = await crashed(directory);
     const [segment] = await segments(copy);
     const bytes = await readFile(join(copy, segment!));
     await appendFile(join(copy, segment!), bytes.subarray(0, 20)); // the start of a record, cut short
@@ -133,7 +116,7 @@ describe('in-process bus with a journal', () => {
     const first = bus.publishDurable('usage.events', encode('once'), 'dup-1');
     const second = bus.publishDurable('usage.events', encode('once, again'), 'dup-1');
     await second;
-    const copy = await crashCopy(directory);
+    const copy = await crashed(directory);
     await first;
     const restarted = await openBus(copy);
     expect((await firstBatch(restarted)).map((message) => decode(message.data))).toEqual(['once']);
