@@ -11,7 +11,8 @@ import type { UsagePublisher } from './usage/usage-publisher.js';
 export type { UsagePublisher } from './usage/usage-publisher.js';
 export { JetStreamUsagePublisher } from './usage/usage-publisher.js';
 export { GroupCommitUsagePublisher, encodeUsageEventBatch } from './usage/group-commit-publisher.js';
-export { UsageOutbox, OutboxFullError } from './usage/usage-outbox.js';
+export { UsageOutbox } from './usage/usage-outbox.js';
+export { CHECKPOINT_INTERVAL_MS, FIRST_CHECKPOINT_AFTER_MS } from './usage/stream-checkpoints.js';
 export { createUsagePublisher, type UsagePublisherOptions } from './usage/create-usage-publisher.js';
 export type { ProviderAdapter, ProviderAdapterV1 } from './providers/provider-adapter.js';
 

@@ -10,3 +10,4 @@ export * from './lifecycle.js';
 export * from './endpoints.js';
 export * from './tiers.js';
 export * from './cancellation.js';
+export * from './segment-log.js';

@@ -61,7 +61,8 @@ await runMain('gateway', logger, async () => {
     const databaseUrl = env.DATABASE_URL ?? embedded!.url;
     bus = env.NATS_URL
       ? await NatsEventBus.connect(env.NATS_URL, logger, { name: 'gateway', namespace: env.NATS_NAMESPACE })
-      : new InProcessEventBus(logger);
+      : // Usage published and not yet settled survives a crash: journaled, redelivered on the next start.
+        await InProcessEventBus.open(logger, { journalDirectory: join(dataDir, 'bus') });
     const stack = await startStack({
       databaseUrl,
       bus,
@@ -77,8 +78,8 @@ await runMain('gateway', logger, async () => {
         // The embedded Postgres is this process's alone (the data dir lock), so any open lease is a
         // previous run's: one a crash, or a stop cut short, left unreturned.
         ...(embedded ? { reclaimLeasesOnStart: true } : {}),
-        // The in-process bus keeps unsettled events in memory only: settle at once rather than linger
-        // (the 50 ms default saves Postgres work under production load, not here).
+        // Single-process mode is for a developer watching the balance: settle at once rather than
+        // linger (the 50 ms default saves Postgres work under production load, not here).
         ...(env.NATS_URL ? {} : { consumer: { lingerMs: 2 } }),
       },
     });

@@ -2,3 +2,4 @@ export * from './infra.js';
 export * from './fake-upstream.js';
 export * from './minimal-pdf.js';
 export * from './hidden-class.js';
+export * from './crash-copy.js';

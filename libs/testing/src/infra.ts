@@ -1,4 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
 import { createLogger, InProcessEventBus, NatsEventBus, type EventBus, type Logger } from '@gateway/platform';
 
@@ -56,12 +59,24 @@ export interface TestBus {
   destroy(): Promise<void>;
 }
 
-/** A bus isolated to this test: its own JetStream stream (namespace) on the machine's NATS, or in-process. */
-export async function createTestBus(kind: 'nats' | 'memory' = 'nats'): Promise<TestBus> {
+/**
+ * A bus isolated to this test: its own JetStream stream (namespace) on the machine's NATS, or
+ * in-process (`memory-journal`: with its journal in a temp directory, as `npm start` runs it).
+ */
+export async function createTestBus(kind: 'nats' | 'memory' | 'memory-journal' = 'nats'): Promise<TestBus> {
   const logger = testLogger('bus');
-  if (kind === 'memory') {
-    const bus = new InProcessEventBus(logger);
-    return { bus, namespace: '', connectAnother: async () => bus, destroy: () => bus.close() };
+  if (kind === 'memory' || kind === 'memory-journal') {
+    const journalDirectory = kind === 'memory-journal' ? await mkdtemp(join(tmpdir(), 'bus-journal-')) : undefined;
+    const bus = await InProcessEventBus.open(logger, { journalDirectory });
+    return {
+      bus,
+      namespace: '',
+      connectAnother: async () => bus,
+      destroy: async () => {
+        await bus.close();
+        if (journalDirectory) await rm(journalDirectory, { recursive: true, force: true });
+      },
+    };
   }
   const namespace = uniqueName('t').replaceAll('_', '-');
   const bus = await NatsEventBus.connect(natsUrl, logger, { namespace });

@@ -17,7 +17,8 @@ import {
 import type { CatalogCache } from '../catalog/catalog-cache.js';
 import { ProviderError, toProviderError, type AdapterStreamPart, type AttemptSignal } from '../providers/provider-adapter.js';
 import { strategyNamed, type Candidate, type ProviderHealth } from '../strategies/index.js';
-import { countTextTokens, emptyUsage, meterUsage, type DeliveredOutput } from '../usage/token-counter.js';
+import type { StreamCheckpoint } from '../usage/stream-checkpoints.js';
+import { countInputTokens, countTextTokens, emptyUsage, meterCounted, meterUsage, type DeliveredOutput } from '../usage/token-counter.js';
 import type { UsagePublisher } from '../usage/usage-publisher.js';
 import { dropUnsupportedParameters } from './drop-unsupported-parameters.js';
 import { lazyRequestLog, newCompletionId, type RequestLog } from './request-hot-path.js';
@@ -157,12 +158,20 @@ class AttemptControl extends Cancellation implements AttemptSignal {
   }
 }
 
+/** What a stream delivered, and (for its checkpoints, StreamProgress) how often that changed. */
 class DeliveredContent {
+  /** Bumped on every delta and on the provider's usage report. */
+  changes = 0;
   private readonly content = new Map<number, string>();
   private readonly reasoning = new Map<number, string>();
   private readonly toolCalls = new Map<string, { name: string; arguments: string }>();
+  /** Checkpoints only (long streams): the prompt's count, and how much of each text is already counted. */
+  private inputTokens = -1;
+  private outputTokens = 0;
+  private counted: Map<string, number> | null = null;
 
   add(part: Extract<AdapterStreamPart, { type: 'delta' }>['delta']) {
+    this.changes++;
     if (part.content) this.content.set(part.choiceIndex, (this.content.get(part.choiceIndex) ?? '') + part.content);
     if (part.reasoning) this.reasoning.set(part.choiceIndex, (this.reasoning.get(part.choiceIndex) ?? '') + part.reasoning);
     for (const call of part.toolCalls) {
@@ -178,6 +187,30 @@ class DeliveredContent {
       reasoning: [...this.reasoning.values()].join(''),
       toolCalls: [...this.toolCalls.values()],
     };
+  }
+
+  /**
+   * The usage metered so far, by meterUsage's rules, for a stream checkpoint. Checkpoints of a long
+   * stream come every 200 ms: the prompt is counted once and only the output added since the last
+   * checkpoint is tokenized (pieces may count a token more at their seams than the whole would).
+   */
+  usageSoFar(reported: Usage | undefined, request: ChatRequest): Usage {
+    if (this.inputTokens < 0) this.inputTokens = countInputTokens(request.messages, request.tools);
+    const counted = (this.counted ??= new Map());
+    const countNew = (key: string, text: string) => {
+      const from = counted.get(key) ?? 0;
+      if (text.length <= from) return;
+      this.outputTokens += countTextTokens(text.slice(from));
+      counted.set(key, text.length);
+    };
+    for (const [choice, text] of this.content) countNew(`c${choice}`, text);
+    for (const [choice, text] of this.reasoning) countNew(`r${choice}`, text);
+    for (const [key, call] of this.toolCalls) {
+      countNew(`n${key}`, call.name);
+      countNew(`a${key}`, call.arguments);
+    }
+    const deliveredSomething = this.content.size > 0 || this.reasoning.size > 0 || this.toolCalls.size > 0;
+    return meterCounted(reported, this.inputTokens, this.outputTokens, deliveredSomething);
   }
 }
 
@@ -415,6 +448,7 @@ export class Router {
     let servingProvider = '';
     let reported: Usage | undefined;
     const delivered = new DeliveredContent();
+    let checkpoint: StreamCheckpoint | undefined;
     let active: { control: AttemptControl; iterator: AsyncIterator<AdapterStreamPart> } | undefined;
     const startEvent = (providerId: string, firstDelta?: ChatStreamDelta): ChatStreamResponse => ({
       event: {
@@ -434,13 +468,15 @@ export class Router {
     const settleServed = async (awaited: boolean) => {
       settled = true;
       const event = this.usageEvent(prepared, UsageOutcome.USAGE_OUTCOME_SERVED, servingProvider, meter(), true);
-      if (!awaited) { this.options.usage.publishInBackground(event); return event.usage!; }
+      // The checkpoint is retired only once the final event is stored (bus or outbox), never before.
+      if (!awaited) { this.options.usage.publishInBackground(event, checkpoint); return event.usage!; }
       try {
         await this.options.usage.publish(event);
+        checkpoint?.finalStored();
       } catch (error) {
         // Content already reached the caller: the event must still be stored, so it is retried apart.
         logger.error({ err: error }, 'usage event of a stream not stored yet; retrying in the background');
-        this.options.usage.publishInBackground(event);
+        this.options.usage.publishInBackground(event, checkpoint);
       }
       return event.usage!;
     };
@@ -461,13 +497,18 @@ export class Router {
             control.disarm();
             if (next.done) break;
             const part = next.value;
-            if (part.type === 'usage') { reported = part.usage; continue; }
+            if (part.type === 'usage') { reported = part.usage; delivered.changes++; continue; }
             // Adapters drop empty deltas, so the first delta is the first content: failover ends here.
             delivered.add(part.delta);
             if (!committed) {
               committed = true;
               servingProvider = providerId;
               firstPartAt = Date.now();
+              // From here the caller has content: its usage must survive a crash (a Set insert; no disk
+              // unless the stream is still running at the first checkpoint). The event is built on the
+              // checkpoint timer, never on this path.
+              checkpoint = this.options.usage.trackStream(delivered, () =>
+                this.usageEvent(prepared, UsageOutcome.USAGE_OUTCOME_SERVED, servingProvider, delivered.usageSoFar(reported, prepared.request), true));
               // A caller that reads first_delta gets the first content in the start: one message (one
               // HTTP/2 write: grpc-js writes each message after the previous one's callback) less before it.
               if (options.combinedStart) {

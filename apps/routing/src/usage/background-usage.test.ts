@@ -4,12 +4,13 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { subjects, type DurableMessage, type EventBus } from '@gateway/platform';
 import { UsageEvent, UsageOutcome } from '@gateway/proto';
-import { createTestBus, eventually, testLogger, uniqueName, type TestBus } from '@gateway/testing';
+import { crashCopy, createTestBus, eventually, testLogger, uniqueName, type TestBus } from '@gateway/testing';
 import { createUsagePublisher } from './create-usage-publisher.js';
+import { UsageOutbox } from './usage-outbox.js';
 
-const event = (requestId: string) => UsageEvent.create({
+const event = (requestId: string, outputTokens = 7) => UsageEvent.create({
   requestId, accountId: 'acc_1', keyId: 'key_1', modelId: 'acme/chat', outcome: UsageOutcome.USAGE_OUTCOME_SERVED,
-  usage: { inputTokens: 5, outputTokens: 7 } as UsageEvent['usage'], prices: { perInputToken: '0.0000005' }, streamed: true,
+  usage: { inputTokens: 5, outputTokens } as UsageEvent['usage'], prices: { perInputToken: '0.0000005' }, streamed: true,
 });
 
 /** The real bus, with publishes refused while `down` is true (NATS unreachable, as the publisher sees it). */
@@ -25,14 +26,16 @@ function switchableBus(bus: EventBus) {
 }
 
 let testBus: TestBus;
+let root: string;
 let directory: string;
 beforeEach(async () => {
   testBus = await createTestBus('nats');
-  directory = await mkdtemp(join(tmpdir(), 'usage-outbox-'));
+  root = await mkdtemp(join(tmpdir(), 'usage-outbox-'));
+  directory = join(root, 'outbox');
 });
 afterEach(async () => {
   await testBus?.destroy();
-  await rm(directory, { recursive: true, force: true });
+  await rm(root, { recursive: true, force: true });
 });
 
 async function collectSingles() {
@@ -80,9 +83,40 @@ describe('usage nobody waits for (streams already answered)', () => {
 
     const second = await createUsagePublisher({ bus: testBus.bus, logger: testLogger('usage'), outboxDirectory: directory });
     await eventually(() => expect(probe.messages.map((message) => message.msgId).sort()).toEqual(requestIds), 10_000);
-    expect(probe.messages.map((message) => UsageEvent.decode(message.data))).toEqual(expect.arrayContaining(requestIds.map(event)));
+    expect(probe.messages.map((message) => UsageEvent.decode(message.data))).toEqual(expect.arrayContaining(requestIds.map((requestId) => event(requestId))));
     await eventually(async () => expect((await readdir(directory)).filter((name) => name.endsWith('.log'))).toEqual([]));
     await second.stop();
+    await probe.stop();
+  });
+
+  it('a stream cut by a crash is charged from its checkpoint: the next start publishes it as the request\'s usage (msg-id = request id)', async () => {
+    const probe = await collectSingles();
+    const publisher = await createUsagePublisher({
+      bus: testBus.bus, logger: testLogger('usage'), outboxDirectory: directory, checkpoints: { firstAfterMs: 0, intervalMs: 20 },
+    });
+    const progress = { changes: 1 };
+    let outputTokens = 11;
+    publisher.trackStream(progress, () => event('cut-stream-1', outputTokens));
+    outputTokens = 19;
+    progress.changes++;
+    // What a kill would leave once the checkpoint of the newest progress is on disk.
+    let crashed = '';
+    await eventually(async () => {
+      crashed = await crashCopy(directory, join(root, uniqueName('crashed')));
+      const { outbox, recovered } = await UsageOutbox.open({ directory: crashed, logger: testLogger('outbox') });
+      await outbox.close();
+      expect(recovered.map((entry) => [entry.event.requestId, entry.event.usage!.outputTokens, entry.checkpoint])).toEqual([['cut-stream-1', 19, true]]);
+    });
+    // Nothing is published while the stream runs.
+    expect(probe.messages).toEqual([]);
+
+    const restarted = await createUsagePublisher({ bus: testBus.bus, logger: testLogger('usage'), outboxDirectory: crashed });
+    await eventually(() => expect(probe.messages.map((message) => message.msgId)).toEqual(['cut-stream-1']), 10_000);
+    expect(UsageEvent.decode(probe.messages[0]!.data).usage!.outputTokens).toBe(19);
+    // Published, so acknowledged: the restarted outbox is empty.
+    await eventually(async () => expect((await readdir(crashed)).filter((name) => name.endsWith('.log'))).toEqual([]));
+    await restarted.stop();
+    await publisher.stop();
     await probe.stop();
   });
 });

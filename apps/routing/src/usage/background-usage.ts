@@ -1,5 +1,6 @@
 import type { Logger } from '@gateway/platform';
 import type { UsageEvent } from '@gateway/proto';
+import { NO_CHECKPOINT, StreamCheckpoints, type StreamCheckpoint, type StreamProgress } from './stream-checkpoints.js';
 import type { OutboxEntry, UsageOutbox } from './usage-outbox.js';
 
 export interface BackgroundUsageOptions {
@@ -14,11 +15,15 @@ export interface BackgroundUsageOptions {
   concurrency?: number;
   /** How long stop() lets the backlog drain before leaving the rest in the outbox (default 2 s). */
   stopGraceMs?: number;
+  /** Stream checkpoint timing (tests shorten it); see stream-checkpoints.ts. */
+  checkpoints?: { firstAfterMs?: number; intervalMs?: number; rewriteAfterMs?: number };
 }
 
 interface Pending {
   event: UsageEvent;
   entry?: OutboxEntry;
+  /** The stream whose final event this is: its checkpoint is retired once the event is stored. */
+  checkpoint?: StreamCheckpoint;
 }
 
 const FIRST_RETRY_DELAY_MS = 100;
@@ -27,8 +32,10 @@ const MAX_RETRY_DELAY_MS = 10_000;
 /**
  * Usage events nobody waits for: written to the durable outbox first (when there is one), then
  * sent until the bus accepts them, then removed from the outbox. Events recovered from a previous
- * run's outbox go first. Without an outbox a crash loses the backlog; the ledger's sweeper then only
- * releases the reservation (an undercharge, never a double charge).
+ * run's outbox go first (unsent events and the checkpoints of streams a crash cut off). Without an
+ * outbox a crash loses the backlog; the ledger's sweeper then only releases the reservation (an
+ * undercharge, never a double charge). It also keeps the checkpoints of streams in flight, which
+ * live in the same outbox.
  */
 export class BackgroundUsage {
   private readonly backlog: Pending[] = [];
@@ -41,10 +48,12 @@ export class BackgroundUsage {
   private retryDelayMs = FIRST_RETRY_DELAY_MS;
   private stopped = false;
   private idleWaiters: Array<() => void> = [];
+  private readonly checkpoints: StreamCheckpoints | undefined;
 
   constructor(private readonly options: BackgroundUsageOptions) {
     this.maxBacklog = options.maxBacklog ?? 100_000;
     this.concurrency = options.concurrency ?? 32;
+    this.checkpoints = options.outbox ? new StreamCheckpoints({ outbox: options.outbox, logger: options.logger, ...options.checkpoints }) : undefined;
     for (const entry of options.recovered ?? []) this.backlog.push({ event: entry.event, entry });
     this.kick();
   }
@@ -54,22 +63,34 @@ export class BackgroundUsage {
     return this.backlog.length + this.inFlight + this.appending.size;
   }
 
-  submit(event: UsageEvent): void {
+  /** See StreamCheckpoints.track; without an outbox a stream has no checkpoints. */
+  trackStream(progress: StreamProgress, checkpointEvent: () => UsageEvent): StreamCheckpoint {
+    return this.checkpoints?.track(progress, checkpointEvent) ?? NO_CHECKPOINT;
+  }
+
+  /** `checkpoint`: the stream this is the final event of; its checkpoint is retired once the event is stored. */
+  submit(event: UsageEvent, checkpoint?: StreamCheckpoint): void {
     if (this.stopped) {
+      // The stream's checkpoint (if it has one) stays on disk and is published on the next start.
       this.options.logger.error({ request_id: event.requestId }, 'usage event submitted after stop; not stored');
       return;
     }
     const outbox = this.options.outbox;
     if (!outbox) {
-      this.enqueue({ event });
+      this.enqueue({ event, checkpoint });
       return;
     }
     const appended = outbox.append(event).then(
-      (entry) => this.enqueue({ event, entry }),
+      (entry) => {
+        // The final event is on disk: it supersedes the checkpoint on recovery.
+        checkpoint?.finalStored();
+        this.enqueue({ event, entry });
+      },
       (error) => {
-        // Full or failing disk: still try the bus from memory rather than give up on the event.
+        // Full or failing disk: still try the bus from memory rather than give up on the event; the
+        // checkpoint stays until the bus has it.
         this.options.logger.error({ err: error, request_id: event.requestId }, 'usage outbox refused the event; retrying from memory only');
-        this.enqueue({ event });
+        this.enqueue({ event, checkpoint });
       },
     ).finally(() => this.appending.delete(appended));
     this.appending.add(appended);
@@ -102,6 +123,8 @@ export class BackgroundUsage {
       const kept = this.options.outbox ? this.backlog.filter((pending) => pending.entry).length : 0;
       this.options.logger.error({ left, keptInOutbox: kept }, 'stopping with unpublished usage events');
     }
+    // Checkpoint retirements write to the outbox: they finish before it closes.
+    await this.checkpoints?.stop();
     await this.options.outbox?.close();
   }
 
@@ -134,6 +157,7 @@ export class BackgroundUsage {
         this.inFlight++;
         try {
           await this.options.send(pending.event);
+          pending.checkpoint?.finalStored();
           if (pending.entry) await this.options.outbox?.acknowledge(pending.entry);
           this.retryDelayMs = FIRST_RETRY_DELAY_MS;
         } catch (error) {

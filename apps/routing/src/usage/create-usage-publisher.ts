@@ -17,8 +17,10 @@ export interface UsagePublisherOptions {
    * stream already answered whose publish failed. Unset: such events are retried from memory only.
    */
   outboxDirectory?: string;
-  /** Bound of the outbox on disk (default 64 MiB). */
+  /** Bound of the outbox's events log on disk (default 64 MiB; its checkpoint log has 16 MiB more). */
   outboxMaxBytes?: number;
+  /** Stream checkpoint timing (tests shorten it; see stream-checkpoints.ts for the defaults). */
+  checkpoints?: { firstAfterMs?: number; intervalMs?: number; rewriteAfterMs?: number };
   /** Observes every group-commit batch acknowledged. */
   onBatch?: (batch: { batchId: string; events: number; bytes: number }) => void;
 }
@@ -28,7 +30,7 @@ export async function createUsagePublisher(options: UsagePublisherOptions): Prom
   const opened = options.outboxDirectory
     ? await UsageOutbox.open({ directory: options.outboxDirectory, logger: options.logger, maxBytes: options.outboxMaxBytes })
     : undefined;
-  const common = { bus: options.bus, logger: options.logger, outbox: opened?.outbox, recovered: opened?.recovered };
+  const common = { bus: options.bus, logger: options.logger, outbox: opened?.outbox, recovered: opened?.recovered, checkpoints: options.checkpoints };
   if ((options.publisher ?? 'group-commit') === 'single') return new JetStreamUsagePublisher(common);
   return new GroupCommitUsagePublisher({ ...common, lingerMs: options.lingerMs, maxEvents: options.maxEventsPerBatch, onBatch: options.onBatch });
 }

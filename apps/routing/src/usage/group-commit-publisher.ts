@@ -1,6 +1,7 @@
 import { newId, subjects, type EventBus, type Logger } from '@gateway/platform';
 import type { UsageEvent } from '@gateway/proto';
-import type { BackgroundUsage } from './background-usage.js';
+import type { BackgroundUsage, BackgroundUsageOptions } from './background-usage.js';
+import type { StreamCheckpoint, StreamProgress } from './stream-checkpoints.js';
 import { backgroundUsageFor, encodeUsageEvent, publishWithRetry, type UsagePublisher } from './usage-publisher.js';
 import type { OutboxEntry, UsageOutbox } from './usage-outbox.js';
 
@@ -21,6 +22,8 @@ export interface GroupCommitUsagePublisherOptions {
   recovered?: OutboxEntry[];
   /** Most background events held in memory awaiting the bus. */
   maxBacklog?: number;
+  /** Stream checkpoint timing (tests shorten it). */
+  checkpoints?: BackgroundUsageOptions['checkpoints'];
   /** Observes every batch acknowledged (bench and tests: how full batches run under load). */
   onBatch?: (batch: { batchId: string; events: number; bytes: number }) => void;
 }
@@ -93,8 +96,12 @@ export class GroupCommitUsagePublisher implements UsagePublisher {
     });
   }
 
-  publishInBackground(event: UsageEvent): void {
-    this.background.submit(event);
+  publishInBackground(event: UsageEvent, checkpoint?: StreamCheckpoint): void {
+    this.background.submit(event, checkpoint);
+  }
+
+  trackStream(progress: StreamProgress, checkpointEvent: () => UsageEvent): StreamCheckpoint {
+    return this.background.trackStream(progress, checkpointEvent);
   }
 
   /** Resolves once every background event submitted so far is in the outbox. */

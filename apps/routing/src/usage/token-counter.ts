@@ -67,18 +67,25 @@ export function meterUsage(
   tools: readonly Tool[],
   delivered: DeliveredOutput,
 ): Usage {
-  const outputCount = () => countOutputTokens(delivered.content, delivered.toolCalls, delivered.reasoning);
-  if (!reported) {
-    return { ...emptyUsage(), inputTokens: countInputTokens(messages, tools), outputTokens: outputCount(), estimated: true };
-  }
-  const usage = { ...reported };
   const deliveredSomething = delivered.content.length > 0 || delivered.toolCalls.length > 0 || delivered.reasoning.length > 0;
+  // The tokenizer costs: count only what the report lacks.
+  const inputTokens = !reported || reported.inputTokens === 0 ? countInputTokens(messages, tools) : 0;
+  const outputTokens = !reported || (reported.outputTokens === 0 && deliveredSomething)
+    ? countOutputTokens(delivered.content, delivered.toolCalls, delivered.reasoning)
+    : 0;
+  return meterCounted(reported, inputTokens, outputTokens, deliveredSomething);
+}
+
+/** meterUsage's rules on counts already made (stream checkpoints count their output piece by piece). */
+export function meterCounted(reported: Usage | undefined, inputTokens: number, outputTokens: number, deliveredSomething: boolean): Usage {
+  if (!reported) return { ...emptyUsage(), inputTokens, outputTokens, estimated: true };
+  const usage = { ...reported };
   if (usage.outputTokens === 0 && deliveredSomething) {
-    usage.outputTokens = outputCount();
+    usage.outputTokens = outputTokens;
     usage.estimated = true;
   }
   if (usage.inputTokens === 0) {
-    usage.inputTokens = countInputTokens(messages, tools);
+    usage.inputTokens = inputTokens;
     usage.estimated = true;
   }
   return usage;

@@ -1,7 +1,8 @@
 import { subjects, type EventBus, type Logger } from '@gateway/platform';
 import { UsageEvent } from '@gateway/proto';
 import { reusedWriterEncoder } from '../routing/reused-writer.js';
-import { BackgroundUsage } from './background-usage.js';
+import { BackgroundUsage, type BackgroundUsageOptions } from './background-usage.js';
+import type { StreamCheckpoint, StreamProgress } from './stream-checkpoints.js';
 import type { UsageOutbox, OutboxEntry } from './usage-outbox.js';
 
 /**
@@ -14,8 +15,15 @@ export interface UsagePublisher {
   /**
    * For events that must not be lost although nobody waits (streams whose content was sent, releases):
    * kept in the durable outbox when one is configured, and republished until the bus accepts them.
+   * `checkpoint`: the stream this is the final event of, retired once the event is stored.
    */
-  publishInBackground(event: UsageEvent): void;
+  publishInBackground(event: UsageEvent, checkpoint?: StreamCheckpoint): void;
+  /**
+   * A stream committed: its provisional usage (`checkpointEvent`, built off the stream's path) is kept
+   * in the outbox while it runs, so a crash before its final event is stored still charges what
+   * reached the caller (stream-checkpoints.ts). Call `finalStored()` once the final event is stored.
+   */
+  trackStream(progress: StreamProgress, checkpointEvent: () => UsageEvent): StreamCheckpoint;
   stop(): Promise<void>;
 }
 
@@ -30,6 +38,8 @@ export interface JetStreamUsagePublisherOptions {
   recovered?: OutboxEntry[];
   /** Most background events held in memory awaiting the bus (the outbox has its own byte bound). */
   maxBacklog?: number;
+  /** Stream checkpoint timing (tests shorten it). */
+  checkpoints?: BackgroundUsageOptions['checkpoints'];
 }
 
 /** Every usage event is encoded here, on one reused writer. */
@@ -62,13 +72,16 @@ export async function publishWithRetry(
  * Where both publishers keep events no caller waits for (streams already answered): single-event
  * publishes, so a republish after a crash is deduplicated by JetStream whichever process sends it.
  */
-export function backgroundUsageFor(options: Pick<JetStreamUsagePublisherOptions, 'bus' | 'logger' | 'outbox' | 'recovered' | 'maxBacklog'>): BackgroundUsage {
+export function backgroundUsageFor(
+  options: Pick<JetStreamUsagePublisherOptions, 'bus' | 'logger' | 'outbox' | 'recovered' | 'maxBacklog' | 'checkpoints'>,
+): BackgroundUsage {
   return new BackgroundUsage({
     send: (event) => publishSingleEvent(options.bus, event),
     outbox: options.outbox,
     recovered: options.recovered,
     logger: options.logger,
     maxBacklog: options.maxBacklog,
+    checkpoints: options.checkpoints,
   });
 }
 
@@ -93,8 +106,12 @@ export class JetStreamUsagePublisher implements UsagePublisher {
     });
   }
 
-  publishInBackground(event: UsageEvent): void {
-    this.background.submit(event);
+  publishInBackground(event: UsageEvent, checkpoint?: StreamCheckpoint): void {
+    this.background.submit(event, checkpoint);
+  }
+
+  trackStream(progress: StreamProgress, checkpointEvent: () => UsageEvent): StreamCheckpoint {
+    return this.background.trackStream(progress, checkpointEvent);
   }
 
   /** Resolves once every background event submitted so far is in the outbox (or memory, without one). */

@@ -1,0 +1,132 @@
+import { createServer, connect, type Server, type Socket } from 'node:net';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import OpenAI from 'openai';
+import { runGatewayctl } from '@gateway/gatewayctl';
+import { createTestBus, createTestDatabase, natsUrl, startFakeUpstream, type FakeUpstream, type TestBus, type TestDatabase } from '@gateway/testing';
+import {
+  CRASH_MODEL, UPSTREAM_KEY_ENV, crashCatalog, crashUpstreamScript, expectChargedOnce, followStream, untilKillPoint, type StreamKind,
+} from './crash-streams.js';
+import { startProcessStack, type ProcessStack } from './process-stack.js';
+
+// Issue 13 part 5, every service as its own process: the routing process is SIGKILLed while 15 streams
+// are mid-flight and 5 more have delivered all their content and wait for their usage publish (routing's
+// NATS connection runs through a relay the test holds, so JetStream never acknowledges). Restarted on
+// the same USAGE_OUTBOX_DIR, routing publishes the checkpoints those streams left, and the ledger
+// charges every one of them exactly once.
+
+/** A TCP relay to NATS whose client-to-server direction the test can hold: a publish then waits for an ack that never comes. */
+async function startHoldableRelay(target: string) {
+  const { hostname, port } = new URL(target);
+  const sockets = new Set<Socket>();
+  const clients = new Set<Socket>();
+  let held = false;
+  const server: Server = createServer((client) => {
+    const upstream = connect(Number(port), hostname);
+    sockets.add(client).add(upstream);
+    clients.add(client);
+    upstream.pipe(client);
+    if (!held) client.pipe(upstream);
+    const close = () => {
+      client.destroy();
+      upstream.destroy();
+      sockets.delete(client);
+      sockets.delete(upstream);
+      clients.delete(client);
+    };
+    client.on('close', close).on('error', close);
+    upstream.on('close', close).on('error', close);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address() as { port: number };
+  return {
+    url: `nats://127.0.0.1:${address.port}`,
+    hold() {
+      held = true;
+      for (const client of clients) client.unpipe().pause();
+    },
+    close: () => new Promise<void>((resolve) => {
+      for (const socket of sockets) socket.destroy();
+      server.close(() => resolve());
+    }),
+  };
+}
+
+describe('routing process killed with streams in flight', () => {
+  let database: TestDatabase;
+  let testBus: TestBus;
+  let upstream: FakeUpstream;
+  let relay: Awaited<ReturnType<typeof startHoldableRelay>>;
+  let directory: string;
+  let stack: ProcessStack;
+
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    testBus = await createTestBus('nats');
+    upstream = await startFakeUpstream();
+    crashUpstreamScript(upstream, { doneStalls: false });
+    relay = await startHoldableRelay(natsUrl);
+    directory = await mkdtemp(join(tmpdir(), 'routing-crash-'));
+    const configPath = join(directory, 'gateway.yaml');
+    await writeFile(configPath, crashCatalog(upstream));
+    stack = await startProcessStack(database, testBus, {
+      catalog: { GATEWAY_CONFIG: configPath },
+      routing: { USAGE_OUTBOX_DIR: join(directory, 'usage-outbox'), NATS_URL: relay.url, [UPSTREAM_KEY_ENV]: 'crash-test-key' },
+    });
+  }, 120_000);
+
+  afterAll(async () => {
+    await stack?.stop();
+    await relay?.close();
+    await upstream?.close();
+    await testBus?.destroy();
+    await database?.drop();
+    await rm(directory, { recursive: true, force: true });
+  }, 30_000);
+
+  it('charges every stream that reached its caller exactly once after routing restarts on the same outbox', async () => {
+    const out: string[] = [];
+    const io = {
+      env: { AUTH_ADDR: stack.addresses.auth, LEDGER_ADDR: stack.addresses.ledger, CATALOG_ADDR: stack.addresses.catalog },
+      stdout: (text: string) => out.push(text),
+      stderr: (text: string) => out.push(text),
+    };
+    const ctl = async (...argv: string[]) => {
+      out.length = 0;
+      expect(await runGatewayctl([...argv, '--json'], io), out.join('')).toBe(0);
+      return JSON.parse(out.join('')) as Record<string, string>;
+    };
+    const account = await ctl('accounts', 'create', '--name', 'crash', '--credits', '10', '--tier', 'tier-1');
+    const { api_key: apiKey } = await ctl('keys', 'create', account.account_id!, '--name', 'crash');
+    const client = new OpenAI({ baseURL: `${stack.edgeUrl}/v1`, apiKey, maxRetries: 0 });
+
+    const answered: string[] = [];
+    for (let index = 0; index < 3; index++) {
+      const { response } = await client.chat.completions.create({ model: CRASH_MODEL, messages: [{ role: 'user', content: 'short answer' }] }).withResponse();
+      answered.push(response.headers.get('x-request-id')!);
+    }
+    // From here routing's usage publishes hang: the "done" streams end upstream and wait for their ack.
+    relay.hold();
+    const kinds: StreamKind[] = [...Array<StreamKind>(15).fill('slow'), ...Array<StreamKind>(5).fill('done')];
+    const streams = await Promise.all(kinds.map((kind) => followStream(client, kind)));
+    await untilKillPoint(streams);
+
+    const routing = stack.running.get('routing')!;
+    const exited = new Promise((resolve) => routing.once('exit', resolve));
+    const killedAt = Date.now();
+    routing.kill('SIGKILL');
+    await exited;
+    await Promise.all(streams.map((stream) => stream.finished));
+
+    stack.launch('routing', { NATS_URL: natsUrl });
+    await stack.untilServing('routing');
+    await expectChargedOnce(database.url, streams, killedAt, answered).catch((error: Error) => {
+      throw new Error(`${error.message}\n${stack.logs.join('')}`);
+    });
+    out.length = 0;
+    expect(await runGatewayctl(['ledger', 'verify'], io), out.join('')).toBe(0);
+    expect(out.join('')).toMatch(/0 mismatches/);
+  }, 120_000);
+});
