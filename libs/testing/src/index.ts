@@ -1,4 +1,5 @@
 export * from './infra.js';
 export * from './fake-upstream.js';
+export * from './fake-anthropic-upstream.js';
 export * from './minimal-pdf.js';
 export * from './hidden-class.js';
