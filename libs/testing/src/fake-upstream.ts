@@ -1,5 +1,6 @@
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { approximateTokens, listenOnLoopback, readBody, sleep, splitText } from './fake-upstream-support.js';
 
 /** One scripted answer of the fake provider. Every field is optional; an empty behaviour answers normally. */
 export interface FakeBehaviour {
@@ -59,14 +60,6 @@ export interface FakeUpstream {
 }
 
 const DEFAULT_TEXT = 'Hello from the fake upstream.';
-/** Bound on a request body the fake accepts; tests never need more. */
-const MAX_BODY_BYTES = 64 * 1024 * 1024;
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-function approximateTokens(text: string): number {
-  return Math.max(1, Math.ceil(text.length / 4));
-}
 
 function promptText(body: any): string {
   const messages = Array.isArray(body?.messages) ? body.messages : [];
@@ -81,15 +74,6 @@ function promptText(body: any): string {
     .join('\n');
 }
 
-function splitText(text: string, parts: number): string[] {
-  if (text.length === 0) return [];
-  const count = Math.max(1, Math.min(parts, text.length));
-  const size = Math.ceil(text.length / count);
-  const chunks: string[] = [];
-  for (let start = 0; start < text.length; start += size) chunks.push(text.slice(start, start + size));
-  return chunks;
-}
-
 /**
  * An OpenAI-compatible provider on a real loopback HTTP server (POST /v1/chat/completions, JSON and
  * SSE; POST /v1/embeddings), scriptable per request: latency, error statuses, resets, stalls, cut
@@ -99,27 +83,7 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
   const requests: RecordedRequest[] = [];
   const queue: FakeScript[] = [];
   let fallback: FakeScript = {};
-  const sockets = new Set<Socket>();
   let created = 0;
-
-  const server = createServer((request, response) => {
-    void handle(request, response).catch(() => response.destroy());
-  });
-  server.on('connection', (socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-  });
-
-  async function readBody(request: IncomingMessage): Promise<string> {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    for await (const chunk of request) {
-      size += (chunk as Buffer).length;
-      if (size > MAX_BODY_BYTES) throw new Error('body too large');
-      chunks.push(chunk as Buffer);
-    }
-    return Buffer.concat(chunks).toString('utf8');
-  }
 
   async function handle(request: IncomingMessage, response: ServerResponse) {
     const raw = await readBody(request);
@@ -260,22 +224,14 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
     }));
   }
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
+  const server = await listenOnLoopback(handle);
 
   return {
-    url: `http://127.0.0.1:${port}/v1`,
+    url: `http://127.0.0.1:${server.port}/v1`,
     requests,
     script: (...behaviours) => { queue.push(...behaviours); },
     setFallback: (behaviour) => { fallback = behaviour; },
     reset: () => { queue.length = 0; requests.length = 0; fallback = {}; },
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const socket of sockets) socket.destroy();
-        server.close(() => resolve());
-      }),
+    close: () => server.close(),
   };
 }

@@ -1,5 +1,6 @@
 export * from './infra.js';
 export * from './fake-upstream.js';
+export * from './fake-anthropic-upstream.js';
 export * from './minimal-pdf.js';
 export * from './hidden-class.js';
 export * from './crash-copy.js';

@@ -1,0 +1,66 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+
+// Shared by the fake providers (OpenAI-compatible and Anthropic); not part of the package's exports.
+
+/** Bound on a request body the fakes accept; tests never need more. */
+const MAX_BODY_BYTES = 64 * 1024 * 1024;
+
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export function approximateTokens(text: string): number {
+  return Math.max(1, Math.ceil(text.length / 4));
+}
+
+/** Splits text into at most `parts` pieces of near-equal length (none for empty text). */
+export function splitText(text: string, parts: number): string[] {
+  if (text.length === 0) return [];
+  const count = Math.max(1, Math.min(parts, text.length));
+  const size = Math.ceil(text.length / count);
+  const chunks: string[] = [];
+  for (let start = 0; start < text.length; start += size) chunks.push(text.slice(start, start + size));
+  return chunks;
+}
+
+export async function readBody(request: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of request) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_BODY_BYTES) throw new Error('body too large');
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+export interface LoopbackServer {
+  port: number;
+  /** Destroys every open socket (stalled answers included), then stops listening. */
+  close(): Promise<void>;
+}
+
+/** A node:http server on 127.0.0.1, port 0; a handler that throws gets its socket destroyed. */
+export async function listenOnLoopback(
+  handle: (request: IncomingMessage, response: ServerResponse) => Promise<void>,
+): Promise<LoopbackServer> {
+  const sockets = new Set<Socket>();
+  const server = createServer((request, response) => {
+    void handle(request, response).catch(() => response.destroy());
+  });
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
