@@ -3,38 +3,24 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
-import { minimalPdf, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { minimalPdf, mixedProviderCatalog, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
 
 // Content of chat completions through the whole stack with the real `openai` client: tools, JSON
 // modes, images, and files (PDF) to models with and without native file input. The provider is an
 // OpenAI-compatible fake upstream that records what reached it; one model is served by the
 // built-in simulated provider (no native JSON modes).
 
-const PARAMETERS = '[tools, tool_choice, response_format, temperature, max_completion_tokens, stream_options]';
-
 function configFor(upstream: FakeUpstream): string {
-  const model = (id: string, modalities: string, provider: string) => `
-  - id: ${id}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: ${modalities}
-    output_modalities: [text]
-    supported_parameters: ${PARAMETERS}
-    pricing: { per_input_token: "0.000001", per_output_token: "0.000002" }
-    limit_group: default
-    offers:
-      - { provider: ${provider}, upstream_model: ${id.split('/')[1]}-upstream, endpoints: [chat.completions] }`;
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-  - { id: fake-openai, kind: openai, base_url: ${upstream.url}, api_key_env: CONTENT_UPSTREAM_KEY }
-  - { id: simulated, kind: simulated }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 600 } }
-models:${model('testco/vision', '[text, image]', 'fake-openai')}${model('testco/text-only', '[text]', 'fake-openai')}${model('testco/file-reader', '[text, file]', 'fake-openai')}${model('testco/simulated-json', '[text]', 'simulated')}
-`;
+  return mixedProviderCatalog(upstream, {
+    apiKeyEnv: 'CONTENT_UPSTREAM_KEY',
+    perMinute: 600,
+    models: [
+      { id: 'testco/vision', modalities: '[text, image]', provider: 'fake-openai' },
+      { id: 'testco/text-only', modalities: '[text]', provider: 'fake-openai' },
+      { id: 'testco/file-reader', modalities: '[text, file]', provider: 'fake-openai' },
+      { id: 'testco/simulated-json', modalities: '[text]', provider: 'simulated' },
+    ],
+  });
 }
 
 /** Text of every content part the upstream received in its user messages. */

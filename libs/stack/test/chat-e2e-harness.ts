@@ -3,7 +3,7 @@ import { expect } from 'vitest';
 import { ctlJson, startStackOnCatalog } from './configured-stack.js';
 import { createClient, parseCredits } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
-import { eventually } from '@gateway/testing';
+import { eventually, type FakeUpstream } from '@gateway/testing';
 import type { RunningStack, StackOptions } from '../src/index.js';
 
 /**
@@ -94,4 +94,41 @@ export { minimalPdf } from '@gateway/testing';
 /** Credits (decimal string) minus pico credits, as the balance route prints it. */
 export function pricedTokens(promptTokens: number, completionTokens: number, inputPrice: string, outputPrice: string): bigint {
   return BigInt(promptTokens) * parseCredits(inputPrice) + BigInt(completionTokens) * parseCredits(outputPrice);
+}
+
+export interface MixedCatalogModel {
+  id: string;
+  /** YAML list, e.g. `[text, file]`. */
+  modalities: string;
+  provider: 'fake-openai' | 'simulated';
+}
+
+/**
+ * A catalog whose chat models are served either by the OpenAI-compatible fake upstream (provider
+ * `fake-openai`, secret from `apiKeyEnv`) or by the built-in simulated provider, all in limit group
+ * `default` whose tier `tier-1` allows `perMinute` requests a minute.
+ */
+export function mixedProviderCatalog(upstream: FakeUpstream, options: { apiKeyEnv: string; perMinute: number; models: readonly MixedCatalogModel[] }): string {
+  const models = options.models.map(({ id, modalities, provider }) => `
+  - id: ${id}
+    owned_by: testco
+    created: 1767225600
+    input_modalities: ${modalities}
+    output_modalities: [text]
+    supported_parameters: [tools, tool_choice, response_format, temperature, max_completion_tokens, stream_options]
+    pricing: { per_input_token: "0.000001", per_output_token: "0.000002" }
+    limit_group: default
+    offers:
+      - { provider: ${provider}, upstream_model: ${id.split('/')[1]}-upstream, endpoints: [chat.completions] }`).join('');
+  return `
+startups:
+  - { id: testco, display_name: Test Co }
+providers:
+  - { id: fake-openai, kind: openai, base_url: ${upstream.url}, api_key_env: ${options.apiKeyEnv} }
+  - { id: simulated, kind: simulated }
+limit_groups:
+  - id: default
+    tiers: { tier-1: { minute: ${options.perMinute} } }
+models:${models}
+`;
 }

@@ -2,7 +2,7 @@ import { connect } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
-import { startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { mixedProviderCatalog, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
 
 // Hostile input on POST /v1/chat/completions through the whole stack: absurd nesting, huge values the
 // gateway might echo, malformed HTTP, files at the inline bound, invalid JSON schemas. Every answer
@@ -17,28 +17,14 @@ const MESSAGE_BOUND = 1_024;
 const INLINE_FILE_BYTES = 20 * 1024 * 1024;
 
 function configFor(upstream: FakeUpstream): string {
-  const model = (id: string, provider: string) => `
-  - id: ${id}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text, file]
-    output_modalities: [text]
-    supported_parameters: [tools, tool_choice, response_format, temperature, max_completion_tokens, stream_options]
-    pricing: { per_input_token: "0.000001", per_output_token: "0.000002" }
-    limit_group: default
-    offers:
-      - { provider: ${provider}, upstream_model: ${id.split('/')[1]}-upstream, endpoints: [chat.completions] }`;
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-  - { id: fake-openai, kind: openai, base_url: ${upstream.url}, api_key_env: HOSTILE_UPSTREAM_KEY }
-  - { id: simulated, kind: simulated }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 6000 } }
-models:${model(OPEN_MODEL, 'fake-openai')}${model(SIMULATED_MODEL, 'simulated')}
-`;
+  return mixedProviderCatalog(upstream, {
+    apiKeyEnv: 'HOSTILE_UPSTREAM_KEY',
+    perMinute: 6000,
+    models: [
+      { id: OPEN_MODEL, modalities: '[text, file]', provider: 'fake-openai' },
+      { id: SIMULATED_MODEL, modalities: '[text, file]', provider: 'simulated' },
+    ],
+  });
 }
 
 interface ErrorEnvelope {

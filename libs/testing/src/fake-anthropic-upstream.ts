@@ -1,7 +1,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { approximateTokens, listenOnLoopback, readBody, sleep, splitText } from './fake-upstream-support.js';
+import { approximateTokens, listenOnLoopback, receiveScripted, sleep, splitText } from './fake-upstream-support.js';
 import type { FakeBehaviour, FakeUpstream, RecordedRequest } from './fake-upstream.js';
 
 /**
@@ -206,19 +206,7 @@ export async function startFakeAnthropicUpstream(options: FakeAnthropicUpstreamO
   };
 
   async function handle(request: IncomingMessage, response: ServerResponse) {
-    const raw = await readBody(request);
-    let body: any;
-    try { body = raw ? JSON.parse(raw) : undefined; } catch { body = undefined; }
-    const recorded: RecordedRequest = {
-      method: request.method ?? '',
-      path: request.url ?? '',
-      headers: request.headers,
-      body,
-      receivedAt: Date.now(),
-    };
-    requests.push(recorded);
-    const next = queue.shift() ?? fallback;
-    const behaviour = typeof next === 'function' ? next(recorded) : next;
+    const { behaviour, raw, body } = await receiveScripted(request, requests, queue, fallback);
     const number = ++answered;
     const requestId = `req_fake${number}`;
 

@@ -1,6 +1,8 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 
+import type { RecordedRequest } from './fake-upstream.js';
+
 // Shared by the fake providers (OpenAI-compatible and Anthropic); not part of the package's exports.
 
 /** Bound on a request body the fakes accept; tests never need more. */
@@ -63,4 +65,23 @@ export async function listenOnLoopback(
         server.close(() => resolve());
       }),
   };
+}
+
+/**
+ * Reads and records one request, then takes the behaviour that answers it: the next queued one, else
+ * `fallback`; a script function is called with the recorded request.
+ */
+export async function receiveScripted<Behaviour>(
+  request: IncomingMessage,
+  requests: RecordedRequest[],
+  queue: Array<Behaviour | ((recorded: RecordedRequest) => Behaviour)>,
+  fallback: Behaviour | ((recorded: RecordedRequest) => Behaviour),
+): Promise<{ recorded: RecordedRequest; behaviour: Behaviour; raw: string; body: any }> {
+  const raw = await readBody(request);
+  let body: any;
+  try { body = raw ? JSON.parse(raw) : undefined; } catch { body = undefined; }
+  const recorded: RecordedRequest = { method: request.method ?? '', path: request.url ?? '', headers: request.headers, body, receivedAt: Date.now() };
+  requests.push(recorded);
+  const next = queue.shift() ?? fallback;
+  return { recorded, raw, body, behaviour: typeof next === 'function' ? (next as (recorded: RecordedRequest) => Behaviour)(recorded) : next };
 }

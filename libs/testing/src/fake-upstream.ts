@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { approximateTokens, listenOnLoopback, readBody, sleep, splitText } from './fake-upstream-support.js';
+import { approximateTokens, listenOnLoopback, receiveScripted, sleep, splitText } from './fake-upstream-support.js';
 
 /** One scripted answer of the fake provider. Every field is optional; an empty behaviour answers normally. */
 export interface FakeBehaviour {
@@ -86,19 +86,7 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
   let created = 0;
 
   async function handle(request: IncomingMessage, response: ServerResponse) {
-    const raw = await readBody(request);
-    let body: any;
-    try { body = raw ? JSON.parse(raw) : undefined; } catch { body = undefined; }
-    const recorded: RecordedRequest = {
-      method: request.method ?? '',
-      path: request.url ?? '',
-      headers: request.headers,
-      body,
-      receivedAt: Date.now(),
-    };
-    requests.push(recorded);
-    const next = queue.shift() ?? fallback;
-    const behaviour = typeof next === 'function' ? next(recorded) : next;
+    const { behaviour, body } = await receiveScripted(request, requests, queue, fallback);
 
     if (behaviour.latencyMs) await sleep(behaviour.latencyMs);
     if (behaviour.stall) return; // never answers; close() destroys the socket
