@@ -63,14 +63,48 @@ describe('group-commit usage publisher (real JetStream)', () => {
     await probe.stop();
   });
 
-  it('sends a lone event after the linger, in a batch of one', async () => {
+  it('sends a lone event at once, in a batch of one, when no batch awaits its acknowledgement (no linger)', async () => {
     const probe = await collect(testBus.bus, subjects.usageBatches);
-    const publisher = new GroupCommitUsagePublisher({ bus: testBus.bus, logger: testLogger('usage'), lingerMs: 2 });
-    await publisher.publish(event('lonely'));
+    const sent: string[] = [];
+    const recording = { publishDurable: (subject: string, data: Uint8Array, msgId: string) => { sent.push(msgId); return testBus.bus.publishDurable(subject, data, msgId); } } as unknown as EventBus;
+    // A linger of a second: had the event waited for it, nothing would be sent before the next macrotask.
+    const publisher = new GroupCommitUsagePublisher({ bus: recording, logger: testLogger('usage'), lingerMs: 1_000 });
+    const published = publisher.publish(event('lonely'));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(sent).toHaveLength(1);
+    await published;
     await eventually(() => expect(probe.messages).toHaveLength(1));
     expect(UsageEventBatch.decode(probe.messages[0]!.data).events.map((item) => item.requestId)).toEqual(['lonely']);
     await publisher.stop();
     await probe.stop();
+  });
+
+  it('gathers events while the pipeline of batches awaits acknowledgements, and sends them as one batch when one completes', async () => {
+    const batches: string[][] = [];
+    const releases: Array<() => void> = [];
+    const held = {
+      publishDurable: async (_subject: string, data: Uint8Array) => {
+        batches.push(UsageEventBatch.decode(data).events.map((item) => item.requestId));
+        await new Promise<void>((resolve) => releases.push(resolve));
+      },
+    } as unknown as EventBus;
+    const publisher = new GroupCommitUsagePublisher({ bus: held, logger: testLogger('usage'), lingerMs: 1_000, maxBatchesInFlight: 1 });
+    const first = publisher.publish(event('a'));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(batches).toEqual([['a']]);
+    const behind = [publisher.publish(event('b')), publisher.publish(event('c'))];
+    await new Promise((resolve) => setImmediate(resolve));
+    const later = publisher.publish(event('d'));
+    await new Promise((resolve) => setImmediate(resolve));
+    // One batch in flight (the limit): b, c and d wait together, nothing else is sent.
+    expect(batches).toEqual([['a']]);
+    releases.shift()!();
+    await first;
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(batches).toEqual([['a'], ['b', 'c', 'd']]);
+    releases.shift()!();
+    await Promise.all([...behind, later]);
+    await publisher.stop();
   });
 
   it('rejects every caller of a batch the bus keeps refusing, retrying under the same batch id', async () => {
