@@ -260,9 +260,14 @@ config file's directory.
   {{- end }}
 {{- end -}}
 
-{{/* Egress every pod of the release has: DNS, plus networkPolicy.extraEgress. */}}
+{{/* Egress every pod of the release has: DNS, the OTLP collector's port when tracing is on, networkPolicy.extraEgress. */}}
 {{- define "gateway.baseEgress" -}}
 {{- include "gateway.egressPort" (dict "port" .Values.networkPolicy.dns.port "to" .Values.networkPolicy.dns.to "protocols" (list "UDP" "TCP")) }}
+{{- with .Values.otel.endpoint }}
+{{- $url := urlParse . }}
+{{- $port := regexFind "[0-9]+$" (regexFind ":[0-9]+$" $url.host) | default (ternary "443" "80" (eq $url.scheme "https")) }}
+{{ include "gateway.egressPort" (dict "port" (int $port) "to" list "protocols" (list "TCP")) }}
+{{- end }}
 {{- with .Values.networkPolicy.extraEgress }}
 {{ toYaml . }}
 {{- end }}

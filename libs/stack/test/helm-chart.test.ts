@@ -409,6 +409,32 @@ describe('helm chart', () => {
     expect(throwaway!.map((manifest) => manifest.kind)).toEqual(expect.arrayContaining(['Ingress', 'Job', 'Secret']));
   });
 
+  it('honours the switches: fixed replicas, no policies, an emptyDir outbox, the routing ClusterIP address', () => {
+    const manifests = renderOk([
+      'gw', 'helm/gateway', '--set', 'edge.hpa.enabled=false', '--set', 'edge.replicas=3', '--set', 'networkPolicy.enabled=false',
+      '--set', 'routing.outbox.persistence.enabled=false', '--set', 'edge.routerHeadless=false', '--set', 'auth.pdb.minAvailable=50%',
+    ]);
+    for (const manifest of manifests) expect(schemaProblems(manifest), `${manifest.kind} ${manifest.metadata.name}`).toEqual([]);
+    const edge = workloadOf(manifests, 'edge');
+    expect(edge.spec.replicas).toBe(3);
+    expect(manifests.filter((manifest) => manifest.kind === 'HorizontalPodAutoscaler').map((hpa) => hpa.spec.scaleTargetRef.name)).not.toContain(edge.metadata.name);
+    expect(manifests.map((manifest) => manifest.kind)).not.toContain('NetworkPolicy');
+    const routing = workloadOf(manifests, 'routing');
+    expect(routing.spec.volumeClaimTemplates).toBeUndefined();
+    expect(routing.spec.template.spec.volumes.find((volume: any) => volume.name === 'usage-outbox')).toEqual({ name: 'usage-outbox', emptyDir: {} });
+    expect(envValue(containerOf(edge, 'edge'), 'ROUTER_ADDR')).toBe('gw-gateway-routing:50054');
+    const authPdb = manifests.find((manifest) => manifest.kind === 'PodDisruptionBudget' && componentOf(manifest.metadata.labels) === 'auth');
+    expect(authPdb?.spec).toMatchObject({ minAvailable: '50%' });
+    expect(authPdb?.spec.maxUnavailable).toBeUndefined();
+
+    // Tracing on: every service may reach the collector's port.
+    const traced = renderOk(['gw', 'helm/gateway', '--set', 'otel.endpoint=http://otel-collector.observability:4318']);
+    for (const policy of traced.filter((manifest) => manifest.kind === 'NetworkPolicy')) {
+      expect(schemaProblems(policy)).toEqual([]);
+      expect(describeRules(policy.spec.egress, 'to'), policy.metadata.name).toContain('*:4318/TCP');
+    }
+  });
+
   it('refuses bad values before rendering (values.schema.json) and inconsistent ones in the templates', () => {
     const refusals: [string[], RegExp][] = [
       [['--set', 'edge.port=http'], /edge\.port: Invalid type\. Expected: integer, given: string|edge\/port/],
