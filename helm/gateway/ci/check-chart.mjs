@@ -1,11 +1,13 @@
 #!/usr/bin/env node
-// Static checks for the chart where no `helm` binary is available (helm lint/template are the real
-// thing; run them where helm exists). Run from anywhere: node helm/gateway/ci/check-chart.mjs
+// Static checks for the chart, quick and without a template engine (libs/stack/test/helm-chart.test.ts
+// renders it with helm or chart-render and validates the output). Run from anywhere:
+// node helm/gateway/ci/check-chart.mjs
 //  1. Chart.yaml and values.yaml parse; Chart.yaml has the apiVersion v2 fields; catalogConfig parses.
 //  2. Every `.Values.a.b` path a template names exists in values.yaml (a missing key renders as
 //     nothing, which Kubernetes often accepts silently).
 //  3. Every `include`/`template` names a defined template; `{{ }}` and if/range/with/define/end balance.
-//  4. Every server app under apps/ has a Deployment and a Service running `node apps/<app>/dist/main.js`.
+//  4. Every server app under apps/ has a Deployment (routing: a StatefulSet) and a Service running
+//     `node apps/<app>/dist/main.js`, and an hpa and pdb section in values.yaml.
 // Values nobody references are listed as warnings. Exit code 1 on any error.
 import { readdirSync, readFileSync, existsSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
@@ -46,11 +48,13 @@ if (typeof values.catalogConfig === 'string') {
 } else {
   errors.push('values.yaml: catalogConfig must be a YAML string');
 }
-for (const app of ['edge', 'routing']) {
+const SERVICES = ['edge', 'auth', 'catalog', 'ledger', 'routing', 'media'];
+for (const app of SERVICES) {
   const hpa = values[app]?.hpa;
-  if (hpa && !(hpa.minReplicas >= 1 && hpa.minReplicas <= hpa.maxReplicas)) {
+  if (!hpa || !(hpa.minReplicas >= 1 && hpa.minReplicas <= hpa.maxReplicas)) {
     errors.push(`values.yaml: ${app}.hpa needs 1 <= minReplicas <= maxReplicas`);
   }
+  if (!values[app]?.pdb) errors.push(`values.yaml: ${app} has no pdb section`);
 }
 
 // --- 2./3. templates ---
@@ -62,6 +66,7 @@ const sources = new Map(templateFiles.map((file) => [file, readFileSync(file, 'u
 
 const defined = new Set();
 const referencedPaths = new Set();
+const aliases = new Map();
 for (const [file, text] of sources) {
   const withoutComments = text.replace(/\{\{-?\s*\/\*[\s\S]*?\*\/\s*-?\}\}/g, '');
   const opens = (withoutComments.match(/\{\{/g) ?? []).length;
@@ -82,6 +87,22 @@ for (const [file, text] of sources) {
     }
     for (const match of body.matchAll(/\.Values((?:\.[A-Za-z_][A-Za-z0-9_]*)+)/g)) {
       referencedPaths.add(JSON.stringify({ path: match[1].slice(1), file }));
+    }
+    // Variables standing for a values subtree: `$x := .Values.a.b`, and `$x := index $.Values $component`
+    // (or `(index $.Values $component).port`), which stands for every service's section at once.
+    for (const match of body.matchAll(/\$([A-Za-z_]\w*)\s*:=\s*\$?\.Values((?:\.[A-Za-z_]\w*)+)\s*$/g)) {
+      aliases.set(`${file}:${match[1]}`, [match[2].slice(1)]);
+    }
+    for (const match of body.matchAll(/\$([A-Za-z_]\w*)\s*:=\s*index\s+\$?\.Values\s+\$\w+\s*$/g)) {
+      aliases.set(`${file}:${match[1]}`, SERVICES);
+    }
+    for (const match of body.matchAll(/\(index\s+\$?\.Values\s+\$\w+\)((?:\.[A-Za-z_]\w*)+)/g)) {
+      for (const app of SERVICES) referencedPaths.add(JSON.stringify({ path: `${app}${match[1]}`, file }));
+    }
+    for (const match of body.matchAll(/\$([A-Za-z_]\w*)((?:\.[A-Za-z_]\w*)+)/g)) {
+      for (const base of aliases.get(`${file}:${match[1]}`) ?? []) {
+        referencedPaths.add(JSON.stringify({ path: `${base}${match[2]}`, file }));
+      }
     }
   }
   if (depth !== 0) errors.push(`${where(file)}: ${depth} block(s) not closed with {{ end }}`);
@@ -124,8 +145,8 @@ const serverApps = existsSync(appsDir)
   ? readdirSync(appsDir).filter((name) => name !== 'gatewayctl' && statSync(join(appsDir, name)).isDirectory())
   : [];
 for (const app of serverApps) {
-  const owners = [...sources].filter(([, text]) => text.includes(`apps/${app}/dist/main.js`) && /kind:\s*Deployment/.test(text));
-  if (owners.length !== 1) { errors.push(`apps/${app}: expected one Deployment template running it, found ${owners.length}`); continue; }
+  const owners = [...sources].filter(([, text]) => text.includes(`apps/${app}/dist/main.js`) && /kind:\s*(Deployment|StatefulSet)\b/.test(text));
+  if (owners.length !== 1) { errors.push(`apps/${app}: expected one Deployment or StatefulSet template running it, found ${owners.length}`); continue; }
   if (!/kind:\s*Service\b/.test(owners[0][1])) errors.push(`${where(owners[0][0])}: no Service beside the ${app} Deployment`);
   if (!values[app]) errors.push(`values.yaml: no '${app}' section`);
 }

@@ -21,9 +21,13 @@
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
-{{/* Name of one service's objects. Argument: (dict "root" $ "component" "edge"). */}}
+{{/*
+Name of one service's objects. Argument: (dict "root" $ "component" "edge"). The release part is cut
+to 44 characters: "-routing-headless" must still fit a Service name (63), and the routing
+StatefulSet's name must stay within 52 (its pods' controller-revision-hash label adds 11).
+*/}}
 {{- define "gateway.componentName" -}}
-{{- printf "%s-%s" (include "gateway.fullname" .root | trunc 52 | trimSuffix "-") .component -}}
+{{- printf "%s-%s" (include "gateway.fullname" .root | trunc 44 | trimSuffix "-") .component -}}
 {{- end -}}
 
 {{/* Argument: (dict "root" $ "component" "edge"). */}}
@@ -158,25 +162,42 @@ livenessProbe:
   failureThreshold: {{ .root.Values.probes.liveness.failureThreshold }}
 {{- end -}}
 
-{{/* Pod-level settings every Deployment shares (indent under the pod spec). */}}
+{{/* Pod-level settings every workload shares (indent under the pod spec). Argument: (dict "root" $ "component" "edge"). */}}
 {{- define "gateway.podSpecCommon" -}}
+{{- $root := .root -}}
+serviceAccountName: {{ include "gateway.componentName" . }}
+automountServiceAccountToken: false
+{{- /* Service links would put one variable per Service of the namespace into every process's env. */}}
+enableServiceLinks: false
 securityContext:
-  {{- toYaml .Values.podSecurityContext | nindent 2 }}
-{{- with .Values.imagePullSecrets }}
+  {{- toYaml $root.Values.podSecurityContext | nindent 2 }}
+{{- with $root.Values.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.nodeSelector }}
+{{- with $root.Values.nodeSelector }}
 nodeSelector:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.tolerations }}
+{{- with $root.Values.tolerations }}
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.affinity }}
+{{- with $root.Values.affinity }}
 affinity:
   {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- /* Spreading is for the long-running services; the gatewayctl Job's one pod has nothing to spread from. */}}
+{{- if and $root.Values.topologySpread.enabled $root.Values.topologySpread.topologyKeys (ne .component "gatewayctl") }}
+topologySpreadConstraints:
+  {{- range $root.Values.topologySpread.topologyKeys }}
+  - topologyKey: {{ . }}
+    maxSkew: {{ $root.Values.topologySpread.maxSkew }}
+    whenUnsatisfiable: {{ $root.Values.topologySpread.whenUnsatisfiable }}
+    labelSelector:
+      matchLabels:
+        {{- include "gateway.selectorLabels" $ | nindent 8 }}
+  {{- end }}
 {{- end }}
 {{- end -}}
 
@@ -185,4 +206,85 @@ affinity:
 - name: tmp
   emptyDir:
     sizeLimit: {{ .Values.tmpSizeLimit }}
+{{- end -}}
+
+{{/* ConfigMap key of a catalogFiles path: keys allow only [-._a-zA-Z0-9], the path's '/' become '_'. */}}
+{{- define "gateway.catalogFileKey" -}}
+{{- printf "file.%s" (regexReplaceAll "[^-._a-zA-Z0-9]" . "_") -}}
+{{- end -}}
+
+{{/*
+The catalog config and every catalogFiles entry as one volume, each file at its path relative to the
+config (ConfigMap keys cannot hold '/', so `items` map each key back to its path). Mount it at the
+config file's directory.
+*/}}
+{{- define "gateway.catalogConfigVolume" -}}
+- name: catalog-config
+  configMap:
+    name: {{ include "gateway.componentName" (dict "root" . "component" "catalog-config") }}
+    items:
+      - key: {{ base .Values.catalog.configPath }}
+        path: {{ base .Values.catalog.configPath }}
+      {{- range $path, $_ := .Values.catalogFiles }}
+      - key: {{ include "gateway.catalogFileKey" $path }}
+        path: {{ clean $path }}
+      {{- end }}
+{{- end -}}
+
+{{/* NetworkPolicy peer selecting one service's pods. Argument: (dict "root" $ "component" "edge"). */}}
+{{- define "gateway.peer" -}}
+- podSelector:
+    matchLabels:
+      {{- include "gateway.selectorLabels" . | nindent 6 }}
+{{- end -}}
+
+{{/* Egress rule to one service's gRPC port. Argument: (dict "root" $ "component" "auth" "port" 50051). */}}
+{{- define "gateway.egressTo" -}}
+- to:
+    {{- include "gateway.peer" . | nindent 4 }}
+  ports:
+    - port: {{ .port }}
+      protocol: TCP
+{{- end -}}
+
+{{/* Egress to a port, optionally narrowed to peers. Argument: (dict "port" 4222 "to" list "protocols" (list "TCP")). */}}
+{{- define "gateway.egressPort" -}}
+- ports:
+    {{- range .protocols }}
+    - port: {{ $.port }}
+      protocol: {{ . }}
+    {{- end }}
+  {{- with .to }}
+  to:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end -}}
+
+{{/* Egress every pod of the release has: DNS, the OTLP collector's port when tracing is on, networkPolicy.extraEgress. */}}
+{{- define "gateway.baseEgress" -}}
+{{- include "gateway.egressPort" (dict "port" .Values.networkPolicy.dns.port "to" .Values.networkPolicy.dns.to "protocols" (list "UDP" "TCP")) }}
+{{- with .Values.otel.endpoint }}
+{{- $url := urlParse . }}
+{{- $port := regexFind "[0-9]+$" (regexFind ":[0-9]+$" $url.host) | default (ternary "443" "80" (eq $url.scheme "https")) }}
+{{ include "gateway.egressPort" (dict "port" (int $port) "to" list "protocols" (list "TCP")) }}
+{{- end }}
+{{- with .Values.networkPolicy.extraEgress }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "gateway.natsEgress" -}}
+{{- include "gateway.egressPort" (dict "port" .Values.networkPolicy.nats.port "to" .Values.networkPolicy.nats.to "protocols" (list "TCP")) }}
+{{- end -}}
+
+{{- define "gateway.postgresEgress" -}}
+{{- include "gateway.egressPort" (dict "port" .Values.networkPolicy.postgres.port "to" .Values.networkPolicy.postgres.to "protocols" (list "TCP")) }}
+{{- end -}}
+
+{{/* Egress to the public internet (networkPolicy.internet), any port. */}}
+{{- define "gateway.internetEgress" -}}
+{{- with .Values.networkPolicy.internet -}}
+- to:
+    {{- toYaml . | nindent 4 }}
+{{- end -}}
 {{- end -}}
