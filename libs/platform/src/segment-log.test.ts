@@ -96,4 +96,23 @@ describe('segment log', () => {
     const again = await open();
     await again.log.close();
   });
+
+  it("takes over a crashed run's lock that names this process's own pid (a container's pid 1 after a restart), with its records", async () => {
+    const { log } = await open();
+    await log.append(record('before the crash'));
+    // The crash: the files stay as they are, the lock names the pid the next incarnation will have too.
+    const lock = join(directory, 'test-log.lock');
+    const held = await readFile(lock, 'utf8');
+    expect(held.trim()).toBe(String(process.pid));
+    const copy = await mkdtemp(join(tmpdir(), 'segment-log-crashed-'));
+    try {
+      for (const name of await readdir(directory)) await appendFile(join(copy, name), await readFile(join(directory, name)));
+      const reopened = await SegmentLog.open({ directory: copy, name: 'test-log', logger });
+      expect(texts(reopened.recovered)).toEqual(['before the crash']);
+      await reopened.log.close();
+    } finally {
+      await rm(copy, { recursive: true, force: true });
+    }
+    await log.close();
+  });
 });

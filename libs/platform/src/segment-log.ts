@@ -162,7 +162,9 @@ export class SegmentLog {
       await segment.handle?.close().catch(() => undefined);
       segment.handle = null;
     }
-    await unlink(join(this.options.directory, `${this.options.name}.lock`)).catch(() => undefined);
+    const lockPath = join(this.options.directory, `${this.options.name}.lock`);
+    await unlink(lockPath).catch(() => undefined);
+    locksHeld.delete(lockPath);
     // Nothing left to replay: leave no empty directory behind (fails harmlessly if anything else is in it).
     if (this.segments.size === 0) await rmdir(this.options.directory).catch(() => undefined);
   }
@@ -290,10 +292,19 @@ function syncDirectory(directory: string): void {
   }
 }
 
+/**
+ * Lock files this process holds. Whether a log is open in this process is known here, not from the pid
+ * in its lock file: in a container node runs as pid 1 in every incarnation, so a crashed run's lock names
+ * the restarted process's own pid, and refusing it would keep the log (and its unsent usage) locked forever.
+ */
+const locksHeld = new Set<string>();
+
 /** One process per log: a second one appending to the same segments would corrupt them. */
 async function takeLock(path: string): Promise<void> {
+  if (locksHeld.has(path)) throw new Error(`${path}: the log is already open in this process`);
   try {
     await writeFile(path, String(process.pid), { flag: 'wx' });
+    locksHeld.add(path);
     return;
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
@@ -302,9 +313,9 @@ async function takeLock(path: string): Promise<void> {
   if (Number.isInteger(owner) && owner > 0 && owner !== process.pid && processIsAlive(owner)) {
     throw new Error(`${path} is held by process ${owner}`);
   }
-  if (owner === process.pid) throw new Error(`${path}: the log is already open in this process`);
-  // The owner died without cleaning up (a crash): the log is ours now.
+  // The owner died without cleaning up (a crash; with our own pid: an earlier incarnation in a container): ours now.
   await writeFile(path, String(process.pid));
+  locksHeld.add(path);
 }
 
 function processIsAlive(pid: number): boolean {
