@@ -2,11 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { createClient, formatCredits, parseCredits } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
-import { startLedgerService } from '@gateway/ledger';
-import { eventually, testLogger, type FakeUpstream } from '@gateway/testing';
+import { eventually, type FakeUpstream } from '@gateway/testing';
 import { pricedTokens } from './chat-e2e-harness.js';
 import { testAdmission } from './admission-mode.js';
-import { startConfiguredStack, testCatalog, type ConfiguredStack } from './configured-stack.js';
+import { expectNothingReservedAfterStop, startConfiguredStack, statusOf, testCatalog, type ConfiguredStack } from './configured-stack.js';
 
 // Leased budgets (DESIGN §2) through the whole stack with the real `openai` client: the edge admits
 // against leases the ledger granted it, and every request is still charged exactly once, a balance
@@ -50,15 +49,7 @@ describe.skipIf(testAdmission === 'ledger')('leased admission, end to end', () =
       client.close();
     }
   };
-  const status = async (promise: Promise<unknown>) => {
-    try {
-      await promise;
-      return 200;
-    } catch (error) {
-      if (error instanceof OpenAI.APIError) return error.status === 402 ? `402 ${error.code}` : error.status ?? 0;
-      throw error;
-    }
-  };
+  const status = statusOf;
 
   beforeAll(async () => {
     fixture = await startConfiguredStack({
@@ -123,25 +114,11 @@ describe.skipIf(testAdmission === 'ledger')('leased admission, end to end', () =
   }, 60_000);
 
   it('after the stack stops every lease is returned: nothing reserved, every charge once, journal clean', async () => {
-    const settled = await Promise.all(accounts.map(async (accountId) => ({ accountId, ...(await charges(accountId)) })));
-    await fixture!.stack.stop();
-    // Its sweeper closes the leases returned on recall (the 402 test) once their drain time is over.
-    const ledgerService = await startLedgerService({
-      listenAddress: '127.0.0.1:0', databaseUrl: fixture!.database.url, bus: fixture!.testBus.bus, logger: testLogger('ledger-after'), consumer: { enabled: false },
-      sweepIntervalMs: 100,
+    const settled = new Map(await Promise.all(accounts.map(async (accountId) => [accountId, await charges(accountId)] as const)));
+    await expectNothingReservedAfterStop(fixture!, accounts, async (client, accountId) => {
+      const activity = (await client.getActivity({ accountId, days: 30, keyId: '' })).rows.filter((row) => row.modelId === MODEL);
+      expect(activity.reduce((sum, row) => sum + row.requests, 0)).toBe(settled.get(accountId)!.requests);
+      expect(activity.reduce((sum, row) => sum + parseCredits(row.credits), 0n)).toBe(settled.get(accountId)!.costPico);
     });
-    const client = createClient(LedgerServiceClient, LedgerServiceService, ledgerService.address);
-    try {
-      for (const { accountId, requests, costPico } of settled) {
-        await eventually(async () => expect((await client.getBalance({ accountId })).reserved).toBe('0'), 10_000);
-        const activity = (await client.getActivity({ accountId, days: 30, keyId: '' })).rows.filter((row) => row.modelId === MODEL);
-        expect(activity.reduce((sum, row) => sum + row.requests, 0)).toBe(requests);
-        expect(activity.reduce((sum, row) => sum + parseCredits(row.credits), 0n)).toBe(costPico);
-      }
-      expect((await client.verifyJournal({ accountId: '' })).mismatches).toEqual([]);
-    } finally {
-      client.close();
-      await ledgerService.stop();
-    }
   }, 60_000);
 });

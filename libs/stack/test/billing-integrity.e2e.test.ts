@@ -2,11 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { createClient, parseCredits } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
-import { startLedgerService } from '@gateway/ledger';
-import { eventually, testLogger, type FakeUpstream } from '@gateway/testing';
+import { eventually, type FakeUpstream } from '@gateway/testing';
 import { pricedTokens } from './chat-e2e-harness.js';
 import { testAdmission } from './admission-mode.js';
-import { startConfiguredStack, testCatalog, type ConfiguredStack } from './configured-stack.js';
+import { expectNothingReservedAfterStop, startConfiguredStack, statusOf, testCatalog, type ConfiguredStack } from './configured-stack.js';
 
 // The gateway against a hostile but honest caller (issue: billing integrity): a caller's x-request-id
 // is never the key money moves under, a burst at a low balance is answered only 200 / 402 / 429, a prompt
@@ -67,15 +66,6 @@ describe(`billing integrity under hostile callers (${testAdmission} admission)`,
     const rows = (await client.getActivity({ accountId, days: 30, keyId: '' })).rows.filter((row) => row.modelId === model);
     return { requests: rows.reduce((sum, row) => sum + row.requests, 0), costPico: rows.reduce((sum, row) => sum + parseCredits(row.credits), 0n) };
   });
-  const statusOf = async (promise: Promise<unknown>): Promise<Status> => {
-    try {
-      await promise;
-      return 200;
-    } catch (error) {
-      if (error instanceof OpenAI.APIError) return error.status === 402 ? `402 ${error.code}` : error.status ?? 0;
-      throw error;
-    }
-  };
   const statusCounts = (statuses: Status[]) => {
     const counts: Record<string, number> = {};
     for (const status of statuses) counts[String(status)] = (counts[String(status)] ?? 0) + 1;
@@ -247,21 +237,6 @@ describe(`billing integrity under hostile callers (${testAdmission} admission)`,
   });
 
   it('after the stack stops nothing stays reserved, and the journal matches every balance', async () => {
-    await fixture!.stack.stop();
-    // A fresh ledger whose sweeper closes leases returned on recall once their drain time is over.
-    const ledgerService = await startLedgerService({
-      listenAddress: '127.0.0.1:0', databaseUrl: fixture!.database.url, bus: fixture!.testBus.bus, logger: testLogger('ledger-after'), consumer: { enabled: false },
-      sweepIntervalMs: 100,
-    });
-    const client = createClient(LedgerServiceClient, LedgerServiceService, ledgerService.address);
-    try {
-      for (const accountId of accounts) {
-        await eventually(async () => expect((await client.getBalance({ accountId })).reserved).toBe('0'), 10_000);
-      }
-      expect((await client.verifyJournal({ accountId: '' })).mismatches).toEqual([]);
-    } finally {
-      client.close();
-      await ledgerService.stop();
-    }
+    await expectNothingReservedAfterStop(fixture!, accounts);
   }, 60_000);
 });

@@ -2,9 +2,13 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
+import OpenAI from 'openai';
 import { startEdge, type EdgeOptions, type RunningEdge } from '@gateway/edge';
+import { startLedgerService } from '@gateway/ledger';
+import { createClient, type PromiseClient } from '@gateway/platform';
+import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import {
-  createTestBus, createTestDatabase, startFakeUpstream, testLogger, type FakeUpstream, type TestBus, type TestDatabase,
+  createTestBus, createTestDatabase, eventually, startFakeUpstream, testLogger, type FakeUpstream, type TestBus, type TestDatabase,
 } from '@gateway/testing';
 import { startStack, type RunningStack, type StackOptions } from '../src/index.js';
 import { testAdmission } from './admission-mode.js';
@@ -199,4 +203,43 @@ limit_groups:
     tiers: { tier-1: { minute: ${options.perMinute} } }
 models:${models}
 `;
+}
+
+/** What a request came to, as the admission tests compare outcomes: 200, `402 <code>` (which refusal for money), or the status. */
+export async function statusOf(promise: Promise<unknown>): Promise<number | string> {
+  try {
+    await promise;
+    return 200;
+  } catch (error) {
+    if (error instanceof OpenAI.APIError) return error.status === 402 ? `402 ${error.code}` : error.status ?? 0;
+    throw error;
+  }
+}
+
+/**
+ * Stops the fixture's stack and, with a fresh ledger whose sweeper closes leases returned on recall once
+ * their drain time is over, waits until each account holds nothing reserved, runs `check` on it, and
+ * verifies that the journal matches every balance.
+ */
+export async function expectNothingReservedAfterStop(
+  fixture: ConfiguredStack,
+  accountIds: readonly string[],
+  check: (ledger: PromiseClient<LedgerServiceClient>, accountId: string) => Promise<void> = async () => undefined,
+): Promise<void> {
+  await fixture.stack.stop();
+  const ledgerService = await startLedgerService({
+    listenAddress: '127.0.0.1:0', databaseUrl: fixture.database.url, bus: fixture.testBus.bus, logger: testLogger('ledger-after'), consumer: { enabled: false },
+    sweepIntervalMs: 100,
+  });
+  const client = createClient(LedgerServiceClient, LedgerServiceService, ledgerService.address);
+  try {
+    for (const accountId of accountIds) {
+      await eventually(async () => expect((await client.getBalance({ accountId })).reserved).toBe('0'), 10_000);
+      await check(client, accountId);
+    }
+    expect((await client.verifyJournal({ accountId: '' })).mismatches).toEqual([]);
+  } finally {
+    client.close();
+    await ledgerService.stop();
+  }
 }
