@@ -6,7 +6,10 @@ import {
   GatewayError,
   grpcAddress,
   GrpcStatus,
+  readRuntimeAddresses,
+  RUNTIME_ADDRESSES_FILE,
   type PromiseClient,
+  type RuntimeAddresses,
 } from '@gateway/platform';
 import {
   AuthServiceClient,
@@ -36,6 +39,11 @@ const GLOBAL_OPTIONS: Record<string, OptionSpec> = {
   auth: { type: 'string', description: 'auth service address (env AUTH_ADDR, default 127.0.0.1:50051)', placeholder: 'HOST:PORT' },
   ledger: { type: 'string', description: 'ledger service address (env LEDGER_ADDR, default 127.0.0.1:50053)', placeholder: 'HOST:PORT' },
   catalog: { type: 'string', description: 'catalog service address (env CATALOG_ADDR, default 127.0.0.1:50052)', placeholder: 'HOST:PORT' },
+  'data-dir': {
+    type: 'string',
+    description: `a running npm start's data dir, whose ${RUNTIME_ADDRESSES_FILE} names the addresses no flag or env gives (env GATEWAY_DATA_DIR, default .data)`,
+    placeholder: 'DIR',
+  },
   help: { type: 'boolean', description: 'show help' },
 };
 
@@ -157,9 +165,18 @@ export async function runGatewayctl(argv: string[], io: GatewayctlIo): Promise<n
     if (values[option] === undefined || values[option] === '') return usageFail(`--${option} is required`);
   }
 
+  // Each address: its flag, else its env var, else what a running `npm start` wrote into its data dir,
+  // else the multi-process stack's fixed port.
+  const dataDir = (values['data-dir'] as string | undefined) ?? io.env.GATEWAY_DATA_DIR ?? '.data';
+  let running: RuntimeAddresses | undefined;
+  try {
+    running = readRuntimeAddresses(dataDir);
+  } catch (error) {
+    return fail((error as Error).message);
+  }
   const addresses = {} as Record<ServiceName, string>;
   for (const [service, source] of Object.entries(SERVICES) as [ServiceName, (typeof SERVICES)[ServiceName]][]) {
-    const address = (values[source.flag] as string | undefined) ?? io.env[source.env] ?? source.fallback;
+    const address = (values[source.flag] as string | undefined) ?? io.env[source.env] ?? running?.[service] ?? source.fallback;
     if (!grpcAddress.safeParse(address).success) {
       return usageFail(`${values[source.flag] !== undefined ? `--${source.flag}` : source.env}: expected host:port, got "${address}"`);
     }

@@ -1,5 +1,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { errors, GatewayError, GrpcStatus, ErrorReason, startGrpcServer, unary, type RunningGrpcServer } from '@gateway/platform';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  errors, GatewayError, GrpcStatus, ErrorReason, RUNTIME_ADDRESSES_FILE, startGrpcServer, unary, writeRuntimeAddresses, type RunningGrpcServer,
+} from '@gateway/platform';
 import {
   AuthServiceService,
   LedgerServiceService,
@@ -307,5 +312,25 @@ describe('gatewayctl accounts, keys and ledger commands', () => {
     const result = await cli(['accounts', 'show', 'acct_1'], { AUTH_ADDR: auth.address, LEDGER_ADDR: '127.0.0.1:1' });
     expect(result.code).toBe(1);
     expect(result.stderr).toMatch(/^gatewayctl accounts show: cannot reach ledger at 127\.0\.0\.1:1: /);
+  });
+
+  it("finds a running npm start's addresses in its data dir when no flag or env names them; flags and env still win", async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'gatewayctl-data-'));
+    try {
+      writeRuntimeAddresses(dataDir, { auth: auth.address, ledger: ledger.address, catalog: '127.0.0.1:1', edge: 'http://127.0.0.1:1', pid: process.pid });
+      expect(await cli(['ledger', 'verify'], { GATEWAY_DATA_DIR: dataDir })).toEqual({ code: 0, stdout: '7 accounts checked, 0 mismatches\n', stderr: '' });
+      expect((await cli(['ledger', 'verify', '--data-dir', dataDir], {})).code).toBe(0);
+      // An env var beats the file, a flag beats both.
+      const envWins = await cli(['ledger', 'verify'], { GATEWAY_DATA_DIR: dataDir, LEDGER_ADDR: '127.0.0.1:1' });
+      expect(envWins.stderr).toMatch(/cannot reach ledger at 127\.0\.0\.1:1/);
+      expect((await cli(['ledger', 'verify', '--ledger', ledger.address], { GATEWAY_DATA_DIR: dataDir, LEDGER_ADDR: '127.0.0.1:1' })).code).toBe(0);
+      // A file that is not an addresses file is named, not guessed around.
+      await writeFile(join(dataDir, RUNTIME_ADDRESSES_FILE), '{"auth": 5}');
+      const broken = await cli(['ledger', 'verify'], { GATEWAY_DATA_DIR: dataDir });
+      expect(broken.code).toBe(1);
+      expect(broken.stderr).toContain(`${join(dataDir, RUNTIME_ADDRESSES_FILE)} is not a gateway addresses file`);
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
+    }
   });
 });

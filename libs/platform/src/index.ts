@@ -11,3 +11,4 @@ export * from './endpoints.js';
 export * from './tiers.js';
 export * from './cancellation.js';
 export * from './segment-log.js';
+export * from './runtime-addresses.js';

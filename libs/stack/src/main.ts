@@ -10,8 +10,10 @@ import {
   InProcessEventBus,
   loadConfig,
   NatsEventBus,
+  removeRuntimeAddresses,
   runMain,
   startTelemetry,
+  writeRuntimeAddresses,
   type EventBus,
 } from '@gateway/platform';
 import { ensureDevAccount } from './dev-account.js';
@@ -83,6 +85,10 @@ await runMain('gateway', logger, async () => {
         ...(env.NATS_URL ? {} : { consumer: { lingerMs: 2 } }),
       },
     });
+    // `npx gatewayctl` reads these when no flag or env names an address (the ports are new on every start).
+    writeRuntimeAddresses(dataDir, {
+      auth: stack.addresses.auth, ledger: stack.addresses.ledger, catalog: stack.addresses.catalog, edge: stack.url, pid: process.pid,
+    });
     const devKeysFile = join(dataDir, 'dev-keys.json');
     const { keys, created } = await ensureDevAccount(devKeysFile, stack.addresses);
     process.stdout.write([
@@ -96,6 +102,7 @@ await runMain('gateway', logger, async () => {
       `  API key:           ${keys.api_key}`,
       `  (keys saved in ${devKeysFile})`,
       `  gatewayctl env:    AUTH_ADDR=${stack.addresses.auth} LEDGER_ADDR=${stack.addresses.ledger} CATALOG_ADDR=${stack.addresses.catalog}`,
+      `                     (npx gatewayctl finds them in ${join(dataDir, 'addresses.json')}: try npx gatewayctl accounts show ${keys.account_id})`,
       '',
       `Try: curl ${stack.url}/v1/chat/completions -H "Authorization: Bearer ${keys.api_key}" \\`,
       `       -H 'content-type: application/json' -d '{"model":"chat-small","messages":[{"role":"user","content":"Hello"}]}'`,
@@ -105,6 +112,7 @@ await runMain('gateway', logger, async () => {
     const ownPostgres = embedded;
     return {
       stop: async () => {
+        removeRuntimeAddresses(dataDir);
         await stack.stop();
         await ownBus.close();
         await ownPostgres?.stop();

@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import pg from 'pg';
+import { runGatewayctl } from '@gateway/gatewayctl';
 import { eventually } from '@gateway/testing';
 import { embeddedPostgresBinaries, freePort } from '../src/embedded-postgres.js';
 import { liveProcess, signalProcess, waitForExit } from '../src/process-identity.js';
@@ -149,9 +150,17 @@ describe('npm start: crash recovery, one gateway per data dir, start failures, g
     const url = await listening(again);
     expect(await chat(url)).toBeTruthy();
     expect(postmaster().pid).not.toBe(pid);
+    // gatewayctl reaches this run through the data dir's addresses.json, no ports copied (the crashed
+    // run's file named ports nobody listens on any more: the new run rewrote it).
+    const accountId = /Dev account:\s+(\S+)/.exec(again.output())![1]!;
+    const out: string[] = [];
+    const io = { env: { GATEWAY_DATA_DIR: dataDir }, stdout: (text: string) => out.push(text), stderr: (text: string) => out.push(text) };
+    expect(await runGatewayctl(['accounts', 'show', accountId, '--json'], io), out.join('')).toBe(0);
+    expect(JSON.parse(out.join(''))).toMatchObject({ account_id: accountId });
     expect(await stopCleanly(again)).toBe(0);
     expect(existsSync(join(databaseDir, 'postmaster.pid'))).toBe(false);
     expect(existsSync(join(dataDir, 'gateway.pid'))).toBe(false);
+    expect(existsSync(join(dataDir, 'addresses.json'))).toBe(false);
   }, 120_000);
 
   it('a postmaster a crashed run left running (no death signal) is stopped, and the old fixed password replaced', async () => {
