@@ -236,19 +236,17 @@ export const commands: Command[] = [
       return 0;
     },
   },
+  keyStateCommand('disable'),
+  keyStateCommand('enable'),
   {
     group: 'keys',
-    name: 'disable',
-    summary: 'Disable an API key (it stops working at once).',
+    name: 'delete',
+    summary: 'Delete an API key permanently (it stops working at once; cannot be undone).',
     positionals: ['ACCOUNT_ID', 'KEY_ID'],
     options: {},
     async run(context, [accountId, keyId]) {
-      const response = await context.auth().updateApiKey(
-        { accountId: accountId!, keyId: keyId!, disabled: true, clearCreditLimit: false },
-        { deadlineMs: CALL_DEADLINE_MS },
-      );
-      const result = keyJson(response.key);
-      print(context, result, `disabled key ${result.key_id || keyId} of ${accountId}`);
+      const response = await context.auth().deleteApiKey({ accountId: accountId!, keyId: keyId! }, { deadlineMs: CALL_DEADLINE_MS });
+      print(context, { account_id: accountId, key_id: keyId, deleted: response.deleted }, `deleted key ${keyId} of ${accountId}`);
       return 0;
     },
   },
@@ -322,4 +320,25 @@ export const commands: Command[] = [
 function accountLines(result: { account_id: string; name: string; tier: string; provisioning_key: string }): string {
   const key = result.provisioning_key === '' ? '(not shown: this create was a replay of an earlier one)' : result.provisioning_key;
   return `created account ${result.account_id} (${result.name}, ${result.tier})\nprovisioning key: ${key}`;
+}
+
+/** `keys disable` and `keys enable`: one update of the key's disabled flag, effective at once on every edge. */
+function keyStateCommand(name: 'disable' | 'enable'): Command {
+  const disabled = name === 'disable';
+  return {
+    group: 'keys',
+    name,
+    summary: disabled ? 'Disable an API key (it stops working at once).' : 'Enable a disabled API key again.',
+    positionals: ['ACCOUNT_ID', 'KEY_ID'],
+    options: {},
+    async run(context, [accountId, keyId]) {
+      const response = await context.auth().updateApiKey(
+        { accountId: accountId!, keyId: keyId!, disabled, clearCreditLimit: false },
+        { deadlineMs: CALL_DEADLINE_MS },
+      );
+      const result = keyJson(response.key);
+      print(context, result, `${name}d key ${result.key_id || keyId} of ${accountId}`);
+      return 0;
+    },
+  };
 }

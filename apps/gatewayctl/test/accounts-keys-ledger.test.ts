@@ -12,6 +12,7 @@ import {
   type AuthServiceServer,
   type CreateAccountRequest,
   type CreateApiKeyRequest,
+  type DeleteApiKeyRequest,
   type GetAccountRequest,
   type GetBalanceRequest,
   type LedgerServiceServer,
@@ -33,6 +34,7 @@ const received = {
   createApiKey: [] as CreateApiKeyRequest[],
   listApiKeys: [] as ListApiKeysRequest[],
   updateApiKey: [] as UpdateApiKeyRequest[],
+  deleteApiKey: [] as DeleteApiKeyRequest[],
   topUp: [] as TopUpRequest[],
   getBalance: [] as GetBalanceRequest[],
   verifyJournal: [] as VerifyJournalRequest[],
@@ -96,7 +98,11 @@ function fakeAuth(logger = testLogger('fake-auth')): AuthServiceServer {
       if (request.keyId !== 'key_0001') throw errors.notFound('no such key in this account');
       return { key: key(request.keyId, { disabled: request.disabled ?? false }) };
     }),
-    deleteApiKey: unary(logger, 'DeleteApiKey', notImplemented),
+    deleteApiKey: unary(logger, 'DeleteApiKey', async (request: DeleteApiKeyRequest) => {
+      received.deleteApiKey.push(request);
+      if (request.keyId !== 'key_0001') throw errors.notFound('no such key in this account');
+      return { deleted: true };
+    }),
   };
 }
 
@@ -293,6 +299,22 @@ describe('gatewayctl accounts, keys and ledger commands', () => {
     const noKey = await cli(['keys', 'disable', 'acct_1'], env);
     expect(noKey.code).toBe(1);
     expect(noKey.stderr).toContain('missing KEY_ID');
+  });
+
+  it('keys enable sends disabled=false; keys delete deletes; both report unknown keys', async () => {
+    const enabled = await cli(['keys', 'enable', 'acct_1', 'key_0001', '--json'], env);
+    expect(enabled.code).toBe(0);
+    expect(JSON.parse(enabled.stdout)).toMatchObject({ key_id: 'key_0001', disabled: false });
+    expect(received.updateApiKey).toEqual([{ accountId: 'acct_1', keyId: 'key_0001', disabled: false, clearCreditLimit: false }]);
+    const deleted = await cli(['keys', 'delete', 'acct_1', 'key_0001', '--json'], env);
+    expect(deleted.code).toBe(0);
+    expect(JSON.parse(deleted.stdout)).toEqual({ account_id: 'acct_1', key_id: 'key_0001', deleted: true });
+    expect(received.deleteApiKey).toEqual([{ accountId: 'acct_1', keyId: 'key_0001' }]);
+    for (const verb of ['enable', 'delete']) {
+      const missing = await cli(['keys', verb, 'acct_1', 'key_9999'], env);
+      expect(missing.code, verb).toBe(1);
+      expect(missing.stderr, verb).toContain('no such key in this account (NOT_FOUND/NOT_FOUND)');
+    }
   });
 
   it('ledger verify: exit 0 when balanced, 1 with the mismatches listed', async () => {
