@@ -15,6 +15,7 @@ import type {
   ApiKey,
   CreateAccountRequest,
   CreateApiKeyRequest,
+  ListAccountsRequest,
   ListApiKeysRequest,
   UpdateApiKeyRequest,
   VerifyApiKeyResponse,
@@ -25,7 +26,9 @@ import { generateKey, isWellFormedKey, KeyHasher, keyLabel, type KeyKind } from 
 import type { AccountsTable, ApiKeysTable, AuthDatabase } from './schema.js';
 import {
   creditLimit,
+  decodeAccountCursor,
   decodeCursor,
+  encodeAccountCursor,
   encodeCursor,
   IDEMPOTENCY_KEY_MAX_LENGTH,
   listLimit,
@@ -141,6 +144,27 @@ export class AuthStore {
     const row = await this.db.selectFrom('accounts').select(['id', 'name', 'tier', 'created_at']).where('id', '=', accountId).executeTakeFirst();
     if (!row) throw accountNotFound();
     return toAccount(row);
+  }
+
+  /** Newest first, ties by id; the cursor names the last account of the previous page. */
+  async listAccounts(request: ListAccountsRequest): Promise<{ accounts: Account[]; nextCursor: string }> {
+    const limit = listLimit(request.limit);
+    const after = decodeAccountCursor(request.cursor);
+    const rows = await this.db
+      .selectFrom('accounts')
+      .select(['id', 'name', 'tier', 'created_at'])
+      // Compared with the cursor account's own row: created_at has microseconds, which a JS Date would cut.
+      .$if(after !== undefined, (query) =>
+        query.where(sql<boolean>`(created_at, id) < (select c.created_at, c.id from accounts c where c.id = ${after!})`),
+      )
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(limit + 1)
+      .execute();
+    const page = rows.slice(0, limit);
+    const last = page[page.length - 1];
+    const nextCursor = rows.length > limit && last ? encodeAccountCursor(last.id) : '';
+    return { accounts: page.map(toAccount), nextCursor };
   }
 
   async verifyApiKey(key: string): Promise<VerifyApiKeyResponse> {

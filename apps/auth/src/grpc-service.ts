@@ -7,6 +7,7 @@ export function authServiceBinding(store: AuthStore, logger: Logger): GrpcServic
   const implementation: AuthServiceServer = {
     createAccount: unary(logger, 'CreateAccount', (request) => store.createAccount(request)),
     getAccount: unary(logger, 'GetAccount', async (request) => ({ account: await store.getAccount(request.accountId) })),
+    listAccounts: unary(logger, 'ListAccounts', (request) => store.listAccounts(request)),
     verifyApiKey: unary(logger, 'VerifyApiKey', (request) => store.verifyApiKey(request.key)),
     verifyProvisioningKey: unary(logger, 'VerifyProvisioningKey', (request) => store.verifyProvisioningKey(request.key)),
     createProvisioningKey: unary(logger, 'CreateProvisioningKey', async (request) => {

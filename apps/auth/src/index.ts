@@ -1,10 +1,13 @@
 import {
+  busCheck,
   createDatabase,
   migrate,
+  postgresCheck,
   startGrpcServer,
   subjects,
   type EventBus,
   type Logger,
+  type Registry,
 } from '@gateway/platform';
 import { KeysChanged } from '@gateway/proto';
 import { AuthStore, type KeyChangeListener } from './auth-store.js';
@@ -25,6 +28,8 @@ export interface AuthServiceOptions {
   logger: Logger;
   /** HMAC secret for key hashes, at least 32 characters. Changing it invalidates every key. */
   keyHashSecret: string;
+  /** The process's metrics registry (Postgres pool, dependency health). */
+  metrics?: Registry;
 }
 
 export interface RunningAuthService {
@@ -47,7 +52,10 @@ export function busKeyChangeListener(bus: EventBus, logger: Logger): KeyChangeLi
 
 export async function startAuthService(options: AuthServiceOptions): Promise<RunningAuthService> {
   const hasher = new KeyHasher(options.keyHashSecret);
-  const db = createDatabase<AuthDatabase>({ url: options.databaseUrl, schema: AUTH_SCHEMA, applicationName: 'auth' }, options.logger);
+  const db = createDatabase<AuthDatabase>(
+    { url: options.databaseUrl, schema: AUTH_SCHEMA, applicationName: 'auth', ...(options.metrics ? { metrics: options.metrics } : {}) },
+    options.logger,
+  );
   try {
     await migrate(db, AUTH_SCHEMA, authMigrations, options.logger);
     const store = new AuthStore(db, hasher, busKeyChangeListener(options.bus, options.logger));
@@ -55,6 +63,8 @@ export async function startAuthService(options: AuthServiceOptions): Promise<Run
       address: options.listenAddress,
       services: [authServiceBinding(store, options.logger)],
       logger: options.logger,
+      dependencies: [postgresCheck(options.databaseUrl, 'auth'), busCheck(options.bus)],
+      ...(options.metrics ? { metrics: options.metrics } : {}),
     });
     return {
       address: server.address,

@@ -79,3 +79,21 @@ export function decodeCursor(cursor: string): bigint | undefined {
   if (!match) throw invalid();
   return BigInt(match[1]!);
 }
+
+/**
+ * The account list cursor: the id of the last account returned (accounts are listed newest first,
+ * ties by id; the next page starts below that account's own row), base64url-wrapped so callers treat
+ * it as opaque. A cursor naming no account yields an empty page.
+ */
+export function encodeAccountCursor(id: string): string {
+  return Buffer.from(`a1:${id}`, 'utf8').toString('base64url');
+}
+
+export function decodeAccountCursor(cursor: string): string | undefined {
+  if (cursor === '') return undefined;
+  const invalid = () => errors.invalidRequest('cursor is not valid', 'cursor');
+  if (cursor.length > 256 || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw invalid();
+  const match = /^a1:(.{1,128})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
+  if (!match) throw invalid();
+  return match[1]!;
+}

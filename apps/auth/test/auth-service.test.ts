@@ -164,6 +164,40 @@ describe('accounts and verification', () => {
   });
 });
 
+describe('listing accounts (operators)', () => {
+  it('pages through every account newest first, ties by id, each exactly once, and validates limit and cursor', async () => {
+    const mine: string[] = [];
+    for (let index = 0; index < 5; index++) mine.push((await newAccount(`list-${index}`, 'tier-1')).accountId);
+    // Two accounts with the very same creation time: the id breaks the tie, and paging still sees both.
+    await db.updateTable('accounts').set({ created_at: new Date('2030-01-01T00:00:00.123Z') }).where('id', 'in', [mine[3]!, mine[4]!]).execute();
+
+    const seen: string[] = [];
+    let cursor = '';
+    let pages = 0;
+    do {
+      const page = await auth.listAccounts({ limit: 2, cursor });
+      expect(page.accounts.length).toBeLessThanOrEqual(2);
+      seen.push(...page.accounts.map((account) => account.id));
+      cursor = page.nextCursor;
+      pages++;
+    } while (cursor !== '' && pages < 1_000);
+    expect(new Set(seen).size).toBe(seen.length);
+    const everyAccount = await db.selectFrom('accounts').select(['id', 'created_at']).execute();
+    expect(seen.length).toBe(everyAccount.length);
+    // Newest first: the two accounts moved to 2030 lead, the larger id first.
+    expect(seen.slice(0, 2)).toEqual([mine[3]!, mine[4]!].sort().reverse());
+    const listed = (await auth.listAccounts({ limit: 0, cursor: '' })).accounts.find((account) => account.id === mine[0]);
+    expect(listed).toMatchObject({ id: mine[0], name: 'list-0', tier: 'tier-1' });
+
+    const error = await expectFailure(auth.listAccounts({ limit: 101, cursor: '' }), GrpcStatus.INVALID_ARGUMENT, ErrorReason.ERROR_REASON_INVALID_REQUEST);
+    expect(error.param).toBe('limit');
+    for (const badCursor of ['garbage!', Buffer.from('v1:12').toString('base64url'), 'x'.repeat(300)]) {
+      const refused = await expectFailure(auth.listAccounts({ limit: 1, cursor: badCursor }), GrpcStatus.INVALID_ARGUMENT, ErrorReason.ERROR_REASON_INVALID_REQUEST);
+      expect(refused.param).toBe('cursor');
+    }
+  });
+});
+
 describe('malformed keys never reach the database', () => {
   it('answers a malformed key while the key tables are locked; a well-formed one has to wait for them', async () => {
     const { accountId } = await newAccount();

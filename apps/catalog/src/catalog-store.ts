@@ -1,4 +1,4 @@
-import { createDatabase, migrate, sql, type Kysely, type Logger } from '@gateway/platform';
+import { createDatabase, migrate, sql, type Kysely, type Logger, type Registry } from '@gateway/platform';
 import type { ColumnType, Migration } from 'kysely';
 
 export const CATALOG_SCHEMA = 'catalog';
@@ -54,8 +54,11 @@ export interface StoredCatalog {
 export class CatalogStore {
   private constructor(private readonly db: Kysely<CatalogTables>) {}
 
-  static async open(databaseUrl: string, logger: Logger): Promise<CatalogStore> {
-    const db = createDatabase<CatalogTables>({ url: databaseUrl, schema: CATALOG_SCHEMA, maxConnections: 4, applicationName: 'catalog' }, logger);
+  static async open(databaseUrl: string, logger: Logger, metrics?: Registry): Promise<CatalogStore> {
+    const db = createDatabase<CatalogTables>(
+      { url: databaseUrl, schema: CATALOG_SCHEMA, maxConnections: 4, applicationName: 'catalog', ...(metrics ? { metrics } : {}) },
+      logger,
+    );
     try {
       await migrate(db, CATALOG_SCHEMA, migrations, logger);
     } catch (error) {

@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { ConfigError, startGrpcServer, type EventBus, type Logger } from '@gateway/platform';
+import { busCheck, ConfigError, postgresCheck, startGrpcServer, type EventBus, type Logger, type Registry } from '@gateway/platform';
 import { CatalogServiceService } from '@gateway/proto';
 import { iconSourceFor } from './catalog-data.js';
 import { CatalogService } from './catalog-service.js';
@@ -18,6 +18,8 @@ export interface CatalogServiceOptions {
   logger: Logger;
   /** Config file loaded at start; a file with problems is a start-up error listing them. */
   configPath?: string;
+  /** The process's metrics registry (Postgres pool, dependency health). */
+  metrics?: Registry;
 }
 
 export interface RunningCatalogService {
@@ -26,7 +28,7 @@ export interface RunningCatalogService {
 }
 
 export async function startCatalogService(options: CatalogServiceOptions): Promise<RunningCatalogService> {
-  const store = await CatalogStore.open(options.databaseUrl, options.logger);
+  const store = await CatalogStore.open(options.databaseUrl, options.logger, options.metrics);
   let service: CatalogService | undefined;
   try {
     service = await CatalogService.open(store, options.bus, options.logger);
@@ -49,6 +51,8 @@ export async function startCatalogService(options: CatalogServiceOptions): Promi
         { definition: CatalogServiceService, implementation: catalogHandlers(service, options.logger), name: 'gateway.v1.CatalogService' },
       ],
       logger: options.logger,
+      dependencies: [postgresCheck(options.databaseUrl, 'catalog'), busCheck(options.bus)],
+      ...(options.metrics ? { metrics: options.metrics } : {}),
     });
     const running = service;
     return {

@@ -5,6 +5,8 @@ import { clientRequestIdOf, requestIdOf, setRequestId, type EdgeContext } from '
 import { echoed } from './echoed-value.js';
 import { edgeErrors, toApiError, type Dialect } from './errors.js';
 import { API_VERSION, ClientGoneError, sendError, sendJson } from './http.js';
+import type { Readiness } from './observability/readiness.js';
+import type { RequestTracker } from './observability/request-tracker.js';
 import {
   activityHandler,
   balanceHandler,
@@ -15,25 +17,81 @@ import {
   updateKeyHandler,
 } from './routes/account-routes.js';
 import { getModelHandler, listLimitsHandler, listModelsHandler, listStartupsHandler, sendStartupIcon, startupIconHandler } from './routes/catalog-routes.js';
-import { chatCompletionsHandler } from './routes/chat-completions.js';
+import { chatDialect } from './dialects/chat/chat-dialect.js';
+import { countTokensHandler } from './dialects/messages/count-tokens.js';
+import { messagesDialect } from './dialects/messages/messages-dialect.js';
+import { responsesDialect } from './dialects/responses/responses-dialect.js';
+import type { InferenceDialect } from './inference/dialect.js';
+import { inferenceHandler, type InferenceHandler } from './inference/pipeline.js';
+
+/**
+ * THE inference route table (DESIGN §6): each route is the one pipeline with its dialect. It feeds
+ * both the direct dispatch (createRequestListener) and express, and names each route's error envelope.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- each entry pairs a dialect with its own body type
+const INFERENCE_ROUTES: readonly { path: string; dialect: InferenceDialect<any> }[] = [
+  { path: '/v1/chat/completions', dialect: chatDialect },
+  { path: '/v1/messages', dialect: messagesDialect },
+  { path: '/v1/responses', dialect: responsesDialect },
+];
+
+/**
+ * Routes of a dialect that call no model, beside the pipeline (nothing to admit or settle): their own
+ * handler, dispatched like the inference routes, with their dialect's error envelope.
+ */
+const SIDE_ROUTES: readonly { path: string; handler: (context: EdgeContext) => InferenceHandler; errorDialect: Dialect; endpoint: string }[] = [
+  { path: '/v1/messages/count_tokens', handler: countTokensHandler, errorDialect: 'messages', endpoint: 'messages' },
+];
+
+interface InferenceRoute {
+  handler: InferenceHandler;
+  dialect: Dialect;
+  /** The dialect's endpoint (chat.completions, messages, ...): the `dialect` of metrics and access logs. */
+  endpoint: string;
+}
+
+function inferenceRoutes(context: EdgeContext): Map<string, InferenceRoute> {
+  return new Map<string, InferenceRoute>([
+    ...INFERENCE_ROUTES.map((route): [string, InferenceRoute] => [
+      route.path,
+      { handler: inferenceHandler(context, route.dialect), dialect: route.dialect.errorDialect, endpoint: route.dialect.endpoint },
+    ]),
+    ...SIDE_ROUTES.map((route): [string, InferenceRoute] => [route.path, { handler: route.handler(context), dialect: route.errorDialect, endpoint: route.endpoint }]),
+  ]);
+}
+
+/** The envelope of a request no route serves: the messages dialect's under its prefix (its SDK reads no other). */
+function unroutedDialect(path: string): Dialect | undefined {
+  return path.toLowerCase().startsWith('/v1/messages/') ? 'messages' : undefined;
+}
 
 /**
  * The express app. Deliberately short middleware chain (express costs ~100 µs/request, DESIGN §2):
  * one middleware for the headers every answer carries, then the routes, which parse their own
  * bodies (no global body parser), then one error handler that applies the error table.
  */
-export function createApp(context: EdgeContext): express.Express {
+export function createApp(context: EdgeContext, readiness?: Readiness): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
   app.set('query parser', 'simple');
 
+  const routes = inferenceRoutes(context);
   app.use((request: Request, response: Response, next: NextFunction) => {
-    stampRequest(request, response);
+    const dialect = routes.get(request.path)?.dialect ?? unroutedDialect(request.path);
+    // Whatever answers (a route, or the 404 below for a wrong method or path), it answers in this envelope.
+    if (dialect) response.locals.dialect = dialect;
+    // createRequestListener stamps every request first; this covers the app used on its own.
+    if (requestIdOf(response) === '') stampRequest(request, response, dialect);
     next();
   });
 
-  app.post('/v1/chat/completions', chatCompletionsHandler(context));
+  for (const [path, route] of routes) {
+    app.post(path, (request: Request, response: Response, next: NextFunction) => {
+      response.locals.dialect = route.dialect;
+      route.handler(request, response).catch(next);
+    });
+  }
   app.get('/v1/models', listModelsHandler(context));
   app.get('/v1/models/*id', getModelHandler(context));
   app.get('/v1/startups', listStartupsHandler(context));
@@ -49,6 +107,15 @@ export function createApp(context: EdgeContext): express.Express {
   app.get('/healthz', (_request: Request, response: Response) => {
     sendJson(response, context.catalogCache.ready ? 200 : 503, { status: context.catalogCache.ready ? 'ok' : 'starting' });
   });
+  // Liveness: the process answers (a restart would not fix anything this one reports).
+  app.get('/livez', (_request: Request, response: Response) => {
+    sendJson(response, 200, { status: 'ok' });
+  });
+  // Readiness: catalog loaded, auth/ledger/routing SERVING, not draining (observability/readiness.ts).
+  app.get('/readyz', async (_request: Request, response: Response) => {
+    const report = readiness ? await readiness.report() : { ready: context.catalogCache.ready, checks: {} };
+    sendJson(response, report.ready ? 200 : 503, { status: report.ready ? 'ok' : 'unavailable', checks: report.checks });
+  });
 
   app.use(async (request: Request, response: Response) => {
     // The catalog's icon_url may name any path (e.g. /static/startups/acme.svg): serve it from there too.
@@ -61,14 +128,12 @@ export function createApp(context: EdgeContext): express.Express {
   });
 
   app.use((error: unknown, request: Request, response: Response, _next: NextFunction) => {
-    // Dialect routes (e.g. a future /v1/messages) set `response.locals.dialect` to get their envelope.
+    // Dialect routes (and unrouted paths under /v1/messages/) set `response.locals.dialect` to get their envelope.
     answerError(context, request, response, error, request.path, (response.locals.dialect as Dialect | undefined) ?? 'chat');
   });
 
   return app;
 }
-
-type Handler = (request: IncomingMessage, response: ServerResponse) => Promise<void>;
 
 /**
  * The edge's HTTP request listener. The inference routes, asked for by their exact path, go straight
@@ -78,22 +143,33 @@ type Handler = (request: IncomingMessage, response: ServerResponse) => Promise<v
  * the same way — goes through the express app. Both paths stamp the same headers and answer errors
  * through the same table.
  */
-export function createRequestListener(context: EdgeContext): (request: IncomingMessage, response: ServerResponse) => void {
-  const app = createApp(context);
-  const direct = new Map<string, { handler: Handler; dialect: Dialect }>([
-    ['/v1/chat/completions', { handler: chatCompletionsHandler(context), dialect: 'chat' }],
-  ]);
+export function createRequestListener(
+  context: EdgeContext,
+  tracker: RequestTracker,
+  readiness?: Readiness,
+): (request: IncomingMessage, response: ServerResponse) => void {
+  const app = createApp(context, readiness);
+  const direct = inferenceRoutes(context);
   return (request, response) => {
     const url = request.url ?? '';
     const query = url.indexOf('?');
-    const route = request.method === 'POST' ? direct.get(query < 0 ? url : url.slice(0, query)) : undefined;
+    const path = query < 0 ? url : url.slice(0, query);
+    const inference = direct.get(path);
+    const route = request.method === 'POST' ? inference : undefined;
+    const dialect = inference?.dialect ?? unroutedDialect(path);
+    stampRequest(request, response, dialect);
+    // Load shedding, before the body is read and before admission: a shed request costs nothing.
+    const refusal = tracker.begin(request, response, path, route === undefined ? undefined : path, inference?.endpoint);
+    if (refusal !== undefined) {
+      sendError(request, response, refusal, dialect ?? 'chat');
+      return;
+    }
     if (route === undefined) {
       app(request, response);
       return;
     }
-    stampRequest(request, response);
     route.handler(request, response).catch((error: unknown) => {
-      answerError(context, request, response, error, query < 0 ? url : url.slice(0, query), route.dialect);
+      answerError(context, request, response, error, path, route.dialect);
     });
   };
 }
@@ -105,7 +181,7 @@ export function createRequestListener(context: EdgeContext): (request: IncomingM
  * concurrently or across accounts, would otherwise share one charge. The caller's id, when it is
  * acceptable, is echoed in `x-request-id`; `x-gateway-request-id` always names the gateway id.
  */
-function stampRequest(request: IncomingMessage, response: ServerResponse): void {
+function stampRequest(request: IncomingMessage, response: ServerResponse, dialect: Dialect | undefined): void {
   const requestId = newRequestId();
   const incoming = request.headers['x-request-id'];
   const clientRequestId = typeof incoming === 'string' && isAcceptableRequestId(incoming) ? incoming : undefined;
@@ -113,6 +189,8 @@ function stampRequest(request: IncomingMessage, response: ServerResponse): void 
   response.setHeader('x-request-id', clientRequestId ?? requestId);
   response.setHeader('x-gateway-request-id', requestId);
   response.setHeader('x-gateway-api-version', API_VERSION);
+  // The messages dialect's SDK reads its request id from `request-id` (wire-formats.md).
+  if (dialect === 'messages') response.setHeader('request-id', requestId);
 }
 
 function answerError(context: EdgeContext, request: IncomingMessage, response: ServerResponse, error: unknown, path: string, dialect: Dialect): void {
@@ -127,7 +205,13 @@ function answerError(context: EdgeContext, request: IncomingMessage, response: S
       ? edgeErrors.invalidRequest(echoed((error as Error).message || 'Bad request.'))
       : error;
   const apiError = toApiError(resolved);
-  if (apiError.status >= 500) {
+  if (apiError.status === 503) {
+    // An expected condition (no upstream left, overload), not a fault of ours: one warning, no stack.
+    context.logger.warn(
+      { request_id: requestIdOf(response), client_request_id: clientRequestIdOf(response), path, code: apiError.code, reason: error instanceof Error ? error.message : String(error) },
+      'request refused: service unavailable',
+    );
+  } else if (apiError.status >= 500) {
     context.logger.error({ err: error, request_id: requestIdOf(response), client_request_id: clientRequestIdOf(response), path }, 'request failed');
   }
   sendError(request, response, resolved, dialect);

@@ -1,5 +1,5 @@
 import type { CatalogServiceClient, GetSnapshotResponse, LimitGroup, Model, Pricing, Startup } from '@gateway/proto';
-import { ACCOUNT_TIERS, parseCredits, type Logger, type PromiseClient } from '@gateway/platform';
+import { ACCOUNT_TIERS, parseCredits, PRICING_FIELDS, type Logger, type PromiseClient } from '@gateway/platform';
 
 /** One model as the edge uses it on the hot path: lookups precomputed once per snapshot. */
 export interface CatalogModel {
@@ -38,22 +38,7 @@ const TIER_LISTINGS_MAX = 16;
 /** Spec §2.6: the listing never advertises these, whatever the catalog says. */
 const UNLISTED_PARAMETERS = new Set(['web_search_options', 'functions', 'function_call', 'logit_bias', 'logprobs', 'prediction']);
 
-const PRICING_KEYS: ReadonlyArray<[keyof Pricing, string]> = [
-  ['perInputToken', 'per_input_token'],
-  ['perCachedInputToken', 'per_cached_input_token'],
-  ['perOutputToken', 'per_output_token'],
-  ['perInputAudioToken', 'per_input_audio_token'],
-  ['perOutputAudioToken', 'per_output_audio_token'],
-  ['perInputAudioHour', 'per_input_audio_hour'],
-  ['perOutputAudioHour', 'per_output_audio_hour'],
-  ['perOutputTextToken', 'per_output_text_token'],
-  ['perInputTextCharacter', 'per_input_text_character'],
-  ['perOutputTextCharacter', 'per_output_text_character'],
-  ['perOutputImageToken', 'per_output_image_token'],
-  ['perInputTextToken', 'per_input_text_token'],
-  ['perInputImageToken', 'per_input_image_token'],
-  ['perToken', 'per_token'],
-];
+const PRICING_KEYS = PRICING_FIELDS;
 
 const DECIMAL_TEXT = /^-?\d+(\.\d+)?$/;
 

@@ -13,6 +13,7 @@ import type { CatalogCache } from './catalog-cache.js';
 import type { ChatRouter } from './router-exchange.js';
 import { malformedApiKey } from './credentials.js';
 import type { BodyLimits } from './http.js';
+import type { ReasoningTags } from './canonical/reasoning-tags.js';
 
 /** What every route handler needs; built once by startEdge. */
 export interface EdgeContext {
@@ -31,6 +32,10 @@ export interface EdgeContext {
   bodyLimits: BodyLimits;
   /** A Router stream silent this long is ended as a failure. */
   streamIdleTimeoutMs: number;
+  /** Keep-alive period of dialects that ping (messages): also how long a first token may take before the stream is committed. */
+  streamPingIntervalMs: number;
+  /** Issuer tags of reasoning the gateway returns (canonical/reasoning-tags.ts). */
+  reasoningTags: ReasoningTags;
   /** Milliseconds since the epoch: the clock model stop times are judged by (tests move it). */
   now: () => number;
 }

@@ -95,6 +95,15 @@ export const edgeErrors = {
   modelGone: (model: string) =>
     new EdgeError({ status: 410, type: 'invalid_request_error', message: `The model \`${echoed(model)}\` is deprecated and no longer served.`, code: 'model_gone' }),
   notFound: (message: string) => new EdgeError({ status: 404, type: 'not_found_error', message, code: 'not_found' }),
+  /** Load shedding (observability/overload.ts): refused before the body was read, so nothing was charged. */
+  overloaded: (retryAfterSeconds: number) =>
+    new EdgeError({
+      status: 503,
+      type: 'service_unavailable',
+      code: 'overloaded',
+      message: `The gateway is overloaded; retry after ${retryAfterSeconds} second${retryAfterSeconds === 1 ? '' : 's'}.`,
+      retryAfterSeconds,
+    }),
   /*
    * What node:http's parser refuses before any route sees the request (src/client-error.ts): the
    * header block over the server's limit, bytes that are not HTTP, headers that did not arrive in time.
@@ -216,8 +225,9 @@ function rowToApiError(row: TableRow, error: GatewayError | undefined): ApiError
 
 /**
  * Error envelopes per dialect. `chat` is the OpenAI-style envelope of spec §7 (also used by the
- * catalog and account routes). `messages` is the messages dialect: `{type:'error', error:{type,
- * message}}` with the type chosen by status (spec §7); the /v1/messages route is not built yet.
+ * catalog and account routes). `messages` is the messages dialect (POST /v1/messages and
+ * /v1/messages/count_tokens): `{type:'error', error:{type, message}, request_id}` with the type
+ * chosen by status (spec §7), as Anthropic's SDK maps them to its error classes.
  */
 export type Dialect = 'chat' | 'messages';
 
@@ -228,6 +238,7 @@ const MESSAGES_TYPE_BY_STATUS: Readonly<Record<number, string>> = {
   403: 'permission_error',
   404: 'not_found_error',
   408: 'timeout_error',
+  409: 'invalid_request_error',
   410: 'not_found_error',
   413: 'request_too_large',
   431: 'invalid_request_error',
@@ -235,7 +246,14 @@ const MESSAGES_TYPE_BY_STATUS: Readonly<Record<number, string>> = {
   429: 'rate_limit_error',
   500: 'api_error',
   503: 'overloaded_error',
+  504: 'timeout_error',
+  529: 'overloaded_error',
 };
+
+/** The messages dialect's error type of a status (also its stream's `error` event). */
+export function messagesErrorType(status: number): string {
+  return MESSAGES_TYPE_BY_STATUS[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error');
+}
 
 /**
  * The message as sent: bounded whatever produced it. Edge messages cut each client value they quote;
@@ -250,10 +268,16 @@ export function boundedParam(apiError: ApiError): string | undefined {
   return apiError.param === undefined ? undefined : echoed(apiError.param);
 }
 
-export function renderErrorBody(apiError: ApiError, dialect: Dialect): unknown {
+/** `requestId`: the gateway's id of the request, which the messages envelope carries as `request_id`. */
+export function renderErrorBody(apiError: ApiError, dialect: Dialect, requestId?: string): unknown {
   const message = boundedMessage(apiError);
   if (dialect === 'messages') {
-    return { type: 'error', error: { type: MESSAGES_TYPE_BY_STATUS[apiError.status] ?? 'api_error', message } };
+    const body: { type: 'error'; error: { type: string; message: string }; request_id?: string } = {
+      type: 'error',
+      error: { type: messagesErrorType(apiError.status), message },
+    };
+    if (requestId) body.request_id = requestId;
+    return body;
   }
   const body: { type: string; message: string; code?: string; param?: string } = { type: apiError.type, message };
   if (apiError.code) body.code = apiError.code;

@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { requestIdOf } from './context.js';
 import { echoed } from './echoed-value.js';
 import { edgeErrors, renderErrorBody, toApiError, type Dialect } from './errors.js';
 import { MAX_JSON_DEPTH, fieldOfDeepPath, offsetBeyondDepth, pathAtOffset, type FreeFormField } from './json-depth.js';
@@ -147,5 +148,5 @@ export function sendError(request: IncomingMessage, response: ServerResponse, er
     request.once('end', stop);
     request.once('close', stop);
   }
-  sendJson(response, apiError.status, renderErrorBody(apiError, dialect), headers);
+  sendJson(response, apiError.status, renderErrorBody(apiError, dialect, requestIdOf(response)), headers);
 }

@@ -1,4 +1,4 @@
-import { createServer, type Server } from 'node:http';
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import {
   AuthServiceClient,
@@ -15,7 +15,7 @@ import {
   RouterServiceClient,
   RouterServiceService,
 } from '@gateway/proto';
-import { createClient, newId, subjects, type EventBus, type Logger, type Subscription } from '@gateway/platform';
+import { createClient, newId, Registry, subjects, type EventBus, type Logger, type Subscription } from '@gateway/platform';
 import { LedgerAdmission, type Admission } from './admission.js';
 import { LeasedAdmission } from './leased-admission.js';
 import { createRequestListener } from './app.js';
@@ -25,10 +25,18 @@ import { CatalogCache } from './catalog-cache.js';
 import type { EdgeContext } from './context.js';
 import { DEFAULT_BODY_LIMITS, type BodyLimits } from './http.js';
 import { RouterExchange, type RouterExchangeOptions } from './router-exchange.js';
+import { ReasoningTags } from './canonical/reasoning-tags.js';
+import { EdgeMetrics } from './observability/edge-metrics.js';
+import { ObservedAdmission, ObservedChatRouter } from './observability/observed-edge.js';
+import { DEFAULT_OVERLOAD_LIMITS, InFlightLimiter, type OverloadLimits } from './observability/overload.js';
+import { Readiness } from './observability/readiness.js';
+import { RequestTracker } from './observability/request-tracker.js';
+import { TimedResponse } from './observability/timed-response.js';
 
 export { toApiError, renderErrorBody, EdgeError, type ApiError, type Dialect } from './errors.js';
 export type { Admission, AdmissionRequest, AdmissionTicket } from './admission.js';
 export { API_VERSION } from './http.js';
+export { DEFAULT_OVERLOAD_LIMITS, type OverloadLimits } from './observability/overload.js';
 
 export interface EdgeOptions {
   /** Default 127.0.0.1. */
@@ -55,6 +63,14 @@ export interface EdgeOptions {
   bodyLimits?: Partial<BodyLimits>;
   /** A Router stream that sends nothing for this long is ended as a failure. Default 5 minutes. */
   streamIdleTimeoutMs?: number;
+  /** Keep-alive period of pinging dialects (messages) while no content flows. Default 5 s. */
+  streamPingIntervalMs?: number;
+  /**
+   * Secret (≥ 16 bytes) of the issuer tags on returned reasoning (src/canonical/reasoning-tags.ts).
+   * Every edge of a deployment needs the same one. Default: random per process (a replayed
+   * conversation's reasoning is then foreign after a restart and stripped, never misrouted).
+   */
+  reasoningTagKey?: string;
   /**
    * 'leased' (default): DESIGN §2 leased budgets (src/leased-admission.ts), recalled over NATS
    * (`lease.recall`) when another replica needs the capacity. 'ledger': one Ledger.Admit per request.
@@ -70,11 +86,27 @@ export interface EdgeOptions {
   exchange?: RouterExchangeOptions;
   /** Clock (ms since the epoch) that model stop times are judged by; tests move it. Default Date.now. */
   now?: () => number;
+  /**
+   * Load shedding (README "Overload"): most requests in flight, most declared body bytes in flight, and
+   * the Retry-After of the 503 past them. Default DEFAULT_OVERLOAD_LIMITS (4,096 requests, 512 MiB, 1 s).
+   */
+  overload?: Partial<OverloadLimits>;
+  /**
+   * How long stop() lets requests in flight (streams) finish once it stopped accepting new ones, before
+   * cutting them. Default 2 s; the edge binary's EDGE_DRAIN_TIMEOUT_MS defaults to 25 s.
+   */
+  drainTimeoutMs?: number;
+  /** Where the edge's metrics go (the process's registry). Default: a registry of the edge's own, not served. */
+  metrics?: Registry;
 }
 
 export interface RunningEdge {
   url: string;
   port: number;
+  /**
+   * Drains, then stops: readiness fails at once, no new connection is accepted, each open connection
+   * closes after its current answer, requests in flight get up to `drainTimeoutMs`, then are cut.
+   */
   stop(): Promise<void>;
 }
 
@@ -101,8 +133,18 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
   });
   const subscriptions: Subscription[] = [];
   let refreshTimer: NodeJS.Timeout | undefined;
-  let server: Server | undefined;
+  let server: { close(): unknown } | undefined;
   let admission: Admission | undefined;
+  const limiter = new InFlightLimiter({ ...DEFAULT_OVERLOAD_LIMITS, ...options.overload });
+  // Without the process's registry the metrics still count (cheaply) into one nobody serves; no
+  // default Node collectors for it, which would add event-loop and GC observers per edge.
+  const metrics = new EdgeMetrics(options.metrics ?? new Registry(), () => limiter.inFlight);
+  const readiness = new Readiness({
+    catalogReady: () => catalogCache.ready,
+    draining: () => tracker.draining,
+    services: { auth: options.authAddress, ledger: options.ledgerAddress, routing: options.routerAddress },
+  });
+  let tracker: RequestTracker;
 
   try {
     // Subscribe before the first load so a change published meanwhile is not missed.
@@ -135,6 +177,7 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
     refreshTimer.unref();
 
     const bodyLimits: BodyLimits = { ...DEFAULT_BODY_LIMITS, ...options.bodyLimits };
+    tracker = new RequestTracker({ logger, metrics, limiter, maxBodyBytes: bodyLimits.maxBytes });
     const ledgerAdmission = new LedgerAdmission(ledger, logger);
     if (options.admission === undefined || options.admission === 'leased') {
       const leased = new LeasedAdmission({ ledger, logger, holder: newId('edge'), fallback: ledgerAdmission });
@@ -156,17 +199,19 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
       catalog,
       ledger,
       router,
-      chatRouter: exchange ?? router,
+      chatRouter: new ObservedChatRouter(exchange ?? router, tracker),
       ...(media ? { media } : {}),
       apiKeys,
       catalogCache,
-      admission,
+      admission: new ObservedAdmission(admission, tracker),
       logger,
       bodyLimits,
       streamIdleTimeoutMs: options.streamIdleTimeoutMs ?? 5 * 60_000,
+      streamPingIntervalMs: options.streamPingIntervalMs ?? 5_000,
+      reasoningTags: new ReasoningTags(options.reasoningTagKey),
       now,
     };
-    const httpServer = createServer({ noDelay: true }, createRequestListener(context));
+    const httpServer = createServer({ noDelay: true, ServerResponse: TimedResponse }, createRequestListener(context, tracker, readiness));
     server = httpServer;
     // Node's own whole-request timeout (default 5 min) would cut legitimate slow uploads: our body
     // reader enforces spec §8 (15 min total, 60 s stall) with a proper 408 instead.
@@ -189,6 +234,8 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
     logger.info({ url }, 'edge listening');
 
     let stopped = false;
+    const drainTimeoutMs = options.drainTimeoutMs ?? 2_000;
+    const running = tracker;
     return {
       url,
       port,
@@ -196,19 +243,29 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
         if (stopped) return;
         stopped = true;
         clearInterval(refreshTimer);
-        await new Promise<void>((resolve) => {
-          httpServer.close(() => resolve());
-          httpServer.closeIdleConnections();
-          // Open streams get a short grace, then are cut.
-          setTimeout(() => httpServer.closeAllConnections(), 2_000).unref();
-        });
+        running.drain();
+        const closed = new Promise<void>((resolve) => httpServer.close(() => resolve()));
+        httpServer.closeIdleConnections();
+        const inFlight = running.inFlight;
+        if (!(await running.whenIdle(drainTimeoutMs))) {
+          logger.warn({ in_flight: running.inFlight, drain_timeout_ms: drainTimeoutMs }, 'requests still in flight after the drain bound; cutting them');
+        } else if (inFlight > 0) {
+          logger.info({ drained: inFlight }, 'requests in flight finished');
+        }
+        // Connections kept alive past their last answer, and whatever the bound cut short.
+        httpServer.closeAllConnections();
+        await closed;
         for (const subscription of subscriptions) await subscription.stop().catch(() => undefined);
         await admission?.stop().catch((error: unknown) => logger.warn({ err: error }, 'admission stop failed'));
+        readiness.close();
+        metrics.stop();
         closeClients();
       },
     };
   } catch (error) {
     clearInterval(refreshTimer);
+    readiness.close();
+    metrics.stop();
     server?.close();
     await admission?.stop().catch(() => undefined);
     for (const subscription of subscriptions) await subscription.stop().catch(() => undefined);

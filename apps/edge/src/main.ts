@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { grpcAddress, runBusService } from '@gateway/platform';
-import { startEdge } from './index.js';
+import { DEFAULT_OVERLOAD_LIMITS, startEdge } from './index.js';
 
 await runBusService(
   'edge',
@@ -16,8 +16,16 @@ await runBusService(
     EDGE_ADMISSION: z.enum(['ledger', 'leased']).default('leased'),
     /** 'exchange' (default): chat requests as frames of one long-lived Router.Exchange call; 'calls': a gRPC call each. */
     EDGE_ROUTER_TRANSPORT: z.enum(['exchange', 'calls']).default('exchange'),
+    /** Secret of the issuer tags on returned reasoning; every edge replica needs the same one (README "Reasoning provenance"). */
+    GATEWAY_REASONING_TAG_KEY: z.string().min(16).optional(),
+    /** Load shedding (README "Overload"): requests in flight, declared body bytes in flight, Retry-After of the 503. */
+    EDGE_MAX_IN_FLIGHT: z.coerce.number().int().min(1).default(DEFAULT_OVERLOAD_LIMITS.maxInFlightRequests),
+    EDGE_MAX_IN_FLIGHT_BODY_BYTES: z.coerce.number().int().min(1).default(DEFAULT_OVERLOAD_LIMITS.maxInFlightBodyBytes),
+    EDGE_SHED_RETRY_AFTER_SECONDS: z.coerce.number().int().min(1).default(DEFAULT_OVERLOAD_LIMITS.retryAfterSeconds),
+    /** On SIGTERM: how long streams in flight may finish before they are cut (below the pod's termination grace period). */
+    EDGE_DRAIN_TIMEOUT_MS: z.coerce.number().int().min(0).default(25_000),
   },
-  (config, bus, logger) =>
+  (config, bus, logger, { metrics }) =>
     startEdge({
       host: config.HOST,
       port: config.PORT,
@@ -28,6 +36,14 @@ await runBusService(
       mediaAddress: config.MEDIA_ADDR,
       admission: config.EDGE_ADMISSION,
       routerTransport: config.EDGE_ROUTER_TRANSPORT,
+      ...(config.GATEWAY_REASONING_TAG_KEY ? { reasoningTagKey: config.GATEWAY_REASONING_TAG_KEY } : {}),
+      overload: {
+        maxInFlightRequests: config.EDGE_MAX_IN_FLIGHT,
+        maxInFlightBodyBytes: config.EDGE_MAX_IN_FLIGHT_BODY_BYTES,
+        retryAfterSeconds: config.EDGE_SHED_RETRY_AFTER_SECONDS,
+      },
+      drainTimeoutMs: config.EDGE_DRAIN_TIMEOUT_MS,
+      metrics,
       bus,
       logger,
     }),

@@ -233,7 +233,7 @@ export function chatResponse(request: ChatRequest, content: string): ChatRespons
     id: `chatcmpl-${request.context?.requestId ?? 'x'}`,
     modelId: request.modelId,
     created: 1_767_225_600n,
-    choices: [{ index: 0, message: { content, toolCalls: [], reasoning: [], images: [] }, finishReason: 'stop' }],
+    choices: [{ index: 0, message: { content, toolCalls: [], reasoning: [], images: [] }, finishReason: 'stop', stopSequence: '' }],
     usage: usage(11, 3),
     providerId: 'acme-cloud',
     routingStrategy: request.routingStrategy,
@@ -258,6 +258,7 @@ export function usage(inputTokens: number, outputTokens: number) {
     inputImageTokens: 0,
     inputTextTokens: 0,
     estimated: false,
+    cacheWriteTokens: 0,
   };
 }
 
@@ -278,7 +279,7 @@ export function startEvent(request: ChatRequest): ChatStreamResponse {
 }
 
 export function delta(content: string, finishReason = ''): ChatStreamDelta {
-  return { choiceIndex: 0, content, toolCalls: [], reasoning: '', reasoningSignature: '', finishReason, images: [] };
+  return { choiceIndex: 0, content, toolCalls: [], reasoning: '', reasoningSignature: '', finishReason, images: [], reasoningEncrypted: '', stopSequence: '' };
 }
 
 export function deltaEvent(content: string, finishReason = ''): ChatStreamResponse {

@@ -17,7 +17,7 @@ function chatRequest(requestId: string, text = 'hello'): ChatRequest {
     modelId: 'acme/chat-small',
     routingStrategy: 'balanced',
     endpoint: 'chat.completions',
-    messages: [{ role: 'user', content: [{ part: { $case: 'text', value: text } }], toolCalls: [], toolCallId: '', reasoning: [] }],
+    messages: [{ role: 'user', content: [{ part: { $case: 'text', value: text } }], toolCalls: [], toolCallId: '', reasoning: [], isError: false }],
     tools: [],
     stop: [],
     includeUsage: false,

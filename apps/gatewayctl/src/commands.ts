@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { parseCredits, type PromiseClient } from '@gateway/platform';
-import type { ApiKey, AuthServiceClient, CatalogServiceClient, LedgerServiceClient } from '@gateway/proto';
+import { parseCredits, PRICING_FIELDS, type PromiseClient } from '@gateway/platform';
+import type { Account, ApiKey, AuthServiceClient, CatalogServiceClient, LedgerServiceClient, Model } from '@gateway/proto';
 
 /** What a command may use: lazily dialled clients and the two output streams. */
 export interface CommandContext {
@@ -38,6 +38,9 @@ const CALL_DEADLINE_MS = 15_000;
 const LOAD_DEADLINE_MS = 60_000;
 /** The catalog service refuses bigger documents anyway (catalog DOCUMENT_BYTES_MAX). */
 const DOCUMENT_BYTES_MAX = 4 * 1024 * 1024;
+/** accounts list shows at most this many accounts. */
+const ACCOUNTS_LIST_MAX = 10_000;
+const BALANCE_CALLS_IN_FLIGHT = 8;
 /** keys list walks pages of 100; an account with more keys than this is cut off with a note. */
 const KEY_PAGES_MAX = 100;
 
@@ -150,6 +153,45 @@ export const commands: Command[] = [
   },
   {
     group: 'accounts',
+    name: 'list',
+    summary: 'List accounts, newest first, with their balances.',
+    positionals: [],
+    options: {
+      limit: { type: 'string', description: `most accounts to show (1..${ACCOUNTS_LIST_MAX}, default 100)`, placeholder: 'N' },
+    },
+    async run(context, _positionals, values) {
+      const limit = values.limit === undefined ? 100 : Number(values.limit);
+      if (!Number.isInteger(limit) || limit < 1 || limit > ACCOUNTS_LIST_MAX) throw new UsageError(`--limit must be an integer from 1 to ${ACCOUNTS_LIST_MAX}`);
+      const accounts: Account[] = [];
+      let cursor = '';
+      do {
+        const page = await context.auth().listAccounts({ limit: Math.min(100, limit - accounts.length), cursor }, { deadlineMs: CALL_DEADLINE_MS });
+        accounts.push(...page.accounts);
+        cursor = page.nextCursor;
+      } while (cursor !== '' && accounts.length < limit);
+      // Balances a few at a time: the ledger answers each from one row.
+      const balances: string[] = [];
+      for (let start = 0; start < accounts.length; start += BALANCE_CALLS_IN_FLIGHT) {
+        const batch = accounts.slice(start, start + BALANCE_CALLS_IN_FLIGHT);
+        const answers = await Promise.all(batch.map((account) => context.ledger().getBalance({ accountId: account.id }, { deadlineMs: CALL_DEADLINE_MS })));
+        balances.push(...answers.map((answer) => answer.balance));
+      }
+      const rows = accounts.map((account, index) => ({
+        account_id: account.id,
+        name: account.name,
+        tier: account.tier,
+        created_at: isoTime(account.createdAtMs),
+        balance: balances[index]!,
+      }));
+      const truncated = cursor !== '';
+      const lines = rows.map((row) => `${row.account_id}  ${row.name}  tier ${row.tier}  balance ${row.balance}  created ${row.created_at ?? '-'}`);
+      if (truncated) lines.push(`(more accounts than ${rows.length}; raise --limit to see more)`);
+      print(context, { accounts: rows, truncated }, lines.length > 0 ? lines.join('\n') : 'no accounts');
+      return 0;
+    },
+  },
+  {
+    group: 'accounts',
     name: 'show',
     summary: 'Show an account and its balance.',
     positionals: ['ACCOUNT_ID'],
@@ -252,6 +294,36 @@ export const commands: Command[] = [
   },
   {
     group: 'catalog',
+    name: 'show',
+    summary: 'Show the catalog in force: every model (or one, by id or alias) with prices and offers.',
+    positionals: ['MODEL?'],
+    options: {},
+    async run(context, [name]) {
+      const models = name
+        ? [(await context.catalog().getModel({ model: name }, { deadlineMs: CALL_DEADLINE_MS })).model].filter((model) => model !== undefined)
+        : (await context.catalog().listModels({}, { deadlineMs: CALL_DEADLINE_MS })).models;
+      if (context.json) {
+        // Prices as JSON numbers written from the catalog's own decimal text (no float round trip), as /v1/models does.
+        const rendered = JSON.stringify({ models: models.map(modelJson) }).replace(/"\\u0000price:([0-9.]+)"/g, '$1');
+        context.stdout(`${rendered}\n`);
+        return 0;
+      }
+      const lines = models.map((model) => {
+        const prices = PRICING_FIELDS.filter(([field]) => model.pricing?.[field]).map(([field, label]) => `${label} ${model.pricing![field]}`);
+        const offers = model.offers.map((offer) => `${offer.providerId}:${offer.upstreamModel} [${offer.endpoints.join(', ')}]`);
+        return [
+          `${model.id}  ${model.displayName}  context ${model.contextWindow}${model.maxOutputTokens !== undefined ? `  max output ${model.maxOutputTokens}` : ''}  limit group ${model.limitGroup}`,
+          `  prices: ${prices.length > 0 ? prices.join(', ') : 'free'}`,
+          `  offers: ${offers.join('; ')}`,
+          ...(model.aliases.length > 0 ? [`  aliases: ${model.aliases.join(', ')}`] : []),
+        ].join('\n');
+      });
+      context.stdout(`${lines.length > 0 ? lines.join('\n') : 'no models'}\n`);
+      return 0;
+    },
+  },
+  {
+    group: 'catalog',
     name: 'load',
     summary: 'Validate a config file (YAML) and make it the catalog in force.',
     positionals: ['FILE'],
@@ -340,5 +412,33 @@ function keyStateCommand(name: 'disable' | 'enable'): Command {
       print(context, result, `${name}d key ${result.key_id || keyId} of ${accountId}`);
       return 0;
     },
+  };
+}
+
+
+/** A model in the field names of GET /v1/models (spec §2.6), plus what only operators see: offers. */
+function modelJson(model: Model) {
+  const pricing: Record<string, string> = {};
+  for (const [field, name] of PRICING_FIELDS) {
+    const text = model.pricing?.[field]?.trim();
+    // A placeholder replaced by the bare decimal after JSON.stringify.
+    if (text && /^\d+(\.\d+)?$/.test(text)) pricing[name] = `\u0000price:${text}`;
+  }
+  return {
+    id: model.id,
+    display_name: model.displayName,
+    description: model.description,
+    owned_by: model.ownedBy ?? null,
+    created: Number(model.created),
+    context_window: model.contextWindow,
+    max_output_tokens: model.maxOutputTokens ?? null,
+    supported_endpoints: [...new Set(model.offers.flatMap((offer) => offer.endpoints))],
+    pricing,
+    architecture: { input_modalities: model.inputModalities, output_modalities: model.outputModalities },
+    supported_parameters: model.supportedParameters,
+    aliases: model.aliases,
+    limit_group: model.limitGroup,
+    expires_at: model.expiresAt === undefined ? null : Number(model.expiresAt),
+    offers: model.offers.map((offer) => ({ provider: offer.providerId, upstream_model: offer.upstreamModel, endpoints: offer.endpoints })),
   };
 }

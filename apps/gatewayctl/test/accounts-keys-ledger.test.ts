@@ -16,6 +16,7 @@ import {
   type GetAccountRequest,
   type GetBalanceRequest,
   type LedgerServiceServer,
+  type ListAccountsRequest,
   type ListApiKeysRequest,
   type TopUpRequest,
   type UpdateApiKeyRequest,
@@ -31,6 +32,7 @@ import { cli } from './run-cli.js';
 const received = {
   createAccount: [] as CreateAccountRequest[],
   getAccount: [] as GetAccountRequest[],
+  listAccounts: [] as ListAccountsRequest[],
   createApiKey: [] as CreateApiKeyRequest[],
   listApiKeys: [] as ListApiKeysRequest[],
   updateApiKey: [] as UpdateApiKeyRequest[],
@@ -54,6 +56,9 @@ const key = (id: string, overrides: Partial<ApiKey> = {}): ApiKey => ({
   ...overrides,
 });
 const keys = Array.from({ length: 150 }, (_, index) => key(`key_${String(index).padStart(4, '0')}`));
+const accounts = Array.from({ length: 230 }, (_, index) => ({
+  id: `acct_${String(index).padStart(4, '0')}`, name: `Account ${index}`, tier: 'tier-1', createdAtMs: 1_767_225_600_000n - BigInt(index) * 1000n,
+}));
 
 const notImplemented = () => {
   throw new GatewayError(GrpcStatus.UNIMPLEMENTED, ErrorReason.ERROR_REASON_INTERNAL, 'not in this fake');
@@ -73,6 +78,13 @@ function fakeAuth(logger = testLogger('fake-auth')): AuthServiceServer {
       received.getAccount.push(request);
       if (request.accountId !== 'acct_1') throw errors.notFound(`account ${request.accountId} does not exist`);
       return { account: { id: 'acct_1', name: 'Dev', tier: 'tier-2', createdAtMs: 1_767_225_600_000n } };
+    }),
+    listAccounts: unary(logger, 'ListAccounts', async (request: ListAccountsRequest) => {
+      received.listAccounts.push(request);
+      const start = request.cursor === '' ? 0 : Number(request.cursor);
+      const page = accounts.slice(start, start + (request.limit || 100));
+      const next = start + page.length;
+      return { accounts: page, nextCursor: next < accounts.length ? String(next) : '' };
     }),
     verifyApiKey: unary(logger, 'VerifyApiKey', notImplemented),
     verifyProvisioningKey: unary(logger, 'VerifyProvisioningKey', notImplemented),
@@ -235,6 +247,31 @@ describe('gatewayctl accounts, keys and ledger commands', () => {
       expect(refused.code, argv.join(' ')).toBe(1);
     }
     expect(received.topUp).toHaveLength(2);
+  });
+
+  it('accounts list: pages through auth, one balance per account, --limit bounds it and says it cut', async () => {
+    received.listAccounts.length = 0;
+    received.getBalance.length = 0;
+    const all = await cli(['accounts', 'list', '--limit', '500', '--json'], env);
+    expect(all.code).toBe(0);
+    const listed = JSON.parse(all.stdout) as { accounts: { account_id: string; balance: string; created_at: string }[]; truncated: boolean };
+    expect(listed.truncated).toBe(false);
+    expect(listed.accounts.map((account) => account.account_id)).toEqual(accounts.map((account) => account.id));
+    expect(listed.accounts[1]).toEqual({ account_id: 'acct_0001', name: 'Account 1', tier: 'tier-1', created_at: '2025-12-31T23:59:59.000Z', balance: '4.25' });
+    expect(received.listAccounts.map((request) => request.limit)).toEqual([100, 100, 100]);
+    expect(new Set(received.getBalance.map((request) => request.accountId)).size).toBe(230);
+
+    const cut = await cli(['accounts', 'list', '--limit', '3'], env);
+    expect(cut.stdout.split('\n')).toEqual([
+      'acct_0000  Account 0  tier tier-1  balance 4.25  created 2026-01-01T00:00:00.000Z',
+      'acct_0001  Account 1  tier tier-1  balance 4.25  created 2025-12-31T23:59:59.000Z',
+      'acct_0002  Account 2  tier tier-1  balance 4.25  created 2025-12-31T23:59:58.000Z',
+      '(more accounts than 3; raise --limit to see more)',
+      '',
+    ]);
+    const bad = await cli(['accounts', 'list', '--limit', '0'], env);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain('--limit must be an integer from 1 to 10000');
   });
 
   it('accounts show: account and balance together; unknown account is an error', async () => {

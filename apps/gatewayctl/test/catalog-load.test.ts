@@ -94,6 +94,26 @@ describe('gatewayctl catalog load against the real catalog service', () => {
     expect(again.stdout).toBe(`${examplePath}: unchanged (already in force); version ${result.version}, 8 models\n`);
   });
 
+  it('catalog show: every model with exact prices and offers; one model by alias; --json in the HTTP API field names', async () => {
+    const listed = await cli(['catalog', 'show', '--json'], env);
+    expect(listed.code).toBe(0);
+    const models = (JSON.parse(listed.stdout) as { models: { id: string; pricing: Record<string, number>; offers: { provider: string; endpoints: string[] }[]; supported_endpoints: string[] }[] }).models;
+    expect(models).toHaveLength(8);
+    const chatSmall = models.find((model) => model.id === 'acme/chat-small')!;
+    // The decimal as configured, as a JSON number (the raw text, no float round trip).
+    expect(listed.stdout).toContain('"per_input_token":0.0000005');
+    expect(chatSmall.offers).toEqual([{ provider: 'simulated', upstream_model: 'chat-small-v2', endpoints: ['chat.completions', 'messages', 'responses'] }]);
+    expect(chatSmall.supported_endpoints).toEqual(['chat.completions', 'messages', 'responses']);
+
+    const one = await cli(['catalog', 'show', 'chat-small'], env);
+    expect(one.code).toBe(0);
+    expect(one.stdout.split('\n')[0]).toMatch(/^acme\/chat-small  .*  context \d+/);
+    expect(one.stdout).toContain('  prices: per_input_token 0.0000005');
+    expect(one.stdout).toContain('  offers: simulated:chat-small-v2 [chat.completions, messages, responses]');
+    const missing = await cli(['catalog', 'show', 'no-such-model'], env);
+    expect(missing.code).toBe(1);
+  });
+
   it('prints every problem of a bad file as `path: reason`, exits 1, and leaves the catalog in force', async () => {
     const before = await client.getSnapshot({ ifVersionNot: '' });
     const path = join(directory, 'bad.yaml');

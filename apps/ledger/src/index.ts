@@ -1,7 +1,10 @@
-import { migrate, startGrpcServer, subjects, type EventBus, type Logger, type Subscription } from '@gateway/platform';
+import {
+  busCheck, migrate, observePool, postgresCheck, startGrpcServer, subjects, type EventBus, type Logger, type Registry, type Subscription,
+} from '@gateway/platform';
 import { LeaseRecall, LedgerServiceService } from '@gateway/proto';
 import { createLedgerDatabase } from './database.js';
 import { DEFAULT_RESERVATION_LIFETIME_MS, DEFAULT_RESERVATION_RETENTION_MS, Ledger } from './ledger.js';
+import { LedgerMetrics, observeOpenHolds } from './ledger-metrics.js';
 import { ledgerServiceImplementation } from './ledger-service.js';
 import { LEDGER_SCHEMA, ledgerMigrations } from './migrations.js';
 import { startSettlementConsumers, type SettlementConsumerOptions } from './settlement-consumer.js';
@@ -34,6 +37,8 @@ export interface LedgerServiceOptions {
    * embedded Postgres first. Elsewhere a live replica's leases would be taken from under it.
    */
   reclaimLeasesOnStart?: boolean;
+  /** The process's metrics registry (refusals, settlement, open holds, Postgres pool, dependency health). */
+  metrics?: Registry;
 }
 
 export interface RunningLedgerService {
@@ -59,6 +64,10 @@ export async function startLedgerService(options: LedgerServiceOptions): Promise
     throw error;
   }
   const ledger = new Ledger(db, logger, reservationLifetimeMs, pool);
+  const metrics = options.metrics ? new LedgerMetrics(options.metrics) : undefined;
+  const stopReporting = options.metrics
+    ? [observePool(options.metrics, LEDGER_SCHEMA, pool), observeOpenHolds(options.metrics, ledger)]
+    : [];
   if (options.reclaimLeasesOnStart) {
     const reclaimed = await ledger.closeOpenLeases();
     if (reclaimed > 0) logger.info({ leases: reclaimed }, 'leases of a previous run closed; their unsettled rest is available again');
@@ -70,14 +79,17 @@ export async function startLedgerService(options: LedgerServiceOptions): Promise
       implementation: ledgerServiceImplementation(ledger, logger, {
         recall: (accountId, keyId) => options.bus.broadcast(subjects.leaseRecall, LeaseRecall.encode({ accountId, keyId }).finish()),
         ...(options.leaseDrainMs !== undefined ? { leaseDrainMs: options.leaseDrainMs } : {}),
+        ...(metrics ? { metrics } : {}),
       }),
       name: 'gateway.v1.LedgerService',
     }],
     logger,
+    dependencies: [postgresCheck(options.databaseUrl, 'ledger'), busCheck(options.bus)],
+    ...(options.metrics ? { metrics: options.metrics } : {}),
   });
   let consumer: Subscription | null = null;
   if (options.consumer?.enabled ?? true) {
-    consumer = await startSettlementConsumers(options.bus, ledger, logger, options.consumer);
+    consumer = await startSettlementConsumers(options.bus, ledger, logger, { ...options.consumer, ...(metrics ? { metrics } : {}) });
   }
   const sweeper = startSweeper(ledger, logger, options.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS, reservationRetentionMs);
 
@@ -92,9 +104,12 @@ export async function startLedgerService(options: LedgerServiceOptions): Promise
     stopConsumer,
     stop: () => {
       stopped ??= (async () => {
+        // Health says NOT_SERVING while the settlement in hand finishes.
+        server.drain();
         await stopConsumer();
         await sweeper.stop();
         await server.stop();
+        for (const stopReport of stopReporting) stopReport();
         await db.destroy();
       })();
       return stopped;

@@ -7,6 +7,7 @@ import {
   type ReleaseResponse, type TopUpRequest, type TopUpResponse, type VerifyJournalRequest, type VerifyJournalResponse,
 } from '@gateway/proto';
 import { MAX_KEY_IDS, RESERVE_PICO, usageFromColumns, type Ledger } from './ledger.js';
+import type { LedgerMetrics } from './ledger-metrics.js';
 
 /** One lease holds at most this much: a replica never sits on a large balance it cannot use soon. */
 export const MAX_LEASE_PICO = parseCredits('1000');
@@ -37,6 +38,8 @@ export interface LeaseServiceOptions {
   recall?: (accountId: string, keyId: string) => void;
   /** How long a lease returned with spent_credits stays open for its charges. Default DEFAULT_LEASE_DRAIN_MS. */
   leaseDrainMs?: number;
+  /** Counts refusals (gateway_ledger_refusals_total). */
+  metrics?: LedgerMetrics;
 }
 
 /** gRPC adapter: validates and translates; the rules live in Ledger and the admit SQL function. */
@@ -67,6 +70,7 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
             reservationExpiresAtMs: outcome.expiresAt ? BigInt(outcome.expiresAt.getTime()) : 0n,
           };
         default:
+          leaseOptions.metrics?.refused('admit', outcome.kind);
           throw refusal(outcome);
       }
     }),
@@ -111,6 +115,7 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
             recalling: false,
           };
         default:
+          leaseOptions.metrics?.refused('lease', outcome.kind);
           throw refusal(outcome);
       }
     }),

@@ -337,6 +337,15 @@ export class Ledger {
    * One call of `settle_batch` (migration 0008) whatever the batch size — one round trip, plans cached
    * by plpgsql; inside it key totals and then balances are touched last, in `admit`'s lock order.
    */
+  /** Reservations and leases open now (metrics); both counts use the `closed_at is null` partial indexes. */
+  async openHolds(): Promise<{ reservations: number; leases: number }> {
+    const result = await sql<{ reservations: bigint; leases: bigint }>`
+      select (select count(*) from reservations where closed_at is null) as reservations,
+             (select count(*) from leases where closed_at is null) as leases`.execute(this.db);
+    const row = result.rows[0];
+    return { reservations: Number(row?.reservations ?? 0n), leases: Number(row?.leases ?? 0n) };
+  }
+
   async settle(items: readonly SettlementItem[]): Promise<SettlementResult> {
     const unique = dedupeByRequest(items);
     if (unique.length === 0) return { charged: 0, duplicates: 0, reservationsClosed: 0 };
@@ -706,7 +715,9 @@ export function usageValue(usage: Usage, column: (typeof usageColumns)[number]):
 }
 
 export function usageFromColumns(values: Record<(typeof usageColumns)[number], bigint>, estimated: boolean): Usage {
-  const usage = { estimated } as Usage;
+  // cache_write_tokens is not kept: it is a part of input_tokens (and priced as input), reported per
+  // answer by the messages dialect only.
+  const usage = { estimated, cacheWriteTokens: 0 } as Usage;
   for (const column of usageColumns) {
     const value = values[column];
     (usage as unknown as Record<string, number>)[usageFieldByColumn[column]] = Number(value > UINT32_MAX ? UINT32_MAX : value);

@@ -14,7 +14,7 @@ await runBusService(
     SETTLEMENT_ACK_WAIT_MS: z.coerce.number().int().positive().default(30_000),
     SETTLEMENT_CONCURRENCY: z.coerce.number().int().min(1).max(16).default(2),
   },
-  (config, bus, logger) =>
+  (config, bus, logger, { metrics }) =>
     startLedgerService({
       listenAddress: config.GRPC_LISTEN,
       databaseUrl: config.DATABASE_URL,
@@ -24,5 +24,6 @@ await runBusService(
       reservationRetentionMs: config.RESERVATION_RETENTION_MS,
       sweepIntervalMs: config.SWEEP_INTERVAL_MS,
       consumer: { ackWaitMs: config.SETTLEMENT_ACK_WAIT_MS, concurrency: config.SETTLEMENT_CONCURRENCY },
+      metrics,
     }),
 );

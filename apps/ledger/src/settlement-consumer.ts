@@ -2,6 +2,7 @@ import { subjects, type DurableMessage, type EventBus, type Logger, type Subscri
 import { Usage, UsageEvent, UsageEventBatch, UsageOutcome } from '@gateway/proto';
 import { computeCostPicoParsed, PricingCache, PricingError } from './cost.js';
 import type { Ledger, SettlementItem } from './ledger.js';
+import type { LedgerMetrics } from './ledger-metrics.js';
 
 export const SETTLER_DURABLE = 'ledger-settler';
 export const BATCH_SETTLER_DURABLE = 'ledger-settler-batches';
@@ -42,6 +43,8 @@ export interface SettlementConsumerOptions {
   concurrency?: number;
   /** Called after each settled bus batch (bench and tests observe batch sizes). */
   onSettled?: (settled: { messages: number; events: number; charged: number }) => void;
+  /** Settled, duplicate, rejected and redelivered usage (gateway_usage_*). */
+  metrics?: LedgerMetrics;
 }
 
 const sharedPricingCache = new PricingCache();
@@ -116,19 +119,26 @@ export async function startSettlementConsumers(
   if (!Number.isInteger(maxBatch) || maxBatch < 1) throw new Error(`maxBatch must be a positive integer: ${maxBatch}`);
   if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 16) throw new Error(`concurrency must be 1..16: ${concurrency}`);
   const pricingCache = new PricingCache();
-  const handler = (decode: (data: Uint8Array) => UsageEvent[]) => async (batch: DurableMessage[]) => {
+  const metrics = options.metrics;
+  const handler = (subject: string, decode: (data: Uint8Array) => UsageEvent[]) => async (batch: DurableMessage[]) => {
+    const startedAt = performance.now();
     const { items, rejected } = prepareBatch(batch, decode, logger, pricingCache);
+    metrics?.received(subject, batch.reduce((count, message) => count + (message.redelivered ? 1 : 0), 0), rejected.length);
     if (rejected.length > 0) {
       logger.error({ rejected: rejected.map(({ msgId, requestId, reason }) => ({ msgId, requestId, reason })) }, 'usage events rejected; kept in ledger.rejected_events');
       await ledger.recordRejected(rejected);
     }
     const result = await ledger.settle(items);
+    if (metrics) {
+      const failed = items.reduce((count, item) => count + (item.served ? 0 : 1), 0);
+      metrics.settled(result, failed, (performance.now() - startedAt) / 1000);
+    }
     logger.debug({ messages: batch.length, events: items.length, ...result }, 'usage batch settled');
     options.onSettled?.({ messages: batch.length, events: items.length, charged: result.charged });
   };
   const single = await bus.consumeDurable(
     { subject: subjects.usageEvents, durable: SETTLER_DURABLE, maxBatch, lingerMs, ackWaitMs: options.ackWaitMs, concurrency },
-    handler((data) => [UsageEvent.decode(data)]),
+    handler(subjects.usageEvents, (data) => [UsageEvent.decode(data)]),
   );
   let grouped: Subscription;
   try {
@@ -138,7 +148,7 @@ export async function startSettlementConsumers(
         subject: subjects.usageBatches, durable: BATCH_SETTLER_DURABLE, maxBatch: Math.max(1, Math.floor(maxBatch / EVENTS_PER_GROUP_MESSAGE)),
         lingerMs, ackWaitMs: options.ackWaitMs, concurrency,
       },
-      handler((data) => UsageEventBatch.decode(data).events),
+      handler(subjects.usageBatches, (data) => UsageEventBatch.decode(data).events),
     );
   } catch (error) {
     await single.stop();

@@ -1,4 +1,4 @@
-import { ErrorReason, GatewayError, GrpcStatus, startGrpcServer, unary, type Logger } from '@gateway/platform';
+import { ErrorReason, GatewayError, GrpcStatus, startGrpcServer, unary, type Logger, type Registry } from '@gateway/platform';
 import { MediaServiceService, type MediaServiceServer } from '@gateway/proto';
 import { DEFAULT_PDF_LIMITS, extractPdfText, type PdfTextLimits } from './pdf-text.js';
 import { fetchUrl, type UrlFetchLimits } from './url-fetch/fetch-url.js';
@@ -19,6 +19,8 @@ export interface MediaServiceOptions {
    * read from the environment by main.ts: no deployment can turn it on.
    */
   allowLoopbackUrlsForTests?: boolean;
+  /** The process's metrics registry (the media service has no dependency to report; Node's own metrics). */
+  metrics?: Registry;
 }
 
 export interface RunningMediaService {

@@ -1,8 +1,9 @@
-import { createClient, newId, startGrpcServer, subjects, type EventBus, type Logger } from '@gateway/platform';
+import { busCheck, createClient, newId, startGrpcServer, subjects, type EventBus, type Logger, type Registry } from '@gateway/platform';
 import { CatalogServiceClient, CatalogServiceService, ProviderStats } from '@gateway/proto';
 import { CatalogCache } from './catalog/catalog-cache.js';
 import { routerService, routerServiceDefinition } from './grpc/router-service.js';
 import { ExchangeService } from './grpc/exchange.js';
+import { AttemptMetrics, ObservedUsagePublisher, observeProviderHealth } from './observability/routing-metrics.js';
 import { Router } from './routing/router.js';
 import { ProviderHealth } from './strategies/index.js';
 import { createUsagePublisher, type UsagePublisherOptions } from './usage/create-usage-publisher.js';
@@ -33,6 +34,8 @@ export interface RoutingServiceOptions {
   statsIntervalMs?: number;
   /** Usage publishing: group commit (default) or one message per event, and the durable outbox directory. */
   usage?: Omit<UsagePublisherOptions, 'bus' | 'logger'>;
+  /** The process's metrics registry (provider attempts and health, usage publishing and outbox, dependency health). */
+  metrics?: Registry;
 }
 
 export interface RunningRoutingService {
@@ -59,13 +62,15 @@ export async function startRoutingService(options: RoutingServiceOptions): Promi
   }
   let usage: UsagePublisher;
   try {
-    usage = await createUsagePublisher({ ...options.usage, bus: options.bus, logger });
+    const created = await createUsagePublisher({ ...options.usage, bus: options.bus, logger });
+    usage = options.metrics ? new ObservedUsagePublisher(created, options.metrics) : created;
   } catch (error) {
     catalogClient.close();
     await catalog.stop();
     throw error;
   }
   const health = new ProviderHealth();
+  const stopHealthReport = options.metrics ? observeProviderHealth(options.metrics, health) : () => undefined;
   // Replicas share provider health so every one routes on the same picture (DESIGN §2).
   const replicaId = newId('routing', 6);
   const statsSubscription = options.bus.subscribe(subjects.providerStats, (data) => {
@@ -85,16 +90,21 @@ export async function startRoutingService(options: RoutingServiceOptions): Promi
     logger,
     attemptTimeoutMs: options.attemptTimeoutMs ?? 120_000,
     maxAttempts: options.maxAttempts ?? 3,
+    ...(options.metrics ? { attempts: new AttemptMetrics(options.metrics) } : {}),
   });
   const exchanges = new ExchangeService(router, logger);
   const server = await startGrpcServer({
     address: options.listenAddress,
     services: [{ definition: routerServiceDefinition, implementation: routerService(router, logger, exchanges), name: 'gateway.v1.RouterService' }],
     logger,
+    dependencies: [busCheck(options.bus)],
+    ...(options.metrics ? { metrics: options.metrics } : {}),
   });
   return {
     address: server.address,
     stop: async () => {
+      // Health says NOT_SERVING from the start of the drain: the edges' readiness and balancers see it.
+      server.drain();
       clearInterval(statsTimer);
       await statsSubscription.stop();
       // Edges move new exchanges to another replica and end their call here once its exchanges answered.
@@ -103,6 +113,7 @@ export async function startRoutingService(options: RoutingServiceOptions): Promi
       await usage.stop();
       await catalog.stop();
       catalogClient.close();
+      stopHealthReport();
     },
   };
 }

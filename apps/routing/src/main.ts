@@ -14,7 +14,7 @@ await runBusService(
     // listen port under .data/usage-outbox/; "none" disables the durable outbox.
     USAGE_OUTBOX_DIR: z.string().optional(),
   },
-  (config, bus, logger) => {
+  (config, bus, logger, { metrics }) => {
     const outboxDirectory =
       config.USAGE_OUTBOX_DIR ?? join('.data', 'usage-outbox', `routing-${config.GRPC_LISTEN.replace(/[^A-Za-z0-9.-]+/g, '_')}`);
     return startRoutingService({
@@ -23,6 +23,7 @@ await runBusService(
       bus,
       logger,
       usage: { publisher: config.USAGE_PUBLISHER, ...(outboxDirectory === 'none' ? {} : { outboxDirectory }) },
+      metrics,
     });
   },
 );

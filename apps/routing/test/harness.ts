@@ -62,7 +62,7 @@ export function chatRequest(modelId: string, text: string, extra: Partial<ChatRe
   return {
     context: { requestId: `req_${uniqueName('t')}_${++counter}`, accountId: 'acc_test', keyId: 'key_test' },
     modelId, routingStrategy: 'reliability', endpoint: 'chat.completions',
-    messages: [{ role: 'user', content: [{ part: { $case: 'text', value: text } }], toolCalls: [], toolCallId: '', reasoning: [] }],
+    messages: [{ role: 'user', content: [{ part: { $case: 'text', value: text } }], toolCalls: [], toolCallId: '', reasoning: [], isError: false }],
     tools: [], stop: [], includeUsage: true, timeoutMs: 0, ...extra,
   };
 }

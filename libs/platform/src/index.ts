@@ -12,3 +12,6 @@ export * from './tiers.js';
 export * from './cancellation.js';
 export * from './segment-log.js';
 export * from './runtime-addresses.js';
+export * from './health.js';
+export * from './metrics/index.js';
+export * from './pricing-fields.js';

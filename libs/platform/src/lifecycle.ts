@@ -1,8 +1,10 @@
 import { z } from 'zod';
 import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
 import { commonEnv, ConfigError, loadConfig, natsUrl } from './config.js';
 import { createLogger } from './logger.js';
 import { NatsEventBus, type EventBus } from './bus/index.js';
+import { startProcessMetrics } from './metrics/metrics-server.js';
 
 export interface Stoppable {
   stop(): Promise<void>;
@@ -58,9 +60,16 @@ export const busEnv = {
   NATS_NAMESPACE: z.string().optional().transform((value) => value || undefined),
 };
 
+/** What runBusService hands a service besides its config, bus and logger. */
+export interface ServiceRuntime {
+  /** The process's metrics registry (served on METRICS_PORT when set). */
+  metrics: Registry;
+}
+
 /**
  * The whole main.ts of a NATS-connected service: reads its env (commonEnv + busEnv + its own shape),
- * connects the bus, starts the service, and stops both in order — or closes the bus when start fails.
+ * connects the bus, starts the metrics server (METRICS_PORT) and the service, and stops them in
+ * order — or closes what was opened when start fails.
  */
 export function runBusService<Shape extends z.ZodRawShape>(
   name: string,
@@ -69,6 +78,7 @@ export function runBusService<Shape extends z.ZodRawShape>(
     config: z.infer<z.ZodObject<typeof commonEnv & typeof busEnv & Shape>>,
     bus: EventBus,
     logger: Logger,
+    runtime: ServiceRuntime,
   ) => Promise<Stoppable>,
 ): Promise<void> {
   const logger = createLogger(name);
@@ -77,17 +87,22 @@ export function runBusService<Shape extends z.ZodRawShape>(
     // The shared part, read again with its concrete types (the generic one above is for the caller).
     const shared = loadConfig({ ...commonEnv, ...busEnv });
     logger.level = shared.LOG_LEVEL;
-    const bus = await NatsEventBus.connect(shared.NATS_URL, logger, { name, namespace: shared.NATS_NAMESPACE });
+    const metrics = await startProcessMetrics(logger);
+    let bus: EventBus | undefined;
     try {
-      const service = await start(config, bus, logger);
+      bus = await NatsEventBus.connect(shared.NATS_URL, logger, { name, namespace: shared.NATS_NAMESPACE });
+      const service = await start(config, bus, logger, { metrics: metrics.registry });
+      const connected = bus;
       return {
         stop: async () => {
           await service.stop();
-          await bus.close();
+          await connected.close();
+          await metrics.stop();
         },
       };
     } catch (error) {
-      await bus.close().catch(() => undefined);
+      await bus?.close().catch(() => undefined);
+      await metrics.stop().catch(() => undefined);
       throw error;
     }
   });

@@ -1,10 +1,51 @@
-import { pino, type Logger } from 'pino';
+import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 
 export type { Logger } from 'pino';
 
-/** Structured JSON logs; child loggers carry `request_id` so one request can be followed across services. */
-export function createLogger(service: string, level: string = process.env.LOG_LEVEL ?? 'info'): Logger {
-  return pino({ name: service, level, base: { service }, timestamp: pino.stdTimeFunctions.isoTime });
+/**
+ * Credentials never reach a log line, whatever object a caller passes: these paths are replaced
+ * before the line is written (belt and braces: no code logs headers or keys on purpose).
+ */
+const REDACTED_PATHS = [
+  'authorization', '*.authorization', 'headers.authorization', '*.headers.authorization',
+  'x-api-key', '*["x-api-key"]', '*.headers["x-api-key"]',
+  'apiKey', '*.apiKey', 'api_key', '*.api_key',
+  'provisioningKey', '*.provisioningKey', 'provisioning_key', '*.provisioning_key',
+  'key', 'secret', '*.secret', 'password', '*.password',
+];
+
+function loggerOptions(service: string, level: string): LoggerOptions {
+  return {
+    name: service,
+    level,
+    base: { service },
+    timestamp: pino.stdTimeFunctions.isoTime,
+    redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+  };
+}
+
+/**
+ * Structured JSON logs; child loggers carry `request_id` so one request can be followed across
+ * services. `destination`: where lines go (default stdout); tests capture them with a stream.
+ */
+export function createLogger(service: string, level: string = process.env.LOG_LEVEL ?? 'info', destination?: DestinationStream): Logger {
+  const options = loggerOptions(service, level);
+  return destination ? pino(options, destination) : pino(options);
+}
+
+/**
+ * The logger of one service of a process that runs several (npm start, tests): its lines name that
+ * service once. A pino child would append a second `service` key after the parent's, and a line
+ * with a repeated key means different things to different log parsers; so this is a sibling of the
+ * parent, on the parent's destination and level, with the parent's other bindings.
+ */
+export function serviceLogger(parent: Logger, service: string): Logger {
+  const bindings = parent.bindings();
+  if (!('service' in bindings) && !('name' in bindings)) return parent.child({ service });
+  const { service: _service, name: _name, ...rest } = bindings;
+  const stream = (parent as unknown as Record<symbol, DestinationStream>)[pino.symbols.streamSym];
+  const sibling = pino(loggerOptions(service, parent.level), stream);
+  return Object.keys(rest).length > 0 ? sibling.child(rest) : sibling;
 }
 
 export function requestLogger(logger: Logger, requestId: string): Logger {

@@ -8,3 +8,4 @@ export * from './gen/gateway/v1/media.js';
 export * from './gen/gateway/v1/events.js';
 export { protobufPackage, protobufFileName, type MessageFns, type DeepPartial } from './gen/gateway/v1/common.js';
 export { idempotencyLevels, type IdempotencyLevel } from './gen/idempotency.js';
+export { FILE_DESCRIPTOR_SET_BASE64 } from './gen/descriptor-set.js';

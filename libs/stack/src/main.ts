@@ -12,6 +12,7 @@ import {
   NatsEventBus,
   removeRuntimeAddresses,
   runMain,
+  startProcessMetrics,
   startTelemetry,
   writeRuntimeAddresses,
   type EventBus,
@@ -38,6 +39,7 @@ const env = loadConfig({
   EDGE_ADMISSION: z.enum(['ledger', 'leased']).default('leased'),
   /** Edge to routing: 'exchange' (default, one multiplexed Router.Exchange call) or 'calls' (a call per request). */
   EDGE_ROUTER_TRANSPORT: z.enum(['exchange', 'calls']).default('exchange'),
+  GATEWAY_REASONING_TAG_KEY: z.string().min(16).optional(),
 });
 
 const logger = createLogger('gateway', env.LOG_LEVEL);
@@ -50,6 +52,14 @@ function keyHashSecret(dataDir: string): string {
   return readFileSync(file, 'utf8').trim();
 }
 
+/** The reasoning tag key of the embedded default: kept in the data dir, so tags outlive a restart. */
+function reasoningTagKey(dataDir: string): string {
+  if (env.GATEWAY_REASONING_TAG_KEY) return env.GATEWAY_REASONING_TAG_KEY;
+  const file = join(dataDir, 'reasoning-tag-key');
+  if (!existsSync(file)) writeFileSync(file, randomBytes(32).toString('hex'), { mode: 0o600 });
+  return readFileSync(file, 'utf8').trim();
+}
+
 await runMain('gateway', logger, async () => {
   const dataDir = resolve(env.GATEWAY_DATA_DIR);
   mkdirSync(dataDir, { recursive: true });
@@ -57,6 +67,8 @@ await runMain('gateway', logger, async () => {
   const stopTelemetry = await startTelemetry('gateway', logger);
   let embedded: RunningEmbeddedPostgres | undefined;
   let bus: EventBus | undefined;
+  // One registry for every service of this process, on METRICS_PORT when set (on HOST unless METRICS_HOST says otherwise).
+  const metrics = await startProcessMetrics(logger, { ...process.env, METRICS_HOST: process.env.METRICS_HOST || env.HOST });
   try {
     if (!existsSync(env.GATEWAY_CONFIG)) throw new Error(`GATEWAY_CONFIG: no such file ${env.GATEWAY_CONFIG}`);
     embedded = env.DATABASE_URL ? undefined : await startEmbeddedPostgres(dataDir, logger);
@@ -73,9 +85,10 @@ await runMain('gateway', logger, async () => {
       keyHashSecret: keyHashSecret(dataDir),
       port: env.PORT,
       host: env.HOST,
+      metrics: metrics.registry,
       // Usage of streams already answered survives a crash here and is republished on the next start.
       routing: { usageOutboxDirectory: join(dataDir, 'usage-outbox') },
-      edge: { admission: env.EDGE_ADMISSION, routerTransport: env.EDGE_ROUTER_TRANSPORT },
+      edge: { admission: env.EDGE_ADMISSION, routerTransport: env.EDGE_ROUTER_TRANSPORT, reasoningTagKey: reasoningTagKey(dataDir) },
       ledger: {
         // The embedded Postgres is this process's alone (the data dir lock), so any open lease is a
         // previous run's: one a crash, or a stop cut short, left unreturned.
@@ -97,6 +110,7 @@ await runMain('gateway', logger, async () => {
       `  Postgres:          ${env.DATABASE_URL ? 'DATABASE_URL' : `embedded (${join(dataDir, 'postgres')})`}`,
       `  Event bus:         ${env.NATS_URL ? `NATS ${env.NATS_URL}` : 'in-process (single-process mode)'}`,
       `  Catalog:           ${env.GATEWAY_CONFIG}`,
+      `  Metrics:           ${metrics.server ? metrics.server.url : 'off (set METRICS_PORT to serve /metrics)'}`,
       `  Dev account:       ${keys.account_id}${created ? ' (created, 10 credits)' : ' (reused)'}`,
       `  Provisioning key:  ${keys.provisioning_key}`,
       `  API key:           ${keys.api_key}`,
@@ -116,12 +130,14 @@ await runMain('gateway', logger, async () => {
         await stack.stop();
         await ownBus.close();
         await ownPostgres?.stop();
+        await metrics.stop();
         await stopTelemetry();
       },
     };
   } catch (error) {
     await bus?.close().catch(() => undefined);
     await embedded?.stop().catch(() => undefined);
+    await metrics.stop().catch(() => undefined);
     throw error;
   }
 });

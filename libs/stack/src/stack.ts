@@ -1,10 +1,10 @@
 import { startAuthService } from '@gateway/auth';
 import { startCatalogService } from '@gateway/catalog';
-import { startEdge } from '@gateway/edge';
+import { startEdge, type EdgeOptions } from '@gateway/edge';
 import { startLedgerService, type LedgerServiceOptions } from '@gateway/ledger';
 import { startMediaService } from '@gateway/media';
 import { startRoutingService } from '@gateway/routing';
-import type { EventBus, Logger } from '@gateway/platform';
+import { serviceLogger, type EventBus, type Logger, type Registry } from '@gateway/platform';
 
 /**
  * The composition root: every service in one process, each still behind its own gRPC server on
@@ -31,7 +31,16 @@ export interface StackOptions {
   /** Media knobs; `allowLoopbackUrlsForTests` lets URL fetches reach a test's loopback file server. */
   media?: { allowLoopbackUrlsForTests?: boolean };
   /** Edge knobs: `admission` 'leased' (the default) admits against leased budgets (DESIGN §2), 'ledger' with one Ledger.Admit per request. */
-  edge?: { admission?: 'ledger' | 'leased'; routerTransport?: 'exchange' | 'calls' };
+  edge?: {
+    admission?: 'ledger' | 'leased';
+    routerTransport?: 'exchange' | 'calls';
+    reasoningTagKey?: string;
+    streamPingIntervalMs?: number;
+    overload?: EdgeOptions['overload'];
+    drainTimeoutMs?: number;
+  };
+  /** One registry for every service of the process (npm start serves it on METRICS_PORT). */
+  metrics?: Registry;
 }
 
 export interface RunningStack {
@@ -44,14 +53,16 @@ export interface RunningStack {
 export async function startStack(options: StackOptions): Promise<RunningStack> {
   const grpcHost = options.grpcHost ?? '127.0.0.1';
   const listenAddress = `${grpcHost}:0`;
-  const child = (service: string) => options.logger.child({ service });
+  // Each service's lines name it once (a pino child would repeat the parent's `service` key).
+  const child = (service: string) => serviceLogger(options.logger, service);
+  const metrics = options.metrics ? { metrics: options.metrics } : {};
   const started: { stop(): Promise<void> }[] = [];
   try {
     const [auth, catalog, ledger, media] = await Promise.all([
-      startAuthService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('auth'), keyHashSecret: options.keyHashSecret }),
-      startCatalogService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('catalog'), configPath: options.configPath }),
-      startLedgerService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('ledger'), ...options.ledger }),
-      startMediaService({ listenAddress, logger: child('media'), ...options.media }),
+      startAuthService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('auth'), keyHashSecret: options.keyHashSecret, ...metrics }),
+      startCatalogService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('catalog'), configPath: options.configPath, ...metrics }),
+      startLedgerService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('ledger'), ...options.ledger, ...metrics }),
+      startMediaService({ listenAddress, logger: child('media'), ...options.media, ...metrics }),
     ]);
     started.push(auth, catalog, ledger, media);
     const routing = await startRoutingService({
@@ -63,6 +74,7 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
       attemptTimeoutMs: options.routing?.attemptTimeoutMs,
       maxAttempts: options.routing?.maxAttempts,
       usage: options.routing?.usageOutboxDirectory ? { outboxDirectory: options.routing.usageOutboxDirectory } : undefined,
+      ...metrics,
     });
     started.push(routing);
     const edge = await startEdge({
@@ -77,6 +89,11 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
       logger: child('edge'),
       ...(options.edge?.admission ? { admission: options.edge.admission } : {}),
       ...(options.edge?.routerTransport ? { routerTransport: options.edge.routerTransport } : {}),
+      ...(options.edge?.reasoningTagKey ? { reasoningTagKey: options.edge.reasoningTagKey } : {}),
+      ...(options.edge?.streamPingIntervalMs ? { streamPingIntervalMs: options.edge.streamPingIntervalMs } : {}),
+      ...(options.edge?.overload ? { overload: options.edge.overload } : {}),
+      ...(options.edge?.drainTimeoutMs !== undefined ? { drainTimeoutMs: options.edge.drainTimeoutMs } : {}),
+      ...metrics,
     });
     started.push(edge);
     let stopping: Promise<void> | undefined;

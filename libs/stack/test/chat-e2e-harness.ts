@@ -29,6 +29,7 @@ export interface ChatHarnessOptions {
   providerSecrets?: Record<string, string>;
   routing?: StackOptions['routing'];
   media?: StackOptions['media'];
+  edge?: StackOptions['edge'];
   credits?: string;
 }
 
@@ -38,6 +39,7 @@ export async function startChatHarness(options: ChatHarnessOptions): Promise<Cha
     providerSecrets: options.providerSecrets ?? {},
     ...(options.routing ? { routing: options.routing } : {}),
     ...(options.media ? { media: options.media } : {}),
+    ...(options.edge ? { edge: options.edge } : {}),
   });
   const stack = base.stack;
   let ledger: ReturnType<typeof createClient<LedgerServiceClient>> | undefined;

@@ -63,6 +63,11 @@ const optionalApiKey = (kind: CredentialKind) => (kind === 'none' || VALID_API_K
 const account = (own: Expected, other: Expected = own) => (kind: CredentialKind) =>
   kind === OWN_PROVISIONING ? own : kind === OTHER_PROVISIONING ? other : invalidProvisioningKey;
 
+/** The messages dialect: the same cells, its envelope typing the refusal by status (spec §7). */
+const messagesInference = (success: Expected) => (kind: CredentialKind) =>
+  VALID_API_KEYS.has(kind) ? success : { status: 401, type: 'authentication_error' };
+const messagesBody = { model: 'chat-small', max_tokens: 16, messages: [{ role: 'user', content: 'Say hello.' }] };
+
 const routes: RouteGroup[] = [
   {
     name: 'POST /v1/chat/completions',
@@ -74,6 +79,23 @@ const routes: RouteGroup[] = [
     name: 'POST /v1/chat/completions (bad body)',
     call: (harness, credential) => harness.call('POST', '/v1/chat/completions', { ...credential, body: { model: 5, messages: 'no' } }),
     expected: inference(badRequest),
+  },
+  {
+    name: 'POST /v1/messages',
+    call: (harness, credential) => harness.call('POST', '/v1/messages', { ...credential, body: messagesBody }),
+    expected: messagesInference(ok()),
+    check: (answer) => expect(answer.body.type).toBe('message'),
+  },
+  {
+    name: 'POST /v1/messages (bad body)',
+    call: (harness, credential) => harness.call('POST', '/v1/messages', { ...credential, body: { model: 'chat-small', messages: [] } }),
+    expected: messagesInference(badRequest),
+  },
+  {
+    name: 'POST /v1/messages/count_tokens',
+    call: (harness, credential) => harness.call('POST', '/v1/messages/count_tokens', { ...credential, body: { model: 'chat-small', messages: messagesBody.messages } }),
+    expected: messagesInference(ok()),
+    check: (answer) => expect(answer.body.input_tokens).toBeGreaterThan(0),
   },
   {
     name: 'GET /v1/models',

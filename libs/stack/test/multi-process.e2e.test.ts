@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { runGatewayctl } from '@gateway/gatewayctl';
-import { createTestBus, createTestDatabase, eventually, type TestBus, type TestDatabase } from '@gateway/testing';
+import { createTestBus, createTestDatabase, eventually, labelValues, parsePrometheusText, sampleSum, type TestBus, type TestDatabase } from '@gateway/testing';
 import { startProcessStack, type ProcessStack } from './process-stack.js';
 
 // Each server app as its own OS process (`node apps/<name>/dist/main.js`, configured by env only),
@@ -47,6 +47,17 @@ describe('every service as its own process', () => {
       expect(balance).not.toBe('1');
       expect(Number(balance)).toBeLessThan(1);
     }, 10_000);
+
+    // Every process serves its own /metrics (METRICS_PORT), each with its own part of the request.
+    const scrape = async (app: keyof ProcessStack['metricsUrls']) => parsePrometheusText(await (await fetch(stack.metricsUrls[app])).text());
+    const edge = await scrape('edge');
+    expect(sampleSum(edge, 'gateway_http_requests_total', { route: '/v1/chat/completions', method: 'POST', status: '200' })).toBe(1);
+    expect(sampleSum(edge, 'gateway_upstream_attempts_total')).toBe(0);
+    expect(sampleSum(await scrape('routing'), 'gateway_upstream_attempts_total', { outcome: 'success' })).toBe(1);
+    await eventually(async () => expect(sampleSum(await scrape('ledger'), 'gateway_usage_events_settled_total', { outcome: 'served' })).toBe(1), 10_000);
+    expect(labelValues(await scrape('auth'), 'gateway_db_pool_connections', 'pool')).toEqual(['auth']);
+    expect(labelValues(await scrape('catalog'), 'gateway_db_pool_connections', 'pool')).toEqual(['catalog']);
+    expect((await scrape('media')).some((sample) => sample.name === 'nodejs_eventloop_lag_seconds')).toBe(true);
   });
 
   it('stops every process cleanly on SIGTERM', async () => {

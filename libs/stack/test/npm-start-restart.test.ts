@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import pg from 'pg';
 import { runGatewayctl } from '@gateway/gatewayctl';
-import { eventually } from '@gateway/testing';
+import { eventually, labelValues, parsePrometheusText, sampleSum } from '@gateway/testing';
 import { embeddedPostgresBinaries, freePort } from '../src/embedded-postgres.js';
 import { liveProcess, signalProcess, waitForExit } from '../src/process-identity.js';
 
@@ -110,11 +110,19 @@ describe('npm start: crash recovery, one gateway per data dir, start failures, g
     rmSync(root, { recursive: true, force: true });
   }, 60_000);
 
-  it('first start: answers a chat request; the superuser password is generated, 0600, never printed', async () => {
-    const gateway = start();
+  it('first start: answers a chat request; the superuser password is generated, 0600, never printed; one /metrics for every service', async () => {
+    const metricsPort = await freePort();
+    const gateway = start({ METRICS_PORT: String(metricsPort) });
     const url = await listening(gateway);
     apiKey = /API key:\s+(\S+)/.exec(gateway.output())![1]!;
     expect(await chat(url)).toBeTruthy();
+    // Every service of the process on one registry, served where the banner says.
+    const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
+    expect(gateway.output()).toContain(`Metrics:           ${metricsUrl}`);
+    const samples = parsePrometheusText(await (await fetch(metricsUrl)).text());
+    expect(sampleSum(samples, 'gateway_http_requests_total', { route: '/v1/chat/completions', status: '200' })).toBe(1);
+    expect(sampleSum(samples, 'gateway_upstream_attempts_total', { outcome: 'success' })).toBe(1);
+    expect(labelValues(samples, 'gateway_db_pool_connections', 'pool')).toEqual(['auth', 'catalog', 'ledger']);
 
     const password = readFileSync(passwordFile, 'utf8').trim();
     expect(password).toMatch(/^[0-9a-f]{48}$/);

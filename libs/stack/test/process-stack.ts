@@ -30,6 +30,8 @@ export function healthStatus(address: string): Promise<string> {
 export interface ProcessStack {
   addresses: Record<ServiceApp, string>;
   edgeUrl: string;
+  /** Each process's own metrics endpoint (METRICS_PORT). */
+  metricsUrls: Record<ServiceApp | 'edge', string>;
   /** Every process started, in order (a restarted service appears twice). */
   processes: ChildProcess[];
   /** The latest process of each app. */
@@ -56,6 +58,8 @@ export async function startProcessStack(
   const addresses = {} as Record<ServiceApp, string>;
   for (const app of ['auth', 'catalog', 'ledger', 'routing', 'media'] as const) addresses[app] = `127.0.0.1:${await freePort()}`;
   const edgePort = await freePort();
+  const metricsPorts = {} as Record<ServiceApp | 'edge', number>;
+  for (const app of ['auth', 'catalog', 'ledger', 'routing', 'media', 'edge'] as const) metricsPorts[app] = await freePort();
   const processes: ChildProcess[] = [];
   const running = new Map<ServiceApp | 'edge', ChildProcess>();
   const logs: string[] = [];
@@ -75,6 +79,7 @@ export async function startProcessStack(
       cwd: repositoryRoot,
       env: {
         PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', DATABASE_URL: database.url, NATS_URL: natsUrl, NATS_NAMESPACE: testBus.namespace,
+        METRICS_PORT: String(metricsPorts[app]), METRICS_HOST: '127.0.0.1',
         ...baseEnv[app], ...env[app], ...extra,
       },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -111,5 +116,6 @@ export async function startProcessStack(
     await stop();
     throw error;
   }
-  return { addresses, edgeUrl, processes, running, logs, launch, untilServing, stop };
+  const metricsUrls = Object.fromEntries(Object.entries(metricsPorts).map(([app, port]) => [app, `http://127.0.0.1:${port}/metrics`])) as ProcessStack['metricsUrls'];
+  return { addresses, edgeUrl, metricsUrls, processes, running, logs, launch, untilServing, stop };
 }

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { runGatewayctl } from '@gateway/gatewayctl';
 import { createTestDatabase, startFakeUpstream, type FakeUpstream, type TestDatabase } from '@gateway/testing';
-import { freePort, type DevKeys } from '../src/index.js';
+import type { DevKeys } from '../src/index.js';
 import { testAdmission } from './admission-mode.js';
 import {
   CRASH_MODEL, UPSTREAM_KEY_ENV, crashCatalog, crashUpstreamScript, expectChargedOnce, followStream, untilKillPoint, type StreamKind,
@@ -63,14 +63,15 @@ describe.each(['external', 'embedded'] as const)('npm start killed with streams 
 
   /** `npm start`'s entry point on the test's database and data directory; resolves once it printed its banner. */
   async function startGateway(): Promise<RunningGateway> {
-    const port = await freePort();
+    // PORT=0: the gateway binds a port of its own choosing and prints it. A port picked here and bound later can be
+    // taken in between (the restarted gateway's own outbound connections use ephemeral ports too), which once failed CI.
     const child = spawn(process.execPath, ['libs/stack/dist/main.js'], {
       cwd: repositoryRoot,
       // NATS_URL deliberately absent: the in-process bus.
       env: {
         PATH: process.env.PATH ?? '', GATEWAY_DATA_DIR: join(dataDirectory, 'data'), GATEWAY_CONFIG: configPath,
         ...(postgres === 'external' ? { DATABASE_URL: database.url } : {}),
-        PORT: String(port), LOG_LEVEL: 'warn', EDGE_ADMISSION: testAdmission, [UPSTREAM_KEY_ENV]: 'crash-test-key',
+        PORT: '0', LOG_LEVEL: 'warn', EDGE_ADMISSION: testAdmission, [UPSTREAM_KEY_ENV]: 'crash-test-key',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -4,3 +4,5 @@ export * from './fake-anthropic-upstream.js';
 export * from './minimal-pdf.js';
 export * from './hidden-class.js';
 export * from './crash-copy.js';
+export * from './grpc-reflection.js';
+export * from './prometheus-text.js';

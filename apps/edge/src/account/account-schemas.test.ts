@@ -123,7 +123,7 @@ describe('activity entries', () => {
     const usage = (input: number, output: number) => ({
       inputTokens: input, cachedInputTokens: 1, outputTokens: output, reasoningTokens: 2, inputAudioTokens: 0, outputAudioTokens: 0,
       inputAudioMs: 0, outputAudioMs: 0, outputTextTokens: 0, inputTextCharacters: 0, outputTextCharacters: 0, outputImageTokens: 0,
-      inputImageTokens: 0, inputTextTokens: 0, estimated: false,
+      inputImageTokens: 0, inputTextTokens: 0, estimated: false, cacheWriteTokens: 0,
     });
     const entries = activityEntries([
       { date: '2026-01-01', modelId: 'b', keyId: 'k1', requests: 1, usage: usage(10, 20), credits: '0.1' },

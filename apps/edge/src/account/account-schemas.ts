@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { MoneyFormatError, parseCredits, formatCredits } from '@gateway/platform';
 import { echoed } from '../echoed-value.js';
 import { edgeErrors, type EdgeError } from '../errors.js';
-import { ROUTING_STRATEGIES } from '../chat/schema.js';
+import { ROUTING_STRATEGIES } from '../inference/strategy.js';
 
 /*
  * Bodies and queries of the account routes (spec §4.15, §4.16). Every failure is a 400 whose

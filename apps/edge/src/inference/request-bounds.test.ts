@@ -86,6 +86,9 @@ describe('checkContextWindow', () => {
     const request = chat('hello '.repeat(700), { maxOutputTokens: 500 });
     const error = await refusal(checkContextWindow(model({ contextWindow: 1_000 }), request, measurePrompt(request)));
     expect(error).toMatchObject({ status: 400, code: 'context_length_exceeded', param: 'body.max_completion_tokens' });
+    // Another dialect's name for the bound (messages: max_tokens) is the one named.
+    const messagesError = await refusal(checkContextWindow(model({ contextWindow: 1_000 }), request, measurePrompt(request), 'max_tokens'));
+    expect(messagesError).toMatchObject({ param: 'body.max_tokens', message: expect.stringContaining('Lower max_tokens to at most') });
   });
 });
 

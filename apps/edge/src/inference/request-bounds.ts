@@ -105,7 +105,7 @@ export function contextLengthExceeded(message: string, param: string): EdgeError
  * 400 when the prompt (and the output the request asks room for) cannot fit the model's context window.
  * A model without a window (0) accepts anything. Resolves without tokenizing when the byte bound fits.
  */
-export async function checkContextWindow(model: CatalogModel, chat: ChatRequest, measure: PromptMeasure): Promise<void> {
+export async function checkContextWindow(model: CatalogModel, chat: ChatRequest, measure: PromptMeasure, outputField = 'max_completion_tokens'): Promise<void> {
   const window = model.model.contextWindow;
   if (window === 0) return;
   const requestedOutput = chat.maxOutputTokens ?? 0;
@@ -119,8 +119,8 @@ export async function checkContextWindow(model: CatalogModel, chat: ChatRequest,
   }
   if (promptTokens + requestedOutput > window) {
     throw contextLengthExceeded(
-      `This model's context window is ${window} tokens; the prompt has ${promptTokens} tokens and max_completion_tokens asks for ${requestedOutput} more. Lower max_completion_tokens to at most ${window - promptTokens}.`,
-      'body.max_completion_tokens',
+      `This model's context window is ${window} tokens; the prompt has ${promptTokens} tokens and ${outputField} asks for ${requestedOutput} more. Lower ${outputField} to at most ${window - promptTokens}.`,
+      `body.${outputField}`,
     );
   }
 }
@@ -153,6 +153,15 @@ async function countPromptTokens(chat: ChatRequest, measure: PromptMeasure, stop
     }
   }
   return total;
+}
+
+/**
+ * The prompt's tokens as the gateway counts them (messages `count_tokens`): the tokenizer over every
+ * text a provider reads, with the same per-message overhead and the same bounds for images, audio and
+ * inline files as the context-window check. Files still to be fetched count nothing.
+ */
+export function countRequestTokens(chat: ChatRequest): Promise<number> {
+  return countPromptTokens(chat, measurePrompt(chat), Number.POSITIVE_INFINITY);
 }
 
 /** A model's unit prices summed per direction, in pico-credits; cached per Pricing object (one per catalog version). */
@@ -236,7 +245,7 @@ export function costBound(model: CatalogModel, chat: ChatRequest, measure: Promp
  * Added to a 402 when the request held more than the flat 0.05: says what the hold was made of, so a
  * client can lower max_completion_tokens and succeed.
  */
-export function worstCaseHint(bound: CostBound): string {
+export function worstCaseHint(bound: CostBound, outputField = 'max_completion_tokens'): string {
   return ` This request may cost up to ${formatCredits(bound.holdPico)} credits (its prompt and up to ${bound.outputTokens} output tokens), ` +
-    'and that much must be available when it starts: lower max_completion_tokens to need less.';
+    `and that much must be available when it starts: lower ${outputField} to need less.`;
 }

@@ -14,7 +14,11 @@ export interface ProviderAdapterV1 {
   chat(request: AdapterChatRequest, signal: AttemptSignal): Promise<AdapterChatResult>;
   /** Deltas as the provider sends them, then at most one usage part. Ends normally only on a complete stream. */
   chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart>;
-  embed(request: AdapterEmbedRequest, signal: AttemptSignal): Promise<AdapterEmbedResult>;
+  /**
+   * Capabilities beyond chat are optional (DESIGN §6): a provider without them is not a candidate for
+   * their endpoints, whatever offers the catalog lists.
+   */
+  embed?(request: AdapterEmbedRequest, signal: AttemptSignal): Promise<AdapterEmbedResult>;
   /** Releases connections (catalog change, shutdown). */
   close(): Promise<void>;
 }
@@ -36,6 +40,11 @@ export interface AdapterChatRequest {
   upstreamModel: string;
   /** Canonical request with unsupported parameters already removed. */
   chat: ChatRequest;
+  /**
+   * The catalog model's max_output_tokens, for providers that require an output bound when the request
+   * sets none (admission already reserved for this many).
+   */
+  modelMaxOutputTokens?: number | undefined;
 }
 
 export interface AdapterChatResult {

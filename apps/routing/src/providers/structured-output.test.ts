@@ -9,7 +9,7 @@ import { InstructedStructuredOutput, JSON_OBJECT_INSTRUCTION, structuredOutputVi
 function chat(text: string, responseFormat?: ResponseFormat): ChatRequest {
   return {
     context: undefined, modelId: 'm', routingStrategy: '', endpoint: 'chat.completions', tools: [], stop: [], includeUsage: false, timeoutMs: 0,
-    messages: [{ role: 'user', content: [{ part: { $case: 'text', value: text } }], toolCalls: [], toolCallId: '', reasoning: [] }],
+    messages: [{ role: 'user', content: [{ part: { $case: 'text', value: text } }], toolCalls: [], toolCallId: '', reasoning: [], isError: false }],
     ...(responseFormat ? { responseFormat } : {}),
   };
 }
@@ -26,14 +26,14 @@ class FixedAdapter implements ProviderAdapterV1 {
   constructor(private readonly answer: string, private readonly finishReason = 'stop') {}
   async chat(request: AdapterChatRequest) {
     this.seen.push(request);
-    return { choices: [{ index: 0, finishReason: this.finishReason, message: { content: this.answer, toolCalls: [], reasoning: [], images: [] } }], usage: undefined };
+    return { choices: [{ index: 0, finishReason: this.finishReason, stopSequence: '', message: { content: this.answer, toolCalls: [], reasoning: [], images: [] } }], usage: undefined };
   }
   async *chatStream(request: AdapterChatRequest): AsyncIterable<AdapterStreamPart> {
     this.seen.push(request);
     for (const piece of [this.answer.slice(0, 3), this.answer.slice(3)]) {
-      yield { type: 'delta', delta: { choiceIndex: 0, content: piece, toolCalls: [], reasoning: '', reasoningSignature: '', finishReason: '', images: [] } };
+      yield { type: 'delta', delta: { choiceIndex: 0, content: piece, toolCalls: [], reasoning: '', reasoningSignature: '', finishReason: '', images: [], reasoningEncrypted: '', stopSequence: '' } };
     }
-    yield { type: 'delta', delta: { choiceIndex: 0, content: '', toolCalls: [], reasoning: '', reasoningSignature: '', finishReason: this.finishReason, images: [] } };
+    yield { type: 'delta', delta: { choiceIndex: 0, content: '', toolCalls: [], reasoning: '', reasoningSignature: '', finishReason: this.finishReason, images: [], reasoningEncrypted: '', stopSequence: '' } };
   }
   async embed(): Promise<never> { throw new Error('no'); }
   async close() {}

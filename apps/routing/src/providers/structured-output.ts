@@ -49,7 +49,7 @@ export function structuredOutputInstruction(format: ResponseFormat | undefined, 
 /** Messages with a system instruction in front (the caller's own system message, if any, follows it). */
 export function withInstruction(messages: readonly ChatMessage[], instruction: string | undefined): ChatMessage[] {
   if (instruction === undefined) return [...messages];
-  return [{ role: 'system', content: [{ part: { $case: 'text', value: instruction } }], toolCalls: [], toolCallId: '', reasoning: [] }, ...messages];
+  return [{ role: 'system', content: [{ part: { $case: 'text', value: instruction } }], toolCalls: [], toolCallId: '', reasoning: [], isError: false }, ...messages];
 }
 
 /** The field a client's schema came in, as the chat-completions dialect (the one that carries json_schema) names it. */
@@ -149,7 +149,12 @@ function needsCheck(request: ChatRequest): boolean {
 export class InstructedStructuredOutput implements ProviderAdapterV1 {
   readonly specificationVersion = 'v1' as const;
 
-  constructor(private readonly inner: ProviderAdapterV1) {}
+  /** Embeddings pass through untouched, and only when the wrapped adapter has them. */
+  readonly embed: ((request: AdapterEmbedRequest, signal: AttemptSignal) => Promise<AdapterEmbedResult>) | undefined;
+
+  constructor(private readonly inner: ProviderAdapterV1) {
+    this.embed = inner.embed ? (request, signal) => inner.embed!(request, signal) : undefined;
+  }
 
   get providerId() {
     return this.inner.providerId;
@@ -199,10 +204,6 @@ export class InstructedStructuredOutput implements ProviderAdapterV1 {
       const violation = structuredOutputViolation(request.chat.responseFormat, text);
       if (violation) throw new ProviderError('connection', `malformed answer for response_format ${request.chat.responseFormat?.type}: ${violation}`);
     }
-  }
-
-  embed(request: AdapterEmbedRequest, signal: AttemptSignal): Promise<AdapterEmbedResult> {
-    return this.inner.embed(request, signal);
   }
 
   close(): Promise<void> {

@@ -5,7 +5,7 @@ import { dropUnsupportedParameters } from './drop-unsupported-parameters.js';
 const model = { supportedParameters: ['temperature', 'max_tokens', 'tools'], extraParameters: ['seed'] } as unknown as Model;
 const request: ChatRequest = {
   context: undefined, modelId: 'm', routingStrategy: '', endpoint: 'chat.completions', messages: [], stop: ['END'], includeUsage: false, timeoutMs: 0,
-  tools: [{ name: 't', description: '', parameters: '{}' }], toolChoice: { mode: 'auto', toolName: '' },
+  tools: [{ name: 't', description: '', parameters: '{}' }], toolChoice: { mode: 'auto', toolName: '', disableParallel: false },
   temperature: 1, topP: 0.5, maxOutputTokens: 10, extraBody: '{"seed":1,"logit_bias":{}}',
 };
 

@@ -15,11 +15,12 @@ import {
   type UsageEvent,
 } from '@gateway/proto';
 import type { CatalogCache } from '../catalog/catalog-cache.js';
-import { ProviderError, toProviderError, type AdapterStreamPart, type AttemptSignal } from '../providers/provider-adapter.js';
+import { ProviderError, toProviderError, type AdapterStreamPart, type AttemptSignal, type ProviderAdapter } from '../providers/provider-adapter.js';
 import { strategyNamed, type Candidate, type ProviderHealth } from '../strategies/index.js';
 import type { StreamCheckpoint } from '../usage/stream-checkpoints.js';
 import { countInputTokens, countTextTokens, emptyUsage, meterCounted, meterUsage, type DeliveredOutput } from '../usage/token-counter.js';
 import type { UsagePublisher } from '../usage/usage-publisher.js';
+import type { AttemptObserver } from './attempt-observer.js';
 import { dropUnsupportedParameters } from './drop-unsupported-parameters.js';
 import { lazyRequestLog, newCompletionId, type RequestLog } from './request-hot-path.js';
 
@@ -33,6 +34,8 @@ export interface RouterOptions {
   /** Most provider attempts per request, failovers included. */
   maxAttempts: number;
   random?: () => number;
+  /** Counts provider attempts and failovers (metrics). */
+  attempts?: AttemptObserver;
 }
 
 const NO_UPSTREAM_MESSAGE = 'No upstream available.';
@@ -41,6 +44,11 @@ const NO_UPSTREAM_RETRY_AFTER_SECONDS = 2;
 const CONVERSATION_KEY_CHARACTERS = 4_096;
 /** Most inputs in one embeddings request (OpenAI's own bound). */
 const MAX_EMBEDDING_INPUTS = 2_048;
+
+/** Which adapters can serve an endpoint: every adapter chats; other capabilities are optional. */
+type Capable = (adapter: ProviderAdapter) => boolean;
+const canChat: Capable = () => true;
+const canEmbed: Capable = (adapter) => adapter.embed !== undefined;
 
 class AttemptTimeout extends Error {
   override name = 'TimeoutError';
@@ -233,6 +241,7 @@ export class Router {
     strategyName: string,
     timeoutMs: number,
     conversation: () => string,
+    capable: Capable = canChat,
   ): RoutingTarget {
     const requestId = context?.requestId || newRequestId();
     const logger = lazyRequestLog(this.options.logger, requestId);
@@ -254,7 +263,7 @@ export class Router {
     for (const offer of model.offers) {
       if (!offer.endpoints.includes(endpoint)) continue;
       const adapter = this.options.catalog.provider(offer.providerId)?.adapter;
-      if (adapter) available.push({ offer, adapter });
+      if (adapter && capable(adapter)) available.push({ offer, adapter });
     }
     // One offer is its own order under every strategy: no health figures or ordering per request then.
     const ordered = available.length <= 1
@@ -303,15 +312,18 @@ export class Router {
     let lastProvider = '';
     for (const candidate of target.candidates) {
       const providerId = candidate.offer.providerId;
+      if (lastFailure) this.options.attempts?.failover(lastProvider);
       lastProvider = providerId;
       const control = new AttemptControl(signal, target.timeoutMs);
       const startedAt = Date.now();
       control.arm();
       try {
         const result = await call(candidate, control);
+        this.options.attempts?.attempt(providerId, 'success');
         return { result, candidate, durationMs: Date.now() - startedAt };
       } catch (error) {
         if (signal.aborted) {
+          this.options.attempts?.attempt(providerId, 'cancelled');
           this.releaseReservation(target, providerId, false);
           throw new GatewayError(GrpcStatus.CANCELLED, ErrorReason.ERROR_REASON_UNSPECIFIED, 'The caller cancelled the request.');
         }
@@ -322,6 +334,7 @@ export class Router {
           throw error;
         }
         const failure = control.timedOut ? new ProviderError('timeout', 'attempt timed out', 0, { cause: error }) : toProviderError(error, control);
+        this.options.attempts?.attempt(providerId, !failure.retryable ? 'rejected' : control.timedOut ? 'timeout' : 'error');
         if (!failure.retryable) {
           this.releaseReservation(target, providerId, false);
           throw verdictError(failure);
@@ -380,6 +393,7 @@ export class Router {
     return {
       upstreamModel: candidate.offer.upstreamModel,
       chat: messages === prepared.request.messages ? prepared.request : { ...prepared.request, messages },
+      modelMaxOutputTokens: prepared.model.maxOutputTokens,
     };
   }
 
@@ -410,7 +424,7 @@ export class Router {
   }
 
   async embed(raw: EmbedRequest, signal: CallerSignal): Promise<EmbedResponse> {
-    const target = this.resolve(raw.context, raw.modelId, 'embeddings', raw.routingStrategy, 0, () => '');
+    const target = this.resolve(raw.context, raw.modelId, 'embeddings', raw.routingStrategy, 0, () => '', canEmbed);
     if (raw.texts.length === 0 && raw.tokenInputs.length === 0) throw errors.invalidRequest('input must not be empty', 'input');
     if (raw.texts.length > MAX_EMBEDDING_INPUTS || raw.tokenInputs.length > MAX_EMBEDDING_INPUTS) {
       throw errors.invalidRequest(`input holds more than ${MAX_EMBEDDING_INPUTS} items`, 'input');
@@ -418,7 +432,7 @@ export class Router {
     // `dimensions` goes only to models that list it (spec 4.7: dropped where the provider has no such parameter).
     const dimensions = raw.dimensions !== undefined && target.model.supportedParameters.includes('dimensions') ? raw.dimensions : undefined;
     const { result, candidate } = await this.withFailover(target, signal, (candidate, attemptSignal) =>
-      candidate.adapter.embed(
+      candidate.adapter.embed!(
         { upstreamModel: candidate.offer.upstreamModel, texts: raw.texts, tokenInputs: raw.tokenInputs.map((input) => input.ids), dimensions },
         attemptSignal,
       ),
@@ -484,6 +498,7 @@ export class Router {
     try {
       for (const candidate of prepared.candidates) {
         const providerId = candidate.offer.providerId;
+        if (lastFailure) this.options.attempts?.failover(lastProvider);
         lastProvider = providerId;
         const control = new AttemptControl(signal, prepared.timeoutMs);
         const startedAt = Date.now();
@@ -529,6 +544,7 @@ export class Router {
             yield startEvent(providerId);
           }
           const usage = await settleServed(true);
+          this.options.attempts?.attempt(providerId, 'success');
           this.options.health.recordSuccess(providerId, prepared.model.id, {
             ttftMs: firstPartAt - startedAt,
             outputTokens: usage.outputTokens,
@@ -543,8 +559,9 @@ export class Router {
           // Typed errors (usage not stored, a verdict on the request such as an unusable json_schema) are
           // the caller's answer as they are: no failover, not a provider failure. The finally releases.
           if (error instanceof GatewayError) throw error;
-          if (signal.aborted) return; // the finally settles: SERVED for what was generated, else FAILED
+          if (signal.aborted) { this.options.attempts?.attempt(providerId, 'cancelled'); return; } // the finally settles: SERVED for what was generated, else FAILED
           const failure = control.timedOut ? new ProviderError('timeout', 'attempt timed out', 0, { cause: error }) : toProviderError(error, control);
+          this.options.attempts?.attempt(providerId, committed ? 'failed_after_content' : !failure.retryable ? 'rejected' : control.timedOut ? 'timeout' : 'error');
           if (failure.retryable) this.options.health.recordFailure(providerId, prepared.model.id);
           if (committed) {
             logger.warn({ provider: providerId, failure: failure.message }, 'stream failed after content was sent');

@@ -63,6 +63,12 @@ export class BackgroundUsage {
     return this.backlog.length + this.inFlight + this.appending.size;
   }
 
+  /** Metrics: what waits for the bus, and the outbox's size (see UsageBacklog). */
+  backlogSizes(): { backgroundEvents: number; outboxRecords: number; outboxBytes: number } {
+    const outbox = this.options.outbox;
+    return { backgroundEvents: this.pending, outboxRecords: outbox?.pendingCount ?? 0, outboxBytes: outbox?.sizeBytes ?? 0 };
+  }
+
   /** See StreamCheckpoints.track; without an outbox a stream has no checkpoints. */
   trackStream(progress: StreamProgress, checkpointEvent: () => UsageEvent): StreamCheckpoint {
     return this.checkpoints?.track(progress, checkpointEvent) ?? NO_CHECKPOINT;

@@ -2,7 +2,7 @@ import { newId, subjects, type EventBus, type Logger } from '@gateway/platform';
 import type { UsageEvent } from '@gateway/proto';
 import type { BackgroundUsage, BackgroundUsageOptions } from './background-usage.js';
 import type { StreamCheckpoint, StreamProgress } from './stream-checkpoints.js';
-import { backgroundUsageFor, encodeUsageEvent, publishWithRetry, type UsagePublisher } from './usage-publisher.js';
+import { backgroundUsageFor, encodeUsageEvent, publishWithRetry, type UsageBacklog, type UsagePublisher } from './usage-publisher.js';
 import type { OutboxEntry, UsageOutbox } from './usage-outbox.js';
 
 export interface GroupCommitUsagePublisherOptions {
@@ -135,6 +135,10 @@ export class GroupCommitUsagePublisher implements UsagePublisher {
   /** Resolves once every background event submitted so far is in the outbox. */
   backgroundDurable(): Promise<void> {
     return this.background.durable();
+  }
+
+  backlog(): UsageBacklog {
+    return this.background.backlogSizes();
   }
 
   async stop(): Promise<void> {

@@ -4,7 +4,7 @@ import type { ChatMessage } from '@gateway/proto';
 import { countInputTokens, emptyUsage, meterUsage } from './token-counter.js';
 
 const messages: ChatMessage[] = [
-  { role: 'user', content: [{ part: { $case: 'text', value: 'Count <|endoftext|> these words please' } }], toolCalls: [], toolCallId: '', reasoning: [] },
+  { role: 'user', content: [{ part: { $case: 'text', value: 'Count <|endoftext|> these words please' } }], toolCalls: [], toolCallId: '', reasoning: [], isError: false },
 ];
 
 describe('meterUsage', () => {

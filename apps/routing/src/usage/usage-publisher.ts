@@ -25,6 +25,17 @@ export interface UsagePublisher {
    */
   trackStream(progress: StreamProgress, checkpointEvent: () => UsageEvent): StreamCheckpoint;
   stop(): Promise<void>;
+  /** What waits to be stored right now (metrics). */
+  backlog?(): UsageBacklog;
+}
+
+/** Usage not yet accepted by the bus, and the durable outbox's size. */
+export interface UsageBacklog {
+  /** Background events not yet accepted by the bus (in memory, being appended, or being sent). */
+  backgroundEvents: number;
+  /** Outbox records not yet acknowledged: unsent events and checkpoints of streams in flight. */
+  outboxRecords: number;
+  outboxBytes: number;
 }
 
 export interface JetStreamUsagePublisherOptions {
@@ -117,6 +128,10 @@ export class JetStreamUsagePublisher implements UsagePublisher {
   /** Resolves once every background event submitted so far is in the outbox (or memory, without one). */
   backgroundDurable(): Promise<void> {
     return this.background.durable();
+  }
+
+  backlog(): UsageBacklog {
+    return this.background.backlogSizes();
   }
 
   async stop(): Promise<void> {

@@ -40,6 +40,8 @@ export interface EventBus {
   broadcast(subject: string, data: Uint8Array): void;
   subscribe(subject: string, handler: (data: Uint8Array) => void): Subscription;
   close(): Promise<void>;
+  /** False while the connection to the bus is down (gRPC health reports the service NOT_SERVING). */
+  isConnected?(): boolean;
 }
 
 /** Subjects in use. Durable ones live on the JetStream stream USAGE (`usage.>`). */

@@ -165,6 +165,10 @@ export class InProcessEventBus implements EventBus {
   }
 
   /** Unacknowledged journaled messages stay on disk for the next start. */
+  isConnected(): boolean {
+    return !this.closed;
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     for (const waiters of this.durableWaiters.values()) for (const wake of waiters) wake();

@@ -23,13 +23,32 @@ const MSG_ID_HEADER = 'Nats-Msg-Id';
 
 /** NATS JetStream implementation: stream USAGE with msg-id dedup, durable pull consumers, explicit acks. */
 export class NatsEventBus implements EventBus {
+  /** Follows the connection's disconnect/reconnect events (the client reconnects by itself, forever). */
+  private connected = true;
+
   private constructor(
     private readonly connection: NatsConnection,
     private readonly js: JetStreamClient,
     private readonly logger: Logger,
     private readonly prefix: string,
     readonly streamName: string,
-  ) {}
+  ) {
+    void (async () => {
+      for await (const status of connection.status()) {
+        if (status.type === 'disconnect') {
+          this.connected = false;
+          logger.warn({ server: status.server }, 'NATS connection lost; reconnecting');
+        } else if (status.type === 'reconnect') {
+          this.connected = true;
+          logger.info({ server: status.server }, 'NATS connection back');
+        }
+      }
+    })().catch(() => undefined);
+  }
+
+  isConnected(): boolean {
+    return this.connected && !this.connection.isClosed();
+  }
 
   /**
    * `namespace` isolates several gateways (or test runs) on one NATS server: subjects are prefixed

@@ -1,6 +1,8 @@
 import pg from 'pg';
 import { Kysely, Migrator, PostgresDialect, sql, type Migration, type MigrationProvider } from 'kysely';
 import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
+import { observePool } from '../metrics/pool-metrics.js';
 
 // int8 (bigint) columns carry pico-credits and counts: parse them as BigInt, never as a float.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value: string) => BigInt(value));
@@ -12,6 +14,8 @@ export interface DatabaseOptions {
   /** Pool bound: each service holds at most this many connections. */
   maxConnections?: number;
   applicationName?: string;
+  /** Where the pool's state is reported (`gateway_db_pool_*`, labelled with the schema). */
+  metrics?: Registry;
 }
 
 /**
@@ -31,6 +35,7 @@ export function createDatabase<Schema>(options: DatabaseOptions, logger?: Logger
   // without a listener Node treats it as unhandled and the whole service exits. The pool replaces
   // the client on the next checkout, so logging is all there is to do.
   pool.on('error', (error) => logger?.warn({ schema: options.schema, reason: error.message }, 'idle Postgres connection lost'));
+  if (options.metrics) observePool(options.metrics, options.schema, pool);
   return new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) });
 }
 

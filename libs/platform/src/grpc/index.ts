@@ -1,3 +1,4 @@
 export * from './errors.js';
 export * from './server.js';
 export * from './client.js';
+export * from './health-client.js';

@@ -10,7 +10,11 @@ import {
 } from '@grpc/grpc-js';
 import { HealthImplementation, type ServingStatusMap } from 'grpc-health-check';
 import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
+import type { DependencyCheck } from '../health.js';
+import { gauge } from '../metrics/registry.js';
 import { GatewayError, errors } from './errors.js';
+import { addReflection } from './reflection.js';
 
 /** Handler of a unary RPC: plain async domain call; errors thrown are GatewayErrors. */
 export type UnaryHandler<Request, Response> = (request: Request, call: ServerUnaryCall<Request, Response>) => Promise<Response>;
@@ -76,47 +80,139 @@ export interface RunningGrpcServer {
   address: string;
   port: number;
   health: HealthImplementation;
+  /**
+   * Starts draining: every service reports NOT_SERVING from now on (dependency checks stop), while
+   * calls are still answered. `stop` drains first too; services call this before their own
+   * clean-up (settlement in hand, exchanges) so health says so while that runs.
+   */
+  drain(): void;
   stop(graceMs?: number): Promise<void>;
 }
 
-/** Starts a gRPC server with the standard health service; every bound service reports SERVING. */
-export async function startGrpcServer(options: {
+export interface GrpcServerOptions {
   address: string;
   services: readonly GrpcServiceBinding[];
   logger: Logger;
-}): Promise<RunningGrpcServer> {
+  /**
+   * What the services cannot serve without (Postgres, NATS): checked every `healthCheckIntervalMs`;
+   * while any check fails, gRPC health answers NOT_SERVING for every service and for ''.
+   */
+  dependencies?: readonly DependencyCheck[];
+  /** Default 5 s. */
+  healthCheckIntervalMs?: number;
+  /** Bound of one check. Default 2 s. */
+  healthCheckTimeoutMs?: number;
+  /** Where `gateway_dependency_up` is reported (labels: server, dependency). */
+  metrics?: Registry;
+}
+
+/**
+ * Starts a gRPC server with the standard health service (grpc.health.v1) and server reflection
+ * (grpc.reflection.v1 and v1alpha, so grpcurl can list and call it). Health answers SERVING while
+ * every dependency check passes, NOT_SERVING while one fails and from the moment the server drains.
+ */
+export async function startGrpcServer(options: GrpcServerOptions): Promise<RunningGrpcServer> {
   const server = new Server({
     // Bounded message size: the largest legitimate payload is a 32 MiB request body plus framing.
     'grpc.max_receive_message_length': 48 * 1024 * 1024,
     'grpc.max_send_message_length': 48 * 1024 * 1024,
     'grpc.keepalive_permit_without_calls': 1,
   });
-  const statusMap: ServingStatusMap = { '': 'SERVING' };
-  for (const service of options.services) {
-    server.addService(service.definition, service.implementation);
-    statusMap[service.name] = 'SERVING';
-  }
+  const serviceNames = ['', ...options.services.map((service) => service.name)];
+  const statusMap: ServingStatusMap = {};
+  for (const name of serviceNames) statusMap[name] = 'SERVING';
+  for (const service of options.services) server.addService(service.definition, service.implementation);
   const health = new HealthImplementation(statusMap);
   health.addToServer(server);
+  addReflection(server, options.services.map((service) => service.name));
+
+  const dependencies = options.dependencies ?? [];
+  const serverLabel = options.services[0]?.name ?? 'grpc';
+  const dependencyUp = options.metrics
+    ? gauge(options.metrics, {
+        name: 'gateway_dependency_up',
+        help: 'Whether the dependency answered its last health check (1) or not (0).',
+        labelNames: ['server', 'dependency'] as const,
+      })
+    : undefined;
+  let serving = true;
+  let draining = false;
+  const setServing = (next: boolean) => {
+    if (next === serving) return;
+    serving = next;
+    for (const name of serviceNames) health.setStatus(name, next ? 'SERVING' : 'NOT_SERVING');
+  };
+  const timeoutMs = options.healthCheckTimeoutMs ?? 2_000;
+  let failing = new Set<string>();
+  const runChecks = async () => {
+    const results = await Promise.all(dependencies.map(async (dependency) => {
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        await Promise.race([
+          dependency.check(),
+          new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs); }),
+        ]);
+        return { name: dependency.name, error: undefined };
+      } catch (error) {
+        return { name: dependency.name, error: error instanceof Error ? error.message : String(error) };
+      } finally {
+        clearTimeout(timer);
+      }
+    }));
+    if (draining) return;
+    const nowFailing = new Set(results.filter((result) => result.error !== undefined).map((result) => result.name));
+    for (const result of results) dependencyUp?.set({ server: serverLabel, dependency: result.name }, result.error === undefined ? 1 : 0);
+    for (const result of results) {
+      if (result.error !== undefined && !failing.has(result.name)) {
+        options.logger.warn({ dependency: result.name, reason: result.error }, 'dependency unreachable; health NOT_SERVING');
+      } else if (result.error === undefined && failing.has(result.name)) {
+        options.logger.info({ dependency: result.name }, 'dependency reachable again');
+      }
+    }
+    failing = nowFailing;
+    setServing(nowFailing.size === 0);
+  };
+  // The first answer already reflects the dependencies; a failing one does not stop the start (it may come back).
+  if (dependencies.length > 0) await runChecks();
+  let checking: Promise<void> | undefined;
+  const checkTimer = dependencies.length > 0
+    ? setInterval(() => { checking ??= runChecks().finally(() => { checking = undefined; }); }, options.healthCheckIntervalMs ?? 5_000)
+    : undefined;
+  checkTimer?.unref();
+
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(options.address, ServerCredentials.createInsecure(), (error, boundPort) =>
       error ? reject(error) : resolve(boundPort),
     );
+  }).catch(async (error: unknown) => {
+    clearInterval(checkTimer);
+    for (const dependency of dependencies) await dependency.close?.();
+    throw error;
   });
   const host = options.address.slice(0, options.address.lastIndexOf(':'));
   const address = `${host}:${port}`;
   options.logger.info({ address, services: options.services.map((service) => service.name) }, 'gRPC server listening');
+  const drain = () => {
+    if (draining) return;
+    draining = true;
+    clearInterval(checkTimer);
+    setServing(false);
+  };
   return {
     address,
     port,
     health,
-    stop: (graceMs = 5_000) =>
-      new Promise<void>((resolve) => {
-        for (const name of Object.keys(statusMap)) health.setStatus(name, 'NOT_SERVING');
+    drain,
+    stop: async (graceMs = 5_000) => {
+      drain();
+      await new Promise<void>((resolve) => {
         const timer = setTimeout(() => { server.forceShutdown(); resolve(); }, graceMs);
         timer.unref();
         server.tryShutdown(() => { clearTimeout(timer); resolve(); });
-      }),
+      });
+      await checking;
+      for (const dependency of dependencies) await dependency.close?.();
+    },
   };
 }
 

@@ -5,7 +5,7 @@ import { benchConfigYaml } from './gateway-cluster.js';
 import { parseInfoReply } from './nats-stream-info.js';
 import { validateJob, type LoadJob } from './load-generator.js';
 import { cpuSecondsBetween, parseMachineCpu, parseProcStat, type CpuSnapshot } from './proc-stat.js';
-import { formatTable, verdicts, type BenchFigures } from './report.js';
+import { formatDialectTable, formatTable, verdicts, type BenchFigures, type DialectFigures } from './report.js';
 import { percentile, SampleRecorder, summarize } from './statistics.js';
 
 // The bench's pure parts. The bench itself is not run here: it needs minutes of a quiet machine.
@@ -203,5 +203,24 @@ describe('JetStream stream info reply', () => {
   it('reports an API error', () => {
     const error = JSON.stringify({ error: { code: 404, description: 'stream not found' } });
     expect(parseInfoReply(`MSG ${inbox} 1 ${error.length}\r\n${error}\r\n`, inbox)).toEqual({ error: 'stream not found' });
+  });
+});
+
+describe('dialect table', () => {
+  const row = (dialect: string, cpu: number, firstP50: number, errors = 0): DialectFigures => ({
+    dialect, requestsPerSecond: 1000, cpuMicrosPerRequest: cpu, cpuMicrosPerRequestAtRate: cpu, p50AtRateMs: 2, firstChunkP50Ms: firstP50, firstChunkP99Ms: firstP50 * 2, errors,
+  });
+
+  it('judges each dialect against the first: at most 10 % more CPU and the first event within 0.5 ms', () => {
+    const table = formatDialectTable([row('chat', 500, 2), row('messages', 540, 2.3), row('responses', 560, 2.1)]);
+    const lines = table.split('\n');
+    const messages = lines.find((line) => line.startsWith('| messages'))!;
+    const responses = lines.find((line) => line.startsWith('| responses'))!;
+    expect(messages).toContain('1.080×');
+    expect(messages).toMatch(/\| yes +\|$/);
+    expect(responses).toContain('1.120×');
+    expect(responses).toContain('**no**');
+    expect(formatDialectTable([row('chat', 500, 2), row('messages', 500, 2.8)])).toContain('**no**');
+    expect(formatDialectTable([row('chat', 500, 2), row('messages', 500, 2, 3)])).toContain('**no**');
   });
 });

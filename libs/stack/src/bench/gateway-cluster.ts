@@ -106,7 +106,7 @@ models:
     pricing: { per_input_token: "0.0000005", per_output_token: "0.0000015" }
     limit_group: bench
     offers:
-      - { provider: bench-upstream, upstream_model: bench-upstream-model, endpoints: [chat.completions] }
+      - { provider: bench-upstream, upstream_model: bench-upstream-model, endpoints: [chat.completions, messages, responses] }
 `;
 }
 

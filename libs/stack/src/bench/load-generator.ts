@@ -28,6 +28,8 @@ export interface LoadJob {
   requests?: number;
   /** open: most requests in flight; beyond it a scheduled request counts as an overload error. */
   maxInFlight?: number;
+  /** ttfb: what marks the first content event in the dialect's stream (a RegExp source). Default: chat's `"content":"x`. */
+  contentPattern?: string;
 }
 
 export interface LoadResult {
@@ -49,7 +51,7 @@ export interface LoadResult {
 /** Hard bounds whatever the caller asks. */
 export const LIMITS = { maxConnections: 1_024, maxDurationMs: 120_000, maxRate: 50_000, maxTtfbRequests: 100_000 } as const;
 
-const CONTENT_PATTERN = /"content":"[^"]/;
+const CHAT_CONTENT_PATTERN = '"content":"[^"]';
 
 export function validateJob(job: LoadJob): LoadJob {
   const origin = new URL(job.origin);
@@ -95,11 +97,12 @@ async function send(pool: Pool, job: LoadJob, tally: Tally, startedAt: number): 
     }
     let firstChunkAt: number | undefined;
     if (job.mode === 'ttfb') {
+      const contentPattern = new RegExp(job.contentPattern ?? CHAT_CONTENT_PATTERN);
       let seen = '';
       for await (const part of response.body) {
         if (firstChunkAt === undefined) {
           seen += (part as Buffer).toString('utf8');
-          if (CONTENT_PATTERN.test(seen)) firstChunkAt = performance.now();
+          if (contentPattern.test(seen)) firstChunkAt = performance.now();
         }
       }
     } else {

@@ -9,7 +9,7 @@ import { summarizeProfile, type CpuProfile } from './cpu-profile.js';
 import { BENCH_MODEL, SERVICES, startGatewayCluster, type GatewayCluster, type ServiceName } from './gateway-cluster.js';
 import type { LoadJob, LoadResult } from './load-generator.js';
 import { clockTicksPerSecond, cpuSecondsBetween, readMachineCpu, snapshotCpu, type ProcessGroup } from './proc-stat.js';
-import { formatTable, verdicts, type BenchFigures, type TargetFigures } from './report.js';
+import { formatDialectTable, formatTable, verdicts, type BenchFigures, type DialectFigures, type TargetFigures } from './report.js';
 
 /**
  * `npm run bench`: the bare keep-alive proxy and the gateway (every service its own process, real
@@ -25,6 +25,9 @@ const HELP = `usage: npm run bench -- [options]
   --accounts N         accounts (one key each) the gateway load is spread over (default 1, at most 64)
   --rate R             fixed rate of the latency phase, req/s (default 500, at most 5000)
   --only a,b           run only these phases of max, rate, ttfb (the table shows what ran)
+  --dialect a,b        the gateway's request dialects to measure, each over the same phases: chat (default),
+                       messages, responses; the first is the one compared with the bare proxy, the others
+                       are reported against it side by side
   --json FILE          also write the raw results as JSON
   --profile            profile the gateway under load (node --cpu-prof) instead of the comparison
   --profile-services a,b  services to profile (default edge,routing,ledger,auth)
@@ -59,6 +62,7 @@ const { values: args } = parseArgs({
     'profile-services': { type: 'string' },
     admission: { type: 'string' },
     'router-transport': { type: 'string' },
+    dialect: { type: 'string' },
     help: { type: 'boolean', default: false },
   },
 });
@@ -87,6 +91,11 @@ const PHASES = ['max', 'rate', 'ttfb'] as const;
 type PhaseName = (typeof PHASES)[number];
 const onlyPhases = (args.only ?? PHASES.join(',')).split(',').map((name) => name.trim()).filter(Boolean);
 for (const name of onlyPhases) if (!(PHASES as readonly string[]).includes(name)) throw new Error(`--only takes phases among ${PHASES.join(', ')}; got ${name}`);
+const DIALECTS = ['chat', 'messages', 'responses'] as const;
+type DialectName = (typeof DIALECTS)[number];
+const dialects = (args.dialect ?? 'chat').split(',').map((name) => name.trim()).filter(Boolean) as DialectName[];
+for (const name of dialects) if (!(DIALECTS as readonly string[]).includes(name)) throw new Error(`--dialect takes dialects among ${DIALECTS.join(', ')}; got ${name}`);
+if (dialects.length === 0 || new Set(dialects).size !== dialects.length) throw new Error('--dialect needs distinct dialects');
 /** Longest the ledger may take to settle the requests of a phase before its CPU is read. */
 const SETTLE_TIMEOUT_MS = 60_000;
 
@@ -100,6 +109,29 @@ const streamBody = JSON.stringify({
   stream: true,
   stream_options: { include_usage: true },
 });
+
+/**
+ * The same exchange in each dialect: one user line, at most 16 tokens out. `content` marks the first
+ * streamed content event of the dialect (the ttfb phase times it); `done` the end of a whole stream.
+ */
+const PROMPT = 'Say hello to the bench.';
+const DIALECT_REQUESTS: Record<DialectName, { path: string; body: string; streamBody: string; content: string; done: string }> = {
+  chat: { path: '/v1/chat/completions', body: chatBody, streamBody, content: '"content":"[^"]', done: '[DONE]' },
+  messages: {
+    path: '/v1/messages',
+    body: JSON.stringify({ model: BENCH_MODEL, max_tokens: 16, messages: [{ role: 'user', content: PROMPT }] }),
+    streamBody: JSON.stringify({ model: BENCH_MODEL, max_tokens: 16, messages: [{ role: 'user', content: PROMPT }], stream: true }),
+    content: '"text_delta","text":"[^"]',
+    done: 'event: message_stop',
+  },
+  responses: {
+    path: '/v1/responses',
+    body: JSON.stringify({ model: BENCH_MODEL, max_output_tokens: 16, input: PROMPT }),
+    streamBody: JSON.stringify({ model: BENCH_MODEL, max_output_tokens: 16, input: PROMPT, stream: true }),
+    content: '"type":"response\\.output_text\\.delta"[^\\n]*"delta":"[^"]',
+    done: 'event: response.completed',
+  },
+};
 
 interface Target {
   name: 'bare' | 'gateway';
@@ -186,14 +218,28 @@ async function runPhase(target: Target, job: Omit<LoadJob, 'origin' | 'headerSet
 
 const sum = (values: Iterable<number>) => [...values].reduce((total, value) => total + value, 0);
 
-async function checkTarget(target: Target): Promise<void> {
+/** Two requests (one whole, one streamed) a target must answer right before it is measured. */
+async function checkTarget(target: Target, dialect: DialectName = 'chat'): Promise<void> {
+  const request = DIALECT_REQUESTS[dialect];
   const headers = { 'content-type': 'application/json', authorization: `Bearer ${target.apiKeys[0]}` };
-  const plain = await fetch(`${target.origin}/v1/chat/completions`, { method: 'POST', headers, body: chatBody });
+  const plain = await fetch(`${target.origin}${request.path}`, { method: 'POST', headers, body: request.body });
   const plainText = await plain.text();
-  if (plain.status !== 200 || !plainText.includes('Hello from the bench upstream.')) throw new Error(`${target.name}: chat completion answered ${plain.status}: ${plainText.slice(0, 300)}`);
-  const streamed = await fetch(`${target.origin}/v1/chat/completions`, { method: 'POST', headers, body: streamBody });
+  if (plain.status !== 200 || !plainText.includes('Hello from the bench upstream.')) throw new Error(`${target.name} (${dialect}): answered ${plain.status}: ${plainText.slice(0, 300)}`);
+  const streamed = await fetch(`${target.origin}${request.path}`, { method: 'POST', headers, body: request.streamBody });
   const streamText = await streamed.text();
-  if (streamed.status !== 200 || !streamText.includes('[DONE]') || !streamText.includes('bench upstream')) throw new Error(`${target.name}: stream answered ${streamed.status}: ${streamText.slice(0, 300)}`);
+  if (streamed.status !== 200 || !streamText.includes(request.done) || !new RegExp(request.content).test(streamText)) {
+    throw new Error(`${target.name} (${dialect}): stream answered ${streamed.status}: ${streamText.slice(0, 300)}`);
+  }
+}
+
+/** The jobs of the three phases for one dialect's requests. */
+function phaseJobs(dialect: DialectName): Record<PhaseName, Omit<LoadJob, 'origin' | 'headerSets'>> {
+  const request = DIALECT_REQUESTS[dialect];
+  return {
+    max: { mode: 'closed', path: request.path, body: request.body, connections, warmupMs, durationMs },
+    rate: { mode: 'open', path: request.path, body: request.body, connections: 256, warmupMs, durationMs, rate, maxInFlight: 2_000 },
+    ttfb: { mode: 'ttfb', path: request.path, body: request.streamBody, connections: 1, warmupMs: Math.min(warmupMs, 1_000), durationMs, requests: ttfbRequests, contentPattern: request.content },
+  };
 }
 
 /** Events per published usage message and per settlement transaction over a phase. */
@@ -209,6 +255,20 @@ function describePhase(name: string, outcome: PhaseOutcome): string {
     ` (kernel ${((sum(outcome.systemSeconds.values()) / sum(outcome.cpuSeconds.values())) * 100).toFixed(0)}%)`;
   const observers = [...outcome.observerCpuSeconds].map(([group, seconds]) => `${group} ${seconds.toFixed(2)}`).join(', ');
   return `${name}: ${result.ok} ok, ${result.errors} failed${result.errorSamples.length ? ` (${result.errorSamples.join(' | ')})` : ''}, ${result.requestsPerSecond.toFixed(0)} req/s, p50 ${result.latency.p50Ms.toFixed(2)} ms, p99 ${result.latency.p99Ms.toFixed(2)} ms${result.firstChunk ? `, first chunk p50 ${result.firstChunk.p50Ms.toFixed(2)} ms p99 ${result.firstChunk.p99Ms.toFixed(2)} ms` : ''}; CPU s: ${cpu}; not counted: ${observers}; other work on the machine: ${outcome.othersCores.toFixed(2)} cores${outcome.counters ? `; ${batching(outcome.counters)}` : ''}`;
+}
+
+/** One dialect's gateway figures (the phases that ran). */
+function dialectFigures(outcomes: Partial<Record<PhaseName, PhaseOutcome>>): Omit<DialectFigures, 'dialect'> {
+  const cpuPerRequest = (outcome: PhaseOutcome | undefined) => (outcome ? (sum(outcome.cpuSeconds.values()) / outcome.result.ok) * 1e6 : Number.NaN);
+  return {
+    requestsPerSecond: outcomes.max?.result.requestsPerSecond ?? Number.NaN,
+    cpuMicrosPerRequest: cpuPerRequest(outcomes.max),
+    cpuMicrosPerRequestAtRate: cpuPerRequest(outcomes.rate),
+    p50AtRateMs: outcomes.rate?.result.latency.p50Ms ?? Number.NaN,
+    firstChunkP50Ms: outcomes.ttfb?.result.firstChunk?.p50Ms ?? Number.NaN,
+    firstChunkP99Ms: outcomes.ttfb?.result.firstChunk?.p99Ms ?? Number.NaN,
+    errors: sum(Object.values(outcomes).map((outcome) => outcome.result.errors)),
+  };
 }
 
 async function startUpstreamAndProxy() {
@@ -245,22 +305,26 @@ async function compare(): Promise<void> {
     const bare: Target = { name: 'bare', origin: proxyOrigin, apiKeys: ['bench'], groups: async () => [{ name: 'bare-proxy', pids: [proxy.pid] }], settle: async () => undefined };
     const gateway = gatewayTarget(cluster);
     await checkTarget(bare);
-    await checkTarget(gateway);
+    for (const dialect of dialects) await checkTarget(gateway, dialect);
     const observers: ProcessGroup[] = [{ name: 'upstream', pids: [upstream.pid] }];
 
+    // The bare proxy speaks chat completions only (it forwards bytes to an OpenAI-compatible upstream):
+    // it is measured once, against the first dialect; every dialect is measured on the gateway.
     const phases: Record<string, Record<'bare' | 'gateway', PhaseOutcome>> = {};
-    const jobs: Record<string, Omit<LoadJob, 'origin' | 'headerSets'>> = {
-      max: { mode: 'closed', path: '/v1/chat/completions', body: chatBody, connections, warmupMs, durationMs },
-      rate: { mode: 'open', path: '/v1/chat/completions', body: chatBody, connections: 256, warmupMs, durationMs, rate, maxInFlight: 2_000 },
-      ttfb: { mode: 'ttfb', path: '/v1/chat/completions', body: streamBody, connections: 1, warmupMs: Math.min(warmupMs, 1_000), durationMs, requests: ttfbRequests },
-    };
-    for (const [phase, job] of Object.entries(jobs).filter(([name]) => onlyPhases.includes(name))) {
+    const byDialect = new Map<DialectName, Partial<Record<PhaseName, PhaseOutcome>>>(dialects.map((dialect) => [dialect, {}]));
+    for (const phase of PHASES.filter((name) => onlyPhases.includes(name))) {
       phases[phase] = {} as Record<'bare' | 'gateway', PhaseOutcome>;
-      for (const target of [bare, gateway]) {
-        log(`phase ${phase} (${job.mode}) on ${target.name}...`);
-        const outcome = await runPhase(target, job, observers);
-        phases[phase]![target.name] = outcome;
-        log(describePhase(`${phase} ${target.name}`, outcome));
+      const bareJob = phaseJobs('chat')[phase];
+      log(`phase ${phase} (${bareJob.mode}) on bare...`);
+      phases[phase]!.bare = await runPhase(bare, bareJob, observers);
+      log(describePhase(`${phase} bare`, phases[phase]!.bare));
+      for (const dialect of dialects) {
+        const job = phaseJobs(dialect)[phase];
+        log(`phase ${phase} (${job.mode}) on gateway, ${dialect} dialect...`);
+        const outcome = await runPhase(gateway, job, observers);
+        byDialect.get(dialect)![phase] = outcome;
+        if (dialect === dialects[0]) phases[phase]!.gateway = outcome;
+        log(describePhase(`${phase} gateway ${dialect}`, outcome));
       }
     }
 
@@ -297,16 +361,18 @@ async function compare(): Promise<void> {
       gatewayKernelShare: sum(maxGateway.systemSeconds.values()) / sum(maxGateway.cpuSeconds.values()),
     };
 
-    // Every answered gateway request (warm-ups and the two checks included) must be charged exactly once.
-    const answered = 2 + sum(Object.values(phases).map((phase) => phase.gateway.result.ok + phase.gateway.result.warmupOk));
+    // Every answered gateway request (warm-ups and the checks included) must be charged exactly once.
+    const answered =
+      2 * dialects.length + sum([...byDialect.values()].flatMap((outcomes) => Object.values(outcomes).map((outcome) => outcome.result.ok + outcome.result.warmupOk)));
     // Leases hold no per-request reservation for waitSettled to watch: give the last events time to settle.
     let charges = await cluster.charges();
     for (const deadline = Date.now() + 10_000; charges < answered && Date.now() < deadline; charges = await cluster.charges()) {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     const batchLines = ['max', 'rate'].filter((phase) => phases[phase]).map((phase) => `Batching, ${phase} phase: ${batching(phases[phase]!.gateway.counters ?? {})}.`).join('\n');
-    process.stdout.write(`\n${formatTable(figures)}\n${batchLines}\nLedger: ${charges} charges for ${answered} answered gateway requests; ${await cluster.openReservations()} reservations open.\n`);
-    if (args.json) writeFileSync(args.json, JSON.stringify({ figures, verdicts: verdicts(figures), phases, charges, answered }, (_key, value) => (value instanceof Map ? Object.fromEntries(value) : value), 2));
+    const dialectTable = dialects.length > 1 ? `\n${formatDialectTable(dialects.map((dialect) => ({ dialect, ...dialectFigures(byDialect.get(dialect)!) })))}\n` : '';
+    process.stdout.write(`\n${formatTable(figures)}\n${dialectTable}${batchLines}\nLedger: ${charges} charges for ${answered} answered gateway requests; ${await cluster.openReservations()} reservations open.\n`);
+    if (args.json) writeFileSync(args.json, JSON.stringify({ figures, verdicts: verdicts(figures), phases, byDialect: Object.fromEntries(byDialect), charges, answered }, (_key, value) => (value instanceof Map ? Object.fromEntries(value) : value), 2));
   } catch (error) {
     for (const child of cluster?.children.values() ?? []) log(`last output of ${child.name}:\n${child.logs().split('\n').slice(-20).join('\n')}`);
     throw error;

@@ -120,3 +120,59 @@ export function formatTable(figures: BenchFigures): string {
     `CPU target: the issue's ${TARGETS.maxCpuMicrosPerRequest} µs against its bare proxy's ~60 µs, judged as at most ${TARGETS.maxCpuRatio}× the bare proxy of this run.`,
   ].join('\n');
 }
+
+/** One dialect's figures on the gateway (issue 14: messages and responses against chat, same run). */
+export interface DialectFigures {
+  dialect: string;
+  requestsPerSecond: number;
+  cpuMicrosPerRequest: number;
+  cpuMicrosPerRequestAtRate: number;
+  p50AtRateMs: number;
+  firstChunkP50Ms: number;
+  firstChunkP99Ms: number;
+  errors: number;
+}
+
+/** Most extra CPU per request a dialect may cost over the first (chat): 10 %. */
+export const MAX_DIALECT_CPU_RATIO = 1.1;
+
+/**
+ * The dialects side by side, each against the first one measured (chat): CPU per request at most
+ * 10 % above it, and the first streamed content event as fast (judged as within 0.5 ms at p50).
+ */
+export function formatDialectTable(rows: readonly DialectFigures[]): string {
+  const base = rows[0]!;
+  const cells: string[][] = [
+    ['dialect', 'max req/s', 'CPU µs/req at max', 'vs ' + base.dialect, 'CPU µs/req at rate', 'vs ' + base.dialect, 'first event p50 ms', 'p99 ms', 'vs ' + base.dialect + ' (p50)', 'failed', 'met'],
+  ];
+  for (const row of rows) {
+    const cpuRatio = row.cpuMicrosPerRequest / base.cpuMicrosPerRequest;
+    const rateRatio = row.cpuMicrosPerRequestAtRate / base.cpuMicrosPerRequestAtRate;
+    const addedFirst = row.firstChunkP50Ms - base.firstChunkP50Ms;
+    const cpuMet = judged(Number.isNaN(cpuRatio) ? rateRatio : cpuRatio, (ratio) => ratio <= MAX_DIALECT_CPU_RATIO);
+    const firstMet = judged(addedFirst, (added) => added <= 0.5);
+    const met = cpuMet === undefined && firstMet === undefined ? undefined : cpuMet !== false && firstMet !== false && row.errors === 0;
+    cells.push([
+      row.dialect,
+      number(row.requestsPerSecond),
+      number(row.cpuMicrosPerRequest),
+      `${number(cpuRatio, 3)}×`,
+      number(row.cpuMicrosPerRequestAtRate),
+      `${number(rateRatio, 3)}×`,
+      number(row.firstChunkP50Ms, 2),
+      number(row.firstChunkP99Ms, 2),
+      signed(addedFirst),
+      number(row.errors),
+      row === base ? '' : verdict(met),
+    ]);
+  }
+  const widths = cells[0]!.map((_, column) => Math.max(...cells.map((row) => row[column]!.length)));
+  const line = (row: string[]) => `| ${row.map((cell, column) => cell.padEnd(widths[column]!)).join(' | ')} |`;
+  return [
+    `Dialects on the gateway (targets: CPU per request ≤ ${MAX_DIALECT_CPU_RATIO}× ${base.dialect}, first streamed content event within +0.5 ms of ${base.dialect} at p50):`,
+    '',
+    line(cells[0]!),
+    `|${widths.map((width) => '-'.repeat(width + 2)).join('|')}|`,
+    ...cells.slice(1).map(line),
+  ].join('\n');
+}

@@ -14,16 +14,16 @@ describe('convertToOpenAIRequest', () => {
     const body = convertToOpenAIRequest({
       ...base,
       messages: [
-        { role: 'system', content: [{ part: { $case: 'text', value: 'Be brief.' } }], toolCalls: [], toolCallId: '', reasoning: [] },
+        { role: 'system', content: [{ part: { $case: 'text', value: 'Be brief.' } }], toolCalls: [], toolCallId: '', reasoning: [], isError: false },
         {
-          role: 'user', toolCalls: [], toolCallId: '', reasoning: [],
+          role: 'user', toolCalls: [], toolCallId: '', reasoning: [], isError: false,
           content: [{ part: { $case: 'text', value: 'What is this?' } }, { part: { $case: 'image', value: { url: 'https://x/y.png', detail: 'low' } } }],
         },
-        { role: 'assistant', content: [], toolCalls: [{ id: 'call_1', name: 'lookup', arguments: '{"q":1}' }], toolCallId: '', reasoning: [] },
-        { role: 'tool', content: [{ part: { $case: 'text', value: 'result' } }], toolCalls: [], toolCallId: 'call_1', reasoning: [] },
+        { role: 'assistant', content: [], toolCalls: [{ id: 'call_1', name: 'lookup', arguments: '{"q":1}' }], toolCallId: '', reasoning: [], isError: false },
+        { role: 'tool', content: [{ part: { $case: 'text', value: 'result' } }], toolCalls: [], toolCallId: 'call_1', reasoning: [], isError: false },
       ],
       tools: [{ name: 'lookup', description: 'Looks up', parameters: '{"type":"object","properties":{"q":{"type":"number"}}}' }],
-      toolChoice: { mode: 'tool', toolName: 'lookup' },
+      toolChoice: { mode: 'tool', toolName: 'lookup', disableParallel: false },
       responseFormat: { type: 'json_schema', schemaName: 'answer', schema: '{"type":"object"}', strict: true },
       extraBody: '{"seed":3}',
     }, 'upstream-name', false);
@@ -48,7 +48,7 @@ describe('convertToOpenAIRequest', () => {
   });
 
   it('json_object without the word json in the messages gets a system instruction; with it, nothing is added', () => {
-    const user = (text: string) => ({ role: 'user', content: [{ part: { $case: 'text' as const, value: text } }], toolCalls: [], toolCallId: '', reasoning: [] });
+    const user = (text: string) => ({ role: 'user', content: [{ part: { $case: 'text' as const, value: text } }], toolCalls: [], toolCallId: '', reasoning: [], isError: false });
     const bare = convertToOpenAIRequest({ ...base, messages: [user('List three colours.')], responseFormat: { type: 'json_object', schemaName: '', schema: '' } }, 'u', false);
     expect(bare.messages).toEqual([{ role: 'system', content: JSON_OBJECT_INSTRUCTION }, { role: 'user', content: 'List three colours.' }]);
     expect(bare.response_format).toEqual({ type: 'json_object' });

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
 import type { ChatRequest } from '@gateway/proto';
 import { ProviderError, type AdapterStreamPart } from '../provider-adapter.js';
-import { OpenAIAdapter, readServerSentEvents } from './openai-adapter.js';
+import { OpenAIAdapter } from './openai-adapter.js';
 
 const fixture = (name: string) => readFileSync(new URL(`./__fixtures__/${name}`, import.meta.url), 'utf8');
 
@@ -11,7 +11,7 @@ function chatRequest(text: string, extra: Partial<ChatRequest> = {}): ChatReques
   return {
     context: { requestId: 'req_adapter_test', accountId: 'acc_1', keyId: 'key_1' },
     modelId: 'acme/chat', routingStrategy: '', endpoint: 'chat.completions',
-    messages: [{ role: 'user', content: [{ part: { $case: 'text', value: text } }], toolCalls: [], toolCallId: '', reasoning: [] }],
+    messages: [{ role: 'user', content: [{ part: { $case: 'text', value: text } }], toolCalls: [], toolCallId: '', reasoning: [], isError: false }],
     tools: [], stop: [], includeUsage: false, timeoutMs: 0, ...extra,
   };
 }
@@ -129,18 +129,5 @@ describe('OpenAIAdapter', () => {
 
     const result = await adapter.chat(request, new AbortController().signal);
     expect(result.choices[0]?.message?.content).toBe('Hello from the fake upstream.');
-  });
-});
-
-describe('readServerSentEvents', () => {
-  it('joins events split across reads and CRLF framing, skipping comments', async () => {
-    async function* body() {
-      yield Buffer.from(': keep-alive\r\n\r\ndata: {"a"');
-      yield Buffer.from(':1}\r\n\r\ndata: [DO');
-      yield Buffer.from('NE]\n\n');
-    }
-    const events: string[] = [];
-    for await (const data of readServerSentEvents(body())) events.push(data);
-    expect(events).toEqual(['{"a":1}', '[DONE]']);
   });
 });

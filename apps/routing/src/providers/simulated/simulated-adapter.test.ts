@@ -9,7 +9,7 @@ import { sampleJsonForSchema } from './simulate-json.js';
 function request(text: string, extra: Partial<ChatRequest> = {}): ChatRequest {
   return {
     context: undefined, modelId: 'm', routingStrategy: '', endpoint: 'chat.completions', tools: [], stop: [], includeUsage: false, timeoutMs: 0,
-    messages: [{ role: 'user', content: [{ part: { $case: 'text', value: text } }], toolCalls: [], toolCallId: '', reasoning: [] }],
+    messages: [{ role: 'user', content: [{ part: { $case: 'text', value: text } }], toolCalls: [], toolCallId: '', reasoning: [], isError: false }],
     ...extra,
   };
 }

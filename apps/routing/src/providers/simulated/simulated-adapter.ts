@@ -98,7 +98,7 @@ export class SimulatedAdapter implements ProviderAdapterV1 {
     signal.throwIfAborted();
     const answer = simulateAnswer(request.chat, request.upstreamModel);
     return {
-      choices: [{ index: 0, finishReason: answer.finishReason, message: { content: answer.content, toolCalls: answer.toolCalls, reasoning: [], images: [] } }],
+      choices: [{ index: 0, finishReason: answer.finishReason, stopSequence: '', message: { content: answer.content, toolCalls: answer.toolCalls, reasoning: [], images: [] } }],
       usage: this.usageFor(request, answer),
     };
   }
@@ -112,11 +112,11 @@ export class SimulatedAdapter implements ProviderAdapterV1 {
       await new Promise((resolve) => setImmediate(resolve));
       yield {
         type: 'delta',
-        delta: { choiceIndex: 0, content: decode(tokens.slice(start, start + TOKENS_PER_CHUNK)), toolCalls: [], reasoning: '', reasoningSignature: '', finishReason: '', images: [] },
+        delta: { choiceIndex: 0, content: decode(tokens.slice(start, start + TOKENS_PER_CHUNK)), toolCalls: [], reasoning: '', reasoningSignature: '', finishReason: '', images: [], reasoningEncrypted: '', stopSequence: '' },
       };
     }
     const toolCalls = answer.toolCalls.map((call, index) => ({ index, id: call.id, name: call.name, arguments: call.arguments }));
-    yield { type: 'delta', delta: { choiceIndex: 0, content: '', toolCalls, reasoning: '', reasoningSignature: '', finishReason: answer.finishReason, images: [] } };
+    yield { type: 'delta', delta: { choiceIndex: 0, content: '', toolCalls, reasoning: '', reasoningSignature: '', finishReason: answer.finishReason, images: [], reasoningEncrypted: '', stopSequence: '' } };
     yield { type: 'usage', usage: this.usageFor(request, answer) };
   }
 

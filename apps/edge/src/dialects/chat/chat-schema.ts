@@ -1,12 +1,7 @@
 import { z } from 'zod';
-import { echoed } from '../echoed-value.js';
-import { edgeErrors, type EdgeError } from '../errors.js';
-import type { FreeFormField } from '../json-depth.js';
-
-/** Spec §1 routing strategies. */
-export const ROUTING_STRATEGIES = ['reliability', 'balanced', 'latency', 'throughput', 'cache'] as const;
-export type RoutingStrategy = (typeof ROUTING_STRATEGIES)[number];
-export const routingStrategy = z.enum(ROUTING_STRATEGIES);
+import { parseBody } from '../../canonical/validation.js';
+import { routingStrategy } from '../../inference/strategy.js';
+import type { FreeFormField } from '../../json-depth.js';
 
 /*
  * The chat-completions request of spec §4.8. Optional fields accept null as "absent" (many clients
@@ -46,8 +41,24 @@ const toolCall = z.object({
   function: z.object({ name: z.string().min(1), arguments: z.string() }),
 });
 
+/**
+ * OpenRouter's reasoning_details entries (wire-formats.md) on replayed assistant turns: text (with a
+ * signature when signed), encrypted, or a summary. Signatures and data carry the gateway's issuer tag.
+ */
+const reasoningDetail = z
+  .object({
+    type: z.enum(['reasoning.text', 'reasoning.encrypted', 'reasoning.summary']),
+    text: z.string().nullish(),
+    signature: z.string().nullish(),
+    data: z.string().nullish(),
+    summary: z.string().nullish(),
+  })
+  .loose();
+
 const message = z.object({
   role: z.enum(['system', 'developer', 'user', 'assistant', 'tool']),
+  reasoning: z.string().nullish(),
+  reasoning_details: z.array(reasoningDetail).nullish(),
   content: z.union([z.string(), z.array(contentBlock)]).nullish(),
   name: z.string().nullish(),
   tool_calls: z.array(toolCall).nullish(),
@@ -129,36 +140,5 @@ export type ChatCompletionRequest = z.infer<typeof chatCompletionRequest>;
 
 /** Validates a parsed body; a failure is a 400 whose message names the field path (`body.messages.0.role: ...`). */
 export function parseChatCompletionRequest(body: unknown): ChatCompletionRequest {
-  // No parse context: zod copies one per parse (`{ ...ctx, async: false }`), which in V8 11 made fresh
-  // hidden classes per request (README "Performance"). Issues leave the input out by default anyway.
-  const result = chatCompletionRequest.safeParse(body);
-  if (result.success) return result.data;
-  throw validationError(result.error.issues);
-}
-
-type Issue = z.core.$ZodIssue;
-
-/** The most specific issue: inside a union, the branch that got furthest into the input explains best. */
-function deepestIssue(issue: Issue, prefix: readonly PropertyKey[]): { path: PropertyKey[]; message: string } {
-  const path = [...prefix, ...issue.path];
-  if (issue.code === 'invalid_union' && issue.errors.length > 0) {
-    let best: { path: PropertyKey[]; message: string } | undefined;
-    for (const branch of issue.errors) {
-      const first = branch[0];
-      if (!first) continue;
-      const candidate = deepestIssue(first, path);
-      if (!best || candidate.path.length > best.path.length) best = candidate;
-    }
-    if (best && best.path.length > path.length) return best;
-  }
-  return { path, message: issue.message };
-}
-
-export function validationError(issues: readonly Issue[]): EdgeError {
-  const first = issues[0];
-  if (!first) return edgeErrors.invalidRequest('body: invalid request.');
-  const { path, message } = deepestIssue(first, []);
-  // A path holds the client's own key names (logit_bias, loose fields): bounded like any echoed value.
-  const param = echoed(['body', ...path.map(String)].join('.'));
-  return edgeErrors.invalidRequest(`${param}: ${message}`, param);
+  return parseBody(chatCompletionRequest, body);
 }

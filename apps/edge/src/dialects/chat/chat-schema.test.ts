@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { EdgeError } from '../errors.js';
-import { parseChatCompletionRequest } from './schema.js';
+import { EdgeError } from '../../errors.js';
+import { parseChatCompletionRequest } from './chat-schema.js';
 
 const valid = { model: 'acme/chat-small', messages: [{ role: 'user', content: 'hi' }] };
 

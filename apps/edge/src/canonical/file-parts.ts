@@ -2,7 +2,7 @@ import { ErrorReason, GatewayError, errors, type CallerSignal, type PromiseClien
 import type { ChatMessage, ContentPart, FilePart, MediaServiceClient } from '@gateway/proto';
 import { EdgeError, edgeErrors } from '../errors.js';
 import type { CatalogModel } from '../catalog-cache.js';
-import { MAX_INLINE_FILE_BYTES } from './convert.js';
+import { MAX_INLINE_FILE_BYTES } from './inline-data.js';
 
 /*
  * File blocks (spec §4.8): `file_data` (base64) or `file_url` work on every model. A model that reads
@@ -29,7 +29,17 @@ export interface FilePartContext {
   media: PromiseClient<MediaServiceClient> | undefined;
   requestId: string;
   signal: CallerSignal;
+  /**
+   * The client's field path (errors name it) of a file part by its canonical message and part index:
+   * the block itself, its URL, or the file it holds. Default: the chat-completions spelling.
+   */
+  pathOf?: FilePathOf;
 }
+
+export type FilePathOf = (messageIndex: number, partIndex: number, what: 'block' | 'url' | 'file') => string;
+
+const chatPath: FilePathOf = (messageIndex, partIndex, what) =>
+  `body.messages.${messageIndex}.content.${partIndex}${what === 'url' ? '.file.file_url' : what === 'file' ? '.file' : ''}`;
 
 function hasFileParts(messages: readonly ChatMessage[]): boolean {
   return messages.some((message) => message.content.some((part) => part.part?.$case === 'file'));
@@ -60,7 +70,7 @@ function requireMedia(context: FilePartContext): PromiseClient<MediaServiceClien
 }
 
 /** The file's bytes: inline as sent, or fetched through the media service's guarded fetcher. */
-async function bytesOf(file: FilePart, path: string, context: FilePartContext): Promise<{ data: Buffer; mediaType: string }> {
+async function bytesOf(file: FilePart, urlPath: string, context: FilePartContext): Promise<{ data: Buffer; mediaType: string }> {
   if (file.data.length > 0) return { data: Buffer.from(file.data.buffer, file.data.byteOffset, file.data.length), mediaType: file.mediaType };
   const media = requireMedia(context);
   try {
@@ -70,11 +80,11 @@ async function bytesOf(file: FilePart, path: string, context: FilePartContext): 
     );
     return { data: Buffer.from(fetched.data.buffer, fetched.data.byteOffset, fetched.data.length), mediaType: fetched.contentType };
   } catch (error) {
-    throw inCallerTerms(error, `${path}.file.file_url`);
+    throw inCallerTerms(error, urlPath);
   }
 }
 
-async function textOf(data: Buffer, mediaType: string, path: string, model: CatalogModel, context: FilePartContext): Promise<string> {
+async function textOf(data: Buffer, mediaType: string, filePath: string, model: CatalogModel, context: FilePartContext): Promise<string> {
   if (isPdf(data)) {
     try {
       const extracted = await requireMedia(context).extractPdfText(
@@ -83,21 +93,24 @@ async function textOf(data: Buffer, mediaType: string, path: string, model: Cata
       );
       return extracted.text;
     } catch (error) {
-      throw inCallerTerms(error, `${path}.file`);
+      throw inCallerTerms(error, filePath);
     }
   }
   const type = mediaType.split(';')[0]!.trim().toLowerCase();
   if (TEXT_MEDIA_TYPES.test(type)) return Buffer.from(data).toString('utf8');
   throw edgeErrors.invalidRequest(
-    `${path}.file: the model \`${model.id}\` reads no files, and only PDF and text files can be given to it as text${type ? ` (this one is ${type})` : ''}.`,
-    `${path}.file`,
+    `${filePath}: the model \`${model.id}\` reads no files, and only PDF and text files can be given to it as text${type ? ` (this one is ${type})` : ''}.`,
+    filePath,
     'unsupported_modality',
   );
 }
 
-function asText(filename: string, text: string): ContentPart {
-  const name = filename ? ` name=${JSON.stringify(filename)}` : '';
-  return { part: { $case: 'text', value: `<file${name}>\n${text}\n</file>` } };
+function asText(file: FilePart, text: string, cacheControl: ContentPart['cacheControl']): ContentPart {
+  const name = file.filename ? ` name=${JSON.stringify(file.filename)}` : '';
+  const note = file.context ? `\n${file.context}` : '';
+  const part: ContentPart = { part: { $case: 'text', value: `<file${name}>${note}\n${text}\n</file>` } };
+  if (cacheControl) part.cacheControl = cacheControl;
+  return part;
 }
 
 /**
@@ -113,25 +126,28 @@ export async function resolveFileParts(messages: ChatMessage[], model: CatalogMo
   for (const [messageIndex, message] of messages.entries()) {
     for (const [partIndex, part] of message.content.entries()) {
       if (part.part?.$case !== 'file') continue;
-      const path = `body.messages.${messageIndex}.content.${partIndex}`;
+      const pathOf = context.pathOf ?? chatPath;
+      const path = pathOf(messageIndex, partIndex, 'block');
       if (++files > MAX_FILE_PARTS) throw edgeErrors.invalidRequest(`${path}: at most ${MAX_FILE_PARTS} files per request.`, path);
       const file = part.part.value;
-      const { data, mediaType } = await bytesOf(file, path, context);
+      const { data, mediaType } = await bytesOf(file, pathOf(messageIndex, partIndex, 'url'), context);
       if (native) {
         totalBytes += data.length;
         if (totalBytes > MAX_TOTAL_FILE_BYTES) throw tooLarge(path, `the files of this request hold more than ${MAX_TOTAL_FILE_BYTES} bytes.`);
         const type = mediaType.split(';')[0]!.trim().toLowerCase();
-        message.content[partIndex] = {
-          part: { $case: 'file', value: { filename: file.filename, data, url: '', mediaType: isPdf(data) ? 'application/pdf' : type || 'application/octet-stream' } },
+        const resolved: ContentPart = {
+          part: { $case: 'file', value: { filename: file.filename, data, url: '', mediaType: isPdf(data) ? 'application/pdf' : type || 'application/octet-stream', context: file.context } },
         };
+        if (part.cacheControl) resolved.cacheControl = part.cacheControl;
+        message.content[partIndex] = resolved;
         continue;
       }
-      const text = await textOf(data, mediaType, path, model, context);
+      const text = await textOf(data, mediaType, pathOf(messageIndex, partIndex, 'file'), model, context);
       totalText += text.length;
       if (totalText > MAX_TOTAL_FILE_TEXT_CHARACTERS) {
         throw tooLarge(path, `the files of this request hold more than ${MAX_TOTAL_FILE_TEXT_CHARACTERS} characters of text.`);
       }
-      message.content[partIndex] = asText(file.filename, text);
+      message.content[partIndex] = asText(file, text, part.cacheControl);
     }
   }
 }

@@ -3,55 +3,31 @@ import type { ChatRequest, Usage } from '@gateway/proto';
 import { Cancellation, errors, GatewayError, type CallerSignal } from '@gateway/platform';
 import type { VerifiedApiKey } from '../auth-cache.js';
 import type { CatalogModel } from '../catalog-cache.js';
-import { CHAT_ENDPOINT, convertChatRequest, routerRequest, type ConvertedChat } from '../chat/convert.js';
-import { resolveFileParts } from '../chat/file-parts.js';
-import { ChatChunkWriter, renderChatCompletion } from '../chat/render.js';
-import { CHAT_FREE_FORM_FIELDS, parseChatCompletionRequest, routingStrategy, type ChatCompletionRequest, type RoutingStrategy } from '../chat/schema.js';
+import { resolveFileParts } from '../canonical/file-parts.js';
+import { routerRequest } from '../canonical/request.js';
 import { requestIdOf, verifyApiKey, type EdgeContext } from '../context.js';
 import { presentedApiKey } from '../credentials.js';
-import { echoed } from '../echoed-value.js';
 import { edgeErrors, toApiError } from '../errors.js';
 import { ClientGoneError, readJsonBody, sendJson } from '../http.js';
 import { resolveModel } from '../model-resolution.js';
-import { checkContextWindow, costBound, measurePrompt, MINIMUM_HOLD_PICO, worstCaseHint, type CostBound } from '../inference/request-bounds.js';
+import type { AnswerContext, ConvertedRequest, InferenceDialect, StreamWriter } from './dialect.js';
+import { checkContextWindow, costBound, measurePrompt, MINIMUM_HOLD_PICO, worstCaseHint, type CostBound } from './request-bounds.js';
+import { chooseStrategy, parseStrategyHeader, STRATEGY_HEADER } from './strategy.js';
 
 /** Bound on one non-streamed answer, failover included. */
 const CHAT_DEADLINE_MS = 10 * 60_000;
-const STRATEGY_HEADER = 'x-gateway-routing-strategy';
 
-// Every inference route resolves its model through model-resolution.ts (alias, 410, tier 403, endpoint).
-export { resolveModel };
+export type InferenceHandler = (request: IncomingMessage, response: ServerResponse) => Promise<void>;
 
-/** The strategy header, checked before any service is asked: an unknown value is a 400. */
-export function parseStrategyHeader(value: string | string[] | undefined): RoutingStrategy | undefined {
-  if (typeof value !== 'string' || value.trim() === '') return undefined;
-  const parsed = routingStrategy.safeParse(value.trim());
-  if (!parsed.success) {
-    throw edgeErrors.invalidRequest(
-      `header.${STRATEGY_HEADER}: unknown routing strategy \`${echoed(value)}\`; expected one of ${routingStrategy.options.join(', ')}.`,
-      `header.${STRATEGY_HEADER}`,
-    );
-  }
-  return parsed.data;
-}
-
-/** DESIGN §3: body `routing`, then the header, then the key's default, then `balanced`. */
-export function chooseStrategy(
-  bodyValue: RoutingStrategy | null | undefined,
-  headerValue: RoutingStrategy | undefined,
-  key: VerifiedApiKey,
-): RoutingStrategy {
-  if (bodyValue) return bodyValue;
-  if (headerValue) return headerValue;
-  // A set lookup, not safeParse: most keys have no default (''), and a failed zod parse builds an
-  // error object on every request (~1% of the edge's CPU in the bench profile).
-  return KNOWN_STRATEGIES.has(key.defaultRoutingStrategy) ? (key.defaultRoutingStrategy as RoutingStrategy) : 'balanced';
-}
-
-const KNOWN_STRATEGIES: ReadonlySet<string> = new Set(routingStrategy.options);
-
-export function chatCompletionsHandler(context: EdgeContext) {
-  return async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
+/**
+ * THE inference pipeline (DESIGN §6): every dialect's route is this function with its dialect. In
+ * order: credential (before the body: a wrong key with a bad body is a 401), body, strategy, model
+ * (alias, 410, tier 403, endpoint), conversion (drops, 400s), context window and worst-case cost,
+ * admission, files, the router call, then the answer or the stream relay. Admission is finished in
+ * exactly one way per request: settle with the usage of a delivered answer, or release.
+ */
+export function inferenceHandler<Body>(context: EdgeContext, dialect: InferenceDialect<Body>): InferenceHandler {
+  return async (request, response) => {
     const requestId = requestIdOf(response);
     // The client leaving cancels the Router call, which stops the provider call behind it. A
     // Cancellation, not an AbortController: see libs/platform/src/cancellation.ts.
@@ -59,20 +35,15 @@ export function chatCompletionsHandler(context: EdgeContext) {
     response.once('close', () => {
       if (!response.writableFinished) clientGone.abort();
     });
-    const credential = presentedApiKey(request);
-    // No credential: refuse before reading (up to 32 MiB of) a body nobody may send.
-    if (credential === undefined) throw edgeErrors.missingApiKey();
-    // The credential is judged before the body (spec §5): a wrong key with a bad body is a 401, not a
-    // 400. Usually a cache hit; a miss costs one Auth call before the body is read.
-    const key = await verifyApiKey(context, credential, requestId);
-    const body: ChatCompletionRequest = parseChatCompletionRequest(await readJsonBody(request, context.bodyLimits, CHAT_FREE_FORM_FIELDS));
+    const key = await authenticate(context, request, requestId);
+    const body = dialect.parse(await readJsonBody(request, context.bodyLimits, dialect.freeFormFields));
     const headerStrategy = parseStrategyHeader(request.headers[STRATEGY_HEADER]);
-    const model = resolveModel(context, body.model, CHAT_ENDPOINT, key);
-    const converted = convertChatRequest(body, model);
-    const strategy = chooseStrategy(body.routing, headerStrategy, key);
+    const model = resolveModel(context, dialect.modelName(body), dialect.endpoint, key);
+    const converted = dialect.convert(body, model, context.reasoningTags);
+    const strategy = chooseStrategy(dialect.routing(body), headerStrategy, key);
     // The context window and the worst-case cost, before admission and before any provider call.
     const measure = measurePrompt(converted.request);
-    await checkContextWindow(model, converted.request, measure);
+    await checkContextWindow(model, converted.request, measure, converted.outputField);
     const bound = costBound(model, converted.request, measure);
     let leaseId: string | undefined;
     try {
@@ -81,19 +52,24 @@ export function chatCompletionsHandler(context: EdgeContext) {
       // A lost answer (ledger unreachable mid-call) may hide a reservation that was made; a refusal made none.
       const status = toApiError(error).status;
       if (status >= 500) void context.admission.release({ requestId, key });
-      if (status === 402 && bound.holdPico > MINIMUM_HOLD_PICO) throw withWorstCaseHint(error, bound);
+      if (status === 402 && bound.holdPico > MINIMUM_HOLD_PICO) throw withWorstCaseHint(error, bound, converted.outputField);
       throw error;
     }
 
     // Whatever way the request ends, its admission is finished (a repeat after settle/release is a no-op).
     response.once('close', () => context.admission.settle({ requestId, usage: undefined }));
-    const chat = routerRequest(converted, { requestId, accountId: key.accountId, keyId: key.keyId, leaseId }, strategy);
+    const chat = routerRequest(converted.request, { requestId, accountId: key.accountId, keyId: key.keyId, leaseId }, strategy);
     try {
       // File blocks become bytes or text the model can read (media service); after admission, so rate
       // limits and credit checks come before any URL fetch. A request without files skips this.
-      await resolveFileParts(chat.messages, model, { media: context.media, requestId, signal: clientGone });
+      await resolveFileParts(chat.messages, model, {
+        media: context.media,
+        requestId,
+        signal: clientGone,
+        ...(converted.filePathOf ? { pathOf: converted.filePathOf } : {}),
+      });
       // Fetched files only now have a size: the window is checked again (the hold already assumed a full window).
-      if (measure.unresolvedFiles) await checkContextWindow(model, chat, measurePrompt(chat));
+      if (measure.unresolvedFiles) await checkContextWindow(model, chat, measurePrompt(chat), converted.outputField);
     } catch (error) {
       void context.admission.release({ requestId, key });
       throw clientGone.aborted ? new ClientGoneError('client left while its files were read') : error;
@@ -103,8 +79,10 @@ export function chatCompletionsHandler(context: EdgeContext) {
       void context.admission.release({ requestId, key });
       throw new ClientGoneError('client left before the router was called');
     }
+    const answerContext: AnswerContext = { requestId, model, tags: context.reasoningTags, created: Math.floor(context.now() / 1000), logger: context.logger };
     if (converted.stream) {
-      await streamChat(context, response, { chat, converted, key, model, strategy, requestId, signal: clientGone });
+      const writer = dialect.streamWriter(answerContext, body);
+      await relayStream(context, response, { chat, converted, key, model, strategy, requestId, signal: clientGone, writer });
       return;
     }
     let answer;
@@ -116,16 +94,29 @@ export function chatCompletionsHandler(context: EdgeContext) {
       throw clientGone.aborted ? new ClientGoneError('client left while the router was answering') : error;
     }
     context.admission.settle({ requestId, usage: answer.usage });
-    sendJson(response, 200, renderChatCompletion(answer, model.id), {
+    sendJson(response, 200, dialect.render(answer, answerContext, body), {
       ...gatewayHeaders(answer.routingStrategy || strategy, converted.droppedParams, answer.droppedParams),
     });
   };
 }
 
+/**
+ * The caller's API key, verified, before the body is read (a wrong key with a bad body is a 401). Shared
+ * by every route that reaches models, the pipeline's and those beside it (messages count_tokens). Not
+ * async: a missing credential throws at once, a cached key costs no extra promise.
+ */
+export function authenticate(context: EdgeContext, request: IncomingMessage, requestId: string): Promise<VerifiedApiKey> {
+  const credential = presentedApiKey(request);
+  // No credential: refuse before reading (up to 32 MiB of) a body nobody may send.
+  if (credential === undefined) throw edgeErrors.missingApiKey();
+  // Usually a cache hit; a miss costs one Auth call before the body is read.
+  return verifyApiKey(context, credential, requestId);
+}
+
 /** A 402 of a request that held more than 0.05: the same refusal, saying what the hold was made of. */
-function withWorstCaseHint(error: unknown, bound: CostBound): unknown {
+function withWorstCaseHint(error: unknown, bound: CostBound, outputField: string | undefined): unknown {
   if (!(error instanceof GatewayError)) return error;
-  return new GatewayError(error.status, error.reason, error.message + worstCaseHint(bound), { code: error.code, param: error.param, cause: error });
+  return new GatewayError(error.status, error.reason, error.message + worstCaseHint(bound, outputField), { code: error.code, param: error.param, cause: error });
 }
 
 function gatewayHeaders(strategy: string, edgeDropped: readonly string[], routerDropped: readonly string[]): Record<string, string> {
@@ -137,36 +128,41 @@ function gatewayHeaders(strategy: string, edgeDropped: readonly string[], router
 
 interface StreamJob {
   chat: ChatRequest;
-  converted: ConvertedChat;
+  converted: ConvertedRequest;
   key: VerifiedApiKey;
   model: CatalogModel;
   strategy: string;
   requestId: string;
   signal: CallerSignal;
+  writer: StreamWriter;
 }
 
 /**
- * SSE relay of Router.ChatStream. Nothing is written until the first delta: a failure before any
- * content is still a normal HTTP error (the router fails over until then). After it, a failure ends
- * the stream with an error chunk and [DONE] — never a clean close that looks like a complete answer.
+ * SSE relay of Router.ChatStream for every dialect. Nothing is written until the first delta: a
+ * failure before any content is still a normal HTTP error (the router fails over until then) — unless
+ * the dialect pings (messages), in which case a slow first token commits the stream early and pings
+ * keep it alive. After the commit point a failure ends the stream with the dialect's error events,
+ * never a clean close that looks like a complete answer.
  */
-async function streamChat(context: EdgeContext, response: ServerResponse, job: StreamJob): Promise<void> {
-  const { requestId, key } = job;
-  let writer: ChatChunkWriter | undefined;
+async function relayStream(context: EdgeContext, response: ServerResponse, job: StreamJob): Promise<void> {
+  const { requestId, key, writer } = job;
   let usage: Usage | undefined;
-  let headersWritten = false;
-  const writeHeaders = (strategy: string, routerDropped: readonly string[]) => {
+  let committed = false;
+  let started = false;
+  let startStrategy = job.strategy;
+  let startDropped: readonly string[] = [];
+  const commit = () => {
     response.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-cache',
       connection: 'keep-alive',
       'x-accel-buffering': 'no',
-      ...gatewayHeaders(strategy, job.converted.droppedParams, routerDropped),
+      ...gatewayHeaders(startStrategy, job.converted.droppedParams, startDropped),
     });
-    headersWritten = true;
+    committed = true;
+    const opening = writer.open();
+    if (opening) response.write(opening);
   };
-  let startStrategy = job.strategy;
-  let startDropped: readonly string[] = [];
   // Bound on silence: a router stream that neither sends nor ends (lost status, wedged peer) must not
   // hold the client and this request forever.
   const streamAbort = new Cancellation();
@@ -177,23 +173,34 @@ async function streamChat(context: EdgeContext, response: ServerResponse, job: S
     wentSilent = true;
     streamAbort.abort();
   }, context.streamIdleTimeoutMs);
+  // Keep-alive of a dialect that has one: refreshed by every write, so it only fires into silence.
+  const ping = writer.ping?.bind(writer);
+  const pingTimer = ping
+    ? setInterval(() => {
+        if (!committed) commit();
+        response.write(ping());
+      }, context.streamPingIntervalMs)
+    : undefined;
   try {
     for await (const message of context.chatRouter.chatStream({ chat: job.chat, combinedStart: true }, { requestId, signal: streamAbort })) {
       idleTimer.refresh();
       const event = message.event;
       if (!event) continue;
       if (event.$case === 'start') {
-        writer = new ChatChunkWriter(event.value, job.model.id);
+        started = true;
+        writer.start(event.value);
         startStrategy = event.value.routingStrategy || job.strategy;
         startDropped = event.value.droppedParams;
         // The first content may ride in the start (combinedStart): one message less before it reaches the client.
         if (event.value.firstDelta) {
-          writeHeaders(startStrategy, startDropped);
+          if (!committed) commit();
+          pingTimer?.refresh();
           await write(response, writer.delta(event.value.firstDelta));
         }
       } else if (event.$case === 'delta') {
-        if (!writer) throw new Error('router stream sent a delta before its start');
-        if (!headersWritten) writeHeaders(startStrategy, startDropped);
+        if (!started) throw new Error('router stream sent a delta before its start');
+        if (!committed) commit();
+        pingTimer?.refresh();
         await write(response, writer.delta(event.value));
       } else if (event.$case === 'usage') {
         usage = event.value;
@@ -202,31 +209,34 @@ async function streamChat(context: EdgeContext, response: ServerResponse, job: S
   } catch (caught) {
     const error = wentSilent ? errors.internal(`router stream sent nothing for ${context.streamIdleTimeoutMs} ms`) : caught;
     if (wentSilent) context.logger.warn({ request_id: requestId }, 'router stream went silent; ending it');
-    if (!headersWritten) {
+    if (!committed) {
       void context.admission.release({ requestId, key });
       throw job.signal.aborted ? new ClientGoneError('client left before the first content') : error;
     }
     if (job.signal.aborted) return;
     const apiError = toApiError(error);
-    if (apiError.status >= 500) context.logger.warn({ err: error, request_id: requestId }, 'stream failed after content was sent');
-    response.write((writer as ChatChunkWriter).error(apiError));
+    // Our own failures keep their stack; an upstream outage (503) is an ordinary event, logged without one.
+    if (apiError.status === 500) context.logger.warn({ err: error, request_id: requestId }, 'stream failed after it was committed');
+    else if (apiError.status > 500) context.logger.warn({ request_id: requestId, status: apiError.status, code: apiError.code }, 'stream failed after it was committed');
+    // Settled with whatever usage arrived: a stream committed by pings but failed before any content
+    // delivered nothing, and the router published no usage for it.
     context.admission.settle({ requestId, usage });
-    response.end(ChatChunkWriter.done);
+    response.end(writer.fail(apiError, usage));
     return;
   } finally {
     clearTimeout(idleTimer);
+    if (pingTimer) clearInterval(pingTimer);
     job.signal.removeEventListener('abort', onClientGone);
   }
-  if (!writer) throw new Error('router stream ended without a start');
-  if (!headersWritten) writeHeaders(startStrategy, startDropped);
-  if (job.converted.includeUsage) response.write(writer.usage(usage));
+  if (!started) throw new Error('router stream ended without a start');
+  if (!committed) commit();
   context.admission.settle({ requestId, usage });
-  response.end(ChatChunkWriter.done);
+  response.end(writer.end(usage));
 }
 
 /** Honours back-pressure from a slow client; a client that left releases the wait too. */
 function write(response: ServerResponse, text: string): Promise<void> | void {
-  if (response.write(text)) return;
+  if (text === '' || response.write(text)) return;
   return new Promise<void>((resolve) => {
     const done = () => {
       response.off('drain', done);

@@ -1,10 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import type { Model } from '@gateway/proto';
 import { sameHiddenClass } from '@gateway/testing';
-import type { CatalogModel } from '../catalog-cache.js';
-import { EdgeError } from '../errors.js';
-import { convertChatRequest, decodedLength, nearestReasoningEffort, routerRequest } from './convert.js';
-import { parseChatCompletionRequest } from './schema.js';
+import type { CatalogModel } from '../../catalog-cache.js';
+import { EdgeError } from '../../errors.js';
+import { decodedLength } from '../../canonical/inline-data.js';
+import { nearestReasoningEffort } from '../../canonical/model-checks.js';
+import { routerRequest } from '../../canonical/request.js';
+import { ReasoningTags } from '../../canonical/reasoning-tags.js';
+import { convertChatRequest } from './convert-chat-request.js';
+import { parseChatCompletionRequest } from './chat-schema.js';
 
 function catalogModel(overrides: Partial<CatalogModel> = {}): CatalogModel {
   return {
@@ -21,8 +25,10 @@ function catalogModel(overrides: Partial<CatalogModel> = {}): CatalogModel {
   };
 }
 
+const tags = new ReasoningTags('chat-converter-test-key');
+
 const convert = (body: Record<string, unknown>, model = catalogModel()) =>
-  convertChatRequest(parseChatCompletionRequest({ model: 'm', messages: [{ role: 'user', content: 'hi' }], ...body }), model);
+  convertChatRequest(parseChatCompletionRequest({ model: 'm', messages: [{ role: 'user', content: 'hi' }], ...body }), model, tags);
 
 function refusal(body: Record<string, unknown>, model = catalogModel()) {
   try {
@@ -63,7 +69,7 @@ describe('convertChatRequest', () => {
     expect(file?.$case === 'file' && Buffer.from(file.value.data).toString()).toBe('ABC');
     expect(assistant?.toolCalls).toEqual([{ id: 'c1', name: 'f', arguments: '{"a":1}' }]);
     expect(tool?.toolCallId).toBe('c1');
-    expect(converted.request.toolChoice).toEqual({ mode: 'required', toolName: '' });
+    expect(converted.request.toolChoice).toEqual({ mode: 'required', toolName: '', disableParallel: false });
     expect(converted.request.tools[0]).toMatchObject({ name: 'f', parameters: '{"type":"object"}' });
   });
 
@@ -104,8 +110,8 @@ describe('routerRequest', () => {
   it('fills the converted request in place, and requests of one shape share one hidden class', () => {
     const first = convert({ temperature: 0.5 });
     const second = convert({ temperature: 0.7 });
-    const a = routerRequest(first, { requestId: 'r1', accountId: 'a', keyId: 'k', leaseId: 'l1' }, 'balanced');
-    const b = routerRequest(second, { requestId: 'r2', accountId: 'a', keyId: 'k', leaseId: undefined }, 'latency');
+    const a = routerRequest(first.request, { requestId: 'r1', accountId: 'a', keyId: 'k', leaseId: 'l1' }, 'balanced');
+    const b = routerRequest(second.request, { requestId: 'r2', accountId: 'a', keyId: 'k', leaseId: undefined }, 'latency');
     expect(a).toBe(first.request);
     expect(a).toMatchObject({ modelId: 'm', endpoint: 'chat.completions', routingStrategy: 'balanced', context: { requestId: 'r1', leaseId: 'l1' } });
     expect(b.routingStrategy).toBe('latency');
@@ -177,5 +183,38 @@ describe('response_format json_schema: checked against its meta-schema', () => {
   it('a long complaint is cut like any echoed value', () => {
     const error = refusal(withSchema({ type: 'object', properties: { ['k'.repeat(5_000)]: { type: 12 } } }), jsonModel);
     expect(error.message.length).toBeLessThan(600);
+  });
+});
+
+describe('reasoning_details on replayed assistant turns', () => {
+  const turn = (details: unknown[]) =>
+    convert({
+      messages: [
+        { role: 'user', content: 'q' },
+        { role: 'assistant', content: 'a', reasoning_details: details },
+        { role: 'user', content: 'next' },
+      ],
+    }).request.messages[1]!.reasoning;
+
+  it('keeps tagged signatures and data with their issuer, untagged', () => {
+    const reasoning = turn([
+      { type: 'reasoning.text', text: 'thought', signature: tags.tag('provider-a', 'sig-a') },
+      { type: 'reasoning.encrypted', data: tags.tag('provider-b', 'opaque') },
+    ]);
+    expect(reasoning).toEqual([
+      { text: 'thought', signature: 'sig-a', encryptedData: '', providerId: 'provider-a' },
+      { text: '', signature: '', encryptedData: 'opaque', providerId: 'provider-b' },
+    ]);
+  });
+
+  it('drops entries whose tag is missing, edited or from another key, text included', () => {
+    const other = new ReasoningTags('another-gateway-key-0000');
+    const reasoning = turn([
+      { type: 'reasoning.text', text: 'secret thought', signature: 'raw-provider-signature' },
+      { type: 'reasoning.text', text: 'other', signature: other.tag('provider-a', 'sig') },
+      { type: 'reasoning.encrypted', data: `${tags.tag('provider-a', 'opaque')}x` },
+      { type: 'reasoning.text', text: 'plain unsigned text' },
+    ]);
+    expect(reasoning).toEqual([{ text: 'plain unsigned text', signature: '', encryptedData: '', providerId: '' }]);
   });
 });

@@ -1,0 +1,208 @@
+import type { ChatMessage, ContentPart, ReasoningPart, ToolChoice } from '@gateway/proto';
+import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
+import { decodeInline } from '../../canonical/inline-data.js';
+import { nearestReasoningEffort, requireModality, requireValidSchema } from '../../canonical/model-checks.js';
+import { ParameterGate, type CanonicalParameter } from '../../canonical/parameters.js';
+import { newChatMessage, newChatRequest } from '../../canonical/request.js';
+import { ToolPairing } from '../../canonical/tool-pairing.js';
+import type { ConvertedRequest } from '../../inference/dialect.js';
+import { edgeErrors } from '../../errors.js';
+import type { CatalogModel } from '../../catalog-cache.js';
+import type { ChatCompletionRequest, ContentBlock } from './chat-schema.js';
+
+/** Fields of the dialect that are the request itself, never "parameters" a model may lack. */
+const STRUCTURAL_FIELDS = new Set(['model', 'messages', 'stream', 'stream_options', 'routing', 'user']);
+
+/** The dialect's spelling of each forwardable canonical parameter (canonical/parameters.ts). */
+const FORWARDABLE_PARAMETERS: ReadonlyMap<string, CanonicalParameter> = new Map<string, CanonicalParameter>([
+  ['tools', 'tools'],
+  ['tool_choice', 'tool_choice'],
+  ['response_format', 'response_format'],
+  ['temperature', 'temperature'],
+  ['top_p', 'top_p'],
+  ['stop', 'stop'],
+  ['max_completion_tokens', 'max_output_tokens'],
+  ['reasoning_effort', 'reasoning'],
+  ['presence_penalty', 'presence_penalty'],
+  ['frequency_penalty', 'frequency_penalty'],
+  ['parallel_tool_calls', 'parallel_tool_calls'],
+  ['prediction', 'prediction'],
+  ['web_search_options', 'web_search_options'],
+  ['image_config', 'image_config'],
+]);
+
+/** The endpoint the chat-completions dialect names in its Router requests (and usage). */
+export const CHAT_ENDPOINT = 'chat.completions';
+
+/**
+ * Dialect -> canonical ChatRequest for one model: drops what the model does not support (spec §1),
+ * refuses what it cannot read (unsupported_modality), unmatched tool calls and file ids.
+ */
+export function convertChatRequest(body: ChatCompletionRequest, model: CatalogModel, tags: ReasoningTags): ConvertedRequest {
+  const gate = new ParameterGate(model);
+  const present = new Set<string>();
+  for (const [name, value] of Object.entries(body)) if (value !== undefined && value !== null) present.add(name);
+  // `max_tokens` is the old name of max_completion_tokens.
+  if (present.has('max_tokens')) {
+    present.delete('max_tokens');
+    present.add('max_completion_tokens');
+  }
+  const extraBody: Record<string, unknown> = {};
+  const forward = new Set<string>();
+  for (const name of present) {
+    if (STRUCTURAL_FIELDS.has(name)) continue;
+    const parameter = FORWARDABLE_PARAMETERS.get(name);
+    if (parameter !== undefined) {
+      if (gate.forward(parameter, name)) forward.add(name);
+    } else if (model.extraParameters.has(name)) {
+      extraBody[name] = (body as Record<string, unknown>)[name];
+    } else {
+      // logit_bias lands here too: accepted in the shape, never passed to providers (spec §4.8).
+      gate.drop(name);
+    }
+  }
+
+  const request = newChatRequest(model.id, CHAT_ENDPOINT, convertMessages(body, model, tags), body.stream_options?.include_usage === true);
+
+  if (forward.has('tools') && body.tools) {
+    request.tools = body.tools.map((tool) => ({
+      name: tool.function.name,
+      description: tool.function.description ?? '',
+      parameters: JSON.stringify(tool.function.parameters ?? { type: 'object', properties: {} }),
+      ...(tool.function.strict != null ? { strict: tool.function.strict } : {}),
+    }));
+  }
+  if (forward.has('tool_choice') && body.tool_choice) request.toolChoice = convertToolChoice(body.tool_choice);
+  if (forward.has('response_format') && body.response_format) {
+    const format = body.response_format;
+    if (format.type === 'json_schema' && format.json_schema.schema) {
+      requireValidSchema(format.json_schema.schema, 'body.response_format.json_schema.schema');
+    }
+    request.responseFormat =
+      format.type === 'json_schema'
+        ? {
+            type: 'json_schema',
+            schemaName: format.json_schema.name,
+            schema: JSON.stringify(format.json_schema.schema ?? {}),
+            ...(format.json_schema.strict != null ? { strict: format.json_schema.strict } : {}),
+          }
+        : { type: format.type, schemaName: '', schema: '' };
+  }
+  if (forward.has('temperature') && body.temperature != null) request.temperature = body.temperature;
+  if (forward.has('top_p') && body.top_p != null) request.topP = body.top_p;
+  if (forward.has('stop') && body.stop != null) request.stop = typeof body.stop === 'string' ? [body.stop] : body.stop;
+  const maxTokens = body.max_completion_tokens ?? body.max_tokens;
+  if (forward.has('max_completion_tokens') && maxTokens != null) request.maxOutputTokens = Math.min(maxTokens, 0xffffffff);
+  if (forward.has('reasoning_effort') && body.reasoning_effort != null) {
+    request.reasoningEffort = nearestReasoningEffort(body.reasoning_effort, model.model.reasoningEfforts);
+  }
+  if (forward.has('presence_penalty') && body.presence_penalty != null) request.presencePenalty = body.presence_penalty;
+  if (forward.has('frequency_penalty') && body.frequency_penalty != null) request.frequencyPenalty = body.frequency_penalty;
+  if (forward.has('parallel_tool_calls') && body.parallel_tool_calls != null) request.parallelToolCalls = body.parallel_tool_calls;
+  if (forward.has('prediction') && body.prediction != null) request.prediction = JSON.stringify(body.prediction);
+  if (forward.has('web_search_options') && body.web_search_options != null) {
+    request.webSearchOptions = JSON.stringify(body.web_search_options);
+  }
+  if (forward.has('image_config') && body.image_config?.aspect_ratio != null) request.imageAspectRatio = body.image_config.aspect_ratio;
+  if (body.user != null) request.user = body.user;
+  if (Object.keys(extraBody).length > 0) request.extraBody = JSON.stringify(extraBody);
+
+  return { request, stream: body.stream === true, droppedParams: gate.droppedParams() };
+}
+
+function convertToolChoice(choice: NonNullable<ChatCompletionRequest['tool_choice']>): ToolChoice {
+  if (typeof choice === 'string') return { mode: choice, toolName: '', disableParallel: false };
+  return { mode: 'tool', toolName: choice.function.name, disableParallel: false };
+}
+
+function convertMessages(body: ChatCompletionRequest, model: CatalogModel, tags: ReasoningTags): ChatMessage[] {
+  const pairing = new ToolPairing();
+  const messages: ChatMessage[] = [];
+  body.messages.forEach((input, index) => {
+    const path = `body.messages.${index}`;
+    const message = newChatMessage(input.role);
+    if (typeof input.content === 'string') {
+      message.content.push({ part: { $case: 'text', value: input.content } });
+    } else if (input.content) {
+      input.content.forEach((block, blockIndex) => message.content.push(convertBlock(block, `${path}.content.${blockIndex}`, model)));
+    }
+    if (input.name != null) message.name = input.name;
+    if (input.role === 'assistant') message.reasoning = convertReasoning(input, tags);
+    if (input.tool_calls && input.tool_calls.length > 0) {
+      if (input.role !== 'assistant') throw edgeErrors.invalidRequest(`${path}.tool_calls: only assistant messages carry tool calls.`, `${path}.tool_calls`);
+      for (const call of input.tool_calls) {
+        pairing.call(call.id, `${path}.tool_calls`);
+        message.toolCalls.push({ id: call.id, name: call.function.name, arguments: call.function.arguments });
+      }
+    }
+    if (input.role === 'tool') {
+      if (!input.tool_call_id) {
+        throw edgeErrors.invalidRequest(`${path}.tool_call_id: required for role tool.`, `${path}.tool_call_id`);
+      }
+      pairing.result(input.tool_call_id, `${path}.tool_call_id`);
+      message.toolCallId = input.tool_call_id;
+    }
+    messages.push(message);
+  });
+  pairing.requireAllAnswered();
+  return messages;
+}
+
+/**
+ * A replayed assistant turn's reasoning: `reasoning_details` entries, or else the plain `reasoning`
+ * text. A signature or encrypted datum must carry a valid issuer tag; one that does not is foreign
+ * and the entry is dropped whole (spec §1: it goes to no provider).
+ */
+function convertReasoning(input: ChatCompletionRequest['messages'][number], tags: ReasoningTags): ReasoningPart[] {
+  const parts: ReasoningPart[] = [];
+  for (const detail of input.reasoning_details ?? []) {
+    if (detail.type === 'reasoning.encrypted') {
+      if (!detail.data) continue;
+      const issued = tags.untag(detail.data);
+      if (issued.providerId !== '') parts.push({ text: '', signature: '', encryptedData: issued.value, providerId: issued.providerId });
+    } else if (detail.type === 'reasoning.text') {
+      if (detail.signature) {
+        const issued = tags.untag(detail.signature);
+        if (issued.providerId !== '') parts.push({ text: detail.text ?? '', signature: issued.value, encryptedData: '', providerId: issued.providerId });
+      } else if (detail.text) {
+        parts.push({ text: detail.text, signature: '', encryptedData: '', providerId: '' });
+      }
+    }
+  }
+  if (parts.length === 0 && input.reasoning && !input.reasoning_details) {
+    parts.push({ text: input.reasoning, signature: '', encryptedData: '', providerId: '' });
+  }
+  return parts;
+}
+
+function convertBlock(block: ContentBlock, path: string, model: CatalogModel): ContentPart {
+  switch (block.type) {
+    case 'text':
+      return { part: { $case: 'text', value: block.text } };
+    case 'refusal':
+      return { part: { $case: 'text', value: block.refusal } };
+    case 'image_url':
+      requireModality(model, 'image', path);
+      return { part: { $case: 'image', value: { url: block.image_url.url, detail: block.image_url.detail ?? 'auto' } } };
+    case 'input_audio':
+      requireModality(model, 'audio', path);
+      return { part: { $case: 'audio', value: { data: decodeInline(block.input_audio.data, `${path}.input_audio.data`).bytes, format: block.input_audio.format } } };
+    case 'file': {
+      // Files reach every model: those without native file input receive the file's text (spec §4.8).
+      if (block.file.file_id != null && block.file.file_data == null && block.file.file_url == null) {
+        throw edgeErrors.invalidRequest(`${path}.file.file_id: file ids are not supported; send file_data or file_url.`, `${path}.file.file_id`, 'file_id_unsupported');
+      }
+      if (block.file.file_data != null) {
+        const inline = decodeInline(block.file.file_data, `${path}.file.file_data`);
+        return {
+          part: {
+            $case: 'file',
+            value: { filename: block.file.filename ?? '', data: inline.bytes, url: '', mediaType: inline.mediaType || 'application/pdf', context: '' },
+          },
+        };
+      }
+      return { part: { $case: 'file', value: { filename: block.file.filename ?? '', data: Buffer.alloc(0), url: block.file.file_url ?? '', mediaType: '', context: '' } } };
+    }
+  }
+}
+

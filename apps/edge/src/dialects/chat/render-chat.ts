@@ -1,0 +1,68 @@
+import type { ChatResponse, ReasoningPart, Usage } from '@gateway/proto';
+import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
+
+/** Spec §2.5: chat ids carry `chatcmpl-` whatever prefix the router used. */
+export function chatCompletionId(routerId: string): string {
+  if (routerId.startsWith('chatcmpl-')) return routerId;
+  return `chatcmpl-${routerId.replace(/^(msg_|resp_|chatcmpl_)/, '')}`;
+}
+
+export function renderUsage(usage: Usage | undefined) {
+  const input = usage?.inputTokens ?? 0;
+  const output = usage?.outputTokens ?? 0;
+  return {
+    prompt_tokens: input,
+    completion_tokens: output,
+    total_tokens: input + output,
+    prompt_tokens_details: { cached_tokens: usage?.cachedInputTokens ?? 0 },
+    completion_tokens_details: { reasoning_tokens: usage?.reasoningTokens ?? 0 },
+  };
+}
+
+/** Spec §2.5 chat completion. `model` is the catalog id the edge resolved. */
+export function renderChatCompletion(response: ChatResponse, modelId: string, tags: ReasoningTags) {
+  return {
+    id: chatCompletionId(response.id),
+    object: 'chat.completion',
+    created: Number(response.created) || Math.floor(Date.now() / 1000),
+    model: modelId,
+    choices: response.choices.map((choice) => {
+      const source = choice.message;
+      const toolCalls = source?.toolCalls ?? [];
+      const message: Record<string, unknown> = {
+        role: 'assistant',
+        content: toolCalls.length > 0 && !source?.content ? null : (source?.content ?? ''),
+        refusal: source?.refusal ?? null,
+      };
+      if (toolCalls.length > 0) {
+        message.tool_calls = toolCalls.map((call) => ({
+          id: call.id,
+          type: 'function',
+          function: { name: call.name, arguments: call.arguments },
+        }));
+      }
+      const reasoning = (source?.reasoning ?? []).map((part) => part.text).join('');
+      if (reasoning) message.reasoning = reasoning;
+      if (source && source.reasoning.length > 0) message.reasoning_details = renderReasoningDetails(source.reasoning, response.providerId, tags);
+      if (source && source.images.length > 0) {
+        message.images = source.images.map((image) => ({ type: 'image_url', image_url: { url: image.url } }));
+      }
+      return { index: choice.index, message, logprobs: null, finish_reason: choice.finishReason || 'stop' };
+    }),
+    usage: renderUsage(response.usage),
+  };
+}
+
+/**
+ * OpenRouter's reasoning_details: what a client replays to keep a provider's signed or encrypted
+ * reasoning in a tool loop. Signatures and data carry the issuer tag (canonical/reasoning-tags.ts).
+ */
+export function renderReasoningDetails(parts: readonly ReasoningPart[], providerId: string, tags: ReasoningTags): Record<string, unknown>[] {
+  return parts.map((part, index) => {
+    const issuer = part.providerId || providerId;
+    if (part.encryptedData) return { type: 'reasoning.encrypted', data: tags.tag(issuer, part.encryptedData), index };
+    const detail: Record<string, unknown> = { type: 'reasoning.text', text: part.text, index };
+    if (part.signature) detail.signature = tags.tag(issuer, part.signature);
+    return detail;
+  });
+}

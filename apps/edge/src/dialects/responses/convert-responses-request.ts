@@ -1,0 +1,304 @@
+import type { ChatMessage, ContentPart, ReasoningPart, ToolChoice } from '@gateway/proto';
+import type { CatalogModel } from '../../catalog-cache.js';
+import type { FilePathOf } from '../../canonical/file-parts.js';
+import { decodeInline } from '../../canonical/inline-data.js';
+import { nearestReasoningEffort, requireModality, requireValidSchema } from '../../canonical/model-checks.js';
+import { ParameterGate, type CanonicalParameter } from '../../canonical/parameters.js';
+import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
+import { newChatMessage, newChatRequest } from '../../canonical/request.js';
+import { ToolPairing } from '../../canonical/tool-pairing.js';
+import { edgeErrors } from '../../errors.js';
+import type { ConvertedRequest } from '../../inference/dialect.js';
+import { reasoningPartOf } from './responses-reasoning.js';
+import type { ResponsesContentPart, ResponsesInputItem, ResponsesRequest } from './responses-schema.js';
+
+/** The endpoint the responses dialect names in its Router requests (and usage). */
+export const RESPONSES_ENDPOINT = 'responses';
+
+/**
+ * Fields that are the request itself or the gateway's own behaviour, never "parameters" a model may
+ * lack: `store` is accepted and nothing is stored (the answer says `store: false`), `include` is
+ * accepted (encrypted reasoning comes whenever a provider issued some), `truncation` is accepted and
+ * nothing is truncated (a conversation over the context window is a 400, whatever it says).
+ */
+const STRUCTURAL_FIELDS = new Set([
+  'model', 'input', 'instructions', 'stream', 'stream_options', 'routing', 'user', 'store', 'include', 'truncation',
+  'previous_response_id', 'background',
+]);
+
+/** The dialect's spelling of each directly forwardable canonical parameter (canonical/parameters.ts). */
+const FORWARDABLE_PARAMETERS: ReadonlyMap<string, CanonicalParameter> = new Map<string, CanonicalParameter>([
+  ['tools', 'tools'],
+  ['tool_choice', 'tool_choice'],
+  ['temperature', 'temperature'],
+  ['top_p', 'top_p'],
+  ['max_output_tokens', 'max_output_tokens'],
+  ['parallel_tool_calls', 'parallel_tool_calls'],
+]);
+
+/**
+ * Request fields that need state the gateway does not keep (stored responses, conversations, prompt
+ * templates, background runs): refused rather than ignored, since ignoring them changes the answer.
+ */
+const STATEFUL_FIELDS: ReadonlyMap<string, string> = new Map([
+  ['previous_response_id', 'the gateway stores no responses, so it cannot continue one: send the whole conversation in `input`.'],
+  ['conversation', 'the gateway keeps no conversations: send the whole conversation in `input`.'],
+  ['prompt', 'stored prompt templates are not supported: send the prompt in `instructions` and `input`.'],
+]);
+
+/**
+ * Dialect -> canonical ChatRequest for one model: drops what the model does not support (spec §1),
+ * refuses what it cannot read (unsupported_modality), unmatched tool calls and outputs
+ * (tool_output_unmatched), file ids, item references and the stateful fields above.
+ */
+export function convertResponsesRequest(body: ResponsesRequest, model: CatalogModel, tags: ReasoningTags): ConvertedRequest {
+  const loose = body as Record<string, unknown>;
+  for (const [field, reason] of STATEFUL_FIELDS) {
+    if (loose[field] != null) throw edgeErrors.invalidRequest(`body.${field}: ${reason}`, `body.${field}`, 'unsupported_parameter');
+  }
+  if (body.background === true) {
+    throw edgeErrors.invalidRequest('body.background: background responses are not supported; stream the response instead.', 'body.background', 'unsupported_parameter');
+  }
+
+  const gate = new ParameterGate(model);
+  const forward = new Set<string>();
+  const extraBody: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(body)) {
+    if (value === undefined || value === null || STRUCTURAL_FIELDS.has(name)) continue;
+    const parameter = FORWARDABLE_PARAMETERS.get(name);
+    if (parameter !== undefined) {
+      // An empty tool list asks for nothing: not reported as dropped on a model without tools.
+      if (name === 'tools' && (value as unknown[]).length === 0) continue;
+      if (gate.forward(parameter, name)) forward.add(name);
+    } else if (name === 'text') {
+      if (body.text?.format != null && gate.forward('response_format', 'text.format')) forward.add('text.format');
+      // Output verbosity has no canonical field: accepted, passed to no provider.
+      if (body.text?.verbosity != null) gate.drop('text.verbosity');
+    } else if (name === 'reasoning') {
+      if (body.reasoning?.effort != null && gate.forward('reasoning', 'reasoning.effort')) forward.add('reasoning.effort');
+      if (body.reasoning?.summary != null && gate.forward('reasoning', 'reasoning.summary')) forward.add('reasoning.summary');
+    } else if (name === 'metadata') {
+      // The client's own labels: echoed in the answer, never sent to a provider.
+      gate.drop('metadata');
+    } else if (model.extraParameters.has(name)) {
+      extraBody[name] = value;
+    } else {
+      gate.drop(name);
+    }
+  }
+
+  const input = convertInput(body, model, tags);
+  // Usage always comes back in the answer (and in response.completed): the dialect has no opt-out.
+  const request = newChatRequest(model.id, RESPONSES_ENDPOINT, input.messages, true);
+
+  if (forward.has('tools') && body.tools) {
+    request.tools = body.tools.map((tool) => ({
+      name: tool.name,
+      description: tool.description ?? '',
+      parameters: JSON.stringify(tool.parameters ?? { type: 'object', properties: {} }),
+      ...(tool.strict != null ? { strict: tool.strict } : {}),
+    }));
+  }
+  // Without tools, a tool choice or parallel-calls flag means nothing, and OpenAI-compatible providers
+  // refuse them ("only allowed when tools are specified"): they go only with the tools they govern.
+  const withTools = request.tools.length > 0;
+  if (withTools && forward.has('tool_choice') && body.tool_choice) request.toolChoice = convertToolChoice(body.tool_choice);
+  const format = body.text?.format;
+  if (forward.has('text.format') && format) {
+    if (format.type === 'json_schema') requireValidSchema(format.schema, 'body.text.format.schema');
+    request.responseFormat =
+      format.type === 'json_schema'
+        ? { type: 'json_schema', schemaName: format.name, schema: JSON.stringify(format.schema), ...(format.strict != null ? { strict: format.strict } : {}) }
+        : { type: format.type, schemaName: '', schema: '' };
+  }
+  if (forward.has('temperature') && body.temperature != null) request.temperature = body.temperature;
+  if (forward.has('top_p') && body.top_p != null) request.topP = body.top_p;
+  if (forward.has('max_output_tokens') && body.max_output_tokens != null) request.maxOutputTokens = Math.min(body.max_output_tokens, 0xffffffff);
+  if (withTools && forward.has('parallel_tool_calls') && body.parallel_tool_calls != null) request.parallelToolCalls = body.parallel_tool_calls;
+  if (forward.has('reasoning.effort') && body.reasoning?.effort != null) {
+    request.reasoningEffort = nearestReasoningEffort(body.reasoning.effort, model.model.reasoningEfforts);
+  }
+  if (forward.has('reasoning.summary') && body.reasoning?.summary != null) request.reasoningSummary = body.reasoning.summary;
+  if (body.user != null) request.user = body.user;
+  if (Object.keys(extraBody).length > 0) request.extraBody = JSON.stringify(extraBody);
+
+  return {
+    request,
+    stream: body.stream === true,
+    droppedParams: gate.droppedParams(),
+    outputField: 'max_output_tokens',
+    ...(input.filePaths ? { filePathOf: filePathOf(input.filePaths) } : {}),
+  };
+}
+
+function convertToolChoice(choice: NonNullable<ResponsesRequest['tool_choice']>): ToolChoice {
+  if (typeof choice === 'string') return { mode: choice, toolName: '', disableParallel: false };
+  return { mode: 'tool', toolName: choice.name, disableParallel: false };
+}
+
+/** Client paths of the file parts, by `<canonical message index>:<part index>`. */
+type FilePaths = Map<string, string>;
+
+function filePathOf(paths: FilePaths): FilePathOf {
+  return (messageIndex, partIndex, what) => {
+    const path = paths.get(`${messageIndex}:${partIndex}`) ?? 'body.input';
+    return what === 'url' ? `${path}.file_url` : path;
+  };
+}
+
+/**
+ * The input items as canonical messages, in order. Items that are one assistant turn in the dialect
+ * become one assistant message: function calls join the assistant message (or calls) right before
+ * them, and reasoning items join the next assistant message or call. Reasoning that no assistant
+ * output follows explains nothing the conversation keeps, and is dropped.
+ */
+class InputConversion {
+  readonly messages: ChatMessage[] = [];
+  filePaths: FilePaths | undefined;
+  private readonly pairing = new ToolPairing();
+  private pendingReasoning: ReasoningPart[] = [];
+  /** The assistant message function calls may still join. */
+  private openAssistant: ChatMessage | undefined;
+
+  constructor(
+    private readonly model: CatalogModel,
+    private readonly tags: ReasoningTags,
+  ) {}
+
+  text(role: string, text: string): void {
+    this.closeTurn();
+    const message = this.push(newChatMessage(role));
+    message.content.push({ part: { $case: 'text', value: text } });
+  }
+
+  item(item: ResponsesInputItem, path: string): void {
+    switch (item.type) {
+      case 'message': {
+        const message = item.role === 'assistant' ? this.assistant() : this.other(item.role);
+        if (typeof item.content === 'string') {
+          message.content.push({ part: { $case: 'text', value: item.content } });
+        } else {
+          item.content.forEach((part, index) => this.part(message, part, `${path}.content.${index}`));
+        }
+        return;
+      }
+      case 'function_call': {
+        const message = this.openAssistant && this.pendingReasoning.length === 0 ? this.openAssistant : this.assistant();
+        this.pairing.call(item.call_id, `${path}.call_id`);
+        message.toolCalls.push({ id: item.call_id, name: item.name, arguments: item.arguments });
+        return;
+      }
+      case 'function_call_output': {
+        const message = this.other('tool');
+        this.pairing.result(item.call_id, `${path}.call_id`);
+        message.toolCallId = item.call_id;
+        if (typeof item.output === 'string') {
+          message.content.push({ part: { $case: 'text', value: item.output } });
+        } else {
+          item.output.forEach((part, index) => this.part(message, part, `${path}.output.${index}`));
+        }
+        return;
+      }
+      case 'reasoning': {
+        // A reasoning item opens the next assistant turn: calls after it do not join the turn before it.
+        this.openAssistant = undefined;
+        const summary = (item.summary ?? []).map((part) => part.text).join('');
+        const part = reasoningPartOf(summary, item.encrypted_content, this.tags);
+        if (part) this.pendingReasoning.push(part);
+        return;
+      }
+      case 'item_reference':
+        throw edgeErrors.invalidRequest(
+          `${path}: item_reference is not supported: the gateway stores no items to refer to; send the item itself.`,
+          path,
+          'item_reference_unsupported',
+        );
+    }
+  }
+
+  finish(): void {
+    this.pairing.requireAllAnswered();
+    this.pendingReasoning = [];
+  }
+
+  private push(message: ChatMessage): ChatMessage {
+    this.messages.push(message);
+    return message;
+  }
+
+  /** A new assistant message carrying the reasoning items that came before it. */
+  private assistant(): ChatMessage {
+    const message = this.push(newChatMessage('assistant'));
+    message.reasoning = this.pendingReasoning;
+    this.pendingReasoning = [];
+    this.openAssistant = message;
+    return message;
+  }
+
+  private other(role: string): ChatMessage {
+    this.closeTurn();
+    return this.push(newChatMessage(role));
+  }
+
+  private closeTurn(): void {
+    this.openAssistant = undefined;
+    this.pendingReasoning = [];
+  }
+
+  private part(message: ChatMessage, part: ResponsesContentPart, path: string): void {
+    const converted = convertPart(part, path, this.model);
+    if (converted.part?.$case === 'file') {
+      this.filePaths ??= new Map();
+      this.filePaths.set(`${this.messages.length - 1}:${message.content.length}`, path);
+    }
+    message.content.push(converted);
+  }
+}
+
+function convertInput(body: ResponsesRequest, model: CatalogModel, tags: ReasoningTags): InputConversion {
+  const conversion = new InputConversion(model, tags);
+  // Instructions lead the conversation as its system message (OpenAI: they apply to this response only).
+  if (body.instructions) conversion.text('system', body.instructions);
+  if (typeof body.input === 'string') {
+    conversion.text('user', body.input);
+  } else {
+    body.input.forEach((item, index) => conversion.item(item, `body.input.${index}`));
+  }
+  conversion.finish();
+  return conversion;
+}
+
+function convertPart(part: ResponsesContentPart, path: string, model: CatalogModel): ContentPart {
+  switch (part.type) {
+    case 'input_text':
+    case 'output_text':
+      return { part: { $case: 'text', value: part.text } };
+    case 'refusal':
+      return { part: { $case: 'text', value: part.refusal } };
+    case 'input_image': {
+      if (part.image_url == null) throw fileIdUnsupported(`${path}.file_id`, 'image_url');
+      requireModality(model, 'image', path);
+      // `original` (full resolution) is the responses dialect's own level; providers know it as `high`.
+      const detail = part.detail == null ? 'auto' : part.detail === 'original' ? 'high' : part.detail;
+      return { part: { $case: 'image', value: { url: part.image_url, detail } } };
+    }
+    case 'input_file': {
+      // Files reach every model: those without native file input receive the file's text (spec §4.8).
+      if (part.file_data == null && part.file_url == null) throw fileIdUnsupported(`${path}.file_id`, 'file_data or file_url');
+      if (part.file_data != null) {
+        const inline = decodeInline(part.file_data, `${path}.file_data`);
+        return {
+          part: {
+            $case: 'file',
+            value: { filename: part.filename ?? '', data: inline.bytes, url: '', mediaType: inline.mediaType || 'application/pdf', context: '' },
+          },
+        };
+      }
+      return { part: { $case: 'file', value: { filename: part.filename ?? '', data: Buffer.alloc(0), url: part.file_url ?? '', mediaType: '', context: '' } } };
+    }
+  }
+}
+
+function fileIdUnsupported(param: string, instead: string) {
+  return edgeErrors.invalidRequest(`${param}: file ids are not supported; send ${instead}.`, param, 'file_id_unsupported');
+}

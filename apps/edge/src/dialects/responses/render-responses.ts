@@ -1,0 +1,137 @@
+import type { AssistantMessage, ChatResponse, Usage } from '@gateway/proto';
+import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
+import type { AnswerContext } from '../../inference/dialect.js';
+import { encryptedContentOf } from './responses-reasoning.js';
+import type { ResponsesRequest } from './responses-schema.js';
+
+/*
+ * The response object (wire-formats.md "OpenAI Responses"; the `openai` SDK's `Response` type), for a
+ * whole answer and for the events of a stream (responses-stream-writer.ts), which carry it too.
+ */
+
+/** The hex of the gateway request id (`req_<hex>`): every id of one answer derives from it. */
+export function idBase(requestId: string): string {
+  return requestId.startsWith('req_') ? requestId.slice(4) : requestId;
+}
+
+/** `resp_…`: the same in the JSON answer and in every event of a stream; `x-gateway-request-id` is `req_` + the same hex. */
+export function responseId(requestId: string): string {
+  return `resp_${idBase(requestId)}`;
+}
+
+/** Output item ids: the kind's prefix, the request's hex, the item's output index. */
+export function itemId(prefix: 'rs' | 'msg' | 'fc', base: string, outputIndex: number): string {
+  return `${prefix}_${base}_${outputIndex}`;
+}
+
+export function renderUsage(usage: Usage | undefined) {
+  const input = usage?.inputTokens ?? 0;
+  const output = usage?.outputTokens ?? 0;
+  return {
+    input_tokens: input,
+    input_tokens_details: { cached_tokens: usage?.cachedInputTokens ?? 0 },
+    output_tokens: output,
+    output_tokens_details: { reasoning_tokens: usage?.reasoningTokens ?? 0 },
+    total_tokens: input + output,
+  };
+}
+
+/**
+ * The request settings every response object repeats (the SDK's `Response` declares them required),
+ * echoed as the client sent them, with what the gateway did where that differs: `store: false`
+ * (nothing is stored), `truncation: 'disabled'` (nothing is truncated).
+ */
+export function responseSettings(body: ResponsesRequest): Record<string, unknown> {
+  const text: Record<string, unknown> = { format: body.text?.format ?? { type: 'text' } };
+  if (body.text?.verbosity != null) text.verbosity = body.text.verbosity;
+  const settings: Record<string, unknown> = {
+    instructions: body.instructions ?? null,
+    max_output_tokens: body.max_output_tokens ?? null,
+    metadata: body.metadata ?? {},
+    parallel_tool_calls: body.parallel_tool_calls ?? true,
+    previous_response_id: null,
+    reasoning: { effort: body.reasoning?.effort ?? null, summary: body.reasoning?.summary ?? null },
+    store: false,
+    temperature: body.temperature ?? null,
+    text,
+    tool_choice: body.tool_choice ?? 'auto',
+    tools: (body.tools ?? []).map((tool) => ({
+      type: 'function',
+      name: tool.name,
+      description: tool.description ?? null,
+      parameters: tool.parameters ?? null,
+      strict: tool.strict ?? null,
+    })),
+    top_p: body.top_p ?? null,
+    truncation: 'disabled',
+  };
+  if (body.user != null) settings.user = body.user;
+  return settings;
+}
+
+export type ResponseStatus = 'completed' | 'incomplete' | 'failed' | 'in_progress';
+
+/** A finish reason as the response's status and incomplete_details (length and content filter stop an answer short). */
+export function statusOf(finishReason: string): { status: 'completed' | 'incomplete'; incompleteDetails: { reason: string } | null } {
+  if (finishReason === 'length') return { status: 'incomplete', incompleteDetails: { reason: 'max_output_tokens' } };
+  if (finishReason === 'content_filter') return { status: 'incomplete', incompleteDetails: { reason: 'content_filter' } };
+  return { status: 'completed', incompleteDetails: null };
+}
+
+export interface ReasoningItem {
+  id: string;
+  type: 'reasoning';
+  summary: { type: 'summary_text'; text: string }[];
+  encrypted_content?: string;
+}
+
+/** A reasoning item: its text as one summary part, its signature or encrypted data tagged with the issuer. */
+export function reasoningItem(id: string, text: string, signature: string, encryptedData: string, providerId: string, tags: ReasoningTags): ReasoningItem {
+  const item: ReasoningItem = { id, type: 'reasoning', summary: text ? [{ type: 'summary_text', text }] : [] };
+  const encrypted = encryptedContentOf(signature, encryptedData, providerId, tags);
+  if (encrypted !== undefined) item.encrypted_content = encrypted;
+  return item;
+}
+
+/** Output items in the answer's order: reasoning first (spec §4.9), then the message, then function calls. */
+function outputItems(message: AssistantMessage | undefined, base: string, providerId: string, tags: ReasoningTags, itemStatus: string): unknown[] {
+  const output: unknown[] = [];
+  for (const part of message?.reasoning ?? []) {
+    output.push(reasoningItem(itemId('rs', base, output.length), part.text, part.signature, part.encryptedData, part.providerId || providerId, tags));
+  }
+  const content = message?.content ?? '';
+  const toolCalls = message?.toolCalls ?? [];
+  const refusal = message?.refusal;
+  // An answer of only tool calls has no message; an empty answer still has one (output_text is then '').
+  if (content !== '' || refusal || toolCalls.length === 0) {
+    const parts: unknown[] = [];
+    if (content !== '' || !refusal) parts.push({ type: 'output_text', text: content, annotations: [] });
+    if (refusal) parts.push({ type: 'refusal', refusal });
+    output.push({ id: itemId('msg', base, output.length), type: 'message', status: itemStatus, role: 'assistant', content: parts });
+  }
+  for (const call of toolCalls) {
+    output.push({ id: itemId('fc', base, output.length), type: 'function_call', status: itemStatus, call_id: call.id, name: call.name, arguments: call.arguments });
+  }
+  return output;
+}
+
+/** A whole answer as the dialect's response object. `model` is the catalog id the edge resolved. */
+export function renderResponse(answer: ChatResponse, answerContext: AnswerContext, body: ResponsesRequest) {
+  const choice = answer.choices[0];
+  const { status, incompleteDetails } = statusOf(choice?.finishReason ?? '');
+  const base = idBase(answerContext.requestId);
+  return {
+    id: responseId(answerContext.requestId),
+    object: 'response',
+    created_at: answerContext.created,
+    status,
+    background: false,
+    completed_at: status === 'completed' ? Math.floor(Date.now() / 1000) : null,
+    error: null,
+    incomplete_details: incompleteDetails,
+    model: answerContext.model.id,
+    output: outputItems(choice?.message, base, answer.providerId, answerContext.tags, status),
+    ...responseSettings(body),
+    usage: renderUsage(answer.usage),
+  };
+}

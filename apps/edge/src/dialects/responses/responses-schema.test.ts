@@ -1,0 +1,72 @@
+import { describe, expect, it } from 'vitest';
+import type OpenAI from 'openai';
+import { EdgeError } from '../../errors.js';
+import { parseResponsesRequest } from './responses-schema.js';
+
+function refusal(body: unknown) {
+  try {
+    parseResponsesRequest(body);
+  } catch (error) {
+    expect(error).toBeInstanceOf(EdgeError);
+    return (error as EdgeError).apiError;
+  }
+  throw new Error('expected a refusal');
+}
+
+describe('responses request schema', () => {
+  it('accepts what client.responses.create sends (the SDK type checks this literal)', () => {
+    const params: OpenAI.Responses.ResponseCreateParamsNonStreaming = {
+      model: 'm',
+      instructions: 'Be brief.',
+      input: [
+        { role: 'user', content: [{ type: 'input_text', text: 'hi' }, { type: 'input_image', image_url: 'https://example.com/a.png', detail: 'auto' }] },
+        { type: 'message', role: 'assistant', status: 'completed', id: 'msg_1', content: [{ type: 'output_text', text: 'ok', annotations: [] }] },
+        { type: 'reasoning', id: 'rs_1', summary: [{ type: 'summary_text', text: 't' }], encrypted_content: 'gw1.x.y.z' },
+        { type: 'function_call', call_id: 'c', name: 'f', arguments: '{}' },
+        { type: 'function_call_output', call_id: 'c', output: 'r' },
+      ],
+      tools: [{ type: 'function', name: 'f', parameters: { type: 'object' }, strict: true, description: 'd' }],
+      tool_choice: 'auto',
+      text: { format: { type: 'json_schema', name: 'n', schema: { type: 'object' }, strict: true }, verbosity: 'low' },
+      reasoning: { effort: 'high', summary: 'auto' },
+      max_output_tokens: 64,
+      temperature: 0.2,
+      top_p: 1,
+      parallel_tool_calls: true,
+      metadata: { a: 'b' },
+      user: 'u',
+      store: false,
+      include: ['reasoning.encrypted_content'],
+      truncation: 'disabled',
+    };
+    const parsed = parseResponsesRequest(params);
+    expect(parsed.input).toHaveLength(5);
+    // An item without a type is a message when it has a role.
+    expect((parsed.input as { type: string }[])[0]!.type).toBe('message');
+  });
+
+  it('names the field path of every refusal', () => {
+    expect(refusal({ model: 'm' })).toMatchObject({ status: 400, param: 'body.input' });
+    expect(refusal({ model: 'm', input: [] })).toMatchObject({ param: 'body.input' });
+    expect(refusal({ model: 'm', input: [{ type: 'web_search_call', id: 'ws_1' }] })).toMatchObject({ param: 'body.input.0.type' });
+    expect(refusal({ model: 'm', input: [{ type: 'web_search_call', id: 'ws_1' }] }).message).toMatch(/unsupported input item type/);
+    expect(refusal({ model: 'm', input: [{ role: 'robot', content: 'x' }] })).toMatchObject({ param: 'body.input.0.role' });
+    expect(refusal({ model: 'm', input: [{ role: 'user', content: [{ type: 'input_audio' }] }] })).toMatchObject({ param: 'body.input.0.content.0.type' });
+    expect(refusal({ model: 'm', input: [{ role: 'user', content: [{ type: 'input_image', detail: 'auto' }] }] })).toMatchObject({ param: 'body.input.0.content.0' });
+    expect(refusal({ model: 'm', input: [{ type: 'function_call', name: 'f', arguments: '{}' }] })).toMatchObject({ param: 'body.input.0.call_id' });
+    expect(refusal({ model: 'm', input: 'x', metadata: { a: 1 } })).toMatchObject({ param: 'body.metadata.a' });
+    expect(refusal({ model: 'm', input: 'x', reasoning: { effort: 'extreme' } })).toMatchObject({ param: 'body.reasoning.effort' });
+  });
+
+  it('refuses hosted tools and non-function tool choices, saying only function tools are supported', () => {
+    const tool = refusal({ model: 'm', input: 'x', tools: [{ type: 'web_search' }] });
+    expect(tool).toMatchObject({ param: 'body.tools.0.type' });
+    expect(tool.message).toMatch(/only function tools are supported/);
+    expect(refusal({ model: 'm', input: 'x', tool_choice: { type: 'file_search' } }).message).toMatch(/only function tool choices/);
+    expect(refusal({ model: 'm', input: 'x', tool_choice: 'sometimes' })).toMatchObject({ param: 'body.tool_choice' });
+  });
+
+  it('keeps unknown top-level fields for the converter (extra parameters or dropped)', () => {
+    expect(parseResponsesRequest({ model: 'm', input: 'x', service_tier: 'flex' })).toMatchObject({ service_tier: 'flex' });
+  });
+});

@@ -1,0 +1,181 @@
+import { z } from 'zod';
+import { parseBody } from '../../canonical/validation.js';
+import { routingStrategy } from '../../inference/strategy.js';
+import type { FreeFormField } from '../../json-depth.js';
+
+/*
+ * The responses request (spec §4.9; wire-formats.md "OpenAI Responses"), as `client.responses.create`
+ * sends it. Optional fields accept null as "absent". Unknown top-level fields are kept (`loose`): a
+ * model's extra_parameters pass through, anything else is dropped later and reported.
+ */
+
+const inputText = z.object({ type: z.literal('input_text'), text: z.string() });
+/** What an assistant turn said, when a client replays the answer it got. */
+const outputText = z.object({ type: z.literal('output_text'), text: z.string() });
+const refusal = z.object({ type: z.literal('refusal'), refusal: z.string() });
+const inputImage = z
+  .object({
+    type: z.literal('input_image'),
+    image_url: z.string().min(1).nullish(),
+    file_id: z.string().nullish(),
+    detail: z.enum(['low', 'high', 'auto', 'original']).nullish(),
+  })
+  .refine((image) => image.image_url != null || image.file_id != null, { message: 'one of image_url or file_id is required' });
+const inputFile = z
+  .object({
+    type: z.literal('input_file'),
+    filename: z.string().nullish(),
+    file_data: z.string().min(1).nullish(),
+    file_url: z.string().min(1).nullish(),
+    file_id: z.string().nullish(),
+  })
+  .refine((file) => file.file_data != null || file.file_url != null || file.file_id != null, {
+    message: 'one of file_data, file_url or file_id is required',
+  });
+
+const contentPart = z.discriminatedUnion('type', [inputText, outputText, refusal, inputImage, inputFile], {
+  error: 'a content part is one of input_text, input_image, input_file (and output_text, refusal in assistant turns)',
+});
+export type ResponsesContentPart = z.infer<typeof contentPart>;
+
+const message = z.object({
+  type: z.literal('message'),
+  role: z.enum(['user', 'assistant', 'system', 'developer']),
+  content: z.union([z.string(), z.array(contentPart)]),
+  id: z.string().nullish(),
+  status: z.string().nullish(),
+});
+
+const functionCall = z.object({
+  type: z.literal('function_call'),
+  call_id: z.string().min(1),
+  name: z.string().min(1),
+  arguments: z.string(),
+  id: z.string().nullish(),
+  status: z.string().nullish(),
+});
+
+/** A tool's result: text, or parts (text, images, files) as a function may return them. */
+const functionCallOutput = z.object({
+  type: z.literal('function_call_output'),
+  call_id: z.string().min(1),
+  output: z.union([z.string(), z.array(z.discriminatedUnion('type', [inputText, inputImage, inputFile]))]),
+  id: z.string().nullish(),
+  status: z.string().nullish(),
+});
+
+const reasoning = z.object({
+  type: z.literal('reasoning'),
+  id: z.string().nullish(),
+  summary: z.array(z.object({ type: z.literal('summary_text'), text: z.string() })).nullish(),
+  encrypted_content: z.string().nullish(),
+  status: z.string().nullish(),
+});
+
+/** Refused by the converter with its path: the gateway keeps no items to refer to. */
+const itemReference = z.object({ type: z.literal('item_reference'), id: z.string() });
+
+const INPUT_ITEM_TYPES = 'message, function_call, function_call_output, reasoning';
+
+const typedItem = z.discriminatedUnion('type', [message, functionCall, functionCallOutput, reasoning, itemReference], {
+  error: (issue) =>
+    issue.code === 'invalid_union' && issue.input !== undefined
+      ? `unsupported input item type; the gateway takes ${INPUT_ITEM_TYPES}`
+      : undefined,
+});
+
+/*
+ * Two item kinds may leave `type` out (the SDK's EasyInputMessage and ItemReference): a message has a
+ * role, a reference only an id. The type is filled in before the union picks a branch, so errors name
+ * the right fields.
+ */
+const inputItem = z.preprocess((item) => {
+  if (typeof item !== 'object' || item === null || Array.isArray(item)) return item;
+  const typed = item as Record<string, unknown>;
+  if (typed.type != null) return item;
+  if (typed.role !== undefined) return { ...typed, type: 'message' };
+  if (typed.id !== undefined) return { ...typed, type: 'item_reference' };
+  return item;
+}, typedItem);
+export type ResponsesInputItem = z.infer<typeof typedItem>;
+
+const functionTool = z.object({
+  type: z.literal('function', { error: 'only function tools are supported (hosted tools such as web_search run at OpenAI, not here)' }),
+  name: z.string().min(1),
+  description: z.string().nullish(),
+  parameters: z.record(z.string(), z.unknown()).nullish(),
+  strict: z.boolean().nullish(),
+});
+export type ResponsesFunctionTool = z.infer<typeof functionTool>;
+
+const toolChoice = z.union(
+  [
+    z.enum(['none', 'auto', 'required']),
+    z.object({ type: z.literal('function', { error: 'only function tool choices are supported' }), name: z.string().min(1) }),
+  ],
+  { error: "tool_choice is 'none', 'auto', 'required' or {type: 'function', name}" },
+);
+
+const textFormat = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('text') }),
+  z.object({ type: z.literal('json_object') }),
+  z.object({
+    type: z.literal('json_schema'),
+    name: z.string().min(1),
+    schema: z.record(z.string(), z.unknown()),
+    strict: z.boolean().nullish(),
+    description: z.string().nullish(),
+  }),
+]);
+
+/**
+ * The fields below that hold free-form JSON (records of unknown): a body nested too deep inside one is
+ * refused naming the field (src/json-depth.ts).
+ */
+export const RESPONSES_FREE_FORM_FIELDS: readonly FreeFormField[] = [
+  ['tools', '*', 'parameters'],
+  ['text', 'format', 'schema'],
+  ['metadata'],
+];
+
+export const responsesRequest = z
+  .object({
+    model: z.string().min(1),
+    input: z.union([z.string(), z.array(inputItem).min(1)]),
+    instructions: z.string().nullish(),
+    tools: z.array(functionTool).nullish(),
+    tool_choice: toolChoice.nullish(),
+    text: z.object({ format: textFormat.nullish(), verbosity: z.enum(['low', 'medium', 'high']).nullish() }).nullish(),
+    reasoning: z
+      .object({
+        effort: z.enum(['none', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max']).nullish(),
+        summary: z.enum(['auto', 'concise', 'detailed']).nullish(),
+      })
+      .nullish(),
+    max_output_tokens: z.number().int().min(1).nullish(),
+    temperature: z.number().min(0).max(2).nullish(),
+    top_p: z.number().min(0).max(1).nullish(),
+    parallel_tool_calls: z.boolean().nullish(),
+    // OpenAI's bounds: at most 16 pairs, keys of 64 and values of 512 characters.
+    metadata: z
+      .record(z.string().max(64), z.string().max(512))
+      .refine((metadata) => Object.keys(metadata).length <= 16, { message: 'at most 16 metadata pairs' })
+      .nullish(),
+    user: z.string().nullish(),
+    stream: z.boolean().nullish(),
+    stream_options: z.object({ include_obfuscation: z.boolean().nullish() }).nullish(),
+    store: z.boolean().nullish(),
+    previous_response_id: z.string().nullish(),
+    include: z.array(z.string()).nullish(),
+    truncation: z.enum(['auto', 'disabled']).nullish(),
+    background: z.boolean().nullish(),
+    routing: routingStrategy.nullish(),
+  })
+  .loose();
+
+export type ResponsesRequest = z.infer<typeof responsesRequest>;
+
+/** Validates a parsed body; a failure is a 400 whose message names the field path (`body.input.2.call_id: ...`). */
+export function parseResponsesRequest(body: unknown): ResponsesRequest {
+  return parseBody(responsesRequest, body);
+}

@@ -1,0 +1,277 @@
+import type { ChatStreamDelta, ChatStreamStart, ToolCallDelta, Usage } from '@gateway/proto';
+import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
+import { boundedMessage, boundedParam, type ApiError } from '../../errors.js';
+import type { AnswerContext, StreamWriter } from '../../inference/dialect.js';
+import { idBase, itemId, reasoningItem, renderUsage, responseId, responseSettings, statusOf, type ResponseStatus } from './render-responses.js';
+import type { ResponsesRequest } from './responses-schema.js';
+
+/*
+ * The responses event stream (wire-formats.md "OpenAI Responses"): every event an `event:` line and a
+ * JSON `data:` line with its `type` and a `sequence_number` counting from 0. Output items follow the
+ * canonical stream in the order their content arrives; each is opened (output_item.added, its part),
+ * filled with deltas as they come (never buffered), and closed (its .done events, output_item.done)
+ * when content of another item starts or the stream ends. The response object the lifecycle events
+ * carry is built as text around the request settings, serialized once per stream.
+ */
+
+interface ReasoningState {
+  kind: 'reasoning';
+  outputIndex: number;
+  id: string;
+  text: string;
+  signature: string;
+  encrypted: string;
+  /** Whether the summary part was announced (the first text opens it; encrypted-only reasoning has none). */
+  partOpen: boolean;
+}
+
+interface MessageState {
+  kind: 'message';
+  outputIndex: number;
+  id: string;
+  text: string;
+}
+
+interface FunctionCallState {
+  kind: 'function_call';
+  outputIndex: number;
+  id: string;
+  callId: string;
+  name: string;
+  arguments: string;
+}
+
+type ItemState = ReasoningState | MessageState | FunctionCallState;
+
+/**
+ * `response.failed` carries an `error.code` the SDK types as one of a fixed list; the gateway's own
+ * code (and param) go in the `error` event that follows.
+ */
+function responseErrorCode(status: number): string {
+  if (status === 429) return 'rate_limit_exceeded';
+  if (status >= 400 && status < 500) return 'invalid_prompt';
+  return 'server_error';
+}
+
+const json = JSON.stringify;
+
+export class ResponsesStreamWriter implements StreamWriter {
+  private sequence = 0;
+  private providerId = '';
+  private finishReason = '';
+  private current: ItemState | undefined;
+  /** The JSON text of each output item, by output index (an open item's is filled when it closes). */
+  private readonly outputJson: string[] = [];
+  /** Function call items by the canonical call index, for a late delta of a call already closed. */
+  private readonly calls = new Map<number, FunctionCallState>();
+  private readonly base: string;
+  private readonly idJson: string;
+  private readonly modelJson: string;
+  /** The request settings of the response object, as JSON members (no braces). */
+  private readonly settingsJson: string;
+  private readonly tags: ReasoningTags;
+  private readonly createdAt: number;
+
+  constructor(answerContext: AnswerContext, body: ResponsesRequest) {
+    this.base = idBase(answerContext.requestId);
+    this.idJson = json(responseId(answerContext.requestId));
+    this.modelJson = json(answerContext.model.id);
+    this.settingsJson = json(responseSettings(body)).slice(1, -1);
+    this.tags = answerContext.tags;
+    this.createdAt = answerContext.created;
+  }
+
+  start(start: ChatStreamStart): void {
+    this.providerId = start.providerId;
+  }
+
+  open(): string {
+    const response = this.response('in_progress', null, 'null', 'null', '', undefined);
+    return this.event('response.created', `"response":${response}`) + this.event('response.in_progress', `"response":${response}`);
+  }
+
+  delta(delta: ChatStreamDelta): string {
+    let out = '';
+    if (delta.reasoning || delta.reasoningSignature || delta.reasoningEncrypted) out += this.reasoning(delta);
+    if (delta.content) out += this.text(delta.content);
+    for (const call of delta.toolCalls) out += this.toolCall(call);
+    if (delta.finishReason) this.finishReason = delta.finishReason;
+    return out;
+  }
+
+  end(usage: Usage | undefined): string {
+    const { status, incompleteDetails } = statusOf(this.finishReason);
+    const closing = this.close(status);
+    const completedAt = status === 'completed' ? Math.floor(Date.now() / 1000) : null;
+    const response = this.response(status, completedAt, 'null', json(incompleteDetails), this.outputJson.join(','), json(renderUsage(usage)));
+    return closing + this.event(status === 'completed' ? 'response.completed' : 'response.incomplete', `"response":${response}`);
+  }
+
+  /**
+   * After the commit point: `response.failed` (the partial output, the open item marked incomplete),
+   * then an `error` event. Its code, message and param are where the SDK's type declares them, and
+   * again nested under `error` as the API's own error frames carry them: a payload with a top-level
+   * `error` object is what makes the `openai` SDK throw (an APIError, from both `create({stream:true})`
+   * iteration and `.stream()`) rather than hand the client an ordinary event after a clean-looking end.
+   */
+  fail(apiError: ApiError, usage: Usage | undefined): string {
+    const output = [...this.outputJson];
+    if (this.current) output[this.current.outputIndex] = this.itemJson(this.current, 'incomplete');
+    this.current = undefined;
+    const message = boundedMessage(apiError);
+    const param = boundedParam(apiError) ?? null;
+    const code = apiError.code ?? null;
+    const error = json({ code: responseErrorCode(apiError.status), message });
+    const response = this.response('failed', null, error, 'null', output.join(','), json(renderUsage(usage)));
+    const nested = json({ type: apiError.type, code, message, param });
+    return (
+      this.event('response.failed', `"response":${response}`) +
+      this.event('error', `"code":${json(code)},"message":${json(message)},"param":${json(param)},"error":${nested}`)
+    );
+  }
+
+  private event(type: string, fields: string): string {
+    return `event: ${type}\ndata: {"type":"${type}","sequence_number":${this.sequence++},${fields}}\n\n`;
+  }
+
+  /** The response object as JSON text; `usage` undefined leaves it out (a response still in progress has none). */
+  private response(status: ResponseStatus, completedAt: number | null, error: string, incompleteDetails: string, output: string, usage: string | undefined): string {
+    return (
+      `{"id":${this.idJson},"object":"response","created_at":${this.createdAt},"status":"${status}","background":false,` +
+      `"completed_at":${completedAt ?? 'null'},"error":${error},"incomplete_details":${incompleteDetails},"model":${this.modelJson},` +
+      `"output":[${output}],${this.settingsJson}${usage === undefined ? '' : `,"usage":${usage}`}}`
+    );
+  }
+
+  private reasoning(delta: ChatStreamDelta): string {
+    let out = '';
+    if (delta.reasoning) {
+      const item = this.openReasoning();
+      out += item.out;
+      if (!item.state.partOpen) {
+        item.state.partOpen = true;
+        out += this.event('response.reasoning_summary_part.added', `${this.itemFields(item.state)},"summary_index":0,"part":{"type":"summary_text","text":""}`);
+      }
+      item.state.text += delta.reasoning;
+      out += this.event('response.reasoning_summary_text.delta', `${this.itemFields(item.state)},"summary_index":0,"delta":${json(delta.reasoning)}`);
+    }
+    // A signature ends the thinking it signs; encrypted reasoning is whole in one delta. Either seals its item.
+    if (delta.reasoningSignature) {
+      const item = this.openReasoning();
+      out += item.out;
+      item.state.signature = delta.reasoningSignature;
+    }
+    if (delta.reasoningEncrypted) {
+      const item = this.openReasoning();
+      out += item.out;
+      item.state.encrypted = delta.reasoningEncrypted;
+    }
+    return out;
+  }
+
+  /** The reasoning item still open to more reasoning (no signature or encrypted data yet), or a new one. */
+  private openReasoning(): { state: ReasoningState; out: string } {
+    const current = this.current;
+    if (current?.kind === 'reasoning' && !current.signature && !current.encrypted) return { state: current, out: '' };
+    let out = this.close('completed');
+    const outputIndex = this.outputJson.length;
+    const state: ReasoningState = { kind: 'reasoning', outputIndex, id: itemId('rs', this.base, outputIndex), text: '', signature: '', encrypted: '', partOpen: false };
+    this.begin(state);
+    out += this.event('response.output_item.added', `"output_index":${outputIndex},"item":{"id":${json(state.id)},"type":"reasoning","summary":[]}`);
+    return { state, out };
+  }
+
+  private text(content: string): string {
+    let out = '';
+    let state = this.current;
+    if (state?.kind !== 'message') {
+      out += this.close('completed');
+      const outputIndex = this.outputJson.length;
+      state = { kind: 'message', outputIndex, id: itemId('msg', this.base, outputIndex), text: '' };
+      this.begin(state);
+      out +=
+        this.event('response.output_item.added', `"output_index":${outputIndex},"item":{"id":${json(state.id)},"type":"message","status":"in_progress","role":"assistant","content":[]}`) +
+        this.event('response.content_part.added', `${this.itemFields(state)},"content_index":0,"part":{"type":"output_text","text":"","annotations":[]}`);
+    }
+    state.text += content;
+    return out + this.event('response.output_text.delta', `${this.itemFields(state)},"content_index":0,"delta":${json(content)},"logprobs":[]`);
+  }
+
+  private toolCall(call: ToolCallDelta): string {
+    let out = '';
+    let state = this.calls.get(call.index);
+    if (state === undefined) {
+      out += this.close('completed');
+      const outputIndex = this.outputJson.length;
+      state = {
+        kind: 'function_call',
+        outputIndex,
+        id: itemId('fc', this.base, outputIndex),
+        callId: call.id || `call_${this.base}_${outputIndex}`,
+        name: call.name,
+        arguments: '',
+      };
+      this.begin(state);
+      this.calls.set(call.index, state);
+      out += this.event(
+        'response.output_item.added',
+        `"output_index":${outputIndex},"item":${this.itemJson(state, 'in_progress')}`,
+      );
+    } else if (!state.name && call.name) {
+      state.name = call.name;
+    }
+    if (call.arguments) {
+      state.arguments += call.arguments;
+      out += this.event('response.function_call_arguments.delta', `${this.itemFields(state)},"delta":${json(call.arguments)}`);
+      // A delta for a call already closed (a provider interleaving calls): its item is rewritten, so the
+      // final response carries the whole arguments even though its .done events went out earlier.
+      if (state !== this.current) this.outputJson[state.outputIndex] = this.itemJson(state, 'completed');
+    }
+    return out;
+  }
+
+  private begin(state: ItemState): void {
+    this.current = state;
+    this.outputJson.push('');
+  }
+
+  /** The closing events of the open item (none open: ''), with its final JSON kept for the response. */
+  private close(status: 'completed' | 'incomplete'): string {
+    const state = this.current;
+    if (state === undefined) return '';
+    this.current = undefined;
+    let out = '';
+    const fields = this.itemFields(state);
+    if (state.kind === 'reasoning' && state.partOpen) {
+      const text = json(state.text);
+      out +=
+        this.event('response.reasoning_summary_text.done', `${fields},"summary_index":0,"text":${text}`) +
+        this.event('response.reasoning_summary_part.done', `${fields},"summary_index":0,"part":{"type":"summary_text","text":${text}}`);
+    } else if (state.kind === 'message') {
+      const text = json(state.text);
+      out +=
+        this.event('response.output_text.done', `${fields},"content_index":0,"text":${text},"logprobs":[]`) +
+        this.event('response.content_part.done', `${fields},"content_index":0,"part":{"type":"output_text","text":${text},"annotations":[]}`);
+    } else if (state.kind === 'function_call') {
+      out += this.event('response.function_call_arguments.done', `${fields},"name":${json(state.name)},"arguments":${json(state.arguments)}`);
+    }
+    const item = this.itemJson(state, status);
+    this.outputJson[state.outputIndex] = item;
+    return out + this.event('response.output_item.done', `"output_index":${state.outputIndex},"item":${item}`);
+  }
+
+  private itemFields(state: ItemState): string {
+    return `"item_id":${json(state.id)},"output_index":${state.outputIndex}`;
+  }
+
+  private itemJson(state: ItemState, status: 'completed' | 'incomplete' | 'in_progress'): string {
+    switch (state.kind) {
+      case 'reasoning':
+        return json(reasoningItem(state.id, state.text, state.signature, state.encrypted, this.providerId, this.tags));
+      case 'message':
+        return `{"id":${json(state.id)},"type":"message","status":"${status}","role":"assistant","content":[{"type":"output_text","text":${json(state.text)},"annotations":[]}]}`;
+      case 'function_call':
+        return `{"id":${json(state.id)},"type":"function_call","status":"${status}","call_id":${json(state.callId)},"name":${json(state.name)},"arguments":${json(state.arguments)}}`;
+    }
+  }
+}

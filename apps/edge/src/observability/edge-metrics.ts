@@ -1,0 +1,91 @@
+import { counter, histogram, LATENCY_BUCKETS_SECONDS, sampledGauge, type Counter, type Histogram, type Registry } from '@gateway/platform';
+
+type HttpLabel = 'route' | 'method' | 'status' | 'dialect';
+
+/** The label values of one kind of answer, and its series, looked up once and reused. */
+interface Series {
+  requests: ReturnType<Counter<HttpLabel>['labels']>;
+  duration: ReturnType<Histogram<HttpLabel>['labels']>;
+  firstByte: ReturnType<Histogram<HttpLabel>['labels']>;
+}
+
+/** Most distinct (route, method, status, dialect) combinations kept ready; the label sets are bounded anyway. */
+const MAX_CACHED_SERIES = 2_000;
+
+/**
+ * The edge's HTTP metrics. `route` is the route's template (`/v1/models/*id`), never the raw path: an
+ * unknown path is `unmatched`; `dialect` the inference endpoint (chat.completions, messages,
+ * responses) or `none`; `status` the HTTP status sent (499: the client left before any answer).
+ */
+export class EdgeMetrics {
+  private readonly requests: Counter<HttpLabel>;
+  private readonly duration: Histogram<HttpLabel>;
+  private readonly firstByte: Histogram<HttpLabel>;
+  private readonly shed: Counter<'reason'>;
+  private readonly rateLimited: Counter;
+  private readonly series = new Map<string, Series>();
+
+  constructor(registry: Registry, sampleInFlight: () => { requests: number; bodyBytes: number }) {
+    this.requests = counter(registry, {
+      name: 'gateway_http_requests_total',
+      help: 'HTTP requests answered by the edge, by route template, method, status and dialect.',
+      labelNames: ['route', 'method', 'status', 'dialect'] as const,
+    });
+    this.duration = histogram(registry, {
+      name: 'gateway_http_request_duration_seconds',
+      help: 'Time from the request reaching the edge to the last byte of its answer (streams: the end of the stream).',
+      labelNames: ['route', 'method', 'status', 'dialect'] as const,
+      buckets: LATENCY_BUCKETS_SECONDS,
+    });
+    this.firstByte = histogram(registry, {
+      name: 'gateway_http_time_to_first_byte_seconds',
+      help: 'Time from the request reaching the edge to its status line and headers (a stream sends them with its first content).',
+      labelNames: ['route', 'method', 'status', 'dialect'] as const,
+      buckets: LATENCY_BUCKETS_SECONDS,
+    });
+    this.shed = counter(registry, {
+      name: 'gateway_http_requests_shed_total',
+      help: 'Requests refused with 503 overloaded before being read, by the bound they met (in_flight, body_bytes).',
+      labelNames: ['reason'] as const,
+    });
+    this.rateLimited = counter(registry, {
+      name: 'gateway_rate_limit_refusals_total',
+      help: 'Inference requests refused with 429 by a rate limit (either admission mode).',
+    });
+    // Read at scrape time from the limiter: nothing on the request path.
+    const removers = [
+      sampledGauge(registry, { name: 'gateway_http_requests_in_flight', help: 'Requests admitted by the edge and not yet answered.' },
+        (metric) => metric.set(sampleInFlight().requests)),
+      sampledGauge(registry, {
+        name: 'gateway_http_request_body_bytes_in_flight',
+        help: 'Declared request-body bytes of the requests in flight (what the queued-bytes bound counts).',
+      }, (metric) => metric.set(sampleInFlight().bodyBytes)),
+    ];
+    this.stop = () => { for (const remove of removers) remove(); };
+  }
+
+  /** Stops reporting the in-flight gauges (the edge stopped). */
+  readonly stop: () => void;
+
+  /** One answered request. `firstByteSeconds` is the duration when the answer had no separate first byte. */
+  answered(route: string, method: string, status: number, dialect: string, seconds: number, firstByteSeconds: number): void {
+    const key = `${route} ${method} ${status} ${dialect}`;
+    let series = this.series.get(key);
+    if (series === undefined) {
+      const labels = { route, method, status: String(status), dialect };
+      series = { requests: this.requests.labels(labels), duration: this.duration.labels(labels), firstByte: this.firstByte.labels(labels) };
+      if (this.series.size < MAX_CACHED_SERIES) this.series.set(key, series);
+    }
+    series.requests.inc();
+    series.duration.observe(seconds);
+    series.firstByte.observe(firstByteSeconds);
+  }
+
+  shedRequest(reason: 'in_flight' | 'body_bytes'): void {
+    this.shed.inc({ reason });
+  }
+
+  rateLimitRefusal(): void {
+    this.rateLimited.inc();
+  }
+}

@@ -1,0 +1,170 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from '@gateway/platform';
+import { clientRequestIdOf, requestIdOf } from '../context.js';
+import { edgeErrors, type EdgeError } from '../errors.js';
+import type { EdgeMetrics } from './edge-metrics.js';
+import type { InFlightLimiter } from './overload.js';
+import { headersWrittenAt } from './timed-response.js';
+
+/** Probes are never shed, never counted in flight, and logged at debug (a kubelet asks every few seconds). */
+export const PROBE_PATHS: ReadonlySet<string> = new Set(['/livez', '/readyz', '/healthz']);
+
+const METHODS: ReadonlySet<string> = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS']);
+
+/** What one request came to, filled in as it goes (model and provider by the observed admission and router). */
+class RequestRecord {
+  model: string | undefined = undefined;
+  provider: string | undefined = undefined;
+
+  constructor(
+    readonly requestId: string,
+    readonly startedAt: number,
+    /** The route's template when known before routing (the inference routes); else express's, at the end. */
+    readonly routeTemplate: string | undefined,
+    readonly dialect: string,
+    readonly bodyBytes: number,
+    /** Counted in flight (not a probe, not shed). */
+    readonly admitted: boolean,
+    readonly probe: boolean,
+    readonly shed: string | undefined,
+  ) {}
+}
+
+export interface RequestTrackerOptions {
+  logger: Logger;
+  metrics: EdgeMetrics;
+  limiter: InFlightLimiter;
+  /** Largest body a request may have (a declared length counts at most this). */
+  maxBodyBytes: number;
+}
+
+/**
+ * Sees every HTTP request of the edge from its first byte to its close: sheds it past the overload
+ * bounds, counts it in flight, and when it ends writes its access log line and its metrics. The model
+ * and provider of an inference request are noted on the way by the observed admission and router
+ * (observed-edge.ts), keyed by the gateway's request id.
+ */
+export class RequestTracker {
+  private readonly records = new Map<string, RequestRecord>();
+  private isDraining = false;
+  private idleWaiters: Array<() => void> = [];
+
+  constructor(private readonly options: RequestTrackerOptions) {}
+
+  /**
+   * First thing for every request, once its id is stamped (app.ts). `routeTemplate`: the inference
+   * route when it is dispatched directly; `dialect`: the inference endpoint of the path, if any.
+   * Returns the 503 to answer when the request is shed; the request is then not read at all.
+   */
+  begin(request: IncomingMessage, response: ServerResponse, path: string, routeTemplate: string | undefined, dialect: string | undefined): EdgeError | undefined {
+    const startedAt = performance.now();
+    const probe = PROBE_PATHS.has(path);
+    const bodyBytes = probe ? 0 : declaredBodyBytes(request, this.options.maxBodyBytes);
+    const shed = probe ? undefined : this.options.limiter.admit(bodyBytes);
+    const record = new RequestRecord(requestIdOf(response), startedAt, routeTemplate, dialect ?? 'none', bodyBytes, !probe && shed === undefined, probe, shed);
+    this.records.set(record.requestId, record);
+    // While draining, each connection closes after its answer: keep-alive would bring more requests.
+    if (this.isDraining) response.shouldKeepAlive = false;
+    response.once('close', () => this.end(record, request, response));
+    if (shed === undefined) return undefined;
+    this.options.metrics.shedRequest(shed);
+    return edgeErrors.overloaded(this.options.limiter.limits.retryAfterSeconds);
+  }
+
+  /** The catalog model an inference request resolved to. */
+  noteModel(requestId: string, modelId: string): void {
+    const record = this.records.get(requestId);
+    if (record !== undefined) record.model = modelId;
+  }
+
+  /** The provider that served (or is serving) the request. */
+  noteProvider(requestId: string, providerId: string): void {
+    const record = this.records.get(requestId);
+    if (record !== undefined && providerId !== '') record.provider = providerId;
+  }
+
+  rateLimited(): void {
+    this.options.metrics.rateLimitRefusal();
+  }
+
+  get draining(): boolean {
+    return this.isDraining;
+  }
+
+  get inFlight(): number {
+    return this.options.limiter.inFlight.requests;
+  }
+
+  /** From now on: readiness fails, and connections close after their current answer. */
+  drain(): void {
+    this.isDraining = true;
+  }
+
+  /** Resolves true once no admitted request is in flight, or false after `timeoutMs`. */
+  whenIdle(timeoutMs: number): Promise<boolean> {
+    if (this.inFlight === 0) return Promise.resolve(true);
+    return new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => {
+        this.idleWaiters = this.idleWaiters.filter((waiter) => waiter !== done);
+        resolve(false);
+      }, timeoutMs);
+      const done = () => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+      this.idleWaiters.push(done);
+    });
+  }
+
+  private end(record: RequestRecord, request: IncomingMessage, response: ServerResponse): void {
+    this.records.delete(record.requestId);
+    if (record.admitted) {
+      this.options.limiter.leave(record.bodyBytes);
+      if (this.inFlight === 0 && this.idleWaiters.length > 0) for (const waiter of this.idleWaiters.splice(0)) waiter();
+    }
+    const endedAt = performance.now();
+    // 499 (nginx's convention): the client left before any answer was sent.
+    const status = response.headersSent ? response.statusCode : 499;
+    const route = record.routeTemplate ?? expressRoute(request) ?? (status === 404 ? 'unmatched' : 'other');
+    const method = METHODS.has(request.method ?? '') ? (request.method as string) : 'other';
+    const seconds = (endedAt - record.startedAt) / 1000;
+    const headersAt = headersWrittenAt(response);
+    const firstByteSeconds = headersAt === undefined ? seconds : (headersAt - record.startedAt) / 1000;
+    this.options.metrics.answered(route, method, status, record.dialect, seconds, firstByteSeconds);
+    const logger = this.options.logger;
+    const level = record.probe ? 'debug' : 'info';
+    if (!logger.isLevelEnabled(level)) return;
+    logger[level]({
+      route,
+      method,
+      status,
+      dialect: record.dialect === 'none' ? undefined : record.dialect,
+      model: record.model,
+      provider: record.provider,
+      latency_ms: roundMs(seconds * 1000),
+      ttfb_ms: headersAt === undefined ? undefined : roundMs(firstByteSeconds * 1000),
+      request_id: record.requestId,
+      client_request_id: clientRequestIdOf(response),
+      shed: record.shed,
+      client_closed: response.writableFinished ? undefined : true,
+    }, 'http request');
+  }
+}
+
+/** The declared content-length, at most the body limit (a longer one is refused with 413 before any byte is read). */
+function declaredBodyBytes(request: IncomingMessage, maxBodyBytes: number): number {
+  const declared = request.headers['content-length'];
+  if (declared === undefined) return 0;
+  const bytes = Number(declared);
+  return Number.isFinite(bytes) && bytes > 0 ? Math.min(bytes, maxBodyBytes) : 0;
+}
+
+/** The template of the express route that answered (`/v1/models/*id`), if one did. */
+function expressRoute(request: IncomingMessage): string | undefined {
+  const route = (request as IncomingMessage & { route?: { path?: unknown } }).route;
+  return typeof route?.path === 'string' ? route.path : undefined;
+}
+
+function roundMs(ms: number): number {
+  return Math.round(ms * 10) / 10;
+}

@@ -1,0 +1,103 @@
+import { counter, histogram, sampledGauge, type Registry } from '@gateway/platform';
+import type { Ledger, SettlementResult } from './ledger.js';
+
+export type RefusalReason = 'rate_limited' | 'insufficient' | 'key_limit';
+
+/**
+ * The ledger's metrics: refusals (rate limits, credit), usage settlement and redelivery, and the holds
+ * open right now. Labels are fixed words (reason, via, outcome, subject), never an account or key.
+ */
+export class LedgerMetrics {
+  private readonly refusals;
+  private readonly settledEvents;
+  private readonly duplicateEvents;
+  private readonly rejectedEvents;
+  private readonly redelivered;
+  private readonly settleSeconds;
+
+  constructor(registry: Registry) {
+    this.refusals = counter(registry, {
+      name: 'gateway_ledger_refusals_total',
+      help: 'Admissions (via=admit) and lease acquisitions (via=lease) the ledger refused, by reason (rate_limited, insufficient, key_limit).',
+      labelNames: ['via', 'reason'] as const,
+    });
+    this.settledEvents = counter(registry, {
+      name: 'gateway_usage_events_settled_total',
+      help: 'Usage events settled: outcome=served charged the request, outcome=failed released its hold.',
+      labelNames: ['outcome'] as const,
+    });
+    this.duplicateEvents = counter(registry, {
+      name: 'gateway_usage_events_duplicate_total',
+      help: 'Served usage events whose request was already charged (a republish or redelivery): not charged again.',
+    });
+    this.rejectedEvents = counter(registry, {
+      name: 'gateway_usage_events_rejected_total',
+      help: 'Usage events that can never settle (undecodable, no ids, bad prices), kept in ledger.rejected_events.',
+    });
+    this.redelivered = counter(registry, {
+      name: 'gateway_usage_messages_redelivered_total',
+      help: 'Usage bus messages delivered again (a settler died or failed before acknowledging them).',
+      labelNames: ['subject'] as const,
+    });
+    this.settleSeconds = histogram(registry, {
+      name: 'gateway_usage_settlement_duration_seconds',
+      help: 'Time to settle one batch of usage messages in one transaction.',
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    });
+  }
+
+  refused(via: 'admit' | 'lease', reason: RefusalReason): void {
+    this.refusals.inc({ via, reason });
+  }
+
+  received(subject: string, redelivered: number, rejected: number): void {
+    if (redelivered > 0) this.redelivered.inc({ subject }, redelivered);
+    if (rejected > 0) this.rejectedEvents.inc(rejected);
+  }
+
+  /** `failed`: events of the batch that released a hold (nothing to charge). */
+  settled(result: SettlementResult, failed: number, seconds: number): void {
+    if (result.charged > 0) this.settledEvents.inc({ outcome: 'served' }, result.charged);
+    if (failed > 0) this.settledEvents.inc({ outcome: 'failed' }, failed);
+    if (result.duplicates > 0) this.duplicateEvents.inc(result.duplicates);
+    this.settleSeconds.observe(seconds);
+  }
+}
+
+/** How long a count of open holds is reused: scrapes every few seconds need not each query. */
+const OPEN_HOLDS_CACHE_MS = 5_000;
+/** A count that takes longer (Postgres down, pool exhausted) is left out of the scrape rather than holding it. */
+const OPEN_HOLDS_TIMEOUT_MS = 2_000;
+
+function withTimeout<T>(promise: Promise<T>, timeoutMs: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise,
+    new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs); }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * Reservations and leases open right now, counted at scrape time (partial indexes on `closed_at is
+ * null` make it cheap; the count is reused for a few seconds). Returns the function that stops it.
+ */
+export function observeOpenHolds(registry: Registry, ledger: Ledger): () => void {
+  let cached: { at: number; counts: Promise<{ reservations: number; leases: number }> } | undefined;
+  const counts = () => {
+    const now = Date.now();
+    if (cached === undefined || now - cached.at > OPEN_HOLDS_CACHE_MS) {
+      const fresh = { at: now, counts: withTimeout(ledger.openHolds(), OPEN_HOLDS_TIMEOUT_MS) };
+      // A failed count is not kept: the next scrape asks again.
+      fresh.counts.catch(() => { if (cached === fresh) cached = undefined; });
+      cached = fresh;
+    }
+    return cached.counts;
+  };
+  const removers = [
+    sampledGauge(registry, { name: 'gateway_ledger_open_reservations', help: 'Reservations open now (requests admitted and not yet settled or released).' },
+      async (gauge) => gauge.set((await counts()).reservations)),
+    sampledGauge(registry, { name: 'gateway_ledger_open_leases', help: 'Leases open now (budgets granted to edge replicas).' },
+      async (gauge) => gauge.set((await counts()).leases)),
+  ];
+  return () => { for (const remove of removers) remove(); };
+}

@@ -1,0 +1,133 @@
+import { counter, sampledGauge, type Counter, type Registry } from '@gateway/platform';
+import type { UsageEvent } from '@gateway/proto';
+import type { AttemptObserver, AttemptOutcome } from '../routing/attempt-observer.js';
+import type { ProviderHealth } from '../strategies/index.js';
+import type { StreamCheckpoint, StreamProgress } from '../usage/stream-checkpoints.js';
+import type { UsageBacklog, UsagePublisher } from '../usage/usage-publisher.js';
+
+/**
+ * Provider attempts and failovers, labelled by provider (an id of the catalog: a bounded set) and
+ * outcome (attempt-observer.ts). Label sets are looked up once per (provider, outcome) and kept.
+ */
+export class AttemptMetrics implements AttemptObserver {
+  private readonly attempts: Counter<'provider' | 'outcome'>;
+  private readonly failovers: Counter<'provider'>;
+  private readonly attemptLabels = new Map<string, { provider: string; outcome: AttemptOutcome }>();
+
+  constructor(registry: Registry) {
+    this.attempts = counter(registry, {
+      name: 'gateway_upstream_attempts_total',
+      help: 'Provider attempts by provider and outcome (success, error, timeout, rejected, cancelled, failed_after_content).',
+      labelNames: ['provider', 'outcome'] as const,
+    });
+    this.failovers = counter(registry, {
+      name: 'gateway_upstream_failovers_total',
+      help: 'Requests moved on to another provider after this provider failed.',
+      labelNames: ['provider'] as const,
+    });
+  }
+
+  attempt(providerId: string, outcome: AttemptOutcome): void {
+    const key = `${providerId}\0${outcome}`;
+    let labels = this.attemptLabels.get(key);
+    if (labels === undefined) {
+      labels = { provider: providerId, outcome };
+      this.attemptLabels.set(key, labels);
+    }
+    this.attempts.inc(labels);
+  }
+
+  failover(fromProviderId: string): void {
+    this.failovers.inc({ provider: fromProviderId });
+  }
+}
+
+/**
+ * Each (provider, model) pair's circuit and success rate as this replica's ProviderHealth sees it,
+ * read at scrape time. Pairs are the catalog's offers (ProviderHealth keeps at most 10,000).
+ */
+export function observeProviderHealth(registry: Registry, health: ProviderHealth): () => void {
+  const removers = [
+    sampledGauge(registry, {
+      name: 'gateway_provider_circuit_open',
+      help: 'Whether the circuit of this provider for this model is open (1: skipped until its cool-down ends) on this replica.',
+      labelNames: ['provider', 'model'] as const,
+    }, (gauge) => {
+      for (const stat of health.localStats()) gauge.set({ provider: stat.providerId, model: stat.modelId }, stat.circuitOpen ? 1 : 0);
+    }),
+    sampledGauge(registry, {
+      name: 'gateway_provider_success_ratio',
+      help: 'Exponentially weighted success rate of this provider for this model on this replica (0..1).',
+      labelNames: ['provider', 'model'] as const,
+    }, (gauge) => {
+      for (const stat of health.localStats()) gauge.set({ provider: stat.providerId, model: stat.modelId }, 1 - stat.errorRate);
+    }),
+  ];
+  return () => { for (const remove of removers) remove(); };
+}
+
+/**
+ * The usage publisher, counted: events whose publish was awaited (stored or failed) and events handed
+ * to the background path (outbox first, republished until the bus takes them). Its backlog and the
+ * outbox's size are gauges read at scrape time.
+ */
+export class ObservedUsagePublisher implements UsagePublisher {
+  private readonly published: Counter<'result'>;
+  private readonly background: Counter;
+  private readonly stopReporting: () => void;
+  private readonly onStored = () => { this.published.inc(STORED); };
+  private readonly onFailed = (error: unknown) => {
+    this.published.inc(FAILED);
+    throw error;
+  };
+
+  constructor(private readonly inner: UsagePublisher, registry: Registry) {
+    this.published = counter(registry, {
+      name: 'gateway_usage_events_published_total',
+      help: 'Usage events whose publish the router awaited, by result (stored: the bus acknowledged it; failed).',
+      labelNames: ['result'] as const,
+    });
+    this.background = counter(registry, {
+      name: 'gateway_usage_events_background_total',
+      help: 'Usage events handed to the background path (streams already answered, releases): outbox, then republished until stored.',
+    });
+    const backlog = () => this.backlog();
+    const removers = [
+      sampledGauge(registry, { name: 'gateway_usage_backlog_events', help: 'Background usage events not yet accepted by the bus.' },
+        (gauge) => gauge.set(backlog().backgroundEvents)),
+      sampledGauge(registry, {
+        name: 'gateway_usage_outbox_records',
+        help: 'Records in the durable usage outbox not yet acknowledged: unsent events and checkpoints of streams in flight.',
+      }, (gauge) => gauge.set(backlog().outboxRecords)),
+      sampledGauge(registry, { name: 'gateway_usage_outbox_bytes', help: 'Bytes of the durable usage outbox on disk.' },
+        (gauge) => gauge.set(backlog().outboxBytes)),
+    ];
+    this.stopReporting = () => { for (const remove of removers) remove(); };
+  }
+
+  publish(event: UsageEvent): Promise<void> {
+    return this.inner.publish(event).then(this.onStored, this.onFailed);
+  }
+
+  publishInBackground(event: UsageEvent, checkpoint?: StreamCheckpoint): void {
+    this.background.inc();
+    this.inner.publishInBackground(event, checkpoint);
+  }
+
+  trackStream(progress: StreamProgress, checkpointEvent: () => UsageEvent): StreamCheckpoint {
+    return this.inner.trackStream(progress, checkpointEvent);
+  }
+
+  backlog(): UsageBacklog {
+    return this.inner.backlog?.() ?? NO_BACKLOG;
+  }
+
+  async stop(): Promise<void> {
+    this.stopReporting();
+    await this.inner.stop();
+  }
+}
+
+const NO_BACKLOG: UsageBacklog = { backgroundEvents: 0, outboxRecords: 0, outboxBytes: 0 };
+const STORED = { result: 'stored' } as const;
+const FAILED = { result: 'failed' } as const;

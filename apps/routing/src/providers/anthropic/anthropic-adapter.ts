@@ -1,0 +1,138 @@
+import type { Pool } from 'undici';
+import {
+  ProviderError,
+  toProviderError,
+  type AdapterChatRequest,
+  type AdapterChatResult,
+  type AdapterStreamPart,
+  type AttemptSignal,
+  type ProviderAdapterV1,
+} from '../provider-adapter.js';
+import { bufferedRequest, MAX_RESPONSE_BYTES } from '../http/buffered-request.js';
+import { createProviderPool } from '../http/provider-pool.js';
+import { readServerSentEvents } from '../http/server-sent-events.js';
+import { streamingRequest } from '../http/streaming-request.js';
+import { anthropicMessageSchema, anthropicStreamEventSchema } from './anthropic-api-types.js';
+import { anthropicHttpError } from './anthropic-error.js';
+import { convertAnthropicAnswer } from './convert-anthropic-answer.js';
+import { AnthropicStreamConverter } from './convert-anthropic-stream.js';
+import { convertAnthropicUsage } from './convert-anthropic-usage.js';
+import { convertToAnthropicRequest } from './convert-to-anthropic-request.js';
+
+export interface AnthropicAdapterOptions {
+  providerId: string;
+  /**
+   * The API root, as the Anthropic SDK's baseURL: `https://api.anthropic.com`. The adapter appends
+   * `/v1/messages`; a base URL that already ends in `/v1` (written like an `openai` kind's) works too.
+   */
+  baseUrl: string;
+  apiKey: string | undefined;
+  /** Keep-alive connections per provider origin. */
+  connections?: number;
+}
+
+/** The API version whose wire format this adapter speaks (anthropic-api-types.ts). */
+export const ANTHROPIC_VERSION = '2023-06-01';
+
+/** Stream event types this adapter knows; others (a newer API's) are skipped without parsing. */
+const KNOWN_EVENTS = new Set([
+  'message_start', 'content_block_start', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop', 'ping', 'error',
+]);
+
+/** The Anthropic Messages API (`kind: anthropic`). Chat only: Anthropic has no embeddings endpoint. */
+export class AnthropicAdapter implements ProviderAdapterV1 {
+  readonly specificationVersion = 'v1' as const;
+  readonly kind = 'anthropic';
+  readonly providerId: string;
+  private readonly pool: Pool;
+  private readonly messagesPath: string;
+  private readonly headers: Record<string, string>;
+  private readonly streamHeaders: Record<string, string>;
+
+  constructor(options: AnthropicAdapterOptions) {
+    this.providerId = options.providerId;
+    const url = new URL(options.baseUrl);
+    this.messagesPath = `${url.pathname.replace(/\/+$/, '').replace(/\/v1$/, '')}/v1/messages`;
+    this.pool = createProviderPool(url.origin, options.connections);
+    this.headers = {
+      'content-type': 'application/json',
+      accept: 'application/json',
+      'anthropic-version': ANTHROPIC_VERSION,
+      ...(options.apiKey ? { 'x-api-key': options.apiKey } : {}),
+    };
+    this.streamHeaders = { ...this.headers, accept: 'text/event-stream' };
+  }
+
+  private convert(request: AdapterChatRequest, stream: boolean) {
+    return convertToAnthropicRequest(request.chat, {
+      upstreamModel: request.upstreamModel,
+      stream,
+      providerId: this.providerId,
+      modelMaxOutputTokens: request.modelMaxOutputTokens,
+    });
+  }
+
+  async chat(request: AdapterChatRequest, signal: AttemptSignal): Promise<AdapterChatResult> {
+    const { body, tools } = this.convert(request, false);
+    let answer: { statusCode: number; text: string };
+    try {
+      answer = await bufferedRequest(this.pool, { method: 'POST', path: this.messagesPath, headers: this.headers, body: JSON.stringify(body) }, signal, MAX_RESPONSE_BYTES);
+    } catch (error) {
+      throw toProviderError(error, signal);
+    }
+    if (answer.statusCode >= 300) throw anthropicHttpError(answer.statusCode, answer.text);
+    let json: unknown;
+    try {
+      json = JSON.parse(answer.text);
+    } catch {
+      throw new ProviderError('connection', 'answer is not JSON');
+    }
+    const parsed = anthropicMessageSchema.safeParse(json);
+    if (!parsed.success) throw new ProviderError('connection', `malformed answer: ${parsed.error.message.slice(0, 300)}`);
+    return { choices: [convertAnthropicAnswer(parsed.data, this.providerId, tools)], usage: convertAnthropicUsage(parsed.data.usage) };
+  }
+
+  async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {
+    const { body, tools } = this.convert(request, true);
+    const response = await streamingRequest(
+      this.pool,
+      { method: 'POST', path: this.messagesPath, headers: this.streamHeaders, body: JSON.stringify(body) },
+      signal,
+      anthropicHttpError,
+    );
+    const converter = new AnthropicStreamConverter(tools);
+    try {
+      for await (const event of readServerSentEvents(response.body)) {
+        // Read on to the end of the body after message_stop so the keep-alive connection goes back to the pool.
+        if (converter.complete) continue;
+        let json: unknown;
+        try {
+          json = JSON.parse(event.data);
+        } catch {
+          throw new ProviderError('connection', 'stream event is not JSON');
+        }
+        // The SDK routes by the `event:` name; the data's `type` says the same (and is all a proxy that drops names leaves).
+        const type = event.event || (json as { type?: unknown } | null)?.type;
+        if (typeof type !== 'string' || !KNOWN_EVENTS.has(type)) continue;
+        const parsed = anthropicStreamEventSchema.safeParse(json);
+        if (!parsed.success) throw new ProviderError('connection', `malformed stream event ${type}: ${parsed.error.message.slice(0, 300)}`);
+        const delta = converter.accept(parsed.data);
+        if (delta) yield { type: 'delta', delta };
+        if (converter.complete) {
+          const usage = converter.usage;
+          if (usage) yield { type: 'usage', usage };
+        }
+      }
+    } catch (error) {
+      throw toProviderError(error, signal);
+    } finally {
+      if (!converter.complete) response.body.destroy();
+    }
+    // A stream that ends before message_stop was cut: the caller must not see it as complete.
+    if (!converter.complete) throw new ProviderError('connection', 'stream ended before message_stop');
+  }
+
+  async close(): Promise<void> {
+    await this.pool.close().catch(() => undefined);
+  }
+}

@@ -1,0 +1,3 @@
+export * from './registry.js';
+export * from './metrics-server.js';
+export * from './pool-metrics.js';

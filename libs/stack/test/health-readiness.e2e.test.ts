@@ -1,0 +1,120 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startEdge } from '@gateway/edge';
+import { createHealthClient } from '@gateway/platform';
+import { askReflection, createTestBus, testLogger, type TestBus } from '@gateway/testing';
+import { chat, startObservedStack, type ObservedStack } from './observability-harness.js';
+
+// Health end to end: every service's gRPC health SERVING with its dependencies up and server
+// reflection answering as grpcurl asks it; the edge's /livez, /readyz (auth, ledger, routing behind
+// it) and /healthz; and a graceful stop that finishes the streams in flight, within its bound.
+
+const SERVICES = {
+  auth: 'gateway.v1.AuthService',
+  catalog: 'gateway.v1.CatalogService',
+  ledger: 'gateway.v1.LedgerService',
+  routing: 'gateway.v1.RouterService',
+  media: 'gateway.v1.MediaService',
+} as const;
+
+describe('health, readiness, reflection and drain', () => {
+  let fixture: ObservedStack;
+  let otherBus: TestBus;
+
+  beforeAll(async () => {
+    fixture = await startObservedStack({ name: 'health' });
+    otherBus = await createTestBus('nats');
+  }, 120_000);
+
+  afterAll(async () => {
+    await otherBus?.destroy();
+    await fixture?.stop();
+  });
+
+  it('reports every service SERVING on gRPC health and lists it through server reflection', async () => {
+    for (const [name, service] of Object.entries(SERVICES)) {
+      const address = fixture.stack.addresses[name as keyof typeof SERVICES];
+      const health = createHealthClient(address);
+      try {
+        expect(await health.check('')).toBe('SERVING');
+        expect(await health.check(service)).toBe('SERVING');
+      } finally {
+        health.close();
+      }
+      const reflected = await askReflection(address, service);
+      expect(reflected.error).toBeUndefined();
+      expect(reflected.services.sort()).toEqual([service, 'grpc.health.v1.Health'].sort());
+      // The file declaring the service, as grpcurl `describe` decodes it: the proto file and the service in it.
+      const files = reflected.fileDescriptors.map((file) => file.toString('latin1'));
+      expect(files.some((file) => file.includes(service.split('.').pop()!) && file.includes('gateway/v1/'))).toBe(true);
+    }
+  });
+
+  it('answers /livez, /readyz and /healthz, and /readyz names a dependency that is down', async () => {
+    const { stack } = fixture;
+    expect(await (await fetch(`${stack.url}/livez`)).json()).toEqual({ status: 'ok' });
+    const ready = await fetch(`${stack.url}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toEqual({ status: 'ok', checks: { catalog: 'ok', auth: 'ok', ledger: 'ok', routing: 'ok' } });
+    expect((await fetch(`${stack.url}/healthz`)).status).toBe(200);
+
+    // An edge whose routing address answers nothing: alive, not ready.
+    const { addresses } = stack;
+    const edge = await startEdge({
+      port: 0, authAddress: addresses.auth, catalogAddress: addresses.catalog, ledgerAddress: addresses.ledger,
+      routerAddress: '127.0.0.1:1', bus: otherBus.bus, logger: testLogger('edge-no-routing'),
+    });
+    try {
+      expect((await fetch(`${edge.url}/livez`)).status).toBe(200);
+      const notReady = await fetch(`${edge.url}/readyz`);
+      expect(notReady.status).toBe(503);
+      const report = (await notReady.json()) as { status: string; checks: Record<string, string> };
+      expect(report.status).toBe('unavailable');
+      expect(report.checks).toMatchObject({ catalog: 'ok', auth: 'ok', ledger: 'ok' });
+      expect(report.checks.routing).toMatch(/^unreachable/);
+    } finally {
+      await edge.stop();
+    }
+  });
+
+  it('on stop, lets a stream in flight finish, refuses new connections, and cuts what outlives the drain bound', async () => {
+    const { stack, upstream } = fixture;
+    const { apiKey } = await fixture.account('drain');
+    const { addresses } = stack;
+    const edge = await startEdge({
+      port: 0, authAddress: addresses.auth, catalogAddress: addresses.catalog, ledgerAddress: addresses.ledger,
+      routerAddress: addresses.routing, bus: otherBus.bus, logger: testLogger('edge-drain'), drainTimeoutMs: 10_000,
+    });
+    // ~1 s of stream: 5 chunks, 250 ms apart.
+    upstream.setFallback({ chunkCount: 5, chunkDelayMs: 250, text: 'one two three four five' });
+    const stream = chat(edge.url, apiKey, { stream: true });
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    const stoppedAt = performance.now();
+    const stopping = edge.stop();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await expect(fetch(`${edge.url}/livez`)).rejects.toThrow();
+    const answer = await stream;
+    expect(answer.status).toBe(200);
+    expect(answer.text).toContain('data: [DONE]');
+    await stopping;
+    // The stop waited for the stream, and not for the whole bound.
+    expect(performance.now() - stoppedAt).toBeLessThan(5_000);
+
+    // A stream that would outlive the bound is cut at it.
+    const short = await startEdge({
+      port: 0, authAddress: addresses.auth, catalogAddress: addresses.catalog, ledgerAddress: addresses.ledger,
+      routerAddress: addresses.routing, bus: otherBus.bus, logger: testLogger('edge-drain-short'), drainTimeoutMs: 300,
+    });
+    upstream.setFallback({ chunkCount: 2, stallAfterChunks: 1 });
+    const stalled = fetch(`${short.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'testco/observed', messages: [{ role: 'user', content: 'Hi' }], stream: true }),
+    }).then((response) => response.text()).then(() => 'completed', () => 'cut');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const cutAt = performance.now();
+    await short.stop();
+    expect(performance.now() - cutAt).toBeLessThan(3_000);
+    expect(await stalled).toBe('cut');
+    upstream.setFallback({});
+  });
+});
