@@ -71,6 +71,8 @@ export class CatalogSnapshot {
   readonly startups: readonly Startup[];
   readonly providers: readonly Provider[];
   readonly limitGroups: readonly LimitGroup[];
+  /** The model that screens image-generation prompts: the first, by id, served on `moderations`; '' when none. */
+  readonly moderationModel: string;
   private readonly modelsByName = new Map<string, Model>();
   private readonly startupData = new Map<string, StartupData>();
 
@@ -83,6 +85,11 @@ export class CatalogSnapshot {
     this.models = data.models
       .map(toModel)
       .sort((a, b) => (a.created === b.created ? (a.id < b.id ? -1 : 1) : a.created > b.created ? -1 : 1));
+    this.moderationModel =
+      this.models
+        .filter((model) => model.offers.some((offer) => offer.endpoints.includes('moderations')))
+        .map((model) => model.id)
+        .sort()[0] ?? '';
     for (const model of this.models) {
       this.modelsByName.set(model.id, model);
       for (const alias of model.aliases) this.modelsByName.set(alias, model);

@@ -9,7 +9,7 @@ export function catalogHandlers(service: CatalogService, logger: Logger): Catalo
     getSnapshot: unary(logger, 'GetSnapshot', async (request) => {
       const snapshot = service.current;
       if (request.ifVersionNot !== '' && request.ifVersionNot === snapshot.version) {
-        return { version: snapshot.version, unchanged: true, models: [], providers: [], startups: [], limitGroups: [] };
+        return { version: snapshot.version, unchanged: true, models: [], providers: [], startups: [], limitGroups: [], moderationModel: '' };
       }
       return {
         version: snapshot.version,
@@ -18,6 +18,7 @@ export function catalogHandlers(service: CatalogService, logger: Logger): Catalo
         providers: [...snapshot.providers],
         startups: [...snapshot.startups],
         limitGroups: [...snapshot.limitGroups],
+        moderationModel: snapshot.moderationModel,
       };
     }),
     listModels: unary(logger, 'ListModels', async () => ({ models: [...service.current.models] })),

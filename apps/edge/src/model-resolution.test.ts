@@ -17,6 +17,7 @@ const NOW_SECONDS = 1_800_000_000;
 const snapshot: GetSnapshotResponse = {
   version: 'v1',
   unchanged: false,
+  moderationModel: '',
   models: [
     model({ id: 'acme/top', aliases: ['top'], limitGroup: 'premium', created: 1_767_000_009n }),
     model({ id: 'acme/top-free', limitGroup: 'premium', pricing: {}, created: 1_767_000_008n }),

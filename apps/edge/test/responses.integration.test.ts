@@ -18,6 +18,7 @@ function snapshot(): GetSnapshotResponse {
   return {
     version: 'v1',
     unchanged: false,
+  moderationModel: '',
     models: [
       model({
         id: MODEL,

@@ -57,7 +57,7 @@ describe('media service: ExtractPdfText', () => {
   });
 
   it('answers UNIMPLEMENTED for the RPCs not built yet', async () => {
-    const error = await rejection(client.convertAudio({ data: Buffer.from('x'), targetFormat: 'mp3' }));
+    const error = await rejection(client.convertAudio({ data: Buffer.from('x'), targetFormat: 'mp3', filename: '' }));
     expect(error.status).toBe(GrpcStatus.UNIMPLEMENTED);
   });
 });

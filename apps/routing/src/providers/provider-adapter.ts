@@ -19,6 +19,15 @@ export interface ProviderAdapterV1 {
    * their endpoints, whatever offers the catalog lists.
    */
   embed?(request: AdapterEmbedRequest, signal: AttemptSignal): Promise<AdapterEmbedResult>;
+  moderate?(request: AdapterModerateRequest, signal: AttemptSignal): Promise<AdapterModerateResult>;
+  generateImages?(request: AdapterImageRequest, signal: AttemptSignal): Promise<AdapterImageResult>;
+  editImages?(request: AdapterImageEditRequest, signal: AttemptSignal): Promise<AdapterImageResult>;
+  /**
+   * Resolves once the provider answered with its headers (a refusal rejects here, before any byte is
+   * relayed); the audio then arrives as the provider produces it.
+   */
+  speak?(request: AdapterSpeakRequest, signal: AttemptSignal): Promise<AdapterSpeechResult>;
+  transcribe?(request: AdapterTranscribeRequest, signal: AttemptSignal): Promise<AdapterTranscribeResult>;
   /** Releases connections (catalog change, shutdown). */
   close(): Promise<void>;
 }
@@ -64,6 +73,105 @@ export interface AdapterEmbedRequest {
 export interface AdapterEmbedResult {
   /** One vector per input, in input order. */
   embeddings: number[][];
+  usage: Usage | undefined;
+}
+
+export interface AdapterModerateRequest {
+  upstreamModel: string;
+  /** In input order; an image input is its URL (https: or data:). */
+  inputs: ({ type: 'text'; text: string } | { type: 'image_url'; url: string })[];
+}
+
+export interface AdapterModerationResult {
+  flagged: boolean;
+  categories: Record<string, boolean>;
+  /** Each in [0, 1]. */
+  categoryScores: Record<string, number>;
+  /** Category name to the input types (`text`, `image_url`) checked for it. */
+  categoryAppliedInputTypes: Record<string, string[]>;
+}
+
+export interface AdapterModerateResult {
+  /** One per input, in input order. */
+  results: AdapterModerationResult[];
+  usage: Usage | undefined;
+}
+
+export interface AdapterImageRequest {
+  upstreamModel: string;
+  prompt: string;
+  n: number;
+  /** `{w}x{h}`, already checked by the edge. */
+  size: string | undefined;
+  /** Pass-through knobs: set only when the model lists them in supported_parameters. */
+  quality: string | undefined;
+  background: string | undefined;
+}
+
+export interface AdapterInputImage {
+  data: Uint8Array;
+  filename: string;
+  mediaType: string;
+}
+
+export interface AdapterImageEditRequest extends AdapterImageRequest {
+  images: AdapterInputImage[];
+  mask: AdapterInputImage | undefined;
+}
+
+export interface AdapterImage {
+  /** The image bytes (adapters always ask the provider for b64_json). */
+  data: Uint8Array;
+  /** e.g. image/png. */
+  mediaType: string;
+  revisedPrompt: string | undefined;
+}
+
+export interface AdapterImageResult {
+  images: AdapterImage[];
+  /** Undefined when the provider reported none (the router meters 2048 output tokens per image then). */
+  usage: Usage | undefined;
+}
+
+export interface AdapterSpeakRequest {
+  upstreamModel: string;
+  input: string;
+  voice: string;
+  speed: number | undefined;
+  instructions: string | undefined;
+  /** mp3 | opus | aac | flac | wav | pcm; undefined: the provider's default. */
+  responseFormat: string | undefined;
+}
+
+export interface AdapterSpeechResult {
+  /** The container the provider named; undefined when it named none (the caller then sees audio/mpeg). */
+  contentType: string | undefined;
+  /** Audio bytes as produced. Throws (ProviderError) when the provider cuts the answer short. */
+  audio: AsyncIterable<Uint8Array>;
+  /** Read after `audio` ended: what the provider reported, if anything. */
+  usage(): Usage | undefined;
+}
+
+export interface AdapterTranscribeRequest {
+  upstreamModel: string;
+  /** The audio in a container the provider takes (the edge had the media service convert it). */
+  audio: Uint8Array;
+  filename: string;
+  mediaType: string;
+  prompt: string | undefined;
+  /** ISO 639-1, lower case. */
+  language: string | undefined;
+  temperature: number | undefined;
+  /** True: translate into English (the provider's translations endpoint). */
+  translate: boolean;
+  /** json | text | srt | vtt | verbose_json. */
+  responseFormat: string;
+}
+
+export interface AdapterTranscribeResult {
+  text: string;
+  /** The body in responseFormat as the provider wrote it; empty for json. */
+  content: string;
   usage: Usage | undefined;
 }
 
