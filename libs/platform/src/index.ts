@@ -15,3 +15,4 @@ export * from './runtime-addresses.js';
 export * from './health.js';
 export * from './metrics/index.js';
 export * from './pricing-fields.js';
+export { ffmpegPath } from './ffmpeg.js';
