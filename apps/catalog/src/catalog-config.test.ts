@@ -126,6 +126,41 @@ models:
   });
 });
 
+describe('moderation_model', () => {
+  const withModeration = `${valid}
+  - id: acme/mod
+    created: 1767225602
+    aliases: [mod]
+    offers:
+      - { provider: sim, endpoints: [moderations] }
+  - id: acme/mod-b
+    created: 1767225603
+    offers:
+      - { provider: sim, endpoints: [moderations] }
+`;
+
+  it('must name a model served on moderations, by id', () => {
+    expect(problemsOf(`${withModeration}moderation_model: acme/mod-b\n`)).toEqual([]);
+    expect(problemsOf(`${withModeration}moderation_model: mod\n`)).toEqual(['moderation_model: unknown model "mod" (give a model id, not an alias)']);
+    expect(problemsOf(`${withModeration}moderation_model: acme/chat-small\n`)).toEqual([
+      'moderation_model: models[0] ("acme/chat-small") is not served on the moderations endpoint',
+    ]);
+  });
+
+  it('is served in the snapshot: the configured one, else the first by id that serves moderations', async () => {
+    const { CatalogSnapshot } = await import('./catalog-snapshot.js');
+    const snapshotOf = async (text: string) => new CatalogSnapshot('v', (await buildCatalog(text, {})).catalog!.data, new Map()).moderationModel;
+    expect(await snapshotOf(`${withModeration}moderation_model: acme/mod-b\n`)).toBe('acme/mod-b');
+    expect(await snapshotOf(withModeration)).toBe('acme/mod');
+    expect(await snapshotOf(valid)).toBe('');
+  });
+
+  it('leaves the version of a catalog that does not set it unchanged by the field\'s existence', async () => {
+    const { catalog } = await buildCatalog(valid, {});
+    expect(catalog!.canonical).not.toContain('moderationModel');
+  });
+});
+
 describe('buildCatalog', () => {
   it('loads the example config with no problem and the documented chat-small prices', async () => {
     const text = await readFile(examplePath, 'utf8');

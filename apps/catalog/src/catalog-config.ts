@@ -143,6 +143,8 @@ export const catalogDocumentSchema = z
     providers: z.array(provider).max(ENTRIES_MAX).default([]),
     limit_groups: z.array(limitGroup).max(ENTRIES_MAX).default([]),
     models: z.array(model).min(1, 'must list at least one model').max(MODELS_MAX),
+    // The model that screens image-generation prompts; absent: the first model, by id, served on moderations.
+    moderation_model: z.string().min(1).max(200).optional(),
   })
   .superRefine(checkCrossReferences, { when: () => true });
 
@@ -191,6 +193,15 @@ function checkCrossReferences(input: unknown, ctx: Issue): void {
       problem(['providers', index, 'base_url'], `required for kind "${String(record.kind)}"`);
     }
   });
+
+  const moderationModel = asString(document.moderation_model);
+  if (moderationModel !== undefined) {
+    const index = modelIds.get(moderationModel);
+    const served = index !== undefined && asArray(asRecord(asArray(document.models)[index]).offers)
+      .some((offer) => asArray(asRecord(offer).endpoints).includes('moderations'));
+    if (index === undefined) problem(['moderation_model'], `unknown model "${moderationModel}" (give a model id, not an alias)`);
+    else if (!served) problem(['moderation_model'], `models[${index}] ("${moderationModel}") is not served on the moderations endpoint`);
+  }
 
   const aliasOwner = new Map<string, number>();
   asArray(document.models).forEach((entry, index) => {

@@ -13,6 +13,8 @@ export interface CatalogData {
   providers: ProviderData[];
   limitGroups: LimitGroupData[];
   models: ModelData[];
+  /** Config `moderation_model`; absent (not stored) when the config names none. */
+  moderationModel?: string;
 }
 
 export interface StartupData {
@@ -145,6 +147,8 @@ export async function buildCatalog(
 
 function toCatalogData(document: CatalogDocument, iconSvgs: (string | null)[]): CatalogData {
   return {
+    // Only when set: a catalog without it keeps the canonical JSON (and version) it had before the field existed.
+    ...(document.moderation_model !== undefined ? { moderationModel: document.moderation_model } : {}),
     startups: document.startups.map((startup, index) => ({
       id: startup.id,
       displayName: startup.display_name,

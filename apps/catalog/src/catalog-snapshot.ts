@@ -71,7 +71,7 @@ export class CatalogSnapshot {
   readonly startups: readonly Startup[];
   readonly providers: readonly Provider[];
   readonly limitGroups: readonly LimitGroup[];
-  /** The model that screens image-generation prompts: the first, by id, served on `moderations`; '' when none. */
+  /** The model that screens image-generation prompts: config `moderation_model`, else the first, by id, served on `moderations`; '' when none. */
   readonly moderationModel: string;
   private readonly modelsByName = new Map<string, Model>();
   private readonly startupData = new Map<string, StartupData>();
@@ -86,6 +86,7 @@ export class CatalogSnapshot {
       .map(toModel)
       .sort((a, b) => (a.created === b.created ? (a.id < b.id ? -1 : 1) : a.created > b.created ? -1 : 1));
     this.moderationModel =
+      data.moderationModel ??
       this.models
         .filter((model) => model.offers.some((offer) => offer.endpoints.includes('moderations')))
         .map((model) => model.id)
