@@ -27,6 +27,7 @@ interface ProviderEntry {
  */
 export class CatalogCache {
   private version = '';
+  private moderation = '';
   private models = new Map<string, Model>();
   private providers = new Map<string, ProviderEntry>();
   private refreshing: Promise<void> | undefined;
@@ -47,6 +48,11 @@ export class CatalogCache {
 
   get currentVersion(): string {
     return this.version;
+  }
+
+  /** The catalog's screening model for image prompts ('' when none). */
+  get moderationModel(): string {
+    return this.moderation;
   }
 
   model(id: string): Model | undefined {
@@ -70,6 +76,7 @@ export class CatalogCache {
   private async load(): Promise<void> {
     const snapshot = await this.options.getSnapshot({ ifVersionNot: this.version });
     if (snapshot.unchanged) return;
+    this.moderation = snapshot.moderationModel;
     const models = new Map(snapshot.models.map((model) => [model.id, model]));
     const providers = new Map<string, ProviderEntry>();
     const retired: ProviderAdapter[] = [];

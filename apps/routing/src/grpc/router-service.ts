@@ -1,5 +1,5 @@
 import type { ServerUnaryCall, ServerWritableStream } from '@grpc/grpc-js';
-import { ErrorReason, GatewayError, GrpcStatus, errors, serverStream, unary, type CallerSignal, type Logger } from '@gateway/platform';
+import { errors, serverStream, unary, type CallerSignal, type Logger } from '@gateway/platform';
 import { ChatResponse, ChatStreamResponse, ExchangeResponse, RouterServiceService, type ChatStreamRequest, type RouterServiceServer } from '@gateway/proto';
 import type { Router } from '../routing/router.js';
 import { asBuffer, reusedWriterEncoder } from '../routing/reused-writer.js';
@@ -32,12 +32,6 @@ class CallCancellation implements CallerSignal {
   }
 }
 
-function notYet(method: string) {
-  return async () => {
-    throw new GatewayError(GrpcStatus.UNIMPLEMENTED, ErrorReason.ERROR_REASON_UNSPECIFIED, `${method} is not implemented by the routing service yet.`);
-  };
-}
-
 const encodeChatResponse = reusedWriterEncoder(ChatResponse);
 const encodeChatStreamResponse = reusedWriterEncoder(ChatStreamResponse);
 const encodeExchangeResponse = reusedWriterEncoder(ExchangeResponse);
@@ -62,13 +56,10 @@ export function routerService(router: Router, logger: Logger, exchanges = new Ex
       return router.chatStream(request.chat, new CallCancellation(call), { combinedStart: request.combinedStart });
     }),
     embed: unary(logger, 'Embed', (request, call) => router.embed(request, new CallCancellation(call))),
-    moderate: unary(logger, 'Moderate', notYet('Moderate')),
-    generateImages: unary(logger, 'GenerateImages', notYet('GenerateImages')),
-    editImages: unary(logger, 'EditImages', notYet('EditImages')),
-    speak: serverStream(logger, 'Speak', async function* () {
-      yield* [];
-      await notYet('Speak')();
-    }),
-    transcribe: unary(logger, 'Transcribe', notYet('Transcribe')),
+    moderate: unary(logger, 'Moderate', (request, call) => router.moderate(request, new CallCancellation(call))),
+    generateImages: unary(logger, 'GenerateImages', (request, call) => router.generateImages(request, new CallCancellation(call))),
+    editImages: unary(logger, 'EditImages', (request, call) => router.editImages(request, new CallCancellation(call))),
+    speak: serverStream(logger, 'Speak', (request, call) => router.speak(request, new CallCancellation(call))),
+    transcribe: unary(logger, 'Transcribe', (request, call) => router.transcribe(request, new CallCancellation(call))),
   };
 }

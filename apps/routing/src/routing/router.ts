@@ -7,15 +7,28 @@ import {
   type ChatResponse,
   type ChatStreamDelta,
   type ChatStreamResponse,
+  type EditImagesRequest,
+  type EditImagesResponse,
   type EmbedRequest,
   type EmbedResponse,
+  type GenerateImagesRequest,
+  type GenerateImagesResponse,
+  type ModerateRequest,
+  type ModerateResponse,
+  type SpeakRequest,
+  type SpeakResponse,
+  type TranscribeRequest,
+  type TranscribeResponse,
   type Model,
   type RequestContext,
   type Usage,
   type UsageEvent,
 } from '@gateway/proto';
 import type { CatalogCache } from '../catalog/catalog-cache.js';
-import { ProviderError, toProviderError, type AdapterStreamPart, type AttemptSignal, type ProviderAdapter } from '../providers/provider-adapter.js';
+import {
+  ProviderError, toProviderError, type AdapterImageRequest, type AdapterImageResult, type AdapterModerateRequest, type AdapterStreamPart,
+  type AttemptSignal, type ProviderAdapter,
+} from '../providers/provider-adapter.js';
 import { strategyNamed, type Candidate, type ProviderHealth } from '../strategies/index.js';
 import type { StreamCheckpoint } from '../usage/stream-checkpoints.js';
 import { countInputTokens, countTextTokens, emptyUsage, meterCounted, meterUsage, type DeliveredOutput } from '../usage/token-counter.js';
@@ -49,6 +62,15 @@ const MAX_EMBEDDING_INPUTS = 2_048;
 type Capable = (adapter: ProviderAdapter) => boolean;
 const canChat: Capable = () => true;
 const canEmbed: Capable = (adapter) => adapter.embed !== undefined;
+const canModerate: Capable = (adapter) => adapter.moderate !== undefined;
+const canGenerateImages: Capable = (adapter) => adapter.generateImages !== undefined;
+const canEditImages: Capable = (adapter) => adapter.editImages !== undefined;
+const canSpeak: Capable = (adapter) => adapter.speak !== undefined;
+const canTranscribe: Capable = (adapter) => adapter.transcribe !== undefined;
+
+/** Output tokens metered per image when the provider counted none (spec §2.1). */
+const IMAGE_OUTPUT_TOKENS_DEFAULT = 2_048;
+const IMAGE_SIZE = /^[1-9]\d{0,4}x[1-9]\d{0,4}$/;
 
 class AttemptTimeout extends Error {
   override name = 'TimeoutError';
@@ -450,6 +472,279 @@ export class Router {
     };
   }
 
+  async moderate(raw: ModerateRequest, signal: CallerSignal): Promise<ModerateResponse> {
+    const target = this.resolve(raw.context, raw.modelId, 'moderations', raw.routingStrategy, 0, () => '', canModerate);
+    const inputs = moderationInputs(raw);
+    if (inputs.length === 0) {
+      this.releaseReservation(target, '', false);
+      throw errors.invalidRequest('input must not be empty', 'input');
+    }
+    const { result, candidate } = await this.withFailover(target, signal, (candidate, attemptSignal) =>
+      candidate.adapter.moderate!({ upstreamModel: candidate.offer.upstreamModel, inputs }, attemptSignal),
+    );
+    if (result.results.length !== inputs.length) {
+      this.releaseReservation(target, candidate.offer.providerId, false);
+      throw noUpstream(new ProviderError('connection', `expected ${inputs.length} moderation results, got ${result.results.length}`));
+    }
+    const counted = inputs.reduce((sum, input) => sum + countTextTokens(input.type === 'text' ? input.text : input.url), 0);
+    const usage: Usage = result.usage && result.usage.inputTokens > 0 ? result.usage : { ...emptyUsage(), inputTokens: counted, estimated: true };
+    await this.recordServed(target, candidate.offer.providerId, usage);
+    return {
+      id: `modr-${target.requestId.replace(/[^A-Za-z0-9]/g, '').slice(0, 32)}`,
+      modelId: target.model.id,
+      results: result.results.map((item) => ({
+        flagged: item.flagged,
+        categories: item.categories,
+        categoryScores: item.categoryScores,
+        categoryAppliedInputTypes: Object.fromEntries(Object.entries(item.categoryAppliedInputTypes).map(([name, types]) => [name, { types }])),
+      })),
+      usage,
+      providerId: candidate.offer.providerId,
+    };
+  }
+
+  async generateImages(raw: GenerateImagesRequest, signal: CallerSignal): Promise<GenerateImagesResponse> {
+    const target = this.resolve(raw.context, raw.modelId, 'images.generations', raw.routingStrategy, 0, () => '', canGenerateImages);
+    const request = this.imageRequest(target, raw);
+    await this.screenPrompt(target, raw.prompt, signal);
+    const { result, candidate } = await this.withFailover(target, signal, (candidate, attemptSignal) =>
+      candidate.adapter.generateImages!({ ...request, upstreamModel: candidate.offer.upstreamModel }, attemptSignal),
+    );
+    return this.imagesAnswer(target, raw, result, candidate.offer.providerId);
+  }
+
+  async editImages(raw: EditImagesRequest, signal: CallerSignal): Promise<EditImagesResponse> {
+    const generation = raw.generation;
+    const target = this.resolve(generation?.context, generation?.modelId ?? '', 'images.edits', generation?.routingStrategy ?? '', 0, () => '', canEditImages);
+    if (!generation) {
+      this.releaseReservation(target, '', false);
+      throw errors.invalidRequest('EditImagesRequest.generation is required', 'generation');
+    }
+    const request = this.imageRequest(target, generation);
+    if (raw.images.length === 0) {
+      this.releaseReservation(target, '', false);
+      throw errors.invalidRequest('at least one image is required', 'image');
+    }
+    const asInput = (image: { data: Uint8Array; filename: string; mediaType: string }) => ({ data: image.data, filename: image.filename, mediaType: image.mediaType });
+    const { result, candidate } = await this.withFailover(target, signal, (candidate, attemptSignal) =>
+      candidate.adapter.editImages!(
+        { ...request, upstreamModel: candidate.offer.upstreamModel, images: raw.images.map(asInput), mask: raw.mask ? asInput(raw.mask) : undefined },
+        attemptSignal,
+      ),
+    );
+    return { result: await this.imagesAnswer(target, generation, result, candidate.offer.providerId) };
+  }
+
+  /** Checks n and size (the edge checked them too) and builds the adapter request; a refusal releases the reservation. */
+  private imageRequest(target: RoutingTarget, raw: GenerateImagesRequest): Omit<AdapterImageRequest, 'upstreamModel'> {
+    const n = raw.n || 1;
+    const maxImages = target.model.maxImages ?? 1;
+    const refuse = (message: string, param: string) => {
+      this.releaseReservation(target, '', false);
+      return errors.invalidRequest(message, param);
+    };
+    if (n > maxImages) throw refuse(`n must be at most ${maxImages} for ${target.model.id}`, 'n');
+    if (raw.size !== undefined && !IMAGE_SIZE.test(raw.size)) throw refuse("size must be written '{width}x{height}', e.g. '1024x1024'", 'size');
+    if (!raw.prompt) throw refuse('prompt must not be empty', 'prompt');
+    const supports = (name: string) => target.model.supportedParameters.includes(name);
+    return {
+      prompt: raw.prompt,
+      n,
+      size: raw.size,
+      quality: supports('quality') ? raw.quality : undefined,
+      background: supports('background') ? raw.background : undefined,
+    };
+  }
+
+  /**
+   * The catalog's moderation model judges an image prompt before any image is made. Flagged: 403 and the
+   * reservation released (nothing charged). Screening is the gateway's own cost: no usage event of its own.
+   * A configured screen that cannot answer refuses the request rather than skipping the check.
+   */
+  private async screenPrompt(target: RoutingTarget, prompt: string, signal: CallerSignal): Promise<void> {
+    const screenId = this.options.catalog.moderationModel;
+    if (!screenId) return;
+    const screen = this.options.catalog.model(screenId);
+    const candidates = (screen?.offers ?? []).flatMap((offer) => {
+      const adapter = offer.endpoints.includes('moderations') ? this.options.catalog.provider(offer.providerId)?.adapter : undefined;
+      return adapter?.moderate ? [{ offer, adapter }] : [];
+    });
+    let verdict: Awaited<ReturnType<NonNullable<ProviderAdapter['moderate']>>> | undefined;
+    let lastFailure: unknown;
+    for (const candidate of candidates) {
+      const control = new AttemptControl(signal, target.timeoutMs);
+      control.arm();
+      try {
+        verdict = await candidate.adapter.moderate!({ upstreamModel: candidate.offer.upstreamModel, inputs: [{ type: 'text', text: prompt }] }, control);
+        break;
+      } catch (error) {
+        lastFailure = error;
+        if (signal.aborted) break;
+      } finally {
+        control.dispose();
+      }
+    }
+    const result = verdict?.results[0];
+    if (!result) {
+      this.releaseReservation(target, '', false);
+      if (signal.aborted) throw new GatewayError(GrpcStatus.CANCELLED, ErrorReason.ERROR_REASON_UNSPECIFIED, 'The caller cancelled the request.');
+      target.logger.warn({ moderation_model: screenId, err: lastFailure }, 'prompt screening unavailable; image request refused');
+      throw noUpstream(lastFailure);
+    }
+    if (!result.flagged) return;
+    this.releaseReservation(target, '', false);
+    const flagged = Object.entries(result.categories).filter(([, value]) => value).map(([name]) => name);
+    throw new GatewayError(
+      GrpcStatus.PERMISSION_DENIED,
+      ErrorReason.ERROR_REASON_FORBIDDEN,
+      `The prompt was flagged by content moderation (${flagged.join(', ') || 'policy'}); no image was generated and nothing was charged.`,
+      { code: 'content_policy_violation', param: 'prompt' },
+    );
+  }
+
+  private async imagesAnswer(target: RoutingTarget, raw: GenerateImagesRequest, result: AdapterImageResult, providerId: string): Promise<GenerateImagesResponse> {
+    const reported = result.usage;
+    const pricesText = target.model.pricing?.perInputTextToken !== undefined;
+    const usage: Usage = {
+      ...emptyUsage(),
+      outputImageTokens: reported?.outputImageTokens || IMAGE_OUTPUT_TOKENS_DEFAULT * result.images.length,
+      // Spec §2.1: zero input tokens on a model that prices no input text token.
+      inputTextTokens: pricesText ? reported?.inputTextTokens || countTextTokens(raw.prompt) : 0,
+      inputImageTokens: reported?.inputImageTokens ?? 0,
+      estimated: !reported,
+    };
+    await this.recordServed(target, providerId, usage);
+    return {
+      created: BigInt(Math.floor(Date.now() / 1000)),
+      data: result.images.map((image) => ({
+        b64Json: Buffer.from(image.data).toString('base64'),
+        ...(image.revisedPrompt ? { revisedPrompt: image.revisedPrompt } : {}),
+      })),
+      usage,
+      providerId,
+      routingStrategy: target.strategyName,
+    };
+  }
+
+  /**
+   * Speech, streamed: failover only until the first audio bytes exist (they are pulled before anything is
+   * yielded); after that a provider failure ends the stream with an error. The usage event (characters,
+   * plus audio tokens when the provider reports them) is published after the last byte, then yielded.
+   */
+  async *speak(raw: SpeakRequest, signal: CallerSignal): AsyncGenerator<SpeakResponse> {
+    const target = this.resolve(raw.context, raw.modelId, 'audio.speech', raw.routingStrategy, 0, () => '', canSpeak);
+    if (!raw.input) {
+      this.releaseReservation(target, '', false);
+      throw errors.invalidRequest('input must not be empty', 'input');
+    }
+    const request = {
+      input: raw.input,
+      voice: raw.voice,
+      speed: raw.speed,
+      instructions: raw.instructions,
+      responseFormat: raw.responseFormat || undefined,
+    };
+    let settled = false;
+    let providerId = '';
+    let control: AttemptControl | undefined;
+    let iterator: AsyncIterator<Uint8Array> | undefined;
+    try {
+      const { result, candidate } = await this.withFailover(target, signal, async (candidate, attemptSignal) => {
+        const speech = await candidate.adapter.speak!({ ...request, upstreamModel: candidate.offer.upstreamModel }, attemptSignal);
+        const audio = speech.audio[Symbol.asyncIterator]();
+        let first: IteratorResult<Uint8Array>;
+        try {
+          first = await audio.next();
+        } catch (error) {
+          void audio.return?.(undefined)?.catch?.(() => undefined);
+          throw error;
+        }
+        return { speech, audio, first };
+      });
+      providerId = candidate.offer.providerId;
+      iterator = result.audio;
+      // The attempt's own control ended with the first bytes; the rest of the stream gets its own idle bound.
+      control = new AttemptControl(signal, target.timeoutMs);
+      yield { event: { $case: 'contentType', value: result.speech.contentType ?? '' } };
+      let next = result.first;
+      while (!next.done) {
+        if (next.value.length > 0) yield { event: { $case: 'audio', value: Buffer.from(next.value.buffer, next.value.byteOffset, next.value.byteLength) } };
+        control.arm();
+        try {
+          next = await iterator.next();
+        } finally {
+          control.disarm();
+        }
+      }
+      iterator = undefined;
+      const usage: Usage = {
+        ...emptyUsage(),
+        inputTextCharacters: [...raw.input].length,
+        outputAudioTokens: result.speech.usage()?.outputAudioTokens ?? 0,
+      };
+      settled = true;
+      await this.recordServed(target, providerId, usage);
+      this.options.health.recordSuccess(providerId, target.model.id, { outputTokens: 0, durationMs: 0 });
+      yield { event: { $case: 'usage', value: usage } };
+    } catch (error) {
+      if (!providerId) { settled = true; throw error; } // withFailover released the reservation
+      if (error instanceof GatewayError) throw error;
+      // Audio already reached the caller: it is charged, and the caller learns the answer was cut short.
+      settled = true;
+      this.options.usage.publishInBackground(
+        this.usageEvent(target, UsageOutcome.USAGE_OUTCOME_SERVED, providerId, { ...emptyUsage(), inputTextCharacters: [...raw.input].length }, true),
+      );
+      const failure = control?.timedOut ? new ProviderError('timeout', 'speech stream went silent', 0, { cause: error }) : toProviderError(error, control ?? new AttemptControl(signal, 1));
+      throw new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_NO_UPSTREAM, `The upstream provider failed during the speech stream: ${failure.providerMessage}`, {
+        retryAfterSeconds: NO_UPSTREAM_RETRY_AFTER_SECONDS,
+        cause: failure,
+      });
+    } finally {
+      control?.dispose();
+      if (iterator) void iterator.return?.(undefined)?.catch?.(() => undefined);
+      // The caller went away after the first bytes: what it received is charged.
+      if (!settled && providerId) {
+        this.options.usage.publishInBackground(
+          this.usageEvent(target, UsageOutcome.USAGE_OUTCOME_SERVED, providerId, { ...emptyUsage(), inputTextCharacters: [...raw.input].length }, true),
+        );
+      }
+    }
+  }
+
+  async transcribe(raw: TranscribeRequest, signal: CallerSignal): Promise<TranscribeResponse> {
+    const endpoint = raw.translate ? 'audio.translations' : 'audio.transcriptions';
+    const target = this.resolve(raw.context, raw.modelId, endpoint, raw.routingStrategy, 0, () => '', canTranscribe);
+    if (raw.audio.length === 0) {
+      this.releaseReservation(target, '', false);
+      throw errors.invalidRequest('file must not be empty', 'file');
+    }
+    const { result, candidate } = await this.withFailover(target, signal, (candidate, attemptSignal) =>
+      candidate.adapter.transcribe!(
+        {
+          upstreamModel: candidate.offer.upstreamModel,
+          audio: raw.audio,
+          filename: raw.filename || 'audio',
+          mediaType: raw.mediaType || 'application/octet-stream',
+          prompt: raw.prompt || undefined,
+          language: raw.language || undefined,
+          temperature: raw.temperature,
+          translate: raw.translate,
+          responseFormat: raw.responseFormat || 'json',
+        },
+        attemptSignal,
+      ),
+    );
+    const reported = result.usage;
+    const usage: Usage = {
+      ...emptyUsage(),
+      ...(reported ?? {}),
+      inputAudioMs: reported?.inputAudioMs || raw.audioDurationMs,
+      estimated: !reported?.inputAudioMs,
+    };
+    await this.recordServed(target, candidate.offer.providerId, usage);
+    return { text: result.text, content: result.content, usage, providerId: candidate.offer.providerId };
+  }
+
   /** `combinedStart`: the caller reads ChatStreamStart.first_delta (ChatStreamRequest.combined_start). */
   async *chatStream(raw: ChatRequest, signal: CallerSignal, options: { combinedStart?: boolean } = {}): AsyncGenerator<ChatStreamResponse> {
     const prepared = this.prepare(raw);
@@ -599,4 +894,13 @@ export class Router {
       }
     }
   }
+}
+
+function moderationInputs(raw: ModerateRequest): AdapterModerateRequest['inputs'] {
+  return raw.inputs.flatMap((input): AdapterModerateRequest['inputs'] => {
+    const value = input.input;
+    if (value?.$case === 'text') return [{ type: 'text', text: value.value }];
+    if (value?.$case === 'imageUrl') return [{ type: 'image_url', url: value.value }];
+    return [];
+  });
 }

@@ -3,7 +3,15 @@ import { decode, encode } from 'gpt-tokenizer';
 import type { ChatRequest, ToolCall } from '@gateway/proto';
 import { countInputTokens, emptyUsage } from '../../usage/token-counter.js';
 import { sampleJsonForSchema } from './simulate-json.js';
-import type { AdapterChatRequest, AttemptSignal, AdapterChatResult, AdapterEmbedRequest, AdapterEmbedResult, AdapterStreamPart, ProviderAdapterV1 } from '../provider-adapter.js';
+import type {
+  AdapterChatRequest, AttemptSignal, AdapterChatResult, AdapterEmbedRequest, AdapterEmbedResult, AdapterImageEditRequest, AdapterImageRequest,
+  AdapterImageResult, AdapterModerateRequest, AdapterModerateResult, AdapterSpeakRequest, AdapterSpeechResult, AdapterStreamPart,
+  AdapterTranscribeRequest, AdapterTranscribeResult, ProviderAdapterV1,
+} from '../provider-adapter.js';
+import { drawImage, imageTokens } from './simulate-image.js';
+import { simulateModeration } from './simulate-moderation.js';
+import { synthesizeSpeech } from './simulate-speech.js';
+import { simulateTranscription } from './simulate-transcription.js';
 
 /**
  * A provider without a network: deterministic text derived from the prompt and honest token counts
@@ -138,6 +146,47 @@ export class SimulatedAdapter implements ProviderAdapterV1 {
       request.texts.reduce((sum, text) => sum + encode(text, encodeOptions).length, 0) +
       request.tokenInputs.reduce((sum, ids) => sum + ids.length, 0);
     return { embeddings, usage: { ...emptyUsage(), inputTokens } };
+  }
+
+  async moderate(request: AdapterModerateRequest, signal: AttemptSignal): Promise<AdapterModerateResult> {
+    signal.throwIfAborted();
+    const inputTokens = request.inputs.reduce((sum, input) => sum + encode(input.type === 'text' ? input.text : input.url, encodeOptions).length, 0);
+    return { results: request.inputs.map(simulateModeration), usage: { ...emptyUsage(), inputTokens } };
+  }
+
+  async generateImages(request: AdapterImageRequest, signal: AttemptSignal): Promise<AdapterImageResult> {
+    return this.draw(request, new Uint8Array(), 0, signal);
+  }
+
+  async editImages(request: AdapterImageEditRequest, signal: AttemptSignal): Promise<AdapterImageResult> {
+    const seed = createHash('sha256');
+    for (const image of request.images) seed.update(image.data);
+    if (request.mask) seed.update(request.mask.data);
+    // Input images priced like generated ones of their count: a fixed 272 tokens each (OpenAI's minimum tile cost).
+    return this.draw(request, seed.digest(), request.images.length * 272, signal);
+  }
+
+  private async draw(request: AdapterImageRequest, seed: Uint8Array, inputImageTokens: number, signal: AttemptSignal): Promise<AdapterImageResult> {
+    const images = [];
+    for (let index = 0; index < request.n; index++) {
+      signal.throwIfAborted();
+      images.push(drawImage(request.prompt, index, request.size, seed));
+      // Drawing is CPU work: let other requests run between images.
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    return {
+      images,
+      usage: { ...emptyUsage(), inputTextTokens: encode(request.prompt, encodeOptions).length, inputImageTokens, outputImageTokens: imageTokens(request.size) * images.length },
+    };
+  }
+
+  speak(request: AdapterSpeakRequest, signal: AttemptSignal): Promise<AdapterSpeechResult> {
+    return synthesizeSpeech(request, signal);
+  }
+
+  async transcribe(request: AdapterTranscribeRequest, signal: AttemptSignal): Promise<AdapterTranscribeResult> {
+    signal.throwIfAborted();
+    return simulateTranscription(request);
   }
 
   async close(): Promise<void> {}

@@ -1,0 +1,260 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PNG } from 'pngjs';
+import { toFile } from 'openai';
+import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
+import {
+  MEDIA_PRICES, decodes, makeAudio, mediaCatalog, priced, pricedAudioMs, startMediaHarness, type MediaHarness,
+} from './media-e2e-harness.js';
+
+// Issue 15 end to end: every non-chat route through the real `openai` client, on the built-in simulated
+// provider (what `npm start` serves) — real vectors, PNGs, audio made and checked with ffmpeg — with the
+// exact charge of each unit kind read from the ledger's own charge row.
+
+const SPEECH_FORMATS = ['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm'] as const;
+
+describe('embeddings, moderations, images and audio on the simulated provider', () => {
+  let upstream: FakeUpstream;
+  let down: Server;
+  let harness: MediaHarness;
+
+  beforeAll(async () => {
+    upstream = await startFakeUpstream();
+    // A provider that answers every request with 503: the `fallback/…` models fail over from it.
+    down = createServer((_request, response) => {
+      response.writeHead(503, { 'content-type': 'application/json' }).end('{"error":{"message":"down","type":"server_error"}}');
+    });
+    await new Promise<void>((resolve) => down.listen(0, '127.0.0.1', resolve));
+    const downUrl = `http://127.0.0.1:${(down.address() as AddressInfo).port}/v1`;
+    harness = await startMediaHarness(mediaCatalog(upstream, downUrl));
+  }, 120_000);
+
+  afterAll(async () => {
+    await harness?.stop();
+    await upstream?.close();
+    await new Promise((resolve) => down?.close(resolve));
+  });
+
+  it('embeds strings as floats and as base64 (equal within float32), in input order, charged by input tokens', async () => {
+    const input = ['the gateway routes requests', 'a second input', 'third'];
+    const { data: floats, response } = await harness.client.embeddings.create({ model: 'sim/embed', input, encoding_format: 'float' }).withResponse();
+    expect(floats.object).toBe('list');
+    expect(floats.model).toBe('sim/embed');
+    expect(floats.data.map((item) => item.index)).toEqual([0, 1, 2]);
+    for (const item of floats.data) {
+      const norm = Math.sqrt(item.embedding.reduce((sum, value) => sum + value * value, 0));
+      expect(norm).toBeCloseTo(1, 6);
+    }
+    // The SDK asks for base64 when no format is given and decodes the little-endian float32 bytes itself.
+    const viaBase64 = await harness.client.embeddings.create({ model: 'sim/embed', input });
+    expect(viaBase64.data).toHaveLength(3);
+    viaBase64.data.forEach((item, index) => {
+      const reference = floats.data[index]!.embedding;
+      expect(item.embedding).toHaveLength(reference.length);
+      item.embedding.forEach((value, position) => expect(value).toBeCloseTo(Math.fround(reference[position]!), 7));
+    });
+    expect(floats.usage.prompt_tokens).toBeGreaterThan(0);
+    expect(floats.usage.total_tokens).toBe(floats.usage.prompt_tokens);
+    const charge = await harness.charge(response.headers.get('x-request-id')!);
+    expect(Number(charge.input_tokens)).toBe(floats.usage.prompt_tokens);
+    expect(charge.cost_pico).toBe(priced(floats.usage.prompt_tokens, MEDIA_PRICES.embedInput));
+  });
+
+  it('embeds token-id inputs and honours dimensions', async () => {
+    const { data, response } = await harness.client.embeddings
+      .create({ model: 'sim/embed', input: [[1, 2, 3, 4], [5, 6]], encoding_format: 'float', dimensions: 64 })
+      .withResponse();
+    expect(data.data.map((item) => item.embedding.length)).toEqual([64, 64]);
+    expect(data.usage.prompt_tokens).toBe(6);
+    const charge = await harness.charge(response.headers.get('x-request-id')!);
+    expect(charge.cost_pico).toBe(priced(6, MEDIA_PRICES.embedInput));
+  });
+
+  it('refuses embeddings input past its bounds with a 400 naming the limit', async () => {
+    const tooMany = await fetch(`${harness.url}/v1/embeddings`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${harness.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'sim/embed', input: Array.from({ length: 2049 }, () => 'x') }),
+    });
+    expect(tooMany.status).toBe(400);
+    expect(((await tooMany.json()) as { error: { message: string } }).error.message).toMatch(/2048/);
+    const wrongModel = await fetch(`${harness.url}/v1/embeddings`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${harness.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'sim/speech', input: 'x' }),
+    });
+    expect(wrongModel.status).toBe(400);
+    expect(((await wrongModel.json()) as { error: { message: string } }).error.message).toMatch(/embeddings/);
+  });
+
+  it('moderates text and images, every category scored in [0, 1] with the input types it was checked on', async () => {
+    const { data, response } = await harness.client.moderations
+      .create({
+        model: 'sim/moderation',
+        input: [
+          { type: 'text', text: 'I will kill you' },
+          { type: 'text', text: 'What a lovely afternoon for a walk.' },
+          { type: 'image_url', image_url: { url: 'https://images.example/cat.png' } },
+        ],
+      })
+      .withResponse();
+    expect(data.model).toBe('sim/moderation');
+    expect(data.results).toHaveLength(3);
+    expect(data.results[0]!.flagged).toBe(true);
+    expect(data.results[1]!.flagged).toBe(false);
+    for (const result of data.results) {
+      const names = Object.keys(result.categories);
+      expect(names.length).toBeGreaterThanOrEqual(11);
+      expect(Object.keys(result.category_scores).sort()).toEqual([...names].sort());
+      for (const score of Object.values(result.category_scores)) expect(score >= 0 && score <= 1).toBe(true);
+      expect(Object.keys(result.category_applied_input_types).sort()).toEqual([...names].sort());
+    }
+    expect(Object.values(data.results[2]!.category_applied_input_types).flat()).toContain('image_url');
+    const charge = await harness.charge(response.headers.get('x-request-id')!);
+    expect(charge.cost_pico).toBe(priced(charge.input_tokens as string, MEDIA_PRICES.moderationInput));
+    expect(Number(charge.input_tokens)).toBeGreaterThan(0);
+  });
+
+  it('generates PNGs as b64_json and as hosted URLs, charged per image token and prompt token', async () => {
+    const { data: inline, response } = await harness.client.images
+      .generate({ model: 'sim/image', prompt: 'a lighthouse at dusk', n: 2, size: '256x256', response_format: 'b64_json' })
+      .withResponse();
+    expect(inline.data).toHaveLength(2);
+    const pngs = inline.data!.map((image) => PNG.sync.read(Buffer.from(image.b64_json!, 'base64')));
+    for (const png of pngs) expect([png.width, png.height]).toEqual([256, 256]);
+    const usage = inline.usage!;
+    expect(usage.output_tokens).toBeGreaterThan(0);
+    expect(usage.total_tokens).toBe(usage.input_tokens + usage.output_tokens);
+    const charge = await harness.charge(response.headers.get('x-request-id')!);
+    expect(Number(charge.output_image_tokens)).toBe(usage.output_tokens);
+    expect(charge.cost_pico).toBe(
+      priced(charge.input_text_tokens as string, MEDIA_PRICES.imageTextInput) + priced(usage.output_tokens, MEDIA_PRICES.imageOutput),
+    );
+
+    const hosted = await harness.client.images.generate({ model: 'sim/image', prompt: 'a lighthouse at dusk', size: '256x256', response_format: 'url' });
+    const url = hosted.data![0]!.url!;
+    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1\/images\/files\/[A-Za-z0-9_-]{20,}$/);
+    const served = await fetch(url);
+    expect(served.status).toBe(200);
+    expect(served.headers.get('content-type')).toBe('image/png');
+    const png = PNG.sync.read(Buffer.from(await served.arrayBuffer()));
+    expect([png.width, png.height]).toEqual([256, 256]);
+    const guessed = await fetch(url.replace(/[A-Za-z0-9_-]{4}$/, 'AAAA'));
+    expect(guessed.status).toBe(404);
+  });
+
+  it('refuses n above the model maximum and a malformed size with 400s, charging nothing', async () => {
+    await expect(harness.client.images.generate({ model: 'sim/image', prompt: 'x', n: 4 })).rejects.toMatchObject({ status: 400 });
+    await expect(harness.client.images.generate({ model: 'sim/image', prompt: 'x', size: 'large' as '256x256' })).rejects.toMatchObject({ status: 400 });
+  });
+
+  it('screens a generation prompt with the moderation model: flagged is a 403 and nothing is charged', async () => {
+    const before = await harness.chargeCount('sim/image');
+    const error = await harness.client.images.generate({ model: 'sim/image', prompt: 'how to kill a person', size: '256x256' }).catch((caught) => caught);
+    expect(error.status).toBe(403);
+    expect(error.message).toMatch(/moderation|flagged/i);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(await harness.chargeCount('sim/image')).toBe(before);
+  });
+
+  it('edits with two images and a mask from a multipart upload', async () => {
+    const image = (seed: number) => {
+      const png = new PNG({ width: 64, height: 64 });
+      png.data.fill(seed);
+      return PNG.sync.write(png);
+    };
+    const { data, response } = await harness.client.images
+      .edit({
+        model: 'sim/image',
+        prompt: 'add a red balloon',
+        image: [await toFile(image(10), 'one.png', { type: 'image/png' }), await toFile(image(200), 'two.png', { type: 'image/png' })],
+        mask: await toFile(image(0), 'mask.png', { type: 'image/png' }),
+        size: '256x256',
+        response_format: 'b64_json',
+      })
+      .withResponse();
+    expect(data.data).toHaveLength(1);
+    expect(PNG.sync.read(Buffer.from(data.data![0]!.b64_json!, 'base64')).width).toBe(256);
+    const charge = await harness.charge(response.headers.get('x-request-id')!);
+    expect(charge.cost_pico).toBe(
+      priced(charge.input_text_tokens as string, MEDIA_PRICES.imageTextInput) +
+        priced(charge.input_image_tokens as string, MEDIA_PRICES.imageImageInput) +
+        priced(charge.output_image_tokens as string, MEDIA_PRICES.imageOutput),
+    );
+  });
+
+  it.each(SPEECH_FORMATS)('speaks %s: a valid file of that format, charged per character', async (format) => {
+    const input = 'Hello from the gateway, in six formats.';
+    const response = await harness.client.audio.speech.create({ model: 'sim/speech', voice: 'alloy', input, response_format: format });
+    const bytes = new Uint8Array(await response.arrayBuffer());
+    expect(bytes.length).toBeGreaterThan(100);
+    expect(await decodes(bytes, format)).toBe(true);
+    const charge = await harness.charge(response.headers.get('x-request-id')!);
+    expect(Number(charge.input_text_characters)).toBe([...input].length);
+    expect(charge.cost_pico).toBe(priced([...input].length, MEDIA_PRICES.speechCharacter));
+  });
+
+  it('answers audio/mpeg for speech when no format is named', async () => {
+    const response = await harness.client.audio.speech.create({ model: 'sim/speech', voice: 'coral', input: 'default format' });
+    expect(response.headers.get('content-type')).toBe('audio/mpeg');
+    expect(await decodes(new Uint8Array(await response.arrayBuffer()), 'mp3')).toBe(true);
+  });
+
+  it('refuses an unknown voice, a speed of zero and an unknown format with 400s', async () => {
+    await expect(harness.client.audio.speech.create({ model: 'sim/speech', voice: 'nobody', input: 'x' })).rejects.toMatchObject({ status: 400 });
+    await expect(harness.client.audio.speech.create({ model: 'sim/speech', voice: 'alloy', input: 'x', speed: 0 })).rejects.toMatchObject({ status: 400 });
+    await expect(
+      harness.client.audio.speech.create({ model: 'sim/speech', voice: 'alloy', input: 'x', response_format: 'ogg' as 'mp3' }),
+    ).rejects.toMatchObject({ status: 400 });
+  });
+
+  it('transcribes a webm upload (converted for the provider) and charges its measured duration per hour', async () => {
+    const audio = await makeAudio(2, 'webm');
+    const { data, response } = await harness.client.audio.transcriptions
+      .create({ model: 'sim/transcribe', file: await toFile(audio, 'clip.webm', { type: 'audio/webm' }) })
+      .withResponse();
+    expect(data.text.length).toBeGreaterThan(0);
+    const charge = await harness.charge(response.headers.get('x-request-id')!);
+    expect(Math.abs(Number(charge.input_audio_ms) - 2000)).toBeLessThan(100);
+    expect(charge.cost_pico).toBe(pricedAudioMs(charge.input_audio_ms as string, MEDIA_PRICES.transcribeHour));
+  });
+
+  it('answers each transcription response_format with its content type', async () => {
+    const audio = await makeAudio(1, 'wav');
+    const ask = async (format: string) => {
+      const form = new FormData();
+      form.set('model', 'sim/transcribe');
+      form.set('response_format', format);
+      form.set('file', new Blob([audio], { type: 'audio/wav' }), 'clip.wav');
+      const response = await fetch(`${harness.url}/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${harness.apiKey}` }, body: form });
+      expect(response.status).toBe(200);
+      return { type: response.headers.get('content-type') ?? '', text: await response.text() };
+    };
+    const json = await ask('json');
+    expect(json.type).toMatch(/^application\/json/);
+    expect(typeof JSON.parse(json.text).text).toBe('string');
+    const verbose = await ask('verbose_json');
+    expect(verbose.type).toMatch(/^application\/json/);
+    expect(JSON.parse(verbose.text)).toHaveProperty('segments');
+    expect((await ask('text')).type).toMatch(/^text\/plain/);
+    const srt = await ask('srt');
+    expect(srt.text).toMatch(/\d\d:\d\d:\d\d,\d\d\d --> \d\d:\d\d:\d\d,\d\d\d/);
+    const vtt = await ask('vtt');
+    expect(vtt.type).toMatch(/^text\/vtt/);
+    expect(vtt.text.startsWith('WEBVTT')).toBe(true);
+  });
+
+  it('translates an ogg upload into English text', async () => {
+    const audio = await makeAudio(1, 'ogg');
+    const translation = await harness.client.audio.translations.create({ model: 'sim/transcribe', file: await toFile(audio, 'clip.ogg', { type: 'audio/ogg' }) });
+    expect(translation.text.length).toBeGreaterThan(0);
+  });
+
+  it('refuses a language that is not a lower-case ISO 639-1 code', async () => {
+    const audio = await makeAudio(1, 'wav');
+    await expect(
+      harness.client.audio.transcriptions.create({ model: 'sim/transcribe', file: await toFile(audio, 'clip.wav'), language: 'English' }),
+    ).rejects.toMatchObject({ status: 400 });
+  });
+});
