@@ -2,9 +2,13 @@ import { ErrorReason, GatewayError, GrpcStatus, startGrpcServer, unary, type Log
 import { MediaServiceService, type MediaServiceServer } from '@gateway/proto';
 import { DEFAULT_PDF_LIMITS, extractPdfText, type PdfTextLimits } from './pdf-text.js';
 import { fetchUrl, type UrlFetchLimits } from './url-fetch/fetch-url.js';
+import { AudioConverter, DEFAULT_AUDIO_LIMITS, type AudioLimits } from './audio-convert.js';
+import { DEFAULT_IMAGE_HOSTING, ImageHosting, PostgresImageStore, type ImageHostingOptions } from './image-store.js';
 
 export { checkAddress, type AddressVerdict, type RefusalReason } from './url-fetch/address-policy.js';
 export { DEFAULT_URL_FETCH_LIMITS, type UrlFetchLimits } from './url-fetch/fetch-url.js';
+export { sniffContainer, wavDurationMs, DEFAULT_AUDIO_LIMITS, type AudioLimits } from './audio-convert.js';
+export { DEFAULT_IMAGE_HOSTING, MEDIA_SCHEMA, type ImageHostingOptions } from './image-store.js';
 
 export interface MediaServiceOptions {
   listenAddress: string;
@@ -19,6 +23,12 @@ export interface MediaServiceOptions {
    * read from the environment by main.ts: no deployment can turn it on.
    */
   allowLoopbackUrlsForTests?: boolean;
+  /** Postgres of the hosted image store; absent: StoreImage/GetImage answer UNAVAILABLE. */
+  databaseUrl?: string;
+  /** Image hosting bounds (default: 1 h expiry, 20 MiB, swept every minute). */
+  imageHosting?: Partial<ImageHostingOptions>;
+  /** ConvertAudio bounds (default: 20 MiB, 60 s, 2 ffmpeg processes at once). */
+  audioLimits?: Partial<AudioLimits>;
   /** The process's metrics registry (the media service has no dependency to report; Node's own metrics). */
   metrics?: Registry;
 }
@@ -28,15 +38,29 @@ export interface RunningMediaService {
   stop(): Promise<void>;
 }
 
-function notYet(method: string) {
-  return async (): Promise<never> => {
-    throw new GatewayError(GrpcStatus.UNIMPLEMENTED, ErrorReason.ERROR_REASON_UNSPECIFIED, `${method} is not implemented by the media service yet.`);
-  };
+function noImageStore(): never {
+  throw new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_UNSPECIFIED, 'This media service has no image store (it was started without DATABASE_URL).');
+}
+
+/** The call's cancellation as an AbortSignal, for the work behind it (downloads, ffmpeg). */
+function cancellationOf(call: { once(event: 'cancelled', listener: () => void): unknown; off(event: 'cancelled', listener: () => void): unknown }) {
+  const controller = new AbortController();
+  const onCancelled = () => controller.abort();
+  call.once('cancelled', onCancelled);
+  return { signal: controller.signal, done: () => call.off('cancelled', onCancelled) };
 }
 
 export async function startMediaService(options: MediaServiceOptions): Promise<RunningMediaService> {
   const { logger } = options;
   const limits = options.pdfLimits ?? DEFAULT_PDF_LIMITS;
+  const audio = new AudioConverter({ ...DEFAULT_AUDIO_LIMITS, ...options.audioLimits });
+  const images = options.databaseUrl
+    ? new ImageHosting(
+        await PostgresImageStore.open({ databaseUrl: options.databaseUrl, logger, ...(options.metrics ? { metrics: options.metrics } : {}) }),
+        { ...DEFAULT_IMAGE_HOSTING, ...options.imageHosting },
+        logger,
+      )
+    : undefined;
   const implementation: MediaServiceServer = {
     extractPdfText: unary(logger, 'ExtractPdfText', (request) => extractPdfText(request.pdf, request.maxPages, limits)),
     fetchUrl: unary(logger, 'FetchUrl', async (request, call) => {
@@ -56,14 +80,28 @@ export async function startMediaService(options: MediaServiceOptions): Promise<R
         call.off('cancelled', onCancelled);
       }
     }),
-    convertAudio: unary(logger, 'ConvertAudio', notYet('ConvertAudio')),
-    storeImage: unary(logger, 'StoreImage', notYet('StoreImage')),
-    getImage: unary(logger, 'GetImage', notYet('GetImage')),
+    convertAudio: unary(logger, 'ConvertAudio', async (request, call) => {
+      const cancellation = cancellationOf(call);
+      try {
+        const converted = await audio.convert(request.data, request.targetFormat, request.filename, cancellation.signal);
+        return { ...converted, data: Buffer.from(converted.data.buffer, converted.data.byteOffset, converted.data.byteLength) };
+      } finally {
+        cancellation.done();
+      }
+    }),
+    storeImage: unary(logger, 'StoreImage', (request) => (images ? images.storeImage(request) : noImageStore())),
+    getImage: unary(logger, 'GetImage', (request) => (images ? images.getImage(request.imageId) : noImageStore())),
   };
   const server = await startGrpcServer({
     address: options.listenAddress,
     services: [{ definition: MediaServiceService, implementation, name: 'gateway.v1.MediaService' }],
     logger,
   });
-  return { address: server.address, stop: () => server.stop() };
+  return {
+    address: server.address,
+    stop: async () => {
+      await server.stop();
+      await images?.stop();
+    },
+  };
 }

@@ -1,15 +1,28 @@
-import { commonEnv, createLogger, grpcAddress, loadConfig, runMain, startProcessMetrics } from '@gateway/platform';
+import { z } from 'zod';
+import { commonEnv, createLogger, grpcAddress, loadConfig, postgresUrl, runMain, startProcessMetrics } from '@gateway/platform';
 import { startMediaService } from './index.js';
 
 const logger = createLogger('media');
 
 void runMain('media', logger, async () => {
-  const config = loadConfig({ ...commonEnv, GRPC_LISTEN: grpcAddress.default('127.0.0.1:50055') });
+  const config = loadConfig({
+    ...commonEnv,
+    GRPC_LISTEN: grpcAddress.default('127.0.0.1:50055'),
+    // The hosted image store (images answered as URLs).
+    DATABASE_URL: postgresUrl,
+    MEDIA_IMAGE_TTL_SECONDS: z.coerce.number().int().min(60).max(7 * 24 * 3600).default(3_600),
+  });
   logger.level = config.LOG_LEVEL;
   // No NATS for media (runBusService is for the services that have it): the metrics server is started here.
   const metrics = await startProcessMetrics(logger);
   try {
-    const service = await startMediaService({ listenAddress: config.GRPC_LISTEN, logger, metrics: metrics.registry });
+    const service = await startMediaService({
+      listenAddress: config.GRPC_LISTEN,
+      logger,
+      metrics: metrics.registry,
+      databaseUrl: config.DATABASE_URL,
+      imageHosting: { ttlSeconds: config.MEDIA_IMAGE_TTL_SECONDS },
+    });
     return { stop: async () => { await service.stop(); await metrics.stop(); } };
   } catch (error) {
     await metrics.stop().catch(() => undefined);

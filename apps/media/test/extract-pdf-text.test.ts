@@ -55,9 +55,4 @@ describe('media service: ExtractPdfText', () => {
     const error = await rejection(client.extractPdfText({ pdf: padded, maxPages: 0 }));
     expect(error.reason).toBe(ErrorReason.ERROR_REASON_PAYLOAD_TOO_LARGE);
   });
-
-  it('answers UNIMPLEMENTED for the RPCs not built yet', async () => {
-    const error = await rejection(client.convertAudio({ data: Buffer.from('x'), targetFormat: 'mp3', filename: '' }));
-    expect(error.status).toBe(GrpcStatus.UNIMPLEMENTED);
-  });
 });

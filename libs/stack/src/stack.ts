@@ -62,7 +62,7 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
       startAuthService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('auth'), keyHashSecret: options.keyHashSecret, ...metrics }),
       startCatalogService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('catalog'), configPath: options.configPath, ...metrics }),
       startLedgerService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('ledger'), ...options.ledger, ...metrics }),
-      startMediaService({ listenAddress, logger: child('media'), ...options.media, ...metrics }),
+      startMediaService({ listenAddress, databaseUrl: options.databaseUrl, logger: child('media'), ...options.media, ...metrics }),
     ]);
     started.push(auth, catalog, ledger, media);
     const routing = await startRoutingService({

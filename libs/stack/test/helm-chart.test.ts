@@ -302,7 +302,7 @@ function checkRelease(manifests: Manifest[], label: string) {
     catalog: [...common, '*:5432/TCP'],
     ledger: [...common, '*:5432/TCP'],
     routing: [...common, callee('catalog'), ...internet],
-    media: [...common, ...internet],
+    media: [...common, '*:5432/TCP', ...internet],
     gatewayctl: ['*:53/TCP', '*:53/UDP', callee('auth'), callee('catalog'), callee('ledger')],
   };
   for (const component of components) {
