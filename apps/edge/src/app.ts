@@ -1,4 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { embeddingsFamily } from './endpoints/embeddings/embeddings-endpoint.js';
+import { moderationsFamily } from './endpoints/moderations/moderations-endpoint.js';
+import { imageEditsFamily, imageGenerationsFamily } from './endpoints/images/images-endpoint.js';
+import { hostedImageHandler } from './endpoints/images/hosted-images.js';
+import { speechFamily, transcriptionsFamily, translationsFamily } from './endpoints/audio/audio-endpoint.js';
+import { endpointHandler, type EndpointFamily } from './inference/endpoint-pipeline.js';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { isAcceptableRequestId, newRequestId } from '@gateway/platform';
 import { clientRequestIdOf, requestIdOf, setRequestId, type EdgeContext } from './context.js';
@@ -43,6 +49,21 @@ const SIDE_ROUTES: readonly { path: string; handler: (context: EdgeContext) => I
   { path: '/v1/messages/count_tokens', handler: countTokensHandler, errorDialect: 'messages', endpoint: 'messages' },
 ];
 
+/**
+ * The non-chat endpoint families (DESIGN §6: `endpoints/<family>/`), each the one endpoint pipeline with
+ * its family; the OpenAI envelope for errors.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- each entry pairs a family with its own body type
+const ENDPOINT_ROUTES: readonly { path: string; family: EndpointFamily<any, any> }[] = [
+  { path: '/v1/embeddings', family: embeddingsFamily },
+  { path: '/v1/moderations', family: moderationsFamily },
+  { path: '/v1/images/generations', family: imageGenerationsFamily },
+  { path: '/v1/images/edits', family: imageEditsFamily },
+  { path: '/v1/audio/speech', family: speechFamily },
+  { path: '/v1/audio/transcriptions', family: transcriptionsFamily },
+  { path: '/v1/audio/translations', family: translationsFamily },
+];
+
 interface InferenceRoute {
   handler: InferenceHandler;
   dialect: Dialect;
@@ -57,6 +78,7 @@ function inferenceRoutes(context: EdgeContext): Map<string, InferenceRoute> {
       { handler: inferenceHandler(context, route.dialect), dialect: route.dialect.errorDialect, endpoint: route.dialect.endpoint },
     ]),
     ...SIDE_ROUTES.map((route): [string, InferenceRoute] => [route.path, { handler: route.handler(context), dialect: route.errorDialect, endpoint: route.endpoint }]),
+    ...ENDPOINT_ROUTES.map((route): [string, InferenceRoute] => [route.path, { handler: endpointHandler(context, route.family), dialect: 'chat', endpoint: route.family.endpoint }]),
   ]);
 }
 
@@ -97,6 +119,7 @@ export function createApp(context: EdgeContext, readiness?: Readiness): express.
   app.get('/v1/startups', listStartupsHandler(context));
   app.get('/v1/startups/:id/icon.svg', startupIconHandler(context));
   app.get('/v1/limits', listLimitsHandler(context));
+  app.get('/v1/images/files/:imageId', hostedImageHandler(context));
   app.get('/v1/account/balance', balanceHandler(context));
   app.post('/v1/account/keys', createKeyHandler(context));
   app.get('/v1/account/keys', listKeysHandler(context));

@@ -13,6 +13,7 @@ import type { CatalogCache } from './catalog-cache.js';
 import type { ChatRouter } from './router-exchange.js';
 import { malformedApiKey } from './credentials.js';
 import type { BodyLimits } from './http.js';
+import type { MultipartBounds } from './endpoints/multipart.js';
 import type { ReasoningTags } from './canonical/reasoning-tags.js';
 
 /** What every route handler needs; built once by startEdge. */
@@ -36,6 +37,10 @@ export interface EdgeContext {
   streamPingIntervalMs: number;
   /** Issuer tags of reasoning the gateway returns (canonical/reasoning-tags.ts). */
   reasoningTags: ReasoningTags;
+  /** Bounds of multipart uploads (image edits, audio). */
+  multipartBounds: MultipartBounds;
+  /** Absolute origin of URLs the edge answers (hosted images); unset: the request's Host. */
+  publicUrl: string | undefined;
   /** Milliseconds since the epoch: the clock model stop times are judged by (tests move it). */
   now: () => number;
 }

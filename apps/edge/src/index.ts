@@ -1,4 +1,5 @@
 import { createServer } from 'node:http';
+import { DEFAULT_MULTIPART_BOUNDS, type MultipartBounds } from './endpoints/multipart.js';
 import type { AddressInfo } from 'node:net';
 import {
   AuthServiceClient,
@@ -61,6 +62,10 @@ export interface EdgeOptions {
   catalogStartTimeoutMs?: number;
   /** Body size and arrival limits (spec §8); tests shorten the timeouts. */
   bodyLimits?: Partial<BodyLimits>;
+  /** Multipart upload bounds (image edits, audio); tests lower them. */
+  multipartBounds?: Partial<MultipartBounds>;
+  /** Absolute origin of the URLs the edge answers for hosted images (EDGE_PUBLIC_URL); unset: the request's Host. */
+  publicUrl?: string;
   /** A Router stream that sends nothing for this long is ended as a failure. Default 5 minutes. */
   streamIdleTimeoutMs?: number;
   /** Keep-alive period of pinging dialects (messages) while no content flows. Default 5 s. */
@@ -209,6 +214,8 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
       streamIdleTimeoutMs: options.streamIdleTimeoutMs ?? 5 * 60_000,
       streamPingIntervalMs: options.streamPingIntervalMs ?? 5_000,
       reasoningTags: new ReasoningTags(options.reasoningTagKey),
+      multipartBounds: { ...DEFAULT_MULTIPART_BOUNDS, ...options.multipartBounds },
+      publicUrl: options.publicUrl,
       now,
     };
     const httpServer = createServer({ noDelay: true, ServerResponse: TimedResponse }, createRequestListener(context, tracker, readiness));

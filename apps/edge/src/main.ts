@@ -24,6 +24,8 @@ await runBusService(
     EDGE_SHED_RETRY_AFTER_SECONDS: z.coerce.number().int().min(1).default(DEFAULT_OVERLOAD_LIMITS.retryAfterSeconds),
     /** On SIGTERM: how long streams in flight may finish before they are cut (below the pod's termination grace period). */
     EDGE_DRAIN_TIMEOUT_MS: z.coerce.number().int().min(0).default(25_000),
+    /** Absolute origin of hosted image URLs (e.g. https://gateway.example.com); unset: the request's Host header. */
+    EDGE_PUBLIC_URL: z.string().regex(/^https?:\/\/[^/?#]+\/?$/, 'expected http(s)://host[:port]').optional(),
   },
   (config, bus, logger, { metrics }) =>
     startEdge({
@@ -43,6 +45,7 @@ await runBusService(
         retryAfterSeconds: config.EDGE_SHED_RETRY_AFTER_SECONDS,
       },
       drainTimeoutMs: config.EDGE_DRAIN_TIMEOUT_MS,
+      ...(config.EDGE_PUBLIC_URL ? { publicUrl: config.EDGE_PUBLIC_URL } : {}),
       metrics,
       bus,
       logger,

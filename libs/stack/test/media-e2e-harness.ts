@@ -95,6 +95,8 @@ export interface MediaHarness {
   charge(requestId: string): Promise<Record<string, string | number | boolean | bigint> & { cost_pico: bigint }>;
   /** Charge rows of a model so far. */
   chargeCount(modelId: string): Promise<number>;
+  /** Charge rows of one request (0 or 1). */
+  chargesOf(requestId: string): Promise<number>;
   stop(): Promise<void>;
 }
 
@@ -124,8 +126,11 @@ export async function startMediaHarness(configYaml: string): Promise<MediaHarnes
     };
     const chargeCount = async (modelId: string) =>
       Number((await pool.query('select count(*) as n from ledger.charges where model_id = $1 and account_id = $2', [modelId, accountId])).rows[0].n);
+    const chargesOf = async (requestId: string) =>
+      Number((await pool.query('select count(*) as n from ledger.charges where request_id = $1', [requestId])).rows[0].n);
     return {
       base,
+      chargesOf,
       apiKey,
       accountId,
       url: base.stack.url,

@@ -149,11 +149,21 @@ function needsCheck(request: ChatRequest): boolean {
 export class InstructedStructuredOutput implements ProviderAdapterV1 {
   readonly specificationVersion = 'v1' as const;
 
-  /** Embeddings pass through untouched, and only when the wrapped adapter has them. */
-  readonly embed: ((request: AdapterEmbedRequest, signal: AttemptSignal) => Promise<AdapterEmbedResult>) | undefined;
+  /** The capabilities beyond chat pass through untouched, and only when the wrapped adapter has them. */
+  readonly embed: ProviderAdapterV1['embed'];
+  readonly moderate: ProviderAdapterV1['moderate'];
+  readonly generateImages: ProviderAdapterV1['generateImages'];
+  readonly editImages: ProviderAdapterV1['editImages'];
+  readonly speak: ProviderAdapterV1['speak'];
+  readonly transcribe: ProviderAdapterV1['transcribe'];
 
   constructor(private readonly inner: ProviderAdapterV1) {
-    this.embed = inner.embed ? (request, signal) => inner.embed!(request, signal) : undefined;
+    this.embed = inner.embed?.bind(inner);
+    this.moderate = inner.moderate?.bind(inner);
+    this.generateImages = inner.generateImages?.bind(inner);
+    this.editImages = inner.editImages?.bind(inner);
+    this.speak = inner.speak?.bind(inner);
+    this.transcribe = inner.transcribe?.bind(inner);
   }
 
   get providerId() {

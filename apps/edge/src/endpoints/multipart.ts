@@ -1,0 +1,141 @@
+import type { IncomingMessage } from 'node:http';
+import busboy from 'busboy';
+import { edgeErrors } from '../errors.js';
+import { ClientGoneError, type BodyLimits } from '../http.js';
+
+/** Bounds of one multipart upload, besides the body limits (total size, arrival time). */
+export interface MultipartBounds {
+  /** Most file parts. */
+  files: number;
+  /** Most non-file fields. */
+  fields: number;
+  /** Largest non-file field, bytes. */
+  fieldBytes: number;
+  /** Largest file part, bytes (spec §8: a single inline file is at most 20 MiB). */
+  fileBytes: number;
+}
+
+export const DEFAULT_MULTIPART_BOUNDS: MultipartBounds = { files: 16, fields: 32, fieldBytes: 256 * 1024, fileBytes: 20 * 1024 * 1024 };
+
+export interface MultipartFile {
+  field: string;
+  filename: string;
+  mediaType: string;
+  data: Buffer;
+}
+
+export interface MultipartBody {
+  /** Field name to its values in arrival order. */
+  fields: Map<string, string[]>;
+  files: MultipartFile[];
+}
+
+/**
+ * Reads a multipart/form-data body through busboy with every bound decided while the bytes arrive: the
+ * total (413 as soon as it is passed, never after buffering it), each file (413), each field and the part
+ * counts (400), a stall or a slow whole body (408). A missing or malformed boundary, a wrong content type
+ * or a truncated upload is a 400, never a 500.
+ */
+export function readMultipart(request: IncomingMessage, limits: BodyLimits, bounds: MultipartBounds = DEFAULT_MULTIPART_BOUNDS): Promise<MultipartBody> {
+  const contentType = request.headers['content-type'] ?? '';
+  if (!/^multipart\/form-data\s*;/i.test(contentType) || !/boundary=/i.test(contentType)) {
+    return Promise.reject(edgeErrors.invalidRequest('body: expected Content-Type multipart/form-data with a boundary.', 'body'));
+  }
+  const declared = request.headers['content-length'];
+  if (declared !== undefined && Number(declared) > limits.maxBytes) return Promise.reject(edgeErrors.payloadTooLarge(limits.maxBytes));
+  let parser: busboy.Busboy;
+  try {
+    parser = busboy({
+      headers: request.headers,
+      limits: { files: bounds.files, fields: bounds.fields, fieldSize: bounds.fieldBytes, fileSize: bounds.fileBytes, parts: bounds.files + bounds.fields },
+    });
+  } catch (error) {
+    return Promise.reject(edgeErrors.invalidRequest(`body: malformed multipart header (${error instanceof Error ? error.message : 'unreadable'}).`, 'body'));
+  }
+  return new Promise<MultipartBody>((resolve, reject) => {
+    const body: MultipartBody = { fields: new Map(), files: [] };
+    let received = 0;
+    let settled = false;
+    const finish = (error: Error | undefined) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(totalTimer);
+      clearTimeout(stallTimer);
+      request.off('data', onData);
+      request.off('close', onClose);
+      request.off('error', onError);
+      if (error) {
+        request.unpipe(parser);
+        request.pause();
+        parser.removeAllListeners();
+        parser.on('error', () => undefined);
+        reject(error);
+      } else {
+        resolve(body);
+      }
+    };
+    const totalTimer = setTimeout(
+      () => finish(edgeErrors.requestTimeout(`Request body did not arrive within ${Math.round(limits.totalTimeoutMs / 1000)} seconds.`)),
+      limits.totalTimeoutMs,
+    );
+    const stallTimer = setTimeout(
+      () => finish(edgeErrors.requestTimeout(`Request body stalled for ${Math.round(limits.stallTimeoutMs / 1000)} seconds.`)),
+      limits.stallTimeoutMs,
+    );
+    const onData = (chunk: Buffer) => {
+      received += chunk.length;
+      stallTimer.refresh();
+      if (received > limits.maxBytes) finish(edgeErrors.payloadTooLarge(limits.maxBytes));
+    };
+    const onClose = () => {
+      if (!request.complete) finish(new ClientGoneError('client closed the connection while sending the body'));
+    };
+    const onError = (error: Error) => finish(new ClientGoneError(error.message));
+    request.on('data', onData);
+    request.on('close', onClose);
+    request.on('error', onError);
+
+    parser.on('field', (name, value, info) => {
+      if (info.valueTruncated) {
+        finish(edgeErrors.invalidRequest(`body.${name}: longer than ${bounds.fieldBytes} bytes.`, `body.${name}`));
+        return;
+      }
+      const values = body.fields.get(name) ?? [];
+      values.push(value);
+      body.fields.set(name, values);
+    });
+    parser.on('file', (name, stream, info) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      stream.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        chunks.push(chunk);
+      });
+      stream.on('limit', () => {
+        const error = edgeErrors.payloadTooLarge(bounds.fileBytes);
+        finish(Object.assign(error, { message: `body.${name}: the file is larger than ${bounds.fileBytes} bytes.` }));
+      });
+      stream.on('end', () => {
+        if (!settled) body.files.push({ field: name, filename: info.filename ?? '', mediaType: info.mimeType ?? '', data: Buffer.concat(chunks, size) });
+      });
+    });
+    const tooMany = (what: string, bound: number) => () => finish(edgeErrors.invalidRequest(`body: more than ${bound} ${what} in the upload.`, 'body'));
+    parser.on('filesLimit', tooMany('files', bounds.files));
+    parser.on('fieldsLimit', tooMany('fields', bounds.fields));
+    parser.on('partsLimit', tooMany('parts', bounds.files + bounds.fields));
+    parser.on('error', (error: Error) => {
+      if (!request.complete && request.destroyed) finish(new ClientGoneError('client closed the connection while sending the body'));
+      else finish(edgeErrors.invalidRequest(`body: malformed multipart upload (${error.message}).`, 'body'));
+    });
+    parser.on('close', () => finish(undefined));
+    request.pipe(parser);
+  });
+}
+
+/** The one value of a text field; a repeated field is a 400. */
+export function singleField(body: MultipartBody, name: string): string | undefined {
+  const values = body.fields.get(name);
+  if (!values || values.length === 0) return undefined;
+  if (values.length > 1) throw edgeErrors.invalidRequest(`body.${name}: given ${values.length} times; send it once.`, `body.${name}`);
+  return values[0];
+}
