@@ -261,3 +261,147 @@ describe('embeddings, moderations, images and audio on the simulated provider', 
     ).rejects.toMatchObject({ status: 400 });
   });
 });
+
+describe('the same routes against an OpenAI-compatible upstream', () => {
+  let upstream: FakeUpstream;
+  let down: Server;
+  let downHits = 0;
+  let harness: MediaHarness;
+
+  beforeAll(async () => {
+    upstream = await startFakeUpstream();
+    down = createServer((_request, response) => {
+      downHits++;
+      response.writeHead(503, { 'content-type': 'application/json' }).end('{"error":{"message":"down","type":"server_error"}}');
+    });
+    await new Promise<void>((resolve) => down.listen(0, '127.0.0.1', resolve));
+    harness = await startMediaHarness(mediaCatalog(upstream, `http://127.0.0.1:${(down.address() as AddressInfo).port}/v1`));
+  }, 120_000);
+
+  afterAll(async () => {
+    await harness?.stop();
+    await upstream?.close();
+    await new Promise((resolve) => down?.close(resolve));
+  });
+
+  const lastUpstream = (path: string) => [...upstream.requests].reverse().find((request) => request.path === path)!;
+
+  it('moderates through the upstream and keeps its verdict', async () => {
+    const result = await harness.client.moderations.create({ model: 'cloud/moderation', input: ['plan the attack', 'tea time'] });
+    expect(result.results.map((item) => item.flagged)).toEqual([true, false]);
+    expect(lastUpstream('/v1/moderations').body.model).toBe('moderation-x');
+  });
+
+  it('edits with image[] x2 and a mask: the upstream receives every part, and the provider-reported tokens are charged', async () => {
+    const image = (seed: number) => {
+      const png = new PNG({ width: 32, height: 32 });
+      png.data.fill(seed);
+      return PNG.sync.write(png);
+    };
+    const { data, response } = await harness.client.images
+      .edit({
+        model: 'cloud/image',
+        prompt: 'make it blue',
+        image: [await toFile(image(1), 'a.png', { type: 'image/png' }), await toFile(image(2), 'b.png', { type: 'image/png' })],
+        mask: await toFile(image(3), 'mask.png', { type: 'image/png' }),
+        n: 2,
+        size: '64x64',
+        response_format: 'b64_json',
+      })
+      .withResponse();
+    expect(data.data).toHaveLength(2);
+    const parts = lastUpstream('/v1/images/edits').parts!;
+    expect(parts.filter((part) => part.name === 'image[]').map((part) => part.filename)).toEqual(['a.png', 'b.png']);
+    expect(parts.find((part) => part.name === 'mask')?.data.equals(image(3))).toBe(true);
+    expect(parts.find((part) => part.name === 'model')?.data.toString()).toBe('image-x');
+    expect(data.usage).toEqual({ input_tokens: 50, output_tokens: 2_112, total_tokens: 2_162 });
+    const charge = await harness.charge(response.headers.get('x-request-id')!);
+    expect(charge.cost_pico).toBe(
+      priced(20, MEDIA_PRICES.imageTextInput) + priced(30, MEDIA_PRICES.imageImageInput) + priced(2_112, MEDIA_PRICES.imageOutput),
+    );
+  });
+
+  it('streams speech: the first bytes reach the caller before the upstream has sent the last', async () => {
+    upstream.script({ chunkCount: 4, chunkDelayMs: 300 });
+    const response = await fetch(`${harness.url}/v1/audio/speech`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${harness.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'cloud/speech', voice: 'alloy', input: 'streaming please', response_format: 'wav' }),
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toBe('audio/wav');
+    const reader = response.body!.getReader();
+    const chunks: Uint8Array[] = [];
+    let firstAt = 0;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      if (!firstAt) firstAt = Date.now();
+      chunks.push(value);
+    }
+    const endedAt = Date.now();
+    // Three 300 ms pauses upstream come after the first piece: the caller had it at least ~900 ms earlier.
+    expect(endedAt - firstAt).toBeGreaterThan(700);
+    expect(await decodes(Buffer.concat(chunks), 'wav')).toBe(true);
+  });
+
+  it('cuts the caller\'s connection when the upstream fails after the first audio bytes (no clean end)', async () => {
+    upstream.script({ chunkCount: 4, chunkDelayMs: 50, cutAfterChunks: 2 });
+    const response = await fetch(`${harness.url}/v1/audio/speech`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${harness.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'cloud/speech', voice: 'alloy', input: 'cut me', response_format: 'wav' }),
+    });
+    expect(response.status).toBe(200);
+    await expect(response.arrayBuffer()).rejects.toThrow();
+    const charge = await harness.charge(response.headers.get('x-request-id')!);
+    expect(charge.cost_pico).toBe(priced([...'cut me'].length, MEDIA_PRICES.speechCharacter));
+  });
+
+  it('fails over from a provider that is down before any byte, and charges once', async () => {
+    // The strategy orders the two offers; within a few requests the down one comes first at least once.
+    const before = downHits;
+    for (let attempt = 0; attempt < 12 && downHits === before; attempt++) {
+      const { response } = await harness.client.audio.speech.create({ model: 'fallback/speech', voice: 'coral', input: 'failover', response_format: 'mp3' }).withResponse();
+      expect(response.status).toBe(200);
+      expect(await decodes(new Uint8Array(await response.arrayBuffer()), 'mp3')).toBe(true);
+      const charge = await harness.charge(response.headers.get('x-request-id')!);
+      expect(charge.provider_id).toBe('cloud');
+      expect(charge.cost_pico).toBe(priced([...'failover'].length, MEDIA_PRICES.speechCharacter));
+    }
+    expect(downHits).toBeGreaterThan(before);
+    const generated = await harness.client.images.generate({ model: 'fallback/image', prompt: 'failover image', size: '64x64', response_format: 'b64_json' });
+    expect(generated.data).toHaveLength(1);
+  });
+
+  it('converts a webm upload to wav for the upstream and charges the measured length', async () => {
+    const audio = await makeAudio(1.5, 'webm');
+    const { data, response } = await harness.client.audio.transcriptions
+      .create({ model: 'cloud/transcribe', file: await toFile(audio, 'voice.webm', { type: 'audio/webm' }), language: 'de' })
+      .withResponse();
+    expect(data.text).toBe('Fake transcript (de).');
+    const file = lastUpstream('/v1/audio/transcriptions').parts!.find((part) => part.name === 'file')!;
+    expect(file.filename).toBe('voice.wav');
+    expect(file.contentType).toBe('audio/wav');
+    expect(file.data.subarray(0, 4).toString('latin1')).toBe('RIFF');
+    const charge = await harness.charge(response.headers.get('x-request-id')!);
+    expect(Math.abs(Number(charge.input_audio_ms) - 1500)).toBeLessThan(100);
+    expect(charge.cost_pico).toBe(pricedAudioMs(charge.input_audio_ms as string, MEDIA_PRICES.transcribeHour));
+  });
+
+  it('translates through the upstream translations endpoint and passes verbose_json through', async () => {
+    const audio = await makeAudio(1, 'mp3');
+    const form = new FormData();
+    form.set('model', 'cloud/transcribe');
+    form.set('response_format', 'verbose_json');
+    form.set('file', new Blob([audio], { type: 'audio/mpeg' }), 'clip.mp3');
+    const response = await fetch(`${harness.url}/v1/audio/translations`, { method: 'POST', headers: { authorization: `Bearer ${harness.apiKey}` }, body: form });
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as { task: string; text: string; duration: number };
+    expect(body).toMatchObject({ task: 'translate', text: 'Fake translation into English.', duration: 1.5 });
+    // The mp3 went as it was; the provider's reported 1.5 s is what is charged.
+    expect(lastUpstream('/v1/audio/translations').parts!.find((part) => part.name === 'file')!.filename).toBe('clip.mp3');
+    const charge = await harness.charge(response.headers.get('x-request-id')!);
+    expect(Number(charge.input_audio_ms)).toBe(1500);
+  });
+});

@@ -25,6 +25,10 @@ export function splitText(text: string, parts: number): string[] {
 }
 
 export async function readBody(request: IncomingMessage): Promise<string> {
+  return (await readBodyBytes(request)).toString('utf8');
+}
+
+export async function readBodyBytes(request: IncomingMessage): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of request) {
@@ -32,7 +36,40 @@ export async function readBody(request: IncomingMessage): Promise<string> {
     if (size > MAX_BODY_BYTES) throw new Error('body too large');
     chunks.push(chunk as Buffer);
   }
-  return Buffer.concat(chunks).toString('utf8');
+  return Buffer.concat(chunks);
+}
+
+/** One part of a multipart upload as the fake received it. */
+export interface RecordedPart {
+  name: string;
+  /** Set for file parts. */
+  filename?: string;
+  contentType?: string;
+  data: Buffer;
+}
+
+/** Splits a multipart/form-data body (the fake's own small parser; tests only send well-formed ones). */
+export function parseMultipart(body: Buffer, contentType: string): RecordedPart[] {
+  const boundary = /boundary=(?:"([^"]+)"|([^;]+))/i.exec(contentType);
+  if (!boundary) return [];
+  const delimiter = Buffer.from(`--${boundary[1] ?? boundary[2]}`);
+  const parts: RecordedPart[] = [];
+  let start = body.indexOf(delimiter);
+  while (start >= 0) {
+    const next = body.indexOf(delimiter, start + delimiter.length);
+    if (next < 0) break;
+    const part = body.subarray(start + delimiter.length + 2, next - 2);
+    const headerEnd = part.indexOf('\r\n\r\n');
+    if (headerEnd >= 0) {
+      const headers = part.subarray(0, headerEnd).toString('utf8');
+      const name = /name="([^"]*)"/i.exec(headers)?.[1] ?? '';
+      const filename = /filename="([^"]*)"/i.exec(headers)?.[1];
+      const type = /content-type:\s*([^\r\n]+)/i.exec(headers)?.[1];
+      parts.push({ name, ...(filename !== undefined ? { filename } : {}), ...(type ? { contentType: type.trim() } : {}), data: part.subarray(headerEnd + 4) });
+    }
+    start = next;
+  }
+  return parts;
 }
 
 export interface LoopbackServer {
@@ -77,10 +114,13 @@ export async function receiveScripted<Behaviour>(
   queue: Array<Behaviour | ((recorded: RecordedRequest) => Behaviour)>,
   fallback: Behaviour | ((recorded: RecordedRequest) => Behaviour),
 ): Promise<{ recorded: RecordedRequest; behaviour: Behaviour; raw: string; body: any }> {
-  const raw = await readBody(request);
+  const bytes = await readBodyBytes(request);
+  const raw = bytes.toString('utf8');
   let body: any;
   try { body = raw ? JSON.parse(raw) : undefined; } catch { body = undefined; }
-  const recorded: RecordedRequest = { method: request.method ?? '', path: request.url ?? '', headers: request.headers, body, receivedAt: Date.now() };
+  const contentType = request.headers['content-type'] ?? '';
+  const parts = /^multipart\/form-data/i.test(contentType) ? parseMultipart(bytes, contentType) : undefined;
+  const recorded: RecordedRequest = { method: request.method ?? '', path: request.url ?? '', headers: request.headers, body, receivedAt: Date.now(), ...(parts ? { parts } : {}) };
   requests.push(recorded);
   const next = queue.shift() ?? fallback;
   return { recorded, raw, body, behaviour: typeof next === 'function' ? (next as (recorded: RecordedRequest) => Behaviour)(recorded) : next };

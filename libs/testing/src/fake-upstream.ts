@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { approximateTokens, listenOnLoopback, receiveScripted, sleep, splitText } from './fake-upstream-support.js';
+import { approximateTokens, listenOnLoopback, receiveScripted, sleep, splitText, type RecordedPart } from './fake-upstream-support.js';
+import { fakeAudioSpeech, fakeImages, fakeModeration, fakeTranscription } from './fake-upstream-media.js';
 
 /** One scripted answer of the fake provider. Every field is optional; an empty behaviour answers normally. */
 export interface FakeBehaviour {
@@ -41,6 +42,8 @@ export interface RecordedRequest {
   /** Parsed JSON body (undefined when it was not JSON). */
   body: any;
   receivedAt: number;
+  /** The parts of a multipart/form-data upload (image edits, transcriptions), as received. */
+  parts?: RecordedPart[];
 }
 
 export type FakeScript = FakeBehaviour | ((request: RecordedRequest) => FakeBehaviour);
@@ -86,7 +89,7 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
   let created = 0;
 
   async function handle(request: IncomingMessage, response: ServerResponse) {
-    const { behaviour, body } = await receiveScripted(request, requests, queue, fallback);
+    const { behaviour, body, recorded } = await receiveScripted(request, requests, queue, fallback);
 
     if (behaviour.latencyMs) await sleep(behaviour.latencyMs);
     if (behaviour.stall) return; // never answers; close() destroys the socket
@@ -108,8 +111,22 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
     const path = (request.url ?? '').split('?')[0];
     if (request.method === 'POST' && path === '/v1/chat/completions') return chat(body, behaviour, response, request.socket);
     if (request.method === 'POST' && path === '/v1/embeddings') return embeddings(body, behaviour, response);
+    if (request.method === 'POST' && path === '/v1/moderations') return fakeModeration(body, response);
+    if (request.method === 'POST' && (path === '/v1/images/generations' || path === '/v1/images/edits')) {
+      return fakeImages(path.endsWith('edits') ? fieldsOf(recorded.parts) : body, behaviour, response);
+    }
+    if (request.method === 'POST' && path === '/v1/audio/speech') return fakeAudioSpeech(body, behaviour, response);
+    if (request.method === 'POST' && (path === '/v1/audio/transcriptions' || path === '/v1/audio/translations')) {
+      return fakeTranscription(fieldsOf(recorded.parts), path.endsWith('translations'), response);
+    }
     response.writeHead(404, { 'content-type': 'application/json' });
     response.end(JSON.stringify({ error: { message: `no route ${request.method} ${path}`, type: 'invalid_request_error' } }));
+  }
+
+  function fieldsOf(parts: RecordedPart[] | undefined): Record<string, string> {
+    const fields: Record<string, string> = {};
+    for (const part of parts ?? []) if (part.filename === undefined) fields[part.name] = part.data.toString('utf8');
+    return fields;
   }
 
   function usageFor(body: any, behaviour: FakeBehaviour, text: string) {

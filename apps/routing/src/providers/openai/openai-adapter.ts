@@ -7,6 +7,15 @@ import {
   type AdapterChatResult,
   type AdapterEmbedRequest,
   type AdapterEmbedResult,
+  type AdapterImageEditRequest,
+  type AdapterImageRequest,
+  type AdapterImageResult,
+  type AdapterModerateRequest,
+  type AdapterModerateResult,
+  type AdapterSpeakRequest,
+  type AdapterSpeechResult,
+  type AdapterTranscribeRequest,
+  type AdapterTranscribeResult,
   type AdapterStreamPart,
   type AttemptSignal,
   type ProviderAdapterV1,
@@ -21,6 +30,8 @@ import { bufferedRequest, MAX_RESPONSE_BYTES } from '../http/buffered-request.js
 import { createProviderPool } from '../http/provider-pool.js';
 import { readServerSentEvents } from '../http/server-sent-events.js';
 import { streamingRequest } from '../http/streaming-request.js';
+import { multipartBody, type MultipartPart } from '../http/multipart-body.js';
+import { openaiImagesResponseSchema, openaiModerationResponseSchema, openaiTranscriptionSchema } from './openai-media-types.js';
 
 export interface OpenAIAdapterOptions {
   providerId: string;
@@ -59,6 +70,24 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
     let answer: { statusCode: number; text: string };
     try {
       answer = await bufferedRequest(this.pool, { method: 'POST', path: `${this.pathPrefix}${path}`, headers: this.headers, body: JSON.stringify(body) }, signal, MAX_RESPONSE_BYTES);
+    } catch (error) {
+      throw toProviderError(error, signal);
+    }
+    if (answer.statusCode >= 300) throw openAIHttpError(answer.statusCode, answer.text);
+    return answer.text;
+  }
+
+  /** A multipart upload whose answer is read whole (image edits, transcriptions). */
+  private async postMultipart(parts: readonly MultipartPart[], signal: AttemptSignal, path: string, accept = 'application/json'): Promise<string> {
+    const { body, contentType } = multipartBody(parts);
+    let answer: { statusCode: number; text: string };
+    try {
+      answer = await bufferedRequest(
+        this.pool,
+        { method: 'POST', path: `${this.pathPrefix}${path}`, headers: { ...this.headers, 'content-type': contentType, accept }, body },
+        signal,
+        MAX_RESPONSE_BYTES,
+      );
     } catch (error) {
       throw toProviderError(error, signal);
     }
@@ -170,6 +199,105 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
     };
   }
 
+  async moderate(request: AdapterModerateRequest, signal: AttemptSignal): Promise<AdapterModerateResult> {
+    const input = request.inputs.map((item) => (item.type === 'text' ? { type: 'text', text: item.text } : { type: 'image_url', image_url: { url: item.url } }));
+    const parsed = parseAnswer(openaiModerationResponseSchema, await this.postForText({ model: request.upstreamModel, input }, signal, '/moderations'), 'moderation');
+    return {
+      results: parsed.results.map((result) => ({
+        flagged: result.flagged,
+        categories: Object.fromEntries(Object.entries(result.categories).map(([name, value]) => [name, value === true])),
+        categoryScores: result.category_scores,
+        categoryAppliedInputTypes: result.category_applied_input_types ?? Object.fromEntries(Object.keys(result.category_scores).map((name) => [name, ['text']])),
+      })),
+      usage: undefined,
+    };
+  }
+
+  async generateImages(request: AdapterImageRequest, signal: AttemptSignal): Promise<AdapterImageResult> {
+    const body = {
+      model: request.upstreamModel,
+      prompt: request.prompt,
+      n: request.n,
+      response_format: 'b64_json',
+      ...(request.size ? { size: request.size } : {}),
+      ...(request.quality ? { quality: request.quality } : {}),
+      ...(request.background ? { background: request.background } : {}),
+    };
+    return imagesResult(await this.postForText(body, signal, '/images/generations'));
+  }
+
+  async editImages(request: AdapterImageEditRequest, signal: AttemptSignal): Promise<AdapterImageResult> {
+    const parts: MultipartPart[] = [
+      { name: 'model', value: request.upstreamModel },
+      { name: 'prompt', value: request.prompt },
+      { name: 'n', value: String(request.n) },
+      { name: 'response_format', value: 'b64_json' },
+      ...(request.size ? [{ name: 'size', value: request.size }] : []),
+      ...(request.quality ? [{ name: 'quality', value: request.quality }] : []),
+      ...(request.background ? [{ name: 'background', value: request.background }] : []),
+      ...request.images.map((image) => ({ name: 'image[]', filename: image.filename, contentType: image.mediaType, data: image.data })),
+      ...(request.mask ? [{ name: 'mask', filename: request.mask.filename, contentType: request.mask.mediaType, data: request.mask.data }] : []),
+    ];
+    return imagesResult(await this.postMultipart(parts, signal, '/images/edits'));
+  }
+
+  async speak(request: AdapterSpeakRequest, signal: AttemptSignal): Promise<AdapterSpeechResult> {
+    const body = {
+      model: request.upstreamModel,
+      input: request.input,
+      voice: request.voice,
+      ...(request.speed !== undefined ? { speed: request.speed } : {}),
+      ...(request.instructions ? { instructions: request.instructions } : {}),
+      ...(request.responseFormat ? { response_format: request.responseFormat } : {}),
+    };
+    const response = await streamingRequest(
+      this.pool,
+      { method: 'POST', path: `${this.pathPrefix}/audio/speech`, headers: { ...this.headers, accept: 'audio/*' }, body: JSON.stringify(body) },
+      signal,
+      openAIHttpError,
+    );
+    const header = response.headers['content-type'];
+    const contentType = (Array.isArray(header) ? header[0] : header) || undefined;
+    async function* audio(): AsyncGenerator<Uint8Array> {
+      try {
+        for await (const chunk of response.body as AsyncIterable<Buffer>) yield chunk;
+      } catch (error) {
+        throw toProviderError(error, signal);
+      }
+    }
+    return { contentType, audio: audio(), usage: () => undefined };
+  }
+
+  async transcribe(request: AdapterTranscribeRequest, signal: AttemptSignal): Promise<AdapterTranscribeResult> {
+    const parts: MultipartPart[] = [
+      { name: 'model', value: request.upstreamModel },
+      { name: 'file', filename: request.filename, contentType: request.mediaType, data: request.audio },
+      { name: 'response_format', value: request.responseFormat },
+      ...(request.prompt ? [{ name: 'prompt', value: request.prompt }] : []),
+      ...(request.language && !request.translate ? [{ name: 'language', value: request.language }] : []),
+      ...(request.temperature !== undefined ? [{ name: 'temperature', value: String(request.temperature) }] : []),
+    ];
+    const text = await this.postMultipart(parts, signal, request.translate ? '/audio/translations' : '/audio/transcriptions', '*/*');
+    if (request.responseFormat !== 'json' && request.responseFormat !== 'verbose_json') return { text: text.trim(), content: text, usage: undefined };
+    const parsed = parseAnswer(openaiTranscriptionSchema, text, 'transcription');
+    const usage = parsed.usage;
+    const durationMs = parsed.duration !== undefined ? Math.round(parsed.duration * 1000) : usage?.seconds !== undefined ? Math.round(usage.seconds * 1000) : 0;
+    return {
+      text: parsed.text,
+      content: request.responseFormat === 'verbose_json' ? text : '',
+      usage:
+        durationMs || usage?.input_tokens
+          ? {
+              ...emptyUsage(),
+              inputAudioMs: durationMs,
+              inputAudioTokens: usage?.input_token_details?.audio_tokens ?? 0,
+              inputTextTokens: usage?.input_token_details?.text_tokens ?? 0,
+              outputTextTokens: usage?.output_tokens ?? 0,
+            }
+          : undefined,
+    };
+  }
+
   async close(): Promise<void> {
     await this.pool.close().catch(() => undefined);
   }
@@ -192,4 +320,37 @@ function convertDelta(choice: {
   // Role-only and empty keep-alive chunks carry nothing a caller can see.
   if (!content && !reasoning && toolCalls.length === 0 && !finishReason) return undefined;
   return { choiceIndex: choice.index, content, toolCalls, reasoning, reasoningSignature: '', finishReason, images: [], reasoningEncrypted: '', stopSequence: '' };
+}
+
+/** A JSON answer checked with its schema; unreadable or malformed is a broken answer (the router fails over). */
+function parseAnswer<Schema extends import('zod').ZodType>(schema: Schema, text: string, what: string): import('zod').infer<Schema> {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new ProviderError('connection', `malformed ${what} answer: not JSON`);
+  }
+  const parsed = schema.safeParse(json);
+  if (!parsed.success) throw new ProviderError('connection', `malformed ${what} answer: ${parsed.error.message.slice(0, 300)}`);
+  return parsed.data;
+}
+
+function imagesResult(text: string): AdapterImageResult {
+  const parsed = parseAnswer(openaiImagesResponseSchema, text, 'images');
+  const images = parsed.data.map((item) => {
+    if (!item.b64_json) throw new ProviderError('connection', 'images answer without b64_json data');
+    return { data: Buffer.from(item.b64_json, 'base64'), mediaType: 'image/png', revisedPrompt: item.revised_prompt ?? undefined };
+  });
+  const usage = parsed.usage;
+  return {
+    images,
+    usage: usage?.output_tokens
+      ? {
+          ...emptyUsage(),
+          outputImageTokens: usage.output_tokens,
+          inputTextTokens: usage.input_tokens_details?.text_tokens ?? usage.input_tokens ?? 0,
+          inputImageTokens: usage.input_tokens_details?.image_tokens ?? 0,
+        }
+      : undefined,
+  };
 }

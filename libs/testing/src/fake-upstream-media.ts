@@ -1,0 +1,110 @@
+import { spawn } from 'node:child_process';
+import type { ServerResponse } from 'node:http';
+import { PNG } from 'pngjs';
+import { ffmpegPath } from '@gateway/platform';
+import { sleep } from './fake-upstream-support.js';
+import type { FakeBehaviour } from './fake-upstream.js';
+
+// The OpenAI media endpoints of the fake upstream (moderations, images, speech, transcriptions), on the
+// OpenAI wire format. Each answers honestly enough to be checked: real PNGs, real audio from ffmpeg.
+
+const CATEGORIES = ['harassment', 'harassment/threatening', 'hate', 'hate/threatening', 'illicit', 'illicit/violent', 'self-harm',
+  'self-harm/intent', 'self-harm/instructions', 'sexual', 'sexual/minors', 'violence', 'violence/graphic'];
+
+/** POST /v1/moderations: an input containing "attack" is flagged for violence. */
+export function fakeModeration(body: any, response: ServerResponse): void {
+  const inputs: any[] = typeof body?.input === 'string' ? [body.input] : Array.isArray(body?.input) ? body.input : [];
+  const results = inputs.map((input) => {
+    const text = typeof input === 'string' ? input : input?.type === 'text' ? String(input.text) : String(input?.image_url?.url ?? '');
+    const isImage = typeof input === 'object' && input?.type === 'image_url';
+    const violent = text.toLowerCase().includes('attack');
+    return {
+      flagged: violent,
+      categories: Object.fromEntries(CATEGORIES.map((name) => [name, name === 'violence' && violent])),
+      category_scores: Object.fromEntries(CATEGORIES.map((name) => [name, name === 'violence' && violent ? 0.97 : 0.001])),
+      category_applied_input_types: Object.fromEntries(CATEGORIES.map((name) => [name, [isImage ? 'image' : 'text']])),
+    };
+  });
+  response.writeHead(200, { 'content-type': 'application/json' });
+  response.end(JSON.stringify({ id: 'modr-fake', model: body?.model ?? 'fake-moderation', results }));
+}
+
+function png(width: number, height: number, shade: number): Buffer {
+  const image = new PNG({ width, height });
+  for (let offset = 0; offset < image.data.length; offset += 4) {
+    image.data[offset] = shade;
+    image.data[offset + 1] = 255 - shade;
+    image.data[offset + 2] = 128;
+    image.data[offset + 3] = 255;
+  }
+  return PNG.sync.write(image);
+}
+
+/** POST /v1/images/generations and /v1/images/edits: `n` small PNGs as b64_json, with gpt-image usage. */
+export function fakeImages(fields: any, behaviour: FakeBehaviour, response: ServerResponse): void {
+  const n = Number(fields?.n ?? 1) || 1;
+  const [width, height] = String(fields?.size ?? '64x64').split('x').map((value) => Math.min(Number(value) || 64, 512));
+  const data = Array.from({ length: n }, (_, index) => ({ b64_json: png(width!, height!, (index * 60) % 256).toString('base64') }));
+  response.writeHead(200, { 'content-type': 'application/json' });
+  response.end(JSON.stringify({
+    created: Math.floor(Date.now() / 1000),
+    data,
+    ...(behaviour.usage === 'absent'
+      ? {}
+      : { usage: { input_tokens: 50, output_tokens: 1_056 * n, total_tokens: 50 + 1_056 * n, input_tokens_details: { text_tokens: 20, image_tokens: 30 } } }),
+  }));
+}
+
+const SPEECH_CONTAINERS: Record<string, { args: string[]; type: string }> = {
+  mp3: { args: ['-c:a', 'libmp3lame', '-f', 'mp3'], type: 'audio/mpeg' },
+  opus: { args: ['-c:a', 'libopus', '-f', 'ogg'], type: 'audio/opus' },
+  aac: { args: ['-c:a', 'aac', '-f', 'adts'], type: 'audio/aac' },
+  flac: { args: ['-c:a', 'flac', '-f', 'flac'], type: 'audio/flac' },
+  wav: { args: ['-c:a', 'pcm_s16le', '-f', 'wav'], type: 'audio/wav' },
+  pcm: { args: ['-c:a', 'pcm_s16le', '-f', 's16le'], type: 'audio/pcm' },
+};
+
+/**
+ * POST /v1/audio/speech: one second of tone in the asked format, made by ffmpeg, sent in `chunkCount`
+ * pieces (default 4) with `chunkDelayMs` between them, so a test can see the first bytes arrive at the
+ * caller before the last ones are sent. `cutAfterChunks` cuts the connection after that many pieces.
+ */
+export async function fakeAudioSpeech(body: any, behaviour: FakeBehaviour, response: ServerResponse): Promise<void> {
+  const container = SPEECH_CONTAINERS[String(body?.response_format ?? 'mp3')] ?? SPEECH_CONTAINERS.mp3!;
+  const audio = await new Promise<Buffer>((resolve, reject) => {
+    const child = spawn(ffmpegPath(), ['-hide_banner', '-nostdin', '-v', 'error', '-f', 'lavfi', '-i', 'sine=frequency=330:sample_rate=24000:duration=1', '-ac', '1', ...container.args, 'pipe:1']);
+    const chunks: Buffer[] = [];
+    child.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
+    child.on('error', reject);
+    child.on('close', (code) => (code === 0 ? resolve(Buffer.concat(chunks)) : reject(new Error(`ffmpeg exited ${code}`))));
+  });
+  const pieces = Math.max(1, behaviour.chunkCount ?? 4);
+  const size = Math.ceil(audio.length / pieces);
+  response.writeHead(200, { 'content-type': container.type });
+  for (let index = 0; index < pieces; index++) {
+    if (behaviour.cutAfterChunks !== undefined && index >= behaviour.cutAfterChunks) {
+      response.socket?.destroy();
+      return;
+    }
+    if (index > 0 && behaviour.chunkDelayMs) await sleep(behaviour.chunkDelayMs);
+    response.write(audio.subarray(index * size, (index + 1) * size));
+  }
+  response.end();
+}
+
+/** POST /v1/audio/transcriptions and /translations: a fixed text in the asked response_format. */
+export function fakeTranscription(fields: Record<string, string>, translate: boolean, response: ServerResponse): void {
+  const text = translate ? 'Fake translation into English.' : `Fake transcript${fields.language ? ` (${fields.language})` : ''}.`;
+  const format = fields.response_format ?? 'json';
+  const send = (type: string, payload: string) => {
+    response.writeHead(200, { 'content-type': type });
+    response.end(payload);
+  };
+  if (format === 'text') return send('text/plain', `${text}\n`);
+  if (format === 'srt') return send('text/plain', `1\n00:00:00,000 --> 00:00:01,000\n${text}\n\n`);
+  if (format === 'vtt') return send('text/vtt', `WEBVTT\n\n00:00:00.000 --> 00:00:01.000\n${text}\n\n`);
+  if (format === 'verbose_json') {
+    return send('application/json', JSON.stringify({ task: translate ? 'translate' : 'transcribe', language: 'english', duration: 1.5, text, segments: [{ id: 0, start: 0, end: 1.5, text }] }));
+  }
+  send('application/json', JSON.stringify({ text }));
+}
