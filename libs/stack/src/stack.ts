@@ -38,6 +38,9 @@ export interface StackOptions {
     streamPingIntervalMs?: number;
     overload?: EdgeOptions['overload'];
     drainTimeoutMs?: number;
+    /** Body size and arrival limits, and multipart bounds (tests lower them). */
+    bodyLimits?: EdgeOptions['bodyLimits'];
+    multipartBounds?: EdgeOptions['multipartBounds'];
   };
   /** One registry for every service of the process (npm start serves it on METRICS_PORT). */
   metrics?: Registry;
@@ -93,6 +96,8 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
       ...(options.edge?.streamPingIntervalMs ? { streamPingIntervalMs: options.edge.streamPingIntervalMs } : {}),
       ...(options.edge?.overload ? { overload: options.edge.overload } : {}),
       ...(options.edge?.drainTimeoutMs !== undefined ? { drainTimeoutMs: options.edge.drainTimeoutMs } : {}),
+      ...(options.edge?.bodyLimits ? { bodyLimits: options.edge.bodyLimits } : {}),
+      ...(options.edge?.multipartBounds ? { multipartBounds: options.edge.multipartBounds } : {}),
       ...metrics,
     });
     started.push(edge);

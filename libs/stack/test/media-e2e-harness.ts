@@ -100,10 +100,11 @@ export interface MediaHarness {
   stop(): Promise<void>;
 }
 
-export async function startMediaHarness(configYaml: string): Promise<MediaHarness> {
+export async function startMediaHarness(configYaml: string, edge?: Parameters<typeof startStackOnCatalog>[2]['edge']): Promise<MediaHarness> {
   const base = await startStackOnCatalog('media', configYaml, {
     keyHashSecret: 'media-e2e-secret-media-e2e-secret-01',
     providerSecrets: { MEDIA_E2E_KEY: 'media-upstream-key' },
+    ...(edge ? { edge } : {}),
   });
   const pool = new pg.Pool({ connectionString: base.database.url, max: 2 });
   const stop = async () => {

@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PNG } from 'pngjs';
 import { toFile } from 'openai';
@@ -27,7 +27,11 @@ describe('embeddings, moderations, images and audio on the simulated provider', 
     });
     await new Promise<void>((resolve) => down.listen(0, '127.0.0.1', resolve));
     const downUrl = `http://127.0.0.1:${(down.address() as AddressInfo).port}/v1`;
-    harness = await startMediaHarness(mediaCatalog(upstream, downUrl));
+    // Lowered upload bounds so the hostile-upload cases below stay small and quick.
+    harness = await startMediaHarness(mediaCatalog(upstream, downUrl), {
+      bodyLimits: { maxBytes: 3 * 1024 * 1024, stallTimeoutMs: 1_500 },
+      multipartBounds: { fileBytes: 1024 * 1024, files: 4, fields: 12 },
+    });
   }, 120_000);
 
   afterAll(async () => {
@@ -254,6 +258,45 @@ describe('embeddings, moderations, images and audio on the simulated provider', 
     expect(translation.text.length).toBeGreaterThan(0);
   });
 
+  describe('hostile uploads', () => {
+    const boundary = 'hostile-boundary';
+    const post = (path: string, body: Buffer, contentType = `multipart/form-data; boundary=${boundary}`, length = body.length) =>
+      `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${harness.apiKey}\r\nContent-Type: ${contentType}\r\nContent-Length: ${length}\r\nConnection: close\r\n\r\n`;
+    const statusOf = (answer: string) => Number(/^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1] ?? 0);
+
+    it('refuses a file over the per-file bound with 413 while it streams', async () => {
+      const body = multipartPayload(boundary, [{ name: 'model', data: 'sim/transcribe' }, { name: 'file', filename: 'big.wav', data: Buffer.alloc(1024 * 1024 + 10, 1) }]);
+      expect(statusOf(await rawExchange(harness.url, post('/v1/audio/transcriptions', body), body))).toBe(413);
+    });
+
+    it('refuses a body over the total bound with 413 before it has all arrived', async () => {
+      // Declares no length (chunked) and keeps sending: the answer must come once the bound is passed.
+      const head = `POST /v1/images/edits HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${harness.apiKey}\r\nContent-Type: multipart/form-data; boundary=${boundary}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n`;
+      const piece = multipartPayload(boundary, [{ name: 'image[]', filename: 'a.png', data: Buffer.alloc(900 * 1024, 2) }], false);
+      let payload = '';
+      for (let index = 0; index < 4; index++) payload += `${piece.length.toString(16)}\r\n${piece.toString('latin1')}\r\n`;
+      expect(statusOf(await rawExchange(harness.url, head, Buffer.from(payload, 'latin1')))).toBe(413);
+    });
+
+    it('refuses too many parts, a missing boundary, a wrong content type and a truncated upload with 400s', async () => {
+      const many = multipartPayload(boundary, Array.from({ length: 20 }, (_, index) => ({ name: `f${index}`, data: 'x' })));
+      expect(statusOf(await rawExchange(harness.url, post('/v1/audio/transcriptions', many), many))).toBe(400);
+      const plain = Buffer.from('model=sim/transcribe');
+      expect(statusOf(await rawExchange(harness.url, post('/v1/audio/transcriptions', plain, 'multipart/form-data'), plain))).toBe(400);
+      expect(statusOf(await rawExchange(harness.url, post('/v1/audio/transcriptions', plain, 'application/x-www-form-urlencoded'), plain))).toBe(400);
+      const truncated = multipartPayload(boundary, [{ name: 'model', data: 'sim/transcribe' }, { name: 'file', filename: 'a.wav', data: Buffer.alloc(1000, 3) }], false);
+      // The whole declared body arrives, but the multipart never closes: a truncated upload.
+      const unclosed = await rawExchange(harness.url, post('/v1/audio/transcriptions', truncated), truncated);
+      expect(statusOf(unclosed)).toBe(400);
+    });
+
+    it('answers 408 to an upload that stalls', async () => {
+      const partial = multipartPayload(boundary, [{ name: 'model', data: 'sim/transcribe' }], false);
+      const answer = await rawExchange(harness.url, post('/v1/audio/transcriptions', partial, undefined, partial.length + 5_000), partial, { waitMs: 6_000 });
+      expect(statusOf(answer)).toBe(408);
+    });
+  });
+
   it('refuses a language that is not a lower-case ISO 639-1 code', async () => {
     const audio = await makeAudio(1, 'wav');
     await expect(
@@ -261,6 +304,37 @@ describe('embeddings, moderations, images and audio on the simulated provider', 
     ).rejects.toMatchObject({ status: 400 });
   });
 });
+
+
+/** Sends raw bytes to the edge and reads the whole answer (the connection is closed by the server or after `waitMs`). */
+function rawExchange(url: string, head: string, body: Buffer | string, options: { endWrite?: boolean; waitMs?: number } = {}): Promise<string> {
+  const { port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), '127.0.0.1');
+    let answer = '';
+    socket.on('data', (chunk) => { answer += chunk.toString('latin1'); });
+    socket.on('error', () => resolve(answer));
+    socket.on('close', () => resolve(answer));
+    socket.on('connect', () => {
+      socket.write(head);
+      socket.write(body);
+      if (options.endWrite) socket.end();
+    });
+    setTimeout(() => { socket.destroy(); resolve(answer); }, options.waitMs ?? 5_000);
+    void reject;
+  });
+}
+
+function multipartPayload(boundary: string, parts: { name: string; filename?: string; data: Buffer | string }[], close = true): Buffer {
+  const chunks: Buffer[] = [];
+  for (const part of parts) {
+    const disposition = `form-data; name="${part.name}"${part.filename ? `; filename="${part.filename}"` : ''}`;
+    chunks.push(Buffer.from(`--${boundary}\r\nContent-Disposition: ${disposition}\r\n${part.filename ? 'Content-Type: application/octet-stream\r\n' : ''}\r\n`));
+    chunks.push(Buffer.isBuffer(part.data) ? part.data : Buffer.from(part.data), Buffer.from('\r\n'));
+  }
+  if (close) chunks.push(Buffer.from(`--${boundary}--\r\n`));
+  return Buffer.concat(chunks);
+}
 
 describe('the same routes against an OpenAI-compatible upstream', () => {
   let upstream: FakeUpstream;
