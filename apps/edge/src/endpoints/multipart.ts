@@ -115,6 +115,9 @@ export function readMultipart(request: IncomingMessage, limits: BodyLimits, boun
         const error = edgeErrors.payloadTooLarge(bounds.fileBytes);
         finish(Object.assign(error, { message: `body.${name}: the file is larger than ${bounds.fileBytes} bytes.` }));
       });
+      // busboy destroys the open file's stream when the form ends mid-file: without a listener that error
+      // would be uncaught. The parser reports the same truncation; either way the answer is a 400.
+      stream.on('error', (error: Error) => finish(edgeErrors.invalidRequest(`body: malformed multipart upload (${error.message}).`, 'body')));
       stream.on('end', () => {
         if (!settled) body.files.push({ field: name, filename: info.filename ?? '', mediaType: info.mimeType ?? '', data: Buffer.concat(chunks, size) });
       });
