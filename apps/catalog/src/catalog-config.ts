@@ -97,6 +97,8 @@ const model = z.strictObject({
   max_images: wholeNumber().min(1).max(128).nullish(),
   expires_at: unixSeconds.nullish(),
   voices: nameList.optional(),
+  /** Speech models: the response formats they produce; absent: all six. */
+  audio_formats: z.array(z.enum(['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm'])).min(1).max(6).optional(),
   extra_parameters: nameList.optional(),
   reasoning_efforts: z.array(z.enum(REASONING_EFFORTS)).max(REASONING_EFFORTS.length).optional(),
   offers: z.array(offer).min(1, 'must list at least one provider offer').max(64),

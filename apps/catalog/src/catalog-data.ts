@@ -58,6 +58,8 @@ export interface ModelData {
   expiresAt: number | null;
   offers: { providerId: string; upstreamModel: string; endpoints: string[] }[];
   voices: string[];
+  /** Only present when the config lists it (so catalogs without it keep their version hash). */
+  audioFormats?: string[];
   extraParameters: string[];
   reasoningEfforts: string[];
 }
@@ -193,6 +195,7 @@ function toCatalogData(document: CatalogDocument, iconSvgs: (string | null)[]): 
         endpoints: offer.endpoints,
       })),
       voices: model.voices ?? [],
+      ...(model.audio_formats ? { audioFormats: [...new Set(model.audio_formats)] } : {}),
       extraParameters: model.extra_parameters ?? [],
       reasoningEfforts: model.reasoning_efforts ?? [],
     })),

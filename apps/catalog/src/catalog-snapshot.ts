@@ -55,6 +55,7 @@ function toModel(model: ModelData): Model {
     expiresAt: model.expiresAt === null ? undefined : BigInt(model.expiresAt),
     offers: model.offers.map((offer) => ({ ...offer, endpoints: [...offer.endpoints] })),
     voices: [...model.voices],
+    audioFormats: [...(model.audioFormats ?? [])],
     extraParameters: [...model.extraParameters],
     reasoningEfforts: [...model.reasoningEfforts],
   };

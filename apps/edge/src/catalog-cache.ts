@@ -228,6 +228,7 @@ function renderModel(entry: CatalogModel, expired: boolean): string {
   if (model.maxImages !== undefined) body.max_images = model.maxImages;
   if (model.maxOutputTokens !== undefined) body.max_output_tokens = model.maxOutputTokens;
   if (model.voices.length > 0) body.voices = model.voices;
+  if (model.audioFormats.length > 0) body.audio_formats = model.audioFormats;
   return JSON.stringify(body).replace(/"\\u0000raw(\d+)\\u0000"/g, (_match, index: string) => rawNumbers[Number(index)] as string);
 }
 

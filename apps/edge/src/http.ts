@@ -110,6 +110,19 @@ export async function readJsonBody(request: IncomingMessage, limits: BodyLimits,
   }
 }
 
+/** Resolves when a response whose buffer is full drained, or when its client left. */
+export function drained(response: ServerResponse): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      response.off('drain', done);
+      response.off('close', done);
+      resolve();
+    };
+    response.on('drain', done);
+    response.on('close', done);
+  });
+}
+
 /** JSON answer over plain node APIs (res.json's extra work is not needed on the hot path). */
 export function sendJson(response: ServerResponse, status: number, body: unknown, headers?: Record<string, string>): void {
   sendJsonText(response, status, JSON.stringify(body), headers);

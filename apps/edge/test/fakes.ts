@@ -308,6 +308,7 @@ export function model(overrides: Partial<Model> & { id: string }): Model {
     voices: [],
     extraParameters: [],
     reasoningEfforts: [],
+    audioFormats: [],
     ...overrides,
   };
 }

@@ -1,4 +1,4 @@
-import { ErrorReason, GatewayError, GrpcStatus, startGrpcServer, unary, type Logger, type Registry } from '@gateway/platform';
+import { ErrorReason, GatewayError, GrpcStatus, postgresCheck, startGrpcServer, unary, type Logger, type Registry } from '@gateway/platform';
 import { MediaServiceService, type MediaServiceServer } from '@gateway/proto';
 import { DEFAULT_PDF_LIMITS, extractPdfText, type PdfTextLimits } from './pdf-text.js';
 import { fetchUrl, type UrlFetchLimits } from './url-fetch/fetch-url.js';
@@ -96,6 +96,8 @@ export async function startMediaService(options: MediaServiceOptions): Promise<R
     address: options.listenAddress,
     services: [{ definition: MediaServiceService, implementation, name: 'gateway.v1.MediaService' }],
     logger,
+    // With an image store, health follows its Postgres (conversion alone needs nothing outside the process).
+    ...(options.databaseUrl ? { dependencies: [postgresCheck(options.databaseUrl, 'media')] } : {}),
   });
   return {
     address: server.address,

@@ -45,7 +45,7 @@ export function model(id: string, providerIds: string[], extra: Partial<Model> =
     outputModalities: ['text'], supportedParameters: ['temperature', 'max_completion_tokens', 'stop', 'tools', 'tool_choice', 'stream_options'],
     pricing: { perInputToken: '0.0000005', perOutputToken: '0.0000015' }, limitGroup: 'default',
     offers: providerIds.map((providerId) => ({ providerId, upstreamModel: `${providerId}-upstream-model`, endpoints: ['chat.completions', 'messages', 'responses'] })),
-    voices: [], extraParameters: [], reasoningEfforts: [], ...extra,
+    voices: [], extraParameters: [], reasoningEfforts: [], audioFormats: [], ...extra,
   };
 }
 

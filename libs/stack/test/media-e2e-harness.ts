@@ -55,7 +55,8 @@ export function mediaCatalog(upstream: FakeUpstream, downUrl: string): string {
     input_modalities: [text]
     output_modalities: [audio]
     supported_parameters: [voice, instructions, response_format, speed]
-    voices: [alloy, coral]
+    voices: [alloy, coral]${prefix === 'cloud' ? `
+    audio_formats: [mp3, wav]` : ''}
     pricing: { per_input_text_character: "${MEDIA_PRICES.speechCharacter}" }
     limit_group: media
     offers:${extraOffers ? extraOffers.replaceAll('ENDPOINTS', 'audio.speech').replaceAll('UPSTREAM', 'speech-x') : ''}

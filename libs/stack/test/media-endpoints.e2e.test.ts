@@ -419,6 +419,14 @@ describe('the same routes against an OpenAI-compatible upstream', () => {
     expect(await decodes(Buffer.concat(chunks), 'wav')).toBe(true);
   });
 
+  it('refuses a speech format the model does not list in its audio_formats, and lists them', async () => {
+    const error = await harness.client.audio.speech.create({ model: 'cloud/speech', voice: 'alloy', input: 'x', response_format: 'flac' }).catch((caught) => caught);
+    expect(error.status).toBe(400);
+    expect(error.message).toMatch(/mp3, wav/);
+    const listing = (await (await fetch(`${harness.url}/v1/models/cloud/speech`)).json()) as { audio_formats?: string[] };
+    expect(listing.audio_formats).toEqual(['mp3', 'wav']);
+  });
+
   it('cuts the caller\'s connection when the upstream fails after the first audio bytes (no clean end)', async () => {
     upstream.script({ chunkCount: 4, chunkDelayMs: 50, cutAfterChunks: 2 });
     const response = await fetch(`${harness.url}/v1/audio/speech`, {

@@ -8,7 +8,7 @@ import { routerRequest } from '../canonical/request.js';
 import { requestIdOf, verifyApiKey, type EdgeContext } from '../context.js';
 import { presentedApiKey } from '../credentials.js';
 import { edgeErrors, toApiError } from '../errors.js';
-import { ClientGoneError, readJsonBody, sendJson } from '../http.js';
+import { ClientGoneError, drained, readJsonBody, sendJson } from '../http.js';
 import { resolveModel } from '../model-resolution.js';
 import type { AnswerContext, ConvertedRequest, InferenceDialect, StreamWriter } from './dialect.js';
 import { checkContextWindow, costBound, measurePrompt, MINIMUM_HOLD_PICO, worstCaseHint, type CostBound } from './request-bounds.js';
@@ -237,13 +237,5 @@ async function relayStream(context: EdgeContext, response: ServerResponse, job: 
 /** Honours back-pressure from a slow client; a client that left releases the wait too. */
 function write(response: ServerResponse, text: string): Promise<void> | void {
   if (text === '' || response.write(text)) return;
-  return new Promise<void>((resolve) => {
-    const done = () => {
-      response.off('drain', done);
-      response.off('close', done);
-      resolve();
-    };
-    response.on('drain', done);
-    response.on('close', done);
-  });
+  return drained(response);
 }

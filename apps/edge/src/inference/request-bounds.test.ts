@@ -10,7 +10,7 @@ function model(overrides: Partial<Model>, paid = true): CatalogModel {
   const full: Model = {
     id: 'testco/model', displayName: 'Model', description: '', created: 0n, contextWindow: 0, aliases: [], inputModalities: ['text'],
     outputModalities: ['text'], supportedParameters: [], limitGroup: 'default', offers: [], voices: [], extraParameters: [],
-    reasoningEfforts: [], pricing: { perInputToken: '0.000001', perOutputToken: '0.000002' }, ...overrides,
+    reasoningEfforts: [], audioFormats: [], pricing: { perInputToken: '0.000001', perOutputToken: '0.000002' }, ...overrides,
   };
   return {
     model: full, id: full.id, paid, endpoints: new Set(['chat.completions']), supportedParameters: new Set(), inputModalities: new Set(['text']),

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { SpeakRequest, TranscribeRequest, Usage } from '@gateway/proto';
 import { edgeErrors } from '../../errors.js';
-import { sendJson } from '../../http.js';
+import { drained, sendJson } from '../../http.js';
 import { parseBody } from '../../canonical/validation.js';
 import { endpointHeaders, pricePico, type EndpointFamily } from '../../inference/endpoint-pipeline.js';
 import { readMultipart, singleField } from '../multipart.js';
@@ -33,6 +33,10 @@ export const speechFamily: EndpointFamily<SpeechBody, SpeakRequest> = {
     const voices = model.model.voices;
     if (!voices.includes(body.voice)) {
       throw edgeErrors.invalidRequest(`body.voice: ${model.id} has no voice of that name; its voices are ${voices.join(', ')}.`, 'body.voice');
+    }
+    const formats = model.model.audioFormats;
+    if (body.response_format && formats.length > 0 && !formats.includes(body.response_format)) {
+      throw edgeErrors.invalidRequest(`body.response_format: ${model.id} produces ${formats.join(', ')}.`, 'body.response_format');
     }
     const characters = [...body.input].length;
     const prepared: SpeakRequest = {
@@ -77,18 +81,6 @@ export const speechFamily: EndpointFamily<SpeechBody, SpeakRequest> = {
     return usage;
   },
 };
-
-function drained(response: import('node:http').ServerResponse): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      response.off('drain', done);
-      response.off('close', done);
-      resolve();
-    };
-    response.on('drain', done);
-    response.on('close', done);
-  });
-}
 
 export const TRANSCRIPTION_FORMATS = ['json', 'text', 'srt', 'vtt', 'verbose_json'] as const;
 
