@@ -4,8 +4,8 @@ import { placeOf, summarizeProfile, type CpuProfile } from './cpu-profile.js';
 import { benchConfigYaml } from './gateway-cluster.js';
 import { parseInfoReply } from './nats-stream-info.js';
 import { validateJob, type LoadJob } from './load-generator.js';
-import { cpuSecondsBetween, parseMachineCpu, parseProcStat, type CpuSnapshot } from './proc-stat.js';
-import { formatDialectTable, formatTable, verdicts, type BenchFigures, type DialectFigures } from './report.js';
+import { cpuSecondsBetween, memoryBytes, parseMachineCpu, parseProcStat, processTree, type CpuSnapshot } from './proc-stat.js';
+import { formatDialectTable, formatSideBySide, formatTable, verdicts, type BenchFigures, type DialectFigures, type SideBySideColumn } from './report.js';
 import { percentile, SampleRecorder, summarize } from './statistics.js';
 
 // The bench's pure parts. The bench itself is not run here: it needs minutes of a quiet machine.
@@ -222,5 +222,40 @@ describe('dialect table', () => {
     expect(responses).toContain('**no**');
     expect(formatDialectTable([row('chat', 500, 2), row('messages', 500, 2.8)])).toContain('**no**');
     expect(formatDialectTable([row('chat', 500, 2), row('messages', 500, 2, 3)])).toContain('**no**');
+  });
+});
+
+describe('side-by-side table (--npm-start, --peer)', () => {
+  const column = (name: string, p50: number, rps: number, memory: Record<string, number>): SideBySideColumn => ({
+    name, requestsPerSecond: rps, cpuMicrosPerRequest: 1_000_000 / rps, cpuMicrosPerRequestAtRate: 200, cpuMicrosPerStream: 400,
+    p50AtRateMs: p50, p99AtRateMs: p50 * 3, firstChunkP50Ms: p50 / 2, firstChunkP99Ms: p50, errors: 0, memoryMegabytes: memory,
+  });
+
+  it('puts every target beside the bare proxy with added milliseconds, ratios and memory', () => {
+    const table = formatSideBySide([
+      column('bare proxy', 1, 4000, { 'bare-proxy': 60 }),
+      column('npm start', 1.75, 2000, { 'npm start': 240 }),
+      column('portkey', 2.5, 1000, { portkey: 180 }),
+    ]);
+    const rows = table.split('\n').filter((line) => line.startsWith('| '));
+    expect(rows[0]).toMatch(/\| figure +\| bare proxy +\| npm start +\| portkey +\|/);
+    expect(rows.find((row) => row.startsWith('| p50'))).toMatch(/1\.00 +\| 1\.75 \(\+0\.75\) +\| 2\.50 \(\+1\.50\)/);
+    expect(rows.find((row) => row.startsWith('| max throughput'))).toMatch(/2,000 \(0\.5×\).*1,000 \(0\.3×\)/);
+    expect(rows.find((row) => row.startsWith('| memory under load'))).toMatch(/\| 60 +\| 240 +\| 180 +\|/);
+    expect(table).toContain('npm start: npm start 240');
+  });
+});
+
+describe('process memory and trees', () => {
+  it('finds this process and its children, and reads a non-zero memory figure for it', async () => {
+    const { spawn } = await import('node:child_process');
+    const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 5000)']);
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(processTree(process.pid)).toEqual(expect.arrayContaining([process.pid, child.pid]));
+      expect(memoryBytes(process.pid)).toBeGreaterThan(10 * 1024 * 1024);
+    } finally {
+      child.kill();
+    }
   });
 });

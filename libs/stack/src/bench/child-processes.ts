@@ -90,6 +90,20 @@ export class BenchChild {
     });
   }
 
+  /** The first output line (stdout or stderr, within the kept tail) matching `pattern`; rejects on exit or timeout. */
+  async waitForLine(pattern: RegExp, timeoutMs: number): Promise<RegExpExecArray> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      for (const line of this.tail) {
+        const match = pattern.exec(line);
+        if (match) return match;
+      }
+      if (this.process.exitCode !== null || this.process.signalCode !== null) throw new Error(`${this.name} exited before printing ${pattern}\n${this.logs()}`);
+      if (Date.now() > deadline) throw new Error(`${this.name}: no line matching ${pattern} within ${timeoutMs} ms\n${this.logs()}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+
   send(line: string): void {
     this.process.stdin?.write(`${line}\n`);
   }

@@ -30,6 +30,9 @@ export type ServiceName = (typeof SERVICES)[number];
 export const BENCH_MODEL = 'bench/chat';
 const BENCH_APPLICATION_NAME = 'gateway-bench';
 const KEY_HASH_SECRET = 'bench-secret-bench-secret-bench-secret-01';
+// Internal gRPC credentials, as deployed (every call carries one and every server checks it).
+const INTERNAL_TOKEN = 'bench-internal-service-token-0123456789ab';
+const ADMIN_TOKEN = 'bench-internal-admin-token-0123456789abcd';
 const START_TIMEOUT_MS = 60_000;
 
 export interface GatewayClusterOptions {
@@ -93,6 +96,8 @@ limit_groups:
     tiers:
       # Below 2^31: the ledger binds the limits as Postgres integers (the catalog accepts up to 2^32-1).
       tier-4: { minute: 2000000000, day: 2000000000 }
+      # npm start's dev account (--npm-start).
+      tier-1: { minute: 2000000000, day: 2000000000 }
 models:
   - id: ${BENCH_MODEL}
     owned_by: bench
@@ -177,6 +182,7 @@ export async function startGatewayCluster(options: GatewayClusterOptions): Promi
       DATABASE_URL: databaseUrl.toString(),
       NATS_URL: options.natsUrl,
       NATS_NAMESPACE: namespace,
+      GATEWAY_INTERNAL_TOKEN: INTERNAL_TOKEN,
       ...(options.logLevel ? { LOG_LEVEL: options.logLevel } : {}),
     };
     const launch = (name: ServiceName, env: Record<string, string>) => {
@@ -191,9 +197,9 @@ export async function startGatewayCluster(options: GatewayClusterOptions): Promi
       children.set(name, child);
       return child;
     };
-    launch('auth', { GRPC_LISTEN: addresses.auth, KEY_HASH_SECRET });
-    launch('catalog', { GRPC_LISTEN: addresses.catalog, GATEWAY_CONFIG: configPath });
-    launch('ledger', { GRPC_LISTEN: addresses.ledger });
+    launch('auth', { GRPC_LISTEN: addresses.auth, KEY_HASH_SECRET, GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN });
+    launch('catalog', { GRPC_LISTEN: addresses.catalog, GATEWAY_CONFIG: configPath, GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN });
+    launch('ledger', { GRPC_LISTEN: addresses.ledger, GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN });
     launch('media', { GRPC_LISTEN: addresses.media });
     for (const name of ['auth', 'catalog', 'ledger', 'media'] as const) {
       await until(() => serving(addresses[name]), START_TIMEOUT_MS, `${name} health`, children.get(name));
@@ -217,7 +223,7 @@ export async function startGatewayCluster(options: GatewayClusterOptions): Promi
       const out: string[] = [];
       const err: string[] = [];
       const code = await runGatewayctl(argv, {
-        env: { AUTH_ADDR: addresses.auth, LEDGER_ADDR: addresses.ledger, CATALOG_ADDR: addresses.catalog },
+        env: { AUTH_ADDR: addresses.auth, LEDGER_ADDR: addresses.ledger, CATALOG_ADDR: addresses.catalog, GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN },
         stdout: (text) => out.push(text),
         stderr: (text) => err.push(text),
       });

@@ -22,6 +22,8 @@ import { freePort } from '../embedded-postgres.js';
  */
 
 const root = fileURLToPath(new URL('../../../../', import.meta.url));
+const BENCH_INTERNAL_TOKEN = 'bench-internal-service-token-0123456789ab';
+const BENCH_ADMIN_TOKEN = 'bench-internal-admin-token-0123456789abcd';
 const ledgerMain = fileURLToPath(new URL('../../../../apps/ledger/dist/main.js', import.meta.url));
 const postgresAdminUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
@@ -238,10 +240,12 @@ async function admitLatency(callers: number, seconds: number, accounts: number, 
       env: {
         PATH: process.env.PATH ?? '', GRPC_LISTEN: `127.0.0.1:${port}`, DATABASE_URL: space.databaseUrl, NATS_URL: natsUrl,
         NATS_NAMESPACE: space.namespace, LOG_LEVEL: 'warn', SWEEP_INTERVAL_MS: '600000',
+        GATEWAY_INTERNAL_TOKEN: BENCH_INTERNAL_TOKEN, GATEWAY_ADMIN_TOKEN: BENCH_ADMIN_TOKEN,
       },
       stdio: ['ignore', 'ignore', 'inherit'],
     });
-    const client = createClient(LedgerServiceClient, LedgerServiceService, `127.0.0.1:${port}`);
+    // The admin credential: the set-up tops accounts up (an admin RPC); admits cost the same with either.
+    const client = createClient(LedgerServiceClient, LedgerServiceService, `127.0.0.1:${port}`, { credential: BENCH_ADMIN_TOKEN });
     for (let attempt = 0; ; attempt++) {
       try {
         await client.getBalance({ accountId: 'warm-up' }, { deadlineMs: 1_000 });

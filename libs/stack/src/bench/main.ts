@@ -8,7 +8,9 @@ import { BenchChild, killAllChildrenNow, stopAllChildren } from './child-process
 import { summarizeProfile, type CpuProfile } from './cpu-profile.js';
 import { BENCH_MODEL, SERVICES, startGatewayCluster, type GatewayCluster, type ServiceName } from './gateway-cluster.js';
 import type { LoadJob, LoadResult } from './load-generator.js';
-import { clockTicksPerSecond, cpuSecondsBetween, readMachineCpu, snapshotCpu, type ProcessGroup } from './proc-stat.js';
+import { clockTicksPerSecond, cpuSecondsBetween, groupMemory, readMachineCpu, snapshotCpu, type ProcessGroup } from './proc-stat.js';
+import { PEERS, startNpmStartTarget, startPeer, type ExtraTarget, type MeasuredTarget, type PeerName } from './peers.js';
+import { formatSideBySide, type SideBySideColumn } from './report.js';
 import { formatDialectTable, formatTable, verdicts, type BenchFigures, type DialectFigures, type TargetFigures } from './report.js';
 
 /**
@@ -33,6 +35,8 @@ const HELP = `usage: npm run bench -- [options]
   --profile-services a,b  services to profile (default edge,routing,ledger,auth)
   --admission MODE     the edge's admission: leased (default, leased budgets) or ledger (one Ledger.Admit per request)
   --router-transport T edge to routing: exchange (default, one multiplexed Router.Exchange call) or calls (a call per request)
+  --npm-start          also measure the gateway as \`npm start\` runs it (one process, embedded Postgres)
+  --peer NAME          also measure a peer gateway installed from npm: portkey (@portkey-ai/gateway ${PEERS.portkey.version})
   --ledger             the ledger bench instead (with --quick, --events N, --callers N, --rate R, --only backlog,live,admit)
   --help`;
 
@@ -63,6 +67,8 @@ const { values: args } = parseArgs({
     admission: { type: 'string' },
     'router-transport': { type: 'string' },
     dialect: { type: 'string' },
+    'npm-start': { type: 'boolean', default: false },
+    peer: { type: 'string' },
     help: { type: 'boolean', default: false },
   },
 });
@@ -96,6 +102,8 @@ type DialectName = (typeof DIALECTS)[number];
 const dialects = (args.dialect ?? 'chat').split(',').map((name) => name.trim()).filter(Boolean) as DialectName[];
 for (const name of dialects) if (!(DIALECTS as readonly string[]).includes(name)) throw new Error(`--dialect takes dialects among ${DIALECTS.join(', ')}; got ${name}`);
 if (dialects.length === 0 || new Set(dialects).size !== dialects.length) throw new Error('--dialect needs distinct dialects');
+const peers = (args.peer ?? '').split(',').map((name) => name.trim()).filter(Boolean) as PeerName[];
+for (const name of peers) if (!(name in PEERS)) throw new Error(`--peer takes ${Object.keys(PEERS).join(', ')}; got ${name}`);
 /** Longest the ledger may take to settle the requests of a phase before its CPU is read. */
 const SETTLE_TIMEOUT_MS = 60_000;
 
@@ -133,13 +141,7 @@ const DIALECT_REQUESTS: Record<DialectName, { path: string; body: string; stream
   },
 };
 
-interface Target {
-  name: 'bare' | 'gateway';
-  origin: string;
-  /** One per account; requests use them in turn. */
-  apiKeys: string[];
-  /** Processes whose CPU is the target's cost. */
-  groups(): Promise<ProcessGroup[]>;
+interface Target extends MeasuredTarget {
   /** Waits until the target has finished the work of the requests already answered (ledger settlement). */
   settle(): Promise<void>;
   /** Running totals diffed around each phase (gateway: charges, settlement transactions, usage messages). */
@@ -160,10 +162,12 @@ interface PhaseOutcome {
   othersCores: number;
   /** The measured part on the monotonic clock (µs), to cut profiles to it. */
   window: { startMicros: number; endMicros: number };
+  /** Memory (PSS) of each process group right at the end of the load, bytes. */
+  memoryBytes: Map<string, number>;
 }
 
 async function runPhase(target: Target, job: Omit<LoadJob, 'origin' | 'headerSets'>, observers: ProcessGroup[]): Promise<PhaseOutcome> {
-  const headerSets = target.apiKeys.map((apiKey) => ({ 'content-type': 'application/json', authorization: `Bearer ${apiKey}` }));
+  const headerSets = target.apiKeys.map((apiKey) => ({ ...target.headers, 'content-type': 'application/json', authorization: `Bearer ${apiKey}` }));
   const fullJob: LoadJob = { ...job, origin: target.origin, headerSets };
   const generator = new BenchChild(`load-${target.name}-${job.mode}`, { args: [join(here, 'load-generator-process.js'), JSON.stringify(fullJob)], cwd: root, env: { PATH: process.env.PATH ?? '' }, stdin: true });
   try {
@@ -184,6 +188,7 @@ async function runPhase(target: Target, job: Omit<LoadJob, 'origin' | 'headerSet
     const observerAfter = snapshotCpu(observerGroups);
     const targetAtEnd = snapshotCpu(beforeGroups);
     const machineAfter = readMachineCpu();
+    const memoryBytes = groupMemory(await target.groups());
     await target.settle();
     const afterGroups = await target.groups();
     const after = snapshotCpu(afterGroups);
@@ -209,6 +214,7 @@ async function runPhase(target: Target, job: Omit<LoadJob, 'origin' | 'headerSet
       othersCores,
       ...(counters ? { counters } : {}),
       window: { startMicros, endMicros },
+      memoryBytes,
     };
   } finally {
     generator.process.stdin?.end();
@@ -219,12 +225,13 @@ async function runPhase(target: Target, job: Omit<LoadJob, 'origin' | 'headerSet
 const sum = (values: Iterable<number>) => [...values].reduce((total, value) => total + value, 0);
 
 /** Two requests (one whole, one streamed) a target must answer right before it is measured. */
-async function checkTarget(target: Target, dialect: DialectName = 'chat'): Promise<void> {
+async function checkTarget(target: Target, dialect: DialectName = 'chat', { stream = true } = {}): Promise<void> {
   const request = DIALECT_REQUESTS[dialect];
-  const headers = { 'content-type': 'application/json', authorization: `Bearer ${target.apiKeys[0]}` };
+  const headers = { ...target.headers, 'content-type': 'application/json', authorization: `Bearer ${target.apiKeys[0]}` };
   const plain = await fetch(`${target.origin}${request.path}`, { method: 'POST', headers, body: request.body });
   const plainText = await plain.text();
   if (plain.status !== 200 || !plainText.includes('Hello from the bench upstream.')) throw new Error(`${target.name} (${dialect}): answered ${plain.status}: ${plainText.slice(0, 300)}`);
+  if (!stream) return;
   const streamed = await fetch(`${target.origin}${request.path}`, { method: 'POST', headers, body: request.streamBody });
   const streamText = await streamed.text();
   if (streamed.status !== 200 || !streamText.includes(request.done) || !new RegExp(request.content).test(streamText)) {
@@ -293,8 +300,32 @@ function gatewayTarget(cluster: GatewayCluster): Target {
   };
 }
 
+/** One target's figures for the side-by-side table (chat phases). */
+function sideBySide(name: string, outcomes: Partial<Record<PhaseName, PhaseOutcome>>): SideBySideColumn {
+  const cpuPerRequest = (outcome: PhaseOutcome | undefined) => (outcome ? (sum(outcome.cpuSeconds.values()) / outcome.result.ok) * 1e6 : Number.NaN);
+  const memory = new Map<string, number>();
+  const ran = Object.values(outcomes).filter((outcome): outcome is PhaseOutcome => outcome !== undefined);
+  for (const outcome of ran) {
+    for (const [group, bytes] of outcome.memoryBytes) memory.set(group, Math.max(memory.get(group) ?? 0, bytes));
+  }
+  return {
+    name,
+    requestsPerSecond: outcomes.max?.result.requestsPerSecond ?? Number.NaN,
+    cpuMicrosPerRequest: cpuPerRequest(outcomes.max),
+    cpuMicrosPerRequestAtRate: cpuPerRequest(outcomes.rate),
+    cpuMicrosPerStream: cpuPerRequest(outcomes.ttfb),
+    p50AtRateMs: outcomes.rate?.result.latency.p50Ms ?? Number.NaN,
+    p99AtRateMs: outcomes.rate?.result.latency.p99Ms ?? Number.NaN,
+    firstChunkP50Ms: outcomes.ttfb?.result.firstChunk?.p50Ms ?? Number.NaN,
+    firstChunkP99Ms: outcomes.ttfb?.result.firstChunk?.p99Ms ?? Number.NaN,
+    memoryMegabytes: Object.fromEntries([...memory].map(([group, bytes]) => [group, bytes / (1024 * 1024)])),
+    errors: sum(ran.map((outcome) => outcome.result.errors)),
+  };
+}
+
 async function compare(): Promise<void> {
   let cluster: GatewayCluster | undefined;
+  const extras: ExtraTarget[] = [];
   try {
     log(`mode ${quick ? 'quick' : 'full'}: ${accounts} account(s), ${connections} connections, ${durationMs / 1000} s per phase after ${warmupMs / 1000} s warm-up, ${rate} req/s latency phase`);
     const { upstream, upstreamOrigin, proxy, proxyOrigin } = await startUpstreamAndProxy();
@@ -307,6 +338,9 @@ async function compare(): Promise<void> {
     await checkTarget(bare);
     for (const dialect of dialects) await checkTarget(gateway, dialect);
     const observers: ProcessGroup[] = [{ name: 'upstream', pids: [upstream.pid] }];
+    const extraStarts: (() => Promise<ExtraTarget>)[] = [];
+    if (args['npm-start']) extraStarts.push(() => { log('starting npm start (one process, embedded Postgres)'); return startNpmStartTarget(root, `${upstreamOrigin}/v1`); });
+    for (const peer of peers) extraStarts.push(() => { log(`starting the peer ${peer}`); return startPeer(peer, root, `${upstreamOrigin}/v1`, log); });
 
     // The bare proxy speaks chat completions only (it forwards bytes to an OpenAI-compatible upstream):
     // it is measured once, against the first dialect; every dialect is measured on the gateway.
@@ -326,6 +360,33 @@ async function compare(): Promise<void> {
         if (dialect === dialects[0]) phases[phase]!.gateway = outcome;
         log(describePhase(`${phase} gateway ${dialect}`, outcome));
       }
+    }
+
+    // The extra targets (npm start, peers), one after another (each alone on the machine while measured),
+    // over the chat phases that ran for the others.
+    const extraOutcomes = new Map<string, Partial<Record<PhaseName, PhaseOutcome>>>();
+    const notes: string[] = [];
+    for (const start of extraStarts) {
+      const extra = await start();
+      extras.push(extra);
+      const target: Target = { ...extra, settle: async () => undefined };
+      // A target that cannot stream (Portkey 1.15.2 on Node 20 answers every stream 500) is measured
+      // on the whole-answer phases only; the table says so.
+      const streams = await checkTarget(target).then(() => true, async (error: unknown) => {
+        await checkTarget(target, 'chat', { stream: false });
+        log(`${extra.name} does not stream here, so no ttfb phase for it: ${error instanceof Error ? error.message : String(error)}`);
+        notes.push(`${extra.name}: no streamed figures — ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`);
+        return false;
+      });
+      const outcomes: Partial<Record<PhaseName, PhaseOutcome>> = {};
+      for (const phase of PHASES.filter((name) => onlyPhases.includes(name) && (streams || name !== 'ttfb'))) {
+        const job = phaseJobs('chat')[phase];
+        log(`phase ${phase} (${job.mode}) on ${extra.name}...`);
+        outcomes[phase] = await runPhase(target, job, observers);
+        log(describePhase(`${phase} ${extra.name}`, outcomes[phase]!));
+      }
+      extraOutcomes.set(extra.name, outcomes);
+      await extra.stop();
     }
 
     const figuresOf = (name: 'bare' | 'gateway'): TargetFigures => {
@@ -371,13 +432,20 @@ async function compare(): Promise<void> {
     }
     const batchLines = ['max', 'rate'].filter((phase) => phases[phase]).map((phase) => `Batching, ${phase} phase: ${batching(phases[phase]!.gateway.counters ?? {})}.`).join('\n');
     const dialectTable = dialects.length > 1 ? `\n${formatDialectTable(dialects.map((dialect) => ({ dialect, ...dialectFigures(byDialect.get(dialect)!) })))}\n` : '';
-    process.stdout.write(`\n${formatTable(figures)}\n${dialectTable}${batchLines}\nLedger: ${charges} charges for ${answered} answered gateway requests; ${await cluster.openReservations()} reservations open.\n`);
+    const columns: SideBySideColumn[] = [
+      sideBySide('bare proxy', { max: phases.max?.bare, rate: phases.rate?.bare, ttfb: phases.ttfb?.bare }),
+      sideBySide('gateway, 6 processes', { max: phases.max?.gateway, rate: phases.rate?.gateway, ttfb: phases.ttfb?.gateway }),
+      ...[...extraOutcomes].map(([name, outcomes]) => sideBySide(name, outcomes)),
+    ];
+    const sideTable = extraOutcomes.size > 0 ? `\n${formatSideBySide(columns)}\n${notes.map((note) => `Note: ${note}\n`).join('')}` : '';
+    process.stdout.write(`\n${formatTable(figures)}\n${dialectTable}${sideTable}${batchLines}\nLedger: ${charges} charges for ${answered} answered gateway requests; ${await cluster.openReservations()} reservations open.\n`);
     if (args.json) writeFileSync(args.json, JSON.stringify({ figures, verdicts: verdicts(figures), phases, byDialect: Object.fromEntries(byDialect), charges, answered }, (_key, value) => (value instanceof Map ? Object.fromEntries(value) : value), 2));
   } catch (error) {
     for (const child of cluster?.children.values() ?? []) log(`last output of ${child.name}:\n${child.logs().split('\n').slice(-20).join('\n')}`);
     throw error;
   } finally {
     log('cleaning up: processes, database, NATS stream');
+    for (const extra of extras) await extra.stop().catch((error: unknown) => log(`cleanup of ${extra.name} failed: ${String(error)}`));
     await cluster?.stop().catch((error: unknown) => log(`cleanup of the gateway failed: ${String(error)}`));
     await stopAllChildren();
   }

@@ -129,3 +129,50 @@ export function readMachineCpu(): MachineCpu | undefined {
     return undefined;
   }
 }
+
+/** `pid` and every process descended from it (npm start: its embedded Postgres and the backends). */
+export function processTree(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = readProcStat(Number(entry));
+    if (!stat) continue;
+    const siblings = children.get(stat.ppid) ?? [];
+    siblings.push(stat.pid);
+    children.set(stat.ppid, siblings);
+  }
+  const tree: number[] = [];
+  const queue = [pid];
+  while (queue.length > 0) {
+    const next = queue.shift()!;
+    tree.push(next);
+    queue.push(...(children.get(next) ?? []));
+  }
+  return tree;
+}
+
+/**
+ * Memory of a process in bytes: its proportional set size (shared pages divided among the processes
+ * sharing them, so a group's sum does not count Postgres's shared buffers once per backend), else RSS.
+ */
+export function memoryBytes(pid: number): number {
+  try {
+    const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
+    const pss = /^Pss:\s+(\d+) kB/m.exec(rollup);
+    if (pss) return Number(pss[1]) * 1024;
+  } catch {
+    // No smaps_rollup (older kernels, another user's process): RSS below.
+  }
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const rss = /^VmRSS:\s+(\d+) kB/m.exec(status);
+    return rss ? Number(rss[1]) * 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** Each group's memory (sum of its processes' PSS), in bytes. */
+export function groupMemory(groups: ProcessGroup[]): Map<string, number> {
+  return new Map(groups.map((group) => [group.name, group.pids.reduce((total, pid) => total + memoryBytes(pid), 0)]));
+}

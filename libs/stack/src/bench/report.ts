@@ -176,3 +176,53 @@ export function formatDialectTable(rows: readonly DialectFigures[]): string {
     ...cells.slice(1).map(line),
   ].join('\n');
 }
+
+/** One target of the side-by-side table (`--npm-start`, `--peer`): the chat phases' figures and memory. */
+export interface SideBySideColumn extends TargetFigures {
+  name: string;
+  /** CPU µs per streamed request of the ttfb phase. */
+  cpuMicrosPerStream: number;
+  /** Most memory (PSS) each process group held at the end of a phase, MB. */
+  memoryMegabytes: Record<string, number>;
+}
+
+/**
+ * Every target side by side (the first column is the bare proxy): the added latency and CPU ratios
+ * against it, memory by process group.
+ */
+export function formatSideBySide(columns: readonly SideBySideColumn[]): string {
+  const [bare] = columns;
+  if (!bare) return '';
+  const added = (value: number, base: number, digits = 2) => (Number.isFinite(value) && Number.isFinite(base) ? signed(value - base, digits) : 'n/a');
+  const ratio = (value: number, base: number) => (Number.isFinite(value) && Number.isFinite(base) && base > 0 ? `${number(value / base, 1)}×` : 'n/a');
+  const cell = (column: SideBySideColumn, main: string, versus: string) => (column === bare ? main : `${main} (${versus})`);
+  const totalMemory = (column: SideBySideColumn) => Object.values(column.memoryMegabytes).reduce((total, megabytes) => total + megabytes, 0);
+  const rows: string[][] = [
+    ['figure', ...columns.map((column) => column.name)],
+    ['p50 at the fixed rate, ms (added)', ...columns.map((column) => cell(column, number(column.p50AtRateMs, 2), added(column.p50AtRateMs, bare.p50AtRateMs)))],
+    ['p99 at the fixed rate, ms (added)', ...columns.map((column) => cell(column, number(column.p99AtRateMs, 2), added(column.p99AtRateMs, bare.p99AtRateMs)))],
+    ['first streamed chunk p50, ms (added)', ...columns.map((column) => cell(column, number(column.firstChunkP50Ms, 2), added(column.firstChunkP50Ms, bare.firstChunkP50Ms)))],
+    ['first streamed chunk p99, ms (added)', ...columns.map((column) => cell(column, number(column.firstChunkP99Ms, 2), added(column.firstChunkP99Ms, bare.firstChunkP99Ms)))],
+    ['max throughput, req/s (× bare)', ...columns.map((column) => cell(column, number(column.requestsPerSecond), ratio(column.requestsPerSecond, bare.requestsPerSecond)))],
+    ['CPU per request at max load, µs (× bare)', ...columns.map((column) => cell(column, number(column.cpuMicrosPerRequest), ratio(column.cpuMicrosPerRequest, bare.cpuMicrosPerRequest)))],
+    ['CPU per request at the fixed rate, µs (× bare)', ...columns.map((column) => cell(column, number(column.cpuMicrosPerRequestAtRate), ratio(column.cpuMicrosPerRequestAtRate, bare.cpuMicrosPerRequestAtRate)))],
+    ['CPU per stream, µs (× bare)', ...columns.map((column) => cell(column, number(column.cpuMicrosPerStream), ratio(column.cpuMicrosPerStream, bare.cpuMicrosPerStream)))],
+    ['memory under load, MB (PSS, all its processes)', ...columns.map((column) => number(totalMemory(column)))],
+    ['largest process group, MB', ...columns.map((column) => {
+      const [group, megabytes] = Object.entries(column.memoryMegabytes).sort((a, b) => b[1] - a[1])[0] ?? ['', Number.NaN];
+      return group ? `${number(megabytes)} (${group})` : 'n/a';
+    })],
+    ['failed requests', ...columns.map((column) => number(column.errors))],
+  ];
+  const widths = rows[0]!.map((_, index) => Math.max(...rows.map((row) => row[index]!.length)));
+  const line = (row: string[]) => `| ${row.map((text, index) => text.padEnd(widths[index]!)).join(' | ')} |`;
+  return [
+    'Side by side (same upstream, same load, one run; added latency and ratios against the bare proxy):',
+    '',
+    line(rows[0]!),
+    `|${widths.map((width) => '-'.repeat(width + 2)).join('|')}|`,
+    ...rows.slice(1).map(line),
+    '',
+    `Memory by process group: ${columns.map((column) => `${column.name}: ${Object.entries(column.memoryMegabytes).map(([group, megabytes]) => `${group} ${number(megabytes)}`).join(', ')}`).join('; ')}.`,
+  ].join('\n');
+}
