@@ -8,6 +8,7 @@ import {
   type EventBus,
   type Logger,
   type Registry,
+  type InternalAuth,
 } from '@gateway/platform';
 import { KeysChanged } from '@gateway/proto';
 import { AuthStore, type KeyChangeListener } from './auth-store.js';
@@ -30,6 +31,8 @@ export interface AuthServiceOptions {
   keyHashSecret: string;
   /** The process's metrics registry (Postgres pool, dependency health). */
   metrics?: Registry;
+  /** Internal gRPC authentication: what its server accepts and its clients send. Unset: unchecked. */
+  internalAuth?: InternalAuth;
 }
 
 export interface RunningAuthService {
@@ -60,6 +63,7 @@ export async function startAuthService(options: AuthServiceOptions): Promise<Run
     await migrate(db, AUTH_SCHEMA, authMigrations, options.logger);
     const store = new AuthStore(db, hasher, busKeyChangeListener(options.bus, options.logger));
     const server = await startGrpcServer({
+    credentials: options.internalAuth?.accepted,
       address: options.listenAddress,
       services: [authServiceBinding(store, options.logger)],
       logger: options.logger,

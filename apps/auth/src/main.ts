@@ -9,6 +9,6 @@ await runBusService(
     DATABASE_URL: postgresUrl,
     KEY_HASH_SECRET: z.string().min(32, 'must be at least 32 characters'),
   },
-  (config, bus, logger, { metrics }) =>
-    startAuthService({ listenAddress: config.GRPC_LISTEN, databaseUrl: config.DATABASE_URL, bus, logger, keyHashSecret: config.KEY_HASH_SECRET, metrics }),
+  (config, bus, logger, { metrics, internalAuth }) =>
+    startAuthService({ listenAddress: config.GRPC_LISTEN, databaseUrl: config.DATABASE_URL, bus, logger, keyHashSecret: config.KEY_HASH_SECRET, metrics, internalAuth }),
 );

@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { busCheck, ConfigError, postgresCheck, startGrpcServer, type EventBus, type Logger, type Registry } from '@gateway/platform';
+import { busCheck, ConfigError, postgresCheck, startGrpcServer, type EventBus, type Logger, type Registry, type InternalAuth } from '@gateway/platform';
 import { CatalogServiceService } from '@gateway/proto';
 import { iconSourceFor } from './catalog-data.js';
 import { CatalogService } from './catalog-service.js';
@@ -20,6 +20,8 @@ export interface CatalogServiceOptions {
   configPath?: string;
   /** The process's metrics registry (Postgres pool, dependency health). */
   metrics?: Registry;
+  /** Internal gRPC authentication: what its server accepts and its clients send. Unset: unchecked. */
+  internalAuth?: InternalAuth;
 }
 
 export interface RunningCatalogService {
@@ -46,6 +48,7 @@ export async function startCatalogService(options: CatalogServiceOptions): Promi
       }
     }
     const server = await startGrpcServer({
+    credentials: options.internalAuth?.accepted,
       address: options.listenAddress,
       services: [
         { definition: CatalogServiceService, implementation: catalogHandlers(service, options.logger), name: 'gateway.v1.CatalogService' },

@@ -10,6 +10,6 @@ await runBusService(
     // Empty counts as unset: no file, serve the version Postgres holds.
     GATEWAY_CONFIG: z.string().optional().transform((value) => value || undefined),
   },
-  (config, bus, logger, { metrics }) =>
-    startCatalogService({ listenAddress: config.GRPC_LISTEN, databaseUrl: config.DATABASE_URL, bus, logger, configPath: config.GATEWAY_CONFIG, metrics }),
+  (config, bus, logger, { metrics, internalAuth }) =>
+    startCatalogService({ listenAddress: config.GRPC_LISTEN, databaseUrl: config.DATABASE_URL, bus, logger, configPath: config.GATEWAY_CONFIG, metrics, internalAuth }),
 );

@@ -6,7 +6,7 @@ import { hostedImageHandler } from './endpoints/images/hosted-images.js';
 import { speechFamily, transcriptionsFamily, translationsFamily } from './endpoints/audio/audio-endpoint.js';
 import { endpointHandler, type EndpointFamily } from './inference/endpoint-pipeline.js';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { isAcceptableRequestId, newRequestId } from '@gateway/platform';
+import { isAcceptableRequestId, newRequestId, otelContext, startHttpServerSpan, tracingEnabled } from '@gateway/platform';
 import { clientRequestIdOf, requestIdOf, setRequestId, type EdgeContext } from './context.js';
 import { echoed } from './echoed-value.js';
 import { edgeErrors, toApiError, type Dialect } from './errors.js';
@@ -181,19 +181,25 @@ export function createRequestListener(
     const route = request.method === 'POST' ? inference : undefined;
     const dialect = inference?.dialect ?? unroutedDialect(path);
     stampRequest(request, response, dialect);
+    // The request's span (tracing on): the root of its trace, or the child of the caller's traceparent.
+    const traced = tracingEnabled() ? startHttpServerSpan(request, requestIdOf(response)) : undefined;
     // Load shedding, before the body is read and before admission: a shed request costs nothing.
-    const refusal = tracker.begin(request, response, path, route === undefined ? undefined : path, inference?.endpoint);
+    const refusal = tracker.begin(request, response, path, route === undefined ? undefined : path, inference?.endpoint, traced?.span);
     if (refusal !== undefined) {
       sendError(request, response, refusal, dialect ?? 'chat');
       return;
     }
-    if (route === undefined) {
-      app(request, response);
-      return;
-    }
-    route.handler(request, response).catch((error: unknown) => {
-      answerError(context, request, response, error, path, route.dialect);
-    });
+    const dispatch = () => {
+      if (route === undefined) {
+        app(request, response);
+        return;
+      }
+      route.handler(request, response).catch((error: unknown) => {
+        answerError(context, request, response, error, path, route.dialect);
+      });
+    };
+    if (traced === undefined) dispatch();
+    else otelContext.with(traced.context, dispatch);
   };
 }
 

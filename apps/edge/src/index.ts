@@ -16,7 +16,7 @@ import {
   RouterServiceClient,
   RouterServiceService,
 } from '@gateway/proto';
-import { createClient, newId, Registry, subjects, type EventBus, type Logger, type Subscription } from '@gateway/platform';
+import { createClient, newId, parseGrpcTarget, Registry, subjects, type EventBus, type InternalAuth, type Logger, type Subscription } from '@gateway/platform';
 import { LedgerAdmission, type Admission } from './admission.js';
 import { LeasedAdmission } from './leased-admission.js';
 import { createRequestListener } from './app.js';
@@ -25,7 +25,8 @@ import { answerClientError } from './client-error.js';
 import { CatalogCache } from './catalog-cache.js';
 import type { EdgeContext } from './context.js';
 import { DEFAULT_BODY_LIMITS, type BodyLimits } from './http.js';
-import { RouterExchange, type RouterExchangeOptions } from './router-exchange.js';
+import { RouterExchange, type ChatRouter, type RouterExchangeOptions } from './router-exchange.js';
+import { exchangeMember, resolverFor, RouterPool, type RouterResolver } from './router-pool.js';
 import { ReasoningTags } from './canonical/reasoning-tags.js';
 import { EdgeMetrics } from './observability/edge-metrics.js';
 import { ObservedAdmission, ObservedChatRouter } from './observability/observed-edge.js';
@@ -89,6 +90,10 @@ export interface EdgeOptions {
    */
   routerTransport?: 'exchange' | 'calls';
   exchange?: RouterExchangeOptions;
+  /** How often a dns:/// routerAddress is resolved again (README "Edge to routing"). Default 15 s. */
+  routerResolveIntervalMs?: number;
+  /** Replaces the resolution of a multi-server routerAddress (tests). */
+  routerResolver?: RouterResolver;
   /** Clock (ms since the epoch) that model stop times are judged by; tests move it. Default Date.now. */
   now?: () => number;
   /**
@@ -103,6 +108,8 @@ export interface EdgeOptions {
   drainTimeoutMs?: number;
   /** Where the edge's metrics go (the process's registry). Default: a registry of the edge's own, not served. */
   metrics?: Registry;
+  /** Internal gRPC authentication: the service credential its calls carry. Unset: none sent. */
+  internalAuth?: InternalAuth;
 }
 
 export interface RunningEdge {
@@ -118,12 +125,28 @@ export interface RunningEdge {
 /** Starts the HTTP ingress: catalog cache loaded, key invalidation subscribed, then listening. */
 export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
   const logger = options.logger;
-  const auth = createClient(AuthServiceClient, AuthServiceService, options.authAddress);
-  const catalog = createClient(CatalogServiceClient, CatalogServiceService, options.catalogAddress);
-  const ledger = createClient(LedgerServiceClient, LedgerServiceService, options.ledgerAddress);
-  const router = createClient(RouterServiceClient, RouterServiceService, options.routerAddress);
-  const media = options.mediaAddress ? createClient(MediaServiceClient, MediaServiceService, options.mediaAddress) : undefined;
-  const exchange = options.routerTransport === 'calls' ? undefined : new RouterExchange(router.raw, router, logger, options.exchange);
+  const internal = { credential: options.internalAuth?.credential };
+  const auth = createClient(AuthServiceClient, AuthServiceService, options.authAddress, internal);
+  const catalog = createClient(CatalogServiceClient, CatalogServiceService, options.catalogAddress, internal);
+  const ledger = createClient(LedgerServiceClient, LedgerServiceService, options.ledgerAddress, internal);
+  const routerTarget = parseGrpcTarget(options.routerAddress);
+  if (!routerTarget) throw new Error(`routerAddress: expected host:port, ipv4:host:port,... or dns:///name:port, got ${options.routerAddress}`);
+  // Several routing servers: per-call RPCs spread by grpc-js, exchanges by the pool (one call per address).
+  const balanced = routerTarget.kind !== 'single';
+  const router = createClient(RouterServiceClient, RouterServiceService, options.routerAddress, { ...internal, roundRobin: balanced });
+  const media = options.mediaAddress ? createClient(MediaServiceClient, MediaServiceService, options.mediaAddress, internal) : undefined;
+  const exchangeOptions = { credential: router.credential, ...options.exchange };
+  let exchange: (ChatRouter & { close(): void }) | undefined;
+  if (options.routerTransport !== 'calls') {
+    exchange = routerTarget.kind === 'single'
+      ? new RouterExchange(router.raw, router, logger, exchangeOptions)
+      : await RouterPool.start({
+          resolve: options.routerResolver ?? resolverFor(routerTarget),
+          member: (address, onCallLost) => exchangeMember(address, router, logger, exchangeOptions, onCallLost),
+          logger,
+          ...(options.routerResolveIntervalMs ? { resolveIntervalMs: options.routerResolveIntervalMs } : {}),
+        });
+  }
   const closeClients = () => {
     exchange?.close();
     for (const client of [auth, catalog, ledger, router]) client.close();

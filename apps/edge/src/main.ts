@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { grpcAddress, runBusService } from '@gateway/platform';
+import { grpcAddress, grpcTarget, runBusService } from '@gateway/platform';
 import { DEFAULT_OVERLOAD_LIMITS, startEdge } from './index.js';
 
 await runBusService(
@@ -10,7 +10,9 @@ await runBusService(
     AUTH_ADDR: grpcAddress.default('127.0.0.1:50051'),
     CATALOG_ADDR: grpcAddress.default('127.0.0.1:50052'),
     LEDGER_ADDR: grpcAddress.default('127.0.0.1:50053'),
-    ROUTER_ADDR: grpcAddress.default('127.0.0.1:50054'),
+    /** host:port, ipv4:a:p,b:p or dns:///name:port (every routing pod behind a headless Service; README "Edge to routing"). */
+    ROUTER_ADDR: grpcTarget.default('127.0.0.1:50054'),
+    EDGE_ROUTER_RESOLVE_INTERVAL_MS: z.coerce.number().int().min(1_000).default(15_000),
     MEDIA_ADDR: grpcAddress.default('127.0.0.1:50055'),
     /** 'leased' (default): leased budgets (DESIGN §2); 'ledger': one Ledger.Admit per request. */
     EDGE_ADMISSION: z.enum(['ledger', 'leased']).default('leased'),
@@ -27,7 +29,7 @@ await runBusService(
     /** Absolute origin of hosted image URLs (e.g. https://gateway.example.com); unset: the request's Host header. */
     EDGE_PUBLIC_URL: z.string().regex(/^https?:\/\/[^/?#]+\/?$/, 'expected http(s)://host[:port]').optional(),
   },
-  (config, bus, logger, { metrics }) =>
+  (config, bus, logger, { metrics, internalAuth }) =>
     startEdge({
       host: config.HOST,
       port: config.PORT,
@@ -38,6 +40,7 @@ await runBusService(
       mediaAddress: config.MEDIA_ADDR,
       admission: config.EDGE_ADMISSION,
       routerTransport: config.EDGE_ROUTER_TRANSPORT,
+      routerResolveIntervalMs: config.EDGE_ROUTER_RESOLVE_INTERVAL_MS,
       ...(config.GATEWAY_REASONING_TAG_KEY ? { reasoningTagKey: config.GATEWAY_REASONING_TAG_KEY } : {}),
       overload: {
         maxInFlightRequests: config.EDGE_MAX_IN_FLIGHT,
@@ -47,6 +50,7 @@ await runBusService(
       drainTimeoutMs: config.EDGE_DRAIN_TIMEOUT_MS,
       ...(config.EDGE_PUBLIC_URL ? { publicUrl: config.EDGE_PUBLIC_URL } : {}),
       metrics,
+      internalAuth,
       bus,
       logger,
     }),

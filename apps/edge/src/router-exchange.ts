@@ -1,4 +1,5 @@
 import {
+  activeTraceparent,
   ErrorReason,
   GatewayError,
   GrpcStatus,
@@ -37,6 +38,16 @@ export interface RouterExchangeOptions {
   maxQueuedMessages?: number;
   /** Bound on a non-streamed exchange when the caller gives none. Default 10 minutes. */
   defaultDeadlineMs?: number;
+  /** Internal credential the Exchange calls carry. */
+  credential?: string;
+  /**
+   * After this long a call takes no new exchanges: the next one opens a fresh call and the old one is
+   * ended once its last exchange answers. Keeps every call younger than the routing server's
+   * max_connection_age, which would otherwise cut it. Default 60 s.
+   */
+  maxCallAgeMs?: number;
+  /** A call broke (not a drain the router asked for): the router there may be gone. */
+  onCallLost?: () => void;
 }
 
 type Frame = NonNullable<ExchangeResponse['frame']>;
@@ -67,6 +78,7 @@ class ExchangeCall {
   /** The router is shutting down: no new exchanges here; the call is ended once the last one answers. */
   draining = false;
   gone = false;
+  readonly openedAt = Date.now();
   private ended = false;
   private nextId = 1;
 
@@ -110,8 +122,16 @@ class ExchangeCall {
   /** Tells the router to stop working on an exchange nobody waits for any more. */
   cancel(id: number): void {
     // Written before close(): closing the last exchange of a draining call ends (half-closes) it.
-    if (!this.gone && !this.ended) this.call.write(ExchangeRequest.encode({ exchangeId: id, frame: { $case: 'cancel', value: {} } }).finish());
+    if (!this.gone && !this.ended) this.call.write(ExchangeRequest.encode({ exchangeId: id, frame: { $case: 'cancel', value: {} }, traceParent: '' }).finish());
     this.close(id);
+  }
+
+  /** Takes no new exchanges; ends once the open ones answered (as a drain the router asked for). */
+  retire(): void {
+    if (this.draining || this.gone) return;
+    this.draining = true;
+    this.onGone(this);
+    if (this.pending.size === 0) this.endCall();
   }
 
   shutdown(reason: string): void {
@@ -155,6 +175,9 @@ export class RouterExchange implements ChatRouter {
   private readonly maxFrameBytes: number;
   private readonly maxQueuedMessages: number;
   private readonly defaultDeadlineMs: number;
+  private readonly credential: string | undefined;
+  private readonly maxCallAgeMs: number;
+  private readonly onCallLost: (() => void) | undefined;
   private closed = false;
 
   constructor(
@@ -166,6 +189,16 @@ export class RouterExchange implements ChatRouter {
     this.maxFrameBytes = options.maxFrameBytes ?? 1024 * 1024;
     this.maxQueuedMessages = options.maxQueuedMessages ?? 262_144;
     this.defaultDeadlineMs = options.defaultDeadlineMs ?? 10 * 60_000;
+    this.credential = options.credential;
+    this.maxCallAgeMs = options.maxCallAgeMs ?? 60_000;
+    this.onCallLost = options.onCallLost;
+  }
+
+  /** Exchanges waiting for an answer, over every call (the pool's least-loaded tie-break, tests). */
+  get openExchanges(): number {
+    let open = 0;
+    for (const call of this.calls) open += call.pending.size;
+    return open;
   }
 
   chat(request: ChatRequest, settings: CallSettings = {}): Promise<ChatResponse> {
@@ -296,18 +329,25 @@ export class RouterExchange implements ChatRouter {
   private frameFor(request: ExchangeRequest['frame']): { exchange: ExchangeCall; id: number; frame: Uint8Array } | undefined {
     const exchange = this.callForNewExchange();
     const id = exchange.allocate();
-    const frame = ExchangeRequest.encode({ exchangeId: id, frame: request }).finish();
+    // The request's trace context rides in the frame: routing's span for this exchange is its child.
+    const frame = ExchangeRequest.encode({ exchangeId: id, frame: request, traceParent: activeTraceparent() }).finish();
     return frame.length > this.maxFrameBytes ? undefined : { exchange, id, frame };
   }
 
   private callForNewExchange(): ExchangeCall {
     if (this.closed) throw new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_INTERNAL, 'edge stopping');
     const current = this.current;
-    if (current && !current.draining && !current.gone) return current;
-    const call: ExchangeCall = new ExchangeCall(openDuplexCall(this.client, RouterServiceService.exchange.path, ExchangeResponse.decode), (finished) => {
+    if (current && !current.draining && !current.gone) {
+      if (Date.now() - current.openedAt < this.maxCallAgeMs) return current;
+      current.retire();
+    }
+    const call: ExchangeCall = new ExchangeCall(openDuplexCall(this.client, RouterServiceService.exchange.path, ExchangeResponse.decode, this.credential), (finished) => {
       if (this.current === finished) this.current = undefined;
       // A draining call stays in `calls` (so close() can end it) until it is gone.
-      if (finished.gone) this.calls.delete(finished);
+      if (finished.gone) {
+        this.calls.delete(finished);
+        if (!finished.draining && !this.closed) this.onCallLost?.();
+      }
     });
     this.calls.add(call);
     this.current = call;

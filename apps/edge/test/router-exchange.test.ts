@@ -240,4 +240,28 @@ describe('RouterExchange', () => {
     expect(await pending).toMatchObject({ status: GrpcStatus.UNAVAILABLE });
     expect(() => exchange.chat(chatRequest('req_after_close'), {})).toThrow(/edge stopping/);
   });
+
+  it('moves new exchanges to a fresh call once the call is older than maxCallAgeMs, and ends the old one after its last answer', async () => {
+    router.streamScript = async function* (request) {
+      yield startEvent(request);
+      for (const word of ['slow', 'stream', 'across', 'rotation']) {
+        await sleep(40);
+        yield deltaEvent(`${word} `);
+      }
+      yield { event: { $case: 'usage', value: usage(3, 4) } };
+    };
+    const lost: number[] = [];
+    const exchange = exchangeTo(server.address, { maxCallAgeMs: 50, onCallLost: () => lost.push(1) });
+    const callsBefore = router.exchangeCalls;
+    const endedBefore = router.exchangeCallsEndedByCaller;
+    const stream = collect(exchange.chatStream({ chat: chatRequest('stream_rotating', 'x'), combinedStart: false }));
+    await sleep(80);
+    const answer = await exchange.chat(chatRequest('req_after_rotation'), {});
+    expect(answer.id).toBe('chatcmpl-req_after_rotation');
+    expect(router.exchangeCalls - callsBefore).toBe(2);
+    // The stream on the retired call finished whole; then that call was ended by the edge, not broken.
+    expect(await stream).toEqual({ text: 'slow stream across rotation ' });
+    await eventually(() => expect(router.exchangeCallsEndedByCaller - endedBefore).toBe(1), 2_000, 20);
+    expect(lost).toEqual([]);
+  });
 });

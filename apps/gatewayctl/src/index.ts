@@ -6,7 +6,9 @@ import {
   GatewayError,
   grpcAddress,
   GrpcStatus,
+  readAdminToken,
   readRuntimeAddresses,
+  ADMIN_TOKEN_FILE,
   RUNTIME_ADDRESSES_FILE,
   type PromiseClient,
   type RuntimeAddresses,
@@ -41,7 +43,7 @@ const GLOBAL_OPTIONS: Record<string, OptionSpec> = {
   catalog: { type: 'string', description: 'catalog service address (env CATALOG_ADDR, default 127.0.0.1:50052)', placeholder: 'HOST:PORT' },
   'data-dir': {
     type: 'string',
-    description: `a running npm start's data dir, whose ${RUNTIME_ADDRESSES_FILE} names the addresses no flag or env gives (env GATEWAY_DATA_DIR, default .data)`,
+    description: `a running npm start's data dir, whose ${RUNTIME_ADDRESSES_FILE} names the addresses no flag or env gives and whose ${ADMIN_TOKEN_FILE} is the admin credential when GATEWAY_ADMIN_TOKEN is unset (env GATEWAY_DATA_DIR, default .data)`,
     placeholder: 'DIR',
   },
   help: { type: 'boolean', description: 'show help' },
@@ -82,6 +84,9 @@ function overview(group?: string): string {
 function describeError(error: GatewayError, service: ServiceName | undefined, address: string | undefined): string {
   if (error.status === GrpcStatus.UNAVAILABLE || error.status === GrpcStatus.DEADLINE_EXCEEDED) {
     return `cannot reach ${service ?? 'the service'}${address ? ` at ${address}` : ''}: ${error.message}`;
+  }
+  if (error.status === GrpcStatus.UNAUTHENTICATED || error.status === GrpcStatus.PERMISSION_DENIED) {
+    return `${service ?? 'the service'} refused the call: ${error.message}; set GATEWAY_ADMIN_TOKEN to the gateway's admin credential`;
   }
   const reason = ErrorReason[error.reason]?.replace(/^ERROR_REASON_/, '') ?? String(error.reason);
   const statusName = GrpcStatus[error.status] ?? String(error.status);
@@ -169,8 +174,11 @@ export async function runGatewayctl(argv: string[], io: GatewayctlIo): Promise<n
   // else the multi-process stack's fixed port.
   const dataDir = (values['data-dir'] as string | undefined) ?? io.env.GATEWAY_DATA_DIR ?? '.data';
   let running: RuntimeAddresses | undefined;
+  // The admin credential every call carries: GATEWAY_ADMIN_TOKEN (the first, if it lists several), else npm start's file.
+  let credential: string | undefined;
   try {
     running = readRuntimeAddresses(dataDir);
+    credential = io.env.GATEWAY_ADMIN_TOKEN?.split(',')[0]?.trim() || readAdminToken(dataDir);
   } catch (error) {
     return fail((error as Error).message);
   }
@@ -211,9 +219,9 @@ export async function runGatewayctl(argv: string[], io: GatewayctlIo): Promise<n
     };
   };
   const context: CommandContext = {
-    auth: lazily('auth', (): PromiseClient<AuthServiceClient> => createClient(AuthServiceClient, AuthServiceService, addresses.auth)),
-    ledger: lazily('ledger', (): PromiseClient<LedgerServiceClient> => createClient(LedgerServiceClient, LedgerServiceService, addresses.ledger)),
-    catalog: lazily('catalog', (): PromiseClient<CatalogServiceClient> => createClient(CatalogServiceClient, CatalogServiceService, addresses.catalog)),
+    auth: lazily('auth', (): PromiseClient<AuthServiceClient> => createClient(AuthServiceClient, AuthServiceService, addresses.auth, { credential })),
+    ledger: lazily('ledger', (): PromiseClient<LedgerServiceClient> => createClient(LedgerServiceClient, LedgerServiceService, addresses.ledger, { credential })),
+    catalog: lazily('catalog', (): PromiseClient<CatalogServiceClient> => createClient(CatalogServiceClient, CatalogServiceService, addresses.catalog, { credential })),
     json: values.json === true,
     stdout: io.stdout,
     stderr: io.stderr,

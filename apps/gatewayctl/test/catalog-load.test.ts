@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient, type PromiseClient } from '@gateway/platform';
 import { CatalogServiceClient, CatalogServiceService } from '@gateway/proto';
-import { createTestBus, createTestDatabase, natsUrl, type TestBus, type TestDatabase } from '@gateway/testing';
+import { createTestBus, createTestDatabase, natsUrl, type TestBus, type TestDatabase, TEST_ADMIN_TOKEN, TEST_INTERNAL_TOKEN, testInternalAuthEnv } from '@gateway/testing';
 import { cli } from './run-cli.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
@@ -61,9 +61,10 @@ describe('gatewayctl catalog load against the real catalog service', () => {
       NATS_NAMESPACE: testBus.namespace,
       LOG_LEVEL: 'info',
       GATEWAY_CONFIG: '',
+      ...testInternalAuthEnv,
     });
-    client = createClient(CatalogServiceClient, CatalogServiceService, catalog.address);
-    env = { CATALOG_ADDR: catalog.address };
+    client = createClient(CatalogServiceClient, CatalogServiceService, catalog.address, { credential: TEST_INTERNAL_TOKEN });
+    env = { CATALOG_ADDR: catalog.address, GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN };
   }, 120_000);
 
   afterAll(async () => {
@@ -151,7 +152,7 @@ describe('gatewayctl catalog load against the real catalog service', () => {
     const before = await client.getSnapshot({ ifVersionNot: '' });
     const path = join(directory, 'small.yaml');
     await writeFile(path, 'providers: [{ id: sim, kind: simulated }]\nlimit_groups: [{ id: default, tiers: {} }]\nmodels: [{ id: only, created: 1, offers: [{ provider: sim, endpoints: [embeddings] }] }]\n');
-    const result = await cli(['catalog', 'load', path, '--dry-run', '--catalog', catalog.address]);
+    const result = await cli(['catalog', 'load', path, '--dry-run', '--catalog', catalog.address], { GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN });
     expect(result.code).toBe(0);
     expect(result.stdout).toMatch(/is valid \(dry run, nothing changed\); version [0-9a-f]{64}, 1 models/);
     expect((await client.getSnapshot({ ifVersionNot: '' })).version).toBe(before.version);

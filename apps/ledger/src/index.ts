@@ -1,5 +1,6 @@
 import {
   busCheck, migrate, observePool, postgresCheck, startGrpcServer, subjects, type EventBus, type Logger, type Registry, type Subscription,
+  type InternalAuth,
 } from '@gateway/platform';
 import { LeaseRecall, LedgerServiceService } from '@gateway/proto';
 import { createLedgerDatabase } from './database.js';
@@ -39,6 +40,8 @@ export interface LedgerServiceOptions {
   reclaimLeasesOnStart?: boolean;
   /** The process's metrics registry (refusals, settlement, open holds, Postgres pool, dependency health). */
   metrics?: Registry;
+  /** Internal gRPC authentication: what its server accepts and its clients send. Unset: unchecked. */
+  internalAuth?: InternalAuth;
 }
 
 export interface RunningLedgerService {
@@ -73,6 +76,7 @@ export async function startLedgerService(options: LedgerServiceOptions): Promise
     if (reclaimed > 0) logger.info({ leases: reclaimed }, 'leases of a previous run closed; their unsettled rest is available again');
   }
   const server = await startGrpcServer({
+    credentials: options.internalAuth?.accepted,
     address: options.listenAddress,
     services: [{
       definition: LedgerServiceService,

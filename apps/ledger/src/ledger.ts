@@ -45,6 +45,8 @@ export interface SettlementItem {
   streamed: boolean;
   /** The lease the request was admitted against; '' for a per-request reservation. */
   leaseId?: string;
+  /** The request's W3C traceparent ('' or absent: not traced); the settlement span links to it. */
+  traceParent?: string;
 }
 
 export type LeaseOutcome =

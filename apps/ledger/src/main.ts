@@ -14,7 +14,7 @@ await runBusService(
     SETTLEMENT_ACK_WAIT_MS: z.coerce.number().int().positive().default(30_000),
     SETTLEMENT_CONCURRENCY: z.coerce.number().int().min(1).max(16).default(2),
   },
-  (config, bus, logger, { metrics }) =>
+  (config, bus, logger, { metrics, internalAuth }) =>
     startLedgerService({
       listenAddress: config.GRPC_LISTEN,
       databaseUrl: config.DATABASE_URL,
@@ -25,5 +25,6 @@ await runBusService(
       sweepIntervalMs: config.SWEEP_INTERVAL_MS,
       consumer: { ackWaitMs: config.SETTLEMENT_ACK_WAIT_MS, concurrency: config.SETTLEMENT_CONCURRENCY },
       metrics,
+      internalAuth,
     }),
 );

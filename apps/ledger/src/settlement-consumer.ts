@@ -1,4 +1,16 @@
-import { subjects, type DurableMessage, type EventBus, type Logger, type Subscription } from '@gateway/platform';
+import {
+  endSpanWithError,
+  linkTo,
+  SpanKind,
+  subjects,
+  tracer,
+  tracingEnabled,
+  type DurableMessage,
+  type EventBus,
+  type Logger,
+  type Span,
+  type Subscription,
+} from '@gateway/platform';
 import { Usage, UsageEvent, UsageEventBatch, UsageOutcome } from '@gateway/proto';
 import { computeCostPicoParsed, PricingCache, PricingError } from './cost.js';
 import type { Ledger, SettlementItem } from './ledger.js';
@@ -95,11 +107,27 @@ export function prepareBatch(
       items.push({
         requestId: event.requestId, accountId: event.accountId, keyId: event.keyId, modelId: event.modelId,
         providerId: event.providerId, endpoint: event.endpoint, served, usage, costPico,
-        occurredAtMs: event.occurredAtMs, streamed: event.streamed, leaseId: event.leaseId ?? '',
+        occurredAtMs: event.occurredAtMs, streamed: event.streamed, leaseId: event.leaseId ?? '', traceParent: event.traceParent,
       });
     }
   }
   return { items, rejected };
+}
+
+function settlementSpan(subject: string, messages: number, items: readonly SettlementItem[]): Span {
+  const links = [];
+  for (const item of items) {
+    const link = linkTo(item.traceParent);
+    if (link) links.push({ ...link, attributes: { 'gateway.request_id': item.requestId } });
+  }
+  return tracer().startSpan('usage settle', {
+    kind: SpanKind.CONSUMER,
+    links,
+    attributes: {
+      'messaging.system': 'nats', 'messaging.operation.type': 'process', 'messaging.destination.name': subject,
+      'messaging.batch.message_count': messages, 'gateway.settlement.events': items.length,
+    },
+  });
 }
 
 /**
@@ -128,7 +156,19 @@ export async function startSettlementConsumers(
       logger.error({ rejected: rejected.map(({ msgId, requestId, reason }) => ({ msgId, requestId, reason })) }, 'usage events rejected; kept in ledger.rejected_events');
       await ledger.recordRejected(rejected);
     }
-    const result = await ledger.settle(items);
+    // One span per settled bus batch, linked to every request whose usage it settled (each its own trace).
+    const span = tracingEnabled() ? settlementSpan(subject, batch.length, items) : undefined;
+    let result: Awaited<ReturnType<Ledger['settle']>>;
+    try {
+      result = await ledger.settle(items);
+    } catch (error) {
+      if (span) endSpanWithError(span, error);
+      throw error;
+    }
+    if (span) {
+      span.setAttributes({ 'gateway.settlement.charged': result.charged, 'gateway.settlement.duplicates': result.duplicates });
+      span.end();
+    }
     if (metrics) {
       const failed = items.reduce((count, item) => count + (item.served ? 0 : 1), 0);
       metrics.settled(result, failed, (performance.now() - startedAt) / 1000);

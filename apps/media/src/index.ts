@@ -1,4 +1,4 @@
-import { ErrorReason, GatewayError, GrpcStatus, postgresCheck, startGrpcServer, unary, type Logger, type Registry } from '@gateway/platform';
+import { ErrorReason, GatewayError, GrpcStatus, postgresCheck, startGrpcServer, unary, type Logger, type Registry, type InternalAuth } from '@gateway/platform';
 import { MediaServiceService, type MediaServiceServer } from '@gateway/proto';
 import { DEFAULT_PDF_LIMITS, extractPdfText, type PdfTextLimits } from './pdf-text.js';
 import { fetchUrl, type UrlFetchLimits } from './url-fetch/fetch-url.js';
@@ -31,6 +31,8 @@ export interface MediaServiceOptions {
   audioLimits?: Partial<AudioLimits>;
   /** The process's metrics registry (the media service has no dependency to report; Node's own metrics). */
   metrics?: Registry;
+  /** Internal gRPC authentication: what its server accepts and its clients send. Unset: unchecked. */
+  internalAuth?: InternalAuth;
 }
 
 export interface RunningMediaService {
@@ -93,11 +95,13 @@ export async function startMediaService(options: MediaServiceOptions): Promise<R
     getImage: unary(logger, 'GetImage', (request) => (images ? images.getImage(request.imageId) : noImageStore())),
   };
   const server = await startGrpcServer({
+    credentials: options.internalAuth?.accepted,
     address: options.listenAddress,
     services: [{ definition: MediaServiceService, implementation, name: 'gateway.v1.MediaService' }],
     logger,
     // With an image store, health follows its Postgres (conversion alone needs nothing outside the process).
     ...(options.databaseUrl ? { dependencies: [postgresCheck(options.databaseUrl, 'media')] } : {}),
+    ...(options.metrics ? { metrics: options.metrics } : {}),
   });
   return {
     address: server.address,

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { commonEnv, createLogger, grpcAddress, loadConfig, postgresUrl, runMain, startProcessMetrics } from '@gateway/platform';
+import { commonEnv, createLogger, grpcAddress, loadConfig, postgresUrl, runMain, serviceInternalAuth, startProcessMetrics } from '@gateway/platform';
 import { startMediaService } from './index.js';
 
 const logger = createLogger('media');
@@ -13,6 +13,7 @@ void runMain('media', logger, async () => {
     MEDIA_IMAGE_TTL_SECONDS: z.coerce.number().int().min(60).max(7 * 24 * 3600).default(3_600),
   });
   logger.level = config.LOG_LEVEL;
+  const internalAuth = serviceInternalAuth(logger, false);
   // No NATS for media (runBusService is for the services that have it): the metrics server is started here.
   const metrics = await startProcessMetrics(logger);
   try {
@@ -20,6 +21,7 @@ void runMain('media', logger, async () => {
       listenAddress: config.GRPC_LISTEN,
       logger,
       metrics: metrics.registry,
+      internalAuth,
       databaseUrl: config.DATABASE_URL,
       imageHosting: { ttlSeconds: config.MEDIA_IMAGE_TTL_SECONDS },
     });

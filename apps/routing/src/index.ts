@@ -1,4 +1,4 @@
-import { busCheck, createClient, newId, startGrpcServer, subjects, type EventBus, type Logger, type Registry } from '@gateway/platform';
+import { busCheck, createClient, newId, startGrpcServer, subjects, type EventBus, type Logger, type Registry, type InternalAuth } from '@gateway/platform';
 import { CatalogServiceClient, CatalogServiceService, ProviderStats } from '@gateway/proto';
 import { CatalogCache } from './catalog/catalog-cache.js';
 import { routerService, routerServiceDefinition } from './grpc/router-service.js';
@@ -36,6 +36,10 @@ export interface RoutingServiceOptions {
   usage?: Omit<UsagePublisherOptions, 'bus' | 'logger'>;
   /** The process's metrics registry (provider attempts and health, usage publishing and outbox, dependency health). */
   metrics?: Registry;
+  /** Internal gRPC authentication: what its server accepts and its clients send. Unset: unchecked. */
+  internalAuth?: InternalAuth;
+  /** GOAWAY to connections older than this, so edges balancing over a headless Service see new pods (README "Edge to routing"). */
+  maxConnectionAgeMs?: number;
 }
 
 export interface RunningRoutingService {
@@ -45,7 +49,7 @@ export interface RunningRoutingService {
 
 export async function startRoutingService(options: RoutingServiceOptions): Promise<RunningRoutingService> {
   const logger = options.logger;
-  const catalogClient = createClient(CatalogServiceClient, CatalogServiceService, options.catalogAddress);
+  const catalogClient = createClient(CatalogServiceClient, CatalogServiceService, options.catalogAddress, { credential: options.internalAuth?.credential });
   const catalog = new CatalogCache({
     getSnapshot: (request) => catalogClient.getSnapshot(request),
     bus: options.bus,
@@ -94,11 +98,13 @@ export async function startRoutingService(options: RoutingServiceOptions): Promi
   });
   const exchanges = new ExchangeService(router, logger);
   const server = await startGrpcServer({
+    credentials: options.internalAuth?.accepted,
     address: options.listenAddress,
     services: [{ definition: routerServiceDefinition, implementation: routerService(router, logger, exchanges), name: 'gateway.v1.RouterService' }],
     logger,
     dependencies: [busCheck(options.bus)],
     ...(options.metrics ? { metrics: options.metrics } : {}),
+    ...(options.maxConnectionAgeMs ? { maxConnectionAgeMs: options.maxConnectionAgeMs } : {}),
   });
   return {
     address: server.address,

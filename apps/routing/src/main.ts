@@ -13,8 +13,10 @@ await runBusService(
     // One directory per process (it is locked; a restart on the same one replays it). Unset: one per
     // listen port under .data/usage-outbox/; "none" disables the durable outbox.
     USAGE_OUTBOX_DIR: z.string().optional(),
+    // GOAWAY after this (0: never), so clients re-resolve and new routing pods get calls; README "Edge to routing".
+    ROUTING_MAX_CONNECTION_AGE_MS: z.coerce.number().int().min(0).default(300_000),
   },
-  (config, bus, logger, { metrics }) => {
+  (config, bus, logger, { metrics, internalAuth }) => {
     const outboxDirectory =
       config.USAGE_OUTBOX_DIR ?? join('.data', 'usage-outbox', `routing-${config.GRPC_LISTEN.replace(/[^A-Za-z0-9.-]+/g, '_')}`);
     return startRoutingService({
@@ -24,6 +26,8 @@ await runBusService(
       logger,
       usage: { publisher: config.USAGE_PUBLISHER, ...(outboxDirectory === 'none' ? {} : { outboxDirectory }) },
       metrics,
+      internalAuth,
+      maxConnectionAgeMs: config.ROUTING_MAX_CONNECTION_AGE_MS || undefined,
     });
   },
 );

@@ -362,7 +362,7 @@ describe('routing service', () => {
     });
     call.on('error', (error: unknown) => { state.error = error; state.closed = true; });
     call.on('end', () => { state.closed = true; });
-    const send = (request: ExchangeRequest) => call.write(ExchangeRequest.encode(request).finish());
+    const send = (request: Omit<ExchangeRequest, 'traceParent'>) => call.write(ExchangeRequest.encode({ traceParent: '', ...request }).finish());
     return { call, frames, state, send };
   }
 

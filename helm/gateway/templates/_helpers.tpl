@@ -82,6 +82,30 @@ app.kubernetes.io/part-of: {{ include "gateway.name" .root }}
 - name: OTEL_EXPORTER_OTLP_ENDPOINT
   value: {{ . | quote }}
 {{- end }}
+{{- if .Values.metrics.enabled }}
+- name: METRICS_PORT
+  value: {{ .Values.metrics.port | quote }}
+- name: METRICS_HOST
+  value: "0.0.0.0"
+{{- end }}
+{{- end -}}
+
+{{/* The metrics port of a service container (metrics.enabled). */}}
+{{- define "gateway.metricsContainerPort" -}}
+{{- if .Values.metrics.enabled }}
+- name: metrics
+  containerPort: {{ .Values.metrics.port }}
+  protocol: TCP
+{{- end }}
+{{- end -}}
+
+{{/* prometheus.io/* pod annotations for annotation-driven scrape configs (metrics.annotations). */}}
+{{- define "gateway.metricsAnnotations" -}}
+{{- if and .Values.metrics.enabled .Values.metrics.annotations }}
+prometheus.io/scrape: "true"
+prometheus.io/port: {{ .Values.metrics.port | quote }}
+prometheus.io/path: /metrics
+{{- end }}
 {{- end -}}
 
 {{/* DATABASE_URL from the external Secret, or from the dev Secret. */}}
@@ -109,6 +133,30 @@ app.kubernetes.io/part-of: {{ include "gateway.name" .root }}
       name: {{ required "keyHash.secret.name is required (or devSecrets.enabled)" .Values.keyHash.secret.name }}
       key: {{ required "keyHash.secret.key is required" .Values.keyHash.secret.key }}
       {{- end }}
+{{- end -}}
+
+{{/*
+Internal gRPC credentials (README "Internal authentication"): every service presents the service
+token; only auth, ledger and catalog (the services with admin RPCs) and the gatewayctl Job get the
+admin token. Argument: (dict "root" $ "service" true "admin" true).
+*/}}
+{{- define "gateway.internalAuthEnv" -}}
+{{- $root := .root -}}
+{{- $secret := $root.Values.internalAuth.secret -}}
+{{- range $entry := list (list .service "GATEWAY_INTERNAL_TOKEN" "internal-service-token" $secret.serviceTokenKey) (list .admin "GATEWAY_ADMIN_TOKEN" "internal-admin-token" $secret.adminTokenKey) }}
+{{- if index $entry 0 }}
+- name: {{ index $entry 1 }}
+  valueFrom:
+    secretKeyRef:
+      {{- if $root.Values.devSecrets.enabled }}
+      name: {{ include "gateway.devSecretName" $root }}
+      key: {{ index $entry 2 }}
+      {{- else }}
+      name: {{ required "internalAuth.secret.name is required (or devSecrets.enabled)" $secret.name }}
+      key: {{ index $entry 3 }}
+      {{- end }}
+{{- end }}
+{{- end }}
 {{- end -}}
 
 {{/* Provider API keys for routing: the providerSecrets refs, plus the dev Secret's entries. */}}

@@ -1,10 +1,12 @@
 import { z } from 'zod';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
-import { commonEnv, ConfigError, loadConfig, natsUrl } from './config.js';
+import { commonEnv, ConfigError, internalAuthEnv, internalAuthFromEnv, loadConfig, natsUrl } from './config.js';
+import type { InternalAuth } from './grpc/internal-auth.js';
 import { createLogger } from './logger.js';
 import { NatsEventBus, type EventBus } from './bus/index.js';
 import { startProcessMetrics } from './metrics/metrics-server.js';
+import { startTelemetry } from './telemetry.js';
 
 export interface Stoppable {
   stop(): Promise<void>;
@@ -27,7 +29,10 @@ export class StartupError extends Error {
  */
 export async function runMain(name: string, logger: Logger, start: () => Promise<Stoppable>): Promise<void> {
   let running: Stoppable;
+  // Tracing first (when configured): every span of the service, from its first call, has a provider.
+  let stopTelemetry: () => Promise<void> = async () => {};
   try {
+    stopTelemetry = await startTelemetry(name, logger);
     running = await start();
   } catch (error) {
     if (error instanceof ConfigError || error instanceof StartupError) {
@@ -38,6 +43,7 @@ export async function runMain(name: string, logger: Logger, start: () => Promise
       const cause = error instanceof Error ? error : new Error(`rejected with ${String(error)}`);
       logger.fatal({ err: cause }, `${name} failed to start: ${cause.message}`);
     }
+    await stopTelemetry();
     process.exit(1);
   }
   let stopping = false;
@@ -45,14 +51,18 @@ export async function runMain(name: string, logger: Logger, start: () => Promise
     if (stopping) { process.exit(130); }
     stopping = true;
     logger.info({ signal }, `${name} stopping`);
-    running.stop().then(() => process.exit(0), (error: unknown) => {
+    // Spans of the last requests are flushed after the service stopped taking them.
+    running.stop().then(() => stopTelemetry().then(() => process.exit(0)), (error: unknown) => {
       logger.error({ err: error }, 'unclean stop');
-      process.exit(1);
+      void stopTelemetry().finally(() => process.exit(1));
     });
   };
   process.once('SIGINT', () => stop('SIGINT'));
   process.once('SIGTERM', () => stop('SIGTERM'));
 }
+
+/** The services whose RPCs include admin ones (internal-auth ADMIN_METHODS): they need GATEWAY_ADMIN_TOKEN. */
+const ADMIN_SERVICES = new Set(['auth', 'ledger', 'catalog']);
 
 /** Env every NATS-connected service reads (an empty NATS_NAMESPACE counts as unset). */
 export const busEnv = {
@@ -64,6 +74,8 @@ export const busEnv = {
 export interface ServiceRuntime {
   /** The process's metrics registry (served on METRICS_PORT when set). */
   metrics: Registry;
+  /** Internal gRPC authentication (GATEWAY_INTERNAL_TOKEN / GATEWAY_ADMIN_TOKEN); undefined when off. */
+  internalAuth: InternalAuth | undefined;
 }
 
 /**
@@ -87,11 +99,12 @@ export function runBusService<Shape extends z.ZodRawShape>(
     // The shared part, read again with its concrete types (the generic one above is for the caller).
     const shared = loadConfig({ ...commonEnv, ...busEnv });
     logger.level = shared.LOG_LEVEL;
+    const internalAuth = serviceInternalAuth(logger, ADMIN_SERVICES.has(name));
     const metrics = await startProcessMetrics(logger);
     let bus: EventBus | undefined;
     try {
       bus = await NatsEventBus.connect(shared.NATS_URL, logger, { name, namespace: shared.NATS_NAMESPACE });
-      const service = await start(config, bus, logger, { metrics: metrics.registry });
+      const service = await start(config, bus, logger, { metrics: metrics.registry, internalAuth });
       const connected = bus;
       return {
         stop: async () => {
@@ -106,4 +119,14 @@ export function runBusService<Shape extends z.ZodRawShape>(
       throw error;
     }
   });
+}
+
+/**
+ * A service binary's internal authentication from its env (a ConfigError when required and missing).
+ * `adminRpcs`: the service has RPCs only the admin credential may call, so it needs GATEWAY_ADMIN_TOKEN.
+ */
+export function serviceInternalAuth(logger: Logger, adminRpcs: boolean): InternalAuth | undefined {
+  const internalAuth = internalAuthFromEnv(loadConfig(internalAuthEnv), adminRpcs);
+  if (!internalAuth) logger.warn('GATEWAY_INTERNAL_AUTH=off: internal gRPC calls are not authenticated');
+  return internalAuth;
 }

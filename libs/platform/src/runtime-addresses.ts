@@ -54,3 +54,20 @@ export function readRuntimeAddresses(dataDir: string): RuntimeAddresses | undefi
   if (!result.success) throw new Error(`${path} is not a gateway addresses file: ${result.error.issues[0]?.message ?? 'invalid'}`);
   return result.data;
 }
+
+/**
+ * The admin credential of a single-process gateway (`npm start`), kept in its data dir (owner-only) so
+ * `gatewayctl` run by the same user finds it like the addresses.
+ */
+export const ADMIN_TOKEN_FILE = 'admin-token';
+
+/** The data dir's admin token; undefined when the file is absent. */
+export function readAdminToken(dataDir: string): string | undefined {
+  try {
+    const token = readFileSync(join(dataDir, ADMIN_TOKEN_FILE), 'utf8').trim();
+    return token === '' ? undefined : token;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+}

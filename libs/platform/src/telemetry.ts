@@ -1,23 +1,176 @@
+import {
+  context,
+  propagation,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Attributes,
+  type Context,
+  type Link,
+  type Span,
+  type TextMapGetter,
+  type TextMapSetter,
+} from '@opentelemetry/api';
+import type { Metadata } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 
 /**
- * OpenTelemetry tracing, on only when OTEL_EXPORTER_OTLP_ENDPOINT is set (the SDK is loaded lazily so
- * a process without an exporter pays nothing). gRPC and HTTP calls are traced across services.
+ * OpenTelemetry tracing (README "Tracing"). Off unless an OTLP endpoint is configured through the
+ * standard variables (`OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`; also
+ * `OTEL_SERVICE_NAME`, `OTEL_EXPORTER_OTLP_PROTOCOL`, `OTEL_BSP_*`, `OTEL_TRACES_SAMPLER`, and
+ * `OTEL_SDK_DISABLED` / `OTEL_TRACES_EXPORTER=none` to turn it off). The spans are made by the gateway's
+ * own code at the points that matter (HTTP ingress, every gRPC call both sides, each exchange frame,
+ * the upstream request, the usage publish, the settlement): no monkey-patching instrumentation, so
+ * nothing depends on module load order, and a process without tracing pays one boolean test per point.
+ */
+let enabled = false;
+
+export const tracingEnabled = (): boolean => enabled;
+
+/** The one tracer of the gateway's spans. */
+export const tracer = () => trace.getTracer('inference-gateway');
+
+/** Whether the environment asks for tracing. */
+export function telemetryConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
+  if (env.OTEL_SDK_DISABLED === 'true' || env.OTEL_TRACES_EXPORTER === 'none') return false;
+  return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
+}
+
+/**
+ * Starts the SDK (provider, batch processor, OTLP exporter, W3C propagation, async-context manager) when
+ * configured; the returned function flushes and stops it. Called by runMain before the service starts.
  */
 export async function startTelemetry(serviceName: string, logger: Logger): Promise<() => Promise<void>> {
-  if (!process.env.OTEL_EXPORTER_OTLP_ENDPOINT) return async () => {};
-  const [{ NodeSDK }, { OTLPTraceExporter }, { GrpcInstrumentation }, { HttpInstrumentation }] = await Promise.all([
-    import('@opentelemetry/sdk-node'),
-    import('@opentelemetry/exporter-trace-otlp-http'),
-    import('@opentelemetry/instrumentation-grpc'),
-    import('@opentelemetry/instrumentation-http'),
-  ]);
-  const sdk = new NodeSDK({
-    serviceName,
-    traceExporter: new OTLPTraceExporter(),
-    instrumentations: [new GrpcInstrumentation(), new HttpInstrumentation()],
-  });
+  if (!telemetryConfigured()) return async () => {};
+  const { NodeSDK } = await import('@opentelemetry/sdk-node');
+  // gateway-edge, gateway-routing, …; npm start (every service in one process) is just `gateway`.
+  const defaultName = serviceName === 'gateway' ? 'gateway' : `gateway-${serviceName}`;
+  const sdk = new NodeSDK({ serviceName: process.env.OTEL_SERVICE_NAME || defaultName, instrumentations: [] });
   sdk.start();
-  logger.info({ endpoint: process.env.OTEL_EXPORTER_OTLP_ENDPOINT }, 'OpenTelemetry tracing on');
-  return () => sdk.shutdown();
+  enabled = true;
+  logger.info({ endpoint: process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || process.env.OTEL_EXPORTER_OTLP_ENDPOINT }, 'OpenTelemetry tracing on');
+  return async () => {
+    enabled = false;
+    await sdk.shutdown().catch((error: unknown) => logger.warn({ err: error }, 'OpenTelemetry shutdown failed'));
+  };
 }
+
+const metadataSetter: TextMapSetter<Metadata> = { set: (carrier, key, value) => carrier.set(key, value) };
+const metadataGetter: TextMapGetter<Metadata> = {
+  get: (carrier, key) => {
+    const values = carrier.get(key);
+    return values.length > 0 ? String(values[0]) : undefined;
+  },
+  keys: (carrier) => Object.keys(carrier.getMap()),
+};
+
+/** Writes the span's context into gRPC metadata (traceparent). */
+export function injectIntoMetadata(span: Span, metadata: Metadata): void {
+  propagation.inject(trace.setSpan(context.active(), span), metadata, metadataSetter);
+}
+
+/** The caller's context a gRPC call carried (the root context when it carried none). */
+export function contextFromMetadata(metadata: Metadata): Context {
+  return propagation.extract(ROOT_CONTEXT, metadata, metadataGetter);
+}
+
+/** The active context as a W3C traceparent; '' when tracing is off or nothing is active. */
+export function activeTraceparent(): string {
+  if (!enabled) return '';
+  const carrier: { traceparent?: string } = {};
+  propagation.inject(context.active(), carrier);
+  return carrier.traceparent ?? '';
+}
+
+/** The context a traceparent names (root when empty or malformed). */
+export function contextFromTraceparent(traceparent: string | undefined): Context {
+  if (!traceparent) return ROOT_CONTEXT;
+  return propagation.extract(ROOT_CONTEXT, { traceparent });
+}
+
+/** A link to the span a traceparent names; undefined when it names none. */
+export function linkTo(traceparent: string | undefined): Link | undefined {
+  const spanContext = trace.getSpanContext(contextFromTraceparent(traceparent));
+  return spanContext ? { context: spanContext } : undefined;
+}
+
+/** The trace and span id of a span, for log lines; undefined when it is not a real (sampled-in) span. */
+export function traceIdsOf(span: Span | undefined): { trace_id: string; span_id: string } | undefined {
+  const spanContext = span?.spanContext();
+  if (!spanContext || !trace.isSpanContextValid(spanContext)) return undefined;
+  return { trace_id: spanContext.traceId, span_id: spanContext.spanId };
+}
+
+/**
+ * The span of one HTTP request the edge serves (kind SERVER), the child of the caller's `traceparent`
+ * header when it sent one, and the context to run the request in. Named by method now; the tracker
+ * renames it with the route template when the request ends.
+ */
+export function startHttpServerSpan(
+  request: { method?: string | undefined; headers: Record<string, string | string[] | undefined> },
+  requestId: string,
+): { span: Span; context: Context } {
+  const parent = propagation.extract(ROOT_CONTEXT, request.headers);
+  const method = request.method ?? 'GET';
+  const span = tracer().startSpan(method, {
+    kind: SpanKind.SERVER,
+    attributes: { 'http.request.method': method, 'gateway.request_id': requestId },
+  }, parent);
+  return { span, context: trace.setSpan(parent, span) };
+}
+
+/**
+ * A client span for one upstream HTTP request (the provider call), the child of the active span, and
+ * the headers to send with it (its traceparent added); undefined when tracing is off.
+ */
+export function startUpstreamSpan<Headers extends Record<string, string>>(
+  method: string,
+  path: string,
+  headers: Headers,
+): { span: Span; headers: Headers & { traceparent?: string } } | undefined {
+  if (!enabled) return undefined;
+  const span = tracer().startSpan(`${method} upstream`, {
+    kind: SpanKind.CLIENT,
+    attributes: { 'http.request.method': method, 'url.path': path.split('?')[0] ?? path },
+  });
+  const carrier: { traceparent?: string } = {};
+  propagation.inject(trace.setSpan(context.active(), span), carrier);
+  return { span, headers: { ...headers, ...carrier } };
+}
+
+/** Ends an upstream span with the answer's status (>= 500 or a transport failure is an error). */
+export function endUpstreamSpan(span: Span, statusCode: number | undefined, error?: unknown): void {
+  if (statusCode !== undefined) span.setAttribute('http.response.status_code', statusCode);
+  if (error !== undefined || (statusCode !== undefined && statusCode >= 500)) endSpanWithError(span, error ?? new Error(`HTTP ${statusCode}`));
+  else span.end();
+}
+
+/** A span of one gRPC call (client or server side), named by its method path. */
+export function startRpcSpan(path: string, kind: SpanKind, parent: Context = context.active()): Span {
+  const slash = path.lastIndexOf('/');
+  return tracer().startSpan(path.slice(1), {
+    kind,
+    attributes: { 'rpc.system': 'grpc', 'rpc.service': path.slice(1, slash), 'rpc.method': path.slice(slash + 1) },
+  }, parent);
+}
+
+/** Ends an RPC span with the call's status code (0 when it succeeded). */
+export function endRpcSpan(span: Span, error?: unknown): void {
+  if (error === undefined || error === null) {
+    span.setAttribute('rpc.grpc.status_code', 0);
+    span.end();
+    return;
+  }
+  const code = (error as { code?: unknown; status?: unknown }).code ?? (error as { status?: unknown }).status;
+  endSpanWithError(span, error, { 'rpc.grpc.status_code': typeof code === 'number' ? code : 2 });
+}
+
+/** Ends a span with an error status and the error's message. */
+export function endSpanWithError(span: Span, error: unknown, attributes?: Attributes): void {
+  if (attributes) span.setAttributes(attributes);
+  span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
+  span.end();
+}
+
+export { context as otelContext, SpanKind, SpanStatusCode, trace as otelTrace, type Span };

@@ -17,9 +17,14 @@ export interface DevKeys {
  * First start: a dev account with 10 credits, a provisioning key and an API key, written to
  * dev-keys.json. Later starts reuse the file when its keys still verify against this database.
  */
-export async function ensureDevAccount(file: string, addresses: { auth: string; ledger: string }): Promise<{ keys: DevKeys; created: boolean }> {
-  const auth = createClient(AuthServiceClient, AuthServiceService, addresses.auth);
-  const ledger = createClient(LedgerServiceClient, LedgerServiceService, addresses.ledger);
+export async function ensureDevAccount(
+  file: string,
+  addresses: { auth: string; ledger: string },
+  /** The admin credential (CreateAccount and TopUp are admin RPCs). */
+  credential?: string,
+): Promise<{ keys: DevKeys; created: boolean }> {
+  const auth = createClient(AuthServiceClient, AuthServiceService, addresses.auth, { credential });
+  const ledger = createClient(LedgerServiceClient, LedgerServiceService, addresses.ledger, { credential });
   try {
     if (existsSync(file)) {
       const saved = JSON.parse(readFileSync(file, 'utf8')) as DevKeys;

@@ -13,9 +13,10 @@ import {
   removeRuntimeAddresses,
   runMain,
   startProcessMetrics,
-  startTelemetry,
   writeRuntimeAddresses,
+  ADMIN_TOKEN_FILE,
   type EventBus,
+  type InternalAuth,
 } from '@gateway/platform';
 import { ensureDevAccount } from './dev-account.js';
 import { lockDataDir } from './data-dir-lock.js';
@@ -40,31 +41,34 @@ const env = loadConfig({
   /** Edge to routing: 'exchange' (default, one multiplexed Router.Exchange call) or 'calls' (a call per request). */
   EDGE_ROUTER_TRANSPORT: z.enum(['exchange', 'calls']).default('exchange'),
   GATEWAY_REASONING_TAG_KEY: z.string().min(16).optional(),
+  /** Internal gRPC credentials; unset: generated into the data dir. */
+  GATEWAY_INTERNAL_TOKEN: z.string().min(32).optional(),
+  GATEWAY_ADMIN_TOKEN: z.string().min(32).optional(),
 });
 
 const logger = createLogger('gateway', env.LOG_LEVEL);
 
-/** The key-hash secret of the embedded default: generated once into the data dir, never printed. */
-function keyHashSecret(dataDir: string): string {
-  if (env.KEY_HASH_SECRET) return env.KEY_HASH_SECRET;
-  const file = join(dataDir, 'key-hash-secret');
+/** A secret of the embedded default: generated once into the data dir (owner-only), never printed. */
+function dataDirSecret(dataDir: string, name: string): string {
+  const file = join(dataDir, name);
   if (!existsSync(file)) writeFileSync(file, randomBytes(32).toString('hex'), { mode: 0o600 });
   return readFileSync(file, 'utf8').trim();
 }
 
-/** The reasoning tag key of the embedded default: kept in the data dir, so tags outlive a restart. */
-function reasoningTagKey(dataDir: string): string {
-  if (env.GATEWAY_REASONING_TAG_KEY) return env.GATEWAY_REASONING_TAG_KEY;
-  const file = join(dataDir, 'reasoning-tag-key');
-  if (!existsSync(file)) writeFileSync(file, randomBytes(32).toString('hex'), { mode: 0o600 });
-  return readFileSync(file, 'utf8').trim();
+/**
+ * The internal gRPC credentials (README "Internal authentication"): a service token every service
+ * presents and an admin token, which `npx gatewayctl` reads from the data dir. Env overrides both.
+ */
+function internalAuth(dataDir: string): InternalAuth {
+  const service = env.GATEWAY_INTERNAL_TOKEN ?? dataDirSecret(dataDir, 'internal-token');
+  const admin = env.GATEWAY_ADMIN_TOKEN ?? dataDirSecret(dataDir, ADMIN_TOKEN_FILE);
+  return { accepted: { service: [service], admin: [admin] }, credential: service };
 }
 
 await runMain('gateway', logger, async () => {
   const dataDir = resolve(env.GATEWAY_DATA_DIR);
   mkdirSync(dataDir, { recursive: true });
   lockDataDir(dataDir);
-  const stopTelemetry = await startTelemetry('gateway', logger);
   let embedded: RunningEmbeddedPostgres | undefined;
   let bus: EventBus | undefined;
   // One registry for every service of this process, on METRICS_PORT when set (on HOST unless METRICS_HOST says otherwise).
@@ -77,25 +81,29 @@ await runMain('gateway', logger, async () => {
       ? await NatsEventBus.connect(env.NATS_URL, logger, { name: 'gateway', namespace: env.NATS_NAMESPACE })
       : // Usage published and not yet settled survives a crash: journaled, redelivered on the next start.
         await InProcessEventBus.open(logger, { journalDirectory: join(dataDir, 'bus') });
+    const credentials = internalAuth(dataDir);
     const stack = await startStack({
       databaseUrl,
       bus,
       logger,
       configPath: env.GATEWAY_CONFIG,
-      keyHashSecret: keyHashSecret(dataDir),
+      keyHashSecret: env.KEY_HASH_SECRET ?? dataDirSecret(dataDir, 'key-hash-secret'),
       port: env.PORT,
       host: env.HOST,
       metrics: metrics.registry,
+      internalAuth: credentials,
       // Usage of streams already answered survives a crash here and is republished on the next start.
       routing: { usageOutboxDirectory: join(dataDir, 'usage-outbox') },
-      edge: { admission: env.EDGE_ADMISSION, routerTransport: env.EDGE_ROUTER_TRANSPORT, reasoningTagKey: reasoningTagKey(dataDir) },
+      edge: { admission: env.EDGE_ADMISSION, routerTransport: env.EDGE_ROUTER_TRANSPORT, reasoningTagKey: env.GATEWAY_REASONING_TAG_KEY ?? dataDirSecret(dataDir, 'reasoning-tag-key') },
       ledger: {
         // The embedded Postgres is this process's alone (the data dir lock), so any open lease is a
         // previous run's: one a crash, or a stop cut short, left unreturned.
         ...(embedded ? { reclaimLeasesOnStart: true } : {}),
-        // Single-process mode is for a developer watching the balance: settle at once rather than
-        // linger (the 50 ms default saves Postgres work under production load, not here).
-        ...(env.NATS_URL ? {} : { consumer: { lingerMs: 2 } }),
+        // Single-process mode is for a developer watching the balance: settle within 25 ms rather than
+        // the 50 ms default. Not less: every settlement transaction's queries run on this one event loop
+        // between requests, and 2 ms (one transaction per few requests at 500 req/s) added ~0.6 ms to the
+        // p50 of every answer (README "Performance", issue 17).
+        ...(env.NATS_URL ? {} : { consumer: { lingerMs: 25 } }),
       },
     });
     // `npx gatewayctl` reads these when no flag or env names an address (the ports are new on every start).
@@ -103,7 +111,7 @@ await runMain('gateway', logger, async () => {
       auth: stack.addresses.auth, ledger: stack.addresses.ledger, catalog: stack.addresses.catalog, edge: stack.url, pid: process.pid,
     });
     const devKeysFile = join(dataDir, 'dev-keys.json');
-    const { keys, created } = await ensureDevAccount(devKeysFile, stack.addresses);
+    const { keys, created } = await ensureDevAccount(devKeysFile, stack.addresses, credentials.accepted.admin[0]);
     process.stdout.write([
       '',
       `Inference gateway listening on ${stack.url}`,
@@ -131,7 +139,6 @@ await runMain('gateway', logger, async () => {
         await ownBus.close();
         await ownPostgres?.stop();
         await metrics.stop();
-        await stopTelemetry();
       },
     };
   } catch (error) {

@@ -4,7 +4,7 @@ import { startEdge, type EdgeOptions } from '@gateway/edge';
 import { startLedgerService, type LedgerServiceOptions } from '@gateway/ledger';
 import { startMediaService } from '@gateway/media';
 import { startRoutingService } from '@gateway/routing';
-import { serviceLogger, type EventBus, type Logger, type Registry } from '@gateway/platform';
+import { serviceLogger, type EventBus, type InternalAuth, type Logger, type Registry } from '@gateway/platform';
 
 /**
  * The composition root: every service in one process, each still behind its own gRPC server on
@@ -44,6 +44,11 @@ export interface StackOptions {
   };
   /** One registry for every service of the process (npm start serves it on METRICS_PORT). */
   metrics?: Registry;
+  /**
+   * Internal gRPC authentication for every service and client of the stack (npm start: tokens of its
+   * data dir). Unset: the stack's loopback servers do not check credentials (tests).
+   */
+  internalAuth?: InternalAuth;
 }
 
 export interface RunningStack {
@@ -58,7 +63,10 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
   const listenAddress = `${grpcHost}:0`;
   // Each service's lines name it once (a pino child would repeat the parent's `service` key).
   const child = (service: string) => serviceLogger(options.logger, service);
-  const metrics = options.metrics ? { metrics: options.metrics } : {};
+  const metrics = {
+    ...(options.metrics ? { metrics: options.metrics } : {}),
+    ...(options.internalAuth ? { internalAuth: options.internalAuth } : {}),
+  };
   const started: { stop(): Promise<void> }[] = [];
   try {
     const [auth, catalog, ledger, media] = await Promise.all([

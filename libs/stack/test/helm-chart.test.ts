@@ -13,7 +13,7 @@ import * as policyV1 from 'kubernetes-models/policy/v1';
 import * as coreV1 from 'kubernetes-models/v1';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
-import { createTestBus, createTestDatabase, eventually, natsUrl, type TestBus, type TestDatabase } from '@gateway/testing';
+import { createTestBus, createTestDatabase, eventually, natsUrl, type TestBus, type TestDatabase, testInternalAuthEnv } from '@gateway/testing';
 import { freePort } from '../src/index.js';
 
 // The chart rendered by a real Go template engine — helm when it is on PATH, otherwise chart-render
@@ -230,6 +230,8 @@ function catalogMount(manifests: Manifest[], workload: Manifest, containerName: 
   return { directory: mount.mountPath as string, files: configMapVolumeFiles(manifests, volume) };
 }
 
+const METRICS_PORT = 9464;
+
 const EXPECTED_INGRESS: Record<Service | 'gatewayctl', Service[] | '*' | []> = {
   edge: '*',
   auth: ['edge'],
@@ -285,6 +287,15 @@ function checkRelease(manifests: Manifest[], label: string) {
     for (const each of [...(pod.initContainers ?? []), ...pod.containers]) {
       expect(each.securityContext, `${context}: ${each.name}`).toMatchObject({ readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
     }
+    // Metrics: the container port the scraper reads (METRICS_PORT), announced by the pod annotations.
+    expect(container.ports.find((port: any) => port.name === 'metrics')?.containerPort, context).toBe(METRICS_PORT);
+    expect(envValue(container, 'METRICS_PORT'), context).toBe(String(METRICS_PORT));
+    expect(workload.spec.template.metadata.annotations, context).toMatchObject({ 'prometheus.io/scrape': 'true', 'prometheus.io/port': String(METRICS_PORT) });
+    // Internal credentials from a Secret, never a value; the admin token only where admin RPCs live.
+    const secretEnv = (name: string) => container.env.find((entry: any) => entry.name === name)?.valueFrom?.secretKeyRef;
+    expect(secretEnv('GATEWAY_INTERNAL_TOKEN')?.name, `${context}: service token from a Secret`).toBeTruthy();
+    expect(secretEnv('GATEWAY_ADMIN_TOKEN') !== undefined, `${context}: admin token only on auth, ledger, catalog`).toBe(['auth', 'ledger', 'catalog'].includes(service));
+    expect(container.env.some((entry: any) => entry.name === 'GATEWAY_INTERNAL_AUTH'), context).toBe(false);
     const tmp = container.volumeMounts.find((mount: any) => mount.mountPath === '/tmp');
     expect(pod.volumes.find((volume: any) => volume.name === tmp?.name)?.emptyDir, `${context}: /tmp is an emptyDir`).toBeDefined();
   }
@@ -316,7 +327,9 @@ function checkRelease(manifests: Manifest[], label: string) {
         : sources.length === 0
           ? []
           : [...sources, ...(job && ['auth', 'catalog', 'ledger'].includes(component) ? ['gatewayctl'] : [])].map((source) => `${source}:${ports[component as Service]}/TCP`);
-    expect(describeRules(policy.spec.ingress, 'from'), context).toEqual(expectedIngress.sort());
+    // Every service's metrics port admits the scraper (the default: Prometheus pods in any namespace), nothing else.
+    const scraper = `${JSON.stringify({ namespaceSelector: {}, podSelector: { matchLabels: { 'app.kubernetes.io/name': 'prometheus' } } })}:${METRICS_PORT}/TCP`;
+    expect(describeRules(policy.spec.ingress, 'from'), context).toEqual([...expectedIngress, ...(component === 'gatewayctl' ? [] : [scraper])].sort());
     expect(describeRules(policy.spec.egress, 'to'), context).toEqual(expectedEgress[component]!.sort());
     for (const rule of policy.spec.egress) {
       for (const peer of rule.to ?? []) {
@@ -339,9 +352,8 @@ function checkRelease(manifests: Manifest[], label: string) {
   expect(headless?.metadata.name, label).toMatch(/-routing-headless$/);
   expect(selects(headless!.spec.selector, routing.spec.template.metadata.labels), label).toBe(true);
   expect(routing.spec.serviceName, label).toBe(headless!.metadata.name);
-  // The edge dials the routing ClusterIP Service (host:port, all today's edge accepts) unless edge.routerHeadless.
-  const routingService = manifests.find((manifest) => manifest.kind === 'Service' && manifest.spec.clusterIP !== 'None' && manifest.metadata.name.endsWith('-routing'));
-  expect(envValue(containerOf(workloadOf(manifests, 'edge'), 'edge'), 'ROUTER_ADDR'), label).toBe(`${routingService!.metadata.name}:${ports.routing}`);
+  // The edge balances over every routing pod: it resolves the headless Service (edge.routerHeadless, the default).
+  expect(envValue(containerOf(workloadOf(manifests, 'edge'), 'edge'), 'ROUTER_ADDR'), label).toBe(`dns:///${headless!.metadata.name}:${ports.routing}`);
 
   // Catalog: the config and every file it names by a relative path reach the pod.
   const catalog = workloadOf(manifests, 'catalog');
@@ -357,6 +369,8 @@ function checkRelease(manifests: Manifest[], label: string) {
   if (job) {
     const jobMount = catalogMount(manifests, job, 'gatewayctl', configPath);
     expect(jobMount.files, `${label}: the gatewayctl Job sees the catalog's files`).toEqual(mounted.files);
+    const jobEnv: string[] = job.spec.template.spec.containers[0].env.filter((entry: any) => entry.valueFrom?.secretKeyRef).map((entry: any) => entry.name);
+    expect(jobEnv, `${label}: gatewayctl holds the admin credential, not the service one`).toEqual(['GATEWAY_ADMIN_TOKEN']);
   }
 
   const ingress = manifests.find((manifest) => manifest.kind === 'Ingress');
@@ -411,10 +425,10 @@ describe('helm chart', () => {
     expect(throwaway!.map((manifest) => manifest.kind)).toEqual(expect.arrayContaining(['Ingress', 'Job', 'Secret']));
   });
 
-  it('honours the switches: fixed replicas, no policies, an emptyDir outbox, the routing headless address', () => {
+  it('honours the switches: fixed replicas, no policies, an emptyDir outbox, the routing ClusterIP address', () => {
     const manifests = renderOk([
       'gw', 'helm/gateway', '--set', 'edge.hpa.enabled=false', '--set', 'edge.replicas=3', '--set', 'networkPolicy.enabled=false',
-      '--set', 'routing.outbox.persistence.enabled=false', '--set', 'edge.routerHeadless=true', '--set', 'auth.pdb.minAvailable=50%',
+      '--set', 'routing.outbox.persistence.enabled=false', '--set', 'edge.routerHeadless=false', '--set', 'auth.pdb.minAvailable=50%',
     ]);
     for (const manifest of manifests) expect(schemaProblems(manifest), `${manifest.kind} ${manifest.metadata.name}`).toEqual([]);
     const edge = workloadOf(manifests, 'edge');
@@ -424,7 +438,8 @@ describe('helm chart', () => {
     const routing = workloadOf(manifests, 'routing');
     expect(routing.spec.volumeClaimTemplates).toBeUndefined();
     expect(routing.spec.template.spec.volumes.find((volume: any) => volume.name === 'usage-outbox')).toEqual({ name: 'usage-outbox', emptyDir: {} });
-    expect(envValue(containerOf(edge, 'edge'), 'ROUTER_ADDR')).toBe('dns:///gw-gateway-routing-headless:50054');
+    // Off: the routing ClusterIP Service (connections balanced, not calls).
+    expect(envValue(containerOf(edge, 'edge'), 'ROUTER_ADDR')).toBe('gw-gateway-routing:50054');
     const authPdb = manifests.find((manifest) => manifest.kind === 'PodDisruptionBudget' && componentOf(manifest.metadata.labels) === 'auth');
     expect(authPdb?.spec).toMatchObject({ minAvailable: '50%' });
     expect(authPdb?.spec.maxUnavailable).toBeUndefined();
@@ -514,6 +529,10 @@ describe('helm chart', () => {
       Object.assign(env, {
         DATABASE_URL: database.url, NATS_URL: natsUrl, NATS_NAMESPACE: bus.namespace, GRPC_LISTEN: address, LOG_LEVEL: 'warn',
         GATEWAY_CONFIG: join(containerRoot, configPath),
+        // The chart's Secret refs (not values), supplied here as the kubelet would.
+        ...testInternalAuthEnv,
+        // Every pod has its own network namespace; here the processes share one, so no fixed metrics port.
+        METRICS_PORT: '',
       });
       const child = spawn(process.execPath, ['apps/catalog/dist/main.js'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
       children.push(child);

@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { runGatewayctl } from '@gateway/gatewayctl';
-import { createTestBus, createTestDatabase, eventually, labelValues, parsePrometheusText, sampleSum, type TestBus, type TestDatabase } from '@gateway/testing';
+import { createTestBus, createTestDatabase, eventually, labelValues, parsePrometheusText, sampleSum, type TestBus, type TestDatabase, TEST_ADMIN_TOKEN, TEST_INTERNAL_TOKEN } from '@gateway/testing';
+import { createClient, GatewayError, GrpcStatus, type PromiseClient } from '@gateway/platform';
+import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import { startProcessStack, type ProcessStack } from './process-stack.js';
 
 // Each server app as its own OS process (`node apps/<name>/dist/main.js`, configured by env only),
@@ -31,7 +33,7 @@ describe('every service as its own process', () => {
 
   it('serves and bills a chat completion across six processes', async () => {
     const out: string[] = [];
-    const io = { env: { AUTH_ADDR: addresses.auth!, LEDGER_ADDR: addresses.ledger!, CATALOG_ADDR: addresses.catalog! }, stdout: (text: string) => out.push(text), stderr: (text: string) => out.push(text) };
+    const io = { env: { AUTH_ADDR: addresses.auth!, LEDGER_ADDR: addresses.ledger!, CATALOG_ADDR: addresses.catalog!, GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN }, stdout: (text: string) => out.push(text), stderr: (text: string) => out.push(text) };
     expect(await runGatewayctl(['accounts', 'create', '--name', 'mp', '--credits', '1', '--json'], io)).toBe(0);
     const account = JSON.parse(out.join('')) as { account_id: string; provisioning_key: string };
     out.length = 0;
@@ -57,7 +59,36 @@ describe('every service as its own process', () => {
     await eventually(async () => expect(sampleSum(await scrape('ledger'), 'gateway_usage_events_settled_total', { outcome: 'served' })).toBe(1), 10_000);
     expect(labelValues(await scrape('auth'), 'gateway_db_pool_connections', 'pool')).toEqual(['auth']);
     expect(labelValues(await scrape('catalog'), 'gateway_db_pool_connections', 'pool')).toEqual(['catalog']);
-    expect((await scrape('media')).some((sample) => sample.name === 'nodejs_eventloop_lag_seconds')).toBe(true);
+    const media = await scrape('media');
+    expect(media.some((sample) => sample.name === 'nodejs_eventloop_lag_seconds')).toBe(true);
+    // Media's health follows its Postgres (the image store), and says so in its metrics like the others.
+    expect(sampleSum(media, 'gateway_dependency_up', { server: 'gateway.v1.MediaService' })).toBe(1);
+  });
+
+  it('refuses internal calls without the right credential (a pod reaching a gRPC port is not enough)', async () => {
+    const call = async (address: string, credential: string | undefined, run: (ledger: PromiseClient<LedgerServiceClient>) => Promise<unknown>) => {
+      const ledger = createClient(LedgerServiceClient, LedgerServiceService, address, { credential, maxAttempts: 1 });
+      try {
+        return await run(ledger).then(() => 'OK', (error: GatewayError) => GrpcStatus[error.status]);
+      } finally {
+        ledger.close();
+      }
+    };
+    const topUp = (ledger: PromiseClient<LedgerServiceClient>) => ledger.topUp({ accountId: 'acc_nobody', credits: '1000', idempotencyKey: `mp-${Date.now()}`, note: 'intruder' });
+    const balance = (ledger: PromiseClient<LedgerServiceClient>) => ledger.getBalance({ accountId: 'acc_nobody' });
+    expect(await call(addresses.ledger!, undefined, topUp)).toBe('UNAUTHENTICATED');
+    expect(await call(addresses.ledger!, undefined, balance)).toBe('UNAUTHENTICATED');
+    expect(await call(addresses.ledger!, TEST_INTERNAL_TOKEN, topUp)).toBe('PERMISSION_DENIED');
+    // The service credential reaches the non-admin RPC (an unknown account is NOT_FOUND or an empty balance, not a refusal).
+    expect(['OK', 'NOT_FOUND']).toContain(await call(addresses.ledger!, TEST_INTERNAL_TOKEN, balance));
+
+    // gatewayctl without the admin credential says what to set.
+    const out: string[] = [];
+    const io = { env: { AUTH_ADDR: addresses.auth!, LEDGER_ADDR: addresses.ledger!, CATALOG_ADDR: addresses.catalog!, GATEWAY_DATA_DIR: '/nonexistent' }, stdout: (text: string) => out.push(text), stderr: (text: string) => out.push(text) };
+    expect(await runGatewayctl(['accounts', 'create', '--name', 'intruder'], io)).toBe(1);
+    expect(out.join('')).toContain('GATEWAY_ADMIN_TOKEN');
+    // The refusals were logged by the ledger as warnings, naming the method.
+    await eventually(async () => expect(stack.logs.join('')).toContain('internal call refused'), 5_000);
   });
 
   it('stops every process cleanly on SIGTERM', async () => {

@@ -3,7 +3,15 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import { credentials, makeGenericClientConstructor } from '@grpc/grpc-js';
 import { service as healthService } from 'grpc-health-check';
-import { eventually, natsUrl, type TestBus, type TestDatabase } from '@gateway/testing';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { runGatewayctl } from '@gateway/gatewayctl';
+import {
+  createTestBus, createTestDatabase, eventually, natsUrl, startFakeUpstream, TEST_ADMIN_TOKEN, TEST_INTERNAL_TOKEN,
+  type FakeUpstream, type TestBus, type TestDatabase,
+} from '@gateway/testing';
+import { crashCatalog, crashUpstreamScript } from './crash-streams.js';
 import { freePort } from '../src/index.js';
 import { testAdmission } from './admission-mode.js';
 
@@ -27,11 +35,18 @@ export function healthStatus(address: string): Promise<string> {
   });
 }
 
+export interface RoutingReplica {
+  address: string;
+  metricsUrl: string;
+}
+
 export interface ProcessStack {
   addresses: Record<ServiceApp, string>;
   edgeUrl: string;
   /** Each process's own metrics endpoint (METRICS_PORT). */
   metricsUrls: Record<ServiceApp | 'edge', string>;
+  /** Every routing process (the first is `addresses.routing`), with its metrics endpoint. */
+  routingReplicas: RoutingReplica[];
   /** Every process started, in order (a restarted service appears twice). */
   processes: ChildProcess[];
   /** The latest process of each app. */
@@ -54,33 +69,44 @@ export async function startProcessStack(
   database: TestDatabase,
   testBus: TestBus,
   env: Partial<Record<ServiceApp | 'edge', Record<string, string>>> = {},
+  options: {
+    /**
+     * Routing processes besides the first, each with its own listen address, metrics port and
+     * USAGE_OUTBOX_DIR under `outboxRoot`; the edge then balances over all of them (ROUTER_ADDR=ipv4:...).
+     */
+    extraRouting?: { count: number; outboxRoot: string };
+  } = {},
 ): Promise<ProcessStack> {
+  // Ports are taken just before each process starts, and a start that dies of EADDRINUSE is retried on
+  // fresh ports: a port freePort() handed out can be taken by another test's process (or by an outgoing
+  // connection's ephemeral port) before the child binds it.
   const addresses = {} as Record<ServiceApp, string>;
-  for (const app of ['auth', 'catalog', 'ledger', 'routing', 'media'] as const) addresses[app] = `127.0.0.1:${await freePort()}`;
-  const edgePort = await freePort();
   const metricsPorts = {} as Record<ServiceApp | 'edge', number>;
-  for (const app of ['auth', 'catalog', 'ledger', 'routing', 'media', 'edge'] as const) metricsPorts[app] = await freePort();
+  let edgePort = 0;
   const processes: ChildProcess[] = [];
   const running = new Map<ServiceApp | 'edge', ChildProcess>();
   const logs: string[] = [];
-  const baseEnv: Record<ServiceApp | 'edge', Record<string, string>> = {
-    auth: { GRPC_LISTEN: addresses.auth, KEY_HASH_SECRET: 'multi-process-secret-multi-process-0001' },
-    catalog: { GRPC_LISTEN: addresses.catalog, GATEWAY_CONFIG: `${repositoryRoot}deploy/config/gateway.example.yaml` },
-    ledger: { GRPC_LISTEN: addresses.ledger },
-    media: { GRPC_LISTEN: addresses.media },
-    routing: { GRPC_LISTEN: addresses.routing, CATALOG_ADDR: addresses.catalog },
-    edge: {
-      PORT: String(edgePort), AUTH_ADDR: addresses.auth, CATALOG_ADDR: addresses.catalog, LEDGER_ADDR: addresses.ledger,
-      ROUTER_ADDR: addresses.routing, MEDIA_ADDR: addresses.media, EDGE_ADMISSION: testAdmission,
-    },
+  // Only the services with admin RPCs hold the admin token (the edge, routing and media never do).
+  const baseEnv = (app: ServiceApp | 'edge'): Record<string, string> => {
+    switch (app) {
+      case 'auth': return { GRPC_LISTEN: addresses.auth, KEY_HASH_SECRET: 'multi-process-secret-multi-process-0001', GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN };
+      case 'catalog': return { GRPC_LISTEN: addresses.catalog, GATEWAY_CONFIG: `${repositoryRoot}deploy/config/gateway.example.yaml`, GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN };
+      case 'ledger': return { GRPC_LISTEN: addresses.ledger, GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN };
+      case 'media': return { GRPC_LISTEN: addresses.media };
+      case 'routing': return { GRPC_LISTEN: addresses.routing, CATALOG_ADDR: addresses.catalog };
+      case 'edge': return {
+        PORT: String(edgePort), AUTH_ADDR: addresses.auth, CATALOG_ADDR: addresses.catalog, LEDGER_ADDR: addresses.ledger,
+        ROUTER_ADDR: addresses.routing, MEDIA_ADDR: addresses.media, EDGE_ADMISSION: testAdmission,
+      };
+    }
   };
   const launch = (app: ServiceApp | 'edge', extra: Record<string, string> = {}) => {
     const child = spawn(process.execPath, [`apps/${app}/dist/main.js`], {
       cwd: repositoryRoot,
       env: {
         PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', DATABASE_URL: database.url, NATS_URL: natsUrl, NATS_NAMESPACE: testBus.namespace,
-        METRICS_PORT: String(metricsPorts[app]), METRICS_HOST: '127.0.0.1',
-        ...baseEnv[app], ...env[app], ...extra,
+        METRICS_PORT: String(metricsPorts[app]), METRICS_HOST: '127.0.0.1', GATEWAY_INTERNAL_TOKEN: TEST_INTERNAL_TOKEN,
+        ...baseEnv(app), ...env[app], ...extra,
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -101,21 +127,106 @@ export async function startProcessStack(
     child.kill('SIGTERM');
     setTimeout(() => { child.kill('SIGKILL'); }, 8_000).unref();
   }))).then(() => undefined);
+  /** Takes ports (`ports()`), launches, and waits for `ready()`; a child that exits of EADDRINUSE is started again on new ports. */
+  const startOnFreshPorts = async (app: ServiceApp | 'edge', ports: () => Promise<Record<string, string>>, ready: () => Promise<boolean>) => {
+    for (let attempt = 1; ; attempt++) {
+      const extra = await ports();
+      const from = logs.length;
+      const child = launch(app, extra);
+      const deadline = Date.now() + 30_000;
+      let outcome: 'ready' | 'exited' | 'timeout' = 'timeout';
+      while (Date.now() < deadline) {
+        if (child.exitCode !== null || child.signalCode !== null) { outcome = 'exited'; break; }
+        if (await ready().catch(() => false)) { outcome = 'ready'; break; }
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      if (outcome === 'ready') return;
+      const output = logs.slice(from).filter((line) => line.startsWith(`[${app}]`)).join('');
+      if (outcome === 'exited' && output.includes('EADDRINUSE') && attempt < 4) continue;
+      throw new Error(`${app} never became ready (${outcome}):\n${logs.join('')}`);
+    }
+  };
+  const serving = (address: () => string) => async () => (await healthStatus(address())) === 'SERVING';
 
-  const edgeUrl = `http://127.0.0.1:${edgePort}`;
+  const routingReplicas: RoutingReplica[] = [];
   try {
-    for (const app of ['auth', 'catalog', 'ledger', 'media'] as const) launch(app);
-    for (const app of ['auth', 'catalog', 'ledger', 'media'] as const) await untilServing(app);
-    launch('routing');
-    await untilServing('routing');
-    launch('edge');
-    await eventually(async () => expect((await fetch(`${edgeUrl}/v1/models`)).status).toBe(200), 30_000, 200).catch((error) => {
-      throw new Error(`edge never answered: ${error}\n${logs.join('')}`);
-    });
+    await Promise.all((['auth', 'catalog', 'ledger', 'media'] as const).map((app) => startOnFreshPorts(app, async () => {
+      addresses[app] = `127.0.0.1:${await freePort()}`;
+      metricsPorts[app] = await freePort();
+      return {};
+    }, serving(() => addresses[app]))));
+    await startOnFreshPorts('routing', async () => {
+      addresses.routing = `127.0.0.1:${await freePort()}`;
+      metricsPorts.routing = await freePort();
+      return {};
+    }, serving(() => addresses.routing));
+    routingReplicas.push({ address: addresses.routing, metricsUrl: `http://127.0.0.1:${metricsPorts.routing}/metrics` });
+    for (let index = 1; index <= (options.extraRouting?.count ?? 0); index++) {
+      let address = '';
+      let metricsPort = 0;
+      await startOnFreshPorts('routing', async () => {
+        address = `127.0.0.1:${await freePort()}`;
+        metricsPort = await freePort();
+        return { GRPC_LISTEN: address, METRICS_PORT: String(metricsPort), USAGE_OUTBOX_DIR: `${options.extraRouting!.outboxRoot}/routing-${index}` };
+      }, serving(() => address));
+      routingReplicas.push({ address, metricsUrl: `http://127.0.0.1:${metricsPort}/metrics` });
+    }
+    const routerAddr: Record<string, string> = routingReplicas.length > 1 ? { ROUTER_ADDR: `ipv4:${routingReplicas.map((replica) => replica.address).join(',')}` } : {};
+    await startOnFreshPorts('edge', async () => {
+      edgePort = await freePort();
+      metricsPorts.edge = await freePort();
+      return routerAddr;
+    }, async () => (await fetch(`http://127.0.0.1:${edgePort}/v1/models`)).status === 200);
   } catch (error) {
     await stop();
     throw error;
   }
+  const edgeUrl = `http://127.0.0.1:${edgePort}`;
   const metricsUrls = Object.fromEntries(Object.entries(metricsPorts).map(([app, port]) => [app, `http://127.0.0.1:${port}/metrics`])) as ProcessStack['metricsUrls'];
-  return { addresses, edgeUrl, metricsUrls, processes, running, logs, launch, untilServing, stop };
+  return { addresses, edgeUrl, metricsUrls, routingReplicas, processes, running, logs, launch, untilServing, stop };
+}
+
+/** A paid account with `credits` and one API key, made with gatewayctl under the admin credential, as an operator would. */
+export async function createAccountKey(stack: ProcessStack, name: string, credits: string): Promise<{ accountId: string; apiKey: string }> {
+  const out: string[] = [];
+  const io = {
+    env: { AUTH_ADDR: stack.addresses.auth, LEDGER_ADDR: stack.addresses.ledger, CATALOG_ADDR: stack.addresses.catalog, GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN },
+    stdout: (text: string) => out.push(text),
+    stderr: (text: string) => out.push(text),
+  };
+  expect(await runGatewayctl(['accounts', 'create', '--name', name, '--credits', credits, '--tier', 'tier-1', '--json'], io), out.join('')).toBe(0);
+  const accountId = (JSON.parse(out.join('')) as { account_id: string }).account_id;
+  out.length = 0;
+  expect(await runGatewayctl(['keys', 'create', accountId, '--name', name, '--json'], io), out.join('')).toBe(0);
+  return { accountId, apiKey: (JSON.parse(out.join('')) as { api_key: string }).api_key };
+}
+
+/** What the paid-model process tests share: a database, a NATS namespace, the scripted fake upstream and a catalog config naming it. */
+export interface PaidModelFixture {
+  database: TestDatabase;
+  testBus: TestBus;
+  upstream: FakeUpstream;
+  /** A temporary directory (the config, outbox directories); removed by dispose(). */
+  directory: string;
+  configPath: string;
+  dispose(): Promise<void>;
+}
+
+export async function paidModelFixture(prefix: string): Promise<PaidModelFixture> {
+  const database = await createTestDatabase();
+  const testBus = await createTestBus('nats');
+  const upstream = await startFakeUpstream();
+  crashUpstreamScript(upstream, { doneStalls: false });
+  const directory = await mkdtemp(join(tmpdir(), prefix));
+  const configPath = join(directory, 'gateway.yaml');
+  await writeFile(configPath, crashCatalog(upstream));
+  return {
+    database, testBus, upstream, directory, configPath,
+    dispose: async () => {
+      await upstream.close();
+      await testBus.destroy();
+      await database.drop();
+      await rm(directory, { recursive: true, force: true });
+    },
+  };
 }

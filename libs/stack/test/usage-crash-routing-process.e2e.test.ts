@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { runGatewayctl } from '@gateway/gatewayctl';
-import { createTestBus, createTestDatabase, natsUrl, startFakeUpstream, type FakeUpstream, type TestBus, type TestDatabase } from '@gateway/testing';
+import { createTestBus, createTestDatabase, natsUrl, startFakeUpstream, type FakeUpstream, type TestBus, type TestDatabase, TEST_ADMIN_TOKEN } from '@gateway/testing';
 import {
   CRASH_MODEL, UPSTREAM_KEY_ENV, crashCatalog, crashUpstreamScript, expectChargedOnce, followStream, untilKillPoint, type StreamKind,
 } from './crash-streams.js';
@@ -89,7 +89,7 @@ describe('routing process killed with streams in flight', () => {
   it('charges every stream that reached its caller exactly once after routing restarts on the same outbox', async () => {
     const out: string[] = [];
     const io = {
-      env: { AUTH_ADDR: stack.addresses.auth, LEDGER_ADDR: stack.addresses.ledger, CATALOG_ADDR: stack.addresses.catalog },
+      env: { AUTH_ADDR: stack.addresses.auth, LEDGER_ADDR: stack.addresses.ledger, CATALOG_ADDR: stack.addresses.catalog, GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN },
       stdout: (text: string) => out.push(text),
       stderr: (text: string) => out.push(text),
     };

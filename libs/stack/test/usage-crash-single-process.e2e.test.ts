@@ -119,7 +119,8 @@ describe.each(['external', 'embedded'] as const)('npm start killed with streams 
     const databaseUrl = postgres === 'external' ? database.url : await embeddedDatabaseUrl(join(dataDirectory, 'data'));
     await expectChargedOnce(databaseUrl, streams, killedAt, answered);
     const out: string[] = [];
-    const io = { env: { LEDGER_ADDR: second.ledgerAddress }, stdout: (text: string) => out.push(text), stderr: (text: string) => out.push(text) };
+    // The data dir gives gatewayctl npm start's admin credential.
+    const io = { env: { LEDGER_ADDR: second.ledgerAddress, GATEWAY_DATA_DIR: join(dataDirectory, 'data') }, stdout: (text: string) => out.push(text), stderr: (text: string) => out.push(text) };
     expect(await runGatewayctl(['ledger', 'verify'], io), out.join('')).toBe(0);
     expect(out.join('')).toMatch(/0 mismatches/);
 

@@ -7,3 +7,4 @@ export * from './crash-copy.js';
 export * from './grpc-reflection.js';
 export * from './prometheus-text.js';
 export type { RecordedPart } from './fake-upstream-support.js';
+export * from './otlp-collector.js';

@@ -109,3 +109,12 @@ export async function eventually<T>(check: () => Promise<T> | T, timeoutMs = 5_0
     }
   }
 }
+
+/**
+ * Internal gRPC credentials for tests that run service binaries (which refuse to start without them):
+ * every service gets the service token; auth, ledger and catalog also the admin token, and so does
+ * gatewayctl's env.
+ */
+export const TEST_INTERNAL_TOKEN = 'test-internal-service-token-0123456789abcdef';
+export const TEST_ADMIN_TOKEN = 'test-internal-admin-token-0123456789abcdef0';
+export const testInternalAuthEnv = { GATEWAY_INTERNAL_TOKEN: TEST_INTERNAL_TOKEN, GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN } as const;

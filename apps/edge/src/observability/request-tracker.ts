@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Logger } from '@gateway/platform';
+import { SpanStatusCode, traceIdsOf, type Logger, type Span } from '@gateway/platform';
 import { clientRequestIdOf, requestIdOf } from '../context.js';
 import { edgeErrors, type EdgeError } from '../errors.js';
 import type { EdgeMetrics } from './edge-metrics.js';
@@ -27,6 +27,8 @@ class RequestRecord {
     readonly admitted: boolean,
     readonly probe: boolean,
     readonly shed: string | undefined,
+    /** The request's span when tracing is on (ended with the request). */
+    readonly span: Span | undefined,
   ) {}
 }
 
@@ -56,12 +58,19 @@ export class RequestTracker {
    * route when it is dispatched directly; `dialect`: the inference endpoint of the path, if any.
    * Returns the 503 to answer when the request is shed; the request is then not read at all.
    */
-  begin(request: IncomingMessage, response: ServerResponse, path: string, routeTemplate: string | undefined, dialect: string | undefined): EdgeError | undefined {
+  begin(
+    request: IncomingMessage,
+    response: ServerResponse,
+    path: string,
+    routeTemplate: string | undefined,
+    dialect: string | undefined,
+    span?: Span,
+  ): EdgeError | undefined {
     const startedAt = performance.now();
     const probe = PROBE_PATHS.has(path);
     const bodyBytes = probe ? 0 : declaredBodyBytes(request, this.options.maxBodyBytes);
     const shed = probe ? undefined : this.options.limiter.admit(bodyBytes);
-    const record = new RequestRecord(requestIdOf(response), startedAt, routeTemplate, dialect ?? 'none', bodyBytes, !probe && shed === undefined, probe, shed);
+    const record = new RequestRecord(requestIdOf(response), startedAt, routeTemplate, dialect ?? 'none', bodyBytes, !probe && shed === undefined, probe, shed, span);
     this.records.set(record.requestId, record);
     // While draining, each connection closes after its answer: keep-alive would bring more requests.
     if (this.isDraining) response.shouldKeepAlive = false;
@@ -131,9 +140,19 @@ export class RequestTracker {
     const headersAt = headersWrittenAt(response);
     const firstByteSeconds = headersAt === undefined ? seconds : (headersAt - record.startedAt) / 1000;
     this.options.metrics.answered(route, method, status, record.dialect, seconds, firstByteSeconds);
+    const span = record.span;
+    if (span !== undefined) {
+      span.updateName(`${method} ${route}`);
+      span.setAttributes({ 'http.route': route, 'http.response.status_code': status });
+      if (record.model !== undefined) span.setAttribute('gen_ai.request.model', record.model);
+      if (record.provider !== undefined) span.setAttribute('gen_ai.provider.name', record.provider);
+      if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+      span.end();
+    }
     const logger = this.options.logger;
     const level = record.probe ? 'debug' : 'info';
     if (!logger.isLevelEnabled(level)) return;
+    const traceIds = traceIdsOf(span);
     logger[level]({
       route,
       method,
@@ -145,6 +164,8 @@ export class RequestTracker {
       ttfb_ms: headersAt === undefined ? undefined : roundMs(firstByteSeconds * 1000),
       request_id: record.requestId,
       client_request_id: clientRequestIdOf(response),
+      trace_id: traceIds?.trace_id,
+      span_id: traceIds?.span_id,
       shed: record.shed,
       client_closed: response.writableFinished ? undefined : true,
     }, 'http request');

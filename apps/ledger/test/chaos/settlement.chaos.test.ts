@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient, subjects, sql, type EventBus } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService, Usage, UsageEvent, UsageEventBatch, UsageOutcome } from '@gateway/proto';
-import { natsUrl, uniqueName } from '@gateway/testing';
+import { natsUrl, uniqueName, testInternalAuthEnv } from '@gateway/testing';
 import { createLedgerHarness, usageEvent, type LedgerHarness } from '../harness.js';
 import { findLocalNatsServer, restartNatsServer, startNatsServer, type NatsServerProcess } from './nats-server.js';
 
@@ -76,6 +76,7 @@ describe('settlement under chaos', () => {
         NATS_NAMESPACE: harness.testBus.namespace,
         GRPC_LISTEN: '127.0.0.1:0',
         SETTLEMENT_ACK_WAIT_MS: '1500',
+        ...testInternalAuthEnv,
         SWEEP_INTERVAL_MS: '600000',
         LOG_LEVEL: 'error',
       },

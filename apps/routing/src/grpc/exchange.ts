@@ -1,12 +1,31 @@
 import type { ServerDuplexStream } from '@grpc/grpc-js';
-import { Cancellation, GatewayError, GrpcStatus, ErrorReason, errors, handlerError, type Logger } from '@gateway/platform';
-import type { ChatRequest, ChatStreamRequest, ExchangeRequest, ExchangeResponse } from '@gateway/proto';
+import {
+  Cancellation,
+  contextFromTraceparent,
+  endRpcSpan,
+  GatewayError,
+  GrpcStatus,
+  ErrorReason,
+  errors,
+  handlerError,
+  otelContext,
+  otelTrace,
+  SpanKind,
+  startRpcSpan,
+  tracingEnabled,
+  type Logger,
+} from '@gateway/platform';
+import { RouterServiceService, type ChatRequest, type ChatStreamRequest, type ExchangeRequest, type ExchangeResponse } from '@gateway/proto';
 import type { Router } from '../routing/router.js';
 
 /** Exchanges one call may hold open at once; more are refused (RESOURCE_EXHAUSTED) until some finish. */
 export const MAX_OPEN_EXCHANGES = 10_000;
 
 type ExchangeCall = ServerDuplexStream<ExchangeRequest, ExchangeResponse>;
+
+// An exchange's span is named as the RPC it stands for.
+const CHAT_PATH = RouterServiceService.chat.path;
+const CHAT_STREAM_PATH = RouterServiceService.chatStream.path;
 
 /**
  * Router.Exchange, server side: many Chat / ChatStream exchanges over one call. Each exchange is
@@ -77,33 +96,51 @@ class ExchangeSession {
     }
     const cancellation = new Cancellation();
     this.open.set(id, cancellation);
-    if (frame.$case === 'chat') void this.chat(id, frame.value, cancellation);
-    else void this.chatStream(id, frame.value, cancellation);
+    if (!tracingEnabled()) {
+      if (frame.$case === 'chat') void this.chat(id, frame.value, cancellation);
+      else void this.chatStream(id, frame.value, cancellation);
+      return;
+    }
+    // A span per exchange (not one for the shared call), the child of the edge's request span.
+    const parent = contextFromTraceparent(request.traceParent);
+    const span = startRpcSpan(frame.$case === 'chat' ? CHAT_PATH : CHAT_STREAM_PATH, SpanKind.SERVER, parent);
+    span.setAttribute('gateway.exchange', true);
+    otelContext.with(otelTrace.setSpan(parent, span), () => {
+      const done = frame.$case === 'chat' ? this.chat(id, frame.value, cancellation) : this.chatStream(id, frame.value, cancellation);
+      void done.then((failure) => endRpcSpan(span, failure ?? (cancellation.aborted ? { code: GrpcStatus.CANCELLED, message: 'cancelled' } : undefined)));
+    });
   }
 
-  private async chat(id: number, request: ChatRequest, cancellation: Cancellation): Promise<void> {
+  /** Resolves with the failure the exchange answered, if any. */
+  private async chat(id: number, request: ChatRequest, cancellation: Cancellation): Promise<GatewayError | undefined> {
     try {
       const response = await this.router.chat(request, cancellation);
       if (!cancellation.aborted) this.send({ exchangeId: id, frame: { $case: 'chat', value: response } });
+      return undefined;
     } catch (error) {
-      if (!cancellation.aborted) this.fail(id, handlerError(error, this.logger, 'Exchange.Chat'));
+      const failure = handlerError(error, this.logger, 'Exchange.Chat');
+      if (!cancellation.aborted) this.fail(id, failure);
+      return failure;
     } finally {
       this.finish(id);
     }
   }
 
-  private async chatStream(id: number, request: ChatStreamRequest, cancellation: Cancellation): Promise<void> {
+  private async chatStream(id: number, request: ChatStreamRequest, cancellation: Cancellation): Promise<GatewayError | undefined> {
     try {
       if (!request.chat) throw errors.invalidRequest('ChatStreamRequest.chat is required', 'chat_stream.chat');
       for await (const message of this.router.chatStream(request.chat, cancellation, { combinedStart: request.combinedStart })) {
-        if (cancellation.aborted) return;
+        if (cancellation.aborted) return undefined;
         // The call's buffer is shared by every exchange: a stream waits for it to drain, as ChatStream
         // waits for its own call (answers of other exchanges still go out meanwhile).
         if (!this.send({ exchangeId: id, frame: { $case: 'stream', value: message } })) await this.drained(cancellation);
       }
       if (!cancellation.aborted) this.send({ exchangeId: id, frame: { $case: 'end', value: {} } });
+      return undefined;
     } catch (error) {
-      if (!cancellation.aborted) this.fail(id, handlerError(error, this.logger, 'Exchange.ChatStream'));
+      const failure = handlerError(error, this.logger, 'Exchange.ChatStream');
+      if (!cancellation.aborted) this.fail(id, failure);
+      return failure;
     } finally {
       this.finish(id);
     }

@@ -1,5 +1,20 @@
 import { createHash } from 'node:crypto';
-import { Cancellation, ErrorReason, GatewayError, GrpcStatus, errors, newRequestId, type CallerSignal, type Logger } from '@gateway/platform';
+import {
+  activeTraceparent,
+  Cancellation,
+  ErrorReason,
+  GatewayError,
+  GrpcStatus,
+  errors,
+  newRequestId,
+  endSpanWithError,
+  otelTrace,
+  SpanKind,
+  tracer,
+  tracingEnabled,
+  type CallerSignal,
+  type Logger,
+} from '@gateway/platform';
 import {
   UsageOutcome,
   type ChatMessage,
@@ -273,7 +288,7 @@ export class Router {
       this.options.usage.publishInBackground({
         requestId, accountId: context?.accountId ?? '', keyId: context?.keyId ?? '', modelId, providerId: '',
         endpoint, outcome: UsageOutcome.USAGE_OUTCOME_FAILED, usage: emptyUsage(), prices: undefined,
-        occurredAtMs: BigInt(Date.now()), streamed: false,
+        occurredAtMs: BigInt(Date.now()), streamed: false, traceParent: activeTraceparent(),
       });
       throw new GatewayError(GrpcStatus.INVALID_ARGUMENT, ErrorReason.ERROR_REASON_MODEL_NOT_FOUND, `The model '${modelId}' does not exist.`, {
         param: 'model',
@@ -342,6 +357,7 @@ export class Router {
       try {
         const result = await call(candidate, control);
         this.options.attempts?.attempt(providerId, 'success');
+        if (tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gateway.attempts', target.candidates.indexOf(candidate) + 1);
         return { result, candidate, durationMs: Date.now() - startedAt };
       } catch (error) {
         if (signal.aborted) {
@@ -375,7 +391,7 @@ export class Router {
   /** Publishes the SERVED event of an answer not yet sent; when it cannot be stored the answer is withheld. */
   private async recordServed(target: RoutingTarget, providerId: string, usage: Usage): Promise<void> {
     try {
-      await this.options.usage.publish(this.usageEvent(target, UsageOutcome.USAGE_OUTCOME_SERVED, providerId, usage, false));
+      await this.publishUsage(this.usageEvent(target, UsageOutcome.USAGE_OUTCOME_SERVED, providerId, usage, false));
     } catch (error) {
       target.logger.error({ err: error }, 'usage event not stored; answer withheld');
       throw new GatewayError(
@@ -387,8 +403,37 @@ export class Router {
     }
   }
 
+  /** Publishes a served request's usage and waits for the bus's ack; a PRODUCER span around it when tracing. */
+  private async publishUsage(event: UsageEvent): Promise<void> {
+    if (!tracingEnabled()) return this.options.usage.publish(event);
+    const span = tracer().startSpan('usage publish', {
+      kind: SpanKind.PRODUCER,
+      attributes: { 'messaging.system': 'nats', 'messaging.operation.type': 'send', 'messaging.destination.name': 'usage', 'gateway.request_id': event.requestId },
+    });
+    try {
+      await this.options.usage.publish(event);
+      span.end();
+    } catch (error) {
+      endSpanWithError(span, error);
+      throw error;
+    }
+  }
+
   private usageEvent(prepared: RoutingTarget, outcome: UsageOutcome, providerId: string, usage: Usage, streamed: boolean): UsageEvent {
     const context = prepared.context;
+    if (tracingEnabled()) {
+      // The request's routing span (the exchange's or the RPC's): GenAI semantic conventions plus ours.
+      otelTrace.getActiveSpan()?.setAttributes({
+        'gen_ai.operation.name': prepared.endpoint,
+        'gen_ai.request.model': prepared.model.id,
+        'gen_ai.provider.name': providerId,
+        'gen_ai.usage.input_tokens': usage.inputTokens,
+        'gen_ai.usage.output_tokens': usage.outputTokens,
+        'gateway.routing.strategy': prepared.strategyName,
+        'gateway.usage.outcome': UsageOutcome[outcome] ?? String(outcome),
+        'gateway.streamed': streamed,
+      });
+    }
     return {
       requestId: prepared.requestId,
       accountId: context?.accountId ?? '',
@@ -402,6 +447,7 @@ export class Router {
       occurredAtMs: BigInt(Date.now()),
       streamed,
       leaseId: context?.leaseId || undefined,
+      traceParent: activeTraceparent(),
     };
   }
 
@@ -425,6 +471,7 @@ export class Router {
       candidate.adapter.chat(this.requestFor(prepared, candidate), attemptSignal),
     );
     const providerId = candidate.offer.providerId;
+    if (tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gen_ai.response.finish_reasons', result.choices.map((choice) => choice.finishReason));
     const delivered: DeliveredOutput = {
       content: result.choices.map((choice) => choice.message?.content ?? '').join(''),
       reasoning: result.choices.flatMap((choice) => choice.message?.reasoning ?? []).map((part) => part.text).join(''),
@@ -780,7 +827,7 @@ export class Router {
       // The checkpoint is retired only once the final event is stored (bus or outbox), never before.
       if (!awaited) { this.options.usage.publishInBackground(event, checkpoint); return event.usage!; }
       try {
-        await this.options.usage.publish(event);
+        await this.publishUsage(event);
         checkpoint?.finalStored();
       } catch (error) {
         // Content already reached the caller: the event must still be stored, so it is retried apart.
@@ -827,6 +874,7 @@ export class Router {
               }
               yield startEvent(providerId);
             }
+            if (part.delta.finishReason !== '' && tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gen_ai.response.finish_reasons', [part.delta.finishReason]);
             yield { event: { $case: 'delta', value: part.delta } };
           }
           control.dispose();
@@ -840,6 +888,7 @@ export class Router {
           }
           const usage = await settleServed(true);
           this.options.attempts?.attempt(providerId, 'success');
+          if (tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gateway.attempts', prepared.candidates.indexOf(candidate) + 1);
           this.options.health.recordSuccess(providerId, prepared.model.id, {
             ttftMs: firstPartAt - startedAt,
             outputTokens: usage.outputTokens,

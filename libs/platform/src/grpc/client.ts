@@ -15,6 +15,8 @@ import {
 import { idempotencyLevels } from '@gateway/proto';
 import type { CallerSignal } from '../cancellation.js';
 import { fromServiceError } from './errors.js';
+import { CREDENTIAL_METADATA } from './internal-auth.js';
+import { endRpcSpan, injectIntoMetadata, SpanKind, startRpcSpan, tracingEnabled } from '../telemetry.js';
 
 export interface CallSettings {
   /** Whole-call deadline including retries. Default: the client's `defaultDeadlineMs`. */
@@ -42,7 +44,7 @@ type Promised<Method> = Method extends (request: infer Request, metadata?: Metad
 /** A ts-proto grpc-js client with promise-returning unary methods and async-iterable streams. */
 export type PromiseClient<GeneratedClient> = {
   [Name in Exclude<keyof GeneratedClient, keyof Client>]: Promised<GeneratedClient[Name]>;
-} & { close(): void; raw: GeneratedClient };
+} & { close(): void; raw: GeneratedClient; /** The internal credential its calls carry (for calls made on `raw`). */ credential: string | undefined };
 
 type ClientConstructor<GeneratedClient> = new (
   address: string,
@@ -54,6 +56,10 @@ export interface ClientSettings {
   defaultDeadlineMs?: number;
   /** Attempts for calls the proto marks NO_SIDE_EFFECTS or IDEMPOTENT (others are never retried). */
   maxAttempts?: number;
+  /** Internal credential sent with every call (`x-gateway-credential`); unset: none. */
+  credential?: string;
+  /** Spread every call over all the servers the target names (grpc-js round_robin); default: pick one. */
+  roundRobin?: boolean;
 }
 
 // Only "the server never saw it or could not take it": RESOURCE_EXHAUSTED is a verdict (rate limit), not a fault.
@@ -76,10 +82,12 @@ export function createClient<GeneratedClient extends Client>(
     'grpc.keepalive_time_ms': 30_000,
     'grpc.max_receive_message_length': 48 * 1024 * 1024,
     'grpc.max_send_message_length': 48 * 1024 * 1024,
+    ...(settings.roundRobin ? { 'grpc.service_config': JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] }) } : {}),
   });
   const defaultDeadlineMs = settings.defaultDeadlineMs ?? 10_000;
   const maxAttempts = settings.maxAttempts ?? 3;
-  const wrapped: Record<string, unknown> = { close: () => raw.close(), raw };
+  const credential = settings.credential;
+  const wrapped: Record<string, unknown> = { close: () => raw.close(), raw, credential };
   for (const [name, method] of Object.entries(definition)) {
     const camel = name.charAt(0).toLowerCase() + name.slice(1);
     const fn = (raw as unknown as Record<string, (...args: unknown[]) => unknown>)[camel]?.bind(raw);
@@ -88,13 +96,13 @@ export function createClient<GeneratedClient extends Client>(
     const attempts = level === 'IDEMPOTENCY_UNKNOWN' ? 1 : maxAttempts;
     if (method.responseStream) {
       wrapped[camel] = (request: unknown, call: CallSettings = {}) =>
-        streamCall(fn, request, call, call.deadlineMs ?? 0);
+        streamCall(fn, request, call, call.deadlineMs ?? 0, credential, method.path);
     } else {
       wrapped[camel] = async (request: unknown, call: CallSettings = {}) => {
         const deadline = Date.now() + (call.deadlineMs ?? defaultDeadlineMs);
         for (let attempt = 1; ; attempt++) {
           try {
-            return await unaryCall(fn, request, call, deadline);
+            return await unaryCall(fn, request, call, deadline, credential, method.path);
           } catch (error) {
             const code = (error as ServiceError).code;
             const backoffMs = Math.min(1_000, 25 * 2 ** attempt) * (0.5 + Math.random() / 2);
@@ -110,9 +118,10 @@ export function createClient<GeneratedClient extends Client>(
   return wrapped as PromiseClient<GeneratedClient>;
 }
 
-function metadataFor(call: CallSettings): Metadata {
+function metadataFor(call: CallSettings, credential: string | undefined): Metadata {
   const metadata = new Metadata();
   if (call.requestId) metadata.set('x-request-id', call.requestId);
+  if (credential) metadata.set(CREDENTIAL_METADATA, credential);
   return metadata;
 }
 
@@ -131,14 +140,19 @@ function withoutCallerStack<Result>(start: () => Result): Result {
   }
 }
 
-function unaryCall(fn: (...args: unknown[]) => unknown, request: unknown, call: CallSettings, deadline: number) {
+function unaryCall(fn: (...args: unknown[]) => unknown, request: unknown, call: CallSettings, deadline: number, credential: string | undefined, path: string) {
   return new Promise((resolve, reject) => {
+    const metadata = metadataFor(call, credential);
+    // A client span per attempt, its context sent along (traceparent metadata) when tracing is on.
+    const span = tracingEnabled() ? startRpcSpan(path, SpanKind.CLIENT) : undefined;
+    if (span) injectIntoMetadata(span, metadata);
     const signal = call.signal;
     // Removed once the call ends: a caller's signal can outlive the call by far (the edge's lives with
     // the HTTP exchange), and the listener would keep the whole finished call reachable meanwhile.
     const cancel = () => pending.cancel();
-    const pending = withoutCallerStack(() => fn(request, metadataFor(call), { deadline }, (error: ServiceError | null, response: unknown) => {
+    const pending = withoutCallerStack(() => fn(request, metadata, { deadline }, (error: ServiceError | null, response: unknown) => {
       signal?.removeEventListener('abort', cancel);
+      if (span) endRpcSpan(span, error);
       if (error) reject(error);
       else resolve(response);
     }) as ClientUnaryCall);
@@ -146,16 +160,22 @@ function unaryCall(fn: (...args: unknown[]) => unknown, request: unknown, call: 
   });
 }
 
-async function* streamCall(fn: (...args: unknown[]) => unknown, request: unknown, call: CallSettings, deadlineMs: number) {
+async function* streamCall(fn: (...args: unknown[]) => unknown, request: unknown, call: CallSettings, deadlineMs: number, credential: string | undefined, path: string) {
   const options: Partial<CallOptions> = deadlineMs > 0 ? { deadline: Date.now() + deadlineMs } : {};
-  const stream = withoutCallerStack(() => fn(request, metadataFor(call), options) as ClientReadableStream<unknown>);
+  const metadata = metadataFor(call, credential);
+  const span = tracingEnabled() ? startRpcSpan(path, SpanKind.CLIENT) : undefined;
+  if (span) injectIntoMetadata(span, metadata);
+  let failure: unknown;
+  const stream = withoutCallerStack(() => fn(request, metadata, options) as ClientReadableStream<unknown>);
   const abort = () => stream.cancel();
   call.signal?.addEventListener('abort', abort, { once: true });
   try {
     for await (const message of stream) yield message;
   } catch (error) {
+    failure = error;
     throw fromServiceError(error);
   } finally {
+    if (span) endRpcSpan(span, failure);
     call.signal?.removeEventListener('abort', abort);
     // Leaving the loop early (consumer stopped reading) must not leave the server producing.
     stream.cancel();
@@ -169,7 +189,14 @@ export type { ClientDuplexStream };
  * can judge their size first) and decodes what comes back. For long-lived multiplexed calls
  * (Router.Exchange): no deadline, no retries.
  */
-export function openDuplexCall<Response>(client: Client, path: string, decode: (bytes: Uint8Array) => Response): ClientDuplexStream<Uint8Array, Response> {
+export function openDuplexCall<Response>(
+  client: Client,
+  path: string,
+  decode: (bytes: Uint8Array) => Response,
+  credential?: string,
+): ClientDuplexStream<Uint8Array, Response> {
   const serialize = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  return client.makeBidiStreamRequest(path, serialize, decode, new Metadata(), {});
+  const metadata = new Metadata();
+  if (credential) metadata.set(CREDENTIAL_METADATA, credential);
+  return client.makeBidiStreamRequest(path, serialize, decode, metadata, {});
 }

@@ -15,6 +15,9 @@ import type { DependencyCheck } from '../health.js';
 import { gauge } from '../metrics/registry.js';
 import { GatewayError, errors } from './errors.js';
 import { addReflection } from './reflection.js';
+import { CredentialCheck, guardImplementation, type InternalCredentials } from './internal-auth.js';
+import { traceImplementation } from './server-tracing.js';
+import { tracingEnabled } from '../telemetry.js';
 
 /** Handler of a unary RPC: plain async domain call; errors thrown are GatewayErrors. */
 export type UnaryHandler<Request, Response> = (request: Request, call: ServerUnaryCall<Request, Response>) => Promise<Response>;
@@ -104,6 +107,18 @@ export interface GrpcServerOptions {
   healthCheckTimeoutMs?: number;
   /** Where `gateway_dependency_up` is reported (labels: server, dependency). */
   metrics?: Registry;
+  /**
+   * Internal authentication: every call to the services (not health or reflection) must carry one of
+   * these credentials; admin RPCs need an admin one. Unset: calls are not checked (in-process tests).
+   */
+  credentials?: InternalCredentials;
+  /**
+   * Connections older than this get a GOAWAY (grpc-js `max_connection_age_ms`), so clients resolve
+   * again and reach servers added since; calls on it get `maxConnectionAgeGraceMs` (default 30 min) to
+   * finish. Unset: connections live as long as their clients keep them.
+   */
+  maxConnectionAgeMs?: number;
+  maxConnectionAgeGraceMs?: number;
 }
 
 /**
@@ -117,11 +132,18 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     'grpc.max_receive_message_length': 48 * 1024 * 1024,
     'grpc.max_send_message_length': 48 * 1024 * 1024,
     'grpc.keepalive_permit_without_calls': 1,
+    ...(options.maxConnectionAgeMs
+      ? { 'grpc.max_connection_age_ms': options.maxConnectionAgeMs, 'grpc.max_connection_age_grace_ms': options.maxConnectionAgeGraceMs ?? 30 * 60_000 }
+      : {}),
   });
   const serviceNames = ['', ...options.services.map((service) => service.name)];
   const statusMap: ServingStatusMap = {};
   for (const name of serviceNames) statusMap[name] = 'SERVING';
-  for (const service of options.services) server.addService(service.definition, service.implementation);
+  const check = options.credentials ? new CredentialCheck(options.credentials) : undefined;
+  for (const service of options.services) {
+    const guarded = check ? guardImplementation(service.definition, service.implementation, check, options.logger) : service.implementation;
+    server.addService(service.definition, tracingEnabled() ? traceImplementation(service.definition, guarded) : guarded);
+  }
   const health = new HealthImplementation(statusMap);
   health.addToServer(server);
   addReflection(server, options.services.map((service) => service.name));

@@ -1,4 +1,5 @@
 import type { Dispatcher, Pool } from 'undici';
+import { endUpstreamSpan, startUpstreamSpan } from '@gateway/platform';
 import { ProviderError, type AttemptSignal } from '../provider-adapter.js';
 
 /** Largest non-streamed answer we read: beyond it the answer is treated as broken. */
@@ -25,6 +26,16 @@ export function bufferedRequest(
   maxBytes: number = MAX_RESPONSE_BYTES,
 ): Promise<BufferedAnswer> {
   if (signal.aborted) return Promise.reject(signal.reason);
+  const traced = startUpstreamSpan(options.method, options.path, (options.headers ?? {}) as Record<string, string>);
+  if (traced) {
+    const { span } = traced;
+    return new Promise<BufferedAnswer>((resolve, reject) => {
+      pool.dispatch({ ...options, headers: traced.headers }, new BufferingHandler(signal, maxBytes, resolve, reject));
+    }).then(
+      (answer) => { endUpstreamSpan(span, answer.statusCode); return answer; },
+      (error: unknown) => { endUpstreamSpan(span, undefined, error); throw error; },
+    );
+  }
   return new Promise((resolve, reject) => {
     pool.dispatch(options, new BufferingHandler(signal, maxBytes, resolve, reject));
   });

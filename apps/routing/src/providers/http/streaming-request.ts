@@ -1,4 +1,5 @@
 import type { Dispatcher, Pool } from 'undici';
+import { endUpstreamSpan, startUpstreamSpan } from '@gateway/platform';
 import { toProviderError, type AttemptSignal, type ProviderError } from '../provider-adapter.js';
 import { MAX_ERROR_BODY_BYTES, readBounded } from './buffered-request.js';
 
@@ -12,15 +13,19 @@ export async function streamingRequest(
   signal: AttemptSignal,
   httpError: (status: number, bodyText: string) => ProviderError,
 ): Promise<Dispatcher.ResponseData> {
+  // The span covers the request up to the answer's headers (the body is the stream the caller reads).
+  const traced = startUpstreamSpan(options.method, options.path, (options.headers ?? {}) as Record<string, string>);
   try {
     // undici only calls add/removeEventListener and reads `reason`, which every AttemptSignal has.
-    const response = await pool.request({ ...options, signal: signal as AbortSignal });
+    const response = await pool.request({ ...options, ...(traced ? { headers: traced.headers } : {}), signal: signal as AbortSignal });
+    if (traced) endUpstreamSpan(traced.span, response.statusCode);
     if (response.statusCode >= 300) {
       const text = await readBounded(response.body, MAX_ERROR_BODY_BYTES);
       throw httpError(response.statusCode, text);
     }
     return response;
   } catch (error) {
+    if (traced && traced.span.isRecording()) endUpstreamSpan(traced.span, undefined, error);
     throw toProviderError(error, signal);
   }
 }
