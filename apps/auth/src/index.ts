@@ -31,6 +31,8 @@ export interface AuthServiceOptions {
   keyHashSecret: string;
   /** The process's metrics registry (Postgres pool, dependency health). */
   metrics?: Registry;
+  /** Postgres connections at most (default 10). */
+  maxConnections?: number;
   /** Internal gRPC authentication: what its server accepts and its clients send. Unset: unchecked. */
   internalAuth?: InternalAuth;
 }
@@ -56,7 +58,7 @@ export function busKeyChangeListener(bus: EventBus, logger: Logger): KeyChangeLi
 export async function startAuthService(options: AuthServiceOptions): Promise<RunningAuthService> {
   const hasher = new KeyHasher(options.keyHashSecret);
   const db = createDatabase<AuthDatabase>(
-    { url: options.databaseUrl, schema: AUTH_SCHEMA, applicationName: 'auth', ...(options.metrics ? { metrics: options.metrics } : {}) },
+    { url: options.databaseUrl, schema: AUTH_SCHEMA, applicationName: 'auth', maxConnections: options.maxConnections ?? 10, ...(options.metrics ? { metrics: options.metrics } : {}) },
     options.logger,
   );
   try {

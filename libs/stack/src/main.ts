@@ -104,7 +104,12 @@ await runMain('gateway', logger, async () => {
         // between requests, and 2 ms (one transaction per few requests at 500 req/s) added ~0.6 ms to the
         // p50 of every answer (README "Performance", issue 17).
         ...(env.NATS_URL ? {} : { consumer: { lingerMs: 25 } }),
+        // One event loop runs every service here: more connections than it can keep busy only cost
+        // memory (each Postgres backend is 2–7 MB; ten per service was a third of the embedded
+        // Postgres's memory under load). Settlement holds at most two transactions at once.
+        maxConnections: 4,
       },
+      auth: { maxConnections: 2 },
     });
     // `npx gatewayctl` reads these when no flag or env names an address (the ports are new on every start).
     writeRuntimeAddresses(dataDir, {

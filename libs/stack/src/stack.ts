@@ -25,7 +25,9 @@ export interface StackOptions {
   grpcHost?: string;
   providerSecrets?: Record<string, string | undefined>;
   /** `reclaimLeasesOnStart`: only when no other process can hold this ledger's leases (the embedded default). */
-  ledger?: Pick<LedgerServiceOptions, 'reservationLifetimeMs' | 'sweepIntervalMs' | 'leaseDrainMs' | 'reclaimLeasesOnStart' | 'consumer'>;
+  ledger?: Pick<LedgerServiceOptions, 'reservationLifetimeMs' | 'sweepIntervalMs' | 'leaseDrainMs' | 'reclaimLeasesOnStart' | 'consumer' | 'maxConnections'>;
+  /** Auth knobs: its Postgres pool bound (default 10). */
+  auth?: { maxConnections?: number };
   /** Routing knobs tests shorten (per-attempt timeout, attempts per request). */
   routing?: { attemptTimeoutMs?: number; maxAttempts?: number; usageOutboxDirectory?: string };
   /** Media knobs; `allowLoopbackUrlsForTests` lets URL fetches reach a test's loopback file server. */
@@ -70,7 +72,7 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
   const started: { stop(): Promise<void> }[] = [];
   try {
     const [auth, catalog, ledger, media] = await Promise.all([
-      startAuthService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('auth'), keyHashSecret: options.keyHashSecret, ...metrics }),
+      startAuthService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('auth'), keyHashSecret: options.keyHashSecret, ...options.auth, ...metrics }),
       startCatalogService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('catalog'), configPath: options.configPath, ...metrics }),
       startLedgerService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('ledger'), ...options.ledger, ...metrics }),
       startMediaService({ listenAddress, databaseUrl: options.databaseUrl, logger: child('media'), ...options.media, ...metrics }),

@@ -141,6 +141,8 @@ export async function startProcessStack(
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
       if (outcome === 'ready') return;
+      // Its last lines may still be in the pipe when 'exit' comes: wait for stdout/stderr to close.
+      if (outcome === 'exited') await new Promise((resolve) => { child.once('close', resolve); setTimeout(resolve, 2_000).unref(); });
       const output = logs.slice(from).filter((line) => line.startsWith(`[${app}]`)).join('');
       if (outcome === 'exited' && output.includes('EADDRINUSE') && attempt < 4) continue;
       throw new Error(`${app} never became ready (${outcome}):\n${logs.join('')}`);

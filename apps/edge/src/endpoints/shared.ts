@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import { tokenizerEncode } from '../inference/tokenizer.js';
 import type { z } from 'zod';
 import type { EdgeContext } from '../context.js';
 import { EdgeError } from '../errors.js';
@@ -23,6 +24,6 @@ export const ENDPOINT_DEADLINE_MS = 10 * 60_000;
 
 /** Tokens of a text by the gateway's tokenizer (loaded on first use). */
 export async function countTokens(texts: readonly string[]): Promise<number[]> {
-  const { encode } = await import('gpt-tokenizer');
+  const encode = tokenizerEncode();
   return texts.map((text) => encode(text, { disallowedSpecial: new Set() }).length);
 }

@@ -1,4 +1,5 @@
 import type { ChatRequest, Pricing } from '@gateway/proto';
+import { tokenizerEncode } from './tokenizer.js';
 import { formatCredits, parseCredits } from '@gateway/platform';
 import type { CatalogModel } from '../catalog-cache.js';
 import { EdgeError } from '../errors.js';
@@ -130,7 +131,7 @@ export async function checkContextWindow(model: CatalogModel, chat: ChatRequest,
  * "at least this many"). The tokenizer is loaded on first use only: an ordinary request never needs it.
  */
 async function countPromptTokens(chat: ChatRequest, measure: PromptMeasure, stopAt: number): Promise<number> {
-  const { encode } = await import('gpt-tokenizer');
+  const encode = tokenizerEncode();
   const options = { disallowedSpecial: new Set<string>() };
   const texts: string[] = [];
   walkPrompt(chat, (text) => {

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { SpanStatusCode, traceIdsOf, type Logger, type Span } from '@gateway/platform';
+import { SpanStatusCode, traceIdsOf, unredactedLogger, type Logger, type Span } from '@gateway/platform';
 import { clientRequestIdOf, requestIdOf } from '../context.js';
 import { edgeErrors, type EdgeError } from '../errors.js';
 import type { EdgeMetrics } from './edge-metrics.js';
@@ -51,7 +51,12 @@ export class RequestTracker {
   private isDraining = false;
   private idleWaiters: Array<() => void> = [];
 
-  constructor(private readonly options: RequestTrackerOptions) {}
+  /** The access line is built here from known-safe fields only, so it skips pino's redaction pass. */
+  private readonly accessLogger: Logger;
+
+  constructor(private readonly options: RequestTrackerOptions) {
+    this.accessLogger = unredactedLogger(options.logger);
+  }
 
   /**
    * First thing for every request, once its id is stamped (app.ts). `routeTemplate`: the inference
@@ -149,7 +154,7 @@ export class RequestTracker {
       if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
       span.end();
     }
-    const logger = this.options.logger;
+    const logger = this.accessLogger;
     const level = record.probe ? 'debug' : 'info';
     if (!logger.isLevelEnabled(level)) return;
     const traceIds = traceIdsOf(span);

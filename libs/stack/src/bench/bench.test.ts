@@ -3,7 +3,7 @@ import { validateCatalogText } from '@gateway/catalog';
 import { placeOf, summarizeProfile, type CpuProfile } from './cpu-profile.js';
 import { benchConfigYaml } from './gateway-cluster.js';
 import { parseInfoReply } from './nats-stream-info.js';
-import { validateJob, type LoadJob } from './load-generator.js';
+import { runLoad, validateJob, type LoadJob } from './load-generator.js';
 import { cpuSecondsBetween, memoryBytes, parseMachineCpu, parseProcStat, processTree, type CpuSnapshot } from './proc-stat.js';
 import { formatDialectTable, formatSideBySide, formatTable, verdicts, type BenchFigures, type DialectFigures, type SideBySideColumn } from './report.js';
 import { percentile, SampleRecorder, summarize } from './statistics.js';
@@ -176,6 +176,28 @@ describe('load jobs', () => {
     expect(() => validateJob({ ...job, durationMs: 3_600_000 })).toThrow(/duration/);
     expect(() => validateJob({ ...job, mode: 'open' })).toThrow(/rate/);
   });
+
+  it('streams at a fixed rate: times each first content chunk apart from the whole stream', async () => {
+    const { createServer } = await import('node:http');
+    // An SSE answer whose content chunk leaves 5 ms after the headers and whose end 20 ms after that.
+    const server = createServer((_request, response) => {
+      response.writeHead(200, { 'content-type': 'text/event-stream' });
+      response.write(': open\n\n');
+      setTimeout(() => response.write('data: {"content":"hi"}\n\n'), 5);
+      setTimeout(() => response.end('data: [DONE]\n\n'), 25);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (server.address() as { port: number }).port;
+      const result = await runLoad({ ...job, origin: `http://127.0.0.1:${port}`, mode: 'open', rate: 100, stream: true, connections: 16, warmupMs: 0, durationMs: 300 });
+      expect(result.errors).toBe(0);
+      expect(result.ok).toBe(30);
+      expect(result.firstChunk!.p50Ms).toBeGreaterThanOrEqual(4);
+      expect(result.latency.p50Ms).toBeGreaterThanOrEqual(result.firstChunk!.p50Ms + 15);
+    } finally {
+      server.close();
+    }
+  });
 });
 
 describe('bench config', () => {
@@ -228,6 +250,7 @@ describe('dialect table', () => {
 describe('side-by-side table (--npm-start, --peer)', () => {
   const column = (name: string, p50: number, rps: number, memory: Record<string, number>): SideBySideColumn => ({
     name, requestsPerSecond: rps, cpuMicrosPerRequest: 1_000_000 / rps, cpuMicrosPerRequestAtRate: 200, cpuMicrosPerStream: 400,
+    cpuMicrosPerStreamAtRate: 150 * p50, streamsFirstChunkP50Ms: p50 * 2, streamsFirstChunkP99Ms: p50 * 4,
     p50AtRateMs: p50, p99AtRateMs: p50 * 3, firstChunkP50Ms: p50 / 2, firstChunkP99Ms: p50, errors: 0, memoryMegabytes: memory,
   });
 
@@ -242,6 +265,8 @@ describe('side-by-side table (--npm-start, --peer)', () => {
     expect(rows.find((row) => row.startsWith('| p50'))).toMatch(/1\.00 +\| 1\.75 \(\+0\.75\) +\| 2\.50 \(\+1\.50\)/);
     expect(rows.find((row) => row.startsWith('| max throughput'))).toMatch(/2,000 \(0\.5×\).*1,000 \(0\.3×\)/);
     expect(rows.find((row) => row.startsWith('| memory under load'))).toMatch(/\| 60 +\| 240 +\| 180 +\|/);
+    expect(rows.find((row) => row.startsWith('| streams at the fixed rate: first chunk p50'))).toMatch(/2\.00 +\| 3\.50 \(\+1\.50\) +\| 5\.00 \(\+3\.00\)/);
+    expect(rows.find((row) => row.startsWith('| CPU per stream at the fixed rate'))).toMatch(/150 +\| 263 \(1\.8×\) +\| 375 \(2\.5×\)/);
     expect(table).toContain('npm start: npm start 240');
   });
 });

@@ -10,6 +10,8 @@ import { SampleRecorder, summarize, type LatencySummary } from './statistics.js'
  *   measured from the scheduled send time, so a stalled target cannot hide its queueing
  *   (no coordinated omission);
  * - ttfb: stream requests one at a time, timing the first content chunk at the client.
+ * With `stream` set, an open loop sends stream requests and times their first content chunk too
+ * (streams at a fixed rate: the first chunk under load, CPU per stream).
  */
 export interface LoadJob {
   mode: 'closed' | 'open' | 'ttfb';
@@ -28,6 +30,8 @@ export interface LoadJob {
   requests?: number;
   /** open: most requests in flight; beyond it a scheduled request counts as an overload error. */
   maxInFlight?: number;
+  /** open: the requests stream; time each one's first content chunk as ttfb does. */
+  stream?: boolean;
   /** ttfb: what marks the first content event in the dialect's stream (a RegExp source). Default: chat's `"content":"x`. */
   contentPattern?: string;
 }
@@ -44,7 +48,7 @@ export interface LoadResult {
   elapsedMs: number;
   requestsPerSecond: number;
   latency: LatencySummary;
-  /** ttfb: time to the first content chunk. */
+  /** ttfb, and open with `stream`: time to the first content chunk. */
   firstChunk?: LatencySummary;
 }
 
@@ -96,7 +100,8 @@ async function send(pool: Pool, job: LoadJob, tally: Tally, startedAt: number): 
       return;
     }
     let firstChunkAt: number | undefined;
-    if (job.mode === 'ttfb') {
+    const timesFirstChunk = job.mode === 'ttfb' || job.stream === true;
+    if (timesFirstChunk) {
       const contentPattern = new RegExp(job.contentPattern ?? CHAT_CONTENT_PATTERN);
       let seen = '';
       for await (const part of response.body) {
@@ -109,7 +114,7 @@ async function send(pool: Pool, job: LoadJob, tally: Tally, startedAt: number): 
       await response.body.dump({ limit: 1024 * 1024 });
     }
     const endedAt = performance.now();
-    if (job.mode === 'ttfb') {
+    if (timesFirstChunk) {
       if (firstChunkAt === undefined) return tally.error('stream ended without a content chunk');
       tally.firstChunk.record(firstChunkAt - startedAt);
     }
@@ -194,7 +199,7 @@ export async function runLoad(jobInput: LoadJob, beforeMeasuring: () => Promise<
       elapsedMs,
       requestsPerSecond: (tally.ok / elapsedMs) * 1000,
       latency: summarize(tally.latency.samples()),
-      ...(job.mode === 'ttfb' ? { firstChunk: summarize(tally.firstChunk.samples()) } : {}),
+      ...(job.mode === 'ttfb' || job.stream === true ? { firstChunk: summarize(tally.firstChunk.samples()) } : {}),
     };
   } finally {
     await pool.close().catch(() => undefined);

@@ -26,7 +26,7 @@ const HELP = `usage: npm run bench -- [options]
   --duration S         seconds per measured phase (default 10, at most 60)
   --accounts N         accounts (one key each) the gateway load is spread over (default 1, at most 64)
   --rate R             fixed rate of the latency phase, req/s (default 500, at most 5000)
-  --only a,b           run only these phases of max, rate, ttfb (the table shows what ran)
+  --only a,b           run only these phases of max, rate, streams, ttfb (the table shows what ran)
   --dialect a,b        the gateway's request dialects to measure, each over the same phases: chat (default),
                        messages, responses; the first is the one compared with the bare proxy, the others
                        are reported against it side by side
@@ -93,7 +93,7 @@ const warmupMs = quick ? 1_000 : 3_000;
 const accounts = Math.round(bounded(args.accounts, 1, 1, 64, 'accounts'));
 const rate = bounded(args.rate, 500, 1, 5_000, 'rate');
 const ttfbRequests = quick ? 50 : 300;
-const PHASES = ['max', 'rate', 'ttfb'] as const;
+const PHASES = ['max', 'rate', 'streams', 'ttfb'] as const;
 type PhaseName = (typeof PHASES)[number];
 const onlyPhases = (args.only ?? PHASES.join(',')).split(',').map((name) => name.trim()).filter(Boolean);
 for (const name of onlyPhases) if (!(PHASES as readonly string[]).includes(name)) throw new Error(`--only takes phases among ${PHASES.join(', ')}; got ${name}`);
@@ -245,6 +245,9 @@ function phaseJobs(dialect: DialectName): Record<PhaseName, Omit<LoadJob, 'origi
   return {
     max: { mode: 'closed', path: request.path, body: request.body, connections, warmupMs, durationMs },
     rate: { mode: 'open', path: request.path, body: request.body, connections: 256, warmupMs, durationMs, rate, maxInFlight: 2_000 },
+    streams: {
+      mode: 'open', path: request.path, body: request.streamBody, connections: 256, warmupMs, durationMs, rate, maxInFlight: 2_000, stream: true, contentPattern: request.content,
+    },
     ttfb: { mode: 'ttfb', path: request.path, body: request.streamBody, connections: 1, warmupMs: Math.min(warmupMs, 1_000), durationMs, requests: ttfbRequests, contentPattern: request.content },
   };
 }
@@ -314,6 +317,9 @@ function sideBySide(name: string, outcomes: Partial<Record<PhaseName, PhaseOutco
     cpuMicrosPerRequest: cpuPerRequest(outcomes.max),
     cpuMicrosPerRequestAtRate: cpuPerRequest(outcomes.rate),
     cpuMicrosPerStream: cpuPerRequest(outcomes.ttfb),
+    cpuMicrosPerStreamAtRate: cpuPerRequest(outcomes.streams),
+    streamsFirstChunkP50Ms: outcomes.streams?.result.firstChunk?.p50Ms ?? Number.NaN,
+    streamsFirstChunkP99Ms: outcomes.streams?.result.firstChunk?.p99Ms ?? Number.NaN,
     p50AtRateMs: outcomes.rate?.result.latency.p50Ms ?? Number.NaN,
     p99AtRateMs: outcomes.rate?.result.latency.p99Ms ?? Number.NaN,
     firstChunkP50Ms: outcomes.ttfb?.result.firstChunk?.p50Ms ?? Number.NaN,
@@ -379,7 +385,7 @@ async function compare(): Promise<void> {
         return false;
       });
       const outcomes: Partial<Record<PhaseName, PhaseOutcome>> = {};
-      for (const phase of PHASES.filter((name) => onlyPhases.includes(name) && (streams || name !== 'ttfb'))) {
+      for (const phase of PHASES.filter((name) => onlyPhases.includes(name) && (streams || (name !== 'ttfb' && name !== 'streams')))) {
         const job = phaseJobs('chat')[phase];
         log(`phase ${phase} (${job.mode}) on ${extra.name}...`);
         outcomes[phase] = await runPhase(target, job, observers);
@@ -402,7 +408,7 @@ async function compare(): Promise<void> {
         p99AtRateMs: atRate?.result.latency.p99Ms ?? Number.NaN,
         firstChunkP50Ms: ttfb?.result.firstChunk?.p50Ms ?? Number.NaN,
         firstChunkP99Ms: ttfb?.result.firstChunk?.p99Ms ?? Number.NaN,
-        errors: sum([max, atRate, ttfb].map((outcome) => outcome?.result.errors ?? 0)),
+        errors: sum([max, atRate, phases.streams?.[name], ttfb].map((outcome) => outcome?.result.errors ?? 0)),
       };
     };
     // The per-process breakdown is of the max phase, or of whichever phase ran first.
@@ -433,8 +439,8 @@ async function compare(): Promise<void> {
     const batchLines = ['max', 'rate'].filter((phase) => phases[phase]).map((phase) => `Batching, ${phase} phase: ${batching(phases[phase]!.gateway.counters ?? {})}.`).join('\n');
     const dialectTable = dialects.length > 1 ? `\n${formatDialectTable(dialects.map((dialect) => ({ dialect, ...dialectFigures(byDialect.get(dialect)!) })))}\n` : '';
     const columns: SideBySideColumn[] = [
-      sideBySide('bare proxy', { max: phases.max?.bare, rate: phases.rate?.bare, ttfb: phases.ttfb?.bare }),
-      sideBySide('gateway, 6 processes', { max: phases.max?.gateway, rate: phases.rate?.gateway, ttfb: phases.ttfb?.gateway }),
+      sideBySide('bare proxy', { max: phases.max?.bare, rate: phases.rate?.bare, streams: phases.streams?.bare, ttfb: phases.ttfb?.bare }),
+      sideBySide('gateway, 6 processes', { max: phases.max?.gateway, rate: phases.rate?.gateway, streams: phases.streams?.gateway, ttfb: phases.ttfb?.gateway }),
       ...[...extraOutcomes].map(([name, outcomes]) => sideBySide(name, outcomes)),
     ];
     const sideTable = extraOutcomes.size > 0 ? `\n${formatSideBySide(columns)}\n${notes.map((note) => `Note: ${note}\n`).join('')}` : '';

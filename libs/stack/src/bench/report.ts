@@ -180,8 +180,12 @@ export function formatDialectTable(rows: readonly DialectFigures[]): string {
 /** One target of the side-by-side table (`--npm-start`, `--peer`): the chat phases' figures and memory. */
 export interface SideBySideColumn extends TargetFigures {
   name: string;
-  /** CPU µs per streamed request of the ttfb phase. */
+  /** CPU µs per streamed request of the ttfb phase (one stream at a time). */
   cpuMicrosPerStream: number;
+  /** The streams phase (stream requests at the fixed rate): CPU µs per stream, first content chunk p50/p99. */
+  cpuMicrosPerStreamAtRate: number;
+  streamsFirstChunkP50Ms: number;
+  streamsFirstChunkP99Ms: number;
   /** Most memory (PSS) each process group held at the end of a phase, MB. */
   memoryMegabytes: Record<string, number>;
 }
@@ -201,12 +205,15 @@ export function formatSideBySide(columns: readonly SideBySideColumn[]): string {
     ['figure', ...columns.map((column) => column.name)],
     ['p50 at the fixed rate, ms (added)', ...columns.map((column) => cell(column, number(column.p50AtRateMs, 2), added(column.p50AtRateMs, bare.p50AtRateMs)))],
     ['p99 at the fixed rate, ms (added)', ...columns.map((column) => cell(column, number(column.p99AtRateMs, 2), added(column.p99AtRateMs, bare.p99AtRateMs)))],
-    ['first streamed chunk p50, ms (added)', ...columns.map((column) => cell(column, number(column.firstChunkP50Ms, 2), added(column.firstChunkP50Ms, bare.firstChunkP50Ms)))],
-    ['first streamed chunk p99, ms (added)', ...columns.map((column) => cell(column, number(column.firstChunkP99Ms, 2), added(column.firstChunkP99Ms, bare.firstChunkP99Ms)))],
+    ['streams at the fixed rate: first chunk p50, ms (added)', ...columns.map((column) => cell(column, number(column.streamsFirstChunkP50Ms, 2), added(column.streamsFirstChunkP50Ms, bare.streamsFirstChunkP50Ms)))],
+    ['streams at the fixed rate: first chunk p99, ms (added)', ...columns.map((column) => cell(column, number(column.streamsFirstChunkP99Ms, 2), added(column.streamsFirstChunkP99Ms, bare.streamsFirstChunkP99Ms)))],
+    ['first streamed chunk p50, one at a time, ms (added)', ...columns.map((column) => cell(column, number(column.firstChunkP50Ms, 2), added(column.firstChunkP50Ms, bare.firstChunkP50Ms)))],
+    ['first streamed chunk p99, one at a time, ms (added)', ...columns.map((column) => cell(column, number(column.firstChunkP99Ms, 2), added(column.firstChunkP99Ms, bare.firstChunkP99Ms)))],
     ['max throughput, req/s (× bare)', ...columns.map((column) => cell(column, number(column.requestsPerSecond), ratio(column.requestsPerSecond, bare.requestsPerSecond)))],
     ['CPU per request at max load, µs (× bare)', ...columns.map((column) => cell(column, number(column.cpuMicrosPerRequest), ratio(column.cpuMicrosPerRequest, bare.cpuMicrosPerRequest)))],
     ['CPU per request at the fixed rate, µs (× bare)', ...columns.map((column) => cell(column, number(column.cpuMicrosPerRequestAtRate), ratio(column.cpuMicrosPerRequestAtRate, bare.cpuMicrosPerRequestAtRate)))],
-    ['CPU per stream, µs (× bare)', ...columns.map((column) => cell(column, number(column.cpuMicrosPerStream), ratio(column.cpuMicrosPerStream, bare.cpuMicrosPerStream)))],
+    ['CPU per stream at the fixed rate, µs (× bare)', ...columns.map((column) => cell(column, number(column.cpuMicrosPerStreamAtRate), ratio(column.cpuMicrosPerStreamAtRate, bare.cpuMicrosPerStreamAtRate)))],
+    ['CPU per stream, one at a time, µs (× bare)', ...columns.map((column) => cell(column, number(column.cpuMicrosPerStream), ratio(column.cpuMicrosPerStream, bare.cpuMicrosPerStream)))],
     ['memory under load, MB (PSS, all its processes)', ...columns.map((column) => number(totalMemory(column)))],
     ['largest process group, MB', ...columns.map((column) => {
       const [group, megabytes] = Object.entries(column.memoryMegabytes).sort((a, b) => b[1] - a[1])[0] ?? ['', Number.NaN];

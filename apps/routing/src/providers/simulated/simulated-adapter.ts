@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
-import { decode, encode } from 'gpt-tokenizer';
 import type { ChatRequest, ToolCall } from '@gateway/proto';
-import { countInputTokens, emptyUsage } from '../../usage/token-counter.js';
+import { countInputTokens, emptyUsage, tokenizer } from '../../usage/token-counter.js';
 import { sampleJsonForSchema } from './simulate-json.js';
 import type {
   AdapterChatRequest, AttemptSignal, AdapterChatResult, AdapterEmbedRequest, AdapterEmbedResult, AdapterImageEditRequest, AdapterImageRequest,
@@ -80,9 +79,9 @@ export function simulateAnswer(request: ChatRequest, upstreamModel: string): Sim
   let finishReason = 'stop';
   const limit = request.maxOutputTokens;
   if (limit !== undefined && limit > 0) {
-    const tokens = encode(content, encodeOptions);
+    const tokens = tokenizer().encode(content, encodeOptions);
     if (tokens.length > limit) {
-      content = decode(tokens.slice(0, limit));
+      content = tokenizer().decode(tokens.slice(0, limit));
       finishReason = 'length';
     }
   }
@@ -97,8 +96,8 @@ export class SimulatedAdapter implements ProviderAdapterV1 {
 
   private usageFor(request: AdapterChatRequest, answer: SimulatedAnswer) {
     const output =
-      encode(answer.content, encodeOptions).length +
-      answer.toolCalls.reduce((sum, call) => sum + encode(call.name, encodeOptions).length + encode(call.arguments, encodeOptions).length, 0);
+      tokenizer().encode(answer.content, encodeOptions).length +
+      answer.toolCalls.reduce((sum, call) => sum + tokenizer().encode(call.name, encodeOptions).length + tokenizer().encode(call.arguments, encodeOptions).length, 0);
     return { ...emptyUsage(), inputTokens: countInputTokens(request.chat.messages, request.chat.tools), outputTokens: output };
   }
 
@@ -113,14 +112,14 @@ export class SimulatedAdapter implements ProviderAdapterV1 {
 
   async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {
     const answer = simulateAnswer(request.chat, request.upstreamModel);
-    const tokens = encode(answer.content, encodeOptions);
+    const tokens = tokenizer().encode(answer.content, encodeOptions);
     for (let start = 0; start < tokens.length; start += TOKENS_PER_CHUNK) {
       signal.throwIfAborted();
       // Yield to the event loop between chunks, as a network stream would.
       await new Promise((resolve) => setImmediate(resolve));
       yield {
         type: 'delta',
-        delta: { choiceIndex: 0, content: decode(tokens.slice(start, start + TOKENS_PER_CHUNK)), toolCalls: [], reasoning: '', reasoningSignature: '', finishReason: '', images: [], reasoningEncrypted: '', stopSequence: '' },
+        delta: { choiceIndex: 0, content: tokenizer().decode(tokens.slice(start, start + TOKENS_PER_CHUNK)), toolCalls: [], reasoning: '', reasoningSignature: '', finishReason: '', images: [], reasoningEncrypted: '', stopSequence: '' },
       };
     }
     const toolCalls = answer.toolCalls.map((call, index) => ({ index, id: call.id, name: call.name, arguments: call.arguments }));
@@ -143,14 +142,14 @@ export class SimulatedAdapter implements ProviderAdapterV1 {
       return values.map((value) => value / norm);
     });
     const inputTokens =
-      request.texts.reduce((sum, text) => sum + encode(text, encodeOptions).length, 0) +
+      request.texts.reduce((sum, text) => sum + tokenizer().encode(text, encodeOptions).length, 0) +
       request.tokenInputs.reduce((sum, ids) => sum + ids.length, 0);
     return { embeddings, usage: { ...emptyUsage(), inputTokens } };
   }
 
   async moderate(request: AdapterModerateRequest, signal: AttemptSignal): Promise<AdapterModerateResult> {
     signal.throwIfAborted();
-    const inputTokens = request.inputs.reduce((sum, input) => sum + encode(input.type === 'text' ? input.text : input.url, encodeOptions).length, 0);
+    const inputTokens = request.inputs.reduce((sum, input) => sum + tokenizer().encode(input.type === 'text' ? input.text : input.url, encodeOptions).length, 0);
     return { results: request.inputs.map(simulateModeration), usage: { ...emptyUsage(), inputTokens } };
   }
 
@@ -176,7 +175,7 @@ export class SimulatedAdapter implements ProviderAdapterV1 {
     }
     return {
       images,
-      usage: { ...emptyUsage(), inputTextTokens: encode(request.prompt, encodeOptions).length, inputImageTokens, outputImageTokens: imageTokens(request.size) * images.length },
+      usage: { ...emptyUsage(), inputTextTokens: tokenizer().encode(request.prompt, encodeOptions).length, inputImageTokens, outputImageTokens: imageTokens(request.size) * images.length },
     };
   }
 
