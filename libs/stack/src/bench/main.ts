@@ -31,7 +31,8 @@ const HELP = `usage: npm run bench -- [options]
                        messages, responses; the first is the one compared with the bare proxy, the others
                        are reported against it side by side
   --json FILE          also write the raw results as JSON
-  --profile            profile the gateway under load (node --cpu-prof) instead of the comparison
+  --profile            profile the gateway under load (node --cpu-prof) instead of the comparison, over the
+                       first phase --only names (default max)
   --profile-services a,b  services to profile (default edge,routing,ledger,auth)
   --admission MODE     the edge's admission: leased (default, leased budgets) or ledger (one Ledger.Admit per request)
   --router-transport T edge to routing: exchange (default, one multiplexed Router.Exchange call) or calls (a call per request)
@@ -468,8 +469,10 @@ async function profile(): Promise<void> {
     cluster = await startGatewayCluster({ root, upstreamBaseUrl: `${upstreamOrigin}/v1`, postgresAdminUrl, natsUrl, accounts, admission, routerTransport, profile: { services, dir } });
     const gateway = gatewayTarget(cluster);
     await checkTarget(gateway);
-    const outcome = await runPhase(gateway, { mode: 'closed', path: '/v1/chat/completions', body: chatBody, connections, warmupMs, durationMs }, []);
-    log(describePhase('profiled max gateway', outcome));
+    // The first phase --only names (default max), on chat requests.
+    const phase = (args.only ? onlyPhases[0] : 'max') as PhaseName;
+    const outcome = await runPhase(gateway, phaseJobs('chat')[phase], []);
+    log(describePhase(`profiled ${phase} gateway`, outcome));
     // Profiles are written when a process exits normally (SIGTERM -> runMain -> exit).
     await cluster.stop();
     cluster = undefined;
