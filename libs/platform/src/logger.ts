@@ -51,10 +51,7 @@ export function createLogger(service: string, level: string = process.env.LOG_LE
 export function serviceLogger(parent: Logger, service: string): Logger {
   const bindings = parent.bindings();
   if (!('service' in bindings) && !('name' in bindings)) return parent.child({ service });
-  const { service: _service, name: _name, ...rest } = bindings;
-  const stream = (parent as unknown as Record<symbol, DestinationStream>)[pino.symbols.streamSym];
-  const sibling = pino(loggerOptions(service, parent.level), stream);
-  return Object.keys(rest).length > 0 ? sibling.child(rest) : sibling;
+  return siblingOf(parent, service, true);
 }
 
 /**
@@ -64,9 +61,15 @@ export function serviceLogger(parent: Logger, service: string): Logger {
  * against each path and was the costliest part of writing one. Never pass it caller-supplied objects.
  */
 export function unredactedLogger(parent: Logger): Logger {
-  const { service, name, ...rest } = parent.bindings() as { service?: string; name?: string };
+  const { service, name } = parent.bindings() as { service?: string; name?: string };
+  return siblingOf(parent, service ?? name ?? 'gateway', false);
+}
+
+/** A new pino logger on `parent`'s destination and level, named `service`, with the parent's other bindings. */
+function siblingOf(parent: Logger, service: string, redact: boolean): Logger {
+  const { service: _service, name: _name, ...rest } = parent.bindings();
   const stream = (parent as unknown as Record<symbol, DestinationStream>)[pino.symbols.streamSym];
-  const sibling = pino(loggerOptions(service ?? name ?? 'gateway', parent.level, false), stream);
+  const sibling = pino(loggerOptions(service, parent.level, redact), stream);
   return Object.keys(rest).length > 0 ? sibling.child(rest) : sibling;
 }
 

@@ -1,10 +1,10 @@
 import type { IncomingMessage } from 'node:http';
-import { tokenizerEncode } from '../inference/tokenizer.js';
 import type { z } from 'zod';
 import type { EdgeContext } from '../context.js';
 import { EdgeError } from '../errors.js';
 import { readJsonBody } from '../http.js';
 import { parseBody } from '../canonical/validation.js';
+import { tokenizerEncode } from '../inference/tokenizer.js';
 
 /** Reads a JSON body and validates it with the family's schema (400s name the field path). */
 export async function readJson<Schema extends z.ZodType>(request: IncomingMessage, context: EdgeContext, schema: Schema): Promise<z.infer<Schema>> {

@@ -1,8 +1,8 @@
 import type { ChatRequest, Pricing } from '@gateway/proto';
-import { tokenizerEncode } from './tokenizer.js';
 import { formatCredits, parseCredits } from '@gateway/platform';
 import type { CatalogModel } from '../catalog-cache.js';
 import { EdgeError } from '../errors.js';
+import { tokenizerEncode } from './tokenizer.js';
 
 /**
  * What one request may carry and cost at most, decided at the edge before admission and before any
