@@ -18,6 +18,7 @@ import {
   type EventBus,
   type Subscription,
 } from './event-bus.js';
+import { JetStreamPublisher } from './jetstream-publisher.js';
 
 const MSG_ID_HEADER = 'Nats-Msg-Id';
 
@@ -25,6 +26,8 @@ const MSG_ID_HEADER = 'Nats-Msg-Id';
 export class NatsEventBus implements EventBus {
   /** Follows the connection's disconnect/reconnect events (the client reconnects by itself, forever). */
   private connected = true;
+  /** Usage publishes: one reply subscription instead of the client's request machinery per publish. */
+  private readonly publisher: JetStreamPublisher;
 
   private constructor(
     private readonly connection: NatsConnection,
@@ -33,6 +36,7 @@ export class NatsEventBus implements EventBus {
     private readonly prefix: string,
     readonly streamName: string,
   ) {
+    this.publisher = new JetStreamPublisher(connection, 5_000);
     void (async () => {
       for await (const status of connection.status()) {
         if (status.type === 'disconnect') {
@@ -88,7 +92,7 @@ export class NatsEventBus implements EventBus {
 
   async publishDurable(subject: string, data: Uint8Array, msgId: string): Promise<void> {
     // Resolves on the stream's ack; a duplicate msg-id is acked as a duplicate and stored once.
-    await this.js.publish(this.prefix + subject, data, { msgID: msgId, timeout: 5_000 });
+    await this.publisher.publish(this.prefix + subject, data, msgId);
   }
 
   async consumeDurable(
@@ -177,5 +181,6 @@ export class NatsEventBus implements EventBus {
 
   async close(): Promise<void> {
     await this.connection.drain().catch(() => this.connection.close());
+    this.publisher.close();
   }
 }
