@@ -52,6 +52,9 @@ export interface RouterExchangeOptions {
 
 type Frame = NonNullable<ExchangeResponse['frame']>;
 
+/** Asks the router for batched answers (ExchangeResponse.batch): several frames per HTTP/2 write. */
+const BATCHED_ANSWERS = { 'x-gateway-exchange-batch': '1' };
+
 interface Pending {
   /** A frame answering this exchange. */
   deliver(frame: Frame): void;
@@ -140,6 +143,11 @@ class ExchangeCall {
   }
 
   private receive(response: ExchangeResponse): void {
+    // Answers the router sent in one turn of its event loop, in order.
+    if (response.batch.length > 0) {
+      for (const inner of response.batch) this.receive(inner);
+      return;
+    }
     const frame = response.frame;
     if (!frame) return;
     if (frame.$case === 'drain') {
@@ -341,7 +349,8 @@ export class RouterExchange implements ChatRouter {
       if (Date.now() - current.openedAt < this.maxCallAgeMs) return current;
       current.retire();
     }
-    const call: ExchangeCall = new ExchangeCall(openDuplexCall(this.client, RouterServiceService.exchange.path, ExchangeResponse.decode, this.credential), (finished) => {
+    const opened = openDuplexCall(this.client, RouterServiceService.exchange.path, ExchangeResponse.decode, this.credential, BATCHED_ANSWERS);
+    const call: ExchangeCall = new ExchangeCall(opened, (finished) => {
       if (this.current === finished) this.current = undefined;
       // A draining call stays in `calls` (so close() can end it) until it is gone.
       if (finished.gone) {

@@ -118,6 +118,8 @@ export class FakeRouter {
   perCallChats = 0;
   /** Router.Exchange calls opened, and the cancel frames received on them. */
   exchangeCalls = 0;
+  /** Exchange messages that carried several frames (ExchangeResponse.batch). */
+  batchedMessages = 0;
   exchangeCancels = 0;
   /** Open Exchange calls: a test can drain them (as a router shutting down) or break them. */
   readonly openExchanges = new Set<Parameters<RouterServiceServer['exchange']>[0]>();
@@ -164,8 +166,30 @@ export class FakeRouter {
     const cancelled = new Set<number>();
     let open = 0;
     let halfClosed = false;
+    // As the routing service: a caller that asks for batches gets the frames of one event-loop turn in one message.
+    const batching = call.metadata.get('x-gateway-exchange-batch')[0] === '1';
+    let gathered: ExchangeResponse[] = [];
+    const flush = () => {
+      const frames = gathered;
+      gathered = [];
+      if (frames.length === 0) return;
+      if (frames.length === 1) call.write(frames[0]!);
+      else {
+        this.batchedMessages++;
+        call.write({ exchangeId: 0, frame: undefined, batch: frames });
+      }
+    };
+    const write = (response: ExchangeResponse) => {
+      if (!batching) return call.write(response);
+      gathered.push(response);
+      if (gathered.length === 1) setImmediate(flush);
+      return true;
+    };
     const endIfIdle = () => {
-      if (halfClosed && open === 0) call.end();
+      if (halfClosed && open === 0) {
+        flush();
+        call.end();
+      }
     };
     call.on('end', () => {
       this.exchangeCallsEndedByCaller++;
@@ -192,8 +216,8 @@ export class FakeRouter {
       if (frame.$case === 'chat') {
         this.chats.push(frame.value);
         this.chatAnswer(frame.value).then(
-          (answer) => { if (!cancelled.has(id)) call.write({ exchangeId: id, frame: { $case: 'chat', value: answer } }); },
-          (error: unknown) => { if (!cancelled.has(id)) call.write(failureFrame(id, error)); },
+          (answer) => { if (!cancelled.has(id)) write({ exchangeId: id, frame: { $case: 'chat', value: answer }, batch: [] }); },
+          (error: unknown) => { if (!cancelled.has(id)) write(failureFrame(id, error)); },
         ).finally(done);
         return;
       }
@@ -204,11 +228,11 @@ export class FakeRouter {
         try {
           for await (const message of this.streamScript(chat)) {
             if (cancelled.has(id)) return;
-            call.write({ exchangeId: id, frame: { $case: 'stream', value: message } });
+            write({ exchangeId: id, frame: { $case: 'stream', value: message }, batch: [] });
           }
-          if (!cancelled.has(id)) call.write({ exchangeId: id, frame: { $case: 'end', value: {} } });
+          if (!cancelled.has(id)) write({ exchangeId: id, frame: { $case: 'end', value: {} }, batch: [] });
         } catch (error) {
-          if (!cancelled.has(id)) call.write(failureFrame(id, error));
+          if (!cancelled.has(id)) write(failureFrame(id, error));
         } finally {
           done();
         }
@@ -218,14 +242,14 @@ export class FakeRouter {
 
   /** As a router shutting down: every open Exchange call is told to take no new exchanges. */
   drainExchanges(): void {
-    for (const call of this.openExchanges) call.write({ exchangeId: 0, frame: { $case: 'drain', value: {} } });
+    for (const call of this.openExchanges) call.write({ exchangeId: 0, frame: { $case: 'drain', value: {} }, batch: [] });
   }
 }
 
 /** The same scripts as Chat / ChatStream, answered as Router.Exchange frames (as the routing service does). */
 function failureFrame(exchangeId: number, error: unknown): ExchangeResponse {
   const gatewayError = error instanceof GatewayError ? error : new GatewayError(GrpcStatus.INTERNAL, ErrorReason.ERROR_REASON_INTERNAL, String(error));
-  return { exchangeId, frame: { $case: 'failure', value: { status: gatewayError.status, detail: gatewayError.detail } } };
+  return { exchangeId, frame: { $case: 'failure', value: { status: gatewayError.status, detail: gatewayError.detail } }, batch: [] };
 }
 
 export function chatResponse(request: ChatRequest, content: string): ChatResponse {

@@ -101,6 +101,24 @@ describe('RouterExchange', () => {
     expect(router.perCallChats - perCallBefore).toBe(0);
   });
 
+  it('asks for batched answers and reads every frame of a batch in order, for chats and streams alike', async () => {
+    const exchange = exchangeTo(server.address);
+    const batchedBefore = router.batchedMessages;
+    // Every message of a stream is produced in one turn: the router sends them as one batch.
+    router.streamScript = async function* (request) {
+      yield startEvent(request);
+      for (const word of ['alpha', 'beta', 'gamma', 'delta']) yield deltaEvent(`${word} `);
+      yield { event: { $case: 'usage', value: usage(3, 4) } };
+    };
+    router.chatAnswer = async (request) => chatResponse(request, `answer to ${request.context!.requestId}`);
+    const streams = await Promise.all(Array.from({ length: 3 }, (_, index) => collect(exchange.chatStream({ chat: chatRequest(`batch_stream_${index}`), combinedStart: false }))));
+    expect(streams).toEqual(Array.from({ length: 3 }, () => ({ text: 'alpha beta gamma delta ' })));
+    const answers = await Promise.all(Array.from({ length: 20 }, (_, index) => exchange.chat(chatRequest(`batch_chat_${index}`), {})));
+    expect(answers.map((answer) => answer.choices[0]!.message!.content)).toEqual(Array.from({ length: 20 }, (_, index) => `answer to batch_chat_${index}`));
+    expect(router.batchedMessages - batchedBefore).toBeGreaterThanOrEqual(3);
+    expect(exchange.openExchanges).toBe(0);
+  });
+
   it('rebuilds the router error from a failure frame: status, reason, code, param, retry-after', async () => {
     const exchange = exchangeTo(server.address);
     router.chatAnswer = async () => {

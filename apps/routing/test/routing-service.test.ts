@@ -352,13 +352,23 @@ describe('routing service', () => {
   });
 
   /** Router.Exchange at the frame level: what arrived, per exchange id; `closed` once the call ended. */
-  function openExchange() {
-    const call = openDuplexCall(client.raw, RouterServiceService.exchange.path, ExchangeResponse.decode);
+  function openExchange(options: { batched?: boolean } = {}) {
+    const call = openDuplexCall(client.raw, RouterServiceService.exchange.path, ExchangeResponse.decode, undefined, options.batched ? { 'x-gateway-exchange-batch': '1' } : {});
     const frames = new Map<number, ExchangeResponse['frame'][]>();
-    const state = { drains: 0, closed: false, error: undefined as unknown };
-    call.on('data', (response: ExchangeResponse) => {
+    const state = { drains: 0, closed: false, error: undefined as unknown, batches: 0, batchedFrames: 0 };
+    const receive = (response: ExchangeResponse) => {
       if (response.frame?.$case === 'drain') state.drains++;
       else frames.set(response.exchangeId, [...(frames.get(response.exchangeId) ?? []), response.frame]);
+    };
+    call.on('data', (response: ExchangeResponse) => {
+      if (response.batch.length === 0) return receive(response);
+      state.batches++;
+      state.batchedFrames += response.batch.length;
+      expect(response.frame).toBeUndefined();
+      for (const inner of response.batch) {
+        expect(inner.batch).toHaveLength(0);
+        receive(inner);
+      }
     });
     call.on('error', (error: unknown) => { state.error = error; state.closed = true; });
     call.on('end', () => { state.closed = true; });
@@ -388,6 +398,31 @@ describe('routing service', () => {
     expect(text).toBe('one two three four');
     expect((await eventFor(streamed.context!.requestId)).event.outcome).toBe(UsageOutcome.USAGE_OUTCOME_SERVED);
     // The caller half-closes: the call ends once nothing is open.
+    exchange.call.end();
+    await eventually(() => expect(exchange.state.closed).toBe(true));
+    expect(exchange.state.error).toBeUndefined();
+    // It did not ask for batches.
+    expect(exchange.state.batches).toBe(0);
+  });
+
+  it('sends the frames of one turn as one batch to a caller that asks, in order and complete', async () => {
+    upstreamA.script({ text: 'one two three four', chunkCount: 4, chunkDelayMs: 20 });
+    const exchange = openExchange({ batched: true });
+    const streamed = chatRequest('acme/only-a', 'stream it in batches');
+    exchange.send({ exchangeId: 21, frame: { $case: 'chatStream', value: { chat: streamed, combinedStart: true } } });
+    // Chats sent in one write are answered by the simulated provider in the same turns: batches too.
+    for (let index = 0; index < 8; index++) exchange.send({ exchangeId: 30 + index, frame: { $case: 'chat', value: chatRequest('acme/sim', `plain ${index}`) } });
+    await eventually(() => expect(exchange.frames.get(21)?.at(-1)?.$case).toBe('end'));
+    await eventually(() => expect(Array.from({ length: 8 }, (_, index) => exchange.frames.get(30 + index)?.[0]?.$case)).toEqual(Array(8).fill('chat')));
+    const stream = exchange.frames.get(21)!;
+    const events = stream.map((frame) => (frame?.$case === 'stream' ? frame.value.event?.$case : frame?.$case));
+    expect(events[0]).toBe('start');
+    expect(events.slice(-2)).toEqual(['usage', 'end']);
+    const text = stream.map((frame) => (frame?.$case !== 'stream' ? '' : frame.value.event?.$case === 'delta' ? frame.value.event.value.content : frame.value.event?.$case === 'start' ? frame.value.event.value.firstDelta?.content ?? '' : '')).join('');
+    expect(text).toBe('one two three four');
+    // The stream's usage and end leave in one turn at least: one batch, never a batch of one.
+    expect(exchange.state.batches).toBeGreaterThanOrEqual(1);
+    expect(exchange.state.batchedFrames).toBeGreaterThanOrEqual(2 * exchange.state.batches);
     exchange.call.end();
     await eventually(() => expect(exchange.state.closed).toBe(true));
     expect(exchange.state.error).toBeUndefined();

@@ -15,13 +15,37 @@ import {
   tracingEnabled,
   type Logger,
 } from '@gateway/platform';
-import { RouterServiceService, type ChatRequest, type ChatStreamRequest, type ExchangeRequest, type ExchangeResponse } from '@gateway/proto';
+import { ExchangeResponse, RouterServiceService, type ChatRequest, type ChatStreamRequest, type ExchangeRequest } from '@gateway/proto';
 import type { Router } from '../routing/router.js';
+import { asBuffer, reusedWriterEncoder } from '../routing/reused-writer.js';
+import { encodeRepeatedBytes } from '../routing/length-delimited.js';
 
 /** Exchanges one call may hold open at once; more are refused (RESOURCE_EXHAUSTED) until some finish. */
 export const MAX_OPEN_EXCHANGES = 10_000;
 
-type ExchangeCall = ServerDuplexStream<ExchangeRequest, ExchangeResponse>;
+/** What the call writes: a frame to encode, or frames already encoded (one, or a batch). */
+type ExchangeCall = ServerDuplexStream<ExchangeRequest, ExchangeResponse | Uint8Array>;
+
+/** Call metadata by which a caller asks for batched answers (ExchangeResponse.batch). */
+export const EXCHANGE_BATCH_METADATA = 'x-gateway-exchange-batch';
+/** A batch is written once it holds this many bytes or frames; a larger frame goes alone. */
+const MAX_BATCH_BYTES = 256 * 1024;
+const MAX_BATCH_FRAMES = 128;
+/** ExchangeResponse's `repeated ExchangeResponse batch = 7`. */
+const BATCH_FIELD = 7;
+const NO_BATCH: ExchangeResponse[] = [];
+
+const encodeExchangeResponse = reusedWriterEncoder(ExchangeResponse);
+
+/** The Exchange call's serializer: frames are encoded on a reused writer, or arrive encoded already (batching). */
+export function serializeExchangeResponse(value: ExchangeResponse | Uint8Array): Buffer {
+  return asBuffer(value instanceof Uint8Array ? value : encodeExchangeResponse(value));
+}
+
+/** One answer frame (no batch). */
+function answer(exchangeId: number, frame: ExchangeResponse['frame']): ExchangeResponse {
+  return { exchangeId, frame, batch: NO_BATCH };
+}
 
 // An exchange's span is named as the RPC it stands for.
 const CHAT_PATH = RouterServiceService.chat.path;
@@ -60,6 +84,11 @@ class ExchangeSession {
   private readonly open = new Map<number, Cancellation>();
   private halfClosed = false;
   private gone = false;
+  /** The caller reads ExchangeResponse.batch (EXCHANGE_BATCH_METADATA). */
+  private readonly batching: boolean;
+  /** Encoded frames waiting for this turn's write (batching calls only). */
+  private gathered: Uint8Array[] = [];
+  private gatheredBytes = 0;
 
   constructor(
     private readonly call: ExchangeCall,
@@ -67,6 +96,7 @@ class ExchangeSession {
     private readonly logger: Logger,
     private readonly onFinished: () => void,
   ) {
+    this.batching = call.metadata.get(EXCHANGE_BATCH_METADATA)[0] === '1';
     call.on('data', (request: ExchangeRequest) => this.receive(request));
     call.on('end', () => {
       this.halfClosed = true;
@@ -79,7 +109,7 @@ class ExchangeSession {
   }
 
   drain(): void {
-    this.send({ exchangeId: 0, frame: { $case: 'drain', value: {} } });
+    this.send(answer(0, { $case: 'drain', value: {} }));
   }
 
   private receive(request: ExchangeRequest): void {
@@ -115,7 +145,7 @@ class ExchangeSession {
   private async chat(id: number, request: ChatRequest, cancellation: Cancellation): Promise<GatewayError | undefined> {
     try {
       const response = await this.router.chat(request, cancellation);
-      if (!cancellation.aborted) this.send({ exchangeId: id, frame: { $case: 'chat', value: response } });
+      if (!cancellation.aborted) this.send(answer(id, { $case: 'chat', value: response }));
       return undefined;
     } catch (error) {
       const failure = handlerError(error, this.logger, 'Exchange.Chat');
@@ -133,9 +163,9 @@ class ExchangeSession {
         if (cancellation.aborted) return undefined;
         // The call's buffer is shared by every exchange: a stream waits for it to drain, as ChatStream
         // waits for its own call (answers of other exchanges still go out meanwhile).
-        if (!this.send({ exchangeId: id, frame: { $case: 'stream', value: message } })) await this.drained(cancellation);
+        if (!this.send(answer(id, { $case: 'stream', value: message }))) await this.drained(cancellation);
       }
-      if (!cancellation.aborted) this.send({ exchangeId: id, frame: { $case: 'end', value: {} } });
+      if (!cancellation.aborted) this.send(answer(id, { $case: 'end', value: {} }));
       return undefined;
     } catch (error) {
       const failure = handlerError(error, this.logger, 'Exchange.ChatStream');
@@ -159,14 +189,34 @@ class ExchangeSession {
   }
 
   private fail(id: number, error: GatewayError): void {
-    this.send({ exchangeId: id, frame: { $case: 'failure', value: { status: error.status, detail: error.detail } } });
+    this.send(answer(id, { $case: 'failure', value: { status: error.status, detail: error.detail } }));
   }
 
-  /** False when the call's buffer is full (the caller is slow to read). */
+  /**
+   * False when the call's buffer is full (the caller is slow to read). On a batching call the frame is
+   * encoded now and written with the others sent in this turn of the event loop (setImmediate: after
+   * the I/O callbacks of the turn, so answers completed by the same reads travel together).
+   */
   private send(response: ExchangeResponse): boolean {
     if (this.gone) return true;
-    return this.call.write(response);
+    if (!this.batching) return this.call.write(response);
+    const bytes = encodeExchangeResponse(response);
+    if (this.gathered.length > 0 && (this.gatheredBytes + bytes.length > MAX_BATCH_BYTES || this.gathered.length >= MAX_BATCH_FRAMES)) this.flush();
+    this.gathered.push(bytes);
+    this.gatheredBytes += bytes.length;
+    if (this.gathered.length === 1) setImmediate(this.flush);
+    return !this.call.writableNeedDrain;
   }
+
+  /** Writes what was gathered: a lone frame as it is, several as one ExchangeResponse of `batch`. */
+  private readonly flush = (): void => {
+    const frames = this.gathered;
+    if (frames.length === 0) return;
+    this.gathered = [];
+    this.gatheredBytes = 0;
+    if (this.gone) return;
+    this.call.write(frames.length === 1 ? frames[0]! : encodeRepeatedBytes(BATCH_FIELD, frames));
+  };
 
   private finish(id: number): void {
     this.open.delete(id);
@@ -175,6 +225,8 @@ class ExchangeSession {
 
   private endIfIdle(): void {
     if (!this.halfClosed || this.open.size > 0 || this.gone) return;
+    // The last answers go out before the end of the call.
+    this.flush();
     this.gone = true;
     this.call.end();
     this.onFinished();
@@ -187,3 +239,4 @@ class ExchangeSession {
     this.onFinished();
   }
 }
+

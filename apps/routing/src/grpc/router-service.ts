@@ -3,7 +3,7 @@ import { errors, serverStream, unary, type CallerSignal, type Logger } from '@ga
 import { ChatResponse, ChatStreamResponse, ExchangeResponse, RouterServiceService, type ChatStreamRequest, type RouterServiceServer } from '@gateway/proto';
 import type { Router } from '../routing/router.js';
 import { asBuffer, reusedWriterEncoder } from '../routing/reused-writer.js';
-import { ExchangeService } from './exchange.js';
+import { ExchangeService, serializeExchangeResponse } from './exchange.js';
 
 type Call = ServerUnaryCall<unknown, unknown> | ServerWritableStream<unknown, unknown>;
 
@@ -34,7 +34,6 @@ class CallCancellation implements CallerSignal {
 
 const encodeChatResponse = reusedWriterEncoder(ChatResponse);
 const encodeChatStreamResponse = reusedWriterEncoder(ChatStreamResponse);
-const encodeExchangeResponse = reusedWriterEncoder(ExchangeResponse);
 
 /**
  * The generated service definition with the hot answers (Chat, ChatStream parts) encoded on reused
@@ -44,7 +43,8 @@ export const routerServiceDefinition: typeof RouterServiceService = {
   ...RouterServiceService,
   chat: { ...RouterServiceService.chat, responseSerialize: (value: ChatResponse) => asBuffer(encodeChatResponse(value)) },
   chatStream: { ...RouterServiceService.chatStream, responseSerialize: (value: ChatStreamResponse) => asBuffer(encodeChatStreamResponse(value)) },
-  exchange: { ...RouterServiceService.exchange, responseSerialize: (value: ExchangeResponse) => asBuffer(encodeExchangeResponse(value)) },
+  // Exchange frames may come encoded already (a batch, or a frame gathered for one).
+  exchange: { ...RouterServiceService.exchange, responseSerialize: serializeExchangeResponse as (value: ExchangeResponse) => Buffer },
 };
 
 export function routerService(router: Router, logger: Logger, exchanges = new ExchangeService(router, logger)): RouterServiceServer {

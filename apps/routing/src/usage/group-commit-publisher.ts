@@ -4,6 +4,7 @@ import type { BackgroundUsage, BackgroundUsageOptions } from './background-usage
 import type { StreamCheckpoint, StreamProgress } from './stream-checkpoints.js';
 import { backgroundUsageFor, encodeUsageEvent, publishWithRetry, type UsageBacklog, type UsagePublisher } from './usage-publisher.js';
 import type { OutboxEntry, UsageOutbox } from './usage-outbox.js';
+import { encodeRepeatedBytes } from '../routing/length-delimited.js';
 
 export interface GroupCommitUsagePublisherOptions {
   bus: EventBus;
@@ -182,39 +183,8 @@ export class GroupCommitUsagePublisher implements UsagePublisher {
 
 /**
  * `UsageEventBatch { batch_id = 1; repeated UsageEvent events = 2; }` from events already encoded
- * (each is encoded once, when published, to bound the message size): a length-delimited field per event.
+ * (each is encoded once, when published, to bound the message size).
  */
 export function encodeUsageEventBatch(batchId: string, events: readonly Uint8Array[]): Uint8Array {
-  const id = Buffer.from(batchId, 'utf8');
-  let size = 1 + varintLength(id.length) + id.length;
-  for (const event of events) size += 1 + varintLength(event.length) + event.length;
-  const out = new Uint8Array(size);
-  let offset = 0;
-  const writeVarint = (value: number) => {
-    while (value > 0x7f) {
-      out[offset++] = (value & 0x7f) | 0x80;
-      value >>>= 7;
-    }
-    out[offset++] = value;
-  };
-  out[offset++] = (1 << 3) | 2; // field 1, length-delimited
-  writeVarint(id.length);
-  out.set(id, offset);
-  offset += id.length;
-  for (const event of events) {
-    out[offset++] = (2 << 3) | 2; // field 2, length-delimited
-    writeVarint(event.length);
-    out.set(event, offset);
-    offset += event.length;
-  }
-  return out;
-}
-
-function varintLength(value: number): number {
-  let length = 1;
-  while (value > 0x7f) {
-    value >>>= 7;
-    length++;
-  }
-  return length;
+  return encodeRepeatedBytes(2, events, { field: 1, bytes: Buffer.from(batchId, 'utf8') });
 }

@@ -194,9 +194,11 @@ export function openDuplexCall<Response>(
   path: string,
   decode: (bytes: Uint8Array) => Response,
   credential?: string,
+  headers: Readonly<Record<string, string>> = {},
 ): ClientDuplexStream<Uint8Array, Response> {
   const serialize = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const metadata = new Metadata();
   if (credential) metadata.set(CREDENTIAL_METADATA, credential);
+  for (const [name, value] of Object.entries(headers)) metadata.set(name, value);
   return client.makeBidiStreamRequest(path, serialize, decode, metadata, {});
 }
