@@ -116,6 +116,8 @@ export async function startRoutingService(options: RoutingServiceOptions): Promi
       // Edges move new exchanges to another replica and end their call here once its exchanges answered.
       exchanges.drain();
       await server.stop();
+      // Streams that ended publish their usage apart: it is stored before the publisher stops.
+      await router.settled();
       await usage.stop();
       await catalog.stop();
       catalogClient.close();

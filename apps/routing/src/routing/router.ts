@@ -265,9 +265,16 @@ class DeliveredContent {
  */
 export class Router {
   private readonly random: () => number;
+  /** Usage of streams that already ended, still on its way to the bus (chatStream); stop waits for them. */
+  private readonly settling = new Set<Promise<void>>();
 
   constructor(private readonly options: RouterOptions) {
     this.random = options.random ?? Math.random;
+  }
+
+  /** Resolves once the usage of every stream that ended so far is stored (or handed to the background). */
+  async settled(): Promise<void> {
+    while (this.settling.size > 0) await Promise.allSettled([...this.settling]);
   }
 
   /** Model, endpoint and ordered candidates. Unknown model: releases the reservation, then MODEL_NOT_FOUND. */
@@ -836,6 +843,25 @@ export class Router {
       }
       return event.usage!;
     };
+    /**
+     * A complete stream's usage: the event is published now and the stream ends at once (its usage
+     * message and end go out with its last deltas, one write to the edge), while the publish finishes
+     * apart. Waiting for the ack before ending would protect nothing: the content has reached the
+     * caller either way, and a failed publish is retried from the background as it would be anyway.
+     */
+    const settleServedAfterwards = (): Usage => {
+      settled = true;
+      const event = this.usageEvent(prepared, UsageOutcome.USAGE_OUTCOME_SERVED, servingProvider, meter(), true);
+      const stored: Promise<void> = this.publishUsage(event).then(
+        () => checkpoint?.finalStored(),
+        (error: unknown) => {
+          logger.error({ err: error }, 'usage event of a stream not stored yet; retrying in the background');
+          this.options.usage.publishInBackground(event, checkpoint);
+        },
+      ).finally(() => this.settling.delete(stored));
+      this.settling.add(stored);
+      return event.usage!;
+    };
 
     try {
       for (const candidate of prepared.candidates) {
@@ -886,7 +912,7 @@ export class Router {
             firstPartAt = Date.now();
             yield startEvent(providerId);
           }
-          const usage = await settleServed(true);
+          const usage = settleServedAfterwards();
           this.options.attempts?.attempt(providerId, 'success');
           if (tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gateway.attempts', prepared.candidates.indexOf(candidate) + 1);
           this.options.health.recordSuccess(providerId, prepared.model.id, {
