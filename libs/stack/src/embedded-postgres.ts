@@ -239,7 +239,10 @@ function deathSignalWrapper(): string | undefined {
 async function startPostmaster(
   postgres: string, databaseDir: string, port: number, runAs: SystemUser | undefined, log: PostgresLog, logger: Logger,
 ): Promise<{ stop(): Promise<void> }> {
-  const settings = ['-D', databaseDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'lc_messages=C'];
+  // A development database: 16 MB of shared buffers (Postgres's default is 128 MB) holds what npm start
+  // touches while the rest stays in the OS page cache, which is not the gateway's memory (issue 17's
+  // 250 MB for everything); its WAL buffers follow (1/32 of it).
+  const settings = ['-D', databaseDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'lc_messages=C', '-c', 'shared_buffers=16MB'];
   const wrapper = deathSignalWrapper();
   const child: ChildProcess = wrapper
     ? spawn(wrapper, ['--pdeathsig', 'INT', '--', postgres, ...settings], { ...runAs, env: postgresEnvironment(), detached: true, stdio: ['ignore', 'ignore', 'pipe'] })
