@@ -577,7 +577,7 @@ describe('runtime flags', () => {
   };
 
   it('the bench starts services with the node flags the image, compose and the chart run them with', async () => {
-    const { SERVICE_NODE_FLAGS, SERVICES } = await import('../src/bench/gateway-cluster.js');
+    const { SERVICE_NODE_FLAGS, SERVICES, serviceNodeFlags } = await import('../src/bench/gateway-cluster.js');
     const dockerfile = readFileSync(`${root}deploy/Dockerfile`, 'utf8');
     const nodeOptions = /^ENV NODE_OPTIONS="([^"]*)"$/m.exec(dockerfile)?.[1]?.split(' ') ?? [];
     const cmd = JSON.parse(/^CMD (\[.*\])$/m.exec(dockerfile)?.[1] ?? '[]') as string[];
@@ -593,15 +593,35 @@ describe('runtime flags', () => {
       expect(probe.stderr, flag).toMatch(/not allowed in NODE_OPTIONS/);
     }
 
+    // Each service: the image's NODE_OPTIONS, the common command-line flags, then its own (a later flag wins).
     const compose = parse(readFileSync(`${root}deploy/docker-compose.yaml`, 'utf8')) as { services: Record<string, { command?: string[] }> };
-    for (const app of SERVICES) expect(commandFlags(compose.services[app]?.command ?? [], app), `compose ${app}`).toEqual(cliFlags);
-
-    const values = parse(readFileSync(`${root}helm/gateway/values.yaml`, 'utf8')) as { nodeFlags?: string[] };
+    const values = parse(readFileSync(`${root}helm/gateway/values.yaml`, 'utf8')) as Record<string, { nodeFlags?: string[] }> & { nodeFlags?: string[] };
     expect(values.nodeFlags).toEqual(cliFlags);
     for (const app of SERVICES) {
+      expect([...nodeOptions, ...commandFlags(compose.services[app]?.command ?? [], app)], `compose ${app}`).toEqual([...serviceNodeFlags(app)]);
+      expect([...nodeOptions, ...cliFlags, ...(values[app]?.nodeFlags ?? [])], `chart values ${app}`).toEqual([...serviceNodeFlags(app)]);
       const template = readFileSync(`${root}helm/gateway/templates/${app}.yaml`, 'utf8');
-      expect(template, `chart ${app}`).toContain(`command: ["node",{{ range .Values.nodeFlags }} {{ . | quote }},{{ end }} "apps/${app}/dist/main.js"]`);
+      expect(template, `chart ${app}`).toContain(
+        `command: ["node",{{ range .Values.nodeFlags }} {{ . | quote }},{{ end }}{{ range .Values.${app}.nodeFlags }} {{ . | quote }},{{ end }} "apps/${app}/dist/main.js"]`,
+      );
     }
+    // Every service but the edge runs with the small young generation; the edge keeps the image's.
+    expect(serviceNodeFlags('edge')).toEqual(SERVICE_NODE_FLAGS);
+    expect(SERVICES.filter((app) => serviceNodeFlags(app).at(-1) === '--max-semi-space-size=8')).toEqual(SERVICES.filter((app) => app !== 'edge'));
+  });
+
+  it('a later --max-semi-space-size on the command line wins over the one in NODE_OPTIONS', () => {
+    // The chart relies on it: the image sets 32 MiB in NODE_OPTIONS, the services but the edge 8 on the command line.
+    const probe = (args: string[]) => {
+      // Allocates enough that survives a scavenge for V8 to grow the young generation to what it may.
+      const script = "const v8=require('v8');let keep=[];let max=0;for(let i=0;i<3e6;i++){keep.push({a:i,b:'x'+i});if(keep.length>2000)keep=[];if(i%10000===0)max=Math.max(max,v8.getHeapSpaceStatistics().find((s)=>s.space_name==='new_space').space_size)}console.log(max)";
+      const run = spawnSync(process.execPath, [...args, '-e', script], { env: { ...process.env, NODE_OPTIONS: '--max-semi-space-size=32' }, encoding: 'utf8' });
+      return Number(run.stdout.trim()) / 1024 / 1024;
+    };
+    const small = probe(['--max-semi-space-size=8']);
+    expect(small).toBeGreaterThan(0);
+    expect(small).toBeLessThanOrEqual(16);
+    expect(probe([])).toBeGreaterThan(16);
   });
 });
 
