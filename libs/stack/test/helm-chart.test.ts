@@ -614,7 +614,8 @@ describe('runtime flags', () => {
     // The chart relies on it: the image sets 32 MiB in NODE_OPTIONS, the services but the edge 8 on the command line.
     const probe = (args: string[]) => {
       // Allocates enough that survives a scavenge for V8 to grow the young generation to what it may.
-      const script = "const v8=require('v8');let keep=[];let max=0;for(let i=0;i<3e6;i++){keep.push({a:i,b:'x'+i});if(keep.length>2000)keep=[];if(i%10000===0)max=Math.max(max,v8.getHeapSpaceStatistics().find((s)=>s.space_name==='new_space').space_size)}console.log(max)";
+      // (stdout.write, not console.log: with FORCE_COLOR set, as under nx, console.log colours numbers.)
+      const script = "const v8=require('v8');let keep=[];let max=0;for(let i=0;i<3e6;i++){keep.push({a:i,b:'x'+i});if(keep.length>2000)keep=[];if(i%10000===0)max=Math.max(max,v8.getHeapSpaceStatistics().find((s)=>s.space_name==='new_space').space_size)}process.stdout.write(String(max))";
       const run = spawnSync(process.execPath, [...args, '-e', script], { env: { ...process.env, NODE_OPTIONS: '--max-semi-space-size=32' }, encoding: 'utf8' });
       return Number(run.stdout.trim()) / 1024 / 1024;
     };
