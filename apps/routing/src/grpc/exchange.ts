@@ -239,4 +239,3 @@ class ExchangeSession {
     this.onFinished();
   }
 }
-

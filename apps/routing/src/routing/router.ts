@@ -828,39 +828,27 @@ export class Router {
       },
     });
     const meter = () => meterUsage(reported, prepared.request.messages, prepared.request.tools, delivered.output);
-    const settleServed = async (awaited: boolean) => {
-      settled = true;
-      const event = this.usageEvent(prepared, UsageOutcome.USAGE_OUTCOME_SERVED, servingProvider, meter(), true);
-      // The checkpoint is retired only once the final event is stored (bus or outbox), never before.
-      if (!awaited) { this.options.usage.publishInBackground(event, checkpoint); return event.usage!; }
-      try {
-        await this.publishUsage(event);
-        checkpoint?.finalStored();
-      } catch (error) {
-        // Content already reached the caller: the event must still be stored, so it is retried apart.
-        logger.error({ err: error }, 'usage event of a stream not stored yet; retrying in the background');
-        this.options.usage.publishInBackground(event, checkpoint);
-      }
-      return event.usage!;
-    };
     /**
-     * A complete stream's usage: the event is published now and the stream ends at once (its usage
-     * message and end go out with its last deltas, one write to the edge), while the publish finishes
-     * apart. Waiting for the ack before ending would protect nothing: the content has reached the
-     * caller either way, and a failed publish is retried from the background as it would be anyway.
+     * The stream's SERVED usage, published; `stored` settles once the bus has it or, when the publish
+     * failed, the background does (the content already reached the caller, so it is retried apart). The
+     * checkpoint is retired only once the final event is stored (bus or outbox), never before.
+     * `inBackground`: straight to the background (the caller went away; nobody is left to wait).
      */
-    const settleServedAfterwards = (): Usage => {
+    const settleServed = (inBackground = false): { usage: Usage; stored: Promise<void> } => {
       settled = true;
       const event = this.usageEvent(prepared, UsageOutcome.USAGE_OUTCOME_SERVED, servingProvider, meter(), true);
-      const stored: Promise<void> = this.publishUsage(event).then(
+      if (inBackground) {
+        this.options.usage.publishInBackground(event, checkpoint);
+        return { usage: event.usage!, stored: Promise.resolve() };
+      }
+      const stored = this.publishUsage(event).then(
         () => checkpoint?.finalStored(),
         (error: unknown) => {
           logger.error({ err: error }, 'usage event of a stream not stored yet; retrying in the background');
           this.options.usage.publishInBackground(event, checkpoint);
         },
-      ).finally(() => this.settling.delete(stored));
-      this.settling.add(stored);
-      return event.usage!;
+      );
+      return { usage: event.usage!, stored };
     };
 
     try {
@@ -912,7 +900,12 @@ export class Router {
             firstPartAt = Date.now();
             yield startEvent(providerId);
           }
-          const usage = settleServedAfterwards();
+          // A complete stream ends at once: its usage message and end go out with its last deltas (one
+          // write to the edge) while the publish finishes apart. Waiting for the ack would protect nothing:
+          // the content is with the caller either way, and a failed publish is retried from the background.
+          const { usage, stored } = settleServed();
+          this.settling.add(stored);
+          void stored.finally(() => this.settling.delete(stored));
           this.options.attempts?.attempt(providerId, 'success');
           if (tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gateway.attempts', prepared.candidates.indexOf(candidate) + 1);
           this.options.health.recordSuccess(providerId, prepared.model.id, {
@@ -935,7 +928,7 @@ export class Router {
           if (failure.retryable) this.options.health.recordFailure(providerId, prepared.model.id);
           if (committed) {
             logger.warn({ provider: providerId, failure: failure.message }, 'stream failed after content was sent');
-            await settleServed(true);
+            await settleServed().stored;
             if (!failure.retryable) throw verdictError(failure);
             throw new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_NO_UPSTREAM, 'The upstream provider failed during the stream.', {
               retryAfterSeconds: NO_UPSTREAM_RETRY_AFTER_SECONDS,
@@ -964,7 +957,7 @@ export class Router {
       }
       // Reached unsettled when the caller went away (cancellation or the consumer stopped reading).
       if (!settled) {
-        if (committed) void settleServed(false);
+        if (committed) settleServed(true);
         else { settled = true; this.releaseReservation(prepared, lastProvider, true); }
       }
     }
