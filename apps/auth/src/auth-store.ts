@@ -1,15 +1,8 @@
 import { createHash } from 'node:crypto';
 import {
-  errors,
-  formatCredits,
-  GatewayError,
-  GrpcStatus,
-  ErrorReason,
-  newId,
-  parseCredits,
-  sql,
-  type Kysely,
+  errors, formatCredits, GatewayError, GrpcStatus, ErrorReason, newId, parseCredits,
 } from '@gateway/platform';
+import { sql, type Kysely } from '@gateway/platform/db';
 import type {
   Account,
   ApiKey,

@@ -1,15 +1,7 @@
 import {
-  busCheck,
-  createDatabase,
-  migrate,
-  postgresCheck,
-  startGrpcServer,
-  subjects,
-  type EventBus,
-  type Logger,
-  type Registry,
-  type InternalAuth,
+  busCheck, startGrpcServer, subjects, type EventBus, type Logger, type Registry, type InternalAuth,
 } from '@gateway/platform';
+import { createDatabase, migrate, postgresCheck } from '@gateway/platform/db';
 import { KeysChanged } from '@gateway/proto';
 import { AuthStore, type KeyChangeListener } from './auth-store.js';
 import { authServiceBinding } from './grpc-service.js';

@@ -1,4 +1,4 @@
-import { sql, type Kysely } from '@gateway/platform';
+import { sql, type Kysely } from '@gateway/platform/db';
 import type { Generated, Migration } from 'kysely';
 
 export const AUTH_SCHEMA = 'auth';

@@ -1,18 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import {
-  createClient,
-  createDatabase,
-  ErrorReason,
-  GatewayError,
-  GrpcStatus,
-  sql,
-  subjects,
-  type EventBus,
-  type Kysely,
-  type PromiseClient,
-  type Subscription,
+  createClient, ErrorReason, GatewayError, GrpcStatus, subjects, type EventBus, type PromiseClient, type Subscription,
 } from '@gateway/platform';
+import { createDatabase, sql, type Kysely } from '@gateway/platform/db';
 import { AuthServiceClient, AuthServiceService, KeysChanged } from '@gateway/proto';
 import { createTestBus, createTestDatabase, eventually, testLogger, type TestBus, type TestDatabase } from '@gateway/testing';
 import { generateKey, keyPrefixes, startAuthService, type AuthDatabase, type RunningAuthService } from '../src/index.js';

@@ -1,4 +1,5 @@
-import { createDatabase, migrate, sql, type Kysely, type Logger, type Registry } from '@gateway/platform';
+import { type Logger, type Registry } from '@gateway/platform';
+import { createDatabase, migrate, sql, type Kysely } from '@gateway/platform/db';
 import type { ColumnType, Migration } from 'kysely';
 
 export const CATALOG_SCHEMA = 'catalog';

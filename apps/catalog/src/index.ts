@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { busCheck, ConfigError, postgresCheck, startGrpcServer, type EventBus, type Logger, type Registry, type InternalAuth } from '@gateway/platform';
+import { busCheck, ConfigError, startGrpcServer, type EventBus, type Logger, type Registry, type InternalAuth } from '@gateway/platform';
+import { postgresCheck } from '@gateway/platform/db';
 import { CatalogServiceService } from '@gateway/proto';
 import { iconSourceFor } from './catalog-data.js';
 import { CatalogService } from './catalog-service.js';

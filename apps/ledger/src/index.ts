@@ -1,7 +1,7 @@
 import {
-  busCheck, migrate, observePool, postgresCheck, startGrpcServer, subjects, type EventBus, type Logger, type Registry, type Subscription,
-  type InternalAuth,
+  busCheck, observePool, startGrpcServer, subjects, type EventBus, type Logger, type Registry, type Subscription, type InternalAuth,
 } from '@gateway/platform';
+import { migrate, postgresCheck } from '@gateway/platform/db';
 import { LeaseRecall, LedgerServiceService } from '@gateway/proto';
 import { createLedgerDatabase } from './database.js';
 import { DEFAULT_RESERVATION_LIFETIME_MS, DEFAULT_RESERVATION_RETENTION_MS, Ledger } from './ledger.js';

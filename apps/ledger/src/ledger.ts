@@ -1,4 +1,5 @@
-import { formatCredits, sql, type Kysely, type Logger } from '@gateway/platform';
+import { formatCredits, type Logger } from '@gateway/platform';
+import { sql, type Kysely } from '@gateway/platform/db';
 import type { Usage } from '@gateway/proto';
 import { usageColumns, type LedgerTables } from './migrations.js';
 import { booleanArrayLiteral, integerArrayLiteral, textArrayLiteral } from './pg-arrays.js';

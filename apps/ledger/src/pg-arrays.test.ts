@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDatabase, sql, type Kysely } from '@gateway/platform';
+import { createDatabase, sql, type Kysely } from '@gateway/platform/db';
 import { createTestDatabase, type TestDatabase } from '@gateway/testing';
 import { booleanArrayLiteral, integerArrayLiteral, textArrayLiteral } from './pg-arrays.js';
 

@@ -1,5 +1,6 @@
 import { GatewayError } from '@gateway/platform';
-import { createClient, createDatabase, type DurableMessage, type EventBus, type Kysely, type PromiseClient } from '@gateway/platform';
+import { createClient, type DurableMessage, type EventBus, type PromiseClient } from '@gateway/platform';
+import { createDatabase, type Kysely } from '@gateway/platform/db';
 import { LedgerServiceClient, LedgerServiceService, Pricing, Usage, UsageEvent, UsageOutcome } from '@gateway/proto';
 import { createTestBus, createTestDatabase, testLogger, type TestBus, type TestDatabase } from '@gateway/testing';
 import { startLedgerService, type LedgerServiceOptions } from '../src/index.js';

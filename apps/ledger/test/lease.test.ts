@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ErrorReason, GatewayError, parseCredits, subjects, sql } from '@gateway/platform';
+import { ErrorReason, GatewayError, parseCredits, subjects } from '@gateway/platform';
+import { sql } from '@gateway/platform/db';
 import { LeaseRecall, UsageEvent, type AcquireLeaseRequest } from '@gateway/proto';
 import { eventually, uniqueName } from '@gateway/testing';
 import { createLedgerHarness, rejection, usageEvent, type LedgerClient, type LedgerHarness } from './harness.js';

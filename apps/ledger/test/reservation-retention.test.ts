@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sql } from '@gateway/platform';
+import { sql } from '@gateway/platform/db';
 import { eventually, testLogger, uniqueName } from '@gateway/testing';
 import { createLedgerDatabase } from '../src/database.js';
 import { Ledger } from '../src/ledger.js';

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { formatCredits, subjects, sql } from '@gateway/platform';
+import { formatCredits, subjects } from '@gateway/platform';
+import { sql } from '@gateway/platform/db';
 import { Usage, UsageEvent, UsageEventBatch, UsageOutcome } from '@gateway/proto';
 import { eventually, uniqueName } from '@gateway/testing';
 import { createLedgerHarness, crashingBus, usageEvent, type LedgerClient, type LedgerHarness } from './harness.js';

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Migration } from 'kysely';
-import { ErrorReason, GatewayError, GrpcStatus, createDatabase, errors, migrate, sql, type Kysely, type Logger, type Registry } from '@gateway/platform';
+import { ErrorReason, GatewayError, GrpcStatus, errors, type Logger, type Registry } from '@gateway/platform';
+import { createDatabase, migrate, sql, type Kysely } from '@gateway/platform/db';
 
 export const MEDIA_SCHEMA = 'media';
 

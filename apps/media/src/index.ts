@@ -1,4 +1,5 @@
-import { ErrorReason, GatewayError, GrpcStatus, postgresCheck, startGrpcServer, unary, type Logger, type Registry, type InternalAuth } from '@gateway/platform';
+import { ErrorReason, GatewayError, GrpcStatus, startGrpcServer, unary, type Logger, type Registry, type InternalAuth } from '@gateway/platform';
+import { postgresCheck } from '@gateway/platform/db';
 import { MediaServiceService, type MediaServiceServer } from '@gateway/proto';
 import { DEFAULT_PDF_LIMITS, extractPdfText, type PdfTextLimits } from './pdf-text.js';
 import { fetchUrl, type UrlFetchLimits } from './url-fetch/fetch-url.js';

@@ -4,7 +4,6 @@ export * from './money.js';
 export * from './ids.js';
 export * from './grpc/index.js';
 export * from './bus/index.js';
-export * from './db/index.js';
 export * from './telemetry.js';
 export * from './lifecycle.js';
 export * from './endpoints.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDatabase, sql, type Kysely } from '@gateway/platform';
+import { createDatabase, sql, type Kysely } from '@gateway/platform/db';
 import { eventually } from '@gateway/testing';
 import { startAccountStack, type AccountStack } from './account-harness.js';
 

@@ -1,6 +1,6 @@
 import { expect } from 'vitest';
 import type OpenAI from 'openai';
-import { createDatabase, sql } from '@gateway/platform';
+import { createDatabase, sql } from '@gateway/platform/db';
 import { CHECKPOINT_INTERVAL_MS, FIRST_CHECKPOINT_AFTER_MS } from '@gateway/routing';
 import { eventually, type FakeBehaviour, type FakeUpstream } from '@gateway/testing';
 

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
-import { createClient, createDatabase, parseCredits, sql, type Kysely } from '@gateway/platform';
+import { createClient, parseCredits } from '@gateway/platform';
+import { createDatabase, sql, type Kysely } from '@gateway/platform/db';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import type { RunningEdge } from '@gateway/edge';
 import { eventually, type FakeUpstream } from '@gateway/testing';

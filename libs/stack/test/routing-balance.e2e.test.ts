@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
-import { createDatabase, sql } from '@gateway/platform';
+import { createDatabase, sql } from '@gateway/platform/db';
 import { eventually, parsePrometheusText, sampleSum } from '@gateway/testing';
 import { CRASH_MODEL, UPSTREAM_KEY_ENV } from './crash-streams.js';
 import { createAccountKey, paidModelFixture, startProcessStack, type PaidModelFixture, type ProcessStack } from './process-stack.js';

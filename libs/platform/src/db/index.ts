@@ -1,3 +1,6 @@
+// `@gateway/platform/db`: Postgres for the services that own tables (auth, catalog, ledger, media).
+// Not in the package's main entry, so the edge and routing, which hold no database, never load pg and
+// kysely (~13 MB of each process's memory; a test checks their import graphs).
 import pg from 'pg';
 import { Kysely, Migrator, PostgresDialect, sql, type Migration, type MigrationProvider } from 'kysely';
 import type { Logger } from 'pino';
@@ -83,3 +86,4 @@ function assertIdentifier(name: string): void {
 }
 
 export { sql, Kysely } from 'kysely';
+export { postgresCheck } from './postgres-check.js';

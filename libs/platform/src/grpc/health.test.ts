@@ -4,7 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { MediaServiceService, type MediaServiceServer } from '@gateway/proto';
 import { createLogger } from '../logger.js';
 import { createMetricsRegistry } from '../metrics/index.js';
-import { postgresCheck, type DependencyCheck } from '../health.js';
+import type { DependencyCheck } from '../health.js';
+import { postgresCheck } from '../db/postgres-check.js';
 import { createHealthClient, startGrpcServer, type HealthClient } from './index.js';
 
 const logger = createLogger('health-test', 'silent');
