@@ -605,9 +605,25 @@ describe('runtime flags', () => {
         `command: ["node",{{ range .Values.nodeFlags }} {{ . | quote }},{{ end }}{{ range .Values.${app}.nodeFlags }} {{ . | quote }},{{ end }} "apps/${app}/dist/main.js"]`,
       );
     }
-    // Every service but the edge runs with the small young generation; the edge keeps the image's.
-    expect(serviceNodeFlags('edge')).toEqual(SERVICE_NODE_FLAGS);
+    // Every service but the edge runs with the small young generation; the edge with its own flags.
+    expect(serviceNodeFlags('edge')).toEqual([...SERVICE_NODE_FLAGS, '--max-semi-space-size=16', '--heap-growing-percent=50']);
     expect(SERVICES.filter((app) => serviceNodeFlags(app).at(-1) === '--max-semi-space-size=8')).toEqual(SERVICES.filter((app) => app !== 'edge'));
+  });
+
+  it('node starts with every service\'s flags (a flag it does not know would stop the service)', async () => {
+    const { SERVICES, serviceNodeFlags } = await import('../src/bench/gateway-cluster.js');
+    for (const app of SERVICES) {
+      const run = spawnSync(process.execPath, [...serviceNodeFlags(app), '-e', 'process.stdout.write("up")'], { encoding: 'utf8' });
+      expect({ app, status: run.status, stdout: run.stdout, stderr: run.stderr }).toEqual({ app, status: 0, stdout: 'up', stderr: '' });
+    }
+  });
+
+  it('the bench runs `npm start` with the node flags of package.json\'s start script', async () => {
+    const { NPM_START_NODE_FLAGS } = await import('../src/bench/peers.js');
+    const start = (JSON.parse(readFileSync(`${root}package.json`, 'utf8')) as { scripts: { start: string } }).scripts.start.split(' ');
+    expect(start[0]).toBe('node');
+    expect(start.at(-1)).toBe('libs/stack/dist/main.js');
+    expect(start.slice(1, -1)).toEqual([...NPM_START_NODE_FLAGS]);
   });
 
   it('a later --max-semi-space-size on the command line wins over the one in NODE_OPTIONS', () => {
