@@ -610,10 +610,11 @@ describe('runtime flags', () => {
     expect(SERVICES.filter((app) => serviceNodeFlags(app).at(-1) === '--max-semi-space-size=8')).toEqual(SERVICES.filter((app) => app !== 'edge'));
   });
 
-  it('node starts with every service\'s flags (a flag it does not know would stop the service)', async () => {
+  it('node starts with the flags of every service and of `npm start` (a flag it does not know would stop the process)', async () => {
     const { SERVICES, serviceNodeFlags } = await import('../src/bench/gateway-cluster.js');
-    for (const app of SERVICES) {
-      const run = spawnSync(process.execPath, [...serviceNodeFlags(app), '-e', 'process.stdout.write("up")'], { encoding: 'utf8' });
+    const { NPM_START_NODE_FLAGS } = await import('../src/bench/peers.js');
+    for (const [app, flags] of [...SERVICES.map((app) => [app, serviceNodeFlags(app)] as const), ['npm start', NPM_START_NODE_FLAGS] as const]) {
+      const run = spawnSync(process.execPath, [...flags, '-e', 'process.stdout.write("up")'], { encoding: 'utf8' });
       expect({ app, status: run.status, stdout: run.stdout, stderr: run.stderr }).toEqual({ app, status: 0, stdout: 'up', stderr: '' });
     }
   });
