@@ -24,6 +24,7 @@ const HELP = `usage: npm run bench -- [options]
   --quick              short smoke run (about 2 s per phase)
   --connections N      closed-loop connections (default 64, at most 512)
   --duration S         seconds per measured phase (default 10, at most 60)
+  --warmup S           seconds of load before each measured phase, not measured (default 3, at most 60)
   --accounts N         accounts (one key each) the gateway load is spread over (default 1, at most 64)
   --rate R             fixed rate of the latency phase, req/s (default 500, at most 5000)
   --only a,b           run only these phases of max, rate, streams, ttfb (the table shows what ran)
@@ -59,6 +60,7 @@ const { values: args } = parseArgs({
     quick: { type: 'boolean', default: false },
     connections: { type: 'string' },
     duration: { type: 'string' },
+    warmup: { type: 'string' },
     rate: { type: 'string' },
     only: { type: 'string' },
     accounts: { type: 'string' },
@@ -90,7 +92,7 @@ if (args['router-transport'] !== undefined && args['router-transport'] !== 'exch
 const routerTransport = (args['router-transport'] ?? 'exchange') as 'exchange' | 'calls';
 const connections = Math.round(bounded(args.connections, 64, 1, 512, 'connections'));
 const durationMs = bounded(args.duration, quick ? 2 : 10, 1, 60, 'duration') * 1000;
-const warmupMs = quick ? 1_000 : 3_000;
+const warmupMs = bounded(args.warmup, quick ? 1 : 3, 0, 60, 'warmup') * 1000;
 const accounts = Math.round(bounded(args.accounts, 1, 1, 64, 'accounts'));
 const rate = bounded(args.rate, 500, 1, 5_000, 'rate');
 const ttfbRequests = quick ? 50 : 300;
