@@ -5,7 +5,7 @@ import { benchConfigYaml } from './gateway-cluster.js';
 import { parseInfoReply } from './nats-stream-info.js';
 import { runLoad, validateJob, type LoadJob } from './load-generator.js';
 import { cpuSecondsBetween, memoryBytes, parseMachineCpu, parseProcStat, processTree, type CpuSnapshot } from './proc-stat.js';
-import { formatDialectTable, formatSideBySide, formatTable, verdicts, type BenchFigures, type DialectFigures, type SideBySideColumn } from './report.js';
+import { formatCpuSplit, formatDialectTable, formatSideBySide, formatTable, verdicts, type BenchFigures, type DialectFigures, type SideBySideColumn } from './report.js';
 import { percentile, SampleRecorder, summarize } from './statistics.js';
 
 // The bench's pure parts. The bench itself is not run here: it needs minutes of a quiet machine.
@@ -153,6 +153,16 @@ describe('report', () => {
     expect(table).toMatch(/p99 at 500 req\/s, ms +\| 2\.00 +\| 5\.25 +\| \+3\.25/);
     expect(table).toContain('by process: edge 200, postgres 100 (30% of it in the kernel)');
     expect(table).toContain('up to 0.25 of the cores');
+  });
+
+  it('splits the CPU per stream into the request path and the settlement, as multiples of the bare proxy', () => {
+    const line = formatCpuSplit('streams', 400, { edge: 600, routing: 800, ledger: 200, nats: 150, postgres: 240, 'postgres-shared': 10, auth: 20, catalog: 20 });
+    expect(line).toContain("bare proxy's 400 µs: 5.10× in all");
+    expect(line).toContain('request path (edge + routing) 3.50× (edge 1.50×, routing 2.00×)');
+    expect(line).toContain('settlement (ledger + NATS + Postgres) 1.50× (ledger 0.50×, nats 0.38×, postgres 0.60×)');
+    expect(line).toContain('the rest 0.10×');
+    expect(formatCpuSplit('streams', Number.NaN, { edge: 600 })).toBe('');
+    expect(formatCpuSplit('streams', 400, {})).toBe('');
   });
 
   it('marks the targets of phases that did not run (--only)', () => {

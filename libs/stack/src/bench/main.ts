@@ -10,7 +10,7 @@ import { BENCH_MODEL, SERVICES, startGatewayCluster, type GatewayCluster, type S
 import type { LoadJob, LoadResult } from './load-generator.js';
 import { clockTicksPerSecond, cpuSecondsBetween, groupMemory, readMachineCpu, snapshotCpu, type ProcessGroup } from './proc-stat.js';
 import { PEERS, startNpmStartTarget, startPeer, type ExtraTarget, type MeasuredTarget, type PeerName } from './peers.js';
-import { formatSideBySide, type SideBySideColumn } from './report.js';
+import { formatCpuSplit, formatSideBySide, type SideBySideColumn } from './report.js';
 import { formatDialectTable, formatTable, verdicts, type BenchFigures, type DialectFigures, type TargetFigures } from './report.js';
 
 /**
@@ -446,8 +446,13 @@ async function compare(): Promise<void> {
       sideBySide('gateway, 6 processes', { max: phases.max?.gateway, rate: phases.rate?.gateway, streams: phases.streams?.gateway, ttfb: phases.ttfb?.gateway }),
       ...[...extraOutcomes].map(([name, outcomes]) => sideBySide(name, outcomes)),
     ];
+    const streamsPhase = phases.streams;
+    const perRequest = (outcome: PhaseOutcome, seconds: number) => (seconds / outcome.result.ok) * 1e6;
+    const cpuSplit = streamsPhase
+      ? formatCpuSplit('streams', perRequest(streamsPhase.bare, sum(streamsPhase.bare.cpuSeconds.values())), Object.fromEntries([...streamsPhase.gateway.cpuSeconds].map(([group, seconds]) => [group, perRequest(streamsPhase.gateway, seconds)])))
+      : '';
     const sideTable = extraOutcomes.size > 0 ? `\n${formatSideBySide(columns)}\n${notes.map((note) => `Note: ${note}\n`).join('')}` : '';
-    process.stdout.write(`\n${formatTable(figures)}\n${dialectTable}${sideTable}${batchLines}\nLedger: ${charges} charges for ${answered} answered gateway requests; ${await cluster.openReservations()} reservations open.\n`);
+    process.stdout.write(`\n${formatTable(figures)}\n${cpuSplit ? `${cpuSplit}\n` : ''}${dialectTable}${sideTable}${batchLines}\nLedger: ${charges} charges for ${answered} answered gateway requests; ${await cluster.openReservations()} reservations open.\n`);
     if (args.json) writeFileSync(args.json, JSON.stringify({ figures, verdicts: verdicts(figures), phases, byDialect: Object.fromEntries(byDialect), charges, answered }, (_key, value) => (value instanceof Map ? Object.fromEntries(value) : value), 2));
   } catch (error) {
     for (const child of cluster?.children.values() ?? []) log(`last output of ${child.name}:\n${child.logs().split('\n').slice(-20).join('\n')}`);

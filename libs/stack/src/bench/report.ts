@@ -233,3 +233,28 @@ export function formatSideBySide(columns: readonly SideBySideColumn[]): string {
     `Memory by process group: ${columns.map((column) => `${column.name}: ${Object.entries(column.memoryMegabytes).map(([group, megabytes]) => `${group} ${number(megabytes)}`).join(', ')}`).join('; ')}.`,
   ].join('\n');
 }
+
+/** The gateway's process groups by the part of a request's life they serve. */
+const CPU_PARTS: ReadonlyArray<readonly [part: string, groups: readonly string[]]> = [
+  ['request path (edge + routing)', ['edge', 'routing']],
+  ['settlement (ledger + NATS + Postgres)', ['ledger', 'nats', 'postgres', 'postgres-shared']],
+];
+
+/**
+ * The six processes' CPU per stream split by part, each as a multiple of the bare proxy's CPU per
+ * stream in the same phase: the request path alone shows the floor a CPU-per-stream ratio can reach
+ * with a hop between the edge and routing, whatever the settlement costs. Empty when a side is missing.
+ */
+export function formatCpuSplit(phase: string, bareMicros: number, gatewayMicrosByGroup: Readonly<Record<string, number>>): string {
+  const total = Object.values(gatewayMicrosByGroup).reduce((sum, micros) => sum + micros, 0);
+  if (!(bareMicros > 0) || !(total > 0)) return '';
+  const ratio = (micros: number) => `${number(micros / bareMicros, 2)}×`;
+  const named = new Set(CPU_PARTS.flatMap(([, groups]) => groups));
+  const parts = CPU_PARTS.map(([part, groups]) => {
+    const micros = groups.reduce((sum, group) => sum + (gatewayMicrosByGroup[group] ?? 0), 0);
+    const each = groups.filter((group) => gatewayMicrosByGroup[group] !== undefined && group !== 'postgres-shared').map((group) => `${group} ${ratio(gatewayMicrosByGroup[group]!)}`);
+    return `${part} ${ratio(micros)} (${each.join(', ')})`;
+  });
+  const rest = Object.entries(gatewayMicrosByGroup).filter(([group]) => !named.has(group)).reduce((sum, [, micros]) => sum + micros, 0);
+  return `CPU per request in the ${phase} phase, 6 processes, as multiples of the bare proxy's ${number(bareMicros)} µs: ${ratio(total)} in all = ${parts.join(' + ')} + the rest ${ratio(rest)}.`;
+}
