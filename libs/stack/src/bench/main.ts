@@ -10,8 +10,7 @@ import { BENCH_MODEL, SERVICES, startGatewayCluster, type GatewayCluster, type S
 import type { LoadJob, LoadResult } from './load-generator.js';
 import { clockTicksPerSecond, cpuSecondsBetween, groupMemory, readMachineCpu, snapshotCpu, type ProcessGroup } from './proc-stat.js';
 import { PEERS, startNpmStartTarget, startPeer, type ExtraTarget, type MeasuredTarget, type PeerName } from './peers.js';
-import { formatCpuSplit, formatSideBySide, type SideBySideColumn } from './report.js';
-import { formatDialectTable, formatTable, verdicts, type BenchFigures, type DialectFigures, type TargetFigures } from './report.js';
+import { formatCpuSplit, formatDialectTable, formatSideBySide, formatTable, verdicts, type BenchFigures, type DialectFigures, type SideBySideColumn, type TargetFigures } from './report.js';
 
 /**
  * `npm run bench`: the bare keep-alive proxy and the gateway (every service its own process, real
@@ -306,6 +305,11 @@ function gatewayTarget(cluster: GatewayCluster): Target {
   };
 }
 
+/** CPU µs per answered request of a measured part, per process group. */
+function cpuMicrosByGroup(outcome: PhaseOutcome): Record<string, number> {
+  return Object.fromEntries([...outcome.cpuSeconds].map(([group, seconds]) => [group, (seconds / outcome.result.ok) * 1e6]));
+}
+
 /** One target's figures for the side-by-side table (chat phases). */
 function sideBySide(name: string, outcomes: Partial<Record<PhaseName, PhaseOutcome>>): SideBySideColumn {
   const cpuPerRequest = (outcome: PhaseOutcome | undefined) => (outcome ? (sum(outcome.cpuSeconds.values()) / outcome.result.ok) * 1e6 : Number.NaN);
@@ -427,7 +431,7 @@ async function compare(): Promise<void> {
       gateway: figuresOf('gateway'),
       othersCoresMax: Math.max(...Object.values(phases).flatMap((phase) => [phase.bare.othersCores, phase.gateway.othersCores])),
       breakdownPhase: breakdownName,
-      gatewayCpuByProcess: Object.fromEntries([...maxGateway.cpuSeconds].map(([group, seconds]) => [group, (seconds / maxGateway.result.ok) * 1e6])),
+      gatewayCpuByProcess: cpuMicrosByGroup(maxGateway),
       gatewayKernelShare: sum(maxGateway.systemSeconds.values()) / sum(maxGateway.cpuSeconds.values()),
     };
 
@@ -447,10 +451,7 @@ async function compare(): Promise<void> {
       ...[...extraOutcomes].map(([name, outcomes]) => sideBySide(name, outcomes)),
     ];
     const streamsPhase = phases.streams;
-    const perRequest = (outcome: PhaseOutcome, seconds: number) => (seconds / outcome.result.ok) * 1e6;
-    const cpuSplit = streamsPhase
-      ? formatCpuSplit('streams', perRequest(streamsPhase.bare, sum(streamsPhase.bare.cpuSeconds.values())), Object.fromEntries([...streamsPhase.gateway.cpuSeconds].map(([group, seconds]) => [group, perRequest(streamsPhase.gateway, seconds)])))
-      : '';
+    const cpuSplit = streamsPhase ? formatCpuSplit('streams', sum(Object.values(cpuMicrosByGroup(streamsPhase.bare))), cpuMicrosByGroup(streamsPhase.gateway)) : '';
     const sideTable = extraOutcomes.size > 0 ? `\n${formatSideBySide(columns)}\n${notes.map((note) => `Note: ${note}\n`).join('')}` : '';
     process.stdout.write(`\n${formatTable(figures)}\n${cpuSplit ? `${cpuSplit}\n` : ''}${dialectTable}${sideTable}${batchLines}\nLedger: ${charges} charges for ${answered} answered gateway requests; ${await cluster.openReservations()} reservations open.\n`);
     if (args.json) writeFileSync(args.json, JSON.stringify({ figures, verdicts: verdicts(figures), phases, byDialect: Object.fromEntries(byDialect), charges, answered }, (_key, value) => (value instanceof Map ? Object.fromEntries(value) : value), 2));
