@@ -161,6 +161,50 @@ describe('moderation_model', () => {
   });
 });
 
+describe('every unit a paid model is metered in has a price (issue 29)', () => {
+  const withModel = (pricing: string, endpoints: string, extra = '') => `${valid}
+  - id: acme/other
+    created: 1767225609
+    pricing: ${pricing}${extra}
+    offers:
+      - { provider: sim, endpoints: [${endpoints}] }
+`;
+  const imageExtra = '\n    max_images: 2';
+
+  it('refuses an image model priced per input/output token, naming per_output_image_token', () => {
+    expect(problemsOf(withModel('{ per_input_token: "0.000001", per_output_token: "0.000002" }', 'images.generations', imageExtra))).toEqual([
+      'models[1].pricing.per_output_image_token: required: the model is paid and served on images.generations, which meters generated image tokens (per_output_image_token; "0" to serve them free)',
+    ]);
+    const edits = problemsOf(withModel('{ per_input_token: "0.000001", per_output_token: "0.000002" }', 'images.generations, images.edits', imageExtra));
+    expect(edits).toEqual([
+      expect.stringMatching(/^models\[1\]\.pricing\.per_output_image_token: required: .*images\.generations, images\.edits/),
+      expect.stringMatching(/^models\[1\]\.pricing\.per_input_image_token: required: .*images\.edits/),
+    ]);
+    expect(problemsOf(withModel('{ per_output_image_token: "0.00004", per_input_image_token: "0" }', 'images.generations, images.edits', imageExtra))).toEqual([]);
+  });
+
+  it('refuses each family whose metered unit is unpriced, and accepts the price that covers it', () => {
+    const cases: Array<[string, string, string, string]> = [
+      ['embeddings', '{ per_output_token: "0.1" }', 'per_input_token', '{ per_token: "0.1" }'],
+      ['moderations', '{ per_output_image_token: "0.1" }', 'per_input_token', '{ per_input_token: "0.1" }'],
+      ['chat.completions', '{ per_input_token: "0.1" }', 'per_output_token', '{ per_input_token: "0.1", per_output_token: "0" }'],
+      ['audio.speech', '{ per_input_token: "0.1" }', 'per_input_text_character', '{ per_input_text_character: "0.1" }'],
+      ['audio.transcriptions', '{ per_input_audio_token: "0.1" }', 'per_input_audio_hour', '{ per_input_audio_hour: "0.36" }'],
+      ['audio.translations', '{ per_input_token: "0.1" }', 'per_input_audio_hour', '{ per_input_audio_hour: "0.36" }'],
+    ];
+    for (const [endpoint, unpriced, field, priced] of cases) {
+      const extra = endpoint === 'audio.speech' ? '\n    voices: [alloy]' : '';
+      expect(problemsOf(withModel(unpriced, endpoint, extra)), endpoint).toEqual([expect.stringMatching(new RegExp(`^models\\[1\\]\\.pricing\\.${field}: required: .*${endpoint.replace('.', '\\.')}`))]);
+      expect(problemsOf(withModel(priced, endpoint, extra)), endpoint).toEqual([]);
+    }
+  });
+
+  it('leaves a free model free on every family (no price, or only zero prices)', () => {
+    expect(problemsOf(withModel('{}', 'images.generations, embeddings, moderations', imageExtra))).toEqual([]);
+    expect(problemsOf(withModel('{ per_input_token: "0", per_output_token: "0.000" }', 'images.generations, audio.transcriptions', imageExtra))).toEqual([]);
+  });
+});
+
 describe('buildCatalog', () => {
   it('loads the example config with no problem and the documented chat-small prices', async () => {
     const text = await readFile(examplePath, 'utf8');

@@ -248,12 +248,42 @@ function checkCrossReferences(input: unknown, ctx: Issue): void {
     if (endpoints.has('audio.speech') && asArray(model.voices).length === 0) {
       problem(['models', index, 'voices'], 'a model served on audio.speech must list its voices');
     }
+    checkServedUnitsPriced(model, endpoints, (field, message) => problem(['models', index, 'pricing', field], message));
     const efforts = asArray(model.reasoning_efforts);
     const ranks = efforts.map((effort) => REASONING_EFFORTS.indexOf(effort as (typeof REASONING_EFFORTS)[number]));
     if (ranks.every((rank) => rank >= 0) && ranks.some((rank, position) => position > 0 && rank <= ranks[position - 1]!)) {
       problem(['models', index, 'reasoning_efforts'], `must be distinct and lowest first (${REASONING_EFFORTS.join(', ')})`);
     }
   });
+}
+
+/**
+ * The unit each endpoint family always meters, and the prices that charge it (any one of them). A paid
+ * model served on a family must price that family's unit, or requests there would be metered and
+ * charged nothing (issue 29: an image model priced per input/output token answered images for free).
+ * A free model (no price above zero) is free on every family, on purpose.
+ */
+const METERED_UNITS: ReadonlyArray<{ endpoints: readonly string[]; unit: string; prices: readonly PriceKey[] }> = [
+  { endpoints: ['chat.completions', 'messages', 'responses', 'embeddings', 'moderations'], unit: 'input tokens', prices: ['per_input_token', 'per_token'] },
+  { endpoints: ['chat.completions', 'messages', 'responses'], unit: 'output tokens', prices: ['per_output_token', 'per_token'] },
+  { endpoints: ['images.generations', 'images.edits'], unit: 'generated image tokens', prices: ['per_output_image_token'] },
+  { endpoints: ['images.edits'], unit: 'input image tokens', prices: ['per_input_image_token'] },
+  { endpoints: ['audio.speech'], unit: 'input characters', prices: ['per_input_text_character'] },
+  { endpoints: ['audio.transcriptions', 'audio.translations'], unit: 'input audio duration', prices: ['per_input_audio_hour'] },
+];
+
+function checkServedUnitsPriced(model: Record<string, unknown>, endpoints: ReadonlySet<string>, problem: (field: string, message: string) => void): void {
+  const prices = asRecord(model.pricing);
+  const paid = PRICE_KEYS.some((key) => {
+    const text = prices[key];
+    return (typeof text === 'string' || typeof text === 'number') && !/^0*\.?0*$/.test(String(text));
+  });
+  if (!paid) return;
+  for (const { endpoints: families, unit, prices: keys } of METERED_UNITS) {
+    const served = families.filter((family) => endpoints.has(family));
+    if (served.length === 0 || keys.some((key) => prices[key] !== undefined && prices[key] !== null)) continue;
+    problem(keys[0]!, `required: the model is paid and served on ${served.join(', ')}, which meters ${unit} (${keys.join(' or ')}; "0" to serve them free)`);
+  }
 }
 
 /** `models[2].pricing.per_input_token` from zod's ['models', 2, 'pricing', 'per_input_token']. */
