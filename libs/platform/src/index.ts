@@ -14,4 +14,5 @@ export * from './runtime-addresses.js';
 export * from './health.js';
 export * from './metrics/index.js';
 export * from './pricing-fields.js';
+export * from './tokenizer-slices.js';
 export { ffmpegPath } from './ffmpeg.js';

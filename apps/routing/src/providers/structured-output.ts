@@ -67,6 +67,16 @@ function invalidSchema(detail: string): GatewayError {
   return errors.invalidRequest(`${SCHEMA_PARAM}: not a usable JSON Schema: ${complaint}`, SCHEMA_PARAM, 'invalid_json_schema');
 }
 
+/**
+ * A provider that builds its answer from the schema itself (the simulated one) could not build one that
+ * satisfies it (`minLength` past its bound, contradictory `allOf`, a top-level non-object): the client's
+ * 400, not a broken answer to fail over from (issue 29: 503 after every offer was tried).
+ */
+export function unsatisfiableSchema(detail: string): GatewayError {
+  const complaint = detail.length > MAX_COMPLAINT_CHARACTERS ? `${detail.slice(0, MAX_COMPLAINT_CHARACTERS)}…` : detail;
+  return errors.invalidRequest(`${SCHEMA_PARAM}: this provider cannot produce an answer that satisfies the schema (${complaint}).`, SCHEMA_PARAM, 'unsatisfiable_json_schema');
+}
+
 interface CompiledSchema {
   validate: ValidateFunction;
   engine: JsonSchemaEngine;

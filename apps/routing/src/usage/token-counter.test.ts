@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { encode } from 'gpt-tokenizer';
 import type { ChatMessage } from '@gateway/proto';
-import { countInputTokens, emptyUsage, meterUsage } from './token-counter.js';
+import { countInputTokens, countTextTokens, emptyUsage, meterUsage } from './token-counter.js';
 
 const messages: ChatMessage[] = [
   { role: 'user', content: [{ part: { $case: 'text', value: 'Count <|endoftext|> these words please' } }], toolCalls: [], toolCallId: '', reasoning: [], isError: false },
@@ -27,5 +27,20 @@ describe('meterUsage', () => {
   it('counts tool-call arguments as output', () => {
     const usage = meterUsage(undefined, messages, [], { content: '', toolCalls: [{ name: 'lookup', arguments: '{"city":"Paris"}' }], reasoning: '' });
     expect(usage.outputTokens).toBe(encode('lookup').length + encode('{"city":"Paris"}').length);
+  });
+});
+
+describe('countTextTokens on words the tokenizer merges slowly (issue 29)', () => {
+  // gpt-tokenizer's merge is quadratic in a word's length: 160,000 letters were 30 s of CPU uncut.
+  // Cut into runs of at most 256 characters, the count is a little above the uncut one's and linear.
+  it('counts a 160,000-letter word in pieces: at least one token per 256 letters, at most one per letter', () => {
+    const count = countTextTokens('a'.repeat(160_000));
+    expect(count).toBeGreaterThanOrEqual(160_000 / 256);
+    expect(count).toBeLessThanOrEqual(160_000);
+  });
+
+  it('counts ordinary text exactly as the tokenizer does', () => {
+    const text = 'The gateway routes each request to a provider that serves the model. '.repeat(200);
+    expect(countTextTokens(text)).toBe(encode(text).length);
   });
 });

@@ -1,4 +1,5 @@
 import { createRequire } from 'node:module';
+import { MAX_TOKENIZER_RUN, tokenizerSlices } from '@gateway/platform';
 import type { ChatMessage, Tool, ToolCall, Usage } from '@gateway/proto';
 
 type Tokenizer = Pick<typeof import('gpt-tokenizer'), 'encode' | 'decode'>;
@@ -24,11 +25,18 @@ const TOKENS_PER_REPLY = 3;
 const TOKENS_PER_IMAGE = 85;
 /** Text above this is counted by length: the tokenizer is linear but a 32 MiB prompt would stall the event loop. */
 const MAX_TOKENIZED_CHARACTERS = 2_000_000;
+/** Characters encoded per tokenizer call (runs longer than MAX_TOKENIZER_RUN are cut whatever this is). */
+const TOKENIZED_SLICE_CHARACTERS = 64 * 1024;
 
 export function countTextTokens(text: string): number {
   if (text.length === 0) return 0;
   if (text.length > MAX_TOKENIZED_CHARACTERS) return Math.ceil(text.length / 4);
-  return tokenizer().encode(text, encodeOptions).length;
+  // The merge is quadratic in a word's length (one 160,000-letter word: 30 s): long runs are cut first.
+  const { encode } = tokenizer();
+  if (text.length <= MAX_TOKENIZER_RUN) return encode(text, encodeOptions).length;
+  let total = 0;
+  for (const slice of tokenizerSlices(text, TOKENIZED_SLICE_CHARACTERS)) total += encode(slice, encodeOptions).length;
+  return total;
 }
 
 export function countInputTokens(messages: readonly ChatMessage[], tools: readonly Tool[] = []): number {

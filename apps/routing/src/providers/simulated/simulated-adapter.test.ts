@@ -3,6 +3,8 @@ import { encode } from 'gpt-tokenizer';
 import type { ChatRequest } from '@gateway/proto';
 import { countInputTokens } from '../../usage/token-counter.js';
 import type { AdapterStreamPart } from '../provider-adapter.js';
+import { GatewayError } from '@gateway/platform';
+import { InstructedStructuredOutput } from '../structured-output.js';
 import { SimulatedAdapter } from './simulated-adapter.js';
 import { sampleJsonForSchema } from './simulate-json.js';
 
@@ -46,6 +48,36 @@ describe('SimulatedAdapter', () => {
     expect(deltas.map((delta) => delta.content).join('')).toBe(whole.choices[0]!.message!.content);
     expect(deltas.at(-1)?.finishReason).toBe('stop');
     expect(parts.at(-1)).toEqual({ type: 'usage', usage: whole.usage });
+  });
+});
+
+describe('SimulatedAdapter under a schema it cannot satisfy (issue 29)', () => {
+  const adapter = new InstructedStructuredOutput(new SimulatedAdapter('sim'));
+  const signal = new AbortController().signal;
+  const withSchema = (schema: unknown) =>
+    request('hi', { responseFormat: { type: 'json_schema', schemaName: 's', schema: JSON.stringify(schema), strict: true } as ChatRequest['responseFormat'] });
+
+  it.each([
+    ['a string longer than the simulator writes', { type: 'object', properties: { a: { type: 'string', minLength: 100_000 } }, required: ['a'] }],
+    ['an integer in an empty range', { type: 'object', properties: { n: { type: 'integer', minimum: 5, maximum: 1 } }, required: ['n'] }],
+    ['a top-level string', { type: 'string' }],
+  ])('%s: a client 400 naming the schema, not a provider failure to fail over from', async (_name, schema) => {
+    for (const call of [
+      () => adapter.chat({ upstreamModel: 'sim-1', chat: withSchema(schema) }, signal),
+      async () => {
+        for await (const _part of adapter.chatStream({ upstreamModel: 'sim-1', chat: withSchema(schema) }, signal)) void _part;
+      },
+    ]) {
+      const error = await call().then(() => undefined, (caught: unknown) => caught);
+      expect(error).toBeInstanceOf(GatewayError);
+      expect(error).toMatchObject({ code: 'unsatisfiable_json_schema', param: 'body.response_format.json_schema.schema' });
+    }
+  });
+
+  it('a satisfiable schema is still answered', async () => {
+    const schema = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] };
+    const result = await adapter.chat({ upstreamModel: 'sim-1', chat: withSchema(schema) }, signal);
+    expect(JSON.parse(result.choices[0]!.message!.content)).toHaveProperty('city');
   });
 });
 

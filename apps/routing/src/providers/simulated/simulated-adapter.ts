@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { ChatRequest, ToolCall } from '@gateway/proto';
-import { countInputTokens, emptyUsage, tokenizer } from '../../usage/token-counter.js';
+import { countInputTokens, countTextTokens, emptyUsage, tokenizer } from '../../usage/token-counter.js';
 import { sampleJsonForSchema } from './simulate-json.js';
+import { structuredOutputViolation, unsatisfiableSchema } from '../structured-output.js';
 import type {
   AdapterChatRequest, AttemptSignal, AdapterChatResult, AdapterEmbedRequest, AdapterEmbedResult, AdapterImageEditRequest, AdapterImageRequest,
   AdapterImageResult, AdapterModerateRequest, AdapterModerateResult, AdapterSpeakRequest, AdapterSpeechResult, AdapterStreamPart,
@@ -69,10 +70,14 @@ export function simulateAnswer(request: ChatRequest, upstreamModel: string): Sim
   const words: string[] = [];
   for (let index = 0; index < WORDS_PER_ANSWER; index++) words.push(VOCABULARY[digest[index % digest.length]! % VOCABULARY.length]!);
   const sentence = `${words.join(' ')}.`;
-  const echo = prompt.split(/\s+/).filter(Boolean).slice(0, 8).join(' ');
+  // Words cut short: a client's 160,000-letter word echoed back would cost the tokenizer seconds below.
+  const echo = prompt.split(/\s+/, 9).filter(Boolean).slice(0, 8).map((word) => word.slice(0, 64)).join(' ');
   let content = `Simulated reply to "${echo}": ${sentence.charAt(0).toUpperCase()}${sentence.slice(1)}`;
   if (request.responseFormat?.type === 'json_schema') {
     content = JSON.stringify(sampleJsonForSchema(parseSchema(request.responseFormat.schema), words));
+    // What the simulator built must satisfy the schema; when it cannot, no other attempt would do better.
+    const violation = structuredOutputViolation(request.responseFormat, content);
+    if (violation !== undefined) throw unsatisfiableSchema(violation);
   } else if (request.responseFormat?.type === 'json_object') {
     content = JSON.stringify({ answer: content });
   }
@@ -142,14 +147,14 @@ export class SimulatedAdapter implements ProviderAdapterV1 {
       return values.map((value) => value / norm);
     });
     const inputTokens =
-      request.texts.reduce((sum, text) => sum + tokenizer().encode(text, encodeOptions).length, 0) +
+      request.texts.reduce((sum, text) => sum + countTextTokens(text), 0) +
       request.tokenInputs.reduce((sum, ids) => sum + ids.length, 0);
     return { embeddings, usage: { ...emptyUsage(), inputTokens } };
   }
 
   async moderate(request: AdapterModerateRequest, signal: AttemptSignal): Promise<AdapterModerateResult> {
     signal.throwIfAborted();
-    const inputTokens = request.inputs.reduce((sum, input) => sum + tokenizer().encode(input.type === 'text' ? input.text : input.url, encodeOptions).length, 0);
+    const inputTokens = request.inputs.reduce((sum, input) => sum + countTextTokens(input.type === 'text' ? input.text : input.url), 0);
     return { results: request.inputs.map(simulateModeration), usage: { ...emptyUsage(), inputTokens } };
   }
 
@@ -175,7 +180,7 @@ export class SimulatedAdapter implements ProviderAdapterV1 {
     }
     return {
       images,
-      usage: { ...emptyUsage(), inputTextTokens: tokenizer().encode(request.prompt, encodeOptions).length, inputImageTokens, outputImageTokens: imageTokens(request.size) * images.length },
+      usage: { ...emptyUsage(), inputTextTokens: countTextTokens(request.prompt), inputImageTokens, outputImageTokens: imageTokens(request.size) * images.length },
     };
   }
 
