@@ -1,5 +1,6 @@
+import { tmpdir } from 'node:os';
 import { z } from 'zod';
-import { commonEnv, createLogger, grpcAddress, loadConfig, postgresUrl, runMain, serviceInternalAuth, startProcessMetrics } from '@gateway/platform';
+import { assertWritableDirectory, commonEnv, createLogger, grpcAddress, loadConfig, postgresUrl, runMain, serviceInternalAuth, startProcessMetrics } from '@gateway/platform';
 import { startMediaService } from './index.js';
 
 const logger = createLogger('media');
@@ -13,6 +14,12 @@ void runMain('media', logger, async () => {
     MEDIA_IMAGE_TTL_SECONDS: z.coerce.number().int().min(60).max(7 * 24 * 3600).default(3_600),
   });
   logger.level = config.LOG_LEVEL;
+  // Audio conversions write their input and output to a fresh directory under the temporary directory.
+  await assertWritableDirectory(
+    'TMPDIR',
+    tmpdir(),
+    'media converts audio in temporary files there; give it a writable directory (e.g. --tmpfs /tmp in a read-only container) or set TMPDIR',
+  );
   const internalAuth = serviceInternalAuth(logger, false);
   // No NATS for media (runBusService is for the services that have it): the metrics server is started here.
   const metrics = await startProcessMetrics(logger);

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { z } from 'zod';
-import { grpcAddress, runBusService } from '@gateway/platform';
+import { assertWritableDirectory, grpcAddress, runBusService } from '@gateway/platform';
 import { startRoutingService } from './index.js';
 
 await runBusService(
@@ -16,9 +16,18 @@ await runBusService(
     // GOAWAY after this (0: never), so clients re-resolve and new routing pods get calls; README "Edge to routing".
     ROUTING_MAX_CONNECTION_AGE_MS: z.coerce.number().int().min(0).default(300_000),
   },
-  (config, bus, logger, { metrics, internalAuth }) => {
+  async (config, bus, logger, { metrics, internalAuth }) => {
     const outboxDirectory =
       config.USAGE_OUTBOX_DIR ?? join('.data', 'usage-outbox', `routing-${config.GRPC_LISTEN.replace(/[^A-Za-z0-9.-]+/g, '_')}`);
+    // Checked before the first request: the outbox is written for every served request.
+    if (outboxDirectory !== 'none') {
+      await assertWritableDirectory(
+        'USAGE_OUTBOX_DIR',
+        outboxDirectory,
+        `routing keeps undelivered usage there; ${config.USAGE_OUTBOX_DIR === undefined ? 'it is unset, so that is its default under the working directory; ' : ''}` +
+          'give it a writable directory (a volume in a container)',
+      );
+    }
     return startRoutingService({
       listenAddress: config.GRPC_LISTEN,
       catalogAddress: config.CATALOG_ADDR,

@@ -1,3 +1,5 @@
+import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
@@ -20,6 +22,25 @@ export class StartupError extends Error {
   constructor(message: string) {
     super(message);
     this.name = 'StartupError';
+  }
+}
+
+/**
+ * Checks at start that a directory the service writes to is writable: creates it (with its parents),
+ * writes a probe file into it and removes the file. A StartupError naming the env variable and the path
+ * otherwise, so a read-only root filesystem or a volume owned by another user stops the process with
+ * one line instead of failing the first request that needs the directory.
+ */
+export async function assertWritableDirectory(variable: string, directory: string, hint: string): Promise<void> {
+  const path = resolve(directory);
+  const probe = join(path, `.write-probe-${process.pid}`);
+  try {
+    await mkdir(path, { recursive: true });
+    await writeFile(probe, '');
+    await rm(probe, { force: true });
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+    throw new StartupError(`${variable}=${path} is not writable (${reason}): ${hint}`);
   }
 }
 
