@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { ChatRequest, Usage } from '@gateway/proto';
 import { Cancellation, errors, GatewayError, type CallerSignal } from '@gateway/platform';
 import type { VerifiedApiKey } from '../auth-cache.js';
@@ -236,19 +237,24 @@ async function relayStream(context: EdgeContext, response: ServerResponse, job: 
 
 /**
  * Honours back-pressure from a slow client; a client that left releases the wait too. Writes of one
- * turn (the deltas of one batch from the router) leave in one syscall: the response is corked at the
- * first and uncorked once the turn's microtasks ran.
+ * turn (the deltas of one batch from the router) leave in one syscall: the connection's socket is
+ * corked at the first and uncorked once the turn's microtasks ran. The socket, never the response:
+ * from Node 22 a corked ServerResponse holds chunked writes in a buffer of its own that end() does not
+ * flush first (the chunked terminator left ahead of them, so a stream ending in the same turn lost its
+ * last deltas and terminal event, issue 24), and its uncork() sends each held piece in a write(2) of
+ * its own. Through the socket every byte, end() included, leaves in order from one buffer on any Node.
  */
 function write(response: ServerResponse, text: string): Promise<void> | void {
   if (text === '') return;
-  if (response.writableCorked === 0) {
-    response.cork();
-    process.nextTick(uncork, response);
+  const socket = response.socket;
+  if (socket && socket.writableCorked === 0) {
+    socket.cork();
+    process.nextTick(uncork, socket);
   }
   if (response.write(text)) return;
   return drained(response);
 }
 
-function uncork(response: ServerResponse): void {
-  response.uncork();
+function uncork(socket: Socket): void {
+  socket.uncork();
 }
