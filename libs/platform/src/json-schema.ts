@@ -11,7 +11,9 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 
 export type { ValidateFunction };
 
-const ENGINE_OPTIONS = { strict: false, allErrors: false, validateFormats: false } as const;
+// `optimize: false`: ajv's code optimizer is most of a compile's cost on wide schemas (1,000 properties:
+// 1.9 s with it, 0.25 s without, on routing's event loop); the generated validators check the same.
+const ENGINE_OPTIONS = { strict: false, allErrors: false, validateFormats: false, code: { optimize: false } } as const;
 const draft07 = new Ajv(ENGINE_OPTIONS);
 const draft2020 = new Ajv2020(ENGINE_OPTIONS);
 

@@ -9,8 +9,15 @@ export class ToolPairing {
   private readonly issued = new Map<string, string>();
   private readonly answered = new Set<string>();
 
-  /** An assistant turn issued the call `id` (`path`: where the client put it). */
+  /**
+   * An assistant turn issued the call `id` (`path`: where the client put it). An id used twice is a 400
+   * `duplicate_tool_call_id`: a result could not say which call it answers (Anthropic refuses it too).
+   */
   call(id: string, path: string): void {
+    const earlier = this.issued.get(id);
+    if (earlier !== undefined) {
+      throw edgeErrors.invalidRequest(`${path}: tool call id \`${echoed(id)}\` is already used by ${earlier}; each tool call needs its own id.`, path, 'duplicate_tool_call_id');
+    }
     this.issued.set(id, path);
   }
 

@@ -4,7 +4,7 @@ import type { EdgeContext } from '../context.js';
 import { EdgeError } from '../errors.js';
 import { readJsonBody } from '../http.js';
 import { parseBody } from '../canonical/validation.js';
-import { tokenizerEncode } from '../inference/tokenizer.js';
+import { countTextsTokens } from '../inference/tokenizer.js';
 
 /** Reads a JSON body and validates it with the family's schema (400s name the field path). */
 export async function readJson<Schema extends z.ZodType>(request: IncomingMessage, context: EdgeContext, schema: Schema): Promise<z.infer<Schema>> {
@@ -22,8 +22,10 @@ export function mediaOf(context: EdgeContext): NonNullable<EdgeContext['media']>
 /** Deadline of one non-streamed Router call of a media endpoint, failover included. */
 export const ENDPOINT_DEADLINE_MS = 10 * 60_000;
 
-/** Tokens of a text by the gateway's tokenizer (loaded on first use). */
-export async function countTokens(texts: readonly string[]): Promise<number[]> {
-  const encode = tokenizerEncode();
-  return texts.map((text) => encode(text, { disallowedSpecial: new Set() }).length);
+/**
+ * Tokens of each text by the gateway's tokenizer (loaded on first use), with the request's tokenizer
+ * work bounded and the event loop yielded between slices (inference/tokenizer.ts).
+ */
+export function countTokens(texts: readonly string[]): Promise<number[]> {
+  return countTextsTokens(texts);
 }

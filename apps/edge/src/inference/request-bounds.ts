@@ -2,7 +2,7 @@ import type { ChatRequest, Pricing } from '@gateway/proto';
 import { formatCredits, parseCredits } from '@gateway/platform';
 import type { CatalogModel } from '../catalog-cache.js';
 import { EdgeError } from '../errors.js';
-import { tokenizerEncode } from './tokenizer.js';
+import { MAX_TOKENIZED_CHARACTERS, TokenCounter } from './tokenizer.js';
 
 /**
  * What one request may carry and cost at most, decided at the edge before admission and before any
@@ -31,8 +31,6 @@ const TOKENS_PER_REPLY = 3;
  */
 const TOKENS_PER_IMAGE_BOUND = 2_000;
 const AUDIO_BYTES_PER_TOKEN_BOUND = 100;
-/** Text tokenized per slice before yielding to the event loop (a 128k window is ~0.5 MB of text). */
-const TOKENIZE_SLICE_CHARACTERS = 64 * 1024;
 
 export interface PromptMeasure {
   /** Upper bound of the prompt's tokens. */
@@ -111,7 +109,9 @@ export async function checkContextWindow(model: CatalogModel, chat: ChatRequest,
   if (window === 0) return;
   const requestedOutput = chat.maxOutputTokens ?? 0;
   if (measure.tokensUpperBound + requestedOutput <= window) return;
-  const promptTokens = await countPromptTokens(chat, measure, window + 1);
+  // The count stops past the window, so the work is bounded by the window; the budget lets a prompt near
+  // a large window be counted by the tokenizer rather than by its bytes (which would refuse it wrongly).
+  const promptTokens = await countPromptTokens(chat, measure, window + 1, Math.max(MAX_TOKENIZED_CHARACTERS, 16 * window));
   if (promptTokens > window) {
     throw contextLengthExceeded(
       `This model's context window is ${window} tokens; the prompt has ${promptTokens >= window + 1 ? 'more than ' + window : promptTokens} tokens. Shorten the conversation.`,
@@ -130,28 +130,17 @@ export async function checkContextWindow(model: CatalogModel, chat: ChatRequest,
  * The prompt's tokens by the tokenizer, counting at most up to `stopAt` (the answer is then `stopAt`:
  * "at least this many"). The tokenizer is loaded on first use only: an ordinary request never needs it.
  */
-async function countPromptTokens(chat: ChatRequest, measure: PromptMeasure, stopAt: number): Promise<number> {
-  const encode = tokenizerEncode();
-  const options = { disallowedSpecial: new Set<string>() };
+async function countPromptTokens(chat: ChatRequest, measure: PromptMeasure, stopAt: number, budget = MAX_TOKENIZED_CHARACTERS): Promise<number> {
   const texts: string[] = [];
   walkPrompt(chat, (text) => {
     if (text.length > 0) texts.push(text);
   });
+  // One budget for the whole prompt, long words cut, yields between slices (inference/tokenizer.ts).
+  const counter = new TokenCounter(budget);
   let total = measure.nonTextTokens;
   for (const text of texts) {
-    for (let start = 0; start < text.length; ) {
-      let end = Math.min(text.length, start + TOKENIZE_SLICE_CHARACTERS);
-      // Cut after a space when one is near, so a slice boundary splits no word (at most one token off per cut).
-      if (end < text.length) {
-        const space = text.lastIndexOf(' ', end);
-        if (space > start + TOKENIZE_SLICE_CHARACTERS / 2) end = space + 1;
-      }
-      total += encode(text.slice(start, end), options).length;
-      if (total >= stopAt) return stopAt;
-      start = end;
-      // Let other requests run between slices: a long prompt costs its own latency, not everyone's.
-      if (start < text.length) await new Promise<void>((resolve) => setImmediate(resolve));
-    }
+    total += await counter.count(text, stopAt - total);
+    if (total >= stopAt) return stopAt;
   }
   return total;
 }
@@ -159,7 +148,8 @@ async function countPromptTokens(chat: ChatRequest, measure: PromptMeasure, stop
 /**
  * The prompt's tokens as the gateway counts them (messages `count_tokens`): the tokenizer over every
  * text a provider reads, with the same per-message overhead and the same bounds for images, audio and
- * inline files as the context-window check. Files still to be fetched count nothing.
+ * inline files as the context-window check. Files still to be fetched count nothing. Text beyond the
+ * tokenizer budget (MAX_TOKENIZED_CHARACTERS) counts as its UTF-8 bytes: an upper bound, free work bounded.
  */
 export function countRequestTokens(chat: ChatRequest): Promise<number> {
   return countPromptTokens(chat, measurePrompt(chat), Number.POSITIVE_INFINITY);

@@ -76,7 +76,7 @@ describe('convertChatRequest', () => {
   it('refuses an image for a text-only model with unsupported_modality', () => {
     const apiError = refusal({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://x/y.png' } }] }] });
     expect(apiError).toMatchObject({ status: 400, code: 'unsupported_modality', param: 'body.messages.0.content.0' });
-    expect(() => convert({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'u' } }] }] }, catalogModel({ inputModalities: new Set(['text', 'image']) }))).not.toThrow();
+    expect(() => convert({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://x/u.png' } }] }] }, catalogModel({ inputModalities: new Set(['text', 'image']) }))).not.toThrow();
   });
 
   it('refuses audio to a model without audio input', () => {

@@ -5,6 +5,7 @@ import { nearestReasoningEffort, requireModality, requireValidSchema } from '../
 import { ParameterGate, type CanonicalParameter } from '../../canonical/parameters.js';
 import { newChatMessage, newChatRequest } from '../../canonical/request.js';
 import { ToolPairing } from '../../canonical/tool-pairing.js';
+import { requireFetchableUrl } from '../../canonical/urls.js';
 import type { ConvertedRequest } from '../../inference/dialect.js';
 import { edgeErrors } from '../../errors.js';
 import type { CatalogModel } from '../../catalog-cache.js';
@@ -183,7 +184,7 @@ function convertBlock(block: ContentBlock, path: string, model: CatalogModel): C
       return { part: { $case: 'text', value: block.refusal } };
     case 'image_url':
       requireModality(model, 'image', path);
-      return { part: { $case: 'image', value: { url: block.image_url.url, detail: block.image_url.detail ?? 'auto' } } };
+      return { part: { $case: 'image', value: { url: requireFetchableUrl(block.image_url.url, `${path}.image_url.url`), detail: block.image_url.detail ?? 'auto' } } };
     case 'input_audio':
       requireModality(model, 'audio', path);
       return { part: { $case: 'audio', value: { data: decodeInline(block.input_audio.data, `${path}.input_audio.data`).bytes, format: block.input_audio.format } } };
@@ -201,7 +202,7 @@ function convertBlock(block: ContentBlock, path: string, model: CatalogModel): C
           },
         };
       }
-      return { part: { $case: 'file', value: { filename: block.file.filename ?? '', data: Buffer.alloc(0), url: block.file.file_url ?? '', mediaType: '', context: '' } } };
+      return { part: { $case: 'file', value: { filename: block.file.filename ?? '', data: Buffer.alloc(0), url: block.file.file_url ? requireFetchableUrl(block.file.file_url, `${path}.file.file_url`) : '', mediaType: '', context: '' } } };
     }
   }
 }

@@ -7,6 +7,7 @@ import { modelSupports, ParameterGate } from '../../canonical/parameters.js';
 import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
 import { newChatMessage, newChatRequest } from '../../canonical/request.js';
 import { ToolPairing } from '../../canonical/tool-pairing.js';
+import { requireFetchableUrl } from '../../canonical/urls.js';
 import { echoed } from '../../echoed-value.js';
 import { edgeErrors } from '../../errors.js';
 import type { ConvertedRequest } from '../../inference/dialect.js';
@@ -334,7 +335,7 @@ class ConversationBuilder {
         break;
       }
       case 'url':
-        target.content.push({ part: { $case: 'file', value: { filename, data: Buffer.alloc(0), url: source.url, mediaType: '', context } }, cacheControl });
+        target.content.push({ part: { $case: 'file', value: { filename, data: Buffer.alloc(0), url: requireFetchableUrl(source.url, `${path}.source.url`), mediaType: '', context } }, cacheControl });
         break;
     }
     const noted = files ?? [];
@@ -350,7 +351,7 @@ function imagePart(block: ImageBlockInput, path: string, model: CatalogModel): C
   if (source.type === 'file') {
     throw edgeErrors.invalidRequest(`${path}.source.file_id: file ids are not supported; send the image as base64 or url.`, `${path}.source.file_id`, 'file_id_unsupported');
   }
-  if (source.type === 'url') return { part: { $case: 'image', value: { url: source.url, detail: 'auto' } }, cacheControl };
+  if (source.type === 'url') return { part: { $case: 'image', value: { url: requireFetchableUrl(source.url, `${path}.source.url`), detail: 'auto' } }, cacheControl };
   // Bounded by its decoded size (spec §8) without decoding it: the provider reads the data: URL.
   const data = /\s/.test(source.data) ? source.data.replace(/\s+/g, '') : source.data;
   if (decodedLength(data) > MAX_INLINE_FILE_BYTES) throw inlineTooLarge(`${path}.source.data`);

@@ -113,7 +113,7 @@ const toolChoice = z.discriminatedUnion('type', [
 export type MessagesToolChoice = z.infer<typeof toolChoice>;
 
 const thinking = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('enabled'), budget_tokens: z.number().int().min(1024), display: z.enum(['summarized', 'omitted']).nullish() }),
+  z.object({ type: z.literal('enabled'), budget_tokens: z.number().int().min(1024).max(4_294_967_295, 'must be at most 4294967295'), display: z.enum(['summarized', 'omitted']).nullish() }),
   z.object({ type: z.literal('disabled') }),
   z.object({ type: z.literal('adaptive'), display: z.enum(['summarized', 'omitted']).nullish() }),
   z.object({ type: z.literal('between_tools') }),
@@ -162,7 +162,7 @@ export const messagesRequest = z
   .object({
     ...promptFields,
     ...acceptedOnly,
-    max_tokens: z.number().int().min(1),
+    max_tokens: z.number().int().min(1).max(4_294_967_295, 'must be at most 4294967295'),
     temperature: z.number().min(0).max(1).nullish(),
     top_p: z.number().min(0).max(1).nullish(),
     top_k: z.number().int().min(0).max(0xffffffff).nullish(),

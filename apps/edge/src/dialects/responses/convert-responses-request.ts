@@ -7,6 +7,7 @@ import { ParameterGate, type CanonicalParameter } from '../../canonical/paramete
 import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
 import { newChatMessage, newChatRequest } from '../../canonical/request.js';
 import { ToolPairing } from '../../canonical/tool-pairing.js';
+import { requireFetchableUrl } from '../../canonical/urls.js';
 import { edgeErrors } from '../../errors.js';
 import type { ConvertedRequest } from '../../inference/dialect.js';
 import { reasoningPartOf } from './responses-reasoning.js';
@@ -280,7 +281,7 @@ function convertPart(part: ResponsesContentPart, path: string, model: CatalogMod
       requireModality(model, 'image', path);
       // `original` (full resolution) is the responses dialect's own level; providers know it as `high`.
       const detail = part.detail == null ? 'auto' : part.detail === 'original' ? 'high' : part.detail;
-      return { part: { $case: 'image', value: { url: part.image_url, detail } } };
+      return { part: { $case: 'image', value: { url: requireFetchableUrl(part.image_url, `${path}.image_url`), detail } } };
     }
     case 'input_file': {
       // Files reach every model: those without native file input receive the file's text (spec §4.8).
@@ -294,7 +295,7 @@ function convertPart(part: ResponsesContentPart, path: string, model: CatalogMod
           },
         };
       }
-      return { part: { $case: 'file', value: { filename: part.filename ?? '', data: Buffer.alloc(0), url: part.file_url ?? '', mediaType: '', context: '' } } };
+      return { part: { $case: 'file', value: { filename: part.filename ?? '', data: Buffer.alloc(0), url: part.file_url ? requireFetchableUrl(part.file_url, `${path}.file_url`) : '', mediaType: '', context: '' } } };
     }
   }
 }

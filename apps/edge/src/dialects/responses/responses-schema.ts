@@ -152,7 +152,7 @@ export const responsesRequest = z
         summary: z.enum(['auto', 'concise', 'detailed']).nullish(),
       })
       .nullish(),
-    max_output_tokens: z.number().int().min(1).nullish(),
+    max_output_tokens: z.number().int().min(1).max(4_294_967_295, 'must be at most 4294967295').nullish(),
     temperature: z.number().min(0).max(2).nullish(),
     top_p: z.number().min(0).max(1).nullish(),
     parallel_tool_calls: z.boolean().nullish(),

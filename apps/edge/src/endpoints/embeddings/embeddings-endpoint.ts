@@ -13,7 +13,8 @@ export const embeddingsSchema = z.looseObject({
   // Shape checked by embeddingInputs: a union's error would not say which bound was passed.
   input: z.union([z.string(), z.array(z.unknown())], 'must be a string, an array of strings, an array of token ids or an array of token-id arrays'),
   encoding_format: z.enum(['float', 'base64']).nullish(),
-  dimensions: z.number().int().min(1).nullish(),
+  // A uint32 in the Router call: larger values were a 500 serializing it (issue 29).
+  dimensions: z.number().int().min(1).max(4_294_967_295, 'must be at most 4294967295').nullish(),
   user: z.string().nullish(),
 });
 

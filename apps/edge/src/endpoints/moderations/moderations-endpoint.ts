@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { ModerateResponse, ModerationInput } from '@gateway/proto';
+import { requireFetchableUrl } from '../../canonical/urls.js';
 import { sendJson } from '../../http.js';
 import { endpointHeaders, pricePico, type EndpointFamily } from '../../inference/endpoint-pipeline.js';
 import { countTokens, ENDPOINT_DEADLINE_MS, readJson } from '../shared.js';
@@ -24,12 +25,12 @@ type ModerationsBody = z.infer<typeof moderationsSchema>;
 function inputsOf(body: ModerationsBody): ModerationInput[] {
   const input = body.input;
   if (typeof input === 'string') return [{ input: { $case: 'text', value: input } }];
-  return input.map((item): ModerationInput =>
+  return input.map((item, index): ModerationInput =>
     typeof item === 'string'
       ? { input: { $case: 'text', value: item } }
       : item.type === 'text'
         ? { input: { $case: 'text', value: item.text } }
-        : { input: { $case: 'imageUrl', value: item.image_url.url } },
+        : { input: { $case: 'imageUrl', value: requireFetchableUrl(item.image_url.url, `body.input.${index}.image_url.url`) } },
   );
 }
 
