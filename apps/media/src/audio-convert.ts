@@ -2,19 +2,37 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ErrorReason, GatewayError, GrpcStatus, errors, ffmpegPath } from '@gateway/platform';
+import { ErrorReason, GatewayError, GrpcStatus, errors, ffmpegPath, readWavLayout, sniffAudioContainer, type AudioContainer } from '@gateway/platform';
 
 /** Bounds of ConvertAudio. */
 export interface AudioLimits {
   /** Largest input accepted (the edge's per-file bound). */
   maxInputBytes: number;
-  /** One ffmpeg run may take this long. */
+  /** One ffmpeg run may take this long; past it the call is refused (413), never a 5xx. */
   timeoutMs: number;
-  /** ffmpeg processes at once; the rest wait their turn. */
+  /** ffmpeg processes at once; the rest wait their turn (a cancelled call leaves the queue). */
   concurrency: number;
+  /** Longest audio accepted: decoding stops just past it and the call is refused (413). */
+  maxDurationMs: number;
+  /** Largest output one conversion may produce (413 past it; ffmpeg is stopped at once). */
+  maxOutputBytes: number;
 }
 
-export const DEFAULT_AUDIO_LIMITS: AudioLimits = { maxInputBytes: 20 * 1024 * 1024, timeoutMs: 60_000, concurrency: 2 };
+export const DEFAULT_AUDIO_LIMITS: AudioLimits = {
+  maxInputBytes: 20 * 1024 * 1024,
+  timeoutMs: 60_000,
+  concurrency: 2,
+  maxDurationMs: 30 * 60_000,
+  // 30 minutes of 16 kHz mono 16-bit wav (57.6 MB) fits.
+  maxOutputBytes: 64 * 1024 * 1024,
+};
+
+/**
+ * The target that prepares an upload for a transcription provider: a PCM WAV with a consistent header goes
+ * as it is (no data answered; its length exact from the header), mp3 frames are remuxed as they are, and
+ * anything else becomes 16 kHz mono 16-bit PCM wav. The length answered is the length of what is sent.
+ */
+export const TRANSCRIPTION_TARGET = 'transcription';
 
 /** Output container of each target format, with its content type. */
 const TARGETS: Readonly<Record<string, { args: readonly string[]; contentType: string }>> = {
@@ -25,46 +43,36 @@ const TARGETS: Readonly<Record<string, { args: readonly string[]; contentType: s
   aac: { args: ['-c:a', 'aac', '-f', 'adts'], contentType: 'audio/aac' },
   pcm: { args: ['-c:a', 'pcm_s16le', '-ar', '24000', '-ac', '1', '-f', 's16le'], contentType: 'audio/pcm' },
 };
+/** What a transcription provider is sent when the upload cannot go as it is. */
+const TRANSCRIPTION_WAV = { args: ['-c:a', 'pcm_s16le', '-ar', '16000', '-ac', '1', '-f', 'wav'], contentType: 'audio/wav' } as const;
+const TRANSCRIPTION_MP3 = { args: ['-c:a', 'copy', '-f', 'mp3'], contentType: 'audio/mpeg' } as const;
 
-const EXTENSIONS: Readonly<Record<string, string>> = {
-  mp3: 'mp3', mpga: 'mp3', mpeg: 'mp3', wav: 'wav', flac: 'flac', ogg: 'ogg', oga: 'ogg', opus: 'ogg', webm: 'webm', mp4: 'mp4', m4a: 'mp4', aac: 'aac',
+/**
+ * The ffmpeg demuxer each sniffed container is read with. Forced with `-f`: ffmpeg never probes the
+ * content for another (an HLS or concat playlist would make it open the files and URLs it names).
+ */
+const DEMUXERS: Readonly<Record<AudioContainer, readonly string[]>> = {
+  wav: ['-f', 'wav'],
+  flac: ['-f', 'flac'],
+  ogg: ['-f', 'ogg'],
+  webm: ['-f', 'matroska'],
+  // mov could open external tracks (data references); they are off by default, and said so here.
+  mp4: ['-f', 'mov', '-enable_drefs', '0'],
+  mp3: ['-f', 'mp3'],
+  aac: ['-f', 'aac'],
 };
 
-/** The container by its magic bytes; the file name's extension only when the bytes say nothing. */
-export function sniffContainer(data: Uint8Array, filename = ''): string | undefined {
-  const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-  const ascii = (start: number, end: number) => bytes.subarray(start, end).toString('latin1');
-  if (ascii(0, 4) === 'RIFF' && ascii(8, 12) === 'WAVE') return 'wav';
-  if (ascii(0, 4) === 'fLaC') return 'flac';
-  if (ascii(0, 4) === 'OggS') return 'ogg';
-  if (bytes.length >= 4 && bytes.readUInt32BE(0) === 0x1a45dfa3) return 'webm';
-  if (ascii(4, 8) === 'ftyp') return 'mp4';
-  if (ascii(0, 3) === 'ID3') return 'mp3';
-  if (bytes.length >= 2 && bytes[0] === 0xff && (bytes[1]! & 0xf6) === 0xf0) return 'aac'; // ADTS sync, layer 0
-  if (bytes.length >= 2 && bytes[0] === 0xff && (bytes[1]! & 0xe0) === 0xe0) return 'mp3'; // MPEG audio frame sync
-  const extension = /\.([a-z0-9]+)$/i.exec(filename)?.[1]?.toLowerCase();
-  return extension ? EXTENSIONS[extension] : undefined;
+const READABLE = 'mp3, wav, flac, ogg, webm, mp4/m4a, aac';
+
+/** The container by its magic bytes (a file name never decides). */
+export function sniffContainer(data: Uint8Array): AudioContainer | undefined {
+  return sniffAudioContainer(data);
 }
 
-/** Exact duration of a PCM WAV from its header (fmt byte rate, data chunk size); undefined when unusual. */
+/** Exact duration of a PCM WAV whose header is consistent (all data chunks); undefined otherwise. */
 export function wavDurationMs(data: Uint8Array): number | undefined {
-  const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-  let offset = 12;
-  let byteRate = 0;
-  while (offset + 8 <= bytes.length) {
-    const id = bytes.subarray(offset, offset + 4).toString('latin1');
-    const size = bytes.readUInt32LE(offset + 4);
-    if (id === 'fmt ' && offset + 16 <= bytes.length) byteRate = bytes.readUInt32LE(offset + 16);
-    if (id === 'data') {
-      if (!byteRate) return undefined;
-      // A streamed WAV may say 0 or 0xFFFFFFFF: then the bytes that are there count.
-      const available = bytes.length - offset - 8;
-      const length = size === 0 || size === 0xffffffff || size > available ? available : size;
-      return Math.round((length * 1000) / byteRate);
-    }
-    offset += 8 + size + (size % 2);
-  }
-  return undefined;
+  const read = readWavLayout(data);
+  return 'layout' in read ? read.layout.durationMs : undefined;
 }
 
 /** The last `time=HH:MM:SS.ss` of ffmpeg's progress output, in ms. */
@@ -75,17 +83,53 @@ function lastProgressTimeMs(stderr: string): number | undefined {
   return Math.round((Number(last[1]) * 3600 + Number(last[2]) * 60 + Number(last[3])) * 1000);
 }
 
-/** A counting semaphore: at most `limit` ffmpeg processes, the rest queue in order. */
-class Slots {
+const cancelled = () => new GatewayError(GrpcStatus.CANCELLED, ErrorReason.ERROR_REASON_UNSPECIFIED, 'the caller cancelled the conversion');
+const tooLarge = (message: string) => new GatewayError(GrpcStatus.INVALID_ARGUMENT, ErrorReason.ERROR_REASON_PAYLOAD_TOO_LARGE, message, { param: 'file' });
+
+/**
+ * A counting semaphore: at most `limit` holders, the rest queue in order. A freed slot is handed to the
+ * next waiter directly; a waiter whose signal aborts leaves the queue (it never starts).
+ */
+export class Slots {
   private running = 0;
-  private readonly waiting: (() => void)[] = [];
+  private readonly waiting: { grant(): void }[] = [];
   constructor(private readonly limit: number) {}
-  async acquire(): Promise<() => void> {
-    if (this.running >= this.limit) await new Promise<void>((resolve) => this.waiting.push(resolve));
-    this.running++;
+
+  get queued(): number {
+    return this.waiting.length;
+  }
+
+  acquire(signal?: AbortSignal): Promise<() => void> {
+    if (signal?.aborted) return Promise.reject(cancelled());
+    if (this.running < this.limit) {
+      this.running++;
+      return Promise.resolve(this.releaser());
+    }
+    return new Promise((resolve, reject) => {
+      const waiter = {
+        grant: () => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve(this.releaser());
+        },
+      };
+      const onAbort = () => {
+        const index = this.waiting.indexOf(waiter);
+        if (index >= 0) this.waiting.splice(index, 1);
+        reject(cancelled());
+      };
+      this.waiting.push(waiter);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  private releaser(): () => void {
+    let released = false;
     return () => {
-      this.running--;
-      this.waiting.shift()?.();
+      if (released) return;
+      released = true;
+      const next = this.waiting.shift();
+      if (next) next.grant();
+      else this.running--;
     };
   }
 }
@@ -98,9 +142,10 @@ export interface ConvertedAudio {
 }
 
 /**
- * ConvertAudio: detects the container, measures the length and, when a target is named, re-encodes with
- * ffmpeg. The input goes through a temporary file (an mp4/m4a keeps its index at the end, which a pipe
- * cannot seek to). Bounded in size, time and concurrency; a cancelled call kills ffmpeg.
+ * ConvertAudio: detects the container by its magic bytes, measures the length and, when a target is
+ * named, re-encodes with ffmpeg. ffmpeg reads a temporary file (an mp4/m4a keeps its index at the end,
+ * which a pipe cannot seek to) with its demuxer forced and only the `file` protocol allowed. Bounded in
+ * size, duration, output, time and concurrency; a cancelled call leaves the queue or kills ffmpeg.
  */
 export class AudioConverter {
   private readonly slots: Slots;
@@ -109,37 +154,54 @@ export class AudioConverter {
     this.slots = new Slots(limits.concurrency);
   }
 
-  async convert(data: Uint8Array, targetFormat: string, filename: string, signal?: AbortSignal): Promise<ConvertedAudio> {
-    if (data.length === 0) throw errors.invalidRequest('the audio is empty', 'data');
-    if (data.length > this.limits.maxInputBytes) {
-      throw new GatewayError(GrpcStatus.INVALID_ARGUMENT, ErrorReason.ERROR_REASON_PAYLOAD_TOO_LARGE, `the audio is larger than ${this.limits.maxInputBytes} bytes`, { param: 'data' });
+  async convert(data: Uint8Array, targetFormat: string, _filename: string, signal?: AbortSignal): Promise<ConvertedAudio> {
+    if (data.length === 0) throw errors.invalidRequest('the audio is empty', 'file');
+    if (data.length > this.limits.maxInputBytes) throw tooLarge(`the audio is larger than ${this.limits.maxInputBytes} bytes`);
+    const forTranscription = targetFormat === TRANSCRIPTION_TARGET;
+    const named = targetFormat && !forTranscription ? TARGETS[targetFormat] : undefined;
+    if (targetFormat && !forTranscription && !named) throw errors.invalidRequest(`unknown target format ${JSON.stringify(targetFormat)} (mp3, wav, flac, opus, aac, pcm)`, 'target_format');
+    const sourceFormat = sniffContainer(data);
+    if (!sourceFormat) throw errors.invalidRequest(`file: not audio in a container the gateway reads (${READABLE}), judged by its bytes`, 'file');
+    let target: { args: readonly string[]; contentType: string } | undefined = named;
+    if (sourceFormat === 'wav' && !named) {
+      // A consistent PCM header is the length exactly; with one data chunk the file can go as it is.
+      const read = readWavLayout(data);
+      if ('layout' in read && (!forTranscription || read.layout.dataChunks === 1)) {
+        this.checkDuration(read.layout.durationMs);
+        return { data: new Uint8Array(), contentType: forTranscription ? 'audio/wav' : '', durationMs: read.layout.durationMs, sourceFormat };
+      }
     }
-    const target = targetFormat ? TARGETS[targetFormat] : undefined;
-    if (targetFormat && !target) throw errors.invalidRequest(`unknown target format ${JSON.stringify(targetFormat)} (mp3, wav, flac, opus, aac, pcm)`, 'target_format');
-    const sourceFormat = sniffContainer(data, filename);
-    if (!sourceFormat) throw errors.invalidRequest('the file is not audio in a container the gateway reads (mp3, wav, flac, ogg, webm, mp4/m4a, aac)', 'data');
-    if (!target && sourceFormat === 'wav') {
-      const exact = wavDurationMs(data);
-      if (exact !== undefined) return { data: new Uint8Array(), contentType: '', durationMs: exact, sourceFormat };
-    }
-    const release = await this.slots.acquire();
-    const directory = await mkdtemp(join(tmpdir(), 'gateway-audio-'));
+    if (forTranscription) target = sourceFormat === 'mp3' ? TRANSCRIPTION_MP3 : TRANSCRIPTION_WAV;
+    const release = await this.slots.acquire(signal);
+    let directory: string | undefined;
     try {
+      if (signal?.aborted) throw cancelled();
+      directory = await mkdtemp(join(tmpdir(), 'gateway-audio-'));
       const input = join(directory, `input.${sourceFormat}`);
       await writeFile(input, data);
-      const output = target ? [...target.args, 'pipe:1'] : ['-f', 'null', '-'];
-      const { stdout, stderr } = await this.run(['-hide_banner', '-nostdin', '-i', input, '-vn', ...output], signal);
-      const durationMs = target?.contentType === 'audio/wav' ? (wavDurationMs(stdout) ?? lastProgressTimeMs(stderr)) : lastProgressTimeMs(stderr);
-      if (durationMs === undefined) throw errors.invalidRequest('the audio could not be decoded', 'data');
+      // Only the first audio stream, no metadata, and decoding stops a second past the longest accepted.
+      const limit = ['-t', String(Math.ceil(this.limits.maxDurationMs / 1000) + 1)];
+      const output = target ? ['-map_metadata', '-1', ...limit, ...target.args, 'pipe:1'] : [...limit, '-f', 'null', '-'];
+      const args = ['-hide_banner', '-nostdin', '-protocol_whitelist', 'file', ...DEMUXERS[sourceFormat], '-i', input, '-map', '0:a:0', '-vn', '-sn', '-dn', ...output];
+      const { stdout, stderr } = await this.run(args, directory, signal);
+      const wavOut = target?.contentType === 'audio/wav' ? readWavLayout(stdout) : undefined;
+      const durationMs = wavOut && 'layout' in wavOut ? wavOut.layout.durationMs : lastProgressTimeMs(stderr);
+      if (durationMs === undefined || (target && stdout.length === 0)) throw errors.invalidRequest('file: the audio could not be decoded', 'file');
+      this.checkDuration(durationMs);
       return { data: target ? stdout : new Uint8Array(), contentType: target?.contentType ?? '', durationMs, sourceFormat };
     } finally {
       release();
-      await rm(directory, { recursive: true, force: true });
+      if (directory) await rm(directory, { recursive: true, force: true });
     }
   }
 
-  private run(args: string[], signal?: AbortSignal): Promise<{ stdout: Buffer; stderr: string }> {
+  private checkDuration(durationMs: number): void {
+    if (durationMs > this.limits.maxDurationMs) throw tooLarge(`file: the audio is longer than ${this.limits.maxDurationMs / 1000} s`);
+  }
+
+  private run(args: string[], directory: string, signal?: AbortSignal): Promise<{ stdout: Buffer; stderr: string }> {
     return new Promise((resolve, reject) => {
+      if (signal?.aborted) return reject(cancelled());
       const child = spawn(ffmpegPath(), args, { stdio: ['ignore', 'pipe', 'pipe'] });
       const out: Buffer[] = [];
       let outBytes = 0;
@@ -149,17 +211,13 @@ export class AudioConverter {
         failure ??= error;
         child.kill('SIGKILL');
       };
-      const timer = setTimeout(
-        () => stop(new GatewayError(GrpcStatus.DEADLINE_EXCEEDED, ErrorReason.ERROR_REASON_UNSPECIFIED, `audio conversion took longer than ${this.limits.timeoutMs} ms`)),
-        this.limits.timeoutMs,
-      );
-      const onAbort = () => stop(new GatewayError(GrpcStatus.CANCELLED, ErrorReason.ERROR_REASON_UNSPECIFIED, 'the caller cancelled the conversion'));
+      const timer = setTimeout(() => stop(tooLarge(`file: audio too long to convert (more than ${this.limits.timeoutMs / 1000} s of work)`)), this.limits.timeoutMs);
+      const onAbort = () => stop(cancelled());
       signal?.addEventListener('abort', onAbort, { once: true });
       child.stdout.on('data', (chunk: Buffer) => {
         outBytes += chunk.length;
-        // A conversion never needs to be many times its input (wav of a compressed input is the worst case).
-        if (outBytes > this.limits.maxInputBytes * 16) stop(new GatewayError(GrpcStatus.INVALID_ARGUMENT, ErrorReason.ERROR_REASON_PAYLOAD_TOO_LARGE, 'the converted audio is too large'));
-        else out.push(chunk);
+        if (outBytes > this.limits.maxOutputBytes) stop(tooLarge(`file: the converted audio is larger than ${this.limits.maxOutputBytes} bytes`));
+        else if (!failure) out.push(chunk);
       });
       // Only the tail matters (the last progress line, the error); the head is the banner.
       child.stderr.on('data', (chunk: Buffer) => { stderr = (stderr + chunk.toString()).slice(-8_192); });
@@ -169,8 +227,10 @@ export class AudioConverter {
         signal?.removeEventListener('abort', onAbort);
         if (failure) return reject(failure);
         if (code !== 0) {
-          const reason = stderr.trim().split('\n').filter((line) => !line.startsWith('size=')).at(-1) ?? `exit ${code}`;
-          return reject(errors.invalidRequest(`the audio could not be decoded: ${reason.slice(0, 300)}`, 'data'));
+          const line = stderr.trim().split('\n').filter((text) => !text.startsWith('size=')).at(-1) ?? `exit ${code}`;
+          // ffmpeg names its input by path: the temporary directory is never shown to a caller.
+          const reason = line.replaceAll(directory, '').replace(/\/?input\.[a-z0-9]+/g, 'file').slice(0, 300);
+          return reject(errors.invalidRequest(`file: the audio could not be decoded: ${reason}`, 'file'));
         }
         resolve({ stdout: Buffer.concat(out), stderr });
       });

@@ -8,8 +8,11 @@ import { DEFAULT_IMAGE_HOSTING, ImageHosting, PostgresImageStore, type ImageHost
 
 export { checkAddress, type AddressVerdict, type RefusalReason } from './url-fetch/address-policy.js';
 export { DEFAULT_URL_FETCH_LIMITS, type UrlFetchLimits } from './url-fetch/fetch-url.js';
-export { sniffContainer, wavDurationMs, DEFAULT_AUDIO_LIMITS, type AudioLimits } from './audio-convert.js';
+export { sniffContainer, wavDurationMs, DEFAULT_AUDIO_LIMITS, TRANSCRIPTION_TARGET, type AudioLimits } from './audio-convert.js';
 export { DEFAULT_IMAGE_HOSTING, MEDIA_SCHEMA, type ImageHostingOptions } from './image-store.js';
+
+/** Largest request message the media service reads: a 20 MiB file plus its other fields. */
+export const MEDIA_MAX_RECEIVE_BYTES = 21 * 1024 * 1024;
 
 export interface MediaServiceOptions {
   listenAddress: string;
@@ -28,7 +31,7 @@ export interface MediaServiceOptions {
   databaseUrl?: string;
   /** Image hosting bounds (default: 1 h expiry, 20 MiB, swept every minute). */
   imageHosting?: Partial<ImageHostingOptions>;
-  /** ConvertAudio bounds (default: 20 MiB, 60 s, 2 ffmpeg processes at once). */
+  /** ConvertAudio bounds (default: 20 MiB in, 64 MiB out, 30 minutes of audio, 60 s of ffmpeg, 2 ffmpeg processes at once). */
   audioLimits?: Partial<AudioLimits>;
   /** The process's metrics registry (the media service has no dependency to report; Node's own metrics). */
   metrics?: Registry;
@@ -46,10 +49,12 @@ function noImageStore(): never {
 }
 
 /** The call's cancellation as an AbortSignal, for the work behind it (downloads, ffmpeg). */
-function cancellationOf(call: { once(event: 'cancelled', listener: () => void): unknown; off(event: 'cancelled', listener: () => void): unknown }) {
+function cancellationOf(call: { cancelled?: boolean; once(event: 'cancelled', listener: () => void): unknown; off(event: 'cancelled', listener: () => void): unknown }) {
   const controller = new AbortController();
   const onCancelled = () => controller.abort();
   call.once('cancelled', onCancelled);
+  // A call cancelled before its handler ran has fired its event already.
+  if (call.cancelled) controller.abort();
   return { signal: controller.signal, done: () => call.off('cancelled', onCancelled) };
 }
 
@@ -100,6 +105,8 @@ export async function startMediaService(options: MediaServiceOptions): Promise<R
     address: options.listenAddress,
     services: [{ definition: MediaServiceService, implementation, name: 'gateway.v1.MediaService' }],
     logger,
+    // Its largest requests carry one file of at most 20 MiB (an upload, a PDF, an image to host).
+    maxReceiveMessageBytes: MEDIA_MAX_RECEIVE_BYTES,
     // With an image store, health follows its Postgres (conversion alone needs nothing outside the process).
     ...(options.databaseUrl ? { dependencies: [postgresCheck(options.databaseUrl, 'media')] } : {}),
     ...(options.metrics ? { metrics: options.metrics } : {}),

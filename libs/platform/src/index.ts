@@ -16,3 +16,4 @@ export * from './metrics/index.js';
 export * from './pricing-fields.js';
 export * from './tokenizer-slices.js';
 export { ffmpegPath } from './ffmpeg.js';
+export { id3v2Length, readWavLayout, sniffAudioContainer, type AudioContainer, type WavLayout } from './audio-header.js';

@@ -157,6 +157,8 @@ function unaryCall(fn: (...args: unknown[]) => unknown, request: unknown, call: 
       else resolve(response);
     }) as ClientUnaryCall);
     signal?.addEventListener('abort', cancel, { once: true });
+    // A signal that fired before the call started fires no event: cancel at once.
+    if (signal?.aborted) cancel();
   });
 }
 
