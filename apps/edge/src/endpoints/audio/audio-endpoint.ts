@@ -1,7 +1,9 @@
 import { z } from 'zod';
 import type { SpeakRequest, TranscribeRequest, Usage } from '@gateway/proto';
+import { readWavLayout, sniffAudioContainer } from '@gateway/platform';
+import type { CatalogModel } from '../../catalog-cache.js';
 import { edgeErrors } from '../../errors.js';
-import { drained, sendJson } from '../../http.js';
+import { ClientGoneError, drained, sendJson } from '../../http.js';
 import { parseBody } from '../../canonical/validation.js';
 import { endpointHeaders, pricePico, type EndpointFamily } from '../../inference/endpoint-pipeline.js';
 import { readMultipart, singleField } from '../multipart.js';
@@ -93,11 +95,23 @@ export const transcriptionSchema = z.looseObject({
 });
 type TranscriptionBody = z.infer<typeof transcriptionSchema> & { file: { data: Buffer; filename: string } };
 
-/** mp3 and wav go to providers as they are; any other container is converted to wav by the media service. */
-function providerTakes(bytes: Buffer): boolean {
-  const wav = bytes.length >= 12 && bytes.toString('latin1', 0, 4) === 'RIFF' && bytes.toString('latin1', 8, 12) === 'WAVE';
-  const mp3 = bytes.toString('latin1', 0, 3) === 'ID3' || (bytes.length >= 2 && bytes[0] === 0xff && (bytes[1]! & 0xe6) === 0xe2);
-  return wav || mp3;
+/**
+ * The length a transcription hold is computed from, before admission and without ffmpeg: a PCM WAV whose
+ * header is consistent gives its length exactly; any other file is assumed to hold 16 kbit/s (a bound
+ * few real uploads go below), capped at the longest audio the media service converts. Settlement charges
+ * the length measured on what the provider is sent.
+ */
+export const HOLD_BYTES_PER_SECOND = 2_000;
+export const MAX_TRANSCRIPTION_MS = 30 * 60_000;
+export function transcriptionHoldMs(bytes: Uint8Array): number {
+  const wav = readWavLayout(bytes);
+  if ('layout' in wav) return Math.min(wav.layout.durationMs, MAX_TRANSCRIPTION_MS);
+  return Math.min(Math.ceil((bytes.length * 1000) / HOLD_BYTES_PER_SECOND), MAX_TRANSCRIPTION_MS);
+}
+
+function audioHourPico(model: CatalogModel, durationMs: number): bigint {
+  const hourPrice = model.model.pricing?.perInputAudioHour;
+  return hourPrice ? (pricePico(model, 'perInputAudioHour', durationMs) + 3_599_999n) / 3_600_000n : 0n;
 }
 
 const CONTENT_TYPES: Record<(typeof TRANSCRIPTION_FORMATS)[number], string> = {
@@ -125,36 +139,50 @@ function transcriptionFamily(translate: boolean): EndpointFamily<TranscriptionBo
       return { ...parsed, file: { data: files[0]!.data, filename: files[0]!.filename } };
     },
     modelName: (body) => body.model,
-    async prepare(body, model, { context, requestId, signal }) {
-      // The length prices the request (per_input_audio_hour) and bounds its hold; a container the
-      // providers do not take becomes wav on the way.
-      const convert = !providerTakes(body.file.data);
-      const measured = await mediaOf(context).convertAudio(
-        { data: body.file.data, targetFormat: convert ? 'wav' : '', filename: body.file.filename },
-        { requestId, deadlineMs: 90_000, signal },
-      );
-      const audio = convert ? measured.data : body.file.data;
-      const mediaType = convert ? 'audio/wav' : measured.sourceFormat === 'wav' ? 'audio/wav' : 'audio/mpeg';
-      const filename = convert ? `${body.file.filename.replace(/\.[^.]*$/, '') || 'audio'}.wav` : body.file.filename || `audio.${measured.sourceFormat}`;
+    async prepare(body, model) {
+      // Cheap checks only: no ffmpeg before admission. The container is judged by its magic bytes (a
+      // playlist or anything else is refused here); the hold comes from the header or the size.
+      if (!sniffAudioContainer(body.file.data)) {
+        throw edgeErrors.invalidRequest(
+          'body.file: not audio in a container the gateway reads (mp3, mp4/m4a, mpeg/mpga, wav, webm, ogg, flac, aac), judged by its bytes.',
+          'body.file',
+        );
+      }
       const prepared: TranscribeRequest = {
         context: undefined,
         modelId: model.id,
         routingStrategy: '',
-        audio,
-        filename,
+        audio: body.file.data,
+        filename: body.file.filename,
         prompt: body.prompt ?? '',
         language: translate ? '' : (body.language ?? ''),
         translate,
         responseFormat: body.response_format ?? 'json',
         temperature: body.temperature,
-        audioDurationMs: measured.durationMs,
-        mediaType,
+        audioDurationMs: 0,
+        mediaType: '',
       };
-      const hourPrice = model.model.pricing?.perInputAudioHour;
-      const holdPico = hourPrice ? (pricePico(model, 'perInputAudioHour', measured.durationMs) + 3_599_999n) / 3_600_000n : 0n;
-      return { prepared, holdPico };
+      return { prepared, holdPico: audioHourPico(model, transcriptionHoldMs(body.file.data)) };
     },
-    async answer(prepared, job) {
+    async answer(upload, job) {
+      // After admission: the media service turns the upload into what the provider is sent (a consistent
+      // PCM wav as it is, mp3 frames remuxed, anything else 16 kHz mono wav) and measures exactly that —
+      // the length charged is the length the provider receives. The caller leaving cancels it.
+      if (job.signal.aborted) throw new ClientGoneError('client left before the audio was converted');
+      const converted = await mediaOf(job.context).convertAudio(
+        { data: upload.audio, targetFormat: 'transcription', filename: upload.filename },
+        { requestId: job.requestId, deadlineMs: 90_000, signal: job.signal },
+      );
+      const sentAsIs = converted.data.length === 0;
+      const base = upload.filename.replace(/\.[^.]*$/, '') || 'audio';
+      const extension = converted.contentType === 'audio/mpeg' ? 'mp3' : 'wav';
+      const prepared: TranscribeRequest = {
+        ...upload,
+        audio: sentAsIs ? upload.audio : Buffer.from(converted.data),
+        filename: sentAsIs && upload.filename ? upload.filename : `${base}.${extension}`,
+        mediaType: converted.contentType || 'audio/wav',
+        audioDurationMs: converted.durationMs,
+      };
       const answer = await job.context.router.transcribe(
         { ...prepared, context: job.routerContext, routingStrategy: job.strategy },
         { requestId: job.requestId, deadlineMs: ENDPOINT_DEADLINE_MS, signal: job.signal },
