@@ -5,6 +5,9 @@
 //
 //   node deploy/healthcheck.mjs grpc 127.0.0.1:50051 [service-name]   exit 0 when SERVING
 //   node deploy/healthcheck.mjs http http://127.0.0.1:8080/healthz      exit 0 on a 2xx answer
+//   node deploy/healthcheck.mjs tcp 127.0.0.1:5432                      exit 0 when the port accepts a connection
+//                                 (the stand-ins of deploy/docker-compose.host.yaml for the machine's Postgres and NATS)
+import { connect } from 'node:net';
 import grpc from '@grpc/grpc-js';
 import healthCheck from 'grpc-health-check';
 
@@ -29,6 +32,12 @@ if (kind === 'grpc' && target) {
     (response) => finish(response.ok, `${target}: HTTP ${response.status}`),
     (error) => finish(false, `${target}: ${error.message}`),
   );
+} else if (kind === 'tcp' && target) {
+  const separator = target.lastIndexOf(':');
+  const socket = connect({ host: target.slice(0, separator), port: Number(target.slice(separator + 1)), timeout: timeoutMs });
+  socket.once('connect', () => { socket.destroy(); finish(true, target); });
+  socket.once('timeout', () => { socket.destroy(); finish(false, `${target}: timed out`); });
+  socket.once('error', (error) => finish(false, `${target}: ${error.message}`));
 } else {
-  finish(false, 'usage: healthcheck.mjs grpc HOST:PORT [SERVICE] | http URL');
+  finish(false, 'usage: healthcheck.mjs grpc HOST:PORT [SERVICE] | http URL | tcp HOST:PORT');
 }

@@ -54,8 +54,10 @@ app.kubernetes.io/part-of: {{ include "gateway.name" .root }}
 {{- end }}
 {{- end -}}
 
+{{/* Image of one app: each app has its own (deploy/Dockerfile with APP=<app>), named
+     <image.repository>-<app>:<tag>. Argument: (dict "root" $ "app" "edge"). */}}
 {{- define "gateway.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- printf "%s-%s:%s" .root.Values.image.repository .app (default .root.Chart.AppVersion .root.Values.image.tag) -}}
 {{- end -}}
 
 {{/* host:port a peer dials. Argument: (dict "root" $ "component" "auth" "port" 50051). */}}

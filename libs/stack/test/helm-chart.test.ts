@@ -119,6 +119,7 @@ function parseManifests(text: string): Manifest[] {
 
 const MODELS: Record<string, { prototype: { validate(): void } }> = {
   'v1/ConfigMap': coreV1.ConfigMap,
+  'v1/Pod': coreV1.Pod,
   'v1/Secret': coreV1.Secret,
   'v1/Service': coreV1.Service,
   'v1/ServiceAccount': coreV1.ServiceAccount,
@@ -423,6 +424,35 @@ describe('helm chart', () => {
     const catalogConfig = production!.find((manifest) => manifest.kind === 'ConfigMap')!;
     expect(Object.keys(catalogConfig.data).length, 'the example config and its three icons').toBe(4);
     expect(throwaway!.map((manifest) => manifest.kind)).toEqual(expect.arrayContaining(['Ingress', 'Job', 'Secret']));
+  });
+
+  it("the one-off gatewayctl pod of deploy/README.md is a valid Pod like the chart's gatewayctl Job, admitted to auth, catalog and ledger", () => {
+    const readme = readFileSync(`${root}deploy/README.md`, 'utf8').replace(/\\\n\s*/g, ' ');
+    const line = readme.split('\n').find((text) => text.startsWith('kubectl -n gateway run gatewayctl-once '));
+    expect(line, 'deploy/README.md documents `kubectl -n gateway run gatewayctl-once`').toBeDefined();
+    const words = shellWords(line!);
+    const flag = (name: string) => words.find((word) => word.startsWith(`--${name}=`))?.slice(name.length + 3);
+    const overrides = JSON.parse(flag('overrides')!) as { apiVersion: string; spec: any };
+    const labels = Object.fromEntries(flag('labels')!.split(',').map((pair) => pair.split('='))) as Record<string, string>;
+    // What `kubectl run` sends: its generated Pod with the overrides merged in.
+    const pod: Manifest = { kind: 'Pod', metadata: { name: words[4]!, labels }, ...overrides, spec: { restartPolicy: 'Never', ...overrides.spec } };
+    expect(schemaProblems(pod)).toEqual([]);
+    const container = pod.spec.containers[0];
+    expect(container.image).toBe(flag('image'));
+
+    // The README's production install (release gw, namespace gateway) with the Job on: the pod runs the
+    // Job's image with the Job's addresses and admin credential, and every admin service admits its labels.
+    const manifests = renderOk([...installs[0]!.args, '--set', 'gatewayctl.job.enabled=true']);
+    const job = containerOf(workloadOf(manifests, 'gatewayctl'), 'gatewayctl');
+    expect(container.image).toBe(job.image);
+    expect(job.image).toMatch(/-gatewayctl:/);
+    const byName = (env: any[]) => Object.fromEntries(env.filter((entry) => entry.name !== 'LOG_LEVEL').map((entry) => [entry.name, entry.value ?? entry.valueFrom]));
+    expect(byName(container.env)).toEqual(byName(job.env));
+    for (const component of ['auth', 'catalog', 'ledger']) {
+      const policy = manifests.find((manifest) => manifest.kind === 'NetworkPolicy' && componentOf(manifest.metadata.labels) === component)!;
+      const admitted = (policy.spec.ingress as any[]).some((rule) => (rule.from ?? []).some((peer: any) => selects(peer.podSelector?.matchLabels, labels)));
+      expect(admitted, `${component} admits the pod's labels`).toBe(true);
+    }
   });
 
   it('honours the switches: fixed replicas, no policies, an emptyDir outbox, the routing ClusterIP address', () => {
