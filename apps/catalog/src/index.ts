@@ -55,6 +55,8 @@ export async function startCatalogService(options: CatalogServiceOptions): Promi
         { definition: CatalogServiceService, implementation: catalogHandlers(service, options.logger), name: 'gateway.v1.CatalogService' },
       ],
       logger: options.logger,
+      // LoadCatalog carries a whole catalog config.
+      maxReceiveMessageBytes: 16 * 1024 * 1024,
       dependencies: [postgresCheck(options.databaseUrl, 'catalog'), busCheck(options.bus)],
       ...(options.metrics ? { metrics: options.metrics } : {}),
     });

@@ -14,6 +14,7 @@ import type { ChatRouter } from './router-exchange.js';
 import { malformedApiKey } from './credentials.js';
 import type { BodyLimits } from './http.js';
 import type { MultipartBounds } from './endpoints/multipart.js';
+import type { UploadArea } from './endpoints/upload-spool.js';
 import type { ReasoningTags } from './canonical/reasoning-tags.js';
 
 /** What every route handler needs; built once by startEdge. */
@@ -39,6 +40,8 @@ export interface EdgeContext {
   reasoningTags: ReasoningTags;
   /** Bounds of multipart uploads (image edits, audio). */
   multipartBounds: MultipartBounds;
+  /** Spool directory and memory budget of uploaded files (endpoints/upload-spool.ts); unset: the process default. */
+  uploads?: UploadArea;
   /** Absolute origin of URLs the edge answers (hosted images); unset: the request's Host. */
   publicUrl: string | undefined;
   /** Milliseconds since the epoch: the clock model stop times are judged by (tests move it). */

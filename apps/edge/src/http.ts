@@ -1,8 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { requestIdOf } from './context.js';
 import { echoed } from './echoed-value.js';
 import { edgeErrors, renderErrorBody, toApiError, type Dialect } from './errors.js';
 import { MAX_JSON_DEPTH, fieldOfDeepPath, offsetBeyondDepth, pathAtOffset, type FreeFormField } from './json-depth.js';
+import { countBodyBytes } from './observability/overload.js';
 
 export const API_VERSION = '2026-03-31';
 
@@ -68,6 +70,11 @@ export function readBody(request: IncomingMessage, limits: BodyLimits): Promise<
       received += chunk.length;
       if (received > limits.maxBytes) {
         finish(edgeErrors.payloadTooLarge(limits.maxBytes));
+        return;
+      }
+      const shed = countBodyBytes(request, chunk.length);
+      if (shed) {
+        finish(shed);
         return;
       }
       chunks.push(chunk);
@@ -137,13 +144,14 @@ export function sendJsonText(response: ServerResponse, status: number, text: str
 }
 
 /**
- * Sends an error in the dialect's envelope. When the body was not read to its end (413, 408) the unread
- * rest is read and discarded for a bounded time rather than the connection closed at once: closing a
- * socket with unread input makes the kernel send a reset, which can destroy our answer before the client
- * reads it. A client still sending after the bound is cut off.
+ * Sends an error in the dialect's envelope. When the body was not read to its end (413, 408, a shed
+ * 503) the answer says `Connection: close` and the connection ends after it: our side is closed (FIN)
+ * as soon as the answer is written, and what the client still sends is read and discarded for at most
+ * LINGER_MS before the socket is destroyed. Destroying it at once with unread input would make the
+ * kernel send a reset, which can destroy our answer before the client reads it; keeping it open (as
+ * keep-alive would) lets a client hold a socket with its body unread for as long as it likes.
  */
-/** How long the unread rest of a refused body is drained before the connection is cut. */
-const DRAIN_BOUND_MS = 10_000;
+const LINGER_MS = 1_000;
 
 export function sendError(request: IncomingMessage, response: ServerResponse, error: unknown, dialect: Dialect): void {
   if (response.headersSent) {
@@ -153,13 +161,24 @@ export function sendError(request: IncomingMessage, response: ServerResponse, er
   const apiError = toApiError(error);
   const headers: Record<string, string> = {};
   if (apiError.retryAfterSeconds !== undefined) headers['retry-after'] = String(apiError.retryAfterSeconds);
-  if (!request.complete) {
-    request.resume();
-    const drainTimer = setTimeout(() => request.socket?.destroy(), DRAIN_BOUND_MS);
-    drainTimer.unref();
-    const stop = () => clearTimeout(drainTimer);
-    request.once('end', stop);
-    request.once('close', stop);
-  }
+  if (!request.complete) closeAfterAnswer(request, response);
   sendJson(response, apiError.status, renderErrorBody(apiError, dialect, requestIdOf(response)), headers);
+}
+
+/** `Connection: close`, then FIN after the answer and a bounded linger reading the rest (see sendError). */
+function closeAfterAnswer(request: IncomingMessage, response: ServerResponse): void {
+  response.shouldKeepAlive = false;
+  request.resume();
+  const socket = request.socket as (Socket & { destroySoon?: () => void }) | null;
+  if (!socket || socket.destroyed) return;
+  // node:http ends a connection that is not kept alive with socket.destroySoon() once the answer is
+  // written, which destroys the socket as soon as our FIN is flushed; this one lingers instead.
+  socket.destroySoon = () => {
+    const timer = setTimeout(() => socket.destroy(), LINGER_MS);
+    timer.unref();
+    socket.once('close', () => clearTimeout(timer));
+    // The client closing its side ends the linger early.
+    socket.once('end', () => socket.destroy());
+    socket.end();
+  };
 }

@@ -1,5 +1,6 @@
 import { createServer } from 'node:http';
 import { DEFAULT_MULTIPART_BOUNDS, type MultipartBounds } from './endpoints/multipart.js';
+import { DEFAULT_UPLOAD_LIMITS, UploadArea, type UploadLimits } from './endpoints/upload-spool.js';
 import type { AddressInfo } from 'node:net';
 import {
   AuthServiceClient,
@@ -39,6 +40,7 @@ export { toApiError, renderErrorBody, EdgeError, type ApiError, type Dialect } f
 export type { Admission, AdmissionRequest, AdmissionTicket } from './admission.js';
 export { API_VERSION } from './http.js';
 export { DEFAULT_OVERLOAD_LIMITS, type OverloadLimits } from './observability/overload.js';
+export { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from './endpoints/upload-spool.js';
 
 export interface EdgeOptions {
   /** Default 127.0.0.1. */
@@ -65,6 +67,8 @@ export interface EdgeOptions {
   bodyLimits?: Partial<BodyLimits>;
   /** Multipart upload bounds (image edits, audio); tests lower them. */
   multipartBounds?: Partial<MultipartBounds>;
+  /** Spool directory and in-memory budget of uploaded files (EDGE_UPLOAD_DIR, EDGE_UPLOAD_MEMORY_BYTES, EDGE_UPLOAD_WAIT_MS). */
+  uploads?: Partial<UploadLimits>;
   /** Absolute origin of the URLs the edge answers for hosted images (EDGE_PUBLIC_URL); unset: the request's Host. */
   publicUrl?: string;
   /** A Router stream that sends nothing for this long is ended as a failure. Default 5 minutes. */
@@ -222,6 +226,9 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
     } else {
       admission = options.admission === 'ledger' ? ledgerAdmission : options.admission;
     }
+    // The spool directory is made now: an edge that cannot write it refuses to start, naming it.
+    const uploads = new UploadArea({ ...DEFAULT_UPLOAD_LIMITS, ...options.uploads });
+    uploads.spoolDirectory();
     const context: EdgeContext = {
       auth,
       catalog,
@@ -238,6 +245,7 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
       streamPingIntervalMs: options.streamPingIntervalMs ?? 5_000,
       reasoningTags: new ReasoningTags(options.reasoningTagKey),
       multipartBounds: { ...DEFAULT_MULTIPART_BOUNDS, ...options.multipartBounds },
+      uploads,
       publicUrl: options.publicUrl,
       now,
     };
@@ -290,6 +298,7 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
         readiness.close();
         metrics.stop();
         closeClients();
+        uploads.close();
       },
     };
   } catch (error) {

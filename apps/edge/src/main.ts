@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { grpcAddress, grpcTarget, runBusService } from '@gateway/platform';
-import { DEFAULT_OVERLOAD_LIMITS, startEdge } from './index.js';
+import { DEFAULT_OVERLOAD_LIMITS, DEFAULT_UPLOAD_LIMITS, startEdge } from './index.js';
 
 await runBusService(
   'edge',
@@ -26,6 +26,10 @@ await runBusService(
     EDGE_SHED_RETRY_AFTER_SECONDS: z.coerce.number().int().min(1).default(DEFAULT_OVERLOAD_LIMITS.retryAfterSeconds),
     /** On SIGTERM: how long streams in flight may finish before they are cut (below the pod's termination grace period). */
     EDGE_DRAIN_TIMEOUT_MS: z.coerce.number().int().min(0).default(25_000),
+    /** Uploads (README "Embeddings, moderations, images and audio"): spool directory (must be writable), bytes of uploaded files held in memory at once, longest wait for that room before a 503. */
+    EDGE_UPLOAD_DIR: z.string().min(1).default(DEFAULT_UPLOAD_LIMITS.dir),
+    EDGE_UPLOAD_MEMORY_BYTES: z.coerce.number().int().min(1).default(DEFAULT_UPLOAD_LIMITS.memoryBytes),
+    EDGE_UPLOAD_WAIT_MS: z.coerce.number().int().min(0).default(DEFAULT_UPLOAD_LIMITS.waitMs),
     /** Absolute origin of hosted image URLs (e.g. https://gateway.example.com); unset: the request's Host header. */
     EDGE_PUBLIC_URL: z.string().regex(/^https?:\/\/[^/?#]+\/?$/, 'expected http(s)://host[:port]').optional(),
   },
@@ -48,6 +52,7 @@ await runBusService(
         retryAfterSeconds: config.EDGE_SHED_RETRY_AFTER_SECONDS,
       },
       drainTimeoutMs: config.EDGE_DRAIN_TIMEOUT_MS,
+      uploads: { dir: config.EDGE_UPLOAD_DIR, memoryBytes: config.EDGE_UPLOAD_MEMORY_BYTES, waitMs: config.EDGE_UPLOAD_WAIT_MS },
       ...(config.EDGE_PUBLIC_URL ? { publicUrl: config.EDGE_PUBLIC_URL } : {}),
       metrics,
       internalAuth,

@@ -102,6 +102,8 @@ export async function startRoutingService(options: RoutingServiceOptions): Promi
     address: options.listenAddress,
     services: [{ definition: routerServiceDefinition, implementation: routerService(router, logger, exchanges), name: 'gateway.v1.RouterService' }],
     logger,
+    // A request carries a whole request body (at most 32 MiB at the edge) or an upload, plus framing.
+    maxReceiveMessageBytes: 48 * 1024 * 1024,
     dependencies: [busCheck(options.bus)],
     ...(options.metrics ? { metrics: options.metrics } : {}),
     ...(options.maxConnectionAgeMs ? { maxConnectionAgeMs: options.maxConnectionAgeMs } : {}),

@@ -106,6 +106,8 @@ export async function startProcessStack(
       env: {
         PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', DATABASE_URL: database.url, NATS_URL: natsUrl, NATS_NAMESPACE: testBus.namespace,
         METRICS_PORT: String(metricsPorts[app]), METRICS_HOST: '127.0.0.1', GATEWAY_INTERNAL_TOKEN: TEST_INTERNAL_TOKEN,
+        // As the image sets it (deploy/Dockerfile): large freed blocks go back to the system.
+        MALLOC_MMAP_THRESHOLD_: '131072',
         ...baseEnv(app), ...env[app], ...extra,
       },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -1,7 +1,13 @@
-import type { IncomingMessage } from 'node:http';
+import { createWriteStream, rmSync, type WriteStream } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
 import busboy from 'busboy';
 import { edgeErrors } from '../errors.js';
 import { ClientGoneError, type BodyLimits } from '../http.js';
+import { countBodyBytes } from '../observability/overload.js';
+import type { UploadArea } from './upload-spool.js';
 
 /** Bounds of one multipart upload, besides the body limits (total size, arrival time). */
 export interface MultipartBounds {
@@ -17,26 +23,47 @@ export interface MultipartBounds {
 
 export const DEFAULT_MULTIPART_BOUNDS: MultipartBounds = { files: 16, fields: 32, fieldBytes: 256 * 1024, fileBytes: 20 * 1024 * 1024 };
 
+/** A file part, spooled to disk as it arrived (upload-spool.ts); its bytes are read with MultipartBody.load. */
 export interface MultipartFile {
   field: string;
   filename: string;
   mediaType: string;
-  data: Buffer;
+  /** Bytes. */
+  size: number;
+  /** The spool file; removed when the request's answer is over. */
+  path: string;
 }
 
 export interface MultipartBody {
   /** Field name to its values in arrival order. */
   fields: Map<string, string[]>;
   files: MultipartFile[];
+  /**
+   * The bytes of `files`, in order, read once the upload memory budget has room for all of them (waits,
+   * then 503 `overloaded`); the room is held until the request's answer is over.
+   */
+  load(files: readonly MultipartFile[]): Promise<Buffer[]>;
+}
+
+/** Where a request's files are spooled, and the response whose end removes them and frees their memory. */
+export interface RequestUploads {
+  area: UploadArea;
+  response: ServerResponse;
 }
 
 /**
  * Reads a multipart/form-data body through busboy with every bound decided while the bytes arrive: the
  * total (413 as soon as it is passed, never after buffering it), each file (413), each field and the part
  * counts (400), a stall or a slow whole body (408). A missing or malformed boundary, a wrong content type
- * or a truncated upload is a 400, never a 500.
+ * or a truncated upload is a 400, never a 500. File parts go to spool files as they arrive (with the
+ * socket's back-pressure), so an upload in progress holds no more than busboy's buffers in memory.
  */
-export function readMultipart(request: IncomingMessage, limits: BodyLimits, bounds: MultipartBounds = DEFAULT_MULTIPART_BOUNDS): Promise<MultipartBody> {
+export function readMultipart(
+  request: IncomingMessage,
+  limits: BodyLimits,
+  bounds: MultipartBounds,
+  uploads: RequestUploads,
+): Promise<MultipartBody> {
   const contentType = request.headers['content-type'] ?? '';
   if (!/^multipart\/form-data\s*;/i.test(contentType) || !/boundary=/i.test(contentType)) {
     return Promise.reject(edgeErrors.invalidRequest('body: expected Content-Type multipart/form-data with a boundary.', 'body'));
@@ -52,8 +79,48 @@ export function readMultipart(request: IncomingMessage, limits: BodyLimits, boun
   } catch (error) {
     return Promise.reject(edgeErrors.invalidRequest(`body: malformed multipart header (${error instanceof Error ? error.message : 'unreadable'}).`, 'body'));
   }
+  let directory: string;
+  try {
+    directory = uploads.area.spoolDirectory();
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  const { response } = uploads;
+  const spooled: string[] = [];
+  const writers: WriteStream[] = [];
+  const removeAll = () => {
+    for (const writer of writers) writer.destroy();
+    for (const path of spooled.splice(0)) rmSync(path, { force: true });
+  };
+  const answered = new AbortController();
+  response.once('close', () => {
+    answered.abort();
+    removeAll();
+  });
+  const load = async (files: readonly MultipartFile[]): Promise<Buffer[]> => {
+    if (answered.signal.aborted) throw new ClientGoneError('client left before its upload was read');
+    let release: () => void;
+    try {
+      release = await uploads.area.reserve(files.reduce((sum, file) => sum + file.size, 0), answered.signal);
+    } catch (error) {
+      if (answered.signal.aborted) throw new ClientGoneError('client left while its upload waited for memory');
+      throw error;
+    }
+    if (answered.signal.aborted) {
+      release();
+      throw new ClientGoneError('client left while its upload waited for memory');
+    }
+    response.once('close', release);
+    try {
+      return await Promise.all(files.map((file) => readFile(file.path)));
+    } catch (error) {
+      release();
+      throw error;
+    }
+  };
   return new Promise<MultipartBody>((resolve, reject) => {
-    const body: MultipartBody = { fields: new Map(), files: [] };
+    const body: MultipartBody = { fields: new Map(), files: [], load };
+    const written: Promise<void>[] = [];
     let received = 0;
     let settled = false;
     const finish = (error: Error | undefined) => {
@@ -69,9 +136,14 @@ export function readMultipart(request: IncomingMessage, limits: BodyLimits, boun
         request.pause();
         parser.removeAllListeners();
         parser.on('error', () => undefined);
+        removeAll();
         reject(error);
       } else {
-        resolve(body);
+        // Every spool file complete on disk before the body is handed on.
+        Promise.all(written).then(() => resolve(body), (writeError: unknown) => {
+          removeAll();
+          reject(writeError);
+        });
       }
     };
     const totalTimer = setTimeout(
@@ -86,6 +158,10 @@ export function readMultipart(request: IncomingMessage, limits: BodyLimits, boun
       received += chunk.length;
       stallTimer.refresh();
       if (received > limits.maxBytes) finish(edgeErrors.payloadTooLarge(limits.maxBytes));
+      else {
+        const shed = countBodyBytes(request, chunk.length);
+        if (shed) finish(shed);
+      }
     };
     const onClose = () => {
       if (!request.complete) finish(new ClientGoneError('client closed the connection while sending the body'));
@@ -105,12 +181,24 @@ export function readMultipart(request: IncomingMessage, limits: BodyLimits, boun
       body.fields.set(name, values);
     });
     parser.on('file', (name, stream, info) => {
-      const chunks: Buffer[] = [];
+      const path = join(directory, randomUUID());
+      spooled.push(path);
+      const writer = createWriteStream(path, { flags: 'wx', mode: 0o600 });
+      writers.push(writer);
       let size = 0;
       stream.on('data', (chunk: Buffer) => {
         size += chunk.length;
-        chunks.push(chunk);
       });
+      written.push(new Promise<void>((resolveWrite, rejectWrite) => {
+        writer.once('finish', () => resolveWrite());
+        writer.once('error', (error) => {
+          finish(new Error(`upload spool write failed: ${error.message}`));
+          rejectWrite(error);
+        });
+      }));
+      // A failed write is answered above; a rejection nobody awaits must not become unhandled.
+      written[written.length - 1]!.catch(() => undefined);
+      stream.pipe(writer);
       stream.on('limit', () => {
         const error = edgeErrors.payloadTooLarge(bounds.fileBytes);
         finish(Object.assign(error, { message: `body.${name}: the file is larger than ${bounds.fileBytes} bytes.` }));
@@ -119,7 +207,7 @@ export function readMultipart(request: IncomingMessage, limits: BodyLimits, boun
       // would be uncaught. The parser reports the same truncation; either way the answer is a 400.
       stream.on('error', (error: Error) => finish(edgeErrors.invalidRequest(`body: malformed multipart upload (${error.message}).`, 'body')));
       stream.on('end', () => {
-        if (!settled) body.files.push({ field: name, filename: info.filename ?? '', mediaType: info.mimeType ?? '', data: Buffer.concat(chunks, size) });
+        if (!settled) body.files.push({ field: name, filename: info.filename ?? '', mediaType: info.mimeType ?? '', size, path });
       });
     });
     const tooMany = (what: string, bound: number) => () => finish(edgeErrors.invalidRequest(`body: more than ${bound} ${what} in the upload.`, 'body'));

@@ -39,7 +39,8 @@ export interface PreparedCall<Prepared> {
  */
 export interface EndpointFamily<Body, Prepared> {
   endpoint: string;
-  read(request: IncomingMessage, context: EdgeContext): Promise<Body>;
+  /** `response`: whose end frees what reading held (spooled uploads, their memory budget). */
+  read(request: IncomingMessage, context: EdgeContext, response: ServerResponse): Promise<Body>;
   modelName(body: Body): string;
   prepare(body: Body, model: CatalogModel, job: { context: EdgeContext; requestId: string; signal: Cancellation }): Promise<PreparedCall<Prepared>>;
   /**
@@ -64,7 +65,7 @@ export function endpointHandler<Body, Prepared>(context: EdgeContext, family: En
       if (!response.writableFinished) clientGone.abort();
     });
     const key = await authenticate(context, request, requestId);
-    const body = await family.read(request, context);
+    const body = await family.read(request, context, response);
     const headerStrategy = parseStrategyHeader(request.headers[STRATEGY_HEADER]);
     const model = resolveModel(context, family.modelName(body), family.endpoint, key);
     const { prepared, holdPico } = await family.prepare(body, model, { context, requestId, signal: clientGone });

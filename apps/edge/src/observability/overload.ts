@@ -1,8 +1,12 @@
+import type { IncomingMessage } from 'node:http';
+
 /**
  * Load shedding (spec §7: 503 with Retry-After under overload). The edge bounds the requests it has
  * in flight and the request-body bytes they declared; a request past either bound is refused BEFORE
  * its body is read and before admission, so a refused request never holds or spends credits, and a
- * request once admitted here is never refused later for load. Past the bound a fast 503 is better for
+ * request once admitted here is never refused later for load — except a chunked body (no
+ * content-length), whose bytes are counted as they are read and which is refused with the same 503
+ * when they take the total past the bound (still before admission). Past the bound a fast 503 is better for
  * everyone than queueing into multi-second latencies: the client (or its load balancer) retries
  * elsewhere or after Retry-After.
  */
@@ -10,9 +14,8 @@ export interface OverloadLimits {
   /** Most requests in flight (admitted and not yet answered, streams included). */
   maxInFlightRequests: number;
   /**
-   * Most request-body bytes the requests in flight declared (content-length; a chunked body declares
-   * nothing and is bounded by the per-request body limit alone). Each request counts at most the
-   * body limit, what readBody would hold.
+   * Most request-body bytes of the requests in flight: what they declared (content-length), and for a
+   * chunked body what has been read of it so far. Each request counts at most the body limit.
    */
   maxInFlightBodyBytes: number;
   /** Retry-After of the 503. */
@@ -60,6 +63,16 @@ export class InFlightLimiter {
     return undefined;
   }
 
+  /**
+   * More body bytes of a request already in (a chunked body as it is read); `own`: what it holds so far.
+   * Refused when they take the total past the bound while others hold bytes too.
+   */
+  grow(own: number, bodyBytes: number): ShedReason | undefined {
+    if (this.bodyBytes - own > 0 && this.bodyBytes + bodyBytes > this.limits.maxInFlightBodyBytes) return 'body_bytes';
+    this.bodyBytes += bodyBytes;
+    return undefined;
+  }
+
   leave(bodyBytes: number): void {
     this.requests--;
     this.bodyBytes -= bodyBytes;
@@ -68,4 +81,16 @@ export class InFlightLimiter {
   get inFlight(): { requests: number; bodyBytes: number } {
     return { requests: this.requests, bodyBytes: this.bodyBytes };
   }
+}
+
+/** Per request: counts body bytes as they are read (set by the request tracker for chunked bodies). */
+const bodyMeters = new WeakMap<IncomingMessage, (bytes: number) => Error | undefined>();
+
+export function meterBody(request: IncomingMessage, meter: (bytes: number) => Error | undefined): void {
+  bodyMeters.set(request, meter);
+}
+
+/** Called by the body readers for every chunk: the 503 to answer when the chunk takes the in-flight bytes past their bound. */
+export function countBodyBytes(request: IncomingMessage, bytes: number): Error | undefined {
+  return bodyMeters.get(request)?.(bytes);
 }

@@ -3,7 +3,7 @@ import { SpanStatusCode, traceIdsOf, unredactedLogger, type Logger, type Span } 
 import { clientRequestIdOf, requestIdOf } from '../context.js';
 import { edgeErrors, type EdgeError } from '../errors.js';
 import type { EdgeMetrics } from './edge-metrics.js';
-import type { InFlightLimiter } from './overload.js';
+import { meterBody, type InFlightLimiter } from './overload.js';
 import { headersWrittenAt } from './timed-response.js';
 
 /** Probes are never shed, never counted in flight, and logged at debug (a kubelet asks every few seconds). */
@@ -22,11 +22,12 @@ class RequestRecord {
     /** The route's template when known before routing (the inference routes); else express's, at the end. */
     readonly routeTemplate: string | undefined,
     readonly dialect: string,
-    readonly bodyBytes: number,
+    public bodyBytes: number,
     /** Counted in flight (not a probe, not shed). */
     readonly admitted: boolean,
     readonly probe: boolean,
-    readonly shed: string | undefined,
+    /** Why it was shed: at its start, or (a chunked body) while its body was read. */
+    public shed: string | undefined,
     /** The request's span when tracing is on (ended with the request). */
     readonly span: Span | undefined,
   ) {}
@@ -80,7 +81,23 @@ export class RequestTracker {
     // While draining, each connection closes after its answer: keep-alive would bring more requests.
     if (this.isDraining) response.shouldKeepAlive = false;
     response.once('close', () => this.end(record, request, response));
-    if (shed === undefined) return undefined;
+    if (shed === undefined) {
+      // A body that declares no length (chunked) is counted as it is read (overload.ts).
+      if (!probe && request.headers['content-length'] === undefined) {
+        meterBody(request, (bytes) => {
+          if (record.bodyBytes + bytes > this.options.maxBodyBytes) return undefined;
+          const refused = this.options.limiter.grow(record.bodyBytes, bytes);
+          if (refused === undefined) {
+            record.bodyBytes += bytes;
+            return undefined;
+          }
+          record.shed = refused;
+          this.options.metrics.shedRequest(refused);
+          return edgeErrors.overloaded(this.options.limiter.limits.retryAfterSeconds);
+        });
+      }
+      return undefined;
+    }
     this.options.metrics.shedRequest(shed);
     return edgeErrors.overloaded(this.options.limiter.limits.retryAfterSeconds);
   }

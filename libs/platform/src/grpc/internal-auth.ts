@@ -1,7 +1,9 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import {
+  ServerInterceptingCall,
   status,
   type Metadata,
+  type ServerInterceptor,
   type sendUnaryData,
   type ServerUnaryCall,
   type ServiceDefinition,
@@ -85,6 +87,33 @@ export class CredentialCheck {
     }
     return undefined;
   }
+}
+
+/**
+ * The credential check as a server interceptor: it runs on the call's metadata, before grpc-js reads a
+ * byte of the request message, so a refused call never has its message received or decoded (a handler
+ * wrapper would only run after the whole message was read and decoded). `paths`: the methods checked
+ * (health and reflection are not).
+ */
+export function credentialInterceptor(paths: ReadonlySet<string>, check: CredentialCheck, logger: Logger): ServerInterceptor {
+  return (method, call) => {
+    if (!paths.has(method.path)) return new ServerInterceptingCall(call);
+    return new ServerInterceptingCall(call, {
+      start: (next) => {
+        next({
+          onReceiveMetadata: (metadata, nextMetadata) => {
+            const refused = check.refusal(method.path, metadata);
+            if (!refused) {
+              nextMetadata(metadata);
+              return;
+            }
+            logger.warn({ method: method.path, peer: call.getPeer(), code: refused.status }, 'internal call refused');
+            call.sendStatus(refused.toStatusObject());
+          },
+        });
+      },
+    });
+  };
 }
 
 type AnyCall = ServerUnaryCall<unknown, unknown> & { emit(event: 'error', error: unknown): boolean };

@@ -15,7 +15,7 @@ import type { DependencyCheck } from '../health.js';
 import { gauge } from '../metrics/registry.js';
 import { GatewayError, errors } from './errors.js';
 import { addReflection } from './reflection.js';
-import { CredentialCheck, guardImplementation, type InternalCredentials } from './internal-auth.js';
+import { CredentialCheck, credentialInterceptor, type InternalCredentials } from './internal-auth.js';
 import { traceImplementation } from './server-tracing.js';
 import { tracingEnabled } from '../telemetry.js';
 
@@ -119,7 +119,16 @@ export interface GrpcServerOptions {
    */
   maxConnectionAgeMs?: number;
   maxConnectionAgeGraceMs?: number;
+  /**
+   * Largest request message the server reads (grpc-js `max_receive_message_length`, checked on the
+   * message's length prefix before it is buffered; past it: RESOURCE_EXHAUSTED). Each service sets
+   * what its largest legitimate request needs (README "Embeddings, moderations, images and audio").
+   * Default 4 MiB (grpc's own default).
+   */
+  maxReceiveMessageBytes?: number;
 }
+
+export const DEFAULT_MAX_RECEIVE_MESSAGE_BYTES = 4 * 1024 * 1024;
 
 /**
  * Starts a gRPC server with the standard health service (grpc.health.v1) and server reflection
@@ -127,22 +136,23 @@ export interface GrpcServerOptions {
  * every dependency check passes, NOT_SERVING while one fails and from the moment the server drains.
  */
 export async function startGrpcServer(options: GrpcServerOptions): Promise<RunningGrpcServer> {
+  const check = options.credentials ? new CredentialCheck(options.credentials) : undefined;
+  const checkedPaths = new Set(options.services.flatMap((service) => Object.values(service.definition).map((method) => method.path)));
   const server = new Server({
-    // Bounded message size: the largest legitimate payload is a 32 MiB request body plus framing.
-    'grpc.max_receive_message_length': 48 * 1024 * 1024,
+    'grpc.max_receive_message_length': options.maxReceiveMessageBytes ?? DEFAULT_MAX_RECEIVE_MESSAGE_BYTES,
     'grpc.max_send_message_length': 48 * 1024 * 1024,
     'grpc.keepalive_permit_without_calls': 1,
     ...(options.maxConnectionAgeMs
       ? { 'grpc.max_connection_age_ms': options.maxConnectionAgeMs, 'grpc.max_connection_age_grace_ms': options.maxConnectionAgeGraceMs ?? 30 * 60_000 }
       : {}),
+    // The credential is checked on the metadata, before the request message is read (internal-auth.ts).
+    ...(check ? { interceptors: [credentialInterceptor(checkedPaths, check, options.logger)] } : {}),
   });
   const serviceNames = ['', ...options.services.map((service) => service.name)];
   const statusMap: ServingStatusMap = {};
   for (const name of serviceNames) statusMap[name] = 'SERVING';
-  const check = options.credentials ? new CredentialCheck(options.credentials) : undefined;
   for (const service of options.services) {
-    const guarded = check ? guardImplementation(service.definition, service.implementation, check, options.logger) : service.implementation;
-    server.addService(service.definition, tracingEnabled() ? traceImplementation(service.definition, guarded) : guarded);
+    server.addService(service.definition, tracingEnabled() ? traceImplementation(service.definition, service.implementation) : service.implementation);
   }
   const health = new HealthImplementation(statusMap);
   health.addToServer(server);

@@ -7,6 +7,7 @@ import { ClientGoneError, drained, sendJson } from '../../http.js';
 import { parseBody } from '../../canonical/validation.js';
 import { endpointHeaders, pricePico, type EndpointFamily } from '../../inference/endpoint-pipeline.js';
 import { readMultipart, singleField } from '../multipart.js';
+import { defaultUploadArea } from '../upload-spool.js';
 import { ENDPOINT_DEADLINE_MS, mediaOf, readJson } from '../shared.js';
 
 export const SPEECH_FORMATS = ['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm'] as const;
@@ -125,8 +126,8 @@ const CONTENT_TYPES: Record<(typeof TRANSCRIPTION_FORMATS)[number], string> = {
 function transcriptionFamily(translate: boolean): EndpointFamily<TranscriptionBody, TranscribeRequest> {
   return {
     endpoint: translate ? 'audio.translations' : 'audio.transcriptions',
-    async read(request, context) {
-      const upload = await readMultipart(request, context.bodyLimits, context.multipartBounds);
+    async read(request, context, response) {
+      const upload = await readMultipart(request, context.bodyLimits, context.multipartBounds, { area: context.uploads ?? defaultUploadArea(), response });
       const fields: Record<string, string> = {};
       for (const name of ['model', 'prompt', 'language', 'temperature', 'response_format']) {
         const value = singleField(upload, name);
@@ -135,8 +136,10 @@ function transcriptionFamily(translate: boolean): EndpointFamily<TranscriptionBo
       const parsed = parseBody(transcriptionSchema, fields);
       const files = upload.files.filter((file) => file.field === 'file');
       if (files.length !== 1) throw edgeErrors.invalidRequest('body.file: exactly one audio file part named `file` is required.', 'body.file');
-      if (files[0]!.data.length === 0) throw edgeErrors.invalidRequest('body.file: the file is empty.', 'body.file');
-      return { ...parsed, file: { data: files[0]!.data, filename: files[0]!.filename } };
+      if (files[0]!.size === 0) throw edgeErrors.invalidRequest('body.file: the file is empty.', 'body.file');
+      // Into memory under the upload budget (upload-spool.ts), held until the answer is over.
+      const [data] = await upload.load(files);
+      return { ...parsed, file: { data: data!, filename: files[0]!.filename } };
     },
     modelName: (body) => body.model,
     async prepare(body, model) {

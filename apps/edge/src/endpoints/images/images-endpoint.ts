@@ -7,6 +7,7 @@ import { sendJson } from '../../http.js';
 import { parseBody } from '../../canonical/validation.js';
 import { endpointHeaders, pricePico, type EndpointFamily, type EndpointJob } from '../../inference/endpoint-pipeline.js';
 import { readMultipart, singleField, type MultipartFile } from '../multipart.js';
+import { defaultUploadArea } from '../upload-spool.js';
 import { countTokens, ENDPOINT_DEADLINE_MS, mediaOf, readJson } from '../shared.js';
 
 /** Output tokens assumed per image for the hold, as the router meters when a provider counts none (spec §2.1). */
@@ -123,10 +124,10 @@ export function sniffImageType(bytes: Uint8Array): string | undefined {
   return undefined;
 }
 
-function uploadedImage(file: MultipartFile, path: string): InputImage {
-  const type = sniffImageType(file.data);
+function uploadedImage(file: MultipartFile, data: Buffer, path: string): InputImage {
+  const type = sniffImageType(data);
   if (!type || !IMAGE_TYPES.has(type)) throw edgeErrors.invalidRequest(`${path}: not a PNG, JPEG, WebP or GIF image.`, path);
-  return { data: file.data, filename: file.filename || 'image.png', mediaType: type };
+  return { data, filename: file.filename || 'image.png', mediaType: type };
 }
 
 async function answerImages(prepared: PreparedImages, job: EndpointJob, edit: boolean) {
@@ -152,8 +153,8 @@ export const imageGenerationsFamily: EndpointFamily<ImagesBody, PreparedImages> 
 /** POST /v1/images/edits (spec §4.1): multipart; `image` and `image[]` parts merge into one list. */
 export const imageEditsFamily: EndpointFamily<EditsBody, PreparedImages> = {
   endpoint: 'images.edits',
-  async read(request, context) {
-    const upload = await readMultipart(request, context.bodyLimits, context.multipartBounds);
+  async read(request, context, response) {
+    const upload = await readMultipart(request, context.bodyLimits, context.multipartBounds, { area: context.uploads ?? defaultUploadArea(), response });
     const fields: Record<string, string | undefined> = {};
     for (const name of ['model', 'prompt', 'n', 'size', 'quality', 'background', 'response_format', 'user']) fields[name] = singleField(upload, name);
     const parsed = parseBody(editsSchema, Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== undefined && value !== '')));
@@ -163,10 +164,12 @@ export const imageEditsFamily: EndpointFamily<EditsBody, PreparedImages> = {
     if (masks.length > 1) throw edgeErrors.invalidRequest('body.mask: at most one mask.', 'body.mask');
     const unknown = upload.files.find((file) => !['image', 'image[]', 'mask'].includes(file.field));
     if (unknown) throw edgeErrors.invalidRequest(`body.${unknown.field}: unexpected file part.`, `body.${unknown.field}`);
+    // Into memory under the upload budget (upload-spool.ts), held until the answer is over.
+    const loaded = await upload.load(masks[0] ? [...imageFiles, masks[0]] : imageFiles);
     return {
       ...parsed,
-      images: imageFiles.map((file, index) => uploadedImage(file, `body.image.${index}`)),
-      mask: masks[0] ? uploadedImage(masks[0], 'body.mask') : undefined,
+      images: imageFiles.map((file, index) => uploadedImage(file, loaded[index]!, `body.image.${index}`)),
+      mask: masks[0] ? uploadedImage(masks[0], loaded[imageFiles.length]!, 'body.mask') : undefined,
     };
   },
   modelName: (body) => body.model,
