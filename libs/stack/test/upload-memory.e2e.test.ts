@@ -4,7 +4,7 @@ import { credentials, Metadata, status, type ServiceError } from '@grpc/grpc-js'
 import { MediaServiceClient } from '@gateway/proto';
 import { freePort } from '../src/index.js';
 import { readFileSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -126,6 +126,7 @@ describe('upload memory (edge, media and routing as separate processes)', () => 
     stack = await startProcessStack(database, testBus, {
       catalog: { GATEWAY_CONFIG: configPath },
       routing: { MEMORY_E2E_KEY: 'memory-upstream-key' },
+      edge: { EDGE_UPLOAD_DIR: directory },
     });
     ({ apiKey } = await createAccountKey(stack, 'upload-memory', '100'));
   }, 120_000);
@@ -159,6 +160,10 @@ describe('upload memory (edge, media and routing as separate processes)', () => 
     expect(upstream.requests.length).toBe(UPLOADS);
     await pause(5_000);
     const after = total();
+    // Every spool file is gone once its answer is over.
+    const spools = (await readdir(directory)).filter((name) => name.startsWith('gateway-uploads-'));
+    expect(spools).toHaveLength(1);
+    expect(await readdir(join(directory, spools[0]!))).toEqual([]);
     const figures = `idle ${(idle / MiB).toFixed(0)} MiB, peak ${(peak / MiB).toFixed(0)} MiB, after ${(after / MiB).toFixed(0)} MiB`;
     console.log(`upload memory: ${figures}; per process after: ${pids.map((pid) => (rssOf(pid) / MiB).toFixed(0)).join(' / ')} MiB (edge / media / routing; idle ${idleEach})`);
     expect(peak - idle, figures).toBeLessThanOrEqual(250 * 1e6);
