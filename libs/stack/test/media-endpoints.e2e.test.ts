@@ -137,8 +137,9 @@ describe('embeddings, moderations, images and audio on the simulated provider', 
     );
 
     const hosted = await harness.client.images.generate({ model: 'sim/image', prompt: 'a lighthouse at dusk', size: '256x256', response_format: 'url' });
-    const url = hosted.data![0]!.url!;
-    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1\/images\/files\/[A-Za-z0-9_-]{20,}$/);
+    // EDGE_PUBLIC_URL is unset here: the URL is the path alone, relative to the gateway (issue 29).
+    const url = `${harness.url}${hosted.data![0]!.url!}`;
+    expect(hosted.data![0]!.url!).toMatch(/^\/v1\/images\/files\/[A-Za-z0-9_-]{20,}$/);
     const served = await fetch(url);
     expect(served.status).toBe(200);
     expect(served.headers.get('content-type')).toBe('image/png');

@@ -46,7 +46,7 @@ import {
 } from '../providers/provider-adapter.js';
 import { strategyNamed, type Candidate, type ProviderHealth } from '../strategies/index.js';
 import type { StreamCheckpoint } from '../usage/stream-checkpoints.js';
-import { countInputTokens, countTextTokens, emptyUsage, meterCounted, meterUsage, type DeliveredOutput } from '../usage/token-counter.js';
+import { countInputTokens, countTextTokens, emptyUsage, meterCounted, meterUsage, tokenizerBudget, type DeliveredOutput } from '../usage/token-counter.js';
 import type { UsagePublisher } from '../usage/usage-publisher.js';
 import type { AttemptObserver } from './attempt-observer.js';
 import { dropUnsupportedParameters } from './drop-unsupported-parameters.js';
@@ -513,9 +513,13 @@ export class Router {
         attemptSignal,
       ),
     );
-    const counted = raw.texts.reduce((sum, text) => sum + countTextTokens(text), 0) + raw.tokenInputs.reduce((sum, input) => sum + input.ids.length, 0);
+    // Counted only when the provider reported nothing: the tokenizer is synchronous work.
+    const counted = () => {
+      const budget = tokenizerBudget();
+      return raw.texts.reduce((sum, text) => sum + countTextTokens(text, budget), 0) + raw.tokenInputs.reduce((sum, input) => sum + input.ids.length, 0);
+    };
     const usage: Usage =
-      result.usage && result.usage.inputTokens > 0 ? result.usage : { ...emptyUsage(), inputTokens: counted, estimated: true };
+      result.usage && result.usage.inputTokens > 0 ? result.usage : { ...emptyUsage(), inputTokens: counted(), estimated: true };
     await this.recordServed(target, candidate.offer.providerId, usage);
     return {
       modelId: target.model.id,
@@ -540,8 +544,12 @@ export class Router {
       this.releaseReservation(target, candidate.offer.providerId, false);
       throw noUpstream(new ProviderError('connection', `expected ${inputs.length} moderation results, got ${result.results.length}`));
     }
-    const counted = inputs.reduce((sum, input) => sum + countTextTokens(input.type === 'text' ? input.text : input.url), 0);
-    const usage: Usage = result.usage && result.usage.inputTokens > 0 ? result.usage : { ...emptyUsage(), inputTokens: counted, estimated: true };
+    // Counted only when the provider reported nothing: the tokenizer is synchronous work.
+    const counted = () => {
+      const budget = tokenizerBudget();
+      return inputs.reduce((sum, input) => sum + countTextTokens(input.type === 'text' ? input.text : input.url, budget), 0);
+    };
+    const usage: Usage = result.usage && result.usage.inputTokens > 0 ? result.usage : { ...emptyUsage(), inputTokens: counted(), estimated: true };
     await this.recordServed(target, candidate.offer.providerId, usage);
     return {
       id: `modr-${target.requestId.replace(/[^A-Za-z0-9]/g, '').slice(0, 32)}`,
@@ -579,6 +587,8 @@ export class Router {
       this.releaseReservation(target, '', false);
       throw errors.invalidRequest('at least one image is required', 'image');
     }
+    // An edit's prompt is screened like a generation's (issue 29: edits skipped the screen).
+    await this.screenPrompt(target, generation.prompt, signal);
     const asInput = (image: { data: Uint8Array; filename: string; mediaType: string }) => ({ data: image.data, filename: image.filename, mediaType: image.mediaType });
     const { result, candidate } = await this.withFailover(target, signal, (candidate, attemptSignal) =>
       candidate.adapter.editImages!(

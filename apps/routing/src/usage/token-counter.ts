@@ -23,14 +23,35 @@ const TOKENS_PER_MESSAGE = 3;
 const TOKENS_PER_REPLY = 3;
 /** A low-detail image is 85 tokens on OpenAI; without the pixels this is the honest floor. */
 const TOKENS_PER_IMAGE = 85;
-/** Text above this is counted by length: the tokenizer is linear but a 32 MiB prompt would stall the event loop. */
-const MAX_TOKENIZED_CHARACTERS = 2_000_000;
+/**
+ * Characters tokenized per text and per call (a prompt's messages, a request's inputs) before the rest is
+ * counted by length (chars/4): counting is synchronous, and 128K characters are ~35 ms of the event loop
+ * (issue 29: one request must not stall the process; in `npm start` the edge shares it).
+ */
+export const MAX_TOKENIZED_CHARACTERS = 128 * 1024;
 /** Characters encoded per tokenizer call (runs longer than MAX_TOKENIZER_RUN are cut whatever this is). */
 const TOKENIZED_SLICE_CHARACTERS = 64 * 1024;
 
-export function countTextTokens(text: string): number {
+/** What is left of one call's tokenizer budget, shared by the texts it counts. */
+export interface TokenizerBudget {
+  left: number;
+}
+
+export function tokenizerBudget(): TokenizerBudget {
+  return { left: MAX_TOKENIZED_CHARACTERS };
+}
+
+export function countTextTokens(text: string, budget: TokenizerBudget = tokenizerBudget()): number {
+  return countBudgeted(text, budget);
+}
+
+function countBudgeted(text: string, budget: TokenizerBudget): number {
   if (text.length === 0) return 0;
-  if (text.length > MAX_TOKENIZED_CHARACTERS) return Math.ceil(text.length / 4);
+  if (text.length > budget.left) {
+    budget.left = 0;
+    return Math.ceil(text.length / 4);
+  }
+  budget.left -= text.length;
   // The merge is quadratic in a word's length (one 160,000-letter word: 30 s): long runs are cut first.
   const { encode } = tokenizer();
   if (text.length <= MAX_TOKENIZER_RUN) return encode(text, encodeOptions).length;
@@ -40,6 +61,8 @@ export function countTextTokens(text: string): number {
 }
 
 export function countInputTokens(messages: readonly ChatMessage[], tools: readonly Tool[] = []): number {
+  const budget = tokenizerBudget();
+  const countTextTokens = (text: string) => countBudgeted(text, budget);
   let total = TOKENS_PER_REPLY;
   for (const message of messages) {
     total += TOKENS_PER_MESSAGE + countTextTokens(message.role);
@@ -59,6 +82,8 @@ export function countInputTokens(messages: readonly ChatMessage[], tools: readon
 }
 
 export function countOutputTokens(content: string, toolCalls: readonly Pick<ToolCall, 'name' | 'arguments'>[] = [], reasoning = ''): number {
+  const budget = tokenizerBudget();
+  const countTextTokens = (text: string) => countBudgeted(text, budget);
   let total = countTextTokens(content) + countTextTokens(reasoning);
   for (const call of toolCalls) total += countTextTokens(call.name) + countTextTokens(call.arguments);
   return total;

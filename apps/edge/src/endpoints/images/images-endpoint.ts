@@ -1,4 +1,3 @@
-import type { IncomingMessage } from 'node:http';
 import { z } from 'zod';
 import type { GenerateImagesRequest, GenerateImagesResponse, InputImage } from '@gateway/proto';
 import type { CatalogModel } from '../../catalog-cache.js';
@@ -19,7 +18,7 @@ const IMAGE_TYPES = new Set(['image/png', 'image/jpeg', 'image/webp', 'image/gif
 
 const common = {
   model: z.string().min(1),
-  n: z.number().int().min(1, 'must be at least 1').nullish(),
+  n: z.number().int().min(1, 'must be at least 1').max(4_294_967_295, 'must be at most 4294967295').nullish(),
   size: z.string().regex(SIZE, "must be written '{width}x{height}', e.g. '1024x1024'").nullish(),
   quality: z.string().max(64).nullish(),
   background: z.string().max(64).nullish(),
@@ -31,7 +30,7 @@ export const generationsSchema = z.looseObject({ ...common, prompt: z.string().m
 export const editsSchema = z.looseObject({
   ...common,
   prompt: z.string().min(1, 'must not be empty').max(32_000, 'at most 32000 characters'),
-  n: z.coerce.number().int().min(1, 'must be at least 1').nullish(),
+  n: z.coerce.number().int().min(1, 'must be at least 1').max(4_294_967_295, 'must be at most 4294967295').nullish(),
 });
 
 type ImagesBody = z.infer<typeof generationsSchema>;
@@ -84,18 +83,19 @@ async function prepareImages(body: ImagesBody, model: CatalogModel, images: Inpu
   return { prepared: { generation, images, mask, dropped, responseFormat: body.response_format ?? 'url' } as PreparedImages, holdPico };
 }
 
-/** The request's absolute origin: EDGE_PUBLIC_URL when set, else the Host it was sent to. */
-function originOf(request: IncomingMessage, publicUrl: string | undefined): string {
-  if (publicUrl) return publicUrl.replace(/\/+$/, '');
-  const forwarded = request.headers['x-forwarded-proto'];
-  const proto = typeof forwarded === 'string' && /^https?$/.test(forwarded.split(',')[0]!.trim()) ? forwarded.split(',')[0]!.trim() : 'http';
-  const host = request.headers.host && /^[A-Za-z0-9.:[\]-]+$/.test(request.headers.host) ? request.headers.host : 'localhost';
-  return `${proto}://${host}`;
+/**
+ * The origin of hosted image URLs: EDGE_PUBLIC_URL when set, else none — the URL is then the path alone
+ * (`/v1/images/files/{id}`), relative to wherever the caller sent the request. Never the request's Host
+ * header: a caller (or anything between) could name any origin there and have it served back as ours
+ * (issue 29).
+ */
+function originOf(publicUrl: string | undefined): string {
+  return publicUrl ? publicUrl.replace(/\/+$/, '') : '';
 }
 
 /** The answer: inline base64, or each image stored by the media service and answered as a URL the edge serves. */
 async function renderImages(answer: GenerateImagesResponse, prepared: PreparedImages, job: EndpointJob) {
-  const origin = originOf(job.request, job.context.publicUrl);
+  const origin = originOf(job.context.publicUrl);
   const data = await Promise.all(
     answer.data.map(async (image, index) => {
       const extra = image.revisedPrompt ? { revised_prompt: image.revisedPrompt } : {};

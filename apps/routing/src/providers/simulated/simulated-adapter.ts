@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ChatRequest, ToolCall } from '@gateway/proto';
-import { countInputTokens, countTextTokens, emptyUsage, tokenizer } from '../../usage/token-counter.js';
+import { countInputTokens, countTextTokens, emptyUsage, tokenizer, tokenizerBudget } from '../../usage/token-counter.js';
 import { sampleJsonForSchema } from './simulate-json.js';
 import { structuredOutputViolation, unsatisfiableSchema } from '../structured-output.js';
 import type {
@@ -139,22 +139,26 @@ export class SimulatedAdapter implements ProviderAdapterV1 {
     const inputs = request.texts.length > 0 ? request.texts : request.tokenInputs.map((ids) => ids.join(','));
     const embeddings = inputs.map((input) => {
       const values: number[] = [];
+      // The input is hashed once: hashing it again per 16 dimensions made a large input cost 256 passes.
+      const seed = createHash('sha256').update(input).digest('hex');
       for (let block = 0; values.length < dimensions; block++) {
-        const digest = createHash('sha256').update(`${request.upstreamModel}\0${block}\0${input}`).digest();
+        const digest = createHash('sha256').update(`${request.upstreamModel}\0${block}\0${seed}`).digest();
         for (let offset = 0; offset + 2 <= digest.length && values.length < dimensions; offset += 2) values.push(digest.readUInt16BE(offset) / 32_768 - 1);
       }
       const norm = Math.sqrt(values.reduce((sum, value) => sum + value * value, 0)) || 1;
       return values.map((value) => value / norm);
     });
+    const budget = tokenizerBudget();
     const inputTokens =
-      request.texts.reduce((sum, text) => sum + countTextTokens(text), 0) +
+      request.texts.reduce((sum, text) => sum + countTextTokens(text, budget), 0) +
       request.tokenInputs.reduce((sum, ids) => sum + ids.length, 0);
     return { embeddings, usage: { ...emptyUsage(), inputTokens } };
   }
 
   async moderate(request: AdapterModerateRequest, signal: AttemptSignal): Promise<AdapterModerateResult> {
     signal.throwIfAborted();
-    const inputTokens = request.inputs.reduce((sum, input) => sum + countTextTokens(input.type === 'text' ? input.text : input.url), 0);
+    const budget = tokenizerBudget();
+    const inputTokens = request.inputs.reduce((sum, input) => sum + countTextTokens(input.type === 'text' ? input.text : input.url, budget), 0);
     return { results: request.inputs.map(simulateModeration), usage: { ...emptyUsage(), inputTokens } };
   }
 
