@@ -40,6 +40,8 @@ export interface ConvertedRequest {
   stream: boolean;
   /** Request fields not forwarded to any provider (the model does not support them), in the dialect's spelling. */
   droppedParams: string[];
+  /** Tools the client offered that no provider runs (the responses dialect's hosted tools), dropped before the provider: `x-gateway-dropped-tools`. */
+  droppedTools?: string[];
   /** The client's path of a file part, for errors while files are read (default: chat's spelling). */
   filePathOf?: FilePathOf;
   /** The dialect's name of the output-token bound, in context-window and credit refusals (default: chat's max_completion_tokens). */

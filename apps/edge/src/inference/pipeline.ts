@@ -96,7 +96,7 @@ export function inferenceHandler<Body>(context: EdgeContext, dialect: InferenceD
     }
     context.admission.settle({ requestId, usage: answer.usage });
     sendJson(response, 200, dialect.render(answer, answerContext, body), {
-      ...gatewayHeaders(answer.routingStrategy || strategy, converted.droppedParams, answer.droppedParams),
+      ...gatewayHeaders(answer.routingStrategy || strategy, converted.droppedParams, answer.droppedParams, converted.droppedTools),
     });
   };
 }
@@ -120,10 +120,11 @@ function withWorstCaseHint(error: unknown, bound: CostBound, outputField: string
   return new GatewayError(error.status, error.reason, error.message + worstCaseHint(bound, outputField), { code: error.code, param: error.param, cause: error });
 }
 
-function gatewayHeaders(strategy: string, edgeDropped: readonly string[], routerDropped: readonly string[]): Record<string, string> {
+function gatewayHeaders(strategy: string, edgeDropped: readonly string[], routerDropped: readonly string[], droppedTools: readonly string[] | undefined): Record<string, string> {
   const headers: Record<string, string> = { [STRATEGY_HEADER]: strategy };
   const dropped = [...new Set([...edgeDropped, ...routerDropped])].sort();
   if (dropped.length > 0) headers['x-gateway-dropped-params'] = dropped.join(',');
+  if (droppedTools !== undefined && droppedTools.length > 0) headers['x-gateway-dropped-tools'] = droppedTools.join(',');
   return headers;
 }
 
@@ -158,7 +159,7 @@ async function relayStream(context: EdgeContext, response: ServerResponse, job: 
       'cache-control': 'no-cache',
       connection: 'keep-alive',
       'x-accel-buffering': 'no',
-      ...gatewayHeaders(startStrategy, job.converted.droppedParams, startDropped),
+      ...gatewayHeaders(startStrategy, job.converted.droppedParams, startDropped, job.converted.droppedTools),
     });
     committed = true;
     const opening = writer.open();

@@ -341,4 +341,18 @@ describe('convertResponsesRequest: parameters', () => {
     const b = routerRequest(convert({ input: 'other' }).request, { requestId: 'r2', accountId: 'a', keyId: 'k', leaseId: 'l' }, 'latency');
     expect(sameHiddenClass(a, b)).toBe(true);
   });
+
+  it('forwards presence and frequency penalties; Codex fields no provider takes are accepted and reported as dropped', () => {
+    const model = catalogModel({ supportedParameters: new Set(['presence_penalty', 'frequency_penalty']) });
+    const converted = convert(
+      {
+        presence_penalty: 0.5, frequency_penalty: -0.5, top_logprobs: 2, service_tier: 'priority', prompt_cache_key: 'k', safety_identifier: 'u',
+        client_metadata: { a: 'b' }, max_tool_calls: 3, store: false, include: ['reasoning.encrypted_content'], parallel_tool_calls: true,
+      },
+      model,
+    );
+    expect(converted.request).toMatchObject({ presencePenalty: 0.5, frequencyPenalty: -0.5 });
+    expect(converted.droppedParams).toEqual(['client_metadata', 'max_tool_calls', 'parallel_tool_calls', 'prompt_cache_key', 'safety_identifier', 'service_tier', 'top_logprobs']);
+  });
 });
+

@@ -12,6 +12,7 @@ import { edgeErrors } from '../../errors.js';
 import type { ConvertedRequest } from '../../inference/dialect.js';
 import { reasoningPartOf } from './responses-reasoning.js';
 import type { ResponsesContentPart, ResponsesInputItem, ResponsesRequest } from './responses-schema.js';
+import { customArguments, flatToolName, toolSetOf } from './responses-tools.js';
 
 /** The endpoint the responses dialect names in its Router requests (and usage). */
 export const RESPONSES_ENDPOINT = 'responses';
@@ -33,6 +34,8 @@ const FORWARDABLE_PARAMETERS: ReadonlyMap<string, CanonicalParameter> = new Map<
   ['tool_choice', 'tool_choice'],
   ['temperature', 'temperature'],
   ['top_p', 'top_p'],
+  ['presence_penalty', 'presence_penalty'],
+  ['frequency_penalty', 'frequency_penalty'],
   ['max_output_tokens', 'max_output_tokens'],
   ['parallel_tool_calls', 'parallel_tool_calls'],
 ]);
@@ -61,6 +64,7 @@ export function convertResponsesRequest(body: ResponsesRequest, model: CatalogMo
     throw edgeErrors.invalidRequest('body.background: background responses are not supported; stream the response instead.', 'body.background', 'unsupported_parameter');
   }
 
+  const toolSet = toolSetOf(body);
   const gate = new ParameterGate(model);
   const forward = new Set<string>();
   const extraBody: Record<string, unknown> = {};
@@ -68,8 +72,9 @@ export function convertResponsesRequest(body: ResponsesRequest, model: CatalogMo
     if (value === undefined || value === null || STRUCTURAL_FIELDS.has(name)) continue;
     const parameter = FORWARDABLE_PARAMETERS.get(name);
     if (parameter !== undefined) {
-      // An empty tool list asks for nothing: not reported as dropped on a model without tools.
-      if (name === 'tools' && (value as unknown[]).length === 0) continue;
+      // An empty tool list asks for nothing (nor does one of only hosted tools, reported as dropped
+      // tools): not reported as a dropped parameter on a model without tools.
+      if (name === 'tools' && toolSet.tools.length === 0) continue;
       if (gate.forward(parameter, name)) forward.add(name);
     } else if (name === 'text') {
       if (body.text?.format != null && gate.forward('response_format', 'text.format')) forward.add('text.format');
@@ -92,17 +97,18 @@ export function convertResponsesRequest(body: ResponsesRequest, model: CatalogMo
   // Usage always comes back in the answer (and in response.completed): the dialect has no opt-out.
   const request = newChatRequest(model.id, RESPONSES_ENDPOINT, input.messages, true);
 
-  if (forward.has('tools') && body.tools) {
-    request.tools = body.tools.map((tool) => ({
-      name: tool.name,
-      description: tool.description ?? '',
-      parameters: JSON.stringify(tool.parameters ?? { type: 'object', properties: {} }),
-      ...(tool.strict != null ? { strict: tool.strict } : {}),
-    }));
-  }
+  if (forward.has('tools')) request.tools = toolSet.tools;
   // Without tools, a tool choice or parallel-calls flag means nothing, and OpenAI-compatible providers
   // refuse them ("only allowed when tools are specified"): they go only with the tools they govern.
   const withTools = request.tools.length > 0;
+  // A choice forcing a hosted tool cannot be honoured by any provider: refused, whatever the model.
+  if (body.tool_choice != null && typeof body.tool_choice === 'object' && body.tool_choice.type !== 'function' && body.tool_choice.type !== 'custom') {
+    throw edgeErrors.invalidRequest(
+      `body.tool_choice: it forces the hosted tool '${body.tool_choice.type}', which no provider behind this gateway runs (hosted tools are dropped; see x-gateway-dropped-tools).`,
+      'body.tool_choice',
+      'unsupported_tool_choice',
+    );
+  }
   if (withTools && forward.has('tool_choice') && body.tool_choice) request.toolChoice = convertToolChoice(body.tool_choice);
   const format = body.text?.format;
   if (forward.has('text.format') && format) {
@@ -114,6 +120,8 @@ export function convertResponsesRequest(body: ResponsesRequest, model: CatalogMo
   }
   if (forward.has('temperature') && body.temperature != null) request.temperature = body.temperature;
   if (forward.has('top_p') && body.top_p != null) request.topP = body.top_p;
+  if (forward.has('presence_penalty') && body.presence_penalty != null) request.presencePenalty = body.presence_penalty;
+  if (forward.has('frequency_penalty') && body.frequency_penalty != null) request.frequencyPenalty = body.frequency_penalty;
   if (forward.has('max_output_tokens') && body.max_output_tokens != null) request.maxOutputTokens = Math.min(body.max_output_tokens, 0xffffffff);
   if (withTools && forward.has('parallel_tool_calls') && body.parallel_tool_calls != null) request.parallelToolCalls = body.parallel_tool_calls;
   if (forward.has('reasoning.effort') && body.reasoning?.effort != null) {
@@ -127,6 +135,7 @@ export function convertResponsesRequest(body: ResponsesRequest, model: CatalogMo
     request,
     stream: body.stream === true,
     droppedParams: gate.droppedParams(),
+    droppedTools: toolSet.dropped,
     outputField: 'max_output_tokens',
     ...(input.filePaths ? { filePathOf: filePathOf(input.filePaths) } : {}),
   };
@@ -134,7 +143,8 @@ export function convertResponsesRequest(body: ResponsesRequest, model: CatalogMo
 
 function convertToolChoice(choice: NonNullable<ResponsesRequest['tool_choice']>): ToolChoice {
   if (typeof choice === 'string') return { mode: choice, toolName: '', disableParallel: false };
-  return { mode: 'tool', toolName: choice.name, disableParallel: false };
+  // Hosted choices were refused above; function and custom choices name a top-level tool.
+  return { mode: 'tool', toolName: 'name' in choice && typeof choice.name === 'string' ? choice.name : '', disableParallel: false };
 }
 
 /** Client paths of the file parts, by `<canonical message index>:<part index>`. */
@@ -183,13 +193,18 @@ class InputConversion {
         }
         return;
       }
-      case 'function_call': {
+      case 'function_call':
+      case 'custom_tool_call': {
         const message = this.openAssistant && this.pendingReasoning.length === 0 ? this.openAssistant : this.assistant();
         this.pairing.call(item.call_id, `${path}.call_id`);
-        message.toolCalls.push({ id: item.call_id, name: item.name, arguments: item.arguments });
+        // The name the provider saw when it made the call (responses-tools.ts), so a replay matches the tools offered.
+        const name = flatToolName(item.namespace ?? '', item.name);
+        const args = item.type === 'function_call' ? item.arguments : customArguments(item.input);
+        message.toolCalls.push({ id: item.call_id, name, arguments: args });
         return;
       }
-      case 'function_call_output': {
+      case 'function_call_output':
+      case 'custom_tool_call_output': {
         const message = this.other('tool');
         this.pairing.result(item.call_id, `${path}.call_id`);
         message.toolCallId = item.call_id;

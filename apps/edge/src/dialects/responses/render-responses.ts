@@ -3,6 +3,7 @@ import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
 import type { AnswerContext } from '../../inference/dialect.js';
 import { encryptedContentOf } from './responses-reasoning.js';
 import type { ResponsesRequest } from './responses-schema.js';
+import { customInputOf, dialectToolOf, echoedTools, toolSetOf, type ResponsesToolSet } from './responses-tools.js';
 
 /*
  * The response object (wire-formats.md "OpenAI Responses"; the `openai` SDK's `Response` type), for a
@@ -20,7 +21,7 @@ export function responseId(requestId: string): string {
 }
 
 /** Output item ids: the kind's prefix, the request's hex, the item's output index. */
-export function itemId(prefix: 'rs' | 'msg' | 'fc', base: string, outputIndex: number): string {
+export function itemId(prefix: 'rs' | 'msg' | 'fc' | 'ctc', base: string, outputIndex: number): string {
   return `${prefix}_${base}_${outputIndex}`;
 }
 
@@ -37,9 +38,12 @@ export function renderUsage(usage: Usage | undefined) {
 }
 
 /**
- * The request settings every response object repeats (the SDK's `Response` declares them required),
+ * The request settings every response object repeats (the Open Responses schema requires each one),
  * echoed as the client sent them, with what the gateway did where that differs: `store: false`
- * (nothing is stored), `truncation: 'disabled'` (nothing is truncated).
+ * (nothing is stored), `truncation: 'disabled'` (nothing is truncated). A number the client left out
+ * is OpenAI's documented default: temperature 1, top_p 1, presence and frequency penalty 0,
+ * top_logprobs 0; `service_tier` is 'default' (standard processing, what OpenAI reports when a project
+ * configured nothing else). Hosted tools, dropped before any provider, are not among the `tools`.
  */
 export function responseSettings(body: ResponsesRequest): Record<string, unknown> {
   const text: Record<string, unknown> = { format: body.text?.format ?? { type: 'text' } };
@@ -52,17 +56,18 @@ export function responseSettings(body: ResponsesRequest): Record<string, unknown
     previous_response_id: null,
     reasoning: { effort: body.reasoning?.effort ?? null, summary: body.reasoning?.summary ?? null },
     store: false,
-    temperature: body.temperature ?? null,
+    temperature: body.temperature ?? 1,
     text,
     tool_choice: body.tool_choice ?? 'auto',
-    tools: (body.tools ?? []).map((tool) => ({
-      type: 'function',
-      name: tool.name,
-      description: tool.description ?? null,
-      parameters: tool.parameters ?? null,
-      strict: tool.strict ?? null,
-    })),
-    top_p: body.top_p ?? null,
+    tools: echoedTools(body),
+    top_p: body.top_p ?? 1,
+    presence_penalty: body.presence_penalty ?? 0,
+    frequency_penalty: body.frequency_penalty ?? 0,
+    top_logprobs: body.top_logprobs ?? 0,
+    max_tool_calls: body.max_tool_calls ?? null,
+    service_tier: body.service_tier ?? 'default',
+    safety_identifier: body.safety_identifier ?? null,
+    prompt_cache_key: body.prompt_cache_key ?? null,
     truncation: 'disabled',
   };
   if (body.user != null) settings.user = body.user;
@@ -93,8 +98,28 @@ export function reasoningItem(id: string, text: string, signature: string, encry
   return item;
 }
 
-/** Output items in the answer's order: reasoning first (spec §4.9), then the message, then function calls. */
-function outputItems(message: AssistantMessage | undefined, base: string, providerId: string, tags: ReasoningTags, itemStatus: string): unknown[] {
+/**
+ * A tool call as the output item OpenAI returns for the tool the client offered: `function_call` (with
+ * `namespace` for a namespace member) or `custom_tool_call` with the raw `input`.
+ */
+export function toolCallItem(id: string, status: string, callId: string, flatName: string, argumentsJson: string, toolSet: ResponsesToolSet): Record<string, unknown> {
+  const tool = dialectToolOf(toolSet, flatName);
+  if (tool.kind === 'custom') {
+    const item: Record<string, unknown> = { id, type: 'custom_tool_call', status, call_id: callId, name: tool.name, input: customInputOf(argumentsJson) };
+    if (tool.namespace !== '') item.namespace = tool.namespace;
+    return item;
+  }
+  if (tool.namespace !== '') return { id, type: 'function_call', status, call_id: callId, name: tool.name, namespace: tool.namespace, arguments: argumentsJson };
+  return { id, type: 'function_call', status, call_id: callId, name: tool.name, arguments: argumentsJson };
+}
+
+/** The item id prefix of a tool call: `ctc` for a custom tool's, `fc` for a function's. */
+export function toolCallPrefix(toolSet: ResponsesToolSet, flatName: string): 'fc' | 'ctc' {
+  return dialectToolOf(toolSet, flatName).kind === 'custom' ? 'ctc' : 'fc';
+}
+
+/** Output items in the answer's order: reasoning first (spec §4.9), then the message, then tool calls. */
+function outputItems(message: AssistantMessage | undefined, base: string, providerId: string, tags: ReasoningTags, itemStatus: string, toolSet: ResponsesToolSet): unknown[] {
   const output: unknown[] = [];
   for (const part of message?.reasoning ?? []) {
     output.push(reasoningItem(itemId('rs', base, output.length), part.text, part.signature, part.encryptedData, part.providerId || providerId, tags));
@@ -110,7 +135,7 @@ function outputItems(message: AssistantMessage | undefined, base: string, provid
     output.push({ id: itemId('msg', base, output.length), type: 'message', status: itemStatus, role: 'assistant', content: parts });
   }
   for (const call of toolCalls) {
-    output.push({ id: itemId('fc', base, output.length), type: 'function_call', status: itemStatus, call_id: call.id, name: call.name, arguments: call.arguments });
+    output.push(toolCallItem(itemId(toolCallPrefix(toolSet, call.name), base, output.length), itemStatus, call.id, call.name, call.arguments, toolSet));
   }
   return output;
 }
@@ -130,7 +155,7 @@ export function renderResponse(answer: ChatResponse, answerContext: AnswerContex
     error: null,
     incomplete_details: incompleteDetails,
     model: answerContext.model.id,
-    output: outputItems(choice?.message, base, answer.providerId, answerContext.tags, status),
+    output: outputItems(choice?.message, base, answer.providerId, answerContext.tags, status, toolSetOf(body)),
     ...responseSettings(body),
     usage: renderUsage(answer.usage),
   };

@@ -58,11 +58,42 @@ describe('responses request schema', () => {
     expect(refusal({ model: 'm', input: 'x', reasoning: { effort: 'extreme' } })).toMatchObject({ param: 'body.reasoning.effort' });
   });
 
-  it('refuses hosted tools and non-function tool choices, saying only function tools are supported', () => {
-    const tool = refusal({ model: 'm', input: 'x', tools: [{ type: 'web_search' }] });
-    expect(tool).toMatchObject({ param: 'body.tools.0.type' });
-    expect(tool.message).toMatch(/only function tools are supported/);
-    expect(refusal({ model: 'm', input: 'x', tool_choice: { type: 'file_search' } }).message).toMatch(/only function tool choices/);
+  it('accepts the tool kinds and request fields Codex sends; an unknown tool type is refused naming the kinds', () => {
+    const parsed = parseResponsesRequest({
+      model: 'm',
+      input: [
+        { type: 'message', role: 'assistant', phase: 'commentary', content: 'thinking aloud' },
+        { type: 'function_call', call_id: 'c1', name: 'spawn', namespace: 'agents', arguments: '{}' },
+        { type: 'function_call_output', call_id: 'c1', output: 'ok' },
+        { type: 'custom_tool_call', call_id: 'c2', name: 'apply_patch', input: '*** Begin Patch' },
+        { type: 'custom_tool_call_output', call_id: 'c2', output: 'done' },
+      ],
+      tools: [
+        { type: 'namespace', name: 'agents', description: 'Sub-agents', tools: [{ type: 'function', name: 'spawn', parameters: { type: 'object' } }] },
+        { type: 'custom', name: 'apply_patch', description: 'Edit files', format: { type: 'grammar', syntax: 'lark', definition: 'start: /.+/' } },
+        { type: 'web_search', external_web_access: false },
+      ],
+      tool_choice: 'auto',
+      store: false,
+      include: ['reasoning.encrypted_content'],
+      reasoning: { summary: 'auto' },
+      prompt_cache_key: 'session-1',
+      client_metadata: { installation_id: 'x' },
+      parallel_tool_calls: true,
+      safety_identifier: 'user-1',
+      max_tool_calls: 8,
+      service_tier: 'priority',
+      presence_penalty: 0.5,
+      frequency_penalty: -0.5,
+      top_logprobs: 3,
+    });
+    expect(parsed.tools!.map((tool) => tool.type)).toEqual(['namespace', 'custom', 'web_search']);
+    expect(parsed).toMatchObject({ max_tool_calls: 8, top_logprobs: 3, presence_penalty: 0.5, service_tier: 'priority' });
+    const unknown = refusal({ model: 'm', input: 'x', tools: [{ type: 'teleport' }] });
+    expect(unknown).toMatchObject({ param: 'body.tools.0.type' });
+    expect(unknown.message).toMatch(/function, custom, namespace, web_search/);
+    expect(refusal({ model: 'm', input: 'x', tools: [{ type: 'namespace', name: 'n', tools: [{ type: 'web_search' }] }] })).toMatchObject({ param: 'body.tools.0.tools.0.type' });
+    expect(refusal({ model: 'm', input: 'x', top_logprobs: 21 })).toMatchObject({ param: 'body.top_logprobs' });
     expect(refusal({ model: 'm', input: 'x', tool_choice: 'sometimes' })).toMatchObject({ param: 'body.tool_choice' });
   });
 

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { parseBody } from '../../canonical/validation.js';
 import { routingStrategy } from '../../inference/strategy.js';
 import type { FreeFormField } from '../../json-depth.js';
+import { HOSTED_TOOL_TYPES } from './responses-tools.js';
 
 /*
  * The responses request (spec §4.9; wire-formats.md "OpenAI Responses"), as `client.responses.create`
@@ -44,13 +45,28 @@ const message = z.object({
   content: z.union([z.string(), z.array(contentPart)]),
   id: z.string().nullish(),
   status: z.string().nullish(),
+  /** An assistant message's role in the turn (`commentary`, `final_answer`): accepted, not passed on. */
+  phase: z.string().nullish(),
 });
 
+/** A call of a function tool; `namespace` names the namespace tool it belongs to. */
 const functionCall = z.object({
   type: z.literal('function_call'),
   call_id: z.string().min(1),
   name: z.string().min(1),
+  namespace: z.string().nullish(),
   arguments: z.string(),
+  id: z.string().nullish(),
+  status: z.string().nullish(),
+});
+
+/** A call of a custom (free-form) tool, its input raw text. */
+const customToolCall = z.object({
+  type: z.literal('custom_tool_call'),
+  call_id: z.string().min(1),
+  name: z.string().min(1),
+  namespace: z.string().nullish(),
+  input: z.string(),
   id: z.string().nullish(),
   status: z.string().nullish(),
 });
@@ -64,6 +80,14 @@ const functionCallOutput = z.object({
   status: z.string().nullish(),
 });
 
+/** A custom tool's result, as a function's. */
+const customToolCallOutput = z.object({
+  type: z.literal('custom_tool_call_output'),
+  call_id: z.string().min(1),
+  output: z.union([z.string(), z.array(z.discriminatedUnion('type', [inputText, inputImage, inputFile]))]),
+  id: z.string().nullish(),
+});
+
 const reasoning = z.object({
   type: z.literal('reasoning'),
   id: z.string().nullish(),
@@ -75,9 +99,9 @@ const reasoning = z.object({
 /** Refused by the converter with its path: the gateway keeps no items to refer to. */
 const itemReference = z.object({ type: z.literal('item_reference'), id: z.string() });
 
-const INPUT_ITEM_TYPES = 'message, function_call, function_call_output, reasoning';
+const INPUT_ITEM_TYPES = 'message, function_call, function_call_output, custom_tool_call, custom_tool_call_output, reasoning';
 
-const typedItem = z.discriminatedUnion('type', [message, functionCall, functionCallOutput, reasoning, itemReference], {
+const typedItem = z.discriminatedUnion('type', [message, functionCall, functionCallOutput, customToolCall, customToolCallOutput, reasoning, itemReference], {
   error: (issue) =>
     issue.code === 'invalid_union' && issue.input !== undefined
       ? `unsupported input item type; the gateway takes ${INPUT_ITEM_TYPES}`
@@ -100,7 +124,7 @@ const inputItem = z.preprocess((item) => {
 export type ResponsesInputItem = z.infer<typeof typedItem>;
 
 const functionTool = z.object({
-  type: z.literal('function', { error: 'only function tools are supported (hosted tools such as web_search run at OpenAI, not here)' }),
+  type: z.literal('function'),
   name: z.string().min(1),
   description: z.string().nullish(),
   parameters: z.record(z.string(), z.unknown()).nullish(),
@@ -108,13 +132,47 @@ const functionTool = z.object({
 });
 export type ResponsesFunctionTool = z.infer<typeof functionTool>;
 
+/** A free-form tool: the model writes its input as raw text, optionally matching a grammar. */
+const customTool = z.object({
+  type: z.literal('custom'),
+  name: z.string().min(1),
+  description: z.string().nullish(),
+  format: z
+    .discriminatedUnion('type', [
+      z.object({ type: z.literal('text') }),
+      z.object({ type: z.literal('grammar'), syntax: z.enum(['lark', 'regex']), definition: z.string() }),
+    ])
+    .nullish(),
+});
+
+/** Function and custom tools grouped under a name (Codex's sub-agent and MCP tools). */
+const namespaceTool = z.object({
+  type: z.literal('namespace'),
+  name: z.string().min(1),
+  description: z.string().nullish(),
+  tools: z.array(z.discriminatedUnion('type', [functionTool, customTool], { error: 'a namespace holds function and custom tools' })).min(1),
+});
+
+/** Tools OpenAI runs itself: accepted with whatever settings they carry, dropped before any provider (responses-tools.ts). */
+const hostedTool = z.object({ type: z.enum(HOSTED_TOOL_TYPES) }).loose();
+
+const TOOL_TYPES = `function, custom, namespace, ${HOSTED_TOOL_TYPES.join(', ')}`;
+
+const tool = z.discriminatedUnion('type', [functionTool, customTool, namespaceTool, hostedTool], {
+  error: (issue) => (issue.code === 'invalid_union' ? `unsupported tool type; a tool is one of ${TOOL_TYPES}` : undefined),
+});
+export type ResponsesTool = z.infer<typeof tool>;
+
 const toolChoice = z.union(
   [
     z.enum(['none', 'auto', 'required']),
-    z.object({ type: z.literal('function', { error: 'only function tool choices are supported' }), name: z.string().min(1) }),
+    z.object({ type: z.literal('function'), name: z.string().min(1) }),
+    z.object({ type: z.literal('custom'), name: z.string().min(1) }),
+    z.object({ type: z.enum(HOSTED_TOOL_TYPES) }).loose(),
   ],
-  { error: "tool_choice is 'none', 'auto', 'required' or {type: 'function', name}" },
+  { error: "tool_choice is 'none', 'auto', 'required', {type: 'function' | 'custom', name} or {type: <hosted tool>}" },
 );
+export type ResponsesToolChoice = z.infer<typeof toolChoice>;
 
 const textFormat = z.discriminatedUnion('type', [
   z.object({ type: z.literal('text') }),
@@ -134,8 +192,10 @@ const textFormat = z.discriminatedUnion('type', [
  */
 export const RESPONSES_FREE_FORM_FIELDS: readonly FreeFormField[] = [
   ['tools', '*', 'parameters'],
+  ['tools', '*', 'tools', '*', 'parameters'],
   ['text', 'format', 'schema'],
   ['metadata'],
+  ['client_metadata'],
 ];
 
 export const responsesRequest = z
@@ -143,7 +203,7 @@ export const responsesRequest = z
     model: z.string().min(1),
     input: z.union([z.string(), z.array(inputItem).min(1)]),
     instructions: z.string().nullish(),
-    tools: z.array(functionTool).nullish(),
+    tools: z.array(tool).nullish(),
     tool_choice: toolChoice.nullish(),
     text: z.object({ format: textFormat.nullish(), verbosity: z.enum(['low', 'medium', 'high']).nullish() }).nullish(),
     reasoning: z
@@ -155,6 +215,16 @@ export const responsesRequest = z
     max_output_tokens: z.number().int().min(1).max(4_294_967_295, 'must be at most 4294967295').nullish(),
     temperature: z.number().min(0).max(2).nullish(),
     top_p: z.number().min(0).max(1).nullish(),
+    presence_penalty: z.number().min(-2).max(2).nullish(),
+    frequency_penalty: z.number().min(-2).max(2).nullish(),
+    top_logprobs: z.number().int().min(0).max(20).nullish(),
+    max_tool_calls: z.number().int().min(1).max(4_294_967_295, 'must be at most 4294967295').nullish(),
+    service_tier: z.string().nullish(),
+    prompt_cache_key: z.string().nullish(),
+    prompt_cache_retention: z.string().nullish(),
+    safety_identifier: z.string().nullish(),
+    // Codex's labels of the request (its installation, session): like metadata, never sent to a provider.
+    client_metadata: z.record(z.string(), z.unknown()).nullish(),
     parallel_tool_calls: z.boolean().nullish(),
     // OpenAI's bounds: at most 16 pairs, keys of 64 and values of 512 characters.
     metadata: z

@@ -196,4 +196,40 @@ describe('ResponsesStreamWriter', () => {
     const final = await sdkFinalResponse(stream([canonicalDelta({ finishReason: 'stop' })], { usage: testUsage(2, 0) }));
     expect(final).toMatchObject({ status: 'completed', output: [], output_text: '' });
   });
+
+  it('every response a lifecycle event carries has each field the Open Responses schema requires: usage null while in progress, numbers not null', () => {
+    const events = rawEvents(stream([canonicalDelta({ content: 'ok', finishReason: 'stop' })], { usage: testUsage(3, 1) }));
+    const required = [
+      'id', 'object', 'created_at', 'completed_at', 'status', 'incomplete_details', 'model', 'previous_response_id', 'instructions',
+      'output', 'error', 'tools', 'tool_choice', 'truncation', 'parallel_tool_calls', 'text', 'top_p', 'presence_penalty',
+      'frequency_penalty', 'top_logprobs', 'temperature', 'reasoning', 'usage', 'max_output_tokens', 'max_tool_calls', 'store',
+      'background', 'service_tier', 'metadata', 'safety_identifier', 'prompt_cache_key',
+    ];
+    const lifecycle = events.filter((event) => ['response.created', 'response.in_progress', 'response.completed'].includes(event.event));
+    expect(lifecycle).toHaveLength(3);
+    for (const event of lifecycle) {
+      const response = event.data.response as Record<string, unknown>;
+      expect(required.filter((field) => !(field in response)), event.event).toEqual([]);
+      expect(response).toMatchObject({ temperature: 1, top_p: 1, presence_penalty: 0, frequency_penalty: 0, top_logprobs: 0, service_tier: 'default' });
+    }
+    expect((lifecycle[0]!.data.response as { usage: unknown }).usage).toBeNull();
+    expect((lifecycle[1]!.data.response as { usage: unknown }).usage).toBeNull();
+    expect((lifecycle[2]!.data.response as { usage: { total_tokens: number } }).usage.total_tokens).toBe(4);
+  });
+
+  it('echoes the sampling and Codex fields the client sent', () => {
+    const writer = new ResponsesStreamWriter(
+      answerContext(),
+      parseResponsesRequest({
+        model: 'chat', input: 'hi', temperature: 0.2, top_p: 0.9, presence_penalty: 0.5, frequency_penalty: -1, top_logprobs: 2,
+        max_tool_calls: 4, service_tier: 'flex', safety_identifier: 'u-1', prompt_cache_key: 'k-1',
+      }),
+    );
+    writer.start(START);
+    const created = rawEvents(writer.open())[0]!.data.response;
+    expect(created).toMatchObject({
+      temperature: 0.2, top_p: 0.9, presence_penalty: 0.5, frequency_penalty: -1, top_logprobs: 2, max_tool_calls: 4,
+      service_tier: 'flex', safety_identifier: 'u-1', prompt_cache_key: 'k-1', usage: null,
+    });
+  });
 });

@@ -2,8 +2,9 @@ import type { ChatStreamDelta, ChatStreamStart, ToolCallDelta, Usage } from '@ga
 import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
 import { boundedMessage, boundedParam, type ApiError } from '../../errors.js';
 import type { AnswerContext, StreamWriter } from '../../inference/dialect.js';
-import { idBase, itemId, reasoningItem, renderUsage, responseId, responseSettings, statusOf, type ResponseStatus } from './render-responses.js';
+import { idBase, itemId, reasoningItem, renderUsage, responseId, responseSettings, statusOf, toolCallItem, toolCallPrefix, type ResponseStatus } from './render-responses.js';
 import type { ResponsesRequest } from './responses-schema.js';
+import { customInputOf, dialectToolOf, toolSetOf, type ResponsesToolSet } from './responses-tools.js';
 
 /*
  * The responses event stream (wire-formats.md "OpenAI Responses"): every event an `event:` line and a
@@ -12,6 +13,10 @@ import type { ResponsesRequest } from './responses-schema.js';
  * filled with deltas as they come (never buffered), and closed (its .done events, output_item.done)
  * when content of another item starts or the stream ends. The response object the lifecycle events
  * carry is built as text around the request settings, serialized once per stream.
+ *
+ * A custom tool's call is the one exception to "never buffered": the provider streams the arguments of
+ * a function (`{"input": "…"}`), and the `custom_tool_call_input` events carry the decoded input, so
+ * its input goes out in one delta when the call closes.
  */
 
 interface ReasoningState {
@@ -37,8 +42,11 @@ interface FunctionCallState {
   outputIndex: number;
   id: string;
   callId: string;
+  /** The canonical (flat) name the provider called. */
   name: string;
   arguments: string;
+  /** A custom tool's call (custom_tool_call events), decided by the name the call opened with. */
+  custom: boolean;
 }
 
 type ItemState = ReasoningState | MessageState | FunctionCallState;
@@ -71,6 +79,7 @@ export class ResponsesStreamWriter implements StreamWriter {
   private readonly settingsJson: string;
   private readonly tags: ReasoningTags;
   private readonly createdAt: number;
+  private readonly toolSet: ResponsesToolSet;
 
   constructor(answerContext: AnswerContext, body: ResponsesRequest) {
     this.base = idBase(answerContext.requestId);
@@ -79,6 +88,7 @@ export class ResponsesStreamWriter implements StreamWriter {
     this.settingsJson = json(responseSettings(body)).slice(1, -1);
     this.tags = answerContext.tags;
     this.createdAt = answerContext.created;
+    this.toolSet = toolSetOf(body);
   }
 
   start(start: ChatStreamStart): void {
@@ -86,7 +96,7 @@ export class ResponsesStreamWriter implements StreamWriter {
   }
 
   open(): string {
-    const response = this.response('in_progress', null, 'null', 'null', '', undefined);
+    const response = this.response('in_progress', null, 'null', 'null', '', 'null');
     return this.event('response.created', `"response":${response}`) + this.event('response.in_progress', `"response":${response}`);
   }
 
@@ -134,12 +144,12 @@ export class ResponsesStreamWriter implements StreamWriter {
     return `event: ${type}\ndata: {"type":"${type}","sequence_number":${this.sequence++},${fields}}\n\n`;
   }
 
-  /** The response object as JSON text; `usage` undefined leaves it out (a response still in progress has none). */
-  private response(status: ResponseStatus, completedAt: number | null, error: string, incompleteDetails: string, output: string, usage: string | undefined): string {
+  /** The response object as JSON text; `usage` is `null` while the response is in progress (present, as the schema wants). */
+  private response(status: ResponseStatus, completedAt: number | null, error: string, incompleteDetails: string, output: string, usage: string): string {
     return (
       `{"id":${this.idJson},"object":"response","created_at":${this.createdAt},"status":"${status}","background":false,` +
       `"completed_at":${completedAt ?? 'null'},"error":${error},"incomplete_details":${incompleteDetails},"model":${this.modelJson},` +
-      `"output":[${output}],${this.settingsJson}${usage === undefined ? '' : `,"usage":${usage}`}}`
+      `"output":[${output}],${this.settingsJson},"usage":${usage}}`
     );
   }
 
@@ -206,10 +216,11 @@ export class ResponsesStreamWriter implements StreamWriter {
       state = {
         kind: 'function_call',
         outputIndex,
-        id: itemId('fc', this.base, outputIndex),
+        id: itemId(toolCallPrefix(this.toolSet, call.name), this.base, outputIndex),
         callId: call.id || `call_${this.base}_${outputIndex}`,
         name: call.name,
         arguments: '',
+        custom: dialectToolOf(this.toolSet, call.name).kind === 'custom',
       };
       this.begin(state);
       this.calls.set(call.index, state);
@@ -222,7 +233,7 @@ export class ResponsesStreamWriter implements StreamWriter {
     }
     if (call.arguments) {
       state.arguments += call.arguments;
-      out += this.event('response.function_call_arguments.delta', `${this.itemFields(state)},"delta":${json(call.arguments)}`);
+      if (!state.custom) out += this.event('response.function_call_arguments.delta', `${this.itemFields(state)},"delta":${json(call.arguments)}`);
       // A delta for a call already closed (a provider interleaving calls): its item is rewritten, so the
       // final response carries the whole arguments even though its .done events went out earlier.
       if (state !== this.current) this.outputJson[state.outputIndex] = this.itemJson(state, 'completed');
@@ -252,8 +263,14 @@ export class ResponsesStreamWriter implements StreamWriter {
       out +=
         this.event('response.output_text.done', `${fields},"content_index":0,"text":${text},"logprobs":[]`) +
         this.event('response.content_part.done', `${fields},"content_index":0,"part":{"type":"output_text","text":${text},"annotations":[]}`);
+    } else if (state.kind === 'function_call' && state.custom) {
+      const input = json(customInputOf(state.arguments));
+      out +=
+        this.event('response.custom_tool_call_input.delta', `${fields},"delta":${input}`) +
+        this.event('response.custom_tool_call_input.done', `${fields},"input":${input}`);
     } else if (state.kind === 'function_call') {
-      out += this.event('response.function_call_arguments.done', `${fields},"name":${json(state.name)},"arguments":${json(state.arguments)}`);
+      const name = dialectToolOf(this.toolSet, state.name).name;
+      out += this.event('response.function_call_arguments.done', `${fields},"name":${json(name)},"arguments":${json(state.arguments)}`);
     }
     const item = this.itemJson(state, status);
     this.outputJson[state.outputIndex] = item;
@@ -271,7 +288,7 @@ export class ResponsesStreamWriter implements StreamWriter {
       case 'message':
         return `{"id":${json(state.id)},"type":"message","status":"${status}","role":"assistant","content":[{"type":"output_text","text":${json(state.text)},"annotations":[]}]}`;
       case 'function_call':
-        return `{"id":${json(state.id)},"type":"function_call","status":"${status}","call_id":${json(state.callId)},"name":${json(state.name)},"arguments":${json(state.arguments)}}`;
+        return json(toolCallItem(state.id, status, state.callId, state.name, state.arguments, this.toolSet));
     }
   }
 }
