@@ -116,7 +116,11 @@ describe('responses tools: to the canonical request', () => {
   });
 
   it('an unanswered custom call is refused like an unanswered function call', () => {
-    expect(refusal({ input: [{ type: 'custom_tool_call', call_id: 'c9', name: 'apply_patch', input: 'x' }] })).toMatchObject({ status: 400 });
+    expect(refusal({ input: [{ type: 'custom_tool_call', call_id: 'c9', name: 'apply_patch', input: 'x' }] })).toMatchObject({
+      status: 400,
+      code: 'tool_output_unmatched',
+      param: 'body.input.0.call_id',
+    });
   });
 
   it('flat names every upstream accepts: Codex-style trimming, other characters replaced, long names hashed; collisions refused', () => {
