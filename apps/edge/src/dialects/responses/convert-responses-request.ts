@@ -12,7 +12,7 @@ import { edgeErrors } from '../../errors.js';
 import type { ConvertedRequest } from '../../inference/dialect.js';
 import { reasoningPartOf } from './responses-reasoning.js';
 import type { ResponsesContentPart, ResponsesInputItem, ResponsesRequest } from './responses-schema.js';
-import { customArguments, flatToolName, toolSetOf } from './responses-tools.js';
+import { customArguments, flatToolName, toolSetOf, type ResponsesToolSet } from './responses-tools.js';
 
 /** The endpoint the responses dialect names in its Router requests (and usage). */
 export const RESPONSES_ENDPOINT = 'responses';
@@ -109,7 +109,7 @@ export function convertResponsesRequest(body: ResponsesRequest, model: CatalogMo
       'unsupported_tool_choice',
     );
   }
-  if (withTools && forward.has('tool_choice') && body.tool_choice) request.toolChoice = convertToolChoice(body.tool_choice);
+  if (withTools && forward.has('tool_choice') && body.tool_choice) request.toolChoice = convertToolChoice(body.tool_choice, toolSet);
   const format = body.text?.format;
   if (forward.has('text.format') && format) {
     if (format.type === 'json_schema') requireValidSchema(format.schema, 'body.text.format.schema');
@@ -141,10 +141,22 @@ export function convertResponsesRequest(body: ResponsesRequest, model: CatalogMo
   };
 }
 
-function convertToolChoice(choice: NonNullable<ResponsesRequest['tool_choice']>): ToolChoice {
+function convertToolChoice(choice: NonNullable<ResponsesRequest['tool_choice']>, toolSet: ResponsesToolSet): ToolChoice {
   if (typeof choice === 'string') return { mode: choice, toolName: '', disableParallel: false };
-  // Hosted choices were refused above; function and custom choices name a top-level tool.
-  return { mode: 'tool', toolName: 'name' in choice && typeof choice.name === 'string' ? choice.name : '', disableParallel: false };
+  // Hosted choices were refused above. A function or custom choice names a tool; one naming a namespace
+  // member (no top-level tool of that name, one member of it) forces that member's flat name.
+  const name = 'name' in choice && typeof choice.name === 'string' ? choice.name : '';
+  return { mode: 'tool', toolName: toolSet.byFlatName.has(name) ? name : (memberFlatName(toolSet, name) ?? name), disableParallel: false };
+}
+
+function memberFlatName(toolSet: ResponsesToolSet, name: string): string | undefined {
+  let found: string | undefined;
+  for (const [flat, tool] of toolSet.byFlatName) {
+    if (tool.name !== name) continue;
+    if (found !== undefined) return undefined;
+    found = flat;
+  }
+  return found;
 }
 
 /** Client paths of the file parts, by `<canonical message index>:<part index>`. */

@@ -94,6 +94,8 @@ describe('responses tools: to the canonical request', () => {
     expect(forced).toMatchObject({ status: 400, param: 'body.tool_choice', code: 'unsupported_tool_choice' });
     expect(forced.message).toContain("'web_search'");
     expect(convert({ tool_choice: { type: 'custom', name: 'apply_patch' } }).request.toolChoice).toEqual({ mode: 'tool', toolName: 'apply_patch', disableParallel: false });
+    // A choice naming a namespace member forces its flat name.
+    expect(convert({ tool_choice: { type: 'function', name: 'spawn_agent' } }).request.toolChoice).toMatchObject({ mode: 'tool', toolName: 'agents__spawn_agent' });
   });
 
   it('replayed calls use the names the provider saw: namespaced function calls and custom calls with their outputs', () => {
