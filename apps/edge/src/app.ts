@@ -26,6 +26,7 @@ import { getModelHandler, listLimitsHandler, listModelsHandler, listStartupsHand
 import { chatDialect } from './dialects/chat/chat-dialect.js';
 import { countTokensHandler } from './dialects/messages/count-tokens.js';
 import { messagesDialect } from './dialects/messages/messages-dialect.js';
+import { responsesCompactDialect } from './dialects/responses/compaction.js';
 import { responsesDialect } from './dialects/responses/responses-dialect.js';
 import type { InferenceDialect } from './inference/dialect.js';
 import { inferenceHandler, type InferenceHandler } from './inference/pipeline.js';
@@ -39,6 +40,7 @@ const INFERENCE_ROUTES: readonly { path: string; dialect: InferenceDialect<any> 
   { path: '/v1/chat/completions', dialect: chatDialect },
   { path: '/v1/messages', dialect: messagesDialect },
   { path: '/v1/responses', dialect: responsesDialect },
+  { path: '/v1/responses/compact', dialect: responsesCompactDialect },
 ];
 
 /**

@@ -10,6 +10,7 @@ import { ToolPairing } from '../../canonical/tool-pairing.js';
 import { requireFetchableUrl } from '../../canonical/urls.js';
 import { edgeErrors } from '../../errors.js';
 import type { ConvertedRequest } from '../../inference/dialect.js';
+import { compactionText, openCompaction } from './compaction-item.js';
 import { reasoningPartOf } from './responses-reasoning.js';
 import type { ResponsesContentPart, ResponsesInputItem, ResponsesRequest } from './responses-schema.js';
 import { customArguments, flatToolName, toolSetOf, type ResponsesToolSet } from './responses-tools.js';
@@ -235,6 +236,10 @@ class InputConversion {
         if (part) this.pendingReasoning.push(part);
         return;
       }
+      case 'compaction':
+        // The summary of the turns it replaced, as a user message every provider reads (a forged one is a 400).
+        this.text('user', compactionText(openCompaction(item.encrypted_content, this.tags, `${path}.encrypted_content`)));
+        return;
       case 'item_reference':
         throw edgeErrors.invalidRequest(
           `${path}: item_reference is not supported: the gateway stores no items to refer to; send the item itself.`,

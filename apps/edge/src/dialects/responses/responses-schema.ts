@@ -96,12 +96,15 @@ const reasoning = z.object({
   status: z.string().nullish(),
 });
 
+/** An item /v1/responses/compact returned (compaction-item.ts): expanded into the summary it carries. */
+const compaction = z.object({ type: z.literal('compaction'), encrypted_content: z.string(), id: z.string().nullish() });
+
 /** Refused by the converter with its path: the gateway keeps no items to refer to. */
 const itemReference = z.object({ type: z.literal('item_reference'), id: z.string() });
 
-const INPUT_ITEM_TYPES = 'message, function_call, function_call_output, custom_tool_call, custom_tool_call_output, reasoning';
+const INPUT_ITEM_TYPES = 'message, function_call, function_call_output, custom_tool_call, custom_tool_call_output, reasoning, compaction';
 
-const typedItem = z.discriminatedUnion('type', [message, functionCall, functionCallOutput, customToolCall, customToolCallOutput, reasoning, itemReference], {
+const typedItem = z.discriminatedUnion('type', [message, functionCall, functionCallOutput, customToolCall, customToolCallOutput, reasoning, compaction, itemReference], {
   error: (issue) =>
     issue.code === 'invalid_union' && issue.input !== undefined
       ? `unsupported input item type; the gateway takes ${INPUT_ITEM_TYPES}`
