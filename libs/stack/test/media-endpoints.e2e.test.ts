@@ -92,32 +92,44 @@ describe('embeddings, moderations, images and audio on the simulated provider', 
     expect(((await wrongModel.json()) as { error: { message: string } }).error.message).toMatch(/embeddings/);
   });
 
-  it('moderates text and images, every category scored in [0, 1] with the input types it was checked on', async () => {
-    const { data, response } = await harness.client.moderations
-      .create({
-        model: 'sim/moderation',
-        input: [
-          { type: 'text', text: 'I will kill you' },
-          { type: 'text', text: 'What a lovely afternoon for a walk.' },
-          { type: 'image_url', image_url: { url: 'https://images.example/cat.png' } },
-        ],
-      })
+  it('moderates strings one result each, and text + image objects as ONE input with the types each category applied to', async () => {
+    const strings = await harness.client.moderations
+      .create({ model: 'sim/moderation', input: ['I will kill you', 'What a lovely afternoon for a walk.'] })
       .withResponse();
-    expect(data.model).toBe('sim/moderation');
-    expect(data.results).toHaveLength(3);
-    expect(data.results[0]!.flagged).toBe(true);
-    expect(data.results[1]!.flagged).toBe(false);
-    for (const result of data.results) {
+    expect(strings.data.model).toBe('sim/moderation');
+    expect(strings.data.results.map((result) => result.flagged)).toEqual([true, false]);
+    for (const result of strings.data.results) {
       const names = Object.keys(result.categories);
       expect(names.length).toBeGreaterThanOrEqual(11);
       expect(Object.keys(result.category_scores).sort()).toEqual([...names].sort());
       for (const score of Object.values(result.category_scores)) expect(score >= 0 && score <= 1).toBe(true);
       expect(Object.keys(result.category_applied_input_types).sort()).toEqual([...names].sort());
+      for (const types of Object.values(result.category_applied_input_types)) expect(types).toEqual(['text']);
     }
-    expect(Object.values(data.results[2]!.category_applied_input_types).flat()).toContain('image_url');
+    // o200k tokens: "I will kill you" 4, "What a lovely afternoon for a walk." 8.
+    const stringsCharge = await harness.charge(strings.response.headers.get('x-request-id')!);
+    expect(String(stringsCharge.input_tokens)).toBe('12');
+    expect(stringsCharge.cost_pico).toBe(priced(12, MEDIA_PRICES.moderationInput));
+
+    const { data, response } = await harness.client.moderations
+      .create({
+        model: 'sim/moderation',
+        input: [
+          { type: 'text', text: 'describe this image' },
+          { type: 'image_url', image_url: { url: 'https://images.example/gore.png' } },
+        ],
+      })
+      .withResponse();
+    expect(data.results).toHaveLength(1);
+    const [result] = data.results;
+    expect(result!.flagged).toBe(true);
+    expect(result!.categories['violence/graphic']).toBe(true);
+    expect(result!.category_applied_input_types['violence/graphic']).toEqual(['text', 'image']);
+    expect(result!.category_applied_input_types.harassment).toEqual(['text']);
+    // "describe this image" is 3 tokens; the image 2,000 (README).
     const charge = await harness.charge(response.headers.get('x-request-id')!);
-    expect(charge.cost_pico).toBe(priced(charge.input_tokens as string, MEDIA_PRICES.moderationInput));
-    expect(Number(charge.input_tokens)).toBeGreaterThan(0);
+    expect(String(charge.input_tokens)).toBe('2003');
+    expect(charge.cost_pico).toBe(priced(2_003, MEDIA_PRICES.moderationInput));
   });
 
   it('generates PNGs as b64_json and as hosted URLs, charged per image token and prompt token', async () => {
@@ -361,10 +373,58 @@ describe('the same routes against an OpenAI-compatible upstream', () => {
 
   const lastUpstream = (path: string) => [...upstream.requests].reverse().find((request) => request.path === path)!;
 
-  it('moderates through the upstream and keeps its verdict', async () => {
-    const result = await harness.client.moderations.create({ model: 'cloud/moderation', input: ['plan the attack', 'tea time'] });
-    expect(result.results.map((item) => item.flagged)).toEqual([true, false]);
-    expect(lastUpstream('/v1/moderations').body.model).toBe('moderation-x');
+  // Issue 30 item 5: OpenAI reads a string as one input, strings as one input each, and an array of content
+  // objects as ONE multimodal input. The upstream is sent exactly what the client sent; OpenAI reports no
+  // usage for moderations, so the charge is the gateway's count: o200k text tokens + 2,000 per image.
+  it('moderates a string through the upstream: sent as a string, one result, charged its tokens', async () => {
+    const { data, response } = await harness.client.moderations.create({ model: 'cloud/moderation', input: 'plan the attack' }).withResponse();
+    expect(data.model).toBe('cloud/moderation');
+    expect(data.results.map((item) => item.flagged)).toEqual([true]);
+    expect(lastUpstream('/v1/moderations').body).toEqual({ model: 'moderation-x', input: 'plan the attack' });
+    const charge = await harness.charge(response.headers.get('x-request-id')!);
+    expect(String(charge.input_tokens)).toBe('3');
+    expect(charge.cost_pico).toBe(priced(3, MEDIA_PRICES.moderationInput));
+  });
+
+  it('moderates strings through the upstream: sent as strings, one result each in order, charged their tokens', async () => {
+    const { data, response } = await harness.client.moderations.create({ model: 'cloud/moderation', input: ['plan the attack', 'tea time'] }).withResponse();
+    expect(data.results.map((item) => item.flagged)).toEqual([true, false]);
+    expect(lastUpstream('/v1/moderations').body).toEqual({ model: 'moderation-x', input: ['plan the attack', 'tea time'] });
+    const charge = await harness.charge(response.headers.get('x-request-id')!);
+    expect(String(charge.input_tokens)).toBe('5');
+    expect(charge.cost_pico).toBe(priced(5, MEDIA_PRICES.moderationInput));
+  });
+
+  it('moderates text + image objects through the upstream as ONE input: sent as objects, one result, charged text tokens + 2,000', async () => {
+    const input = [
+      { type: 'text' as const, text: 'a quiet picture' },
+      { type: 'image_url' as const, image_url: { url: 'https://images.example/attack.png' } },
+    ];
+    const { data, response } = await harness.client.moderations.create({ model: 'cloud/moderation', input }).withResponse();
+    expect(lastUpstream('/v1/moderations').body).toEqual({ model: 'moderation-x', input });
+    expect(data.results).toHaveLength(1);
+    expect(data.results[0]!.flagged).toBe(true);
+    expect(data.results[0]!.category_applied_input_types.violence).toEqual(['text', 'image']);
+    expect(data.results[0]!.category_applied_input_types.harassment).toEqual(['text']);
+    const charge = await harness.charge(response.headers.get('x-request-id')!);
+    expect(String(charge.input_tokens)).toBe('2003');
+    expect(charge.cost_pico).toBe(priced(2_003, MEDIA_PRICES.moderationInput));
+  });
+
+  it('refuses two images in one multimodal moderation input as OpenAI does (400 too_many_images), before the upstream', async () => {
+    const before = upstream.requests.length;
+    const error = await harness.client.moderations
+      .create({
+        model: 'cloud/moderation',
+        input: [
+          { type: 'image_url', image_url: { url: 'https://images.example/a.png' } },
+          { type: 'image_url', image_url: { url: 'https://images.example/b.png' } },
+        ],
+      })
+      .catch((caught) => caught);
+    expect(error.status).toBe(400);
+    expect(error.error).toMatchObject({ type: 'invalid_request_error', code: 'too_many_images', param: 'input' });
+    expect(upstream.requests.length).toBe(before);
   });
 
   it('edits with image[] x2 and a mask: the upstream receives every part, and the provider-reported tokens are charged', async () => {

@@ -11,20 +11,54 @@ import type { FakeBehaviour } from './fake-upstream.js';
 const CATEGORIES = ['harassment', 'harassment/threatening', 'hate', 'hate/threatening', 'illicit', 'illicit/violent', 'self-harm',
   'self-harm/intent', 'self-harm/instructions', 'sexual', 'sexual/minors', 'violence', 'violence/graphic'];
 
-/** POST /v1/moderations: an input containing "attack" is flagged for violence. */
+// The categories OpenAI's omni-moderation checks images for (openai-node `Moderation.CategoryAppliedInputTypes`:
+// these allow `'text' | 'image'`, every other category `'text'` only).
+const IMAGE_CATEGORIES = new Set(['self-harm', 'self-harm/intent', 'self-harm/instructions', 'sexual', 'violence', 'violence/graphic']);
+
+function moderationRefusal(response: ServerResponse, message: string, code: string | null): void {
+  response.writeHead(400, { 'content-type': 'application/json' });
+  response.end(JSON.stringify({ error: { message, type: 'invalid_request_error', param: 'input', code } }));
+}
+
+/** One moderation result for one input, given as its parts (a plain string is one text part). */
+function moderationResult(parts: { type: 'text' | 'image'; content: string }[]) {
+  const checkedOn = (name: string) => [...new Set(parts.filter((part) => part.type === 'text' || IMAGE_CATEGORIES.has(name)).map((part) => part.type))];
+  const violent = parts.some((part) => part.content.toLowerCase().includes('attack'));
+  return {
+    flagged: violent,
+    categories: Object.fromEntries(CATEGORIES.map((name) => [name, name === 'violence' && violent])),
+    category_scores: Object.fromEntries(CATEGORIES.map((name) => [name, name === 'violence' && violent ? 0.97 : 0.001])),
+    category_applied_input_types: Object.fromEntries(CATEGORIES.map((name) => [name, checkedOn(name)])),
+  };
+}
+
+/**
+ * POST /v1/moderations, answered as OpenAI answers it: a string is one input, an array of strings N inputs
+ * (N results), an array of content objects (`text`, `image_url`) ONE multimodal input (one result, whose
+ * `category_applied_input_types` name the part types each category was checked on). Refused with 400 as
+ * OpenAI refuses them: an empty array, strings mixed with objects, an unknown part, more than one image
+ * (OpenAI: `too_many_images`). An input containing "attack" is flagged for violence.
+ */
 export function fakeModeration(body: any, response: ServerResponse): void {
-  const inputs: any[] = typeof body?.input === 'string' ? [body.input] : Array.isArray(body?.input) ? body.input : [];
-  const results = inputs.map((input) => {
-    const text = typeof input === 'string' ? input : input?.type === 'text' ? String(input.text) : String(input?.image_url?.url ?? '');
-    const isImage = typeof input === 'object' && input?.type === 'image_url';
-    const violent = text.toLowerCase().includes('attack');
-    return {
-      flagged: violent,
-      categories: Object.fromEntries(CATEGORIES.map((name) => [name, name === 'violence' && violent])),
-      category_scores: Object.fromEntries(CATEGORIES.map((name) => [name, name === 'violence' && violent ? 0.97 : 0.001])),
-      category_applied_input_types: Object.fromEntries(CATEGORIES.map((name) => [name, [isImage ? 'image' : 'text']])),
-    };
-  });
+  const input = body?.input;
+  let results: ReturnType<typeof moderationResult>[];
+  if (typeof input === 'string') {
+    results = [moderationResult([{ type: 'text', content: input }])];
+  } else if (Array.isArray(input) && input.length > 0 && input.every((item) => typeof item === 'string')) {
+    results = input.map((text: string) => moderationResult([{ type: 'text', content: text }]));
+  } else if (Array.isArray(input) && input.length > 0 && input.every((item) => typeof item === 'object' && item !== null)) {
+    const parts: { type: 'text' | 'image'; content: string }[] = [];
+    for (const item of input) {
+      if (item.type === 'text' && typeof item.text === 'string') parts.push({ type: 'text', content: item.text });
+      else if (item.type === 'image_url' && typeof item.image_url?.url === 'string') parts.push({ type: 'image', content: item.image_url.url });
+      else return moderationRefusal(response, `Invalid input part of type '${String(item.type)}'.`, null);
+    }
+    const images = parts.filter((part) => part.type === 'image').length;
+    if (images > 1) return moderationRefusal(response, `Number of images (${images}) exceeds maximum of 1`, 'too_many_images');
+    results = [moderationResult(parts)];
+  } else {
+    return moderationRefusal(response, "'input' must be a string, an array of strings, or an array of text and image_url objects.", null);
+  }
   response.writeHead(200, { 'content-type': 'application/json' });
   response.end(JSON.stringify({ id: 'modr-fake', model: body?.model ?? 'fake-moderation', results }));
 }

@@ -25,6 +25,23 @@ describe('fake upstream', () => {
     expect(upstream.requests[0]!.headers.authorization).toBe('Bearer k');
   });
 
+  it('moderates as OpenAI does: N results for N strings, ONE for an array of objects; refuses what OpenAI refuses', async () => {
+    const results = async (input: unknown) => ((await (await post(upstream, '/moderations', { model: 'm', input })).json()) as any).results;
+    expect((await results('plan the attack')).map((result: any) => result.flagged)).toEqual([true]);
+    expect((await results(['tea', 'plan the attack', 'cake'])).map((result: any) => result.flagged)).toEqual([false, true, false]);
+    const mixed = await results([{ type: 'text', text: 'tea' }, { type: 'image_url', image_url: { url: 'https://x/attack.png' } }]);
+    expect(mixed).toHaveLength(1);
+    expect(mixed[0].flagged).toBe(true);
+    expect(mixed[0].category_applied_input_types.violence).toEqual(['text', 'image']);
+    expect(mixed[0].category_applied_input_types.harassment).toEqual(['text']);
+    const image = { type: 'image_url', image_url: { url: 'https://x/a.png' } };
+    for (const [input, code] of [[[image, image], 'too_many_images'], [['tea', { type: 'text', text: 'tea' }], null], [[], null], [[{ type: 'audio' }], null]] as const) {
+      const response = await post(upstream, '/moderations', { model: 'm', input });
+      expect(response.status).toBe(400);
+      expect(((await response.json()) as any).error).toMatchObject({ type: 'invalid_request_error', param: 'input', code });
+    }
+  });
+
   it('streams SSE chunks, with usage only when include_usage is asked', async () => {
     upstream.script({ text: 'abcdef', chunkCount: 3 }, { text: 'abcdef', chunkCount: 3 });
     const withUsage = sseData(await (await post(upstream, '/chat/completions', { model: 'm', messages: [], stream: true, stream_options: { include_usage: true } })).text());

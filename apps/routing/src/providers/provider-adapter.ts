@@ -76,10 +76,23 @@ export interface AdapterEmbedResult {
   usage: Usage | undefined;
 }
 
+/** One part of a multimodal moderation input; an image is its URL (https: or data:). */
+export type AdapterModerationPart = { type: 'text'; text: string } | { type: 'image_url'; url: string };
+
+/**
+ * Input tokens of one image in a moderation input, charged when the provider reports no usage (OpenAI
+ * reports none for moderations); the edge holds the same per image.
+ */
+export const MODERATION_IMAGE_TOKENS = 2_000;
+
 export interface AdapterModerateRequest {
   upstreamModel: string;
-  /** In input order; an image input is its URL (https: or data:). */
-  inputs: ({ type: 'text'; text: string } | { type: 'image_url'; url: string })[];
+  /**
+   * The input in the form the client wrote it (OpenAI's three forms), sent to the provider in that form:
+   * one string (one result), an array of strings (one result each, in order), or an array of text and
+   * image parts that together are ONE input (one result).
+   */
+  input: { form: 'string'; text: string } | { form: 'strings'; texts: string[] } | { form: 'multimodal'; parts: AdapterModerationPart[] };
 }
 
 export interface AdapterModerationResult {
@@ -87,12 +100,12 @@ export interface AdapterModerationResult {
   categories: Record<string, boolean>;
   /** Each in [0, 1]. */
   categoryScores: Record<string, number>;
-  /** Category name to the input types (`text`, `image_url`) checked for it. */
+  /** Category name to the input types (`text`, `image`, as OpenAI names them) its score applies to. */
   categoryAppliedInputTypes: Record<string, string[]>;
 }
 
 export interface AdapterModerateResult {
-  /** One per input, in input order. */
+  /** One per input, in input order: one for `string` and `multimodal`, one per text for `strings`. */
   results: AdapterModerationResult[];
   usage: Usage | undefined;
 }

@@ -28,6 +28,7 @@ import {
   type EmbedResponse,
   type GenerateImagesRequest,
   type GenerateImagesResponse,
+  ModerationInputForm,
   type ModerateRequest,
   type ModerateResponse,
   type SpeakRequest,
@@ -41,7 +42,7 @@ import {
 } from '@gateway/proto';
 import type { CatalogCache } from '../catalog/catalog-cache.js';
 import {
-  ProviderError, toProviderError, type AdapterImageRequest, type AdapterImageResult, type AdapterModerateRequest, type AdapterStreamPart,
+  MODERATION_IMAGE_TOKENS, ProviderError, toProviderError, type AdapterImageRequest, type AdapterImageResult, type AdapterModerateRequest, type AdapterModerationPart, type AdapterStreamPart,
   type AttemptSignal, type ProviderAdapter,
 } from '../providers/provider-adapter.js';
 import { strategyNamed, type Candidate, type ProviderHealth } from '../strategies/index.js';
@@ -532,22 +533,27 @@ export class Router {
 
   async moderate(raw: ModerateRequest, signal: CallerSignal): Promise<ModerateResponse> {
     const target = this.resolve(raw.context, raw.modelId, 'moderations', raw.routingStrategy, 0, () => '', canModerate);
-    const inputs = moderationInputs(raw);
-    if (inputs.length === 0) {
+    let input: AdapterModerateRequest['input'];
+    try {
+      input = moderationInput(raw);
+    } catch (error) {
       this.releaseReservation(target, '', false);
-      throw errors.invalidRequest('input must not be empty', 'input');
+      throw error;
     }
+    const expected = input.form === 'strings' ? input.texts.length : 1;
     const { result, candidate } = await this.withFailover(target, signal, (candidate, attemptSignal) =>
-      candidate.adapter.moderate!({ upstreamModel: candidate.offer.upstreamModel, inputs }, attemptSignal),
+      candidate.adapter.moderate!({ upstreamModel: candidate.offer.upstreamModel, input }, attemptSignal),
     );
-    if (result.results.length !== inputs.length) {
+    if (result.results.length !== expected) {
       this.releaseReservation(target, candidate.offer.providerId, false);
-      throw noUpstream(new ProviderError('connection', `expected ${inputs.length} moderation results, got ${result.results.length}`));
+      throw noUpstream(new ProviderError('connection', `expected ${expected} moderation results, got ${result.results.length}`));
     }
     // Counted only when the provider reported nothing: the tokenizer is synchronous work.
     const counted = () => {
       const budget = tokenizerBudget();
-      return inputs.reduce((sum, input) => sum + countTextTokens(input.type === 'text' ? input.text : input.url, budget), 0);
+      const parts: AdapterModerationPart[] =
+        input.form === 'string' ? [{ type: 'text', text: input.text }] : input.form === 'strings' ? input.texts.map((text) => ({ type: 'text', text })) : input.parts;
+      return parts.reduce((sum, part) => sum + (part.type === 'text' ? countTextTokens(part.text, budget) : MODERATION_IMAGE_TOKENS), 0);
     };
     const usage: Usage = result.usage && result.usage.inputTokens > 0 ? result.usage : { ...emptyUsage(), inputTokens: counted(), estimated: true };
     await this.recordServed(target, candidate.offer.providerId, usage);
@@ -639,7 +645,7 @@ export class Router {
       const control = new AttemptControl(signal, target.timeoutMs);
       control.arm();
       try {
-        verdict = await candidate.adapter.moderate!({ upstreamModel: candidate.offer.upstreamModel, inputs: [{ type: 'text', text: prompt }] }, control);
+        verdict = await candidate.adapter.moderate!({ upstreamModel: candidate.offer.upstreamModel, input: { form: 'string', text: prompt } }, control);
         break;
       } catch (error) {
         lastFailure = error;
@@ -974,11 +980,30 @@ export class Router {
   }
 }
 
-function moderationInputs(raw: ModerateRequest): AdapterModerateRequest['inputs'] {
-  return raw.inputs.flatMap((input): AdapterModerateRequest['inputs'] => {
+/** The request's input in the form the client wrote it (ModerationInputForm); a 400 when the parts do not fit it. */
+function moderationInput(raw: ModerateRequest): AdapterModerateRequest['input'] {
+  const parts = raw.inputs.flatMap((input): AdapterModerationPart[] => {
     const value = input.input;
     if (value?.$case === 'text') return [{ type: 'text', text: value.value }];
     if (value?.$case === 'imageUrl') return [{ type: 'image_url', url: value.value }];
     return [];
   });
+  if (parts.length === 0) throw errors.invalidRequest('input must not be empty', 'input');
+  const texts = parts.flatMap((part) => (part.type === 'text' ? [part.text] : []));
+  let form = raw.inputForm;
+  if (form === ModerationInputForm.MODERATION_INPUT_FORM_UNSPECIFIED) {
+    form = texts.length === parts.length ? ModerationInputForm.MODERATION_INPUT_FORM_STRINGS : ModerationInputForm.MODERATION_INPUT_FORM_MULTIMODAL;
+  }
+  switch (form) {
+    case ModerationInputForm.MODERATION_INPUT_FORM_STRING:
+      if (parts.length !== 1 || texts.length !== 1) throw errors.invalidRequest('a string input is exactly one text', 'input');
+      return { form: 'string', text: texts[0]! };
+    case ModerationInputForm.MODERATION_INPUT_FORM_STRINGS:
+      if (texts.length !== parts.length) throw errors.invalidRequest('an array of strings holds only texts', 'input');
+      return { form: 'strings', texts };
+    case ModerationInputForm.MODERATION_INPUT_FORM_MULTIMODAL:
+      return { form: 'multimodal', parts };
+    default:
+      throw errors.invalidRequest('unknown moderation input form', 'input');
+  }
 }

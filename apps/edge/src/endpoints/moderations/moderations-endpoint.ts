@@ -1,11 +1,16 @@
 import { z } from 'zod';
-import type { ModerateResponse, ModerationInput } from '@gateway/proto';
+import { ModerationInputForm, type ModerateResponse, type ModerationInput } from '@gateway/proto';
+import { edgeErrors } from '../../errors.js';
 import { requireFetchableUrl } from '../../canonical/urls.js';
 import { sendJson } from '../../http.js';
 import { endpointHeaders, pricePico, type EndpointFamily } from '../../inference/endpoint-pipeline.js';
 import { countTokens, ENDPOINT_DEADLINE_MS, readJson } from '../shared.js';
 
 const MAX_MODERATION_INPUTS = 1_000;
+/** OpenAI refuses a multimodal moderation input with more than one image (400 `too_many_images`). */
+const MAX_MODERATION_IMAGES = 1;
+/** Tokens held per image (routing charges the same when the provider reports no usage). */
+const MODERATION_IMAGE_TOKENS = 2_000;
 
 const moderationPart = z.discriminatedUnion('type', [
   z.looseObject({ type: z.literal('text'), text: z.string() }),
@@ -22,16 +27,30 @@ export const moderationsSchema = z.looseObject({
 });
 type ModerationsBody = z.infer<typeof moderationsSchema>;
 
-function inputsOf(body: ModerationsBody): ModerationInput[] {
+/**
+ * The input as the client wrote it (OpenAI's three forms): a string and each string of an array is an
+ * input of its own; an array of `text` / `image_url` objects is ONE multimodal input (one result), with at
+ * most one image as OpenAI accepts.
+ */
+function inputOf(body: ModerationsBody): { inputs: ModerationInput[]; inputForm: ModerationInputForm } {
   const input = body.input;
-  if (typeof input === 'string') return [{ input: { $case: 'text', value: input } }];
-  return input.map((item, index): ModerationInput =>
-    typeof item === 'string'
-      ? { input: { $case: 'text', value: item } }
-      : item.type === 'text'
-        ? { input: { $case: 'text', value: item.text } }
-        : { input: { $case: 'imageUrl', value: requireFetchableUrl(item.image_url.url, `body.input.${index}.image_url.url`) } },
-  );
+  if (typeof input === 'string') return { inputs: [{ input: { $case: 'text', value: input } }], inputForm: ModerationInputForm.MODERATION_INPUT_FORM_STRING };
+  if (input.every((item) => typeof item === 'string')) {
+    return { inputs: input.map((text) => ({ input: { $case: 'text', value: text } })), inputForm: ModerationInputForm.MODERATION_INPUT_FORM_STRINGS };
+  }
+  const parts = input as z.infer<typeof moderationPart>[];
+  const images = parts.filter((part) => part.type === 'image_url').length;
+  if (images > MAX_MODERATION_IMAGES) {
+    throw edgeErrors.invalidRequest(`input holds ${images} images; a multimodal moderation input takes at most ${MAX_MODERATION_IMAGES}.`, 'input', 'too_many_images');
+  }
+  return {
+    inputs: parts.map((part, index): ModerationInput =>
+      part.type === 'text'
+        ? { input: { $case: 'text', value: part.text } }
+        : { input: { $case: 'imageUrl', value: requireFetchableUrl(part.image_url.url, `body.input.${index}.image_url.url`) } },
+    ),
+    inputForm: ModerationInputForm.MODERATION_INPUT_FORM_MULTIMODAL,
+  };
 }
 
 export function renderModeration(answer: ModerateResponse) {
@@ -48,20 +67,21 @@ export function renderModeration(answer: ModerateResponse) {
 }
 
 /** POST /v1/moderations (spec §2.3, §4.6). */
-export const moderationsFamily: EndpointFamily<ModerationsBody, { inputs: ModerationInput[]; modelId: string }> = {
+export const moderationsFamily: EndpointFamily<ModerationsBody, { inputs: ModerationInput[]; inputForm: ModerationInputForm; modelId: string }> = {
   endpoint: 'moderations',
   read: (request, context) => readJson(request, context, moderationsSchema),
   modelName: (body) => body.model,
   async prepare(body, model) {
-    const inputs = inputsOf(body);
-    const tokens = (await countTokens(inputs.map((item) => (item.input?.$case === 'text' ? item.input.value : '')))).reduce((sum, count) => sum + count, 0);
-    // An image input is bounded like a chat image (at most ~2,000 tokens at any provider we know).
-    const images = inputs.filter((item) => item.input?.$case === 'imageUrl').length;
-    return { prepared: { inputs, modelId: model.id }, holdPico: pricePico(model, 'perInputToken', tokens + images * 2_000) };
+    const { inputs, inputForm } = inputOf(body);
+    const texts = inputs.flatMap((item) => (item.input?.$case === 'text' ? [item.input.value] : []));
+    const tokens = (await countTokens(texts)).reduce((sum, count) => sum + count, 0);
+    // An image is held (and, when the provider reports no usage, charged) as MODERATION_IMAGE_TOKENS.
+    const images = inputs.length - texts.length;
+    return { prepared: { inputs, inputForm, modelId: model.id }, holdPico: pricePico(model, 'perInputToken', tokens + images * MODERATION_IMAGE_TOKENS) };
   },
   async answer(prepared, job) {
     const answer = await job.context.router.moderate(
-      { context: job.routerContext, modelId: prepared.modelId, routingStrategy: job.strategy, inputs: prepared.inputs },
+      { context: job.routerContext, modelId: prepared.modelId, routingStrategy: job.strategy, inputs: prepared.inputs, inputForm: prepared.inputForm },
       { requestId: job.requestId, deadlineMs: ENDPOINT_DEADLINE_MS, signal: job.signal },
     );
     sendJson(job.response, 200, renderModeration(answer), endpointHeaders(job.strategy));

@@ -42,6 +42,27 @@ describe('OpenAIAdapter', () => {
   });
   beforeEach(() => upstream.reset());
 
+  it('sends moderation input in the form the client wrote it and reads OpenAI\'s answer (one result for an array of objects)', async () => {
+    const live = new AbortController().signal;
+    const single = await adapter.moderate({ upstreamModel: 'omni', input: { form: 'string', text: 'plan the attack' } }, live);
+    expect(upstream.requests.at(-1)!.body).toEqual({ model: 'omni', input: 'plan the attack' });
+    expect(single.results.map((result) => result.flagged)).toEqual([true]);
+    const many = await adapter.moderate({ upstreamModel: 'omni', input: { form: 'strings', texts: ['tea', 'plan the attack'] } }, live);
+    expect(upstream.requests.at(-1)!.body).toEqual({ model: 'omni', input: ['tea', 'plan the attack'] });
+    expect(many.results.map((result) => result.flagged)).toEqual([false, true]);
+    const mixed = await adapter.moderate(
+      { upstreamModel: 'omni', input: { form: 'multimodal', parts: [{ type: 'text', text: 'tea' }, { type: 'image_url', url: 'data:image/png;base64,AAAA' }] } },
+      live,
+    );
+    expect(upstream.requests.at(-1)!.body).toEqual({
+      model: 'omni',
+      input: [{ type: 'text', text: 'tea' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }],
+    });
+    expect(mixed.results).toHaveLength(1);
+    expect(mixed.results[0]!.categoryAppliedInputTypes.sexual).toEqual(['text', 'image']);
+    expect(mixed.results[0]!.categoryAppliedInputTypes.hate).toEqual(['text']);
+  });
+
   it('normalises a recorded JSON answer (fixture)', async () => {
     upstream.script({ replay: { contentType: 'application/json', body: fixture('chat-completion.json') } });
     const result = await adapter.chat({ upstreamModel: 'gpt-4o-mini', chat: chatRequest('Capital of France?') }, new AbortController().signal);

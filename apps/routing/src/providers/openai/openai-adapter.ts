@@ -200,7 +200,14 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
   }
 
   async moderate(request: AdapterModerateRequest, signal: AttemptSignal): Promise<AdapterModerateResult> {
-    const input = request.inputs.map((item) => (item.type === 'text' ? { type: 'text', text: item.text } : { type: 'image_url', image_url: { url: item.url } }));
+    // The form the client wrote, as OpenAI reads it: an array of objects is ONE multimodal input.
+    const source = request.input;
+    const input =
+      source.form === 'string'
+        ? source.text
+        : source.form === 'strings'
+          ? source.texts
+          : source.parts.map((part) => (part.type === 'text' ? { type: 'text', text: part.text } : { type: 'image_url', image_url: { url: part.url } }));
     const parsed = parseAnswer(openaiModerationResponseSchema, await this.postForText({ model: request.upstreamModel, input }, signal, '/moderations'), 'moderation');
     return {
       results: parsed.results.map((result) => ({

@@ -8,8 +8,9 @@ import type {
   AdapterImageResult, AdapterModerateRequest, AdapterModerateResult, AdapterSpeakRequest, AdapterSpeechResult, AdapterStreamPart,
   AdapterTranscribeRequest, AdapterTranscribeResult, ProviderAdapterV1,
 } from '../provider-adapter.js';
+import { MODERATION_IMAGE_TOKENS } from '../provider-adapter.js';
 import { drawImage, imageTokens } from './simulate-image.js';
-import { simulateModeration } from './simulate-moderation.js';
+import { simulateModerations } from './simulate-moderation.js';
 import { synthesizeSpeech } from './simulate-speech.js';
 import { simulateTranscription } from './simulate-transcription.js';
 
@@ -158,8 +159,11 @@ export class SimulatedAdapter implements ProviderAdapterV1 {
   async moderate(request: AdapterModerateRequest, signal: AttemptSignal): Promise<AdapterModerateResult> {
     signal.throwIfAborted();
     const budget = tokenizerBudget();
-    const inputTokens = request.inputs.reduce((sum, input) => sum + countTextTokens(input.type === 'text' ? input.text : input.url, budget), 0);
-    return { results: request.inputs.map(simulateModeration), usage: { ...emptyUsage(), inputTokens } };
+    const input = request.input;
+    const texts = input.form === 'string' ? [input.text] : input.form === 'strings' ? input.texts : input.parts.flatMap((part) => (part.type === 'text' ? [part.text] : []));
+    const images = input.form === 'multimodal' ? input.parts.length - texts.length : 0;
+    const inputTokens = texts.reduce((sum, text) => sum + countTextTokens(text, budget), 0) + images * MODERATION_IMAGE_TOKENS;
+    return { results: simulateModerations(input), usage: { ...emptyUsage(), inputTokens } };
   }
 
   async generateImages(request: AdapterImageRequest, signal: AttemptSignal): Promise<AdapterImageResult> {

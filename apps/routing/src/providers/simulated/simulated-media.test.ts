@@ -7,20 +7,35 @@ const adapter = new SimulatedAdapter('sim');
 const live = () => new AbortController().signal;
 
 describe('simulated provider: the endpoints beyond chat', () => {
-  it('moderates by keyword: every category present, scores in [0, 1], image inputs checked on image categories only', async () => {
-    const { results, usage } = await adapter.moderate(
-      { upstreamModel: 'm', inputs: [{ type: 'text', text: 'I will kill you' }, { type: 'text', text: 'a calm lake' }, { type: 'image_url', url: 'https://x/gore.png' }] },
-      live(),
-    );
-    expect(results.map((result) => result.flagged)).toEqual([true, false, true]);
+  it('moderates by keyword: every category present, scores in [0, 1], one result per string', async () => {
+    const { results, usage } = await adapter.moderate({ upstreamModel: 'm', input: { form: 'strings', texts: ['I will kill you', 'a calm lake'] } }, live());
+    expect(results.map((result) => result.flagged)).toEqual([true, false]);
     expect(results[0]!.categories.violence).toBe(true);
     for (const result of results) {
       expect(Object.keys(result.categories).sort()).toEqual([...MODERATION_CATEGORIES].sort());
       for (const score of Object.values(result.categoryScores)) expect(score >= 0 && score <= 1).toBe(true);
+      for (const types of Object.values(result.categoryAppliedInputTypes)) expect(types).toEqual(['text']);
     }
-    expect(results[2]!.categoryAppliedInputTypes.harassment).toEqual([]);
-    expect(results[2]!.categoryAppliedInputTypes['violence/graphic']).toEqual(['image_url']);
-    expect(usage!.inputTokens).toBeGreaterThan(0);
+    // o200k: "I will kill you" 4 tokens, "a calm lake" 3.
+    expect(usage!.inputTokens).toBe(7);
+    const single = await adapter.moderate({ upstreamModel: 'm', input: { form: 'string', text: 'a calm lake' } }, live());
+    expect(single.results).toEqual([results[1]]);
+  });
+
+  it('moderates text and image parts as ONE input: one result, images checked on image categories only, each image 2,000 tokens', async () => {
+    const parts = [{ type: 'text' as const, text: 'a calm lake' }, { type: 'image_url' as const, url: 'https://x/gore.png' }];
+    const { results, usage } = await adapter.moderate({ upstreamModel: 'm', input: { form: 'multimodal', parts } }, live());
+    expect(results).toHaveLength(1);
+    const [result] = results;
+    expect(result!.flagged).toBe(true);
+    expect(result!.categories['violence/graphic']).toBe(true);
+    expect(result!.categoryAppliedInputTypes['violence/graphic']).toEqual(['text', 'image']);
+    expect(result!.categoryAppliedInputTypes.harassment).toEqual(['text']);
+    expect(usage!.inputTokens).toBe(3 + 2_000);
+    const imageOnly = await adapter.moderate({ upstreamModel: 'm', input: { form: 'multimodal', parts: [parts[1]!] } }, live());
+    expect(imageOnly.results[0]!.categoryAppliedInputTypes.harassment).toEqual([]);
+    expect(imageOnly.results[0]!.categoryScores.harassment).toBe(0);
+    expect(imageOnly.results[0]!.categoryAppliedInputTypes.violence).toEqual(['image']);
   });
 
   it('draws PNGs of the asked size, different for different prompts, the same for the same one', async () => {
