@@ -15,17 +15,12 @@ const PROVIDER_KEY_ENV = 'RESPONSES_COMPACT_E2E_KEY';
 const INPUT_PRICE = '0.000001';
 const OUTPUT_PRICE = '0.000002';
 
-function catalog(provider: string, upstreamModel: string): string {
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-${provider}
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 600 } }
-models:
-  - id: ${MODEL}
+/** Offered by the model with two providers, for failover. */
+const FAILOVER_MODEL = 'testco/coder-twice';
+
+function catalog(providers: string, upstreamModel: string, failoverProviders: string[] = []): string {
+  const model = (id: string, offers: string[]) => `
+  - id: ${id}
     owned_by: testco
     created: 1767225600
     input_modalities: [text]
@@ -33,8 +28,17 @@ models:
     supported_parameters: [tools, tool_choice, parallel_tool_calls, max_completion_tokens]
     pricing: { per_input_token: "${INPUT_PRICE}", per_output_token: "${OUTPUT_PRICE}" }
     limit_group: default
-    offers:
-      - { provider: upstream-one, upstream_model: ${upstreamModel}, endpoints: [chat.completions, responses] }
+    offers:${offers.map((provider) => `
+      - { provider: ${provider}, upstream_model: ${upstreamModel}, endpoints: [chat.completions, responses] }`).join('')}`;
+  return `
+startups:
+  - { id: testco, display_name: Test Co }
+providers:
+${providers}
+limit_groups:
+  - id: default
+    tiers: { tier-1: { minute: 600 } }
+models:${model(MODEL, ['upstream-one'])}${failoverProviders.length > 0 ? model(FAILOVER_MODEL, failoverProviders) : ''}
 `;
 }
 
@@ -67,12 +71,15 @@ async function badRequest(promise: Promise<unknown>): Promise<InstanceType<typeo
 
 describe.each(UPSTREAM_KINDS)('POST /v1/responses/compact on an $kind upstream, end to end', (kind: UpstreamKind) => {
   let upstream: FakeUpstream;
+  let second: FakeUpstream;
   let harness: ChatHarness;
 
   beforeAll(async () => {
     upstream = await kind.start();
+    second = await kind.start();
+    const providers = `${kind.provider('upstream-one', upstream, PROVIDER_KEY_ENV)}\n${kind.provider('upstream-two', second, PROVIDER_KEY_ENV)}`;
     harness = await startChatHarness({
-      configYaml: catalog(kind.provider('upstream-one', upstream, PROVIDER_KEY_ENV), 'coder-upstream'),
+      configYaml: catalog(providers, 'coder-upstream', ['upstream-one', 'upstream-two']),
       providerSecrets: { [PROVIDER_KEY_ENV]: 'sk-compact' },
     });
   }, 120_000);
@@ -80,9 +87,31 @@ describe.each(UPSTREAM_KINDS)('POST /v1/responses/compact on an $kind upstream, 
   afterAll(async () => {
     await harness?.stop();
     await upstream?.close();
+    await second?.close();
   });
 
-  beforeEach(() => upstream.reset());
+  beforeEach(() => {
+    upstream.reset();
+    second.reset();
+  });
+
+  it('fails over like any request: the first provider asked fails, the other summarises, one charge', async () => {
+    let failed = 0;
+    const failOnce = () => (failed++ === 0 ? { status: 500 } : { text: SUMMARY, usage: REPORTED });
+    upstream.setFallback(failOnce);
+    second.setFallback(failOnce);
+    try {
+      const before = await harness.charges(FAILOVER_MODEL);
+      const compacted = await harness.client.responses.compact({ ...compactBody(), model: FAILOVER_MODEL });
+      expect(upstream.requests.length + second.requests.length).toBe(2);
+      expect(compacted.output.map((item) => item.type)).toEqual(['message', 'compaction']);
+      const after = await harness.chargesSettleAt(FAILOVER_MODEL, before.requests + 1);
+      expect(after.costPico - before.costPico).toBe(pricedTokens(100, 9, INPUT_PRICE, OUTPUT_PRICE));
+    } finally {
+      upstream.setFallback({});
+      second.setFallback({});
+    }
+  });
 
   it('the provider summarises the conversation, charged once for exactly what it reported; the item sent back reaches it as the summary', async () => {
     upstream.script({ text: SUMMARY, usage: REPORTED });
