@@ -104,7 +104,11 @@ export function readBody(request: IncomingMessage, limits: BodyLimits): Promise<
 export async function readJsonBody(request: IncomingMessage, limits: BodyLimits, freeFormFields: readonly FreeFormField[] = []): Promise<unknown> {
   const body = await readBody(request, limits);
   if (body.length === 0) throw edgeErrors.invalidJson('empty body');
-  const text = body.toString('utf8');
+  return parseJsonText(body.toString('utf8'), freeFormFields);
+}
+
+/** JSON text parsed as a body is (depth checked first, the same 400s): an HTTP body's, or a WebSocket message's. */
+export function parseJsonText(text: string, freeFormFields: readonly FreeFormField[] = []): unknown {
   const tooDeep = offsetBeyondDepth(text, MAX_JSON_DEPTH);
   if (tooDeep >= 0) {
     const field = fieldOfDeepPath(pathAtOffset(text, tooDeep), freeFormFields);

@@ -35,6 +35,7 @@ import { DEFAULT_OVERLOAD_LIMITS, InFlightLimiter, type OverloadLimits } from '.
 import { Readiness } from './observability/readiness.js';
 import { RequestTracker } from './observability/request-tracker.js';
 import { TimedResponse } from './observability/timed-response.js';
+import { ResponsesWebSocketServer, type ResponsesWebSocketLimits } from './dialects/responses/responses-websocket.js';
 
 export { toApiError, renderErrorBody, EdgeError, type ApiError, type Dialect } from './errors.js';
 export type { Admission, AdmissionRequest, AdmissionTicket } from './admission.js';
@@ -114,6 +115,8 @@ export interface EdgeOptions {
   metrics?: Registry;
   /** Internal gRPC authentication: the service credential its calls carry. Unset: none sent. */
   internalAuth?: InternalAuth;
+  /** Bounds of the responses WebSocket mode (README "WebSocket mode"); tests lower them. */
+  responsesWebSocket?: Partial<ResponsesWebSocketLimits>;
 }
 
 export interface RunningEdge {
@@ -259,6 +262,9 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
     httpServer.maxHeadersCount = 200;
     // Node's own answers to unparseable requests (431, 400, 408) carry no envelope and no request id.
     httpServer.on('clientError', (error: Error, socket) => answerClientError(error, socket, httpServer.headersTimeout));
+    // GET /v1/responses upgraded: the responses dialect's WebSocket mode (its turns count in flight like requests).
+    const webSockets = new ResponsesWebSocketServer(context, tracker, options.responsesWebSocket);
+    httpServer.on('upgrade', webSockets.handleUpgrade);
     const host = options.host ?? '127.0.0.1';
     await new Promise<void>((resolve, reject) => {
       httpServer.once('error', reject);
@@ -282,6 +288,8 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
         stopped = true;
         clearInterval(refreshTimer);
         running.drain();
+        // WebSockets: idle ones close now (1001), busy ones after their response, all by the same bound.
+        const socketsClosed = webSockets.drain(drainTimeoutMs);
         const closed = new Promise<void>((resolve) => httpServer.close(() => resolve()));
         httpServer.closeIdleConnections();
         const inFlight = running.inFlight;
@@ -290,6 +298,7 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
         } else if (inFlight > 0) {
           logger.info({ drained: inFlight }, 'requests in flight finished');
         }
+        await socketsClosed;
         // Connections kept alive past their last answer, and whatever the bound cut short.
         httpServer.closeAllConnections();
         await closed;

@@ -13,7 +13,7 @@ import { ClientGoneError, drained, readJsonBody, sendJson } from '../http.js';
 import { resolveModel } from '../model-resolution.js';
 import type { AnswerContext, ConvertedRequest, InferenceDialect, StreamWriter } from './dialect.js';
 import { checkContextWindow, costBound, measurePrompt, MINIMUM_HOLD_PICO, worstCaseHint, type CostBound } from './request-bounds.js';
-import { chooseStrategy, parseStrategyHeader, STRATEGY_HEADER } from './strategy.js';
+import { chooseStrategy, parseStrategyHeader, STRATEGY_HEADER, type RoutingStrategy } from './strategy.js';
 
 /** Bound on one non-streamed answer, failover included. */
 const CHAT_DEADLINE_MS = 10 * 60_000;
@@ -39,66 +39,135 @@ export function inferenceHandler<Body>(context: EdgeContext, dialect: InferenceD
     const key = await authenticate(context, request, requestId);
     const body = dialect.parse(await readJsonBody(request, context.bodyLimits, dialect.freeFormFields));
     const headerStrategy = parseStrategyHeader(request.headers[STRATEGY_HEADER]);
-    const model = resolveModel(context, dialect.modelName(body), dialect.endpoint, key);
-    const converted = dialect.convert(body, model, context.reasoningTags);
-    const strategy = chooseStrategy(dialect.routing(body), headerStrategy, key);
-    // The context window and the worst-case cost, before admission and before any provider call.
-    const measure = measurePrompt(converted.request);
-    await checkContextWindow(model, converted.request, measure, converted.outputField);
-    const bound = costBound(model, converted.request, measure);
-    let leaseId: string | undefined;
-    try {
-      leaseId = (await context.admission.admit({ requestId, key, model, holdPico: bound.holdPico })).leaseId;
-    } catch (error) {
-      // A lost answer (ledger unreachable mid-call) may hide a reservation that was made; a refusal made none.
-      const status = toApiError(error).status;
-      if (status >= 500) void context.admission.release({ requestId, key });
-      if (status === 402 && bound.holdPico > MINIMUM_HOLD_PICO) throw withWorstCaseHint(error, bound, converted.outputField);
-      throw error;
-    }
-
-    // Whatever way the request ends, its admission is finished (a repeat after settle/release is a no-op).
-    response.once('close', () => context.admission.settle({ requestId, usage: undefined }));
-    const chat = routerRequest(converted.request, { requestId, accountId: key.accountId, keyId: key.keyId, leaseId }, strategy);
-    try {
-      // File blocks become bytes or text the model can read (media service); after admission, so rate
-      // limits and credit checks come before any URL fetch. A request without files skips this.
-      await resolveFileParts(chat.messages, model, {
-        media: context.media,
-        requestId,
-        signal: clientGone,
-        ...(converted.filePathOf ? { pathOf: converted.filePathOf } : {}),
-      });
-      // Fetched files only now have a size: the window is checked again (the hold already assumed a full window).
-      if (measure.unresolvedFiles) await checkContextWindow(model, chat, measurePrompt(chat), converted.outputField);
-    } catch (error) {
-      void context.admission.release({ requestId, key });
-      throw clientGone.aborted ? new ClientGoneError('client left while its files were read') : error;
-    }
-    if (clientGone.aborted) {
-      // Nobody is left to answer; do not start a provider call for them.
-      void context.admission.release({ requestId, key });
-      throw new ClientGoneError('client left before the router was called');
-    }
-    const answerContext: AnswerContext = { requestId, model, tags: context.reasoningTags, created: Math.floor(context.now() / 1000), logger: context.logger };
-    if (converted.stream) {
-      const writer = dialect.streamWriter(answerContext, body);
-      await relayStream(context, response, { chat, converted, key, model, strategy, requestId, signal: clientGone, writer });
-      return;
-    }
-    let answer;
-    try {
-      answer = await context.chatRouter.chat(chat, { requestId, deadlineMs: CHAT_DEADLINE_MS, signal: clientGone });
-    } catch (error) {
-      // No answer reached the caller: hand the reservation back now rather than at the sweeper's deadline.
-      void context.admission.release({ requestId, key });
-      throw clientGone.aborted ? new ClientGoneError('client left while the router was answering') : error;
-    }
-    context.admission.settle({ requestId, usage: answer.usage });
-    sendJson(response, 200, dialect.render(answer, answerContext, body), {
-      ...gatewayHeaders(answer.routingStrategy || strategy, converted.droppedParams, answer.droppedParams, converted.droppedTools),
-    });
+    await runInference(context, dialect, { requestId, key, body, headerStrategy, signal: clientGone }, new HttpAnswer(response));
   };
+}
+
+/** One inference request once its caller is known and its body parsed: what `runInference` needs besides its sink. */
+export interface InferenceJob<Body> {
+  /** The gateway's id of the request: the key its money moves under. */
+  requestId: string;
+  key: VerifiedApiKey;
+  body: Body;
+  /** The `x-gateway-strategy` header's strategy, if the caller sent one. */
+  headerStrategy: RoutingStrategy | undefined;
+  /** Aborted when the client is gone: cancels the router call. */
+  signal: Cancellation;
+}
+
+/**
+ * Where one answer goes: the HTTP response of a route (HttpAnswer), or one turn of a responses
+ * WebSocket (dialects/responses/responses-websocket.ts). The pipeline writes through nothing else.
+ */
+export interface AnswerSink {
+  /** Runs `listener` once when the exchange is over, whichever way it ended (HTTP: the response's close). */
+  onClose(listener: () => void): void;
+  /** The stream is committed: the status and headers, where the transport has them. */
+  commit(headers: Record<string, string>): void;
+  /** Part of the stream; a promise while the client's buffer is full (or until it left). */
+  write(text: string): Promise<void> | void;
+  /** The stream's last text, ending the answer. */
+  end(text: string): void;
+  /** A whole (not streamed) answer. */
+  json(body: unknown, headers: Record<string, string>): void;
+}
+
+/**
+ * Everything after the credential and the body, for any transport: model, conversion, bounds,
+ * admission, files, the router call, then the answer or the stream relay into `sink`. Failures before
+ * an answer was committed are thrown (the caller answers them in its envelope); after the commit point
+ * the dialect's writer ends the stream as failed.
+ */
+export async function runInference<Body>(context: EdgeContext, dialect: InferenceDialect<Body>, job: InferenceJob<Body>, sink: AnswerSink): Promise<void> {
+  const { requestId, key, body, headerStrategy, signal: clientGone } = job;
+  const model = resolveModel(context, dialect.modelName(body), dialect.endpoint, key);
+  const converted = dialect.convert(body, model, context.reasoningTags);
+  const strategy = chooseStrategy(dialect.routing(body), headerStrategy, key);
+  // The context window and the worst-case cost, before admission and before any provider call.
+  const measure = measurePrompt(converted.request);
+  await checkContextWindow(model, converted.request, measure, converted.outputField);
+  const bound = costBound(model, converted.request, measure);
+  let leaseId: string | undefined;
+  try {
+    leaseId = (await context.admission.admit({ requestId, key, model, holdPico: bound.holdPico })).leaseId;
+  } catch (error) {
+    // A lost answer (ledger unreachable mid-call) may hide a reservation that was made; a refusal made none.
+    const status = toApiError(error).status;
+    if (status >= 500) void context.admission.release({ requestId, key });
+    if (status === 402 && bound.holdPico > MINIMUM_HOLD_PICO) throw withWorstCaseHint(error, bound, converted.outputField);
+    throw error;
+  }
+
+  // Whatever way the request ends, its admission is finished (a repeat after settle/release is a no-op).
+  sink.onClose(() => context.admission.settle({ requestId, usage: undefined }));
+  const chat = routerRequest(converted.request, { requestId, accountId: key.accountId, keyId: key.keyId, leaseId }, strategy);
+  try {
+    // File blocks become bytes or text the model can read (media service); after admission, so rate
+    // limits and credit checks come before any URL fetch. A request without files skips this.
+    await resolveFileParts(chat.messages, model, {
+      media: context.media,
+      requestId,
+      signal: clientGone,
+      ...(converted.filePathOf ? { pathOf: converted.filePathOf } : {}),
+    });
+    // Fetched files only now have a size: the window is checked again (the hold already assumed a full window).
+    if (measure.unresolvedFiles) await checkContextWindow(model, chat, measurePrompt(chat), converted.outputField);
+  } catch (error) {
+    void context.admission.release({ requestId, key });
+    throw clientGone.aborted ? new ClientGoneError('client left while its files were read') : error;
+  }
+  if (clientGone.aborted) {
+    // Nobody is left to answer; do not start a provider call for them.
+    void context.admission.release({ requestId, key });
+    throw new ClientGoneError('client left before the router was called');
+  }
+  const answerContext: AnswerContext = { requestId, model, tags: context.reasoningTags, created: Math.floor(context.now() / 1000), logger: context.logger };
+  if (converted.stream) {
+    const writer = dialect.streamWriter(answerContext, body);
+    await relayStream(context, sink, { chat, converted, key, model, strategy, requestId, signal: clientGone, writer });
+    return;
+  }
+  let answer;
+  try {
+    answer = await context.chatRouter.chat(chat, { requestId, deadlineMs: CHAT_DEADLINE_MS, signal: clientGone });
+  } catch (error) {
+    // No answer reached the caller: hand the reservation back now rather than at the sweeper's deadline.
+    void context.admission.release({ requestId, key });
+    throw clientGone.aborted ? new ClientGoneError('client left while the router was answering') : error;
+  }
+  context.admission.settle({ requestId, usage: answer.usage });
+  sink.json(dialect.render(answer, answerContext, body), gatewayHeaders(answer.routingStrategy || strategy, converted.droppedParams, answer.droppedParams, converted.droppedTools));
+}
+
+/** The answer of an HTTP route: SSE on the response (its socket corked per turn), or JSON. */
+class HttpAnswer implements AnswerSink {
+  constructor(private readonly response: ServerResponse) {}
+
+  onClose(listener: () => void): void {
+    this.response.once('close', listener);
+  }
+
+  commit(headers: Record<string, string>): void {
+    this.response.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+      ...headers,
+    });
+  }
+
+  write(text: string): Promise<void> | void {
+    return write(this.response, text);
+  }
+
+  end(text: string): void {
+    this.response.end(text);
+  }
+
+  json(body: unknown, headers: Record<string, string>): void {
+    sendJson(this.response, 200, body, headers);
+  }
 }
 
 /**
@@ -146,7 +215,7 @@ interface StreamJob {
  * keep it alive. After the commit point a failure ends the stream with the dialect's error events,
  * never a clean close that looks like a complete answer.
  */
-async function relayStream(context: EdgeContext, response: ServerResponse, job: StreamJob): Promise<void> {
+async function relayStream(context: EdgeContext, sink: AnswerSink, job: StreamJob): Promise<void> {
   const { requestId, key, writer } = job;
   let usage: Usage | undefined;
   let committed = false;
@@ -154,16 +223,10 @@ async function relayStream(context: EdgeContext, response: ServerResponse, job: 
   let startStrategy = job.strategy;
   let startDropped: readonly string[] = [];
   const commit = () => {
-    response.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache',
-      connection: 'keep-alive',
-      'x-accel-buffering': 'no',
-      ...gatewayHeaders(startStrategy, job.converted.droppedParams, startDropped, job.converted.droppedTools),
-    });
+    sink.commit(gatewayHeaders(startStrategy, job.converted.droppedParams, startDropped, job.converted.droppedTools));
     committed = true;
     const opening = writer.open();
-    if (opening) response.write(opening);
+    if (opening) void sink.write(opening);
   };
   // Bound on silence: a router stream that neither sends nor ends (lost status, wedged peer) must not
   // hold the client and this request forever.
@@ -180,7 +243,7 @@ async function relayStream(context: EdgeContext, response: ServerResponse, job: 
   const pingTimer = ping
     ? setInterval(() => {
         if (!committed) commit();
-        response.write(ping());
+        void sink.write(ping());
       }, context.streamPingIntervalMs)
     : undefined;
   try {
@@ -197,13 +260,13 @@ async function relayStream(context: EdgeContext, response: ServerResponse, job: 
         if (event.value.firstDelta) {
           if (!committed) commit();
           pingTimer?.refresh();
-          await write(response, writer.delta(event.value.firstDelta));
+          await sink.write(writer.delta(event.value.firstDelta));
         }
       } else if (event.$case === 'delta') {
         if (!started) throw new Error('router stream sent a delta before its start');
         if (!committed) commit();
         pingTimer?.refresh();
-        await write(response, writer.delta(event.value));
+        await sink.write(writer.delta(event.value));
       } else if (event.$case === 'usage') {
         usage = event.value;
       }
@@ -223,7 +286,7 @@ async function relayStream(context: EdgeContext, response: ServerResponse, job: 
     // Settled with whatever usage arrived: a stream committed by pings but failed before any content
     // delivered nothing, and the router published no usage for it.
     context.admission.settle({ requestId, usage });
-    response.end(writer.fail(apiError, usage));
+    sink.end(writer.fail(apiError, usage));
     return;
   } finally {
     clearTimeout(idleTimer);
@@ -233,7 +296,7 @@ async function relayStream(context: EdgeContext, response: ServerResponse, job: 
   if (!started) throw new Error('router stream ended without a start');
   if (!committed) commit();
   context.admission.settle({ requestId, usage });
-  response.end(writer.end(usage));
+  sink.end(writer.end(usage));
 }
 
 /**

@@ -102,6 +102,22 @@ export class RequestTracker {
     return edgeErrors.overloaded(this.options.limiter.limits.retryAfterSeconds);
   }
 
+  /**
+   * A place in flight for an inference that is not an HTTP request (a responses WebSocket's turn):
+   * the same bounds, the same 503 when shed. Given back with `leaveTurn`.
+   */
+  admitTurn(bodyBytes: number): EdgeError | undefined {
+    const shed = this.options.limiter.admit(bodyBytes);
+    if (shed === undefined) return undefined;
+    this.options.metrics.shedRequest(shed);
+    return edgeErrors.overloaded(this.options.limiter.limits.retryAfterSeconds);
+  }
+
+  leaveTurn(bodyBytes: number): void {
+    this.options.limiter.leave(bodyBytes);
+    if (this.inFlight === 0 && this.idleWaiters.length > 0) for (const waiter of this.idleWaiters.splice(0)) waiter();
+  }
+
   /** The catalog model an inference request resolved to. */
   noteModel(requestId: string, modelId: string): void {
     const record = this.records.get(requestId);

@@ -1,0 +1,287 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
+import { ctlJson } from './configured-stack.js';
+import { pricedTokens, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+
+// WebSocket mode of the responses dialect (GET /v1/responses upgraded; Open Responses and OpenAI's
+// "WebSocket mode"), end to end with a real `ws` client: every hop real (edge, auth, ledger, router)
+// and an OpenAI-compatible fake upstream over HTTP. Each response.create is one request of the one
+// pipeline: admitted, billed and limited as POST /v1/responses is.
+
+const MODEL = 'testco/ws';
+const INPUT_PRICE = '0.000001';
+const OUTPUT_PRICE = '0.000002';
+const PROVIDER_KEY_ENV = 'RESPONSES_WS_E2E_KEY';
+
+function catalog(upstream: FakeUpstream): string {
+  return `
+startups:
+  - { id: testco, display_name: Test Co }
+providers:
+  - { id: upstream-one, kind: openai, base_url: ${upstream.url}, api_key_env: ${PROVIDER_KEY_ENV} }
+limit_groups:
+  - id: default
+    tiers: { tier-1: { minute: 600 } }
+models:
+  - id: ${MODEL}
+    owned_by: testco
+    created: 1767225600
+    input_modalities: [text]
+    output_modalities: [text]
+    supported_parameters: [tools, tool_choice, temperature, max_completion_tokens, stream_options]
+    pricing: { per_input_token: "${INPUT_PRICE}", per_output_token: "${OUTPUT_PRICE}" }
+    limit_group: default
+    offers:
+      - { provider: upstream-one, upstream_model: ws-upstream, endpoints: [chat.completions, responses] }
+`;
+}
+
+type Event = { type: string; sequence_number?: number; [field: string]: any };
+
+/** A client socket: every message kept in order, each parsed as one JSON event. */
+class Client {
+  readonly events: Event[] = [];
+  private waiters: Array<() => void> = [];
+  closedWith: { code: number; reason: string } | undefined;
+  private read = 0;
+
+  private constructor(readonly ws: WebSocket) {
+    ws.on('message', (data) => {
+      this.events.push(JSON.parse(data.toString()) as Event);
+      for (const waiter of this.waiters.splice(0)) waiter();
+    });
+    ws.on('close', (code, reason) => {
+      this.closedWith = { code, reason: reason.toString() };
+      for (const waiter of this.waiters.splice(0)) waiter();
+    });
+  }
+
+  static open(url: string, apiKey: string): Promise<Client> {
+    const ws = new WebSocket(url, { headers: { authorization: `Bearer ${apiKey}` } });
+    return new Promise((resolve, reject) => {
+      ws.once('open', () => resolve(new Client(ws)));
+      ws.once('error', reject);
+      ws.once('unexpected-response', (_request, response) => reject(new Error(`upgrade refused: ${response.statusCode}`)));
+    });
+  }
+
+  send(message: Record<string, unknown>): void {
+    this.ws.send(JSON.stringify({ type: 'response.create', ...message }));
+  }
+
+  /** The events of the next response: up to its terminal event (completed, incomplete, or error). */
+  async turn(): Promise<Event[]> {
+    for (;;) {
+      const end = this.events.findIndex((event, index) => index >= this.read && ['response.completed', 'response.incomplete', 'error'].includes(event.type));
+      if (end >= 0) {
+        const events = this.events.slice(this.read, end + 1);
+        this.read = end + 1;
+        return events;
+      }
+      if (this.closedWith) throw new Error(`socket closed (${this.closedWith.code}) before a terminal event`);
+      await new Promise<void>((resolve) => this.waiters.push(resolve));
+    }
+  }
+
+  /** Waits for the first event of this type from now on. */
+  async until(type: string): Promise<Event> {
+    for (;;) {
+      const found = this.events.slice(this.read).find((event) => event.type === type);
+      if (found) return found;
+      if (this.closedWith) throw new Error(`socket closed before ${type}`);
+      await new Promise<void>((resolve) => this.waiters.push(resolve));
+    }
+  }
+
+  close(): Promise<void> {
+    if (this.closedWith) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.ws.once('close', () => resolve());
+      this.ws.close();
+    });
+  }
+}
+
+/** The status and JSON body of a refused upgrade. */
+function refusedUpgrade(url: string, headers: Record<string, string>): Promise<{ status: number; body: any }> {
+  const ws = new WebSocket(url, { headers });
+  return new Promise((resolve, reject) => {
+    ws.once('open', () => reject(new Error('the upgrade was accepted')));
+    ws.once('unexpected-response', (_request, response) => {
+      let text = '';
+      response.on('data', (chunk: Buffer) => (text += chunk.toString()));
+      response.on('end', () => resolve({ status: response.statusCode ?? 0, body: JSON.parse(text) }));
+    });
+    ws.once('error', () => undefined);
+  });
+}
+
+const messagesOf = (upstream: FakeUpstream, index: number) =>
+  (upstream.requests[index]!.body.messages as { role: string; content: unknown }[]).map((message) => ({ role: message.role, content: message.content }));
+
+describe('GET /v1/responses upgraded to a WebSocket, end to end', () => {
+  let upstream: FakeUpstream;
+  let harness: ChatHarness;
+  let wsUrl: string;
+
+  beforeAll(async () => {
+    upstream = await startFakeUpstream();
+    harness = await startChatHarness({ configYaml: catalog(upstream), providerSecrets: { [PROVIDER_KEY_ENV]: 'sk-ws-e2e' } });
+    wsUrl = `${harness.stack.url.replace(/^http/, 'ws')}/v1/responses`;
+  }, 120_000);
+
+  afterAll(async () => {
+    await harness?.stop();
+    await upstream?.close();
+  });
+
+  beforeEach(() => upstream.reset());
+
+  it('two responses on one socket: the SSE events one per message, each response charged exactly what the fake reported', async () => {
+    const before = await harness.charges(MODEL);
+    upstream.script(
+      { text: 'first answer', usage: { prompt_tokens: 12, completion_tokens: 5 } },
+      { text: 'second answer', usage: { prompt_tokens: 20, completion_tokens: 7 } },
+    );
+    const client = await Client.open(wsUrl, harness.apiKey);
+    client.send({ model: MODEL, store: false, input: 'Reply with exactly: first' });
+    const first = await client.turn();
+    client.send({ model: MODEL, store: false, input: 'Reply with exactly: second' });
+    const second = await client.turn();
+    await client.close();
+
+    for (const [events, text] of [[first, 'first answer'], [second, 'second answer']] as const) {
+      expect(events[0]!.type).toBe('response.created');
+      expect(events[1]!.type).toBe('response.in_progress');
+      expect(events.at(-1)!.type).toBe('response.completed');
+      // Numbered from 0 within each response, as the SSE stream is.
+      expect(events.map((event) => event.sequence_number)).toEqual(events.map((_, index) => index));
+      const completed = events.at(-1)!.response;
+      expect(completed).toMatchObject({ object: 'response', status: 'completed', model: MODEL });
+      expect(completed.output[0].content[0].text).toBe(text);
+      expect(events.filter((event) => event.type === 'response.output_text.delta').map((event) => event.delta).join('')).toBe(text);
+    }
+    expect(first.at(-1)!.response.usage).toMatchObject({ input_tokens: 12, output_tokens: 5 });
+    expect(second.at(-1)!.response.usage).toMatchObject({ input_tokens: 20, output_tokens: 7 });
+    expect(first.at(-1)!.response.id).not.toBe(second.at(-1)!.response.id);
+    expect(upstream.requests).toHaveLength(2);
+
+    const after = await harness.chargesSettleAt(MODEL, before.requests + 2);
+    expect(after.costPico - before.costPico).toBe(pricedTokens(12, 5, INPUT_PRICE, OUTPUT_PRICE) + pricedTokens(20, 7, INPUT_PRICE, OUTPUT_PRICE));
+  });
+
+  it('continues a store:false response from the connection cache: the upstream receives the earlier turn', async () => {
+    upstream.script({ text: 'OK.' }, { text: 'cobalt' });
+    const client = await Client.open(wsUrl, harness.apiKey);
+    client.send({ model: MODEL, store: false, instructions: 'Be brief.', input: 'Remember the code word: cobalt. Reply with OK.' });
+    const first = await client.turn();
+    const previousId = first.at(-1)!.response.id as string;
+    client.send({ model: MODEL, store: false, previous_response_id: previousId, input: [{ type: 'message', role: 'user', content: 'What is the code word?' }] });
+    const second = await client.turn();
+    await client.close();
+
+    expect(second.at(-1)!.type).toBe('response.completed');
+    expect(upstream.requests).toHaveLength(2);
+    expect(messagesOf(upstream, 1)).toEqual([
+      { role: 'user', content: 'Remember the code word: cobalt. Reply with OK.' },
+      { role: 'assistant', content: 'OK.' },
+      { role: 'user', content: 'What is the code word?' },
+    ]);
+    // The first turn had its instructions; a continuation does not inherit them (OpenAI's semantics).
+    expect(messagesOf(upstream, 0)[0]).toEqual({ role: 'system', content: 'Be brief.' });
+  });
+
+  it('an unknown previous_response_id is an error event previous_response_not_found; the socket goes on; a failed continuation evicts what it continued', async () => {
+    const client = await Client.open(wsUrl, harness.apiKey);
+    client.send({ model: MODEL, store: false, previous_response_id: 'resp_not_from_here', input: 'Continue.' });
+    const [missing] = await client.turn();
+    expect(missing).toEqual({
+      type: 'error',
+      status: 400,
+      error: { type: 'invalid_request_error', code: 'previous_response_not_found', message: expect.stringContaining('resp_not_from_here'), param: 'previous_response_id' },
+    });
+    expect(upstream.requests).toHaveLength(0);
+
+    client.send({ model: MODEL, store: false, input: 'Remember: ember.' });
+    const first = await client.turn();
+    expect(first.at(-1)!.type).toBe('response.completed');
+    const previousId = first.at(-1)!.response.id as string;
+    // A continuation that fails (a tool output no call asked for) ...
+    client.send({ model: MODEL, store: false, previous_response_id: previousId, input: [{ type: 'function_call_output', call_id: 'call_nobody_made', output: 'x' }] });
+    const [failed] = await client.turn();
+    expect(failed).toMatchObject({ type: 'error', status: 400 });
+    // ... evicts the response it continued.
+    client.send({ model: MODEL, store: false, previous_response_id: previousId, input: 'Try again.' });
+    const [evicted] = await client.turn();
+    expect(evicted).toMatchObject({ type: 'error', status: 400, error: { code: 'previous_response_not_found' } });
+    expect(upstream.requests).toHaveLength(1);
+    await client.close();
+
+    // Another connection never sees this one's responses.
+    const other = await Client.open(wsUrl, harness.apiKey);
+    other.send({ model: MODEL, store: false, previous_response_id: first.at(-1)!.response.id, input: 'Hi.' });
+    expect((await other.turn())[0]).toMatchObject({ type: 'error', error: { code: 'previous_response_not_found' } });
+    await other.close();
+  });
+
+  it('an upgrade without a valid key is refused with 401 before any socket exists', async () => {
+    const none = await refusedUpgrade(wsUrl, {});
+    expect(none.status).toBe(401);
+    expect(none.body).toMatchObject({ error: { type: 'invalid_api_key', code: 'invalid_api_key' } });
+    const wrong = await refusedUpgrade(wsUrl, { authorization: 'Bearer sk-gw-not-a-key' });
+    expect(wrong.status).toBe(401);
+    const elsewhere = await refusedUpgrade(wsUrl.replace('/v1/responses', '/v1/chat/completions'), { authorization: `Bearer ${harness.apiKey}` });
+    expect(elsewhere.status).toBe(404);
+  });
+
+  it('a key without credit: response.create is answered with a 402 error event, nothing reaches the upstream, nothing is charged', async () => {
+    const account = await ctlJson(harness.stack, 'accounts', 'create', '--name', 'ws-broke', '--credits', '0', '--tier', 'tier-1', '--json');
+    const brokeKey = (await ctlJson(harness.stack, 'keys', 'create', account.account_id!, '--name', 'ws-broke-key', '--json')).api_key!;
+    const client = await Client.open(wsUrl, brokeKey);
+    client.send({ model: MODEL, input: 'Charge me.' });
+    const [refused] = await client.turn();
+    expect(refused).toMatchObject({ type: 'error', status: 402, error: { code: expect.any(String), message: expect.any(String) } });
+    // The socket stays usable (a top-up would let the next response.create through).
+    client.send({ model: MODEL, input: 'Charge me again.' });
+    expect((await client.turn())[0]).toMatchObject({ type: 'error', status: 402 });
+    await client.close();
+    expect(upstream.requests).toHaveLength(0);
+    const balance = await fetch(`${harness.stack.url}/v1/account/balance`, { headers: { authorization: `Bearer ${account.provisioning_key}` } });
+    expect(((await balance.json()) as { balance: string }).balance).toMatch(/^0(\.0+)?$/);
+  });
+
+  it('a socket closed mid-response cuts the upstream and is charged once, exactly as an HTTP client leaving at the same point', async () => {
+    // The fake streams two chunks then goes silent: whoever leaves after them saw the same content.
+    const cutCost = async (leave: () => Promise<void>) => {
+      const before = await harness.charges(MODEL);
+      upstream.reset();
+      upstream.script({ text: 'alpha beta gamma delta', chunkCount: 4, stallAfterChunks: 2 });
+      await leave();
+      const after = await harness.chargesSettleAt(MODEL, before.requests + 1);
+      expect(upstream.requests).toHaveLength(1);
+      return after.costPico - before.costPico;
+    };
+    const overWebSocket = await cutCost(async () => {
+      const client = await Client.open(wsUrl, harness.apiKey);
+      client.send({ model: MODEL, input: 'Take your time.' });
+      await eventually(() => expect(client.events.filter((event) => event.type === 'response.output_text.delta')).toHaveLength(2), 10_000);
+      client.ws.terminate();
+    });
+    const overHttp = await cutCost(async () => {
+      const controller = new AbortController();
+      const response = await fetch(`${harness.stack.url}/v1/responses`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${harness.apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: MODEL, input: 'Take your time.', stream: true }),
+        signal: controller.signal,
+      });
+      const reader = response.body!.getReader();
+      let text = '';
+      while ((text.match(/event: response\.output_text\.delta/g) ?? []).length < 2) text += new TextDecoder().decode((await reader.read()).value);
+      controller.abort();
+    });
+    expect(overWebSocket).toBeGreaterThan(0n);
+    expect(overWebSocket).toBe(overHttp);
+  });
+});
