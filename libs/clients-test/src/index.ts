@@ -1,0 +1,3 @@
+export * from './client-stack.js';
+export * from './run-cli.js';
+export * from './tool-loop.js';

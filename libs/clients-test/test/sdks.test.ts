@@ -1,0 +1,196 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { Agent, OpenAIProvider, Runner, setTracingDisabled, tool as agentTool } from '@openai/agents';
+import { ChatAnthropic } from '@langchain/anthropic';
+import { ChatOpenAI } from '@langchain/openai';
+import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from '@langchain/core/messages';
+import { tool as langchainTool } from '@langchain/core/tools';
+import { createAnthropic } from '@ai-sdk/anthropic';
+import { createOpenAI } from '@ai-sdk/openai';
+import { generateText, stepCountIs, tool as aiTool, type LanguageModel } from 'ai';
+import {
+  ANTHROPIC_MODEL, OPENAI_MODEL, anthropicToolLoop, openAIToolLoop, startClientStack, type ClientStack, type ToolLoop,
+} from '../src/index.js';
+
+// Agent frameworks over the gateway, each running its own tool loop: the fake upstream calls the
+// framework's function tool, the framework runs it and sends its result back, the fake finishes with
+// text. OpenAI-side frameworks use the Responses API (served by the OpenAI-compatible fake through the
+// gateway's conversion), Anthropic-side ones the Messages API (served by the Anthropic-wire fake).
+
+const CITY = 'Lisbon';
+const FINAL_TEXT = 'It is sunny in Lisbon today.';
+const weatherOf = (city: string) => `forecast-${city}: sunny, 24C`;
+
+describe('agent frameworks', () => {
+  let fixture: ClientStack;
+  const originalFetch = globalThis.fetch;
+  /** Method and path of every inference request the frameworks sent to the gateway (through global fetch). */
+  let gatewayCalls: string[] = [];
+
+  beforeAll(async () => {
+    setTracingDisabled(true);
+    fixture = await startClientStack('sdks');
+    // The clients below are made after this, so they all take this fetch (each SDK's default).
+    globalThis.fetch = (input, init) => {
+      const url = new URL(input instanceof Request ? input.url : String(input));
+      if (url.origin === new URL(fixture.url).origin && !url.pathname.startsWith('/v1/account/')) {
+        gatewayCalls.push(`${init?.method ?? (input instanceof Request ? input.method : 'GET')} ${url.pathname}`);
+      }
+      return originalFetch(input, init);
+    };
+  });
+
+  afterAll(async () => {
+    globalThis.fetch = originalFetch;
+    await fixture?.stop();
+  });
+
+  beforeEach(() => {
+    fixture.openai.reset();
+    fixture.anthropic.reset();
+    gatewayCalls = [];
+  });
+
+  /** The framework spoke the dialect it was asked to: the tool call's turn and the final one, nothing else. */
+  function expectGatewayCalls(path: string, shown: string): void {
+    expect(gatewayCalls, shown).toEqual([`POST ${path}`, `POST ${path}`]);
+  }
+
+  /** The round trip happened exactly once and the tool's own output reached the upstream. */
+  function expectOneRoundTrip(loop: ToolLoop, shown: string): void {
+    expect(loop.calls, shown).toHaveLength(1);
+    expect(loop.results, shown).toHaveLength(1);
+    expect(loop.results[0], shown).toContain(weatherOf(CITY));
+  }
+
+  /** The client's own usage total is what the fake reported over the last `answers` answers. */
+  function expectUsageSeen(usage: { inputTokens?: number | undefined; outputTokens?: number | undefined }, answers: number, shown: string): void {
+    const last = fixture.reportedUsage.slice(-answers);
+    expect({ inputTokens: usage.inputTokens, outputTokens: usage.outputTokens }, shown).toEqual({
+      inputTokens: last.reduce((sum, one) => sum + one.prompt_tokens, 0),
+      outputTokens: last.reduce((sum, one) => sum + one.completion_tokens, 0),
+    });
+  }
+
+  const requestsOf = (which: 'openai' | 'anthropic') =>
+    JSON.stringify(fixture[which].requests.map((request) => ({ path: request.path, body: request.body })), null, 1);
+
+  it('OpenAI Agents SDK: a function tool over the Responses API', async () => {
+    const loop = openAIToolLoop(fixture, { tool: 'get_weather', input: { city: CITY }, finalText: FINAL_TEXT });
+    const weather = agentTool({
+      name: 'get_weather',
+      description: 'The weather in a city.',
+      parameters: z.object({ city: z.string() }),
+      execute: async ({ city }) => weatherOf(city),
+    });
+    const agent = new Agent({ name: 'forecaster', instructions: 'Answer with the forecast.', model: OPENAI_MODEL, tools: [weather] });
+    const runner = new Runner({
+      modelProvider: new OpenAIProvider({ apiKey: fixture.apiKey, baseURL: `${fixture.url}/v1`, useResponses: true }),
+      tracingDisabled: true,
+    });
+    const result = await runner.run(agent, `What is the weather in ${CITY}?`, { maxTurns: 4 });
+    const shown = requestsOf('openai');
+    expect(result.finalOutput, shown).toBe(FINAL_TEXT);
+    expectGatewayCalls('/v1/responses', shown);
+    expectOneRoundTrip(loop, shown);
+    await fixture.expectChargedExactly();
+  });
+
+  /** LangChain's own loop: invoke with bound tools, run each tool call, feed ToolMessages back, until text. */
+  async function langchainLoop(model: { bindTools: ChatOpenAI['bindTools'] } | ChatAnthropic): Promise<AIMessage> {
+    const weather = langchainTool(async ({ city }: { city: string }) => weatherOf(city), {
+      name: 'get_weather',
+      description: 'The weather in a city.',
+      schema: z.object({ city: z.string() }),
+    });
+    const bound = (model as ChatOpenAI).bindTools([weather]);
+    const messages: BaseMessage[] = [new HumanMessage(`What is the weather in ${CITY}?`)];
+    for (let turn = 0; turn < 4; turn++) {
+      const reply = (await bound.invoke(messages)) as AIMessage;
+      messages.push(reply);
+      if (!reply.tool_calls?.length) return reply;
+      for (const call of reply.tool_calls) {
+        const output = await weather.invoke(call.args as { city: string });
+        messages.push(new ToolMessage({ tool_call_id: call.id!, content: String(output) }));
+      }
+    }
+    throw new Error('the tool loop did not finish in 4 turns');
+  }
+
+  it('LangChain ChatOpenAI with useResponsesApi: a tool loop', async () => {
+    const loop = openAIToolLoop(fixture, { tool: 'get_weather', input: { city: CITY }, finalText: FINAL_TEXT });
+    const model = new ChatOpenAI({
+      model: OPENAI_MODEL,
+      apiKey: fixture.apiKey,
+      configuration: { baseURL: `${fixture.url}/v1` },
+      useResponsesApi: true,
+      maxRetries: 0,
+    });
+    const reply = await langchainLoop(model);
+    const shown = requestsOf('openai');
+    expect(reply.text, shown).toBe(FINAL_TEXT);
+    expectGatewayCalls('/v1/responses', shown);
+    expectOneRoundTrip(loop, shown);
+    await fixture.expectChargedExactly();
+  });
+
+  it('LangChain ChatAnthropic: a tool loop', async () => {
+    const loop = anthropicToolLoop(fixture, { tool: 'get_weather', input: { city: CITY }, finalText: FINAL_TEXT });
+    const model = new ChatAnthropic({
+      model: ANTHROPIC_MODEL,
+      apiKey: fixture.apiKey,
+      anthropicApiUrl: fixture.url,
+      maxRetries: 0,
+      maxTokens: 1024,
+    });
+    const reply = await langchainLoop(model);
+    const shown = requestsOf('anthropic');
+    expect(reply.text, shown).toBe(FINAL_TEXT);
+    expectGatewayCalls('/v1/messages', shown);
+    expectOneRoundTrip(loop, shown);
+    await fixture.expectChargedExactly();
+  });
+
+  /** The AI SDK's own loop: generateText with a tool and a step bound. */
+  async function aiSdkLoop(model: LanguageModel) {
+    return generateText({
+      model,
+      prompt: `What is the weather in ${CITY}?`,
+      tools: {
+        get_weather: aiTool({
+          description: 'The weather in a city.',
+          inputSchema: z.object({ city: z.string() }),
+          execute: async ({ city }) => weatherOf(city),
+        }),
+      },
+      stopWhen: stepCountIs(3),
+      maxRetries: 0,
+    });
+  }
+
+  it('Vercel AI SDK @ai-sdk/openai .responses(): generateText with a tool', async () => {
+    const loop = openAIToolLoop(fixture, { tool: 'get_weather', input: { city: CITY }, finalText: FINAL_TEXT });
+    const openai = createOpenAI({ apiKey: fixture.apiKey, baseURL: `${fixture.url}/v1` });
+    const result = await aiSdkLoop(openai.responses(OPENAI_MODEL));
+    const shown = requestsOf('openai');
+    expect(result.text, shown).toBe(FINAL_TEXT);
+    expect(result.steps, shown).toHaveLength(2);
+    expectGatewayCalls('/v1/responses', shown);
+    expectOneRoundTrip(loop, shown);
+    expectUsageSeen(result.totalUsage, 2, shown);
+    await fixture.expectChargedExactly();
+  });
+
+  it('Vercel AI SDK @ai-sdk/anthropic: generateText with a tool', async () => {
+    const loop = anthropicToolLoop(fixture, { tool: 'get_weather', input: { city: CITY }, finalText: FINAL_TEXT });
+    const anthropic = createAnthropic({ apiKey: fixture.apiKey, baseURL: `${fixture.url}/v1` });
+    const result = await aiSdkLoop(anthropic(ANTHROPIC_MODEL));
+    const shown = requestsOf('anthropic');
+    expect(result.text, shown).toBe(FINAL_TEXT);
+    expect(result.steps, shown).toHaveLength(2);
+    expectGatewayCalls('/v1/messages', shown);
+    expectOneRoundTrip(loop, shown);
+    expectUsageSeen(result.totalUsage, 2, shown);
+    await fixture.expectChargedExactly();
+  });
+});
