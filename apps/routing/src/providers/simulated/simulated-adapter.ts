@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { ChatRequest, ToolCall } from '@gateway/proto';
+import type { ChatRequest, Tool, ToolCall } from '@gateway/proto';
 import { countInputTokens, countTextTokens, emptyUsage, tokenizer, tokenizerBudget } from '../../usage/token-counter.js';
 import { sampleJsonForSchema } from './simulate-json.js';
 import { structuredOutputViolation, unsatisfiableSchema } from '../structured-output.js';
@@ -52,19 +52,45 @@ interface SimulatedAnswer {
   finishReason: string;
 }
 
+/**
+ * The tool the simulator calls, if any (README "The simulated provider"): the named one when `tool_choice`
+ * forces it, the first one under `required`; under `auto` (or no choice) when tools are offered, the last
+ * message is the user's and no tool result came since the last assistant turn, the first tool whose name
+ * appears in the user's text (case-insensitive), else the first tool. Never under `none`; after a tool
+ * result it answers text, so a client's tool loop ends.
+ */
+function chosenTool(request: ChatRequest, prompt: string): Tool | undefined {
+  const mode = request.toolChoice?.mode || 'auto';
+  if (mode === 'tool') return request.tools.find((tool) => tool.name === request.toolChoice?.toolName);
+  if (mode === 'required') return request.tools[0];
+  if (mode !== 'auto' || request.tools.length === 0) return undefined;
+  const messages = request.messages;
+  if (messages.at(-1)?.role !== 'user') return undefined;
+  for (let index = messages.length - 1; index >= 0 && messages[index]!.role !== 'assistant'; index--) {
+    if (messages[index]!.role === 'tool') return undefined;
+  }
+  const text = prompt.toLowerCase();
+  return request.tools.find((tool) => tool.name !== '' && text.includes(tool.name.toLowerCase())) ?? request.tools[0];
+}
+
+/** A tool call's arguments: a JSON object satisfying the tool's parameter schema, its strings made of the user's words. */
+function toolArguments(tool: Tool, prompt: string): string {
+  const schema = parseSchema(tool.parameters);
+  const declared = typeof schema === 'object' && schema !== null && ('properties' in schema || 'required' in schema || '$ref' in schema || 'allOf' in schema);
+  if (!declared) return '{}';
+  const words = prompt.split(/\s+/, 33).filter(Boolean).slice(0, 32).map((word) => word.slice(0, 64));
+  const value = sampleJsonForSchema(schema, words.length > 0 ? words : VOCABULARY);
+  return JSON.stringify(typeof value === 'object' && value !== null && !Array.isArray(value) ? value : {});
+}
+
 export function simulateAnswer(request: ChatRequest, upstreamModel: string): SimulatedAnswer {
   const prompt = lastUserText(request);
   const digest = createHash('sha256').update(upstreamModel).update('\0').update(prompt).digest();
-  const forcedTool =
-    request.toolChoice?.mode === 'tool'
-      ? request.tools.find((tool) => tool.name === request.toolChoice?.toolName)
-      : request.toolChoice?.mode === 'required'
-        ? request.tools[0]
-        : undefined;
-  if (forcedTool) {
+  const tool = chosenTool(request, prompt);
+  if (tool) {
     return {
       content: '',
-      toolCalls: [{ id: `call_${digest.subarray(0, 8).toString('hex')}`, name: forcedTool.name, arguments: JSON.stringify({ input: prompt.slice(0, 200) }) }],
+      toolCalls: [{ id: `call_${digest.subarray(0, 8).toString('hex')}`, name: tool.name, arguments: toolArguments(tool, prompt) }],
       finishReason: 'tool_calls',
     };
   }
