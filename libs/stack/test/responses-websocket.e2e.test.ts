@@ -285,3 +285,28 @@ describe('GET /v1/responses upgraded to a WebSocket, end to end', () => {
     expect(overWebSocket).toBe(overHttp);
   });
 });
+
+describe('the edge draining with WebSockets open', () => {
+  it('closes an idle socket with 1001 at once, a busy one with 1001 after its response completed', async () => {
+    const upstream = await startFakeUpstream();
+    const harness = await startChatHarness({ configYaml: catalog(upstream), providerSecrets: { [PROVIDER_KEY_ENV]: 'sk-ws-e2e' }, edge: { drainTimeoutMs: 10_000 } });
+    let stopped: Promise<void> | undefined;
+    try {
+      const wsUrl = `${harness.stack.url.replace(/^http/, 'ws')}/v1/responses`;
+      upstream.script({ text: 'one two three four five six', chunkCount: 6, chunkDelayMs: 150 });
+      const idle = await Client.open(wsUrl, harness.apiKey);
+      const busy = await Client.open(wsUrl, harness.apiKey);
+      busy.send({ model: MODEL, input: 'Take a moment.' });
+      await busy.until('response.output_text.delta');
+      stopped = harness.stop();
+      const events = await busy.turn();
+      expect(events.at(-1)!.type).toBe('response.completed');
+      expect(events.at(-1)!.response.output[0].content[0].text).toBe('one two three four five six');
+      await eventually(() => expect(busy.closedWith?.code).toBe(1001), 10_000);
+      expect(idle.closedWith?.code).toBe(1001);
+    } finally {
+      await (stopped ?? harness.stop());
+      await upstream.close();
+    }
+  }, 60_000);
+});
