@@ -15,11 +15,28 @@ export interface ToolLoop {
   results: string[];
 }
 
-export interface ToolLoopScript {
-  tool: string;
-  /** The tool's arguments as the fake sends them. */
+/** The call the fake makes: which tool, with which arguments. */
+export interface ToolCall {
+  name: string;
   input: Record<string, unknown>;
+}
+
+export interface ToolLoopScript {
+  /** The call to make given the names of the tools a request offers; undefined: no call (plain text). */
+  call: (offered: readonly string[]) => ToolCall | undefined;
   finalText: string;
+}
+
+/** A script's `call` for one named tool, made when the request offers it. */
+export function callTool(name: string, input: Record<string, unknown>): ToolLoopScript['call'] {
+  return (offered) => (offered.includes(name) ? { name, input } : undefined);
+}
+
+export type UpstreamKind = 'openai' | 'anthropic';
+
+/** Scripts the fake of `kind` for one round trip. */
+export function toolLoop(fixture: ClientStack, kind: UpstreamKind, script: ToolLoopScript): ToolLoop {
+  return kind === 'openai' ? openAIToolLoop(fixture, script) : anthropicToolLoop(fixture, script);
 }
 
 function textOf(content: unknown): string {
@@ -28,7 +45,7 @@ function textOf(content: unknown): string {
   return JSON.stringify(content ?? '');
 }
 
-/** Scripts the OpenAI-compatible fake (chat completions) for one round trip through `script.tool`. */
+/** Scripts the OpenAI-compatible fake (chat completions) for one round trip. */
 export function openAIToolLoop(fixture: ClientStack, script: ToolLoopScript): ToolLoop {
   const loop: ToolLoop = { calls: [], results: [] };
   fixture.openai.setFallback((request: RecordedRequest) => {
@@ -39,16 +56,16 @@ export function openAIToolLoop(fixture: ClientStack, script: ToolLoopScript): To
       loop.results.push(...answered.map((message) => textOf(message.content)));
       return { text: script.finalText, usage };
     }
-    const offered = (request.body?.tools ?? []).some((tool: any) => tool.function?.name === script.tool);
-    if (!offered) return { text: 'no tool offered', usage };
+    const call = script.call((request.body?.tools ?? []).map((tool: any) => String(tool.function?.name)));
+    if (!call) return { text: 'no tool offered', usage };
     const id = `call_fake${loop.calls.length + 1}`;
     loop.calls.push(id);
-    return { toolCalls: [{ id, name: script.tool, arguments: JSON.stringify(script.input) }], usage };
+    return { toolCalls: [{ id, name: call.name, arguments: JSON.stringify(call.input) }], usage };
   });
   return loop;
 }
 
-/** Scripts the Anthropic-wire fake (Messages API) for one round trip through `script.tool`. */
+/** Scripts the Anthropic-wire fake (Messages API) for one round trip. */
 export function anthropicToolLoop(fixture: ClientStack, script: ToolLoopScript): ToolLoop {
   const loop: ToolLoop = { calls: [], results: [] };
   fixture.anthropic.setFallback((request: RecordedRequest) => {
@@ -60,11 +77,11 @@ export function anthropicToolLoop(fixture: ClientStack, script: ToolLoopScript):
       loop.results.push(...answered.map((block) => textOf(block.content)));
       return { text: script.finalText, usage, thinking: false };
     }
-    const offered = (request.body?.tools ?? []).some((tool: any) => tool.name === script.tool);
-    if (!offered) return { text: 'no tool offered', usage, thinking: false };
+    const call = script.call((request.body?.tools ?? []).map((tool: any) => String(tool.name)));
+    if (!call) return { text: 'no tool offered', usage, thinking: false };
     const id = `toolu_fake${loop.calls.length + 1}`;
     loop.calls.push(id);
-    return { toolCalls: [{ id, name: script.tool, input: script.input }], usage, thinking: false };
+    return { toolCalls: [{ id, name: call.name, input: call.input }], usage, thinking: false };
   });
   return loop;
 }

@@ -3,10 +3,12 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ANTHROPIC_MODEL, anthropicToolLoop, describeRun, runCli, startClientStack, type ClientStack } from '../src/index.js';
+import {
+  ANTHROPIC_MODEL, OPENAI_MODEL, callTool, describeRun, runCli, startClientStack, toolLoop, type ClientStack, type UpstreamKind,
+} from '../src/index.js';
 
-// Claude Code (`claude -p`) against the gateway's Messages dialect, served by the Anthropic-wire fake:
-// the fake asks Claude Code to Read a file it alone knows the path of, Claude Code runs its own Read
+// Claude Code (`claude -p`) against the gateway's Messages dialect, served by the Anthropic-wire fake
+// and (through the gateway's conversion) by the OpenAI-compatible fake: the fake asks Claude Code to Read a file it alone knows the path of, Claude Code runs its own Read
 // tool and sends the file's text back as a tool_result, the fake answers with text, and Claude Code
 // prints it. The account pays exactly the usage the fake reported over every request Claude Code made.
 
@@ -28,21 +30,27 @@ describe('Claude Code', () => {
     if (home) await rm(home, { recursive: true, force: true });
   });
 
-  it('runs its Read tool for the model through the gateway and is charged exactly the reported usage', async () => {
-    const workdir = join(home, 'work');
-    const configDir = join(home, 'config');
+  const cases: Array<{ kind: UpstreamKind; model: string }> = [
+    { kind: 'anthropic', model: ANTHROPIC_MODEL },
+    { kind: 'openai', model: OPENAI_MODEL },
+  ];
+
+  it.each(cases)('runs its Read tool for a model on the $kind fake and is charged exactly the reported usage', async ({ kind, model }) => {
+    const before = fixture.reportedUsage.length;
+    const workdir = join(home, `work-${kind}`);
+    const configDir = join(home, `config-${kind}`);
     await mkdir(workdir);
     await mkdir(configDir);
     const secretPath = join(workdir, 'note.txt');
     const secret = `note-${Date.now()}-contents`;
     await writeFile(secretPath, `${secret}\n`);
 
-    const loop = anthropicToolLoop(fixture, { tool: 'Read', input: { file_path: secretPath }, finalText: FINAL_TEXT });
+    const loop = toolLoop(fixture, kind, { call: callTool('Read', { file_path: secretPath }), finalText: FINAL_TEXT });
 
     const run = await runCli(CLAUDE, [
       '-p', 'Read the file note.txt and tell me what it says.',
       '--output-format', 'json',
-      '--model', ANTHROPIC_MODEL,
+      '--model', model,
       '--allowedTools', 'Read',
       '--max-turns', '4',
     ], {
@@ -54,10 +62,10 @@ describe('Claude Code', () => {
         CLAUDE_CONFIG_DIR: configDir,
         ANTHROPIC_BASE_URL: fixture.url,
         ANTHROPIC_API_KEY: fixture.apiKey,
-        ANTHROPIC_SMALL_FAST_MODEL: ANTHROPIC_MODEL,
-        ANTHROPIC_DEFAULT_HAIKU_MODEL: ANTHROPIC_MODEL,
-        ANTHROPIC_DEFAULT_SONNET_MODEL: ANTHROPIC_MODEL,
-        ANTHROPIC_DEFAULT_OPUS_MODEL: ANTHROPIC_MODEL,
+        ANTHROPIC_SMALL_FAST_MODEL: model,
+        ANTHROPIC_DEFAULT_HAIKU_MODEL: model,
+        ANTHROPIC_DEFAULT_SONNET_MODEL: model,
+        ANTHROPIC_DEFAULT_OPUS_MODEL: model,
         DISABLE_AUTOUPDATER: '1',
         DISABLE_TELEMETRY: '1',
         DISABLE_ERROR_REPORTING: '1',
@@ -67,7 +75,7 @@ describe('Claude Code', () => {
         NO_PROXY: '127.0.0.1,localhost',
       },
     });
-    const shown = `${describeRun('claude', run)}\n--- requests ---\n${JSON.stringify(fixture.anthropic.requests.map((r) => ({ path: r.path, body: r.body })), null, 1).slice(0, 20_000)}`;
+    const shown = `${describeRun('claude', run)}\n--- requests ---\n${JSON.stringify(fixture[kind].requests.map((r) => ({ path: r.path, body: r.body })), null, 1).slice(0, 20_000)}`;
     expect(run.code, shown).toBe(0);
     expect(() => JSON.parse(run.stdout), shown).not.toThrow();
     const result = JSON.parse(run.stdout) as { type: string; subtype: string; is_error: boolean; result: string; usage: unknown };
@@ -79,7 +87,7 @@ describe('Claude Code', () => {
     expect(loop.results, shown).toHaveLength(1);
     expect(loop.results[0], shown).toContain(secret);
     // Claude Code's own account of the run is the usage the fake reported, passed through unchanged.
-    const reported = fixture.reportedUsage;
+    const reported = fixture.reportedUsage.slice(before);
     expect(result.usage, shown).toMatchObject({
       input_tokens: reported.reduce((sum, one) => sum + one.prompt_tokens, 0),
       output_tokens: reported.reduce((sum, one) => sum + one.completion_tokens, 0),

@@ -9,7 +9,7 @@ import { createAnthropic } from '@ai-sdk/anthropic';
 import { createOpenAI } from '@ai-sdk/openai';
 import { generateText, stepCountIs, tool as aiTool, type LanguageModel } from 'ai';
 import {
-  ANTHROPIC_MODEL, OPENAI_MODEL, anthropicToolLoop, openAIToolLoop, startClientStack, type ClientStack, type ToolLoop,
+  ANTHROPIC_MODEL, OPENAI_MODEL, anthropicToolLoop, callTool, openAIToolLoop, startClientStack, type ClientStack, type ToolLoop,
 } from '../src/index.js';
 
 // Agent frameworks over the gateway, each running its own tool loop: the fake upstream calls the
@@ -76,7 +76,7 @@ describe('agent frameworks', () => {
     JSON.stringify(fixture[which].requests.map((request) => ({ path: request.path, body: request.body })), null, 1);
 
   it('OpenAI Agents SDK: a function tool over the Responses API', async () => {
-    const loop = openAIToolLoop(fixture, { tool: 'get_weather', input: { city: CITY }, finalText: FINAL_TEXT });
+    const loop = openAIToolLoop(fixture, { call: callTool('get_weather', { city: CITY }), finalText: FINAL_TEXT });
     const weather = agentTool({
       name: 'get_weather',
       description: 'The weather in a city.',
@@ -118,7 +118,7 @@ describe('agent frameworks', () => {
   }
 
   it('LangChain ChatOpenAI with useResponsesApi: a tool loop', async () => {
-    const loop = openAIToolLoop(fixture, { tool: 'get_weather', input: { city: CITY }, finalText: FINAL_TEXT });
+    const loop = openAIToolLoop(fixture, { call: callTool('get_weather', { city: CITY }), finalText: FINAL_TEXT });
     const model = new ChatOpenAI({
       model: OPENAI_MODEL,
       apiKey: fixture.apiKey,
@@ -135,7 +135,7 @@ describe('agent frameworks', () => {
   });
 
   it('LangChain ChatAnthropic: a tool loop', async () => {
-    const loop = anthropicToolLoop(fixture, { tool: 'get_weather', input: { city: CITY }, finalText: FINAL_TEXT });
+    const loop = anthropicToolLoop(fixture, { call: callTool('get_weather', { city: CITY }), finalText: FINAL_TEXT });
     const model = new ChatAnthropic({
       model: ANTHROPIC_MODEL,
       apiKey: fixture.apiKey,
@@ -169,7 +169,7 @@ describe('agent frameworks', () => {
   }
 
   it('Vercel AI SDK @ai-sdk/openai .responses(): generateText with a tool', async () => {
-    const loop = openAIToolLoop(fixture, { tool: 'get_weather', input: { city: CITY }, finalText: FINAL_TEXT });
+    const loop = openAIToolLoop(fixture, { call: callTool('get_weather', { city: CITY }), finalText: FINAL_TEXT });
     const openai = createOpenAI({ apiKey: fixture.apiKey, baseURL: `${fixture.url}/v1` });
     const result = await aiSdkLoop(openai.responses(OPENAI_MODEL));
     const shown = requestsOf('openai');
@@ -182,7 +182,7 @@ describe('agent frameworks', () => {
   });
 
   it('Vercel AI SDK @ai-sdk/anthropic: generateText with a tool', async () => {
-    const loop = anthropicToolLoop(fixture, { tool: 'get_weather', input: { city: CITY }, finalText: FINAL_TEXT });
+    const loop = anthropicToolLoop(fixture, { call: callTool('get_weather', { city: CITY }), finalText: FINAL_TEXT });
     const anthropic = createAnthropic({ apiKey: fixture.apiKey, baseURL: `${fixture.url}/v1` });
     const result = await aiSdkLoop(anthropic(ANTHROPIC_MODEL));
     const shown = requestsOf('anthropic');
