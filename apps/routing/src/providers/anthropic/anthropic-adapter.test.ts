@@ -192,6 +192,19 @@ describe('AnthropicAdapter', () => {
     expect((await failureOf(iterator.next())).kind).toBe('connection');
   });
 
+  it('sends a conversation that starts with the assistant as the API takes it (the fake refuses an assistant first message, as Anthropic does)', async () => {
+    const chat = chatRequest([message('system', 'Be brief.'), message('assistant', 'Hello! What can I do?'), message('user', 'Tell me a joke.')]);
+    const whole = await adapter.chat(request(chat), signal());
+    expect(whole.choices[0]!.finishReason).toBe('stop');
+    const streamed = deltasOf(await collect(adapter.chatStream(request(chat), signal())));
+    expect(streamed.at(-1)!.finishReason).toBe('stop');
+    for (const sent of upstream.requests) {
+      expect(sent.body.messages.map((turn: { role: string }) => turn.role)).toEqual(['user', 'assistant', 'user']);
+      expect(sent.body.messages[1].content).toEqual([{ type: 'text', text: 'Hello! What can I do?' }]);
+    }
+    expect(upstream.requests).toHaveLength(2);
+  });
+
   it('round-trips a tool loop with its signed thinking: the fake verifies pairing, order and signature', async () => {
     const tools = [weatherTool];
     upstream.script({ toolCalls: [{ name: 'get_weather', input: { city: 'Paris' } }] });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ChatMessage, ChatRequest, ContentPart, ReasoningPart } from '@gateway/proto';
 import { ProviderError } from '../provider-adapter.js';
-import { convertToAnthropicRequest, DEFAULT_MAX_TOKENS, systemNote, THINKING_BUDGET_BY_EFFORT } from './convert-to-anthropic-request.js';
+import { convertToAnthropicRequest, DEFAULT_MAX_TOKENS, LEADING_USER_TEXT, systemNote, THINKING_BUDGET_BY_EFFORT } from './convert-to-anthropic-request.js';
 
 const base: ChatRequest = {
   context: undefined, modelId: 'm', routingStrategy: '', endpoint: 'messages', messages: [], tools: [], stop: [],
@@ -299,6 +299,22 @@ describe('convertToAnthropicRequest', () => {
     expect(body.messages[1]!.content).toEqual([
       { type: 'tool_use', id: 't1', name: 'f', input: {} },
       { type: 'tool_use', id: 't2', name: 'f', input: {} },
+    ]);
+  });
+
+  it('opens with a minimal user turn when the conversation starts with the assistant (Anthropic: the first message must use the user role)', () => {
+    const { body } = convert({ messages: [message('system', 'Be a pirate.'), message('assistant', 'Ahoy! How may I help?'), message('user', 'Where is the treasure?')] });
+    expect(body.system).toEqual([{ type: 'text', text: 'Be a pirate.' }]);
+    expect(body.messages).toEqual([
+      { role: 'user', content: [{ type: 'text', text: LEADING_USER_TEXT }] },
+      { role: 'assistant', content: [{ type: 'text', text: 'Ahoy! How may I help?' }] },
+      { role: 'user', content: [{ type: 'text', text: 'Where is the treasure?' }] },
+    ]);
+    // An assistant turn alone is a prefill after that user turn; an empty assistant message left out first changes nothing.
+    expect(convert({ messages: [message('assistant', [], {}), message('user', 'hi')] }).body.messages).toEqual([{ role: 'user', content: [{ type: 'text', text: 'hi' }] }]);
+    expect(convert({ messages: [message('assistant', 'Once upon ')] }).body.messages).toEqual([
+      { role: 'user', content: [{ type: 'text', text: LEADING_USER_TEXT }] },
+      { role: 'assistant', content: [{ type: 'text', text: 'Once upon' }] },
     ]);
   });
 

@@ -243,6 +243,9 @@ function toolLoopLacksThinking(messages: readonly AnthropicMessage[]): boolean {
   return first !== undefined && first.type !== 'thinking' && first.type !== 'redacted_thinking';
 }
 
+/** The user turn put before a conversation that starts with the assistant (Anthropic wants a user turn first). */
+export const LEADING_USER_TEXT = '(conversation start)';
+
 /** The conversation as alternating Anthropic turns, plus the leading system text. */
 function convertMessages(messages: readonly ChatMessage[], tools: ToolIdentifiers, providerId: string) {
   const system: AnthropicTextBlock[] = [];
@@ -301,6 +304,10 @@ function convertMessages(messages: readonly ChatMessage[], tools: ToolIdentifier
   // Only instructions and no conversation (OpenAI answers those): Anthropic needs a user turn, so the
   // instructions are it.
   if (converted.length === 0 && system.length > 0) return { system: [], messages: [{ role: 'user', content: system } as AnthropicMessage] };
+  // A conversation that opens with the assistant (a greeting, a trimmed history; OpenAI takes it) is refused
+  // with 400 "messages: first message must use the user role" (Bedrock does; Anthropic's own API did through
+  // 2024, and the fake does): a minimal user turn goes first, the assistant's words kept as they were.
+  if (converted[0]?.role === 'assistant') converted.unshift({ role: 'user', content: [{ type: 'text', text: LEADING_USER_TEXT }] } as AnthropicMessage);
   return { system, messages: converted };
 }
 
