@@ -7,7 +7,7 @@ import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from '@langcha
 import { tool as langchainTool } from '@langchain/core/tools';
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { createOpenAI } from '@ai-sdk/openai';
-import { generateText, stepCountIs, tool as aiTool, type LanguageModel } from 'ai';
+import { generateText, stepCountIs, streamText, tool as aiTool, type LanguageModel } from 'ai';
 import {
   ANTHROPIC_MODEL, OPENAI_MODEL, anthropicToolLoop, callTool, openAIToolLoop, startClientStack, type ClientStack, type ToolLoop,
 } from '../src/index.js';
@@ -34,7 +34,9 @@ describe('agent frameworks', () => {
     globalThis.fetch = (input, init) => {
       const url = new URL(input instanceof Request ? input.url : String(input));
       if (url.origin === new URL(fixture.url).origin && !url.pathname.startsWith('/v1/account/')) {
-        gatewayCalls.push(`${init?.method ?? (input instanceof Request ? input.method : 'GET')} ${url.pathname}`);
+        let streamed = false;
+        try { streamed = typeof init?.body === 'string' && JSON.parse(init.body).stream === true; } catch { /* not JSON */ }
+        gatewayCalls.push(`${init?.method ?? (input instanceof Request ? input.method : 'GET')} ${url.pathname}${streamed ? ' stream' : ''}`);
       }
       return originalFetch(input, init);
     };
@@ -51,9 +53,10 @@ describe('agent frameworks', () => {
     gatewayCalls = [];
   });
 
-  /** The framework spoke the dialect it was asked to: the tool call's turn and the final one, nothing else. */
-  function expectGatewayCalls(path: string, shown: string): void {
-    expect(gatewayCalls, shown).toEqual([`POST ${path}`, `POST ${path}`]);
+  /** The framework spoke the dialect it was asked to, streamed or not: the tool call's turn and the final one, nothing else. */
+  function expectGatewayCalls(path: string, stream: boolean, shown: string): void {
+    const call = `POST ${path}${stream ? ' stream' : ''}`;
+    expect(gatewayCalls, shown).toEqual([call, call]);
   }
 
   /** The round trip happened exactly once and the tool's own output reached the upstream. */
@@ -75,122 +78,146 @@ describe('agent frameworks', () => {
   const requestsOf = (which: 'openai' | 'anthropic') =>
     JSON.stringify(fixture[which].requests.map((request) => ({ path: request.path, body: request.body })), null, 1);
 
-  it('OpenAI Agents SDK: a function tool over the Responses API', async () => {
-    const loop = openAIToolLoop(fixture, { call: callTool('get_weather', { city: CITY }), finalText: FINAL_TEXT });
-    const weather = agentTool({
-      name: 'get_weather',
-      description: 'The weather in a city.',
-      parameters: z.object({ city: z.string() }),
-      execute: async ({ city }) => weatherOf(city),
-    });
-    const agent = new Agent({ name: 'forecaster', instructions: 'Answer with the forecast.', model: OPENAI_MODEL, tools: [weather] });
-    const runner = new Runner({
-      modelProvider: new OpenAIProvider({ apiKey: fixture.apiKey, baseURL: `${fixture.url}/v1`, useResponses: true }),
-      tracingDisabled: true,
-    });
-    const result = await runner.run(agent, `What is the weather in ${CITY}?`, { maxTurns: 4 });
-    const shown = requestsOf('openai');
-    expect(result.finalOutput, shown).toBe(FINAL_TEXT);
-    expectGatewayCalls('/v1/responses', shown);
-    expectOneRoundTrip(loop, shown);
-    await fixture.expectChargedExactly();
-  });
+  for (const stream of [false, true]) {
+    const mode = stream ? 'streamed' : 'not streamed';
 
-  /** LangChain's own loop: invoke with bound tools, run each tool call, feed ToolMessages back, until text. */
-  async function langchainLoop(model: { bindTools: ChatOpenAI['bindTools'] } | ChatAnthropic): Promise<AIMessage> {
-    const weather = langchainTool(async ({ city }: { city: string }) => weatherOf(city), {
-      name: 'get_weather',
-      description: 'The weather in a city.',
-      schema: z.object({ city: z.string() }),
-    });
-    const bound = (model as ChatOpenAI).bindTools([weather]);
-    const messages: BaseMessage[] = [new HumanMessage(`What is the weather in ${CITY}?`)];
-    for (let turn = 0; turn < 4; turn++) {
-      const reply = (await bound.invoke(messages)) as AIMessage;
-      messages.push(reply);
-      if (!reply.tool_calls?.length) return reply;
-      for (const call of reply.tool_calls) {
-        const output = await weather.invoke(call.args as { city: string });
-        messages.push(new ToolMessage({ tool_call_id: call.id!, content: String(output) }));
+    it(`OpenAI Agents SDK: a function tool over the Responses API, ${mode}`, async () => {
+      const loop = openAIToolLoop(fixture, { call: callTool('get_weather', { city: CITY }), finalText: FINAL_TEXT });
+      const weather = agentTool({
+        name: 'get_weather',
+        description: 'The weather in a city.',
+        parameters: z.object({ city: z.string() }),
+        execute: async ({ city }) => weatherOf(city),
+      });
+      const agent = new Agent({ name: 'forecaster', instructions: 'Answer with the forecast.', model: OPENAI_MODEL, tools: [weather] });
+      const runner = new Runner({
+        modelProvider: new OpenAIProvider({ apiKey: fixture.apiKey, baseURL: `${fixture.url}/v1`, useResponses: true }),
+        tracingDisabled: true,
+      });
+      const input = `What is the weather in ${CITY}?`;
+      let finalOutput: unknown;
+      if (stream) {
+        const result = await runner.run(agent, input, { maxTurns: 4, stream: true });
+        for await (const _event of result) { /* drained */ }
+        await result.completed;
+        finalOutput = result.finalOutput;
+      } else {
+        finalOutput = (await runner.run(agent, input, { maxTurns: 4 })).finalOutput;
       }
+      const shown = requestsOf('openai');
+      expect(finalOutput, shown).toBe(FINAL_TEXT);
+      expectGatewayCalls('/v1/responses', stream, shown);
+      expectOneRoundTrip(loop, shown);
+      await fixture.expectChargedExactly();
+    });
+
+    /** LangChain's own loop: invoke with bound tools, run each tool call, feed ToolMessages back, until text. */
+    async function langchainLoop(model: { bindTools: ChatOpenAI['bindTools'] } | ChatAnthropic): Promise<AIMessage> {
+      const weather = langchainTool(async ({ city }: { city: string }) => weatherOf(city), {
+        name: 'get_weather',
+        description: 'The weather in a city.',
+        schema: z.object({ city: z.string() }),
+      });
+      const bound = (model as ChatOpenAI).bindTools([weather]);
+      const messages: BaseMessage[] = [new HumanMessage(`What is the weather in ${CITY}?`)];
+      for (let turn = 0; turn < 4; turn++) {
+        const reply = (await bound.invoke(messages)) as AIMessage;
+        messages.push(reply);
+        if (!reply.tool_calls?.length) return reply;
+        for (const call of reply.tool_calls) {
+          const output = await weather.invoke(call.args as { city: string });
+          messages.push(new ToolMessage({ tool_call_id: call.id!, content: String(output) }));
+        }
+      }
+      throw new Error('the tool loop did not finish in 4 turns');
     }
-    throw new Error('the tool loop did not finish in 4 turns');
+
+    it(`LangChain ChatOpenAI with useResponsesApi: a tool loop, ${mode}`, async () => {
+      const loop = openAIToolLoop(fixture, { call: callTool('get_weather', { city: CITY }), finalText: FINAL_TEXT });
+      const model = new ChatOpenAI({
+        model: OPENAI_MODEL,
+        apiKey: fixture.apiKey,
+        configuration: { baseURL: `${fixture.url}/v1` },
+        useResponsesApi: true,
+        streaming: stream,
+        maxRetries: 0,
+      });
+      const reply = await langchainLoop(model);
+      const shown = requestsOf('openai');
+      expect(reply.text, shown).toBe(FINAL_TEXT);
+      expectGatewayCalls('/v1/responses', stream, shown);
+      expectOneRoundTrip(loop, shown);
+      await fixture.expectChargedExactly();
+    });
+
+    it(`LangChain ChatAnthropic: a tool loop, ${mode}`, async () => {
+      const loop = anthropicToolLoop(fixture, { call: callTool('get_weather', { city: CITY }), finalText: FINAL_TEXT });
+      const model = new ChatAnthropic({
+        model: ANTHROPIC_MODEL,
+        apiKey: fixture.apiKey,
+        anthropicApiUrl: fixture.url,
+        maxRetries: 0,
+        maxTokens: 1024,
+        streaming: stream,
+      });
+      const reply = await langchainLoop(model);
+      const shown = requestsOf('anthropic');
+      expect(reply.text, shown).toBe(FINAL_TEXT);
+      expectGatewayCalls('/v1/messages', stream, shown);
+      expectOneRoundTrip(loop, shown);
+      await fixture.expectChargedExactly();
+    });
+
+    /** The AI SDK's own loop: generateText (or streamText, drained) with a tool and a step bound. */
+    async function aiSdkLoop(model: LanguageModel, stream: boolean) {
+      const options = {
+        model,
+        prompt: `What is the weather in ${CITY}?`,
+        tools: {
+          get_weather: aiTool({
+            description: 'The weather in a city.',
+            inputSchema: z.object({ city: z.string() }),
+            execute: async ({ city }) => weatherOf(city),
+          }),
+        },
+        stopWhen: stepCountIs(3),
+        maxRetries: 0,
+      };
+      if (!stream) {
+        const result = await generateText(options);
+        return { text: result.text, steps: result.steps, totalUsage: result.totalUsage };
+      }
+      let failure: unknown;
+      const result = streamText({ ...options, onError: ({ error }) => { failure = error; } });
+      const text = await result.text;
+      if (failure) throw failure;
+      return { text, steps: await result.steps, totalUsage: await result.totalUsage };
+    }
+
+    it(`Vercel AI SDK @ai-sdk/openai .responses(): ${stream ? 'streamText' : 'generateText'} with a tool`, async () => {
+      const loop = openAIToolLoop(fixture, { call: callTool('get_weather', { city: CITY }), finalText: FINAL_TEXT });
+      const openai = createOpenAI({ apiKey: fixture.apiKey, baseURL: `${fixture.url}/v1` });
+      const result = await aiSdkLoop(openai.responses(OPENAI_MODEL), stream);
+      const shown = requestsOf('openai');
+      expect(result.text, shown).toBe(FINAL_TEXT);
+      expect(result.steps, shown).toHaveLength(2);
+      expectGatewayCalls('/v1/responses', stream, shown);
+      expectOneRoundTrip(loop, shown);
+      expectUsageSeen(result.totalUsage, 2, shown);
+      await fixture.expectChargedExactly();
+    });
+
+    it(`Vercel AI SDK @ai-sdk/anthropic: ${stream ? 'streamText' : 'generateText'} with a tool`, async () => {
+      const loop = anthropicToolLoop(fixture, { call: callTool('get_weather', { city: CITY }), finalText: FINAL_TEXT });
+      const anthropic = createAnthropic({ apiKey: fixture.apiKey, baseURL: `${fixture.url}/v1` });
+      const result = await aiSdkLoop(anthropic(ANTHROPIC_MODEL), stream);
+      const shown = requestsOf('anthropic');
+      expect(result.text, shown).toBe(FINAL_TEXT);
+      expect(result.steps, shown).toHaveLength(2);
+      expectGatewayCalls('/v1/messages', stream, shown);
+      expectOneRoundTrip(loop, shown);
+      expectUsageSeen(result.totalUsage, 2, shown);
+      await fixture.expectChargedExactly();
+    });
   }
-
-  it('LangChain ChatOpenAI with useResponsesApi: a tool loop', async () => {
-    const loop = openAIToolLoop(fixture, { call: callTool('get_weather', { city: CITY }), finalText: FINAL_TEXT });
-    const model = new ChatOpenAI({
-      model: OPENAI_MODEL,
-      apiKey: fixture.apiKey,
-      configuration: { baseURL: `${fixture.url}/v1` },
-      useResponsesApi: true,
-      maxRetries: 0,
-    });
-    const reply = await langchainLoop(model);
-    const shown = requestsOf('openai');
-    expect(reply.text, shown).toBe(FINAL_TEXT);
-    expectGatewayCalls('/v1/responses', shown);
-    expectOneRoundTrip(loop, shown);
-    await fixture.expectChargedExactly();
-  });
-
-  it('LangChain ChatAnthropic: a tool loop', async () => {
-    const loop = anthropicToolLoop(fixture, { call: callTool('get_weather', { city: CITY }), finalText: FINAL_TEXT });
-    const model = new ChatAnthropic({
-      model: ANTHROPIC_MODEL,
-      apiKey: fixture.apiKey,
-      anthropicApiUrl: fixture.url,
-      maxRetries: 0,
-      maxTokens: 1024,
-    });
-    const reply = await langchainLoop(model);
-    const shown = requestsOf('anthropic');
-    expect(reply.text, shown).toBe(FINAL_TEXT);
-    expectGatewayCalls('/v1/messages', shown);
-    expectOneRoundTrip(loop, shown);
-    await fixture.expectChargedExactly();
-  });
-
-  /** The AI SDK's own loop: generateText with a tool and a step bound. */
-  async function aiSdkLoop(model: LanguageModel) {
-    return generateText({
-      model,
-      prompt: `What is the weather in ${CITY}?`,
-      tools: {
-        get_weather: aiTool({
-          description: 'The weather in a city.',
-          inputSchema: z.object({ city: z.string() }),
-          execute: async ({ city }) => weatherOf(city),
-        }),
-      },
-      stopWhen: stepCountIs(3),
-      maxRetries: 0,
-    });
-  }
-
-  it('Vercel AI SDK @ai-sdk/openai .responses(): generateText with a tool', async () => {
-    const loop = openAIToolLoop(fixture, { call: callTool('get_weather', { city: CITY }), finalText: FINAL_TEXT });
-    const openai = createOpenAI({ apiKey: fixture.apiKey, baseURL: `${fixture.url}/v1` });
-    const result = await aiSdkLoop(openai.responses(OPENAI_MODEL));
-    const shown = requestsOf('openai');
-    expect(result.text, shown).toBe(FINAL_TEXT);
-    expect(result.steps, shown).toHaveLength(2);
-    expectGatewayCalls('/v1/responses', shown);
-    expectOneRoundTrip(loop, shown);
-    expectUsageSeen(result.totalUsage, 2, shown);
-    await fixture.expectChargedExactly();
-  });
-
-  it('Vercel AI SDK @ai-sdk/anthropic: generateText with a tool', async () => {
-    const loop = anthropicToolLoop(fixture, { call: callTool('get_weather', { city: CITY }), finalText: FINAL_TEXT });
-    const anthropic = createAnthropic({ apiKey: fixture.apiKey, baseURL: `${fixture.url}/v1` });
-    const result = await aiSdkLoop(anthropic(ANTHROPIC_MODEL));
-    const shown = requestsOf('anthropic');
-    expect(result.text, shown).toBe(FINAL_TEXT);
-    expect(result.steps, shown).toHaveLength(2);
-    expectGatewayCalls('/v1/messages', shown);
-    expectOneRoundTrip(loop, shown);
-    expectUsageSeen(result.totalUsage, 2, shown);
-    await fixture.expectChargedExactly();
-  });
 });
