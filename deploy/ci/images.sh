@@ -20,7 +20,7 @@ DATABASE=gateway_images_ci
 export GATEWAY_DATABASE_URL=postgres://postgres@127.0.0.1:5432/$DATABASE
 export NATS_NAMESPACE=images-ci-$(date +%s)
 export EDGE_PORT=${EDGE_PORT:-8080}
-export EDGE_URL=http://127.0.0.1:$EDGE_PORT
+export EDGE_URL=http://127.0.0.1:$EDGE_PORT EDGE_PUBLIC_URL=http://127.0.0.1:$EDGE_PORT
 # Secrets of this run only.
 GATEWAY_INTERNAL_TOKEN=$(openssl rand -hex 32); GATEWAY_ADMIN_TOKEN=$(openssl rand -hex 32); KEY_HASH_SECRET=$(openssl rand -hex 32)
 export GATEWAY_INTERNAL_TOKEN GATEWAY_ADMIN_TOKEN KEY_HASH_SECRET
@@ -83,7 +83,7 @@ for app in "${APPS[@]}"; do
       if $DOCKER run --rm --network host "$image" node -e "require('child_process').execFileSync(require('@ffmpeg-installer/ffmpeg').path, ['-version'])" >/dev/null 2>&1
       then pass "$app: holds ffmpeg and can run it"; else fail "$app: no runnable ffmpeg"; fi ;;
     *)
-      if $DOCKER run --rm --network host --entrypoint sh "$image" -c '! ls -d /app/node_modules/@ffmpeg-installer 2>/dev/null && ! find / -xdev -name "ffmpeg*" -print | grep -q .'
+      if $DOCKER run --rm --network host --entrypoint sh "$image" -c '! ls -d /app/node_modules/@ffmpeg-installer 2>/dev/null && ! find / -xdev -type f -name ffmpeg 2>/dev/null | grep -q .'
       then pass "$app: no ffmpeg in the image"; else fail "$app: the image holds ffmpeg"; fi ;;
   esac
 done

@@ -44,7 +44,7 @@ async function post(path, body, headers) {
 
 /** The SSE events of a whole answer: [{ event, data }], data as text. */
 async function sse(response) {
-  assert(response.status === 200, `HTTP ${response.status}: ${await response.text()}`);
+  if (response.status !== 200) throw new Error(`HTTP ${response.status}: ${await response.text()}`);
   assert((response.headers.get('content-type') ?? '').startsWith('text/event-stream'), `content-type ${response.headers.get('content-type')}`);
   const text = await response.text();
   return text.split(/\r?\n\r?\n/).filter((block) => block.trim()).map((block) => {
@@ -117,7 +117,7 @@ async function requests() {
   });
 
   await check('speech', async () => {
-    const response = await post('/v1/audio/speech', { model: 'speech-1', voice: 'alloy', input: 'Hello from the images check', response_format: 'wav' });
+    const response = await post('/v1/audio/speech', { model: 'orbit/speech-1', voice: 'alloy', input: 'Hello from the images check', response_format: 'wav' });
     const bytes = Buffer.from(await response.arrayBuffer());
     assert(response.status === 200, `HTTP ${response.status}: ${bytes.toString('utf8', 0, 300)}`);
     assert(bytes.length > 1000 && bytes.toString('latin1', 0, 4) === 'RIFF', `${bytes.length} bytes, starts ${JSON.stringify(bytes.toString('latin1', 0, 4))}`);
@@ -126,7 +126,7 @@ async function requests() {
 
   await check('transcription', async () => {
     const form = new FormData();
-    form.append('model', 'transcribe-1');
+    form.append('model', 'orbit/transcribe-1');
     form.append('file', new Blob([wav()], { type: 'audio/wav' }), 'tone.wav');
     const response = await fetch(`${edge}/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${apiKey}` }, body: form });
     const body = await response.json();
@@ -141,6 +141,8 @@ async function requests() {
     assert(response.status === 200, `HTTP ${response.status}: ${JSON.stringify(body)}`);
     const url = body.data?.[0]?.url;
     assert(typeof url === 'string', `no url in ${JSON.stringify(body).slice(0, 300)}`);
+    // The edge's EDGE_PUBLIC_URL is the origin of hosted image URLs.
+    if (process.env.EDGE_PUBLIC_URL) assert(url.startsWith(`${process.env.EDGE_PUBLIC_URL}/`), `${url} is not under EDGE_PUBLIC_URL ${process.env.EDGE_PUBLIC_URL}`);
     const image = await fetch(url);
     const bytes = Buffer.from(await image.arrayBuffer());
     assert(image.status === 200, `GET ${url}: HTTP ${image.status}`);
@@ -159,7 +161,7 @@ async function balance() {
 async function drain(container) {
   // A speech request in flight when the edge gets SIGTERM must finish; `docker stop` must return
   // before the grace period ends, and the container exit 0.
-  const speech = await post('/v1/audio/speech', { model: 'speech-1', voice: 'alloy', response_format: 'wav', input: Array.from({ length: 150 }, (_, i) => `word${i}`).join(' ') });
+  const speech = await post('/v1/audio/speech', { model: 'orbit/speech-1', voice: 'alloy', response_format: 'wav', input: Array.from({ length: 150 }, (_, i) => `word${i}`).join(' ') });
   const started = performance.now();
   const stop = promisify(execFile)(docker, ['stop', container]);
   const bytes = Buffer.from(await speech.arrayBuffer());
