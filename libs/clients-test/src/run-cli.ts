@@ -9,16 +9,23 @@ export interface CliRun {
 
 /**
  * Runs a client's command line to its end (stdin closed, so nothing can wait for an answer), killing it
- * after `timeoutMs`. The result carries everything it printed, for a failing test to show.
+ * and everything it started (its own process group: the npm launchers run a native binary) after
+ * `timeoutMs`. The result carries everything it printed, for a failing test to show.
  */
 export function runCli(command: string, args: readonly string[], options: { env: NodeJS.ProcessEnv; cwd: string; timeoutMs: number }): Promise<CliRun> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { env: options.env, cwd: options.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(command, args, { env: options.env, cwd: options.cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     const stdout: Buffer[] = [];
     const stderr: Buffer[] = [];
     child.stdout.on('data', (chunk: Buffer) => stdout.push(chunk));
     child.stderr.on('data', (chunk: Buffer) => stderr.push(chunk));
-    const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs);
+    const timer = setTimeout(() => {
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        child.kill('SIGKILL');
+      }
+    }, options.timeoutMs);
     child.on('error', (error) => {
       clearTimeout(timer);
       reject(error);

@@ -13,7 +13,9 @@ import {
 // prints it. The account pays exactly the usage the fake reported over every request Claude Code made.
 
 const require = createRequire(import.meta.url);
-const CLAUDE = join(require.resolve('@anthropic-ai/claude-code/package.json'), '..', 'bin', 'claude.exe');
+// The package's own launcher: it runs the platform package's native binary (bin/claude.exe is that binary
+// only when the postinstall script ran; the launcher works either way).
+const CLAUDE = join(require.resolve('@anthropic-ai/claude-code/package.json'), '..', 'cli-wrapper.cjs');
 const FINAL_TEXT = 'The file says the gateway works.';
 
 describe('Claude Code', () => {
@@ -47,7 +49,8 @@ describe('Claude Code', () => {
 
     const loop = toolLoop(fixture, kind, { call: callTool('Read', { file_path: secretPath }), finalText: FINAL_TEXT });
 
-    const run = await runCli(CLAUDE, [
+    const run = await runCli(process.execPath, [
+      CLAUDE,
       '-p', 'Read the file note.txt and tell me what it says.',
       '--output-format', 'json',
       '--model', model,
