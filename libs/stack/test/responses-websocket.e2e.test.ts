@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
+import { parseCredits } from '@gateway/platform';
 import { ctlJson } from './configured-stack.js';
 import { pricedTokens, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
 
@@ -223,6 +224,80 @@ describe('GET /v1/responses upgraded to a WebSocket, end to end', () => {
     other.send({ model: MODEL, store: false, previous_response_id: first.at(-1)!.response.id, input: 'Hi.' });
     expect((await other.turn())[0]).toMatchObject({ type: 'error', error: { code: 'previous_response_not_found' } });
     await other.close();
+  });
+
+  it('generate: false (Codex\'s warm-up): a response with no output and zero usage, no upstream request, nothing charged; a continuation from its id carries the warmed input and is charged exactly the fake\'s usage', async () => {
+    const before = await harness.charges(MODEL);
+    const balanceBefore = await harness.balance();
+    const client = await Client.open(wsUrl, harness.apiKey);
+    const tools = [{ type: 'function', name: 'lookup', parameters: { type: 'object', properties: {} } }];
+    client.send({ model: MODEL, store: false, generate: false, tools, input: [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Remember the code word: cobalt.' }] }] });
+    const warm = await client.turn();
+    expect(warm.map((event) => event.type)).toEqual(['response.created', 'response.in_progress', 'response.completed']);
+    expect(warm.map((event) => event.sequence_number)).toEqual([0, 1, 2]);
+    const warmed = warm.at(-1)!.response;
+    expect(warmed).toMatchObject({ object: 'response', status: 'completed', model: MODEL, output: [], error: null });
+    expect(warmed.usage).toEqual({ input_tokens: 0, input_tokens_details: { cached_tokens: 0 }, output_tokens: 0, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 0 });
+    expect(warm[0]!.response.id).toBe(warmed.id);
+    expect(upstream.requests).toHaveLength(0);
+
+    upstream.script({ text: 'cobalt', usage: { prompt_tokens: 14, completion_tokens: 3 } });
+    client.send({ model: MODEL, store: false, tools, previous_response_id: warmed.id, input: [{ type: 'message', role: 'user', content: 'What is the code word?' }] });
+    const next = await client.turn();
+    await client.close();
+    expect(next.at(-1)!.type).toBe('response.completed');
+    expect(next.at(-1)!.response.output[0].content[0].text).toBe('cobalt');
+    expect(upstream.requests).toHaveLength(1);
+    expect(messagesOf(upstream, 0).map((message) => message.role)).toEqual(['user', 'user']);
+    expect(JSON.stringify(messagesOf(upstream, 0)[0]!.content)).toContain('Remember the code word: cobalt.');
+    expect(messagesOf(upstream, 0)[1]).toEqual({ role: 'user', content: 'What is the code word?' });
+
+    // One charge, the continuation's: exactly the fake's usage; the balance moved by exactly that.
+    const after = await harness.chargesSettleAt(MODEL, before.requests + 1);
+    const cost = pricedTokens(14, 3, INPUT_PRICE, OUTPUT_PRICE);
+    expect(after.costPico - before.costPico).toBe(cost);
+    expect(parseCredits(balanceBefore) - parseCredits(await harness.balance())).toBe(cost);
+  });
+
+  it('generate: false still checks the key, the body and the model: a bad one is an error event and nothing is remembered', async () => {
+    const client = await Client.open(wsUrl, harness.apiKey);
+    client.send({ model: 'testco/no-such-model', generate: false, input: 'Warm up.' });
+    expect((await client.turn())[0]).toMatchObject({ type: 'error', status: 400, error: { code: 'model_not_found' } });
+    client.send({ model: MODEL, generate: false, input: [{ type: 'function_call_output', call_id: 'call_nobody_made', output: 'x' }] });
+    expect((await client.turn())[0]).toMatchObject({ type: 'error', status: 400, error: { code: 'tool_output_unmatched' } });
+    client.send({ model: MODEL, generate: 'no', input: 'Warm up.' });
+    expect((await client.turn())[0]).toMatchObject({ type: 'error', status: 400, error: { param: 'generate' } });
+    await client.close();
+    expect(upstream.requests).toHaveLength(0);
+  });
+
+  it('an in-band compaction (compaction_trigger) over the socket: the summary request upstream, one sealed compaction item, charged once; a continuation from it carries the compacted window', async () => {
+    const before = await harness.charges(MODEL);
+    upstream.script({ text: 'OK.', usage: { prompt_tokens: 10, completion_tokens: 2 } }, { text: 'Summary: the code word is cobalt.', usage: { prompt_tokens: 30, completion_tokens: 8 } }, { text: 'cobalt', usage: { prompt_tokens: 12, completion_tokens: 1 } });
+    const client = await Client.open(wsUrl, harness.apiKey);
+    client.send({ model: MODEL, store: false, input: 'Remember the code word: cobalt. Reply with OK.' });
+    const first = (await client.turn()).at(-1)!.response;
+    // Codex's incremental form: the previous response, then only the trigger.
+    client.send({ model: MODEL, store: false, previous_response_id: first.id, input: [{ type: 'compaction_trigger' }] });
+    const compaction = await client.turn();
+    expect(compaction.map((event) => event.type)).toEqual(['response.created', 'response.in_progress', 'response.output_item.added', 'response.output_item.done', 'response.completed']);
+    const item = compaction[3]!.item;
+    expect(item).toMatchObject({ type: 'compaction', encrypted_content: expect.stringMatching(/^gw1\./) });
+    expect(compaction.at(-1)!.response.output).toEqual([item]);
+    expect(messagesOf(upstream, 1).map((message) => message.role)).toEqual(['user', 'assistant', 'user']);
+    expect(String(messagesOf(upstream, 1)[2]!.content)).toMatch(/^Summarise the conversation above/);
+
+    client.send({ model: MODEL, store: false, previous_response_id: compaction.at(-1)!.response.id, input: 'What is the code word?' });
+    expect((await client.turn()).at(-1)!.type).toBe('response.completed');
+    await client.close();
+    // The compacted window: the user message, the summary, the new input (the assistant turn it replaced is gone).
+    expect(messagesOf(upstream, 2)).toEqual([
+      { role: 'user', content: 'Remember the code word: cobalt. Reply with OK.' },
+      { role: 'user', content: 'Summary of the earlier conversation, which it replaces:\n\nSummary: the code word is cobalt.' },
+      { role: 'user', content: 'What is the code word?' },
+    ]);
+    const after = await harness.chargesSettleAt(MODEL, before.requests + 3);
+    expect(after.costPico - before.costPico).toBe(pricedTokens(10 + 30 + 12, 2 + 8 + 1, INPUT_PRICE, OUTPUT_PRICE));
   });
 
   it('an upgrade without a valid key is refused with 401 before any socket exists', async () => {

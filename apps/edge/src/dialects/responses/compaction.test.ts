@@ -1,14 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import type OpenAI from 'openai';
 import type { ChatResponse, Model } from '@gateway/proto';
-import { answerContext, testTags, testUsage } from '../../../test/responses-support.js';
+import { answerContext, canonicalDelta, rawEvents, sdkFinalResponse, testTags, testUsage } from '../../../test/responses-support.js';
 import type { CatalogModel } from '../../catalog-cache.js';
 import { ReasoningTags } from '../../canonical/reasoning-tags.js';
 import { EdgeError } from '../../errors.js';
 import { compactionText, openCompaction, sealCompaction, SUMMARY_HEADER, SUMMARY_PROMPT } from './compaction-item.js';
-import { renderCompaction, responsesCompactDialect } from './compaction.js';
+import { compactedWindow, compactionTriggered, renderCompaction, responsesCompactDialect } from './compaction.js';
 import { convertResponsesRequest } from './convert-responses-request.js';
 import { encryptedContentOf } from './responses-reasoning.js';
+import { responsesDialect } from './responses-dialect.js';
 import { parseResponsesRequest } from './responses-schema.js';
 
 function catalogModel(supported: string[] = ['tools', 'tool_choice', 'parallel_tool_calls', 'response_format']): CatalogModel {
@@ -212,5 +213,107 @@ describe('the compact request and answer', () => {
       { role: 'user', text: compactionText(SUMMARY) },
       { role: 'user', text: 'Go on.' },
     ]);
+  });
+});
+
+describe('in-band compaction: a /v1/responses request ending in compaction_trigger (Codex remote_compaction_v2)', () => {
+  const weather = { type: 'function', name: 'get_weather', parameters: { type: 'object', properties: {} } };
+  const history = [
+    { role: 'user', content: 'Weather in Paris?' },
+    { type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: '{}' },
+    { type: 'function_call_output', call_id: 'call_1', output: 'sunny' },
+    { role: 'assistant', content: 'Sunny.' },
+  ];
+  /** What Codex sends: the history, then the trigger, with its tools; streamed. */
+  const triggered = (stream: boolean) =>
+    responsesDialect.parse({ model: 'm', instructions: 'You are Codex.', input: [...history, { type: 'compaction_trigger' }], tools: [weather], parallel_tool_calls: true, stream, store: false });
+  const answer = (content: string, finishReason = 'stop'): ChatResponse => ({
+    id: 'chatcmpl-x',
+    modelId: 'acme/chat',
+    created: 1n,
+    choices: [{ index: 0, message: { content, toolCalls: [], reasoning: [], images: [] }, finishReason, stopSequence: '' }],
+    usage: testUsage(120, 30),
+    providerId: 'provider-a',
+    routingStrategy: 'balanced',
+    droppedParams: [],
+  });
+
+  it('is recognised by its last item only; the item elsewhere is a 400 naming it', () => {
+    expect(compactionTriggered(triggered(false))).toBe(true);
+    expect(compactionTriggered(responsesDialect.parse({ model: 'm', input: history }))).toBe(false);
+    expect(compactionTriggered(responsesDialect.parse({ model: 'm', input: 'hi' }))).toBe(false);
+    const misplaced = responsesDialect.parse({ model: 'm', input: [{ type: 'compaction_trigger' }, { role: 'user', content: 'hi' }] });
+    expect(refusalOf(() => responsesDialect.convert(misplaced, catalogModel(), testTags))).toMatchObject({ status: 400, code: 'invalid_compaction_trigger', param: 'body.input.0' });
+    // The trigger carries nothing else; an unknown item type is still refused by the schema.
+    expect(refusalOf(() => responsesDialect.parse({ model: 'm', input: [{ type: 'compaction_triggers' }] }))).toMatchObject({ status: 400, param: 'body.input.0.type' });
+  });
+
+  it('the provider gets the summary request of /compact (the conversation without the trigger, the summary prompt, tools but no tool to call), streamed as the client asked', () => {
+    for (const stream of [false, true]) {
+      const converted = responsesDialect.convert(triggered(stream), catalogModel(), testTags);
+      const compact = responsesCompactDialect.convert(responsesCompactDialect.parse({ model: 'm', instructions: 'You are Codex.', input: history, tools: [weather], parallel_tool_calls: true }), catalogModel(), testTags);
+      expect(converted.stream).toBe(stream);
+      expect(converted.request.messages).toEqual(compact.request.messages);
+      expect(conversation(converted).at(-1)).toEqual({ role: 'user', text: SUMMARY_PROMPT });
+      expect(converted.request.tools.map((tool) => tool.name)).toEqual(['get_weather']);
+      expect(converted.request.toolChoice).toMatchObject({ mode: 'none' });
+    }
+  });
+
+  it('a whole answer is a response whose output is the one sealed compaction item, usage as reported', () => {
+    const rendered = responsesDialect.render(answer(SUMMARY), answerContext(), triggered(false)) as OpenAI.Responses.Response;
+    expect(rendered).toMatchObject({ object: 'response', status: 'completed', id: 'resp_0123456789abcdef0123456789abcdef' });
+    expect(rendered.output).toEqual([{ id: 'cmp_0123456789abcdef0123456789abcdef_0', type: 'compaction', encrypted_content: expect.stringMatching(/^gw1\./) }]);
+    const sealed = (rendered.output[0] as unknown as { encrypted_content: string }).encrypted_content;
+    expect(openCompaction(sealed, testTags, 'p')).toBe(SUMMARY);
+    expect(rendered.usage).toMatchObject({ input_tokens: 120, output_tokens: 30, total_tokens: 150 });
+    // Sent back, the item expands as /compact's does.
+    const next = responsesDialect.convert(responsesDialect.parse({ model: 'm', input: [{ role: 'user', content: 'Weather in Paris?' }, ...rendered.output, { role: 'user', content: 'And tomorrow?' }] }), catalogModel(), testTags);
+    expect(conversation(next)).toEqual([
+      { role: 'user', text: 'Weather in Paris?' },
+      { role: 'user', text: compactionText(SUMMARY) },
+      { role: 'user', text: 'And tomorrow?' },
+    ]);
+  });
+
+  it('a stream shows none of the summary request: created, in_progress, the compaction item added and done, completed with usage', async () => {
+    const writer = responsesDialect.streamWriter(answerContext(), triggered(true));
+    writer.start({ id: 'chatcmpl-x', modelId: 'acme/chat', created: 1n, providerId: 'provider-a', routingStrategy: 'balanced', droppedParams: [] });
+    let sse = writer.open();
+    sse += writer.delta(canonicalDelta({ reasoning: 'Let me think.' }));
+    sse += writer.delta(canonicalDelta({ content: SUMMARY.slice(0, 20) }));
+    sse += writer.delta(canonicalDelta({ content: SUMMARY.slice(20), finishReason: 'stop' }));
+    sse += writer.end(testUsage(120, 30));
+    const events = rawEvents(sse);
+    expect(events.map((event) => event.event)).toEqual(['response.created', 'response.in_progress', 'response.output_item.added', 'response.output_item.done', 'response.completed']);
+    expect(events.map((event) => event.data.sequence_number)).toEqual([0, 1, 2, 3, 4]);
+    const done = events[3]!.data as { output_index: number; item: { id: string; type: string; encrypted_content: string } };
+    expect(done.output_index).toBe(0);
+    expect(done.item).toEqual({ id: 'cmp_0123456789abcdef0123456789abcdef_0', type: 'compaction', encrypted_content: expect.any(String) });
+    expect(openCompaction(done.item.encrypted_content, testTags, 'p')).toBe(SUMMARY);
+    expect(testTags.untag(done.item.encrypted_content).providerId).toBe('provider-a');
+    const completed = events[4]!.data.response as { status: string; output: unknown[]; usage: unknown };
+    expect(completed.status).toBe('completed');
+    expect(completed.output).toEqual([done.item]);
+    expect(completed.usage).toMatchObject({ input_tokens: 120, output_tokens: 30 });
+    // The SDK's own accumulator reads it as the same response.
+    const final = await sdkFinalResponse(sse);
+    expect(final.output).toEqual([done.item]);
+  });
+
+  it('a stream failing after it began carries no partial compaction item', () => {
+    const writer = responsesDialect.streamWriter(answerContext(), triggered(true));
+    let sse = writer.open();
+    sse += writer.delta(canonicalDelta({ content: 'half a sum' }));
+    sse += writer.fail({ status: 503, type: 'api_error', code: 'upstream_unavailable', message: 'gone' }, undefined);
+    const events = rawEvents(sse);
+    expect(events.map((event) => event.event)).toEqual(['response.created', 'response.in_progress', 'response.failed', 'error']);
+    expect((events[2]!.data.response as { output: unknown[] }).output).toEqual([]);
+  });
+
+  it('the compacted window a WebSocket remembers: the user messages of the input, then the output', () => {
+    const item = { id: 'cmp_1', type: 'compaction', encrypted_content: 'x' };
+    const input = [...history, { type: 'compaction', encrypted_content: 'older' }, { type: 'message', role: 'user', content: 'More.' }, { type: 'compaction_trigger' }];
+    expect(compactedWindow(input, [item])).toEqual([{ role: 'user', content: 'Weather in Paris?' }, { type: 'message', role: 'user', content: 'More.' }, item]);
   });
 });

@@ -240,6 +240,13 @@ class InputConversion {
         // The summary of the turns it replaced, as a user message every provider reads (a forged one is a 400).
         this.text('user', compactionText(openCompaction(item.encrypted_content, this.tags, `${path}.encrypted_content`)));
         return;
+      case 'compaction_trigger':
+        // Last in the input, it makes the request a compaction (compaction.ts) and is taken off before this.
+        throw edgeErrors.invalidRequest(
+          `${path}: a compaction_trigger item is the last input item (it asks for the conversation before it to be compacted).`,
+          path,
+          'invalid_compaction_trigger',
+        );
       case 'item_reference':
         throw edgeErrors.invalidRequest(
           `${path}: item_reference is not supported: the gateway stores no items to refer to; send the item itself.`,

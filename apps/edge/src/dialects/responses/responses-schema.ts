@@ -99,12 +99,18 @@ const reasoning = z.object({
 /** An item /v1/responses/compact returned (compaction-item.ts): expanded into the summary it carries. */
 const compaction = z.object({ type: z.literal('compaction'), encrypted_content: z.string(), id: z.string().nullish() });
 
+/**
+ * Codex's in-band compaction (`remote_compaction_v2`): the last input item of a request that asks for
+ * the conversation before it to be compacted (compaction.ts) rather than answered.
+ */
+const compactionTrigger = z.object({ type: z.literal('compaction_trigger') });
+
 /** Refused by the converter with its path: the gateway keeps no items to refer to. */
 const itemReference = z.object({ type: z.literal('item_reference'), id: z.string() });
 
-const INPUT_ITEM_TYPES = 'message, function_call, function_call_output, custom_tool_call, custom_tool_call_output, reasoning, compaction';
+const INPUT_ITEM_TYPES = 'message, function_call, function_call_output, custom_tool_call, custom_tool_call_output, reasoning, compaction, compaction_trigger';
 
-const typedItem = z.discriminatedUnion('type', [message, functionCall, functionCallOutput, customToolCall, customToolCallOutput, reasoning, compaction, itemReference], {
+const typedItem = z.discriminatedUnion('type', [message, functionCall, functionCallOutput, customToolCall, customToolCallOutput, reasoning, compaction, compactionTrigger, itemReference], {
   error: (issue) =>
     issue.code === 'invalid_union' && issue.input !== undefined
       ? `unsupported input item type; the gateway takes ${INPUT_ITEM_TYPES}`

@@ -2,6 +2,7 @@ import type { ChatStreamDelta, ChatStreamStart, ToolCallDelta, Usage } from '@ga
 import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
 import { boundedMessage, boundedParam, type ApiError } from '../../errors.js';
 import type { AnswerContext, StreamWriter } from '../../inference/dialect.js';
+import { compactionItem, compactionItemId } from './compaction.js';
 import { idBase, itemId, reasoningItem, renderUsage, responseId, responseSettings, statusOf, toolCallItem, toolCallPrefix, type ResponseStatus } from './render-responses.js';
 import type { ResponsesRequest } from './responses-schema.js';
 import { customInputOf, dialectToolOf, toolSetOf, type ResponsesToolSet } from './responses-tools.js';
@@ -17,6 +18,9 @@ import { customInputOf, dialectToolOf, toolSetOf, type ResponsesToolSet } from '
  * A custom tool's call is the one exception to "never buffered": the provider streams the arguments of
  * a function (`{"input": "…"}`), and the `custom_tool_call_input` events carry the decoded input, so
  * its input goes out in one delta when the call closes.
+ *
+ * An in-band compaction (compaction.ts) streams no content: the provider's summary is gathered, then
+ * sealed into the one compaction item, announced (output_item.added, output_item.done) at the end.
  */
 
 interface ReasoningState {
@@ -80,8 +84,14 @@ export class ResponsesStreamWriter implements StreamWriter {
   private readonly tags: ReasoningTags;
   private readonly createdAt: number;
   private readonly toolSet: ResponsesToolSet;
+  /** The summary so far of an in-band compaction (its output is only the sealed item). */
+  private summary = '';
 
-  constructor(answerContext: AnswerContext, body: ResponsesRequest) {
+  constructor(
+    answerContext: AnswerContext,
+    body: ResponsesRequest,
+    private readonly compaction = false,
+  ) {
     this.base = idBase(answerContext.requestId);
     this.idJson = json(responseId(answerContext.requestId));
     this.modelJson = json(answerContext.model.id);
@@ -101,6 +111,7 @@ export class ResponsesStreamWriter implements StreamWriter {
   }
 
   delta(delta: ChatStreamDelta): string {
+    if (this.compaction) return this.compactionDelta(delta);
     let out = '';
     if (delta.reasoning || delta.reasoningSignature || delta.reasoningEncrypted) out += this.reasoning(delta);
     if (delta.content) out += this.text(delta.content);
@@ -111,7 +122,7 @@ export class ResponsesStreamWriter implements StreamWriter {
 
   end(usage: Usage | undefined): string {
     const { status, incompleteDetails } = statusOf(this.finishReason);
-    const closing = this.close(status);
+    const closing = this.compaction ? this.compactionItem() : this.close(status);
     const completedAt = status === 'completed' ? Math.floor(Date.now() / 1000) : null;
     const response = this.response(status, completedAt, 'null', json(incompleteDetails), this.outputJson.join(','), json(renderUsage(usage)));
     return closing + this.event(status === 'completed' ? 'response.completed' : 'response.incomplete', `"response":${response}`);
@@ -138,6 +149,22 @@ export class ResponsesStreamWriter implements StreamWriter {
       this.event('response.failed', `"response":${response}`) +
       this.event('error', `"code":${json(code)},"message":${json(message)},"param":${json(param)},"error":${nested}`)
     );
+  }
+
+  /** A compaction's summary is gathered, never shown: the reasoning and calls of the summary request are not the client's. */
+  private compactionDelta(delta: ChatStreamDelta): string {
+    if (delta.content) this.summary += delta.content;
+    if (delta.finishReason) this.finishReason = delta.finishReason;
+    return '';
+  }
+
+  /** The sealed compaction item, added and done at once (it exists only once the summary is whole). */
+  private compactionItem(): string {
+    const outputIndex = this.outputJson.length;
+    const item = json(compactionItem(compactionItemId(this.base, outputIndex), this.summary, this.providerId, this.tags));
+    this.outputJson.push(item);
+    const fields = `"output_index":${outputIndex},"item":${item}`;
+    return this.event('response.output_item.added', fields) + this.event('response.output_item.done', fields);
   }
 
   private event(type: string, fields: string): string {

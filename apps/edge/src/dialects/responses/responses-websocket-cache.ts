@@ -62,8 +62,9 @@ export class ConversationCache {
   }
 
   /**
-   * Remembers a response's whole conversation: its input items then its output items. The oldest
-   * entries go first past either bound; an entry over the character bound on its own is not kept.
+   * Remembers a response's whole conversation (its input items then its output items; for an in-band
+   * compaction, the compacted window). The oldest entries go first past either bound; an entry over
+   * the character bound on its own is not kept.
    */
   remember(responseId: string, input: readonly unknown[], output: readonly unknown[], chars: number): void {
     this.forget(responseId);

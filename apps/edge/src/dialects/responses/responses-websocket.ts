@@ -2,15 +2,19 @@ import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import { Cancellation, newRequestId } from '@gateway/platform';
+import type { VerifiedApiKey } from '../../auth-cache.js';
 import { verifyApiKey, type EdgeContext } from '../../context.js';
 import { presentedApiKey } from '../../credentials.js';
 import { boundedMessage, boundedParam, edgeErrors, renderErrorBody, toApiError, type ApiError } from '../../errors.js';
 import { ClientGoneError, parseJsonText } from '../../http.js';
 import { runInference, type AnswerSink } from '../../inference/pipeline.js';
 import { parseStrategyHeader, STRATEGY_HEADER, type RoutingStrategy } from '../../inference/strategy.js';
+import { resolveModel } from '../../model-resolution.js';
+import { compactedWindow, compactionTriggered } from './compaction.js';
 import { ConversationCache, inputItems, type ConversationCacheLimits } from './responses-websocket-cache.js';
 import { responsesDialect } from './responses-dialect.js';
 import type { ResponsesRequest } from './responses-schema.js';
+import { ResponsesStreamWriter } from './responses-stream-writer.js';
 
 /*
  * WebSocket mode of the responses dialect (Open Responses; OpenAI's "WebSocket mode"): `GET
@@ -27,6 +31,10 @@ import type { ResponsesRequest } from './responses-schema.js';
  * - A `previous_response_id` is looked up in the connection's own cache (responses-websocket-cache.ts);
  *   unknown, it is an `error` event with code previous_response_not_found. A continuation that fails
  *   evicts the response it continued.
+ * - `generate: false` (Codex's warm-up) generates nothing: the key, the body and the model are checked as
+ *   for a response, then the answer is a response with no output and zero usage (created, in_progress,
+ *   completed), at once. No provider is called, nothing is held or charged; the connection remembers its
+ *   input, so a `previous_response_id` naming it carries that input into the next response.
  * - A failure before the response started is one `error` event in the WebSocket envelope
  *   `{type:'error', status, error:{type, code, message, param}}`; after it started, the stream's own
  *   `response.failed` and `error` events, as over SSE.
@@ -274,6 +282,12 @@ class Connection {
       delete raw.type;
       delete raw.stream;
       delete raw.stream_options;
+      // WebSocket mode's own switch: `generate: false` prepares a response without generating it.
+      const generate = raw.generate;
+      if (generate !== undefined && generate !== null && typeof generate !== 'boolean') {
+        throw edgeErrors.invalidRequest('generate: must be a boolean (false: prepare the response without generating output).', 'generate', 'invalid_type');
+      }
+      delete raw.generate;
       let input: unknown[];
       let chars = text.length;
       if (typeof raw.previous_response_id === 'string') {
@@ -289,10 +303,16 @@ class Connection {
       const key = await verifyApiKey(this.context, this.credential, requestId);
       const body: ResponsesRequest = responsesDialect.parse(raw);
       body.stream = true;
-      await runInference(this.context, responsesDialect, { requestId, key, body, headerStrategy: this.headerStrategy, signal: turn.signal }, turn);
+      if (generate === false) {
+        this.warmUp(turn, requestId, key, body);
+      } else {
+        await runInference(this.context, responsesDialect, { requestId, key, body, headerStrategy: this.headerStrategy, signal: turn.signal }, turn);
+      }
       const terminal = turn.terminal;
       if (terminal !== undefined) {
-        this.cache.remember(terminal.id, input, terminal.output, chars + terminal.chars);
+        // An in-band compaction leaves the compacted window, not the conversation it replaced.
+        if (generate !== false && compactionTriggered(body)) this.cache.remember(terminal.id, compactedWindow(input, terminal.output), [], chars + terminal.chars);
+        else this.cache.remember(terminal.id, input, terminal.output, chars + terminal.chars);
       } else if (previousId !== undefined) {
         this.cache.forget(previousId);
       }
@@ -305,6 +325,18 @@ class Connection {
     } finally {
       this.admission.leaveTurn(bytes);
     }
+  }
+
+  /**
+   * `generate: false`: what a response would be refused for is refused (the model, its tier and
+   * endpoint, the conversion's 400s), then the response is answered as created and completed with no
+   * output and zero usage. Not the pipeline: no provider, no admission, no charge.
+   */
+  private warmUp(turn: Turn, requestId: string, key: VerifiedApiKey, body: ResponsesRequest): void {
+    const model = resolveModel(this.context, body.model, responsesDialect.endpoint, key);
+    responsesDialect.convert(body, model, this.context.reasoningTags);
+    const writer = new ResponsesStreamWriter({ requestId, model, tags: this.context.reasoningTags, created: Math.floor(this.context.now() / 1000), logger: this.context.logger }, body);
+    turn.end(writer.open() + writer.end(undefined));
   }
 
   private send(text: string): void {
