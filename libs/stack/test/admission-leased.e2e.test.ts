@@ -93,7 +93,9 @@ describe.skipIf(testAdmission === 'ledger')('leased admission, end to end', () =
 
   it('a balance covering N holds admits N concurrent requests and refuses the rest with 402', async () => {
     const { client } = await account('0.25'); // 5 × 0.05
-    fixture!.upstream.setFallback({ chunkDelayMs: 300, chunkCount: 3 });
+    // Every stream stays open for 4.5 s, far longer than admitting all seven takes on a loaded machine: a stream
+    // that settled early would hand its unused hold back and let a sixth in (seen with 300 ms chunks under load).
+    fixture!.upstream.setFallback({ chunkDelayMs: 1_500, chunkCount: 3 });
     try {
       const statuses = await Promise.all(Array.from({ length: 7 }, async (_, index) => status((async () => {
         const stream = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: `Concurrent ${index}` }], stream: true });
