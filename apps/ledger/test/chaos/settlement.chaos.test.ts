@@ -51,6 +51,8 @@ const expectedCostPico = (usage: Usage) =>
 
 describe('settlement under chaos', () => {
   let harness: LedgerHarness;
+  // The machine's NATS, or why it cannot be restarted from here: the test then fails (a run without
+  // the restart would not test what its name says).
   let nats: NatsServerProcess | string;
   const settlers = new Set<ChildProcess>();
   const stderr: string[] = [];
@@ -97,6 +99,8 @@ describe('settlement under chaos', () => {
   }
 
   it('charges every event exactly once across killed settlers and a NATS restart; journal == balance', async () => {
+    if (typeof nats === 'string') throw new Error(`this test restarts the machine's nats-server and cannot: ${nats}`);
+    const natsServer = nats;
     const seed = Number(process.env.CHAOS_SEED ?? Math.floor(Math.random() * 1e9));
     const next = random(seed);
     console.info(`chaos seed ${seed} (replay with CHAOS_SEED=${seed})`);
@@ -159,16 +163,14 @@ describe('settlement under chaos', () => {
       await sleep(150 + next() * 600);
       await kill(settler);
       chargedAtKills.push(Number((await harness.db.selectFrom('charges').select((eb) => eb.fn.countAll<string>().as('count')).executeTakeFirstOrThrow()).count));
-      if (round === 2) {
-        if (typeof nats === 'string') console.warn(`NATS not restarted: ${nats}`);
-        else natsOutageMs = (await restartNatsServer(nats)).outageMs;
-      }
+      if (round === 2) natsOutageMs = (await restartNatsServer(natsServer)).outageMs;
       await sleep(next() * 300);
       settler = startSettler();
     }
     const retriedPublishes = await publisher;
     console.info(`NATS outage ${natsOutageMs} ms; ${retriedPublishes} publishes retried through it; charges when each settler was killed: ${chargedAtKills.join(', ')}`);
-    if (typeof nats !== 'string') expect(natsOutageMs).toBeLessThan(3_000);
+    expect(natsOutageMs).not.toBeNull();
+    expect(natsOutageMs).toBeLessThan(3_000);
 
     // The last settler finishes the job (redeliveries after the 1.5 s ack wait included).
     const served = events.filter((event) => event.outcome === UsageOutcome.USAGE_OUTCOME_SERVED);
