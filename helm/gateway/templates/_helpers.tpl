@@ -138,7 +138,7 @@ prometheus.io/path: /metrics
 {{- end -}}
 
 {{/*
-Internal gRPC credentials (README "Internal authentication"): every service presents the service
+Internal gRPC credentials (docs/operations.md "Internal authentication"): every service presents the service
 token; only auth, ledger and catalog (the services with admin RPCs) and the gatewayctl Job get the
 admin token. Argument: (dict "root" $ "service" true "admin" true).
 */}}
