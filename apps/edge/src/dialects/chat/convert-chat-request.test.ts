@@ -174,10 +174,11 @@ describe('response_format json_schema: checked against its meta-schema', () => {
     }
   });
 
-  it('a valid schema goes on as JSON text; a model without response_format drops it unchecked', () => {
+  it('a valid schema goes on as JSON text; a model without response_format drops it, but a bad schema is a 400 whatever the model', () => {
     const schema = { type: 'object', properties: { a: { type: 'string' } } };
     expect(convert(withSchema(schema), jsonModel).request.responseFormat?.schema).toBe(JSON.stringify(schema));
-    expect(convert(withSchema({ type: 12 })).droppedParams).toContain('response_format');
+    expect(convert(withSchema(schema)).droppedParams).toContain('response_format');
+    expect(refusal(withSchema({ type: 12 })).code).toBe('invalid_json_schema');
   });
 
   it('a long complaint is cut like any echoed value', () => {

@@ -2,7 +2,7 @@ import type { ChatMessage, ContentPart, ReasoningPart, ToolChoice } from '@gatew
 import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
 import { decodeInline } from '../../canonical/inline-data.js';
 import { nearestReasoningEffort, requireModality, requireValidSchema } from '../../canonical/model-checks.js';
-import { ParameterGate, type CanonicalParameter } from '../../canonical/parameters.js';
+import { ParameterGate } from '../../canonical/parameters.js';
 import { newChatMessage, newChatRequest } from '../../canonical/request.js';
 import { ToolPairing } from '../../canonical/tool-pairing.js';
 import { requireFetchableUrl } from '../../canonical/urls.js';
@@ -10,27 +10,6 @@ import type { ConvertedRequest } from '../../inference/dialect.js';
 import { edgeErrors } from '../../errors.js';
 import type { CatalogModel } from '../../catalog-cache.js';
 import type { ChatCompletionRequest, ContentBlock } from './chat-schema.js';
-
-/** Fields of the dialect that are the request itself, never "parameters" a model may lack. */
-const STRUCTURAL_FIELDS = new Set(['model', 'messages', 'stream', 'stream_options', 'routing', 'user']);
-
-/** The dialect's spelling of each forwardable canonical parameter (canonical/parameters.ts). */
-const FORWARDABLE_PARAMETERS: ReadonlyMap<string, CanonicalParameter> = new Map<string, CanonicalParameter>([
-  ['tools', 'tools'],
-  ['tool_choice', 'tool_choice'],
-  ['response_format', 'response_format'],
-  ['temperature', 'temperature'],
-  ['top_p', 'top_p'],
-  ['stop', 'stop'],
-  ['max_completion_tokens', 'max_output_tokens'],
-  ['reasoning_effort', 'reasoning'],
-  ['presence_penalty', 'presence_penalty'],
-  ['frequency_penalty', 'frequency_penalty'],
-  ['parallel_tool_calls', 'parallel_tool_calls'],
-  ['prediction', 'prediction'],
-  ['web_search_options', 'web_search_options'],
-  ['image_config', 'image_config'],
-]);
 
 /** The endpoint the chat-completions dialect names in its Router requests (and usage). */
 export const CHAT_ENDPOINT = 'chat.completions';
@@ -40,32 +19,12 @@ export const CHAT_ENDPOINT = 'chat.completions';
  * refuses what it cannot read (unsupported_modality), unmatched tool calls and file ids.
  */
 export function convertChatRequest(body: ChatCompletionRequest, model: CatalogModel, tags: ReasoningTags): ConvertedRequest {
-  const gate = new ParameterGate(model);
-  const present = new Set<string>();
-  for (const [name, value] of Object.entries(body)) if (value !== undefined && value !== null) present.add(name);
-  // `max_tokens` is the old name of max_completion_tokens.
-  if (present.has('max_tokens')) {
-    present.delete('max_tokens');
-    present.add('max_completion_tokens');
-  }
-  const extraBody: Record<string, unknown> = {};
-  const forward = new Set<string>();
-  for (const name of present) {
-    if (STRUCTURAL_FIELDS.has(name)) continue;
-    const parameter = FORWARDABLE_PARAMETERS.get(name);
-    if (parameter !== undefined) {
-      if (gate.forward(parameter, name)) forward.add(name);
-    } else if (model.extraParameters.has(name)) {
-      extraBody[name] = (body as Record<string, unknown>)[name];
-    } else {
-      // logit_bias lands here too: accepted in the shape, never passed to providers (spec §4.8).
-      gate.drop(name);
-    }
-  }
+  // What goes on and what is dropped: canonical/parameters.ts, for every dialect.
+  const gate = new ParameterGate(model, 'chat', body);
 
   const request = newChatRequest(model.id, CHAT_ENDPOINT, convertMessages(body, model, tags), body.stream_options?.include_usage === true);
 
-  if (forward.has('tools') && body.tools) {
+  if (gate.forwards('tools') && body.tools) {
     request.tools = body.tools.map((tool) => ({
       name: tool.function.name,
       description: tool.function.description ?? '',
@@ -73,12 +32,13 @@ export function convertChatRequest(body: ChatCompletionRequest, model: CatalogMo
       ...(tool.function.strict != null ? { strict: tool.function.strict } : {}),
     }));
   }
-  if (forward.has('tool_choice') && body.tool_choice) request.toolChoice = convertToolChoice(body.tool_choice);
-  if (forward.has('response_format') && body.response_format) {
-    const format = body.response_format;
-    if (format.type === 'json_schema' && format.json_schema.schema) {
-      requireValidSchema(format.json_schema.schema, 'body.response_format.json_schema.schema');
-    }
+  if (gate.forwards('tool_choice') && body.tool_choice) request.toolChoice = convertToolChoice(body.tool_choice);
+  const format = body.response_format;
+  // A schema is checked whatever the model: a bad one is a bad request, not a dropped parameter.
+  if (format?.type === 'json_schema' && format.json_schema.schema) {
+    requireValidSchema(format.json_schema.schema, 'body.response_format.json_schema.schema');
+  }
+  if (gate.forwards('response_format') && format) {
     request.responseFormat =
       format.type === 'json_schema'
         ? {
@@ -89,24 +49,25 @@ export function convertChatRequest(body: ChatCompletionRequest, model: CatalogMo
           }
         : { type: format.type, schemaName: '', schema: '' };
   }
-  if (forward.has('temperature') && body.temperature != null) request.temperature = body.temperature;
-  if (forward.has('top_p') && body.top_p != null) request.topP = body.top_p;
-  if (forward.has('stop') && body.stop != null) request.stop = typeof body.stop === 'string' ? [body.stop] : body.stop;
+  if (gate.forwards('temperature') && body.temperature != null) request.temperature = body.temperature;
+  if (gate.forwards('top_p') && body.top_p != null) request.topP = body.top_p;
+  if (gate.forwards('stop') && body.stop != null) request.stop = typeof body.stop === 'string' ? [body.stop] : body.stop;
   const maxTokens = body.max_completion_tokens ?? body.max_tokens;
-  if (forward.has('max_completion_tokens') && maxTokens != null) request.maxOutputTokens = Math.min(maxTokens, 0xffffffff);
-  if (forward.has('reasoning_effort') && body.reasoning_effort != null) {
+  if (gate.forwards('max_output_tokens') && maxTokens != null) request.maxOutputTokens = Math.min(maxTokens, 0xffffffff);
+  if (gate.forwards('reasoning') && body.reasoning_effort != null) {
     request.reasoningEffort = nearestReasoningEffort(body.reasoning_effort, model.model.reasoningEfforts);
   }
-  if (forward.has('presence_penalty') && body.presence_penalty != null) request.presencePenalty = body.presence_penalty;
-  if (forward.has('frequency_penalty') && body.frequency_penalty != null) request.frequencyPenalty = body.frequency_penalty;
-  if (forward.has('parallel_tool_calls') && body.parallel_tool_calls != null) request.parallelToolCalls = body.parallel_tool_calls;
-  if (forward.has('prediction') && body.prediction != null) request.prediction = JSON.stringify(body.prediction);
-  if (forward.has('web_search_options') && body.web_search_options != null) {
+  if (gate.forwards('presence_penalty') && body.presence_penalty != null) request.presencePenalty = body.presence_penalty;
+  if (gate.forwards('frequency_penalty') && body.frequency_penalty != null) request.frequencyPenalty = body.frequency_penalty;
+  if (gate.forwards('parallel_tool_calls') && body.parallel_tool_calls != null) request.parallelToolCalls = body.parallel_tool_calls;
+  if (gate.forwards('prediction') && body.prediction != null) request.prediction = JSON.stringify(body.prediction);
+  if (gate.forwards('web_search_options') && body.web_search_options != null) {
     request.webSearchOptions = JSON.stringify(body.web_search_options);
   }
-  if (forward.has('image_config') && body.image_config?.aspect_ratio != null) request.imageAspectRatio = body.image_config.aspect_ratio;
-  if (body.user != null) request.user = body.user;
-  if (Object.keys(extraBody).length > 0) request.extraBody = JSON.stringify(extraBody);
+  if (gate.forwards('image_config') && body.image_config?.aspect_ratio != null) request.imageAspectRatio = body.image_config.aspect_ratio;
+  if (gate.forwards('user') && body.user != null) request.user = body.user;
+  const extraBody = gate.extraBody();
+  if (extraBody !== undefined) request.extraBody = extraBody;
 
   return { request, stream: body.stream === true, droppedParams: gate.droppedParams() };
 }

@@ -3,7 +3,7 @@ import type { CatalogModel } from '../../catalog-cache.js';
 import type { FilePathOf } from '../../canonical/file-parts.js';
 import { decodedLength, decodeInline, inlineText, inlineTooLarge, MAX_INLINE_FILE_BYTES } from '../../canonical/inline-data.js';
 import { effortForBudget, nearestReasoningEffort, requireModality, requireValidSchema } from '../../canonical/model-checks.js';
-import { modelSupports, ParameterGate } from '../../canonical/parameters.js';
+import { ParameterGate } from '../../canonical/parameters.js';
 import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
 import { newChatMessage, newChatRequest } from '../../canonical/request.js';
 import { ToolPairing } from '../../canonical/tool-pairing.js';
@@ -31,15 +31,6 @@ export const MESSAGES_ENDPOINT = 'messages';
 export type ConvertibleMessagesBody = CountTokensRequest &
   Partial<Pick<MessagesRequest, 'max_tokens' | 'temperature' | 'top_p' | 'top_k' | 'stop_sequences' | 'stream' | 'metadata' | 'routing'>>;
 
-/** Fields converted below, one by one (never "unknown" fields). */
-const KNOWN_FIELDS = new Set([
-  'model', 'messages', 'system', 'stream', 'routing', 'metadata', 'cache_control', 'tools', 'tool_choice', 'thinking',
-  'output_config', 'max_tokens', 'temperature', 'top_p', 'top_k', 'stop_sequences',
-]);
-
-/** Accepted in their shape, never forwarded (messages-schema.ts says why). */
-const ACCEPTED_ONLY = new Set(['service_tier', 'container', 'inference_geo', 'speed', 'diagnostics', 'context_management', 'mcp_servers']);
-
 /** Canonical message index -> part index -> the client's path of a file block (errors while files are read). */
 type FilePaths = Map<string, string>;
 
@@ -51,13 +42,8 @@ type FilePaths = Map<string, string>;
  * the model lacks are dropped and reported in the dialect's spelling.
  */
 export function convertMessagesRequest(body: ConvertibleMessagesBody, model: CatalogModel, tags: ReasoningTags): ConvertedRequest {
-  const gate = new ParameterGate(model);
-  const extraBody: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(body)) {
-    if (value === undefined || value === null || KNOWN_FIELDS.has(name)) continue;
-    if (!ACCEPTED_ONLY.has(name) && model.extraParameters.has(name)) extraBody[name] = value;
-    else gate.drop(name);
-  }
+  // What goes on and what is dropped: canonical/parameters.ts, for every dialect.
+  const gate = new ParameterGate(model, 'messages', body);
 
   const filePaths: FilePaths = new Map();
   const messages = convertConversation(body, model, tags, filePaths);
@@ -66,32 +52,28 @@ export function convertMessagesRequest(body: ConvertibleMessagesBody, model: Cat
 
   // Tools are checked whether or not the model takes them: a server tool is a mistake either way.
   const tools = body.tools ? body.tools.map((tool, index) => convertTool(tool, `body.tools.${index}`)) : [];
-  if (tools.length > 0 && gate.forward('tools', 'tools')) request.tools = tools;
-  if (body.tool_choice && gate.forward('tool_choice', 'tool_choice')) {
+  if (gate.forwards('tools')) request.tools = tools;
+  if (gate.forwards('tool_choice') && body.tool_choice) {
     request.toolChoice = convertToolChoice(body.tool_choice);
     // Providers that only know `parallel_tool_calls` get the same request through it.
-    if (request.toolChoice.disableParallel && modelSupports(model, 'parallel_tool_calls')) request.parallelToolCalls = false;
+    if (request.toolChoice.disableParallel && gate.supports('parallel_tool_calls')) request.parallelToolCalls = false;
   }
   const format = body.output_config?.format;
   if (format) {
     requireValidSchema(format.schema, 'body.output_config.format.schema');
-    if (gate.forward('response_format', 'output_config.format')) {
+    if (gate.forwards('response_format')) {
       request.responseFormat = { type: 'json_schema', schemaName: '', schema: JSON.stringify(format.schema), strict: undefined };
     }
   }
-  convertReasoningRequest(body, model, gate, request);
-  if (body.max_tokens != null && gate.forward('max_output_tokens', 'max_tokens')) request.maxOutputTokens = Math.min(body.max_tokens, 0xffffffff);
-  if (body.temperature != null && gate.forward('temperature', 'temperature')) request.temperature = body.temperature;
-  if (body.top_p != null && gate.forward('top_p', 'top_p')) request.topP = body.top_p;
-  if (body.top_k != null && gate.forward('top_k', 'top_k')) request.topK = body.top_k;
-  if (body.stop_sequences && body.stop_sequences.length > 0 && gate.forward('stop', 'stop_sequences')) request.stop = body.stop_sequences;
-  const user = body.metadata?.user_id;
-  if (user != null) {
-    // Checked here (not left to the router) so the drop is reported in this dialect's spelling.
-    if (model.supportedParameters.has('user')) request.user = user;
-    else gate.drop('metadata.user_id');
-  }
-  if (Object.keys(extraBody).length > 0) request.extraBody = JSON.stringify(extraBody);
+  if (gate.forwards('reasoning')) convertReasoningRequest(body, model, request);
+  if (gate.forwards('max_output_tokens') && body.max_tokens != null) request.maxOutputTokens = Math.min(body.max_tokens, 0xffffffff);
+  if (gate.forwards('temperature') && body.temperature != null) request.temperature = body.temperature;
+  if (gate.forwards('top_p') && body.top_p != null) request.topP = body.top_p;
+  if (gate.forwards('top_k') && body.top_k != null) request.topK = body.top_k;
+  if (gate.forwards('stop') && body.stop_sequences) request.stop = body.stop_sequences;
+  if (gate.forwards('user') && body.metadata?.user_id != null) request.user = body.metadata.user_id;
+  const extraBody = gate.extraBody();
+  if (extraBody !== undefined) request.extraBody = extraBody;
 
   const converted: ConvertedRequest = { request, stream: body.stream === true, droppedParams: gate.droppedParams(), outputField: 'max_tokens' };
   if (filePaths.size > 0) converted.filePathOf = filePathOf(filePaths);
@@ -103,12 +85,11 @@ export function convertMessagesRequest(body: ConvertibleMessagesBody, model: Cat
  * that take a level instead, as the nearest reasoning effort the model has; an explicit effort wins
  * over the one a budget implies. `disabled` asks for neither.
  */
-function convertReasoningRequest(body: ConvertibleMessagesBody, model: CatalogModel, gate: ParameterGate, request: ConvertedRequest['request']): void {
+function convertReasoningRequest(body: ConvertibleMessagesBody, model: CatalogModel, request: ConvertedRequest['request']): void {
   const thinking = body.thinking;
   const effort = body.output_config?.effort ?? undefined;
   const levels = model.model.reasoningEfforts;
   if (thinking && thinking.type !== 'disabled') {
-    if (!gate.forward('reasoning', 'thinking')) return;
     if (thinking.type === 'enabled') {
       request.thinkingBudgetTokens = thinking.budget_tokens;
       request.reasoningEffort = nearestReasoningEffort(effort ?? effortForBudget(thinking.budget_tokens), levels);
@@ -117,7 +98,7 @@ function convertReasoningRequest(body: ConvertibleMessagesBody, model: CatalogMo
     }
     return;
   }
-  if (effort !== undefined && gate.forward('reasoning', 'output_config.effort')) request.reasoningEffort = nearestReasoningEffort(effort, levels);
+  if (effort !== undefined) request.reasoningEffort = nearestReasoningEffort(effort, levels);
 }
 
 function convertTool(tool: MessagesToolInput, path: string): Tool {

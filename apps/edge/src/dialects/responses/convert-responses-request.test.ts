@@ -270,10 +270,12 @@ describe('convertResponsesRequest: parameters', () => {
       top_k_custom: 3,
       user: 'u-1',
     });
-    expect(converted.request).toMatchObject({ temperature: 0.4, maxOutputTokens: 100, user: 'u-1' });
+    expect(converted.request).toMatchObject({ temperature: 0.4, maxOutputTokens: 100 });
     expect(converted.request.topP).toBeUndefined();
     expect(converted.request.parallelToolCalls).toBeUndefined();
-    expect(converted.droppedParams).toEqual(['metadata', 'parallel_tool_calls', 'service_tier', 'text.verbosity', 'top_p']);
+    // `user` is a parameter like the others: this model does not list it.
+    expect(converted.request.user).toBeUndefined();
+    expect(converted.droppedParams).toEqual(['metadata', 'parallel_tool_calls', 'service_tier', 'text.verbosity', 'top_p', 'user']);
     expect(JSON.parse(converted.request.extraBody ?? '{}')).toEqual({ top_k_custom: 3 });
     expect(converted.request).toMatchObject({ endpoint: 'responses', includeUsage: true });
     // Context-window and credit refusals name this dialect's output bound.

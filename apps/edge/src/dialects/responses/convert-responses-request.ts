@@ -3,7 +3,7 @@ import type { CatalogModel } from '../../catalog-cache.js';
 import type { FilePathOf } from '../../canonical/file-parts.js';
 import { decodeInline } from '../../canonical/inline-data.js';
 import { nearestReasoningEffort, requireModality, requireValidSchema } from '../../canonical/model-checks.js';
-import { ParameterGate, type CanonicalParameter } from '../../canonical/parameters.js';
+import { ParameterGate } from '../../canonical/parameters.js';
 import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
 import { newChatMessage, newChatRequest } from '../../canonical/request.js';
 import { ToolPairing } from '../../canonical/tool-pairing.js';
@@ -17,29 +17,6 @@ import { customArguments, flatToolName, toolSetOf, type ResponsesToolSet } from 
 
 /** The endpoint the responses dialect names in its Router requests (and usage). */
 export const RESPONSES_ENDPOINT = 'responses';
-
-/**
- * Fields that are the request itself or the gateway's own behaviour, never "parameters" a model may
- * lack: `store` is accepted and nothing is stored (the answer says `store: false`), `include` is
- * accepted (encrypted reasoning comes whenever a provider issued some), `truncation` is accepted and
- * nothing is truncated (a conversation over the context window is a 400, whatever it says).
- */
-const STRUCTURAL_FIELDS = new Set([
-  'model', 'input', 'instructions', 'stream', 'stream_options', 'routing', 'user', 'store', 'include', 'truncation',
-  'previous_response_id', 'background',
-]);
-
-/** The dialect's spelling of each directly forwardable canonical parameter (canonical/parameters.ts). */
-const FORWARDABLE_PARAMETERS: ReadonlyMap<string, CanonicalParameter> = new Map<string, CanonicalParameter>([
-  ['tools', 'tools'],
-  ['tool_choice', 'tool_choice'],
-  ['temperature', 'temperature'],
-  ['top_p', 'top_p'],
-  ['presence_penalty', 'presence_penalty'],
-  ['frequency_penalty', 'frequency_penalty'],
-  ['max_output_tokens', 'max_output_tokens'],
-  ['parallel_tool_calls', 'parallel_tool_calls'],
-]);
 
 /**
  * Request fields that need state the gateway does not keep (stored responses, conversations, prompt
@@ -66,39 +43,18 @@ export function convertResponsesRequest(body: ResponsesRequest, model: CatalogMo
   }
 
   const toolSet = toolSetOf(body);
-  const gate = new ParameterGate(model);
-  const forward = new Set<string>();
-  const extraBody: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(body)) {
-    if (value === undefined || value === null || STRUCTURAL_FIELDS.has(name)) continue;
-    const parameter = FORWARDABLE_PARAMETERS.get(name);
-    if (parameter !== undefined) {
-      // An empty tool list asks for nothing (nor does one of only hosted tools, reported as dropped
-      // tools): not reported as a dropped parameter on a model without tools.
-      if (name === 'tools' && toolSet.tools.length === 0) continue;
-      if (gate.forward(parameter, name)) forward.add(name);
-    } else if (name === 'text') {
-      if (body.text?.format != null && gate.forward('response_format', 'text.format')) forward.add('text.format');
-      // Output verbosity has no canonical field: accepted, passed to no provider.
-      if (body.text?.verbosity != null) gate.drop('text.verbosity');
-    } else if (name === 'reasoning') {
-      if (body.reasoning?.effort != null && gate.forward('reasoning', 'reasoning.effort')) forward.add('reasoning.effort');
-      if (body.reasoning?.summary != null && gate.forward('reasoning', 'reasoning.summary')) forward.add('reasoning.summary');
-    } else if (name === 'metadata') {
-      // The client's own labels: echoed in the answer, never sent to a provider.
-      gate.drop('metadata');
-    } else if (model.extraParameters.has(name)) {
-      extraBody[name] = value;
-    } else {
-      gate.drop(name);
-    }
-  }
+  // What goes on and what is dropped: canonical/parameters.ts, for every dialect. `store`, `include`
+  // and `truncation` are request fields there: nothing is stored (the answer says `store: false`),
+  // encrypted reasoning comes whenever a provider issued some, and nothing is truncated (a
+  // conversation over the context window is a 400). A tool list of hosted tools only asks for no
+  // tools (they are reported as dropped tools), so its absence is not a dropped parameter.
+  const gate = new ParameterGate(model, 'responses', body, { tools: toolSet.tools.length > 0 });
 
   const input = convertInput(body, model, tags);
   // Usage always comes back in the answer (and in response.completed): the dialect has no opt-out.
   const request = newChatRequest(model.id, RESPONSES_ENDPOINT, input.messages, true);
 
-  if (forward.has('tools')) request.tools = toolSet.tools;
+  if (gate.forwards('tools')) request.tools = toolSet.tools;
   // Without tools, a tool choice or parallel-calls flag means nothing, and OpenAI-compatible providers
   // refuse them ("only allowed when tools are specified"): they go only with the tools they govern.
   const withTools = request.tools.length > 0;
@@ -110,27 +66,29 @@ export function convertResponsesRequest(body: ResponsesRequest, model: CatalogMo
       'unsupported_tool_choice',
     );
   }
-  if (withTools && forward.has('tool_choice') && body.tool_choice) request.toolChoice = convertToolChoice(body.tool_choice, toolSet);
+  if (withTools && gate.forwards('tool_choice') && body.tool_choice) request.toolChoice = convertToolChoice(body.tool_choice, toolSet);
   const format = body.text?.format;
-  if (forward.has('text.format') && format) {
-    if (format.type === 'json_schema') requireValidSchema(format.schema, 'body.text.format.schema');
+  // A schema is checked whatever the model: a bad one is a bad request, not a dropped parameter.
+  if (format?.type === 'json_schema') requireValidSchema(format.schema, 'body.text.format.schema');
+  if (gate.forwards('response_format') && format) {
     request.responseFormat =
       format.type === 'json_schema'
         ? { type: 'json_schema', schemaName: format.name, schema: JSON.stringify(format.schema), ...(format.strict != null ? { strict: format.strict } : {}) }
         : { type: format.type, schemaName: '', schema: '' };
   }
-  if (forward.has('temperature') && body.temperature != null) request.temperature = body.temperature;
-  if (forward.has('top_p') && body.top_p != null) request.topP = body.top_p;
-  if (forward.has('presence_penalty') && body.presence_penalty != null) request.presencePenalty = body.presence_penalty;
-  if (forward.has('frequency_penalty') && body.frequency_penalty != null) request.frequencyPenalty = body.frequency_penalty;
-  if (forward.has('max_output_tokens') && body.max_output_tokens != null) request.maxOutputTokens = Math.min(body.max_output_tokens, 0xffffffff);
-  if (withTools && forward.has('parallel_tool_calls') && body.parallel_tool_calls != null) request.parallelToolCalls = body.parallel_tool_calls;
-  if (forward.has('reasoning.effort') && body.reasoning?.effort != null) {
+  if (gate.forwards('temperature') && body.temperature != null) request.temperature = body.temperature;
+  if (gate.forwards('top_p') && body.top_p != null) request.topP = body.top_p;
+  if (gate.forwards('presence_penalty') && body.presence_penalty != null) request.presencePenalty = body.presence_penalty;
+  if (gate.forwards('frequency_penalty') && body.frequency_penalty != null) request.frequencyPenalty = body.frequency_penalty;
+  if (gate.forwards('max_output_tokens') && body.max_output_tokens != null) request.maxOutputTokens = Math.min(body.max_output_tokens, 0xffffffff);
+  if (withTools && gate.forwards('parallel_tool_calls') && body.parallel_tool_calls != null) request.parallelToolCalls = body.parallel_tool_calls;
+  if (gate.forwards('reasoning') && body.reasoning?.effort != null) {
     request.reasoningEffort = nearestReasoningEffort(body.reasoning.effort, model.model.reasoningEfforts);
   }
-  if (forward.has('reasoning.summary') && body.reasoning?.summary != null) request.reasoningSummary = body.reasoning.summary;
-  if (body.user != null) request.user = body.user;
-  if (Object.keys(extraBody).length > 0) request.extraBody = JSON.stringify(extraBody);
+  if (gate.forwards('reasoning') && body.reasoning?.summary != null) request.reasoningSummary = body.reasoning.summary;
+  if (gate.forwards('user') && body.user != null) request.user = body.user;
+  const extraBody = gate.extraBody();
+  if (extraBody !== undefined) request.extraBody = extraBody;
 
   return {
     request,
