@@ -1,5 +1,8 @@
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
+import { parse } from 'yaml';
+import { parseCredits } from '@gateway/platform';
 import { gatewayctl } from './stack-harness.js';
 import { createTestBus, createTestDatabase, type TestBus, type TestDatabase } from '@gateway/testing';
 import type { RunningStack } from '../src/index.js';
@@ -72,6 +75,28 @@ export function decimalField(text: string, field: string): string {
 }
 
 export const chatBody = { model: 'chat-small', messages: [{ role: 'user', content: 'Say hello.' }], max_completion_tokens: 16 };
+
+/** Token counts of one answer: `input` includes the `cached` reads (the chat dialect's prompt_tokens). */
+export interface TokenUsage {
+  input: number;
+  cached?: number;
+  output: number;
+}
+
+/**
+ * What an answer with this usage costs, in pico credits, at the prices the example config (the catalog
+ * these stacks run) gives the model with this id or alias: money checks use the exact amount.
+ */
+export function exampleTokenCostPico(model: string, usage: TokenUsage): bigint {
+  const models = (parse(readFileSync(exampleConfigPath, 'utf8')) as { models: { id: string; aliases?: string[]; pricing?: Record<string, string> }[] }).models;
+  const pricing = models.find((entry) => entry.id === model || entry.aliases?.includes(model))?.pricing;
+  if (!pricing?.per_input_token || !pricing.per_output_token) throw new Error(`${model} has no token prices in ${exampleConfigPath}`);
+  const cached = usage.cached ?? 0;
+  if (cached > 0 && !pricing.per_cached_input_token) throw new Error(`${model} has no cached-input price`);
+  return BigInt(usage.input - cached) * parseCredits(pricing.per_input_token)
+    + BigInt(cached) * parseCredits(pricing.per_cached_input_token ?? '0')
+    + BigInt(usage.output) * parseCredits(pricing.per_output_token);
+}
 
 export async function startAccountStack(): Promise<AccountStack> {
   const database = await createTestDatabase();

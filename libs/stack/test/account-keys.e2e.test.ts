@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuthServiceClient, AuthServiceService, ErrorReason, LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import { createClient, formatCredits, GatewayError, GrpcStatus, parseCredits } from '@gateway/platform';
 import { eventually } from '@gateway/testing';
-import { decimalField, startAccountStack, type Account, type AccountStack, type KeyJson } from './account-harness.js';
+import { decimalField, exampleTokenCostPico, startAccountStack, type Account, type AccountStack, type KeyJson } from './account-harness.js';
 
 // The key API of spec §4.15/§4.16 through the real edge, Auth and Ledger: CRUD, pagination, object-level
 // authorisation at the edge and on gRPC, the key credit limit at admission, activity, and concurrent writes.
@@ -178,7 +178,13 @@ describe('account keys over HTTP', () => {
 
   it("answers 404 for another account's key on every {key_id} route, at the edge and on gRPC, and leaves it untouched", async () => {
     const key = await harness.createKey(owner, { name: 'owner-private-name', credit_limit: 3 });
-    expect((await harness.chat(key.key)).status).toBe(200);
+    const paid = await harness.chat(key.key);
+    expect(paid.status).toBe(200);
+    // The key's usage: this one answer at chat-small's catalog prices.
+    const paidCost = exampleTokenCostPico('chat-small', {
+      input: paid.body.usage.prompt_tokens, cached: paid.body.usage.prompt_tokens_details?.cached_tokens ?? 0, output: paid.body.usage.completion_tokens,
+    });
+    expect(paidCost).toBeGreaterThan(0n);
     const unknown = await getKey(intruder, 'key_doesnotexist');
     expect(unknown.status).toBe(404);
 
@@ -223,7 +229,7 @@ describe('account keys over HTTP', () => {
         expect((error as GatewayError).reason).toBe(ErrorReason.ERROR_REASON_NOT_FOUND);
       }
       // The ledger answers usage per account: the owner's spend is not readable through another account.
-      await eventually(async () => expect(parseCredits(decimalField((await getKey(owner, key.id)).text, 'usage'))).toBeGreaterThan(0n), 10_000);
+      await eventually(async () => expect(parseCredits(decimalField((await getKey(owner, key.id)).text, 'usage'))).toBe(paidCost), 10_000);
       const foreignUsage = await ledger.getKeyUsage({ accountId: intruder.accountId, keyIds: [key.id] });
       expect(foreignUsage.usage).toEqual([{ keyId: key.id, credits: '0' }]);
     } finally {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKey } from '@gateway/auth';
 import { parseCredits } from '@gateway/platform';
 import { eventually } from '@gateway/testing';
-import { chatBody, startAccountStack, type Account, type AccountStack, type CallOptions, type HttpAnswer } from './account-harness.js';
+import { chatBody, exampleTokenCostPico, startAccountStack, type Account, type AccountStack, type CallOptions, type HttpAnswer } from './account-harness.js';
 
 // Spec §5 as a table: every kind of credential against every route group the edge serves, each cell
 // checked for its exact status and error `type` (and, where it succeeds, that it acted for the right
@@ -32,6 +32,8 @@ interface Fixture {
   /** A live API key of the owner. */
   ownerKeyId: string;
   credentials: Record<CredentialKind, CallOptions>;
+  /** What each account's paid inferences of the matrix cost (pico credits), from the usage each answer reported. */
+  spentPico: Map<string, bigint>;
 }
 
 interface RouteGroup {
@@ -63,6 +65,13 @@ const optionalApiKey = (kind: CredentialKind) => (kind === 'none' || VALID_API_K
 const account = (own: Expected, other: Expected = own) => (kind: CredentialKind) =>
   kind === OWN_PROVISIONING ? own : kind === OTHER_PROVISIONING ? other : invalidProvisioningKey;
 
+/** Adds a paid answer's cost (its reported usage at chat-small's catalog prices) to the account of the key that made it. */
+function addSpend(fixture: Fixture, kind: CredentialKind, cost: bigint): void {
+  const accountId = kind === "other account's api key" ? fixture.other.accountId : fixture.owner.accountId;
+  expect(cost).toBeGreaterThan(0n);
+  fixture.spentPico.set(accountId, (fixture.spentPico.get(accountId) ?? 0n) + cost);
+}
+
 /** The messages dialect: the same cells, its envelope typing the refusal by status (spec §7). */
 const messagesInference = (success: Expected) => (kind: CredentialKind) =>
   VALID_API_KEYS.has(kind) ? success : { status: 401, type: 'authentication_error' };
@@ -73,7 +82,11 @@ const routes: RouteGroup[] = [
     name: 'POST /v1/chat/completions',
     call: (harness, credential) => harness.call('POST', '/v1/chat/completions', { ...credential, body: chatBody }),
     expected: inference(ok()),
-    check: (answer) => expect(answer.body.object).toBe('chat.completion'),
+    check: (answer, kind, fixture) => {
+      expect(answer.body.object).toBe('chat.completion');
+      const usage = answer.body.usage;
+      addSpend(fixture, kind, exampleTokenCostPico('chat-small', { input: usage.prompt_tokens, cached: usage.prompt_tokens_details?.cached_tokens ?? 0, output: usage.completion_tokens }));
+    },
   },
   {
     name: 'POST /v1/chat/completions (bad body)',
@@ -84,7 +97,13 @@ const routes: RouteGroup[] = [
     name: 'POST /v1/messages',
     call: (harness, credential) => harness.call('POST', '/v1/messages', { ...credential, body: messagesBody }),
     expected: messagesInference(ok()),
-    check: (answer) => expect(answer.body.type).toBe('message'),
+    check: (answer, kind, fixture) => {
+      expect(answer.body.type).toBe('message');
+      // Messages usage: input_tokens excludes the cache reads, reported apart.
+      const usage = answer.body.usage;
+      const cached = (usage.cache_read_input_tokens ?? 0) as number;
+      addSpend(fixture, kind, exampleTokenCostPico('chat-small', { input: usage.input_tokens + cached + (usage.cache_creation_input_tokens ?? 0), cached, output: usage.output_tokens }));
+    },
   },
   {
     name: 'POST /v1/messages (bad body)',
@@ -220,6 +239,7 @@ describe('credential × route matrix', () => {
         "other account's api key": { bearer: othersKey.key },
         "other account's provisioning key": { bearer: other.provisioningKey },
       },
+      spentPico: new Map(),
     };
   }, 120_000);
 
@@ -279,9 +299,15 @@ describe('credential × route matrix', () => {
   it('charged each paid inference of the matrix to the account of the key that made it', async () => {
     const balance = async (who: Account) =>
       parseCredits((await harness.call('GET', '/v1/account/balance', { bearer: who.provisioningKey })).body.balance as string);
+    // Owner: chat and messages with its key as Bearer and as x-api-key; other: chat and messages with its key.
+    const owner = fixture.spentPico.get(fixture.owner.accountId) ?? 0n;
+    const other = fixture.spentPico.get(fixture.other.accountId) ?? 0n;
+    expect(owner).toBeGreaterThan(0n);
+    expect(other).toBeGreaterThan(0n);
+    // Exact balances: a charge on the wrong account (or none, or two) moves both away from these.
     await eventually(async () => {
-      expect(await balance(fixture.owner)).toBeLessThan(parseCredits('10'));
-      expect(await balance(fixture.other)).toBeLessThan(parseCredits('7'));
+      expect(await balance(fixture.owner)).toBe(parseCredits('10') - owner);
+      expect(await balance(fixture.other)).toBe(parseCredits('7') - other);
     }, 10_000);
   });
 });

@@ -2,8 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { runGatewayctl } from '@gateway/gatewayctl';
 import { createTestBus, createTestDatabase, eventually, labelValues, parsePrometheusText, sampleSum, type TestBus, type TestDatabase, TEST_ADMIN_TOKEN, TEST_INTERNAL_TOKEN } from '@gateway/testing';
-import { createClient, GatewayError, GrpcStatus, type PromiseClient } from '@gateway/platform';
+import { createClient, GatewayError, GrpcStatus, parseCredits, type PromiseClient } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
+import { exampleTokenCostPico } from './account-harness.js';
 import { startProcessStack, type ProcessStack } from './process-stack.js';
 
 // Each server app as its own OS process (`node apps/<name>/dist/main.js`, configured by env only),
@@ -43,11 +44,15 @@ describe('every service as its own process', () => {
     const client = new OpenAI({ baseURL: `${edgeUrl}/v1`, apiKey, maxRetries: 0 });
     const completion = await client.chat.completions.create({ model: 'acme/chat-small', messages: [{ role: 'user', content: 'one two three' }] });
     expect(completion.choices[0]?.message.content).toBeTruthy();
+    // Charged exactly once, at the catalog's prices for the usage the answer reported.
+    const cost = exampleTokenCostPico('acme/chat-small', {
+      input: completion.usage!.prompt_tokens, cached: completion.usage!.prompt_tokens_details?.cached_tokens ?? 0, output: completion.usage!.completion_tokens,
+    });
+    expect(cost).toBeGreaterThan(0n);
     await eventually(async () => {
       const response = await fetch(`${edgeUrl}/v1/account/balance`, { headers: { authorization: `Bearer ${account.provisioning_key}` } });
       const { balance } = (await response.json()) as { balance: string };
-      expect(balance).not.toBe('1');
-      expect(Number(balance)).toBeLessThan(1);
+      expect(parseCredits(balance)).toBe(parseCredits('1') - cost);
     }, 10_000);
 
     // Every process serves its own /metrics (METRICS_PORT), each with its own part of the request.
