@@ -5,8 +5,20 @@ import { PNG } from 'pngjs';
 import { toFile } from 'openai';
 import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
 import {
-  MEDIA_PRICES, decodes, makeAudio, mediaCatalog, priced, pricedAudioMs, startMediaHarness, type MediaHarness,
+  MEDIA_PRICES, decodes, makeAudio, mediaCatalog, priced, pricedAudioMs, runFfmpeg, startMediaHarness, type MediaHarness,
 } from './media-e2e-harness.js';
+
+/**
+ * How long a clip is, in ms, decoded here apart from the gateway: to 16 kHz mono 16-bit PCM (what the
+ * gateway converts uploads to for transcription), frames / 16 rounded like the ledger's audio units.
+ */
+async function decodedAudioMs(audio: Buffer): Promise<number> {
+  const pcm = await runFfmpeg(['-v', 'error', '-i', 'pipe:0', '-map', '0:a:0', '-c:a', 'pcm_s16le', '-ar', '16000', '-ac', '1', '-f', 's16le', 'pipe:1'], audio);
+  return Math.round((pcm.length / 2) * 1000 / 16_000);
+}
+
+/** Image tokens the simulated provider counts per input image of an edit (OpenAI's minimum tile cost). */
+const SIMULATED_INPUT_IMAGE_TOKENS = 272;
 
 // Issue 15 end to end: every non-chat route through the real `openai` client, on the built-in simulated
 // provider (what `npm start` serves) — real vectors, PNGs, audio made and checked with ffmpeg — with the
@@ -142,11 +154,11 @@ describe('embeddings, moderations, images and audio on the simulated provider', 
     const usage = inline.usage!;
     expect(usage.output_tokens).toBeGreaterThan(0);
     expect(usage.total_tokens).toBe(usage.input_tokens + usage.output_tokens);
+    // 256x256 is one tile: 272 image tokens (the minimum) per image; the input is the prompt's text tokens alone.
+    expect(usage.output_tokens).toBe(2 * 272);
     const charge = await harness.charge(response.headers.get('x-request-id')!);
     expect(Number(charge.output_image_tokens)).toBe(usage.output_tokens);
-    expect(charge.cost_pico).toBe(
-      priced(charge.input_text_tokens as string, MEDIA_PRICES.imageTextInput) + priced(usage.output_tokens, MEDIA_PRICES.imageOutput),
-    );
+    expect(charge.cost_pico).toBe(priced(usage.input_tokens, MEDIA_PRICES.imageTextInput) + priced(usage.output_tokens, MEDIA_PRICES.imageOutput));
 
     const hosted = await harness.client.images.generate({ model: 'sim/image', prompt: 'a lighthouse at dusk', size: '256x256', response_format: 'url' });
     // EDGE_PUBLIC_URL is unset here: the URL is the path alone, relative to the gateway (issue 29).
@@ -196,11 +208,14 @@ describe('embeddings, moderations, images and audio on the simulated provider', 
       .withResponse();
     expect(data.data).toHaveLength(1);
     expect(PNG.sync.read(Buffer.from(data.data![0]!.b64_json!, 'base64')).width).toBe(256);
+    // The reported input is text + image tokens: the two input images are 272 each, the rest is the prompt.
+    const imageTokens = 2 * SIMULATED_INPUT_IMAGE_TOKENS;
+    const textTokens = data.usage!.input_tokens - imageTokens;
+    expect(textTokens).toBeGreaterThan(0);
+    expect(data.usage!.output_tokens).toBe(272);
     const charge = await harness.charge(response.headers.get('x-request-id')!);
     expect(charge.cost_pico).toBe(
-      priced(charge.input_text_tokens as string, MEDIA_PRICES.imageTextInput) +
-        priced(charge.input_image_tokens as string, MEDIA_PRICES.imageImageInput) +
-        priced(charge.output_image_tokens as string, MEDIA_PRICES.imageOutput),
+      priced(textTokens, MEDIA_PRICES.imageTextInput) + priced(imageTokens, MEDIA_PRICES.imageImageInput) + priced(data.usage!.output_tokens, MEDIA_PRICES.imageOutput),
     );
   });
 
@@ -235,9 +250,11 @@ describe('embeddings, moderations, images and audio on the simulated provider', 
       .create({ model: 'sim/transcribe', file: await toFile(audio, 'clip.webm', { type: 'audio/webm' }) })
       .withResponse();
     expect(data.text.length).toBeGreaterThan(0);
+    const expectedMs = await decodedAudioMs(audio);
+    expect(Math.abs(expectedMs - 2000)).toBeLessThan(100);
     const charge = await harness.charge(response.headers.get('x-request-id')!);
-    expect(Math.abs(Number(charge.input_audio_ms) - 2000)).toBeLessThan(100);
-    expect(charge.cost_pico).toBe(pricedAudioMs(charge.input_audio_ms as string, MEDIA_PRICES.transcribeHour));
+    expect(Number(charge.input_audio_ms)).toBe(expectedMs);
+    expect(charge.cost_pico).toBe(pricedAudioMs(expectedMs, MEDIA_PRICES.transcribeHour));
   });
 
   it('answers each transcription response_format with its content type', async () => {
@@ -527,9 +544,11 @@ describe('the same routes against an OpenAI-compatible upstream', () => {
     expect(file.filename).toBe('voice.wav');
     expect(file.contentType).toBe('audio/wav');
     expect(file.data.subarray(0, 4).toString('latin1')).toBe('RIFF');
+    const expectedMs = await decodedAudioMs(audio);
+    expect(Math.abs(expectedMs - 1500)).toBeLessThan(100);
     const charge = await harness.charge(response.headers.get('x-request-id')!);
-    expect(Math.abs(Number(charge.input_audio_ms) - 1500)).toBeLessThan(100);
-    expect(charge.cost_pico).toBe(pricedAudioMs(charge.input_audio_ms as string, MEDIA_PRICES.transcribeHour));
+    expect(Number(charge.input_audio_ms)).toBe(expectedMs);
+    expect(charge.cost_pico).toBe(pricedAudioMs(expectedMs, MEDIA_PRICES.transcribeHour));
   });
 
   it('translates through the upstream translations endpoint and passes verbose_json through', async () => {
@@ -546,5 +565,6 @@ describe('the same routes against an OpenAI-compatible upstream', () => {
     expect(lastUpstream('/v1/audio/translations').parts!.find((part) => part.name === 'file')!.filename).toBe('clip.mp3');
     const charge = await harness.charge(response.headers.get('x-request-id')!);
     expect(Number(charge.input_audio_ms)).toBe(1500);
+    expect(charge.cost_pico).toBe(pricedAudioMs(1500, MEDIA_PRICES.transcribeHour));
   });
 });
