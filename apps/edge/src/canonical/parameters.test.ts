@@ -67,8 +67,6 @@ const SAMPLES: Record<Dialect, Record<string, Sample>> = {
     presence_penalty: { body: { presence_penalty: 0.5 }, expected: { presencePenalty: 0.5 } },
     frequency_penalty: { body: { frequency_penalty: -0.5 }, expected: { frequencyPenalty: -0.5 } },
     parallel_tool_calls: { body: { parallel_tool_calls: false }, expected: { parallelToolCalls: false } },
-    prediction: { body: { prediction: { type: 'content', content: 'x' } }, expected: { prediction: '{"type":"content","content":"x"}' } },
-    web_search_options: { body: { web_search_options: { search_context_size: 'low' } }, expected: { webSearchOptions: '{"search_context_size":"low"}' } },
     image_config: { body: { image_config: { aspect_ratio: '16:9' } }, expected: { imageAspectRatio: '16:9' } },
     user: { body: { user: 'end-user-1' }, expected: { user: 'end-user-1' } },
   },
@@ -163,7 +161,7 @@ for (const dialect of DIALECTS) {
       const neverForwarded = DIALECT_FIELDS[dialect].neverForwarded;
       const body: Record<string, unknown> = { seed: 3, top_logprobs: 2 };
       const values: Record<string, unknown> = {
-        logit_bias: { '1': 2 }, metadata: { team: 'a' }, 'text.verbosity': 'low', service_tier: 'auto', container: 'c', inference_geo: 'us',
+        logit_bias: { '1': 2 }, prediction: { type: 'content', content: 'x' }, web_search_options: {}, metadata: { team: 'a' }, 'text.verbosity': 'low', service_tier: 'auto', container: 'c', inference_geo: 'us',
         speed: 'fast', diagnostics: {}, context_management: {}, mcp_servers: [{ type: 'url', url: 'https://example.com', name: 'm' }],
       };
       for (const name of neverForwarded) {

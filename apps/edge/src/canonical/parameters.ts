@@ -113,18 +113,6 @@ export const FORWARDED_PARAMETERS = {
     supportedNames: ['parallel_tool_calls'],
     spellings: { chat: ['parallel_tool_calls'], responses: ['parallel_tool_calls'] },
   },
-  prediction: {
-    fields: ['prediction'],
-    value: 'JSON object, passed as JSON text',
-    supportedNames: ['prediction'],
-    spellings: { chat: ['prediction'] },
-  },
-  web_search_options: {
-    fields: ['webSearchOptions'],
-    value: 'JSON object, passed as JSON text',
-    supportedNames: ['web_search_options'],
-    spellings: { chat: ['web_search_options'] },
-  },
   image_config: {
     fields: ['imageAspectRatio'],
     value: 'aspect_ratio, one of the ratios in the chat schema',
@@ -150,8 +138,10 @@ export type CanonicalParameter = keyof typeof FORWARDED_PARAMETERS;
 export const DIALECT_FIELDS: Record<Dialect, { readonly request: readonly string[]; readonly neverForwarded: readonly string[] }> = {
   chat: {
     request: ['model', 'messages', 'stream', 'stream_options', 'routing'],
-    // spec §4.8: logit_bias is accepted in the shape and not passed to providers.
-    neverForwarded: ['logit_bias'],
+    // spec §4.8: logit_bias is accepted in the shape and not passed to providers. `prediction` and
+    // `web_search_options` are never in a model's supported_parameters (spec §2.6; the catalog strips
+    // them, apps/catalog/src/catalog-snapshot.ts HIDDEN_PARAMETERS), so no model takes them either.
+    neverForwarded: ['logit_bias', 'prediction', 'web_search_options'],
   },
   responses: {
     // `store`, `include`, `truncation` are the gateway's own behaviour (convert-responses-request.ts);

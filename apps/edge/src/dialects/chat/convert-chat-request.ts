@@ -60,10 +60,6 @@ export function convertChatRequest(body: ChatCompletionRequest, model: CatalogMo
   if (gate.forwards('presence_penalty') && body.presence_penalty != null) request.presencePenalty = body.presence_penalty;
   if (gate.forwards('frequency_penalty') && body.frequency_penalty != null) request.frequencyPenalty = body.frequency_penalty;
   if (gate.forwards('parallel_tool_calls') && body.parallel_tool_calls != null) request.parallelToolCalls = body.parallel_tool_calls;
-  if (gate.forwards('prediction') && body.prediction != null) request.prediction = JSON.stringify(body.prediction);
-  if (gate.forwards('web_search_options') && body.web_search_options != null) {
-    request.webSearchOptions = JSON.stringify(body.web_search_options);
-  }
   if (gate.forwards('image_config') && body.image_config?.aspect_ratio != null) request.imageAspectRatio = body.image_config.aspect_ratio;
   if (gate.forwards('user') && body.user != null) request.user = body.user;
   const extraBody = gate.extraBody();

@@ -1,0 +1,224 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type OpenAI from 'openai';
+import type Anthropic from '@anthropic-ai/sdk';
+import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
+import { startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { anthropicClient } from './messages-e2e-harness.js';
+
+// The table of forwarded parameters (apps/edge/src/canonical/parameters.ts), end to end with the real
+// SDKs: every parameter a dialect has reaches the provider on a model that lists it, and on a model
+// that lists nothing none reaches it and each is named in x-gateway-dropped-params as the client spelled it.
+
+const EVERYTHING = 'testco/everything';
+const BARE = 'testco/bare';
+const PROVIDER_KEY_ENV = 'FORWARDED_PARAMETERS_E2E_KEY';
+const ALL_NAMES = [
+  'tools', 'tool_choice', 'response_format', 'structured_outputs', 'temperature', 'top_p', 'top_k', 'stop', 'max_completion_tokens', 'max_tokens',
+  'reasoning_effort', 'reasoning', 'presence_penalty', 'frequency_penalty', 'parallel_tool_calls', 'prediction', 'web_search_options', 'image_config', 'user',
+];
+
+function catalog(upstream: FakeUpstream): string {
+  const model = (id: string, supported: readonly string[]) => `
+  - id: ${id}
+    owned_by: testco
+    created: 1767225600
+    input_modalities: [text]
+    output_modalities: [text]
+    supported_parameters: [${supported.join(', ')}]
+    pricing: { per_input_token: "0.000001", per_output_token: "0.000002" }
+    limit_group: default
+    offers:
+      - { provider: upstream, upstream_model: ${id.split('/')[1]}-upstream, endpoints: [chat.completions, responses, messages] }`;
+  return `
+startups:
+  - { id: testco, display_name: Test Co }
+providers:
+  - { id: upstream, kind: openai, base_url: ${upstream.url}, api_key_env: ${PROVIDER_KEY_ENV} }
+limit_groups:
+  - id: default
+    tiers: { tier-1: { minute: 600 } }
+models:${model(EVERYTHING, ALL_NAMES)}${model(BARE, [])}
+`;
+}
+
+const SCHEMA = { type: 'object', properties: { a: { type: 'string' } } };
+
+/** What the provider (chat-completions wire) receives for each dialect's request, field by field. */
+const CHAT_UPSTREAM = {
+  tools: [{ type: 'function', function: { name: 'f', parameters: SCHEMA } }],
+  tool_choice: 'required',
+  response_format: { type: 'json_object' },
+  temperature: 0.3,
+  top_p: 0.7,
+  stop: ['END'],
+  max_completion_tokens: 77,
+  reasoning_effort: 'low',
+  presence_penalty: 0.5,
+  frequency_penalty: -0.5,
+  parallel_tool_calls: false,
+  image_config: { aspect_ratio: '16:9' },
+  user: 'end-user-1',
+};
+
+const RESPONSES_UPSTREAM = {
+  tools: [{ type: 'function', function: { name: 'f', parameters: SCHEMA, strict: false } }],
+  tool_choice: 'required',
+  response_format: { type: 'json_object' },
+  temperature: 0.3,
+  top_p: 0.7,
+  max_completion_tokens: 77,
+  reasoning_effort: 'high',
+  presence_penalty: 0.5,
+  frequency_penalty: -0.5,
+  parallel_tool_calls: false,
+  user: 'end-user-1',
+};
+
+const MESSAGES_UPSTREAM = {
+  tools: CHAT_UPSTREAM.tools,
+  tool_choice: 'required',
+  response_format: { type: 'json_schema', json_schema: { name: 'response', schema: SCHEMA } },
+  temperature: 0.3,
+  top_p: 0.7,
+  top_k: 5,
+  stop: ['END'],
+  max_completion_tokens: 4000,
+  reasoning_effort: 'medium',
+  user: 'end-user-1',
+};
+
+describe('forwarded parameters, per dialect, end to end', () => {
+  let upstream: FakeUpstream;
+  let harness: ChatHarness;
+  let anthropic: Anthropic;
+
+  beforeAll(async () => {
+    upstream = await startFakeUpstream();
+    harness = await startChatHarness({ configYaml: catalog(upstream), providerSecrets: { [PROVIDER_KEY_ENV]: 'sk-forwarded-parameters' } });
+    anthropic = anthropicClient(harness.stack.url, harness.apiKey);
+  }, 120_000);
+
+  afterAll(async () => {
+    await harness?.stop();
+    await upstream?.close();
+  });
+
+  beforeEach(() => upstream.reset());
+
+  /** The recorded upstream body, narrowed to the fields one of the expectations names. */
+  function upstreamFields(expected: Record<string, unknown>): Record<string, unknown> {
+    expect(upstream.requests).toHaveLength(1);
+    const body = upstream.requests[0]!.body as Record<string, unknown>;
+    const fields: Record<string, unknown> = {};
+    for (const name of Object.keys(expected)) if (name in body) fields[name] = body[name];
+    return fields;
+  }
+
+  const chatBody = (model: string) =>
+    ({
+      model,
+      messages: [{ role: 'user', content: 'hi' }],
+      tools: [{ type: 'function', function: { name: 'f', parameters: SCHEMA } }],
+      tool_choice: 'required',
+      response_format: { type: 'json_object' },
+      temperature: 0.3,
+      top_p: 0.7,
+      stop: 'END',
+      max_completion_tokens: 77,
+      reasoning_effort: 'low',
+      presence_penalty: 0.5,
+      frequency_penalty: -0.5,
+      parallel_tool_calls: false,
+      prediction: { type: 'content', content: 'x' },
+      web_search_options: { search_context_size: 'low' },
+      image_config: { aspect_ratio: '16:9' },
+      user: 'end-user-1',
+    }) as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming;
+
+  it('chat completions: every parameter reaches the provider on a model that lists it (prediction and web_search_options never do)', async () => {
+    const { response } = await harness.client.chat.completions.create(chatBody(EVERYTHING)).withResponse();
+    // No model lists these two (spec §2.6: the catalog leaves them out), so none takes them.
+    expect(response.headers.get('x-gateway-dropped-params')).toBe('prediction,web_search_options');
+    expect(upstreamFields(CHAT_UPSTREAM)).toEqual(CHAT_UPSTREAM);
+    expect(upstream.requests[0]!.body).not.toHaveProperty('prediction');
+    expect(upstream.requests[0]!.body).not.toHaveProperty('web_search_options');
+  });
+
+  it('chat completions: on a model that lists nothing, none reaches the provider and each is named', async () => {
+    const { response } = await harness.client.chat.completions.create(chatBody(BARE)).withResponse();
+    expect(response.headers.get('x-gateway-dropped-params')).toBe(
+      'frequency_penalty,image_config,max_completion_tokens,parallel_tool_calls,prediction,presence_penalty,reasoning_effort,response_format,stop,temperature,tool_choice,tools,top_p,user,web_search_options',
+    );
+    expect(upstreamFields(CHAT_UPSTREAM)).toEqual({});
+  });
+
+  it('chat completions: the old max_tokens is named as the client spelled it', async () => {
+    const { response } = await harness.client.chat.completions.create({ model: BARE, messages: [{ role: 'user', content: 'hi' }], max_tokens: 20 }).withResponse();
+    expect(response.headers.get('x-gateway-dropped-params')).toBe('max_tokens');
+    expect(upstream.requests[0]!.body).not.toHaveProperty('max_completion_tokens');
+  });
+
+  const responsesBody = (model: string) =>
+    ({
+      model,
+      input: 'hi',
+      tools: [{ type: 'function', name: 'f', parameters: SCHEMA, strict: false }],
+      tool_choice: 'required',
+      text: { format: { type: 'json_object' } },
+      temperature: 0.3,
+      top_p: 0.7,
+      max_output_tokens: 77,
+      reasoning: { effort: 'high', summary: 'concise' },
+      presence_penalty: 0.5,
+      frequency_penalty: -0.5,
+      parallel_tool_calls: false,
+      user: 'end-user-1',
+    }) as unknown as OpenAI.Responses.ResponseCreateParamsNonStreaming;
+
+  it('responses: every parameter reaches the provider on a model that lists it', async () => {
+    const { response } = await harness.client.responses.create(responsesBody(EVERYTHING)).withResponse();
+    expect(response.headers.get('x-gateway-dropped-params')).toBeNull();
+    expect(upstreamFields(RESPONSES_UPSTREAM)).toEqual(RESPONSES_UPSTREAM);
+  });
+
+  it('responses: on a model that lists nothing, none reaches the provider and each is named in the dialect spelling', async () => {
+    const { response } = await harness.client.responses.create(responsesBody(BARE)).withResponse();
+    expect(response.headers.get('x-gateway-dropped-params')).toBe(
+      'frequency_penalty,max_output_tokens,parallel_tool_calls,presence_penalty,reasoning.effort,reasoning.summary,temperature,text.format,tool_choice,tools,top_p,user',
+    );
+    expect(upstreamFields(RESPONSES_UPSTREAM)).toEqual({});
+  });
+
+  const messagesBody = (model: string) =>
+    ({
+      model,
+      max_tokens: 4000,
+      messages: [{ role: 'user', content: 'hi' }],
+      tools: [{ name: 'f', input_schema: SCHEMA }],
+      tool_choice: { type: 'any' },
+      output_config: { format: { type: 'json_schema', schema: SCHEMA }, effort: 'medium' },
+      thinking: { type: 'enabled', budget_tokens: 1024 },
+      temperature: 0.3,
+      top_p: 0.7,
+      top_k: 5,
+      stop_sequences: ['END'],
+      metadata: { user_id: 'end-user-1' },
+    }) as unknown as Anthropic.MessageCreateParamsNonStreaming;
+
+  it('messages: every parameter reaches the provider on a model that lists it', async () => {
+    const { response } = await anthropic.messages.create(messagesBody(EVERYTHING)).withResponse();
+    expect(response.headers.get('x-gateway-dropped-params')).toBeNull();
+    const fields = upstreamFields(MESSAGES_UPSTREAM);
+    // The chat-completions wire names the schema itself; the rest is as sent.
+    expect({ ...fields, response_format: { type: (fields.response_format as { type: string }).type } }).toEqual({ ...MESSAGES_UPSTREAM, response_format: { type: 'json_schema' } });
+    expect((fields.response_format as { json_schema: { schema: unknown } }).json_schema.schema).toEqual(SCHEMA);
+  });
+
+  it('messages: on a model that lists nothing, none reaches the provider and each is named in the dialect spelling', async () => {
+    const { response } = await anthropic.messages.create(messagesBody(BARE)).withResponse();
+    expect(response.headers.get('x-gateway-dropped-params')).toBe(
+      'max_tokens,metadata.user_id,output_config.effort,output_config.format,stop_sequences,temperature,thinking,tool_choice,tools,top_k,top_p',
+    );
+    expect(upstreamFields(MESSAGES_UPSTREAM)).toEqual({});
+  });
+});
