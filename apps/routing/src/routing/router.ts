@@ -1,16 +1,12 @@
 import { createHash } from 'node:crypto';
 import {
-  activeTraceparent,
   Cancellation,
   ErrorReason,
   GatewayError,
   GrpcStatus,
   errors,
   newRequestId,
-  endSpanWithError,
   otelTrace,
-  SpanKind,
-  tracer,
   tracingEnabled,
   type CallerSignal,
   type Logger,
@@ -38,7 +34,6 @@ import {
   type Model,
   type RequestContext,
   type Usage,
-  type UsageEvent,
 } from '@gateway/proto';
 import type { CatalogCache } from '../catalog/catalog-cache.js';
 import {
@@ -52,6 +47,7 @@ import type { UsagePublisher } from '../usage/usage-publisher.js';
 import type { AttemptObserver } from './attempt-observer.js';
 import { dropUnsupportedParameters } from './drop-unsupported-parameters.js';
 import { lazyRequestLog, newCompletionId, type RequestLog } from './request-hot-path.js';
+import { Reservation } from './reservation.js';
 
 export interface RouterOptions {
   catalog: CatalogCache;
@@ -94,6 +90,8 @@ class AttemptTimeout extends Error {
 
 /** Where one request may go: the model, its ordered candidates and the identity its usage event carries. */
 interface RoutingTarget {
+  /** The request's hold: released or settled exactly once (reservation.ts). */
+  hold: Reservation;
   requestId: string;
   context: RequestContext | undefined;
   model: Model;
@@ -102,6 +100,16 @@ interface RoutingTarget {
   candidates: Candidate[];
   timeoutMs: number;
   logger: RequestLog;
+}
+
+interface FailoverPolicy {
+  /** The attempt goes on after `call` resolves (a stream): the control is handed back and the caller records the outcome. */
+  continues?: boolean;
+  /**
+   * The image prompt screen's moderation offers instead of the request's candidates: the gateway's own
+   * check, so every failure moves on (a verdict too) and none is counted against the request's providers.
+   */
+  screen?: Candidate[];
 }
 
 interface PreparedRequest extends RoutingTarget {
@@ -278,26 +286,41 @@ export class Router {
     while (this.settling.size > 0) await Promise.allSettled([...this.settling]);
   }
 
+  /** The request's hold, taken over from the edge's admission: released or settled exactly once. */
+  private admit(context: RequestContext | undefined, modelId: string, endpoint: string, streamed = false): Reservation {
+    return new Reservation(this.options.usage, context?.requestId || newRequestId(), context, modelId, endpoint, streamed);
+  }
+
+  /**
+   * Runs a unary request with its hold: whatever `body` throws (or forgets), the hold is released once
+   * it returns; after `hold.settle` the release is a no-op.
+   */
+  private async admitted<Result>(
+    context: RequestContext | undefined, modelId: string, endpoint: string, body: (hold: Reservation) => Promise<Result>,
+  ): Promise<Result> {
+    const hold = this.admit(context, modelId, endpoint);
+    try {
+      return await body(hold);
+    } finally {
+      hold.release();
+    }
+  }
+
   /** Model, endpoint and ordered candidates. Unknown model: releases the reservation, then MODEL_NOT_FOUND. */
   private resolve(
-    context: RequestContext | undefined,
+    hold: Reservation,
     modelId: string,
-    endpoint: string,
     strategyName: string,
     timeoutMs: number,
     conversation: () => string,
     capable: Capable = canChat,
   ): RoutingTarget {
-    const requestId = context?.requestId || newRequestId();
+    const { requestId, context, endpoint } = hold;
     const logger = lazyRequestLog(this.options.logger, requestId);
     const model = this.options.catalog.model(modelId);
     if (!model) {
       // The edge reserved before calling: release it rather than leave it to the sweeper.
-      this.options.usage.publishInBackground({
-        requestId, accountId: context?.accountId ?? '', keyId: context?.keyId ?? '', modelId, providerId: '',
-        endpoint, outcome: UsageOutcome.USAGE_OUTCOME_FAILED, usage: emptyUsage(), prices: undefined,
-        occurredAtMs: BigInt(Date.now()), streamed: false, traceParent: activeTraceparent(),
-      });
+      hold.release(false);
       throw new GatewayError(GrpcStatus.INVALID_ARGUMENT, ErrorReason.ERROR_REASON_MODEL_NOT_FOUND, `The model '${modelId}' does not exist.`, {
         param: 'model',
         code: 'model_not_found',
@@ -321,7 +344,9 @@ export class Router {
           random: this.random,
         });
     const candidates = ordered.slice(0, this.options.maxAttempts);
+    hold.resolved(model, strategy.name);
     return {
+      hold,
       requestId,
       context,
       model,
@@ -333,9 +358,8 @@ export class Router {
     };
   }
 
-  private prepare(raw: ChatRequest): PreparedRequest {
-    const endpoint = raw.endpoint || 'chat.completions';
-    const target = this.resolve(raw.context, raw.modelId, endpoint, raw.routingStrategy, raw.timeoutMs, () => conversationKey(raw));
+  private prepare(raw: ChatRequest, hold: Reservation): PreparedRequest {
+    const target = this.resolve(hold, raw.modelId, raw.routingStrategy, raw.timeoutMs, () => conversationKey(raw));
     const { request, dropped } = dropUnsupportedParameters(raw, target.model);
     // Added to the target rather than spread into a copy: in V8 11 (Node 20) a spread copy's hidden class
     // sits outside the transition tree, so each property added to it made fresh Maps per request (README
@@ -344,124 +368,83 @@ export class Router {
   }
 
   /**
-   * Tries the candidates in order with a per-attempt timeout. Retryable failures move on; a provider's
-   * verdict, the caller's cancellation or running out of candidates end the request (with a FAILED
-   * usage event, which releases the reservation).
+   * The one failover loop. Tries the candidates in order with a per-attempt timeout. Retryable failures
+   * move on; a provider's verdict, the caller's cancellation or running out of candidates end the request
+   * and release its hold. A stream pulls its first part inside `call` (failover ends with the first
+   * content) and passes `continues`: its attempt goes on, so the control is handed back undisposed and
+   * the caller records the attempt's outcome.
    */
   private async withFailover<Result>(
     target: RoutingTarget,
     signal: CallerSignal,
-    call: (candidate: Candidate, signal: AttemptSignal) => Promise<Result>,
-  ): Promise<{ result: Result; candidate: Candidate; durationMs: number }> {
+    call: (candidate: Candidate, control: AttemptControl) => Promise<Result>,
+    policy: FailoverPolicy = {},
+  ): Promise<{ result: Result; candidate: Candidate; durationMs: number; control: AttemptControl }> {
+    const screening = policy.screen !== undefined;
+    const candidates = policy.screen ?? target.candidates;
+    // A screen is the gateway's own check: no attempt metrics, health or provider on the request's event.
+    const attempts = screening ? undefined : this.options.attempts;
     let lastFailure: ProviderError | undefined;
     let lastProvider = '';
-    for (const candidate of target.candidates) {
+    for (const candidate of candidates) {
       const providerId = candidate.offer.providerId;
-      if (lastFailure) this.options.attempts?.failover(lastProvider);
+      if (lastFailure) attempts?.failover(lastProvider);
       lastProvider = providerId;
+      if (!screening) target.hold.providerId = providerId;
       const control = new AttemptControl(signal, target.timeoutMs);
       const startedAt = Date.now();
+      let handedOver = false;
       control.arm();
       try {
         const result = await call(candidate, control);
-        this.options.attempts?.attempt(providerId, 'success');
-        if (tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gateway.attempts', target.candidates.indexOf(candidate) + 1);
-        return { result, candidate, durationMs: Date.now() - startedAt };
+        if (policy.continues) {
+          control.disarm();
+          handedOver = true;
+        } else {
+          attempts?.attempt(providerId, 'success');
+        }
+        if (!screening && tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gateway.attempts', candidates.indexOf(candidate) + 1);
+        return { result, candidate, durationMs: Date.now() - startedAt, control };
       } catch (error) {
         if (signal.aborted) {
-          this.options.attempts?.attempt(providerId, 'cancelled');
-          this.releaseReservation(target, providerId, false);
+          attempts?.attempt(providerId, 'cancelled');
+          target.hold.release();
           throw new GatewayError(GrpcStatus.CANCELLED, ErrorReason.ERROR_REASON_UNSPECIFIED, 'The caller cancelled the request.');
         }
         if (error instanceof GatewayError) {
           // A typed verdict on the request itself (e.g. an unusable json_schema), reached before any
           // provider call: the caller's error as it is, no failover, nothing held against the provider.
-          this.releaseReservation(target, providerId, false);
+          target.hold.release();
           throw error;
         }
         const failure = control.timedOut ? new ProviderError('timeout', 'attempt timed out', 0, { cause: error }) : toProviderError(error, control);
-        this.options.attempts?.attempt(providerId, !failure.retryable ? 'rejected' : control.timedOut ? 'timeout' : 'error');
-        if (!failure.retryable) {
-          this.releaseReservation(target, providerId, false);
+        attempts?.attempt(providerId, !failure.retryable ? 'rejected' : control.timedOut ? 'timeout' : 'error');
+        if (!failure.retryable && !screening) {
+          target.hold.release();
           throw verdictError(failure);
         }
-        this.options.health.recordFailure(providerId, target.model.id);
-        target.logger.warn({ provider: providerId, failure: failure.message }, 'provider attempt failed; failing over');
+        if (!screening) {
+          this.options.health.recordFailure(providerId, target.model.id);
+          target.logger.warn({ provider: providerId, failure: failure.message }, 'provider attempt failed; failing over');
+        }
         lastFailure = failure;
       } finally {
-        control.dispose();
+        if (!handedOver) control.dispose();
       }
     }
-    this.releaseReservation(target, lastProvider, false);
+    target.hold.release();
+    if (screening) target.logger.warn({ err: lastFailure }, 'prompt screening unavailable; image request refused');
     throw noUpstream(lastFailure);
   }
 
   /** Publishes the SERVED event of an answer not yet sent; when it cannot be stored the answer is withheld. */
   private async recordServed(target: RoutingTarget, providerId: string, usage: Usage): Promise<void> {
     try {
-      await this.publishUsage(this.usageEvent(target, UsageOutcome.USAGE_OUTCOME_SERVED, providerId, usage, false));
+      await target.hold.settle(providerId, usage);
     } catch (error) {
       target.logger.error({ err: error }, 'usage event not stored; answer withheld');
-      throw new GatewayError(
-        GrpcStatus.FAILED_PRECONDITION,
-        ErrorReason.ERROR_REASON_USAGE_NOT_RECORDED,
-        'The usage of this request could not be recorded, so the answer was withheld.',
-        { cause: error },
-      );
-    }
-  }
-
-  /** Publishes a served request's usage and waits for the bus's ack; a PRODUCER span around it when tracing. */
-  private async publishUsage(event: UsageEvent): Promise<void> {
-    if (!tracingEnabled()) return this.options.usage.publish(event);
-    const span = tracer().startSpan('usage publish', {
-      kind: SpanKind.PRODUCER,
-      attributes: { 'messaging.system': 'nats', 'messaging.operation.type': 'send', 'messaging.destination.name': 'usage', 'gateway.request_id': event.requestId },
-    });
-    try {
-      await this.options.usage.publish(event);
-      span.end();
-    } catch (error) {
-      endSpanWithError(span, error);
       throw error;
     }
-  }
-
-  private usageEvent(prepared: RoutingTarget, outcome: UsageOutcome, providerId: string, usage: Usage, streamed: boolean): UsageEvent {
-    const context = prepared.context;
-    if (tracingEnabled()) {
-      // The request's routing span (the exchange's or the RPC's): GenAI semantic conventions plus ours.
-      otelTrace.getActiveSpan()?.setAttributes({
-        'gen_ai.operation.name': prepared.endpoint,
-        'gen_ai.request.model': prepared.model.id,
-        'gen_ai.provider.name': providerId,
-        'gen_ai.usage.input_tokens': usage.inputTokens,
-        'gen_ai.usage.output_tokens': usage.outputTokens,
-        'gateway.routing.strategy': prepared.strategyName,
-        'gateway.usage.outcome': UsageOutcome[outcome] ?? String(outcome),
-        'gateway.streamed': streamed,
-      });
-    }
-    return {
-      requestId: prepared.requestId,
-      accountId: context?.accountId ?? '',
-      keyId: context?.keyId ?? '',
-      modelId: prepared.model.id,
-      providerId,
-      endpoint: prepared.endpoint,
-      outcome,
-      usage,
-      prices: prepared.model.pricing,
-      occurredAtMs: BigInt(Date.now()),
-      streamed,
-      leaseId: context?.leaseId || undefined,
-      traceParent: activeTraceparent(),
-    };
-  }
-
-  /** A FAILED event releases the caller's reservation; losing it only delays that to the ledger's sweeper. */
-  private releaseReservation(prepared: RoutingTarget, providerId: string, streamed: boolean): void {
-    this.options.usage.publishInBackground(this.usageEvent(prepared, UsageOutcome.USAGE_OUTCOME_FAILED, providerId, emptyUsage(), streamed));
   }
 
   private requestFor(prepared: PreparedRequest, candidate: Candidate) {
@@ -473,8 +456,12 @@ export class Router {
     };
   }
 
-  async chat(raw: ChatRequest, signal: CallerSignal): Promise<ChatResponse> {
-    const prepared = this.prepare(raw);
+  chat(raw: ChatRequest, signal: CallerSignal): Promise<ChatResponse> {
+    return this.admitted(raw.context, raw.modelId, raw.endpoint || 'chat.completions', (hold) => this.chatHolding(raw, signal, hold));
+  }
+
+  private async chatHolding(raw: ChatRequest, signal: CallerSignal, hold: Reservation): Promise<ChatResponse> {
+    const prepared = this.prepare(raw, hold);
     const { result, candidate, durationMs } = await this.withFailover(prepared, signal, (candidate, attemptSignal) =>
       candidate.adapter.chat(this.requestFor(prepared, candidate), attemptSignal),
     );
@@ -500,8 +487,12 @@ export class Router {
     };
   }
 
-  async embed(raw: EmbedRequest, signal: CallerSignal): Promise<EmbedResponse> {
-    const target = this.resolve(raw.context, raw.modelId, 'embeddings', raw.routingStrategy, 0, () => '', canEmbed);
+  embed(raw: EmbedRequest, signal: CallerSignal): Promise<EmbedResponse> {
+    return this.admitted(raw.context, raw.modelId, 'embeddings', (hold) => this.embedHolding(raw, signal, hold));
+  }
+
+  private async embedHolding(raw: EmbedRequest, signal: CallerSignal, hold: Reservation): Promise<EmbedResponse> {
+    const target = this.resolve(hold, raw.modelId, raw.routingStrategy, 0, () => '', canEmbed);
     if (raw.texts.length === 0 && raw.tokenInputs.length === 0) throw errors.invalidRequest('input must not be empty', 'input');
     if (raw.texts.length > MAX_EMBEDDING_INPUTS || raw.tokenInputs.length > MAX_EMBEDDING_INPUTS) {
       throw errors.invalidRequest(`input holds more than ${MAX_EMBEDDING_INPUTS} items`, 'input');
@@ -531,21 +522,18 @@ export class Router {
     };
   }
 
-  async moderate(raw: ModerateRequest, signal: CallerSignal): Promise<ModerateResponse> {
-    const target = this.resolve(raw.context, raw.modelId, 'moderations', raw.routingStrategy, 0, () => '', canModerate);
-    let input: AdapterModerateRequest['input'];
-    try {
-      input = moderationInput(raw);
-    } catch (error) {
-      this.releaseReservation(target, '', false);
-      throw error;
-    }
+  moderate(raw: ModerateRequest, signal: CallerSignal): Promise<ModerateResponse> {
+    return this.admitted(raw.context, raw.modelId, 'moderations', (hold) => this.moderateHolding(raw, signal, hold));
+  }
+
+  private async moderateHolding(raw: ModerateRequest, signal: CallerSignal, hold: Reservation): Promise<ModerateResponse> {
+    const target = this.resolve(hold, raw.modelId, raw.routingStrategy, 0, () => '', canModerate);
+    const input = moderationInput(raw);
     const expected = input.form === 'strings' ? input.texts.length : 1;
     const { result, candidate } = await this.withFailover(target, signal, (candidate, attemptSignal) =>
       candidate.adapter.moderate!({ upstreamModel: candidate.offer.upstreamModel, input }, attemptSignal),
     );
     if (result.results.length !== expected) {
-      this.releaseReservation(target, candidate.offer.providerId, false);
       throw noUpstream(new ProviderError('connection', `expected ${expected} moderation results, got ${result.results.length}`));
     }
     // Counted only when the provider reported nothing: the tokenizer is synchronous work.
@@ -571,8 +559,12 @@ export class Router {
     };
   }
 
-  async generateImages(raw: GenerateImagesRequest, signal: CallerSignal): Promise<GenerateImagesResponse> {
-    const target = this.resolve(raw.context, raw.modelId, 'images.generations', raw.routingStrategy, 0, () => '', canGenerateImages);
+  generateImages(raw: GenerateImagesRequest, signal: CallerSignal): Promise<GenerateImagesResponse> {
+    return this.admitted(raw.context, raw.modelId, 'images.generations', (hold) => this.generateImagesHolding(raw, signal, hold));
+  }
+
+  private async generateImagesHolding(raw: GenerateImagesRequest, signal: CallerSignal, hold: Reservation): Promise<GenerateImagesResponse> {
+    const target = this.resolve(hold, raw.modelId, raw.routingStrategy, 0, () => '', canGenerateImages);
     const request = this.imageRequest(target, raw);
     await this.screenPrompt(target, raw.prompt, signal);
     const { result, candidate } = await this.withFailover(target, signal, (candidate, attemptSignal) =>
@@ -581,18 +573,17 @@ export class Router {
     return this.imagesAnswer(target, raw, result, candidate.offer.providerId);
   }
 
-  async editImages(raw: EditImagesRequest, signal: CallerSignal): Promise<EditImagesResponse> {
+  editImages(raw: EditImagesRequest, signal: CallerSignal): Promise<EditImagesResponse> {
     const generation = raw.generation;
-    const target = this.resolve(generation?.context, generation?.modelId ?? '', 'images.edits', generation?.routingStrategy ?? '', 0, () => '', canEditImages);
-    if (!generation) {
-      this.releaseReservation(target, '', false);
-      throw errors.invalidRequest('EditImagesRequest.generation is required', 'generation');
-    }
+    return this.admitted(generation?.context, generation?.modelId ?? '', 'images.edits', (hold) => this.editImagesHolding(raw, signal, hold));
+  }
+
+  private async editImagesHolding(raw: EditImagesRequest, signal: CallerSignal, hold: Reservation): Promise<EditImagesResponse> {
+    const generation = raw.generation;
+    const target = this.resolve(hold, generation?.modelId ?? '', generation?.routingStrategy ?? '', 0, () => '', canEditImages);
+    if (!generation) throw errors.invalidRequest('EditImagesRequest.generation is required', 'generation');
     const request = this.imageRequest(target, generation);
-    if (raw.images.length === 0) {
-      this.releaseReservation(target, '', false);
-      throw errors.invalidRequest('at least one image is required', 'image');
-    }
+    if (raw.images.length === 0) throw errors.invalidRequest('at least one image is required', 'image');
     // An edit's prompt is screened like a generation's (issue 29: edits skipped the screen).
     await this.screenPrompt(target, generation.prompt, signal);
     const asInput = (image: { data: Uint8Array; filename: string; mediaType: string }) => ({ data: image.data, filename: image.filename, mediaType: image.mediaType });
@@ -605,14 +596,11 @@ export class Router {
     return { result: await this.imagesAnswer(target, generation, result, candidate.offer.providerId) };
   }
 
-  /** Checks n and size (the edge checked them too) and builds the adapter request; a refusal releases the reservation. */
+  /** Checks n and size (the edge checked them too) and builds the adapter request. */
   private imageRequest(target: RoutingTarget, raw: GenerateImagesRequest): Omit<AdapterImageRequest, 'upstreamModel'> {
     const n = raw.n || 1;
     const maxImages = target.model.maxImages ?? 1;
-    const refuse = (message: string, param: string) => {
-      this.releaseReservation(target, '', false);
-      return errors.invalidRequest(message, param);
-    };
+    const refuse = (message: string, param: string) => errors.invalidRequest(message, param);
     if (n > maxImages) throw refuse(`n must be at most ${maxImages} for ${target.model.id}`, 'n');
     if (raw.size !== undefined && !IMAGE_SIZE.test(raw.size)) throw refuse("size must be written '{width}x{height}', e.g. '1024x1024'", 'size');
     if (!raw.prompt) throw refuse('prompt must not be empty', 'prompt');
@@ -639,30 +627,18 @@ export class Router {
       const adapter = offer.endpoints.includes('moderations') ? this.options.catalog.provider(offer.providerId)?.adapter : undefined;
       return adapter?.moderate ? [{ offer, adapter }] : [];
     });
-    let verdict: Awaited<ReturnType<NonNullable<ProviderAdapter['moderate']>>> | undefined;
-    let lastFailure: unknown;
-    for (const candidate of candidates) {
-      const control = new AttemptControl(signal, target.timeoutMs);
-      control.arm();
-      try {
-        verdict = await candidate.adapter.moderate!({ upstreamModel: candidate.offer.upstreamModel, input: { form: 'string', text: prompt } }, control);
-        break;
-      } catch (error) {
-        lastFailure = error;
-        if (signal.aborted) break;
-      } finally {
-        control.dispose();
-      }
-    }
-    const result = verdict?.results[0];
+    const { result: verdict } = await this.withFailover(
+      target,
+      signal,
+      (candidate, control) => candidate.adapter.moderate!({ upstreamModel: candidate.offer.upstreamModel, input: { form: 'string', text: prompt } }, control),
+      { screen: candidates },
+    );
+    const result = verdict.results[0];
     if (!result) {
-      this.releaseReservation(target, '', false);
-      if (signal.aborted) throw new GatewayError(GrpcStatus.CANCELLED, ErrorReason.ERROR_REASON_UNSPECIFIED, 'The caller cancelled the request.');
-      target.logger.warn({ moderation_model: screenId, err: lastFailure }, 'prompt screening unavailable; image request refused');
-      throw noUpstream(lastFailure);
+      target.logger.warn({ moderation_model: screenId }, 'prompt screening answered no verdict; image request refused');
+      throw noUpstream();
     }
     if (!result.flagged) return;
-    this.releaseReservation(target, '', false);
     const flagged = Object.entries(result.categories).filter(([, value]) => value).map(([name]) => name);
     throw new GatewayError(
       GrpcStatus.PERMISSION_DENIED,
@@ -702,23 +678,21 @@ export class Router {
    * plus audio tokens when the provider reports them) is published after the last byte, then yielded.
    */
   async *speak(raw: SpeakRequest, signal: CallerSignal): AsyncGenerator<SpeakResponse> {
-    const target = this.resolve(raw.context, raw.modelId, 'audio.speech', raw.routingStrategy, 0, () => '', canSpeak);
-    if (!raw.input) {
-      this.releaseReservation(target, '', false);
-      throw errors.invalidRequest('input must not be empty', 'input');
-    }
-    const request = {
-      input: raw.input,
-      voice: raw.voice,
-      speed: raw.speed,
-      instructions: raw.instructions,
-      responseFormat: raw.responseFormat || undefined,
-    };
-    let settled = false;
+    const hold = this.admit(raw.context, raw.modelId, 'audio.speech');
     let providerId = '';
     let control: AttemptControl | undefined;
     let iterator: AsyncIterator<Uint8Array> | undefined;
+    const charged = (): Usage => ({ ...emptyUsage(), inputTextCharacters: [...raw.input].length });
     try {
+      const target = this.resolve(hold, raw.modelId, raw.routingStrategy, 0, () => '', canSpeak);
+      if (!raw.input) throw errors.invalidRequest('input must not be empty', 'input');
+      const request = {
+        input: raw.input,
+        voice: raw.voice,
+        speed: raw.speed,
+        instructions: raw.instructions,
+        responseFormat: raw.responseFormat || undefined,
+      };
       const { result, candidate } = await this.withFailover(target, signal, async (candidate, attemptSignal) => {
         const speech = await candidate.adapter.speak!({ ...request, upstreamModel: candidate.offer.upstreamModel }, attemptSignal);
         const audio = speech.audio[Symbol.asyncIterator]();
@@ -747,23 +721,15 @@ export class Router {
         }
       }
       iterator = undefined;
-      const usage: Usage = {
-        ...emptyUsage(),
-        inputTextCharacters: [...raw.input].length,
-        outputAudioTokens: result.speech.usage()?.outputAudioTokens ?? 0,
-      };
-      settled = true;
+      const usage: Usage = { ...charged(), outputAudioTokens: result.speech.usage()?.outputAudioTokens ?? 0 };
       await this.recordServed(target, providerId, usage);
       this.options.health.recordSuccess(providerId, target.model.id, { outputTokens: 0, durationMs: 0 });
       yield { event: { $case: 'usage', value: usage } };
     } catch (error) {
-      if (!providerId) { settled = true; throw error; } // withFailover released the reservation
-      if (error instanceof GatewayError) throw error;
+      // Before the first bytes (a refusal, or no provider answered) the finally releases the hold.
+      if (!providerId || error instanceof GatewayError) throw error;
       // Audio already reached the caller: it is charged, and the caller learns the answer was cut short.
-      settled = true;
-      this.options.usage.publishInBackground(
-        this.usageEvent(target, UsageOutcome.USAGE_OUTCOME_SERVED, providerId, { ...emptyUsage(), inputTextCharacters: [...raw.input].length }, true),
-      );
+      hold.settleInBackground(providerId, charged(), true);
       const failure = control?.timedOut ? new ProviderError('timeout', 'speech stream went silent', 0, { cause: error }) : toProviderError(error, control ?? new AttemptControl(signal, 1));
       throw new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_NO_UPSTREAM, `The upstream provider failed during the speech stream: ${failure.providerMessage}`, {
         retryAfterSeconds: NO_UPSTREAM_RETRY_AFTER_SECONDS,
@@ -772,22 +738,20 @@ export class Router {
     } finally {
       control?.dispose();
       if (iterator) void iterator.return?.(undefined)?.catch?.(() => undefined);
-      // The caller went away after the first bytes: what it received is charged.
-      if (!settled && providerId) {
-        this.options.usage.publishInBackground(
-          this.usageEvent(target, UsageOutcome.USAGE_OUTCOME_SERVED, providerId, { ...emptyUsage(), inputTextCharacters: [...raw.input].length }, true),
-        );
-      }
+      // The caller went away after the first bytes: what it received is charged. Else nothing was: released.
+      if (providerId) hold.settleInBackground(providerId, charged(), true);
+      else hold.release();
     }
   }
 
-  async transcribe(raw: TranscribeRequest, signal: CallerSignal): Promise<TranscribeResponse> {
+  transcribe(raw: TranscribeRequest, signal: CallerSignal): Promise<TranscribeResponse> {
     const endpoint = raw.translate ? 'audio.translations' : 'audio.transcriptions';
-    const target = this.resolve(raw.context, raw.modelId, endpoint, raw.routingStrategy, 0, () => '', canTranscribe);
-    if (raw.audio.length === 0) {
-      this.releaseReservation(target, '', false);
-      throw errors.invalidRequest('file must not be empty', 'file');
-    }
+    return this.admitted(raw.context, raw.modelId, endpoint, (hold) => this.transcribeHolding(raw, signal, hold));
+  }
+
+  private async transcribeHolding(raw: TranscribeRequest, signal: CallerSignal, hold: Reservation): Promise<TranscribeResponse> {
+    const target = this.resolve(hold, raw.modelId, raw.routingStrategy, 0, () => '', canTranscribe);
+    if (raw.audio.length === 0) throw errors.invalidRequest('file must not be empty', 'file');
     const { result, candidate } = await this.withFailover(target, signal, (candidate, attemptSignal) =>
       candidate.adapter.transcribe!(
         {
@@ -815,69 +779,84 @@ export class Router {
     return { text: result.text, content: result.content, usage, providerId: candidate.offer.providerId };
   }
 
-  /** `combinedStart`: the caller reads ChatStreamStart.first_delta (ChatStreamRequest.combined_start). */
+  /**
+   * A chat stream. Failover (withFailover) lasts until the first content: each attempt pulls parts until
+   * its first delta (or its end: an empty stream is still an answer). After that a provider failure ends
+   * the stream with an error, and what was delivered is charged. `combinedStart`: the caller reads
+   * ChatStreamStart.first_delta (ChatStreamRequest.combined_start).
+   */
   async *chatStream(raw: ChatRequest, signal: CallerSignal, options: { combinedStart?: boolean } = {}): AsyncGenerator<ChatStreamResponse> {
-    const prepared = this.prepare(raw);
-    const { logger } = prepared;
-    let lastFailure: ProviderError | undefined;
-    let lastProvider = '';
-    // Exactly one usage event per request: FAILED and SERVED share the msg-id, so the first one wins.
-    let settled = false;
-    let committed = false;
+    // Exactly one usage event per request: the hold ends once, FAILED or SERVED (reservation.ts).
+    const hold = this.admit(raw.context, raw.modelId, raw.endpoint || 'chat.completions', true);
     let servingProvider = '';
     let reported: Usage | undefined;
     const delivered = new DeliveredContent();
     let checkpoint: StreamCheckpoint | undefined;
     let active: { control: AttemptControl; iterator: AsyncIterator<AdapterStreamPart> } | undefined;
-    const startEvent = (providerId: string, firstDelta?: ChatStreamDelta): ChatStreamResponse => ({
-      event: {
-        $case: 'start',
-        value: {
-          id: newCompletionId(),
-          modelId: prepared.model.id,
-          created: BigInt(Math.floor(Date.now() / 1000)),
-          providerId,
-          routingStrategy: prepared.strategyName,
-          droppedParams: prepared.dropped,
-          ...(firstDelta ? { firstDelta } : {}),
-        },
-      },
-    });
-    const meter = () => meterUsage(reported, prepared.request.messages, prepared.request.tools, delivered.output);
-    /**
-     * The stream's SERVED usage, published; `stored` settles once the bus has it or, when the publish
-     * failed, the background does (the content already reached the caller, so it is retried apart). The
-     * checkpoint is retired only once the final event is stored (bus or outbox), never before.
-     * `inBackground`: straight to the background (the caller went away; nobody is left to wait).
-     */
-    const settleServed = (inBackground = false): { usage: Usage; stored: Promise<void> } => {
-      settled = true;
-      const event = this.usageEvent(prepared, UsageOutcome.USAGE_OUTCOME_SERVED, servingProvider, meter(), true);
-      if (inBackground) {
-        this.options.usage.publishInBackground(event, checkpoint);
-        return { usage: event.usage!, stored: Promise.resolve() };
-      }
-      const stored = this.publishUsage(event).then(
-        () => checkpoint?.finalStored(),
-        (error: unknown) => {
-          logger.error({ err: error }, 'usage event of a stream not stored yet; retrying in the background');
-          this.options.usage.publishInBackground(event, checkpoint);
-        },
-      );
-      return { usage: event.usage!, stored };
-    };
-
+    let prepared: PreparedRequest | undefined;
+    const meter = () => meterUsage(reported, prepared!.request.messages, prepared!.request.tools, delivered.output);
     try {
-      for (const candidate of prepared.candidates) {
-        const providerId = candidate.offer.providerId;
-        if (lastFailure) this.options.attempts?.failover(lastProvider);
-        lastProvider = providerId;
-        const control = new AttemptControl(signal, prepared.timeoutMs);
-        const startedAt = Date.now();
-        let firstPartAt = 0;
-        const iterator = candidate.adapter.chatStream(this.requestFor(prepared, candidate), control)[Symbol.asyncIterator]();
+      const target = (prepared = this.prepare(raw, hold));
+      const { logger } = target;
+      let opened;
+      try {
+        opened = await this.withFailover(target, signal, (candidate, control) => this.firstStreamPart(target, candidate, control), { continues: true });
+      } catch (error) {
+        // The caller went away before any content: the stream just ends (its hold is released).
+        if (signal.aborted) return;
+        throw error;
+      }
+      const { result: first, candidate, durationMs: ttftMs, control } = opened;
+      const providerId = (servingProvider = candidate.offer.providerId);
+      const iterator = first.iterator;
+      reported = first.reported;
+      const firstPartAt = Date.now();
+      const start = (firstDelta?: ChatStreamDelta): ChatStreamResponse => ({
+        event: {
+          $case: 'start',
+          value: {
+            id: newCompletionId(),
+            modelId: target.model.id,
+            created: BigInt(Math.floor(Date.now() / 1000)),
+            providerId,
+            routingStrategy: target.strategyName,
+            droppedParams: target.dropped,
+            ...(firstDelta ? { firstDelta } : {}),
+          },
+        },
+      });
+      /**
+       * The stream's SERVED usage, published; `stored` settles once the bus has it or, when the publish
+       * failed, the background does (the content already reached the caller, so it is retried apart). The
+       * checkpoint is retired only once the final event is stored (bus or outbox), never before.
+       */
+      const settleServed = (): { usage: Usage; stored: Promise<void> } => {
+        const usage = meter();
+        const stored = hold.settleStream(providerId, usage, checkpoint, (error) =>
+          logger.error({ err: error }, 'usage event of a stream not stored yet; retrying in the background')) ?? Promise.resolve();
+        return { usage, stored };
+      };
+      if (!first.delta) {
+        // A complete stream with nothing in it is still this provider's answer.
+        control.dispose();
+        yield start();
+      } else {
         active = { control, iterator };
         try {
+          delivered.add(first.delta);
+          // From here the caller has content: its usage must survive a crash (a Set insert; no disk unless
+          // the stream is still running at the first checkpoint). The event is built on the checkpoint
+          // timer, never on this path.
+          checkpoint = this.options.usage.trackStream(delivered, () =>
+            hold.event(UsageOutcome.USAGE_OUTCOME_SERVED, providerId, delivered.usageSoFar(reported, target.request), true));
+          // A caller that reads first_delta gets the first content in the start: one message (one HTTP/2
+          // write: grpc-js writes each message after the previous one's callback) less before it.
+          if (options.combinedStart) {
+            yield start(first.delta);
+          } else {
+            yield start();
+            yield this.deltaMessage(first.delta);
+          }
           for (;;) {
             control.arm();
             const next = await iterator.next();
@@ -885,97 +864,80 @@ export class Router {
             if (next.done) break;
             const part = next.value;
             if (part.type === 'usage') { reported = part.usage; delivered.changes++; continue; }
-            // Adapters drop empty deltas, so the first delta is the first content: failover ends here.
             delivered.add(part.delta);
-            if (!committed) {
-              committed = true;
-              servingProvider = providerId;
-              firstPartAt = Date.now();
-              // From here the caller has content: its usage must survive a crash (a Set insert; no disk
-              // unless the stream is still running at the first checkpoint). The event is built on the
-              // checkpoint timer, never on this path.
-              checkpoint = this.options.usage.trackStream(delivered, () =>
-                this.usageEvent(prepared, UsageOutcome.USAGE_OUTCOME_SERVED, servingProvider, delivered.usageSoFar(reported, prepared.request), true));
-              // A caller that reads first_delta gets the first content in the start: one message (one
-              // HTTP/2 write: grpc-js writes each message after the previous one's callback) less before it.
-              if (options.combinedStart) {
-                yield startEvent(providerId, part.delta);
-                continue;
-              }
-              yield startEvent(providerId);
-            }
-            if (part.delta.finishReason !== '' && tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gen_ai.response.finish_reasons', [part.delta.finishReason]);
-            yield { event: { $case: 'delta', value: part.delta } };
+            yield this.deltaMessage(part.delta);
           }
           control.dispose();
           active = undefined;
-          if (!committed) {
-            // A complete stream with nothing in it is still this provider's answer.
-            committed = true;
-            servingProvider = providerId;
-            firstPartAt = Date.now();
-            yield startEvent(providerId);
-          }
-          // A complete stream ends at once: its usage message and end go out with its last deltas (one
-          // write to the edge) while the publish finishes apart. Waiting for the ack would protect nothing:
-          // the content is with the caller either way, and a failed publish is retried from the background.
-          const { usage, stored } = settleServed();
-          this.settling.add(stored);
-          void stored.finally(() => this.settling.delete(stored));
-          this.options.attempts?.attempt(providerId, 'success');
-          if (tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gateway.attempts', prepared.candidates.indexOf(candidate) + 1);
-          this.options.health.recordSuccess(providerId, prepared.model.id, {
-            ttftMs: firstPartAt - startedAt,
-            outputTokens: usage.outputTokens,
-            durationMs: Date.now() - firstPartAt,
-          });
-          yield { event: { $case: 'usage', value: usage } };
-          return;
         } catch (error) {
           control.dispose();
           active = undefined;
           void iterator.return?.(undefined)?.catch?.(() => undefined);
-          // Typed errors (usage not stored, a verdict on the request such as an unusable json_schema) are
-          // the caller's answer as they are: no failover, not a provider failure. The finally releases.
+          // Typed errors are the caller's answer as they are. The finally charges what was delivered.
           if (error instanceof GatewayError) throw error;
-          if (signal.aborted) { this.options.attempts?.attempt(providerId, 'cancelled'); return; } // the finally settles: SERVED for what was generated, else FAILED
+          if (signal.aborted) { this.options.attempts?.attempt(providerId, 'cancelled'); return; }
           const failure = control.timedOut ? new ProviderError('timeout', 'attempt timed out', 0, { cause: error }) : toProviderError(error, control);
-          this.options.attempts?.attempt(providerId, committed ? 'failed_after_content' : !failure.retryable ? 'rejected' : control.timedOut ? 'timeout' : 'error');
-          if (failure.retryable) this.options.health.recordFailure(providerId, prepared.model.id);
-          if (committed) {
-            logger.warn({ provider: providerId, failure: failure.message }, 'stream failed after content was sent');
-            await settleServed().stored;
-            if (!failure.retryable) throw verdictError(failure);
-            throw new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_NO_UPSTREAM, 'The upstream provider failed during the stream.', {
-              retryAfterSeconds: NO_UPSTREAM_RETRY_AFTER_SECONDS,
-              cause: failure,
-            });
-          }
-          if (!failure.retryable) {
-            settled = true;
-            this.releaseReservation(prepared, providerId, true);
-            throw verdictError(failure);
-          }
-          logger.warn({ provider: providerId, failure: failure.message }, 'provider attempt failed before content; failing over');
-          lastFailure = failure;
-          reported = undefined;
+          this.options.attempts?.attempt(providerId, 'failed_after_content');
+          if (failure.retryable) this.options.health.recordFailure(providerId, target.model.id);
+          logger.warn({ provider: providerId, failure: failure.message }, 'stream failed after content was sent');
+          await settleServed().stored;
+          if (!failure.retryable) throw verdictError(failure);
+          throw new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_NO_UPSTREAM, 'The upstream provider failed during the stream.', {
+            retryAfterSeconds: NO_UPSTREAM_RETRY_AFTER_SECONDS,
+            cause: failure,
+          });
         }
       }
-      settled = true;
-      this.releaseReservation(prepared, lastProvider, true);
-      throw noUpstream(lastFailure);
+      // A complete stream ends at once: its usage message and end go out with its last deltas (one write
+      // to the edge) while the publish finishes apart. Waiting for the ack would protect nothing: the
+      // content is with the caller either way, and a failed publish is retried from the background.
+      const { usage, stored } = settleServed();
+      this.settling.add(stored);
+      void stored.finally(() => this.settling.delete(stored));
+      this.options.attempts?.attempt(providerId, 'success');
+      this.options.health.recordSuccess(providerId, target.model.id, { ttftMs, outputTokens: usage.outputTokens, durationMs: Date.now() - firstPartAt });
+      yield { event: { $case: 'usage', value: usage } };
     } finally {
       if (active) {
-        // The consumer stopped reading mid-attempt: stop the upstream request too.
+        // The consumer stopped reading mid-stream: stop the upstream request too.
         active.control.abort(new Error('caller went away'));
         active.control.dispose();
         void active.iterator.return?.(undefined)?.catch?.(() => undefined);
       }
-      // Reached unsettled when the caller went away (cancellation or the consumer stopped reading).
-      if (!settled) {
-        if (committed) settleServed(true);
-        else { settled = true; this.releaseReservation(prepared, lastProvider, true); }
+      // Still open when the caller went away (cancellation or the consumer stopped reading), or nothing
+      // was delivered: SERVED for what reached the caller, else FAILED. A no-op once the hold ended.
+      if (hold.open) {
+        if (servingProvider) hold.settleInBackground(servingProvider, meter(), true, checkpoint);
+        else hold.release();
       }
+    }
+  }
+
+  /** One delta as a stream message (and its finish reason on the span when tracing). */
+  private deltaMessage(delta: ChatStreamDelta): ChatStreamResponse {
+    if (delta.finishReason !== '' && tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gen_ai.response.finish_reasons', [delta.finishReason]);
+    return { event: { $case: 'delta', value: delta } };
+  }
+
+  /**
+   * One stream attempt up to its first content: the parts before the first delta (a usage report) are
+   * kept; no delta at all is an empty, complete answer. Each part gets the attempt's idle bound.
+   */
+  private async firstStreamPart(target: PreparedRequest, candidate: Candidate, control: AttemptControl) {
+    const iterator = candidate.adapter.chatStream(this.requestFor(target, candidate), control)[Symbol.asyncIterator]();
+    let reported: Usage | undefined;
+    try {
+      for (;;) {
+        control.arm();
+        const next = await iterator.next();
+        if (next.done) return { iterator, delta: undefined, reported };
+        // Adapters drop empty deltas, so the first delta is the first content: failover ends here.
+        if (next.value.type === 'delta') return { iterator, delta: next.value.delta, reported };
+        reported = next.value.usage;
+      }
+    } catch (error) {
+      void iterator.return?.(undefined)?.catch?.(() => undefined);
+      throw error;
     }
   }
 }

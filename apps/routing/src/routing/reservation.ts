@@ -1,0 +1,154 @@
+import {
+  activeTraceparent,
+  endSpanWithError,
+  ErrorReason,
+  GatewayError,
+  GrpcStatus,
+  otelTrace,
+  SpanKind,
+  tracer,
+  tracingEnabled,
+} from '@gateway/platform';
+import { UsageOutcome, type Model, type RequestContext, type Usage, type UsageEvent } from '@gateway/proto';
+import type { StreamCheckpoint } from '../usage/stream-checkpoints.js';
+import { emptyUsage } from '../usage/token-counter.js';
+import type { UsagePublisher } from '../usage/usage-publisher.js';
+
+/**
+ * The one owner of an admitted request's hold. The edge reserved (or took a lease's share) before it
+ * called the Router; the request's one usage event ends that hold: SERVED settles it with the metered
+ * usage, FAILED releases it. A Reservation is made when the Router takes the request and ends exactly
+ * once: the first of `release`, `settle`, `settleStream` or `settleInBackground` publishes, every later
+ * call is a no-op. `Router.admitted` (and the streams' `finally`) release whatever was not ended, so a
+ * path that throws cannot leave the hold to the ledger's sweeper.
+ */
+export class Reservation {
+  /** The provider of the latest attempt: the FAILED event names it (failover sets it). */
+  providerId = '';
+  private model: Model | undefined;
+  private strategyName = '';
+  private ended = false;
+
+  constructor(
+    private readonly usage: UsagePublisher,
+    readonly requestId: string,
+    readonly context: RequestContext | undefined,
+    private readonly modelId: string,
+    readonly endpoint: string,
+    /** Releases of a streamed endpoint (chat streams) are marked streamed. */
+    private readonly streamed: boolean,
+  ) {}
+
+  /** The catalog's model once resolved: its id and prices go on the event. */
+  resolved(model: Model, strategyName: string): void {
+    this.model = model;
+    this.strategyName = strategyName;
+  }
+
+  /** True until the usage event is out (or being published). */
+  get open(): boolean {
+    return !this.ended;
+  }
+
+  /** A FAILED event releases the hold; losing it only delays that to the ledger's sweeper. A no-op once ended. */
+  release(streamed = this.streamed): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.usage.publishInBackground(this.event(UsageOutcome.USAGE_OUTCOME_FAILED, this.providerId, emptyUsage(), streamed));
+  }
+
+  /**
+   * SERVED, awaiting the bus's ack, for an answer not yet sent: when it cannot be stored the answer is
+   * withheld (USAGE_NOT_RECORDED) and the hold is left to the ledger (a SERVED whose ack was lost may be
+   * stored, so no FAILED follows it). A no-op once ended.
+   */
+  async settle(providerId: string, usage: Usage, streamed = false): Promise<void> {
+    if (this.ended) return;
+    this.ended = true;
+    try {
+      await this.publish(this.event(UsageOutcome.USAGE_OUTCOME_SERVED, providerId, usage, streamed));
+    } catch (error) {
+      throw new GatewayError(
+        GrpcStatus.FAILED_PRECONDITION,
+        ErrorReason.ERROR_REASON_USAGE_NOT_RECORDED,
+        'The usage of this request could not be recorded, so the answer was withheld.',
+        { cause: error },
+      );
+    }
+  }
+
+  /**
+   * SERVED for content that already reached the caller: `stored` settles once the bus has it or, when
+   * the publish failed, the background does. `checkpoint` (the stream's crash insurance) is retired only
+   * once the final event is stored. Undefined once ended.
+   */
+  settleStream(providerId: string, usage: Usage, checkpoint: StreamCheckpoint | undefined, onRetry: (error: unknown) => void): Promise<void> | undefined {
+    if (this.ended) return undefined;
+    this.ended = true;
+    const event = this.event(UsageOutcome.USAGE_OUTCOME_SERVED, providerId, usage, true);
+    return this.publish(event).then(
+      () => checkpoint?.finalStored(),
+      (error: unknown) => {
+        onRetry(error);
+        this.usage.publishInBackground(event, checkpoint);
+      },
+    );
+  }
+
+  /** SERVED straight to the background (the caller went away; nobody is left to wait). A no-op once ended. */
+  settleInBackground(providerId: string, usage: Usage, streamed: boolean, checkpoint?: StreamCheckpoint): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.usage.publishInBackground(this.event(UsageOutcome.USAGE_OUTCOME_SERVED, providerId, usage, streamed), checkpoint);
+  }
+
+  /** The request's usage event (a stream's checkpoints are built with it too); records nothing by itself. */
+  event(outcome: UsageOutcome, providerId: string, usage: Usage, streamed: boolean): UsageEvent {
+    const context = this.context;
+    const model = this.model;
+    if (tracingEnabled()) {
+      // The request's routing span (the exchange's or the RPC's): GenAI semantic conventions plus ours.
+      otelTrace.getActiveSpan()?.setAttributes({
+        'gen_ai.operation.name': this.endpoint,
+        'gen_ai.request.model': model?.id ?? this.modelId,
+        'gen_ai.provider.name': providerId,
+        'gen_ai.usage.input_tokens': usage.inputTokens,
+        'gen_ai.usage.output_tokens': usage.outputTokens,
+        'gateway.routing.strategy': this.strategyName,
+        'gateway.usage.outcome': UsageOutcome[outcome] ?? String(outcome),
+        'gateway.streamed': streamed,
+      });
+    }
+    return {
+      requestId: this.requestId,
+      accountId: context?.accountId ?? '',
+      keyId: context?.keyId ?? '',
+      modelId: model?.id ?? this.modelId,
+      providerId,
+      endpoint: this.endpoint,
+      outcome,
+      usage,
+      prices: model?.pricing,
+      occurredAtMs: BigInt(Date.now()),
+      streamed,
+      leaseId: context?.leaseId || undefined,
+      traceParent: activeTraceparent(),
+    };
+  }
+
+  /** Publishes and waits for the bus's ack; a PRODUCER span around it when tracing. */
+  private async publish(event: UsageEvent): Promise<void> {
+    if (!tracingEnabled()) return this.usage.publish(event);
+    const span = tracer().startSpan('usage publish', {
+      kind: SpanKind.PRODUCER,
+      attributes: { 'messaging.system': 'nats', 'messaging.operation.type': 'send', 'messaging.destination.name': 'usage', 'gateway.request_id': event.requestId },
+    });
+    try {
+      await this.usage.publish(event);
+      span.end();
+    } catch (error) {
+      endSpanWithError(span, error);
+      throw error;
+    }
+  }
+}
