@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { RouterServiceClient, RouterServiceService, type ChatRequest, type ChatStreamResponse } from '@gateway/proto';
 import { ErrorReason, GatewayError, GrpcStatus, createClient, startGrpcServer, type RunningGrpcServer } from '@gateway/platform';
 import { eventually, testLogger } from '@gateway/testing';
@@ -47,6 +47,32 @@ async function collect(stream: AsyncIterable<ChatStreamResponse>): Promise<{ tex
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** A promise and its resolve: tests order events by waiting on them, not on time. */
+function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void } {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((settle) => { resolve = settle; });
+  return { promise, resolve };
+}
+
+/** Resolves once the fake router has received a chat with this request id. */
+function routerReceived(requestId: string, fake: FakeRouter = router): Promise<void> {
+  return eventually(() => expect(fake.chats.map((chat) => chat.context?.requestId)).toContain(requestId));
+}
+
+/**
+ * A fake router on a server of its own, for tests that count the calls the edge ends: the shared
+ * router still sees earlier tests' calls end after they finished.
+ */
+async function ownRouter(): Promise<{ fake: FakeRouter; address: string; stop: () => Promise<void> }> {
+  const fake = new FakeRouter();
+  const own = await startGrpcServer({
+    address: '127.0.0.1:0',
+    services: [{ definition: RouterServiceService, implementation: fake.implementation(logger), name: 'gateway.v1.RouterService' }],
+    logger,
+  });
+  return { fake, address: own.address, stop: () => own.stop(100) };
+}
+
 beforeAll(async () => {
   router = new FakeRouter();
   server = await startGrpcServer({
@@ -74,12 +100,13 @@ describe('RouterExchange', () => {
     const exchange = exchangeTo(server.address);
     const callsBefore = router.exchangeCalls;
     const perCallBefore = router.perCallChats;
-    // Answers come back out of order: later requests are answered sooner.
-    router.chatAnswer = async (request) => {
+    // Answers come back out of order: once the router holds all 30, it answers the last first.
+    const held = new Map<number, () => void>();
+    router.chatAnswer = (request) => new Promise((resolve) => {
       const index = Number(request.context!.requestId.split('_')[1]);
-      await sleep(40 - index);
-      return chatResponse(request, `answer ${index}`);
-    };
+      held.set(index, () => resolve(chatResponse(request, `answer ${index}`)));
+      if (held.size === 30) for (let last = 29; last >= 0; last--) held.get(last)!();
+    });
     router.streamScript = async function* (request) {
       const words = request.messages[0]!.content[0]!.part!.$case === 'text' ? (request.messages[0]!.content[0]!.part!.value as string).split(' ') : [];
       yield startEvent(request);
@@ -142,7 +169,7 @@ describe('RouterExchange', () => {
     const cancelsBefore = router.exchangeCancels;
     const controller = new AbortController();
     const aborted = exchange.chat(chatRequest('req_abort'), { signal: controller.signal }).catch((caught: unknown) => caught);
-    await sleep(50);
+    await routerReceived('req_abort');
     controller.abort();
     expect(await aborted).toMatchObject({ status: GrpcStatus.CANCELLED });
     const late = await exchange.chat(chatRequest('req_deadline'), { deadlineMs: 100 }).catch((caught: unknown) => caught);
@@ -204,23 +231,33 @@ describe('RouterExchange', () => {
   });
 
   it('on a drain, finishes the exchanges in flight, opens a new call for new ones, and ends the old call', async () => {
-    const exchange = exchangeTo(server.address);
-    router.chatAnswer = async (request) => {
-      await sleep(request.context!.requestId === 'req_in_flight' ? 200 : 1);
+    const { fake, address, stop } = await ownRouter();
+    onTestFinished(stop);
+    const exchange = exchangeTo(address);
+    // The router holds these two until the test lets them go; everything else is answered at once.
+    const held = new Map([['req_in_flight', deferred()], ['req_marker', deferred()]]);
+    fake.chatAnswer = async (request) => {
+      await held.get(request.context!.requestId)?.promise;
       return chatResponse(request, request.context!.requestId);
     };
-    const callsBefore = router.exchangeCalls;
-    const endedBefore = router.exchangeCallsEndedByCaller;
     await exchange.chat(chatRequest('req_warm'), {});
     const inFlight = exchange.chat(chatRequest('req_in_flight'), {});
-    await sleep(30);
-    router.drainExchanges();
-    await sleep(30);
+    const marker = exchange.chat(chatRequest('req_marker'), {});
+    await routerReceived('req_in_flight', fake);
+    await routerReceived('req_marker', fake);
+    // The drain goes out before the marker's answer on the same call: once the edge has that answer,
+    // it has read the drain too.
+    fake.drainExchanges();
+    held.get('req_marker')!.resolve();
+    expect((await marker).choices[0]!.message!.content).toBe('req_marker');
     const after = await exchange.chat(chatRequest('req_after_drain'), {});
     expect(after.choices[0]!.message!.content).toBe('req_after_drain');
+    expect(fake.exchangeCalls).toBe(2);
+    // The drained call stays open while its last exchange is in flight, and is ended once it answers.
+    expect(fake.exchangeCallsEndedByCaller).toBe(0);
+    held.get('req_in_flight')!.resolve();
     expect((await inFlight).choices[0]!.message!.content).toBe('req_in_flight');
-    expect(router.exchangeCalls - callsBefore).toBe(2);
-    await eventually(() => expect(router.exchangeCallsEndedByCaller - endedBefore).toBe(1));
+    await eventually(() => expect(fake.exchangeCallsEndedByCaller).toBe(1));
   });
 
   it('fails the exchanges of a call that breaks as UNAVAILABLE, and opens a new call for the next request', async () => {
@@ -253,33 +290,39 @@ describe('RouterExchange', () => {
     const exchange = exchangeTo(server.address);
     router.chatAnswer = (request) => new Promise((resolve) => setTimeout(() => resolve(chatResponse(request, 'late')), 2_000));
     const pending = exchange.chat(chatRequest('req_closing'), {}).catch((caught: unknown) => caught);
-    await sleep(30);
+    await routerReceived('req_closing');
     exchange.close();
     expect(await pending).toMatchObject({ status: GrpcStatus.UNAVAILABLE });
     expect(() => exchange.chat(chatRequest('req_after_close'), {})).toThrow(/edge stopping/);
   });
 
   it('moves new exchanges to a fresh call once the call is older than maxCallAgeMs, and ends the old one after its last answer', async () => {
-    router.streamScript = async function* (request) {
+    // The stream sends its first word, then waits for the test: it is provably open across the rotation.
+    const rest = deferred();
+    const { fake, address, stop } = await ownRouter();
+    onTestFinished(async () => { rest.resolve(); await stop(); });
+    fake.streamScript = async function* (request) {
       yield startEvent(request);
-      for (const word of ['slow', 'stream', 'across', 'rotation']) {
-        await sleep(40);
-        yield deltaEvent(`${word} `);
-      }
+      yield deltaEvent('slow ');
+      await rest.promise;
+      for (const word of ['stream', 'across', 'rotation']) yield deltaEvent(`${word} `);
       yield { event: { $case: 'usage', value: usage(3, 4) } };
     };
     const lost: number[] = [];
-    const exchange = exchangeTo(server.address, { maxCallAgeMs: 50, onCallLost: () => lost.push(1) });
-    const callsBefore = router.exchangeCalls;
-    const endedBefore = router.exchangeCallsEndedByCaller;
+    const exchange = exchangeTo(address, { maxCallAgeMs: 50, onCallLost: () => lost.push(1) });
     const stream = collect(exchange.chatStream({ chat: chatRequest('stream_rotating', 'x'), combinedStart: false }));
-    await sleep(80);
+    await routerReceived('stream_rotating', fake);
+    // Time is the trigger here, not an order of events: the call only has to be older than 50 ms.
+    await sleep(60);
     const answer = await exchange.chat(chatRequest('req_after_rotation'), {});
     expect(answer.id).toBe('chatcmpl-req_after_rotation');
-    expect(router.exchangeCalls - callsBefore).toBe(2);
+    expect(fake.exchangeCalls).toBe(2);
+    // The retired call waits for its stream.
+    expect(fake.exchangeCallsEndedByCaller).toBe(0);
+    rest.resolve();
     // The stream on the retired call finished whole; then that call was ended by the edge, not broken.
     expect(await stream).toEqual({ text: 'slow stream across rotation ' });
-    await eventually(() => expect(router.exchangeCallsEndedByCaller - endedBefore).toBe(1), 2_000, 20);
+    await eventually(() => expect(fake.exchangeCallsEndedByCaller).toBe(1), 2_000, 20);
     expect(lost).toEqual([]);
   });
 });
