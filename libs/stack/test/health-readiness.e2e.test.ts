@@ -2,7 +2,37 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEdge } from '@gateway/edge';
 import { createHealthClient } from '@gateway/platform';
 import { askReflection, createTestBus, testLogger, type TestBus } from '@gateway/testing';
-import { chat, startObservedStack, type ObservedStack } from './observability-harness.js';
+import { OBSERVED_MODEL, startObservedStack, type ObservedStack } from './observability-harness.js';
+
+/**
+ * Starts a streamed chat and resolves once its first SSE event has arrived (the request is in flight
+ * at the edge); `rest()` reads the remainder, rejecting when the stream is cut.
+ */
+async function streamUntilFirstEvent(baseUrl: string, apiKey: string): Promise<{ status: number; rest: () => Promise<string> }> {
+  const response = await fetch(`${baseUrl}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: OBSERVED_MODEL, messages: [{ role: 'user', content: 'Hi' }], stream: true }),
+  });
+  const reader = response.body!.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  while (!text.includes('data:')) {
+    const { done, value } = await reader.read();
+    if (done) throw new Error(`the stream ended before its first event: ${text}`);
+    text += decoder.decode(value, { stream: true });
+  }
+  return {
+    status: response.status,
+    rest: async () => {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) return text;
+        text += decoder.decode(value, { stream: true });
+      }
+    },
+  };
+}
 
 // Health end to end: every service's gRPC health SERVING with its dependencies up and server
 // reflection answering as grpcurl asks it; the edge's /livez, /readyz (auth, ledger, routing behind
@@ -84,17 +114,16 @@ describe('health, readiness, reflection and drain', () => {
       port: 0, authAddress: addresses.auth, catalogAddress: addresses.catalog, ledgerAddress: addresses.ledger,
       routerAddress: addresses.routing, bus: otherBus.bus, logger: testLogger('edge-drain'), drainTimeoutMs: 10_000,
     });
-    // ~1 s of stream: 5 chunks, 250 ms apart.
+    // ~1 s of stream: 5 chunks, 250 ms apart; the edge stops once the first one is here (in flight).
     upstream.setFallback({ chunkCount: 5, chunkDelayMs: 250, text: 'one two three four five' });
-    const stream = chat(edge.url, apiKey, { stream: true });
-    await new Promise((resolve) => setTimeout(resolve, 400));
+    const stream = await streamUntilFirstEvent(edge.url, apiKey);
+    expect(stream.status).toBe(200);
     const stoppedAt = performance.now();
     const stopping = edge.stop();
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // stop() closes the listener before it first waits: a new connection is refused at once.
     await expect(fetch(`${edge.url}/livez`)).rejects.toThrow();
-    const answer = await stream;
-    expect(answer.status).toBe(200);
-    expect(answer.text).toContain('data: [DONE]');
+    const text = await stream.rest();
+    expect(text).toContain('data: [DONE]');
     await stopping;
     // The stop waited for the stream, and not for the whole bound.
     expect(performance.now() - stoppedAt).toBeLessThan(5_000);
@@ -105,12 +134,9 @@ describe('health, readiness, reflection and drain', () => {
       routerAddress: addresses.routing, bus: otherBus.bus, logger: testLogger('edge-drain-short'), drainTimeoutMs: 300,
     });
     upstream.setFallback({ chunkCount: 2, stallAfterChunks: 1 });
-    const stalled = fetch(`${short.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'testco/observed', messages: [{ role: 'user', content: 'Hi' }], stream: true }),
-    }).then((response) => response.text()).then(() => 'completed', () => 'cut');
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    const inFlight = await streamUntilFirstEvent(short.url, apiKey);
+    expect(inFlight.status).toBe(200);
+    const stalled = inFlight.rest().then(() => 'completed', () => 'cut');
     const cutAt = performance.now();
     await short.stop();
     expect(performance.now() - cutAt).toBeLessThan(3_000);
