@@ -1,5 +1,6 @@
 import type { ChatResponse } from '@gateway/proto';
 import type { CatalogModel } from '../../catalog-cache.js';
+import { modelSupports } from '../../canonical/parameters.js';
 import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
 import { edgeErrors } from '../../errors.js';
 import type { AnswerContext, ConvertedRequest, InferenceDialect } from '../../inference/dialect.js';
@@ -31,7 +32,7 @@ function summaryRequest(body: ResponsesRequest, conversation: ResponsesInputItem
   const { text, tool_choice: _toolChoice, stream: _stream, ...rest } = body;
   const summaryBody: ResponsesRequest = { ...rest, input: [...conversation, { type: 'message', role: 'user', content: SUMMARY_PROMPT }] };
   const converted = convertResponsesRequest(summaryBody, model, tags);
-  if (converted.request.tools.length > 0 && model.supportedParameters.has('tool_choice')) {
+  if (converted.request.tools.length > 0 && modelSupports(model, 'tool_choice')) {
     converted.request.toolChoice = { mode: 'none', toolName: '', disableParallel: false };
   }
   const dropped = text?.format != null ? [...converted.droppedParams, 'text.format'].sort() : converted.droppedParams;
