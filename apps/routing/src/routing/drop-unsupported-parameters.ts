@@ -7,7 +7,7 @@ import type { ChatRequest, Model } from '@gateway/proto';
  * model's extra_parameters. The edge is the Router's only caller; the router forwards the request as
  * the edge made it and reports nothing dropped.
  *
- * Kept (as the identity) only because router.ts still calls it while it is being split up: that call
+ * Kept (as the identity) only because candidates.ts (split out of router.ts) still calls it: that call
  * and this file go together.
  */
 export function dropUnsupportedParameters(request: ChatRequest, _model: Model): { request: ChatRequest; dropped: string[] } {
