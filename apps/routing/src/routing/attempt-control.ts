@@ -1,0 +1,50 @@
+import { Cancellation, type CallerSignal } from '@gateway/platform';
+import type { AttemptSignal } from '../providers/provider-adapter.js';
+
+export class AttemptTimeout extends Error {
+  override name = 'TimeoutError';
+}
+
+/**
+ * One attempt's cancellation: the caller's cancellation or a restartable per-attempt timer, whichever
+ * comes first. It is the AttemptSignal adapters get, so no AbortController is made per attempt.
+ */
+export class AttemptControl extends Cancellation implements AttemptSignal {
+  private timer: NodeJS.Timeout | undefined;
+  private readonly onCallerAbort = () => this.abort(this.caller.reason);
+
+  constructor(private readonly caller: CallerSignal, private readonly timeoutMs: number) {
+    super();
+    if (caller.aborted) this.abort(caller.reason);
+    else caller.addEventListener('abort', this.onCallerAbort, { once: true });
+  }
+
+  get timedOut() {
+    return this.reason instanceof AttemptTimeout;
+  }
+
+  override abort(reason: unknown) {
+    if (this.aborted) return;
+    this.disarm();
+    super.abort(reason);
+  }
+
+  throwIfAborted() {
+    if (this.aborted) throw this.reason;
+  }
+
+  arm() {
+    this.disarm();
+    this.timer = setTimeout(() => this.abort(new AttemptTimeout(`no answer within ${this.timeoutMs} ms`)), this.timeoutMs);
+  }
+
+  disarm() {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  dispose() {
+    this.disarm();
+    this.caller.removeEventListener('abort', this.onCallerAbort);
+  }
+}

@@ -1,0 +1,116 @@
+import { ErrorReason, GatewayError, GrpcStatus, errors, type CallerSignal } from '@gateway/platform';
+import type { SpeakRequest, SpeakResponse, TranscribeRequest, TranscribeResponse, Usage } from '@gateway/proto';
+import { ProviderError, toProviderError } from '../providers/provider-adapter.js';
+import { emptyUsage } from '../usage/token-counter.js';
+import { AttemptControl } from './attempt-control.js';
+import { canSpeak, canTranscribe } from './candidates.js';
+import { NO_UPSTREAM_RETRY_AFTER_SECONDS } from './failover.js';
+import type { Reservation } from './reservation.js';
+import type { RoutingCore } from './routing-core.js';
+
+/**
+ * Speech, streamed: failover only until the first audio bytes exist (they are pulled before anything is
+ * yielded); after that a provider failure ends the stream with an error. The usage event (characters,
+ * plus audio tokens when the provider reports them) is published after the last byte, then yielded.
+ */
+export async function* speak(core: RoutingCore, raw: SpeakRequest, signal: CallerSignal): AsyncGenerator<SpeakResponse> {
+  const hold = core.admit(raw.context, raw.modelId, 'audio.speech');
+  let providerId = '';
+  let control: AttemptControl | undefined;
+  let iterator: AsyncIterator<Uint8Array> | undefined;
+  const charged = (): Usage => ({ ...emptyUsage(), inputTextCharacters: [...raw.input].length });
+  try {
+    const target = core.resolve(hold, raw.modelId, raw.routingStrategy, 0, () => '', canSpeak);
+    if (!raw.input) throw errors.invalidRequest('input must not be empty', 'input');
+    const request = {
+      input: raw.input,
+      voice: raw.voice,
+      speed: raw.speed,
+      instructions: raw.instructions,
+      responseFormat: raw.responseFormat || undefined,
+    };
+    const { result, candidate } = await core.withFailover(target, signal, async (candidate, attemptSignal) => {
+      const speech = await candidate.adapter.speak!({ ...request, upstreamModel: candidate.offer.upstreamModel }, attemptSignal);
+      const audio = speech.audio[Symbol.asyncIterator]();
+      let first: IteratorResult<Uint8Array>;
+      try {
+        first = await audio.next();
+      } catch (error) {
+        void audio.return?.(undefined)?.catch?.(() => undefined);
+        throw error;
+      }
+      return { speech, audio, first };
+    });
+    providerId = candidate.offer.providerId;
+    iterator = result.audio;
+    // The attempt's own control ended with the first bytes; the rest of the stream gets its own idle bound.
+    control = new AttemptControl(signal, target.timeoutMs);
+    yield { event: { $case: 'contentType', value: result.speech.contentType ?? '' } };
+    let next = result.first;
+    while (!next.done) {
+      if (next.value.length > 0) yield { event: { $case: 'audio', value: Buffer.from(next.value.buffer, next.value.byteOffset, next.value.byteLength) } };
+      control.arm();
+      try {
+        next = await iterator.next();
+      } finally {
+        control.disarm();
+      }
+    }
+    iterator = undefined;
+    const usage: Usage = { ...charged(), outputAudioTokens: result.speech.usage()?.outputAudioTokens ?? 0 };
+    await core.recordServed(target, providerId, usage);
+    core.options.health.recordSuccess(providerId, target.model.id, { outputTokens: 0, durationMs: 0 });
+    yield { event: { $case: 'usage', value: usage } };
+  } catch (error) {
+    // Before the first bytes (a refusal, or no provider answered) the finally releases the hold.
+    if (!providerId || error instanceof GatewayError) throw error;
+    // Audio already reached the caller: it is charged, and the caller learns the answer was cut short.
+    hold.settleInBackground(providerId, charged(), true);
+    const failure = control?.timedOut ? new ProviderError('timeout', 'speech stream went silent', 0, { cause: error }) : toProviderError(error, control ?? new AttemptControl(signal, 1));
+    throw new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_NO_UPSTREAM, `The upstream provider failed during the speech stream: ${failure.providerMessage}`, {
+      retryAfterSeconds: NO_UPSTREAM_RETRY_AFTER_SECONDS,
+      cause: failure,
+    });
+  } finally {
+    control?.dispose();
+    if (iterator) void iterator.return?.(undefined)?.catch?.(() => undefined);
+    // The caller went away after the first bytes: what it received is charged. Else nothing was: released.
+    if (providerId) hold.settleInBackground(providerId, charged(), true);
+    else hold.release();
+  }
+}
+
+export function transcribe(core: RoutingCore, raw: TranscribeRequest, signal: CallerSignal): Promise<TranscribeResponse> {
+  const endpoint = raw.translate ? 'audio.translations' : 'audio.transcriptions';
+  return core.admitted(raw.context, raw.modelId, endpoint, (hold) => transcribeHolding(core, raw, signal, hold));
+}
+
+async function transcribeHolding(core: RoutingCore, raw: TranscribeRequest, signal: CallerSignal, hold: Reservation): Promise<TranscribeResponse> {
+  const target = core.resolve(hold, raw.modelId, raw.routingStrategy, 0, () => '', canTranscribe);
+  if (raw.audio.length === 0) throw errors.invalidRequest('file must not be empty', 'file');
+  const { result, candidate } = await core.withFailover(target, signal, (candidate, attemptSignal) =>
+    candidate.adapter.transcribe!(
+      {
+        upstreamModel: candidate.offer.upstreamModel,
+        audio: raw.audio,
+        filename: raw.filename || 'audio',
+        mediaType: raw.mediaType || 'application/octet-stream',
+        prompt: raw.prompt || undefined,
+        language: raw.language || undefined,
+        temperature: raw.temperature,
+        translate: raw.translate,
+        responseFormat: raw.responseFormat || 'json',
+      },
+      attemptSignal,
+    ),
+  );
+  const reported = result.usage;
+  const usage: Usage = {
+    ...emptyUsage(),
+    ...(reported ?? {}),
+    inputAudioMs: reported?.inputAudioMs || raw.audioDurationMs,
+    estimated: !reported?.inputAudioMs,
+  };
+  await core.recordServed(target, candidate.offer.providerId, usage);
+  return { text: result.text, content: result.content, usage, providerId: candidate.offer.providerId };
+}

@@ -1,0 +1,120 @@
+import { createHash } from 'node:crypto';
+import { ErrorReason, GatewayError, GrpcStatus } from '@gateway/platform';
+import type { ChatRequest, Model, RequestContext } from '@gateway/proto';
+import type { ProviderAdapter } from '../providers/provider-adapter.js';
+import { strategyNamed, type Candidate } from '../strategies/index.js';
+import { dropUnsupportedParameters } from './drop-unsupported-parameters.js';
+import { lazyRequestLog, type RequestLog } from './request-hot-path.js';
+import type { Reservation } from './reservation.js';
+import type { RouterOptions } from './routing-core.js';
+
+/** Characters of the conversation that decide cache affinity: the stable prefix, not the newest turn. */
+const CONVERSATION_KEY_CHARACTERS = 4_096;
+
+/** Which adapters can serve an endpoint: every adapter chats; other capabilities are optional. */
+export type Capable = (adapter: ProviderAdapter) => boolean;
+export const canChat: Capable = () => true;
+export const canEmbed: Capable = (adapter) => adapter.embed !== undefined;
+export const canModerate: Capable = (adapter) => adapter.moderate !== undefined;
+export const canGenerateImages: Capable = (adapter) => adapter.generateImages !== undefined;
+export const canEditImages: Capable = (adapter) => adapter.editImages !== undefined;
+export const canSpeak: Capable = (adapter) => adapter.speak !== undefined;
+export const canTranscribe: Capable = (adapter) => adapter.transcribe !== undefined;
+
+/** Where one request may go: the model, its ordered candidates and the identity its usage event carries. */
+export interface RoutingTarget {
+  /** The request's hold: released or settled exactly once (reservation.ts). */
+  hold: Reservation;
+  requestId: string;
+  context: RequestContext | undefined;
+  model: Model;
+  endpoint: string;
+  strategyName: string;
+  candidates: Candidate[];
+  timeoutMs: number;
+  logger: RequestLog;
+}
+
+export interface PreparedRequest extends RoutingTarget {
+  request: ChatRequest;
+  dropped: string[];
+}
+
+function conversationKey(request: ChatRequest): string {
+  const hash = createHash('sha256');
+  let remaining = CONVERSATION_KEY_CHARACTERS;
+  for (const message of request.messages) {
+    if (remaining <= 0) break;
+    for (const part of message.content) {
+      if (part.part?.$case !== 'text') continue;
+      const text = part.part.value.slice(0, remaining);
+      hash.update(message.role).update('\0').update(text);
+      remaining -= text.length;
+    }
+  }
+  return hash.digest('hex');
+}
+
+/** Model, endpoint and ordered candidates. Unknown model: releases the reservation, then MODEL_NOT_FOUND. */
+export function resolveTarget(
+  options: RouterOptions,
+  random: () => number,
+  hold: Reservation,
+  modelId: string,
+  strategyName: string,
+  timeoutMs: number,
+  conversation: () => string,
+  capable: Capable = canChat,
+): RoutingTarget {
+  const { requestId, context, endpoint } = hold;
+  const logger = lazyRequestLog(options.logger, requestId);
+  const model = options.catalog.model(modelId);
+  if (!model) {
+    // The edge reserved before calling: release it rather than leave it to the sweeper.
+    hold.release(false);
+    throw new GatewayError(GrpcStatus.INVALID_ARGUMENT, ErrorReason.ERROR_REASON_MODEL_NOT_FOUND, `The model '${modelId}' does not exist.`, {
+      param: 'model',
+      code: 'model_not_found',
+    });
+  }
+  const strategy = strategyNamed(strategyName);
+  const available: Candidate[] = [];
+  for (const offer of model.offers) {
+    if (!offer.endpoints.includes(endpoint)) continue;
+    const adapter = options.catalog.provider(offer.providerId)?.adapter;
+    if (adapter && capable(adapter)) available.push({ offer, adapter });
+  }
+  // One offer is its own order under every strategy: no health figures or ordering per request then.
+  const ordered = available.length <= 1
+    ? available
+    : strategy.order(available, {
+        modelId: model.id,
+        pricing: model.pricing,
+        health: options.health,
+        conversationKey: strategy.name === 'cache' ? conversation() : '',
+        random: random,
+      });
+  const candidates = ordered.slice(0, options.maxAttempts);
+  hold.resolved(model, strategy.name);
+  return {
+    hold,
+    requestId,
+    context,
+    model,
+    endpoint,
+    strategyName: strategy.name,
+    candidates,
+    timeoutMs: timeoutMs > 0 ? timeoutMs : options.attemptTimeoutMs,
+    logger,
+  };
+}
+
+/** A chat request's target, with the parameters its model takes (the rest are reported as dropped). */
+export function prepareChat(options: RouterOptions, random: () => number, raw: ChatRequest, hold: Reservation): PreparedRequest {
+  const target = resolveTarget(options, random, hold, raw.modelId, raw.routingStrategy, raw.timeoutMs, () => conversationKey(raw));
+  const { request, dropped } = dropUnsupportedParameters(raw, target.model);
+  // Added to the target rather than spread into a copy: in V8 11 (Node 20) a spread copy's hidden class
+  // sits outside the transition tree, so each property added to it made fresh Maps per request (README
+  // "Performance": such objects kept request graphs alive through young-generation GCs).
+  return Object.assign(target, { request, dropped });
+}

@@ -1,0 +1,209 @@
+import { ErrorReason, GatewayError, GrpcStatus, otelTrace, tracingEnabled, type CallerSignal } from '@gateway/platform';
+import { UsageOutcome, type ChatRequest, type ChatResponse, type ChatStreamDelta, type ChatStreamResponse, type Usage } from '@gateway/proto';
+import { ProviderError, toProviderError, type AdapterStreamPart } from '../providers/provider-adapter.js';
+import type { Candidate } from '../strategies/index.js';
+import type { StreamCheckpoint } from '../usage/stream-checkpoints.js';
+import { meterUsage, type DeliveredOutput } from '../usage/token-counter.js';
+import { AttemptControl } from './attempt-control.js';
+import type { PreparedRequest } from './candidates.js';
+import { NO_UPSTREAM_RETRY_AFTER_SECONDS, verdictError } from './failover.js';
+import { requestFor } from './reasoning-provenance.js';
+import { newCompletionId } from './request-hot-path.js';
+import type { Reservation } from './reservation.js';
+import type { RoutingCore } from './routing-core.js';
+import { DeliveredContent } from './stream-metering.js';
+
+// Chat completions, unary and streamed: the canonical chat request of every dialect (chat, messages, responses).
+
+export function chat(core: RoutingCore, raw: ChatRequest, signal: CallerSignal): Promise<ChatResponse> {
+  return core.admitted(raw.context, raw.modelId, raw.endpoint || 'chat.completions', (hold) => chatHolding(core, raw, signal, hold));
+}
+
+async function chatHolding(core: RoutingCore, raw: ChatRequest, signal: CallerSignal, hold: Reservation): Promise<ChatResponse> {
+  const prepared = core.prepare(raw, hold);
+  const { result, candidate, durationMs } = await core.withFailover(prepared, signal, (candidate, attemptSignal) =>
+    candidate.adapter.chat(requestFor(prepared, candidate), attemptSignal),
+  );
+  const providerId = candidate.offer.providerId;
+  if (tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gen_ai.response.finish_reasons', result.choices.map((choice) => choice.finishReason));
+  const delivered: DeliveredOutput = {
+    content: result.choices.map((choice) => choice.message?.content ?? '').join(''),
+    reasoning: result.choices.flatMap((choice) => choice.message?.reasoning ?? []).map((part) => part.text).join(''),
+    toolCalls: result.choices.flatMap((choice) => choice.message?.toolCalls ?? []),
+  };
+  const usage = meterUsage(result.usage, prepared.request.messages, prepared.request.tools, delivered);
+  core.options.health.recordSuccess(providerId, prepared.model.id, { outputTokens: usage.outputTokens, durationMs });
+  await core.recordServed(prepared, providerId, usage);
+  return {
+    id: newCompletionId(),
+    modelId: prepared.model.id,
+    created: BigInt(Math.floor(Date.now() / 1000)),
+    choices: result.choices,
+    usage,
+    providerId,
+    routingStrategy: prepared.strategyName,
+    droppedParams: prepared.dropped,
+  };
+}
+
+/**
+ * A chat stream. Failover (withFailover) lasts until the first content: each attempt pulls parts until
+ * its first delta (or its end: an empty stream is still an answer). After that a provider failure ends
+ * the stream with an error, and what was delivered is charged. `combinedStart`: the caller reads
+ * ChatStreamStart.first_delta (ChatStreamRequest.combined_start).
+ */
+export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: CallerSignal, options: { combinedStart?: boolean } = {}): AsyncGenerator<ChatStreamResponse> {
+  // Exactly one usage event per request: the hold ends once, FAILED or SERVED (reservation.ts).
+  const hold = core.admit(raw.context, raw.modelId, raw.endpoint || 'chat.completions', true);
+  let servingProvider = '';
+  let reported: Usage | undefined;
+  const delivered = new DeliveredContent();
+  let checkpoint: StreamCheckpoint | undefined;
+  let active: { control: AttemptControl; iterator: AsyncIterator<AdapterStreamPart> } | undefined;
+  let prepared: PreparedRequest | undefined;
+  const meter = () => meterUsage(reported, prepared!.request.messages, prepared!.request.tools, delivered.output);
+  try {
+    const target = (prepared = core.prepare(raw, hold));
+    const { logger } = target;
+    let opened;
+    try {
+      opened = await core.withFailover(target, signal, (candidate, control) => firstStreamPart(target, candidate, control), { continues: true });
+    } catch (error) {
+      // The caller went away before any content: the stream just ends (its hold is released).
+      if (signal.aborted) return;
+      throw error;
+    }
+    const { result: first, candidate, durationMs: ttftMs, control } = opened;
+    const providerId = (servingProvider = candidate.offer.providerId);
+    const iterator = first.iterator;
+    reported = first.reported;
+    const firstPartAt = Date.now();
+    const start = (firstDelta?: ChatStreamDelta): ChatStreamResponse => ({
+      event: {
+        $case: 'start',
+        value: {
+          id: newCompletionId(),
+          modelId: target.model.id,
+          created: BigInt(Math.floor(Date.now() / 1000)),
+          providerId,
+          routingStrategy: target.strategyName,
+          droppedParams: target.dropped,
+          ...(firstDelta ? { firstDelta } : {}),
+        },
+      },
+    });
+    /**
+     * The stream's SERVED usage, published; `stored` settles once the bus has it or, when the publish
+     * failed, the background does (the content already reached the caller, so it is retried apart). The
+     * checkpoint is retired only once the final event is stored (bus or outbox), never before.
+     */
+    const settleServed = (): { usage: Usage; stored: Promise<void> } => {
+      const usage = meter();
+      const stored = hold.settleStream(providerId, usage, checkpoint, (error) =>
+        logger.error({ err: error }, 'usage event of a stream not stored yet; retrying in the background')) ?? Promise.resolve();
+      return { usage, stored };
+    };
+    if (!first.delta) {
+      // A complete stream with nothing in it is still this provider's answer.
+      control.dispose();
+      yield start();
+    } else {
+      active = { control, iterator };
+      try {
+        delivered.add(first.delta);
+        // From here the caller has content: its usage must survive a crash (a Set insert; no disk unless
+        // the stream is still running at the first checkpoint). The event is built on the checkpoint
+        // timer, never on this path.
+        checkpoint = core.options.usage.trackStream(delivered, () =>
+          hold.event(UsageOutcome.USAGE_OUTCOME_SERVED, providerId, delivered.usageSoFar(reported, target.request), true));
+        // A caller that reads first_delta gets the first content in the start: one message (one HTTP/2
+        // write: grpc-js writes each message after the previous one's callback) less before it.
+        if (options.combinedStart) {
+          yield start(first.delta);
+        } else {
+          yield start();
+          yield deltaMessage(first.delta);
+        }
+        for (;;) {
+          control.arm();
+          const next = await iterator.next();
+          control.disarm();
+          if (next.done) break;
+          const part = next.value;
+          if (part.type === 'usage') { reported = part.usage; delivered.changes++; continue; }
+          delivered.add(part.delta);
+          yield deltaMessage(part.delta);
+        }
+        control.dispose();
+        active = undefined;
+      } catch (error) {
+        control.dispose();
+        active = undefined;
+        void iterator.return?.(undefined)?.catch?.(() => undefined);
+        // Typed errors are the caller's answer as they are. The finally charges what was delivered.
+        if (error instanceof GatewayError) throw error;
+        if (signal.aborted) { core.options.attempts?.attempt(providerId, 'cancelled'); return; }
+        const failure = control.timedOut ? new ProviderError('timeout', 'attempt timed out', 0, { cause: error }) : toProviderError(error, control);
+        core.options.attempts?.attempt(providerId, 'failed_after_content');
+        if (failure.retryable) core.options.health.recordFailure(providerId, target.model.id);
+        logger.warn({ provider: providerId, failure: failure.message }, 'stream failed after content was sent');
+        await settleServed().stored;
+        if (!failure.retryable) throw verdictError(failure);
+        throw new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_NO_UPSTREAM, 'The upstream provider failed during the stream.', {
+          retryAfterSeconds: NO_UPSTREAM_RETRY_AFTER_SECONDS,
+          cause: failure,
+        });
+      }
+    }
+    // A complete stream ends at once: its usage message and end go out with its last deltas (one write
+    // to the edge) while the publish finishes apart. Waiting for the ack would protect nothing: the
+    // content is with the caller either way, and a failed publish is retried from the background.
+    const { usage, stored } = settleServed();
+    core.settling.add(stored);
+    void stored.finally(() => core.settling.delete(stored));
+    core.options.attempts?.attempt(providerId, 'success');
+    core.options.health.recordSuccess(providerId, target.model.id, { ttftMs, outputTokens: usage.outputTokens, durationMs: Date.now() - firstPartAt });
+    yield { event: { $case: 'usage', value: usage } };
+  } finally {
+    if (active) {
+      // The consumer stopped reading mid-stream: stop the upstream request too.
+      active.control.abort(new Error('caller went away'));
+      active.control.dispose();
+      void active.iterator.return?.(undefined)?.catch?.(() => undefined);
+    }
+    // Still open when the caller went away (cancellation or the consumer stopped reading), or nothing
+    // was delivered: SERVED for what reached the caller, else FAILED. A no-op once the hold ended.
+    if (hold.open) {
+      if (servingProvider) hold.settleInBackground(servingProvider, meter(), true, checkpoint);
+      else hold.release();
+    }
+  }
+}
+
+/** One delta as a stream message (and its finish reason on the span when tracing). */
+function deltaMessage(delta: ChatStreamDelta): ChatStreamResponse {
+  if (delta.finishReason !== '' && tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gen_ai.response.finish_reasons', [delta.finishReason]);
+  return { event: { $case: 'delta', value: delta } };
+}
+
+/**
+ * One stream attempt up to its first content: the parts before the first delta (a usage report) are
+ * kept; no delta at all is an empty, complete answer. Each part gets the attempt's idle bound.
+ */
+async function firstStreamPart(target: PreparedRequest, candidate: Candidate, control: AttemptControl) {
+  const iterator = candidate.adapter.chatStream(requestFor(target, candidate), control)[Symbol.asyncIterator]();
+  let reported: Usage | undefined;
+  try {
+    for (;;) {
+      control.arm();
+      const next = await iterator.next();
+      if (next.done) return { iterator, delta: undefined, reported };
+      // Adapters drop empty deltas, so the first delta is the first content: failover ends here.
+      if (next.value.type === 'delta') return { iterator, delta: next.value.delta, reported };
+      reported = next.value.usage;
+    }
+  } catch (error) {
+    void iterator.return?.(undefined)?.catch?.(() => undefined);
+    throw error;
+  }
+}

@@ -1,0 +1,110 @@
+import { ErrorReason, GatewayError, GrpcStatus, otelTrace, tracingEnabled, type CallerSignal } from '@gateway/platform';
+import { ProviderError, toProviderError } from '../providers/provider-adapter.js';
+import type { Candidate } from '../strategies/index.js';
+import { AttemptControl } from './attempt-control.js';
+import type { RoutingTarget } from './candidates.js';
+import type { RouterOptions } from './routing-core.js';
+
+const NO_UPSTREAM_MESSAGE = 'No upstream available.';
+export const NO_UPSTREAM_RETRY_AFTER_SECONDS = 2;
+
+export interface FailoverPolicy {
+  /** The attempt goes on after `call` resolves (a stream): the control is handed back and the caller records the outcome. */
+  continues?: boolean;
+  /**
+   * The image prompt screen's moderation offers instead of the request's candidates: the gateway's own
+   * check, so every failure moves on (a verdict too) and none is counted against the request's providers.
+   */
+  screen?: Candidate[];
+}
+
+export function noUpstream(cause?: unknown): GatewayError {
+  return new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_NO_UPSTREAM, NO_UPSTREAM_MESSAGE, {
+    retryAfterSeconds: NO_UPSTREAM_RETRY_AFTER_SECONDS,
+    cause,
+  });
+}
+
+/** A provider's verdict on the request itself, in the caller's terms (spec §7: 400, never 502). */
+export function verdictError(error: ProviderError): GatewayError {
+  if (error.kind === 'content_filter') {
+    return new GatewayError(GrpcStatus.INVALID_ARGUMENT, ErrorReason.ERROR_REASON_CONTENT_MODERATION, 'Request rejected by upstream content moderation.', {
+      code: 'content_moderation',
+      cause: error,
+    });
+  }
+  return new GatewayError(GrpcStatus.INVALID_ARGUMENT, ErrorReason.ERROR_REASON_UPSTREAM_REJECTED, `Upstream returned an error: ${error.providerMessage}`, {
+    cause: error,
+  });
+}
+
+/**
+ * The one failover loop. Tries the candidates in order with a per-attempt timeout. Retryable failures
+ * move on; a provider's verdict, the caller's cancellation or running out of candidates end the request
+ * and release its hold. A stream pulls its first part inside `call` (failover ends with the first
+ * content) and passes `continues`: its attempt goes on, so the control is handed back undisposed and
+ * the caller records the attempt's outcome.
+ */
+export async function withFailover<Result>(
+  options: Pick<RouterOptions, 'attempts' | 'health'>,
+  target: RoutingTarget,
+  signal: CallerSignal,
+  call: (candidate: Candidate, control: AttemptControl) => Promise<Result>,
+  policy: FailoverPolicy = {},
+): Promise<{ result: Result; candidate: Candidate; durationMs: number; control: AttemptControl }> {
+  const screening = policy.screen !== undefined;
+  const candidates = policy.screen ?? target.candidates;
+  // A screen is the gateway's own check: no attempt metrics, health or provider on the request's event.
+  const attempts = screening ? undefined : options.attempts;
+  let lastFailure: ProviderError | undefined;
+  let lastProvider = '';
+  for (const candidate of candidates) {
+    const providerId = candidate.offer.providerId;
+    if (lastFailure) attempts?.failover(lastProvider);
+    lastProvider = providerId;
+    if (!screening) target.hold.providerId = providerId;
+    const control = new AttemptControl(signal, target.timeoutMs);
+    const startedAt = Date.now();
+    let handedOver = false;
+    control.arm();
+    try {
+      const result = await call(candidate, control);
+      if (policy.continues) {
+        control.disarm();
+        handedOver = true;
+      } else {
+        attempts?.attempt(providerId, 'success');
+      }
+      if (!screening && tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gateway.attempts', candidates.indexOf(candidate) + 1);
+      return { result, candidate, durationMs: Date.now() - startedAt, control };
+    } catch (error) {
+      if (signal.aborted) {
+        attempts?.attempt(providerId, 'cancelled');
+        target.hold.release();
+        throw new GatewayError(GrpcStatus.CANCELLED, ErrorReason.ERROR_REASON_UNSPECIFIED, 'The caller cancelled the request.');
+      }
+      if (error instanceof GatewayError) {
+        // A typed verdict on the request itself (e.g. an unusable json_schema), reached before any
+        // provider call: the caller's error as it is, no failover, nothing held against the provider.
+        target.hold.release();
+        throw error;
+      }
+      const failure = control.timedOut ? new ProviderError('timeout', 'attempt timed out', 0, { cause: error }) : toProviderError(error, control);
+      attempts?.attempt(providerId, !failure.retryable ? 'rejected' : control.timedOut ? 'timeout' : 'error');
+      if (!failure.retryable && !screening) {
+        target.hold.release();
+        throw verdictError(failure);
+      }
+      if (!screening) {
+        options.health.recordFailure(providerId, target.model.id);
+        target.logger.warn({ provider: providerId, failure: failure.message }, 'provider attempt failed; failing over');
+      }
+      lastFailure = failure;
+    } finally {
+      if (!handedOver) control.dispose();
+    }
+  }
+  target.hold.release();
+  if (screening) target.logger.warn({ err: lastFailure }, 'prompt screening unavailable; image request refused');
+  throw noUpstream(lastFailure);
+}
