@@ -25,7 +25,7 @@ describe('reservation lifecycle: every refusal and failure releases the hold', (
     testBus = await createTestBus('nats');
     upstream = await startFakeUpstream();
     upstream.setFallback({ status: 503 });
-    catalog = await startFakeCatalog(snapshot('v1', [
+    catalog = await startFakeCatalog({ ...snapshot('v1', [
       simModel('sim/embed', ['embeddings']),
       simModel('sim/moderate', ['moderations']),
       simModel('sim/image', ['images.generations', 'images.edits'], { maxImages: 2 }),
@@ -36,7 +36,7 @@ describe('reservation lifecycle: every refusal and failure releases the hold', (
     ], [
       { id: 'sim', kind: 'simulated', baseUrl: '', apiKeyEnv: '' },
       openaiProvider('down', upstream.url),
-    ]));
+    ]), moderationModel: 'sim/moderate' });
     usage = await collectUsageEvents(testBus.bus);
     service = await startRoutingService({
       listenAddress: '127.0.0.1:0', catalogAddress: catalog.address, bus: testBus.bus, logger: testLogger('routing'),
@@ -112,7 +112,12 @@ describe('reservation lifecycle: every refusal and failure releases the hold', (
     }
   });
 
-  it('image edits: no generation, no image', async () => {
+  it('images: a prompt the moderation screen flags', async () => {
+    const c = context();
+    await expectReleased(c, () => client.generateImages(image(c, { prompt: 'a weapon on a table' })), GrpcStatus.PERMISSION_DENIED);
+  });
+
+  it('image edits: no image', async () => {
     const c = context();
     await expectReleased(c, () => client.editImages({ generation: image(c), images: [] }), GrpcStatus.INVALID_ARGUMENT);
   });
