@@ -23,8 +23,11 @@ export const DEFAULT_AUDIO_LIMITS: AudioLimits = {
   timeoutMs: 60_000,
   concurrency: 2,
   maxDurationMs: 30 * 60_000,
-  // 30 minutes of 16 kHz mono 16-bit wav (57.6 MB) fits.
-  maxOutputBytes: 64 * 1024 * 1024,
+  // What the provider is sent travels media -> edge -> routing as one gRPC message, and every hop reads and sends
+  // at most 48 MiB (libs/platform grpc client/server): 40 MiB leaves room for the rest of the message. A decoded
+  // container (16 kHz mono 16-bit wav, 32,000 bytes a second) therefore stops at about 21.8 minutes with a 413;
+  // mp3 (remuxed) and consistent PCM wav (sent as they are) stay within the 20 MiB upload bound.
+  maxOutputBytes: 40 * 1024 * 1024,
 };
 
 /**

@@ -31,7 +31,7 @@ export interface MediaServiceOptions {
   databaseUrl?: string;
   /** Image hosting bounds (default: 1 h expiry, 20 MiB, swept every minute). */
   imageHosting?: Partial<ImageHostingOptions>;
-  /** ConvertAudio bounds (default: 20 MiB in, 64 MiB out, 30 minutes of audio, 60 s of ffmpeg, 2 ffmpeg processes at once). */
+  /** ConvertAudio bounds (default: 20 MiB in, 40 MiB out, 30 minutes of audio, 60 s of ffmpeg, 2 ffmpeg processes at once). */
   audioLimits?: Partial<AudioLimits>;
   /** The process's metrics registry (the media service has no dependency to report; Node's own metrics). */
   metrics?: Registry;
