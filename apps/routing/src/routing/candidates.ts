@@ -3,7 +3,6 @@ import { ErrorReason, GatewayError, GrpcStatus } from '@gateway/platform';
 import type { ChatRequest, Model, RequestContext } from '@gateway/proto';
 import type { ProviderAdapter } from '../providers/provider-adapter.js';
 import { strategyNamed, type Candidate } from '../strategies/index.js';
-import { dropUnsupportedParameters } from './drop-unsupported-parameters.js';
 import { lazyRequestLog, type RequestLog } from './request-hot-path.js';
 import type { Reservation } from './reservation.js';
 import type { RouterOptions } from './routing-core.js';
@@ -37,7 +36,6 @@ export interface RoutingTarget {
 
 export interface PreparedRequest extends RoutingTarget {
   request: ChatRequest;
-  dropped: string[];
 }
 
 function conversationKey(request: ChatRequest): string {
@@ -109,12 +107,15 @@ export function resolveTarget(
   };
 }
 
-/** A chat request's target, with the parameters its model takes (the rest are reported as dropped). */
-export function prepareChat(options: RouterOptions, random: () => number, raw: ChatRequest, hold: Reservation): PreparedRequest {
-  const target = resolveTarget(options, random, hold, raw.modelId, raw.routingStrategy, raw.timeoutMs, () => conversationKey(raw));
-  const { request, dropped } = dropUnsupportedParameters(raw, target.model);
+/**
+ * A chat request's target. The request goes on as the edge made it: parameters a model lacks were
+ * dropped at the edge, the one place that drops (DESIGN §2 step 3), so the router's `droppedParams`
+ * answer field is always empty.
+ */
+export function prepareChat(options: RouterOptions, random: () => number, request: ChatRequest, hold: Reservation): PreparedRequest {
+  const target = resolveTarget(options, random, hold, request.modelId, request.routingStrategy, request.timeoutMs, () => conversationKey(request));
   // Added to the target rather than spread into a copy: in V8 11 (Node 20) a spread copy's hidden class
   // sits outside the transition tree, so each property added to it made fresh Maps per request (README
   // "Performance": such objects kept request graphs alive through young-generation GCs).
-  return Object.assign(target, { request, dropped });
+  return Object.assign(target, { request });
 }

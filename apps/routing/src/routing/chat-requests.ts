@@ -42,7 +42,7 @@ async function chatHolding(core: RoutingCore, raw: ChatRequest, signal: CallerSi
     usage,
     providerId,
     routingStrategy: prepared.strategyName,
-    droppedParams: prepared.dropped,
+    droppedParams: [],
   };
 }
 
@@ -87,7 +87,7 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
           created: BigInt(Math.floor(Date.now() / 1000)),
           providerId,
           routingStrategy: target.strategyName,
-          droppedParams: target.dropped,
+          droppedParams: [],
           ...(firstDelta ? { firstDelta } : {}),
         },
       },
