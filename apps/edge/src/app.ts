@@ -7,7 +7,8 @@ import { speechFamily, transcriptionsFamily, translationsFamily } from './endpoi
 import { endpointHandler, type EndpointFamily } from './inference/endpoint-pipeline.js';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { isAcceptableRequestId, newRequestId, otelContext, startHttpServerSpan, tracingEnabled } from '@gateway/platform';
-import { clientRequestIdOf, requestIdOf, setRequestId, type EdgeContext } from './context.js';
+import type { EdgeContext } from './context.js';
+import { clientRequestIdOf, requestIdOf, setRequestId } from './request-id.js';
 import { echoed } from './echoed-value.js';
 import { edgeErrors, toApiError, type Dialect } from './errors.js';
 import { API_VERSION, ClientGoneError, sendError, sendJson } from './http.js';

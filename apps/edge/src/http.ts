@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { requestIdOf } from './context.js';
+import { requestIdOf } from './request-id.js';
 import { echoed } from './echoed-value.js';
 import { edgeErrors, renderErrorBody, toApiError, type Dialect } from './errors.js';
 import { MAX_JSON_DEPTH, fieldOfDeepPath, offsetBeyondDepth, pathAtOffset, type FreeFormField } from './json-depth.js';

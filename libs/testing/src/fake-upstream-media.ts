@@ -3,7 +3,7 @@ import type { ServerResponse } from 'node:http';
 import { PNG } from 'pngjs';
 import { ffmpegPath } from '@gateway/platform';
 import { sleep } from './fake-upstream-support.js';
-import type { FakeBehaviour } from './fake-upstream.js';
+import type { FakeBehaviour } from './fake-upstream-types.js';
 
 // The OpenAI media endpoints of the fake upstream (moderations, images, speech, transcriptions), on the
 // OpenAI wire format. Each answers honestly enough to be checked: real PNGs, real audio from ffmpeg.

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 
-import type { RecordedRequest } from './fake-upstream.js';
+import type { RecordedPart, RecordedRequest } from './fake-upstream-types.js';
 
 // Shared by the fake providers (OpenAI-compatible and Anthropic); not part of the package's exports.
 
@@ -37,15 +37,6 @@ export async function readBodyBytes(request: IncomingMessage): Promise<Buffer> {
     chunks.push(chunk as Buffer);
   }
   return Buffer.concat(chunks);
-}
-
-/** One part of a multipart upload as the fake received it. */
-export interface RecordedPart {
-  name: string;
-  /** Set for file parts. */
-  filename?: string;
-  contentType?: string;
-  data: Buffer;
 }
 
 /** Splits a multipart/form-data body (the fake's own small parser; tests only send well-formed ones). */

@@ -6,5 +6,5 @@ export * from './hidden-class.js';
 export * from './crash-copy.js';
 export * from './grpc-reflection.js';
 export * from './prometheus-text.js';
-export type { RecordedPart } from './fake-upstream-support.js';
+export type { RecordedPart } from './fake-upstream-types.js';
 export * from './otlp-collector.js';

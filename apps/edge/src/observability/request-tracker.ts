@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { SpanStatusCode, traceIdsOf, unredactedLogger, type Logger, type Span } from '@gateway/platform';
-import { clientRequestIdOf, requestIdOf } from '../context.js';
+import { clientRequestIdOf, requestIdOf } from '../request-id.js';
 import { edgeErrors, type EdgeError } from '../errors.js';
 import type { EdgeMetrics } from './edge-metrics.js';
 import { meterBody, type InFlightLimiter } from './overload.js';

@@ -11,7 +11,8 @@ import {
   parseWith,
   updateKeyBody,
 } from '../account/account-schemas.js';
-import { requestIdOf, type EdgeContext } from '../context.js';
+import type { EdgeContext } from '../context.js';
+import { requestIdOf } from '../request-id.js';
 import { malformedProvisioningKey, presentedProvisioningKey } from '../credentials.js';
 import { edgeErrors } from '../errors.js';
 import { readJsonBody, sendJson, sendJsonText } from '../http.js';

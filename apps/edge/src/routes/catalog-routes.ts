@@ -1,6 +1,7 @@
 import type { Request, Response } from 'express';
 import { parseCredits } from '@gateway/platform';
-import { requestIdOf, verifyApiKey, type EdgeContext } from '../context.js';
+import { verifyApiKey, type EdgeContext } from '../context.js';
+import { requestIdOf } from '../request-id.js';
 import { presentedApiKey } from '../credentials.js';
 import { echoed } from '../echoed-value.js';
 import { edgeErrors } from '../errors.js';

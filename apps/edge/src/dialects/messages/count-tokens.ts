@@ -1,4 +1,5 @@
-import { requestIdOf, type EdgeContext } from '../../context.js';
+import type { EdgeContext } from '../../context.js';
+import { requestIdOf } from '../../request-id.js';
 import { readJsonBody, sendJson } from '../../http.js';
 import { resolveModel } from '../../model-resolution.js';
 import { authenticate, type InferenceHandler } from '../../inference/pipeline.js';

@@ -2,7 +2,22 @@ import { z } from 'zod';
 import { parseBody } from '../../canonical/validation.js';
 import { routingStrategy } from '../../inference/strategy.js';
 import type { FreeFormField } from '../../json-depth.js';
-import { HOSTED_TOOL_TYPES } from './responses-tools.js';
+
+/** The tool types OpenAI runs on its side: accepted in a request, never sent to a provider. */
+export const HOSTED_TOOL_TYPES = [
+  'web_search',
+  'web_search_preview',
+  'web_search_preview_2025_03_11',
+  'web_search_2025_08_26',
+  'file_search',
+  'code_interpreter',
+  'image_generation',
+  'computer_use_preview',
+  'computer_use',
+  'local_shell',
+  'mcp',
+] as const;
+export type HostedToolType = (typeof HOSTED_TOOL_TYPES)[number];
 
 /*
  * The responses request (spec §4.9; wire-formats.md "OpenAI Responses"), as `client.responses.create`

@@ -23,22 +23,6 @@ import type { ResponsesRequest, ResponsesTool } from './responses-schema.js';
  * Two tools that end up under one flat name are refused (400), so every call maps back to one tool.
  */
 
-/** The tool types OpenAI runs on its side: accepted in a request, never sent to a provider. */
-export const HOSTED_TOOL_TYPES = [
-  'web_search',
-  'web_search_preview',
-  'web_search_preview_2025_03_11',
-  'web_search_2025_08_26',
-  'file_search',
-  'code_interpreter',
-  'image_generation',
-  'computer_use_preview',
-  'computer_use',
-  'local_shell',
-  'mcp',
-] as const;
-export type HostedToolType = (typeof HOSTED_TOOL_TYPES)[number];
-
 const PROVIDER_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 const NAMESPACE_DELIMITER = '__';
 

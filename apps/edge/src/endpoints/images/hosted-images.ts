@@ -1,6 +1,6 @@
 import type { Request, Response } from 'express';
 import type { EdgeContext } from '../../context.js';
-import { requestIdOf } from '../../context.js';
+import { requestIdOf } from '../../request-id.js';
 import { edgeErrors } from '../../errors.js';
 import { mediaOf } from '../shared.js';
 
