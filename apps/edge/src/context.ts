@@ -6,11 +6,11 @@ import type {
   RouterServiceClient,
 } from '@gateway/proto';
 import type { Logger, PromiseClient } from '@gateway/platform';
-import type { Admission } from './admission.js';
-import type { ApiKeyCache, VerifiedApiKey } from './auth-cache.js';
+import type { Admission } from './inference/admission.js';
+import type { ApiKeyCache, VerifiedApiKey } from './inference/auth-cache.js';
 import type { CatalogCache } from './catalog-cache.js';
-import type { ChatRouter } from './router-exchange.js';
-import { malformedApiKey } from './credentials.js';
+import type { ChatRouter } from './inference/router-exchange.js';
+import { malformedApiKey } from './inference/credentials.js';
 import type { BodyLimits } from './http.js';
 import type { MultipartBounds } from './endpoints/multipart.js';
 import type { UploadArea } from './endpoints/upload-spool.js';

@@ -18,16 +18,16 @@ import {
   RouterServiceService,
 } from '@gateway/proto';
 import { createClient, newId, parseGrpcTarget, Registry, subjects, type EventBus, type InternalAuth, type Logger, type Subscription } from '@gateway/platform';
-import { LedgerAdmission, type Admission } from './admission.js';
-import { LeasedAdmission } from './leased-admission.js';
+import { LedgerAdmission, type Admission } from './inference/admission.js';
+import { LeasedAdmission } from './inference/leased-admission.js';
 import { createRequestListener } from './app.js';
-import { ApiKeyCache } from './auth-cache.js';
+import { ApiKeyCache } from './inference/auth-cache.js';
 import { answerClientError } from './client-error.js';
 import { CatalogCache } from './catalog-cache.js';
 import type { EdgeContext } from './context.js';
 import { DEFAULT_BODY_LIMITS, type BodyLimits } from './http.js';
-import { RouterExchange, type ChatRouter, type RouterExchangeOptions } from './router-exchange.js';
-import { exchangeMember, resolverFor, RouterPool, type RouterResolver } from './router-pool.js';
+import { RouterExchange, type ChatRouter, type RouterExchangeOptions } from './inference/router-exchange.js';
+import { exchangeMember, resolverFor, RouterPool, type RouterResolver } from './inference/router-pool.js';
 import { ReasoningTags } from './canonical/reasoning-tags.js';
 import { EdgeMetrics } from './observability/edge-metrics.js';
 import { ObservedAdmission, ObservedChatRouter } from './observability/observed-edge.js';
@@ -38,7 +38,7 @@ import { TimedResponse } from './observability/timed-response.js';
 import { ResponsesWebSocketServer, type ResponsesWebSocketLimits } from './dialects/responses/responses-websocket.js';
 
 export { toApiError, renderErrorBody, EdgeError, type ApiError, type Dialect } from './errors.js';
-export type { Admission, AdmissionRequest, AdmissionTicket } from './admission.js';
+export type { Admission, AdmissionRequest, AdmissionTicket } from './inference/admission.js';
 export { API_VERSION } from './http.js';
 export { DEFAULT_OVERLOAD_LIMITS, type OverloadLimits } from './observability/overload.js';
 export { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from './endpoints/upload-spool.js';
@@ -83,14 +83,14 @@ export interface EdgeOptions {
    */
   reasoningTagKey?: string;
   /**
-   * 'leased' (default): DESIGN §2 leased budgets (src/leased-admission.ts), recalled over NATS
+   * 'leased' (default): DESIGN §2 leased budgets (src/inference/leased-admission.ts), recalled over NATS
    * (`lease.recall`) when another replica needs the capacity. 'ledger': one Ledger.Admit per request.
    * Or an Admission of the caller's own.
    */
   admission?: Admission | 'ledger' | 'leased';
   /**
    * 'exchange' (default): chat requests travel as frames of one long-lived Router.Exchange call
-   * (src/router-exchange.ts; requests over `exchange.maxFrameBytes` get a call of their own).
+   * (src/inference/router-exchange.ts; requests over `exchange.maxFrameBytes` get a call of their own).
    * 'calls': one Router.Chat / Router.ChatStream call per request.
    */
   routerTransport?: 'exchange' | 'calls';

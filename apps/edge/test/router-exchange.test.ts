@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } 
 import { RouterServiceClient, RouterServiceService, type ChatRequest, type ChatStreamResponse } from '@gateway/proto';
 import { ErrorReason, GatewayError, GrpcStatus, createClient, startGrpcServer, type RunningGrpcServer } from '@gateway/platform';
 import { eventually, testLogger } from '@gateway/testing';
-import { RouterExchange, type RouterExchangeOptions } from '../src/router-exchange.js';
+import { RouterExchange, type RouterExchangeOptions } from '../src/inference/router-exchange.js';
 import { FakeRouter, chatResponse, deltaEvent, startEvent, usage } from './fakes.js';
 
 const logger = testLogger('router-exchange-test');

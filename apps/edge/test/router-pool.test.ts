@@ -2,8 +2,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { RouterServiceService, type ChatRequest, type ChatResponse, type ChatStreamResponse } from '@gateway/proto';
 import { parseGrpcTarget, startGrpcServer, type RunningGrpcServer } from '@gateway/platform';
 import { eventually, testLogger } from '@gateway/testing';
-import type { ChatRouter } from '../src/router-exchange.js';
-import { exchangeMember, resolverFor, RouterPool, type PoolMember } from '../src/router-pool.js';
+import type { ChatRouter } from '../src/inference/router-exchange.js';
+import { exchangeMember, resolverFor, RouterPool, type PoolMember } from '../src/inference/router-pool.js';
 import { FakeRouter, chatResponse } from './fakes.js';
 
 const logger = testLogger('router-pool-test');

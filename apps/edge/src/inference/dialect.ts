@@ -5,7 +5,7 @@ import type { FilePathOf } from '../canonical/file-parts.js';
 import type { ReasoningTags } from '../canonical/reasoning-tags.js';
 import type { ApiError, Dialect as ErrorDialect } from '../errors.js';
 import type { FreeFormField } from '../json-depth.js';
-import type { InferenceEndpoint } from '../model-resolution.js';
+import type { InferenceEndpoint } from './model-resolution.js';
 import type { RoutingStrategy } from './strategy.js';
 
 /**

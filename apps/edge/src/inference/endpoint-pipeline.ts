@@ -1,13 +1,13 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestContext, Usage } from '@gateway/proto';
 import { Cancellation, parseCredits } from '@gateway/platform';
-import type { VerifiedApiKey } from '../auth-cache.js';
+import type { VerifiedApiKey } from './auth-cache.js';
 import type { CatalogModel } from '../catalog-cache.js';
 import type { EdgeContext } from '../context.js';
 import { requestIdOf } from '../request-id.js';
 import { toApiError } from '../errors.js';
 import { ClientGoneError } from '../http.js';
-import { resolveModel } from '../model-resolution.js';
+import { resolveModel } from './model-resolution.js';
 import { authenticate, type InferenceHandler } from './pipeline.js';
 import { MINIMUM_HOLD_PICO } from './request-bounds.js';
 import { chooseStrategy, parseStrategyHeader, STRATEGY_HEADER, type RoutingStrategy } from './strategy.js';

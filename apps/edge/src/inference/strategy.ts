@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { VerifiedApiKey } from '../auth-cache.js';
+import type { VerifiedApiKey } from './auth-cache.js';
 import { echoed } from '../echoed-value.js';
 import { edgeErrors } from '../errors.js';
 

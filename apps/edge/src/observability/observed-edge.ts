@@ -1,8 +1,8 @@
 import { ErrorReason, GatewayError, type CallSettings } from '@gateway/platform';
 import type { ChatRequest, ChatResponse, ChatStreamRequest, ChatStreamResponse, Usage } from '@gateway/proto';
-import type { Admission, AdmissionRequest, AdmissionTicket } from '../admission.js';
-import type { VerifiedApiKey } from '../auth-cache.js';
-import type { ChatRouter } from '../router-exchange.js';
+import type { Admission, AdmissionRequest, AdmissionTicket } from '../inference/admission.js';
+import type { VerifiedApiKey } from '../inference/auth-cache.js';
+import type { ChatRouter } from '../inference/router-exchange.js';
 import type { RequestTracker } from './request-tracker.js';
 
 /**

@@ -13,7 +13,7 @@ import {
 } from '../account/account-schemas.js';
 import type { EdgeContext } from '../context.js';
 import { requestIdOf } from '../request-id.js';
-import { malformedProvisioningKey, presentedProvisioningKey } from '../credentials.js';
+import { malformedProvisioningKey, presentedProvisioningKey } from '../inference/credentials.js';
 import { edgeErrors } from '../errors.js';
 import { readJsonBody, sendJson, sendJsonText } from '../http.js';
 

@@ -2,7 +2,7 @@ import type { Request, Response } from 'express';
 import { parseCredits } from '@gateway/platform';
 import { verifyApiKey, type EdgeContext } from '../context.js';
 import { requestIdOf } from '../request-id.js';
-import { presentedApiKey } from '../credentials.js';
+import { presentedApiKey } from '../inference/credentials.js';
 import { echoed } from '../echoed-value.js';
 import { edgeErrors } from '../errors.js';
 import { sendJson, sendJsonText } from '../http.js';

@@ -1,7 +1,7 @@
 import type { EdgeContext } from '../../context.js';
 import { requestIdOf } from '../../request-id.js';
 import { readJsonBody, sendJson } from '../../http.js';
-import { resolveModel } from '../../model-resolution.js';
+import { resolveModel } from '../../inference/model-resolution.js';
 import { authenticate, type InferenceHandler } from '../../inference/pipeline.js';
 import { countRequestTokens } from '../../inference/request-bounds.js';
 import { convertMessagesRequest, MESSAGES_ENDPOINT } from './convert-messages-request.js';

@@ -1,8 +1,8 @@
 import type { LedgerServiceClient, Usage } from '@gateway/proto';
 import { formatCredits, type Logger, type PromiseClient } from '@gateway/platform';
 import type { VerifiedApiKey } from './auth-cache.js';
-import type { CatalogModel } from './catalog-cache.js';
-import { MINIMUM_HOLD_PICO } from './inference/request-bounds.js';
+import type { CatalogModel } from '../catalog-cache.js';
+import { MINIMUM_HOLD_PICO } from './request-bounds.js';
 
 export interface AdmissionRequest {
   requestId: string;

@@ -2,8 +2,8 @@ import type { LedgerServiceClient, Pricing, Usage } from '@gateway/proto';
 import { ErrorReason, formatCredits, GatewayError, GrpcStatus, parseCredits, type Logger, type PromiseClient } from '@gateway/platform';
 import type { Admission, AdmissionRequest, AdmissionTicket } from './admission.js';
 import type { VerifiedApiKey } from './auth-cache.js';
-import type { CatalogModel } from './catalog-cache.js';
-import { MINIMUM_HOLD_PICO } from './inference/request-bounds.js';
+import type { CatalogModel } from '../catalog-cache.js';
+import { MINIMUM_HOLD_PICO } from './request-bounds.js';
 
 /** The least a paid request holds while it runs (spec §8), as Ledger.Admit reserves it. */
 const HOLD_PICO = MINIMUM_HOLD_PICO;

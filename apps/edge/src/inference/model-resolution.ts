@@ -1,8 +1,8 @@
 import type { EndpointName as InferenceEndpoint } from '@gateway/platform';
 import type { VerifiedApiKey } from './auth-cache.js';
-import { isExpired, tierMayUse, type CatalogModel } from './catalog-cache.js';
-import type { EdgeContext } from './context.js';
-import { edgeErrors } from './errors.js';
+import { isExpired, tierMayUse, type CatalogModel } from '../catalog-cache.js';
+import type { EdgeContext } from '../context.js';
+import { edgeErrors } from '../errors.js';
 
 // Every inference route passes its own endpoint name and the caller's verified key to `resolveModel`,
 // the one place the model named in a request is looked up and the one place access to it is judged.

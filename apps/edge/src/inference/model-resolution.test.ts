@@ -2,11 +2,11 @@ import { describe, expect, it } from 'vitest';
 import type { CatalogServiceClient, GetSnapshotResponse } from '@gateway/proto';
 import type { PromiseClient } from '@gateway/platform';
 import { testLogger } from '@gateway/testing';
-import { model } from '../test/fakes.js';
+import { model } from '../../test/fakes.js';
 import type { VerifiedApiKey } from './auth-cache.js';
-import { CatalogCache, tierMayUse } from './catalog-cache.js';
-import type { EdgeContext } from './context.js';
-import { EdgeError, type ApiError } from './errors.js';
+import { CatalogCache, tierMayUse } from '../catalog-cache.js';
+import type { EdgeContext } from '../context.js';
+import { EdgeError, type ApiError } from '../errors.js';
 import { resolveModel } from './model-resolution.js';
 
 // Who may use a model (spec §7's 403): the tiers its limit group names, precomputed per snapshot;
