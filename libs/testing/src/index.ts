@@ -8,3 +8,4 @@ export * from './grpc-reflection.js';
 export * from './prometheus-text.js';
 export type { RecordedPart } from './fake-upstream-types.js';
 export * from './otlp-collector.js';
+export * from './import-cycles.js';
