@@ -5,7 +5,7 @@ import type { ProviderAdapter } from '../providers/provider-adapter.js';
 import { strategyNamed, type Candidate } from '../strategies/index.js';
 import { lazyRequestLog, type RequestLog } from './request-hot-path.js';
 import type { Reservation } from './reservation.js';
-import type { RouterOptions } from './routing-core.js';
+import type { RouterOptions } from './router-options.js';
 
 /** Characters of the conversation that decide cache affinity: the stable prefix, not the newest turn. */
 const CONVERSATION_KEY_CHARACTERS = 4_096;

@@ -3,7 +3,7 @@ import { ProviderError, toProviderError } from '../providers/provider-adapter.js
 import type { Candidate } from '../strategies/index.js';
 import { AttemptControl } from './attempt-control.js';
 import type { RoutingTarget } from './candidates.js';
-import type { RouterOptions } from './routing-core.js';
+import type { RouterOptions } from './router-options.js';
 
 const NO_UPSTREAM_MESSAGE = 'No upstream available.';
 export const NO_UPSTREAM_RETRY_AFTER_SECONDS = 2;

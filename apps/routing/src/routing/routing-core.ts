@@ -1,27 +1,13 @@
-import { newRequestId, type CallerSignal, type Logger } from '@gateway/platform';
+import { newRequestId, type CallerSignal } from '@gateway/platform';
 import type { ChatRequest, RequestContext, Usage } from '@gateway/proto';
-import type { CatalogCache } from '../catalog/catalog-cache.js';
-import type { Candidate, ProviderHealth } from '../strategies/index.js';
-import type { UsagePublisher } from '../usage/usage-publisher.js';
+import type { Candidate } from '../strategies/index.js';
 import type { AttemptControl } from './attempt-control.js';
-import type { AttemptObserver } from './attempt-observer.js';
 import { canChat, prepareChat, resolveTarget, type Capable, type PreparedRequest, type RoutingTarget } from './candidates.js';
 import { withFailover, type FailoverPolicy } from './failover.js';
 import { Reservation } from './reservation.js';
+import type { RouterOptions } from './router-options.js';
 
-export interface RouterOptions {
-  catalog: CatalogCache;
-  health: ProviderHealth;
-  usage: UsagePublisher;
-  logger: Logger;
-  /** Per provider attempt: whole answer (Chat) or time to the first and between stream parts (ChatStream). */
-  attemptTimeoutMs: number;
-  /** Most provider attempts per request, failovers included. */
-  maxAttempts: number;
-  random?: () => number;
-  /** Counts provider attempts and failovers (metrics). */
-  attempts?: AttemptObserver;
-}
+export type { RouterOptions } from './router-options.js';
 
 /**
  * What every endpoint's request uses: the hold taken over from the edge (admit, admitted), candidate

@@ -1,0 +1,20 @@
+import type { Logger } from '@gateway/platform';
+import type { CatalogCache } from '../catalog/catalog-cache.js';
+import type { ProviderHealth } from '../strategies/index.js';
+import type { UsagePublisher } from '../usage/usage-publisher.js';
+import type { AttemptObserver } from './attempt-observer.js';
+
+/** What the Router is built with; a leaf module, so candidates, failover and routing-core all read it without a cycle. */
+export interface RouterOptions {
+  catalog: CatalogCache;
+  health: ProviderHealth;
+  usage: UsagePublisher;
+  logger: Logger;
+  /** Per provider attempt: whole answer (Chat) or time to the first and between stream parts (ChatStream). */
+  attemptTimeoutMs: number;
+  /** Most provider attempts per request, failovers included. */
+  maxAttempts: number;
+  random?: () => number;
+  /** Counts provider attempts and failovers (metrics). */
+  attempts?: AttemptObserver;
+}
