@@ -98,6 +98,43 @@ export function pricedTokens(promptTokens: number, completionTokens: number, inp
   return BigInt(promptTokens) * parseCredits(inputPrice) + BigInt(completionTokens) * parseCredits(outputPrice);
 }
 
+/**
+ * A catalog of one text model (owned by `testco`) served by one provider with id `upstream-one`: what most
+ * dialect e2e files need. `provider` is the rest of its `providers:` entry, e.g. `kind: simulated` or
+ * `kind: openai, base_url: …, api_key_env: …`.
+ */
+export function oneModelCatalog(options: {
+  model: string;
+  provider: string;
+  upstreamModel: string;
+  supportedParameters: string[];
+  endpoints: string[];
+  inputPrice?: string;
+  outputPrice?: string;
+  perMinute?: number;
+}): string {
+  return `
+startups:
+  - { id: testco, display_name: Test Co }
+providers:
+  - { id: upstream-one, ${options.provider} }
+limit_groups:
+  - id: default
+    tiers: { tier-1: { minute: ${options.perMinute ?? 600} } }
+models:
+  - id: ${options.model}
+    owned_by: testco
+    created: 1767225600
+    input_modalities: [text]
+    output_modalities: [text]
+    supported_parameters: [${options.supportedParameters.join(', ')}]
+    pricing: { per_input_token: "${options.inputPrice ?? '0.000001'}", per_output_token: "${options.outputPrice ?? '0.000002'}" }
+    limit_group: default
+    offers:
+      - { provider: upstream-one, upstream_model: ${options.upstreamModel}, endpoints: [${options.endpoints.join(', ')}] }
+`;
+}
+
 export interface MixedCatalogModel {
   id: string;
   /** YAML list, e.g. `[text, file]`. */

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
-import { pricedTokens, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { oneModelCatalog, pricedTokens, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
 import { OPENAI_UPSTREAM } from './messages-e2e-harness.js';
 
 // Codex's in-band compaction (`x-codex-beta-features: remote_compaction_v2`): a normal POST
@@ -17,26 +17,15 @@ const INPUT_PRICE = '0.000001';
 const OUTPUT_PRICE = '0.000002';
 
 function catalog(upstream: FakeUpstream): string {
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-  - { id: upstream-one, kind: openai, base_url: ${upstream.url}, api_key_env: ${PROVIDER_KEY_ENV} }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 600 } }
-models:
-  - id: ${MODEL}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [tools, tool_choice, parallel_tool_calls, max_completion_tokens, stream_options]
-    pricing: { per_input_token: "${INPUT_PRICE}", per_output_token: "${OUTPUT_PRICE}" }
-    limit_group: default
-    offers:
-      - { provider: upstream-one, upstream_model: coder-upstream, endpoints: [chat.completions, responses] }
-`;
+  return oneModelCatalog({
+    model: MODEL,
+    provider: `kind: openai, base_url: ${upstream.url}, api_key_env: ${PROVIDER_KEY_ENV}`,
+    upstreamModel: 'coder-upstream',
+    supportedParameters: ['tools', 'tool_choice', 'parallel_tool_calls', 'max_completion_tokens', 'stream_options'],
+    endpoints: ['chat.completions', 'responses'],
+    inputPrice: INPUT_PRICE,
+    outputPrice: OUTPUT_PRICE,
+  });
 }
 
 const SHELL = { type: 'function', name: 'shell', description: 'Run a command.', parameters: { type: 'object', properties: { cmd: { type: 'string' } }, required: ['cmd'] }, strict: false };

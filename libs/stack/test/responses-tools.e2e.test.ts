@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import type { FakeUpstream, RecordedRequest } from '@gateway/testing';
-import { startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { oneModelCatalog, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
 import { UPSTREAM_KINDS, type UpstreamKind } from './messages-e2e-harness.js';
 
 // The tool kinds Codex sends over POST /v1/responses, end to end with the real `openai` client against
@@ -169,26 +169,13 @@ describe('responses tools Codex sends, on the simulated provider, end to end', (
 
   beforeAll(async () => {
     harness = await startChatHarness({
-      configYaml: `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-  - { id: sim, kind: simulated }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 600 } }
-models:
-  - id: ${MODEL}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [tools, tool_choice]
-    pricing: { per_input_token: "0.000001", per_output_token: "0.000002" }
-    limit_group: default
-    offers:
-      - { provider: sim, upstream_model: sim-agent, endpoints: [chat.completions, responses] }
-`,
+      configYaml: oneModelCatalog({
+        model: MODEL,
+        provider: 'kind: simulated',
+        upstreamModel: 'sim-agent',
+        supportedParameters: ['tools', 'tool_choice'],
+        endpoints: ['chat.completions', 'responses'],
+      }),
     });
   }, 120_000);
 

@@ -3,7 +3,7 @@ import WebSocket from 'ws';
 import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
 import { parseCredits } from '@gateway/platform';
 import { ctlJson } from './configured-stack.js';
-import { pricedTokens, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { oneModelCatalog, pricedTokens, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
 
 // WebSocket mode of the responses dialect (GET /v1/responses upgraded; Open Responses and OpenAI's
 // "WebSocket mode"), end to end with a real `ws` client: every hop real (edge, auth, ledger, router)
@@ -16,26 +16,15 @@ const OUTPUT_PRICE = '0.000002';
 const PROVIDER_KEY_ENV = 'RESPONSES_WS_E2E_KEY';
 
 function catalog(upstream: FakeUpstream): string {
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-  - { id: upstream-one, kind: openai, base_url: ${upstream.url}, api_key_env: ${PROVIDER_KEY_ENV} }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 600 } }
-models:
-  - id: ${MODEL}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [tools, tool_choice, temperature, max_completion_tokens, stream_options]
-    pricing: { per_input_token: "${INPUT_PRICE}", per_output_token: "${OUTPUT_PRICE}" }
-    limit_group: default
-    offers:
-      - { provider: upstream-one, upstream_model: ws-upstream, endpoints: [chat.completions, responses] }
-`;
+  return oneModelCatalog({
+    model: MODEL,
+    provider: `kind: openai, base_url: ${upstream.url}, api_key_env: ${PROVIDER_KEY_ENV}`,
+    upstreamModel: 'ws-upstream',
+    supportedParameters: ['tools', 'tool_choice', 'temperature', 'max_completion_tokens', 'stream_options'],
+    endpoints: ['chat.completions', 'responses'],
+    inputPrice: INPUT_PRICE,
+    outputPrice: OUTPUT_PRICE,
+  });
 }
 
 type Event = { type: string; sequence_number?: number; [field: string]: any };
@@ -137,7 +126,14 @@ describe('GET /v1/responses upgraded to a WebSocket, end to end', () => {
     await upstream?.close();
   });
 
-  beforeEach(() => upstream.reset());
+  // Every answer the fake gave is charged once to the harness account. Before each test, the charges of the
+  // earlier ones have settled (some tests end without waiting for theirs), so a test's "before" is exact.
+  let answeredBefore = 0;
+  beforeEach(async () => {
+    answeredBefore += upstream.requests.length;
+    upstream.reset();
+    await harness.chargesSettleAt(MODEL, answeredBefore);
+  });
 
   it('two responses on one socket: the SSE events one per message, each response charged exactly what the fake reported', async () => {
     const before = await harness.charges(MODEL);

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import Anthropic from '@anthropic-ai/sdk';
 import type OpenAI from 'openai';
-import { pricedTokens, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { oneModelCatalog, pricedTokens, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
 
 // Issue 30: the built-in simulated provider (what `npm start` serves) calls a tool under tool_choice auto,
 // so an agent's tool loop can be exercised without any upstream: the tool the user names (else the first),
@@ -26,26 +26,15 @@ describe('the simulated provider calls tools under tool_choice auto, end to end'
 
   beforeAll(async () => {
     harness = await startChatHarness({
-      configYaml: `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-  - { id: sim, kind: simulated }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 600 } }
-models:
-  - id: ${MODEL}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [tools, tool_choice, max_completion_tokens]
-    pricing: { per_input_token: "${INPUT_PRICE}", per_output_token: "${OUTPUT_PRICE}" }
-    limit_group: default
-    offers:
-      - { provider: sim, upstream_model: sim-agent, endpoints: [chat.completions, messages, responses] }
-`,
+      configYaml: oneModelCatalog({
+        model: MODEL,
+        provider: 'kind: simulated',
+        upstreamModel: 'sim-agent',
+        supportedParameters: ['tools', 'tool_choice', 'max_completion_tokens'],
+        endpoints: ['chat.completions', 'messages', 'responses'],
+        inputPrice: INPUT_PRICE,
+        outputPrice: OUTPUT_PRICE,
+      }),
     });
   }, 120_000);
 

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
-import { pricedTokens, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { oneModelCatalog, pricedTokens, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
 import { anthropicClient, expectWellFormedStream, rawPost } from './messages-e2e-harness.js';
 
 /*
@@ -24,26 +24,16 @@ const OUTPUT_PRICE = '0.000002';
 const COST = pricedTokens(USAGE.prompt_tokens, USAGE.completion_tokens, INPUT_PRICE, OUTPUT_PRICE);
 
 function catalog(upstream: FakeUpstream): string {
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-  - { id: fake-openai, kind: openai, base_url: ${upstream.url}, api_key_env: ${PROVIDER_KEY_ENV} }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 1000 } }
-models:
-  - id: ${MODEL}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [max_tokens, max_completion_tokens, stream_options]
-    pricing: { per_input_token: "${INPUT_PRICE}", per_output_token: "${OUTPUT_PRICE}" }
-    limit_group: default
-    offers:
-      - { provider: fake-openai, upstream_model: long-upstream, endpoints: [chat.completions, messages, responses] }
-`;
+  return oneModelCatalog({
+    model: MODEL,
+    provider: `kind: openai, base_url: ${upstream.url}, api_key_env: ${PROVIDER_KEY_ENV}`,
+    upstreamModel: 'long-upstream',
+    supportedParameters: ['max_tokens', 'max_completion_tokens', 'stream_options'],
+    endpoints: ['chat.completions', 'messages', 'responses'],
+    inputPrice: INPUT_PRICE,
+    outputPrice: OUTPUT_PRICE,
+    perMinute: 1000,
+  });
 }
 
 /** The `data:` payloads of a chat-completions SSE body, in order. */
