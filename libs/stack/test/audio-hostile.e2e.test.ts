@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readWavLayout } from '@gateway/platform';
-import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
+import { pcmWav, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
 import { ctlJson } from './configured-stack.js';
 import { MEDIA_PRICES, makeAudio, mediaCatalog, pricedAudioMs, startMediaHarness, type MediaHarness } from './media-e2e-harness.js';
 
@@ -12,25 +12,6 @@ import { MEDIA_PRICES, makeAudio, mediaCatalog, pricedAudioMs, startMediaHarness
 // receives (forged WAV headers), playlists posing as audio never make the gateway read a server file, and a
 // key that cannot pay gets its 402 before any ffmpeg runs. Charges are read from the ledger's own rows.
 
-/** A canonical 16-bit mono PCM WAV of `seconds` at 16 kHz (a quiet tone). */
-function pcmWav(seconds: number, rate = 16_000): Buffer {
-  const samples = Math.round(seconds * rate);
-  const header = Buffer.alloc(44);
-  header.write('RIFFxxxxWAVEfmt ', 0, 'latin1');
-  header.writeUInt32LE(36 + samples * 2, 4);
-  header.writeUInt32LE(16, 16);
-  header.writeUInt16LE(1, 20);
-  header.writeUInt16LE(1, 22);
-  header.writeUInt32LE(rate, 24);
-  header.writeUInt32LE(rate * 2, 28);
-  header.writeUInt16LE(2, 32);
-  header.writeUInt16LE(16, 34);
-  header.write('data', 36, 'latin1');
-  header.writeUInt32LE(samples * 2, 40);
-  const pcm = Buffer.alloc(samples * 2);
-  for (let index = 0; index < samples; index++) pcm.writeInt16LE(Math.round(3000 * Math.sin((2 * Math.PI * 440 * index) / rate)), index * 2);
-  return Buffer.concat([header, pcm]);
-}
 
 describe('transcription: billed length, server files, payment before ffmpeg', () => {
   let upstream: FakeUpstream;

@@ -8,7 +8,7 @@ import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestBus, createTestDatabase, startFakeUpstream, type FakeUpstream, type TestBus, type TestDatabase } from '@gateway/testing';
+import { createTestBus, createTestDatabase, pcmWav, startFakeUpstream, type FakeUpstream, type TestBus, type TestDatabase } from '@gateway/testing';
 import { createAccountKey, startProcessStack, type ProcessStack } from './process-stack.js';
 
 // Issue 29 item 8: uploads are streamed to disk at the edge and only a bounded number of them is held
@@ -36,25 +36,6 @@ models:
       - { provider: cloud, upstream_model: transcribe-x, endpoints: [audio.transcriptions, audio.translations] }
 `;
 
-/** An honest 16 kHz mono 16-bit PCM WAV of `bytes` total (a quiet sawtooth, so it is not all zeros). */
-function wavOf(bytes: number): Buffer {
-  const data = bytes - 44;
-  const wav = Buffer.alloc(bytes);
-  wav.write('RIFF', 0, 'latin1');
-  wav.writeUInt32LE(bytes - 8, 4);
-  wav.write('WAVEfmt ', 8, 'latin1');
-  wav.writeUInt32LE(16, 16);
-  wav.writeUInt16LE(1, 20);
-  wav.writeUInt16LE(1, 22);
-  wav.writeUInt32LE(16_000, 24);
-  wav.writeUInt32LE(32_000, 28);
-  wav.writeUInt16LE(2, 32);
-  wav.writeUInt16LE(16, 34);
-  wav.write('data', 36, 'latin1');
-  wav.writeUInt32LE(data, 40);
-  for (let offset = 44; offset + 1 < bytes; offset += 2) wav.writeInt16LE(((offset >> 1) % 200) * 40 - 4_000, offset);
-  return wav;
-}
 
 /** One ConvertAudio call without the internal credential; resolves its status code. */
 function unauthenticatedConvert(address: string, bytes: number): Promise<number> {
@@ -142,7 +123,7 @@ describe('upload memory (edge, media and routing as separate processes)', () => 
   it(`${UPLOADS} concurrent ${FILE_BYTES / MiB} MiB transcription uploads stay within idle + 250 MB and give it back`, async () => {
     const pids = (['edge', 'media', 'routing'] as const).map((app) => stack.running.get(app)!.pid!);
     const total = () => pids.reduce((sum, pid) => sum + rssOf(pid), 0);
-    const file = wavOf(FILE_BYTES);
+    const file = pcmWav((FILE_BYTES - 44) / 32_000);
     // Warm-up: one upload end to end, so code paths and pools that load lazily are in the idle figure.
     const warm = await upload(stack.edgeUrl, apiKey, file);
     expect(warm.status, warm.body).toBe(200);
@@ -229,7 +210,7 @@ describe('upload memory (edge, media and routing as separate processes)', () => 
         if (attempt > 150) throw new Error(`second edge never ready:\n${stack.logs.join('')}`);
         await pause(100);
       }
-      const file = wavOf(FILE_BYTES);
+      const file = pcmWav((FILE_BYTES - 44) / 32_000);
       // The first upload sends its file and holds its last bytes back, so its 19 MiB stay in flight.
       const boundary = 'memory-test-boundary';
       const holding = httpRequest(`${url}/v1/audio/transcriptions`, {
