@@ -84,7 +84,7 @@ models:
         'startups[0].website_url: must be an absolute URL or a path starting with /',
         'startups[1].id: duplicate id "acme" (also startups[0])',
         'providers[1].base_url: required for kind "openai"',
-        'providers[2].kind: Invalid option: expected one of "openai"|"anthropic"|"simulated"',
+        'providers[2].kind: Invalid option: expected one of "openai"|"anthropic"|"gemini"|"vertex"|"bedrock"|"azure-openai"|"simulated"',
         'limit_groups[0].tiers.free.minute: Too small: expected number to be >=1',
         'limit_groups[0].tiers.tier-9: unknown field',
         'models[0].aliases[1]: alias "acme/two" is the id of models[1]',
@@ -123,6 +123,42 @@ models:
   it('ignores unknown top-level sections but not unknown fields inside one', () => {
     expect(problemsOf(`${valid}\nrouting: { default: balanced }\n`)).toEqual([]);
     expect(problemsOf(valid.replace('kind: simulated', 'kind: simulated, weight: 3'))).toEqual(['providers[0].weight: unknown field']);
+  });
+});
+
+describe('provider kinds (issue 26)', () => {
+  const withProvider = (entry: string) => valid.replace(/providers:\n(  - .*\n)+/, `providers:\n  - { id: sim, kind: simulated }\n  - ${entry}\n`);
+
+  it('accepts each kind configured as the README shows it', () => {
+    for (const entry of [
+      '{ id: gem, kind: gemini, base_url: "https://generativelanguage.googleapis.com/v1beta", api_key_env: GEMINI_API_KEY }',
+      '{ id: gem2, kind: gemini, api_key_env: GEMINI_API_KEY, headers: { x-team: ml }, timeout_ms: 30000 }',
+      '{ id: vtx, kind: vertex, base_url: "https://us-east5-aiplatform.googleapis.com", project: my-project, location: us-east5, credentials_file_env: GOOGLE_APPLICATION_CREDENTIALS }',
+      '{ id: bdr, kind: bedrock, region: us-east-1, access_key_id_env: AWS_ACCESS_KEY_ID, secret_access_key_env: AWS_SECRET_ACCESS_KEY, session_token_env: AWS_SESSION_TOKEN }',
+      '{ id: bdr2, kind: bedrock, region: eu-west-1 }',
+      '{ id: az, kind: azure-openai, base_url: "https://my-resource.openai.azure.com", api_version: 2025-04-01-preview, api_key_env: AZURE_OPENAI_API_KEY }',
+      '{ id: az1, kind: azure-openai, base_url: "https://my-resource.openai.azure.com", api_key_env: AZURE_OPENAI_API_KEY }',
+    ]) expect(problemsOf(withProvider(entry)), entry).toEqual([]);
+  });
+
+  it('names the field a kind requires, one it does not take, and half a key pair', () => {
+    expect(problemsOf(withProvider('{ id: vtx, kind: vertex, location: us-east5 }'))).toEqual(['providers[1].project: required for kind "vertex"']);
+    expect(problemsOf(withProvider('{ id: bdr, kind: bedrock }'))).toEqual(['providers[1].region: required for kind "bedrock"']);
+    expect(problemsOf(withProvider('{ id: az, kind: azure-openai, api_key_env: K }'))).toEqual(['providers[1].base_url: required for kind "azure-openai"']);
+    expect(problemsOf(withProvider('{ id: gem, kind: gemini, region: us-east-1 }'))).toEqual([
+      'providers[1].region: not a field of kind "gemini" (it takes base_url, api_key_env, headers, timeout_ms)',
+    ]);
+    expect(problemsOf(withProvider('{ id: bdr, kind: bedrock, region: us-east-1, access_key_id_env: AK }'))).toEqual([
+      'providers[1].secret_access_key_env: access_key_id_env and secret_access_key_env go together (neither: the default AWS credential chain)',
+    ]);
+    expect(problemsOf(withProvider('{ id: gem, kind: gemini, headers: { "bad header": x } }'))[0]).toMatch(/^providers\[1\]\.headers/);
+    expect(problemsOf(withProvider('{ id: gem, kind: gemini, timeout_ms: 0 }'))[0]).toMatch(/^providers\[1\]\.timeout_ms/);
+  });
+
+  it('carries the fields into the snapshot data only when set (a catalog without them keeps its version)', async () => {
+    const { catalog } = await buildCatalog(withProvider('{ id: bdr, kind: bedrock, region: us-east-1, headers: { x-team: ml }, timeout_ms: 30000 }'), {});
+    expect(catalog!.data.providers[1]).toEqual({ id: 'bdr', kind: 'bedrock', baseUrl: '', apiKeyEnv: '', region: 'us-east-1', headers: { 'x-team': 'ml' }, timeoutMs: 30000 });
+    expect(catalog!.data.providers[0]).toEqual({ id: 'sim', kind: 'simulated', baseUrl: '', apiKeyEnv: '' });
   });
 });
 

@@ -6,7 +6,7 @@ import { normalizePrice } from './price.js';
 /** Endpoint names a provider offer may serve (DESIGN.md §4). */
 export { ENDPOINT_NAMES as ENDPOINTS, type EndpointName as Endpoint } from '@gateway/platform';
 
-export const PROVIDER_KINDS = ['openai', 'anthropic', 'simulated'] as const;
+export const PROVIDER_KINDS = ['openai', 'anthropic', 'gemini', 'vertex', 'bedrock', 'azure-openai', 'simulated'] as const;
 /** Tiers a limit group may key its limits by: the account tiers Auth knows. */
 export const TIERS = ACCOUNT_TIERS;
 export const MODALITIES = ['text', 'image', 'file', 'audio', 'video', 'embeddings'] as const;
@@ -29,6 +29,7 @@ export const PRICE_KEYS = [
   'per_input_text_token',
   'per_input_image_token',
   'per_token',
+  'per_cache_write_input_token',
 ] as const;
 export type PriceKey = (typeof PRICE_KEYS)[number];
 
@@ -104,6 +105,9 @@ const model = z.strictObject({
   offers: z.array(offer).min(1, 'must list at least one provider offer').max(64),
 });
 
+const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name');
+const cloudName = z.string().min(1).max(100).regex(/^[a-z0-9][a-z0-9-]*$/, 'lower-case letters, digits and - only');
+
 const provider = z.strictObject({
   id: identifier,
   kind: z.enum(PROVIDER_KINDS),
@@ -111,11 +115,41 @@ const provider = z.strictObject({
     .string()
     .refine((text) => URL.canParse(text) && /^https?:$/.test(new URL(text).protocol), 'must be an http(s) URL')
     .optional(),
-  api_key_env: z
-    .string()
-    .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')
+  api_key_env: envName.optional(),
+  // vertex
+  project: z.string().min(1).max(200).regex(/^[a-z0-9][a-z0-9.:-]*$/, 'a Google Cloud project id').optional(),
+  location: cloudName.optional(),
+  credentials_file_env: envName.optional(),
+  // bedrock
+  region: cloudName.optional(),
+  access_key_id_env: envName.optional(),
+  secret_access_key_env: envName.optional(),
+  session_token_env: envName.optional(),
+  // azure-openai
+  api_version: z.string().min(1).max(64).regex(/^[A-Za-z0-9.-]+$/, 'an api-version such as 2025-04-01-preview').optional(),
+  headers: z
+    .record(
+      z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'must be an HTTP header name'),
+      z.string().max(4_096).regex(/^[^\r\n\0]*$/, 'must be one line'),
+    )
+    .refine((headers) => Object.keys(headers).length <= 64, 'at most 64 headers')
     .optional(),
+  timeout_ms: wholeNumber().min(1).max(3_600_000).optional(),
 });
+
+/** Which fields each provider kind takes beyond id, kind, headers and timeout_ms; `required` ones must be set. */
+export const PROVIDER_FIELDS: Record<(typeof PROVIDER_KINDS)[number], { allowed: readonly string[]; required: readonly string[] }> = {
+  openai: { allowed: ['base_url', 'api_key_env'], required: ['base_url'] },
+  anthropic: { allowed: ['base_url', 'api_key_env'], required: ['base_url'] },
+  // base_url absent: https://generativelanguage.googleapis.com/v1beta
+  gemini: { allowed: ['base_url', 'api_key_env'], required: [] },
+  // base_url absent: https://{location}-aiplatform.googleapis.com
+  vertex: { allowed: ['base_url', 'project', 'location', 'credentials_file_env'], required: ['project', 'location'] },
+  // base_url absent: https://bedrock-runtime.{region}.amazonaws.com; no *_env: the default AWS credential chain
+  bedrock: { allowed: ['base_url', 'region', 'access_key_id_env', 'secret_access_key_env', 'session_token_env'], required: ['region'] },
+  'azure-openai': { allowed: ['base_url', 'api_key_env', 'api_version'], required: ['base_url'] },
+  simulated: { allowed: ['base_url', 'api_key_env'], required: [] },
+};
 
 const tierLimit = z.strictObject({ minute: positiveCount, day: positiveCount.nullish() });
 
@@ -191,8 +225,20 @@ function checkCrossReferences(input: unknown, ctx: Issue): void {
   asArray(document.providers).forEach((entry, index) => {
     const record = asRecord(entry);
     const kind = record.kind as (typeof PROVIDER_KINDS)[number];
-    if (PROVIDER_KINDS.includes(kind) && kind !== 'simulated' && record.base_url === undefined) {
-      problem(['providers', index, 'base_url'], `required for kind "${String(record.kind)}"`);
+    if (!PROVIDER_KINDS.includes(kind)) return;
+    const fields = PROVIDER_FIELDS[kind];
+    for (const field of fields.required) {
+      if (record[field] === undefined) problem(['providers', index, field], `required for kind "${kind}"`);
+    }
+    for (const field of Object.keys(record)) {
+      if (['id', 'kind', 'headers', 'timeout_ms'].includes(field) || fields.allowed.includes(field)) continue;
+      if (Object.values(PROVIDER_FIELDS).some((other) => other.allowed.includes(field))) {
+        problem(['providers', index, field], `not a field of kind "${kind}" (it takes ${fields.allowed.join(', ')}, headers, timeout_ms)`);
+      }
+    }
+    if (kind === 'bedrock' && (record.access_key_id_env === undefined) !== (record.secret_access_key_env === undefined)) {
+      problem(['providers', index, record.access_key_id_env === undefined ? 'access_key_id_env' : 'secret_access_key_env'],
+        'access_key_id_env and secret_access_key_env go together (neither: the default AWS credential chain)');
     }
   });
 

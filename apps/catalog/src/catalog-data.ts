@@ -33,6 +33,17 @@ export interface ProviderData {
   kind: string;
   baseUrl: string;
   apiKeyEnv: string;
+  // Set only when the config sets them: a catalog without them keeps its canonical JSON (and version).
+  project?: string;
+  location?: string;
+  credentialsFileEnv?: string;
+  region?: string;
+  accessKeyIdEnv?: string;
+  secretAccessKeyEnv?: string;
+  sessionTokenEnv?: string;
+  apiVersion?: string;
+  headers?: Record<string, string>;
+  timeoutMs?: number;
 }
 
 export interface LimitGroupData {
@@ -164,6 +175,16 @@ function toCatalogData(document: CatalogDocument, iconSvgs: (string | null)[]): 
       kind: provider.kind,
       baseUrl: provider.base_url ?? '',
       apiKeyEnv: provider.api_key_env ?? '',
+      ...(provider.project !== undefined ? { project: provider.project } : {}),
+      ...(provider.location !== undefined ? { location: provider.location } : {}),
+      ...(provider.credentials_file_env !== undefined ? { credentialsFileEnv: provider.credentials_file_env } : {}),
+      ...(provider.region !== undefined ? { region: provider.region } : {}),
+      ...(provider.access_key_id_env !== undefined ? { accessKeyIdEnv: provider.access_key_id_env } : {}),
+      ...(provider.secret_access_key_env !== undefined ? { secretAccessKeyEnv: provider.secret_access_key_env } : {}),
+      ...(provider.session_token_env !== undefined ? { sessionTokenEnv: provider.session_token_env } : {}),
+      ...(provider.api_version !== undefined ? { apiVersion: provider.api_version } : {}),
+      ...(provider.headers !== undefined ? { headers: { ...provider.headers } } : {}),
+      ...(provider.timeout_ms !== undefined ? { timeoutMs: provider.timeout_ms } : {}),
     })),
     limitGroups: document.limit_groups.map((group) => ({
       id: group.id,

@@ -28,6 +28,7 @@ const PRICE_FIELDS: Record<PriceKey, keyof Pricing> = {
   per_input_text_token: 'perInputTextToken',
   per_input_image_token: 'perInputImageToken',
   per_token: 'perToken',
+  per_cache_write_input_token: 'perCacheWriteInputToken',
 };
 
 function toPricing(pricing: ModelData['pricing']): Pricing {
@@ -106,7 +107,22 @@ export class CatalogSnapshot {
       }))
       .sort((a, b) => byName.compare(a.displayName, b.displayName) || (a.id < b.id ? -1 : 1));
     for (const startup of data.startups) this.startupData.set(startup.id, startup);
-    this.providers = data.providers.map((provider) => ({ ...provider }));
+    this.providers = data.providers.map((provider) => ({
+      id: provider.id,
+      kind: provider.kind,
+      baseUrl: provider.baseUrl,
+      apiKeyEnv: provider.apiKeyEnv,
+      project: provider.project ?? '',
+      location: provider.location ?? '',
+      credentialsFileEnv: provider.credentialsFileEnv ?? '',
+      region: provider.region ?? '',
+      accessKeyIdEnv: provider.accessKeyIdEnv ?? '',
+      secretAccessKeyEnv: provider.secretAccessKeyEnv ?? '',
+      sessionTokenEnv: provider.sessionTokenEnv ?? '',
+      apiVersion: provider.apiVersion ?? '',
+      headers: { ...provider.headers },
+      timeoutMs: provider.timeoutMs ?? 0,
+    }));
     this.limitGroups = data.limitGroups.map((group) => ({
       id: group.id,
       tiers: Object.fromEntries(

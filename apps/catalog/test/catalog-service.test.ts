@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, createClient, ErrorReason, GatewayError, GrpcStatus, subjects, type EventBus, type PromiseClient } from '@gateway/platform';
-import { CatalogChanged, CatalogServiceClient, CatalogServiceService } from '@gateway/proto';
+import { CatalogChanged, Provider, CatalogServiceClient, CatalogServiceService } from '@gateway/proto';
 import { createTestBus, createTestDatabase, eventually, testLogger, type TestBus, type TestDatabase } from '@gateway/testing';
 import { startCatalogService } from '../src/index.js';
 
@@ -131,7 +131,7 @@ describe('catalog service over gRPC', () => {
     const full = await client.getSnapshot({ ifVersionNot: '' });
     expect(full.unchanged).toBe(false);
     expect(full.models).toHaveLength(3);
-    expect(full.providers).toEqual([{ id: 'sim', kind: 'simulated', baseUrl: '', apiKeyEnv: '' }]);
+    expect(full.providers).toEqual([Provider.fromPartial({ id: 'sim', kind: 'simulated' })]);
     const same = await client.getSnapshot({ ifVersionNot: full.version });
     expect(same).toMatchObject({ version: full.version, unchanged: true, models: [] });
   });

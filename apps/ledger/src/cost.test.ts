@@ -66,6 +66,23 @@ describe('computeCostPico, one pricing key at a time', () => {
     expect(computeCostPico(usage({ inputTextTokens: 30 }), prices({ perInputTextToken: '0.000005' }))).toBe(150_000_000n);
   });
 
+  it('input is three kinds: cache reads, cache writes and the rest, each at its own price (issue 26)', () => {
+    const all = prices({ perInputToken: '0.000003', perCachedInputToken: '0.0000003', perCacheWriteInputToken: '0.00000375', perOutputToken: '0.000015' });
+    // 1000 input = 200 read + 300 written + 500 plain; 10 output.
+    // 500 * 3,000,000 + 200 * 300,000 + 300 * 3,750,000 + 10 * 15,000,000 pico.
+    expect(computeCostPico(usage({ inputTokens: 1000, cachedInputTokens: 200, cacheWriteTokens: 300, outputTokens: 10 }), all))
+      .toBe(1_500_000_000n + 60_000_000n + 1_125_000_000n + 150_000_000n);
+    // No write price: writes are plain input (reads keep theirs).
+    expect(computeCostPico(usage({ inputTokens: 1000, cachedInputTokens: 200, cacheWriteTokens: 300 }), prices({ perInputToken: '0.000003', perCachedInputToken: '0.0000003' })))
+      .toBe(800n * 3_000_000n + 200n * 300_000n);
+    // No read price: reads are plain input (writes keep theirs).
+    expect(computeCostPico(usage({ inputTokens: 1000, cachedInputTokens: 200, cacheWriteTokens: 300 }), prices({ perInputToken: '0.000003', perCacheWriteInputToken: '0.00000375' })))
+      .toBe(700n * 3_000_000n + 300n * 3_750_000n);
+    // Inconsistent counts are capped: writes at what the reads leave of the input.
+    expect(computeCostPico(usage({ inputTokens: 100, cachedInputTokens: 80, cacheWriteTokens: 50 }), all))
+      .toBe(80n * 300_000n + 20n * 3_750_000n);
+  });
+
   it('per_token applies to input + output tokens', () => {
     expect(computeCostPico(usage({ inputTokens: 1000, outputTokens: 200 }), prices({ perToken: '0.000000002' }))).toBe(2_400_000n);
   });

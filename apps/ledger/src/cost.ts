@@ -11,7 +11,7 @@ export class PricingError extends Error {
 const PRICE_KEYS = [
   'perInputToken', 'perCachedInputToken', 'perOutputToken', 'perInputAudioToken', 'perOutputAudioToken',
   'perInputAudioHour', 'perOutputAudioHour', 'perOutputTextToken', 'perInputTextCharacter', 'perOutputTextCharacter',
-  'perOutputImageToken', 'perInputTextToken', 'perInputImageToken', 'perToken',
+  'perOutputImageToken', 'perInputTextToken', 'perInputImageToken', 'perToken', 'perCacheWriteInputToken',
 ] as const satisfies ReadonlyArray<keyof Pricing>;
 
 // Every Pricing field must be listed above, or its price would silently never be charged.
@@ -78,9 +78,10 @@ export class PricingCache {
  * whole sum is rounded once, half up, to the pico — a request never loses or gains more than half a
  * pico to rounding, whatever mix of units it used.
  *
- * Cached input tokens are part of input_tokens: the non-cached part is charged at per_input_token and
- * the cached part at per_cached_input_token when the model has one, else at per_input_token. A cached
- * count larger than the input count (provider inconsistency) is capped at the input count.
+ * Cache reads and cache writes are parts of input_tokens, so input is three kinds: cache reads at
+ * per_cached_input_token, cache writes at per_cache_write_input_token, the rest at per_input_token; a
+ * kind without its own price is charged at per_input_token. Counts the provider reported inconsistently
+ * are capped: reads at the input count, writes at what the reads leave.
  * per_token applies to input_tokens + output_tokens (models priced the same in both directions).
  */
 export function computeCostPico(usage: Usage, pricing: Pricing): bigint {
@@ -97,12 +98,18 @@ export function computeCostPicoParsed(usage: Usage, pricing: ParsedPricing): big
 
   const inputTokens = count(usage.inputTokens);
   const cachedTokens = count(usage.cachedInputTokens) > inputTokens ? inputTokens : count(usage.cachedInputTokens);
+  const writable = inputTokens - cachedTokens;
+  const writeTokens = count(usage.cacheWriteTokens) > writable ? writable : count(usage.cacheWriteTokens);
+  let plainInput = inputTokens;
   if (pricing.perCachedInputToken !== undefined) {
-    add(inputTokens - cachedTokens, 'perInputToken');
+    plainInput -= cachedTokens;
     add(cachedTokens, 'perCachedInputToken');
-  } else {
-    add(inputTokens, 'perInputToken');
   }
+  if (pricing.perCacheWriteInputToken !== undefined) {
+    plainInput -= writeTokens;
+    add(writeTokens, 'perCacheWriteInputToken');
+  }
+  add(plainInput, 'perInputToken');
   add(count(usage.outputTokens), 'perOutputToken');
   add(count(usage.inputAudioTokens), 'perInputAudioToken');
   add(count(usage.outputAudioTokens), 'perOutputAudioToken');

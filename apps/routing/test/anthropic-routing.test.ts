@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ErrorReason, GatewayError, GrpcStatus } from '@gateway/platform';
-import { UsageOutcome, type ChatMessage, type ChatStreamResponse, type Provider, type Tool } from '@gateway/proto';
+import { UsageOutcome, type ChatMessage, type ChatStreamResponse, Provider, type Tool } from '@gateway/proto';
 import {
   createTestBus,
   eventually,
@@ -21,7 +21,7 @@ import { chatRequest, collectUsageEvents, model, openaiProvider, routerClient, s
  */
 
 function anthropicProvider(id: string, baseUrl: string): Provider {
-  return { id, kind: 'anthropic', baseUrl, apiKeyEnv: `${id.toUpperCase().replaceAll('-', '_')}_API_KEY` };
+  return Provider.fromPartial({ id, kind: 'anthropic', baseUrl, apiKeyEnv: `${id.toUpperCase().replaceAll('-', '_')}_API_KEY` });
 }
 
 function message(role: string, text: string, extra: Partial<ChatMessage> = {}): ChatMessage {

@@ -8,7 +8,7 @@ import {
   type ChatRequest,
   type GetSnapshotResponse,
   type Model,
-  type Provider,
+  Provider,
 } from '@gateway/proto';
 import { testLogger, uniqueName } from '@gateway/testing';
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
@@ -50,7 +50,7 @@ export function model(id: string, providerIds: string[], extra: Partial<Model> =
 }
 
 export function openaiProvider(id: string, baseUrl: string): Provider {
-  return { id, kind: 'openai', baseUrl, apiKeyEnv: `${id.toUpperCase().replaceAll('-', '_')}_API_KEY` };
+  return Provider.fromPartial({ id, kind: 'openai', baseUrl, apiKeyEnv: `${id.toUpperCase().replaceAll('-', '_')}_API_KEY` });
 }
 
 export function snapshot(version: string, models: Model[], providers: Provider[]): GetSnapshotResponse {

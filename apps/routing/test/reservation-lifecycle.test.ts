@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GatewayError, GrpcStatus } from '@gateway/platform';
-import { ModerationInputForm, UsageOutcome, type Model, type RequestContext } from '@gateway/proto';
+import { ModerationInputForm, Provider, UsageOutcome, type Model, type RequestContext } from '@gateway/proto';
 import { createTestBus, eventually, startFakeUpstream, testLogger, uniqueName, type FakeUpstream, type TestBus } from '@gateway/testing';
 import { startRoutingService } from '../src/index.js';
 import { chatRequest, collectUsageEvents, model, openaiProvider, routerClient, snapshot, startFakeCatalog } from './harness.js';
@@ -34,7 +34,7 @@ describe('reservation lifecycle: every refusal and failure releases the hold', (
       model('down/chat', ['down']),
       model('down/embed', ['down'], { offers: [{ providerId: 'down', upstreamModel: 'e', endpoints: ['embeddings'] }] }),
     ], [
-      { id: 'sim', kind: 'simulated', baseUrl: '', apiKeyEnv: '' },
+      Provider.fromPartial({ id: 'sim', kind: 'simulated' }),
       openaiProvider('down', upstream.url),
     ]), moderationModel: 'sim/moderate' });
     usage = await collectUsageEvents(testBus.bus);

@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { encode } from 'gpt-tokenizer';
 import { ErrorReason, GatewayError, GrpcStatus, openDuplexCall, subjects, type EventBus } from '@gateway/platform';
-import { CatalogChanged, ExchangeRequest, ExchangeResponse, RouterServiceService, UsageOutcome, type ChatStreamResponse } from '@gateway/proto';
+import { CatalogChanged, Provider, ExchangeRequest, ExchangeResponse, RouterServiceService, UsageOutcome, type ChatStreamResponse } from '@gateway/proto';
 import { createTestBus, eventually, startFakeUpstream, testLogger, type FakeUpstream, type TestBus } from '@gateway/testing';
 import { startRoutingService } from '../src/index.js';
 import { chatRequest, collectUsageEvents, model, openaiProvider, routerClient, snapshot, startFakeCatalog } from './harness.js';
@@ -47,7 +47,7 @@ describe('routing service', () => {
       }),
       model('acme/embed-sim', ['sim'], { offers: [{ providerId: 'sim', upstreamModel: 'sim-embed', endpoints: ['embeddings'] }] }),
     ], [
-      { id: 'sim', kind: 'simulated', baseUrl: '', apiKeyEnv: '' },
+      Provider.fromPartial({ id: 'sim', kind: 'simulated' }),
       openaiProvider('prov-a', upstreamA.url),
       openaiProvider('prov-b', upstreamB.url),
     ]);

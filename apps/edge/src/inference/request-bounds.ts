@@ -162,7 +162,7 @@ interface DirectionalPrices {
 }
 
 const INPUT_PRICES: ReadonlyArray<keyof Pricing> = [
-  'perInputToken', 'perCachedInputToken', 'perInputTextToken', 'perInputImageToken', 'perInputAudioToken', 'perInputTextCharacter', 'perToken',
+  'perInputToken', 'perCachedInputToken', 'perCacheWriteInputToken', 'perInputTextToken', 'perInputImageToken', 'perInputAudioToken', 'perInputTextCharacter', 'perToken',
 ];
 const OUTPUT_PRICES: ReadonlyArray<keyof Pricing> = [
   'perOutputToken', 'perOutputTextToken', 'perOutputImageToken', 'perOutputAudioToken', 'perOutputTextCharacter', 'perToken',

@@ -1,6 +1,6 @@
-import { CatalogChanged, type GetSnapshotRequest, type GetSnapshotResponse, type Model, type Provider } from '@gateway/proto';
+import { CatalogChanged, Provider, type GetSnapshotRequest, type GetSnapshotResponse, type Model } from '@gateway/proto';
 import { subjects, type EventBus, type Logger, type Subscription } from '@gateway/platform';
-import { createAdapter } from '../providers/create-adapter.js';
+import { createAdapter, providerEnvNames } from '../providers/create-adapter.js';
 import type { ProviderAdapter } from '../providers/provider-adapter.js';
 
 export type SnapshotSource = (request: GetSnapshotRequest) => Promise<GetSnapshotResponse>;
@@ -81,15 +81,15 @@ export class CatalogCache {
     const providers = new Map<string, ProviderEntry>();
     const retired: ProviderAdapter[] = [];
     for (const provider of snapshot.providers) {
-      const secret = provider.apiKeyEnv ? this.options.secretFor(provider.apiKeyEnv) : undefined;
-      const fingerprint = `${provider.kind}\0${provider.baseUrl}\0${secret ?? ''}`;
+      // The whole provider entry and the values of the variables it names: any change rebuilds the adapter.
+      const fingerprint = JSON.stringify([Provider.toJSON(provider), providerEnvNames(provider).map((name) => this.options.secretFor(name) ?? null)]);
       const existing = this.providers.get(provider.id);
       if (existing && existing.fingerprint === fingerprint) {
         providers.set(provider.id, { ...existing, provider });
         continue;
       }
       if (existing?.adapter) retired.push(existing.adapter);
-      const adapter = createAdapter(provider, secret);
+      const adapter = createAdapter(provider, this.options.secretFor);
       if (!adapter) this.options.logger.warn({ provider: provider.id, kind: provider.kind }, 'no adapter for this provider kind; its offers are skipped');
       providers.set(provider.id, { provider, adapter, fingerprint });
     }

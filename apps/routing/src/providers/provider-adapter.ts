@@ -35,6 +35,12 @@ export interface ProviderAdapterV1 {
 export type ProviderAdapter = ProviderAdapterV1;
 
 /**
+ * Reads a secret by the environment-variable name the catalog gave (the catalog names the variable,
+ * never the secret). Secrets are never logged.
+ */
+export type SecretSource = (envName: string) => string | undefined;
+
+/**
  * The cancellation of one provider attempt: the part of an AbortSignal adapters use (an AbortSignal
  * is one). The router passes a lighter object of its own: an AbortController (an EventTarget) per
  * attempt was about a tenth of routing's CPU per request.

@@ -3,7 +3,7 @@ import type { SpeakRequest, SpeakResponse, TranscribeRequest, TranscribeResponse
 import { ProviderError, toProviderError } from '../providers/provider-adapter.js';
 import { emptyUsage } from '../usage/token-counter.js';
 import { AttemptControl } from './attempt-control.js';
-import { canSpeak, canTranscribe } from './candidates.js';
+import { attemptTimeout, canSpeak, canTranscribe } from './candidates.js';
 import { NO_UPSTREAM_RETRY_AFTER_SECONDS } from './failover.js';
 import type { Reservation } from './reservation.js';
 import type { RoutingCore } from './routing-core.js';
@@ -44,7 +44,7 @@ export async function* speak(core: RoutingCore, raw: SpeakRequest, signal: Calle
     providerId = candidate.offer.providerId;
     iterator = result.audio;
     // The attempt's own control ended with the first bytes; the rest of the stream gets its own idle bound.
-    control = new AttemptControl(signal, target.timeoutMs);
+    control = new AttemptControl(signal, attemptTimeout(core.options, target, candidate));
     yield { event: { $case: 'contentType', value: result.speech.contentType ?? '' } };
     let next = result.first;
     while (!next.done) {

@@ -30,7 +30,10 @@ export interface RoutingTarget {
   endpoint: string;
   strategyName: string;
   candidates: Candidate[];
+  /** Per attempt: the request's own timeout, else the provider's timeout_ms, else the router's default (attemptTimeout()). */
   timeoutMs: number;
+  /** True when timeoutMs is the request's own (it then wins over a provider's timeout_ms). */
+  requestTimeout: boolean;
   logger: RequestLog;
 }
 
@@ -103,6 +106,7 @@ export function resolveTarget(
     strategyName: strategy.name,
     candidates,
     timeoutMs: timeoutMs > 0 ? timeoutMs : options.attemptTimeoutMs,
+    requestTimeout: timeoutMs > 0,
     logger,
   };
 }
@@ -118,4 +122,10 @@ export function prepareChat(options: RouterOptions, random: () => number, reques
   // sits outside the transition tree, so each property added to it made fresh Maps per request (README
   // "Performance": such objects kept request graphs alive through young-generation GCs).
   return Object.assign(target, { request });
+}
+
+/** One attempt's timeout: the request's own, else the provider's configured timeout_ms, else the router's default. */
+export function attemptTimeout(options: Pick<RouterOptions, 'catalog'>, target: RoutingTarget, candidate: Candidate): number {
+  if (target.requestTimeout) return target.timeoutMs;
+  return options.catalog.provider(candidate.offer.providerId)?.provider.timeoutMs || target.timeoutMs;
 }

@@ -2,7 +2,7 @@ import { ErrorReason, GatewayError, GrpcStatus, otelTrace, tracingEnabled, type 
 import { ProviderError, toProviderError } from '../providers/provider-adapter.js';
 import type { Candidate } from '../strategies/index.js';
 import { AttemptControl } from './attempt-control.js';
-import type { RoutingTarget } from './candidates.js';
+import { attemptTimeout, type RoutingTarget } from './candidates.js';
 import type { RouterOptions } from './router-options.js';
 
 const NO_UPSTREAM_MESSAGE = 'No upstream available.';
@@ -46,7 +46,7 @@ export function verdictError(error: ProviderError): GatewayError {
  * the caller records the attempt's outcome.
  */
 export async function withFailover<Result>(
-  options: Pick<RouterOptions, 'attempts' | 'health'>,
+  options: Pick<RouterOptions, 'attempts' | 'health' | 'catalog'>,
   target: RoutingTarget,
   signal: CallerSignal,
   call: (candidate: Candidate, control: AttemptControl) => Promise<Result>,
@@ -63,7 +63,7 @@ export async function withFailover<Result>(
     if (lastFailure) attempts?.failover(lastProvider);
     lastProvider = providerId;
     if (!screening) target.hold.providerId = providerId;
-    const control = new AttemptControl(signal, target.timeoutMs);
+    const control = new AttemptControl(signal, attemptTimeout(options, target, candidate));
     const startedAt = Date.now();
     let handedOver = false;
     control.arm();

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sameHiddenClass, startFakeAnthropicUpstream, type FakeAnthropicUpstream } from '@gateway/testing';
-import type { ChatMessage, ChatRequest, ChatStreamDelta, Tool } from '@gateway/proto';
+import { Provider, type ChatMessage, type ChatRequest, type ChatStreamDelta, type Tool } from '@gateway/proto';
 import { ProviderError, type AdapterChatRequest, type AdapterStreamPart, type ProviderAdapter } from '../provider-adapter.js';
 import { createAdapter } from '../create-adapter.js';
 import { AnthropicAdapter } from './anthropic-adapter.js';
@@ -364,7 +364,7 @@ describe('AnthropicAdapter', () => {
 
   it('has no embeddings, and is registered (instructed JSON modes) for kind anthropic', async () => {
     expect((adapter as ProviderAdapter).embed).toBeUndefined();
-    const registered = createAdapter({ id: 'claude-x', kind: 'anthropic', baseUrl: upstream.url, apiKeyEnv: 'X' }, 'sk-ant-test')!;
+    const registered = createAdapter(Provider.fromPartial({ id: 'claude-x', kind: 'anthropic', baseUrl: upstream.url, apiKeyEnv: 'X' }), (name) => (name === 'X' ? 'sk-ant-test' : undefined))!;
     try {
       expect([registered.kind, registered.providerId, registered.embed]).toEqual(['anthropic', 'claude-x', undefined]);
       upstream.script({ text: '{"city":"Paris"}' });

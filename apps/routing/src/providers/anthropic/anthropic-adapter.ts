@@ -27,6 +27,8 @@ export interface AnthropicAdapterOptions {
    */
   baseUrl: string;
   apiKey: string | undefined;
+  /** Static extra request headers (catalog `headers`); the adapter's own auth and content headers win. */
+  headers?: Record<string, string> | undefined;
   /** Keep-alive connections per provider origin. */
   connections?: number;
 }
@@ -55,6 +57,7 @@ export class AnthropicAdapter implements ProviderAdapterV1 {
     this.messagesPath = `${url.pathname.replace(/\/+$/, '').replace(/\/v1$/, '')}/v1/messages`;
     this.pool = createProviderPool(url.origin, options.connections);
     this.headers = {
+      ...options.headers,
       'content-type': 'application/json',
       accept: 'application/json',
       'anthropic-version': ANTHROPIC_VERSION,

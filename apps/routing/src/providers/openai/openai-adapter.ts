@@ -38,6 +38,8 @@ export interface OpenAIAdapterOptions {
   /** e.g. https://api.openai.com/v1 */
   baseUrl: string;
   apiKey: string | undefined;
+  /** Static extra request headers (catalog `headers`); the adapter's own auth and content headers win. */
+  headers?: Record<string, string> | undefined;
   /** Keep-alive connections per provider origin. */
   connections?: number;
 }
@@ -58,6 +60,7 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
     this.pathPrefix = url.pathname.replace(/\/+$/, '');
     this.pool = createProviderPool(url.origin, options.connections);
     this.headers = {
+      ...options.headers,
       'content-type': 'application/json',
       accept: 'application/json',
       ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}),
