@@ -170,6 +170,10 @@ admin token. Argument: (dict "root" $ "service" true "admin" true).
       name: {{ required "providerSecrets[].secretName is required" .secretName }}
       key: {{ required "providerSecrets[].key is required" .key }}
 {{- end }}
+{{- range .Values.providerCredentialFiles }}
+- name: {{ .env }}
+  value: {{ printf "/var/run/gateway/provider-files/%s/%s" .env .key | quote }}
+{{- end }}
 {{- if .Values.devSecrets.enabled }}
 {{- range $env, $_ := .Values.devSecrets.providers }}
 - name: {{ $env }}
@@ -337,4 +341,25 @@ config file's directory.
 - to:
     {{- toYaml . | nindent 4 }}
 {{- end -}}
+{{- end -}}
+
+{{/* Routing's mounts of providerCredentialFiles: one read-only file per entry, at the path its env names. */}}
+{{- define "gateway.providerFileMounts" -}}
+{{- range .Values.providerCredentialFiles }}
+- name: {{ printf "provider-file-%s" (.env | lower | replace "_" "-") | trunc 63 | trimSuffix "-" }}
+  mountPath: {{ printf "/var/run/gateway/provider-files/%s" .env | quote }}
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "gateway.providerFileVolumes" -}}
+{{- range .Values.providerCredentialFiles }}
+- name: {{ printf "provider-file-%s" (.env | lower | replace "_" "-") | trunc 63 | trimSuffix "-" }}
+  secret:
+    secretName: {{ .secretName }}
+    defaultMode: 0440
+    items:
+      - key: {{ .key }}
+        path: {{ .key }}
+{{- end }}
 {{- end -}}
