@@ -1,0 +1,57 @@
+import type { ChatChoice, ReasoningPart, ToolCall } from '@gateway/proto';
+import { ProviderError } from '../provider-adapter.js';
+import type { GeminiCandidate, GeminiResponse } from './gemini-api-types.js';
+import { CallIds, placeSignature } from './gemini-thought-signatures.js';
+import { isBlockingFinishReason, mapGeminiFinishReason } from './map-gemini-finish-reason.js';
+
+/**
+ * A refusal in a Gemini answer: the prompt blocked (`promptFeedback.blockReason`, no candidates) or the
+ * candidate stopped for safety or policy. The router turns it into 400 content_moderation.
+ */
+export function geminiBlock(response: GeminiResponse): ProviderError | undefined {
+  const feedback = response.promptFeedback;
+  if (feedback?.blockReason && feedback.blockReason !== 'BLOCKED_REASON_UNSPECIFIED') {
+    return new ProviderError('content_filter', feedback.blockReasonMessage || `prompt blocked: ${feedback.blockReason}`);
+  }
+  const candidate = response.candidates?.[0];
+  if (candidate && isBlockingFinishReason(candidate.finishReason)) {
+    return new ProviderError('content_filter', candidate.finishMessage || `answer blocked: ${candidate.finishReason}`);
+  }
+  return undefined;
+}
+
+/**
+ * A whole generateContent answer (its first candidate) as the canonical choice. Text parts are joined;
+ * thought parts become reasoning issued by `providerId`; every thoughtSignature, on whatever part, becomes
+ * reasoning of `providerId` that says where it rode (gemini-thought-signatures.ts); functionCall parts
+ * become tool calls with made-up ids (Gemini sends none) and arguments as JSON text.
+ */
+export function convertGeminiAnswer(response: GeminiResponse, providerId: string): ChatChoice {
+  const blocked = geminiBlock(response);
+  if (blocked) throw blocked;
+  const candidate: GeminiCandidate | undefined = response.candidates?.[0];
+  if (!candidate) throw new ProviderError('connection', 'answer without candidates');
+  const ids = new CallIds();
+  let content = '';
+  const reasoning: ReasoningPart[] = [];
+  const toolCalls: ToolCall[] = [];
+  for (const part of candidate.content?.parts ?? []) {
+    const signature = part.thoughtSignature ?? '';
+    if (part.functionCall) {
+      const index = toolCalls.length;
+      toolCalls.push({ id: ids.idFor(index, part.functionCall.id), name: part.functionCall.name ?? '', arguments: JSON.stringify(part.functionCall.args ?? {}) });
+      if (signature) reasoning.push({ text: '', signature: placeSignature({ kind: 'call', index }, signature), encryptedData: '', providerId });
+    } else if (part.thought) {
+      reasoning.push({ text: part.text ?? '', signature: signature ? placeSignature({ kind: 'thought' }, signature) : '', encryptedData: '', providerId });
+    } else {
+      if (part.text) content += part.text;
+      if (signature) reasoning.push({ text: '', signature: placeSignature({ kind: 'text' }, signature), encryptedData: '', providerId });
+    }
+  }
+  return {
+    index: 0,
+    finishReason: mapGeminiFinishReason(candidate.finishReason, toolCalls.length > 0),
+    stopSequence: '',
+    message: { content, toolCalls, reasoning, images: [] },
+  };
+}

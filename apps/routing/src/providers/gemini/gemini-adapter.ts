@@ -1,0 +1,184 @@
+import type { Pool } from 'undici';
+import type { ZodType } from 'zod';
+import {
+  ProviderError,
+  toProviderError,
+  type AdapterChatRequest,
+  type AdapterChatResult,
+  type AdapterEmbedRequest,
+  type AdapterEmbedResult,
+  type AdapterStreamPart,
+  type AttemptSignal,
+  type ProviderAdapterV1,
+} from '../provider-adapter.js';
+import { bufferedRequest, MAX_RESPONSE_BYTES } from '../http/buffered-request.js';
+import { createProviderPool } from '../http/provider-pool.js';
+import { readServerSentEvents } from '../http/server-sent-events.js';
+import { streamingRequest } from '../http/streaming-request.js';
+import { geminiEmbedResponseSchema, geminiResponseSchema } from './gemini-api-types.js';
+import { geminiHttpError, geminiStreamError } from './gemini-error.js';
+import { convertGeminiAnswer } from './convert-gemini-answer.js';
+import { GeminiStreamConverter } from './convert-gemini-stream.js';
+import { convertGeminiUsage } from './convert-gemini-usage.js';
+import { convertToGeminiRequest } from './convert-to-gemini-request.js';
+
+export type GeminiMethod = 'generateContent' | 'streamGenerateContent' | 'batchEmbedContents';
+
+export interface GeminiAdapterOptions {
+  providerId: string;
+  /** The adapter kind reported to the router (`gemini`, or `vertex` when Vertex AI reuses this adapter). */
+  kind: string;
+  /** The provider's base URL; its origin is where the connections go. */
+  baseUrl: string;
+  /**
+   * The request path (on the origin of `baseUrl`, starting with `/`, without query) of a model's
+   * method, e.g. `/v1beta/models/gemini-2.5-flash:generateContent`. Streaming adds `?alt=sse` itself.
+   */
+  modelPath: (model: string, method: GeminiMethod) => string;
+  /**
+   * The authentication headers of one request (`x-goog-api-key` for the Gemini API, a Bearer token on
+   * Vertex AI). Returning the same object again (a fixed key) lets the adapter reuse its merged headers.
+   */
+  authHeaders: () => Promise<Record<string, string>> | Record<string, string>;
+  /** Static extra request headers (catalog `headers`); the adapter's own auth and content headers win. */
+  headers?: Record<string, string>;
+  /** Keep-alive connections per provider origin. */
+  connections?: number;
+}
+
+/** The request headers for one auth value, merged once per distinct auth object. */
+interface MergedHeaders {
+  auth: Record<string, string> | undefined;
+  json: Record<string, string>;
+  stream: Record<string, string>;
+}
+
+function parseJson<Schema extends ZodType>(schema: Schema, text: string, what: string): ReturnType<Schema['parse']> {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new ProviderError('connection', `${what} is not JSON`);
+  }
+  const parsed = schema.safeParse(json);
+  if (!parsed.success) throw new ProviderError('connection', `malformed ${what}: ${parsed.error.message.slice(0, 300)}`);
+  return parsed.data as ReturnType<Schema['parse']>;
+}
+
+/**
+ * Gemini `generateContent` (`kind: gemini`; also the Gemini models of `kind: vertex`, which differ only
+ * in their paths and auth): chat, streamed chat (SSE of GenerateContentResponse) and embeddings.
+ */
+export class GeminiAdapter implements ProviderAdapterV1 {
+  readonly specificationVersion = 'v1' as const;
+  readonly kind: string;
+  readonly providerId: string;
+  private readonly pool: Pool;
+  private readonly modelPath: GeminiAdapterOptions['modelPath'];
+  private readonly authHeaders: GeminiAdapterOptions['authHeaders'];
+  private readonly extraHeaders: Record<string, string>;
+  private merged: MergedHeaders = { auth: undefined, json: {}, stream: {} };
+
+  constructor(options: GeminiAdapterOptions) {
+    this.providerId = options.providerId;
+    this.kind = options.kind;
+    this.modelPath = options.modelPath;
+    this.authHeaders = options.authHeaders;
+    this.extraHeaders = options.headers ?? {};
+    this.pool = createProviderPool(new URL(options.baseUrl).origin, options.connections);
+  }
+
+  private async headers(): Promise<MergedHeaders> {
+    const provided = this.authHeaders();
+    const auth = provided instanceof Promise ? await provided : provided;
+    if (auth === this.merged.auth) return this.merged;
+    const json = { ...this.extraHeaders, 'content-type': 'application/json', accept: 'application/json', ...auth };
+    this.merged = { auth, json, stream: { ...json, accept: 'text/event-stream' } };
+    return this.merged;
+  }
+
+  private async post(path: string, body: unknown, signal: AttemptSignal): Promise<string> {
+    let answer: { statusCode: number; text: string };
+    try {
+      const { json } = await this.headers();
+      answer = await bufferedRequest(this.pool, { method: 'POST', path, headers: json, body: JSON.stringify(body) }, signal, MAX_RESPONSE_BYTES);
+    } catch (error) {
+      throw toProviderError(error, signal);
+    }
+    if (answer.statusCode >= 300) throw geminiHttpError(answer.statusCode, answer.text);
+    return answer.text;
+  }
+
+  async chat(request: AdapterChatRequest, signal: AttemptSignal): Promise<AdapterChatResult> {
+    const body = convertToGeminiRequest(request.chat, { providerId: this.providerId });
+    const text = await this.post(this.modelPath(request.upstreamModel, 'generateContent'), body, signal);
+    const answer = parseJson(geminiResponseSchema, text, 'answer');
+    return { choices: [convertGeminiAnswer(answer, this.providerId)], usage: convertGeminiUsage(answer.usageMetadata) };
+  }
+
+  async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {
+    const body = convertToGeminiRequest(request.chat, { providerId: this.providerId });
+    let headers: MergedHeaders;
+    try {
+      headers = await this.headers();
+    } catch (error) {
+      throw toProviderError(error, signal);
+    }
+    const response = await streamingRequest(
+      this.pool,
+      { method: 'POST', path: `${this.modelPath(request.upstreamModel, 'streamGenerateContent')}?alt=sse`, headers: headers.stream, body: JSON.stringify(body) },
+      signal,
+      geminiHttpError,
+    );
+    const converter = new GeminiStreamConverter(this.providerId);
+    let ended = false;
+    try {
+      for await (const event of readServerSentEvents(response.body)) {
+        let json: unknown;
+        try {
+          json = JSON.parse(event.data);
+        } catch {
+          throw new ProviderError('connection', 'stream event is not JSON');
+        }
+        // A failure after the 200 comes as an error object in the stream.
+        if (json !== null && typeof json === 'object' && 'error' in json) throw geminiStreamError(event.data);
+        const parsed = geminiResponseSchema.safeParse(json);
+        if (!parsed.success) throw new ProviderError('connection', `malformed stream chunk: ${parsed.error.message.slice(0, 300)}`);
+        for (const delta of converter.accept(parsed.data)) yield { type: 'delta', delta };
+      }
+      ended = true;
+    } catch (error) {
+      throw toProviderError(error, signal);
+    } finally {
+      if (!ended) response.body.destroy();
+    }
+    // Gemini ends a complete stream with a chunk holding the finish reason (and the final usage) and then
+    // closes the body: a body that closes before that chunk was cut.
+    if (!converter.complete) throw new ProviderError('connection', 'stream ended before a finish reason');
+    const usage = converter.usage;
+    if (usage) yield { type: 'usage', usage };
+  }
+
+  async embed(request: AdapterEmbedRequest, signal: AttemptSignal): Promise<AdapterEmbedResult> {
+    if (request.texts.length === 0) throw new ProviderError('rejected', 'this provider embeds text only, not token ids', 400);
+    const model = `models/${request.upstreamModel.replace(/^models\//, '')}`;
+    const body = {
+      requests: request.texts.map((text) => ({
+        model,
+        content: { parts: [{ text }] },
+        ...(request.dimensions !== undefined ? { outputDimensionality: request.dimensions } : {}),
+      })),
+    };
+    const text = await this.post(this.modelPath(request.upstreamModel, 'batchEmbedContents'), body, signal);
+    const answer = parseJson(geminiEmbedResponseSchema, text, 'embeddings answer');
+    if (answer.embeddings.length !== request.texts.length) {
+      throw new ProviderError('connection', `expected ${request.texts.length} embeddings, got ${answer.embeddings.length}`);
+    }
+    // batchEmbedContents reports no token counts: the router counts them.
+    return { embeddings: answer.embeddings.map((embedding) => embedding.values), usage: undefined };
+  }
+
+  async close(): Promise<void> {
+    await this.pool.close().catch(() => undefined);
+  }
+}

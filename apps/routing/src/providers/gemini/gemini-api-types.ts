@@ -1,0 +1,129 @@
+import { z } from 'zod';
+
+/**
+ * Wire format of Gemini `generateContent` / `streamGenerateContent` / `batchEmbedContents` (v1beta, and
+ * the same bodies on Vertex AI's publishers/google models). Field names checked against the official
+ * SDK googleapis/js-genai (src/types.ts: Part, FunctionCall, FunctionResponse, FunctionDeclaration with
+ * `parametersJsonSchema`, GenerationConfig with `responseJsonSchema`, ThinkingConfig, Candidate,
+ * GenerateContentResponse, GenerateContentResponseUsageMetadata, GenerateContentResponsePromptFeedback;
+ * src/converters/_models_converters.ts: `displayName` on Blob/FileData is refused by the Gemini API,
+ * batchEmbedContents takes `requests[]` of `{model, content, outputDimensionality}`). Answers are read
+ * leniently: unknown fields pass, unknown part kinds are kept as objects and skipped.
+ */
+
+// ----- request (built by convert-to-gemini-request.ts) -----
+
+export interface GeminiPart {
+  text?: string;
+  thought?: boolean;
+  thoughtSignature?: string;
+  inlineData?: { mimeType: string; data: string };
+  fileData?: { mimeType?: string; fileUri: string };
+  functionCall?: { name: string; args: Record<string, unknown>; id?: string };
+  functionResponse?: { name: string; response: Record<string, unknown>; id?: string };
+}
+
+export interface GeminiContent {
+  role: 'user' | 'model';
+  parts: GeminiPart[];
+}
+
+export interface GeminiFunctionDeclaration {
+  name: string;
+  description?: string;
+  /** JSON Schema as written (`parameters` takes only Google's OpenAPI subset and refuses additionalProperties). */
+  parametersJsonSchema?: Record<string, unknown>;
+}
+
+export interface GeminiToolConfig {
+  functionCallingConfig: { mode: 'AUTO' | 'ANY' | 'NONE' | 'VALIDATED'; allowedFunctionNames?: string[] };
+}
+
+export interface GeminiThinkingConfig {
+  includeThoughts?: boolean;
+  thinkingBudget?: number;
+  thinkingLevel?: 'MINIMAL' | 'LOW' | 'MEDIUM' | 'HIGH';
+}
+
+export interface GeminiGenerationConfig {
+  temperature?: number;
+  topP?: number;
+  topK?: number;
+  maxOutputTokens?: number;
+  stopSequences?: string[];
+  presencePenalty?: number;
+  frequencyPenalty?: number;
+  responseMimeType?: string;
+  responseJsonSchema?: unknown;
+  thinkingConfig?: GeminiThinkingConfig;
+}
+
+export interface GeminiRequestBody {
+  contents: GeminiContent[];
+  systemInstruction?: { parts: { text: string }[] };
+  tools?: { functionDeclarations: GeminiFunctionDeclaration[] }[];
+  toolConfig?: GeminiToolConfig;
+  generationConfig?: GeminiGenerationConfig;
+  [extra: string]: unknown;
+}
+
+// ----- answers -----
+
+const count = z.number().int().nonnegative().nullish();
+
+export const geminiUsageSchema = z.object({
+  promptTokenCount: count,
+  candidatesTokenCount: count,
+  thoughtsTokenCount: count,
+  cachedContentTokenCount: count,
+  toolUsePromptTokenCount: count,
+  totalTokenCount: count,
+});
+export type GeminiUsage = z.infer<typeof geminiUsageSchema>;
+
+export const geminiPartSchema = z.object({
+  text: z.string().nullish(),
+  thought: z.boolean().nullish(),
+  thoughtSignature: z.string().nullish(),
+  functionCall: z
+    .object({ name: z.string().nullish(), args: z.record(z.string(), z.unknown()).nullish(), id: z.string().nullish() })
+    .nullish(),
+  inlineData: z.object({ mimeType: z.string().nullish(), data: z.string().nullish() }).nullish(),
+});
+export type GeminiAnswerPart = z.infer<typeof geminiPartSchema>;
+
+export const geminiCandidateSchema = z.object({
+  content: z.object({ role: z.string().nullish(), parts: z.array(geminiPartSchema).nullish() }).nullish(),
+  finishReason: z.string().nullish(),
+  finishMessage: z.string().nullish(),
+  index: z.number().int().nullish(),
+});
+export type GeminiCandidate = z.infer<typeof geminiCandidateSchema>;
+
+export const geminiPromptFeedbackSchema = z.object({
+  blockReason: z.string().nullish(),
+  blockReasonMessage: z.string().nullish(),
+});
+
+export const geminiResponseSchema = z.object({
+  candidates: z.array(geminiCandidateSchema).nullish(),
+  promptFeedback: geminiPromptFeedbackSchema.nullish(),
+  usageMetadata: geminiUsageSchema.nullish(),
+  modelVersion: z.string().nullish(),
+  responseId: z.string().nullish(),
+});
+export type GeminiResponse = z.infer<typeof geminiResponseSchema>;
+
+export const geminiEmbedResponseSchema = z.object({
+  embeddings: z.array(z.object({ values: z.array(z.number()) })),
+});
+
+/** google.rpc.Status as Google APIs answer errors: `{error: {code, message, status, details}}`. */
+export const geminiErrorSchema = z.object({
+  error: z.object({
+    code: z.number().nullish(),
+    message: z.string().nullish(),
+    status: z.string().nullish(),
+    details: z.array(z.object({ '@type': z.string().nullish(), reason: z.string().nullish() }).passthrough()).nullish(),
+  }),
+});
