@@ -218,7 +218,7 @@ function renderModel(entry: CatalogModel, expired: boolean): string {
     architecture: { input_modalities: model.inputModalities, output_modalities: model.outputModalities },
     supported_parameters: model.supportedParameters.filter((name) => !UNLISTED_PARAMETERS.has(name)),
     available_tiers: entry.availableTiers,
-    // Catalog fields beyond spec §2.6 (names documented in README.md "Catalog").
+    // Catalog fields beyond spec §2.6 (names documented in docs/catalog.md "Catalog").
     aliases: model.aliases,
     limit_group: model.limitGroup,
     extra_parameters: model.extraParameters,

@@ -95,14 +95,14 @@ export interface EdgeOptions {
    */
   routerTransport?: 'exchange' | 'calls';
   exchange?: RouterExchangeOptions;
-  /** How often a dns:/// routerAddress is resolved again (README "Edge to routing"). Default 15 s. */
+  /** How often a dns:/// routerAddress is resolved again (docs/running.md "Edge to routing: client-side balancing"). Default 15 s. */
   routerResolveIntervalMs?: number;
   /** Replaces the resolution of a multi-server routerAddress (tests). */
   routerResolver?: RouterResolver;
   /** Clock (ms since the epoch) that model stop times are judged by; tests move it. Default Date.now. */
   now?: () => number;
   /**
-   * Load shedding (README "Overload"): most requests in flight, most declared body bytes in flight, and
+   * Load shedding (docs/operations.md "Overload (load shedding)"): most requests in flight, most declared body bytes in flight, and
    * the Retry-After of the 503 past them. Default DEFAULT_OVERLOAD_LIMITS (4,096 requests, 512 MiB, 1 s).
    */
   overload?: Partial<OverloadLimits>;
@@ -115,7 +115,7 @@ export interface EdgeOptions {
   metrics?: Registry;
   /** Internal gRPC authentication: the service credential its calls carry. Unset: none sent. */
   internalAuth?: InternalAuth;
-  /** Bounds of the responses WebSocket mode (README "WebSocket mode"); tests lower them. */
+  /** Bounds of the responses WebSocket mode (docs/dialects.md "WebSocket mode"); tests lower them. */
   responsesWebSocket?: Partial<ResponsesWebSocketLimits>;
 }
 

@@ -5,7 +5,7 @@
  * recurse too), and V8's JSON.parse itself is slow on it — ~1.6 µs per level (a million nested arrays,
  * a 2 MB body, take 1.6 s; a flat body of that size ~10 ms), so a 32 MiB body of brackets would hold
  * the edge's event loop for half a minute. The scan below costs ~3 µs on a typical 1–2 KB chat body and
- * ~3 ms on a 28 MB body that is mostly one base64 file (README "Limits on hostile input").
+ * ~3 ms on a 28 MB body that is mostly one base64 file (docs/dialects.md "Limits on hostile input").
  *
  * 64 levels: the body is level 1, so a tool's `parameters` (level 5) keep 60 levels and a json_schema's
  * `schema` (level 4) keeps 61 — a JSON Schema spends two levels per nested object (`properties` and the

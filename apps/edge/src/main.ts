@@ -10,7 +10,7 @@ await runBusService(
     AUTH_ADDR: grpcAddress.default('127.0.0.1:50051'),
     CATALOG_ADDR: grpcAddress.default('127.0.0.1:50052'),
     LEDGER_ADDR: grpcAddress.default('127.0.0.1:50053'),
-    /** host:port, ipv4:a:p,b:p or dns:///name:port (every routing pod behind a headless Service; README "Edge to routing"). */
+    /** host:port, ipv4:a:p,b:p or dns:///name:port (every routing pod behind a headless Service; docs/running.md "Edge to routing: client-side balancing"). */
     ROUTER_ADDR: grpcTarget.default('127.0.0.1:50054'),
     EDGE_ROUTER_RESOLVE_INTERVAL_MS: z.coerce.number().int().min(1_000).default(15_000),
     MEDIA_ADDR: grpcAddress.default('127.0.0.1:50055'),
@@ -18,15 +18,15 @@ await runBusService(
     EDGE_ADMISSION: z.enum(['ledger', 'leased']).default('leased'),
     /** 'exchange' (default): chat requests as frames of one long-lived Router.Exchange call; 'calls': a gRPC call each. */
     EDGE_ROUTER_TRANSPORT: z.enum(['exchange', 'calls']).default('exchange'),
-    /** Secret of the issuer tags on returned reasoning; every edge replica needs the same one (README "Reasoning provenance"). */
+    /** Secret of the issuer tags on returned reasoning; every edge replica needs the same one (docs/dialects.md "Reasoning provenance"). */
     GATEWAY_REASONING_TAG_KEY: z.string().min(16).optional(),
-    /** Load shedding (README "Overload"): requests in flight, declared body bytes in flight, Retry-After of the 503. */
+    /** Load shedding (docs/operations.md "Overload (load shedding)"): requests in flight, declared body bytes in flight, Retry-After of the 503. */
     EDGE_MAX_IN_FLIGHT: z.coerce.number().int().min(1).default(DEFAULT_OVERLOAD_LIMITS.maxInFlightRequests),
     EDGE_MAX_IN_FLIGHT_BODY_BYTES: z.coerce.number().int().min(1).default(DEFAULT_OVERLOAD_LIMITS.maxInFlightBodyBytes),
     EDGE_SHED_RETRY_AFTER_SECONDS: z.coerce.number().int().min(1).default(DEFAULT_OVERLOAD_LIMITS.retryAfterSeconds),
     /** On SIGTERM: how long streams in flight may finish before they are cut (below the pod's termination grace period). */
     EDGE_DRAIN_TIMEOUT_MS: z.coerce.number().int().min(0).default(25_000),
-    /** Uploads (README "Embeddings, moderations, images and audio"): spool directory (must be writable), bytes of uploaded files held in memory at once, longest wait for that room before a 503. */
+    /** Uploads (docs/endpoints.md "Embeddings, moderations, images and audio"): spool directory (must be writable), bytes of uploaded files held in memory at once, longest wait for that room before a 503. */
     EDGE_UPLOAD_DIR: z.string().min(1).default(DEFAULT_UPLOAD_LIMITS.dir),
     EDGE_UPLOAD_MEMORY_BYTES: z.coerce.number().int().min(1).default(DEFAULT_UPLOAD_LIMITS.memoryBytes),
     EDGE_UPLOAD_WAIT_MS: z.coerce.number().int().min(0).default(DEFAULT_UPLOAD_LIMITS.waitMs),

@@ -38,7 +38,7 @@ export interface RoutingServiceOptions {
   metrics?: Registry;
   /** Internal gRPC authentication: what its server accepts and its clients send. Unset: unchecked. */
   internalAuth?: InternalAuth;
-  /** GOAWAY to connections older than this, so edges balancing over a headless Service see new pods (README "Edge to routing"). */
+  /** GOAWAY to connections older than this, so edges balancing over a headless Service see new pods (docs/running.md "Edge to routing: client-side balancing"). */
   maxConnectionAgeMs?: number;
 }
 

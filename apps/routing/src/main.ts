@@ -13,7 +13,7 @@ await runBusService(
     // One directory per process (it is locked; a restart on the same one replays it). Unset: one per
     // listen port under .data/usage-outbox/; "none" disables the durable outbox.
     USAGE_OUTBOX_DIR: z.string().optional(),
-    // GOAWAY after this (0: never), so clients re-resolve and new routing pods get calls; README "Edge to routing".
+    // GOAWAY after this (0: never), so clients re-resolve and new routing pods get calls; docs/running.md "Edge to routing: client-side balancing".
     ROUTING_MAX_CONNECTION_AGE_MS: z.coerce.number().int().min(0).default(300_000),
   },
   async (config, bus, logger, { metrics, internalAuth }) => {

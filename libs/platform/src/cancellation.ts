@@ -6,7 +6,7 @@
  * its own (the signal is made as an EventTarget whose prototype is then swapped, and three properties
  * are added after the swap, outside V8's transition tree), so each one costs three fresh Maps in old
  * space. A request graph holding such a signal survived young-generation GCs (measured: 10× the
- * survivors in a micro-benchmark; README "Performance"), and every property access on a signal
+ * survivors in a micro-benchmark; docs/performance.md), and every property access on a signal
  * meets a map it has never seen.
  */
 export interface CallerSignal {

@@ -35,7 +35,7 @@ export const commonEnv = {
 };
 
 /**
- * Internal gRPC authentication (README "Internal authentication"). Tokens are comma-separated so a
+ * Internal gRPC authentication (docs/operations.md "Internal authentication"). Tokens are comma-separated so a
  * rotation can accept the new and the old at once; clients send the first.
  */
 export const internalAuthEnv = {
@@ -78,7 +78,7 @@ export function internalAuthFromEnv(
 /**
  * A gRPC target that may name several servers (the edge's ROUTER_ADDR): `host:port`; `ipv4:a:p,b:p`
  * (grpc-js's static list); or `dns:///name:port` (every address the name resolves to, e.g. a
- * Kubernetes headless Service). README "Edge to routing: client-side balancing".
+ * Kubernetes headless Service). docs/running.md "Edge to routing: client-side balancing".
  */
 export const grpcTarget = z.string().refine((value) => parseGrpcTarget(value) !== undefined, 'expected host:port, ipv4:host:port,host:port or dns:///name:port');
 

@@ -30,8 +30,8 @@ function loggerOptions(service: string, level: string, redact = true): LoggerOpt
  *
  * Stdout is written asynchronously and in blocks (sonic-boom: `sync: false`, up to 4 KiB gathered, and
  * whatever is gathered written at least every 100 ms): with a line per request (the edge's access log)
- * a write per line cost the edge ~10 % of its CPU at max load and more at 500 req/s (README
- * "Performance"). A line can thus show up to 100 ms late; pino flushes what is left when the process
+ * a write per line cost the edge ~10 % of its CPU at max load and more at 500 req/s
+ * (docs/performance.md). A line can thus show up to 100 ms late; pino flushes what is left when the process
  * exits, also on process.exit(), so only a SIGKILL can lose the last lines.
  */
 export function createLogger(service: string, level: string = process.env.LOG_LEVEL ?? 'info', destination?: DestinationStream): Logger {

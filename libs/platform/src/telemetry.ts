@@ -16,7 +16,7 @@ import type { Metadata } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 
 /**
- * OpenTelemetry tracing (README "Tracing"). Off unless an OTLP endpoint is configured through the
+ * OpenTelemetry tracing (docs/operations.md "Tracing (OpenTelemetry)"). Off unless an OTLP endpoint is configured through the
  * standard variables (`OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`; also
  * `OTEL_SERVICE_NAME`, `OTEL_EXPORTER_OTLP_PROTOCOL`, `OTEL_BSP_*`, `OTEL_TRACES_SAMPLER`, and
  * `OTEL_SDK_DISABLED` / `OTEL_TRACES_EXPORTER=none` to turn it off). The spans are made by the gateway's

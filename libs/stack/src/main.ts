@@ -56,7 +56,7 @@ function dataDirSecret(dataDir: string, name: string): string {
 }
 
 /**
- * The internal gRPC credentials (README "Internal authentication"): a service token every service
+ * The internal gRPC credentials (docs/operations.md "Internal authentication"): a service token every service
  * presents and an admin token, which `npx gatewayctl` reads from the data dir. Env overrides both.
  */
 function internalAuth(dataDir: string): InternalAuth {
@@ -102,7 +102,7 @@ await runMain('gateway', logger, async () => {
         // Single-process mode is for a developer watching the balance: settle within 25 ms rather than
         // the 50 ms default. Not less: every settlement transaction's queries run on this one event loop
         // between requests, and 2 ms (one transaction per few requests at 500 req/s) added ~0.6 ms to the
-        // p50 of every answer (README "Performance", issue 17).
+        // p50 of every answer (docs/performance.md, issue 17).
         ...(env.NATS_URL ? {} : { consumer: { lingerMs: 25 } }),
         // One event loop runs every service here: more connections than it can keep busy only cost
         // memory (each Postgres backend is 2–7 MB; ten per service was a third of the embedded

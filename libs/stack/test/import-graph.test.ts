@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 
 // What a service loads when it starts is part of its memory: every module it imports statically stays in
 // the heap for the life of the process. The services without tables (the edge, routing) must not reach
-// pg or kysely (about 13 MB of resident memory per process, README "Performance"): the database half of
+// pg or kysely (about 13 MB of resident memory per process, docs/performance.md): the database half of
 // @gateway/platform is its own entry, `@gateway/platform/db`. Checked on the built JavaScript, which has
 // exactly the imports that run (type-only imports are gone, lazy `import()` and createRequire are not
 // static and not followed).

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { edgeErrors } from '../errors.js';
 
 /**
- * Where uploaded files wait and how many of their bytes the edge holds in memory at once (README
+ * Where uploaded files wait and how many of their bytes the edge holds in memory at once (docs/endpoints.md
  * "Embeddings, moderations, images and audio", Uploads). A multipart file part is written to a spool
  * file as it arrives (never gathered in memory); a request loads its files only under the memory
  * budget, which it holds until its answer is over, because the bytes then travel on through the

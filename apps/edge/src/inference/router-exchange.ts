@@ -173,7 +173,7 @@ class ExchangeCall {
 /**
  * Router.Exchange, edge side: chat requests go to the router as frames of one long-lived call,
  * answers come back tagged with their exchange id. Per request this costs a frame each way instead
- * of an HTTP/2 stream and a grpc-js call, whose objects outlived the request (README "Performance").
+ * of an HTTP/2 stream and a grpc-js call, whose objects outlived the request (docs/performance.md).
  * Semantics match the per-request RPCs: the same errors, cancellation when the caller's signal
  * aborts, a deadline for non-streamed chats. Frames over `maxFrameBytes` use `fallback` instead.
  */

@@ -55,7 +55,7 @@ interface Entry {
 }
 
 /**
- * Edge → routing client-side balancing (README "Edge to routing: client-side balancing"): one
+ * Edge → routing client-side balancing (docs/running.md "Edge to routing: client-side balancing"): one
  * Router.Exchange per routing address the target resolves to, new exchanges spread round-robin over
  * them. The target is resolved again every `resolveIntervalMs` and soon after a call breaks, so pods
  * the HPA adds get exchanges within one interval, and removed ones stop getting new ones at once (their

@@ -23,7 +23,7 @@ export interface OverloadLimits {
 }
 
 /**
- * Sized from the benchmark (README "Performance"): its open-loop phases keep at most 2,000 requests in
+ * Sized from the benchmark (docs/performance.md): its open-loop phases keep at most 2,000 requests in
  * flight against one edge, and its bodies are small; twice that is never reached by the bench, while
  * a 2-core replica already answers in seconds at that depth.
  */

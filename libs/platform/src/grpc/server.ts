@@ -122,7 +122,7 @@ export interface GrpcServerOptions {
   /**
    * Largest request message the server reads (grpc-js `max_receive_message_length`, checked on the
    * message's length prefix before it is buffered; past it: RESOURCE_EXHAUSTED). Each service sets
-   * what its largest legitimate request needs (README "Embeddings, moderations, images and audio").
+   * what its largest legitimate request needs (docs/endpoints.md "Embeddings, moderations, images and audio").
    * Default 4 MiB (grpc's own default).
    */
   maxReceiveMessageBytes?: number;

@@ -30,7 +30,7 @@ export type ServiceName = (typeof SERVICES)[number];
 /**
  * Every service but the edge then gets an 8 MiB semi-space on its command line (the later flag wins over
  * NODE_OPTIONS'): their objects seldom survive a scavenge, so the smaller young generation cost no CPU
- * measurable in the bench and kept routing and the ledger under 120 MB (README "Performance"). The chart's
+ * measurable in the bench and kept routing and the ledger under 120 MB (docs/performance.md). The chart's
  * `<service>.nodeFlags` and docker-compose.yaml pass the same.
  */
 export const SMALL_YOUNG_GENERATION: readonly string[] = ['--max-semi-space-size=8'];
@@ -38,8 +38,7 @@ export const SMALL_YOUNG_GENERATION: readonly string[] = ['--max-semi-space-size
  * The edge's own: a 16 MiB semi-space, and an old generation allowed to grow by half its live size between
  * full collections (V8 chooses up to 4×). Under load the edge promotes a few MB per second (requests in
  * flight across scavenges), so its old space, not the young one, is what grew: 32 MiB and V8's growth read
- * 125–171 MB PSS, these flags 89–113 MB at the same CPU per request within the runs' noise (README
- * "Performance").
+ * 125–171 MB PSS, these flags 89–113 MB at the same CPU per request within the runs' noise (docs/performance.md).
  */
 export const EDGE_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=16', '--heap-growing-percent=50'];
 

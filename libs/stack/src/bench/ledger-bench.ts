@@ -11,7 +11,7 @@ import { GroupCommitUsagePublisher, JetStreamUsagePublisher, type UsagePublisher
 import { freePort } from '../embedded-postgres.js';
 
 /**
- * Ledger bench (issue 5 "Performance"; README "Billing"): `npm run bench -- --ledger`, or
+ * Ledger bench (issue 5 "Performance"; docs/billing.md "Billing"): `npm run bench -- --ledger`, or
  * `node libs/stack/dist/bench/ledger-bench.js [--quick] [--events N] [--callers N]` after a build.
  * Against the machine's Postgres and NATS, each phase on a fresh database and NATS namespace:
  * 1. settlement from a backlog: N usage events (each with an open reservation, as in production)

@@ -15,7 +15,7 @@ import { formatCpuSplit, formatDialectTable, formatSideBySide, formatTable, verd
 /**
  * `npm run bench`: the bare keep-alive proxy and the gateway (every service its own process, real
  * Postgres and NATS) side by side in front of one fake upstream, each phase driven by a load
- * generator in its own process. See README "Performance". `--profile` instead runs the gateway under
+ * generator in its own process. See docs/performance.md. `--profile` instead runs the gateway under
  * `node --cpu-prof` and prints where its processes spend CPU.
  */
 

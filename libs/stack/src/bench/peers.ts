@@ -36,7 +36,7 @@ export interface ExtraTarget extends MeasuredTarget {
  * The node flags of package.json's start script (a test keeps the two equal), the edge's: a 16 MiB
  * semi-space and full collections once the old space grows by half its live size. One process holds
  * every service; with the 32 MiB semi-space it had before, its node process read 169–195 MB under load,
- * with these 129–184 MB (README "Performance").
+ * with these 129–184 MB (docs/performance.md).
  */
 export const NPM_START_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=16', '--heap-growing-percent=50'];
 
