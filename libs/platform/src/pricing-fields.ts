@@ -7,6 +7,7 @@ import type { Pricing } from '@gateway/proto';
 export const PRICING_FIELDS: ReadonlyArray<readonly [keyof Pricing, string]> = [
   ['perInputToken', 'per_input_token'],
   ['perCachedInputToken', 'per_cached_input_token'],
+  ['perCacheWriteInputToken', 'per_cache_write_input_token'],
   ['perOutputToken', 'per_output_token'],
   ['perInputAudioToken', 'per_input_audio_token'],
   ['perOutputAudioToken', 'per_output_audio_token'],

@@ -137,7 +137,9 @@ export type CanonicalParameter = keyof typeof FORWARDED_PARAMETERS;
  */
 export const DIALECT_FIELDS: Record<Dialect, { readonly request: readonly string[]; readonly neverForwarded: readonly string[] }> = {
   chat: {
-    request: ['model', 'messages', 'stream', 'stream_options', 'routing'],
+    // `prompt_cache_key` and top-level `cache_control` are the gateway's own (cache affinity, the last
+    // block's breakpoint: canonical/cache-control.ts), never parameters a model may lack.
+    request: ['model', 'messages', 'stream', 'stream_options', 'routing', 'prompt_cache_key', 'cache_control'],
     // spec §4.8: logit_bias is accepted in the shape and not passed to providers. `prediction` and
     // `web_search_options` are never in a model's supported_parameters (spec §2.6; the catalog strips
     // them, apps/catalog/src/catalog-snapshot.ts HIDDEN_PARAMETERS), so no model takes them either.
@@ -145,8 +147,11 @@ export const DIALECT_FIELDS: Record<Dialect, { readonly request: readonly string
   },
   responses: {
     // `store`, `include`, `truncation` are the gateway's own behaviour (convert-responses-request.ts);
-    // the stateful fields are refused before this.
-    request: ['model', 'input', 'instructions', 'stream', 'stream_options', 'routing', 'store', 'include', 'truncation', 'previous_response_id', 'background'],
+    // the stateful fields are refused before this. `prompt_cache_key`, `cache_control`: as in chat.
+    request: [
+      'model', 'input', 'instructions', 'stream', 'stream_options', 'routing', 'store', 'include', 'truncation', 'previous_response_id', 'background',
+      'prompt_cache_key', 'cache_control',
+    ],
     // `metadata` is the client's own labels (echoed); output verbosity has no canonical field.
     neverForwarded: ['metadata', 'text.verbosity'],
   },

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { cacheControlSchema } from '../../canonical/cache-control.js';
 import { parseBody } from '../../canonical/validation.js';
 import { routingStrategy } from '../../inference/strategy.js';
 import type { FreeFormField } from '../../json-depth.js';
@@ -9,11 +10,14 @@ import type { FreeFormField } from '../../json-depth.js';
  * through, anything else is dropped later.
  */
 
-const textBlock = z.object({ type: z.literal('text'), text: z.string() });
+/** OpenRouter's convention: a text, image, file or audio part may end a cacheable prefix (canonical/cache-control.ts). */
+const cacheControl = cacheControlSchema.nullish();
+const textBlock = z.object({ type: z.literal('text'), text: z.string(), cache_control: cacheControl });
 const refusalBlock = z.object({ type: z.literal('refusal'), refusal: z.string() });
 const imageBlock = z.object({
   type: z.literal('image_url'),
   image_url: z.object({ url: z.string().min(1), detail: z.enum(['low', 'high', 'auto']).nullish() }),
+  cache_control: cacheControl,
 });
 const fileBlock = z.object({
   type: z.literal('file'),
@@ -27,10 +31,12 @@ const fileBlock = z.object({
     .refine((file) => file.file_data != null || file.file_url != null || file.file_id != null, {
       message: 'one of file_data, file_url or file_id is required',
     }),
+  cache_control: cacheControl,
 });
 const audioBlock = z.object({
   type: z.literal('input_audio'),
   input_audio: z.object({ data: z.string().min(1), format: z.enum(['wav', 'mp3']) }),
+  cache_control: cacheControl,
 });
 const contentBlock = z.discriminatedUnion('type', [textBlock, imageBlock, fileBlock, audioBlock, refusalBlock]);
 export type ContentBlock = z.infer<typeof contentBlock>;
@@ -133,6 +139,10 @@ export const chatCompletionRequest = z
     image_config: z.object({ aspect_ratio: z.enum(ASPECT_RATIOS).nullish() }).nullish(),
     routing: routingStrategy.nullish(),
     user: z.string().nullish(),
+    // Cache affinity (routing/candidates.ts): same account and key, same provider while it is healthy.
+    prompt_cache_key: z.string().nullish(),
+    // Automatic caching (OpenRouter, Anthropic): the conversation's last block ends the cacheable prefix.
+    cache_control: cacheControl,
   })
   .loose();
 

@@ -218,4 +218,59 @@ describe('reasoning_details on replayed assistant turns', () => {
     ]);
     expect(reasoning).toEqual([{ text: 'plain unsigned text', signature: '', encryptedData: '', providerId: '' }]);
   });
+
+  it('cache_control on text, image, file and audio parts becomes the canonical breakpoint (OpenRouter convention)', () => {
+    const model = catalogModel({ inputModalities: new Set(['text', 'image', 'file', 'audio']) });
+    const { request, droppedParams } = convert(
+      {
+        messages: [
+          { role: 'system', content: [{ type: 'text', text: 'long system prompt', cache_control: { type: 'ephemeral', ttl: '1h' } }] },
+          {
+            role: 'user',
+            content: [
+              { type: 'image_url', image_url: { url: 'https://example.com/a.png' }, cache_control: { type: 'ephemeral' } },
+              { type: 'file', file: { file_url: 'https://example.com/a.pdf' }, cache_control: { type: 'ephemeral', ttl: '5m' } },
+              { type: 'input_audio', input_audio: { data: 'UklGRg==', format: 'wav' }, cache_control: { type: 'ephemeral' } },
+              { type: 'text', text: 'question' },
+            ],
+          },
+        ],
+      },
+      model,
+    );
+    expect(request.messages[0]!.content[0]!.cacheControl).toEqual({ type: 'ephemeral', ttl: '1h' });
+    expect(request.messages[1]!.content.map((part) => part.cacheControl)).toEqual([
+      { type: 'ephemeral', ttl: '' },
+      { type: 'ephemeral', ttl: '5m' },
+      { type: 'ephemeral', ttl: '' },
+      undefined,
+    ]);
+    // A breakpoint is not a parameter a model may lack: nothing is dropped or refused for it.
+    expect(droppedParams).toEqual([]);
+  });
+
+  it('top-level cache_control marks the conversation\'s last block; prompt_cache_key is carried, neither is reported dropped', () => {
+    const { request, droppedParams } = convert({
+      cache_control: { type: 'ephemeral' },
+      prompt_cache_key: 'session-7',
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] }, { role: 'assistant', content: '' }],
+    });
+    // The assistant turn's empty text is the last block: the mark lands on it (the last block with content).
+    expect(request.messages.at(-1)!.content.at(-1)!.cacheControl).toEqual({ type: 'ephemeral', ttl: '' });
+    expect(request.messages[0]!.content.map((part) => part.cacheControl)).toEqual([undefined, undefined]);
+    expect(request.promptCacheKey).toBe('session-7');
+    expect(droppedParams).toEqual([]);
+    expect(convert({}).request.promptCacheKey).toBeUndefined();
+  });
+
+  it('refuses a cache_control of another type or ttl, naming the field', () => {
+    expect(refusal({ messages: [{ role: 'user', content: [{ type: 'text', text: 'a', cache_control: { type: 'ephemeral', ttl: '2h' } }] }] })).toMatchObject({
+      param: 'body.messages.0.content.0.cache_control.ttl',
+      message: "body.messages.0.content.0.cache_control.ttl: cache_control.ttl must be '5m' or '1h'",
+    });
+    expect(refusal({ messages: [{ role: 'user', content: [{ type: 'text', text: 'a', cache_control: {} }] }] })).toMatchObject({
+      param: 'body.messages.0.content.0.cache_control.type',
+    });
+    expect(refusal({ cache_control: 'ephemeral' })).toMatchObject({ param: 'body.cache_control' });
+  });
 });

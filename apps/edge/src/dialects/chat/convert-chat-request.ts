@@ -2,6 +2,7 @@ import type { ChatMessage, ContentPart, ReasoningPart, ToolChoice } from '@gatew
 import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
 import { decodeInline } from '../../canonical/inline-data.js';
 import { nearestReasoningEffort, requireModality, requireValidSchema } from '../../canonical/model-checks.js';
+import { cacheControlOf, markLastBlock } from '../../canonical/cache-control.js';
 import { ParameterGate } from '../../canonical/parameters.js';
 import { newChatMessage, newChatRequest } from '../../canonical/request.js';
 import { ToolPairing } from '../../canonical/tool-pairing.js';
@@ -22,7 +23,10 @@ export function convertChatRequest(body: ChatCompletionRequest, model: CatalogMo
   // What goes on and what is dropped: canonical/parameters.ts, for every dialect.
   const gate = new ParameterGate(model, 'chat', body);
 
-  const request = newChatRequest(model.id, CHAT_ENDPOINT, convertMessages(body, model, tags), body.stream_options?.include_usage === true);
+  const messages = convertMessages(body, model, tags);
+  if (body.cache_control) markLastBlock(messages, cacheControlOf(body.cache_control));
+  const request = newChatRequest(model.id, CHAT_ENDPOINT, messages, body.stream_options?.include_usage === true);
+  if (body.prompt_cache_key) request.promptCacheKey = body.prompt_cache_key;
 
   if (gate.forwards('tools') && body.tools) {
     request.tools = body.tools.map((tool) => ({
@@ -134,6 +138,12 @@ function convertReasoning(input: ChatCompletionRequest['messages'][number], tags
 }
 
 function convertBlock(block: ContentBlock, path: string, model: CatalogModel): ContentPart {
+  const part = convertBlockContent(block, path, model);
+  if (block.type !== 'refusal' && block.cache_control) part.cacheControl = cacheControlOf(block.cache_control);
+  return part;
+}
+
+function convertBlockContent(block: ContentBlock, path: string, model: CatalogModel): ContentPart {
   switch (block.type) {
     case 'text':
       return { part: { $case: 'text', value: block.text } };

@@ -7,6 +7,10 @@ export function chatCompletionId(routerId: string): string {
   return `chatcmpl-${routerId.replace(/^(msg_|resp_|chatcmpl_)/, '')}`;
 }
 
+/**
+ * Chat usage: `prompt_tokens` counts every prompt token; its details name the parts read from
+ * (`cached_tokens`) and written to (`cache_write_tokens`, OpenRouter's name) the provider's prompt cache.
+ */
 export function renderUsage(usage: Usage | undefined) {
   const input = usage?.inputTokens ?? 0;
   const output = usage?.outputTokens ?? 0;
@@ -14,7 +18,7 @@ export function renderUsage(usage: Usage | undefined) {
     prompt_tokens: input,
     completion_tokens: output,
     total_tokens: input + output,
-    prompt_tokens_details: { cached_tokens: usage?.cachedInputTokens ?? 0 },
+    prompt_tokens_details: { cached_tokens: usage?.cachedInputTokens ?? 0, cache_write_tokens: usage?.cacheWriteTokens ?? 0 },
     completion_tokens_details: { reasoning_tokens: usage?.reasoningTokens ?? 0 },
   };
 }

@@ -1,8 +1,9 @@
-import type { CacheControl, ChatMessage, ContentPart, Tool, ToolChoice } from '@gateway/proto';
+import type { ChatMessage, ContentPart, Tool, ToolChoice } from '@gateway/proto';
 import type { CatalogModel } from '../../catalog-cache.js';
 import type { FilePathOf } from '../../canonical/file-parts.js';
 import { decodedLength, decodeInline, inlineText, inlineTooLarge, MAX_INLINE_FILE_BYTES } from '../../canonical/inline-data.js';
 import { effortForBudget, nearestReasoningEffort, requireModality, requireValidSchema } from '../../canonical/model-checks.js';
+import { cacheControlOf, markLastBlock, optionalCacheControl } from '../../canonical/cache-control.js';
 import { ParameterGate } from '../../canonical/parameters.js';
 import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
 import { newChatMessage, newChatRequest } from '../../canonical/request.js';
@@ -132,23 +133,8 @@ function convertToolChoice(choice: MessagesToolChoice): ToolChoice {
   }
 }
 
-function cacheControlOf(input: CacheControlInput): CacheControl {
-  return { type: input.type, ttl: input.ttl ?? '' };
-}
-
 function textPart(text: string, cacheControl: CacheControlInput | null | undefined): ContentPart {
-  return { part: { $case: 'text', value: text }, cacheControl: cacheControl ? cacheControlOf(cacheControl) : undefined };
-}
-
-/** Top-level `cache_control`: the last block of the conversation ends the cacheable prefix (unless one already says so). */
-function markLastBlock(messages: ChatMessage[], cacheControl: CacheControl): void {
-  for (let index = messages.length - 1; index >= 0; index--) {
-    const content = messages[index]!.content;
-    if (content.length === 0) continue;
-    const last = content[content.length - 1]!;
-    if (!last.cacheControl) last.cacheControl = cacheControl;
-    return;
-  }
+  return { part: { $case: 'text', value: text }, cacheControl: optionalCacheControl(cacheControl) };
 }
 
 /** Builds the canonical conversation, noting where each file block came from. */

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { cacheControlSchema } from '../../canonical/cache-control.js';
 import { parseBody } from '../../canonical/validation.js';
 import { routingStrategy } from '../../inference/strategy.js';
 import type { FreeFormField } from '../../json-depth.js';
@@ -11,8 +12,8 @@ import type { FreeFormField } from '../../json-depth.js';
  * Optional fields accept null as "absent".
  */
 
-const cacheControl = z.object({ type: z.literal('ephemeral'), ttl: z.enum(['5m', '1h']).nullish() });
-export type CacheControlInput = z.infer<typeof cacheControl>;
+const cacheControl = cacheControlSchema;
+export type { CacheControlInput } from '../../canonical/cache-control.js';
 
 const textBlock = z.object({
   type: z.literal('text'),

@@ -353,8 +353,63 @@ describe('convertResponsesRequest: parameters', () => {
       },
       model,
     );
-    expect(converted.request).toMatchObject({ presencePenalty: 0.5, frequencyPenalty: -0.5 });
-    expect(converted.droppedParams).toEqual(['client_metadata', 'max_tool_calls', 'parallel_tool_calls', 'prompt_cache_key', 'safety_identifier', 'service_tier', 'top_logprobs']);
+    // prompt_cache_key is the gateway's own (cache affinity): carried, never reported as dropped.
+    expect(converted.request).toMatchObject({ presencePenalty: 0.5, frequencyPenalty: -0.5, promptCacheKey: 'k' });
+    expect(converted.droppedParams).toEqual(['client_metadata', 'max_tool_calls', 'parallel_tool_calls', 'safety_identifier', 'service_tier', 'top_logprobs']);
+  });
+
+  it('cache_control on input_text, input_image, input_file and output_text parts becomes the canonical breakpoint', () => {
+    const model = catalogModel({ inputModalities: new Set(['text', 'image', 'file']) });
+    const { request, droppedParams } = convert(
+      {
+        instructions: 'be brief',
+        input: [
+          {
+            role: 'user',
+            content: [
+              { type: 'input_text', text: 'long document', cache_control: { type: 'ephemeral', ttl: '1h' } },
+              { type: 'input_image', image_url: 'https://example.com/a.png', cache_control: { type: 'ephemeral' } },
+              { type: 'input_file', file_url: 'https://example.com/a.pdf', cache_control: { type: 'ephemeral', ttl: '5m' } },
+              { type: 'input_text', text: 'question' },
+            ],
+          },
+          { role: 'assistant', content: [{ type: 'output_text', text: 'answer', cache_control: { type: 'ephemeral' } }] },
+        ],
+      },
+      model,
+    );
+    expect(request.messages[1]!.content.map((part) => part.cacheControl)).toEqual([
+      { type: 'ephemeral', ttl: '1h' },
+      { type: 'ephemeral', ttl: '' },
+      { type: 'ephemeral', ttl: '5m' },
+      undefined,
+    ]);
+    expect(request.messages[2]!.content[0]!.cacheControl).toEqual({ type: 'ephemeral', ttl: '' });
+    expect(request.messages[0]!.content[0]!.cacheControl).toBeUndefined();
+    expect(droppedParams).toEqual([]);
+  });
+
+  it('top-level cache_control marks the last block; a part the client marked keeps its own mark', () => {
+    const marked = convert({ cache_control: { type: 'ephemeral', ttl: '1h' }, input: [{ role: 'user', content: [{ type: 'input_text', text: 'a' }, { type: 'input_text', text: 'b' }] }] });
+    expect(marked.request.messages[0]!.content.map((part) => part.cacheControl)).toEqual([undefined, { type: 'ephemeral', ttl: '1h' }]);
+    expect(marked.droppedParams).toEqual([]);
+    const own = convert({ cache_control: { type: 'ephemeral', ttl: '1h' }, input: [{ role: 'user', content: [{ type: 'input_text', text: 'a', cache_control: { type: 'ephemeral' } }] }] });
+    expect(own.request.messages[0]!.content[0]!.cacheControl).toEqual({ type: 'ephemeral', ttl: '' });
+  });
+
+  it('refuses a cache_control of another type or ttl, naming the field', () => {
+    expect(refusal({ input: [{ role: 'user', content: [{ type: 'input_text', text: 'a', cache_control: { type: 'persistent' } }] }] })).toMatchObject({
+      param: 'body.input.0.content.0.cache_control.type',
+      message: "body.input.0.content.0.cache_control.type: cache_control.type must be 'ephemeral'",
+    });
+    expect(refusal({ cache_control: { type: 'ephemeral', ttl: '10m' } })).toMatchObject({
+      param: 'body.cache_control.ttl',
+      message: "body.cache_control.ttl: cache_control.ttl must be '5m' or '1h'",
+    });
+  });
+
+  it('a request without prompt_cache_key carries none', () => {
+    expect(convert({}).request.promptCacheKey).toBeUndefined();
   });
 });
 

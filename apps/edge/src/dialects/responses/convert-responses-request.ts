@@ -5,6 +5,7 @@ import { decodeInline } from '../../canonical/inline-data.js';
 import { nearestReasoningEffort, requireModality, requireValidSchema } from '../../canonical/model-checks.js';
 import { ParameterGate } from '../../canonical/parameters.js';
 import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
+import { cacheControlOf, markLastBlock } from '../../canonical/cache-control.js';
 import { newChatMessage, newChatRequest } from '../../canonical/request.js';
 import { ToolPairing } from '../../canonical/tool-pairing.js';
 import { requireFetchableUrl } from '../../canonical/urls.js';
@@ -52,7 +53,9 @@ export function convertResponsesRequest(body: ResponsesRequest, model: CatalogMo
 
   const input = convertInput(body, model, tags);
   // Usage always comes back in the answer (and in response.completed): the dialect has no opt-out.
+  if (body.cache_control) markLastBlock(input.messages, cacheControlOf(body.cache_control));
   const request = newChatRequest(model.id, RESPONSES_ENDPOINT, input.messages, true);
+  if (body.prompt_cache_key) request.promptCacheKey = body.prompt_cache_key;
 
   if (gate.forwards('tools')) request.tools = toolSet.tools;
   // Without tools, a tool choice or parallel-calls flag means nothing, and OpenAI-compatible providers
@@ -267,6 +270,12 @@ function convertInput(body: ResponsesRequest, model: CatalogModel, tags: Reasoni
 }
 
 function convertPart(part: ResponsesContentPart, path: string, model: CatalogModel): ContentPart {
+  const converted = convertPartContent(part, path, model);
+  if (part.type !== 'refusal' && part.cache_control) converted.cacheControl = cacheControlOf(part.cache_control);
+  return converted;
+}
+
+function convertPartContent(part: ResponsesContentPart, path: string, model: CatalogModel): ContentPart {
   switch (part.type) {
     case 'input_text':
     case 'output_text':

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { cacheControlSchema } from '../../canonical/cache-control.js';
 import { parseBody } from '../../canonical/validation.js';
 import { routingStrategy } from '../../inference/strategy.js';
 import type { FreeFormField } from '../../json-depth.js';
@@ -25,9 +26,11 @@ export type HostedToolType = (typeof HOSTED_TOOL_TYPES)[number];
  * model's extra_parameters pass through, anything else is dropped later and reported.
  */
 
-const inputText = z.object({ type: z.literal('input_text'), text: z.string() });
+/** OpenRouter's convention, as in chat: a text, image or file part may end a cacheable prefix (canonical/cache-control.ts). */
+const cacheControl = cacheControlSchema.nullish();
+const inputText = z.object({ type: z.literal('input_text'), text: z.string(), cache_control: cacheControl });
 /** What an assistant turn said, when a client replays the answer it got. */
-const outputText = z.object({ type: z.literal('output_text'), text: z.string() });
+const outputText = z.object({ type: z.literal('output_text'), text: z.string(), cache_control: cacheControl });
 const refusal = z.object({ type: z.literal('refusal'), refusal: z.string() });
 const inputImage = z
   .object({
@@ -35,6 +38,7 @@ const inputImage = z
     image_url: z.string().min(1).nullish(),
     file_id: z.string().nullish(),
     detail: z.enum(['low', 'high', 'auto', 'original']).nullish(),
+    cache_control: cacheControl,
   })
   .refine((image) => image.image_url != null || image.file_id != null, { message: 'one of image_url or file_id is required' });
 const inputFile = z
@@ -44,6 +48,7 @@ const inputFile = z
     file_data: z.string().min(1).nullish(),
     file_url: z.string().min(1).nullish(),
     file_id: z.string().nullish(),
+    cache_control: cacheControl,
   })
   .refine((file) => file.file_data != null || file.file_url != null || file.file_id != null, {
     message: 'one of file_data, file_url or file_id is required',
@@ -244,7 +249,10 @@ export const responsesRequest = z
     top_logprobs: z.number().int().min(0).max(20).nullish(),
     max_tool_calls: z.number().int().min(1).max(4_294_967_295, 'must be at most 4294967295').nullish(),
     service_tier: z.string().nullish(),
+    // Cache affinity (routing/candidates.ts): same account and key, same provider while it is healthy.
     prompt_cache_key: z.string().nullish(),
+    // Automatic caching, as in chat: the conversation's last block ends the cacheable prefix.
+    cache_control: cacheControl,
     prompt_cache_retention: z.string().nullish(),
     safety_identifier: z.string().nullish(),
     // Codex's labels of the request (its installation, session): like metadata, never sent to a provider.
