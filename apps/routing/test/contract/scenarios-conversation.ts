@@ -1,0 +1,203 @@
+import { expect } from 'vitest';
+import type { ContentPart, ReasoningPart } from '@gateway/proto';
+import { minimalPdf } from '@gateway/testing';
+import { stripForeignReasoning } from '../../src/routing/reasoning-provenance.js';
+import {
+  chatRequest, failureOf, message, onlyRequest, ONE_PIXEL_PNG_BASE64, run, text, timeParameters, timeTool, weatherParameters,
+  weatherTool, type Mode,
+} from './contract-requests.js';
+import type { ContractRig, ContractSetup } from './contract-types.js';
+
+/*
+ * The scenarios about what goes to the provider and what comes back: text, system prompt, tools, media,
+ * structured output, reasoning provenance. Each scripts the fake, runs the adapter (chat or stream) and
+ * checks both the answer and what the fake received, so none can pass without the provider taking part.
+ */
+
+export async function plainText(rig: ContractRig, mode: Mode) {
+  const answer = 'Paris is the capital of France.';
+  const prompt = 'What is the capital of France?';
+  rig.script({ type: 'answer', text: answer });
+  const outcome = await run(mode, rig, chatRequest([message('user', prompt)]));
+  expect(outcome.finishReason).toBe('stop');
+  expect(outcome.toolCalls).toEqual([]);
+  if (mode === 'stream') expect(outcome.deltas, 'the answer arrives in pieces').toBeGreaterThan(1);
+  if (!rig.scripted) {
+    expect(outcome.content).toContain(prompt.slice(0, 20));
+    return;
+  }
+  expect(outcome.content).toBe(answer);
+  const request = onlyRequest(rig);
+  expect(rig.reader.streamed(request)).toBe(mode === 'stream');
+  expect(rig.reader.model(request)).toBe(rig.upstreamModel);
+  expect(rig.reader.allText(request)).toContain(prompt);
+}
+
+export async function systemPrompt(rig: ContractRig, mode: Mode) {
+  const instruction = 'Answer in exactly one word. (contract marker 7f3a)';
+  rig.script({ type: 'answer', text: 'Paris.' });
+  const outcome = await run(mode, rig, chatRequest([message('system', instruction), message('user', 'Capital of France?')]));
+  expect(outcome.content).toBe('Paris.');
+  expect(rig.reader.systemText(onlyRequest(rig))).toContain(instruction);
+}
+
+export async function toolDefinitionsAndChoice(rig: ContractRig, mode: Mode) {
+  const call = { id: 'call_w1', name: 'get_weather', arguments: '{"city":"Paris"}' };
+  const tools = [weatherTool, timeTool];
+  const ask = [message('user', 'Weather in Paris?')];
+
+  rig.script({ type: 'answer', toolCalls: [call] });
+  await run(mode, rig, chatRequest(ask, { tools, toolChoice: { mode: 'tool', toolName: 'get_weather', disableParallel: false } }));
+  const forced = onlyRequest(rig);
+  const sent = rig.reader.tools(forced);
+  expect(sent.map((tool) => tool.name)).toEqual(['get_weather', 'get_time']);
+  expect(sent[0]!.parameters).toMatchObject(weatherParameters);
+  expect(sent[1]!.parameters).toMatchObject(timeParameters);
+  expect(rig.reader.toolChoice(forced)).toEqual({ name: 'get_weather' });
+
+  rig.reset();
+  rig.script({ type: 'answer', toolCalls: [call] });
+  await run(mode, rig, chatRequest(ask, { tools, toolChoice: { mode: 'required', toolName: '', disableParallel: false } }));
+  expect(rig.reader.toolChoice(onlyRequest(rig))).toBe('required');
+}
+
+export async function toolCallAnswer(rig: ContractRig, mode: Mode, parallel: boolean) {
+  const calls = [
+    { id: 'call_w1', name: 'get_weather', arguments: '{"city":"Paris"}' },
+    { id: 'call_t1', name: 'get_time', arguments: '{"zone":"Europe/Paris"}' },
+  ].slice(0, parallel ? 2 : 1);
+  rig.script({ type: 'answer', toolCalls: calls });
+  const forced = rig.scripted ? undefined : { mode: 'tool', toolName: 'get_weather', disableParallel: false };
+  const outcome = await run(mode, rig, chatRequest([message('user', 'Weather and time in Paris?')], { tools: [weatherTool, timeTool], toolChoice: forced }));
+  expect(outcome.finishReason).toBe('tool_calls');
+  expect(outcome.toolCalls.map((call) => call.name)).toEqual(calls.map((call) => call.name));
+  for (const call of outcome.toolCalls) expect(call.id, 'every call has an id the result can name').not.toBe('');
+  expect(new Set(outcome.toolCalls.map((call) => call.id)).size).toBe(calls.length);
+  if (!rig.scripted) {
+    // The simulator fills the schema: an object with the required string.
+    expect(JSON.parse(outcome.toolCalls[0]!.arguments)).toEqual({ city: expect.any(String) });
+    return;
+  }
+  expect(outcome.toolCalls.map((call) => JSON.parse(call.arguments))).toEqual(calls.map((call) => JSON.parse(call.arguments)));
+  expect(rig.reader.streamed(onlyRequest(rig))).toBe(mode === 'stream');
+}
+
+export async function toolRoundTrip(rig: ContractRig, mode: Mode, parallel: boolean) {
+  const calls = [
+    { id: 'call_w1', name: 'get_weather', arguments: '{"city":"Paris"}', result: '{"temp_c":18,"sky":"clear"}' },
+    { id: 'call_t1', name: 'get_time', arguments: '{"zone":"Europe/Paris"}', result: '{"time":"14:05"}' },
+  ].slice(0, parallel ? 2 : 1);
+  const history = [
+    message('user', 'Weather and time in Paris?'),
+    message('assistant', '', { toolCalls: calls.map(({ id, name, arguments: args }) => ({ id, name, arguments: args })) }),
+    ...calls.map((call) => message('tool', call.result, { toolCallId: call.id })),
+  ];
+  const answer = 'It is 18 °C and clear in Paris.';
+  rig.script({ type: 'answer', text: answer });
+  const outcome = await run(mode, rig, chatRequest(history, { tools: [weatherTool, timeTool] }));
+  expect(outcome.finishReason).toBe('stop');
+  expect(outcome.toolCalls).toEqual([]);
+  if (!rig.scripted) {
+    expect(outcome.content).not.toBe('');
+    return;
+  }
+  expect(outcome.content).toBe(answer);
+  const request = onlyRequest(rig);
+  const sentCalls = rig.reader.toolCallsSentBack(request);
+  expect(sentCalls.map((call) => [call.name, call.arguments])).toEqual(calls.map((call) => [call.name, JSON.parse(call.arguments)]));
+  const results = rig.reader.toolResults(request);
+  expect(results).toHaveLength(calls.length);
+  results.forEach((result, index) => {
+    expect(result.ref, 'each result names the call it answers').toBe(sentCalls[index]!.ref);
+    expect(JSON.parse(result.content)).toEqual(JSON.parse(calls[index]!.result));
+  });
+}
+
+async function mediaInput(rig: ContractRig, mode: Mode, part: ContentPart, mediaType: string, base64: string) {
+  rig.script({ type: 'answer', text: 'Understood.' });
+  const outcome = await run(mode, rig, chatRequest([message('user', [text('What does this show?'), part])]));
+  expect(outcome.content).toBe('Understood.');
+  expect(rig.reader.inlineMedia(onlyRequest(rig))).toContainEqual({ mediaType, base64 });
+}
+
+export function imageInput(rig: ContractRig, mode: Mode) {
+  const url = `data:image/png;base64,${ONE_PIXEL_PNG_BASE64}`;
+  return mediaInput(rig, mode, { part: { $case: 'image', value: { url, detail: '' } } }, 'image/png', ONE_PIXEL_PNG_BASE64);
+}
+
+export function pdfInput(rig: ContractRig, mode: Mode) {
+  const pdf = minimalPdf(['Quarterly revenue: 4.2 million']);
+  const part: ContentPart = { part: { $case: 'file', value: { filename: 'quarterly', data: pdf, url: '', mediaType: 'application/pdf', context: '' } } };
+  return mediaInput(rig, mode, part, 'application/pdf', pdf.toString('base64'));
+}
+
+const CITY_SCHEMA = {
+  type: 'object',
+  properties: { city: { type: 'string' }, population: { type: 'integer' } },
+  required: ['city', 'population'],
+  additionalProperties: false,
+};
+
+export async function jsonSchemaOutput(rig: ContractRig, setup: ContractSetup, mode: Mode) {
+  const responseFormat = { type: 'json_schema', schemaName: 'city_facts', schema: JSON.stringify(CITY_SCHEMA), strict: true };
+  const ask = [message('user', 'Facts about Paris.')];
+  rig.script({ type: 'answer', text: '{"city":"Paris","population":2102650}' });
+  const outcome = await run(mode, rig, chatRequest(ask, { responseFormat }));
+  expect(outcome.finishReason).toBe('stop');
+  const value = JSON.parse(outcome.content);
+  if (!rig.scripted) {
+    expect(value).toEqual({ city: expect.any(String), population: expect.any(Number) });
+    expect(Number.isInteger(value.population)).toBe(true);
+    return;
+  }
+  expect(value).toEqual({ city: 'Paris', population: 2102650 });
+  const request = onlyRequest(rig);
+  if (setup.jsonSchema === 'native') {
+    expect(rig.reader.nativeSchema(request)).toMatchObject({ properties: CITY_SCHEMA.properties, required: CITY_SCHEMA.required });
+    return;
+  }
+  // Instructed: the schema travels in the prompt, and an answer that breaks it is a broken answer.
+  expect(rig.reader.nativeSchema(request)).toBeUndefined();
+  expect(rig.reader.allText(request)).toContain(JSON.stringify(CITY_SCHEMA));
+  rig.reset();
+  rig.script({ type: 'answer', text: '{"city":"Paris"}' });
+  const broken = await failureOf(run(mode, rig, chatRequest(ask, { responseFormat })));
+  expect(broken.kind).toBe('connection');
+  expect(broken.retryable).toBe(true);
+}
+
+/**
+ * Reasoning comes back with the provider's signature, tagged with this provider; sent back to it, the
+ * signature arrives unchanged; tagged with another provider, the router's strip (reasoning-provenance.ts,
+ * keyed by provider id) leaves nothing of it on the wire.
+ */
+export async function reasoningProvenance(rig: ContractRig, mode: Mode) {
+  const thinking = 'The capital of France is Paris; one word will do.';
+  const think = { thinkingBudgetTokens: 2_048, maxOutputTokens: 4_096, reasoningEffort: 'medium' };
+  const question = message('user', 'Capital of France? Think first.');
+  rig.script({ type: 'answer', reasoning: thinking, text: 'Paris.' });
+  const first = await run(mode, rig, chatRequest([question], think));
+  expect(first.content).toBe('Paris.');
+  const signed = first.reasoning.filter((part) => part.signature !== '');
+  expect(signed, 'one signed reasoning part').toHaveLength(1);
+  const issued = signed[0]!;
+  expect(issued.text).toBe(thinking);
+  expect(issued.providerId).toBe(rig.providerId);
+
+  const history = (reasoning: ReasoningPart) => [question, message('assistant', 'Paris.', { reasoning: [reasoning] }), message('user', 'And of Germany?')];
+
+  rig.reset();
+  rig.script({ type: 'answer', text: 'Berlin.' });
+  const kept = await run(mode, rig, chatRequest(stripForeignReasoning(history(issued), rig.providerId), think));
+  expect(kept.content).toBe('Berlin.');
+  expect(rig.reader.reasoningSent(onlyRequest(rig)).map((part) => part.signature)).toEqual([issued.signature]);
+
+  rig.reset();
+  rig.script({ type: 'answer', text: 'Berlin.' });
+  const foreign = { ...issued, providerId: 'another-provider' };
+  const stripped = await run(mode, rig, chatRequest(stripForeignReasoning(history(foreign), rig.providerId), think));
+  expect(stripped.content).toBe('Berlin.');
+  const request = onlyRequest(rig);
+  expect(rig.reader.reasoningSent(request)).toEqual([]);
+  expect(JSON.stringify(request.body)).not.toContain(issued.signature);
+}

@@ -1,0 +1,150 @@
+import { expect } from 'vitest';
+import { ProviderError } from '../../src/providers/provider-adapter.js';
+import { adapterRequest, chatRequest, failureOf, message, onlyRequest, run, weatherTool, type Mode } from './contract-requests.js';
+import type { ContractRig, ContractSetup, ScriptedAnswer, ScriptedUsage } from './contract-types.js';
+
+/*
+ * The scenarios about how an answer ends: finish reasons, safety blocks, usage, every error class and
+ * cancellation. Errors are checked on the ProviderError's kind (what the router fails over on) and, for
+ * a 400, on the provider's own words reaching the caller.
+ */
+
+const ask = () => chatRequest([message('user', 'Tell me about Paris.')]);
+
+export async function finishReasons(rig: ContractRig, mode: Mode) {
+  rig.script({ type: 'answer', text: 'Paris is lovely.', finish: 'stop' });
+  expect((await run(mode, rig, ask())).finishReason).toBe('stop');
+
+  rig.script({ type: 'answer', text: 'Paris is the capital and most', finish: 'length' });
+  const cut = await run(mode, rig, chatRequest([message('user', 'Tell me about Paris.')], { maxOutputTokens: 3 }));
+  expect(cut.finishReason).toBe('length');
+
+  rig.script({ type: 'answer', toolCalls: [{ id: 'call_w1', name: 'get_weather', arguments: '{"city":"Paris"}' }] });
+  const toolChoice = rig.scripted ? undefined : { mode: 'tool', toolName: 'get_weather', disableParallel: false };
+  const called = await run(mode, rig, chatRequest([message('user', 'Weather in Paris?')], { tools: [weatherTool], toolChoice }));
+  expect(called.finishReason).toBe('tool_calls');
+  if (rig.scripted) expect(rig.received()).toHaveLength(3);
+}
+
+export async function safetyBlock(rig: ContractRig, setup: ContractSetup, mode: Mode) {
+  rig.script({ type: 'safety' });
+  if (setup.safety === 'error') {
+    const error = await failureOf(run(mode, rig, ask()));
+    expect(error.kind).toBe('content_filter');
+    expect(error.retryable).toBe(false);
+  } else {
+    const outcome = await run(mode, rig, ask());
+    expect(outcome.finishReason).toBe('content_filter');
+  }
+  onlyRequest(rig);
+}
+
+export async function usage(rig: ContractRig, setup: ContractSetup, mode: Mode) {
+  const scripted: ScriptedUsage = { input: 1_200, cacheRead: 800, cacheWrite: 300, output: 90, reasoning: 40 };
+  rig.script({ type: 'answer', text: 'Paris.', usage: scripted });
+  const outcome = await run(mode, rig, ask());
+  expect(outcome.usage, 'usage reported').toBeDefined();
+  const reported = outcome.usage!;
+  expect(reported.estimated).toBe(false);
+  if (!rig.scripted) {
+    expect(reported.inputTokens).toBeGreaterThan(0);
+    expect(reported.outputTokens).toBeGreaterThan(0);
+    const other = await run(mode === 'chat' ? 'stream' : 'chat', rig, ask());
+    expect(other.usage, 'the same answer counts the same, streamed or not').toEqual(reported);
+    return;
+  }
+  expect({
+    input: reported.inputTokens,
+    cacheRead: reported.cachedInputTokens,
+    cacheWrite: reported.cacheWriteTokens,
+    output: reported.outputTokens,
+    reasoning: reported.reasoningTokens,
+  }).toEqual({
+    input: scripted.input,
+    cacheRead: setup.usage.cacheRead ? scripted.cacheRead : 0,
+    cacheWrite: setup.usage.cacheWrite ? scripted.cacheWrite : 0,
+    output: scripted.output,
+    reasoning: setup.usage.reasoning ? scripted.reasoning : 0,
+  });
+}
+
+async function failureFor(rig: ContractRig, mode: Mode, answer: ScriptedAnswer): Promise<ProviderError> {
+  rig.script(answer);
+  const error = await failureOf(run(mode, rig, ask()));
+  onlyRequest(rig);
+  return error;
+}
+
+export async function error400(rig: ContractRig, mode: Mode) {
+  const words = 'messages.0.content: the contract suite refuses this (4711)';
+  const error = await failureFor(rig, mode, { type: 'error', status: 400, message: words });
+  expect(error.kind).toBe('rejected');
+  expect(error.retryable).toBe(false);
+  expect(error.providerMessage, "the provider's own words reach the caller").toContain(words);
+}
+
+export async function badCredentials(rig: ContractRig, mode: Mode) {
+  const wrong = rig.adapterWithWrongCredentials();
+  let error: ProviderError;
+  if (wrong) {
+    error = await failureOf(run(mode, { ...rig, adapter: wrong }, ask()));
+  } else {
+    // The fake checks no key: it answers as the API answers a wrong one.
+    error = await failureFor(rig, mode, { type: 'error', status: 401, message: 'Incorrect API key provided: sk-wrong.' });
+  }
+  expect(error.kind).toBe('misconfigured');
+  expect(error.retryable).toBe(true);
+}
+
+export async function error429(rig: ContractRig, mode: Mode) {
+  const error = await failureFor(rig, mode, { type: 'error', status: 429, message: 'Rate limit reached; slow down.' });
+  expect(error.kind).toBe('overloaded');
+  expect(error.retryable).toBe(true);
+}
+
+export async function error5xx(rig: ContractRig, mode: Mode) {
+  for (const status of [500, 503]) {
+    rig.reset();
+    const error = await failureFor(rig, mode, { type: 'error', status, message: 'The server had an error.' });
+    expect(error.kind, `status ${status}`).toBe('overloaded');
+    expect(error.retryable).toBe(true);
+  }
+}
+
+export async function connectionReset(rig: ContractRig, mode: Mode) {
+  const error = await failureFor(rig, mode, { type: 'reset' });
+  expect(error.kind).toBe('connection');
+  expect(error.retryable).toBe(true);
+}
+
+/** Aborting the attempt mid-stream closes the upstream request within a second, pulled or not. */
+export async function cancellation(rig: ContractRig) {
+  rig.script({ type: 'slow stream', text: 'Paris has many bridges and museums to visit. '.repeat(12) });
+  const controller = new AbortController();
+  const iterator = rig.adapter.chatStream(adapterRequest(rig, ask()), controller.signal)[Symbol.asyncIterator]();
+  const first = await iterator.next();
+  expect(first.done, 'the stream started').toBe(false);
+  const connection = rig.watch?.lastActive();
+  if (rig.watch) {
+    expect(connection, 'the request went through the watched relay').toBeDefined();
+    expect(connection!.closedAt, 'open while streaming').toBeUndefined();
+  }
+  const abortedAt = Date.now();
+  controller.abort();
+  if (connection) {
+    const closedAt = await connection.waitClosed(1_000);
+    expect(closedAt, 'the upstream saw the request closed').toBeDefined();
+    expect(closedAt! - abortedAt).toBeLessThanOrEqual(1_000);
+  }
+  // Nor does the stream then end as if it were complete.
+  const rest = await (async () => {
+    try {
+      for (let next = await iterator.next(); !next.done; next = await iterator.next()) { /* drain */ }
+      return 'completed';
+    } catch (error) {
+      return error;
+    }
+  })();
+  expect(rest).not.toBe('completed');
+  if (rig.scripted) expect(rig.received()).toHaveLength(1);
+}

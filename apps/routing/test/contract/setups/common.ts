@@ -1,0 +1,39 @@
+import { Provider } from '@gateway/proto';
+import { createAdapter } from '../../../src/providers/create-adapter.js';
+import type { ProviderAdapter } from '../../../src/providers/provider-adapter.js';
+import type { ReceivedRequest } from '../contract-types.js';
+
+/**
+ * The adapter a catalog would build for this provider config, with secrets read from `secrets` (the
+ * environment in production). Throws when this build has no adapter for the kind.
+ */
+export function adapterFromConfig(config: Partial<Provider>, secrets: Record<string, string>): ProviderAdapter {
+  const provider = Provider.fromPartial(config);
+  const adapter = createAdapter(provider, (name) => secrets[name]);
+  if (!adapter) throw new Error(`createAdapter has no adapter for kind ${provider.kind}`);
+  return adapter;
+}
+
+/** The text of a content value written as a string or as blocks / parts carrying `text`. */
+export function textOf(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content.map((block: any) => (typeof block?.text === 'string' ? block.text : '')).join('');
+}
+
+/** media type and base64 of a data: URL, undefined for another URL. */
+export function parseDataUrl(url: unknown): { mediaType: string; base64: string } | undefined {
+  if (typeof url !== 'string') return undefined;
+  const match = /^data:([^;,]+);base64,(.*)$/s.exec(url);
+  return match ? { mediaType: match[1]!, base64: match[2]! } : undefined;
+}
+
+/** JSON text parsed, or the text itself when it is not JSON. */
+export function parsedOrText(value: unknown): unknown {
+  if (typeof value !== 'string') return value;
+  try { return JSON.parse(value); } catch { return value; }
+}
+
+export function asReceived(requests: readonly { method: string; path: string; headers: any; body: any }[]): ReceivedRequest[] {
+  return requests.map((request) => ({ method: request.method, path: request.path, headers: request.headers, body: request.body }));
+}

@@ -1,0 +1,159 @@
+import { startFakeUpstream, type FakeBehaviour, type FakeUpstream } from '@gateway/testing';
+import { startConnectionWatch, portOf } from '../connection-watch.js';
+import type { ContractRig, ContractSetup, ReceivedRequest, ScriptedAnswer, WireReader } from '../contract-types.js';
+import { adapterFromConfig, asReceived, parseDataUrl, parsedOrText, textOf } from './common.js';
+
+/*
+ * kind: openai against the OpenAI-compatible fake (startFakeUpstream). That fake checks no API key, so
+ * bad credentials are its scripted 401; it has no knob for completion_tokens_details.reasoning_tokens,
+ * so an answer that reports reasoning tokens is replayed as the bytes the API would send.
+ */
+
+const PROVIDER_ID = 'contract-openai';
+const KEY_ENV = 'CONTRACT_OPENAI_API_KEY';
+const MODEL = 'gpt-4.1-mini';
+
+function errorBody(message: string, type: string, code: string | null) {
+  return { error: { message, type, param: null, code } };
+}
+
+/** The answer as the bytes the API sends, for usage the fake cannot script (reasoning tokens). */
+function replayed(answer: Extract<ScriptedAnswer, { type: 'answer' }>, stream: boolean): FakeBehaviour {
+  const usage = answer.usage!;
+  const wireUsage = {
+    prompt_tokens: usage.input,
+    completion_tokens: usage.output,
+    total_tokens: usage.input + usage.output,
+    prompt_tokens_details: { cached_tokens: usage.cacheRead },
+    completion_tokens_details: { reasoning_tokens: usage.reasoning },
+  };
+  const finish = answer.finish ?? 'stop';
+  const content = answer.text ?? '';
+  const base = { id: 'chatcmpl-contract', created: 1767225600, model: MODEL };
+  if (!stream) {
+    return {
+      replay: {
+        contentType: 'application/json',
+        body: JSON.stringify({
+          ...base, object: 'chat.completion',
+          choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: finish }],
+          usage: wireUsage,
+        }),
+      },
+    };
+  }
+  const chunk = (choices: unknown[], extra: object = {}) => `data: ${JSON.stringify({ ...base, object: 'chat.completion.chunk', choices, ...extra })}\n\n`;
+  return {
+    replay: {
+      contentType: 'text/event-stream',
+      body:
+        chunk([{ index: 0, delta: { role: 'assistant', content }, finish_reason: null }]) +
+        chunk([{ index: 0, delta: {}, finish_reason: finish }]) +
+        chunk([], { usage: wireUsage }) +
+        'data: [DONE]\n\n',
+    },
+  };
+}
+
+function behaviourFor(answer: ScriptedAnswer, stream: boolean): FakeBehaviour {
+  switch (answer.type) {
+    case 'answer':
+      if (answer.usage && answer.usage.reasoning > 0) return replayed(answer, stream);
+      return {
+        ...(answer.text !== undefined ? { text: answer.text } : {}),
+        ...(answer.toolCalls ? { toolCalls: answer.toolCalls } : {}),
+        ...(answer.finish ? { finishReason: answer.finish } : {}),
+        ...(answer.usage
+          ? { usage: { prompt_tokens: answer.usage.input, completion_tokens: answer.usage.output, cached_tokens: answer.usage.cacheRead } }
+          : {}),
+      };
+    case 'error':
+      return {
+        status: answer.status,
+        errorBody: answer.status === 401
+          ? errorBody(answer.message, 'invalid_request_error', 'invalid_api_key')
+          : errorBody(answer.message, answer.status >= 500 ? 'server_error' : answer.status === 429 ? 'requests' : 'invalid_request_error', null),
+      };
+    case 'safety':
+      // The API's (and Azure's) refusal of a prompt its content filter blocks.
+      return {
+        status: 400,
+        errorBody: errorBody('The response was filtered due to the prompt triggering content management policy.', 'invalid_request_error', 'content_filter'),
+      };
+    case 'reset':
+      return { reset: true };
+    case 'slow stream':
+      return { text: answer.text, chunkCount: 40, chunkDelayMs: 150 };
+  }
+}
+
+const reader: WireReader = {
+  model: (request) => request.body?.model,
+  streamed: (request) => request.body?.stream === true,
+  systemText: (request) =>
+    (request.body?.messages ?? [])
+      .filter((message: any) => message.role === 'system' || message.role === 'developer')
+      .map((message: any) => textOf(message.content))
+      .join('\n'),
+  allText: (request) => (request.body?.messages ?? []).map((message: any) => textOf(message.content)).join('\n'),
+  tools: (request) => (request.body?.tools ?? []).map((tool: any) => ({ name: tool.function?.name, parameters: tool.function?.parameters })),
+  toolChoice: (request) => {
+    const choice = request.body?.tool_choice;
+    if (choice === undefined) return undefined;
+    if (typeof choice === 'string') return choice as 'auto' | 'none' | 'required';
+    return { name: choice.function?.name };
+  },
+  toolCallsSentBack: (request) =>
+    (request.body?.messages ?? []).flatMap((message: any) =>
+      (message.tool_calls ?? []).map((call: any) => ({ ref: call.id, name: call.function?.name, arguments: parsedOrText(call.function?.arguments) })),
+    ),
+  toolResults: (request) =>
+    (request.body?.messages ?? [])
+      .filter((message: any) => message.role === 'tool')
+      .map((message: any) => ({ ref: message.tool_call_id, content: textOf(message.content) })),
+  inlineMedia: (request) =>
+    (request.body?.messages ?? []).flatMap((message: any) =>
+      (Array.isArray(message.content) ? message.content : []).flatMap((part: any) => {
+        const parsed = part.type === 'image_url' ? parseDataUrl(part.image_url?.url) : part.type === 'file' ? parseDataUrl(part.file?.file_data) : undefined;
+        return parsed ? [parsed] : [];
+      }),
+    ),
+  nativeSchema: (request) => request.body?.response_format?.json_schema?.schema,
+  // Chat completions has no input field for reasoning: nothing is ever sent back.
+  reasoningSent: () => [],
+};
+
+export const openaiSetup: ContractSetup = {
+  kind: 'openai',
+  unsupported: {
+    'reasoning provenance': 'chat completions returns no reasoning signature and takes no reasoning back',
+  },
+  jsonSchema: 'native',
+  safety: 'error',
+  usage: { cacheRead: true, cacheWrite: false, reasoning: true },
+  async start(): Promise<ContractRig> {
+    const fake: FakeUpstream = await startFakeUpstream();
+    const watch = await startConnectionWatch(portOf(fake.url));
+    const config = { id: PROVIDER_ID, kind: 'openai', baseUrl: `http://${watch.address}/v1`, apiKeyEnv: KEY_ENV };
+    const adapter = adapterFromConfig(config, { [KEY_ENV]: 'sk-contract-openai' });
+    return {
+      adapter,
+      scripted: true,
+      providerId: PROVIDER_ID,
+      upstreamModel: MODEL,
+      modelMaxOutputTokens: 4_096,
+      // The wire format (stream or not) is only known once the request arrives.
+      script: (answer) => fake.script((request) => behaviourFor(answer, request.body?.stream === true)),
+      received: (): ReceivedRequest[] => asReceived(fake.requests),
+      reader,
+      adapterWithWrongCredentials: () => undefined,
+      watch,
+      reset: () => fake.reset(),
+      close: async () => {
+        await adapter.close();
+        await watch.close();
+        await fake.close();
+      },
+    };
+  },
+};
