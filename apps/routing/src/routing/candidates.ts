@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { ErrorReason, GatewayError, GrpcStatus } from '@gateway/platform';
 import type { ChatRequest, Model, RequestContext } from '@gateway/proto';
 import type { ProviderAdapter } from '../providers/provider-adapter.js';
-import { strategyNamed, type Candidate } from '../strategies/index.js';
+import { affinityKeyOf, strategyNamed, type Candidate } from '../strategies/index.js';
 import { lazyRequestLog, type RequestLog } from './request-hot-path.js';
 import type { Reservation } from './reservation.js';
 import type { RouterOptions } from './router-options.js';
@@ -35,6 +35,11 @@ export interface RoutingTarget {
   /** True when timeoutMs is the request's own (it then wins over a provider's timeout_ms). */
   requestTimeout: boolean;
   logger: RequestLog;
+  /**
+   * The request's prompt-cache affinity key (strategies/cache-affinity.ts), '' when it has none or when
+   * there was no choice to make: the provider that serves it is pinned under this key.
+   */
+  affinityKey: string;
 }
 
 export interface PreparedRequest extends RoutingTarget {
@@ -66,6 +71,7 @@ export function resolveTarget(
   timeoutMs: number,
   conversation: () => string,
   capable: Capable = canChat,
+  affinity?: () => string | undefined,
 ): RoutingTarget {
   const { requestId, context, endpoint } = hold;
   const logger = lazyRequestLog(options.logger, requestId);
@@ -95,6 +101,10 @@ export function resolveTarget(
         conversationKey: strategy.name === 'cache' ? conversation() : '',
         random: random,
       });
+  // Cache affinity, whatever the strategy: only a request with a prompt_cache_key or a cache_control
+  // breakpoint computes a key (a plain one pays nothing), and only when there is a choice to make.
+  const affinityKey = available.length > 1 && affinity ? (affinity() ?? '') : '';
+  if (affinityKey !== '') preferPinned(ordered, options, model.id, affinityKey);
   const candidates = ordered.slice(0, options.maxAttempts);
   hold.resolved(model, strategy.name);
   return {
@@ -108,7 +118,28 @@ export function resolveTarget(
     timeoutMs: timeoutMs > 0 ? timeoutMs : options.attemptTimeoutMs,
     requestTimeout: timeoutMs > 0,
     logger,
+    affinityKey,
   };
+}
+
+/**
+ * Moves the provider that served this prefix last to the front while its circuit is closed, so its
+ * prompt cache is hit. The others keep the strategy's order behind it: if the pinned one fails, the
+ * request fails over as usual and the provider that then serves it is pinned instead (pinServed).
+ */
+function preferPinned(ordered: Candidate[], options: RouterOptions, modelId: string, key: string): void {
+  const providerId = options.health.affinity.pinned(key);
+  if (providerId === undefined) return;
+  const index = ordered.findIndex((candidate) => candidate.offer.providerId === providerId);
+  if (index <= 0) return;
+  if (options.health.figures(providerId, modelId).circuitOpen) return;
+  const [pinned] = ordered.splice(index, 1);
+  ordered.unshift(pinned!);
+}
+
+/** The provider that answered a request with an affinity key: the next request of the prefix goes there first. */
+export function pinServed(options: Pick<RouterOptions, 'health'>, target: RoutingTarget, providerId: string): void {
+  if (target.affinityKey !== '') options.health.affinity.served(target.affinityKey, providerId);
 }
 
 /**
@@ -117,7 +148,9 @@ export function resolveTarget(
  * answer field is always empty.
  */
 export function prepareChat(options: RouterOptions, random: () => number, request: ChatRequest, hold: Reservation): PreparedRequest {
-  const target = resolveTarget(options, random, hold, request.modelId, request.routingStrategy, request.timeoutMs, () => conversationKey(request));
+  const target = resolveTarget(
+    options, random, hold, request.modelId, request.routingStrategy, request.timeoutMs, () => conversationKey(request), canChat, () => affinityKeyOf(request),
+  );
   // Added to the target rather than spread into a copy: in V8 11 (Node 20) a spread copy's hidden class
   // sits outside the transition tree, so each property added to it made fresh Maps per request (README
   // "Performance": such objects kept request graphs alive through young-generation GCs).

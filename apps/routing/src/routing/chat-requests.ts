@@ -5,7 +5,7 @@ import type { Candidate } from '../strategies/index.js';
 import type { StreamCheckpoint } from '../usage/stream-checkpoints.js';
 import { meterUsage, type DeliveredOutput } from '../usage/token-counter.js';
 import { AttemptControl } from './attempt-control.js';
-import type { PreparedRequest } from './candidates.js';
+import { pinServed, type PreparedRequest } from './candidates.js';
 import { NO_UPSTREAM_RETRY_AFTER_SECONDS, verdictError } from './failover.js';
 import { requestFor } from './reasoning-provenance.js';
 import { newCompletionId } from './request-hot-path.js';
@@ -25,6 +25,7 @@ async function chatHolding(core: RoutingCore, raw: ChatRequest, signal: CallerSi
     candidate.adapter.chat(requestFor(prepared, candidate), attemptSignal),
   );
   const providerId = candidate.offer.providerId;
+  pinServed(core.options, prepared, providerId);
   if (tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gen_ai.response.finish_reasons', result.choices.map((choice) => choice.finishReason));
   const delivered: DeliveredOutput = {
     content: result.choices.map((choice) => choice.message?.content ?? '').join(''),
@@ -75,6 +76,7 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
     }
     const { result: first, candidate, durationMs: ttftMs, control } = opened;
     const providerId = (servingProvider = candidate.offer.providerId);
+    pinServed(core.options, target, providerId);
     const iterator = first.iterator;
     reported = first.reported;
     const firstPartAt = Date.now();

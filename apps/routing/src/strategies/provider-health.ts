@@ -1,4 +1,5 @@
 import type { ProviderStat } from '@gateway/proto';
+import { CacheAffinity } from './cache-affinity.js';
 
 /**
  * Recent behaviour of each (provider, model) pair on this replica: exponentially weighted success
@@ -38,6 +39,11 @@ interface RemoteReplica {
 export class ProviderHealth {
   private readonly entries = new Map<string, Entry>();
   private readonly remote = new Map<string, RemoteReplica>();
+  /**
+   * Which provider last served each cacheable prefix on this replica (prompt-cache affinity). Kept here
+   * because it is the same kind of memory: this replica's picture of its providers, read when ordering offers.
+   */
+  readonly affinity = new CacheAffinity();
 
   constructor(private readonly now: () => number = Date.now) {}
 
