@@ -33,6 +33,17 @@ import { streamingRequest } from '../http/streaming-request.js';
 import { multipartBody, type MultipartPart } from '../http/multipart-body.js';
 import { openaiImagesResponseSchema, openaiModerationResponseSchema, openaiTranscriptionSchema } from './openai-media-types.js';
 
+/** The OpenAI routes the adapter calls, relative to the API root. */
+export type OpenAIRoute =
+  | '/chat/completions'
+  | '/embeddings'
+  | '/moderations'
+  | '/images/generations'
+  | '/images/edits'
+  | '/audio/speech'
+  | '/audio/transcriptions'
+  | '/audio/translations';
+
 export interface OpenAIAdapterOptions {
   providerId: string;
   /** e.g. https://api.openai.com/v1 */
@@ -42,7 +53,24 @@ export interface OpenAIAdapterOptions {
   headers?: Record<string, string> | undefined;
   /** Keep-alive connections per provider origin. */
   connections?: number;
+  /**
+   * The request path (with any query) of a route for an upstream model. Default: the base URL's path
+   * followed by the route. Servers that put the model into the URL (Azure deployments) pass their own.
+   */
+  pathFor?: ((route: OpenAIRoute, upstreamModel: string) => string) | undefined;
+  /** The header(s) that carry the key. Default: `authorization: Bearer <key>`. */
+  authHeaders?: ((apiKey: string) => Record<string, string>) | undefined;
+  /** Maps an HTTP error answer onto a ProviderError. Default: openAIHttpError. */
+  httpError?: ((status: number, bodyText: string) => ProviderError) | undefined;
+  /**
+   * True: an answer (or stream) that finishes with `content_filter` fails as a content_filter
+   * ProviderError instead of ending normally (servers that withhold filtered output, such as Azure).
+   */
+  filteredAnswerFails?: boolean | undefined;
 }
+
+/** Why a filteredAnswerFails adapter refuses a finished answer. */
+export const FILTERED_ANSWER_MESSAGE = 'The answer was withheld by the provider\'s content filter.';
 
 /** Any OpenAI-compatible chat-completions server (OpenAI, vLLM, OpenRouter, Groq, ...). */
 export class OpenAIAdapter implements ProviderAdapterV1 {
@@ -50,66 +78,71 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
   readonly kind = 'openai';
   readonly providerId: string;
   private readonly pool: Pool;
-  private readonly pathPrefix: string;
+  private readonly pathFor: (route: OpenAIRoute, upstreamModel: string) => string;
+  private readonly httpError: (status: number, bodyText: string) => ProviderError;
+  private readonly filteredAnswerFails: boolean;
   private readonly headers: Record<string, string>;
   private readonly streamHeaders: Record<string, string>;
 
   constructor(options: OpenAIAdapterOptions) {
     this.providerId = options.providerId;
     const url = new URL(options.baseUrl);
-    this.pathPrefix = url.pathname.replace(/\/+$/, '');
+    const pathPrefix = url.pathname.replace(/\/+$/, '');
+    this.pathFor = options.pathFor ?? ((route) => `${pathPrefix}${route}`);
+    this.httpError = options.httpError ?? openAIHttpError;
+    this.filteredAnswerFails = options.filteredAnswerFails === true;
     this.pool = createProviderPool(url.origin, options.connections);
     this.headers = {
       ...options.headers,
       'content-type': 'application/json',
       accept: 'application/json',
-      ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}),
+      ...(options.apiKey ? (options.authHeaders ? options.authHeaders(options.apiKey) : { authorization: `Bearer ${options.apiKey}` }) : {}),
     };
     this.streamHeaders = { ...this.headers, accept: 'text/event-stream' };
   }
 
   /** A whole (non-streamed) answer as text; an error status becomes the ProviderError it stands for. */
-  private async postForText(body: unknown, signal: AttemptSignal, path: string): Promise<string> {
+  private async postForText(body: unknown, signal: AttemptSignal, route: OpenAIRoute, upstreamModel: string): Promise<string> {
     let answer: { statusCode: number; text: string };
     try {
-      answer = await bufferedRequest(this.pool, { method: 'POST', path: `${this.pathPrefix}${path}`, headers: this.headers, body: JSON.stringify(body) }, signal, MAX_RESPONSE_BYTES);
+      answer = await bufferedRequest(this.pool, { method: 'POST', path: this.pathFor(route, upstreamModel), headers: this.headers, body: JSON.stringify(body) }, signal, MAX_RESPONSE_BYTES);
     } catch (error) {
       throw toProviderError(error, signal);
     }
-    if (answer.statusCode >= 300) throw openAIHttpError(answer.statusCode, answer.text);
+    if (answer.statusCode >= 300) throw this.httpError(answer.statusCode, answer.text);
     return answer.text;
   }
 
   /** A multipart upload whose answer is read whole (image edits, transcriptions). */
-  private async postMultipart(parts: readonly MultipartPart[], signal: AttemptSignal, path: string, accept = 'application/json'): Promise<string> {
+  private async postMultipart(parts: readonly MultipartPart[], signal: AttemptSignal, route: OpenAIRoute, upstreamModel: string, accept = 'application/json'): Promise<string> {
     const { body, contentType } = multipartBody(parts);
     let answer: { statusCode: number; text: string };
     try {
       answer = await bufferedRequest(
         this.pool,
-        { method: 'POST', path: `${this.pathPrefix}${path}`, headers: { ...this.headers, 'content-type': contentType, accept }, body },
+        { method: 'POST', path: this.pathFor(route, upstreamModel), headers: { ...this.headers, 'content-type': contentType, accept }, body },
         signal,
         MAX_RESPONSE_BYTES,
       );
     } catch (error) {
       throw toProviderError(error, signal);
     }
-    if (answer.statusCode >= 300) throw openAIHttpError(answer.statusCode, answer.text);
+    if (answer.statusCode >= 300) throw this.httpError(answer.statusCode, answer.text);
     return answer.text;
   }
 
   /** A streamed answer: the response body is read as it arrives. */
-  private postForStream(body: unknown, signal: AttemptSignal) {
+  private postForStream(body: unknown, signal: AttemptSignal, upstreamModel: string) {
     return streamingRequest(
       this.pool,
-      { method: 'POST', path: `${this.pathPrefix}/chat/completions`, headers: this.streamHeaders, body: JSON.stringify(body) },
+      { method: 'POST', path: this.pathFor('/chat/completions', upstreamModel), headers: this.streamHeaders, body: JSON.stringify(body) },
       signal,
-      openAIHttpError,
+      this.httpError,
     );
   }
 
   async chat(request: AdapterChatRequest, signal: AttemptSignal): Promise<AdapterChatResult> {
-    const text = await this.postForText(convertToOpenAIRequest(request.chat, request.upstreamModel, false), signal, '/chat/completions');
+    const text = await this.postForText(convertToOpenAIRequest(request.chat, request.upstreamModel, false), signal, '/chat/completions', request.upstreamModel);
     let json: unknown;
     try {
       json = JSON.parse(text);
@@ -137,11 +170,14 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
         ...(choice.message.refusal ? { refusal: choice.message.refusal } : {}),
       },
     }));
+    if (this.filteredAnswerFails && choices.some((choice) => choice.finishReason === 'content_filter')) {
+      throw new ProviderError('content_filter', FILTERED_ANSWER_MESSAGE);
+    }
     return { choices, usage: convertOpenAIUsage(parsed.data.usage) };
   }
 
   async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {
-    const response = await this.postForStream(convertToOpenAIRequest(request.chat, request.upstreamModel, true), signal);
+    const response = await this.postForStream(convertToOpenAIRequest(request.chat, request.upstreamModel, true), signal, request.upstreamModel);
     let sawDone = false;
     let sawFinish = false;
     let usageSent = false;
@@ -161,7 +197,10 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
         if (chunk.error) throw openAIStreamError(chunk.error);
         for (const choice of chunk.choices ?? []) {
           const delta = convertDelta(choice);
-          if (choice.finish_reason) sawFinish = true;
+          if (choice.finish_reason) {
+            sawFinish = true;
+            if (this.filteredAnswerFails && choice.finish_reason === 'content_filter') throw new ProviderError('content_filter', FILTERED_ANSWER_MESSAGE);
+          }
           if (delta) yield { type: 'delta', delta };
         }
         const usage = convertOpenAIUsage(chunk.usage);
@@ -183,7 +222,7 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
       encoding_format: 'float',
       ...(request.dimensions !== undefined ? { dimensions: request.dimensions } : {}),
     };
-    const text = await this.postForText(body, signal, '/embeddings');
+    const text = await this.postForText(body, signal, '/embeddings', request.upstreamModel);
     let json: unknown;
     try {
       json = JSON.parse(text);
@@ -211,7 +250,7 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
         : source.form === 'strings'
           ? source.texts
           : source.parts.map((part) => (part.type === 'text' ? { type: 'text', text: part.text } : { type: 'image_url', image_url: { url: part.url } }));
-    const parsed = parseAnswer(openaiModerationResponseSchema, await this.postForText({ model: request.upstreamModel, input }, signal, '/moderations'), 'moderation');
+    const parsed = parseAnswer(openaiModerationResponseSchema, await this.postForText({ model: request.upstreamModel, input }, signal, '/moderations', request.upstreamModel), 'moderation');
     return {
       results: parsed.results.map((result) => ({
         flagged: result.flagged,
@@ -233,7 +272,7 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
       ...(request.quality ? { quality: request.quality } : {}),
       ...(request.background ? { background: request.background } : {}),
     };
-    return imagesResult(await this.postForText(body, signal, '/images/generations'));
+    return imagesResult(await this.postForText(body, signal, '/images/generations', request.upstreamModel));
   }
 
   async editImages(request: AdapterImageEditRequest, signal: AttemptSignal): Promise<AdapterImageResult> {
@@ -248,7 +287,7 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
       ...request.images.map((image) => ({ name: 'image[]', filename: image.filename, contentType: image.mediaType, data: image.data })),
       ...(request.mask ? [{ name: 'mask', filename: request.mask.filename, contentType: request.mask.mediaType, data: request.mask.data }] : []),
     ];
-    return imagesResult(await this.postMultipart(parts, signal, '/images/edits'));
+    return imagesResult(await this.postMultipart(parts, signal, '/images/edits', request.upstreamModel));
   }
 
   async speak(request: AdapterSpeakRequest, signal: AttemptSignal): Promise<AdapterSpeechResult> {
@@ -262,9 +301,9 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
     };
     const response = await streamingRequest(
       this.pool,
-      { method: 'POST', path: `${this.pathPrefix}/audio/speech`, headers: { ...this.headers, accept: 'audio/*' }, body: JSON.stringify(body) },
+      { method: 'POST', path: this.pathFor('/audio/speech', request.upstreamModel), headers: { ...this.headers, accept: 'audio/*' }, body: JSON.stringify(body) },
       signal,
-      openAIHttpError,
+      this.httpError,
     );
     const header = response.headers['content-type'];
     const contentType = (Array.isArray(header) ? header[0] : header) || undefined;
@@ -287,7 +326,7 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
       ...(request.language && !request.translate ? [{ name: 'language', value: request.language }] : []),
       ...(request.temperature !== undefined ? [{ name: 'temperature', value: String(request.temperature) }] : []),
     ];
-    const text = await this.postMultipart(parts, signal, request.translate ? '/audio/translations' : '/audio/transcriptions', '*/*');
+    const text = await this.postMultipart(parts, signal, request.translate ? '/audio/translations' : '/audio/transcriptions', request.upstreamModel, '*/*');
     if (request.responseFormat !== 'json' && request.responseFormat !== 'verbose_json') return { text: text.trim(), content: text, usage: undefined };
     const parsed = parseAnswer(openaiTranscriptionSchema, text, 'transcription');
     const usage = parsed.usage;
