@@ -12,7 +12,7 @@ import { bufferedRequest, MAX_RESPONSE_BYTES } from '../http/buffered-request.js
 import { createProviderPool } from '../http/provider-pool.js';
 import { readServerSentEvents } from '../http/server-sent-events.js';
 import { streamingRequest } from '../http/streaming-request.js';
-import { anthropicMessageSchema, anthropicStreamEventSchema } from './anthropic-api-types.js';
+import { anthropicMessageSchema, anthropicStreamEventSchema, type AnthropicRequestBody } from './anthropic-api-types.js';
 import { anthropicHttpError } from './anthropic-error.js';
 import { convertAnthropicAnswer } from './convert-anthropic-answer.js';
 import { AnthropicStreamConverter } from './convert-anthropic-stream.js';
@@ -31,6 +31,22 @@ export interface AnthropicAdapterOptions {
   headers?: Record<string, string> | undefined;
   /** Keep-alive connections per provider origin. */
   connections?: number;
+  /** The kind the adapter reports (default `anthropic`; Claude on Vertex reports `vertex`). */
+  kind?: string;
+  /**
+   * The request path per model and streaming (default: `{base path}/v1/messages` for every model). The
+   * origin stays the base URL's.
+   */
+  requestPath?: (upstreamModel: string, stream: boolean) => string;
+  /** Rewrites the Messages body before it is sent (Vertex: the model goes into the path, `anthropic_version` into the body). */
+  transformBody?: (body: AnthropicRequestBody) => object;
+  /**
+   * Headers of the current credentials (an OAuth bearer token), asked for before every request; they win
+   * over all others. While the same object comes back, the merged request headers are reused.
+   */
+  authHeaders?: (signal: AttemptSignal) => Promise<Record<string, string>> | Record<string, string>;
+  /** Maps an HTTP error answer (default anthropicHttpError; Vertex also drops a token it refused). */
+  httpError?: (status: number, bodyText: string) => ProviderError;
 }
 
 /** The API version whose wire format this adapter speaks (anthropic-api-types.ts). */
@@ -41,18 +57,34 @@ const KNOWN_EVENTS = new Set([
   'message_start', 'content_block_start', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop', 'ping', 'error',
 ]);
 
-/** The Anthropic Messages API (`kind: anthropic`). Chat only: Anthropic has no embeddings endpoint. */
+/**
+ * The Anthropic Messages API (`kind: anthropic`). Chat only: Anthropic has no embeddings endpoint. The
+ * options for path, body and auth let Claude on Vertex (vertex/) speak the same format through it.
+ */
 export class AnthropicAdapter implements ProviderAdapterV1 {
   readonly specificationVersion = 'v1' as const;
-  readonly kind = 'anthropic';
+  readonly kind: string;
   readonly providerId: string;
   private readonly pool: Pool;
   private readonly messagesPath: string;
   private readonly headers: Record<string, string>;
   private readonly streamHeaders: Record<string, string>;
+  private readonly requestPath: ((upstreamModel: string, stream: boolean) => string) | undefined;
+  private readonly transformBody: ((body: AnthropicRequestBody) => object) | undefined;
+  private readonly authHeaders: AnthropicAdapterOptions['authHeaders'];
+  private readonly httpError: (status: number, bodyText: string) => ProviderError;
+  /** The last auth headers seen and the request headers merged with them (plain and streaming). */
+  private lastAuth: Record<string, string> | undefined = undefined;
+  private authedHeaders: Record<string, string> = {};
+  private authedStreamHeaders: Record<string, string> = {};
 
   constructor(options: AnthropicAdapterOptions) {
     this.providerId = options.providerId;
+    this.kind = options.kind ?? 'anthropic';
+    this.requestPath = options.requestPath;
+    this.transformBody = options.transformBody;
+    this.authHeaders = options.authHeaders;
+    this.httpError = options.httpError ?? anthropicHttpError;
     const url = new URL(options.baseUrl);
     this.messagesPath = `${url.pathname.replace(/\/+$/, '').replace(/\/v1$/, '')}/v1/messages`;
     this.pool = createProviderPool(url.origin, options.connections);
@@ -75,15 +107,32 @@ export class AnthropicAdapter implements ProviderAdapterV1 {
     });
   }
 
+  /** The request headers with the current credentials (the static ones when the adapter has no authHeaders). */
+  private async authorizedHeaders(stream: boolean, signal: AttemptSignal): Promise<Record<string, string>> {
+    const auth = await this.authHeaders!(signal);
+    if (auth !== this.lastAuth) {
+      this.authedHeaders = { ...this.headers, ...auth };
+      this.authedStreamHeaders = { ...this.streamHeaders, ...auth };
+      this.lastAuth = auth;
+    }
+    return stream ? this.authedStreamHeaders : this.authedHeaders;
+  }
+
+  private serialize(body: AnthropicRequestBody): string {
+    return JSON.stringify(this.transformBody ? this.transformBody(body) : body);
+  }
+
   async chat(request: AdapterChatRequest, signal: AttemptSignal): Promise<AdapterChatResult> {
     const { body, tools } = this.convert(request, false);
+    const path = this.requestPath ? this.requestPath(request.upstreamModel, false) : this.messagesPath;
     let answer: { statusCode: number; text: string };
     try {
-      answer = await bufferedRequest(this.pool, { method: 'POST', path: this.messagesPath, headers: this.headers, body: JSON.stringify(body) }, signal, MAX_RESPONSE_BYTES);
+      const headers = this.authHeaders ? await this.authorizedHeaders(false, signal) : this.headers;
+      answer = await bufferedRequest(this.pool, { method: 'POST', path, headers, body: this.serialize(body) }, signal, MAX_RESPONSE_BYTES);
     } catch (error) {
       throw toProviderError(error, signal);
     }
-    if (answer.statusCode >= 300) throw anthropicHttpError(answer.statusCode, answer.text);
+    if (answer.statusCode >= 300) throw this.httpError(answer.statusCode, answer.text);
     let json: unknown;
     try {
       json = JSON.parse(answer.text);
@@ -97,12 +146,16 @@ export class AnthropicAdapter implements ProviderAdapterV1 {
 
   async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {
     const { body, tools } = this.convert(request, true);
-    const response = await streamingRequest(
-      this.pool,
-      { method: 'POST', path: this.messagesPath, headers: this.streamHeaders, body: JSON.stringify(body) },
-      signal,
-      anthropicHttpError,
-    );
+    const path = this.requestPath ? this.requestPath(request.upstreamModel, true) : this.messagesPath;
+    let headers = this.streamHeaders;
+    if (this.authHeaders) {
+      try {
+        headers = await this.authorizedHeaders(true, signal);
+      } catch (error) {
+        throw toProviderError(error, signal);
+      }
+    }
+    const response = await streamingRequest(this.pool, { method: 'POST', path, headers, body: this.serialize(body) }, signal, this.httpError);
     const converter = new AnthropicStreamConverter(tools);
     try {
       for await (const event of readServerSentEvents(response.body)) {

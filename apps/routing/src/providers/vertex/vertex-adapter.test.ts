@@ -1,0 +1,248 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createTestServiceAccount, startFakeVertexUpstream, type FakeVertexUpstream, type TestServiceAccount } from '@gateway/testing';
+import { Provider, type ChatMessage, type ChatRequest, type ChatStreamDelta, type Tool } from '@gateway/proto';
+import { ProviderError, type AdapterChatRequest, type AdapterStreamPart, type ProviderAdapter } from '../provider-adapter.js';
+import { createAdapter } from '../create-adapter.js';
+
+const PROJECT = 'gateway-test-project';
+const LOCATION = 'us-east5';
+const CLAUDE = 'claude-sonnet-4-5@20250929';
+const GEMINI = 'gemini-2.5-flash';
+const CREDENTIALS_ENV = 'VERTEX_TEST_CREDENTIALS';
+const signal = () => new AbortController().signal;
+
+function message(role: string, text: string, extra: Partial<ChatMessage> = {}): ChatMessage {
+  return { role, content: text ? [{ part: { $case: 'text', value: text } }] : [], toolCalls: [], toolCallId: '', reasoning: [], isError: false, ...extra };
+}
+
+function chatRequest(messages: ChatMessage[] | string, extra: Partial<ChatRequest> = {}): ChatRequest {
+  return {
+    context: { requestId: 'req_vertex_test', accountId: 'acc_1', keyId: 'key_1' },
+    modelId: 'acme/claude', routingStrategy: '', endpoint: 'messages',
+    messages: typeof messages === 'string' ? [message('user', messages)] : messages,
+    tools: [], stop: [], includeUsage: false, timeoutMs: 0, ...extra,
+  };
+}
+
+const weatherTool: Tool = {
+  name: 'get_weather', description: 'Weather for a city',
+  parameters: '{"type":"object","properties":{"city":{"type":"string"}}}',
+};
+
+const request = (upstreamModel: string, chat: ChatRequest): AdapterChatRequest => ({ upstreamModel, chat, modelMaxOutputTokens: undefined });
+
+async function collect(stream: AsyncIterable<AdapterStreamPart>) {
+  const parts: AdapterStreamPart[] = [];
+  for await (const part of stream) parts.push(part);
+  return parts;
+}
+
+const deltasOf = (parts: AdapterStreamPart[]): ChatStreamDelta[] => parts.flatMap((part) => (part.type === 'delta' ? [part.delta] : []));
+
+async function failureOf(promise: Promise<unknown>): Promise<ProviderError> {
+  const error = await promise.then(() => undefined, (rejection: unknown) => rejection);
+  expect(error).toBeInstanceOf(ProviderError);
+  return error as ProviderError;
+}
+
+describe('Vertex adapter (kind vertex) against the fake Vertex upstream', () => {
+  let dir: string;
+  let account: TestServiceAccount;
+  let stranger: TestServiceAccount;
+  let upstream: FakeVertexUpstream;
+  const env: Record<string, string> = {};
+  const secretFor = (name: string) => env[name];
+  const adapters: ProviderAdapter[] = [];
+
+  /** A vertex provider as the catalog gives it, its adapter built by createAdapter. */
+  function vertexAdapter(id = 'vtx', fields: Partial<Provider> = {}): ProviderAdapter {
+    const provider = Provider.fromPartial({
+      id, kind: 'vertex', baseUrl: upstream.url, project: PROJECT, location: LOCATION,
+      credentialsFileEnv: CREDENTIALS_ENV, headers: { 'x-team': 'search' }, ...fields,
+    });
+    const adapter = createAdapter(provider, secretFor);
+    expect(adapter).toBeDefined();
+    adapters.push(adapter!);
+    return adapter!;
+  }
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'vertex-adapter-'));
+    account = createTestServiceAccount();
+    stranger = createTestServiceAccount(account.clientEmail); // same account name, another key: Google does not know it
+    upstream = await startFakeVertexUpstream({ project: PROJECT, location: LOCATION, serviceAccounts: [{ clientEmail: account.clientEmail, publicKey: account.publicKey }] });
+    const file = join(dir, 'service-account.json');
+    writeFileSync(file, account.keyFile(upstream.tokenUri));
+    env[CREDENTIALS_ENV] = file;
+    const wrongFile = join(dir, 'wrong-key.json');
+    writeFileSync(wrongFile, stranger.keyFile(upstream.tokenUri));
+    env.VERTEX_WRONG_KEY = wrongFile;
+  });
+  afterAll(async () => {
+    await upstream.close();
+    await Promise.all(adapters.map((adapter) => adapter.close()));
+    rmSync(dir, { recursive: true, force: true });
+  });
+  beforeEach(() => {
+    upstream.reset();
+    upstream.setTokenLifetime(3_600);
+  });
+
+  it('sends Claude to rawPredict: model in the path, anthropic_version in the body, the bearer token and the provider headers; one token for many requests', async () => {
+    const adapter = vertexAdapter();
+    expect(adapter.kind).toBe('vertex');
+    const before = upstream.tokensIssued;
+    for (let round = 0; round < 3; round++) {
+      const result = await adapter.chat(request(CLAUDE, chatRequest('Hi', { maxOutputTokens: 64 })), signal());
+      expect(result.choices[0]!.message!.content).toBe('Hello from the fake upstream.');
+      expect(result.usage?.outputTokens).toBeGreaterThan(0);
+    }
+    expect(upstream.tokensIssued - before).toBe(1);
+    const first = upstream.requests[0]!;
+    expect(first.path).toBe(`/v1/projects/${PROJECT}/locations/${LOCATION}/publishers/anthropic/models/${CLAUDE}:rawPredict`);
+    expect(first.headers.authorization).toMatch(/^Bearer ya29\.fake-/);
+    expect(first.headers['x-team']).toBe('search');
+    expect(first.headers['x-api-key']).toBeUndefined();
+    expect(first.body).toEqual({
+      anthropic_version: 'vertex-2023-10-16', max_tokens: 64,
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'Hi' }] }],
+    });
+    expect(new Set(upstream.requests.map((recorded) => recorded.headers.authorization)).size).toBe(1);
+    // What Anthropic's side saw: the same request with the model from the path.
+    expect(upstream.anthropic.requests[0]!.body).toMatchObject({ model: CLAUDE, max_tokens: 64 });
+  });
+
+  it('streams Claude from streamRawPredict: thinking with its signature, text, a tool call, finish and usage', async () => {
+    const adapter = vertexAdapter();
+    const thinking = 'The user wants a forecast; call the tool.';
+    upstream.anthropic.script({ thinking, text: 'Looking it up.', toolCalls: [{ name: 'get_weather', arguments: '{"city":"Paris"}' }] });
+    const chat = chatRequest('Forecast for Paris?', { tools: [weatherTool], thinkingBudgetTokens: 2048, maxOutputTokens: 4096 });
+    const parts = await collect(adapter.chatStream(request(CLAUDE, chat), signal()));
+    const received = upstream.requests[0]!;
+    expect(received.path).toBe(`/v1/projects/${PROJECT}/locations/${LOCATION}/publishers/anthropic/models/${CLAUDE}:streamRawPredict`);
+    expect(received.headers.accept).toBe('text/event-stream');
+    expect(received.body).toMatchObject({ anthropic_version: 'vertex-2023-10-16', stream: true, thinking: { type: 'enabled', budget_tokens: 2048 } });
+    expect(received.body.model).toBeUndefined();
+    const deltas = deltasOf(parts);
+    expect(deltas.map((delta) => delta.reasoning).join('')).toBe(thinking);
+    expect(deltas.filter((delta) => delta.reasoningSignature).map((delta) => delta.reasoningSignature)).toEqual([upstream.anthropic.signThinking(thinking)]);
+    expect(deltas.map((delta) => delta.content).join('')).toBe('Looking it up.');
+    const calls = deltas.flatMap((delta) => delta.toolCalls);
+    expect(calls[0]).toMatchObject({ name: 'get_weather' });
+    expect(calls.map((call) => call.arguments).join('')).toBe('{"city":"Paris"}');
+    expect(deltas.at(-1)!.finishReason).toBe('tool_calls');
+    expect(parts.at(-1)).toMatchObject({ type: 'usage', usage: { outputTokens: expect.any(Number) } });
+  });
+
+  it('answers Claude tools with signed thinking, tagged with the vertex provider, and takes that thinking back (the fake verifies the signature)', async () => {
+    const adapter = vertexAdapter('vtx-east');
+    const tools = [weatherTool];
+    upstream.anthropic.script({ toolCalls: [{ name: 'get_weather', input: { city: 'Paris' } }] });
+    const first = await adapter.chat(request(CLAUDE, chatRequest('Weather in Paris?', { tools, thinkingBudgetTokens: 1024, maxOutputTokens: 2048 })), signal());
+    const answer = first.choices[0]!.message!;
+    expect(first.choices[0]!.finishReason).toBe('tool_calls');
+    expect(answer.toolCalls).toEqual([{ id: expect.any(String), name: 'get_weather', arguments: '{"city":"Paris"}' }]);
+    expect(answer.reasoning).toEqual([{ text: expect.any(String), signature: upstream.anthropic.signThinking(answer.reasoning[0]!.text), encryptedData: '', providerId: 'vtx-east' }]);
+
+    const history = [
+      message('user', 'Weather in Paris?'),
+      message('assistant', answer.content, { toolCalls: answer.toolCalls, reasoning: answer.reasoning }),
+      message('tool', 'Sunny, 24°C', { toolCallId: answer.toolCalls[0]!.id }),
+    ];
+    upstream.anthropic.script({ text: 'Sunny.' });
+    const second = await adapter.chat(request(CLAUDE, chatRequest(history, { tools, thinkingBudgetTokens: 1024, maxOutputTokens: 2048 })), signal());
+    expect(second.choices[0]!.message!.content).toBe('Sunny.');
+    expect(upstream.requests[1]!.body.messages[1].content[0]).toEqual({ type: 'thinking', thinking: answer.reasoning[0]!.text, signature: answer.reasoning[0]!.signature });
+
+    // Another vertex provider (same fake, other id) does not send thinking this one issued.
+    upstream.anthropic.script({ text: 'Sunny again.' });
+    const other = vertexAdapter('vtx-west');
+    await other.chat(request(CLAUDE, chatRequest(history, { tools, thinkingBudgetTokens: 1024, maxOutputTokens: 2048 })), signal());
+    expect(upstream.requests[2]!.body.messages[1].content.map((block: { type: string }) => block.type)).toEqual(['tool_use']);
+  });
+
+  it('a Gemini model fails as misconfigured until the Gemini half is wired (no request leaves)', async () => {
+    const adapter = vertexAdapter();
+    expect((await failureOf(adapter.chat(request(GEMINI, chatRequest('Hi')), signal()))).kind).toBe('misconfigured');
+    expect((await failureOf(collect(adapter.chatStream(request(GEMINI, chatRequest('Hi')), signal())))).kind).toBe('misconfigured');
+    expect(upstream.requests).toHaveLength(0);
+  });
+
+  it('renews the token when it nears expiry, and reuses it until then', async () => {
+    // A token of 301 s is due for renewal 1 s after it is issued (the margin is 5 minutes).
+    upstream.setTokenLifetime(301);
+    const adapter = vertexAdapter();
+    const before = upstream.tokensIssued;
+    await adapter.chat(request(CLAUDE, chatRequest('one')), signal());
+    await adapter.chat(request(CLAUDE, chatRequest('two')), signal());
+    expect(upstream.tokensIssued - before).toBe(1);
+    await new Promise((resolve) => setTimeout(resolve, 1_200));
+    await adapter.chat(request(CLAUDE, chatRequest('three')), signal());
+    expect(upstream.tokensIssued - before).toBe(2);
+    const [one, two, three] = upstream.requests.map((recorded) => recorded.headers.authorization);
+    expect(one).toBe(two);
+    expect(three).not.toBe(one);
+  });
+
+  it('gets a fresh token after Vertex refuses a revoked one (401 UNAUTHENTICATED, misconfigured)', async () => {
+    const adapter = vertexAdapter();
+    await adapter.chat(request(CLAUDE, chatRequest('one')), signal());
+    const issued = upstream.tokensIssued;
+    upstream.revokeTokens();
+    const failure = await failureOf(adapter.chat(request(CLAUDE, chatRequest('two')), signal()));
+    expect(failure.kind).toBe('misconfigured');
+    expect(failure.httpStatus).toBe(401);
+    expect(failure.providerMessage).toMatch(/^Request had invalid authentication credentials/);
+    const result = await adapter.chat(request(CLAUDE, chatRequest('three')), signal());
+    expect(result.choices[0]!.message!.content).toBe('Hello from the fake upstream.');
+    expect(upstream.tokensIssued).toBe(issued + 1);
+  });
+
+  it('a key Google does not know fails as misconfigured at the token endpoint, before any model request', async () => {
+    const adapter = vertexAdapter('vtx-wrong', { credentialsFileEnv: 'VERTEX_WRONG_KEY' });
+    const tokenRequests = upstream.tokenRequests;
+    const issued = upstream.tokensIssued;
+    const failure = await failureOf(adapter.chat(request(CLAUDE, chatRequest('Hi')), signal()));
+    expect(failure.kind).toBe('misconfigured');
+    expect(failure.providerMessage).toMatch(/invalid_grant/);
+    const streamed = await failureOf(collect(adapter.chatStream(request(CLAUDE, chatRequest('Hi')), signal())));
+    expect(streamed.kind).toBe('misconfigured');
+    expect(upstream.tokenRequests).toBeGreaterThan(tokenRequests);
+    expect(upstream.tokensIssued).toBe(issued);
+    expect(upstream.requests).toHaveLength(0);
+  });
+
+  it('a credentials variable that is named but unset, or a file that is missing, fails as misconfigured', async () => {
+    const unset = vertexAdapter('vtx-unset', { credentialsFileEnv: 'VERTEX_NOT_SET' });
+    const failure = await failureOf(unset.chat(request(CLAUDE, chatRequest('Hi')), signal()));
+    expect(failure.kind).toBe('misconfigured');
+    expect(failure.providerMessage).toContain('VERTEX_NOT_SET is not set');
+    env.VERTEX_MISSING_FILE = join(dir, 'no-such-file.json');
+    const missing = vertexAdapter('vtx-missing', { credentialsFileEnv: 'VERTEX_MISSING_FILE' });
+    expect((await failureOf(missing.chat(request(CLAUDE, chatRequest('Hi')), signal()))).kind).toBe('misconfigured');
+    expect(upstream.requests).toHaveLength(0);
+  });
+
+  it('the project and location of the config are the ones in the path (the fake refuses others)', async () => {
+    const wrongProject = vertexAdapter('vtx-other-project', { project: 'someone-else' });
+    const failure = await failureOf(wrongProject.chat(request(CLAUDE, chatRequest('Hi')), signal()));
+    expect(failure.kind).toBe('misconfigured');
+    expect(failure.httpStatus).toBe(403);
+  });
+
+  it('maps Claude errors relayed by Vertex: 429 and 529 overloaded, a 400 rejected in the provider words', async () => {
+    const adapter = vertexAdapter();
+    upstream.anthropic.script({ status: 429 }, { status: 529 });
+    expect((await failureOf(adapter.chat(request(CLAUDE, chatRequest('Hi')), signal()))).kind).toBe('overloaded');
+    expect((await failureOf(collect(adapter.chatStream(request(CLAUDE, chatRequest('Hi')), signal())))).kind).toBe('overloaded');
+    upstream.anthropic.script({ status: 400 });
+    const rejected = await failureOf(adapter.chat(request(CLAUDE, chatRequest('Hi')), signal()));
+    expect(rejected.kind).toBe('rejected');
+    expect(rejected.httpStatus).toBe(400);
+    expect(rejected.providerMessage).toBe('fake upstream error 400');
+    expect(upstream.requests).toHaveLength(3);
+  });
+});
