@@ -3,6 +3,7 @@ export * from './fake-upstream.js';
 export * from './fake-anthropic-upstream.js';
 export * from './fake-azure-openai-upstream.js';
 export * from './fake-gemini-upstream.js';
+export * from './fake-vertex-upstream.js';
 export * from './minimal-pdf.js';
 export * from './pcm-wav.js';
 export * from './hidden-class.js';
