@@ -196,6 +196,11 @@ describe('fake Anthropic upstream', () => {
     expect((await refusal({ ...hello, messages: [{ role: 'user', content: 'hi', name: 'bob' }] })).message).toBe('messages.0.name: Extra inputs are not permitted');
     expect((await refusal({ ...hello, tools: [{ ...weatherTool, name: 'x'.repeat(65) }] })).message).toContain('tools.0.name');
     expect((await refusal({ ...hello, tools: [{ ...weatherTool, name: 'get.weather' }] })).message).toContain('tools.0.name');
+    const marked = (mark: unknown, count = 1) => ({ ...hello, messages: [{ role: 'user', content: Array.from({ length: count }, (_, index) => ({ type: 'text', text: `part ${index}`, cache_control: mark })) }] });
+    expect((await refusal(marked({ type: 'ephemeral', ttl: '10m' }))).message).toBe("messages.0.content.0.cache_control.ttl: Input should be '5m' or '1h'");
+    expect((await refusal(marked({ type: 'persistent' }))).message).toBe("messages.0.content.0.cache_control.type: Input should be 'ephemeral'");
+    expect((await refusal(marked({ type: 'ephemeral' }, 5))).message).toBe('A maximum of 4 blocks with cache_control may be provided. Found 5.');
+    expect((await rawPost(marked({ type: 'ephemeral', ttl: '1h' }, 4))).status).toBe(200);
 
     const call = (id: string, input: unknown = { city: 'Oslo' }) => ({ role: 'assistant', content: [{ type: 'tool_use', id, name: 'get_weather', input }] });
     const result = (id: string) => ({ type: 'tool_result', tool_use_id: id, content: 'rain' });

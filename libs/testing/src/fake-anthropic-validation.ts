@@ -108,6 +108,36 @@ export function createThinkingSigner(): ThinkingSigner {
  * The body check: throws InvalidRequest naming the offending path, as the API's 400
  * invalid_request_error does. Thinking blocks must carry `signer`'s signatures.
  */
+/** Breakpoints the API takes in one request (tools, system and message blocks together). */
+const MAX_CACHE_BREAKPOINTS = 4;
+
+function checkCacheMark(mark: unknown, path: string) {
+  if (!isObject(mark) || mark.type !== 'ephemeral') refuse(`${path}.type: Input should be 'ephemeral'`);
+  refuseExtraFields(mark, new Set(['type', 'ttl']), path);
+  if (mark.ttl !== undefined && mark.ttl !== '5m' && mark.ttl !== '1h') refuse(`${path}.ttl: Input should be '5m' or '1h'`);
+}
+
+/** Every `cache_control` is `{type: 'ephemeral', ttl?: '5m' | '1h'}`, and at most four blocks carry one. */
+function checkCacheControl(body: Record<string, any>) {
+  if (body.cache_control !== undefined) checkCacheMark(body.cache_control, 'cache_control');
+  let marks = 0;
+  const visit = (block: unknown, path: string) => {
+    if (!isObject(block)) return;
+    if (block.cache_control !== undefined) {
+      checkCacheMark(block.cache_control, `${path}.cache_control`);
+      marks++;
+    }
+    if (Array.isArray(block.content)) block.content.forEach((inner: unknown, index: number) => visit(inner, `${path}.content.${index}`));
+  };
+  (Array.isArray(body.tools) ? body.tools : []).forEach((tool: unknown, index: number) => visit(tool, `tools.${index}`));
+  (Array.isArray(body.system) ? body.system : []).forEach((block: unknown, index: number) => visit(block, `system.${index}`));
+  (body.messages as unknown[]).forEach((message, index) => {
+    const content = isObject(message) ? message.content : undefined;
+    if (Array.isArray(content)) content.forEach((block: unknown, inner: number) => visit(block, `messages.${index}.content.${inner}`));
+  });
+  if (marks > MAX_CACHE_BREAKPOINTS) refuse(`A maximum of ${MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found ${marks}.`);
+}
+
 export function anthropicBodyValidator(signer: ThinkingSigner): (body: any) => void {
   const { signThinking, isOwnRedactedData } = signer;
 
@@ -140,6 +170,7 @@ export function anthropicBodyValidator(signer: ThinkingSigner): (body: any) => v
     const thinkingOn = checkThinking(body);
     checkToolChoice(body.tool_choice, toolNames, thinkingOn);
     checkMessages(body.messages, thinkingOn);
+    checkCacheControl(body);
   }
 
   function checkSampling(body: Record<string, any>) {
