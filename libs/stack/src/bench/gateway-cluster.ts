@@ -8,6 +8,7 @@ import { BATCH_SETTLER_DURABLE, SETTLER_DURABLE } from '@gateway/ledger';
 import { createLogger, NatsEventBus, USAGE_STREAM } from '@gateway/platform';
 import { createDatabase, sql, type Kysely } from '@gateway/platform/db';
 import { freePort } from '../embedded-postgres.js';
+import { wireCatalogYaml, wireRoutingEnv, type WireName } from './bench-wires.js';
 import { BenchChild } from './child-processes.js';
 import { consumerBacklog, jetStreamMessageCount } from './nats-stream-info.js';
 import { pidsByCommand, readProcStat, type ProcessGroup } from './proc-stat.js';
@@ -76,6 +77,8 @@ export interface GatewayClusterOptions {
   admission?: 'ledger' | 'leased';
   /** How the edge reaches routing (EDGE_ROUTER_TRANSPORT): 'exchange' (default, one multiplexed call) or 'calls' (a call per request). */
   routerTransport?: 'exchange' | 'calls';
+  /** Provider wires the bench model is also served over (`--wire`); the OpenAI wire always is. */
+  wires?: readonly WireName[];
 }
 
 export interface GatewayCluster {
@@ -106,7 +109,8 @@ export interface GatewayCluster {
   stop(): Promise<void>;
 }
 
-export function benchConfigYaml(upstreamBaseUrl: string): string {
+export function benchConfigYaml(upstreamBaseUrl: string, wires: readonly WireName[] = ['openai']): string {
+  const extra = wireCatalogYaml(new URL(upstreamBaseUrl).origin, BENCH_MODEL, wires);
   return `# Written by the bench (libs/stack/src/bench): one paid model served by the bench's fake upstream.
 startups:
   - id: bench
@@ -116,7 +120,7 @@ providers:
     kind: openai
     base_url: ${upstreamBaseUrl}
     api_key_env: BENCH_UPSTREAM_API_KEY
-limit_groups:
+${extra.providers}limit_groups:
   # Rate windows still count every request in Postgres; the limit is high enough never to refuse one.
   - id: bench
     tiers:
@@ -138,7 +142,7 @@ models:
     limit_group: bench
     offers:
       - { provider: bench-upstream, upstream_model: bench-upstream-model, endpoints: [chat.completions, messages, responses] }
-`;
+${extra.models}`;
 }
 
 const HealthClient = makeGenericClientConstructor(healthService, 'grpc.health.v1.Health');
@@ -172,7 +176,7 @@ export async function startGatewayCluster(options: GatewayClusterOptions): Promi
   databaseUrl.pathname = `/${databaseName}`;
   const configDir = mkdtempSync(join(tmpdir(), 'gateway-bench-'));
   const configPath = join(configDir, 'bench-config.yaml');
-  writeFileSync(configPath, benchConfigYaml(options.upstreamBaseUrl));
+  writeFileSync(configPath, benchConfigYaml(options.upstreamBaseUrl, options.wires));
 
   const admin = createDatabase({ url: options.postgresAdminUrl, schema: 'public', maxConnections: 1, applicationName: BENCH_APPLICATION_NAME });
   await sql.raw(`create database "${databaseName}"`).execute(admin);
@@ -231,7 +235,7 @@ export async function startGatewayCluster(options: GatewayClusterOptions): Promi
     for (const name of ['auth', 'catalog', 'ledger', 'media'] as const) {
       await until(() => serving(addresses[name]), START_TIMEOUT_MS, `${name} health`, children.get(name));
     }
-    launch('routing', { GRPC_LISTEN: addresses.routing, CATALOG_ADDR: addresses.catalog, BENCH_UPSTREAM_API_KEY: 'bench-upstream-key' });
+    launch('routing', { GRPC_LISTEN: addresses.routing, CATALOG_ADDR: addresses.catalog, BENCH_UPSTREAM_API_KEY: 'bench-upstream-key', ...wireRoutingEnv(options.wires ?? []) });
     await until(() => serving(addresses.routing), START_TIMEOUT_MS, 'routing health', children.get('routing'));
     launch('edge', {
       HOST: '127.0.0.1',

@@ -4,6 +4,7 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { parseWires, wireModel, type WireName } from './bench-wires.js';
 import { BenchChild, killAllChildrenNow, stopAllChildren } from './child-processes.js';
 import { summarizeProfile, type CpuProfile } from './cpu-profile.js';
 import { BENCH_MODEL, SERVICES, startGatewayCluster, type GatewayCluster, type ServiceName } from './gateway-cluster.js';
@@ -11,6 +12,7 @@ import type { LoadJob, LoadResult } from './load-generator.js';
 import { clockTicksPerSecond, cpuSecondsBetween, groupMemory, readMachineCpu, snapshotCpu, type ProcessGroup } from './proc-stat.js';
 import { PEERS, startNpmStartTarget, startPeer, type ExtraTarget, type MeasuredTarget, type PeerName } from './peers.js';
 import { formatCpuSplit, formatDialectTable, formatSideBySide, formatTable, verdicts, type BenchFigures, type DialectFigures, type SideBySideColumn, type TargetFigures } from './report.js';
+import { formatWireTable, type WireRow, type WireSample } from './wire-report.js';
 
 /**
  * `npm run bench`: the bare keep-alive proxy and the gateway (every service its own process, real
@@ -30,10 +32,16 @@ const HELP = `usage: npm run bench -- [options]
   --dialect a,b        the gateway's request dialects to measure, each over the same phases: chat (default),
                        messages, responses; the first is the one compared with the bare proxy, the others
                        are reported against it side by side
+  --wire a,b           also serve the bench model over these provider wires and measure each over the same
+                       phases: openai (always, the reference), gemini, bedrock (the fast upstream answers
+                       generateContent and Converse; bedrock requests are signed with static test keys)
+  --rounds N           with --wire: measure every wire N times per phase, alternating, and report the median
+                       (default 1, at most 9)
   --json FILE          also write the raw results as JSON
   --profile            profile the gateway under load (node --cpu-prof) instead of the comparison, over the
                        first phase --only names (default max)
-  --profile-services a,b  services to profile (default edge,routing,ledger,auth)
+  --profile-services a,b  services to profile (default edge,routing,ledger,auth); with --wire, the last
+                       wire named is profiled
   --admission MODE     the edge's admission: leased (default, leased budgets) or ledger (one Ledger.Admit per request)
   --router-transport T edge to routing: exchange (default, one multiplexed Router.Exchange call) or calls (a call per request)
   --npm-start          also measure the gateway as \`npm start\` runs it (one process, embedded Postgres)
@@ -69,6 +77,8 @@ const { values: args } = parseArgs({
     admission: { type: 'string' },
     'router-transport': { type: 'string' },
     dialect: { type: 'string' },
+    wire: { type: 'string' },
+    rounds: { type: 'string' },
     'npm-start': { type: 'boolean', default: false },
     peer: { type: 'string' },
     help: { type: 'boolean', default: false },
@@ -104,6 +114,8 @@ type DialectName = (typeof DIALECTS)[number];
 const dialects = (args.dialect ?? 'chat').split(',').map((name) => name.trim()).filter(Boolean) as DialectName[];
 for (const name of dialects) if (!(DIALECTS as readonly string[]).includes(name)) throw new Error(`--dialect takes dialects among ${DIALECTS.join(', ')}; got ${name}`);
 if (dialects.length === 0 || new Set(dialects).size !== dialects.length) throw new Error('--dialect needs distinct dialects');
+const wires = parseWires(args.wire);
+const rounds = wires.length > 1 ? Math.round(bounded(args.rounds, 1, 1, 9, 'rounds')) : 1;
 const peers = (args.peer ?? '').split(',').map((name) => name.trim()).filter(Boolean) as PeerName[];
 for (const name of peers) if (!(name in PEERS)) throw new Error(`--peer takes ${Object.keys(PEERS).join(', ')}; got ${name}`);
 /** Longest the ledger may take to settle the requests of a phase before its CPU is read. */
@@ -111,37 +123,42 @@ const SETTLE_TIMEOUT_MS = 60_000;
 
 const log = (text: string) => process.stderr.write(`[bench] ${text}\n`);
 
-const chatBody = JSON.stringify({ model: BENCH_MODEL, messages: [{ role: 'user', content: 'Say hello to the bench.' }], max_tokens: 16 });
-const streamBody = JSON.stringify({
-  model: BENCH_MODEL,
-  messages: [{ role: 'user', content: 'Say hello to the bench.' }],
-  max_tokens: 16,
-  stream: true,
-  stream_options: { include_usage: true },
-});
+const PROMPT = 'Say hello to the bench.';
+interface DialectRequest { path: string; body: string; streamBody: string; content: string; done: string }
 
 /**
- * The same exchange in each dialect: one user line, at most 16 tokens out. `content` marks the first
- * streamed content event of the dialect (the ttfb phase times it); `done` the end of a whole stream.
+ * The same exchange in each dialect, naming `model`: one user line, at most 16 tokens out. `content` marks
+ * the first streamed content event of the dialect (the ttfb phase times it); `done` the end of a whole stream.
  */
-const PROMPT = 'Say hello to the bench.';
-const DIALECT_REQUESTS: Record<DialectName, { path: string; body: string; streamBody: string; content: string; done: string }> = {
-  chat: { path: '/v1/chat/completions', body: chatBody, streamBody, content: '"content":"[^"]', done: '[DONE]' },
-  messages: {
-    path: '/v1/messages',
-    body: JSON.stringify({ model: BENCH_MODEL, max_tokens: 16, messages: [{ role: 'user', content: PROMPT }] }),
-    streamBody: JSON.stringify({ model: BENCH_MODEL, max_tokens: 16, messages: [{ role: 'user', content: PROMPT }], stream: true }),
-    content: '"text_delta","text":"[^"]',
-    done: 'event: message_stop',
-  },
-  responses: {
-    path: '/v1/responses',
-    body: JSON.stringify({ model: BENCH_MODEL, max_output_tokens: 16, input: PROMPT }),
-    streamBody: JSON.stringify({ model: BENCH_MODEL, max_output_tokens: 16, input: PROMPT, stream: true }),
-    content: '"type":"response\\.output_text\\.delta"[^\\n]*"delta":"[^"]',
-    done: 'event: response.completed',
-  },
-};
+function dialectRequests(model: string): Record<DialectName, DialectRequest> {
+  const messages = [{ role: 'user', content: PROMPT }];
+  return {
+    chat: {
+      path: '/v1/chat/completions',
+      body: JSON.stringify({ model, messages, max_tokens: 16 }),
+      streamBody: JSON.stringify({ model, messages, max_tokens: 16, stream: true, stream_options: { include_usage: true } }),
+      content: '"content":"[^"]',
+      done: '[DONE]',
+    },
+    messages: {
+      path: '/v1/messages',
+      body: JSON.stringify({ model, max_tokens: 16, messages }),
+      streamBody: JSON.stringify({ model, max_tokens: 16, messages, stream: true }),
+      content: '"text_delta","text":"[^"]',
+      done: 'event: message_stop',
+    },
+    responses: {
+      path: '/v1/responses',
+      body: JSON.stringify({ model, max_output_tokens: 16, input: PROMPT }),
+      streamBody: JSON.stringify({ model, max_output_tokens: 16, input: PROMPT, stream: true }),
+      content: '"type":"response\\.output_text\\.delta"[^\\n]*"delta":"[^"]',
+      done: 'event: response.completed',
+    },
+  };
+}
+/** Each wire's requests: the same bodies naming the bench model of that wire. */
+const WIRE_REQUESTS = new Map(wires.map((wire) => [wire, dialectRequests(wireModel(BENCH_MODEL, wire))]));
+const requestOf = (dialect: DialectName, wire: WireName = 'openai') => WIRE_REQUESTS.get(wire)![dialect];
 
 interface Target extends MeasuredTarget {
   /** Waits until the target has finished the work of the requests already answered (ledger settlement). */
@@ -227,23 +244,24 @@ async function runPhase(target: Target, job: Omit<LoadJob, 'origin' | 'headerSet
 const sum = (values: Iterable<number>) => [...values].reduce((total, value) => total + value, 0);
 
 /** Two requests (one whole, one streamed) a target must answer right before it is measured. */
-async function checkTarget(target: Target, dialect: DialectName = 'chat', { stream = true } = {}): Promise<void> {
-  const request = DIALECT_REQUESTS[dialect];
+async function checkTarget(target: Target, dialect: DialectName = 'chat', { stream = true, wire = 'openai' as WireName } = {}): Promise<void> {
+  const request = requestOf(dialect, wire);
+  const name = wire === 'openai' ? dialect : `${dialect}, ${wire} wire`;
   const headers = { ...target.headers, 'content-type': 'application/json', authorization: `Bearer ${target.apiKeys[0]}` };
   const plain = await fetch(`${target.origin}${request.path}`, { method: 'POST', headers, body: request.body });
   const plainText = await plain.text();
-  if (plain.status !== 200 || !plainText.includes('Hello from the bench upstream.')) throw new Error(`${target.name} (${dialect}): answered ${plain.status}: ${plainText.slice(0, 300)}`);
+  if (plain.status !== 200 || !plainText.includes('Hello from the bench upstream.')) throw new Error(`${target.name} (${name}): answered ${plain.status}: ${plainText.slice(0, 300)}`);
   if (!stream) return;
   const streamed = await fetch(`${target.origin}${request.path}`, { method: 'POST', headers, body: request.streamBody });
   const streamText = await streamed.text();
   if (streamed.status !== 200 || !streamText.includes(request.done) || !new RegExp(request.content).test(streamText)) {
-    throw new Error(`${target.name} (${dialect}): stream answered ${streamed.status}: ${streamText.slice(0, 300)}`);
+    throw new Error(`${target.name} (${name}): stream answered ${streamed.status}: ${streamText.slice(0, 300)}`);
   }
 }
 
 /** The jobs of the three phases for one dialect's requests. */
-function phaseJobs(dialect: DialectName): Record<PhaseName, Omit<LoadJob, 'origin' | 'headerSets'>> {
-  const request = DIALECT_REQUESTS[dialect];
+function phaseJobs(dialect: DialectName, wire: WireName = 'openai'): Record<PhaseName, Omit<LoadJob, 'origin' | 'headerSets'>> {
+  const request = requestOf(dialect, wire);
   return {
     max: { mode: 'closed', path: request.path, body: request.body, connections, warmupMs, durationMs },
     rate: { mode: 'open', path: request.path, body: request.body, connections: 256, warmupMs, durationMs, rate, maxInFlight: 2_000 },
@@ -343,13 +361,13 @@ async function compare(): Promise<void> {
     log(`mode ${quick ? 'quick' : 'full'}: ${accounts} account(s), ${connections} connections, ${durationMs / 1000} s per phase after ${warmupMs / 1000} s warm-up, ${rate} req/s latency phase`);
     const { upstream, upstreamOrigin, proxy, proxyOrigin } = await startUpstreamAndProxy();
     log('starting the gateway: six service processes, fresh Postgres database and NATS namespace');
-    cluster = await startGatewayCluster({ root, upstreamBaseUrl: `${upstreamOrigin}/v1`, postgresAdminUrl, natsUrl, accounts, admission, routerTransport });
+    cluster = await startGatewayCluster({ root, upstreamBaseUrl: `${upstreamOrigin}/v1`, postgresAdminUrl, natsUrl, accounts, admission, routerTransport, wires });
     log(`edge admission: ${admission}; edge to routing: ${routerTransport}`);
     log(`gateway at ${cluster.url} (database ${cluster.databaseName}, NATS namespace ${cluster.namespace})`);
     const bare: Target = { name: 'bare', origin: proxyOrigin, apiKeys: ['bench'], groups: async () => [{ name: 'bare-proxy', pids: [proxy.pid] }], settle: async () => undefined };
     const gateway = gatewayTarget(cluster);
     await checkTarget(bare);
-    for (const dialect of dialects) await checkTarget(gateway, dialect);
+    for (const dialect of dialects) for (const wire of wires) await checkTarget(gateway, dialect, { wire });
     const observers: ProcessGroup[] = [{ name: 'upstream', pids: [upstream.pid] }];
     const extraStarts: (() => Promise<ExtraTarget>)[] = [];
     if (args['npm-start']) extraStarts.push(() => { log('starting npm start (one process, embedded Postgres)'); return startNpmStartTarget(root, `${upstreamOrigin}/v1`); });
@@ -359,19 +377,31 @@ async function compare(): Promise<void> {
     // it is measured once, against the first dialect; every dialect is measured on the gateway.
     const phases: Record<string, Record<'bare' | 'gateway', PhaseOutcome>> = {};
     const byDialect = new Map<DialectName, Partial<Record<PhaseName, PhaseOutcome>>>(dialects.map((dialect) => [dialect, {}]));
+    /** Every gateway outcome by `dialect/wire/phase`, one per round. */
+    const byWire = new Map<string, PhaseOutcome[]>();
     for (const phase of PHASES.filter((name) => onlyPhases.includes(name))) {
       phases[phase] = {} as Record<'bare' | 'gateway', PhaseOutcome>;
       const bareJob = phaseJobs('chat')[phase];
       log(`phase ${phase} (${bareJob.mode}) on bare...`);
       phases[phase]!.bare = await runPhase(bare, bareJob, observers);
       log(describePhase(`${phase} bare`, phases[phase]!.bare));
-      for (const dialect of dialects) {
-        const job = phaseJobs(dialect)[phase];
-        log(`phase ${phase} (${job.mode}) on gateway, ${dialect} dialect...`);
-        const outcome = await runPhase(gateway, job, observers);
-        byDialect.get(dialect)![phase] = outcome;
-        if (dialect === dialects[0]) phases[phase]!.gateway = outcome;
-        log(describePhase(`${phase} gateway ${dialect}`, outcome));
+      // With --wire, every wire of a dialect in turn, --rounds times over; the OpenAI wire's first round is
+      // the dialect's figure everywhere else.
+      for (let round = 0; round < rounds; round += 1) {
+        for (const dialect of dialects) {
+          for (const wire of wires) {
+            const job = phaseJobs(dialect, wire)[phase];
+            const label = `${dialect} dialect${wires.length > 1 ? `, ${wire} wire${rounds > 1 ? `, round ${round + 1}` : ''}` : ''}`;
+            log(`phase ${phase} (${job.mode}) on gateway, ${label}...`);
+            const outcome = await runPhase(gateway, job, observers);
+            if (wire === 'openai' && round === 0) {
+              byDialect.get(dialect)![phase] = outcome;
+              if (dialect === dialects[0]) phases[phase]!.gateway = outcome;
+            }
+            byWire.set(`${dialect}/${wire}/${phase}`, [...(byWire.get(`${dialect}/${wire}/${phase}`) ?? []), outcome]);
+            log(describePhase(`${phase} gateway ${label}`, outcome));
+          }
+        }
       }
     }
 
@@ -437,7 +467,7 @@ async function compare(): Promise<void> {
 
     // Every answered gateway request (warm-ups and the checks included) must be charged exactly once.
     const answered =
-      2 * dialects.length + sum([...byDialect.values()].flatMap((outcomes) => Object.values(outcomes).map((outcome) => outcome.result.ok + outcome.result.warmupOk)));
+      2 * dialects.length * wires.length + sum([...byWire.values()].flat().map((outcome) => outcome.result.ok + outcome.result.warmupOk));
     // Leases hold no per-request reservation for waitSettled to watch: give the last events time to settle.
     let charges = await cluster.charges();
     for (const deadline = Date.now() + 10_000; charges < answered && Date.now() < deadline; charges = await cluster.charges()) {
@@ -445,6 +475,12 @@ async function compare(): Promise<void> {
     }
     const batchLines = ['max', 'rate'].filter((phase) => phases[phase]).map((phase) => `Batching, ${phase} phase: ${batching(phases[phase]!.gateway.counters ?? {})}.`).join('\n');
     const dialectTable = dialects.length > 1 ? `\n${formatDialectTable(dialects.map((dialect) => ({ dialect, ...dialectFigures(byDialect.get(dialect)!) })))}\n` : '';
+    const streamedPhase = phases.ttfb && !phases.streams ? 'ttfb' : 'streams';
+    const wireSamples = (key: string): WireSample[] =>
+      (byWire.get(key) ?? []).map((outcome) => ({ cpuMicros: sum(Object.values(cpuMicrosByGroup(outcome))), byProcess: cpuMicrosByGroup(outcome), errors: outcome.result.errors }));
+    const wireRows: WireRow[] = dialects.flatMap((dialect) =>
+      wires.map((wire) => ({ dialect, wire, whole: wireSamples(`${dialect}/${wire}/max`), streamed: wireSamples(`${dialect}/${wire}/${streamedPhase}`) })));
+    const wireTable = wires.length > 1 ? `\n${formatWireTable(wireRows, streamedPhase, rounds)}\n` : '';
     const columns: SideBySideColumn[] = [
       sideBySide('bare proxy', { max: phases.max?.bare, rate: phases.rate?.bare, streams: phases.streams?.bare, ttfb: phases.ttfb?.bare }),
       sideBySide('gateway, 6 processes', { max: phases.max?.gateway, rate: phases.rate?.gateway, streams: phases.streams?.gateway, ttfb: phases.ttfb?.gateway }),
@@ -453,8 +489,8 @@ async function compare(): Promise<void> {
     const streamsPhase = phases.streams;
     const cpuSplit = streamsPhase ? formatCpuSplit('streams', sum(Object.values(cpuMicrosByGroup(streamsPhase.bare))), cpuMicrosByGroup(streamsPhase.gateway)) : '';
     const sideTable = extraOutcomes.size > 0 ? `\n${formatSideBySide(columns)}\n${notes.map((note) => `Note: ${note}\n`).join('')}` : '';
-    process.stdout.write(`\n${formatTable(figures)}\n${cpuSplit ? `${cpuSplit}\n` : ''}${dialectTable}${sideTable}${batchLines}\nLedger: ${charges} charges for ${answered} answered gateway requests; ${await cluster.openReservations()} reservations open.\n`);
-    if (args.json) writeFileSync(args.json, JSON.stringify({ figures, verdicts: verdicts(figures), phases, byDialect: Object.fromEntries(byDialect), charges, answered }, (_key, value) => (value instanceof Map ? Object.fromEntries(value) : value), 2));
+    process.stdout.write(`\n${formatTable(figures)}\n${cpuSplit ? `${cpuSplit}\n` : ''}${dialectTable}${wireTable}${sideTable}${batchLines}\nLedger: ${charges} charges for ${answered} answered gateway requests; ${await cluster.openReservations()} reservations open.\n`);
+    if (args.json) writeFileSync(args.json, JSON.stringify({ figures, verdicts: verdicts(figures), phases, byDialect: Object.fromEntries(byDialect), ...(wires.length > 1 ? { byWire: Object.fromEntries(byWire) } : {}), charges, answered }, (_key, value) => (value instanceof Map ? Object.fromEntries(value) : value), 2));
   } catch (error) {
     for (const child of cluster?.children.values() ?? []) log(`last output of ${child.name}:\n${child.logs().split('\n').slice(-20).join('\n')}`);
     throw error;
@@ -474,13 +510,15 @@ async function profile(): Promise<void> {
   try {
     const { upstreamOrigin } = await startUpstreamAndProxy();
     log(`starting the gateway with --cpu-prof on ${services.join(', ')}`);
-    cluster = await startGatewayCluster({ root, upstreamBaseUrl: `${upstreamOrigin}/v1`, postgresAdminUrl, natsUrl, accounts, admission, routerTransport, profile: { services, dir } });
+    cluster = await startGatewayCluster({ root, upstreamBaseUrl: `${upstreamOrigin}/v1`, postgresAdminUrl, natsUrl, accounts, admission, routerTransport, wires, profile: { services, dir } });
     const gateway = gatewayTarget(cluster);
-    await checkTarget(gateway);
+    // With --wire, the last wire it names (`--profile --wire bedrock`: the Bedrock wire).
+    const wire = wires.at(-1)!;
+    await checkTarget(gateway, 'chat', { wire });
     // The first phase --only names (default max), on chat requests.
     const phase = (args.only ? onlyPhases[0] : 'max') as PhaseName;
-    const outcome = await runPhase(gateway, phaseJobs('chat')[phase], []);
-    log(describePhase(`profiled ${phase} gateway`, outcome));
+    const outcome = await runPhase(gateway, phaseJobs('chat', wire)[phase], []);
+    log(describePhase(`profiled ${phase} gateway${wire === 'openai' ? '' : `, ${wire} wire`}`, outcome));
     // Profiles are written when a process exits normally (SIGTERM -> runMain -> exit).
     await cluster.stop();
     cluster = undefined;
