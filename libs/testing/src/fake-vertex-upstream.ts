@@ -1,9 +1,9 @@
 import { request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { startFakeAnthropicUpstream, type FakeAnthropicUpstream } from './fake-anthropic-upstream.js';
+import { startFakeGeminiUpstream, type FakeGeminiUpstream } from './fake-gemini-upstream.js';
 import { listenOnLoopback, readBody } from './fake-upstream-support.js';
 import type { RecordedRequest } from './fake-upstream-types.js';
 import { oauthGrantChecker } from './fake-vertex-oauth.js';
-import { answerGeminiMinimal } from './fake-vertex-gemini.js';
 
 export { createTestServiceAccount, type TestServiceAccount } from './fake-vertex-oauth.js';
 
@@ -29,6 +29,8 @@ export interface FakeVertexUpstream {
   tokenUri: string;
   /** The Claude half: script it, sign thinking with it. Its own `requests` hold the bodies as Anthropic sees them. */
   anthropic: FakeAnthropicUpstream;
+  /** The Gemini half (the fake Gemini API): script it, get thought signatures from it. */
+  gemini: FakeGeminiUpstream;
   /** Model-route requests as received (Vertex paths, bearer token, Vertex-shaped bodies). */
   requests: RecordedRequest[];
   /** Grants asked of the token endpoint (answered or refused). */
@@ -64,11 +66,13 @@ function anthropicInvalid(response: ServerResponse, message: string) {
  * `publishers/anthropic/models/{model}:rawPredict|streamRawPredict` take the Messages body without
  * `model` and with `anthropic_version: vertex-2023-10-16` and are answered by a fake Anthropic upstream
  * (same scripting, validation and thinking signatures); `publishers/google/models/{model}:generateContent|
- * streamGenerateContent` answer in Gemini's format.
+ * streamGenerateContent` by a fake Gemini API (its validation, thought signatures and SSE).
  */
 export async function startFakeVertexUpstream(options: FakeVertexUpstreamOptions): Promise<FakeVertexUpstream> {
   const anthropic = await startFakeAnthropicUpstream({ apiKey: INNER_KEY });
-  const innerPort = Number(new URL(anthropic.url).port);
+  const gemini = await startFakeGeminiUpstream({ apiKey: INNER_KEY });
+  const anthropicPort = Number(new URL(anthropic.url).port);
+  const geminiPort = Number(new URL(gemini.url).port);
   const requests: RecordedRequest[] = [];
   let tokenLifetime = options.tokenLifetimeSeconds ?? 3_600;
   let tokenUri = '';
@@ -113,7 +117,9 @@ export async function startFakeVertexUpstream(options: FakeVertexUpstreamOptions
       return claude(request, response, raw, body, decodeURIComponent(model));
     }
     if (publisher === 'google' && (method === 'generateContent' || method === 'streamGenerateContent')) {
-      return answerGeminiMinimal(response, body, decodeURIComponent(model), method === 'streamGenerateContent', url.searchParams.get('alt'));
+      // The Gemini API's request and answer formats are Vertex's too; only the path and the auth differ.
+      const alt = url.searchParams.get('alt');
+      return relay(request, response, geminiPort, `/v1beta/models/${model}:${method}${alt ? `?alt=${encodeURIComponent(alt)}` : ''}`, { 'x-goog-api-key': INNER_KEY }, raw);
     }
     return googleError(response, 404, 'NOT_FOUND', `Publisher Model \`projects/${project}/locations/${location}/publishers/${publisher}/models/${model}\` was not found or your project does not have access to it.`);
   }
@@ -125,18 +131,17 @@ export async function startFakeVertexUpstream(options: FakeVertexUpstreamOptions
     if (body.anthropic_version === undefined) return anthropicInvalid(response, 'anthropic_version: Field required');
     if (body.anthropic_version !== VERTEX_ANTHROPIC_VERSION) return anthropicInvalid(response, `anthropic_version: invalid version ${String(body.anthropic_version)}`);
     const { anthropic_version: _version, ...rest } = body;
-    const forwarded = JSON.stringify({ model, ...rest });
+    return relay(request, response, anthropicPort, '/v1/messages', { 'anthropic-version': INNER_ANTHROPIC_VERSION, 'x-api-key': INNER_KEY }, JSON.stringify({ model, ...rest }));
+  }
+
+  /** Forwards a request to an inner fake and relays its answer as it arrives, cuts and stalls included. */
+  function relay(request: IncomingMessage, response: ServerResponse, port: number, path: string, headers: Record<string, string>, forwarded: string) {
     const inner = httpRequest({
       host: '127.0.0.1',
-      port: innerPort,
+      port,
       method: 'POST',
-      path: '/v1/messages',
-      headers: {
-        'content-type': 'application/json',
-        'content-length': Buffer.byteLength(forwarded),
-        'anthropic-version': INNER_ANTHROPIC_VERSION,
-        'x-api-key': INNER_KEY,
-      },
+      path,
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(forwarded), ...headers },
     }, (answer) => {
       response.writeHead(answer.statusCode ?? 502, {
         'content-type': answer.headers['content-type'] ?? 'application/json',
@@ -145,12 +150,12 @@ export async function startFakeVertexUpstream(options: FakeVertexUpstreamOptions
       response.flushHeaders();
       answer.on('data', (chunk: Buffer) => response.write(chunk));
       answer.on('end', () => response.end());
-      // The Anthropic fake cut its answer (scripted): Vertex's connection drops the same way.
+      // The inner fake cut its answer (scripted): Vertex's connection drops the same way.
       answer.on('aborted', () => request.socket.destroy());
       answer.on('error', () => request.socket.destroy());
     });
     inner.on('error', () => request.socket.destroy());
-    // The client gave up: the Anthropic fake sees its connection close too.
+    // The client gave up: the inner fake sees its connection close too.
     response.on('close', () => { if (!response.writableFinished) inner.destroy(); });
     inner.end(forwarded);
   }
@@ -163,12 +168,13 @@ export async function startFakeVertexUpstream(options: FakeVertexUpstreamOptions
     url,
     tokenUri,
     anthropic,
+    gemini,
     requests,
     get tokenRequests() { return counts.tokenRequests; },
     get tokensIssued() { return counts.tokensIssued; },
     setTokenLifetime: (seconds) => { tokenLifetime = seconds; },
     revokeTokens: () => oauth.revokeAll(),
-    reset: () => { requests.length = 0; anthropic.reset(); },
-    close: async () => { await server.close(); await anthropic.close(); },
+    reset: () => { requests.length = 0; anthropic.reset(); gemini.reset(); },
+    close: async () => { await server.close(); await Promise.all([anthropic.close(), gemini.close()]); },
   };
 }

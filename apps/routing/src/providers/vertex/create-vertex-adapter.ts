@@ -2,6 +2,7 @@ import type { Provider } from '@gateway/proto';
 import { AnthropicAdapter } from '../anthropic/anthropic-adapter.js';
 import type { AnthropicRequestBody } from '../anthropic/anthropic-api-types.js';
 import { anthropicHttpError } from '../anthropic/anthropic-error.js';
+import { GeminiAdapter } from '../gemini/gemini-adapter.js';
 import type { ProviderAdapter, SecretSource } from '../provider-adapter.js';
 import { InstructedStructuredOutput } from '../structured-output.js';
 import { VertexAdapter } from './vertex-adapter.js';
@@ -54,5 +55,14 @@ export function createVertexAdapter(provider: Provider, secretFor: SecretSource,
       return anthropicHttpError(status, bodyText);
     },
   }));
-  return new VertexAdapter({ providerId: provider.id, claude, gemini: undefined });
+  // Gemini's JSON modes are native (responseJsonSchema): no instructed fallback, as for kind gemini.
+  const gemini = new GeminiAdapter({
+    providerId: provider.id,
+    kind: 'vertex',
+    baseUrl: paths.origin,
+    modelPath: paths.gemini,
+    authHeaders: token.headers,
+    headers: provider.headers,
+  });
+  return new VertexAdapter({ providerId: provider.id, claude, gemini });
 }

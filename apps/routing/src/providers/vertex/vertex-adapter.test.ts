@@ -164,11 +164,77 @@ describe('Vertex adapter (kind vertex) against the fake Vertex upstream', () => 
     expect(upstream.requests[2]!.body.messages[1].content.map((block: { type: string }) => block.type)).toEqual(['tool_use']);
   });
 
-  it('a Gemini model fails as misconfigured until the Gemini half is wired (no request leaves)', async () => {
+  it('sends Gemini models to publishers/google generateContent with the bearer token and provider headers', async () => {
     const adapter = vertexAdapter();
-    expect((await failureOf(adapter.chat(request(GEMINI, chatRequest('Hi')), signal()))).kind).toBe('misconfigured');
-    expect((await failureOf(collect(adapter.chatStream(request(GEMINI, chatRequest('Hi')), signal())))).kind).toBe('misconfigured');
-    expect(upstream.requests).toHaveLength(0);
+    upstream.gemini.script({ text: 'Paris.', usage: { promptTokenCount: 12, candidatesTokenCount: 2, cachedContentTokenCount: 8 } });
+    const result = await adapter.chat(request(GEMINI, chatRequest([message('system', 'Be brief.'), message('user', 'Capital of France?')])), signal());
+    expect(result.choices[0]!.message!.content).toBe('Paris.');
+    expect(result.choices[0]!.finishReason).toBe('stop');
+    expect(result.usage).toMatchObject({ inputTokens: 12, cachedInputTokens: 8, outputTokens: 2 });
+    const received = upstream.requests[0]!;
+    expect(received.path).toBe(`/v1/projects/${PROJECT}/locations/${LOCATION}/publishers/google/models/${GEMINI}:generateContent`);
+    expect(received.headers.authorization).toMatch(/^Bearer ya29\.fake-/);
+    expect(received.headers['x-team']).toBe('search');
+    expect(received.headers['x-goog-api-key']).toBeUndefined();
+    expect(received.body.systemInstruction).toEqual({ parts: [{ text: 'Be brief.' }] });
+    expect(received.body.contents).toEqual([{ role: 'user', parts: [{ text: 'Capital of France?' }] }]);
+  });
+
+  it('streams Gemini from streamGenerateContent?alt=sse: text in order, finish, usage', async () => {
+    const adapter = vertexAdapter();
+    upstream.gemini.script({ text: 'one two three four', chunkCount: 4, usage: { promptTokenCount: 9, candidatesTokenCount: 4 } });
+    const parts = await collect(adapter.chatStream(request(GEMINI, chatRequest('Count.')), signal()));
+    expect(upstream.requests[0]!.path).toBe(`/v1/projects/${PROJECT}/locations/${LOCATION}/publishers/google/models/${GEMINI}:streamGenerateContent?alt=sse`);
+    const deltas = deltasOf(parts);
+    expect(deltas.map((delta) => delta.content).join('')).toBe('one two three four');
+    expect(deltas.filter((delta) => delta.content).length).toBeGreaterThan(1);
+    expect(deltas.at(-1)!.finishReason).toBe('stop');
+    expect(parts.at(-1)).toMatchObject({ type: 'usage', usage: { inputTokens: 9, outputTokens: 4 } });
+  });
+
+  for (const mode of ['whole', 'streamed'] as const) {
+    it(`${mode}: a Gemini 3 tool round trip on Vertex carries the call's thoughtSignature back (the fake verifies it), tagged with the vertex provider`, async () => {
+      const adapter = vertexAdapter('vtx-gem');
+      const answer = async (chat: ChatRequest) => {
+        if (mode === 'whole') return (await adapter.chat(request('gemini-3-pro-preview', chat), signal())).choices[0]!.message!;
+        const deltas = deltasOf(await collect(adapter.chatStream(request('gemini-3-pro-preview', chat), signal())));
+        const calls = deltas.flatMap((delta) => delta.toolCalls);
+        return {
+          content: deltas.map((delta) => delta.content).join(''),
+          toolCalls: calls.filter((call) => call.id !== '').map((call) => ({ id: call.id, name: call.name, arguments: calls.filter((other) => other.index === call.index).map((other) => other.arguments).join('') })),
+          reasoning: deltas.filter((delta) => delta.reasoning || delta.reasoningSignature)
+            .map((delta) => ({ text: delta.reasoning, signature: delta.reasoningSignature, encryptedData: '', providerId: 'vtx-gem' })),
+        };
+      };
+      upstream.gemini.script({ functionCalls: [{ name: 'get_weather', args: { city: 'Paris' } }] });
+      const first = await answer(chatRequest('Weather?', { tools: [weatherTool] }));
+      expect(first.toolCalls).toEqual([{ id: expect.any(String), name: 'get_weather', arguments: '{"city":"Paris"}' }]);
+      expect(first.reasoning.length).toBeGreaterThan(0);
+      if (mode === 'whole') expect(first.reasoning.every((part) => part.providerId === 'vtx-gem')).toBe(true);
+      const history = [
+        message('user', 'Weather?'),
+        message('assistant', '', { toolCalls: first.toolCalls, reasoning: first.reasoning }),
+        message('tool', 'sunny', { toolCallId: first.toolCalls[0]!.id }),
+      ];
+      upstream.gemini.script({ text: 'Sunny in Paris.' });
+      const second = await answer(chatRequest(history, { tools: [weatherTool] }));
+      expect(second.content).toBe('Sunny in Paris.');
+      const sent = upstream.requests[1]!.body.contents[1].parts[0];
+      expect(sent.functionCall).toEqual({ name: 'get_weather', args: { city: 'Paris' } });
+      expect(typeof sent.thoughtSignature).toBe('string');
+      expect(sent.thoughtSignature).not.toBe('skip_thought_signature_validator');
+    });
+  }
+
+  it('maps Gemini errors on Vertex: 429 overloaded, 400 rejected, a revoked token 401 misconfigured', async () => {
+    const adapter = vertexAdapter();
+    upstream.gemini.script({ status: 429 }, { status: 400 });
+    expect((await failureOf(adapter.chat(request(GEMINI, chatRequest('Hi')), signal()))).kind).toBe('overloaded');
+    expect((await failureOf(collect(adapter.chatStream(request(GEMINI, chatRequest('Hi')), signal())))).kind).toBe('rejected');
+    upstream.revokeTokens();
+    const unauthenticated = await failureOf(adapter.chat(request(GEMINI, chatRequest('Hi')), signal()));
+    expect(unauthenticated.kind).toBe('misconfigured');
+    expect(unauthenticated.httpStatus).toBe(401);
   });
 
   it('renews the token when it nears expiry, and reuses it until then', async () => {

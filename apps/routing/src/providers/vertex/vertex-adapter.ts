@@ -1,5 +1,4 @@
 import {
-  ProviderError,
   type AdapterChatRequest,
   type AdapterChatResult,
   type AdapterStreamPart,
@@ -12,8 +11,8 @@ export interface VertexAdapterOptions {
   providerId: string;
   /** Claude models (`publishers/anthropic`, rawPredict / streamRawPredict). */
   claude: ProviderAdapterV1;
-  /** Every other model (`publishers/google`, Gemini's generateContent); undefined: those models fail as misconfigured. */
-  gemini: ProviderAdapterV1 | undefined;
+  /** Every other model (`publishers/google`, Gemini's generateContent). */
+  gemini: ProviderAdapterV1;
 }
 
 /**
@@ -28,7 +27,7 @@ export class VertexAdapter implements ProviderAdapterV1 {
   readonly kind = 'vertex';
   readonly providerId: string;
   private readonly claude: ProviderAdapterV1;
-  private readonly gemini: ProviderAdapterV1 | undefined;
+  private readonly gemini: ProviderAdapterV1;
 
   constructor(options: VertexAdapterOptions) {
     this.providerId = options.providerId;
@@ -36,36 +35,15 @@ export class VertexAdapter implements ProviderAdapterV1 {
     this.gemini = options.gemini;
   }
 
-  private adapterFor(upstreamModel: string): ProviderAdapterV1 {
-    if (isClaudeModel(upstreamModel)) return this.claude;
-    if (this.gemini) return this.gemini;
-    throw new ProviderError('misconfigured', `model ${upstreamModel}: this build serves only Claude models on Vertex`);
-  }
-
   chat(request: AdapterChatRequest, signal: AttemptSignal): Promise<AdapterChatResult> {
-    try {
-      return this.adapterFor(request.upstreamModel).chat(request, signal);
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    return (isClaudeModel(request.upstreamModel) ? this.claude : this.gemini).chat(request, signal);
   }
 
   chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {
-    let adapter: ProviderAdapterV1;
-    try {
-      adapter = this.adapterFor(request.upstreamModel);
-    } catch (error) {
-      return failedStream(error);
-    }
-    return adapter.chatStream(request, signal);
+    return (isClaudeModel(request.upstreamModel) ? this.claude : this.gemini).chatStream(request, signal);
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.claude.close(), this.gemini?.close()]);
+    await Promise.all([this.claude.close(), this.gemini.close()]);
   }
-}
-
-// eslint-disable-next-line require-yield
-async function* failedStream(error: unknown): AsyncIterable<AdapterStreamPart> {
-  throw error;
 }
