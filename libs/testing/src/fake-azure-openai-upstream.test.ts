@@ -28,13 +28,18 @@ describe('fake Azure OpenAI resource', () => {
     expect(((await v1.json()) as any).choices[0].finish_reason).toBe('stop');
   });
 
-  it('refuses a missing or wrong api-key, and a bearer token in its place, with Azure\'s 401', async () => {
-    for (const headers of [{}, { 'api-key': 'wrong' }, { authorization: `Bearer ${azure.apiKey}` }]) {
-      const { status, error } = await refusal(await post('/openai/v1/chat/completions', chatBody, headers));
-      expect(status).toBe(401);
+  it('refuses a missing or wrong api-key with Azure\'s 401; a bearer key only on the v1 API', async () => {
+    const dated = '/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21';
+    for (const [path, headers] of [
+      ['/openai/v1/chat/completions', {}], ['/openai/v1/chat/completions', { 'api-key': 'wrong' }], ['/openai/v1/chat/completions', { authorization: 'Bearer wrong' }],
+      [dated, {}], [dated, { authorization: `Bearer ${azure.apiKey}` }],
+    ] as const) {
+      const { status, error } = await refusal(await post(path, chatBody, headers));
+      expect(status, `${path} ${JSON.stringify(headers)}`).toBe(401);
       expect(error.code).toBe('401');
       expect(error.message).toMatch(/^Access denied due to invalid subscription key or wrong API endpoint/);
     }
+    expect((await post('/openai/v1/chat/completions', chatBody, { authorization: `Bearer ${azure.apiKey}` })).status).toBe(200);
   });
 
   it('refuses a deployment URL without api-version (404), with one it does not serve (400), and an unknown deployment (404)', async () => {

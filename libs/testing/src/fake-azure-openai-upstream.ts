@@ -84,7 +84,8 @@ function fieldsOf(parts: RecordedPart[] | undefined): Record<string, string> {
 
 /**
  * An Azure OpenAI resource on a real loopback HTTP server. It refuses what Azure refuses: a missing or
- * wrong `api-key` header (401; a bearer token is not a key), a deployment URL without `api-version`
+ * wrong `api-key` header (401; on deployment URLs a bearer token is not a key, the v1 API takes the key
+ * as a bearer token too), a deployment URL without `api-version`
  * (404 Resource not found) or with one it does not serve (400 API version not supported), an unknown
  * deployment (404 DeploymentNotFound), a route the deployment's model cannot do (400
  * OperationNotSupported), and moderations or any other route Azure does not serve (404). It serves
@@ -109,10 +110,13 @@ export async function startFakeAzureOpenAIUpstream(options: FakeAzureOpenAIOptio
   async function handle(request: IncomingMessage, response: ServerResponse) {
     const { behaviour, body, recorded } = await receiveScripted(request, requests, queue, fallback);
     const url = new URL(request.url ?? '/', 'http://fake');
-    if (request.headers['api-key'] !== apiKey) return refuse(response, 401, ACCESS_DENIED);
-
     const deploymentRoute = /^\/openai\/deployments\/([^/]+)\/(.+)$/.exec(url.pathname);
     const v1Route = /^\/openai\/v1\/(.+)$/.exec(url.pathname);
+    // The v1 API also takes the key as a bearer token (the plain OpenAI client's way); dated versions
+    // read a bearer token as a Microsoft Entra token, which a key is not.
+    const bearer = v1Route ? /^Bearer (.+)$/.exec(request.headers.authorization ?? '')?.[1] : undefined;
+    if ((request.headers['api-key'] ?? bearer) !== apiKey) return refuse(response, 401, ACCESS_DENIED);
+
     const route = deploymentRoute?.[2] ?? v1Route?.[1];
     const operation = route !== undefined && request.method === 'POST' ? ROUTES[route] : undefined;
     // Moderations, legacy completions and anything else Azure OpenAI does not serve.
