@@ -1,6 +1,7 @@
 export * from './infra.js';
 export * from './fake-upstream.js';
 export * from './fake-anthropic-upstream.js';
+export * from './fake-bedrock-upstream.js';
 export * from './fake-azure-openai-upstream.js';
 export * from './fake-gemini-upstream.js';
 export * from './fake-vertex-upstream.js';
