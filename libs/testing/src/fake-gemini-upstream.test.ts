@@ -10,7 +10,9 @@ beforeAll(async () => {
 afterAll(() => fake.close());
 beforeEach(() => fake.reset());
 
-function post(path: string, body: unknown, key = KEY) {
+type JsonResponse = Omit<Response, 'json'> & { json(): Promise<any> };
+
+function post(path: string, body: unknown, key = KEY): Promise<JsonResponse> {
   return fetch(`${fake.url}${path}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...(key ? { 'x-goog-api-key': key } : {}) },

@@ -1,0 +1,269 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { startFakeGeminiUpstream, type FakeGeminiUpstream } from '@gateway/testing';
+import { Provider, type ChatMessage, type ChatRequest, type ChatStreamDelta, type Tool } from '@gateway/proto';
+import { ProviderError, type AdapterChatRequest, type AdapterStreamPart, type ProviderAdapter } from '../provider-adapter.js';
+import { createAdapter } from '../create-adapter.js';
+import { stripForeignReasoning } from '../../routing/reasoning-provenance.js';
+
+const KEY = 'gemini-test-key';
+const signal = () => new AbortController().signal;
+
+function message(role: string, text: string, extra: Partial<ChatMessage> = {}): ChatMessage {
+  return { role, content: text ? [{ part: { $case: 'text', value: text } }] : [], toolCalls: [], toolCallId: '', reasoning: [], isError: false, ...extra };
+}
+
+function chatRequest(messages: ChatMessage[] | string, extra: Partial<ChatRequest> = {}): ChatRequest {
+  return {
+    context: { requestId: 'req_gemini_test', accountId: 'acc_1', keyId: 'key_1' },
+    modelId: 'acme/gemini', routingStrategy: '', endpoint: 'chat.completions',
+    messages: typeof messages === 'string' ? [message('user', messages)] : messages,
+    tools: [], stop: [], includeUsage: false, timeoutMs: 0, ...extra,
+  };
+}
+
+const weatherTool: Tool = {
+  name: 'get_weather', description: 'Weather for a city',
+  parameters: '{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false}',
+};
+
+const on = (model: string) => (chat: ChatRequest): AdapterChatRequest => ({ upstreamModel: model, chat, modelMaxOutputTokens: undefined });
+const flash = on('gemini-2.5-flash');
+const pro3 = on('gemini-3-pro-preview');
+
+async function collect(stream: AsyncIterable<AdapterStreamPart>) {
+  const parts: AdapterStreamPart[] = [];
+  for await (const part of stream) parts.push(part);
+  return parts;
+}
+const deltasOf = (parts: AdapterStreamPart[]): ChatStreamDelta[] => parts.flatMap((part) => (part.type === 'delta' ? [part.delta] : []));
+
+async function failureOf(promise: Promise<unknown>): Promise<ProviderError> {
+  const error = await promise.then(() => undefined, (rejection: unknown) => rejection);
+  expect(error).toBeInstanceOf(ProviderError);
+  return error as ProviderError;
+}
+
+describe('GeminiAdapter against the fake Gemini API', () => {
+  let upstream: FakeGeminiUpstream;
+  let adapter: ProviderAdapter;
+  const env: Record<string, string> = { GEMINI_KEY: KEY, WRONG_KEY: 'not-the-key' };
+  const build = (id: string, keyEnv: string) =>
+    createAdapter(Provider.fromPartial({ id, kind: 'gemini', baseUrl: upstream.url, apiKeyEnv: keyEnv, headers: { 'x-team': 'core' } }), (name) => env[name])!;
+
+  beforeAll(async () => {
+    upstream = await startFakeGeminiUpstream({ apiKey: KEY });
+    adapter = build('gem', 'GEMINI_KEY');
+  });
+  afterAll(async () => {
+    await upstream.close();
+    await adapter.close();
+  });
+  beforeEach(() => upstream.reset());
+
+  it('sends text with the system instruction, key and configured headers; reads text, finish and usage', async () => {
+    upstream.script({ text: 'Paris.', usage: { promptTokenCount: 120, candidatesTokenCount: 3, thoughtsTokenCount: 40, cachedContentTokenCount: 100 } });
+    const chat = chatRequest([message('system', 'Be brief.'), message('user', 'Capital of France?')], { temperature: 0.2, maxOutputTokens: 50, stop: ['END'] });
+    const result = await adapter.chat(flash(chat), signal());
+    const sent = upstream.requests[0]!;
+    expect(sent.path).toBe('/v1beta/models/gemini-2.5-flash:generateContent');
+    expect(sent.headers['x-goog-api-key']).toBe(KEY);
+    expect(sent.headers['x-team']).toBe('core');
+    expect(sent.body).toEqual({
+      contents: [{ role: 'user', parts: [{ text: 'Capital of France?' }] }],
+      systemInstruction: { parts: [{ text: 'Be brief.' }] },
+      generationConfig: { temperature: 0.2, maxOutputTokens: 50, stopSequences: ['END'] },
+    });
+    expect(result.choices[0]!.message!.content).toBe('Paris.');
+    expect(result.choices[0]!.finishReason).toBe('stop');
+    // Output counts the thinking (Gemini's candidatesTokenCount does not); the cached part is reported.
+    expect(result.usage).toMatchObject({ inputTokens: 120, cachedInputTokens: 100, outputTokens: 43, reasoningTokens: 40, estimated: false });
+  });
+
+  it('streams over SSE (?alt=sse), text in order, finish last, then the usage', async () => {
+    upstream.script({ text: 'one two three four', chunkCount: 4, usage: { promptTokenCount: 9, candidatesTokenCount: 4 } });
+    const parts = await collect(adapter.chatStream(flash(chatRequest('Count')), signal()));
+    expect(upstream.requests[0]!.path).toBe('/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse');
+    expect(upstream.requests[0]!.headers.accept).toBe('text/event-stream');
+    const deltas = deltasOf(parts);
+    expect(deltas.map((delta) => delta.content).join('')).toBe('one two three four');
+    expect(deltas.filter((delta) => delta.content).length).toBe(4);
+    expect(deltas.at(-1)!.finishReason).toBe('stop');
+    expect(parts.at(-1)).toEqual({ type: 'usage', usage: expect.objectContaining({ inputTokens: 9, outputTokens: 4 }) });
+    // The text answer's signature comes as this provider's reasoning (placed on the text).
+    expect(deltas.some((delta) => delta.reasoningSignature.startsWith('tx:'))).toBe(true);
+  });
+
+  for (const streamed of [false, true]) {
+    const mode = streamed ? 'streamed' : 'whole';
+    const answer = async (request: AdapterChatRequest) => {
+      if (!streamed) return (await adapter.chat(request, signal())).choices[0]!;
+      const deltas = deltasOf(await collect(adapter.chatStream(request, signal())));
+      const calls: { id: string; name: string; arguments: string }[] = [];
+      for (const delta of deltas) for (const call of delta.toolCalls) calls[call.index] = { id: call.id, name: call.name, arguments: call.arguments };
+      const reasoning = deltas.filter((delta) => delta.reasoning || delta.reasoningSignature)
+        .map((delta) => ({ text: delta.reasoning, signature: delta.reasoningSignature, encryptedData: '', providerId: 'gem' }));
+      return {
+        index: 0, stopSequence: '', finishReason: deltas.at(-1)!.finishReason,
+        message: { content: deltas.map((delta) => delta.content).join(''), toolCalls: calls, reasoning, images: [] },
+      };
+    };
+
+    it(`${mode}: tools as parametersJsonSchema, tool choice, parallel calls with ids and tool_calls finish`, async () => {
+      upstream.script({ functionCalls: [{ name: 'get_weather', args: { city: 'Paris' } }, { name: 'get_weather', args: { city: 'Rome' } }] });
+      const choice = await answer(flash(chatRequest('Weather in Paris and Rome?', { tools: [weatherTool], toolChoice: { mode: 'tool', toolName: 'get_weather', disableParallel: false } })));
+      const sent = upstream.requests[0]!.body;
+      expect(sent.tools).toEqual([{ functionDeclarations: [{ name: 'get_weather', description: 'Weather for a city', parametersJsonSchema: JSON.parse(weatherTool.parameters) }] }]);
+      expect(sent.toolConfig).toEqual({ functionCallingConfig: { mode: 'ANY', allowedFunctionNames: ['get_weather'] } });
+      expect(choice.finishReason).toBe('tool_calls');
+      const calls = choice.message!.toolCalls;
+      expect(calls.map((call) => [call.name, JSON.parse(call.arguments)])).toEqual([['get_weather', { city: 'Paris' }], ['get_weather', { city: 'Rome' }]]);
+      expect(calls[0]!.id).not.toBe('');
+      expect(calls[0]!.id).not.toBe(calls[1]!.id);
+    });
+
+    it(`${mode}: the Gemini 3 tool round trip sends the call's thoughtSignature back and wraps non-object results`, async () => {
+      upstream.script({ functionCalls: [{ name: 'get_weather', args: { city: 'Paris' } }, { name: 'get_weather', args: { city: 'Rome' } }] });
+      const first = await answer(pro3(chatRequest('Weather?', { tools: [weatherTool] })));
+      const history = [
+        message('user', 'Weather?'),
+        message('assistant', '', { toolCalls: first.message!.toolCalls, reasoning: first.message!.reasoning }),
+        message('tool', 'sunny, 21°C', { toolCallId: first.message!.toolCalls[0]!.id }),
+        message('tool', '{"sky":"clear"}', { toolCallId: first.message!.toolCalls[1]!.id }),
+      ];
+      upstream.script({ text: 'Sunny in Paris, clear in Rome.' });
+      const second = await answer(pro3(chatRequest(stripForeignReasoning(history, 'gem'), { tools: [weatherTool] })));
+      expect(second.message!.content).toBe('Sunny in Paris, clear in Rome.');
+      const contents = upstream.requests[1]!.body.contents;
+      expect(contents[1].role).toBe('model');
+      expect(typeof contents[1].parts[0].thoughtSignature).toBe('string');
+      expect(contents[1].parts[0].thoughtSignature).not.toBe('skip_thought_signature_validator');
+      expect(contents[1].parts[1].thoughtSignature).toBeUndefined();
+      expect(contents[2]).toEqual({
+        role: 'user',
+        parts: [
+          { functionResponse: { name: 'get_weather', response: { output: 'sunny, 21°C' } } },
+          { functionResponse: { name: 'get_weather', response: { sky: 'clear' } } },
+        ],
+      });
+    });
+  }
+
+  it('a chat-completions history without the signature (client dropped it) still reaches Gemini 3', async () => {
+    const history = [
+      message('user', 'Weather?'),
+      message('assistant', '', { toolCalls: [{ id: 'call_1', name: 'get_weather', arguments: '{"city":"Paris"}' }] }),
+      message('tool', '21', { toolCallId: 'call_1' }),
+    ];
+    const result = await adapter.chat(pro3(chatRequest(history, { tools: [weatherTool] })), signal());
+    expect(result.choices[0]!.finishReason).toBe('stop');
+    expect(upstream.requests[0]!.body.contents[1].parts[0].thoughtSignature).toBe('skip_thought_signature_validator');
+  });
+
+  it('signatures of another provider never go out: the router strips them, and so does the adapter', async () => {
+    const foreign = { text: '', signature: `fc0:${upstream.signature()};`, encryptedData: '', providerId: 'other-gemini' };
+    const assistant = message('assistant', '', { toolCalls: [{ id: 'c1', name: 'get_weather', arguments: '{}' }], reasoning: [foreign] });
+    const history = [message('user', 'Weather?'), assistant, message('tool', '{}', { toolCallId: 'c1' })];
+    await adapter.chat(pro3(chatRequest(history)), signal());
+    expect(upstream.requests[0]!.body.contents[1].parts[0].thoughtSignature).toBe('skip_thought_signature_validator');
+    expect(stripForeignReasoning(history, 'gem')[1]!.reasoning).toEqual([]);
+  });
+
+  it('thinking: reasoning_effort asks for thoughts; thought parts come back as reasoning of this provider, streamed and whole', async () => {
+    upstream.script({ thought: 'Consider the capital.', text: 'Paris.' }, { thought: 'Consider the capital.', text: 'Paris.' });
+    const chat = chatRequest('Capital?', { reasoningEffort: 'low' });
+    const whole = await adapter.chat(flash(chat), signal());
+    expect(upstream.requests[0]!.body.generationConfig).toEqual({ thinkingConfig: { includeThoughts: true, thinkingBudget: 1024 } });
+    const reasoning = whole.choices[0]!.message!.reasoning;
+    expect(reasoning[0]).toEqual({ text: 'Consider the capital.', signature: '', encryptedData: '', providerId: 'gem' });
+    expect(reasoning.at(-1)!.signature).toMatch(/^tx:.+;$/);
+    const deltas = deltasOf(await collect(adapter.chatStream(flash(chat), signal())));
+    expect(deltas.map((delta) => delta.reasoning).join('')).toBe('Consider the capital.');
+    expect(deltas.map((delta) => delta.content).join('')).toBe('Paris.');
+  });
+
+  it('images (data: inline, URLs as fileData), PDFs inline and JSON schema output', async () => {
+    const png = 'iVBORw0KGgo=';
+    const user: ChatMessage = {
+      ...message('user', 'Describe'),
+      content: [
+        { part: { $case: 'text', value: 'Describe' } },
+        { part: { $case: 'image', value: { url: `data:image/png;base64,${png}`, detail: '' } } },
+        { part: { $case: 'image', value: { url: 'https://example.com/cat.webp', detail: '' } } },
+        { part: { $case: 'file', value: { filename: 'a.pdf', data: Buffer.from('%PDF-1.4'), url: '', mediaType: 'application/pdf', context: '' } } },
+      ],
+    };
+    const schema = '{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"],"additionalProperties":false}';
+    upstream.script({ text: '{"answer":"a cat"}' });
+    const result = await adapter.chat(flash(chatRequest([user], { responseFormat: { type: 'json_schema', schemaName: 'a', schema } })), signal());
+    const sent = upstream.requests[0]!.body;
+    expect(sent.contents[0].parts).toEqual([
+      { text: 'Describe' },
+      { inlineData: { mimeType: 'image/png', data: png } },
+      { fileData: { mimeType: 'image/webp', fileUri: 'https://example.com/cat.webp' } },
+      { inlineData: { mimeType: 'application/pdf', data: Buffer.from('%PDF-1.4').toString('base64') } },
+    ]);
+    expect(sent.generationConfig).toEqual({ responseMimeType: 'application/json', responseJsonSchema: JSON.parse(schema) });
+    expect(JSON.parse(result.choices[0]!.message!.content)).toEqual({ answer: 'a cat' });
+  });
+
+  it('safety blocks are content_filter refusals, streamed and whole; MAX_TOKENS is length', async () => {
+    upstream.script({ blockPrompt: 'PROHIBITED_CONTENT' }, { finishReason: 'SAFETY', text: '' }, { blockPrompt: 'SAFETY' }, { finishReason: 'MAX_TOKENS' });
+    expect((await failureOf(adapter.chat(flash(chatRequest('x')), signal()))).kind).toBe('content_filter');
+    expect((await failureOf(adapter.chat(flash(chatRequest('x')), signal()))).kind).toBe('content_filter');
+    const streamed = await failureOf(collect(adapter.chatStream(flash(chatRequest('x')), signal())));
+    expect(streamed.kind).toBe('content_filter');
+    expect(streamed.retryable).toBe(false);
+    expect((await adapter.chat(flash(chatRequest('x')), signal())).choices[0]!.finishReason).toBe('length');
+  });
+
+  it('errors: wrong key misconfigured, 400 rejected in its words, 404 misconfigured, 429/503 overloaded, reset connection', async () => {
+    const wrong = build('gem-wrong', 'WRONG_KEY');
+    const keyError = await failureOf(wrong.chat(flash(chatRequest('x')), signal()));
+    expect(keyError.kind).toBe('misconfigured');
+    expect(keyError.providerMessage).toBe('API key not valid. Please pass a valid API key.');
+    await wrong.close();
+    // A request the API refuses (a tool result for a call no assistant message made is ours to refuse; an
+    // unknown field in extra_body is the API's).
+    const refused = await failureOf(adapter.chat(flash(chatRequest('x', { extraBody: '{"bogusField":1}' })), signal()));
+    expect(refused.kind).toBe('rejected');
+    expect(refused.providerMessage).toContain('Unknown name "bogusField"');
+    upstream.script({ status: 404 }, { status: 429 }, { status: 503 }, { reset: true }, { status: 403 });
+    expect((await failureOf(adapter.chat(flash(chatRequest('x')), signal()))).kind).toBe('misconfigured');
+    expect((await failureOf(adapter.chat(flash(chatRequest('x')), signal()))).kind).toBe('overloaded');
+    expect((await failureOf(collect(adapter.chatStream(flash(chatRequest('x')), signal())))).kind).toBe('overloaded');
+    expect((await failureOf(adapter.chat(flash(chatRequest('x')), signal()))).kind).toBe('connection');
+    expect((await failureOf(collect(adapter.chatStream(flash(chatRequest('x')), signal())))).kind).toBe('misconfigured');
+  });
+
+  it('a cut stream and an error inside the stream fail instead of ending cleanly', async () => {
+    upstream.script({ text: 'abcdef', chunkCount: 3, cutAfterChunks: 2 }, { text: 'abcdef', chunkCount: 3, streamErrorAfterChunks: 1 });
+    const seen: string[] = [];
+    const cut = await failureOf((async () => { for await (const part of adapter.chatStream(flash(chatRequest('x')), signal())) if (part.type === 'delta') seen.push(part.delta.content); })());
+    expect(cut.kind).toBe('connection');
+    expect(seen.join('')).toBe('abcd');
+    const inStream = await failureOf(collect(adapter.chatStream(flash(chatRequest('x')), signal())));
+    expect(inStream.kind).toBe('overloaded');
+  });
+
+  it('cancellation ends a stalled stream at once', async () => {
+    upstream.script({ text: 'abcdef', chunkCount: 3, stallAfterChunks: 1 });
+    const controller = new AbortController();
+    const stream = adapter.chatStream(flash(chatRequest('x')), controller.signal)[Symbol.asyncIterator]();
+    expect((await stream.next()).value).toMatchObject({ type: 'delta' });
+    const started = Date.now();
+    setTimeout(() => controller.abort(), 20);
+    const error = await failureOf(stream.next());
+    expect(error.kind).toBe('connection');
+    expect(Date.now() - started).toBeLessThan(1_000);
+  });
+
+  it('embeds a batch with batchEmbedContents, one vector per input in order', async () => {
+    const result = await adapter.embed!({ upstreamModel: 'gemini-embedding-001', texts: ['a', 'bb', 'ccc'], tokenInputs: [], dimensions: 5 }, signal());
+    const sent = upstream.requests[0]!;
+    expect(sent.path).toBe('/v1beta/models/gemini-embedding-001:batchEmbedContents');
+    expect(sent.body.requests[1]).toEqual({ model: 'models/gemini-embedding-001', content: { parts: [{ text: 'bb' }] }, outputDimensionality: 5 });
+    expect(result.embeddings).toHaveLength(3);
+    expect(result.embeddings[0]).toHaveLength(5);
+    expect(result.usage).toBeUndefined();
+  });
+});
