@@ -56,11 +56,11 @@ describe('adapter contract', () => {
       // A row that declares everything away would pass vacuously.
       expect(Object.keys(setup.unsupported).length, setup.kind).toBeLessThan(SCENARIOS.length - 4);
     }
-    expect(new Set(CONTRACT_SETUPS.map((setup) => setup.kind)).size).toBe(CONTRACT_SETUPS.length);
+    expect(new Set(CONTRACT_SETUPS.map((setup) => setup.label ?? setup.kind)).size).toBe(CONTRACT_SETUPS.length);
   });
 
   for (const setup of CONTRACT_SETUPS) {
-    describe(setup.kind, () => {
+    describe(setup.label ?? setup.kind, () => {
       let rig: ContractRig;
       beforeAll(async () => {
         rig = await setup.start();

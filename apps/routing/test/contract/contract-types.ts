@@ -162,11 +162,14 @@ export type SafetyMode = 'error' | 'finish';
 /** One row of the contract table. */
 export interface ContractSetup {
   kind: string;
+  /** The row's name when one kind has several configurations (default: the kind). */
+  label?: string;
   /** Scenarios this kind's API cannot express, each with the reason (they are skipped by this declaration). */
   unsupported: Partial<Record<Scenario, string>>;
   /** How JSON schema output is done: natively, or by the instructed-and-checked fallback. */
   jsonSchema: 'native' | 'instructed';
-  safety: SafetyMode;
+  /** One mode for both, or one per mode where a stream has already relayed text before the block is known. */
+  safety: SafetyMode | { chat: SafetyMode; stream: SafetyMode };
   /** Usage counters this provider reports beside input and output. */
   usage: { cacheRead: boolean; cacheWrite: boolean; reasoning: boolean };
   start(): Promise<ContractRig>;

@@ -17,7 +17,7 @@ const ERROR_TYPES: Record<number, string> = {
   400: 'invalid_request_error', 401: 'authentication_error', 429: 'rate_limit_error', 500: 'api_error', 529: 'overloaded_error',
 };
 
-function behaviourFor(answer: ScriptedAnswer): FakeAnthropicBehaviour {
+export function anthropicBehaviourFor(answer: ScriptedAnswer): FakeAnthropicBehaviour {
   switch (answer.type) {
     case 'answer':
       return {
@@ -54,7 +54,8 @@ function behaviourFor(answer: ScriptedAnswer): FakeAnthropicBehaviour {
 const blocks = (content: unknown): any[] => (Array.isArray(content) ? content : typeof content === 'string' ? [{ type: 'text', text: content }] : []);
 const turns = (request: ReceivedRequest): any[] => request.body?.messages ?? [];
 
-const reader: WireReader = {
+/** Reads a Messages API body. */
+export const anthropicReader: WireReader = {
   model: (request) => request.body?.model,
   streamed: (request) => request.body?.stream === true,
   systemText: (request) => textOf(blocks(request.body?.system)),
@@ -108,9 +109,9 @@ export const anthropicSetup: ContractSetup = {
       providerId: PROVIDER_ID,
       upstreamModel: MODEL,
       modelMaxOutputTokens: 8_192,
-      script: (answer) => fake.script(behaviourFor(answer)),
+      script: (answer) => fake.script(anthropicBehaviourFor(answer)),
       received: (): ReceivedRequest[] => asReceived(fake.requests),
-      reader,
+      reader: anthropicReader,
       adapterWithWrongCredentials: () => wrong,
       watch,
       reset: () => fake.reset(),

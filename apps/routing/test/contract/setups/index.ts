@@ -1,8 +1,10 @@
 import type { ContractSetup } from '../contract-types.js';
 import { anthropicSetup } from './anthropic.js';
+import { azureOpenAIDeploymentSetup, azureOpenAIV1Setup } from './azure-openai.js';
 import { geminiSetup } from './gemini.js';
 import { openaiSetup } from './openai.js';
 import { simulatedSetup } from './simulated.js';
+import { vertexClaudeSetup, vertexGeminiSetup } from './vertex.js';
 
 /** The contract table: one row per adapter kind, each run through every scenario. */
-export const CONTRACT_SETUPS: readonly ContractSetup[] = [openaiSetup, anthropicSetup, geminiSetup, simulatedSetup];
+export const CONTRACT_SETUPS: readonly ContractSetup[] = [openaiSetup, anthropicSetup, geminiSetup, azureOpenAIDeploymentSetup, azureOpenAIV1Setup, vertexClaudeSetup, vertexGeminiSetup, simulatedSetup];

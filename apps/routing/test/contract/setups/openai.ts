@@ -87,7 +87,8 @@ function behaviourFor(answer: ScriptedAnswer, stream: boolean): FakeBehaviour {
   }
 }
 
-const reader: WireReader = {
+/** Reads an OpenAI chat-completions body (Azure's too: the same wire format). */
+export const openaiReader: WireReader = {
   model: (request) => request.body?.model,
   streamed: (request) => request.body?.stream === true,
   systemText: (request) =>
@@ -145,7 +146,7 @@ export const openaiSetup: ContractSetup = {
       // The wire format (stream or not) is only known once the request arrives.
       script: (answer) => fake.script((request) => behaviourFor(answer, request.body?.stream === true)),
       received: (): ReceivedRequest[] => asReceived(fake.requests),
-      reader,
+      reader: openaiReader,
       adapterWithWrongCredentials: () => undefined,
       watch,
       reset: () => fake.reset(),

@@ -1,0 +1,93 @@
+import { startFakeAzureOpenAIUpstream, type FakeAzureBehaviour, type FakeAzureOpenAIUpstream } from '@gateway/testing';
+import { startConnectionWatch, portOf } from '../connection-watch.js';
+import type { ContractRig, ContractSetup, ReceivedRequest, ScriptedAnswer, WireReader } from '../contract-types.js';
+import { adapterFromConfig, asReceived } from './common.js';
+import { openaiReader } from './openai.js';
+
+/*
+ * kind: azure-openai against the fake Azure OpenAI resource (startFakeAzureOpenAIUpstream), which
+ * checks the api-key header, the api-version and the deployment. Two rows: deployment URLs with a dated
+ * api_version, and the v1 API (no api_version, the deployment named by `model`). The wire is OpenAI's.
+ */
+
+const KEY_ENV = 'CONTRACT_AZURE_OPENAI_API_KEY';
+const KEY = 'azure-contract-key';
+const DEPLOYMENT = 'gpt-4o';
+
+function behaviourFor(answer: ScriptedAnswer): FakeAzureBehaviour {
+  switch (answer.type) {
+    case 'answer':
+      return {
+        ...(answer.text !== undefined ? { text: answer.text } : {}),
+        ...(answer.toolCalls ? { toolCalls: answer.toolCalls } : {}),
+        ...(answer.finish ? { finishReason: answer.finish } : {}),
+        ...(answer.usage
+          ? {
+              usage: {
+                prompt_tokens: answer.usage.input,
+                completion_tokens: answer.usage.output,
+                cached_tokens: answer.usage.cacheRead,
+                reasoning_tokens: answer.usage.reasoning,
+              },
+            }
+          : {}),
+      };
+    case 'error':
+      return { status: answer.status, errorBody: { error: { code: String(answer.status), message: answer.message } } };
+    case 'safety':
+      return { contentFilter: 'prompt' };
+    case 'reset':
+      return { reset: true };
+    case 'slow stream':
+      return { text: answer.text, chunkCount: 40, chunkDelayMs: 150 };
+  }
+}
+
+/** OpenAI's reader, with the model read from the deployment URL when the body names none. */
+const azureReader: WireReader = {
+  ...openaiReader,
+  model: (request) => request.body?.model ?? decodeURIComponent(/\/openai\/deployments\/([^/]+)\//.exec(request.path)?.[1] ?? ''),
+};
+
+function azureSetup(label: string, apiVersion: string): ContractSetup {
+  const providerId = `contract-${label.replace(/[^a-z0-9]+/g, '-')}`;
+  return {
+    kind: 'azure-openai',
+    label,
+    unsupported: {
+      'reasoning provenance': 'chat completions returns no reasoning signature and takes no reasoning back',
+    },
+    jsonSchema: 'native',
+    safety: 'error',
+    usage: { cacheRead: true, cacheWrite: false, reasoning: true },
+    async start(): Promise<ContractRig> {
+      const fake: FakeAzureOpenAIUpstream = await startFakeAzureOpenAIUpstream({ apiKey: KEY });
+      const watch = await startConnectionWatch(portOf(fake.url));
+      const config = { id: providerId, kind: 'azure-openai', baseUrl: `http://${watch.address}`, apiVersion, apiKeyEnv: KEY_ENV };
+      const adapter = adapterFromConfig(config, { [KEY_ENV]: KEY });
+      const wrong = adapterFromConfig(config, { [KEY_ENV]: 'azure-wrong-key' });
+      return {
+        adapter,
+        scripted: true,
+        providerId,
+        upstreamModel: DEPLOYMENT,
+        modelMaxOutputTokens: 4_096,
+        script: (answer) => fake.script(behaviourFor(answer)),
+        received: (): ReceivedRequest[] => asReceived(fake.requests),
+        reader: azureReader,
+        adapterWithWrongCredentials: () => wrong,
+        watch,
+        reset: () => fake.reset(),
+        close: async () => {
+          await adapter.close();
+          await wrong.close();
+          await watch.close();
+          await fake.close();
+        },
+      };
+    },
+  };
+}
+
+export const azureOpenAIDeploymentSetup = azureSetup('azure-openai', '2025-04-01-preview');
+export const azureOpenAIV1Setup = azureSetup('azure-openai v1 API', '');
