@@ -18,6 +18,18 @@ describe('readServerSentEvents', () => {
     expect(await readAll(body())).toEqual([{ event: '', data: '{"a":1}' }, { event: '', data: '[DONE]' }]);
   });
 
+  it('reads Gemini framing: every event ends in CRLF CRLF, the separator split across reads at each byte', async () => {
+    const wire = 'data: {"n":1}\r\n\r\ndata: {"n":2}\r\n\r\n';
+    const first = wire.indexOf('\r\n\r\n');
+    for (let cut = first; cut <= first + 4; cut++) {
+      async function* body() {
+        yield Buffer.from(wire.slice(0, cut));
+        yield Buffer.from(wire.slice(cut));
+      }
+      expect(await readAll(body())).toEqual([{ event: '', data: '{"n":1}' }, { event: '', data: '{"n":2}' }]);
+    }
+  });
+
   it('names each event by its event: line, joins multi-line data and skips events without data', async () => {
     async function* body() {
       yield 'event: message_start\ndata: {"type":"message_start"}\n\nevent: ping\n\n';
