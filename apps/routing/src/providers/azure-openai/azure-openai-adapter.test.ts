@@ -145,7 +145,7 @@ describe.each(URL_STYLES)('AzureOpenAIAdapter chat over $style', ({ apiVersion, 
   });
 });
 
-describe('AzureOpenAIAdapter keys and api-versions', () => {
+describe('AzureOpenAIAdapter keys, api-versions and cancellation', () => {
   let azure: FakeAzureOpenAIUpstream;
   beforeAll(async () => { azure = await startFakeAzureOpenAIUpstream(); });
   afterAll(() => azure.close());
@@ -175,5 +175,30 @@ describe('AzureOpenAIAdapter keys and api-versions', () => {
       '/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21',
       '/openai/deployments/..%2Fgpt-4o/chat/completions?api-version=2024-10-21',
     ]);
+  });
+
+  it('a cancelled stream closes its upstream request at once, and a stalled answer ends as a timeout', async () => {
+    const adapter = new AzureOpenAIAdapter({ providerId: 'az', baseUrl: azure.url, apiKey: azure.apiKey, apiVersion: '2024-10-21' });
+    const request = { upstreamModel: 'gpt-4o', chat: chatRequest([userText('x')]) };
+    azure.script({ text: 'a'.repeat(400), chunkCount: 40, chunkDelayMs: 100 });
+    const controller = new AbortController();
+    const startedAt = Date.now();
+    const seen: string[] = [];
+    const failure = await failureOf((async () => {
+      for await (const part of adapter.chatStream(request, controller.signal)) {
+        if (part.type === 'delta') seen.push(part.delta.content);
+        if (seen.length === 2) controller.abort(new Error('caller went away'));
+      }
+    })());
+    expect(failure.kind).toBe('connection');
+    expect(seen).toHaveLength(2);
+    expect(Date.now() - startedAt).toBeLessThan(1_000);
+
+    azure.script({ stall: true });
+    const timer = new AbortController();
+    const pending = failureOf(adapter.chat(request, timer.signal));
+    setTimeout(() => timer.abort(Object.assign(new Error('no answer in time'), { name: 'TimeoutError' })), 30);
+    expect((await pending).kind).toBe('timeout');
+    await adapter.close();
   });
 });
