@@ -2,6 +2,7 @@ import type { ChatChoice, ReasoningPart, ToolCall } from '@gateway/proto';
 import { ProviderError } from '../provider-adapter.js';
 import type { GeminiCandidate, GeminiResponse } from './gemini-api-types.js';
 import { CallIds, placeSignature } from './gemini-thought-signatures.js';
+import type { GeminiToolNames } from './gemini-tool-names.js';
 import { isBlockingFinishReason, mapGeminiFinishReason } from './map-gemini-finish-reason.js';
 
 /**
@@ -24,9 +25,9 @@ export function geminiBlock(response: GeminiResponse): ProviderError | undefined
  * A whole generateContent answer (its first candidate) as the canonical choice. Text parts are joined;
  * thought parts become reasoning issued by `providerId`; every thoughtSignature, on whatever part, becomes
  * reasoning of `providerId` that says where it rode (gemini-thought-signatures.ts); functionCall parts
- * become tool calls with made-up ids (Gemini sends none) and arguments as JSON text.
+ * become tool calls with made-up ids (Gemini sends none), the caller's tool names and arguments as JSON text.
  */
-export function convertGeminiAnswer(response: GeminiResponse, providerId: string): ChatChoice {
+export function convertGeminiAnswer(response: GeminiResponse, providerId: string, names: GeminiToolNames): ChatChoice {
   const blocked = geminiBlock(response);
   if (blocked) throw blocked;
   const candidate: GeminiCandidate | undefined = response.candidates?.[0];
@@ -39,7 +40,7 @@ export function convertGeminiAnswer(response: GeminiResponse, providerId: string
     const signature = part.thoughtSignature ?? '';
     if (part.functionCall) {
       const index = toolCalls.length;
-      toolCalls.push({ id: ids.idFor(index, part.functionCall.id), name: part.functionCall.name ?? '', arguments: JSON.stringify(part.functionCall.args ?? {}) });
+      toolCalls.push({ id: ids.idFor(index, part.functionCall.id), name: names.caller(part.functionCall.name ?? ''), arguments: JSON.stringify(part.functionCall.args ?? {}) });
       if (signature) reasoning.push({ text: '', signature: placeSignature({ kind: 'call', index }, signature), encryptedData: '', providerId });
     } else if (part.thought) {
       reasoning.push({ text: part.text ?? '', signature: signature ? placeSignature({ kind: 'thought' }, signature) : '', encryptedData: '', providerId });

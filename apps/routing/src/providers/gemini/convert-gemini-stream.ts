@@ -3,6 +3,7 @@ import type { GeminiResponse, GeminiUsage } from './gemini-api-types.js';
 import { geminiBlock } from './convert-gemini-answer.js';
 import { convertGeminiUsage } from './convert-gemini-usage.js';
 import { CallIds, placeSignature } from './gemini-thought-signatures.js';
+import type { GeminiToolNames } from './gemini-tool-names.js';
 import { mapGeminiFinishReason } from './map-gemini-finish-reason.js';
 
 function delta(content: string, reasoning: string, reasoningSignature: string, toolCalls: ToolCallDelta[], finishReason: string): ChatStreamDelta {
@@ -24,7 +25,10 @@ export class GeminiStreamConverter {
   private usageMetadata: GeminiUsage | null | undefined;
   private readonly ids = new CallIds();
 
-  constructor(private readonly providerId: string) {}
+  constructor(
+    private readonly providerId: string,
+    private readonly names: GeminiToolNames,
+  ) {}
 
   get complete(): boolean {
     return this.finished;
@@ -48,7 +52,7 @@ export class GeminiStreamConverter {
         const index = this.toolCount++;
         // The signature first, as its own reasoning delta: reasoning comes before the call it belongs to.
         if (signature) deltas.push(delta('', '', placeSignature({ kind: 'call', index }, signature), [], ''));
-        const call = { index, id: this.ids.idFor(index, part.functionCall.id), name: part.functionCall.name ?? '', arguments: JSON.stringify(part.functionCall.args ?? {}) };
+        const call = { index, id: this.ids.idFor(index, part.functionCall.id), name: this.names.caller(part.functionCall.name ?? ''), arguments: JSON.stringify(part.functionCall.args ?? {}) };
         deltas.push(delta('', '', '', [call], ''));
       } else if (part.thought) {
         if (part.text || signature) deltas.push(delta('', part.text ?? '', signature ? placeSignature({ kind: 'thought' }, signature) : '', [], ''));

@@ -12,7 +12,7 @@ function chat(messages: ChatMessage[], extra: Partial<ChatRequest> = {}): ChatRe
   return { context: { requestId: 'r', accountId: 'a', keyId: 'k' }, modelId: 'm', routingStrategy: '', endpoint: 'chat.completions', messages, tools: [], stop: [], includeUsage: false, timeoutMs: 0, ...extra };
 }
 
-const convert = (request: ChatRequest) => convertToGeminiRequest(request, { providerId: 'gem' });
+const convert = (request: ChatRequest) => convertToGeminiRequest(request, { providerId: 'gem' }).body;
 
 describe('convertToGeminiRequest', () => {
   it('leading system messages are the instruction; a later one is a note in the user turn; same-role messages merge', () => {
@@ -87,6 +87,24 @@ describe('convertToGeminiRequest', () => {
     expect(body.generationConfig!.stopSequences).toHaveLength(5);
     expect(body.safetySettings).toEqual([]);
     expect(Array.isArray(body.contents)).toBe(true);
+  });
+});
+
+describe('tool names Gemini refuses', () => {
+  it('are rewritten the same way in definitions, history and tool choice, and mapped back', () => {
+    const name = '2fa/lookup user';
+    const { body, names } = convertToGeminiRequest(chat(
+      [message('user', 'q'), message('assistant', '', { toolCalls: [{ id: 'a', name, arguments: '{}' }] }), message('tool', '1', { toolCallId: 'a' })],
+      { tools: [{ name, description: '', parameters: '' }, { name: 'server.tool:v1', description: '', parameters: '' }], toolChoice: { mode: 'tool', toolName: name, disableParallel: false } },
+    ), { providerId: 'gem' });
+    const upstream = body.tools![0]!.functionDeclarations[0]!.name;
+    expect(upstream).toMatch(/^[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}$/);
+    expect(body.tools![0]!.functionDeclarations[1]!.name).toBe('server.tool:v1');
+    expect(body.contents[1]!.parts[0]!.functionCall!.name).toBe(upstream);
+    expect(body.contents[2]!.parts[0]!.functionResponse!.name).toBe(upstream);
+    expect(body.toolConfig!.functionCallingConfig.allowedFunctionNames).toEqual([upstream]);
+    expect(names.caller(upstream)).toBe(name);
+    expect(names.caller('other')).toBe('other');
   });
 });
 

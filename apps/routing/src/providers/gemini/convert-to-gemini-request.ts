@@ -10,6 +10,7 @@ import type {
   GeminiToolConfig,
 } from './gemini-api-types.js';
 import { readSignatures, SKIP_SIGNATURE_VALIDATOR } from './gemini-thought-signatures.js';
+import { GeminiToolNames } from './gemini-tool-names.js';
 
 export interface GeminiConversionOptions {
   /** The adapter's provider: reasoning (signatures) issued by any other provider never goes out (spec §1). */
@@ -23,7 +24,8 @@ export const THINKING_BUDGET_BY_EFFORT: Readonly<Record<string, number>> = {
   low: 1_024,
   medium: 8_192,
   high: 24_576,
-  xhigh: 32_768,
+  // Flash models refuse budgets above 24576.
+  xhigh: 24_576,
 };
 
 /** Gemini takes at most this many stop sequences. */
@@ -142,7 +144,7 @@ export function functionResponseOf(resultText: string, isError: boolean): Record
 }
 
 /** The model turn of one assistant message: its own signed thoughts, its text, its calls, each signature where it came from. */
-function modelParts(message: ChatMessage, providerId: string): GeminiPart[] {
+function modelParts(message: ChatMessage, providerId: string, names: GeminiToolNames): GeminiPart[] {
   const thoughts: GeminiPart[] = [];
   let textSignature: string | undefined;
   const callSignatures: string[] = [];
@@ -169,7 +171,7 @@ function modelParts(message: ChatMessage, providerId: string): GeminiPart[] {
   }
   const anySigned = message.toolCalls.some((_call, index) => callSignatures[index] !== undefined);
   message.toolCalls.forEach((call, index) => {
-    const part: GeminiPart = { functionCall: { name: call.name, args: callArgs(call.arguments) } };
+    const part: GeminiPart = { functionCall: { name: names.upstream(call.name), args: callArgs(call.arguments) } };
     const signature = callSignatures[index] ?? (index === 0 && !anySigned ? SKIP_SIGNATURE_VALIDATOR : undefined);
     if (signature !== undefined) part.thoughtSignature = signature;
     parts.push(part);
@@ -178,7 +180,7 @@ function modelParts(message: ChatMessage, providerId: string): GeminiPart[] {
 }
 
 /** The conversation as Gemini contents (consecutive turns of one role merged), plus the system instruction. */
-function convertMessages(messages: readonly ChatMessage[], providerId: string) {
+function convertMessages(messages: readonly ChatMessage[], providerId: string, names: GeminiToolNames) {
   const system: string[] = [];
   let index = 0;
   for (; index < messages.length && isSystemRole(messages[index]!.role); index++) {
@@ -207,13 +209,13 @@ function convertMessages(messages: readonly ChatMessage[], providerId: string) {
       const results = message.content.filter((part) => part.part?.$case === 'text');
       const resultText = results.map((part) => (part.part?.$case === 'text' ? part.part.value : '')).join('');
       const parts = turnFor('user');
-      parts.push({ functionResponse: { name, response: functionResponseOf(resultText, message.isError) } });
+      parts.push({ functionResponse: { name: names.upstream(name), response: functionResponseOf(resultText, message.isError) } });
       // Images or files a tool returned follow its response in the same turn.
       const media = message.content.filter((part) => part.part?.$case !== 'text');
       if (media.length > 0) parts.push(...userParts(media, where));
     } else if (message.role === 'assistant') {
       for (const call of message.toolCalls) callNames.set(call.id, call.name);
-      const parts = modelParts(message, providerId);
+      const parts = modelParts(message, providerId, names);
       if (parts.length > 0) turnFor('model').push(...parts);
     } else {
       const parts = userParts(message.content, where);
@@ -232,7 +234,7 @@ function parseSchema(text: string, where: string): Record<string, unknown> | und
   return schema;
 }
 
-function toolConfig(request: ChatRequest): GeminiToolConfig | undefined {
+function toolConfig(request: ChatRequest, names: GeminiToolNames): GeminiToolConfig | undefined {
   const choice = request.toolChoice;
   switch (choice?.mode) {
     case 'none':
@@ -240,7 +242,7 @@ function toolConfig(request: ChatRequest): GeminiToolConfig | undefined {
     case 'required':
       return { functionCallingConfig: { mode: 'ANY' } };
     case 'tool':
-      return { functionCallingConfig: { mode: 'ANY', allowedFunctionNames: [choice.toolName] } };
+      return { functionCallingConfig: { mode: 'ANY', allowedFunctionNames: [names.upstream(choice.toolName)] } };
     case 'auto':
       return { functionCallingConfig: { mode: 'AUTO' } };
     default:
@@ -287,20 +289,27 @@ function generationConfig(request: ChatRequest): GeminiGenerationConfig | undefi
  * messages of one role share one content. Gemini has no switch for parallel calls: disable_parallel is
  * not sent.
  */
-export function convertToGeminiRequest(request: ChatRequest, options: GeminiConversionOptions): GeminiRequestBody {
-  const { system, contents } = convertMessages(request.messages, options.providerId);
+export interface GeminiConversion {
+  body: GeminiRequestBody;
+  /** Turns the function names of the answer back into the caller's tool names. */
+  names: GeminiToolNames;
+}
+
+export function convertToGeminiRequest(request: ChatRequest, options: GeminiConversionOptions): GeminiConversion {
+  const names = new GeminiToolNames();
+  const { system, contents } = convertMessages(request.messages, options.providerId, names);
   const body: GeminiRequestBody = { contents };
   if (system.length > 0) body.systemInstruction = { parts: system.map((text) => ({ text })) };
   if (request.tools.length > 0) {
     const declarations = request.tools.map((tool, index): GeminiFunctionDeclaration => {
-      const declaration: GeminiFunctionDeclaration = { name: tool.name } as GeminiFunctionDeclaration;
+      const declaration: GeminiFunctionDeclaration = { name: names.upstream(tool.name) };
       if (tool.description) declaration.description = tool.description;
       const schema = parseSchema(tool.parameters, `tools[${index}].parameters`);
       if (schema) declaration.parametersJsonSchema = schema;
       return declaration;
     });
     body.tools = [{ functionDeclarations: declarations }];
-    const config = toolConfig(request);
+    const config = toolConfig(request, names);
     if (config) body.toolConfig = config;
   }
   const generation = generationConfig(request);
@@ -310,5 +319,5 @@ export function convertToGeminiRequest(request: ChatRequest, options: GeminiConv
     if (!extra) throw rejected('extra_body is not a JSON object');
     for (const [field, value] of Object.entries(extra)) if (!(field in body)) body[field] = value;
   }
-  return body;
+  return { body, names };
 }

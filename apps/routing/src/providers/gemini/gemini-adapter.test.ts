@@ -121,6 +121,14 @@ describe('GeminiAdapter against the fake Gemini API', () => {
       expect(calls[0]!.id).not.toBe(calls[1]!.id);
     });
 
+    it(`${mode}: a tool name Gemini refuses is rewritten on the way out and given back as the caller wrote it`, async () => {
+      const name = '1password lookup';
+      upstream.script((recorded) => ({ functionCalls: [{ name: recorded.body.tools[0].functionDeclarations[0].name, args: {} }] }));
+      const choice = await answer(flash(chatRequest('Find it', { tools: [{ ...weatherTool, name }] })));
+      expect(upstream.requests[0]!.body.tools[0].functionDeclarations[0].name).not.toBe(name);
+      expect(choice.message!.toolCalls.map((call) => call.name)).toEqual([name]);
+    });
+
     it(`${mode}: the Gemini 3 tool round trip sends the call's thoughtSignature back and wraps non-object results`, async () => {
       upstream.script({ functionCalls: [{ name: 'get_weather', args: { city: 'Paris' } }, { name: 'get_weather', args: { city: 'Rome' } }] });
       const first = await answer(pro3(chatRequest('Weather?', { tools: [weatherTool] })));

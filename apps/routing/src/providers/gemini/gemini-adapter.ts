@@ -110,14 +110,14 @@ export class GeminiAdapter implements ProviderAdapterV1 {
   }
 
   async chat(request: AdapterChatRequest, signal: AttemptSignal): Promise<AdapterChatResult> {
-    const body = convertToGeminiRequest(request.chat, { providerId: this.providerId });
+    const { body, names } = convertToGeminiRequest(request.chat, { providerId: this.providerId });
     const text = await this.post(this.modelPath(request.upstreamModel, 'generateContent'), body, signal);
     const answer = parseJson(geminiResponseSchema, text, 'answer');
-    return { choices: [convertGeminiAnswer(answer, this.providerId)], usage: convertGeminiUsage(answer.usageMetadata) };
+    return { choices: [convertGeminiAnswer(answer, this.providerId, names)], usage: convertGeminiUsage(answer.usageMetadata) };
   }
 
   async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {
-    const body = convertToGeminiRequest(request.chat, { providerId: this.providerId });
+    const { body, names } = convertToGeminiRequest(request.chat, { providerId: this.providerId });
     let headers: MergedHeaders;
     try {
       headers = await this.headers();
@@ -130,7 +130,7 @@ export class GeminiAdapter implements ProviderAdapterV1 {
       signal,
       geminiHttpError,
     );
-    const converter = new GeminiStreamConverter(this.providerId);
+    const converter = new GeminiStreamConverter(this.providerId, names);
     let ended = false;
     try {
       for await (const event of readServerSentEvents(response.body)) {
