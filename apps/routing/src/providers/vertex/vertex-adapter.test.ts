@@ -253,6 +253,49 @@ describe('Vertex adapter (kind vertex) against the fake Vertex upstream', () => 
     expect(three).not.toBe(one);
   });
 
+  it('asks for one token however many first requests arrive together', async () => {
+    const adapter = vertexAdapter();
+    const before = upstream.tokenRequests;
+    const results = await Promise.all(Array.from({ length: 8 }, (_, index) => adapter.chat(request(index % 2 ? CLAUDE : GEMINI, chatRequest(`q${index}`)), signal())));
+    expect(results).toHaveLength(8);
+    expect(upstream.tokenRequests - before).toBe(1);
+    expect(new Set(upstream.requests.map((recorded) => recorded.headers.authorization)).size).toBe(1);
+  });
+
+  it('without credentials_file_env uses Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS), token_uri honoured', async () => {
+    const saved = process.env.GOOGLE_APPLICATION_CREDENTIALS;
+    process.env.GOOGLE_APPLICATION_CREDENTIALS = env[CREDENTIALS_ENV];
+    try {
+      const adapter = vertexAdapter('vtx-adc', { credentialsFileEnv: '' });
+      const before = upstream.tokensIssued;
+      const result = await adapter.chat(request(CLAUDE, chatRequest('Hi')), signal());
+      expect(result.choices[0]!.message!.content).toBe('Hello from the fake upstream.');
+      expect(upstream.tokensIssued - before).toBe(1);
+    } finally {
+      if (saved === undefined) delete process.env.GOOGLE_APPLICATION_CREDENTIALS;
+      else process.env.GOOGLE_APPLICATION_CREDENTIALS = saved;
+    }
+  });
+
+  it('cancellation ends a stalled Claude stream and a stalled Gemini stream at once', async () => {
+    const adapter = vertexAdapter();
+    await adapter.chat(request(CLAUDE, chatRequest('warm the token')), signal());
+    upstream.anthropic.script({ text: 'abcdef', chunkCount: 3, stallAfterChunks: 1 });
+    upstream.gemini.script({ text: 'abcdef', chunkCount: 3, stallAfterChunks: 1 });
+    for (const model of [CLAUDE, GEMINI]) {
+      const controller = new AbortController();
+      const iterator = adapter.chatStream(request(model, chatRequest('Hi')), controller.signal)[Symbol.asyncIterator]();
+      const first = await iterator.next();
+      expect(first.done).toBe(false);
+      const started = Date.now();
+      const pending = iterator.next().then(() => 'ended', (error: unknown) => error);
+      setTimeout(() => controller.abort(), 50);
+      const outcome = await pending;
+      expect(outcome).toBeInstanceOf(ProviderError);
+      expect(Date.now() - started).toBeLessThan(1_000);
+    }
+  });
+
   it('gets a fresh token after Vertex refuses a revoked one (401 UNAUTHENTICATED, misconfigured)', async () => {
     const adapter = vertexAdapter();
     await adapter.chat(request(CLAUDE, chatRequest('one')), signal());

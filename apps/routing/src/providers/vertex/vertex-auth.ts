@@ -1,4 +1,3 @@
-import { readFile } from 'node:fs/promises';
 import { GoogleAuth, JWT, type AuthClient } from 'google-auth-library';
 import { ProviderError, type AttemptSignal } from '../provider-adapter.js';
 
@@ -93,40 +92,32 @@ export class GoogleAccessToken {
   }
 
   private async loadClient(): Promise<AuthClient> {
-    const scopes = [CLOUD_PLATFORM_SCOPE];
-    if (this.credentialsFile === undefined) {
-      return new GoogleAuth({ scopes, clientOptions: { eagerRefreshThresholdMillis: this.refreshMarginMs } }).getClient();
-    }
-    const json = JSON.parse(await readFile(this.credentialsFile, 'utf8')) as Record<string, unknown>;
-    if (json.type !== 'service_account') {
-      // Other credential files (authorized_user, external_account, …) as the library reads them.
-      return new GoogleAuth({ keyFilename: this.credentialsFile, scopes, clientOptions: { eagerRefreshThresholdMillis: this.refreshMarginMs } }).getClient();
-    }
-    if (typeof json.client_email !== 'string' || typeof json.private_key !== 'string') {
-      throw new Error('the service-account file lacks client_email or private_key');
-    }
-    const tokenUri = typeof json.token_uri === 'string' && json.token_uri !== '' ? json.token_uri : GOOGLE_TOKEN_URL;
-    const ownEndpoint = tokenUri !== GOOGLE_TOKEN_URL;
-    const client = new JWT({
-      email: json.client_email,
-      key: json.private_key,
-      ...(typeof json.private_key_id === 'string' ? { keyId: json.private_key_id } : {}),
-      scopes,
-      eagerRefreshThresholdMillis: this.refreshMarginMs,
-      // The audience of the signed grant is the endpoint that receives it.
-      ...(ownEndpoint ? { additionalClaims: { aud: tokenUri } } : {}),
+    const auth = new GoogleAuth({
+      scopes: [CLOUD_PLATFORM_SCOPE],
+      clientOptions: { eagerRefreshThresholdMillis: this.refreshMarginMs },
+      ...(this.credentialsFile !== undefined ? { keyFilename: this.credentialsFile } : {}),
     });
-    if (ownEndpoint) {
-      const target = new URL(tokenUri);
-      client.transporter.interceptors.request.add({
-        resolved: async (options) => {
-          if (options.url.href === GOOGLE_TOKEN_URL) options.url = target;
-          return options;
-        },
-      });
-    }
+    const client = await auth.getClient();
+    // The key file the library read (the named one, or the one ADC found): a service account's token_uri.
+    const tokenUri = (auth.jsonContent as { token_uri?: unknown } | null)?.token_uri;
+    if (client instanceof JWT && typeof tokenUri === 'string' && tokenUri !== '' && tokenUri !== GOOGLE_TOKEN_URL) sendGrantsTo(client, tokenUri);
     return client;
   }
+}
+
+/**
+ * Points a service account's JWT grant at `tokenUri`, with that endpoint as the JWT's audience. The
+ * library builds its token client (gtoken) at the first renewal, from these settings.
+ */
+function sendGrantsTo(client: JWT, tokenUri: string): void {
+  const target = new URL(tokenUri);
+  client.additionalClaims = { ...client.additionalClaims, aud: tokenUri };
+  client.transporter.interceptors.request.add({
+    resolved: async (options) => {
+      if (options.url.href === GOOGLE_TOKEN_URL) options.url = target;
+      return options;
+    },
+  });
 }
 
 /** A token request's failure: refused credentials are ours to fix; an unreachable or failing endpoint is transient. */
