@@ -2,11 +2,12 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { MODES, type Mode } from './contract-requests.js';
 import { SCENARIOS, type ContractRig, type ContractSetup, type Scenario } from './contract-types.js';
 import {
-  imageInput, jsonSchemaOutput, pdfInput, plainText, reasoningProvenance, systemPrompt, toolCallAnswer, toolDefinitionsAndChoice,
+  imageInput, jsonSchemaOutput, pdfInput, plainText, promptCacheMarks, reasoningProvenance, systemPrompt, toolCallAnswer, toolDefinitionsAndChoice,
   toolRoundTrip,
 } from './scenarios-conversation.js';
 import {
-  badCredentials, cancellation, connectionReset, error400, error429, error5xx, finishReasons, safetyBlock, usage,
+  badCredentials, cancellation, connectionReset, error400, error429, error5xx, finishReasons, safetyBlock, streamCut, streamErrorEvent,
+  timeout, usage,
 } from './scenarios-outcomes.js';
 import { CONTRACT_SETUPS } from './setups/index.js';
 
@@ -41,8 +42,12 @@ const BODIES: Record<Scenario, { modes: readonly Mode[]; body: Body }> = {
   'error 429': { modes: MODES, body: (rig, _setup, mode) => error429(rig, mode) },
   'error 5xx': { modes: MODES, body: (rig, _setup, mode) => error5xx(rig, mode) },
   'connection reset': { modes: MODES, body: (rig, _setup, mode) => connectionReset(rig, mode) },
-  // Cancelling means a stream in flight; a whole answer has no middle to abort in.
-  'cancellation': { modes: ['stream'], body: (rig) => cancellation(rig) },
+  'timeout': { modes: MODES, body: (rig, _setup, mode) => timeout(rig, mode) },
+  // A cut and an in-band error are what can happen only once a stream has begun.
+  'stream cut': { modes: ['stream'], body: (rig) => streamCut(rig) },
+  'stream error event': { modes: ['stream'], body: (rig) => streamErrorEvent(rig) },
+  'cancellation': { modes: MODES, body: (rig, _setup, mode) => cancellation(rig, mode) },
+  'prompt cache marks': { modes: MODES, body: (rig, _setup, mode) => promptCacheMarks(rig, mode) },
 };
 
 describe('adapter contract', () => {

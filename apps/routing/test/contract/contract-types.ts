@@ -27,7 +27,11 @@ export const SCENARIOS = [
   'error 429',
   'error 5xx',
   'connection reset',
+  'timeout',
+  'stream cut',
+  'stream error event',
   'cancellation',
+  'prompt cache marks',
 ] as const;
 
 export type Scenario = (typeof SCENARIOS)[number];
@@ -69,7 +73,13 @@ export type ScriptedAnswer =
   /** The connection is destroyed before any answer byte. */
   | { type: 'reset' }
   /** A long answer streamed slowly (many chunks, a pause between them), for cancellation. */
-  | { type: 'slow stream'; text: string };
+  | { type: 'slow stream'; text: string }
+  /** Never answers (headers included): the attempt's deadline must end it. */
+  | { type: 'stall' }
+  /** A stream whose connection drops after its first content chunks, before it finished. */
+  | { type: 'cut stream'; text: string }
+  /** A stream that, after its first content chunk, carries the provider's in-band "overloaded" error. */
+  | { type: 'stream error'; text: string };
 
 /** One tool a request offered, as the provider received it. */
 export interface WireTool {
@@ -121,6 +131,8 @@ export interface WireReader {
   /** The schema sent for native structured output, undefined when none was. */
   nativeSchema(request: ReceivedRequest): unknown;
   reasoningSent(request: ReceivedRequest): WireReasoning[];
+  /** The prompt-cache marks the request carried, in order, each as its ttl ('' for the provider's default). */
+  cacheMarks(request: ReceivedRequest): string[];
 }
 
 /** A request as the fake recorded it (the fakes' own RecordedRequest has these fields). */

@@ -206,3 +206,18 @@ export async function reasoningProvenance(rig: ContractRig, mode: Mode) {
   expect(rig.reader.reasoningSent(request)).toEqual([]);
   for (const signature of sent) expect(JSON.stringify(request.body)).not.toContain(signature);
 }
+
+/** Prompt-cache marks (messages `cache_control`, with ttl) reach the provider at the blocks they end. */
+export async function promptCacheMarks(rig: ContractRig, mode: Mode) {
+  const hour = { type: 'ephemeral', ttl: '1h' };
+  const fiveMinutes = { type: 'ephemeral', ttl: '5m' };
+  const manual = 'Reference manual. '.repeat(200);
+  const history = [
+    message('system', [{ part: { $case: 'text', value: 'You answer questions about the manual.' }, cacheControl: hour }]),
+    message('user', [{ part: { $case: 'text', value: manual }, cacheControl: fiveMinutes }, text('What does chapter 2 say?')]),
+  ];
+  rig.script({ type: 'answer', text: 'Chapter 2 covers installation.' });
+  const outcome = await run(mode, rig, chatRequest(history));
+  expect(outcome.content).toBe('Chapter 2 covers installation.');
+  expect(rig.reader.cacheMarks(onlyRequest(rig))).toEqual(['1h', '5m']);
+}

@@ -118,34 +118,92 @@ export async function connectionReset(rig: ContractRig, mode: Mode) {
   expect(error.retryable).toBe(true);
 }
 
-/** Aborting the attempt mid-stream closes the upstream request within a second, pulled or not. */
-export async function cancellation(rig: ContractRig) {
-  rig.script({ type: 'slow stream', text: 'Paris has many bridges and museums to visit. '.repeat(12) });
-  const controller = new AbortController();
-  const iterator = rig.adapter.chatStream(adapterRequest(rig, ask()), controller.signal)[Symbol.asyncIterator]();
-  const first = await iterator.next();
-  expect(first.done, 'the stream started').toBe(false);
-  const connection = rig.watch?.lastActive();
-  if (rig.watch) {
-    expect(connection, 'the request went through the watched relay').toBeDefined();
-    expect(connection!.closedAt, 'open while streaming').toBeUndefined();
+/** Waits until the fake has received `count` requests (the adapter's request is in flight). */
+async function receivedCount(rig: ContractRig, count: number) {
+  const deadline = Date.now() + 5_000;
+  while (rig.received().length < count) {
+    if (Date.now() > deadline) throw new Error(`the fake received ${rig.received().length} requests, expected ${count}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
   }
+}
+
+/** The connection a request in flight uses; it must be open. */
+function openConnection(rig: ContractRig) {
+  const connection = rig.watch!.lastActive();
+  expect(connection, 'the request went through the watched relay').toBeDefined();
+  expect(connection!.closedAt, 'open while the request is in flight').toBeUndefined();
+  return connection!;
+}
+
+/** The upstream sees the request closed within a second of `since`. */
+async function closedWithinOneSecond(connection: ReturnType<typeof openConnection>, since: number) {
+  const closedAt = await connection.waitClosed(1_000);
+  expect(closedAt, 'the upstream saw the request closed').toBeDefined();
+  expect(closedAt! - since).toBeLessThanOrEqual(1_000);
+}
+
+/**
+ * Aborting the attempt closes the upstream request within a second: mid-stream (pulled or not), or
+ * while a whole answer is awaited. Nor does the call then end as if it had completed.
+ */
+export async function cancellation(rig: ContractRig, mode: Mode) {
+  const controller = new AbortController();
+  let pending: Promise<unknown>;
+  if (mode === 'stream') {
+    rig.script({ type: 'slow stream', text: 'Paris has many bridges and museums to visit. '.repeat(12) });
+    const iterator = rig.adapter.chatStream(adapterRequest(rig, ask()), controller.signal)[Symbol.asyncIterator]();
+    const first = await iterator.next();
+    expect(first.done, 'the stream started').toBe(false);
+    pending = (async () => {
+      for (let next = await iterator.next(); !next.done; next = await iterator.next()) { /* drain */ }
+    })();
+  } else if (rig.scripted) {
+    rig.script({ type: 'stall' });
+    pending = rig.adapter.chat(adapterRequest(rig, ask()), controller.signal);
+  } else {
+    // Without an upstream a whole answer has no moment in flight: an attempt already aborted must not run.
+    controller.abort();
+    pending = rig.adapter.chat(adapterRequest(rig, ask()), controller.signal);
+  }
+  // Settled into a value now, so an early rejection is never an unhandled one.
+  const outcome = pending.then(() => 'completed', (error: unknown) => error);
+  if (mode === 'chat' && rig.scripted) await receivedCount(rig, 1);
+  const connection = rig.watch ? openConnection(rig) : undefined;
   const abortedAt = Date.now();
   controller.abort();
-  if (connection) {
-    const closedAt = await connection.waitClosed(1_000);
-    expect(closedAt, 'the upstream saw the request closed').toBeDefined();
-    expect(closedAt! - abortedAt).toBeLessThanOrEqual(1_000);
-  }
-  // Nor does the stream then end as if it were complete.
-  const rest = await (async () => {
-    try {
-      for (let next = await iterator.next(); !next.done; next = await iterator.next()) { /* drain */ }
-      return 'completed';
-    } catch (error) {
-      return error;
-    }
-  })();
-  expect(rest).not.toBe('completed');
+  if (connection) await closedWithinOneSecond(connection, abortedAt);
+  expect(await outcome, 'an aborted call does not complete').not.toBe('completed');
   if (rig.scripted) expect(rig.received()).toHaveLength(1);
+}
+
+/** The attempt's deadline passes while the provider says nothing: a timeout (fails over), the request closed. */
+export async function timeout(rig: ContractRig, mode: Mode) {
+  rig.script({ type: 'stall' });
+  const signal = AbortSignal.timeout(300);
+  const pending = failureOf(run(mode, rig, ask(), signal));
+  await receivedCount(rig, 1);
+  const connection = openConnection(rig);
+  const error = await pending;
+  const firedAt = Date.now();
+  expect(error.kind).toBe('timeout');
+  expect(error.retryable).toBe(true);
+  await closedWithinOneSecond(connection, firedAt);
+}
+
+/** A stream whose connection drops before it finished fails (never ends as a complete answer). */
+export async function streamCut(rig: ContractRig) {
+  rig.script({ type: 'cut stream', text: 'Paris is the capital of France and its largest city.' });
+  const error = await failureOf(run('stream', rig, ask()));
+  expect(error.kind).toBe('connection');
+  expect(error.retryable).toBe(true);
+  onlyRequest(rig);
+}
+
+/** The provider's in-band overload error mid-stream is a retryable failure, not a clean end. */
+export async function streamErrorEvent(rig: ContractRig) {
+  rig.script({ type: 'stream error', text: 'Paris is the capital of France and its largest city.' });
+  const error = await failureOf(run('stream', rig, ask()));
+  expect(error.kind).toBe('overloaded');
+  expect(error.retryable).toBe(true);
+  onlyRequest(rig);
 }

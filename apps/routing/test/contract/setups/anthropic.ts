@@ -48,6 +48,12 @@ export function anthropicBehaviourFor(answer: ScriptedAnswer): FakeAnthropicBeha
       return { reset: true };
     case 'slow stream':
       return { text: answer.text, chunkCount: 40, chunkDelayMs: 150, thinking: false };
+    case 'stall':
+      return { stall: true };
+    case 'cut stream':
+      return { text: answer.text, chunkCount: 6, cutAfterChunks: 2, thinking: false };
+    case 'stream error':
+      return { text: answer.text, chunkCount: 6, streamErrorAfterChunks: 1, streamErrorType: 'overloaded_error', thinking: false };
   }
 }
 
@@ -88,6 +94,10 @@ export const anthropicReader: WireReader = {
     turns(request).flatMap((turn) =>
       blocks(turn.content).filter((block) => block.type === 'thinking').map((block) => ({ text: block.thinking, signature: block.signature })),
     ),
+  cacheMarks: (request) =>
+    [...blocks(request.body?.system), ...turns(request).flatMap((turn) => blocks(turn.content))]
+      .filter((block) => block.cache_control)
+      .map((block) => String(block.cache_control.ttl ?? '')),
 };
 
 export const anthropicSetup: ContractSetup = {

@@ -40,6 +40,12 @@ function behaviourFor(answer: ScriptedAnswer): FakeAzureBehaviour {
       return { reset: true };
     case 'slow stream':
       return { text: answer.text, chunkCount: 40, chunkDelayMs: 150 };
+    case 'stall':
+      return { stall: true };
+    case 'cut stream':
+      return { text: answer.text, chunkCount: 6, cutAfterChunks: 2 };
+    case 'stream error':
+      return { text: answer.text, chunkCount: 6, streamErrorAfterChunks: 1 };
   }
 }
 
@@ -56,6 +62,7 @@ function azureSetup(label: string, apiVersion: string): ContractSetup {
     label,
     unsupported: {
       'reasoning provenance': 'chat completions returns no reasoning signature and takes no reasoning back',
+      'prompt cache marks': 'chat completions has no cache marks: Azure OpenAI caches prompt prefixes by itself',
     },
     jsonSchema: 'native',
     safety: 'error',

@@ -48,6 +48,12 @@ export function geminiBehaviourFor(answer: ScriptedAnswer): FakeGeminiBehaviour 
       return { reset: true };
     case 'slow stream':
       return { text: answer.text, chunkCount: 40, chunkDelayMs: 150, thought: false };
+    case 'stall':
+      return { stall: true };
+    case 'cut stream':
+      return { text: answer.text, chunkCount: 6, cutAfterChunks: 2, thought: false };
+    case 'stream error':
+      return { text: answer.text, chunkCount: 6, streamErrorAfterChunks: 1, thought: false };
   }
 }
 
@@ -95,11 +101,15 @@ export const geminiReader: WireReader = {
       .filter((content) => content.role === 'model')
       .flatMap((content) => parts(content).filter((part) => part.thoughtSignature && part.thoughtSignature !== 'skip_thought_signature_validator'))
       .map((part) => ({ text: part.thought ? String(part.text ?? '') : '', signature: part.thoughtSignature })),
+  // Gemini has no inline cache marks (implicit caching, or a cachedContent made beforehand).
+  cacheMarks: () => [],
 };
 
 export const geminiSetup: ContractSetup = {
   kind: 'gemini',
-  unsupported: {},
+  unsupported: {
+    'prompt cache marks': 'generateContent has no inline cache marks: caching is implicit or a cachedContent made beforehand',
+  },
   jsonSchema: 'native',
   safety: 'error',
   // Gemini has implicit and explicit caches it reads from; it reports no cache writes.

@@ -84,6 +84,12 @@ function behaviourFor(answer: ScriptedAnswer, stream: boolean): FakeBehaviour {
       return { reset: true };
     case 'slow stream':
       return { text: answer.text, chunkCount: 40, chunkDelayMs: 150 };
+    case 'stall':
+      return { stall: true };
+    case 'cut stream':
+      return { text: answer.text, chunkCount: 6, cutAfterChunks: 2 };
+    case 'stream error':
+      return { text: answer.text, chunkCount: 6, streamErrorAfterChunks: 1 };
   }
 }
 
@@ -122,12 +128,15 @@ export const openaiReader: WireReader = {
   nativeSchema: (request) => request.body?.response_format?.json_schema?.schema,
   // Chat completions has no input field for reasoning: nothing is ever sent back.
   reasoningSent: () => [],
+  // Chat completions has no cache marks: OpenAI caches prompt prefixes by itself.
+  cacheMarks: () => [],
 };
 
 export const openaiSetup: ContractSetup = {
   kind: 'openai',
   unsupported: {
     'reasoning provenance': 'chat completions returns no reasoning signature and takes no reasoning back',
+    'prompt cache marks': 'chat completions has no cache marks: OpenAI caches prompt prefixes by itself',
   },
   jsonSchema: 'native',
   safety: 'error',

@@ -18,6 +18,7 @@ const unreadable = (): never => {
 const reader: WireReader = {
   model: unreadable, streamed: unreadable, systemText: unreadable, allText: unreadable, tools: unreadable, toolChoice: unreadable,
   toolCallsSentBack: unreadable, toolResults: unreadable, inlineMedia: unreadable, nativeSchema: unreadable, reasoningSent: unreadable,
+  cacheMarks: unreadable,
 };
 
 export const simulatedSetup: ContractSetup = {
@@ -35,6 +36,10 @@ export const simulatedSetup: ContractSetup = {
     'error 429': NO_SCRIPT,
     'error 5xx': NO_SCRIPT,
     'connection reset': NO_SCRIPT,
+    'timeout': NO_SCRIPT,
+    'stream cut': NO_SCRIPT,
+    'stream error event': NO_SCRIPT,
+    'prompt cache marks': NO_WIRE,
   },
   jsonSchema: 'instructed',
   safety: 'error',

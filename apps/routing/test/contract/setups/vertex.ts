@@ -33,7 +33,7 @@ function vertexSetup(publisher: 'claude' | 'gemini'): ContractSetup {
   return {
     kind: 'vertex',
     label,
-    unsupported: {},
+    unsupported: claude ? {} : { 'prompt cache marks': 'generateContent has no inline cache marks: caching is implicit or a cachedContent made beforehand' },
     jsonSchema: claude ? 'instructed' : 'native',
     safety: claude ? 'finish' : 'error',
     usage: claude ? { cacheRead: true, cacheWrite: true, reasoning: false } : { cacheRead: true, cacheWrite: false, reasoning: true },
