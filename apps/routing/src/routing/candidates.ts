@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { ErrorReason, GatewayError, GrpcStatus } from '@gateway/platform';
 import type { ChatRequest, Model, RequestContext } from '@gateway/proto';
 import type { ProviderAdapter } from '../providers/provider-adapter.js';
-import { affinityKeyOf, strategyNamed, type Candidate } from '../strategies/index.js';
+import { affinityKeyOf, preferAffine, strategyNamed, type Candidate } from '../strategies/index.js';
 import { lazyRequestLog, type RequestLog } from './request-hot-path.js';
 import type { Reservation } from './reservation.js';
 import type { RouterOptions } from './router-options.js';
@@ -104,7 +104,7 @@ export function resolveTarget(
   // Cache affinity, whatever the strategy: only a request with a prompt_cache_key or a cache_control
   // breakpoint computes a key (a plain one pays nothing), and only when there is a choice to make.
   const affinityKey = available.length > 1 && affinity ? (affinity() ?? '') : '';
-  if (affinityKey !== '') preferPinned(ordered, options, model.id, affinityKey);
+  if (affinityKey !== '') preferAffine(ordered, affinityKey, options.health.affinity, (providerId) => options.health.figures(providerId, model.id).circuitOpen);
   const candidates = ordered.slice(0, options.maxAttempts);
   hold.resolved(model, strategy.name);
   return {
@@ -120,21 +120,6 @@ export function resolveTarget(
     logger,
     affinityKey,
   };
-}
-
-/**
- * Moves the provider that served this prefix last to the front while its circuit is closed, so its
- * prompt cache is hit. The others keep the strategy's order behind it: if the pinned one fails, the
- * request fails over as usual and the provider that then serves it is pinned instead (pinServed).
- */
-function preferPinned(ordered: Candidate[], options: RouterOptions, modelId: string, key: string): void {
-  const providerId = options.health.affinity.pinned(key);
-  if (providerId === undefined) return;
-  const index = ordered.findIndex((candidate) => candidate.offer.providerId === providerId);
-  if (index <= 0) return;
-  if (options.health.figures(providerId, modelId).circuitOpen) return;
-  const [pinned] = ordered.splice(index, 1);
-  ordered.unshift(pinned!);
 }
 
 /** The provider that answered a request with an affinity key: the next request of the prefix goes there first. */

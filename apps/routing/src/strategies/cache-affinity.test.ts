@@ -1,6 +1,8 @@
 import { ChatRequest, type ChatMessage } from '@gateway/proto';
 import { describe, expect, it } from 'vitest';
-import { affinityKeyOf, CacheAffinity } from './cache-affinity.js';
+import type { ProviderAdapter } from '../providers/provider-adapter.js';
+import { affinityKeyOf, CacheAffinity, preferAffine, rendezvousScore } from './cache-affinity.js';
+import type { Candidate } from './strategy.js';
 
 const ephemeral = { type: 'ephemeral', ttl: '' };
 
@@ -83,5 +85,47 @@ describe('CacheAffinity', () => {
     expect(affinity.pinned('a')).toBe('p1');
     expect(affinity.pinned('c')).toBe('p1');
     expect(affinity.pinned('d')).toBe('p2');
+  });
+});
+
+describe('preferAffine', () => {
+  const offers = (...ids: string[]): Candidate[] => ids.map((providerId) => ({ offer: { providerId, upstreamModel: 'm', endpoints: ['chat.completions'] }, adapter: {} as ProviderAdapter }));
+  const ids = (ordered: Candidate[]) => ordered.map((candidate) => candidate.offer.providerId);
+  const none = () => false;
+
+  it('puts the pinned provider first, the rest in the strategy order behind it', () => {
+    const affinity = new CacheAffinity();
+    affinity.served('k', 'p3');
+    const ordered = offers('p1', 'p2', 'p3', 'p4');
+    preferAffine(ordered, 'k', affinity, none);
+    expect(ids(ordered)).toEqual(['p3', 'p1', 'p2', 'p4']);
+  });
+
+  it('a pinned provider with an open circuit is passed over for the healthy one the key hashes to', () => {
+    const affinity = new CacheAffinity();
+    affinity.served('k', 'p1');
+    const ordered = offers('p1', 'p2', 'p3');
+    preferAffine(ordered, 'k', affinity, (providerId) => providerId === 'p1');
+    const expected = ['p2', 'p3'].sort((a, b) => rendezvousScore('k', b) - rendezvousScore('k', a))[0]!;
+    expect(ids(ordered)[0]).toBe(expected);
+  });
+
+  it('without a pin, a key is placed by rendezvous hashing: the same first provider whatever the strategy order (every replica agrees)', () => {
+    for (const key of ['a', 'b', 'c', 'd', 'e', 'f']) {
+      const firsts = new Set<string>();
+      for (const order of [['p1', 'p2', 'p3'], ['p3', 'p1', 'p2'], ['p2', 'p3', 'p1']]) {
+        const ordered = offers(...order);
+        preferAffine(ordered, key, new CacheAffinity(), none);
+        expect([...ids(ordered)].sort()).toEqual(['p1', 'p2', 'p3']);
+        firsts.add(ids(ordered)[0]!);
+      }
+      expect(firsts.size).toBe(1);
+    }
+    const spread = new Set(Array.from({ length: 30 }, (_, index) => {
+      const ordered = offers('p1', 'p2', 'p3');
+      preferAffine(ordered, `key-${index}`, new CacheAffinity(), none);
+      return ids(ordered)[0];
+    }));
+    expect(spread.size).toBe(3);
   });
 });

@@ -40,6 +40,36 @@ export class CacheAffinity {
   }
 }
 
+/** A provider's rendezvous score for a key: the highest healthy score wins, the same on every replica. */
+export function rendezvousScore(key: string, providerId: string): number {
+  return createHash('sha256').update(key).update('\0').update(providerId).digest().readUInt32BE(0);
+}
+
+/**
+ * Puts the request's affine provider first in `ordered` (in place), the others keeping the strategy's
+ * order behind it: the provider pinned for the key while its circuit is closed; without a usable pin,
+ * the healthy provider the key hashes to (rendezvous), so every routing replica places a new key on the
+ * same provider without sharing state. If the first one fails, the request fails over as usual and the
+ * provider that serves it is pinned instead.
+ */
+export function preferAffine<Offer extends { offer: { providerId: string } }>(ordered: Offer[], key: string, affinity: CacheAffinity, circuitOpen: (providerId: string) => boolean): void {
+  let chosen = -1;
+  const pinned = affinity.pinned(key);
+  if (pinned !== undefined && !circuitOpen(pinned)) chosen = ordered.findIndex((candidate) => candidate.offer.providerId === pinned);
+  if (chosen < 0) {
+    let best = -1;
+    for (let index = 0; index < ordered.length; index++) {
+      const providerId = ordered[index]!.offer.providerId;
+      if (circuitOpen(providerId)) continue;
+      const score = rendezvousScore(key, providerId);
+      if (score > best) { best = score; chosen = index; }
+    }
+  }
+  if (chosen <= 0) return;
+  const [first] = ordered.splice(chosen, 1);
+  ordered.unshift(first!);
+}
+
 /**
  * The affinity key of a chat request, or undefined when it has neither a `prompt_cache_key` nor a
  * `cache_control` breakpoint (a plain request: nothing is hashed for it). The key is a digest, so an

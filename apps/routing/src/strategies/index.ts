@@ -4,7 +4,7 @@ import type { Strategy } from './strategy.js';
 
 export * from './strategy.js';
 export { ProviderHealth } from './provider-health.js';
-export { affinityKeyOf, CacheAffinity, MAX_AFFINITY_ENTRIES } from './cache-affinity.js';
+export { affinityKeyOf, CacheAffinity, MAX_AFFINITY_ENTRIES, preferAffine, rendezvousScore } from './cache-affinity.js';
 
 const strategies = new Map<string, Strategy>(
   [balancedStrategy, reliabilityStrategy, latencyStrategy, throughputStrategy, cacheStrategy].map((strategy) => [strategy.name, strategy]),

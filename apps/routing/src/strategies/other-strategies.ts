@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { rendezvousScore } from './cache-affinity.js';
 import { healthyFirst, type Strategy } from './strategy.js';
 
 /** Highest recent success rate first; an open circuit sends a provider to the back for its cooldown. */
@@ -50,8 +50,7 @@ export const throughputStrategy: Strategy = {
 export const cacheStrategy: Strategy = {
   name: 'cache',
   order(candidates, context) {
-    const score = (providerId: string) =>
-      createHash('sha256').update(context.conversationKey).update('\0').update(providerId).digest().readUInt32BE(0);
+    const score = (providerId: string) => rendezvousScore(context.conversationKey, providerId);
     return healthyFirst(candidates, context, (healthy) =>
       [...healthy].sort((a, b) => score(b.offer.providerId) - score(a.offer.providerId)),
     );
