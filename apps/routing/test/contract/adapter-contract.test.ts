@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { MODES, type Mode } from './contract-requests.js';
 import { SCENARIOS, type ContractRig, type ContractSetup, type Scenario } from './contract-types.js';
 import {
-  imageInput, jsonSchemaOutput, pdfInput, plainText, promptCacheMarks, reasoningProvenance, systemPrompt, toolCallAnswer, toolDefinitionsAndChoice,
+  imageInput, jsonSchemaOutput, pdfInput, plainText, promptCacheMarks, reasoningProvenance, reasoningWithToolCalls, systemPrompt, toolCallAnswer, toolDefinitionsAndChoice,
   toolRoundTrip,
 } from './scenarios-conversation.js';
 import {
@@ -34,6 +34,7 @@ const BODIES: Record<Scenario, { modes: readonly Mode[]; body: Body }> = {
   'pdf input': { modes: MODES, body: (rig, _setup, mode) => pdfInput(rig, mode) },
   'json schema output': { modes: MODES, body: (rig, setup, mode) => jsonSchemaOutput(rig, setup, mode) },
   'reasoning provenance': { modes: MODES, body: (rig, _setup, mode) => reasoningProvenance(rig, mode) },
+  'reasoning with tool calls': { modes: MODES, body: (rig, _setup, mode) => reasoningWithToolCalls(rig, mode) },
   'finish reasons': { modes: MODES, body: (rig, _setup, mode) => finishReasons(rig, mode) },
   'safety block': { modes: MODES, body: (rig, setup, mode) => safetyBlock(rig, setup, mode) },
   'usage': { modes: MODES, body: (rig, setup, mode) => usage(rig, setup, mode) },

@@ -19,6 +19,7 @@ export const SCENARIOS = [
   'pdf input',
   'json schema output',
   'reasoning provenance',
+  'reasoning with tool calls',
   'finish reasons',
   'safety block',
   'usage',

@@ -221,3 +221,43 @@ export async function promptCacheMarks(rig: ContractRig, mode: Mode) {
   expect(outcome.content).toBe('Chapter 2 covers installation.');
   expect(rig.reader.cacheMarks(onlyRequest(rig))).toEqual(['1h', '5m']);
 }
+
+/**
+ * Reasoning that came with a tool call goes back with the call (Claude wants its thinking block first in
+ * the turn, Gemini 3 the call's own signature); for another provider it is stripped and the request must
+ * still be one the provider accepts.
+ */
+export async function reasoningWithToolCalls(rig: ContractRig, mode: Mode) {
+  const thinking = 'The user wants the weather: call get_weather for Paris.';
+  const think = { thinkingBudgetTokens: 2_048, maxOutputTokens: 4_096, reasoningEffort: 'medium', tools: [weatherTool] };
+  const question = message('user', 'Weather in Paris? Think first.');
+  rig.script({ type: 'answer', reasoning: thinking, toolCalls: [{ id: 'call_w1', name: 'get_weather', arguments: '{"city":"Paris"}' }] });
+  const first = await run(mode, rig, chatRequest([question], think));
+  expect(first.finishReason).toBe('tool_calls');
+  expect(first.toolCalls.map((call) => call.name)).toEqual(['get_weather']);
+  expect(first.reasoning.map((part) => part.text).join('')).toBe(thinking);
+  const signatures = first.reasoning.map((part) => part.signature).filter((signature) => signature !== '');
+  expect(signatures, 'signed by the provider').not.toHaveLength(0);
+
+  const history = (reasoning: ReasoningPart[]) => [
+    question,
+    message('assistant', '', { toolCalls: first.toolCalls, reasoning }),
+    message('tool', '{"temp_c":18}', { toolCallId: first.toolCalls[0]!.id }),
+  ];
+  for (const issuer of [rig.providerId, 'another-provider']) {
+    rig.reset();
+    rig.script({ type: 'answer', text: 'It is 18 °C in Paris.' });
+    const reasoning = first.reasoning.map((part) => ({ ...part, providerId: issuer }));
+    const outcome = await run(mode, rig, chatRequest(stripForeignReasoning(history(reasoning), rig.providerId), think));
+    expect(outcome.content, `reasoning issued by ${issuer}`).toBe('It is 18 °C in Paris.');
+    const request = onlyRequest(rig);
+    expect(rig.reader.toolResults(request)).toHaveLength(1);
+    const sent = rig.reader.reasoningSent(request).map((part) => part.signature);
+    if (issuer === rig.providerId) {
+      expect(sent, 'the signatures went back with the call').not.toHaveLength(0);
+      for (const signature of sent) expect(signatures.some((canonical) => canonical.includes(signature)), signature).toBe(true);
+    } else {
+      expect(sent).toEqual([]);
+    }
+  }
+}

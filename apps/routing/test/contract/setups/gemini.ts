@@ -12,7 +12,8 @@ import { adapterFromConfig, asReceived, textOf } from './common.js';
 const PROVIDER_ID = 'contract-gemini';
 const KEY_ENV = 'CONTRACT_GEMINI_API_KEY';
 const KEY = 'AIza-contract-gemini';
-const MODEL = 'gemini-2.5-flash';
+// A Gemini 3 model: the fake then insists on function-call signatures, as the API does.
+const MODEL = 'gemini-3-pro-preview';
 
 const FINISH: Record<string, string> = { stop: 'STOP', length: 'MAX_TOKENS', tool_calls: 'STOP' };
 

@@ -136,6 +136,7 @@ export const openaiSetup: ContractSetup = {
   kind: 'openai',
   unsupported: {
     'reasoning provenance': 'chat completions returns no reasoning signature and takes no reasoning back',
+    'reasoning with tool calls': 'chat completions returns no reasoning signature and takes no reasoning back',
     'prompt cache marks': 'chat completions has no cache marks: OpenAI caches prompt prefixes by itself',
   },
   jsonSchema: 'native',

@@ -30,6 +30,7 @@ export const simulatedSetup: ContractSetup = {
     'image input': NO_WIRE,
     'pdf input': NO_WIRE,
     'reasoning provenance': 'the simulator returns no reasoning',
+    'reasoning with tool calls': 'the simulator returns no reasoning',
     'safety block': NO_SCRIPT,
     'error 400': NO_SCRIPT,
     'bad credentials': 'no credentials: the simulated provider takes none',

@@ -58,7 +58,7 @@ function vertexSetup(publisher: 'claude' | 'gemini'): ContractSetup {
         adapter,
         scripted: true,
         providerId,
-        upstreamModel: claude ? 'claude-sonnet-4-5@20250929' : 'gemini-2.5-flash',
+        upstreamModel: claude ? 'claude-sonnet-4-5@20250929' : 'gemini-3-pro-preview',
         modelMaxOutputTokens: 8_192,
         script: (answer) => (claude ? fake.anthropic.script(anthropicBehaviourFor(answer)) : fake.gemini.script(geminiBehaviourFor(answer))),
         received: (): ReceivedRequest[] => asReceived(fake.requests),
