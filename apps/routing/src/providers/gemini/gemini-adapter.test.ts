@@ -3,6 +3,7 @@ import { startFakeGeminiUpstream, type FakeGeminiUpstream } from '@gateway/testi
 import { Provider, type ChatMessage, type ChatRequest, type ChatStreamDelta, type Tool } from '@gateway/proto';
 import { ProviderError, type AdapterChatRequest, type AdapterStreamPart, type ProviderAdapter } from '../provider-adapter.js';
 import { createAdapter } from '../create-adapter.js';
+import { GeminiAdapter } from './gemini-adapter.js';
 import { stripForeignReasoning } from '../../routing/reasoning-provenance.js';
 
 const KEY = 'gemini-test-key';
@@ -263,6 +264,27 @@ describe('GeminiAdapter against the fake Gemini API', () => {
     const error = await failureOf(stream.next());
     expect(error.kind).toBe('connection');
     expect(Date.now() - started).toBeLessThan(1_000);
+  });
+
+  it('the constructor vertex reuses: its own model paths and asynchronous auth headers, fetched for every request', async () => {
+    let grants = 0;
+    const custom = new GeminiAdapter({
+      providerId: 'custom', kind: 'vertex', baseUrl: upstream.url,
+      modelPath: (model, method) => `/v1beta/models/${model}:${method}`,
+      authHeaders: async () => ({ 'x-goog-api-key': KEY, authorization: `Bearer token-${++grants}` }),
+      headers: { 'x-goog-api-key': 'overridden', 'x-extra': '1' },
+    });
+    try {
+      await custom.chat(flash(chatRequest('a')), signal());
+      await collect(custom.chatStream(flash(chatRequest('b')), signal()));
+      expect(custom.kind).toBe('vertex');
+      expect(upstream.requests.map((recorded) => [recorded.path, recorded.headers.authorization, recorded.headers['x-goog-api-key'], recorded.headers['x-extra']])).toEqual([
+        ['/v1beta/models/gemini-2.5-flash:generateContent', 'Bearer token-1', KEY, '1'],
+        ['/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse', 'Bearer token-2', KEY, '1'],
+      ]);
+    } finally {
+      await custom.close();
+    }
   });
 
   it('embeds a batch with batchEmbedContents, one vector per input in order', async () => {

@@ -88,9 +88,13 @@ export class GeminiAdapter implements ProviderAdapterV1 {
     this.pool = createProviderPool(new URL(options.baseUrl).origin, options.connections);
   }
 
-  private async headers(): Promise<MergedHeaders> {
+  /** The merged headers for the current auth value; no promise when the auth is a fixed object (a key). */
+  private headers(): MergedHeaders | Promise<MergedHeaders> {
     const provided = this.authHeaders();
-    const auth = provided instanceof Promise ? await provided : provided;
+    return provided instanceof Promise ? provided.then((auth) => this.mergedFor(auth)) : this.mergedFor(provided);
+  }
+
+  private mergedFor(auth: Record<string, string>): MergedHeaders {
     if (auth === this.merged.auth) return this.merged;
     const json = { ...this.extraHeaders, 'content-type': 'application/json', accept: 'application/json', ...auth };
     this.merged = { auth, json, stream: { ...json, accept: 'text/event-stream' } };
@@ -100,7 +104,8 @@ export class GeminiAdapter implements ProviderAdapterV1 {
   private async post(path: string, body: unknown, signal: AttemptSignal): Promise<string> {
     let answer: { statusCode: number; text: string };
     try {
-      const { json } = await this.headers();
+      const pending = this.headers();
+      const { json } = pending instanceof Promise ? await pending : pending;
       answer = await bufferedRequest(this.pool, { method: 'POST', path, headers: json, body: JSON.stringify(body) }, signal, MAX_RESPONSE_BYTES);
     } catch (error) {
       throw toProviderError(error, signal);
@@ -120,7 +125,8 @@ export class GeminiAdapter implements ProviderAdapterV1 {
     const { body, names } = convertToGeminiRequest(request.chat, { providerId: this.providerId });
     let headers: MergedHeaders;
     try {
-      headers = await this.headers();
+      const pending = this.headers();
+      headers = pending instanceof Promise ? await pending : pending;
     } catch (error) {
       throw toProviderError(error, signal);
     }
