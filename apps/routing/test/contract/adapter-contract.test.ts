@@ -2,7 +2,8 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { MODES, type Mode } from './contract-requests.js';
 import { SCENARIOS, type ContractRig, type ContractSetup, type Scenario } from './contract-types.js';
 import {
-  imageInput, jsonSchemaOutput, pdfInput, plainText, promptCacheMarks, reasoningProvenance, reasoningWithToolCalls, systemPrompt, toolCallAnswer, toolDefinitionsAndChoice,
+  imageInput, jsonSchemaOutput, pdfInput, plainText, promptCacheMarks, reasoningProvenance, reasoningWithToolCalls, staticHeaders,
+  systemPrompt, toolCallAnswer, toolDefinitionsAndChoice,
   toolRoundTrip,
 } from './scenarios-conversation.js';
 import {
@@ -22,6 +23,7 @@ type Body = (rig: ContractRig, setup: ContractSetup, mode: Mode) => Promise<void
 
 const BODIES: Record<Scenario, { modes: readonly Mode[]; body: Body }> = {
   'text': { modes: MODES, body: (rig, _setup, mode) => plainText(rig, mode) },
+  'static headers': { modes: MODES, body: (rig, _setup, mode) => staticHeaders(rig, mode) },
   'system prompt': { modes: MODES, body: (rig, _setup, mode) => systemPrompt(rig, mode) },
   'tool definitions and choice': { modes: MODES, body: (rig, _setup, mode) => toolDefinitionsAndChoice(rig, mode) },
   'tool call answer': { modes: MODES, body: (rig, _setup, mode) => toolCallAnswer(rig, mode, false) },

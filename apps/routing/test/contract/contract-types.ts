@@ -10,6 +10,7 @@ import type { ConnectionWatch } from './connection-watch.js';
 /** Every scenario of the contract, by the name the table declares support against. */
 export const SCENARIOS = [
   'text',
+  'static headers',
   'system prompt',
   'tool definitions and choice',
   'tool call answer',

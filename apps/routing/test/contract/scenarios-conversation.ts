@@ -7,6 +7,7 @@ import {
   weatherTool, type Mode,
 } from './contract-requests.js';
 import type { ContractRig, ContractSetup } from './contract-types.js';
+import { CONTRACT_HEADERS } from './setups/common.js';
 
 /*
  * The scenarios about what goes to the provider and what comes back: text, system prompt, tools, media,
@@ -31,6 +32,14 @@ export async function plainText(rig: ContractRig, mode: Mode) {
   expect(rig.reader.streamed(request)).toBe(mode === 'stream');
   expect(rig.reader.model(request)).toBe(rig.upstreamModel);
   expect(rig.reader.allText(request)).toContain(prompt);
+}
+
+/** The catalog's static `headers` reach the provider on every request, streamed or not. */
+export async function staticHeaders(rig: ContractRig, mode: Mode) {
+  rig.script({ type: 'answer', text: 'Paris.' });
+  await run(mode, rig, chatRequest([message('user', 'Capital of France?')]));
+  const request = onlyRequest(rig);
+  for (const [name, value] of Object.entries(CONTRACT_HEADERS)) expect(request.headers[name], name).toBe(value);
 }
 
 export async function systemPrompt(rig: ContractRig, mode: Mode) {

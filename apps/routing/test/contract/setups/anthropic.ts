@@ -1,7 +1,7 @@
 import { startFakeAnthropicUpstream, type FakeAnthropicBehaviour, type FakeAnthropicUpstream } from '@gateway/testing';
 import { startConnectionWatch, portOf } from '../connection-watch.js';
 import type { ContractRig, ContractSetup, ReceivedRequest, ScriptedAnswer, WireReader } from '../contract-types.js';
-import { adapterFromConfig, asReceived, textOf } from './common.js';
+import { adapterFromConfig, asReceived, CONTRACT_HEADERS, textOf } from './common.js';
 
 /*
  * kind: anthropic against the fake Messages API (startFakeAnthropicUpstream), which checks the key,
@@ -110,7 +110,10 @@ export const anthropicSetup: ContractSetup = {
   async start(): Promise<ContractRig> {
     const fake: FakeAnthropicUpstream = await startFakeAnthropicUpstream({ apiKey: KEY });
     const watch = await startConnectionWatch(portOf(fake.url));
-    const config = { id: PROVIDER_ID, kind: 'anthropic', baseUrl: `http://${watch.address}`, apiKeyEnv: KEY_ENV };
+    const config = {
+      id: PROVIDER_ID, kind: 'anthropic', baseUrl: `http://${watch.address}`, apiKeyEnv: KEY_ENV,
+      headers: { ...CONTRACT_HEADERS },
+    };
     const adapter = adapterFromConfig(config, { [KEY_ENV]: KEY });
     const wrong = adapterFromConfig(config, { [KEY_ENV]: 'sk-ant-wrong' });
     return {

@@ -1,7 +1,7 @@
 import { startFakeAzureOpenAIUpstream, type FakeAzureBehaviour, type FakeAzureOpenAIUpstream } from '@gateway/testing';
 import { startConnectionWatch, portOf } from '../connection-watch.js';
 import type { ContractRig, ContractSetup, ReceivedRequest, ScriptedAnswer, WireReader } from '../contract-types.js';
-import { adapterFromConfig, asReceived } from './common.js';
+import { adapterFromConfig, asReceived, CONTRACT_HEADERS } from './common.js';
 import { openaiReader } from './openai.js';
 
 /*
@@ -71,7 +71,10 @@ function azureSetup(label: string, apiVersion: string): ContractSetup {
     async start(): Promise<ContractRig> {
       const fake: FakeAzureOpenAIUpstream = await startFakeAzureOpenAIUpstream({ apiKey: KEY });
       const watch = await startConnectionWatch(portOf(fake.url));
-      const config = { id: providerId, kind: 'azure-openai', baseUrl: `http://${watch.address}`, apiVersion, apiKeyEnv: KEY_ENV };
+      const config = {
+        id: providerId, kind: 'azure-openai', baseUrl: `http://${watch.address}`, apiVersion, apiKeyEnv: KEY_ENV,
+        headers: { ...CONTRACT_HEADERS },
+      };
       const adapter = adapterFromConfig(config, { [KEY_ENV]: KEY });
       const wrong = adapterFromConfig(config, { [KEY_ENV]: 'azure-wrong-key' });
       return {

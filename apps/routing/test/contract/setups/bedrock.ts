@@ -1,7 +1,7 @@
 import { startFakeBedrockUpstream, type FakeBedrockBehaviour, type FakeBedrockUpstream } from '@gateway/testing';
 import { startConnectionWatch, portOf } from '../connection-watch.js';
 import type { ContractRig, ContractSetup, ReceivedRequest, ScriptedAnswer, WireReader, WireToolChoice } from '../contract-types.js';
-import { adapterFromConfig, asReceived } from './common.js';
+import { adapterFromConfig, asReceived, CONTRACT_HEADERS } from './common.js';
 
 /*
  * kind: bedrock against the fake Bedrock Runtime (startFakeBedrockUpstream): Converse and ConverseStream
@@ -120,6 +120,7 @@ export const bedrockSetup: ContractSetup = {
     const fake: FakeBedrockUpstream = await startFakeBedrockUpstream({ region: REGION, accessKeyId: ACCESS_KEY, secretAccessKey: SECRET_KEY });
     const watch = await startConnectionWatch(portOf(fake.url));
     const config = {
+      headers: { ...CONTRACT_HEADERS },
       id: PROVIDER_ID, kind: 'bedrock', region: REGION, baseUrl: `http://${watch.address}`,
       accessKeyIdEnv: ACCESS_KEY_ENV, secretAccessKeyEnv: SECRET_KEY_ENV,
     };

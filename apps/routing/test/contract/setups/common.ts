@@ -3,6 +3,9 @@ import { createAdapter } from '../../../src/providers/create-adapter.js';
 import type { ProviderAdapter } from '../../../src/providers/provider-adapter.js';
 import type { ReceivedRequest } from '../contract-types.js';
 
+/** Static extra headers every row's config sets (catalog `headers`); the fakes must receive them. */
+export const CONTRACT_HEADERS: Readonly<Record<string, string>> = { 'x-contract-tenant': 'acme-contract' };
+
 /**
  * The adapter a catalog would build for this provider config, with secrets read from `secrets` (the
  * environment in production). Throws when this build has no adapter for the kind.

@@ -1,7 +1,7 @@
 import { startFakeGeminiUpstream, type FakeGeminiBehaviour, type FakeGeminiUpstream } from '@gateway/testing';
 import { startConnectionWatch, portOf } from '../connection-watch.js';
 import type { ContractRig, ContractSetup, ReceivedRequest, ScriptedAnswer, WireReader, WireToolChoice } from '../contract-types.js';
-import { adapterFromConfig, asReceived, textOf } from './common.js';
+import { adapterFromConfig, asReceived, CONTRACT_HEADERS, textOf } from './common.js';
 
 /*
  * kind: gemini against the fake Gemini API (startFakeGeminiUpstream), which checks x-goog-api-key
@@ -118,7 +118,10 @@ export const geminiSetup: ContractSetup = {
   async start(): Promise<ContractRig> {
     const fake: FakeGeminiUpstream = await startFakeGeminiUpstream({ apiKey: KEY });
     const watch = await startConnectionWatch(portOf(fake.url));
-    const config = { id: PROVIDER_ID, kind: 'gemini', baseUrl: `http://${watch.address}/v1beta`, apiKeyEnv: KEY_ENV };
+    const config = {
+      id: PROVIDER_ID, kind: 'gemini', baseUrl: `http://${watch.address}/v1beta`, apiKeyEnv: KEY_ENV,
+      headers: { ...CONTRACT_HEADERS },
+    };
     const adapter = adapterFromConfig(config, { [KEY_ENV]: KEY });
     const wrong = adapterFromConfig(config, { [KEY_ENV]: 'AIza-wrong' });
     return {

@@ -1,7 +1,7 @@
 import { startFakeUpstream, type FakeBehaviour, type FakeUpstream } from '@gateway/testing';
 import { startConnectionWatch, portOf } from '../connection-watch.js';
 import type { ContractRig, ContractSetup, ReceivedRequest, ScriptedAnswer, WireReader } from '../contract-types.js';
-import { adapterFromConfig, asReceived, parseDataUrl, parsedOrText, textOf } from './common.js';
+import { adapterFromConfig, asReceived, CONTRACT_HEADERS, parseDataUrl, parsedOrText, textOf } from './common.js';
 
 /*
  * kind: openai against the OpenAI-compatible fake (startFakeUpstream). That fake checks no API key, so
@@ -145,7 +145,10 @@ export const openaiSetup: ContractSetup = {
   async start(): Promise<ContractRig> {
     const fake: FakeUpstream = await startFakeUpstream();
     const watch = await startConnectionWatch(portOf(fake.url));
-    const config = { id: PROVIDER_ID, kind: 'openai', baseUrl: `http://${watch.address}/v1`, apiKeyEnv: KEY_ENV };
+    const config = {
+      id: PROVIDER_ID, kind: 'openai', baseUrl: `http://${watch.address}/v1`, apiKeyEnv: KEY_ENV,
+      headers: { ...CONTRACT_HEADERS },
+    };
     const adapter = adapterFromConfig(config, { [KEY_ENV]: 'sk-contract-openai' });
     return {
       adapter,

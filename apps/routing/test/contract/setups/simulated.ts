@@ -24,6 +24,7 @@ const reader: WireReader = {
 export const simulatedSetup: ContractSetup = {
   kind: 'simulated',
   unsupported: {
+    'static headers': NO_WIRE,
     'system prompt': NO_WIRE,
     'tool definitions and choice': NO_WIRE,
     'parallel tool calls': 'the simulator calls one tool per answer',

@@ -5,7 +5,7 @@ import { createTestServiceAccount, startFakeVertexUpstream, type FakeVertexUpstr
 import { startConnectionWatch, portOf } from '../connection-watch.js';
 import type { ContractRig, ContractSetup, ReceivedRequest, WireReader } from '../contract-types.js';
 import { anthropicBehaviourFor, anthropicReader } from './anthropic.js';
-import { adapterFromConfig, asReceived } from './common.js';
+import { adapterFromConfig, asReceived, CONTRACT_HEADERS } from './common.js';
 import { geminiBehaviourFor, geminiReader } from './gemini.js';
 
 /*
@@ -50,6 +50,7 @@ function vertexSetup(publisher: 'claude' | 'gemini'): ContractSetup {
       writeFileSync(keyFile, account.keyFile(fake.tokenUri, PROJECT));
       writeFileSync(strangerFile, stranger.keyFile(fake.tokenUri, PROJECT));
       const config = {
+      headers: { ...CONTRACT_HEADERS },
         id: providerId, kind: 'vertex', baseUrl: `http://${watch.address}`, project: PROJECT, location: LOCATION, credentialsFileEnv: CREDENTIALS_ENV,
       };
       const adapter = adapterFromConfig(config, { [CREDENTIALS_ENV]: keyFile });
