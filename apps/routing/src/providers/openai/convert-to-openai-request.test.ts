@@ -10,6 +10,25 @@ const base: ChatRequest = {
 };
 
 describe('convertToOpenAIRequest', () => {
+  it('never sends a cache_control breakpoint (the OpenAI wire has none; OpenAI caches prefixes by itself)', () => {
+    const mark = { type: 'ephemeral', ttl: '1h' };
+    const body = convertToOpenAIRequest({
+      ...base,
+      messages: [
+        { role: 'system', content: [{ part: { $case: 'text', value: 'Long prompt.' }, cacheControl: mark }], toolCalls: [], toolCallId: '', reasoning: [], isError: false },
+        {
+          role: 'user', toolCalls: [], toolCallId: '', reasoning: [], isError: false,
+          content: [{ part: { $case: 'text', value: 'Look:' } }, { part: { $case: 'image', value: { url: 'https://x/y.png', detail: 'low' } }, cacheControl: mark }],
+        },
+      ],
+      tools: [{ name: 'lookup', description: 'Looks up', parameters: '{"type":"object"}', cacheControl: mark }],
+    }, 'upstream-name', false);
+    const text = JSON.stringify(body);
+    expect(text).not.toContain('cache_control');
+    expect(text).not.toContain('cacheControl');
+    expect(body.messages).toHaveLength(2);
+  });
+
   it('converts messages, parts, tools, tool choice and response format', () => {
     const body = convertToOpenAIRequest({
       ...base,
