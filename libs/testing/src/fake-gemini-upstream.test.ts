@@ -87,6 +87,14 @@ describe('fake Gemini API', () => {
     expect((await forged.json()).error.message).toBe('Corrupted thought signature.');
   });
 
+  it('refuses thinking settings the model refuses: level and budget together, a level before Gemini 3, no thinking on Pro', async () => {
+    const thinking = (model: string, thinkingConfig: unknown) => post(`/models/${model}:generateContent`, { ...hello, generationConfig: { thinkingConfig } });
+    expect((await thinking('gemini-3-pro-preview', { thinkingBudget: 1024, thinkingLevel: 'LOW' })).status).toBe(400);
+    expect((await thinking('gemini-2.5-flash', { thinkingLevel: 'LOW' })).status).toBe(400);
+    expect((await thinking('gemini-3-pro-preview', { thinkingLevel: 'LOW', includeThoughts: true })).status).toBe(200);
+    expect((await thinking('gemini-2.5-flash', { thinkingBudget: 0 })).status).toBe(200);
+  });
+
   it('refuses a function response count that does not match the calls', async () => {
     const body = {
       contents: [

@@ -36,6 +36,8 @@ export interface FakeGeminiBehaviour extends Omit<FakeBehaviour, 'usage' | 'tool
   thought?: string | boolean;
   /** Signs the answer (the first function call part, else the last text part). Default true. */
   signed?: boolean;
+  /** Signs the thought too (its last part; in a stream an empty thought part after the thought text). */
+  thoughtSigned?: boolean;
   /** Error body for `status` (default: Google's `{error:{code, message, status}}`). */
   errorBody?: unknown;
   /** `error.status` of the default error body (default: the google.rpc code name for the status). */
@@ -224,6 +226,7 @@ export async function startFakeGeminiUpstream(options: FakeGeminiUpstreamOptions
       : behaviour.thought === true || (behaviour.thought === undefined && includeThoughts) ? DEFAULT_THOUGHT : '';
     const text = calls.length === 0 || behaviour.text !== undefined ? (behaviour.text ?? DEFAULT_TEXT) : '';
     const signature = behaviour.signed === false ? undefined : signer.sign();
+    const thoughtSignature = thought && behaviour.thoughtSigned ? signer.sign() : undefined;
     const finishReason = behaviour.finishReason ?? 'STOP';
     const usage = usageFor(body, behaviour, text + calls.map((call) => JSON.stringify(call.args ?? {})).join(''), thought);
     const callPart = (call: FakeGeminiFunctionCall, index: number) => ({
@@ -233,7 +236,7 @@ export async function startFakeGeminiUpstream(options: FakeGeminiUpstreamOptions
 
     if (mode === 'json') {
       const parts: Record<string, unknown>[] = [];
-      if (thought) parts.push({ text: thought, thought: true });
+      if (thought) parts.push({ text: thought, thought: true, ...(thoughtSignature ? { thoughtSignature } : {}) });
       if (text) parts.push({ text, ...(calls.length === 0 && signature ? { thoughtSignature: signature } : {}) });
       calls.forEach((call, index) => parts.push(callPart(call, index)));
       response.writeHead(200, { 'content-type': 'application/json; charset=UTF-8' });
@@ -249,6 +252,7 @@ export async function startFakeGeminiUpstream(options: FakeGeminiUpstreamOptions
     // answer (on an empty text part, as Google sends it) and the final usage; earlier chunks the prompt count.
     const chunkParts: Record<string, unknown>[][] = [];
     for (const piece of splitText(thought, pieces)) chunkParts.push([{ text: piece, thought: true }]);
+    if (thoughtSignature) chunkParts.push([{ text: '', thought: true, thoughtSignature }]);
     for (const piece of splitText(text, pieces)) chunkParts.push([{ text: piece }]);
     calls.forEach((call, index) => chunkParts.push([callPart(call, index)]));
     if (calls.length === 0 && signature) chunkParts.push([{ text: '', thoughtSignature: signature }]);

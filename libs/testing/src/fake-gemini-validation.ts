@@ -206,9 +206,20 @@ function checkTools(tools: unknown): void {
   });
 }
 
-function checkGenerationConfig(raw: unknown): void {
+function checkThinking(raw: unknown, model: string): void {
+  const thinking = knownFields(raw, THINKING_CONFIG, 'generationConfig.thinkingConfig');
+  if (thinking.thinkingBudget !== undefined && thinking.thinkingLevel !== undefined) {
+    throw new InvalidGeminiRequest('You can only set only one of thinking budget and thinking level.');
+  }
+  if (thinking.thinkingLevel !== undefined && !/gemini-3/.test(model)) throw new InvalidGeminiRequest('Thinking level is not supported for this model.');
+  if (thinking.thinkingBudget === 0 && /gemini-(2\.5|3)[.-]?pro/.test(model)) {
+    throw new InvalidGeminiRequest('Budget 0 is invalid. This model only works in thinking mode.');
+  }
+}
+
+function checkGenerationConfig(raw: unknown, model: string): void {
   const config = knownFields(raw, GENERATION_CONFIG, 'generationConfig');
-  if (config.thinkingConfig !== undefined) knownFields(config.thinkingConfig, THINKING_CONFIG, 'generationConfig.thinkingConfig');
+  if (config.thinkingConfig !== undefined) checkThinking(config.thinkingConfig, model);
   if (config.responseMimeType !== undefined && !MIME_TYPES.has(config.responseMimeType)) {
     throw new InvalidGeminiRequest(`* GenerateContentRequest.generation_config.response_mime_type: allowed mimetypes are \`text/plain\`, \`application/json\`, and \`text/x.enum\`.`);
   }
@@ -242,7 +253,7 @@ export function validateGenerateContent(raw: unknown, context: GeminiValidationC
       }
     }
   }
-  if (body.generationConfig !== undefined) checkGenerationConfig(body.generationConfig);
+  if (body.generationConfig !== undefined) checkGenerationConfig(body.generationConfig, context.model);
 }
 
 const EMBED_REQUEST = fields('model', 'content', 'taskType', 'title', 'outputDimensionality');

@@ -101,8 +101,18 @@ describe('GeminiAdapter against the fake Gemini API', () => {
       const deltas = deltasOf(await collect(adapter.chatStream(request, signal())));
       const calls: { id: string; name: string; arguments: string }[] = [];
       for (const delta of deltas) for (const call of delta.toolCalls) calls[call.index] = { id: call.id, name: call.name, arguments: call.arguments };
-      const reasoning = deltas.filter((delta) => delta.reasoning || delta.reasoningSignature)
-        .map((delta) => ({ text: delta.reasoning, signature: delta.reasoningSignature, encryptedData: '', providerId: 'gem' }));
+      // As the dialects gather a stream's reasoning: text accumulates into one part until a signature closes it.
+      const reasoning: { text: string; signature: string; encryptedData: string; providerId: string }[] = [];
+      let open: (typeof reasoning)[number] | undefined;
+      for (const delta of deltas) {
+        if (!delta.reasoning && !delta.reasoningSignature) continue;
+        if (!open) reasoning.push(open = { text: '', signature: '', encryptedData: '', providerId: 'gem' });
+        open.text += delta.reasoning;
+        if (delta.reasoningSignature) {
+          open.signature = delta.reasoningSignature;
+          open = undefined;
+        }
+      }
       return {
         index: 0, stopSequence: '', finishReason: deltas.at(-1)!.finishReason,
         message: { content: deltas.map((delta) => delta.content).join(''), toolCalls: calls, reasoning, images: [] },
@@ -120,6 +130,25 @@ describe('GeminiAdapter against the fake Gemini API', () => {
       expect(calls.map((call) => [call.name, JSON.parse(call.arguments)])).toEqual([['get_weather', { city: 'Paris' }], ['get_weather', { city: 'Rome' }]]);
       expect(calls[0]!.id).not.toBe('');
       expect(calls[0]!.id).not.toBe(calls[1]!.id);
+    });
+
+    it(`${mode}: a signed thought goes back as a thought part with its signature, the call's signature on the call`, async () => {
+      upstream.script({ thought: 'Look it up.', thoughtSigned: true, functionCalls: [{ name: 'get_weather', args: { city: 'Oslo' } }] });
+      const first = await answer(pro3(chatRequest('Weather?', { tools: [weatherTool], reasoningEffort: 'low' })));
+      const history = [
+        message('user', 'Weather?'),
+        message('assistant', '', { toolCalls: first.message!.toolCalls, reasoning: first.message!.reasoning }),
+        message('tool', '-3', { toolCallId: first.message!.toolCalls[0]!.id }),
+      ];
+      upstream.script({ text: 'Cold.' });
+      await answer(pro3(chatRequest(history, { tools: [weatherTool], reasoningEffort: 'low' })));
+      const model = upstream.requests[1]!.body.contents[1];
+      const thoughtParts = model.parts.filter((part: any) => part.thought);
+      expect(thoughtParts.map((part: any) => part.text).join('')).toBe('Look it up.');
+      expect(thoughtParts.every((part: any) => typeof part.thoughtSignature === 'string')).toBe(true);
+      const call = model.parts.find((part: any) => part.functionCall);
+      expect(typeof call.thoughtSignature).toBe('string');
+      expect(call.thoughtSignature).not.toBe(thoughtParts[0].thoughtSignature);
     });
 
     it(`${mode}: a tool name Gemini refuses is rewritten on the way out and given back as the caller wrote it`, async () => {
