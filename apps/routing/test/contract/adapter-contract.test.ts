@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { MODES, type Mode } from './contract-requests.js';
 import { SCENARIOS, type ContractRig, type ContractSetup, type Scenario } from './contract-types.js';
 import {
-  imageInput, jsonSchemaOutput, pdfInput, plainText, promptCacheMarks, reasoningProvenance, reasoningWithToolCalls, staticHeaders,
+  imageInput, imageUrlInput, jsonSchemaOutput, pdfInput, plainText, promptCacheMarks, reasoningProvenance, reasoningWithToolCalls, staticHeaders,
   systemPrompt, toolCallAnswer, toolDefinitionsAndChoice,
   toolRoundTrip,
 } from './scenarios-conversation.js';
@@ -33,6 +33,7 @@ const BODIES: Record<Scenario, { modes: readonly Mode[]; body: Body }> = {
     body: (rig, setup, mode) => toolRoundTrip(rig, mode, setup.unsupported['parallel tool calls'] === undefined),
   },
   'image input': { modes: MODES, body: (rig, _setup, mode) => imageInput(rig, mode) },
+  'image url input': { modes: MODES, body: (rig, _setup, mode) => imageUrlInput(rig, mode) },
   'pdf input': { modes: MODES, body: (rig, _setup, mode) => pdfInput(rig, mode) },
   'json schema output': { modes: MODES, body: (rig, setup, mode) => jsonSchemaOutput(rig, setup, mode) },
   'reasoning provenance': { modes: MODES, body: (rig, _setup, mode) => reasoningProvenance(rig, mode) },

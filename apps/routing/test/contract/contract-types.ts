@@ -17,6 +17,7 @@ export const SCENARIOS = [
   'parallel tool calls',
   'tool round trip',
   'image input',
+  'image url input',
   'pdf input',
   'json schema output',
   'reasoning provenance',
@@ -130,6 +131,8 @@ export interface WireReader {
   toolCallsSentBack(request: ReceivedRequest): WireToolCall[];
   toolResults(request: ReceivedRequest): WireToolResult[];
   inlineMedia(request: ReceivedRequest): WireMedia[];
+  /** Images sent by link (http/https URL), as the provider received them. */
+  imageUrls(request: ReceivedRequest): string[];
   /** The schema sent for native structured output, undefined when none was. */
   nativeSchema(request: ReceivedRequest): unknown;
   reasoningSent(request: ReceivedRequest): WireReasoning[];

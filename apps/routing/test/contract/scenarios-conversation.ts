@@ -134,6 +134,15 @@ export function imageInput(rig: ContractRig, mode: Mode) {
   return mediaInput(rig, mode, { part: { $case: 'image', value: { url, detail: '' } } }, 'image/png', ONE_PIXEL_PNG_BASE64);
 }
 
+/** An image by link goes to the provider as that link (where the API takes links). */
+export async function imageUrlInput(rig: ContractRig, mode: Mode) {
+  const url = 'https://images.example.com/photos/eiffel-tower.png';
+  rig.script({ type: 'answer', text: 'The Eiffel Tower.' });
+  const outcome = await run(mode, rig, chatRequest([message('user', [text('What is this?'), { part: { $case: 'image', value: { url, detail: '' } } }])]));
+  expect(outcome.content).toBe('The Eiffel Tower.');
+  expect(rig.reader.imageUrls(onlyRequest(rig))).toEqual([url]);
+}
+
 export function pdfInput(rig: ContractRig, mode: Mode) {
   const pdf = minimalPdf(['Quarterly revenue: 4.2 million']);
   const part: ContentPart = { part: { $case: 'file', value: { filename: 'quarterly', data: pdf, url: '', mediaType: 'application/pdf', context: '' } } };

@@ -89,6 +89,10 @@ export const anthropicReader: WireReader = {
         .filter((block) => (block.type === 'image' || block.type === 'document') && block.source?.type === 'base64')
         .map((block) => ({ mediaType: block.source.media_type, base64: block.source.data })),
     ),
+  imageUrls: (request) =>
+    turns(request).flatMap((turn) =>
+      blocks(turn.content).filter((block) => block.type === 'image' && block.source?.type === 'url').map((block) => block.source.url),
+    ),
   nativeSchema: (request) => request.body?.output_config?.format?.schema,
   reasoningSent: (request) =>
     turns(request).flatMap((turn) =>

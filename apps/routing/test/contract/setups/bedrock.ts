@@ -95,6 +95,7 @@ const reader: WireReader = {
         return [{ mediaType: MEDIA_TYPES[media.format] ?? media.format, base64: media.source.bytes }];
       }),
     ),
+  imageUrls: () => [],
   // Converse has no JSON schema output common to its models: the fallback is instructed.
   nativeSchema: () => undefined,
   reasoningSent: (request) =>
@@ -109,7 +110,9 @@ const reader: WireReader = {
 
 export const bedrockSetup: ContractSetup = {
   kind: 'bedrock',
-  unsupported: {},
+  unsupported: {
+    'image url input': 'Converse takes images as inline bytes (or an S3 location) only; the adapter refuses a link as the caller\'s 400',
+  },
   jsonSchema: 'instructed',
   // A guardrail's stop reason arrives after its canned text: a whole answer becomes the content_filter
   // error, a stream has already relayed the text and can only finish with content_filter.

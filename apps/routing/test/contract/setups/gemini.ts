@@ -95,6 +95,8 @@ export const geminiReader: WireReader = {
     contents(request).flatMap((content) =>
       parts(content).filter((part) => part.inlineData).map((part) => ({ mediaType: part.inlineData.mimeType, base64: part.inlineData.data })),
     ),
+  imageUrls: (request) =>
+    contents(request).flatMap((content) => parts(content).filter((part) => part.fileData).map((part) => part.fileData.fileUri)),
   nativeSchema: (request) => request.body?.generationConfig?.responseJsonSchema ?? request.body?.generationConfig?.responseSchema,
   // Gemini signs parts: every thoughtSignature of a model turn, on whatever part it rides.
   reasoningSent: (request) =>

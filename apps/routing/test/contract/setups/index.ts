@@ -7,5 +7,18 @@ import { openaiSetup } from './openai.js';
 import { simulatedSetup } from './simulated.js';
 import { vertexClaudeSetup, vertexGeminiSetup } from './vertex.js';
 
-/** The contract table: one row per adapter kind, each run through every scenario. */
-export const CONTRACT_SETUPS: readonly ContractSetup[] = [openaiSetup, anthropicSetup, geminiSetup, azureOpenAIDeploymentSetup, azureOpenAIV1Setup, bedrockSetup, vertexClaudeSetup, vertexGeminiSetup, simulatedSetup];
+/**
+ * The contract table: one row per adapter configuration, each run through every scenario. A kind with two
+ * wire paths has a row for each (Azure: deployment URLs and the v1 API; Vertex: Claude and Gemini).
+ */
+export const CONTRACT_SETUPS: readonly ContractSetup[] = [
+  openaiSetup,
+  anthropicSetup,
+  geminiSetup,
+  azureOpenAIDeploymentSetup,
+  azureOpenAIV1Setup,
+  bedrockSetup,
+  vertexClaudeSetup,
+  vertexGeminiSetup,
+  simulatedSetup,
+];

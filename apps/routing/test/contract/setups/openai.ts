@@ -125,6 +125,12 @@ export const openaiReader: WireReader = {
         return parsed ? [parsed] : [];
       }),
     ),
+  imageUrls: (request) =>
+    (request.body?.messages ?? []).flatMap((message: any) =>
+      (Array.isArray(message.content) ? message.content : [])
+        .filter((part: any) => part.type === 'image_url' && !String(part.image_url?.url).startsWith('data:'))
+        .map((part: any) => part.image_url.url),
+    ),
   nativeSchema: (request) => request.body?.response_format?.json_schema?.schema,
   // Chat completions has no input field for reasoning: nothing is ever sent back.
   reasoningSent: () => [],

@@ -17,8 +17,8 @@ const unreadable = (): never => {
 
 const reader: WireReader = {
   model: unreadable, streamed: unreadable, systemText: unreadable, allText: unreadable, tools: unreadable, toolChoice: unreadable,
-  toolCallsSentBack: unreadable, toolResults: unreadable, inlineMedia: unreadable, nativeSchema: unreadable, reasoningSent: unreadable,
-  cacheMarks: unreadable,
+  toolCallsSentBack: unreadable, toolResults: unreadable, inlineMedia: unreadable, imageUrls: unreadable, nativeSchema: unreadable,
+  reasoningSent: unreadable, cacheMarks: unreadable,
 };
 
 export const simulatedSetup: ContractSetup = {
@@ -29,6 +29,7 @@ export const simulatedSetup: ContractSetup = {
     'tool definitions and choice': NO_WIRE,
     'parallel tool calls': 'the simulator calls one tool per answer',
     'image input': NO_WIRE,
+    'image url input': NO_WIRE,
     'pdf input': NO_WIRE,
     'reasoning provenance': 'the simulator returns no reasoning',
     'reasoning with tool calls': 'the simulator returns no reasoning',
