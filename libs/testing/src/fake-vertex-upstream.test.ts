@@ -139,4 +139,21 @@ describe('fake Vertex upstream', () => {
     expect((await post(gemini('generateContent'), { ...body, bogus: 1 }, bearer)).status).toBe(400);
     expect(upstream.gemini.requests[0]!.path).toBe('/v1beta/models/gemini-2.5-flash:generateContent');
   });
+  it('embeds on :predict as Vertex does, refusing what it refuses (no instances, unknown fields, several inputs for gemini-embedding)', async () => {
+    const bearer = await token();
+    const predict = (model: string) => `/v1/projects/${PROJECT}/locations/${LOCATION}/publishers/google/models/${model}:predict`;
+    const answer = await post(predict('text-embedding-005'), { instances: [{ content: 'a b c d e' }, { content: 'x' }], parameters: { outputDimensionality: 3 } }, bearer);
+    expect(answer.status).toBe(200);
+    expect(JSON.parse(answer.text).predictions).toEqual([
+      { embeddings: { values: expect.any(Array), statistics: { token_count: 3, truncated: false } } },
+      { embeddings: { values: expect.any(Array), statistics: { token_count: 1, truncated: false } } },
+    ]);
+    expect(JSON.parse(answer.text).predictions[0].embeddings.values).toHaveLength(3);
+    expect((await post(predict('text-embedding-005'), { instances: [] }, bearer)).status).toBe(400);
+    expect((await post(predict('text-embedding-005'), { instances: [{ content: 'a', bogus: 1 }] }, bearer)).status).toBe(400);
+    expect((await post(predict('text-embedding-005'), { instances: [{ content: 'a' }], parameters: { dimensions: 3 } }, bearer)).status).toBe(400);
+    expect((await post(predict('gemini-embedding-001'), { instances: [{ content: 'a' }, { content: 'b' }] }, bearer)).status).toBe(400);
+    expect((await post(predict('gemini-embedding-001'), { instances: [{ content: 'a' }] }, bearer)).status).toBe(200);
+    expect((await post(predict('gemini-embedding-001'), { instances: [{ content: 'a' }] })).status).toBe(401);
+  });
 });

@@ -3,9 +3,11 @@ import { startFakeAnthropicUpstream, type FakeAnthropicUpstream } from './fake-a
 import { startFakeGeminiUpstream, type FakeGeminiUpstream } from './fake-gemini-upstream.js';
 import { listenOnLoopback, readBody } from './fake-upstream-support.js';
 import type { RecordedRequest } from './fake-upstream-types.js';
+import { answerVertexPredict } from './fake-vertex-embeddings.js';
 import { oauthGrantChecker } from './fake-vertex-oauth.js';
 
 export { createTestServiceAccount, type TestServiceAccount } from './fake-vertex-oauth.js';
+export { fakeVertexEmbedding } from './fake-vertex-embeddings.js';
 
 /** The body version Claude on Vertex requires (Anthropic's Vertex SDK sends it; Google's docs name it). */
 export const VERTEX_ANTHROPIC_VERSION = 'vertex-2023-10-16';
@@ -66,7 +68,8 @@ function anthropicInvalid(response: ServerResponse, message: string) {
  * `publishers/anthropic/models/{model}:rawPredict|streamRawPredict` take the Messages body without
  * `model` and with `anthropic_version: vertex-2023-10-16` and are answered by a fake Anthropic upstream
  * (same scripting, validation and thinking signatures); `publishers/google/models/{model}:generateContent|
- * streamGenerateContent` by a fake Gemini API (its validation, thought signatures and SSE).
+ * streamGenerateContent` by a fake Gemini API (its validation, thought signatures and SSE); `:predict` of
+ * Google's embedding models here (fake-vertex-embeddings.ts).
  */
 export async function startFakeVertexUpstream(options: FakeVertexUpstreamOptions): Promise<FakeVertexUpstream> {
   const anthropic = await startFakeAnthropicUpstream({ apiKey: INNER_KEY });
@@ -116,6 +119,7 @@ export async function startFakeVertexUpstream(options: FakeVertexUpstreamOptions
     if (publisher === 'anthropic' && (method === 'rawPredict' || method === 'streamRawPredict')) {
       return claude(request, response, raw, body, decodeURIComponent(model));
     }
+    if (publisher === 'google' && method === 'predict') return answerVertexPredict(response, body, decodeURIComponent(model));
     if (publisher === 'google' && (method === 'generateContent' || method === 'streamGenerateContent')) {
       // The Gemini API's request and answer formats are Vertex's too; only the path and the auth differ.
       const alt = url.searchParams.get('alt');

@@ -7,6 +7,7 @@ import type { ProviderAdapter, SecretSource } from '../provider-adapter.js';
 import { InstructedStructuredOutput } from '../structured-output.js';
 import { VertexAdapter } from './vertex-adapter.js';
 import { GoogleAccessToken } from './vertex-auth.js';
+import { VertexEmbedder } from './vertex-embeddings.js';
 import { defaultVertexBaseUrl, VERTEX_ANTHROPIC_VERSION, VertexPaths } from './vertex-paths.js';
 
 /**
@@ -64,5 +65,11 @@ export function createVertexAdapter(provider: Provider, secretFor: SecretSource,
     authHeaders: token.headers,
     headers: provider.headers,
   });
-  return new VertexAdapter({ providerId: provider.id, claude, gemini });
+  const embedder = new VertexEmbedder({
+    origin: paths.origin,
+    predictPath: (model) => paths.gemini(model, 'predict'),
+    authHeaders: token.headers,
+    headers: provider.headers,
+  });
+  return new VertexAdapter({ providerId: provider.id, claude, gemini, embedder });
 }

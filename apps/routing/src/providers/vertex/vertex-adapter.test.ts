@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createTestServiceAccount, startFakeVertexUpstream, type FakeVertexUpstream, type TestServiceAccount } from '@gateway/testing';
+import { createTestServiceAccount, fakeVertexEmbedding, startFakeVertexUpstream, type FakeVertexUpstream, type TestServiceAccount } from '@gateway/testing';
 import { Provider, type ChatMessage, type ChatRequest, type ChatStreamDelta, type Tool } from '@gateway/proto';
 import { ProviderError, type AdapterChatRequest, type AdapterStreamPart, type ProviderAdapter } from '../provider-adapter.js';
 import { createAdapter } from '../create-adapter.js';
@@ -235,6 +235,28 @@ describe('Vertex adapter (kind vertex) against the fake Vertex upstream', () => 
     const unauthenticated = await failureOf(adapter.chat(request(GEMINI, chatRequest('Hi')), signal()));
     expect(unauthenticated.kind).toBe('misconfigured');
     expect(unauthenticated.httpStatus).toBe(401);
+  });
+
+  it('embeds with :predict on publishers/google: text-embedding in one call, gemini-embedding one call per input, order and token counts kept', async () => {
+    const adapter = vertexAdapter();
+    const texts = ['alpha', 'beta beta', 'gamma gamma gamma'];
+    const batched = await adapter.embed!({ upstreamModel: 'text-embedding-005', texts, tokenInputs: [], dimensions: 5 }, signal());
+    expect(batched.embeddings).toEqual(texts.map((text) => fakeVertexEmbedding(text, 5)));
+    expect(batched.usage).toMatchObject({ inputTokens: 2 + 3 + 5, outputTokens: 0, estimated: false });
+    expect(upstream.requests).toHaveLength(1);
+    expect(upstream.requests[0]!.path).toBe(`/v1/projects/${PROJECT}/locations/${LOCATION}/publishers/google/models/text-embedding-005:predict`);
+    expect(upstream.requests[0]!.body).toEqual({ instances: texts.map((content) => ({ content })), parameters: { outputDimensionality: 5 } });
+    expect(upstream.requests[0]!.headers.authorization).toMatch(/^Bearer ya29\.fake-/);
+
+    const single = await adapter.embed!({ upstreamModel: 'gemini-embedding-001', texts, tokenInputs: [], dimensions: undefined }, signal());
+    expect(single.embeddings).toEqual(texts.map((text) => fakeVertexEmbedding(text, 8)));
+    expect(upstream.requests.slice(1).map((recorded) => recorded.body.instances.length)).toEqual([1, 1, 1]);
+
+    expect((await failureOf(adapter.embed!({ upstreamModel: 'text-embedding-005', texts: [], tokenInputs: [[1, 2]], dimensions: undefined }, signal()))).kind).toBe('rejected');
+    expect((await failureOf(adapter.embed!({ upstreamModel: CLAUDE, texts: ['x'], tokenInputs: [], dimensions: undefined }, signal()))).kind).toBe('misconfigured');
+    upstream.revokeTokens();
+    const refused = await failureOf(adapter.embed!({ upstreamModel: 'text-embedding-005', texts: ['x'], tokenInputs: [], dimensions: undefined }, signal()));
+    expect(refused).toMatchObject({ kind: 'misconfigured', httpStatus: 401 });
   });
 
   it('renews the token when it nears expiry, and reuses it until then', async () => {

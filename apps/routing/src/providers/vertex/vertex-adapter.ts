@@ -1,10 +1,14 @@
 import {
+  ProviderError,
   type AdapterChatRequest,
+  type AdapterEmbedRequest,
+  type AdapterEmbedResult,
   type AdapterChatResult,
   type AdapterStreamPart,
   type AttemptSignal,
   type ProviderAdapterV1,
 } from '../provider-adapter.js';
+import type { VertexEmbedder } from './vertex-embeddings.js';
 import { isClaudeModel } from './vertex-paths.js';
 
 export interface VertexAdapterOptions {
@@ -13,6 +17,8 @@ export interface VertexAdapterOptions {
   claude: ProviderAdapterV1;
   /** Every other model (`publishers/google`, Gemini's generateContent). */
   gemini: ProviderAdapterV1;
+  /** Embeddings of Google's embedding models (`:predict`). */
+  embedder: VertexEmbedder;
 }
 
 /**
@@ -28,11 +34,13 @@ export class VertexAdapter implements ProviderAdapterV1 {
   readonly providerId: string;
   private readonly claude: ProviderAdapterV1;
   private readonly gemini: ProviderAdapterV1;
+  private readonly embedder: VertexEmbedder;
 
   constructor(options: VertexAdapterOptions) {
     this.providerId = options.providerId;
     this.claude = options.claude;
     this.gemini = options.gemini;
+    this.embedder = options.embedder;
   }
 
   chat(request: AdapterChatRequest, signal: AttemptSignal): Promise<AdapterChatResult> {
@@ -43,7 +51,14 @@ export class VertexAdapter implements ProviderAdapterV1 {
     return (isClaudeModel(request.upstreamModel) ? this.claude : this.gemini).chatStream(request, signal);
   }
 
+  embed(request: AdapterEmbedRequest, signal: AttemptSignal): Promise<AdapterEmbedResult> {
+    if (isClaudeModel(request.upstreamModel)) {
+      return Promise.reject(new ProviderError('misconfigured', `${request.upstreamModel} is a chat model: Claude has no embeddings`));
+    }
+    return this.embedder.embed(request, signal);
+  }
+
   async close(): Promise<void> {
-    await Promise.all([this.claude.close(), this.gemini.close()]);
+    await Promise.all([this.claude.close(), this.gemini.close(), this.embedder.close()]);
   }
 }

@@ -5,7 +5,7 @@
 export const VERTEX_ANTHROPIC_VERSION = 'vertex-2023-10-16';
 
 /** The Gemini methods the Vertex adapter calls on `publishers/google/models/{model}`. */
-export type VertexGeminiMethod = 'generateContent' | 'streamGenerateContent' | 'batchEmbedContents';
+export type VertexGeminiMethod = 'generateContent' | 'streamGenerateContent' | 'batchEmbedContents' | 'predict';
 
 /**
  * The API root of a location when the config gives no base_url: the regional endpoint, and the shared
@@ -58,7 +58,7 @@ export class VertexPaths {
     return paths[stream ? 1 : 0];
   };
 
-  /** `:generateContent`, `:streamGenerateContent` (the caller adds `?alt=sse`) or `:batchEmbedContents`. */
+  /** `:generateContent`, `:streamGenerateContent` (the caller adds `?alt=sse`), `:predict` (embeddings) or `:batchEmbedContents`. */
   readonly gemini = (model: string, method: VertexGeminiMethod): string => {
     const key = `${method} ${model}`;
     let path = this.geminiPaths.get(key);
