@@ -77,6 +77,8 @@ describe('convertToGeminiRequest', () => {
   it('thinking: budget tokens win over effort; effort none turns thinking off', () => {
     expect(convert(chat([message('user', 'q')], { thinkingBudgetTokens: 2000, reasoningEffort: 'high' })).generationConfig).toEqual({ thinkingConfig: { includeThoughts: true, thinkingBudget: 2000 } });
     expect(convert(chat([message('user', 'q')], { reasoningEffort: 'none' })).generationConfig).toEqual({ thinkingConfig: { thinkingBudget: 0 } });
+    const pro = convertToGeminiRequest(chat([message('user', 'q')], { reasoningEffort: 'none' }), { providerId: 'gem', upstreamModel: 'gemini-2.5-pro' }).body;
+    expect(pro.generationConfig).toEqual({ thinkingConfig: { thinkingBudget: 128 } });
     expect(convert(chat([message('user', 'q')], { responseFormat: { type: 'json_object', schemaName: '', schema: '' } })).generationConfig).toEqual({ responseMimeType: 'application/json' });
   });
 

@@ -15,6 +15,8 @@ import { GeminiToolNames } from './gemini-tool-names.js';
 export interface GeminiConversionOptions {
   /** The adapter's provider: reasoning (signatures) issued by any other provider never goes out (spec §1). */
   providerId: string;
+  /** The model the request goes to (Pro models cannot turn thinking off). */
+  upstreamModel?: string;
 }
 
 /** Thinking budget per `reasoning_effort` (Gemini 2.5 budgets; Gemini 3 maps a budget onto its levels). */
@@ -27,6 +29,10 @@ export const THINKING_BUDGET_BY_EFFORT: Readonly<Record<string, number>> = {
   // Flash models refuse budgets above 24576.
   xhigh: 24_576,
 };
+
+/** The smallest budget of the models that always think (Pro): what `reasoning_effort: none` gets there. */
+export const PRO_MIN_THINKING_BUDGET = 128;
+const ALWAYS_THINKS = /-pro\b/;
 
 /** Gemini takes at most this many stop sequences. */
 const MAX_STOP_SEQUENCES = 5;
@@ -250,16 +256,18 @@ function toolConfig(request: ChatRequest, names: GeminiToolNames): GeminiToolCon
   }
 }
 
-function thinkingConfig(request: ChatRequest): GeminiThinkingConfig | undefined {
+function thinkingConfig(request: ChatRequest, model: string): GeminiThinkingConfig | undefined {
   let budget: number | undefined;
   if (request.thinkingBudgetTokens !== undefined) budget = request.thinkingBudgetTokens;
   else if (request.reasoningEffort !== undefined) budget = THINKING_BUDGET_BY_EFFORT[request.reasoningEffort];
   if (budget === undefined) return request.reasoningSummary !== undefined ? { includeThoughts: true } : undefined;
-  // Thought summaries come back as reasoning whenever the caller asked for thinking.
-  return budget > 0 ? { includeThoughts: true, thinkingBudget: budget } : { thinkingBudget: 0 };
+  // Thought summaries come back as reasoning whenever the caller asked for thinking. Pro models refuse
+  // a budget of 0 ("this model only works in thinking mode"): they get their smallest one instead.
+  if (budget > 0) return { includeThoughts: true, thinkingBudget: budget };
+  return { thinkingBudget: ALWAYS_THINKS.test(model) ? PRO_MIN_THINKING_BUDGET : 0 };
 }
 
-function generationConfig(request: ChatRequest): GeminiGenerationConfig | undefined {
+function generationConfig(request: ChatRequest, model: string): GeminiGenerationConfig | undefined {
   const config: GeminiGenerationConfig = {};
   if (request.temperature !== undefined) config.temperature = request.temperature;
   if (request.topP !== undefined) config.topP = request.topP;
@@ -275,7 +283,7 @@ function generationConfig(request: ChatRequest): GeminiGenerationConfig | undefi
     const schema = parseSchema(format.schema, 'response_format.json_schema.schema');
     if (schema) config.responseJsonSchema = schema;
   }
-  const thinking = thinkingConfig(request);
+  const thinking = thinkingConfig(request, model);
   if (thinking) config.thinkingConfig = thinking;
   return Object.keys(config).length > 0 ? config : undefined;
 }
@@ -312,7 +320,7 @@ export function convertToGeminiRequest(request: ChatRequest, options: GeminiConv
     const config = toolConfig(request, names);
     if (config) body.toolConfig = config;
   }
-  const generation = generationConfig(request);
+  const generation = generationConfig(request, options.upstreamModel ?? '');
   if (generation) body.generationConfig = generation;
   if (request.extraBody !== undefined) {
     const extra = parseObject(request.extraBody);

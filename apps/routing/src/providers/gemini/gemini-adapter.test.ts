@@ -219,6 +219,12 @@ describe('GeminiAdapter against the fake Gemini API', () => {
     expect(deltas.map((delta) => delta.content).join('')).toBe('Paris.');
   });
 
+  it('reasoning_effort none turns thinking off where the model can, and asks a Pro model for its smallest budget', async () => {
+    await adapter.chat(flash(chatRequest('x', { reasoningEffort: 'none' })), signal());
+    await adapter.chat(pro3(chatRequest('x', { reasoningEffort: 'none' })), signal());
+    expect(upstream.requests.map((recorded) => recorded.body.generationConfig.thinkingConfig)).toEqual([{ thinkingBudget: 0 }, { thinkingBudget: 128 }]);
+  });
+
   it('images (data: inline, URLs as fileData), PDFs inline and JSON schema output', async () => {
     const png = 'iVBORw0KGgo=';
     const user: ChatMessage = {

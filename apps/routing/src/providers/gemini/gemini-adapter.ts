@@ -115,14 +115,14 @@ export class GeminiAdapter implements ProviderAdapterV1 {
   }
 
   async chat(request: AdapterChatRequest, signal: AttemptSignal): Promise<AdapterChatResult> {
-    const { body, names } = convertToGeminiRequest(request.chat, { providerId: this.providerId });
+    const { body, names } = convertToGeminiRequest(request.chat, { providerId: this.providerId, upstreamModel: request.upstreamModel });
     const text = await this.post(this.modelPath(request.upstreamModel, 'generateContent'), body, signal);
     const answer = parseJson(geminiResponseSchema, text, 'answer');
     return { choices: [convertGeminiAnswer(answer, this.providerId, names)], usage: convertGeminiUsage(answer.usageMetadata) };
   }
 
   async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {
-    const { body, names } = convertToGeminiRequest(request.chat, { providerId: this.providerId });
+    const { body, names } = convertToGeminiRequest(request.chat, { providerId: this.providerId, upstreamModel: request.upstreamModel });
     let headers: MergedHeaders;
     try {
       const pending = this.headers();
