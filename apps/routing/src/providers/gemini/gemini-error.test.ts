@@ -11,6 +11,8 @@ describe('geminiHttpError', () => {
     expect(geminiHttpError(400, JSON.stringify(apiKeyInvalidBody())).kind).toBe('misconfigured');
     const rejected = geminiHttpError(400, googleError(400, 'INVALID_ARGUMENT', 'Unknown name "x"'));
     expect([rejected.kind, rejected.providerMessage, rejected.retryable]).toEqual(['rejected', 'Unknown name "x"', false]);
+    // An account condition (region, billing) is ours, not the caller's.
+    expect(geminiHttpError(400, googleError(400, 'FAILED_PRECONDITION', 'User location is not supported for the API use.')).kind).toBe('misconfigured');
   });
 
   it('401/403/404 misconfigured, 408/429/5xx overloaded, a page that is not JSON keeps its text', () => {

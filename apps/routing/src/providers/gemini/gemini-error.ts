@@ -6,8 +6,12 @@ const MAX_MESSAGE_LENGTH = 1_000;
 
 /** ErrorInfo reasons of a 400 that are about our credentials, not the caller's request. */
 const CREDENTIAL_REASONS = new Set(['API_KEY_INVALID', 'API_KEY_EXPIRED', 'API_KEY_SERVICE_BLOCKED', 'ACCESS_TOKEN_EXPIRED', 'CONSUMER_INVALID']);
-/** google.rpc status names that mean our key, project or model, whatever HTTP status came with them. */
-const ACCOUNT_STATUSES = new Set(['UNAUTHENTICATED', 'PERMISSION_DENIED', 'NOT_FOUND']);
+/**
+ * google.rpc status names that mean our key, project or model, whatever HTTP status came with them.
+ * FAILED_PRECONDITION comes with a 400 for account conditions ("User location is not supported for the
+ * API use.", a free tier not available in the region without billing): another provider may serve it.
+ */
+const ACCOUNT_STATUSES = new Set(['UNAUTHENTICATED', 'PERMISSION_DENIED', 'NOT_FOUND', 'FAILED_PRECONDITION']);
 /** Status names that mean "try elsewhere". */
 const OUTAGE_STATUSES = new Set(['RESOURCE_EXHAUSTED', 'UNAVAILABLE', 'INTERNAL', 'DEADLINE_EXCEEDED']);
 
