@@ -179,7 +179,7 @@ export async function cancellation(rig: ContractRig, mode: Mode) {
 /** The attempt's deadline passes while the provider says nothing: a timeout (fails over), the request closed. */
 export async function timeout(rig: ContractRig, mode: Mode) {
   rig.script({ type: 'stall' });
-  const signal = AbortSignal.timeout(300);
+  const signal = AbortSignal.timeout(1_000);
   const pending = failureOf(run(mode, rig, ask(), signal));
   await receivedCount(rig, 1);
   const connection = openConnection(rig);
