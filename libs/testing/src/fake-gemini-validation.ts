@@ -2,12 +2,14 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 
 // Request checks of the fake Gemini API (fake-gemini-upstream.ts); not part of the package's exports.
 //
-// Field names and shapes follow the official SDK googleapis/js-genai (src/types.ts: Content, Part, Blob,
-// FileData, FunctionCall, FunctionResponse, FunctionDeclaration, Schema, Tool, ToolConfig,
-// FunctionCallingConfig, GenerationConfig, ThinkingConfig; src/converters/_models_converters.ts, whose
-// Gemini-API converters refuse `displayName` on Blob and FileData). The error texts are the API's own
-// wording as Google's clients report them (unknown fields, Struct values, function call/response
-// pairing, missing thought signatures on Gemini 3, invalid keys).
+// Field names and shapes follow the official SDK googleapis/js-genai, read at commit 6e9b35c (Aug 2026):
+// src/types.ts (Content, Part, Blob, FileData, FunctionCall, FunctionResponse, FunctionDeclaration,
+// Schema, Tool, ToolConfig, FunctionCallingConfig, GenerationConfig, ThinkingConfig) and
+// src/converters/_models_converters.ts, whose Gemini-API converters (partToMldev,
+// generateContentConfigToMldev, toolToMldev) list the fields each message takes and refuse
+// `displayName` on Blob and FileData and `partialArgs` / `willContinue` on FunctionCall. The error texts
+// are the API's own wording as Google's clients report them (unknown fields, Struct values, function
+// call/response pairing, missing thought signatures on Gemini 3, invalid keys).
 
 export class InvalidGeminiRequest extends Error {
   constructor(message: string, readonly status = 400, readonly rpcStatus = 'INVALID_ARGUMENT') {
@@ -68,13 +70,13 @@ function knownFields(value: unknown, fields: ReadonlySet<string>, where: string)
 }
 
 const fields = (...names: string[]) => new Set(names);
-const REQUEST = fields('contents', 'tools', 'toolConfig', 'safetySettings', 'systemInstruction', 'generationConfig', 'cachedContent');
+const REQUEST = fields('contents', 'tools', 'toolConfig', 'safetySettings', 'systemInstruction', 'generationConfig', 'cachedContent', 'serviceTier');
 const CONTENT = fields('role', 'parts');
 const PART = fields(
   'text', 'thought', 'thoughtSignature', 'inlineData', 'fileData', 'functionCall', 'functionResponse', 'executableCode',
-  'codeExecutionResult', 'videoMetadata', 'mediaResolution', 'partMetadata',
+  'codeExecutionResult', 'videoMetadata', 'mediaResolution', 'partMetadata', 'toolCall', 'toolResponse',
 );
-const PART_DATA = ['text', 'inlineData', 'fileData', 'functionCall', 'functionResponse', 'executableCode', 'codeExecutionResult'];
+const PART_DATA = ['text', 'inlineData', 'fileData', 'functionCall', 'functionResponse', 'executableCode', 'codeExecutionResult', 'toolCall', 'toolResponse'];
 const BLOB = fields('mimeType', 'data');
 const FILE_DATA = fields('mimeType', 'fileUri');
 const FUNCTION_CALL = fields('id', 'name', 'args');

@@ -3,7 +3,7 @@ import { z } from 'zod';
 /**
  * Wire format of Gemini `generateContent` / `streamGenerateContent` / `batchEmbedContents` (v1beta, and
  * the same bodies on Vertex AI's publishers/google models). Field names checked against the official
- * SDK googleapis/js-genai (src/types.ts: Part, FunctionCall, FunctionResponse, FunctionDeclaration with
+ * SDK googleapis/js-genai (read at commit 6e9b35c; src/types.ts: Part, FunctionCall, FunctionResponse, FunctionDeclaration with
  * `parametersJsonSchema`, GenerationConfig with `responseJsonSchema`, ThinkingConfig, Candidate,
  * GenerateContentResponse, GenerateContentResponseUsageMetadata, GenerateContentResponsePromptFeedback;
  * src/converters/_models_converters.ts: `displayName` on Blob/FileData is refused by the Gemini API,
