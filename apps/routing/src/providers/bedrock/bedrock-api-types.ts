@@ -2,9 +2,13 @@ import { z } from 'zod';
 
 /**
  * Wire format of the Bedrock Runtime Converse and ConverseStream operations (REST-JSON; blobs are base64
- * strings). Checked against aws/aws-sdk-js-v3 clients/client-bedrock-runtime/src/models (models_0.ts:
- * ContentBlock, ToolConfiguration, ToolChoice, ReasoningContentBlock, CachePointBlock, TokenUsage,
- * ConverseStreamOutput; enums.ts: StopReason, ImageFormat, DocumentFormat, CachePointType, ToolResultStatus).
+ * strings). Checked against aws/aws-sdk-js-v3 clients/client-bedrock-runtime/src/models: enums.ts
+ * (StopReason incl. guardrail_intervened / content_filtered / model_context_window_exceeded, ImageFormat,
+ * DocumentFormat, CachePointType `default`, CacheTTL `5m` | `1h`, ToolResultStatus, ConversationRole) and
+ * models_0.ts (the exception classes this adapter maps: AccessDenied, InternalServer, Throttling,
+ * Validation, ResourceNotFound, ServiceQuotaExceeded, ServiceUnavailable); the union members of
+ * ContentBlock / ContentBlockDelta (text, toolUse, reasoningContent {text, signature, redactedContent},
+ * citation) and TokenUsage's cache fields as the SDK generators publish the same service model.
  * Answers are read loosely: unknown fields pass and unknown content block members are skipped, so a
  * newer API version does not break the adapter.
  */
