@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startFakeGeminiUpstream, type FakeGeminiUpstream } from '@gateway/testing';
+import { sameHiddenClass, startFakeGeminiUpstream, type FakeGeminiUpstream } from '@gateway/testing';
 import { Provider, type ChatMessage, type ChatRequest, type ChatStreamDelta, type Tool } from '@gateway/proto';
 import { ProviderError, type AdapterChatRequest, type AdapterStreamPart, type ProviderAdapter } from '../provider-adapter.js';
 import { createAdapter } from '../create-adapter.js';
@@ -185,6 +185,13 @@ describe('GeminiAdapter against the fake Gemini API', () => {
       });
     });
   }
+
+  it('every streamed delta (text, thought, signature, call, finish) has one hidden class', async () => {
+    upstream.script({ thought: 'Hmm.', thoughtSigned: true, text: 'Calling.', functionCalls: [{ name: 'get_weather', args: { city: 'Paris' } }] });
+    const deltas = deltasOf(await collect(adapter.chatStream(flash(chatRequest('x', { tools: [weatherTool], reasoningEffort: 'low' })), signal())));
+    expect(new Set(deltas.map((delta) => (delta.reasoning ? 'thought' : delta.reasoningSignature ? 'signature' : delta.content ? 'text' : delta.toolCalls.length ? 'call' : 'finish')))).toEqual(new Set(['thought', 'signature', 'text', 'call', 'finish']));
+    expect(deltas.every((delta) => sameHiddenClass(delta, deltas[0]!))).toBe(true);
+  });
 
   it('a chat-completions history without the signature (client dropped it) still reaches Gemini 3', async () => {
     const history = [
