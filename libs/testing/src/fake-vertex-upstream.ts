@@ -40,6 +40,11 @@ export interface FakeVertexUpstream {
   /** Grants answered with a token. */
   tokensIssued: number;
   setTokenLifetime(seconds: number): void;
+  /**
+   * How the next grants are answered, one script each: after `delayMs`, and with `status` (Google's
+   * error body) instead of checking the grant. Unscripted grants are checked and answered at once.
+   */
+  scriptToken(...scripts: { status?: number; delayMs?: number }[]): void;
   /** Every access token given out so far stops working (as after a revocation). */
   revokeTokens(): void;
   reset(): void;
@@ -80,6 +85,7 @@ export async function startFakeVertexUpstream(options: FakeVertexUpstreamOptions
   let tokenLifetime = options.tokenLifetimeSeconds ?? 3_600;
   let tokenUri = '';
   const counts = { tokenRequests: 0, tokensIssued: 0 };
+  const tokenScripts: { status?: number; delayMs?: number }[] = [];
   const oauth = oauthGrantChecker({
     accounts: new Map(options.serviceAccounts.map((account) => [account.clientEmail, account.publicKey])),
     get tokenUri() { return tokenUri; },
@@ -91,6 +97,13 @@ export async function startFakeVertexUpstream(options: FakeVertexUpstreamOptions
     const url = new URL(request.url ?? '/', 'http://fake');
     if (url.pathname === '/token') {
       counts.tokenRequests++;
+      const script = tokenScripts.shift();
+      if (script?.delayMs) await new Promise((resolve) => setTimeout(resolve, script.delayMs));
+      if (script?.status) {
+        response.writeHead(script.status, { 'content-type': 'application/json; charset=utf-8' });
+        response.end(JSON.stringify({ error: 'internal_failure', error_description: `fake token endpoint error ${script.status}` }));
+        return;
+      }
       if (request.method !== 'POST') return googleError(response, 405, 'METHOD_NOT_ALLOWED', 'Method Not Allowed');
       const outcome = oauth.grant(request.headers['content-type'] ?? '', raw);
       if (outcome.status === 200) counts.tokensIssued++;
@@ -177,8 +190,9 @@ export async function startFakeVertexUpstream(options: FakeVertexUpstreamOptions
     get tokenRequests() { return counts.tokenRequests; },
     get tokensIssued() { return counts.tokensIssued; },
     setTokenLifetime: (seconds) => { tokenLifetime = seconds; },
+    scriptToken: (...scripts) => { tokenScripts.push(...scripts); },
     revokeTokens: () => oauth.revokeAll(),
-    reset: () => { requests.length = 0; anthropic.reset(); gemini.reset(); },
+    reset: () => { requests.length = 0; tokenScripts.length = 0; anthropic.reset(); gemini.reset(); },
     close: async () => { await server.close(); await Promise.all([anthropic.close(), gemini.close()]); },
   };
 }

@@ -259,6 +259,32 @@ describe('Vertex adapter (kind vertex) against the fake Vertex upstream', () => 
     expect(refused).toMatchObject({ kind: 'misconfigured', httpStatus: 401 });
   });
 
+  it('a caller that gives up while the token is fetched is released at once; the token still serves the next request', async () => {
+    const adapter = vertexAdapter('vtx-slow-token');
+    upstream.scriptToken({ delayMs: 600 });
+    const controller = new AbortController();
+    const started = Date.now();
+    const pending = adapter.chat(request(CLAUDE, chatRequest('Hi')), controller.signal).then(() => 'answered', (error: unknown) => error);
+    setTimeout(() => controller.abort(), 50);
+    expect(await pending).toBeInstanceOf(ProviderError);
+    expect(Date.now() - started).toBeLessThan(500);
+    expect(upstream.requests).toHaveLength(0);
+    const before = upstream.tokenRequests;
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    await adapter.chat(request(CLAUDE, chatRequest('again')), signal());
+    expect(upstream.tokenRequests).toBe(before);
+  });
+
+  it('a token endpoint that fails (503) is a transient failure, not a misconfiguration', async () => {
+    const adapter = vertexAdapter('vtx-token-down');
+    upstream.scriptToken({ status: 503 }, { status: 503 }, { status: 503 }, { status: 503 }, { status: 503 });
+    const started = Date.now();
+    const failure = await failureOf(adapter.chat(request(CLAUDE, chatRequest('Hi')), signal()));
+    expect(failure.kind).toBe('overloaded');
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(upstream.requests).toHaveLength(0);
+  });
+
   it('renews the token when it nears expiry, and reuses it until then', async () => {
     // A token of 301 s is due for renewal 1 s after it is issued (the margin is 5 minutes).
     upstream.setTokenLifetime(301);
