@@ -52,6 +52,18 @@ describe('cache affinity keys', () => {
     expect(affinityKeyOf(request([system], {}, 'acct-2'))).not.toBe(affinityKeyOf(request([system])));
   });
 
+  it('a large file is keyed by its length and both ends; a change in either changes the key', () => {
+    const pdf = Buffer.alloc(100_000, 7);
+    const file = (data: Buffer) => request([{ role: 'user', content: [{ part: { $case: 'file', value: { filename: 'a.pdf', data, url: '', mediaType: 'application/pdf', context: '' } }, cacheControl: ephemeral }, text('q')] }]);
+    const key = affinityKeyOf(file(pdf));
+    expect(affinityKeyOf(file(Buffer.from(pdf)))).toBe(key);
+    const head = Buffer.from(pdf); head[10] = 1;
+    const tail = Buffer.from(pdf); tail[99_990] = 1;
+    expect(affinityKeyOf(file(head))).not.toBe(key);
+    expect(affinityKeyOf(file(tail))).not.toBe(key);
+    expect(affinityKeyOf(file(Buffer.alloc(100_001, 7)))).not.toBe(key);
+  });
+
   it('a breakpoint on a tool alone keys on the tools', () => {
     const tools = [{ name: 'weather', description: 'd', parameters: '{}', cacheControl: ephemeral }];
     const a = affinityKeyOf(request([{ role: 'user', content: [text('q1')] }], { tools }));

@@ -110,6 +110,20 @@ function hashMessage(hash: Hash, message: ChatMessage, lastPart: number): void {
   if (whole) for (const call of message.toolCalls) hash.update('call\0').update(call.id).update('\0').update(call.name).update('\0').update(call.arguments).update('\0');
 }
 
+/** Bytes of a large inline datum (file, audio, data: URL) hashed at each end, beside its length. */
+const SAMPLE_BYTES = 4_096;
+
+/**
+ * A large inline datum by its length and both ends: a 20 MB PDF costs 8 KB of hashing, not 20 MB. Two
+ * different files alike in length and at both ends would share a key: at worst one request is routed
+ * to the other's provider, which only loses a cache hit.
+ */
+function hashSampled(hash: Hash, data: Uint8Array | string): void {
+  hash.update(String(data.length)).update('\0');
+  if (data.length <= SAMPLE_BYTES * 2) { hash.update(data); return; }
+  hash.update(data.slice(0, SAMPLE_BYTES)).update(data.slice(data.length - SAMPLE_BYTES));
+}
+
 function hashPart(hash: Hash, part: ContentPart): void {
   const value = part.part;
   switch (value?.$case) {
@@ -117,13 +131,16 @@ function hashPart(hash: Hash, part: ContentPart): void {
       hash.update('text\0').update(value.value);
       break;
     case 'image':
-      hash.update('image\0').update(value.value.url);
+      hash.update('image\0');
+      hashSampled(hash, value.value.url);
       break;
     case 'file':
-      hash.update('file\0').update(value.value.filename).update('\0').update(value.value.url).update('\0').update(value.value.data);
+      hash.update('file\0').update(value.value.filename).update('\0').update(value.value.url).update('\0');
+      hashSampled(hash, value.value.data);
       break;
     case 'audio':
-      hash.update('audio\0').update(value.value.data);
+      hash.update('audio\0');
+      hashSampled(hash, value.value.data);
       break;
     default:
       hash.update('empty');
