@@ -2,8 +2,8 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { MODES, type Mode } from './contract-requests.js';
 import { SCENARIOS, type ContractRig, type ContractSetup, type Scenario } from './contract-types.js';
 import {
-  imageInput, imageUrlInput, jsonSchemaOutput, pdfInput, plainText, promptCacheMarks, reasoningProvenance, reasoningWithToolCalls, staticHeaders,
-  systemPrompt, toolCallAnswer, toolDefinitionsAndChoice,
+  generationParameters, imageInput, imageUrlInput, jsonSchemaOutput, pdfInput, plainText, promptCacheMarks, reasoningProvenance, reasoningWithToolCalls, staticHeaders,
+  redactedReasoning, systemPrompt, toolCallAnswer, toolDefinitionsAndChoice,
   toolRoundTrip,
 } from './scenarios-conversation.js';
 import {
@@ -25,6 +25,7 @@ const BODIES: Record<Scenario, { modes: readonly Mode[]; body: Body }> = {
   'text': { modes: MODES, body: (rig, _setup, mode) => plainText(rig, mode) },
   'static headers': { modes: MODES, body: (rig, _setup, mode) => staticHeaders(rig, mode) },
   'system prompt': { modes: MODES, body: (rig, _setup, mode) => systemPrompt(rig, mode) },
+  'generation parameters': { modes: MODES, body: (rig, _setup, mode) => generationParameters(rig, mode) },
   'tool definitions and choice': { modes: MODES, body: (rig, _setup, mode) => toolDefinitionsAndChoice(rig, mode) },
   'tool call answer': { modes: MODES, body: (rig, _setup, mode) => toolCallAnswer(rig, mode, false) },
   'parallel tool calls': { modes: MODES, body: (rig, _setup, mode) => toolCallAnswer(rig, mode, true) },
@@ -37,6 +38,7 @@ const BODIES: Record<Scenario, { modes: readonly Mode[]; body: Body }> = {
   'pdf input': { modes: MODES, body: (rig, _setup, mode) => pdfInput(rig, mode) },
   'json schema output': { modes: MODES, body: (rig, setup, mode) => jsonSchemaOutput(rig, setup, mode) },
   'reasoning provenance': { modes: MODES, body: (rig, _setup, mode) => reasoningProvenance(rig, mode) },
+  'redacted reasoning': { modes: MODES, body: (rig, _setup, mode) => redactedReasoning(rig, mode) },
   'reasoning with tool calls': { modes: MODES, body: (rig, _setup, mode) => reasoningWithToolCalls(rig, mode) },
   'finish reasons': { modes: MODES, body: (rig, _setup, mode) => finishReasons(rig, mode) },
   'safety block': { modes: MODES, body: (rig, setup, mode) => safetyBlock(rig, setup, mode) },

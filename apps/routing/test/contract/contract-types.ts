@@ -12,6 +12,7 @@ export const SCENARIOS = [
   'text',
   'static headers',
   'system prompt',
+  'generation parameters',
   'tool definitions and choice',
   'tool call answer',
   'parallel tool calls',
@@ -22,6 +23,7 @@ export const SCENARIOS = [
   'json schema output',
   'reasoning provenance',
   'reasoning with tool calls',
+  'redacted reasoning',
   'finish reasons',
   'safety block',
   'usage',
@@ -65,6 +67,8 @@ export type ScriptedAnswer =
       toolCalls?: ScriptedToolCall[];
       /** Reasoning text the provider returns first, signed as the provider signs it. */
       reasoning?: string;
+      /** Redacted (encrypted) reasoning the provider returns, opaque bytes only it can read back. */
+      redactedReasoning?: boolean;
       /** Default: tool_calls with tool calls, else stop. */
       finish?: 'stop' | 'length' | 'tool_calls';
       usage?: ScriptedUsage;
@@ -118,6 +122,12 @@ export interface WireReasoning {
   signature: string;
 }
 
+export interface WireGeneration {
+  temperature: number | undefined;
+  maxTokens: number | undefined;
+  stop: string[] | undefined;
+}
+
 /** Reads what a fake received, in the scenario's terms. Each function gets one recorded request. */
 export interface WireReader {
   /** The upstream model the request named (body or path). */
@@ -136,6 +146,10 @@ export interface WireReader {
   /** The schema sent for native structured output, undefined when none was. */
   nativeSchema(request: ReceivedRequest): unknown;
   reasoningSent(request: ReceivedRequest): WireReasoning[];
+  /** Redacted / encrypted reasoning sent back, as the opaque values the provider gave. */
+  redactedReasoningSent(request: ReceivedRequest): string[];
+  /** Sampling and length settings as the provider received them (absent ones undefined). */
+  generation(request: ReceivedRequest): WireGeneration;
   /** The prompt-cache marks the request carried, in order, each as its ttl ('' for the provider's default). */
   cacheMarks(request: ReceivedRequest): string[];
 }

@@ -50,6 +50,13 @@ export async function systemPrompt(rig: ContractRig, mode: Mode) {
   expect(rig.reader.systemText(onlyRequest(rig))).toContain(instruction);
 }
 
+/** Temperature, the output bound and stop sequences reach the provider under its own names. */
+export async function generationParameters(rig: ContractRig, mode: Mode) {
+  rig.script({ type: 'answer', text: 'Paris.' });
+  await run(mode, rig, chatRequest([message('user', 'Capital of France?')], { temperature: 0.25, maxOutputTokens: 321, stop: ['END', '###'] }));
+  expect(rig.reader.generation(onlyRequest(rig))).toEqual({ temperature: 0.25, maxTokens: 321, stop: ['END', '###'] });
+}
+
 export async function toolDefinitionsAndChoice(rig: ContractRig, mode: Mode) {
   const call = { id: 'call_w1', name: 'get_weather', arguments: '{"city":"Paris"}' };
   const tools = [weatherTool, timeTool];
@@ -276,6 +283,35 @@ export async function reasoningWithToolCalls(rig: ContractRig, mode: Mode) {
       for (const signature of sent) expect(signatures.some((canonical) => canonical.includes(signature)), signature).toBe(true);
     } else {
       expect(sent).toEqual([]);
+    }
+  }
+}
+
+/** Redacted (encrypted) reasoning goes back, byte for byte, only to the provider that issued it. */
+export async function redactedReasoning(rig: ContractRig, mode: Mode) {
+  const think = { thinkingBudgetTokens: 2_048, maxOutputTokens: 4_096, reasoningEffort: 'medium' };
+  const question = message('user', 'Capital of France? Think first.');
+  rig.script({ type: 'answer', redactedReasoning: true, text: 'Paris.' });
+  const first = await run(mode, rig, chatRequest([question], think));
+  expect(first.content).toBe('Paris.');
+  const redacted = first.reasoning.filter((part) => part.encryptedData !== '');
+  expect(redacted, 'one redacted reasoning part').toHaveLength(1);
+  expect(redacted[0]!.providerId).toBe(rig.providerId);
+
+  for (const issuer of [rig.providerId, 'another-provider']) {
+    rig.reset();
+    rig.script({ type: 'answer', text: 'Berlin.' });
+    const reasoning = redacted.map((part) => ({ ...part, providerId: issuer }));
+    const history = [question, message('assistant', 'Paris.', { reasoning }), message('user', 'And of Germany?')];
+    const outcome = await run(mode, rig, chatRequest(stripForeignReasoning(history, rig.providerId), think));
+    expect(outcome.content).toBe('Berlin.');
+    const request = onlyRequest(rig);
+    const sent = rig.reader.redactedReasoningSent(request);
+    if (issuer === rig.providerId) {
+      expect(sent).toEqual([redacted[0]!.encryptedData]);
+    } else {
+      expect(sent).toEqual([]);
+      expect(JSON.stringify(request.body)).not.toContain(redacted[0]!.encryptedData);
     }
   }
 }

@@ -36,6 +36,7 @@ export function anthropicBehaviourFor(answer: ScriptedAnswer): FakeAnthropicBeha
             }
           : {}),
         thinking: answer.reasoning ?? false,
+        ...(answer.redactedReasoning ? { redactedThinking: true } : {}),
       };
     case 'error': {
       const type = ERROR_TYPES[answer.status] ?? (answer.status >= 500 ? 'api_error' : 'invalid_request_error');
@@ -98,6 +99,9 @@ export const anthropicReader: WireReader = {
     turns(request).flatMap((turn) =>
       blocks(turn.content).filter((block) => block.type === 'thinking').map((block) => ({ text: block.thinking, signature: block.signature })),
     ),
+  redactedReasoningSent: (request) =>
+    turns(request).flatMap((turn) => blocks(turn.content).filter((block) => block.type === 'redacted_thinking').map((block) => block.data)),
+  generation: (request) => ({ temperature: request.body?.temperature, maxTokens: request.body?.max_tokens, stop: request.body?.stop_sequences }),
   cacheMarks: (request) =>
     [...blocks(request.body?.system), ...turns(request).flatMap((turn) => blocks(turn.content))]
       .filter((block) => block.cache_control)

@@ -63,6 +63,7 @@ function azureSetup(label: string, apiVersion: string): ContractSetup {
     unsupported: {
       'reasoning provenance': 'chat completions returns no reasoning signature and takes no reasoning back',
     'reasoning with tool calls': 'chat completions returns no reasoning signature and takes no reasoning back',
+      'redacted reasoning': 'chat completions returns no encrypted reasoning and takes no reasoning back',
       'prompt cache marks': 'chat completions has no cache marks: Azure OpenAI caches prompt prefixes by itself',
     },
     jsonSchema: 'native',

@@ -38,6 +38,7 @@ function behaviourFor(answer: ScriptedAnswer): FakeBedrockBehaviour {
             }
           : {}),
         reasoning: answer.reasoning ?? false,
+        ...(answer.redactedReasoning ? { redactedReasoning: true } : {}),
       };
     case 'error':
       return { status: answer.status, errorMessage: answer.message };
@@ -104,6 +105,14 @@ const reader: WireReader = {
         .filter((block) => block.reasoningContent?.reasoningText)
         .map((block) => ({ text: block.reasoningContent.reasoningText.text, signature: block.reasoningContent.reasoningText.signature })),
     ),
+  redactedReasoningSent: (request) =>
+    messages(request).flatMap((message) =>
+      blocks(message).filter((block) => block.reasoningContent?.redactedContent).map((block) => block.reasoningContent.redactedContent),
+    ),
+  generation: (request) => {
+    const config = request.body?.inferenceConfig ?? {};
+    return { temperature: config.temperature, maxTokens: config.maxTokens, stop: config.stopSequences };
+  },
   cacheMarks: (request) =>
     [...(request.body?.system ?? []), ...messages(request).flatMap(blocks)].filter((block) => block.cachePoint).map((block) => String(block.cachePoint.ttl ?? '')),
 };

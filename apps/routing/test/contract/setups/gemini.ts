@@ -104,6 +104,11 @@ export const geminiReader: WireReader = {
       .filter((content) => content.role === 'model')
       .flatMap((content) => parts(content).filter((part) => part.thoughtSignature && part.thoughtSignature !== 'skip_thought_signature_validator'))
       .map((part) => ({ text: part.thought ? String(part.text ?? '') : '', signature: part.thoughtSignature })),
+  redactedReasoningSent: () => [],
+  generation: (request) => {
+    const config = request.body?.generationConfig ?? {};
+    return { temperature: config.temperature, maxTokens: config.maxOutputTokens, stop: config.stopSequences };
+  },
   // Gemini has no inline cache marks (implicit caching, or a cachedContent made beforehand).
   cacheMarks: () => [],
 };
@@ -112,6 +117,7 @@ export const geminiSetup: ContractSetup = {
   kind: 'gemini',
   unsupported: {
     'prompt cache marks': 'generateContent has no inline cache marks: caching is implicit or a cachedContent made beforehand',
+    'redacted reasoning': 'Gemini returns no redacted reasoning (its thoughts are summaries; signatures ride on parts)',
   },
   jsonSchema: 'native',
   safety: 'error',

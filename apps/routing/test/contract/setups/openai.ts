@@ -134,6 +134,8 @@ export const openaiReader: WireReader = {
   nativeSchema: (request) => request.body?.response_format?.json_schema?.schema,
   // Chat completions has no input field for reasoning: nothing is ever sent back.
   reasoningSent: () => [],
+  redactedReasoningSent: () => [],
+  generation: (request) => ({ temperature: request.body?.temperature, maxTokens: request.body?.max_completion_tokens, stop: request.body?.stop }),
   // Chat completions has no cache marks: OpenAI caches prompt prefixes by itself.
   cacheMarks: () => [],
 };
@@ -143,6 +145,7 @@ export const openaiSetup: ContractSetup = {
   unsupported: {
     'reasoning provenance': 'chat completions returns no reasoning signature and takes no reasoning back',
     'reasoning with tool calls': 'chat completions returns no reasoning signature and takes no reasoning back',
+    'redacted reasoning': 'chat completions returns no encrypted reasoning and takes no reasoning back',
     'prompt cache marks': 'chat completions has no cache marks: OpenAI caches prompt prefixes by itself',
   },
   jsonSchema: 'native',

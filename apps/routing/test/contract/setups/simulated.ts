@@ -18,7 +18,7 @@ const unreadable = (): never => {
 const reader: WireReader = {
   model: unreadable, streamed: unreadable, systemText: unreadable, allText: unreadable, tools: unreadable, toolChoice: unreadable,
   toolCallsSentBack: unreadable, toolResults: unreadable, inlineMedia: unreadable, imageUrls: unreadable, nativeSchema: unreadable,
-  reasoningSent: unreadable, cacheMarks: unreadable,
+  reasoningSent: unreadable, redactedReasoningSent: unreadable, generation: unreadable, cacheMarks: unreadable,
 };
 
 export const simulatedSetup: ContractSetup = {
@@ -26,6 +26,7 @@ export const simulatedSetup: ContractSetup = {
   unsupported: {
     'static headers': NO_WIRE,
     'system prompt': NO_WIRE,
+    'generation parameters': NO_WIRE,
     'tool definitions and choice': NO_WIRE,
     'parallel tool calls': 'the simulator calls one tool per answer',
     'image input': NO_WIRE,
@@ -33,6 +34,7 @@ export const simulatedSetup: ContractSetup = {
     'pdf input': NO_WIRE,
     'reasoning provenance': 'the simulator returns no reasoning',
     'reasoning with tool calls': 'the simulator returns no reasoning',
+    'redacted reasoning': 'the simulator returns no reasoning',
     'safety block': NO_SCRIPT,
     'error 400': NO_SCRIPT,
     'bad credentials': 'no credentials: the simulated provider takes none',

@@ -33,7 +33,12 @@ function vertexSetup(publisher: 'claude' | 'gemini'): ContractSetup {
   return {
     kind: 'vertex',
     label,
-    unsupported: claude ? {} : { 'prompt cache marks': 'generateContent has no inline cache marks: caching is implicit or a cachedContent made beforehand' },
+    unsupported: claude
+      ? {}
+      : {
+          'prompt cache marks': 'generateContent has no inline cache marks: caching is implicit or a cachedContent made beforehand',
+          'redacted reasoning': 'Gemini returns no redacted reasoning (its thoughts are summaries; signatures ride on parts)',
+        },
     jsonSchema: claude ? 'instructed' : 'native',
     safety: claude ? 'finish' : 'error',
     usage: claude ? { cacheRead: true, cacheWrite: true, reasoning: false } : { cacheRead: true, cacheWrite: false, reasoning: true },
