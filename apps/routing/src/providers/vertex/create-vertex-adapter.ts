@@ -71,5 +71,5 @@ export function createVertexAdapter(provider: Provider, secretFor: SecretSource,
     authHeaders: token.headers,
     headers: provider.headers,
   });
-  return new VertexAdapter({ providerId: provider.id, claude, gemini, embedder });
+  return new VertexAdapter({ providerId: provider.id, claude, gemini, embedder, onUnauthenticated: () => token.invalidate() });
 }

@@ -231,10 +231,19 @@ describe('Vertex adapter (kind vertex) against the fake Vertex upstream', () => 
     upstream.gemini.script({ status: 429 }, { status: 400 });
     expect((await failureOf(adapter.chat(request(GEMINI, chatRequest('Hi')), signal()))).kind).toBe('overloaded');
     expect((await failureOf(collect(adapter.chatStream(request(GEMINI, chatRequest('Hi')), signal())))).kind).toBe('rejected');
-    upstream.revokeTokens();
-    const unauthenticated = await failureOf(adapter.chat(request(GEMINI, chatRequest('Hi')), signal()));
-    expect(unauthenticated.kind).toBe('misconfigured');
-    expect(unauthenticated.httpStatus).toBe(401);
+    // A revoked token: refused once (streamed or not), then a fresh one is fetched.
+    for (const streamed of [false, true]) {
+      upstream.revokeTokens();
+      const issued = upstream.tokensIssued;
+      const unauthenticated = await failureOf(streamed
+        ? collect(adapter.chatStream(request(GEMINI, chatRequest('Hi')), signal()))
+        : adapter.chat(request(GEMINI, chatRequest('Hi')), signal()));
+      expect(unauthenticated.kind).toBe('misconfigured');
+      expect(unauthenticated.httpStatus).toBe(401);
+      const parts = await collect(adapter.chatStream(request(GEMINI, chatRequest('Hi again')), signal()));
+      expect(deltasOf(parts).map((delta) => delta.content).join('')).toBe('Hello from the fake upstream.');
+      expect(upstream.tokensIssued).toBe(issued + 1);
+    }
   });
 
   it('embeds with :predict on publishers/google: text-embedding in one call, gemini-embedding one call per input, order and token counts kept', async () => {
@@ -257,6 +266,7 @@ describe('Vertex adapter (kind vertex) against the fake Vertex upstream', () => 
     upstream.revokeTokens();
     const refused = await failureOf(adapter.embed!({ upstreamModel: 'text-embedding-005', texts: ['x'], tokenInputs: [], dimensions: undefined }, signal()));
     expect(refused).toMatchObject({ kind: 'misconfigured', httpStatus: 401 });
+    expect((await adapter.embed!({ upstreamModel: 'text-embedding-005', texts: ['x'], tokenInputs: [], dimensions: undefined }, signal())).embeddings).toHaveLength(1);
   });
 
   it('a caller that gives up while the token is fetched is released at once; the token still serves the next request', async () => {
