@@ -3,11 +3,11 @@ import { MODES, type Mode } from './contract-requests.js';
 import { SCENARIOS, type ContractRig, type ContractSetup, type Scenario } from './contract-types.js';
 import {
   generationParameters, imageInput, imageUrlInput, jsonSchemaOutput, pdfInput, plainText, promptCacheMarks, reasoningProvenance, reasoningWithToolCalls, staticHeaders,
-  redactedReasoning, systemPrompt, toolCallAnswer, toolDefinitionsAndChoice,
+  redactedReasoning, systemPrompt, toolCallAnswer, toolDefinitionsAndChoice, toolErrorResult,
   toolRoundTrip,
 } from './scenarios-conversation.js';
 import {
-  badCredentials, cancellation, connectionReset, error400, error429, error5xx, finishReasons, safetyBlock, streamCut, streamErrorEvent,
+  badCredentials, cancellation, connectionReset, error400, error429, error5xx, finishReasons, safetyBlock, stopSequenceReported, streamCut, streamErrorEvent,
   timeout, usage,
 } from './scenarios-outcomes.js';
 import { CONTRACT_SETUPS } from './setups/index.js';
@@ -33,6 +33,7 @@ const BODIES: Record<Scenario, { modes: readonly Mode[]; body: Body }> = {
     modes: MODES,
     body: (rig, setup, mode) => toolRoundTrip(rig, mode, setup.unsupported['parallel tool calls'] === undefined),
   },
+  'tool error result': { modes: MODES, body: (rig, _setup, mode) => toolErrorResult(rig, mode) },
   'image input': { modes: MODES, body: (rig, _setup, mode) => imageInput(rig, mode) },
   'image url input': { modes: MODES, body: (rig, _setup, mode) => imageUrlInput(rig, mode) },
   'pdf input': { modes: MODES, body: (rig, _setup, mode) => pdfInput(rig, mode) },
@@ -41,6 +42,7 @@ const BODIES: Record<Scenario, { modes: readonly Mode[]; body: Body }> = {
   'redacted reasoning': { modes: MODES, body: (rig, _setup, mode) => redactedReasoning(rig, mode) },
   'reasoning with tool calls': { modes: MODES, body: (rig, _setup, mode) => reasoningWithToolCalls(rig, mode) },
   'finish reasons': { modes: MODES, body: (rig, _setup, mode) => finishReasons(rig, mode) },
+  'stop sequence reported': { modes: MODES, body: (rig, _setup, mode) => stopSequenceReported(rig, mode) },
   'safety block': { modes: MODES, body: (rig, setup, mode) => safetyBlock(rig, setup, mode) },
   'usage': { modes: MODES, body: (rig, setup, mode) => usage(rig, setup, mode) },
   'error 400': { modes: MODES, body: (rig, _setup, mode) => error400(rig, mode) },

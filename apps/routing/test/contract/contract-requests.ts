@@ -52,6 +52,8 @@ export interface Outcome {
   toolCalls: ToolCall[];
   reasoning: ReasoningPart[];
   finishReason: string;
+  /** The stop sequence the provider says ended the answer ('' when none). */
+  stopSequence: string;
   usage: Usage | undefined;
   /** How many deltas a stream delivered (0 for `chat`). */
   deltas: number;
@@ -66,6 +68,7 @@ export async function viaChat(rig: ContractRig, chat: ChatRequest, signal: Attem
     toolCalls: choice.message?.toolCalls ?? [],
     reasoning: choice.message?.reasoning ?? [],
     finishReason: choice.finishReason,
+    stopSequence: choice.stopSequence,
     usage: result.usage,
     deltas: 0,
   };
@@ -79,6 +82,7 @@ export function foldStream(parts: AdapterStreamPart[], providerId: string): Outc
   const encrypted: string[] = [];
   const calls = new Map<number, ToolCall>();
   let finishReason = '';
+  let stopSequence = '';
   let usage: Usage | undefined;
   let deltas = 0;
   for (const part of parts) {
@@ -105,6 +109,7 @@ export function foldStream(parts: AdapterStreamPart[], providerId: string): Outc
       }
     }
     if (delta.finishReason) finishReason = delta.finishReason;
+    if (delta.stopSequence) stopSequence = delta.stopSequence;
   }
   const reasoning: ReasoningPart[] = [];
   if (reasoningText || signature) reasoning.push({ text: reasoningText, signature, encryptedData: '', providerId });
@@ -114,6 +119,7 @@ export function foldStream(parts: AdapterStreamPart[], providerId: string): Outc
     toolCalls: [...calls.entries()].sort(([a], [b]) => a - b).map(([, call]) => call),
     reasoning,
     finishReason,
+    stopSequence,
     usage,
     deltas,
   };

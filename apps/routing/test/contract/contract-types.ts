@@ -17,6 +17,7 @@ export const SCENARIOS = [
   'tool call answer',
   'parallel tool calls',
   'tool round trip',
+  'tool error result',
   'image input',
   'image url input',
   'pdf input',
@@ -25,6 +26,7 @@ export const SCENARIOS = [
   'reasoning with tool calls',
   'redacted reasoning',
   'finish reasons',
+  'stop sequence reported',
   'safety block',
   'usage',
   'error 400',
@@ -71,6 +73,8 @@ export type ScriptedAnswer =
       redactedReasoning?: boolean;
       /** Default: tool_calls with tool calls, else stop. */
       finish?: 'stop' | 'length' | 'tool_calls';
+      /** The answer ended on this stop sequence (finish stop), reported as the provider reports it. */
+      stopSequence?: string;
       usage?: ScriptedUsage;
     }
   /** An error answer with this status whose body carries `message` in the provider's envelope. */
@@ -107,6 +111,8 @@ export interface WireToolCall {
 
 export interface WireToolResult {
   ref: string;
+  /** The result is flagged as the tool's failure (undefined where the wire has no such flag). */
+  isError?: boolean;
   /** The result text as sent. */
   content: string;
 }

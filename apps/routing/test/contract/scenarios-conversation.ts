@@ -129,6 +129,22 @@ export async function toolRoundTrip(rig: ContractRig, mode: Mode, parallel: bool
   });
 }
 
+/** A tool result flagged as the tool's failure reaches the provider flagged, with its text. */
+export async function toolErrorResult(rig: ContractRig, mode: Mode) {
+  const history = [
+    message('user', 'Weather in Atlantis?'),
+    message('assistant', '', { toolCalls: [{ id: 'call_w1', name: 'get_weather', arguments: '{"city":"Atlantis"}' }] }),
+    message('tool', '{"message":"unknown city: Atlantis"}', { toolCallId: 'call_w1', isError: true }),
+  ];
+  rig.script({ type: 'answer', text: 'I could not find Atlantis.' });
+  const outcome = await run(mode, rig, chatRequest(history, { tools: [weatherTool] }));
+  expect(outcome.content).toBe('I could not find Atlantis.');
+  const results = rig.reader.toolResults(onlyRequest(rig));
+  expect(results).toHaveLength(1);
+  expect(results[0]!.isError).toBe(true);
+  expect(JSON.parse(results[0]!.content)).toEqual({ message: 'unknown city: Atlantis' });
+}
+
 async function mediaInput(rig: ContractRig, mode: Mode, part: ContentPart, mediaType: string, base64: string) {
   rig.script({ type: 'answer', text: 'Understood.' });
   const outcome = await run(mode, rig, chatRequest([message('user', [text('What does this show?'), part])]));

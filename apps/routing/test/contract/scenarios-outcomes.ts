@@ -26,6 +26,15 @@ export async function finishReasons(rig: ContractRig, mode: Mode) {
   if (rig.scripted) expect(rig.received()).toHaveLength(3);
 }
 
+/** The stop sequence that ended an answer is reported with finish stop. */
+export async function stopSequenceReported(rig: ContractRig, mode: Mode) {
+  rig.script({ type: 'answer', text: 'Paris is lovely', stopSequence: 'END' });
+  const outcome = await run(mode, rig, chatRequest([message('user', 'Tell me about Paris.')], { stop: ['END'] }));
+  expect(outcome.finishReason).toBe('stop');
+  expect(outcome.stopSequence).toBe('END');
+  onlyRequest(rig);
+}
+
 export async function safetyBlock(rig: ContractRig, setup: ContractSetup, mode: Mode) {
   rig.script({ type: 'safety' });
   const declared = typeof setup.safety === 'string' ? setup.safety : setup.safety[mode];

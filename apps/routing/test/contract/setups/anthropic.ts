@@ -24,6 +24,7 @@ export function anthropicBehaviourFor(answer: ScriptedAnswer): FakeAnthropicBeha
         ...(answer.text !== undefined ? { text: answer.text } : {}),
         ...(answer.toolCalls ? { toolCalls: answer.toolCalls } : {}),
         ...(answer.finish ? { finishReason: answer.finish } : {}),
+        ...(answer.stopSequence !== undefined ? { stopSequence: answer.stopSequence } : {}),
         // Anthropic's input_tokens leaves out what was read from and written to the cache.
         ...(answer.usage
           ? {
@@ -82,7 +83,9 @@ export const anthropicReader: WireReader = {
     ),
   toolResults: (request) =>
     turns(request).flatMap((turn) =>
-      blocks(turn.content).filter((block) => block.type === 'tool_result').map((block) => ({ ref: block.tool_use_id, content: textOf(blocks(block.content)) })),
+      blocks(turn.content)
+        .filter((block) => block.type === 'tool_result')
+        .map((block) => ({ ref: block.tool_use_id, content: textOf(blocks(block.content)), isError: block.is_error === true })),
     ),
   inlineMedia: (request) =>
     turns(request).flatMap((turn) =>

@@ -26,6 +26,7 @@ function behaviourFor(answer: ScriptedAnswer): FakeBedrockBehaviour {
         ...(answer.text !== undefined ? { text: answer.text } : {}),
         ...(answer.toolCalls ? { toolCalls: answer.toolCalls } : {}),
         ...(answer.finish ? { stopReason: STOP_REASONS[answer.finish] } : {}),
+        ...(answer.stopSequence !== undefined ? { stopReason: 'stop_sequence', stopSequence: answer.stopSequence } : {}),
         // Bedrock's inputTokens leaves out the cache reads and writes.
         ...(answer.usage
           ? {
@@ -86,7 +87,9 @@ const reader: WireReader = {
     ),
   toolResults: (request) =>
     messages(request).flatMap((message) =>
-      blocks(message).filter((block) => block.toolResult).map((block) => ({ ref: block.toolResult.toolUseId, content: resultText(block.toolResult.content ?? []) })),
+      blocks(message)
+        .filter((block) => block.toolResult)
+        .map((block) => ({ ref: block.toolResult.toolUseId, content: resultText(block.toolResult.content ?? []), isError: block.toolResult.status === 'error' })),
     ),
   inlineMedia: (request) =>
     messages(request).flatMap((message) =>

@@ -90,7 +90,12 @@ export const geminiReader: WireReader = {
     contents(request)
       .filter((content) => content.role !== 'model')
       .flatMap((content) => parts(content).filter((part) => part.functionResponse))
-      .map((part) => ({ ref: refOf(part.functionResponse), content: JSON.stringify(part.functionResponse.response) })),
+      .map((part) => {
+        const response = part.functionResponse.response ?? {};
+        // Google's convention for a failed call: the response holds `error` (and nothing else).
+        const failed = Object.keys(response).length === 1 && 'error' in response;
+        return { ref: refOf(part.functionResponse), content: JSON.stringify(failed ? response.error : response), isError: failed };
+      }),
   inlineMedia: (request) =>
     contents(request).flatMap((content) =>
       parts(content).filter((part) => part.inlineData).map((part) => ({ mediaType: part.inlineData.mimeType, base64: part.inlineData.data })),
@@ -118,6 +123,7 @@ export const geminiSetup: ContractSetup = {
   unsupported: {
     'prompt cache marks': 'generateContent has no inline cache marks: caching is implicit or a cachedContent made beforehand',
     'redacted reasoning': 'Gemini returns no redacted reasoning (its thoughts are summaries; signatures ride on parts)',
+    'stop sequence reported': 'Gemini finishes STOP without saying which stop sequence matched',
   },
   jsonSchema: 'native',
   safety: 'error',

@@ -146,6 +146,8 @@ export const openaiSetup: ContractSetup = {
     'reasoning provenance': 'chat completions returns no reasoning signature and takes no reasoning back',
     'reasoning with tool calls': 'chat completions returns no reasoning signature and takes no reasoning back',
     'redacted reasoning': 'chat completions returns no encrypted reasoning and takes no reasoning back',
+    'tool error result': 'chat completions has no error flag on a tool message (the failure is in its text)',
+    'stop sequence reported': 'chat completions finishes stop without saying which stop sequence matched',
     'prompt cache marks': 'chat completions has no cache marks: OpenAI caches prompt prefixes by itself',
   },
   jsonSchema: 'native',

@@ -35,6 +35,8 @@ export const simulatedSetup: ContractSetup = {
     'reasoning provenance': 'the simulator returns no reasoning',
     'reasoning with tool calls': 'the simulator returns no reasoning',
     'redacted reasoning': 'the simulator returns no reasoning',
+    'tool error result': NO_WIRE,
+    'stop sequence reported': 'the simulator honours no stop sequences',
     'safety block': NO_SCRIPT,
     'error 400': NO_SCRIPT,
     'bad credentials': 'no credentials: the simulated provider takes none',

@@ -38,6 +38,7 @@ function vertexSetup(publisher: 'claude' | 'gemini'): ContractSetup {
       : {
           'prompt cache marks': 'generateContent has no inline cache marks: caching is implicit or a cachedContent made beforehand',
           'redacted reasoning': 'Gemini returns no redacted reasoning (its thoughts are summaries; signatures ride on parts)',
+          'stop sequence reported': 'Gemini finishes STOP without saying which stop sequence matched',
         },
     jsonSchema: claude ? 'instructed' : 'native',
     safety: claude ? 'finish' : 'error',
