@@ -80,6 +80,8 @@ const tool = z.object({
     parameters: z.record(z.string(), z.unknown()).nullish(),
     strict: z.boolean().nullish(),
   }),
+  // OpenRouter's tool caching: the tool list up to this one is a cacheable prefix.
+  cache_control: cacheControl,
 });
 
 const toolChoice = z.union([

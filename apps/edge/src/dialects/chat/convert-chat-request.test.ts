@@ -263,6 +263,17 @@ describe('reasoning_details on replayed assistant turns', () => {
     expect(convert({}).request.promptCacheKey).toBeUndefined();
   });
 
+  it('cache_control on a tool definition (OpenRouter tool caching) marks the canonical tool', () => {
+    const { request } = convert({
+      tools: [
+        { type: 'function', function: { name: 'a', parameters: { type: 'object' } } },
+        { type: 'function', function: { name: 'b', parameters: { type: 'object' } }, cache_control: { type: 'ephemeral', ttl: '1h' } },
+      ],
+    });
+    expect(request.tools.map((tool) => tool.cacheControl)).toEqual([undefined, { type: 'ephemeral', ttl: '1h' }]);
+    expect(refusal({ tools: [{ type: 'function', function: { name: 'a' }, cache_control: { type: 'auto' } }] })).toMatchObject({ param: 'body.tools.0.cache_control.type' });
+  });
+
   it('refuses a cache_control of another type or ttl, naming the field', () => {
     expect(refusal({ messages: [{ role: 'user', content: [{ type: 'text', text: 'a', cache_control: { type: 'ephemeral', ttl: '2h' } }] }] })).toMatchObject({
       param: 'body.messages.0.content.0.cache_control.ttl',

@@ -34,6 +34,7 @@ export function convertChatRequest(body: ChatCompletionRequest, model: CatalogMo
       description: tool.function.description ?? '',
       parameters: JSON.stringify(tool.function.parameters ?? { type: 'object', properties: {} }),
       ...(tool.function.strict != null ? { strict: tool.function.strict } : {}),
+      ...(tool.cache_control ? { cacheControl: cacheControlOf(tool.cache_control) } : {}),
     }));
   }
   if (gate.forwards('tool_choice') && body.tool_choice) request.toolChoice = convertToolChoice(body.tool_choice);

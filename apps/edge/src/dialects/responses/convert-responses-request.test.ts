@@ -397,6 +397,17 @@ describe('convertResponsesRequest: parameters', () => {
     expect(own.request.messages[0]!.content[0]!.cacheControl).toEqual({ type: 'ephemeral', ttl: '' });
   });
 
+  it('cache_control on a function or custom tool marks the canonical tool', () => {
+    const { request } = convert({
+      tools: [
+        { type: 'function', name: 'a', parameters: { type: 'object' } },
+        { type: 'custom', name: 'b', cache_control: { type: 'ephemeral' } },
+        { type: 'function', name: 'c', parameters: { type: 'object' }, cache_control: { type: 'ephemeral', ttl: '5m' } },
+      ],
+    });
+    expect(request.tools.map((tool) => tool.cacheControl)).toEqual([undefined, { type: 'ephemeral', ttl: '' }, { type: 'ephemeral', ttl: '5m' }]);
+  });
+
   it('refuses a cache_control of another type or ttl, naming the field', () => {
     expect(refusal({ input: [{ role: 'user', content: [{ type: 'input_text', text: 'a', cache_control: { type: 'persistent' } }] }] })).toMatchObject({
       param: 'body.input.0.content.0.cache_control.type',

@@ -158,6 +158,8 @@ const functionTool = z.object({
   description: z.string().nullish(),
   parameters: z.record(z.string(), z.unknown()).nullish(),
   strict: z.boolean().nullish(),
+  // OpenRouter's tool caching; taken on top-level tools (a namespace member's is ignored).
+  cache_control: cacheControl,
 });
 export type ResponsesFunctionTool = z.infer<typeof functionTool>;
 
@@ -172,6 +174,7 @@ const customTool = z.object({
       z.object({ type: z.literal('grammar'), syntax: z.enum(['lark', 'regex']), definition: z.string() }),
     ])
     .nullish(),
+  cache_control: cacheControl,
 });
 
 /** Function and custom tools grouped under a name (Codex's sub-agent and MCP tools). */

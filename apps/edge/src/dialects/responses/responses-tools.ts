@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Tool } from '@gateway/proto';
+import { cacheControlOf, type CacheControlInput } from '../../canonical/cache-control.js';
 import { edgeErrors } from '../../errors.js';
 import type { ResponsesRequest, ResponsesTool } from './responses-schema.js';
 
@@ -95,10 +96,10 @@ function buildToolSet(tools: readonly ResponsesTool[]): ResponsesToolSet {
     const path = `body.tools.${index}`;
     switch (tool.type) {
       case 'function':
-        add(functionTool(tool.name, tool.description, tool.parameters, tool.strict), { kind: 'function', name: tool.name, namespace: '' }, path);
+        add(withCacheControl(functionTool(tool.name, tool.description, tool.parameters, tool.strict), tool.cache_control), { kind: 'function', name: tool.name, namespace: '' }, path);
         return;
       case 'custom':
-        add(customTool(tool.name, tool.description, tool.format), { kind: 'custom', name: tool.name, namespace: '' }, path);
+        add(withCacheControl(customTool(tool.name, tool.description, tool.format), tool.cache_control), { kind: 'custom', name: tool.name, namespace: '' }, path);
         return;
       case 'namespace':
         tool.tools.forEach((member, memberIndex) => {
@@ -122,6 +123,12 @@ function buildToolSet(tools: readonly ResponsesTool[]): ResponsesToolSet {
 function joinDescriptions(namespaceDescription: string | null | undefined, toolDescription: string | null | undefined): string {
   const parts = [namespaceDescription, toolDescription].filter((part): part is string => part != null && part !== '');
   return parts.join('\n\n');
+}
+
+/** A tool's `cache_control` (OpenRouter's tool caching): the tool list up to it is a cacheable prefix. */
+function withCacheControl(tool: Tool, mark: CacheControlInput | null | undefined): Tool {
+  if (mark) tool.cacheControl = cacheControlOf(mark);
+  return tool;
 }
 
 function functionTool(name: string, description: string | null | undefined, parameters: unknown, strict: boolean | null | undefined): Tool {
