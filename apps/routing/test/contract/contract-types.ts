@@ -187,6 +187,11 @@ export interface ContractRig {
    * undefined when it does not (the scenario then scripts the provider's own 401 answer).
    */
   adapterWithWrongCredentials(): ProviderAdapter | undefined;
+  /**
+   * Requests the fake itself still holds open, where it counts them: cancellation and timeout then also
+   * wait for the fake to see the close (the relay sees it for every row).
+   */
+  upstreamOpenRequests?: () => number;
   /** The relay the adapter reaches its fake through (cancellation watches it); undefined without an upstream. */
   readonly watch: ConnectionWatch | undefined;
   reset(): void;

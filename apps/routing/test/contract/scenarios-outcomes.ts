@@ -141,14 +141,18 @@ function openConnection(rig: ContractRig) {
   const connection = rig.watch!.lastActive();
   expect(connection, 'the request went through the watched relay').toBeDefined();
   expect(connection!.closedAt, 'open while the request is in flight').toBeUndefined();
+  if (rig.upstreamOpenRequests) expect(rig.upstreamOpenRequests(), 'the fake holds the request open').toBeGreaterThan(0);
   return connection!;
 }
 
-/** The upstream sees the request closed within a second of `since`. */
-async function closedWithinOneSecond(connection: ReturnType<typeof openConnection>, since: number) {
+/** The upstream sees the request closed within a second of `since`: the relay, and the fake where it counts. */
+async function closedWithinOneSecond(rig: ContractRig, connection: ReturnType<typeof openConnection>, since: number) {
   const closedAt = await connection.waitClosed(1_000);
   expect(closedAt, 'the upstream saw the request closed').toBeDefined();
   expect(closedAt! - since).toBeLessThanOrEqual(1_000);
+  if (!rig.upstreamOpenRequests) return;
+  while (rig.upstreamOpenRequests() > 0 && Date.now() - since <= 1_000) await new Promise((resolve) => setTimeout(resolve, 5));
+  expect(rig.upstreamOpenRequests(), 'the fake saw its request closed').toBe(0);
 }
 
 /**
@@ -180,7 +184,7 @@ export async function cancellation(rig: ContractRig, mode: Mode) {
   const connection = rig.watch ? openConnection(rig) : undefined;
   const abortedAt = Date.now();
   controller.abort();
-  if (connection) await closedWithinOneSecond(connection, abortedAt);
+  if (connection) await closedWithinOneSecond(rig, connection, abortedAt);
   expect(await outcome, 'an aborted call does not complete').not.toBe('completed');
   if (rig.scripted) expect(rig.received()).toHaveLength(1);
 }
@@ -196,7 +200,7 @@ export async function timeout(rig: ContractRig, mode: Mode) {
   const firedAt = Date.now();
   expect(error.kind).toBe('timeout');
   expect(error.retryable).toBe(true);
-  await closedWithinOneSecond(connection, firedAt);
+  await closedWithinOneSecond(rig, connection, firedAt);
 }
 
 /** A stream whose connection drops before it finished fails (never ends as a complete answer). */

@@ -151,6 +151,7 @@ export const bedrockSetup: ContractSetup = {
       received: (): ReceivedRequest[] => asReceived(fake.requests),
       reader,
       adapterWithWrongCredentials: () => wrong,
+      upstreamOpenRequests: () => fake.openRequests(),
       watch,
       reset: () => fake.reset(),
       close: async () => {
