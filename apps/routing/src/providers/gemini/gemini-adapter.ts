@@ -15,7 +15,7 @@ import { bufferedRequest, MAX_RESPONSE_BYTES } from '../http/buffered-request.js
 import { createProviderPool } from '../http/provider-pool.js';
 import { readServerSentEvents } from '../http/server-sent-events.js';
 import { streamingRequest } from '../http/streaming-request.js';
-import { geminiEmbedResponseSchema, geminiResponseSchema } from './gemini-api-types.js';
+import { geminiEmbedResponseSchema, parseGeminiResponse, type GeminiResponse } from './gemini-api-types.js';
 import { geminiHttpError, geminiStreamError } from './gemini-error.js';
 import { convertGeminiAnswer } from './convert-gemini-answer.js';
 import { GeminiStreamConverter } from './convert-gemini-stream.js';
@@ -63,6 +63,18 @@ function parseJson<Schema extends ZodType>(schema: Schema, text: string, what: s
   const parsed = schema.safeParse(json);
   if (!parsed.success) throw new ProviderError('connection', `malformed ${what}: ${parsed.error.message.slice(0, 300)}`);
   return parsed.data as ReturnType<Schema['parse']>;
+}
+
+function parseAnswer(text: string): GeminiResponse {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new ProviderError('connection', 'answer is not JSON');
+  }
+  const parsed = parseGeminiResponse(json);
+  if (!parsed.success) throw new ProviderError('connection', `malformed answer: ${parsed.error.message.slice(0, 300)}`);
+  return parsed.data;
 }
 
 /**
@@ -117,7 +129,7 @@ export class GeminiAdapter implements ProviderAdapterV1 {
   async chat(request: AdapterChatRequest, signal: AttemptSignal): Promise<AdapterChatResult> {
     const { body, names } = convertToGeminiRequest(request.chat, { providerId: this.providerId, upstreamModel: request.upstreamModel });
     const text = await this.post(this.modelPath(request.upstreamModel, 'generateContent'), body, signal);
-    const answer = parseJson(geminiResponseSchema, text, 'answer');
+    const answer = parseAnswer(text);
     return { choices: [convertGeminiAnswer(answer, this.providerId, names)], usage: convertGeminiUsage(answer.usageMetadata) };
   }
 
@@ -148,7 +160,7 @@ export class GeminiAdapter implements ProviderAdapterV1 {
         }
         // A failure after the 200 comes as an error object in the stream.
         if (json !== null && typeof json === 'object' && 'error' in json) throw geminiStreamError(event.data);
-        const parsed = geminiResponseSchema.safeParse(json);
+        const parsed = parseGeminiResponse(json);
         if (!parsed.success) throw new ProviderError('connection', `malformed stream chunk: ${parsed.error.message.slice(0, 300)}`);
         for (const delta of converter.accept(parsed.data)) yield { type: 'delta', delta };
       }

@@ -127,3 +127,50 @@ export const geminiErrorSchema = z.object({
     details: z.array(z.object({ '@type': z.string().nullish(), reason: z.string().nullish() }).passthrough()).nullish(),
   }),
 });
+
+// ----- the usual path without zod -----
+
+type Json = Record<string, unknown>;
+const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
+const nullishString = (value: unknown) => value == null || typeof value === 'string';
+const nullishCount = (value: unknown) => value == null || (typeof value === 'number' && Number.isInteger(value) && value >= 0);
+
+const USAGE_COUNTS = ['promptTokenCount', 'candidatesTokenCount', 'thoughtsTokenCount', 'cachedContentTokenCount', 'toolUsePromptTokenCount', 'totalTokenCount'] as const;
+
+function isPart(part: unknown): boolean {
+  if (!isObject(part) || !nullishString(part.text) || !nullishString(part.thoughtSignature)) return false;
+  if (part.thought != null && typeof part.thought !== 'boolean') return false;
+  const call = part.functionCall;
+  if (call != null && (!isObject(call) || !nullishString(call.name) || !nullishString(call.id) || !(call.args == null || isObject(call.args)))) return false;
+  const data = part.inlineData;
+  return data == null || (isObject(data) && nullishString(data.mimeType) && nullishString(data.data));
+}
+
+function isCandidate(candidate: unknown): boolean {
+  if (!isObject(candidate) || !nullishString(candidate.finishReason) || !nullishString(candidate.finishMessage)) return false;
+  if (candidate.index != null && !(typeof candidate.index === 'number' && Number.isInteger(candidate.index))) return false;
+  const content = candidate.content;
+  if (content == null) return true;
+  if (!isObject(content) || !nullishString(content.role)) return false;
+  return content.parts == null || (Array.isArray(content.parts) && content.parts.every(isPart));
+}
+
+function isUsage(usage: unknown): boolean {
+  return usage == null || (isObject(usage) && USAGE_COUNTS.every((name) => nullishCount(usage[name])));
+}
+
+/**
+ * A GenerateContentResponse (a whole answer or one stream chunk) as `geminiResponseSchema.safeParse`
+ * would accept it, checked by hand on the usual path (zod per answer and per chunk was most of the
+ * adapter's own CPU); anything unusual goes through zod, which gives the error.
+ */
+export function parseGeminiResponse(json: unknown): { success: true; data: GeminiResponse } | { success: false; error: { message: string } } {
+  if (
+    isObject(json) && nullishString(json.modelVersion) && nullishString(json.responseId) && isUsage(json.usageMetadata)
+    && (json.candidates == null || (Array.isArray(json.candidates) && json.candidates.every(isCandidate)))
+    && (json.promptFeedback == null || (isObject(json.promptFeedback) && nullishString(json.promptFeedback.blockReason) && nullishString(json.promptFeedback.blockReasonMessage)))
+  ) {
+    return { success: true, data: json as GeminiResponse };
+  }
+  return geminiResponseSchema.safeParse(json);
+}
