@@ -23,7 +23,9 @@ import {
   decodeCursor,
   encodeAccountCursor,
   encodeCursor,
+  expiresAt,
   IDEMPOTENCY_KEY_MAX_LENGTH,
+  limitReset,
   listLimit,
   requireId,
   requireName,
@@ -50,6 +52,9 @@ const invalidApiKey = () =>
 const invalidProvisioningKey = () =>
   new GatewayError(GrpcStatus.UNAUTHENTICATED, ErrorReason.ERROR_REASON_INVALID_PROVISIONING_KEY, 'Invalid provisioning key.');
 const keyNotFound = () => errors.notFound('No such API key.');
+/** A key past its expires_at: still the invalid-key refusal (401), with its own code so the caller knows why. */
+export const expiredApiKey = () =>
+  new GatewayError(GrpcStatus.UNAUTHENTICATED, ErrorReason.ERROR_REASON_INVALID_API_KEY, 'API key expired.', { code: 'key_expired' });
 const accountNotFound = () => errors.notFound('No such account.');
 
 /** Every column of an API key except its hash, which never leaves the store. */
@@ -64,6 +69,8 @@ const apiKeyColumns = [
   'default_routing_strategy',
   'created_at',
   'updated_at',
+  'limit_reset',
+  'expires_at',
 ] as const;
 
 type ApiKeyRow = Pick<Selectable<ApiKeysTable>, (typeof apiKeyColumns)[number]>;
@@ -79,6 +86,8 @@ function toApiKey(row: ApiKeyRow): ApiKey {
     defaultRoutingStrategy: row.default_routing_strategy,
     createdAtMs: BigInt(row.created_at.getTime()),
     updatedAtMs: BigInt(row.updated_at.getTime()),
+    ...(row.limit_reset === null ? {} : { limitReset: row.limit_reset }),
+    ...(row.expires_at === null ? {} : { expiresAtMs: BigInt(row.expires_at.getTime()) }),
   };
 }
 
@@ -166,18 +175,26 @@ export class AuthStore {
     const row = await this.db
       .selectFrom('api_keys')
       .innerJoin('accounts', 'accounts.id', 'api_keys.account_id')
-      .select(['api_keys.id', 'api_keys.account_id', 'api_keys.credit_limit', 'api_keys.default_routing_strategy', 'accounts.tier'])
+      .select([
+        'api_keys.id', 'api_keys.account_id', 'api_keys.credit_limit', 'api_keys.default_routing_strategy', 'accounts.tier',
+        'api_keys.limit_reset', 'api_keys.expires_at',
+        // Judged by the database's clock, the one every Auth replica shares.
+        sql<boolean>`api_keys.expires_at is not null and api_keys.expires_at <= now()`.as('expired'),
+      ])
       .where('api_keys.key_hash', '=', this.hasher.hash(key))
       .where('api_keys.deleted_at', 'is', null)
       .where('api_keys.disabled', '=', false)
       .executeTakeFirst();
     if (!row) throw invalidApiKey();
+    if (row.expired) throw expiredApiKey();
     return {
       accountId: row.account_id,
       keyId: row.id,
       tier: row.tier,
       creditLimit: row.credit_limit === null ? undefined : formatCredits(parseCredits(row.credit_limit)),
       defaultRoutingStrategy: row.default_routing_strategy,
+      ...(row.limit_reset === null ? {} : { limitReset: row.limit_reset }),
+      ...(row.expires_at === null ? {} : { expiresAtMs: BigInt(row.expires_at.getTime()) }),
     };
   }
 
@@ -216,6 +233,8 @@ export class AuthStore {
     const name = requireName(request.name);
     const limit = request.creditLimit === undefined ? null : creditLimit(request.creditLimit);
     const strategy = routingStrategy(request.defaultRoutingStrategy);
+    const reset = limitReset(request.limitReset ?? '');
+    const expires = request.expiresAtMs === undefined ? null : expiresAt(request.expiresAtMs, Date.now());
     const plaintext = generateKey('api');
     const row = await this.db.transaction().execute(async (trx) => {
       // The account row lock serialises key creation per account, so the count bound holds.
@@ -239,6 +258,8 @@ export class AuthStore {
           label: keyLabel(plaintext, 'api'),
           credit_limit: limit,
           default_routing_strategy: strategy,
+          limit_reset: reset,
+          expires_at: expires,
         })
         .returning(apiKeyColumns)
         .executeTakeFirstOrThrow();
@@ -291,6 +312,15 @@ export class AuthStore {
       changes.credit_limit = creditLimit(request.creditLimit);
     }
     if (request.defaultRoutingStrategy !== undefined) changes.default_routing_strategy = routingStrategy(request.defaultRoutingStrategy);
+    if (request.limitReset !== undefined) changes.limit_reset = limitReset(request.limitReset);
+    if (request.clearExpiresAt) {
+      if (request.expiresAtMs !== undefined) {
+        throw errors.invalidRequest('expires_at and clear_expires_at cannot be combined', 'expires_at');
+      }
+      changes.expires_at = null;
+    } else if (request.expiresAtMs !== undefined) {
+      changes.expires_at = expiresAt(request.expiresAtMs, Date.now());
+    }
     if (Object.keys(changes).length === 0) return this.getApiKey(request.accountId, request.keyId);
 
     const row = await this.db

@@ -40,7 +40,13 @@ export interface ApiKeysTable {
   created_at: Generated<Date>;
   updated_at: Generated<Date>;
   deleted_at: Date | null;
+  /** Window of credit_limit (UTC midnight boundaries, weeks from Monday); null: the limit bounds lifetime spend. */
+  limit_reset: Generated<LimitReset | null>;
+  /** From this instant the key is refused (key_expired); null: never. */
+  expires_at: Generated<Date | null>;
 }
+
+export type LimitReset = 'daily' | 'weekly' | 'monthly';
 
 export interface AuthDatabase {
   accounts: AccountsTable;
@@ -90,6 +96,16 @@ export const authMigrations: Record<string, Migration> = {
         )`.execute(db);
       // Serves the account's newest-first listing of live keys.
       await sql`create index api_keys_account_live on auth.api_keys (account_id, seq desc) where deleted_at is null`.execute(db);
+    },
+  },
+  // Keys that reset and expire (OpenRouter's limit_reset and expires_at): nullable, so existing keys keep
+  // a lifetime limit and never expire.
+  '0002_key_limit_reset_and_expiry': {
+    up: async (db: Kysely<any>) => {
+      await sql`
+        alter table auth.api_keys
+          add column limit_reset text check (limit_reset in ('daily', 'weekly', 'monthly')),
+          add column expires_at timestamptz`.execute(db);
     },
   },
 };

@@ -1,4 +1,5 @@
 import { ACCOUNT_TIERS, errors, formatCredits, parseCredits } from '@gateway/platform';
+import type { LimitReset } from './schema.js';
 
 export const TIERS = ACCOUNT_TIERS;
 export const DEFAULT_TIER = 'tier-1';
@@ -53,6 +54,26 @@ export function creditLimit(value: string): string {
   if (pico < 0n) throw errors.invalidRequest('credit_limit must not be negative', 'credit_limit');
   if (pico > CREDIT_LIMIT_MAX_PICO) throw errors.invalidRequest('credit_limit is too large', 'credit_limit');
   return formatCredits(pico);
+}
+
+export const LIMIT_RESETS = ['daily', 'weekly', 'monthly'] as const;
+
+/** '' means none (the limit bounds lifetime spend); anything else must be a known window. */
+export function limitReset(value: string): LimitReset | null {
+  if (value === '') return null;
+  if ((LIMIT_RESETS as readonly string[]).includes(value)) return value as LimitReset;
+  throw errors.invalidRequest(`limit_reset must be one of ${LIMIT_RESETS.join(', ')}`, 'limit_reset');
+}
+
+/** Latest expiry accepted: year 9999 (Postgres and ISO 8601 both carry it; anything later is a typo). */
+const EXPIRES_AT_MAX_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+
+/** An expiry must lie in the future (by `nowMs`): a key that is expired at creation is a mistake. */
+export function expiresAt(valueMs: bigint, nowMs: number): Date {
+  if (valueMs > BigInt(EXPIRES_AT_MAX_MS) || valueMs < 0n) throw errors.invalidRequest('expires_at is out of range', 'expires_at');
+  const at = Number(valueMs);
+  if (at <= nowMs) throw errors.invalidRequest('expires_at must be in the future', 'expires_at');
+  return new Date(at);
 }
 
 export function listLimit(value: number): number {
