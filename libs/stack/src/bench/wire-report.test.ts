@@ -25,7 +25,8 @@ describe('wire table (--wire)', () => {
     const lines = formatWireTable(rows, 'streams', 1).split('\n');
     const line = (dialect: string, wire: string) => lines.find((text) => text.startsWith(`| ${dialect} | ${wire} |`))!;
     expect(line('chat', 'openai')).toContain('(reference)');
-    expect(line('chat', 'gemini')).toMatch(/\| 540 \| 1\.080× \| 216 \/ 162 \| 860 \| 1\.075× \| .* \| yes \| 0 \|$/);
+    expect(line('chat', 'gemini')).toMatch(/\| 540 \| 1\.080× \| 216 \/ 162 \(1\.080×\) \| 860 \| 1\.075× \| 344 \/ 258 \(1\.075×\) \| yes \| 0 \|$/);
+    expect(line('chat', 'openai')).toContain('| 200 / 150 (1.000×) |');
     // 560 / 500 = 1.12: too much CPU on whole answers, whatever the streams.
     expect(line('chat', 'bedrock')).toContain('1.120×');
     expect(line('chat', 'bedrock')).toContain('**no**');

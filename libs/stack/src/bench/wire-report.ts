@@ -42,13 +42,17 @@ export function medianSample(samples: readonly WireSample[]): { cpuMicros: numbe
 const micros = (value: number) => (Number.isFinite(value) ? Math.round(value).toLocaleString('en-US') : 'n/a');
 const ratio = (value: number, reference: number) => (Number.isFinite(value) && Number.isFinite(reference) && reference > 0 ? value / reference : Number.NaN);
 const times = (value: number) => (Number.isFinite(value) ? `${value.toFixed(3)}×` : 'n/a');
-const path = (byProcess: Record<string, number>) =>
-  byProcess.edge === undefined && byProcess.routing === undefined ? 'n/a' : `${micros(byProcess.edge ?? Number.NaN)} / ${micros(byProcess.routing ?? Number.NaN)}`;
+/** CPU of the request path (edge + routing), where the adapter runs; the settlement after it is the same work for every wire. */
+const requestPath = (byProcess: Record<string, number>) => (byProcess.edge ?? Number.NaN) + (byProcess.routing ?? Number.NaN);
+const path = (byProcess: Record<string, number>, reference: Record<string, number> | undefined) =>
+  byProcess.edge === undefined && byProcess.routing === undefined
+    ? 'n/a'
+    : `${micros(byProcess.edge ?? Number.NaN)} / ${micros(byProcess.routing ?? Number.NaN)} (${times(ratio(requestPath(byProcess), reference ? requestPath(reference) : Number.NaN))})`;
 
 /** The wire table, each wire against the OpenAI wire of its dialect; `rounds` samples per cell (median). */
 export function formatWireTable(rows: readonly WireRow[], streamedPhase: string, rounds: number): string {
   const lines = [
-    `CPU per request by provider wire (gateway: every process, Postgres and NATS; median of ${rounds} round${rounds === 1 ? '' : 's'}, wires alternating; edge / routing µs beside):`,
+    `CPU per request by provider wire (gateway: every process, Postgres and NATS; median of ${rounds} round${rounds === 1 ? '' : 's'}, wires alternating; beside it edge / routing µs and (edge + routing) against the OpenAI wire's, the request path the adapter runs on):`,
     '',
     `| dialect | wire | whole answer, CPU µs/request | vs openai | edge / routing | stream (${streamedPhase}), CPU µs/stream | vs openai | edge / routing | ≤ ${WIRE_CPU_LIMIT.toFixed(2)}× | errors |`,
     '|---|---|---|---|---|---|---|---|---|---|',
@@ -57,13 +61,15 @@ export function formatWireTable(rows: readonly WireRow[], streamedPhase: string,
     const reference = rows.find((other) => other.dialect === row.dialect && other.wire === 'openai');
     const whole = medianSample(row.whole);
     const streamed = medianSample(row.streamed);
-    const wholeRatio = ratio(whole.cpuMicros, reference ? medianSample(reference.whole).cpuMicros : Number.NaN);
-    const streamedRatio = ratio(streamed.cpuMicros, reference ? medianSample(reference.streamed).cpuMicros : Number.NaN);
+    const referenceWhole = reference ? medianSample(reference.whole) : undefined;
+    const referenceStreamed = reference ? medianSample(reference.streamed) : undefined;
+    const wholeRatio = ratio(whole.cpuMicros, referenceWhole?.cpuMicros ?? Number.NaN);
+    const streamedRatio = ratio(streamed.cpuMicros, referenceStreamed?.cpuMicros ?? Number.NaN);
     const measured = [wholeRatio, streamedRatio].filter(Number.isFinite);
     const errors = whole.errors + streamed.errors;
     const verdict = row.wire === 'openai' ? '(reference)' : measured.length === 0 ? 'not run' : measured.every((value) => value <= WIRE_CPU_LIMIT) && errors === 0 ? 'yes' : '**no**';
     lines.push(
-      `| ${row.dialect} | ${row.wire} | ${micros(whole.cpuMicros)} | ${times(wholeRatio)} | ${path(whole.byProcess)} | ${micros(streamed.cpuMicros)} | ${times(streamedRatio)} | ${path(streamed.byProcess)} | ${verdict} | ${errors} |`,
+      `| ${row.dialect} | ${row.wire} | ${micros(whole.cpuMicros)} | ${times(wholeRatio)} | ${path(whole.byProcess, referenceWhole?.byProcess)} | ${micros(streamed.cpuMicros)} | ${times(streamedRatio)} | ${path(streamed.byProcess, referenceStreamed?.byProcess)} | ${verdict} | ${errors} |`,
     );
   }
   return lines.join('\n');
