@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Pricing, Usage } from '@gateway/proto';
-import { computeCostPico, PricingError } from './cost.js';
+import { computeCostBreakdownParsed, computeCostPico, parsePricing, PricingError } from './cost.js';
 
 // Expected values are worked out by hand in pico-credits (1 credit = 10^12 pico); the price strings
 // are what a catalog would publish.
@@ -125,5 +125,40 @@ describe('computeCostPico, every key together', () => {
     // + 42,240,000,000 (out image) + 150,000,000 (in text tokens) + 850,000,000 (in image) + 2,400,000 (per_token)
     // = 44,796,745,000; audio hours: 277,777.78 + 1,000,000,000 -> total 45,797,022,777.78 -> 45,797,022,778
     expect(cost).toBe(45_797_022_778n);
+  });
+});
+
+describe('computeCostBreakdownParsed', () => {
+  it('splits the charge by kind; the parts add up to computeCostPico exactly, audio-hour rounding included', () => {
+    const pricing = Pricing.create({
+      perInputToken: '0.000003', perCachedInputToken: '0.0000003', perOutputToken: '0.000015',
+      perInputAudioHour: '0.36', perOutputAudioHour: '0.72', perInputTextCharacter: '0.000001', perOutputAudioToken: '0.00002',
+    });
+    const parsed = parsePricing(pricing);
+    let seed = 7;
+    const next = (bound: number) => { seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648; return seed % bound; };
+    for (let round = 0; round < 500; round++) {
+      const usage = Usage.create({
+        inputTokens: next(5_000), cachedInputTokens: next(6_000), cacheWriteTokens: next(3_000), outputTokens: next(2_000),
+        reasoningTokens: next(2_500), inputAudioMs: next(100_000), outputAudioMs: next(100_000), inputTextCharacters: next(900),
+        outputAudioTokens: next(700),
+      });
+      const parts = computeCostBreakdownParsed(usage, parsed);
+      expect(parts.input + parts.output + parts.cacheRead + parts.cacheWrite + parts.reasoning).toBe(parts.total);
+      expect(parts.total).toBe(computeCostPico(usage, pricing));
+      for (const part of [parts.input, parts.output, parts.cacheRead, parts.cacheWrite, parts.reasoning]) expect(part >= 0n).toBe(true);
+    }
+  });
+
+  it('names each kind: cache reads and writes at their own prices, reasoning out of output; no own price means input', () => {
+    const usage = Usage.create({ inputTokens: 1_000, cachedInputTokens: 300, cacheWriteTokens: 200, outputTokens: 150, reasoningTokens: 40 });
+    const own = computeCostBreakdownParsed(usage, parsePricing(Pricing.create({
+      perInputToken: '0.000003', perCachedInputToken: '0.0000003', perCacheWriteInputToken: '0.00000375', perOutputToken: '0.000015',
+    })));
+    expect(own).toEqual({
+      total: 4_590_000_000n, input: 1_500_000_000n, cacheRead: 90_000_000n, cacheWrite: 750_000_000n, output: 1_650_000_000n, reasoning: 600_000_000n,
+    });
+    const plain = computeCostBreakdownParsed(usage, parsePricing(Pricing.create({ perInputToken: '0.000003', perOutputToken: '0.000015' })));
+    expect(plain).toEqual({ total: 5_250_000_000n, input: 3_000_000_000n, cacheRead: 0n, cacheWrite: 0n, output: 1_650_000_000n, reasoning: 600_000_000n });
   });
 });

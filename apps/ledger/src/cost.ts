@@ -89,11 +89,38 @@ export function computeCostPico(usage: Usage, pricing: Pricing): bigint {
 }
 
 export function computeCostPicoParsed(usage: Usage, pricing: ParsedPricing): bigint {
+  return computeCostBreakdownParsed(usage, pricing).total;
+}
+
+/**
+ * The charge split by kind (the generation record's cost details), in pico-credits. The parts are
+ * disjoint and add up to `total` exactly, which is THE charge (computeCostPicoParsed returns it):
+ *
+ * - cacheRead / cacheWrite: cache reads and writes at their own prices (a kind without its own price is
+ *   plain input, so it is in `input`);
+ * - input: the rest of the prompt at per_input_token, the other input units (audio tokens and hours,
+ *   characters, text and image tokens of image models) and per_token on input tokens;
+ * - reasoning: the reasoning tokens among the output tokens (at most all of them), at per_output_token
+ *   (and per_token);
+ * - output: the other output tokens and every other output unit.
+ *
+ * The two audio-hour terms are rounded together, as the total is: input gets its own term rounded half
+ * up and output the rest, so the parts never drift from the charge.
+ */
+export interface CostBreakdown {
+  total: bigint;
+  input: bigint;
+  output: bigint;
+  cacheRead: bigint;
+  cacheWrite: bigint;
+  reasoning: bigint;
+}
+
+export function computeCostBreakdownParsed(usage: Usage, pricing: ParsedPricing): CostBreakdown {
   const count = (value: number) => BigInt(value >>> 0);
-  let exact = 0n; // pico-credits
-  const add = (units: bigint, key: keyof ParsedPricing) => {
+  const term = (units: bigint, key: keyof ParsedPricing): bigint => {
     const unitPrice = pricing[key];
-    if (unitPrice !== undefined && units !== 0n) exact += units * unitPrice;
+    return unitPrice !== undefined && units !== 0n ? units * unitPrice : 0n;
   };
 
   const inputTokens = count(usage.inputTokens);
@@ -101,32 +128,38 @@ export function computeCostPicoParsed(usage: Usage, pricing: ParsedPricing): big
   const writable = inputTokens - cachedTokens;
   const writeTokens = count(usage.cacheWriteTokens) > writable ? writable : count(usage.cacheWriteTokens);
   let plainInput = inputTokens;
+  let cacheRead = 0n;
+  let cacheWrite = 0n;
   if (pricing.perCachedInputToken !== undefined) {
     plainInput -= cachedTokens;
-    add(cachedTokens, 'perCachedInputToken');
+    cacheRead = term(cachedTokens, 'perCachedInputToken');
   }
   if (pricing.perCacheWriteInputToken !== undefined) {
     plainInput -= writeTokens;
-    add(writeTokens, 'perCacheWriteInputToken');
+    cacheWrite = term(writeTokens, 'perCacheWriteInputToken');
   }
-  add(plainInput, 'perInputToken');
-  add(count(usage.outputTokens), 'perOutputToken');
-  add(count(usage.inputAudioTokens), 'perInputAudioToken');
-  add(count(usage.outputAudioTokens), 'perOutputAudioToken');
-  add(count(usage.outputTextTokens), 'perOutputTextToken');
-  add(count(usage.inputTextCharacters), 'perInputTextCharacter');
-  add(count(usage.outputTextCharacters), 'perOutputTextCharacter');
-  add(count(usage.outputImageTokens), 'perOutputImageToken');
-  add(count(usage.inputTextTokens), 'perInputTextToken');
-  add(count(usage.inputImageTokens), 'perInputImageToken');
-  add(inputTokens + count(usage.outputTokens), 'perToken');
+  const outputTokens = count(usage.outputTokens);
+  const reasoningTokens = count(usage.reasoningTokens) > outputTokens ? outputTokens : count(usage.reasoningTokens);
+  const otherOutput = outputTokens - reasoningTokens;
 
-  // Audio hours: numerator in pico-credit-milliseconds, divided once with half-up rounding.
-  let audioNumerator = 0n;
+  // Audio hours: numerators in pico-credit-milliseconds, divided with half-up rounding.
   const perInputHour = pricing.perInputAudioHour;
   const perOutputHour = pricing.perOutputAudioHour;
-  if (perInputHour !== undefined) audioNumerator += count(usage.inputAudioMs) * perInputHour;
-  if (perOutputHour !== undefined) audioNumerator += count(usage.outputAudioMs) * perOutputHour;
-  const total = exact * MS_PER_HOUR + audioNumerator;
-  return (total + MS_PER_HOUR / 2n) / MS_PER_HOUR;
+  const inputAudioNumerator = perInputHour !== undefined ? count(usage.inputAudioMs) * perInputHour : 0n;
+  const outputAudioNumerator = perOutputHour !== undefined ? count(usage.outputAudioMs) * perOutputHour : 0n;
+  const rounded = (numerator: bigint) => (numerator + MS_PER_HOUR / 2n) / MS_PER_HOUR;
+  const inputAudio = rounded(inputAudioNumerator);
+  const outputAudio = rounded(inputAudioNumerator + outputAudioNumerator) - inputAudio;
+
+  const input = term(plainInput, 'perInputToken') + term(count(usage.inputAudioTokens), 'perInputAudioToken')
+    + term(count(usage.inputTextCharacters), 'perInputTextCharacter') + term(count(usage.inputTextTokens), 'perInputTextToken')
+    + term(count(usage.inputImageTokens), 'perInputImageToken') + term(inputTokens, 'perToken') + inputAudio;
+  const reasoning = term(reasoningTokens, 'perOutputToken') + term(reasoningTokens, 'perToken');
+  const output = term(otherOutput, 'perOutputToken') + term(count(usage.outputAudioTokens), 'perOutputAudioToken')
+    + term(count(usage.outputTextTokens), 'perOutputTextToken') + term(count(usage.outputTextCharacters), 'perOutputTextCharacter')
+    + term(count(usage.outputImageTokens), 'perOutputImageToken') + term(otherOutput, 'perToken') + outputAudio;
+  return { total: input + output + cacheRead + cacheWrite + reasoning, input, output, cacheRead, cacheWrite, reasoning };
 }
+
+/** No charge at all: an insured answer's cost details. */
+export const ZERO_COST: CostBreakdown = Object.freeze({ total: 0n, input: 0n, output: 0n, cacheRead: 0n, cacheWrite: 0n, reasoning: 0n });

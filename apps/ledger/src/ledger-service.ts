@@ -2,7 +2,7 @@ import { errors, formatCredits, GatewayError, GrpcStatus, MoneyFormatError, newI
 import {
   ErrorReason,
   type AcquireLeaseRequest, type AcquireLeaseResponse, type ReturnLeaseRequest, type ReturnLeaseResponse,
-  type AdmitRequest, type AdmitResponse, type GetActivityRequest, type GetActivityResponse, type GetBalanceRequest,
+  type AdmitRequest, type AdmitResponse, type GetActivityRequest, type GetActivityResponse, type GetGenerationRequest, type GetGenerationResponse, type GetBalanceRequest,
   type GetBalanceResponse, type GetKeyUsageRequest, type GetKeyUsageResponse, type LedgerServiceServer, type ReleaseRequest,
   type ReleaseResponse, type TopUpRequest, type TopUpResponse, type VerifyJournalRequest, type VerifyJournalResponse,
 } from '@gateway/proto';
@@ -176,6 +176,12 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
           credits: formatCredits(record.costPico),
         })),
       };
+    }),
+
+    getGeneration: unary(logger, 'GetGeneration', async (request: GetGenerationRequest): Promise<GetGenerationResponse> => {
+      const accountId = requireIdentifier(request.accountId, 'account_id');
+      const requestId = requireIdentifier(request.requestId, 'request_id');
+      return ledger.generation(accountId, requestId);
     }),
 
     verifyJournal: unary(logger, 'VerifyJournal', async (request: VerifyJournalRequest): Promise<VerifyJournalResponse> => {

@@ -3,6 +3,7 @@ import { sql } from '@gateway/platform/db';
 import { usageColumns } from './migrations.js';
 import { giveBack, RESERVE_PICO, withTransientRetry, type LedgerDatabase, type ReleasedHold } from './ledger-db.js';
 import * as leases from './leases.js';
+import { pruneGenerations, readGeneration, GENERATION_RETENTION_MS } from './generations.js';
 import {
   dedupeByRequest, settleBatchValues, SETTLE_STATEMENT, SETTLE_STATEMENT_NAME, UINT32_MAX, type SettlementItem, type SettlementResult,
 } from './settlement-batch.js';
@@ -144,6 +145,16 @@ export class Ledger {
       if (deleted < batchRows) break;
     }
     return total;
+  }
+
+  /** The generation record of one request of the account (generations.ts). */
+  generation(accountId: string, requestId: string) {
+    return readGeneration(this.db, accountId, requestId);
+  }
+
+  /** Deletes generation records past retention, a bounded number per call (generations.ts). */
+  pruneGenerations(retentionMs = GENERATION_RETENTION_MS): Promise<number> {
+    return pruneGenerations(this.db, retentionMs);
   }
 
   /** Closes an open reservation without a charge. False when there was none (settled, swept, never made). */

@@ -26,3 +26,14 @@ export function booleanArrayLiteral(values: readonly boolean[]): string {
   for (let index = 0; index < values.length; index++) literal += index > 0 ? (values[index] ? ',t' : ',f') : (values[index] ? 't' : 'f');
   return `${literal}}`;
 }
+
+/** Integers where `undefined` is SQL null (a column the batch leaves unknown for some rows). */
+export function nullableIntegerArrayLiteral(values: ReadonlyArray<bigint | number | undefined>): string {
+  let literal = '{';
+  for (let index = 0; index < values.length; index++) {
+    const value = values[index];
+    if (index > 0) literal += ',';
+    literal += value === undefined ? 'NULL' : String(value);
+  }
+  return `${literal}}`;
+}

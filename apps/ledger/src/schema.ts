@@ -20,6 +20,13 @@ export interface LedgerTables {
     output_image_tokens: bigint; input_image_tokens: bigint; input_text_tokens: bigint; estimated: boolean;
     cost_pico: bigint; streamed: boolean; occurred_at: Date; created_at: Date;
   };
+  generations: {
+    request_id: string; account_id: string; finish_reason: string; latency_ms: number; generation_time_ms: number;
+    cancelled: boolean; insured_reason: string; cache_write_tokens: bigint; native_input_tokens: bigint | null;
+    native_output_tokens: bigint | null; native_reasoning_tokens: bigint | null; native_cached_input_tokens: bigint | null;
+    native_cache_write_tokens: bigint | null; cost_input_pico: bigint; cost_output_pico: bigint; cost_cache_read_pico: bigint;
+    cost_cache_write_pico: bigint; cost_reasoning_pico: bigint; created_at: Date;
+  };
   rate_windows: { account_id: string; limit_group: string; window_kind: 'minute' | 'day'; window_start: Date; request_count: number };
   leases: {
     lease_id: string; account_id: string; key_id: string; holder: string; limit_group: string; granted_requests: number;

@@ -1,6 +1,7 @@
 import type { Usage } from '@gateway/proto';
 import { usageColumns } from './migrations.js';
-import { booleanArrayLiteral, integerArrayLiteral, textArrayLiteral } from './pg-arrays.js';
+import type { CostBreakdown } from './cost.js';
+import { booleanArrayLiteral, integerArrayLiteral, nullableIntegerArrayLiteral, textArrayLiteral } from './pg-arrays.js';
 
 /*
  * A settlement batch as `settle_batch` (migration 0008) takes it: one item per request, array
@@ -24,6 +25,21 @@ export interface SettlementItem {
   leaseId?: string;
   /** The request's W3C traceparent ('' or absent: not traced); the settlement span links to it. */
   traceParent?: string;
+  /** What the generation record holds besides the charge row (absent: defaults, cost details zero). */
+  generation?: GenerationFacts;
+}
+
+/** The generation record's own columns (migration 0010), from the usage event and the priced usage. */
+export interface GenerationFacts {
+  finishReason: string;
+  latencyMs: number;
+  generationTimeMs: number;
+  cancelled: boolean;
+  /** Zero-completion insurance applied (the charge is 0): why. '' when not insured. */
+  insuredReason: string;
+  /** The provider's own counts; undefined when it reported none. */
+  nativeUsage: Usage | undefined;
+  cost: CostBreakdown;
 }
 
 export interface SettlementResult {
@@ -48,10 +64,29 @@ export function dedupeByRequest(items: readonly SettlementItem[]): SettlementIte
   return [...byRequest.values()].sort((left, right) => (left.requestId < right.requestId ? -1 : left.requestId > right.requestId ? 1 : 0));
 }
 
-/** `settle_batch` (migration 0008) as a named statement: parsed and planned once per connection. */
-export const SETTLE_STATEMENT_NAME = 'ledger_settle_batch_v1';
+/**
+ * `settle_batch` (migration 0008) as a named statement, parsed and planned once per connection, with
+ * the batch's generation records (migration 0010) inserted by the same statement: one INSERT … SELECT
+ * over unnest per batch, in the charge's transaction. Postgres runs an unreferenced data-modifying
+ * WITH after the main query, so the records are written after the charges, in request id order; a
+ * redelivered request finds its record there already (`do nothing`), as it finds its charge.
+ */
+export const SETTLE_STATEMENT_NAME = 'ledger_settle_batch_v2';
 const SETTLE_PARAMETERS = 6 + usageColumns.length + 4 + 2 + 2;
-export const SETTLE_STATEMENT = `select charged_count as charged, closed_count as closed from settle_batch(${Array.from({ length: SETTLE_PARAMETERS }, (_, index) => `$${index + 1}`).join(', ')})`;
+const GENERATION_COLUMNS = [
+  ['request_id', 'text'], ['account_id', 'text'], ['finish_reason', 'text'], ['latency_ms', 'integer'],
+  ['generation_time_ms', 'integer'], ['cancelled', 'boolean'], ['insured_reason', 'text'], ['cache_write_tokens', 'bigint'],
+  ['native_input_tokens', 'bigint'], ['native_output_tokens', 'bigint'], ['native_reasoning_tokens', 'bigint'],
+  ['native_cached_input_tokens', 'bigint'], ['native_cache_write_tokens', 'bigint'],
+  ['cost_input_pico', 'bigint'], ['cost_output_pico', 'bigint'], ['cost_cache_read_pico', 'bigint'],
+  ['cost_cache_write_pico', 'bigint'], ['cost_reasoning_pico', 'bigint'],
+] as const;
+const generationParameter = (index: number) => `$${SETTLE_PARAMETERS + index + 1}::${GENERATION_COLUMNS[index]![1]}[]`;
+export const SETTLE_STATEMENT =
+  `with recorded as (insert into generations (${GENERATION_COLUMNS.map(([name]) => name).join(', ')}) ` +
+  `select * from unnest(${GENERATION_COLUMNS.map((_, index) => generationParameter(index)).join(', ')}) ` +
+  `on conflict (request_id) do nothing) ` +
+  `select charged_count as charged, closed_count as closed from settle_batch(${Array.from({ length: SETTLE_PARAMETERS }, (_, index) => `$${index + 1}`).join(', ')})`;
 
 /**
  * The batch as `settle_batch`'s array parameters, in its argument order: array literals built in one
@@ -78,7 +113,44 @@ export function settleBatchValues(all: readonly SettlementItem[], served: readon
     booleanArrayLiteral(all.map((item) => item.served)),
     textArrayLiteral(leased.map((item) => item.requestId)),
     textArrayLiteral(leased.map((item) => item.leaseId!)),
+    ...generationValues(served),
   ];
+}
+
+const NO_FACTS: GenerationFacts = {
+  finishReason: '', latencyMs: 0, generationTimeMs: 0, cancelled: false, insuredReason: '', nativeUsage: undefined,
+  cost: { total: 0n, input: 0n, output: 0n, cacheRead: 0n, cacheWrite: 0n, reasoning: 0n },
+};
+
+/** The generation records' columns, GENERATION_COLUMNS' order, one element per served item. */
+function generationValues(served: readonly SettlementItem[]): string[] {
+  const facts = served.map((item) => item.generation ?? NO_FACTS);
+  const native = (pick: (usage: Usage) => number) => nullableIntegerArrayLiteral(facts.map((fact) => (fact.nativeUsage ? pick(fact.nativeUsage) >>> 0 : undefined)));
+  return [
+    textArrayLiteral(served.map((item) => item.requestId)),
+    textArrayLiteral(served.map((item) => item.accountId)),
+    textArrayLiteral(facts.map((fact) => fact.finishReason)),
+    integerArrayLiteral(facts.map((fact) => clampInt(fact.latencyMs))),
+    integerArrayLiteral(facts.map((fact) => clampInt(fact.generationTimeMs))),
+    booleanArrayLiteral(facts.map((fact) => fact.cancelled)),
+    textArrayLiteral(facts.map((fact) => fact.insuredReason)),
+    integerArrayLiteral(served.map((item) => item.usage.cacheWriteTokens >>> 0)),
+    native((usage) => usage.inputTokens),
+    native((usage) => usage.outputTokens),
+    native((usage) => usage.reasoningTokens),
+    native((usage) => usage.cachedInputTokens),
+    native((usage) => usage.cacheWriteTokens),
+    integerArrayLiteral(facts.map((fact) => fact.cost.input)),
+    integerArrayLiteral(facts.map((fact) => fact.cost.output)),
+    integerArrayLiteral(facts.map((fact) => fact.cost.cacheRead)),
+    integerArrayLiteral(facts.map((fact) => fact.cost.cacheWrite)),
+    integerArrayLiteral(facts.map((fact) => fact.cost.reasoning)),
+  ];
+}
+
+/** Milliseconds as a Postgres integer (uint32 on the wire; a day is far below the bound). */
+function clampInt(value: number): number {
+  return value > 2_147_483_647 ? 2_147_483_647 : value >>> 0;
 }
 
 const usageFieldByColumn: Record<(typeof usageColumns)[number], keyof Usage> = {

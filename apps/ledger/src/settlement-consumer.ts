@@ -12,7 +12,8 @@ import {
   type Subscription,
 } from '@gateway/platform';
 import { Usage, UsageEvent, UsageEventBatch, UsageOutcome } from '@gateway/proto';
-import { computeCostPicoParsed, PricingCache, PricingError } from './cost.js';
+import { computeCostBreakdownParsed, PricingCache, PricingError, ZERO_COST, type CostBreakdown } from './cost.js';
+import { honouredInsurance } from './zero-completion.js';
 import type { Ledger, SettlementItem } from './ledger.js';
 import type { LedgerMetrics } from './ledger-metrics.js';
 
@@ -94,20 +95,26 @@ export function prepareBatch(
       }
       const served = event.outcome !== UsageOutcome.USAGE_OUTCOME_FAILED;
       const usage = event.usage ?? Usage.create();
-      let costPico = 0n;
-      if (served) {
+      let cost: CostBreakdown = ZERO_COST;
+      // Zero-completion insurance: nothing delivered, nothing charged (zero-completion.ts says when).
+      const insuredReason = served ? honouredInsurance(event, usage, logger) : '';
+      if (served && insuredReason === '') {
         try {
-          costPico = computeCostPicoParsed(usage, pricingCache.get(event.prices ?? {}));
+          cost = computeCostBreakdownParsed(usage, pricingCache.get(event.prices ?? {}));
         } catch (error) {
           if (error instanceof PricingError) { reject(error.message); continue; }
           throw error;
         }
-        if (costPico > MAX_CHARGE_PICO) { reject(`cost ${costPico} pico exceeds the per-request bound ${MAX_CHARGE_PICO}`); continue; }
+        if (cost.total > MAX_CHARGE_PICO) { reject(`cost ${cost.total} pico exceeds the per-request bound ${MAX_CHARGE_PICO}`); continue; }
       }
       items.push({
         requestId: event.requestId, accountId: event.accountId, keyId: event.keyId, modelId: event.modelId,
-        providerId: event.providerId, endpoint: event.endpoint, served, usage, costPico,
+        providerId: event.providerId, endpoint: event.endpoint, served, usage, costPico: cost.total,
         occurredAtMs: event.occurredAtMs, streamed: event.streamed, leaseId: event.leaseId ?? '', traceParent: event.traceParent,
+        generation: {
+          finishReason: event.finishReason, latencyMs: event.latencyMs, generationTimeMs: event.generationTimeMs,
+          cancelled: event.cancelled, insuredReason, nativeUsage: event.nativeUsage, cost,
+        },
       });
     }
   }

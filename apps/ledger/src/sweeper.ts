@@ -18,6 +18,9 @@ export function startSweeper(ledger: Ledger, logger: Logger, intervalMs: number,
       // Closed reservations only remember answers for repeated request ids; without this the table grows forever.
       const pruned = await ledger.pruneClosedReservations(reservationRetentionMs);
       if (pruned > 0) logger.info({ pruned }, 'closed reservations past retention deleted');
+      // Generation records are kept 30 days (GET /v1/generation); a bounded batch per pass.
+      const generations = await ledger.pruneGenerations();
+      if (generations > 0) logger.info({ generations }, 'generation records past retention deleted');
     } catch (error) {
       logger.error({ err: error }, 'reservation sweep failed');
     }

@@ -1,0 +1,29 @@
+import type { Logger } from '@gateway/platform';
+import type { Usage, UsageEvent } from '@gateway/proto';
+
+/**
+ * Zero-completion insurance, the ledger's side. Routing decides that an answer delivered nothing (zero
+ * output tokens and no or an error finish reason; no image; no audio) and says why in the event's
+ * `insured_reason`; the ledger then charges nothing, still records the generation (cost 0, the reason)
+ * and closes the hold. Money first: the ledger honours the reason only when the event's usage shows no
+ * output of any kind. A reason on usage that did deliver something is a producer bug; that request is
+ * charged as usual (every delivered unit is charged once) and logged.
+ */
+export const INSURED_REASONS = new Set(['no_output_no_finish_reason', 'no_output_error_finish_reason', 'no_images', 'no_audio']);
+
+export function deliveredNothing(usage: Usage): boolean {
+  return (usage.outputTokens >>> 0) === 0 && (usage.reasoningTokens >>> 0) === 0 && (usage.outputAudioTokens >>> 0) === 0
+    && (usage.outputAudioMs >>> 0) === 0 && (usage.outputTextTokens >>> 0) === 0 && (usage.outputTextCharacters >>> 0) === 0
+    && (usage.outputImageTokens >>> 0) === 0;
+}
+
+/** The reason to record when the insurance applies to this SERVED event, else ''. */
+export function honouredInsurance(event: UsageEvent, usage: Usage, logger: Logger): string {
+  const reason = event.insuredReason;
+  if (!reason) return '';
+  if (!INSURED_REASONS.has(reason) || !deliveredNothing(usage)) {
+    logger.warn({ request_id: event.requestId, insured_reason: reason }, 'insurance claimed for an answer that delivered output (or an unknown reason); charged as usual');
+    return '';
+  }
+  return reason;
+}
