@@ -10,6 +10,7 @@ import {
   badCredentials, cancellation, connectionReset, error400, error429, error5xx, finishReasons, safetyBlock, stopSequenceReported, streamCut, streamErrorEvent,
   timeout, usage,
 } from './scenarios-outcomes.js';
+import { embeddings } from './scenarios-embeddings.js';
 import { CONTRACT_SETUPS } from './setups/index.js';
 
 /*
@@ -21,7 +22,10 @@ import { CONTRACT_SETUPS } from './setups/index.js';
 
 type Body = (rig: ContractRig, setup: ContractSetup, mode: Mode) => Promise<void>;
 
-const BODIES: Record<Scenario, { modes: readonly Mode[]; body: Body }> = {
+/** How a scenario is called: a chat answer, a stream, or (embeddings) neither. */
+type Variant = Mode | 'embed';
+
+const BODIES: Record<Scenario, { modes: readonly Variant[]; body: Body }> = {
   'text': { modes: MODES, body: (rig, _setup, mode) => plainText(rig, mode) },
   'static headers': { modes: MODES, body: (rig, _setup, mode) => staticHeaders(rig, mode) },
   'system prompt': { modes: MODES, body: (rig, _setup, mode) => systemPrompt(rig, mode) },
@@ -56,6 +60,7 @@ const BODIES: Record<Scenario, { modes: readonly Mode[]; body: Body }> = {
   'stream error event': { modes: ['stream'], body: (rig) => streamErrorEvent(rig) },
   'cancellation': { modes: MODES, body: (rig, _setup, mode) => cancellation(rig, mode) },
   'prompt cache marks': { modes: MODES, body: (rig, _setup, mode) => promptCacheMarks(rig, mode) },
+  'embeddings': { modes: ['embed'], body: (rig) => embeddings(rig) },
 };
 
 describe('adapter contract', () => {
@@ -95,7 +100,7 @@ describe('adapter contract', () => {
         for (const mode of modes) {
           const title = `${mode}: ${scenario}`;
           if (reason !== undefined) it.skip(`${title} (declared unsupported: ${reason})`, () => undefined);
-          else it(title, () => body(rig, setup, mode));
+          else it(title, () => body(rig, setup, mode === 'embed' ? 'chat' : mode));
         }
       }
     });

@@ -39,6 +39,7 @@ export const SCENARIOS = [
   'stream error event',
   'cancellation',
   'prompt cache marks',
+  'embeddings',
 ] as const;
 
 export type Scenario = (typeof SCENARIOS)[number];
@@ -175,6 +176,8 @@ export interface ContractRig {
   readonly scripted: boolean;
   readonly providerId: string;
   readonly upstreamModel: string;
+  /** The upstream model the embeddings scenario asks (an embedding model or deployment). */
+  readonly embeddingModel?: string;
   /** The catalog's max_output_tokens for the model (providers that need an output bound use it). */
   readonly modelMaxOutputTokens: number;
   /** Queues the answer to the next request. */

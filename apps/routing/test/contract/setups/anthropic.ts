@@ -113,7 +113,9 @@ export const anthropicReader: WireReader = {
 
 export const anthropicSetup: ContractSetup = {
   kind: 'anthropic',
-  unsupported: {},
+  unsupported: {
+    embeddings: 'Anthropic has no embeddings endpoint',
+  },
   jsonSchema: 'instructed',
   safety: 'finish',
   // The API does not say how many output tokens were thinking.

@@ -85,6 +85,7 @@ function azureSetup(label: string, apiVersion: string): ContractSetup {
         scripted: true,
         providerId,
         upstreamModel: DEPLOYMENT,
+        embeddingModel: 'text-embedding-3-small',
         modelMaxOutputTokens: 4_096,
         script: (answer) => fake.script(behaviourFor(answer)),
         received: (): ReceivedRequest[] => asReceived(fake.requests),

@@ -123,6 +123,7 @@ const reader: WireReader = {
 export const bedrockSetup: ContractSetup = {
   kind: 'bedrock',
   unsupported: {
+    embeddings: 'the Converse API has no embeddings (Bedrock embeds through InvokeModel, which this adapter does not speak)',
     'image url input': 'Converse takes images as inline bytes (or an S3 location) only; the adapter refuses a link as the caller\'s 400',
   },
   jsonSchema: 'instructed',

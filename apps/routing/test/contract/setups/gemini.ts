@@ -143,6 +143,7 @@ export const geminiSetup: ContractSetup = {
       scripted: true,
       providerId: PROVIDER_ID,
       upstreamModel: MODEL,
+      embeddingModel: 'gemini-embedding-001',
       modelMaxOutputTokens: 8_192,
       script: (answer) => fake.script(geminiBehaviourFor(answer)),
       received: (): ReceivedRequest[] => asReceived(fake.requests),

@@ -166,6 +166,7 @@ export const openaiSetup: ContractSetup = {
       scripted: true,
       providerId: PROVIDER_ID,
       upstreamModel: MODEL,
+      embeddingModel: 'text-embedding-3-small',
       modelMaxOutputTokens: 4_096,
       // The wire format (stream or not) is only known once the request arrives.
       script: (answer) => fake.script((request) => behaviourFor(answer, request.body?.stream === true)),

@@ -58,6 +58,7 @@ export const simulatedSetup: ContractSetup = {
       scripted: false,
       providerId: 'contract-simulated',
       upstreamModel: 'simulated-model',
+      embeddingModel: 'simulated-embedding',
       modelMaxOutputTokens: 4_096,
       script: () => undefined,
       received: () => [],

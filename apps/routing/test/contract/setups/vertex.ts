@@ -34,7 +34,7 @@ function vertexSetup(publisher: 'claude' | 'gemini'): ContractSetup {
     kind: 'vertex',
     label,
     unsupported: claude
-      ? {}
+      ? { embeddings: 'Claude has no embeddings (a Vertex provider embeds with Google models only)' }
       : {
           'prompt cache marks': 'generateContent has no inline cache marks: caching is implicit or a cachedContent made beforehand',
           'redacted reasoning': 'Gemini returns no redacted reasoning (its thoughts are summaries; signatures ride on parts)',
@@ -66,6 +66,7 @@ function vertexSetup(publisher: 'claude' | 'gemini'): ContractSetup {
         scripted: true,
         providerId,
         upstreamModel: claude ? 'claude-sonnet-4-5@20250929' : 'gemini-3-pro-preview',
+        ...(claude ? {} : { embeddingModel: 'gemini-embedding-001' }),
         modelMaxOutputTokens: 8_192,
         script: (answer) => (claude ? fake.anthropic.script(anthropicBehaviourFor(answer)) : fake.gemini.script(geminiBehaviourFor(answer))),
         received: (): ReceivedRequest[] => asReceived(fake.requests),
