@@ -4,7 +4,7 @@ import { moderationsFamily } from './endpoints/moderations/moderations-endpoint.
 import { imageEditsFamily, imageGenerationsFamily } from './endpoints/images/images-endpoint.js';
 import { hostedImageHandler } from './endpoints/images/hosted-images.js';
 import { speechFamily, transcriptionsFamily, translationsFamily } from './endpoints/audio/audio-endpoint.js';
-import { endpointHandler, type EndpointFamily } from './inference/endpoint-pipeline.js';
+import type { EndpointFamily } from './endpoints/shared.js';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { isAcceptableRequestId, newRequestId, otelContext, startHttpServerSpan, tracingEnabled } from '@gateway/platform';
 import type { EdgeContext } from './context.js';
@@ -30,10 +30,11 @@ import { messagesDialect } from './dialects/messages/messages-dialect.js';
 import { responsesCompactDialect } from './dialects/responses/compaction.js';
 import { responsesDialect } from './dialects/responses/responses-dialect.js';
 import type { InferenceDialect } from './inference/dialect.js';
+import { chatSteps } from './inference/chat-steps.js';
 import { inferenceHandler, type InferenceHandler } from './inference/pipeline.js';
 
 /**
- * THE inference route table (DESIGN §6): each route is the one pipeline with its dialect. It feeds
+ * THE inference route table (DESIGN §6): each route is the one pipeline with its dialect's steps. It feeds
  * both the direct dispatch (createRequestListener) and express, and names each route's error envelope.
  */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each entry pairs a dialect with its own body type
@@ -53,8 +54,8 @@ const SIDE_ROUTES: readonly { path: string; handler: (context: EdgeContext) => I
 ];
 
 /**
- * The non-chat endpoint families (DESIGN §6: `endpoints/<family>/`), each the one endpoint pipeline with
- * its family; the OpenAI envelope for errors.
+ * The non-chat endpoint families (DESIGN §6: `endpoints/<family>/`), each the one pipeline with the
+ * family's steps; the OpenAI envelope for errors.
  */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each entry pairs a family with its own body type
 const ENDPOINT_ROUTES: readonly { path: string; family: EndpointFamily<any, any> }[] = [
@@ -78,10 +79,10 @@ function inferenceRoutes(context: EdgeContext): Map<string, InferenceRoute> {
   return new Map<string, InferenceRoute>([
     ...INFERENCE_ROUTES.map((route): [string, InferenceRoute] => [
       route.path,
-      { handler: inferenceHandler(context, route.dialect), dialect: route.dialect.errorDialect, endpoint: route.dialect.endpoint },
+      { handler: inferenceHandler(context, chatSteps(route.dialect)), dialect: route.dialect.errorDialect, endpoint: route.dialect.endpoint },
     ]),
     ...SIDE_ROUTES.map((route): [string, InferenceRoute] => [route.path, { handler: route.handler(context), dialect: route.errorDialect, endpoint: route.endpoint }]),
-    ...ENDPOINT_ROUTES.map((route): [string, InferenceRoute] => [route.path, { handler: endpointHandler(context, route.family), dialect: 'chat', endpoint: route.family.endpoint }]),
+    ...ENDPOINT_ROUTES.map((route): [string, InferenceRoute] => [route.path, { handler: inferenceHandler(context, route.family), dialect: 'chat', endpoint: route.family.endpoint }]),
   ]);
 }
 

@@ -1,6 +1,10 @@
 import type { IncomingMessage } from 'node:http';
 import type { z } from 'zod';
+import { parseCredits } from '@gateway/platform';
+import type { CatalogModel } from '../catalog-cache.js';
 import type { EdgeContext } from '../context.js';
+import type { HttpAnswer } from '../inference/answer-sink.js';
+import type { InferenceSteps } from '../inference/pipeline-steps.js';
 import { EdgeError } from '../errors.js';
 import { readJsonBody } from '../http.js';
 import { parseBody } from '../canonical/validation.js';
@@ -28,4 +32,35 @@ export const ENDPOINT_DEADLINE_MS = 10 * 60_000;
  */
 export function countTokens(texts: readonly string[]): Promise<number[]> {
   return countTextsTokens(texts);
+}
+
+/** A family's prepared Router call and the worst-case cost admission holds for it. */
+export interface PreparedCall<Prepared> {
+  prepared: Prepared;
+  /** Worst-case cost in pico-credits (at least the 0.05 minimum is held for a paid model). */
+  holdPico: bigint;
+}
+
+/**
+ * One non-chat endpoint family (DESIGN §6: `apps/edge/src/endpoints/<family>/`): its steps of the one
+ * inference pipeline (inference/pipeline-steps.ts) — its catalog endpoint, how its body is read and
+ * validated, the model it names, its model-specific checks and worst-case cost (`prepare`, before
+ * admission), and its `exchange`: the Router call and the answer, written on `http.response`, calling
+ * `job.commit(usage)` once the Router answered (a stream: at its first bytes, and with the usage at its end).
+ */
+export type EndpointFamily<Body, Prepared> = InferenceSteps<Body, PreparedCall<Prepared>, HttpAnswer>;
+
+/** Unit count × a model's price key, in pico-credits (0 when the model has no such price). */
+export function pricePico(model: CatalogModel, key: keyof NonNullable<CatalogModel['model']['pricing']>, units: number | bigint): bigint {
+  const text = model.model.pricing?.[key];
+  if (!text) return 0n;
+  return BigInt(units) * parseCreditsSafe(text);
+}
+
+function parseCreditsSafe(text: string): bigint {
+  try {
+    return parseCredits(text);
+  } catch {
+    return 0n;
+  }
 }

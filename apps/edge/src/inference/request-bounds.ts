@@ -101,14 +101,22 @@ export function contextLengthExceeded(message: string, param: string): EdgeError
 }
 
 /**
+ * The prompt's byte bound and the output it asks room for fit the model's window (or it has none): the
+ * window check needs no tokenizer, and no promise (the usual case; checkContextWindow does the rest).
+ */
+export function fitsContextWindow(model: CatalogModel, chat: ChatRequest, measure: PromptMeasure): boolean {
+  const window = model.model.contextWindow;
+  return window === 0 || measure.tokensUpperBound + (chat.maxOutputTokens ?? 0) <= window;
+}
+
+/**
  * 400 when the prompt (and the output the request asks room for) cannot fit the model's context window.
  * A model without a window (0) accepts anything. Resolves without tokenizing when the byte bound fits.
  */
 export async function checkContextWindow(model: CatalogModel, chat: ChatRequest, measure: PromptMeasure, outputField = 'max_completion_tokens'): Promise<void> {
+  if (fitsContextWindow(model, chat, measure)) return;
   const window = model.model.contextWindow;
-  if (window === 0) return;
   const requestedOutput = chat.maxOutputTokens ?? 0;
-  if (measure.tokensUpperBound + requestedOutput <= window) return;
   // The count stops past the window, so the work is bounded by the window; the budget lets a prompt near
   // a large window be counted by the tokenizer rather than by its bytes (which would refuse it wrongly).
   const promptTokens = await countPromptTokens(chat, measure, window + 1, Math.max(MAX_TOKENIZED_CHARACTERS, 16 * window));

@@ -5,10 +5,10 @@ import type { CatalogModel } from '../../catalog-cache.js';
 import { edgeErrors } from '../../errors.js';
 import { ClientGoneError, drained, sendJson } from '../../http.js';
 import { parseBody } from '../../canonical/validation.js';
-import { endpointHeaders, pricePico, type EndpointFamily } from '../../inference/endpoint-pipeline.js';
+import { gatewayHeaders } from '../../inference/gateway-headers.js';
 import { readMultipart, singleField } from '../multipart.js';
 import { defaultUploadArea } from '../upload-spool.js';
-import { ENDPOINT_DEADLINE_MS, mediaOf, readJson } from '../shared.js';
+import { ENDPOINT_DEADLINE_MS, mediaOf, pricePico, readJson, type EndpointFamily } from '../shared.js';
 
 export const SPEECH_FORMATS = ['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm'] as const;
 /** Content type of each speech format when the provider names none (spec §4.3: audio/mpeg when neither side does). */
@@ -54,11 +54,11 @@ export const speechFamily: EndpointFamily<SpeechBody, SpeakRequest> = {
     };
     return { prepared, holdPico: pricePico(model, 'perInputTextCharacter', characters) };
   },
-  async answer(prepared, job) {
-    const { response } = job;
+  async exchange({ prepared }, job, http, context) {
+    const { response } = http;
     let contentType = '';
     let usage: Usage | undefined;
-    const stream = job.context.router.speak(
+    const stream = context.router.speak(
       { ...prepared, context: job.routerContext, routingStrategy: job.strategy },
       { requestId: job.requestId, deadlineMs: ENDPOINT_DEADLINE_MS, signal: job.signal },
     );
@@ -69,19 +69,20 @@ export const speechFamily: EndpointFamily<SpeechBody, SpeakRequest> = {
       else if (event?.$case === 'audio') {
         if (!response.headersSent) {
           // The commit point: headers with the first audio bytes (failover happened before them).
+          job.commit(undefined);
           const asked = prepared.responseFormat as keyof typeof SPEECH_CONTENT_TYPES | '';
           response.writeHead(200, {
             'content-type': contentType || (asked ? SPEECH_CONTENT_TYPES[asked] : 'audio/mpeg'),
             'cache-control': 'no-store',
-            ...endpointHeaders(job.strategy),
+            ...gatewayHeaders(job.strategy),
           });
         }
         if (!response.write(event.value)) await drained(response);
       }
     }
-    if (!response.headersSent) response.writeHead(200, { 'content-type': contentType || 'audio/mpeg', ...endpointHeaders(job.strategy) });
+    job.commit(usage);
+    if (!response.headersSent) response.writeHead(200, { 'content-type': contentType || 'audio/mpeg', ...gatewayHeaders(job.strategy) });
     response.end();
-    return usage;
   },
 };
 
@@ -167,12 +168,12 @@ function transcriptionFamily(translate: boolean): EndpointFamily<TranscriptionBo
       };
       return { prepared, holdPico: audioHourPico(model, transcriptionHoldMs(body.file.data)) };
     },
-    async answer(upload, job) {
+    async exchange({ prepared: upload }, job, http, context) {
       // After admission: the media service turns the upload into what the provider is sent (a consistent
       // PCM wav as it is, mp3 frames remuxed, anything else 16 kHz mono wav) and measures exactly that —
       // the length charged is the length the provider receives. The caller leaving cancels it.
       if (job.signal.aborted) throw new ClientGoneError('client left before the audio was converted');
-      const converted = await mediaOf(job.context).convertAudio(
+      const converted = await mediaOf(context).convertAudio(
         { data: upload.audio, targetFormat: 'transcription', filename: upload.filename },
         { requestId: job.requestId, deadlineMs: 90_000, signal: job.signal },
       );
@@ -186,20 +187,20 @@ function transcriptionFamily(translate: boolean): EndpointFamily<TranscriptionBo
         mediaType: converted.contentType || 'audio/wav',
         audioDurationMs: converted.durationMs,
       };
-      const answer = await job.context.router.transcribe(
+      const answer = await context.router.transcribe(
         { ...prepared, context: job.routerContext, routingStrategy: job.strategy },
         { requestId: job.requestId, deadlineMs: ENDPOINT_DEADLINE_MS, signal: job.signal },
       );
+      job.commit(answer.usage);
       const format = prepared.responseFormat as (typeof TRANSCRIPTION_FORMATS)[number];
-      const headers = endpointHeaders(job.strategy);
+      const headers = gatewayHeaders(job.strategy);
       if (format === 'json') {
-        sendJson(job.response, 200, { text: answer.text }, headers);
+        sendJson(http.response, 200, { text: answer.text }, headers);
       } else {
         const text = answer.content || answer.text;
-        job.response.writeHead(200, { ...headers, 'content-type': CONTENT_TYPES[format], 'content-length': Buffer.byteLength(text) });
-        job.response.end(text);
+        http.response.writeHead(200, { ...headers, 'content-type': CONTENT_TYPES[format], 'content-length': Buffer.byteLength(text) });
+        http.response.end(text);
       }
-      return answer.usage;
     },
   };
 }

@@ -2,8 +2,8 @@ import { z } from 'zod';
 import type { EmbedResponse } from '@gateway/proto';
 import { edgeErrors } from '../../errors.js';
 import { sendJson } from '../../http.js';
-import { endpointHeaders, pricePico, type EndpointFamily } from '../../inference/endpoint-pipeline.js';
-import { countTokens, ENDPOINT_DEADLINE_MS, readJson } from '../shared.js';
+import { gatewayHeaders } from '../../inference/gateway-headers.js';
+import { countTokens, ENDPOINT_DEADLINE_MS, pricePico, readJson, type EndpointFamily } from '../shared.js';
 
 /** OpenAI's own bound on inputs per request. */
 export const MAX_EMBEDDING_INPUTS = 2_048;
@@ -96,9 +96,9 @@ export const embeddingsFamily: EndpointFamily<EmbeddingsBody, PreparedEmbeddings
     const total = counts.reduce((sum, count) => sum + count, 0);
     return { prepared: { body, texts, tokenInputs, modelId: model.id }, holdPico: pricePico(model, 'perInputToken', total) + pricePico(model, 'perToken', total) };
   },
-  async answer(prepared, job) {
+  async exchange({ prepared }, job, http, context) {
     const { body } = prepared;
-    const answer = await job.context.router.embed(
+    const answer = await context.router.embed(
       {
         context: job.routerContext,
         modelId: prepared.modelId,
@@ -109,8 +109,8 @@ export const embeddingsFamily: EndpointFamily<EmbeddingsBody, PreparedEmbeddings
       },
       { requestId: job.requestId, deadlineMs: ENDPOINT_DEADLINE_MS, signal: job.signal },
     );
+    job.commit(answer.usage);
     const dropped = body.dimensions != null && !job.model.supportedParameters.has('dimensions') ? ['dimensions'] : [];
-    sendJson(job.response, 200, renderEmbeddings(answer, body.encoding_format === 'base64'), endpointHeaders(answer.routingStrategy || job.strategy, dropped));
-    return answer.usage;
+    sendJson(http.response, 200, renderEmbeddings(answer, body.encoding_format === 'base64'), gatewayHeaders(answer.routingStrategy || job.strategy, dropped));
   },
 };

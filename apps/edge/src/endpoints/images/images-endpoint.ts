@@ -4,10 +4,13 @@ import type { CatalogModel } from '../../catalog-cache.js';
 import { edgeErrors } from '../../errors.js';
 import { sendJson } from '../../http.js';
 import { parseBody } from '../../canonical/validation.js';
-import { endpointHeaders, pricePico, type EndpointFamily, type EndpointJob } from '../../inference/endpoint-pipeline.js';
+import type { EdgeContext } from '../../context.js';
+import type { HttpAnswer } from '../../inference/answer-sink.js';
+import { gatewayHeaders } from '../../inference/gateway-headers.js';
+import type { InferenceJob } from '../../inference/pipeline-steps.js';
 import { readMultipart, singleField, type MultipartFile } from '../multipart.js';
 import { defaultUploadArea } from '../upload-spool.js';
-import { countTokens, ENDPOINT_DEADLINE_MS, mediaOf, readJson } from '../shared.js';
+import { countTokens, ENDPOINT_DEADLINE_MS, mediaOf, pricePico, readJson, type EndpointFamily, type PreparedCall } from '../shared.js';
 
 /** Output tokens assumed per image for the hold, as the router meters when a provider counts none (spec §2.1). */
 const IMAGE_TOKENS_HOLD = 2_048;
@@ -94,14 +97,14 @@ function originOf(publicUrl: string | undefined): string {
 }
 
 /** The answer: inline base64, or each image stored by the media service and answered as a URL the edge serves. */
-async function renderImages(answer: GenerateImagesResponse, prepared: PreparedImages, job: EndpointJob) {
-  const origin = originOf(job.context.publicUrl);
+async function renderImages(answer: GenerateImagesResponse, prepared: PreparedImages, job: InferenceJob, context: EdgeContext) {
+  const origin = originOf(context.publicUrl);
   const data = await Promise.all(
     answer.data.map(async (image, index) => {
       const extra = image.revisedPrompt ? { revised_prompt: image.revisedPrompt } : {};
       if (prepared.responseFormat === 'b64_json') return { b64_json: image.b64Json ?? '', ...extra };
       const bytes = Buffer.from(image.b64Json ?? '', 'base64');
-      const stored = await mediaOf(job.context).storeImage(
+      const stored = await mediaOf(context).storeImage(
         { accountId: job.key.accountId, data: bytes, contentType: sniffImageType(bytes) ?? 'image/png', idempotencyKey: `${job.requestId}:${index}` },
         { requestId: job.requestId, deadlineMs: 30_000 },
       );
@@ -130,15 +133,16 @@ function uploadedImage(file: MultipartFile, data: Buffer, path: string): InputIm
   return { data, filename: file.filename || 'image.png', mediaType: type };
 }
 
-async function answerImages(prepared: PreparedImages, job: EndpointJob, edit: boolean) {
+async function exchangeImages({ prepared }: PreparedCall<PreparedImages>, job: InferenceJob, http: HttpAnswer, context: EdgeContext, edit: boolean): Promise<void> {
   const generation = { ...prepared.generation, context: job.routerContext, routingStrategy: job.strategy };
   const settings = { requestId: job.requestId, deadlineMs: ENDPOINT_DEADLINE_MS, signal: job.signal };
   const answer = edit
-    ? (await job.context.router.editImages({ generation, images: prepared.images, mask: prepared.mask }, settings)).result!
-    : await job.context.router.generateImages(generation, settings);
-  const body = await renderImages(answer, prepared, job);
-  sendJson(job.response, 200, body, endpointHeaders(answer.routingStrategy || job.strategy, prepared.dropped));
-  return answer.usage;
+    ? (await context.router.editImages({ generation, images: prepared.images, mask: prepared.mask }, settings)).result!
+    : await context.router.generateImages(generation, settings);
+  // The Router answered (and published the usage): from here the reservation is settled, not released.
+  job.commit(answer.usage);
+  const body = await renderImages(answer, prepared, job, context);
+  sendJson(http.response, 200, body, gatewayHeaders(answer.routingStrategy || job.strategy, prepared.dropped));
 }
 
 /** POST /v1/images/generations (spec §2.1, §4.2); the prompt is screened by the catalog's moderation model in the router. */
@@ -147,7 +151,7 @@ export const imageGenerationsFamily: EndpointFamily<ImagesBody, PreparedImages> 
   read: (request, context) => readJson(request, context, generationsSchema),
   modelName: (body) => body.model,
   prepare: (body, model) => prepareImages(body, model, [], undefined),
-  answer: (prepared, job) => answerImages(prepared, job, false),
+  exchange: (prepared, job, http, context) => exchangeImages(prepared, job, http, context, false),
 };
 
 /** POST /v1/images/edits (spec §4.1): multipart; `image` and `image[]` parts merge into one list. */
@@ -174,5 +178,5 @@ export const imageEditsFamily: EndpointFamily<EditsBody, PreparedImages> = {
   },
   modelName: (body) => body.model,
   prepare: (body, model) => prepareImages(body, model, body.images, body.mask),
-  answer: (prepared, job) => answerImages(prepared, job, true),
+  exchange: (prepared, job, http, context) => exchangeImages(prepared, job, http, context, true),
 };

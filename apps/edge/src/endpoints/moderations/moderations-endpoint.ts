@@ -3,8 +3,8 @@ import { ModerationInputForm, type ModerateResponse, type ModerationInput } from
 import { edgeErrors } from '../../errors.js';
 import { requireFetchableUrl } from '../../canonical/urls.js';
 import { sendJson } from '../../http.js';
-import { endpointHeaders, pricePico, type EndpointFamily } from '../../inference/endpoint-pipeline.js';
-import { countTokens, ENDPOINT_DEADLINE_MS, readJson } from '../shared.js';
+import { gatewayHeaders } from '../../inference/gateway-headers.js';
+import { countTokens, ENDPOINT_DEADLINE_MS, pricePico, readJson, type EndpointFamily } from '../shared.js';
 
 const MAX_MODERATION_INPUTS = 1_000;
 /** OpenAI refuses a multimodal moderation input with more than one image (400 `too_many_images`). */
@@ -79,12 +79,12 @@ export const moderationsFamily: EndpointFamily<ModerationsBody, { inputs: Modera
     const images = inputs.length - texts.length;
     return { prepared: { inputs, inputForm, modelId: model.id }, holdPico: pricePico(model, 'perInputToken', tokens + images * MODERATION_IMAGE_TOKENS) };
   },
-  async answer(prepared, job) {
-    const answer = await job.context.router.moderate(
+  async exchange({ prepared }, job, http, context) {
+    const answer = await context.router.moderate(
       { context: job.routerContext, modelId: prepared.modelId, routingStrategy: job.strategy, inputs: prepared.inputs, inputForm: prepared.inputForm },
       { requestId: job.requestId, deadlineMs: ENDPOINT_DEADLINE_MS, signal: job.signal },
     );
-    sendJson(job.response, 200, renderModeration(answer), endpointHeaders(job.strategy));
-    return answer.usage;
+    job.commit(answer.usage);
+    sendJson(http.response, 200, renderModeration(answer), gatewayHeaders(job.strategy));
   },
 };

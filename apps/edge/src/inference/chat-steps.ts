@@ -1,0 +1,139 @@
+import { GatewayError, type Logger } from '@gateway/platform';
+import type { AnswerSink } from './answer-sink.js';
+import type { CatalogModel } from '../catalog-cache.js';
+import { resolveFileParts } from '../canonical/file-parts.js';
+import { routerRequest } from '../canonical/request.js';
+import type { EdgeContext } from '../context.js';
+import type { AnswerContext, ConvertedRequest, InferenceDialect } from './dialect.js';
+import { toApiError } from '../errors.js';
+import { gatewayHeaders } from './gateway-headers.js';
+import { ClientGoneError } from '../http.js';
+import type { FreeFormField } from '../json-depth.js';
+import type { InferenceEndpoint } from './model-resolution.js';
+import type { ReasoningTags } from '../canonical/reasoning-tags.js';
+import type { Hold, InferenceJob, InferenceSteps } from './pipeline-steps.js';
+import { checkContextWindow, costBound, fitsContextWindow, measurePrompt, MINIMUM_HOLD_PICO, worstCaseHint, type CostBound, type PromptMeasure } from './request-bounds.js';
+import { relayStream } from './stream-relay.js';
+import type { RoutingStrategy } from './strategy.js';
+
+/** Bound on one non-streamed answer, failover included. */
+const CHAT_DEADLINE_MS = 10 * 60_000;
+
+/**
+ * A chat request converted and bounded before admission, and the context its answer is rendered in: one
+ * object per request serves both (the renderers and stream writers read it as their AnswerContext).
+ */
+export class ChatCall implements AnswerContext, Hold {
+  readonly holdPico: bigint;
+  /** Seconds since the epoch at which the answer was created: set when the Router is called. */
+  created = 0;
+
+  constructor(
+    readonly requestId: string,
+    readonly model: CatalogModel,
+    readonly tags: ReasoningTags,
+    readonly logger: Logger,
+    readonly converted: ConvertedRequest,
+    readonly measure: PromptMeasure,
+    readonly bound: CostBound,
+  ) {
+    this.holdPico = bound.holdPico;
+  }
+}
+
+/**
+ * The pipeline's steps of a chat dialect (DESIGN §6): the dialect's four pieces (schema, converter,
+ * renderer, stream writer) fitted into the one pipeline. Everything else a chat request goes through —
+ * context window, worst-case cost, files, the Router call, the stream relay — is the same for every
+ * dialect and lives here and in stream-relay.ts. One object per dialect, made once: methods on the
+ * prototype, no closure per request.
+ */
+class ChatSteps<Body> implements InferenceSteps<Body, ChatCall> {
+  readonly endpoint: InferenceEndpoint;
+  readonly freeFormFields: readonly FreeFormField[];
+
+  constructor(private readonly dialect: InferenceDialect<Body>) {
+    this.endpoint = dialect.endpoint;
+    this.freeFormFields = dialect.freeFormFields;
+  }
+
+  parse(json: unknown): Body {
+    return this.dialect.parse(json);
+  }
+
+  modelName(body: Body): string {
+    return this.dialect.modelName(body);
+  }
+
+  routing(body: Body): RoutingStrategy | null | undefined {
+    return this.dialect.routing(body);
+  }
+
+  /**
+   * Conversion (drops, 400s), then the context window and the worst-case cost, before admission and any
+   * provider call. Synchronous unless the prompt's byte bound does not fit the window (then it is counted).
+   */
+  prepare(body: Body, model: CatalogModel, context: EdgeContext, job: InferenceJob<Body>): ChatCall | Promise<ChatCall> {
+    const { requestId } = job;
+    const converted = this.dialect.convert(body, model, context.reasoningTags);
+    const measure = measurePrompt(converted.request);
+    if (fitsContextWindow(model, converted.request, measure)) return chatCall(requestId, model, context, converted, measure);
+    return checkContextWindow(model, converted.request, measure, converted.outputField).then(() => chatCall(requestId, model, context, converted, measure));
+  }
+
+  /** A 402 of a request that held more than 0.05: the same refusal, saying what the hold was made of. */
+  refused(error: unknown, prepared: ChatCall): unknown {
+    const { bound } = prepared;
+    if (!(error instanceof GatewayError) || bound.holdPico <= MINIMUM_HOLD_PICO || toApiError(error).status !== 402) return error;
+    return new GatewayError(error.status, error.reason, error.message + worstCaseHint(bound, prepared.converted.outputField), { code: error.code, param: error.param, cause: error });
+  }
+
+  /** Files, then the Router call: the whole answer rendered, or the stream relayed. */
+  async exchange(prepared: ChatCall, job: InferenceJob<Body>, sink: AnswerSink, context: EdgeContext): Promise<void> {
+    const { requestId, model, signal: clientGone } = job;
+    const { converted } = prepared;
+    const chat = routerRequest(converted.request, job.routerContext, job.strategy);
+    try {
+      // File blocks become bytes or text the model can read (media service); after admission, so rate
+      // limits and credit checks come before any URL fetch. A request without files skips this.
+      await resolveFileParts(chat.messages, model, {
+        media: context.media,
+        requestId,
+        signal: clientGone,
+        ...(converted.filePathOf ? { pathOf: converted.filePathOf } : {}),
+      });
+      // Fetched files only now have a size: the window is checked again (the hold already assumed a full window).
+      if (prepared.measure.unresolvedFiles) await checkContextWindow(model, chat, measurePrompt(chat), converted.outputField);
+    } catch (error) {
+      throw clientGone.aborted ? new ClientGoneError('client left while its files were read') : error;
+    }
+    if (clientGone.aborted) throw new ClientGoneError('client left before the router was called');
+    prepared.created = Math.floor(context.now() / 1000);
+    if (converted.stream) {
+      await relayStream(context, sink, job, chat, converted, this.dialect.streamWriter(prepared, job.body));
+      return;
+    }
+    const answer = await context.chatRouter.chat(chat, { requestId, deadlineMs: CHAT_DEADLINE_MS, signal: clientGone });
+    job.commit(answer.usage);
+    sink.json(
+      this.dialect.render(answer, prepared, job.body),
+      gatewayHeaders(answer.routingStrategy || job.strategy, converted.droppedParams, answer.droppedParams, converted.droppedTools),
+    );
+  }
+}
+
+function chatCall(requestId: string, model: CatalogModel, context: EdgeContext, converted: ConvertedRequest, measure: PromptMeasure): ChatCall {
+  return new ChatCall(requestId, model, context.reasoningTags, context.logger, converted, measure, costBound(model, converted.request, measure));
+}
+
+const STEPS = new WeakMap<InferenceDialect<unknown>, ChatSteps<unknown>>();
+
+/** The pipeline steps of `dialect`, made once per dialect. */
+export function chatSteps<Body>(dialect: InferenceDialect<Body>): InferenceSteps<Body, ChatCall> {
+  let steps = STEPS.get(dialect as InferenceDialect<unknown>);
+  if (!steps) {
+    steps = new ChatSteps(dialect as InferenceDialect<unknown>);
+    STEPS.set(dialect as InferenceDialect<unknown>, steps);
+  }
+  return steps as unknown as InferenceSteps<Body, ChatCall>;
+}

@@ -1,0 +1,106 @@
+import type { ChatRequest, Usage } from '@gateway/proto';
+import { Cancellation, errors } from '@gateway/platform';
+import type { AnswerSink } from './answer-sink.js';
+import type { EdgeContext } from '../context.js';
+import type { ConvertedRequest, StreamWriter } from './dialect.js';
+import { toApiError } from '../errors.js';
+import { gatewayHeaders } from './gateway-headers.js';
+import { ClientGoneError } from '../http.js';
+import type { InferenceJob } from './pipeline-steps.js';
+
+/**
+ * SSE relay of Router.ChatStream for every dialect. Nothing is written until the first delta: a
+ * failure before any content is still a normal HTTP error (the router fails over until then), thrown
+ * to the pipeline, which releases the reservation — unless the dialect pings (messages), in which case
+ * a slow first token commits the stream early and pings keep it alive. After the commit point a failure
+ * ends the stream with the dialect's error events, never a clean close that looks like a complete
+ * answer, and resolves: the pipeline settles with the usage that arrived.
+ */
+export async function relayStream(
+  context: EdgeContext,
+  sink: AnswerSink,
+  job: InferenceJob,
+  chat: ChatRequest,
+  converted: ConvertedRequest,
+  writer: StreamWriter,
+): Promise<void> {
+  const { requestId } = job;
+  let usage: Usage | undefined;
+  let committed = false;
+  let started = false;
+  let startStrategy: string = job.strategy;
+  let startDropped: readonly string[] = [];
+  const commit = () => {
+    sink.commit(gatewayHeaders(startStrategy, converted.droppedParams, startDropped, converted.droppedTools));
+    committed = true;
+    job.commit(undefined);
+    const opening = writer.open();
+    if (opening) void sink.write(opening);
+  };
+  // Bound on silence: a router stream that neither sends nor ends (lost status, wedged peer) must not
+  // hold the client and this request forever.
+  const streamAbort = new Cancellation();
+  const onClientGone = () => streamAbort.abort();
+  job.signal.addEventListener('abort', onClientGone);
+  let wentSilent = false;
+  const idleTimer = setTimeout(() => {
+    wentSilent = true;
+    streamAbort.abort();
+  }, context.streamIdleTimeoutMs);
+  // Keep-alive of a dialect that has one: refreshed by every write, so it only fires into silence.
+  const ping = writer.ping?.bind(writer);
+  const pingTimer = ping
+    ? setInterval(() => {
+        if (!committed) commit();
+        void sink.write(ping());
+      }, context.streamPingIntervalMs)
+    : undefined;
+  try {
+    for await (const message of context.chatRouter.chatStream({ chat, combinedStart: true }, { requestId, signal: streamAbort })) {
+      idleTimer.refresh();
+      const event = message.event;
+      if (!event) continue;
+      if (event.$case === 'start') {
+        started = true;
+        writer.start(event.value);
+        startStrategy = event.value.routingStrategy || job.strategy;
+        startDropped = event.value.droppedParams;
+        // The first content may ride in the start (combinedStart): one message less before it reaches the client.
+        if (event.value.firstDelta) {
+          if (!committed) commit();
+          pingTimer?.refresh();
+          await sink.write(writer.delta(event.value.firstDelta));
+        }
+      } else if (event.$case === 'delta') {
+        if (!started) throw new Error('router stream sent a delta before its start');
+        if (!committed) commit();
+        pingTimer?.refresh();
+        await sink.write(writer.delta(event.value));
+      } else if (event.$case === 'usage') {
+        usage = event.value;
+      }
+    }
+  } catch (caught) {
+    const error = wentSilent ? errors.internal(`router stream sent nothing for ${context.streamIdleTimeoutMs} ms`) : caught;
+    if (wentSilent) context.logger.warn({ request_id: requestId }, 'router stream went silent; ending it');
+    if (!committed) throw job.signal.aborted ? new ClientGoneError('client left before the first content') : error;
+    if (job.signal.aborted) return;
+    const apiError = toApiError(error);
+    // Our own failures keep their stack; an upstream outage (503) is an ordinary event, logged without one.
+    if (apiError.status === 500) context.logger.warn({ err: error, request_id: requestId }, 'stream failed after it was committed');
+    else if (apiError.status > 500) context.logger.warn({ request_id: requestId, status: apiError.status, code: apiError.code }, 'stream failed after it was committed');
+    // Settled with whatever usage arrived: a stream committed by pings but failed before any content
+    // delivered nothing, and the router published no usage for it.
+    job.commit(usage);
+    sink.end(writer.fail(apiError, usage));
+    return;
+  } finally {
+    clearTimeout(idleTimer);
+    if (pingTimer) clearInterval(pingTimer);
+    job.signal.removeEventListener('abort', onClientGone);
+  }
+  if (!started) throw new Error('router stream ended without a start');
+  if (!committed) commit();
+  job.commit(usage);
+  sink.end(writer.end(usage));
+}
