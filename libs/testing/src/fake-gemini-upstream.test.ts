@@ -145,5 +145,7 @@ describe('fake Gemini API', () => {
     expect(answer.embeddings[0].values).toHaveLength(4);
     const wrong = { requests: [{ model: 'models/other', content: { parts: [{ text: 'a' }] } }] };
     expect((await post('/models/gemini-embedding-001:batchEmbedContents', wrong)).status).toBe(400);
+    const tooMany = { requests: Array.from({ length: 101 }, () => body.requests[0]) };
+    expect((await (await post('/models/gemini-embedding-001:batchEmbedContents', tooMany)).json()).error.message).toContain('at most 100 requests');
   });
 });

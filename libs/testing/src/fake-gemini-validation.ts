@@ -264,6 +264,7 @@ const EMBED_REQUEST = fields('model', 'content', 'taskType', 'title', 'outputDim
 export function validateBatchEmbed(raw: unknown, model: string): void {
   const body = knownFields(raw, fields('requests'), 'request');
   if (!Array.isArray(body.requests) || body.requests.length === 0) throw new InvalidGeminiRequest('* BatchEmbedContentsRequest.requests: requests is not specified');
+  if (body.requests.length > 100) throw new InvalidGeminiRequest('* BatchEmbedContentsRequest.requests: at most 100 requests can be in one batch');
   body.requests.forEach((rawRequest: unknown, index: number) => {
     const request = knownFields(rawRequest, EMBED_REQUEST, `requests[${index}]`);
     if (request.model !== `models/${model}`) {

@@ -308,6 +308,18 @@ describe('GeminiAdapter against the fake Gemini API', () => {
     expect(Date.now() - started).toBeLessThan(1_000);
   });
 
+  it('embeds more than 100 inputs as several batches (the API takes 100 at most), vectors in input order', async () => {
+    const texts = Array.from({ length: 230 }, (_unused, index) => 'x'.repeat(index % 7));
+    const result = await adapter.embed!({ upstreamModel: 'gemini-embedding-001', texts, tokenInputs: [], dimensions: 3 }, signal());
+    expect(upstream.requests.map((recorded) => recorded.body.requests.length).sort((a: number, b: number) => a - b)).toEqual([30, 100, 100]);
+    expect(result.embeddings).toHaveLength(230);
+    // The fake's vectors depend on the text and its place in the batch: each answer lands at its input.
+    const sent = upstream.requests.flatMap((recorded) => recorded.body.requests.map((item: any, index: number) => [item.content.parts[0].text, index]));
+    const expected = new Map(sent.map(([text, index]) => [`${text}|${index}`, Array.from({ length: 3 }, (_u, position) => ((text.length + index + position) % 7) / 7)]));
+    texts.forEach((text, index) => expect(result.embeddings[index]).toEqual(expected.get(`${text}|${index % 100}`)));
+    await expect(adapter.embed!({ upstreamModel: 'gemini-embedding-001', texts: [], tokenInputs: [[1, 2]], dimensions: undefined }, signal())).rejects.toMatchObject({ kind: 'rejected' });
+  });
+
   it('the constructor vertex reuses: its own model paths and asynchronous auth headers, fetched for every request', async () => {
     let grants = 0;
     const custom = new GeminiAdapter({

@@ -22,6 +22,9 @@ import { GeminiStreamConverter } from './convert-gemini-stream.js';
 import { convertGeminiUsage } from './convert-gemini-usage.js';
 import { convertToGeminiRequest } from './convert-to-gemini-request.js';
 
+/** Most requests batchEmbedContents takes in one call. */
+export const MAX_EMBED_BATCH = 100;
+
 export type GeminiMethod = 'generateContent' | 'streamGenerateContent' | 'batchEmbedContents';
 
 export interface GeminiAdapterOptions {
@@ -179,21 +182,23 @@ export class GeminiAdapter implements ProviderAdapterV1 {
 
   async embed(request: AdapterEmbedRequest, signal: AttemptSignal): Promise<AdapterEmbedResult> {
     if (request.texts.length === 0) throw new ProviderError('rejected', 'this provider embeds text only, not token ids', 400);
-    const model = `models/${request.upstreamModel.replace(/^models\//, '')}`;
-    const body = {
-      requests: request.texts.map((text) => ({
-        model,
-        content: { parts: [{ text }] },
-        ...(request.dimensions !== undefined ? { outputDimensionality: request.dimensions } : {}),
-      })),
-    };
-    const text = await this.post(this.modelPath(request.upstreamModel, 'batchEmbedContents'), body, signal);
-    const answer = parseJson(geminiEmbedResponseSchema, text, 'embeddings answer');
-    if (answer.embeddings.length !== request.texts.length) {
-      throw new ProviderError('connection', `expected ${request.texts.length} embeddings, got ${answer.embeddings.length}`);
+    const model = request.upstreamModel.includes('/') ? request.upstreamModel : `models/${request.upstreamModel}`;
+    const path = this.modelPath(request.upstreamModel, 'batchEmbedContents');
+    const dimensions = request.dimensions !== undefined ? { outputDimensionality: request.dimensions } : {};
+    // The API takes at most 100 requests per batch: larger inputs go as several batches, side by side.
+    const batches: Promise<number[][]>[] = [];
+    for (let start = 0; start < request.texts.length; start += MAX_EMBED_BATCH) {
+      const texts = request.texts.slice(start, start + MAX_EMBED_BATCH);
+      const body = { requests: texts.map((text) => ({ model, content: { parts: [{ text }] }, ...dimensions })) };
+      batches.push(this.post(path, body, signal).then((text) => {
+        const answer = parseJson(geminiEmbedResponseSchema, text, 'embeddings answer');
+        if (answer.embeddings.length !== texts.length) throw new ProviderError('connection', `expected ${texts.length} embeddings, got ${answer.embeddings.length}`);
+        return answer.embeddings.map((embedding) => embedding.values);
+      }));
     }
+    const embeddings = (await Promise.all(batches)).flat();
     // batchEmbedContents reports no token counts: the router counts them.
-    return { embeddings: answer.embeddings.map((embedding) => embedding.values), usage: undefined };
+    return { embeddings, usage: undefined };
   }
 
   async close(): Promise<void> {
