@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { MODES, type Mode } from './contract-requests.js';
 import { SCENARIOS, type ContractRig, type ContractSetup, type Scenario } from './contract-types.js';
 import {
-  generationParameters, imageInput, imageUrlInput, jsonSchemaOutput, pdfInput, plainText, promptCacheMarks, reasoningProvenance, reasoningWithToolCalls, staticHeaders,
+  conversationHistory, generationParameters, imageInput, imageUrlInput, jsonSchemaOutput, pdfInput, plainText, promptCacheMarks, reasoningProvenance, reasoningWithToolCalls, staticHeaders,
   redactedReasoning, systemPrompt, toolCallAnswer, toolDefinitionsAndChoice, toolErrorResult,
   toolRoundTrip,
 } from './scenarios-conversation.js';
@@ -29,6 +29,7 @@ const BODIES: Record<Scenario, { modes: readonly Variant[]; body: Body }> = {
   'text': { modes: MODES, body: (rig, _setup, mode) => plainText(rig, mode) },
   'static headers': { modes: MODES, body: (rig, _setup, mode) => staticHeaders(rig, mode) },
   'system prompt': { modes: MODES, body: (rig, _setup, mode) => systemPrompt(rig, mode) },
+  'conversation history': { modes: MODES, body: (rig, _setup, mode) => conversationHistory(rig, mode) },
   'generation parameters': { modes: MODES, body: (rig, _setup, mode) => generationParameters(rig, mode) },
   'tool definitions and choice': { modes: MODES, body: (rig, _setup, mode) => toolDefinitionsAndChoice(rig, mode) },
   'tool call answer': { modes: MODES, body: (rig, _setup, mode) => toolCallAnswer(rig, mode, false) },

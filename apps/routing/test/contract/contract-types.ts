@@ -12,6 +12,7 @@ export const SCENARIOS = [
   'text',
   'static headers',
   'system prompt',
+  'conversation history',
   'generation parameters',
   'tool definitions and choice',
   'tool call answer',
@@ -141,6 +142,8 @@ export interface WireReader {
   model(request: ReceivedRequest): string;
   streamed(request: ReceivedRequest): boolean;
   systemText(request: ReceivedRequest): string;
+  /** The conversation's turns after the system prompt, in order: role (user | assistant) and text. */
+  turns(request: ReceivedRequest): { role: string; text: string }[];
   /** Every text the request carried (system, messages, instructions). */
   allText(request: ReceivedRequest): string;
   tools(request: ReceivedRequest): WireTool[];

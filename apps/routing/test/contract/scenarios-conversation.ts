@@ -57,6 +57,26 @@ export async function generationParameters(rig: ContractRig, mode: Mode) {
   expect(rig.reader.generation(onlyRequest(rig))).toEqual({ temperature: 0.25, maxTokens: 321, stop: ['END', '###'] });
 }
 
+/** Earlier turns reach the provider in order, each under its role, after the system prompt. */
+export async function conversationHistory(rig: ContractRig, mode: Mode) {
+  const history = [
+    message('system', 'You are a geography tutor.'),
+    message('user', 'Capital of France?'),
+    message('assistant', 'Paris.'),
+    message('user', 'And of Germany?'),
+  ];
+  rig.script({ type: 'answer', text: 'Berlin.' });
+  const outcome = await run(mode, rig, chatRequest(history));
+  expect(outcome.content).toBe('Berlin.');
+  const request = onlyRequest(rig);
+  expect(rig.reader.systemText(request)).toContain('You are a geography tutor.');
+  expect(rig.reader.turns(request)).toEqual([
+    { role: 'user', text: 'Capital of France?' },
+    { role: 'assistant', text: 'Paris.' },
+    { role: 'user', text: 'And of Germany?' },
+  ]);
+}
+
 export async function toolDefinitionsAndChoice(rig: ContractRig, mode: Mode) {
   const call = { id: 'call_w1', name: 'get_weather', arguments: '{"city":"Paris"}' };
   const tools = [weatherTool, timeTool];

@@ -67,6 +67,7 @@ export const anthropicReader: WireReader = {
   model: (request) => request.body?.model,
   streamed: (request) => request.body?.stream === true,
   systemText: (request) => textOf(blocks(request.body?.system)),
+  turns: (request) => turns(request).map((turn) => ({ role: turn.role, text: textOf(blocks(turn.content)) })),
   allText: (request) =>
     [textOf(blocks(request.body?.system)), ...turns(request).map((turn) => textOf(blocks(turn.content)))].join('\n'),
   tools: (request) => (request.body?.tools ?? []).map((tool: any) => ({ name: tool.name, parameters: tool.input_schema })),

@@ -71,6 +71,7 @@ const reader: WireReader = {
   model: (request) => decodeURIComponent(/^\/model\/([^/]+)\//.exec(request.path)?.[1] ?? ''),
   streamed: (request) => request.path.split('?')[0]!.endsWith('/converse-stream'),
   systemText: (request) => texts(request.body?.system ?? []),
+  turns: (request) => messages(request).map((message) => ({ role: message.role, text: texts(blocks(message)) })),
   allText: (request) => [texts(request.body?.system ?? []), ...messages(request).map((message) => texts(blocks(message)))].join('\n'),
   tools: (request) =>
     (request.body?.toolConfig?.tools ?? []).filter((tool: any) => tool.toolSpec).map((tool: any) => ({ name: tool.toolSpec.name, parameters: tool.toolSpec.inputSchema?.json })),

@@ -66,6 +66,11 @@ export const geminiReader: WireReader = {
   model: (request) => /\/models\/([^/:]+):/.exec(request.path)?.[1] ?? '',
   streamed: (request) => request.path.includes(':streamGenerateContent'),
   systemText: (request) => textOf(parts(request.body?.systemInstruction)),
+  turns: (request) =>
+    contents(request).map((content) => ({
+      role: content.role === 'model' ? 'assistant' : content.role,
+      text: textOf(parts(content).filter((part) => !part.thought)),
+    })),
   allText: (request) =>
     [textOf(parts(request.body?.systemInstruction)), ...contents(request).map((content) => textOf(parts(content).filter((part) => !part.thought)))].join('\n'),
   tools: (request) =>

@@ -102,6 +102,10 @@ export const openaiReader: WireReader = {
       .filter((message: any) => message.role === 'system' || message.role === 'developer')
       .map((message: any) => textOf(message.content))
       .join('\n'),
+  turns: (request) =>
+    (request.body?.messages ?? [])
+      .filter((message: any) => message.role !== 'system' && message.role !== 'developer')
+      .map((message: any) => ({ role: message.role, text: textOf(message.content) })),
   allText: (request) => (request.body?.messages ?? []).map((message: any) => textOf(message.content)).join('\n'),
   tools: (request) => (request.body?.tools ?? []).map((tool: any) => ({ name: tool.function?.name, parameters: tool.function?.parameters })),
   toolChoice: (request) => {

@@ -16,7 +16,7 @@ const unreadable = (): never => {
 };
 
 const reader: WireReader = {
-  model: unreadable, streamed: unreadable, systemText: unreadable, allText: unreadable, tools: unreadable, toolChoice: unreadable,
+  model: unreadable, streamed: unreadable, systemText: unreadable, turns: unreadable, allText: unreadable, tools: unreadable, toolChoice: unreadable,
   toolCallsSentBack: unreadable, toolResults: unreadable, inlineMedia: unreadable, imageUrls: unreadable, nativeSchema: unreadable,
   reasoningSent: unreadable, redactedReasoningSent: unreadable, generation: unreadable, cacheMarks: unreadable,
 };
@@ -26,6 +26,7 @@ export const simulatedSetup: ContractSetup = {
   unsupported: {
     'static headers': NO_WIRE,
     'system prompt': NO_WIRE,
+    'conversation history': NO_WIRE,
     'generation parameters': NO_WIRE,
     'tool definitions and choice': NO_WIRE,
     'parallel tool calls': 'the simulator calls one tool per answer',
