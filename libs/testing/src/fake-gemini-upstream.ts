@@ -42,6 +42,8 @@ export interface FakeGeminiBehaviour extends Omit<FakeBehaviour, 'usage' | 'tool
   errorBody?: unknown;
   /** `error.status` of the default error body (default: the google.rpc code name for the status). */
   errorStatus?: string;
+  /** An image the model made (an inlineData part after the text, as image models answer). */
+  image?: { mimeType: string; data: string };
   /** Embeddings: vector length when the request sets no outputDimensionality (default 8). */
   dimensions?: number;
 }
@@ -238,6 +240,7 @@ export async function startFakeGeminiUpstream(options: FakeGeminiUpstreamOptions
       const parts: Record<string, unknown>[] = [];
       if (thought) parts.push({ text: thought, thought: true, ...(thoughtSignature ? { thoughtSignature } : {}) });
       if (text) parts.push({ text, ...(calls.length === 0 && signature ? { thoughtSignature: signature } : {}) });
+      if (behaviour.image) parts.push({ inlineData: behaviour.image });
       calls.forEach((call, index) => parts.push(callPart(call, index)));
       response.writeHead(200, { 'content-type': 'application/json; charset=UTF-8' });
       response.end(JSON.stringify({
@@ -254,6 +257,7 @@ export async function startFakeGeminiUpstream(options: FakeGeminiUpstreamOptions
     for (const piece of splitText(thought, pieces)) chunkParts.push([{ text: piece, thought: true }]);
     if (thoughtSignature) chunkParts.push([{ text: '', thought: true, thoughtSignature }]);
     for (const piece of splitText(text, pieces)) chunkParts.push([{ text: piece }]);
+    if (behaviour.image) chunkParts.push([{ inlineData: behaviour.image }]);
     calls.forEach((call, index) => chunkParts.push([callPart(call, index)]));
     if (calls.length === 0 && signature) chunkParts.push([{ text: '', thoughtSignature: signature }]);
     if (chunkParts.length === 0) chunkParts.push([{ text: '' }]);

@@ -98,6 +98,8 @@ const GENERATION_CONFIG = fields(
 );
 const THINKING_CONFIG = fields('includeThoughts', 'thinkingBudget', 'thinkingLevel');
 const MIME_TYPES = fields('text/plain', 'application/json', 'text/x.enum');
+const IMAGE_CONFIG = fields('aspectRatio', 'imageSize');
+const ASPECT_RATIOS = fields('1:1', '2:3', '3:2', '3:4', '4:3', '4:5', '5:4', '9:16', '16:9', '21:9');
 
 function checkSchema(schema: unknown, where: string): void {
   const read = knownFields(schema, SCHEMA, where);
@@ -222,6 +224,12 @@ function checkThinking(raw: unknown, model: string): void {
 function checkGenerationConfig(raw: unknown, model: string): void {
   const config = knownFields(raw, GENERATION_CONFIG, 'generationConfig');
   if (config.thinkingConfig !== undefined) checkThinking(config.thinkingConfig, model);
+  if (config.imageConfig !== undefined) {
+    const image = knownFields(config.imageConfig, IMAGE_CONFIG, 'generationConfig.imageConfig');
+    if (image.aspectRatio !== undefined && !ASPECT_RATIOS.has(image.aspectRatio)) {
+      throw new InvalidGeminiRequest(`* GenerateContentRequest.generation_config.image_config.aspect_ratio: unsupported aspect ratio ${String(image.aspectRatio)}`);
+    }
+  }
   if (config.responseMimeType !== undefined && !MIME_TYPES.has(config.responseMimeType)) {
     throw new InvalidGeminiRequest(`* GenerateContentRequest.generation_config.response_mime_type: allowed mimetypes are \`text/plain\`, \`application/json\`, and \`text/x.enum\`.`);
   }

@@ -1,6 +1,6 @@
-import type { ChatChoice, ReasoningPart, ToolCall } from '@gateway/proto';
+import type { ChatChoice, GeneratedImage, ReasoningPart, ToolCall } from '@gateway/proto';
 import { ProviderError } from '../provider-adapter.js';
-import type { GeminiCandidate, GeminiResponse } from './gemini-api-types.js';
+import type { GeminiAnswerPart, GeminiCandidate, GeminiResponse } from './gemini-api-types.js';
 import { CallIds, placeSignature } from './gemini-thought-signatures.js';
 import type { GeminiToolNames } from './gemini-tool-names.js';
 import { isBlockingFinishReason, mapGeminiFinishReason } from './map-gemini-finish-reason.js';
@@ -21,6 +21,13 @@ export function geminiBlock(response: GeminiResponse): ProviderError | undefined
   return undefined;
 }
 
+/** An image the model made (image models answer with inlineData image parts), as a data: URL. */
+export function generatedImage(part: GeminiAnswerPart): GeneratedImage | undefined {
+  const data = part.inlineData;
+  if (!data?.data || !data.mimeType?.startsWith('image/')) return undefined;
+  return { url: `data:${data.mimeType};base64,${data.data}` };
+}
+
 /**
  * A whole generateContent answer (its first candidate) as the canonical choice. Text parts are joined;
  * thought parts become reasoning issued by `providerId`; every thoughtSignature, on whatever part, becomes
@@ -36,6 +43,7 @@ export function convertGeminiAnswer(response: GeminiResponse, providerId: string
   let content = '';
   const reasoning: ReasoningPart[] = [];
   const toolCalls: ToolCall[] = [];
+  const images: GeneratedImage[] = [];
   for (const part of candidate.content?.parts ?? []) {
     const signature = part.thoughtSignature ?? '';
     if (part.functionCall) {
@@ -45,6 +53,8 @@ export function convertGeminiAnswer(response: GeminiResponse, providerId: string
     } else if (part.thought) {
       reasoning.push({ text: part.text ?? '', signature: signature ? placeSignature({ kind: 'thought' }, signature) : '', encryptedData: '', providerId });
     } else {
+      const image = generatedImage(part);
+      if (image) images.push(image);
       if (part.text) content += part.text;
       if (signature) reasoning.push({ text: '', signature: placeSignature({ kind: 'text' }, signature), encryptedData: '', providerId });
     }
@@ -53,6 +63,6 @@ export function convertGeminiAnswer(response: GeminiResponse, providerId: string
     index: 0,
     finishReason: mapGeminiFinishReason(candidate.finishReason, toolCalls.length > 0),
     stopSequence: '',
-    message: { content, toolCalls, reasoning, images: [] },
+    message: { content, toolCalls, reasoning, images },
   };
 }

@@ -1,14 +1,16 @@
-import type { ChatStreamDelta, ToolCallDelta, Usage } from '@gateway/proto';
+import type { ChatStreamDelta, GeneratedImage, ToolCallDelta, Usage } from '@gateway/proto';
 import type { GeminiResponse, GeminiUsage } from './gemini-api-types.js';
-import { geminiBlock } from './convert-gemini-answer.js';
+import { geminiBlock, generatedImage } from './convert-gemini-answer.js';
 import { convertGeminiUsage } from './convert-gemini-usage.js';
 import { CallIds, placeSignature } from './gemini-thought-signatures.js';
 import type { GeminiToolNames } from './gemini-tool-names.js';
 import { mapGeminiFinishReason } from './map-gemini-finish-reason.js';
 
-function delta(content: string, reasoning: string, reasoningSignature: string, toolCalls: ToolCallDelta[], finishReason: string): ChatStreamDelta {
+function delta(
+  content: string, reasoning: string, reasoningSignature: string, toolCalls: ToolCallDelta[], finishReason: string, images: GeneratedImage[] = [],
+): ChatStreamDelta {
   // Every field at once, in the order the other adapters build them: one hidden class for all deltas.
-  return { choiceIndex: 0, content, toolCalls, reasoning, reasoningSignature, finishReason, images: [], reasoningEncrypted: '', stopSequence: '' };
+  return { choiceIndex: 0, content, toolCalls, reasoning, reasoningSignature, finishReason, images, reasoningEncrypted: '', stopSequence: '' };
 }
 
 /**
@@ -57,6 +59,8 @@ export class GeminiStreamConverter {
       } else if (part.thought) {
         if (part.text || signature) deltas.push(delta('', part.text ?? '', signature ? placeSignature({ kind: 'thought' }, signature) : '', [], ''));
       } else {
+        const image = generatedImage(part);
+        if (image) deltas.push(delta('', '', '', [], '', [image]));
         if (part.text) deltas.push(delta(part.text, '', '', [], ''));
         if (signature) deltas.push(delta('', '', placeSignature({ kind: 'text' }, signature), [], ''));
       }

@@ -283,6 +283,7 @@ function generationConfig(request: ChatRequest, model: string): GeminiGeneration
     const schema = parseSchema(format.schema, 'response_format.json_schema.schema');
     if (schema) config.responseJsonSchema = schema;
   }
+  if (request.imageAspectRatio !== undefined) config.imageConfig = { aspectRatio: request.imageAspectRatio };
   const thinking = thinkingConfig(request, model);
   if (thinking) config.thinkingConfig = thinking;
   return Object.keys(config).length > 0 ? config : undefined;

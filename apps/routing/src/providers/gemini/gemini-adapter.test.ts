@@ -257,6 +257,18 @@ describe('GeminiAdapter against the fake Gemini API', () => {
     expect(JSON.parse(result.choices[0]!.message!.content)).toEqual({ answer: 'a cat' });
   });
 
+  it('images the model makes come back as data: URLs, streamed and whole; image_aspect_ratio goes as imageConfig', async () => {
+    const image = { mimeType: 'image/png', data: 'iVBORw0KGgoAAAANSUhEUg==' };
+    upstream.script({ text: 'Here.', image }, { text: 'Here.', image });
+    const chat = chatRequest('Draw a cat', { imageAspectRatio: '16:9' });
+    const whole = await adapter.chat(on('gemini-2.5-flash-image')(chat), signal());
+    expect(upstream.requests[0]!.body.generationConfig).toEqual({ imageConfig: { aspectRatio: '16:9' } });
+    expect(whole.choices[0]!.message!.images).toEqual([{ url: `data:image/png;base64,${image.data}` }]);
+    const deltas = deltasOf(await collect(adapter.chatStream(on('gemini-2.5-flash-image')(chat), signal())));
+    expect(deltas.flatMap((delta) => delta.images)).toEqual([{ url: `data:image/png;base64,${image.data}` }]);
+    expect(deltas.map((delta) => delta.content).join('')).toBe('Here.');
+  });
+
   it('safety blocks are content_filter refusals, streamed and whole; MAX_TOKENS is length', async () => {
     upstream.script({ blockPrompt: 'PROHIBITED_CONTENT' }, { finishReason: 'SAFETY', text: '' }, { blockPrompt: 'SAFETY' }, { finishReason: 'MAX_TOKENS' });
     expect((await failureOf(adapter.chat(flash(chatRequest('x')), signal()))).kind).toBe('content_filter');

@@ -56,6 +56,7 @@ export interface GeminiGenerationConfig {
   responseMimeType?: string;
   responseJsonSchema?: unknown;
   thinkingConfig?: GeminiThinkingConfig;
+  imageConfig?: { aspectRatio: string };
 }
 
 export interface GeminiRequestBody {
