@@ -19,6 +19,7 @@ export async function* speak(core: RoutingCore, raw: SpeakRequest, signal: Calle
   let control: AttemptControl | undefined;
   let iterator: AsyncIterator<Uint8Array> | undefined;
   const charged = (): Usage => ({ ...emptyUsage(), inputTextCharacters: [...raw.input].length });
+  let audioBytes = 0;
   try {
     const target = core.resolve(hold, raw.modelId, raw.routingStrategy, 0, () => '', canSpeak);
     if (!raw.input) throw errors.invalidRequest('input must not be empty', 'input');
@@ -47,7 +48,9 @@ export async function* speak(core: RoutingCore, raw: SpeakRequest, signal: Calle
     control = new AttemptControl(signal, attemptTimeout(core.options, target, candidate));
     yield { event: { $case: 'contentType', value: result.speech.contentType ?? '' } };
     let next = result.first;
+    hold.firstByteAt = Date.now();
     while (!next.done) {
+      audioBytes += next.value.length;
       if (next.value.length > 0) yield { event: { $case: 'audio', value: Buffer.from(next.value.buffer, next.value.byteOffset, next.value.byteLength) } };
       control.arm();
       try {
@@ -57,7 +60,11 @@ export async function* speak(core: RoutingCore, raw: SpeakRequest, signal: Calle
       }
     }
     iterator = undefined;
-    const usage: Usage = { ...charged(), outputAudioTokens: result.speech.usage()?.outputAudioTokens ?? 0 };
+    // Zero-completion insurance: a stream that ended without a byte of audio is not charged.
+    const noAudio = audioBytes === 0;
+    hold.insuredReason = noAudio ? 'no_audio' : '';
+    hold.nativeUsage = result.speech.usage();
+    const usage: Usage = { ...charged(), outputAudioTokens: noAudio ? 0 : result.speech.usage()?.outputAudioTokens ?? 0 };
     await core.recordServed(target, providerId, usage);
     core.options.health.recordSuccess(providerId, target.model.id, { outputTokens: 0, durationMs: 0 });
     yield { event: { $case: 'usage', value: usage } };

@@ -12,6 +12,7 @@ import { newCompletionId } from './request-hot-path.js';
 import type { Reservation } from './reservation.js';
 import type { RoutingCore } from './routing-core.js';
 import { DeliveredContent } from './stream-metering.js';
+import { chatInsurance } from './zero-completion.js';
 
 // Chat completions, unary and streamed: the canonical chat request of every dialect (chat, messages, responses).
 
@@ -25,6 +26,7 @@ async function chatHolding(core: RoutingCore, raw: ChatRequest, signal: CallerSi
     candidate.adapter.chat(requestFor(prepared, candidate), attemptSignal),
   );
   const providerId = candidate.offer.providerId;
+  hold.firstByteAt = Date.now();
   pinServed(core.options, prepared, providerId);
   if (tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gen_ai.response.finish_reasons', result.choices.map((choice) => choice.finishReason));
   const delivered: DeliveredOutput = {
@@ -33,6 +35,10 @@ async function chatHolding(core: RoutingCore, raw: ChatRequest, signal: CallerSi
     toolCalls: result.choices.flatMap((choice) => choice.message?.toolCalls ?? []),
   };
   const usage = meterUsage(result.usage, prepared.request.messages, prepared.request.tools, delivered);
+  // The generation record's facts, and zero-completion insurance (nothing delivered: nothing charged).
+  hold.finishReason = result.choices.find((choice) => choice.finishReason !== '')?.finishReason ?? '';
+  hold.nativeUsage = result.usage;
+  hold.insuredReason = chatInsurance(usage, hold.finishReason);
   core.options.health.recordSuccess(providerId, prepared.model.id, { outputTokens: usage.outputTokens, durationMs });
   await core.recordServed(prepared, providerId, usage);
   return {
@@ -78,8 +84,8 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
     const providerId = (servingProvider = candidate.offer.providerId);
     pinServed(core.options, target, providerId);
     const iterator = first.iterator;
-    reported = first.reported;
-    const firstPartAt = Date.now();
+    reported = hold.nativeUsage = first.reported;
+    const firstPartAt = (hold.firstByteAt = Date.now());
     const start = (firstDelta?: ChatStreamDelta): ChatStreamResponse => ({
       event: {
         $case: 'start',
@@ -101,6 +107,7 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
      */
     const settleServed = (): { usage: Usage; stored: Promise<void> } => {
       const usage = meter();
+      hold.insuredReason = chatInsurance(usage, hold.finishReason);
       const stored = hold.settleStream(providerId, usage, checkpoint, (error) =>
         logger.error({ err: error }, 'usage event of a stream not stored yet; retrying in the background')) ?? Promise.resolve();
       return { usage, stored };
@@ -113,6 +120,7 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
       active = { control, iterator };
       try {
         delivered.add(first.delta);
+        if (first.delta.finishReason !== '') hold.finishReason = first.delta.finishReason;
         // From here the caller has content: its usage must survive a crash (a Set insert; no disk unless
         // the stream is still running at the first checkpoint). The event is built on the checkpoint
         // timer, never on this path.
@@ -132,8 +140,9 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
           control.disarm();
           if (next.done) break;
           const part = next.value;
-          if (part.type === 'usage') { reported = part.usage; delivered.changes++; continue; }
+          if (part.type === 'usage') { reported = hold.nativeUsage = part.usage; delivered.changes++; continue; }
           delivered.add(part.delta);
+          if (part.delta.finishReason !== '') hold.finishReason = part.delta.finishReason;
           yield deltaMessage(part.delta);
         }
         control.dispose();
@@ -144,7 +153,7 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
         void iterator.return?.(undefined)?.catch?.(() => undefined);
         // Typed errors are the caller's answer as they are. The finally charges what was delivered.
         if (error instanceof GatewayError) throw error;
-        if (signal.aborted) { core.options.attempts?.attempt(providerId, 'cancelled'); return; }
+        if (signal.aborted) { hold.cancelled = true; core.options.attempts?.attempt(providerId, 'cancelled'); return; }
         const failure = control.timedOut ? new ProviderError('timeout', 'attempt timed out', 0, { cause: error }) : toProviderError(error, control);
         core.options.attempts?.attempt(providerId, 'failed_after_content');
         if (failure.retryable) core.options.health.recordFailure(providerId, target.model.id);
@@ -176,8 +185,14 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
     // Still open when the caller went away (cancellation or the consumer stopped reading), or nothing
     // was delivered: SERVED for what reached the caller, else FAILED. A no-op once the hold ended.
     if (hold.open) {
-      if (servingProvider) hold.settleInBackground(servingProvider, meter(), true, checkpoint);
-      else hold.release();
+      if (servingProvider) {
+        const usage = meter();
+        hold.cancelled = true;
+        hold.insuredReason = chatInsurance(usage, hold.finishReason);
+        hold.settleInBackground(servingProvider, usage, true, checkpoint);
+      } else {
+        hold.release();
+      }
     }
   }
 }

@@ -103,9 +103,15 @@ async function screenPrompt(core: RoutingCore, target: RoutingTarget, prompt: st
 async function imagesAnswer(core: RoutingCore, target: RoutingTarget, raw: GenerateImagesRequest, result: AdapterImageResult, providerId: string): Promise<GenerateImagesResponse> {
   const reported = result.usage;
   const pricesText = target.model.pricing?.perInputTextToken !== undefined;
+  // Zero-completion insurance: no image came back, so none is charged (and no output is metered).
+  const noImages = result.images.length === 0;
+  const hold = target.hold;
+  hold.firstByteAt = Date.now();
+  hold.nativeUsage = reported;
+  hold.insuredReason = noImages ? 'no_images' : '';
   const usage: Usage = {
     ...emptyUsage(),
-    outputImageTokens: reported?.outputImageTokens || IMAGE_OUTPUT_TOKENS_DEFAULT * result.images.length,
+    outputImageTokens: noImages ? 0 : reported?.outputImageTokens || IMAGE_OUTPUT_TOKENS_DEFAULT * result.images.length,
     // Spec §2.1: zero input tokens on a model that prices no input text token.
     inputTextTokens: pricesText ? reported?.inputTextTokens || countTextTokens(raw.prompt) : 0,
     inputImageTokens: reported?.inputImageTokens ?? 0,

@@ -25,6 +25,18 @@ import type { UsagePublisher } from '../usage/usage-publisher.js';
 export class Reservation {
   /** The provider of the latest attempt: the FAILED event names it (failover sets it). */
   providerId = '';
+  /** The answer's finish reason (canonical; '' none yet), for the generation record. */
+  finishReason = '';
+  /** Date.now() when the provider's first content (or a unary answer) arrived; 0: none yet. */
+  firstByteAt = 0;
+  /** The caller went away before the answer ended. */
+  cancelled = false;
+  /** Zero-completion insurance (zero-completion.ts): why nothing is charged; '' charges as usual. */
+  insuredReason = '';
+  /** The usage as the provider reported it, before metering; undefined: none reported. */
+  nativeUsage: Usage | undefined = undefined;
+  /** When routing took the request: latency and generation time count from here. */
+  private readonly startedAt = Date.now();
   private model: Model | undefined;
   private strategyName = '';
   private ended = false;
@@ -106,6 +118,7 @@ export class Reservation {
   event(outcome: UsageOutcome, providerId: string, usage: Usage, streamed: boolean): UsageEvent {
     const context = this.context;
     const model = this.model;
+    const now = Date.now();
     if (tracingEnabled()) {
       // The request's routing span (the exchange's or the RPC's): GenAI semantic conventions plus ours.
       otelTrace.getActiveSpan()?.setAttributes({
@@ -129,10 +142,17 @@ export class Reservation {
       outcome,
       usage,
       prices: model?.pricing,
-      occurredAtMs: BigInt(Date.now()),
+      occurredAtMs: BigInt(now),
       streamed,
       leaseId: context?.leaseId || undefined,
       traceParent: activeTraceparent(),
+      finishReason: this.finishReason,
+      latencyMs: this.firstByteAt > 0 ? Math.max(0, this.firstByteAt - this.startedAt) : 0,
+      generationTimeMs: Math.max(0, now - this.startedAt),
+      cancelled: this.cancelled,
+      // Only a SERVED event carries insurance (a FAILED one is never charged anyway).
+      insuredReason: outcome === UsageOutcome.USAGE_OUTCOME_SERVED ? this.insuredReason : '',
+      nativeUsage: this.nativeUsage,
     };
   }
 

@@ -64,6 +64,8 @@ export class RoutingCore {
 
   /** Publishes the SERVED event of an answer not yet sent; when it cannot be stored the answer is withheld. */
   async recordServed(target: RoutingTarget, providerId: string, usage: Usage): Promise<void> {
+    // A unary answer's first byte is the whole answer (chat sets it as the answer arrives).
+    if (target.hold.firstByteAt === 0) target.hold.firstByteAt = Date.now();
     try {
       await target.hold.settle(providerId, usage);
     } catch (error) {
