@@ -50,7 +50,7 @@ models:
   - id: ${CACHED}
     owned_by: testco
     created: 1767225600
-    input_modalities: [text]
+    input_modalities: [text, image]
     output_modalities: [text]
     supported_parameters: [tools, tool_choice, temperature, max_completion_tokens, max_tokens]
     pricing: { per_input_token: "${PRICES.input}", per_cached_input_token: "${PRICES.cached}", per_cache_write_input_token: "${PRICES.write}", per_output_token: "${PRICES.output}" }
@@ -162,6 +162,21 @@ describe('prompt caching, billed right', () => {
       });
       expect(usages).toEqual([{ cached_tokens: 0, cache_write_tokens: 2_048 }, { cached_tokens: 2_048, cache_write_tokens: 0 }]);
       expect(charged).toBe(chargeOf(WRITE) + chargeOf(READ));
+    });
+
+    it('cache_control on a tool definition and on an image part reaches Anthropic on the same blocks', async () => {
+      const tools = [
+        { type: 'function', function: { name: 'lookup', description: 'Looks a term up.', parameters: { type: 'object', properties: { term: { type: 'string' } } } }, cache_control: { type: 'ephemeral', ttl: '1h' } },
+      ] as unknown as OpenAI.ChatCompletionTool[];
+      const withImage = [
+        { role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' }, cache_control: { type: 'ephemeral' } }, { type: 'text', text: 'What is it?' }] },
+      ] as unknown as OpenAI.ChatCompletionMessageParam[];
+      // Charged like any answer: wait for it, so the next test's before/after charges are its own.
+      await chargedFor(1, async () => { await client.chat.completions.create({ model: CACHED, messages: withImage, tools }); });
+      const body = cached.requests[0]!.body;
+      expect(body.tools).toEqual([expect.objectContaining({ name: 'lookup', cache_control: { type: 'ephemeral', ttl: '1h' } })]);
+      expect(marksReceived(cached)).toEqual({ 'messages.0.content.0': { type: 'ephemeral' } });
+      expect(body.messages[0].content[0].type).toBe('image');
     });
 
     it('a bad cache_control is a 400 naming the field; the provider is never called', async () => {
