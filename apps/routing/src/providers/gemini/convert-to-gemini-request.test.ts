@@ -79,6 +79,9 @@ describe('convertToGeminiRequest', () => {
     expect(convert(chat([message('user', 'q')], { reasoningEffort: 'none' })).generationConfig).toEqual({ thinkingConfig: { thinkingBudget: 0 } });
     const pro = convertToGeminiRequest(chat([message('user', 'q')], { reasoningEffort: 'none' }), { providerId: 'gem', upstreamModel: 'gemini-2.5-pro' }).body;
     expect(pro.generationConfig).toEqual({ thinkingConfig: { thinkingBudget: 128 } });
+    const budgets = ['gemini-2.5-flash', 'gemini-2.5-pro'].map((upstreamModel) =>
+      convertToGeminiRequest(chat([message('user', 'q')], { thinkingBudgetTokens: 60_000 }), { providerId: 'gem', upstreamModel }).body.generationConfig?.thinkingConfig?.thinkingBudget);
+    expect(budgets).toEqual([24_576, 32_768]);
     expect(convert(chat([message('user', 'q')], { responseFormat: { type: 'json_object', schemaName: '', schema: '' } })).generationConfig).toEqual({ responseMimeType: 'application/json' });
   });
 

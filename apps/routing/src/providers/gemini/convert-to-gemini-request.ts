@@ -33,6 +33,9 @@ export const THINKING_BUDGET_BY_EFFORT: Readonly<Record<string, number>> = {
 /** The smallest budget of the models that always think (Pro): what `reasoning_effort: none` gets there. */
 export const PRO_MIN_THINKING_BUDGET = 128;
 const ALWAYS_THINKS = /-pro\b/;
+/** The largest budgets the models take: Flash models 24576, Pro models 32768. */
+export const MAX_THINKING_BUDGET = 24_576;
+export const PRO_MAX_THINKING_BUDGET = 32_768;
 
 /** Gemini takes at most this many stop sequences. */
 const MAX_STOP_SEQUENCES = 5;
@@ -263,7 +266,8 @@ function thinkingConfig(request: ChatRequest, model: string): GeminiThinkingConf
   if (budget === undefined) return request.reasoningSummary !== undefined ? { includeThoughts: true } : undefined;
   // Thought summaries come back as reasoning whenever the caller asked for thinking. Pro models refuse
   // a budget of 0 ("this model only works in thinking mode"): they get their smallest one instead.
-  if (budget > 0) return { includeThoughts: true, thinkingBudget: budget };
+  // Budgets above the model's maximum are refused: they are sent as that maximum.
+  if (budget > 0) return { includeThoughts: true, thinkingBudget: Math.min(budget, ALWAYS_THINKS.test(model) ? PRO_MAX_THINKING_BUDGET : MAX_THINKING_BUDGET) };
   return { thinkingBudget: ALWAYS_THINKS.test(model) ? PRO_MIN_THINKING_BUDGET : 0 };
 }
 
