@@ -353,6 +353,27 @@ describe('GeminiAdapter against the fake Gemini API', () => {
     }
   });
 
+  it('a caller that gives up while asynchronous auth headers are fetched is released at once, before any request', async () => {
+    const slow = new GeminiAdapter({
+      providerId: 'slow-auth', kind: 'vertex', baseUrl: upstream.url,
+      modelPath: (model, method) => `/v1beta/models/${model}:${method}`,
+      authHeaders: () => new Promise((resolve) => setTimeout(() => resolve({ 'x-goog-api-key': KEY }), 600)),
+    });
+    try {
+      for (const streamed of [false, true]) {
+        const controller = new AbortController();
+        const started = Date.now();
+        setTimeout(() => controller.abort(), 50);
+        const attempt = streamed ? collect(slow.chatStream(flash(chatRequest('x')), controller.signal)) : slow.chat(flash(chatRequest('x')), controller.signal);
+        expect((await failureOf(attempt)).kind).toBe('connection');
+        expect(Date.now() - started).toBeLessThan(500);
+      }
+      expect(upstream.requests).toHaveLength(0);
+    } finally {
+      await slow.close();
+    }
+  });
+
   it('embeds a batch with batchEmbedContents, one vector per input in order', async () => {
     const result = await adapter.embed!({ upstreamModel: 'gemini-embedding-001', texts: ['a', 'bb', 'ccc'], tokenInputs: [], dimensions: 5 }, signal());
     const sent = upstream.requests[0]!;

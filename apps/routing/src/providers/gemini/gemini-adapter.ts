@@ -68,6 +68,19 @@ function parseJson<Schema extends ZodType>(schema: Schema, text: string, what: s
   return parsed.data as ReturnType<Schema['parse']>;
 }
 
+/** The auth headers being fetched, given up on when the attempt is cancelled (the fetch itself goes on for the next request). */
+function untilAborted<T>(pending: Promise<T>, signal: AttemptSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    pending.then(
+      (value) => { signal.removeEventListener('abort', onAbort); resolve(value); },
+      (error: unknown) => { signal.removeEventListener('abort', onAbort); reject(error); },
+    );
+  });
+}
+
 function parseAnswer(text: string): GeminiResponse {
   let json: unknown;
   try {
@@ -120,7 +133,7 @@ export class GeminiAdapter implements ProviderAdapterV1 {
     let answer: { statusCode: number; text: string };
     try {
       const pending = this.headers();
-      const { json } = pending instanceof Promise ? await pending : pending;
+      const { json } = pending instanceof Promise ? await untilAborted(pending, signal) : pending;
       answer = await bufferedRequest(this.pool, { method: 'POST', path, headers: json, body: JSON.stringify(body) }, signal, MAX_RESPONSE_BYTES);
     } catch (error) {
       throw toProviderError(error, signal);
@@ -141,7 +154,7 @@ export class GeminiAdapter implements ProviderAdapterV1 {
     let headers: MergedHeaders;
     try {
       const pending = this.headers();
-      headers = pending instanceof Promise ? await pending : pending;
+      headers = pending instanceof Promise ? await untilAborted(pending, signal) : pending;
     } catch (error) {
       throw toProviderError(error, signal);
     }
