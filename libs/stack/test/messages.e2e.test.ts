@@ -1,12 +1,9 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { formatCredits, parseCredits } from '@gateway/platform';
-import { minimalPdf, type FakeBehaviour, type FakeUpstream } from '@gateway/testing';
-import { ctlJson } from './configured-stack.js';
-import { startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
-import { anthropicClient, expectWellFormedStream, rawPost, UPSTREAM_KINDS, type UpstreamKind } from './messages-e2e-harness.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { FakeBehaviour, FakeUpstream } from '@gateway/testing';
+import { expectWellFormedStream, rawPost, UPSTREAM_KINDS } from './messages-e2e-harness.js';
+import { CHAT, DUAL, messagesSuite, QUIET } from './messages-e2e-suite.js';
+import type { ChatHarness } from './chat-e2e-harness.js';
 
 /*
  * POST /v1/messages and /v1/messages/count_tokens through the whole stack, driven by the real
@@ -15,124 +12,17 @@ import { anthropicClient, expectWellFormedStream, rawPost, UPSTREAM_KINDS, type 
  * (messages-e2e-harness.ts); what the fake upstream received is what the assertions read.
  */
 
-const CHAT = 'testco/chat';
-const DUAL = 'testco/dual';
-/** Models whose charges the tests count: only requests wrapped in `oneCharge` use them, one at a time. */
-const BILLED = 'testco/billed';
-const QUIET = 'testco/quiet';
-const INPUT_PRICE = '0.000001';
-const CACHED_PRICE = '0.0000002';
-const OUTPUT_PRICE = '0.000002';
-/** Long enough that no ordinary answer meets it; the ping tests wait past it. */
-const PING_INTERVAL_MS = 1_500;
-
-function catalog(kind: UpstreamKind, primary: FakeUpstream, secondary: FakeUpstream, down: FakeUpstream): string {
-  const model = (id: string, offers: string[], extra = '') => `
-  - id: ${id}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text, image]
-    output_modalities: [text]
-    supported_parameters: [tools, tool_choice, temperature, top_p, stop, max_tokens, max_completion_tokens, reasoning, response_format, stream_options]
-    reasoning_efforts: [low, medium, high]
-    pricing: { per_input_token: "${INPUT_PRICE}", per_cached_input_token: "${CACHED_PRICE}", per_output_token: "${OUTPUT_PRICE}" }${extra}
-    offers:${offers.map((provider) => `
-      - { provider: ${provider}, upstream_model: ${id.split('/')[1]}-upstream, endpoints: [chat.completions, messages] }`).join('')}`;
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-${kind.provider('primary', primary, 'MESSAGES_E2E_KEY')}
-${kind.provider('secondary', secondary, 'MESSAGES_E2E_KEY')}
-${kind.provider('down', down, 'MESSAGES_E2E_KEY')}
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 1000 } }
-  - id: premium
-    tiers: { tier-4: { minute: 1000 } }
-  - id: tight
-    tiers: { tier-1: { minute: 1 } }
-models:${model(CHAT, ['primary'], '\n    limit_group: default')}${model(BILLED, ['primary'], '\n    limit_group: default')}${model(QUIET, ['primary'], '\n    limit_group: default')}${model(DUAL, ['primary', 'secondary'], '\n    limit_group: default')}${model(
-    'testco/premium',
-    ['primary'],
-    '\n    limit_group: premium',
-  )}${model('testco/tight', ['primary'], '\n    limit_group: tight')}${model('testco/nowhere', ['down'], '\n    limit_group: default')}${model(
-    'testco/retired',
-    ['primary'],
-    '\n    limit_group: default\n    expires_at: 1700000000',
-  )}
-`;
-}
-
 describe.each(UPSTREAM_KINDS)('messages dialect over the $kind fake upstream', (kind) => {
+  const suite = messagesSuite(kind);
+  const { pdfText, messagesUrl, keyHeaders, received, oneCharge } = suite;
   let primary: FakeUpstream;
   let secondary: FakeUpstream;
-  let down: FakeUpstream;
   let harness: ChatHarness;
   let client: Anthropic;
-  let files: Server;
   let filesUrl = '';
-  let poorKey = '';
-  const pdfText = 'Quarterly revenue grew by forty percent';
-
-  beforeAll(async () => {
-    primary = await kind.start();
-    secondary = await kind.start();
-    down = await kind.start();
-    down.setFallback({ status: 500 });
-    const pdf = minimalPdf([pdfText]);
-    // Documents by URL: a loopback server, reachable only because this stack's media service allows loopback for tests.
-    files = createServer((request, response) => {
-      if (request.url === '/notes.txt') {
-        response.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' });
-        response.end('Meeting notes: ship on Friday.');
-      } else if (request.url === '/report.pdf') {
-        response.writeHead(200, { 'content-type': 'application/pdf', 'content-length': String(pdf.length) });
-        response.end(pdf);
-      } else {
-        response.writeHead(404);
-        response.end();
-      }
-    });
-    await new Promise<void>((resolve) => files.listen(0, '127.0.0.1', resolve));
-    filesUrl = `http://127.0.0.1:${(files.address() as AddressInfo).port}`;
-    harness = await startChatHarness({
-      configYaml: catalog(kind, primary, secondary, down),
-      providerSecrets: { MESSAGES_E2E_KEY: 'sk-messages-e2e' },
-      media: { allowLoopbackUrlsForTests: true },
-      edge: { streamPingIntervalMs: PING_INTERVAL_MS },
-      routing: { attemptTimeoutMs: 8_000, maxAttempts: 3 },
-    });
-    client = anthropicClient(harness.stack.url, harness.apiKey);
-    const poor = await ctlJson(harness.stack, 'accounts', 'create', '--name', 'messages-poor', '--credits', '0.01', '--tier', 'tier-1', '--json');
-    poorKey = (await ctlJson(harness.stack, 'keys', 'create', poor.account_id!, '--name', 'poor-key', '--json')).api_key!;
-  }, 120_000);
-
-  afterAll(async () => {
-    await harness?.stop();
-    for (const upstream of [primary, secondary, down]) await upstream?.close();
-    files?.closeAllConnections();
-    await new Promise((resolve) => files?.close(resolve));
+  beforeAll(() => {
+    ({ primary, secondary, harness, client, filesUrl } = suite);
   });
-
-  beforeEach(() => {
-    for (const upstream of [primary, secondary]) {
-      upstream.reset();
-      upstream.setFallback({});
-    }
-  });
-
-  const messagesUrl = () => `${harness.stack.url}/v1/messages`;
-  const keyHeaders = () => ({ 'x-api-key': harness.apiKey, 'anthropic-version': '2023-06-01' });
-  const received = (upstream: FakeUpstream, index = 0) => kind.conversation(upstream.requests[index]!);
-
-  /** Runs `request` and returns the one charge it made (the ledger's own view). */
-  async function oneCharge(model: string, request: () => Promise<unknown>): Promise<bigint> {
-    const before = await harness.charges(model);
-    await request();
-    const after = await harness.chargesSettleAt(model, before.requests + 1);
-    return after.costPico - before.costPico;
-  }
 
   describe('answers', () => {
     it('create: a msg_ message with the catalog model id, end_turn, usage; request-id and x-request-id headers', async () => {
@@ -430,179 +320,6 @@ describe.each(UPSTREAM_KINDS)('messages dialect over the $kind fake upstream', (
       const invalid = await rawPost(url, keyHeaders(), { model: CHAT, messages: [] });
       expect(invalid.status).toBe(400);
       expect(invalid.json.error.message).toMatch(/^body\.messages: /);
-    });
-  });
-
-  describe('errors, each in the messages envelope by status', () => {
-    async function failure(promise: Promise<unknown>): Promise<InstanceType<typeof Anthropic.APIError>> {
-      const error = await promise.then(() => undefined, (caught: unknown) => caught);
-      expect(error).toBeInstanceOf(Anthropic.APIError);
-      return error as InstanceType<typeof Anthropic.APIError>;
-    }
-    const ask = (model: string, sdk = client) => sdk.messages.create({ model, max_tokens: 50, messages: [{ role: 'user', content: 'hi' }] });
-
-    it('400 invalid_request_error naming the field, 401 authentication_error, 402 billing_error, 403 permission_error', async () => {
-      const invalid = await failure(client.messages.create({ model: CHAT, max_tokens: 50, temperature: 3, messages: [{ role: 'user', content: 'hi' }] } as never));
-      expect([invalid.status, invalid.type]).toEqual([400, 'invalid_request_error']);
-      expect(invalid.apiMessage).toMatch(/^body\.temperature: /);
-      expect(invalid.requestID).toMatch(/^req_/);
-      const unknownModel = await failure(ask('testco/unknown'));
-      expect([unknownModel.status, unknownModel.type]).toEqual([400, 'invalid_request_error']);
-
-      const unauthorized = await failure(ask(CHAT, anthropicClient(harness.stack.url, 'sk-not-a-real-key')));
-      expect(unauthorized).toBeInstanceOf(Anthropic.AuthenticationError);
-      expect(unauthorized.type).toBe('authentication_error');
-
-      const broke = await failure(ask(CHAT, anthropicClient(harness.stack.url, poorKey)));
-      expect([broke.status, broke.type]).toEqual([402, 'billing_error']);
-
-      const forbidden = await failure(ask('testco/premium'));
-      expect(forbidden).toBeInstanceOf(Anthropic.PermissionDeniedError);
-      expect(forbidden.type).toBe('permission_error');
-      expect(primary.requests).toHaveLength(0);
-    });
-
-    it('404 not_found_error for an unknown route under /v1/messages and a retired model (410)', async () => {
-      const batches = await failure(client.messages.batches.list());
-      expect(batches).toBeInstanceOf(Anthropic.NotFoundError);
-      expect(batches.type).toBe('not_found_error');
-      expect(batches.requestID).toMatch(/^req_/);
-      const retired = await failure(ask('testco/retired'));
-      expect([retired.status, retired.type]).toEqual([410, 'not_found_error']);
-    });
-
-    it('429 rate_limit_error with retry-after', async () => {
-      await ask('testco/tight');
-      const limited = await failure(ask('testco/tight'));
-      expect(limited).toBeInstanceOf(Anthropic.RateLimitError);
-      expect(limited.type).toBe('rate_limit_error');
-      expect(Number(limited.headers?.get('retry-after'))).toBeGreaterThanOrEqual(1);
-    });
-
-    it('503 overloaded_error when no provider can answer, streamed or not, and nothing charged', async () => {
-      const before = await harness.charges('testco/nowhere');
-      const unary = await failure(ask('testco/nowhere'));
-      expect([unary.status, unary.type]).toEqual([503, 'overloaded_error']);
-      expect(unary.apiMessage).toBe('No upstream available.');
-      const streamed = await failure(client.messages.stream({ model: 'testco/nowhere', max_tokens: 50, messages: [{ role: 'user', content: 'hi' }] }).finalMessage());
-      expect([streamed.status, streamed.type]).toEqual([503, 'overloaded_error']);
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      expect(await harness.charges('testco/nowhere')).toEqual(before);
-    });
-  });
-
-  describe('failover and failures', () => {
-    /** The first attempt of the next request (whichever provider the strategy picks) meets `fault`. */
-    function failFirstAttempt(fault: FakeBehaviour) {
-      let used = false;
-      const behaviour = () => {
-        if (used) return {};
-        used = true;
-        return fault;
-      };
-      primary.setFallback(behaviour);
-      secondary.setFallback(behaviour);
-    }
-    const attempts = () => primary.requests.length + secondary.requests.length;
-
-    it.each<[string, FakeBehaviour]>([
-      ['HTTP 500', { status: 500 }],
-      ['a connection reset', { reset: true }],
-    ])('before the first content (%s) the other provider answers, charged once', async (_name, fault) => {
-      failFirstAttempt(fault);
-      await oneCharge(DUAL, async () => {
-        const message = await client.messages.create({ model: DUAL, max_tokens: 100, messages: [{ role: 'user', content: 'Fail over.' }] });
-        expect(message.content).toEqual([{ type: 'text', text: 'Hello from the fake upstream.' }]);
-      });
-      expect(attempts()).toBe(2);
-    });
-
-    it.each<[string, FakeBehaviour]>([
-      ['HTTP 500', { status: 500 }],
-      ['a cut before the first chunk', { cutAfterChunks: 0 }],
-    ])('streamed, before the first content (%s) the other provider answers, charged once', async (_name, fault) => {
-      failFirstAttempt(fault);
-      await oneCharge(DUAL, async () => {
-        const message = await client.messages.stream({ model: DUAL, max_tokens: 100, messages: [{ role: 'user', content: 'Fail over.' }] }).finalMessage();
-        expect(message.content).toEqual([{ type: 'text', text: 'Hello from the fake upstream.' }]);
-      });
-      expect(attempts()).toBe(2);
-    });
-
-    it('a slow first token: the stream is committed with message_start and pings, and still fails over before content', async () => {
-      failFirstAttempt({ latencyMs: PING_INTERVAL_MS * 2 + 500, status: 500 });
-      let raw!: Awaited<ReturnType<typeof rawPost>>;
-      await oneCharge(DUAL, async () => {
-        raw = await rawPost(messagesUrl(), keyHeaders(), { model: DUAL, max_tokens: 100, stream: true, messages: [{ role: 'user', content: 'Take your time.' }] });
-      });
-      expect(raw.status).toBe(200);
-      const names = raw.events.map(({ event }) => event);
-      expect(names.slice(0, 3)).toEqual(['message_start', 'ping', 'ping']);
-      expect(expectWellFormedStream(raw.events)).toEqual(['text']);
-      expect(attempts()).toBe(2);
-    });
-
-    it('after the first content a failure ends the stream with an error event (never message_stop); the SDK throws; charged once', async () => {
-      primary.setFallback({ cutAfterChunks: 1, chunkCount: 3 });
-      let raw!: Awaited<ReturnType<typeof rawPost>>;
-      await oneCharge(BILLED, async () => {
-        raw = await rawPost(messagesUrl(), keyHeaders(), { model: BILLED, max_tokens: 100, stream: true, messages: [{ role: 'user', content: 'Break.' }] });
-      });
-      const names = raw.events.map(({ event }) => event);
-      expect(names).toContain('content_block_delta');
-      expect(names.at(-1)).toBe('error');
-      expect(names).not.toContain('message_stop');
-      expect(raw.events.at(-1)!.data.error).toEqual({ type: expect.stringMatching(/^(api_error|overloaded_error)$/), message: expect.any(String) });
-
-      await oneCharge(BILLED, async () => {
-        let text = '';
-        const stream = client.messages.stream({ model: BILLED, max_tokens: 100, messages: [{ role: 'user', content: 'Break again.' }] });
-        stream.on('text', (piece) => (text += piece));
-        const error = await stream.finalMessage().then(() => undefined, (caught: unknown) => caught);
-        expect(error).toBeInstanceOf(Anthropic.APIError);
-        expect(text.length).toBeGreaterThan(0);
-        expect(text.length).toBeLessThan('Hello from the fake upstream.'.length);
-      });
-    });
-  });
-
-  describe('billing identity', () => {
-    const conversation = { system: 'You are terse.', user: 'What is the capital of France?' };
-    const chatParams = { model: BILLED, max_tokens: 100, messages: [{ role: 'system' as const, content: conversation.system }, { role: 'user' as const, content: conversation.user }] };
-    const messagesParams = { model: BILLED, max_tokens: 100, system: conversation.system, messages: [{ role: 'user' as const, content: conversation.user }] };
-
-    const exchanges: Record<string, () => Promise<unknown>> = {
-      'chat': () => harness.client.chat.completions.create(chatParams),
-      'chat streamed': async () => {
-        for await (const _chunk of await harness.client.chat.completions.create({ ...chatParams, stream: true })) {
-          // drained
-        }
-      },
-      'messages': () => client.messages.create(messagesParams),
-      'messages streamed': () => client.messages.stream(messagesParams).finalMessage(),
-    };
-
-    it('the same exchange costs exactly the same via chat and messages, streamed or not', async () => {
-      const costs: Record<string, bigint> = {};
-      for (const [name, exchange] of Object.entries(exchanges)) costs[name] = await oneCharge(BILLED, exchange);
-      expect(costs.chat).toBeGreaterThan(0n);
-      expect(new Set(Object.values(costs)).size, JSON.stringify(Object.fromEntries(Object.entries(costs).map(([name, cost]) => [name, formatCredits(cost)])))).toBe(1);
-      // The upstream was sent the same conversation each time (its usage counts what it received).
-      const sent = primary.requests.map((request) => JSON.stringify(kind.conversation(request)));
-      expect(new Set(sent).size).toBe(1);
-    });
-
-    it('with prompt-cache reads: the same cost again, and messages usage reports input_tokens without the cached part', async () => {
-      primary.setFallback({ usage: { prompt_tokens: 40, completion_tokens: 9, cached_tokens: 30 } });
-      const costs: Record<string, bigint> = {};
-      for (const [name, exchange] of Object.entries(exchanges)) costs[name] = await oneCharge(BILLED, exchange);
-      expect(new Set(Object.values(costs)).size).toBe(1);
-      // 10 uncached + 30 cached prompt tokens, each at its own price, and 9 output tokens.
-      expect(costs.chat).toBe(10n * parseCredits(INPUT_PRICE) + 30n * parseCredits(CACHED_PRICE) + 9n * parseCredits(OUTPUT_PRICE));
-      const expectedUsage = { input_tokens: 10, cache_read_input_tokens: 30, cache_creation_input_tokens: 0, output_tokens: 9 };
-      const unary = await oneCharge(BILLED, async () => expect((await client.messages.create(messagesParams)).usage).toMatchObject(expectedUsage));
-      const streamed = await oneCharge(BILLED, async () => expect((await client.messages.stream(messagesParams).finalMessage()).usage).toMatchObject(expectedUsage));
-      expect([unary, streamed]).toEqual([costs.chat, costs.chat]);
     });
   });
 });
