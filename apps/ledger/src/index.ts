@@ -42,6 +42,11 @@ export interface LedgerServiceOptions {
   metrics?: Registry;
   /** Internal gRPC authentication: what its server accepts and its clients send. Unset: unchecked. */
   internalAuth?: InternalAuth;
+  /**
+   * Clock (ms since the epoch) that picks a key's current spend window (limit_reset); tests move it.
+   * Unset: the database's clock.
+   */
+  now?: () => number;
 }
 
 export interface RunningLedgerService {
@@ -66,7 +71,7 @@ export async function startLedgerService(options: LedgerServiceOptions): Promise
     await db.destroy();
     throw error;
   }
-  const ledger = new Ledger(db, logger, reservationLifetimeMs, pool);
+  const ledger = new Ledger(db, logger, reservationLifetimeMs, pool, options.now ? { now: options.now } : {});
   const metrics = options.metrics ? new LedgerMetrics(options.metrics) : undefined;
   const stopReporting = options.metrics
     ? [observePool(options.metrics, LEDGER_SCHEMA, pool), observeOpenHolds(options.metrics, ledger)]

@@ -1,6 +1,7 @@
 import type { Logger } from '@gateway/platform';
 import { sql } from '@gateway/platform/db';
 import { giveBack, RESERVE_PICO, withTransientRetry, type LedgerDatabase } from './ledger-db.js';
+import { windowSpentPico, type LimitReset } from './key-windows.js';
 
 /*
  * Leases: a replica's bulk hold of reservation capacity (and of rate-window requests) for one
@@ -39,6 +40,10 @@ export interface LeaseRequest {
   minimumPico?: bigint;
   limitGroup: string; requestsPerMinute: number | null; requestsPerDay: number | null; requestedRequests: number;
   lifetimeMs: number; recallIfHeld?: boolean;
+  /** The window keyLimitPico applies to; null or absent: the key's lifetime spend. */
+  keyLimitReset?: LimitReset | null;
+  /** The instant that picks that window; null or absent: the database's clock. */
+  windowAt?: Date | null;
 }
 
 /**
@@ -101,7 +106,9 @@ export async function acquireLease(db: LedgerDatabase, logger: Logger, input: Le
         const key = (await sql<{ spent_pico: bigint; reserved_pico: bigint }>`
           select spent_pico, reserved_pico from key_totals where key_id = ${input.keyId} for update`.execute(trx)).rows[0]!;
         if (input.keyLimitPico !== null) {
-          const used = BigInt(key.spent_pico) + BigInt(key.reserved_pico);
+          // A windowed limit counts the current window's spend, read under the key row lock just taken.
+          const spent = input.keyLimitReset ? await windowSpentPico(trx, input.keyId, input.keyLimitReset, input.windowAt ?? null) : BigInt(key.spent_pico);
+          const used = spent + BigInt(key.reserved_pico);
           const room = input.keyLimitPico - used;
           if (room < minimumPico) throw new LeaseRefused({ kind: 'key_limit', amountPico: minimumPico, keyUsedPico: used, keyLimitPico: input.keyLimitPico });
           if (room < grant) grant = room;

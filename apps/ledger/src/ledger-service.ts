@@ -8,6 +8,7 @@ import {
 } from '@gateway/proto';
 import { MAX_KEY_IDS, RESERVE_PICO, usageFromColumns, type Ledger } from './ledger.js';
 import type { LedgerMetrics } from './ledger-metrics.js';
+import { parseLimitReset } from './key-windows.js';
 
 /** One lease holds at most this much: a replica never sits on a large balance it cannot use soon. */
 export const MAX_LEASE_PICO = parseCredits('1000');
@@ -56,12 +57,14 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
         if (keyLimitPico < 0n) throw errors.invalidRequest('key_credit_limit must not be negative', 'key_credit_limit');
         if (!keyId) throw errors.invalidRequest('key_credit_limit needs context.key_id', 'context.key_id');
       }
+      const keyLimitReset = parseLimitReset(request.keyLimitReset);
       if (request.limitGroup.length > MAX_IDENTIFIER_LENGTH) throw errors.invalidRequest(`limit_group is longer than ${MAX_IDENTIFIER_LENGTH} characters`, 'limit_group');
       const outcome = await ledger.admit({
         requestId, accountId, keyId, amountPico: request.paid ? holdAmount(request.reserveCredits, 'reserve_credits', MAX_LEASE_PICO) : 0n, keyLimitPico,
         limitGroup: request.limitGroup,
         requestsPerMinute: request.requestsPerMinute ?? null,
         requestsPerDay: request.requestsPerDay ?? null,
+        keyLimitReset,
       });
       switch (outcome.kind) {
         case 'admitted':
@@ -92,6 +95,7 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
         if (keyLimitPico < 0n) throw errors.invalidRequest('key_credit_limit must not be negative', 'key_credit_limit');
         if (!keyId) throw errors.invalidRequest('key_credit_limit needs key_id', 'key_id');
       }
+      const keyLimitReset = parseLimitReset(request.keyLimitReset);
       const outcome = await ledger.acquireLease({
         leaseId: newId('lease'), accountId, keyId, holder: request.holder, requestedPico, minimumPico, keyLimitPico,
         limitGroup: request.limitGroup,
@@ -100,6 +104,7 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
         requestedRequests: request.requestedRequests,
         lifetimeMs: ledger.reservationLifetimeMs,
         recallIfHeld: request.recallIfHeld,
+        keyLimitReset,
       });
       switch (outcome.kind) {
         case 'recalling':
@@ -157,7 +162,12 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
       const accountId = requireIdentifier(request.accountId, 'account_id');
       if (request.keyIds.length > MAX_KEY_IDS) throw errors.invalidRequest(`at most ${MAX_KEY_IDS} key_ids per call`, 'key_ids');
       const usage = await ledger.keyUsage(accountId, request.keyIds);
-      return { usage: usage.map((entry) => ({ keyId: entry.keyId, credits: formatCredits(entry.spentPico) })) };
+      return {
+        usage: usage.map((entry) => ({
+          keyId: entry.keyId, credits: formatCredits(entry.spentPico), creditsDaily: formatCredits(entry.dailyPico),
+          creditsWeekly: formatCredits(entry.weeklyPico), creditsMonthly: formatCredits(entry.monthlyPico),
+        })),
+      };
     }),
 
     getActivity: unary(logger, 'GetActivity', async (request: GetActivityRequest): Promise<GetActivityResponse> => {

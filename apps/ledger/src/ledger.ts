@@ -3,6 +3,7 @@ import { sql } from '@gateway/platform/db';
 import { usageColumns } from './migrations.js';
 import { giveBack, RESERVE_PICO, withTransientRetry, type LedgerDatabase, type ReleasedHold } from './ledger-db.js';
 import * as leases from './leases.js';
+import { keyWindowUsage, pruneKeySpendDays, type LimitReset } from './key-windows.js';
 import { pruneGenerations, readGeneration, GENERATION_RETENTION_MS } from './generations.js';
 import {
   dedupeByRequest, settleBatchValues, SETTLE_STATEMENT, SETTLE_STATEMENT_NAME, UINT32_MAX, type SettlementItem, type SettlementResult,
@@ -55,9 +56,17 @@ export interface AdmitQueryable {
 
 // Named: each pooled connection parses and plans it once. Types are explicit so the plan never
 // depends on the first call's values (a limit above 2^31 - 1 must not fail as int4).
-const ADMIT_STATEMENT_NAME = 'ledger_admit_v3';
+const ADMIT_STATEMENT_NAME = 'ledger_admit_v4';
 const ADMIT_STATEMENT = 'select outcome, amount_pico, expires_at, available_pico, key_used_pico, retry_after_seconds, limit_window '
-  + 'from admit($1::text, $2::text, $3::text, $4::int8, $5::int8, $6::int8, $7::text, $8::int8, $9::int8)';
+  + 'from admit($1::text, $2::text, $3::text, $4::int8, $5::int8, $6::int8, $7::text, $8::int8, $9::int8, $10::text, $11::timestamptz)';
+
+export interface LedgerClockOptions {
+  /**
+   * The clock (ms since the epoch) that picks a key's current spend window (limit_reset); tests move it.
+   * Unset: the database's clock, the one every ledger replica shares.
+   */
+  now?: () => number;
+}
 
 /**
  * The ledger's state: balances, the append-only journal (`journal_entries`: the `journal` table's
@@ -71,7 +80,13 @@ export class Ledger {
     readonly reservationLifetimeMs: number,
     /** The pool behind `db`: Admit runs on it as a named (prepared) statement. */
     private readonly pool: AdmitQueryable,
+    private readonly clock: LedgerClockOptions = {},
   ) {}
+
+  /** The instant that picks key spend windows: null means the database's now(). */
+  windowAt(): Date | null {
+    return this.clock.now ? new Date(this.clock.now()) : null;
+  }
 
   /**
    * Admits one request: counts it in its rate windows, checks the key credit limit, and reserves
@@ -81,6 +96,8 @@ export class Ledger {
   async admit(input: {
     requestId: string; accountId: string; keyId: string; amountPico: bigint; keyLimitPico: bigint | null;
     limitGroup: string; requestsPerMinute: number | null; requestsPerDay: number | null;
+    /** The window keyLimitPico applies to; null or absent: the key's lifetime spend. */
+    keyLimitReset?: LimitReset | null;
   }): Promise<AdmitOutcome> {
     if (input.amountPico === 0n && input.requestsPerMinute === null && input.requestsPerDay === null
       && (input.keyLimitPico === null || input.keyId === '')) {
@@ -92,6 +109,7 @@ export class Ledger {
       input.keyLimitPico === null ? null : input.keyLimitPico.toString(), input.limitGroup,
       input.requestsPerMinute === null ? null : String(input.requestsPerMinute),
       input.requestsPerDay === null ? null : String(input.requestsPerDay),
+      input.keyLimitReset ?? null, this.windowAt()?.toISOString() ?? null,
     ];
     const row = await withTransientRetry(
       async () => (await this.pool.query<AdmitRow>({ name: ADMIT_STATEMENT_NAME, text: ADMIT_STATEMENT, values })).rows[0]!,
@@ -117,13 +135,16 @@ export class Ledger {
     }
   }
 
-  /** Deletes rate-window counters older than two days (nothing reads them), a bounded batch at a time. */
+  /**
+   * Deletes rate-window counters older than two days and key spend days older than any spend window
+   * (nothing reads them), a bounded batch of each at a time.
+   */
   async pruneRateWindows(): Promise<number> {
     const result = await sql`
       delete from rate_windows where ctid in (
         select ctid from rate_windows where window_start < now() - interval '2 days' limit ${SWEEP_PASS_LIMIT}
       )`.execute(this.db);
-    return Number(result.numAffectedRows ?? 0n);
+    return Number(result.numAffectedRows ?? 0n) + await pruneKeySpendDays(this.db, SWEEP_PASS_LIMIT);
   }
 
   /**
@@ -197,14 +218,26 @@ export class Ledger {
     return { balancePico: row?.balance_pico ?? 0n, reservedPico: row?.reserved_pico ?? 0n };
   }
 
-  /** Spent credits per key; every asked-for key is answered (0 when it never spent). Empty list: all keys of the account. */
-  async keyUsage(accountId: string, keyIds: readonly string[]): Promise<Array<{ keyId: string; spentPico: bigint }>> {
+  /**
+   * Spent credits per key, in all and in the current UTC day, week and month; every asked-for key is
+   * answered (0 when it never spent). Empty list: all keys of the account.
+   */
+  async keyUsage(accountId: string, keyIds: readonly string[]): Promise<Array<{
+    keyId: string; spentPico: bigint; dailyPico: bigint; weeklyPico: bigint; monthlyPico: bigint;
+  }>> {
     let query = this.db.selectFrom('key_totals').select(['key_id', 'spent_pico']).where('account_id', '=', accountId);
     if (keyIds.length > 0) query = query.where('key_id', 'in', [...keyIds]);
     const rows = await query.orderBy('key_id').limit(MAX_KEY_IDS).execute();
     const spent = new Map(rows.map((row) => [row.key_id, row.spent_pico]));
     const ordered = keyIds.length > 0 ? [...new Set(keyIds)] : rows.map((row) => row.key_id);
-    return ordered.map((keyId) => ({ keyId, spentPico: spent.get(keyId) ?? 0n }));
+    const windows = await keyWindowUsage(this.db, accountId, ordered, this.windowAt());
+    return ordered.map((keyId) => {
+      const window = windows.get(keyId);
+      return {
+        keyId, spentPico: spent.get(keyId) ?? 0n,
+        dailyPico: window?.dailyPico ?? 0n, weeklyPico: window?.weeklyPico ?? 0n, monthlyPico: window?.monthlyPico ?? 0n,
+      };
+    });
   }
 
   /** Charges per UTC day × model × key over the last `days` days (today included), newest day first. */
@@ -357,7 +390,7 @@ export class Ledger {
 
   /** Grants a lease (leases.ts). */
   acquireLease(input: leases.LeaseRequest): Promise<leases.LeaseOutcome> {
-    return leases.acquireLease(this.db, this.logger, input);
+    return leases.acquireLease(this.db, this.logger, input.keyLimitReset ? { windowAt: this.windowAt(), ...input } : input);
   }
 
   /** Returns a lease, or shrinks it to what may still be settled (leases.ts). */

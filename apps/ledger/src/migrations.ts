@@ -7,6 +7,7 @@ import { leases } from './migrations/0005-leases.js';
 import { chargesAreJournalEntries } from './migrations/0006-charges-are-journal-entries.js';
 import { leaseDraining } from './migrations/0007-lease-draining.js';
 import { settleBatchFunction } from './migrations/0008-settle-batch-function.js';
+import { keySpendWindows } from './migrations/0009-key-spend-windows.js';
 import { generations } from './migrations/0010-generations.js';
 
 export { LEDGER_SCHEMA, usageColumns, type LedgerTables } from './schema.js';
@@ -25,5 +26,6 @@ export const ledgerMigrations: Record<string, Migration> = {
   '0006_charges_are_journal_entries': chargesAreJournalEntries,
   '0007_lease_draining': leaseDraining,
   '0008_settle_batch_function': settleBatchFunction,
+  '0009_key_spend_windows': keySpendWindows,
   '0010_generations': generations,
 };

@@ -71,10 +71,12 @@ describe('GetActivity and GetKeyUsage', () => {
       usageEvent({ requestId: uniqueName('r'), accountId, keyId: 'k1', modelId: 'm1', usage: Usage.create({ outputTokens: 9 }), occurredAtMs: BigInt(now - 40 * 86_400_000) }),
     ];
     for (const event of events) await harness.testBus.bus.publishDurable(subjects.usageEvents, UsageEvent.encode(event).finish(), event.requestId);
-    await eventually(async () => expect((await client.getKeyUsage({ accountId, keyIds: [] })).usage).toEqual([
+    // The week and month of two days ago depend on today's date; the day does not.
+    await eventually(async () => expect((await client.getKeyUsage({ accountId, keyIds: [] })).usage).toMatchObject([
       // k1: 30 × 500,000 + 3 × 1,500,000 + 7 × 1,500,000 + 9 × 1,500,000 = 43,500,000 pico; k2: 5 × 500,000
-      { keyId: 'k1', credits: '0.0000435' },
-      { keyId: 'k2', credits: '0.0000025' },
+      // Today's: k1 30 × 500,000 + 3 × 1,500,000 = 19,500,000 pico.
+      { keyId: 'k1', credits: '0.0000435', creditsDaily: '0.0000195' },
+      { keyId: 'k2', credits: '0.0000025', creditsDaily: '0.0000025', creditsWeekly: '0.0000025', creditsMonthly: '0.0000025' },
     ]));
     const today = new Date(now).toISOString().slice(0, 10);
     const twoDaysAgo = new Date(now - 2 * 86_400_000).toISOString().slice(0, 10);

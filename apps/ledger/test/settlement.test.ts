@@ -71,7 +71,10 @@ describe('settlement consumer', () => {
     expect(expectedBalance).toBe('9.99936');
     await eventually(async () => expect(await client.getBalance({ accountId })).toEqual({ balance: '9.99936', available: '9.99936', reserved: '0' }));
     expect((await client.getKeyUsage({ accountId, keyIds: ['key_a', 'key_unused'] })).usage)
-      .toEqual([{ keyId: 'key_a', credits: '0.00064' }, { keyId: 'key_unused', credits: '0' }]);
+      .toEqual([
+        { keyId: 'key_a', credits: '0.00064', creditsDaily: '0.00064', creditsWeekly: '0.00064', creditsMonthly: '0.00064' },
+        { keyId: 'key_unused', credits: '0', creditsDaily: '0', creditsWeekly: '0', creditsMonthly: '0' },
+      ]);
     expect((await client.verifyJournal({ accountId: '' })).mismatches).toEqual([]);
   });
 
