@@ -231,7 +231,7 @@ describe('account keys over HTTP', () => {
       // The ledger answers usage per account: the owner's spend is not readable through another account.
       await eventually(async () => expect(parseCredits(decimalField((await getKey(owner, key.id)).text, 'usage'))).toBe(paidCost), 10_000);
       const foreignUsage = await ledger.getKeyUsage({ accountId: intruder.accountId, keyIds: [key.id] });
-      expect(foreignUsage.usage).toEqual([{ keyId: key.id, credits: '0' }]);
+      expect(foreignUsage.usage).toEqual([{ keyId: key.id, credits: '0', creditsDaily: '0', creditsWeekly: '0', creditsMonthly: '0' }]);
     } finally {
       auth.close();
       ledger.close();

@@ -38,19 +38,46 @@ export interface KeyRecord {
   credit_limit: JsonDecimal | null;
   /** Credits spent through the key (settled charges). */
   usage: JsonDecimal;
-  /** What the key may still spend; null without a limit. */
+  /** What the key may still spend (in the current window when limit_reset is set); null without a limit. */
   limit_remaining: JsonDecimal | null;
+  /** The window credit_limit applies to, resetting at UTC midnight (weeks from Monday); null: the key's lifetime. */
+  limit_reset: 'daily' | 'weekly' | 'monthly' | null;
+  /** Credits charged through the key in the current UTC day, week (from Monday) and month. */
+  usage_daily: JsonDecimal;
+  usage_weekly: JsonDecimal;
+  usage_monthly: JsonDecimal;
   default_routing_strategy: string | null;
   /** Unix seconds (spec §4). */
   created_at: number;
   updated_at: number;
+  /** ISO 8601 UTC instant from which the key is refused (401 key_expired), as OpenRouter writes it; null: never. */
+  expires_at: string | null;
+}
+
+/** The spend of a key as the ledger reports it (decimal credits): in all and in the current windows. */
+export interface KeySpend {
+  credits: string;
+  creditsDaily?: string | undefined;
+  creditsWeekly?: string | undefined;
+  creditsMonthly?: string | undefined;
 }
 
 const seconds = (milliseconds: bigint) => Number(milliseconds / 1000n);
 
+const LIMIT_RESETS = new Set(['daily', 'weekly', 'monthly']);
+
 /** The key record of the account API: what OpenRouter's key API shows, never the secret or the hash. */
-export function keyRecord(key: ApiKey, usageCredits: string): KeyRecord {
-  const usagePico = parseCredits(usageCredits);
+export function keyRecord(key: ApiKey, spend: string | KeySpend): KeyRecord {
+  const usage: KeySpend = typeof spend === 'string' ? { credits: spend } : spend;
+  const usagePico = parseCredits(usage.credits);
+  const window = {
+    daily: parseCredits(usage.creditsDaily || '0'),
+    weekly: parseCredits(usage.creditsWeekly || '0'),
+    monthly: parseCredits(usage.creditsMonthly || '0'),
+  };
+  const limitReset = key.limitReset && LIMIT_RESETS.has(key.limitReset) ? (key.limitReset as 'daily' | 'weekly' | 'monthly') : null;
+  // A windowed limit bounds the current window's spend; a lifetime one all of it.
+  const countedPico = limitReset === null ? usagePico : window[limitReset];
   const limitPico = key.creditLimit === undefined ? undefined : parseCredits(key.creditLimit);
   return {
     id: key.id,
@@ -59,10 +86,15 @@ export function keyRecord(key: ApiKey, usageCredits: string): KeyRecord {
     disabled: key.disabled,
     credit_limit: limitPico === undefined ? null : jsonNumber(formatCredits(limitPico)),
     usage: jsonNumber(formatCredits(usagePico)),
-    limit_remaining: limitPico === undefined ? null : jsonNumber(formatCredits(limitPico > usagePico ? limitPico - usagePico : 0n)),
+    limit_remaining: limitPico === undefined ? null : jsonNumber(formatCredits(limitPico > countedPico ? limitPico - countedPico : 0n)),
+    limit_reset: limitReset,
+    usage_daily: jsonNumber(formatCredits(window.daily)),
+    usage_weekly: jsonNumber(formatCredits(window.weekly)),
+    usage_monthly: jsonNumber(formatCredits(window.monthly)),
     default_routing_strategy: key.defaultRoutingStrategy === '' ? null : key.defaultRoutingStrategy,
     created_at: seconds(key.createdAtMs),
     updated_at: seconds(key.updatedAtMs),
+    expires_at: key.expiresAtMs === undefined ? null : new Date(Number(key.expiresAtMs)).toISOString(),
   };
 }
 

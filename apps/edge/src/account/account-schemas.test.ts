@@ -138,3 +138,51 @@ describe('activity entries', () => {
     });
   });
 });
+
+describe('keys that reset and expire', () => {
+  it('takes limit_reset daily, weekly, monthly or null on create and update, and names the field otherwise', () => {
+    for (const reset of ['daily', 'weekly', 'monthly', null] as const) {
+      expect(parseWith(createKeyBody, 'body', { name: 'a', credit_limit: 1, limit_reset: reset }).limit_reset).toBe(reset);
+      expect(parseWith(updateKeyBody, 'body', { limit_reset: reset }).limit_reset).toBe(reset);
+    }
+    const bad = failure(() => parseWith(createKeyBody, 'body', { name: 'a', credit_limit: 1, limit_reset: 'yearly' }));
+    expect(bad).toMatchObject({ status: 400, type: 'invalid_request_error', param: 'body.limit_reset' });
+    expect(bad.message).toBe('body.limit_reset: must be one of daily, weekly, monthly or null');
+    expect(failure(() => parseWith(updateKeyBody, 'body', { limit_reset: 'Daily' })).param).toBe('body.limit_reset');
+  });
+
+  it('reads expires_at as an ISO 8601 instant with its zone, to the millisecond', () => {
+    const at = (value: unknown) => parseWith(createKeyBody, 'body', { name: 'a', credit_limit: null, expires_at: value }).expires_at;
+    expect(at('2027-01-31T23:59:59Z')).toBe(Date.UTC(2027, 0, 31, 23, 59, 59));
+    expect(at('2027-01-31T23:59:59.123456Z')).toBe(Date.UTC(2027, 0, 31, 23, 59, 59, 123));
+    expect(at('2027-02-01T01:30:00+02:00')).toBe(Date.UTC(2027, 0, 31, 23, 30));
+    expect(at('2027-01-31T20:00-04:00')).toBe(Date.UTC(2027, 1, 1, 0, 0));
+    expect(at('2028-02-29T00:00:00Z')).toBe(Date.UTC(2028, 1, 29));
+    expect(at(null)).toBeNull();
+    expect(parseWith(updateKeyBody, 'body', { expires_at: null }).expires_at).toBeNull();
+    for (const bad of ['2027-02-29T00:00:00Z', '2027-01-31T23:59:59', '2027-01-31', '2027-13-01T00:00:00Z', '2027-01-31T24:00:00Z', 'tomorrow', '']) {
+      const error = failure(() => at(bad));
+      expect(error.param).toBe('body.expires_at');
+      expect(error.message).toMatch(/^body\.expires_at: must be an ISO 8601 date-time with a time zone/);
+    }
+    expect(failure(() => at(1_800_000_000)).message).toMatch(/^body\.expires_at: must be an ISO 8601 date-time with a time zone .* or null$/);
+  });
+
+  it('shows usage_daily/weekly/monthly exactly, limit_remaining of the current window, limit_reset and expires_at', () => {
+    const key = {
+      id: 'key_w', accountId: 'acct_1', name: 'w', label: 'sk-gw-…', disabled: false, creditLimit: '1', defaultRoutingStrategy: '',
+      createdAtMs: 1_767_225_600_000n, updatedAtMs: 1_767_225_600_000n, limitReset: 'weekly', expiresAtMs: 1_801_000_000_123n,
+    };
+    const spend = { credits: '5.5', creditsDaily: '0.000000000001', creditsWeekly: '0.250000000001', creditsMonthly: '0.75' };
+    const text = stringifyWithDecimals(keyRecord(key, spend));
+    expect(text).toContain('"usage":5.5');
+    expect(text).toContain('"usage_daily":0.000000000001');
+    expect(text).toContain('"usage_weekly":0.250000000001');
+    expect(text).toContain('"usage_monthly":0.75');
+    expect(text).toContain('"limit_remaining":0.749999999999');
+    expect(JSON.parse(text)).toMatchObject({ limit_reset: 'weekly', expires_at: '2027-01-26T21:46:40.123Z' });
+    // The same key without a window: its lifetime spend is past the limit.
+    const lifetime = JSON.parse(stringifyWithDecimals(keyRecord({ ...key, limitReset: '', expiresAtMs: undefined }, spend))) as Record<string, unknown>;
+    expect(lifetime).toMatchObject({ limit_reset: null, limit_remaining: 0, expires_at: null, usage_daily: 1e-12 });
+  });
+});

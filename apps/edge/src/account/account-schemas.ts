@@ -80,12 +80,56 @@ const keyName = z
 
 const strategy = z.enum(ROUTING_STRATEGIES, { error: expected(`one of ${ROUTING_STRATEGIES.join(', ')}`) });
 
+export const LIMIT_RESETS = ['daily', 'weekly', 'monthly'] as const;
+/** `limit_reset` (OpenRouter's): the window credit_limit applies to; null: the key's lifetime spend. */
+const limitReset = z.enum(LIMIT_RESETS, { error: expected(`one of ${LIMIT_RESETS.join(', ')} or null`) }).nullable();
+
+/** An ISO 8601 date-time with seconds optional, fraction optional, and a zone (`Z` or ±hh:mm) required. */
+const ISO_INSTANT = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?(Z|[+-](\d{2}):(\d{2}))$/i;
+
+/**
+ * Unix ms of an ISO 8601 instant, or undefined when it is not one: a calendar date that exists, a time
+ * of day below 24:00, a zone offset below 24 h. The fraction is kept to the millisecond (truncated).
+ */
+export function parseIsoInstant(text: string): number | undefined {
+  const match = ISO_INSTANT.exec(text);
+  if (!match) return undefined;
+  const [, y, mo, d, h, mi, s = '0', fraction = '', zone, zoneHours = '0', zoneMinutes = '0'] = match;
+  const [year, month, day, hour, minute, second] = [y, mo, d, h, mi, s].map(Number) as [number, number, number, number, number, number];
+  if (month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || second > 59 || Number(zoneHours) > 23 || Number(zoneMinutes) > 59) return undefined;
+  const millisecond = Number(fraction.slice(0, 3).padEnd(3, '0'));
+  const date = new Date(Date.UTC(year, month - 1, day, hour, minute, second, millisecond));
+  date.setUTCFullYear(year);
+  if (date.getUTCMonth() !== month - 1 || date.getUTCDate() !== day) return undefined;
+  const offsetMinutes = zone!.toUpperCase() === 'Z' ? 0 : (zone!.startsWith('-') ? -1 : 1) * (Number(zoneHours) * 60 + Number(zoneMinutes));
+  return date.getTime() - offsetMinutes * 60_000;
+}
+
+/** The latest expiry accepted (Auth's bound too): the end of year 9999. */
+const EXPIRES_AT_MAX_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+
+/** `expires_at`: an ISO 8601 instant with its zone (OpenRouter's form), as Unix ms; null: never. Must lie in the future (checked by the route, on its clock). */
+const expiresAt = z
+  .string({ error: expected('an ISO 8601 date-time with a time zone (e.g. 2027-01-31T23:59:59Z) or null') })
+  .nullable()
+  .transform((value, context): number | null => {
+    if (value === null) return null;
+    const at = parseIsoInstant(value.trim());
+    if (at === undefined || at < 0 || at > EXPIRES_AT_MAX_MS) {
+      context.addIssue({ code: 'custom', message: 'must be an ISO 8601 date-time with a time zone (e.g. 2027-01-31T23:59:59Z)' });
+      return z.NEVER;
+    }
+    return at;
+  });
+
 /** POST /v1/account/keys. `credit_limit` is required by the spec (§4.15); null asks for no limit. */
 export const createKeyBody = z.strictObject(
   {
     name: keyName,
     credit_limit: creditLimit,
     default_routing_strategy: strategy.nullish(),
+    limit_reset: limitReset.optional(),
+    expires_at: expiresAt.optional(),
   },
   { error: 'must be a JSON object' },
 );
@@ -98,6 +142,10 @@ export const updateKeyBody = z.strictObject(
     disabled: z.boolean({ error: expected('a boolean') }).optional(),
     credit_limit: creditLimit.optional(),
     default_routing_strategy: strategy.nullable().optional(),
+    /** null: back to a lifetime limit. */
+    limit_reset: limitReset.optional(),
+    /** null: the key no longer expires. */
+    expires_at: expiresAt.optional(),
   },
   { error: 'must be a JSON object' },
 );

@@ -62,6 +62,7 @@ export class LedgerAdmission implements Admission {
         ...(limits ? { requestsPerMinute: limits.minute } : {}),
         ...(limits?.day !== undefined ? { requestsPerDay: limits.day } : {}),
         ...(key.creditLimit !== undefined ? { keyCreditLimit: key.creditLimit } : {}),
+        ...(key.creditLimit !== undefined && key.limitReset ? { keyLimitReset: key.limitReset } : {}),
         ...(model.paid && holdPico > MINIMUM_HOLD_PICO ? { reserveCredits: formatCredits(holdPico) } : {}),
       },
       { requestId, deadlineMs: 5_000 },

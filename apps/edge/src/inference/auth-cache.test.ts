@@ -100,4 +100,26 @@ describe('ApiKeyCache', () => {
     await cache.verify('sk-a', 'r2');
     expect(calls).toEqual(['sk-a', 'sk-a']);
   });
+
+  it('refuses a cached key from its expires_at on (key_expired), without asking Auth, however fresh the entry', async () => {
+    let now = 1_000;
+    const calls: string[] = [];
+    const client = {
+      verifyApiKey: async ({ key }: { key: string }) => {
+        calls.push(key);
+        return { accountId: 'acct_1', keyId: 'key_x', tier: 'tier-1', defaultRoutingStrategy: '', limitReset: 'daily', expiresAtMs: 5_000n };
+      },
+    } as unknown as PromiseClient<AuthServiceClient>;
+    const cache = new ApiKeyCache(client, { ttlMs: 30_000, maxEntries: 10, now: () => now });
+    expect(await cache.verify('sk-x', 'r1')).toMatchObject({ keyId: 'key_x', limitReset: 'daily', expiresAtMs: 5_000 });
+    now = 4_999;
+    expect((await cache.verify('sk-x', 'r2')).keyId).toBe('key_x');
+    now = 5_000;
+    const refused = await cache.verify('sk-x', 'r3').then(() => undefined, (error: unknown) => error);
+    expect(refused).toBeInstanceOf(GatewayError);
+    expect({ status: (refused as GatewayError).status, reason: (refused as GatewayError).reason, code: (refused as GatewayError).code })
+      .toEqual({ status: GrpcStatus.UNAUTHENTICATED, reason: ErrorReason.ERROR_REASON_INVALID_API_KEY, code: 'key_expired' });
+    expect(calls).toEqual(['sk-x']);
+    expect(cache.size).toBe(0);
+  });
 });

@@ -1,6 +1,6 @@
 import { hash as digest } from 'node:crypto';
 import type { AuthServiceClient, VerifyApiKeyResponse } from '@gateway/proto';
-import type { PromiseClient } from '@gateway/platform';
+import { ErrorReason, GatewayError, GrpcStatus, type PromiseClient } from '@gateway/platform';
 
 export interface VerifiedApiKey {
   accountId: string;
@@ -9,7 +9,15 @@ export interface VerifiedApiKey {
   /** Decimal credits; absent: no limit. */
   creditLimit?: string;
   defaultRoutingStrategy: string;
+  /** The window creditLimit applies to ('daily' | 'weekly' | 'monthly'); absent: the key's lifetime. */
+  limitReset?: string;
+  /** Unix ms from which the key is refused (key_expired), cached or not; absent: never. */
+  expiresAtMs?: number;
 }
+
+/** A key past its expires_at: 401 invalid_api_key with code key_expired, as Auth refuses it. */
+export const expiredApiKey = () =>
+  new GatewayError(GrpcStatus.UNAUTHENTICATED, ErrorReason.ERROR_REASON_INVALID_API_KEY, 'API key expired.', { code: 'key_expired' });
 
 interface Entry {
   key: VerifiedApiKey;
@@ -27,7 +35,8 @@ export interface ApiKeyCacheOptions {
  * presented key (the plaintext is never kept), bounded (LRU), short-lived (TTL), and dropped at once
  * for the key ids a `keys.changed` broadcast names so a disabled key stops within a broadcast's time.
  * Refusals are not cached: a key created a moment ago must start working on its next attempt, and a
- * flood of garbage keys must not evict good entries.
+ * flood of garbage keys must not evict good entries. An entry carries its key's expires_at: from that
+ * instant the key is refused (key_expired) at once, however fresh the entry.
  */
 export class ApiKeyCache {
   private readonly entries = new Map<string, Entry>();
@@ -53,7 +62,12 @@ export class ApiKeyCache {
     const hash = digest('sha256', plaintext, 'base64url');
     const entry = this.entries.get(hash);
     if (entry) {
-      if (entry.expiresAtMs > this.now()) {
+      const now = this.now();
+      if (entry.key.expiresAtMs !== undefined && now >= entry.key.expiresAtMs) {
+        this.entries.delete(hash);
+        throw expiredApiKey();
+      }
+      if (entry.expiresAtMs > now) {
         // Refresh recency: the Map's insertion order is the LRU order.
         this.entries.delete(hash);
         this.entries.set(hash, entry);
@@ -112,5 +126,7 @@ function toVerified(response: VerifyApiKeyResponse): VerifiedApiKey {
     defaultRoutingStrategy: response.defaultRoutingStrategy,
   };
   if (response.creditLimit !== undefined) key.creditLimit = response.creditLimit;
+  if (response.limitReset) key.limitReset = response.limitReset;
+  if (response.expiresAtMs !== undefined) key.expiresAtMs = Number(response.expiresAtMs);
   return key;
 }

@@ -292,6 +292,7 @@ export class LeasedAdmission implements Admission {
         ...(limits?.day !== undefined ? { requestsPerDay: limits.day } : {}),
         requestedRequests: wantedRequests,
         ...(key.creditLimit !== undefined ? { keyCreditLimit: key.creditLimit } : {}),
+        ...(key.creditLimit !== undefined && key.limitReset ? { keyLimitReset: key.limitReset } : {}),
         ...(holdPico > HOLD_PICO ? { minimumCredits: formatCredits(holdPico) } : {}),
         recallIfHeld,
       },

@@ -1,6 +1,6 @@
 import type { Request, Response } from 'express';
 import type { ApiKey, UpdateApiKeyRequest, VerifyProvisioningKeyResponse } from '@gateway/proto';
-import { activityEntries, keyRecord, stringifyWithDecimals } from '../account/account-render.js';
+import { activityEntries, keyRecord, stringifyWithDecimals, type KeySpend } from '../account/account-render.js';
 import {
   ACTIVITY_DAYS_DEFAULT,
   activityQuery,
@@ -58,11 +58,17 @@ function readAccountBody(context: EdgeContext, request: Request): Promise<unknow
   return readJsonBody(request, { ...context.bodyLimits, maxBytes: Math.min(context.bodyLimits.maxBytes, ACCOUNT_BODY_MAX_BYTES) });
 }
 
-/** Credits spent per key, from the ledger's settled charges. */
-async function usageOf(context: EdgeContext, response: Response, accountId: string, keys: readonly ApiKey[]): Promise<Map<string, string>> {
+/** Credits spent per key (in all, and in the current UTC day, week and month), from the ledger's settled charges. */
+async function usageOf(context: EdgeContext, response: Response, accountId: string, keys: readonly ApiKey[]): Promise<Map<string, KeySpend>> {
   if (keys.length === 0) return new Map();
   const answer = await context.ledger.getKeyUsage({ accountId, keyIds: keys.map((key) => key.id) }, callOptions(response));
-  return new Map(answer.usage.map((entry) => [entry.keyId, entry.credits]));
+  return new Map(answer.usage.map((entry) => [entry.keyId, entry]));
+}
+
+/** `expires_at` must lie ahead (by this edge's clock); Auth checks again by its own. */
+function futureExpiry(context: EdgeContext, expiresAtMs: number): bigint {
+  if (expiresAtMs <= context.now()) throw edgeErrors.invalidRequest('body.expires_at: must be in the future', 'body.expires_at');
+  return BigInt(expiresAtMs);
 }
 
 async function sendKey(context: EdgeContext, response: Response, accountId: string, key: ApiKey | undefined, status = 200, plaintext?: string) {
@@ -83,6 +89,8 @@ export function createKeyHandler(context: EdgeContext) {
         name: body.name,
         ...(body.credit_limit === null ? {} : { creditLimit: body.credit_limit }),
         defaultRoutingStrategy: body.default_routing_strategy ?? '',
+        ...(body.limit_reset ? { limitReset: body.limit_reset } : {}),
+        ...(typeof body.expires_at === 'number' ? { expiresAtMs: futureExpiry(context, body.expires_at) } : {}),
       },
       callOptions(response),
     );
@@ -138,7 +146,10 @@ export function getKeyHandler(context: EdgeContext) {
   };
 }
 
-/** PATCH /v1/account/keys/{key_id}: rename, disable/enable, change or remove the limit and the default strategy. */
+/**
+ * PATCH /v1/account/keys/{key_id}: rename, disable/enable, change or remove the limit, its window
+ * (`limit_reset`, null: lifetime), the expiry (`expires_at`, null: never) and the default strategy.
+ */
 export function updateKeyHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
     const account = await verifyProvisioningKey(context, request, response);
@@ -149,6 +160,9 @@ export function updateKeyHandler(context: EdgeContext) {
     if (body.disabled !== undefined) update.disabled = body.disabled;
     if (typeof body.credit_limit === 'string') update.creditLimit = body.credit_limit;
     if (body.default_routing_strategy !== undefined) update.defaultRoutingStrategy = body.default_routing_strategy ?? '';
+    if (body.limit_reset !== undefined) update.limitReset = body.limit_reset ?? '';
+    if (body.expires_at === null) update.clearExpiresAt = true;
+    else if (body.expires_at !== undefined) update.expiresAtMs = futureExpiry(context, body.expires_at);
     // Auth publishes KeysChanged after commit: every edge drops its cached verification of this key.
     // This edge drops it at once too, so its own caller never sees the old key state after the answer.
     const updated = await context.auth.updateApiKey(update, callOptions(response));
