@@ -68,8 +68,10 @@ function keyJson(key: ApiKey | undefined) {
     label: key?.label ?? '',
     disabled: key?.disabled ?? false,
     credit_limit: key?.creditLimit ?? null,
+    limit_reset: key?.limitReset || null,
     default_routing_strategy: key?.defaultRoutingStrategy ?? '',
     created_at: isoTime(key?.createdAtMs ?? 0n),
+    expires_at: key?.expiresAtMs === undefined ? null : isoTime(key.expiresAtMs),
   };
 }
 
@@ -229,16 +231,27 @@ export const commands: Command[] = [
       name: { type: 'string', description: 'key name', placeholder: 'NAME' },
       'credit-limit': { type: 'string', description: 'most credits the key may spend (default: no limit)', placeholder: 'CREDITS' },
       routing: { type: 'string', description: 'default routing strategy: reliability, balanced, latency, throughput, cache', placeholder: 'STRATEGY' },
+      'limit-reset': { type: 'string', description: 'window of the credit limit: daily, weekly, monthly (UTC midnight; default: lifetime)', placeholder: 'WINDOW' },
+      'expires-at': { type: 'string', description: 'ISO 8601 instant from which the key is refused (default: never)', placeholder: 'TIME' },
     },
     async run(context, [accountId], values) {
       const creditLimit =
         values['credit-limit'] === undefined ? undefined : credits(String(values['credit-limit']), '--credit-limit', { allowZero: true });
+      let expiresAtMs: bigint | undefined;
+      if (values['expires-at'] !== undefined) {
+        const text = String(values['expires-at']);
+        const at = /(Z|[+-]\d{2}:\d{2})$/i.test(text) ? Date.parse(text) : Number.NaN;
+        if (!Number.isFinite(at)) throw new UsageError('--expires-at must be an ISO 8601 date-time with a time zone, e.g. 2027-01-31T23:59:59Z');
+        expiresAtMs = BigInt(at);
+      }
       const response = await context.auth().createApiKey(
         {
           accountId: accountId!,
           name: String(values.name),
           creditLimit,
           defaultRoutingStrategy: values.routing === undefined ? '' : String(values.routing),
+          ...(values['limit-reset'] === undefined ? {} : { limitReset: String(values['limit-reset']) }),
+          ...(expiresAtMs === undefined ? {} : { expiresAtMs }),
         },
         { deadlineMs: CALL_DEADLINE_MS },
       );

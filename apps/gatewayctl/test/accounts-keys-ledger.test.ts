@@ -93,7 +93,10 @@ function fakeAuth(logger = testLogger('fake-auth')): AuthServiceServer {
       received.createApiKey.push(request);
       if (request.defaultRoutingStrategy === 'fastest') throw errors.invalidRequest('unknown routing strategy', 'default_routing_strategy');
       return {
-        key: key('key_new', { name: request.name, creditLimit: request.creditLimit, defaultRoutingStrategy: request.defaultRoutingStrategy }),
+        key: key('key_new', {
+          name: request.name, creditLimit: request.creditLimit, defaultRoutingStrategy: request.defaultRoutingStrategy,
+          limitReset: request.limitReset, expiresAtMs: request.expiresAtMs,
+        }),
         plaintext: 'sk-gw-plaintext-new',
       };
     }),
@@ -122,6 +125,7 @@ function fakeLedger(logger = testLogger('fake-ledger')): LedgerServiceServer {
   return {
     admit: unary(logger, 'Admit', notImplemented),
     release: unary(logger, 'Release', notImplemented),
+    getGeneration: unary(logger, 'GetGeneration', notImplemented),
     topUp: unary(logger, 'TopUp', async (request: TopUpRequest) => {
       received.topUp.push(request);
       if (behaviour.failTopUp) throw errors.invalidRequest('ledger refuses today');
@@ -304,6 +308,17 @@ describe('gatewayctl accounts, keys and ledger commands', () => {
     const plain = await cli(['keys', 'create', 'acct_1', '--name', 'web'], env);
     expect(received.createApiKey[1]).toEqual({ accountId: 'acct_1', name: 'web', defaultRoutingStrategy: '' });
     expect(plain.stdout).toContain('api key: sk-gw-plaintext-new\n');
+
+    const windowed = await cli(['keys', 'create', 'acct_1', '--name', 'daily', '--credit-limit', '1', '--limit-reset', 'daily', '--expires-at', '2030-01-01T00:00:00Z', '--json'], env);
+    expect(windowed.code).toBe(0);
+    expect(received.createApiKey[2]).toEqual({
+      accountId: 'acct_1', name: 'daily', creditLimit: '1', defaultRoutingStrategy: '', limitReset: 'daily', expiresAtMs: BigInt(Date.UTC(2030, 0, 1)),
+    });
+    expect(JSON.parse(windowed.stdout)).toMatchObject({ limit_reset: 'daily', expires_at: '2030-01-01T00:00:00.000Z' });
+    const zoneless = await cli(['keys', 'create', 'acct_1', '--name', 'x', '--expires-at', '2030-01-01T00:00:00'], env);
+    expect(zoneless.code).not.toBe(0);
+    expect(zoneless.stderr).toContain('--expires-at must be an ISO 8601 date-time with a time zone');
+    expect(received.createApiKey).toHaveLength(3);
 
     const refused = await cli(['keys', 'create', 'acct_1', '--name', 'x', '--routing', 'fastest'], env);
     expect(refused.code).toBe(1);
