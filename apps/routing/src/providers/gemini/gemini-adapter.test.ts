@@ -339,14 +339,24 @@ describe('GeminiAdapter against the fake Gemini API', () => {
       modelPath: (model, method) => `/v1beta/models/${model}:${method}`,
       authHeaders: async () => ({ 'x-goog-api-key': KEY, authorization: `Bearer token-${++grants}` }),
       headers: { 'x-goog-api-key': 'overridden', 'x-extra': '1' },
+      httpError: (status, bodyText) => {
+        refused.push(status);
+        return new ProviderError('misconfigured', bodyText, status);
+      },
     });
+    const refused: number[] = [];
     try {
+      upstream.script({ status: 401 }, { status: 401 });
+      expect((await failureOf(custom.chat(flash(chatRequest('a')), signal()))).kind).toBe('misconfigured');
+      expect((await failureOf(collect(custom.chatStream(flash(chatRequest('a')), signal())))).kind).toBe('misconfigured');
+      expect(refused).toEqual([401, 401]);
+      upstream.reset();
       await custom.chat(flash(chatRequest('a')), signal());
       await collect(custom.chatStream(flash(chatRequest('b')), signal()));
       expect(custom.kind).toBe('vertex');
       expect(upstream.requests.map((recorded) => [recorded.path, recorded.headers.authorization, recorded.headers['x-goog-api-key'], recorded.headers['x-extra']])).toEqual([
-        ['/v1beta/models/gemini-2.5-flash:generateContent', 'Bearer token-1', KEY, '1'],
-        ['/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse', 'Bearer token-2', KEY, '1'],
+        ['/v1beta/models/gemini-2.5-flash:generateContent', 'Bearer token-3', KEY, '1'],
+        ['/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse', 'Bearer token-4', KEY, '1'],
       ]);
     } finally {
       await custom.close();

@@ -47,6 +47,11 @@ export interface GeminiAdapterOptions {
   headers?: Record<string, string>;
   /** Keep-alive connections per provider origin. */
   connections?: number;
+  /**
+   * Turns an HTTP error answer into a ProviderError (default geminiHttpError); Vertex wraps it to drop
+   * a token the service refused.
+   */
+  httpError?: (status: number, bodyText: string) => ProviderError;
 }
 
 /** The request headers for one auth value, merged once per distinct auth object. */
@@ -105,6 +110,7 @@ export class GeminiAdapter implements ProviderAdapterV1 {
   private readonly modelPath: GeminiAdapterOptions['modelPath'];
   private readonly authHeaders: GeminiAdapterOptions['authHeaders'];
   private readonly extraHeaders: Record<string, string>;
+  private readonly httpError: (status: number, bodyText: string) => ProviderError;
   private merged: MergedHeaders = { auth: undefined, json: {}, stream: {} };
 
   constructor(options: GeminiAdapterOptions) {
@@ -113,6 +119,7 @@ export class GeminiAdapter implements ProviderAdapterV1 {
     this.modelPath = options.modelPath;
     this.authHeaders = options.authHeaders;
     this.extraHeaders = options.headers ?? {};
+    this.httpError = options.httpError ?? geminiHttpError;
     this.pool = createProviderPool(new URL(options.baseUrl).origin, options.connections);
   }
 
@@ -138,7 +145,7 @@ export class GeminiAdapter implements ProviderAdapterV1 {
     } catch (error) {
       throw toProviderError(error, signal);
     }
-    if (answer.statusCode >= 300) throw geminiHttpError(answer.statusCode, answer.text);
+    if (answer.statusCode >= 300) throw this.httpError(answer.statusCode, answer.text);
     return answer.text;
   }
 
@@ -162,7 +169,7 @@ export class GeminiAdapter implements ProviderAdapterV1 {
       this.pool,
       { method: 'POST', path: `${this.modelPath(request.upstreamModel, 'streamGenerateContent')}?alt=sse`, headers: headers.stream, body: JSON.stringify(body) },
       signal,
-      geminiHttpError,
+      this.httpError,
     );
     const converter = new GeminiStreamConverter(this.providerId, names);
     let ended = false;
