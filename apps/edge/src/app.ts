@@ -23,6 +23,7 @@ import {
   listKeysHandler,
   updateKeyHandler,
 } from './routes/account-routes.js';
+import { generationHandler } from './routes/generation-routes.js';
 import { getModelHandler, listLimitsHandler, listModelsHandler, listStartupsHandler, sendStartupIcon, startupIconHandler } from './routes/catalog-routes.js';
 import { chatDialect } from './dialects/chat/chat-dialect.js';
 import { countTokensHandler } from './dialects/messages/count-tokens.js';
@@ -131,6 +132,7 @@ export function createApp(context: EdgeContext, readiness?: Readiness): express.
   app.patch('/v1/account/keys/:keyId', updateKeyHandler(context));
   app.delete('/v1/account/keys/:keyId', deleteKeyHandler(context));
   app.get('/v1/account/activity', activityHandler(context));
+  app.get('/v1/generation', generationHandler(context));
   app.get('/healthz', (_request: Request, response: Response) => {
     sendJson(response, context.catalogCache.ready ? 200 : 503, { status: context.catalogCache.ready ? 'ok' : 'starting' });
   });
