@@ -1,3 +1,5 @@
+import type { KeyValueBucket, KeyValueBucketOptions } from './key-value.js';
+
 /**
  * The event-bus port. Two kinds of traffic:
  * - durable: usage events. `publishDurable` resolves only once the message is stored (JetStream ack);
@@ -42,6 +44,11 @@ export interface EventBus {
   close(): Promise<void>;
   /** False while the connection to the bus is down (gRPC health reports the service NOT_SERVING). */
   isConnected?(): boolean;
+  /**
+   * A key-value bucket shared by every process on this bus (JetStream: a KV bucket in the bus's
+   * namespace; in process: memory). Opening the same name twice gives the same bucket.
+   */
+  keyValue?(options: KeyValueBucketOptions): Promise<KeyValueBucket>;
 }
 
 /** Subjects in use. Durable ones live on the JetStream stream USAGE (`usage.>`). */

@@ -7,6 +7,7 @@ import {
   type EventBus,
   type Subscription,
 } from './event-bus.js';
+import { MemoryKeyValueBucket, type KeyValueBucket, type KeyValueBucketOptions } from './key-value.js';
 
 interface Stored {
   subject: string;
@@ -49,6 +50,7 @@ export class InProcessEventBus implements EventBus {
   private readonly durableWaiters = new Map<string, Set<() => void>>();
   private readonly listeners = new Map<string, Set<(data: Uint8Array) => void>>();
   private journal: SegmentLog | null = null;
+  private readonly buckets = new Map<string, MemoryKeyValueBucket>();
   private closed = false;
 
   constructor(private readonly logger: Logger) {}
@@ -167,6 +169,13 @@ export class InProcessEventBus implements EventBus {
   /** Unacknowledged journaled messages stay on disk for the next start. */
   isConnected(): boolean {
     return !this.closed;
+  }
+
+  /** A bucket in this process's memory: one process is the only writer in single-process mode. */
+  async keyValue(options: KeyValueBucketOptions): Promise<KeyValueBucket> {
+    let bucket = this.buckets.get(options.name);
+    if (!bucket) this.buckets.set(options.name, (bucket = new MemoryKeyValueBucket(options)));
+    return bucket;
   }
 
   async close(): Promise<void> {

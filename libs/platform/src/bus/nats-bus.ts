@@ -19,6 +19,8 @@ import {
   type Subscription,
 } from './event-bus.js';
 import { JetStreamPublisher } from './jetstream-publisher.js';
+import type { KeyValueBucket, KeyValueBucketOptions } from './key-value.js';
+import { JetStreamKeyValueBucket } from './nats-key-value.js';
 
 const MSG_ID_HEADER = 'Nats-Msg-Id';
 
@@ -28,6 +30,8 @@ export class NatsEventBus implements EventBus {
   private connected = true;
   /** Usage publishes: one reply subscription instead of the client's request machinery per publish. */
   private readonly publisher: JetStreamPublisher;
+  /** Key-value buckets opened on this connection, by name (each opened once). */
+  private readonly buckets = new Map<string, Promise<JetStreamKeyValueBucket>>();
 
   private constructor(
     private readonly connection: NatsConnection,
@@ -35,6 +39,7 @@ export class NatsEventBus implements EventBus {
     private readonly logger: Logger,
     private readonly prefix: string,
     readonly streamName: string,
+    private readonly namespace: string,
   ) {
     this.publisher = new JetStreamPublisher(connection, 5_000);
     void (async () => {
@@ -81,13 +86,27 @@ export class NatsEventBus implements EventBus {
     } catch {
       await manager.streams.add(config);
     }
-    return new NatsEventBus(connection, jetstream(connection), logger, prefix, streamName);
+    return new NatsEventBus(connection, jetstream(connection), logger, prefix, streamName, namespace);
   }
 
-  /** Deletes this namespace's stream (tests clean up with it). */
+  /** Deletes this namespace's stream and the key-value buckets this connection opened (tests clean up with it). */
   async destroyStream(): Promise<void> {
     const manager = await jetstreamManager(this.connection);
     await manager.streams.delete(this.streamName).catch(() => undefined);
+    for (const opening of this.buckets.values()) await (await opening.catch(() => undefined))?.destroy();
+  }
+
+  /** A KV bucket named `<name>` (`<name>_<NAMESPACE>` in a namespace), opened on first use. */
+  keyValue(options: KeyValueBucketOptions): Promise<KeyValueBucket> {
+    let opening = this.buckets.get(options.name);
+    if (!opening) {
+      const bucket = this.namespace ? `${options.name}_${this.namespace.toUpperCase().replaceAll('-', '_')}` : options.name;
+      opening = jetstreamManager(this.connection).then((manager) => JetStreamKeyValueBucket.open(this.connection, this.js, manager, bucket, options));
+      // A failed open (bus down) is tried again by the next caller.
+      opening.catch(() => this.buckets.delete(options.name));
+      this.buckets.set(options.name, opening);
+    }
+    return opening;
   }
 
   async publishDurable(subject: string, data: Uint8Array, msgId: string): Promise<void> {
