@@ -300,16 +300,17 @@ export async function reasoningWithToolCalls(rig: ContractRig, mode: Mode) {
   const signatures = first.reasoning.map((part) => part.signature).filter((signature) => signature !== '');
   expect(signatures, 'signed by the provider').not.toHaveLength(0);
 
-  const history = (reasoning: ReasoningPart[]) => [
+  // The history as if `issuer` had answered: its reasoning and its calls' own signatures (Gemini) are that provider's.
+  const history = (reasoning: ReasoningPart[], issuer: string) => [
     question,
-    message('assistant', '', { toolCalls: first.toolCalls, reasoning }),
+    message('assistant', '', { toolCalls: first.toolCalls.map((call) => (call.signature ? { ...call, signatureProviderId: issuer } : call)), reasoning }),
     message('tool', '{"temp_c":18}', { toolCallId: first.toolCalls[0]!.id }),
   ];
   for (const issuer of [rig.providerId, 'another-provider']) {
     rig.reset();
     rig.script({ type: 'answer', text: 'It is 18 °C in Paris.' });
     const reasoning = first.reasoning.map((part) => ({ ...part, providerId: issuer }));
-    const outcome = await run(mode, rig, chatRequest(stripForeignReasoning(history(reasoning), rig.providerId), think));
+    const outcome = await run(mode, rig, chatRequest(stripForeignReasoning(history(reasoning, issuer), rig.providerId), think));
     expect(outcome.content, `reasoning issued by ${issuer}`).toBe('It is 18 °C in Paris.');
     const request = onlyRequest(rig);
     expect(rig.reader.toolResults(request)).toHaveLength(1);

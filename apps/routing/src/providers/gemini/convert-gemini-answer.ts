@@ -32,7 +32,8 @@ export function generatedImage(part: GeminiAnswerPart): GeneratedImage | undefin
  * A whole generateContent answer (its first candidate) as the canonical choice. Text parts are joined;
  * thought parts become reasoning issued by `providerId`; every thoughtSignature, on whatever part, becomes
  * reasoning of `providerId` that says where it rode (gemini-thought-signatures.ts); functionCall parts
- * become tool calls with made-up ids (Gemini sends none), the caller's tool names and arguments as JSON text.
+ * become tool calls with made-up ids (Gemini sends none), the caller's tool names and arguments as JSON text,
+ * each with its own signature (issued by `providerId`) when its part had one.
  */
 export function convertGeminiAnswer(response: GeminiResponse, providerId: string, names: GeminiToolNames): ChatChoice {
   const blocked = geminiBlock(response);
@@ -48,7 +49,15 @@ export function convertGeminiAnswer(response: GeminiResponse, providerId: string
     const signature = part.thoughtSignature ?? '';
     if (part.functionCall) {
       const index = toolCalls.length;
-      toolCalls.push({ id: ids.idFor(index, part.functionCall.id), name: names.caller(part.functionCall.name ?? ''), arguments: JSON.stringify(part.functionCall.args ?? {}) });
+      // The call carries its own signature (a chat client echoes only tool_calls), and the reasoning
+      // record too (messages and responses clients echo reasoning, not call extras).
+      toolCalls.push({
+        id: ids.idFor(index, part.functionCall.id),
+        name: names.caller(part.functionCall.name ?? ''),
+        arguments: JSON.stringify(part.functionCall.args ?? {}),
+        signature: signature || undefined,
+        signatureProviderId: signature ? providerId : undefined,
+      });
       if (signature) reasoning.push({ text: '', signature: placeSignature({ kind: 'call', index }, signature), encryptedData: '', providerId });
     } else if (part.thought) {
       reasoning.push({ text: part.text ?? '', signature: signature ? placeSignature({ kind: 'thought' }, signature) : '', encryptedData: '', providerId });

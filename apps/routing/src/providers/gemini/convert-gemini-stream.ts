@@ -16,8 +16,8 @@ function delta(
 /**
  * Turns streamGenerateContent chunks (each a GenerateContentResponse) into canonical deltas. Each part
  * becomes one delta the moment it comes: text, a thought (reasoning), a signature (reasoning with
- * only a signature, placed as in the whole answer), a function call whole with its id, name and
- * arguments (Gemini streams calls whole). The chunk that carries a finishReason completes the answer;
+ * only a signature, placed as in the whole answer), a function call whole with its id, name,
+ * arguments and signature (Gemini streams calls whole). The chunk that carries a finishReason completes the answer;
  * its delta holds the finish reason (tool_calls when calls came). Usage is the latest chunk's (Gemini
  * repeats cumulative counts).
  */
@@ -54,7 +54,11 @@ export class GeminiStreamConverter {
         const index = this.toolCount++;
         // The signature first, as its own reasoning delta: reasoning comes before the call it belongs to.
         if (signature) deltas.push(delta('', '', placeSignature({ kind: 'call', index }, signature), [], ''));
-        const call = { index, id: this.ids.idFor(index, part.functionCall.id), name: this.names.caller(part.functionCall.name ?? ''), arguments: JSON.stringify(part.functionCall.args ?? {}) };
+        // The call also carries its signature itself (issued by the stream's provider).
+        const call: ToolCallDelta = {
+          index, id: this.ids.idFor(index, part.functionCall.id), name: this.names.caller(part.functionCall.name ?? ''),
+          arguments: JSON.stringify(part.functionCall.args ?? {}), signature: signature || undefined,
+        };
         deltas.push(delta('', '', '', [call], ''));
       } else if (part.thought) {
         if (part.text || signature) deltas.push(delta('', part.text ?? '', signature ? placeSignature({ kind: 'thought' }, signature) : '', [], ''));

@@ -70,6 +70,19 @@ describe('convertToGeminiRequest', () => {
     expect(body.contents[1]!.parts.map((part) => part.thoughtSignature)).toEqual([SKIP_SIGNATURE_VALIDATOR, undefined]);
   });
 
+  it("a call's own signature of this provider wins over the reasoning record; one of another provider is never sent", () => {
+    const calls = [
+      { id: 'a', name: 'f', arguments: '{}', signature: 'OWN1', signatureProviderId: 'gem' },
+      { id: 'b', name: 'f', arguments: '{}', signature: 'THEIRS', signatureProviderId: 'other' },
+    ];
+    const record = { text: '', signature: placeSignature({ kind: 'call', index: 0 }, 'REC1'), encryptedData: '', providerId: 'gem' };
+    const turn = (extra: Partial<ChatMessage>) => convert(chat([message('user', 'q'), message('assistant', '', extra), message('tool', '1', { toolCallId: 'a' }), message('tool', '2', { toolCallId: 'b' })])).contents[1]!.parts.map((part) => part.thoughtSignature);
+    expect(turn({ toolCalls: calls, reasoning: [record] })).toEqual(['OWN1', undefined]);
+    expect(turn({ toolCalls: calls })).toEqual(['OWN1', undefined]);
+    // Only a foreign signature on the calls: as if the turn had none, the skip value on the first call.
+    expect(turn({ toolCalls: [calls[1]!, { ...calls[0]!, signature: undefined, signatureProviderId: undefined }] })).toEqual([SKIP_SIGNATURE_VALIDATOR, undefined]);
+  });
+
   it('refuses a tool result for a call no assistant message made', () => {
     expect(() => convert(chat([message('user', 'q'), message('tool', '1', { toolCallId: 'nope' })]))).toThrow(/no assistant message made/);
   });

@@ -1,4 +1,4 @@
-import type { ChatMessage, ChatRequest, ContentPart, FilePart, ImagePart } from '@gateway/proto';
+import type { ChatMessage, ChatRequest, ContentPart, FilePart, ImagePart, ToolCall } from '@gateway/proto';
 import { ProviderError } from '../provider-adapter.js';
 import type {
   GeminiContent,
@@ -152,7 +152,16 @@ export function functionResponseOf(resultText: string, isError: boolean): Record
   return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : { output: value };
 }
 
-/** The model turn of one assistant message: its own signed thoughts, its text, its calls, each signature where it came from. */
+/** A call's own signature (chat clients echo it on the tool call) when this provider issued it. */
+function ownSignature(call: ToolCall, providerId: string): string | undefined {
+  return call.signature && call.signatureProviderId === providerId ? call.signature : undefined;
+}
+
+/**
+ * The model turn of one assistant message: its own signed thoughts, its text, its calls, each signature
+ * where it came from. A call's signature is the call's own one when this provider issued it, else the
+ * reasoning record's; a turn whose calls have neither gets Google's skip value on its first call.
+ */
 function modelParts(message: ChatMessage, providerId: string, names: GeminiToolNames): GeminiPart[] {
   const thoughts: GeminiPart[] = [];
   let textSignature: string | undefined;
@@ -178,10 +187,10 @@ function modelParts(message: ChatMessage, providerId: string, names: GeminiToolN
     if (last && last.text !== undefined && !last.thought) last.thoughtSignature = textSignature;
     else parts.push({ text: '', thoughtSignature: textSignature });
   }
-  const anySigned = message.toolCalls.some((_call, index) => callSignatures[index] !== undefined);
+  const anySigned = message.toolCalls.some((call, index) => ownSignature(call, providerId) !== undefined || callSignatures[index] !== undefined);
   message.toolCalls.forEach((call, index) => {
     const part: GeminiPart = { functionCall: { name: names.upstream(call.name), args: callArgs(call.arguments) } };
-    const signature = callSignatures[index] ?? (index === 0 && !anySigned ? SKIP_SIGNATURE_VALIDATOR : undefined);
+    const signature = ownSignature(call, providerId) ?? callSignatures[index] ?? (index === 0 && !anySigned ? SKIP_SIGNATURE_VALIDATOR : undefined);
     if (signature !== undefined) part.thoughtSignature = signature;
     parts.push(part);
   });

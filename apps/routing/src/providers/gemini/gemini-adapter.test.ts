@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sameHiddenClass, startFakeGeminiUpstream, type FakeGeminiUpstream } from '@gateway/testing';
-import { Provider, type ChatMessage, type ChatRequest, type ChatStreamDelta, type Tool } from '@gateway/proto';
+import { Provider, type ChatMessage, type ChatRequest, type ChatStreamDelta, type Tool, type ToolCall } from '@gateway/proto';
 import { ProviderError, type AdapterChatRequest, type AdapterStreamPart, type ProviderAdapter } from '../provider-adapter.js';
 import { createAdapter } from '../create-adapter.js';
 import { GeminiAdapter } from './gemini-adapter.js';
@@ -99,8 +99,9 @@ describe('GeminiAdapter against the fake Gemini API', () => {
     const answer = async (request: AdapterChatRequest) => {
       if (!streamed) return (await adapter.chat(request, signal())).choices[0]!;
       const deltas = deltasOf(await collect(adapter.chatStream(request, signal())));
-      const calls: { id: string; name: string; arguments: string }[] = [];
-      for (const delta of deltas) for (const call of delta.toolCalls) calls[call.index] = { id: call.id, name: call.name, arguments: call.arguments };
+      const calls: ToolCall[] = [];
+      // A streamed call's signature comes from the stream's provider.
+      for (const delta of deltas) for (const call of delta.toolCalls) calls[call.index] = { id: call.id, name: call.name, arguments: call.arguments, signature: call.signature, signatureProviderId: call.signature ? 'gem' : undefined };
       // As the dialects gather a stream's reasoning: text accumulates into one part until a signature closes it.
       const reasoning: { text: string; signature: string; encryptedData: string; providerId: string }[] = [];
       let open: (typeof reasoning)[number] | undefined;
@@ -149,6 +150,27 @@ describe('GeminiAdapter against the fake Gemini API', () => {
       const call = model.parts.find((part: any) => part.functionCall);
       expect(typeof call.thoughtSignature).toBe('string');
       expect(call.thoughtSignature).not.toBe(thoughtParts[0].thoughtSignature);
+    });
+
+    it(`${mode}: a signed call carries its own signature; the call alone (as chat clients echo it) takes it back to Gemini 3`, async () => {
+      upstream.script({ functionCalls: [{ name: 'get_weather', args: { city: 'Paris' } }, { name: 'get_weather', args: { city: 'Rome' } }] });
+      const first = await answer(pro3(chatRequest('Weather?', { tools: [weatherTool] })));
+      const [signed, unsigned] = first.message!.toolCalls;
+      expect(signed!.signature).toMatch(/^[A-Za-z0-9+/]+=*$/);
+      expect(signed!.signatureProviderId).toBe('gem');
+      expect(unsigned!.signature).toBeUndefined();
+      // The same signature as the reasoning record of the first call.
+      expect(first.message!.reasoning.map((part) => part.signature).join('')).toContain(`fc0:${signed!.signature};`);
+      const history = [
+        message('user', 'Weather?'),
+        message('assistant', '', { toolCalls: first.message!.toolCalls }),
+        message('tool', '21', { toolCallId: signed!.id }),
+        message('tool', '19', { toolCallId: unsigned!.id }),
+      ];
+      upstream.script({ text: 'Warm in both.' });
+      const second = await answer(pro3(chatRequest(stripForeignReasoning(history, 'gem'), { tools: [weatherTool] })));
+      expect(second.message!.content).toBe('Warm in both.');
+      expect(upstream.requests[1]!.body.contents[1].parts.map((part: any) => part.thoughtSignature)).toEqual([signed!.signature, undefined]);
     });
 
     it(`${mode}: a tool name Gemini refuses is rewritten on the way out and given back as the caller wrote it`, async () => {
@@ -211,6 +233,20 @@ describe('GeminiAdapter against the fake Gemini API', () => {
     await adapter.chat(pro3(chatRequest(history)), signal());
     expect(upstream.requests[0]!.body.contents[1].parts[0].thoughtSignature).toBe('skip_thought_signature_validator');
     expect(stripForeignReasoning(history, 'gem')[1]!.reasoning).toEqual([]);
+  });
+
+  it("a call's signature of another provider never goes out either: stripped by the router, ignored by the adapter", async () => {
+    const signed = { id: 'c1', name: 'get_weather', arguments: '{}', signature: upstream.signature(), signatureProviderId: 'other-gemini' };
+    const history = [message('user', 'Weather?'), message('assistant', '', { toolCalls: [signed] }), message('tool', '{}', { toolCallId: 'c1' })];
+    await adapter.chat(pro3(chatRequest(history)), signal());
+    expect(upstream.requests[0]!.body.contents[1].parts[0].thoughtSignature).toBe('skip_thought_signature_validator');
+    const stripped = stripForeignReasoning(history, 'gem');
+    expect(stripped[1]!.toolCalls).toEqual([{ id: 'c1', name: 'get_weather', arguments: '{}' }]);
+    expect(history[1]!.toolCalls[0]!.signature, 'the history given is not changed').toBe(signed.signature);
+    expect(stripForeignReasoning(history, 'other-gemini')[1]!.toolCalls[0]).toBe(signed);
+    // Nothing signed: the same array goes on.
+    const plain = [message('user', 'hi')];
+    expect(stripForeignReasoning(plain, 'gem')).toBe(plain);
   });
 
   it('thinking: reasoning_effort asks for thoughts; thought parts come back as reasoning of this provider, streamed and whole', async () => {

@@ -5,9 +5,11 @@ import { randomBytes } from 'node:crypto';
  *
  * Gemini signs parts, not thinking blocks: a signature can ride on a thought part, on the answer's
  * text part, or on a functionCall part, and the API wants each back on the same kind of part (Gemini 3
- * refuses a function call in the history whose signature is missing). The canonical ToolCall has no
- * field for a signature (router.proto), so every signature becomes a ReasoningPart of the provider that
- * issued it, whose signature value is the provider's own one behind a short prefix naming the part:
+ * refuses a function call in the history whose signature is missing). A function call's signature
+ * rides on the canonical ToolCall itself (`signature`, `signature_provider_id` in router.proto: what a
+ * chat-completions client echoes, as `extra_content.google.thought_signature`); and every signature,
+ * the calls' included, also becomes a ReasoningPart of the provider that issued it (what messages and
+ * responses clients echo), whose signature value is the provider's own one behind a short prefix naming the part:
  *
  *     th:<sig>;   a thought part (with the reasoning's text)
  *     tx:<sig>;   the answer's text
