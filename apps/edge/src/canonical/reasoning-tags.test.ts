@@ -25,6 +25,18 @@ describe('reasoning tags', () => {
     expect(tags.untag('gw9.a.b.c')).toEqual({ providerId: '', value: '' });
   });
 
+  it("a tool call's signature round-trips through tagCall; a reasoning tag cannot stand in for it, nor it for reasoning", () => {
+    const tagged = tags.tagCall('gem', 'CiQB0e2Kb+sig=');
+    expect(tagged.startsWith('gw1.')).toBe(true);
+    expect(tags.untagCall(tagged)).toEqual({ providerId: 'gem', value: 'CiQB0e2Kb+sig=' });
+    expect(tags.untagCall(tags.tag('gem', 'CiQB0e2Kb+sig='))).toEqual({ providerId: '', value: '' });
+    expect(tags.untag(tagged).value).not.toBe('CiQB0e2Kb+sig=');
+    expect(tags.untagCall('CiQB0e2Kb+sig=')).toEqual({ providerId: '', value: '' });
+    expect(tags.untagCall(`${tagged}x`)).toEqual({ providerId: '', value: '' });
+    expect(new ReasoningTags('another-key-of-enough-length').untagCall(tagged)).toEqual({ providerId: '', value: '' });
+    expect(tags.tagCall('gem', '')).toBe('');
+  });
+
   it('leaves an empty value empty and refuses a short key', () => {
     expect(tags.tag('p', '')).toBe('');
     expect(() => new ReasoningTags('short')).toThrow(/16 bytes/);

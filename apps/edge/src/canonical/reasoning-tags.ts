@@ -11,11 +11,15 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
  * client replays a conversation, the tag is checked and removed: the canonical request carries the
  * provider's own value and its issuer, and the router sends it only to that provider. Reasoning with
  * no tag, an unknown version or a wrong MAC is foreign to every provider (issuer ''), and so removed
- * before any provider sees it. Every edge of a deployment must share the key (GATEWAY_REASONING_TAG_KEY),
+ * before any provider sees it. A tool call's own signature (chat completions'
+ * `tool_calls[].extra_content.google.thought_signature`) is tagged the same way (tagCall / untagCall).
+ * Every edge of a deployment must share the key (GATEWAY_REASONING_TAG_KEY),
  * or reasoning tagged by one edge is foreign at another.
  */
 const VERSION = 'gw1';
 const MAC_BYTES = 16;
+/** Inside the MAC of a tool call's signature (tagCall). */
+const CALL = 'fc:';
 
 export interface UntaggedReasoning {
   /** The provider that issued the value; '' when the tag is absent or invalid. */
@@ -53,6 +57,22 @@ export class ReasoningTags {
     const value = tagged.slice(macEnd + 1);
     if (providerId === '' || sent.length !== MAC_BYTES || !timingSafeEqual(sent, this.mac(providerId, value))) return FOREIGN;
     return { providerId, value };
+  }
+
+  /**
+   * A tool call's own signature (Gemini's thoughtSignature on a functionCall part) as the client receives
+   * it: tagged like reasoning, with `fc:` before the provider's value inside the MAC, so a call signature
+   * and a reasoning signature cannot stand in for each other.
+   */
+  tagCall(providerId: string, signature: string): string {
+    return signature === '' ? '' : this.tag(providerId, CALL + signature);
+  }
+
+  /** A call signature a client sent back: its issuer and the provider's own value, or foreign ('', ''). */
+  untagCall(tagged: string): UntaggedReasoning {
+    const issued = this.untag(tagged);
+    if (issued.providerId === '' || !issued.value.startsWith(CALL) || issued.value.length === CALL.length) return FOREIGN;
+    return { providerId: issued.providerId, value: issued.value.slice(CALL.length) };
   }
 
   private mac(providerId: string, value: string): Buffer {

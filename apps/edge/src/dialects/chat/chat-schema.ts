@@ -45,6 +45,12 @@ const toolCall = z.object({
   id: z.string().min(1),
   type: z.literal('function').optional(),
   function: z.object({ name: z.string().min(1), arguments: z.string() }),
+  // Google's OpenAI-compatibility carrier of a Gemini call's thought signature, as the gateway returned
+  // it (issuer-tagged); other vendors' extras are accepted and ignored.
+  extra_content: z
+    .object({ google: z.object({ thought_signature: z.string().nullish() }).loose().nullish() })
+    .loose()
+    .nullish(),
 });
 
 /**
@@ -71,6 +77,7 @@ const message = z.object({
   tool_call_id: z.string().nullish(),
 });
 export type ChatMessageInput = z.infer<typeof message>;
+export type ChatToolCallInput = z.infer<typeof toolCall>;
 
 const tool = z.object({
   type: z.literal('function'),

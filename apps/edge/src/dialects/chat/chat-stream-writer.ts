@@ -2,7 +2,7 @@ import type { ChatStreamDelta, ChatStreamStart, Usage } from '@gateway/proto';
 import { boundedMessage, boundedParam, type ApiError } from '../../errors.js';
 import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
 import type { StreamWriter } from '../../inference/dialect.js';
-import { chatCompletionId, renderUsage } from './render-chat.js';
+import { callSignatureContent, chatCompletionId, renderUsage } from './render-chat.js';
 
 /** Frames of one chat.completion.chunk stream (spec §6), built as SSE text. No keep-alive: never committed before content. */
 export class ChatChunkWriter implements StreamWriter {
@@ -46,6 +46,7 @@ export class ChatChunkWriter implements StreamWriter {
         const fn: Record<string, string> = { arguments: call.arguments };
         if (call.name) fn.name = call.name;
         rendered.function = fn;
+        if (call.signature) rendered.extra_content = callSignatureContent(this.tags.tagCall(this.providerId, call.signature));
         return rendered;
       });
     }

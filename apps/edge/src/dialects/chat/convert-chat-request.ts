@@ -1,4 +1,4 @@
-import type { ChatMessage, ContentPart, ReasoningPart, ToolChoice } from '@gateway/proto';
+import type { ChatMessage, ContentPart, ReasoningPart, ToolCall, ToolChoice } from '@gateway/proto';
 import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
 import { decodeInline } from '../../canonical/inline-data.js';
 import { nearestReasoningEffort, requireModality, requireValidSchema } from '../../canonical/model-checks.js';
@@ -10,7 +10,7 @@ import { requireFetchableUrl } from '../../canonical/urls.js';
 import type { ConvertedRequest } from '../../inference/dialect.js';
 import { edgeErrors } from '../../errors.js';
 import type { CatalogModel } from '../../catalog-cache.js';
-import type { ChatCompletionRequest, ContentBlock } from './chat-schema.js';
+import type { ChatCompletionRequest, ChatToolCallInput, ContentBlock } from './chat-schema.js';
 
 /** The endpoint the chat-completions dialect names in its Router requests (and usage). */
 export const CHAT_ENDPOINT = 'chat.completions';
@@ -95,7 +95,7 @@ function convertMessages(body: ChatCompletionRequest, model: CatalogModel, tags:
       if (input.role !== 'assistant') throw edgeErrors.invalidRequest(`${path}.tool_calls: only assistant messages carry tool calls.`, `${path}.tool_calls`);
       for (const call of input.tool_calls) {
         pairing.call(call.id, `${path}.tool_calls`);
-        message.toolCalls.push({ id: call.id, name: call.function.name, arguments: call.function.arguments });
+        message.toolCalls.push(convertToolCall(call, tags));
       }
     }
     if (input.role === 'tool') {
@@ -109,6 +109,24 @@ function convertMessages(body: ChatCompletionRequest, model: CatalogModel, tags:
   });
   pairing.requireAllAnswered();
   return messages;
+}
+
+/**
+ * A replayed tool call. Its `extra_content.google.thought_signature` is the call's signature as the
+ * gateway returned it: with a valid issuer tag it goes on for that provider only; without one it is
+ * foreign to every provider and dropped (the call itself stays).
+ */
+function convertToolCall(call: ChatToolCallInput, tags: ReasoningTags): ToolCall {
+  const tagged = call.extra_content?.google?.thought_signature;
+  const issued = tagged ? tags.untagCall(tagged) : undefined;
+  const signed = issued !== undefined && issued.providerId !== '';
+  return {
+    id: call.id,
+    name: call.function.name,
+    arguments: call.function.arguments,
+    signature: signed ? issued.value : undefined,
+    signatureProviderId: signed ? issued.providerId : undefined,
+  };
 }
 
 /**

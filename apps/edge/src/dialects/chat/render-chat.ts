@@ -39,11 +39,11 @@ export function renderChatCompletion(response: ChatResponse, modelId: string, ta
         refusal: source?.refusal ?? null,
       };
       if (toolCalls.length > 0) {
-        message.tool_calls = toolCalls.map((call) => ({
-          id: call.id,
-          type: 'function',
-          function: { name: call.name, arguments: call.arguments },
-        }));
+        message.tool_calls = toolCalls.map((call) => {
+          const rendered: Record<string, unknown> = { id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } };
+          if (call.signature) rendered.extra_content = callSignatureContent(tags.tagCall(call.signatureProviderId || response.providerId, call.signature));
+          return rendered;
+        });
       }
       const reasoning = (source?.reasoning ?? []).map((part) => part.text).join('');
       if (reasoning) message.reasoning = reasoning;
@@ -55,6 +55,15 @@ export function renderChatCompletion(response: ChatResponse, modelId: string, ta
     }),
     usage: renderUsage(response.usage),
   };
+}
+
+/**
+ * A tool call's signature (a Gemini call's thoughtSignature, issuer-tagged) where Google's own OpenAI
+ * compatibility puts it: `tool_calls[].extra_content.google.thought_signature`. Clients that keep a
+ * call's unknown fields (the OpenAI SDKs do) send it back with the call.
+ */
+export function callSignatureContent(taggedSignature: string) {
+  return { google: { thought_signature: taggedSignature } };
 }
 
 /**
