@@ -139,7 +139,7 @@ export const DIALECT_FIELDS: Record<Dialect, { readonly request: readonly string
   chat: {
     // `prompt_cache_key` and top-level `cache_control` are the gateway's own (cache affinity, the last
     // block's breakpoint: canonical/cache-control.ts), never parameters a model may lack.
-    request: ['model', 'messages', 'stream', 'stream_options', 'routing', 'prompt_cache_key', 'cache_control'],
+    request: ['model', 'messages', 'stream', 'stream_options', 'routing', 'prompt_cache_key', 'cache_control', 'models', 'provider'],
     // spec §4.8: logit_bias is accepted in the shape and not passed to providers. `prediction` and
     // `web_search_options` are never in a model's supported_parameters (spec §2.6; the catalog strips
     // them, apps/catalog/src/catalog-snapshot.ts HIDDEN_PARAMETERS), so no model takes them either.
@@ -150,13 +150,14 @@ export const DIALECT_FIELDS: Record<Dialect, { readonly request: readonly string
     // the stateful fields are refused before this. `prompt_cache_key`, `cache_control`: as in chat.
     request: [
       'model', 'input', 'instructions', 'stream', 'stream_options', 'routing', 'store', 'include', 'truncation', 'previous_response_id', 'background',
-      'prompt_cache_key', 'cache_control',
+      'prompt_cache_key', 'cache_control', 'models', 'provider',
     ],
     // `metadata` is the client's own labels (echoed); output verbosity has no canonical field.
     neverForwarded: ['metadata', 'text.verbosity'],
   },
   messages: {
-    request: ['model', 'messages', 'system', 'stream', 'routing', 'cache_control'],
+    // `models` and `provider`: model fallbacks and provider preferences (inference/routing-choices.ts), in every dialect.
+    request: ['model', 'messages', 'system', 'stream', 'routing', 'cache_control', 'models', 'provider'],
     // messages-schema.ts says why each is accepted and not forwarded.
     neverForwarded: ['service_tier', 'container', 'inference_geo', 'speed', 'diagnostics', 'context_management', 'mcp_servers'],
   },
@@ -269,4 +270,34 @@ export class ParameterGate {
   droppedParams(): string[] {
     return [...new Set(this.dropped)].sort();
   }
+}
+
+/**
+ * The table's parameters the client sent, whatever the model (`provider.require_parameters`: a model
+ * serves the request only when it has every one). Spelled as the dialect spells them, presence as the gate judges it.
+ */
+export function sentParameters(dialect: Dialect, body: object): CanonicalParameter[] {
+  const fields = body as Record<string, unknown>;
+  const sent: CanonicalParameter[] = [];
+  for (const spelling of COMPILED[dialect].spellings) {
+    const value = valueAt(fields, spelling.path);
+    if (!asks(value) || (spelling.present !== undefined && !spelling.present(value))) continue;
+    if (!sent.includes(spelling.parameter)) sent.push(spelling.parameter);
+  }
+  return sent;
+}
+
+/**
+ * The canonical fields a converted request sets that `model` lacks (a fallback model's: the request was
+ * converted for the first model). Routing clears them before that model's providers are called, so the
+ * table stays the one place that decides what a model gets.
+ */
+export function unsupportedFields(request: ChatRequest, model: CatalogModel): string[] {
+  const fields = request as unknown as Record<string, unknown>;
+  const unsupported: string[] = [];
+  for (const parameter of Object.keys(FORWARDED_PARAMETERS) as CanonicalParameter[]) {
+    if (modelSupports(model, parameter)) continue;
+    for (const field of FORWARDED_PARAMETERS[parameter].fields) if (asks(fields[field])) unsupported.push(field);
+  }
+  return unsupported;
 }

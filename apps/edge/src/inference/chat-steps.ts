@@ -13,6 +13,7 @@ import type { InferenceEndpoint } from './model-resolution.js';
 import type { ReasoningTags } from '../canonical/reasoning-tags.js';
 import type { Hold, InferenceJob, InferenceSteps } from './pipeline-steps.js';
 import { checkContextWindow, costBound, fitsContextWindow, measurePrompt, MINIMUM_HOLD_PICO, worstCaseHint, type CostBound, type PromptMeasure } from './request-bounds.js';
+import { chooseModels, hasRoutingChoices, routingChoices } from './routing-choices.js';
 import { relayStream } from './stream-relay.js';
 import type { RoutingStrategy } from './strategy.js';
 
@@ -30,7 +31,8 @@ export class ChatCall implements AnswerContext, Hold {
 
   constructor(
     readonly requestId: string,
-    readonly model: CatalogModel,
+    /** The model the answer names: the request's, or the fallback that served it (set once the Router says which). */
+    public model: CatalogModel,
     readonly tags: ReasoningTags,
     readonly logger: Logger,
     readonly converted: ConvertedRequest,
@@ -74,11 +76,35 @@ class ChatSteps<Body> implements InferenceSteps<Body, ChatCall> {
    * provider call. Synchronous unless the prompt's byte bound does not fit the window (then it is counted).
    */
   prepare(body: Body, model: CatalogModel, context: EdgeContext, job: InferenceJob<Body>): ChatCall | Promise<ChatCall> {
+    // `models` or `provider` in the body: its own path (routing-choices.ts); an ordinary request pays two property reads.
+    if (hasRoutingChoices(body)) return this.prepareChoosing(body, model, context, job);
     const { requestId } = job;
     const converted = this.dialect.convert(body, model, context.reasoningTags);
     const measure = measurePrompt(converted.request);
     if (fitsContextWindow(model, converted.request, measure)) return chatCall(requestId, model, context, converted, measure);
     return checkContextWindow(model, converted.request, measure, converted.outputField).then(() => chatCall(requestId, model, context, converted, measure));
+  }
+
+  /**
+   * A request with model fallbacks or provider preferences: every named model resolved and the
+   * preferences the edge can judge applied (chooseModels), the request converted for the first model
+   * left (it becomes the job's model), its window checked, and the hold made the dearest worst case of
+   * all the models left, so whichever serves, the hold covers it.
+   */
+  private async prepareChoosing(body: Body, named: CatalogModel, context: EdgeContext, job: InferenceJob<Body>): Promise<ChatCall> {
+    const chosen = chooseModels(context, body, named, this.endpoint, job.key);
+    const model = chosen.models[0]!;
+    job.model = model;
+    const converted = this.dialect.convert(body, model, context.reasoningTags);
+    const measure = measurePrompt(converted.request);
+    await checkContextWindow(model, converted.request, measure, converted.outputField);
+    let bound = costBound(model, converted.request, measure);
+    for (let index = 1; index < chosen.models.length; index++) {
+      const candidate = costBound(chosen.models[index]!, converted.request, measure);
+      if (candidate.holdPico > bound.holdPico) bound = candidate;
+    }
+    converted.request.routingChoices = routingChoices(converted.request, chosen);
+    return new ChatCall(job.requestId, model, context.reasoningTags, context.logger, converted, measure, bound);
   }
 
   /** A 402 of a request that held more than 0.05: the same refusal, saying what the hold was made of. */
@@ -110,16 +136,34 @@ class ChatSteps<Body> implements InferenceSteps<Body, ChatCall> {
     if (clientGone.aborted) throw new ClientGoneError('client left before the router was called');
     prepared.created = Math.floor(context.now() / 1000);
     if (converted.stream) {
-      await relayStream(context, sink, job, chat, converted, this.dialect.streamWriter(prepared, job.body));
+      const writer = this.dialect.streamWriter(prepared, job.body);
+      // With fallbacks the serving model is known only at the stream's start: the writer is made again for it.
+      const retarget = chat.routingChoices && chat.routingChoices.fallbackModels.length > 0
+        ? (modelId: string) => {
+            servedBy(prepared, job, context, modelId);
+            return this.dialect.streamWriter(prepared, job.body);
+          }
+        : undefined;
+      await relayStream(context, sink, job, chat, converted, writer, retarget);
       return;
     }
     const answer = await context.chatRouter.chat(chat, { requestId, deadlineMs: CHAT_DEADLINE_MS, signal: clientGone });
     job.commit(answer.usage);
+    // A fallback model served: the answer names it.
+    if (answer.modelId !== prepared.model.id) servedBy(prepared, job, context, answer.modelId);
     sink.json(
       this.dialect.render(answer, prepared, job.body),
       gatewayHeaders(answer.routingStrategy || job.strategy, converted.droppedParams, answer.droppedParams, converted.droppedTools),
     );
   }
+}
+
+/** The answer came from `modelId` (a fallback): the renderers and stream writers name it. */
+function servedBy(prepared: ChatCall, job: InferenceJob, context: EdgeContext, modelId: string): void {
+  const model = context.catalogCache.resolve(modelId);
+  if (!model) return;
+  prepared.model = model;
+  job.model = model;
 }
 
 function chatCall(requestId: string, model: CatalogModel, context: EdgeContext, converted: ConvertedRequest, measure: PromptMeasure): ChatCall {

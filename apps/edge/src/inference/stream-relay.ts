@@ -22,8 +22,11 @@ export async function relayStream(
   job: InferenceJob,
   chat: ChatRequest,
   converted: ConvertedRequest,
-  writer: StreamWriter,
+  firstWriter: StreamWriter,
+  /** A request with model fallbacks: the writer for the model the stream's start names, when it is another. */
+  retarget?: (modelId: string) => StreamWriter,
 ): Promise<void> {
+  let writer = firstWriter;
   const { requestId } = job;
   let usage: Usage | undefined;
   let committed = false;
@@ -62,6 +65,8 @@ export async function relayStream(
       if (!event) continue;
       if (event.$case === 'start') {
         started = true;
+        // Before anything was written, a fallback model's stream gets a writer naming that model.
+        if (retarget && !committed && event.value.modelId !== chat.modelId) writer = retarget(event.value.modelId);
         writer.start(event.value);
         startStrategy = event.value.routingStrategy || job.strategy;
         startDropped = event.value.droppedParams;

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { ErrorReason, GatewayError, GrpcStatus } from '@gateway/platform';
-import type { ChatRequest, Model, RequestContext } from '@gateway/proto';
+import type { ChatRequest, FallbackModel, Model, RequestContext, RoutingChoices } from '@gateway/proto';
 import type { ProviderAdapter } from '../providers/provider-adapter.js';
-import { affinityKeyOf, preferAffine, strategyNamed, type Candidate } from '../strategies/index.js';
+import { affinityKeyOf, applyProviderPreferences, preferAffine, strategyNamed, type Candidate, type Strategy } from '../strategies/index.js';
 import { lazyRequestLog, type RequestLog } from './request-hot-path.js';
 import type { Reservation } from './reservation.js';
 import type { RouterOptions } from './router-options.js';
@@ -46,6 +46,17 @@ export interface PreparedRequest extends RoutingTarget {
   request: ChatRequest;
 }
 
+/** The model's offers on `endpoint` whose provider is loaded and can serve it, in catalog order. */
+function offersServing(options: RouterOptions, model: Model, endpoint: string, capable: Capable): Candidate[] {
+  const available: Candidate[] = [];
+  for (const offer of model.offers) {
+    if (!offer.endpoints.includes(endpoint)) continue;
+    const adapter = options.catalog.provider(offer.providerId)?.adapter;
+    if (adapter && capable(adapter)) available.push({ offer, adapter });
+  }
+  return available;
+}
+
 function conversationKey(request: ChatRequest): string {
   const hash = createHash('sha256');
   let remaining = CONVERSATION_KEY_CHARACTERS;
@@ -85,12 +96,7 @@ export function resolveTarget(
     });
   }
   const strategy = strategyNamed(strategyName);
-  const available: Candidate[] = [];
-  for (const offer of model.offers) {
-    if (!offer.endpoints.includes(endpoint)) continue;
-    const adapter = options.catalog.provider(offer.providerId)?.adapter;
-    if (adapter && capable(adapter)) available.push({ offer, adapter });
-  }
+  const available = offersServing(options, model, endpoint, capable);
   // One offer is its own order under every strategy: no health figures or ordering per request then.
   const ordered = available.length <= 1
     ? available
@@ -136,6 +142,9 @@ export function prepareChat(options: RouterOptions, random: () => number, reques
   const target = resolveTarget(
     options, random, hold, request.modelId, request.routingStrategy, request.timeoutMs, () => conversationKey(request), canChat, () => affinityKeyOf(request),
   );
+  if (request.routingChoices) {
+    target.candidates = choiceCandidates(options, random, target, request, request.routingChoices);
+  }
   // Added to the target rather than spread into a copy: in V8 11 (Node 20) a spread copy's hidden class
   // sits outside the transition tree, so each property added to it made fresh Maps per request (README
   // "Performance": such objects kept request graphs alive through young-generation GCs).
@@ -146,4 +155,64 @@ export function prepareChat(options: RouterOptions, random: () => number, reques
 export function attemptTimeout(options: Pick<RouterOptions, 'catalog'>, target: RoutingTarget, candidate: Candidate): number {
   if (target.requestTimeout) return target.timeoutMs;
   return options.catalog.provider(candidate.offer.providerId)?.provider.timeoutMs || target.timeoutMs;
+}
+
+/**
+ * The candidates of a request with routing choices: model × provider in one list, for the one failover
+ * loop. Each model in turn (the request's, then its fallbacks in order) contributes its offers under the
+ * provider preferences (strategies/provider-preferences.ts), up to maxAttempts each. Every candidate
+ * carries its model and the request as that model takes it (the fallback's unsupported fields cleared).
+ * A fallback the catalog no longer has is skipped (the edge checked it against its own snapshot).
+ */
+function choiceCandidates(options: RouterOptions, random: () => number, target: RoutingTarget, request: ChatRequest, choices: RoutingChoices): Candidate[] {
+  const strategy = strategyNamed(target.strategyName);
+  const candidates: Candidate[] = [];
+  // Cache affinity still moves the request's own model's pinned provider first, unless the caller ordered or sorted.
+  const affinityKey = choices.order.length === 0 && choices.sort === '' ? target.affinityKey : '';
+  addModel(options, random, candidates, strategy, target.model, request, choices, target.endpoint, affinityKey);
+  for (const fallback of choices.fallbackModels) {
+    const model = options.catalog.model(fallback.modelId);
+    if (!model || model.id === target.model.id) continue;
+    addModel(options, random, candidates, strategy, model, fallbackRequest(request, fallback), choices, target.endpoint, '');
+  }
+  return candidates;
+}
+
+function addModel(
+  options: RouterOptions,
+  random: () => number,
+  into: Candidate[],
+  strategy: Strategy,
+  model: Model,
+  request: ChatRequest,
+  choices: RoutingChoices,
+  endpoint: string,
+  affinityKey: string,
+): void {
+  const chosen = applyProviderPreferences(offersServing(options, model, endpoint, canChat), choices, strategy, {
+    modelId: model.id,
+    pricing: model.pricing,
+    health: options.health,
+    conversationKey: strategy.name === 'cache' ? conversationKey(request) : '',
+    random,
+  });
+  if (affinityKey !== '' && chosen.length > 1) {
+    preferAffine(chosen, affinityKey, options.health.affinity, (providerId) => options.health.figures(providerId, model.id).circuitOpen);
+  }
+  const limit = Math.min(chosen.length, options.maxAttempts);
+  for (let index = 0; index < limit; index++) {
+    const { offer, adapter } = chosen[index]!;
+    into.push({ offer, adapter, model, request });
+  }
+}
+
+/** The request as a fallback model takes it: a shallow copy without the fields that model lacks. */
+function fallbackRequest(request: ChatRequest, fallback: FallbackModel): ChatRequest {
+  const copy: ChatRequest = { ...request, modelId: fallback.modelId };
+  const fields = copy as unknown as Record<string, unknown>;
+  for (const field of fallback.unsupportedFields) {
+    if (!(field in fields) || field === 'messages' || field === 'context') continue;
+    fields[field] = Array.isArray(fields[field]) ? [] : undefined;
+  }
+  return copy;
 }

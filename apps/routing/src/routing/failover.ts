@@ -1,5 +1,6 @@
 import { ErrorReason, GatewayError, GrpcStatus, otelTrace, tracingEnabled, type CallerSignal } from '@gateway/platform';
 import { ProviderError, toProviderError } from '../providers/provider-adapter.js';
+import type { ChatRequest } from '@gateway/proto';
 import type { Candidate } from '../strategies/index.js';
 import { AttemptControl } from './attempt-control.js';
 import { attemptTimeout, type RoutingTarget } from './candidates.js';
@@ -58,11 +59,14 @@ export async function withFailover<Result>(
   const attempts = screening ? undefined : options.attempts;
   let lastFailure: ProviderError | undefined;
   let lastProvider = '';
-  for (const candidate of candidates) {
+  for (let index = 0; index < candidates.length; index++) {
+    const candidate = candidates[index]!;
     const providerId = candidate.offer.providerId;
     if (lastFailure) attempts?.failover(lastProvider);
     lastProvider = providerId;
     if (!screening) target.hold.providerId = providerId;
+    // Model fallbacks: a candidate of another model switches the request (its usage event, prices and answer) to it.
+    if (candidate.model !== undefined && candidate.model !== target.model && !screening) switchModel(target, candidate);
     const control = new AttemptControl(signal, attemptTimeout(options, target, candidate));
     const startedAt = Date.now();
     let handedOver = false;
@@ -75,7 +79,7 @@ export async function withFailover<Result>(
       } else {
         attempts?.attempt(providerId, 'success');
       }
-      if (!screening && tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gateway.attempts', candidates.indexOf(candidate) + 1);
+      if (!screening && tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gateway.attempts', index + 1);
       return { result, candidate, durationMs: Date.now() - startedAt, control };
     } catch (error) {
       if (signal.aborted) {
@@ -92,8 +96,17 @@ export async function withFailover<Result>(
       const failure = control.timedOut ? new ProviderError('timeout', 'attempt timed out', 0, { cause: error }) : toProviderError(error, control);
       attempts?.attempt(providerId, !failure.retryable ? 'rejected' : control.timedOut ? 'timeout' : 'error');
       if (!failure.retryable && !screening) {
-        target.hold.release();
-        throw verdictError(failure);
+        // A refusal a fallback model may not share (moderation, a context too long) moves on to the next
+        // model; any other verdict is on the request itself and ends it.
+        const nextModel = modelRefusal(failure) ? nextModelAt(candidates, index) : -1;
+        if (nextModel < 0) {
+          target.hold.release();
+          throw verdictError(failure);
+        }
+        target.logger.warn({ provider: providerId, failure: failure.message }, 'model refused the request; trying the next model');
+        lastFailure = failure;
+        index = nextModel - 1;
+        continue;
       }
       if (!screening) {
         options.health.recordFailure(providerId, target.model.id);
@@ -107,4 +120,27 @@ export async function withFailover<Result>(
   target.hold.release();
   if (screening) target.logger.warn({ err: lastFailure }, 'prompt screening unavailable; image request refused');
   throw noUpstream(lastFailure);
+}
+
+/** The request goes on with the candidate's model: the answer, the usage event and its prices name it. */
+function switchModel(target: RoutingTarget, candidate: Candidate): void {
+  target.model = candidate.model!;
+  target.hold.resolved(candidate.model!, target.strategyName);
+  if (candidate.request !== undefined) (target as RoutingTarget & { request?: ChatRequest }).request = candidate.request;
+}
+
+/** Context too long, in the words providers use for it (a 400 that another model with a larger window may accept). */
+const CONTEXT_TOO_LONG = /context[ _-]?(length|window)|maximum context|too many tokens|prompt is too long|input is too long/i;
+
+/** A verdict that concerns the model rather than the request: a moderation refusal or a context too long. */
+function modelRefusal(failure: ProviderError): boolean {
+  return failure.kind === 'content_filter' || CONTEXT_TOO_LONG.test(failure.providerMessage);
+}
+
+/** Index of the first candidate after `index` that serves another model, -1 when none does. */
+function nextModelAt(candidates: readonly Candidate[], index: number): number {
+  const model = candidates[index]!.model;
+  if (model === undefined) return -1;
+  for (let next = index + 1; next < candidates.length; next++) if (candidates[next]!.model !== model) return next;
+  return -1;
 }

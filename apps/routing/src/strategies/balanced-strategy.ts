@@ -9,6 +9,11 @@ import { healthyFirst, type Candidate, type RoutingContext, type Strategy } from
  */
 const priceCache = new WeakMap<Pricing, bigint>();
 
+/** An offer's price in pico-credits per token (the model's input plus output price, today). */
+export function balancedOfferPrice(candidate: Candidate, pricing: Pricing | undefined): bigint {
+  return offerPricePico(candidate, pricing);
+}
+
 function offerPricePico(_candidate: Candidate, pricing: Pricing | undefined): bigint {
   if (!pricing) return 0n;
   // Pricing objects live as long as their catalog snapshot: parse each once, not once per request.

@@ -3,6 +3,7 @@ import { cacheStrategy, latencyStrategy, reliabilityStrategy, throughputStrategy
 import type { Strategy } from './strategy.js';
 
 export * from './strategy.js';
+export { admitsProvider, applyProviderPreferences, priceSort, sortNamed } from './provider-preferences.js';
 export { ProviderHealth } from './provider-health.js';
 export { affinityKeyOf, CacheAffinity, MAX_AFFINITY_ENTRIES, preferAffine, rendezvousScore } from './cache-affinity.js';
 

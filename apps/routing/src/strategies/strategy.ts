@@ -1,10 +1,17 @@
-import type { ProviderOffer, Pricing } from '@gateway/proto';
+import type { ChatRequest, Model, ProviderOffer, Pricing } from '@gateway/proto';
 import type { ProviderAdapter } from '../providers/provider-adapter.js';
 import type { ProviderHealth } from './provider-health.js';
 
 export interface Candidate {
   offer: ProviderOffer;
   adapter: ProviderAdapter;
+  /**
+   * Only on the candidates of a request with routing choices (model fallbacks, provider preferences):
+   * the model this offer serves and the request as that model takes it. The failover loop switches the
+   * request's model when it reaches a candidate of another one.
+   */
+  model?: Model;
+  request?: ChatRequest;
 }
 
 export interface RoutingContext {

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { cacheControlSchema } from '../../canonical/cache-control.js';
 import { parseBody } from '../../canonical/validation.js';
 import { routingStrategy } from '../../inference/strategy.js';
+import { primaryModelFromModels, routingChoiceFields } from '../../inference/routing-choices.js';
 import type { FreeFormField } from '../../json-depth.js';
 
 /*
@@ -152,6 +153,8 @@ export const chatCompletionRequest = z
     prompt_cache_key: z.string().nullish(),
     // Automatic caching (OpenRouter, Anthropic): the conversation's last block ends the cacheable prefix.
     cache_control: cacheControl,
+    // Model fallbacks and provider preferences (OpenRouter's `models` and `provider`).
+    ...routingChoiceFields,
   })
   .loose();
 
@@ -159,5 +162,5 @@ export type ChatCompletionRequest = z.infer<typeof chatCompletionRequest>;
 
 /** Validates a parsed body; a failure is a 400 whose message names the field path (`body.messages.0.role: ...`). */
 export function parseChatCompletionRequest(body: unknown): ChatCompletionRequest {
-  return parseBody(chatCompletionRequest, body);
+  return parseBody(chatCompletionRequest, primaryModelFromModels(body));
 }

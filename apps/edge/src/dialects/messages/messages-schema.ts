@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { cacheControlSchema } from '../../canonical/cache-control.js';
 import { parseBody } from '../../canonical/validation.js';
 import { routingStrategy } from '../../inference/strategy.js';
+import { primaryModelFromModels, routingChoiceFields } from '../../inference/routing-choices.js';
 import type { FreeFormField } from '../../json-depth.js';
 
 /*
@@ -171,6 +172,8 @@ export const messagesRequest = z
     stream: z.boolean().nullish(),
     metadata: z.object({ user_id: z.string().nullish() }).nullish(),
     routing: routingStrategy.nullish(),
+    // Model fallbacks and provider preferences (OpenRouter's `models` and `provider`).
+    ...routingChoiceFields,
   })
   .loose()
   .superRefine((body, context) => {
@@ -188,7 +191,7 @@ export type CountTokensRequest = z.infer<typeof countTokensRequest>;
 
 /** Validates a parsed body; a failure is a 400 whose message names the field path (`body.messages.0.content: ...`). */
 export function parseMessagesRequest(body: unknown): MessagesRequest {
-  return parseBody(messagesRequest, body);
+  return parseBody(messagesRequest, primaryModelFromModels(body));
 }
 
 export function parseCountTokensRequest(body: unknown): CountTokensRequest {

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { cacheControlSchema } from '../../canonical/cache-control.js';
 import { parseBody } from '../../canonical/validation.js';
 import { routingStrategy } from '../../inference/strategy.js';
+import { primaryModelFromModels, routingChoiceFields } from '../../inference/routing-choices.js';
 import type { FreeFormField } from '../../json-depth.js';
 
 /** The tool types OpenAI runs on its side: accepted in a request, never sent to a provider. */
@@ -275,6 +276,8 @@ export const responsesRequest = z
     truncation: z.enum(['auto', 'disabled']).nullish(),
     background: z.boolean().nullish(),
     routing: routingStrategy.nullish(),
+    // Model fallbacks and provider preferences (OpenRouter's `models` and `provider`).
+    ...routingChoiceFields,
   })
   .loose();
 
@@ -282,5 +285,5 @@ export type ResponsesRequest = z.infer<typeof responsesRequest>;
 
 /** Validates a parsed body; a failure is a 400 whose message names the field path (`body.input.2.call_id: ...`). */
 export function parseResponsesRequest(body: unknown): ResponsesRequest {
-  return parseBody(responsesRequest, body);
+  return parseBody(responsesRequest, primaryModelFromModels(body));
 }
