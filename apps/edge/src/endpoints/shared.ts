@@ -1,4 +1,3 @@
-import type { IncomingMessage } from 'node:http';
 import type { z } from 'zod';
 import { parseCredits } from '@gateway/platform';
 import type { CatalogModel } from '../catalog-cache.js';
@@ -6,13 +5,15 @@ import type { EdgeContext } from '../context.js';
 import type { HttpAnswer } from '../inference/answer-sink.js';
 import type { InferenceSteps } from '../inference/pipeline-steps.js';
 import { EdgeError } from '../errors.js';
-import { readJsonBody } from '../http.js';
 import { parseBody } from '../canonical/validation.js';
 import { countTextsTokens } from '../inference/tokenizer.js';
 
-/** Reads a JSON body and validates it with the family's schema (400s name the field path). */
-export async function readJson<Schema extends z.ZodType>(request: IncomingMessage, context: EdgeContext, schema: Schema): Promise<z.infer<Schema>> {
-  return parseBody(schema, await readJsonBody(request, context.bodyLimits));
+/**
+ * The body step of a family with a JSON body (its `parse`): the pipeline reads the bounded JSON, the
+ * family's schema validates it (400s name the field path). Made once per family, at module load.
+ */
+export function jsonBody<Schema extends z.ZodType>(schema: Schema): (json: unknown) => z.infer<Schema> {
+  return (json) => parseBody(schema, json);
 }
 
 /** The media service, which images-as-URLs and audio need; a gateway started without one answers 503. */

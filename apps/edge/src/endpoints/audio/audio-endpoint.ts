@@ -8,7 +8,7 @@ import { parseBody } from '../../canonical/validation.js';
 import { gatewayHeaders } from '../../inference/gateway-headers.js';
 import { readMultipart, singleField } from '../multipart.js';
 import { defaultUploadArea } from '../upload-spool.js';
-import { ENDPOINT_DEADLINE_MS, mediaOf, pricePico, readJson, type EndpointFamily } from '../shared.js';
+import { ENDPOINT_DEADLINE_MS, mediaOf, pricePico, jsonBody, type EndpointFamily } from '../shared.js';
 
 export const SPEECH_FORMATS = ['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm'] as const;
 /** Content type of each speech format when the provider names none (spec §4.3: audio/mpeg when neither side does). */
@@ -30,7 +30,7 @@ type SpeechBody = z.infer<typeof speechSchema>;
 /** POST /v1/audio/speech (spec §4.3): the audio streamed to the caller as the provider produces it. */
 export const speechFamily: EndpointFamily<SpeechBody, SpeakRequest> = {
   endpoint: 'audio.speech',
-  read: (request, context) => readJson(request, context, speechSchema),
+  parse: jsonBody(speechSchema),
   modelName: (body) => body.model,
   async prepare(body, model) {
     const voices = model.model.voices;

@@ -3,7 +3,7 @@ import type { EmbedResponse } from '@gateway/proto';
 import { edgeErrors } from '../../errors.js';
 import { sendJson } from '../../http.js';
 import { gatewayHeaders } from '../../inference/gateway-headers.js';
-import { countTokens, ENDPOINT_DEADLINE_MS, pricePico, readJson, type EndpointFamily } from '../shared.js';
+import { countTokens, ENDPOINT_DEADLINE_MS, pricePico, jsonBody, type EndpointFamily } from '../shared.js';
 
 /** OpenAI's own bound on inputs per request. */
 export const MAX_EMBEDDING_INPUTS = 2_048;
@@ -80,7 +80,7 @@ export function renderEmbeddings(answer: EmbedResponse, base64: boolean) {
 /** POST /v1/embeddings (spec §2.4, §4.7). */
 export const embeddingsFamily: EndpointFamily<EmbeddingsBody, PreparedEmbeddings> = {
   endpoint: 'embeddings',
-  read: (request, context) => readJson(request, context, embeddingsSchema),
+  parse: jsonBody(embeddingsSchema),
   modelName: (body) => body.model,
   async prepare(body, model) {
     const { texts, tokenInputs } = embeddingInputs(body.input);

@@ -10,7 +10,7 @@ import { gatewayHeaders } from '../../inference/gateway-headers.js';
 import type { InferenceJob } from '../../inference/pipeline-steps.js';
 import { readMultipart, singleField, type MultipartFile } from '../multipart.js';
 import { defaultUploadArea } from '../upload-spool.js';
-import { countTokens, ENDPOINT_DEADLINE_MS, mediaOf, pricePico, readJson, type EndpointFamily, type PreparedCall } from '../shared.js';
+import { countTokens, ENDPOINT_DEADLINE_MS, mediaOf, pricePico, jsonBody, type EndpointFamily, type PreparedCall } from '../shared.js';
 
 /** Output tokens assumed per image for the hold, as the router meters when a provider counts none (spec §2.1). */
 const IMAGE_TOKENS_HOLD = 2_048;
@@ -148,7 +148,7 @@ async function exchangeImages({ prepared }: PreparedCall<PreparedImages>, job: I
 /** POST /v1/images/generations (spec §2.1, §4.2); the prompt is screened by the catalog's moderation model in the router. */
 export const imageGenerationsFamily: EndpointFamily<ImagesBody, PreparedImages> = {
   endpoint: 'images.generations',
-  read: (request, context) => readJson(request, context, generationsSchema),
+  parse: jsonBody(generationsSchema),
   modelName: (body) => body.model,
   prepare: (body, model) => prepareImages(body, model, [], undefined),
   exchange: (prepared, job, http, context) => exchangeImages(prepared, job, http, context, false),

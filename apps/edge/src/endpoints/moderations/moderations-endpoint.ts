@@ -4,7 +4,7 @@ import { edgeErrors } from '../../errors.js';
 import { requireFetchableUrl } from '../../canonical/urls.js';
 import { sendJson } from '../../http.js';
 import { gatewayHeaders } from '../../inference/gateway-headers.js';
-import { countTokens, ENDPOINT_DEADLINE_MS, pricePico, readJson, type EndpointFamily } from '../shared.js';
+import { countTokens, ENDPOINT_DEADLINE_MS, pricePico, jsonBody, type EndpointFamily } from '../shared.js';
 
 const MAX_MODERATION_INPUTS = 1_000;
 /** OpenAI refuses a multimodal moderation input with more than one image (400 `too_many_images`). */
@@ -69,7 +69,7 @@ export function renderModeration(answer: ModerateResponse) {
 /** POST /v1/moderations (spec §2.3, §4.6). */
 export const moderationsFamily: EndpointFamily<ModerationsBody, { inputs: ModerationInput[]; inputForm: ModerationInputForm; modelId: string }> = {
   endpoint: 'moderations',
-  read: (request, context) => readJson(request, context, moderationsSchema),
+  parse: jsonBody(moderationsSchema),
   modelName: (body) => body.model,
   async prepare(body, model) {
     const { inputs, inputForm } = inputOf(body);
