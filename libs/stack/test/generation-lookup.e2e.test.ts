@@ -186,6 +186,24 @@ describe('generation lookup and zero-completion insurance, end to end', () => {
     expect(await balance(owner)).toBe(before);
   });
 
+  it('a stream the caller abandons after its first content: cancelled, streamed, charged for what was delivered', async () => {
+    upstream.script({ text: 'one two three four five six', chunkCount: 6, chunkDelayMs: 700, usage: { prompt_tokens: 15, completion_tokens: 6 } });
+    const { data: stream, response } = await owner.client.chat.completions
+      .create({ model: MODEL, messages: [{ role: 'user', content: 'Then stop reading' }], stream: true })
+      .withResponse();
+    const id = response.headers.get('x-request-id')!;
+    for await (const chunk of stream) {
+      if (chunk.choices[0]?.delta?.content) break; // leaving the loop aborts the request
+    }
+    const record = await settled(id);
+    expect(record).toMatchObject({ streamed: true, cancelled: true, finish_reason: null, insured: false });
+    // The provider never sent its usage: the gateway counted what reached the caller, and charged it.
+    expect(record.estimated).toBe(true);
+    expect(record.tokens_completion).toBeGreaterThan(0);
+    expect(record.native_tokens_prompt).toBeNull();
+    expect(parseCredits(record.total_cost)).toBe(inputPico(record.tokens_prompt) + outputPico(record.tokens_completion));
+  });
+
   it('a stream cut before any content: no charge, no record', async () => {
     const before = await balance(owner);
     upstream.script({ cutAfterChunks: 0 });

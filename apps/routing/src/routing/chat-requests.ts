@@ -176,6 +176,8 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
     core.options.health.recordSuccess(providerId, target.model.id, { ttftMs, outputTokens: usage.outputTokens, durationMs: Date.now() - firstPartAt });
     yield { event: { $case: 'usage', value: usage } };
   } finally {
+    // The consumer stopped reading mid-stream, or the caller's signal ended it: a cancellation.
+    const cancelled = active !== undefined || signal.aborted;
     if (active) {
       // The consumer stopped reading mid-stream: stop the upstream request too.
       active.control.abort(new Error('caller went away'));
@@ -187,7 +189,7 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
     if (hold.open) {
       if (servingProvider) {
         const usage = meter();
-        hold.cancelled = true;
+        hold.cancelled = cancelled;
         hold.insuredReason = chatInsurance(usage, hold.finishReason);
         hold.settleInBackground(servingProvider, usage, true, checkpoint);
       } else {
