@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, sql, type Kysely } from '@gateway/platform/db';
 import { createTestDatabase, type TestDatabase } from '@gateway/testing';
-import { booleanArrayLiteral, integerArrayLiteral, textArrayLiteral } from './pg-arrays.js';
+import { booleanArrayLiteral, integerArrayLiteral, nullableIntegerArrayLiteral, textArrayLiteral } from './pg-arrays.js';
 
 let database: TestDatabase;
 let db: Kysely<unknown>;
@@ -30,5 +30,11 @@ describe('array literals', () => {
     expect(flags.rows.map((row) => row.value)).toEqual(booleans);
     const empty = await sql<{ count: number }>`select cardinality(${textArrayLiteral([])}::text[]) as count`.execute(db);
     expect(empty.rows[0]!.count).toBe(0);
+  });
+
+  it('nullable integers: undefined is SQL null, zero and large values stay themselves', async () => {
+    const literal = nullableIntegerArrayLiteral([0, undefined, 4_294_967_295, 7n, undefined]);
+    const result = await sql<{ value: string | null }>`select unnest(${literal}::bigint[])::text as value`.execute(db);
+    expect(result.rows.map((row) => row.value)).toEqual(['0', null, '4294967295', '7', null]);
   });
 });
