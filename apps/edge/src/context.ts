@@ -15,6 +15,7 @@ import type { BodyLimits } from './http.js';
 import type { MultipartBounds } from './endpoints/multipart.js';
 import type { UploadArea } from './endpoints/upload-spool.js';
 import type { ReasoningTags } from './canonical/reasoning-tags.js';
+import type { IdempotencyStore } from './inference/idempotency-store.js';
 
 /** What every route handler needs; built once by startEdge. */
 export interface EdgeContext {
@@ -45,6 +46,8 @@ export interface EdgeContext {
   publicUrl: string | undefined;
   /** Milliseconds since the epoch: the clock model stop times are judged by (tests move it). */
   now: () => number;
+  /** Records of Idempotency-Key requests (inference/idempotency.ts), in the bus's key-value bucket. */
+  idempotency?: IdempotencyStore;
 }
 
 /** Cached Auth.VerifyApiKey; a malformed credential is refused without a call. */

@@ -36,12 +36,14 @@ import { Readiness } from './observability/readiness.js';
 import { RequestTracker } from './observability/request-tracker.js';
 import { TimedResponse } from './observability/timed-response.js';
 import { ResponsesWebSocketServer, type ResponsesWebSocketLimits } from './dialects/responses/responses-websocket.js';
+import { idempotencyStore, type IdempotencyLimits } from './inference/idempotency-store.js';
 
 export { toApiError, renderErrorBody, EdgeError, type ApiError, type Dialect } from './errors.js';
 export type { Admission, AdmissionRequest, AdmissionTicket } from './inference/admission.js';
 export { API_VERSION } from './http.js';
 export { DEFAULT_OVERLOAD_LIMITS, type OverloadLimits } from './observability/overload.js';
 export { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from './endpoints/upload-spool.js';
+export { DEFAULT_IDEMPOTENCY_LIMITS, type IdempotencyLimits } from './inference/idempotency-store.js';
 
 export interface EdgeOptions {
   /** Default 127.0.0.1. */
@@ -117,6 +119,8 @@ export interface EdgeOptions {
   internalAuth?: InternalAuth;
   /** Bounds of the responses WebSocket mode (docs/dialects.md "WebSocket mode"); tests lower them. */
   responsesWebSocket?: Partial<ResponsesWebSocketLimits>;
+  /** Idempotency-Key records (docs/operations.md "Idempotency-Key"): how long and how much is kept, how long duplicates wait. */
+  idempotency?: Partial<IdempotencyLimits>;
 }
 
 export interface RunningEdge {
@@ -251,6 +255,7 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
       uploads,
       publicUrl: options.publicUrl,
       now,
+      idempotency: idempotencyStore(options.bus, options.idempotency, logger),
     };
     const httpServer = createServer({ noDelay: true, ServerResponse: TimedResponse }, createRequestListener(context, tracker, readiness));
     server = httpServer;

@@ -65,6 +65,8 @@ export class InferenceJob<Body = unknown> {
   committed = false;
   /** The answer's usage, as far as it is known. */
   usage: Usage | undefined = undefined;
+  /** A committed answer then failed (a stream ended by its error events): not an answer to keep for an Idempotency-Key. */
+  failedAfterCommit = false;
 
   constructor(
     /** The gateway's id of the request: the key its money moves under. */

@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Cancellation } from '@gateway/platform';
 import type { VerifiedApiKey } from './auth-cache.js';
 import { HttpAnswer, type AnswerSink } from './answer-sink.js';
+import { idempotencyKeyOf, runIdempotent } from './idempotency.js';
 import { chatSteps } from './chat-steps.js';
 import { verifyApiKey, type EdgeContext } from '../context.js';
 import { presentedApiKey } from './credentials.js';
@@ -30,9 +31,16 @@ export function inferenceHandler<Body, Prepared extends Hold>(context: EdgeConte
       if (!response.writableFinished) clientGone.abort();
     });
     const key = await authenticate(context, request, requestId);
-    const body = steps.read ? await steps.read(request, context, response) : steps.parse!(await readJsonBody(request, context.bodyLimits, steps.freeFormFields));
+    const idempotencyKey = idempotencyKeyOf(request);
+    const json = steps.read ? undefined : await readJsonBody(request, context.bodyLimits, steps.freeFormFields);
+    const body = steps.read ? await steps.read(request, context, response) : steps.parse!(json);
     const headerStrategy = parseStrategyHeader(request.headers[STRATEGY_HEADER]);
-    await runPipeline(context, steps, new InferenceJob(requestId, key, body, headerStrategy, clientGone), new HttpAnswer(response));
+    const job = new InferenceJob(requestId, key, body, headerStrategy, clientGone);
+    const sink = new HttpAnswer(response);
+    if (idempotencyKey === undefined) return runPipeline(context, steps, job, sink);
+    // The body a key is bound to: the JSON as sent, or what a route that reads its own body made of it.
+    const bound = { key: idempotencyKey, accountId: key.accountId, endpoint: steps.endpoint, body: steps.read ? body : json };
+    await runIdempotent(context, bound, response, job, () => runPipeline(context, steps, job, sink));
   };
 }
 

@@ -97,6 +97,7 @@ export async function relayStream(
     // Settled with whatever usage arrived: a stream committed by pings but failed before any content
     // delivered nothing, and the router published no usage for it.
     job.commit(usage);
+    job.failedAfterCommit = true;
     sink.end(writer.fail(apiError, usage));
     return;
   } finally {

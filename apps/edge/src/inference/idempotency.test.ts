@@ -1,0 +1,230 @@
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Cancellation, InProcessEventBus, MemoryKeyValueBucket, type EventBus, type KeyValueBucketOptions } from '@gateway/platform';
+import { testLogger } from '@gateway/testing';
+import { AnswerCapture, REPLAYED_HEADER, bodyDigest, replayAnswer, type StoredAnswer } from './idempotency-capture.js';
+import { decodeRecord, encodeRecord } from './idempotency-record.js';
+import { DEFAULT_IDEMPOTENCY_LIMITS, IdempotencyStore, keepsAnswer, type IdempotencyLimits, type IdempotencyOutcome } from './idempotency-store.js';
+
+const logger = testLogger('idempotency-test');
+const ANSWER: StoredAnswer = { status: 200, headers: [['content-type', 'application/json'], ['x-gateway-request-id', 'req-1']], body: Buffer.from('{"ok":true}') };
+
+describe('bodyDigest', () => {
+  it('ignores key order and spacing, and nothing else', () => {
+    const digest = bodyDigest('chat.completions', JSON.parse('{"model":"m","messages":[{"role":"user","content":"hi"}]}'));
+    expect(bodyDigest('chat.completions', JSON.parse('{ "messages": [ {"content":"hi", "role":"user"} ],  "model": "m" }'))).toBe(digest);
+    expect(bodyDigest('chat.completions', { model: 'm', messages: [{ role: 'user', content: 'hi!' }] })).not.toBe(digest);
+    expect(bodyDigest('responses', { model: 'm', messages: [{ role: 'user', content: 'hi' }] })).not.toBe(digest);
+    // Types count: "1" is not 1, [] is not {}.
+    expect(bodyDigest('e', { n: 1 })).not.toBe(bodyDigest('e', { n: '1' }));
+    expect(bodyDigest('e', { n: [] })).not.toBe(bodyDigest('e', { n: {} }));
+  });
+
+  it('reads uploaded bytes by content', () => {
+    const one = bodyDigest('audio.transcriptions', { model: 'w', file: { data: Buffer.from([1, 2, 3]), filename: 'a.wav' } });
+    expect(bodyDigest('audio.transcriptions', { file: { filename: 'a.wav', data: new Uint8Array([1, 2, 3]) }, model: 'w' })).toBe(one);
+    expect(bodyDigest('audio.transcriptions', { model: 'w', file: { data: Buffer.from([1, 2, 4]), filename: 'a.wav' } })).not.toBe(one);
+  });
+});
+
+describe('records', () => {
+  it('round-trip in every state, the answer bytes as they were', () => {
+    for (const record of [
+      { state: 'running', body: 'b', until: 123 },
+      { state: 'released', body: 'b' },
+      { state: 'too-large', body: 'b', bytes: 2_000_000 },
+    ] as const) expect(decodeRecord(encodeRecord(record))).toEqual(record);
+    const done = decodeRecord(encodeRecord({ state: 'done', body: 'b', answer: ANSWER }));
+    expect(done?.state).toBe('done');
+    if (done?.state !== 'done') return;
+    expect(done.answer.status).toBe(200);
+    expect(done.answer.headers).toEqual(ANSWER.headers);
+    expect(Buffer.from(done.answer.body).toString()).toBe('{"ok":true}');
+  });
+
+  it('a value that is no record reads as none', () => {
+    expect(decodeRecord(new Uint8Array([0, 0, 0, 200, 1]))).toBeUndefined();
+    expect(decodeRecord(Buffer.from('\0\0\0\x02{}'))).toBeUndefined();
+  });
+});
+
+describe('which answers are kept', () => {
+  it('2xx and the 4xx a retry would get again; not 5xx nor 4xx of the moment', () => {
+    expect([200, 201, 400, 404, 410, 413, 422].every(keepsAnswer)).toBe(true);
+    expect([401, 402, 403, 408, 409, 429, 500, 502, 503, 504].some(keepsAnswer)).toBe(false);
+  });
+});
+
+describe('IdempotencyStore', () => {
+  let clock = 1_000_000;
+  const now = () => clock;
+
+  function store(limits: Partial<IdempotencyLimits> = {}, bus: EventBus = new InProcessEventBus(logger)): IdempotencyStore {
+    return new IdempotencyStore(bus, { ...DEFAULT_IDEMPOTENCY_LIMITS, claimLeaseMs: 60_000, waitMs: 5_000, ...limits }, logger, now);
+  }
+
+  async function run(outcome: IdempotencyOutcome) {
+    expect(outcome.kind).toBe('run');
+    if (outcome.kind !== 'run') throw new Error('no claim');
+    return outcome.claim;
+  }
+
+  it('the first runs; a duplicate of the same body waits for it and gets its answer', async () => {
+    const records = store();
+    const claim = await run(await records.begin('k1', 'body-a', new Cancellation()));
+    const duplicate = records.begin('k1', 'body-a', new Cancellation());
+    let settled = false;
+    void duplicate.then(() => (settled = true));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(settled).toBe(false);
+    await claim.finish({ answer: ANSWER });
+    const outcome = await duplicate;
+    expect(outcome.kind).toBe('replay');
+    if (outcome.kind === 'replay') expect(Buffer.from(outcome.answer.body).toString()).toBe('{"ok":true}');
+  });
+
+  it('another body under the same key is refused, running or done', async () => {
+    const records = store();
+    const claim = await run(await records.begin('k2', 'body-a', new Cancellation()));
+    expect((await records.begin('k2', 'body-b', new Cancellation())).kind).toBe('reused');
+    await claim.finish({ answer: ANSWER });
+    expect((await records.begin('k2', 'body-b', new Cancellation())).kind).toBe('reused');
+  });
+
+  it('a released key runs again, whatever the body', async () => {
+    const records = store();
+    const claim = await run(await records.begin('k3', 'body-a', new Cancellation()));
+    await claim.finish(undefined);
+    const again = await run(await records.begin('k3', 'body-b', new Cancellation()));
+    await again.finish({ answer: ANSWER });
+    expect((await records.begin('k3', 'body-b', new Cancellation())).kind).toBe('replay');
+  });
+
+  it('a claim nobody renews ends by itself: the next request takes the key over', async () => {
+    const records = store({ claimLeaseMs: 1_000 });
+    const stale = await run(await records.begin('k4', 'body-a', new Cancellation()));
+    clock += 1_001;
+    const fresh = await run(await records.begin('k4', 'body-a', new Cancellation()));
+    // The stale holder's late answer is not written over the new claim.
+    await stale.finish({ answer: { ...ANSWER, body: Buffer.from('stale') } });
+    await fresh.finish({ answer: ANSWER });
+    const outcome = await records.begin('k4', 'body-a', new Cancellation());
+    expect(outcome.kind === 'replay' && Buffer.from(outcome.answer.body).toString()).toBe('{"ok":true}');
+  });
+
+  it('a duplicate waits at most waitMs, then is told the key is busy', async () => {
+    const records = store({ waitMs: 200 });
+    const claim = await run(await records.begin('k5', 'body-a', new Cancellation()));
+    // The store's clock drives the deadline: move it while the duplicate waits.
+    const waiting = records.begin('k5', 'body-a', new Cancellation());
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    clock += 201;
+    expect((await waiting).kind).toBe('busy');
+    await claim.finish(undefined);
+  });
+
+  it('an answer over the bound leaves a marker', async () => {
+    const records = store();
+    const claim = await run(await records.begin('k6', 'body-a', new Cancellation()));
+    await claim.finish({ tooLarge: 5_000_000 });
+    const outcome = await records.begin('k6', 'body-a', new Cancellation());
+    expect(outcome).toEqual({ kind: 'too-large', bytes: 5_000_000 });
+  });
+
+  it('a waiting duplicate whose client left stops waiting', async () => {
+    const records = store();
+    const claim = await run(await records.begin('k7', 'body-a', new Cancellation()));
+    const gone = new Cancellation();
+    const waiting = records.begin('k7', 'body-a', gone);
+    gone.abort();
+    await expect(waiting).rejects.toThrow(/client left/);
+    await claim.finish(undefined);
+  });
+
+  it('racing first requests: exactly one runs', async () => {
+    const options: KeyValueBucketOptions = { name: 'x', ttlMs: 60_000, maxBytes: 1 << 20, maxValueBytes: 1 << 20 };
+    const bucket = new MemoryKeyValueBucket(options);
+    const bus = { keyValue: async () => bucket } as unknown as EventBus;
+    const records = [store({}, bus), store({}, bus), store({}, bus)];
+    const outcomes = records.map((one) => one.begin('k8', 'body-a', new Cancellation()));
+    const first = await Promise.race(outcomes);
+    const claim = await run(first);
+    await claim.finish({ answer: ANSWER });
+    const all = await Promise.all(outcomes);
+    expect(all.filter((outcome) => outcome.kind === 'run')).toHaveLength(1);
+    expect(all.filter((outcome) => outcome.kind === 'replay')).toHaveLength(2);
+  });
+});
+
+describe('AnswerCapture and replay', () => {
+  let server: Server | undefined;
+  afterEach(async () => {
+    server?.closeAllConnections();
+    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+    server = undefined;
+  });
+
+  /** Serves one route with `answer`, records it, and on the next request replays what was recorded. */
+  async function serve(answer: (response: ServerResponse) => void, maxBytes = 1 << 20) {
+    let stored: StoredAnswer | undefined;
+    let capture: AnswerCapture | undefined;
+    server = createServer((request, response) => {
+      request.resume();
+      response.setHeader('x-request-id', 'own-id');
+      if (stored) return replayAnswer(response, stored);
+      capture = new AnswerCapture(response, maxBytes);
+      response.once('close', () => {
+        if (response.writableFinished && !capture!.overflowed) stored = capture!.answer();
+      });
+      answer(response);
+    });
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`, capture: () => capture! };
+  }
+
+  it('a JSON answer comes back with the same status, headers and bytes, marked replayed', async () => {
+    const { url } = await serve((response) => {
+      response.statusCode = 400;
+      response.setHeader('content-type', 'application/json; charset=utf-8');
+      response.setHeader('x-gateway-request-id', 'req-first');
+      response.end('{"error":{"message":"bad"}}');
+    });
+    const first = await fetch(url, { method: 'POST' });
+    const firstBody = await first.text();
+    const second = await fetch(url, { method: 'POST' });
+    expect(second.status).toBe(400);
+    expect(await second.text()).toBe(firstBody);
+    expect(second.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    expect(second.headers.get('x-gateway-request-id')).toBe('req-first');
+    expect(second.headers.get(REPLAYED_HEADER)).toBe('true');
+    expect(first.headers.get(REPLAYED_HEADER)).toBeNull();
+  });
+
+  it('a stream comes back as the same events', async () => {
+    const { url } = await serve((response) => {
+      response.writeHead(200, { 'content-type': 'text/event-stream' });
+      response.write('data: {"n":1}\n\n');
+      setTimeout(() => {
+        response.write(Buffer.from('data: {"n":2}\n\n'));
+        response.end('data: [DONE]\n\n');
+      }, 20);
+    });
+    const first = await (await fetch(url, { method: 'POST' })).text();
+    expect(first).toBe('data: {"n":1}\n\ndata: {"n":2}\n\ndata: [DONE]\n\n');
+    const second = await fetch(url, { method: 'POST' });
+    expect(second.headers.get('content-type')).toBe('text/event-stream');
+    expect(await second.text()).toBe(first);
+  });
+
+  it('past its bound it keeps only the count', async () => {
+    const { url, capture } = await serve((response) => {
+      response.writeHead(200, { 'content-type': 'application/octet-stream' });
+      response.end(Buffer.alloc(2_048));
+    }, 1_024);
+    await (await fetch(url, { method: 'POST' })).arrayBuffer();
+    expect(capture().overflowed).toBe(true);
+    expect(capture().bytes).toBe(2_048);
+    expect(capture().answer().body.byteLength).toBe(0);
+  });
+});

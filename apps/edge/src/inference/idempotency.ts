@@ -1,0 +1,129 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { EdgeContext } from '../context.js';
+import { echoed } from '../echoed-value.js';
+import { EdgeError } from '../errors.js';
+import { ClientGoneError } from '../http.js';
+import { AnswerCapture, bodyDigest, replayAnswer } from './idempotency-capture.js';
+import { IdempotencyStore, keepsAnswer, type IdempotencyOutcome } from './idempotency-store.js';
+import type { InferenceJob } from './pipeline-steps.js';
+
+/*
+ * Idempotency-Key on inference POSTs (docs/operations.md "Idempotency-Key"). Scoped to the account: the
+ * first request with a key runs the pipeline and its answer is kept for `ttlMs`; the same key with the
+ * same body gets that answer again without a Router call (so without a second charge); with another
+ * body a 422. Duplicates that arrive while the first runs wait for it. Records live in a key-value
+ * bucket of the bus (JetStream, shared by every edge replica; in-process memory under `npm start`),
+ * whose compare-and-set create lets exactly one request of a key run. A request without the header
+ * does none of this.
+ */
+
+export const IDEMPOTENCY_HEADER = 'idempotency-key';
+export const MAX_IDEMPOTENCY_KEY_CHARS = 255;
+
+export const idempotencyErrors = {
+  invalidKey: (detail: string) =>
+    new EdgeError({
+      status: 400,
+      type: 'invalid_request_error',
+      message: `header.${IDEMPOTENCY_HEADER}: ${detail}`,
+      code: 'invalid_idempotency_key',
+      param: `header.${IDEMPOTENCY_HEADER}`,
+    }),
+  reused: () =>
+    new EdgeError({
+      status: 422,
+      type: 'invalid_request_error',
+      message: 'This Idempotency-Key was already used with a different request body or route in the last 24 hours; send a new key for a new request.',
+      code: 'idempotency_key_reused',
+      param: `header.${IDEMPOTENCY_HEADER}`,
+    }),
+  inProgress: () =>
+    new EdgeError({
+      status: 409,
+      type: 'invalid_request_error',
+      message: 'The first request with this Idempotency-Key is still being answered; retry with the same key later to get its answer.',
+      code: 'idempotency_key_in_progress',
+      retryAfterSeconds: 1,
+    }),
+  answerTooLarge: (bytes: number, maxBytes: number) =>
+    new EdgeError({
+      status: 409,
+      type: 'invalid_request_error',
+      message: `The answer to the first request with this Idempotency-Key (${bytes} bytes) was larger than the ${maxBytes} bytes the gateway keeps, so it cannot be sent again; send a new key to make a new request.`,
+      code: 'idempotency_answer_unavailable',
+    }),
+  unavailable: () =>
+    new EdgeError({
+      status: 503,
+      type: 'service_unavailable',
+      message: 'Requests with an Idempotency-Key cannot be served right now (the gateway cannot reach its idempotency store); retry shortly.',
+      code: 'idempotency_unavailable',
+      retryAfterSeconds: 1,
+    }),
+};
+
+/** The request's Idempotency-Key, checked (1–255 printable ASCII characters); undefined without the header. */
+export function idempotencyKeyOf(request: IncomingMessage): string | undefined {
+  const value = request.headers[IDEMPOTENCY_HEADER];
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || value.length === 0) throw idempotencyErrors.invalidKey('must not be empty.');
+  if (value.length > MAX_IDEMPOTENCY_KEY_CHARS) throw idempotencyErrors.invalidKey(`at most ${MAX_IDEMPOTENCY_KEY_CHARS} characters (got ${value.length}).`);
+  if (!/^[\x20-\x7e]+$/.test(value)) throw idempotencyErrors.invalidKey(`printable ASCII only (got \`${echoed(value)}\`).`);
+  return value;
+}
+
+/** What identifies one request of a key: its account, the key, the route's endpoint and the body's value. */
+export interface IdempotentRequest {
+  key: string;
+  accountId: string;
+  endpoint: string;
+  /** The body as JSON (a JSON route), or as the route read it (a multipart upload, files as bytes). */
+  body: unknown;
+}
+
+/**
+ * Runs an inference request that carries an Idempotency-Key: the pipeline (`run`) for the first of its
+ * key, whose answer is recorded as it goes out and kept when its response finished with a status worth
+ * keeping and no failure after the commit point; the kept answer for a duplicate; an error otherwise.
+ * Errors `run` throws are answered by the caller as usual, and seen here as they go out.
+ */
+export async function runIdempotent(
+  context: EdgeContext,
+  request: IdempotentRequest,
+  response: ServerResponse,
+  job: InferenceJob,
+  run: () => Promise<void>,
+): Promise<void> {
+  const store = context.idempotency;
+  if (!store) throw idempotencyErrors.unavailable();
+  const recordKey = IdempotencyStore.recordKey(request.accountId, request.key);
+  let outcome: IdempotencyOutcome;
+  try {
+    outcome = await store.begin(recordKey, bodyDigest(request.endpoint, request.body), job.signal);
+  } catch (error) {
+    if (error instanceof ClientGoneError) throw error;
+    context.logger.warn({ err: error, request_id: job.requestId }, 'idempotency store unreachable');
+    throw idempotencyErrors.unavailable();
+  }
+  switch (outcome.kind) {
+    case 'replay':
+      replayAnswer(response, outcome.answer);
+      return;
+    case 'reused':
+      throw idempotencyErrors.reused();
+    case 'too-large':
+      throw idempotencyErrors.answerTooLarge(outcome.bytes, store.limits.maxAnswerBytes);
+    case 'busy':
+      throw idempotencyErrors.inProgress();
+    case 'run':
+      break;
+  }
+  const claim = outcome.claim;
+  const capture = new AnswerCapture(response, store.limits.maxAnswerBytes);
+  response.once('close', () => {
+    const whole = response.writableFinished && !job.failedAfterCommit && keepsAnswer(capture.status);
+    void claim.finish(!whole ? undefined : capture.overflowed ? { tooLarge: capture.bytes } : { answer: capture.answer() });
+  });
+  await run();
+}
+

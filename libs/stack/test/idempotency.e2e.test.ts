@@ -1,0 +1,230 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
+import { createClient, formatCredits, parseCredits } from '@gateway/platform';
+import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
+import { eventually } from '@gateway/testing';
+import type { RunningEdge } from '@gateway/edge';
+import { startConfiguredStack, type ConfiguredStack } from './configured-stack.js';
+import { oneModelCatalog, pricedTokens } from './chat-e2e-harness.js';
+
+// Idempotency-Key on inference POSTs through the whole stack (issue 27 item 7): the fake upstream counts
+// the calls, the ledger's activity counts the charges, the balance route shows what was taken.
+
+const MODEL = 'testco/idem';
+const INPUT_PRICE = '0.000001';
+const OUTPUT_PRICE = '0.000002';
+const USAGE = { prompt_tokens: 13, completion_tokens: 9 };
+const COST = pricedTokens(USAGE.prompt_tokens, USAGE.completion_tokens, INPUT_PRICE, OUTPUT_PRICE);
+
+interface Account {
+  accountId: string;
+  provisioningKey: string;
+  apiKey: string;
+}
+
+describe('Idempotency-Key, end to end', () => {
+  let gateway: ConfiguredStack;
+  let secondEdge: RunningEdge;
+  let ledger: ReturnType<typeof createClient<LedgerServiceClient>>;
+  let alice: Account;
+  let bob: Account;
+
+  beforeAll(async () => {
+    gateway = await startConfiguredStack({
+      name: 'idempotency',
+      keyHashSecret: 'idempotency-e2e-secret-0123456789ab',
+      providerSecrets: { IDEM_KEY: 'sk-idem' },
+      config: (upstream) =>
+        oneModelCatalog({
+          model: MODEL,
+          provider: `kind: openai, base_url: ${upstream.url}, api_key_env: IDEM_KEY`,
+          upstreamModel: 'idem-upstream',
+          supportedParameters: ['temperature', 'max_completion_tokens', 'stream_options'],
+          endpoints: ['chat.completions', 'messages', 'responses'],
+          inputPrice: INPUT_PRICE,
+          outputPrice: OUTPUT_PRICE,
+        }),
+    });
+    const account = async (name: string): Promise<Account> => {
+      const created = await gateway.ctl('accounts', 'create', '--name', name, '--credits', '10', '--tier', 'tier-1', '--json');
+      const key = await gateway.ctl('keys', 'create', created.account_id!, '--name', `${name}-key`, '--json');
+      return { accountId: created.account_id!, provisioningKey: created.provisioning_key!, apiKey: key.api_key! };
+    };
+    alice = await account('alice');
+    bob = await account('bob');
+    ledger = createClient(LedgerServiceClient, LedgerServiceService, gateway.stack.addresses.ledger);
+    secondEdge = await gateway.startSecondEdge({ name: 'edge-idem-2' });
+  }, 120_000);
+
+  afterAll(async () => {
+    ledger?.close();
+    await gateway?.stop();
+  });
+
+  beforeEach(() => {
+    gateway.upstream.reset();
+    gateway.upstream.setFallback({ usage: USAGE, text: 'Kept once, answered twice.' });
+  });
+
+  const calls = () => gateway.upstream.requests.filter((request) => request.path.endsWith('/chat/completions')).length;
+
+  function post(account: Account, key: string | undefined, body: unknown, options: { url?: string; path?: string } = {}) {
+    return fetch(`${options.url ?? gateway.stack.url}${options.path ?? '/v1/chat/completions'}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${account.apiKey}`, 'content-type': 'application/json', ...(key ? { 'idempotency-key': key } : {}) },
+      body: JSON.stringify(body),
+    });
+  }
+
+  const chat = (content: string, extra: Record<string, unknown> = {}) => ({ model: MODEL, messages: [{ role: 'user', content }], ...extra });
+
+  async function charges(account: Account): Promise<{ requests: number; costPico: bigint }> {
+    const activity = await ledger.getActivity({ accountId: account.accountId, days: 30, keyId: '' });
+    const rows = activity.rows.filter((row) => row.modelId === MODEL);
+    return { requests: rows.reduce((sum, row) => sum + row.requests, 0), costPico: rows.reduce((sum, row) => sum + parseCredits(row.credits), 0n) };
+  }
+
+  async function balance(account: Account): Promise<bigint> {
+    const response = await fetch(`${gateway.stack.url}/v1/account/balance`, { headers: { authorization: `Bearer ${account.provisioningKey}` } });
+    expect(response.status).toBe(200);
+    return parseCredits(((await response.json()) as { balance: string }).balance);
+  }
+
+  /** Waits for `requests` charges in all, then gives the ledger time to show a stray extra one. */
+  async function settledAt(account: Account, requests: number): Promise<{ requests: number; costPico: bigint }> {
+    await eventually(async () => expect((await charges(account)).requests).toBe(requests), 15_000);
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    const seen = await charges(account);
+    expect(seen.requests).toBe(requests);
+    return seen;
+  }
+
+  it('the same key and body twice: the same answer, one upstream call, one exact charge', async () => {
+    const key = `same-${randomUUID()}`;
+    const before = await charges(alice);
+    const balanceBefore = await balance(alice);
+    const first = await post(alice, key, chat('Charge me once.'));
+    expect(first.status).toBe(200);
+    const firstText = await first.text();
+    expect(first.headers.get('idempotent-replayed')).toBeNull();
+    // Key order and spacing do not make another body.
+    const second = await fetch(`${gateway.stack.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${alice.apiKey}`, 'content-type': 'application/json', 'idempotency-key': key },
+      body: `{ "messages": [ { "content": "Charge me once.", "role": "user" } ], "model": "${MODEL}" }`,
+    });
+    expect(second.status).toBe(200);
+    expect(await second.text()).toBe(firstText);
+    expect(second.headers.get('idempotent-replayed')).toBe('true');
+    expect(second.headers.get('x-gateway-request-id')).toBe(first.headers.get('x-gateway-request-id'));
+    expect(JSON.parse(firstText).usage).toMatchObject({ prompt_tokens: USAGE.prompt_tokens, completion_tokens: USAGE.completion_tokens });
+    expect(calls()).toBe(1);
+    const after = await settledAt(alice, before.requests + 1);
+    expect(after.costPico - before.costPico).toBe(COST);
+    await eventually(async () => expect(formatCredits(await balance(alice))).toBe(formatCredits(balanceBefore - COST)), 10_000);
+  });
+
+  it('a stream replays its stored events, byte for byte, without a second call or charge', async () => {
+    const key = `stream-${randomUUID()}`;
+    const before = await charges(alice);
+    const body = chat('Stream me once.', { stream: true, stream_options: { include_usage: true } });
+    const first = await post(alice, key, body);
+    expect(first.status).toBe(200);
+    expect(first.headers.get('content-type')).toContain('text/event-stream');
+    const events = await first.text();
+    expect(events).toContain('Kept once');
+    expect(events.trimEnd().endsWith('data: [DONE]')).toBe(true);
+    const second = await post(alice, key, body);
+    expect(second.status).toBe(200);
+    expect(second.headers.get('content-type')).toContain('text/event-stream');
+    expect(await second.text()).toBe(events);
+    expect(calls()).toBe(1);
+    const after = await settledAt(alice, before.requests + 1);
+    expect(after.costPico - before.costPico).toBe(COST);
+  });
+
+  it('the same key with another body is a 422 idempotency_key_reused, and calls nothing', async () => {
+    const key = `reused-${randomUUID()}`;
+    expect((await post(alice, key, chat('First body.'))).status).toBe(200);
+    const other = await post(alice, key, chat('Second body.'));
+    expect(other.status).toBe(422);
+    const error = ((await other.json()) as { error: { code: string; type: string } }).error;
+    expect(error.code).toBe('idempotency_key_reused');
+    expect(error.type).toBe('invalid_request_error');
+    // Another route with the same body is another request too.
+    const messages = await post(alice, key, { ...chat('First body.'), max_tokens: 64 }, { path: '/v1/messages' });
+    expect(messages.status).toBe(422);
+    expect(((await messages.json()) as { type: string; error: { type: string } }).type).toBe('error');
+    expect(calls()).toBe(1);
+  });
+
+  it('concurrent duplicates on two edge replicas: one upstream call, both get the answer', async () => {
+    gateway.upstream.setFallback({ usage: USAGE, text: 'Slow and single.', latencyMs: 800 });
+    const key = `concurrent-${randomUUID()}`;
+    const before = await charges(alice);
+    const body = chat('Only one of us goes upstream.');
+    const answers = await Promise.all([post(alice, key, body), post(alice, key, body, { url: secondEdge.url }), post(alice, key, body)]);
+    const texts = await Promise.all(answers.map((answer) => answer.text()));
+    expect(answers.map((answer) => answer.status)).toEqual([200, 200, 200]);
+    expect(new Set(texts).size).toBe(1);
+    expect(answers.filter((answer) => answer.headers.get('idempotent-replayed') === 'true')).toHaveLength(2);
+    expect(calls()).toBe(1);
+    const after = await settledAt(alice, before.requests + 1);
+    expect(after.costPico - before.costPico).toBe(COST);
+  });
+
+  it('keys are per account: another account with the same key gets its own answer and charge', async () => {
+    const key = `shared-${randomUUID()}`;
+    const aliceBefore = await charges(alice);
+    const bobBefore = await charges(bob);
+    const body = chat('Same key, two accounts.');
+    expect((await post(alice, key, body)).status).toBe(200);
+    const bobs = await post(bob, key, body);
+    expect(bobs.status).toBe(200);
+    expect(bobs.headers.get('idempotent-replayed')).toBeNull();
+    expect(calls()).toBe(2);
+    // Bob's key with another body is not bound by Alice's.
+    expect((await post(bob, `${key}-b`, chat('Bob alone.'))).status).toBe(200);
+    expect((await settledAt(alice, aliceBefore.requests + 1)).costPico - aliceBefore.costPico).toBe(COST);
+    expect((await settledAt(bob, bobBefore.requests + 2)).costPico - bobBefore.costPico).toBe(2n * COST);
+  });
+
+  it('a 5xx first attempt is not kept: the retry with the same key calls upstream again, and that answer is kept', async () => {
+    gateway.upstream.setFallback({ status: 500 });
+    const key = `retry-${randomUUID()}`;
+    const before = await charges(alice);
+    const body = chat('Fail first, then work.');
+    const failed = await post(alice, key, body);
+    expect(failed.status).toBeGreaterThanOrEqual(500);
+    await failed.text();
+    const failedCalls = calls();
+    expect(failedCalls).toBeGreaterThanOrEqual(1);
+    gateway.upstream.setFallback({ usage: USAGE, text: 'Second time lucky.' });
+    // The failed first request released the key as its response closed: the retry runs.
+    let retried: Response | undefined;
+    await eventually(async () => {
+      retried = await post(alice, key, body);
+      expect(retried.status).toBe(200);
+    }, 5_000);
+    const retriedText = await retried!.text();
+    expect(retriedText).toContain('Second time lucky.');
+    expect(calls()).toBe(failedCalls + 1);
+    const third = await post(alice, key, body);
+    expect(await third.text()).toBe(retriedText);
+    expect(third.headers.get('idempotent-replayed')).toBe('true');
+    expect(calls()).toBe(failedCalls + 1);
+    const after = await settledAt(alice, before.requests + 1);
+    expect(after.costPico - before.costPico).toBe(COST);
+  });
+
+  it('requests without the header are never deduplicated; a malformed key is a 400 before any call', async () => {
+    const body = chat('No key, no memory.');
+    expect((await post(alice, undefined, body)).status).toBe(200);
+    expect((await post(alice, undefined, body)).status).toBe(200);
+    expect(calls()).toBe(2);
+    const tooLong = await post(alice, 'k'.repeat(256), body);
+    expect(tooLong.status).toBe(400);
+    expect(((await tooLong.json()) as { error: { code: string } }).error.code).toBe('invalid_idempotency_key');
+    expect(calls()).toBe(2);
+  });
+});
