@@ -36,4 +36,4 @@ export async function failureOf(promise: Promise<unknown>): Promise<ProviderErro
   return error as ProviderError;
 }
 
-export const live = () => new AbortController().signal;
+export const live = (): AbortSignal => new AbortController().signal;
