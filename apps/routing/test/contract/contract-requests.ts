@@ -104,8 +104,11 @@ export function foldStream(parts: AdapterStreamPart[], providerId: string): Outc
         known.arguments += call.arguments;
         if (call.id) known.id = call.id;
         if (call.name) known.name = call.name;
+        if (call.signature) Object.assign(known, { signature: call.signature, signatureProviderId: providerId });
       } else {
-        calls.set(call.index, { id: call.id, name: call.name, arguments: call.arguments });
+        // A call's own signature (Gemini) is issued by the stream's provider, as the router tags it.
+        const signed = call.signature ? { signature: call.signature, signatureProviderId: providerId } : {};
+        calls.set(call.index, { id: call.id, name: call.name, arguments: call.arguments, ...signed });
       }
     }
     if (delta.finishReason) finishReason = delta.finishReason;
