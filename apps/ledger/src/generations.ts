@@ -36,7 +36,7 @@ export async function readGeneration(db: LedgerDatabase, accountId: string, requ
            g.native_cache_write_tokens, g.cost_input_pico, g.cost_output_pico, g.cost_cache_read_pico,
            g.cost_cache_write_pico, g.cost_reasoning_pico
     from generations g join charges c on c.request_id = g.request_id
-    where g.request_id = ${requestId} and g.account_id = ${accountId} and c.account_id = ${accountId}`.execute(db);
+    where g.request_id = ${requestId} and c.account_id = ${accountId}`.execute(db);
   const row = found.rows[0];
   if (row) return { found: true, pending: false, generation: generationOf(requestId, row) };
   const known = await sql<{ open: boolean | null; charged: boolean }>`

@@ -21,7 +21,7 @@ export interface LedgerTables {
     cost_pico: bigint; streamed: boolean; occurred_at: Date; created_at: Date;
   };
   generations: {
-    request_id: string; account_id: string; finish_reason: string; latency_ms: number; generation_time_ms: number;
+    request_id: string; finish_reason: string; latency_ms: number; generation_time_ms: number;
     cancelled: boolean; insured_reason: string; cache_write_tokens: bigint; native_input_tokens: bigint | null;
     native_output_tokens: bigint | null; native_reasoning_tokens: bigint | null; native_cached_input_tokens: bigint | null;
     native_cache_write_tokens: bigint | null; cost_input_pico: bigint; cost_output_pico: bigint; cost_cache_read_pico: bigint;

@@ -73,18 +73,26 @@ export function dedupeByRequest(items: readonly SettlementItem[]): SettlementIte
  */
 export const SETTLE_STATEMENT_NAME = 'ledger_settle_batch_v2';
 const SETTLE_PARAMETERS = 6 + usageColumns.length + 4 + 2 + 2;
-const GENERATION_COLUMNS = [
-  ['request_id', 'text'], ['account_id', 'text'], ['finish_reason', 'text'], ['latency_ms', 'integer'],
-  ['generation_time_ms', 'integer'], ['cancelled', 'boolean'], ['insured_reason', 'text'], ['cache_write_tokens', 'bigint'],
+/**
+ * The generation record's columns: name, SQL type, and the default a column takes when the whole batch
+ * has it (its array then goes as null, read back through coalesce: unnest pads a null array with nulls).
+ * Native counts have no default: null there means the provider reported none.
+ */
+const GENERATION_COLUMNS: ReadonlyArray<readonly [string, string, string?]> = [
+  ['request_id', 'text'], ['finish_reason', 'text'], ['latency_ms', 'integer'],
+  ['generation_time_ms', 'integer'], ['cancelled', 'boolean', 'false'], ['insured_reason', 'text', "''"],
+  ['cache_write_tokens', 'bigint', '0'],
   ['native_input_tokens', 'bigint'], ['native_output_tokens', 'bigint'], ['native_reasoning_tokens', 'bigint'],
   ['native_cached_input_tokens', 'bigint'], ['native_cache_write_tokens', 'bigint'],
-  ['cost_input_pico', 'bigint'], ['cost_output_pico', 'bigint'], ['cost_cache_read_pico', 'bigint'],
-  ['cost_cache_write_pico', 'bigint'], ['cost_reasoning_pico', 'bigint'],
-] as const;
+  ['cost_input_pico', 'bigint', '0'], ['cost_output_pico', 'bigint', '0'], ['cost_cache_read_pico', 'bigint', '0'],
+  ['cost_cache_write_pico', 'bigint', '0'], ['cost_reasoning_pico', 'bigint', '0'],
+];
 const generationParameter = (index: number) => `$${SETTLE_PARAMETERS + index + 1}::${GENERATION_COLUMNS[index]![1]}[]`;
 export const SETTLE_STATEMENT =
   `with recorded as (insert into generations (${GENERATION_COLUMNS.map(([name]) => name).join(', ')}) ` +
-  `select * from unnest(${GENERATION_COLUMNS.map((_, index) => generationParameter(index)).join(', ')}) ` +
+  `select ${GENERATION_COLUMNS.map(([name, , fallback]) => (fallback === undefined ? name : `coalesce(${name}, ${fallback})`)).join(', ')} ` +
+  `from unnest(${GENERATION_COLUMNS.map((_, index) => generationParameter(index)).join(', ')}) ` +
+  `as g(${GENERATION_COLUMNS.map(([name]) => name).join(', ')}) ` +
   `on conflict (request_id) do nothing) ` +
   `select charged_count as charged, closed_count as closed from settle_batch(${Array.from({ length: SETTLE_PARAMETERS }, (_, index) => `$${index + 1}`).join(', ')})`;
 
@@ -122,29 +130,33 @@ const NO_FACTS: GenerationFacts = {
   cost: { total: 0n, input: 0n, output: 0n, cacheRead: 0n, cacheWrite: 0n, reasoning: 0n },
 };
 
-/** The generation records' columns, GENERATION_COLUMNS' order, one element per served item. */
-function generationValues(served: readonly SettlementItem[]): string[] {
+/**
+ * The generation records' columns, GENERATION_COLUMNS' order, one element per served item. A column
+ * with a default that the whole batch shares (no cancellation, no insurance, no cache price: the usual
+ * chat batch) goes as null: each array element costs Postgres parse time.
+ */
+function generationValues(served: readonly SettlementItem[]): Array<string | null> {
   const facts = served.map((item) => item.generation ?? NO_FACTS);
   const native = (pick: (usage: Usage) => number) => nullableIntegerArrayLiteral(facts.map((fact) => (fact.nativeUsage ? pick(fact.nativeUsage) >>> 0 : undefined)));
+  const pico = (pick: (cost: CostBreakdown) => bigint) => (facts.some((fact) => pick(fact.cost) !== 0n) ? integerArrayLiteral(facts.map((fact) => pick(fact.cost))) : null);
   return [
     textArrayLiteral(served.map((item) => item.requestId)),
-    textArrayLiteral(served.map((item) => item.accountId)),
     textArrayLiteral(facts.map((fact) => fact.finishReason)),
     integerArrayLiteral(facts.map((fact) => clampInt(fact.latencyMs))),
     integerArrayLiteral(facts.map((fact) => clampInt(fact.generationTimeMs))),
-    booleanArrayLiteral(facts.map((fact) => fact.cancelled)),
-    textArrayLiteral(facts.map((fact) => fact.insuredReason)),
-    integerArrayLiteral(served.map((item) => item.usage.cacheWriteTokens >>> 0)),
+    facts.some((fact) => fact.cancelled) ? booleanArrayLiteral(facts.map((fact) => fact.cancelled)) : null,
+    facts.some((fact) => fact.insuredReason !== '') ? textArrayLiteral(facts.map((fact) => fact.insuredReason)) : null,
+    served.some((item) => item.usage.cacheWriteTokens !== 0) ? integerArrayLiteral(served.map((item) => item.usage.cacheWriteTokens >>> 0)) : null,
     native((usage) => usage.inputTokens),
     native((usage) => usage.outputTokens),
     native((usage) => usage.reasoningTokens),
     native((usage) => usage.cachedInputTokens),
     native((usage) => usage.cacheWriteTokens),
-    integerArrayLiteral(facts.map((fact) => fact.cost.input)),
-    integerArrayLiteral(facts.map((fact) => fact.cost.output)),
-    integerArrayLiteral(facts.map((fact) => fact.cost.cacheRead)),
-    integerArrayLiteral(facts.map((fact) => fact.cost.cacheWrite)),
-    integerArrayLiteral(facts.map((fact) => fact.cost.reasoning)),
+    pico((cost) => cost.input),
+    pico((cost) => cost.output),
+    pico((cost) => cost.cacheRead),
+    pico((cost) => cost.cacheWrite),
+    pico((cost) => cost.reasoning),
   ];
 }
 

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatCredits, subjects } from '@gateway/platform';
 import { sql } from '@gateway/platform/db';
-import { Pricing, Usage, UsageEvent, UsageOutcome } from '@gateway/proto';
+import { Pricing, Usage, UsageEvent, UsageEventBatch, UsageOutcome } from '@gateway/proto';
 import { eventually, uniqueName } from '@gateway/testing';
 import { createLedgerHarness, usageEvent, type LedgerClient, type LedgerHarness } from './harness.js';
 
@@ -111,6 +111,26 @@ describe('generation records', () => {
     expect(charged.insuredReason).toBe('');
     expect(charged.cost).toBe(formatCredits(1_000n * 3_000_000n + 10n * 15_000_000n));
     expect((await client.getBalance({ accountId })).balance).toBe(formatCredits(10n * 10n ** 12n - 3_150_000_000n));
+  });
+
+  it('one batch mixing plain, cancelled, insured and unreported events keeps each record its own', async () => {
+    const { client } = await harness.start();
+    const accountId = await fundedAccount(client);
+    const [plain, cancelled, insured] = [uniqueName('req'), uniqueName('req'), uniqueName('req')];
+    const events = [
+      usageEvent({ requestId: plain, accountId, prices: PRICES, usage: Usage.create({ inputTokens: 10, outputTokens: 5 }), finishReason: 'stop', nativeUsage: Usage.create({ inputTokens: 10, outputTokens: 5 }) }),
+      usageEvent({ requestId: cancelled, accountId, prices: PRICES, usage: Usage.create({ inputTokens: 10, outputTokens: 2, estimated: true }), cancelled: true, streamed: true }),
+      usageEvent({ requestId: insured, accountId, prices: PRICES, usage: Usage.create({ inputTokens: 10 }), insuredReason: 'no_output_error_finish_reason', finishReason: 'error' }),
+    ];
+    // One group-commit message: the three settle in one transaction, one statement.
+    await harness.testBus.bus.publishDurable(subjects.usageBatches, UsageEventBatch.encode({ batchId: uniqueName('batch'), events }).finish(), uniqueName('batch'));
+    await eventually(async () => expect((await client.getGeneration({ accountId, requestId: insured })).found).toBe(true));
+    const read = async (requestId: string) => (await client.getGeneration({ accountId, requestId })).generation!;
+    expect(await read(plain)).toMatchObject({ cancelled: false, insuredReason: '', finishReason: 'stop', nativeUsage: { inputTokens: 10, outputTokens: 5 }, cost: formatCredits(30_000_000n + 75_000_000n) });
+    expect(await read(cancelled)).toMatchObject({ cancelled: true, streamed: true, insuredReason: '', finishReason: '', nativeUsage: undefined, cost: formatCredits(30_000_000n + 30_000_000n) });
+    expect((await read(cancelled)).usage!.estimated).toBe(true);
+    expect(await read(insured)).toMatchObject({ cancelled: false, insuredReason: 'no_output_error_finish_reason', finishReason: 'error', cost: '0' });
+    expect((await client.getBalance({ accountId })).balance).toBe(formatCredits(10n * 10n ** 12n - 165_000_000n));
   });
 
   it('the sweeper deletes records past 30 days in bounded batches and leaves the charges', async () => {
