@@ -5,7 +5,7 @@ import { resolveFileParts } from '../canonical/file-parts.js';
 import { routerRequest } from '../canonical/request.js';
 import type { EdgeContext } from '../context.js';
 import type { AnswerContext, ConvertedRequest, InferenceDialect } from './dialect.js';
-import { toApiError } from '../errors.js';
+import { EdgeError, toApiError } from '../errors.js';
 import { gatewayHeaders } from './gateway-headers.js';
 import { ClientGoneError } from '../http.js';
 import type { FreeFormField } from '../json-depth.js';
@@ -93,11 +93,26 @@ class ChatSteps<Body> implements InferenceSteps<Body, ChatCall> {
    */
   private async prepareChoosing(body: Body, named: CatalogModel, context: EdgeContext, job: InferenceJob<Body>): Promise<ChatCall> {
     const chosen = chooseModels(context, body, named, this.endpoint, job.key);
+    // A prompt too long for a model's window moves on to the next model (as a provider's refusal would);
+    // when it fits none, the first model's refusal is the answer.
+    let converted: ConvertedRequest | undefined;
+    let measure: PromptMeasure | undefined;
+    let tooLong: unknown;
+    while (chosen.models.length > 0) {
+      converted = this.dialect.convert(body, chosen.models[0]!, context.reasoningTags);
+      measure = measurePrompt(converted.request);
+      try {
+        await checkContextWindow(chosen.models[0]!, converted.request, measure, converted.outputField);
+        break;
+      } catch (error) {
+        if (!(error instanceof EdgeError) || error.apiError.code !== 'context_length_exceeded' || chosen.models.length === 1) throw tooLong ?? error;
+        tooLong ??= error;
+        chosen.models.shift();
+      }
+    }
     const model = chosen.models[0]!;
     job.model = model;
-    const converted = this.dialect.convert(body, model, context.reasoningTags);
-    const measure = measurePrompt(converted.request);
-    await checkContextWindow(model, converted.request, measure, converted.outputField);
+    if (!converted || !measure) throw tooLong;
     let bound = costBound(model, converted.request, measure);
     for (let index = 1; index < chosen.models.length; index++) {
       const candidate = costBound(chosen.models[index]!, converted.request, measure);
