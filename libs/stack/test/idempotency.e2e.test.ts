@@ -1,10 +1,16 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createClient, formatCredits, parseCredits } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
-import { eventually } from '@gateway/testing';
+import {
+  createTestBus, createTestDatabase, eventually, startFakeUpstream, type FakeUpstream, type TestBus, type TestDatabase,
+} from '@gateway/testing';
 import type { RunningEdge } from '@gateway/edge';
-import { startConfiguredStack, type ConfiguredStack } from './configured-stack.js';
+import type { RunningStack } from '../src/index.js';
+import { ctlJson, startConfiguredStack, startTestStack, type ConfiguredStack } from './configured-stack.js';
 import { oneModelCatalog, pricedTokens } from './chat-e2e-harness.js';
 
 // Idempotency-Key on inference POSTs through the whole stack (issue 27 item 7): the fake upstream counts
@@ -15,6 +21,20 @@ const INPUT_PRICE = '0.000001';
 const OUTPUT_PRICE = '0.000002';
 const USAGE = { prompt_tokens: 13, completion_tokens: 9 };
 const COST = pricedTokens(USAGE.prompt_tokens, USAGE.completion_tokens, INPUT_PRICE, OUTPUT_PRICE);
+
+const EMBEDDING_MODEL = 'testco/idem-embed';
+const EMBEDDING_MODEL_YAML = `
+  - id: ${EMBEDDING_MODEL}
+    owned_by: testco
+    created: 1767225600
+    input_modalities: [text]
+    output_modalities: [embeddings]
+    supported_parameters: [dimensions]
+    pricing: { per_input_token: "0.00000002" }
+    limit_group: default
+    offers:
+      - { provider: upstream-one, upstream_model: idem-embed-upstream, endpoints: [embeddings] }
+`;
 
 interface Account {
   accountId: string;
@@ -43,7 +63,7 @@ describe('Idempotency-Key, end to end', () => {
           endpoints: ['chat.completions', 'messages', 'responses'],
           inputPrice: INPUT_PRICE,
           outputPrice: OUTPUT_PRICE,
-        }),
+        }) + EMBEDDING_MODEL_YAML,
     });
     const account = async (name: string): Promise<Account> => {
       const created = await gateway.ctl('accounts', 'create', '--name', name, '--credits', '10', '--tier', 'tier-1', '--json');
@@ -145,6 +165,7 @@ describe('Idempotency-Key, end to end', () => {
 
   it('the same key with another body is a 422 idempotency_key_reused, and calls nothing', async () => {
     const key = `reused-${randomUUID()}`;
+    const before = await charges(alice);
     expect((await post(alice, key, chat('First body.'))).status).toBe(200);
     const other = await post(alice, key, chat('Second body.'));
     expect(other.status).toBe(422);
@@ -156,6 +177,7 @@ describe('Idempotency-Key, end to end', () => {
     expect(messages.status).toBe(422);
     expect(((await messages.json()) as { type: string; error: { type: string } }).type).toBe('error');
     expect(calls()).toBe(1);
+    expect((await settledAt(alice, before.requests + 1)).costPico - before.costPico).toBe(COST);
   });
 
   it('concurrent duplicates on two edge replicas: one upstream call, both get the answer', async () => {
@@ -217,8 +239,46 @@ describe('Idempotency-Key, end to end', () => {
     expect(after.costPico - before.costPico).toBe(COST);
   });
 
+  it('a stream that failed after its first content is not kept: the same key runs again', async () => {
+    gateway.upstream.setFallback({ usage: USAGE, text: 'one two three four', chunkCount: 4, cutAfterChunks: 1 });
+    const key = `cut-${randomUUID()}`;
+    const before = await charges(alice);
+    const body = chat('Cut me.', { stream: true, stream_options: { include_usage: true } });
+    const cut = await post(alice, key, body);
+    expect(cut.status).toBe(200);
+    const cutEvents = await cut.text();
+    expect(cutEvents).toContain('"error"');
+    const cutCalls = calls();
+    gateway.upstream.setFallback({ usage: USAGE, text: 'Whole this time.' });
+    const whole = await post(alice, key, body);
+    const wholeEvents = await whole.text();
+    expect(whole.headers.get('idempotent-replayed')).toBeNull();
+    expect(wholeEvents).not.toContain('"error"');
+    expect(wholeEvents.trimEnd().endsWith('data: [DONE]')).toBe(true);
+    expect(calls()).toBe(cutCalls + 1);
+    const replayed = await post(alice, key, body);
+    expect(await replayed.text()).toBe(wholeEvents);
+    expect(calls()).toBe(cutCalls + 1);
+    // The cut stream was charged for what it delivered, the whole one once.
+    await settledAt(alice, before.requests + 2);
+  });
+
+  it('an endpoint family (embeddings) answers a duplicate from the record', async () => {
+    const key = `embed-${randomUUID()}`;
+    const body = { model: EMBEDDING_MODEL, input: ['kept', 'vectors'] };
+    const first = await post(alice, key, body, { path: '/v1/embeddings' });
+    expect(first.status).toBe(200);
+    const firstText = await first.text();
+    expect(JSON.parse(firstText).data).toHaveLength(2);
+    const second = await post(alice, key, body, { path: '/v1/embeddings' });
+    expect(await second.text()).toBe(firstText);
+    expect(second.headers.get('idempotent-replayed')).toBe('true');
+    expect(gateway.upstream.requests.filter((request) => request.path.endsWith('/embeddings'))).toHaveLength(1);
+  });
+
   it('requests without the header are never deduplicated; a malformed key is a 400 before any call', async () => {
     const body = chat('No key, no memory.');
+    const before = await charges(alice);
     expect((await post(alice, undefined, body)).status).toBe(200);
     expect((await post(alice, undefined, body)).status).toBe(200);
     expect(calls()).toBe(2);
@@ -226,5 +286,65 @@ describe('Idempotency-Key, end to end', () => {
     expect(tooLong.status).toBe(400);
     expect(((await tooLong.json()) as { error: { code: string } }).error.code).toBe('invalid_idempotency_key');
     expect(calls()).toBe(2);
+    await settledAt(alice, before.requests + 2);
+  });
+});
+
+// `npm start` runs every service in one process on the in-process bus: the records live in its memory.
+describe('Idempotency-Key on the in-process bus (single-process mode)', () => {
+  let database: TestDatabase;
+  let testBus: TestBus;
+  let upstream: FakeUpstream;
+  let stack: RunningStack;
+  let directory: string;
+
+  beforeAll(async () => {
+    upstream = await startFakeUpstream();
+    directory = await mkdtemp(join(tmpdir(), 'gateway-idempotency-memory-'));
+    const configPath = join(directory, 'gateway.yaml');
+    await writeFile(
+      configPath,
+      oneModelCatalog({
+        model: MODEL,
+        provider: `kind: openai, base_url: ${upstream.url}, api_key_env: IDEM_KEY`,
+        upstreamModel: 'idem-upstream',
+        supportedParameters: ['stream_options'],
+        endpoints: ['chat.completions'],
+        inputPrice: INPUT_PRICE,
+        outputPrice: OUTPUT_PRICE,
+      }),
+    );
+    database = await createTestDatabase();
+    testBus = await createTestBus('memory');
+    stack = await startTestStack(database, testBus, { configPath, keyHashSecret: 'idempotency-e2e-secret-0123456789ab', providerSecrets: { IDEM_KEY: 'sk-idem' } });
+  }, 120_000);
+
+  afterAll(async () => {
+    await stack?.stop();
+    await testBus?.destroy();
+    await database?.drop();
+    await upstream?.close();
+    if (directory) await rm(directory, { recursive: true, force: true });
+  });
+
+  it('concurrent duplicates and a later one: one upstream call, one answer; another body 422', async () => {
+    upstream.setFallback({ usage: USAGE, latencyMs: 300 });
+    const created = await ctlJson(stack, 'accounts', 'create', '--name', 'solo', '--credits', '10', '--tier', 'tier-1', '--json');
+    const apiKey = (await ctlJson(stack, 'keys', 'create', created.account_id!, '--name', 'solo-key', '--json')).api_key!;
+    const send = (content: string) =>
+      fetch(`${stack.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', 'idempotency-key': 'solo-key-1' },
+        body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content }] }),
+      });
+    const answers = await Promise.all([send('Once.'), send('Once.')]);
+    const texts = await Promise.all(answers.map((answer) => answer.text()));
+    expect(answers.map((answer) => answer.status)).toEqual([200, 200]);
+    expect(texts[1]).toBe(texts[0]);
+    const later = await send('Once.');
+    expect(await later.text()).toBe(texts[0]);
+    expect(later.headers.get('idempotent-replayed')).toBe('true');
+    expect((await send('Twice?')).status).toBe(422);
+    expect(upstream.requests).toHaveLength(1);
   });
 });
