@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { grpcAddress, grpcTarget, runBusService } from '@gateway/platform';
-import { DEFAULT_OVERLOAD_LIMITS, DEFAULT_UPLOAD_LIMITS, startEdge } from './index.js';
+import { DEFAULT_IDEMPOTENCY_LIMITS, DEFAULT_OVERLOAD_LIMITS, DEFAULT_UPLOAD_LIMITS, startEdge } from './index.js';
 
 await runBusService(
   'edge',
@@ -30,6 +30,13 @@ await runBusService(
     EDGE_UPLOAD_DIR: z.string().min(1).default(DEFAULT_UPLOAD_LIMITS.dir),
     EDGE_UPLOAD_MEMORY_BYTES: z.coerce.number().int().min(1).default(DEFAULT_UPLOAD_LIMITS.memoryBytes),
     EDGE_UPLOAD_WAIT_MS: z.coerce.number().int().min(0).default(DEFAULT_UPLOAD_LIMITS.waitMs),
+    /**
+     * Idempotency-Key (docs/operations.md "Idempotency-Key"): largest answer kept (a record is one NATS message,
+     * at most 1 MiB with its head), bytes of the whole bucket, longest wait of a duplicate for the first request.
+     */
+    EDGE_IDEMPOTENCY_MAX_ANSWER_BYTES: z.coerce.number().int().min(0).max(960 * 1024).default(DEFAULT_IDEMPOTENCY_LIMITS.maxAnswerBytes),
+    EDGE_IDEMPOTENCY_BUCKET_BYTES: z.coerce.number().int().min(1024 * 1024).default(DEFAULT_IDEMPOTENCY_LIMITS.maxBucketBytes),
+    EDGE_IDEMPOTENCY_WAIT_MS: z.coerce.number().int().min(0).default(DEFAULT_IDEMPOTENCY_LIMITS.waitMs),
     /** Absolute origin of hosted image URLs (e.g. https://gateway.example.com); unset: the request's Host header. */
     EDGE_PUBLIC_URL: z.string().regex(/^https?:\/\/[^/?#]+\/?$/, 'expected http(s)://host[:port]').optional(),
   },
@@ -54,6 +61,11 @@ await runBusService(
       drainTimeoutMs: config.EDGE_DRAIN_TIMEOUT_MS,
       uploads: { dir: config.EDGE_UPLOAD_DIR, memoryBytes: config.EDGE_UPLOAD_MEMORY_BYTES, waitMs: config.EDGE_UPLOAD_WAIT_MS },
       ...(config.EDGE_PUBLIC_URL ? { publicUrl: config.EDGE_PUBLIC_URL } : {}),
+      idempotency: {
+        maxAnswerBytes: config.EDGE_IDEMPOTENCY_MAX_ANSWER_BYTES,
+        maxBucketBytes: config.EDGE_IDEMPOTENCY_BUCKET_BYTES,
+        waitMs: config.EDGE_IDEMPOTENCY_WAIT_MS,
+      },
       metrics,
       internalAuth,
       bus,
