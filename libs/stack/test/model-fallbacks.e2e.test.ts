@@ -12,6 +12,7 @@ import { rawPost } from './messages-e2e-harness.js';
 const PRIMARY = 'testco/primary'; // only on upstream-one; 1 and 2 credits per million tokens
 const BACKUP = 'testco/backup'; // only on upstream-two; 3 and 5 credits per million tokens
 const DUAL = 'testco/dual'; // on both
+const TINY = 'testco/tiny'; // on upstream-one; a 64-token context window
 const DEAR = 'testco/dear'; // on upstream-two; half a credit per output token
 
 /** The fakes report these counts; every charge below is computed by hand from them. */
@@ -22,14 +23,14 @@ const BACKUP_CHARGE_PICO = 68_000_000n;
 const DUAL_CHARGE_PICO = 25_000_000n;
 
 function catalog(one: FakeUpstream, two: FakeUpstream): string {
-  const model = (id: string, input: string, output: string, offers: string[]) => `
+  const model = (id: string, input: string, output: string, offers: string[], window = 8000) => `
   - id: ${id}
     owned_by: testco
     created: 1767225600
     input_modalities: [text]
     output_modalities: [text]
-    context_window: 8000
-    max_output_tokens: 1000
+    context_window: ${window}
+    max_output_tokens: ${Math.min(window, 1000)}
     supported_parameters: [temperature, max_completion_tokens, max_tokens, stream_options]
     pricing: { per_input_token: "${input}", per_output_token: "${output}" }
     limit_group: default
@@ -44,7 +45,7 @@ providers:
 limit_groups:
   - id: default
     tiers: { tier-1: { minute: 6000 } }
-models:${model(PRIMARY, '0.000001', '0.000002', ['upstream-one'])}${model(BACKUP, '0.000003', '0.000005', ['upstream-two'])}${model(DUAL, '0.000001', '0.000002', ['upstream-one', 'upstream-two'])}${model(DEAR, '0.000001', '0.5', ['upstream-two'])}
+models:${model(PRIMARY, '0.000001', '0.000002', ['upstream-one'])}${model(BACKUP, '0.000003', '0.000005', ['upstream-two'])}${model(DUAL, '0.000001', '0.000002', ['upstream-one', 'upstream-two'])}${model(DEAR, '0.000001', '0.5', ['upstream-two'])}${model(TINY, '0.000001', '0.000002', ['upstream-one'], 64)}
 `;
 }
 
@@ -250,6 +251,17 @@ describe('model fallbacks and provider preferences (issue 27)', () => {
     const malformed = await ask('chat', false, { model: PRIMARY, provider: { max_price: { prompt: 'cheap' } } });
     expect(malformed.status).toBe(400);
   }, 60_000);
+
+  it('a prompt too long for the first model’s window is served by the next model; too long for all is the first one’s 400', async () => {
+    const long = Array.from({ length: 120 }, (_, index) => `word${index}`).join(' ');
+    const messages = [{ role: 'user', content: long }];
+    const served = await ask('chat', false, { model: TINY, models: [BACKUP], messages, max_completion_tokens: 10 });
+    expect(served).toMatchObject({ status: 200, model: BACKUP });
+    expect(one.requests).toHaveLength(0);
+    expect(two.requests).toHaveLength(1);
+    const refused = await ask('chat', false, { model: TINY, messages, max_completion_tokens: 10 });
+    expect(refused).toMatchObject({ status: 400, code: 'context_length_exceeded' });
+  });
 
   it('require_parameters leaves out a model that lacks a sent parameter', async () => {
     // Every model here has temperature; none lists top_p.
