@@ -174,11 +174,7 @@ describe('generation lookup and zero-completion insurance, end to end', () => {
     expect(await balance(owner)).toBe(before);
   });
 
-  // FAILS TODAY, on purpose (it.fails): the OpenAI adapter's unary path maps finish_reason null to
-  // "stop" (providers/openai/openai-adapter.ts: mapOpenAIFinishReason(choice.finish_reason)), so routing
-  // never sees "no finish reason" on a whole answer and charges the prompt. Its stream path keeps ''.
-  // Once the adapter maps null to '' as its stream path does, drop `.fails`.
-  it.fails('a whole answer with zero output and no finish reason: nothing charged, the record says insured and why', async () => {
+  it('a whole answer with zero output and no finish reason: nothing charged, the record says insured and why', async () => {
     const before = await balance(owner);
     upstream.script({ replay: { contentType: 'application/json', body: EMPTY_JSON } });
     const { response } = await owner.client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Nothing?' }] }).withResponse();

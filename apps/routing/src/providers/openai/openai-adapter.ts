@@ -153,7 +153,8 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
     if (!parsed.success) throw new ProviderError('connection', `malformed answer: ${parsed.error.message.slice(0, 300)}`);
     const choices: ChatChoice[] = parsed.data.choices.map((choice) => ({
       index: choice.index,
-      finishReason: mapOpenAIFinishReason(choice.finish_reason),
+      // No finish reason stays none (zero-completion insurance tells an unfinished answer by it), as on the stream path.
+      finishReason: choice.finish_reason ? mapOpenAIFinishReason(choice.finish_reason) : '',
       stopSequence: '',
       message: {
         content: choice.message.content ?? '',
