@@ -4,7 +4,7 @@ import type { ChatMessage, ChatRequest, RequestContext } from '@gateway/proto';
  * A canonical request with every field the pipeline fills in later already present, so filling them
  * changes no hidden class (not a spread copy with fields added: in V8 11 (Node 20) each field added to
  * a spread copy made fresh hidden classes per request, which kept request graphs alive through
- * young-generation GCs, README "Performance"). Optional fields are set by the dialect's converter.
+ * young-generation GCs, docs/performance.md "What brought the figures here"). Optional fields are set by the dialect's converter.
  */
 export function newChatRequest(modelId: string, endpoint: string, messages: ChatMessage[], includeUsage: boolean): ChatRequest {
   return {

@@ -7,7 +7,7 @@ type Issue = z.core.$ZodIssue;
 /**
  * Validates a parsed body with a dialect's zod schema; a failure is a 400 whose message names the
  * field path (`body.messages.0.role: ...`). No parse context: zod copies one per parse (`{ ...ctx,
- * async: false }`), which in V8 11 made fresh hidden classes per request (README "Performance").
+ * async: false }`), which in V8 11 made fresh hidden classes per request (docs/performance.md "What brought the figures here").
  */
 export function parseBody<Schema extends z.ZodType>(schema: Schema, body: unknown): z.infer<Schema> {
   const result = schema.safeParse(body);

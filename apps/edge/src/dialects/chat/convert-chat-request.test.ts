@@ -115,7 +115,7 @@ describe('routerRequest', () => {
     expect(a).toBe(first.request);
     expect(a).toMatchObject({ modelId: 'm', endpoint: 'chat.completions', routingStrategy: 'balanced', context: { requestId: 'r1', leaseId: 'l1' } });
     expect(b.routingStrategy).toBe('latency');
-    // Requests of one shape share one hidden class (README "Performance": fresh ones per request were costly).
+    // Requests of one shape share one hidden class (docs/performance.md "What brought the figures here": fresh ones per request were costly).
     expect(sameHiddenClass(a, b)).toBe(true);
     expect(sameHiddenClass(a.context!, b.context!)).toBe(true);
   });

@@ -53,7 +53,7 @@ interface SimulatedAnswer {
 }
 
 /**
- * The tool the simulator calls, if any (README "The simulated provider"): the named one when `tool_choice`
+ * The tool the simulator calls, if any (docs/dialects.md "Tools on the `simulated` provider"): the named one when `tool_choice`
  * forces it, the first one under `required`; under `auto` (or no choice) when tools are offered, the last
  * message is the user's and no tool result came since the last assistant turn, the first tool whose name
  * appears in the user's text (case-insensitive), else the first tool. Never under `none`; after a tool

@@ -2,8 +2,8 @@ import type { ContractRig, ContractSetup, WireReader } from '../contract-types.j
 import { adapterFromConfig } from './common.js';
 
 /*
- * kind: simulated has no upstream: its answers follow from the request (README "The simulated
- * provider"), nothing can be scripted and nothing receives a wire request. The scenarios that apply check
+ * kind: simulated has no upstream: its answers follow from the request (docs/dialects.md "Tools on
+ * the `simulated` provider"), nothing can be scripted and nothing receives a wire request. The scenarios that apply check
  * what it promises instead (a forced tool is called with arguments satisfying its schema, text after a
  * tool result, a schema-valid JSON answer, length when max tokens cut it, honest usage, abort honoured).
  */
