@@ -94,6 +94,9 @@ export class IdempotencyStore {
   async begin(recordKey: string, body: string, signal: Cancellation): Promise<IdempotencyOutcome> {
     const bucket = await this.bucket();
     const deadline = this.now() + this.limits.waitMs;
+    // The usual case is a key's first request: one write, no read before it.
+    const first = await bucket.create(recordKey, encodeRecord({ state: 'running', body, until: this.now() + this.limits.claimLeaseMs }));
+    if (first !== undefined) return { kind: 'run', claim: new IdempotencyClaim(bucket, recordKey, body, first, this.limits, this.logger, this.now) };
     for (;;) {
       if (signal.aborted) throw new ClientGoneError('client left while waiting for the first request of its Idempotency-Key');
       const entry = await bucket.get(recordKey);
