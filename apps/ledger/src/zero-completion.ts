@@ -1,4 +1,4 @@
-import type { Logger } from '@gateway/platform';
+import { deliveredNothing, INSURED_REASONS, type Logger } from '@gateway/platform';
 import type { Usage, UsageEvent } from '@gateway/proto';
 
 /**
@@ -9,13 +9,8 @@ import type { Usage, UsageEvent } from '@gateway/proto';
  * output of any kind. A reason on usage that did deliver something is a producer bug; that request is
  * charged as usual (every delivered unit is charged once) and logged.
  */
-export const INSURED_REASONS = new Set(['no_output_no_finish_reason', 'no_output_error_finish_reason', 'no_images', 'no_audio']);
-
-export function deliveredNothing(usage: Usage): boolean {
-  return (usage.outputTokens >>> 0) === 0 && (usage.reasoningTokens >>> 0) === 0 && (usage.outputAudioTokens >>> 0) === 0
-    && (usage.outputAudioMs >>> 0) === 0 && (usage.outputTextTokens >>> 0) === 0 && (usage.outputTextCharacters >>> 0) === 0
-    && (usage.outputImageTokens >>> 0) === 0;
-}
+// Which claims exist and what delivered nothing means are shared with the edge (its answer's cost).
+export { deliveredNothing, INSURED_REASONS } from '@gateway/platform';
 
 /** The reason to record when the insurance applies to this SERVED event, else ''. */
 export function honouredInsurance(event: UsageEvent, usage: Usage, logger: Logger): string {

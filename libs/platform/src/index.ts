@@ -1,6 +1,7 @@
 export * from './config.js';
 export * from './logger.js';
 export * from './money.js';
+export * from './cost.js';
 export * from './ids.js';
 export * from './grpc/index.js';
 export * from './bus/index.js';

@@ -50,6 +50,8 @@ async function chatHolding(core: RoutingCore, raw: ChatRequest, signal: CallerSi
     providerId,
     routingStrategy: prepared.strategyName,
     droppedParams: [],
+    // The serving model's prices, as the usage event carries them (the edge shows the charge as usage.cost).
+    prices: prepared.model.pricing,
   };
 }
 
@@ -96,6 +98,7 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
           providerId,
           routingStrategy: target.strategyName,
           droppedParams: [],
+          prices: target.model.pricing,
           ...(firstDelta ? { firstDelta } : {}),
         },
       },

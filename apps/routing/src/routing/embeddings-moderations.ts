@@ -42,6 +42,8 @@ async function embedHolding(core: RoutingCore, raw: EmbedRequest, signal: Caller
     usage,
     providerId: candidate.offer.providerId,
     routingStrategy: target.strategyName,
+    // The usage event's prices (the edge shows the charge as usage.cost).
+    prices: target.model.pricing,
   };
 }
 

@@ -13,6 +13,6 @@ export const chatDialect: InferenceDialect<ChatCompletionRequest> = {
   modelName: (body) => body.model,
   routing: (body) => body.routing,
   convert: (body, model, tags) => convertChatRequest(body, model, tags),
-  render: (answer, answerContext) => renderChatCompletion(answer, answerContext.model.id, answerContext.tags),
-  streamWriter: (answerContext, body) => new ChatChunkWriter(answerContext.model.id, body.stream_options?.include_usage === true, answerContext.tags),
+  render: (answer, answerContext) => renderChatCompletion(answer, answerContext.model.id, answerContext.tags, answerContext.model.model.pricing),
+  streamWriter: (answerContext, body) => new ChatChunkWriter(answerContext.model.id, body.stream_options?.include_usage === true, answerContext.tags, answerContext.model.model.pricing),
 };

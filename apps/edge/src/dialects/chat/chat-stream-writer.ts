@@ -1,4 +1,5 @@
-import type { ChatStreamDelta, ChatStreamStart, Usage } from '@gateway/proto';
+import type { ChatStreamDelta, ChatStreamStart, Pricing, Usage } from '@gateway/proto';
+import { chatAnswerCost } from '../../inference/answer-cost.js';
 import { boundedMessage, boundedParam, type ApiError } from '../../errors.js';
 import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
 import type { StreamWriter } from '../../inference/dialect.js';
@@ -9,15 +10,22 @@ export class ChatChunkWriter implements StreamWriter {
   private prefix = '';
   private providerId = '';
   private readonly rolesSent = new Set<number>();
+  /** The serving model's prices from the Router's start (the usage event's), for usage.cost. */
+  private prices: Pricing | undefined;
+  /** The stream's last finish reason ('' none yet): zero-completion insurance decides on it. */
+  private finishReason = '';
 
   constructor(
     private readonly modelId: string,
     private readonly includeUsage: boolean,
     private readonly tags: ReasoningTags,
+    /** The catalog's prices of the model, when the Router's start carries none. */
+    private readonly pricing?: Pricing,
   ) {}
 
   start(start: ChatStreamStart): void {
     this.providerId = start.providerId;
+    this.prices = start.prices;
     const created = Number(start.created) || Math.floor(Date.now() / 1000);
     // Everything before the `choices` key is the same for every chunk of the stream.
     this.prefix = `{"id":${JSON.stringify(chatCompletionId(start.id))},"object":"chat.completion.chunk","created":${created},"model":${JSON.stringify(this.modelId)}`;
@@ -28,6 +36,7 @@ export class ChatChunkWriter implements StreamWriter {
   }
   delta(delta: ChatStreamDelta): string {
     const body: Record<string, unknown> = {};
+    if (delta.finishReason !== '') this.finishReason = delta.finishReason;
     if (!this.rolesSent.has(delta.choiceIndex)) {
       this.rolesSent.add(delta.choiceIndex);
       body.role = 'assistant';
@@ -66,9 +75,11 @@ export class ChatChunkWriter implements StreamWriter {
     return details;
   }
 
-  /** The usage chunk when the client asked for it (stream_options.include_usage), then [DONE]. */
+  /** The usage chunk (with the charge) when the client asked for it (stream_options.include_usage), then [DONE]. */
   end(usage: Usage | undefined): string {
-    const usageChunk = this.includeUsage ? `data: ${this.prefix},"choices":[],"usage":${JSON.stringify(renderUsage(usage))}}\n\n` : '';
+    if (!this.includeUsage) return ChatChunkWriter.done;
+    const cost = chatAnswerCost(usage, this.prices, this.pricing, this.finishReason);
+    const usageChunk = `data: ${this.prefix},"choices":[],"usage":${JSON.stringify(renderUsage(usage, cost))}}\n\n`;
     return usageChunk + ChatChunkWriter.done;
   }
 

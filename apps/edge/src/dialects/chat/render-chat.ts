@@ -1,5 +1,6 @@
-import type { ChatResponse, ReasoningPart, Usage } from '@gateway/proto';
+import type { ChatResponse, Pricing, ReasoningPart, Usage } from '@gateway/proto';
 import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
+import { chatResponseCost, type AnswerCost } from '../../inference/answer-cost.js';
 
 /** Spec §2.5: chat ids carry `chatcmpl-` whatever prefix the router used. */
 export function chatCompletionId(routerId: string): string {
@@ -10,8 +11,9 @@ export function chatCompletionId(routerId: string): string {
 /**
  * Chat usage: `prompt_tokens` counts every prompt token; its details name the parts read from
  * (`cached_tokens`) and written to (`cache_write_tokens`, OpenRouter's name) the provider's prompt cache.
+ * `cost` / `cost_details` (answer-cost.ts): the ledger's charge, when known.
  */
-export function renderUsage(usage: Usage | undefined) {
+export function renderUsage(usage: Usage | undefined, cost?: AnswerCost) {
   const input = usage?.inputTokens ?? 0;
   const output = usage?.outputTokens ?? 0;
   return {
@@ -20,11 +22,15 @@ export function renderUsage(usage: Usage | undefined) {
     total_tokens: input + output,
     prompt_tokens_details: { cached_tokens: usage?.cachedInputTokens ?? 0, cache_write_tokens: usage?.cacheWriteTokens ?? 0 },
     completion_tokens_details: { reasoning_tokens: usage?.reasoningTokens ?? 0 },
+    ...cost,
   };
 }
 
-/** Spec §2.5 chat completion. `model` is the catalog id the edge resolved. */
-export function renderChatCompletion(response: ChatResponse, modelId: string, tags: ReasoningTags) {
+/**
+ * Spec §2.5 chat completion. `model` is the catalog id the edge resolved; `pricing` its catalog prices
+ * (the cost's prices when the Router sent none).
+ */
+export function renderChatCompletion(response: ChatResponse, modelId: string, tags: ReasoningTags, pricing?: Pricing) {
   return {
     id: chatCompletionId(response.id),
     object: 'chat.completion',
@@ -53,7 +59,7 @@ export function renderChatCompletion(response: ChatResponse, modelId: string, ta
       }
       return { index: choice.index, message, logprobs: null, finish_reason: choice.finishReason || 'stop' };
     }),
-    usage: renderUsage(response.usage),
+    usage: renderUsage(response.usage, chatResponseCost(response, pricing)),
   };
 }
 

@@ -1,4 +1,5 @@
-import type { ChatStreamDelta, ChatStreamStart, ToolCallDelta, Usage } from '@gateway/proto';
+import type { ChatStreamDelta, ChatStreamStart, Pricing, ToolCallDelta, Usage } from '@gateway/proto';
+import { chatAnswerCost } from '../../inference/answer-cost.js';
 import { boundedMessage, messagesErrorType, type ApiError } from '../../errors.js';
 import type { AnswerContext, StreamWriter } from '../../inference/dialect.js';
 import { messagesStopReason } from './messages-stop-reason.js';
@@ -35,11 +36,14 @@ export class MessagesStreamWriter implements StreamWriter {
   private readonly toolBlocks = new Map<number, number>();
   private finishReason = '';
   private stopSequence = '';
+  /** The serving model's prices from the Router's start (the usage event's), for usage.cost. */
+  private prices: Pricing | undefined;
 
   constructor(private readonly answerContext: AnswerContext) {}
 
   start(start: ChatStreamStart): void {
     this.providerId = start.providerId;
+    this.prices = start.prices;
   }
 
   /**
@@ -140,7 +144,7 @@ export class MessagesStreamWriter implements StreamWriter {
     const messageDelta = {
       type: 'message_delta',
       delta: { stop_reason: stopReason, stop_sequence: this.stopSequence || null },
-      usage: renderMessagesUsage(usage),
+      usage: renderMessagesUsage(usage, chatAnswerCost(usage, this.prices, this.answerContext.model.model.pricing, this.finishReason)),
     };
     return this.closeBlock() + sse('message_delta', JSON.stringify(messageDelta)) + MESSAGE_STOP;
   }

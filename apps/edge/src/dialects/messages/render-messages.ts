@@ -2,6 +2,7 @@ import type { ChatResponse, ReasoningPart, Usage } from '@gateway/proto';
 import type { Logger } from '@gateway/platform';
 import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
 import type { AnswerContext } from '../../inference/dialect.js';
+import { chatResponseCost, type AnswerCost } from '../../inference/answer-cost.js';
 import { messagesStopReason } from './messages-stop-reason.js';
 
 /** The answer's `msg_` id, derived from the gateway's request id: the same in a JSON answer and a stream. */
@@ -12,9 +13,10 @@ export function messageId(requestId: string): string {
 /**
  * Messages usage: `input_tokens` EXCLUDES the prompt tokens read from and written to the provider's
  * cache, which are reported apart (the canonical `input_tokens` counts all of them, common.proto).
- * A client adding the three gets the whole prompt, as with Anthropic's own API.
+ * A client adding the three gets the whole prompt, as with Anthropic's own API. `cost` / `cost_details`
+ * (answer-cost.ts): the ledger's charge, when known.
  */
-export function renderMessagesUsage(usage: Usage | undefined) {
+export function renderMessagesUsage(usage: Usage | undefined, cost?: AnswerCost) {
   const cached = usage?.cachedInputTokens ?? 0;
   const written = usage?.cacheWriteTokens ?? 0;
   return {
@@ -22,6 +24,7 @@ export function renderMessagesUsage(usage: Usage | undefined) {
     output_tokens: usage?.outputTokens ?? 0,
     cache_creation_input_tokens: written,
     cache_read_input_tokens: cached,
+    ...cost,
   };
 }
 
@@ -70,6 +73,6 @@ export function renderMessage(answer: ChatResponse, answerContext: AnswerContext
     content,
     stop_reason: messagesStopReason(choice?.finishReason ?? '', choice?.stopSequence ?? '', toolCalls.length > 0),
     stop_sequence: choice?.stopSequence || null,
-    usage: renderMessagesUsage(answer.usage),
+    usage: renderMessagesUsage(answer.usage, chatResponseCost(answer, answerContext.model.model.pricing)),
   };
 }

@@ -4,6 +4,7 @@ import { modelSupports } from '../../canonical/parameters.js';
 import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
 import { edgeErrors } from '../../errors.js';
 import type { AnswerContext, ConvertedRequest, InferenceDialect } from '../../inference/dialect.js';
+import { chatResponseCost } from '../../inference/answer-cost.js';
 import { sealCompaction, SUMMARY_PROMPT } from './compaction-item.js';
 import { convertResponsesRequest, RESPONSES_ENDPOINT } from './convert-responses-request.js';
 import { idBase, itemId, renderResponse, renderUsage, responseId } from './render-responses.js';
@@ -122,7 +123,7 @@ export function renderCompaction(answer: ChatResponse, answerContext: AnswerCont
     object: 'response.compaction',
     created_at: answerContext.created,
     output,
-    usage: renderUsage(answer.usage),
+    usage: renderUsage(answer.usage, chatResponseCost(answer, answerContext.model.model.pricing)),
   };
 }
 

@@ -1,6 +1,7 @@
 import type { AssistantMessage, ChatResponse, Usage } from '@gateway/proto';
 import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
 import type { AnswerContext } from '../../inference/dialect.js';
+import { chatResponseCost, type AnswerCost } from '../../inference/answer-cost.js';
 import { encryptedContentOf } from './responses-reasoning.js';
 import type { ResponsesRequest } from './responses-schema.js';
 import { customInputOf, dialectToolOf, echoedTools, toolSetOf, type ResponsesToolSet } from './responses-tools.js';
@@ -25,7 +26,8 @@ export function itemId(prefix: 'rs' | 'msg' | 'fc' | 'ctc', base: string, output
   return `${prefix}_${base}_${outputIndex}`;
 }
 
-export function renderUsage(usage: Usage | undefined) {
+/** Responses usage; `cost` / `cost_details` (answer-cost.ts): the ledger's charge, when known. */
+export function renderUsage(usage: Usage | undefined, cost?: AnswerCost) {
   const input = usage?.inputTokens ?? 0;
   const output = usage?.outputTokens ?? 0;
   return {
@@ -34,6 +36,7 @@ export function renderUsage(usage: Usage | undefined) {
     output_tokens: output,
     output_tokens_details: { reasoning_tokens: usage?.reasoningTokens ?? 0 },
     total_tokens: input + output,
+    ...cost,
   };
 }
 
@@ -157,6 +160,6 @@ export function renderResponse(answer: ChatResponse, answerContext: AnswerContex
     model: answerContext.model.id,
     output: outputItems(choice?.message, base, answer.providerId, answerContext.tags, status, toolSetOf(body)),
     ...responseSettings(body),
-    usage: renderUsage(answer.usage),
+    usage: renderUsage(answer.usage, chatResponseCost(answer, answerContext.model.model.pricing)),
   };
 }

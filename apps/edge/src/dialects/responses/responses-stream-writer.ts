@@ -1,7 +1,8 @@
-import type { ChatStreamDelta, ChatStreamStart, ToolCallDelta, Usage } from '@gateway/proto';
+import type { ChatStreamDelta, ChatStreamStart, Pricing, ToolCallDelta, Usage } from '@gateway/proto';
 import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
 import { boundedMessage, boundedParam, type ApiError } from '../../errors.js';
 import type { AnswerContext, StreamWriter } from '../../inference/dialect.js';
+import { chatAnswerCost } from '../../inference/answer-cost.js';
 import { compactionItem, compactionItemId } from './compaction.js';
 import { idBase, itemId, reasoningItem, renderUsage, responseId, responseSettings, statusOf, toolCallItem, toolCallPrefix, type ResponseStatus } from './render-responses.js';
 import type { ResponsesRequest } from './responses-schema.js';
@@ -71,6 +72,9 @@ export class ResponsesStreamWriter implements StreamWriter {
   private sequence = 0;
   private providerId = '';
   private finishReason = '';
+  /** The serving model's prices from the Router's start (the usage event's), for usage.cost; then the catalog's. */
+  private prices: Pricing | undefined;
+  private readonly pricing: Pricing | undefined;
   private current: ItemState | undefined;
   /** The JSON text of each output item, by output index (an open item's is filled when it closes). */
   private readonly outputJson: string[] = [];
@@ -97,12 +101,14 @@ export class ResponsesStreamWriter implements StreamWriter {
     this.modelJson = json(answerContext.model.id);
     this.settingsJson = json(responseSettings(body)).slice(1, -1);
     this.tags = answerContext.tags;
+    this.pricing = answerContext.model.model.pricing;
     this.createdAt = answerContext.created;
     this.toolSet = toolSetOf(body);
   }
 
   start(start: ChatStreamStart): void {
     this.providerId = start.providerId;
+    this.prices = start.prices;
   }
 
   open(): string {
@@ -124,7 +130,7 @@ export class ResponsesStreamWriter implements StreamWriter {
     const { status, incompleteDetails } = statusOf(this.finishReason);
     const closing = this.compaction ? this.compactionItem() : this.close(status);
     const completedAt = status === 'completed' ? Math.floor(Date.now() / 1000) : null;
-    const response = this.response(status, completedAt, 'null', json(incompleteDetails), this.outputJson.join(','), json(renderUsage(usage)));
+    const response = this.response(status, completedAt, 'null', json(incompleteDetails), this.outputJson.join(','), json(renderUsage(usage, chatAnswerCost(usage, this.prices, this.pricing, this.finishReason))));
     return closing + this.event(status === 'completed' ? 'response.completed' : 'response.incomplete', `"response":${response}`);
   }
 

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import type { EmbedResponse } from '@gateway/proto';
+import type { EmbedResponse, Pricing } from '@gateway/proto';
+import { answerCost } from '../../inference/answer-cost.js';
 import { edgeErrors } from '../../errors.js';
 import { sendJson } from '../../http.js';
 import { gatewayHeaders } from '../../inference/gateway-headers.js';
@@ -63,7 +64,8 @@ export function encodeBase64Vector(values: readonly number[]): string {
   return bytes.toString('base64');
 }
 
-export function renderEmbeddings(answer: EmbedResponse, base64: boolean) {
+/** `pricing`: the catalog's prices of the model, for a Router that sends none with the answer (usage.cost). */
+export function renderEmbeddings(answer: EmbedResponse, base64: boolean, pricing?: Pricing) {
   const promptTokens = answer.usage?.inputTokens ?? 0;
   return {
     object: 'list',
@@ -73,7 +75,7 @@ export function renderEmbeddings(answer: EmbedResponse, base64: boolean) {
       embedding: base64 ? encodeBase64Vector(embedding.values) : embedding.values,
     })),
     model: answer.modelId,
-    usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
+    usage: { prompt_tokens: promptTokens, total_tokens: promptTokens, ...answerCost(answer.usage, answer.prices, pricing) },
   };
 }
 
@@ -111,6 +113,6 @@ export const embeddingsFamily: EndpointFamily<EmbeddingsBody, PreparedEmbeddings
     );
     job.commit(answer.usage);
     const dropped = body.dimensions != null && !job.model.supportedParameters.has('dimensions') ? ['dimensions'] : [];
-    sendJson(http.response, 200, renderEmbeddings(answer, body.encoding_format === 'base64'), gatewayHeaders(answer.routingStrategy || job.strategy, dropped));
+    sendJson(http.response, 200, renderEmbeddings(answer, body.encoding_format === 'base64', job.model.model.pricing), gatewayHeaders(answer.routingStrategy || job.strategy, dropped));
   },
 };
