@@ -9,6 +9,7 @@ import {
   createTestBus, createTestDatabase, eventually, startFakeUpstream, type FakeUpstream, type TestBus, type TestDatabase,
 } from '@gateway/testing';
 import type { RunningEdge } from '@gateway/edge';
+import { PNG } from 'pngjs';
 import type { RunningStack } from '../src/index.js';
 import { ctlJson, startConfiguredStack, startTestStack, type ConfiguredStack } from './configured-stack.js';
 import { oneModelCatalog, pricedTokens } from './chat-e2e-harness.js';
@@ -23,6 +24,7 @@ const USAGE = { prompt_tokens: 13, completion_tokens: 9 };
 const COST = pricedTokens(USAGE.prompt_tokens, USAGE.completion_tokens, INPUT_PRICE, OUTPUT_PRICE);
 
 const EMBEDDING_MODEL = 'testco/idem-embed';
+const IMAGE_MODEL = 'testco/idem-image';
 const EMBEDDING_MODEL_YAML = `
   - id: ${EMBEDDING_MODEL}
     owned_by: testco
@@ -34,6 +36,17 @@ const EMBEDDING_MODEL_YAML = `
     limit_group: default
     offers:
       - { provider: upstream-one, upstream_model: idem-embed-upstream, endpoints: [embeddings] }
+  - id: ${IMAGE_MODEL}
+    owned_by: testco
+    created: 1767225600
+    input_modalities: [text, image]
+    output_modalities: [image]
+    supported_parameters: [n, size, response_format]
+    max_images: 2
+    pricing: { per_input_text_token: "0.000005", per_input_image_token: "0.00001", per_output_image_token: "0.00004" }
+    limit_group: default
+    offers:
+      - { provider: upstream-one, upstream_model: idem-image-upstream, endpoints: [images.edits] }
 `;
 
 interface Account {
@@ -274,6 +287,31 @@ describe('Idempotency-Key, end to end', () => {
     expect(await second.text()).toBe(firstText);
     expect(second.headers.get('idempotent-replayed')).toBe('true');
     expect(gateway.upstream.requests.filter((request) => request.path.endsWith('/embeddings'))).toHaveLength(1);
+  });
+
+  it('a multipart upload (image edits) is the same body whatever boundary the client picked', async () => {
+    const key = `edit-${randomUUID()}`;
+    const picture = new PNG({ width: 16, height: 16 });
+    picture.data.fill(90);
+    const pictureBytes = PNG.sync.write(picture);
+    const send = (prompt: string) => {
+      // A new FormData each time: the client picks a new multipart boundary for every request.
+      const form = new FormData();
+      form.append('model', IMAGE_MODEL);
+      form.append('prompt', prompt);
+      form.append('response_format', 'b64_json');
+      form.append('image', new Blob([new Uint8Array(pictureBytes)], { type: 'image/png' }), 'in.png');
+      return fetch(`${gateway.stack.url}/v1/images/edits`, { method: 'POST', headers: { authorization: `Bearer ${alice.apiKey}`, 'idempotency-key': key }, body: form });
+    };
+    const first = await send('add a hat');
+    expect(first.status).toBe(200);
+    const firstText = await first.text();
+    const second = await send('add a hat');
+    expect(second.status).toBe(200);
+    expect(second.headers.get('idempotent-replayed')).toBe('true');
+    expect(await second.text()).toBe(firstText);
+    expect((await send('add a scarf')).status).toBe(422);
+    expect(gateway.upstream.requests.filter((request) => request.path.endsWith('/images/edits'))).toHaveLength(1);
   });
 
   it('requests without the header are never deduplicated; a malformed key is a 400 before any call', async () => {
