@@ -4,6 +4,7 @@ import { CatalogCache } from './catalog/catalog-cache.js';
 import { routerService, routerServiceDefinition } from './grpc/router-service.js';
 import { ExchangeService } from './grpc/exchange.js';
 import { AttemptMetrics, ObservedUsagePublisher, observeProviderHealth } from './observability/routing-metrics.js';
+import { LearnedCapabilities } from './routing/learned-capabilities.js';
 import { Router } from './routing/router.js';
 import { ProviderHealth } from './strategies/index.js';
 import { createUsagePublisher, type UsagePublisherOptions } from './usage/create-usage-publisher.js';
@@ -16,6 +17,7 @@ export { UsageOutbox } from './usage/usage-outbox.js';
 export { CHECKPOINT_INTERVAL_MS, FIRST_CHECKPOINT_AFTER_MS } from './usage/stream-checkpoints.js';
 export { createUsagePublisher, type UsagePublisherOptions } from './usage/create-usage-publisher.js';
 export type { ProviderAdapter, ProviderAdapterV1 } from './providers/provider-adapter.js';
+export { LearnedCapabilities, LEARNED_BUCKET, LEARNED_KEY } from './routing/learned-capabilities.js';
 
 export interface RoutingServiceOptions {
   listenAddress: string;
@@ -73,6 +75,9 @@ export async function startRoutingService(options: RoutingServiceOptions): Promi
     await catalog.stop();
     throw error;
   }
+  // Parameters upstream models refused, shared by every replica through the bus's key-value bucket.
+  const learned = new LearnedCapabilities({ bus: options.bus, logger });
+  await learned.start();
   const health = new ProviderHealth();
   const stopHealthReport = options.metrics ? observeProviderHealth(options.metrics, health) : () => undefined;
   // Replicas share provider health so every one routes on the same picture (DESIGN §2).
@@ -94,6 +99,7 @@ export async function startRoutingService(options: RoutingServiceOptions): Promi
     logger,
     attemptTimeoutMs: options.attemptTimeoutMs ?? 120_000,
     maxAttempts: options.maxAttempts ?? 3,
+    learned,
     ...(options.metrics ? { attempts: new AttemptMetrics(options.metrics) } : {}),
   });
   const exchanges = new ExchangeService(router, logger);
@@ -121,6 +127,7 @@ export async function startRoutingService(options: RoutingServiceOptions): Promi
       // Streams that ended publish their usage apart: it is stored before the publisher stops.
       await router.settled();
       await usage.stop();
+      await learned.stop();
       await catalog.stop();
       catalogClient.close();
       stopHealthReport();

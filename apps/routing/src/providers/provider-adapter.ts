@@ -215,10 +215,19 @@ export class ProviderError extends Error {
     /** The provider's own words (shown to the caller for `rejected`). */
     readonly providerMessage: string,
     readonly httpStatus = 0,
-    options: { cause?: unknown } = {},
+    options: { cause?: unknown; unsupportedParameter?: string } = {},
   ) {
     super(`${kind}${httpStatus ? ` (${httpStatus})` : ''}: ${providerMessage}`, options);
+    this.unsupportedParameter = options.unsupportedParameter ?? '';
   }
+
+  /**
+   * A `rejected` answer that names one request parameter the upstream model does not take, in the
+   * gateway's vocabulary (the chat completions spelling: `temperature`, `top_p`, `stop`,
+   * `reasoning_effort`, …) or, for a field the gateway has no name for, as the provider spelled it
+   * (an extra_body key). '' when the refusal names none. Routing learns it (learned-capabilities.ts).
+   */
+  readonly unsupportedParameter: string;
 
   get retryable(): boolean {
     return this.kind !== 'rejected' && this.kind !== 'content_filter';

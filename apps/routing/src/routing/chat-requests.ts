@@ -7,7 +7,7 @@ import { meterUsage, type DeliveredOutput } from '../usage/token-counter.js';
 import { AttemptControl } from './attempt-control.js';
 import { pinServed, type PreparedRequest } from './candidates.js';
 import { NO_UPSTREAM_RETRY_AFTER_SECONDS, verdictError } from './failover.js';
-import { requestFor } from './reasoning-provenance.js';
+import { learnedDrops, learnedRequestFor } from './learned-requests.js';
 import { newCompletionId } from './request-hot-path.js';
 import type { Reservation } from './reservation.js';
 import type { RoutingCore } from './routing-core.js';
@@ -23,7 +23,7 @@ export function chat(core: RoutingCore, raw: ChatRequest, signal: CallerSignal):
 async function chatHolding(core: RoutingCore, raw: ChatRequest, signal: CallerSignal, hold: Reservation): Promise<ChatResponse> {
   const prepared = core.prepare(raw, hold);
   const { result, candidate, durationMs } = await core.withFailover(prepared, signal, (candidate, attemptSignal) =>
-    candidate.adapter.chat(requestFor(prepared, candidate), attemptSignal),
+    candidate.adapter.chat(learnedRequestFor(core.options, prepared, candidate), attemptSignal),
   );
   const providerId = candidate.offer.providerId;
   hold.firstByteAt = Date.now();
@@ -49,7 +49,8 @@ async function chatHolding(core: RoutingCore, raw: ChatRequest, signal: CallerSi
     usage,
     providerId,
     routingStrategy: prepared.strategyName,
-    droppedParams: [],
+    // Parameters this provider × upstream model refused before (the learned capability map).
+    droppedParams: learnedDrops(core.options, prepared, candidate),
     // The serving model's prices, as the usage event carries them (the edge shows the charge as usage.cost).
     prices: prepared.model.pricing,
   };
@@ -76,7 +77,7 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
     const { logger } = target;
     let opened;
     try {
-      opened = await core.withFailover(target, signal, (candidate, control) => firstStreamPart(target, candidate, control), { continues: true });
+      opened = await core.withFailover(target, signal, (candidate, control) => firstStreamPart(core, target, candidate, control), { continues: true });
     } catch (error) {
       // The caller went away before any content: the stream just ends (its hold is released).
       if (signal.aborted) return;
@@ -97,7 +98,7 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
           created: BigInt(Math.floor(Date.now() / 1000)),
           providerId,
           routingStrategy: target.strategyName,
-          droppedParams: [],
+          droppedParams: learnedDrops(core.options, target, candidate),
           prices: target.model.pricing,
           ...(firstDelta ? { firstDelta } : {}),
         },
@@ -212,8 +213,8 @@ function deltaMessage(delta: ChatStreamDelta): ChatStreamResponse {
  * One stream attempt up to its first content: the parts before the first delta (a usage report) are
  * kept; no delta at all is an empty, complete answer. Each part gets the attempt's idle bound.
  */
-async function firstStreamPart(target: PreparedRequest, candidate: Candidate, control: AttemptControl) {
-  const iterator = candidate.adapter.chatStream(requestFor(target, candidate), control)[Symbol.asyncIterator]();
+async function firstStreamPart(core: RoutingCore, target: PreparedRequest, candidate: Candidate, control: AttemptControl) {
+  const iterator = candidate.adapter.chatStream(learnedRequestFor(core.options, target, candidate), control)[Symbol.asyncIterator]();
   let reported: Usage | undefined;
   try {
     for (;;) {

@@ -4,6 +4,7 @@ import type { ChatRequest } from '@gateway/proto';
 import type { Candidate } from '../strategies/index.js';
 import { AttemptControl } from './attempt-control.js';
 import { attemptTimeout, type RoutingTarget } from './candidates.js';
+import { learnRefusal } from './learned-requests.js';
 import type { RouterOptions } from './router-options.js';
 
 const NO_UPSTREAM_MESSAGE = 'No upstream available.';
@@ -47,7 +48,7 @@ export function verdictError(error: ProviderError): GatewayError {
  * the caller records the attempt's outcome.
  */
 export async function withFailover<Result>(
-  options: Pick<RouterOptions, 'attempts' | 'health' | 'catalog'>,
+  options: Pick<RouterOptions, 'attempts' | 'health' | 'catalog' | 'learned'>,
   target: RoutingTarget,
   signal: CallerSignal,
   call: (candidate: Candidate, control: AttemptControl) => Promise<Result>,
@@ -59,6 +60,8 @@ export async function withFailover<Result>(
   const attempts = screening ? undefined : options.attempts;
   let lastFailure: ProviderError | undefined;
   let lastProvider = '';
+  // The candidate already retried once without a parameter it refused (learned-capabilities.ts).
+  let retriedWithout = -1;
   for (let index = 0; index < candidates.length; index++) {
     const candidate = candidates[index]!;
     const providerId = candidate.offer.providerId;
@@ -95,6 +98,12 @@ export async function withFailover<Result>(
       }
       const failure = control.timedOut ? new ProviderError('timeout', 'attempt timed out', 0, { cause: error }) : toProviderError(error, control);
       attempts?.attempt(providerId, !failure.retryable ? 'rejected' : control.timedOut ? 'timeout' : 'error');
+      // A 400 naming a parameter the upstream model lacks: learned for the pair, and this candidate is
+      // tried once more without it (the call builds its request from the learned map) — not a failover.
+      if (failure.unsupportedParameter !== '' && !screening && learnRefusal(options, target, candidate, failure) && retriedWithout !== index) {
+        retriedWithout = index--;
+        continue;
+      }
       if (!failure.retryable && !screening) {
         // A refusal a fallback model may not share (moderation, a context too long) moves on to the next
         // model; any other verdict is on the request itself and ends it.

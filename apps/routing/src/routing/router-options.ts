@@ -3,6 +3,7 @@ import type { CatalogCache } from '../catalog/catalog-cache.js';
 import type { ProviderHealth } from '../strategies/index.js';
 import type { UsagePublisher } from '../usage/usage-publisher.js';
 import type { AttemptObserver } from './attempt-observer.js';
+import type { LearnedCapabilities } from './learned-capabilities.js';
 
 /** What the Router is built with; a leaf module, so candidates, failover and routing-core all read it without a cycle. */
 export interface RouterOptions {
@@ -17,4 +18,6 @@ export interface RouterOptions {
   random?: () => number;
   /** Counts provider attempts and failovers (metrics). */
   attempts?: AttemptObserver;
+  /** Parameters upstream models refused, per provider × upstream model (learned-capabilities.ts). */
+  learned?: LearnedCapabilities;
 }

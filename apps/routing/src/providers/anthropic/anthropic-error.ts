@@ -1,4 +1,5 @@
 import { ProviderError } from '../provider-adapter.js';
+import { gatewayParameterName } from '../unsupported-parameter.js';
 import { anthropicErrorSchema } from './anthropic-api-types.js';
 
 /** Longest provider message we carry to the caller: provider error pages can be megabytes of HTML. */
@@ -14,6 +15,18 @@ function extractMessage(bodyText: string): { message: string; type: string } {
   return { message: bodyText.trim(), type: '' };
 }
 
+/** Anthropic's validation of a field it does not know: `<field path>: Extra inputs are not permitted`. */
+const EXTRA_INPUT = /^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?): Extra inputs are not permitted/;
+/** Models that take one of the two sampling controls only (Claude 4.5 and later): `top_p` is the one dropped. */
+const SAMPLING_PAIR = /^`?temperature`? and `?top_p`? cannot both be specified/;
+
+/** The parameter a 400 refuses, in the gateway's vocabulary; '' when the refusal is about something else. */
+export function anthropicUnsupportedParameter(message: string): string {
+  const extra = EXTRA_INPUT.exec(message)?.[1];
+  if (extra !== undefined) return gatewayParameterName(extra);
+  return SAMPLING_PAIR.test(message) ? 'top_p' : '';
+}
+
 /**
  * Maps an HTTP error answer of the Messages API onto a ProviderError: 408/429/5xx/529 (overloaded)
  * fail over; 401/402/403/404 are our key, our account or our model name (another provider may serve
@@ -26,6 +39,10 @@ export function anthropicHttpError(status: number, bodyText: string): ProviderEr
     return new ProviderError('overloaded', message, status);
   }
   if (status === 401 || status === 402 || status === 403 || status === 404) return new ProviderError('misconfigured', message, status);
+  if (status === 400) {
+    const unsupportedParameter = anthropicUnsupportedParameter(rawMessage);
+    return new ProviderError('rejected', message, status, unsupportedParameter === '' ? {} : { unsupportedParameter });
+  }
   if (status >= 400) return new ProviderError('rejected', message, status);
   return new ProviderError('connection', `unexpected status ${status}: ${message}`, status);
 }

@@ -1,4 +1,5 @@
 import { ProviderError } from '../provider-adapter.js';
+import { gatewayParameterName } from '../unsupported-parameter.js';
 import { geminiErrorSchema } from './gemini-api-types.js';
 
 /** Longest provider message we carry to the caller: error pages can be megabytes of HTML. */
@@ -42,6 +43,27 @@ function extract(bodyText: string): ExtractedError {
 }
 
 /**
+ * The JSON decoder's refusal of a field it does not know, at the top level or in generationConfig
+ * (`Invalid JSON payload received. Unknown name "topK" at 'generation_config': Cannot find field.`).
+ * The same words about a path inside contents or tools are about the conversation, not a parameter.
+ */
+const UNKNOWN_FIELD = /Unknown name "([A-Za-z_][A-Za-z0-9_]*)"(?: at '(?:generation_config|generationConfig)(?:\.(?:thinking_config|thinkingConfig))?')?: Cannot find field/;
+/** Parameters a model refuses in words (`Penalty is not enabled for models/…`, `Logprobs is not enabled for …`). */
+const NOT_ENABLED = /^(Presence penalty|Frequency penalty|Penalty|Thinking) is not (?:enabled|supported) for/i;
+
+/** The parameter a 400 refuses, in the gateway's vocabulary; '' when the refusal is about something else. */
+export function geminiUnsupportedParameter(message: string): string {
+  const unknown = UNKNOWN_FIELD.exec(message)?.[1];
+  // Only when it is the message's one complaint: several unknown names are a malformed request, not one parameter.
+  if (unknown !== undefined && message.indexOf('Unknown name', message.indexOf('Unknown name') + 1) < 0) return gatewayParameterName(unknown);
+  const words = NOT_ENABLED.exec(message)?.[1]?.toLowerCase();
+  if (words === 'presence penalty' || words === 'penalty') return 'presence_penalty';
+  if (words === 'frequency penalty') return 'frequency_penalty';
+  if (words === 'thinking') return 'reasoning_effort';
+  return '';
+}
+
+/**
  * An HTTP error answer of the Gemini API as a ProviderError: 408/429/5xx fail over (overloaded);
  * 401/403/404 are our key, project or model name (misconfigured); a 400 is the API's verdict on the
  * request (rejected, in its words) except a 400 whose ErrorInfo reason says the key is invalid
@@ -56,6 +78,10 @@ export function geminiHttpError(status: number, bodyText: string): ProviderError
     return new ProviderError('misconfigured', message, status);
   }
   if (OUTAGE_STATUSES.has(rpcStatus)) return new ProviderError('overloaded', message, status);
+  if (status === 400) {
+    const unsupportedParameter = geminiUnsupportedParameter(raw);
+    return new ProviderError('rejected', message, status, unsupportedParameter === '' ? {} : { unsupportedParameter });
+  }
   if (status >= 400) return new ProviderError('rejected', message, status);
   return new ProviderError('connection', `unexpected status ${status}: ${message}`, status);
 }

@@ -1,0 +1,74 @@
+import type { ChatRequest } from '@gateway/proto';
+
+/**
+ * What a learned parameter name means in the canonical request (issue 27, item 8): the ChatRequest
+ * fields dropping it clears. The names are the gateway's vocabulary (providers/unsupported-parameter.ts):
+ * the chat completions spelling, as `x-gateway-dropped-params` shows them. Any other name is looked
+ * for among the request's extra_body keys. Fields that are the request itself (messages, tools, the
+ * output bound, the response format) are never dropped: without them it would be another request.
+ */
+const CLEARS: ReadonlyMap<string, readonly (keyof ChatRequest)[]> = new Map<string, (keyof ChatRequest)[]>([
+  ['temperature', ['temperature']],
+  ['top_p', ['topP']],
+  ['top_k', ['topK']],
+  ['stop', ['stop']],
+  ['presence_penalty', ['presencePenalty']],
+  ['frequency_penalty', ['frequencyPenalty']],
+  ['parallel_tool_calls', ['parallelToolCalls']],
+  ['reasoning_effort', ['reasoningEffort', 'thinkingBudgetTokens', 'reasoningSummary']],
+  ['user', ['user']],
+  ['prompt_cache_key', ['promptCacheKey']],
+]);
+
+const NONE: readonly string[] = [];
+
+function fieldSet(request: ChatRequest, field: keyof ChatRequest): boolean {
+  const value = request[field];
+  return Array.isArray(value) ? value.length > 0 : value !== undefined;
+}
+
+function extraBodyObject(request: ChatRequest): Record<string, unknown> | undefined {
+  if (request.extraBody === undefined || request.extraBody === '') return undefined;
+  try {
+    const parsed: unknown = JSON.parse(request.extraBody);
+    return parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether the request asks for the named parameter (so a retry without it is another request). */
+export function requestSets(request: ChatRequest, name: string): boolean {
+  const fields = CLEARS.get(name);
+  if (fields !== undefined) return fields.some((field) => fieldSet(request, field));
+  return extraBodyObject(request)?.[name] !== undefined;
+}
+
+/** Whether a name can be learned at all: a clearable field, or a key an extra_body may carry. */
+export function learnable(name: string): boolean {
+  return name !== '' && (CLEARS.has(name) || /^[A-Za-z_][A-Za-z0-9_]{0,63}$/.test(name));
+}
+
+/**
+ * The request without the learned names it sets, and those names (sorted): a shallow copy only when
+ * something is dropped, so a request the map says nothing about goes on as it is.
+ */
+export function withoutParameters(request: ChatRequest, names: readonly string[]): { request: ChatRequest; dropped: readonly string[] } {
+  let dropped: string[] | undefined;
+  for (const name of names) if (requestSets(request, name)) (dropped ??= []).push(name);
+  if (dropped === undefined) return { request, dropped: NONE };
+  const copy: ChatRequest = { ...request };
+  const fields = copy as unknown as Record<string, unknown>;
+  let extra: Record<string, unknown> | undefined;
+  for (const name of dropped) {
+    const cleared = CLEARS.get(name);
+    if (cleared !== undefined) {
+      for (const field of cleared) fields[field] = Array.isArray(fields[field]) ? [] : undefined;
+      continue;
+    }
+    extra ??= extraBodyObject(copy);
+    if (extra !== undefined) delete extra[name];
+  }
+  if (extra !== undefined) copy.extraBody = Object.keys(extra).length > 0 ? JSON.stringify(extra) : undefined;
+  return { request: copy, dropped: dropped.sort() };
+}
