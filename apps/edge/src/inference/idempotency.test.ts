@@ -6,6 +6,10 @@ import { testLogger } from '@gateway/testing';
 import { AnswerCapture, REPLAYED_HEADER, bodyDigest, replayAnswer, type StoredAnswer } from './idempotency-capture.js';
 import { decodeRecord, encodeRecord } from './idempotency-record.js';
 import { DEFAULT_IDEMPOTENCY_LIMITS, IdempotencyStore, keepsAnswer, type IdempotencyLimits, type IdempotencyOutcome } from './idempotency-store.js';
+import { runIdempotent } from './idempotency.js';
+import type { InferenceJob } from './pipeline-steps.js';
+import type { EdgeContext } from '../context.js';
+import { EdgeError } from '../errors.js';
 
 const logger = testLogger('idempotency-test');
 const ANSWER: StoredAnswer = { status: 200, headers: [['content-type', 'application/json'], ['x-gateway-request-id', 'req-1']], body: Buffer.from('{"ok":true}') };
@@ -227,4 +231,73 @@ describe('AnswerCapture and replay', () => {
     expect(capture().bytes).toBe(2_048);
     expect(capture().answer().body.byteLength).toBe(0);
   });
+});
+
+describe('runIdempotent', () => {
+  let server: Server | undefined;
+  afterEach(async () => {
+    server?.closeAllConnections();
+    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+    server = undefined;
+  });
+
+  /**
+   * A server whose every request runs `answer` through runIdempotent under one key and body, counting
+   * the runs; errors thrown are answered as the edge's route would (status from the error).
+   */
+  async function serve(answer: (response: ServerResponse, job: { failedAfterCommit: boolean }) => void) {
+    const records = new IdempotencyStore(new InProcessEventBus(logger), DEFAULT_IDEMPOTENCY_LIMITS, logger);
+    const context = { idempotency: records, logger } as unknown as EdgeContext;
+    let runs = 0;
+    server = createServer((request, response) => {
+      const job = { requestId: 'r', signal: new Cancellation(), failedAfterCommit: false } as unknown as InferenceJob;
+      request.resume();
+      request.on('end', () => {
+        const bound = { key: String(request.headers['idempotency-key']), accountId: 'acct', endpoint: 'chat.completions', body: { n: 1 } };
+        runIdempotent(context, bound, response, job, async () => {
+          runs++;
+          answer(response, job);
+        }).catch((error: unknown) => {
+          const status = error instanceof EdgeError ? error.apiError.status : 500;
+          response.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify({ error: String(error) }));
+        });
+      });
+    });
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+    return { send: (key: string) => fetch(url, { method: 'POST', headers: { 'idempotency-key': key } }), runs: () => runs };
+  }
+
+  it('keeps a 2xx answer: the second request is a replay, the route ran once', async () => {
+    const { send, runs } = await serve((response) => response.writeHead(200, { 'content-type': 'text/plain' }).end('first'));
+    expect(await (await send('a')).text()).toBe('first');
+    const again = await eventuallyReplayed(send, 'a');
+    expect(await again.text()).toBe('first');
+    expect(runs()).toBe(1);
+  });
+
+  it('does not keep a 5xx nor a failed stream: the next request runs again', async () => {
+    let status = 503;
+    const { send, runs } = await serve((response, job) => {
+      if (status === 200) job.failedAfterCommit = true;
+      response.writeHead(status, { 'content-type': 'text/plain' }).end(`status ${status}`);
+    });
+    expect((await send('b')).status).toBe(503);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    status = 200;
+    expect((await send('b')).status).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect((await send('b')).headers.get(REPLAYED_HEADER)).toBeNull();
+    expect(runs()).toBe(3);
+  });
+
+  /** The record is written as the first response closes, a moment after its client read it. */
+  async function eventuallyReplayed(send: (key: string) => Promise<Response>, key: string): Promise<Response> {
+    for (let attempt = 0; ; attempt++) {
+      const response = await send(key);
+      if (response.headers.get(REPLAYED_HEADER) === 'true' || attempt > 20) return response;
+      await response.text();
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+  }
 });

@@ -119,6 +119,11 @@ export async function runIdempotent(
       break;
   }
   const claim = outcome.claim;
+  if (job.signal.aborted) {
+    // The response closed while the claim was being taken: no close event is left to end it.
+    void claim.finish(undefined);
+    throw new ClientGoneError('client left before its Idempotency-Key request ran');
+  }
   const capture = new AnswerCapture(response, store.limits.maxAnswerBytes);
   response.once('close', () => {
     const whole = response.writableFinished && !job.failedAfterCommit && keepsAnswer(capture.status);
