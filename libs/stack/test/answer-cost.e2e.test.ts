@@ -1,0 +1,261 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type OpenAI from 'openai';
+import { formatCredits, parseCredits } from '@gateway/platform';
+import { eventually, startFakeAnthropicUpstream, startFakeUpstream, type FakeAnthropicUpstream, type FakeUpstream } from '@gateway/testing';
+import { startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { anthropicClient } from './messages-e2e-harness.js';
+
+/*
+ * Cost in every answer (issue 27 item 3), through the whole stack (edge, routing, ledger, Postgres,
+ * NATS) and the real SDKs: `usage.cost` (a decimal credit string) and `usage.cost_details` in every JSON
+ * answer and in the last streamed usage event of the three dialects, and in embeddings answers. Each is
+ * compared with the ledger's own record of that request's charge (GET /v1/generation: total_cost and
+ * cost_details, written in the charge's transaction) byte for byte, and with the charge worked out by
+ * hand from the fake's counts and the catalog's prices; the parts add up to the cost.
+ */
+
+const CACHED = 'testco/claude-costed';
+const EMBED = 'testco/embed-costed';
+const FALLBACK_DEAD = 'testco/claude-dead';
+const GPT = 'testco/gpt-costed';
+
+/** A stream that opens, sends no content and no finish reason, reports usage, and ends (zero-completion insurance). */
+const EMPTY_STREAM = [
+  { id: 'chatcmpl-empty', object: 'chat.completion.chunk', created: 1_767_225_600, model: 'gpt-upstream', choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] },
+  { id: 'chatcmpl-empty', object: 'chat.completion.chunk', created: 1_767_225_600, model: 'gpt-upstream', choices: [], usage: { prompt_tokens: 12, completion_tokens: 0, total_tokens: 12 } },
+].map((chunk) => `data: ${JSON.stringify(chunk)}\n\n`).join('') + 'data: [DONE]\n\n';
+
+/** Catalog prices, and the same in pico-credits per token. */
+const PRICES = { input: '0.000003', cached: '0.0000003', write: '0.00000375', output: '0.000015', embed: '0.00000013' };
+const PICO = { input: 3_000_000n, cached: 300_000n, write: 3_750_000n, output: 15_000_000n, embed: 130_000n };
+
+/** What the Anthropic fake reports: plain input, cache writes, cache reads and output all at once. */
+const USAGE = { input_tokens: 12, cache_creation_input_tokens: 100, cache_read_input_tokens: 2_048, output_tokens: 7 };
+const EXPECTED = {
+  input: 12n * PICO.input,
+  cache_write: 100n * PICO.write,
+  cache_read: 2_048n * PICO.cached,
+  output: 7n * PICO.output,
+};
+const EXPECTED_TOTAL = EXPECTED.input + EXPECTED.cache_write + EXPECTED.cache_read + EXPECTED.output;
+const EXPECTED_JSON = {
+  cost: formatCredits(EXPECTED_TOTAL),
+  cost_details: {
+    input: formatCredits(EXPECTED.input), output: formatCredits(EXPECTED.output), cache_read: formatCredits(EXPECTED.cache_read),
+    cache_write: formatCredits(EXPECTED.cache_write), reasoning: '0',
+  },
+};
+
+function catalog(claude: FakeAnthropicUpstream, dead: FakeAnthropicUpstream, openai: FakeUpstream): string {
+  return `
+startups:
+  - { id: testco, display_name: Test Co }
+providers:
+  - { id: anthropic-main, kind: anthropic, base_url: ${claude.url}, api_key_env: COST_E2E_ANTHROPIC_KEY }
+  - { id: anthropic-dead, kind: anthropic, base_url: ${dead.url}, api_key_env: COST_E2E_ANTHROPIC_KEY }
+  - { id: openai-embed, kind: openai, base_url: ${openai.url}, api_key_env: COST_E2E_OPENAI_KEY }
+limit_groups:
+  - id: default
+    tiers: { tier-1: { minute: 600 } }
+models:
+  - id: ${CACHED}
+    owned_by: testco
+    created: 1767225600
+    input_modalities: [text]
+    output_modalities: [text]
+    supported_parameters: [temperature, max_completion_tokens, max_tokens, stream_options]
+    pricing: { per_input_token: "${PRICES.input}", per_cached_input_token: "${PRICES.cached}", per_cache_write_input_token: "${PRICES.write}", per_output_token: "${PRICES.output}" }
+    limit_group: default
+    offers:
+      - { provider: anthropic-main, upstream_model: claude-upstream, endpoints: [chat.completions, responses, messages] }
+  - id: ${FALLBACK_DEAD}
+    owned_by: testco
+    created: 1767225600
+    input_modalities: [text]
+    output_modalities: [text]
+    supported_parameters: [temperature, max_completion_tokens, max_tokens, stream_options]
+    pricing: { per_input_token: "0.000001", per_output_token: "0.000002" }
+    limit_group: default
+    offers:
+      - { provider: anthropic-dead, upstream_model: claude-dead, endpoints: [chat.completions, responses, messages] }
+  - id: ${GPT}
+    owned_by: testco
+    created: 1767225600
+    input_modalities: [text]
+    output_modalities: [text]
+    supported_parameters: [temperature, max_completion_tokens, stream_options]
+    pricing: { per_input_token: "${PRICES.input}", per_cached_input_token: "${PRICES.cached}", per_output_token: "${PRICES.output}" }
+    limit_group: default
+    offers:
+      - { provider: openai-embed, upstream_model: gpt-upstream, endpoints: [chat.completions] }
+  - id: ${EMBED}
+    owned_by: testco
+    created: 1767225600
+    input_modalities: [text]
+    output_modalities: [embeddings]
+    supported_parameters: [dimensions]
+    pricing: { per_input_token: "${PRICES.embed}" }
+    limit_group: default
+    offers:
+      - { provider: openai-embed, upstream_model: embed-upstream, endpoints: [embeddings] }
+`;
+}
+
+interface Shown { cost: string; cost_details: Record<string, string> }
+
+describe('cost in every answer, equal to the ledger charge', () => {
+  let claude: FakeAnthropicUpstream;
+  let dead: FakeAnthropicUpstream;
+  let openai: FakeUpstream;
+  let harness: ChatHarness;
+  let client: OpenAI;
+
+  beforeAll(async () => {
+    [claude, dead, openai] = await Promise.all([startFakeAnthropicUpstream(), startFakeAnthropicUpstream(), startFakeUpstream()]);
+    harness = await startChatHarness({
+      configYaml: catalog(claude, dead, openai),
+      providerSecrets: { COST_E2E_ANTHROPIC_KEY: 'anthropic-key', COST_E2E_OPENAI_KEY: 'openai-key' },
+      credits: '100',
+    });
+    client = harness.client;
+  }, 120_000);
+
+  afterAll(async () => {
+    await harness?.stop();
+    await Promise.all([claude, dead, openai].map((upstream) => upstream?.close()));
+  }, 30_000);
+
+  beforeEach(() => {
+    for (const upstream of [claude, dead, openai]) upstream.reset();
+  });
+
+  /** The ledger's record of the request (polled past the 404 that comes before settlement). */
+  async function ledgerRecord(requestId: string): Promise<Record<string, any>> {
+    let record: Record<string, any> = {};
+    await eventually(async () => {
+      const response = await fetch(`${harness.stack.url}/v1/generation?id=${encodeURIComponent(requestId)}`, { headers: { authorization: `Bearer ${harness.apiKey}` } });
+      expect(response.status).toBe(200);
+      record = ((await response.json()) as { data: Record<string, any> }).data;
+    }, 15_000);
+    return record;
+  }
+
+  /** The answer's cost is the ledger's charge for its request, string for string, and its parts add up. */
+  async function expectLedgerCharge(requestId: string | null, shown: Shown | undefined, expected: Shown): Promise<void> {
+    expect(requestId).toBeTruthy();
+    expect(shown).toBeDefined();
+    expect(typeof shown!.cost).toBe('string');
+    expect({ cost: shown!.cost, cost_details: shown!.cost_details }).toEqual(expected);
+    const parts = Object.values(shown!.cost_details).reduce((sum, part) => sum + parseCredits(part), 0n);
+    expect(parts).toBe(parseCredits(shown!.cost));
+    const record = await ledgerRecord(requestId!);
+    expect(record.total_cost).toBe(shown!.cost);
+    expect(record.cost_details).toEqual(shown!.cost_details);
+  }
+
+  const pick = (usage: any): Shown => ({ cost: usage?.cost, cost_details: usage?.cost_details });
+
+  describe('chat completions', () => {
+    it('JSON answer: usage.cost and cost_details, the ledger charge of the request', async () => {
+      claude.script({ usage: USAGE });
+      const { data, response } = await client.chat.completions.create({ model: CACHED, messages: [{ role: 'user', content: 'Hi' }] }).withResponse();
+      await expectLedgerCharge(response.headers.get('x-request-id'), pick(data.usage), EXPECTED_JSON);
+    });
+
+    it('stream: the usage chunk carries the same cost', async () => {
+      claude.script({ usage: USAGE });
+      const { data: stream, response } = await client.chat.completions
+        .create({ model: CACHED, messages: [{ role: 'user', content: 'Hi' }], stream: true, stream_options: { include_usage: true } })
+        .withResponse();
+      let usage: unknown;
+      for await (const chunk of stream) if (chunk.usage) usage = chunk.usage;
+      await expectLedgerCharge(response.headers.get('x-request-id'), pick(usage), EXPECTED_JSON);
+    });
+
+    it('a fallback model served: the cost is at its prices, as charged', async () => {
+      dead.setFallback({ status: 503 });
+      claude.script({ usage: USAGE }, { usage: USAGE });
+      const { data, response } = await client.chat.completions
+        .create({ model: FALLBACK_DEAD, models: [FALLBACK_DEAD, CACHED], messages: [{ role: 'user', content: 'Hi' }] } as OpenAI.ChatCompletionCreateParamsNonStreaming)
+        .withResponse();
+      expect(data.model).toBe(CACHED);
+      await expectLedgerCharge(response.headers.get('x-request-id'), pick(data.usage), EXPECTED_JSON);
+      const { data: stream, response: streamed } = await client.chat.completions
+        .create({ model: FALLBACK_DEAD, models: [FALLBACK_DEAD, CACHED], messages: [{ role: 'user', content: 'Hi' }], stream: true, stream_options: { include_usage: true } } as OpenAI.ChatCompletionCreateParamsStreaming)
+        .withResponse();
+      let usage: unknown;
+      for await (const chunk of stream) if (chunk.usage) usage = chunk.usage;
+      await expectLedgerCharge(streamed.headers.get('x-request-id'), pick(usage), EXPECTED_JSON);
+    });
+
+    it('an OpenAI-wire answer with cache reads: every part as the ledger splits it', async () => {
+      openai.script({ usage: { prompt_tokens: 1_000, completion_tokens: 40, cached_tokens: 600 } });
+      const { data, response } = await client.chat.completions.create({ model: GPT, messages: [{ role: 'user', content: 'Hi' }] }).withResponse();
+      const parts = { input: 400n * PICO.input, cache_read: 600n * PICO.cached, output: 40n * PICO.output };
+      await expectLedgerCharge(response.headers.get('x-request-id'), pick(data.usage), {
+        cost: formatCredits(parts.input + parts.cache_read + parts.output),
+        cost_details: { input: formatCredits(parts.input), output: formatCredits(parts.output), cache_read: formatCredits(parts.cache_read), cache_write: '0', reasoning: '0' },
+      });
+    });
+
+    it('an insured stream (no output, no finish reason): cost 0, as the ledger charges it', async () => {
+      openai.script({ replay: { contentType: 'text/event-stream', body: EMPTY_STREAM } });
+      const { data: stream, response } = await client.chat.completions
+        .create({ model: GPT, messages: [{ role: 'user', content: 'Hi' }], stream: true, stream_options: { include_usage: true } })
+        .withResponse();
+      let usage: any;
+      for await (const chunk of stream) if (chunk.usage) usage = chunk.usage;
+      expect(usage.prompt_tokens).toBe(12);
+      await expectLedgerCharge(response.headers.get('x-request-id'), pick(usage), {
+        cost: '0', cost_details: { input: '0', output: '0', cache_read: '0', cache_write: '0', reasoning: '0' },
+      });
+      expect((await ledgerRecord(response.headers.get('x-request-id')!)).insured_reason).toBe('no_output_no_finish_reason');
+    });
+  });
+
+  describe('responses', () => {
+    it('JSON answer: usage.cost and cost_details', async () => {
+      claude.script({ usage: USAGE });
+      const { data, response } = await client.responses.create({ model: CACHED, input: 'Hi' }).withResponse();
+      await expectLedgerCharge(response.headers.get('x-request-id'), pick(data.usage), EXPECTED_JSON);
+    });
+
+    it('stream: response.completed carries the same cost', async () => {
+      claude.script({ usage: USAGE });
+      const { data: stream, response } = await client.responses.create({ model: CACHED, input: 'Hi', stream: true }).withResponse();
+      let usage: unknown;
+      for await (const event of stream) if (event.type === 'response.completed') usage = event.response.usage;
+      await expectLedgerCharge(response.headers.get('x-request-id'), pick(usage), EXPECTED_JSON);
+    });
+  });
+
+  describe('messages', () => {
+    it('JSON answer: usage.cost and cost_details', async () => {
+      claude.script({ usage: USAGE });
+      const anthropic = anthropicClient(harness.stack.url, harness.apiKey);
+      const { data, response } = await anthropic.messages.create({ model: CACHED, max_tokens: 64, messages: [{ role: 'user', content: 'Hi' }] }).withResponse();
+      await expectLedgerCharge(response.headers.get('x-request-id'), pick(data.usage), EXPECTED_JSON);
+    });
+
+    it('stream: message_delta carries the same cost', async () => {
+      claude.script({ usage: USAGE });
+      const anthropic = anthropicClient(harness.stack.url, harness.apiKey);
+      const { data: stream, response } = await anthropic.messages
+        .create({ model: CACHED, max_tokens: 64, messages: [{ role: 'user', content: 'Hi' }], stream: true })
+        .withResponse();
+      let usage: unknown;
+      for await (const event of stream) if (event.type === 'message_delta') usage = event.usage;
+      await expectLedgerCharge(response.headers.get('x-request-id'), pick(usage), EXPECTED_JSON);
+    });
+  });
+
+  it('embeddings: usage.cost at the embedding price, the ledger charge', async () => {
+    const { data, response } = await client.embeddings.create({ model: EMBED, input: 'some words to embed' }).withResponse();
+    // The fake counts the input's tokens itself: the charge is that count at the embedding price.
+    expect(data.usage.prompt_tokens).toBeGreaterThan(0);
+    const pico = BigInt(data.usage.prompt_tokens) * PICO.embed;
+    await expectLedgerCharge(response.headers.get('x-request-id'), pick(data.usage), {
+      cost: formatCredits(pico), cost_details: { input: formatCredits(pico), output: '0', cache_read: '0', cache_write: '0', reasoning: '0' },
+    });
+  });
+});
