@@ -1,0 +1,155 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import OpenAI from 'openai';
+import { createClient, parseCredits } from '@gateway/platform';
+import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
+import { LearnedCapabilities, startRoutingService, type RunningRoutingService } from '@gateway/routing';
+import { eventually, startFakeUpstream, testLogger, type FakeUpstream, type RecordedRequest } from '@gateway/testing';
+import type { RunningEdge } from '@gateway/edge';
+import { oneModelCatalog } from './chat-e2e-harness.js';
+import { ctlJson, startSecondEdge, startStackOnCatalog, type StackOnCatalog } from './configured-stack.js';
+
+// Issue 27, item 8, through the whole stack (Postgres, NATS, the real `openai` client): an OpenAI model
+// that refuses `temperature` with OpenAI's own 400. The first request is served after one retry on the
+// same provider without it (two upstream calls), its answer names it in x-gateway-dropped-params and it
+// is charged once; later requests go without it in one call; a second routing replica on the same NATS
+// namespace (behind a second edge) knows it too. /v1/models is the catalog's truth throughout.
+
+const MODEL = 'testco/reasoner';
+const UPSTREAM_MODEL = 'reasoner-2026';
+const USAGE = { prompt_tokens: 11, completion_tokens: 7 };
+/** 11 × 0.000001 + 7 × 0.000002 = 0.000025 credits, in pico-credits. */
+const CHARGE_PICO = 25_000_000n;
+
+/** OpenAI's answer to a temperature sent to a reasoning model (its real body). */
+const TEMPERATURE_REFUSAL = {
+  status: 400,
+  errorBody: {
+    error: { message: "Unsupported parameter: 'temperature' is not supported with this model.", type: 'invalid_request_error', param: 'temperature', code: 'unsupported_parameter' },
+  },
+};
+
+describe('learned capability map (issue 27 item 8)', () => {
+  let upstream: FakeUpstream;
+  let base: StackOnCatalog;
+  let apiKey: string;
+  let accountId: string;
+  let client: OpenAI;
+  let ledger: ReturnType<typeof createClient<LedgerServiceClient>>;
+  let secondRouting: RunningRoutingService;
+  let secondEdge: RunningEdge;
+
+  beforeAll(async () => {
+    upstream = await startFakeUpstream();
+    const configYaml = oneModelCatalog({
+      model: MODEL,
+      provider: `kind: openai, base_url: ${upstream.url}, api_key_env: LEARNED_KEY`,
+      upstreamModel: UPSTREAM_MODEL,
+      supportedParameters: ['temperature', 'top_p', 'max_completion_tokens', 'max_tokens', 'stream_options'],
+      endpoints: ['chat.completions', 'messages', 'responses'],
+    });
+    base = await startStackOnCatalog('learned', configYaml, { keyHashSecret: 'learned-e2e-secret-learned-e2e-0123', providerSecrets: { LEARNED_KEY: 'sk-learned' } });
+    const account = await ctlJson(base.stack, 'accounts', 'create', '--name', 'learned', '--credits', '10', '--tier', 'tier-1', '--json');
+    accountId = account.account_id!;
+    apiKey = (await ctlJson(base.stack, 'keys', 'create', accountId, '--name', 'learned-key', '--json')).api_key!;
+    client = new OpenAI({ baseURL: `${base.stack.url}/v1`, apiKey, maxRetries: 0, timeout: 30_000 });
+    ledger = createClient(LedgerServiceClient, LedgerServiceService, base.stack.addresses.ledger);
+    // A second routing replica on the same NATS namespace, reached through its own edge.
+    secondRouting = await startRoutingService({
+      listenAddress: '127.0.0.1:0',
+      catalogAddress: base.stack.addresses.catalog,
+      bus: await base.testBus.connectAnother(),
+      logger: testLogger('routing-2'),
+      providerSecrets: { LEARNED_KEY: 'sk-learned' },
+    });
+    // startSecondEdge's options go after its own addresses, so this edge talks to the second replica only.
+    const toSecondRouting = { name: 'edge-2', routerAddress: secondRouting.address } as Parameters<typeof startSecondEdge>[2];
+    secondEdge = await startSecondEdge(base.stack, base.testBus, toSecondRouting);
+  }, 120_000);
+  afterAll(async () => {
+    ledger?.close();
+    await secondEdge?.stop();
+    await secondRouting?.stop();
+    await base?.stop();
+    await upstream?.close();
+  });
+  beforeEach(() => {
+    upstream.reset();
+    // The fake refuses temperature as OpenAI's reasoning models do, and serves anything else.
+    upstream.setFallback((request: RecordedRequest) => (request.body?.temperature !== undefined ? TEMPERATURE_REFUSAL : { usage: USAGE }));
+  });
+
+  const charges = async () => {
+    const activity = await ledger.getActivity({ accountId, days: 30, keyId: '' });
+    const rows = activity.rows.filter((row) => row.modelId === MODEL);
+    return { requests: rows.reduce((sum, row) => sum + row.requests, 0), costPico: rows.reduce((sum, row) => sum + parseCredits(row.credits), 0n) };
+  };
+  const chargedAt = async (requests: number) => {
+    let seen = { requests: -1, costPico: 0n };
+    await eventually(async () => {
+      seen = await charges();
+      expect(seen.requests).toBe(requests);
+    }, 15_000);
+    return seen;
+  };
+  const chatCalls = () => upstream.requests.filter((request) => request.path.endsWith('/chat/completions'));
+
+  it('learns a refused temperature: one retry, named in the header, charged once; then dropped before sending, on this replica and the other', async () => {
+    const before = await charges();
+    const { data, response } = await client.chat.completions
+      .create({ model: MODEL, messages: [{ role: 'user', content: 'Think about it.' }], temperature: 0.4, top_p: 0.9 })
+      .withResponse();
+    expect(response.status).toBe(200);
+    expect(response.headers.get('x-gateway-dropped-params')).toBe('temperature');
+    expect(data.choices[0]!.message.content).toBeTruthy();
+    const calls = chatCalls();
+    expect(calls).toHaveLength(2);
+    expect(calls[0]!.body.temperature).toBe(0.4);
+    expect(calls[1]!.body.temperature).toBeUndefined();
+    expect(calls[1]!.body.top_p).toBe(0.9);
+    expect(calls[1]!.body.model).toBe(UPSTREAM_MODEL);
+    const once = await chargedAt(before.requests + 1);
+    expect(once.costPico - before.costPico).toBe(CHARGE_PICO);
+
+    // The next request: one call, without temperature, and the header still says so.
+    upstream.requests.length = 0;
+    const again = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Again.' }], temperature: 0.4 }).withResponse();
+    expect(again.response.headers.get('x-gateway-dropped-params')).toBe('temperature');
+    expect(chatCalls()).toHaveLength(1);
+    expect(chatCalls()[0]!.body.temperature).toBeUndefined();
+    expect((await chargedAt(before.requests + 2)).costPico - before.costPico).toBe(2n * CHARGE_PICO);
+
+    // The other routing replica (behind the other edge) learned it through the bus: once the shared bucket
+    // has it (a reader on a third connection sees it), its very first request is one call without it.
+    const probe = new LearnedCapabilities({ bus: await base.testBus.connectAnother(), logger: testLogger('probe') });
+    await probe.start();
+    await eventually(() => expect(probe.droppedFor('upstream-one', UPSTREAM_MODEL)).toEqual(['temperature']), 5_000);
+    await probe.stop();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    upstream.requests.length = 0;
+    const other = new OpenAI({ baseURL: `${secondEdge.url}/v1`, apiKey, maxRetries: 0, timeout: 30_000 });
+    const elsewhere = await other.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Elsewhere.' }], temperature: 0.4 }).withResponse();
+    expect(elsewhere.response.headers.get('x-gateway-dropped-params')).toBe('temperature');
+    expect(chatCalls()).toHaveLength(1);
+    expect(chatCalls()[0]!.body.temperature).toBeUndefined();
+
+    // /v1/models is the catalog's truth: the model still lists temperature.
+    const models = (await (await fetch(`${base.stack.url}/v1/models`, { headers: { authorization: `Bearer ${apiKey}` } })).json()) as { data: { id: string; supported_parameters?: string[] }[] };
+    expect(models.data.find((model) => model.id === MODEL)?.supported_parameters).toContain('temperature');
+  });
+
+  it('a stream without temperature names nothing; with it, the learned drop is in the stream’s headers and one call is made', async () => {
+    const plain = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Plain.' }], stream: true }).withResponse();
+    for await (const chunk of plain.data) void chunk;
+    expect(plain.response.headers.get('x-gateway-dropped-params')).toBeNull();
+    upstream.requests.length = 0;
+    const streamed = await client.chat.completions
+      .create({ model: MODEL, messages: [{ role: 'user', content: 'Stream.' }], temperature: 1.1, stream: true, stream_options: { include_usage: true } })
+      .withResponse();
+    let text = '';
+    for await (const chunk of streamed.data) text += chunk.choices[0]?.delta?.content ?? '';
+    expect(text.length).toBeGreaterThan(0);
+    expect(streamed.response.headers.get('x-gateway-dropped-params')).toBe('temperature');
+    expect(chatCalls()).toHaveLength(1);
+    expect(chatCalls()[0]!.body.temperature).toBeUndefined();
+  });
+});
