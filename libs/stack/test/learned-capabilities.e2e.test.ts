@@ -5,7 +5,7 @@ import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import { LearnedCapabilities, startRoutingService, type RunningRoutingService } from '@gateway/routing';
 import { eventually, startFakeUpstream, testLogger, type FakeUpstream, type RecordedRequest } from '@gateway/testing';
 import type { RunningEdge } from '@gateway/edge';
-import { oneModelCatalog } from './chat-e2e-harness.js';
+import { rawPost } from './messages-e2e-harness.js';
 import { ctlJson, startSecondEdge, startStackOnCatalog, type StackOnCatalog } from './configured-stack.js';
 
 // Issue 27, item 8, through the whole stack (Postgres, NATS, the real `openai` client): an OpenAI model
@@ -16,6 +16,8 @@ import { ctlJson, startSecondEdge, startStackOnCatalog, type StackOnCatalog } fr
 
 const MODEL = 'testco/reasoner';
 const UPSTREAM_MODEL = 'reasoner-2026';
+const MESSAGES_MODEL = 'testco/reasoner-messages';
+const RESPONSES_MODEL = 'testco/reasoner-responses';
 const USAGE = { prompt_tokens: 11, completion_tokens: 7 };
 /** 11 × 0.000001 + 7 × 0.000002 = 0.000025 credits, in pico-credits. */
 const CHARGE_PICO = 25_000_000n;
@@ -27,6 +29,31 @@ const TEMPERATURE_REFUSAL = {
     error: { message: "Unsupported parameter: 'temperature' is not supported with this model.", type: 'invalid_request_error', param: 'temperature', code: 'unsupported_parameter' },
   },
 };
+
+/** One provider, three models with their own upstream models (the map is per provider × upstream model). */
+function catalog(upstream: FakeUpstream): string {
+  const model = (id: string, upstreamModel: string) => `
+  - id: ${id}
+    owned_by: testco
+    created: 1767225600
+    input_modalities: [text]
+    output_modalities: [text]
+    supported_parameters: [temperature, top_p, max_completion_tokens, max_tokens, stream_options]
+    pricing: { per_input_token: "0.000001", per_output_token: "0.000002" }
+    limit_group: default
+    offers:
+      - { provider: upstream-one, upstream_model: ${upstreamModel}, endpoints: [chat.completions, messages, responses] }`;
+  return `
+startups:
+  - { id: testco, display_name: Test Co }
+providers:
+  - { id: upstream-one, kind: openai, base_url: ${upstream.url}, api_key_env: LEARNED_KEY }
+limit_groups:
+  - id: default
+    tiers: { tier-1: { minute: 600 } }
+models:${model(MODEL, UPSTREAM_MODEL)}${model(MESSAGES_MODEL, 'reasoner-m')}${model(RESPONSES_MODEL, 'reasoner-r')}
+`;
+}
 
 describe('learned capability map (issue 27 item 8)', () => {
   let upstream: FakeUpstream;
@@ -40,13 +67,7 @@ describe('learned capability map (issue 27 item 8)', () => {
 
   beforeAll(async () => {
     upstream = await startFakeUpstream();
-    const configYaml = oneModelCatalog({
-      model: MODEL,
-      provider: `kind: openai, base_url: ${upstream.url}, api_key_env: LEARNED_KEY`,
-      upstreamModel: UPSTREAM_MODEL,
-      supportedParameters: ['temperature', 'top_p', 'max_completion_tokens', 'max_tokens', 'stream_options'],
-      endpoints: ['chat.completions', 'messages', 'responses'],
-    });
+    const configYaml = catalog(upstream);
     base = await startStackOnCatalog('learned', configYaml, { keyHashSecret: 'learned-e2e-secret-learned-e2e-0123', providerSecrets: { LEARNED_KEY: 'sk-learned' } });
     const account = await ctlJson(base.stack, 'accounts', 'create', '--name', 'learned', '--credits', '10', '--tier', 'tier-1', '--json');
     accountId = account.account_id!;
@@ -151,5 +172,37 @@ describe('learned capability map (issue 27 item 8)', () => {
     expect(streamed.response.headers.get('x-gateway-dropped-params')).toBe('temperature');
     expect(chatCalls()).toHaveLength(1);
     expect(chatCalls()[0]!.body.temperature).toBeUndefined();
+  });
+  it('messages: the first request retries once without temperature and names it; a stream after it makes one call', async () => {
+    const headers = { authorization: `Bearer ${apiKey}`, 'anthropic-version': '2023-06-01' };
+    const body = { model: MESSAGES_MODEL, max_tokens: 50, messages: [{ role: 'user', content: 'Hi.' }], temperature: 0.5 };
+    const first = await rawPost(`${base.stack.url}/v1/messages`, headers, body);
+    expect(first.status).toBe(200);
+    expect(first.headers.get('x-gateway-dropped-params')).toBe('temperature');
+    expect(first.json.type).toBe('message');
+    expect(chatCalls()).toHaveLength(2);
+    expect(chatCalls()[1]!.body.temperature).toBeUndefined();
+    upstream.requests.length = 0;
+    const streamed = await rawPost(`${base.stack.url}/v1/messages`, headers, { ...body, stream: true });
+    expect(streamed.status).toBe(200);
+    expect(streamed.headers.get('x-gateway-dropped-params')).toBe('temperature');
+    expect(streamed.events.at(-1)?.event).toBe('message_stop');
+    expect(chatCalls()).toHaveLength(1);
+    expect(chatCalls()[0]!.body.temperature).toBeUndefined();
+  });
+
+  it('responses: a first streamed request retries once before any event and names it; the next plain one makes one call', async () => {
+    const streamed = await client.responses.create({ model: RESPONSES_MODEL, input: 'Hi.', temperature: 0.5, stream: true }).withResponse();
+    const types: string[] = [];
+    for await (const event of streamed.data) types.push(event.type);
+    expect(streamed.response.headers.get('x-gateway-dropped-params')).toBe('temperature');
+    expect(types.at(-1)).toBe('response.completed');
+    expect(chatCalls()).toHaveLength(2);
+    expect(chatCalls()[1]!.body.temperature).toBeUndefined();
+    upstream.requests.length = 0;
+    const plain = await client.responses.create({ model: RESPONSES_MODEL, input: 'Again.', temperature: 0.5 }).withResponse();
+    expect(plain.response.headers.get('x-gateway-dropped-params')).toBe('temperature');
+    expect(plain.data.output_text.length).toBeGreaterThan(0);
+    expect(chatCalls()).toHaveLength(1);
   });
 });
