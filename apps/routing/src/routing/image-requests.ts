@@ -127,5 +127,7 @@ async function imagesAnswer(core: RoutingCore, target: RoutingTarget, raw: Gener
     usage,
     providerId,
     routingStrategy: target.strategyName,
+    // The usage event's prices (the edge shows the charge as usage.cost).
+    prices: target.model.pricing,
   };
 }

@@ -6,6 +6,7 @@ import { sendJson } from '../../http.js';
 import { parseBody } from '../../canonical/validation.js';
 import type { EdgeContext } from '../../context.js';
 import type { HttpAnswer } from '../../inference/answer-sink.js';
+import { answerCost } from '../../inference/answer-cost.js';
 import { gatewayHeaders } from '../../inference/gateway-headers.js';
 import type { InferenceJob } from '../../inference/pipeline-steps.js';
 import { readMultipart, singleField, type MultipartFile } from '../multipart.js';
@@ -114,7 +115,9 @@ async function renderImages(answer: GenerateImagesResponse, prepared: PreparedIm
   const usage = answer.usage;
   const input = (usage?.inputTextTokens ?? 0) + (usage?.inputImageTokens ?? 0);
   const output = usage?.outputImageTokens ?? 0;
-  return { created: Number(answer.created), data, usage: { input_tokens: input, output_tokens: output, total_tokens: input + output } };
+  // The charge (usage.cost): an answer without an image is insured (no_images), as routing claims it.
+  const cost = answerCost(usage, answer.prices, job.model.model.pricing, answer.data.length === 0 ? 'no_images' : '');
+  return { created: Number(answer.created), data, usage: { input_tokens: input, output_tokens: output, total_tokens: input + output, ...cost } };
 }
 
 /** PNG, JPEG, WebP or GIF by their magic bytes. */
