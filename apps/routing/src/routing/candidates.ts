@@ -134,9 +134,9 @@ export function pinServed(options: Pick<RouterOptions, 'health'>, target: Routin
 }
 
 /**
- * A chat request's target. The request goes on as the edge made it: parameters a model lacks were
- * dropped at the edge, the one place that drops (DESIGN §2 step 3), so the router's `droppedParams`
- * answer field is always empty.
+ * A chat request's target. The request goes on as the edge made it: parameters the catalog says a
+ * model lacks were dropped at the edge (DESIGN §2 step 3). The router's `droppedParams` answer field
+ * names only what a provider itself refused and routing learned (learned-capabilities.ts).
  */
 export function prepareChat(options: RouterOptions, random: () => number, request: ChatRequest, hold: Reservation): PreparedRequest {
   const target = resolveTarget(
