@@ -3,6 +3,7 @@ import { connect, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PNG } from 'pngjs';
 import { toFile } from 'openai';
+import { formatCredits } from '@gateway/platform';
 import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
 import {
   MEDIA_PRICES, decodes, makeAudio, mediaCatalog, priced, pricedAudioMs, runFfmpeg, startMediaHarness, type MediaHarness,
@@ -466,11 +467,15 @@ describe('the same routes against an OpenAI-compatible upstream', () => {
     expect(parts.filter((part) => part.name === 'image[]').map((part) => part.filename)).toEqual(['a.png', 'b.png']);
     expect(parts.find((part) => part.name === 'mask')?.data.equals(image(3))).toBe(true);
     expect(parts.find((part) => part.name === 'model')?.data.toString()).toBe('image-x');
-    expect(data.usage).toEqual({ input_tokens: 50, output_tokens: 2_112, total_tokens: 2_162 });
+    const inputPico = priced(20, MEDIA_PRICES.imageTextInput) + priced(30, MEDIA_PRICES.imageImageInput);
+    const outputPico = priced(2_112, MEDIA_PRICES.imageOutput);
+    // usage.cost (issue 27 item 3): the charge, as a decimal string, split by kind.
+    expect(data.usage).toEqual({
+      input_tokens: 50, output_tokens: 2_112, total_tokens: 2_162, cost: formatCredits(inputPico + outputPico),
+      cost_details: { input: formatCredits(inputPico), output: formatCredits(outputPico), cache_read: '0', cache_write: '0', reasoning: '0' },
+    });
     const charge = await harness.charge(response.headers.get('x-request-id')!);
-    expect(charge.cost_pico).toBe(
-      priced(20, MEDIA_PRICES.imageTextInput) + priced(30, MEDIA_PRICES.imageImageInput) + priced(2_112, MEDIA_PRICES.imageOutput),
-    );
+    expect(charge.cost_pico).toBe(inputPico + outputPico);
   });
 
   it('streams speech: the first bytes reach the caller before the upstream has sent the last', async () => {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type OpenAI from 'openai';
-import { parseCredits } from '@gateway/platform';
+import { formatCredits, parseCredits } from '@gateway/platform';
 import { startFakeAnthropicUpstream, startFakeUpstream, type FakeAnthropicUpstream, type FakeUpstream } from '@gateway/testing';
 import { startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
 import { anthropicClient } from './messages-e2e-harness.js';
@@ -142,9 +142,12 @@ describe('prompt caching, billed right', () => {
         }
       });
       expect(marksReceived(cached)).toEqual({ 'system.0': { type: 'ephemeral', ttl: '1h' } });
+      // Each answer's usage.cost (issue 27 item 3) is its own charge, as a decimal string.
       expect(answers).toEqual([
-        { prompt_tokens: 2_060, completion_tokens: 7, total_tokens: 2_067, prompt_tokens_details: { cached_tokens: 0, cache_write_tokens: 2_048 }, completion_tokens_details: { reasoning_tokens: 0 } },
-        { prompt_tokens: 2_063, completion_tokens: 9, total_tokens: 2_072, prompt_tokens_details: { cached_tokens: 2_048, cache_write_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 0 } },
+        { prompt_tokens: 2_060, completion_tokens: 7, total_tokens: 2_067, prompt_tokens_details: { cached_tokens: 0, cache_write_tokens: 2_048 }, completion_tokens_details: { reasoning_tokens: 0 },
+          cost: formatCredits(chargeOf(WRITE)), cost_details: { input: '0.000036', output: '0.000105', cache_read: '0', cache_write: '0.00768', reasoning: '0' } },
+        { prompt_tokens: 2_063, completion_tokens: 9, total_tokens: 2_072, prompt_tokens_details: { cached_tokens: 2_048, cache_write_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 0 },
+          cost: formatCredits(chargeOf(READ)), cost_details: { input: '0.000045', output: '0.000135', cache_read: '0.0006144', cache_write: '0', reasoning: '0' } },
       ]);
       expect(charged).toBe(chargeOf(WRITE) + chargeOf(READ));
       // By hand: 12 × 3e6 + 2048 × 3.75e6 + 7 × 15e6, then 15 × 3e6 + 2048 × 0.3e6 + 9 × 15e6 pico.
