@@ -285,3 +285,48 @@ export function renderErrorBody(apiError: ApiError, dialect: Dialect, requestId?
   if (param) body.param = param;
   return { error: body };
 }
+
+/** The Idempotency-Key header (inference/idempotency.ts) and its refusals. */
+export const IDEMPOTENCY_HEADER = 'idempotency-key';
+
+export const idempotencyErrors = {
+  invalidKey: (detail: string) =>
+    new EdgeError({
+      status: 400,
+      type: 'invalid_request_error',
+      message: `header.${IDEMPOTENCY_HEADER}: ${detail}`,
+      code: 'invalid_idempotency_key',
+      param: `header.${IDEMPOTENCY_HEADER}`,
+    }),
+  reused: () =>
+    new EdgeError({
+      status: 422,
+      type: 'invalid_request_error',
+      message: 'This Idempotency-Key was already used with a different request body or route in the last 24 hours; send a new key for a new request.',
+      code: 'idempotency_key_reused',
+      param: `header.${IDEMPOTENCY_HEADER}`,
+    }),
+  inProgress: () =>
+    new EdgeError({
+      status: 409,
+      type: 'invalid_request_error',
+      message: 'The first request with this Idempotency-Key is still being answered; retry with the same key later to get its answer.',
+      code: 'idempotency_key_in_progress',
+      retryAfterSeconds: 1,
+    }),
+  answerTooLarge: (bytes: number, maxBytes: number) =>
+    new EdgeError({
+      status: 409,
+      type: 'invalid_request_error',
+      message: `The answer to the first request with this Idempotency-Key (${bytes} bytes) was larger than the ${maxBytes} bytes the gateway keeps, so it cannot be sent again; send a new key to make a new request.`,
+      code: 'idempotency_answer_unavailable',
+    }),
+  unavailable: () =>
+    new EdgeError({
+      status: 503,
+      type: 'service_unavailable',
+      message: 'Requests with an Idempotency-Key cannot be served right now (the gateway cannot reach its idempotency store); retry shortly.',
+      code: 'idempotency_unavailable',
+      retryAfterSeconds: 1,
+    }),
+};

@@ -1,7 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { EdgeContext } from '../context.js';
 import { echoed } from '../echoed-value.js';
-import { EdgeError } from '../errors.js';
 import { ClientGoneError } from '../http.js';
 import { AnswerCapture, bodyDigest, replayAnswer } from './idempotency-capture.js';
 import { IdempotencyStore, keepsAnswer, type IdempotencyOutcome } from './idempotency-store.js';
@@ -17,50 +16,11 @@ import type { InferenceJob } from './pipeline-steps.js';
  * does none of this.
  */
 
-export const IDEMPOTENCY_HEADER = 'idempotency-key';
+import { IDEMPOTENCY_HEADER, idempotencyErrors } from '../errors.js';
+
+export { IDEMPOTENCY_HEADER, idempotencyErrors };
 export const MAX_IDEMPOTENCY_KEY_CHARS = 255;
 
-export const idempotencyErrors = {
-  invalidKey: (detail: string) =>
-    new EdgeError({
-      status: 400,
-      type: 'invalid_request_error',
-      message: `header.${IDEMPOTENCY_HEADER}: ${detail}`,
-      code: 'invalid_idempotency_key',
-      param: `header.${IDEMPOTENCY_HEADER}`,
-    }),
-  reused: () =>
-    new EdgeError({
-      status: 422,
-      type: 'invalid_request_error',
-      message: 'This Idempotency-Key was already used with a different request body or route in the last 24 hours; send a new key for a new request.',
-      code: 'idempotency_key_reused',
-      param: `header.${IDEMPOTENCY_HEADER}`,
-    }),
-  inProgress: () =>
-    new EdgeError({
-      status: 409,
-      type: 'invalid_request_error',
-      message: 'The first request with this Idempotency-Key is still being answered; retry with the same key later to get its answer.',
-      code: 'idempotency_key_in_progress',
-      retryAfterSeconds: 1,
-    }),
-  answerTooLarge: (bytes: number, maxBytes: number) =>
-    new EdgeError({
-      status: 409,
-      type: 'invalid_request_error',
-      message: `The answer to the first request with this Idempotency-Key (${bytes} bytes) was larger than the ${maxBytes} bytes the gateway keeps, so it cannot be sent again; send a new key to make a new request.`,
-      code: 'idempotency_answer_unavailable',
-    }),
-  unavailable: () =>
-    new EdgeError({
-      status: 503,
-      type: 'service_unavailable',
-      message: 'Requests with an Idempotency-Key cannot be served right now (the gateway cannot reach its idempotency store); retry shortly.',
-      code: 'idempotency_unavailable',
-      retryAfterSeconds: 1,
-    }),
-};
 
 /** The request's Idempotency-Key, checked (1–255 printable ASCII characters); undefined without the header. */
 export function idempotencyKeyOf(request: IncomingMessage): string | undefined {
