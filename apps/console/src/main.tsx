@@ -1,0 +1,67 @@
+import { render } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { sessionKey, signOut } from './session.js';
+import { SignIn } from './views/sign-in.js';
+import { AccountView } from './views/account.js';
+import { KeysView } from './views/keys.js';
+import { ModelsView } from './views/models.js';
+import 'uplot/dist/uPlot.min.css';
+import './styles.css';
+
+const BASE = '/console/';
+const VIEWS = [
+  { path: 'account', title: 'Account' },
+  { path: 'keys', title: 'Keys' },
+  { path: 'models', title: 'Models' },
+] as const;
+type ViewPath = (typeof VIEWS)[number]['path'];
+
+function viewFromLocation(): ViewPath {
+  const rest = location.pathname.startsWith(BASE) ? location.pathname.slice(BASE.length).replace(/\/.*$/, '') : '';
+  return VIEWS.find((view) => view.path === rest)?.path ?? 'account';
+}
+
+function App() {
+  const [signedIn, setSignedIn] = useState(sessionKey() !== undefined);
+  const [view, setView] = useState<ViewPath>(viewFromLocation());
+
+  useEffect(() => {
+    const onPop = () => setView(viewFromLocation());
+    addEventListener('popstate', onPop);
+    return () => removeEventListener('popstate', onPop);
+  }, []);
+  useEffect(() => {
+    document.title = `${VIEWS.find((entry) => entry.path === view)!.title} · Gateway console`;
+  }, [view]);
+
+  const go = (path: ViewPath) => (event: MouseEvent) => {
+    event.preventDefault();
+    history.pushState(null, '', BASE + path);
+    setView(path);
+  };
+
+  return (
+    <>
+      <header class="top">
+        <span class="brand">Gateway console</span>
+        <nav aria-label="Console">
+          <ul>
+            {VIEWS.map((entry) => (
+              <li key={entry.path}>
+                <a href={BASE + entry.path} aria-current={entry.path === view ? 'page' : undefined} onClick={go(entry.path)}>{entry.title}</a>
+              </li>
+            ))}
+          </ul>
+        </nav>
+        {signedIn && (
+          <button type="button" class="secondary" onClick={() => { signOut(); setSignedIn(false); }}>Sign out</button>
+        )}
+      </header>
+      <main id="main">
+        {view === 'models' ? <ModelsView /> : !signedIn ? <SignIn onSignedIn={() => setSignedIn(true)} /> : view === 'keys' ? <KeysView /> : <AccountView />}
+      </main>
+    </>
+  );
+}
+
+render(<App />, document.getElementById('app')!);

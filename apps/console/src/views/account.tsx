@@ -1,0 +1,122 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api, errorText, type ActivityRow, type Generation } from '../api.js';
+import { sum } from '../decimal.js';
+import { SpendChart } from './spend-chart.js';
+
+export function AccountView() {
+  const [balance, setBalance] = useState<string>();
+  const [days, setDays] = useState(7);
+  const [rows, setRows] = useState<ActivityRow[]>();
+  const [error, setError] = useState<string>();
+
+  useEffect(() => {
+    let live = true;
+    setError(undefined);
+    Promise.all([api.balance(), api.activity(days)])
+      .then(([answer, activity]) => {
+        if (!live) return;
+        setBalance(answer.balance);
+        setRows(activity.data);
+      })
+      .catch((failure) => live && setError(errorText(failure)));
+    return () => { live = false; };
+  }, [days]);
+
+  const sorted = (rows ?? []).slice().sort((a, b) => b.date.localeCompare(a.date) || a.model.localeCompare(b.model));
+  return (
+    <>
+      <h1>Account</h1>
+      {error && <p role="alert" class="error">{error}</p>}
+      <section aria-labelledby="balance-title" class="card">
+        <h2 id="balance-title">Balance</h2>
+        <p class="balance" data-testid="balance">{balance === undefined ? '…' : `${balance} credits`}</p>
+      </section>
+      <section aria-labelledby="spend-title" class="card">
+        <div class="row">
+          <h2 id="spend-title">Spend per day</h2>
+          <label class="inline">
+            Days
+            <input type="number" min={1} max={30} value={days}
+              onChange={(event) => {
+                const value = Number((event.target as HTMLInputElement).value);
+                if (Number.isInteger(value) && value >= 1 && value <= 30) setDays(value);
+              }} />
+          </label>
+        </div>
+        {rows && <SpendChart rows={rows} days={days} />}
+        {rows && (
+          <p>{rows.length === 0 ? 'No spend in these days.' : `${sum(rows.map((row) => row.credits))} credits in ${rows.reduce((n, row) => n + row.requests, 0)} requests.`}</p>
+        )}
+      </section>
+      <section aria-labelledby="activity-title" class="card">
+        <h2 id="activity-title">Activity</h2>
+        <p class="hint">Requests per day and model, from the ledger's charges (the API lists no single requests; look one up by id below).</p>
+        <div class="table-wrap">
+          <table aria-labelledby="activity-title">
+            <thead>
+              <tr><th scope="col">Date</th><th scope="col">Model</th><th scope="col" class="num">Requests</th><th scope="col" class="num">Prompt tokens</th>
+                <th scope="col" class="num">Completion tokens</th><th scope="col" class="num">Reasoning tokens</th><th scope="col" class="num">Cached tokens</th><th scope="col" class="num">Credits</th></tr>
+            </thead>
+            <tbody>
+              {sorted.map((row) => (
+                <tr key={`${row.date} ${row.model}`}>
+                  <td>{row.date}</td><td>{row.model}</td><td class="num">{row.requests}</td><td class="num">{row.prompt_tokens}</td>
+                  <td class="num">{row.completion_tokens}</td><td class="num">{row.reasoning_tokens}</td><td class="num">{row.cached_prompt_tokens}</td><td class="num">{row.credits}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      </section>
+      <GenerationLookup />
+    </>
+  );
+}
+
+/** One request by its gateway request id (x-gateway-request-id): model, provider, tokens, cost, latency. */
+function GenerationLookup() {
+  const [id, setId] = useState('');
+  const [found, setFound] = useState<Generation[]>([]);
+  const [error, setError] = useState<string>();
+
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    setError(undefined);
+    try {
+      const answer = await api.generation(id.trim());
+      setFound((list) => [answer.data, ...list.filter((entry) => entry.id !== answer.data.id)].slice(0, 20));
+    } catch (failure) {
+      setError(errorText(failure));
+    }
+  };
+
+  return (
+    <section aria-labelledby="requests-title" class="card">
+      <h2 id="requests-title">Requests</h2>
+      <form class="row" onSubmit={submit}>
+        <label class="inline">Request id
+          <input value={id} required spellcheck={false} onInput={(event) => setId((event.target as HTMLInputElement).value)} />
+        </label>
+        <button type="submit">Look up</button>
+      </form>
+      {error && <p role="alert" class="error">{error}</p>}
+      {found.length > 0 && (
+        <div class="table-wrap">
+          <table aria-labelledby="requests-title">
+            <thead><tr><th scope="col">Request</th><th scope="col">Model</th><th scope="col">Provider</th><th scope="col" class="num">Tokens in / out</th>
+              <th scope="col" class="num">Cost</th><th scope="col" class="num">Latency</th><th scope="col">Status</th></tr></thead>
+            <tbody>
+              {found.map((entry) => (
+                <tr key={entry.id}>
+                  <td><code>{entry.id}</code></td><td>{entry.model}</td><td>{entry.provider_name}</td>
+                  <td class="num">{entry.tokens_prompt} / {entry.tokens_completion}</td><td class="num">{entry.total_cost}</td>
+                  <td class="num">{entry.latency} ms</td><td>{entry.finish_reason ?? '—'}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  );
+}
