@@ -24,6 +24,7 @@ import {
   updateKeyHandler,
 } from './routes/account-routes.js';
 import { generationHandler } from './routes/generation-routes.js';
+import { consoleHandler, DEFAULT_CONSOLE_DIR } from './console-static.js';
 import { getModelHandler, listLimitsHandler, listModelsHandler, listStartupsHandler, sendStartupIcon, startupIconHandler } from './routes/catalog-routes.js';
 import { chatDialect } from './dialects/chat/chat-dialect.js';
 import { countTokensHandler } from './dialects/messages/count-tokens.js';
@@ -137,6 +138,8 @@ export function createApp(context: EdgeContext, readiness?: Readiness): express.
     sendJson(response, context.catalogCache.ready ? 200 : 503, { status: context.catalogCache.ready ? 'ok' : 'starting' });
   });
   // Liveness: the process answers (a restart would not fix anything this one reports).
+  // The web console's files (console-static.ts): its own CSP and cache headers.
+  app.use('/console', consoleHandler(context.consoleDir ?? DEFAULT_CONSOLE_DIR));
   app.get('/livez', (_request: Request, response: Response) => {
     sendJson(response, 200, { status: 'ok' });
   });

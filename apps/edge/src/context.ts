@@ -44,6 +44,8 @@ export interface EdgeContext {
   uploads?: UploadArea;
   /** Absolute origin of URLs the edge answers (hosted images); unset: the request's Host. */
   publicUrl: string | undefined;
+  /** The built console served at /console/ (EDGE_CONSOLE_DIR); unset: console-static.ts's default. */
+  consoleDir?: string;
   /** Milliseconds since the epoch: the clock model stop times are judged by (tests move it). */
   now: () => number;
   /** Records of Idempotency-Key requests (inference/idempotency.ts), in the bus's key-value bucket. */

@@ -74,6 +74,8 @@ export interface EdgeOptions {
   uploads?: Partial<UploadLimits>;
   /** Absolute origin of the URLs the edge answers for hosted images (EDGE_PUBLIC_URL); unset: the request's Host. */
   publicUrl?: string;
+  /** The built console (apps/console/dist) served at /console/ (EDGE_CONSOLE_DIR); unset: the repository's. */
+  consoleDir?: string;
   /** A Router stream that sends nothing for this long is ended as a failure. Default 5 minutes. */
   streamIdleTimeoutMs?: number;
   /** Keep-alive period of pinging dialects (messages) while no content flows. Default 5 s. */
@@ -254,6 +256,7 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
       multipartBounds: { ...DEFAULT_MULTIPART_BOUNDS, ...options.multipartBounds },
       uploads,
       publicUrl: options.publicUrl,
+      ...(options.consoleDir ? { consoleDir: options.consoleDir } : {}),
       now,
       idempotency: idempotencyStore(options.bus, options.idempotency, logger),
     };

@@ -39,6 +39,8 @@ await runBusService(
     EDGE_IDEMPOTENCY_WAIT_MS: z.coerce.number().int().min(0).default(DEFAULT_IDEMPOTENCY_LIMITS.waitMs),
     /** Absolute origin of hosted image URLs (e.g. https://gateway.example.com); unset: the request's Host header. */
     EDGE_PUBLIC_URL: z.string().regex(/^https?:\/\/[^/?#]+\/?$/, 'expected http(s)://host[:port]').optional(),
+    /** The built web console served at /console/; unset: apps/console/dist beside this package. */
+    EDGE_CONSOLE_DIR: z.string().min(1).optional(),
   },
   (config, bus, logger, { metrics, internalAuth }) =>
     startEdge({
@@ -61,6 +63,7 @@ await runBusService(
       drainTimeoutMs: config.EDGE_DRAIN_TIMEOUT_MS,
       uploads: { dir: config.EDGE_UPLOAD_DIR, memoryBytes: config.EDGE_UPLOAD_MEMORY_BYTES, waitMs: config.EDGE_UPLOAD_WAIT_MS },
       ...(config.EDGE_PUBLIC_URL ? { publicUrl: config.EDGE_PUBLIC_URL } : {}),
+      ...(config.EDGE_CONSOLE_DIR ? { consoleDir: config.EDGE_CONSOLE_DIR } : {}),
       idempotency: {
         maxAnswerBytes: config.EDGE_IDEMPOTENCY_MAX_ANSWER_BYTES,
         maxBucketBytes: config.EDGE_IDEMPOTENCY_BUCKET_BYTES,

@@ -120,6 +120,7 @@ await runMain('gateway', logger, async () => {
     process.stdout.write([
       '',
       `Inference gateway listening on ${stack.url}`,
+      `  Console:           ${stack.url}/console/ (sign in with the provisioning key below)`,
       `  Postgres:          ${env.DATABASE_URL ? 'DATABASE_URL' : `embedded (${join(dataDir, 'postgres')})`}`,
       `  Event bus:         ${env.NATS_URL ? `NATS ${env.NATS_URL}` : 'in-process (single-process mode)'}`,
       `  Catalog:           ${env.GATEWAY_CONFIG}`,
