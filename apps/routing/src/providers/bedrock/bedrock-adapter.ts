@@ -10,13 +10,14 @@ import {
 } from '../provider-adapter.js';
 import { createProviderPool } from '../http/provider-pool.js';
 import {
-  bedrockConverseResponseSchema,
   bedrockStreamEventSchemas,
+  parseBedrockAnswer,
+  parseBedrockStreamEvent,
   type BedrockStreamEvent,
   type BedrockStreamEventType,
 } from './bedrock-api-types.js';
 import { bedrockStreamException } from './bedrock-error.js';
-import { readEventStream } from './bedrock-eventstream.js';
+import { EventStreamDecoder } from './bedrock-eventstream.js';
 import { bedrockBufferedRequest, bedrockStreamingRequest } from './bedrock-http.js';
 import { BedrockSigner, bedrockCredentials, type BedrockCredentialOptions } from './bedrock-signer.js';
 import { convertBedrockAnswer } from './convert-bedrock-answer.js';
@@ -55,6 +56,7 @@ export class BedrockAdapter implements ProviderAdapterV1 {
   private readonly signer: BedrockSigner;
   private readonly basePath: string;
   private readonly extraHeaders: Record<string, string>;
+  private readonly hasExtraHeaders: boolean;
   /** `/model/{encoded id}` per upstream model, built once. */
   private readonly modelPaths = new Map<string, string>();
 
@@ -65,6 +67,7 @@ export class BedrockAdapter implements ProviderAdapterV1 {
     this.pool = createProviderPool(url.origin, options.connections);
     this.signer = new BedrockSigner(url, options.region, bedrockCredentials(options));
     this.extraHeaders = { ...options.headers };
+    this.hasExtraHeaders = Object.keys(this.extraHeaders).length > 0;
   }
 
   private modelPath(modelId: string): string {
@@ -78,7 +81,8 @@ export class BedrockAdapter implements ProviderAdapterV1 {
 
   private async signedHeaders(path: string, body: string, accept: string): Promise<Record<string, string>> {
     try {
-      return { ...this.extraHeaders, ...(await this.signer.sign(path, body, accept)) };
+      const signed = await this.signer.sign(path, body, accept);
+      return this.hasExtraHeaders ? { ...this.extraHeaders, ...signed } : signed;
     } catch (error) {
       // The credential chain found nothing usable (or a refresh failed): our configuration, not the request's.
       throw new ProviderError('misconfigured', `AWS credentials unavailable: ${(error as Error).message}`, 0, { cause: error });
@@ -105,7 +109,7 @@ export class BedrockAdapter implements ProviderAdapterV1 {
     } catch {
       throw new ProviderError('connection', 'answer is not JSON');
     }
-    const parsed = bedrockConverseResponseSchema.safeParse(json);
+    const parsed = parseBedrockAnswer(json);
     if (!parsed.success) throw new ProviderError('connection', `malformed answer: ${parsed.error.message.slice(0, 300)}`);
     return { choices: [convertBedrockAnswer(parsed.data, this.providerId, tools)], usage: convertBedrockUsage(parsed.data.usage) };
   }
@@ -117,25 +121,31 @@ export class BedrockAdapter implements ProviderAdapterV1 {
     const headers = await this.signedHeaders(path, text, EVENTSTREAM_TYPE);
     const response = await bedrockStreamingRequest(this.pool, { method: 'POST', path, headers, body: text }, signal);
     const converter = new BedrockStreamConverter(tools);
+    const decoder = new EventStreamDecoder();
     try {
-      for await (const frame of readEventStream(response.body)) {
-        // Read on to the end of the body after metadata so the keep-alive connection goes back to the pool.
-        if (converter.done) continue;
-        if (frame.messageType === 'exception' || frame.messageType === 'error') throw bedrockStreamException(frame.name, frame.payload);
-        const schema = frame.messageType === 'event' ? bedrockStreamEventSchemas[frame.name as BedrockStreamEventType] : undefined;
-        if (!schema) continue; // an event type of a newer API version
-        let json: unknown;
-        try {
-          json = JSON.parse(frame.payload);
-        } catch {
-          throw new ProviderError('connection', `stream event ${frame.name} is not JSON`);
+      for await (const chunk of response.body as AsyncIterable<Buffer>) {
+        decoder.push(chunk);
+        for (let frame = decoder.next(); frame !== undefined; frame = decoder.next()) {
+          // Read on to the end of the body after metadata so the keep-alive connection goes back to the pool.
+          if (converter.done) continue;
+          if (frame.messageType === 'exception' || frame.messageType === 'error') throw bedrockStreamException(frame.name, frame.payload);
+          // An event type of a newer API version (or a message type we do not know) is skipped.
+          if (frame.messageType !== 'event' || !Object.hasOwn(bedrockStreamEventSchemas, frame.name)) continue;
+          const type = frame.name as BedrockStreamEventType;
+          let json: unknown;
+          try {
+            json = JSON.parse(frame.payload);
+          } catch {
+            throw new ProviderError('connection', `stream event ${type} is not JSON`);
+          }
+          const parsed = parseBedrockStreamEvent(type, json);
+          if (!parsed.success) throw new ProviderError('connection', `malformed stream event ${type}: ${parsed.error.message.slice(0, 300)}`);
+          const delta = converter.accept({ type, payload: parsed.data } as BedrockStreamEvent);
+          if (delta) yield { type: 'delta', delta };
+          if (converter.done && converter.usage) yield { type: 'usage', usage: converter.usage };
         }
-        const parsed = schema.safeParse(json);
-        if (!parsed.success) throw new ProviderError('connection', `malformed stream event ${frame.name}: ${parsed.error.message.slice(0, 300)}`);
-        const delta = converter.accept({ type: frame.name, payload: parsed.data } as BedrockStreamEvent);
-        if (delta) yield { type: 'delta', delta };
-        if (converter.done && converter.usage) yield { type: 'usage', usage: converter.usage };
       }
+      decoder.end();
     } catch (error) {
       throw toProviderError(error, signal);
     } finally {

@@ -151,3 +151,78 @@ export function reportedStopSequence(fields: unknown): string {
   const value = (fields as { stop_sequence?: unknown }).stop_sequence;
   return typeof value === 'string' ? value : '';
 }
+
+// ----- the usual path without zod -----
+
+type Json = Record<string, unknown>;
+const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
+const nullishString = (value: unknown) => value == null || typeof value === 'string';
+const isIndex = (value: unknown) => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
+const nullishCount = (value: unknown) => value == null || isIndex(value);
+
+function isUsage(usage: unknown): boolean {
+  return (
+    usage == null
+    || (isObject(usage) && nullishCount(usage.inputTokens) && nullishCount(usage.outputTokens) && nullishCount(usage.totalTokens)
+      && nullishCount(usage.cacheReadInputTokens) && nullishCount(usage.cacheWriteInputTokens))
+  );
+}
+
+function isAnswerBlock(block: unknown): boolean {
+  if (!isObject(block) || !nullishString(block.text)) return false;
+  const toolUse = block.toolUse;
+  if (toolUse != null && !(isObject(toolUse) && typeof toolUse.toolUseId === 'string' && typeof toolUse.name === 'string')) return false;
+  const reasoning = block.reasoningContent;
+  if (reasoning == null) return true;
+  if (!isObject(reasoning) || !nullishString(reasoning.redactedContent)) return false;
+  const text = reasoning.reasoningText;
+  return text == null || (isObject(text) && nullishString(text.text) && nullishString(text.signature));
+}
+
+type Parsed<Data> = { success: true; data: Data } | { success: false; error: { message: string } };
+
+/**
+ * A Converse answer as `bedrockConverseResponseSchema.safeParse` would accept it, checked by hand on the
+ * usual path (a zod parse per answer and per stream event was a large share of the adapter's own CPU);
+ * anything the hand check does not accept goes through zod, which gives the verdict and the error.
+ */
+export function parseBedrockAnswer(json: unknown): Parsed<BedrockConverseResponse> {
+  if (isObject(json) && isObject(json.output) && nullishString(json.stopReason) && isUsage(json.usage)) {
+    const message = json.output.message;
+    if (message == null || (isObject(message) && nullishString(message.role) && Array.isArray(message.content) && message.content.every(isAnswerBlock))) {
+      return { success: true, data: json as BedrockConverseResponse };
+    }
+  }
+  return bedrockConverseResponseSchema.safeParse(json);
+}
+
+function isUsualDelta(delta: unknown): boolean {
+  if (!isObject(delta) || !nullishString(delta.text)) return false;
+  const toolUse = delta.toolUse;
+  if (toolUse != null && !(isObject(toolUse) && nullishString(toolUse.input))) return false;
+  const reasoning = delta.reasoningContent;
+  return reasoning == null || (isObject(reasoning) && nullishString(reasoning.text) && nullishString(reasoning.signature) && nullishString(reasoning.redactedContent));
+}
+
+/** Hand checks of each stream event's payload: each accepts only what its schema in bedrockStreamEventSchemas accepts. */
+const usualStreamEvents: Record<BedrockStreamEventType, (payload: Json) => boolean> = {
+  messageStart: (payload) => nullishString(payload.role),
+  contentBlockStart: (payload) => {
+    if (!isIndex(payload.contentBlockIndex)) return false;
+    const start = payload.start;
+    if (start == null) return true;
+    if (!isObject(start)) return false;
+    const toolUse = start.toolUse;
+    return toolUse == null || (isObject(toolUse) && typeof toolUse.toolUseId === 'string' && typeof toolUse.name === 'string');
+  },
+  contentBlockDelta: (payload) => isIndex(payload.contentBlockIndex) && isUsualDelta(payload.delta),
+  contentBlockStop: (payload) => isIndex(payload.contentBlockIndex),
+  messageStop: (payload) => nullishString(payload.stopReason),
+  metadata: (payload) => isUsage(payload.usage),
+};
+
+/** The payload of a stream event of `type` as its schema would accept it: by hand on the usual path, else zod. */
+export function parseBedrockStreamEvent(type: BedrockStreamEventType, json: unknown): Parsed<BedrockStreamEvent['payload']> {
+  if (isObject(json) && usualStreamEvents[type](json)) return { success: true, data: json as BedrockStreamEvent['payload'] };
+  return bedrockStreamEventSchemas[type].safeParse(json);
+}

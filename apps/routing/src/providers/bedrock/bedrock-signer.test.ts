@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { Sha256 } from '@aws-crypto/sha256-js';
 import { HttpRequest } from '@smithy/protocol-http';
@@ -23,6 +24,26 @@ describe('BedrockSigner', () => {
     hash.reset();
     hash.update(new Uint8Array([97, 98, 99]));
     expect(Buffer.from(await hash.digest()).toString('hex')).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
+  });
+
+  it('NodeSha256 HMACs with a text secret right when the last one is remembered, and when it is not', async () => {
+    const hmac = async (secret: string, ...pieces: (string | Uint8Array)[]) => {
+      const hash = new NodeSha256(secret);
+      for (const piece of pieces) hash.update(piece);
+      return Buffer.from(await hash.digest()).toString('hex');
+    };
+    const expected = (secret: string, data: string) => createHmac('sha256', secret).update(data).digest('hex');
+    const bytes = new Uint8Array(Buffer.from('AKIDEXAMPLE'));
+    expect(await hmac('key', bytes)).toBe(expected('key', 'AKIDEXAMPLE'));
+    bytes[0] = 0x42; // the remembered data is a copy
+    expect(await hmac('key', 'AKIDEXAMPLE')).toBe(expected('key', 'AKIDEXAMPLE'));
+    expect(await hmac('key', 'BKIDEXAMPLE')).toBe(expected('key', 'BKIDEXAMPLE'));
+    expect(await hmac('other', 'BKIDEXAMPLE')).toBe(expected('other', 'BKIDEXAMPLE'));
+    expect(await hmac('other', 'BKID', 'EXAMPLE')).toBe(expected('other', 'BKIDEXAMPLE'));
+    expect(await hmac('other')).toBe(expected('other', ''));
+    const keyed = new NodeSha256(new Uint8Array([1, 2, 3]));
+    keyed.update('x');
+    expect(Buffer.from(await keyed.digest()).toString('hex')).toBe(createHmac('sha256', Buffer.from([1, 2, 3])).update('x').digest('hex'));
   });
 
   it('signs host (with its port), content type, accept, body hash, date and session token', async () => {

@@ -6,34 +6,63 @@ import { SignatureV4 } from '@smithy/signature-v4';
 type Credentials = ConstructorParameters<typeof SignatureV4>[0]['credentials'];
 type SecretInput = string | ArrayBuffer | ArrayBufferView;
 
+const asBuffer = (data: SecretInput): Buffer =>
+  typeof data === 'string' ? Buffer.from(data) : ArrayBuffer.isView(data) ? Buffer.from(data.buffer, data.byteOffset, data.byteLength) : Buffer.from(data);
+
+/** The last HMAC computed with a text secret over one piece of data (see NodeSha256). */
+let lastTextHmac: { secret: string; data: Buffer; digest: Buffer } | undefined;
+
 /**
  * SHA-256 (and HMAC-SHA-256 with a secret) from node:crypto behind the Checksum interface the signer
  * takes: what the AWS SDK itself uses on Node (@smithy/hash-node). The pure-JS @aws-crypto/sha256-js was
  * half of the signing CPU (a bench profile: RawSha256 at ~50 % of SignatureV4.sign).
+ *
+ * An HMAC keyed by a text secret over a single piece of data is remembered (the last one): SignatureV4
+ * computes HMAC(secret access key, access key id) on every request only to name its signing-key cache
+ * entry, the same value each time. Other hashes are computed as they come.
  */
 export class NodeSha256 {
-  private hash: Hash | Hmac;
+  private hash: Hash | Hmac | undefined;
+  /** With a text secret, the first piece of data, held until `digest` (or a second `update`). */
+  private held: Buffer | undefined;
 
   constructor(private readonly secret?: SecretInput) {
-    this.hash = NodeSha256.create(secret);
+    this.reset();
   }
 
-  private static create(secret: SecretInput | undefined): Hash | Hmac {
+  private create(): Hash | Hmac {
+    const secret = this.secret;
     if (secret === undefined) return createHash('sha256');
-    const key = typeof secret === 'string' ? secret : ArrayBuffer.isView(secret) ? Buffer.from(secret.buffer, secret.byteOffset, secret.byteLength) : Buffer.from(secret);
-    return createHmac('sha256', key);
+    return createHmac('sha256', typeof secret === 'string' ? secret : asBuffer(secret));
   }
 
   update(data: SecretInput): void {
-    this.hash.update(typeof data === 'string' ? data : ArrayBuffer.isView(data) ? Buffer.from(data.buffer, data.byteOffset, data.byteLength) : Buffer.from(data));
+    if (this.hash === undefined) {
+      if (this.held === undefined) {
+        // Copied: the caller may reuse its bytes after update.
+        this.held = Buffer.from(asBuffer(data));
+        return;
+      }
+      this.hash = this.create().update(this.held);
+      this.held = undefined;
+    }
+    this.hash.update(asBuffer(data));
   }
 
   digest(): Promise<Uint8Array> {
-    return Promise.resolve(new Uint8Array(this.hash.digest()));
+    if (this.hash !== undefined) return Promise.resolve(this.hash.digest());
+    const secret = this.secret as string;
+    const data = this.held ?? Buffer.alloc(0);
+    const last = lastTextHmac;
+    if (last !== undefined && last.secret === secret && last.data.equals(data)) return Promise.resolve(Buffer.from(last.digest));
+    const digest = createHmac('sha256', secret).update(data).digest();
+    lastTextHmac = { secret, data, digest };
+    return Promise.resolve(Buffer.from(digest));
   }
 
   reset(): void {
-    this.hash = NodeSha256.create(this.secret);
+    this.held = undefined;
+    this.hash = typeof this.secret === 'string' ? undefined : this.create();
   }
 }
 

@@ -1,0 +1,55 @@
+// CPU per request of the Bedrock adapter alone against the bench's fast upstream (not part of the build).
+// Usage: node scripts/bench-bedrock-adapter.mjs <routing dist dir> <upstream port> [requests] [concurrency]
+// Prints {"whole":µs,"stream":µs} of this process's CPU (user + system) per request, after a warm-up.
+import { pathToFileURL } from 'node:url';
+import { resolve } from 'node:path';
+
+const [distDir, port, requestsText = '4000', concurrencyText = '8'] = process.argv.slice(2);
+const { BedrockAdapter } = await import(pathToFileURL(resolve(distDir, 'providers/bedrock/bedrock-adapter.js')).href);
+const adapter = new BedrockAdapter({
+  providerId: 'bench', region: 'us-east-1', baseUrl: `http://127.0.0.1:${port}`,
+  accessKeyId: 'AKIABENCHBENCHBENCH0', secretAccessKey: 'bench/secret/bench/secret/bench/secret/0', connections: 16,
+});
+const chat = {
+  context: { requestId: 'req_bench', accountId: 'acc', keyId: 'key' }, modelId: 'bench', routingStrategy: '', endpoint: 'chat.completions',
+  messages: [{ role: 'user', content: [{ part: { $case: 'text', value: 'Say hello.' } }], toolCalls: [], toolCallId: '', reasoning: [], isError: false }],
+  tools: [], stop: [], includeUsage: true, timeoutMs: 0, maxOutputTokens: 64,
+};
+const request = { upstreamModel: 'bench.upstream-model-v1:0', chat, modelMaxOutputTokens: undefined };
+const signal = new AbortController().signal;
+
+async function once(stream) {
+  if (!stream) {
+    const result = await adapter.chat(request, signal);
+    if (result.choices[0].message.content !== 'Hello from the bench upstream.') throw new Error('wrong answer');
+    return;
+  }
+  let text = '';
+  let usage;
+  for await (const part of adapter.chatStream(request, signal)) {
+    if (part.type === 'delta') text += part.delta.content;
+    else usage = part.usage;
+  }
+  if (text !== 'Hello from the bench upstream.' || !usage) throw new Error('wrong stream');
+}
+
+async function run(stream, count, concurrency) {
+  let next = 0;
+  const worker = async () => { while (next++ < count) await once(stream); };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+}
+
+async function measure(stream, count, concurrency) {
+  await run(stream, Math.ceil(count / 4), concurrency);
+  const before = process.cpuUsage();
+  await run(stream, count, concurrency);
+  const used = process.cpuUsage(before);
+  return Math.round((used.user + used.system) / count);
+}
+
+const requests = Number(requestsText);
+const concurrency = Number(concurrencyText);
+const whole = await measure(false, requests, concurrency);
+const stream = await measure(true, requests, concurrency);
+console.log(JSON.stringify({ whole, stream }));
+await adapter.close();
