@@ -8,6 +8,7 @@ export function AccountView() {
   const [days, setDays] = useState(7);
   const [rows, setRows] = useState<ActivityRow[]>();
   const [error, setError] = useState<string>();
+  const [generation, setGeneration] = useState(0);
 
   useEffect(() => {
     let live = true;
@@ -20,12 +21,15 @@ export function AccountView() {
       })
       .catch((failure) => live && setError(errorText(failure)));
     return () => { live = false; };
-  }, [days]);
+  }, [days, generation]);
 
   const sorted = (rows ?? []).slice().sort((a, b) => b.date.localeCompare(a.date) || a.model.localeCompare(b.model));
   return (
     <>
-      <h1>Account</h1>
+      <div class="row">
+        <h1>Account</h1>
+        <button type="button" class="secondary" onClick={() => setGeneration((count) => count + 1)}>Refresh</button>
+      </div>
       {error && <p role="alert" class="error">{error}</p>}
       <section aria-labelledby="balance-title" class="card">
         <h2 id="balance-title">Balance</h2>
