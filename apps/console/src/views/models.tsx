@@ -66,8 +66,8 @@ export function ModelsView() {
                 return (
                   <tr key={model.id}>
                     <td><strong>{model.display_name ?? model.id}</strong><br /><code>{model.id}</code></td>
-                    <td class="owner">{owner && <img src={owner.icon_url} alt="" width={20} height={20} />}{owner?.display_name ?? model.owned_by}</td>
-                    <td class="num">{model.context_window?.toLocaleString('en') ?? '—'}</td>
+                    <td><span class="owner">{owner && <img src={owner.icon_url} alt="" width={20} height={20} />}{owner?.display_name ?? model.owned_by}</span></td>
+                    <td class="num">{model.context_window ? model.context_window.toLocaleString('en') : '—'}</td>
                     <td class="num">{price(model, 'per_input_token')}</td>
                     <td class="num">{price(model, 'per_output_token')}</td>
                     <td>{(model.architecture?.input_modalities ?? []).join(', ')} → {(model.architecture?.output_modalities ?? []).join(', ')}</td>

@@ -30,7 +30,10 @@ export function SpendChart({ rows, days }: { rows: ActivityRow[]; days: number }
     perModel.forEach((series, index) => {
       stacked.push(series.map((units, day) => Number(units) / 1e12 + (index > 0 ? stacked[index - 1]![day]! : 0)));
     });
-    const x = dates.map((date) => Date.parse(`${date}T00:00:00Z`) / 1000);
+    const x = dates.map((_, index) => index);
+    const top = Math.max(0, ...(stacked.at(-1) ?? [0]));
+    // Axis labels only (the table carries the exact credits): enough decimals to tell the ticks apart.
+    const decimals = top >= 1 ? 2 : Math.min(12, Math.max(2, 1 - Math.floor(Math.log10(top || 1)) + 1));
     const bars = uPlot.paths.bars!({ size: [0.7, 48] });
     const width = Math.max(280, element.clientWidth);
     // Later models carry the taller running totals: hand them over first so each band stays visible.
@@ -38,10 +41,16 @@ export function SpendChart({ rows, days }: { rows: ActivityRow[]; days: number }
     const plot = new uPlot({
       width,
       height: 260,
-      scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] } },
-      axes: [{}, { label: 'credits', size: 70 }],
+      scales: { x: { time: false, range: [-0.5, days - 0.5] }, y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] } },
+      axes: [
+        {
+          splits: () => x.filter((index) => days <= 10 || index % Math.ceil(days / 8) === (days - 1) % Math.ceil(days / 8)),
+          values: (_u, splits) => splits.map((index) => dates[index]?.slice(5) ?? ''),
+        },
+        { label: 'credits', size: 80, values: (_u, splits) => splits.map((value) => value.toFixed(decimals)) },
+      ],
       series: [
-        {},
+        { label: 'Day', value: (_u: uPlot, index: number | null) => (index === null ? '' : dates[index] ?? '') },
         ...order.map((index) => ({
           label: models[index]!,
           stroke: COLOURS[index % COLOURS.length]!,
