@@ -142,7 +142,8 @@ for (const leaf of leaves(values)) {
 // --- 4. one Deployment + Service per server app ---
 const appsDir = join(repoRoot, 'apps');
 const serverApps = existsSync(appsDir)
-  ? readdirSync(appsDir).filter((name) => name !== 'gatewayctl' && statSync(join(appsDir, name)).isDirectory())
+  // A server app has a main entry; apps/console is static files the edge serves, gatewayctl a CLI.
+  ? readdirSync(appsDir).filter((name) => name !== 'gatewayctl' && statSync(join(appsDir, name)).isDirectory() && existsSync(join(appsDir, name, 'src/main.ts')))
   : [];
 for (const app of serverApps) {
   const owners = [...sources].filter(([, text]) => text.includes(`apps/${app}/dist/main.js`) && /kind:\s*(Deployment|StatefulSet)\b/.test(text));
