@@ -140,9 +140,9 @@ describe('web console in a real browser', () => {
     await expect.poll(() => row.count()).toBe(1);
     expect(await row.textContent()).toContain('2.5');
     expect(await row.textContent()).toContain(`${apiKey.slice(0, 10)}...${apiKey.slice(-3)}`);
-    await capture('keys');
     await page.getByRole('button', { name: 'Done' }).click();
     expect(await page.getByTestId('new-key').count()).toBe(0);
+    await capture('keys');
 
     // Two chat requests with the new key.
     const requestIds: string[] = [];
