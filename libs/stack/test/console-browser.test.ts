@@ -16,6 +16,7 @@ const repositoryRoot = fileURLToPath(new URL('../../../', import.meta.url));
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const screenshots = process.env.CONSOLE_SCREENSHOT_DIR ?? join(repositoryRoot, '.data/test-output/console');
 const KEY_NAME = 'browser-key';
+const RENAMED = 'browser-key-renamed';
 /** The first model colour of the spend chart (apps/console/src/views/spend-chart.tsx): #2563eb. */
 const BAR = [0x25, 0x63, 0xeb] as const;
 /** The little of a canvas element read in the page (this project compiles without the DOM types). */
@@ -107,7 +108,7 @@ describe('web console in a real browser', () => {
     await page.setViewportSize({ width: 1280, height: 900 });
   };
 
-  it('signs in, creates a key, shows two requests in the chart, table and request list, and disables the key', async () => {
+  it('signs in, creates, renames, limits and deletes keys, shows two requests in the chart, table and request list, and disables a key', async () => {
     await page.goto(`${url}/console/`);
     await expect.poll(() => page.getByRole('heading', { name: 'Sign in' }).count()).toBe(1);
     await capture('sign-in');
@@ -143,6 +144,38 @@ describe('web console in a real browser', () => {
     await page.getByRole('button', { name: 'Done' }).click();
     expect(await page.getByTestId('new-key').count()).toBe(0);
     await capture('keys');
+
+    // The API's refusal in words.
+    await page.getByLabel('Name', { exact: true }).fill('refused-key');
+    await page.getByLabel('Credit limit', { exact: true }).fill('-1');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toMatch(/credit_limit.*negative/i);
+    expect(await page.getByRole('table', { name: 'Keys' }).getByRole('row').filter({ hasText: 'refused-key' }).count()).toBe(0);
+    await page.getByLabel('Credit limit', { exact: true }).fill('');
+
+    // Rename and change the limit.
+    await page.getByRole('button', { name: `Edit ${KEY_NAME}` }).click();
+    expect(await page.evaluate<string>('document.activeElement.value')).toBe(KEY_NAME);
+    await page.getByLabel('New name').fill(RENAMED);
+    await page.getByLabel('New credit limit').fill('3');
+    await page.getByRole('button', { name: 'Save' }).click();
+    const renamed = page.getByRole('table', { name: 'Keys' }).getByRole('row').filter({ hasText: RENAMED });
+    await expect.poll(() => renamed.count()).toBe(1);
+    expect((await renamed.getByRole('cell').allTextContents())[2]).toBe('3');
+
+    // Delete, with the keyboard: the confirmation takes the focus on its safe choice.
+    await page.getByLabel('Name', { exact: true }).fill('short-lived');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    await page.getByTestId('new-key').waitFor();
+    await page.getByRole('button', { name: 'Done' }).click();
+    await page.getByRole('button', { name: 'Delete short-lived' }).click();
+    await page.getByRole('alertdialog').waitFor();
+    expect(await page.evaluate<string>('document.activeElement.textContent')).toBe('Cancel');
+    await page.keyboard.press('Shift+Tab');
+    expect(await page.evaluate<string>('document.activeElement.textContent')).toBe('Delete key');
+    await page.keyboard.press('Enter');
+    await expect.poll(() => page.getByRole('table', { name: 'Keys' }).getByRole('row').filter({ hasText: 'short-lived' }).count()).toBe(0);
+    expect(await page.getByRole('alertdialog').count()).toBe(0);
 
     // Two chat requests with the new key.
     const requestIds: string[] = [];
@@ -189,8 +222,8 @@ describe('web console in a real browser', () => {
 
     // Disable the key: the table says so and the key is refused.
     await page.getByRole('link', { name: 'Keys' }).click();
-    await page.getByRole('button', { name: `Disable ${KEY_NAME}` }).click();
-    await page.getByRole('button', { name: `Enable ${KEY_NAME}` }).waitFor();
+    await page.getByRole('button', { name: `Disable ${RENAMED}` }).click();
+    await page.getByRole('button', { name: `Enable ${RENAMED}` }).waitFor();
     await eventually(async () => {
       expect([401, 403]).toContain((await chat(apiKey)).status);
     }, 10_000, 200);

@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, errorText, ROUTING_STRATEGIES, type KeyRecord } from '../api.js';
 
 const value = (event: Event) => (event.target as HTMLInputElement | HTMLSelectElement).value;
@@ -9,6 +9,12 @@ export function KeysView() {
   const [created, setCreated] = useState<KeyRecord>();
   const [editing, setEditing] = useState<KeyRecord>();
   const [deleting, setDeleting] = useState<KeyRecord>();
+
+  const cancelDelete = useRef<HTMLButtonElement>(null);
+  const copyButton = useRef<HTMLButtonElement>(null);
+  // Keyboard users land where the next step is: the confirmation's safe choice, the copy button.
+  useEffect(() => { if (deleting) cancelDelete.current?.focus(); }, [deleting]);
+  useEffect(() => { if (created) copyButton.current?.focus(); }, [created]);
 
   const reload = () => api.keys().then((answer) => setKeys(answer.data)).catch((failure) => setError(errorText(failure)));
   useEffect(() => { void reload(); }, []);
@@ -33,7 +39,7 @@ export function KeysView() {
         <div role="status" class="card notice">
           <p>Key <strong>{created.name}</strong> created. Copy it now: it is not shown again.</p>
           <p class="secret"><code data-testid="new-key">{created.key}</code></p>
-          <button type="button" onClick={() => void navigator.clipboard?.writeText(created.key!)}>Copy key</button>{' '}
+          <button type="button" ref={copyButton} onClick={() => void navigator.clipboard?.writeText(created.key!)}>Copy key</button>{' '}
           <button type="button" class="secondary" onClick={() => setCreated(undefined)}>Done</button>
         </div>
       )}
@@ -41,7 +47,7 @@ export function KeysView() {
         <div role="alertdialog" aria-labelledby="delete-title" class="card notice">
           <p id="delete-title">Delete key <strong>{deleting.name}</strong> ({deleting.label})? Requests with it stop at once; this cannot be undone.</p>
           <button type="button" class="danger" onClick={() => { const target = deleting; setDeleting(undefined); void act(() => api.deleteKey(target.id)); }}>Delete key</button>{' '}
-          <button type="button" class="secondary" onClick={() => setDeleting(undefined)}>Cancel</button>
+          <button type="button" class="secondary" ref={cancelDelete} onClick={() => setDeleting(undefined)}>Cancel</button>
         </div>
       )}
       {editing && (
@@ -122,6 +128,8 @@ function CreateKey({ onCreated, onError }: { onCreated: (record: KeyRecord) => v
 }
 
 function EditKey({ record, onSave, onCancel }: { record: KeyRecord; onSave: (body: Record<string, unknown>) => void; onCancel: () => void }) {
+  const first = useRef<HTMLInputElement>(null);
+  useEffect(() => { first.current?.focus(); }, [record.id]);
   const [name, setName] = useState(record.name);
   const [limit, setLimit] = useState(record.credit_limit === null ? '' : String(record.credit_limit));
   const [strategy, setStrategy] = useState(record.default_routing_strategy ?? '');
@@ -133,9 +141,9 @@ function EditKey({ record, onSave, onCancel }: { record: KeyRecord; onSave: (bod
         event.preventDefault();
         onSave({ name: name.trim(), credit_limit: limit.trim() === '' ? null : limit.trim(), default_routing_strategy: strategy === '' ? null : strategy });
       }}>
-        <label>Name<input value={name} required maxLength={200} onInput={(event) => setName(value(event))} /></label>
-        <label>Credit limit<input value={limit} inputMode="decimal" placeholder="no limit" onInput={(event) => setLimit(value(event))} /></label>
-        <label>Default routing strategy
+        <label>New name<input ref={first} value={name} required maxLength={200} onInput={(event) => setName(value(event))} /></label>
+        <label>New credit limit<input value={limit} inputMode="decimal" placeholder="no limit" onInput={(event) => setLimit(value(event))} /></label>
+        <label>New default routing strategy
           <select value={strategy} onChange={(event) => setStrategy(value(event))}>
             <option value="">balanced (default)</option>
             {ROUTING_STRATEGIES.map((entry) => <option key={entry} value={entry}>{entry}</option>)}
