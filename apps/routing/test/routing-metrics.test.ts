@@ -71,9 +71,11 @@ describe('routing metrics', () => {
     expect(messages.at(-1)?.event?.$case).toBe('usage');
     samples = await scrape();
     expect(sampleSum(samples, 'gateway_upstream_attempts_total', { outcome: 'success' })).toBe(1);
-    expect(sampleSum(samples, 'gateway_usage_events_published_total', { result: 'stored' })).toBe(1);
+    // The usage event is published after the stream's last message reached the caller (the caller never
+    // waits for the bus): wait for the publish to be counted, not for a time.
+    await eventually(async () => expect(sampleSum(await scrape(), 'gateway_usage_events_published_total', { result: 'stored' })).toBe(1));
     // The failures' releases went the background way.
-    expect(sampleSum(samples, 'gateway_usage_events_background_total')).toBe(2);
+    await eventually(async () => expect(sampleSum(await scrape(), 'gateway_usage_events_background_total')).toBe(2));
     await eventually(async () => expect(sampleSum(await scrape(), 'gateway_usage_backlog_events')).toBe(0));
     // Provider health per (provider, model): both seen, neither circuit open after one failure each.
     expect(sampleSum(samples, 'gateway_provider_circuit_open', { model: 'acme/pair' })).toBe(0);
