@@ -1,15 +1,18 @@
 // CPU per request of the Bedrock adapter alone against the bench's fast upstream (not part of the build).
-// Usage: node scripts/bench-bedrock-adapter.mjs <routing dist dir> <upstream port> [requests] [concurrency]
-// Prints {"whole":µs,"stream":µs} of this process's CPU (user + system) per request, after a warm-up.
+// Usage: node scripts/bench-bedrock-adapter.mjs <routing dist dir> <upstream port> [requests] [concurrency] [bedrock|openai]
+// Prints {"whole":µs,"stream":µs} of this process's CPU (user + system) per request, after a warm-up of both.
+// The upstream: BENCH_FIRST_CHUNK_GAP_MS=0 node libs/stack/dist/bench/fake-upstream-process.js (prints its port).
 import { pathToFileURL } from 'node:url';
 import { resolve } from 'node:path';
 
-const [distDir, port, requestsText = '4000', concurrencyText = '8'] = process.argv.slice(2);
-const { BedrockAdapter } = await import(pathToFileURL(resolve(distDir, 'providers/bedrock/bedrock-adapter.js')).href);
-const adapter = new BedrockAdapter({
-  providerId: 'bench', region: 'us-east-1', baseUrl: `http://127.0.0.1:${port}`,
-  accessKeyId: 'AKIABENCHBENCHBENCH0', secretAccessKey: 'bench/secret/bench/secret/bench/secret/0', connections: 16,
-});
+const [distDir, port, requestsText = '4000', concurrencyText = '8', wire = 'bedrock'] = process.argv.slice(2);
+const load = (path) => import(pathToFileURL(resolve(distDir, path)).href);
+const adapter = wire === 'openai'
+  ? new (await load('providers/openai/openai-adapter.js')).OpenAIAdapter({ providerId: 'bench', baseUrl: `http://127.0.0.1:${port}/v1`, apiKey: 'k' })
+  : new (await load('providers/bedrock/bedrock-adapter.js')).BedrockAdapter({
+    providerId: 'bench', region: 'us-east-1', baseUrl: `http://127.0.0.1:${port}`,
+    accessKeyId: 'AKIABENCHBENCHBENCH0', secretAccessKey: 'bench/secret/bench/secret/bench/secret/0', connections: 16,
+  });
 const chat = {
   context: { requestId: 'req_bench', accountId: 'acc', keyId: 'key' }, modelId: 'bench', routingStrategy: '', endpoint: 'chat.completions',
   messages: [{ role: 'user', content: [{ part: { $case: 'text', value: 'Say hello.' } }], toolCalls: [], toolCallId: '', reasoning: [], isError: false }],
@@ -40,7 +43,6 @@ async function run(stream, count, concurrency) {
 }
 
 async function measure(stream, count, concurrency) {
-  await run(stream, Math.ceil(count / 4), concurrency);
   const before = process.cpuUsage();
   await run(stream, count, concurrency);
   const used = process.cpuUsage(before);
@@ -49,6 +51,8 @@ async function measure(stream, count, concurrency) {
 
 const requests = Number(requestsText);
 const concurrency = Number(concurrencyText);
+await run(false, Math.ceil(requests / 2), concurrency);
+await run(true, Math.ceil(requests / 2), concurrency);
 const whole = await measure(false, requests, concurrency);
 const stream = await measure(true, requests, concurrency);
 console.log(JSON.stringify({ whole, stream }));

@@ -13,6 +13,20 @@ const FIXED_VALUE_BYTES = [0, 0, 1, 2, 4, 8, -1, -1, 8, 16];
 const BYTES_TYPE = 6;
 const STRING_TYPE = 7;
 
+/** The header names we read, as bytes: matched in place, so no header name is ever decoded. */
+const MESSAGE_TYPE = Buffer.from(':message-type', 'latin1');
+const EVENT_TYPE = Buffer.from(':event-type', 'latin1');
+const EXCEPTION_TYPE = Buffer.from(':exception-type', 'latin1');
+const ERROR_CODE = Buffer.from(':error-code', 'latin1');
+const ERROR_MESSAGE = Buffer.from(':error-message', 'latin1');
+const EVENT = Buffer.from('event', 'latin1');
+
+/** Whether `bytes` hold `expected` from `start` on (the caller knows the lengths are equal). */
+function sameBytes(bytes: Buffer, start: number, expected: Buffer): boolean {
+  for (let index = 0; index < expected.length; index++) if (bytes[start + index] !== expected[index]) return false;
+  return true;
+}
+
 /** A decoded frame: its `:message-type`, `:event-type` / `:exception-type` and the payload as text. */
 export interface EventStreamFrame {
   messageType: string;
@@ -27,7 +41,7 @@ function malformed(reason: string): ProviderError {
 
 /**
  * One message (`total` bytes at `start` of `bytes`) as a frame: both CRCs checked (node:zlib's native
- * crc32), the headers walked in place and only the string headers we read decoded, the payload
+ * crc32), the headers walked in place (names matched as bytes) and only the values we read decoded, the payload
  * decoded straight from the message's bytes (no copy). Same checks as the smithy codec's `decode`.
  */
 function decodeMessage(bytes: Buffer, start: number, total: number): EventStreamFrame {
@@ -57,12 +71,18 @@ function decodeMessage(bytes: Buffer, start: number, total: number): EventStream
       if (at > headersEnd) throw malformed('header cut short');
       // The names we read all start with ':' and are 11 to 15 bytes long; anything else is skipped undecoded.
       if (type !== STRING_TYPE || bytes[nameStart] !== 0x3a || nameLength < 11 || nameLength > 15) continue;
-      const name = bytes.toString('latin1', nameStart, nameStart + nameLength);
-      if (name === ':message-type') messageType = bytes.toString('utf8', valueStart, at);
-      else if (name === ':event-type') eventType = bytes.toString('utf8', valueStart, at);
-      else if (name === ':exception-type') exceptionType = bytes.toString('utf8', valueStart, at);
-      else if (name === ':error-code') errorCode = bytes.toString('utf8', valueStart, at);
-      else if (name === ':error-message') errorMessage = bytes.toString('utf8', valueStart, at);
+      if (nameLength === MESSAGE_TYPE.length && sameBytes(bytes, nameStart, MESSAGE_TYPE)) {
+        // Nearly every message is an event: its type is not decoded either.
+        messageType = valueLength === EVENT.length && sameBytes(bytes, valueStart, EVENT) ? 'event' : bytes.toString('utf8', valueStart, at);
+      } else if (nameLength === EVENT_TYPE.length && sameBytes(bytes, nameStart, EVENT_TYPE)) {
+        eventType = bytes.toString('utf8', valueStart, at);
+      } else if (nameLength === EXCEPTION_TYPE.length && sameBytes(bytes, nameStart, EXCEPTION_TYPE)) {
+        exceptionType = bytes.toString('utf8', valueStart, at);
+      } else if (nameLength === ERROR_CODE.length && sameBytes(bytes, nameStart, ERROR_CODE)) {
+        errorCode = bytes.toString('utf8', valueStart, at);
+      } else if (nameLength === ERROR_MESSAGE.length && sameBytes(bytes, nameStart, ERROR_MESSAGE)) {
+        errorMessage = bytes.toString('utf8', valueStart, at);
+      }
     } else {
       const size = type < FIXED_VALUE_BYTES.length ? FIXED_VALUE_BYTES[type]! : -1;
       if (size < 0) throw malformed(`unknown header type ${type}`);
