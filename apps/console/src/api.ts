@@ -104,7 +104,8 @@ export const api = {
     call<KeyRecord>('POST', '/v1/account/keys', body),
   updateKey: (id: string, body: Record<string, unknown>) => call<KeyRecord>('PATCH', `/v1/account/keys/${encodeURIComponent(id)}`, body),
   deleteKey: (id: string) => call<{ deleted: boolean }>('DELETE', `/v1/account/keys/${encodeURIComponent(id)}`),
-  activity: (days: number) => call<{ data: ActivityRow[] }>('GET', `/v1/account/activity?days=${days}`),
+  activity: (days: number, keyId?: string) =>
+    call<{ data: ActivityRow[] }>('GET', `/v1/account/activity?days=${days}${keyId ? `&key_id=${encodeURIComponent(keyId)}` : ''}`),
   generation: (id: string) => call<{ data: Generation }>('GET', `/v1/generation?id=${encodeURIComponent(id)}`),
   models: () => call<{ data: Model[] }>('GET', '/v1/models', undefined, false),
   startups: () => call<{ data: Startup[] }>('GET', '/v1/startups', undefined, false),

@@ -195,6 +195,14 @@ describe('web console in a real browser', () => {
       expect(cells[2]).toBe('2');
     }, 15_000, 200);
     await expect.poll(barPixels).toBeGreaterThan(50);
+    // Narrowed to one key: the new key's two requests; the dev key spent nothing.
+    await page.getByLabel('Key', { exact: true }).selectOption({ label: RENAMED });
+    await expect.poll(async () => (await activity.getByRole('row').filter({ hasText: 'acme/chat-small' }).getByRole('cell').allTextContents())[2]).toBe('2');
+    await page.getByLabel('Key', { exact: true }).selectOption({ label: 'dev' });
+    await expect.poll(() => activity.getByRole('row').filter({ hasText: 'acme/chat-small' }).count()).toBe(0);
+    await page.getByText('No spend in these days.').waitFor();
+    await page.getByLabel('Key', { exact: true }).selectOption({ label: 'all keys' });
+    await expect.poll(barPixels).toBeGreaterThan(50);
     for (const id of requestIds) {
       await eventually(async () => {
         await page.getByLabel('Request id').fill(id);

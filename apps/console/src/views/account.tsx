@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, errorText, type ActivityRow, type Generation } from '../api.js';
+import { api, errorText, type ActivityRow, type Generation, type KeyRecord } from '../api.js';
 import { sum } from '../decimal.js';
 import { SpendChart } from './spend-chart.js';
 
@@ -9,11 +9,17 @@ export function AccountView() {
   const [rows, setRows] = useState<ActivityRow[]>();
   const [error, setError] = useState<string>();
   const [generation, setGeneration] = useState(0);
+  const [keys, setKeys] = useState<KeyRecord[]>([]);
+  const [keyId, setKeyId] = useState('');
+
+  useEffect(() => {
+    api.keys().then((answer) => setKeys(answer.data)).catch(() => undefined);
+  }, [generation]);
 
   useEffect(() => {
     let live = true;
     setError(undefined);
-    Promise.all([api.balance(), api.activity(days)])
+    Promise.all([api.balance(), api.activity(days, keyId || undefined)])
       .then(([answer, activity]) => {
         if (!live) return;
         setBalance(answer.balance);
@@ -21,7 +27,7 @@ export function AccountView() {
       })
       .catch((failure) => live && setError(errorText(failure)));
     return () => { live = false; };
-  }, [days, generation]);
+  }, [days, keyId, generation]);
 
   const sorted = (rows ?? []).slice().sort((a, b) => b.date.localeCompare(a.date) || a.model.localeCompare(b.model));
   return (
@@ -38,14 +44,23 @@ export function AccountView() {
       <section aria-labelledby="spend-title" class="card">
         <div class="row">
           <h2 id="spend-title">Spend per day</h2>
-          <label class="inline">
-            Days
-            <input type="number" min={1} max={30} value={days}
+          <div class="controls">
+            <span class="pair">
+            <label class="inline" for="activity-key">Key</label>
+            <select id="activity-key" value={keyId} onChange={(event) => setKeyId((event.target as HTMLSelectElement).value)}>
+              <option value="">all keys</option>
+              {keys.map((record) => <option key={record.id} value={record.id}>{record.name}</option>)}
+            </select>
+            </span>
+            <span class="pair">
+            <label class="inline" for="activity-days">Days</label>
+            <input id="activity-days" type="number" min={1} max={30} value={days}
               onChange={(event) => {
                 const value = Number((event.target as HTMLInputElement).value);
                 if (Number.isInteger(value) && value >= 1 && value <= 30) setDays(value);
               }} />
-          </label>
+            </span>
+          </div>
         </div>
         {rows && <SpendChart rows={rows} days={days} />}
         {rows && (
