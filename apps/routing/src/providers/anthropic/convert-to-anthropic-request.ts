@@ -188,7 +188,11 @@ function reasoningBlock(part: ReasoningPart, providerId: string): AnthropicAssis
   return undefined;
 }
 
-function parseSchema(text: string, where: string): Record<string, unknown> {
+/**
+ * A tool's JSON Schema text as the object schema Anthropic (and Bedrock's Converse, which takes the same
+ * shape) require at the top; unparsable or non-object text is the caller's error.
+ */
+export function parseObjectSchema(text: string, where: string): Record<string, unknown> {
   if (text.trim() === '') return { type: 'object', properties: {} };
   let value: unknown;
   try {
@@ -328,7 +332,7 @@ export function convertToAnthropicRequest(request: ChatRequest, options: Anthrop
 
   if (request.tools.length > 0) {
     body.tools = request.tools.map((tool, index): AnthropicTool => {
-      const converted: AnthropicTool = { name: tools.upstreamName(tool.name), input_schema: parseSchema(tool.parameters, `tools[${index}].parameters`) };
+      const converted: AnthropicTool = { name: tools.upstreamName(tool.name), input_schema: parseObjectSchema(tool.parameters, `tools[${index}].parameters`) };
       if (tool.description) converted.description = tool.description;
       // `strict` is not sent: models without structured outputs refuse it, and the gateway checks nothing on it.
       return withCacheControl(converted, tool.cacheControl);

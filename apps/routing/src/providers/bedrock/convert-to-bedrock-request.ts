@@ -1,6 +1,7 @@
 import type { CacheControl, ChatMessage, ChatRequest, ContentPart, FilePart, ImagePart, ReasoningPart } from '@gateway/proto';
 import { ProviderError } from '../provider-adapter.js';
 import { ToolIdentifiers } from '../anthropic/anthropic-tool-identifiers.js';
+import { parseObjectSchema } from '../anthropic/convert-to-anthropic-request.js';
 import {
   DEFAULT_MAX_TOKENS,
   MIN_THINKING_BUDGET_TOKENS,
@@ -283,19 +284,6 @@ function convertMessages(messages: readonly ChatMessage[], context: Context) {
   return { system, messages: converted };
 }
 
-function parseSchema(text: string, where: string): Record<string, unknown> {
-  if (text.trim() === '') return { type: 'object', properties: {} };
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    throw rejected(`${where} is not JSON`);
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw rejected(`${where} is not a JSON object`);
-  const schema = value as Record<string, unknown>;
-  return schema.type === undefined ? { type: 'object', ...schema } : schema;
-}
-
 function toolChoice(request: ChatRequest, tools: ToolIdentifiers): BedrockToolChoice | undefined {
   switch (request.toolChoice?.mode) {
     case 'required':
@@ -322,7 +310,7 @@ function toolConfig(request: ChatRequest, context: Context, historyHasToolBlocks
     const tools: BedrockToolConfig['tools'] = [];
     request.tools.forEach((tool, index) => {
       const spec: BedrockToolSpec = {
-        toolSpec: { name: context.tools.upstreamName(tool.name), inputSchema: { json: parseSchema(tool.parameters, `tools[${index}].parameters`) } },
+        toolSpec: { name: context.tools.upstreamName(tool.name), inputSchema: { json: parseObjectSchema(tool.parameters, `tools[${index}].parameters`) } },
       };
       if (tool.description) spec.toolSpec.description = tool.description;
       tools.push(spec);
