@@ -1,4 +1,4 @@
-import { formatCredits } from '@gateway/platform';
+import { errors, formatCredits } from '@gateway/platform';
 import { sql } from '@gateway/platform/db';
 import { Usage, type Generation, type GetGenerationResponse } from '@gateway/proto';
 import type { LedgerDatabase } from './ledger-db.js';
@@ -21,6 +21,16 @@ type Row = Record<string, unknown>;
 
 const big = (value: unknown): bigint => (value === null || value === undefined ? 0n : BigInt(value as string | number | bigint));
 
+/** What a record is read from: the charge row `c` joined with its generation row `g`. */
+function recordColumns() {
+  return sql`c.request_id, c.key_id, c.model_id, c.provider_id, c.endpoint, c.streamed, c.estimated, c.cost_pico, c.occurred_at,
+    ${sql.join(usageColumns.map((column) => sql`c.${sql.ref(column)}`))},
+    g.finish_reason, g.latency_ms, g.generation_time_ms, g.cancelled, g.insured_reason, g.cache_write_tokens,
+    g.native_input_tokens, g.native_output_tokens, g.native_reasoning_tokens, g.native_cached_input_tokens,
+    g.native_cache_write_tokens, g.cost_input_pico, g.cost_output_pico, g.cost_cache_read_pico,
+    g.cost_cache_write_pico, g.cost_reasoning_pico`;
+}
+
 /**
  * The record of `requestId` when it belongs to `accountId`. Not found: `pending` while the request may
  * still settle — its reservation is open, or the ledger knows nothing of it yet (a leased request has no
@@ -29,12 +39,7 @@ const big = (value: unknown): bigint => (value === null || value === undefined ?
  */
 export async function readGeneration(db: LedgerDatabase, accountId: string, requestId: string): Promise<GetGenerationResponse> {
   const found = await sql<Row>`
-    select c.key_id, c.model_id, c.provider_id, c.endpoint, c.streamed, c.estimated, c.cost_pico, c.occurred_at,
-           ${sql.join(usageColumns.map((column) => sql`c.${sql.ref(column)}`))},
-           g.finish_reason, g.latency_ms, g.generation_time_ms, g.cancelled, g.insured_reason, g.cache_write_tokens,
-           g.native_input_tokens, g.native_output_tokens, g.native_reasoning_tokens, g.native_cached_input_tokens,
-           g.native_cache_write_tokens, g.cost_input_pico, g.cost_output_pico, g.cost_cache_read_pico,
-           g.cost_cache_write_pico, g.cost_reasoning_pico
+    select ${recordColumns()}
     from generations g join charges c on c.request_id = g.request_id
     where g.request_id = ${requestId} and c.account_id = ${accountId}`.execute(db);
   const row = found.rows[0];
@@ -87,6 +92,103 @@ function generationOf(requestId: string, row: Row): Generation {
     insuredReason: row.insured_reason as string,
     createdAtMs: BigInt((row.occurred_at as Date).getTime()),
   };
+}
+
+/** A page of ListGenerations and the cursor of the next one (empty on the last page). */
+export interface GenerationPage {
+  generations: Generation[];
+  nextCursor: string;
+}
+
+/**
+ * Where a page ends: the last record's occurred_at in Unix microseconds (the column's own precision;
+ * a JS Date would cut it to milliseconds and skip or repeat ties) and its request id, which orders
+ * records that occurred at the same microsecond. Base64url-wrapped so callers treat it as opaque; the
+ * query stays scoped to the caller's account, so a forged cursor reveals nothing.
+ */
+interface GenerationCursor {
+  occurredAtMicros: bigint;
+  requestId: string;
+}
+
+export function encodeGenerationCursor(cursor: GenerationCursor): string {
+  return Buffer.from(`g1:${cursor.occurredAtMicros}:${cursor.requestId}`, 'utf8').toString('base64url');
+}
+
+/** Undefined for the first page; throws INVALID_ARGUMENT/INVALID_REQUEST for anything not made by encodeGenerationCursor. */
+export function decodeGenerationCursor(cursor: string): GenerationCursor | undefined {
+  if (cursor === '') return undefined;
+  const invalid = () => errors.invalidRequest('cursor is not valid', 'cursor');
+  if (cursor.length > 400 || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw invalid();
+  const match = /^g1:(-?[0-9]{1,18}):(.{1,200})$/s.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
+  if (!match) throw invalid();
+  return { occurredAtMicros: BigInt(match[1]!), requestId: match[2]! };
+}
+
+/**
+ * The account's records newest first (occurred_at, then request id, both descending), `limit` per page,
+ * after `cursor`; with `keyId`, only that key's. Walks charges_account_occurred backwards; charges whose
+ * record was pruned drop out in the join.
+ */
+export async function listGenerations(
+  db: LedgerDatabase, accountId: string, input: { limit: number; cursor: string; keyId: string },
+): Promise<GenerationPage> {
+  const after = decodeGenerationCursor(input.cursor);
+  const afterClause = after === undefined
+    ? sql`true`
+    : sql`(c.occurred_at, c.request_id) < (timestamptz 'epoch' + ${String(after.occurredAtMicros)}::bigint * interval '1 microsecond', ${after.requestId})`;
+  const found = await sql<Row>`
+    select ${recordColumns()}, (extract(epoch from c.occurred_at) * 1000000)::bigint::text as occurred_at_micros
+    from charges c join generations g on g.request_id = c.request_id
+    where c.account_id = ${accountId}
+      and (${input.keyId} = '' or c.key_id = ${input.keyId})
+      and ${afterClause}
+    order by c.occurred_at desc, c.request_id desc
+    limit ${input.limit + 1}`.execute(db);
+  const page = found.rows.slice(0, input.limit);
+  const last = page[page.length - 1];
+  const nextCursor = found.rows.length > input.limit && last
+    ? encodeGenerationCursor({ occurredAtMicros: BigInt(last.occurred_at_micros as string), requestId: last.request_id as string })
+    : '';
+  return { generations: page.map((row) => generationOf(row.request_id as string, row)), nextCursor };
+}
+
+/** Bound of GetModelLatency's answer: model × provider pairs, most requests first. */
+export const MAX_MODEL_LATENCY_ROWS = 500;
+
+export interface ModelLatencyRecord {
+  modelId: string;
+  providerId: string;
+  requests: bigint;
+  latencyP50Ms: number;
+  latencyP95Ms: number;
+  generationTimeP50Ms: number;
+}
+
+/**
+ * Per model and provider over every account's records created in the last `days` days (the BRIN index
+ * on generations.created_at bounds the scan): request count and latency percentiles. percentile_disc,
+ * so each percentile is a latency some request actually had (whole milliseconds, no interpolation).
+ */
+export async function modelLatency(db: LedgerDatabase, days: number): Promise<ModelLatencyRecord[]> {
+  const found = await sql<{ model_id: string; provider_id: string; requests: string; latency_p50: number; latency_p95: number; generation_p50: number }>`
+    select c.model_id, c.provider_id, count(*)::text as requests,
+           percentile_disc(0.5) within group (order by g.latency_ms) as latency_p50,
+           percentile_disc(0.95) within group (order by g.latency_ms) as latency_p95,
+           percentile_disc(0.5) within group (order by g.generation_time_ms) as generation_p50
+    from generations g join charges c on c.request_id = g.request_id
+    where g.created_at >= now() - make_interval(days => ${days})
+    group by c.model_id, c.provider_id
+    order by count(*) desc, c.model_id, c.provider_id
+    limit ${MAX_MODEL_LATENCY_ROWS}`.execute(db);
+  return found.rows.map((row) => ({
+    modelId: row.model_id,
+    providerId: row.provider_id,
+    requests: BigInt(row.requests),
+    latencyP50Ms: Number(row.latency_p50),
+    latencyP95Ms: Number(row.latency_p95),
+    generationTimeP50Ms: Number(row.generation_p50),
+  }));
 }
 
 /**

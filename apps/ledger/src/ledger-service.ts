@@ -2,8 +2,9 @@ import { errors, formatCredits, GatewayError, GrpcStatus, MoneyFormatError, newI
 import {
   ErrorReason,
   type AcquireLeaseRequest, type AcquireLeaseResponse, type ReturnLeaseRequest, type ReturnLeaseResponse,
-  type AdmitRequest, type AdmitResponse, type GetActivityRequest, type GetActivityResponse, type GetGenerationRequest, type GetGenerationResponse, type GetBalanceRequest,
-  type GetBalanceResponse, type GetKeyUsageRequest, type GetKeyUsageResponse, type LedgerServiceServer, type ReleaseRequest,
+  type AdmitRequest, type AdmitResponse, type AccountBalance, type GetActivityRequest, type GetActivityResponse, type GetGenerationRequest, type GetGenerationResponse, type GetBalanceRequest,
+  type GetBalanceResponse, type GetBalancesRequest, type GetBalancesResponse, type GetModelLatencyRequest, type GetModelLatencyResponse,
+  type ListGenerationsRequest, type ListGenerationsResponse, type GetKeyUsageRequest, type GetKeyUsageResponse, type LedgerServiceServer, type ReleaseRequest,
   type ReleaseResponse, type TopUpRequest, type TopUpResponse, type VerifyJournalRequest, type VerifyJournalResponse,
 } from '@gateway/proto';
 import { MAX_KEY_IDS, RESERVE_PICO, usageFromColumns, type Ledger } from './ledger.js';
@@ -18,6 +19,15 @@ export const MAX_TOP_UP_PICO = parseCredits('1000000');
 const MAX_IDENTIFIER_LENGTH = 200;
 const MAX_NOTE_LENGTH = 1_000;
 const MAX_ACTIVITY_DAYS = 30;
+const MAX_LATENCY_DAYS = 30;
+const MAX_BALANCE_IDS = 100;
+const MAX_GENERATION_PAGE = 100;
+const DEFAULT_GENERATION_PAGE = 20;
+
+/** GetBalance's and GetBalances' decimal answer: available is what is not held by open reservations and leases. */
+function balanceAnswer(balancePico: bigint, reservedPico: bigint): Omit<AccountBalance, 'accountId'> {
+  return { balance: formatCredits(balancePico), available: formatCredits(balancePico - reservedPico), reserved: formatCredits(reservedPico) };
+}
 
 function requireIdentifier(value: string, param: string): string {
   if (!value) throw errors.invalidRequest(`${param} is required`, param);
@@ -155,7 +165,14 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
     getBalance: unary(logger, 'GetBalance', async (request: GetBalanceRequest): Promise<GetBalanceResponse> => {
       const accountId = requireIdentifier(request.accountId, 'account_id');
       const { balancePico, reservedPico } = await ledger.balance(accountId);
-      return { balance: formatCredits(balancePico), available: formatCredits(balancePico - reservedPico), reserved: formatCredits(reservedPico) };
+      return balanceAnswer(balancePico, reservedPico);
+    }),
+
+    getBalances: unary(logger, 'GetBalances', async (request: GetBalancesRequest): Promise<GetBalancesResponse> => {
+      if (request.accountIds.length > MAX_BALANCE_IDS) throw errors.invalidRequest(`at most ${MAX_BALANCE_IDS} account_ids per call`, 'account_ids');
+      const accountIds = request.accountIds.map((accountId) => requireIdentifier(accountId, 'account_ids'));
+      const balances = await ledger.balances(accountIds);
+      return { balances: balances.map((entry) => ({ accountId: entry.accountId, ...balanceAnswer(entry.balancePico, entry.reservedPico) })) };
     }),
 
     getKeyUsage: unary(logger, 'GetKeyUsage', async (request: GetKeyUsageRequest): Promise<GetKeyUsageResponse> => {
@@ -192,6 +209,20 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
       const accountId = requireIdentifier(request.accountId, 'account_id');
       const requestId = requireIdentifier(request.requestId, 'request_id');
       return ledger.generation(accountId, requestId);
+    }),
+
+    listGenerations: unary(logger, 'ListGenerations', async (request: ListGenerationsRequest): Promise<ListGenerationsResponse> => {
+      const accountId = requireIdentifier(request.accountId, 'account_id');
+      if (request.limit > MAX_GENERATION_PAGE) throw errors.invalidRequest(`limit must be between 1 and ${MAX_GENERATION_PAGE}`, 'limit');
+      if (request.keyId.length > MAX_IDENTIFIER_LENGTH) throw errors.invalidRequest(`key_id is longer than ${MAX_IDENTIFIER_LENGTH} characters`, 'key_id');
+      return ledger.listGenerations(accountId, { limit: request.limit || DEFAULT_GENERATION_PAGE, cursor: request.cursor, keyId: request.keyId });
+    }),
+
+    getModelLatency: unary(logger, 'GetModelLatency', async (request: GetModelLatencyRequest): Promise<GetModelLatencyResponse> => {
+      if (!Number.isInteger(request.days) || request.days < 1 || request.days > MAX_LATENCY_DAYS) {
+        throw errors.invalidRequest(`days must be between 1 and ${MAX_LATENCY_DAYS}`, 'days');
+      }
+      return { models: await ledger.modelLatency(request.days) };
     }),
 
     verifyJournal: unary(logger, 'VerifyJournal', async (request: VerifyJournalRequest): Promise<VerifyJournalResponse> => {

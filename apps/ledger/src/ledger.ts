@@ -4,7 +4,7 @@ import { usageColumns } from './migrations.js';
 import { giveBack, RESERVE_PICO, withTransientRetry, type LedgerDatabase, type ReleasedHold } from './ledger-db.js';
 import * as leases from './leases.js';
 import { keyWindowUsage, pruneKeySpendDays, type LimitReset } from './key-windows.js';
-import { pruneGenerations, readGeneration, GENERATION_RETENTION_MS } from './generations.js';
+import { listGenerations, modelLatency, pruneGenerations, readGeneration, GENERATION_RETENTION_MS } from './generations.js';
 import {
   dedupeByRequest, settleBatchValues, SETTLE_STATEMENT, SETTLE_STATEMENT_NAME, UINT32_MAX, type SettlementItem, type SettlementResult,
 } from './settlement-batch.js';
@@ -173,6 +173,16 @@ export class Ledger {
     return readGeneration(this.db, accountId, requestId);
   }
 
+  /** A page of the account's generation records, newest first (generations.ts). */
+  listGenerations(accountId: string, input: { limit: number; cursor: string; keyId: string }) {
+    return listGenerations(this.db, accountId, input);
+  }
+
+  /** Requests and latency percentiles per model and provider, every account, last `days` days (generations.ts). */
+  modelLatency(days: number) {
+    return modelLatency(this.db, days);
+  }
+
   /** Deletes generation records past retention, a bounded number per call (generations.ts). */
   pruneGenerations(retentionMs = GENERATION_RETENTION_MS): Promise<number> {
     return pruneGenerations(this.db, retentionMs);
@@ -214,8 +224,19 @@ export class Ledger {
   }
 
   async balance(accountId: string): Promise<{ balancePico: bigint; reservedPico: bigint }> {
-    const row = await this.db.selectFrom('balances').select(['balance_pico', 'reserved_pico']).where('account_id', '=', accountId).executeTakeFirst();
-    return { balancePico: row?.balance_pico ?? 0n, reservedPico: row?.reserved_pico ?? 0n };
+    return (await this.balances([accountId]))[0]!;
+  }
+
+  /** The balances of `accountIds` in one query, in the order given; an account without a row has 0 of each. */
+  async balances(accountIds: readonly string[]): Promise<Array<{ accountId: string; balancePico: bigint; reservedPico: bigint }>> {
+    if (accountIds.length === 0) return [];
+    const rows = await this.db.selectFrom('balances').select(['account_id', 'balance_pico', 'reserved_pico'])
+      .where('account_id', 'in', [...new Set(accountIds)]).execute();
+    const byId = new Map(rows.map((row) => [row.account_id, row]));
+    return accountIds.map((accountId) => {
+      const row = byId.get(accountId);
+      return { accountId, balancePico: row?.balance_pico ?? 0n, reservedPico: row?.reserved_pico ?? 0n };
+    });
   }
 
   /**
