@@ -33,6 +33,10 @@ describe('internal gRPC authentication', () => {
         handled.push('topUp');
         return { balance: '2' };
       }),
+      getModelLatency: unary(logger, 'GetModelLatency', async () => {
+        handled.push('getModelLatency');
+        return { models: [] };
+      }),
     };
     const router: Partial<RouterServiceServer> = {
       chatStream: serverStream(logger, 'ChatStream', async function* () {
@@ -83,6 +87,8 @@ describe('internal gRPC authentication', () => {
         const error = await refusal(client.topUp({ accountId: 'acc_1', credits: '1', idempotencyKey: 'k', note: '' }));
         expect(error?.status).toBe(GrpcStatus.PERMISSION_DENIED);
         expect(error?.message).toContain('admin credential');
+        // GetModelLatency reads every account's records: operators only.
+        expect((await refusal(client.getModelLatency({ days: 1 })))?.status).toBe(GrpcStatus.PERMISSION_DENIED);
       } finally {
         client.close();
       }
@@ -95,6 +101,7 @@ describe('internal gRPC authentication', () => {
     try {
       expect((await client.topUp({ accountId: 'acc_1', credits: '1', idempotencyKey: 'k', note: '' })).balance).toBe('2');
       expect((await client.getBalance({ accountId: 'acc_1' })).balance).toBe('1');
+      expect((await client.getModelLatency({ days: 1 })).models).toEqual([]);
     } finally {
       client.close();
     }

@@ -32,6 +32,8 @@ export const ADMIN_METHODS: ReadonlySet<string> = new Set([
   AuthServiceService.createProvisioningKey.path,
   LedgerServiceService.topUp.path,
   LedgerServiceService.verifyJournal.path,
+  // Reads every account's generation records.
+  LedgerServiceService.getModelLatency.path,
   CatalogServiceService.loadCatalog.path,
 ]);
 
