@@ -1,10 +1,21 @@
-import { unary, type GrpcServiceBinding, type Logger } from '@gateway/platform';
-import { AuthServiceService, type AuthServiceServer } from '@gateway/proto';
+import { GatewayError, GrpcStatus, unary, type GrpcServiceBinding, type Logger } from '@gateway/platform';
+import { AuthServiceService, ErrorReason, type AuthServiceServer } from '@gateway/proto';
 import type { AuthStore } from './auth-store.js';
 
-/** Thin gRPC adapter: every handler is one domain call. Requests are never logged (they carry keys). */
-export function authServiceBinding(store: AuthStore, logger: Logger): GrpcServiceBinding {
+/**
+ * Thin gRPC adapter: every handler is one domain call. Requests are never logged (they carry keys).
+ * `internalAuth`: whether the server checks internal credentials; without it VerifyAdmin has nothing
+ * to verify and refuses rather than vouch for any caller.
+ */
+export function authServiceBinding(store: AuthStore, logger: Logger, internalAuth = false): GrpcServiceBinding {
   const implementation: AuthServiceServer = {
+    // VerifyAdmin is in ADMIN_METHODS: the credential check has already refused anything but an admin token.
+    verifyAdmin: unary(logger, 'VerifyAdmin', async () => {
+      if (!internalAuth) {
+        throw new GatewayError(GrpcStatus.FAILED_PRECONDITION, ErrorReason.ERROR_REASON_FORBIDDEN, 'this auth service runs without internal authentication: there is no admin credential to verify');
+      }
+      return {};
+    }),
     createAccount: unary(logger, 'CreateAccount', (request) => store.createAccount(request)),
     getAccount: unary(logger, 'GetAccount', async (request) => ({ account: await store.getAccount(request.accountId) })),
     listAccounts: unary(logger, 'ListAccounts', (request) => store.listAccounts(request)),

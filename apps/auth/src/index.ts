@@ -57,9 +57,9 @@ export async function startAuthService(options: AuthServiceOptions): Promise<Run
     await migrate(db, AUTH_SCHEMA, authMigrations, options.logger);
     const store = new AuthStore(db, hasher, busKeyChangeListener(options.bus, options.logger));
     const server = await startGrpcServer({
-    credentials: options.internalAuth?.accepted,
+      credentials: options.internalAuth?.accepted,
       address: options.listenAddress,
-      services: [authServiceBinding(store, options.logger)],
+      services: [authServiceBinding(store, options.logger, options.internalAuth !== undefined)],
       logger: options.logger,
       dependencies: [postgresCheck(options.databaseUrl, 'auth'), busCheck(options.bus)],
       ...(options.metrics ? { metrics: options.metrics } : {}),

@@ -106,7 +106,7 @@ export async function startRoutingService(options: RoutingServiceOptions): Promi
   const server = await startGrpcServer({
     credentials: options.internalAuth?.accepted,
     address: options.listenAddress,
-    services: [{ definition: routerServiceDefinition, implementation: routerService(router, logger, exchanges), name: 'gateway.v1.RouterService' }],
+    services: [{ definition: routerServiceDefinition, implementation: routerService(router, logger, { exchanges, providerHealth: () => health.report(catalog.offerPairs()) }), name: 'gateway.v1.RouterService' }],
     logger,
     // A request carries a whole request body (at most 32 MiB at the edge) or an upload, plus framing.
     maxReceiveMessageBytes: 48 * 1024 * 1024,

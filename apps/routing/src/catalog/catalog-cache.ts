@@ -59,6 +59,15 @@ export class CatalogCache {
     return this.models.get(id);
   }
 
+  /** Every (provider, model) pair some model's offers name, in catalog order (a pair once). */
+  offerPairs(): Array<{ providerId: string; modelId: string }> {
+    const pairs = new Map<string, { providerId: string; modelId: string }>();
+    for (const model of this.models.values()) {
+      for (const offer of model.offers) pairs.set(`${offer.providerId}\0${model.id}`, { providerId: offer.providerId, modelId: model.id });
+    }
+    return [...pairs.values()];
+  }
+
   provider(id: string): { provider: Provider; adapter: ProviderAdapter | undefined } | undefined {
     return this.providers.get(id);
   }

@@ -1,6 +1,6 @@
 import type { ServerUnaryCall, ServerWritableStream } from '@grpc/grpc-js';
 import { errors, serverStream, unary, type CallerSignal, type Logger } from '@gateway/platform';
-import { ChatResponse, ChatStreamResponse, ExchangeResponse, RouterServiceService, type ChatStreamRequest, type RouterServiceServer } from '@gateway/proto';
+import { ChatResponse, ChatStreamResponse, ExchangeResponse, RouterServiceService, type ChatStreamRequest, type ProviderStat, type RouterServiceServer } from '@gateway/proto';
 import type { Router } from '../routing/router.js';
 import { asBuffer, reusedWriterEncoder } from '../routing/reused-writer.js';
 import { ExchangeService, serializeExchangeResponse } from './exchange.js';
@@ -47,9 +47,17 @@ export const routerServiceDefinition: typeof RouterServiceService = {
   exchange: { ...RouterServiceService.exchange, responseSerialize: serializeExchangeResponse as (value: ExchangeResponse) => Buffer },
 };
 
-export function routerService(router: Router, logger: Logger, exchanges = new ExchangeService(router, logger)): RouterServiceServer {
+export interface RouterServiceParts {
+  exchanges?: ExchangeService;
+  /** GetProviderHealth's rows: the replica's ProviderHealth report over the catalog's offers. */
+  providerHealth: () => ProviderStat[];
+}
+
+export function routerService(router: Router, logger: Logger, parts: RouterServiceParts): RouterServiceServer {
+  const exchanges = parts.exchanges ?? new ExchangeService(router, logger);
   return {
     exchange: exchanges.handler,
+    getProviderHealth: unary(logger, 'GetProviderHealth', () => Promise.resolve({ stats: parts.providerHealth() })),
     chat: unary(logger, 'Chat', (request, call) => router.chat(request, new CallCancellation(call))),
     chatStream: serverStream(logger, 'ChatStream', (request: ChatStreamRequest, call) => {
       if (!request.chat) throw errors.invalidRequest('ChatStreamRequest.chat is required', 'chat');

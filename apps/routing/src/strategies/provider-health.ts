@@ -97,6 +97,31 @@ export class ProviderHealth {
     };
   }
 
+  /**
+   * The merged figures (as `figures` reads them) of every pair in `pairs` and every pair this replica
+   * has seen itself, sorted by provider then model: what GetProviderHealth answers. A pair never used
+   * anywhere has 0 samples, error rate 0 and a closed circuit.
+   */
+  report(pairs: Iterable<{ providerId: string; modelId: string }>): ProviderStat[] {
+    const keys = new Set<string>(this.entries.keys());
+    for (const pair of pairs) keys.add(this.key(pair.providerId, pair.modelId));
+    const stats = [...keys].map((key): ProviderStat => {
+      const [providerId = '', modelId = ''] = key.split('\0');
+      const figures = this.figures(providerId, modelId);
+      return {
+        providerId,
+        modelId,
+        ttftMs: figures.ttftMs,
+        outputTokensPerSecond: figures.outputTokensPerSecond,
+        errorRate: 1 - figures.successRate,
+        circuitOpen: figures.circuitOpen,
+        samples: figures.samples,
+      };
+    });
+    const byText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+    return stats.sort((a, b) => byText(a.providerId, b.providerId) || byText(a.modelId, b.modelId));
+  }
+
   /** This replica's own figures, to publish on provider.stats. */
   localStats(): ProviderStat[] {
     const now = this.now();

@@ -25,6 +25,11 @@ export interface CallSettings {
   requestId?: string;
   /** Aborting cancels the call (the server sees CANCELLED). An AbortSignal or a `Cancellation`. */
   signal?: CallerSignal;
+  /**
+   * Internal credential for this call instead of the client's (`x-gateway-credential`): the edge's
+   * admin routes forward the operator's own token this way rather than hold an admin token.
+   */
+  credential?: string;
 }
 
 type UnaryCallback<Response> = (error: ServiceError | null, response: Response) => void;
@@ -118,9 +123,10 @@ export function createClient<GeneratedClient extends Client>(
   return wrapped as PromiseClient<GeneratedClient>;
 }
 
-function metadataFor(call: CallSettings, credential: string | undefined): Metadata {
+function metadataFor(call: CallSettings, clientCredential: string | undefined): Metadata {
   const metadata = new Metadata();
   if (call.requestId) metadata.set('x-request-id', call.requestId);
+  const credential = call.credential ?? clientCredential;
   if (credential) metadata.set(CREDENTIAL_METADATA, credential);
   return metadata;
 }

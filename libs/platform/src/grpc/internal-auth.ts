@@ -30,6 +30,8 @@ export const ADMIN_METHODS: ReadonlySet<string> = new Set([
   AuthServiceService.createAccount.path,
   AuthServiceService.listAccounts.path,
   AuthServiceService.createProvisioningKey.path,
+  // Answers only whether the caller holds the admin credential (the edge's /v1/admin/ routes ask it).
+  AuthServiceService.verifyAdmin.path,
   LedgerServiceService.topUp.path,
   LedgerServiceService.verifyJournal.path,
   // Reads every account's generation records.
