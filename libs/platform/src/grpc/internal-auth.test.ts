@@ -107,6 +107,33 @@ describe('internal gRPC authentication', () => {
     }
   });
 
+  it("sends a call's own credential instead of the client's, for that call only (unary and streaming)", async () => {
+    handled.length = 0;
+    const asService = ledgerAs(SERVICE);
+    const asAdmin = ledgerAs(ADMIN);
+    const router = createClient(RouterServiceClient, RouterServiceService, server.address);
+    try {
+      // The service client passes an admin RPC with the operator's token on the call…
+      expect((await asService.topUp({ accountId: 'acc_1', credits: '1', idempotencyKey: 'k', note: '' }, { credential: ADMIN })).balance).toBe('2');
+      // …and the next call without one carries the client's again.
+      expect((await refusal(asService.topUp({ accountId: 'acc_1', credits: '1', idempotencyKey: 'k', note: '' })))?.status).toBe(GrpcStatus.PERMISSION_DENIED);
+      // It replaces the client's credential rather than adding one: the admin client's call with a service token is refused an admin RPC.
+      expect((await refusal(asAdmin.getModelLatency({ days: 1 }, { credential: SERVICE })))?.status).toBe(GrpcStatus.PERMISSION_DENIED);
+      expect((await refusal(asAdmin.getBalance({ accountId: 'acc_1' }, { credential: 'a-token-nobody-issued-xxxxxxxxxxxxxxxxxx' })))?.status).toBe(GrpcStatus.UNAUTHENTICATED);
+      // A client without a credential streams with the call's.
+      const received: string[] = [];
+      for await (const message of router.chatStream({ chat: undefined, combinedStart: false }, { credential: SERVICE })) {
+        if (message.event?.$case === 'delta') received.push(message.event.value.content);
+      }
+      expect(received).toEqual(['hi']);
+    } finally {
+      asService.close();
+      asAdmin.close();
+      router.close();
+    }
+    expect(handled).toEqual(['topUp', 'chatStream']);
+  });
+
   it('ends a streaming call without a credential with UNAUTHENTICATED and serves it with one', async () => {
     const collect = async (credential?: string) => {
       const client = createClient(RouterServiceClient, RouterServiceService, server.address, { credential });
