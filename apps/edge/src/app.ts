@@ -23,7 +23,7 @@ import {
   listKeysHandler,
   updateKeyHandler,
 } from './routes/account-routes.js';
-import { generationHandler } from './routes/generation-routes.js';
+import { generationHandler, listGenerationsHandler } from './routes/generation-routes.js';
 import { consoleHandler, DEFAULT_CONSOLE_DIR } from './console-static.js';
 import { getModelHandler, listLimitsHandler, listModelsHandler, listStartupsHandler, sendStartupIcon, startupIconHandler } from './routes/catalog-routes.js';
 import { chatDialect } from './dialects/chat/chat-dialect.js';
@@ -134,6 +134,7 @@ export function createApp(context: EdgeContext, readiness?: Readiness): express.
   app.delete('/v1/account/keys/:keyId', deleteKeyHandler(context));
   app.get('/v1/account/activity', activityHandler(context));
   app.get('/v1/generation', generationHandler(context));
+  app.get('/v1/account/generations', listGenerationsHandler(context));
   app.get('/healthz', (_request: Request, response: Response) => {
     sendJson(response, context.catalogCache.ready ? 200 : 503, { status: context.catalogCache.ready ? 'ok' : 'starting' });
   });

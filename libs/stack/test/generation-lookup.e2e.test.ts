@@ -200,6 +200,74 @@ describe('generation lookup and zero-completion insurance, end to end', () => {
     expect(parseCredits(record.total_cost)).toBe(inputPico(record.tokens_prompt) + outputPico(record.tokens_completion));
   });
 
+  it('GET /v1/account/generations: the account\'s records newest first, each as GET /v1/generation renders it, in pages, by key, never another account\'s', async () => {
+    const created = await ctlJson(base.stack, 'accounts', 'create', '--name', 'gen-lister', '--credits', '10', '--tier', 'tier-1', '--json');
+    const [first, second] = [
+      await ctlJson(base.stack, 'keys', 'create', created.account_id!, '--name', 'lister-one', '--json'),
+      await ctlJson(base.stack, 'keys', 'create', created.account_id!, '--name', 'lister-two', '--json'),
+    ];
+    const provisioningKey = created.provisioning_key!;
+    const list = async (query: string, key = provisioningKey) => {
+      const response = await fetch(`${url}/v1/account/generations${query}`, { headers: { authorization: `Bearer ${key}` } });
+      return { status: response.status, body: (await response.json()) as Record<string, any> };
+    };
+    // Three answers, one after another: first key, second key, first key.
+    const ids: string[] = [];
+    for (const [index, key] of [first, second, first].entries()) {
+      upstream.script({ text: `answer ${index}`, usage: { prompt_tokens: 10 + index, completion_tokens: 3 } });
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: key!.api_key!, maxRetries: 0, timeout: 30_000 });
+      const { response } = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: `Q${index}` }] }).withResponse();
+      ids.push(response.headers.get('x-request-id')!);
+    }
+    const newestFirst = [...ids].reverse();
+    let everything: Array<Record<string, any>> = [];
+    await eventually(async () => {
+      const answer = await list('');
+      expect(answer.status).toBe(200);
+      everything = answer.body.data;
+      expect(everything.map((record) => record.id)).toEqual(newestFirst);
+      expect(answer.body.next_cursor).toBeNull();
+    }, 15_000);
+    // Each entry is exactly GET /v1/generation's `data` for that id.
+    for (const record of everything) expect(record).toEqual(await settled(record.id, provisioningKey));
+    expect(everything.map((record) => record.tokens_prompt)).toEqual([12, 11, 10]);
+
+    // limit=1: one record per page, next_cursor to the next, null after the last; none twice or lost.
+    const paged: string[] = [];
+    let cursor: string | null = '';
+    for (let page = 0; cursor !== null && page < 10; page++) {
+      const answer = await list(`?limit=1${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+      expect(answer.status).toBe(200);
+      expect(answer.body.data).toHaveLength(1);
+      paged.push(answer.body.data[0].id);
+      cursor = answer.body.next_cursor;
+    }
+    expect(paged).toEqual(newestFirst);
+    const twoPages = await list('?limit=2');
+    expect(twoPages.body.data.map((record: { id: string }) => record.id)).toEqual(newestFirst.slice(0, 2));
+    expect(typeof twoPages.body.next_cursor).toBe('string');
+
+    // key_id: that key's records only.
+    expect((await list(`?key_id=${first!.key_id}`)).body.data.map((record: { id: string }) => record.id)).toEqual([ids[2], ids[0]]);
+    expect((await list(`?key_id=${second!.key_id}`)).body.data.map((record: { id: string }) => record.id)).toEqual([ids[1]]);
+
+    // Another account's provisioning key sees none of them, even when it names this account's key or cursor.
+    for (const query of ['', `?key_id=${first!.key_id}`, `?cursor=${encodeURIComponent(twoPages.body.next_cursor)}`]) {
+      const theirs = await list(query, stranger.provisioningKey);
+      expect(theirs.status).toBe(200);
+      expect(theirs.body.data.map((record: { id: string }) => record.id).filter((id: string) => ids.includes(id))).toEqual([]);
+    }
+    // An API key is not a provisioning key (401); no credential: 401.
+    expect((await list('', first!.api_key!)).status).toBe(401);
+    expect((await fetch(`${url}/v1/account/generations`)).status).toBe(401);
+    // A bad limit or cursor: 400 in the error envelope.
+    for (const query of ['?limit=0', '?limit=101', '?limit=abc', '?cursor=not-a-cursor', `?cursor=${'x'.repeat(401)}`, '?key_id=']) {
+      const answer = await list(query);
+      expect(answer.status, query).toBe(400);
+      expect(answer.body.error.type, query).toBe('invalid_request_error');
+    }
+  });
+
   it('a stream cut before any content: no charge, no record', async () => {
     const before = await balance(owner);
     upstream.script({ cutAfterChunks: 0 });

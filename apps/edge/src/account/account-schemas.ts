@@ -190,6 +190,24 @@ export const activityQuery = z.object({
 });
 export type ActivityQuery = z.infer<typeof activityQuery>;
 
+/** GET /v1/account/generations: page size (default GENERATIONS_LIMIT_DEFAULT). */
+export const GENERATIONS_LIMIT_MAX = 100;
+export const GENERATIONS_LIMIT_DEFAULT = 20;
+/** The ledger's cursors are far shorter; a longer one is not one of them. */
+const GENERATIONS_CURSOR_MAX_LENGTH = 400;
+
+/** GET /v1/account/generations: `limit` 1..100, the opaque `cursor` of a previous page, optional `key_id` filter. */
+export const generationsQuery = z.object({
+  limit: queryInteger(1, GENERATIONS_LIMIT_MAX).optional(),
+  cursor: z.string({ error: 'must be given once' }).max(GENERATIONS_CURSOR_MAX_LENGTH, { error: 'is not valid' }).optional(),
+  key_id: z
+    .string({ error: 'must be given once' })
+    .min(1, { error: 'must not be empty' })
+    .max(KEY_ID_MAX_LENGTH, { error: `must be at most ${KEY_ID_MAX_LENGTH} characters` })
+    .optional(),
+});
+export type GenerationsQuery = z.infer<typeof generationsQuery>;
+
 type Issue = z.core.$ZodIssue;
 
 /** The first issue as `<where>.<path>: <message>`; an unknown field is named by its own path. */

@@ -1,5 +1,6 @@
 import type { Request, Response } from 'express';
 import type { Generation, Usage } from '@gateway/proto';
+import { GENERATIONS_LIMIT_DEFAULT, generationsQuery, parseWith } from '../account/account-schemas.js';
 import { verifyApiKey, type EdgeContext } from '../context.js';
 import { edgeErrors } from '../errors.js';
 import { sendJson } from '../http.js';
@@ -55,6 +56,24 @@ export function generationHandler(context: EdgeContext) {
       },
       { 'retry-after': String(GENERATION_RETRY_AFTER_SECONDS) },
     );
+  };
+}
+
+/**
+ * GET /v1/account/generations?limit=&cursor=&key_id=: the account's generation records, newest first
+ * (LedgerService.ListGenerations), each rendered as GET /v1/generation renders its `data`. Provisioning
+ * key only, like every /v1/account/ route. `next_cursor` (opaque) asks for the next page; null on the
+ * last. A `key_id` of another account matches none of this account's records: an empty list.
+ */
+export function listGenerationsHandler(context: EdgeContext) {
+  return async (request: Request, response: Response): Promise<void> => {
+    const account = await verifyProvisioningKey(context, request, response);
+    const query = parseWith(generationsQuery, 'query', request.query);
+    const page = await context.ledger.listGenerations(
+      { accountId: account.accountId, limit: query.limit ?? GENERATIONS_LIMIT_DEFAULT, cursor: query.cursor ?? '', keyId: query.key_id ?? '' },
+      { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS },
+    );
+    sendJson(response, 200, { data: page.generations.map(renderGeneration), next_cursor: page.nextCursor === '' ? null : page.nextCursor });
   };
 }
 
