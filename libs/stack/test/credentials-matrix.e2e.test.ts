@@ -201,6 +201,29 @@ const routes: RouteGroup[] = [
     call: (harness, credential) => harness.call('GET', '/v1/account/activity?days=31', credential),
     expected: account(badRequest),
   },
+  {
+    name: 'GET /v1/account/generations',
+    // Both accounts made paid chats above, so once settled each list holds records. Each listed record is
+    // read back with the same credential through GET /v1/generation, which answers 404 for another
+    // account's id: a list leaking a record of the other account fails here.
+    call: async (harness, credential) => {
+      const list = () => harness.call('GET', '/v1/account/generations?limit=100', credential);
+      let answer = await list();
+      if (answer.status !== 200) return answer;
+      await eventually(async () => {
+        answer = await list();
+        expect(answer.body.data.length).toBeGreaterThan(0);
+      }, 10_000);
+      const reads = await Promise.all(answer.body.data.map((record: { id: string }) =>
+        harness.call('GET', `/v1/generation?id=${encodeURIComponent(record.id)}`, credential)));
+      return { ...answer, body: { ...answer.body, read_back: reads.map((read) => read.status) } };
+    },
+    expected: account(ok()),
+    check: (answer) => {
+      expect(answer.body.data.length).toBeGreaterThan(0);
+      expect(answer.body.read_back).toEqual(answer.body.data.map(() => 200));
+    },
+  },
 ];
 
 describe('credential × route matrix', () => {
