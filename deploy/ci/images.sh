@@ -131,6 +131,10 @@ grep -q "$ACCOUNT_ID" <<<"$listed" && pass "docker run inference-gateway-gateway
 step "requests through the edge"
 out=$(node deploy/ci/smoke.mjs requests || true); echo "$out"; count "$out"
 
+step "the web console and the operator routes through the edge"
+out=$(node deploy/ci/smoke.mjs console || true); echo "$out"; count "$out"
+out=$(node deploy/ci/smoke.mjs admin "$ACCOUNT_ID" || true); echo "$out"; count "$out"
+
 step "down && up keeps routing's outbox"
 outbox_before=$($DOCKER run --rm --network host -v inference-gateway_routing-outbox:/outbox --entrypoint ls inference-gateway-routing:ci -A /outbox | sort | tr '\n' ' ')
 balance_before=$(node deploy/ci/smoke.mjs balance)

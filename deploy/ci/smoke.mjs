@@ -2,6 +2,8 @@
 // Requests through the edge of a running stack (deploy/ci/images.sh runs it against the containers).
 // Prints one `PASS name` or `FAIL name: why` line per check; exit 1 when any failed.
 //   EDGE_URL=http://127.0.0.1:8080 API_KEY=... PROV_KEY=... node deploy/ci/smoke.mjs requests
+//   ... node deploy/ci/smoke.mjs console          (the web console and its headers)
+//   ... GATEWAY_ADMIN_TOKEN=... GATEWAY_INTERNAL_TOKEN=... node deploy/ci/smoke.mjs admin ACCOUNT_ID
 //   ... node deploy/ci/smoke.mjs balance          (prints the account's balance, for the restart check)
 //   ... node deploy/ci/smoke.mjs drain CONTAINER  (docker stop of the edge with a request in flight)
 import { execFile } from 'node:child_process';
@@ -151,6 +153,53 @@ async function requests() {
   });
 }
 
+/** The web console the edge image serves (apps/console/dist copied by the Dockerfile's console stage). */
+async function consoleApp() {
+  await check('console: /console/ served with its CSP, and its script', async () => {
+    const page = await fetch(`${edge}/console/`);
+    const html = await page.text();
+    assert(page.status === 200, `GET /console/: HTTP ${page.status}`);
+    assert((page.headers.get('content-type') ?? '').startsWith('text/html'), `content-type ${page.headers.get('content-type')}`);
+    const policy = page.headers.get('content-security-policy') ?? '';
+    assert(policy.includes("default-src 'self'") && policy.includes("frame-ancestors 'none'"), `content-security-policy ${JSON.stringify(policy)}`);
+    const script = /<script[^>]+src="([^"]+)"/.exec(html)?.[1];
+    assert(script, 'index.html names no script');
+    const asset = await fetch(new URL(script, `${edge}/console/`));
+    const code = await asset.text();
+    assert(asset.status === 200 && (asset.headers.get('content-type') ?? '').includes('javascript') && code.length > 1000,
+      `GET ${script}: HTTP ${asset.status}, ${asset.headers.get('content-type')}, ${code.length} bytes`);
+    return `${script}: ${code.length} bytes`;
+  });
+}
+
+/**
+ * The operator routes (/v1/admin/) with the admin token the stack runs with: a top-up raises the balance by
+ * exactly its amount; the internal service token is refused (the edge holds no admin token of its own).
+ */
+async function adminRoutes(accountId) {
+  const admin = process.env.GATEWAY_ADMIN_TOKEN ?? '';
+  const service = process.env.GATEWAY_INTERNAL_TOKEN ?? '';
+  const call = (path, token, init = {}) => fetch(`${edge}${path}`, { ...init, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...init.headers } });
+  await check('admin: top-up through POST /v1/admin/accounts/{id}/credits', async () => {
+    const before = await (await call(`/v1/admin/accounts?limit=100`, admin)).json();
+    const row = before.data?.find((account) => account.id === accountId);
+    assert(row, `account ${accountId} not in ${JSON.stringify(before).slice(0, 300)}`);
+    const response = await call(`/v1/admin/accounts/${accountId}/credits`, admin, { method: 'POST', body: JSON.stringify({ amount: '2.5' }) });
+    const body = await response.json();
+    assert(response.status === 200, `HTTP ${response.status}: ${JSON.stringify(body)}`);
+    // Decimal strings to pico (10^-12) as integers: money is never a float.
+    const pico = (value) => { const [whole, fraction = ''] = String(value).split('.'); return BigInt(whole) * 10n ** 12n + BigInt(fraction.padEnd(12, '0')); };
+    assert(pico(body.balance) - pico(row.balance) === 2_500_000_000_000n, `balance ${row.balance} -> ${body.balance}`);
+    return `${row.balance} -> ${body.balance}`;
+  });
+  await check('admin: the service token is refused (403), no token 401', async () => {
+    const withService = await call('/v1/admin/providers', service);
+    const withNone = await fetch(`${edge}/v1/admin/providers`);
+    assert(withService.status === 403, `service token: HTTP ${withService.status}`);
+    assert(withNone.status === 401, `no token: HTTP ${withNone.status}`);
+  });
+}
+
 async function balance() {
   const response = await fetch(`${edge}/v1/account/balance`, { headers: { authorization: `Bearer ${provisioningKey}` } });
   const body = await response.json();
@@ -183,7 +232,9 @@ async function drain(container) {
 
 const [mode, argument] = process.argv.slice(2);
 if (mode === 'requests') await requests();
+else if (mode === 'console') await consoleApp();
+else if (mode === 'admin' && argument) await adminRoutes(argument);
 else if (mode === 'balance') await balance();
 else if (mode === 'drain' && argument) await drain(argument);
-else { process.stderr.write('usage: smoke.mjs requests | balance | drain CONTAINER\n'); process.exit(2); }
+else { process.stderr.write('usage: smoke.mjs requests | console | admin ACCOUNT_ID | balance | drain CONTAINER\n'); process.exit(2); }
 process.exit(failed > 0 ? 1 : 0);

@@ -121,6 +121,7 @@ await runMain('gateway', logger, async () => {
       '',
       `Inference gateway listening on ${stack.url}`,
       `  Console:           ${stack.url}/console/ (sign in with the provisioning key below)`,
+      `                     (its Operator view takes the admin token: ${env.GATEWAY_ADMIN_TOKEN ? 'GATEWAY_ADMIN_TOKEN' : join(dataDir, ADMIN_TOKEN_FILE)})`,
       `  Postgres:          ${env.DATABASE_URL ? 'DATABASE_URL' : `embedded (${join(dataDir, 'postgres')})`}`,
       `  Event bus:         ${env.NATS_URL ? `NATS ${env.NATS_URL}` : 'in-process (single-process mode)'}`,
       `  Catalog:           ${env.GATEWAY_CONFIG}`,
