@@ -23,6 +23,7 @@ import {
   listKeysHandler,
   updateKeyHandler,
 } from './routes/account-routes.js';
+import { adminAccountsHandler, adminModelLatencyHandler, adminProvidersHandler, adminTopUpHandler } from './routes/admin-routes.js';
 import { generationHandler, listGenerationsHandler } from './routes/generation-routes.js';
 import { consoleHandler, DEFAULT_CONSOLE_DIR } from './console-static.js';
 import { getModelHandler, listLimitsHandler, listModelsHandler, listStartupsHandler, sendStartupIcon, startupIconHandler } from './routes/catalog-routes.js';
@@ -134,6 +135,10 @@ export function createApp(context: EdgeContext, readiness?: Readiness): express.
   app.delete('/v1/account/keys/:keyId', deleteKeyHandler(context));
   app.get('/v1/account/activity', activityHandler(context));
   app.get('/v1/generation', generationHandler(context));
+  app.get('/v1/admin/providers', adminProvidersHandler(context));
+  app.get('/v1/admin/models/latency', adminModelLatencyHandler(context));
+  app.get('/v1/admin/accounts', adminAccountsHandler(context));
+  app.post('/v1/admin/accounts/:accountId/credits', adminTopUpHandler(context));
   app.get('/v1/account/generations', listGenerationsHandler(context));
   app.get('/healthz', (_request: Request, response: Response) => {
     sendJson(response, context.catalogCache.ready ? 200 : 503, { status: context.catalogCache.ready ? 'ok' : 'starting' });

@@ -50,6 +50,8 @@ export interface EdgeContext {
   now: () => number;
   /** Records of Idempotency-Key requests (inference/idempotency.ts), in the bus's key-value bucket. */
   idempotency?: IdempotencyStore;
+  /** This edge runs with internal authentication (EdgeOptions.internalAuth): the /v1/admin/ routes need it. */
+  internalAuthEnabled?: boolean;
 }
 
 /** Cached Auth.VerifyApiKey; a malformed credential is refused without a call. */

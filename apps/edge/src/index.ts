@@ -117,7 +117,7 @@ export interface EdgeOptions {
   drainTimeoutMs?: number;
   /** Where the edge's metrics go (the process's registry). Default: a registry of the edge's own, not served. */
   metrics?: Registry;
-  /** Internal gRPC authentication: the service credential its calls carry. Unset: none sent. */
+  /** Internal gRPC authentication: the service credential its calls carry. Unset: none sent, and the /v1/admin/ routes answer 403. */
   internalAuth?: InternalAuth;
   /** Bounds of the responses WebSocket mode (docs/dialects.md "WebSocket mode"); tests lower them. */
   responsesWebSocket?: Partial<ResponsesWebSocketLimits>;
@@ -259,6 +259,7 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
       ...(options.consoleDir ? { consoleDir: options.consoleDir } : {}),
       now,
       idempotency: idempotencyStore(options.bus, options.idempotency, logger),
+      internalAuthEnabled: options.internalAuth !== undefined,
     };
     const httpServer = createServer({ noDelay: true, ServerResponse: TimedResponse }, createRequestListener(context, tracker, readiness));
     server = httpServer;
