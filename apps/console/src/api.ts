@@ -1,7 +1,7 @@
-import { sessionKey } from './session.js';
+import { adminToken, provisioningKey, type Credential } from './session.js';
 
 // The console talks only to the public HTTP API on its own origin: the account routes with the
-// provisioning key, the catalog routes without a credential.
+// provisioning key, the admin routes with the admin token, the catalog routes without a credential.
 
 export class ApiError extends Error {
   constructor(readonly status: number, message: string) {
@@ -60,25 +60,63 @@ export interface Generation {
   total_cost: string;
   latency: number;
   finish_reason: string | null;
+  cancelled?: boolean;
   created_at: number;
+}
+
+/** A page of a keyset-paged list: `next_cursor` asks for the page after this one, null on the last. */
+export interface Page<T> {
+  data: T[];
+  next_cursor: string | null;
+}
+
+export interface ProviderHealth {
+  provider: string;
+  provider_name: string;
+  model: string;
+  samples: number;
+  /** Share of failed requests, 0..1. */
+  error_rate: number;
+  ttft_ms: number;
+  output_tokens_per_second: number;
+  circuit: 'open' | 'closed' | string;
+}
+
+export interface ModelLatency {
+  model: string;
+  provider: string;
+  requests: number;
+  latency_p50_ms: number;
+  latency_p95_ms: number;
+  generation_time_p50_ms: number;
+}
+
+export interface AdminAccount {
+  id: string;
+  name: string;
+  tier: string;
+  created_at: number;
+  balance: string;
+  available: string;
 }
 
 export const ROUTING_STRATEGIES = ['reliability', 'balanced', 'latency', 'throughput', 'cache'] as const;
 
 /** The API's error in words: its message, or what the status means when the body has none. */
-function describe(status: number, body: unknown): string {
+function describe(status: number, body: unknown, credentialName: string): string {
   const message = (body as { error?: { message?: unknown } } | undefined)?.error?.message;
   if (typeof message === 'string' && message !== '') return message;
-  if (status === 401) return 'The provisioning key was not accepted.';
+  if (status === 401) return `The ${credentialName} was not accepted.`;
+  if (status === 403) return `The ${credentialName} may not do this.`;
   if (status === 404) return 'Not found.';
   if (status === 429) return 'Too many requests; try again in a moment.';
   return `The gateway answered ${status}.`;
 }
 
-async function call<T>(method: string, path: string, body?: unknown, authorised = true): Promise<T> {
+async function call<T>(method: string, path: string, body?: unknown, credential: Credential | null = provisioningKey): Promise<T> {
   const headers: Record<string, string> = {};
-  const key = sessionKey();
-  if (authorised && key) headers.authorization = `Bearer ${key}`;
+  const secret = credential?.value();
+  if (secret) headers.authorization = `Bearer ${secret}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
   let response: Response;
   try {
@@ -93,7 +131,7 @@ async function call<T>(method: string, path: string, body?: unknown, authorised 
   } catch {
     parsed = undefined;
   }
-  if (!response.ok) throw new ApiError(response.status, describe(response.status, parsed));
+  if (!response.ok) throw new ApiError(response.status, describe(response.status, parsed, credential === adminToken ? 'admin token' : 'provisioning key'));
   return parsed as T;
 }
 
@@ -107,9 +145,40 @@ export const api = {
   activity: (days: number, keyId?: string) =>
     call<{ data: ActivityRow[] }>('GET', `/v1/account/activity?days=${days}${keyId ? `&key_id=${encodeURIComponent(keyId)}` : ''}`),
   generation: (id: string) => call<{ data: Generation }>('GET', `/v1/generation?id=${encodeURIComponent(id)}`),
-  models: () => call<{ data: Model[] }>('GET', '/v1/models', undefined, false),
-  startups: () => call<{ data: Startup[] }>('GET', '/v1/startups', undefined, false),
+  generations: (limit: number, cursor?: string, keyId?: string) =>
+    call<Page<Generation>>('GET', `/v1/account/generations${query({ limit: String(limit), cursor, key_id: keyId })}`),
+  models: () => call<{ data: Model[] }>('GET', '/v1/models', undefined, null),
+  startups: () => call<{ data: Startup[] }>('GET', '/v1/startups', undefined, null),
 };
+
+/** The operator's routes, with the admin token. */
+export const adminApi = {
+  providers: () => call<{ data: ProviderHealth[] }>('GET', '/v1/admin/providers', undefined, adminToken),
+  latency: (days: number) => call<{ days: number; data: ModelLatency[] }>('GET', `/v1/admin/models/latency?days=${days}`, undefined, adminToken),
+  accounts: (limit: number, cursor?: string) =>
+    call<Page<AdminAccount>>('GET', `/v1/admin/accounts${query({ limit: String(limit), cursor })}`, undefined, adminToken),
+  addCredits: (accountId: string, amount: string, idempotencyKey: string) =>
+    call<{ account_id: string; balance: string }>('POST', `/v1/admin/accounts/${encodeURIComponent(accountId)}/credits`,
+      { amount, idempotency_key: idempotencyKey }, adminToken),
+};
+
+/** A query string of the parameters that have a value ("" when none). */
+function query(parameters: Record<string, string | undefined>): string {
+  const search = new URLSearchParams();
+  for (const [name, value] of Object.entries(parameters)) if (value !== undefined && value !== '') search.set(name, value);
+  const text = search.toString();
+  return text === '' ? '' : `?${text}`;
+}
+
+/** A fresh idempotency key: crypto.randomUUID where the page is a secure context, else the same shape from getRandomValues. */
+export function newIdempotencyKey(): string {
+  if (typeof crypto.randomUUID === 'function') return crypto.randomUUID();
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  bytes[6] = (bytes[6]! & 0x0f) | 0x40;
+  bytes[8] = (bytes[8]! & 0x3f) | 0x80;
+  const hex = Array.from(bytes, (byte) => byte.toString(16).padStart(2, '0')).join('');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
 
 export function errorText(error: unknown): string {
   return error instanceof Error ? error.message : String(error);

@@ -5,14 +5,18 @@ import { SignIn } from './views/sign-in.js';
 import { AccountView } from './views/account.js';
 import { KeysView } from './views/keys.js';
 import { ModelsView } from './views/models.js';
+import { RequestsView } from './views/requests.js';
+import { OperatorView } from './views/operator.js';
 import 'uplot/dist/uPlot.min.css';
 import './styles.css';
 
 const BASE = '/console/';
 const VIEWS = [
   { path: 'account', title: 'Account' },
+  { path: 'requests', title: 'Requests' },
   { path: 'keys', title: 'Keys' },
   { path: 'models', title: 'Models' },
+  { path: 'operator', title: 'Operator' },
 ] as const;
 type ViewPath = (typeof VIEWS)[number]['path'];
 
@@ -58,7 +62,10 @@ function App() {
         )}
       </header>
       <main id="main">
-        {view === 'models' ? <ModelsView /> : !signedIn ? <SignIn onSignedIn={() => setSignedIn(true)} /> : view === 'keys' ? <KeysView /> : <AccountView />}
+        {view === 'models' ? <ModelsView />
+          : view === 'operator' ? <OperatorView />
+          : !signedIn ? <SignIn onSignedIn={() => setSignedIn(true)} />
+          : view === 'keys' ? <KeysView /> : view === 'requests' ? <RequestsView /> : <AccountView />}
       </main>
     </>
   );

@@ -1,7 +1,8 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, errorText, type ActivityRow, type Generation, type KeyRecord } from '../api.js';
+import { api, errorText, type ActivityRow, type KeyRecord } from '../api.js';
 import { sum } from '../decimal.js';
 import { SpendChart } from './spend-chart.js';
+import { TableWrap } from './table-wrap.js';
 
 export function AccountView() {
   const [balance, setBalance] = useState<string>();
@@ -69,8 +70,8 @@ export function AccountView() {
       </section>
       <section aria-labelledby="activity-title" class="card">
         <h2 id="activity-title">Activity</h2>
-        <p class="hint">Requests per day and model, from the ledger's charges (the API lists no single requests; look one up by id below).</p>
-        <div class="table-wrap">
+        <p class="hint">Requests per day and model, from the ledger's charges; each request on its own is under Requests.</p>
+        <TableWrap label="Activity table">
           <table aria-labelledby="activity-title">
             <thead>
               <tr><th scope="col">Date</th><th scope="col">Model</th><th scope="col" class="num">Requests</th><th scope="col" class="num">Prompt tokens</th>
@@ -85,57 +86,8 @@ export function AccountView() {
               ))}
             </tbody>
           </table>
-        </div>
+        </TableWrap>
       </section>
-      <GenerationLookup />
     </>
-  );
-}
-
-/** One request by its gateway request id (x-gateway-request-id): model, provider, tokens, cost, latency. */
-function GenerationLookup() {
-  const [id, setId] = useState('');
-  const [found, setFound] = useState<Generation[]>([]);
-  const [error, setError] = useState<string>();
-
-  const submit = async (event: Event) => {
-    event.preventDefault();
-    setError(undefined);
-    try {
-      const answer = await api.generation(id.trim());
-      setFound((list) => [answer.data, ...list.filter((entry) => entry.id !== answer.data.id)].slice(0, 20));
-    } catch (failure) {
-      setError(errorText(failure));
-    }
-  };
-
-  return (
-    <section aria-labelledby="requests-title" class="card">
-      <h2 id="requests-title">Requests</h2>
-      <form class="row" onSubmit={submit}>
-        <label class="inline">Request id
-          <input value={id} required spellcheck={false} onInput={(event) => setId((event.target as HTMLInputElement).value)} />
-        </label>
-        <button type="submit">Look up</button>
-      </form>
-      {error && <p role="alert" class="error">{error}</p>}
-      {found.length > 0 && (
-        <div class="table-wrap">
-          <table aria-labelledby="requests-title">
-            <thead><tr><th scope="col">Request</th><th scope="col">Model</th><th scope="col">Provider</th><th scope="col" class="num">Tokens in / out</th>
-              <th scope="col" class="num">Cost</th><th scope="col" class="num">Latency</th><th scope="col">Status</th></tr></thead>
-            <tbody>
-              {found.map((entry) => (
-                <tr key={entry.id}>
-                  <td><code>{entry.id}</code></td><td>{entry.model}</td><td>{entry.provider_name}</td>
-                  <td class="num">{entry.tokens_prompt} / {entry.tokens_completion}</td><td class="num">{entry.total_cost}</td>
-                  <td class="num">{entry.latency} ms</td><td>{entry.finish_reason ?? '—'}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
-    </section>
   );
 }

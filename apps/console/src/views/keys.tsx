@@ -1,5 +1,6 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, errorText, ROUTING_STRATEGIES, type KeyRecord } from '../api.js';
+import { TableWrap } from './table-wrap.js';
 
 const value = (event: Event) => (event.target as HTMLInputElement | HTMLSelectElement).value;
 
@@ -56,7 +57,7 @@ export function KeysView() {
       )}
       <section aria-labelledby="keys-title" class="card">
         <h2 id="keys-title">API keys</h2>
-        <div class="table-wrap">
+        <TableWrap label="Keys table">
           <table aria-label="Keys">
             <thead>
               <tr><th scope="col">Name</th><th scope="col">Prefix</th><th scope="col" class="num">Credit limit</th><th scope="col" class="num">Usage</th>
@@ -81,7 +82,7 @@ export function KeysView() {
               ))}
             </tbody>
           </table>
-        </div>
+        </TableWrap>
         {keys?.length === 0 && <p>No keys yet.</p>}
       </section>
     </>

@@ -1,6 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, errorText, type Model, type Startup } from '../api.js';
 import { perMillion } from '../decimal.js';
+import { TableWrap } from './table-wrap.js';
 
 const price = (model: Model, field: string) => {
   const perToken = model.pricing?.[field];
@@ -53,7 +54,7 @@ export function ModelsView() {
           </label>
         </div>
         <p aria-live="polite">{shown.length} of {all.length} models</p>
-        <div class="table-wrap">
+        <TableWrap label="Models table">
           <table aria-label="Models">
             <thead>
               <tr><th scope="col">Model</th><th scope="col">Startup</th><th scope="col" class="num">Context window</th>
@@ -77,7 +78,7 @@ export function ModelsView() {
               })}
             </tbody>
           </table>
-        </div>
+        </TableWrap>
         <p class="hint">Prices in credits per 1M tokens.</p>
       </section>
       <section aria-labelledby="startups-title" class="card">
