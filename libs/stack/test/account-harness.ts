@@ -3,8 +3,8 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import { parse } from 'yaml';
 import { parseCredits } from '@gateway/platform';
-import { gatewayctl } from './stack-harness.js';
-import { createTestBus, createTestDatabase, type TestBus, type TestDatabase } from '@gateway/testing';
+import { gatewayctlAs } from './stack-harness.js';
+import { createTestBus, createTestDatabase, TEST_ADMIN_TOKEN, TEST_INTERNAL_TOKEN, type TestBus, type TestDatabase } from '@gateway/testing';
 import type { RunningStack } from '../src/index.js';
 import { startTestStack } from './configured-stack.js';
 
@@ -42,6 +42,8 @@ export interface CallOptions {
 
 export interface AccountStack {
   stack: RunningStack;
+  /** The stack's internal tokens when it runs with internal authentication (startAccountStack's option). */
+  internalTokens: { service: string; admin: string } | undefined;
   database: TestDatabase;
   testBus: TestBus;
   ctl(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }>;
@@ -98,19 +100,30 @@ export function exampleTokenCostPico(model: string, usage: TokenUsage): bigint {
     + BigInt(usage.output) * parseCredits(pricing.per_output_token);
 }
 
-export async function startAccountStack(): Promise<AccountStack> {
+/**
+ * `internalAuth`: every service checks internal credentials (the edge sends the service token,
+ * gatewayctl the admin token), as deployed; the /v1/admin/ routes need it.
+ */
+export async function startAccountStack(options: { internalAuth?: boolean } = {}): Promise<AccountStack> {
   const database = await createTestDatabase();
   const testBus = await createTestBus('nats');
+  const internalTokens = options.internalAuth ? { service: TEST_INTERNAL_TOKEN, admin: TEST_ADMIN_TOKEN } : undefined;
   let stack: RunningStack;
   try {
-    stack = await startTestStack(database, testBus, { configPath: exampleConfigPath, keyHashSecret: KEY_HASH_SECRET });
+    stack = await startTestStack(database, testBus, {
+      configPath: exampleConfigPath,
+      keyHashSecret: KEY_HASH_SECRET,
+      ...(internalTokens
+        ? { internalAuth: { accepted: { service: [internalTokens.service], admin: [internalTokens.admin] }, credential: internalTokens.service } }
+        : {}),
+    });
   } catch (error) {
     await testBus.destroy();
     await database.drop();
     throw error;
   }
 
-  const ctl: AccountStack['ctl'] = (...argv) => gatewayctl(stack, ...argv);
+  const ctl: AccountStack['ctl'] = (...argv) => gatewayctlAs(stack, internalTokens?.admin, ...argv);
 
   const call: AccountStack['call'] = async (method, path, options = {}, baseUrl = stack.url) => {
     const headers: Record<string, string> = { ...options.headers };
@@ -135,6 +148,7 @@ export async function startAccountStack(): Promise<AccountStack> {
 
   return {
     stack,
+    internalTokens,
     database,
     testBus,
     ctl,

@@ -8,11 +8,21 @@ export interface CtlResult {
   stderr: string;
 }
 
-export async function gatewayctl(stack: RunningStack, ...argv: string[]): Promise<CtlResult> {
+export function gatewayctl(stack: RunningStack, ...argv: string[]): Promise<CtlResult> {
+  return gatewayctlAs(stack, undefined, ...argv);
+}
+
+/** gatewayctl carrying the operator's admin token (GATEWAY_ADMIN_TOKEN), for a stack with internal authentication. */
+export async function gatewayctlAs(stack: RunningStack, adminToken: string | undefined, ...argv: string[]): Promise<CtlResult> {
   const out: string[] = [];
   const err: string[] = [];
   const code = await runGatewayctl(argv, {
-    env: { AUTH_ADDR: stack.addresses.auth, LEDGER_ADDR: stack.addresses.ledger, CATALOG_ADDR: stack.addresses.catalog },
+    env: {
+      AUTH_ADDR: stack.addresses.auth,
+      LEDGER_ADDR: stack.addresses.ledger,
+      CATALOG_ADDR: stack.addresses.catalog,
+      ...(adminToken === undefined ? {} : { GATEWAY_ADMIN_TOKEN: adminToken }),
+    },
     stdout: (text) => out.push(text),
     stderr: (text) => err.push(text),
   });
