@@ -7,7 +7,10 @@ import { chatBody, exampleTokenCostPico, startAccountStack, type Account, type A
 // Spec §5 as a table: every kind of credential against every route group the edge serves, each cell
 // checked for its exact status and error `type` (and, where it succeeds, that it acted for the right
 // account). The "bad body" / "bad query" routes check the order of checks: the credential is judged
-// before the request, so a wrong credential with a bad body is a 401, never a 400.
+// before the request, so a wrong credential with a bad body is a 401, never a 400. The stack runs with
+// internal authentication, as deployed, so the operator's admin token and the services' internal token
+// are two more kinds: only the /v1/admin/ routes take the admin token (which the edge itself never
+// holds), and the service token opens no HTTP route (a 403 on /v1/admin/, a bad key elsewhere).
 
 type CredentialKind =
   | 'none'
@@ -22,7 +25,9 @@ type CredentialKind =
   | 'provisioning key'
   | 'provisioning key (x-api-key)'
   | "other account's api key"
-  | "other account's provisioning key";
+  | "other account's provisioning key"
+  | 'admin token'
+  | 'service token';
 
 type Expected = { status: number; type?: string };
 
@@ -52,6 +57,14 @@ const invalidApiKey: Expected = { status: 401, type: 'invalid_api_key' };
 const invalidProvisioningKey: Expected = { status: 401, type: 'invalid_request_error' };
 const badRequest: Expected = { status: 400, type: 'invalid_request_error' };
 const notFound: Expected = { status: 404, type: 'not_found_error' };
+// The admin routes' refusals: any credential that is not an internal token is a 401, the service token a 403.
+const invalidAdminToken: Expected = { status: 401, type: 'authentication_error' };
+const notAdmin: Expected = { status: 403, type: 'permission_error' };
+/** Admin routes: only the operator's admin token. */
+const adminOnly = (success: Expected) => (kind: CredentialKind) =>
+  kind === 'admin token' ? success : kind === 'service token' ? notAdmin : invalidAdminToken;
+/** The account the admin top-up cells credit (made in beforeAll with 1 credit): only the admin token's cell adds to it. */
+const topUpTarget = { accountId: '' };
 
 const VALID_API_KEYS: ReadonlySet<CredentialKind> = new Set(['api key (bearer)', 'api key (x-api-key)', "other account's api key"]);
 const OWN_PROVISIONING = 'provisioning key';
@@ -224,6 +237,50 @@ const routes: RouteGroup[] = [
       expect(answer.body.read_back).toEqual(answer.body.data.map(() => 200));
     },
   },
+  {
+    name: 'GET /v1/admin/providers',
+    call: (harness, credential) => harness.call('GET', '/v1/admin/providers', credential),
+    expected: adminOnly(ok()),
+    check: (answer) => {
+      const pairs = answer.body.data.map((row: { provider: string; model: string }) => `${row.provider}/${row.model}`);
+      expect(pairs).toContain('simulated/acme/chat-small');
+    },
+  },
+  {
+    name: 'GET /v1/admin/models/latency',
+    call: (harness, credential) => harness.call('GET', '/v1/admin/models/latency?days=7', credential),
+    expected: adminOnly(ok()),
+    check: (answer) => {
+      expect(answer.body.days).toBe(7);
+      expect(Array.isArray(answer.body.data)).toBe(true);
+    },
+  },
+  {
+    name: 'GET /v1/admin/models/latency (bad query)',
+    call: (harness, credential) => harness.call('GET', '/v1/admin/models/latency?days=31', credential),
+    expected: adminOnly(badRequest),
+  },
+  {
+    name: 'GET /v1/admin/accounts',
+    call: (harness, credential) => harness.call('GET', '/v1/admin/accounts?limit=100', credential),
+    expected: adminOnly(ok()),
+    check: (answer, _kind, fixture) => {
+      const ids = answer.body.data.map((row: { id: string }) => row.id);
+      expect(ids).toEqual(expect.arrayContaining([fixture.owner.accountId, fixture.other.accountId, topUpTarget.accountId]));
+    },
+  },
+  {
+    name: 'POST /v1/admin/accounts/{id}/credits',
+    call: (harness, credential) => harness.call('POST', `/v1/admin/accounts/${topUpTarget.accountId}/credits`, { ...credential, body: { amount: '0.5' } }),
+    expected: adminOnly(ok()),
+    // The one cell that may credit it: from 1 credit to exactly 1.5.
+    check: (answer) => expect(answer.body).toEqual({ account_id: topUpTarget.accountId, balance: '1.5' }),
+  },
+  {
+    name: 'POST /v1/admin/…/credits (bad body)',
+    call: (harness, credential) => harness.call('POST', `/v1/admin/accounts/${topUpTarget.accountId}/credits`, { ...credential, body: { amount: '-2' } }),
+    expected: adminOnly(badRequest),
+  },
 ];
 
 describe('credential × route matrix', () => {
@@ -231,8 +288,9 @@ describe('credential × route matrix', () => {
   let fixture: Fixture;
 
   beforeAll(async () => {
-    harness = await startAccountStack();
-    const [owner, other] = await Promise.all([harness.newAccount('owner', '10'), harness.newAccount('other', '7')]);
+    harness = await startAccountStack({ internalAuth: true });
+    const [owner, other, target] = await Promise.all([harness.newAccount('owner', '10'), harness.newAccount('other', '7'), harness.newAccount('top-up target', '1')]);
+    topUpTarget.accountId = target.accountId;
     const create = (who: Account, name: string) => harness.createKey(who, { name, credit_limit: null });
     const [live, disabled, deleted, othersKey] = await Promise.all([
       create(owner, 'live'),
@@ -261,6 +319,8 @@ describe('credential × route matrix', () => {
         'provisioning key (x-api-key)': { apiKeyHeader: owner.provisioningKey },
         "other account's api key": { bearer: othersKey.key },
         "other account's provisioning key": { bearer: other.provisioningKey },
+        'admin token': { bearer: harness.internalTokens!.admin },
+        'service token': { bearer: harness.internalTokens!.service },
       },
       spentPico: new Map(),
     };
@@ -332,5 +392,11 @@ describe('credential × route matrix', () => {
       expect(await balance(fixture.owner)).toBe(parseCredits('10') - owner);
       expect(await balance(fixture.other)).toBe(parseCredits('7') - other);
     }, 10_000);
+  });
+
+  it('credited the top-up target once, by the admin token, whatever the refused cells sent', async () => {
+    const accounts = await harness.call('GET', '/v1/admin/accounts?limit=100', { bearer: harness.internalTokens!.admin });
+    const target = accounts.body.data.find((row: { id: string }) => row.id === topUpTarget.accountId);
+    expect(target).toMatchObject({ balance: '1.5', available: '1.5' });
   });
 });
