@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,8 +11,9 @@ import { signalProcess, waitForExit } from '../src/process-identity.js';
 
 // The web console (apps/console) in Debian's Chromium (.ci/run installs it) against `npm start` as a user
 // runs it: `node libs/stack/dist/main.js` with its own data dir, the simulated provider, and the dev
-// provisioning key its banner prints. Screenshots of each view at 1280 and 390 px wide go to
-// CONSOLE_SCREENSHOT_DIR (default .data/test-output/console/), each checked for horizontal scroll.
+// provisioning key its banner prints, and the admin token it keeps in its data dir. Screenshots of each
+// view at 1280 and 390 px wide go to CONSOLE_SCREENSHOT_DIR (default .data/test-output/console/), each
+// checked for horizontal scroll and by axe-core against the WCAG 2 A/AA rules (contrast, labels, names).
 const repositoryRoot = fileURLToPath(new URL('../../../', import.meta.url));
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const screenshots = process.env.CONSOLE_SCREENSHOT_DIR ?? join(repositoryRoot, '.data/test-output/console');
@@ -21,6 +23,17 @@ const RENAMED = 'browser-key-renamed';
 const BAR = [0x25, 0x63, 0xeb] as const;
 /** The little of a canvas element read in the page (this project compiles without the DOM types). */
 interface CanvasLike { width: number; height: number; getContext(kind: '2d'): { getImageData(x: number, y: number, w: number, h: number): { data: Uint8ClampedArray } } }
+/** axe-core's source, injected through the DevTools protocol (the page's CSP admits no other script). */
+const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+/** The rules axe runs: every WCAG 2.0/2.1 A and AA rule (colour contrast, labels, button and link names, ARIA). */
+const WCAG_TAGS = ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'];
+/** An exact credit amount as an integer count of 1e-12 credits (the API's decimal strings, never floats). */
+const picoCredits = (text: string): bigint => {
+  const match = /^(-)?(\d+)(?:\.(\d{1,12}))?$/.exec(text.trim());
+  if (!match) throw new Error(`not a credit amount: ${text}`);
+  const units = BigInt(match[2]!) * 10n ** 12n + BigInt((match[3] ?? '').padEnd(12, '0'));
+  return match[1] ? -units : units;
+};
 
 describe('web console in a real browser', () => {
   const root = mkdtempSync(join(tmpdir(), 'console-browser-'));
@@ -96,7 +109,19 @@ describe('web console in a real browser', () => {
     return count;
   }, BAR);
 
-  /** Both widths: a screenshot each, and at 390 px the page must not scroll sideways. */
+  /** axe-core's WCAG 2 A/AA violations on the page as it is, one line per rule with the elements it names. */
+  const accessibilityViolations = async (): Promise<string[]> => {
+    if (!(await page.evaluate<boolean>('typeof window.axe === "object"'))) await page.evaluate(AXE_SOURCE);
+    return page.evaluate<string[], string[]>(async (tags) => {
+      interface AxeResult { violations: { id: string; impact: string; help: string; nodes: { target: string[]; failureSummary: string }[] }[] }
+      const axe = (globalThis as unknown as { axe: { run(context: unknown, options: unknown): Promise<AxeResult> } }).axe;
+      const result = await axe.run((globalThis as unknown as { document: unknown }).document, { runOnly: { type: 'tag', values: tags }, resultTypes: ['violations'] });
+      return result.violations.map((violation) => `${violation.id} (${violation.impact}): ${violation.help}\n${violation.nodes
+        .map((node) => `    ${node.target.join(' ')}: ${node.failureSummary.replace(/\s+/g, ' ')}`).join('\n')}`);
+    }, WCAG_TAGS);
+  };
+
+  /** Both widths: a screenshot each, no sideways scroll, and no WCAG 2 A/AA violation axe-core finds. */
   const capture = async (view: string) => {
     for (const width of [1280, 390]) {
       await page.setViewportSize({ width, height: 900 });
@@ -104,11 +129,20 @@ describe('web console in a real browser', () => {
       await page.screenshot({ path: join(screenshots, `${view}-${width}.png`), fullPage: true });
       const overflow = await page.evaluate<number>('document.documentElement.scrollWidth - document.documentElement.clientWidth');
       expect(overflow, `${view} at ${width} px scrolls sideways by ${overflow} px`).toBeLessThanOrEqual(0);
+      const violations = await accessibilityViolations();
+      expect(violations, `${view} at ${width} px:\n${violations.join('\n')}`).toEqual([]);
     }
     await page.setViewportSize({ width: 1280, height: 900 });
   };
 
-  it('signs in, creates, renames, limits and deletes keys, shows two requests in the chart, table and request list, and disables a key', async () => {
+  /** The account's balance through the API, as its exact decimal string. */
+  const apiBalance = async (): Promise<string> => {
+    const answer = await fetch(`${url}/v1/account/balance`, { headers: { authorization: `Bearer ${provisioningKey}` } });
+    expect(answer.status).toBe(200);
+    return ((await answer.json()) as { balance: string }).balance;
+  };
+
+  it('signs in, creates, renames, limits and deletes keys, shows two requests in the chart, table and paged request list, operates providers and accounts, and disables a key', async () => {
     await page.goto(`${url}/console/`);
     await expect.poll(() => page.getByRole('heading', { name: 'Sign in' }).count()).toBe(1);
     await capture('sign-in');
@@ -203,17 +237,65 @@ describe('web console in a real browser', () => {
     await page.getByText('No spend in these days.').waitFor();
     await page.getByLabel('Key', { exact: true }).selectOption({ label: 'all keys' });
     await expect.poll(barPixels).toBeGreaterThan(50);
+    expect(await page.getByTestId('balance').textContent()).not.toBe(startBalance);
+    await capture('account');
+
+    // Requests: the paged list shows both with the ledger's model, provider, tokens and cost.
+    await page.getByRole('link', { name: 'Requests' }).click();
+    await page.getByRole('heading', { name: 'Requests', level: 1 }).waitFor();
+    expect(new URL(page.url()).pathname).toBe('/console/requests');
+    const recent = page.getByRole('table', { name: 'Recent requests' });
+    const chatRows = recent.getByRole('row').filter({ hasText: 'acme/chat-small' });
+    await eventually(async () => {
+      await page.getByRole('button', { name: 'Refresh' }).click();
+      expect(await chatRows.count()).toBe(2);
+    }, 15_000, 200);
+    for (const id of requestIds) {
+      const answer = await fetch(`${url}/v1/generation?id=${encodeURIComponent(id)}`, { headers: { authorization: `Bearer ${provisioningKey}` } });
+      expect(answer.status).toBe(200);
+      const record = ((await answer.json()) as { data: { model: string; provider_name: string; tokens_prompt: number; tokens_completion: number; total_cost: string } }).data;
+      expect(picoCredits(record.total_cost)).toBeGreaterThan(0n);
+      const cells = await recent.getByRole('row').filter({ hasText: id }).getByRole('cell').allTextContents();
+      expect(cells.slice(0, 6)).toEqual([id, expect.stringMatching(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/), record.model, record.provider_name,
+        `${record.tokens_prompt} / ${record.tokens_completion}`, record.total_cost]);
+    }
+    // One request per page: Older and Newer walk the keyset pages; the focus stays on a live button.
+    await page.getByLabel('Per page').fill('1');
+    await page.getByLabel('Per page').press('Tab');
+    await expect.poll(() => chatRows.count()).toBe(1);
+    const firstId = (await chatRows.getByRole('cell').allTextContents())[0]!;
+    expect(await page.getByRole('button', { name: 'Newer' }).isDisabled()).toBe(true);
+    await page.getByRole('button', { name: 'Older' }).click();
+    await page.getByText('Page 2', { exact: true }).waitFor();
+    await expect.poll(async () => (await chatRows.getByRole('cell').allTextContents())[0]).not.toBe(firstId);
+    expect(await chatRows.count()).toBe(1);
+    const secondId = (await chatRows.getByRole('cell').allTextContents())[0]!;
+    expect([firstId, secondId].sort()).toEqual([...requestIds].sort());
+    await page.getByRole('button', { name: 'Newer' }).focus();
+    await page.keyboard.press('Enter');
+    await page.getByText('Page 1', { exact: true }).waitFor();
+    await expect.poll(async () => (await chatRows.getByRole('cell').allTextContents())[0]).toBe(firstId);
+    expect(await page.evaluate<string>('document.activeElement.textContent')).toBe('Older');
+    await page.getByLabel('Per page').fill('20');
+    await page.getByLabel('Per page').press('Tab');
+    await expect.poll(() => chatRows.count()).toBe(2);
+    // Narrowed to one key: the dev key made none of them.
+    await page.getByLabel('Key', { exact: true }).selectOption({ label: 'dev' });
+    await page.getByText('No requests yet.').waitFor();
+    await page.getByLabel('Key', { exact: true }).selectOption({ label: RENAMED });
+    await expect.poll(() => chatRows.count()).toBe(2);
+    await page.getByLabel('Key', { exact: true }).selectOption({ label: 'all keys' });
+    // And each looked up by its id.
     for (const id of requestIds) {
       await eventually(async () => {
         await page.getByLabel('Request id').fill(id);
         await page.getByRole('button', { name: 'Look up' }).click();
-        await page.getByRole('table', { name: 'Requests' }).getByRole('row').filter({ hasText: id }).waitFor({ timeout: 1_000 });
+        await page.getByRole('table', { name: 'Looked-up requests' }).getByRole('row').filter({ hasText: id }).waitFor({ timeout: 1_000 });
       }, 15_000, 200);
     }
-    const listed = await page.getByRole('table', { name: 'Requests' }).getByRole('row').filter({ hasText: 'acme/chat-small' }).count();
+    const listed = await page.getByRole('table', { name: 'Looked-up requests' }).getByRole('row').filter({ hasText: 'acme/chat-small' }).count();
     expect(listed).toBe(2);
-    expect(await page.getByTestId('balance').textContent()).not.toBe(startBalance);
-    await capture('account');
+    await capture('requests');
 
     // Models: prices per 1M tokens, search narrows the list, startups with their icons.
     await page.getByRole('link', { name: 'Models' }).click();
@@ -228,6 +310,71 @@ describe('web console in a real browser', () => {
     await page.getByLabel('Search models').fill('');
     await capture('models');
 
+    // Operator: its own sign-in with the admin token npm start keeps in its data dir; a wrong one refused in words.
+    await page.getByRole('link', { name: 'Operator' }).click();
+    await page.getByRole('heading', { name: 'Operator sign in' }).waitFor();
+    expect(new URL(page.url()).pathname).toBe('/console/operator');
+    await capture('operator-sign-in');
+    await page.getByLabel('Admin token').fill('not-the-admin-token-0123456789abcdef');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toMatch(/admin token|not accepted|invalid/i);
+    const adminTokenText = readFileSync(join(dataDir, 'admin-token'), 'utf8').trim();
+    await page.getByLabel('Admin token').fill(adminTokenText);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Operator', level: 1, exact: true }).waitFor();
+    expect(await page.context().cookies()).toEqual([]);
+    expect(await page.evaluate<number[]>('[localStorage.length, sessionStorage.length]')).toEqual([0, 0]);
+
+    // Providers: the simulated provider has served the two requests; latency per model lists the chat model.
+    const providers = page.getByRole('table', { name: 'Providers' });
+    const latency = page.getByRole('table', { name: 'Latency per model' });
+    await eventually(async () => {
+      await page.getByRole('button', { name: 'Refresh' }).click();
+      const samples = await Promise.all((await providers.getByRole('row').filter({ hasText: /simulated/i }).all())
+        .map(async (row) => Number((await row.getByRole('cell').allTextContents())[4])));
+      expect(samples.some((count) => count > 0)).toBe(true);
+      const cells = await latency.getByRole('row').filter({ hasText: 'chat-small' }).first().getByRole('cell').allTextContents();
+      expect(Number(cells[2])).toBeGreaterThanOrEqual(2);
+    }, 15_000, 200);
+
+    // Accounts: the dev account's balance as the API has it; a top-up of 5 raises it by exactly 5.
+    const accounts = page.getByRole('table', { name: 'Accounts' });
+    const devRow = accounts.getByRole('row').filter({ has: page.getByRole('button', { name: 'Top up dev', exact: true }) });
+    const before = await apiBalance();
+    await expect.poll(async () => (await devRow.getByRole('cell').allTextContents())[2]).toBeDefined();
+    expect(picoCredits((await devRow.getByRole('cell').allTextContents())[2]!)).toBe(picoCredits(before));
+    await page.getByRole('button', { name: 'Top up dev', exact: true }).click();
+    expect(await page.evaluate<string>('document.activeElement.id')).toBe('top-up-amount');
+    await page.getByLabel('Amount (credits)').fill('-1');
+    await page.getByRole('button', { name: 'Review top-up' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toMatch(/positive amount of credits/);
+    await page.getByLabel('Amount (credits)').fill('5');
+    await page.getByRole('button', { name: 'Review top-up' }).click();
+    await page.getByRole('alertdialog').waitFor();
+    expect(await page.getByRole('alertdialog').textContent()).toContain('Add 5 credits to dev?');
+    expect(await page.evaluate<string>('document.activeElement.textContent')).toBe('Cancel');
+    await page.getByRole('button', { name: 'Confirm top-up' }).click();
+    await expect.poll(() => page.getByTestId('top-up-result').textContent()).toMatch(/^Added 5 credits to dev\. The balance is now \S+ credits\.$/);
+    const after = await apiBalance();
+    expect(picoCredits(after) - picoCredits(before)).toBe(5n * 10n ** 12n);
+    const shown = /now (\S+) credits/.exec((await page.getByTestId('top-up-result').textContent())!)![1]!;
+    expect(picoCredits(shown)).toBe(picoCredits(after));
+    await expect.poll(async () => picoCredits((await devRow.getByRole('cell').allTextContents())[2]!)).toBe(picoCredits(after));
+    await capture('operator');
+
+    // Signing out of the Operator view forgets the token; "Remember in this tab" keeps it in sessionStorage only, under its own name.
+    await page.getByRole('button', { name: 'Sign out of Operator' }).click();
+    await page.getByRole('heading', { name: 'Operator sign in' }).waitFor();
+    await page.getByLabel('Admin token').fill(adminTokenText);
+    await page.getByLabel('Remember in this tab').check();
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Operator', level: 1, exact: true }).waitFor();
+    expect(await page.evaluate<unknown>('[localStorage.length, Object.keys(sessionStorage)]')).toEqual([0, ['gateway-console-admin-token']]);
+    await page.getByRole('button', { name: 'Sign out of Operator' }).click();
+    await page.getByRole('heading', { name: 'Operator sign in' }).waitFor();
+    expect(await page.evaluate<number[]>('[localStorage.length, sessionStorage.length]')).toEqual([0, 0]);
+    expect(await page.context().cookies()).toEqual([]);
+
     // Disable the key: the table says so and the key is refused.
     await page.getByRole('link', { name: 'Keys' }).click();
     await page.getByRole('button', { name: `Disable ${RENAMED}` }).click();
@@ -241,5 +388,5 @@ describe('web console in a real browser', () => {
     await page.getByRole('heading', { name: 'Sign in' }).waitFor();
     expect(cspViolations).toEqual([]);
     expect(pageErrors).toEqual([]);
-  }, 180_000);
+  }, 300_000);
 });

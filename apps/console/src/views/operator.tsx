@@ -176,6 +176,8 @@ function Accounts({ generation }: { generation: number }) {
   const [error, setError] = useState<string>();
   const [reloads, setReloads] = useState(0);
   const [topUp, setTopUp] = useState<AdminAccount>();
+  // The account being topped up as the latest page shows it (its balance changes with the top-up).
+  const topUpShown = topUp && (page?.data.find((account) => account.id === topUp.id) ?? topUp);
 
   const cursor = cursors[cursors.length - 1];
   useEffect(() => {
@@ -216,8 +218,8 @@ function Accounts({ generation }: { generation: number }) {
         previousText="Previous" nextText="Next"
         onPrevious={() => setCursors((stack) => stack.slice(0, -1))}
         onNext={() => { const next = page?.next_cursor; if (next) setCursors((stack) => [...stack, next]); }} />
-      {topUp && (
-        <TopUp key={topUp.id} account={topUp} onDone={() => setReloads((count) => count + 1)} onClose={() => setTopUp(undefined)} />
+      {topUpShown && (
+        <TopUp key={topUpShown.id} account={topUpShown} onDone={() => setReloads((count) => count + 1)} onClose={() => setTopUp(undefined)} />
       )}
     </section>
   );
