@@ -349,6 +349,42 @@ describe('routing service', () => {
     }
   });
 
+  it("answers GetProviderHealth with every catalog offer, sorted, another replica's failures merged in", async () => {
+    const options = {
+      catalogAddress: catalog.address, bus: testBus.bus, logger: testLogger('routing'), listenAddress: '127.0.0.1:0',
+      providerSecrets: { PROV_A_API_KEY: 'sk-a', PROV_B_API_KEY: 'sk-b' }, statsIntervalMs: 50,
+    };
+    const replicaOne = await startRoutingService(options);
+    const replicaTwo = await startRoutingService(options);
+    const one = routerClient(replicaOne.address);
+    const two = routerClient(replicaTwo.address);
+    try {
+      const before = (await two.getProviderHealth({})).stats;
+      expect(before.map((stat) => `${stat.providerId} ${stat.modelId}`)).toEqual([
+        'prov-a acme/embed-pair', 'prov-a acme/only-a', 'prov-a acme/pair', 'prov-b acme/embed-pair', 'prov-b acme/pair', 'sim acme/embed-sim', 'sim acme/sim',
+      ]);
+      expect(before.every((stat) => stat.samples === 0 && stat.errorRate === 0 && !stat.circuitOpen)).toBe(true);
+      upstreamA.setFallback({ status: 500 });
+      for (let request = 0; request < 5; request++) expect((await one.chat(chatRequest('acme/pair', 'x'))).providerId).toBe('prov-b');
+      // Replica two saw none of it: its answer carries replica one's figures once they arrived over provider.stats.
+      // prov-a failed the first request only (reliability then puts prov-b first); prov-b served all five.
+      await eventually(async () => {
+        const stats = (await two.getProviderHealth({})).stats;
+        const failing = stats.find((stat) => stat.providerId === 'prov-a' && stat.modelId === 'acme/pair');
+        expect(failing).toMatchObject({ samples: 1, circuitOpen: false });
+        expect(failing!.errorRate).toBeCloseTo(0.2, 9);
+        expect(stats.find((stat) => stat.providerId === 'prov-b' && stat.modelId === 'acme/pair')).toMatchObject({ samples: 5, errorRate: 0, circuitOpen: false });
+        expect(stats).toHaveLength(7);
+      }, 5_000, 100);
+    } finally {
+      upstreamA.setFallback({});
+      one.close();
+      two.close();
+      await replicaOne.stop();
+      await replicaTwo.stop();
+    }
+  });
+
   /** Router.Exchange at the frame level: what arrived, per exchange id; `closed` once the call ended. */
   function openExchange(options: { batched?: boolean } = {}) {
     const call = openDuplexCall(client.raw, RouterServiceService.exchange.path, ExchangeResponse.decode, undefined, options.batched ? { 'x-gateway-exchange-batch': '1' } : {});
