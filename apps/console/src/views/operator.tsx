@@ -233,7 +233,8 @@ interface Submission {
 
 type Outcome = { kind: 'done'; text: string } | { kind: 'failed'; text: string };
 
-const AMOUNT = /^\d+(\.\d+)?$/;
+/** Credits as the ledger keeps them: a decimal with at most 12 decimals (pico-credits). */
+const AMOUNT = /^\d+(\.\d{1,12})?$/;
 
 /** Top up one account: amount, a confirmation, then the result or the API's refusal in words. */
 function TopUp({ account, onDone, onClose }: { account: AdminAccount; onDone: () => void; onClose: () => void }) {
@@ -256,7 +257,7 @@ function TopUp({ account, onDone, onClose }: { account: AdminAccount; onDone: ()
     setOutcome(undefined);
     const text = amount.trim();
     if (!AMOUNT.test(text) || toUnits(text) <= 0n) {
-      setInvalid('Enter a positive amount of credits, such as 5 or 0.25.');
+      setInvalid('Enter a positive amount of credits with at most 12 decimals, such as 5 or 0.25.');
       return;
     }
     setInvalid(undefined);
