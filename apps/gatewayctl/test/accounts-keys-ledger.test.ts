@@ -66,6 +66,7 @@ const notImplemented = () => {
 
 function fakeAuth(logger = testLogger('fake-auth')): AuthServiceServer {
   return {
+    verifyAdmin: unary(logger, 'VerifyAdmin', notImplemented),
     createAccount: unary(logger, 'CreateAccount', async (request: CreateAccountRequest) => {
       received.createAccount.push(request);
       if (request.name === 'taken') throw errors.conflict('idempotency key reused with a different name');
@@ -126,6 +127,9 @@ function fakeLedger(logger = testLogger('fake-ledger')): LedgerServiceServer {
     admit: unary(logger, 'Admit', notImplemented),
     release: unary(logger, 'Release', notImplemented),
     getGeneration: unary(logger, 'GetGeneration', notImplemented),
+    listGenerations: unary(logger, 'ListGenerations', notImplemented),
+    getModelLatency: unary(logger, 'GetModelLatency', notImplemented),
+    getBalances: unary(logger, 'GetBalances', notImplemented),
     topUp: unary(logger, 'TopUp', async (request: TopUpRequest) => {
       received.topUp.push(request);
       if (behaviour.failTopUp) throw errors.invalidRequest('ledger refuses today');
