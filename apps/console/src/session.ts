@@ -46,5 +46,4 @@ export const provisioningKey = new Credential('gateway-console-key');
 export const adminToken = new Credential('gateway-console-admin-token');
 
 export const sessionKey = (): string | undefined => provisioningKey.value();
-export const signIn = (key: string, remember: boolean): void => provisioningKey.signIn(key, remember);
 export const signOut = (): void => provisioningKey.signOut();

@@ -2,6 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, errorText, type ActivityRow, type KeyRecord } from '../api.js';
 import { sum } from '../decimal.js';
 import { SpendChart } from './spend-chart.js';
+import { DaysInput } from './days-input.js';
 import { TableWrap } from './table-wrap.js';
 
 export function AccountView() {
@@ -53,14 +54,7 @@ export function AccountView() {
               {keys.map((record) => <option key={record.id} value={record.id}>{record.name}</option>)}
             </select>
             </span>
-            <span class="pair">
-            <label class="inline" for="activity-days">Days</label>
-            <input id="activity-days" type="number" min={1} max={30} value={days}
-              onChange={(event) => {
-                const value = Number((event.target as HTMLInputElement).value);
-                if (Number.isInteger(value) && value >= 1 && value <= 30) setDays(value);
-              }} />
-            </span>
+            <DaysInput id="activity-days" days={days} onDays={setDays} />
           </div>
         </div>
         {rows && <SpendChart rows={rows} days={days} />}

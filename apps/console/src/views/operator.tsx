@@ -5,6 +5,8 @@ import { adminToken } from '../session.js';
 import { utcTime } from './requests.js';
 import { Pager } from './pager.js';
 import { TableWrap } from './table-wrap.js';
+import { CredentialSignIn } from './sign-in.js';
+import { DaysInput } from './days-input.js';
 
 const ACCOUNTS_PER_PAGE = 20;
 
@@ -19,44 +21,11 @@ export function OperatorView() {
 }
 
 function AdminSignIn({ onSignedIn }: { onSignedIn: () => void }) {
-  const [token, setToken] = useState('');
-  const [remember, setRemember] = useState(false);
-  const [error, setError] = useState<string>();
-  const [busy, setBusy] = useState(false);
-
-  const submit = async (event: Event) => {
-    event.preventDefault();
-    setBusy(true);
-    setError(undefined);
-    adminToken.signIn(token.trim(), remember);
-    try {
-      await adminApi.providers();
-      onSignedIn();
-    } catch (failure) {
-      adminToken.signOut();
-      setError(errorText(failure));
-    } finally {
-      setBusy(false);
-    }
-  };
-
   return (
-    <section aria-labelledby="operator-sign-in-title" class="card narrow">
-      <h1 id="operator-sign-in-title">Operator sign in</h1>
-      <p>The Operator view uses the gateway's admin token (the one <code>gatewayctl</code> uses; under <code>npm start</code> it is
-        in the data dir's <code>admin-token</code> file). It stays in this page's memory unless you tick the box.</p>
-      <form onSubmit={submit}>
-        <label for="admin-token">Admin token</label>
-        <input id="admin-token" type="password" autocomplete="off" spellcheck={false} required value={token}
-          onInput={(event) => setToken((event.target as HTMLInputElement).value)} />
-        <label class="check">
-          <input type="checkbox" checked={remember} onChange={(event) => setRemember((event.target as HTMLInputElement).checked)} />
-          Remember in this tab
-        </label>
-        {error && <p role="alert" class="error">{error}</p>}
-        <button type="submit" disabled={busy || token.trim() === ''}>Sign in</button>
-      </form>
-    </section>
+    <CredentialSignIn credential={adminToken} check={adminApi.providers} onSignedIn={onSignedIn} title="Operator sign in" fieldId="admin-token" label="Admin token">
+      The Operator view uses the gateway's admin token (the one <code>gatewayctl</code> uses; under <code>npm start</code> it is
+      in the data dir's <code>admin-token</code> file).
+    </CredentialSignIn>
   );
 }
 
@@ -137,14 +106,7 @@ function Latency({ generation }: { generation: number }) {
     <section aria-labelledby="latency-title" class="card">
       <div class="row">
         <h2 id="latency-title">Latency per model</h2>
-        <span class="pair">
-          <label class="inline" for="latency-days">Days</label>
-          <input id="latency-days" type="number" min={1} max={30} value={days}
-            onChange={(event) => {
-              const value = Number((event.target as HTMLInputElement).value);
-              if (Number.isInteger(value) && value >= 1 && value <= 30) setDays(value);
-            }} />
-        </span>
+        <DaysInput id="latency-days" days={days} onDays={setDays} />
       </div>
       {error && <p role="alert" class="error">{error}</p>}
       <TableWrap label="Latency table">

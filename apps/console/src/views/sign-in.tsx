@@ -1,10 +1,23 @@
+import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import { api, errorText } from '../api.js';
-import { signIn, signOut } from '../session.js';
+import { provisioningKey, type Credential } from '../session.js';
 
-/** Asks for the provisioning key once; checks it against the balance route before keeping it. */
-export function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
-  const [key, setKey] = useState('');
+interface CredentialSignInProps {
+  credential: Credential;
+  /** A call the credential must pass before it is kept (a refusal is shown in words). */
+  check: () => Promise<unknown>;
+  onSignedIn: () => void;
+  title: string;
+  /** The field's id and its label (the name a screen reader announces). */
+  fieldId: string;
+  label: string;
+  children: ComponentChildren;
+}
+
+/** Asks for one credential once, checks it with one call, and keeps it as its Credential's rules say. */
+export function CredentialSignIn({ credential, check, onSignedIn, title, fieldId, label, children }: CredentialSignInProps) {
+  const [secret, setSecret] = useState('');
   const [remember, setRemember] = useState(false);
   const [error, setError] = useState<string>();
   const [busy, setBusy] = useState(false);
@@ -13,12 +26,12 @@ export function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
     event.preventDefault();
     setBusy(true);
     setError(undefined);
-    signIn(key.trim(), remember);
+    credential.signIn(secret.trim(), remember);
     try {
-      await api.balance();
+      await check();
       onSignedIn();
     } catch (failure) {
-      signOut();
+      credential.signOut();
       setError(errorText(failure));
     } finally {
       setBusy(false);
@@ -26,20 +39,29 @@ export function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
   };
 
   return (
-    <section aria-labelledby="sign-in-title" class="card narrow">
-      <h1 id="sign-in-title">Sign in</h1>
-      <p>The console uses your account's provisioning key (<code>gw-prov-…</code>). It stays in this page's memory unless you tick the box.</p>
+    <section aria-labelledby={`${fieldId}-title`} class="card narrow">
+      <h1 id={`${fieldId}-title`}>{title}</h1>
+      <p>{children} It stays in this page's memory unless you tick the box.</p>
       <form onSubmit={submit}>
-        <label for="provisioning-key">Provisioning key</label>
-        <input id="provisioning-key" type="password" autocomplete="off" spellcheck={false} required value={key}
-          onInput={(event) => setKey((event.target as HTMLInputElement).value)} />
+        <label for={fieldId}>{label}</label>
+        <input id={fieldId} type="password" autocomplete="off" spellcheck={false} required value={secret}
+          onInput={(event) => setSecret((event.target as HTMLInputElement).value)} />
         <label class="check">
           <input type="checkbox" checked={remember} onChange={(event) => setRemember((event.target as HTMLInputElement).checked)} />
           Remember in this tab
         </label>
         {error && <p role="alert" class="error">{error}</p>}
-        <button type="submit" disabled={busy || key.trim() === ''}>Sign in</button>
+        <button type="submit" disabled={busy || secret.trim() === ''}>Sign in</button>
       </form>
     </section>
+  );
+}
+
+/** The account's sign-in: the provisioning key, checked against the balance route. */
+export function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
+  return (
+    <CredentialSignIn credential={provisioningKey} check={api.balance} onSignedIn={onSignedIn} title="Sign in" fieldId="provisioning-key" label="Provisioning key">
+      The console uses your account's provisioning key (<code>gw-prov-…</code>).
+    </CredentialSignIn>
   );
 }

@@ -36,6 +36,12 @@ interface RemoteReplica {
   stats: Map<string, ProviderStat>;
 }
 
+/** A pair's figures as the ProviderStat message carries them (an error rate, not a success rate). */
+function statOf(providerId: string, modelId: string, figures: HealthFigures): ProviderStat {
+  const { ttftMs, outputTokensPerSecond, successRate, circuitOpen, samples } = figures;
+  return { providerId, modelId, ttftMs, outputTokensPerSecond, errorRate: 1 - successRate, circuitOpen, samples };
+}
+
 export class ProviderHealth {
   private readonly entries = new Map<string, Entry>();
   private readonly remote = new Map<string, RemoteReplica>();
@@ -107,16 +113,7 @@ export class ProviderHealth {
     for (const pair of pairs) keys.add(this.key(pair.providerId, pair.modelId));
     const stats = [...keys].map((key): ProviderStat => {
       const [providerId = '', modelId = ''] = key.split('\0');
-      const figures = this.figures(providerId, modelId);
-      return {
-        providerId,
-        modelId,
-        ttftMs: figures.ttftMs,
-        outputTokensPerSecond: figures.outputTokensPerSecond,
-        errorRate: 1 - figures.successRate,
-        circuitOpen: figures.circuitOpen,
-        samples: figures.samples,
-      };
+      return statOf(providerId, modelId, this.figures(providerId, modelId));
     });
     const byText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
     return stats.sort((a, b) => byText(a.providerId, b.providerId) || byText(a.modelId, b.modelId));
@@ -127,15 +124,7 @@ export class ProviderHealth {
     const now = this.now();
     return [...this.entries.entries()].map(([key, entry]) => {
       const [providerId = '', modelId = ''] = key.split('\0');
-      return {
-        providerId,
-        modelId,
-        ttftMs: entry.ttftMs,
-        outputTokensPerSecond: entry.outputTokensPerSecond,
-        errorRate: 1 - entry.successRate,
-        circuitOpen: entry.openUntil > now,
-        samples: Math.min(entry.samples, 1_000),
-      };
+      return statOf(providerId, modelId, { ...entry, circuitOpen: entry.openUntil > now, samples: Math.min(entry.samples, 1_000) });
     });
   }
 
