@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseCredits } from '@gateway/platform';
-import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
+import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
 import { mediaCatalog, startMediaHarness, type MediaHarness } from './media-e2e-harness.js';
 
 // Cost in every answer (issue 27 item 3) beyond chat: an images answer's usage carries `cost` and
@@ -23,21 +23,11 @@ describe('images answers show the ledger charge', () => {
 
   beforeEach(() => upstream.reset());
 
-  async function record(id: string): Promise<Record<string, any>> {
-    let body: Record<string, any> = {};
-    await eventually(async () => {
-      const response = await fetch(`${harness.url}/v1/generation?id=${id}`, { headers: { authorization: `Bearer ${harness.apiKey}` } });
-      expect(response.status).toBe(200);
-      body = ((await response.json()) as { data: Record<string, any> }).data;
-    }, 15_000);
-    return body;
-  }
-
   it('a generated image: usage.cost is the charge; an answer without an image: cost 0, as charged', async () => {
     const { data, response } = await harness.client.images.generate({ model: 'cloud/image', prompt: 'a quiet harbour at dawn' }).withResponse();
     const usage = data.usage as unknown as { cost: string; cost_details: Record<string, string> };
     const id = response.headers.get('x-request-id')!;
-    const charged = await record(id);
+    const charged = await harness.generation(id);
     expect(typeof usage.cost).toBe('string');
     expect(parseCredits(usage.cost)).toBeGreaterThan(0n);
     expect(usage.cost).toBe(charged.total_cost);
@@ -48,7 +38,7 @@ describe('images answers show the ledger charge', () => {
     upstream.script({ replay: { contentType: 'application/json', body: JSON.stringify({ created: 1_767_225_600, data: [] }) } });
     const { data: empty, response: insuredResponse } = await harness.client.images.generate({ model: 'cloud/image', prompt: 'a quiet harbour at dawn' }).withResponse();
     const insuredUsage = empty.usage as unknown as { cost: string; cost_details: Record<string, string> };
-    const insured = await record(insuredResponse.headers.get('x-request-id')!);
+    const insured = await harness.generation(insuredResponse.headers.get('x-request-id')!);
     expect(insured.insured_reason).toBe('no_images');
     expect(insuredUsage.cost).toBe('0');
     expect(insuredUsage.cost).toBe(insured.total_cost);

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { accessSync, chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '@gateway/testing';
-import { signalProcess, waitForExit } from '../src/process-identity.js';
+import { stopProcessesMentioning } from './leftover-processes.js';
 
 // The web console (apps/console) in Debian's Chromium (.ci/run installs it) against `npm start` as a user
 // runs it: `node libs/stack/dist/main.js` with its own data dir, the simulated provider, and the dev
@@ -81,15 +81,7 @@ describe('web console in a real browser', () => {
       await new Promise((resolve) => { gateway.once('exit', resolve); setTimeout(resolve, 15_000); });
     }
     // An embedded Postgres left behind by a killed gateway, found by its data dir.
-    const leftovers = readdirSync('/proc').filter((name) => /^\d+$/.test(name)).map(Number).filter((pid) => {
-      try {
-        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(dataDir);
-      } catch {
-        return false;
-      }
-    });
-    for (const pid of leftovers) signalProcess(pid, 'SIGINT');
-    for (const pid of leftovers) if (!(await waitForExit(pid, 10_000))) signalProcess(pid, 'SIGKILL');
+    await stopProcessesMentioning(dataDir);
     rmSync(root, { recursive: true, force: true });
   }, 60_000);
 

@@ -98,6 +98,8 @@ export interface MediaHarness {
   chargeCount(modelId: string): Promise<number>;
   /** Charge rows of one request (0 or 1). */
   chargesOf(requestId: string): Promise<number>;
+  /** GET /v1/generation of one request with the harness's API key, once it answers 200: its `data`. */
+  generation(requestId: string): Promise<Record<string, any>>;
   stop(): Promise<void>;
 }
 
@@ -130,9 +132,19 @@ export async function startMediaHarness(configYaml: string, edge?: Parameters<ty
       Number((await pool.query('select count(*) as n from ledger.charges where model_id = $1 and account_id = $2', [modelId, accountId])).rows[0].n);
     const chargesOf = async (requestId: string) =>
       Number((await pool.query('select count(*) as n from ledger.charges where request_id = $1', [requestId])).rows[0].n);
+    const generation = async (requestId: string) => {
+      let body: Record<string, any> = {};
+      await eventually(async () => {
+        const response = await fetch(`${base.stack.url}/v1/generation?id=${encodeURIComponent(requestId)}`, { headers: { authorization: `Bearer ${apiKey}` } });
+        expect(response.status).toBe(200);
+        body = ((await response.json()) as { data: Record<string, any> }).data;
+      }, 15_000);
+      return body;
+    };
     return {
       base,
       chargesOf,
+      generation,
       apiKey,
       accountId,
       url: base.stack.url,

@@ -9,7 +9,8 @@ import pg from 'pg';
 import { runGatewayctl } from '@gateway/gatewayctl';
 import { eventually, labelValues, parsePrometheusText, sampleSum } from '@gateway/testing';
 import { embeddedPostgresBinaries, freePort } from '../src/embedded-postgres.js';
-import { liveProcess, signalProcess, waitForExit } from '../src/process-identity.js';
+import { liveProcess, waitForExit } from '../src/process-identity.js';
+import { stopProcessesMentioning } from './leftover-processes.js';
 
 // `npm start` as a user runs it: `node libs/stack/dist/main.js` as a child process with its own data
 // dir (embedded Postgres, real binaries), default LOG_LEVEL, PORT=0. Covers what a crash leaves behind,
@@ -98,15 +99,7 @@ describe('npm start: crash recovery, one gateway per data dir, start failures, g
   afterAll(async () => {
     for (const child of spawned) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     // Whatever Postgres these tests started or left (the orphan included) is found by its data dir.
-    const leftovers = readdirSync('/proc').filter((name) => /^\d+$/.test(name)).map(Number).filter((pid) => {
-      try {
-        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(databaseDir);
-      } catch {
-        return false;
-      }
-    });
-    for (const pid of leftovers) signalProcess(pid, 'SIGINT');
-    for (const pid of leftovers) if (!(await waitForExit(pid, 10_000))) signalProcess(pid, 'SIGKILL');
+    await stopProcessesMentioning(databaseDir);
     rmSync(root, { recursive: true, force: true });
   }, 60_000);
 

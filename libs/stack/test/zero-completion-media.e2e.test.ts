@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
+import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
 import { mediaCatalog, startMediaHarness, type MediaHarness } from './media-e2e-harness.js';
 
 // Zero-completion insurance beyond chat (issue 27 item 6): an image request answered with no image and
@@ -23,29 +23,19 @@ describe('zero-completion insurance for images and speech, end to end', () => {
 
   beforeEach(() => upstream.reset());
 
-  async function record(id: string): Promise<Record<string, any>> {
-    let body: Record<string, any> = {};
-    await eventually(async () => {
-      const response = await fetch(`${harness.url}/v1/generation?id=${id}`, { headers: { authorization: `Bearer ${harness.apiKey}` } });
-      expect(response.status).toBe(200);
-      body = ((await response.json()) as { data: Record<string, any> }).data;
-    }, 15_000);
-    return body;
-  }
-
   it('an image answer with no image: cost 0, insured no_images; a normal one is charged', async () => {
     upstream.script({ replay: { contentType: 'application/json', body: JSON.stringify({ created: 1_767_225_600, data: [] }) } });
     const { data, response } = await harness.client.images.generate({ model: 'cloud/image', prompt: 'a quiet harbour at dawn' }).withResponse();
     expect(data.data ?? []).toHaveLength(0);
     const id = response.headers.get('x-request-id')!;
-    const insured = await record(id);
+    const insured = await harness.generation(id);
     expect(insured).toMatchObject({ model: 'cloud/image', total_cost: '0', insured: true, insured_reason: 'no_images' });
     expect(insured.usage.output_image_tokens).toBe(0);
     expect((await harness.charge(id)).cost_pico).toBe(0n);
 
     // The same request answered with an image is charged: insurance is only for nothing delivered.
     const { response: charged } = await harness.client.images.generate({ model: 'cloud/image', prompt: 'a quiet harbour at dawn' }).withResponse();
-    const paid = await record(charged.headers.get('x-request-id')!);
+    const paid = await harness.generation(charged.headers.get('x-request-id')!);
     expect(paid.insured).toBe(false);
     expect((await harness.charge(charged.headers.get('x-request-id')!)).cost_pico).toBeGreaterThan(0n);
   });
@@ -55,7 +45,7 @@ describe('zero-completion insurance for images and speech, end to end', () => {
     const response = await harness.client.audio.speech.create({ model: 'cloud/speech', voice: 'alloy', input: 'Say something.' });
     expect((await response.arrayBuffer()).byteLength).toBe(0);
     const id = response.headers.get('x-request-id')!;
-    const insured = await record(id);
+    const insured = await harness.generation(id);
     expect(insured).toMatchObject({ model: 'cloud/speech', total_cost: '0', insured: true, insured_reason: 'no_audio' });
     expect(insured.usage.input_text_characters).toBe('Say something.'.length);
     expect((await harness.charge(id)).cost_pico).toBe(0n);
