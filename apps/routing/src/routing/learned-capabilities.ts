@@ -57,7 +57,6 @@ export class LearnedCapabilities {
   private readonly pending = new Map<string, StoredEntry>();
   private bucket: KeyValueBucket | undefined;
   private stopped = false;
-  private watching: Promise<void> | undefined;
   private writing: Promise<void> = Promise.resolve();
   private readonly ttlMs: number;
   private readonly maxEntries: number;
@@ -83,7 +82,7 @@ export class LearnedCapabilities {
       });
       const first = await this.bucket.get(LEARNED_KEY);
       this.apply(first?.value);
-      this.watching = this.watch(first?.revision);
+      void this.watch(first?.revision);
     } catch (error) {
       // The map still works per replica; the bucket is opened again on the next start.
       this.options.logger.warn({ err: error }, 'learned capability map not shared: key-value bucket unavailable');
