@@ -41,7 +41,7 @@ export function anthropicHttpError(status: number, bodyText: string): ProviderEr
   if (status === 401 || status === 402 || status === 403 || status === 404) return new ProviderError('misconfigured', message, status);
   if (status === 400) {
     const unsupportedParameter = anthropicUnsupportedParameter(rawMessage);
-    return new ProviderError('rejected', message, status, unsupportedParameter === '' ? {} : { unsupportedParameter });
+    return new ProviderError('rejected', message, status, { unsupportedParameter });
   }
   if (status >= 400) return new ProviderError('rejected', message, status);
   return new ProviderError('connection', `unexpected status ${status}: ${message}`, status);

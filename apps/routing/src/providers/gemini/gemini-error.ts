@@ -80,7 +80,7 @@ export function geminiHttpError(status: number, bodyText: string): ProviderError
   if (OUTAGE_STATUSES.has(rpcStatus)) return new ProviderError('overloaded', message, status);
   if (status === 400) {
     const unsupportedParameter = geminiUnsupportedParameter(raw);
-    return new ProviderError('rejected', message, status, unsupportedParameter === '' ? {} : { unsupportedParameter });
+    return new ProviderError('rejected', message, status, { unsupportedParameter });
   }
   if (status >= 400) return new ProviderError('rejected', message, status);
   return new ProviderError('connection', `unexpected status ${status}: ${message}`, status);

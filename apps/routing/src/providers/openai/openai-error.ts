@@ -45,7 +45,7 @@ export function openAIHttpError(status: number, bodyText: string): ProviderError
   if (status === 401 || status === 403 || status === 404) return new ProviderError('misconfigured', message, status);
   if (status === 400 || status === 422) {
     const unsupportedParameter = openAIUnsupportedParameter(rawMessage, code, param);
-    return new ProviderError('rejected', message, status, unsupportedParameter === '' ? {} : { unsupportedParameter });
+    return new ProviderError('rejected', message, status, { unsupportedParameter });
   }
   if (status >= 400) return new ProviderError('rejected', message, status);
   return new ProviderError('connection', `unexpected status ${status}: ${message}`, status);
