@@ -3,7 +3,7 @@ import { adminToken, provisioningKey, type Credential } from './session.js';
 // The console talks only to the public HTTP API on its own origin: the account routes with the
 // provisioning key, the admin routes with the admin token, the catalog routes without a credential.
 
-export class ApiError extends Error {
+class ApiError extends Error {
   constructor(readonly status: number, message: string) {
     super(message);
   }

@@ -1,6 +1,6 @@
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { sessionKey, signOut } from './session.js';
+import { provisioningKey } from './session.js';
 import { SignIn } from './views/sign-in.js';
 import { AccountView } from './views/account.js';
 import { KeysView } from './views/keys.js';
@@ -26,7 +26,7 @@ function viewFromLocation(): ViewPath {
 }
 
 function App() {
-  const [signedIn, setSignedIn] = useState(sessionKey() !== undefined);
+  const [signedIn, setSignedIn] = useState(provisioningKey.value() !== undefined);
   const [view, setView] = useState<ViewPath>(viewFromLocation());
 
   useEffect(() => {
@@ -58,7 +58,7 @@ function App() {
           </ul>
         </nav>
         {signedIn && (
-          <button type="button" class="secondary" onClick={() => { signOut(); setSignedIn(false); }}>Sign out</button>
+          <button type="button" class="secondary" onClick={() => { provisioningKey.signOut(); setSignedIn(false); }}>Sign out</button>
         )}
       </header>
       <main id="main">

@@ -44,6 +44,3 @@ export class Credential {
 
 export const provisioningKey = new Credential('gateway-console-key');
 export const adminToken = new Credential('gateway-console-admin-token');
-
-export const sessionKey = (): string | undefined => provisioningKey.value();
-export const signOut = (): void => provisioningKey.signOut();

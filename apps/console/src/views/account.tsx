@@ -1,15 +1,13 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, errorText, type ActivityRow, type KeyRecord } from '../api.js';
+import { api, type KeyRecord } from '../api.js';
 import { sum } from '../decimal.js';
 import { SpendChart } from './spend-chart.js';
 import { DaysInput } from './days-input.js';
 import { TableWrap } from './table-wrap.js';
+import { useLoad } from './use-load.js';
 
 export function AccountView() {
-  const [balance, setBalance] = useState<string>();
   const [days, setDays] = useState(7);
-  const [rows, setRows] = useState<ActivityRow[]>();
-  const [error, setError] = useState<string>();
   const [generation, setGeneration] = useState(0);
   const [keys, setKeys] = useState<KeyRecord[]>([]);
   const [keyId, setKeyId] = useState('');
@@ -18,18 +16,9 @@ export function AccountView() {
     api.keys().then((answer) => setKeys(answer.data)).catch(() => undefined);
   }, [generation]);
 
-  useEffect(() => {
-    let live = true;
-    setError(undefined);
-    Promise.all([api.balance(), api.activity(days, keyId || undefined)])
-      .then(([answer, activity]) => {
-        if (!live) return;
-        setBalance(answer.balance);
-        setRows(activity.data);
-      })
-      .catch((failure) => live && setError(errorText(failure)));
-    return () => { live = false; };
-  }, [days, keyId, generation]);
+  const { data, error } = useLoad(() => Promise.all([api.balance(), api.activity(days, keyId || undefined)]), [days, keyId, generation]);
+  const balance = data?.[0].balance;
+  const rows = data?.[1].data;
 
   const sorted = (rows ?? []).slice().sort((a, b) => b.date.localeCompare(a.date) || a.model.localeCompare(b.model));
   return (

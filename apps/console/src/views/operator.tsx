@@ -1,9 +1,10 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { adminApi, errorText, newIdempotencyKey, type AdminAccount, type ModelLatency, type Page, type ProviderHealth } from '../api.js';
+import { adminApi, errorText, newIdempotencyKey, type AdminAccount } from '../api.js';
 import { fromUnits, toUnits } from '../decimal.js';
 import { adminToken } from '../session.js';
 import { utcTime } from './requests.js';
-import { Pager } from './pager.js';
+import { Pager, useKeysetPages } from './pager.js';
+import { useLoad } from './use-load.js';
 import { TableWrap } from './table-wrap.js';
 import { CredentialSignIn } from './sign-in.js';
 import { DaysInput } from './days-input.js';
@@ -51,14 +52,8 @@ function OperatorPanels({ onSignOut }: { onSignOut: () => void }) {
 }
 
 function Providers({ generation }: { generation: number }) {
-  const [rows, setRows] = useState<ProviderHealth[]>();
-  const [error, setError] = useState<string>();
-  useEffect(() => {
-    let live = true;
-    setError(undefined);
-    adminApi.providers().then((answer) => live && setRows(answer.data)).catch((failure) => live && setError(errorText(failure)));
-    return () => { live = false; };
-  }, [generation]);
+  const { data, error } = useLoad(adminApi.providers, [generation]);
+  const rows = data?.data;
 
   return (
     <section aria-labelledby="providers-title" class="card">
@@ -93,14 +88,8 @@ function Providers({ generation }: { generation: number }) {
 
 function Latency({ generation }: { generation: number }) {
   const [days, setDays] = useState(7);
-  const [rows, setRows] = useState<ModelLatency[]>();
-  const [error, setError] = useState<string>();
-  useEffect(() => {
-    let live = true;
-    setError(undefined);
-    adminApi.latency(days).then((answer) => live && setRows(answer.data)).catch((failure) => live && setError(errorText(failure)));
-    return () => { live = false; };
-  }, [days, generation]);
+  const { data, error } = useLoad(() => adminApi.latency(days), [days, generation]);
+  const rows = data?.data;
 
   return (
     <section aria-labelledby="latency-title" class="card">
@@ -132,23 +121,13 @@ function Latency({ generation }: { generation: number }) {
 }
 
 function Accounts({ generation }: { generation: number }) {
-  // Keyset paging: the cursor of every page from the first to the one shown (undefined: the first page).
-  const [cursors, setCursors] = useState<(string | undefined)[]>([undefined]);
-  const [page, setPage] = useState<Page<AdminAccount>>();
-  const [error, setError] = useState<string>();
+  const pages = useKeysetPages();
   const [reloads, setReloads] = useState(0);
+  const { data: page, error } = useLoad(() => adminApi.accounts(ACCOUNTS_PER_PAGE, pages.cursor),
+    [pages.cursor, pages.pageNumber, generation, reloads]);
   const [topUp, setTopUp] = useState<AdminAccount>();
   // The account being topped up as the latest page shows it (its balance changes with the top-up).
   const topUpShown = topUp && (page?.data.find((account) => account.id === topUp.id) ?? topUp);
-
-  const cursor = cursors[cursors.length - 1];
-  useEffect(() => {
-    let live = true;
-    setError(undefined);
-    adminApi.accounts(ACCOUNTS_PER_PAGE, cursor).then((answer) => live && setPage(answer)).catch((failure) => live && setError(errorText(failure)));
-    return () => { live = false; };
-  }, [cursor, cursors.length, generation, reloads]);
-
 
   const accounts = page?.data ?? [];
   return (
@@ -176,10 +155,7 @@ function Accounts({ generation }: { generation: number }) {
         </table>
       </TableWrap>
       {page && accounts.length === 0 && <p>No accounts on this page.</p>}
-      <Pager label="Account pages" pageNumber={cursors.length} hasPrevious={cursors.length > 1} hasNext={!!page?.next_cursor}
-        previousText="Previous" nextText="Next"
-        onPrevious={() => setCursors((stack) => stack.slice(0, -1))}
-        onNext={() => { const next = page?.next_cursor; if (next) setCursors((stack) => [...stack, next]); }} />
+      <Pager label="Account pages" previousText="Previous" nextText="Next" {...pages.pager(page?.next_cursor)} />
       {topUpShown && (
         <TopUp key={topUpShown.id} account={topUpShown} onDone={() => setReloads((count) => count + 1)} onClose={() => setTopUp(undefined)} />
       )}

@@ -1,4 +1,4 @@
-import { useEffect, useRef } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 
 /**
  * Previous/next buttons of a keyset-paged list. A button that becomes disabled (the first or the last
@@ -43,4 +43,25 @@ export function Pager({ label, pageNumber, hasPrevious, hasNext, onPrevious, onN
         onClick={() => { pressed.current = 'next'; onNext(); }}>{nextText}</button>
     </nav>
   );
+}
+
+/**
+ * Keyset paging state: the cursor of every page from the first to the one shown (undefined: the first
+ * page). `pager(nextCursor)` gives the Pager its page number and buttons; `restart()` goes back to page 1.
+ */
+export function useKeysetPages() {
+  const [cursors, setCursors] = useState<(string | undefined)[]>([undefined]);
+  const pageNumber = cursors.length;
+  return {
+    cursor: cursors[cursors.length - 1],
+    pageNumber,
+    restart: () => setCursors([undefined]),
+    pager: (nextCursor: string | null | undefined) => ({
+      pageNumber,
+      hasPrevious: pageNumber > 1,
+      hasNext: !!nextCursor,
+      onPrevious: () => setCursors((stack) => stack.slice(0, -1)),
+      onNext: () => { if (nextCursor) setCursors((stack) => [...stack, nextCursor]); },
+    }),
+  };
 }

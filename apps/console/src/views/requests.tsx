@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, errorText, type Generation, type KeyRecord } from '../api.js';
-import { Pager } from './pager.js';
+import { api, errorText, type Generation, type KeyRecord, type Page } from '../api.js';
+import { Pager, useKeysetPages } from './pager.js';
 import { TableWrap } from './table-wrap.js';
 
 const DEFAULT_PAGE_SIZE = 20;
@@ -42,9 +42,9 @@ export function RequestsView() {
   const [keys, setKeys] = useState<KeyRecord[]>([]);
   const [keyId, setKeyId] = useState('');
   const [pageSize, setPageSize] = useState(DEFAULT_PAGE_SIZE);
-  // Keyset paging: the cursor of every page from the newest to the one shown (undefined: the first page).
-  const [cursors, setCursors] = useState<(string | undefined)[]>([undefined]);
-  const [page, setPage] = useState<{ data: Generation[]; next_cursor: string | null }>();
+  // Keyset paging from the newest page.
+  const pages = useKeysetPages();
+  const [page, setPage] = useState<Page<Generation>>();
   const [error, setError] = useState<string>();
   const [generation, setGeneration] = useState(0);
 
@@ -52,7 +52,7 @@ export function RequestsView() {
     api.keys().then((answer) => setKeys(answer.data)).catch(() => undefined);
   }, []);
 
-  const cursor = cursors[cursors.length - 1];
+  const { cursor, pageNumber } = pages;
   useEffect(() => {
     let live = true;
     setError(undefined);
@@ -60,12 +60,11 @@ export function RequestsView() {
       .then((answer) => live && setPage(answer))
       .catch((failure) => live && setError(errorText(failure)));
     return () => { live = false; };
-  }, [cursor, cursors.length, pageSize, keyId, generation]);
+  }, [cursor, pageNumber, pageSize, keyId, generation]);
 
-
-  const restart = () => { setCursors([undefined]); setPage(undefined); };
+  // Unlike useLoad, a new query drops the page shown at once rather than keeping it until the answer.
+  const restart = () => { pages.restart(); setPage(undefined); };
   const entries = page?.data ?? [];
-  const pageNumber = cursors.length;
 
   return (
     <>
@@ -103,10 +102,7 @@ export function RequestsView() {
           </table>
         </TableWrap>
         {page && entries.length === 0 && <p>{pageNumber === 1 ? 'No requests yet.' : 'No more requests.'}</p>}
-        <Pager label="Request pages" pageNumber={pageNumber} hasPrevious={pageNumber > 1} hasNext={!!page?.next_cursor}
-          previousText="Newer" nextText="Older"
-          onPrevious={() => setCursors((stack) => stack.slice(0, -1))}
-          onNext={() => { const next = page?.next_cursor; if (next) setCursors((stack) => [...stack, next]); }} />
+        <Pager label="Request pages" previousText="Newer" nextText="Older" {...pages.pager(page?.next_cursor)} />
       </section>
       <GenerationLookup />
     </>

@@ -6,7 +6,7 @@ import { toUnits } from '../decimal.js';
 const COLOURS = ['#2563eb', '#d97706', '#059669', '#db2777', '#7c3aed', '#0891b2', '#65a30d', '#dc2626'];
 
 /** UTC dates of the last `days` days, oldest first. */
-export function lastDays(days: number, now = new Date()): string[] {
+function lastDays(days: number, now = new Date()): string[] {
   const today = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate());
   return Array.from({ length: days }, (_, index) => new Date(today - (days - 1 - index) * 86_400_000).toISOString().slice(0, 10));
 }
