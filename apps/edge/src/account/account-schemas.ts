@@ -42,25 +42,33 @@ export function numberToDecimal(value: number): string {
   return `${sign}${digits.slice(0, point)}.${digits.slice(point)}`;
 }
 
+/**
+ * An amount of credits a client sent as a JSON number (read as the literal it wrote) or a decimal string,
+ * in pico-credits; undefined after adding the issue when it is not a finite decimal with at most 12
+ * decimals. Each schema checks its own bounds on the result.
+ */
+export function creditsPico(value: number | string, context: z.RefinementCtx): bigint | undefined {
+  if (typeof value === 'number' && !Number.isFinite(value)) {
+    context.addIssue({ code: 'custom', message: 'must be a finite number of credits' });
+    return undefined;
+  }
+  try {
+    return parseCredits(typeof value === 'number' ? numberToDecimal(value) : value.trim());
+  } catch (error) {
+    if (!(error instanceof MoneyFormatError)) throw error;
+    context.addIssue({ code: 'custom', message: 'must be a decimal number of credits with at most 12 decimals' });
+    return undefined;
+  }
+}
+
 /** `credit_limit`: a JSON number (spec §2.10) or a decimal string; null means no limit. Normalised ("5.50" -> "5.5"). */
 const creditLimit = z
   .union([z.number(), z.string()], { error: expected('a number of credits or null') })
   .nullable()
   .transform((value, context): string | null => {
     if (value === null) return null;
-    if (typeof value === 'number' && !Number.isFinite(value)) {
-      context.addIssue({ code: 'custom', message: 'must be a finite number of credits' });
-      return z.NEVER;
-    }
-    const text = typeof value === 'number' ? numberToDecimal(value) : value.trim();
-    let pico: bigint;
-    try {
-      pico = parseCredits(text);
-    } catch (error) {
-      if (!(error instanceof MoneyFormatError)) throw error;
-      context.addIssue({ code: 'custom', message: 'must be a decimal number of credits with at most 12 decimals' });
-      return z.NEVER;
-    }
+    const pico = creditsPico(value, context);
+    if (pico === undefined) return z.NEVER;
     if (pico < 0n) {
       context.addIssue({ code: 'custom', message: 'must not be negative' });
       return z.NEVER;
@@ -152,12 +160,21 @@ export const updateKeyBody = z.strictObject(
 export type UpdateKeyBody = z.infer<typeof updateKeyBody>;
 
 /** Query values arrive as strings; a repeated parameter arrives as an array and is refused. */
-const queryInteger = (minimum: number, maximum: number) =>
+export const queryInteger = (minimum: number, maximum: number) =>
   z
     .string({ error: 'must be given once' })
     .regex(/^\d{1,9}$/, { error: `must be an integer between ${minimum} and ${maximum}` })
     .transform(Number)
     .refine((value) => value >= minimum && value <= maximum, { error: `must be an integer between ${minimum} and ${maximum}` });
+
+/** An opaque page cursor of the query (the service that made it judges it); longer than `maxLength`: not one. */
+export const queryCursor = (maxLength: number) => z.string({ error: 'must be given once' }).max(maxLength, { error: 'is not valid' });
+
+/** A `key_id` filter of the query. */
+const keyIdFilter = z
+  .string({ error: 'must be given once' })
+  .min(1, { error: 'must not be empty' })
+  .max(KEY_ID_MAX_LENGTH, { error: `must be at most ${KEY_ID_MAX_LENGTH} characters` });
 
 const queryBoolean = z
   .string({ error: 'must be given once' })
@@ -170,7 +187,7 @@ export const listKeysQuery = z
   .object({
     limit: queryInteger(1, LIST_LIMIT_MAX).optional(),
     offset: queryInteger(0, LIST_OFFSET_MAX).optional(),
-    cursor: z.string({ error: 'must be given once' }).max(64, { error: 'is not valid' }).optional(),
+    cursor: queryCursor(64).optional(),
     include_disabled: queryBoolean.optional(),
   })
   .refine((query) => query.offset === undefined || query.cursor === undefined, {
@@ -182,11 +199,7 @@ export type ListKeysQuery = z.infer<typeof listKeysQuery>;
 /** GET /v1/account/activity: `days` 1..30 (spec §4.16, default 30), optional `key_id` filter. */
 export const activityQuery = z.object({
   days: queryInteger(1, ACTIVITY_DAYS_MAX).optional(),
-  key_id: z
-    .string({ error: 'must be given once' })
-    .min(1, { error: 'must not be empty' })
-    .max(KEY_ID_MAX_LENGTH, { error: `must be at most ${KEY_ID_MAX_LENGTH} characters` })
-    .optional(),
+  key_id: keyIdFilter.optional(),
 });
 export type ActivityQuery = z.infer<typeof activityQuery>;
 
@@ -199,12 +212,8 @@ const GENERATIONS_CURSOR_MAX_LENGTH = 400;
 /** GET /v1/account/generations: `limit` 1..100, the opaque `cursor` of a previous page, optional `key_id` filter. */
 export const generationsQuery = z.object({
   limit: queryInteger(1, GENERATIONS_LIMIT_MAX).optional(),
-  cursor: z.string({ error: 'must be given once' }).max(GENERATIONS_CURSOR_MAX_LENGTH, { error: 'is not valid' }).optional(),
-  key_id: z
-    .string({ error: 'must be given once' })
-    .min(1, { error: 'must not be empty' })
-    .max(KEY_ID_MAX_LENGTH, { error: `must be at most ${KEY_ID_MAX_LENGTH} characters` })
-    .optional(),
+  cursor: queryCursor(GENERATIONS_CURSOR_MAX_LENGTH).optional(),
+  key_id: keyIdFilter.optional(),
 });
 export type GenerationsQuery = z.infer<typeof generationsQuery>;
 

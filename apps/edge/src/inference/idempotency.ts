@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { EdgeContext } from '../context.js';
 import { echoed } from '../echoed-value.js';
+import { IDEMPOTENCY_HEADER, idempotencyErrors } from '../errors.js';
 import { ClientGoneError } from '../http.js';
 import { AnswerCapture, bodyDigest, replayAnswer } from './idempotency-capture.js';
 import { IdempotencyStore, keepsAnswer, type IdempotencyOutcome } from './idempotency-store.js';
@@ -16,11 +17,7 @@ import type { InferenceJob } from './pipeline-steps.js';
  * does none of this.
  */
 
-import { IDEMPOTENCY_HEADER, idempotencyErrors } from '../errors.js';
-
-export { IDEMPOTENCY_HEADER, idempotencyErrors };
-export const MAX_IDEMPOTENCY_KEY_CHARS = 255;
-
+const MAX_IDEMPOTENCY_KEY_CHARS = 255;
 
 /** The request's Idempotency-Key, checked (1–255 printable ASCII characters); undefined without the header. */
 export function idempotencyKeyOf(request: IncomingMessage): string | undefined {

@@ -54,8 +54,9 @@ function keyIdParam(request: Request): string {
   return keyId;
 }
 
-function readAccountBody(context: EdgeContext, request: Request): Promise<unknown> {
-  return readJsonBody(request, { ...context.bodyLimits, maxBytes: Math.min(context.bodyLimits.maxBytes, ACCOUNT_BODY_MAX_BYTES) });
+/** A JSON body of an account or admin route: small, so within `maxBytes` as well as the edge's own limit. */
+export function readAccountBody(context: EdgeContext, request: Request, maxBytes = ACCOUNT_BODY_MAX_BYTES): Promise<unknown> {
+  return readJsonBody(request, { ...context.bodyLimits, maxBytes: Math.min(context.bodyLimits.maxBytes, maxBytes) });
 }
 
 /** Credits spent per key (in all, and in the current UTC day, week and month), from the ledger's settled charges. */

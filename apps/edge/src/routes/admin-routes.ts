@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { Request, Response } from 'express';
 import { z } from 'zod';
-import { GatewayError, GrpcStatus, MoneyFormatError, formatCredits, parseCredits } from '@gateway/platform';
+import { GatewayError, GrpcStatus, formatCredits, parseCredits } from '@gateway/platform';
 import type { ProviderStat } from '@gateway/proto';
-import { numberToDecimal, parseWith } from '../account/account-schemas.js';
+import { creditsPico, parseWith, queryCursor, queryInteger } from '../account/account-schemas.js';
 import type { EdgeContext } from '../context.js';
 import { EdgeError, edgeErrors, toApiError } from '../errors.js';
-import { readJsonBody, sendJson } from '../http.js';
+import { sendJson } from '../http.js';
+import { readAccountBody } from './account-routes.js';
 import { presentedProvisioningKey } from '../inference/credentials.js';
 import { requestIdOf } from '../request-id.js';
 
@@ -66,7 +67,7 @@ async function verifyAdmin(context: EdgeContext, request: Request, response: Res
   if (!context.internalAuthEnabled) throw adminErrors.noInternalAuth('this edge');
   const token = presentedProvisioningKey(request);
   if (token === undefined) throw adminErrors.invalidAdminToken('Missing admin token: send `Authorization: Bearer <ADMIN_TOKEN>`.');
-  if (token === '' || token.length > TOKEN_MAX_LENGTH || !TOKEN_PATTERN.test(token)) throw adminErrors.invalidAdminToken('Invalid admin token.');
+  if (token.length > TOKEN_MAX_LENGTH || !TOKEN_PATTERN.test(token)) throw adminErrors.invalidAdminToken('Invalid admin token.');
   try {
     await context.auth.verifyAdmin({}, callOptions(response, token));
   } catch (error) {
@@ -107,38 +108,20 @@ function adminRoute(context: EdgeContext, route: string, act: AdminAction) {
   };
 }
 
-/** Query values arrive as strings; a repeated parameter arrives as an array and is refused. */
-const queryInteger = (minimum: number, maximum: number) =>
-  z
-    .string({ error: 'must be given once' })
-    .regex(/^\d{1,9}$/, { error: `must be an integer between ${minimum} and ${maximum}` })
-    .transform(Number)
-    .refine((value) => value >= minimum && value <= maximum, { error: `must be an integer between ${minimum} and ${maximum}` });
-
 const latencyQuery = z.object({ days: queryInteger(1, ADMIN_LATENCY_DAYS_MAX).optional() });
 
 const accountsQuery = z.object({
   limit: queryInteger(1, ADMIN_ACCOUNTS_LIMIT_MAX).optional(),
   // Opaque (Auth's); Auth refuses one it did not make.
-  cursor: z.string({ error: 'must be given once' }).max(200, { error: 'is not valid' }).optional(),
+  cursor: queryCursor(200).optional(),
 });
 
 /** A positive amount of credits, as a decimal string or a JSON number (the literal the client wrote). */
 const topUpAmount = z
   .union([z.string(), z.number()], { error: (issue) => (issue.input === undefined ? 'is required' : 'must be a decimal number of credits') })
   .transform((value, context): string => {
-    if (typeof value === 'number' && !Number.isFinite(value)) {
-      context.addIssue({ code: 'custom', message: 'must be a finite number of credits' });
-      return z.NEVER;
-    }
-    let pico: bigint;
-    try {
-      pico = parseCredits(typeof value === 'number' ? numberToDecimal(value) : value.trim());
-    } catch (error) {
-      if (!(error instanceof MoneyFormatError)) throw error;
-      context.addIssue({ code: 'custom', message: 'must be a decimal number of credits with at most 12 decimals' });
-      return z.NEVER;
-    }
+    const pico = creditsPico(value, context);
+    if (pico === undefined) return z.NEVER;
     if (pico <= 0n) {
       context.addIssue({ code: 'custom', message: 'must be greater than 0' });
       return z.NEVER;
@@ -242,7 +225,7 @@ export function adminAccountsHandler(context: EdgeContext) {
 export function adminTopUpHandler(context: EdgeContext) {
   return adminRoute(context, 'POST /v1/admin/accounts/{account_id}/credits', async (request, response, token) => {
     const accountId = (request.params as Record<string, string | undefined>).accountId ?? '';
-    const body = parseWith(topUpBody, 'body', await readJsonBody(request, { ...context.bodyLimits, maxBytes: Math.min(context.bodyLimits.maxBytes, ADMIN_BODY_MAX_BYTES) }));
+    const body = parseWith(topUpBody, 'body', await readAccountBody(context, request, ADMIN_BODY_MAX_BYTES));
     if (accountId === '' || accountId.length > ACCOUNT_ID_MAX_LENGTH) throw edgeErrors.notFound('No such account.');
     try {
       await context.auth.getAccount({ accountId }, callOptions(response, token));
