@@ -1,4 +1,4 @@
-import { deliveredNothing, INSURED_REASONS, type Logger } from '@gateway/platform';
+import { insuranceHonoured, type Logger } from '@gateway/platform';
 import type { Usage, UsageEvent } from '@gateway/proto';
 
 /**
@@ -16,7 +16,7 @@ export { deliveredNothing, INSURED_REASONS } from '@gateway/platform';
 export function honouredInsurance(event: UsageEvent, usage: Usage, logger: Logger): string {
   const reason = event.insuredReason;
   if (!reason) return '';
-  if (!INSURED_REASONS.has(reason) || !deliveredNothing(usage)) {
+  if (!insuranceHonoured(reason, usage)) {
     logger.warn({ request_id: event.requestId, insured_reason: reason }, 'insurance claimed for an answer that delivered output (or an unknown reason); charged as usual');
     return '';
   }

@@ -197,9 +197,14 @@ export function chatInsurance(usage: Usage, finishReason: string): InsuredReason
   return '';
 }
 
+/** True when the ledger honours this insurance claim ('' none): a claim it knows, on usage that delivered nothing. */
+export function insuranceHonoured(insuredReason: string, usage: Usage): boolean {
+  return INSURED_REASONS.has(insuredReason) && deliveredNothing(usage);
+}
+
 /** What the ledger charges a served event with this usage, prices and insurance claim ('' none). */
 export function servedCost(usage: Usage, pricing: ParsedPricing, insuredReason: string): CostBreakdown {
-  if (insuredReason !== '' && INSURED_REASONS.has(insuredReason) && deliveredNothing(usage)) return ZERO_COST;
+  if (insuranceHonoured(insuredReason, usage)) return ZERO_COST;
   return computeCostBreakdownParsed(usage, pricing);
 }
 
