@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type OpenAI from 'openai';
 import { formatCredits, parseCredits } from '@gateway/platform';
-import { eventually, startFakeAnthropicUpstream, startFakeUpstream, type FakeAnthropicUpstream, type FakeUpstream } from '@gateway/testing';
+import { startFakeAnthropicUpstream, startFakeUpstream, type FakeAnthropicUpstream, type FakeUpstream } from '@gateway/testing';
 import { startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { generationRecord } from './configured-stack.js';
 import { anthropicClient } from './messages-e2e-harness.js';
 
 /*
@@ -129,17 +130,6 @@ describe('cost in every answer, equal to the ledger charge', () => {
     for (const upstream of [claude, dead, openai]) upstream.reset();
   });
 
-  /** The ledger's record of the request (polled past the 404 that comes before settlement). */
-  async function ledgerRecord(requestId: string): Promise<Record<string, any>> {
-    let record: Record<string, any> = {};
-    await eventually(async () => {
-      const response = await fetch(`${harness.stack.url}/v1/generation?id=${encodeURIComponent(requestId)}`, { headers: { authorization: `Bearer ${harness.apiKey}` } });
-      expect(response.status).toBe(200);
-      record = ((await response.json()) as { data: Record<string, any> }).data;
-    }, 15_000);
-    return record;
-  }
-
   /** The answer's cost is the ledger's charge for its request, string for string, and its parts add up. */
   async function expectLedgerCharge(requestId: string | null, shown: Shown | undefined, expected: Shown): Promise<void> {
     expect(requestId).toBeTruthy();
@@ -148,7 +138,7 @@ describe('cost in every answer, equal to the ledger charge', () => {
     expect({ cost: shown!.cost, cost_details: shown!.cost_details }).toEqual(expected);
     const parts = Object.values(shown!.cost_details).reduce((sum, part) => sum + parseCredits(part), 0n);
     expect(parts).toBe(parseCredits(shown!.cost));
-    const record = await ledgerRecord(requestId!);
+    const record = await generationRecord(harness.stack.url, harness.apiKey, requestId!);
     expect(record.total_cost).toBe(shown!.cost);
     expect(record.cost_details).toEqual(shown!.cost_details);
   }
@@ -209,7 +199,7 @@ describe('cost in every answer, equal to the ledger charge', () => {
       await expectLedgerCharge(response.headers.get('x-request-id'), pick(usage), {
         cost: '0', cost_details: { input: '0', output: '0', cache_read: '0', cache_write: '0', reasoning: '0' },
       });
-      expect((await ledgerRecord(response.headers.get('x-request-id')!)).insured_reason).toBe('no_output_no_finish_reason');
+      expect((await generationRecord(harness.stack.url, harness.apiKey, response.headers.get('x-request-id')!)).insured_reason).toBe('no_output_no_finish_reason');
     });
   });
 

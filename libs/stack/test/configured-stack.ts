@@ -243,3 +243,14 @@ export async function expectNothingReservedAfterStop(
     await ledgerService.stop();
   }
 }
+
+/** GET /v1/generation of one request with an API key of its account, polled past the 404 before settlement: its `data`. */
+export async function generationRecord(url: string, apiKey: string, requestId: string): Promise<Record<string, any>> {
+  let record: Record<string, any> = {};
+  await eventually(async () => {
+    const response = await fetch(`${url}/v1/generation?id=${encodeURIComponent(requestId)}`, { headers: { authorization: `Bearer ${apiKey}` } });
+    expect(response.status).toBe(200);
+    record = ((await response.json()) as { data: Record<string, any> }).data;
+  }, 15_000);
+  return record;
+}

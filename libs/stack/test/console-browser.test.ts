@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseCredits } from '@gateway/platform';
 import { eventually } from '@gateway/testing';
 import { stopProcessesMentioning } from './leftover-processes.js';
 
@@ -27,14 +28,6 @@ interface CanvasLike { width: number; height: number; getContext(kind: '2d'): { 
 const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 /** The rules axe runs: every WCAG 2.0/2.1 A and AA rule (colour contrast, labels, button and link names, ARIA). */
 const WCAG_TAGS = ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'];
-/** An exact credit amount as an integer count of 1e-12 credits (the API's decimal strings, never floats). */
-const picoCredits = (text: string): bigint => {
-  const match = /^(-)?(\d+)(?:\.(\d{1,12}))?$/.exec(text.trim());
-  if (!match) throw new Error(`not a credit amount: ${text}`);
-  const units = BigInt(match[2]!) * 10n ** 12n + BigInt((match[3] ?? '').padEnd(12, '0'));
-  return match[1] ? -units : units;
-};
-
 describe('web console in a real browser', () => {
   const root = mkdtempSync(join(tmpdir(), 'console-browser-'));
   chmodSync(root, 0o755); // the embedded Postgres runs as `postgres` when the tests run as root
@@ -282,7 +275,7 @@ describe('web console in a real browser', () => {
       const answer = await fetch(`${url}/v1/generation?id=${encodeURIComponent(id)}`, { headers: { authorization: `Bearer ${provisioningKey}` } });
       expect(answer.status).toBe(200);
       const record = ((await answer.json()) as { data: { model: string; provider_name: string; tokens_prompt: number; tokens_completion: number; total_cost: string } }).data;
-      expect(picoCredits(record.total_cost)).toBeGreaterThan(0n);
+      expect(parseCredits(record.total_cost)).toBeGreaterThan(0n);
       const cells = await recent.getByRole('row').filter({ hasText: id }).getByRole('cell').allTextContents();
       expect(cells.slice(0, 6)).toEqual([id, expect.stringMatching(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/), record.model, record.provider_name,
         `${record.tokens_prompt} / ${record.tokens_completion}`, record.total_cost]);
@@ -381,7 +374,7 @@ describe('web console in a real browser', () => {
       return route.abort('connectionreset');
     });
     await expect.poll(async () => (await devRow.getByRole('cell').allTextContents())[2]).toBeDefined();
-    expect(picoCredits((await devRow.getByRole('cell').allTextContents())[2]!)).toBe(picoCredits(before));
+    expect(parseCredits((await devRow.getByRole('cell').allTextContents())[2]!)).toBe(parseCredits(before));
     await page.getByRole('button', { name: 'Top up dev', exact: true }).click();
     await expect.poll(() => page.evaluate<string>('document.activeElement.id')).toBe('top-up-amount');
     await page.getByLabel('Amount (credits)').fill('-1');
@@ -395,27 +388,27 @@ describe('web console in a real browser', () => {
     await page.getByRole('button', { name: 'Confirm top-up' }).click();
     await expect.poll(() => page.getByTestId('top-up-result').textContent()).toMatch(/^Added 5 credits to dev\. The balance is now \S+ credits\.$/);
     const after = await apiBalance();
-    expect(picoCredits(after) - picoCredits(before)).toBe(5n * 10n ** 12n);
+    expect(parseCredits(after) - parseCredits(before)).toBe(5n * 10n ** 12n);
     const shown = /now (\S+) credits/.exec((await page.getByTestId('top-up-result').textContent())!)![1]!;
-    expect(picoCredits(shown)).toBe(picoCredits(after));
-    await expect.poll(async () => picoCredits((await devRow.getByRole('cell').allTextContents())[2]!)).toBe(picoCredits(after));
+    expect(parseCredits(shown)).toBe(parseCredits(after));
+    await expect.poll(async () => parseCredits((await devRow.getByRole('cell').allTextContents())[2]!)).toBe(parseCredits(after));
     // A lost answer: "Try again" resends the same submission with the same idempotency key, credited once.
     loseNextAnswer = true;
     await page.getByLabel('Amount (credits)').fill('2.5');
     await page.getByRole('button', { name: 'Review top-up' }).click();
     await page.getByRole('button', { name: 'Confirm top-up' }).click();
     await expect.poll(() => page.getByTestId('top-up-result').textContent()).toMatch(/^The top-up of 2\.5 credits to dev failed: The gateway could not be reached\.$/);
-    expect(picoCredits(await apiBalance()) - picoCredits(after)).toBe(2_500_000_000_000n);
+    expect(parseCredits(await apiBalance()) - parseCredits(after)).toBe(2_500_000_000_000n);
     await page.getByRole('button', { name: 'Try again' }).click();
     await expect.poll(() => page.getByTestId('top-up-result').textContent()).toMatch(/^Added 2\.5 credits to dev\./);
     await page.unroute('**/v1/admin/accounts/*/credits');
     const afterRetry = await apiBalance();
-    expect(picoCredits(afterRetry) - picoCredits(after)).toBe(2_500_000_000_000n);
+    expect(parseCredits(afterRetry) - parseCredits(after)).toBe(2_500_000_000_000n);
     expect(topUpKeys.map((entry) => entry.amount)).toEqual(['5', '2.5', '2.5']);
     expect(topUpKeys[2]!.key).toBe(topUpKeys[1]!.key);
     expect(topUpKeys[1]!.key).not.toBe(topUpKeys[0]!.key);
     for (const { key } of topUpKeys) expect(key).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
-    await expect.poll(async () => picoCredits((await devRow.getByRole('cell').allTextContents())[2]!)).toBe(picoCredits(afterRetry));
+    await expect.poll(async () => parseCredits((await devRow.getByRole('cell').allTextContents())[2]!)).toBe(parseCredits(afterRetry));
     await capture('operator');
 
     // Signing out of the Operator view forgets the token; "Remember in this tab" keeps it in sessionStorage only, under its own name.

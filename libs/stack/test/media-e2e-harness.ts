@@ -4,7 +4,7 @@ import { expect } from 'vitest';
 import OpenAI from 'openai';
 import { ffmpegPath, parseCredits } from '@gateway/platform';
 import { eventually, type FakeUpstream } from '@gateway/testing';
-import { ctlJson, startStackOnCatalog, type StackOnCatalog } from './configured-stack.js';
+import { ctlJson, generationRecord, startStackOnCatalog, type StackOnCatalog } from './configured-stack.js';
 
 /** Prices of the media e2e catalog (credits per unit). */
 export const MEDIA_PRICES = {
@@ -132,15 +132,7 @@ export async function startMediaHarness(configYaml: string, edge?: Parameters<ty
       Number((await pool.query('select count(*) as n from ledger.charges where model_id = $1 and account_id = $2', [modelId, accountId])).rows[0].n);
     const chargesOf = async (requestId: string) =>
       Number((await pool.query('select count(*) as n from ledger.charges where request_id = $1', [requestId])).rows[0].n);
-    const generation = async (requestId: string) => {
-      let body: Record<string, any> = {};
-      await eventually(async () => {
-        const response = await fetch(`${base.stack.url}/v1/generation?id=${encodeURIComponent(requestId)}`, { headers: { authorization: `Bearer ${apiKey}` } });
-        expect(response.status).toBe(200);
-        body = ((await response.json()) as { data: Record<string, any> }).data;
-      }, 15_000);
-      return body;
-    };
+    const generation = (requestId: string) => generationRecord(base.stack.url, apiKey, requestId);
     return {
       base,
       chargesOf,
