@@ -1,13 +1,13 @@
 import { ErrorReason, GatewayError, GrpcStatus, otelTrace, tracingEnabled, type CallerSignal } from '@gateway/platform';
 import { UsageOutcome, type ChatRequest, type ChatResponse, type ChatStreamDelta, type ChatStreamResponse, type Usage } from '@gateway/proto';
-import { ProviderError, toProviderError, type AdapterStreamPart } from '../providers/provider-adapter.js';
+import { ProviderError, toProviderError, type AdapterChatRequest, type AdapterStreamPart } from '../providers/provider-adapter.js';
 import type { Candidate } from '../strategies/index.js';
 import type { StreamCheckpoint } from '../usage/stream-checkpoints.js';
 import { meterUsage, type DeliveredOutput } from '../usage/token-counter.js';
 import { AttemptControl } from './attempt-control.js';
 import { pinServed, type PreparedRequest } from './candidates.js';
 import { NO_UPSTREAM_RETRY_AFTER_SECONDS, verdictError } from './failover.js';
-import { learnedDrops, learnedRequestFor } from './learned-requests.js';
+import { learnedRequestFor } from './learned-requests.js';
 import { newCompletionId } from './request-hot-path.js';
 import type { Reservation } from './reservation.js';
 import type { RoutingCore } from './routing-core.js';
@@ -22,9 +22,13 @@ export function chat(core: RoutingCore, raw: ChatRequest, signal: CallerSignal):
 
 async function chatHolding(core: RoutingCore, raw: ChatRequest, signal: CallerSignal, hold: Reservation): Promise<ChatResponse> {
   const prepared = core.prepare(raw, hold);
-  const { result, candidate, durationMs } = await core.withFailover(prepared, signal, (candidate, attemptSignal) =>
-    candidate.adapter.chat(learnedRequestFor(core.options, prepared, candidate), attemptSignal),
-  );
+  // What the serving attempt's request went without (attempts run one after another: the last one set serves).
+  let dropped: readonly string[] = [];
+  const { result, candidate, durationMs } = await core.withFailover(prepared, signal, (candidate, attemptSignal) => {
+    const learned = learnedRequestFor(core.options, prepared, candidate);
+    dropped = learned.dropped;
+    return candidate.adapter.chat(learned.request, attemptSignal);
+  });
   const providerId = candidate.offer.providerId;
   hold.firstByteAt = Date.now();
   pinServed(core.options, prepared, providerId);
@@ -50,7 +54,7 @@ async function chatHolding(core: RoutingCore, raw: ChatRequest, signal: CallerSi
     providerId,
     routingStrategy: prepared.strategyName,
     // Parameters this provider × upstream model refused before (the learned capability map).
-    droppedParams: learnedDrops(core.options, prepared, candidate),
+    droppedParams: [...dropped],
     // The serving model's prices, as the usage event carries them (the edge shows the charge as usage.cost).
     prices: prepared.model.pricing,
   };
@@ -75,9 +79,15 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
   try {
     const target = (prepared = core.prepare(raw, hold));
     const { logger } = target;
+    // What the serving attempt's request went without (attempts run one after another: the last one set serves).
+    let dropped: readonly string[] = [];
     let opened;
     try {
-      opened = await core.withFailover(target, signal, (candidate, control) => firstStreamPart(core, target, candidate, control), { continues: true });
+      opened = await core.withFailover(target, signal, (candidate, control) => {
+        const learned = learnedRequestFor(core.options, target, candidate);
+        dropped = learned.dropped;
+        return firstStreamPart(candidate, learned.request, control);
+      }, { continues: true });
     } catch (error) {
       // The caller went away before any content: the stream just ends (its hold is released).
       if (signal.aborted) return;
@@ -98,7 +108,7 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
           created: BigInt(Math.floor(Date.now() / 1000)),
           providerId,
           routingStrategy: target.strategyName,
-          droppedParams: learnedDrops(core.options, target, candidate),
+          droppedParams: [...dropped],
           prices: target.model.pricing,
           ...(firstDelta ? { firstDelta } : {}),
         },
@@ -213,8 +223,8 @@ function deltaMessage(delta: ChatStreamDelta): ChatStreamResponse {
  * One stream attempt up to its first content: the parts before the first delta (a usage report) are
  * kept; no delta at all is an empty, complete answer. Each part gets the attempt's idle bound.
  */
-async function firstStreamPart(core: RoutingCore, target: PreparedRequest, candidate: Candidate, control: AttemptControl) {
-  const iterator = candidate.adapter.chatStream(learnedRequestFor(core.options, target, candidate), control)[Symbol.asyncIterator]();
+async function firstStreamPart(candidate: Candidate, request: AdapterChatRequest, control: AttemptControl) {
+  const iterator = candidate.adapter.chatStream(request, control)[Symbol.asyncIterator]();
   let reported: Usage | undefined;
   try {
     for (;;) {

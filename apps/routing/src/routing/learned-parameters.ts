@@ -39,9 +39,14 @@ function extraBodyObject(request: ChatRequest): Record<string, unknown> | undefi
 
 /** Whether the request asks for the named parameter (so a retry without it is another request). */
 export function requestSets(request: ChatRequest, name: string): boolean {
+  return setsWith(request, name, CLEARS.has(name) ? undefined : extraBodyObject(request));
+}
+
+/** requestSets with the request's extra_body already parsed (`extra`; read only for a name CLEARS lacks). */
+function setsWith(request: ChatRequest, name: string, extra: Record<string, unknown> | undefined): boolean {
   const fields = CLEARS.get(name);
   if (fields !== undefined) return fields.some((field) => fieldSet(request, field));
-  return extraBodyObject(request)?.[name] !== undefined;
+  return extra?.[name] !== undefined;
 }
 
 /** Whether a name can be learned at all: a clearable field, or a key an extra_body may carry. */
@@ -54,21 +59,24 @@ export function learnable(name: string): boolean {
  * something is dropped, so a request the map says nothing about goes on as it is.
  */
 export function withoutParameters(request: ChatRequest, names: readonly string[]): { request: ChatRequest; dropped: readonly string[] } {
+  // extra_body is parsed once, and only when a name may be one of its keys.
+  const extra = names.some((name) => !CLEARS.has(name)) ? extraBodyObject(request) : undefined;
   let dropped: string[] | undefined;
-  for (const name of names) if (requestSets(request, name)) (dropped ??= []).push(name);
+  for (const name of names) if (setsWith(request, name, extra)) (dropped ??= []).push(name);
   if (dropped === undefined) return { request, dropped: NONE };
   const copy: ChatRequest = { ...request };
   const fields = copy as unknown as Record<string, unknown>;
-  let extra: Record<string, unknown> | undefined;
+  let extraDropped = false;
   for (const name of dropped) {
     const cleared = CLEARS.get(name);
     if (cleared !== undefined) {
       for (const field of cleared) fields[field] = Array.isArray(fields[field]) ? [] : undefined;
       continue;
     }
-    extra ??= extraBodyObject(copy);
-    if (extra !== undefined) delete extra[name];
+    // Set in extra_body (setsWith found it there), so `extra` is the parsed object.
+    delete extra![name];
+    extraDropped = true;
   }
-  if (extra !== undefined) copy.extraBody = Object.keys(extra).length > 0 ? JSON.stringify(extra) : undefined;
+  if (extraDropped) copy.extraBody = Object.keys(extra!).length > 0 ? JSON.stringify(extra) : undefined;
   return { request: copy, dropped: dropped.sort() };
 }

@@ -19,20 +19,16 @@ function chatOf(target: RoutingTarget, candidate: Candidate): ChatRequest | unde
   return candidate.request ?? (target as RoutingTarget & { request?: ChatRequest }).request;
 }
 
-/** One attempt's adapter request: reasoning only its provider may read, and nothing its upstream model refused. */
-export function learnedRequestFor(options: Learned, prepared: PreparedRequest, candidate: Candidate): AdapterChatRequest {
+/**
+ * One attempt's adapter request: reasoning only its provider may read, and nothing its upstream model
+ * refused; `dropped` names what it went without (the serving attempt's are the answer's dropped_params).
+ */
+export function learnedRequestFor(options: Learned, prepared: PreparedRequest, candidate: Candidate): { request: AdapterChatRequest; dropped: readonly string[] } {
   const adapterRequest = requestFor(prepared, candidate);
   const names = options.learned?.droppedFor(candidate.offer.providerId, candidate.offer.upstreamModel) ?? NONE;
-  if (names.length === 0) return adapterRequest;
+  if (names.length === 0) return { request: adapterRequest, dropped: NONE };
   const { request, dropped } = withoutParameters(adapterRequest.chat, names);
-  return dropped.length === 0 ? adapterRequest : { ...adapterRequest, chat: request };
-}
-
-/** The names the serving candidate's request went without (the answer's dropped_params). */
-export function learnedDrops(options: Learned, prepared: PreparedRequest, candidate: Candidate): string[] {
-  const names = options.learned?.droppedFor(candidate.offer.providerId, candidate.offer.upstreamModel) ?? NONE;
-  if (names.length === 0) return [];
-  return [...withoutParameters(prepared.request, names).dropped];
+  return { request: dropped.length === 0 ? adapterRequest : { ...adapterRequest, chat: request }, dropped };
 }
 
 /**
