@@ -169,11 +169,13 @@ function choiceCandidates(options: RouterOptions, random: () => number, target: 
   const candidates: Candidate[] = [];
   // Cache affinity still moves the request's own model's pinned provider first, unless the caller ordered or sorted.
   const affinityKey = choices.order.length === 0 && choices.sort === '' ? target.affinityKey : '';
-  addModel(options, random, candidates, strategy, target.model, request, choices, target.endpoint, affinityKey);
+  // A fallback's request keeps the messages, so one conversation key serves every model.
+  const conversation = strategy.name === 'cache' ? conversationKey(request) : '';
+  addModel(options, random, candidates, strategy, target.model, request, choices, target.endpoint, affinityKey, conversation);
   for (const fallback of choices.fallbackModels) {
     const model = options.catalog.model(fallback.modelId);
     if (!model || model.id === target.model.id) continue;
-    addModel(options, random, candidates, strategy, model, fallbackRequest(request, fallback), choices, target.endpoint, '');
+    addModel(options, random, candidates, strategy, model, fallbackRequest(request, fallback), choices, target.endpoint, '', conversation);
   }
   return candidates;
 }
@@ -188,12 +190,13 @@ function addModel(
   choices: RoutingChoices,
   endpoint: string,
   affinityKey: string,
+  conversation: string,
 ): void {
   const chosen = applyProviderPreferences(offersServing(options, model, endpoint, canChat), choices, strategy, {
     modelId: model.id,
     pricing: model.pricing,
     health: options.health,
-    conversationKey: strategy.name === 'cache' ? conversationKey(request) : '',
+    conversationKey: conversation,
     random,
   });
   if (affinityKey !== '' && chosen.length > 1) {
