@@ -95,10 +95,11 @@ class ChatSteps<Body> implements InferenceSteps<Body, ChatCall> {
     const chosen = chooseModels(context, body, named, this.endpoint, job.key);
     // A prompt too long for a model's window moves on to the next model (as a provider's refusal would);
     // when it fits none, the first model's refusal is the answer.
-    let converted: ConvertedRequest | undefined;
-    let measure: PromptMeasure | undefined;
+    // chooseModels never answers an empty list, and the last model's refusal is thrown: the loop ends by `break`.
+    let converted: ConvertedRequest;
+    let measure: PromptMeasure;
     let tooLong: unknown;
-    while (chosen.models.length > 0) {
+    for (;;) {
       converted = this.dialect.convert(body, chosen.models[0]!, context.reasoningTags);
       measure = measurePrompt(converted.request);
       try {
@@ -112,7 +113,6 @@ class ChatSteps<Body> implements InferenceSteps<Body, ChatCall> {
     }
     const model = chosen.models[0]!;
     job.model = model;
-    if (!converted || !measure) throw tooLong;
     let bound = costBound(model, converted.request, measure);
     for (let index = 1; index < chosen.models.length; index++) {
       const candidate = costBound(chosen.models[index]!, converted.request, measure);
