@@ -92,13 +92,18 @@ export function encodeCursor(seq: bigint): string {
   return Buffer.from(`v1:${seq}`, 'utf8').toString('base64url');
 }
 
+const MAX_BIGINT = 9_223_372_036_854_775_807n;
+
 export function decodeCursor(cursor: string): bigint | undefined {
   if (cursor === '') return undefined;
   const invalid = () => errors.invalidRequest('cursor is not valid', 'cursor');
   if (cursor.length > 64 || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw invalid();
   const match = /^v1:([1-9][0-9]{0,18})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
   if (!match) throw invalid();
-  return BigInt(match[1]!);
+  const seq = BigInt(match[1]!);
+  // The sequence is a Postgres bigint: a larger number was never made here (and Postgres would refuse it).
+  if (seq > MAX_BIGINT) throw invalid();
+  return seq;
 }
 
 /**
@@ -114,7 +119,8 @@ export function decodeAccountCursor(cursor: string): string | undefined {
   if (cursor === '') return undefined;
   const invalid = () => errors.invalidRequest('cursor is not valid', 'cursor');
   if (cursor.length > 256 || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw invalid();
-  const match = /^a1:(.{1,128})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
+  // An account id has no control character (Postgres refuses a NUL in text).
+  const match = /^a1:([^\u0000-\u001f\u007f]{1,128})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
   if (!match) throw invalid();
   return match[1]!;
 }

@@ -10,6 +10,7 @@ import { isAcceptableRequestId, newRequestId, otelContext, startHttpServerSpan, 
 import type { EdgeContext } from './context.js';
 import { clientRequestIdOf, requestIdOf, setRequestId } from './request-id.js';
 import { echoed } from './echoed-value.js';
+import { controlCharacterRefusal } from './url-guard.js';
 import { edgeErrors, toApiError, type Dialect } from './errors.js';
 import { API_VERSION, ClientGoneError, sendError, sendJson } from './http.js';
 import type { Readiness } from './observability/readiness.js';
@@ -25,7 +26,7 @@ import {
 } from './routes/account-routes.js';
 import { adminAccountsHandler, adminModelLatencyHandler, adminProvidersHandler, adminTopUpHandler } from './routes/admin-routes.js';
 import { generationHandler, listGenerationsHandler } from './routes/generation-routes.js';
-import { consoleHandler, DEFAULT_CONSOLE_DIR } from './console-static.js';
+import { consoleHandler, DEFAULT_CONSOLE_DIR, isConsolePath, setConsoleSecurityHeaders } from './console-static.js';
 import { getModelHandler, listLimitsHandler, listModelsHandler, listStartupsHandler, sendStartupIcon, startupIconHandler } from './routes/catalog-routes.js';
 import { chatDialect } from './dialects/chat/chat-dialect.js';
 import { countTokensHandler } from './dialects/messages/count-tokens.js';
@@ -112,7 +113,10 @@ export function createApp(context: EdgeContext, readiness?: Readiness): express.
     if (dialect) response.locals.dialect = dialect;
     // createRequestListener stamps every request first; this covers the app used on its own.
     if (requestIdOf(response) === '') stampRequest(request, response, dialect);
-    next();
+    // The console's pages and its errors alike, also a refusal below, carry its security headers.
+    if (isConsolePath(request.path)) setConsoleSecurityHeaders(response);
+    // Ids, cursors and filters with a control character never reach a handler (url-guard.ts).
+    next(controlCharacterRefusal(request.url));
   });
 
   for (const [path, route] of routes) {

@@ -33,6 +33,12 @@ beforeAll(async () => {
 });
 afterAll(() => new Promise<void>((done) => server.close(() => done())));
 
+function expectConsoleHeaders(answer: globalThis.Response, label: string): void {
+  expect(answer.headers.get('content-security-policy') ?? '', label).toContain("default-src 'self'");
+  expect(answer.headers.get('x-content-type-options'), label).toBe('nosniff');
+  expect(answer.headers.get('x-frame-options'), label).toBe('DENY');
+}
+
 describe('console static files', () => {
   it('serves index.html at /console/ with a strict CSP, nosniff and no-cache', async () => {
     const answer = await fetch(`${base}/console/`);
@@ -61,14 +67,20 @@ describe('console static files', () => {
     expect(route.status).toBe(200);
     expect(route.headers.get('cache-control')).toBe('no-cache');
     expect(await route.text()).toContain('<title>console</title>');
-    expect((await fetch(`${base}/console/assets/missing-1.js`)).status).toBe(404);
-    expect((await fetch(`${base}/console/favicon.ico`)).status).toBe(404);
+    for (const path of ['/console/assets/missing-1.js', '/console/favicon.ico']) {
+      const missing = await fetch(`${base}${path}`);
+      expect(missing.status, path).toBe(404);
+      // Issue 35 item 8: an error page under /console is one of the console's pages.
+      expectConsoleHeaders(missing, path);
+    }
   });
 
   it('answers 404 for anything outside the dist, however spelled', async () => {
     for (const path of ['/console/..%2fsecret.txt', '/console/%2e%2e/secret.txt', '/console/assets/..%2f..%2fsecret.txt', '/console/%00', '/console/%E0%A4%A']) {
       const answer = await fetch(`${base}${path}`);
       expect(answer.status, path).toBe(404);
+      // fetch resolves `%2e%2e` itself: that request never reached /console.
+      if (!path.includes('%2e%2e')) expectConsoleHeaders(answer, path);
       expect(await answer.text(), path).not.toContain('outside the dist');
     }
   });
@@ -77,7 +89,10 @@ describe('console static files', () => {
     const answer = await fetch(`${base}/console`, { redirect: 'manual' });
     expect(answer.status).toBe(301);
     expect(answer.headers.get('location')).toBe('/console/');
-    expect((await fetch(`${base}/console/`, { method: 'POST' })).status).toBe(404);
+    expectConsoleHeaders(answer, '301 /console');
+    const post = await fetch(`${base}/console/`, { method: 'POST' });
+    expect(post.status).toBe(404);
+    expectConsoleHeaders(post, 'POST /console/');
     const head = await fetch(`${base}/console/`, { method: 'HEAD' });
     expect(head.status).toBe(200);
     expect(head.headers.get('content-security-policy')).toContain("default-src 'self'");

@@ -2,6 +2,7 @@ import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { extname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { ServerResponse } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
 import { edgeErrors } from './errors.js';
 
@@ -37,6 +38,8 @@ export function consoleHandler(directory: string) {
   const root = resolve(directory);
   const index = join(root, 'index.html');
   return async (request: Request, response: Response, next: NextFunction): Promise<void> => {
+    // Every answer under /console carries them, the 301 and every error too (a 404 page is a page).
+    setConsoleSecurityHeaders(response);
     if (request.method !== 'GET' && request.method !== 'HEAD') {
       next();
       return;
@@ -67,10 +70,6 @@ export function consoleHandler(directory: string) {
       response.setHeader('content-type', TYPES[extname(file)] ?? 'application/octet-stream');
       response.setHeader('content-length', size);
       response.setHeader('cache-control', relative.startsWith('/assets/') && file !== index ? IMMUTABLE : 'no-cache');
-      response.setHeader('content-security-policy', CONTENT_SECURITY_POLICY);
-      response.setHeader('x-content-type-options', 'nosniff');
-      response.setHeader('x-frame-options', 'DENY');
-      response.setHeader('referrer-policy', 'no-referrer');
       if (request.method === 'HEAD') {
         response.end();
         return;
@@ -85,6 +84,19 @@ export function consoleHandler(directory: string) {
       next(error);
     }
   };
+}
+
+/** The console's security headers: its CSP, no sniffing, no framing, no referrer. */
+export function setConsoleSecurityHeaders(response: ServerResponse): void {
+  response.setHeader('content-security-policy', CONTENT_SECURITY_POLICY);
+  response.setHeader('x-content-type-options', 'nosniff');
+  response.setHeader('x-frame-options', 'DENY');
+  response.setHeader('referrer-policy', 'no-referrer');
+}
+
+/** Whether a request path is the console's (its answers carry the console's headers, whoever answers). */
+export function isConsolePath(path: string): boolean {
+  return path === '/console' || path.startsWith('/console/');
 }
 
 async function fileSize(path: string): Promise<number | undefined> {

@@ -115,14 +115,21 @@ export function encodeGenerationCursor(cursor: GenerationCursor): string {
   return Buffer.from(`g1:${cursor.occurredAtMicros}:${cursor.requestId}`, 'utf8').toString('base64url');
 }
 
+/** 9999-12-31T23:59:59.999999Z in Unix microseconds: no record's time is later. */
+const LAST_CURSOR_MICROS = 253_402_300_799_999_999n;
+
 /** Undefined for the first page; throws INVALID_ARGUMENT/INVALID_REQUEST for anything not made by encodeGenerationCursor. */
 export function decodeGenerationCursor(cursor: string): GenerationCursor | undefined {
   if (cursor === '') return undefined;
   const invalid = () => errors.invalidRequest('cursor is not valid', 'cursor');
   if (cursor.length > 400 || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw invalid();
-  const match = /^g1:(-?[0-9]{1,18}):(.{1,200})$/s.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
+  // A request id has no control character (Postgres refuses a NUL in text), and the time is one a
+  // record can have: from the epoch to the year 9999, inside what timestamptz holds.
+  const match = /^g1:([0-9]{1,18}):([^\u0000-\u001f\u007f]{1,200})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
   if (!match) throw invalid();
-  return { occurredAtMicros: BigInt(match[1]!), requestId: match[2]! };
+  const occurredAtMicros = BigInt(match[1]!);
+  if (occurredAtMicros > LAST_CURSOR_MICROS) throw invalid();
+  return { occurredAtMicros, requestId: match[2]! };
 }
 
 /**
