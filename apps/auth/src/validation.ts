@@ -17,6 +17,7 @@ export function requireName(value: string, param = 'name'): string {
   const name = value.trim();
   if (name.length === 0) throw errors.invalidRequest(`${param} must not be empty`, param);
   if ([...name].length > NAME_MAX_LENGTH) throw errors.invalidRequest(`${param} must be at most ${NAME_MAX_LENGTH} characters`, param);
+  if (/[\u0000-\u001f\u007f]/.test(name)) throw errors.invalidRequest(`${param} must not contain a control character`, param);
   return name;
 }
 

@@ -60,6 +60,15 @@ describe('hostile ids, cursors and filters (400, never 500)', () => {
     expect(again.status, again.text).toBe(200);
   });
 
+  it('a key name with a control character is a 400 on create and rename', async () => {
+    const created = await harness.call('POST', '/v1/account/keys', { ...prov(), body: { name: 'a\u0000b', credit_limit: null } });
+    expect(created.status, created.text).toBe(400);
+    expect(created.body.error.param).toBe('body.name');
+    const renamed = await harness.call('PATCH', `/v1/account/keys/${keyId}`, { ...prov(), body: { name: 'line\nbreak' } });
+    expect(renamed.status, renamed.text).toBe(400);
+    expect(renamed.body.error.param).toBe('body.name');
+  });
+
   it('a cursor the service made in form but out of range is a 400, not a database error', async () => {
     const cursors: Array<[path: string, cursor: string, options: { bearer: string }]> = [
       // Generation cursors: microseconds past what timestamptz holds, or a request id with a NUL inside.

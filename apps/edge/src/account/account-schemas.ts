@@ -84,7 +84,9 @@ const keyName = z
   .string({ error: expected('a string') })
   .trim()
   .min(1, { error: 'must not be empty' })
-  .refine((name) => [...name].length <= KEY_NAME_MAX_LENGTH, { error: `must be at most ${KEY_NAME_MAX_LENGTH} characters` });
+  .refine((name) => [...name].length <= KEY_NAME_MAX_LENGTH, { error: `must be at most ${KEY_NAME_MAX_LENGTH} characters` })
+  // A name is shown in lists and the console; Postgres refuses a NUL in text.
+  .refine((name) => !/[\u0000-\u001f\u007f]/.test(name), { error: 'must not contain a control character' });
 
 const strategy = z.enum(ROUTING_STRATEGIES, { error: expected(`one of ${ROUTING_STRATEGIES.join(', ')}`) });
 
