@@ -15,6 +15,7 @@ import { testAdmission } from './admission-mode.js';
 // admission mode (GATEWAY_TEST_ADMISSION: leased or ledger).
 
 const FREE = 'testco/free'; // upstream-one; no prices; limit group `free`
+const FREE_OPEN = 'testco/free-open'; // upstream-one; no prices; limit group `open` (no rate limits)
 const PAID = 'testco/paid'; // upstream-two; 0.000003 / 0.00003 credits per token; limit group `default`
 const SCARCE = 'testco/scarce'; // upstream-two; same prices; limit group `scarce`: 3 requests a minute
 
@@ -51,7 +52,9 @@ limit_groups:
     tiers: { tier-1: { minute: 6000 } }
   - id: scarce
     tiers: { tier-1: { minute: 3 } }
-models:${model(FREE, '', 'upstream-one', 'free')}${model(PAID, prices, 'upstream-two', 'default')}${model(SCARCE, prices, 'upstream-two', 'scarce')}
+  - id: open
+    tiers: {}
+models:${model(FREE, '', 'upstream-one', 'free')}${model(FREE_OPEN, '', 'upstream-one', 'open')}${model(PAID, prices, 'upstream-two', 'default')}${model(SCARCE, prices, 'upstream-two', 'scarce')}
 `;
 }
 
@@ -175,18 +178,24 @@ describe(`a free model with a paid fallback is admitted as paid (issue 35, ${tes
     expect(paid.costPico).toBeLessThanOrEqual(parseCredits('0.1'));
   }, 90_000);
 
-  it('a paid fallback whose limit group allows 3 requests a minute serves at most 3 of 5; the rest are 429', async () => {
-    const caller = await account('fallback-scarce', '10');
-    // All five inside one minute window.
+  it('a paid fallback whose limit group allows 3 requests a minute serves at most 3 of 5; the rest are 429 (the free model’s group limited or not)', async () => {
+    // Two accounts (a window is per account): the free model's own group limited too (two windows to
+    // count in), and unlimited (the paid fallback's group is the only window).
+    const callers = [await account('fallback-scarce', '10'), await account('fallback-scarce-open', '10')];
+    // All of it inside one minute window.
     const secondsLeft = 60 - new Date().getUTCSeconds();
     if (secondsLeft < 15) await new Promise((resolve) => setTimeout(resolve, secondsLeft * 1000 + 200));
-    const outcomes = [];
-    for (let index = 0; index < 5; index++) outcomes.push(await ask('chat', caller.apiKey, { model: FREE, models: [SCARCE], provider: { ignore: ['upstream-one'] } }));
-    for (const outcome of outcomes) expect([200, 429], outcome.body).toContain(outcome.status);
-    const served = outcomes.filter((outcome) => outcome.status === 200);
-    expect(served.every((outcome) => outcome.model === SCARCE)).toBe(true);
-    expect(served.length).toBe(3);
-    expect(two.requests).toHaveLength(3);
+    for (const [index, first] of [FREE, FREE_OPEN].entries()) {
+      two.reset();
+      two.setFallback({ usage: USAGE });
+      const outcomes = [];
+      for (let attempt = 0; attempt < 5; attempt++) outcomes.push(await ask('chat', callers[index]!.apiKey, { model: first, models: [SCARCE], provider: { ignore: ['upstream-one'] } }));
+      for (const outcome of outcomes) expect([200, 429], outcome.body).toContain(outcome.status);
+      const served = outcomes.filter((outcome) => outcome.status === 200);
+      expect(served.every((outcome) => outcome.model === SCARCE)).toBe(true);
+      expect(served.length, first).toBe(3);
+      expect(two.requests).toHaveLength(3);
+    }
   }, 90_000);
 
   it('an account with credits is served by the paid fallback on every surface and charged exactly the paid model’s prices × usage', async () => {
