@@ -99,12 +99,12 @@ describe('LedgerAdmission of a request with fallbacks (a fake ledger over gRPC)'
     const [own, other] = services.ledger.admits;
     expect(own).toMatchObject({ context: { requestId: 'req-1' }, paid: true, reserveCredits: '0.2', keyCreditLimit: '0.1', limitGroup: 'free', requestsPerMinute: 20, requestsPerDay: 200 });
     // The other group's window: a free Admit under a request id of its own, released at once.
-    expect(other).toMatchObject({ context: { requestId: 'req-1/rate/scarce' }, paid: false, limitGroup: 'scarce', requestsPerMinute: 3 });
+    expect(other).toMatchObject({ context: { requestId: 'req-1/rate/1' }, paid: false, limitGroup: 'scarce', requestsPerMinute: 3 });
     expect(other!.reserveCredits).toBeUndefined();
     expect(other!.keyCreditLimit).toBeUndefined();
     expect(services.ledger.admits).toHaveLength(2);
     await new Promise((resolve) => setTimeout(resolve, 50));
-    expect(services.ledger.releases.map((release) => release.context?.requestId)).toEqual(['req-1/rate/scarce']);
+    expect(services.ledger.releases.map((release) => release.context?.requestId)).toEqual(['req-1/rate/1']);
   });
 
   it('models in one limited group are counted once, in that group', async () => {
@@ -122,7 +122,7 @@ describe('LedgerAdmission of a request with fallbacks (a fake ledger over gRPC)'
       request.limitGroup === 'scarce' ? new GatewayError(GrpcStatus.RESOURCE_EXHAUSTED, ErrorReason.ERROR_REASON_RATE_LIMITED, 'Rate limit reached.', { retryAfterSeconds: 30 }) : undefined;
     await expect(admission.admit({ requestId: 'req-3', key, model: candidates[0]!, candidates, paid: true, holdPico: hold })).rejects.toMatchObject({ status: GrpcStatus.RESOURCE_EXHAUSTED });
     const admitted = services.ledger.admits;
-    expect(admitted.map((request) => request.context?.requestId)).toEqual(['req-3', 'req-3/rate/scarce']);
+    expect(admitted.map((request) => request.context?.requestId)).toEqual(['req-3', 'req-3/rate/1']);
     expect(services.ledger.releases.map((release) => release.context?.requestId)).toEqual(['req-3']);
   });
 

@@ -117,7 +117,9 @@ export class LedgerAdmission implements Admission {
     for (let index = 1; index < groups.length; index++) {
       const group = groups[index]!;
       const limits = group.limitGroup!.tiers[key.tier]!;
-      const groupRequestId = `${requestId}/rate/${group.model.limitGroup}`;
+      // By position, not group name: the id stays short whatever the catalog names its groups, and one
+      // request's candidates (so its groups' order) are the same on every try.
+      const groupRequestId = `${requestId}/rate/${index}`;
       try {
         await this.ledger.admit(
           {
