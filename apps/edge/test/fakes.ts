@@ -87,12 +87,16 @@ export class FakeLedger {
   readonly admits: AdmitRequest[] = [];
   readonly releases: ReleaseRequest[] = [];
   admitError: GatewayError | undefined;
+  /** Refuses the Admit calls it answers an error for (after admitError). */
+  refuseAdmit: ((request: AdmitRequest) => GatewayError | undefined) | undefined;
 
   implementation(logger: Logger) {
     return {
       admit: unary(logger, 'Admit', async (request: AdmitRequest) => {
         this.admits.push(request);
         if (this.admitError) throw this.admitError;
+        const refusal = this.refuseAdmit?.(request);
+        if (refusal) throw refusal;
         return { reservedCredits: request.paid ? '0.05' : '0', reservationExpiresAtMs: BigInt(Date.now() + 600_000) };
       }),
       release: unary(logger, 'Release', async (request: ReleaseRequest) => {

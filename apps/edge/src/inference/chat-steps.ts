@@ -38,6 +38,8 @@ export class ChatCall implements AnswerContext, Hold {
     readonly converted: ConvertedRequest,
     readonly measure: PromptMeasure,
     readonly bound: CostBound,
+    /** Every model that may serve (model fallbacks), the first one first; undefined: `model` alone. */
+    readonly candidates: readonly CatalogModel[] | undefined,
   ) {
     this.holdPico = bound.holdPico;
   }
@@ -119,7 +121,9 @@ class ChatSteps<Body> implements InferenceSteps<Body, ChatCall> {
       if (candidate.holdPico > bound.holdPico) bound = candidate;
     }
     converted.request.routingChoices = routingChoices(converted.request, chosen);
-    return new ChatCall(job.requestId, model, context.reasoningTags, context.logger, converted, measure, bound);
+    // Every model left may serve: admission covers them all (paid, hold, credit limit, rate windows).
+    const candidates = chosen.models.length > 1 ? chosen.models : undefined;
+    return new ChatCall(job.requestId, model, context.reasoningTags, context.logger, converted, measure, bound, candidates);
   }
 
   /** A 402 of a request that held more than 0.05: the same refusal, saying what the hold was made of. */
@@ -182,7 +186,7 @@ function servedBy(prepared: ChatCall, job: InferenceJob, context: EdgeContext, m
 }
 
 function chatCall(requestId: string, model: CatalogModel, context: EdgeContext, converted: ConvertedRequest, measure: PromptMeasure): ChatCall {
-  return new ChatCall(requestId, model, context.reasoningTags, context.logger, converted, measure, costBound(model, converted.request, measure));
+  return new ChatCall(requestId, model, context.reasoningTags, context.logger, converted, measure, costBound(model, converted.request, measure), undefined);
 }
 
 const STEPS = new WeakMap<InferenceDialect<unknown>, ChatSteps<unknown>>();

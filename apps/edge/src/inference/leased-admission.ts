@@ -1,6 +1,6 @@
 import type { LedgerServiceClient, Pricing, Usage } from '@gateway/proto';
 import { ErrorReason, formatCredits, GatewayError, GrpcStatus, parseCredits, type Logger, type PromiseClient } from '@gateway/platform';
-import type { Admission, AdmissionRequest, AdmissionTicket } from './admission.js';
+import { limitedGroups, type Admission, type AdmissionRequest, type AdmissionTicket } from './admission.js';
 import type { VerifiedApiKey } from './auth-cache.js';
 import type { CatalogModel } from '../catalog-cache.js';
 import { MINIMUM_HOLD_PICO } from './request-bounds.js';
@@ -88,7 +88,10 @@ interface Slot {
 interface Hold {
   slotKey: string;
   lease: Lease;
+  /** The model whose limit group the slot counts (the request's first model unless a fallback's group is the limited one). */
   model: CatalogModel;
+  /** Every model that may serve (model fallbacks); undefined: `model` alone. The settle estimate covers the dearest. */
+  candidates: readonly CatalogModel[] | undefined;
   /** What the request holds on the lease while it runs: max(0.05, its worst-case cost). */
   holdPico: bigint;
 }
@@ -153,10 +156,20 @@ export class LeasedAdmission implements Admission {
   }
 
   async admit(request: AdmissionRequest): Promise<AdmissionTicket> {
-    const { requestId, key, model } = request;
+    const { requestId, key, candidates } = request;
     // A hold above what one lease may carry goes through Ledger.Admit with its amount (rare: a request
     // whose worst case is over 100 credits).
-    if (!model.paid || this.stopped || request.holdPico > MAX_LEASE_PICO) return this.options.fallback.admit(request);
+    if (!request.paid || this.stopped || request.holdPico > MAX_LEASE_PICO) return this.options.fallback.admit(request);
+    // The slot's limit group: with fallbacks, the one limited group among the models that may serve (a
+    // free first model's group must not stand in for a paid fallback's). A slot counts one group's
+    // requests, so a request whose models span several limited groups goes through Ledger.Admit, which
+    // counts it in each.
+    let model = request.model;
+    if (candidates !== undefined) {
+      const groups = limitedGroups(candidates, key.tier);
+      if (groups.length > 1) return this.options.fallback.admit(request);
+      if (groups.length === 1) model = groups[0]!;
+    }
     const holdPico = request.holdPico > HOLD_PICO ? request.holdPico : HOLD_PICO;
     const limits = model.limitGroup?.tiers[key.tier];
     const slotKey = `${key.accountId}\u0000${key.keyId}\u0000${limits ? model.model.limitGroup : ''}`;
@@ -169,7 +182,7 @@ export class LeasedAdmission implements Admission {
         lease.inFlight++;
         if (lease.requestsLeft !== null) lease.requestsLeft--;
         lease.lastUsedMs = this.now();
-        this.holds.set(requestId, { slotKey, lease, model, holdPico });
+        this.holds.set(requestId, { slotKey, lease, model, candidates, holdPico });
         return { reservedCredits: formatCredits(holdPico), leaseId: lease.id };
       }
       const outOfRequests = lease !== null && lease.requestsLeft !== null && lease.requestsLeft <= 0;
@@ -182,7 +195,7 @@ export class LeasedAdmission implements Admission {
       }
       slot.waiting++;
       try {
-        slot.acquiring ??= this.acquire(slotKey, slot, request, holdPico).finally(() => { slot.acquiring = null; });
+        slot.acquiring ??= this.acquire(slotKey, slot, request, model, holdPico).finally(() => { slot.acquiring = null; });
         outcome = await slot.acquiring;
       } finally {
         slot.waiting--;
@@ -201,8 +214,9 @@ export class LeasedAdmission implements Admission {
   settle({ requestId, usage }: { requestId: string; usage: Usage | undefined }): void {
     const hold = this.holds.get(requestId);
     if (!hold) return;
-    // Unknown usage (a stream cut short): assume the whole hold was spent.
-    const cost = usage ? estimateCostPico(usage, hold.model.model.pricing) : hold.holdPico;
+    // Unknown usage (a stream cut short): assume the whole hold was spent. With fallbacks the estimate is
+    // the dearest model's that may have served: an upper bound whichever did.
+    const cost = !usage ? hold.holdPico : hold.candidates ? dearestEstimatePico(usage, hold.candidates) : estimateCostPico(usage, hold.model.model.pricing);
     this.finish(requestId, cost);
   }
 
@@ -270,7 +284,7 @@ export class LeasedAdmission implements Admission {
     return slot;
   }
 
-  private async acquire(slotKey: string, slot: Slot, { requestId, key, model }: AdmissionRequest, holdPico: bigint): Promise<Acquisition> {
+  private async acquire(slotKey: string, slot: Slot, { requestId, key }: AdmissionRequest, model: CatalogModel, holdPico: bigint): Promise<Acquisition> {
     const limits = model.limitGroup?.tiers[key.tier];
     // Room for everyone waiting now, twice over, so a burst does not acquire once per 20 requests
     // (each counted at the hold of the request that asked: holds differ only for large requests).
@@ -441,6 +455,16 @@ export function estimateCostPico(usage: Usage, pricing: Pricing | undefined): bi
   let durationMs = 0n;
   for (const field of DURATION_FIELDS) durationMs += BigInt(usage[field] ?? 0);
   return counts * unitPrices + (durationMs * hourPrices + MS_PER_HOUR - 1n) / MS_PER_HOUR;
+}
+
+/** The largest estimate over `models`: an upper bound of the charge whichever of them served. */
+export function dearestEstimatePico(usage: Usage, models: readonly CatalogModel[]): bigint {
+  let dearest = 0n;
+  for (const model of models) {
+    const estimate = estimateCostPico(usage, model.model.pricing);
+    if (estimate > dearest) dearest = estimate;
+  }
+  return dearest;
 }
 
 /**

@@ -13,6 +13,11 @@ import type { RoutingStrategy } from './strategy.js';
 export interface Hold {
   /** Worst-case cost in pico-credits; a paid model holds at least the 0.05 minimum whatever this says. */
   holdPico: bigint;
+  /**
+   * Every model that may serve the request, the job's model first, when that is more than one (model
+   * fallbacks); absent or undefined: the job's model alone. Admission covers each of them.
+   */
+  readonly candidates?: readonly CatalogModel[] | undefined;
 }
 
 /**

@@ -3,7 +3,7 @@ import type { CatalogServiceClient, GetSnapshotResponse, Usage } from '@gateway/
 import { Cancellation, ErrorReason, GatewayError, GrpcStatus, type PromiseClient } from '@gateway/platform';
 import { testLogger } from '@gateway/testing';
 import { model } from '../../test/fakes.js';
-import type { Admission } from './admission.js';
+import type { Admission, AdmissionRequest } from './admission.js';
 import type { AnswerSink } from './answer-sink.js';
 import { CatalogCache } from '../catalog-cache.js';
 import type { EdgeContext } from '../context.js';
@@ -128,6 +128,20 @@ describe('the pipeline owns the reservation', () => {
     await runPipeline(context, steps(async (_prepared, running) => running.commit(USAGE), MINIMUM_HOLD_PICO * 3n), job(), sink());
     await runPipeline(context, steps(async (_prepared, running) => running.commit(USAGE)), job('acme/free'), sink());
     expect(admission.calls.filter((call) => call.startsWith('admit'))).toEqual([`admit:${MINIMUM_HOLD_PICO * 3n}`, 'admit:0']);
+  });
+
+  it('a free model with a paid candidate is admitted as paid, with the minimum hold and every candidate, the job’s model first', async () => {
+    const seen: AdmissionRequest[] = [];
+    const admission = { ...recordingAdmission(), admit: async (request: AdmissionRequest) => (seen.push(request), { reservedCredits: '0.05' }) };
+    const context = await contextWith(admission);
+    const [free, paid] = [context.catalogCache.resolve('acme/free')!, context.catalogCache.resolve('acme/chat')!];
+    // The route's prepare step names the candidates (as chat-steps does for `models`); its hold of a free model's worst case is 0.
+    const route = { ...steps(async (_prepared, running) => running.commit(USAGE)), prepare: () => ({ holdPico: 0n, candidates: [free, paid] }) };
+    await runPipeline(context, route, job('acme/free'), sink());
+    expect(seen[0]).toMatchObject({ model: free, candidates: [free, paid], paid: true, holdPico: MINIMUM_HOLD_PICO });
+    // Without candidates, the job's model alone decides.
+    await runPipeline(context, steps(async (_prepared, running) => running.commit(USAGE)), job('acme/free'), sink());
+    expect(seen[1]).toMatchObject({ model: free, candidates: undefined, paid: false, holdPico: 0n });
   });
 
   it('a refusal holds nothing and is worded by the route; a lost admission answer is released', async () => {

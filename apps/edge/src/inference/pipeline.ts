@@ -13,6 +13,7 @@ import { resolveModel } from './model-resolution.js';
 import { InferenceJob, type Hold, type InferenceSteps } from './pipeline-steps.js';
 import { requestIdOf } from '../request-id.js';
 import { MINIMUM_HOLD_PICO } from './request-bounds.js';
+import { anyPaid } from './admission.js';
 import { chooseStrategy, parseStrategyHeader, STRATEGY_HEADER, type RoutingStrategy } from './strategy.js';
 
 export type { AnswerSink } from './answer-sink.js';
@@ -83,10 +84,14 @@ export async function runPipeline<Body, Prepared extends Hold, Sink extends Answ
   // A route whose checks need no I/O answers at once: no promise on the way (the usual chat request).
   const preparing = steps.prepare(job.body, model, context, job);
   const prepared = preparing instanceof Promise ? await preparing : preparing;
-  const holdPico = model.paid && prepared.holdPico < MINIMUM_HOLD_PICO ? MINIMUM_HOLD_PICO : prepared.holdPico;
+  // Admission covers every model that may serve, not the one named: with fallbacks (or the named model's
+  // offers filtered out) the job's model is the first one left and `candidates` all of them (issue 35).
+  const candidates = prepared.candidates;
+  const paid = candidates === undefined ? job.model.paid : anyPaid(candidates);
+  const holdPico = paid && prepared.holdPico < MINIMUM_HOLD_PICO ? MINIMUM_HOLD_PICO : prepared.holdPico;
   let leaseId: string | undefined;
   try {
-    leaseId = (await context.admission.admit({ requestId, key, model, holdPico })).leaseId;
+    leaseId = (await context.admission.admit({ requestId, key, model: job.model, candidates, paid, holdPico })).leaseId;
   } catch (error) {
     // A lost answer (ledger unreachable mid-call) may hide a reservation that was made; a refusal made none.
     if (toApiError(error).status >= 500) void context.admission.release({ requestId, key });
