@@ -37,6 +37,8 @@ await runBusService(
     EDGE_IDEMPOTENCY_MAX_ANSWER_BYTES: z.coerce.number().int().min(0).max(960 * 1024).default(DEFAULT_IDEMPOTENCY_LIMITS.maxAnswerBytes),
     EDGE_IDEMPOTENCY_BUCKET_BYTES: z.coerce.number().int().min(1024 * 1024).default(DEFAULT_IDEMPOTENCY_LIMITS.maxBucketBytes),
     EDGE_IDEMPOTENCY_WAIT_MS: z.coerce.number().int().min(0).default(DEFAULT_IDEMPOTENCY_LIMITS.waitMs),
+    /** Most duplicates of one account waiting on one edge; past it a duplicate is a 409 idempotency_key_in_progress at once. */
+    EDGE_IDEMPOTENCY_MAX_WAITING: z.coerce.number().int().min(0).default(DEFAULT_IDEMPOTENCY_LIMITS.maxWaitingPerAccount),
     /**
      * Responses WebSocket mode (docs/dialects.md "WebSocket mode"): open sockets per API key and per account on one
      * edge, and characters of JSON all its sockets remember together for previous_response_id.
@@ -80,6 +82,7 @@ await runBusService(
         maxAnswerBytes: config.EDGE_IDEMPOTENCY_MAX_ANSWER_BYTES,
         maxBucketBytes: config.EDGE_IDEMPOTENCY_BUCKET_BYTES,
         waitMs: config.EDGE_IDEMPOTENCY_WAIT_MS,
+        maxWaitingPerAccount: config.EDGE_IDEMPOTENCY_MAX_WAITING,
       },
       metrics,
       internalAuth,

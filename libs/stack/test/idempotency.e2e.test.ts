@@ -49,6 +49,8 @@ const EMBEDDING_MODEL_YAML = `
       - { provider: upstream-one, upstream_model: idem-image-upstream, endpoints: [images.edits] }
 `;
 
+const WAITING = 2;
+
 interface Account {
   accountId: string;
   provisioningKey: string;
@@ -58,6 +60,8 @@ interface Account {
 describe('Idempotency-Key, end to end', () => {
   let gateway: ConfiguredStack;
   let secondEdge: RunningEdge;
+  /** An edge on which at most WAITING duplicates of one account wait at once. */
+  let boundedEdge: RunningEdge;
   let ledger: ReturnType<typeof createClient<LedgerServiceClient>>;
   let alice: Account;
   let bob: Account;
@@ -87,6 +91,7 @@ describe('Idempotency-Key, end to end', () => {
     bob = await account('bob');
     ledger = createClient(LedgerServiceClient, LedgerServiceService, gateway.stack.addresses.ledger);
     secondEdge = await gateway.startSecondEdge({ name: 'edge-idem-2' });
+    boundedEdge = await gateway.startSecondEdge({ name: 'edge-idem-bounded', idempotency: { maxWaitingPerAccount: WAITING } });
   }, 120_000);
 
   afterAll(async () => {
@@ -206,6 +211,40 @@ describe('Idempotency-Key, end to end', () => {
     expect(calls()).toBe(1);
     const after = await settledAt(alice, before.requests + 1);
     expect(after.costPico - before.costPico).toBe(COST);
+  });
+
+  it(`duplicates waiting on a slow original are bounded per account: past ${WAITING} a duplicate is a 409 at once; another account still waits; the original completes and is charged once`, async () => {
+    gateway.upstream.setFallback({ usage: USAGE, text: 'Slow original.', latencyMs: 1_500 });
+    const key = `waiters-${randomUUID()}`;
+    const bobKey = `waiters-bob-${randomUUID()}`;
+    const before = await charges(alice);
+    const bobBefore = await charges(bob);
+    const body = chat('One original, many duplicates.');
+    const original = post(alice, key, body);
+    const bobOriginal = post(bob, bobKey, body);
+    await eventually(() => expect(calls()).toBe(2), 5_000);
+    const waiting = Array.from({ length: WAITING }, () => post(alice, key, body, { url: boundedEdge.url }));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Past the account's bound: answered at once, while the original still runs.
+    const started = Date.now();
+    const refused = await Promise.all(Array.from({ length: 3 }, () => post(alice, key, body, { url: boundedEdge.url })));
+    expect(Date.now() - started).toBeLessThan(1_000);
+    for (const response of refused) {
+      expect(response.status).toBe(409);
+      expect(response.headers.get('retry-after')).toBe('1');
+      const error = ((await response.json()) as { error: { type: string; code: string; message: string } }).error;
+      expect(error).toMatchObject({ type: 'invalid_request_error', code: 'idempotency_key_in_progress' });
+    }
+    // Another account's duplicate on the same edge is not refused for Alice's waiters.
+    const bobDuplicate = post(bob, bobKey, body, { url: boundedEdge.url });
+    const answers = await Promise.all([original, ...waiting, bobOriginal, bobDuplicate]);
+    expect(answers.map((answer) => answer.status)).toEqual(Array.from({ length: WAITING + 3 }, () => 200));
+    const texts = await Promise.all(answers.slice(0, WAITING + 1).map((answer) => answer.text()));
+    expect(new Set(texts).size).toBe(1);
+    expect(answers[answers.length - 1]!.headers.get('idempotent-replayed')).toBe('true');
+    expect(calls()).toBe(2);
+    expect((await settledAt(alice, before.requests + 1)).costPico - before.costPico).toBe(COST);
+    expect((await settledAt(bob, bobBefore.requests + 1)).costPico - bobBefore.costPico).toBe(COST);
   });
 
   it('keys are per account: another account with the same key gets its own answer and charge', async () => {

@@ -21,6 +21,12 @@ export interface IdempotencyLimits {
   claimLeaseMs: number;
   /** Longest a duplicate waits for the first request of its key before a 409. */
   waitMs: number;
+  /**
+   * Most duplicates of one account waiting on this edge at once; past it a duplicate is the 409 at once
+   * (as Stripe answers any concurrent duplicate), so one account cannot fill the edge's in-flight places
+   * with waiters that hold no credits and no rate-limit slot.
+   */
+  maxWaitingPerAccount: number;
 }
 
 export const DEFAULT_IDEMPOTENCY_LIMITS: IdempotencyLimits = {
@@ -29,6 +35,7 @@ export const DEFAULT_IDEMPOTENCY_LIMITS: IdempotencyLimits = {
   maxBucketBytes: 256 * 1024 * 1024,
   claimLeaseMs: 30_000,
   waitMs: 10 * 60_000,
+  maxWaitingPerAccount: 16,
 };
 
 /** Room in a record for its status, headers and state beside the answer's bytes. */
@@ -57,6 +64,8 @@ export type IdempotencyOutcome =
 /** The idempotency records of one edge, in the bus's key-value bucket (opened on first use). */
 export class IdempotencyStore {
   private opening: Promise<KeyValueBucket> | undefined;
+  /** Duplicates waiting on this edge, per account id. */
+  private readonly waiting = new Map<string, number>();
 
   constructor(
     private readonly bus: EventBus,
@@ -87,16 +96,51 @@ export class IdempotencyStore {
     return this.opening;
   }
 
+  /** Duplicates of the account waiting on this edge now. */
+  waitingOf(accountId: string): number {
+    return this.waiting.get(accountId) ?? 0;
+  }
+
   /**
-   * What a request with this record key and body digest does: run (it holds the key's claim), get the
-   * kept answer, or be refused. While another request of the key runs, waits (at most `waitMs`) for it.
+   * What a request of `accountId` with this record key and body digest does: run (it holds the key's
+   * claim), get the kept answer, or be refused. While another request of the key runs, waits (at most
+   * `waitMs`) for it — unless `maxWaitingPerAccount` of the account already wait here: then busy at once.
    */
-  async begin(recordKey: string, body: string, signal: Cancellation): Promise<IdempotencyOutcome> {
+  async begin(recordKey: string, body: string, signal: Cancellation, accountId: string): Promise<IdempotencyOutcome> {
     const bucket = await this.bucket();
     const deadline = this.now() + this.limits.waitMs;
     // The usual case is a key's first request: one write, no read before it.
     const first = await bucket.create(recordKey, encodeRecord({ state: 'running', body, until: this.now() + this.limits.claimLeaseMs }));
     if (first !== undefined) return { kind: 'run', claim: new IdempotencyClaim(bucket, recordKey, body, first, this.limits, this.logger, this.now) };
+    let counted = false;
+    try {
+      return await this.awaitTurn(bucket, recordKey, body, signal, deadline, () => {
+        // Counted once, when the duplicate first has to wait; given back however begin ends.
+        if (counted) return true;
+        const waiting = this.waiting.get(accountId) ?? 0;
+        if (waiting >= this.limits.maxWaitingPerAccount) return false;
+        this.waiting.set(accountId, waiting + 1);
+        counted = true;
+        return true;
+      });
+    } finally {
+      if (counted) {
+        const left = (this.waiting.get(accountId) ?? 1) - 1;
+        if (left <= 0) this.waiting.delete(accountId);
+        else this.waiting.set(accountId, left);
+      }
+    }
+  }
+
+  /** The loop of a duplicate: look, take the key when free, or wait (when `mayWait` lets it) for a change. */
+  private async awaitTurn(
+    bucket: KeyValueBucket,
+    recordKey: string,
+    body: string,
+    signal: Cancellation,
+    deadline: number,
+    mayWait: () => boolean,
+  ): Promise<IdempotencyOutcome> {
     for (;;) {
       if (signal.aborted) throw new ClientGoneError('client left while waiting for the first request of its Idempotency-Key');
       const entry = await bucket.get(recordKey);
@@ -113,7 +157,7 @@ export class IdempotencyStore {
       if (record.state === 'done') return { kind: 'replay', answer: record.answer };
       if (record.state === 'too-large') return { kind: 'too-large', bytes: record.bytes };
       const left = deadline - now;
-      if (left <= 0) return { kind: 'busy' };
+      if (left <= 0 || !mayWait()) return { kind: 'busy' };
       await bucket.changed(recordKey, entry!.revision, Math.max(1, Math.min(left, WAIT_SLICE_MS, record.until - now + 10)));
     }
   }

@@ -76,8 +76,8 @@ describe('IdempotencyStore', () => {
 
   it('the first runs; a duplicate of the same body waits for it and gets its answer', async () => {
     const records = store();
-    const claim = await run(await records.begin('k1', 'body-a', new Cancellation()));
-    const duplicate = records.begin('k1', 'body-a', new Cancellation());
+    const claim = await run(await records.begin('k1', 'body-a', new Cancellation(), 'acct-a'));
+    const duplicate = records.begin('k1', 'body-a', new Cancellation(), 'acct-a');
     let settled = false;
     void duplicate.then(() => (settled = true));
     await new Promise((resolve) => setTimeout(resolve, 50));
@@ -90,57 +90,90 @@ describe('IdempotencyStore', () => {
 
   it('another body under the same key is refused, running or done', async () => {
     const records = store();
-    const claim = await run(await records.begin('k2', 'body-a', new Cancellation()));
-    expect((await records.begin('k2', 'body-b', new Cancellation())).kind).toBe('reused');
+    const claim = await run(await records.begin('k2', 'body-a', new Cancellation(), 'acct-a'));
+    expect((await records.begin('k2', 'body-b', new Cancellation(), 'acct-a')).kind).toBe('reused');
     await claim.finish({ answer: ANSWER });
-    expect((await records.begin('k2', 'body-b', new Cancellation())).kind).toBe('reused');
+    expect((await records.begin('k2', 'body-b', new Cancellation(), 'acct-a')).kind).toBe('reused');
   });
 
   it('a released key runs again, whatever the body', async () => {
     const records = store();
-    const claim = await run(await records.begin('k3', 'body-a', new Cancellation()));
+    const claim = await run(await records.begin('k3', 'body-a', new Cancellation(), 'acct-a'));
     await claim.finish(undefined);
-    const again = await run(await records.begin('k3', 'body-b', new Cancellation()));
+    const again = await run(await records.begin('k3', 'body-b', new Cancellation(), 'acct-a'));
     await again.finish({ answer: ANSWER });
-    expect((await records.begin('k3', 'body-b', new Cancellation())).kind).toBe('replay');
+    expect((await records.begin('k3', 'body-b', new Cancellation(), 'acct-a')).kind).toBe('replay');
   });
 
   it('a claim nobody renews ends by itself: the next request takes the key over', async () => {
     const records = store({ claimLeaseMs: 1_000 });
-    const stale = await run(await records.begin('k4', 'body-a', new Cancellation()));
+    const stale = await run(await records.begin('k4', 'body-a', new Cancellation(), 'acct-a'));
     clock += 1_001;
-    const fresh = await run(await records.begin('k4', 'body-a', new Cancellation()));
+    const fresh = await run(await records.begin('k4', 'body-a', new Cancellation(), 'acct-a'));
     // The stale holder's late answer is not written over the new claim.
     await stale.finish({ answer: { ...ANSWER, body: Buffer.from('stale') } });
     await fresh.finish({ answer: ANSWER });
-    const outcome = await records.begin('k4', 'body-a', new Cancellation());
+    const outcome = await records.begin('k4', 'body-a', new Cancellation(), 'acct-a');
     expect(outcome.kind === 'replay' && Buffer.from(outcome.answer.body).toString()).toBe('{"ok":true}');
   });
 
   it('a duplicate waits at most waitMs, then is told the key is busy', async () => {
     const records = store({ waitMs: 200 });
-    const claim = await run(await records.begin('k5', 'body-a', new Cancellation()));
+    const claim = await run(await records.begin('k5', 'body-a', new Cancellation(), 'acct-a'));
     // The store's clock drives the deadline: move it while the duplicate waits.
-    const waiting = records.begin('k5', 'body-a', new Cancellation());
+    const waiting = records.begin('k5', 'body-a', new Cancellation(), 'acct-a');
     await new Promise((resolve) => setTimeout(resolve, 20));
     clock += 201;
     expect((await waiting).kind).toBe('busy');
     await claim.finish(undefined);
   });
 
+  it('waiting duplicates are bounded per account: past maxWaitingPerAccount a duplicate is busy at once; other accounts still wait; a waiter that ends frees its place', async () => {
+    const records = store({ maxWaitingPerAccount: 2 });
+    const claim = await run(await records.begin('k9', 'body-a', new Cancellation(), 'acct-a'));
+    const other = await run(await records.begin('k9-b', 'body-a', new Cancellation(), 'acct-b'));
+    const waiters = [records.begin('k9', 'body-a', new Cancellation(), 'acct-a'), records.begin('k9', 'body-a', new Cancellation(), 'acct-a')];
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(records.waitingOf('acct-a')).toBe(2);
+    // The third of the account does not wait: busy (409) at once, while the two still wait.
+    const started = Date.now();
+    expect((await records.begin('k9', 'body-a', new Cancellation(), 'acct-a')).kind).toBe('busy');
+    expect(Date.now() - started).toBeLessThan(500);
+    // Another account's duplicate is not refused for it.
+    const bWaiting = records.begin('k9-b', 'body-a', new Cancellation(), 'acct-b');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(records.waitingOf('acct-b')).toBe(1);
+    await claim.finish({ answer: ANSWER });
+    expect((await Promise.all(waiters)).map((outcome) => outcome.kind)).toEqual(['replay', 'replay']);
+    expect(records.waitingOf('acct-a')).toBe(0);
+    await other.finish({ answer: ANSWER });
+    expect((await bWaiting).kind).toBe('replay');
+    expect(records.waitingOf('acct-b')).toBe(0);
+    // A waiter whose client left gives its place back too.
+    const next = await run(await records.begin('k10', 'body-a', new Cancellation(), 'acct-a'));
+    const gone = new Cancellation();
+    const leaving = records.begin('k10', 'body-a', gone, 'acct-a');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    gone.abort();
+    clock += 3_000;
+    await expect(leaving).rejects.toThrow();
+    expect(records.waitingOf('acct-a')).toBe(0);
+    await next.finish(undefined);
+  });
+
   it('an answer over the bound leaves a marker', async () => {
     const records = store();
-    const claim = await run(await records.begin('k6', 'body-a', new Cancellation()));
+    const claim = await run(await records.begin('k6', 'body-a', new Cancellation(), 'acct-a'));
     await claim.finish({ tooLarge: 5_000_000 });
-    const outcome = await records.begin('k6', 'body-a', new Cancellation());
+    const outcome = await records.begin('k6', 'body-a', new Cancellation(), 'acct-a');
     expect(outcome).toEqual({ kind: 'too-large', bytes: 5_000_000 });
   });
 
   it('a waiting duplicate whose client left stops waiting', async () => {
     const records = store();
-    const claim = await run(await records.begin('k7', 'body-a', new Cancellation()));
+    const claim = await run(await records.begin('k7', 'body-a', new Cancellation(), 'acct-a'));
     const gone = new Cancellation();
-    const waiting = records.begin('k7', 'body-a', gone);
+    const waiting = records.begin('k7', 'body-a', gone, 'acct-a');
     gone.abort();
     await expect(waiting).rejects.toThrow(/client left/);
     await claim.finish(undefined);
