@@ -184,7 +184,7 @@ describe('IdempotencyStore', () => {
     const bucket = new MemoryKeyValueBucket(options);
     const bus = { keyValue: async () => bucket } as unknown as EventBus;
     const records = [store({}, bus), store({}, bus), store({}, bus)];
-    const outcomes = records.map((one) => one.begin('k8', 'body-a', new Cancellation()));
+    const outcomes = records.map((one) => one.begin('k8', 'body-a', new Cancellation(), 'acct-a'));
     const first = await Promise.race(outcomes);
     const claim = await run(first);
     await claim.finish({ answer: ANSWER });
