@@ -37,6 +37,9 @@ await runBusService(
     EDGE_IDEMPOTENCY_MAX_ANSWER_BYTES: z.coerce.number().int().min(0).max(960 * 1024).default(DEFAULT_IDEMPOTENCY_LIMITS.maxAnswerBytes),
     EDGE_IDEMPOTENCY_BUCKET_BYTES: z.coerce.number().int().min(1024 * 1024).default(DEFAULT_IDEMPOTENCY_LIMITS.maxBucketBytes),
     EDGE_IDEMPOTENCY_WAIT_MS: z.coerce.number().int().min(0).default(DEFAULT_IDEMPOTENCY_LIMITS.waitMs),
+    /** Bytes of kept answers per account (default: a sixteenth of the bucket) and most kept answers per account; past either the account's own oldest go. */
+    EDGE_IDEMPOTENCY_ACCOUNT_BYTES: z.coerce.number().int().min(1024).optional(),
+    EDGE_IDEMPOTENCY_ACCOUNT_RECORDS: z.coerce.number().int().min(1).max(8_192).default(DEFAULT_IDEMPOTENCY_LIMITS.maxAccountRecords),
     /** Most duplicates of one account waiting on one edge; past it a duplicate is a 409 idempotency_key_in_progress at once. */
     EDGE_IDEMPOTENCY_MAX_WAITING: z.coerce.number().int().min(0).default(DEFAULT_IDEMPOTENCY_LIMITS.maxWaitingPerAccount),
     /**
@@ -83,6 +86,8 @@ await runBusService(
         maxBucketBytes: config.EDGE_IDEMPOTENCY_BUCKET_BYTES,
         waitMs: config.EDGE_IDEMPOTENCY_WAIT_MS,
         maxWaitingPerAccount: config.EDGE_IDEMPOTENCY_MAX_WAITING,
+        maxAccountRecords: config.EDGE_IDEMPOTENCY_ACCOUNT_RECORDS,
+        ...(config.EDGE_IDEMPOTENCY_ACCOUNT_BYTES !== undefined ? { maxAccountBytes: config.EDGE_IDEMPOTENCY_ACCOUNT_BYTES } : {}),
       },
       metrics,
       internalAuth,

@@ -161,6 +161,44 @@ describe('IdempotencyStore', () => {
     await next.finish(undefined);
   });
 
+  it('the store is budgeted per account: one account filling it releases its own oldest records, never another account\'s', async () => {
+    const records = store({ maxBucketBytes: 256 * 1024, maxAccountBytes: 32 * 1024, maxAnswerBytes: 16 * 1024 });
+    const big: StoredAnswer = { ...ANSWER, body: Buffer.alloc(8 * 1024, 120) };
+    const keep = async (recordKey: string, accountId: string) => {
+      const claim = await run(await records.begin(recordKey, 'body', new Cancellation(), accountId));
+      await claim.finish({ answer: big });
+    };
+    await keep(IdempotencyStore.recordKey('acct-b', 'b-1'), 'acct-b');
+    // Account A writes ten times the whole store's bound.
+    for (let index = 0; index < 40; index++) {
+      await keep(IdempotencyStore.recordKey('acct-a', `a-${index}`), 'acct-a');
+      const kept = await records.keptOf('acct-a');
+      expect(kept.bytes).toBeLessThanOrEqual(32 * 1024);
+    }
+    expect((await records.keptOf('acct-a')).records).toBe(3);
+    // B's record is still there: its retry gets the kept answer.
+    const bRetry = await records.begin(IdempotencyStore.recordKey('acct-b', 'b-1'), 'body', new Cancellation(), 'acct-b');
+    expect(bRetry.kind).toBe('replay');
+    // A's newest are kept; its oldest were released (a retry of them runs again, as after the TTL).
+    expect((await records.begin(IdempotencyStore.recordKey('acct-a', 'a-39'), 'body', new Cancellation(), 'acct-a')).kind).toBe('replay');
+    const oldest = await records.begin(IdempotencyStore.recordKey('acct-a', 'a-0'), 'body', new Cancellation(), 'acct-a');
+    expect(oldest.kind).toBe('run');
+    if (oldest.kind === 'run') await oldest.claim.finish(undefined);
+  });
+
+  it('an account\'s record cap: past maxAccountRecords its oldest record is released', async () => {
+    const records = store({ maxAccountRecords: 2 });
+    for (const name of ['r1', 'r2', 'r3']) {
+      const claim = await run(await records.begin(`cap-${name}`, 'body', new Cancellation(), 'acct-c'));
+      await claim.finish({ answer: ANSWER });
+    }
+    expect((await records.keptOf('acct-c')).records).toBe(2);
+    expect((await records.begin('cap-r3', 'body', new Cancellation(), 'acct-c')).kind).toBe('replay');
+    const first = await records.begin('cap-r1', 'body', new Cancellation(), 'acct-c');
+    expect(first.kind).toBe('run');
+    if (first.kind === 'run') await first.claim.finish(undefined);
+  });
+
   it('an answer over the bound leaves a marker', async () => {
     const records = store();
     const claim = await run(await records.begin('k6', 'body-a', new Cancellation(), 'acct-a'));
