@@ -78,6 +78,8 @@ export type IdempotencyOutcome =
 /** The idempotency records of one edge, in the bus's key-value bucket (opened on first use). */
 export class IdempotencyStore {
   private opening: Promise<KeyValueBucket> | undefined;
+  /** The last index write of each account on this edge (the next one waits for it). */
+  private readonly indexWrites = new Map<string, Promise<void>>();
   /** Duplicates waiting on this edge, per account id. */
   private readonly waiting = new Map<string, number>();
 
@@ -193,30 +195,49 @@ export class IdempotencyStore {
    * A kept answer of the account was written: counted in the account's index (one value of the bucket,
    * written by compare-and-set), then the account's oldest kept answers past its bytes or records bound
    * are released — only its own, and only while they still hold an answer (a key running again is
-   * never touched). Best effort: an index that cannot be written is logged, and the bucket's own bound
-   * still holds.
+   * never touched). This edge's writes of one account's index go one after another (concurrent ones
+   * would race each other out of their tries); other replicas' race by compare-and-set. An answer that
+   * could not be counted is released rather than kept uncounted: the bound never leaks.
    */
-  async kept(bucket: KeyValueBucket, accountId: string, recordKey: string, bytes: number): Promise<void> {
+  kept(bucket: KeyValueBucket, accountId: string, recordKey: string, bytes: number): Promise<void> {
+    const previous = this.indexWrites.get(accountId);
+    const written = (previous ?? Promise.resolve()).then(() => this.writeIndex(bucket, accountId, recordKey, bytes));
+    const tail = written.catch(() => undefined);
+    this.indexWrites.set(accountId, tail);
+    void tail.then(() => {
+      if (this.indexWrites.get(accountId) === tail) this.indexWrites.delete(accountId);
+    });
+    return written;
+  }
+
+  private async writeIndex(bucket: KeyValueBucket, accountId: string, recordKey: string, bytes: number): Promise<void> {
     const key = indexKey(accountId);
-    for (let attempt = 0; attempt < INDEX_WRITE_TRIES; attempt++) {
-      const entry = await bucket.get(key);
-      const now = this.now();
-      const rows = (entry ? liveRows(decodeIndex(entry.value), now - this.limits.ttlMs) : []).filter((row) => row.key !== recordKey);
-      rows.push({ key: recordKey, bytes, at: now });
-      let total = rows.reduce((sum, row) => sum + row.bytes, 0);
-      let drop = 0;
-      // The newest stays even alone over the bound (maxAnswerBytes may exceed maxAccountBytes).
-      while (rows.length - drop > 1 && (total > this.limits.maxAccountBytes || rows.length - drop > this.maxIndexRows)) {
-        total -= rows[drop]!.bytes;
-        drop++;
+    try {
+      for (let attempt = 0; attempt < INDEX_WRITE_TRIES; attempt++) {
+        const entry = await bucket.get(key);
+        const now = this.now();
+        const rows = (entry ? liveRows(decodeIndex(entry.value), now - this.limits.ttlMs) : []).filter((row) => row.key !== recordKey);
+        rows.push({ key: recordKey, bytes, at: now });
+        let total = rows.reduce((sum, row) => sum + row.bytes, 0);
+        let drop = 0;
+        // The newest stays even alone over the bound (maxAnswerBytes may exceed maxAccountBytes).
+        while (rows.length - drop > 1 && (total > this.limits.maxAccountBytes || rows.length - drop > this.maxIndexRows)) {
+          total -= rows[drop]!.bytes;
+          drop++;
+        }
+        const value = encodeIndex(rows.slice(drop));
+        const revision = entry ? await bucket.update(key, value, entry.revision) : await bucket.create(key, value);
+        if (revision === undefined) continue;
+        for (let index = 0; index < drop; index++) await releaseKept(bucket, rows[index]!.key);
+        return;
       }
-      const value = encodeIndex(rows.slice(drop));
-      const revision = entry ? await bucket.update(key, value, entry.revision) : await bucket.create(key, value);
-      if (revision === undefined) continue;
-      for (let index = 0; index < drop; index++) await releaseKept(bucket, rows[index]!.key);
+    } catch (error) {
+      this.logger.warn({ err: error }, 'idempotency account index not written; the answer is not kept');
+      await releaseKept(bucket, recordKey);
       return;
     }
-    this.logger.warn({ tries: INDEX_WRITE_TRIES }, 'idempotency account index not written (raced); the bucket bound still holds');
+    this.logger.warn({ tries: INDEX_WRITE_TRIES }, 'idempotency account index not written (raced); the answer is not kept');
+    await releaseKept(bucket, recordKey);
   }
 }
 

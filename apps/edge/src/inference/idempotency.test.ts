@@ -199,6 +199,16 @@ describe('IdempotencyStore', () => {
     if (first.kind === 'run') await first.claim.finish(undefined);
   });
 
+  it('concurrent kept answers of one account are all counted: never more kept than its bound', async () => {
+    const records = store({ maxAccountRecords: 5 });
+    const claims = await Promise.all(Array.from({ length: 30 }, async (_, index) => run(await records.begin(`many-${index}`, 'body', new Cancellation(), 'acct-d'))));
+    await Promise.all(claims.map((claim) => claim.finish({ answer: ANSWER })));
+    expect((await records.keptOf('acct-d')).records).toBe(5);
+    const outcomes = await Promise.all(Array.from({ length: 30 }, (_, index) => records.begin(`many-${index}`, 'body', new Cancellation(), 'acct-d')));
+    expect(outcomes.filter((outcome) => outcome.kind === 'replay')).toHaveLength(5);
+    await Promise.all(outcomes.map((outcome) => (outcome.kind === 'run' ? outcome.claim.finish(undefined) : undefined)));
+  });
+
   it('an answer over the bound leaves a marker', async () => {
     const records = store();
     const claim = await run(await records.begin('k6', 'body-a', new Cancellation(), 'acct-a'));
