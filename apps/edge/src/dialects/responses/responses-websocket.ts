@@ -63,7 +63,8 @@ export const DEFAULT_RESPONSES_WEBSOCKET_LIMITS: Omit<ResponsesWebSocketLimits, 
   maxQueued: 8,
   maxResponses: 8,
   maxChars: 16 * 1024 * 1024,
-  maxCachedCharsTotal: 256 * 1024 * 1024,
+  // A character may take two bytes of heap and parsed items more: 64 Mi characters stays well inside a default heap.
+  maxCachedCharsTotal: 64 * 1024 * 1024,
   maxSocketsPerKey: 16,
   maxSocketsPerAccount: 64,
 };
@@ -142,7 +143,12 @@ export class ResponsesWebSocketServer {
     }
     const presented = credential;
     verifyApiKey(this.context, presented, requestId).then(
-      (key) => refuseUnpayable(this.context, key, requestId).then(() => key),
+      (key) => {
+        // A key already at its bound costs no ledger call.
+        const full = this.socketsFull(key);
+        if (full !== undefined) throw full;
+        return refuseUnpayable(this.context, key, requestId).then(() => key);
+      },
     ).then(
       (key) => {
         if (socket.destroyed) return;
@@ -150,13 +156,11 @@ export class ResponsesWebSocketServer {
           refuse(socket, edgeErrors.overloaded(1), requestId);
           return;
         }
-        // Counted per key and per account before any socket exists, so no caller holds more than its share of sockets (and of their memory).
-        if ((this.socketsPerKey.get(key.keyId) ?? 0) >= this.limits.maxSocketsPerKey) {
-          refuse(socket, edgeErrors.tooManyWebSockets('key', this.limits.maxSocketsPerKey), requestId);
-          return;
-        }
-        if ((this.socketsPerAccount.get(key.accountId) ?? 0) >= this.limits.maxSocketsPerAccount) {
-          refuse(socket, edgeErrors.tooManyWebSockets('account', this.limits.maxSocketsPerAccount), requestId);
+        // Counted per key and per account before any socket exists, so no caller holds more than its share of
+        // sockets (and of their memory). Checked again here: other upgrades of the key may have opened meanwhile.
+        const full = this.socketsFull(key);
+        if (full !== undefined) {
+          refuse(socket, full, requestId);
           return;
         }
         // ws completes the handshake and calls back synchronously (no verifyClient), so the check above still holds here.
@@ -176,6 +180,13 @@ export class ResponsesWebSocketServer {
       (error: unknown) => refuse(socket, error, requestId),
     );
   };
+
+  /** The refusal of one more socket for this key, when it or its account is at its bound. */
+  private socketsFull(key: VerifiedApiKey): Error | undefined {
+    if ((this.socketsPerKey.get(key.keyId) ?? 0) >= this.limits.maxSocketsPerKey) return edgeErrors.tooManyWebSockets('key', this.limits.maxSocketsPerKey);
+    if ((this.socketsPerAccount.get(key.accountId) ?? 0) >= this.limits.maxSocketsPerAccount) return edgeErrors.tooManyWebSockets('account', this.limits.maxSocketsPerAccount);
+    return undefined;
+  }
 
   /**
    * The edge's drain: no more upgrades; idle sockets close now (1001), a socket with a response
