@@ -26,6 +26,9 @@ import { ResponsesStreamWriter } from './responses-stream-writer.js';
  *
  * - The key is verified at the upgrade (a refusal is the HTTP answer of the upgrade, 401 before any
  *   socket), and again through the key cache at each response.create, so a revoked key stops there.
+ *   At the upgrade, too: a key that cannot pay is a 402, and one more socket than its key's or its
+ *   account's bound on this edge a 429 websocket_limit_reached.
+ * - What the sockets remember for previous_response_id shares one budget across the edge (oldest out first).
  * - Responses run one at a time, in the order asked: a response.create arriving while one runs waits
  *   (at most `maxQueued`; more closes the socket with 1008).
  * - A `previous_response_id` is looked up in the connection's own cache (responses-websocket-cache.ts);
@@ -33,7 +36,8 @@ import { ResponsesStreamWriter } from './responses-stream-writer.js';
  *   evicts the response it continued.
  * - `generate: false` (Codex's warm-up) generates nothing: the key, the body and the model are checked as
  *   for a response, then the answer is a response with no output and zero usage (created, in_progress,
- *   completed), at once. No provider is called, nothing is held or charged; the connection remembers its
+ *   completed), at once. No provider is called, nothing is held or charged, but it takes a slot of the
+ *   key's rate window (admitted as a free request of its model); the connection remembers its
  *   input, so a `previous_response_id` naming it carries that input into the next response.
  * - A failure before the response started is one `error` event in the WebSocket envelope
  *   `{type:'error', status, error:{type, code, message, param}}`; after it started, the stream's own
