@@ -96,6 +96,17 @@ export const edgeErrors = {
     new EdgeError({ status: 410, type: 'invalid_request_error', message: `The model \`${echoed(model)}\` is deprecated and no longer served.`, code: 'model_gone' }),
   notFound: (message: string) => new EdgeError({ status: 404, type: 'not_found_error', message, code: 'not_found' }),
   /** Load shedding (observability/overload.ts): refused before the body was read, so nothing was charged. */
+  /** A responses WebSocket upgrade by a key that cannot pay (spec §7: 402 insufficient_quota). */
+  cannotPay: (code: 'insufficient_quota' | 'key_limit_exceeded', message: string) => new EdgeError({ status: 402, type: 'insufficient_quota', code, message }),
+  /** A responses WebSocket upgrade past the open sockets one key (or its account) may hold on this edge. */
+  tooManyWebSockets: (scope: 'key' | 'account', max: number) =>
+    new EdgeError({
+      status: 429,
+      type: 'rate_limit_exceeded',
+      code: 'websocket_limit_reached',
+      message: `This ${scope === 'key' ? 'API key' : 'account'} already has ${max} responses WebSockets open (the most allowed); close one before opening another.`,
+      retryAfterSeconds: 1,
+    }),
   overloaded: (retryAfterSeconds: number) =>
     new EdgeError({
       status: 503,

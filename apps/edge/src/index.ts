@@ -44,6 +44,7 @@ export { API_VERSION } from './http.js';
 export { DEFAULT_OVERLOAD_LIMITS, type OverloadLimits } from './observability/overload.js';
 export { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from './endpoints/upload-spool.js';
 export { DEFAULT_IDEMPOTENCY_LIMITS, type IdempotencyLimits } from './inference/idempotency-store.js';
+export { DEFAULT_RESPONSES_WEBSOCKET_LIMITS, type ResponsesWebSocketLimits } from './dialects/responses/responses-websocket.js';
 
 export interface EdgeOptions {
   /** Default 127.0.0.1. */
@@ -133,6 +134,8 @@ export interface RunningEdge {
    * closes after its current answer, requests in flight get up to `drainTimeoutMs`, then are cut.
    */
   stop(): Promise<void>;
+  /** What the responses WebSockets of this edge remember together (characters of JSON, entries): tests check its bound. */
+  readonly webSocketCache: { readonly totalChars: number; readonly entries: number };
 }
 
 /** Starts the HTTP ingress: catalog cache loaded, key invalidation subscribed, then listening. */
@@ -292,6 +295,7 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
     return {
       url,
       port,
+      webSocketCache: webSockets.cacheBudget,
       stop: async () => {
         if (stopped) return;
         stopped = true;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { grpcAddress, grpcTarget, runBusService } from '@gateway/platform';
-import { DEFAULT_IDEMPOTENCY_LIMITS, DEFAULT_OVERLOAD_LIMITS, DEFAULT_UPLOAD_LIMITS, startEdge } from './index.js';
+import { DEFAULT_IDEMPOTENCY_LIMITS, DEFAULT_OVERLOAD_LIMITS, DEFAULT_RESPONSES_WEBSOCKET_LIMITS, DEFAULT_UPLOAD_LIMITS, startEdge } from './index.js';
 
 await runBusService(
   'edge',
@@ -37,6 +37,18 @@ await runBusService(
     EDGE_IDEMPOTENCY_MAX_ANSWER_BYTES: z.coerce.number().int().min(0).max(960 * 1024).default(DEFAULT_IDEMPOTENCY_LIMITS.maxAnswerBytes),
     EDGE_IDEMPOTENCY_BUCKET_BYTES: z.coerce.number().int().min(1024 * 1024).default(DEFAULT_IDEMPOTENCY_LIMITS.maxBucketBytes),
     EDGE_IDEMPOTENCY_WAIT_MS: z.coerce.number().int().min(0).default(DEFAULT_IDEMPOTENCY_LIMITS.waitMs),
+    /** Bytes of kept answers per account (default: a sixteenth of the bucket) and most kept answers per account; past either the account's own oldest go. */
+    EDGE_IDEMPOTENCY_ACCOUNT_BYTES: z.coerce.number().int().min(1024).optional(),
+    EDGE_IDEMPOTENCY_ACCOUNT_RECORDS: z.coerce.number().int().min(1).max(8_192).default(DEFAULT_IDEMPOTENCY_LIMITS.maxAccountRecords),
+    /** Most duplicates of one account waiting on one edge; past it a duplicate is a 409 idempotency_key_in_progress at once. */
+    EDGE_IDEMPOTENCY_MAX_WAITING: z.coerce.number().int().min(0).default(DEFAULT_IDEMPOTENCY_LIMITS.maxWaitingPerAccount),
+    /**
+     * Responses WebSocket mode (docs/dialects.md "WebSocket mode"): open sockets per API key and per account on one
+     * edge, and characters of JSON all its sockets remember together for previous_response_id.
+     */
+    EDGE_WS_MAX_SOCKETS_PER_KEY: z.coerce.number().int().min(1).default(DEFAULT_RESPONSES_WEBSOCKET_LIMITS.maxSocketsPerKey),
+    EDGE_WS_MAX_SOCKETS_PER_ACCOUNT: z.coerce.number().int().min(1).default(DEFAULT_RESPONSES_WEBSOCKET_LIMITS.maxSocketsPerAccount),
+    EDGE_WS_CACHE_CHARS: z.coerce.number().int().min(0).default(DEFAULT_RESPONSES_WEBSOCKET_LIMITS.maxCachedCharsTotal),
     /** Absolute origin of hosted image URLs (e.g. https://gateway.example.com); unset: the request's Host header. */
     EDGE_PUBLIC_URL: z.string().regex(/^https?:\/\/[^/?#]+\/?$/, 'expected http(s)://host[:port]').optional(),
     /** The built web console served at /console/; unset: apps/console/dist beside this package. */
@@ -64,10 +76,18 @@ await runBusService(
       uploads: { dir: config.EDGE_UPLOAD_DIR, memoryBytes: config.EDGE_UPLOAD_MEMORY_BYTES, waitMs: config.EDGE_UPLOAD_WAIT_MS },
       ...(config.EDGE_PUBLIC_URL ? { publicUrl: config.EDGE_PUBLIC_URL } : {}),
       ...(config.EDGE_CONSOLE_DIR ? { consoleDir: config.EDGE_CONSOLE_DIR } : {}),
+      responsesWebSocket: {
+        maxSocketsPerKey: config.EDGE_WS_MAX_SOCKETS_PER_KEY,
+        maxSocketsPerAccount: config.EDGE_WS_MAX_SOCKETS_PER_ACCOUNT,
+        maxCachedCharsTotal: config.EDGE_WS_CACHE_CHARS,
+      },
       idempotency: {
         maxAnswerBytes: config.EDGE_IDEMPOTENCY_MAX_ANSWER_BYTES,
         maxBucketBytes: config.EDGE_IDEMPOTENCY_BUCKET_BYTES,
         waitMs: config.EDGE_IDEMPOTENCY_WAIT_MS,
+        maxWaitingPerAccount: config.EDGE_IDEMPOTENCY_MAX_WAITING,
+        maxAccountRecords: config.EDGE_IDEMPOTENCY_ACCOUNT_RECORDS,
+        ...(config.EDGE_IDEMPOTENCY_ACCOUNT_BYTES !== undefined ? { maxAccountBytes: config.EDGE_IDEMPOTENCY_ACCOUNT_BYTES } : {}),
       },
       metrics,
       internalAuth,

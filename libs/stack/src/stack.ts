@@ -43,6 +43,9 @@ export interface StackOptions {
     /** Body size and arrival limits, and multipart bounds (tests lower them). */
     bodyLimits?: EdgeOptions['bodyLimits'];
     multipartBounds?: EdgeOptions['multipartBounds'];
+    /** Responses WebSocket and Idempotency-Key bounds (tests lower them). */
+    responsesWebSocket?: EdgeOptions['responsesWebSocket'];
+    idempotency?: EdgeOptions['idempotency'];
   };
   /** One registry for every service of the process (npm start serves it on METRICS_PORT). */
   metrics?: Registry;
@@ -108,6 +111,8 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
       ...(options.edge?.drainTimeoutMs !== undefined ? { drainTimeoutMs: options.edge.drainTimeoutMs } : {}),
       ...(options.edge?.bodyLimits ? { bodyLimits: options.edge.bodyLimits } : {}),
       ...(options.edge?.multipartBounds ? { multipartBounds: options.edge.multipartBounds } : {}),
+      ...(options.edge?.responsesWebSocket ? { responsesWebSocket: options.edge.responsesWebSocket } : {}),
+      ...(options.edge?.idempotency ? { idempotency: options.edge.idempotency } : {}),
       ...metrics,
     });
     started.push(edge);

@@ -49,6 +49,8 @@ const EMBEDDING_MODEL_YAML = `
       - { provider: upstream-one, upstream_model: idem-image-upstream, endpoints: [images.edits] }
 `;
 
+const WAITING = 2;
+
 interface Account {
   accountId: string;
   provisioningKey: string;
@@ -58,6 +60,8 @@ interface Account {
 describe('Idempotency-Key, end to end', () => {
   let gateway: ConfiguredStack;
   let secondEdge: RunningEdge;
+  /** An edge on which at most WAITING duplicates of one account wait at once. */
+  let boundedEdge: RunningEdge;
   let ledger: ReturnType<typeof createClient<LedgerServiceClient>>;
   let alice: Account;
   let bob: Account;
@@ -87,6 +91,7 @@ describe('Idempotency-Key, end to end', () => {
     bob = await account('bob');
     ledger = createClient(LedgerServiceClient, LedgerServiceService, gateway.stack.addresses.ledger);
     secondEdge = await gateway.startSecondEdge({ name: 'edge-idem-2' });
+    boundedEdge = await gateway.startSecondEdge({ name: 'edge-idem-bounded', idempotency: { maxWaitingPerAccount: WAITING } });
   }, 120_000);
 
   afterAll(async () => {
@@ -206,6 +211,40 @@ describe('Idempotency-Key, end to end', () => {
     expect(calls()).toBe(1);
     const after = await settledAt(alice, before.requests + 1);
     expect(after.costPico - before.costPico).toBe(COST);
+  });
+
+  it(`duplicates waiting on a slow original are bounded per account: past ${WAITING} a duplicate is a 409 at once; another account still waits; the original completes and is charged once`, async () => {
+    gateway.upstream.setFallback({ usage: USAGE, text: 'Slow original.', latencyMs: 1_500 });
+    const key = `waiters-${randomUUID()}`;
+    const bobKey = `waiters-bob-${randomUUID()}`;
+    const before = await charges(alice);
+    const bobBefore = await charges(bob);
+    const body = chat('One original, many duplicates.');
+    const original = post(alice, key, body);
+    const bobOriginal = post(bob, bobKey, body);
+    await eventually(() => expect(calls()).toBe(2), 5_000);
+    const waiting = Array.from({ length: WAITING }, () => post(alice, key, body, { url: boundedEdge.url }));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Past the account's bound: answered at once, while the original still runs.
+    const started = Date.now();
+    const refused = await Promise.all(Array.from({ length: 3 }, () => post(alice, key, body, { url: boundedEdge.url })));
+    expect(Date.now() - started).toBeLessThan(1_000);
+    for (const response of refused) {
+      expect(response.status).toBe(409);
+      expect(response.headers.get('retry-after')).toBe('1');
+      const error = ((await response.json()) as { error: { type: string; code: string; message: string } }).error;
+      expect(error).toMatchObject({ type: 'invalid_request_error', code: 'idempotency_key_in_progress' });
+    }
+    // Another account's duplicate on the same edge is not refused for Alice's waiters.
+    const bobDuplicate = post(bob, bobKey, body, { url: boundedEdge.url });
+    const answers = await Promise.all([original, ...waiting, bobOriginal, bobDuplicate]);
+    expect(answers.map((answer) => answer.status)).toEqual(Array.from({ length: WAITING + 3 }, () => 200));
+    const texts = await Promise.all(answers.slice(0, WAITING + 1).map((answer) => answer.text()));
+    expect(new Set(texts).size).toBe(1);
+    expect(answers[answers.length - 1]!.headers.get('idempotent-replayed')).toBe('true');
+    expect(calls()).toBe(2);
+    expect((await settledAt(alice, before.requests + 1)).costPico - before.costPico).toBe(COST);
+    expect((await settledAt(bob, bobBefore.requests + 1)).costPico - bobBefore.costPico).toBe(COST);
   });
 
   it('keys are per account: another account with the same key gets its own answer and charge', async () => {
@@ -335,6 +374,8 @@ describe('Idempotency-Key on the in-process bus (single-process mode)', () => {
   let upstream: FakeUpstream;
   let stack: RunningStack;
   let directory: string;
+  let ledger: ReturnType<typeof createClient<LedgerServiceClient>>;
+  const STORE_BYTES = 1024 * 1024;
 
   beforeAll(async () => {
     upstream = await startFakeUpstream();
@@ -354,10 +395,18 @@ describe('Idempotency-Key on the in-process bus (single-process mode)', () => {
     );
     database = await createTestDatabase();
     testBus = await createTestBus('memory');
-    stack = await startTestStack(database, testBus, { configPath, keyHashSecret: 'idempotency-e2e-secret-0123456789ab', providerSecrets: { IDEM_KEY: 'sk-idem' } });
+    stack = await startTestStack(database, testBus, {
+      configPath,
+      keyHashSecret: 'idempotency-e2e-secret-0123456789ab',
+      providerSecrets: { IDEM_KEY: 'sk-idem' },
+      // A small store, so that one account can write past it in a test.
+      edge: { idempotency: { maxBucketBytes: STORE_BYTES, maxAccountBytes: STORE_BYTES / 8 } },
+    });
+    ledger = createClient(LedgerServiceClient, LedgerServiceService, stack.addresses.ledger);
   }, 120_000);
 
   afterAll(async () => {
+    ledger?.close();
     await stack?.stop();
     await testBus?.destroy();
     await database?.drop();
@@ -385,4 +434,54 @@ describe('Idempotency-Key on the in-process bus (single-process mode)', () => {
     expect((await send('Twice?')).status).toBe(422);
     expect(upstream.requests).toHaveLength(1);
   });
+
+  it('one account filling the store never evicts another account\'s record: the other\'s retry gets its kept answer and is charged once', async () => {
+    const create = async (name: string) => {
+      const created = await ctlJson(stack, 'accounts', 'create', '--name', name, '--credits', '10', '--tier', 'tier-1', '--json');
+      return { accountId: created.account_id!, apiKey: (await ctlJson(stack, 'keys', 'create', created.account_id!, '--name', `${name}-key`, '--json')).api_key! };
+    };
+    const filler = await create('filler');
+    const keeper = await create('keeper');
+    const send = (apiKey: string, key: string, content: string) =>
+      fetch(`${stack.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', 'idempotency-key': key },
+        body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content }] }),
+      });
+    const requestsOf = async (accountId: string) =>
+      (await ledger.getActivity({ accountId, days: 30, keyId: '' })).rows.filter((row) => row.modelId === MODEL).reduce((sum, row) => sum + row.requests, 0);
+    const costOf = async (accountId: string) =>
+      (await ledger.getActivity({ accountId, days: 30, keyId: '' })).rows.filter((row) => row.modelId === MODEL).reduce((sum, row) => sum + parseCredits(row.credits), 0n);
+    upstream.reset();
+    upstream.setFallback({ usage: USAGE, text: 'y'.repeat(40_000) });
+    const first = await send(keeper.apiKey, 'keeper-1', 'Keep me.');
+    expect(first.status).toBe(200);
+    const kept = await first.text();
+    // The filler writes well past the whole store (each answer ~40 KB, 40 of them).
+    for (let index = 0; index < 40; index++) {
+      const answer = await send(filler.apiKey, `filler-${index}`, `Fill ${index}.`);
+      expect(answer.status).toBe(200);
+      await answer.arrayBuffer();
+    }
+    expect(upstream.requests).toHaveLength(41);
+    const retry = await send(keeper.apiKey, 'keeper-1', 'Keep me.');
+    expect(retry.status).toBe(200);
+    expect(retry.headers.get('idempotent-replayed')).toBe('true');
+    expect(await retry.text()).toBe(kept);
+    expect(upstream.requests).toHaveLength(41);
+    // The filler's own oldest went (its retry runs again), its newest is kept.
+    const newest = await send(filler.apiKey, 'filler-39', 'Fill 39.');
+    expect(newest.headers.get('idempotent-replayed')).toBe('true');
+    await newest.arrayBuffer();
+    expect(upstream.requests).toHaveLength(41);
+    const oldest = await send(filler.apiKey, 'filler-0', 'Fill 0.');
+    expect(oldest.headers.get('idempotent-replayed')).toBeNull();
+    await oldest.arrayBuffer();
+    expect(upstream.requests).toHaveLength(42);
+    // The keeper's ledger rows: one charge, exactly the usage's price.
+    await eventually(async () => expect(await requestsOf(keeper.accountId)).toBe(1), 15_000);
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(await requestsOf(keeper.accountId)).toBe(1);
+    expect(await costOf(keeper.accountId)).toBe(COST);
+  }, 60_000);
 });

@@ -306,20 +306,25 @@ describe('GET /v1/responses upgraded to a WebSocket, end to end', () => {
     expect(elsewhere.status).toBe(404);
   });
 
-  it('a key without credit: response.create is answered with a 402 error event, nothing reaches the upstream, nothing is charged', async () => {
-    const account = await ctlJson(harness.stack, 'accounts', 'create', '--name', 'ws-broke', '--credits', '0', '--tier', 'tier-1', '--json');
-    const brokeKey = (await ctlJson(harness.stack, 'keys', 'create', account.account_id!, '--name', 'ws-broke-key', '--json')).api_key!;
-    const client = await Client.open(wsUrl, brokeKey);
+  it('a key without credit: the upgrade is refused with 402 before any socket; with less than 0.05, response.create is a 402 error event; nothing reaches the upstream, nothing is charged', async () => {
+    const broke = await ctlJson(harness.stack, 'accounts', 'create', '--name', 'ws-broke', '--credits', '0', '--tier', 'tier-1', '--json');
+    const brokeKey = (await ctlJson(harness.stack, 'keys', 'create', broke.account_id!, '--name', 'ws-broke-key', '--json')).api_key!;
+    const refused = await refusedUpgrade(wsUrl, { authorization: `Bearer ${brokeKey}` });
+    expect(refused.status).toBe(402);
+    expect(refused.body).toMatchObject({ error: { type: 'insufficient_quota', code: 'insufficient_quota' } });
+    const account = await ctlJson(harness.stack, 'accounts', 'create', '--name', 'ws-short', '--credits', '0.01', '--tier', 'tier-1', '--json');
+    const shortKey = (await ctlJson(harness.stack, 'keys', 'create', account.account_id!, '--name', 'ws-short-key', '--json')).api_key!;
+    const client = await Client.open(wsUrl, shortKey);
     client.send({ model: MODEL, input: 'Charge me.' });
-    const [refused] = await client.turn();
-    expect(refused).toMatchObject({ type: 'error', status: 402, error: { code: expect.any(String), message: expect.any(String) } });
+    const [first] = await client.turn();
+    expect(first).toMatchObject({ type: 'error', status: 402, error: { code: expect.any(String), message: expect.any(String) } });
     // The socket stays usable (a top-up would let the next response.create through).
     client.send({ model: MODEL, input: 'Charge me again.' });
     expect((await client.turn())[0]).toMatchObject({ type: 'error', status: 402 });
     await client.close();
     expect(upstream.requests).toHaveLength(0);
     const balance = await fetch(`${harness.stack.url}/v1/account/balance`, { headers: { authorization: `Bearer ${account.provisioning_key}` } });
-    expect(((await balance.json()) as { balance: string }).balance).toMatch(/^0(\.0+)?$/);
+    expect(parseCredits(((await balance.json()) as { balance: string }).balance)).toBe(parseCredits('0.01'));
   });
 
   it('a socket closed mid-response cuts the upstream and is charged once, exactly as an HTTP client leaving at the same point', async () => {

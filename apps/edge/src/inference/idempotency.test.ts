@@ -76,8 +76,8 @@ describe('IdempotencyStore', () => {
 
   it('the first runs; a duplicate of the same body waits for it and gets its answer', async () => {
     const records = store();
-    const claim = await run(await records.begin('k1', 'body-a', new Cancellation()));
-    const duplicate = records.begin('k1', 'body-a', new Cancellation());
+    const claim = await run(await records.begin('k1', 'body-a', new Cancellation(), 'acct-a'));
+    const duplicate = records.begin('k1', 'body-a', new Cancellation(), 'acct-a');
     let settled = false;
     void duplicate.then(() => (settled = true));
     await new Promise((resolve) => setTimeout(resolve, 50));
@@ -90,57 +90,138 @@ describe('IdempotencyStore', () => {
 
   it('another body under the same key is refused, running or done', async () => {
     const records = store();
-    const claim = await run(await records.begin('k2', 'body-a', new Cancellation()));
-    expect((await records.begin('k2', 'body-b', new Cancellation())).kind).toBe('reused');
+    const claim = await run(await records.begin('k2', 'body-a', new Cancellation(), 'acct-a'));
+    expect((await records.begin('k2', 'body-b', new Cancellation(), 'acct-a')).kind).toBe('reused');
     await claim.finish({ answer: ANSWER });
-    expect((await records.begin('k2', 'body-b', new Cancellation())).kind).toBe('reused');
+    expect((await records.begin('k2', 'body-b', new Cancellation(), 'acct-a')).kind).toBe('reused');
   });
 
   it('a released key runs again, whatever the body', async () => {
     const records = store();
-    const claim = await run(await records.begin('k3', 'body-a', new Cancellation()));
+    const claim = await run(await records.begin('k3', 'body-a', new Cancellation(), 'acct-a'));
     await claim.finish(undefined);
-    const again = await run(await records.begin('k3', 'body-b', new Cancellation()));
+    const again = await run(await records.begin('k3', 'body-b', new Cancellation(), 'acct-a'));
     await again.finish({ answer: ANSWER });
-    expect((await records.begin('k3', 'body-b', new Cancellation())).kind).toBe('replay');
+    expect((await records.begin('k3', 'body-b', new Cancellation(), 'acct-a')).kind).toBe('replay');
   });
 
   it('a claim nobody renews ends by itself: the next request takes the key over', async () => {
     const records = store({ claimLeaseMs: 1_000 });
-    const stale = await run(await records.begin('k4', 'body-a', new Cancellation()));
+    const stale = await run(await records.begin('k4', 'body-a', new Cancellation(), 'acct-a'));
     clock += 1_001;
-    const fresh = await run(await records.begin('k4', 'body-a', new Cancellation()));
+    const fresh = await run(await records.begin('k4', 'body-a', new Cancellation(), 'acct-a'));
     // The stale holder's late answer is not written over the new claim.
     await stale.finish({ answer: { ...ANSWER, body: Buffer.from('stale') } });
     await fresh.finish({ answer: ANSWER });
-    const outcome = await records.begin('k4', 'body-a', new Cancellation());
+    const outcome = await records.begin('k4', 'body-a', new Cancellation(), 'acct-a');
     expect(outcome.kind === 'replay' && Buffer.from(outcome.answer.body).toString()).toBe('{"ok":true}');
   });
 
   it('a duplicate waits at most waitMs, then is told the key is busy', async () => {
     const records = store({ waitMs: 200 });
-    const claim = await run(await records.begin('k5', 'body-a', new Cancellation()));
+    const claim = await run(await records.begin('k5', 'body-a', new Cancellation(), 'acct-a'));
     // The store's clock drives the deadline: move it while the duplicate waits.
-    const waiting = records.begin('k5', 'body-a', new Cancellation());
+    const waiting = records.begin('k5', 'body-a', new Cancellation(), 'acct-a');
     await new Promise((resolve) => setTimeout(resolve, 20));
     clock += 201;
     expect((await waiting).kind).toBe('busy');
     await claim.finish(undefined);
   });
 
+  it('waiting duplicates are bounded per account: past maxWaitingPerAccount a duplicate is busy at once; other accounts still wait; a waiter that ends frees its place', async () => {
+    const records = store({ maxWaitingPerAccount: 2 });
+    const claim = await run(await records.begin('k9', 'body-a', new Cancellation(), 'acct-a'));
+    const other = await run(await records.begin('k9-b', 'body-a', new Cancellation(), 'acct-b'));
+    const waiters = [records.begin('k9', 'body-a', new Cancellation(), 'acct-a'), records.begin('k9', 'body-a', new Cancellation(), 'acct-a')];
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(records.waitingOf('acct-a')).toBe(2);
+    // The third of the account does not wait: busy (409) at once, while the two still wait.
+    const started = Date.now();
+    expect((await records.begin('k9', 'body-a', new Cancellation(), 'acct-a')).kind).toBe('busy');
+    expect(Date.now() - started).toBeLessThan(500);
+    // Another account's duplicate is not refused for it.
+    const bWaiting = records.begin('k9-b', 'body-a', new Cancellation(), 'acct-b');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(records.waitingOf('acct-b')).toBe(1);
+    await claim.finish({ answer: ANSWER });
+    expect((await Promise.all(waiters)).map((outcome) => outcome.kind)).toEqual(['replay', 'replay']);
+    expect(records.waitingOf('acct-a')).toBe(0);
+    await other.finish({ answer: ANSWER });
+    expect((await bWaiting).kind).toBe('replay');
+    expect(records.waitingOf('acct-b')).toBe(0);
+    // A waiter whose client left gives its place back too.
+    const next = await run(await records.begin('k10', 'body-a', new Cancellation(), 'acct-a'));
+    const gone = new Cancellation();
+    const leaving = records.begin('k10', 'body-a', gone, 'acct-a');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    gone.abort();
+    clock += 3_000;
+    await expect(leaving).rejects.toThrow();
+    expect(records.waitingOf('acct-a')).toBe(0);
+    await next.finish(undefined);
+  });
+
+  it('the store is budgeted per account: one account filling it releases its own oldest records, never another account\'s', async () => {
+    const records = store({ maxBucketBytes: 256 * 1024, maxAccountBytes: 32 * 1024, maxAnswerBytes: 16 * 1024 });
+    const big: StoredAnswer = { ...ANSWER, body: Buffer.alloc(8 * 1024, 120) };
+    const keep = async (recordKey: string, accountId: string) => {
+      const claim = await run(await records.begin(recordKey, 'body', new Cancellation(), accountId));
+      await claim.finish({ answer: big });
+    };
+    await keep(IdempotencyStore.recordKey('acct-b', 'b-1'), 'acct-b');
+    // Account A writes ten times the whole store's bound.
+    for (let index = 0; index < 40; index++) {
+      await keep(IdempotencyStore.recordKey('acct-a', `a-${index}`), 'acct-a');
+      const kept = await records.keptOf('acct-a');
+      expect(kept.bytes).toBeLessThanOrEqual(32 * 1024);
+    }
+    expect((await records.keptOf('acct-a')).records).toBe(3);
+    // B's record is still there: its retry gets the kept answer.
+    const bRetry = await records.begin(IdempotencyStore.recordKey('acct-b', 'b-1'), 'body', new Cancellation(), 'acct-b');
+    expect(bRetry.kind).toBe('replay');
+    // A's newest are kept; its oldest were released (a retry of them runs again, as after the TTL).
+    expect((await records.begin(IdempotencyStore.recordKey('acct-a', 'a-39'), 'body', new Cancellation(), 'acct-a')).kind).toBe('replay');
+    const oldest = await records.begin(IdempotencyStore.recordKey('acct-a', 'a-0'), 'body', new Cancellation(), 'acct-a');
+    expect(oldest.kind).toBe('run');
+    if (oldest.kind === 'run') await oldest.claim.finish(undefined);
+  });
+
+  it('an account\'s record cap: past maxAccountRecords its oldest record is released', async () => {
+    const records = store({ maxAccountRecords: 2 });
+    for (const name of ['r1', 'r2', 'r3']) {
+      const claim = await run(await records.begin(`cap-${name}`, 'body', new Cancellation(), 'acct-c'));
+      await claim.finish({ answer: ANSWER });
+    }
+    expect((await records.keptOf('acct-c')).records).toBe(2);
+    expect((await records.begin('cap-r3', 'body', new Cancellation(), 'acct-c')).kind).toBe('replay');
+    const first = await records.begin('cap-r1', 'body', new Cancellation(), 'acct-c');
+    expect(first.kind).toBe('run');
+    if (first.kind === 'run') await first.claim.finish(undefined);
+  });
+
+  it('concurrent kept answers of one account are all counted: never more kept than its bound', async () => {
+    const records = store({ maxAccountRecords: 5 });
+    const claims = await Promise.all(Array.from({ length: 30 }, async (_, index) => run(await records.begin(`many-${index}`, 'body', new Cancellation(), 'acct-d'))));
+    await Promise.all(claims.map((claim) => claim.finish({ answer: ANSWER })));
+    expect((await records.keptOf('acct-d')).records).toBe(5);
+    const outcomes = await Promise.all(Array.from({ length: 30 }, (_, index) => records.begin(`many-${index}`, 'body', new Cancellation(), 'acct-d')));
+    expect(outcomes.filter((outcome) => outcome.kind === 'replay')).toHaveLength(5);
+    await Promise.all(outcomes.map((outcome) => (outcome.kind === 'run' ? outcome.claim.finish(undefined) : undefined)));
+  });
+
   it('an answer over the bound leaves a marker', async () => {
     const records = store();
-    const claim = await run(await records.begin('k6', 'body-a', new Cancellation()));
+    const claim = await run(await records.begin('k6', 'body-a', new Cancellation(), 'acct-a'));
     await claim.finish({ tooLarge: 5_000_000 });
-    const outcome = await records.begin('k6', 'body-a', new Cancellation());
+    const outcome = await records.begin('k6', 'body-a', new Cancellation(), 'acct-a');
     expect(outcome).toEqual({ kind: 'too-large', bytes: 5_000_000 });
   });
 
   it('a waiting duplicate whose client left stops waiting', async () => {
     const records = store();
-    const claim = await run(await records.begin('k7', 'body-a', new Cancellation()));
+    const claim = await run(await records.begin('k7', 'body-a', new Cancellation(), 'acct-a'));
     const gone = new Cancellation();
-    const waiting = records.begin('k7', 'body-a', gone);
+    const waiting = records.begin('k7', 'body-a', gone, 'acct-a');
     gone.abort();
     await expect(waiting).rejects.toThrow(/client left/);
     await claim.finish(undefined);
@@ -151,7 +232,7 @@ describe('IdempotencyStore', () => {
     const bucket = new MemoryKeyValueBucket(options);
     const bus = { keyValue: async () => bucket } as unknown as EventBus;
     const records = [store({}, bus), store({}, bus), store({}, bus)];
-    const outcomes = records.map((one) => one.begin('k8', 'body-a', new Cancellation()));
+    const outcomes = records.map((one) => one.begin('k8', 'body-a', new Cancellation(), 'acct-a'));
     const first = await Promise.race(outcomes);
     const claim = await run(first);
     await claim.finish({ answer: ANSWER });

@@ -56,7 +56,7 @@ export async function runIdempotent(
   const recordKey = IdempotencyStore.recordKey(request.accountId, request.key);
   let outcome: IdempotencyOutcome;
   try {
-    outcome = await store.begin(recordKey, bodyDigest(request.endpoint, request.body), job.signal);
+    outcome = await store.begin(recordKey, bodyDigest(request.endpoint, request.body), job.signal, request.accountId);
   } catch (error) {
     if (error instanceof ClientGoneError) throw error;
     context.logger.warn({ err: error, request_id: job.requestId }, 'idempotency store unreachable');

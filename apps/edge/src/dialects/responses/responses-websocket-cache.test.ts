@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { EdgeError } from '../../errors.js';
-import { ConversationCache, inputItems } from './responses-websocket-cache.js';
+import { ConversationBudget, ConversationCache, inputItems } from './responses-websocket-cache.js';
 
 const user = (text: string) => ({ type: 'message', role: 'user', content: text });
 const answer = (text: string) => ({ type: 'message', role: 'assistant', content: [{ type: 'output_text', text }] });
@@ -60,6 +60,54 @@ describe('ConversationCache (a responses WebSocket connection memory)', () => {
     cache.forget('resp_unknown');
     expect(cache.size).toBe(0);
     expect(cache.totalChars).toBe(0);
+  });
+
+  it('one budget across every connection: its count never passes the bound, the oldest entry of any connection goes first, and an evicted id is previous_response_not_found', () => {
+    const budget = new ConversationBudget(100);
+    const first = new ConversationCache({ maxResponses: 8, maxChars: 80 }, budget);
+    const second = new ConversationCache({ maxResponses: 8, maxChars: 80 }, budget);
+    first.remember('resp_a1', [], [], 30);
+    second.remember('resp_b1', [], [], 30);
+    first.remember('resp_a2', [], [], 30);
+    expect(budget.totalChars).toBe(90);
+    // 40 more passes 100: the oldest of all (first's resp_a1) goes, not the newest connection's own.
+    second.remember('resp_b2', [], [], 40);
+    expect(budget.totalChars).toBe(100);
+    expect([first.has('resp_a1'), second.has('resp_b1'), first.has('resp_a2'), second.has('resp_b2')]).toEqual([false, true, true, true]);
+    expect(first.totalChars + second.totalChars).toBe(budget.totalChars);
+    expect(() => first.continuation('resp_a1', 'more', 4)).toThrow(EdgeError);
+    try {
+      first.continuation('resp_a1', 'more', 4);
+    } catch (error) {
+      expect((error as EdgeError).apiError).toMatchObject({ status: 400, code: 'previous_response_not_found', param: 'previous_response_id' });
+    }
+    // Many connections filling it: never above the bound.
+    const many = Array.from({ length: 20 }, () => new ConversationCache({ maxResponses: 8, maxChars: 80 }, budget));
+    many.forEach((cache, index) => {
+      cache.remember(`resp_m${index}`, [], [], 25);
+      expect(budget.totalChars).toBeLessThanOrEqual(100);
+    });
+    expect(budget.totalChars).toBe(100);
+    expect(many.slice(-4).every((cache, index) => cache.has(`resp_m${16 + index}`))).toBe(true);
+    expect(first.totalChars + second.totalChars).toBe(0);
+  });
+
+  it('a closed connection gives its share back; an entry over the global bound alone is not kept; forget counts down both', () => {
+    const budget = new ConversationBudget(50);
+    const cache = new ConversationCache({ maxResponses: 8, maxChars: 1_000 }, budget);
+    cache.remember('resp_1', [], [], 20);
+    cache.remember('resp_2', [], [], 20);
+    cache.forget('resp_1');
+    expect(budget.totalChars).toBe(20);
+    cache.remember('resp_big', [], [], 51);
+    expect(cache.has('resp_big')).toBe(false);
+    expect(budget.totalChars).toBe(20);
+    // Replacing an id counts it once.
+    cache.remember('resp_2', [], [], 30);
+    expect(budget.totalChars).toBe(30);
+    cache.clear();
+    expect(budget.totalChars).toBe(0);
+    expect(budget.entries).toBe(0);
   });
 
   it('inputItems: a string is one user message, an array itself, nothing is none', () => {

@@ -9,6 +9,11 @@ import { echoed } from '../../echoed-value.js';
  * first. An entry is the whole conversation up to and including that response (the input items sent,
  * those of the responses it continued, and its output items), so a continuation is the entry's items
  * followed by the new input.
+ *
+ * Every connection of an edge also draws on one ConversationBudget: a bound on the characters all
+ * connections hold together, so many sockets (each under its own bound) cannot fill the heap. Past it
+ * the oldest entry of any connection goes first; a continuation of it is then previous_response_not_found,
+ * as for any response the connection no longer remembers.
  */
 
 export interface ConversationCacheLimits {
@@ -19,8 +24,40 @@ export interface ConversationCacheLimits {
 }
 
 interface Entry {
+  id: string;
   items: readonly unknown[];
   chars: number;
+}
+
+/** The characters every connection's cache holds together, with its entries oldest first across connections. */
+export class ConversationBudget {
+  /** Insertion order is age: the first is the oldest of any connection. */
+  private readonly order = new Map<Entry, ConversationCache>();
+  private chars = 0;
+
+  constructor(readonly maxChars: number) {}
+
+  get totalChars(): number {
+    return this.chars;
+  }
+
+  get entries(): number {
+    return this.order.size;
+  }
+
+  /** Counts a new entry, then drops the oldest entries (of whichever connection) until the total is within the bound. */
+  add(entry: Entry, owner: ConversationCache): void {
+    this.order.set(entry, owner);
+    this.chars += entry.chars;
+    for (const [oldest, holder] of this.order) {
+      if (this.chars <= this.maxChars) break;
+      holder.evicted(oldest);
+    }
+  }
+
+  remove(entry: Entry): void {
+    if (this.order.delete(entry)) this.chars -= entry.chars;
+  }
 }
 
 /** `previous_response_not_found`, as the Open Responses WebSocket tests and OpenAI's API name it. */
@@ -36,7 +73,11 @@ export class ConversationCache {
   private readonly entries = new Map<string, Entry>();
   private chars = 0;
 
-  constructor(private readonly limits: ConversationCacheLimits) {}
+  /** `budget`: the edge's bound across connections (absent: this connection's own bounds only). */
+  constructor(
+    private readonly limits: ConversationCacheLimits,
+    private readonly budget?: ConversationBudget,
+  ) {}
 
   get size(): number {
     return this.entries.size;
@@ -68,25 +109,32 @@ export class ConversationCache {
    */
   remember(responseId: string, input: readonly unknown[], output: readonly unknown[], chars: number): void {
     this.forget(responseId);
-    if (chars > this.limits.maxChars) return;
-    this.entries.set(responseId, { items: [...input, ...output], chars });
+    if (chars > this.limits.maxChars || (this.budget !== undefined && chars > this.budget.maxChars)) return;
+    const added: Entry = { id: responseId, items: [...input, ...output], chars };
+    this.entries.set(responseId, added);
     this.chars += chars;
-    for (const [id, entry] of this.entries) {
+    for (const entry of this.entries.values()) {
       if (this.entries.size <= this.limits.maxResponses && this.chars <= this.limits.maxChars) break;
-      this.entries.delete(id);
-      this.chars -= entry.chars;
+      this.evicted(entry);
     }
+    this.budget?.add(added, this);
+  }
+
+  /** Drops an entry (this connection's bound, or the budget's across connections). */
+  evicted(entry: Entry): void {
+    this.entries.delete(entry.id);
+    this.chars -= entry.chars;
+    this.budget?.remove(entry);
   }
 
   /** Drops a response (a continuation of it failed: OpenAI evicts it, and so does the gateway). */
   forget(responseId: string): void {
     const entry = this.entries.get(responseId);
-    if (entry === undefined) return;
-    this.entries.delete(responseId);
-    this.chars -= entry.chars;
+    if (entry !== undefined) this.evicted(entry);
   }
 
   clear(): void {
+    for (const entry of this.entries.values()) this.budget?.remove(entry);
     this.entries.clear();
     this.chars = 0;
   }

@@ -1,7 +1,7 @@
 import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
-import { Cancellation, newRequestId } from '@gateway/platform';
+import { Cancellation, newRequestId, parseCredits } from '@gateway/platform';
 import type { VerifiedApiKey } from '../../inference/auth-cache.js';
 import { verifyApiKey, type EdgeContext } from '../../context.js';
 import { presentedApiKey } from '../../inference/credentials.js';
@@ -11,7 +11,7 @@ import { runInference, type AnswerSink } from '../../inference/pipeline.js';
 import { parseStrategyHeader, STRATEGY_HEADER, type RoutingStrategy } from '../../inference/strategy.js';
 import { resolveModel } from '../../inference/model-resolution.js';
 import { compactedWindow, compactionTriggered } from './compaction.js';
-import { ConversationCache, inputItems, type ConversationCacheLimits } from './responses-websocket-cache.js';
+import { ConversationBudget, ConversationCache, inputItems, type ConversationCacheLimits } from './responses-websocket-cache.js';
 import { responsesDialect } from './responses-dialect.js';
 import type { ResponsesRequest } from './responses-schema.js';
 import { ResponsesStreamWriter } from './responses-stream-writer.js';
@@ -26,6 +26,9 @@ import { ResponsesStreamWriter } from './responses-stream-writer.js';
  *
  * - The key is verified at the upgrade (a refusal is the HTTP answer of the upgrade, 401 before any
  *   socket), and again through the key cache at each response.create, so a revoked key stops there.
+ *   At the upgrade, too: a key that cannot pay is a 402, and one more socket than its key's or its
+ *   account's bound on this edge a 429 websocket_limit_reached.
+ * - What the sockets remember for previous_response_id shares one budget across the edge (oldest out first).
  * - Responses run one at a time, in the order asked: a response.create arriving while one runs waits
  *   (at most `maxQueued`; more closes the socket with 1008).
  * - A `previous_response_id` is looked up in the connection's own cache (responses-websocket-cache.ts);
@@ -33,7 +36,8 @@ import { ResponsesStreamWriter } from './responses-stream-writer.js';
  *   evicts the response it continued.
  * - `generate: false` (Codex's warm-up) generates nothing: the key, the body and the model are checked as
  *   for a response, then the answer is a response with no output and zero usage (created, in_progress,
- *   completed), at once. No provider is called, nothing is held or charged; the connection remembers its
+ *   completed), at once. No provider is called, nothing is held or charged, but it takes a slot of the
+ *   key's rate window (admitted as a free request of its model); the connection remembers its
  *   input, so a `previous_response_id` naming it carries that input into the next response.
  * - A failure before the response started is one `error` event in the WebSocket envelope
  *   `{type:'error', status, error:{type, code, message, param}}`; after it started, the stream's own
@@ -49,6 +53,12 @@ export interface ResponsesWebSocketLimits extends ConversationCacheLimits {
   maxConnectionMs: number;
   /** Most response.create messages waiting behind the running one. */
   maxQueued: number;
+  /** Most characters of JSON all connections of this edge remember together (the oldest of any connection goes first). */
+  maxCachedCharsTotal: number;
+  /** Most sockets open at once per API key on this edge (past it the upgrade is a 429 websocket_limit_reached). */
+  maxSocketsPerKey: number;
+  /** Most sockets open at once per account on this edge, over all its keys. */
+  maxSocketsPerAccount: number;
 }
 
 export const DEFAULT_RESPONSES_WEBSOCKET_LIMITS: Omit<ResponsesWebSocketLimits, 'maxMessageBytes'> = {
@@ -57,6 +67,10 @@ export const DEFAULT_RESPONSES_WEBSOCKET_LIMITS: Omit<ResponsesWebSocketLimits, 
   maxQueued: 8,
   maxResponses: 8,
   maxChars: 16 * 1024 * 1024,
+  // A character may take two bytes of heap and parsed items more: 64 Mi characters stays well inside a default heap.
+  maxCachedCharsTotal: 64 * 1024 * 1024,
+  maxSocketsPerKey: 16,
+  maxSocketsPerAccount: 64,
 };
 
 /** Where a turn's place in flight is taken and given back (the edge's RequestTracker). */
@@ -85,6 +99,11 @@ export class ResponsesWebSocketServer {
   private readonly server: WebSocketServer;
   private readonly connections = new Set<Connection>();
   private readonly limits: ResponsesWebSocketLimits;
+  /** What every connection's cache holds together. */
+  readonly cacheBudget: ConversationBudget;
+  /** Open sockets per key id and per account id (counted from the upgrade to the close). */
+  private readonly socketsPerKey = new Map<string, number>();
+  private readonly socketsPerAccount = new Map<string, number>();
   private draining = false;
 
   constructor(
@@ -93,6 +112,7 @@ export class ResponsesWebSocketServer {
     limits: Partial<ResponsesWebSocketLimits> = {},
   ) {
     this.limits = { ...DEFAULT_RESPONSES_WEBSOCKET_LIMITS, maxMessageBytes: context.bodyLimits.maxBytes, ...limits };
+    this.cacheBudget = new ConversationBudget(this.limits.maxCachedCharsTotal);
     this.server = new WebSocketServer({ noServer: true, maxPayload: this.limits.maxMessageBytes, perMessageDeflate: false, clientTracking: false });
   }
 
@@ -128,20 +148,49 @@ export class ResponsesWebSocketServer {
     const presented = credential;
     verifyApiKey(this.context, presented, requestId).then(
       (key) => {
+        // A key already at its bound costs no ledger call.
+        const full = this.socketsFull(key);
+        if (full !== undefined) throw full;
+        return refuseUnpayable(this.context, key, requestId).then(() => key);
+      },
+    ).then(
+      (key) => {
         if (socket.destroyed) return;
         if (this.draining) {
           refuse(socket, edgeErrors.overloaded(1), requestId);
           return;
         }
+        // Counted per key and per account before any socket exists, so no caller holds more than its share of
+        // sockets (and of their memory). Checked again here: other upgrades of the key may have opened meanwhile.
+        const full = this.socketsFull(key);
+        if (full !== undefined) {
+          refuse(socket, full, requestId);
+          return;
+        }
+        // ws completes the handshake and calls back synchronously (no verifyClient), so the check above still holds here.
         this.server.handleUpgrade(request, socket, head, (ws) => {
-          void key; // verified here; each response.create asks the key cache again (a revoked key stops at the next one)
-          const connection = new Connection(this.context, this.admission, this.limits, ws, presented, headerStrategy, () => this.connections.delete(connection));
+          // The key was verified here; each response.create asks the key cache again (a revoked key stops at the next one).
+          const { keyId, accountId } = key;
+          countUp(this.socketsPerKey, keyId);
+          countUp(this.socketsPerAccount, accountId);
+          const connection = new Connection(this.context, this.admission, this.limits, this.cacheBudget, ws, presented, headerStrategy, () => {
+            this.connections.delete(connection);
+            countDown(this.socketsPerKey, keyId);
+            countDown(this.socketsPerAccount, accountId);
+          });
           this.connections.add(connection);
         });
       },
       (error: unknown) => refuse(socket, error, requestId),
     );
   };
+
+  /** The refusal of one more socket for this key, when it or its account is at its bound. */
+  private socketsFull(key: VerifiedApiKey): Error | undefined {
+    if ((this.socketsPerKey.get(key.keyId) ?? 0) >= this.limits.maxSocketsPerKey) return edgeErrors.tooManyWebSockets('key', this.limits.maxSocketsPerKey);
+    if ((this.socketsPerAccount.get(key.accountId) ?? 0) >= this.limits.maxSocketsPerAccount) return edgeErrors.tooManyWebSockets('account', this.limits.maxSocketsPerAccount);
+    return undefined;
+  }
 
   /**
    * The edge's drain: no more upgrades; idle sockets close now (1001), a socket with a response
@@ -163,6 +212,39 @@ export class ResponsesWebSocketServer {
     await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
     for (const connection of this.connections) connection.terminate();
   }
+}
+
+/**
+ * Before a socket opens: a key that cannot pay for anything is refused (402), so it cannot hold sockets
+ * and their memory on warm-ups alone. One GetBalance (and a GetKeyUsage when the key has a credit limit),
+ * once per socket. Each paid turn is still admitted on its own, as an HTTP request is.
+ */
+async function refuseUnpayable(context: EdgeContext, key: VerifiedApiKey, requestId: string): Promise<void> {
+  const options = { requestId, deadlineMs: 5_000 };
+  const [balance, usage] = await Promise.all([
+    context.ledger.getBalance({ accountId: key.accountId }, options),
+    key.creditLimit === undefined ? undefined : context.ledger.getKeyUsage({ accountId: key.accountId, keyIds: [key.keyId] }, options),
+  ]);
+  if (parseCredits(balance.available || balance.balance || '0') <= 0n) {
+    throw edgeErrors.cannotPay('insufficient_quota', 'This account has no credits available; top it up before opening a responses WebSocket.');
+  }
+  if (key.creditLimit === undefined) return;
+  const spent = usage?.usage.find((entry) => entry.keyId === key.keyId);
+  const used =
+    key.limitReset === 'daily' ? spent?.creditsDaily : key.limitReset === 'weekly' ? spent?.creditsWeekly : key.limitReset === 'monthly' ? spent?.creditsMonthly : spent?.credits;
+  if (parseCredits(used || '0') >= parseCredits(key.creditLimit)) {
+    throw edgeErrors.cannotPay('key_limit_exceeded', `This API key has used its credit limit of ${key.creditLimit}; raise the limit or use another key before opening a responses WebSocket.`);
+  }
+}
+
+function countUp(counts: Map<string, number>, id: string): void {
+  counts.set(id, (counts.get(id) ?? 0) + 1);
+}
+
+function countDown(counts: Map<string, number>, id: string): void {
+  const left = (counts.get(id) ?? 1) - 1;
+  if (left <= 0) counts.delete(id);
+  else counts.set(id, left);
 }
 
 /** A refusal of the upgrade: an HTTP answer on the raw socket, then closed. */
@@ -196,12 +278,13 @@ class Connection {
     private readonly context: EdgeContext,
     private readonly admission: TurnAdmission,
     private readonly limits: ResponsesWebSocketLimits,
+    budget: ConversationBudget,
     private readonly ws: WebSocket,
     private readonly credential: string,
     private readonly headerStrategy: RoutingStrategy | undefined,
     onClosed: () => void,
   ) {
-    this.cache = new ConversationCache(limits);
+    this.cache = new ConversationCache(limits, budget);
     this.idleTimer = setTimeout(() => {
       // A response running (or waiting) is not idleness.
       if (this.running !== undefined) this.idleTimer.refresh();
@@ -304,7 +387,7 @@ class Connection {
       const body: ResponsesRequest = responsesDialect.parse(raw);
       body.stream = true;
       if (generate === false) {
-        this.warmUp(turn, requestId, key, body);
+        await this.warmUp(turn, requestId, key, body);
       } else {
         await runInference(this.context, responsesDialect, { requestId, key, body, headerStrategy: this.headerStrategy, signal: turn.signal }, turn);
       }
@@ -330,11 +413,16 @@ class Connection {
   /**
    * `generate: false`: what a response would be refused for is refused (the model, its tier and
    * endpoint, the conversion's 400s), then the response is answered as created and completed with no
-   * output and zero usage. Not the pipeline: no provider, no admission, no charge.
+   * output and zero usage. Not the pipeline: no provider and no charge; but it is admitted as a free
+   * request of its model (the key's rate window of the model's limit group and tier, and the key's
+   * state), so a warm-up takes a rate-limit slot and a 429 past it, while nothing is held.
    */
-  private warmUp(turn: Turn, requestId: string, key: VerifiedApiKey, body: ResponsesRequest): void {
+  private async warmUp(turn: Turn, requestId: string, key: VerifiedApiKey, body: ResponsesRequest): Promise<void> {
     const model = resolveModel(this.context, body.model, responsesDialect.endpoint, key);
     responsesDialect.convert(body, model, this.context.reasoningTags);
+    await this.context.admission.admit({ requestId, key, model: model.paid ? { ...model, paid: false } : model, holdPico: 0n });
+    // No usage event will close its admission record: released at once (nothing was held).
+    void this.context.admission.release({ requestId, key });
     const writer = new ResponsesStreamWriter({ requestId, model, tags: this.context.reasoningTags, created: Math.floor(this.context.now() / 1000), logger: this.context.logger }, body);
     turn.end(writer.open() + writer.end(undefined));
   }
