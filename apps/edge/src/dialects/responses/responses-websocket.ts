@@ -420,7 +420,7 @@ class Connection {
   private async warmUp(turn: Turn, requestId: string, key: VerifiedApiKey, body: ResponsesRequest): Promise<void> {
     const model = resolveModel(this.context, body.model, responsesDialect.endpoint, key);
     responsesDialect.convert(body, model, this.context.reasoningTags);
-    await this.context.admission.admit({ requestId, key, model: model.paid ? { ...model, paid: false } : model, holdPico: 0n });
+    await this.context.admission.admit({ requestId, key, model, candidates: undefined, paid: false, holdPico: 0n });
     // No usage event will close its admission record: released at once (nothing was held).
     void this.context.admission.release({ requestId, key });
     const writer = new ResponsesStreamWriter({ requestId, model, tags: this.context.reasoningTags, created: Math.floor(this.context.now() / 1000), logger: this.context.logger }, body);
