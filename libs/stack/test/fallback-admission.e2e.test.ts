@@ -146,6 +146,13 @@ describe(`a free model with a paid fallback is admitted as paid (issue 35, ${tes
       const outcome = await ask(surface, broke.apiKey, FREE_THEN_PAID);
       expect(outcome.status, `${surface}: ${outcome.body}`).toBe(402);
     }
+    // A WebSocket turn itself: a key with 0.01 credits opens a socket (it can pay something), and the
+    // turn whose fallback is paid is still refused 402 in an error event (the hold is 0.05 at least).
+    const little = await account('fallback-little', '0.01');
+    const turn = await ask('websocket', little.apiKey, FREE_THEN_PAID);
+    expect(turn.status, turn.body).toBe(402);
+    expect(turn.body).toContain('"type":"error"');
+    expect((await ask('websocket', little.apiKey, { model: FREE })).status).toBe(200);
     // The free model failing (rather than being filtered out) does not let the paid fallback serve either.
     one.setFallback({ status: 503 });
     expect((await ask('chat', broke.apiKey, { model: FREE, models: [PAID] })).status).toBe(402);
@@ -242,13 +249,22 @@ async function rawPost(url: string, headers: Record<string, string>, body: unkno
   return { status: response.status, json: undefined, events };
 }
 
-/** One response.create on a new socket: 200 and the model of response.completed, or the error event's status. */
+/**
+ * One response.create on a new socket: 200 and the model of response.completed, or the error event's
+ * status; a refused upgrade (a key that cannot pay gets no socket) answers its HTTP status.
+ */
 async function websocketTurn(url: string, apiKey: string, message: Record<string, unknown>): Promise<{ status: number; model: string | undefined; body: string }> {
   const ws = new WebSocket(url, { headers: { authorization: `Bearer ${apiKey}` } });
-  await new Promise<void>((resolve, reject) => {
-    ws.once('open', () => resolve());
+  const refused = await new Promise<{ status: number; model: undefined; body: string } | undefined>((resolve, reject) => {
+    ws.once('open', () => resolve(undefined));
+    ws.once('unexpected-response', (_request, response) => {
+      let body = '';
+      response.on('data', (chunk: Buffer) => { body += chunk.toString(); });
+      response.on('end', () => resolve({ status: response.statusCode ?? 500, model: undefined, body }));
+    });
     ws.once('error', reject);
   });
+  if (refused) return refused;
   try {
     const terminal = await new Promise<any>((resolve, reject) => {
       ws.on('message', (data) => {
