@@ -94,6 +94,7 @@ export function emptyUsage(): Usage {
     inputTokens: 0, cachedInputTokens: 0, outputTokens: 0, reasoningTokens: 0, inputAudioTokens: 0,
     outputAudioTokens: 0, inputAudioMs: 0, outputAudioMs: 0, outputTextTokens: 0, inputTextCharacters: 0,
     outputTextCharacters: 0, outputImageTokens: 0, inputImageTokens: 0, inputTextTokens: 0, estimated: false, cacheWriteTokens: 0,
+    providerTotalTokens: undefined,
   };
 }
 
