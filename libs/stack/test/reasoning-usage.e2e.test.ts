@@ -75,7 +75,7 @@ describe('reasoning tokens beside completion_tokens 0 are billed (issue 35 item 
     const after = await harness.chargesSettleAt(MODEL, before.requests + 1);
     expect(after.costPico - before.costPico).toBe(CHARGE_PICO);
     const record = await generationRecord(harness.stack.url, harness.apiKey, response.headers.get('x-gateway-request-id')!);
-    expect(record).toMatchObject({ tokens_prompt: 900, tokens_completion: 40, tokens_reasoning: 40, native_tokens_completion: 40, total_cost: formatCredits(CHARGE_PICO), insured: false });
+    expect(record).toMatchObject({ tokens_prompt: 900, tokens_completion: 40, tokens_reasoning: 40, native_tokens_completion: 40, native_tokens_total: 900, total_cost: formatCredits(CHARGE_PICO), insured: false });
     // The 40 output tokens are all reasoning: priced at per_output_token, in the reasoning part.
     expect(record.cost_details).toMatchObject({ input: formatCredits(900n * 1_000_000n), reasoning: formatCredits(40n * 2_000_000n), output: '0' });
   });
