@@ -27,7 +27,7 @@ function recordColumns() {
     ${sql.join(usageColumns.map((column) => sql`c.${sql.ref(column)}`))},
     g.finish_reason, g.latency_ms, g.generation_time_ms, g.cancelled, g.insured_reason, g.cache_write_tokens,
     g.native_input_tokens, g.native_output_tokens, g.native_reasoning_tokens, g.native_cached_input_tokens,
-    g.native_cache_write_tokens, g.cost_input_pico, g.cost_output_pico, g.cost_cache_read_pico,
+    g.native_cache_write_tokens, g.native_total_tokens, g.cost_input_pico, g.cost_output_pico, g.cost_cache_read_pico,
     g.cost_cache_write_pico, g.cost_reasoning_pico`;
 }
 
@@ -66,6 +66,7 @@ function generationOf(requestId: string, row: Row): Generation {
       reasoningTokens: Number(big(row.native_reasoning_tokens)),
       cachedInputTokens: Number(big(row.native_cached_input_tokens)),
       cacheWriteTokens: Number(big(row.native_cache_write_tokens)),
+      ...(row.native_total_tokens === null || row.native_total_tokens === undefined ? {} : { providerTotalTokens: Number(big(row.native_total_tokens)) }),
     })
     : undefined;
   return {

@@ -9,6 +9,7 @@ import { leaseDraining } from './migrations/0007-lease-draining.js';
 import { settleBatchFunction } from './migrations/0008-settle-batch-function.js';
 import { keySpendWindows } from './migrations/0009-key-spend-windows.js';
 import { generations } from './migrations/0010-generations.js';
+import { generationProviderTotal } from './migrations/0011-generation-provider-total.js';
 
 export { LEDGER_SCHEMA, usageColumns, type LedgerTables } from './schema.js';
 
@@ -28,4 +29,5 @@ export const ledgerMigrations: Record<string, Migration> = {
   '0008_settle_batch_function': settleBatchFunction,
   '0009_key_spend_windows': keySpendWindows,
   '0010_generations': generations,
+  '0011_generation_provider_total': generationProviderTotal,
 };

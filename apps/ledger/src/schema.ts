@@ -24,7 +24,7 @@ export interface LedgerTables {
     request_id: string; finish_reason: string; latency_ms: number; generation_time_ms: number;
     cancelled: boolean; insured_reason: string; cache_write_tokens: bigint; native_input_tokens: bigint | null;
     native_output_tokens: bigint | null; native_reasoning_tokens: bigint | null; native_cached_input_tokens: bigint | null;
-    native_cache_write_tokens: bigint | null; cost_input_pico: bigint; cost_output_pico: bigint; cost_cache_read_pico: bigint;
+    native_cache_write_tokens: bigint | null; native_total_tokens: bigint | null; cost_input_pico: bigint; cost_output_pico: bigint; cost_cache_read_pico: bigint;
     cost_cache_write_pico: bigint; cost_reasoning_pico: bigint; created_at: Date;
   };
   rate_windows: { account_id: string; limit_group: string; window_kind: 'minute' | 'day'; window_start: Date; request_count: number };

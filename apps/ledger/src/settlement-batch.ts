@@ -83,7 +83,7 @@ const GENERATION_COLUMNS: ReadonlyArray<readonly [string, string, string?]> = [
   ['generation_time_ms', 'integer'], ['cancelled', 'boolean', 'false'], ['insured_reason', 'text', "''"],
   ['cache_write_tokens', 'bigint', '0'],
   ['native_input_tokens', 'bigint'], ['native_output_tokens', 'bigint'], ['native_reasoning_tokens', 'bigint'],
-  ['native_cached_input_tokens', 'bigint'], ['native_cache_write_tokens', 'bigint'],
+  ['native_cached_input_tokens', 'bigint'], ['native_cache_write_tokens', 'bigint'], ['native_total_tokens', 'bigint'],
   ['cost_input_pico', 'bigint', '0'], ['cost_output_pico', 'bigint', '0'], ['cost_cache_read_pico', 'bigint', '0'],
   ['cost_cache_write_pico', 'bigint', '0'], ['cost_reasoning_pico', 'bigint', '0'],
 ];
@@ -152,6 +152,10 @@ function generationValues(served: readonly SettlementItem[]): Array<string | nul
     native((usage) => usage.reasoningTokens),
     native((usage) => usage.cachedInputTokens),
     native((usage) => usage.cacheWriteTokens),
+    // The provider's own total, null where it gave none (and for the whole batch when none did).
+    facts.some((fact) => fact.nativeUsage?.providerTotalTokens !== undefined)
+      ? nullableIntegerArrayLiteral(facts.map((fact) => (fact.nativeUsage?.providerTotalTokens === undefined ? undefined : fact.nativeUsage.providerTotalTokens >>> 0)))
+      : null,
     pico((cost) => cost.input),
     pico((cost) => cost.output),
     pico((cost) => cost.cacheRead),

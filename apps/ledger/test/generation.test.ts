@@ -38,7 +38,8 @@ describe('generation records', () => {
     expect(await client.getGeneration({ accountId, requestId })).toEqual({ found: false, pending: true, generation: undefined });
 
     const usage = Usage.create({ inputTokens: 1_000, cachedInputTokens: 300, cacheWriteTokens: 200, outputTokens: 150, reasoningTokens: 40 });
-    const native = Usage.create({ inputTokens: 500, cachedInputTokens: 300, cacheWriteTokens: 200, outputTokens: 150, reasoningTokens: 40 });
+    // With the provider's own total (issue 35 item 6): kept on the record, never priced.
+    const native = Usage.create({ inputTokens: 500, cachedInputTokens: 300, cacheWriteTokens: 200, outputTokens: 150, reasoningTokens: 40, providerTotalTokens: 1_150 });
     const occurredAtMs = BigInt(Date.now() - 5_000);
     await publish(usageEvent({
       requestId, accountId, usage, prices: PRICES, occurredAtMs, streamed: true, finishReason: 'length',
@@ -127,6 +128,8 @@ describe('generation records', () => {
     await eventually(async () => expect((await client.getGeneration({ accountId, requestId: insured })).found).toBe(true));
     const read = async (requestId: string) => (await client.getGeneration({ accountId, requestId })).generation!;
     expect(await read(plain)).toMatchObject({ cancelled: false, insuredReason: '', finishReason: 'stop', nativeUsage: { inputTokens: 10, outputTokens: 5 }, cost: formatCredits(30_000_000n + 75_000_000n) });
+    // No total reported: none read back.
+    expect((await read(plain)).nativeUsage?.providerTotalTokens).toBeUndefined();
     expect(await read(cancelled)).toMatchObject({ cancelled: true, streamed: true, insuredReason: '', finishReason: '', nativeUsage: undefined, cost: formatCredits(30_000_000n + 30_000_000n) });
     expect((await read(cancelled)).usage!.estimated).toBe(true);
     expect(await read(insured)).toMatchObject({ cancelled: false, insuredReason: 'no_output_error_finish_reason', finishReason: 'error', cost: '0' });

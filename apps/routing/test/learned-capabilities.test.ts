@@ -110,7 +110,9 @@ describe('routing: learned capability map', () => {
     // its very first request goes without temperature, in one call.
     const probe = new LearnedCapabilities({ bus: await testBus.connectAnother(), logger: testLogger('probe') });
     await probe.start();
-    await eventually(() => expect(probe.droppedFor('one', 'one-upstream-model')).toEqual(['temperature']), 5_000);
+    await eventually(() => expect(probe.droppedFor('one', 'one-upstream-model', 'acc_test')).toEqual(['temperature']), 5_000);
+    // One account's refusal is that account's evidence only (issue 35 item 2): nobody else's yet.
+    expect(probe.droppedFor('one', 'one-upstream-model', 'acc_other')).toEqual([]);
     await probe.stop();
     await new Promise((resolve) => setTimeout(resolve, 200));
     one.reset();
@@ -119,6 +121,16 @@ describe('routing: learned capability map', () => {
     expect(elsewhere.droppedParams).toEqual(['temperature']);
     expect(one.requests).toHaveLength(1);
     expect(one.requests[0]!.body.temperature).toBeUndefined();
+
+    // Another account on the other replica still sends its temperature: the first call carries it.
+    one.reset();
+    refusing(one);
+    const other = chatRequest('acme/reasoner', 'another account', { temperature: 0.3 });
+    other.context!.accountId = 'acc_other';
+    const otherAnswer = await clientB.chat(other);
+    expect(one.requests[0]!.body.temperature).toBe(0.3);
+    expect(one.requests).toHaveLength(2);
+    expect(otherAnswer.droppedParams).toEqual(['temperature']);
 
     // A request without temperature names nothing: dropped_params says what this request went without.
     one.reset();

@@ -30,7 +30,14 @@ const TEMPERATURE_REFUSAL = {
   },
 };
 
-/** One provider, three models with their own upstream models (the map is per provider × upstream model). */
+// Issue 35 item 2: a refused VALUE teaches nothing, and one account's refusals never change another's body.
+const VALUED_MODEL = 'testco/valued';
+const VALUED_UPSTREAM = 'valued-2026';
+const GENUINE_MODEL = 'testco/genuine';
+const GENUINE_UPSTREAM = 'genuine-2026';
+const openaiRefusal = (message: string, param: string, code: string) => ({ status: 400, errorBody: { error: { message, type: 'invalid_request_error', param, code } } });
+
+/** One provider, five models with their own upstream models (the map is per provider × upstream model). */
 function catalog(upstream: FakeUpstream): string {
   const model = (id: string, upstreamModel: string) => `
   - id: ${id}
@@ -38,7 +45,7 @@ function catalog(upstream: FakeUpstream): string {
     created: 1767225600
     input_modalities: [text]
     output_modalities: [text]
-    supported_parameters: [temperature, top_p, max_completion_tokens, max_tokens, stream_options]
+    supported_parameters: [temperature, top_p, reasoning_effort, max_completion_tokens, max_tokens, stream_options]
     pricing: { per_input_token: "0.000001", per_output_token: "0.000002" }
     limit_group: default
     offers:
@@ -51,7 +58,7 @@ providers:
 limit_groups:
   - id: default
     tiers: { tier-1: { minute: 600 } }
-models:${model(MODEL, UPSTREAM_MODEL)}${model(MESSAGES_MODEL, 'reasoner-m')}${model(RESPONSES_MODEL, 'reasoner-r')}
+models:${model(MODEL, UPSTREAM_MODEL)}${model(MESSAGES_MODEL, 'reasoner-m')}${model(RESPONSES_MODEL, 'reasoner-r')}${model(VALUED_MODEL, VALUED_UPSTREAM)}${model(GENUINE_MODEL, GENUINE_UPSTREAM)}
 `;
 }
 
@@ -143,7 +150,7 @@ describe('learned capability map (issue 27 item 8)', () => {
     // has it (a reader on a third connection sees it), its very first request is one call without it.
     const probe = new LearnedCapabilities({ bus: await base.testBus.connectAnother(), logger: testLogger('probe') });
     await probe.start();
-    await eventually(() => expect(probe.droppedFor('upstream-one', UPSTREAM_MODEL)).toEqual(['temperature']), 5_000);
+    await eventually(() => expect(probe.droppedFor('upstream-one', UPSTREAM_MODEL, accountId)).toEqual(['temperature']), 5_000);
     await probe.stop();
     await new Promise((resolve) => setTimeout(resolve, 200));
     upstream.requests.length = 0;
@@ -204,5 +211,99 @@ describe('learned capability map (issue 27 item 8)', () => {
     expect(plain.response.headers.get('x-gateway-dropped-params')).toBe('temperature');
     expect(plain.data.output_text.length).toBeGreaterThan(0);
     expect(chatCalls()).toHaveLength(1);
+  });
+
+  /** A new account with credits, and `openai` clients on both edges (each edge has its own routing replica). */
+  const newAccount = async (name: string) => {
+    const account = await ctlJson(base.stack, 'accounts', 'create', '--name', name, '--credits', '10', '--tier', 'tier-1', '--json');
+    const key = (await ctlJson(base.stack, 'keys', 'create', account.account_id!, '--name', `${name}-key`, '--json')).api_key!;
+    return {
+      id: account.account_id!,
+      first: new OpenAI({ baseURL: `${base.stack.url}/v1`, apiKey: key, maxRetries: 0, timeout: 30_000 }),
+      second: new OpenAI({ baseURL: `${secondEdge.url}/v1`, apiKey: key, maxRetries: 0, timeout: 30_000 }),
+    };
+  };
+  const callsTo = (upstreamModel: string) => chatCalls().filter((request) => request.body?.model === upstreamModel);
+
+  it('issue 35 item 2: values one account had refused (temperature 1.9, reasoning_effort "minimal") never change another account\'s body', async () => {
+    // The fake refuses the values as OpenAI does (`unsupported_value`) and serves anything else.
+    upstream.setFallback((request: RecordedRequest) => {
+      const body = request.body ?? {};
+      if (typeof body.temperature === 'number' && body.temperature > 1) {
+        return openaiRefusal(`Unsupported value: 'temperature' does not support ${body.temperature} with this model. Only the default (1) value is supported.`, 'temperature', 'unsupported_value');
+      }
+      if (body.reasoning_effort !== undefined && body.reasoning_effort !== 'medium' && body.reasoning_effort !== 'high') {
+        return openaiRefusal(`Unsupported value: 'reasoning_effort' does not support '${body.reasoning_effort}' with this model. Supported values are: 'medium' and 'high'.`, 'reasoning_effort', 'unsupported_value');
+      }
+      return { usage: USAGE };
+    });
+    const hostile = await newAccount('hostile');
+    const victim = await newAccount('victim');
+    // The hostile account, on both replicas, again and again: each is the provider's 400, in one call.
+    for (const via of [hostile.first, hostile.second, hostile.first]) {
+      const hot = await via.chat.completions.create({ model: VALUED_MODEL, messages: [{ role: 'user', content: 'Hot.' }], temperature: 1.9 }).catch((error: unknown) => error);
+      expect((hot as { status?: number }).status).toBe(400);
+      const minimal = await via.chat.completions
+        .create({ model: VALUED_MODEL, messages: [{ role: 'user', content: 'Quick.' }], reasoning_effort: 'minimal' })
+        .catch((error: unknown) => error);
+      expect((minimal as { status?: number }).status).toBe(400);
+    }
+    expect(callsTo(VALUED_UPSTREAM)).toHaveLength(6);
+    // Not even the hostile account learned anything: its own temperature 0.3 still goes as it is.
+    upstream.requests.length = 0;
+    const own = await hostile.first.chat.completions.create({ model: VALUED_MODEL, messages: [{ role: 'user', content: 'Mild.' }], temperature: 0.3 }).withResponse();
+    expect(own.response.headers.get('x-gateway-dropped-params')).toBeNull();
+    expect(callsTo(VALUED_UPSTREAM)[0]!.body.temperature).toBe(0.3);
+
+    // The victim, on either replica: its body reaches the upstream unchanged, in one call, and no header.
+    for (const via of [victim.first, victim.second]) {
+      upstream.requests.length = 0;
+      const answer = await via.chat.completions
+        .create({ model: VALUED_MODEL, messages: [{ role: 'user', content: 'Calm.' }], temperature: 0.3, reasoning_effort: 'high' })
+        .withResponse();
+      expect(answer.response.status).toBe(200);
+      expect(answer.response.headers.get('x-gateway-dropped-params')).toBeNull();
+      const calls = callsTo(VALUED_UPSTREAM);
+      expect(calls).toHaveLength(1);
+      expect(calls[0]!.body.temperature).toBe(0.3);
+      expect(calls[0]!.body.reasoning_effort).toBe('high');
+    }
+  });
+
+  it('issue 35 item 2: a parameter refusal drops it for the refused account at once and for everyone only after three accounts, across replicas', async () => {
+    // The fake refuses top_p as a parameter (`unsupported_parameter`) and serves anything else.
+    upstream.setFallback((request: RecordedRequest) =>
+      request.body?.top_p !== undefined ? openaiRefusal("Unsupported parameter: 'top_p' is not supported with this model.", 'top_p', 'unsupported_parameter') : { usage: USAGE });
+    const [first, second, third, later] = [await newAccount('genuine-1'), await newAccount('genuine-2'), await newAccount('genuine-3'), await newAccount('genuine-4')];
+    const ask = (via: OpenAI) => via.chat.completions.create({ model: GENUINE_MODEL, messages: [{ role: 'user', content: 'Sample.' }], top_p: 0.5 }).withResponse();
+
+    // The first account: refused, retried without top_p, served; its next request goes without it in one call.
+    upstream.requests.length = 0;
+    expect((await ask(first.first)).response.headers.get('x-gateway-dropped-params')).toBe('top_p');
+    expect(callsTo(GENUINE_UPSTREAM).map((call) => call.body.top_p)).toEqual([0.5, undefined]);
+    upstream.requests.length = 0;
+    expect((await ask(first.first)).response.headers.get('x-gateway-dropped-params')).toBe('top_p');
+    expect(callsTo(GENUINE_UPSTREAM).map((call) => call.body.top_p)).toEqual([undefined]);
+
+    // The second account still sends it (one account is no evidence for another), on the other replica too.
+    upstream.requests.length = 0;
+    expect((await ask(second.second)).response.headers.get('x-gateway-dropped-params')).toBe('top_p');
+    expect(callsTo(GENUINE_UPSTREAM).map((call) => call.body.top_p)).toEqual([0.5, undefined]);
+    // The third account, on the first replica: the third distinct account confirms it for everyone.
+    upstream.requests.length = 0;
+    expect((await ask(third.first)).response.headers.get('x-gateway-dropped-params')).toBe('top_p');
+    expect(callsTo(GENUINE_UPSTREAM).map((call) => call.body.top_p)).toEqual([0.5, undefined]);
+
+    const probe = new LearnedCapabilities({ bus: await base.testBus.connectAnother(), logger: testLogger('probe-genuine') });
+    await probe.start();
+    await eventually(() => expect(probe.droppedFor('upstream-one', GENUINE_UPSTREAM, 'acc_nobody')).toEqual(['top_p']), 5_000);
+    await probe.stop();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // A fourth account, never refused, on either replica: one call without top_p, named in the header.
+    for (const via of [later.first, later.second]) {
+      upstream.requests.length = 0;
+      expect((await ask(via)).response.headers.get('x-gateway-dropped-params')).toBe('top_p');
+      expect(callsTo(GENUINE_UPSTREAM).map((call) => call.body.top_p)).toEqual([undefined]);
+    }
   });
 });

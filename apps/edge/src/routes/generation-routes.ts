@@ -102,6 +102,8 @@ export function renderGeneration(generation: Generation) {
     native_tokens_reasoning: native ? native.reasoningTokens : null,
     native_tokens_cached: native ? native.cachedInputTokens : null,
     native_tokens_cache_write: native ? native.cacheWriteTokens : null,
+    // The provider's own total (for reconciliation with its bill; never priced), null when it gave none.
+    native_tokens_total: native?.providerTotalTokens ?? null,
     usage: usageCounts(usage),
     estimated: usage?.estimated ?? false,
     total_cost: generation.cost,

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { anthropicHttpError } from './anthropic/anthropic-error.js';
+import { bedrockHttpError } from './bedrock/bedrock-error.js';
 import { azureOpenAIHttpError } from './azure-openai/azure-openai-error.js';
 import { geminiHttpError } from './gemini/gemini-error.js';
 import { openAIHttpError } from './openai/openai-error.js';
@@ -24,12 +25,10 @@ const gemini = (message: string) =>
 describe('OpenAI: unsupported parameter refusals', () => {
   it.each([
     [openai("Unsupported parameter: 'temperature' is not supported with this model.", 'temperature', 'unsupported_parameter'), 'temperature'],
-    [openai("Unsupported value: 'temperature' does not support 0.1 with this model. Only the default (1) value is supported.", 'temperature', 'unsupported_value'), 'temperature'],
     // gpt-5.2 answered with the message and param but a null code.
     [openai("Unsupported parameter: 'temperature' is not supported with this model.", 'temperature', null), 'temperature'],
     [openai("Unsupported parameter: 'top_p' is not supported with this model.", 'top_p', 'unsupported_parameter'), 'top_p'],
     [openai("Unsupported parameter: 'parallel_tool_calls' is not supported with this model.", 'parallel_tool_calls', 'unsupported_parameter'), 'parallel_tool_calls'],
-    [openai("Unsupported value: 'reasoning_effort' does not support 'minimal' with this model.", 'reasoning_effort', 'unsupported_value'), 'reasoning_effort'],
     // Older answers (and Azure) name it only in the message.
     [openai('Unrecognized request argument supplied: seed', null, null), 'seed'],
     [openai('Unrecognized request argument supplied: presence_penalty', null, null), 'presence_penalty'],
@@ -37,6 +36,23 @@ describe('OpenAI: unsupported parameter refusals', () => {
     const error = openAIHttpError(400, body);
     expect(error.kind).toBe('rejected');
     expect(error.unsupportedParameter).toBe(name);
+  });
+
+  // Issue 35 item 2: a refused VALUE says nothing about the parameter (another account's temperature 0.3
+  // or reasoning_effort "low" may be fine), so it is never learned; the caller gets the 400 as it is.
+  it.each([
+    [openai("Unsupported value: 'temperature' does not support 1.9 with this model. Only the default (1) value is supported.", 'temperature', 'unsupported_value')],
+    [openai("Unsupported value: 'reasoning_effort' does not support 'minimal' with this model. Supported values are: 'low', 'medium', and 'high'.", 'reasoning_effort', 'unsupported_value')],
+    // The same words with the code left null (a compatible server), or with only the message.
+    [openai("Unsupported value: 'temperature' does not support 1.9 with this model.", 'temperature', null)],
+    [openai("Unsupported value: 'reasoning_effort' does not support 'minimal' with this model.", null, null)],
+    [openai("Invalid value for 'temperature': must be between 0 and 2.", 'temperature', 'invalid_value')],
+    [openai('1.9 is greater than the maximum of 1 - \'temperature\'', 'temperature', 'integer_above_max_value')],
+  ])('a refused value names nothing: %s', (body) => {
+    const error = openAIHttpError(400, body);
+    expect(error.kind).toBe('rejected');
+    expect(error.unsupportedParameter).toBe('');
+    expect(azureOpenAIHttpError(400, body).unsupportedParameter).toBe('');
   });
 
   it('names nothing for refusals about the request itself or the output bound', () => {
@@ -62,7 +78,6 @@ describe('Anthropic: extra inputs', () => {
     ['thinking: Extra inputs are not permitted', 'reasoning_effort'],
     ['metadata.user_id: Extra inputs are not permitted', 'user'],
     ['context_management: Extra inputs are not permitted', 'context_management'],
-    ['`temperature` and `top_p` cannot both be specified for this model. Please use only one.', 'top_p'],
   ])('%s names %s', (message, name) => {
     const error = anthropicHttpError(400, anthropic(message));
     expect(error.kind).toBe('rejected');
@@ -74,6 +89,14 @@ describe('Anthropic: extra inputs', () => {
     expect(anthropicHttpError(400, anthropic('tools.0.custom.defer_loading: Extra inputs are not permitted')).unsupportedParameter).toBe('');
     expect(anthropicHttpError(400, anthropic('max_tokens: Field required')).unsupportedParameter).toBe('');
     expect(anthropicHttpError(400, anthropic('prompt is too long: 210000 tokens > 200000 maximum')).unsupportedParameter).toBe('');
+  });
+
+  it('names nothing for a refused value or combination (issue 35 item 2: only a parameter as such is learned)', () => {
+    expect(anthropicHttpError(400, anthropic('temperature: Input should be less than or equal to 1')).unsupportedParameter).toBe('');
+    expect(anthropicHttpError(400, anthropic('thinking.budget_tokens: Input should be greater than or equal to 1024')).unsupportedParameter).toBe('');
+    expect(anthropicHttpError(400, anthropic("output_config.effort: Input should be 'low', 'medium' or 'high'")).unsupportedParameter).toBe('');
+    // Both sampling controls at once: refused for the pair, not for top_p alone (a request with top_p only is fine).
+    expect(anthropicHttpError(400, anthropic('`temperature` and `top_p` cannot both be specified for this model. Please use only one.')).unsupportedParameter).toBe('');
   });
 });
 
@@ -98,5 +121,25 @@ describe('Gemini: unknown names', () => {
     const two = 'Invalid JSON payload received. Unknown name "topK" at \'generation_config\': Cannot find field.\nInvalid JSON payload received. Unknown name "seed" at \'generation_config\': Cannot find field.';
     expect(geminiHttpError(400, gemini(two)).unsupportedParameter).toBe('');
     expect(geminiHttpError(400, gemini('Invalid JSON payload received. Unknown name "system_instruction": Cannot find field.')).unsupportedParameter).toBe('');
+  });
+
+  it('names nothing for a refused value (issue 35 item 2)', () => {
+    expect(geminiHttpError(400, gemini('Unable to submit request because it has a temperature value of 2.5 but the supported range is from 0 (inclusive) to 2.0001 (exclusive). Update the value and try again.')).unsupportedParameter).toBe('');
+    expect(geminiHttpError(400, gemini('Budget 0 is invalid. This model only works in thinking mode.')).unsupportedParameter).toBe('');
+    expect(geminiHttpError(400, gemini('Invalid value at \'generation_config.temperature\' (TYPE_FLOAT), "hot"')).unsupportedParameter).toBe('');
+  });
+});
+
+describe('Bedrock: nothing is learned', () => {
+  // Converse's ValidationException words a refused field and a refused value alike ("… isn't supported",
+  // "… out of range"), so Bedrock refusals teach the map nothing: each is the caller's 400 as it is.
+  it.each([
+    ['The model returned the following errors: temperature: range: 0..1'],
+    ["This model doesn't support the stopSequences field. Remove stopSequences and try again."],
+    ['The model returned the following errors: top_k: Extra inputs are not permitted'],
+  ])('%s', (message) => {
+    const error = bedrockHttpError(400, JSON.stringify({ message }), 'ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/');
+    expect(error.kind).toBe('rejected');
+    expect(error.unsupportedParameter).toBe('');
   });
 });

@@ -7,22 +7,42 @@ import { learnable } from './learned-parameters.js';
  * call). Every routing replica keeps the whole map in memory — the hot path reads only that — and shares
  * it through one key of a key-value bucket on the bus (JetStream; memory under the in-process bus): a
  * replica that learns merges its entry in with compare-and-set, every replica waits for the key to change
- * and takes the new map. Entries expire `ttlMs` after they were learned; the map holds at most
- * `maxEntries` pairs and `maxNamesPerEntry` names each (the oldest pair goes first). The catalog is not
- * touched: `/v1/models` and `supported_parameters` stay the catalog's truth. Clearing the bucket's key
- * (docs/providers.md, "Learned capability map") empties every replica's map.
+ * and takes the new map. The catalog is not touched: `/v1/models` and `supported_parameters` stay the
+ * catalog's truth. Clearing the bucket's key (docs/providers.md, "Learned capability map") empties every
+ * replica's map.
+ *
+ * Evidence (issue 35 item 2: tenants are apart, DESIGN §8). A refusal is one account's evidence: the
+ * account that was refused goes without the name at once (its own requests only), and every account
+ * goes without it only once `quorum` (default 3) DISTINCT accounts were refused it within the TTL. The
+ * evidence is kept per (name, account id), the account id from the RequestContext the edge made (never
+ * the caller's words); merging two replicas' maps unions those records, so one account refused on every
+ * replica is still one record, and a name is confirmed only by counting distinct accounts (also for what
+ * the bucket holds: a value naming fewer accounts confirms nothing). Only refusals of a parameter as such
+ * reach this map (each `<kind>-error.ts`; a refused value never does).
+ *
+ * Bounds: confirmed names live `ttlMs` from the last one confirmed (one expiry per pair); at most
+ * `maxEntries` pairs (the one that expires first goes) and `maxNamesPerEntry` confirmed names each;
+ * evidence records live `ttlMs` too, at most `maxEvidencePerEntry` per pair and `maxEvidencePerAccount`
+ * per account and pair (the oldest goes first), so one account cannot crowd honest evidence out; the
+ * shared value keeps at most `MAX_SHARED_EVIDENCE` records (the newest).
  */
 
 export interface LearnedCapabilitiesOptions {
   /** The bus whose key-value port shares the map; without one (or without the port) the map is this process's alone. */
   bus?: Pick<EventBus, 'keyValue'>;
   logger: Logger;
-  /** How long a learned parameter is remembered. Default 24 h. */
+  /** How long a learned parameter (and a refusal's evidence) is remembered. Default 24 h. */
   ttlMs?: number;
   /** Most provider × upstream model pairs. Default 1,000. */
   maxEntries?: number;
-  /** Most parameter names per pair. Default 16. */
+  /** Most confirmed parameter names per pair. Default 16. */
   maxNamesPerEntry?: number;
+  /** Distinct accounts refused a name before every account goes without it. Default 3 (at least 2). */
+  quorum?: number;
+  /** Most (name, account) evidence records per pair. Default 16. */
+  maxEvidencePerEntry?: number;
+  /** Most evidence records one account holds per pair. Default 4. */
+  maxEvidencePerAccount?: number;
   /** Longest wait for a change before the key is read again (a purge sends no message). Default 30 s. */
   watchTimeoutMs?: number;
   now?: () => number;
@@ -32,22 +52,33 @@ export interface LearnedCapabilitiesOptions {
 export const LEARNED_BUCKET = 'ROUTING_LEARNED_PARAMS';
 export const LEARNED_KEY = 'map';
 
-interface Entry {
-  names: string[];
+/** One account refused `name` (until `expiresAt`). */
+interface Evidence {
+  name: string;
+  account: string;
   expiresAt: number;
+}
+
+interface Entry {
+  /** Confirmed by the quorum: every account goes without them. */
+  names: readonly string[];
+  expiresAt: number;
+  /** Not (yet) confirmed: each account goes without its own. Oldest first. */
+  evidence: readonly Evidence[];
 }
 
 /** The shared value: one record per pair. */
-interface StoredEntry {
+interface StoredEntry extends Entry {
   provider: string;
   model: string;
-  names: string[];
-  expiresAt: number;
 }
 
 const NONE: readonly string[] = [];
+const NO_EVIDENCE: readonly Evidence[] = [];
 const WRITE_TRIES = 8;
 const RETRY_AFTER_ERROR_MS = 1_000;
+/** Evidence records in the shared value overall (the newest kept): keeps the one key under its size bound. */
+const MAX_SHARED_EVIDENCE = 4_096;
 
 export class LearnedCapabilities {
   /** provider id → upstream model → entry; in insertion order of the pairs (for the bound). */
@@ -61,12 +92,19 @@ export class LearnedCapabilities {
   private readonly ttlMs: number;
   private readonly maxEntries: number;
   private readonly maxNames: number;
+  private readonly quorum: number;
+  private readonly maxEvidence: number;
+  private readonly maxEvidencePerAccount: number;
   private readonly now: () => number;
 
   constructor(private readonly options: LearnedCapabilitiesOptions) {
     this.ttlMs = options.ttlMs ?? 24 * 60 * 60_000;
     this.maxEntries = options.maxEntries ?? 1_000;
     this.maxNames = options.maxNamesPerEntry ?? 16;
+    // One account is never enough, whatever the configuration says.
+    this.quorum = Math.max(2, options.quorum ?? 3);
+    this.maxEvidence = options.maxEvidencePerEntry ?? 16;
+    this.maxEvidencePerAccount = options.maxEvidencePerAccount ?? 4;
     this.now = options.now ?? Date.now;
   }
 
@@ -95,39 +133,66 @@ export class LearnedCapabilities {
     await this.writing;
   }
 
-  /** The names learned for the pair (hot path: one or two Map reads; nothing when the map is empty). */
-  droppedFor(providerId: string, upstreamModel: string): readonly string[] {
+  /**
+   * The names a request of `accountId` goes without on the pair: the confirmed ones, and the ones this
+   * account itself was refused (hot path: one or two Map reads; nothing when the map is empty; the
+   * evidence, at most maxEvidencePerEntry records, is read only when the pair has some).
+   */
+  droppedFor(providerId: string, upstreamModel: string, accountId: string): readonly string[] {
     if (this.size === 0) return NONE;
     const entry = this.byProvider.get(providerId)?.get(upstreamModel);
     if (entry === undefined) return NONE;
-    return entry.expiresAt > this.now() ? entry.names : NONE;
+    const now = this.now();
+    const names = entry.expiresAt > now ? entry.names : NONE;
+    if (entry.evidence.length === 0) return names;
+    let own: string[] | undefined;
+    for (const record of entry.evidence) {
+      if (record.account !== accountId || record.expiresAt <= now || names.includes(record.name) || own?.includes(record.name)) continue;
+      (own ??= [...names]).push(record.name);
+    }
+    return own === undefined ? names : own.sort();
   }
 
-  /** Remembers that the pair refuses `name` (here at once, on every replica once the bucket has it). */
-  learn(providerId: string, upstreamModel: string, name: string): void {
+  /**
+   * `accountId` was refused `name` by the pair: its own requests go without it at once (here at once, on
+   * every replica once the bucket has it); every account's do once the quorum of accounts was refused it.
+   */
+  learn(providerId: string, upstreamModel: string, name: string, accountId: string): void {
     if (!learnable(name)) return;
+    if (this.droppedFor(providerId, upstreamModel, accountId).includes(name)) return;
+    const now = this.now();
     const current = this.byProvider.get(providerId)?.get(upstreamModel);
-    const live = current !== undefined && current.expiresAt > this.now() ? current.names : NONE;
-    if (live.includes(name)) return;
-    if (live.length >= this.maxNames) return;
-    const stored: StoredEntry = { provider: providerId, model: upstreamModel, names: [...live, name].sort(), expiresAt: this.now() + this.ttlMs };
+    const refusal: Entry = { names: NONE, expiresAt: 0, evidence: [{ name, account: accountId, expiresAt: now + this.ttlMs }] };
+    const next = this.merge(current, refusal, now);
+    const stored: StoredEntry = { provider: providerId, model: upstreamModel, names: next.names, expiresAt: next.expiresAt, evidence: next.evidence };
     this.put(stored);
-    this.options.logger.info({ provider: providerId, upstream_model: upstreamModel, parameter: name }, 'learned an unsupported parameter');
+    const confirmed = next.names.includes(name) && next.expiresAt > now;
+    this.options.logger.info(
+      { provider: providerId, upstream_model: upstreamModel, parameter: name, account_id: accountId, confirmed },
+      confirmed ? 'learned an unsupported parameter for every account' : 'learned an unsupported parameter for one account',
+    );
     if (this.bucket === undefined) return;
-    this.pending.set(pairKey(providerId, upstreamModel), stored);
+    const key = pairKey(providerId, upstreamModel);
+    const waiting = this.pending.get(key);
+    this.pending.set(key, waiting === undefined ? stored : { ...stored, ...this.merge(waiting, stored, now) });
     this.writing = this.writing.then(() => this.share()).catch((error) => {
       this.options.logger.warn({ err: error }, 'learned parameter not shared with other replicas');
     });
   }
 
-  /** Every learned pair (operators and tests). */
+  /** Every pair with confirmed names (operators and tests). */
   entries(): { provider: string; model: string; names: readonly string[]; expiresAt: number }[] {
     const now = this.now();
     const out: { provider: string; model: string; names: readonly string[]; expiresAt: number }[] = [];
     for (const [provider, models] of this.byProvider) {
-      for (const [model, entry] of models) if (entry.expiresAt > now) out.push({ provider, model, names: entry.names, expiresAt: entry.expiresAt });
+      for (const [model, entry] of models) if (entry.expiresAt > now && entry.names.length > 0) out.push({ provider, model, names: entry.names, expiresAt: entry.expiresAt });
     }
     return out;
+  }
+
+  /** The unconfirmed evidence records the pair holds (tests of the bounds). */
+  evidenceCount(providerId: string, upstreamModel: string): number {
+    return this.byProvider.get(providerId)?.get(upstreamModel)?.evidence.length ?? 0;
   }
 
   /** Forgets everything, here and (through the bucket) on every replica. */
@@ -142,21 +207,69 @@ export class LearnedCapabilities {
     }
   }
 
+  /**
+   * Two views of a pair as one, under the evidence rule: live confirmed names united; evidence united
+   * per (name, account) (the later expiry kept), expired records and those of confirmed names gone; a
+   * name refused to `quorum` distinct accounts confirmed; then the bounds (an account's oldest records
+   * first, then the pair's oldest). Pure: replicas merging the same records in any order agree.
+   */
+  private merge(a: Entry | undefined, b: Entry, now: number): Entry {
+    const aLive = a !== undefined && a.expiresAt > now;
+    const bLive = b.expiresAt > now;
+    let names: string[] = aLive ? [...a.names] : [];
+    if (bLive) for (const name of b.names) if (!names.includes(name)) names.push(name);
+    let expiresAt = Math.max(aLive ? a.expiresAt : 0, bLive ? b.expiresAt : 0);
+    const byKey = new Map<string, Evidence>();
+    for (const record of [...(a?.evidence ?? NO_EVIDENCE), ...b.evidence]) {
+      if (record.expiresAt <= now) continue;
+      const key = `${record.name}\n${record.account}`;
+      const seen = byKey.get(key);
+      if (seen === undefined || seen.expiresAt < record.expiresAt) byKey.set(key, record);
+    }
+    let evidence = [...byKey.values()];
+    // Confirm what enough distinct accounts were refused (records are one per account and name).
+    const accounts = new Map<string, number>();
+    for (const record of evidence) accounts.set(record.name, (accounts.get(record.name) ?? 0) + 1);
+    for (const [name, count] of accounts) {
+      if (count < this.quorum || names.includes(name) || names.length >= this.maxNames) continue;
+      names.push(name);
+      expiresAt = now + this.ttlMs;
+    }
+    names = names.sort();
+    evidence = evidence.filter((record) => !names.includes(record.name)).sort((x, y) => x.expiresAt - y.expiresAt);
+    // Newest first when bounding, so each account and the pair keep their latest refusals.
+    const perAccount = new Map<string, number>();
+    const kept: Evidence[] = [];
+    for (let index = evidence.length - 1; index >= 0 && kept.length < this.maxEvidence; index--) {
+      const record = evidence[index]!;
+      const held = perAccount.get(record.account) ?? 0;
+      if (held >= this.maxEvidencePerAccount) continue;
+      perAccount.set(record.account, held + 1);
+      kept.push(record);
+    }
+    return { names: expiresAt > now ? names : NONE, expiresAt, evidence: kept.length === 0 ? NO_EVIDENCE : kept.reverse() };
+  }
+
   private put(stored: StoredEntry): void {
     let models = this.byProvider.get(stored.provider);
     if (models === undefined) this.byProvider.set(stored.provider, (models = new Map()));
     if (!models.has(stored.model)) {
       this.size++;
       if (this.size > this.maxEntries) this.evictOldest();
+      // The eviction may have taken this provider's last pair (and its Map) with it.
+      if (!this.byProvider.has(stored.provider)) this.byProvider.set(stored.provider, models);
     }
-    models.set(stored.model, { names: stored.names, expiresAt: stored.expiresAt });
+    models.set(stored.model, { names: stored.names, expiresAt: stored.expiresAt, evidence: stored.evidence });
   }
 
-  /** The pair that expires first goes (they are all learned for the same TTL: the oldest). */
+  /** The pair whose last record expires first goes (they are all learned for the same TTL: the oldest). */
   private evictOldest(): void {
-    let oldest: { provider: string; model: string; expiresAt: number } | undefined;
+    let oldest: { provider: string; model: string; until: number } | undefined;
     for (const [provider, models] of this.byProvider) {
-      for (const [model, entry] of models) if (oldest === undefined || entry.expiresAt < oldest.expiresAt) oldest = { provider, model, expiresAt: entry.expiresAt };
+      for (const [model, entry] of models) {
+        const until = Math.max(entry.expiresAt, entry.evidence.at(-1)?.expiresAt ?? 0);
+        if (oldest === undefined || until < oldest.until) oldest = { provider, model, until };
+      }
     }
     if (oldest === undefined) return;
     const models = this.byProvider.get(oldest.provider)!;
@@ -170,8 +283,16 @@ export class LearnedCapabilities {
     this.byProvider.clear();
     this.size = 0;
     const now = this.now();
-    for (const stored of decode(value)) if (stored.expiresAt > now) this.put(stored);
-    for (const stored of this.pending.values()) this.put(stored);
+    // The rule is applied to what the bucket holds too: a stored name is kept only as it was stored
+    // confirmed by a replica, and evidence counts again by distinct accounts.
+    for (const stored of decode(value)) this.putMerged(stored, undefined, now);
+    for (const stored of this.pending.values()) this.putMerged(stored, this.byProvider.get(stored.provider)?.get(stored.model), now);
+  }
+
+  private putMerged(stored: StoredEntry, current: Entry | undefined, now: number): void {
+    const merged = this.merge(current, stored, now);
+    if (merged.expiresAt <= now && merged.evidence.length === 0) return;
+    this.put({ provider: stored.provider, model: stored.model, ...merged });
   }
 
   /** Merges the pending entries into the bucket's value with compare-and-set. */
@@ -182,16 +303,15 @@ export class LearnedCapabilities {
       const stored = await bucket.get(LEARNED_KEY);
       const merged = new Map<string, StoredEntry>();
       const now = this.now();
-      for (const entry of decode(stored?.value)) if (entry.expiresAt > now) merged.set(pairKey(entry.provider, entry.model), entry);
+      for (const entry of decode(stored?.value)) merged.set(pairKey(entry.provider, entry.model), entry);
       const writing = [...this.pending.values()];
       for (const entry of writing) {
         const key = pairKey(entry.provider, entry.model);
         const before = merged.get(key);
-        const names = [...new Set([...(before?.names ?? []), ...entry.names])].sort().slice(0, this.maxNames);
         merged.delete(key);
-        merged.set(key, { ...entry, names, expiresAt: Math.max(entry.expiresAt, before?.expiresAt ?? 0) });
+        merged.set(key, { provider: entry.provider, model: entry.model, ...this.merge(before, entry, now) });
       }
-      const entries = [...merged.values()].slice(-this.maxEntries);
+      const entries = boundShared([...merged.values()].filter((entry) => entry.expiresAt > now || entry.evidence.length > 0).slice(-this.maxEntries));
       const revision = stored === undefined
         ? await bucket.create(LEARNED_KEY, encode(entries))
         : await bucket.update(LEARNED_KEY, encode(entries), stored.revision);
@@ -228,20 +348,53 @@ function pairKey(provider: string, model: string): string {
   return `${provider}\n${model}`;
 }
 
+/** The newest MAX_SHARED_EVIDENCE evidence records of the whole value; older ones are left out. */
+function boundShared(entries: StoredEntry[]): StoredEntry[] {
+  let total = 0;
+  for (const entry of entries) total += entry.evidence.length;
+  if (total <= MAX_SHARED_EVIDENCE) return entries;
+  const expiries = entries.flatMap((entry) => entry.evidence.map((record) => record.expiresAt)).sort((x, y) => y - x);
+  const cutoff = expiries[MAX_SHARED_EVIDENCE - 1]!;
+  return entries.map((entry) => ({ ...entry, evidence: entry.evidence.filter((record) => record.expiresAt >= cutoff) }));
+}
+
+/** Evidence goes as [name, account, expiresAt] triples: the value stays small. */
 function encode(entries: StoredEntry[]): Uint8Array {
-  return Buffer.from(JSON.stringify({ version: 1, entries }), 'utf8');
+  const out = entries.map((entry) => ({
+    provider: entry.provider,
+    model: entry.model,
+    names: entry.names,
+    expiresAt: entry.expiresAt,
+    evidence: entry.evidence.map((record) => [record.name, record.account, record.expiresAt]),
+  }));
+  return Buffer.from(JSON.stringify({ version: 2, entries: out }), 'utf8');
+}
+
+const isString = (value: unknown): value is string => typeof value === 'string';
+
+function decodeEvidence(value: unknown): Evidence[] {
+  if (!Array.isArray(value)) return [];
+  const out: Evidence[] = [];
+  for (const item of value) {
+    // Triples (version 2); objects are read too.
+    const [name, account, expiresAt] = Array.isArray(item) ? item : [item?.name, item?.account, item?.expiresAt];
+    if (isString(name) && isString(account) && typeof expiresAt === 'number' && learnable(name)) out.push({ name, account, expiresAt });
+  }
+  return out;
 }
 
 function decode(value: Uint8Array | undefined): StoredEntry[] {
   if (value === undefined || value.byteLength === 0) return [];
   try {
-    const parsed = JSON.parse(Buffer.from(value).toString('utf8')) as { entries?: unknown };
-    if (!Array.isArray(parsed.entries)) return [];
-    return parsed.entries.filter(
-      (entry): entry is StoredEntry =>
-        typeof entry?.provider === 'string' && typeof entry?.model === 'string' && Array.isArray(entry?.names) &&
-        entry.names.every((name: unknown) => typeof name === 'string') && typeof entry?.expiresAt === 'number',
-    );
+    const parsed = JSON.parse(Buffer.from(value).toString('utf8')) as { version?: unknown; entries?: unknown };
+    // Version 1 (before issue 35) stored names learned from one refusal: not evidence enough, so not read.
+    if (parsed.version !== 2 || !Array.isArray(parsed.entries)) return [];
+    const out: StoredEntry[] = [];
+    for (const entry of parsed.entries as Record<string, unknown>[]) {
+      if (!isString(entry?.provider) || !isString(entry?.model) || !Array.isArray(entry?.names) || !entry.names.every(isString) || typeof entry?.expiresAt !== 'number') continue;
+      out.push({ provider: entry.provider, model: entry.model, names: entry.names, expiresAt: entry.expiresAt, evidence: decodeEvidence(entry.evidence) });
+    }
+    return out;
   } catch {
     return [];
   }

@@ -25,14 +25,19 @@ function chatOf(target: RoutingTarget, candidate: Candidate): ChatRequest | unde
  */
 export function learnedRequestFor(options: Learned, prepared: PreparedRequest, candidate: Candidate): { request: AdapterChatRequest; dropped: readonly string[] } {
   const adapterRequest = requestFor(prepared, candidate);
-  const names = options.learned?.droppedFor(candidate.offer.providerId, candidate.offer.upstreamModel) ?? NONE;
+  const names = options.learned?.droppedFor(candidate.offer.providerId, candidate.offer.upstreamModel, accountOf(prepared)) ?? NONE;
   if (names.length === 0) return { request: adapterRequest, dropped: NONE };
   const { request, dropped } = withoutParameters(adapterRequest.chat, names);
   return { request: dropped.length === 0 ? adapterRequest : { ...adapterRequest, chat: request }, dropped };
 }
 
+/** The account a request's evidence counts for: the edge's RequestContext (never anything the caller wrote). */
+function accountOf(target: RoutingTarget): string {
+  return target.context?.accountId ?? '';
+}
+
 /**
- * A refusal that named a parameter: learned for the candidate's provider × upstream model. True when
+ * A refusal that named a parameter: one account's evidence, learned for the candidate's provider × upstream model. True when
  * the attempt's request set it, so the same candidate is worth one more try without it.
  */
 export function learnRefusal(options: Learned, target: RoutingTarget, candidate: Candidate, failure: ProviderError): boolean {
@@ -42,9 +47,11 @@ export function learnRefusal(options: Learned, target: RoutingTarget, candidate:
   const name = failure.unsupportedParameter;
   if (!requestSets(request, name)) return false;
   const { providerId, upstreamModel } = candidate.offer;
+  const account = accountOf(target);
   // Already learned and still refused: the drop did not help, so no second retry of the same name.
-  if (learned.droppedFor(providerId, upstreamModel).includes(name)) return false;
-  learned.learn(providerId, upstreamModel, name);
+  if (learned.droppedFor(providerId, upstreamModel, account).includes(name)) return false;
+  learned.learn(providerId, upstreamModel, name, account);
   target.logger.warn({ provider: providerId, upstream_model: upstreamModel, parameter: name }, 'upstream refused a parameter; learned for its provider and upstream model');
-  return learned.droppedFor(providerId, upstreamModel).includes(name);
+  // The refused account's own requests go without it at once (learned-capabilities.ts), this retry too.
+  return learned.droppedFor(providerId, upstreamModel, account).includes(name);
 }

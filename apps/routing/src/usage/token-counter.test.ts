@@ -24,6 +24,21 @@ describe('meterUsage', () => {
     expect(zero.estimated).toBe(true);
   });
 
+  it('a report whose output is only its reasoning while content was delivered: the content is counted on top (issue 35 item 6)', () => {
+    // The normalized report of `completion_tokens: 0, reasoning_tokens: 40` is output 40 = reasoning 40;
+    // text delivered beside it is output the provider left out.
+    const reported = { ...emptyUsage(), inputTokens: 900, outputTokens: 40, reasoningTokens: 40 };
+    const usage = meterUsage(reported, messages, [], { content: 'delivered text', toolCalls: [], reasoning: '' });
+    expect(usage.outputTokens).toBe(40 + encode('delivered text').length);
+    expect(usage.reasoningTokens).toBe(40);
+    expect(usage.estimated).toBe(true);
+    // Nothing but reasoning delivered: the report stands as it is.
+    expect(meterUsage(reported, messages, [], { content: '', toolCalls: [], reasoning: 'thinking…' })).toEqual(reported);
+    // An honest report (output beyond its reasoning) stands too.
+    const honest = { ...emptyUsage(), inputTokens: 900, outputTokens: 52, reasoningTokens: 40 };
+    expect(meterUsage(honest, messages, [], { content: 'delivered text', toolCalls: [], reasoning: '' })).toEqual(honest);
+  });
+
   it('counts tool-call arguments as output', () => {
     const usage = meterUsage(undefined, messages, [], { content: '', toolCalls: [{ name: 'lookup', arguments: '{"city":"Paris"}' }], reasoning: '' });
     expect(usage.outputTokens).toBe(encode('lookup').length + encode('{"city":"Paris"}').length);

@@ -94,6 +94,7 @@ export function emptyUsage(): Usage {
     inputTokens: 0, cachedInputTokens: 0, outputTokens: 0, reasoningTokens: 0, inputAudioTokens: 0,
     outputAudioTokens: 0, inputAudioMs: 0, outputAudioMs: 0, outputTextTokens: 0, inputTextCharacters: 0,
     outputTextCharacters: 0, outputImageTokens: 0, inputImageTokens: 0, inputTextTokens: 0, estimated: false, cacheWriteTokens: 0,
+    providerTotalTokens: undefined,
   };
 }
 
@@ -105,7 +106,10 @@ export interface DeliveredOutput {
 
 /**
  * The usage we bill: the provider's report when it gave one, else our own count (estimated). A report
- * of zero output for delivered content is not believed (field-failures: never bill zero for content).
+ * of zero output for delivered content is not believed (field-failures: never bill zero for content),
+ * nor one whose output is no more than its reasoning while content or tool calls were delivered (a
+ * normalized `completion_tokens: 0` beside `reasoning_tokens`, usage/normalize-usage.ts): the delivered
+ * answer is counted on top of the reasoning.
  */
 export function meterUsage(
   reported: Usage | undefined,
@@ -114,6 +118,13 @@ export function meterUsage(
   delivered: DeliveredOutput,
 ): Usage {
   const deliveredSomething = delivered.content.length > 0 || delivered.toolCalls.length > 0 || delivered.reasoning.length > 0;
+  if (reported !== undefined && reported.outputTokens !== 0 && reported.outputTokens <= reported.reasoningTokens
+    && (delivered.content.length > 0 || delivered.toolCalls.length > 0)) {
+    const usage = reported.inputTokens === 0 ? meterCounted(reported, countInputTokens(messages, tools), 0, deliveredSomething) : { ...reported };
+    usage.outputTokens = Math.min(reported.reasoningTokens + countOutputTokens(delivered.content, delivered.toolCalls, ''), 0xffff_ffff);
+    usage.estimated = true;
+    return usage;
+  }
   // The tokenizer costs: count only what the report lacks.
   const inputTokens = !reported || reported.inputTokens === 0 ? countInputTokens(messages, tools) : 0;
   const outputTokens = !reported || (reported.outputTokens === 0 && deliveredSomething)

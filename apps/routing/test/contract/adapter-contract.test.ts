@@ -8,7 +8,7 @@ import {
 } from './scenarios-conversation.js';
 import {
   badCredentials, cancellation, connectionReset, error400, error429, error5xx, finishReasons, safetyBlock, stopSequenceReported, streamCut, streamErrorEvent,
-  timeout, usage,
+  timeout, usage, usageOfReasoningOnly,
 } from './scenarios-outcomes.js';
 import { embeddings } from './scenarios-embeddings.js';
 import { CONTRACT_SETUPS } from './setups/index.js';
@@ -50,6 +50,7 @@ const BODIES: Record<Scenario, { modes: readonly Variant[]; body: Body }> = {
   'stop sequence reported': { modes: MODES, body: (rig, _setup, mode) => stopSequenceReported(rig, mode) },
   'safety block': { modes: MODES, body: (rig, setup, mode) => safetyBlock(rig, setup, mode) },
   'usage': { modes: MODES, body: (rig, setup, mode) => usage(rig, setup, mode) },
+  'usage of reasoning only': { modes: MODES, body: (rig, setup, mode) => usageOfReasoningOnly(rig, setup, mode) },
   'error 400': { modes: MODES, body: (rig, _setup, mode) => error400(rig, mode) },
   'bad credentials': { modes: MODES, body: (rig, _setup, mode) => badCredentials(rig, mode) },
   'error 429': { modes: MODES, body: (rig, _setup, mode) => error429(rig, mode) },

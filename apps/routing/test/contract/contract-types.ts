@@ -30,6 +30,7 @@ export const SCENARIOS = [
   'stop sequence reported',
   'safety block',
   'usage',
+  'usage of reasoning only',
   'error 400',
   'bad credentials',
   'error 429',
@@ -54,6 +55,12 @@ export interface ScriptedUsage {
   /** Every generated token, reasoning included. */
   output: number;
   reasoning: number;
+  /**
+   * The output count the provider puts on the wire in ITS terms, when a scenario scripts a provider that
+   * reports less than it did (an OpenAI-compatible server's `completion_tokens: 0` beside its reasoning
+   * tokens); absent: the count the API documents for `output` (Gemini's candidates leave reasoning out).
+   */
+  wireOutput?: number;
 }
 
 export interface ScriptedToolCall {

@@ -78,6 +78,26 @@ export async function usage(rig: ContractRig, setup: ContractSetup, mode: Mode) 
   });
 }
 
+/**
+ * Issue 35 item 6: a provider that reports its reasoning tokens beside an output count of 0 (an
+ * OpenAI-compatible server's `completion_tokens: 0` with `reasoning_tokens: 40`; Gemini's candidates 0
+ * with thoughts 40) did 40 tokens of output: the normalized usage has output 40 (output ≥ reasoning), so
+ * it is charged and is no zero completion. A kind that reports no reasoning count reads its output as it is.
+ */
+export async function usageOfReasoningOnly(rig: ContractRig, setup: ContractSetup, mode: Mode) {
+  if (!rig.scripted) return;
+  const scripted: ScriptedUsage = { input: 900, cacheRead: 0, cacheWrite: 0, output: 40, reasoning: 40, wireOutput: 0 };
+  rig.script({ type: 'answer', text: '', usage: scripted });
+  const outcome = await run(mode, rig, ask());
+  const reported = outcome.usage!;
+  expect({ input: reported.inputTokens, output: reported.outputTokens, reasoning: reported.reasoningTokens }).toEqual({
+    input: 900,
+    output: setup.usage.reasoning ? 40 : 0,
+    reasoning: setup.usage.reasoning ? 40 : 0,
+  });
+  expect(reported.outputTokens).toBeGreaterThanOrEqual(reported.reasoningTokens);
+}
+
 async function failureFor(rig: ContractRig, mode: Mode, answer: ScriptedAnswer): Promise<ProviderError> {
   rig.script(answer);
   const error = await failureOf(run(mode, rig, ask()));

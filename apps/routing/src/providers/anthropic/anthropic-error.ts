@@ -17,14 +17,16 @@ function extractMessage(bodyText: string): { message: string; type: string } {
 
 /** Anthropic's validation of a field it does not know: `<field path>: Extra inputs are not permitted`. */
 const EXTRA_INPUT = /^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?): Extra inputs are not permitted/;
-/** Models that take one of the two sampling controls only (Claude 4.5 and later): `top_p` is the one dropped. */
-const SAMPLING_PAIR = /^`?temperature`? and `?top_p`? cannot both be specified/;
-
-/** The parameter a 400 refuses, in the gateway's vocabulary; '' when the refusal is about something else. */
+/**
+ * The parameter a 400 refuses AS SUCH, in the gateway's vocabulary; '' when the refusal is about
+ * something else. Only "Extra inputs are not permitted" (the field does not exist for this model) is
+ * such a refusal. A value out of range (`temperature: Input should be less than or equal to 1`) and a
+ * combination (`temperature and top_p cannot both be specified`: top_p alone is fine) refuse this
+ * request, not the parameter, so they are never learned (issue 35 item 2).
+ */
 export function anthropicUnsupportedParameter(message: string): string {
   const extra = EXTRA_INPUT.exec(message)?.[1];
-  if (extra !== undefined) return gatewayParameterName(extra);
-  return SAMPLING_PAIR.test(message) ? 'top_p' : '';
+  return extra !== undefined ? gatewayParameterName(extra) : '';
 }
 
 /**

@@ -1,25 +1,27 @@
 import type { Usage } from '@gateway/proto';
-import { emptyUsage } from '../../usage/token-counter.js';
+import { normalizeUsage } from '../../usage/normalize-usage.js';
 import type { AnthropicUsage } from './anthropic-api-types.js';
 
 /**
- * Anthropic usage in canonical terms. Anthropic's `input_tokens` EXCLUDES the prompt tokens read from
- * and written to its cache; canonical `inputTokens` is every prompt token, so the three are added once
- * here, and the two cache parts are reported beside it (never added again downstream). Anthropic does
- * not say how many output tokens were thinking: reasoning stays 0 (they are in `output_tokens`).
- * Undefined when the provider reported nothing countable (the router counts tokens then).
+ * Anthropic usage, normalized (usage/normalize-usage.ts). Anthropic's `input_tokens` EXCLUDES the prompt
+ * tokens read from and written to its cache, so the three are added once there, and the two cache parts
+ * reported beside it (never added again downstream). `output_tokens` INCLUDES the thinking tokens (the
+ * billed count, also when the thinking shown is summarized) without saying how many: reasoning stays 0.
+ * Anthropic gives no total. Undefined when the provider reported nothing countable (the router counts
+ * tokens then).
  */
 export function convertAnthropicUsage(usage: AnthropicUsage | null | undefined): Usage | undefined {
   if (!usage || (usage.input_tokens == null && usage.output_tokens == null)) return undefined;
-  const cacheRead = usage.cache_read_input_tokens ?? 0;
-  const cacheWrite = usage.cache_creation_input_tokens ?? 0;
-  return {
-    ...emptyUsage(),
-    inputTokens: (usage.input_tokens ?? 0) + cacheRead + cacheWrite,
-    cachedInputTokens: cacheRead,
-    cacheWriteTokens: cacheWrite,
-    outputTokens: usage.output_tokens ?? 0,
-  };
+  return normalizeUsage({
+    input: usage.input_tokens ?? 0,
+    inputIncludesCache: false,
+    cacheRead: usage.cache_read_input_tokens ?? 0,
+    cacheWrite: usage.cache_creation_input_tokens ?? 0,
+    output: usage.output_tokens ?? 0,
+    reasoning: 0,
+    outputIncludesReasoning: true,
+    total: 0,
+  });
 }
 
 /**

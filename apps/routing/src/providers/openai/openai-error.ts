@@ -7,10 +7,16 @@ const MAX_MESSAGE_LENGTH = 1_000;
 
 const CONTENT_FILTER_CODES = new Set(['content_filter', 'content_policy_violation', 'content_moderation']);
 
-/** Codes OpenAI gives a refusal of one parameter (with `param` naming it). */
-const PARAMETER_CODES = new Set(['unsupported_parameter', 'unsupported_value', 'unknown_parameter']);
+/**
+ * Codes OpenAI gives a refusal of one parameter AS SUCH (with `param` naming it): the model takes no such
+ * field, whatever its value. `unsupported_value` ("Unsupported value: 'reasoning_effort' does not support
+ * 'minimal' …", "'temperature' does not support 1.9 …"), `invalid_value` and the range codes refuse one
+ * VALUE: another request's value may be fine, so they are never learned (issue 35 item 2) and reach the
+ * caller as the provider's 400.
+ */
+const PARAMETER_CODES = new Set(['unsupported_parameter', 'unknown_parameter']);
 /** The same refusals in words, for servers that leave `param` or `code` null (older OpenAI answers, Azure, compatibles). */
-const PARAMETER_MESSAGES = [/^Unrecognized request argument supplied: ([A-Za-z0-9_.]+)\s*$/, /^Unsupported parameter: '([A-Za-z0-9_.]+)'/, /^Unsupported value: '([A-Za-z0-9_.]+)' does not support/];
+const PARAMETER_MESSAGES = [/^Unrecognized request argument supplied: ([A-Za-z0-9_.]+)\s*$/, /^Unsupported parameter: '([A-Za-z0-9_.]+)'/];
 
 function extractMessage(bodyText: string): { message: string; code: string; param: string } {
   try {

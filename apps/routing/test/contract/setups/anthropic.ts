@@ -30,7 +30,7 @@ export function anthropicBehaviourFor(answer: ScriptedAnswer): FakeAnthropicBeha
           ? {
               usage: {
                 input_tokens: answer.usage.input - answer.usage.cacheRead - answer.usage.cacheWrite,
-                output_tokens: answer.usage.output,
+                output_tokens: answer.usage.wireOutput ?? answer.usage.output,
                 cache_read_input_tokens: answer.usage.cacheRead,
                 cache_creation_input_tokens: answer.usage.cacheWrite,
               },

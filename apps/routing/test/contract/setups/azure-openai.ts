@@ -25,7 +25,7 @@ function behaviourFor(answer: ScriptedAnswer): FakeAzureBehaviour {
           ? {
               usage: {
                 prompt_tokens: answer.usage.input,
-                completion_tokens: answer.usage.output,
+                completion_tokens: answer.usage.wireOutput ?? answer.usage.output,
                 cached_tokens: answer.usage.cacheRead,
                 reasoning_tokens: answer.usage.reasoning,
               },

@@ -32,7 +32,7 @@ function behaviourFor(answer: ScriptedAnswer): FakeBedrockBehaviour {
           ? {
               usage: {
                 inputTokens: answer.usage.input - answer.usage.cacheRead - answer.usage.cacheWrite,
-                outputTokens: answer.usage.output,
+                outputTokens: answer.usage.wireOutput ?? answer.usage.output,
                 cacheReadInputTokens: answer.usage.cacheRead,
                 cacheWriteInputTokens: answer.usage.cacheWrite,
               },

@@ -31,7 +31,7 @@ export function geminiBehaviourFor(answer: ScriptedAnswer): FakeGeminiBehaviour 
           ? {
               usage: {
                 promptTokenCount: answer.usage.input,
-                candidatesTokenCount: answer.usage.output - answer.usage.reasoning,
+                candidatesTokenCount: answer.usage.wireOutput ?? answer.usage.output - answer.usage.reasoning,
                 thoughtsTokenCount: answer.usage.reasoning,
                 cachedContentTokenCount: answer.usage.cacheRead,
               },

@@ -22,8 +22,8 @@ function replayed(answer: Extract<ScriptedAnswer, { type: 'answer' }>, stream: b
   const usage = answer.usage!;
   const wireUsage = {
     prompt_tokens: usage.input,
-    completion_tokens: usage.output,
-    total_tokens: usage.input + usage.output,
+    completion_tokens: usage.wireOutput ?? usage.output,
+    total_tokens: usage.input + (usage.wireOutput ?? usage.output),
     prompt_tokens_details: { cached_tokens: usage.cacheRead },
     completion_tokens_details: { reasoning_tokens: usage.reasoning },
   };
