@@ -10,6 +10,8 @@ export class AttemptTimeout extends Error {
  * comes first. It is the AttemptSignal adapters get, so no AbortController is made per attempt.
  */
 export class AttemptControl extends Cancellation implements AttemptSignal {
+  /** The transport wrote this attempt's whole request to the upstream (requestSent). */
+  sent = false;
   private timer: NodeJS.Timeout | undefined;
   private readonly onCallerAbort = () => this.abort(this.caller.reason);
 
@@ -27,6 +29,10 @@ export class AttemptControl extends Cancellation implements AttemptSignal {
     if (this.aborted) return;
     this.disarm();
     super.abort(reason);
+  }
+
+  requestSent() {
+    this.sent = true;
   }
 
   throwIfAborted() {

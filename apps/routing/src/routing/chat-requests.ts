@@ -1,4 +1,4 @@
-import { ErrorReason, GatewayError, GrpcStatus, otelTrace, tracingEnabled, type CallerSignal } from '@gateway/platform';
+import { CANCELLED_FINISH_REASON, ErrorReason, GatewayError, GrpcStatus, otelTrace, tracingEnabled, type CallerSignal } from '@gateway/platform';
 import { UsageOutcome, type ChatRequest, type ChatResponse, type ChatStreamDelta, type ChatStreamResponse, type Usage } from '@gateway/proto';
 import { ProviderError, toProviderError, type AdapterChatRequest, type AdapterStreamPart } from '../providers/provider-adapter.js';
 import type { Candidate } from '../strategies/index.js';
@@ -24,11 +24,19 @@ async function chatHolding(core: RoutingCore, raw: ChatRequest, signal: CallerSi
   const prepared = core.prepare(raw, hold);
   // What the serving attempt's request went without (attempts run one after another: the last one set serves).
   let dropped: readonly string[] = [];
-  const { result, candidate, durationMs } = await core.withFailover(prepared, signal, (candidate, attemptSignal) => {
-    const learned = learnedRequestFor(core.options, prepared, candidate);
-    dropped = learned.dropped;
-    return candidate.adapter.chat(learned.request, attemptSignal);
-  });
+  let served;
+  try {
+    served = await core.withFailover(prepared, signal, (candidate, attemptSignal) => {
+      const learned = learnedRequestFor(core.options, prepared, candidate);
+      dropped = learned.dropped;
+      return candidate.adapter.chat(learned.request, attemptSignal);
+    }, SENT_PROMPT_CHARGED);
+  } catch (error) {
+    // The caller left while an upstream had the prompt: that prompt is charged (nobody reads the error).
+    if (hold.promptSentTo !== '') chargeSentPrompt(prepared, hold, undefined, false);
+    throw error;
+  }
+  const { result, candidate, durationMs } = served;
   const providerId = candidate.offer.providerId;
   hold.firstByteAt = Date.now();
   pinServed(core.options, prepared, providerId);
@@ -75,6 +83,8 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
   let checkpoint: StreamCheckpoint | undefined;
   let active: { control: AttemptControl; iterator: AsyncIterator<AdapterStreamPart> } | undefined;
   let prepared: PreparedRequest | undefined;
+  // The serving attempt's usage report before its first content (Anthropic's message_start), if any.
+  const beforeContent: { reported: Usage | undefined } = { reported: undefined };
   const meter = () => meterUsage(reported, prepared!.request.messages, prepared!.request.tools, delivered.output);
   try {
     const target = (prepared = core.prepare(raw, hold));
@@ -86,10 +96,13 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
       opened = await core.withFailover(target, signal, (candidate, control) => {
         const learned = learnedRequestFor(core.options, target, candidate);
         dropped = learned.dropped;
-        return firstStreamPart(candidate, learned.request, control);
-      }, { continues: true });
+        beforeContent.reported = undefined;
+        return firstStreamPart(candidate, learned.request, control, beforeContent);
+      }, SENT_STREAM_PROMPT_CHARGED);
     } catch (error) {
-      // The caller went away before any content: the stream just ends (its hold is released).
+      // The caller went away before any content: the stream just ends. Its hold is released, or, when an
+      // upstream already had the prompt, that prompt is charged.
+      if (hold.promptSentTo !== '') chargeSentPrompt(target, hold, beforeContent.reported, true);
       if (signal.aborted) return;
       throw error;
     }
@@ -213,6 +226,38 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
   }
 }
 
+const SENT_PROMPT_CHARGED = { chargesSentPrompt: true } as const;
+const SENT_STREAM_PROMPT_CHARGED = { continues: true, chargesSentPrompt: true } as const;
+const NOTHING_DELIVERED: DeliveredOutput = { content: '', reasoning: '', toolCalls: [] };
+
+/**
+ * The caller went away before any content while the attempt's upstream had the whole request
+ * (hold.promptSentTo): the provider processed (and bills) the prompt, so the request is SERVED with its
+ * prompt only — the provider's input counts when it reported them before content, else the gateway's
+ * own count — cancelled, finish reason `cancelled`. No zero-completion insurance: that covers a provider
+ * that answered nothing, not a caller who left (the ledger refuses the claim on such an event too).
+ */
+function chargeSentPrompt(target: PreparedRequest, hold: Reservation, reported: Usage | undefined, streamed: boolean): void {
+  const usage = promptOnly(meterUsage(reported, target.request.messages, target.request.tools, NOTHING_DELIVERED));
+  hold.cancelled = true;
+  hold.finishReason = CANCELLED_FINISH_REASON;
+  hold.insuredReason = '';
+  hold.nativeUsage = reported;
+  hold.settleInBackground(hold.promptSentTo, usage, streamed);
+}
+
+/** The input side of a usage (prompt, cache reads and writes, input audio/images); every output count 0. */
+function promptOnly(usage: Usage): Usage {
+  usage.outputTokens = 0;
+  usage.reasoningTokens = 0;
+  usage.outputAudioTokens = 0;
+  usage.outputAudioMs = 0;
+  usage.outputTextTokens = 0;
+  usage.outputTextCharacters = 0;
+  usage.outputImageTokens = 0;
+  return usage;
+}
+
 /** One delta as a stream message (and its finish reason on the span when tracing). */
 function deltaMessage(delta: ChatStreamDelta): ChatStreamResponse {
   if (delta.finishReason !== '' && tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gen_ai.response.finish_reasons', [delta.finishReason]);
@@ -223,7 +268,7 @@ function deltaMessage(delta: ChatStreamDelta): ChatStreamResponse {
  * One stream attempt up to its first content: the parts before the first delta (a usage report) are
  * kept; no delta at all is an empty, complete answer. Each part gets the attempt's idle bound.
  */
-async function firstStreamPart(candidate: Candidate, request: AdapterChatRequest, control: AttemptControl) {
+async function firstStreamPart(candidate: Candidate, request: AdapterChatRequest, control: AttemptControl, seen: { reported: Usage | undefined }) {
   const iterator = candidate.adapter.chatStream(request, control)[Symbol.asyncIterator]();
   let reported: Usage | undefined;
   try {
@@ -233,7 +278,7 @@ async function firstStreamPart(candidate: Candidate, request: AdapterChatRequest
       if (next.done) return { iterator, delta: undefined, reported };
       // Adapters drop empty deltas, so the first delta is the first content: failover ends here.
       if (next.value.type === 'delta') return { iterator, delta: next.value.delta, reported };
-      reported = next.value.usage;
+      reported = seen.reported = next.value.usage;
     }
   } catch (error) {
     void iterator.return?.(undefined)?.catch?.(() => undefined);
