@@ -24,15 +24,29 @@ class NotingDispatcher {
   }
 }
 
-/** A legacy-style undici handler passing every call to `inner`, and onRequestSent to the signal too. */
+/**
+ * A legacy-style undici handler passing every call to `inner`, and onRequestSent to the signal too. It
+ * also ends a request whose signal aborts before its connection is established: undici's own request
+ * handler can only abort once connected, so a stream attempt cancelled while connecting (a TLS handshake
+ * that never completes) would wait for the connect timeout; here it fails at once, and the connection,
+ * if it ever comes, is dropped before anything is written to it.
+ */
 type LegacyHandler = Partial<Record<LegacyMethod, (...args: unknown[]) => unknown>>;
 type LegacyMethod = 'onRequestSent' | 'onConnect' | 'onBodySent' | 'onResponseStarted' | 'onHeaders' | 'onData' | 'onComplete' | 'onError' | 'onUpgrade';
 
 class SentNotice {
   private readonly inner: LegacyHandler;
+  /** Set when the signal aborted before the connection: the request already failed with it. */
+  private gone: Error | undefined = undefined;
+  private readonly onAbort = () => {
+    const reason = this.signal.reason;
+    this.gone = reason instanceof Error ? reason : new Error('request aborted');
+    this.inner.onError!(this.gone);
+  };
 
   constructor(inner: Dispatcher.DispatchHandler, private readonly signal: AttemptSignal) {
     this.inner = inner as unknown as LegacyHandler;
+    signal.addEventListener('abort', this.onAbort, { once: true });
   }
 
   onRequestSent() {
@@ -40,7 +54,10 @@ class SentNotice {
     return this.inner.onRequestSent?.();
   }
 
-  onConnect(abort: unknown, context: unknown) {
+  onConnect(abort: (reason: Error) => void, context: unknown) {
+    if (this.gone !== undefined) return abort(this.gone);
+    // Connected: from here undici's own handler aborts the request on the signal.
+    this.signal.removeEventListener('abort', this.onAbort);
     return this.inner.onConnect!(abort, context);
   }
 
@@ -65,6 +82,9 @@ class SentNotice {
   }
 
   onError(error: unknown) {
+    // The request already failed with the signal's reason (onAbort): undici's echo of it is not news.
+    if (this.gone !== undefined) return undefined;
+    this.signal.removeEventListener('abort', this.onAbort);
     return this.inner.onError!(error);
   }
 
