@@ -5,7 +5,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import pg from 'pg';
 import { formatCredits, parseCredits } from '@gateway/platform';
-import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
+import { eventually, startFakeAnthropicUpstream, startFakeUpstream, type FakeAnthropicUpstream, type FakeUpstream } from '@gateway/testing';
 import { ctlJson, generationRecord, startStackOnCatalog, type StackOnCatalog } from './configured-stack.js';
 
 // Issue 35 item 4: a caller who leaves before the first content still pays for the prompt an upstream
@@ -15,12 +15,14 @@ import { ctlJson, generationRecord, startStackOnCatalog, type StackOnCatalog } f
 // that takes 2.5 s to answer; the client aborts at 1.5 s. Money exactly, from the ledger's rows.
 
 const MODEL = 'testco/cancel';
+/** Served by an Anthropic-kind provider, whose stream reports the prompt's usage before the first content. */
+const CLAUDE = 'testco/cancel-claude';
 const INPUT_PRICE = '0.000003';
 const OUTPUT_PRICE = '0.000015';
 const UPSTREAM_DELAY_MS = 2_500;
 const ABORT_AT_MS = 1_500;
 
-function catalog(upstream: FakeUpstream): string {
+function catalog(upstream: FakeUpstream, claude: FakeAnthropicUpstream): string {
   // Two providers on the same fake, told apart by a static header, for the failover case.
   return `
 startups:
@@ -28,6 +30,7 @@ startups:
 providers:
   - { id: upstream-one, kind: openai, base_url: ${upstream.url}, api_key_env: CANCEL_KEY, headers: { x-which: one } }
   - { id: upstream-two, kind: openai, base_url: ${upstream.url}, api_key_env: CANCEL_KEY, headers: { x-which: two } }
+  - { id: claude-one, kind: anthropic, base_url: ${claude.url}, api_key_env: CANCEL_KEY }
 limit_groups:
   - id: default
     tiers: { tier-1: { minute: 600 } }
@@ -43,6 +46,16 @@ models:
     offers:
       - { provider: upstream-one, upstream_model: cancel-upstream, endpoints: [chat.completions, messages] }
       - { provider: upstream-two, upstream_model: cancel-upstream, endpoints: [chat.completions, messages] }
+  - id: ${CLAUDE}
+    owned_by: testco
+    created: 1767225600
+    input_modalities: [text]
+    output_modalities: [text]
+    supported_parameters: [temperature, max_completion_tokens, stream_options]
+    pricing: { per_input_token: "${INPUT_PRICE}", per_output_token: "${OUTPUT_PRICE}" }
+    limit_group: default
+    offers:
+      - { provider: claude-one, upstream_model: claude-cancel, endpoints: [chat.completions, messages] }
 `;
 }
 
@@ -50,6 +63,7 @@ interface Account { accountId: string; apiKey: string; provisioningKey: string; 
 
 describe('a caller who leaves before the first content, end to end', () => {
   let upstream: FakeUpstream;
+  let claude: FakeAnthropicUpstream;
   let base: StackOnCatalog;
   let pool: pg.Pool;
   let files: Server;
@@ -131,6 +145,7 @@ describe('a caller who leaves before the first content, end to end', () => {
 
   beforeAll(async () => {
     upstream = await startFakeUpstream();
+    claude = await startFakeAnthropicUpstream();
     // A file server that takes 3 s: a caller can leave while the gateway still fetches its file.
     files = createServer((_request, response) => {
       setTimeout(() => {
@@ -140,7 +155,7 @@ describe('a caller who leaves before the first content, end to end', () => {
     });
     await new Promise<void>((resolve) => files.listen(0, '127.0.0.1', resolve));
     filesUrl = `http://127.0.0.1:${(files.address() as AddressInfo).port}`;
-    base = await startStackOnCatalog('cancel', catalog(upstream), {
+    base = await startStackOnCatalog('cancel', catalog(upstream, claude), {
       keyHashSecret: 'cancel-e2e-secret-cancel-e2e-secret-0123',
       providerSecrets: { CANCEL_KEY: 'sk-cancel' },
       media: { allowLoopbackUrlsForTests: true },
@@ -153,11 +168,12 @@ describe('a caller who leaves before the first content, end to end', () => {
     await pool?.end().catch(() => undefined);
     await base?.stop();
     await upstream?.close();
+    await claude?.close();
     files?.closeAllConnections();
     await new Promise((resolve) => files?.close(resolve));
   });
 
-  beforeEach(() => upstream.reset());
+  beforeEach(() => { upstream.reset(); claude.reset(); });
 
   for (const streamed of [false, true]) {
     it(`chat completions${streamed ? ', streamed' : ''}: the upstream had the prompt, so it is charged at the input price and the record says cancelled`, async () => {
@@ -190,6 +206,38 @@ describe('a caller who leaves before the first content, end to end', () => {
       });
       expect(upstream.requests).toHaveLength(1);
       await expectPromptCharged(who, before, promptTokens, streamed);
+    });
+  }
+
+  for (const dialect of ['chat', 'messages'] as const) {
+    it(`${dialect}, streamed, to an Anthropic upstream that reported the prompt's usage before its slow first token: charged the provider's count`, async () => {
+      const who = await account(`claude-${dialect}`);
+      const before = await balance(who);
+      claude.script({ firstChunkDelayMs: UPSTREAM_DELAY_MS, usage: { input_tokens: 42, output_tokens: 7, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 } });
+      const content = 'Answer slowly.';
+      await abortedAt(async (signal) => {
+        if (dialect === 'chat') {
+          const stream = await who.openai.chat.completions.create({ model: CLAUDE, messages: [{ role: 'user', content }], stream: true }, { signal });
+          for await (const _chunk of stream) { /* nothing arrives before the abort */ }
+        } else {
+          const stream = await who.anthropic.messages.create({ model: CLAUDE, max_tokens: 100, messages: [{ role: 'user', content }], stream: true }, { signal });
+          for await (const _event of stream) { /* message_start may arrive; no content before the abort */ }
+        }
+      });
+      expect(claude.requests).toHaveLength(1);
+      let rows: Array<Record<string, any>> = [];
+      await eventually(async () => {
+        rows = await charges(who.accountId);
+        expect(rows).toHaveLength(1);
+      }, 15_000);
+      const cost = 42n * parseCredits(INPUT_PRICE);
+      expect(rows[0]).toMatchObject({ input_tokens: 42n, output_tokens: 0n, cost_pico: cost, provider_id: 'claude-one', estimated: false });
+      const record = await generationRecord(url, who.apiKey, rows[0]!.request_id);
+      expect(record).toMatchObject({
+        model: CLAUDE, provider_name: 'claude-one', streamed: true, cancelled: true, finish_reason: 'cancelled', tokens_prompt: 42,
+        tokens_completion: 0, native_tokens_prompt: 42, estimated: false, insured: false, total_cost: formatCredits(cost),
+      });
+      await eventually(async () => expect(await balance(who)).toBe(before - cost), 10_000);
     });
   }
 

@@ -54,6 +54,11 @@ export interface AttemptSignal extends CallerSignal {
    * leaves before the answer"). Optional: a plain AbortSignal has none.
    */
   requestSent?(): void;
+  /**
+   * A stream's provider reported the prompt's counts before any content (Anthropic's `message_start`),
+   * output counts 0: what a caller who leaves before the first content is charged. Optional.
+   */
+  promptReported?(usage: Usage): void;
 }
 
 export interface AdapterChatRequest {

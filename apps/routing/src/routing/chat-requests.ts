@@ -33,7 +33,7 @@ async function chatHolding(core: RoutingCore, raw: ChatRequest, signal: CallerSi
     }, SENT_PROMPT_CHARGED);
   } catch (error) {
     // The caller left while an upstream had the prompt: that prompt is charged (nobody reads the error).
-    if (hold.promptSentTo !== '') chargeSentPrompt(prepared, hold, undefined, false);
+    if (hold.promptSentTo !== '') chargeSentPrompt(prepared, hold, false);
     throw error;
   }
   const { result, candidate, durationMs } = served;
@@ -83,8 +83,6 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
   let checkpoint: StreamCheckpoint | undefined;
   let active: { control: AttemptControl; iterator: AsyncIterator<AdapterStreamPart> } | undefined;
   let prepared: PreparedRequest | undefined;
-  // The serving attempt's usage report before its first content (Anthropic's message_start), if any.
-  const beforeContent: { reported: Usage | undefined } = { reported: undefined };
   const meter = () => meterUsage(reported, prepared!.request.messages, prepared!.request.tools, delivered.output);
   try {
     const target = (prepared = core.prepare(raw, hold));
@@ -96,13 +94,12 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
       opened = await core.withFailover(target, signal, (candidate, control) => {
         const learned = learnedRequestFor(core.options, target, candidate);
         dropped = learned.dropped;
-        beforeContent.reported = undefined;
-        return firstStreamPart(candidate, learned.request, control, beforeContent);
+        return firstStreamPart(candidate, learned.request, control);
       }, SENT_STREAM_PROMPT_CHARGED);
     } catch (error) {
       // The caller went away before any content: the stream just ends. Its hold is released, or, when an
       // upstream already had the prompt, that prompt is charged.
-      if (hold.promptSentTo !== '') chargeSentPrompt(target, hold, beforeContent.reported, true);
+      if (hold.promptSentTo !== '') chargeSentPrompt(target, hold, true);
       if (signal.aborted) return;
       throw error;
     }
@@ -233,16 +230,15 @@ const NOTHING_DELIVERED: DeliveredOutput = { content: '', reasoning: '', toolCal
 /**
  * The caller went away before any content while the attempt's upstream had the whole request
  * (hold.promptSentTo): the provider processed (and bills) the prompt, so the request is SERVED with its
- * prompt only — the provider's input counts when it reported them before content, else the gateway's
- * own count — cancelled, finish reason `cancelled`. No zero-completion insurance: that covers a provider
+ * prompt only — the provider's input counts when it reported them before content (hold.nativeUsage, from
+ * AttemptSignal.promptReported), else the gateway's own count — cancelled, finish reason `cancelled`. No zero-completion insurance: that covers a provider
  * that answered nothing, not a caller who left (the ledger refuses the claim on such an event too).
  */
-function chargeSentPrompt(target: PreparedRequest, hold: Reservation, reported: Usage | undefined, streamed: boolean): void {
-  const usage = promptOnly(meterUsage(reported, target.request.messages, target.request.tools, NOTHING_DELIVERED));
+function chargeSentPrompt(target: PreparedRequest, hold: Reservation, streamed: boolean): void {
+  const usage = promptOnly(meterUsage(hold.nativeUsage, target.request.messages, target.request.tools, NOTHING_DELIVERED));
   hold.cancelled = true;
   hold.finishReason = CANCELLED_FINISH_REASON;
   hold.insuredReason = '';
-  hold.nativeUsage = reported;
   hold.settleInBackground(hold.promptSentTo, usage, streamed);
 }
 
@@ -268,7 +264,7 @@ function deltaMessage(delta: ChatStreamDelta): ChatStreamResponse {
  * One stream attempt up to its first content: the parts before the first delta (a usage report) are
  * kept; no delta at all is an empty, complete answer. Each part gets the attempt's idle bound.
  */
-async function firstStreamPart(candidate: Candidate, request: AdapterChatRequest, control: AttemptControl, seen: { reported: Usage | undefined }) {
+async function firstStreamPart(candidate: Candidate, request: AdapterChatRequest, control: AttemptControl) {
   const iterator = candidate.adapter.chatStream(request, control)[Symbol.asyncIterator]();
   let reported: Usage | undefined;
   try {
@@ -278,7 +274,7 @@ async function firstStreamPart(candidate: Candidate, request: AdapterChatRequest
       if (next.done) return { iterator, delta: undefined, reported };
       // Adapters drop empty deltas, so the first delta is the first content: failover ends here.
       if (next.value.type === 'delta') return { iterator, delta: next.value.delta, reported };
-      reported = seen.reported = next.value.usage;
+      reported = next.value.usage;
     }
   } catch (error) {
     void iterator.return?.(undefined)?.catch?.(() => undefined);

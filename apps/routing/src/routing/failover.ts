@@ -95,8 +95,13 @@ export async function withFailover<Result>(
         attempts?.attempt(providerId, 'cancelled');
         // Only the attempt in flight counts: an earlier attempt that failed is the provider's failure,
         // never charged (as a request whose every attempt fails is not).
-        if (policy.chargesSentPrompt && control.sent && !screening) target.hold.promptSentTo = providerId;
-        else target.hold.release();
+        if (policy.chargesSentPrompt && control.sent && !screening) {
+          target.hold.promptSentTo = providerId;
+          // The provider's own prompt counts when it reported them before content; else the gateway counts.
+          target.hold.nativeUsage = control.reportedPrompt;
+        } else {
+          target.hold.release();
+        }
         throw new GatewayError(GrpcStatus.CANCELLED, ErrorReason.ERROR_REASON_UNSPECIFIED, 'The caller cancelled the request.');
       }
       if (error instanceof GatewayError) {
