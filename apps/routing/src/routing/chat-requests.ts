@@ -231,8 +231,9 @@ const NOTHING_DELIVERED: DeliveredOutput = { content: '', reasoning: '', toolCal
  * The caller went away before any content while the attempt's upstream had the whole request
  * (hold.promptSentTo): the provider processed (and bills) the prompt, so the request is SERVED with its
  * prompt only — the provider's input counts when it reported them before content (hold.nativeUsage, from
- * AttemptSignal.promptReported), else the gateway's own count — cancelled, finish reason `cancelled`. No zero-completion insurance: that covers a provider
- * that answered nothing, not a caller who left (the ledger refuses the claim on such an event too).
+ * AttemptSignal.promptReported), else the gateway's own count — cancelled, finish reason `cancelled`. No
+ * zero-completion insurance: that covers a provider that answered nothing, not a caller who left (the
+ * ledger refuses the claim on such an event too).
  */
 function chargeSentPrompt(target: PreparedRequest, hold: Reservation, streamed: boolean): void {
   const usage = promptOnly(meterUsage(hold.nativeUsage, target.request.messages, target.request.tools, NOTHING_DELIVERED));

@@ -65,7 +65,7 @@ export class BufferingHandler implements Dispatcher.DispatchHandler {
     else this.abortRequest = abort;
   }
 
-  /** undici wrote the whole request: the upstream has the prompt. */
+  /** undici wrote the whole request to the established connection: the upstream gets the prompt. */
   onRequestSent() {
     this.signal.requestSent?.();
   }

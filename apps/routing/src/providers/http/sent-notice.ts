@@ -2,10 +2,11 @@ import { Dispatcher, type Pool } from 'undici';
 import type { AttemptSignal } from '../provider-adapter.js';
 
 /**
- * `pool.request` that also tells the attempt's signal when undici wrote the whole request
- * (AttemptSignal.requestSent): from then on the upstream has the prompt, and a caller who leaves pays
- * for it. undici's request handler has no hook for that, so its dispatch goes through a dispatcher of
- * ours (one per pool) that wraps the handler in a SentNotice, which passes every call on unchanged.
+ * `pool.request` that also tells the attempt's signal when undici wrote the whole request to an
+ * established connection (AttemptSignal.requestSent; its socket has it, so the upstream gets the prompt
+ * unless the connection breaks): from then on a caller who leaves pays for that prompt. undici's request
+ * handler has no hook for that, so its dispatch goes through a dispatcher of ours (one per pool) that
+ * wraps the handler in a SentNotice, which passes every call on unchanged.
  */
 export function requestNotingSent(pool: Pool, options: Dispatcher.RequestOptions): Promise<Dispatcher.ResponseData> {
   let noting = dispatchers.get(pool);
@@ -24,6 +25,10 @@ class NotingDispatcher {
   }
 }
 
+/** undici's legacy handler methods, as SentNotice passes them on. */
+type LegacyHandler = Partial<Record<LegacyMethod, (...args: unknown[]) => unknown>>;
+type LegacyMethod = 'onRequestSent' | 'onConnect' | 'onBodySent' | 'onResponseStarted' | 'onHeaders' | 'onData' | 'onComplete' | 'onError' | 'onUpgrade';
+
 /**
  * A legacy-style undici handler passing every call to `inner`, and onRequestSent to the signal too. It
  * also ends a request whose signal aborts before its connection is established: undici's own request
@@ -31,9 +36,6 @@ class NotingDispatcher {
  * that never completes) would wait for the connect timeout; here it fails at once, and the connection,
  * if it ever comes, is dropped before anything is written to it.
  */
-type LegacyHandler = Partial<Record<LegacyMethod, (...args: unknown[]) => unknown>>;
-type LegacyMethod = 'onRequestSent' | 'onConnect' | 'onBodySent' | 'onResponseStarted' | 'onHeaders' | 'onData' | 'onComplete' | 'onError' | 'onUpgrade';
-
 class SentNotice {
   private readonly inner: LegacyHandler;
   /** Set when the signal aborted before the connection: the request already failed with it. */
