@@ -114,6 +114,24 @@ describe('generation records', () => {
     expect((await client.getBalance({ accountId })).balance).toBe(formatCredits(10n * 10n ** 12n - 3_150_000_000n));
   });
 
+  it('a caller who left before any content (cancelled, finish reason cancelled) pays its prompt even when the event claims insurance', async () => {
+    const { client } = await harness.start();
+    const accountId = await fundedAccount(client);
+    const requestId = uniqueName('req');
+    await client.admit({ context: { requestId, accountId, keyId: 'key_a' }, modelId: 'acme/chat-small', paid: true, tier: '', limitGroup: '' });
+    // The producer's claim is ignored: the insurance covers a provider that answered nothing, not a caller who left.
+    await publish(usageEvent({
+      requestId, accountId, usage: Usage.create({ inputTokens: 1_000, estimated: true }), prices: PRICES,
+      insuredReason: 'no_output_no_finish_reason', finishReason: 'cancelled', cancelled: true,
+    }));
+    await eventually(async () => expect(await closeReason(requestId)).toBe('settled'));
+    const record = (await client.getGeneration({ accountId, requestId })).generation!;
+    expect(record).toMatchObject({ cancelled: true, finishReason: 'cancelled', insuredReason: '', cost: formatCredits(1_000n * 3_000_000n) });
+    expect(await client.getBalance({ accountId })).toEqual({
+      balance: formatCredits(10n * 10n ** 12n - 3_000_000_000n), available: formatCredits(10n * 10n ** 12n - 3_000_000_000n), reserved: '0',
+    });
+  });
+
   it('one batch mixing plain, cancelled, insured and unreported events keeps each record its own', async () => {
     const { client } = await harness.start();
     const accountId = await fundedAccount(client);

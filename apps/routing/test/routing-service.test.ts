@@ -1,9 +1,11 @@
+import { createServer, type AddressInfo, type Server } from 'node:net';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { encode } from 'gpt-tokenizer';
 import { ErrorReason, GatewayError, GrpcStatus, openDuplexCall, subjects, type EventBus } from '@gateway/platform';
 import { CatalogChanged, Provider, ExchangeRequest, ExchangeResponse, RouterServiceService, UsageOutcome, type ChatStreamResponse } from '@gateway/proto';
 import { createTestBus, eventually, startFakeUpstream, testLogger, type FakeUpstream, type TestBus } from '@gateway/testing';
 import { startRoutingService } from '../src/index.js';
+import { countInputTokens } from '../src/usage/token-counter.js';
 import { chatRequest, collectUsageEvents, model, openaiProvider, routerClient, snapshot, startFakeCatalog } from './harness.js';
 
 const PRICING = { perInputToken: '0.0000005', perOutputToken: '0.0000015' };
@@ -511,6 +513,97 @@ describe('routing service', () => {
     expect(event.outcome).toBe(UsageOutcome.USAGE_OUTCOME_SERVED);
     expect(event.usage!.outputTokens).toBeGreaterThan(0);
     expect(event.usage!.outputTokens).toBeLessThan(encode('a b c d e f g h').length);
+  });
+});
+
+describe('routing service: a caller who leaves before the first content (issue 35 item 4)', () => {
+  let testBus: TestBus;
+  let upstream: FakeUpstream;
+  let hole: Server;
+  let holeUrl = '';
+  let catalog: Awaited<ReturnType<typeof startFakeCatalog>>;
+  let usage: Awaited<ReturnType<typeof collectUsageEvents>>;
+  let service: { address: string; stop(): Promise<void> };
+  let client: ReturnType<typeof routerClient>;
+
+  beforeAll(async () => {
+    testBus = await createTestBus('nats');
+    upstream = await startFakeUpstream();
+    // An https upstream that accepts TCP connections and never answers the TLS handshake: the request is
+    // never written to it (undici writes a request only once its connection is established).
+    hole = createServer((socket) => { holeSockets.add(socket); socket.pause(); });
+    await new Promise<void>((resolve) => hole.listen(0, '127.0.0.1', resolve));
+    holeUrl = `https://127.0.0.1:${(hole.address() as AddressInfo).port}/v1`;
+    catalog = await startFakeCatalog(snapshot('v1', [model('acme/slow', ['prov-a']), model('acme/hole', ['prov-hole'])], [
+      openaiProvider('prov-a', upstream.url), openaiProvider('prov-hole', holeUrl),
+    ]));
+    usage = await collectUsageEvents(testBus.bus);
+    service = await startRoutingService({
+      listenAddress: '127.0.0.1:0', catalogAddress: catalog.address, bus: testBus.bus, logger: testLogger('routing'),
+      providerSecrets: { PROV_A_API_KEY: 'sk-a', PROV_HOLE_API_KEY: 'sk-hole' }, attemptTimeoutMs: 5_000, maxAttempts: 1,
+    });
+    client = routerClient(service.address);
+  });
+  afterAll(async () => {
+    client.close();
+    await service.stop();
+    await usage.stop();
+    await catalog.stop();
+    await upstream.close();
+    await new Promise((resolve) => { hole.close(resolve); for (const socket of holeSockets) socket.destroy(); });
+    await testBus.destroy();
+  });
+
+  const holeSockets = new Set<import('node:net').Socket>();
+  const eventFor = (requestId: string) => eventually(() => {
+    const found = usage.events.get(requestId);
+    if (!found) throw new Error(`no usage event for ${requestId}`);
+    return found;
+  });
+
+  /** Calls with a signal aborted after `ms`; the call must end by that abort. */
+  async function cancelledAfter(ms: number, call: (signal: AbortSignal) => Promise<unknown>) {
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), ms);
+    const outcome = await call(controller.signal).then(() => 'answered', (error: unknown) => error);
+    clearTimeout(timer);
+    expect(outcome).not.toBe('answered');
+  }
+
+  for (const streamed of [false, true]) {
+    it(`${streamed ? 'a stream' : 'a unary chat'} cancelled while the upstream has its request: one SERVED event, its prompt only, cancelled, never insured`, async () => {
+      upstream.script({ latencyMs: 2_000 });
+      const request = chatRequest('acme/slow', 'a prompt the upstream received in full');
+      await cancelledAfter(500, async (signal) => {
+        if (!streamed) return client.chat(request, { signal });
+        for await (const _message of client.chatStream({ chat: request, combinedStart: false }, { signal })) { /* none before the abort */ }
+      });
+      expect(upstream.requests).toHaveLength(1);
+      const { event, msgId } = await eventFor(request.context!.requestId);
+      expect(event).toMatchObject({
+        outcome: UsageOutcome.USAGE_OUTCOME_SERVED, providerId: 'prov-a', cancelled: true, finishReason: 'cancelled', insuredReason: '', streamed,
+      });
+      expect(event.usage).toMatchObject({ inputTokens: countInputTokens(request.messages), outputTokens: 0, estimated: true });
+      // Exactly one event, under the request's id (the group-commit publisher's batch carries it).
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(usage.events.get(request.context!.requestId)!.count).toBe(1);
+      expect(msgId).toBeTruthy();
+      upstream.reset();
+    });
+  }
+
+  it('a caller who leaves before its request was written to the upstream (still connecting) pays nothing: FAILED', async () => {
+    for (const streamed of [true, false]) {
+      const request = chatRequest('acme/hole', 'a prompt no upstream ever received');
+      await cancelledAfter(800, async (signal) => {
+        if (!streamed) return client.chat(request, { signal });
+        for await (const _message of client.chatStream({ chat: request, combinedStart: false }, { signal })) { /* none */ }
+      });
+      expect(holeSockets.size).toBeGreaterThan(0);
+      const { event } = await eventFor(request.context!.requestId);
+      expect(event.outcome).toBe(UsageOutcome.USAGE_OUTCOME_FAILED);
+      expect(event.usage).toMatchObject({ inputTokens: 0, outputTokens: 0 });
+    }
   });
 });
 

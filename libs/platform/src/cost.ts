@@ -179,6 +179,13 @@ export function deliveredNothing(usage: Usage): boolean {
     && (usage.outputImageTokens >>> 0) === 0;
 }
 
+/**
+ * The finish reason of a request whose caller left before any content while an upstream had its prompt:
+ * charged for that prompt (docs/billing.md), never insured — the insurance covers a provider that
+ * answered nothing, not a caller who stopped waiting.
+ */
+export const CANCELLED_FINISH_REASON = 'cancelled';
+
 export type InsuredReason = '' | 'no_output_no_finish_reason' | 'no_output_error_finish_reason' | 'no_images' | 'no_audio';
 
 /** The insurance claims the ledger knows (any other is charged as usual). */

@@ -57,6 +57,11 @@ export interface FakeAnthropicBehaviour extends Omit<FakeBehaviour, 'usage' | 't
   redactedThinking?: boolean;
   /** `error.type` of the in-stream error event of `streamErrorAfterChunks` (default: overloaded_error). */
   streamErrorType?: string;
+  /**
+   * Streams: a slow first token. The events before the first content delta (`message_start` with the
+   * prompt's usage, `content_block_start`, `ping`) go out at once; the first delta this long after them.
+   */
+  firstChunkDelayMs?: number;
 }
 
 export type FakeAnthropicScript = FakeAnthropicBehaviour | ((request: RecordedRequest) => FakeAnthropicBehaviour);
@@ -340,8 +345,14 @@ export async function startFakeAnthropicUpstream(options: FakeAnthropicUpstreamO
     let pending = '';
     let sent = 0;
     for (const event of events) {
-      pending += `event: ${event.name}\ndata: ${JSON.stringify(event.data)}\n\n`;
       const isDelta = event.name === 'content_block_delta';
+      if (isDelta && sent === 0 && behaviour.firstChunkDelayMs) {
+        await write(pending);
+        pending = '';
+        await sleep(behaviour.firstChunkDelayMs);
+        if (response.destroyed) return;
+      }
+      pending += `event: ${event.name}\ndata: ${JSON.stringify(event.data)}\n\n`;
       if (!isDelta && event.name !== 'message_delta') continue;
       // The decision point lies before the group, so its events go out only when the delta does.
       const group = pending;

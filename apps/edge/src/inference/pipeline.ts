@@ -109,8 +109,10 @@ export async function runPipeline<Body, Prepared extends Hold, Sink extends Answ
     await steps.exchange(prepared, job, sink, context);
   } catch (error) {
     // Nothing committed: the reservation goes back now, not at the sweeper's deadline. After the commit
-    // point the Router has published what was delivered: settled with it.
-    if (job.committed) context.admission.settle({ requestId, usage: job.usage });
+    // point the Router has published what was delivered: settled with it. A client gone while the Router
+    // had the request may owe the prompt an upstream already had (routing charges it; the edge never
+    // learns the usage): the hold is counted as spent, as for a stream cut short, until the ledger settles.
+    if (job.committed || job.signal.aborted) context.admission.settle({ requestId, usage: job.usage });
     else void context.admission.release({ requestId, key });
     throw job.signal.aborted && !(error instanceof ClientGoneError) ? new ClientGoneError('client left while the router was answering') : error;
   }

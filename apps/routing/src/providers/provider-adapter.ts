@@ -48,6 +48,17 @@ export type SecretSource = (envName: string) => string | undefined;
 export interface AttemptSignal extends CallerSignal {
   readonly reason: unknown;
   throwIfAborted(): void;
+  /**
+   * The transport wrote the whole request (body included) to the upstream: from here the provider has
+   * the prompt and may bill it, so a caller who leaves still pays for it (docs/billing.md, "A caller who
+   * leaves before the answer"). Optional: a plain AbortSignal has none.
+   */
+  requestSent?(): void;
+  /**
+   * A stream's provider reported the prompt's counts before any content (Anthropic's `message_start`),
+   * output counts 0: what a caller who leaves before the first content is charged. Optional.
+   */
+  promptReported?(usage: Usage): void;
 }
 
 export interface AdapterChatRequest {

@@ -1,4 +1,5 @@
 import { Cancellation, type CallerSignal } from '@gateway/platform';
+import type { Usage } from '@gateway/proto';
 import type { AttemptSignal } from '../providers/provider-adapter.js';
 
 export class AttemptTimeout extends Error {
@@ -10,6 +11,10 @@ export class AttemptTimeout extends Error {
  * comes first. It is the AttemptSignal adapters get, so no AbortController is made per attempt.
  */
 export class AttemptControl extends Cancellation implements AttemptSignal {
+  /** The transport wrote this attempt's whole request to the upstream (requestSent). */
+  sent = false;
+  /** The prompt's usage as the provider reported it before any content (promptReported); undefined: none. */
+  reportedPrompt: Usage | undefined = undefined;
   private timer: NodeJS.Timeout | undefined;
   private readonly onCallerAbort = () => this.abort(this.caller.reason);
 
@@ -27,6 +32,14 @@ export class AttemptControl extends Cancellation implements AttemptSignal {
     if (this.aborted) return;
     this.disarm();
     super.abort(reason);
+  }
+
+  requestSent() {
+    this.sent = true;
+  }
+
+  promptReported(usage: Usage) {
+    this.reportedPrompt = usage;
   }
 
   throwIfAborted() {

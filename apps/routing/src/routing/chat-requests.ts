@@ -1,4 +1,4 @@
-import { ErrorReason, GatewayError, GrpcStatus, otelTrace, tracingEnabled, type CallerSignal } from '@gateway/platform';
+import { CANCELLED_FINISH_REASON, ErrorReason, GatewayError, GrpcStatus, otelTrace, tracingEnabled, type CallerSignal } from '@gateway/platform';
 import { UsageOutcome, type ChatRequest, type ChatResponse, type ChatStreamDelta, type ChatStreamResponse, type Usage } from '@gateway/proto';
 import { ProviderError, toProviderError, type AdapterChatRequest, type AdapterStreamPart } from '../providers/provider-adapter.js';
 import type { Candidate } from '../strategies/index.js';
@@ -24,11 +24,19 @@ async function chatHolding(core: RoutingCore, raw: ChatRequest, signal: CallerSi
   const prepared = core.prepare(raw, hold);
   // What the serving attempt's request went without (attempts run one after another: the last one set serves).
   let dropped: readonly string[] = [];
-  const { result, candidate, durationMs } = await core.withFailover(prepared, signal, (candidate, attemptSignal) => {
-    const learned = learnedRequestFor(core.options, prepared, candidate);
-    dropped = learned.dropped;
-    return candidate.adapter.chat(learned.request, attemptSignal);
-  });
+  let served;
+  try {
+    served = await core.withFailover(prepared, signal, (candidate, attemptSignal) => {
+      const learned = learnedRequestFor(core.options, prepared, candidate);
+      dropped = learned.dropped;
+      return candidate.adapter.chat(learned.request, attemptSignal);
+    }, SENT_PROMPT_CHARGED);
+  } catch (error) {
+    // The caller left while an upstream had the prompt: that prompt is charged (nobody reads the error).
+    if (hold.promptSentTo !== '') chargeSentPrompt(prepared, hold, false);
+    throw error;
+  }
+  const { result, candidate, durationMs } = served;
   const providerId = candidate.offer.providerId;
   hold.firstByteAt = Date.now();
   pinServed(core.options, prepared, providerId);
@@ -87,9 +95,11 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
         const learned = learnedRequestFor(core.options, target, candidate);
         dropped = learned.dropped;
         return firstStreamPart(candidate, learned.request, control);
-      }, { continues: true });
+      }, SENT_STREAM_PROMPT_CHARGED);
     } catch (error) {
-      // The caller went away before any content: the stream just ends (its hold is released).
+      // The caller went away before any content: the stream just ends. Its hold is released, or, when an
+      // upstream already had the prompt, that prompt is charged.
+      if (hold.promptSentTo !== '') chargeSentPrompt(target, hold, true);
       if (signal.aborted) return;
       throw error;
     }
@@ -211,6 +221,38 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
       }
     }
   }
+}
+
+const SENT_PROMPT_CHARGED = { chargesSentPrompt: true } as const;
+const SENT_STREAM_PROMPT_CHARGED = { continues: true, chargesSentPrompt: true } as const;
+const NOTHING_DELIVERED: DeliveredOutput = { content: '', reasoning: '', toolCalls: [] };
+
+/**
+ * The caller went away before any content while the attempt's upstream had the whole request
+ * (hold.promptSentTo): the provider processed (and bills) the prompt, so the request is SERVED with its
+ * prompt only — the provider's input counts when it reported them before content (hold.nativeUsage, from
+ * AttemptSignal.promptReported), else the gateway's own count — cancelled, finish reason `cancelled`. No
+ * zero-completion insurance: that covers a provider that answered nothing, not a caller who left (the
+ * ledger refuses the claim on such an event too).
+ */
+function chargeSentPrompt(target: PreparedRequest, hold: Reservation, streamed: boolean): void {
+  const usage = promptOnly(meterUsage(hold.nativeUsage, target.request.messages, target.request.tools, NOTHING_DELIVERED));
+  hold.cancelled = true;
+  hold.finishReason = CANCELLED_FINISH_REASON;
+  hold.insuredReason = '';
+  hold.settleInBackground(hold.promptSentTo, usage, streamed);
+}
+
+/** The input side of a usage (prompt, cache reads and writes, input audio/images); every output count 0. */
+function promptOnly(usage: Usage): Usage {
+  usage.outputTokens = 0;
+  usage.reasoningTokens = 0;
+  usage.outputAudioTokens = 0;
+  usage.outputAudioMs = 0;
+  usage.outputTextTokens = 0;
+  usage.outputTextCharacters = 0;
+  usage.outputImageTokens = 0;
+  return usage;
 }
 
 /** One delta as a stream message (and its finish reason on the span when tracing). */

@@ -18,6 +18,12 @@ export interface FailoverPolicy {
    * check, so every failure moves on (a verdict too) and none is counted against the request's providers.
    */
   screen?: Candidate[];
+  /**
+   * Chat: a caller who leaves after an attempt's request reached its upstream pays for that prompt (the
+   * provider bills its prefill). The hold is then left open with `hold.promptSentTo` set, for the caller
+   * to charge; otherwise (and for every other endpoint) the cancellation releases it uncharged.
+   */
+  chargesSentPrompt?: boolean;
 }
 
 export function noUpstream(cause?: unknown): GatewayError {
@@ -87,7 +93,15 @@ export async function withFailover<Result>(
     } catch (error) {
       if (signal.aborted) {
         attempts?.attempt(providerId, 'cancelled');
-        target.hold.release();
+        // Only the attempt in flight counts: an earlier attempt that failed is the provider's failure,
+        // never charged (as a request whose every attempt fails is not).
+        if (policy.chargesSentPrompt && control.sent && !screening) {
+          target.hold.promptSentTo = providerId;
+          // The provider's own prompt counts when it reported them before content; else the gateway counts.
+          target.hold.nativeUsage = control.reportedPrompt;
+        } else {
+          target.hold.release();
+        }
         throw new GatewayError(GrpcStatus.CANCELLED, ErrorReason.ERROR_REASON_UNSPECIFIED, 'The caller cancelled the request.');
       }
       if (error instanceof GatewayError) {

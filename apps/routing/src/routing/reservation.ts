@@ -33,6 +33,11 @@ export class Reservation {
   cancelled = false;
   /** Zero-completion insurance (zero-completion.ts): why nothing is charged; '' charges as usual. */
   insuredReason = '';
+  /**
+   * The provider whose attempt had the whole request (prompt included) when the caller went away before
+   * any content ('' none): chat charges that prompt (chat-requests.ts, chargeSentPrompt).
+   */
+  promptSentTo = '';
   /** The usage as the provider reported it, before metering; undefined: none reported. */
   nativeUsage: Usage | undefined = undefined;
   /** When routing took the request: latency and generation time count from here. */

@@ -12,7 +12,7 @@ import { bufferedRequest, MAX_RESPONSE_BYTES } from '../http/buffered-request.js
 import { createProviderPool } from '../http/provider-pool.js';
 import { readServerSentEvents } from '../http/server-sent-events.js';
 import { streamingRequest } from '../http/streaming-request.js';
-import { anthropicMessageSchema, anthropicStreamEventSchema, type AnthropicRequestBody } from './anthropic-api-types.js';
+import { anthropicMessageSchema, anthropicStreamEventSchema, type AnthropicRequestBody, type AnthropicUsage } from './anthropic-api-types.js';
 import { anthropicHttpError } from './anthropic-error.js';
 import { convertAnthropicAnswer } from './convert-anthropic-answer.js';
 import { AnthropicStreamConverter } from './convert-anthropic-stream.js';
@@ -174,6 +174,7 @@ export class AnthropicAdapter implements ProviderAdapterV1 {
         if (!parsed.success) throw new ProviderError('connection', `malformed stream event ${type}: ${parsed.error.message.slice(0, 300)}`);
         const delta = converter.accept(parsed.data);
         if (delta) yield { type: 'delta', delta };
+        else if (parsed.data.type === 'message_start') reportPrompt(signal, parsed.data.message.usage);
         if (converter.complete) {
           const usage = converter.usage;
           if (usage) yield { type: 'usage', usage };
@@ -191,4 +192,14 @@ export class AnthropicAdapter implements ProviderAdapterV1 {
   async close(): Promise<void> {
     await this.pool.close().catch(() => undefined);
   }
+}
+
+/**
+ * The prompt's counts from `message_start`, before any content: a caller who leaves now pays for them
+ * (AttemptSignal.promptReported). Its first output count is not output delivered: 0 here.
+ */
+function reportPrompt(signal: AttemptSignal, usage: AnthropicUsage | null | undefined): void {
+  if (!signal.promptReported) return;
+  const prompt = convertAnthropicUsage(usage);
+  if (prompt) signal.promptReported({ ...prompt, outputTokens: 0 });
 }

@@ -3,6 +3,7 @@ import { endUpstreamSpan, startUpstreamSpan } from '@gateway/platform';
 import { toProviderError, type AttemptSignal } from '../provider-adapter.js';
 import { BufferingHandler, MAX_ERROR_BODY_BYTES, MAX_RESPONSE_BYTES, readBounded, type BufferedAnswer } from '../http/buffered-request.js';
 import { bedrockHttpError } from './bedrock-error.js';
+import { requestNotingSent } from '../http/sent-notice.js';
 
 /** Bedrock names an error's type in this header (the body has only the message). */
 const ERROR_TYPE_HEADER = 'x-amzn-errortype';
@@ -52,8 +53,9 @@ export async function bedrockStreamingRequest(
 ): Promise<Dispatcher.ResponseData> {
   const traced = startUpstreamSpan(options.method, options.path, (options.headers ?? {}) as Record<string, string>);
   try {
-    // undici only calls add/removeEventListener and reads `reason`, which every AttemptSignal has.
-    const response = await pool.request({ ...options, ...(traced ? { headers: traced.headers } : {}), signal: signal as AbortSignal });
+    // undici only calls add/removeEventListener and reads `reason`, which every AttemptSignal has; the
+    // signal also learns when the whole request was written (sent-notice.ts).
+    const response = await requestNotingSent(pool, { ...options, ...(traced ? { headers: traced.headers } : {}), signal: signal as AbortSignal });
     if (traced) endUpstreamSpan(traced.span, response.statusCode);
     if (response.statusCode >= 300) {
       const text = await readBounded(response.body, MAX_ERROR_BODY_BYTES);

@@ -65,6 +65,11 @@ export class BufferingHandler implements Dispatcher.DispatchHandler {
     else this.abortRequest = abort;
   }
 
+  /** undici wrote the whole request to the established connection: the upstream gets the prompt. */
+  onRequestSent() {
+    this.signal.requestSent?.();
+  }
+
   onHeaders(statusCode: number) {
     this.statusCode = statusCode;
     if (statusCode >= 300) this.limit = MAX_ERROR_BODY_BYTES;

@@ -135,6 +135,8 @@ export class SimulatedAdapter implements ProviderAdapterV1 {
 
   async chat(request: AdapterChatRequest, signal: AttemptSignal): Promise<AdapterChatResult> {
     signal.throwIfAborted();
+    // No network: the "upstream" has the prompt as soon as it is called.
+    signal.requestSent?.();
     const answer = simulateAnswer(request.chat, request.upstreamModel);
     return {
       choices: [{ index: 0, finishReason: answer.finishReason, stopSequence: '', message: { content: answer.content, toolCalls: answer.toolCalls, reasoning: [], images: [] } }],
@@ -143,6 +145,8 @@ export class SimulatedAdapter implements ProviderAdapterV1 {
   }
 
   async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {
+    signal.throwIfAborted();
+    signal.requestSent?.();
     const answer = simulateAnswer(request.chat, request.upstreamModel);
     const tokens = tokenizer().encode(answer.content, encodeOptions);
     for (let start = 0; start < tokens.length; start += TOKENS_PER_CHUNK) {
