@@ -26,6 +26,18 @@ export const MAX_LEASE_REQUESTS = 100_000;
  */
 export const DEFAULT_LEASE_DRAIN_MS = 30_000;
 
+/**
+ * Default lifetime of a lease from its grant or last renewal: the holder's admission window (lifetime
+ * less the drain time, told to it as renew_within_ms, 15 s by default) plus the drain time for the
+ * charges of what it admitted in that window. A holder that dies (SIGKILL, OOM, node loss) stops
+ * renewing, and its leases are closed this long after its last renewal instead of holding the account's
+ * capacity until the 20-minute reservation sweep.
+ */
+export const DEFAULT_LEASE_LIFETIME_MS = 45_000;
+
+/** Most lease ids one RenewLeases call may name. */
+export const MAX_RENEWED_LEASES = 10_000;
+
 /** Thrown inside an acquisition's transaction so a refusal takes back the rate-window counts it made. */
 class LeaseRefused extends Error {
   constructor(readonly outcome: Exclude<LeaseOutcome, { kind: 'granted' | 'recalling' }>) {
@@ -214,4 +226,27 @@ export async function returnLease(db: LedgerDatabase, logger: Logger, leaseId: s
     await giveBack(trx, closed.rows);
     return BigInt(closed.rows[0]!.amount_pico);
   }), logger, 'return lease');
+}
+
+/**
+ * Moves the deadline of the holder's open, unreturned leases among `leaseIds` to now + lifetimeMs (never
+ * earlier than it was). Returns the ids renewed; the others are lost to the holder. Rows are locked in
+ * lease-id order, as settle_batch locks them, so the two never deadlock.
+ */
+export async function renewLeases(db: LedgerDatabase, logger: Logger, holder: string, leaseIds: readonly string[], lifetimeMs: number): Promise<Set<string>> {
+  if (leaseIds.length === 0) return new Set();
+  const ids = [...leaseIds];
+  return withTransientRetry(async () => {
+    const renewed = await sql<{ lease_id: string }>`
+      with held as (
+        select lease_id from leases
+        where lease_id = any(${ids}::text[]) and holder = ${holder} and closed_at is null and returned_at is null
+        order by lease_id
+        for update
+      )
+      update leases l set expires_at = greatest(l.expires_at, now() + make_interval(secs => ${lifetimeMs} / 1000.0))
+      from held h where l.lease_id = h.lease_id
+      returning l.lease_id`.execute(db);
+    return new Set(renewed.rows.map((row) => row.lease_id));
+  }, logger, 'renew leases');
 }
