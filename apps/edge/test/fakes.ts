@@ -109,7 +109,7 @@ export class FakeLedger {
         this.acquisitions.push(request);
         return {
           leaseId: `lease-${this.acquisitions.length}`, grantedCredits: this.leaseCredits, expiresAtMs: BigInt(Date.now() + 45_000),
-          grantedRequests: request.requestedRequests, requestsValidUntilMs: 0n, recalling: false, renewWithinMs: this.renewWithinMs,
+          grantedRequests: request.requestedRequests, requestsValidUntilMs: 0n, recalling: false, renewWithinMs: this.renewWithinMs, moreAvailable: false,
         };
       }),
       returnLease: unary(logger, 'ReturnLease', async (request: ReturnLeaseRequest) => {

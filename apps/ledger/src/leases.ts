@@ -9,7 +9,7 @@ import { windowSpentPico, type LimitReset } from './key-windows.js';
  */
 
 export type LeaseOutcome =
-  | { kind: 'granted'; leaseId: string; grantedPico: bigint; expiresAt: Date; grantedRequests: number; requestsValidUntil: Date | null }
+  | { kind: 'granted'; leaseId: string; grantedPico: bigint; expiresAt: Date; grantedRequests: number; requestsValidUntil: Date | null; moreAvailable: boolean }
   | { kind: 'rate_limited'; window: 'minute' | 'day'; retryAfterSeconds: number }
   | { kind: 'insufficient'; amountPico: bigint; availablePico: bigint }
   | { kind: 'key_limit'; amountPico: bigint; keyUsedPico: bigint; keyLimitPico: bigint }
@@ -113,6 +113,8 @@ export async function acquireLease(db: LedgerDatabase, logger: Logger, input: Le
       }
 
       let grant = requestedPico;
+      /** Room left under the key's credit limit (null: no limit). */
+      let keyRoom: bigint | null = null;
       if (input.keyId !== '') {
         await sql`insert into key_totals (key_id, account_id) values (${input.keyId}, ${input.accountId}) on conflict (key_id) do nothing`.execute(trx);
         const key = (await sql<{ spent_pico: bigint; reserved_pico: bigint }>`
@@ -124,6 +126,7 @@ export async function acquireLease(db: LedgerDatabase, logger: Logger, input: Le
           const room = input.keyLimitPico - used;
           if (room < minimumPico) throw new LeaseRefused({ kind: 'key_limit', amountPico: minimumPico, keyUsedPico: used, keyLimitPico: input.keyLimitPico });
           if (room < grant) grant = room;
+          keyRoom = room;
         }
       }
       const balance = (await sql<{ balance_pico: bigint; reserved_pico: bigint }>`
@@ -148,7 +151,8 @@ export async function acquireLease(db: LedgerDatabase, logger: Logger, input: Le
         values (${input.leaseId}, ${input.accountId}, ${input.keyId}, ${input.holder}, ${input.limitGroup}, ${grantedRequests},
                 ${minuteWindow}, ${dayWindow}, ${grant}, now() + make_interval(secs => ${input.lifetimeMs} / 1000.0))
         returning expires_at`.execute(trx)).rows[0]!;
-      return { kind: 'granted' as const, leaseId: input.leaseId, grantedPico: grant, expiresAt: lease.expires_at, grantedRequests, requestsValidUntil };
+      const moreAvailable = available - grant >= minimumPico && (keyRoom === null || keyRoom - grant >= minimumPico);
+      return { kind: 'granted' as const, leaseId: input.leaseId, grantedPico: grant, expiresAt: lease.expires_at, grantedRequests, requestsValidUntil, moreAvailable };
     }), logger, 'acquire lease');
   } catch (error) {
     if (!(error instanceof LeaseRefused)) throw error;

@@ -132,7 +132,7 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
       switch (outcome.kind) {
         case 'recalling':
           recall(accountId, outcome.keyId);
-          return { leaseId: '', grantedCredits: '0', expiresAtMs: 0n, grantedRequests: 0, requestsValidUntilMs: 0n, recalling: true, renewWithinMs: 0 };
+          return { leaseId: '', grantedCredits: '0', expiresAtMs: 0n, grantedRequests: 0, requestsValidUntilMs: 0n, recalling: true, renewWithinMs: 0, moreAvailable: false };
         case 'granted':
           return {
             leaseId: outcome.leaseId,
@@ -142,6 +142,7 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
             requestsValidUntilMs: outcome.requestsValidUntil ? BigInt(outcome.requestsValidUntil.getTime()) : 0n,
             recalling: false,
             renewWithinMs,
+            moreAvailable: outcome.moreAvailable,
           };
         default:
           leaseOptions.metrics?.refused('lease', outcome.kind);

@@ -127,6 +127,12 @@ interface Acquisition {
   recalled: boolean;
   /** Granted fewer requests than asked (the rate window is nearly full). */
   shortOfRequests: boolean;
+  /**
+   * The ledger split a small available balance and kept at least one more hold free after this grant
+   * (`more_available`): the account still had room. A waiter that found no room in such a grant tries
+   * another round instead of its 402 (issue 36: two edges refused a third of what one edge admitted).
+   */
+  split: boolean;
 }
 
 /**
@@ -224,7 +230,7 @@ export class LeasedAdmission implements Admission {
         if (outOfRequests) slot.requestsFloor = Math.min(slot.requestsFloor * 2, this.leaseRequests);
         this.retire(slotKey, slot, lease);
       }
-      if (outcome && (outcome.recalled || round >= MAX_ACQUIRE_ROUNDS)) {
+      if (outcome && ((outcome.recalled && !outcome.split) || round >= MAX_ACQUIRE_ROUNDS)) {
         throw outOfRequests && outcome.shortOfRequests ? windowFull(lease) : heldByRunningRequests(holdPico);
       }
       slot.waiting++;
@@ -376,7 +382,7 @@ export class LeasedAdmission implements Admission {
     };
     slot.leases.add(lease);
     if (lease.renewAtMs < this.nextRenewMs) this.nextRenewMs = lease.renewAtMs;
-    const outcome: Acquisition = { recalled, shortOfRequests: limits !== undefined && response.grantedRequests < wantedRequests };
+    const outcome: Acquisition = { recalled, shortOfRequests: limits !== undefined && response.grantedRequests < wantedRequests, split: response.moreAvailable };
     if (this.stopped) {
       this.returnLease(slotKey, slot, lease);
       return outcome;
