@@ -210,7 +210,8 @@ export async function returnLease(db: LedgerDatabase, logger: Logger, leaseId: s
       update leases l set
         granted_pico = h.kept,
         returned_at = now(),
-        expires_at = least(l.expires_at, now() + make_interval(secs => ${drainMs} / 1000.0)),
+        -- The whole drain from now, even past the lease's renewal deadline: its charges may still come.
+        expires_at = now() + make_interval(secs => ${drainMs} / 1000.0),
         closed_at = case when h.kept = h.settled_pico then now() end,
         close_reason = case when h.kept = h.settled_pico then 'returned' end
       from held h where l.lease_id = h.lease_id

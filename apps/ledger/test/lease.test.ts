@@ -323,4 +323,20 @@ describe('leases', () => {
     expect((await acquire(client, { accountId, requestedCredits: '0.05', holder: 'edge-live', recallIfHeld: true })).grantedCredits).toBe('0.05');
     await cleanJournal(client, accountId);
   });
+
+  it('a lease returned with unsettled spend near its deadline still waits the whole drain time for its charges', async () => {
+    const { client } = await harness.start({ leaseLifetimeMs: 3_000, leaseDrainMs: 2_000, sweepIntervalMs: 100 });
+    const accountId = await fundedAccount(client, '1');
+    const lease = await acquire(client, { accountId, requestedCredits: '0.2', holder: 'edge-alive' });
+    // 1 s before its deadline, the holder returns it naming 0.04 of spend whose charges may be on the bus.
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    expect(await client.returnLease({ leaseId: lease.leaseId, unusedRequests: 0, spentCredits: '0.04' })).toEqual({ returned: true, returnedCredits: '0.16' });
+    // Past the old deadline, within the drain time: still open, the 0.04 still held.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    const row = await harness.db.selectFrom('leases').selectAll().where('lease_id', '=', lease.leaseId).executeTakeFirstOrThrow();
+    expect(row.closed_at).toBeNull();
+    expect((await client.getBalance({ accountId })).reserved).toBe('0.04');
+    await eventually(async () => expect((await client.getBalance({ accountId })).reserved).toBe('0'), 5_000);
+    await cleanJournal(client, accountId);
+  });
 });
