@@ -7,6 +7,7 @@ import {
   CatalogServiceService,
   LedgerServiceService,
   RouterServiceService,
+  type AcquireLeaseRequest,
   type AdmitRequest,
   type ChatRequest,
   type ChatResponse,
@@ -17,6 +18,8 @@ import {
   type GetSnapshotResponse,
   type Model,
   type ReleaseRequest,
+  type RenewLeasesRequest,
+  type ReturnLeaseRequest,
   type RouterServiceServer,
   type VerifyApiKeyResponse,
 } from '@gateway/proto';
@@ -89,9 +92,35 @@ export class FakeLedger {
   admitError: GatewayError | undefined;
   /** Refuses the Admit calls it answers an error for (after admitError). */
   refuseAdmit: ((request: AdmitRequest) => GatewayError | undefined) | undefined;
+  /** Leases: each AcquireLease grants `leaseCredits` under a new id, with this admission window. */
+  readonly acquisitions: AcquireLeaseRequest[] = [];
+  readonly returns: ReturnLeaseRequest[] = [];
+  readonly renewals: RenewLeasesRequest[] = [];
+  leaseCredits = '1';
+  renewWithinMs = 600;
+  /** 'fail': RenewLeases answers UNAVAILABLE (a ledger restarting, or out of reach). */
+  renewFailure: GatewayError | undefined;
+  /** Lease ids RenewLeases answers as lost. */
+  readonly lostLeases = new Set<string>();
 
   implementation(logger: Logger) {
     return {
+      acquireLease: unary(logger, 'AcquireLease', async (request: AcquireLeaseRequest) => {
+        this.acquisitions.push(request);
+        return {
+          leaseId: `lease-${this.acquisitions.length}`, grantedCredits: this.leaseCredits, expiresAtMs: BigInt(Date.now() + 45_000),
+          grantedRequests: request.requestedRequests, requestsValidUntilMs: 0n, recalling: false, renewWithinMs: this.renewWithinMs, moreAvailable: false,
+        };
+      }),
+      returnLease: unary(logger, 'ReturnLease', async (request: ReturnLeaseRequest) => {
+        this.returns.push(request);
+        return { returned: true, returnedCredits: '0' };
+      }),
+      renewLeases: unary(logger, 'RenewLeases', async (request: RenewLeasesRequest) => {
+        this.renewals.push(request);
+        if (this.renewFailure) throw this.renewFailure;
+        return { lostLeaseIds: request.leaseIds.filter((id) => this.lostLeases.has(id)), renewWithinMs: this.renewWithinMs };
+      }),
       admit: unary(logger, 'Admit', async (request: AdmitRequest) => {
         this.admits.push(request);
         if (this.admitError) throw this.admitError;

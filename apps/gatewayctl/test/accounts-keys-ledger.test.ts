@@ -143,6 +143,7 @@ function fakeLedger(logger = testLogger('fake-ledger')): LedgerServiceServer {
     getActivity: unary(logger, 'GetActivity', notImplemented),
     acquireLease: unary(logger, 'AcquireLease', notImplemented),
     returnLease: unary(logger, 'ReturnLease', notImplemented),
+    renewLeases: unary(logger, 'RenewLeases', notImplemented),
     verifyJournal: unary(logger, 'VerifyJournal', async (request: VerifyJournalRequest) => {
       received.verifyJournal.push(request);
       return {

@@ -4,7 +4,7 @@ import {
 import { migrate, postgresCheck } from '@gateway/platform/db';
 import { LeaseRecall, LedgerServiceService } from '@gateway/proto';
 import { createLedgerDatabase } from './database.js';
-import { DEFAULT_RESERVATION_LIFETIME_MS, DEFAULT_RESERVATION_RETENTION_MS, Ledger } from './ledger.js';
+import { DEFAULT_LEASE_DRAIN_MS, DEFAULT_LEASE_LIFETIME_MS, DEFAULT_RESERVATION_LIFETIME_MS, DEFAULT_RESERVATION_RETENTION_MS, Ledger } from './ledger.js';
 import { LedgerMetrics, observeOpenHolds } from './ledger-metrics.js';
 import { ledgerServiceImplementation } from './ledger-service.js';
 import { LEDGER_SCHEMA, ledgerMigrations } from './migrations.js';
@@ -26,6 +26,12 @@ export interface LedgerServiceOptions {
   reservationRetentionMs?: number;
   /** How long a lease its holder returned with unsettled spend stays open for those charges (default 30 s). */
   leaseDrainMs?: number;
+  /**
+   * A lease's deadline after its grant or last renewal (default 45 s): a holder that stops renewing (it
+   * died) has its leases closed this long after its last renewal. Its holder admits on a lease for this
+   * less leaseDrainMs after each renewal; at least leaseDrainMs + 1 s.
+   */
+  leaseLifetimeMs?: number;
   /** How often expired reservations are released (default 30 s). */
   sweepIntervalMs?: number;
   /** Settlement consumers: events per transaction (default 5,120), linger (50 ms), transactions in flight per subject (2). */
@@ -64,6 +70,11 @@ export async function startLedgerService(options: LedgerServiceOptions): Promise
   if (!Number.isInteger(reservationRetentionMs) || reservationRetentionMs < reservationLifetimeMs) {
     throw new Error(`reservationRetentionMs must be an integer of at least reservationLifetimeMs (${reservationLifetimeMs}): ${reservationRetentionMs}`);
   }
+  const leaseLifetimeMs = options.leaseLifetimeMs ?? DEFAULT_LEASE_LIFETIME_MS;
+  const leaseDrainMs = options.leaseDrainMs ?? DEFAULT_LEASE_DRAIN_MS;
+  if (!Number.isInteger(leaseLifetimeMs) || leaseLifetimeMs - leaseDrainMs < 1_000) {
+    throw new Error(`leaseLifetimeMs must be an integer at least 1 s above leaseDrainMs (${leaseDrainMs}): ${leaseLifetimeMs}`);
+  }
   const { db, pool } = createLedgerDatabase({ url: options.databaseUrl, schema: LEDGER_SCHEMA, maxConnections: options.maxConnections ?? 10, applicationName: 'ledger' }, options.logger);
   try {
     await migrate(db, LEDGER_SCHEMA, ledgerMigrations, logger);
@@ -88,6 +99,7 @@ export async function startLedgerService(options: LedgerServiceOptions): Promise
       implementation: ledgerServiceImplementation(ledger, logger, {
         recall: (accountId, keyId) => options.bus.broadcast(subjects.leaseRecall, LeaseRecall.encode({ accountId, keyId }).finish()),
         ...(options.leaseDrainMs !== undefined ? { leaseDrainMs: options.leaseDrainMs } : {}),
+        ...(options.leaseLifetimeMs !== undefined ? { leaseLifetimeMs: options.leaseLifetimeMs } : {}),
         ...(metrics ? { metrics } : {}),
       }),
       name: 'gateway.v1.LedgerService',

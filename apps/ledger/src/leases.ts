@@ -9,7 +9,7 @@ import { windowSpentPico, type LimitReset } from './key-windows.js';
  */
 
 export type LeaseOutcome =
-  | { kind: 'granted'; leaseId: string; grantedPico: bigint; expiresAt: Date; grantedRequests: number; requestsValidUntil: Date | null }
+  | { kind: 'granted'; leaseId: string; grantedPico: bigint; expiresAt: Date; grantedRequests: number; requestsValidUntil: Date | null; moreAvailable: boolean }
   | { kind: 'rate_limited'; window: 'minute' | 'day'; retryAfterSeconds: number }
   | { kind: 'insufficient'; amountPico: bigint; availablePico: bigint }
   | { kind: 'key_limit'; amountPico: bigint; keyUsedPico: bigint; keyLimitPico: bigint }
@@ -25,6 +25,18 @@ export const MAX_LEASE_REQUESTS = 100_000;
  * without moving the lease, as for any closed lease.
  */
 export const DEFAULT_LEASE_DRAIN_MS = 30_000;
+
+/**
+ * Default lifetime of a lease from its grant or last renewal: the holder's admission window (lifetime
+ * less the drain time, told to it as renew_within_ms, 15 s by default) plus the drain time for the
+ * charges of what it admitted in that window. A holder that dies (SIGKILL, OOM, node loss) stops
+ * renewing, and its leases are closed this long after its last renewal instead of holding the account's
+ * capacity until the 20-minute reservation sweep.
+ */
+export const DEFAULT_LEASE_LIFETIME_MS = 45_000;
+
+/** Most lease ids one RenewLeases call may name. */
+export const MAX_RENEWED_LEASES = 10_000;
 
 /** Thrown inside an acquisition's transaction so a refusal takes back the rate-window counts it made. */
 class LeaseRefused extends Error {
@@ -101,6 +113,8 @@ export async function acquireLease(db: LedgerDatabase, logger: Logger, input: Le
       }
 
       let grant = requestedPico;
+      /** Room left under the key's credit limit (null: no limit). */
+      let keyRoom: bigint | null = null;
       if (input.keyId !== '') {
         await sql`insert into key_totals (key_id, account_id) values (${input.keyId}, ${input.accountId}) on conflict (key_id) do nothing`.execute(trx);
         const key = (await sql<{ spent_pico: bigint; reserved_pico: bigint }>`
@@ -112,6 +126,7 @@ export async function acquireLease(db: LedgerDatabase, logger: Logger, input: Le
           const room = input.keyLimitPico - used;
           if (room < minimumPico) throw new LeaseRefused({ kind: 'key_limit', amountPico: minimumPico, keyUsedPico: used, keyLimitPico: input.keyLimitPico });
           if (room < grant) grant = room;
+          keyRoom = room;
         }
       }
       const balance = (await sql<{ balance_pico: bigint; reserved_pico: bigint }>`
@@ -136,7 +151,8 @@ export async function acquireLease(db: LedgerDatabase, logger: Logger, input: Le
         values (${input.leaseId}, ${input.accountId}, ${input.keyId}, ${input.holder}, ${input.limitGroup}, ${grantedRequests},
                 ${minuteWindow}, ${dayWindow}, ${grant}, now() + make_interval(secs => ${input.lifetimeMs} / 1000.0))
         returning expires_at`.execute(trx)).rows[0]!;
-      return { kind: 'granted' as const, leaseId: input.leaseId, grantedPico: grant, expiresAt: lease.expires_at, grantedRequests, requestsValidUntil };
+      const moreAvailable = available - grant >= minimumPico && (keyRoom === null || keyRoom - grant >= minimumPico);
+      return { kind: 'granted' as const, leaseId: input.leaseId, grantedPico: grant, expiresAt: lease.expires_at, grantedRequests, requestsValidUntil, moreAvailable };
     }), logger, 'acquire lease');
   } catch (error) {
     if (!(error instanceof LeaseRefused)) throw error;
@@ -194,7 +210,8 @@ export async function returnLease(db: LedgerDatabase, logger: Logger, leaseId: s
       update leases l set
         granted_pico = h.kept,
         returned_at = now(),
-        expires_at = least(l.expires_at, now() + make_interval(secs => ${drainMs} / 1000.0)),
+        -- The whole drain from now, even past the lease's renewal deadline: its charges may still come.
+        expires_at = now() + make_interval(secs => ${drainMs} / 1000.0),
         closed_at = case when h.kept = h.settled_pico then now() end,
         close_reason = case when h.kept = h.settled_pico then 'returned' end
       from held h where l.lease_id = h.lease_id
@@ -214,4 +231,27 @@ export async function returnLease(db: LedgerDatabase, logger: Logger, leaseId: s
     await giveBack(trx, closed.rows);
     return BigInt(closed.rows[0]!.amount_pico);
   }), logger, 'return lease');
+}
+
+/**
+ * Moves the deadline of the holder's open, unreturned leases among `leaseIds` to now + lifetimeMs (never
+ * earlier than it was). Returns the ids renewed; the others are lost to the holder. Rows are locked in
+ * lease-id order, as settle_batch locks them, so the two never deadlock.
+ */
+export async function renewLeases(db: LedgerDatabase, logger: Logger, holder: string, leaseIds: readonly string[], lifetimeMs: number): Promise<Set<string>> {
+  if (leaseIds.length === 0) return new Set();
+  const ids = [...leaseIds];
+  return withTransientRetry(async () => {
+    const renewed = await sql<{ lease_id: string }>`
+      with held as (
+        select lease_id from leases
+        where lease_id = any(${ids}::text[]) and holder = ${holder} and closed_at is null and returned_at is null
+        order by lease_id
+        for update
+      )
+      update leases l set expires_at = greatest(l.expires_at, now() + make_interval(secs => ${lifetimeMs} / 1000.0))
+      from held h where l.lease_id = h.lease_id
+      returning l.lease_id`.execute(db);
+    return new Set(renewed.rows.map((row) => row.lease_id));
+  }, logger, 'renew leases');
 }

@@ -1,13 +1,13 @@
 import { errors, formatCredits, GatewayError, GrpcStatus, MoneyFormatError, newId, parseCredits, unary, type Logger } from '@gateway/platform';
 import {
   ErrorReason,
-  type AcquireLeaseRequest, type AcquireLeaseResponse, type ReturnLeaseRequest, type ReturnLeaseResponse,
+  type AcquireLeaseRequest, type AcquireLeaseResponse, type ReturnLeaseRequest, type ReturnLeaseResponse, type RenewLeasesRequest, type RenewLeasesResponse,
   type AdmitRequest, type AdmitResponse, type AccountBalance, type GetActivityRequest, type GetActivityResponse, type GetGenerationRequest, type GetGenerationResponse, type GetBalanceRequest,
   type GetBalanceResponse, type GetBalancesRequest, type GetBalancesResponse, type GetModelLatencyRequest, type GetModelLatencyResponse,
   type ListGenerationsRequest, type ListGenerationsResponse, type GetKeyUsageRequest, type GetKeyUsageResponse, type LedgerServiceServer, type ReleaseRequest,
   type ReleaseResponse, type TopUpRequest, type TopUpResponse, type VerifyJournalRequest, type VerifyJournalResponse,
 } from '@gateway/proto';
-import { MAX_KEY_IDS, RESERVE_PICO, usageFromColumns, type Ledger } from './ledger.js';
+import { DEFAULT_LEASE_DRAIN_MS, DEFAULT_LEASE_LIFETIME_MS, MAX_KEY_IDS, MAX_RENEWED_LEASES, RESERVE_PICO, usageFromColumns, type Ledger } from './ledger.js';
 import type { LedgerMetrics } from './ledger-metrics.js';
 import { parseLimitReset } from './key-windows.js';
 
@@ -49,6 +49,11 @@ export interface LeaseServiceOptions {
   recall?: (accountId: string, keyId: string) => void;
   /** How long a lease returned with spent_credits stays open for its charges. Default DEFAULT_LEASE_DRAIN_MS. */
   leaseDrainMs?: number;
+  /**
+   * A lease's deadline after its grant or last renewal (default DEFAULT_LEASE_LIFETIME_MS). Its holder
+   * admits on it for the lifetime less leaseDrainMs (renew_within_ms); must exceed leaseDrainMs by 1 s.
+   */
+  leaseLifetimeMs?: number;
   /** Counts refusals (gateway_ledger_refusals_total). */
   metrics?: LedgerMetrics;
 }
@@ -56,6 +61,14 @@ export interface LeaseServiceOptions {
 /** gRPC adapter: validates and translates; the rules live in Ledger and the admit SQL function. */
 export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leaseOptions: LeaseServiceOptions = {}): LedgerServiceServer {
   const recall = leaseOptions.recall ?? (() => undefined);
+  const drainMs = leaseOptions.leaseDrainMs ?? DEFAULT_LEASE_DRAIN_MS;
+  const leaseLifetimeMs = leaseOptions.leaseLifetimeMs ?? DEFAULT_LEASE_LIFETIME_MS;
+  // The holder stops admitting a drain time before the ledger may close the lease: what it admitted last
+  // has that long to end and settle (both measured from instants the holder's call precedes).
+  const renewWithinMs = leaseLifetimeMs - drainMs;
+  if (!Number.isInteger(leaseLifetimeMs) || renewWithinMs < 1_000) {
+    throw new Error(`leaseLifetimeMs must be an integer at least 1 s above leaseDrainMs (${drainMs}): ${leaseLifetimeMs}`);
+  }
   return {
     admit: unary(logger, 'Admit', async (request: AdmitRequest): Promise<AdmitResponse> => {
       const requestId = requireIdentifier(request.context?.requestId ?? '', 'context.request_id');
@@ -112,14 +125,14 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
         requestsPerMinute: request.requestsPerMinute ?? null,
         requestsPerDay: request.requestsPerDay ?? null,
         requestedRequests: request.requestedRequests,
-        lifetimeMs: ledger.reservationLifetimeMs,
+        lifetimeMs: leaseLifetimeMs,
         recallIfHeld: request.recallIfHeld,
         keyLimitReset,
       });
       switch (outcome.kind) {
         case 'recalling':
           recall(accountId, outcome.keyId);
-          return { leaseId: '', grantedCredits: '0', expiresAtMs: 0n, grantedRequests: 0, requestsValidUntilMs: 0n, recalling: true };
+          return { leaseId: '', grantedCredits: '0', expiresAtMs: 0n, grantedRequests: 0, requestsValidUntilMs: 0n, recalling: true, renewWithinMs: 0, moreAvailable: false };
         case 'granted':
           return {
             leaseId: outcome.leaseId,
@@ -128,6 +141,8 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
             grantedRequests: outcome.grantedRequests,
             requestsValidUntilMs: outcome.requestsValidUntil ? BigInt(outcome.requestsValidUntil.getTime()) : 0n,
             recalling: false,
+            renewWithinMs,
+            moreAvailable: outcome.moreAvailable,
           };
         default:
           leaseOptions.metrics?.refused('lease', outcome.kind);
@@ -140,6 +155,14 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
       const spentPico = request.spentCredits === undefined ? null : parseAmount(request.spentCredits, 'spent_credits');
       const returned = await ledger.returnLease(request.leaseId, request.unusedRequests, spentPico, leaseOptions.leaseDrainMs);
       return { returned: returned !== null, returnedCredits: formatCredits(returned ?? 0n) };
+    }),
+
+    renewLeases: unary(logger, 'RenewLeases', async (request: RenewLeasesRequest): Promise<RenewLeasesResponse> => {
+      const holder = requireIdentifier(request.holder, 'holder');
+      if (request.leaseIds.length > MAX_RENEWED_LEASES) throw errors.invalidRequest(`lease_ids names more than ${MAX_RENEWED_LEASES} leases`, 'lease_ids');
+      if (request.leaseIds.some((id) => id.length > MAX_IDENTIFIER_LENGTH)) throw errors.invalidRequest(`a lease id is longer than ${MAX_IDENTIFIER_LENGTH} characters`, 'lease_ids');
+      const renewed = await ledger.renewLeases(holder, request.leaseIds, leaseLifetimeMs);
+      return { lostLeaseIds: request.leaseIds.filter((id) => !renewed.has(id)), renewWithinMs };
     }),
 
     release: unary(logger, 'Release', async (request: ReleaseRequest): Promise<ReleaseResponse> => {

@@ -10,7 +10,7 @@ import {
 } from './settlement-batch.js';
 
 export { RESERVE_PICO, withTransientRetry, type LedgerDatabase } from './ledger-db.js';
-export { DEFAULT_LEASE_DRAIN_MS, MAX_LEASE_REQUESTS, type LeaseOutcome, type LeaseRequest } from './leases.js';
+export { DEFAULT_LEASE_DRAIN_MS, DEFAULT_LEASE_LIFETIME_MS, MAX_LEASE_REQUESTS, MAX_RENEWED_LEASES, type LeaseOutcome, type LeaseRequest } from './leases.js';
 export { usageFromColumns, usageValue, type SettlementItem, type SettlementResult } from './settlement-batch.js';
 
 /** Longer than the 15-minute body limit plus the longest stream, so a live request is never swept. */
@@ -379,11 +379,11 @@ export class Ledger {
     return this.closeLeases('close open leases', false);
   }
 
-  private closeLeases(operation: string, expiredOnly: boolean): Promise<number> {
+  private closeLeases(operation: string, expiredOnly: boolean, accountId = ''): Promise<number> {
     return this.sweepInPasses(operation, (trx) => sql<ReleasedHold>`
       with expired as (
         select lease_id from leases
-        where closed_at is null and (${!expiredOnly} or expires_at < now())
+        where closed_at is null and (${!expiredOnly} or expires_at < now()) and (${accountId} = '' or account_id = ${accountId})
         order by lease_id limit ${SWEEP_PASS_LIMIT}
         for update skip locked
       )
@@ -409,9 +409,24 @@ export class Ledger {
     }
   }
 
-  /** Grants a lease (leases.ts). */
-  acquireLease(input: leases.LeaseRequest): Promise<leases.LeaseOutcome> {
-    return leases.acquireLease(this.db, this.logger, input.keyLimitReset ? { windowAt: this.windowAt(), ...input } : input);
+  /**
+   * Grants a lease (leases.ts). A refusal for credits (with recallIfHeld) first closes the account's
+   * leases past their deadline — their holder stopped renewing them (it died, or lost the ledger) and the
+   * drain time in their lifetime has passed — instead of leaving them to the next sweep pass; when it
+   * closed any, the answer is `recalling`, so the caller's retry finds what they gave back.
+   */
+  async acquireLease(input: leases.LeaseRequest): Promise<leases.LeaseOutcome> {
+    const outcome = await leases.acquireLease(this.db, this.logger, input.keyLimitReset ? { windowAt: this.windowAt(), ...input } : input);
+    if (!input.recallIfHeld || (outcome.kind !== 'insufficient' && outcome.kind !== 'key_limit' && outcome.kind !== 'recalling')) return outcome;
+    const closed = await this.closeLeases('close lapsed leases', true, input.accountId);
+    if (closed === 0 || outcome.kind === 'recalling') return outcome;
+    this.logger.info({ account_id: input.accountId, leases: closed }, 'lapsed leases of the account closed for an acquisition');
+    return { kind: 'recalling', keyId: outcome.kind === 'key_limit' ? input.keyId : '' };
+  }
+
+  /** Renews the holder's leases among `leaseIds` for `lifetimeMs`; returns those renewed (leases.ts). */
+  renewLeases(holder: string, leaseIds: readonly string[], lifetimeMs: number): Promise<Set<string>> {
+    return leases.renewLeases(this.db, this.logger, holder, leaseIds, lifetimeMs);
   }
 
   /** Returns a lease, or shrinks it to what may still be settled (leases.ts). */

@@ -9,6 +9,9 @@ await runBusService(
     DATABASE_URL: postgresUrl,
     RESERVATION_LIFETIME_MS: z.coerce.number().int().positive().default(20 * 60_000),
     RESERVATION_RETENTION_MS: z.coerce.number().int().positive().default(7 * 24 * 3_600_000),
+    // A lease's deadline after its last renewal, and how long a lease's late charges are waited for.
+    LEASE_LIFETIME_MS: z.coerce.number().int().positive().default(45_000),
+    LEASE_DRAIN_MS: z.coerce.number().int().positive().default(30_000),
     SWEEP_INTERVAL_MS: z.coerce.number().int().positive().default(30_000),
     // How long a delivered usage message may stay unacknowledged (a settler that died) before redelivery.
     SETTLEMENT_ACK_WAIT_MS: z.coerce.number().int().positive().default(30_000),
@@ -23,6 +26,8 @@ await runBusService(
       reservationLifetimeMs: config.RESERVATION_LIFETIME_MS,
       reservationRetentionMs: config.RESERVATION_RETENTION_MS,
       sweepIntervalMs: config.SWEEP_INTERVAL_MS,
+      leaseLifetimeMs: config.LEASE_LIFETIME_MS,
+      leaseDrainMs: config.LEASE_DRAIN_MS,
       consumer: { ackWaitMs: config.SETTLEMENT_ACK_WAIT_MS, concurrency: config.SETTLEMENT_CONCURRENCY },
       metrics,
       internalAuth,

@@ -57,8 +57,9 @@ describe('leases', () => {
     expect((await acquire(client, { accountId, requestedCredits: '0.2' })).grantedCredits).toBe('0.15');
     expect((await acquire(client, { accountId, requestedCredits: '0.1' })).grantedCredits).toBe('0.05');
     // 0.1 left: half is one hold; then the last hold whole.
-    expect((await acquire(client, { accountId, requestedCredits: '1' })).grantedCredits).toBe('0.05');
-    expect((await acquire(client, { accountId, requestedCredits: '1' })).grantedCredits).toBe('0.05');
+    // The split grant leaves a hold for another replica (more_available); the last grant takes the rest.
+    expect(await acquire(client, { accountId, requestedCredits: '1' })).toMatchObject({ grantedCredits: '0.05', moreAvailable: true });
+    expect(await acquire(client, { accountId, requestedCredits: '1' })).toMatchObject({ grantedCredits: '0.05', moreAvailable: false });
     const refused = await rejection(acquire(client, { accountId, requestedCredits: '0.05' }));
     expect(refused.reason).toBe(ErrorReason.ERROR_REASON_INSUFFICIENT_QUOTA);
     expect(await keyReserved('key_a')).toBe(parseCredits('1'));
@@ -66,7 +67,7 @@ describe('leases', () => {
     const limited = await fundedAccount(client, '10');
     const keyId = uniqueName('key');
     const underLimit = await acquire(client, { accountId: limited, keyId, requestedCredits: '1', keyCreditLimit: '0.12' });
-    expect(underLimit.grantedCredits).toBe('0.12');
+    expect(underLimit).toMatchObject({ grantedCredits: '0.12', moreAvailable: false });
     const overLimit = await rejection(acquire(client, { accountId: limited, keyId, requestedCredits: '1', keyCreditLimit: '0.12' }));
     expect(overLimit.reason).toBe(ErrorReason.ERROR_REASON_KEY_LIMIT_EXCEEDED);
     await cleanJournal(client, accountId);
@@ -176,7 +177,7 @@ describe('leases', () => {
   });
 
   it('the sweeper closes expired leases and gives back their rest', async () => {
-    const { client } = await harness.start({ reservationLifetimeMs: 200, reservationRetentionMs: 60_000, sweepIntervalMs: 100 });
+    const { client } = await harness.start({ leaseLifetimeMs: 1_200, leaseDrainMs: 200, sweepIntervalMs: 100 });
     const accountId = await fundedAccount(client, '1');
     const lease = await acquire(client, { accountId, requestedCredits: '0.4' });
     expect((await client.getBalance({ accountId })).reserved).toBe('0.4');
@@ -265,5 +266,77 @@ describe('leases', () => {
     const rows = await sql<{ close_reason: string | null }>`select close_reason from ledger.leases where account_id = ${accountId}`.execute(harness.db);
     expect(rows.rows).toEqual([{ close_reason: 'expired' }]);
     await cleanJournal(reclaiming.client, accountId);
+  });
+
+  it('renewal: a lease its holder stops renewing is closed a lifetime after its last renewal; a renewed one stays; a later charge is charged once', async () => {
+    // Test-short timings: a lifetime of 2.5 s of which 1 s is the drain, so the holder admits for 1.5 s after each renewal.
+    const { client } = await harness.start({ leaseLifetimeMs: 2_500, leaseDrainMs: 1_000, sweepIntervalMs: 200 });
+    const accountId = await fundedAccount(client, '1');
+    const kept = await acquire(client, { accountId, requestedCredits: '0.2', holder: 'edge-alive' });
+    const dropped = await acquire(client, { accountId, requestedCredits: '0.2', holder: 'edge-alive' });
+    expect(kept.renewWithinMs).toBe(1_500);
+    expect(Number(kept.expiresAtMs) - Date.now()).toBeLessThan(2_600);
+    // Only its holder renews a lease; a returned or unknown one is lost.
+    const returned = await acquire(client, { accountId, requestedCredits: '0.05', holder: 'edge-alive' });
+    await client.returnLease({ leaseId: returned.leaseId, unusedRequests: 0 });
+    expect(await client.renewLeases({ holder: 'edge-other', leaseIds: [kept.leaseId] })).toEqual({ lostLeaseIds: [kept.leaseId], renewWithinMs: 1_500 });
+    expect((await client.renewLeases({ holder: 'edge-alive', leaseIds: [kept.leaseId, returned.leaseId, 'lease_unknown'] })).lostLeaseIds)
+      .toEqual([returned.leaseId, 'lease_unknown']);
+    const started = Date.now();
+    // The holder renews `kept` every 500 ms for 4 s, `dropped` never again (its holder "died" for it).
+    while (Date.now() - started < 4_000) {
+      expect((await client.renewLeases({ holder: 'edge-alive', leaseIds: [kept.leaseId] })).lostLeaseIds).toEqual([]);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+    const rows = await sql<{ lease_id: string; close_reason: string | null }>`
+      select lease_id, close_reason from ledger.leases where account_id = ${accountId} order by created_at`.execute(harness.db);
+    expect(rows.rows).toEqual([
+      { lease_id: kept.leaseId, close_reason: null },
+      { lease_id: dropped.leaseId, close_reason: 'expired' },
+      { lease_id: returned.leaseId, close_reason: 'returned' },
+    ]);
+    expect(await client.getBalance({ accountId })).toEqual({ balance: '1', available: '0.8', reserved: '0.2' });
+    expect((await client.renewLeases({ holder: 'edge-alive', leaseIds: [dropped.leaseId] })).lostLeaseIds).toEqual([dropped.leaseId]);
+
+    // A charge naming the closed lease (a request that ended on the dead holder) is charged once, and moves nothing.
+    const requestId = uniqueName('req');
+    const event = UsageEvent.encode(usageEvent({ requestId, accountId, keyId: 'key_a', leaseId: dropped.leaseId })).finish();
+    await harness.testBus.bus.publishDurable(subjects.usageEvents, event, requestId);
+    await harness.testBus.bus.publishDurable(subjects.usageEvents, event, `${requestId}-again`);
+    const balance = formatPico(parseCredits('1') - parseCredits(CHAT_COST));
+    await eventually(async () => expect(await client.getBalance({ accountId })).toEqual({
+      balance, available: formatPico(parseCredits(balance) - parseCredits('0.2')), reserved: '0.2',
+    }));
+    await cleanJournal(client, accountId);
+  });
+
+  it('an acquisition refused for credits closes the account\'s lapsed leases itself and is granted on its retry', async () => {
+    // No sweep pass within the test: only the acquisition can close the lapsed lease.
+    const { client } = await harness.start({ leaseLifetimeMs: 1_500, leaseDrainMs: 500, sweepIntervalMs: 600_000 });
+    const accountId = await fundedAccount(client, '0.05');
+    expect((await acquire(client, { accountId, requestedCredits: '0.05', holder: 'edge-dead' })).grantedCredits).toBe('0.05');
+    // Before its deadline: held; the holder may be alive and admitting.
+    expect((await acquire(client, { accountId, requestedCredits: '0.05', holder: 'edge-live', recallIfHeld: true })).recalling).toBe(true);
+    expect((await client.getBalance({ accountId })).reserved).toBe('0.05');
+    await new Promise((resolve) => setTimeout(resolve, 1_700));
+    expect((await acquire(client, { accountId, requestedCredits: '0.05', holder: 'edge-live', recallIfHeld: true })).recalling).toBe(true);
+    expect((await acquire(client, { accountId, requestedCredits: '0.05', holder: 'edge-live', recallIfHeld: true })).grantedCredits).toBe('0.05');
+    await cleanJournal(client, accountId);
+  });
+
+  it('a lease returned with unsettled spend near its deadline still waits the whole drain time for its charges', async () => {
+    const { client } = await harness.start({ leaseLifetimeMs: 3_000, leaseDrainMs: 2_000, sweepIntervalMs: 100 });
+    const accountId = await fundedAccount(client, '1');
+    const lease = await acquire(client, { accountId, requestedCredits: '0.2', holder: 'edge-alive' });
+    // 1 s before its deadline, the holder returns it naming 0.04 of spend whose charges may be on the bus.
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    expect(await client.returnLease({ leaseId: lease.leaseId, unusedRequests: 0, spentCredits: '0.04' })).toEqual({ returned: true, returnedCredits: '0.16' });
+    // Past the old deadline, within the drain time: still open, the 0.04 still held.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    const row = await harness.db.selectFrom('leases').selectAll().where('lease_id', '=', lease.leaseId).executeTakeFirstOrThrow();
+    expect(row.closed_at).toBeNull();
+    expect((await client.getBalance({ accountId })).reserved).toBe('0.04');
+    await eventually(async () => expect((await client.getBalance({ accountId })).reserved).toBe('0'), 5_000);
+    await cleanJournal(client, accountId);
   });
 });

@@ -140,4 +140,28 @@ describe.skipIf(testAdmission === 'ledger')('lease recall across edge replicas',
     expect(await status(first)).toBe('402 insufficient_quota');
     expect(await status(other)).toBe('402 insufficient_quota');
   }, 60_000);
+
+  // Issue 36 item 4: 61 of these 180 were 402 (the issue saw 54 of 177): a recalled acquisition the ledger
+  // answered with half the free balance left the slot's other waiters refused while the other half sat
+  // free. Now a waiter that finds no room in a split grant tries another round.
+  it('0.5 credits, 9 concurrent requests spread over both edges: every one is served (two edges admit what one would)', async () => {
+    const { accountId, first, second: other } = await account('0.5');
+    fixture!.upstream.setFallback({ latencyMs: 30, usage: { prompt_tokens: 10, completion_tokens: 5 } });
+    const outcomes: Array<number | string> = [];
+    try {
+      // Nine closed-loop callers, each alternating edges, 20 requests each: at most 9 × 0.05 = 0.45 held at once.
+      await Promise.all(Array.from({ length: 9 }, async (_, worker) => {
+        for (let index = 0; index < 20; index++) outcomes.push(await status((worker + index) % 2 === 0 ? first : other));
+      }));
+    } finally {
+      fixture!.upstream.setFallback({});
+    }
+    const refused = outcomes.filter((outcome) => outcome !== 200);
+    expect({ refused: refused.length, first: refused.slice(0, 3) }).toEqual({ refused: 0, first: [] });
+    const costPico = await charged(accountId, 180);
+    await withLedger(async (client) => {
+      expect(parseCredits((await client.getBalance({ accountId })).balance)).toBe(parseCredits('0.5') - costPico);
+      expect((await client.verifyJournal({ accountId })).mismatches).toEqual([]);
+    });
+  }, 120_000);
 });

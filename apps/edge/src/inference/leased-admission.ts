@@ -34,6 +34,13 @@ const UNSETTLED_WINDOW_MS = 5_000;
  * requests acquires once, few enough that many such keys do not fill a window with requests they never use.
  */
 const MIN_LEASE_REQUESTS = 16;
+/** How often the renewal timer looks whether a renewal is due (one RenewLeases call then renews them all). */
+const RENEW_TICK_MS = 200;
+/**
+ * Admission window assumed when the ledger names none (a ledger from before RenewLeases, whose leases
+ * lived 20 minutes): the lease's age bound (maxLeaseAgeMs) is then the only limit, as before.
+ */
+const UNBOUNDED_VALIDITY_MS = Number.MAX_SAFE_INTEGER;
 
 export interface LeasedAdmissionOptions {
   ledger: PromiseClient<LedgerServiceClient>;
@@ -48,8 +55,13 @@ export interface LeasedAdmissionOptions {
   leaseRequests?: number;
   /** A lease without requests in flight for this long is returned. Default 10 s. */
   idleReturnMs?: number;
-  /** A lease takes no new request after this age (rate windows and the ledger's lease deadline move on). Default 60 s. */
+  /** A lease takes no new request after this age (rate windows move on). Default 60 s. */
   maxLeaseAgeMs?: number;
+  /**
+   * Every held lease is renewed (one RenewLeases call for all of them) at least this often, and at least
+   * three times within the ledger's renew_within_ms. Default 5 s.
+   */
+  renewIntervalMs?: number;
   now?: () => number;
 }
 
@@ -65,6 +77,14 @@ interface Lease {
   /** 0: never. */
   requestsValidUntilMs: number;
   acquiredAtMs: number;
+  /**
+   * No new request after this instant unless a renewal moves it: the sending time of the call that
+   * granted or last renewed it plus the ledger's renew_within_ms, which ends a drain time before the
+   * ledger may close the lease. A replica cut off from the ledger thus stops admitting on its own.
+   */
+  validUntilMs: number;
+  /** When the renewal timer next renews it (and with it every other lease). */
+  renewAtMs: number;
   lastUsedMs: number;
   /** When a request on it last finished; 0: none yet. */
   lastFinishedMs: number;
@@ -107,6 +127,12 @@ interface Acquisition {
   recalled: boolean;
   /** Granted fewer requests than asked (the rate window is nearly full). */
   shortOfRequests: boolean;
+  /**
+   * The ledger split a small available balance and kept at least one more hold free after this grant
+   * (`more_available`): the account still had room. A waiter that found no room in such a grant tries
+   * another round instead of its 402 (issue 36: two edges refused a third of what one edge admitted).
+   */
+  split: boolean;
 }
 
 /**
@@ -122,8 +148,11 @@ interface Acquisition {
  * per-request path. Free models keep
  * Ledger.Admit (nothing to hold). A lease takes no new request after maxLeaseAgeMs or when its budget
  * cannot hold 0.05 more; it is returned once its requests are done and it was idle a while, so their
- * charges usually settle against it first. The ledger's lease deadline is its reservation lifetime,
- * so a crashed replica's leases come back like its reservations. A replica may hold capacity it does
+ * charges usually settle against it first. Every held lease is renewed (one RenewLeases call for all
+ * of them, every few seconds): the ledger closes a lease its holder stopped renewing (the replica died)
+ * a short lifetime after the last renewal, and the holder admits on a lease only within the window the
+ * ledger named (renew_within_ms, a drain time shorter), so a replica cut off from the ledger stops
+ * admitting before its leases can be closed. A replica may hold capacity it does
  * not use for up to idleReturnMs; when another replica's acquisition then finds too little, the ledger
  * answers `recalling` and broadcasts a LeaseRecall: every replica retires its leases of that account
  * (`recall`), returns the idle ones at once and the busy ones when their last request finishes, while
@@ -140,7 +169,12 @@ export class LeasedAdmission implements Admission {
   private readonly idleReturnMs: number;
   private readonly maxLeaseAgeMs: number;
   private readonly now: () => number;
+  private readonly renewIntervalMs: number;
   private readonly timer: NodeJS.Timeout;
+  private readonly renewTimer: NodeJS.Timeout;
+  /** The earliest renewAtMs of any lease held (Infinity: none). */
+  private nextRenewMs = Number.POSITIVE_INFINITY;
+  private renewing = false;
   private readonly returning = new Set<Promise<void>>();
   private stopped = false;
 
@@ -150,9 +184,15 @@ export class LeasedAdmission implements Admission {
     this.leaseRequests = options.leaseRequests ?? 1_000;
     this.idleReturnMs = options.idleReturnMs ?? 10_000;
     this.maxLeaseAgeMs = options.maxLeaseAgeMs ?? 60_000;
+    this.renewIntervalMs = options.renewIntervalMs ?? 5_000;
+    if (!(this.renewIntervalMs >= 100)) throw new Error(`renewIntervalMs must be at least 100: ${options.renewIntervalMs}`);
     this.now = options.now ?? Date.now;
     this.timer = setInterval(() => this.returnIdle(), Math.max(100, Math.floor(this.idleReturnMs / 2)));
     this.timer.unref();
+    this.renewTimer = setInterval(() => {
+      if (!this.renewing && this.now() >= this.nextRenewMs) void this.renew();
+    }, RENEW_TICK_MS);
+    this.renewTimer.unref();
   }
 
   async admit(request: AdmissionRequest): Promise<AdmissionTicket> {
@@ -190,7 +230,7 @@ export class LeasedAdmission implements Admission {
         if (outOfRequests) slot.requestsFloor = Math.min(slot.requestsFloor * 2, this.leaseRequests);
         this.retire(slotKey, slot, lease);
       }
-      if (outcome && (outcome.recalled || round >= MAX_ACQUIRE_ROUNDS)) {
+      if (outcome && ((outcome.recalled && !outcome.split) || round >= MAX_ACQUIRE_ROUNDS)) {
         throw outOfRequests && outcome.shortOfRequests ? windowFull(lease) : heldByRunningRequests(holdPico);
       }
       slot.waiting++;
@@ -241,6 +281,7 @@ export class LeasedAdmission implements Admission {
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.timer);
+    clearInterval(this.renewTimer);
     for (const slot of this.slots.values()) await slot.acquiring?.catch(() => undefined);
     for (const [slotKey, slot] of this.slots) {
       for (const lease of slot.leases) this.returnLease(slotKey, slot, lease);
@@ -266,7 +307,7 @@ export class LeasedAdmission implements Admission {
 
   private usable(lease: Lease, holdPico: bigint): boolean {
     const now = this.now();
-    if (lease.retired || now - lease.acquiredAtMs >= this.maxLeaseAgeMs) return false;
+    if (lease.retired || now >= lease.validUntilMs || now - lease.acquiredAtMs >= this.maxLeaseAgeMs) return false;
     if (lease.requestsLeft !== null && (lease.requestsLeft <= 0 || (lease.requestsValidUntilMs > 0 && now >= lease.requestsValidUntilMs))) return false;
     return lease.budgetPico - lease.holdsPico >= holdPico;
   }
@@ -295,7 +336,8 @@ export class LeasedAdmission implements Admission {
     if (wantedPico > MAX_LEASE_PICO) wantedPico = MAX_LEASE_PICO > holdPico ? MAX_LEASE_PICO : holdPico;
     let wantedRequests = 0;
     if (limits) wantedRequests = this.requestsPerLease(limits.minute, limits.day, Math.max(slot.requestsFloor, 2 * (slot.waiting + inFlight) + 1));
-    const ask = (recallIfHeld: boolean) => this.options.ledger.acquireLease(
+    let askedAtMs = 0;
+    const ask = (recallIfHeld: boolean) => (askedAtMs = this.now(), this.options.ledger.acquireLease(
       {
         accountId: key.accountId,
         keyId: key.keyId,
@@ -311,7 +353,7 @@ export class LeasedAdmission implements Admission {
         recallIfHeld,
       },
       { requestId, deadlineMs: 5_000 },
-    );
+    ));
     let response = await ask(true);
     const recalled = response.recalling;
     for (let retry = 0; response.recalling && retry < RECALL_RETRY_DELAYS_MS.length; retry++) {
@@ -331,13 +373,16 @@ export class LeasedAdmission implements Admission {
       requestsLeft: limits ? response.grantedRequests : null,
       requestsValidUntilMs: Number(response.requestsValidUntilMs),
       acquiredAtMs: now,
+      validUntilMs: response.renewWithinMs > 0 ? askedAtMs + response.renewWithinMs : UNBOUNDED_VALIDITY_MS,
+      renewAtMs: askedAtMs + this.renewPeriodMs(response.renewWithinMs),
       lastUsedMs: now,
       lastFinishedMs: 0,
       retired: false,
       recalled: false,
     };
     slot.leases.add(lease);
-    const outcome: Acquisition = { recalled, shortOfRequests: limits !== undefined && response.grantedRequests < wantedRequests };
+    if (lease.renewAtMs < this.nextRenewMs) this.nextRenewMs = lease.renewAtMs;
+    const outcome: Acquisition = { recalled, shortOfRequests: limits !== undefined && response.grantedRequests < wantedRequests, split: response.moreAvailable };
     if (this.stopped) {
       this.returnLease(slotKey, slot, lease);
       return outcome;
@@ -345,6 +390,60 @@ export class LeasedAdmission implements Admission {
     if (slot.current) this.retire(slotKey, slot, slot.current);
     slot.current = lease;
     return outcome;
+  }
+
+  /** Renewals per admission window: three, so two may fail (or be slow) before the holder stops admitting. */
+  private renewPeriodMs(renewWithinMs: number): number {
+    if (renewWithinMs <= 0) return this.renewIntervalMs;
+    return Math.max(100, Math.min(this.renewIntervalMs, Math.floor(renewWithinMs / 3)));
+  }
+
+  /**
+   * One RenewLeases call for every lease this replica holds (busy and retired ones too: their running
+   * requests' charges still move them). A lease the ledger no longer has open for this holder (it was
+   * closed past its deadline, or returned) is dropped: nothing more is admitted on it. A failed call
+   * changes nothing; the timer tries again shortly, and leases whose window passes stop admitting.
+   */
+  private async renew(): Promise<void> {
+    const held: Array<{ slotKey: string; slot: Slot; lease: Lease }> = [];
+    for (const [slotKey, slot] of this.slots) {
+      for (const lease of slot.leases) held.push({ slotKey, slot, lease });
+    }
+    if (held.length === 0) {
+      this.nextRenewMs = Number.POSITIVE_INFINITY;
+      return;
+    }
+    this.renewing = true;
+    const sentAtMs = this.now();
+    try {
+      const response = await this.options.ledger.renewLeases({ holder: this.options.holder, leaseIds: held.map((entry) => entry.lease.id) }, { deadlineMs: 5_000 });
+      const lost = new Set(response.lostLeaseIds);
+      const renewAtMs = sentAtMs + this.renewPeriodMs(response.renewWithinMs);
+      const validUntilMs = response.renewWithinMs > 0 ? sentAtMs + response.renewWithinMs : UNBOUNDED_VALIDITY_MS;
+      for (const { slotKey, slot, lease } of held) {
+        if (lost.has(lease.id)) {
+          if (!slot.leases.has(lease)) continue;
+          this.options.logger.warn({ lease_id: lease.id }, 'the ledger no longer holds this lease open for this replica; nothing more is admitted on it');
+          this.retire(slotKey, slot, lease);
+          slot.leases.delete(lease);
+          if (slot.leases.size === 0 && !slot.acquiring && slot.waiting === 0) this.dropSlot(slotKey, slot);
+          continue;
+        }
+        if (validUntilMs > lease.validUntilMs) lease.validUntilMs = validUntilMs;
+        lease.renewAtMs = renewAtMs;
+      }
+    } catch (error) {
+      // Retried soon; each lease stops admitting when its window passes.
+      this.options.logger.warn({ err: error, leases: held.length }, 'lease renewal failed; retrying (leases not renewed in time stop admitting)');
+      for (const { lease } of held) lease.renewAtMs = this.now() + Math.min(1_000, this.renewIntervalMs);
+    } finally {
+      this.renewing = false;
+    }
+    let next = Number.POSITIVE_INFINITY;
+    for (const slot of this.slots.values()) {
+      for (const lease of slot.leases) if (lease.renewAtMs < next) next = lease.renewAtMs;
+    }
+    this.nextRenewMs = next;
   }
 
   /**
