@@ -200,9 +200,9 @@ export class RouterPool implements ChatRouter {
    * router may be stopping even though the connection stays up.
    */
   private lost(entry: Entry, failure: GatewayError | undefined): void {
-    if (!neverSent(failure)) entry.coolUntil = this.now() + (this.options.coolDownMs ?? 2_000);
-    setTimeout(() => void this.refresh(), 250).unref();
     const { member } = entry;
+    if (!neverSent(failure) || !member.watchReady) entry.coolUntil = this.now() + (this.options.coolDownMs ?? 2_000);
+    setTimeout(() => void this.refresh(), 250).unref();
     if (!member.watchReady || entry.down) return;
     entry.down = true;
     this.options.logger.warn({ address: member.address, reason: failure?.message }, 'routing address unreachable; no exchanges until it connects again');
