@@ -60,11 +60,14 @@ describe('replicas down under load (issue 36)', () => {
   let database: TestDatabase;
   let testBus: TestBus;
   let stack: ProcessStack;
+  /** The drain test's key, made while every ledger is up (gatewayctl talks to the first). */
+  let drainKey: string;
 
   beforeAll(async () => {
     database = await createTestDatabase();
     testBus = await createTestBus('nats');
     stack = await startProcessStack(database, testBus, {}, { extraRouting: { count: 1, outboxRoot: `/tmp/replica-outage-${process.pid}` }, extraLedgers: 1 });
+    drainKey = (await createAccountKey(stack, 'edge-drain', '5')).apiKey;
   }, 120_000);
 
   afterAll(async () => {
@@ -93,8 +96,9 @@ describe('replicas down under load (issue 36)', () => {
 
   it('one ledger of two down: requests succeed on the other and the edge stays ready; none down: 503 with Retry-After, not ready; back: served at once', async () => {
     const keys = await Promise.all(Array.from({ length: 6 }, (_, index) => createAccountKey(stack, `ledger-kill-${index}`, '5')));
-    const [second, first] = [stack.ledgerReplicas[1]!, stack.ledgerReplicas[0]!];
-    await killed(stack.listeningOn.get(second)!, 'SIGKILL');
+    // The first address goes first: readiness's health channel (pick_first over the list) must move on too.
+    const [firstDown, lastDown] = [stack.ledgerReplicas[0]!, stack.ledgerReplicas[1]!];
+    await killed(stack.listeningOn.get(firstDown)!, 'SIGKILL');
     // Fresh accounts: each admission needs the ledger (no lease held yet).
     const answers = await Promise.all(keys.slice(0, 3).map(({ apiKey }) => chat(stack.edgeUrl, apiKey)));
     for (const { apiKey } of keys.slice(0, 3)) answers.push(await chat(stack.edgeUrl, apiKey));
@@ -103,7 +107,7 @@ describe('replicas down under load (issue 36)', () => {
     await expectEachChargedOnce(database.url, answers);
 
     // No ledger left: a dependency that is down is a 503 with Retry-After, in each dialect's envelope.
-    await killed(stack.listeningOn.get(first)!, 'SIGKILL');
+    await killed(stack.listeningOn.get(lastDown)!, 'SIGKILL');
     const refused = await chat(stack.edgeUrl, keys[3]!.apiKey);
     expect(refused.status, refused.body).toBe(503);
     expect(Number(refused.retryAfter)).toBeGreaterThanOrEqual(1);
@@ -119,8 +123,8 @@ describe('replicas down under load (issue 36)', () => {
     await eventually(async () => expect((await fetch(`${stack.edgeUrl}/readyz`)).status).toBe(503), 5_000, 100);
 
     // The ledger comes back on its address: served within a second of it SERVING (no reconnect backoff of seconds).
-    stack.launch('ledger', { GRPC_LISTEN: first });
-    await eventually(async () => expect(await healthStatus(first)).toBe('SERVING'), 30_000, 50);
+    stack.launch('ledger', { GRPC_LISTEN: lastDown });
+    await eventually(async () => expect(await healthStatus(lastDown)).toBe('SERVING'), 30_000, 50);
     const servingAt = Date.now();
     const after: Answer[] = [];
     for (;;) {
@@ -135,7 +139,7 @@ describe('replicas down under load (issue 36)', () => {
   }, 60_000);
 
   it('a SIGTERMed edge answers every request on a connection it had accepted', async () => {
-    const { apiKey } = await createAccountKey(stack, 'edge-drain', '5');
+    const apiKey = drainKey;
     const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'one two' }] });
     const request = `POST /v1/chat/completions HTTP/1.1\r\nhost: edge\r\nauthorization: Bearer ${apiKey}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
     const port = Number(new URL(stack.edgeUrl).port);
