@@ -129,8 +129,9 @@ export interface EdgeOptions {
 
 /**
  * On stop, how long a connection accepted before the stop may still send its request (up to the drain
- * bound). A connection whose request has not arrived yet is idle to node:http, and closing it at once
- * dropped a request the edge had accepted (issue 36: one accepted 4 ms before SIGTERM got no answer).
+ * bound). Its request is not in flight until its headers arrived: with nothing in flight the stop went
+ * straight on to closing every connection, and dropped a request the edge had accepted (issue 36: one
+ * accepted 4 ms before SIGTERM got no answer). A kept-alive connection may be carrying a next request too.
  */
 const DRAIN_ACCEPT_GRACE_MS = 1_000;
 
@@ -318,10 +319,11 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
         // WebSockets: idle ones close now (1001), busy ones after their response, all by the same bound.
         const socketsClosed = webSockets.drain(drainTimeoutMs);
         const drainStarted = performance.now();
-        // Stops listening only: http.Server.close would also close every idle connection at once, and
-        // a connection just accepted whose request is still on its way is idle (see DRAIN_ACCEPT_GRACE_MS).
+        // Stops listening only: http.Server.close would also close every kept-alive idle connection at
+        // once, and its client may be sending the next request on it right now (DRAIN_ACCEPT_GRACE_MS).
         const closed = new Promise<void>((resolve) => NetServer.prototype.close.call(httpServer, () => resolve()));
-        // The grace ends early once no connection is left without a request in flight.
+        // The grace ends early once no connection is left without a request in flight (each answer
+        // during the drain closes its connection: the tracker turns keep-alive off).
         const graceEnd = drainStarted + Math.min(DRAIN_ACCEPT_GRACE_MS, drainTimeoutMs);
         while (performance.now() < graceEnd && (await openConnections(httpServer)) > running.inFlight) {
           await new Promise((resolve) => setTimeout(resolve, 20));
