@@ -70,7 +70,7 @@ describe('error table (gRPC status + reason -> HTTP)', () => {
     );
   });
 
-  it('our own service unreachable (UNAVAILABLE without detail) is 500, never 502, and hides the transport text', () => {
+  it('our own service unreachable or too slow (UNAVAILABLE / DEADLINE_EXCEEDED without detail) is 503 with Retry-After, never 500 or 502, and hides the transport text', () => {
     const grpcFailure = fromServiceError(
       Object.assign(new Error('14 UNAVAILABLE: No connection established'), {
         code: GrpcStatus.UNAVAILABLE,
@@ -79,9 +79,14 @@ describe('error table (gRPC status + reason -> HTTP)', () => {
       }),
     );
     const apiError = toApiError(grpcFailure);
-    expect(apiError.status).toBe(500);
+    expect(apiError).toMatchObject({ status: 503, type: 'service_unavailable', code: 'service_unavailable', retryAfterSeconds: 1 });
     expect(apiError.message).not.toContain('ECONNREFUSED');
-    expect(apiError.retryAfterSeconds).toBeUndefined();
+    const late = toApiError(error(GrpcStatus.DEADLINE_EXCEEDED, ErrorReason.ERROR_REASON_INTERNAL, 'no answer from the router within 600000 ms', { code: 'x', param: 'y' }));
+    expect(late).toEqual({ status: 503, type: 'service_unavailable', code: 'service_unavailable', message: apiError.message, retryAfterSeconds: 1 });
+    // A service's own INTERNAL (a bug, not an outage) stays a 500 without Retry-After.
+    expect(toApiError(error(GrpcStatus.INTERNAL, ErrorReason.ERROR_REASON_INTERNAL, 'boom'))).toEqual({ status: 500, type: 'api_error', message: 'The gateway failed to process the request.' });
+    // The messages dialect's envelope for it.
+    expect(renderErrorBody(apiError, 'messages', 'req_1')).toMatchObject({ type: 'error', error: { type: 'overloaded_error' } });
   });
 
   it('a plain exception is a 500', () => {

@@ -149,6 +149,19 @@ interface TableRow {
 
 const INTERNAL_ROW: TableRow = { status: 500, type: 'api_error', message: () => 'The gateway failed to process the request.' };
 
+/**
+ * One of our own services could not be reached or did not answer in time (a transport UNAVAILABLE or
+ * DEADLINE_EXCEEDED without a typed reason: a replica restarting, a ledger outage). The dependency is
+ * down, not the request wrong: 503 with Retry-After (spec §7), and the transport's words stay in logs.
+ */
+const DEPENDENCY_DOWN_ROW: TableRow = {
+  status: 503,
+  type: 'service_unavailable',
+  code: 'service_unavailable',
+  retryAfter: true,
+  message: () => 'The gateway cannot reach one of its services right now; retry shortly.',
+};
+
 const UPSTREAM_PREFIX = 'Upstream returned an error:';
 
 const retryAfterSecondsOf = (error: GatewayError) => Math.max(1, error.retryAfterSeconds || 1);
@@ -210,26 +223,32 @@ const TABLE: ReadonlyMap<ErrorReason, TableRow> = new Map<ErrorReason, TableRow>
 ]);
 
 /**
- * Resolves any failure to what the client sees. A GatewayError's reason decides; a reason the table
- * does not know, a transport failure of our own services (UNAVAILABLE, DEADLINE_EXCEEDED — no typed
- * detail) or a plain exception is our failure: 500, never 502, and the service's words stay in logs.
+ * Resolves any failure to what the client sees. A GatewayError's reason decides; a transport failure of
+ * our own services (UNAVAILABLE, DEADLINE_EXCEEDED — no typed detail) is a 503 with Retry-After; a
+ * reason the table does not know or a plain exception is our failure: 500, never 502, and the
+ * service's words stay in logs.
  */
 export function toApiError(error: unknown): ApiError {
   if (error instanceof EdgeError) return error.apiError;
   if (!(error instanceof GatewayError)) return rowToApiError(INTERNAL_ROW, undefined);
   const row = TABLE.get(error.reason);
   // A reason only means what it says with the status services pair it with; an UNAVAILABLE from
-  // grpc-js itself carries no reason and lands here as INTERNAL.
-  if (!row) return rowToApiError(INTERNAL_ROW, error);
+  // grpc-js itself carries no typed reason (INTERNAL): a dependency that is down.
+  if (!row) {
+    const down = error.status === GrpcStatus.UNAVAILABLE || error.status === GrpcStatus.DEADLINE_EXCEEDED;
+    return rowToApiError(down ? DEPENDENCY_DOWN_ROW : INTERNAL_ROW, error);
+  }
   return rowToApiError(row, error);
 }
 
 function rowToApiError(row: TableRow, error: GatewayError | undefined): ApiError {
   const message = row.message ? row.message(error as GatewayError) : error?.message || 'Request failed.';
   const apiError: ApiError = { status: row.status, type: row.type, message };
-  const code = (error && row !== INTERNAL_ROW && error.code) || row.code;
+  // Our own failures keep the service's code and param to themselves.
+  const own = row === INTERNAL_ROW || row === DEPENDENCY_DOWN_ROW;
+  const code = (error && !own && error.code) || row.code;
   if (code) apiError.code = code;
-  if (error?.param && row !== INTERNAL_ROW) apiError.param = error.param;
+  if (error?.param && !own) apiError.param = error.param;
   if (row.retryAfter && error) apiError.retryAfterSeconds = retryAfterSecondsOf(error);
   return apiError;
 }

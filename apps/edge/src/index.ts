@@ -1,4 +1,5 @@
 import { createServer } from 'node:http';
+import { Server as NetServer } from 'node:net';
 import { DEFAULT_MULTIPART_BOUNDS, type MultipartBounds } from './endpoints/multipart.js';
 import { DEFAULT_UPLOAD_LIMITS, UploadArea, type UploadLimits } from './endpoints/upload-spool.js';
 import type { AddressInfo } from 'node:net';
@@ -53,6 +54,7 @@ export interface EdgeOptions {
   port: number;
   authAddress: string;
   catalogAddress: string;
+  /** One ledger (host:port) or several replicas (ipv4:a:p,b:p, dns:///name:port): round-robin over those up. */
   ledgerAddress: string;
   routerAddress: string;
   /** Media service: chat file blocks (URL fetch, PDF text) need it; without it they answer 500. */
@@ -126,12 +128,24 @@ export interface EdgeOptions {
   idempotency?: Partial<IdempotencyLimits>;
 }
 
+/**
+ * On stop, how long a connection accepted before the stop may still send its request (up to the drain
+ * bound). Its request is not in flight until its headers arrived: with nothing in flight the stop went
+ * straight on to closing every connection, and dropped a request the edge had accepted (issue 36: one
+ * accepted 4 ms before SIGTERM got no answer). A kept-alive connection may be carrying a next request too.
+ */
+const DRAIN_ACCEPT_GRACE_MS = 1_000;
+
+const openConnections = (server: Pick<NetServer, 'getConnections'>) =>
+  new Promise<number>((resolve) => server.getConnections((error, count) => resolve(error ? 0 : count)));
+
 export interface RunningEdge {
   url: string;
   port: number;
   /**
    * Drains, then stops: readiness fails at once, no new connection is accepted, each open connection
-   * closes after its current answer, requests in flight get up to `drainTimeoutMs`, then are cut.
+   * closes after its current answer, a connection accepted before the stop still has up to 1 s to send
+   * its request (answered), requests in flight get up to `drainTimeoutMs`, then are cut.
    */
   stop(): Promise<void>;
   /** What the responses WebSockets of this edge remember together (characters of JSON, entries): tests check its bound. */
@@ -144,7 +158,12 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
   const internal = { credential: options.internalAuth?.credential };
   const auth = createClient(AuthServiceClient, AuthServiceService, options.authAddress, internal);
   const catalog = createClient(CatalogServiceClient, CatalogServiceService, options.catalogAddress, internal);
-  const ledger = createClient(LedgerServiceClient, LedgerServiceService, options.ledgerAddress, internal);
+  const ledgerTarget = parseGrpcTarget(options.ledgerAddress);
+  if (!ledgerTarget) throw new Error(`ledgerAddress: expected host:port, ipv4:host:port,... or dns:///name:port, got ${options.ledgerAddress}`);
+  // Several ledger replicas: grpc-js round_robin picks only connected ones, so a replica that is down
+  // (connection refused, dropped) gets no call until it is back, and a call that found no connection is
+  // sent again once (createClient).
+  const ledger = createClient(LedgerServiceClient, LedgerServiceService, options.ledgerAddress, { ...internal, roundRobin: ledgerTarget.kind !== 'single' });
   const routerTarget = parseGrpcTarget(options.routerAddress);
   if (!routerTarget) throw new Error(`routerAddress: expected host:port, ipv4:host:port,... or dns:///name:port, got ${options.routerAddress}`);
   // Several routing servers: per-call RPCs spread by grpc-js, exchanges by the pool (one call per address).
@@ -158,7 +177,7 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
       ? new RouterExchange(router.raw, router, logger, exchangeOptions)
       : await RouterPool.start({
           resolve: options.routerResolver ?? resolverFor(routerTarget),
-          member: (address, onCallLost) => exchangeMember(address, router, logger, exchangeOptions, onCallLost),
+          member: (address, onCallLost, elsewhere) => exchangeMember(address, router, logger, exchangeOptions, onCallLost, elsewhere),
           logger,
           ...(options.routerResolveIntervalMs ? { resolveIntervalMs: options.routerResolveIntervalMs } : {}),
         });
@@ -303,10 +322,20 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
         running.drain();
         // WebSockets: idle ones close now (1001), busy ones after their response, all by the same bound.
         const socketsClosed = webSockets.drain(drainTimeoutMs);
-        const closed = new Promise<void>((resolve) => httpServer.close(() => resolve()));
-        httpServer.closeIdleConnections();
+        const drainStarted = performance.now();
+        // Stops listening only: http.Server.close would also close every kept-alive idle connection at
+        // once, and its client may be sending the next request on it right now (DRAIN_ACCEPT_GRACE_MS).
+        const closed = new Promise<void>((resolve) => NetServer.prototype.close.call(httpServer, () => resolve()));
+        // The grace ends early once no connection is left without a request in flight (each answer
+        // during the drain closes its connection: the tracker turns keep-alive off).
+        const graceEnd = drainStarted + Math.min(DRAIN_ACCEPT_GRACE_MS, drainTimeoutMs);
+        while (performance.now() < graceEnd && (await openConnections(httpServer)) > running.inFlight) {
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+        // Now http.Server.close: closes the idle connections and stops node's request-timeout sweep.
+        httpServer.close();
         const inFlight = running.inFlight;
-        if (!(await running.whenIdle(drainTimeoutMs))) {
+        if (!(await running.whenIdle(Math.max(0, drainTimeoutMs - (performance.now() - drainStarted))))) {
           logger.warn({ in_flight: running.inFlight, drain_timeout_ms: drainTimeoutMs }, 'requests still in flight after the drain bound; cutting them');
         } else if (inFlight > 0) {
           logger.info({ drained: inFlight }, 'requests in flight finished');

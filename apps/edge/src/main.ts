@@ -9,7 +9,8 @@ await runBusService(
     HOST: z.string().min(1).default('0.0.0.0'),
     AUTH_ADDR: grpcAddress.default('127.0.0.1:50051'),
     CATALOG_ADDR: grpcAddress.default('127.0.0.1:50052'),
-    LEDGER_ADDR: grpcAddress.default('127.0.0.1:50053'),
+    /** host:port, or several ledger replicas (ipv4:a:p,b:p or dns:///name:port): calls spread over those up, failing over when one is down. */
+    LEDGER_ADDR: grpcTarget.default('127.0.0.1:50053'),
     /** host:port, ipv4:a:p,b:p or dns:///name:port (every routing pod behind a headless Service; docs/running.md "Edge to routing: client-side balancing"). */
     ROUTER_ADDR: grpcTarget.default('127.0.0.1:50054'),
     EDGE_ROUTER_RESOLVE_INTERVAL_MS: z.coerce.number().int().min(1_000).default(15_000),

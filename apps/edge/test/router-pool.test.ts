@@ -185,11 +185,86 @@ describe('RouterPool over real routing servers', () => {
     const target = parseGrpcTarget(`ipv4:${servers.map((server) => server.address).join(',')}`);
     if (target?.kind !== 'static') throw new Error('expected a static target');
     const fallback: ChatRouter = { chat: () => Promise.reject(new Error('no fallback')), chatStream: () => { throw new Error('no fallback'); } };
-    pool = await RouterPool.start({ resolve: resolverFor(target), member: (address, lost) => exchangeMember(address, fallback, logger, {}, lost), logger });
+    pool = await RouterPool.start({ resolve: resolverFor(target), member: (address, lost, elsewhere) => exchangeMember(address, fallback, logger, {}, lost, elsewhere), logger });
     const before = routers.map((router) => router.exchangeCalls);
     const answers = await Promise.all(Array.from({ length: 200 }, (_, index) => pool!.chat(chatRequest(`r${index}`), {})));
     const counts = [0, 1].map((index) => answers.filter((answer) => answer.choices[0]!.message!.content === `from ${index}`).length);
     expect(counts).toEqual([100, 100]);
     expect(routers.map((router, index) => router.exchangeCalls - before[index]!)).toEqual([1, 1]);
+  });
+
+  it('a request (chat or stream) whose call found no connection is answered by the other server, once', async () => {
+    const router = new FakeRouter();
+    router.chatAnswer = async (request) => chatResponse(request, 'from live');
+    const live = await startGrpcServer({
+      address: '127.0.0.1:0',
+      services: [{ definition: RouterServiceService, implementation: router.implementation(logger), name: 'gateway.v1.RouterService' }],
+      logger,
+    });
+    try {
+      // The second address refuses connections: nobody listens there.
+      const dead = await startGrpcServer({ address: '127.0.0.1:0', services: [], logger });
+      const deadAddress = dead.address;
+      await dead.stop(0);
+      const target = parseGrpcTarget(`ipv4:${live.address},${deadAddress}`);
+      if (target?.kind !== 'static') throw new Error('expected a static target');
+      const fallback: ChatRouter = { chat: () => Promise.reject(new Error('no fallback')), chatStream: () => { throw new Error('no fallback'); } };
+      pool = await RouterPool.start({ resolve: resolverFor(target), member: (address, lost, elsewhere) => exchangeMember(address, fallback, logger, {}, lost, elsewhere), logger });
+      // Round-robin: the first goes to the live server, the stream to the dead one, which never got it.
+      expect((await pool.chat(chatRequest('first'), {})).choices[0]!.message!.content).toBe('from live');
+      const streamed: ChatStreamResponse[] = [];
+      for await (const message of pool.chatStream({ chat: chatRequest('stream'), combinedStart: false }, {})) streamed.push(message);
+      expect(streamed.length).toBeGreaterThan(0);
+      const answers = await Promise.all(Array.from({ length: 10 }, (_, index) => pool!.chat(chatRequest(`c${index}`), {})));
+      expect(answers.map((answer) => answer.choices[0]!.message!.content)).toEqual(Array(10).fill('from live'));
+      expect(router.chats.map((chat) => chat.context!.requestId).sort()).toEqual(['c0', 'c1', 'c2', 'c3', 'c4', 'c5', 'c6', 'c7', 'c8', 'c9', 'first', 'stream']);
+    } finally {
+      await live.stop(0);
+    }
+  });
+
+  it('a server that went away gets no request: those that found no connection go to the other once; it is back once it listens again', async () => {
+    // Servers of their own: this one stops one of them.
+    const local: RunningGrpcServer[] = [];
+    const localRouters: FakeRouter[] = [];
+    const serve = async (index: number, address = '127.0.0.1:0') => {
+      const router = new FakeRouter();
+      router.chatAnswer = async (request) => chatResponse(request, `from ${index}`);
+      localRouters[index] = router;
+      local[index] = await startGrpcServer({
+        address,
+        services: [{ definition: RouterServiceService, implementation: router.implementation(logger), name: 'gateway.v1.RouterService' }],
+        logger,
+      });
+    };
+    await serve(0);
+    await serve(1);
+    try {
+      const target = parseGrpcTarget(`ipv4:${local.map((server) => server.address).join(',')}`);
+      if (target?.kind !== 'static') throw new Error('expected a static target');
+      const fallback: ChatRouter = { chat: () => Promise.reject(new Error('no fallback')), chatStream: () => { throw new Error('no fallback'); } };
+      pool = await RouterPool.start({ resolve: resolverFor(target), member: (address, lost, elsewhere) => exchangeMember(address, fallback, logger, {}, lost, elsewhere), logger, coolDownMs: 50 });
+      await Promise.all(Array.from({ length: 4 }, (_, index) => pool!.chat(chatRequest(`warm${index}`), {})));
+      const stoppedAddress = local[1]!.address;
+      await local[1]!.stop(0);
+      // Past the cool-down: the pool would have tried the stopped server again by now.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const content = async (id: string) => (await pool!.chat(chatRequest(id), {})).choices[0]!.message!.content;
+      for (let index = 0; index < 20; index++) expect(await content(`after${index}`)).toBe('from 0');
+      // Streams too: a stream that found no connection is sent to the other server before anything was read.
+      const streamed: ChatStreamResponse[] = [];
+      for await (const message of pool.chatStream({ chat: chatRequest('stream'), combinedStart: false }, {})) streamed.push(message);
+      expect(streamed.length).toBeGreaterThan(0);
+      // Each request reached one server once: none was lost, none answered twice.
+      expect(localRouters[0]!.chats.filter((chat) => chat.context!.requestId.startsWith('after'))).toHaveLength(20);
+
+      await serve(1, stoppedAddress);
+      await eventually(async () => {
+        const answers = await Promise.all(Array.from({ length: 4 }, (_, index) => content(`back${index}`)));
+        expect(answers).toContain('from 1');
+      }, 5_000, 100);
+    } finally {
+      for (const server of local) await server?.stop(0);
+    }
   });
 });

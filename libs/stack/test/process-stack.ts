@@ -47,10 +47,14 @@ export interface ProcessStack {
   metricsUrls: Record<ServiceApp | 'edge', string>;
   /** Every routing process (the first is `addresses.routing`), with its metrics endpoint. */
   routingReplicas: RoutingReplica[];
+  /** Every ledger process's address (the first is `addresses.ledger`). */
+  ledgerReplicas: string[];
   /** Every process started, in order (a restarted service appears twice). */
   processes: ChildProcess[];
   /** The latest process of each app. */
   running: Map<ServiceApp | 'edge', ChildProcess>;
+  /** The latest process listening on each gRPC address (GRPC_LISTEN): one replica of several. */
+  listeningOn: Map<string, ChildProcess>;
   logs: string[];
   /** Starts `node apps/<app>/dist/main.js` with the stack's env plus `env`. */
   launch(app: ServiceApp | 'edge', env?: Record<string, string>): ChildProcess;
@@ -75,6 +79,8 @@ export async function startProcessStack(
      * USAGE_OUTBOX_DIR under `outboxRoot`; the edge then balances over all of them (ROUTER_ADDR=ipv4:...).
      */
     extraRouting?: { count: number; outboxRoot: string };
+    /** Ledger processes besides the first, each with its own listen address; the edge then names all of them (LEDGER_ADDR=ipv4:...). */
+    extraLedgers?: number;
   } = {},
 ): Promise<ProcessStack> {
   // Ports are taken just before each process starts, and a start that dies of EADDRINUSE is retried on
@@ -85,6 +91,7 @@ export async function startProcessStack(
   let edgePort = 0;
   const processes: ChildProcess[] = [];
   const running = new Map<ServiceApp | 'edge', ChildProcess>();
+  const listeningOn = new Map<string, ChildProcess>();
   const logs: string[] = [];
   // Only the services with admin RPCs hold the admin token (the edge, routing and media never do).
   const baseEnv = (app: ServiceApp | 'edge'): Record<string, string> => {
@@ -101,17 +108,15 @@ export async function startProcessStack(
     }
   };
   const launch = (app: ServiceApp | 'edge', extra: Record<string, string> = {}) => {
-    const child = spawn(process.execPath, [`apps/${app}/dist/main.js`], {
-      cwd: repositoryRoot,
-      env: {
-        PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', DATABASE_URL: database.url, NATS_URL: natsUrl, NATS_NAMESPACE: testBus.namespace,
-        METRICS_PORT: String(metricsPorts[app]), METRICS_HOST: '127.0.0.1', GATEWAY_INTERNAL_TOKEN: TEST_INTERNAL_TOKEN,
-        // As the image sets it (deploy/Dockerfile): large freed blocks go back to the system.
-        MALLOC_MMAP_THRESHOLD_: '131072',
-        ...baseEnv(app), ...env[app], ...extra,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const childEnv: Record<string, string> = {
+      PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', DATABASE_URL: database.url, NATS_URL: natsUrl, NATS_NAMESPACE: testBus.namespace,
+      METRICS_PORT: String(metricsPorts[app]), METRICS_HOST: '127.0.0.1', GATEWAY_INTERNAL_TOKEN: TEST_INTERNAL_TOKEN,
+      // As the image sets it (deploy/Dockerfile): large freed blocks go back to the system.
+      MALLOC_MMAP_THRESHOLD_: '131072',
+      ...baseEnv(app), ...env[app], ...extra,
+    };
+    const child = spawn(process.execPath, [`apps/${app}/dist/main.js`], { cwd: repositoryRoot, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    if (childEnv.GRPC_LISTEN) listeningOn.set(childEnv.GRPC_LISTEN, child);
     child.stdout!.on('data', (chunk: Buffer) => logs.push(`[${app}] ${chunk}`));
     child.stderr!.on('data', (chunk: Buffer) => logs.push(`[${app}] ${chunk}`));
     processes.push(child);
@@ -153,6 +158,7 @@ export async function startProcessStack(
   const serving = (address: () => string) => async () => (await healthStatus(address())) === 'SERVING';
 
   const routingReplicas: RoutingReplica[] = [];
+  const ledgerReplicas: string[] = [];
   try {
     await Promise.all((['auth', 'catalog', 'ledger', 'media'] as const).map((app) => startOnFreshPorts(app, async () => {
       addresses[app] = `127.0.0.1:${await freePort()}`;
@@ -165,6 +171,7 @@ export async function startProcessStack(
       return {};
     }, serving(() => addresses.routing));
     routingReplicas.push({ address: addresses.routing, metricsUrl: `http://127.0.0.1:${metricsPorts.routing}/metrics` });
+    ledgerReplicas.push(addresses.ledger);
     for (let index = 1; index <= (options.extraRouting?.count ?? 0); index++) {
       let address = '';
       let metricsPort = 0;
@@ -175,7 +182,16 @@ export async function startProcessStack(
       }, serving(() => address));
       routingReplicas.push({ address, metricsUrl: `http://127.0.0.1:${metricsPort}/metrics` });
     }
+    for (let index = 1; index <= (options.extraLedgers ?? 0); index++) {
+      let address = '';
+      await startOnFreshPorts('ledger', async () => {
+        address = `127.0.0.1:${await freePort()}`;
+        return { GRPC_LISTEN: address, METRICS_PORT: String(await freePort()) };
+      }, serving(() => address));
+      ledgerReplicas.push(address);
+    }
     const routerAddr: Record<string, string> = routingReplicas.length > 1 ? { ROUTER_ADDR: `ipv4:${routingReplicas.map((replica) => replica.address).join(',')}` } : {};
+    if (ledgerReplicas.length > 1) routerAddr.LEDGER_ADDR = `ipv4:${ledgerReplicas.join(',')}`;
     await startOnFreshPorts('edge', async () => {
       edgePort = await freePort();
       metricsPorts.edge = await freePort();
@@ -187,7 +203,7 @@ export async function startProcessStack(
   }
   const edgeUrl = `http://127.0.0.1:${edgePort}`;
   const metricsUrls = Object.fromEntries(Object.entries(metricsPorts).map(([app, port]) => [app, `http://127.0.0.1:${port}/metrics`])) as ProcessStack['metricsUrls'];
-  return { addresses, edgeUrl, metricsUrls, routingReplicas, processes, running, logs, launch, untilServing, stop };
+  return { addresses, edgeUrl, metricsUrls, routingReplicas, ledgerReplicas, processes, running, listeningOn, logs, launch, untilServing, stop };
 }
 
 /** A paid account with `credits` and one API key, made with gatewayctl under the admin credential, as an operator would. */

@@ -6,6 +6,7 @@ import {
   errors,
   fromServiceError,
   fromStatusDetail,
+  neverSent,
   openDuplexCall,
   type CallSettings,
   type ClientDuplexStream,
@@ -22,10 +23,14 @@ import {
   type RouterServiceClient,
 } from '@gateway/proto';
 
-/** How the chat route reaches the router: per-request calls (the generated client) or Router.Exchange. */
+/**
+ * How the chat route reaches the router: per-request calls (the generated client) or Router.Exchange.
+ * `retryUnsent` false: this is already the second try of a request another replica never received
+ * (RouterExchangeOptions.elsewhere); it is not sent on again.
+ */
 export interface ChatRouter {
-  chat(request: ChatRequest, settings: CallSettings): Promise<ChatResponse>;
-  chatStream(request: ChatStreamRequest, settings: CallSettings): AsyncIterable<ChatStreamResponse>;
+  chat(request: ChatRequest, settings: CallSettings, retryUnsent?: boolean): Promise<ChatResponse>;
+  chatStream(request: ChatStreamRequest, settings: CallSettings, retryUnsent?: boolean): AsyncIterable<ChatStreamResponse>;
 }
 
 export interface RouterExchangeOptions {
@@ -46,8 +51,13 @@ export interface RouterExchangeOptions {
    * max_connection_age, which would otherwise cut it. Default 60 s.
    */
   maxCallAgeMs?: number;
-  /** A call broke (not a drain the router asked for): the router there may be gone. */
-  onCallLost?: () => void;
+  /** A call broke (not a drain the router asked for), and why: the router there may be gone. */
+  onCallLost?: (failure: GatewayError | undefined) => void;
+  /**
+   * Where a request goes whose call found no connection (neverSent: it never reached this router, so
+   * it cannot have done any work or cost anything): another replica's router, once; undefined: none is up.
+   */
+  elsewhere?: () => ChatRouter | undefined;
 }
 
 type Frame = NonNullable<ExchangeResponse['frame']>;
@@ -81,6 +91,8 @@ class ExchangeCall {
   /** The router is shutting down: no new exchanges here; the call is ended once the last one answers. */
   draining = false;
   gone = false;
+  /** Why the call broke (set before its exchanges hear of it). */
+  failure: GatewayError | undefined;
   readonly openedAt = Date.now();
   private ended = false;
   private nextId = 1;
@@ -163,6 +175,7 @@ class ExchangeCall {
   private broken(error: GatewayError): void {
     if (this.gone) return;
     this.gone = true;
+    this.failure = error;
     this.onGone(this);
     const pending = [...this.pending.values()];
     this.pending.clear();
@@ -185,7 +198,8 @@ export class RouterExchange implements ChatRouter {
   private readonly defaultDeadlineMs: number;
   private readonly credential: string | undefined;
   private readonly maxCallAgeMs: number;
-  private readonly onCallLost: (() => void) | undefined;
+  private readonly onCallLost: ((failure: GatewayError | undefined) => void) | undefined;
+  private readonly elsewhere: (() => ChatRouter | undefined) | undefined;
   private closed = false;
 
   constructor(
@@ -200,6 +214,7 @@ export class RouterExchange implements ChatRouter {
     this.credential = options.credential;
     this.maxCallAgeMs = options.maxCallAgeMs ?? 60_000;
     this.onCallLost = options.onCallLost;
+    this.elsewhere = options.elsewhere;
   }
 
   /** Exchanges waiting for an answer, over every call (the pool's least-loaded tie-break, tests). */
@@ -209,7 +224,7 @@ export class RouterExchange implements ChatRouter {
     return open;
   }
 
-  chat(request: ChatRequest, settings: CallSettings = {}): Promise<ChatResponse> {
+  chat(request: ChatRequest, settings: CallSettings = {}, retryUnsent = true): Promise<ChatResponse> {
     const opened = this.frameFor({ $case: 'chat', value: request });
     if (!opened) return this.fallback.chat(request, settings);
     const { exchange, id, frame } = opened;
@@ -239,13 +254,16 @@ export class RouterExchange implements ChatRouter {
         },
         fail: (error) => {
           finish();
-          reject(error);
+          // Never reached this router (no connection): another replica gets it, once.
+          const other = retryUnsent && neverSent(error) ? this.elsewhere?.() : undefined;
+          if (other) resolve(other.chat(request, settings, false));
+          else reject(error);
         },
       }, frame);
     });
   }
 
-  async *chatStream(request: ChatStreamRequest, settings: CallSettings = {}): AsyncGenerator<ChatStreamResponse> {
+  async *chatStream(request: ChatStreamRequest, settings: CallSettings = {}, retryUnsent = true): AsyncGenerator<ChatStreamResponse> {
     const opened = this.frameFor({ $case: 'chatStream', value: request });
     if (!opened) {
       yield* this.fallback.chatStream(request, settings);
@@ -307,7 +325,11 @@ export class RouterExchange implements ChatRouter {
           continue;
         }
         if (ended) {
-          if (failure) throw failure;
+          if (!failure) return;
+          // Never reached this router (no connection, so nothing was queued): another replica gets it, once.
+          const other = retryUnsent && neverSent(failure) ? this.elsewhere?.() : undefined;
+          if (!other) throw failure;
+          yield* other.chatStream(request, settings, false);
           return;
         }
         await new Promise<void>((resolve) => {
@@ -355,7 +377,7 @@ export class RouterExchange implements ChatRouter {
       // A draining call stays in `calls` (so close() can end it) until it is gone.
       if (finished.gone) {
         this.calls.delete(finished);
-        if (!finished.draining && !this.closed) this.onCallLost?.();
+        if (!finished.draining && !this.closed) this.onCallLost?.(finished.failure);
       }
     });
     this.calls.add(call);

@@ -1,5 +1,5 @@
 import { lookup } from 'node:dns/promises';
-import { createClient, ErrorReason, GatewayError, GrpcStatus, type CallSettings, type GrpcTarget, type Logger } from '@gateway/platform';
+import { createClient, ErrorReason, GatewayError, GrpcStatus, neverSent, whenChannelReady, type CallSettings, type GrpcTarget, type Logger } from '@gateway/platform';
 import {
   RouterServiceClient,
   RouterServiceService,
@@ -33,12 +33,24 @@ export interface PoolMember {
   readonly openExchanges: number;
   /** Ends its calls; exchanges still open fail as UNAVAILABLE. */
   close(): void;
+  /**
+   * Calls `onReady` once the member's connection is up (at once when it is), connecting meanwhile
+   * (tests' fakes may leave it out: the cool-down alone then decides).
+   */
+  watchReady?(onReady: () => void): void;
+}
+
+/** What the pool hands a new member: where it reports a broken call, and where a request it never sent may go instead. */
+export interface MemberHooks {
+  onCallLost: (failure?: GatewayError) => void;
+  /** Another member that is up (not this one), for a request that never reached this one; undefined: none. */
+  elsewhere: () => ChatRouter | undefined;
 }
 
 export interface RouterPoolOptions {
   resolve: RouterResolver;
   /** Makes the member for a newly resolved address (tests pass fakes). */
-  member: (address: string, onCallLost: () => void) => PoolMember;
+  member: (address: string, onCallLost: MemberHooks['onCallLost'], elsewhere: MemberHooks['elsewhere']) => PoolMember;
   logger: Logger;
   /** How often the target is resolved again. Default 15 s. */
   resolveIntervalMs?: number;
@@ -52,6 +64,8 @@ export interface RouterPoolOptions {
 interface Entry {
   member: PoolMember;
   coolUntil: number;
+  /** Its connection is down (a call broke or found no connection): no exchanges until it is READY again. */
+  down: boolean;
 }
 
 /**
@@ -60,6 +74,11 @@ interface Entry {
  * them. The target is resolved again every `resolveIntervalMs` and soon after a call breaks, so pods
  * the HPA adds get exchanges within one interval, and removed ones stop getting new ones at once (their
  * open exchanges finish; their router drains them anyway when it stops). No DNS or allocation per request.
+ *
+ * A replica that is down (SIGKILLed, restarting) is ejected: once a call to it breaks or finds no
+ * connection, it gets no exchange until its channel is READY again (grpc-js keeps reconnecting, at
+ * most a second apart). A request whose call found no connection never reached it and goes to another
+ * member once (RouterExchangeOptions.elsewhere); one that may have reached it is not sent again.
  */
 export class RouterPool implements ChatRouter {
   private entries: Entry[] = [];
@@ -121,10 +140,25 @@ export class RouterPool implements ChatRouter {
     for (let tried = 0; tried < count; tried++) {
       const entry = entries[this.next % count]!;
       this.next = (this.next + 1) % count;
-      if (entry.coolUntil <= now) return entry.member.router;
+      if (!entry.down && entry.coolUntil <= now) return entry.member.router;
     }
-    // Every member cooling down: any is as good a guess as failing outright.
+    // Every member down or cooling down: any is as good a guess as failing outright (one that is down
+    // fails at once, as UNAVAILABLE: a 503).
     return entries[this.next % count]!.member.router;
+  }
+
+  /** A member other than `failed` that is up, preferring one not cooling down; undefined when none is. */
+  private elsewhere(failed: Entry): ChatRouter | undefined {
+    const entries = this.entries;
+    const now = this.now();
+    let cooling: Entry | undefined;
+    for (let tried = 0; tried < entries.length; tried++) {
+      const entry = entries[(this.next + tried) % entries.length]!;
+      if (entry === failed || entry.down) continue;
+      if (entry.coolUntil <= now) return entry.member.router;
+      cooling ??= entry;
+    }
+    return cooling?.member.router;
   }
 
   private async resolveOnce(): Promise<void> {
@@ -148,7 +182,11 @@ export class RouterPool implements ChatRouter {
     }
     for (const address of addresses) {
       if (this.byAddress.has(address)) continue;
-      const entry: Entry = { member: this.options.member(address, () => this.lost(entry)), coolUntil: 0 };
+      const entry: Entry = {
+        member: this.options.member(address, (failure) => this.lost(entry, failure), () => this.elsewhere(entry)),
+        coolUntil: 0,
+        down: false,
+      };
       this.byAddress.set(address, entry);
       kept.push(entry);
       this.options.logger.info({ address }, 'routing address added');
@@ -156,10 +194,23 @@ export class RouterPool implements ChatRouter {
     this.entries = kept;
   }
 
-  /** A member's call broke: skip it for a moment and look again soon (the pod may be gone). */
-  private lost(entry: Entry): void {
-    entry.coolUntil = this.now() + (this.options.coolDownMs ?? 2_000);
+  /**
+   * A member's call broke: skip it until its connection is up again, and look again soon (the pod may
+   * be gone). A call that may have reached it (not neverSent) also cools it down for a moment: its
+   * router may be stopping even though the connection stays up.
+   */
+  private lost(entry: Entry, failure: GatewayError | undefined): void {
+    const { member } = entry;
+    if (!neverSent(failure) || !member.watchReady) entry.coolUntil = this.now() + (this.options.coolDownMs ?? 2_000);
     setTimeout(() => void this.refresh(), 250).unref();
+    if (!member.watchReady || entry.down) return;
+    entry.down = true;
+    this.options.logger.warn({ address: member.address, reason: failure?.message }, 'routing address unreachable; no exchanges until it connects again');
+    member.watchReady(() => {
+      if (!entry.down) return;
+      entry.down = false;
+      if (this.byAddress.get(member.address) === entry) this.options.logger.info({ address: member.address }, 'routing address connected again');
+    });
   }
 
   /** Out of the resolution: no new exchanges; closed once its open ones answered, or after the bound. */
@@ -188,17 +239,23 @@ export function exchangeMember(
   fallback: ChatRouter,
   logger: Logger,
   options: RouterExchangeOptions,
-  onCallLost: () => void,
+  onCallLost: MemberHooks['onCallLost'],
+  elsewhere: MemberHooks['elsewhere'],
 ): PoolMember {
   const client = createClient(RouterServiceClient, RouterServiceService, address, { credential: options.credential });
-  const exchange = new RouterExchange(client.raw, fallback, logger, { ...options, onCallLost });
+  const exchange = new RouterExchange(client.raw, fallback, logger, { ...options, onCallLost, elsewhere });
+  let closed = false;
   return {
     address,
     router: exchange,
     get openExchanges() { return exchange.openExchanges; },
     close() {
+      closed = true;
       exchange.close();
       client.close();
+    },
+    watchReady(onReady) {
+      if (!closed) whenChannelReady(client.raw, onReady);
     },
   };
 }

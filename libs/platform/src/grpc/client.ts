@@ -1,4 +1,5 @@
 import {
+  connectivityState,
   credentials,
   Metadata,
   status,
@@ -14,7 +15,7 @@ import {
 } from '@grpc/grpc-js';
 import { idempotencyLevels } from '@gateway/proto';
 import type { CallerSignal } from '../cancellation.js';
-import { fromServiceError } from './errors.js';
+import { fromServiceError, neverSent } from './errors.js';
 import { CREDENTIAL_METADATA } from './internal-auth.js';
 import { endRpcSpan, injectIntoMetadata, SpanKind, startRpcSpan, tracingEnabled } from '../telemetry.js';
 
@@ -67,6 +68,20 @@ export interface ClientSettings {
   roundRobin?: boolean;
 }
 
+/**
+ * Channel options every internal client (and the health client, so they share a connection) uses.
+ * Reconnect backoff: grpc-js's default grows from 1 s by 1.6× up to 2 minutes, so a service back after an
+ * outage of a few seconds went on failing for seconds more (calls fail fast while the channel waits out its
+ * backoff). Inside a cluster a connection attempt is cheap: retry within 100 ms, at most every second.
+ */
+export const CHANNEL_OPTIONS: Readonly<Partial<ClientOptions>> = {
+  'grpc.keepalive_time_ms': 30_000,
+  'grpc.max_receive_message_length': 48 * 1024 * 1024,
+  'grpc.max_send_message_length': 48 * 1024 * 1024,
+  'grpc.initial_reconnect_backoff_ms': 100,
+  'grpc.max_reconnect_backoff_ms': 1_000,
+};
+
 // Only "the server never saw it or could not take it": RESOURCE_EXHAUSTED is a verdict (rate limit), not a fault.
 const RETRYABLE = new Set([status.UNAVAILABLE]);
 
@@ -74,7 +89,8 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * Wraps a generated client. Unary calls get a deadline, the request id, and — only for RPCs the
- * proto declares idempotent — jittered retries on UNAVAILABLE inside the caller's deadline.
+ * proto declares idempotent — jittered retries on UNAVAILABLE inside the caller's deadline; any other
+ * RPC is sent a second time only when the first attempt never left (neverSent).
  * Every rejection is a GatewayError.
  */
 export function createClient<GeneratedClient extends Client>(
@@ -84,9 +100,7 @@ export function createClient<GeneratedClient extends Client>(
   settings: ClientSettings = {},
 ): PromiseClient<GeneratedClient> {
   const raw = new Constructor(address, credentials.createInsecure(), {
-    'grpc.keepalive_time_ms': 30_000,
-    'grpc.max_receive_message_length': 48 * 1024 * 1024,
-    'grpc.max_send_message_length': 48 * 1024 * 1024,
+    ...CHANNEL_OPTIONS,
     ...(settings.roundRobin ? { 'grpc.service_config': JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] }) } : {}),
   });
   const defaultDeadlineMs = settings.defaultDeadlineMs ?? 10_000;
@@ -110,6 +124,9 @@ export function createClient<GeneratedClient extends Client>(
             return await unaryCall(fn, request, call, deadline, credential, method.path);
           } catch (error) {
             const code = (error as ServiceError).code;
+            // Any RPC, idempotent or not, is sent again once when it never left (no connection to start on):
+            // a round-robin channel has by then dropped the address that refused, and the server saw nothing.
+            if (attempt === 1 && attempts === 1 && neverSent(error) && !call.signal?.aborted && Date.now() < deadline) continue;
             const backoffMs = Math.min(1_000, 25 * 2 ** attempt) * (0.5 + Math.random() / 2);
             if (attempt >= attempts || !RETRYABLE.has(code) || Date.now() + backoffMs >= deadline || call.signal?.aborted) {
               throw fromServiceError(error);
@@ -191,6 +208,26 @@ async function* streamCall(fn: (...args: unknown[]) => unknown, request: unknown
 }
 
 export type { ClientDuplexStream };
+
+/**
+ * Calls `onReady` once the client's channel is READY (at once when it is), asking it to connect
+ * meanwhile: from IDLE that starts a connection, in TRANSIENT_FAILURE grpc-js retries on its own (at
+ * most a second apart, CHANNEL_OPTIONS). Gives up silently once the channel is closed.
+ */
+export function whenChannelReady(client: Client, onReady: () => void): void {
+  const channel = client.getChannel();
+  const look = () => {
+    const state = channel.getConnectivityState(true);
+    if (state === connectivityState.READY) return onReady();
+    if (state === connectivityState.SHUTDOWN) return;
+    try {
+      channel.watchConnectivityState(state, Date.now() + 60_000, look);
+    } catch {
+      // Closed meanwhile.
+    }
+  };
+  look();
+}
 
 /**
  * Opens a bidirectional-streaming call that writes messages the caller has already encoded (so it

@@ -68,6 +68,20 @@ export function fromStatusDetail(code: status, detail: ErrorDetail | undefined, 
   return new GatewayError(code, detail.reason, detail.message, { code: detail.code, param: detail.param, retryAfterSeconds: detail.retryAfterSeconds });
 }
 
+/**
+ * grpc-js's words when a call found no connection to start on (its picker is in TRANSIENT_FAILURE: every
+ * address refused or is unreachable): the request never left this process, so sending it to another
+ * replica cannot do its work twice. Any other UNAVAILABLE (a connection dropped mid-call) may have reached.
+ */
+const NOT_SENT_PREFIX = 'No connection established';
+
+/** The call failed before its request was sent anywhere (see NOT_SENT_PREFIX): safe to send elsewhere once. */
+export function neverSent(error: unknown): boolean {
+  if (error instanceof GatewayError) return error.status === status.UNAVAILABLE && error.message.startsWith(NOT_SENT_PREFIX);
+  const serviceError = error as Partial<ServiceError> | undefined;
+  return serviceError?.code === status.UNAVAILABLE && typeof serviceError.details === 'string' && serviceError.details.startsWith(NOT_SENT_PREFIX);
+}
+
 /** Turns whatever a gRPC call rejected with into a GatewayError, decoding the typed detail when present. */
 export function fromServiceError(error: unknown): GatewayError {
   if (error instanceof GatewayError) return error;

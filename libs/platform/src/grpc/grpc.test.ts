@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../logger.js';
 import { ChatRequest, ChatStreamResponse, ErrorReason, RouterServiceClient, RouterServiceService, type RouterServiceServer } from '@gateway/proto';
-import { createClient, errors, GatewayError, GrpcStatus, serverStream, startGrpcServer, unary } from './index.js';
+import { createClient, errors, GatewayError, GrpcStatus, neverSent, serverStream, startGrpcServer, unary } from './index.js';
 
 const logger = createLogger('grpc-test', 'silent');
 
@@ -49,4 +49,46 @@ describe('gRPC helpers', () => {
       await server.stop();
     }
   });
+
+  it('a call to an address nobody listens on never left (neverSent); a server that is back is reached within about a second', async () => {
+    const serve = (address: string) => startGrpcServer({
+      address,
+      services: [{
+        definition: RouterServiceService,
+        implementation: { chat: unary(logger, 'Chat', async () => { throw new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_INTERNAL, 'router stopping'); }) } as unknown as RouterServiceServer,
+        name: 'gateway.v1.RouterService',
+      }],
+      logger,
+    });
+    let server = await serve('127.0.0.1:0');
+    const address = server.address;
+    const client = createClient(RouterServiceClient, RouterServiceService, address);
+    try {
+      // Reached: an UNAVAILABLE the server itself answered may have done work; it is not neverSent.
+      const answered = await client.chat(ChatRequest.fromPartial({ modelId: 'm' })).catch((error: unknown) => error);
+      expect((answered as GatewayError).status).toBe(GrpcStatus.UNAVAILABLE);
+      expect(neverSent(answered)).toBe(false);
+      await server.stop(0);
+      // Down for 3 s: grpc-js's default backoff (1 s growing 1.6×) would by now wait ~2.5 s between attempts.
+      const downUntil = Date.now() + 3_000;
+      let refused: unknown;
+      while (Date.now() < downUntil) {
+        refused = await client.chat(ChatRequest.fromPartial({ modelId: 'm' }), { deadlineMs: 500 }).catch((error: unknown) => error);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(refused).toBeInstanceOf(GatewayError);
+      expect(neverSent(refused)).toBe(true);
+      server = await serve(address);
+      const backAt = Date.now();
+      for (;;) {
+        const outcome = await client.chat(ChatRequest.fromPartial({ modelId: 'm' }), { deadlineMs: 500 }).catch((error: unknown) => error);
+        if (!neverSent(outcome)) break;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      expect(Date.now() - backAt).toBeLessThan(1_500);
+    } finally {
+      client.close();
+      await server.stop(0);
+    }
+  }, 20_000);
 });

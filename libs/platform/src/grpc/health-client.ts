@@ -1,5 +1,6 @@
 import { credentials, makeGenericClientConstructor, type ServiceDefinition, type ServiceError } from '@grpc/grpc-js';
 import { service as healthService } from 'grpc-health-check';
+import { CHANNEL_OPTIONS } from './client.js';
 
 export type ServingStatus = 'UNKNOWN' | 'SERVING' | 'NOT_SERVING' | 'SERVICE_UNKNOWN';
 
@@ -21,11 +22,7 @@ const HealthClientConstructor = makeGenericClientConstructor(healthService as un
  * channel options are createClient's (client.ts), so it shares that client's connection.
  */
 export function createHealthClient(address: string): HealthClient {
-  const raw = new HealthClientConstructor(address, credentials.createInsecure(), {
-    'grpc.keepalive_time_ms': 30_000,
-    'grpc.max_receive_message_length': 48 * 1024 * 1024,
-    'grpc.max_send_message_length': 48 * 1024 * 1024,
-  }) as unknown as RawHealthClient;
+  const raw = new HealthClientConstructor(address, credentials.createInsecure(), { ...CHANNEL_OPTIONS }) as unknown as RawHealthClient;
   return {
     check: (service = '', timeoutMs = 1_000) =>
       new Promise<ServingStatus>((resolve, reject) => {
