@@ -210,7 +210,8 @@ describe('web console in a real browser', () => {
 
     // Rename and change the limit.
     await page.getByRole('button', { name: `Edit ${KEY_NAME}` }).click();
-    expect(await page.evaluate<string>('document.activeElement.value')).toBe(KEY_NAME);
+    // Focus moves when the edit form renders (a frame later on a loaded machine): polled.
+    await expect.poll(() => page.evaluate<string>('document.activeElement.value')).toBe(KEY_NAME);
     await page.getByLabel('New name').fill(RENAMED);
     await page.getByLabel('New credit limit').fill('3');
     await page.getByRole('button', { name: 'Save' }).click();
@@ -225,9 +226,9 @@ describe('web console in a real browser', () => {
     await page.getByRole('button', { name: 'Done' }).click();
     await page.getByRole('button', { name: 'Delete short-lived' }).click();
     await page.getByRole('alertdialog').waitFor();
-    expect(await page.evaluate<string>('document.activeElement.textContent')).toBe('Cancel');
+    await expect.poll(() => page.evaluate<string>('document.activeElement.textContent')).toBe('Cancel');
     await page.keyboard.press('Shift+Tab');
-    expect(await page.evaluate<string>('document.activeElement.textContent')).toBe('Delete key');
+    await expect.poll(() => page.evaluate<string>('document.activeElement.textContent')).toBe('Delete key');
     await page.keyboard.press('Enter');
     await expect.poll(() => page.getByRole('table', { name: 'Keys' }).getByRole('row').filter({ hasText: 'short-lived' }).count()).toBe(0);
     expect(await page.getByRole('alertdialog').count()).toBe(0);
