@@ -23,7 +23,9 @@ const IMAGE_TYPES = new Set(['image/png', 'image/jpeg', 'image/webp', 'image/gif
 const common = {
   model: z.string().min(1),
   n: z.number().int().min(1, 'must be at least 1').max(4_294_967_295, 'must be at most 4294967295').nullish(),
-  size: z.string().regex(SIZE, "must be written '{width}x{height}', e.g. '1024x1024'").nullish(),
+  // `auto` (the SDKs' and gpt-image's default) lets the provider choose. The hold does not depend on the
+  // size (IMAGE_TOKENS_HOLD per image, whatever size is asked), so it bounds an `auto` image as any other.
+  size: z.union([z.literal('auto'), z.string().regex(SIZE, "must be written '{width}x{height}', e.g. '1024x1024', or be 'auto'")]).nullish(),
   quality: z.string().max(64).nullish(),
   background: z.string().max(64).nullish(),
   response_format: z.enum(['url', 'b64_json']).nullish(),

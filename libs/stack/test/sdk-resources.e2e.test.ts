@@ -1,0 +1,78 @@
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
+import { createTestBus, createTestDatabase, type TestBus, type TestDatabase } from '@gateway/testing';
+import type { RunningStack } from '../src/index.js';
+import { createAccount, type TestAccount } from './catalog-e2e-helpers.js';
+import { startTestStack } from './configured-stack.js';
+
+/*
+ * Issue 37: what the official SDKs' own resource calls hit, against the stack `npm start` runs (the
+ * example catalog, every model on the simulated provider), through the real `openai` and
+ * `@anthropic-ai/sdk` clients.
+ */
+const configPath = fileURLToPath(new URL('../../../deploy/config/gateway.example.yaml', import.meta.url));
+
+describe('SDK resources against the example stack (issue 37)', () => {
+  let database: TestDatabase;
+  let testBus: TestBus;
+  let stack: RunningStack;
+  let account: TestAccount;
+  let openai: OpenAI;
+  let anthropic: Anthropic;
+
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    testBus = await createTestBus('nats');
+    stack = await startTestStack(database, testBus, { configPath, keyHashSecret: 'sdk-resources-secret-sdk-resources-0000' });
+    account = await createAccount(stack, 'sdk-resources', { credits: '10', tier: 'tier-2' });
+    openai = new OpenAI({ apiKey: account.apiKey, baseURL: `${stack.url}/v1`, maxRetries: 0 });
+    anthropic = new Anthropic({ apiKey: account.apiKey, baseURL: stack.url, maxRetries: 0 });
+  }, 120_000);
+
+  afterAll(async () => {
+    await stack?.stop();
+    await testBus?.destroy();
+    await database?.drop();
+  });
+
+  it('chat.completions.create with reasoning_effort none and xhigh (item 1)', async () => {
+    for (const effort of ['none', 'xhigh'] as const) {
+      const completion = await openai.chat.completions.create({ model: 'nebula/reasoner', reasoning_effort: effort, messages: [{ role: 'user', content: 'hi' }] });
+      expect(completion.choices[0]!.message.role).toBe('assistant');
+    }
+  });
+
+  it('responses.create and responses.compact with instructions and no input (item 5)', async () => {
+    const response = await openai.responses.create({ model: 'acme/chat-small', instructions: 'Say hello.' });
+    expect(response.status).toBe('completed');
+    expect(response.output_text.length).toBeGreaterThan(0);
+    const compacted = await openai.responses.compact({ model: 'acme/chat-small', instructions: 'Say hello.' });
+    expect(compacted.object).toBe('response.compaction');
+    const refused = await openai.responses.create({ model: 'acme/chat-small' }).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((refused as InstanceType<typeof OpenAI.BadRequestError>).message).toContain('body.input: is required when `instructions` is empty');
+  });
+
+  it('images.generate and images.edit with size auto (item 3)', async () => {
+    const generated = await openai.images.generate({ model: 'nebula/image-1', prompt: 'a red square', size: 'auto', response_format: 'b64_json' });
+    expect(generated.data?.[0]?.b64_json?.length).toBeGreaterThan(0);
+    const png = Buffer.from(generated.data![0]!.b64_json!, 'base64');
+    const edited = await openai.images.edit({
+      model: 'nebula/image-1',
+      prompt: 'make it blue',
+      size: 'auto',
+      response_format: 'b64_json',
+      image: await OpenAI.toFile(png, 'square.png', { type: 'image/png' }),
+    });
+    expect(edited.data?.[0]?.b64_json?.length).toBeGreaterThan(0);
+  });
+
+  it('beta.messages.countTokens and beta.messages.create (?beta=true) (item 8)', async () => {
+    const counted = await anthropic.beta.messages.countTokens({ model: 'acme/chat-small', messages: [{ role: 'user', content: 'Count these words.' }] });
+    expect(counted.input_tokens).toBeGreaterThan(0);
+    const message = await anthropic.beta.messages.create({ model: 'acme/chat-small', max_tokens: 50, messages: [{ role: 'user', content: 'hi' }] });
+    expect(message.type).toBe('message');
+  });
+});
