@@ -97,6 +97,53 @@ describe('SDK resources against the example stack (issue 37)', () => {
     expect(empty).toBeInstanceOf(OpenAI.BadRequestError);
   });
 
+  it('Anthropic SDK models.list and models.retrieve: Anthropic model objects and paging (item 7)', async () => {
+    const openaiIds: string[] = [];
+    for await (const model of openai.models.list()) openaiIds.push(model.id);
+    expect(openaiIds.length).toBeGreaterThan(4);
+
+    const first = await anthropic.models.list({ limit: 2 });
+    expect(first.data).toHaveLength(2);
+    expect(first.has_more).toBe(true);
+    expect(first.first_id).toBe(openaiIds[0]);
+    expect(first.last_id).toBe(openaiIds[1]);
+    for (const model of first.data) {
+      expect(model).toMatchObject({ type: 'model', id: expect.any(String), display_name: expect.any(String), lifecycle: 'active' });
+      expect(model.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+      expect(model).not.toHaveProperty('object');
+    }
+    // The SDK's auto-paging walks every page (after_id = last_id) and sees the same models in the same order.
+    const walked: string[] = [];
+    for await (const model of anthropic.models.list({ limit: 2 })) walked.push(model.id);
+    expect(walked).toEqual(openaiIds);
+    const whole = await anthropic.models.list();
+    expect(whole.data.map((model) => model.id)).toEqual(openaiIds.slice(0, 20));
+    expect(whole.has_more).toBe(openaiIds.length > 20);
+    // before_id: the page just before that model, its predecessors remaining named by has_more.
+    const before = await anthropic.models.list({ before_id: openaiIds[3]!, limit: 2 });
+    expect(before.data.map((model) => model.id)).toEqual([openaiIds[1], openaiIds[2]]);
+    expect(before.has_more).toBe(true);
+    const after = await anthropic.models.list({ after_id: openaiIds.at(-2)!, limit: 5 });
+    expect(after.data.map((model) => model.id)).toEqual([openaiIds.at(-1)]);
+    expect(after.has_more).toBe(false);
+
+    const model = await anthropic.models.retrieve('acme/chat-small');
+    expect(model).toMatchObject({ type: 'model', id: 'acme/chat-small', display_name: expect.any(String), max_input_tokens: expect.any(Number) });
+    expect(new Date(model.created_at).getTime()).toBeGreaterThan(0);
+
+    const missing = await anthropic.models.retrieve('acme/nope').catch((error: unknown) => error);
+    expect(missing).toBeInstanceOf(Anthropic.NotFoundError);
+    expect((missing as InstanceType<typeof Anthropic.NotFoundError>).error).toMatchObject({ type: 'error', error: { type: 'not_found_error' } });
+    for (const query of [{ limit: 0 }, { limit: 1001 }, { after_id: 'acme/nope' }, { after_id: openaiIds[0]!, before_id: openaiIds[2]! }]) {
+      const refused = await anthropic.models.list(query).catch((error: unknown) => error);
+      expect(refused, JSON.stringify(query)).toBeInstanceOf(Anthropic.BadRequestError);
+      expect((refused as InstanceType<typeof Anthropic.BadRequestError>).error).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } });
+    }
+    // Without anthropic-version the listing stays OpenAI's.
+    const plain = await fetch(`${stack.url}/v1/models/acme/chat-small`, { headers: { authorization: `Bearer ${account.apiKey}` } });
+    expect(await plain.json()).toMatchObject({ object: 'model', id: 'acme/chat-small' });
+  });
+
   async function balance(): Promise<string> {
     const answer = await fetch(`${stack.url}/v1/account/balance`, { headers: { authorization: `Bearer ${account.provisioningKey}` } });
     expect(answer.status).toBe(200);
