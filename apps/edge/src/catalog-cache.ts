@@ -417,6 +417,11 @@ export class CatalogCache {
     return isExpired(rendered.entry, this.nowSeconds()) ? rendered.anthropicExpired : rendered.anthropicLive;
   }
 
+  /** The catalog's model for a request of `endpoint` that names none (GetSnapshotResponse.default_models). */
+  defaultModel(endpoint: string): string | undefined {
+    return this.current().snapshot.defaultModels[endpoint];
+  }
+
   startupsJson(): string {
     return this.current().startupsJson;
   }

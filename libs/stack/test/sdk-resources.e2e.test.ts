@@ -2,7 +2,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
-import { createTestBus, createTestDatabase, type TestBus, type TestDatabase } from '@gateway/testing';
+import { createTestBus, createTestDatabase, eventually, type TestBus, type TestDatabase } from '@gateway/testing';
 import type { RunningStack } from '../src/index.js';
 import { createAccount, type TestAccount } from './catalog-e2e-helpers.js';
 import { startTestStack } from './configured-stack.js';
@@ -142,6 +142,31 @@ describe('SDK resources against the example stack (issue 37)', () => {
     // Without anthropic-version the listing stays OpenAI's.
     const plain = await fetch(`${stack.url}/v1/models/acme/chat-small`, { headers: { authorization: `Bearer ${account.apiKey}` } });
     expect(await plain.json()).toMatchObject({ object: 'model', id: 'acme/chat-small' });
+  });
+
+  it('moderations.create and images.generate / images.edit without a model: the catalog defaults (item 2)', async () => {
+    const moderation = await openai.moderations.create({ input: 'I want to hug a kitten.' });
+    expect(moderation.model).toBe('acme/moderation-1');
+    expect(moderation.results).toHaveLength(1);
+    const generated = await openai.images.generate({ prompt: 'a green circle', response_format: 'b64_json' }).withResponse();
+    // The generation record names the model that served (images answers carry no model field).
+    await eventually(async () => {
+      const lookup = await fetch(`${stack.url}/v1/generation?id=${generated.response.headers.get('x-gateway-request-id')}`, { headers: { authorization: `Bearer ${account.apiKey}` } });
+      expect(lookup.status).toBe(200);
+      expect(await lookup.json()).toMatchObject({ data: { model: 'nebula/image-1' } });
+    }, 10_000);
+    expect(generated.data.data?.[0]?.b64_json?.length).toBeGreaterThan(0);
+    const png = Buffer.from(generated.data.data![0]!.b64_json!, 'base64');
+    const edited = await openai.images.edit({ prompt: 'make it red', response_format: 'b64_json', image: await OpenAI.toFile(png, 'circle.png', { type: 'image/png' }) });
+    expect(edited.data?.[0]?.b64_json?.length).toBeGreaterThan(0);
+    // Embeddings keep `model` required (OpenAI's API does too).
+    const embeddings = await fetch(`${stack.url}/v1/embeddings`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${account.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ input: 'x' }),
+    });
+    expect(embeddings.status).toBe(400);
+    expect(await embeddings.json()).toMatchObject({ error: { param: 'body.model' } });
   });
 
   async function balance(): Promise<string> {
