@@ -78,17 +78,20 @@ describe('SDK resources against the example stack (issue 37)', () => {
 
   it('responses.inputTokens.count: the gateway tokenizer count, key required, nothing charged (item 4)', async () => {
     const body = { model: 'acme/chat-small', instructions: 'Be brief.', input: 'How many tokens is this question?' } as const;
-    const before = await balance();
-    const counted = await openai.responses.inputTokens.count(body);
+    // An account of its own: no earlier request's charge can still be settling while its balance is compared.
+    const counter = await createAccount(stack, 'sdk-resources-counter', { credits: '1', tier: 'tier-2' });
+    const counting = new OpenAI({ apiKey: counter.apiKey, baseURL: `${stack.url}/v1`, maxRetries: 0 });
+    const before = await balance(counter);
+    const counted = await counting.responses.inputTokens.count(body);
     expect(counted).toEqual({ object: 'response.input_tokens', input_tokens: expect.any(Number) });
     expect(counted.input_tokens).toBeGreaterThan(5);
     // The same prompt through the messages dialect's count_tokens counts the same.
     const messages = await anthropic.messages.countTokens({ model: 'acme/chat-small', system: 'Be brief.', messages: [{ role: 'user', content: 'How many tokens is this question?' }] });
     expect(counted.input_tokens).toBe(messages.input_tokens);
     // A longer input counts more; tools count too.
-    const longer = await openai.responses.inputTokens.count({ ...body, input: 'How many tokens is this question? '.repeat(20) });
+    const longer = await counting.responses.inputTokens.count({ ...body, input: 'How many tokens is this question? '.repeat(20) });
     expect(longer.input_tokens).toBeGreaterThan(counted.input_tokens);
-    expect(await balance()).toBe(before);
+    expect(await balance(counter)).toBe(before);
     const anonymous = await fetch(`${stack.url}/v1/responses/input_tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
     expect(anonymous.status).toBe(401);
     const unknown = await openai.responses.inputTokens.count({ ...body, model: 'acme/nope' }).catch((error: unknown) => error);
@@ -169,8 +172,8 @@ describe('SDK resources against the example stack (issue 37)', () => {
     expect(await embeddings.json()).toMatchObject({ error: { param: 'body.model' } });
   });
 
-  async function balance(): Promise<string> {
-    const answer = await fetch(`${stack.url}/v1/account/balance`, { headers: { authorization: `Bearer ${account.provisioningKey}` } });
+  async function balance(owner: TestAccount): Promise<string> {
+    const answer = await fetch(`${stack.url}/v1/account/balance`, { headers: { authorization: `Bearer ${owner.provisioningKey}` } });
     expect(answer.status).toBe(200);
     return JSON.stringify(await answer.json());
   }
