@@ -197,6 +197,53 @@ describe('moderation_model', () => {
   });
 });
 
+describe('default_models (issue 37: the model of a request that names none)', () => {
+  const withMedia = `${valid}
+  - id: acme/mod
+    created: 1767225602
+    offers:
+      - { provider: sim, endpoints: [moderations] }
+  - id: acme/img-b
+    created: 1767225603
+    max_images: 1
+    offers:
+      - { provider: sim, endpoints: [images.generations, images.edits] }
+  - id: acme/img-a
+    created: 1767225604
+    max_images: 1
+    offers:
+      - { provider: sim, endpoints: [images.generations] }
+`;
+
+  it('maps an endpoint to a model served on it, by id', () => {
+    expect(problemsOf(`${withMedia}default_models: { images.generations: acme/img-b, images.edits: acme/img-b }\n`)).toEqual([]);
+    expect(problemsOf(`${withMedia}default_models: { images.edits: acme/img-a }\n`)).toEqual([
+      'default_models.images.edits: models[3] ("acme/img-a") is not served on the images.edits endpoint',
+    ]);
+    expect(problemsOf(`${withMedia}default_models: { images.generations: img }\n`)).toEqual([
+      'default_models.images.generations: unknown model "img" (give a model id, not an alias)',
+    ]);
+    expect(problemsOf(`${withMedia}default_models: { teleport: acme/img-a }\n`)[0]).toMatch(/^default_models\.teleport/);
+  });
+
+  it('is served in the snapshot: the configured one, else moderation_model for moderations, else the first by id served there', async () => {
+    const { CatalogSnapshot } = await import('./catalog-snapshot.js');
+    const defaultsOf = async (text: string) => new CatalogSnapshot('v', (await buildCatalog(text, {})).catalog!.data, new Map()).defaultModels;
+    expect(await defaultsOf(withMedia)).toEqual({ moderations: 'acme/mod', 'images.generations': 'acme/img-a', 'images.edits': 'acme/img-b' });
+    expect(await defaultsOf(`${withMedia}default_models: { images.generations: acme/img-b }\n`)).toEqual({
+      moderations: 'acme/mod',
+      'images.generations': 'acme/img-b',
+      'images.edits': 'acme/img-b',
+    });
+    expect(await defaultsOf(valid)).toEqual({});
+  });
+
+  it('leaves the version of a catalog that does not set it unchanged', async () => {
+    const { catalog } = await buildCatalog(valid, {});
+    expect(catalog!.canonical).not.toContain('defaultModels');
+  });
+});
+
 describe('every unit a paid model is metered in has a price (issue 29)', () => {
   const withModel = (pricing: string, endpoints: string, extra = '') => `${valid}
   - id: acme/other

@@ -181,6 +181,9 @@ export const catalogDocumentSchema = z
     models: z.array(model).min(1, 'must list at least one model').max(MODELS_MAX),
     // The model that screens image-generation prompts; absent: the first model, by id, served on moderations.
     moderation_model: z.string().min(1).max(200).optional(),
+    // The model a request that names none is served by, per endpoint (OpenAI's APIs make `model`
+    // optional on moderations and images); absent for moderations: moderation_model's.
+    default_models: z.partialRecord(z.enum(ENDPOINTS), z.string().min(1).max(200)).optional(),
   })
   .superRefine(checkCrossReferences, { when: () => true });
 
@@ -249,6 +252,15 @@ function checkCrossReferences(input: unknown, ctx: Issue): void {
       .some((offer) => asArray(asRecord(offer).endpoints).includes('moderations'));
     if (index === undefined) problem(['moderation_model'], `unknown model "${moderationModel}" (give a model id, not an alias)`);
     else if (!served) problem(['moderation_model'], `models[${index}] ("${moderationModel}") is not served on the moderations endpoint`);
+  }
+
+  for (const [endpoint, modelId] of Object.entries(asRecord(document.default_models))) {
+    if (typeof modelId !== 'string') continue;
+    const index = modelIds.get(modelId);
+    const served = index !== undefined && asArray(asRecord(asArray(document.models)[index]).offers)
+      .some((offer) => asArray(asRecord(offer).endpoints).includes(endpoint));
+    if (index === undefined) problem(['default_models', endpoint], `unknown model "${modelId}" (give a model id, not an alias)`);
+    else if (!served) problem(['default_models', endpoint], `models[${index}] ("${modelId}") is not served on the ${endpoint} endpoint`);
   }
 
   const aliasOwner = new Map<string, number>();

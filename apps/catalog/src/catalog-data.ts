@@ -15,6 +15,8 @@ export interface CatalogData {
   models: ModelData[];
   /** Config `moderation_model`; absent (not stored) when the config names none. */
   moderationModel?: string;
+  /** Config `default_models` (endpoint → model id); absent (not stored) when the config names none. */
+  defaultModels?: Record<string, string>;
 }
 
 export interface StartupData {
@@ -162,6 +164,7 @@ function toCatalogData(document: CatalogDocument, iconSvgs: (string | null)[]): 
   return {
     // Only when set: a catalog without it keeps the canonical JSON (and version) it had before the field existed.
     ...(document.moderation_model !== undefined ? { moderationModel: document.moderation_model } : {}),
+    ...(document.default_models !== undefined ? { defaultModels: { ...document.default_models } as Record<string, string> } : {}),
     startups: document.startups.map((startup, index) => ({
       id: startup.id,
       displayName: startup.display_name,

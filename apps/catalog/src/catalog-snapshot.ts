@@ -62,6 +62,9 @@ function toModel(model: ModelData): Model {
   };
 }
 
+/** Endpoints whose OpenAI API makes `model` optional: a request without one gets the catalog's default. */
+const MODEL_OPTIONAL_ENDPOINTS = ['moderations', 'images.generations', 'images.edits'];
+
 const byName = new Intl.Collator('en', { sensitivity: 'base', numeric: true });
 
 /**
@@ -75,6 +78,12 @@ export class CatalogSnapshot {
   readonly limitGroups: readonly LimitGroup[];
   /** The model that screens image-generation prompts: config `moderation_model`, else the first, by id, served on `moderations`; '' when none. */
   readonly moderationModel: string;
+  /**
+   * The model of a request that names none, per endpoint whose API makes `model` optional (moderations,
+   * images.generations, images.edits): config `default_models`, else (moderations) the moderation
+   * model, else the first model, by id, served there; endpoints with no such model are left out.
+   */
+  readonly defaultModels: Record<string, string>;
   private readonly modelsByName = new Map<string, Model>();
   private readonly startupData = new Map<string, StartupData>();
 
@@ -93,6 +102,16 @@ export class CatalogSnapshot {
         .filter((model) => model.offers.some((offer) => offer.endpoints.includes('moderations')))
         .map((model) => model.id)
         .sort()[0] ?? '';
+    this.defaultModels = {};
+    for (const endpoint of MODEL_OPTIONAL_ENDPOINTS) {
+      const chosen =
+        data.defaultModels?.[endpoint] ??
+        (endpoint === 'moderations' && this.moderationModel !== '' ? this.moderationModel : undefined) ??
+        this.models.filter((model) => model.offers.some((offer) => offer.endpoints.includes(endpoint))).map((model) => model.id).sort()[0];
+      if (chosen !== undefined) this.defaultModels[endpoint] = chosen;
+    }
+    // Configured defaults for other endpoints are kept as given (the edge applies them where `model` may be absent).
+    for (const [endpoint, model] of Object.entries(data.defaultModels ?? {})) this.defaultModels[endpoint] ??= model;
     for (const model of this.models) {
       this.modelsByName.set(model.id, model);
       for (const alias of model.aliases) this.modelsByName.set(alias, model);

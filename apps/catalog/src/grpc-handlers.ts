@@ -9,7 +9,7 @@ export function catalogHandlers(service: CatalogService, logger: Logger): Catalo
     getSnapshot: unary(logger, 'GetSnapshot', async (request) => {
       const snapshot = service.current;
       if (request.ifVersionNot !== '' && request.ifVersionNot === snapshot.version) {
-        return { version: snapshot.version, unchanged: true, models: [], providers: [], startups: [], limitGroups: [], moderationModel: '' };
+        return { version: snapshot.version, unchanged: true, models: [], providers: [], startups: [], limitGroups: [], moderationModel: '', defaultModels: {} };
       }
       return {
         version: snapshot.version,
@@ -19,6 +19,7 @@ export function catalogHandlers(service: CatalogService, logger: Logger): Catalo
         startups: [...snapshot.startups],
         limitGroups: [...snapshot.limitGroups],
         moderationModel: snapshot.moderationModel,
+        defaultModels: snapshot.defaultModels,
       };
     }),
     listModels: unary(logger, 'ListModels', async () => ({ models: [...service.current.models] })),

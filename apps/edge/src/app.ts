@@ -32,6 +32,7 @@ import { chatDialect } from './dialects/chat/chat-dialect.js';
 import { countTokensHandler } from './dialects/messages/count-tokens.js';
 import { messagesDialect } from './dialects/messages/messages-dialect.js';
 import { responsesCompactDialect } from './dialects/responses/compaction.js';
+import { inputTokensHandler } from './dialects/responses/input-tokens.js';
 import { responsesDialect } from './dialects/responses/responses-dialect.js';
 import type { InferenceDialect } from './inference/dialect.js';
 import { chatSteps } from './inference/chat-steps.js';
@@ -55,6 +56,7 @@ const INFERENCE_ROUTES: readonly { path: string; dialect: InferenceDialect<any> 
  */
 const SIDE_ROUTES: readonly { path: string; handler: (context: EdgeContext) => InferenceHandler; errorDialect: Dialect; endpoint: string }[] = [
   { path: '/v1/messages/count_tokens', handler: countTokensHandler, errorDialect: 'messages', endpoint: 'messages' },
+  { path: '/v1/responses/input_tokens', handler: inputTokensHandler, errorDialect: 'chat', endpoint: 'responses' },
 ];
 
 /**

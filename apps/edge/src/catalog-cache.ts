@@ -47,6 +47,15 @@ interface RenderedModel {
   entry: CatalogModel;
   live: string;
   expired: string;
+  /** The same model as Anthropic's Models API shows it (a request with `anthropic-version`), live and past its stop time. */
+  anthropicLive: string;
+  anthropicExpired: string;
+}
+
+/** One model of a listing in Anthropic's shape, with its id for paging. */
+export interface AnthropicListedModel {
+  id: string;
+  json: string;
 }
 
 /** One listing text and its free-models-only variant. */
@@ -69,6 +78,7 @@ interface Listing extends ListingTexts {
 class CatalogView {
   readonly byName = new Map<string, CatalogModel>();
   readonly rendered: readonly RenderedModel[];
+  readonly renderedById = new Map<string, RenderedModel>();
   readonly startupsJson: string;
   readonly startupIdByIconPath = new Map<string, string>();
   readonly startupIds: ReadonlySet<string>;
@@ -97,9 +107,16 @@ class CatalogView {
         availableTiers: groupTiers.length > 0 ? groupTiers : [...ACCOUNT_TIERS],
       };
       this.byName.set(model.id, entry);
-      rendered.push({ entry, live: renderModel(entry, false), expired: renderModel(entry, true) });
+      rendered.push({
+        entry,
+        live: renderModel(entry, false),
+        expired: renderModel(entry, true),
+        anthropicLive: renderAnthropicModel(entry, false),
+        anthropicExpired: renderAnthropicModel(entry, true),
+      });
     }
     this.rendered = rendered;
+    for (const model of rendered) this.renderedById.set(model.entry.id, model);
     // Aliases never shadow a real id.
     for (const entry of [...this.byName.values()]) {
       for (const alias of entry.model.aliases) if (!this.byName.has(alias)) this.byName.set(alias, entry);
@@ -232,6 +249,35 @@ function renderModel(entry: CatalogModel, expired: boolean): string {
   return JSON.stringify(body).replace(/"\\u0000raw(\d+)\\u0000"/g, (_match, index: string) => rawNumbers[Number(index)] as string);
 }
 
+/** Unix seconds as RFC 3339 (Anthropic's `created_at`), whole seconds. */
+function rfc3339(seconds: number): string {
+  return new Date(seconds * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
+/**
+ * The model as Anthropic's Models API answers it (the `@anthropic-ai/sdk` type `ModelInfo`): what the
+ * catalog knows fills `created_at`, the token limits and the lifecycle (a model past its stop time is
+ * `retired`, its stop time both `deprecated_at` and `retires_at`; before it, `active` with the scheduled
+ * `retires_at`); Anthropic's capability map and model line have no catalog source and are null.
+ */
+function renderAnthropicModel(entry: CatalogModel, expired: boolean): string {
+  const model = entry.model;
+  const stop = model.expiresAt === undefined ? null : rfc3339(Number(model.expiresAt));
+  return JSON.stringify({
+    type: 'model',
+    id: model.id,
+    display_name: model.displayName,
+    created_at: rfc3339(Number(model.created)),
+    capabilities: null,
+    deprecated_at: expired ? stop : null,
+    lifecycle: expired ? 'retired' : 'active',
+    line: null,
+    max_input_tokens: model.contextWindow > 0 ? model.contextWindow : null,
+    max_tokens: model.maxOutputTokens ?? null,
+    retires_at: stop,
+  });
+}
+
 function renderStartup(startup: Startup) {
   return {
     id: startup.id,
@@ -347,6 +393,33 @@ export class CatalogCache {
 
   modelJson(id: string): string | undefined {
     return this.current().listingAt(this.nowSeconds()).byId.get(id);
+  }
+
+  /**
+   * The models `listingJson(freeOnly, tier)` lists, in its order, each as Anthropic's model object
+   * (rendered once per snapshot; which of its two renderings depends on the clock, as in the listing).
+   */
+  anthropicModels(freeOnly: boolean, tier?: string): AnthropicListedModel[] {
+    const nowSeconds = this.nowSeconds();
+    const models: AnthropicListedModel[] = [];
+    for (const { entry, anthropicLive, anthropicExpired } of this.current().rendered) {
+      if (tier !== undefined && !tierMayUse(entry, tier)) continue;
+      if (freeOnly && entry.paid) continue;
+      models.push({ id: entry.id, json: isExpired(entry, nowSeconds) ? anthropicExpired : anthropicLive });
+    }
+    return models;
+  }
+
+  /** One model in Anthropic's shape, as `modelJson` answers it in OpenAI's. */
+  anthropicModelJson(id: string): string | undefined {
+    const rendered = this.current().renderedById.get(id);
+    if (!rendered) return undefined;
+    return isExpired(rendered.entry, this.nowSeconds()) ? rendered.anthropicExpired : rendered.anthropicLive;
+  }
+
+  /** The catalog's model for a request of `endpoint` that names none (GetSnapshotResponse.default_models). */
+  defaultModel(endpoint: string): string | undefined {
+    return this.current().snapshot.defaultModels[endpoint];
   }
 
   startupsJson(): string {

@@ -16,7 +16,7 @@ export function snapshot(version: string, extraModels: ReturnType<typeof model>[
   return {
     version,
     unchanged: false,
-  moderationModel: '',
+  moderationModel: '', defaultModels: {},
     models: [
       model({ id: 'acme/chat-small', aliases: ['chat-small'], created: 1_767_225_600n, ownedBy: 'acme' }),
       model({ id: 'acme/free-tiny', created: 1_767_312_000n, pricing: { perInputToken: '0', perOutputToken: '0' }, supportedParameters: ['temperature'] }),

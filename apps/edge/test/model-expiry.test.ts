@@ -15,7 +15,7 @@ function snapshot(version: string, extra: ReturnType<typeof model>[] = []): GetS
   return {
     version,
     unchanged: false,
-  moderationModel: '',
+  moderationModel: '', defaultModels: {},
     models: [
       model({ id: 'acme/sunset', aliases: ['sunset'], created: 1_767_225_600n, expiresAt: BigInt(STOP_SECONDS) }),
       model({ id: 'acme/evergreen', aliases: ['evergreen'], created: 1_767_000_000n }),

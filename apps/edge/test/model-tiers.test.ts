@@ -14,7 +14,7 @@ const EVERY_TIER = ['free', 'tier-1', 'tier-2', 'tier-3', 'tier-4'];
 const snapshot: GetSnapshotResponse = {
   version: 'v1',
   unchanged: false,
-  moderationModel: '',
+  moderationModel: '', defaultModels: {},
   models: [
     model({ id: 'acme/top', aliases: ['top'], limitGroup: 'premium', created: 1_767_000_003n }),
     model({ id: 'acme/chat', limitGroup: 'default', created: 1_767_000_002n }),

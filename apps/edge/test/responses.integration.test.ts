@@ -18,7 +18,7 @@ function snapshot(): GetSnapshotResponse {
   return {
     version: 'v1',
     unchanged: false,
-  moderationModel: '',
+  moderationModel: '', defaultModels: {},
     models: [
       model({
         id: MODEL,

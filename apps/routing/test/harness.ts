@@ -54,7 +54,7 @@ export function openaiProvider(id: string, baseUrl: string): Provider {
 }
 
 export function snapshot(version: string, models: Model[], providers: Provider[]): GetSnapshotResponse {
-  return { version, unchanged: false, models, providers, startups: [], limitGroups: [], moderationModel: '' };
+  return { version, unchanged: false, models, providers, startups: [], limitGroups: [], moderationModel: '', defaultModels: {} };
 }
 
 let counter = 0;

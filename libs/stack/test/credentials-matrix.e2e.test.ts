@@ -130,6 +130,13 @@ const routes: RouteGroup[] = [
     check: (answer) => expect(answer.body.input_tokens).toBeGreaterThan(0),
   },
   {
+    // Like count_tokens: the inference credentials, nothing charged (no spend added).
+    name: 'POST /v1/responses/input_tokens',
+    call: (harness, credential) => harness.call('POST', '/v1/responses/input_tokens', { ...credential, body: { model: 'chat-small', input: 'Count me.' } }),
+    expected: inference(ok()),
+    check: (answer) => expect(answer.body).toMatchObject({ object: 'response.input_tokens', input_tokens: expect.any(Number) }),
+  },
+  {
     name: 'GET /v1/models',
     call: (harness, credential) => harness.call('GET', '/v1/models', credential),
     expected: optionalApiKey,

@@ -15,7 +15,7 @@ const FREE_PRICES = { perInputToken: '0', perOutputToken: '0' };
 const snapshot: GetSnapshotResponse = {
   version: 'v1',
   unchanged: false,
-  moderationModel: '',
+  moderationModel: '', defaultModels: {},
   models: [
     model({ id: 'acme/free', pricing: FREE_PRICES, limitGroup: 'free' }),
     model({ id: 'acme/free-open', pricing: FREE_PRICES, limitGroup: 'open' }),

@@ -14,7 +14,7 @@ import { LeasedAdmission } from './leased-admission.js';
 // admitting before the ledger may close its leases, and one whose leases the ledger lost drops them.
 
 const snapshot: GetSnapshotResponse = {
-  version: 'v1', unchanged: false, moderationModel: '',
+  version: 'v1', unchanged: false, moderationModel: '', defaultModels: {},
   models: [model({ id: 'acme/paid', pricing: { perInputToken: '0.000001', perOutputToken: '0.000002' }, limitGroup: 'open' })],
   providers: [], startups: [], limitGroups: [{ id: 'open', tiers: {} }],
 };

@@ -17,7 +17,7 @@ const NOW_SECONDS = 1_800_000_000;
 const snapshot: GetSnapshotResponse = {
   version: 'v1',
   unchanged: false,
-  moderationModel: '',
+  moderationModel: '', defaultModels: {},
   models: [
     model({ id: 'acme/top', aliases: ['top'], limitGroup: 'premium', created: 1_767_000_009n }),
     model({ id: 'acme/top-free', limitGroup: 'premium', pricing: {}, created: 1_767_000_008n }),
@@ -162,5 +162,22 @@ describe('resolveModel: the tier check among the other refusals', () => {
       code: 'unsupported_endpoint',
     });
     expect(resolveModel(edge, 'acme/top-embed', 'embeddings', key('tier-4')).id).toBe('acme/top-embed');
+  });
+});
+
+describe('resolveModel: a request that names no model (issue 37: moderations and images)', () => {
+  it("gets the catalog's default for its endpoint, judged like a named one; without a default, 400 at body.model", async () => {
+    const defaults: GetSnapshotResponse = { ...snapshot, defaultModels: { embeddings: 'acme/top-embed', moderations: 'acme/top-retired' } };
+    const catalog = { getSnapshot: async () => defaults } as unknown as PromiseClient<CatalogServiceClient>;
+    const catalogCache = new CatalogCache({ catalog, logger: testLogger('model-resolution-test'), now: () => NOW_SECONDS * 1000 });
+    await catalogCache.refresh();
+    const edge = { catalogCache, now: () => NOW_SECONDS * 1000 } as unknown as EdgeContext;
+    expect(resolveModel(edge, '', 'embeddings', key('tier-4')).id).toBe('acme/top-embed');
+    // The default is checked like any model: this tier may not use it.
+    expect(refusal(() => resolveModel(edge, '', 'embeddings', key('free')))).toMatchObject({ status: 403 });
+    expect(refusal(() => resolveModel(edge, '', 'moderations', key('tier-4')))).toMatchObject({ status: 410 });
+    expect(refusal(() => resolveModel(edge, '', 'images.generations', key('tier-4')))).toEqual(
+      expect.objectContaining({ status: 400, param: 'body.model', message: 'body.model: is required: this gateway has no default model for images.generations.' }),
+    );
   });
 });

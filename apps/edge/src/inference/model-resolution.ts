@@ -23,6 +23,8 @@ export function resolveModel(
   endpoint: InferenceEndpoint | string,
   key: VerifiedApiKey,
 ): CatalogModel {
+  // Only a family whose schema lets `model` out (moderations, images) gets here with none: the catalog's default.
+  if (name === '') name = defaultModelFor(context, endpoint);
   const model = context.catalogCache.resolve(name);
   if (!model) throw edgeErrors.modelNotFound(name);
   if (isExpired(model, context.now() / 1000)) throw edgeErrors.modelGone(model.id);
@@ -31,4 +33,12 @@ export function resolveModel(
     throw edgeErrors.invalidRequest(`body.model: the model \`${model.id}\` is not served on ${endpoint}.`, 'body.model', 'unsupported_endpoint');
   }
   return model;
+}
+
+function defaultModelFor(context: EdgeContext, endpoint: string): string {
+  const chosen = context.catalogCache.defaultModel(endpoint);
+  if (chosen === undefined) {
+    throw edgeErrors.invalidRequest(`body.model: is required: this gateway has no default model for ${endpoint}.`, 'body.model');
+  }
+  return chosen;
 }

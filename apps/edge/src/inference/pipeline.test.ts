@@ -18,7 +18,7 @@ import { MINIMUM_HOLD_PICO } from './request-bounds.js';
 const snapshot: GetSnapshotResponse = {
   version: 'v1',
   unchanged: false,
-  moderationModel: '',
+  moderationModel: '', defaultModels: {},
   models: [model({ id: 'acme/chat' }), model({ id: 'acme/free', pricing: { perInputToken: '0', perOutputToken: '0' } })],
   providers: [],
   startups: [],

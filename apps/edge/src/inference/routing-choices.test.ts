@@ -17,7 +17,7 @@ import { chooseModels, hasRoutingChoices, primaryModelFromModels, providerField,
 const snapshot: GetSnapshotResponse = {
   version: 'v1',
   unchanged: false,
-  moderationModel: '',
+  moderationModel: '', defaultModels: {},
   models: [
     // 1 and 2 credits per million tokens.
     model({ id: 'acme/cheap', pricing: { perInputToken: '0.000001', perOutputToken: '0.000002' }, offers: [{ providerId: 'p1', upstreamModel: 'c', endpoints: ['chat.completions'] }] }),

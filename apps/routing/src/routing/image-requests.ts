@@ -54,7 +54,9 @@ function imageRequest(target: RoutingTarget, raw: GenerateImagesRequest): Omit<A
   const maxImages = target.model.maxImages ?? 1;
   const refuse = (message: string, param: string) => errors.invalidRequest(message, param);
   if (n > maxImages) throw refuse(`n must be at most ${maxImages} for ${target.model.id}`, 'n');
-  if (raw.size !== undefined && !IMAGE_SIZE.test(raw.size)) throw refuse("size must be written '{width}x{height}', e.g. '1024x1024'", 'size');
+  if (raw.size !== undefined && raw.size !== 'auto' && !IMAGE_SIZE.test(raw.size)) {
+    throw refuse("size must be written '{width}x{height}', e.g. '1024x1024', or be 'auto'", 'size');
+  }
   if (!raw.prompt) throw refuse('prompt must not be empty', 'prompt');
   const supports = (name: string) => target.model.supportedParameters.includes(name);
   return {

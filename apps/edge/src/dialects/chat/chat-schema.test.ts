@@ -161,7 +161,8 @@ describe('chat completions schema (spec §4.8)', () => {
     ['response_format json_object', { response_format: { type: 'json_object' } }],
     ['json_schema without schema', { response_format: { type: 'json_schema', json_schema: { name: 's' } } }],
     ['stream false with include_usage false', { stream: false, stream_options: { include_usage: false } }],
-    ...['minimal', 'low', 'medium', 'high'].map((effort): [string, Record<string, unknown>] => [`reasoning_effort ${effort}`, { reasoning_effort: effort }]),
+    // `none` is a current model's default (the Agents SDK sends it); `xhigh` the catalog and /v1/responses take too.
+    ...['none', 'minimal', 'low', 'medium', 'high', 'xhigh'].map((effort): [string, Record<string, unknown>] => [`reasoning_effort ${effort}`, { reasoning_effort: effort }]),
     ...['1:1', '2:3', '3:2', '3:4', '4:3', '4:5', '5:4', '9:16', '16:9', '21:9'].map(
       (ratio): [string, Record<string, unknown>] => [`aspect ratio ${ratio}`, { image_config: { aspect_ratio: ratio } }],
     ),

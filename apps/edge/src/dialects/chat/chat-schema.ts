@@ -139,7 +139,8 @@ export const chatCompletionRequest = z
     stop: z.union([z.string(), z.array(z.string())]).nullish(),
     max_completion_tokens: z.number().int().min(1).max(4_294_967_295, 'must be at most 4294967295').nullish(),
     max_tokens: z.number().int().min(1).max(4_294_967_295, 'must be at most 4294967295').nullish(),
-    reasoning_effort: z.enum(['minimal', 'low', 'medium', 'high']).nullish(),
+    // OpenAI's levels, as /v1/responses and the catalog take them: `none` is a current model's default.
+    reasoning_effort: z.enum(['none', 'minimal', 'low', 'medium', 'high', 'xhigh']).nullish(),
     presence_penalty: z.number().min(-2).max(2).nullish(),
     frequency_penalty: z.number().min(-2).max(2).nullish(),
     logit_bias: z.record(z.string(), z.number()).nullish(),

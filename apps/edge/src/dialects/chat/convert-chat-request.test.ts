@@ -103,6 +103,11 @@ describe('convertChatRequest', () => {
     expect(nearestReasoningEffort('medium', ['low', 'high'])).toBe('high');
     expect(nearestReasoningEffort('high', ['low', 'medium'])).toBe('medium');
     expect(nearestReasoningEffort('low', [])).toBe('low');
+    // `none` stays `none` where the model lists it (or lists nothing): each provider kind says "no reasoning" its way.
+    expect(nearestReasoningEffort('none', ['none', 'low', 'high'])).toBe('none');
+    expect(nearestReasoningEffort('none', [])).toBe('none');
+    expect(nearestReasoningEffort('none', ['low', 'high'])).toBe('low');
+    expect(nearestReasoningEffort('xhigh', ['low', 'high'])).toBe('high');
   });
 });
 

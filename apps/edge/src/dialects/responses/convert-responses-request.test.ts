@@ -58,6 +58,13 @@ describe('convertResponsesRequest: input', () => {
     ]);
   });
 
+  it('instructions alone are the conversation (no input)', () => {
+    const converted = convertResponsesRequest(parseResponsesRequest({ model: 'm', instructions: 'Say hi.' }), catalogModel(), tags);
+    expect(shape(converted)).toEqual([{ role: 'system', text: 'Say hi.' }]);
+    const empty = convertResponsesRequest(parseResponsesRequest({ model: 'm', instructions: 'Say hi.', input: '' }), catalogModel(), tags);
+    expect(shape(empty)).toEqual([{ role: 'system', text: 'Say hi.' }]);
+  });
+
   it('messages keep their roles and parts, typed or not; replayed assistant text becomes text', () => {
     const converted = convert({
       input: [

@@ -261,7 +261,9 @@ function convertInput(body: ResponsesRequest, model: CatalogModel, tags: Reasoni
   // Instructions lead the conversation as its system message (OpenAI: they apply to this response only).
   if (body.instructions) conversion.text('system', body.instructions);
   if (typeof body.input === 'string') {
-    conversion.text('user', body.input);
+    // An empty string is no input (the instructions alone are the request): no empty user turn, which
+    // Anthropic-kind providers refuse.
+    if (body.input !== '') conversion.text('user', body.input);
   } else {
     body.input.forEach((item, index) => conversion.item(item, `body.input.${index}`));
   }

@@ -45,9 +45,19 @@ describe('responses request schema', () => {
     expect((parsed.input as { type: string }[])[0]!.type).toBe('message');
   });
 
+  it('takes instructions without input (input is optional in OpenAI\'s API)', () => {
+    expect(parseResponsesRequest({ model: 'm', instructions: 'Say hi.' }).input).toEqual([]);
+    expect(parseResponsesRequest({ model: 'm', instructions: 'Say hi.', input: null }).input).toEqual([]);
+    expect(parseResponsesRequest({ model: 'm', instructions: 'Say hi.', input: [] }).input).toEqual([]);
+  });
+
   it('names the field path of every refusal', () => {
-    expect(refusal({ model: 'm' })).toMatchObject({ status: 400, param: 'body.input' });
-    expect(refusal({ model: 'm', input: [] })).toMatchObject({ param: 'body.input' });
+    // Neither input nor instructions: nothing to send, and the message says so naming both fields.
+    for (const body of [{ model: 'm' }, { model: 'm', input: [] }, { model: 'm', input: null, instructions: '' }, { model: 'm', input: '' }]) {
+      const error = refusal(body);
+      expect(error).toMatchObject({ status: 400, param: 'body.input' });
+      expect(error.message).toBe('body.input: is required when `instructions` is empty: the request has nothing to send the model.');
+    }
     expect(refusal({ model: 'm', input: [{ type: 'web_search_call', id: 'ws_1' }] })).toMatchObject({ param: 'body.input.0.type' });
     expect(refusal({ model: 'm', input: [{ type: 'web_search_call', id: 'ws_1' }] }).message).toMatch(/unsupported input item type/);
     expect(refusal({ model: 'm', input: [{ role: 'robot', content: 'x' }] })).toMatchObject({ param: 'body.input.0.role' });

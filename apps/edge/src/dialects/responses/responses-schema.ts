@@ -231,10 +231,14 @@ export const RESPONSES_FREE_FORM_FIELDS: readonly FreeFormField[] = [
   ['client_metadata'],
 ];
 
+const NOTHING_TO_SEND = 'is required when `instructions` is empty: the request has nothing to send the model.';
+
 export const responsesRequest = z
   .object({
     model: z.string().min(1),
-    input: z.union([z.string(), z.array(inputItem).min(1)]),
+    // Optional in OpenAI's API (a request may be its instructions alone): absent is an empty list, so every
+    // reader sees a string or a list. The object's check below refuses a request with nothing to send.
+    input: z.preprocess((input) => input ?? [], z.union([z.string(), z.array(inputItem)])),
     instructions: z.string().nullish(),
     tools: z.array(tool).nullish(),
     tool_choice: toolChoice.nullish(),
@@ -279,7 +283,12 @@ export const responsesRequest = z
     // Model fallbacks and provider preferences (OpenRouter's `models` and `provider`).
     ...routingChoiceFields,
   })
-  .loose();
+  .loose()
+  .superRefine((body, context) => {
+    if (body.input.length === 0 && !body.instructions) {
+      context.addIssue({ code: 'custom', path: ['input'], message: NOTHING_TO_SEND });
+    }
+  });
 
 export type ResponsesRequest = z.infer<typeof responsesRequest>;
 

@@ -21,9 +21,12 @@ const SIZE = /^[1-9]\d{0,4}x[1-9]\d{0,4}$/;
 const IMAGE_TYPES = new Set(['image/png', 'image/jpeg', 'image/webp', 'image/gif']);
 
 const common = {
-  model: z.string().min(1),
+  // Optional, as in OpenAI's API: absent, the catalog's default for the endpoint (model-resolution.ts).
+  model: z.string().min(1).nullish(),
   n: z.number().int().min(1, 'must be at least 1').max(4_294_967_295, 'must be at most 4294967295').nullish(),
-  size: z.string().regex(SIZE, "must be written '{width}x{height}', e.g. '1024x1024'").nullish(),
+  // `auto` (the SDKs' and gpt-image's default) lets the provider choose. The hold does not depend on the
+  // size (IMAGE_TOKENS_HOLD per image, whatever size is asked), so it bounds an `auto` image as any other.
+  size: z.union([z.literal('auto'), z.string().regex(SIZE, "must be written '{width}x{height}', e.g. '1024x1024', or be 'auto'")]).nullish(),
   quality: z.string().max(64).nullish(),
   background: z.string().max(64).nullish(),
   response_format: z.enum(['url', 'b64_json']).nullish(),
@@ -152,7 +155,7 @@ async function exchangeImages({ prepared }: PreparedCall<PreparedImages>, job: I
 export const imageGenerationsFamily: EndpointFamily<ImagesBody, PreparedImages> = {
   endpoint: 'images.generations',
   parse: jsonBody(generationsSchema),
-  modelName: (body) => body.model,
+  modelName: (body) => body.model ?? '',
   prepare: (body, model) => prepareImages(body, model, [], undefined),
   exchange: (prepared, job, http, context) => exchangeImages(prepared, job, http, context, false),
 };
@@ -179,7 +182,7 @@ export const imageEditsFamily: EndpointFamily<EditsBody, PreparedImages> = {
       mask: masks[0] ? uploadedImage(masks[0], loaded[imageFiles.length]!, 'body.mask') : undefined,
     };
   },
-  modelName: (body) => body.model,
+  modelName: (body) => body.model ?? '',
   prepare: (body, model) => prepareImages(body, model, body.images, body.mask),
   exchange: (prepared, job, http, context) => exchangeImages(prepared, job, http, context, true),
 };

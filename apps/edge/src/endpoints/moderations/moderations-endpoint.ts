@@ -18,7 +18,8 @@ const moderationPart = z.discriminatedUnion('type', [
 ]);
 
 export const moderationsSchema = z.looseObject({
-  model: z.string().min(1),
+  // Optional, as in OpenAI's API: absent, the catalog's default for moderations (model-resolution.ts).
+  model: z.string().min(1).nullish(),
   input: z.union([
     z.string(),
     z.array(z.string()).min(1).max(MAX_MODERATION_INPUTS),
@@ -70,7 +71,7 @@ export function renderModeration(answer: ModerateResponse) {
 export const moderationsFamily: EndpointFamily<ModerationsBody, { inputs: ModerationInput[]; inputForm: ModerationInputForm; modelId: string }> = {
   endpoint: 'moderations',
   parse: jsonBody(moderationsSchema),
-  modelName: (body) => body.model,
+  modelName: (body) => body.model ?? '',
   async prepare(body, model) {
     const { inputs, inputForm } = inputOf(body);
     const texts = inputs.flatMap((item) => (item.input?.$case === 'text' ? [item.input.value] : []));

@@ -4,7 +4,12 @@ import { ProviderError, type AdapterImage } from '../provider-adapter.js';
 
 /** Most pixels one simulated image may have (2048 × 2048). */
 const MAX_PIXELS = 2_048 * 2_048;
+/** The size drawn when none is asked for, or `auto` (the provider chooses). */
 const DEFAULT_SIZE = '1024x1024';
+
+function dimensions(size: string | undefined): [number, number] {
+  return (size === undefined || size === 'auto' ? DEFAULT_SIZE : size).split('x').map(Number) as [number, number];
+}
 
 /**
  * A real PNG drawn from the prompt: horizontal bands whose colours come from a hash of the prompt, the
@@ -12,7 +17,7 @@ const DEFAULT_SIZE = '1024x1024';
  * another prompt another one.
  */
 export function drawImage(prompt: string, index: number, size: string | undefined, seed: Uint8Array = new Uint8Array()): AdapterImage {
-  const [width, height] = (size ?? DEFAULT_SIZE).split('x').map(Number) as [number, number];
+  const [width, height] = dimensions(size);
   if (!width || !height || width * height > MAX_PIXELS) {
     throw new ProviderError('rejected', `size ${size} is larger than the simulated provider draws (at most ${MAX_PIXELS} pixels)`, 400);
   }
@@ -39,6 +44,6 @@ export function drawImage(prompt: string, index: number, size: string | undefine
 
 /** Image tokens of one generated image: OpenAI's tile arithmetic (85 + 170 per 512-pixel tile, at least 272). */
 export function imageTokens(size: string | undefined): number {
-  const [width, height] = (size ?? DEFAULT_SIZE).split('x').map(Number) as [number, number];
+  const [width, height] = dimensions(size);
   return Math.max(272, 85 + 170 * Math.ceil(width / 512) * Math.ceil(height / 512));
 }

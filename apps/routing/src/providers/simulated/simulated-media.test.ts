@@ -52,6 +52,14 @@ describe('simulated provider: the endpoints beyond chat', () => {
     await expect(adapter.generateImages({ upstreamModel: 'i', prompt: 'x', n: 1, size: '4096x4096', quality: undefined, background: undefined }, live())).rejects.toMatchObject({ kind: 'rejected' });
   });
 
+  it("picks its own size for size 'auto' (issue 37): 1024x1024, metered as that size", async () => {
+    const auto = await adapter.generateImages({ upstreamModel: 'i', prompt: 'x', n: 1, size: 'auto', quality: undefined, background: undefined }, live());
+    const png = PNG.sync.read(Buffer.from(auto.images[0]!.data));
+    expect([png.width, png.height]).toEqual([1024, 1024]);
+    const explicit = await adapter.generateImages({ upstreamModel: 'i', prompt: 'x', n: 1, size: '1024x1024', quality: undefined, background: undefined }, live());
+    expect(auto.usage!.outputImageTokens).toBe(explicit.usage!.outputImageTokens);
+  });
+
   it('transcribes the same bytes to the same text, in English for a translation, in every format', async () => {
     const request = { upstreamModel: 't', audio: new Uint8Array([1, 2, 3, 4]), filename: 'a.wav', mediaType: 'audio/wav', prompt: undefined, language: 'de', temperature: undefined, translate: false };
     const json = await adapter.transcribe({ ...request, responseFormat: 'json' }, live());
