@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type OpenAI from 'openai';
 import type Anthropic from '@anthropic-ai/sdk';
-import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
+import { startFakeAnthropicUpstream, startFakeGeminiUpstream, startFakeUpstream, type FakeAnthropicUpstream, type FakeGeminiUpstream, type FakeUpstream } from '@gateway/testing';
 import { startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
 import { anthropicClient } from './messages-e2e-harness.js';
 
@@ -11,14 +11,17 @@ import { anthropicClient } from './messages-e2e-harness.js';
 
 const EVERYTHING = 'testco/everything';
 const BARE = 'testco/bare';
+// A model that lists a seed, served by a kind that has one (Gemini) and by one that has none (Anthropic).
+const SEEDED_CLAUDE = 'testco/seeded-claude';
+const SEEDED_GEMINI = 'testco/seeded-gemini';
 const PROVIDER_KEY_ENV = 'FORWARDED_PARAMETERS_E2E_KEY';
 const ALL_NAMES = [
   'tools', 'tool_choice', 'response_format', 'structured_outputs', 'temperature', 'top_p', 'top_k', 'stop', 'max_completion_tokens', 'max_tokens',
-  'reasoning_effort', 'reasoning', 'presence_penalty', 'frequency_penalty', 'parallel_tool_calls', 'prediction', 'web_search_options', 'image_config', 'user',
+  'reasoning_effort', 'reasoning', 'presence_penalty', 'frequency_penalty', 'parallel_tool_calls', 'prediction', 'web_search_options', 'image_config', 'user', 'seed',
 ];
 
-function catalog(upstream: FakeUpstream): string {
-  const model = (id: string, supported: readonly string[]) => `
+function catalog(upstream: FakeUpstream, claude: FakeAnthropicUpstream, gemini: FakeGeminiUpstream): string {
+  const model = (id: string, supported: readonly string[], provider = 'upstream') => `
   - id: ${id}
     owned_by: testco
     created: 1767225600
@@ -28,16 +31,22 @@ function catalog(upstream: FakeUpstream): string {
     pricing: { per_input_token: "0.000001", per_output_token: "0.000002" }
     limit_group: default
     offers:
-      - { provider: upstream, upstream_model: ${id.split('/')[1]}-upstream, endpoints: [chat.completions, responses, messages] }`;
+      - { provider: ${provider}, upstream_model: ${id.split('/')[1]}-upstream, endpoints: [chat.completions, responses, messages] }`;
   return `
 startups:
   - { id: testco, display_name: Test Co }
 providers:
   - { id: upstream, kind: openai, base_url: ${upstream.url}, api_key_env: ${PROVIDER_KEY_ENV} }
+  - { id: claude-up, kind: anthropic, base_url: ${claude.url}, api_key_env: ${PROVIDER_KEY_ENV} }
+  - { id: gemini-up, kind: gemini, base_url: ${gemini.url}, api_key_env: ${PROVIDER_KEY_ENV} }
 limit_groups:
   - id: default
     tiers: { tier-1: { minute: 600 } }
-models:${model(EVERYTHING, ALL_NAMES)}${model(BARE, [])}
+models:${model(EVERYTHING, ALL_NAMES)}${model(BARE, [])}${model(SEEDED_CLAUDE, ['seed', 'max_tokens', 'max_completion_tokens'], 'claude-up')}${model(
+    SEEDED_GEMINI,
+    ['seed', 'max_tokens', 'max_completion_tokens'],
+    'gemini-up',
+  )}
 `;
 }
 
@@ -58,6 +67,7 @@ const CHAT_UPSTREAM = {
   parallel_tool_calls: false,
   image_config: { aspect_ratio: '16:9' },
   user: 'end-user-1',
+  seed: 42,
 };
 
 const RESPONSES_UPSTREAM = {
@@ -89,21 +99,31 @@ const MESSAGES_UPSTREAM = {
 
 describe('forwarded parameters, per dialect, end to end', () => {
   let upstream: FakeUpstream;
+  let claude: FakeAnthropicUpstream;
+  let gemini: FakeGeminiUpstream;
   let harness: ChatHarness;
   let anthropic: Anthropic;
 
   beforeAll(async () => {
     upstream = await startFakeUpstream();
-    harness = await startChatHarness({ configYaml: catalog(upstream), providerSecrets: { [PROVIDER_KEY_ENV]: 'sk-forwarded-parameters' } });
+    claude = await startFakeAnthropicUpstream();
+    gemini = await startFakeGeminiUpstream();
+    harness = await startChatHarness({ configYaml: catalog(upstream, claude, gemini), providerSecrets: { [PROVIDER_KEY_ENV]: 'sk-forwarded-parameters' } });
     anthropic = anthropicClient(harness.stack.url, harness.apiKey);
   }, 120_000);
 
   afterAll(async () => {
     await harness?.stop();
     await upstream?.close();
+    await claude?.close();
+    await gemini?.close();
   });
 
-  beforeEach(() => upstream.reset());
+  beforeEach(() => {
+    upstream.reset();
+    claude.reset();
+    gemini.reset();
+  });
 
   /** The recorded upstream body, narrowed to the fields one of the expectations names. */
   function upstreamFields(expected: Record<string, unknown>): Record<string, unknown> {
@@ -133,6 +153,7 @@ describe('forwarded parameters, per dialect, end to end', () => {
       web_search_options: { search_context_size: 'low' },
       image_config: { aspect_ratio: '16:9' },
       user: 'end-user-1',
+      seed: 42,
     }) as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming;
 
   it('chat completions: every parameter reaches the provider on a model that lists it (prediction and web_search_options never do)', async () => {
@@ -147,7 +168,7 @@ describe('forwarded parameters, per dialect, end to end', () => {
   it('chat completions: on a model that lists nothing, none reaches the provider and each is named', async () => {
     const { response } = await harness.client.chat.completions.create(chatBody(BARE)).withResponse();
     expect(response.headers.get('x-gateway-dropped-params')).toBe(
-      'frequency_penalty,image_config,max_completion_tokens,parallel_tool_calls,prediction,presence_penalty,reasoning_effort,response_format,stop,temperature,tool_choice,tools,top_p,user,web_search_options',
+      'frequency_penalty,image_config,max_completion_tokens,parallel_tool_calls,prediction,presence_penalty,reasoning_effort,response_format,seed,stop,temperature,tool_choice,tools,top_p,user,web_search_options',
     );
     expect(upstreamFields(CHAT_UPSTREAM)).toEqual({});
   });
@@ -156,6 +177,48 @@ describe('forwarded parameters, per dialect, end to end', () => {
     const { response } = await harness.client.chat.completions.create({ model: BARE, messages: [{ role: 'user', content: 'hi' }], max_tokens: 20 }).withResponse();
     expect(response.headers.get('x-gateway-dropped-params')).toBe('max_tokens');
     expect(upstream.requests[0]!.body).not.toHaveProperty('max_completion_tokens');
+  });
+
+  // Issue 37 item 6: a parameter the catalog lists reaches every kind that can express it, and is named
+  // as dropped by the kinds that cannot; `n` > 1 (several choices) is refused, never answered with one.
+
+  it('chat completions: n above 1 is refused (400 naming n), streamed or not, and nothing reaches the provider', async () => {
+    for (const stream of [false, true]) {
+      const error = await harness.client.chat.completions
+        .create({ model: EVERYTHING, messages: [{ role: 'user', content: 'hi' }], n: 2, stream } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming)
+        .then(() => undefined, (caught: unknown) => caught);
+      expect(error, `stream ${stream}`).toBeInstanceOf(Error);
+      expect((error as { status?: number }).status).toBe(400);
+      expect((error as Error).message).toMatch(/\bn\b.*must be 1/);
+    }
+    expect(upstream.requests).toHaveLength(0);
+  });
+
+  it('chat completions: n 1 is the one answer the gateway gives: accepted, not named, not forwarded', async () => {
+    const { data, response } = await harness.client.chat.completions.create({ model: BARE, messages: [{ role: 'user', content: 'hi' }], n: 1 }).withResponse();
+    expect(data.choices).toHaveLength(1);
+    expect(response.headers.get('x-gateway-dropped-params')).toBeNull();
+    expect(upstream.requests[0]!.body).not.toHaveProperty('n');
+  });
+
+  it('chat completions: the seed reaches a Gemini-kind upstream as generationConfig.seed', async () => {
+    const { response } = await harness.client.chat.completions.create({ model: SEEDED_GEMINI, messages: [{ role: 'user', content: 'hi' }], seed: 42 }).withResponse();
+    expect(response.headers.get('x-gateway-dropped-params')).toBeNull();
+    expect(gemini.requests).toHaveLength(1);
+    expect((gemini.requests[0]!.body as { generationConfig?: { seed?: unknown } }).generationConfig?.seed).toBe(42);
+  });
+
+  it('chat completions: an Anthropic-kind upstream (no seed on its wire) goes without it and the answer names it, streamed or not', async () => {
+    const plain = await harness.client.chat.completions.create({ model: SEEDED_CLAUDE, messages: [{ role: 'user', content: 'hi' }], seed: 42 }).withResponse();
+    expect(plain.response.headers.get('x-gateway-dropped-params')).toBe('seed');
+    const streamed = await harness.client.chat.completions.create({ model: SEEDED_CLAUDE, messages: [{ role: 'user', content: 'hi' }], seed: 42, stream: true }).withResponse();
+    for await (const chunk of streamed.data) void chunk;
+    expect(streamed.response.headers.get('x-gateway-dropped-params')).toBe('seed');
+    expect(claude.requests).toHaveLength(2);
+    for (const request of claude.requests) expect(request.body).not.toHaveProperty('seed');
+    // Without a seed nothing is named.
+    const unseeded = await harness.client.chat.completions.create({ model: SEEDED_CLAUDE, messages: [{ role: 'user', content: 'hi' }] }).withResponse();
+    expect(unseeded.response.headers.get('x-gateway-dropped-params')).toBeNull();
   });
 
   const responsesBody = (model: string) =>

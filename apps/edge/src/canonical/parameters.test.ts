@@ -69,6 +69,7 @@ const SAMPLES: Record<Dialect, Record<string, Sample>> = {
     parallel_tool_calls: { body: { parallel_tool_calls: false }, expected: { parallelToolCalls: false } },
     image_config: { body: { image_config: { aspect_ratio: '16:9' } }, expected: { imageAspectRatio: '16:9' } },
     user: { body: { user: 'end-user-1' }, expected: { user: 'end-user-1' } },
+    seed: { body: { seed: 42 }, expected: { seed: 42n } },
   },
   responses: {
     tools: { body: { tools: [responsesTool] }, expected: { tools: oneTool } },
@@ -159,7 +160,7 @@ for (const dialect of DIALECTS) {
 
     it('accepts its request fields, never forwards its accepted-only fields, and passes only listed extra parameters', () => {
       const neverForwarded = DIALECT_FIELDS[dialect].neverForwarded;
-      const body: Record<string, unknown> = { seed: 3, top_logprobs: 2 };
+      const body: Record<string, unknown> = { safe_prompt: true, top_logprobs: 2 };
       const values: Record<string, unknown> = {
         logit_bias: { '1': 2 }, prediction: { type: 'content', content: 'x' }, web_search_options: {}, metadata: { team: 'a' }, 'text.verbosity': 'low', service_tier: 'auto', container: 'c', inference_geo: 'us',
         speed: 'fast', diagnostics: {}, context_management: {}, mcp_servers: [{ type: 'url', url: 'https://example.com', name: 'm' }],
@@ -168,11 +169,11 @@ for (const dialect of DIALECTS) {
         if (name === 'text.verbosity') body.text = { verbosity: 'low' };
         else body[name] = values[name];
       }
-      // Listed as extra parameters, the accepted-only fields still go nowhere; `seed` goes in extra_body.
-      const model = catalogModel(['max_tokens', 'max_completion_tokens'], ['seed', ...neverForwarded]);
+      // Listed as extra parameters, the accepted-only fields still go nowhere; `safe_prompt` goes in extra_body.
+      const model = catalogModel(['max_tokens', 'max_completion_tokens'], ['safe_prompt', ...neverForwarded]);
       const converted = CONVERT[dialect](body, model);
       expect(converted.droppedParams).toEqual([...neverForwarded, 'top_logprobs'].sort());
-      expect(JSON.parse(converted.request.extraBody ?? '{}')).toEqual({ seed: 3 });
+      expect(JSON.parse(converted.request.extraBody ?? '{}')).toEqual({ safe_prompt: true });
     });
   });
 }

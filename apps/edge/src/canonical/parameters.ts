@@ -119,6 +119,12 @@ export const FORWARDED_PARAMETERS = {
     supportedNames: ['image_config'],
     spellings: { chat: ['image_config'] },
   },
+  seed: {
+    fields: ['seed'],
+    value: 'integer (a JS safe integer); kinds without a seed go without it and name it (docs/providers.md)',
+    supportedNames: ['seed'],
+    spellings: { chat: ['seed'] },
+  },
   user: {
     fields: ['user'],
     value: 'string: the end user, for the provider’s abuse monitoring (OpenAI `user`)',
@@ -139,7 +145,8 @@ export const DIALECT_FIELDS: Record<Dialect, { readonly request: readonly string
   chat: {
     // `prompt_cache_key` and top-level `cache_control` are the gateway's own (cache affinity, the last
     // block's breakpoint: canonical/cache-control.ts), never parameters a model may lack.
-    request: ['model', 'messages', 'stream', 'stream_options', 'routing', 'prompt_cache_key', 'cache_control', 'models', 'provider'],
+    // `n` is the request's shape: the schema takes only 1 (one choice per answer) and refuses more (400).
+    request: ['model', 'messages', 'stream', 'stream_options', 'routing', 'prompt_cache_key', 'cache_control', 'models', 'provider', 'n'],
     // spec §4.8: logit_bias is accepted in the shape and not passed to providers. `prediction` and
     // `web_search_options` are never in a model's supported_parameters (spec §2.6; the catalog strips
     // them, apps/catalog/src/catalog-snapshot.ts HIDDEN_PARAMETERS), so no model takes them either.

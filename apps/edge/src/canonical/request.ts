@@ -17,6 +17,7 @@ export function newChatRequest(modelId: string, endpoint: string, messages: Chat
     stop: [],
     includeUsage,
     timeoutMs: 0,
+    seed: undefined,
   };
 }
 
