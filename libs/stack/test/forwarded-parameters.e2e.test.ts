@@ -17,7 +17,7 @@ const SEEDED_GEMINI = 'testco/seeded-gemini';
 const PROVIDER_KEY_ENV = 'FORWARDED_PARAMETERS_E2E_KEY';
 const ALL_NAMES = [
   'tools', 'tool_choice', 'response_format', 'structured_outputs', 'temperature', 'top_p', 'top_k', 'stop', 'max_completion_tokens', 'max_tokens',
-  'reasoning_effort', 'reasoning', 'presence_penalty', 'frequency_penalty', 'parallel_tool_calls', 'prediction', 'web_search_options', 'image_config', 'user', 'seed',
+  'reasoning_effort', 'reasoning', 'presence_penalty', 'frequency_penalty', 'parallel_tool_calls', 'prediction', 'web_search_options', 'image_config', 'user', 'seed', 'verbosity', 'store',
 ];
 
 function catalog(upstream: FakeUpstream, claude: FakeAnthropicUpstream, gemini: FakeGeminiUpstream): string {
@@ -42,9 +42,9 @@ providers:
 limit_groups:
   - id: default
     tiers: { tier-1: { minute: 600 } }
-models:${model(EVERYTHING, ALL_NAMES)}${model(BARE, [])}${model(SEEDED_CLAUDE, ['seed', 'max_tokens', 'max_completion_tokens'], 'claude-up')}${model(
+models:${model(EVERYTHING, ALL_NAMES)}${model(BARE, [])}${model(SEEDED_CLAUDE, ['seed', 'verbosity', 'max_tokens', 'max_completion_tokens'], 'claude-up')}${model(
     SEEDED_GEMINI,
-    ['seed', 'max_tokens', 'max_completion_tokens'],
+    ['seed', 'user', 'verbosity', 'max_tokens', 'max_completion_tokens'],
     'gemini-up',
   )}
 `;
@@ -68,6 +68,7 @@ const CHAT_UPSTREAM = {
   image_config: { aspect_ratio: '16:9' },
   user: 'end-user-1',
   seed: 42,
+  verbosity: 'low',
 };
 
 const RESPONSES_UPSTREAM = {
@@ -82,6 +83,7 @@ const RESPONSES_UPSTREAM = {
   frequency_penalty: -0.5,
   parallel_tool_calls: false,
   user: 'end-user-1',
+  verbosity: 'high',
 };
 
 const MESSAGES_UPSTREAM = {
@@ -154,12 +156,16 @@ describe('forwarded parameters, per dialect, end to end', () => {
       image_config: { aspect_ratio: '16:9' },
       user: 'end-user-1',
       seed: 42,
+      verbosity: 'low',
+      store: true,
     }) as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming;
 
-  it('chat completions: every parameter reaches the provider on a model that lists it (prediction and web_search_options never do)', async () => {
+  it('chat completions: every parameter reaches the provider on a model that lists it (prediction, web_search_options and store never do)', async () => {
     const { response } = await harness.client.chat.completions.create(chatBody(EVERYTHING)).withResponse();
-    // No model lists these two (spec §2.6: the catalog leaves them out), so none takes them.
-    expect(response.headers.get('x-gateway-dropped-params')).toBe('prediction,web_search_options');
+    // No model lists the first two (spec §2.6: the catalog leaves them out), so none takes them; `store`
+    // would keep the conversation at the provider under the operator's account, so it is never passed on.
+    expect(response.headers.get('x-gateway-dropped-params')).toBe('prediction,store,web_search_options');
+    expect(upstream.requests[0]!.body).not.toHaveProperty('store');
     expect(upstreamFields(CHAT_UPSTREAM)).toEqual(CHAT_UPSTREAM);
     expect(upstream.requests[0]!.body).not.toHaveProperty('prediction');
     expect(upstream.requests[0]!.body).not.toHaveProperty('web_search_options');
@@ -168,7 +174,7 @@ describe('forwarded parameters, per dialect, end to end', () => {
   it('chat completions: on a model that lists nothing, none reaches the provider and each is named', async () => {
     const { response } = await harness.client.chat.completions.create(chatBody(BARE)).withResponse();
     expect(response.headers.get('x-gateway-dropped-params')).toBe(
-      'frequency_penalty,image_config,max_completion_tokens,parallel_tool_calls,prediction,presence_penalty,reasoning_effort,response_format,seed,stop,temperature,tool_choice,tools,top_p,user,web_search_options',
+      'frequency_penalty,image_config,max_completion_tokens,parallel_tool_calls,prediction,presence_penalty,reasoning_effort,response_format,seed,stop,store,temperature,tool_choice,tools,top_p,user,verbosity,web_search_options',
     );
     expect(upstreamFields(CHAT_UPSTREAM)).toEqual({});
   });
@@ -208,6 +214,24 @@ describe('forwarded parameters, per dialect, end to end', () => {
     expect((gemini.requests[0]!.body as { generationConfig?: { seed?: unknown } }).generationConfig?.seed).toBe(42);
   });
 
+  it('chat completions: what a Gemini-kind upstream has no field for (user, verbosity) is named, the rest reaches it', async () => {
+    const { response } = await harness.client.chat.completions
+      .create({ model: SEEDED_GEMINI, messages: [{ role: 'user', content: 'hi' }], seed: 7, user: 'end-user-1', verbosity: 'low' } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming)
+      .withResponse();
+    expect(response.headers.get('x-gateway-dropped-params')).toBe('user,verbosity');
+    const body = gemini.requests[0]!.body as Record<string, unknown> & { generationConfig?: { seed?: unknown } };
+    expect(body.generationConfig?.seed).toBe(7);
+    expect(JSON.stringify(body)).not.toContain('end-user-1');
+    expect(JSON.stringify(body)).not.toContain('verbosity');
+  });
+
+  it('responses: text.verbosity to an Anthropic-kind upstream is named (as the gateway spells it), not sent', async () => {
+    const { response } = await harness.client.responses.create({ model: SEEDED_CLAUDE, input: 'hi', text: { verbosity: 'low' } }).withResponse();
+    expect(response.headers.get('x-gateway-dropped-params')).toBe('verbosity');
+    expect(claude.requests).toHaveLength(1);
+    expect(JSON.stringify(claude.requests[0]!.body)).not.toContain('verbosity');
+  });
+
   it('chat completions: an Anthropic-kind upstream (no seed on its wire) goes without it and the answer names it, streamed or not', async () => {
     const plain = await harness.client.chat.completions.create({ model: SEEDED_CLAUDE, messages: [{ role: 'user', content: 'hi' }], seed: 42 }).withResponse();
     expect(plain.response.headers.get('x-gateway-dropped-params')).toBe('seed');
@@ -227,7 +251,7 @@ describe('forwarded parameters, per dialect, end to end', () => {
       input: 'hi',
       tools: [{ type: 'function', name: 'f', parameters: SCHEMA, strict: false }],
       tool_choice: 'required',
-      text: { format: { type: 'json_object' } },
+      text: { format: { type: 'json_object' }, verbosity: 'high' },
       temperature: 0.3,
       top_p: 0.7,
       max_output_tokens: 77,
@@ -247,7 +271,7 @@ describe('forwarded parameters, per dialect, end to end', () => {
   it('responses: on a model that lists nothing, none reaches the provider and each is named in the dialect spelling', async () => {
     const { response } = await harness.client.responses.create(responsesBody(BARE)).withResponse();
     expect(response.headers.get('x-gateway-dropped-params')).toBe(
-      'frequency_penalty,max_output_tokens,parallel_tool_calls,presence_penalty,reasoning.effort,reasoning.summary,temperature,text.format,tool_choice,tools,top_p,user',
+      'frequency_penalty,max_output_tokens,parallel_tool_calls,presence_penalty,reasoning.effort,reasoning.summary,temperature,text.format,text.verbosity,tool_choice,tools,top_p,user',
     );
     expect(upstreamFields(RESPONSES_UPSTREAM)).toEqual({});
   });

@@ -125,6 +125,12 @@ export const FORWARDED_PARAMETERS = {
     supportedNames: ['seed'],
     spellings: { chat: ['seed'] },
   },
+  verbosity: {
+    fields: ['verbosity'],
+    value: 'low | medium | high (OpenAI GPT-5 output length); kinds without it go without it and name it',
+    supportedNames: ['verbosity'],
+    spellings: { chat: ['verbosity'], responses: ['text.verbosity'] },
+  },
   user: {
     fields: ['user'],
     value: 'string: the end user, for the provider’s abuse monitoring (OpenAI `user`)',
@@ -150,7 +156,9 @@ export const DIALECT_FIELDS: Record<Dialect, { readonly request: readonly string
     // spec §4.8: logit_bias is accepted in the shape and not passed to providers. `prediction` and
     // `web_search_options` are never in a model's supported_parameters (spec §2.6; the catalog strips
     // them, apps/catalog/src/catalog-snapshot.ts HIDDEN_PARAMETERS), so no model takes them either.
-    neverForwarded: ['logit_bias', 'prediction', 'web_search_options'],
+    // `store` would keep the conversation at the provider under the operator's account, where the
+    // client can never read it back (the gateway serves no stored completions): never passed on.
+    neverForwarded: ['logit_bias', 'prediction', 'web_search_options', 'store'],
   },
   responses: {
     // `store`, `include`, `truncation` are the gateway's own behaviour (convert-responses-request.ts);
@@ -159,8 +167,8 @@ export const DIALECT_FIELDS: Record<Dialect, { readonly request: readonly string
       'model', 'input', 'instructions', 'stream', 'stream_options', 'routing', 'store', 'include', 'truncation', 'previous_response_id', 'background',
       'prompt_cache_key', 'cache_control', 'models', 'provider',
     ],
-    // `metadata` is the client's own labels (echoed); output verbosity has no canonical field.
-    neverForwarded: ['metadata', 'text.verbosity'],
+    // `metadata` is the client's own labels (echoed).
+    neverForwarded: ['metadata'],
   },
   messages: {
     // `models` and `provider`: model fallbacks and provider preferences (inference/routing-choices.ts), in every dialect.

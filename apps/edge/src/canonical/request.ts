@@ -18,6 +18,7 @@ export function newChatRequest(modelId: string, endpoint: string, messages: Chat
     includeUsage,
     timeoutMs: 0,
     seed: undefined,
+    verbosity: undefined,
   };
 }
 

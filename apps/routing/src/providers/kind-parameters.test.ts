@@ -8,19 +8,19 @@ const base: ChatRequest = {
 };
 
 const everything: ChatRequest = {
-  ...base, seed: 5n, presencePenalty: 0.5, frequencyPenalty: -0.5, imageAspectRatio: '16:9', parallelToolCalls: false, user: 'u-1',
+  ...base, seed: 5n, presencePenalty: 0.5, frequencyPenalty: -0.5, imageAspectRatio: '16:9', parallelToolCalls: false, user: 'u-1', verbosity: 'low',
   temperature: 0.3, topP: 0.7, topK: 5, stop: ['END'],
 };
 
 describe('inexpressibleParameters', () => {
   it('names, per kind, what its wire has no field for (Vertex by upstream model); openai, azure-openai and simulated send everything', () => {
-    expect(inexpressibleParameters('anthropic', 'claude-x', everything)).toEqual(['seed', 'presence_penalty', 'frequency_penalty', 'image_config']);
-    expect(inexpressibleParameters('vertex', 'claude-sonnet-4-5@20250929', everything)).toEqual(['seed', 'presence_penalty', 'frequency_penalty', 'image_config']);
-    expect(inexpressibleParameters('gemini', 'gemini-2.5-flash', everything)).toEqual(['parallel_tool_calls', 'user']);
-    expect(inexpressibleParameters('vertex', 'gemini-2.5-flash', everything)).toEqual(['parallel_tool_calls', 'user']);
-    expect(inexpressibleParameters('bedrock', 'anthropic.claude-x', everything)).toEqual(['seed', 'presence_penalty', 'frequency_penalty', 'image_config', 'parallel_tool_calls', 'user']);
+    expect(inexpressibleParameters('anthropic', 'claude-x', everything)).toEqual(['seed', 'presence_penalty', 'frequency_penalty', 'image_config', 'verbosity']);
+    expect(inexpressibleParameters('vertex', 'claude-sonnet-4-5@20250929', everything)).toEqual(['seed', 'presence_penalty', 'frequency_penalty', 'image_config', 'verbosity']);
+    expect(inexpressibleParameters('gemini', 'gemini-2.5-flash', everything)).toEqual(['parallel_tool_calls', 'user', 'verbosity']);
+    expect(inexpressibleParameters('vertex', 'gemini-2.5-flash', everything)).toEqual(['parallel_tool_calls', 'user', 'verbosity']);
+    expect(inexpressibleParameters('bedrock', 'anthropic.claude-x', everything)).toEqual(['seed', 'presence_penalty', 'frequency_penalty', 'image_config', 'parallel_tool_calls', 'user', 'verbosity']);
     // top_k goes to Claude only (additionalModelRequestFields); Nova and the rest have none.
-    expect(inexpressibleParameters('bedrock', 'amazon.nova-pro-v1:0', everything)).toEqual(['seed', 'presence_penalty', 'frequency_penalty', 'image_config', 'parallel_tool_calls', 'user', 'top_k']);
+    expect(inexpressibleParameters('bedrock', 'amazon.nova-pro-v1:0', everything)).toEqual(['seed', 'presence_penalty', 'frequency_penalty', 'image_config', 'parallel_tool_calls', 'user', 'verbosity', 'top_k']);
     for (const kind of ['openai', 'azure-openai', 'simulated']) expect(inexpressibleParameters(kind, 'm', everything), kind).toEqual([]);
   });
 

@@ -21,13 +21,14 @@ const IMAGE_CONFIG: Row = ['image_config', 'imageAspectRatio'];
 const PARALLEL: Row = ['parallel_tool_calls', 'parallelToolCalls'];
 const USER: Row = ['user', 'user'];
 const TOP_K: Row = ['top_k', 'topK'];
+const VERBOSITY: Row = ['verbosity', 'verbosity'];
 
-/** Anthropic Messages (and Vertex's Claude): no seed, no penalties, no image output. */
-const ANTHROPIC: readonly Row[] = [SEED, PRESENCE, FREQUENCY, IMAGE_CONFIG];
-/** Gemini generateContent (and Vertex's Gemini): no parallel-call switch, no end-user field. */
-const GEMINI: readonly Row[] = [PARALLEL, USER];
+/** Anthropic Messages (and Vertex's Claude): no seed, no penalties, no image output, no verbosity. */
+const ANTHROPIC: readonly Row[] = [SEED, PRESENCE, FREQUENCY, IMAGE_CONFIG, VERBOSITY];
+/** Gemini generateContent (and Vertex's Gemini): no parallel-call switch, no end-user field, no verbosity. */
+const GEMINI: readonly Row[] = [PARALLEL, USER, VERBOSITY];
 /** Bedrock Converse: none of those; top_k only for Claude (additionalModelRequestFields). */
-const BEDROCK_CLAUDE: readonly Row[] = [SEED, PRESENCE, FREQUENCY, IMAGE_CONFIG, PARALLEL, USER];
+const BEDROCK_CLAUDE: readonly Row[] = [SEED, PRESENCE, FREQUENCY, IMAGE_CONFIG, PARALLEL, USER, VERBOSITY];
 const BEDROCK_OTHER: readonly Row[] = [...BEDROCK_CLAUDE, TOP_K];
 
 /**

@@ -20,6 +20,7 @@ const CLEARS: ReadonlyMap<string, readonly (keyof ChatRequest)[]> = new Map<stri
   ['prompt_cache_key', ['promptCacheKey']],
   ['seed', ['seed']],
   ['image_config', ['imageAspectRatio']],
+  ['verbosity', ['verbosity']],
 ]);
 
 const NONE: readonly string[] = [];

@@ -149,6 +149,8 @@ export const chatCompletionRequest = z
     image_config: z.object({ aspect_ratio: z.enum(ASPECT_RATIOS).nullish() }).nullish(),
     routing: routingStrategy.nullish(),
     user: z.string().nullish(),
+    verbosity: z.enum(['low', 'medium', 'high']).nullish(),
+    store: z.boolean().nullish(),
     seed: z.number().int().min(Number.MIN_SAFE_INTEGER).max(Number.MAX_SAFE_INTEGER).nullish(),
     // Every answer carries one choice (no provider kind's answer converter merges several), so asking
     // for more is refused rather than answered with one (docs/providers.md).

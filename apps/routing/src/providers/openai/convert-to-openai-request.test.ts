@@ -61,10 +61,12 @@ describe('convertToOpenAIRequest', () => {
     });
   });
 
-  it('sends the seed as the number the client sent (issue 37 item 6); nothing when there is none', () => {
+  it('sends the seed as the number the client sent, and the verbosity (issue 37 item 6); nothing when there is none', () => {
     expect(convertToOpenAIRequest({ ...base, seed: 9_007_199_254_740_991n }, 'u', false).seed).toBe(9_007_199_254_740_991);
     expect(convertToOpenAIRequest({ ...base, seed: -3n }, 'u', true).seed).toBe(-3);
     expect(convertToOpenAIRequest(base, 'u', false)).not.toHaveProperty('seed');
+    expect(convertToOpenAIRequest({ ...base, verbosity: 'low' }, 'u', false).verbosity).toBe('low');
+    expect(convertToOpenAIRequest(base, 'u', false)).not.toHaveProperty('verbosity');
   });
 
   it('maps finish reasons onto the canonical set', () => {
