@@ -42,7 +42,7 @@ providers:
 limit_groups:
   - id: default
     tiers: { tier-1: { minute: 600 } }
-models:${model(EVERYTHING, ALL_NAMES)}${model(BARE, [])}${model(SEEDED_CLAUDE, ['seed', 'verbosity', 'max_tokens', 'max_completion_tokens'], 'claude-up')}${model(
+models:${model(EVERYTHING, ALL_NAMES)}${model(BARE, [])}${model(SEEDED_CLAUDE, ['seed', 'verbosity', 'reasoning', 'max_tokens', 'max_completion_tokens'], 'claude-up')}${model(
     SEEDED_GEMINI,
     ['seed', 'user', 'verbosity', 'max_tokens', 'max_completion_tokens'],
     'gemini-up',
@@ -243,6 +243,37 @@ describe('forwarded parameters, per dialect, end to end', () => {
     // Without a seed nothing is named.
     const unseeded = await harness.client.chat.completions.create({ model: SEEDED_CLAUDE, messages: [{ role: 'user', content: 'hi' }] }).withResponse();
     expect(unseeded.response.headers.get('x-gateway-dropped-params')).toBeNull();
+  });
+
+  it('messages: adaptive thinking and output_config.effort reach an Anthropic-kind upstream as written', async () => {
+    const { response } = await anthropic.messages
+      .create({
+        model: SEEDED_CLAUDE, max_tokens: 4000, messages: [{ role: 'user', content: 'hi' }],
+        thinking: { type: 'adaptive' }, output_config: { effort: 'xhigh' },
+      } as unknown as Anthropic.MessageCreateParamsNonStreaming)
+      .withResponse();
+    expect(response.headers.get('x-gateway-dropped-params')).toBeNull();
+    expect(claude.requests).toHaveLength(1);
+    const body = claude.requests[0]!.body as Record<string, unknown>;
+    expect(body.thinking).toEqual({ type: 'adaptive' });
+    expect(body.output_config).toEqual({ effort: 'xhigh' });
+    // An effort alone is an effort, not a thinking budget.
+    claude.reset();
+    await anthropic.messages.create({
+      model: SEEDED_CLAUDE, max_tokens: 4000, messages: [{ role: 'user', content: 'hi' }], output_config: { effort: 'low' },
+    } as unknown as Anthropic.MessageCreateParamsNonStreaming);
+    expect(claude.requests[0]!.body).toMatchObject({ output_config: { effort: 'low' } });
+    expect(claude.requests[0]!.body).not.toHaveProperty('thinking');
+  });
+
+  it('messages: adaptive thinking with an effort reaches an OpenAI-kind upstream as its reasoning_effort', async () => {
+    await anthropic.messages.create({
+      model: EVERYTHING, max_tokens: 4000, messages: [{ role: 'user', content: 'hi' }], thinking: { type: 'adaptive' }, output_config: { effort: 'high' },
+    } as unknown as Anthropic.MessageCreateParamsNonStreaming);
+    const body = upstream.requests[0]!.body as Record<string, unknown>;
+    expect(body.reasoning_effort).toBe('high');
+    expect(body).not.toHaveProperty('thinking');
+    expect(body).not.toHaveProperty('output_config');
   });
 
   const responsesBody = (model: string) =>

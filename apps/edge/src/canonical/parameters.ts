@@ -85,7 +85,7 @@ export const FORWARDED_PARAMETERS = {
     spellings: { chat: ['max_completion_tokens', 'max_tokens'], responses: ['max_output_tokens'], messages: ['max_tokens'] },
   },
   reasoning: {
-    fields: ['reasoningEffort', 'reasoningSummary', 'thinkingBudgetTokens'],
+    fields: ['reasoningEffort', 'reasoningSummary', 'thinkingBudgetTokens', 'thinkingMode', 'outputEffort'],
     value: 'a level moved to the nearest one the model has; messages: a thinking budget (also as a level); responses: a summary wish',
     supportedNames: ['reasoning_effort', 'reasoning'],
     spellings: {

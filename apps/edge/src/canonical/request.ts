@@ -19,6 +19,8 @@ export function newChatRequest(modelId: string, endpoint: string, messages: Chat
     timeoutMs: 0,
     seed: undefined,
     verbosity: undefined,
+    thinkingMode: undefined,
+    outputEffort: undefined,
   };
 }
 

@@ -15,7 +15,7 @@ const CLEARS: ReadonlyMap<string, readonly (keyof ChatRequest)[]> = new Map<stri
   ['presence_penalty', ['presencePenalty']],
   ['frequency_penalty', ['frequencyPenalty']],
   ['parallel_tool_calls', ['parallelToolCalls']],
-  ['reasoning_effort', ['reasoningEffort', 'thinkingBudgetTokens', 'reasoningSummary']],
+  ['reasoning_effort', ['reasoningEffort', 'thinkingBudgetTokens', 'reasoningSummary', 'thinkingMode', 'outputEffort']],
   ['user', ['user']],
   ['prompt_cache_key', ['promptCacheKey']],
   ['seed', ['seed']],
