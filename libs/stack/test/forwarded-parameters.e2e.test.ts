@@ -14,6 +14,8 @@ const BARE = 'testco/bare';
 // A model that lists a seed, served by a kind that has one (Gemini) and by one that has none (Anthropic).
 const SEEDED_CLAUDE = 'testco/seeded-claude';
 const SEEDED_GEMINI = 'testco/seeded-gemini';
+// Served by both kinds: what is named is what the serving attempt went without.
+const SEEDED_BOTH = 'testco/seeded-both';
 const PROVIDER_KEY_ENV = 'FORWARDED_PARAMETERS_E2E_KEY';
 const ALL_NAMES = [
   'tools', 'tool_choice', 'response_format', 'structured_outputs', 'temperature', 'top_p', 'top_k', 'stop', 'max_completion_tokens', 'max_tokens',
@@ -46,7 +48,8 @@ models:${model(EVERYTHING, ALL_NAMES)}${model(BARE, [])}${model(SEEDED_CLAUDE, [
     SEEDED_GEMINI,
     ['seed', 'user', 'verbosity', 'max_tokens', 'max_completion_tokens'],
     'gemini-up',
-  )}
+  )}${model(SEEDED_BOTH, ['seed', 'max_tokens', 'max_completion_tokens'], 'claude-up')}
+      - { provider: upstream, upstream_model: both-upstream, endpoints: [chat.completions] }
 `;
 }
 
@@ -243,6 +246,32 @@ describe('forwarded parameters, per dialect, end to end', () => {
     // Without a seed nothing is named.
     const unseeded = await harness.client.chat.completions.create({ model: SEEDED_CLAUDE, messages: [{ role: 'user', content: 'hi' }] }).withResponse();
     expect(unseeded.response.headers.get('x-gateway-dropped-params')).toBeNull();
+  });
+
+  it('chat completions: the names are the serving attempt\'s: an Anthropic failure then an OpenAI answer names nothing, and the reverse names the seed', async () => {
+    const ask = (first: string, stream: boolean) =>
+      harness.client.chat.completions
+        .create({ model: SEEDED_BOTH, messages: [{ role: 'user', content: 'hi' }], seed: 11, stream, provider: { order: [first] } } as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming)
+        .withResponse();
+    for (const stream of [false, true]) {
+      upstream.reset();
+      claude.reset();
+      claude.script({ status: 503 });
+      const viaOpenAI = await ask('claude-up', stream);
+      if (stream) for await (const chunk of viaOpenAI.data as unknown as AsyncIterable<unknown>) void chunk;
+      expect(claude.requests, `stream ${stream}`).toHaveLength(1);
+      expect(upstream.requests[0]!.body).toMatchObject({ seed: 11 });
+      expect(viaOpenAI.response.headers.get('x-gateway-dropped-params')).toBeNull();
+
+      upstream.reset();
+      claude.reset();
+      upstream.script({ status: 503 });
+      const viaClaude = await ask('upstream', stream);
+      if (stream) for await (const chunk of viaClaude.data as unknown as AsyncIterable<unknown>) void chunk;
+      expect(upstream.requests).toHaveLength(1);
+      expect(claude.requests[0]!.body).not.toHaveProperty('seed');
+      expect(viaClaude.response.headers.get('x-gateway-dropped-params')).toBe('seed');
+    }
   });
 
   it('messages: adaptive thinking and output_config.effort reach an Anthropic-kind upstream as written', async () => {
