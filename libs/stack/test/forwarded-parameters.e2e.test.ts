@@ -19,7 +19,7 @@ const SEEDED_BOTH = 'testco/seeded-both';
 const PROVIDER_KEY_ENV = 'FORWARDED_PARAMETERS_E2E_KEY';
 const ALL_NAMES = [
   'tools', 'tool_choice', 'response_format', 'structured_outputs', 'temperature', 'top_p', 'top_k', 'stop', 'max_completion_tokens', 'max_tokens',
-  'reasoning_effort', 'reasoning', 'presence_penalty', 'frequency_penalty', 'parallel_tool_calls', 'prediction', 'web_search_options', 'image_config', 'user', 'seed', 'verbosity', 'store',
+  'reasoning_effort', 'reasoning', 'presence_penalty', 'frequency_penalty', 'parallel_tool_calls', 'prediction', 'web_search_options', 'image_config', 'user', 'seed', 'verbosity', 'store', 'logprobs', 'top_logprobs',
 ];
 
 function catalog(upstream: FakeUpstream, claude: FakeAnthropicUpstream, gemini: FakeGeminiUpstream): string {
@@ -161,14 +161,17 @@ describe('forwarded parameters, per dialect, end to end', () => {
       seed: 42,
       verbosity: 'low',
       store: true,
+      logprobs: true,
+      top_logprobs: 2,
     }) as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming;
 
-  it('chat completions: every parameter reaches the provider on a model that lists it (prediction, web_search_options and store never do)', async () => {
+  it('chat completions: every parameter reaches the provider on a model that lists it (prediction, web_search_options, store and logprobs never do)', async () => {
     const { response } = await harness.client.chat.completions.create(chatBody(EVERYTHING)).withResponse();
     // No model lists the first two (spec §2.6: the catalog leaves them out), so none takes them; `store`
     // would keep the conversation at the provider under the operator's account, so it is never passed on.
-    expect(response.headers.get('x-gateway-dropped-params')).toBe('prediction,store,web_search_options');
-    expect(upstream.requests[0]!.body).not.toHaveProperty('store');
+    // `logprobs` / `top_logprobs`: no answer carries them back yet (docs/providers.md), so they are named, not sent.
+    expect(response.headers.get('x-gateway-dropped-params')).toBe('logprobs,prediction,store,top_logprobs,web_search_options');
+    for (const name of ['store', 'logprobs', 'top_logprobs']) expect(upstream.requests[0]!.body).not.toHaveProperty(name);
     expect(upstreamFields(CHAT_UPSTREAM)).toEqual(CHAT_UPSTREAM);
     expect(upstream.requests[0]!.body).not.toHaveProperty('prediction');
     expect(upstream.requests[0]!.body).not.toHaveProperty('web_search_options');
@@ -177,7 +180,7 @@ describe('forwarded parameters, per dialect, end to end', () => {
   it('chat completions: on a model that lists nothing, none reaches the provider and each is named', async () => {
     const { response } = await harness.client.chat.completions.create(chatBody(BARE)).withResponse();
     expect(response.headers.get('x-gateway-dropped-params')).toBe(
-      'frequency_penalty,image_config,max_completion_tokens,parallel_tool_calls,prediction,presence_penalty,reasoning_effort,response_format,seed,stop,store,temperature,tool_choice,tools,top_p,user,verbosity,web_search_options',
+      'frequency_penalty,image_config,logprobs,max_completion_tokens,parallel_tool_calls,prediction,presence_penalty,reasoning_effort,response_format,seed,stop,store,temperature,tool_choice,tools,top_logprobs,top_p,user,verbosity,web_search_options',
     );
     expect(upstreamFields(CHAT_UPSTREAM)).toEqual({});
   });

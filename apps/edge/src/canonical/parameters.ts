@@ -158,7 +158,9 @@ export const DIALECT_FIELDS: Record<Dialect, { readonly request: readonly string
     // them, apps/catalog/src/catalog-snapshot.ts HIDDEN_PARAMETERS), so no model takes them either.
     // `store` would keep the conversation at the provider under the operator's account, where the
     // client can never read it back (the gateway serves no stored completions): never passed on.
-    neverForwarded: ['logit_bias', 'prediction', 'web_search_options', 'store'],
+    // `logprobs` / `top_logprobs`: no answer converter carries them back yet, so a provider asked for them
+    // would answer what the caller never sees; named instead, even where a model lists them.
+    neverForwarded: ['logit_bias', 'prediction', 'web_search_options', 'store', 'logprobs', 'top_logprobs'],
   },
   responses: {
     // `store`, `include`, `truncation` are the gateway's own behaviour (convert-responses-request.ts);
