@@ -296,6 +296,15 @@ describe('forwarded parameters, per dialect, end to end', () => {
     } as unknown as Anthropic.MessageCreateParamsNonStreaming);
     expect(claude.requests[0]!.body).toMatchObject({ output_config: { effort: 'low' } });
     expect(claude.requests[0]!.body).not.toHaveProperty('thinking');
+    // The thinking's display has no canonical field: the thinking goes on, the display is named.
+    claude.reset();
+    const displayed = await anthropic.messages
+      .create({
+        model: SEEDED_CLAUDE, max_tokens: 4000, messages: [{ role: 'user', content: 'hi' }], thinking: { type: 'adaptive', display: 'omitted' },
+      } as unknown as Anthropic.MessageCreateParamsNonStreaming)
+      .withResponse();
+    expect(displayed.response.headers.get('x-gateway-dropped-params')).toBe('thinking.display');
+    expect((claude.requests[0]!.body as Record<string, unknown>).thinking).toEqual({ type: 'adaptive' });
   });
 
   it('messages: adaptive thinking with an effort reaches an OpenAI-kind upstream as its reasoning_effort', async () => {

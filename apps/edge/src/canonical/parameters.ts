@@ -176,7 +176,8 @@ export const DIALECT_FIELDS: Record<Dialect, { readonly request: readonly string
     // `models` and `provider`: model fallbacks and provider preferences (inference/routing-choices.ts), in every dialect.
     request: ['model', 'messages', 'system', 'stream', 'routing', 'cache_control', 'models', 'provider'],
     // messages-schema.ts says why each is accepted and not forwarded.
-    neverForwarded: ['service_tier', 'container', 'inference_geo', 'speed', 'diagnostics', 'context_management', 'mcp_servers'],
+    // `thinking.display` (summarized | omitted) has no canonical field: the thinking goes on, its display does not.
+    neverForwarded: ['service_tier', 'container', 'inference_geo', 'speed', 'diagnostics', 'context_management', 'mcp_servers', 'thinking.display'],
   },
 };
 
