@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type OpenAI from 'openai';
 import type Anthropic from '@anthropic-ai/sdk';
-import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
+import { startFakeAnthropicUpstream, startFakeGeminiUpstream, startFakeUpstream, type FakeAnthropicUpstream, type FakeGeminiUpstream, type FakeUpstream } from '@gateway/testing';
 import { startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
 import { anthropicClient } from './messages-e2e-harness.js';
 
@@ -11,14 +11,19 @@ import { anthropicClient } from './messages-e2e-harness.js';
 
 const EVERYTHING = 'testco/everything';
 const BARE = 'testco/bare';
+// A model that lists a seed, served by a kind that has one (Gemini) and by one that has none (Anthropic).
+const SEEDED_CLAUDE = 'testco/seeded-claude';
+const SEEDED_GEMINI = 'testco/seeded-gemini';
+// Served by both kinds: what is named is what the serving attempt went without.
+const SEEDED_BOTH = 'testco/seeded-both';
 const PROVIDER_KEY_ENV = 'FORWARDED_PARAMETERS_E2E_KEY';
 const ALL_NAMES = [
   'tools', 'tool_choice', 'response_format', 'structured_outputs', 'temperature', 'top_p', 'top_k', 'stop', 'max_completion_tokens', 'max_tokens',
-  'reasoning_effort', 'reasoning', 'presence_penalty', 'frequency_penalty', 'parallel_tool_calls', 'prediction', 'web_search_options', 'image_config', 'user',
+  'reasoning_effort', 'reasoning', 'presence_penalty', 'frequency_penalty', 'parallel_tool_calls', 'prediction', 'web_search_options', 'image_config', 'user', 'seed', 'verbosity', 'store', 'logprobs', 'top_logprobs',
 ];
 
-function catalog(upstream: FakeUpstream): string {
-  const model = (id: string, supported: readonly string[]) => `
+function catalog(upstream: FakeUpstream, claude: FakeAnthropicUpstream, gemini: FakeGeminiUpstream): string {
+  const model = (id: string, supported: readonly string[], provider = 'upstream') => `
   - id: ${id}
     owned_by: testco
     created: 1767225600
@@ -28,16 +33,23 @@ function catalog(upstream: FakeUpstream): string {
     pricing: { per_input_token: "0.000001", per_output_token: "0.000002" }
     limit_group: default
     offers:
-      - { provider: upstream, upstream_model: ${id.split('/')[1]}-upstream, endpoints: [chat.completions, responses, messages] }`;
+      - { provider: ${provider}, upstream_model: ${id.split('/')[1]}-upstream, endpoints: [chat.completions, responses, messages] }`;
   return `
 startups:
   - { id: testco, display_name: Test Co }
 providers:
   - { id: upstream, kind: openai, base_url: ${upstream.url}, api_key_env: ${PROVIDER_KEY_ENV} }
+  - { id: claude-up, kind: anthropic, base_url: ${claude.url}, api_key_env: ${PROVIDER_KEY_ENV} }
+  - { id: gemini-up, kind: gemini, base_url: ${gemini.url}, api_key_env: ${PROVIDER_KEY_ENV} }
 limit_groups:
   - id: default
     tiers: { tier-1: { minute: 600 } }
-models:${model(EVERYTHING, ALL_NAMES)}${model(BARE, [])}
+models:${model(EVERYTHING, ALL_NAMES)}${model(BARE, [])}${model(SEEDED_CLAUDE, ['seed', 'verbosity', 'reasoning', 'max_tokens', 'max_completion_tokens'], 'claude-up')}${model(
+    SEEDED_GEMINI,
+    ['seed', 'user', 'verbosity', 'max_tokens', 'max_completion_tokens'],
+    'gemini-up',
+  )}${model(SEEDED_BOTH, ['seed', 'max_tokens', 'max_completion_tokens'], 'claude-up')}
+      - { provider: upstream, upstream_model: both-upstream, endpoints: [chat.completions] }
 `;
 }
 
@@ -58,6 +70,8 @@ const CHAT_UPSTREAM = {
   parallel_tool_calls: false,
   image_config: { aspect_ratio: '16:9' },
   user: 'end-user-1',
+  seed: 42,
+  verbosity: 'low',
 };
 
 const RESPONSES_UPSTREAM = {
@@ -72,6 +86,7 @@ const RESPONSES_UPSTREAM = {
   frequency_penalty: -0.5,
   parallel_tool_calls: false,
   user: 'end-user-1',
+  verbosity: 'high',
 };
 
 const MESSAGES_UPSTREAM = {
@@ -89,21 +104,31 @@ const MESSAGES_UPSTREAM = {
 
 describe('forwarded parameters, per dialect, end to end', () => {
   let upstream: FakeUpstream;
+  let claude: FakeAnthropicUpstream;
+  let gemini: FakeGeminiUpstream;
   let harness: ChatHarness;
   let anthropic: Anthropic;
 
   beforeAll(async () => {
     upstream = await startFakeUpstream();
-    harness = await startChatHarness({ configYaml: catalog(upstream), providerSecrets: { [PROVIDER_KEY_ENV]: 'sk-forwarded-parameters' } });
+    claude = await startFakeAnthropicUpstream();
+    gemini = await startFakeGeminiUpstream();
+    harness = await startChatHarness({ configYaml: catalog(upstream, claude, gemini), providerSecrets: { [PROVIDER_KEY_ENV]: 'sk-forwarded-parameters' } });
     anthropic = anthropicClient(harness.stack.url, harness.apiKey);
   }, 120_000);
 
   afterAll(async () => {
     await harness?.stop();
     await upstream?.close();
+    await claude?.close();
+    await gemini?.close();
   });
 
-  beforeEach(() => upstream.reset());
+  beforeEach(() => {
+    upstream.reset();
+    claude.reset();
+    gemini.reset();
+  });
 
   /** The recorded upstream body, narrowed to the fields one of the expectations names. */
   function upstreamFields(expected: Record<string, unknown>): Record<string, unknown> {
@@ -133,12 +158,20 @@ describe('forwarded parameters, per dialect, end to end', () => {
       web_search_options: { search_context_size: 'low' },
       image_config: { aspect_ratio: '16:9' },
       user: 'end-user-1',
+      seed: 42,
+      verbosity: 'low',
+      store: true,
+      logprobs: true,
+      top_logprobs: 2,
     }) as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming;
 
-  it('chat completions: every parameter reaches the provider on a model that lists it (prediction and web_search_options never do)', async () => {
+  it('chat completions: every parameter reaches the provider on a model that lists it (prediction, web_search_options, store and logprobs never do)', async () => {
     const { response } = await harness.client.chat.completions.create(chatBody(EVERYTHING)).withResponse();
-    // No model lists these two (spec §2.6: the catalog leaves them out), so none takes them.
-    expect(response.headers.get('x-gateway-dropped-params')).toBe('prediction,web_search_options');
+    // No model lists the first two (spec §2.6: the catalog leaves them out), so none takes them; `store`
+    // would keep the conversation at the provider under the operator's account, so it is never passed on.
+    // `logprobs` / `top_logprobs`: no answer carries them back yet (docs/providers.md), so they are named, not sent.
+    expect(response.headers.get('x-gateway-dropped-params')).toBe('logprobs,prediction,store,top_logprobs,web_search_options');
+    for (const name of ['store', 'logprobs', 'top_logprobs']) expect(upstream.requests[0]!.body).not.toHaveProperty(name);
     expect(upstreamFields(CHAT_UPSTREAM)).toEqual(CHAT_UPSTREAM);
     expect(upstream.requests[0]!.body).not.toHaveProperty('prediction');
     expect(upstream.requests[0]!.body).not.toHaveProperty('web_search_options');
@@ -147,7 +180,7 @@ describe('forwarded parameters, per dialect, end to end', () => {
   it('chat completions: on a model that lists nothing, none reaches the provider and each is named', async () => {
     const { response } = await harness.client.chat.completions.create(chatBody(BARE)).withResponse();
     expect(response.headers.get('x-gateway-dropped-params')).toBe(
-      'frequency_penalty,image_config,max_completion_tokens,parallel_tool_calls,prediction,presence_penalty,reasoning_effort,response_format,stop,temperature,tool_choice,tools,top_p,user,web_search_options',
+      'frequency_penalty,image_config,logprobs,max_completion_tokens,parallel_tool_calls,prediction,presence_penalty,reasoning_effort,response_format,seed,stop,store,temperature,tool_choice,tools,top_logprobs,top_p,user,verbosity,web_search_options',
     );
     expect(upstreamFields(CHAT_UPSTREAM)).toEqual({});
   });
@@ -158,13 +191,139 @@ describe('forwarded parameters, per dialect, end to end', () => {
     expect(upstream.requests[0]!.body).not.toHaveProperty('max_completion_tokens');
   });
 
+  // Issue 37 item 6: a parameter the catalog lists reaches every kind that can express it, and is named
+  // as dropped by the kinds that cannot; `n` > 1 (several choices) is refused, never answered with one.
+
+  it('chat completions: n above 1 is refused (400 naming n), streamed or not, and nothing reaches the provider', async () => {
+    for (const stream of [false, true]) {
+      const error = await harness.client.chat.completions
+        .create({ model: EVERYTHING, messages: [{ role: 'user', content: 'hi' }], n: 2, stream } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming)
+        .then(() => undefined, (caught: unknown) => caught);
+      expect(error, `stream ${stream}`).toBeInstanceOf(Error);
+      expect((error as { status?: number }).status).toBe(400);
+      expect((error as Error).message).toMatch(/\bn\b.*must be 1/);
+    }
+    expect(upstream.requests).toHaveLength(0);
+  });
+
+  it('chat completions: n 1 is the one answer the gateway gives: accepted, not named, not forwarded', async () => {
+    const { data, response } = await harness.client.chat.completions.create({ model: BARE, messages: [{ role: 'user', content: 'hi' }], n: 1 }).withResponse();
+    expect(data.choices).toHaveLength(1);
+    expect(response.headers.get('x-gateway-dropped-params')).toBeNull();
+    expect(upstream.requests[0]!.body).not.toHaveProperty('n');
+  });
+
+  it('chat completions: the seed reaches a Gemini-kind upstream as generationConfig.seed', async () => {
+    const { response } = await harness.client.chat.completions.create({ model: SEEDED_GEMINI, messages: [{ role: 'user', content: 'hi' }], seed: 42 }).withResponse();
+    expect(response.headers.get('x-gateway-dropped-params')).toBeNull();
+    expect(gemini.requests).toHaveLength(1);
+    expect((gemini.requests[0]!.body as { generationConfig?: { seed?: unknown } }).generationConfig?.seed).toBe(42);
+  });
+
+  it('chat completions: what a Gemini-kind upstream has no field for (user, verbosity) is named, the rest reaches it', async () => {
+    const { response } = await harness.client.chat.completions
+      .create({ model: SEEDED_GEMINI, messages: [{ role: 'user', content: 'hi' }], seed: 7, user: 'end-user-1', verbosity: 'low' } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming)
+      .withResponse();
+    expect(response.headers.get('x-gateway-dropped-params')).toBe('user,verbosity');
+    const body = gemini.requests[0]!.body as Record<string, unknown> & { generationConfig?: { seed?: unknown } };
+    expect(body.generationConfig?.seed).toBe(7);
+    expect(JSON.stringify(body)).not.toContain('end-user-1');
+    expect(JSON.stringify(body)).not.toContain('verbosity');
+  });
+
+  it('responses: text.verbosity to an Anthropic-kind upstream is named (as the gateway spells it), not sent', async () => {
+    const { response } = await harness.client.responses.create({ model: SEEDED_CLAUDE, input: 'hi', text: { verbosity: 'low' } }).withResponse();
+    expect(response.headers.get('x-gateway-dropped-params')).toBe('verbosity');
+    expect(claude.requests).toHaveLength(1);
+    expect(JSON.stringify(claude.requests[0]!.body)).not.toContain('verbosity');
+  });
+
+  it('chat completions: an Anthropic-kind upstream (no seed on its wire) goes without it and the answer names it, streamed or not', async () => {
+    const plain = await harness.client.chat.completions.create({ model: SEEDED_CLAUDE, messages: [{ role: 'user', content: 'hi' }], seed: 42 }).withResponse();
+    expect(plain.response.headers.get('x-gateway-dropped-params')).toBe('seed');
+    const streamed = await harness.client.chat.completions.create({ model: SEEDED_CLAUDE, messages: [{ role: 'user', content: 'hi' }], seed: 42, stream: true }).withResponse();
+    for await (const chunk of streamed.data) void chunk;
+    expect(streamed.response.headers.get('x-gateway-dropped-params')).toBe('seed');
+    expect(claude.requests).toHaveLength(2);
+    for (const request of claude.requests) expect(request.body).not.toHaveProperty('seed');
+    // Without a seed nothing is named.
+    const unseeded = await harness.client.chat.completions.create({ model: SEEDED_CLAUDE, messages: [{ role: 'user', content: 'hi' }] }).withResponse();
+    expect(unseeded.response.headers.get('x-gateway-dropped-params')).toBeNull();
+  });
+
+  it('chat completions: the names are the serving attempt\'s: an Anthropic failure then an OpenAI answer names nothing, and the reverse names the seed', async () => {
+    const ask = (first: string, stream: boolean) =>
+      harness.client.chat.completions
+        .create({ model: SEEDED_BOTH, messages: [{ role: 'user', content: 'hi' }], seed: 11, stream, provider: { order: [first] } } as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming)
+        .withResponse();
+    for (const stream of [false, true]) {
+      upstream.reset();
+      claude.reset();
+      claude.script({ status: 503 });
+      const viaOpenAI = await ask('claude-up', stream);
+      if (stream) for await (const chunk of viaOpenAI.data as unknown as AsyncIterable<unknown>) void chunk;
+      expect(claude.requests, `stream ${stream}`).toHaveLength(1);
+      expect(upstream.requests[0]!.body).toMatchObject({ seed: 11 });
+      expect(viaOpenAI.response.headers.get('x-gateway-dropped-params')).toBeNull();
+
+      upstream.reset();
+      claude.reset();
+      upstream.script({ status: 503 });
+      const viaClaude = await ask('upstream', stream);
+      if (stream) for await (const chunk of viaClaude.data as unknown as AsyncIterable<unknown>) void chunk;
+      expect(upstream.requests).toHaveLength(1);
+      expect(claude.requests[0]!.body).not.toHaveProperty('seed');
+      expect(viaClaude.response.headers.get('x-gateway-dropped-params')).toBe('seed');
+    }
+  });
+
+  it('messages: adaptive thinking and output_config.effort reach an Anthropic-kind upstream as written', async () => {
+    const { response } = await anthropic.messages
+      .create({
+        model: SEEDED_CLAUDE, max_tokens: 4000, messages: [{ role: 'user', content: 'hi' }],
+        thinking: { type: 'adaptive' }, output_config: { effort: 'xhigh' },
+      } as unknown as Anthropic.MessageCreateParamsNonStreaming)
+      .withResponse();
+    expect(response.headers.get('x-gateway-dropped-params')).toBeNull();
+    expect(claude.requests).toHaveLength(1);
+    const body = claude.requests[0]!.body as Record<string, unknown>;
+    expect(body.thinking).toEqual({ type: 'adaptive' });
+    expect(body.output_config).toEqual({ effort: 'xhigh' });
+    // An effort alone is an effort, not a thinking budget.
+    claude.reset();
+    await anthropic.messages.create({
+      model: SEEDED_CLAUDE, max_tokens: 4000, messages: [{ role: 'user', content: 'hi' }], output_config: { effort: 'low' },
+    } as unknown as Anthropic.MessageCreateParamsNonStreaming);
+    expect(claude.requests[0]!.body).toMatchObject({ output_config: { effort: 'low' } });
+    expect(claude.requests[0]!.body).not.toHaveProperty('thinking');
+    // The thinking's display has no canonical field: the thinking goes on, the display is named.
+    claude.reset();
+    const displayed = await anthropic.messages
+      .create({
+        model: SEEDED_CLAUDE, max_tokens: 4000, messages: [{ role: 'user', content: 'hi' }], thinking: { type: 'adaptive', display: 'omitted' },
+      } as unknown as Anthropic.MessageCreateParamsNonStreaming)
+      .withResponse();
+    expect(displayed.response.headers.get('x-gateway-dropped-params')).toBe('thinking.display');
+    expect((claude.requests[0]!.body as Record<string, unknown>).thinking).toEqual({ type: 'adaptive' });
+  });
+
+  it('messages: adaptive thinking with an effort reaches an OpenAI-kind upstream as its reasoning_effort', async () => {
+    await anthropic.messages.create({
+      model: EVERYTHING, max_tokens: 4000, messages: [{ role: 'user', content: 'hi' }], thinking: { type: 'adaptive' }, output_config: { effort: 'high' },
+    } as unknown as Anthropic.MessageCreateParamsNonStreaming);
+    const body = upstream.requests[0]!.body as Record<string, unknown>;
+    expect(body.reasoning_effort).toBe('high');
+    expect(body).not.toHaveProperty('thinking');
+    expect(body).not.toHaveProperty('output_config');
+  });
+
   const responsesBody = (model: string) =>
     ({
       model,
       input: 'hi',
       tools: [{ type: 'function', name: 'f', parameters: SCHEMA, strict: false }],
       tool_choice: 'required',
-      text: { format: { type: 'json_object' } },
+      text: { format: { type: 'json_object' }, verbosity: 'high' },
       temperature: 0.3,
       top_p: 0.7,
       max_output_tokens: 77,
@@ -184,7 +343,7 @@ describe('forwarded parameters, per dialect, end to end', () => {
   it('responses: on a model that lists nothing, none reaches the provider and each is named in the dialect spelling', async () => {
     const { response } = await harness.client.responses.create(responsesBody(BARE)).withResponse();
     expect(response.headers.get('x-gateway-dropped-params')).toBe(
-      'frequency_penalty,max_output_tokens,parallel_tool_calls,presence_penalty,reasoning.effort,reasoning.summary,temperature,text.format,tool_choice,tools,top_p,user',
+      'frequency_penalty,max_output_tokens,parallel_tool_calls,presence_penalty,reasoning.effort,reasoning.summary,temperature,text.format,text.verbosity,tool_choice,tools,top_p,user',
     );
     expect(upstreamFields(RESPONSES_UPSTREAM)).toEqual({});
   });

@@ -231,6 +231,30 @@ describe('embeddings, moderations, images and audio on the simulated provider', 
     expect(charge.cost_pico).toBe(priced([...input].length, MEDIA_PRICES.speechCharacter));
   });
 
+  it('speaks as server-sent events with stream_format sse: speech.audio.delta events of the same audio, then speech.audio.done; charged the same', async () => {
+    const input = 'Hello from the gateway, as events.';
+    const raw = new Uint8Array(await (await harness.client.audio.speech.create({ model: 'sim/speech', voice: 'alloy', input, response_format: 'wav' })).arrayBuffer());
+    const response = await harness.client.audio.speech.create({ model: 'sim/speech', voice: 'alloy', input, response_format: 'wav', stream_format: 'sse' });
+    expect(response.headers.get('content-type')).toBe('text/event-stream');
+    expect(response.headers.get('x-gateway-dropped-params')).toBeNull();
+    const events = (await response.text())
+      .split('\n\n')
+      .filter((frame) => frame.startsWith('data: '))
+      .map((frame) => JSON.parse(frame.slice('data: '.length)) as { type: string; audio?: string; usage?: Record<string, number> });
+    expect(events.length).toBeGreaterThan(1);
+    const deltas = events.slice(0, -1);
+    for (const delta of deltas) expect(delta.type).toBe('speech.audio.delta');
+    const done = events.at(-1)!;
+    expect(done.type).toBe('speech.audio.done');
+    expect(done.usage).toEqual({ input_tokens: expect.any(Number), output_tokens: expect.any(Number), total_tokens: done.usage!.input_tokens! + done.usage!.output_tokens! });
+    // The events carry exactly the audio the raw answer does (the simulated voice is deterministic).
+    const audio = Buffer.concat(deltas.map((delta) => Buffer.from(delta.audio!, 'base64')));
+    expect(new Uint8Array(audio)).toEqual(raw);
+    expect(await decodes(new Uint8Array(audio), 'wav')).toBe(true);
+    const charge = await harness.charge(response.headers.get('x-request-id')!);
+    expect(charge.cost_pico).toBe(priced([...input].length, MEDIA_PRICES.speechCharacter));
+  });
+
   it('answers audio/mpeg for speech when no format is named', async () => {
     const response = await harness.client.audio.speech.create({ model: 'sim/speech', voice: 'coral', input: 'default format' });
     expect(response.headers.get('content-type')).toBe('audio/mpeg');

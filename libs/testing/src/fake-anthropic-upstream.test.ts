@@ -190,6 +190,9 @@ describe('fake Anthropic upstream', () => {
     const { max_tokens: _dropped, ...noMaxTokens } = hello;
     expect(await refusal(noMaxTokens)).toEqual({ status: 400, type: 'invalid_request_error', message: 'max_tokens: Field required' });
     expect((await refusal({ ...hello, n: 2 })).message).toBe('n: Extra inputs are not permitted');
+    expect((await refusal({ ...hello, seed: 7 })).message).toBe('seed: Extra inputs are not permitted');
+    expect((await refusal({ ...hello, output_config: { effort: 'extreme' } })).message).toContain('output_config.effort');
+    expect((await refusal({ ...hello, output_config: { verbosity: 'low' } })).message).toBe('output_config.verbosity: Extra inputs are not permitted');
     expect((await refusal({ ...hello, temperature: 1.5 })).message).toContain('temperature');
     expect((await refusal({ ...hello, messages: [{ role: 'assistant', content: 'hi' }] })).message).toContain('first message');
     expect((await refusal({ ...hello, messages: [{ role: 'user', content: [{ type: 'text', text: ' ' }] }] })).message).toContain('non-whitespace');

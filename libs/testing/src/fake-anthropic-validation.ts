@@ -31,6 +31,8 @@ const BLOCK_FIELDS = new Map<string, Set<string>>([
   ['redacted_thinking', new Set(['type', 'data'])],
 ]);
 const USER_BLOCKS = new Set(['text', 'image', 'document', 'search_result', 'tool_result']);
+const OUTPUT_CONFIG_FIELDS = new Set(['effort', 'format']);
+const EFFORTS = new Set(['low', 'medium', 'high', 'xhigh', 'max']);
 const ASSISTANT_BLOCKS = new Set(['text', 'tool_use', 'thinking', 'redacted_thinking']);
 const TOOL_RESULT_CONTENT_BLOCKS = new Set(['text', 'image', 'document', 'search_result']);
 const IMAGE_MEDIA_TYPES = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp']);
@@ -166,6 +168,7 @@ export function anthropicBodyValidator(signer: ThinkingSigner): (body: any) => v
         checkText(block, path);
       });
     }
+    checkOutputConfig(body.output_config);
     const toolNames = checkTools(body.tools);
     const thinkingOn = checkThinking(body);
     checkToolChoice(body.tool_choice, toolNames, thinkingOn);
@@ -178,6 +181,16 @@ export function anthropicBodyValidator(signer: ThinkingSigner): (body: any) => v
     if (body.temperature !== undefined && !inRange(body.temperature, 0, 1)) refuse('temperature: Input should be between 0 and 1');
     if (body.top_p !== undefined && !inRange(body.top_p, 0, 1)) refuse('top_p: Input should be between 0 and 1');
     if (body.top_k !== undefined && !(Number.isInteger(body.top_k) && body.top_k >= 0)) refuse('top_k: Input should be an integer >= 0');
+  }
+
+  /** output_config: an effort level and/or a JSON-schema format, nothing else (as the API checks it). */
+  function checkOutputConfig(config: unknown) {
+    if (config === undefined) return;
+    if (!isObject(config)) refuse('output_config: Input should be a valid dictionary');
+    refuseExtraFields(config, OUTPUT_CONFIG_FIELDS, 'output_config');
+    if (config.effort !== undefined && config.effort !== null && !EFFORTS.has(config.effort)) {
+      refuse("output_config.effort: Input should be 'low', 'medium', 'high', 'xhigh' or 'max'");
+    }
   }
 
   function checkTools(tools: unknown): Set<string> {

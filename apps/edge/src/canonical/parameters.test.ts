@@ -69,6 +69,8 @@ const SAMPLES: Record<Dialect, Record<string, Sample>> = {
     parallel_tool_calls: { body: { parallel_tool_calls: false }, expected: { parallelToolCalls: false } },
     image_config: { body: { image_config: { aspect_ratio: '16:9' } }, expected: { imageAspectRatio: '16:9' } },
     user: { body: { user: 'end-user-1' }, expected: { user: 'end-user-1' } },
+    seed: { body: { seed: 42 }, expected: { seed: 42n } },
+    verbosity: { body: { verbosity: 'low' }, expected: { verbosity: 'low' } },
   },
   responses: {
     tools: { body: { tools: [responsesTool] }, expected: { tools: oneTool } },
@@ -83,6 +85,7 @@ const SAMPLES: Record<Dialect, Record<string, Sample>> = {
     frequency_penalty: { body: { frequency_penalty: -0.5 }, expected: { frequencyPenalty: -0.5 } },
     parallel_tool_calls: { body: { tools: [responsesTool], parallel_tool_calls: false }, expected: { parallelToolCalls: false } },
     user: { body: { user: 'end-user-1' }, expected: { user: 'end-user-1' } },
+    'text.verbosity': { body: { text: { verbosity: 'high' } }, expected: { verbosity: 'high' } },
   },
   messages: {
     tools: { body: { tools: [messagesTool] }, expected: { tools: [{ ...oneTool[0]!, strict: undefined, cacheControl: undefined }] } },
@@ -149,7 +152,10 @@ for (const dialect of DIALECTS) {
     it('a model that lists nothing gets none of them, every one named in the spelling the client sent', () => {
       const body = Object.assign({}, ...Object.values(SAMPLES[dialect]).map((sample) => sample.body)) as Record<string, unknown>;
       // The samples of one field overwrite each other (reasoning.effort / reasoning.summary): put them together.
-      if (dialect === 'responses') body.reasoning = { effort: 'high', summary: 'concise' };
+      if (dialect === 'responses') {
+        body.reasoning = { effort: 'high', summary: 'concise' };
+        body.text = { format: { type: 'json_object' }, verbosity: 'high' };
+      }
       if (dialect === 'messages') body.output_config = { format: { type: 'json_schema', schema }, effort: 'medium' };
       const converted = CONVERT[dialect](body, nothing);
       expect(converted.droppedParams).toEqual(spellingsOf(dialect).map(([, spelling]) => spelling).sort());
@@ -159,20 +165,23 @@ for (const dialect of DIALECTS) {
 
     it('accepts its request fields, never forwards its accepted-only fields, and passes only listed extra parameters', () => {
       const neverForwarded = DIALECT_FIELDS[dialect].neverForwarded;
-      const body: Record<string, unknown> = { seed: 3, top_logprobs: 2 };
+      const body: Record<string, unknown> = { safe_prompt: true, top_logprobs: 2 };
       const values: Record<string, unknown> = {
-        logit_bias: { '1': 2 }, prediction: { type: 'content', content: 'x' }, web_search_options: {}, metadata: { team: 'a' }, 'text.verbosity': 'low', service_tier: 'auto', container: 'c', inference_geo: 'us',
+        logit_bias: { '1': 2 }, store: true, logprobs: true, top_logprobs: 2, prediction: { type: 'content', content: 'x' }, web_search_options: {}, metadata: { team: 'a' }, 'text.verbosity': 'low', service_tier: 'auto', container: 'c', inference_geo: 'us',
         speed: 'fast', diagnostics: {}, context_management: {}, mcp_servers: [{ type: 'url', url: 'https://example.com', name: 'm' }],
       };
       for (const name of neverForwarded) {
         if (name === 'text.verbosity') body.text = { verbosity: 'low' };
+        // The model lists no reasoning, so the thinking itself is named beside its display.
+        else if (name === 'thinking.display') body.thinking = { type: 'adaptive', display: 'omitted' };
         else body[name] = values[name];
       }
-      // Listed as extra parameters, the accepted-only fields still go nowhere; `seed` goes in extra_body.
-      const model = catalogModel(['max_tokens', 'max_completion_tokens'], ['seed', ...neverForwarded]);
+      // Listed as extra parameters, the accepted-only fields still go nowhere; `safe_prompt` goes in extra_body.
+      const model = catalogModel(['max_tokens', 'max_completion_tokens'], ['safe_prompt', ...neverForwarded]);
       const converted = CONVERT[dialect](body, model);
-      expect(converted.droppedParams).toEqual([...neverForwarded, 'top_logprobs'].sort());
-      expect(JSON.parse(converted.request.extraBody ?? '{}')).toEqual({ seed: 3 });
+      const alsoDropped = dialect === 'messages' ? ['thinking'] : [];
+      expect(converted.droppedParams).toEqual([...new Set([...neverForwarded, 'top_logprobs', ...alsoDropped])].sort());
+      expect(JSON.parse(converted.request.extraBody ?? '{}')).toEqual({ safe_prompt: true });
     });
   });
 }

@@ -85,7 +85,7 @@ export const FORWARDED_PARAMETERS = {
     spellings: { chat: ['max_completion_tokens', 'max_tokens'], responses: ['max_output_tokens'], messages: ['max_tokens'] },
   },
   reasoning: {
-    fields: ['reasoningEffort', 'reasoningSummary', 'thinkingBudgetTokens'],
+    fields: ['reasoningEffort', 'reasoningSummary', 'thinkingBudgetTokens', 'thinkingMode', 'outputEffort'],
     value: 'a level moved to the nearest one the model has; messages: a thinking budget (also as a level); responses: a summary wish',
     supportedNames: ['reasoning_effort', 'reasoning'],
     spellings: {
@@ -119,6 +119,18 @@ export const FORWARDED_PARAMETERS = {
     supportedNames: ['image_config'],
     spellings: { chat: ['image_config'] },
   },
+  seed: {
+    fields: ['seed'],
+    value: 'integer (a JS safe integer); kinds without a seed go without it and name it (docs/providers.md)',
+    supportedNames: ['seed'],
+    spellings: { chat: ['seed'] },
+  },
+  verbosity: {
+    fields: ['verbosity'],
+    value: 'low | medium | high (OpenAI GPT-5 output length); kinds without it go without it and name it',
+    supportedNames: ['verbosity'],
+    spellings: { chat: ['verbosity'], responses: ['text.verbosity'] },
+  },
   user: {
     fields: ['user'],
     value: 'string: the end user, for the provider’s abuse monitoring (OpenAI `user`)',
@@ -139,11 +151,16 @@ export const DIALECT_FIELDS: Record<Dialect, { readonly request: readonly string
   chat: {
     // `prompt_cache_key` and top-level `cache_control` are the gateway's own (cache affinity, the last
     // block's breakpoint: canonical/cache-control.ts), never parameters a model may lack.
-    request: ['model', 'messages', 'stream', 'stream_options', 'routing', 'prompt_cache_key', 'cache_control', 'models', 'provider'],
+    // `n` is the request's shape: the schema takes only 1 (one choice per answer) and refuses more (400).
+    request: ['model', 'messages', 'stream', 'stream_options', 'routing', 'prompt_cache_key', 'cache_control', 'models', 'provider', 'n'],
     // spec §4.8: logit_bias is accepted in the shape and not passed to providers. `prediction` and
     // `web_search_options` are never in a model's supported_parameters (spec §2.6; the catalog strips
     // them, apps/catalog/src/catalog-snapshot.ts HIDDEN_PARAMETERS), so no model takes them either.
-    neverForwarded: ['logit_bias', 'prediction', 'web_search_options'],
+    // `store` would keep the conversation at the provider under the operator's account, where the
+    // client can never read it back (the gateway serves no stored completions): never passed on.
+    // `logprobs` / `top_logprobs`: no answer converter carries them back yet, so a provider asked for them
+    // would answer what the caller never sees; named instead, even where a model lists them.
+    neverForwarded: ['logit_bias', 'prediction', 'web_search_options', 'store', 'logprobs', 'top_logprobs'],
   },
   responses: {
     // `store`, `include`, `truncation` are the gateway's own behaviour (convert-responses-request.ts);
@@ -152,14 +169,15 @@ export const DIALECT_FIELDS: Record<Dialect, { readonly request: readonly string
       'model', 'input', 'instructions', 'stream', 'stream_options', 'routing', 'store', 'include', 'truncation', 'previous_response_id', 'background',
       'prompt_cache_key', 'cache_control', 'models', 'provider',
     ],
-    // `metadata` is the client's own labels (echoed); output verbosity has no canonical field.
-    neverForwarded: ['metadata', 'text.verbosity'],
+    // `metadata` is the client's own labels (echoed).
+    neverForwarded: ['metadata'],
   },
   messages: {
     // `models` and `provider`: model fallbacks and provider preferences (inference/routing-choices.ts), in every dialect.
     request: ['model', 'messages', 'system', 'stream', 'routing', 'cache_control', 'models', 'provider'],
     // messages-schema.ts says why each is accepted and not forwarded.
-    neverForwarded: ['service_tier', 'container', 'inference_geo', 'speed', 'diagnostics', 'context_management', 'mcp_servers'],
+    // `thinking.display` (summarized | omitted) has no canonical field: the thinking goes on, its display does not.
+    neverForwarded: ['service_tier', 'container', 'inference_geo', 'speed', 'diagnostics', 'context_management', 'mcp_servers', 'thinking.display'],
   },
 };
 

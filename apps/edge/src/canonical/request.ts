@@ -17,6 +17,10 @@ export function newChatRequest(modelId: string, endpoint: string, messages: Chat
     stop: [],
     includeUsage,
     timeoutMs: 0,
+    seed: undefined,
+    verbosity: undefined,
+    thinkingMode: undefined,
+    outputEffort: undefined,
   };
 }
 

@@ -195,6 +195,18 @@ describe('withoutParameters', () => {
     expect(original.extraBody).toBe('{"seed":7,"logprobs":true}');
   });
 
+  it('clears a seed the request sets as a field, and one in extra_body', () => {
+    const asField = withoutParameters(request({ seed: 7n, topP: 0.5 }), ['seed']);
+    expect(asField.dropped).toEqual(['seed']);
+    expect(asField.request.seed).toBeUndefined();
+    expect(asField.request.topP).toBe(0.5);
+    const inExtra = withoutParameters(request({ extraBody: '{"seed":7,"logprobs":true}' }), ['seed']);
+    expect(inExtra.dropped).toEqual(['seed']);
+    expect(JSON.parse(inExtra.request.extraBody!)).toEqual({ logprobs: true });
+    expect(requestSets(request({ seed: 0n }), 'seed')).toBe(true);
+    expect(requestSets(request({}), 'seed')).toBe(false);
+  });
+
   it('returns the same request when it sets none of the names', () => {
     const plain = request({ topP: 0.5 });
     const result = withoutParameters(plain, ['temperature']);

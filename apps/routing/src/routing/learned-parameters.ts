@@ -15,12 +15,26 @@ const CLEARS: ReadonlyMap<string, readonly (keyof ChatRequest)[]> = new Map<stri
   ['presence_penalty', ['presencePenalty']],
   ['frequency_penalty', ['frequencyPenalty']],
   ['parallel_tool_calls', ['parallelToolCalls']],
-  ['reasoning_effort', ['reasoningEffort', 'thinkingBudgetTokens', 'reasoningSummary']],
+  ['reasoning_effort', ['reasoningEffort', 'thinkingBudgetTokens', 'reasoningSummary', 'thinkingMode', 'outputEffort']],
   ['user', ['user']],
   ['prompt_cache_key', ['promptCacheKey']],
+  ['seed', ['seed']],
+  ['image_config', ['imageAspectRatio']],
+  ['verbosity', ['verbosity']],
 ]);
 
 const NONE: readonly string[] = [];
+
+/**
+ * Names that are a canonical field in one dialect and may still be an extra_body key from another
+ * (chat has `seed`; responses and messages pass it only as an extra parameter the model lists).
+ */
+const ALSO_EXTRA: ReadonlySet<string> = new Set(['seed']);
+
+/** Whether the name may be a key of the request's extra_body (so it is worth parsing). */
+function mayBeExtra(name: string): boolean {
+  return !CLEARS.has(name) || ALSO_EXTRA.has(name);
+}
 
 function fieldSet(request: ChatRequest, field: keyof ChatRequest): boolean {
   const value = request[field];
@@ -39,14 +53,14 @@ function extraBodyObject(request: ChatRequest): Record<string, unknown> | undefi
 
 /** Whether the request asks for the named parameter (so a retry without it is another request). */
 export function requestSets(request: ChatRequest, name: string): boolean {
-  return setsWith(request, name, CLEARS.has(name) ? undefined : extraBodyObject(request));
+  return setsWith(request, name, mayBeExtra(name) ? extraBodyObject(request) : undefined);
 }
 
 /** requestSets with the request's extra_body already parsed (`extra`; read only for a name CLEARS lacks). */
 function setsWith(request: ChatRequest, name: string, extra: Record<string, unknown> | undefined): boolean {
   const fields = CLEARS.get(name);
-  if (fields !== undefined) return fields.some((field) => fieldSet(request, field));
-  return extra?.[name] !== undefined;
+  if (fields !== undefined && fields.some((field) => fieldSet(request, field))) return true;
+  return mayBeExtra(name) && extra?.[name] !== undefined;
 }
 
 /** Whether a name can be learned at all: a clearable field, or a key an extra_body may carry. */
@@ -60,7 +74,7 @@ export function learnable(name: string): boolean {
  */
 export function withoutParameters(request: ChatRequest, names: readonly string[]): { request: ChatRequest; dropped: readonly string[] } {
   // extra_body is parsed once, and only when a name may be one of its keys.
-  const extra = names.some((name) => !CLEARS.has(name)) ? extraBodyObject(request) : undefined;
+  const extra = names.some(mayBeExtra) ? extraBodyObject(request) : undefined;
   let dropped: string[] | undefined;
   for (const name of names) if (setsWith(request, name, extra)) (dropped ??= []).push(name);
   if (dropped === undefined) return { request, dropped: NONE };
@@ -69,13 +83,12 @@ export function withoutParameters(request: ChatRequest, names: readonly string[]
   let extraDropped = false;
   for (const name of dropped) {
     const cleared = CLEARS.get(name);
-    if (cleared !== undefined) {
-      for (const field of cleared) fields[field] = Array.isArray(fields[field]) ? [] : undefined;
-      continue;
+    if (cleared !== undefined) for (const field of cleared) fields[field] = Array.isArray(fields[field]) ? [] : undefined;
+    // Set in extra_body when setsWith found it there (so `extra` is the parsed object).
+    if (mayBeExtra(name) && extra?.[name] !== undefined) {
+      delete extra[name];
+      extraDropped = true;
     }
-    // Set in extra_body (setsWith found it there), so `extra` is the parsed object.
-    delete extra![name];
-    extraDropped = true;
   }
   if (extraDropped) copy.extraBody = Object.keys(extra!).length > 0 ? JSON.stringify(extra) : undefined;
   return { request: copy, dropped: dropped.sort() };

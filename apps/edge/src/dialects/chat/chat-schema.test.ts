@@ -142,7 +142,20 @@ describe('chat completions schema (spec §4.8)', () => {
     ['logit_bias not an object', { ...valid, logit_bias: [1] }, 'body.logit_bias'],
     ['image_config not an object', { ...valid, image_config: '16:9' }, 'body.image_config'],
     ['routing not a string', { ...valid, routing: 1 }, 'body.routing'],
+    // Issue 37 item 6: one choice per answer; a seed is an exact integer; verbosity and store as OpenAI spells them.
+    ['n above 1', { ...valid, n: 2 }, 'body.n'],
+    ['n of 0', { ...valid, n: 0 }, 'body.n'],
+    ['seed fractional', { ...valid, seed: 1.5 }, 'body.seed'],
+    ['seed beyond a safe integer', { ...valid, seed: 2 ** 53 }, 'body.seed'],
+    ['seed a string', { ...valid, seed: '7' }, 'body.seed'],
+    ['verbosity unknown', { ...valid, verbosity: 'terse' }, 'body.verbosity'],
+    ['store not a boolean', { ...valid, store: 'yes' }, 'body.store'],
   ];
+
+  it('n above 1 says why: the gateway answers one choice per request', () => {
+    expect(failure({ ...valid, n: 3 }).message).toMatch(/body\.n: the gateway answers one choice per request: n must be 1/);
+    expect(() => parseChatCompletionRequest({ ...valid, n: 1, seed: -(2 ** 53 - 1), verbosity: 'high', store: false })).not.toThrow();
+  });
 
   it.each(violations)('%s -> 400 naming %s', (_name, body, path) => {
     const apiError = failure(body);

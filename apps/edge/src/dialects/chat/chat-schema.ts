@@ -150,6 +150,12 @@ export const chatCompletionRequest = z
     image_config: z.object({ aspect_ratio: z.enum(ASPECT_RATIOS).nullish() }).nullish(),
     routing: routingStrategy.nullish(),
     user: z.string().nullish(),
+    verbosity: z.enum(['low', 'medium', 'high']).nullish(),
+    store: z.boolean().nullish(),
+    seed: z.number().int().min(Number.MIN_SAFE_INTEGER).max(Number.MAX_SAFE_INTEGER).nullish(),
+    // Every answer carries one choice (no provider kind's answer converter merges several), so asking
+    // for more is refused rather than answered with one (docs/providers.md).
+    n: z.literal(1, { error: 'the gateway answers one choice per request: n must be 1' }).nullish(),
     // Cache affinity (routing/candidates.ts): same account and key, same provider while it is healthy.
     prompt_cache_key: z.string().nullish(),
     // Automatic caching (OpenRouter, Anthropic): the conversation's last block ends the cacheable prefix.

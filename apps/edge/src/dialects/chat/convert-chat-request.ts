@@ -67,6 +67,8 @@ export function convertChatRequest(body: ChatCompletionRequest, model: CatalogMo
   if (gate.forwards('parallel_tool_calls') && body.parallel_tool_calls != null) request.parallelToolCalls = body.parallel_tool_calls;
   if (gate.forwards('image_config') && body.image_config?.aspect_ratio != null) request.imageAspectRatio = body.image_config.aspect_ratio;
   if (gate.forwards('user') && body.user != null) request.user = body.user;
+  if (gate.forwards('seed') && body.seed != null) request.seed = BigInt(body.seed);
+  if (gate.forwards('verbosity') && body.verbosity != null) request.verbosity = body.verbosity;
   const extraBody = gate.extraBody();
   if (extraBody !== undefined) request.extraBody = extraBody;
 

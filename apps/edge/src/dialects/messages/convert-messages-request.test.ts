@@ -269,6 +269,19 @@ describe('parameters', () => {
     expect(convert({ output_config: { effort: 'low' } }, model).request.reasoningEffort).toBe('low');
   });
 
+  it('adaptive thinking and output_config.effort also go on as written, for the Anthropic kinds (issue 37 item 6)', () => {
+    const model = catalogModel({ reasoningEfforts: ['low', 'high'] });
+    const adaptive = convert({ thinking: { type: 'adaptive' }, output_config: { effort: 'xhigh' } }, model).request;
+    expect([adaptive.thinkingMode, adaptive.outputEffort, adaptive.reasoningEffort, adaptive.thinkingBudgetTokens]).toEqual(['adaptive', 'xhigh', 'high', undefined]);
+    const alone = convert({ thinking: { type: 'adaptive' } }, model).request;
+    expect([alone.thinkingMode, alone.outputEffort, alone.reasoningEffort]).toEqual(['adaptive', undefined, undefined]);
+    const enabled = convert({ max_tokens: 4_000, thinking: { type: 'enabled', budget_tokens: 1_024 }, output_config: { effort: 'max' } }, model).request;
+    expect([enabled.thinkingMode, enabled.outputEffort, enabled.thinkingBudgetTokens]).toEqual([undefined, 'max', 1_024]);
+    // A model without reasoning gets none of them (the parameter table drops `thinking` and `output_config.effort`).
+    const none = convert({ thinking: { type: 'adaptive' }, output_config: { effort: 'low' } }, catalogModel({ supportedParameters: new Set(['max_tokens']) })).request;
+    expect([none.thinkingMode, none.outputEffort, none.reasoningEffort]).toEqual([undefined, undefined, undefined]);
+  });
+
   it('output_config.format becomes a json_schema response format, checked against its meta-schema', () => {
     const { request } = convert({ output_config: { format: { type: 'json_schema', schema: { type: 'object', properties: { a: { type: 'number' } } } } } });
     expect(request.responseFormat).toEqual({ type: 'json_schema', schemaName: '', schema: '{"type":"object","properties":{"a":{"type":"number"}}}', strict: undefined });

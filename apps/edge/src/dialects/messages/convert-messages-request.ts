@@ -84,12 +84,15 @@ export function convertMessagesRequest(body: ConvertibleMessagesBody, model: Cat
 /**
  * `thinking` and `output_config.effort`. A budget goes on as `thinking_budget_tokens` and, for providers
  * that take a level instead, as the nearest reasoning effort the model has; an explicit effort wins
- * over the one a budget implies. `disabled` asks for neither.
+ * over the one a budget implies. `disabled` asks for neither. `adaptive` and the effort also go on as
+ * written (thinking_mode, output_effort), for the Anthropic kinds, which take them as such.
  */
 function convertReasoningRequest(body: ConvertibleMessagesBody, model: CatalogModel, request: ConvertedRequest['request']): void {
   const thinking = body.thinking;
   const effort = body.output_config?.effort ?? undefined;
   const levels = model.model.reasoningEfforts;
+  if (effort !== undefined) request.outputEffort = effort;
+  if (thinking?.type === 'adaptive') request.thinkingMode = 'adaptive';
   if (thinking && thinking.type !== 'disabled') {
     if (thinking.type === 'enabled') {
       request.thinkingBudgetTokens = thinking.budget_tokens;

@@ -90,6 +90,7 @@ export function convertResponsesRequest(body: ResponsesRequest, model: CatalogMo
   }
   if (gate.forwards('reasoning') && body.reasoning?.summary != null) request.reasoningSummary = body.reasoning.summary;
   if (gate.forwards('user') && body.user != null) request.user = body.user;
+  if (gate.forwards('verbosity') && body.text?.verbosity != null) request.verbosity = body.text.verbosity;
   const extraBody = gate.extraBody();
   if (extraBody !== undefined) request.extraBody = extraBody;
 

@@ -6,9 +6,11 @@ import { edgeErrors } from '../../errors.js';
 import { ClientGoneError, drained, sendJson } from '../../http.js';
 import { parseBody } from '../../canonical/validation.js';
 import { gatewayHeaders } from '../../inference/gateway-headers.js';
+import type { HttpAnswer } from '../../inference/answer-sink.js';
+import type { InferenceSteps } from '../../inference/pipeline-steps.js';
 import { readMultipart, singleField } from '../multipart.js';
 import { defaultUploadArea } from '../upload-spool.js';
-import { ENDPOINT_DEADLINE_MS, mediaOf, pricePico, jsonBody, type EndpointFamily } from '../shared.js';
+import { ENDPOINT_DEADLINE_MS, mediaOf, pricePico, jsonBody, type EndpointFamily, type PreparedCall } from '../shared.js';
 
 export const SPEECH_FORMATS = ['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm'] as const;
 /** Content type of each speech format when the provider names none (spec §4.3: audio/mpeg when neither side does). */
@@ -24,11 +26,33 @@ export const speechSchema = z.looseObject({
   speed: z.number().gt(0, 'must be greater than 0').max(100).nullish(),
   instructions: z.string().max(32_768).nullish(),
   response_format: z.enum(SPEECH_FORMATS).nullish(),
+  // `sse`: the same audio as server-sent events (OpenAI's speech.audio.delta / speech.audio.done), for
+  // every provider kind: the edge wraps what the provider streams, so no provider needs to know.
+  stream_format: z.enum(['audio', 'sse']).nullish(),
 });
 type SpeechBody = z.infer<typeof speechSchema>;
 
-/** POST /v1/audio/speech (spec §4.3): the audio streamed to the caller as the provider produces it. */
-export const speechFamily: EndpointFamily<SpeechBody, SpeakRequest> = {
+/** A speech call: the Router request and whether the caller wants the audio as server-sent events. */
+interface SpeechCall extends PreparedCall<SpeakRequest> {
+  sse: boolean;
+}
+
+/** One speech.audio.delta event: base64 needs no JSON escaping, so the event is one concatenation. */
+function audioDeltaEvent(audio: Uint8Array): string {
+  return `data: {"type":"speech.audio.delta","audio":"${Buffer.from(audio.buffer, audio.byteOffset, audio.byteLength).toString('base64')}"}\n\n`;
+}
+
+function audioDoneEvent(usage: Usage | undefined): string {
+  const input = usage?.inputTokens ?? 0;
+  const output = usage?.outputTokens ?? 0;
+  return `data: ${JSON.stringify({ type: 'speech.audio.done', usage: { input_tokens: input, output_tokens: output, total_tokens: input + output } })}\n\n`;
+}
+
+/**
+ * POST /v1/audio/speech (spec §4.3): the audio streamed to the caller as the provider produces it, raw
+ * or (`stream_format: "sse"`) as speech.audio.delta events and one speech.audio.done.
+ */
+export const speechFamily: InferenceSteps<SpeechBody, SpeechCall, HttpAnswer> = {
   endpoint: 'audio.speech',
   parse: jsonBody(speechSchema),
   modelName: (body) => body.model,
@@ -52,9 +76,9 @@ export const speechFamily: EndpointFamily<SpeechBody, SpeakRequest> = {
       instructions: body.instructions ?? undefined,
       responseFormat: body.response_format ?? '',
     };
-    return { prepared, holdPico: pricePico(model, 'perInputTextCharacter', characters) };
+    return { prepared, holdPico: pricePico(model, 'perInputTextCharacter', characters), sse: body.stream_format === 'sse' };
   },
-  async exchange({ prepared }, job, http, context) {
+  async exchange({ prepared, sse }, job, http, context) {
     const { response } = http;
     let contentType = '';
     let usage: Usage | undefined;
@@ -72,16 +96,19 @@ export const speechFamily: EndpointFamily<SpeechBody, SpeakRequest> = {
           job.commit(undefined);
           const asked = prepared.responseFormat as keyof typeof SPEECH_CONTENT_TYPES | '';
           response.writeHead(200, {
-            'content-type': contentType || (asked ? SPEECH_CONTENT_TYPES[asked] : 'audio/mpeg'),
+            'content-type': sse ? 'text/event-stream' : contentType || (asked ? SPEECH_CONTENT_TYPES[asked] : 'audio/mpeg'),
             'cache-control': 'no-store',
             ...gatewayHeaders(job.strategy),
           });
         }
-        if (!response.write(event.value)) await drained(response);
+        if (!response.write(sse ? audioDeltaEvent(event.value) : event.value)) await drained(response);
       }
     }
     job.commit(usage);
-    if (!response.headersSent) response.writeHead(200, { 'content-type': contentType || 'audio/mpeg', ...gatewayHeaders(job.strategy) });
+    if (!response.headersSent) {
+      response.writeHead(200, { 'content-type': sse ? 'text/event-stream' : contentType || 'audio/mpeg', ...gatewayHeaders(job.strategy) });
+    }
+    if (sse) response.write(audioDoneEvent(usage));
     response.end();
   },
 };

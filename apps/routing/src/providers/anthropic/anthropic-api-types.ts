@@ -89,7 +89,9 @@ export interface AnthropicRequestBody {
   system?: AnthropicTextBlock[];
   tools?: AnthropicTool[];
   tool_choice?: AnthropicToolChoice;
-  thinking?: { type: 'enabled'; budget_tokens: number };
+  thinking?: { type: 'enabled'; budget_tokens: number } | { type: 'adaptive' };
+  /** The effort level (Claude Opus 4.5 and later); sent only when the client wrote it (messages `output_config.effort`). */
+  output_config?: { effort: string };
   temperature?: number;
   top_p?: number;
   top_k?: number;

@@ -233,6 +233,31 @@ describe('convertToAnthropicRequest', () => {
     expect(convert({ messages }).body.max_tokens).toBe(DEFAULT_MAX_TOKENS);
   });
 
+  it('sends adaptive thinking and an output_config.effort as the client wrote them (issue 37 item 6)', () => {
+    const messages = [message('user', 'Think.')];
+    // Adaptive: no budget (Claude sizes it), and the thinking rules for sampling hold.
+    const adaptive = convert({ messages, thinkingMode: 'adaptive', reasoningEffort: 'high', outputEffort: 'xhigh', maxOutputTokens: 8000, temperature: 0.3, topK: 5 }).body;
+    expect(adaptive).toMatchObject({ max_tokens: 8000, thinking: { type: 'adaptive' }, output_config: { effort: 'xhigh' } });
+    expect(adaptive).not.toHaveProperty('temperature');
+    expect(adaptive).not.toHaveProperty('top_k');
+    // Adaptive without an effort: thinking only.
+    const bare = convert({ messages, thinkingMode: 'adaptive' }).body;
+    expect(bare.thinking).toEqual({ type: 'adaptive' });
+    expect(bare).not.toHaveProperty('output_config');
+    // An effort alone asks for no thinking (the edge's reasoning_effort beside it is for the other kinds).
+    const effortOnly = convert({ messages, outputEffort: 'low', reasoningEffort: 'low', maxOutputTokens: 10_000, temperature: 0.3 }).body;
+    expect(effortOnly).toMatchObject({ output_config: { effort: 'low' }, temperature: 0.3 });
+    expect(effortOnly).not.toHaveProperty('thinking');
+    // A budget and an effort: both, as the client sent them.
+    expect(convert({ messages, thinkingBudgetTokens: 2000, outputEffort: 'medium', reasoningEffort: 'medium', maxOutputTokens: 8000 }).body).toMatchObject({
+      thinking: { type: 'enabled', budget_tokens: 2000 }, output_config: { effort: 'medium' },
+    });
+    // A forced tool choice wins over adaptive thinking too.
+    const tools = [{ name: 'f', description: '', parameters: '{"type":"object"}' }];
+    const forced = convert({ messages, thinkingMode: 'adaptive', tools, toolChoice: { mode: 'required', toolName: '', disableParallel: false } }).body;
+    expect(forced).not.toHaveProperty('thinking');
+  });
+
   it('asks for thinking by budget or effort, and leaves out what Anthropic refuses with it', () => {
     const messages = [message('user', 'Think.')];
     const budgeted = convert({ messages, thinkingBudgetTokens: 2000, maxOutputTokens: 8000, temperature: 0.3, topK: 5, topP: 0.97 }).body;

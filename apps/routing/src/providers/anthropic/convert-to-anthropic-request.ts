@@ -341,10 +341,19 @@ export function convertToAnthropicRequest(request: ChatRequest, options: Anthrop
     if (choice) body.tool_choice = choice;
   }
 
-  let budget = thinkingBudget(request, maxTokens);
+  // Adaptive thinking (the client's own `thinking: {type: "adaptive"}`) is Claude's to size: no budget.
+  const adaptiveAsked = request.thinkingMode === 'adaptive';
+  // An effort the client wrote as output_config.effort goes on as such; without thinking it asks for
+  // none (the edge's reasoning_effort for it is for the kinds that take only a level).
+  const effortOnly = request.outputEffort !== undefined && request.thinkingBudgetTokens === undefined;
+  let budget = adaptiveAsked || effortOnly ? undefined : thinkingBudget(request, maxTokens);
+  let adaptive = adaptiveAsked;
   const forcedTool = body.tool_choice?.type === 'any' || body.tool_choice?.type === 'tool';
   // Anthropic refuses thinking with a forced tool choice; the caller's tool choice is the harder constraint.
-  if (budget !== undefined && (forcedTool || toolLoopLacksThinking(messages))) budget = undefined;
+  if ((budget !== undefined || adaptive) && (forcedTool || toolLoopLacksThinking(messages))) {
+    budget = undefined;
+    adaptive = false;
+  }
   if (budget !== undefined) {
     // A budget without any output bound from the caller or the catalog: room for the budget and an answer.
     if (budget >= maxTokens && request.maxOutputTokens === undefined && options.modelMaxOutputTokens === undefined) {
@@ -353,8 +362,10 @@ export function convertToAnthropicRequest(request: ChatRequest, options: Anthrop
     }
     body.thinking = { type: 'enabled', budget_tokens: budget };
   }
+  if (adaptive) body.thinking = { type: 'adaptive' };
+  if (request.outputEffort !== undefined) body.output_config = { effort: request.outputEffort };
 
-  const thinking = budget !== undefined;
+  const thinking = budget !== undefined || adaptive;
   // With thinking on Anthropic accepts only temperature 1, no top_k and top_p >= 0.95: others are left out.
   if (request.temperature !== undefined && (!thinking || request.temperature === 1)) {
     body.temperature = Math.min(Math.max(request.temperature, 0), MAX_TEMPERATURE);

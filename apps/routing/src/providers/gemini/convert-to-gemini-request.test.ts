@@ -96,6 +96,8 @@ describe('convertToGeminiRequest', () => {
       convertToGeminiRequest(chat([message('user', 'q')], { thinkingBudgetTokens: 60_000 }), { providerId: 'gem', upstreamModel }).body.generationConfig?.thinkingConfig?.thinkingBudget);
     expect(budgets).toEqual([24_576, 32_768]);
     expect(convert(chat([message('user', 'q')], { responseFormat: { type: 'json_object', schemaName: '', schema: '' } })).generationConfig).toEqual({ responseMimeType: 'application/json' });
+    // The seed is generationConfig.seed (issue 37 item 6).
+    expect(convert(chat([message('user', 'q')], { seed: 42n })).generationConfig).toMatchObject({ seed: 42 });
   });
 
   it('audio goes inline; more than five stop sequences are cut to five; extra_body adds fields it does not overwrite', () => {

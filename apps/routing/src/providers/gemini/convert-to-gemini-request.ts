@@ -289,6 +289,8 @@ function generationConfig(request: ChatRequest, model: string): GeminiGeneration
   if (request.stop.length > 0) config.stopSequences = request.stop.slice(0, MAX_STOP_SEQUENCES);
   if (request.presencePenalty !== undefined) config.presencePenalty = request.presencePenalty;
   if (request.frequencyPenalty !== undefined) config.frequencyPenalty = request.frequencyPenalty;
+  // generationConfig.seed is an int32: a larger seed is another request to Gemini (400), so it goes as the client sent it.
+  if (request.seed !== undefined) config.seed = Number(request.seed);
   const format = request.responseFormat;
   if (format?.type === 'json_object') config.responseMimeType = 'application/json';
   else if (format?.type === 'json_schema') {

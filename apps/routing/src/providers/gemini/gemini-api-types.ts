@@ -52,6 +52,7 @@ export interface GeminiGenerationConfig {
   maxOutputTokens?: number;
   stopSequences?: string[];
   presencePenalty?: number;
+  seed?: number;
   frequencyPenalty?: number;
   responseMimeType?: string;
   responseJsonSchema?: unknown;

@@ -61,6 +61,14 @@ describe('convertToOpenAIRequest', () => {
     });
   });
 
+  it('sends the seed as the number the client sent, and the verbosity (issue 37 item 6); nothing when there is none', () => {
+    expect(convertToOpenAIRequest({ ...base, seed: 9_007_199_254_740_991n }, 'u', false).seed).toBe(9_007_199_254_740_991);
+    expect(convertToOpenAIRequest({ ...base, seed: -3n }, 'u', true).seed).toBe(-3);
+    expect(convertToOpenAIRequest(base, 'u', false)).not.toHaveProperty('seed');
+    expect(convertToOpenAIRequest({ ...base, verbosity: 'low' }, 'u', false).verbosity).toBe('low');
+    expect(convertToOpenAIRequest(base, 'u', false)).not.toHaveProperty('verbosity');
+  });
+
   it('maps finish reasons onto the canonical set', () => {
     expect(['stop', 'length', 'tool_calls', 'function_call', 'content_filter', 'eos', null].map(mapOpenAIFinishReason))
       .toEqual(['stop', 'length', 'tool_calls', 'tool_calls', 'content_filter', 'stop', 'stop']);

@@ -115,6 +115,9 @@ export function convertToOpenAIRequest(request: ChatRequest, upstreamModel: stri
   if (request.webSearchOptions !== undefined) body.web_search_options = parseJson(request.webSearchOptions, 'web_search_options');
   if (request.imageAspectRatio !== undefined) body.image_config = { aspect_ratio: request.imageAspectRatio };
   if (request.user !== undefined) body.user = request.user;
+  // The edge took only a JS safe integer, so the number is exact.
+  if (request.seed !== undefined) body.seed = Number(request.seed);
+  if (request.verbosity !== undefined) body.verbosity = request.verbosity;
   const extra = parseJson(request.extraBody, 'extra_body');
   if (extra && typeof extra === 'object' && !Array.isArray(extra)) {
     for (const [field, value] of Object.entries(extra)) if (!(field in body)) body[field] = value;
