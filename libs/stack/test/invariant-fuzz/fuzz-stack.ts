@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import WebSocket from 'ws';
 import { parseCredits } from '@gateway/platform';
-import { startFakeAnthropicUpstream, startFakeUpstream, type FakeBehaviour, type FakeUpstream, type RecordedRequest } from '@gateway/testing';
+import { LearnedCapabilities } from '@gateway/routing';
+import { startFakeAnthropicUpstream, startFakeUpstream, testLogger, type FakeBehaviour, type FakeUpstream, type RecordedRequest } from '@gateway/testing';
 import { startStackOnCatalog, type StackOnCatalog } from '../configured-stack.js';
 import { gatewayctl } from '../stack-harness.js';
 
@@ -91,6 +92,12 @@ export interface FuzzStack {
   /** Behaviours per request tag: the n-th attempt that reaches any fake takes the n-th (the last repeats). */
   plans: Map<string, { attempts: FakeBehaviour[]; used: number; usage?: unknown }>;
   ctl(...argv: string[]): Promise<Record<string, string>>;
+  /**
+   * Empties routing's learned capability map (through its shared bucket, as an operator would): what
+   * one sequence taught it must not decide the next, or a failure would hang on every later run and
+   * shrink to nothing.
+   */
+  forgetLearned(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -120,6 +127,8 @@ export async function startFuzzStack(): Promise<FuzzStack> {
     throw error;
   }
   const db = new pg.Pool({ connectionString: base.database.url, max: 2 });
+  const learned = new LearnedCapabilities({ bus: base.testBus.bus, logger: testLogger('fuzz-learned') });
+  await learned.start();
   return {
     base,
     url: base.stack.url,
@@ -131,7 +140,13 @@ export async function startFuzzStack(): Promise<FuzzStack> {
       if (result.code !== 0) throw new Error(`gatewayctl ${argv.join(' ')}: ${result.stderr}`);
       return JSON.parse(result.stdout) as Record<string, string>;
     },
+    forgetLearned: async () => {
+      await learned.clear();
+      // Routing's replica takes the emptied map from the bucket's watch.
+      await new Promise((resolve) => setTimeout(resolve, 150));
+    },
     stop: async () => {
+      await learned.stop();
       await db.end();
       await base.stop();
       await Promise.all(Object.values(fakes).map((fake) => fake.close()));

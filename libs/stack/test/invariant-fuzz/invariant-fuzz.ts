@@ -100,7 +100,7 @@ const attemptArb = (holes: KnownHoles): fc.Arbitrary<AttemptPlan> =>
     { weight: 2, arbitrary: fc.constantFrom(500, 429, 503).map((status): AttemptPlan => ({ kind: 'fail', status })) },
     { weight: 2, arbitrary: fc.integer({ min: 50, max: 900 }).map((latencyMs): AttemptPlan => ({ kind: 'slow', latencyMs })) },
     { weight: 1, arbitrary: fc.constant<AttemptPlan>({ kind: 'refuseParameter' }) },
-    { weight: holes.valueRefusals ? 1 : 0, arbitrary: fc.constant<AttemptPlan>({ kind: 'refuseValue' }) },
+    { weight: holes.valueRefusals ? 2 : 0, arbitrary: fc.constant<AttemptPlan>({ kind: 'refuseValue' }) },
     { weight: 2, arbitrary: fc.integer({ min: 0, max: 2 }).map((cutAfter): AttemptPlan => ({ kind: 'cut', cutAfter })) },
   );
 
@@ -367,6 +367,7 @@ export interface PropertyOptions {
 export async function runSequence(fuzz: FuzzStack, sequence: SequencePlan, stats: RunStats, options: PropertyOptions = {}): Promise<void> {
   const run = ++runCounter;
   const prefix = `fz${run}`;
+  await fuzz.forgetLearned();
   const accounts = await Promise.all(sequence.accounts.map((plan, index) => newAccount(fuzz, `${prefix}-a${index}`, plan.balance, plan.tier, plan.creditLimit)));
   const probe = await newAccount(fuzz, `${prefix}-b`, '5', 'tier-1', null);
   const probeTag = `${prefix}probe`;
@@ -579,17 +580,21 @@ async function checkSequence(
     for (const account of seen.accounts) {
       const index = accountIndex.get(account.accountId)!;
       const reached = new Set<string>();
-      for (const fake of Object.values(fuzz.fakes)) {
-        for (const request of fake.requests) {
-          const tag = tagOf(request.body);
-          const plan = tag && fuzz.plans.get(tag);
-          if (!tag || !plan || !seen.outcomes.some((outcome) => outcome.tag === tag && outcome.account === index && outcome.kind === 'http' && outcome.aborted)) continue;
+      const abortedTags = new Set(seen.outcomes.filter((outcome) => outcome.account === index && outcome.kind === 'http' && outcome.aborted).map((outcome) => outcome.tag));
+      for (const tag of abortedTags) {
+        const plan = fuzz.plans.get(tag);
+        if (!plan) continue;
+        // The n-th upstream request of a tag got the n-th scripted behaviour: one that answered (no error
+        // status) on a paid model means the upstream got the prompt and worked on it.
+        const upstream = Object.values(fuzz.fakes).flatMap((fake) => fake.requests).filter((request) => tagOf(request.body) === tag).sort((a, b) => a.receivedAt - b.receivedAt);
+        upstream.forEach((request, attempt) => {
+          const behaviour = plan.attempts[Math.min(attempt, plan.attempts.length - 1)];
           const model = upstreamModelOf(request.body);
-          if (model && isPaid(model.model)) reached.add(tag);
-        }
+          if (behaviour && behaviour.status === undefined && model && isPaid(model.model)) reached.add(tag);
+        });
       }
       const recorded = ledger.charges.filter((charge) => charge.accountId === account.accountId).length;
-      const answered = seen.outcomes.filter((outcome) => outcome.account === index && !outcome.aborted && outcome.requestId && byRequest.has(outcome.requestId)).length;
+      const answered = new Set(seen.outcomes.filter((outcome) => outcome.account === index && !outcome.aborted && outcome.requestId && byRequest.has(outcome.requestId)).map((outcome) => outcome.requestId)).size;
       if (recorded < answered + reached.size) violations.push(`account ${index}: ${reached.size} aborted requests reached a paid upstream, only ${recorded - answered} of them recorded`);
     }
   }
@@ -598,6 +603,9 @@ async function checkSequence(
   const probeBodies = fuzz.fakes.oa.requests.filter((request) => tagOf(request.body) === seen.probeTag).map((request) => JSON.stringify(request.body));
   if (probeBodies.length !== 2) violations.push(`account B's probe reached the upstream ${probeBodies.length} times, not 2`);
   else if (probeBodies[0] !== probeBodies[1]) violations.push(`account B's probe body changed during A's traffic: ${probeBodies[0]} → ${probeBodies[1]}`);
+  // A refusal learned from another account (in this run or an earlier one, the map keeps it 24 h) must
+  // not take B's own temperature away: B was never refused.
+  for (const body of probeBodies) if (!body.includes('"temperature":0.7')) violations.push(`account B's probe reached the upstream without its temperature: ${body}`);
   // …and its Idempotency-Key record survives A's traffic: the repeat is the stored answer.
   const { probeIdemFirst, probeIdemLast } = seen.probes;
   if (!probeIdemLast.replayed || probeIdemLast.requestId !== probeIdemFirst.requestId) {
