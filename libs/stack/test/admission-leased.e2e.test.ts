@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
+import pg from 'pg';
 import { createClient, formatCredits, parseCredits } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import { eventually, type FakeUpstream } from '@gateway/testing';
@@ -13,6 +14,7 @@ import { expectNothingReservedAfterStop, startConfiguredStack, statusOf, testCat
 // still refuses with 402, and after the stack stops every lease is back (nothing stays reserved).
 
 const MODEL = 'testco/leased';
+const FREE_MODEL = 'testco/free'; // admitted per request (Ledger.Admit) even by a leased edge
 const INPUT_PRICE = '0.000001';
 const OUTPUT_PRICE = '0.000002';
 
@@ -23,7 +25,7 @@ function config(upstream: FakeUpstream): string {
     models: [{
       id: MODEL, upstreamModel: 'leased', inputPrice: INPUT_PRICE, outputPrice: OUTPUT_PRICE,
       supportedParameters: ['temperature', 'max_completion_tokens', 'stream_options'],
-    }],
+    }, { id: FREE_MODEL, upstreamModel: 'free', inputPrice: '0', outputPrice: '0' }],
   });
 }
 
@@ -113,6 +115,37 @@ describe.skipIf(testAdmission === 'ledger')('leased admission, end to end', () =
     expect(await status(client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'First' }] }))).toBe(200);
     await eventually(async () => expect((await charges(accountId)).requests).toBe(1), 15_000);
     expect(await status(client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Second' }] }))).toBe('402 key_limit_exceeded');
+  }, 60_000);
+
+  it('a free-model request the client leaves before its answer leaves no reservation open', async () => {
+    // Found by the invariant fuzzer (issue 35): the leased edge admits a free model through Ledger.Admit,
+    // which makes a 0-credit reservation when rate windows count it, and its release on the client's
+    // abort went to the leases only, so the row stayed open until the sweeper's deadline.
+    const created = await ctl('accounts', 'create', '--name', 'leased-free', '--credits', '0', '--tier', 'tier-1', '--json');
+    accounts.push(created.account_id!);
+    const apiKey = (await ctl('keys', 'create', created.account_id!, '--name', 'leased-free-key', '--json')).api_key!;
+    fixture!.upstream.setFallback({ latencyMs: 1_500 });
+    const database = new pg.Client({ connectionString: fixture!.database.url });
+    await database.connect();
+    try {
+      // Clients that leave at different moments: while admitted, before and after the upstream got the prompt.
+      for (let index = 0; index < 10; index++) {
+        const controller = new AbortController();
+        const timer = setTimeout(() => controller.abort(), 5 + index * 20);
+        await fetch(`${fixture!.stack.url}/v1/chat/completions`, {
+          method: 'POST', signal: controller.signal,
+          headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ model: FREE_MODEL, messages: [{ role: 'user', content: `Left early ${index}` }] }),
+        }).then((response) => response.text()).catch(() => undefined);
+        clearTimeout(timer);
+      }
+      const open = () => database.query('select request_id from ledger.reservations where account_id = $1 and closed_at is null', [created.account_id]);
+      await eventually(async () => expect((await open()).rows).toEqual([]), 5_000);
+      expect((await database.query('select count(*)::int as n from ledger.reservations where account_id = $1', [created.account_id])).rows[0].n).toBeGreaterThan(0);
+    } finally {
+      fixture!.upstream.setFallback({});
+      await database.end();
+    }
   }, 60_000);
 
   it('after the stack stops every lease is returned: nothing reserved, every charge once, journal clean', async () => {

@@ -27,7 +27,7 @@ export interface FakeBehaviour {
   /** Default: `tool_calls` when toolCalls are given, else `stop`. */
   finishReason?: string;
   /** `absent` leaves usage out (JSON and streams). Default: counts from text lengths. */
-  usage?: 'absent' | { prompt_tokens: number; completion_tokens: number; cached_tokens?: number };
+  usage?: 'absent' | { prompt_tokens: number; completion_tokens: number; cached_tokens?: number; reasoning_tokens?: number };
   /** Answer these exact bytes (a recorded fixture) with status 200 and this content type. */
   replay?: { contentType: string; body: string };
   /** Streams: an in-band error chunk `{error:{...}}` sent after `cutAfterChunks`-like count of chunks. */

@@ -82,6 +82,8 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
       completion_tokens: completionTokens,
       total_tokens: promptTokens + completionTokens,
       prompt_tokens_details: { cached_tokens: behaviour.usage?.cached_tokens ?? 0 },
+      // OpenAI's place for reasoning: part of completion_tokens (a provider may report it beside a 0 there).
+      ...(behaviour.usage?.reasoning_tokens !== undefined ? { completion_tokens_details: { reasoning_tokens: behaviour.usage.reasoning_tokens } } : {}),
     };
   }
 

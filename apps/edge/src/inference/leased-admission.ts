@@ -245,9 +245,15 @@ export class LeasedAdmission implements Admission {
     }
   }
 
-  /** The request ended without an answer: its hold goes, nothing is spent. */
-  async release({ requestId }: { requestId: string; key: VerifiedApiKey }): Promise<void> {
-    this.finish(requestId, 0n);
+  /**
+   * The request ended without an answer: its hold goes, nothing is spent. A request admitted through
+   * the fallback (a free model, a hold too large for a lease) holds a ledger reservation instead — 0
+   * credits for a free model whose rate windows count it — which only the fallback's release closes
+   * before the sweeper's deadline (found by the invariant fuzzer, issue 35).
+   */
+  async release(request: { requestId: string; key: VerifiedApiKey }): Promise<void> {
+    if (this.holds.has(request.requestId)) this.finish(request.requestId, 0n);
+    else await this.options.fallback.release(request);
   }
 
   /** The request ended with (or without knowing) its usage: the estimate comes off the lease's budget. */

@@ -1,0 +1,185 @@
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import WebSocket from 'ws';
+import { parseCredits } from '@gateway/platform';
+import { LearnedCapabilities } from '@gateway/routing';
+import { startFakeAnthropicUpstream, startFakeUpstream, testLogger, type FakeBehaviour, type FakeUpstream, type RecordedRequest } from '@gateway/testing';
+import { startStackOnCatalog, type StackOnCatalog } from '../configured-stack.js';
+import { gatewayctl } from '../stack-harness.js';
+
+// Issue 35: the ledger's invariants, written down once (checkSequence) and checked after every generated
+// sequence of requests (see invariant-fuzz.ts for the generators and the property). This file is the
+// stack under test: the npm-start composition (every service in-process) on a test database of the
+// machine's Postgres and a NATS namespace, three fake upstreams (two OpenAI-compatible, one Anthropic)
+// whose behaviour each request's plan decides, and a catalog with a free model and paid ones.
+
+/** Providers of the catalog, by the fake that serves them. */
+export type ProviderId = 'oa' | 'oa2' | 'an';
+export const PROVIDERS: readonly ProviderId[] = ['oa', 'oa2', 'an'];
+
+export interface ModelPrices {
+  input: bigint;
+  cachedInput: bigint;
+  output: bigint;
+}
+
+/** The catalog's models: prices in pico-credits per token, and which providers offer each. */
+export const MODELS = {
+  'fz/free': { prices: { input: 0n, cachedInput: 0n, output: 0n }, providers: ['oa', 'an'] as ProviderId[] },
+  'fz/cheap': { prices: { input: parseCredits('0.000001'), cachedInput: parseCredits('0.0000005'), output: parseCredits('0.000002') }, providers: ['oa', 'an'] as ProviderId[] },
+  'fz/dear': { prices: { input: parseCredits('0.0002'), cachedInput: parseCredits('0.0001'), output: parseCredits('0.0005') }, providers: ['oa2', 'an'] as ProviderId[] },
+} as const;
+export type ModelId = keyof typeof MODELS;
+export const MODEL_IDS = Object.keys(MODELS) as ModelId[];
+export const isPaid = (model: string): boolean => {
+  const prices = MODELS[model as ModelId]?.prices;
+  return prices === undefined || prices.input > 0n || prices.output > 0n;
+};
+
+const credits = (pico: bigint) => {
+  const whole = pico / 1_000_000_000_000n;
+  const fraction = (pico % 1_000_000_000_000n).toString().padStart(12, '0').replace(/0+$/, '');
+  return fraction ? `${whole}.${fraction}` : `${whole}`;
+};
+
+function catalogYaml(fakes: Record<ProviderId, FakeUpstream>): string {
+  const model = (id: ModelId) => {
+    const { prices, providers } = MODELS[id];
+    return `
+  - id: ${id}
+    owned_by: fz
+    created: 1767225600
+    input_modalities: [text]
+    output_modalities: [text]
+    context_window: 8000
+    max_output_tokens: 1000
+    supported_parameters: [temperature, top_p, max_completion_tokens, max_tokens, stream_options]
+    pricing: { per_input_token: "${credits(prices.input)}", per_cached_input_token: "${credits(prices.cachedInput)}", per_output_token: "${credits(prices.output)}" }
+    limit_group: main
+    offers:${providers.map((provider) => `
+      - { provider: ${provider}, upstream_model: ${id.split('/')[1]}-at-${provider}, endpoints: [chat.completions, messages, responses] }`).join('')}`;
+  };
+  return `
+startups:
+  - { id: fz, display_name: Fuzz }
+providers:
+  - { id: oa, kind: openai, base_url: ${fakes.oa.url}, api_key_env: FUZZ_KEY }
+  - { id: oa2, kind: openai, base_url: ${fakes.oa2.url}, api_key_env: FUZZ_KEY }
+  - { id: an, kind: anthropic, base_url: ${fakes.an.url}, api_key_env: FUZZ_KEY }
+limit_groups:
+  - id: main
+    tiers: { tier-1: { minute: 10000 }, free: { minute: 4 } }
+models:${MODEL_IDS.map(model).join('')}
+`;
+}
+
+/** The provider a fake upstream's model name belongs to (`cheap-at-oa` → fz/cheap on oa). */
+export function upstreamModelOf(body: any): { model: ModelId; provider: ProviderId } | undefined {
+  const match = /^(\w+)-at-(\w+)$/.exec(String(body?.model ?? ''));
+  return match ? { model: `fz/${match[1]}` as ModelId, provider: match[2] as ProviderId } : undefined;
+}
+
+/** Finds the request's tag (`fz…` word in its prompt) in whatever shape the dialect sent it upstream. */
+export function tagOf(body: unknown): string | undefined {
+  return /\b(fz\d+[a-z][\w-]*)\b/.exec(JSON.stringify(body ?? ''))?.[1];
+}
+
+export interface FuzzStack {
+  base: StackOnCatalog;
+  url: string;
+  fakes: Record<ProviderId, FakeUpstream>;
+  db: pg.Pool;
+  /** Behaviours per request tag: the n-th attempt that reaches any fake takes the n-th (the last repeats). */
+  plans: Map<string, { attempts: FakeBehaviour[]; used: number; usage?: unknown }>;
+  ctl(...argv: string[]): Promise<Record<string, string>>;
+  /**
+   * Empties routing's learned capability map (through its shared bucket, as an operator would): what
+   * one sequence taught it must not decide the next, or a failure would hang on every later run and
+   * shrink to nothing.
+   */
+  forgetLearned(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startFuzzStack(): Promise<FuzzStack> {
+  const [oa, oa2, an] = await Promise.all([startFakeUpstream(), startFakeUpstream(), startFakeAnthropicUpstream()]);
+  const fakes: Record<ProviderId, FakeUpstream> = { oa, oa2, an };
+  const plans: FuzzStack['plans'] = new Map();
+  // Each fake answers by the request's plan, found from the tag in its prompt, so concurrent requests
+  // each get their own generated behaviour whatever order they arrive in.
+  const answer = (request: RecordedRequest): FakeBehaviour => {
+    const tag = tagOf(request.body);
+    const plan = tag === undefined ? undefined : plans.get(tag);
+    if (!plan || plan.attempts.length === 0) return {};
+    const behaviour = plan.attempts[Math.min(plan.used, plan.attempts.length - 1)]!;
+    plan.used++;
+    return behaviour;
+  };
+  for (const fake of Object.values(fakes)) fake.setFallback(answer);
+  let base: StackOnCatalog;
+  try {
+    base = await startStackOnCatalog('fuzz', catalogYaml(fakes), {
+      keyHashSecret: 'invariant-fuzz-secret-0123456789-abcdef',
+      providerSecrets: { FUZZ_KEY: 'sk-fuzz' },
+    });
+  } catch (error) {
+    await Promise.all(Object.values(fakes).map((fake) => fake.close()));
+    throw error;
+  }
+  const db = new pg.Pool({ connectionString: base.database.url, max: 2 });
+  const learned = new LearnedCapabilities({ bus: base.testBus.bus, logger: testLogger('fuzz-learned') });
+  await learned.start();
+  return {
+    base,
+    url: base.stack.url,
+    fakes,
+    db,
+    plans,
+    ctl: async (...argv) => {
+      const result = await gatewayctl(base.stack, ...argv);
+      if (result.code !== 0) throw new Error(`gatewayctl ${argv.join(' ')}: ${result.stderr}`);
+      return JSON.parse(result.stdout) as Record<string, string>;
+    },
+    forgetLearned: async () => {
+      await learned.clear();
+      // Routing's replica takes the emptied map from the bucket's watch.
+      await new Promise((resolve) => setTimeout(resolve, 150));
+    },
+    stop: async () => {
+      await learned.stop();
+      await db.end();
+      await base.stop();
+      await Promise.all(Object.values(fakes).map((fake) => fake.close()));
+    },
+  };
+}
+
+export interface FuzzAccount {
+  accountId: string;
+  provisioningKey: string;
+  apiKey: string;
+  keyId: string;
+  initialPico: bigint;
+  creditLimitPico: bigint | undefined;
+}
+
+/** A fresh account (its balance and tier) with one API key (its credit limit), as a customer makes them. */
+export async function newAccount(fuzz: FuzzStack, name: string, balance: string, tier: string, creditLimit: string | null): Promise<FuzzAccount> {
+  const created = await fuzz.ctl('accounts', 'create', '--name', name, '--credits', balance, '--tier', tier, '--json');
+  const provisioningKey = created.provisioning_key!;
+  const response = await fetch(`${fuzz.url}/v1/account/keys`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${provisioningKey}`, 'content-type': 'application/json' },
+    // credit_limit is a JSON number on this route; the literal is written as is, never through a double.
+    body: `{"name":"${name}-key","credit_limit":${creditLimit ?? 'null'}}`,
+  });
+  const text = await response.text();
+  if (response.status !== 201) throw new Error(`key create ${response.status}: ${text}`);
+  const key = JSON.parse(text) as { id: string; key: string };
+  return {
+    accountId: created.account_id!, provisioningKey, apiKey: key.key, keyId: key.id,
+    initialPico: parseCredits(balance), creditLimitPico: creditLimit === null ? undefined : parseCredits(creditLimit),
+  };
+}
+
+export { randomUUID, WebSocket };

@@ -1,0 +1,647 @@
+import fc from 'fast-check';
+import { parseCredits } from '@gateway/platform';
+import type { FakeBehaviour } from '@gateway/testing';
+import {
+  isPaid, MODEL_IDS, MODELS, newAccount, PROVIDERS, tagOf, upstreamModelOf, WebSocket,
+  type FuzzAccount, type FuzzStack, type ModelId, type ProviderId,
+} from './fuzz-stack.js';
+
+// Issue 35's invariant fuzzer: fast-check generates sequences of requests from several fresh accounts
+// (dialects, streams, `models`, `provider`, Idempotency-Keys, client aborts, WebSocket turns and warm-ups,
+// compaction, small balances, credit limits, a rate-limited tier) and the behaviour of the fake upstreams
+// for each (failures, slow first byte, refused parameters and values, streams cut, usage in each
+// provider's shape or absent); after each sequence checkSequence asserts the ledger's invariants, and a
+// failure shrinks to a minimal sequence whose seed fast-check prints.
+
+/**
+ * Shapes that break an invariant on this branch because of a known hole another branch fixes: each is
+ * left out of the generators (or its check skipped) while false; the lead turns it on as the fix merges.
+ */
+export const KNOWN_HOLES = {
+  // Hole 1: a free named model whose `models` fallback is paid is served by the paid one without paid admission.
+  freeThenPaidFallback: false,
+  // Hole 2: an upstream's unsupported_value refusal for one account drops the parameter for other accounts.
+  valueRefusals: false,
+  // Hole 4: a client abort after the upstream got the prompt is charged nothing (the check "reached upstream ⇒ recorded").
+  abortAfterPromptCharged: false,
+  // Hole 6: reasoning_tokens reported beside completion_tokens: 0 are not billed.
+  reasoningBesideZeroCompletion: false,
+};
+export type KnownHoles = typeof KNOWN_HOLES;
+
+type Dialect = 'chat' | 'messages' | 'responses';
+
+interface AttemptPlan {
+  kind: 'ok' | 'fail' | 'slow' | 'refuseParameter' | 'refuseValue' | 'cut';
+  status?: number;
+  latencyMs?: number;
+  cutAfter?: number;
+}
+
+interface UsagePlan {
+  present: boolean;
+  prompt: number;
+  cached: number;
+  completion: number;
+  reasoning: number;
+}
+
+interface HttpRequestPlan {
+  kind: 'http';
+  account: number;
+  dialect: Dialect;
+  stream: boolean;
+  model: ModelId;
+  models?: ModelId[];
+  provider?: { only?: ProviderId[]; ignore?: ProviderId[]; order?: ProviderId[] };
+  temperature?: number;
+  topP?: number;
+  maxTokens: number;
+  idempotency?: { slot: number; variant: number };
+  abortAfterMs?: number;
+  attempts: AttemptPlan[];
+  usage: UsagePlan;
+}
+
+interface WsPlan {
+  kind: 'ws';
+  account: number;
+  model: ModelId;
+  turns: { warmup: boolean; attempts: AttemptPlan[]; usage: UsagePlan }[];
+}
+
+interface CompactPlan {
+  kind: 'compact';
+  account: number;
+  model: ModelId;
+  attempts: AttemptPlan[];
+  usage: UsagePlan;
+}
+
+type RequestPlan = HttpRequestPlan | WsPlan | CompactPlan;
+
+interface AccountPlan {
+  balance: string;
+  tier: 'tier-1' | 'free';
+  creditLimit: string | null;
+}
+
+export interface SequencePlan {
+  accounts: AccountPlan[];
+  concurrency: number;
+  requests: RequestPlan[];
+}
+
+// ---------------------------------------------------------------- generators
+
+const attemptArb = (holes: KnownHoles): fc.Arbitrary<AttemptPlan> =>
+  fc.oneof(
+    { weight: 6, arbitrary: fc.constant<AttemptPlan>({ kind: 'ok' }) },
+    { weight: 2, arbitrary: fc.constantFrom(500, 429, 503).map((status): AttemptPlan => ({ kind: 'fail', status })) },
+    { weight: 2, arbitrary: fc.integer({ min: 50, max: 900 }).map((latencyMs): AttemptPlan => ({ kind: 'slow', latencyMs })) },
+    { weight: 1, arbitrary: fc.constant<AttemptPlan>({ kind: 'refuseParameter' }) },
+    { weight: holes.valueRefusals ? 2 : 0, arbitrary: fc.constant<AttemptPlan>({ kind: 'refuseValue' }) },
+    { weight: 2, arbitrary: fc.integer({ min: 0, max: 2 }).map((cutAfter): AttemptPlan => ({ kind: 'cut', cutAfter })) },
+  );
+
+// Output stays ≤ max tokens and input small, so a charge never exceeds its 0.05-credit hold: the balance
+// may then never go below zero (billing.md: only by what an admitted request cost beyond its hold).
+const usageArb = (holes: KnownHoles, maxTokens = 32): fc.Arbitrary<UsagePlan> =>
+  fc.record({
+    present: fc.boolean(),
+    prompt: fc.integer({ min: 1, max: 40 }),
+    cachedShare: fc.integer({ min: 0, max: 3 }),
+    completion: fc.integer({ min: 1, max: maxTokens }),
+    reasoningShape: fc.constantFrom(...(holes.reasoningBesideZeroCompletion ? ['none', 'inside', 'beside'] : ['none', 'inside'])),
+  }).map(({ present, prompt, cachedShare, completion, reasoningShape }): UsagePlan => {
+    const cached = cachedShare === 0 ? 0 : Math.floor((prompt * cachedShare) / 4);
+    if (reasoningShape === 'beside') return { present, prompt, cached, completion: 0, reasoning: completion };
+    return { present, prompt, cached, completion, reasoning: reasoningShape === 'inside' ? Math.floor(completion / 2) : 0 };
+  });
+
+const modelArb = fc.constantFrom(...MODEL_IDS);
+
+const httpArb = (holes: KnownHoles, accounts: number): fc.Arbitrary<HttpRequestPlan> =>
+  fc.record({
+    account: fc.integer({ min: 0, max: accounts - 1 }),
+    dialect: fc.constantFrom<Dialect>('chat', 'messages', 'responses'),
+    stream: fc.boolean(),
+    model: modelArb,
+    fallbacks: fc.option(fc.uniqueArray(modelArb, { minLength: 1, maxLength: 2 }), { freq: 3 }),
+    provider: fc.option(fc.record({
+      only: fc.option(fc.uniqueArray(fc.constantFrom(...PROVIDERS), { minLength: 1, maxLength: 2 }), { nil: undefined }),
+      ignore: fc.option(fc.uniqueArray(fc.constantFrom(...PROVIDERS), { minLength: 1, maxLength: 1 }), { nil: undefined }),
+      order: fc.option(fc.uniqueArray(fc.constantFrom(...PROVIDERS), { minLength: 1, maxLength: 3 }), { nil: undefined }),
+    }, { requiredKeys: [] }), { freq: 3, nil: undefined }),
+    temperature: fc.option(fc.constantFrom(0, 0.5, 1), { nil: undefined }),
+    topP: fc.option(fc.constantFrom(0.5, 0.9), { nil: undefined }),
+    maxTokens: fc.integer({ min: 8, max: 32 }),
+    idempotency: fc.option(fc.record({ slot: fc.integer({ min: 0, max: 1 }), variant: fc.integer({ min: 0, max: 1 }) }), { freq: 3, nil: undefined }),
+    abortAfterMs: fc.option(fc.integer({ min: 0, max: 700 }), { freq: 4, nil: undefined }),
+    attempts: fc.array(attemptArb(holes), { minLength: 1, maxLength: 3 }),
+    usage: usageArb(holes),
+  }).map((plan): HttpRequestPlan => {
+    let models: ModelId[] | undefined = plan.fallbacks === null ? undefined : [plan.model, ...plan.fallbacks.filter((model) => model !== plan.model)];
+    if (models && !holes.freeThenPaidFallback && !isPaid(plan.model)) models = models.filter((model) => !isPaid(model));
+    if (models && models.length < 2) models = undefined;
+    const { fallbacks: _fallbacks, ...rest } = plan;
+    const request: HttpRequestPlan = { ...rest, kind: 'http' };
+    if (models) request.models = models; else delete request.models;
+    for (const field of ['provider', 'temperature', 'topP', 'idempotency', 'abortAfterMs'] as const) if (request[field] === undefined) delete request[field];
+    if (request.usage.completion > request.maxTokens) request.usage = { ...request.usage, completion: request.maxTokens, reasoning: Math.min(request.usage.reasoning, request.maxTokens) };
+    return request;
+  });
+
+const wsArb = (holes: KnownHoles, accounts: number): fc.Arbitrary<WsPlan> =>
+  fc.record({
+    account: fc.integer({ min: 0, max: accounts - 1 }),
+    model: modelArb,
+    turns: fc.array(fc.record({ warmup: fc.boolean(), attempts: fc.array(attemptArb(holes), { minLength: 1, maxLength: 2 }), usage: usageArb(holes) }), { minLength: 1, maxLength: 3 }),
+  }).map((plan) => ({ ...plan, kind: 'ws' as const }));
+
+const compactArb = (holes: KnownHoles, accounts: number): fc.Arbitrary<CompactPlan> =>
+  fc.record({
+    account: fc.integer({ min: 0, max: accounts - 1 }),
+    model: modelArb,
+    attempts: fc.array(attemptArb(holes), { minLength: 1, maxLength: 2 }),
+    usage: usageArb(holes),
+  }).map((plan) => ({ ...plan, kind: 'compact' as const }));
+
+export function sequenceArb(holes: KnownHoles = KNOWN_HOLES): fc.Arbitrary<SequencePlan> {
+  const accountArb = fc.record({
+    balance: fc.constantFrom('0', '0.01', '0.3', '2', '2'),
+    tier: fc.constantFrom<'tier-1' | 'free'>('tier-1', 'tier-1', 'free'),
+    creditLimit: fc.constantFrom<string | null>(null, null, '0.06', '0.2'),
+  });
+  return fc.integer({ min: 1, max: 3 }).chain((accounts) =>
+    fc.record({
+      accounts: fc.array(accountArb, { minLength: accounts, maxLength: accounts }),
+      concurrency: fc.integer({ min: 1, max: 4 }),
+      requests: fc.array(
+        fc.oneof({ weight: 8, arbitrary: httpArb(holes, accounts) }, { weight: 1, arbitrary: wsArb(holes, accounts) }, { weight: 1, arbitrary: compactArb(holes, accounts) }),
+        { minLength: 1, maxLength: 14 },
+      ),
+    }));
+}
+
+// ---------------------------------------------------------------- running a sequence
+
+const REFUSAL = (param: string, code: string) => ({
+  error: { message: `Unsupported ${code === 'unsupported_value' ? 'value' : 'parameter'}: '${param}'.`, type: 'invalid_request_error', param, code },
+});
+
+function behaviourOf(attempt: AttemptPlan, usage: UsagePlan): FakeBehaviour {
+  const scripted: FakeBehaviour = {
+    usage: usage.present
+      ? { prompt_tokens: usage.prompt, completion_tokens: usage.completion, cached_tokens: usage.cached, ...(usage.reasoning > 0 ? { reasoning_tokens: usage.reasoning } : {}) }
+      : 'absent',
+    // Reasoning beside completion_tokens: 0 comes with no text (a reasoning model that only thought):
+    // with text, the gateway rightly counts the text itself (it never believes 0 output for content).
+    ...(usage.present && usage.completion === 0 ? { text: '' } : {}),
+  };
+  switch (attempt.kind) {
+    case 'ok': return scripted;
+    case 'fail': return { ...scripted, status: attempt.status! };
+    case 'slow': return { ...scripted, latencyMs: attempt.latencyMs! };
+    case 'refuseParameter': return { ...scripted, status: 400, errorBody: REFUSAL('top_p', 'unsupported_parameter') };
+    case 'refuseValue': return { ...scripted, status: 400, errorBody: REFUSAL('temperature', 'unsupported_value') };
+    case 'cut': return { ...scripted, cutAfterChunks: attempt.cutAfter! };
+  }
+}
+
+/** What the client saw of one HTTP request or WebSocket turn. */
+interface Outcome {
+  tag: string;
+  account: number;
+  kind: RequestPlan['kind'];
+  plan: HttpRequestPlan | CompactPlan | WsPlan['turns'][number];
+  models: readonly string[];
+  status: number;
+  code?: string;
+  requestId?: string;
+  aborted: boolean;
+  replayed: boolean;
+  /** usage.cost of a completed answer (the last `"cost"` in its body or stream), pico-credits. */
+  costPico?: bigint;
+  servedModel?: string;
+}
+
+export interface RunStats {
+  runs: number;
+  requests: number;
+  failures: number;
+  /** Answers by status (`200`, `402 insufficient_quota`, `ws 200`, `aborted`…), to see what the runs exercised. */
+  outcomes: Record<string, number>;
+  /** Charges compared exactly with the usage the fake upstream reported. */
+  exactCharges: number;
+  /** The sequence running now: fast-check's time limit stops waiting for it, the caller must not. */
+  current?: Promise<void>;
+}
+
+const COST = /"cost":"?(\d+(?:\.\d+)?)"?/g;
+function lastCost(text: string): bigint | undefined {
+  let last: string | undefined;
+  for (const match of text.matchAll(COST)) last = match[1];
+  return last === undefined ? undefined : parseCredits(last);
+}
+const MODEL = /"model":"(fz\/\w+)"/;
+
+function bodyOf(plan: HttpRequestPlan, content: string): { path: string; body: Record<string, unknown> } {
+  const extras: Record<string, unknown> = {};
+  if (plan.models) extras.models = plan.models;
+  if (plan.provider) extras.provider = plan.provider;
+  if (plan.temperature !== undefined) extras.temperature = plan.temperature;
+  if (plan.topP !== undefined) extras.top_p = plan.topP;
+  switch (plan.dialect) {
+    case 'chat':
+      return { path: '/v1/chat/completions', body: { model: plan.model, messages: [{ role: 'user', content }], max_completion_tokens: plan.maxTokens, stream: plan.stream, ...extras } };
+    case 'messages':
+      return { path: '/v1/messages', body: { model: plan.model, max_tokens: plan.maxTokens, messages: [{ role: 'user', content }], stream: plan.stream, ...extras } };
+    case 'responses':
+      return { path: '/v1/responses', body: { model: plan.model, input: content, max_output_tokens: plan.maxTokens, stream: plan.stream, ...extras } };
+  }
+}
+
+async function sendHttp(
+  fuzz: FuzzStack, apiKey: string, path: string, body: unknown, headers: Record<string, string>, abortAfterMs: number | undefined,
+): Promise<Pick<Outcome, 'status' | 'code' | 'requestId' | 'aborted' | 'replayed' | 'costPico' | 'servedModel'>> {
+  const controller = new AbortController();
+  const timer = abortAfterMs === undefined ? undefined : setTimeout(() => controller.abort(), abortAfterMs);
+  let status = 0;
+  let requestId: string | undefined;
+  let replayed = false;
+  try {
+    const response = await fetch(`${fuzz.url}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', ...headers },
+      body: JSON.stringify(body),
+      signal: controller.signal,
+    });
+    status = response.status;
+    requestId = response.headers.get('x-gateway-request-id') ?? undefined;
+    replayed = response.headers.get('idempotent-replayed') === 'true';
+    const text = await response.text();
+    // The chat envelope's code; the messages envelope has none, so its 503 is known by its message.
+    const code = status >= 400 ? /"code":"([\w.-]+)"/.exec(text)?.[1] ?? (text.includes('No upstream available.') ? 'no_upstream' : undefined) : undefined;
+    const costPico = status === 200 ? lastCost(text) : undefined;
+    return {
+      status, requestId, aborted: false, replayed,
+      ...(code ? { code } : {}), ...(costPico !== undefined ? { costPico } : {}),
+      ...(status === 200 ? { servedModel: MODEL.exec(text)?.[1] } : {}),
+    };
+  } catch (error) {
+    if (controller.signal.aborted) return { status, requestId, aborted: true, replayed };
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function runWs(fuzz: FuzzStack, account: FuzzAccount, plan: WsPlan, tags: string[]): Promise<Outcome[]> {
+  const ws = new WebSocket(`${fuzz.url.replace(/^http/, 'ws')}/v1/responses`, { headers: { authorization: `Bearer ${account.apiKey}` } });
+  const events: string[] = [];
+  let closed = false;
+  let wake: (() => void) | undefined;
+  ws.on('message', (data) => { events.push(data.toString()); wake?.(); });
+  ws.on('close', () => { closed = true; wake?.(); });
+  ws.on('error', () => undefined);
+  const outcomes: Outcome[] = [];
+  try {
+    await new Promise<void>((resolve, reject) => {
+      ws.once('open', () => resolve());
+      ws.once('unexpected-response', (_request, response) => reject(new Error(`WebSocket upgrade refused: ${response.statusCode}`)));
+      ws.once('error', reject);
+    });
+    let read = 0;
+    for (const [index, turn] of plan.turns.entries()) {
+      const tag = tags[index]!;
+      ws.send(JSON.stringify({ type: 'response.create', model: plan.model, input: `${tag} says hello`, max_output_tokens: 32, ...(turn.warmup ? { generate: false } : {}) }));
+      const deadline = Date.now() + 15_000;
+      let terminal: string | undefined;
+      while (terminal === undefined && !closed && Date.now() < deadline) {
+        const found = events.slice(read).findIndex((event) => /"type":"(response\.completed|response\.incomplete|response\.failed|error)"/.test(event));
+        if (found >= 0) { terminal = events[read + found]; read += found + 1; break; }
+        await new Promise<void>((resolve) => { wake = resolve; setTimeout(resolve, 200); });
+      }
+      const isError = terminal === undefined || /"type":"error"/.test(terminal);
+      const statusMatch = terminal ? /"status":(\d{3})/.exec(terminal) : null;
+      const costPico = terminal && !isError ? lastCost(terminal) : undefined;
+      outcomes.push({
+        tag, account: plan.account, kind: 'ws', plan: turn, models: [plan.model],
+        status: isError ? Number(statusMatch?.[1] ?? 0) : 200, aborted: terminal === undefined, replayed: false,
+        ...(terminal && isError ? { code: /"code":"([\w.-]+)"/.exec(terminal)?.[1] } : {}),
+        ...(costPico !== undefined ? { costPico } : {}),
+      });
+      if (terminal === undefined) break;
+    }
+  } catch {
+    // A refused upgrade (402, 429 before the socket opens) is an answer like any other: no turn ran.
+  } finally {
+    ws.terminate();
+  }
+  return outcomes;
+}
+
+async function pool<T>(items: readonly T[], concurrency: number, run: (item: T, index: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, async () => {
+    while (next < items.length) {
+      const index = next++;
+      await run(items[index]!, index);
+    }
+  }));
+}
+
+let runCounter = 0;
+
+export interface PropertyOptions {
+  holes?: KnownHoles;
+  /** Process RSS bound checked after each sequence. */
+  maxRssBytes?: number;
+  onRun?: (stats: RunStats) => void;
+  /** Print each failing run's broken invariants as it happens (shrinking included). */
+  logFailures?: boolean;
+}
+
+/** Runs one generated sequence against the stack and checks every invariant; throws naming the broken one. */
+export async function runSequence(fuzz: FuzzStack, sequence: SequencePlan, stats: RunStats, options: PropertyOptions = {}): Promise<void> {
+  const run = ++runCounter;
+  const prefix = `fz${run}`;
+  await fuzz.forgetLearned();
+  const accounts = await Promise.all(sequence.accounts.map((plan, index) => newAccount(fuzz, `${prefix}-a${index}`, plan.balance, plan.tier, plan.creditLimit)));
+  const probe = await newAccount(fuzz, `${prefix}-b`, '5', 'tier-1', null);
+  const probeTag = `${prefix}probe`;
+  const probeBody = { model: 'fz/cheap', messages: [{ role: 'user', content: `${probeTag} is account B` }], temperature: 0.7, max_completion_tokens: 16, provider: { only: ['oa'] } };
+  const probeIdempotent = { model: 'fz/cheap', messages: [{ role: 'user', content: `${prefix}probeidem is account B` }], max_completion_tokens: 16 };
+  const probeKey = `${prefix}-b-idem`;
+  const outcomes: Outcome[] = [];
+
+  const probeFirst = await sendHttp(fuzz, probe.apiKey, '/v1/chat/completions', probeBody, {}, undefined);
+  const probeIdemFirst = await sendHttp(fuzz, probe.apiKey, '/v1/chat/completions', probeIdempotent, { 'idempotency-key': probeKey }, undefined);
+
+  // The tag of each HTTP request: its own, or its Idempotency-Key slot's (same key, same body: one tag).
+  await pool(sequence.requests, sequence.concurrency, async (request, index) => {
+    const account = accounts[request.account]!;
+    if (request.kind === 'ws') {
+      const tags = request.turns.map((_turn, turn) => `${prefix}w${index}t${turn}`);
+      request.turns.forEach((turn, turnIndex) => fuzz.plans.set(tags[turnIndex]!, { attempts: turn.attempts.map((attempt) => behaviourOf(attempt, turn.usage)), used: 0, usage: turn.usage }));
+      outcomes.push(...(await runWs(fuzz, account, request, tags)));
+      stats.requests += request.turns.length;
+      return;
+    }
+    if (request.kind === 'compact') {
+      const tag = `${prefix}c${index}`;
+      fuzz.plans.set(tag, { attempts: request.attempts.map((attempt) => behaviourOf(attempt, request.usage)), used: 0, usage: request.usage });
+      const body = { model: request.model, input: [{ role: 'user', content: `${tag} wrote a long story` }, { role: 'assistant', content: 'It was long.' }] };
+      const seen = await sendHttp(fuzz, account.apiKey, '/v1/responses/compact', body, {}, undefined);
+      outcomes.push({ tag, account: request.account, kind: 'compact', plan: request, models: [request.model], ...seen });
+      stats.requests++;
+      return;
+    }
+    const tag = request.idempotency ? `${prefix}i${request.account}s${request.idempotency.slot}v${request.idempotency.variant}` : `${prefix}r${index}`;
+    // The first request of an Idempotency-Key slot decides what the fakes answer for every request of it.
+    if (!fuzz.plans.has(tag)) fuzz.plans.set(tag, { attempts: request.attempts.map((attempt) => behaviourOf(attempt, request.usage)), used: 0, usage: request.usage });
+    const { path, body } = bodyOf(request, `${tag} asks a question`);
+    const headers: Record<string, string> = request.idempotency ? { 'idempotency-key': `${prefix}-a${request.account}-k${request.idempotency.slot}` } : {};
+    if (request.dialect === 'messages') headers['anthropic-version'] = '2023-06-01';
+    const seen = await sendHttp(fuzz, account.apiKey, path, body, headers, request.abortAfterMs);
+    outcomes.push({ tag, account: request.account, kind: 'http', plan: request, models: request.models ?? [request.model], ...seen });
+    stats.requests++;
+  });
+
+  const probeLast = await sendHttp(fuzz, probe.apiKey, '/v1/chat/completions', probeBody, {}, undefined);
+  const probeIdemLast = await sendHttp(fuzz, probe.apiKey, '/v1/chat/completions', probeIdempotent, { 'idempotency-key': probeKey }, undefined);
+  stats.requests += 4;
+
+  try {
+    for (const outcome of outcomes) {
+      const name = outcome.aborted ? `${outcome.kind} aborted` : `${outcome.kind} ${outcome.status}${outcome.code ? ` ${outcome.code}` : ''}${outcome.replayed ? ' replayed' : ''}`;
+      stats.outcomes[name] = (stats.outcomes[name] ?? 0) + 1;
+    }
+    await checkSequence(fuzz, { run, accounts, probe, outcomes, probeTag, probes: { probeFirst, probeLast, probeIdemFirst, probeIdemLast } }, stats, options);
+  } finally {
+    for (const tag of [...fuzz.plans.keys()]) if (tag.startsWith(prefix)) fuzz.plans.delete(tag);
+    for (const fake of Object.values(fuzz.fakes)) fake.requests.length = 0;
+  }
+}
+
+// ---------------------------------------------------------------- the invariants
+
+interface Charge {
+  requestId: string;
+  accountId: string;
+  keyId: string;
+  modelId: string;
+  providerId: string;
+  costPico: bigint;
+  generationCostPico: bigint | undefined;
+  input: bigint;
+  cached: bigint;
+  output: bigint;
+  reasoning: bigint;
+  insured: string;
+  estimated: boolean;
+}
+
+async function ledgerOf(fuzz: FuzzStack, accountIds: string[]) {
+  const [balances, keys, charges, journal, open] = await Promise.all([
+    fuzz.db.query<{ account_id: string; balance_pico: string; reserved_pico: string }>('select account_id, balance_pico, reserved_pico from ledger.balances where account_id = any($1)', [accountIds]),
+    fuzz.db.query<{ key_id: string; spent_pico: string }>('select key_id, spent_pico from ledger.key_totals where account_id = any($1)', [accountIds]),
+    fuzz.db.query<Record<string, string | null>>(
+      `select c.request_id, c.account_id, c.key_id, c.model_id, c.provider_id, c.cost_pico, c.input_tokens, c.cached_input_tokens, c.output_tokens, c.reasoning_tokens, c.estimated,
+              g.cost_input_pico + g.cost_output_pico + g.cost_cache_read_pico + g.cost_cache_write_pico + g.cost_reasoning_pico as generation_cost, g.insured_reason
+         from ledger.charges c left join ledger.generations g on g.request_id = c.request_id where c.account_id = any($1)`, [accountIds]),
+    // The journal (journal_entries: top-ups, adjustments and every charge) sums to the balance.
+    fuzz.db.query<{ account_id: string; total: string }>('select account_id, sum(amount_pico)::text as total from ledger.journal_entries where account_id = any($1) group by account_id', [accountIds]),
+    fuzz.db.query<{ request_id: string; amount_pico: string; age: string }>(
+      `select request_id, amount_pico::text, extract(epoch from now() - created_at)::int::text as age from ledger.reservations where closed_at is null and account_id = any($1)`, [accountIds]),
+  ]);
+  return {
+    balances: new Map(balances.rows.map((row) => [row.account_id, { balance: BigInt(row.balance_pico), reserved: BigInt(row.reserved_pico) }])),
+    keys: new Map(keys.rows.map((row) => [row.key_id, BigInt(row.spent_pico)])),
+    charges: charges.rows.map((row): Charge => ({
+      requestId: row.request_id!, accountId: row.account_id!, keyId: row.key_id!, modelId: row.model_id!, providerId: row.provider_id!,
+      costPico: BigInt(row.cost_pico!), generationCostPico: row.generation_cost === null ? undefined : BigInt(row.generation_cost!),
+      input: BigInt(row.input_tokens!), cached: BigInt(row.cached_input_tokens!), output: BigInt(row.output_tokens!), reasoning: BigInt(row.reasoning_tokens!),
+      insured: row.insured_reason ?? '',
+      estimated: row.estimated as unknown as boolean,
+    })),
+    journal: new Map(journal.rows.map((row) => [row.account_id, BigInt(row.total)])),
+    openReservations: open.rows.length,
+    open: open.rows,
+  };
+}
+
+type Ledger = Awaited<ReturnType<typeof ledgerOf>>;
+
+/** Polls until no reservation of these accounts is open and two reads 400 ms apart agree (usage settled). */
+async function settledLedger(fuzz: FuzzStack, accountIds: string[]): Promise<Ledger> {
+  const deadline = Date.now() + 15_000;
+  let previous = '';
+  for (;;) {
+    const ledger = await ledgerOf(fuzz, accountIds);
+    const fingerprint = `${ledger.openReservations}|${ledger.charges.length}|${[...ledger.balances.values()].map((b) => `${b.balance}/${b.reserved}`).join(',')}|${ledger.charges.filter((c) => c.generationCostPico === undefined).length}`;
+    if (ledger.openReservations === 0 && fingerprint === previous) return ledger;
+    if (Date.now() > deadline) return ledger;
+    previous = fingerprint;
+    await new Promise((resolve) => setTimeout(resolve, 400));
+  }
+}
+
+function priceOf(model: string, input: bigint, cached: bigint, output: bigint): bigint {
+  const prices = MODELS[model as ModelId]?.prices;
+  if (!prices) throw new Error(`charge for a model not in the catalog: ${model}`);
+  return (input - cached) * prices.input + cached * prices.cachedInput + output * prices.output;
+}
+
+async function checkSequence(
+  fuzz: FuzzStack,
+  seen: {
+    run: number; accounts: FuzzAccount[]; probe: FuzzAccount; outcomes: Outcome[]; probeTag: string;
+    probes: Record<'probeFirst' | 'probeLast' | 'probeIdemFirst' | 'probeIdemLast', Awaited<ReturnType<typeof sendHttp>>>;
+  },
+  stats: RunStats,
+  options: PropertyOptions,
+): Promise<void> {
+  const holes = options.holes ?? KNOWN_HOLES;
+  const violations: string[] = [];
+  const all = [...seen.accounts, seen.probe];
+  const ledger = await settledLedger(fuzz, all.map((account) => account.accountId));
+  for (const reservation of ledger.open) {
+    const outcome = seen.outcomes.find((candidate) => candidate.requestId === reservation.request_id);
+    violations.push(`reservation ${reservation.request_id} (${reservation.amount_pico} pico, ${reservation.age} s old) still open 15 s after the sequence: ${outcome ? show(outcome) : 'no answer with its id'}`);
+  }
+  const accountIndex = new Map(seen.accounts.map((account, index) => [account.accountId, index]));
+  const byRequest = new Map(ledger.charges.map((charge) => [charge.requestId, charge]));
+
+  // No 5xx but the upstream-caused 503 (no_upstream); the probes answer 200.
+  for (const outcome of seen.outcomes) {
+    if (outcome.status >= 500 && !(outcome.status === 503 && outcome.code === 'no_upstream')) {
+      violations.push(`${outcome.tag} (${outcome.kind}) answered ${outcome.status} ${outcome.code ?? ''}`);
+    }
+  }
+  for (const [name, probe] of Object.entries(seen.probes)) if (probe.status !== 200) violations.push(`account B's ${name} answered ${probe.status} ${probe.code ?? ''}`);
+
+  // Money per account, in pico-credits from the ledger's own rows.
+  for (const account of all) {
+    const balance = ledger.balances.get(account.accountId)?.balance ?? 0n;
+    const charges = ledger.charges.filter((charge) => charge.accountId === account.accountId);
+    const charged = charges.reduce((sum, charge) => sum + charge.costPico, 0n);
+    const journal = ledger.journal.get(account.accountId) ?? 0n;
+    const generations = charges.reduce((sum, charge) => sum + (charge.generationCostPico ?? 0n), 0n);
+    const name = account === seen.probe ? 'account B' : `account ${accountIndex.get(account.accountId)}`;
+    if (balance < 0n) violations.push(`${name}'s balance is below zero: ${balance} pico`);
+    if (account.initialPico - balance !== charged) violations.push(`${name}: balance moved by ${account.initialPico - balance} pico, charges sum to ${charged}`);
+    if (journal !== balance) violations.push(`${name}: the journal sums to ${journal} pico, the balance is ${balance}`);
+    if (generations !== charged) violations.push(`${name}: generation records sum to ${generations} pico, charges to ${charged}`);
+    const missing = charges.filter((charge) => charge.generationCostPico === undefined).length;
+    if (missing > 0) violations.push(`${name}: ${missing} charges without a generation record`);
+    const spent = ledger.keys.get(account.keyId) ?? 0n;
+    if (account.creditLimitPico !== undefined && spent > account.creditLimitPico) violations.push(`${name}'s key spent ${spent} pico past its credit limit ${account.creditLimitPico}`);
+    // A key with no available credit (below the 0.05 hold) is never served by a paid model.
+    if (account.initialPico < parseCredits('0.05')) {
+      for (const charge of charges) if (charge.costPico > 0n || isPaid(charge.modelId)) violations.push(`${name} (balance ${account.initialPico} pico) was served paid ${charge.modelId}: ${charge.requestId} cost ${charge.costPico}`);
+    }
+  }
+
+  // Each charge = the served model's prices × its normalized usage (input incl. cache reads, output incl. reasoning).
+  for (const charge of ledger.charges) {
+    const expected = charge.insured ? 0n : priceOf(charge.modelId, charge.input, charge.cached, charge.output);
+    if (charge.costPico !== expected) violations.push(`${charge.requestId} (${charge.modelId}): charged ${charge.costPico} pico, its usage prices at ${expected}`);
+  }
+
+  // What the client saw: the answer's usage.cost is its ledger charge; a completed answer whose upstream
+  // reported usage is charged exactly that usage at the served model's prices; it was a model it asked for.
+  const clientCost = new Map<string, bigint>();
+  for (const outcome of seen.outcomes) {
+    const charge = outcome.requestId ? byRequest.get(outcome.requestId) : undefined;
+    if (outcome.costPico !== undefined && outcome.requestId) {
+      clientCost.set(outcome.requestId, outcome.costPico);
+      if (!charge) violations.push(`${outcome.tag}: answer says cost ${outcome.costPico} pico, the ledger has no charge for ${outcome.requestId}`);
+      else if (charge.costPico !== outcome.costPico) violations.push(`${outcome.tag}: answer says cost ${outcome.costPico} pico, the ledger charged ${charge.costPico}`);
+    }
+    if (charge && !outcome.models.includes(charge.modelId)) violations.push(`${outcome.tag}: served by ${charge.modelId}, asked for ${outcome.models.join(',')}`);
+    const usage = fuzz.plans.get(outcome.tag)?.usage as UsagePlan | undefined;
+    if (charge && usage?.present && outcome.status === 200 && outcome.costPico !== undefined && !charge.insured && !charge.estimated && isScriptedUsageServed(fuzz, outcome.tag)) {
+      const output = charge.providerId === 'an' ? usage.completion : Math.max(usage.completion, usage.reasoning);
+      const expected = priceOf(charge.modelId, BigInt(usage.prompt), BigInt(usage.cached), BigInt(output));
+      stats.exactCharges++;
+      if (charge.costPico !== expected) violations.push(`${outcome.tag}: upstream reported ${JSON.stringify(usage)} on ${charge.providerId}, ${charge.modelId} charged ${charge.costPico} pico, expected ${expected}`);
+    }
+  }
+  const seenSum = [...clientCost.values()].reduce((sum, cost) => sum + cost, 0n);
+  const clientRequestIds = new Set(clientCost.keys());
+  const ledgerSumOfSeen = ledger.charges.filter((charge) => clientRequestIds.has(charge.requestId)).reduce((sum, charge) => sum + charge.costPico, 0n);
+  if (seenSum !== ledgerSumOfSeen) violations.push(`usage.cost the clients saw sums to ${seenSum} pico, the ledger's charges of those requests to ${ledgerSumOfSeen}`);
+
+  // Hole 4's invariant: a request whose prompt reached an upstream that answered it is recorded (and
+  // charged at its usage), even when the client went away first.
+  if (holes.abortAfterPromptCharged) {
+    for (const account of seen.accounts) {
+      const index = accountIndex.get(account.accountId)!;
+      const reached = new Set<string>();
+      const abortedTags = new Set(seen.outcomes.filter((outcome) => outcome.account === index && outcome.kind === 'http' && outcome.aborted).map((outcome) => outcome.tag));
+      for (const tag of abortedTags) {
+        const plan = fuzz.plans.get(tag);
+        if (!plan) continue;
+        // The n-th upstream request of a tag got the n-th scripted behaviour: one that answered (no error
+        // status) on a paid model means the upstream got the prompt and worked on it.
+        const upstream = Object.values(fuzz.fakes).flatMap((fake) => fake.requests).filter((request) => tagOf(request.body) === tag).sort((a, b) => a.receivedAt - b.receivedAt);
+        upstream.forEach((request, attempt) => {
+          const behaviour = plan.attempts[Math.min(attempt, plan.attempts.length - 1)];
+          const model = upstreamModelOf(request.body);
+          if (behaviour && behaviour.status === undefined && model && isPaid(model.model)) reached.add(tag);
+        });
+      }
+      const recorded = ledger.charges.filter((charge) => charge.accountId === account.accountId).length;
+      const answered = new Set(seen.outcomes.filter((outcome) => outcome.account === index && !outcome.aborted && outcome.requestId && byRequest.has(outcome.requestId)).map((outcome) => outcome.requestId)).size;
+      if (recorded < answered + reached.size) violations.push(`account ${index}: ${reached.size} aborted requests reached a paid upstream, only ${recorded - answered} of them recorded`);
+    }
+  }
+
+  // Account B's probe reaches the upstream with the same body at the start and the end of the sequence.
+  const probeBodies = fuzz.fakes.oa.requests.filter((request) => tagOf(request.body) === seen.probeTag).map((request) => JSON.stringify(request.body));
+  if (probeBodies.length !== 2) violations.push(`account B's probe reached the upstream ${probeBodies.length} times, not 2`);
+  else if (probeBodies[0] !== probeBodies[1]) violations.push(`account B's probe body changed during A's traffic: ${probeBodies[0]} → ${probeBodies[1]}`);
+  // A refusal learned from another account (in this run or an earlier one, the map keeps it 24 h) must
+  // not take B's own temperature away: B was never refused.
+  for (const body of probeBodies) if (!body.includes('"temperature":0.7')) violations.push(`account B's probe reached the upstream without its temperature: ${body}`);
+  // …and its Idempotency-Key record survives A's traffic: the repeat is the stored answer.
+  const { probeIdemFirst, probeIdemLast } = seen.probes;
+  if (!probeIdemLast.replayed || probeIdemLast.requestId !== probeIdemFirst.requestId) {
+    violations.push(`account B's idempotent repeat was not the stored answer (replayed ${probeIdemLast.replayed}, ids ${probeIdemFirst.requestId} / ${probeIdemLast.requestId})`);
+  }
+
+  const livez = await fetch(`${fuzz.url}/livez`).then((response) => response.status, () => 0);
+  if (livez !== 200) violations.push(`/livez answered ${livez}`);
+  const rss = process.memoryUsage().rss;
+  const maxRss = options.maxRssBytes ?? 1_500 * 1024 * 1024;
+  if (rss > maxRss) violations.push(`process RSS ${Math.round(rss / 1048576)} MiB over the bound ${Math.round(maxRss / 1048576)} MiB`);
+
+  if (violations.length > 0) throw new Error(`run ${seen.run}: ${violations.length} invariant(s) broken:\n  ${violations.join('\n  ')}`);
+}
+
+const show = (value: unknown) => JSON.stringify(value, (_key, field: unknown) => (typeof field === 'bigint' ? field.toString() : field));
+
+/** True when the request's serving attempt ran to its end with the scripted usage (no cut attempt). */
+function isScriptedUsageServed(fuzz: FuzzStack, tag: string): boolean {
+  const plan = fuzz.plans.get(tag);
+  return plan !== undefined && plan.attempts.every((attempt) => attempt.cutAfterChunks === undefined);
+}
+
+/** The property: any generated sequence keeps every invariant. */
+export function invariantProperty(fuzz: FuzzStack, stats: RunStats, options: PropertyOptions = {}) {
+  return fc.asyncProperty(sequenceArb(options.holes ?? KNOWN_HOLES), async (sequence) => {
+    try {
+      stats.current = runSequence(fuzz, sequence, stats, options);
+      await stats.current;
+    } catch (error) {
+      stats.failures++;
+      if (options.logFailures) console.log(`[fuzz] failing run: ${(error as Error).message.slice(0, 600)}`);
+      throw error;
+    } finally {
+      stats.runs++;
+      options.onRun?.(stats);
+    }
+  });
+}
