@@ -9,7 +9,7 @@ import { invariantProperty, KNOWN_HOLES, type KnownHoles, type RunStats } from '
 
 const minutes = Number(process.env.FUZZ_MINUTES ?? '1.5');
 const seed = Number(process.env.FUZZ_SEED ?? '35');
-// FUZZ_HOLES=freeThenPaidFallback,reasoningBesideZeroCompletion turns on shapes KNOWN_HOLES leaves out.
+// FUZZ_HOLES=name,... turns on a shape KNOWN_HOLES leaves out while its hole is being fixed (none today).
 const holes: KnownHoles = { ...KNOWN_HOLES };
 for (const name of (process.env.FUZZ_HOLES ?? '').split(',').filter(Boolean)) {
   if (!(name in holes)) throw new Error(`FUZZ_HOLES: no known hole ${name} (${Object.keys(holes).join(', ')})`);
