@@ -586,14 +586,14 @@ async function checkSequence(
         const plan = fuzz.plans.get(tag);
         if (!plan) continue;
         // The n-th upstream request of a tag got the n-th scripted behaviour: one that was answering it
-        // (ok, or slow to its first byte) on a paid model means the upstream got the prompt and worked on
+        // (ok, or slow to its first byte: no error status, no cut) on a paid model means the upstream got the prompt and worked on
         // it. A refusal (400), an error status or a cut before content is the provider's failure, which is
         // not charged (billing.md, "A caller who leaves before the answer").
         const upstream = Object.values(fuzz.fakes).flatMap((fake) => fake.requests).filter((request) => tagOf(request.body) === tag).sort((a, b) => a.receivedAt - b.receivedAt);
         upstream.forEach((request, attempt) => {
           const behaviour = plan.attempts[Math.min(attempt, plan.attempts.length - 1)];
           const model = upstreamModelOf(request.body);
-          const working = behaviour !== undefined && (behaviour.kind === 'ok' || behaviour.kind === 'slow');
+          const working = behaviour !== undefined && behaviour.status === undefined && behaviour.cutAfterChunks === undefined;
           if (working && model && isPaid(model.model)) reached.add(tag);
         });
       }
