@@ -19,10 +19,21 @@ const MAX_ACQUIRE_ROUNDS = 20;
 /** Largest lease asked for, however many requests wait (the ledger allows up to 1,000 credits). */
 const MAX_LEASE_PICO = parseCredits('100');
 /**
- * Waits between acquisitions the ledger answered `recalling` (capacity held by leases being recalled):
- * about 300 ms in all, then one last try without recall, whose refusal is the caller's 402.
+ * Recalled acquisitions a waiter takes part in before its 402. A recall's grant is what the other
+ * replicas' leases had given back by then; their busy leases come back as their running requests finish,
+ * so a waiter that found no room in the first recalled grant tries one more round (the capacity exists:
+ * the ledger answers `recalling` only while other leases hold it). A plain refusal is final at once.
  */
-const RECALL_RETRY_DELAYS_MS = [20, 40, 80, 160];
+const MAX_RECALLED_ROUNDS = 2;
+/**
+ * Waits between acquisitions the ledger answered `recalling` (capacity held by leases being recalled):
+ * about 1.1 s in all, then one last try without recall, whose refusal is the caller's 402. The ledger
+ * answers `recalling` only while other leases hold what would cover the request, so a caller waits only
+ * when the capacity exists: the recall goes over NATS and the holders return their leases when their
+ * running requests finish, which on a loaded machine took longer than 300 ms (a 402 while the balance
+ * was there, 1 of 180 requests in lease-recall.e2e.test.ts's two-edge run).
+ */
+const RECALL_RETRY_DELAYS_MS = [20, 40, 80, 160, 320, 480];
 /**
  * A recalled lease returned within this long of its last finished request may still have charges on
  * the bus: it is returned with its spent estimate, so the ledger keeps that part (until they settle)
@@ -214,6 +225,7 @@ export class LeasedAdmission implements Admission {
     const limits = model.limitGroup?.tiers[key.tier];
     const slotKey = `${key.accountId}\u0000${key.keyId}\u0000${limits ? model.model.limitGroup : ''}`;
     let outcome: Acquisition | undefined;
+    let recalledRounds = 0;
     for (let round = 0; ; round++) {
       const slot = this.slot(slotKey, key);
       const lease = slot.current;
@@ -230,7 +242,8 @@ export class LeasedAdmission implements Admission {
         if (outOfRequests) slot.requestsFloor = Math.min(slot.requestsFloor * 2, this.leaseRequests);
         this.retire(slotKey, slot, lease);
       }
-      if (outcome && ((outcome.recalled && !outcome.split) || round >= MAX_ACQUIRE_ROUNDS)) {
+      if (outcome?.recalled && !outcome.split) recalledRounds++;
+      if (outcome && (recalledRounds >= MAX_RECALLED_ROUNDS || round >= MAX_ACQUIRE_ROUNDS)) {
         throw outOfRequests && outcome.shortOfRequests ? windowFull(lease) : heldByRunningRequests(holdPico);
       }
       slot.waiting++;
