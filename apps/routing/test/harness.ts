@@ -12,6 +12,7 @@ import {
 } from '@gateway/proto';
 import { testLogger, uniqueName } from '@gateway/testing';
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
+import { startRoutingService, type RoutingServiceOptions } from '../src/index.js';
 
 /** A stand-in CatalogService that answers GetSnapshot from a snapshot the test can swap. */
 export async function startFakeCatalog(initial: GetSnapshotResponse) {
@@ -98,4 +99,26 @@ export async function collectUsageEvents(bus: EventBus) {
     },
   );
   return { events, stop: async () => { await Promise.all([single.stop(), grouped.stop()]); } };
+}
+
+/**
+ * A routing service on the test's bus and fake catalog, with its usage-event collector (started first, so
+ * no event is missed) and a client; `stop` closes the three in reverse order.
+ */
+export async function startRouterUnderTest(
+  bus: EventBus,
+  catalogAddress: string,
+  options: Pick<RoutingServiceOptions, 'providerSecrets' | 'attemptTimeoutMs' | 'maxAttempts'>,
+) {
+  const usage = await collectUsageEvents(bus);
+  const service = await startRoutingService({
+    listenAddress: '127.0.0.1:0', catalogAddress, bus, logger: testLogger('routing'), ...options,
+  });
+  const client = routerClient(service.address);
+  const stop = async () => {
+    client.close();
+    await service.stop();
+    await usage.stop();
+  };
+  return { usage, service, client, stop };
 }

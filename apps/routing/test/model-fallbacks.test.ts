@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { GatewayError, GrpcStatus } from '@gateway/platform';
 import { UsageOutcome, type RoutingChoices } from '@gateway/proto';
-import { createTestBus, eventually, startFakeUpstream, testLogger, type FakeUpstream, type TestBus } from '@gateway/testing';
-import { startRoutingService } from '../src/index.js';
-import { chatRequest, collectUsageEvents, model, openaiProvider, routerClient, snapshot, startFakeCatalog } from './harness.js';
+import { createTestBus, eventually, startFakeUpstream, type FakeUpstream, type TestBus } from '@gateway/testing';
+import { chatRequest, collectUsageEvents, model, openaiProvider, routerClient, snapshot, startFakeCatalog, startRouterUnderTest } from './harness.js';
 
 // Model fallbacks and provider preferences in routing's one failover loop (model × provider): the edge
 // sends the fallbacks and preferences in ChatRequest.routing_choices; routing walks them in order.
@@ -23,6 +22,7 @@ describe('routing: model fallbacks and provider preferences', () => {
   let usage: Awaited<ReturnType<typeof collectUsageEvents>>;
   let service: { address: string; stop(): Promise<void> };
   let client: ReturnType<typeof routerClient>;
+  let router: Awaited<ReturnType<typeof startRouterUnderTest>>;
 
   beforeAll(async () => {
     testBus = await createTestBus('nats');
@@ -32,17 +32,13 @@ describe('routing: model fallbacks and provider preferences', () => {
       model('acme/second', ['two'], { pricing: CHEAP, supportedParameters: ['max_completion_tokens'] }),
       model('acme/both', ['one', 'two'], { pricing: CHEAP }),
     ], [openaiProvider('one', one.url), openaiProvider('two', two.url)]));
-    usage = await collectUsageEvents(testBus.bus);
-    service = await startRoutingService({
-      listenAddress: '127.0.0.1:0', catalogAddress: catalog.address, bus: testBus.bus, logger: testLogger('routing'),
+    router = await startRouterUnderTest(testBus.bus, catalog.address, {
       providerSecrets: { ONE_API_KEY: 'sk-one', TWO_API_KEY: 'sk-two' }, attemptTimeoutMs: 2_000, maxAttempts: 3,
     });
-    client = routerClient(service.address);
+    ({ usage, service, client } = router);
   });
   afterAll(async () => {
-    client.close();
-    await service.stop();
-    await usage.stop();
+    await router.stop();
     await catalog.stop();
     await one.close();
     await two.close();

@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GatewayError, GrpcStatus } from '@gateway/platform';
 import { ModerationInputForm, Provider, UsageOutcome, type Model, type RequestContext } from '@gateway/proto';
-import { createTestBus, eventually, startFakeUpstream, testLogger, uniqueName, type FakeUpstream, type TestBus } from '@gateway/testing';
-import { startRoutingService } from '../src/index.js';
-import { chatRequest, collectUsageEvents, model, openaiProvider, routerClient, snapshot, startFakeCatalog } from './harness.js';
+import { createTestBus, eventually, startFakeUpstream, uniqueName, type FakeUpstream, type TestBus } from '@gateway/testing';
+import { chatRequest, collectUsageEvents, model, openaiProvider, routerClient, snapshot, startFakeCatalog, startRouterUnderTest } from './harness.js';
 
 /**
  * Every request that reaches the Router was admitted by the edge with a hold (a ledger reservation or a
@@ -17,6 +16,7 @@ describe('reservation lifecycle: every refusal and failure releases the hold', (
   let usage: Awaited<ReturnType<typeof collectUsageEvents>>;
   let service: { address: string; stop(): Promise<void> };
   let client: ReturnType<typeof routerClient>;
+  let router: Awaited<ReturnType<typeof startRouterUnderTest>>;
 
   const simOffer = (endpoints: string[]) => [{ providerId: 'sim', upstreamModel: 'sim-model', endpoints }];
   const simModel = (id: string, endpoints: string[], extra: Partial<Model> = {}) => model(id, ['sim'], { offers: simOffer(endpoints), ...extra });
@@ -37,17 +37,13 @@ describe('reservation lifecycle: every refusal and failure releases the hold', (
       Provider.fromPartial({ id: 'sim', kind: 'simulated' }),
       openaiProvider('down', upstream.url),
     ]), moderationModel: 'sim/moderate' });
-    usage = await collectUsageEvents(testBus.bus);
-    service = await startRoutingService({
-      listenAddress: '127.0.0.1:0', catalogAddress: catalog.address, bus: testBus.bus, logger: testLogger('routing'),
+    router = await startRouterUnderTest(testBus.bus, catalog.address, {
       providerSecrets: { DOWN_API_KEY: 'sk-down' }, attemptTimeoutMs: 2_000, maxAttempts: 2,
     });
-    client = routerClient(service.address);
+    ({ usage, service, client } = router);
   });
   afterAll(async () => {
-    client.close();
-    await service.stop();
-    await usage.stop();
+    await router.stop();
     await catalog.stop();
     await upstream.close();
     await testBus.destroy();

@@ -6,7 +6,7 @@ import { CatalogChanged, Provider, ExchangeRequest, ExchangeResponse, RouterServ
 import { createTestBus, eventually, startFakeUpstream, testLogger, type FakeUpstream, type TestBus } from '@gateway/testing';
 import { startRoutingService } from '../src/index.js';
 import { countInputTokens } from '../src/usage/token-counter.js';
-import { chatRequest, collectUsageEvents, model, openaiProvider, routerClient, snapshot, startFakeCatalog } from './harness.js';
+import { chatRequest, collectUsageEvents, model, openaiProvider, routerClient, snapshot, startFakeCatalog, startRouterUnderTest } from './harness.js';
 
 const PRICING = { perInputToken: '0.0000005', perOutputToken: '0.0000015' };
 
@@ -525,6 +525,7 @@ describe('routing service: a caller who leaves before the first content (issue 3
   let usage: Awaited<ReturnType<typeof collectUsageEvents>>;
   let service: { address: string; stop(): Promise<void> };
   let client: ReturnType<typeof routerClient>;
+  let router: Awaited<ReturnType<typeof startRouterUnderTest>>;
 
   beforeAll(async () => {
     testBus = await createTestBus('nats');
@@ -537,17 +538,13 @@ describe('routing service: a caller who leaves before the first content (issue 3
     catalog = await startFakeCatalog(snapshot('v1', [model('acme/slow', ['prov-a']), model('acme/hole', ['prov-hole'])], [
       openaiProvider('prov-a', upstream.url), openaiProvider('prov-hole', holeUrl),
     ]));
-    usage = await collectUsageEvents(testBus.bus);
-    service = await startRoutingService({
-      listenAddress: '127.0.0.1:0', catalogAddress: catalog.address, bus: testBus.bus, logger: testLogger('routing'),
+    router = await startRouterUnderTest(testBus.bus, catalog.address, {
       providerSecrets: { PROV_A_API_KEY: 'sk-a', PROV_HOLE_API_KEY: 'sk-hole' }, attemptTimeoutMs: 5_000, maxAttempts: 1,
     });
-    client = routerClient(service.address);
+    ({ usage, service, client } = router);
   });
   afterAll(async () => {
-    client.close();
-    await service.stop();
-    await usage.stop();
+    await router.stop();
     await catalog.stop();
     await upstream.close();
     await new Promise((resolve) => { hole.close(resolve); for (const socket of holeSockets) socket.destroy(); });

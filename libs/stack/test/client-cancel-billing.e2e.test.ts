@@ -23,6 +23,16 @@ const UPSTREAM_DELAY_MS = 2_500;
 const ABORT_AT_MS = 1_500;
 
 function catalog(upstream: FakeUpstream, claude: FakeAnthropicUpstream): string {
+  const model = (id: string, offers: string) => `
+  - id: ${id}
+    owned_by: testco
+    created: 1767225600
+    input_modalities: [text]
+    output_modalities: [text]
+    supported_parameters: [temperature, max_completion_tokens, stream_options]
+    pricing: { per_input_token: "${INPUT_PRICE}", per_output_token: "${OUTPUT_PRICE}" }
+    limit_group: default
+    offers:${offers}`;
   // Two providers on the same fake, told apart by a static header, for the failover case.
   return `
 startups:
@@ -34,28 +44,10 @@ providers:
 limit_groups:
   - id: default
     tiers: { tier-1: { minute: 600 } }
-models:
-  - id: ${MODEL}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [temperature, max_completion_tokens, stream_options]
-    pricing: { per_input_token: "${INPUT_PRICE}", per_output_token: "${OUTPUT_PRICE}" }
-    limit_group: default
-    offers:
+models:${model(MODEL, `
       - { provider: upstream-one, upstream_model: cancel-upstream, endpoints: [chat.completions, messages] }
-      - { provider: upstream-two, upstream_model: cancel-upstream, endpoints: [chat.completions, messages] }
-  - id: ${CLAUDE}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [temperature, max_completion_tokens, stream_options]
-    pricing: { per_input_token: "${INPUT_PRICE}", per_output_token: "${OUTPUT_PRICE}" }
-    limit_group: default
-    offers:
-      - { provider: claude-one, upstream_model: claude-cancel, endpoints: [chat.completions, messages] }
+      - { provider: upstream-two, upstream_model: cancel-upstream, endpoints: [chat.completions, messages] }`)}${model(CLAUDE, `
+      - { provider: claude-one, upstream_model: claude-cancel, endpoints: [chat.completions, messages] }`)}
 `;
 }
 

@@ -4,8 +4,8 @@ import {
   AuthServiceClient, AuthServiceService, CatalogServiceClient, CatalogServiceService, LedgerServiceClient, LedgerServiceService,
   MediaServiceClient, MediaServiceService, RouterServiceClient, RouterServiceService,
 } from '@gateway/proto';
-import { createTestBus, createTestDatabase, TEST_INTERNAL_TOKEN, type TestBus, type TestDatabase } from '@gateway/testing';
-import { startProcessStack, type ProcessStack, type ServiceApp } from './process-stack.js';
+import { TEST_INTERNAL_TOKEN } from '@gateway/testing';
+import { startStandaloneProcessStack, type ProcessStack, type ServiceApp, type StandaloneProcessStack } from './process-stack.js';
 
 // Internal authentication over the wire, for every gRPC service as deployed (each app its own process,
 // its tokens from the environment): a pod that reaches a service's port without the service token is
@@ -89,20 +89,16 @@ const probes: Record<ServiceApp, { expected: string; call: (address: string, cre
 };
 
 describe('internal gRPC authentication on every service, over the wire', () => {
-  let database: TestDatabase;
-  let testBus: TestBus;
+  let standalone: StandaloneProcessStack;
   let stack: ProcessStack;
 
   beforeAll(async () => {
-    database = await createTestDatabase();
-    testBus = await createTestBus('nats');
-    stack = await startProcessStack(database, testBus);
+    standalone = await startStandaloneProcessStack();
+    stack = standalone.stack;
   }, 120_000);
 
   afterAll(async () => {
-    await stack?.stop();
-    await testBus?.destroy();
-    await database?.drop();
+    await standalone?.stop();
   }, 30_000);
 
   it.each(Object.keys(probes) as ServiceApp[])('%s: no credential and a wrong one are UNAUTHENTICATED; the service token reaches the handler', async (app) => {

@@ -1,35 +1,31 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { runGatewayctl } from '@gateway/gatewayctl';
-import { createTestBus, createTestDatabase, eventually, labelValues, parsePrometheusText, sampleSum, type TestBus, type TestDatabase, TEST_ADMIN_TOKEN, TEST_INTERNAL_TOKEN } from '@gateway/testing';
+import { eventually, labelValues, parsePrometheusText, sampleSum, TEST_ADMIN_TOKEN, TEST_INTERNAL_TOKEN } from '@gateway/testing';
 import { createClient, GatewayError, GrpcStatus, parseCredits, type PromiseClient } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import { exampleTokenCostPico } from './account-harness.js';
-import { startProcessStack, type ProcessStack } from './process-stack.js';
+import { startStandaloneProcessStack, type ProcessStack, type StandaloneProcessStack } from './process-stack.js';
 
 // Each server app as its own OS process (`node apps/<name>/dist/main.js`, configured by env only),
 // wired like a real deployment: proves the standalone entry points, the health service, and the
 // whole request path across process boundaries.
 
 describe('every service as its own process', () => {
-  let database: TestDatabase;
-  let testBus: TestBus;
+  let standalone: StandaloneProcessStack;
   let stack: ProcessStack;
   const addresses: Record<string, string> = {};
   let edgeUrl = '';
 
   beforeAll(async () => {
-    database = await createTestDatabase();
-    testBus = await createTestBus('nats');
-    stack = await startProcessStack(database, testBus);
+    standalone = await startStandaloneProcessStack();
+    stack = standalone.stack;
     Object.assign(addresses, stack.addresses);
     edgeUrl = stack.edgeUrl;
   }, 120_000);
 
   afterAll(async () => {
-    await stack?.stop();
-    await testBus?.destroy();
-    await database?.drop();
+    await standalone?.stop();
   }, 30_000);
 
   it('serves and bills a chat completion across six processes', async () => {

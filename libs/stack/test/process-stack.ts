@@ -206,6 +206,44 @@ export async function startProcessStack(
   return { addresses, edgeUrl, metricsUrls, routingReplicas, ledgerReplicas, processes, running, listeningOn, logs, launch, untilServing, stop };
 }
 
+/** A process stack together with the test database and NATS namespace it was started on. */
+export interface StandaloneProcessStack {
+  database: TestDatabase;
+  testBus: TestBus;
+  stack: ProcessStack;
+  /** Stops the processes, then drops the bus namespace and the database. */
+  stop(): Promise<void>;
+}
+
+/**
+ * startProcessStack on a fresh test database and NATS namespace of its own. When the stack fails to
+ * start, the database and namespace are dropped before the error is thrown, as an afterAll would.
+ */
+export async function startStandaloneProcessStack(
+  env: Parameters<typeof startProcessStack>[2] = {},
+  options: Parameters<typeof startProcessStack>[3] = {},
+): Promise<StandaloneProcessStack> {
+  const database = await createTestDatabase();
+  let testBus: TestBus | undefined;
+  try {
+    testBus = await createTestBus('nats');
+    const stack = await startProcessStack(database, testBus, env, options);
+    const bus = testBus;
+    return {
+      database, testBus: bus, stack,
+      stop: async () => {
+        await stack.stop();
+        await bus.destroy();
+        await database.drop();
+      },
+    };
+  } catch (error) {
+    await testBus?.destroy();
+    await database.drop();
+    throw error;
+  }
+}
+
 /** A paid account with `credits` and one API key, made with gatewayctl under the admin credential, as an operator would. */
 export async function createAccountKey(stack: ProcessStack, name: string, credits: string): Promise<{ accountId: string; apiKey: string }> {
   const out: string[] = [];

@@ -1,9 +1,9 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, sql } from '@gateway/platform/db';
-import { createTestBus, createTestDatabase, eventually, type TestBus, type TestDatabase } from '@gateway/testing';
+import { eventually, type TestDatabase } from '@gateway/testing';
 import { exampleTokenCostPico } from './account-harness.js';
-import { createAccountKey, healthStatus, startProcessStack, type ProcessStack } from './process-stack.js';
+import { createAccountKey, healthStatus, startStandaloneProcessStack, type ProcessStack, type StandaloneProcessStack } from './process-stack.js';
 
 // Issue 36 items 2, 3 and 5: a platform team's cluster with replicas killed and restarted under load.
 // Two routing and two ledger processes behind one edge (ROUTER_ADDR / LEDGER_ADDR = ipv4:a,b). A replica
@@ -58,22 +58,19 @@ async function expectEachChargedOnce(databaseUrl: string, answers: Answer[]): Pr
 
 describe('replicas down under load (issue 36)', () => {
   let database: TestDatabase;
-  let testBus: TestBus;
+  let standalone: StandaloneProcessStack;
   let stack: ProcessStack;
   /** The drain test's key, made while every ledger is up (gatewayctl talks to the first). */
   let drainKey: string;
 
   beforeAll(async () => {
-    database = await createTestDatabase();
-    testBus = await createTestBus('nats');
-    stack = await startProcessStack(database, testBus, {}, { extraRouting: { count: 1, outboxRoot: `/tmp/replica-outage-${process.pid}` }, extraLedgers: 1 });
+    standalone = await startStandaloneProcessStack({}, { extraRouting: { count: 1, outboxRoot: `/tmp/replica-outage-${process.pid}` }, extraLedgers: 1 });
+    ({ database, stack } = standalone);
     drainKey = (await createAccountKey(stack, 'edge-drain', '5')).apiKey;
   }, 120_000);
 
   afterAll(async () => {
-    await stack?.stop();
-    await testBus?.destroy();
-    await database?.drop();
+    await standalone?.stop();
   }, 30_000);
 
   it('a SIGKILLed routing replica gets no request: every request succeeds on the live one, each charged once', async () => {

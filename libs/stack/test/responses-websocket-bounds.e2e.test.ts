@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
 import type { RunningEdge } from '@gateway/edge';
 import { eventually, type FakeUpstream } from '@gateway/testing';
 import { startConfiguredStack, type ConfiguredStack } from './configured-stack.js';
+import { refusedUpgrade, WsClient } from './responses-websocket-client.js';
 
 // Issue 35 items 3: the responses WebSocket is bounded per key and account before any work — sockets per
 // key and per account, one cache budget across every socket of an edge (oldest out first), warm-ups
@@ -38,78 +38,6 @@ limit_groups:
     tiers: { tier-1: { minute: ${TIGHT_PER_MINUTE} } }
 models:${model(MODEL, 'default')}${model(TIGHT_MODEL, 'tight')}
 `;
-}
-
-type Event = { type: string; [field: string]: any };
-
-/** A client socket whose messages are JSON events, read one response at a time. */
-class Client {
-  readonly events: Event[] = [];
-  private waiters: Array<() => void> = [];
-  closedWith: { code: number } | undefined;
-  private read = 0;
-
-  private constructor(readonly ws: WebSocket) {
-    ws.on('message', (data) => {
-      this.events.push(JSON.parse(data.toString()) as Event);
-      for (const waiter of this.waiters.splice(0)) waiter();
-    });
-    ws.on('close', (code) => {
-      this.closedWith = { code };
-      for (const waiter of this.waiters.splice(0)) waiter();
-    });
-  }
-
-  static open(url: string, apiKey: string): Promise<Client> {
-    const ws = new WebSocket(url, { headers: { authorization: `Bearer ${apiKey}` } });
-    return new Promise((resolve, reject) => {
-      ws.once('open', () => resolve(new Client(ws)));
-      ws.once('error', reject);
-      ws.once('unexpected-response', (_request, response) => reject(new Error(`upgrade refused: ${response.statusCode}`)));
-    });
-  }
-
-  send(message: Record<string, unknown>): void {
-    this.ws.send(JSON.stringify({ type: 'response.create', ...message }));
-  }
-
-  async turn(): Promise<Event[]> {
-    for (;;) {
-      const end = this.events.findIndex((event, index) => index >= this.read && ['response.completed', 'response.incomplete', 'error'].includes(event.type));
-      if (end >= 0) {
-        const events = this.events.slice(this.read, end + 1);
-        this.read = end + 1;
-        return events;
-      }
-      if (this.closedWith) throw new Error(`socket closed (${this.closedWith.code}) before a terminal event`);
-      await new Promise<void>((resolve) => this.waiters.push(resolve));
-    }
-  }
-
-  close(): Promise<void> {
-    if (this.closedWith) return Promise.resolve();
-    return new Promise((resolve) => {
-      this.ws.once('close', () => resolve());
-      this.ws.close();
-    });
-  }
-}
-
-/** The status and JSON body of a refused upgrade. */
-function refusedUpgrade(url: string, apiKey: string): Promise<{ status: number; body: any; retryAfter: string | undefined }> {
-  const ws = new WebSocket(url, { headers: { authorization: `Bearer ${apiKey}` } });
-  return new Promise((resolve, reject) => {
-    ws.once('open', () => {
-      ws.close();
-      reject(new Error('the upgrade was accepted'));
-    });
-    ws.once('unexpected-response', (_request, response) => {
-      let text = '';
-      response.on('data', (chunk: Buffer) => (text += chunk.toString()));
-      response.on('end', () => resolve({ status: response.statusCode ?? 0, body: JSON.parse(text), retryAfter: response.headers['retry-after'] as string | undefined }));
-    });
-    ws.once('error', () => undefined);
-  });
 }
 
 describe('responses WebSocket bounds (issue 35 item 3)', () => {
@@ -149,26 +77,26 @@ describe('responses WebSocket bounds (issue 35 item 3)', () => {
   it('sockets beyond the per-key and per-account bounds are refused at the upgrade with 429 websocket_limit_reached; a closed one frees its place; other accounts are untouched', async () => {
     const alice = await account('10', 2);
     const [key1, key2] = alice.keys as [string, string];
-    const open = [await Client.open(wsUrl, key1), await Client.open(wsUrl, key1)];
-    const perKey = await refusedUpgrade(wsUrl, key1);
+    const open = [await WsClient.open(wsUrl, key1), await WsClient.open(wsUrl, key1)];
+    const perKey = await refusedUpgrade(wsUrl, { authorization: `Bearer ${key1}` });
     expect(perKey.status).toBe(429);
     expect(perKey.body.error).toMatchObject({ type: 'rate_limit_exceeded', code: 'websocket_limit_reached' });
     expect(perKey.body.error.message).toContain('API key already has 2');
     expect(perKey.retryAfter).toBe('1');
     // Another key of the account: the account's third socket opens, its fourth is refused.
-    open.push(await Client.open(wsUrl, key2));
-    const perAccount = await refusedUpgrade(wsUrl, key2);
+    open.push(await WsClient.open(wsUrl, key2));
+    const perAccount = await refusedUpgrade(wsUrl, { authorization: `Bearer ${key2}` });
     expect(perAccount.status).toBe(429);
     expect(perAccount.body.error.message).toContain('account already has 3');
     // Concurrent upgrades past the bound: still at most the bound open.
     const bob = await account('10');
-    const racing = await Promise.allSettled(Array.from({ length: 6 }, () => Client.open(wsUrl, bob.keys[0]!)));
+    const racing = await Promise.allSettled(Array.from({ length: 6 }, () => WsClient.open(wsUrl, bob.keys[0]!)));
     expect(racing.filter((outcome) => outcome.status === 'fulfilled')).toHaveLength(2);
     for (const outcome of racing) if (outcome.status === 'fulfilled') await outcome.value.close();
     // A closed socket gives its place back.
     await open[0]!.close();
     await eventually(async () => {
-      const again = await Client.open(wsUrl, key2);
+      const again = await WsClient.open(wsUrl, key2);
       open.push(again);
     }, 5_000);
     for (const client of open) await client.close();
@@ -179,11 +107,11 @@ describe('responses WebSocket bounds (issue 35 item 3)', () => {
     upstream.reset();
     upstream.setFallback({ usage: { prompt_tokens: 5, completion_tokens: 3 }, text: 'continued' });
     const big = 'x'.repeat(60_000);
-    const clients: Client[] = [];
+    const clients: WsClient[] = [];
     const ids: string[] = [];
     for (let index = 0; index < 4; index++) {
       const owner = await account('10');
-      const client = await Client.open(wsUrl, owner.keys[0]!);
+      const client = await WsClient.open(wsUrl, owner.keys[0]!);
       clients.push(client);
       client.send({ model: MODEL, input: big, generate: false });
       const events = await client.turn();
@@ -216,7 +144,7 @@ describe('responses WebSocket bounds (issue 35 item 3)', () => {
     // All inside one minute window.
     const secondsLeft = 60 - new Date().getUTCSeconds();
     if (secondsLeft < 15) await new Promise((resolve) => setTimeout(resolve, secondsLeft * 1000 + 200));
-    const client = await Client.open(wsUrl, owner.keys[0]!);
+    const client = await WsClient.open(wsUrl, owner.keys[0]!);
     for (let index = 0; index < TIGHT_PER_MINUTE; index++) {
       client.send({ model: TIGHT_MODEL, input: `warm ${index}`, generate: false });
       expect((await client.turn()).at(-1)!.type).toBe('response.completed');
@@ -236,16 +164,16 @@ describe('responses WebSocket bounds (issue 35 item 3)', () => {
 
   it('a key that cannot pay is refused at the upgrade with 402: no credits available, or its credit limit used up', async () => {
     const broke = await account('0');
-    const refused = await refusedUpgrade(wsUrl, broke.keys[0]!);
+    const refused = await refusedUpgrade(wsUrl, { authorization: `Bearer ${broke.keys[0]!}` });
     expect(refused.status).toBe(402);
     expect(refused.body.error).toMatchObject({ type: 'insufficient_quota', code: 'insufficient_quota' });
     const limited = await account('10', 1, ['--credit-limit', '0']);
-    const overLimit = await refusedUpgrade(wsUrl, limited.keys[0]!);
+    const overLimit = await refusedUpgrade(wsUrl, { authorization: `Bearer ${limited.keys[0]!}` });
     expect(overLimit.status).toBe(402);
     expect(overLimit.body.error).toMatchObject({ type: 'insufficient_quota', code: 'key_limit_exceeded' });
     // A key with a little credit opens (each paid turn is still admitted on its own).
     const some = await account('0.01');
-    const client = await Client.open(wsUrl, some.keys[0]!);
+    const client = await WsClient.open(wsUrl, some.keys[0]!);
     client.send({ model: MODEL, input: 'Charge me.' });
     expect((await client.turn())[0]).toMatchObject({ type: 'error', status: 402 });
     await client.close();

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
 import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
 import { parseCredits } from '@gateway/platform';
 import { ctlJson } from './configured-stack.js';
 import { oneModelCatalog, pricedTokens, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { refusedUpgrade, WsClient } from './responses-websocket-client.js';
 
 // WebSocket mode of the responses dialect (GET /v1/responses upgraded; Open Responses and OpenAI's
 // "WebSocket mode"), end to end with a real `ws` client: every hop real (edge, auth, ledger, router)
@@ -24,86 +24,6 @@ function catalog(upstream: FakeUpstream): string {
     endpoints: ['chat.completions', 'responses'],
     inputPrice: INPUT_PRICE,
     outputPrice: OUTPUT_PRICE,
-  });
-}
-
-type Event = { type: string; sequence_number?: number; [field: string]: any };
-
-/** A client socket: every message kept in order, each parsed as one JSON event. */
-class Client {
-  readonly events: Event[] = [];
-  private waiters: Array<() => void> = [];
-  closedWith: { code: number; reason: string } | undefined;
-  private read = 0;
-
-  private constructor(readonly ws: WebSocket) {
-    ws.on('message', (data) => {
-      this.events.push(JSON.parse(data.toString()) as Event);
-      for (const waiter of this.waiters.splice(0)) waiter();
-    });
-    ws.on('close', (code, reason) => {
-      this.closedWith = { code, reason: reason.toString() };
-      for (const waiter of this.waiters.splice(0)) waiter();
-    });
-  }
-
-  static open(url: string, apiKey: string): Promise<Client> {
-    const ws = new WebSocket(url, { headers: { authorization: `Bearer ${apiKey}` } });
-    return new Promise((resolve, reject) => {
-      ws.once('open', () => resolve(new Client(ws)));
-      ws.once('error', reject);
-      ws.once('unexpected-response', (_request, response) => reject(new Error(`upgrade refused: ${response.statusCode}`)));
-    });
-  }
-
-  send(message: Record<string, unknown>): void {
-    this.ws.send(JSON.stringify({ type: 'response.create', ...message }));
-  }
-
-  /** The events of the next response: up to its terminal event (completed, incomplete, or error). */
-  async turn(): Promise<Event[]> {
-    for (;;) {
-      const end = this.events.findIndex((event, index) => index >= this.read && ['response.completed', 'response.incomplete', 'error'].includes(event.type));
-      if (end >= 0) {
-        const events = this.events.slice(this.read, end + 1);
-        this.read = end + 1;
-        return events;
-      }
-      if (this.closedWith) throw new Error(`socket closed (${this.closedWith.code}) before a terminal event`);
-      await new Promise<void>((resolve) => this.waiters.push(resolve));
-    }
-  }
-
-  /** Waits for the first event of this type from now on. */
-  async until(type: string): Promise<Event> {
-    for (;;) {
-      const found = this.events.slice(this.read).find((event) => event.type === type);
-      if (found) return found;
-      if (this.closedWith) throw new Error(`socket closed before ${type}`);
-      await new Promise<void>((resolve) => this.waiters.push(resolve));
-    }
-  }
-
-  close(): Promise<void> {
-    if (this.closedWith) return Promise.resolve();
-    return new Promise((resolve) => {
-      this.ws.once('close', () => resolve());
-      this.ws.close();
-    });
-  }
-}
-
-/** The status and JSON body of a refused upgrade. */
-function refusedUpgrade(url: string, headers: Record<string, string>): Promise<{ status: number; body: any }> {
-  const ws = new WebSocket(url, { headers });
-  return new Promise((resolve, reject) => {
-    ws.once('open', () => reject(new Error('the upgrade was accepted')));
-    ws.once('unexpected-response', (_request, response) => {
-      let text = '';
-      response.on('data', (chunk: Buffer) => (text += chunk.toString()));
-      response.on('end', () => resolve({ status: response.statusCode ?? 0, body: JSON.parse(text) }));
-    });
-    ws.once('error', () => undefined);
   });
 }
 
@@ -141,7 +61,7 @@ describe('GET /v1/responses upgraded to a WebSocket, end to end', () => {
       { text: 'first answer', usage: { prompt_tokens: 12, completion_tokens: 5 } },
       { text: 'second answer', usage: { prompt_tokens: 20, completion_tokens: 7 } },
     );
-    const client = await Client.open(wsUrl, harness.apiKey);
+    const client = await WsClient.open(wsUrl, harness.apiKey);
     client.send({ model: MODEL, store: false, input: 'Reply with exactly: first' });
     const first = await client.turn();
     client.send({ model: MODEL, store: false, input: 'Reply with exactly: second' });
@@ -170,7 +90,7 @@ describe('GET /v1/responses upgraded to a WebSocket, end to end', () => {
 
   it('continues a store:false response from the connection cache: the upstream receives the earlier turn', async () => {
     upstream.script({ text: 'OK.' }, { text: 'cobalt' });
-    const client = await Client.open(wsUrl, harness.apiKey);
+    const client = await WsClient.open(wsUrl, harness.apiKey);
     client.send({ model: MODEL, store: false, instructions: 'Be brief.', input: 'Remember the code word: cobalt. Reply with OK.' });
     const first = await client.turn();
     const previousId = first.at(-1)!.response.id as string;
@@ -190,7 +110,7 @@ describe('GET /v1/responses upgraded to a WebSocket, end to end', () => {
   });
 
   it('an unknown previous_response_id is an error event previous_response_not_found; the socket goes on; a failed continuation evicts what it continued', async () => {
-    const client = await Client.open(wsUrl, harness.apiKey);
+    const client = await WsClient.open(wsUrl, harness.apiKey);
     client.send({ model: MODEL, store: false, previous_response_id: 'resp_not_from_here', input: 'Continue.' });
     const [missing] = await client.turn();
     expect(missing).toEqual({
@@ -216,7 +136,7 @@ describe('GET /v1/responses upgraded to a WebSocket, end to end', () => {
     await client.close();
 
     // Another connection never sees this one's responses.
-    const other = await Client.open(wsUrl, harness.apiKey);
+    const other = await WsClient.open(wsUrl, harness.apiKey);
     other.send({ model: MODEL, store: false, previous_response_id: first.at(-1)!.response.id, input: 'Hi.' });
     expect((await other.turn())[0]).toMatchObject({ type: 'error', error: { code: 'previous_response_not_found' } });
     await other.close();
@@ -225,7 +145,7 @@ describe('GET /v1/responses upgraded to a WebSocket, end to end', () => {
   it('generate: false (Codex\'s warm-up): a response with no output and zero usage, no upstream request, nothing charged; a continuation from its id carries the warmed input and is charged exactly the fake\'s usage', async () => {
     const before = await harness.charges(MODEL);
     const balanceBefore = await harness.balance();
-    const client = await Client.open(wsUrl, harness.apiKey);
+    const client = await WsClient.open(wsUrl, harness.apiKey);
     const tools = [{ type: 'function', name: 'lookup', parameters: { type: 'object', properties: {} } }];
     client.send({ model: MODEL, store: false, generate: false, tools, input: [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Remember the code word: cobalt.' }] }] });
     const warm = await client.turn();
@@ -256,7 +176,7 @@ describe('GET /v1/responses upgraded to a WebSocket, end to end', () => {
   });
 
   it('generate: false still checks the key, the body and the model: a bad one is an error event and nothing is remembered', async () => {
-    const client = await Client.open(wsUrl, harness.apiKey);
+    const client = await WsClient.open(wsUrl, harness.apiKey);
     client.send({ model: 'testco/no-such-model', generate: false, input: 'Warm up.' });
     expect((await client.turn())[0]).toMatchObject({ type: 'error', status: 400, error: { code: 'model_not_found' } });
     client.send({ model: MODEL, generate: false, input: [{ type: 'function_call_output', call_id: 'call_nobody_made', output: 'x' }] });
@@ -270,7 +190,7 @@ describe('GET /v1/responses upgraded to a WebSocket, end to end', () => {
   it('an in-band compaction (compaction_trigger) over the socket: the summary request upstream, one sealed compaction item, charged once; a continuation from it carries the compacted window', async () => {
     const before = await harness.charges(MODEL);
     upstream.script({ text: 'OK.', usage: { prompt_tokens: 10, completion_tokens: 2 } }, { text: 'Summary: the code word is cobalt.', usage: { prompt_tokens: 30, completion_tokens: 8 } }, { text: 'cobalt', usage: { prompt_tokens: 12, completion_tokens: 1 } });
-    const client = await Client.open(wsUrl, harness.apiKey);
+    const client = await WsClient.open(wsUrl, harness.apiKey);
     client.send({ model: MODEL, store: false, input: 'Remember the code word: cobalt. Reply with OK.' });
     const first = (await client.turn()).at(-1)!.response;
     // Codex's incremental form: the previous response, then only the trigger.
@@ -314,7 +234,7 @@ describe('GET /v1/responses upgraded to a WebSocket, end to end', () => {
     expect(refused.body).toMatchObject({ error: { type: 'insufficient_quota', code: 'insufficient_quota' } });
     const account = await ctlJson(harness.stack, 'accounts', 'create', '--name', 'ws-short', '--credits', '0.01', '--tier', 'tier-1', '--json');
     const shortKey = (await ctlJson(harness.stack, 'keys', 'create', account.account_id!, '--name', 'ws-short-key', '--json')).api_key!;
-    const client = await Client.open(wsUrl, shortKey);
+    const client = await WsClient.open(wsUrl, shortKey);
     client.send({ model: MODEL, input: 'Charge me.' });
     const [first] = await client.turn();
     expect(first).toMatchObject({ type: 'error', status: 402, error: { code: expect.any(String), message: expect.any(String) } });
@@ -339,7 +259,7 @@ describe('GET /v1/responses upgraded to a WebSocket, end to end', () => {
       return after.costPico - before.costPico;
     };
     const overWebSocket = await cutCost(async () => {
-      const client = await Client.open(wsUrl, harness.apiKey);
+      const client = await WsClient.open(wsUrl, harness.apiKey);
       client.send({ model: MODEL, input: 'Take your time.' });
       await eventually(() => expect(client.events.filter((event) => event.type === 'response.output_text.delta')).toHaveLength(2), 10_000);
       client.ws.terminate();
@@ -370,8 +290,8 @@ describe('the edge draining with WebSockets open', () => {
     try {
       const wsUrl = `${harness.stack.url.replace(/^http/, 'ws')}/v1/responses`;
       upstream.script({ text: 'one two three four five six', chunkCount: 6, chunkDelayMs: 150 });
-      const idle = await Client.open(wsUrl, harness.apiKey);
-      const busy = await Client.open(wsUrl, harness.apiKey);
+      const idle = await WsClient.open(wsUrl, harness.apiKey);
+      const busy = await WsClient.open(wsUrl, harness.apiKey);
       busy.send({ model: MODEL, input: 'Take a moment.' });
       await busy.until('response.output_text.delta');
       stopped = harness.stop();
