@@ -582,13 +582,17 @@ async function checkSequence(
       const index = accountIndex.get(account.accountId)!;
       const reached = new Set<string>();
       const abortedTags = new Set(seen.outcomes.filter((outcome) => outcome.account === index && outcome.kind === 'http' && outcome.aborted).map((outcome) => outcome.tag));
+      // An Idempotency-Key repeat carries its original's prompt, so its tag: the upstream requests of a tag
+      // some answered request also carries are that request's (counted in `answered` below), not the abort's.
+      const answeredTags = new Set(seen.outcomes.filter((outcome) => outcome.account === index && !outcome.aborted && outcome.requestId && byRequest.has(outcome.requestId)).map((outcome) => outcome.tag));
       for (const tag of abortedTags) {
+        if (answeredTags.has(tag)) continue;
         const plan = fuzz.plans.get(tag);
         if (!plan) continue;
         // The n-th upstream request of a tag got the n-th scripted behaviour: one that was answering it
-        // (ok, or slow to its first byte: no error status, no cut) on a paid model means the upstream got the prompt and worked on
-        // it. A refusal (400), an error status or a cut before content is the provider's failure, which is
-        // not charged (billing.md, "A caller who leaves before the answer").
+        // (ok, or slow to its first byte: no error status, no cut) on a paid model means the upstream got
+        // the prompt and worked on it. A refusal (400), an error status or a cut before content is the
+        // provider's failure, which is not charged (billing.md, "A caller who leaves before the answer").
         const upstream = Object.values(fuzz.fakes).flatMap((fake) => fake.requests).filter((request) => tagOf(request.body) === tag).sort((a, b) => a.receivedAt - b.receivedAt);
         upstream.forEach((request, attempt) => {
           const behaviour = plan.attempts[Math.min(attempt, plan.attempts.length - 1)];
