@@ -196,8 +196,13 @@ describe('media service: hostile audio', () => {
   });
 
   it('takes a queued conversion whose caller left off the queue: it never starts ffmpeg', async () => {
-    const long = await startMediaService({ listenAddress: '127.0.0.1:0', logger: testLogger('media-long'), audioLimits: { concurrency: 1, maxDurationMs: 3_600_000, timeoutMs: 60_000 } });
+    const long = await startMediaService({ listenAddress: '127.0.0.1:0', logger: testLogger('media-long'), audioLimits: { concurrency: 1, maxDurationMs: 4 * 3_600_000, timeoutMs: 60_000 } });
     const longClient = createClient(MediaServiceClient, MediaServiceService, long.address, { maxAttempts: 1 });
+    // The running conversion must outlast the test's two 150 ms waits: 20 minutes of silence decoded in
+    // under 300 ms on a quiet machine, freeing the slot for a queued caller before its cancellation came
+    // (CI: 2 ffmpeg runs). Three hours of it take ten times as long.
+    const flac = await ffmpeg(['-f', 'lavfi', '-i', 'anullsrc=r=48000:cl=stereo:nb_samples=32768', '-t', '10800', '-c:a', 'flac', '-frame_size', '32768', '-f', 'flac', 'pipe:1']);
+    const bomb = Buffer.concat([id3Tag(), flac]);
     try {
       const runs = ffmpegRuns.size;
       const first = new AbortController();
