@@ -24,7 +24,7 @@ export const SERVICES = ['edge', 'auth', 'catalog', 'ledger', 'routing', 'media'
 export type Service = (typeof SERVICES)[number];
 
 // Rendered manifests are untyped JSON; the checks below read them as such.
-export type Manifest = { apiVersion: string; kind: string; metadata: { name: string; labels?: Record<string, string> }; [field: string]: any };
+export type Manifest = { apiVersion: string; kind: string; metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> }; [field: string]: any };
 
 export interface Renderer {
   describe: string;

@@ -206,6 +206,30 @@ describe('helm chart', () => {
     expect(JSON.parse(dashboards[0]!.data['gateway.json'])).toEqual(dashboardFile());
   });
 
+  it("renders deploy/README.md's monitoring.yaml on its production install: KEDA, ServiceMonitors, alerts and dashboard for the kube-prometheus-stack", () => {
+    const readme = readFileSync(`${root}deploy/README.md`, 'utf8');
+    const block = /```yaml\n\s*# monitoring\.yaml\n([\s\S]*?)```/.exec(readme)?.[1];
+    expect(block, 'deploy/README.md has the monitoring.yaml block').toBeDefined();
+    const directory = mkdtempSync(join(tmpdir(), 'helm-monitoring-'));
+    try {
+      const file = join(directory, 'monitoring.yaml');
+      // The block is indented under its list item; YAML reads it the same once dedented.
+      const indent = /^( *)/.exec(block!.split('\n').find((line) => line.trim() !== '')!)![1]!.length;
+      writeFileSync(file, block!.split('\n').map((line) => line.slice(indent)).join('\n'));
+      const manifests = renderOk([...installs[0]!.args, '-f', file]);
+      checkRelease(manifests, 'monitoring.yaml');
+      const count = (kind: string) => manifests.filter((manifest) => manifest.kind === kind).length;
+      expect([count('ScaledObject'), count('ServiceMonitor'), count('PrometheusRule'), count('HorizontalPodAutoscaler')]).toEqual([2, 6, 1, 4]);
+      for (const manifest of manifests.filter((candidate) => ['ServiceMonitor', 'PrometheusRule'].includes(candidate.kind))) {
+        expect(manifest.metadata.labels?.release, `${manifest.kind} ${manifest.metadata.name}: the stack's selector label`).toBe('prometheus');
+      }
+      const dashboard = manifests.find((manifest) => manifest.kind === 'ConfigMap' && manifest.metadata.labels?.grafana_dashboard === '1');
+      expect(dashboard?.metadata.annotations).toEqual({ grafana_folder: 'Gateway' });
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
+  });
+
   it('pods mode: the HPA of edge and routing also scales on their per-replica load through the custom metrics API', () => {
     const manifests = renderOk(['gw', 'helm/gateway', '--set', 'loadScaling.mode=pods', '--set', 'loadScaling.routing.activeStreams=40']);
     checkRelease(manifests, 'pods mode');
