@@ -17,6 +17,7 @@ export class LedgerMetrics {
   private readonly backlog;
   private readonly tokens;
   private readonly spend;
+  private readonly modelSeries = new Map<string, ModelSeries>();
 
   constructor(registry: Registry) {
     this.refusals = counter(registry, {
@@ -89,16 +90,43 @@ export class LedgerMetrics {
   }
 
   private charge(item: SettlementItem): void {
-    const model = item.modelId;
+    const series = this.seriesOf(item.modelId);
     const usage = item.usage;
-    if (usage.inputTokens > 0) this.tokens.inc({ model, type: 'input' }, usage.inputTokens);
-    if (usage.cachedInputTokens > 0) this.tokens.inc({ model, type: 'cached_input' }, usage.cachedInputTokens);
-    if (usage.outputTokens > 0) this.tokens.inc({ model, type: 'output' }, usage.outputTokens);
-    if (usage.reasoningTokens > 0) this.tokens.inc({ model, type: 'reasoning' }, usage.reasoningTokens);
+    if (usage.inputTokens > 0) series.input.inc(usage.inputTokens);
+    if (usage.cachedInputTokens > 0) series.cachedInput.inc(usage.cachedInputTokens);
+    if (usage.outputTokens > 0) series.output.inc(usage.outputTokens);
+    if (usage.reasoningTokens > 0) series.reasoning.inc(usage.reasoningTokens);
     // Pico-credits to credits for the sample only (every Prometheus sample is a float64); money moves as bigint.
-    if (item.costPico > 0n) this.spend.inc({ model }, Number(item.costPico) / 1e12);
+    if (item.costPico > 0n) series.spend.inc(Number(item.costPico) / 1e12);
+  }
+
+  /** One model's series, looked up once and kept (models are the catalog's: a bounded set; past the cap, looked up each time). */
+  private seriesOf(model: string): ModelSeries {
+    let series = this.modelSeries.get(model);
+    if (series === undefined) {
+      series = {
+        input: this.tokens.labels({ model, type: 'input' }),
+        cachedInput: this.tokens.labels({ model, type: 'cached_input' }),
+        output: this.tokens.labels({ model, type: 'output' }),
+        reasoning: this.tokens.labels({ model, type: 'reasoning' }),
+        spend: this.spend.labels({ model }),
+      };
+      if (this.modelSeries.size < MAX_CACHED_MODELS) this.modelSeries.set(model, series);
+    }
+    return series;
   }
 }
+
+interface ModelSeries {
+  input: { inc(value: number): void };
+  cachedInput: { inc(value: number): void };
+  output: { inc(value: number): void };
+  reasoning: { inc(value: number): void };
+  spend: { inc(value: number): void };
+}
+
+/** Most models whose series are kept ready. */
+const MAX_CACHED_MODELS = 2_000;
 
 /** How long a count of open holds is reused: scrapes every few seconds need not each query. */
 const OPEN_HOLDS_CACHE_MS = 5_000;
