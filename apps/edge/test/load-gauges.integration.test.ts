@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
+import WebSocket from 'ws';
 import { Registry } from '@gateway/platform';
 import { createTestBus, eventually, parsePrometheusText, sampleSum, type TestBus } from '@gateway/testing';
 import { startEdge, type RunningEdge } from '../src/index.js';
 import { logger, snapshot } from './edge-fixture.js';
-import { chatResponse, deltaEvent, startEvent, startFakeServices, type FakeServices } from './fakes.js';
+import { chatResponse, deltaEvent, model, startEvent, startFakeServices, type FakeServices } from './fakes.js';
 
 // The per-replica load the chart's autoscalers read (helm/gateway: keda, hpa.metric): requests in
 // flight and streamed answers open, on a real edge in front of fake services. A stream holds a
@@ -16,7 +17,7 @@ const registry = new Registry();
 
 beforeAll(async () => {
   testBus = await createTestBus('nats');
-  fakes = await startFakeServices(snapshot('v1'), logger);
+  fakes = await startFakeServices(snapshot('v1', [model({ id: 'acme/responder', offers: [{ providerId: 'acme-cloud', upstreamModel: 'up', endpoints: ['responses'] }] })]), logger);
   fakes.auth.apiKeys.set('sk-good', { accountId: 'acct_1', keyId: 'key_1', tier: 'tier-1', defaultRoutingStrategy: '' });
   fakes.ledger.available.set('acct_1', '10.5');
   edge = await startEdge({ port: 0, ...fakes.addresses, bus: testBus.bus, logger, admission: 'ledger', metrics: registry });
@@ -88,5 +89,27 @@ describe('gateway_http_requests_in_flight and gateway_http_streams_active', () =
     abandoned.controller.abort();
     await eventually(async () => expect(await load()).toEqual({ inFlight: 0, streams: 0 }), 5_000);
     neverGate.open();
+  });
+
+  it('count a responses WebSocket turn as a stream while it runs, not the idle socket', async () => {
+    const turnGate = gate();
+    fakes.router.streamScript = async function* (request) {
+      yield startEvent(request);
+      yield deltaEvent('Hel');
+      await turnGate.opened;
+      yield deltaEvent('lo', 'stop');
+    };
+    const ws = new WebSocket(`${edge.url.replace(/^http/, 'ws')}/v1/responses`, { headers: { authorization: 'Bearer sk-good' } });
+    const types: string[] = [];
+    ws.on('message', (data) => types.push((JSON.parse(data.toString()) as { type: string }).type));
+    await new Promise<void>((resolve, reject) => { ws.once('open', () => resolve()); ws.once('error', reject); });
+    expect(await load()).toEqual({ inFlight: 0, streams: 0 });
+    ws.send(JSON.stringify({ type: 'response.create', model: 'acme/responder', input: 'Hi' }));
+    await eventually(() => expect(types).toContain('response.output_text.delta'), 5_000);
+    expect(await load()).toEqual({ inFlight: 1, streams: 1 });
+    turnGate.open();
+    await eventually(() => expect(types).toContain('response.completed'), 5_000);
+    await eventually(async () => expect(await load()).toEqual({ inFlight: 0, streams: 0 }), 5_000);
+    ws.close();
   });
 });
