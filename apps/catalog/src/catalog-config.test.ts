@@ -238,6 +238,25 @@ describe('default_models (issue 37: the model of a request that names none)', ()
     expect(await defaultsOf(valid)).toEqual({});
   });
 
+  it('gives responses a default too (only POST /v1/responses/input_tokens, which calls no model, may leave `model` out): the configured one, else the first by id', async () => {
+    const { CatalogSnapshot } = await import('./catalog-snapshot.js');
+    const defaultsOf = async (text: string) => new CatalogSnapshot('v', (await buildCatalog(text, {})).catalog!.data, new Map()).defaultModels;
+    const withChat = `${withMedia}  - id: acme/chat-z
+    created: 1767225605
+    offers:
+      - { provider: sim, endpoints: [responses] }
+  - id: acme/chat-y
+    created: 1767225606
+    offers:
+      - { provider: sim, endpoints: [chat.completions, responses] }
+`;
+    expect((await defaultsOf(withChat))['responses']).toBe('acme/chat-y');
+    expect((await defaultsOf(`${withChat}default_models: { responses: acme/chat-z }\n`))['responses']).toBe('acme/chat-z');
+    expect(problemsOf(`${withChat}default_models: { responses: acme/img-a }\n`)).toEqual([
+      'default_models.responses: models[3] ("acme/img-a") is not served on the responses endpoint',
+    ]);
+  });
+
   it('leaves the version of a catalog that does not set it unchanged', async () => {
     const { catalog } = await buildCatalog(valid, {});
     expect(catalog!.canonical).not.toContain('defaultModels');
