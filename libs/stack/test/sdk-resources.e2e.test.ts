@@ -124,7 +124,7 @@ describe('SDK resources against the example stack (issue 37)', () => {
     // responses.create keeps refusing a request with nothing to send (covered above); create with no model too.
     const noModel = await openai.responses.create({ instructions: 'Say hello.' }).catch((error: unknown) => error);
     expect(noModel).toBeInstanceOf(OpenAI.BadRequestError);
-    expect((noModel as InstanceType<typeof OpenAI.BadRequestError>).message).toContain('body.model');
+    expect((noModel as InstanceType<typeof OpenAI.BadRequestError>).message).toContain('body.model: is required: name the model');
   });
 
   it('Anthropic SDK models.list and models.retrieve: Anthropic model objects and paging (item 7)', async () => {

@@ -236,7 +236,8 @@ const NOTHING_TO_SEND = 'is required when `instructions` is empty: the request h
 /** The request's fields, without the check that it has something to send (see below for who takes which). */
 const responsesFields = z
   .object({
-    model: z.string().min(1),
+    // OpenAI's API takes the model from a stored prompt when `model` is absent; the gateway stores none.
+    model: z.string({ error: (issue) => (issue.input === undefined ? 'is required: name the model (this gateway keeps no stored prompts to take it from).' : undefined) }).min(1),
     // Optional in OpenAI's API (a request may be its instructions alone): absent is an empty list, so every
     // reader sees a string or a list. The object's check below refuses a request with nothing to send.
     input: z.preprocess((input) => input ?? [], z.union([z.string(), z.array(inputItem)])),
