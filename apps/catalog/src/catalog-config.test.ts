@@ -308,6 +308,16 @@ describe('every unit a paid model is metered in has a price (issue 29)', () => {
 });
 
 describe('buildCatalog', () => {
+  it('loads the SDK-tests catalog (docs/testing.md) with no problem, with a model for every name those tests send', async () => {
+    const path = fileURLToPath(new URL('../../../deploy/config/sdk-tests.yaml', import.meta.url));
+    const { catalog, problems } = await buildCatalog(await readFile(path, 'utf8'), iconSourceFor(path));
+    expect(problems).toEqual([]);
+    const ids = catalog!.data.models.map((model) => model.id);
+    for (const name of ['gpt-5.4', 'gpt-5.6-sol', 'claude-opus-5', 'text-embedding-3-small', 'omni-moderation-latest', 'gpt-image-2', 'tts-1', 'whisper-1', 'gpt-4o-transcribe']) {
+      expect(ids).toContain(name);
+    }
+  });
+
   it('loads the example config with no problem and the documented chat-small prices', async () => {
     const text = await readFile(examplePath, 'utf8');
     const { catalog, problems } = await buildCatalog(text, iconSourceFor(examplePath));
