@@ -83,7 +83,14 @@ describe('gateway_routing_requests_in_flight and gateway_routing_streams_active'
     await iterator.next().catch(() => undefined);
     await eventually(async () => expect(await load()).toEqual({ requests: 0, streams: 0 }));
 
-    // A plain call held by its upstream, then answered.
+    // A direct stream that runs to its end gives its place back too (the call's finish).
+    streaming.script({});
+    const messages = [];
+    for await (const message of client.chatStream({ chat: chatRequest('acme/streams', 'whole stream'), combinedStart: true })) messages.push(message);
+    expect(messages.at(-1)?.event?.$case).toBe('usage');
+    await eventually(async () => expect(await load()).toEqual({ requests: 0, streams: 0 }));
+
+    // A plain call held by its upstream until its caller cancels.
     plain.script({ latencyMs: 60_000 });
     const chatController = new AbortController();
     const answer = client.chat(chatRequest('acme/plain', 'direct plain'), { signal: chatController.signal }).catch((error: unknown) => error);
