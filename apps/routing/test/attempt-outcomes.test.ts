@@ -16,11 +16,15 @@ describe('provider health: every endpoint family records its attempts', () => {
   let catalog: Awaited<ReturnType<typeof startFakeCatalog>>;
   let router: Awaited<ReturnType<typeof startRouterUnderTest>>;
 
-  /** One model per family, each served by its own provider (health is kept per provider × model). */
-  const families = ['embeddings', 'moderations', 'images.generations', 'audio.transcriptions', 'chat.completions'] as const;
+  /**
+   * One model per family, each served by its own provider (health is kept per provider × model). The
+   * streams (chat streams, speech) are ended by their own `finish`, the others by the failover loop.
+   */
+  const families = ['embeddings', 'moderations', 'images.generations', 'audio.transcriptions', 'chat.completions', 'chat stream', 'audio.speech'] as const;
   type Family = (typeof families)[number];
-  const providerOf = (family: Family) => `up-${family.replace('.', '-')}`;
-  const modelOf = (family: Family) => `acme/${family.replace('.', '-')}`;
+  const endpointOf = (family: Family) => (family === 'chat stream' ? 'chat.completions' : family);
+  const providerOf = (family: Family) => `up-${family.replace(/[. ]/, '-')}`;
+  const modelOf = (family: Family) => `acme/${family.replace(/[. ]/, '-')}`;
 
   beforeAll(async () => {
     testBus = await createTestBus('nats');
@@ -28,7 +32,7 @@ describe('provider health: every endpoint family records its attempts', () => {
     catalog = await startFakeCatalog(snapshot(
       'v1',
       families.map((family) => model(modelOf(family), [providerOf(family)], {
-        offers: [{ providerId: providerOf(family), upstreamModel: 'upstream-model', endpoints: [family] }],
+        offers: [{ providerId: providerOf(family), upstreamModel: 'upstream-model', endpoints: [endpointOf(family)] }],
       })),
       families.map((family) => openaiProvider(providerOf(family), upstream.url)),
     ));
@@ -65,7 +69,17 @@ describe('provider health: every endpoint family records its attempts', () => {
         });
       case 'chat.completions':
         return client.chat(chatRequest(modelId, 'hello'));
+      case 'chat stream':
+        return drain(client.chatStream({ chat: chatRequest(modelId, 'hello'), combinedStart: false }));
+      case 'audio.speech':
+        return drain(client.speak({ context: context(), modelId, routingStrategy: '', input: 'hello', voice: 'alloy', responseFormat: 'mp3' }));
     }
+  }
+
+  async function drain(stream: AsyncIterable<unknown>): Promise<number> {
+    let messages = 0;
+    for await (const _ of stream) messages++;
+    return messages;
   }
 
   async function statOf(family: Family): Promise<ProviderStat> {
