@@ -111,4 +111,20 @@ describe('provider health: every endpoint family records its attempts', () => {
     expect(recovered.errorRate).toBeCloseTo((1 - 0.8 ** 6) * 0.8 ** 2, 9);
     expect(recovered.errorRate).toBeLessThan(failing.errorRate);
   });
+
+  it.each(['chat stream', 'audio.speech'] as const)('%s: a stream cut after content counts once against its provider', async (family) => {
+    const before = await statOf(family);
+    upstream.setFallback({ cutAfterChunks: 2, chunkCount: 4, chunkDelayMs: 100 });
+    try {
+      const error = await call(family).then(() => undefined, (caught: unknown) => caught);
+      expect(error).toBeInstanceOf(GatewayError);
+      expect((error as GatewayError).status).toBe(GrpcStatus.UNAVAILABLE);
+    } finally {
+      upstream.setFallback({});
+    }
+    const after = await statOf(family);
+    expect(after.samples).toBe(before.samples + 1);
+    // A failure weighs 0.2 in the moving average.
+    expect(after.errorRate).toBeCloseTo(0.2 + 0.8 * before.errorRate, 9);
+  });
 });

@@ -23,7 +23,7 @@ export interface FailoverPolicy<Result = unknown> {
    */
   chargesSentPrompt?: boolean;
   /** A served unary attempt's health sample beyond its duration (chat: its output tokens); none by default. */
-  sample?: (result: Result, durationMs: number) => HealthSample;
+  sample?(result: Result, durationMs: number): HealthSample;
   /** Whose attempts these are: the request's own by default (REQUEST_ATTEMPTS). */
   attempts?: AttemptPolicy;
 }
@@ -86,7 +86,7 @@ export async function withFailover<Result>(
   target: RoutingTarget,
   signal: CallerSignal,
   call: (candidate: Candidate, control: AttemptControl) => Promise<Result>,
-  policy: FailoverPolicy<Result> = {},
+  policy: FailoverPolicy<Result> = DEFAULT_POLICY,
 ): Promise<ServedAttempt<Result>> {
   const attempts = policy.attempts ?? REQUEST_ATTEMPTS;
   const record = attempts.recorded ? recorder : undefined;
@@ -133,8 +133,10 @@ export async function withFailover<Result>(
   throw noUpstream(lastFailure);
 }
 
+const DEFAULT_POLICY: FailoverPolicy<never> = {};
+
 /** The request's own attempts: its candidates, recorded against their providers. */
-export const REQUEST_ATTEMPTS: AttemptPolicy = {
+const REQUEST_ATTEMPTS: AttemptPolicy = {
   candidates: (target) => target.candidates,
   recorded: true,
   begin(target, candidate) {
