@@ -1,5 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
 import { createServer, connect, type Server, type Socket } from 'node:net';
+import { Agent, fetch as clientFetch } from 'undici';
 import { parseCredits } from '@gateway/platform';
 import type { FakeUpstream } from '@gateway/testing';
 
@@ -224,16 +225,25 @@ function sseEvents(text: string): Array<{ event: string; data: any }> {
 
 const costOf = (usage: any): bigint | undefined => (typeof usage?.cost === 'string' ? parseCredits(usage.cost) : undefined);
 
+/**
+ * The clients' connection pool: kept-alive connections as an SDK keeps them, each closed after a few
+ * requests, so that new connections reach a restarted edge (a connection stays on the edge the balancer
+ * gave it) and each edge has requests in flight when it is killed.
+ */
+export function clientAgent(): Agent {
+  return new Agent({ maxRequestsPerClient: 8 });
+}
+
 /** Sends one request of `kind` through `baseUrl` and records its fate (never throws). */
-export async function sendRequest(baseUrl: string, apiKey: string, account: number, kind: RequestKind, tag: string): Promise<RequestRecord> {
+export async function sendRequest(agent: Agent, baseUrl: string, apiKey: string, account: number, kind: RequestKind, tag: string): Promise<RequestRecord> {
   const { path, headers, body } = requestFor(kind, tag);
   const record: RequestRecord = { account, kind, startAt: Date.now(), endAt: 0, outcome: 'cut' };
   const auth: Record<string, string> = kind === 'messages-stream' ? { 'x-api-key': apiKey } : { authorization: `Bearer ${apiKey}` };
   const signal = AbortSignal.timeout(REQUEST_TIMEOUT_MS);
-  let response: Response;
+  let response: Awaited<ReturnType<typeof clientFetch>>;
   try {
-    response = await fetch(`${baseUrl}${path}`, {
-      method: 'POST', headers: { ...auth, ...headers, 'content-type': 'application/json' }, body: JSON.stringify(body), signal,
+    response = await clientFetch(`${baseUrl}${path}`, {
+      method: 'POST', headers: { ...auth, ...headers, 'content-type': 'application/json' }, body: JSON.stringify(body), signal, dispatcher: agent,
     });
   } catch (error) {
     record.endAt = Date.now();
