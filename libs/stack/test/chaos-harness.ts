@@ -50,11 +50,20 @@ models:
 `;
 }
 
-/** Streams last about 300 ms (8 chunks 40 ms apart) so that kills find some mid-way; answers take 60 ms. */
-export function chaosUpstreamScript(upstream: FakeUpstream): void {
-  upstream.setFallback((request) => request.body?.stream === true
+/**
+ * Streams last about 300 ms (8 chunks 40 ms apart) so that kills find some mid-way; answers take 60 ms.
+ * Returns the tags (`chaos <tag>` in each prompt) of every request the provider received.
+ */
+export function chaosUpstreamScript(upstream: FakeUpstream): Set<string> {
+  const seen = new Set<string>();
+  upstream.setFallback((request) => {
+    const tag = /chaos (\d+-\d+)/.exec(JSON.stringify(request.body ?? ''))?.[1];
+    if (tag) seen.add(tag);
+    return request.body?.stream === true
     ? { text: ' chaos'.repeat(8), chunkCount: 8, chunkDelayMs: 40, usage: { prompt_tokens: 12, completion_tokens: 8 } }
-    : { latencyMs: 60, text: ' chaos'.repeat(6), usage: { prompt_tokens: 12, completion_tokens: 6 } });
+    : { latencyMs: 60, text: ' chaos'.repeat(6), usage: { prompt_tokens: 12, completion_tokens: 6 } };
+  });
+  return seen;
 }
 
 /** mulberry32: a small seeded generator, so a failing run is repeated by its seed. */
@@ -168,6 +177,8 @@ export const REQUEST_KINDS: RequestKind[] = ['chat', 'chat-stream', 'messages-st
  */
 export interface RequestRecord {
   account: number;
+  /** Unique per request; the prompt carries it as `chaos <tag>`. */
+  tag: string;
   kind: RequestKind;
   startAt: number;
   /** When the status line arrived (undefined: it never did). */
@@ -237,7 +248,7 @@ export function clientAgent(): Agent {
 /** Sends one request of `kind` through `baseUrl` and records its fate (never throws). */
 export async function sendRequest(agent: Agent, baseUrl: string, apiKey: string, account: number, kind: RequestKind, tag: string): Promise<RequestRecord> {
   const { path, headers, body } = requestFor(kind, tag);
-  const record: RequestRecord = { account, kind, startAt: Date.now(), endAt: 0, outcome: 'cut' };
+  const record: RequestRecord = { account, tag, kind, startAt: Date.now(), endAt: 0, outcome: 'cut' };
   const auth: Record<string, string> = kind === 'messages-stream' ? { 'x-api-key': apiKey } : { authorization: `Bearer ${apiKey}` };
   const signal = AbortSignal.timeout(REQUEST_TIMEOUT_MS);
   let response: Awaited<ReturnType<typeof clientFetch>>;

@@ -73,6 +73,8 @@ describe.skipIf(testAdmission === 'ledger')('chaos: replicas killed and restarte
   let database: TestDatabase;
   let testBus: TestBus;
   let upstream: FakeUpstream;
+  /** The tags of the requests the provider received. */
+  let providerSaw: Set<string>;
   let directory: string;
   let stack: ProcessStack;
   let balancer: Balancer;
@@ -83,7 +85,7 @@ describe.skipIf(testAdmission === 'ledger')('chaos: replicas killed and restarte
     database = await createTestDatabase();
     testBus = await createTestBus('nats');
     upstream = await startFakeUpstream();
-    chaosUpstreamScript(upstream);
+    providerSaw = chaosUpstreamScript(upstream);
     directory = await mkdtemp(join(tmpdir(), 'chaos-'));
     const configPath = join(directory, 'gateway.yaml');
     await writeFile(configPath, chaosCatalog(upstream));
@@ -240,6 +242,7 @@ describe.skipIf(testAdmission === 'ledger')('chaos: replicas killed and restarte
       const describeRecord = (record: RequestRecord) =>
         `${record.kind} account ${record.account} ${record.outcome} ${record.status ?? ''} at +${(record.headersAt ?? record.endAt) - start} ms ` +
         `(sent +${record.startAt - start}) ${record.requestId ?? ''} ${record.detail ?? ''} ${record.body ?? ''}`.trim();
+      const closedIdle: RequestRecord[] = [];
       const finals = await Promise.all(accountIds.map(async (accountId) => parseCredits((await ledger.getBalance({ accountId })).balance)));
       for (const record of records) {
         switch (record.outcome) {
@@ -251,10 +254,18 @@ describe.skipIf(testAdmission === 'ledger')('chaos: replicas killed and restarte
           case 'cut':
             // Only a SIGKILLed edge loses requests: those it held when it died, and those written on a kept-alive
             // connection to it before the balancer saw that connection close (its exit, plus scheduling on a loaded machine).
-            if (!kills.some((kill) => edgeKills(kill) && record.startAt <= Math.max(kill.at, kill.exitedAt ?? kill.at) + 500
-              && kill.at <= record.endAt && record.endAt - kill.at <= FAILURE_WINDOW_MS)) {
-              violations.push(`lost (no complete answer) but no edge was SIGKILLed under it: ${describeRecord(record)}`);
+            if (kills.some((kill) => edgeKills(kill) && record.startAt <= Math.max(kill.at, kill.exitedAt ?? kill.at) + 500
+              && kill.at <= record.endAt && record.endAt - kill.at <= FAILURE_WINDOW_MS)) break;
+            // HTTP/1.1's keep-alive close race: a draining edge closes the kept-alive connections that stayed idle
+            // through its accept grace, and a client that wrote a request on one just then gets the connection
+            // closed before any byte of an answer. The edge never read that request (it would have answered it):
+            // no request id, and the provider never saw it. Counted apart, not lost; SDKs retry such errors.
+            if (!record.requestId && record.headersAt === undefined && !providerSaw.has(record.tag)
+              && kills.some((kill) => kill.kind === 'edge' && kill.signal === 'SIGTERM' && kill.at <= record.startAt && record.endAt <= (kill.exitedAt ?? Infinity) + 500)) {
+              closedIdle.push(record);
+              break;
             }
+            violations.push(`lost (no complete answer) but no edge was SIGKILLed under it: ${describeRecord(record)} (provider ${providerSaw.has(record.tag) ? 'saw' : 'never saw'} it)`);
             break;
           case 'stream-error':
             if (killsBefore(kills, record.endAt, FAILURE_WINDOW_MS).length === 0) violations.push(`stream error event away from any kill: ${describeRecord(record)}`);
@@ -338,6 +349,7 @@ describe.skipIf(testAdmission === 'ledger')('chaos: replicas killed and restarte
         seed: SEED, seconds: SECONDS, routing_sigkill: ROUTING_SIGKILL, traffic_ms: trafficEndedAt - start,
         requests_sent: records.length,
         requests_answered: records.filter((record) => record.outcome !== 'cut' && record.outcome !== 'timeout').length,
+        closed_idle_by_draining_edge: closedIdle.length,
         outcomes: count(records.map((record) => (record.outcome === 'refused' ? `${record.status}` : record.outcome))),
         by_kind: count(records.map((record) => `${record.kind} ${record.outcome === 'refused' ? record.status : record.outcome}`)),
         kills: count(kills.map((kill) => `${kill.kind} ${kill.signal}`)),
