@@ -12,7 +12,7 @@ import { embeddedPostgresBinaries, freePort } from '../src/embedded-postgres.js'
 import { liveProcess, waitForExit } from '../src/process-identity.js';
 import { stopProcessesMentioning } from './leftover-processes.js';
 
-// `npm start` as a user runs it: `node libs/stack/dist/main.js` as a child process with its own data
+// `npm start` as a user runs it: `node apps/standalone/dist/main.js` as a child process with its own data
 // dir (embedded Postgres, real binaries), default LOG_LEVEL, PORT=0. Covers what a crash leaves behind,
 // a second start on a live data dir, start failures printing their cause, a data dir the `postgres`
 // user cannot reach, and the generated superuser password. Needs the built dist (npm run build).
@@ -38,7 +38,7 @@ describe('npm start: crash recovery, one gateway per data dir, start failures, g
   let first: Gateway;
 
   const start = (env: Record<string, string> = {}): Gateway => {
-    const child = spawn(process.execPath, ['libs/stack/dist/main.js'], {
+    const child = spawn(process.execPath, ['apps/standalone/dist/main.js'], {
       cwd: repositoryRoot,
       env: { PATH: process.env.PATH ?? '', PORT: '0', GATEWAY_DATA_DIR: dataDir, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -93,7 +93,7 @@ describe('npm start: crash recovery, one gateway per data dir, start failures, g
 
   beforeAll(() => {
     // The whole file is one gateway's life on one data dir; without the build there is nothing to run.
-    accessSync(join(repositoryRoot, 'libs/stack/dist/main.js'));
+    accessSync(join(repositoryRoot, 'apps/standalone/dist/main.js'));
   });
 
   afterAll(async () => {
