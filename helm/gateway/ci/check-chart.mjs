@@ -142,8 +142,11 @@ for (const leaf of leaves(values)) {
 // --- 4. one Deployment + Service per server app ---
 const appsDir = join(repoRoot, 'apps');
 const serverApps = existsSync(appsDir)
-  // A server app has a main entry; apps/console is static files the edge serves, gatewayctl a CLI.
-  ? readdirSync(appsDir).filter((name) => name !== 'gatewayctl' && statSync(join(appsDir, name)).isDirectory() && existsSync(join(appsDir, name, 'src/main.ts')))
+  // A server app has a main entry; apps/console is static files the edge serves, gatewayctl a CLI, and the
+  // composition roots (nx tag type:composition: apps/standalone's `npm start`, apps/clients-test) are not deployed.
+  ? readdirSync(appsDir).filter((name) => name !== 'gatewayctl' && statSync(join(appsDir, name)).isDirectory()
+      && existsSync(join(appsDir, name, 'src/main.ts'))
+      && !(JSON.parse(readFileSync(join(appsDir, name, 'package.json'), 'utf8')).nx?.tags ?? []).includes('type:composition'))
   : [];
 for (const app of serverApps) {
   const owners = [...sources].filter(([, text]) => text.includes(`apps/${app}/dist/main.js`) && /kind:\s*(Deployment|StatefulSet)\b/.test(text));
