@@ -74,6 +74,10 @@ export async function startTelemetry(serviceName: string, logger: Logger): Promi
   // The SDK builds its metric reader from OTEL_METRICS_EXPORTER and makes none when it is unset; the
   // OpenTelemetry default is `otlp`, so an OTLP endpoint alone turns metrics on (as it does traces).
   if (withMetrics && !process.env.OTEL_METRICS_EXPORTER) process.env.OTEL_METRICS_EXPORTER = 'otlp';
+  // The SDK refuses an export interval shorter than the export timeout (30 s unless set): a short
+  // interval alone would stop the service from starting.
+  const interval = Number(process.env.OTEL_METRIC_EXPORT_INTERVAL);
+  if (withMetrics && !process.env.OTEL_METRIC_EXPORT_TIMEOUT && interval > 0 && interval < 30_000) process.env.OTEL_METRIC_EXPORT_TIMEOUT = String(interval);
   // Metrics alone (a metrics endpoint only): no trace exporter to a default address.
   if (!traces && !process.env.OTEL_TRACES_EXPORTER) process.env.OTEL_TRACES_EXPORTER = 'none';
   // gateway-edge, gateway-routing, …; npm start (every service in one process) is just `gateway`.
