@@ -126,6 +126,7 @@ describe('OpenTelemetry GenAI conventions: one CLIENT span and the client metric
     const offer = (providerId: string, upstreamModel: string) => ({ providerId, upstreamModel, endpoints: ['chat.completions', 'messages', 'responses'] });
     const models = upstreams.map((upstream) => model(`genai/${upstream.kind}`, [], { offers: [offer(`p-${upstream.kind}`, upstream.upstreamModel)] }));
     models.push(model('genai/failover', [], { offers: [offer('p-dead', 'dead-model'), offer('p-openai', 'gpt-4.1-mini')] }));
+    models.push(model('genai/embed', [], { offers: [{ providerId: 'p-openai', upstreamModel: 'text-embedding-3-small', endpoints: ['embeddings'] }] }));
     testBus = await createTestBus('nats');
     catalog = await startFakeCatalog(snapshot('v1', models, providers));
     registry = createMetricsRegistry();
@@ -261,6 +262,22 @@ describe('OpenTelemetry GenAI conventions: one CLIENT span and the client metric
     await latestPoint('gen_ai.client.operation.duration', { 'gen_ai.request.model': 'dead-model', 'error.type': 'connection' }, (point) => {
       expect(point.count).toBeGreaterThanOrEqual(1);
     });
+  });
+
+  it('an embeddings attempt is an `embeddings` span with its input tokens and no output tokens', async () => {
+    const response = await client.embed({
+      context: { requestId: 'req_genai_embed', accountId: 'acc_test', keyId: 'key_test' }, modelId: 'genai/embed', routingStrategy: 'reliability',
+      texts: ['embed me'], tokenInputs: [],
+    });
+    expect(response.embeddings).toHaveLength(1);
+    const [span] = await attemptSpans('genai/embed', false);
+    expect(span!).toMatchObject({ name: 'embeddings text-embedding-3-small', kind: SPAN_KIND.client });
+    expect(span!.attributes).toMatchObject({ 'gen_ai.operation.name': 'embeddings', 'gen_ai.provider.name': 'openai', 'gateway.endpoint': 'embeddings' });
+    expect(span!.attributes['gen_ai.usage.input_tokens']).toBe(response.usage!.inputTokens);
+    expect(span!.attributes['gen_ai.usage.output_tokens']).toBeUndefined();
+    await latestPoint('gen_ai.client.token.usage', { 'gen_ai.operation.name': 'embeddings', 'gen_ai.token.type': 'input' }, (point) => expect(point.count).toBe(1));
+    expect(collector.metrics.some((point) => point.name === 'gen_ai.client.token.usage' && point.attributes['gen_ai.operation.name'] === 'embeddings'
+      && point.attributes['gen_ai.token.type'] === 'output')).toBe(false);
   });
 
   it('exports the client metrics over OTLP: names, units, bucket boundaries and attributes for every upstream kind', async () => {

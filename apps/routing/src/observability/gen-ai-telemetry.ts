@@ -26,6 +26,8 @@ import {
 
 /** What an attempt is, as its span and metrics describe it. */
 export interface GenAiAttemptStart {
+  /** The catalog offer the attempt calls (its label sets are kept per offer object: a catalog reload brings new ones). */
+  offer: object;
   /** The gateway endpoint (chat.completions, embeddings, …). */
   endpoint: string;
   upstream: GenAiUpstream;
@@ -60,7 +62,7 @@ class AttemptLabels {
   private readonly tokenTypes = new Map<string, PointLabels>();
   private readonly modalities = new Map<string, PointLabels>();
 
-  constructor(readonly base: PointLabels) {}
+  constructor(readonly operation: string, readonly base: PointLabels) {}
 
   withError(errorType: string): PointLabels {
     let labels = this.errors.get(errorType);
@@ -94,12 +96,12 @@ function extend(base: PointLabels, label: string, attribute: string, value: stri
   return { prom: { ...base.prom, [label]: value }, otel: { ...base.otel, [attribute]: value } };
 }
 
-/** Label sets kept: at most this many (operation, provider, model, server) combinations (the catalog's offers bound it). */
-const MAX_LABEL_SETS = 10_000;
 
 type Histograms<T> = { duration: T; timeToFirstChunk: T; timePerOutputChunk: T; tokenUsage: T };
 type Counters<T> = { usageInputTokens: T; usageOutputTokens: T; usageCacheReadInputTokens: T; usageCacheWriteInputTokens: T; usageReasoningOutputTokens: T };
 type PromLabel = (typeof GEN_AI_LABELS)[keyof typeof GEN_AI_LABELS];
+
+const EMBEDDINGS = genAiOperationName('embeddings');
 
 const HISTOGRAM_LABELS: PromLabel[] = [
   GEN_AI_LABELS.operationName, GEN_AI_LABELS.providerName, GEN_AI_LABELS.requestModel, GEN_AI_LABELS.serverAddress, GEN_AI_LABELS.serverPort, GEN_AI_LABELS.errorType,
@@ -112,7 +114,8 @@ const HISTOGRAM_LABELS: PromLabel[] = [
 export class GenAiTelemetry {
   private readonly prom: { histograms: Histograms<Histogram<PromLabel>>; counters: Counters<Counter<PromLabel>> } | undefined;
   private otel: { histograms: Histograms<OtelHistogram>; counters: Counters<OtelCounter> } | undefined;
-  private readonly labelSets = new Map<string, AttemptLabels>();
+  /** Per catalog offer object, per operation: made once, collected with the catalog snapshot that held the offer. */
+  private readonly labelSets = new WeakMap<object, Map<string, AttemptLabels>>();
 
   constructor(registry: Registry | undefined) {
     this.prom = registry === undefined ? undefined : promInstruments(registry);
@@ -131,8 +134,12 @@ export class GenAiTelemetry {
 
   private labelsFor(operation: string, start: GenAiAttemptStart): AttemptLabels {
     const { upstream } = start;
-    const key = `${operation}\0${upstream.providerName}\0${start.requestModel}\0${upstream.serverAddress}\0${upstream.serverPort}`;
-    let labels = this.labelSets.get(key);
+    let byOperation = this.labelSets.get(start.offer);
+    if (byOperation === undefined) {
+      byOperation = new Map();
+      this.labelSets.set(start.offer, byOperation);
+    }
+    let labels = byOperation.get(operation);
     if (labels === undefined) {
       const prom: Record<string, string | number> = {
         [GEN_AI_LABELS.operationName]: operation,
@@ -150,9 +157,8 @@ export class GenAiTelemetry {
         otel[GEN_AI.serverAddress] = upstream.serverAddress;
         otel[GEN_AI.serverPort] = upstream.serverPort;
       }
-      labels = new AttemptLabels({ prom, otel });
-      if (this.labelSets.size >= MAX_LABEL_SETS) this.labelSets.clear();
-      this.labelSets.set(key, labels);
+      labels = new AttemptLabels(operation, { prom, otel });
+      byOperation.set(operation, labels);
     }
     return labels;
   }
@@ -182,13 +188,16 @@ export class GenAiTelemetry {
       return;
     }
     const input = labels.tokenType('input');
-    const output = labels.tokenType('output');
     prom?.histograms.tokenUsage.observe(input.prom, usage.inputTokens);
-    prom?.histograms.tokenUsage.observe(output.prom, usage.outputTokens);
     otel?.histograms.tokenUsage.record(usage.inputTokens, input.otel);
-    otel?.histograms.tokenUsage.record(usage.outputTokens, output.otel);
     this.byModality('usageInputTokens', labels, usage.inputTokens, usage.inputAudioTokens, usage.inputImageTokens, usage.inputTextTokens);
-    this.byModality('usageOutputTokens', labels, usage.outputTokens, usage.outputAudioTokens, usage.outputImageTokens, usage.outputTextTokens);
+    // Embeddings have no output tokens: none recorded rather than a 0 in every output series.
+    if (labels.operation !== EMBEDDINGS) {
+      const output = labels.tokenType('output');
+      prom?.histograms.tokenUsage.observe(output.prom, usage.outputTokens);
+      otel?.histograms.tokenUsage.record(usage.outputTokens, output.otel);
+      this.byModality('usageOutputTokens', labels, usage.outputTokens, usage.outputAudioTokens, usage.outputImageTokens, usage.outputTextTokens);
+    }
     const unknown = labels.modality('unknown');
     if (usage.cachedInputTokens > 0) this.add('usageCacheReadInputTokens', unknown, usage.cachedInputTokens);
     if (usage.cacheWriteTokens > 0) this.add('usageCacheWriteInputTokens', unknown, usage.cacheWriteTokens);
@@ -275,7 +284,7 @@ export class GenAiAttempt {
     const usage = response?.usage;
     if (usage !== undefined) {
       attributes[GEN_AI.usageInputTokens] = usage.inputTokens;
-      attributes[GEN_AI.usageOutputTokens] = usage.outputTokens;
+      if (this.labels.operation !== EMBEDDINGS) attributes[GEN_AI.usageOutputTokens] = usage.outputTokens;
       if (usage.cachedInputTokens > 0) attributes[GEN_AI.usageCacheReadInputTokens] = usage.cachedInputTokens;
       if (usage.cacheWriteTokens > 0) attributes[GEN_AI.usageCacheWriteInputTokens] = usage.cacheWriteTokens;
       if (usage.reasoningTokens > 0) attributes[GEN_AI.usageReasoningOutputTokens] = usage.reasoningTokens;

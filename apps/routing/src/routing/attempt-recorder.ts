@@ -39,6 +39,7 @@ export class AttemptRecorder {
     const provider = this.options.catalog.provider(candidate.offer.providerId)?.provider;
     if (provider === undefined) return undefined;
     return telemetry.begin({
+      offer: candidate.offer,
       endpoint: target.endpoint,
       upstream: genAiUpstreamOf(provider),
       requestModel: candidate.offer.upstreamModel,
