@@ -4,7 +4,7 @@ import { CatalogCache } from './catalog/catalog-cache.js';
 import { routerService, routerServiceDefinition } from './grpc/router-service.js';
 import { ExchangeService } from './grpc/exchange.js';
 import { GenAiTelemetry } from './observability/gen-ai-telemetry.js';
-import { AttemptMetrics, ObservedUsagePublisher, observeProviderHealth } from './observability/routing-metrics.js';
+import { AttemptMetrics, ObservedUsagePublisher, observeProviderHealth, observeRoutingLoad, RoutingLoad } from './observability/routing-metrics.js';
 import { LearnedCapabilities } from './routing/learned-capabilities.js';
 import { Router } from './routing/router.js';
 import { ProviderHealth } from './strategies/index.js';
@@ -105,11 +105,14 @@ export async function startRoutingService(options: RoutingServiceOptions): Promi
     // GenAI client metrics on /metrics (with a registry) and over OTLP, spans when tracing: per attempt.
     genAi: new GenAiTelemetry(options.metrics),
   });
-  const exchanges = new ExchangeService(router, logger);
+  // Requests in flight and streams, per replica: what the chart's load-based autoscalers read.
+  const load = new RoutingLoad();
+  const stopLoadReport = options.metrics ? observeRoutingLoad(options.metrics, load) : () => undefined;
+  const exchanges = new ExchangeService(router, logger, load);
   const server = await startGrpcServer({
     credentials: options.internalAuth?.accepted,
     address: options.listenAddress,
-    services: [{ definition: routerServiceDefinition, implementation: routerService(router, logger, { exchanges, providerHealth: () => health.report(catalog.offerPairs()) }), name: 'gateway.v1.RouterService' }],
+    services: [{ definition: routerServiceDefinition, implementation: routerService(router, logger, { exchanges, load, providerHealth: () => health.report(catalog.offerPairs()) }), name: 'gateway.v1.RouterService' }],
     logger,
     // A request carries a whole request body (at most 32 MiB at the edge) or an upload, plus framing.
     maxReceiveMessageBytes: 48 * 1024 * 1024,
@@ -134,6 +137,7 @@ export async function startRoutingService(options: RoutingServiceOptions): Promi
       await catalog.stop();
       catalogClient.close();
       stopHealthReport();
+      stopLoadReport();
     },
   };
 }
