@@ -117,7 +117,7 @@ export async function withFailover<Result>(
         handedOver = true;
         genAi?.firstChunk();
       } else {
-        record?.succeeded(providerId, target.model.id, policy.sample?.(result, durationMs), genAi, policy.response?.(result));
+        record?.succeeded(providerId, target.model.id, policy.sample?.(result, durationMs), genAi, genAi === undefined ? undefined : policy.response?.(result));
       }
       if (record && tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gateway.attempts', queue.position);
       return new ServedAttempt(result, candidate, durationMs, control, record, target.model.id, handedOver, genAi);
