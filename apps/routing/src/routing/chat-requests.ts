@@ -1,7 +1,7 @@
 import { CANCELLED_FINISH_REASON, ErrorReason, GatewayError, GrpcStatus, type CallerSignal } from '@gateway/platform';
 import { UsageOutcome, type ChatRequest, type ChatResponse, type ChatStreamDelta, type ChatStreamResponse, type Usage } from '@gateway/proto';
 import type { GenAiResponse } from '../observability/gen-ai-telemetry.js';
-import type { AdapterChatRequest, AdapterChatResult, AdapterStreamPart } from '../providers/provider-adapter.js';
+import { ProviderError, type AdapterChatRequest, type AdapterChatResult, type AdapterStreamPart } from '../providers/provider-adapter.js';
 import type { Candidate } from '../strategies/index.js';
 import type { StreamCheckpoint } from '../usage/stream-checkpoints.js';
 import { meterUsage, type DeliveredOutput } from '../usage/token-counter.js';
@@ -175,8 +175,13 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
         control.dispose();
         active = undefined;
         void iterator.return?.(undefined)?.catch?.(() => undefined);
-        // Typed errors are the caller's answer as they are. The finally charges what was delivered.
-        if (error instanceof GatewayError) throw error;
+        // Typed errors are the caller's answer as they are (the attempt ends with them: its span and health
+        // sample). The finally charges what was delivered.
+        if (error instanceof GatewayError) {
+          // A verdict on the request, not the provider's failure: counted in the metric, not in health.
+          opened.finish('failed_after_content', new ProviderError('rejected', error.message, 0, { cause: error }), { usage: meter(), finishReasons: ERROR_FINISH, chunks: delivered.changes });
+          throw error;
+        }
         if (signal.aborted) { hold.cancelled = true; opened.finish('cancelled'); return; }
         const failure = attemptFailure(error, control);
         opened.finish('failed_after_content', failure, { usage: meter(), finishReasons: ERROR_FINISH, chunks: delivered.changes });
