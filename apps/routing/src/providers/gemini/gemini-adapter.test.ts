@@ -1,26 +1,13 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sameHiddenClass, startFakeGeminiUpstream, type FakeGeminiUpstream } from '@gateway/testing';
-import { Provider, type ChatMessage, type ChatRequest, type ChatStreamDelta, type Tool, type ToolCall } from '@gateway/proto';
-import { ProviderError, type AdapterChatRequest, type AdapterStreamPart, type ProviderAdapter } from '../provider-adapter.js';
+import { Provider, type ChatMessage, type ChatRequest, type Tool, type ToolCall } from '@gateway/proto';
+import { ProviderError, type AdapterChatRequest, type ProviderAdapter } from '../provider-adapter.js';
 import { createAdapter } from '../create-adapter.js';
 import { GeminiAdapter } from './gemini-adapter.js';
 import { stripForeignReasoning } from '../../routing/reasoning-provenance.js';
+import { chatRequest, collect, deltasOf, failureOf, message, signal } from '../../../test/adapter-test-support.js';
 
 const KEY = 'gemini-test-key';
-const signal = () => new AbortController().signal;
-
-function message(role: string, text: string, extra: Partial<ChatMessage> = {}): ChatMessage {
-  return { role, content: text ? [{ part: { $case: 'text', value: text } }] : [], toolCalls: [], toolCallId: '', reasoning: [], isError: false, ...extra };
-}
-
-function chatRequest(messages: ChatMessage[] | string, extra: Partial<ChatRequest> = {}): ChatRequest {
-  return {
-    context: { requestId: 'req_gemini_test', accountId: 'acc_1', keyId: 'key_1' },
-    modelId: 'acme/gemini', routingStrategy: '', endpoint: 'chat.completions',
-    messages: typeof messages === 'string' ? [message('user', messages)] : messages,
-    tools: [], stop: [], includeUsage: false, timeoutMs: 0, ...extra,
-  };
-}
 
 const weatherTool: Tool = {
   name: 'get_weather', description: 'Weather for a city',
@@ -30,19 +17,6 @@ const weatherTool: Tool = {
 const on = (model: string) => (chat: ChatRequest): AdapterChatRequest => ({ upstreamModel: model, chat, modelMaxOutputTokens: undefined });
 const flash = on('gemini-2.5-flash');
 const pro3 = on('gemini-3-pro-preview');
-
-async function collect(stream: AsyncIterable<AdapterStreamPart>) {
-  const parts: AdapterStreamPart[] = [];
-  for await (const part of stream) parts.push(part);
-  return parts;
-}
-const deltasOf = (parts: AdapterStreamPart[]): ChatStreamDelta[] => parts.flatMap((part) => (part.type === 'delta' ? [part.delta] : []));
-
-async function failureOf(promise: Promise<unknown>): Promise<ProviderError> {
-  const error = await promise.then(() => undefined, (rejection: unknown) => rejection);
-  expect(error).toBeInstanceOf(ProviderError);
-  return error as ProviderError;
-}
 
 describe('GeminiAdapter against the fake Gemini API', () => {
   let upstream: FakeGeminiUpstream;
