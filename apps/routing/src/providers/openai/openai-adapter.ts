@@ -32,6 +32,7 @@ import { readServerSentEvents } from '../http/server-sent-events.js';
 import { streamingRequest } from '../http/streaming-request.js';
 import { multipartBody, type MultipartPart } from '../http/multipart-body.js';
 import { openaiImagesResponseSchema, openaiModerationResponseSchema, openaiTranscriptionSchema } from './openai-media-types.js';
+import { parseJsonAnswer } from '../http/json-answer.js';
 
 /** The OpenAI routes the adapter calls, relative to the API root. */
 export type OpenAIRoute =
@@ -143,19 +144,12 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
 
   async chat(request: AdapterChatRequest, signal: AttemptSignal): Promise<AdapterChatResult> {
     const text = await this.postForText(convertToOpenAIRequest(request.chat, { upstreamModel: request.upstreamModel, stream: false }), signal, '/chat/completions', request.upstreamModel);
-    let json: unknown;
-    try {
-      json = JSON.parse(text);
-    } catch {
-      throw new ProviderError('connection', 'answer is not JSON');
-    }
-    const parsed = parseOpenAIChatResponse(json);
-    if (!parsed.success) throw new ProviderError('connection', `malformed answer: ${parsed.error.message.slice(0, 300)}`);
-    const choices = convertOpenAIAnswer(parsed.data, this.providerId);
+    const parsed = parseJsonAnswer(text, parseOpenAIChatResponse);
+    const choices = convertOpenAIAnswer(parsed, this.providerId);
     if (this.filteredAnswerFails && choices.some((choice) => choice.finishReason === 'content_filter')) {
       throw new ProviderError('content_filter', FILTERED_ANSWER_MESSAGE);
     }
-    return { choices, usage: convertOpenAIUsage(parsed.data.usage) };
+    return { choices, usage: convertOpenAIUsage(parsed.usage) };
   }
 
   async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {
