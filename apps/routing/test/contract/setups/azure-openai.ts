@@ -1,7 +1,7 @@
 import { startFakeAzureOpenAIUpstream, type FakeAzureBehaviour, type FakeAzureOpenAIUpstream } from '@gateway/testing';
 import { startConnectionWatch, portOf } from '../connection-watch.js';
-import type { ContractRig, ContractSetup, ReceivedRequest, ScriptedAnswer, WireReader } from '../contract-types.js';
-import { adapterFromConfig, asReceived, CONTRACT_HEADERS } from './common.js';
+import type { ContractRig, ContractSetup, ScriptedAnswer, WireReader } from '../contract-types.js';
+import { adapterFromConfig, fakeBackedRow, CONTRACT_HEADERS } from './common.js';
 import { openaiReader } from './openai.js';
 
 /*
@@ -81,24 +81,14 @@ function azureSetup(label: string, apiVersion: string): ContractSetup {
       const adapter = adapterFromConfig(config, { [KEY_ENV]: KEY });
       const wrong = adapterFromConfig(config, { [KEY_ENV]: 'azure-wrong-key' });
       return {
-        adapter,
+        ...fakeBackedRow({ adapter, wrong, watch, fake }),
         scripted: true,
         providerId,
         upstreamModel: DEPLOYMENT,
         embeddingModel: 'text-embedding-3-small',
         modelMaxOutputTokens: 4_096,
         script: (answer) => fake.script(behaviourFor(answer)),
-        received: (): ReceivedRequest[] => asReceived(fake.requests),
         reader: azureReader,
-        adapterWithWrongCredentials: () => wrong,
-        watch,
-        reset: () => fake.reset(),
-        close: async () => {
-          await adapter.close();
-          await wrong.close();
-          await watch.close();
-          await fake.close();
-        },
       };
     },
   };

@@ -1,7 +1,7 @@
 import { startFakeUpstream, type FakeBehaviour, type FakeUpstream } from '@gateway/testing';
 import { startConnectionWatch, portOf } from '../connection-watch.js';
-import type { ContractRig, ContractSetup, ReceivedRequest, ScriptedAnswer, WireReader } from '../contract-types.js';
-import { adapterFromConfig, asReceived, CONTRACT_HEADERS, parseDataUrl, parsedOrText, textOf } from './common.js';
+import type { ContractRig, ContractSetup, ScriptedAnswer, WireReader } from '../contract-types.js';
+import { adapterFromConfig, fakeBackedRow, CONTRACT_HEADERS, parseDataUrl, parsedOrText, textOf } from './common.js';
 
 /*
  * kind: openai against the OpenAI-compatible fake (startFakeUpstream). That fake checks no API key, so
@@ -166,7 +166,7 @@ export const openaiSetup: ContractSetup = {
     };
     const adapter = adapterFromConfig(config, { [KEY_ENV]: 'sk-contract-openai' });
     return {
-      adapter,
+      ...fakeBackedRow({ adapter, wrong: undefined, watch, fake }),
       scripted: true,
       providerId: PROVIDER_ID,
       upstreamModel: MODEL,
@@ -174,16 +174,7 @@ export const openaiSetup: ContractSetup = {
       modelMaxOutputTokens: 4_096,
       // The wire format (stream or not) is only known once the request arrives.
       script: (answer) => fake.script((request) => behaviourFor(answer, request.body?.stream === true)),
-      received: (): ReceivedRequest[] => asReceived(fake.requests),
       reader: openaiReader,
-      adapterWithWrongCredentials: () => undefined,
-      watch,
-      reset: () => fake.reset(),
-      close: async () => {
-        await adapter.close();
-        await watch.close();
-        await fake.close();
-      },
     };
   },
 };
