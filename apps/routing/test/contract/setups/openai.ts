@@ -144,19 +144,26 @@ export const openaiReader: WireReader = {
   cacheMarks: () => [],
 };
 
+/** What every row speaking the chat-completions wire declares (openai, azure-openai): `provider` caches by itself. */
+export function chatCompletionsWire(provider: string): Pick<ContractSetup, 'unsupported' | 'jsonSchema' | 'safety' | 'usage'> {
+  return {
+    unsupported: {
+      'reasoning provenance': 'chat completions returns no reasoning signature and takes no reasoning back',
+      'reasoning with tool calls': 'chat completions returns no reasoning signature and takes no reasoning back',
+      'redacted reasoning': 'chat completions returns no encrypted reasoning and takes no reasoning back',
+      'tool error result': 'chat completions has no error flag on a tool message (the failure is in its text)',
+      'stop sequence reported': 'chat completions finishes stop without saying which stop sequence matched',
+      'prompt cache marks': `chat completions has no cache marks: ${provider} caches prompt prefixes by itself`,
+    },
+    jsonSchema: 'native',
+    safety: 'error',
+    usage: { cacheRead: true, cacheWrite: false, reasoning: true },
+  };
+}
+
 export const openaiSetup: ContractSetup = {
   kind: 'openai',
-  unsupported: {
-    'reasoning provenance': 'chat completions returns no reasoning signature and takes no reasoning back',
-    'reasoning with tool calls': 'chat completions returns no reasoning signature and takes no reasoning back',
-    'redacted reasoning': 'chat completions returns no encrypted reasoning and takes no reasoning back',
-    'tool error result': 'chat completions has no error flag on a tool message (the failure is in its text)',
-    'stop sequence reported': 'chat completions finishes stop without saying which stop sequence matched',
-    'prompt cache marks': 'chat completions has no cache marks: OpenAI caches prompt prefixes by itself',
-  },
-  jsonSchema: 'native',
-  safety: 'error',
-  usage: { cacheRead: true, cacheWrite: false, reasoning: true },
+  ...chatCompletionsWire('OpenAI'),
   async start(): Promise<ContractRig> {
     const fake: FakeUpstream = await startFakeUpstream();
     const watch = await startConnectionWatch(portOf(fake.url));
