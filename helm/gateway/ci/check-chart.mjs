@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Static checks for the chart, quick and without a template engine (libs/stack/test/helm-chart.test.ts
+// Static checks for the chart, quick and without a template engine (apps/standalone/test/helm-chart.test.ts
 // renders it with helm or chart-render and validates the output). Run from anywhere:
 // node helm/gateway/ci/check-chart.mjs
 //  1. Chart.yaml and values.yaml parse; Chart.yaml has the apiVersion v2 fields; catalogConfig parses.

@@ -17,8 +17,7 @@ import {
 } from '@gateway/platform';
 import { ExchangeResponse, RouterServiceService, type ChatRequest, type ChatStreamRequest, type ExchangeRequest } from '@gateway/proto';
 import type { Router } from '../routing/router.js';
-import { asBuffer, reusedWriterEncoder } from '../routing/reused-writer.js';
-import { encodeRepeatedBytes } from '../routing/length-delimited.js';
+import { asBuffer, encodeRepeatedBytes, reusedWriterEncoder } from '@gateway/proto';
 
 /** Exchanges one call may hold open at once; more are refused (RESOURCE_EXHAUSTED) until some finish. */
 export const MAX_OPEN_EXCHANGES = 10_000;

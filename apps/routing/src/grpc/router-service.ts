@@ -2,7 +2,7 @@ import type { ServerUnaryCall, ServerWritableStream } from '@grpc/grpc-js';
 import { errors, serverStream, unary, type CallerSignal, type Logger } from '@gateway/platform';
 import { ChatResponse, ChatStreamResponse, ExchangeResponse, RouterServiceService, type ChatStreamRequest, type ProviderStat, type RouterServiceServer } from '@gateway/proto';
 import type { Router } from '../routing/router.js';
-import { asBuffer, reusedWriterEncoder } from '../routing/reused-writer.js';
+import { asBuffer, reusedWriterEncoder } from '@gateway/proto';
 import { ExchangeService, serializeExchangeResponse } from './exchange.js';
 
 type Call = ServerUnaryCall<unknown, unknown> | ServerWritableStream<unknown, unknown>;

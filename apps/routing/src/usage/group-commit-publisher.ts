@@ -3,7 +3,7 @@ import type { UsageEvent } from '@gateway/proto';
 import type { BackgroundUsage, BackgroundUsageOptions } from './background-usage.js';
 import { BackgroundUsageDelegate, backgroundUsageFor, encodeUsageEvent, publishWithRetry, type UsagePublisher } from './usage-publisher.js';
 import type { OutboxEntry, UsageOutbox } from './usage-outbox.js';
-import { encodeRepeatedBytes } from '../routing/length-delimited.js';
+import { encodeRepeatedBytes } from '@gateway/proto';
 
 export interface GroupCommitUsagePublisherOptions {
   bus: EventBus;

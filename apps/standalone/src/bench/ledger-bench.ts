@@ -12,7 +12,7 @@ import { freePort } from '../embedded-postgres.js';
 
 /**
  * Ledger bench (issue 5 "Performance"; docs/billing.md "Billing"): `npm run bench -- --ledger`, or
- * `node libs/stack/dist/bench/ledger-bench.js [--quick] [--events N] [--callers N]` after a build.
+ * `node apps/standalone/dist/bench/ledger-bench.js [--quick] [--events N] [--callers N]` after a build.
  * Against the machine's Postgres and NATS, each phase on a fresh database and NATS namespace:
  * 1. settlement from a backlog: N usage events (each with an open reservation, as in production)
  *    already in JetStream, published by routing's own publishers; a ledger starts and drains them.

@@ -10,7 +10,7 @@ import { stopProcessesMentioning } from './leftover-processes.js';
 import { npmStartBanner, repositoryRoot, startNpmStart, type NpmStart } from './npm-start.js';
 
 // The web console (apps/console) in Debian's Chromium (.ci/run installs it) against `npm start` as a user
-// runs it: `node libs/stack/dist/main.js` with its own data dir, the simulated provider, and the dev
+// runs it: `node apps/standalone/dist/main.js` with its own data dir, the simulated provider, and the dev
 // provisioning key its banner prints, and the admin token it keeps in its data dir. Screenshots of each
 // view at 1280 and 390 px wide go to CONSOLE_SCREENSHOT_DIR (default .data/test-output/console/), each
 // checked for horizontal scroll and by axe-core against the WCAG 2 A/AA rules (contrast, labels, names).
@@ -39,7 +39,7 @@ describe('web console in a real browser', () => {
   const pageErrors: string[] = [];
 
   beforeAll(async () => {
-    accessSync(join(repositoryRoot, 'libs/stack/dist/main.js'));
+    accessSync(join(repositoryRoot, 'apps/standalone/dist/main.js'));
     accessSync(join(repositoryRoot, 'apps/console/dist/index.html'));
     accessSync(CHROMIUM);
     mkdirSync(screenshots, { recursive: true });

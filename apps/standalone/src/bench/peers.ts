@@ -56,7 +56,7 @@ export async function startNpmStartTarget(root: string, upstreamBaseUrl: string)
   const child = new BenchChild('npm-start', {
     // package.json's start script, or BENCH_NODE_FLAGS_NPM_START (else BENCH_NODE_FLAGS, as the cluster's
     // services) to try other runtime settings.
-    args: [...npmStartNodeFlags(), 'libs/stack/dist/main.js'],
+    args: [...npmStartNodeFlags(), 'apps/standalone/dist/main.js'],
     cwd: root,
     env: {
       PATH: process.env.PATH ?? '', GATEWAY_DATA_DIR: join(dataDir, 'data'), GATEWAY_CONFIG: configPath, PORT: String(port), HOST: '127.0.0.1',

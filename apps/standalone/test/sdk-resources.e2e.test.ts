@@ -96,8 +96,35 @@ describe('SDK resources against the example stack (issue 37)', () => {
     expect(anonymous.status).toBe(401);
     const unknown = await openai.responses.inputTokens.count({ ...body, model: 'acme/nope' }).catch((error: unknown) => error);
     expect(unknown).toBeInstanceOf(OpenAI.BadRequestError);
-    const empty = await openai.responses.inputTokens.count({ model: 'acme/chat-small' }).catch((error: unknown) => error);
-    expect(empty).toBeInstanceOf(OpenAI.BadRequestError);
+  });
+
+  it('responses.inputTokens.count with no input, and with no body at all: a count calls no model, so it counts what it is given (the SDK test)', async () => {
+    // `input`, `instructions` and `model` are all optional on OpenAI's input_tokens endpoint; the SDK's
+    // generated test calls `count()` with an empty body. Nothing to send a model is no refusal here: no model is called.
+    const empty = await openai.responses.inputTokens.count({ model: 'acme/chat-small' });
+    expect(empty).toEqual({ object: 'response.input_tokens', input_tokens: expect.any(Number) });
+    const some = await openai.responses.inputTokens.count({ model: 'acme/chat-small', input: 'How many tokens is this question?' });
+    expect(some.input_tokens).toBeGreaterThan(empty.input_tokens);
+    // No model: the catalog's default for responses (the example sets none: the first model by id served on responses).
+    const bare = await openai.responses.inputTokens.count();
+    expect(bare).toEqual(empty);
+    const bareWithInput = await openai.responses.inputTokens.count({ input: 'How many tokens is this question?' });
+    expect(bareWithInput).toEqual(some);
+    // The default is judged like a named model: an unknown name in `model` is still a 400.
+    const unknown = await openai.responses.inputTokens.count({ model: 'acme/nope' }).catch((error: unknown) => error);
+    expect(unknown).toBeInstanceOf(OpenAI.BadRequestError);
+  });
+
+  it('responses.compact with only a model: the summary prompt alone goes to the model (the SDK test)', async () => {
+    const compacted = await openai.responses.compact({ model: 'acme/chat-small' });
+    expect(compacted.object).toBe('response.compaction');
+    // No user message to keep: the output is the one compaction item.
+    expect(compacted.output.map((item) => item.type)).toEqual(['compaction']);
+    expect(compacted.usage.input_tokens).toBeGreaterThan(0);
+    // responses.create keeps refusing a request with nothing to send (covered above); create with no model too.
+    const noModel = await openai.responses.create({ instructions: 'Say hello.' }).catch((error: unknown) => error);
+    expect(noModel).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((noModel as InstanceType<typeof OpenAI.BadRequestError>).message).toContain('body.model: is required: name the model');
   });
 
   it('Anthropic SDK models.list and models.retrieve: Anthropic model objects and paging (item 7)', async () => {

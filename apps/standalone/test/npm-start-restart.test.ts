@@ -12,7 +12,7 @@ import { liveProcess, waitForExit } from '../src/process-identity.js';
 import { stopProcessesMentioning } from './leftover-processes.js';
 import { npmStartBanner, repositoryRoot, startNpmStart, type NpmStart } from './npm-start.js';
 
-// `npm start` as a user runs it: `node libs/stack/dist/main.js` as a child process with its own data
+// `npm start` as a user runs it: `node apps/standalone/dist/main.js` as a child process with its own data
 // dir (embedded Postgres, real binaries), default LOG_LEVEL, PORT=0. Covers what a crash leaves behind,
 // a second start on a live data dir, start failures printing their cause, a data dir the `postgres`
 // user cannot reach, and the generated superuser password. Needs the built dist (npm run build).
@@ -68,7 +68,7 @@ describe('npm start: crash recovery, one gateway per data dir, start failures, g
 
   beforeAll(() => {
     // The whole file is one gateway's life on one data dir; without the build there is nothing to run.
-    accessSync(join(repositoryRoot, 'libs/stack/dist/main.js'));
+    accessSync(join(repositoryRoot, 'apps/standalone/dist/main.js'));
   });
 
   afterAll(async () => {

@@ -4,7 +4,7 @@ import { startFakeAnthropicUpstream, startFakeUpstream, type FakeBehaviour, type
 
 /*
  * The messages dialect end to end: what each kind of fake upstream behind the gateway looks like to
- * the tests, so one test file runs against every upstream kind (libs/stack/test/messages.e2e.test.ts).
+ * the tests, so one test file runs against every upstream kind (apps/standalone/test/messages.e2e.test.ts).
  * UPSTREAM_KINDS: the OpenAI-compatible fake and the Anthropic-wire fake (routing's `kind: anthropic`).
  */
 

@@ -111,7 +111,7 @@ export interface GatewayCluster {
 
 export function benchConfigYaml(upstreamBaseUrl: string, wires: readonly WireName[] = ['openai']): string {
   const extra = wireCatalogYaml(new URL(upstreamBaseUrl).origin, BENCH_MODEL, wires);
-  return `# Written by the bench (libs/stack/src/bench): one paid model served by the bench's fake upstream.
+  return `# Written by the bench (apps/standalone/src/bench): one paid model served by the bench's fake upstream.
 startups:
   - id: bench
     display_name: Bench

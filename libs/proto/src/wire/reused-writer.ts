@@ -1,4 +1,4 @@
-import type { MessageFns } from '@gateway/proto';
+import type { MessageFns } from '../gen/gateway/v1/common.js';
 
 type Writer = ReturnType<MessageFns<unknown>['encode']>;
 

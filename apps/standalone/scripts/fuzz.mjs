@@ -1,6 +1,6 @@
 // `npm run fuzz -- --minutes N [--seed S] [--path P] [--holes a,b]`: issue 35's invariant fuzzer for as
 // long as asked. It builds what is not built (as `npm start` does), then runs the CI test file
-// (libs/stack/test/invariant-fuzz.test.ts) with its budget, seed, replay path and known holes from the
+// (apps/standalone/test/invariant-fuzz.test.ts) with its budget, seed, replay path and known holes from the
 // environment; progress (runs, requests, failing runs, seed) prints every 30 s, a failure prints the
 // shrunk sequence with its seed and path (replay it with --seed and --path).
 import { spawnSync } from 'node:child_process';

@@ -62,7 +62,7 @@ describe('runtime flags', () => {
     expect(script.startsWith('sh scripts/node-major.sh ')).toBe(true);
     const start = script.slice('sh scripts/node-major.sh '.length).split(' ');
     expect(start[0]).toBe('node');
-    expect(start.at(-1)).toBe('libs/stack/dist/main.js');
+    expect(start.at(-1)).toBe('apps/standalone/dist/main.js');
     expect(start.slice(1, -1)).toEqual([...NPM_START_NODE_FLAGS]);
   });
 

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-// `npm start` as a user runs it, for the tests that need the real entry point: `node libs/stack/dist/main.js`
+// `npm start` as a user runs it, for the tests that need the real entry point: `node apps/standalone/dist/main.js`
 // as a child process in the repository root (needs the built dist), and its banner read back.
 
 export const repositoryRoot = fileURLToPath(new URL('../../../', import.meta.url));
@@ -28,7 +28,7 @@ export interface NpmStartBanner {
  * here and bound later can be taken in between) and no environment but PATH and `env`.
  */
 export function startNpmStart(env: Record<string, string> = {}): NpmStart {
-  const child = spawn(process.execPath, ['libs/stack/dist/main.js'], {
+  const child = spawn(process.execPath, ['apps/standalone/dist/main.js'], {
     cwd: repositoryRoot,
     env: { PATH: process.env.PATH ?? '', PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -15,7 +15,7 @@ import { npmStartBanner, startNpmStart, type NpmStart } from './npm-start.js';
 
 // Issue 13 part 5: `npm start` (every service in one process, the in-process bus) SIGKILLed while 20
 // streams are mid-flight used to charge none of them. Here the real entry point
-// (`node libs/stack/dist/main.js`) runs without NATS_URL, once on a fresh database of the machine's
+// (`node apps/standalone/dist/main.js`) runs without NATS_URL, once on a fresh database of the machine's
 // Postgres (DATABASE_URL) and once on its embedded Postgres exactly as `npm start` runs it (the crashed
 // run's Postgres must not stop the restart: part 4), and is killed once every stream has delivered
 // content; restarted on the same GATEWAY_DATA_DIR it must start cleanly and charge each of them exactly

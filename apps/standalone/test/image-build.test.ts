@@ -54,6 +54,18 @@ describe('image build', () => {
     for (const command of setupCommands) expect(command).toMatch(/^npm ci && npm (start|test)\b/);
   });
 
+  it('runs no install script but those of packages package.json allows, and ships each image\'s SBOM', () => {
+    const installs = runs.flatMap((run) => [...run.matchAll(/\bnpm ci\b[^&;]*/g)].map((match) => match[0]));
+    expect(installs.length).toBeGreaterThanOrEqual(2);
+    expect(installs.filter((install) => !install.includes('--ignore-scripts'))).toEqual([]);
+    const allowed = Object.keys((JSON.parse(readFileSync(`${root}package.json`, 'utf8')) as { allowScripts: Record<string, boolean> }).allowScripts);
+    const rebuilt = runs.flatMap((run) => [...run.matchAll(/\bnpm rebuild ([^&;]*)/g)].flatMap((match) => match[1]!.trim().split(/\s+/)));
+    expect(rebuilt.length).toBeGreaterThan(0);
+    expect(rebuilt.filter((name) => !allowed.includes(name))).toEqual([]);
+    // deploy/sbom.mjs writes the SBOM in the runtime stage (deploy/ci/images.sh checks its contents per image).
+    expect(runs.some((run) => /node deploy\/sbom\.mjs "\$\{APP\}" > \/app\/sbom\.cdx\.json/.test(run))).toBe(true);
+  });
+
   it('runs on a Node major that package.json and every installed dependency accept', () => {
     const image = /^ARG NODE_IMAGE=node:(\d+)[-\w.]*$/m.exec(dockerfile);
     expect(image).not.toBeNull();

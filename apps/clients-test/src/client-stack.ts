@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { runGatewayctl } from '@gateway/gatewayctl';
 import { createClient, parseCredits } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
-import { startStack, type RunningStack } from '@gateway/stack';
+import { startStack, type RunningStack } from '@gateway/standalone';
 import {
   createTestBus, createTestDatabase, eventually, startFakeAnthropicUpstream, startFakeUpstream, testLogger,
   type FakeAnthropicUpstream, type FakeUpstream, type RecordedRequest, type TestBus, type TestDatabase,
