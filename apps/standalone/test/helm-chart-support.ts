@@ -2,6 +2,9 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { posix } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import * as keda from '@kubernetes-models/keda/keda.sh/v1alpha1';
+import * as monitoringV1 from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
+import { parser as promqlParser } from '@prometheus-io/lezer-promql';
 import * as appsV1 from 'kubernetes-models/apps/v1';
 import * as autoscalingV2 from 'kubernetes-models/autoscaling/v2';
 import * as batchV1 from 'kubernetes-models/batch/v1';
@@ -21,7 +24,7 @@ export const SERVICES = ['edge', 'auth', 'catalog', 'ledger', 'routing', 'media'
 export type Service = (typeof SERVICES)[number];
 
 // Rendered manifests are untyped JSON; the checks below read them as such.
-export type Manifest = { apiVersion: string; kind: string; metadata: { name: string; labels?: Record<string, string> }; [field: string]: any };
+export type Manifest = { apiVersion: string; kind: string; metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> }; [field: string]: any };
 
 export interface Renderer {
   describe: string;
@@ -125,6 +128,11 @@ export const MODELS: Record<string, { prototype: { validate(): void } }> = {
   'networking.k8s.io/v1/NetworkPolicy': networkingV1.NetworkPolicy,
   'networking.k8s.io/v1/Ingress': networkingV1.Ingress,
   'batch/v1/Job': batchV1.Job,
+  // Custom resources, validated against the OpenAPI schemas of their CRDs (KEDA's and the Prometheus
+  // Operator's, generated into @kubernetes-models/keda and @kubernetes-models/prometheus-operator).
+  'keda.sh/v1alpha1/ScaledObject': keda.ScaledObject,
+  'monitoring.coreos.com/v1/ServiceMonitor': monitoringV1.ServiceMonitor,
+  'monitoring.coreos.com/v1/PrometheusRule': monitoringV1.PrometheusRule,
 };
 
 /**
@@ -263,9 +271,18 @@ export function checkRelease(manifests: Manifest[], label: string) {
     expect(services, `${context}: one ClusterIP Service`).toHaveLength(1);
     expect(container.ports.map((port: any) => port.name), context).toContain(services[0]!.spec.ports[0].targetPort);
 
-    const hpa = manifests.find((manifest) => manifest.kind === 'HorizontalPodAutoscaler' && manifest.spec.scaleTargetRef.name === workload.metadata.name);
-    expect(hpa?.spec.scaleTargetRef.kind, `${context}: HPA`).toBe(workload.kind);
-    expect(hpa!.spec.minReplicas, context).toBeLessThanOrEqual(hpa!.spec.maxReplicas);
+    // One autoscaler: the chart's HPA, or KEDA's ScaledObject (loadScaling.mode=keda), which makes its own.
+    const targets = (kind: string) => manifests.filter((manifest) => manifest.kind === kind && manifest.spec.scaleTargetRef.name === workload.metadata.name);
+    const [hpa] = targets('HorizontalPodAutoscaler');
+    const [scaledObject] = targets('ScaledObject');
+    expect(targets('HorizontalPodAutoscaler').length + targets('ScaledObject').length, `${context}: one HPA or ScaledObject`).toBe(1);
+    if (hpa) {
+      expect(hpa.spec.scaleTargetRef.kind, `${context}: HPA`).toBe(workload.kind);
+      expect(hpa.spec.minReplicas, context).toBeLessThanOrEqual(hpa.spec.maxReplicas);
+    } else {
+      expect(scaledObject!.spec.scaleTargetRef, `${context}: ScaledObject`).toEqual({ apiVersion: 'apps/v1', kind: workload.kind, name: workload.metadata.name });
+      expect(scaledObject!.spec.minReplicaCount, context).toBeLessThanOrEqual(scaledObject!.spec.maxReplicaCount);
+    }
     expect(workload.spec.replicas, `${context}: the HPA owns replicas`).toBeUndefined();
     expect(container.resources.requests.cpu, `${context}: the HPA needs a CPU request`).toBeDefined();
     const pdbs = manifests.filter((manifest) => manifest.kind === 'PodDisruptionBudget' && selects(manifest.spec.selector.matchLabels, podLabels));
@@ -287,6 +304,24 @@ export function checkRelease(manifests: Manifest[], label: string) {
     expect(container.ports.find((port: any) => port.name === 'metrics')?.containerPort, context).toBe(METRICS_PORT);
     expect(envValue(container, 'METRICS_PORT'), context).toBe(String(METRICS_PORT));
     expect(workload.spec.template.metadata.annotations, context).toMatchObject({ 'prometheus.io/scrape': 'true', 'prometheus.io/port': String(METRICS_PORT) });
+    // A ServiceMonitor (when rendered) reaches exactly this service's metrics port through a headless
+    // Service of that port alone, and labels the series with the release and the component.
+    const monitors = manifests.filter((manifest) => manifest.kind === 'ServiceMonitor');
+    if (monitors.length > 0) {
+      const scraping = monitors.filter((monitor) => manifests.some((manifest) => manifest.kind === 'Service' && selects(monitor.spec.selector.matchLabels, manifest.metadata.labels ?? {}) && selects(manifest.spec.selector, podLabels)));
+      expect(scraping, `${context}: one ServiceMonitor`).toHaveLength(1);
+      const monitor = scraping[0]!;
+      const scraped = manifests.filter((manifest) => manifest.kind === 'Service' && selects(monitor.spec.selector.matchLabels, manifest.metadata.labels ?? {}));
+      expect(scraped, `${context}: the ServiceMonitor selects one Service`).toHaveLength(1);
+      expect(scraped[0]!.spec, `${context}: metrics Service`).toMatchObject({ clusterIP: 'None', ports: [{ name: 'metrics', port: METRICS_PORT, targetPort: 'metrics' }] });
+      expect(scraped[0]!.spec.ports, context).toHaveLength(1);
+      expect(selects(scraped[0]!.spec.selector, podLabels), context).toBe(true);
+      expect(monitor.spec.endpoints.map((endpoint: any) => [endpoint.port, endpoint.path]), context).toEqual([['metrics', '/metrics']]);
+      expect(monitor.spec.endpoints[0].relabelings.map((rule: any) => [rule.sourceLabels[0], rule.targetLabel]), context).toEqual([
+        ['__meta_kubernetes_pod_label_app_kubernetes_io_instance', 'release'],
+        ['__meta_kubernetes_pod_label_app_kubernetes_io_component', 'component'],
+      ]);
+    }
     // Internal credentials from a Secret, never a value; the admin token only where admin RPCs live.
     const secretEnv = (name: string) => container.env.find((entry: any) => entry.name === name)?.valueFrom?.secretKeyRef;
     expect(secretEnv('GATEWAY_INTERNAL_TOKEN')?.name, `${context}: service token from a Secret`).toBeTruthy();
@@ -344,7 +379,7 @@ export function checkRelease(manifests: Manifest[], label: string) {
   expect(claimNames, `${label}: the outbox volume is a per-pod PersistentVolumeClaim`).toContain(outboxMount.name);
   expect(routing.spec.template.spec.volumes.map((volume: any) => volume.name), label).not.toContain(outboxMount.name);
   expect(routing.spec.persistentVolumeClaimRetentionPolicy, label).toEqual({ whenScaled: 'Retain', whenDeleted: 'Retain' });
-  const headless = manifests.find((manifest) => manifest.kind === 'Service' && manifest.spec.clusterIP === 'None');
+  const headless = manifests.find((manifest) => manifest.kind === 'Service' && manifest.spec.clusterIP === 'None' && manifest.metadata.name.endsWith('-routing-headless'));
   expect(headless?.metadata.name, label).toMatch(/-routing-headless$/);
   expect(selects(headless!.spec.selector, routing.spec.template.metadata.labels), label).toBe(true);
   expect(routing.spec.serviceName, label).toBe(headless!.metadata.name);
@@ -379,4 +414,63 @@ export function checkRelease(manifests: Manifest[], label: string) {
     }
   }
   return { catalogDirectory: mounted.directory, catalogFiles: mounted.files, configPath, catalogContainer: containerOf(catalog, 'catalog') };
+}
+
+// --- PromQL ------------------------------------------------------------------------------------------
+
+/** Grafana's interval variables, replaced by a duration before parsing (other $variables sit inside label values). */
+const GRAFANA_INTERVALS: [RegExp, string][] = [[/\$__rate_interval\b/g, '5m'], [/\$__interval\b/g, '1m'], [/\$__range\b/g, '1h']];
+
+/**
+ * Parses one PromQL expression with Prometheus' own grammar (@prometheus-io/lezer-promql) and returns
+ * the metric names its selectors read, and its syntax errors (as text near each).
+ */
+export function promqlNames(expression: string): { names: string[]; errors: string[] } {
+  let text = expression;
+  for (const [pattern, duration] of GRAFANA_INTERVALS) text = text.replace(pattern, duration);
+  const names: string[] = [];
+  const errors: string[] = [];
+  promqlParser.parse(text).iterate({
+    enter(node) {
+      if (node.type.isError) errors.push(`syntax error at ${node.from}: …${text.slice(Math.max(0, node.from - 20), node.from + 20)}…`);
+      if (node.name === 'VectorSelector') {
+        const identifier = node.node.getChild('Identifier');
+        if (identifier) names.push(text.slice(identifier.from, identifier.to));
+        // A selector by name matcher only ({__name__="x"}) is read as that name.
+        for (const match of text.slice(node.from, node.to).matchAll(/__name__\s*=\s*"([^"]+)"/g)) names.push(match[1]!);
+      }
+    },
+  });
+  return { names, errors };
+}
+
+/** Every PromQL expression of a Grafana dashboard: panel targets (nested rows included) and query variables. */
+export function dashboardExpressions(dashboard: any): { where: string; expr: string }[] {
+  const found: { where: string; expr: string }[] = [];
+  const visit = (panels: any[]) => {
+    for (const panel of panels ?? []) {
+      for (const target of panel.targets ?? []) if (typeof target.expr === 'string') found.push({ where: `panel "${panel.title}" ${target.refId}`, expr: target.expr });
+      visit(panel.panels);
+    }
+  };
+  visit(dashboard.panels);
+  for (const variable of dashboard.templating?.list ?? []) {
+    if (variable.type !== 'query') continue;
+    const query = typeof variable.query === 'string' ? variable.query : variable.query?.query;
+    // label_values(SELECTOR, label) reads SELECTOR's series.
+    const selector = /^label_values\((.*),\s*[a-zA-Z_][a-zA-Z0-9_]*\s*\)$/.exec(query ?? '')?.[1];
+    found.push({ where: `variable $${variable.name}`, expr: selector ?? query });
+  }
+  return found;
+}
+
+/** The names under which a prom-client registry's metrics appear to Prometheus (histogram and summary series included). */
+export function exportedSeriesNames(metrics: { name: string; type: string }[]): Set<string> {
+  const names = new Set<string>();
+  for (const { name, type } of metrics) {
+    names.add(name);
+    if (type === 'histogram') for (const suffix of ['_bucket', '_sum', '_count']) names.add(name + suffix);
+    if (type === 'summary') for (const suffix of ['_sum', '_count']) names.add(name + suffix);
+  }
+  return names;
 }

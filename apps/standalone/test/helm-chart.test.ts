@@ -7,7 +7,8 @@ import { service as healthService } from 'grpc-health-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestBus, createTestDatabase, eventually, natsUrl, type TestBus, type TestDatabase, testInternalAuthEnv } from '@gateway/testing';
 import { freePort } from '../src/index.js';
-import { root, type Service, type Manifest, type Renderer, locateRenderer, shellWords, documentedInstalls, parseManifests, schemaProblems, componentOf, selects, workloadOf, containerOf, envValue, describeRules, METRICS_PORT, checkRelease } from './helm-chart-support.js';
+import { root, type Service, type Manifest, type Renderer, locateRenderer, shellWords, documentedInstalls, parseManifests, schemaProblems, componentOf, selects, workloadOf, containerOf, envValue, describeRules, METRICS_PORT, checkRelease, promqlNames, dashboardExpressions, exportedSeriesNames } from './helm-chart-support.js';
+import { startObservedStack } from './observability-harness.js';
 
 // The chart's renderer, the README's install commands, the schema checks and the chart rules: helm-chart-support.ts.
 describe('helm chart', () => {
@@ -121,9 +122,17 @@ describe('helm chart', () => {
       [['--set', 'ingress.enabled=true', '--set', 'ingress.hosts=null'], /hosts/],
       [['--set', 'networkPolicy.nats.port=0'], /nats\.port|nats\/port/],
       [['--set', 'topologySpread.whenUnsatisfiable=Sometimes'], /whenUnsatisfiable/],
+      [['--set', 'loadScaling.mode=hpa'], /loadScaling\.mode|loadScaling\/mode/],
+      [['--set', 'loadScaling.edge.activeStreams=0'], /activeStreams/],
+      [['--set', 'monitoring.alerts.availabilitySLO=1'], /availabilitySLO/],
+      [['--set', 'monitoring.serviceMonitor.interval=often'], /interval/],
+      [['--set', 'monitoring.selector=namespace=gateway'], /selector/],
+      [['--set', 'loadScaling.keda.serverAddress=prometheus:9090'], /serverAddress/],
       [['--set-string', 'catalogFiles./etc/passwd=x'], /catalogFiles/],
       // Templates: consistency a schema cannot express.
       [['--set', 'media.hpa.minReplicas=5', '--set', 'media.hpa.maxReplicas=2'], /media\.hpa: minReplicas 5 is above maxReplicas 2/],
+      [['--set', 'loadScaling.mode=keda', '--set', 'edge.hpa.minReplicas=5', '--set', 'edge.hpa.maxReplicas=2'], /edge\.hpa: minReplicas 5 is above maxReplicas 2/],
+      [['--set', 'monitoring.serviceMonitor.enabled=true', '--set', 'metrics.enabled=false'], /needs metrics\.enabled/],
       // The README's install before icons were mounted: the catalog would not start; now helm says why.
       [['--set-file', 'catalogConfig=deploy/config/gateway.example.yaml'], /startups\[0\]\.icon_svg names "startups\/acme\.svg", which catalogFiles does not hold/],
     ];
@@ -143,6 +152,181 @@ describe('helm chart', () => {
     const mistyped = structuredClone(deployment!);
     mistyped.spec.template.spec.containers[0].ports[0].containerPort = '8080';
     expect(schemaProblems(mistyped).join()).toMatch(/containerPort must be integer/);
+  });
+
+  // Monitoring and load-based scaling (docs/operations.md "Kubernetes: scaling, alerts and dashboards").
+  const MONITORING = [
+    '--set', 'monitoring.serviceMonitor.enabled=true', '--set', 'monitoring.alerts.enabled=true', '--set', 'monitoring.dashboard.enabled=true',
+  ];
+  const dashboardFile = () => JSON.parse(readFileSync(`${root}helm/gateway/dashboards/gateway.json`, 'utf8'));
+  const LOAD_GAUGES = {
+    edge: ['gateway_http_requests_in_flight', 'gateway_http_streams_active'],
+    routing: ['gateway_routing_requests_in_flight', 'gateway_routing_streams_active'],
+  } as const;
+
+  it('renders KEDA ScaledObjects, ServiceMonitors, the PrometheusRule and the dashboard, valid against their CRDs and the chart rules', () => {
+    const manifests = renderOk(['gw', 'helm/gateway', '-n', 'gateway', '--set', 'loadScaling.mode=keda', ...MONITORING]);
+    checkRelease(manifests, 'monitoring + keda');
+    const ofKind = (kind: string) => manifests.filter((manifest) => manifest.kind === kind);
+    // KEDA owns edge's and routing's HPA: the chart renders one only for the other four.
+    expect(ofKind('HorizontalPodAutoscaler').map((hpa) => componentOf(hpa.metadata.labels)).sort()).toEqual(['auth', 'catalog', 'ledger', 'media']);
+    expect(ofKind('ScaledObject').map((scaler) => componentOf(scaler.metadata.labels)).sort()).toEqual(['edge', 'routing']);
+    for (const component of ['edge', 'routing'] as const) {
+      const scaler = ofKind('ScaledObject').find((candidate) => componentOf(candidate.metadata.labels) === component)!;
+      expect(scaler.spec).toMatchObject({ minReplicaCount: 2, maxReplicaCount: 10, pollingInterval: 15, cooldownPeriod: 300 });
+      const [cpu, inFlight, streams] = scaler.spec.triggers;
+      expect(cpu).toEqual({ type: 'cpu', metricType: 'Utilization', metadata: { value: '70' } });
+      for (const [trigger, gauge, threshold] of [[inFlight, LOAD_GAUGES[component][0], '200'], [streams, LOAD_GAUGES[component][1], '150']] as const) {
+        expect(trigger).toMatchObject({ type: 'prometheus', metricType: 'AverageValue', metadata: { serverAddress: 'http://prometheus-operated.monitoring.svc:9090', threshold } });
+        // The whole deployment's load (KEDA's AverageValue divides it by the replicas), of this release and component only.
+        expect(trigger.metadata.query).toBe(`sum(${gauge}{namespace="gateway",release="gw",component="${component}"})`);
+        expect(promqlNames(trigger.metadata.query)).toEqual({ names: [gauge], errors: [] });
+      }
+    }
+    expect(ofKind('ServiceMonitor')).toHaveLength(6);
+    for (const monitor of ofKind('ServiceMonitor')) expect(monitor.spec.namespaceSelector).toEqual({ matchNames: ['gateway'] });
+
+    const [rule] = ofKind('PrometheusRule');
+    const alerts = rule!.spec.groups.flatMap((group: any) => group.rules).filter((entry: any) => entry.alert);
+    expect(alerts.map((alert: any) => alert.alert)).toEqual(expect.arrayContaining([
+      'GatewayErrorBudgetBurn', 'GatewayErrorBudgetBurnSlow', 'GatewaySettlementBacklog', 'GatewaySettlementStalled', 'GatewayProviderCircuitOpen', 'GatewayUsageOutboxGrowing',
+    ]));
+    for (const alert of alerts) {
+      expect(['critical', 'warning'], alert.alert).toContain(alert.labels.severity);
+      expect(alert.annotations.summary, alert.alert).toBeTruthy();
+      expect(alert.annotations.description, alert.alert).toMatch(/docs\/operations\.md "Alerts"/);
+    }
+    // The page: the 1 h and 5 min windows at 14.4x the budget of 0.999, or 6 h and 30 min at 6x.
+    const burn = alerts.find((alert: any) => alert.alert === 'GatewayErrorBudgetBurn').expr.replace(/\s+/g, ' ');
+    for (const window of ['rate1h', 'rate5m']) expect(burn).toContain(`gateway:http_error_ratio:${window}{namespace="gateway",release="gw"} > (14.4 * (1 - 0.999))`);
+    for (const window of ['rate6h', 'rate30m']) expect(burn).toContain(`gateway:http_error_ratio:${window}{namespace="gateway",release="gw"} > (6 * (1 - 0.999))`);
+
+    const dashboards = ofKind('ConfigMap').filter((configMap) => configMap.metadata.labels?.grafana_dashboard === '1');
+    expect(dashboards).toHaveLength(1);
+    expect(JSON.parse(dashboards[0]!.data['gateway.json'])).toEqual(dashboardFile());
+  });
+
+  it("renders deploy/README.md's monitoring.yaml on its production install: KEDA, ServiceMonitors, alerts and dashboard for the kube-prometheus-stack", () => {
+    const readme = readFileSync(`${root}deploy/README.md`, 'utf8');
+    const block = /```yaml\n\s*# monitoring\.yaml\n([\s\S]*?)```/.exec(readme)?.[1];
+    expect(block, 'deploy/README.md has the monitoring.yaml block').toBeDefined();
+    const directory = mkdtempSync(join(tmpdir(), 'helm-monitoring-'));
+    try {
+      const file = join(directory, 'monitoring.yaml');
+      // The block is indented under its list item; YAML reads it the same once dedented.
+      const indent = /^( *)/.exec(block!.split('\n').find((line) => line.trim() !== '')!)![1]!.length;
+      writeFileSync(file, block!.split('\n').map((line) => line.slice(indent)).join('\n'));
+      const manifests = renderOk([...installs[0]!.args, '-f', file]);
+      checkRelease(manifests, 'monitoring.yaml');
+      const count = (kind: string) => manifests.filter((manifest) => manifest.kind === kind).length;
+      expect([count('ScaledObject'), count('ServiceMonitor'), count('PrometheusRule'), count('HorizontalPodAutoscaler')]).toEqual([2, 6, 1, 4]);
+      for (const manifest of manifests.filter((candidate) => ['ServiceMonitor', 'PrometheusRule'].includes(candidate.kind))) {
+        expect(manifest.metadata.labels?.release, `${manifest.kind} ${manifest.metadata.name}: the stack's selector label`).toBe('prometheus');
+      }
+      const dashboard = manifests.find((manifest) => manifest.kind === 'ConfigMap' && manifest.metadata.labels?.grafana_dashboard === '1');
+      expect(dashboard?.metadata.annotations).toEqual({ grafana_folder: 'Gateway' });
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
+  });
+
+  it('pods mode: the HPA of edge and routing also scales on their per-replica load through the custom metrics API', () => {
+    const manifests = renderOk(['gw', 'helm/gateway', '--set', 'loadScaling.mode=pods', '--set', 'loadScaling.routing.activeStreams=40']);
+    checkRelease(manifests, 'pods mode');
+    expect(manifests.map((manifest) => manifest.kind)).not.toContain('ScaledObject');
+    const hpaOf = (component: string) => manifests.find((manifest) => manifest.kind === 'HorizontalPodAutoscaler' && componentOf(manifest.metadata.labels) === component)!;
+    const cpu = { type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: 70 } } };
+    const pods = (name: string, averageValue: string) => ({ type: 'Pods', pods: { metric: { name }, target: { type: 'AverageValue', averageValue } } });
+    expect(hpaOf('edge').spec.metrics).toEqual([cpu, pods('gateway_http_requests_in_flight', '200'), pods('gateway_http_streams_active', '150')]);
+    expect(hpaOf('routing').spec.metrics).toEqual([cpu, pods('gateway_routing_requests_in_flight', '200'), pods('gateway_routing_streams_active', '40')]);
+    for (const component of ['auth', 'catalog', 'ledger', 'media']) expect(hpaOf(component).spec.metrics, component).toEqual([cpu]);
+    // The default stays CPU alone for everyone.
+    for (const hpa of renderOk(['gw', 'helm/gateway']).filter((manifest) => manifest.kind === 'HorizontalPodAutoscaler')) expect(hpa.spec.metrics).toEqual([cpu]);
+  });
+
+  it('the CRD schema checks catch a wrong custom resource (they pass only because the rendered ones are right)', () => {
+    const manifests = renderOk(['gw', 'helm/gateway', '--set', 'loadScaling.mode=keda', ...MONITORING]);
+    const scaler = structuredClone(manifests.find((manifest) => manifest.kind === 'ScaledObject')!);
+    scaler.spec.triggers[1].metaData = scaler.spec.triggers[1].metadata;
+    delete scaler.spec.triggers[1].metadata;
+    expect(schemaProblems(scaler).join()).toMatch(/metadata/);
+    const monitor = structuredClone(manifests.find((manifest) => manifest.kind === 'ServiceMonitor')!);
+    monitor.spec.endpoints[0].relabelling = monitor.spec.endpoints[0].relabelings;
+    expect(schemaProblems(monitor)).toEqual(['unknown field /spec/endpoints/0/relabelling']);
+    const rule = structuredClone(manifests.find((manifest) => manifest.kind === 'PrometheusRule')!);
+    delete rule.spec.groups[0].name;
+    expect(schemaProblems(rule).join()).toMatch(/name/);
+  });
+
+  describe('PromQL of the alerts, the KEDA triggers and the dashboard', () => {
+    let exported: Set<string>;
+    let gatewayMetrics: string[];
+    let stopStack: (() => Promise<void>) | undefined;
+
+    // The names every service registers, read from the registry of a whole running stack (every
+    // service in one process, as `npm start` runs them): what their /metrics endpoints export.
+    beforeAll(async () => {
+      const stack = await startObservedStack({ name: 'chart-metrics' });
+      stopStack = stack.stop;
+      const metrics = await stack.registry.getMetricsAsJSON();
+      exported = exportedSeriesNames(metrics.map((metric) => ({ name: metric.name, type: String(metric.type) })));
+      gatewayMetrics = metrics.map((metric) => metric.name).filter((name) => name.startsWith('gateway_'));
+    }, 120_000);
+    afterAll(async () => { await stopStack?.(); });
+
+    // Series Prometheus makes itself for every target.
+    const PROMETHEUS_SERIES = new Set(['up']);
+
+    function unknownNames(expressions: { where: string; expr: string }[], recorded: Set<string>): string[] {
+      const problems: string[] = [];
+      for (const { where, expr } of expressions) {
+        const { names, errors } = promqlNames(expr);
+        for (const error of errors) problems.push(`${where}: ${error}`);
+        if (names.length === 0) problems.push(`${where}: reads no series: ${expr}`);
+        for (const name of names) if (!exported.has(name) && !recorded.has(name) && !PROMETHEUS_SERIES.has(name)) problems.push(`${where}: ${name} is not exported`);
+      }
+      return problems;
+    }
+
+    it('every expression parses and reads only series the services export (or the chart records)', () => {
+      expect(exported.has('gateway_http_requests_total')).toBe(true);
+      const manifests = renderOk(['gw', 'helm/gateway', '--set', 'loadScaling.mode=keda', ...MONITORING]);
+      const rules = manifests.find((manifest) => manifest.kind === 'PrometheusRule')!.spec.groups.flatMap((group: any) => group.rules);
+      const recorded = new Set<string>(rules.filter((entry: any) => entry.record).map((entry: any) => entry.record));
+      expect(recorded.size).toBe(7);
+      const ruleExpressions = rules.map((entry: any) => ({ where: entry.alert ?? entry.record, expr: entry.expr }));
+      const triggers = manifests.filter((manifest) => manifest.kind === 'ScaledObject').flatMap((scaler) =>
+        scaler.spec.triggers.filter((trigger: any) => trigger.type === 'prometheus').map((trigger: any) => ({ where: `${scaler.metadata.name} ${trigger.name}`, expr: trigger.metadata.query })));
+      const dashboard = dashboardExpressions(dashboardFile());
+      expect(dashboard.length).toBeGreaterThan(30);
+      expect(unknownNames([...ruleExpressions, ...triggers, ...dashboard], recorded)).toEqual([]);
+
+      // The pods mode's names are served by the custom metrics API under the exported names by default.
+      const hpas = renderOk(['gw', 'helm/gateway', '--set', 'loadScaling.mode=pods']).filter((manifest) => manifest.kind === 'HorizontalPodAutoscaler');
+      const podsMetrics = hpas.flatMap((hpa) => hpa.spec.metrics.filter((metric: any) => metric.type === 'Pods').map((metric: any) => metric.pods.metric.name as string));
+      expect(podsMetrics.sort()).toEqual([...LOAD_GAUGES.edge, ...LOAD_GAUGES.routing].sort());
+      for (const name of podsMetrics) expect(exported.has(name), name).toBe(true);
+
+      // The dashboard covers what it is for: requests, latency, time to first token, tokens, spend, provider health, backlog, load.
+      const read = new Set(dashboard.flatMap(({ expr }) => promqlNames(expr).names));
+      for (const name of [
+        'gateway_http_requests_total', 'gateway_http_request_duration_seconds_bucket', 'gateway_http_time_to_first_byte_seconds_bucket', 'gateway_usage_tokens_total',
+        'gateway_usage_spend_credits_total', 'gateway_provider_circuit_open', 'gateway_upstream_attempts_total', 'gateway_usage_settlement_backlog_messages',
+        'gateway_usage_outbox_records', ...LOAD_GAUGES.edge, ...LOAD_GAUGES.routing,
+      ]) expect(read, name).toContain(name);
+    });
+
+    it('finds a name no service exports, and a PromQL syntax error (the check above can fail)', () => {
+      expect(unknownNames([{ where: 'misspelt', expr: 'sum(rate(gateway_http_request_total[5m]))' }], new Set())).toEqual(['misspelt: gateway_http_request_total is not exported']);
+      expect(unknownNames([{ where: 'broken', expr: 'sum(rate(gateway_http_requests_total[5m])' }], new Set()).join()).toMatch(/broken: syntax error/);
+      expect(unknownNames([{ where: 'histogram', expr: 'gateway_http_request_duration_seconds_bucket{le="1"}' }], new Set())).toEqual([]);
+    });
+
+    it('docs/operations.md lists every gateway_ metric the services register', () => {
+      const operations = readFileSync(`${root}docs/operations.md`, 'utf8');
+      expect(gatewayMetrics.length).toBeGreaterThan(30);
+      expect(gatewayMetrics.filter((name) => !operations.includes(`\`${name}\``))).toEqual([]);
+    });
   });
 
   describe('the catalog on the files its pod would see', () => {

@@ -67,7 +67,20 @@ describe('metrics after real requests', () => {
       expect(sampleSum(settled, 'gateway_usage_events_settled_total', { outcome: 'served' })).toBe(2);
       expect(sampleSum(settled, 'gateway_usage_events_settled_total', { outcome: 'failed' })).toBeGreaterThanOrEqual(1);
     }, 15_000);
-    expect((await fixture.charges(accountId)).requests).toBe(2);
+    const charged = await fixture.charges(accountId);
+    expect(charged.requests).toBe(2);
+    // What the ledger charged, as the dashboard reads it: the credits are the charges' sum, the tokens moved.
+    const settled = await fixture.scrape();
+    expect(sampleSum(settled, 'gateway_usage_spend_credits_total', { model: OBSERVED_MODEL })).toBeCloseTo(Number(charged.costPico) / 1e12, 12);
+    expect(Number(charged.costPico)).toBeGreaterThan(0);
+    expect(sampleSum(settled, 'gateway_usage_tokens_total', { model: OBSERVED_MODEL, type: 'input' })).toBeGreaterThan(0);
+    expect(sampleSum(settled, 'gateway_usage_tokens_total', { model: OBSERVED_MODEL, type: 'output' })).toBeGreaterThan(0);
+    expect(sampleSum(settled, 'gateway_usage_settlement_backlog_messages')).toBe(0);
+    // Every answer is over: no request in flight and no stream open, at the edge or in routing.
+    for (const gauge of ['gateway_http_streams_active', 'gateway_routing_requests_in_flight', 'gateway_routing_streams_active']) {
+      expect(settled.some((sample) => sample.name === gauge), gauge).toBe(true);
+      expect(sampleSum(settled, gauge), gauge).toBe(0);
+    }
 
     // Postgres pools of the three Postgres services, their dependency health, Node's event-loop lag.
     expect(labelValues(samples, 'gateway_db_pool_connections', 'pool')).toEqual(expect.arrayContaining(['auth', 'catalog', 'ledger']));
