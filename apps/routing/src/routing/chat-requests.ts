@@ -1,5 +1,6 @@
-import { CANCELLED_FINISH_REASON, ErrorReason, GatewayError, GrpcStatus, otelTrace, tracingEnabled, type CallerSignal } from '@gateway/platform';
+import { CANCELLED_FINISH_REASON, ErrorReason, GatewayError, GrpcStatus, type CallerSignal } from '@gateway/platform';
 import { UsageOutcome, type ChatRequest, type ChatResponse, type ChatStreamDelta, type ChatStreamResponse, type Usage } from '@gateway/proto';
+import type { GenAiResponse } from '../observability/gen-ai-telemetry.js';
 import type { AdapterChatRequest, AdapterChatResult, AdapterStreamPart } from '../providers/provider-adapter.js';
 import type { Candidate } from '../strategies/index.js';
 import type { StreamCheckpoint } from '../usage/stream-checkpoints.js';
@@ -43,7 +44,6 @@ async function chatHolding(core: RoutingCore, raw: ChatRequest, signal: CallerSi
   const { result: { answer: result, usage }, candidate } = served;
   const providerId = candidate.offer.providerId;
   pinServed(core.options, prepared, providerId);
-  if (tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gen_ai.response.finish_reasons', result.choices.map((choice) => choice.finishReason));
   // The generation record's facts, and zero-completion insurance (nothing delivered: nothing charged).
   hold.finishReason = result.choices.find((choice) => choice.finishReason !== '')?.finishReason ?? '';
   hold.nativeUsage = result.usage;
@@ -179,7 +179,7 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
         if (error instanceof GatewayError) throw error;
         if (signal.aborted) { hold.cancelled = true; opened.finish('cancelled'); return; }
         const failure = attemptFailure(error, control);
-        opened.finish('failed_after_content', failure);
+        opened.finish('failed_after_content', failure, { usage: meter(), finishReasons: ERROR_FINISH, chunks: delivered.changes });
         logger.warn({ provider: providerId, failure: failure.message }, 'stream failed after content was sent');
         await settleServed().stored;
         if (!failure.retryable) throw verdictError(failure);
@@ -195,7 +195,8 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
     const { usage, stored } = settleServed();
     core.settling.add(stored);
     void stored.finally(() => core.settling.delete(stored));
-    opened.finish('success', { ttftMs, outputTokens: usage.outputTokens, durationMs: Date.now() - firstPartAt });
+    opened.finish('success', { ttftMs, outputTokens: usage.outputTokens, durationMs: Date.now() - firstPartAt },
+      { usage, finishReasons: hold.finishReason === '' ? undefined : [hold.finishReason], chunks: delivered.changes });
     yield { event: { $case: 'usage', value: usage } };
   } finally {
     // The consumer stopped reading mid-stream, or the caller's signal ended it: a cancellation.
@@ -223,7 +224,10 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
 const CHAT_POLICY: FailoverPolicy<{ answer: AdapterChatResult; usage: Usage }> = {
   chargesSentPrompt: true,
   sample: (served, durationMs): HealthSample => ({ outputTokens: served.usage.outputTokens, durationMs }),
+  response: (served): GenAiResponse => ({ usage: served.usage, finishReasons: served.answer.choices.map((choice) => choice.finishReason) }),
 };
+/** The conventions' finish reason of a generation that ended abnormally. */
+const ERROR_FINISH = ['error'] as const;
 const SENT_STREAM_PROMPT_CHARGED = { continues: true, chargesSentPrompt: true } as const;
 const NOTHING_DELIVERED: DeliveredOutput = { content: '', reasoning: '', toolCalls: [] };
 
@@ -265,9 +269,8 @@ function promptOnly(usage: Usage): Usage {
   return usage;
 }
 
-/** One delta as a stream message (and its finish reason on the span when tracing). */
+/** One delta as a stream message (its finish reason goes on the attempt's span when the stream ends). */
 function deltaMessage(delta: ChatStreamDelta): ChatStreamResponse {
-  if (delta.finishReason !== '' && tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gen_ai.response.finish_reasons', [delta.finishReason]);
   return { event: { $case: 'delta', value: delta } };
 }
 
