@@ -3,7 +3,7 @@ import { GrpcStatus, subjects } from '@gateway/platform';
 import { sql } from '@gateway/platform/db';
 import { ErrorReason, UsageEvent, type Generation } from '@gateway/proto';
 import { eventually, uniqueName } from '@gateway/testing';
-import { createLedgerHarness, rejection, usageEvent, type LedgerClient, type LedgerHarness } from './harness.js';
+import { createLedgerHarness, fundedAccount, type LedgerClient, type LedgerHarness, rejection, usageEvent } from './harness.js';
 
 // ListGenerations (keyset pages of one account's records), GetModelLatency (every account's records
 // per model × provider) and GetBalances, on a real Postgres with records settled by the real consumer.
@@ -11,12 +11,6 @@ import { createLedgerHarness, rejection, usageEvent, type LedgerClient, type Led
 let harness: LedgerHarness;
 beforeEach(async () => { harness = await createLedgerHarness(); });
 afterEach(async () => { await harness?.close(); });
-
-async function fundedAccount(client: LedgerClient, credits = '10'): Promise<string> {
-  const accountId = uniqueName('acc');
-  await client.topUp({ accountId, credits, idempotencyKey: uniqueName('topup'), note: '' });
-  return accountId;
-}
 
 /** Publishes the events one by one and waits until every one of them has its generation record. */
 async function settle(events: UsageEvent[]): Promise<void> {

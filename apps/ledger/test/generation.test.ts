@@ -3,7 +3,7 @@ import { formatCredits, subjects } from '@gateway/platform';
 import { sql } from '@gateway/platform/db';
 import { Pricing, Usage, UsageEvent, UsageEventBatch, UsageOutcome } from '@gateway/proto';
 import { eventually, uniqueName } from '@gateway/testing';
-import { createLedgerHarness, usageEvent, type LedgerClient, type LedgerHarness } from './harness.js';
+import { createLedgerHarness, fundedAccount, type LedgerHarness, usageEvent } from './harness.js';
 
 // Generation records (GetGeneration) and zero-completion insurance, settled through the real consumer.
 
@@ -14,12 +14,6 @@ afterEach(async () => { await harness?.close(); });
 const PRICES = Pricing.create({
   perInputToken: '0.000003', perCachedInputToken: '0.0000003', perCacheWriteInputToken: '0.00000375', perOutputToken: '0.000015',
 });
-
-async function fundedAccount(client: LedgerClient): Promise<string> {
-  const accountId = uniqueName('acc');
-  await client.topUp({ accountId, credits: '10', idempotencyKey: uniqueName('topup'), note: '' });
-  return accountId;
-}
 
 const publish = (event: UsageEvent) =>
   harness.testBus.bus.publishDurable(subjects.usageEvents, UsageEvent.encode(event).finish(), event.requestId);

@@ -2,7 +2,7 @@ import { GatewayError } from '@gateway/platform';
 import { createClient, type DurableMessage, type EventBus, type PromiseClient } from '@gateway/platform';
 import { createDatabase, type Kysely } from '@gateway/platform/db';
 import { LedgerServiceClient, LedgerServiceService, Pricing, Usage, UsageEvent, UsageOutcome } from '@gateway/proto';
-import { createTestBus, createTestDatabase, testLogger, type TestBus, type TestDatabase } from '@gateway/testing';
+import { createTestBus, createTestDatabase, testLogger, uniqueName, type TestBus, type TestDatabase } from '@gateway/testing';
 import { startLedgerService, type LedgerServiceOptions } from '../src/index.js';
 import type { LedgerTables } from '../src/migrations.js';
 
@@ -102,4 +102,11 @@ export async function rejection(promise: Promise<unknown>): Promise<GatewayError
     throw error;
   }
   throw new Error('expected the call to fail');
+}
+
+/** A new account topped up with `credits` (default 10); its id. */
+export async function fundedAccount(client: LedgerClient, credits = '10'): Promise<string> {
+  const accountId = uniqueName('acc');
+  await client.topUp({ accountId, credits, idempotencyKey: uniqueName('topup'), note: '' });
+  return accountId;
 }

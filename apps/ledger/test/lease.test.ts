@@ -3,7 +3,7 @@ import { ErrorReason, GatewayError, parseCredits, subjects } from '@gateway/plat
 import { sql } from '@gateway/platform/db';
 import { LeaseRecall, UsageEvent, type AcquireLeaseRequest } from '@gateway/proto';
 import { eventually, uniqueName } from '@gateway/testing';
-import { createLedgerHarness, rejection, usageEvent, type LedgerClient, type LedgerHarness } from './harness.js';
+import { createLedgerHarness, fundedAccount, type LedgerClient, type LedgerHarness, rejection, usageEvent } from './harness.js';
 
 // usageEvent()'s default usage at CHAT_PRICES: 600 × 0.0000005 + 400 × 0.0000001 + 200 × 0.0000015
 const CHAT_COST = '0.00064';
@@ -11,12 +11,6 @@ const CHAT_COST = '0.00064';
 let harness: LedgerHarness;
 beforeEach(async () => { harness = await createLedgerHarness(); });
 afterEach(async () => { await harness?.close(); });
-
-async function fundedAccount(client: LedgerClient, credits: string): Promise<string> {
-  const accountId = uniqueName('acc');
-  await client.topUp({ accountId, credits, idempotencyKey: uniqueName('topup'), note: '' });
-  return accountId;
-}
 
 function acquire(client: LedgerClient, fields: Partial<AcquireLeaseRequest> & { accountId: string; requestedCredits: string }) {
   return client.acquireLease({ keyId: 'key_a', holder: 'edge-test', limitGroup: '', requestedRequests: 0, recallIfHeld: false, ...fields });

@@ -3,7 +3,7 @@ import { formatCredits, subjects } from '@gateway/platform';
 import { sql } from '@gateway/platform/db';
 import { Usage, UsageEvent, UsageEventBatch, UsageOutcome } from '@gateway/proto';
 import { eventually, uniqueName } from '@gateway/testing';
-import { createLedgerHarness, crashingBus, usageEvent, type LedgerClient, type LedgerHarness } from './harness.js';
+import { crashingBus, createLedgerHarness, fundedAccount, type LedgerClient, type LedgerHarness, usageEvent } from './harness.js';
 
 // 600 uncached input × 500,000 + 400 cached × 100,000 + 200 output × 1,500,000 pico (CHAT_PRICES)
 const CHAT_COST_PICO = 300_000_000n + 40_000_000n + 300_000_000n;
@@ -11,12 +11,6 @@ const CHAT_COST_PICO = 300_000_000n + 40_000_000n + 300_000_000n;
 let harness: LedgerHarness;
 beforeEach(async () => { harness = await createLedgerHarness(); });
 afterEach(async () => { await harness?.close(); });
-
-async function fundedAccount(client: LedgerClient, credits = '10'): Promise<string> {
-  const accountId = uniqueName('acc');
-  await client.topUp({ accountId, credits, idempotencyKey: uniqueName('topup'), note: '' });
-  return accountId;
-}
 
 async function admitPaid(client: LedgerClient, accountId: string, requestId: string, keyId = 'key_a') {
   return client.admit({ context: { requestId, accountId, keyId }, modelId: 'acme/chat-small', paid: true, tier: '', limitGroup: '' });

@@ -12,7 +12,7 @@ import {
   type TestBus,
 } from '@gateway/testing';
 import { startRoutingService } from '../src/index.js';
-import { chatRequest, collectUsageEvents, model, openaiProvider, routerClient, snapshot, startFakeCatalog } from './harness.js';
+import { chatRequest, collectUsageEvents, drain, model, openaiProvider, routerClient, snapshot, startFakeCatalog } from './harness.js';
 
 /*
  * `kind: anthropic` providers behind the real routing service (gRPC, NATS): failover from an overloaded
@@ -29,19 +29,6 @@ function message(role: string, text: string, extra: Partial<ChatMessage> = {}): 
 }
 
 const weatherTool: Tool = { name: 'get_weather', description: 'Weather for a city', parameters: '{"type":"object","properties":{"city":{"type":"string"}}}' };
-
-async function drain(stream: AsyncIterable<ChatStreamResponse>) {
-  const messages: ChatStreamResponse[] = [];
-  let error: GatewayError | undefined;
-  try {
-    for await (const item of stream) messages.push(item);
-  } catch (caught) {
-    error = caught as GatewayError;
-  }
-  const content = (item: ChatStreamResponse) =>
-    item.event?.$case === 'delta' ? item.event.value.content : item.event?.$case === 'start' ? item.event.value.firstDelta?.content ?? '' : '';
-  return { messages, error, text: messages.map(content).join('') };
-}
 
 describe('routing with Anthropic providers', () => {
   let testBus: TestBus;

@@ -1,4 +1,5 @@
-import { createClient, startGrpcServer, subjects, unary, type EventBus, type Subscription } from '@gateway/platform';
+import { expect } from 'vitest';
+import { createClient, GatewayError, startGrpcServer, subjects, unary, type EventBus, type Subscription } from '@gateway/platform';
 import {
   CatalogServiceService,
   RouterServiceClient,
@@ -6,6 +7,7 @@ import {
   UsageEvent,
   UsageEventBatch,
   type ChatRequest,
+  type ChatStreamResponse,
   type GetSnapshotResponse,
   type Model,
   Provider,
@@ -121,4 +123,25 @@ export async function startRouterUnderTest(
     await usage.stop();
   };
   return { usage, service, client, stop };
+}
+
+/** The GatewayError `promise` rejects with (the test fails when it resolves or rejects with anything else). */
+export async function rejection(promise: Promise<unknown>): Promise<GatewayError> {
+  const error = await promise.then(() => undefined, (caught: unknown) => caught);
+  expect(error).toBeInstanceOf(GatewayError);
+  return error as GatewayError;
+}
+
+/** A chat stream read to its end: its messages, the error that ended it (if any) and the text it carried. */
+export async function drain(stream: AsyncIterable<ChatStreamResponse>) {
+  const messages: ChatStreamResponse[] = [];
+  let error: GatewayError | undefined;
+  try {
+    for await (const message of stream) messages.push(message);
+  } catch (caught) {
+    error = caught as GatewayError;
+  }
+  const content = (m: ChatStreamResponse) =>
+    m.event?.$case === 'delta' ? m.event.value.content : m.event?.$case === 'start' ? m.event.value.firstDelta?.content ?? '' : '';
+  return { messages, error, text: messages.map(content).join('') };
 }

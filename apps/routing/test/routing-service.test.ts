@@ -6,28 +6,9 @@ import { CatalogChanged, Provider, ExchangeRequest, ExchangeResponse, RouterServ
 import { createTestBus, eventually, startFakeUpstream, testLogger, type FakeUpstream, type TestBus } from '@gateway/testing';
 import { startRoutingService } from '../src/index.js';
 import { countInputTokens } from '../src/usage/token-counter.js';
-import { chatRequest, collectUsageEvents, model, openaiProvider, routerClient, snapshot, startFakeCatalog, startRouterUnderTest } from './harness.js';
+import { chatRequest, collectUsageEvents, drain, model, openaiProvider, rejection, routerClient, snapshot, startFakeCatalog, startRouterUnderTest } from './harness.js';
 
 const PRICING = { perInputToken: '0.0000005', perOutputToken: '0.0000015' };
-
-async function rejection(promise: Promise<unknown>): Promise<GatewayError> {
-  const error = await promise.then(() => undefined, (caught: unknown) => caught);
-  expect(error).toBeInstanceOf(GatewayError);
-  return error as GatewayError;
-}
-
-async function drain(stream: AsyncIterable<ChatStreamResponse>) {
-  const messages: ChatStreamResponse[] = [];
-  let error: GatewayError | undefined;
-  try {
-    for await (const message of stream) messages.push(message);
-  } catch (caught) {
-    error = caught as GatewayError;
-  }
-  const content = (m: ChatStreamResponse) =>
-    m.event?.$case === 'delta' ? m.event.value.content : m.event?.$case === 'start' ? m.event.value.firstDelta?.content ?? '' : '';
-  return { messages, error, text: messages.map(content).join('') };
-}
 
 describe('routing service', () => {
   let testBus: TestBus;

@@ -4,6 +4,7 @@ import { formatCredits, parseCredits } from '@gateway/platform';
 import { startFakeAnthropicUpstream, startFakeUpstream, type FakeAnthropicUpstream, type FakeUpstream } from '@gateway/testing';
 import { startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
 import { generationRecord } from './configured-stack.js';
+import { CACHE_PICO, CACHE_PRICES, CACHE_PRICING_YAML, cacheChargeParts } from './cache-prices.js';
 import { anthropicClient } from './messages-e2e-harness.js';
 
 /*
@@ -26,18 +27,13 @@ const EMPTY_STREAM = [
   { id: 'chatcmpl-empty', object: 'chat.completion.chunk', created: 1_767_225_600, model: 'gpt-upstream', choices: [], usage: { prompt_tokens: 12, completion_tokens: 0, total_tokens: 12 } },
 ].map((chunk) => `data: ${JSON.stringify(chunk)}\n\n`).join('') + 'data: [DONE]\n\n';
 
-/** Catalog prices, and the same in pico-credits per token. */
-const PRICES = { input: '0.000003', cached: '0.0000003', write: '0.00000375', output: '0.000015', embed: '0.00000013' };
-const PICO = { input: 3_000_000n, cached: 300_000n, write: 3_750_000n, output: 15_000_000n, embed: 130_000n };
+/** The embeddings model's price, and the same in pico-credits per token. */
+const EMBED_PRICE = '0.00000013';
+const EMBED_PICO = 130_000n;
 
 /** What the Anthropic fake reports: plain input, cache writes, cache reads and output all at once. */
 const USAGE = { input_tokens: 12, cache_creation_input_tokens: 100, cache_read_input_tokens: 2_048, output_tokens: 7 };
-const EXPECTED = {
-  input: 12n * PICO.input,
-  cache_write: 100n * PICO.write,
-  cache_read: 2_048n * PICO.cached,
-  output: 7n * PICO.output,
-};
+const EXPECTED = cacheChargeParts(USAGE);
 const EXPECTED_TOTAL = EXPECTED.input + EXPECTED.cache_write + EXPECTED.cache_read + EXPECTED.output;
 const EXPECTED_JSON = {
   cost: formatCredits(EXPECTED_TOTAL),
@@ -65,7 +61,7 @@ models:
     input_modalities: [text]
     output_modalities: [text]
     supported_parameters: [temperature, max_completion_tokens, max_tokens, stream_options]
-    pricing: { per_input_token: "${PRICES.input}", per_cached_input_token: "${PRICES.cached}", per_cache_write_input_token: "${PRICES.write}", per_output_token: "${PRICES.output}" }
+    pricing: ${CACHE_PRICING_YAML}
     limit_group: default
     offers:
       - { provider: anthropic-main, upstream_model: claude-upstream, endpoints: [chat.completions, responses, messages] }
@@ -85,7 +81,7 @@ models:
     input_modalities: [text]
     output_modalities: [text]
     supported_parameters: [temperature, max_completion_tokens, stream_options]
-    pricing: { per_input_token: "${PRICES.input}", per_cached_input_token: "${PRICES.cached}", per_output_token: "${PRICES.output}" }
+    pricing: { per_input_token: "${CACHE_PRICES.input}", per_cached_input_token: "${CACHE_PRICES.cached}", per_output_token: "${CACHE_PRICES.output}" }
     limit_group: default
     offers:
       - { provider: openai-embed, upstream_model: gpt-upstream, endpoints: [chat.completions] }
@@ -95,7 +91,7 @@ models:
     input_modalities: [text]
     output_modalities: [embeddings]
     supported_parameters: [dimensions]
-    pricing: { per_input_token: "${PRICES.embed}" }
+    pricing: { per_input_token: "${EMBED_PRICE}" }
     limit_group: default
     offers:
       - { provider: openai-embed, upstream_model: embed-upstream, endpoints: [embeddings] }
@@ -181,7 +177,7 @@ describe('cost in every answer, equal to the ledger charge', () => {
     it('an OpenAI-wire answer with cache reads: every part as the ledger splits it', async () => {
       openai.script({ usage: { prompt_tokens: 1_000, completion_tokens: 40, cached_tokens: 600 } });
       const { data, response } = await client.chat.completions.create({ model: GPT, messages: [{ role: 'user', content: 'Hi' }] }).withResponse();
-      const parts = { input: 400n * PICO.input, cache_read: 600n * PICO.cached, output: 40n * PICO.output };
+      const parts = { input: 400n * CACHE_PICO.input, cache_read: 600n * CACHE_PICO.cached, output: 40n * CACHE_PICO.output };
       await expectLedgerCharge(response.headers.get('x-request-id'), pick(data.usage), {
         cost: formatCredits(parts.input + parts.cache_read + parts.output),
         cost_details: { input: formatCredits(parts.input), output: formatCredits(parts.output), cache_read: formatCredits(parts.cache_read), cache_write: '0', reasoning: '0' },
@@ -243,7 +239,7 @@ describe('cost in every answer, equal to the ledger charge', () => {
     const { data, response } = await client.embeddings.create({ model: EMBED, input: 'some words to embed' }).withResponse();
     // The fake counts the input's tokens itself: the charge is that count at the embedding price.
     expect(data.usage.prompt_tokens).toBeGreaterThan(0);
-    const pico = BigInt(data.usage.prompt_tokens) * PICO.embed;
+    const pico = BigInt(data.usage.prompt_tokens) * EMBED_PICO;
     await expectLedgerCharge(response.headers.get('x-request-id'), pick(data.usage), {
       cost: formatCredits(pico), cost_details: { input: formatCredits(pico), output: '0', cache_read: '0', cache_write: '0', reasoning: '0' },
     });

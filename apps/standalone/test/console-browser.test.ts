@@ -1,21 +1,19 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseCredits } from '@gateway/platform';
 import { eventually } from '@gateway/testing';
 import { stopProcessesMentioning } from './leftover-processes.js';
+import { npmStartBanner, repositoryRoot, startNpmStart, type NpmStart } from './npm-start.js';
 
 // The web console (apps/console) in Debian's Chromium (.ci/run installs it) against `npm start` as a user
 // runs it: `node apps/standalone/dist/main.js` with its own data dir, the simulated provider, and the dev
 // provisioning key its banner prints, and the admin token it keeps in its data dir. Screenshots of each
 // view at 1280 and 390 px wide go to CONSOLE_SCREENSHOT_DIR (default .data/test-output/console/), each
 // checked for horizontal scroll and by axe-core against the WCAG 2 A/AA rules (contrast, labels, names).
-const repositoryRoot = fileURLToPath(new URL('../../../', import.meta.url));
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const screenshots = process.env.CONSOLE_SCREENSHOT_DIR ?? join(repositoryRoot, '.data/test-output/console');
 const KEY_NAME = 'browser-key';
@@ -32,8 +30,7 @@ describe('web console in a real browser', () => {
   const root = mkdtempSync(join(tmpdir(), 'console-browser-'));
   chmodSync(root, 0o755); // the embedded Postgres runs as `postgres` when the tests run as root
   const dataDir = join(root, 'data');
-  let gateway: ChildProcess;
-  let output = '';
+  let gateway: NpmStart;
   let url = '';
   let provisioningKey = '';
   let browser: Browser;
@@ -46,20 +43,9 @@ describe('web console in a real browser', () => {
     accessSync(join(repositoryRoot, 'apps/console/dist/index.html'));
     accessSync(CHROMIUM);
     mkdirSync(screenshots, { recursive: true });
-    gateway = spawn(process.execPath, ['apps/standalone/dist/main.js'], {
-      cwd: repositoryRoot,
-      env: { PATH: process.env.PATH ?? '', PORT: '0', GATEWAY_DATA_DIR: dataDir },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    gateway.stdout!.on('data', (chunk: Buffer) => { output += chunk.toString(); });
-    gateway.stderr!.on('data', (chunk: Buffer) => { output += chunk.toString(); });
-    const deadline = Date.now() + 90_000;
-    while (!/API key: +\S+/.test(output)) {
-      if (gateway.exitCode !== null || Date.now() > deadline) throw new Error(`gateway did not start:\n${output}`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-    url = /listening on (http:\/\/\S+)/.exec(output)![1]!;
-    provisioningKey = /Provisioning key: +(\S+)/.exec(output)![1]!;
+    gateway = startNpmStart({ GATEWAY_DATA_DIR: dataDir });
+    ({ url, provisioningKey } = await npmStartBanner(gateway));
+    const output = gateway.output();
     expect(output).toContain(`Console:           ${url}/console/`);
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
     page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
@@ -69,9 +55,9 @@ describe('web console in a real browser', () => {
 
   afterAll(async () => {
     await browser?.close();
-    if (gateway && gateway.exitCode === null) {
-      gateway.kill('SIGTERM');
-      await new Promise((resolve) => { gateway.once('exit', resolve); setTimeout(resolve, 15_000); });
+    if (gateway && gateway.child.exitCode === null) {
+      gateway.child.kill('SIGTERM');
+      await Promise.race([gateway.exited, new Promise((resolve) => setTimeout(resolve, 15_000))]);
     }
     // An embedded Postgres left behind by a killed gateway, found by its data dir.
     await stopProcessesMentioning(dataDir);

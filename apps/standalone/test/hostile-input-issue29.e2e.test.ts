@@ -4,9 +4,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI, { toFile } from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
-import { PNG } from 'pngjs';
 import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
-import { MEDIA_PRICES, mediaCatalog, priced, startMediaHarness, type MediaHarness } from './media-e2e-harness.js';
+import { MEDIA_PRICES, mediaCatalog, priced, solidPng, startMediaHarness, type MediaHarness } from './media-e2e-harness.js';
 import { gatewayctl } from './stack-harness.js';
 
 // Issue 29 end to end, on the simulated provider (what `npm start` serves): the tokenizer work a request
@@ -81,9 +80,7 @@ function probeLivez(url: string): Probe {
 }
 
 function png(seed: number): Buffer {
-  const image = new PNG({ width: 32, height: 32 });
-  image.data.fill(seed);
-  return PNG.sync.write(image);
+  return solidPng(32, seed);
 }
 
 describe('issue 29: hostile input, end to end', () => {

@@ -9,7 +9,7 @@ import {
   createTestBus, createTestDatabase, eventually, startFakeUpstream, type FakeUpstream, type TestBus, type TestDatabase,
 } from '@gateway/testing';
 import type { RunningEdge } from '@gateway/edge';
-import { PNG } from 'pngjs';
+import { solidPng } from './media-e2e-harness.js';
 import type { RunningStack } from '../src/index.js';
 import { ctlJson, startConfiguredStack, startTestStack, type ConfiguredStack } from './configured-stack.js';
 import { oneModelCatalog, pricedTokens } from './chat-e2e-harness.js';
@@ -330,9 +330,7 @@ describe('Idempotency-Key, end to end', () => {
 
   it('a multipart upload (image edits) is the same body whatever boundary the client picked', async () => {
     const key = `edit-${randomUUID()}`;
-    const picture = new PNG({ width: 16, height: 16 });
-    picture.data.fill(90);
-    const pictureBytes = PNG.sync.write(picture);
+    const pictureBytes = solidPng(16, 90);
     const send = (prompt: string) => {
       // A new FormData each time: the client picks a new multipart boundary for every request.
       const form = new FormData();

@@ -1,4 +1,7 @@
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { PNG } from 'pngjs';
 import pg from 'pg';
 import { expect } from 'vitest';
 import OpenAI from 'openai';
@@ -149,6 +152,36 @@ export async function startMediaHarness(configYaml: string, edge?: Parameters<ty
     await stop();
     throw error;
   }
+}
+
+/** A provider that answers every request with 503 (the `fallback/…` models fail over from it), counting them. */
+export interface DownUpstream {
+  /** Its API root, for mediaCatalog's `downUrl`. */
+  url: string;
+  /** Requests it answered so far. */
+  hits(): number;
+  close(): Promise<void>;
+}
+
+export async function startDownUpstream(): Promise<DownUpstream> {
+  let hits = 0;
+  const server = createServer((_request, response) => {
+    hits++;
+    response.writeHead(503, { 'content-type': 'application/json' }).end('{"error":{"message":"down","type":"server_error"}}');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
+    hits: () => hits,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** A square PNG of `size` pixels, every byte of its RGBA data `seed`. */
+export function solidPng(size: number, seed: number): Buffer {
+  const png = new PNG({ width: size, height: size });
+  png.data.fill(seed);
+  return PNG.sync.write(png);
 }
 
 /** Units × price, in pico-credits. */

@@ -1,12 +1,12 @@
-import { createServer, type Server } from 'node:http';
-import { connect, type AddressInfo } from 'node:net';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PNG } from 'pngjs';
 import { toFile } from 'openai';
 import { formatCredits } from '@gateway/platform';
 import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
 import {
-  MEDIA_PRICES, decodes, makeAudio, mediaCatalog, priced, pricedAudioMs, runFfmpeg, startMediaHarness, type MediaHarness,
+  MEDIA_PRICES, decodes, makeAudio, mediaCatalog, priced, pricedAudioMs, runFfmpeg, solidPng, startDownUpstream, startMediaHarness,
+  type DownUpstream, type MediaHarness,
 } from './media-e2e-harness.js';
 
 /**
@@ -29,19 +29,15 @@ const SPEECH_FORMATS = ['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm'] as const;
 
 describe('embeddings, moderations, images and audio on the simulated provider', () => {
   let upstream: FakeUpstream;
-  let down: Server;
+  let down: DownUpstream;
   let harness: MediaHarness;
 
   beforeAll(async () => {
     upstream = await startFakeUpstream();
     // A provider that answers every request with 503: the `fallback/…` models fail over from it.
-    down = createServer((_request, response) => {
-      response.writeHead(503, { 'content-type': 'application/json' }).end('{"error":{"message":"down","type":"server_error"}}');
-    });
-    await new Promise<void>((resolve) => down.listen(0, '127.0.0.1', resolve));
-    const downUrl = `http://127.0.0.1:${(down.address() as AddressInfo).port}/v1`;
+    down = await startDownUpstream();
     // Lowered upload bounds so the hostile-upload cases below stay small and quick.
-    harness = await startMediaHarness(mediaCatalog(upstream, downUrl), {
+    harness = await startMediaHarness(mediaCatalog(upstream, down.url), {
       bodyLimits: { maxBytes: 3 * 1024 * 1024, stallTimeoutMs: 1_500 },
       multipartBounds: { fileBytes: 1024 * 1024, files: 4, fields: 12 },
     });
@@ -50,7 +46,7 @@ describe('embeddings, moderations, images and audio on the simulated provider', 
   afterAll(async () => {
     await harness?.stop();
     await upstream?.close();
-    await new Promise((resolve) => down?.close(resolve));
+    await down?.close();
   });
 
   it('embeds strings as floats and as base64 (equal within float32), in input order, charged by input tokens', async () => {
@@ -192,11 +188,7 @@ describe('embeddings, moderations, images and audio on the simulated provider', 
   });
 
   it('edits with two images and a mask from a multipart upload', async () => {
-    const image = (seed: number) => {
-      const png = new PNG({ width: 64, height: 64 });
-      png.data.fill(seed);
-      return PNG.sync.write(png);
-    };
+    const image = (seed: number) => solidPng(64, seed);
     const { data, response } = await harness.client.images
       .edit({
         model: 'sim/image',
@@ -393,24 +385,19 @@ function multipartPayload(boundary: string, parts: { name: string; filename?: st
 
 describe('the same routes against an OpenAI-compatible upstream', () => {
   let upstream: FakeUpstream;
-  let down: Server;
-  let downHits = 0;
+  let down: DownUpstream;
   let harness: MediaHarness;
 
   beforeAll(async () => {
     upstream = await startFakeUpstream();
-    down = createServer((_request, response) => {
-      downHits++;
-      response.writeHead(503, { 'content-type': 'application/json' }).end('{"error":{"message":"down","type":"server_error"}}');
-    });
-    await new Promise<void>((resolve) => down.listen(0, '127.0.0.1', resolve));
-    harness = await startMediaHarness(mediaCatalog(upstream, `http://127.0.0.1:${(down.address() as AddressInfo).port}/v1`));
+    down = await startDownUpstream();
+    harness = await startMediaHarness(mediaCatalog(upstream, down.url));
   }, 120_000);
 
   afterAll(async () => {
     await harness?.stop();
     await upstream?.close();
-    await new Promise((resolve) => down?.close(resolve));
+    await down?.close();
   });
 
   const lastUpstream = (path: string) => [...upstream.requests].reverse().find((request) => request.path === path)!;
@@ -470,11 +457,7 @@ describe('the same routes against an OpenAI-compatible upstream', () => {
   });
 
   it('edits with image[] x2 and a mask: the upstream receives every part, and the provider-reported tokens are charged', async () => {
-    const image = (seed: number) => {
-      const png = new PNG({ width: 32, height: 32 });
-      png.data.fill(seed);
-      return PNG.sync.write(png);
-    };
+    const image = (seed: number) => solidPng(32, seed);
     const { data, response } = await harness.client.images
       .edit({
         model: 'cloud/image',
@@ -549,8 +532,8 @@ describe('the same routes against an OpenAI-compatible upstream', () => {
 
   it('fails over from a provider that is down before any byte, and charges once', async () => {
     // The strategy orders the two offers; within a few requests the down one comes first at least once.
-    const before = downHits;
-    for (let attempt = 0; attempt < 12 && downHits === before; attempt++) {
+    const before = down.hits();
+    for (let attempt = 0; attempt < 12 && down.hits() === before; attempt++) {
       const { response } = await harness.client.audio.speech.create({ model: 'fallback/speech', voice: 'coral', input: 'failover', response_format: 'mp3' }).withResponse();
       expect(response.status).toBe(200);
       expect(await decodes(new Uint8Array(await response.arrayBuffer()), 'mp3')).toBe(true);
@@ -558,7 +541,7 @@ describe('the same routes against an OpenAI-compatible upstream', () => {
       expect(charge.provider_id).toBe('cloud');
       expect(charge.cost_pico).toBe(priced([...'failover'].length, MEDIA_PRICES.speechCharacter));
     }
-    expect(downHits).toBeGreaterThan(before);
+    expect(down.hits()).toBeGreaterThan(before);
     const generated = await harness.client.images.generate({ model: 'fallback/image', prompt: 'failover image', size: '64x64', response_format: 'b64_json' });
     expect(generated.data).toHaveLength(1);
   });

@@ -2,7 +2,6 @@ import { spawn, spawnSync, execFileSync, type ChildProcess } from 'node:child_pr
 import { accessSync, appendFileSync, chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import pg from 'pg';
@@ -11,20 +10,14 @@ import { eventually, labelValues, parsePrometheusText, sampleSum } from '@gatewa
 import { embeddedPostgresBinaries, freePort } from '../src/embedded-postgres.js';
 import { liveProcess, waitForExit } from '../src/process-identity.js';
 import { stopProcessesMentioning } from './leftover-processes.js';
+import { npmStartBanner, repositoryRoot, startNpmStart, type NpmStart } from './npm-start.js';
 
 // `npm start` as a user runs it: `node apps/standalone/dist/main.js` as a child process with its own data
 // dir (embedded Postgres, real binaries), default LOG_LEVEL, PORT=0. Covers what a crash leaves behind,
 // a second start on a live data dir, start failures printing their cause, a data dir the `postgres`
 // user cannot reach, and the generated superuser password. Needs the built dist (npm run build).
-const repositoryRoot = fileURLToPath(new URL('../../../', import.meta.url));
 const asRoot = process.getuid?.() === 0;
 const hasDeathSignal = process.platform === 'linux' && spawnSync('setpriv', ['--help'], { stdio: 'ignore' }).status === 0;
-
-interface Gateway {
-  child: ChildProcess;
-  output: () => string;
-  exited: Promise<number | null>;
-}
 
 describe('npm start: crash recovery, one gateway per data dir, start failures, generated password', () => {
   // Searchable by the `postgres` user (mkdtemp makes 0700; that case has its own test below).
@@ -35,34 +28,16 @@ describe('npm start: crash recovery, one gateway per data dir, start failures, g
   const passwordFile = join(dataDir, 'postgres-password');
   const spawned: ChildProcess[] = [];
   let apiKey = '';
-  let first: Gateway;
+  let first: NpmStart;
 
-  const start = (env: Record<string, string> = {}): Gateway => {
-    const child = spawn(process.execPath, ['apps/standalone/dist/main.js'], {
-      cwd: repositoryRoot,
-      env: { PATH: process.env.PATH ?? '', PORT: '0', GATEWAY_DATA_DIR: dataDir, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    spawned.push(child);
-    const chunks: string[] = [];
-    child.stdout!.on('data', (chunk: Buffer) => chunks.push(chunk.toString()));
-    child.stderr!.on('data', (chunk: Buffer) => chunks.push(chunk.toString()));
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    return { child, output: () => chunks.join(''), exited };
+  const start = (env: Record<string, string> = {}): NpmStart => {
+    const gateway = startNpmStart({ GATEWAY_DATA_DIR: dataDir, ...env });
+    spawned.push(gateway.child);
+    return gateway;
   };
 
-  /** The edge URL once the banner is out (it is written in one piece, API key included). */
-  const listening = async (gateway: Gateway): Promise<string> => {
-    let ended = false;
-    void gateway.exited.then(() => { ended = true; });
-    const deadline = Date.now() + 90_000;
-    for (;;) {
-      const url = /listening on (http:\/\/\S+)/.exec(gateway.output())?.[1];
-      if (url) return url;
-      if (ended || Date.now() > deadline) throw new Error(`gateway ${ended ? 'exited' : 'not listening after 90 s'}:\n${gateway.output()}`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  };
+  /** The edge URL once the banner is out. */
+  const listening = async (gateway: NpmStart): Promise<string> => (await npmStartBanner(gateway)).url;
 
   const chat = async (url: string) => {
     const client = new OpenAI({ baseURL: `${url}/v1`, apiKey, maxRetries: 0 });
@@ -70,7 +45,7 @@ describe('npm start: crash recovery, one gateway per data dir, start failures, g
     return completion.choices[0]?.message.content;
   };
 
-  const stopCleanly = async (gateway: Gateway) => {
+  const stopCleanly = async (gateway: NpmStart) => {
     gateway.child.kill('SIGTERM');
     return gateway.exited;
   };

@@ -3,6 +3,7 @@ import type OpenAI from 'openai';
 import { formatCredits, parseCredits } from '@gateway/platform';
 import { startFakeAnthropicUpstream, startFakeUpstream, type FakeAnthropicUpstream, type FakeUpstream } from '@gateway/testing';
 import { startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { CACHE_PICO, CACHE_PRICES, CACHE_PRICING_YAML, cacheChargeOf } from './cache-prices.js';
 import { anthropicClient } from './messages-e2e-harness.js';
 
 /*
@@ -18,19 +19,9 @@ const CACHED = 'testco/claude-cached';
 const PAIR = 'testco/claude-pair';
 const GPT = 'testco/gpt-plain';
 
-/** Catalog prices of CACHED, as the config writes them, and the same in pico-credits per token. */
-const PRICES = { input: '0.000003', cached: '0.0000003', write: '0.00000375', output: '0.000015' };
-const PICO = { input: 3_000_000n, cached: 300_000n, write: 3_750_000n, output: 15_000_000n };
-
 /** What the fake reports: a first request writes the prefix to the cache, the next one reads it. */
 const WRITE = { input_tokens: 12, cache_creation_input_tokens: 2_048, cache_read_input_tokens: 0, output_tokens: 7 };
 const READ = { input_tokens: 15, cache_creation_input_tokens: 0, cache_read_input_tokens: 2_048, output_tokens: 9 };
-
-/** The charge of one answer, by hand: plain input, cache writes, cache reads and output, each at its price. */
-function chargeOf(usage: typeof WRITE): bigint {
-  return BigInt(usage.input_tokens) * PICO.input + BigInt(usage.cache_creation_input_tokens) * PICO.write +
-    BigInt(usage.cache_read_input_tokens) * PICO.cached + BigInt(usage.output_tokens) * PICO.output;
-}
 
 const SYSTEM = 'You are the reference librarian. '.repeat(40);
 
@@ -53,7 +44,7 @@ models:
     input_modalities: [text, image]
     output_modalities: [text]
     supported_parameters: [tools, tool_choice, temperature, max_completion_tokens, max_tokens]
-    pricing: { per_input_token: "${PRICES.input}", per_cached_input_token: "${PRICES.cached}", per_cache_write_input_token: "${PRICES.write}", per_output_token: "${PRICES.output}" }
+    pricing: ${CACHE_PRICING_YAML}
     limit_group: default
     offers:
       - { provider: anthropic-main, upstream_model: claude-upstream, endpoints: [chat.completions, responses, messages] }
@@ -145,11 +136,11 @@ describe('prompt caching, billed right', () => {
       // Each answer's usage.cost (issue 27 item 3) is its own charge, as a decimal string.
       expect(answers).toEqual([
         { prompt_tokens: 2_060, completion_tokens: 7, total_tokens: 2_067, prompt_tokens_details: { cached_tokens: 0, cache_write_tokens: 2_048 }, completion_tokens_details: { reasoning_tokens: 0 },
-          cost: formatCredits(chargeOf(WRITE)), cost_details: { input: '0.000036', output: '0.000105', cache_read: '0', cache_write: '0.00768', reasoning: '0' } },
+          cost: formatCredits(cacheChargeOf(WRITE)), cost_details: { input: '0.000036', output: '0.000105', cache_read: '0', cache_write: '0.00768', reasoning: '0' } },
         { prompt_tokens: 2_063, completion_tokens: 9, total_tokens: 2_072, prompt_tokens_details: { cached_tokens: 2_048, cache_write_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 0 },
-          cost: formatCredits(chargeOf(READ)), cost_details: { input: '0.000045', output: '0.000135', cache_read: '0.0006144', cache_write: '0', reasoning: '0' } },
+          cost: formatCredits(cacheChargeOf(READ)), cost_details: { input: '0.000045', output: '0.000135', cache_read: '0.0006144', cache_write: '0', reasoning: '0' } },
       ]);
-      expect(charged).toBe(chargeOf(WRITE) + chargeOf(READ));
+      expect(charged).toBe(cacheChargeOf(WRITE) + cacheChargeOf(READ));
       // By hand: 12 × 3e6 + 2048 × 3.75e6 + 7 × 15e6, then 15 × 3e6 + 2048 × 0.3e6 + 9 × 15e6 pico.
       expect(charged).toBe(7_821_000_000n + 794_400_000n);
     });
@@ -164,7 +155,7 @@ describe('prompt caching, billed right', () => {
         }
       });
       expect(usages).toEqual([{ cached_tokens: 0, cache_write_tokens: 2_048 }, { cached_tokens: 2_048, cache_write_tokens: 0 }]);
-      expect(charged).toBe(chargeOf(WRITE) + chargeOf(READ));
+      expect(charged).toBe(cacheChargeOf(WRITE) + cacheChargeOf(READ));
     });
 
     it('cache_control on a tool definition and on an image part reaches Anthropic on the same blocks', async () => {
@@ -213,7 +204,7 @@ describe('prompt caching, billed right', () => {
       });
       expect(marksReceived(cached)).toEqual({ 'messages.0.content.0': { type: 'ephemeral' } });
       expect(usages.map((usage) => [usage.input_tokens, usage.input_tokens_details.cached_tokens, usage.output_tokens])).toEqual([[2_060, 0, 7], [2_063, 2_048, 9]]);
-      expect(charged).toBe(chargeOf(WRITE) + chargeOf(READ));
+      expect(charged).toBe(cacheChargeOf(WRITE) + cacheChargeOf(READ));
     });
 
     it('streamed: response.completed carries the same usage', async () => {
@@ -229,7 +220,7 @@ describe('prompt caching, billed right', () => {
         { input_tokens: 2_060, input_tokens_details: { cached_tokens: 0 }, output_tokens: 7 },
         { input_tokens: 2_063, input_tokens_details: { cached_tokens: 2_048 }, output_tokens: 9 },
       ]);
-      expect(charged).toBe(chargeOf(WRITE) + chargeOf(READ));
+      expect(charged).toBe(cacheChargeOf(WRITE) + cacheChargeOf(READ));
     });
   });
 
@@ -253,7 +244,7 @@ describe('prompt caching, billed right', () => {
         { input_tokens: 12, cache_creation_input_tokens: 2_048, cache_read_input_tokens: 0, output_tokens: 7 },
         { input_tokens: 15, cache_creation_input_tokens: 0, cache_read_input_tokens: 2_048, output_tokens: 9 },
       ]);
-      expect(charged).toBe(chargeOf(WRITE) + chargeOf(READ));
+      expect(charged).toBe(cacheChargeOf(WRITE) + cacheChargeOf(READ));
     });
 
     it('streamed: message_delta carries the same counts', async () => {
@@ -273,7 +264,7 @@ describe('prompt caching, billed right', () => {
         { input_tokens: 12, cache_creation_input_tokens: 2_048, cache_read_input_tokens: 0, output_tokens: 7 },
         { input_tokens: 15, cache_creation_input_tokens: 0, cache_read_input_tokens: 2_048, output_tokens: 9 },
       ]);
-      expect(charged).toBe(chargeOf(WRITE) + chargeOf(READ));
+      expect(charged).toBe(cacheChargeOf(WRITE) + cacheChargeOf(READ));
     });
   });
 
@@ -282,9 +273,9 @@ describe('prompt caching, billed right', () => {
     expect(response.status).toBe(200);
     const models = ((await response.json()) as { data: { id: string; pricing: Record<string, number> }[] }).data;
     expect(models.find((model) => model.id === CACHED)!.pricing).toMatchObject({
-      per_input_token: Number(PRICES.input), per_cached_input_token: Number(PRICES.cached), per_cache_write_input_token: Number(PRICES.write),
+      per_input_token: Number(CACHE_PRICES.input), per_cached_input_token: Number(CACHE_PRICES.cached), per_cache_write_input_token: Number(CACHE_PRICES.write),
     });
-    expect(parseCredits(PRICES.write)).toBe(PICO.write);
+    expect(parseCredits(CACHE_PRICES.write)).toBe(CACHE_PICO.write);
     // Not configured: not shown (the ledger charges writes at the input price then).
     expect(models.find((model) => model.id === GPT)!.pricing).not.toHaveProperty('per_cache_write_input_token');
   });

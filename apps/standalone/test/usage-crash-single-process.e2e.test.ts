@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,7 +11,7 @@ import { testAdmission } from './admission-mode.js';
 import {
   CRASH_MODEL, UPSTREAM_KEY_ENV, crashCatalog, crashUpstreamScript, expectChargedOnce, followStream, untilKillPoint, type StreamKind,
 } from './crash-streams.js';
-import { repositoryRoot } from './process-stack.js';
+import { npmStartBanner, startNpmStart, type NpmStart } from './npm-start.js';
 
 // Issue 13 part 5: `npm start` (every service in one process, the in-process bus) SIGKILLed while 20
 // streams are mid-flight used to charge none of them. Here the real entry point
@@ -22,11 +22,9 @@ import { repositoryRoot } from './process-stack.js';
 // once: the slow ones from their checkpoints, the ones whose content was all delivered in full, and
 // non-streamed answers too.
 
-interface RunningGateway {
-  child: ChildProcess;
+interface RunningGateway extends NpmStart {
   url: string;
   ledgerAddress: string;
-  output: string[];
 }
 
 /** The embedded Postgres of a data dir, as the running gateway left it: its port and generated password. */
@@ -63,36 +61,15 @@ describe.each(['external', 'embedded'] as const)('npm start killed with streams 
 
   /** `npm start`'s entry point on the test's database and data directory; resolves once it printed its banner. */
   async function startGateway(): Promise<RunningGateway> {
-    // PORT=0: the gateway binds a port of its own choosing and prints it. A port picked here and bound later can be
-    // taken in between (the restarted gateway's own outbound connections use ephemeral ports too), which once failed CI.
-    const child = spawn(process.execPath, ['apps/standalone/dist/main.js'], {
-      cwd: repositoryRoot,
+    const gateway = startNpmStart({
       // NATS_URL deliberately absent: the in-process bus.
-      env: {
-        PATH: process.env.PATH ?? '', GATEWAY_DATA_DIR: join(dataDirectory, 'data'), GATEWAY_CONFIG: configPath,
-        ...(postgres === 'external' ? { DATABASE_URL: database.url } : {}),
-        PORT: '0', LOG_LEVEL: 'warn', EDGE_ADMISSION: testAdmission, [UPSTREAM_KEY_ENV]: 'crash-test-key',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      GATEWAY_DATA_DIR: join(dataDirectory, 'data'), GATEWAY_CONFIG: configPath,
+      ...(postgres === 'external' ? { DATABASE_URL: database.url } : {}),
+      LOG_LEVEL: 'warn', EDGE_ADMISSION: testAdmission, [UPSTREAM_KEY_ENV]: 'crash-test-key',
     });
-    children.push(child);
-    const output: string[] = [];
-    child.stderr!.on('data', (chunk: Buffer) => output.push(chunk.toString()));
-    const banner = await new Promise<string>((resolve, reject) => {
-      let text = '';
-      child.stdout!.on('data', (chunk: Buffer) => {
-        text += chunk.toString();
-        output.push(chunk.toString());
-        if (/gatewayctl env:.*\n/.test(text)) resolve(text);
-      });
-      child.once('exit', (code) => reject(new Error(`gateway exited (${code}) before it was up:\n${output.join('')}`)));
-    });
-    return {
-      child,
-      url: /listening on (\S+)/.exec(banner)![1]!,
-      ledgerAddress: /LEDGER_ADDR=(\S+)/.exec(banner)![1]!,
-      output,
-    };
+    children.push(gateway.child);
+    const { url, ledgerAddress } = await npmStartBanner(gateway, 180_000);
+    return { ...gateway, url, ledgerAddress };
   }
 
   it('charges every stream that reached its caller exactly once after a SIGKILL and a restart', async () => {
@@ -127,6 +104,6 @@ describe.each(['external', 'embedded'] as const)('npm start killed with streams 
     // An orderly stop after the recovery: every service, then the embedded Postgres.
     const stopped = new Promise<number | null>((resolve) => second.child.once('exit', (code) => resolve(code)));
     second.child.kill('SIGTERM');
-    expect(await stopped, second.output.join('')).toBe(0);
+    expect(await stopped, second.output()).toBe(0);
   }, 180_000);
 });

@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { approximateTokens, sleep, splitText } from './fake-upstream-support.js';
+import { approximateTokens, sendChunksWithFaults, splitText, toolCallPieces } from './fake-upstream-support.js';
 import type { FakeBehaviour } from './fake-upstream-types.js';
 
 // The chat and embeddings answers of the fake Azure OpenAI resource: the OpenAI wire format with what
@@ -119,22 +119,8 @@ export async function fakeAzureChat(body: any, model: string, behaviour: FakeAzu
 
   const contentChunks = splitText(fullText, behaviour.chunkCount ?? 3);
   const pieces: unknown[] = (filtered ? contentChunks.slice(0, behaviour.filterAfterChunks ?? 1) : contentChunks).map((content) => frame({ content }));
-  toolCalls.forEach((call, index) => {
-    pieces.push(frame({ tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }] }));
-    pieces.push(frame({ tool_calls: [{ index, function: { arguments: call.arguments } }] }));
-  });
-  for (let sent = 0; ; sent++) {
-    if (behaviour.cutAfterChunks === sent) { socket.destroy(); return; }
-    if (behaviour.stallAfterChunks === sent) return;
-    if (behaviour.streamErrorAfterChunks === sent) {
-      await send({ error: { message: 'The server had an error processing your request.', type: 'server_error', code: 'server_error' } });
-      response.end();
-      return;
-    }
-    if (sent >= pieces.length) break;
-    if (behaviour.chunkDelayMs && sent > 0) await sleep(behaviour.chunkDelayMs);
-    await send(pieces[sent]);
-  }
+  pieces.push(...toolCallPieces(toolCalls, frame));
+  if (!await sendChunksWithFaults(pieces, behaviour, send, socket, response, 'The server had an error processing your request.')) return;
   await send(frame({}, finishReason, filtered ? VIOLENT_RESULTS : SAFE_RESULTS));
   if (usage && body?.stream_options?.include_usage) await send({ id, object: 'chat.completion.chunk', created: createdAt, model, choices: [], usage });
   response.write('data: [DONE]\n\n');

@@ -121,3 +121,46 @@ export async function receiveScripted<Behaviour>(
   const next = queue.shift() ?? fallback;
   return { recorded, raw, body, behaviour: typeof next === 'function' ? (next as (recorded: RecordedRequest) => Behaviour)(recorded) : next };
 }
+
+/** The faults a chat-completions fake can be scripted with, each at a chunk count. */
+export interface ChunkFaults {
+  cutAfterChunks?: number | undefined;
+  stallAfterChunks?: number | undefined;
+  streamErrorAfterChunks?: number | undefined;
+  chunkDelayMs?: number | undefined;
+}
+
+/** Tool calls as chat-completions stream pieces: each call's id and name, then its arguments whole. */
+export function toolCallPieces(toolCalls: readonly { id: string; name: string; arguments: string }[], frame: (delta: unknown) => unknown): unknown[] {
+  return toolCalls.flatMap((call, index) => [
+    frame({ tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }] }),
+    frame({ tool_calls: [{ index, function: { arguments: call.arguments } }] }),
+  ]);
+}
+
+/**
+ * Sends chat-completions chunks one at a time with the scripted faults: the connection cut or the stream
+ * stalled after N chunks, an in-stream error (`errorMessage`) after N, a delay between chunks. False when
+ * a fault ended the stream (nothing more may be sent).
+ */
+export async function sendChunksWithFaults(
+  pieces: readonly unknown[],
+  faults: ChunkFaults,
+  send: (chunk: unknown) => Promise<void>,
+  socket: Socket,
+  response: ServerResponse,
+  errorMessage: string,
+): Promise<boolean> {
+  for (let sent = 0; ; sent++) {
+    if (faults.cutAfterChunks === sent) { socket.destroy(); return false; }
+    if (faults.stallAfterChunks === sent) return false;
+    if (faults.streamErrorAfterChunks === sent) {
+      await send({ error: { message: errorMessage, type: 'server_error', code: 'server_error' } });
+      response.end();
+      return false;
+    }
+    if (sent >= pieces.length) return true;
+    if (faults.chunkDelayMs && sent > 0) await sleep(faults.chunkDelayMs);
+    await send(pieces[sent]);
+  }
+}

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { approximateTokens, listenOnLoopback, receiveScripted, sleep, splitText } from './fake-upstream-support.js';
+import { approximateTokens, listenOnLoopback, receiveScripted, sendChunksWithFaults, sleep, splitText, toolCallPieces } from './fake-upstream-support.js';
 import { fakeAudioSpeech, fakeImages, fakeModeration, fakeTranscription } from './fake-upstream-media.js';
 import type { FakeBehaviour, FakeScript, FakeUpstream, RecordedPart, RecordedRequest } from './fake-upstream-types.js';
 
@@ -139,23 +139,8 @@ export async function startFakeUpstream(options: {
     const pieces: unknown[] = contentChunks.map((content, index) =>
       frame(index === 0 ? { role: 'assistant', content } : { content }),
     );
-    toolCalls.forEach((call, index) => {
-      pieces.push(frame({ tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }] }));
-      pieces.push(frame({ tool_calls: [{ index, function: { arguments: call.arguments } }] }));
-    });
-
-    for (let sent = 0; ; sent++) {
-      if (behaviour.cutAfterChunks === sent) { socket.destroy(); return; }
-      if (behaviour.stallAfterChunks === sent) return;
-      if (behaviour.streamErrorAfterChunks === sent) {
-        await send({ error: { message: 'fake upstream failed mid-stream', type: 'server_error', code: 'server_error' } });
-        response.end();
-        return;
-      }
-      if (sent >= pieces.length) break;
-      if (behaviour.chunkDelayMs && sent > 0) await sleep(behaviour.chunkDelayMs);
-      await send(pieces[sent]);
-    }
+    pieces.push(...toolCallPieces(toolCalls, frame));
+    if (!await sendChunksWithFaults(pieces, behaviour, send, socket, response, 'fake upstream failed mid-stream')) return;
     await send(frame({}, finishReason));
     if (usage && body?.stream_options?.include_usage) {
       await send({ id, object: 'chat.completion.chunk', created: createdAt, model, choices: [], usage });

@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { EdgeError } from '../errors.js';
 import { parseBody } from './validation.js';
 import { MAX_SCHEMA_ENUM_VALUES, MAX_SCHEMA_NODES, requireValidSchema } from './model-checks.js';
 import { ToolPairing } from './tool-pairing.js';
@@ -10,19 +9,14 @@ import { parseResponsesRequest } from '../dialects/responses/responses-schema.js
 import { embeddingsSchema } from '../endpoints/embeddings/embeddings-endpoint.js';
 import { editsSchema, generationsSchema } from '../endpoints/images/images-endpoint.js';
 import { TokenCounter, countTextsTokens, MAX_TOKENIZED_CHARACTERS } from '../inference/tokenizer.js';
+import { refusalOf } from '../../test/refusal.js';
 
 /** The refusal `run` throws: an EdgeError with a 4xx. */
 function refusal(run: () => unknown) {
-  try {
-    run();
-  } catch (error) {
-    expect(error).toBeInstanceOf(EdgeError);
-    const apiError = (error as EdgeError).apiError;
-    expect(apiError.status).toBeGreaterThanOrEqual(400);
-    expect(apiError.status).toBeLessThan(500);
-    return apiError;
-  }
-  throw new Error('expected a refusal');
+  const apiError = refusalOf(run);
+  expect(apiError.status).toBeGreaterThanOrEqual(400);
+  expect(apiError.status).toBeLessThan(500);
+  return apiError;
 }
 
 describe('client integers that go into uint32 fields of the Router call (issue 29)', () => {

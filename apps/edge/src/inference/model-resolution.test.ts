@@ -6,8 +6,8 @@ import { model } from '../../test/fakes.js';
 import type { VerifiedApiKey } from './auth-cache.js';
 import { CatalogCache, tierMayUse } from '../catalog-cache.js';
 import type { EdgeContext } from '../context.js';
-import { EdgeError, type ApiError } from '../errors.js';
 import { resolveModel } from './model-resolution.js';
+import { refusalOf as refusal } from '../../test/refusal.js';
 
 // Who may use a model (spec §7's 403): the tiers its limit group names, precomputed per snapshot;
 // judged in resolveModel, the step every inference route shares, in its place among the other refusals.
@@ -50,16 +50,6 @@ async function loadedCache(): Promise<CatalogCache> {
 }
 
 const key = (tier: string): VerifiedApiKey => ({ accountId: 'acct', keyId: 'key', tier, defaultRoutingStrategy: '' });
-
-function refusal(run: () => unknown): ApiError {
-  try {
-    run();
-  } catch (error) {
-    expect(error).toBeInstanceOf(EdgeError);
-    return (error as EdgeError).apiError;
-  }
-  throw new Error('expected a refusal');
-}
 
 describe('catalog cache: the tiers a model is available to', () => {
   it("are its limit group's tiers, sorted; every tier when its group names none or it has no group", async () => {

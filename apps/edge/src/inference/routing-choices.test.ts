@@ -7,9 +7,9 @@ import type { VerifiedApiKey } from './auth-cache.js';
 import { CatalogCache, type CatalogModel } from '../catalog-cache.js';
 import { sentParameters, unsupportedFields } from '../canonical/parameters.js';
 import type { EdgeContext } from '../context.js';
-import { EdgeError, type ApiError } from '../errors.js';
 import { newChatRequest } from '../canonical/request.js';
 import { chooseModels, hasRoutingChoices, primaryModelFromModels, providerField, routingChoices } from './routing-choices.js';
+import { refusalOf as refusal } from '../../test/refusal.js';
 
 // The edge's half of model fallbacks and provider preferences: every named model resolved, the
 // preferences it can judge alone applied with exact money, what routing gets.
@@ -52,16 +52,6 @@ function body(fields: Record<string, unknown>) {
   const parsed: Record<string, unknown> = { model: 'acme/cheap', messages: [{ role: 'user', content: 'hi' }], ...fields };
   if (parsed.provider) parsed.provider = providerField.parse(parsed.provider);
   return parsed;
-}
-
-function refusal(run: () => unknown): ApiError {
-  try {
-    run();
-  } catch (error) {
-    expect(error).toBeInstanceOf(EdgeError);
-    return (error as EdgeError).apiError;
-  }
-  throw new Error('expected a refusal');
 }
 
 const ids = (models: CatalogModel[]) => models.map((one) => one.id);

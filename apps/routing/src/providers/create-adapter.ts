@@ -1,12 +1,11 @@
 import type { Provider } from '@gateway/proto';
-import { AnthropicAdapter } from './anthropic/anthropic-adapter.js';
+import { createAnthropicAdapter } from './anthropic/create-anthropic-adapter.js';
 import { createAzureOpenAIAdapter } from './azure-openai/create-azure-openai-adapter.js';
 import { createBedrockAdapter } from './bedrock/create-bedrock-adapter.js';
 import { createGeminiAdapter } from './gemini/create-gemini-adapter.js';
-import { OpenAIAdapter } from './openai/openai-adapter.js';
+import { createOpenAIAdapter } from './openai/create-openai-adapter.js';
 import type { ProviderAdapter, SecretSource } from './provider-adapter.js';
-import { SimulatedAdapter } from './simulated/simulated-adapter.js';
-import { InstructedStructuredOutput } from './structured-output.js';
+import { createSimulatedAdapter } from './simulated/create-simulated-adapter.js';
 import { createVertexAdapter } from './vertex/create-vertex-adapter.js';
 
 /** The environment variables a provider's config names: their values decide whether its adapter is rebuilt. */
@@ -20,14 +19,11 @@ export function providerEnvNames(provider: Provider): string[] {
  * skipped). Each kind's folder exports its own factory; every factory honours `provider.headers`.
  */
 export function createAdapter(provider: Provider, secretFor: SecretSource): ProviderAdapter | undefined {
-  const apiKey = provider.apiKeyEnv ? secretFor(provider.apiKeyEnv) : undefined;
   switch (provider.kind) {
     case 'openai':
-      return new OpenAIAdapter({ providerId: provider.id, baseUrl: provider.baseUrl, apiKey, headers: provider.headers });
+      return createOpenAIAdapter(provider, secretFor);
     case 'anthropic':
-      // JSON modes instructed and checked: output_config.format exists only on newer models, and the
-      // ones without it refuse the request outright.
-      return new InstructedStructuredOutput(new AnthropicAdapter({ providerId: provider.id, baseUrl: provider.baseUrl, apiKey, headers: provider.headers }));
+      return createAnthropicAdapter(provider, secretFor);
     case 'gemini':
       return createGeminiAdapter(provider, secretFor);
     case 'vertex':
@@ -37,8 +33,7 @@ export function createAdapter(provider: Provider, secretFor: SecretSource): Prov
     case 'azure-openai':
       return createAzureOpenAIAdapter(provider, secretFor);
     case 'simulated':
-      // No native JSON modes: instructed, and its answers checked against the schema.
-      return new InstructedStructuredOutput(new SimulatedAdapter(provider.id));
+      return createSimulatedAdapter(provider);
     default:
       return undefined;
   }

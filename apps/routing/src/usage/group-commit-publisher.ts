@@ -1,8 +1,7 @@
 import { newId, subjects, type EventBus, type Logger } from '@gateway/platform';
 import type { UsageEvent } from '@gateway/proto';
 import type { BackgroundUsage, BackgroundUsageOptions } from './background-usage.js';
-import type { StreamCheckpoint, StreamProgress } from './stream-checkpoints.js';
-import { backgroundUsageFor, encodeUsageEvent, publishWithRetry, type UsageBacklog, type UsagePublisher } from './usage-publisher.js';
+import { BackgroundUsageDelegate, backgroundUsageFor, encodeUsageEvent, publishWithRetry, type UsagePublisher } from './usage-publisher.js';
 import type { OutboxEntry, UsageOutbox } from './usage-outbox.js';
 import { encodeRepeatedBytes } from '@gateway/proto';
 
@@ -57,7 +56,7 @@ export class UsagePublisherSaturatedError extends Error {
  * message is acknowledged — as durable as one message per event, at a fraction of the publishes. The
  * ledger dedups per request id.
  */
-export class GroupCommitUsagePublisher implements UsagePublisher {
+export class GroupCommitUsagePublisher extends BackgroundUsageDelegate implements UsagePublisher {
   private readonly lingerMs: number;
   private readonly maxBatchesInFlight: number;
   private flushQueued = false;
@@ -65,7 +64,7 @@ export class GroupCommitUsagePublisher implements UsagePublisher {
   private readonly maxBytes: number;
   private readonly attempts: number;
   private readonly maxWaitingEvents: number;
-  private readonly background: BackgroundUsage;
+  protected readonly background: BackgroundUsage;
   private gathering: Waiting[] = [];
   private gatheringBytes = 0;
   private timer: NodeJS.Timeout | null = null;
@@ -81,6 +80,7 @@ export class GroupCommitUsagePublisher implements UsagePublisher {
   private batchSequence = 0;
 
   constructor(private readonly options: GroupCommitUsagePublisherOptions) {
+    super();
     this.lingerMs = options.lingerMs ?? 2;
     this.maxBatchesInFlight = options.maxBatchesInFlight ?? 2;
     if (!(this.maxBatchesInFlight >= 1 && this.maxBatchesInFlight <= 64)) throw new Error(`maxBatchesInFlight must be 1..64: ${this.maxBatchesInFlight}`);
@@ -124,23 +124,6 @@ export class GroupCommitUsagePublisher implements UsagePublisher {
     if (this.inFlight.size < this.maxBatchesInFlight) this.flush();
     else if (this.gathering.length > 0 && !this.timer) this.timer = setTimeout(() => this.flush(), this.lingerMs);
   };
-
-  publishInBackground(event: UsageEvent, checkpoint?: StreamCheckpoint): void {
-    this.background.submit(event, checkpoint);
-  }
-
-  trackStream(progress: StreamProgress, checkpointEvent: () => UsageEvent): StreamCheckpoint {
-    return this.background.trackStream(progress, checkpointEvent);
-  }
-
-  /** Resolves once every background event submitted so far is in the outbox. */
-  backgroundDurable(): Promise<void> {
-    return this.background.durable();
-  }
-
-  backlog(): UsageBacklog {
-    return this.background.backlogSizes();
-  }
 
   async stop(): Promise<void> {
     this.flush();

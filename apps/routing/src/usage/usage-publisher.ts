@@ -101,21 +101,12 @@ export function publishSingleEvent(bus: EventBus, event: UsageEvent): Promise<vo
   return bus.publishDurable(subjects.usageEvents, encodeUsageEvent(event), event.requestId);
 }
 
-/** One JetStream message per event, msg-id = request id (JetStream dedups retries). */
-export class JetStreamUsagePublisher implements UsagePublisher {
-  private readonly attempts: number;
-  private readonly background: BackgroundUsage;
-
-  constructor(private readonly options: JetStreamUsagePublisherOptions) {
-    this.attempts = options.attempts ?? 3;
-    this.background = backgroundUsageFor(options);
-  }
-
-  async publish(event: UsageEvent): Promise<void> {
-    await publishWithRetry(this.options.bus, subjects.usageEvents, encodeUsageEvent(event), event.requestId, this.attempts, (error, attempt) => {
-      this.options.logger.warn({ err: error, request_id: event.requestId, attempt }, 'usage publish failed; retrying');
-    });
-  }
+/**
+ * What both publishers do alike: events no caller waits for, stream checkpoints and the backlog are their
+ * BackgroundUsage's (made by backgroundUsageFor; each publisher makes it in its own constructor).
+ */
+export abstract class BackgroundUsageDelegate {
+  protected abstract readonly background: BackgroundUsage;
 
   publishInBackground(event: UsageEvent, checkpoint?: StreamCheckpoint): void {
     this.background.submit(event, checkpoint);
@@ -132,6 +123,24 @@ export class JetStreamUsagePublisher implements UsagePublisher {
 
   backlog(): UsageBacklog {
     return this.background.backlogSizes();
+  }
+}
+
+/** One JetStream message per event, msg-id = request id (JetStream dedups retries). */
+export class JetStreamUsagePublisher extends BackgroundUsageDelegate implements UsagePublisher {
+  private readonly attempts: number;
+  protected readonly background: BackgroundUsage;
+
+  constructor(private readonly options: JetStreamUsagePublisherOptions) {
+    super();
+    this.attempts = options.attempts ?? 3;
+    this.background = backgroundUsageFor(options);
+  }
+
+  async publish(event: UsageEvent): Promise<void> {
+    await publishWithRetry(this.options.bus, subjects.usageEvents, encodeUsageEvent(event), event.requestId, this.attempts, (error, attempt) => {
+      this.options.logger.warn({ err: error, request_id: event.requestId, attempt }, 'usage publish failed; retrying');
+    });
   }
 
   async stop(): Promise<void> {

@@ -31,14 +31,12 @@ export function parseWires(text: string | undefined): WireName[] {
   return ['openai', ...(named as WireName[]).filter((name) => name !== 'openai')];
 }
 
-/** The provider and model entries of the bench catalog for the wires beyond OpenAI, as YAML lines. */
-export function wireCatalogYaml(upstreamOrigin: string, baseModel: string, wires: readonly WireName[]): { providers: string; models: string } {
-  let providers = '';
-  let models = '';
-  const model = (wire: WireName, provider: string, upstreamModel: string) => `  - id: ${wireModel(baseModel, wire)}
+/** One bench model's catalog entry (every bench model has the same prices, limits and endpoints), as YAML lines. */
+export function benchModelYaml(model: { id: string; displayName: string; description: string; provider: string; upstreamModel: string }): string {
+  return `  - id: ${model.id}
     owned_by: bench
-    display_name: Bench Chat (${wire} wire)
-    description: The bench's model, served over the ${wire} wire.
+    display_name: ${model.displayName}
+    description: ${model.description}
     created: 1767225600
     context_window: 128000
     input_modalities: [text]
@@ -47,8 +45,21 @@ export function wireCatalogYaml(upstreamOrigin: string, baseModel: string, wires
     pricing: { per_input_token: "0.0000005", per_output_token: "0.0000015" }
     limit_group: bench
     offers:
-      - { provider: ${provider}, upstream_model: "${upstreamModel}", endpoints: [chat.completions, messages, responses] }
+      - { provider: ${model.provider}, upstream_model: "${model.upstreamModel}", endpoints: [chat.completions, messages, responses] }
 `;
+}
+
+/** The provider and model entries of the bench catalog for the wires beyond OpenAI, as YAML lines. */
+export function wireCatalogYaml(upstreamOrigin: string, baseModel: string, wires: readonly WireName[]): { providers: string; models: string } {
+  let providers = '';
+  let models = '';
+  const model = (wire: WireName, provider: string, upstreamModel: string) => benchModelYaml({
+    id: wireModel(baseModel, wire),
+    displayName: `Bench Chat (${wire} wire)`,
+    description: `The bench's model, served over the ${wire} wire.`,
+    provider,
+    upstreamModel,
+  });
   if (wires.includes('gemini')) {
     providers += `  - id: bench-gemini
     kind: gemini

@@ -8,7 +8,7 @@ import { BATCH_SETTLER_DURABLE, SETTLER_DURABLE } from '@gateway/ledger';
 import { createLogger, NatsEventBus, USAGE_STREAM } from '@gateway/platform';
 import { createDatabase, sql, type Kysely } from '@gateway/platform/db';
 import { freePort } from '../embedded-postgres.js';
-import { wireCatalogYaml, wireRoutingEnv, type WireName } from './bench-wires.js';
+import { benchModelYaml, wireCatalogYaml, wireRoutingEnv, type WireName } from './bench-wires.js';
 import { BenchChild } from './child-processes.js';
 import { consumerBacklog, jetStreamMessageCount } from './nats-stream-info.js';
 import { pidsByCommand, readProcStat, type ProcessGroup } from './proc-stat.js';
@@ -129,20 +129,7 @@ ${extra.providers}limit_groups:
       # npm start's dev account (--npm-start).
       tier-1: { minute: 2000000000, day: 2000000000 }
 models:
-  - id: ${BENCH_MODEL}
-    owned_by: bench
-    display_name: Bench Chat
-    description: The bench's model.
-    created: 1767225600
-    context_window: 128000
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [temperature, max_completion_tokens, max_tokens, stream_options]
-    pricing: { per_input_token: "0.0000005", per_output_token: "0.0000015" }
-    limit_group: bench
-    offers:
-      - { provider: bench-upstream, upstream_model: bench-upstream-model, endpoints: [chat.completions, messages, responses] }
-${extra.models}`;
+${benchModelYaml({ id: BENCH_MODEL, displayName: 'Bench Chat', description: "The bench's model.", provider: 'bench-upstream', upstreamModel: 'bench-upstream-model' })}${extra.models}`;
 }
 
 const HealthClient = makeGenericClientConstructor(healthService, 'grpc.health.v1.Health');

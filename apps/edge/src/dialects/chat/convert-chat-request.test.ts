@@ -2,13 +2,13 @@ import { describe, expect, it } from 'vitest';
 import type { Model } from '@gateway/proto';
 import { sameHiddenClass } from '@gateway/testing';
 import type { CatalogModel } from '../../catalog-cache.js';
-import { EdgeError } from '../../errors.js';
 import { decodedLength } from '../../canonical/inline-data.js';
 import { nearestReasoningEffort } from '../../canonical/model-checks.js';
 import { routerRequest } from '../../canonical/request.js';
 import { ReasoningTags } from '../../canonical/reasoning-tags.js';
 import { convertChatRequest } from './convert-chat-request.js';
 import { parseChatCompletionRequest } from './chat-schema.js';
+import { refusalOf } from '../../../test/refusal.js';
 
 function catalogModel(overrides: Partial<CatalogModel> = {}): CatalogModel {
   return {
@@ -31,13 +31,7 @@ const convert = (body: Record<string, unknown>, model = catalogModel()) =>
   convertChatRequest(parseChatCompletionRequest({ model: 'm', messages: [{ role: 'user', content: 'hi' }], ...body }), model, tags);
 
 function refusal(body: Record<string, unknown>, model = catalogModel()) {
-  try {
-    convert(body, model);
-  } catch (error) {
-    expect(error).toBeInstanceOf(EdgeError);
-    return (error as EdgeError).apiError;
-  }
-  throw new Error('expected a refusal');
+  return refusalOf(() => convert(body, model));
 }
 
 describe('convertChatRequest', () => {

@@ -1,22 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import type { ChatMessage, ContentPart } from '@gateway/proto';
-import { EdgeError } from '../../errors.js';
 import { ReasoningTags } from '../../canonical/reasoning-tags.js';
 import { catalogModel, tags } from '../../../test/messages-fixtures.js';
 import { convertMessagesRequest } from './convert-messages-request.js';
 import { parseCountTokensRequest, parseMessagesRequest } from './messages-schema.js';
+import { refusalOf } from '../../../test/refusal.js';
 
 const convert = (body: Record<string, unknown>, model = catalogModel()) =>
   convertMessagesRequest(parseMessagesRequest({ model: 'testco/m', max_tokens: 256, messages: [{ role: 'user', content: 'hi' }], ...body }), model, tags);
 
 function refusal(body: Record<string, unknown>, model = catalogModel()) {
-  try {
-    convert(body, model);
-  } catch (error) {
-    expect(error).toBeInstanceOf(EdgeError);
-    return (error as EdgeError).apiError;
-  }
-  throw new Error('expected a refusal');
+  return refusalOf(() => convert(body, model));
 }
 
 /** A message as role and its parts in a compact form, for readable expectations. */

@@ -1,17 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { EdgeError } from '../../errors.js';
 import { parseCountTokensRequest, parseMessagesRequest } from './messages-schema.js';
+import { refusalOf } from '../../../test/refusal.js';
 
 const base = { model: 'testco/m', max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] };
 
 function refusal(body: unknown, parse: (body: unknown) => unknown = parseMessagesRequest) {
-  try {
-    parse(body);
-  } catch (error) {
-    expect(error).toBeInstanceOf(EdgeError);
-    return (error as EdgeError).apiError;
-  }
-  throw new Error('expected a refusal');
+  return refusalOf(() => parse(body));
 }
 
 describe('messages request schema', () => {

@@ -4,13 +4,13 @@ import type { ChatResponse, Model } from '@gateway/proto';
 import { answerContext, canonicalDelta, rawEvents, sdkFinalResponse, testTags, testUsage } from '../../../test/responses-support.js';
 import type { CatalogModel } from '../../catalog-cache.js';
 import { ReasoningTags } from '../../canonical/reasoning-tags.js';
-import { EdgeError } from '../../errors.js';
 import { compactionText, openCompaction, sealCompaction, SUMMARY_HEADER, SUMMARY_PROMPT } from './compaction-item.js';
 import { compactedWindow, compactionTriggered, renderCompaction, responsesCompactDialect } from './compaction.js';
 import { convertResponsesRequest } from './convert-responses-request.js';
 import { encryptedContentOf } from './responses-reasoning.js';
 import { responsesDialect } from './responses-dialect.js';
 import { parseResponsesRequest } from './responses-schema.js';
+import { refusalOf } from '../../../test/refusal.js';
 
 function catalogModel(supported: string[] = ['tools', 'tool_choice', 'parallel_tool_calls', 'response_format']): CatalogModel {
   return {
@@ -24,17 +24,6 @@ function catalogModel(supported: string[] = ['tools', 'tool_choice', 'parallel_t
     allowedTiers: null,
     availableTiers: ['tier-1'],
   };
-}
-
-/** The error a call throws, as the client would get it. */
-function refusalOf(run: () => unknown) {
-  try {
-    run();
-  } catch (error) {
-    expect(error).toBeInstanceOf(EdgeError);
-    return (error as EdgeError).apiError;
-  }
-  throw new Error('expected a refusal');
 }
 
 /** Canonical messages as role and text. */

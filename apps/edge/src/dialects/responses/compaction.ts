@@ -127,14 +127,19 @@ export function renderCompaction(answer: ChatResponse, answerContext: AnswerCont
   };
 }
 
-/** POST /v1/responses/compact: the responses dialect's request and errors, its own conversion and answer. */
-export const responsesCompactDialect: InferenceDialect<ResponsesRequest> = {
+/** What POST /v1/responses and /v1/responses/compact read alike: the body, its model and routing, the errors. */
+export const RESPONSES_REQUEST = {
   endpoint: RESPONSES_ENDPOINT,
   errorDialect: 'chat',
   freeFormFields: RESPONSES_FREE_FORM_FIELDS,
   parse: parseCompactionRequest,
   modelName: (body) => body.model,
   routing: (body) => body.routing,
+} satisfies Partial<InferenceDialect<ResponsesRequest>>;
+
+/** POST /v1/responses/compact: the responses dialect's request and errors, its own conversion and answer. */
+export const responsesCompactDialect: InferenceDialect<ResponsesRequest> = {
+  ...RESPONSES_REQUEST,
   convert: convertCompaction,
   render: renderCompaction,
   streamWriter: NO_STREAM,

@@ -4,10 +4,10 @@ import { sameHiddenClass } from '@gateway/testing';
 import type { CatalogModel } from '../../catalog-cache.js';
 import { routerRequest } from '../../canonical/request.js';
 import { ReasoningTags } from '../../canonical/reasoning-tags.js';
-import { EdgeError } from '../../errors.js';
 import { convertResponsesRequest } from './convert-responses-request.js';
 import { encryptedContentOf } from './responses-reasoning.js';
 import { parseResponsesRequest } from './responses-schema.js';
+import { refusalOf } from '../../../test/refusal.js';
 
 function catalogModel(overrides: Partial<CatalogModel> & { reasoningEfforts?: string[] } = {}): CatalogModel {
   const { reasoningEfforts = [], ...rest } = overrides;
@@ -31,13 +31,7 @@ const convert = (body: Record<string, unknown>, model = catalogModel()) =>
   convertResponsesRequest(parseResponsesRequest({ model: 'm', input: 'hi', ...body }), model, tags);
 
 function refusal(body: Record<string, unknown>, model = catalogModel()) {
-  try {
-    convert(body, model);
-  } catch (error) {
-    expect(error).toBeInstanceOf(EdgeError);
-    return (error as EdgeError).apiError;
-  }
-  throw new Error('expected a refusal');
+  return refusalOf(() => convert(body, model));
 }
 
 /** The canonical messages in a compact form to compare against. */

@@ -1,16 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type OpenAI from 'openai';
-import { EdgeError } from '../../errors.js';
 import { parseResponsesRequest } from './responses-schema.js';
+import { refusalOf } from '../../../test/refusal.js';
 
 function refusal(body: unknown) {
-  try {
-    parseResponsesRequest(body);
-  } catch (error) {
-    expect(error).toBeInstanceOf(EdgeError);
-    return (error as EdgeError).apiError;
-  }
-  throw new Error('expected a refusal');
+  return refusalOf(() => parseResponsesRequest(body));
 }
 
 describe('responses request schema', () => {

@@ -4,12 +4,12 @@ import type { ChatResponse, Model } from '@gateway/proto';
 import { answerContext, canonicalDelta, rawEvents, sdkFinalResponse, testUsage, toolCallDelta } from '../../../test/responses-support.js';
 import type { CatalogModel } from '../../catalog-cache.js';
 import { ReasoningTags } from '../../canonical/reasoning-tags.js';
-import { EdgeError } from '../../errors.js';
 import { convertResponsesRequest } from './convert-responses-request.js';
 import { renderResponse } from './render-responses.js';
 import { parseResponsesRequest } from './responses-schema.js';
 import { ResponsesStreamWriter } from './responses-stream-writer.js';
 import { flatToolName } from './responses-tools.js';
+import { refusalOf } from '../../../test/refusal.js';
 
 // The tool kinds of the responses dialect over the canonical request's plain function tools:
 // namespace members flattened (and mapped back with `namespace`), custom tools as one-string functions
@@ -48,13 +48,7 @@ const body = (extra: Record<string, unknown> = {}) => parseResponsesRequest({ mo
 const convert = (extra: Record<string, unknown> = {}) => convertResponsesRequest(body(extra), model, tags);
 
 function refusal(extra: Record<string, unknown>) {
-  try {
-    convert(extra);
-  } catch (error) {
-    expect(error).toBeInstanceOf(EdgeError);
-    return (error as EdgeError).apiError;
-  }
-  throw new Error('expected a refusal');
+  return refusalOf(() => convert(extra));
 }
 
 const customParameters = (description: string) => ({

@@ -1,26 +1,13 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sameHiddenClass, startFakeAnthropicUpstream, type FakeAnthropicUpstream } from '@gateway/testing';
-import { Provider, type ChatMessage, type ChatRequest, type ChatStreamDelta, type Tool } from '@gateway/proto';
-import { ProviderError, type AdapterChatRequest, type AdapterStreamPart, type ProviderAdapter } from '../provider-adapter.js';
+import { Provider, type ChatRequest, type ChatStreamDelta, type Tool } from '@gateway/proto';
+import type { AdapterChatRequest, AdapterStreamPart, ProviderAdapter } from '../provider-adapter.js';
 import { createAdapter } from '../create-adapter.js';
 import { AnthropicAdapter } from './anthropic-adapter.js';
+import { chatRequest, collect, deltasOf, failureOf, message, signal } from '../../../test/adapter-test-support.js';
 
 const fixture = (name: string) => readFileSync(new URL(`./__fixtures__/${name}`, import.meta.url), 'utf8');
-const signal = () => new AbortController().signal;
-
-function message(role: string, text: string, extra: Partial<ChatMessage> = {}): ChatMessage {
-  return { role, content: text ? [{ part: { $case: 'text', value: text } }] : [], toolCalls: [], toolCallId: '', reasoning: [], isError: false, ...extra };
-}
-
-function chatRequest(messages: ChatMessage[] | string, extra: Partial<ChatRequest> = {}): ChatRequest {
-  return {
-    context: { requestId: 'req_anthropic_test', accountId: 'acc_1', keyId: 'key_1' },
-    modelId: 'acme/claude', routingStrategy: '', endpoint: 'messages',
-    messages: typeof messages === 'string' ? [message('user', messages)] : messages,
-    tools: [], stop: [], includeUsage: false, timeoutMs: 0, ...extra,
-  };
-}
 
 const weatherTool: Tool = {
   name: 'get_weather', description: 'Weather for a city',
@@ -28,20 +15,6 @@ const weatherTool: Tool = {
 };
 
 const request = (chat: ChatRequest): AdapterChatRequest => ({ upstreamModel: 'claude-fake', chat, modelMaxOutputTokens: undefined });
-
-async function collect(stream: AsyncIterable<AdapterStreamPart>) {
-  const parts: AdapterStreamPart[] = [];
-  for await (const part of stream) parts.push(part);
-  return parts;
-}
-
-const deltasOf = (parts: AdapterStreamPart[]): ChatStreamDelta[] => parts.flatMap((part) => (part.type === 'delta' ? [part.delta] : []));
-
-async function failureOf(promise: Promise<unknown>): Promise<ProviderError> {
-  const error = await promise.then(() => undefined, (rejection: unknown) => rejection);
-  expect(error).toBeInstanceOf(ProviderError);
-  return error as ProviderError;
-}
 
 describe('AnthropicAdapter', () => {
   let upstream: FakeAnthropicUpstream;

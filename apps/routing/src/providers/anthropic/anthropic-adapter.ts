@@ -18,6 +18,7 @@ import { convertAnthropicAnswer } from './convert-anthropic-answer.js';
 import { AnthropicStreamConverter } from './convert-anthropic-stream.js';
 import { convertAnthropicUsage } from './convert-anthropic-usage.js';
 import { convertToAnthropicRequest } from './convert-to-anthropic-request.js';
+import { parseJsonAnswer } from '../http/json-answer.js';
 
 export interface AnthropicAdapterOptions {
   providerId: string;
@@ -51,6 +52,9 @@ export interface AnthropicAdapterOptions {
 
 /** The API version whose wire format this adapter speaks (anthropic-api-types.ts). */
 export const ANTHROPIC_VERSION = '2023-06-01';
+
+/** A whole Messages answer checked against its schema. */
+const checkMessage = (json: unknown) => anthropicMessageSchema.safeParse(json);
 
 /** Stream event types this adapter knows; others (a newer API's) are skipped without parsing. */
 const KNOWN_EVENTS = new Set([
@@ -133,15 +137,8 @@ export class AnthropicAdapter implements ProviderAdapterV1 {
       throw toProviderError(error, signal);
     }
     if (answer.statusCode >= 300) throw this.httpError(answer.statusCode, answer.text);
-    let json: unknown;
-    try {
-      json = JSON.parse(answer.text);
-    } catch {
-      throw new ProviderError('connection', 'answer is not JSON');
-    }
-    const parsed = anthropicMessageSchema.safeParse(json);
-    if (!parsed.success) throw new ProviderError('connection', `malformed answer: ${parsed.error.message.slice(0, 300)}`);
-    return { choices: [convertAnthropicAnswer(parsed.data, this.providerId, tools)], usage: convertAnthropicUsage(parsed.data.usage) };
+    const parsed = parseJsonAnswer(answer.text, checkMessage);
+    return { choices: [convertAnthropicAnswer(parsed, this.providerId, tools)], usage: convertAnthropicUsage(parsed.usage) };
   }
 
   async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {

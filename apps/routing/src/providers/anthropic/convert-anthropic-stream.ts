@@ -1,5 +1,6 @@
-import type { ChatStreamDelta, ToolCallDelta, Usage } from '@gateway/proto';
+import type { ChatStreamDelta, Usage } from '@gateway/proto';
 import { ProviderError } from '../provider-adapter.js';
+import { streamDelta } from '../stream-delta.js';
 import type {
   AnthropicInputJsonDelta,
   AnthropicRedactedThinkingContent,
@@ -27,21 +28,8 @@ interface BlockState {
   argumentsSent: boolean;
 }
 
-function delta(
-  content: string,
-  reasoning: string,
-  reasoningSignature: string,
-  reasoningEncrypted: string,
-  toolCalls: ToolCallDelta[],
-  finishReason: string,
-  stopSequence: string,
-): ChatStreamDelta {
-  // Every field at once, in the order the OpenAI adapter builds them: one hidden class for all deltas.
-  return { choiceIndex: 0, content, toolCalls, reasoning, reasoningSignature, finishReason, images: [], reasoningEncrypted, stopSequence };
-}
-
-const textDelta = (text: string) => delta(text, '', '', '', [], '', '');
-const reasoningDelta = (text: string, signature: string) => delta('', text, signature, '', [], '', '');
+const textDelta = (text: string) => streamDelta(text, '', '', '', [], '', '');
+const reasoningDelta = (text: string, signature: string) => streamDelta('', text, signature, '', [], '', '');
 
 /**
  * Turns Messages stream events into canonical deltas as they arrive (one event: at most one delta).
@@ -92,7 +80,7 @@ export class AnthropicStreamConverter {
         // A tool called without arguments streams no input: its arguments are still a JSON object.
         if (block?.kind === 'tool' && !block.argumentsSent) {
           block.argumentsSent = true;
-          return delta('', '', '', '', [{ index: block.toolIndex, id: '', name: '', arguments: '{}' }], '', '');
+          return streamDelta('', '', '', '', [{ index: block.toolIndex, id: '', name: '', arguments: '{}' }], '', '');
         }
         return undefined;
       }
@@ -103,7 +91,7 @@ export class AnthropicStreamConverter {
         return undefined;
       case 'message_stop':
         this.stopped = true;
-        return delta('', '', '', '', [], this.finishReason || 'stop', this.stopSequence);
+        return streamDelta('', '', '', '', [], this.finishReason || 'stop', this.stopSequence);
     }
   }
 
@@ -121,7 +109,7 @@ export class AnthropicStreamConverter {
       }
       case 'redacted_thinking':
         this.blocks[index] = { kind: 'other', toolIndex: -1, argumentsSent: false };
-        return delta('', '', '', (block as AnthropicRedactedThinkingContent).data, [], '', '');
+        return streamDelta('', '', '', (block as AnthropicRedactedThinkingContent).data, [], '', '');
       case 'tool_use': {
         const call = block as AnthropicToolUseContent;
         const toolIndex = this.toolCount++;
@@ -130,7 +118,7 @@ export class AnthropicStreamConverter {
         const input = call.input;
         const given = typeof input === 'object' && input !== null && Object.keys(input).length > 0 ? JSON.stringify(input) : '';
         this.blocks[index] = { kind: 'tool', toolIndex, argumentsSent: given !== '' };
-        return delta('', '', '', '', [{ index: toolIndex, id: this.tools.callerId(call.id), name: this.tools.callerName(call.name), arguments: given }], '', '');
+        return streamDelta('', '', '', '', [{ index: toolIndex, id: this.tools.callerId(call.id), name: this.tools.callerName(call.name), arguments: given }], '', '');
       }
       default:
         this.blocks[index] = { kind: 'other', toolIndex: -1, argumentsSent: false };
@@ -158,7 +146,7 @@ export class AnthropicStreamConverter {
         const piece = (change as AnthropicInputJsonDelta).partial_json;
         if (!piece || block.kind !== 'tool') return undefined;
         block.argumentsSent = true;
-        return delta('', '', '', '', [{ index: block.toolIndex, id: '', name: '', arguments: piece }], '', '');
+        return streamDelta('', '', '', '', [{ index: block.toolIndex, id: '', name: '', arguments: piece }], '', '');
       }
       default:
         return undefined;

@@ -78,7 +78,8 @@ function withCacheControl<Block extends object>(block: Block, mark: CacheControl
 }
 
 /** Anthropic refuses text blocks without non-whitespace text. */
-const hasText = (text: string) => text.trim().length > 0;
+/** Text with something besides white space (Anthropic and Converse refuse blank text blocks). */
+export const hasText = (text: string) => text.trim().length > 0;
 
 function textBlock(text: string, mark: CacheControl | undefined): AnthropicTextBlock {
   return withCacheControl({ type: 'text' as const, text }, mark);
@@ -142,11 +143,13 @@ function userBlocks(parts: readonly ContentPart[], where: string): (AnthropicTex
   return blocks;
 }
 
-function textOf(message: ChatMessage): string {
+/** A message's text parts, blank ones left out, joined by newlines. */
+export function textOf(message: ChatMessage): string {
   return message.content.map((part) => (part.part?.$case === 'text' ? part.part.value : '')).filter(hasText).join('\n');
 }
 
-function lastCacheMark(message: ChatMessage): CacheControl | undefined {
+/** The cache mark of a message's last marked part. */
+export function lastCacheMark(message: ChatMessage): CacheControl | undefined {
   for (let index = message.content.length - 1; index >= 0; index--) {
     const mark = message.content[index]!.cacheControl;
     if (mark) return mark;
@@ -164,12 +167,15 @@ export function systemNote(text: string): string {
   return `<system>\n${text}\n</system>`;
 }
 
-function isSystemRole(role: string): boolean {
+export function isSystemRole(role: string): boolean {
   return role === 'system' || role === 'developer';
 }
 
-/** Tool arguments as Anthropic's `input` object. Not a JSON object (a cut-off answer of another model): `{}`. */
-function toolInput(argumentsText: string): Record<string, unknown> {
+/**
+ * Tool arguments as Anthropic's `input` object (and Bedrock Converse's `input` document, the same shape).
+ * Not a JSON object (a cut-off answer of another model): `{}`.
+ */
+export function toolInput(argumentsText: string): Record<string, unknown> {
   if (argumentsText.trim() === '') return {};
   try {
     const value: unknown = JSON.parse(argumentsText);

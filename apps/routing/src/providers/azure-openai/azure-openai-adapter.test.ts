@@ -2,7 +2,8 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ChatMessage } from '@gateway/proto';
 import { startFakeAzureOpenAIUpstream, type FakeAzureOpenAIUpstream } from '@gateway/testing';
 import { AzureOpenAIAdapter } from './azure-openai-adapter.js';
-import { chatRequest, collect, deltasOf, failureOf, live, URL_STYLES, userText } from './azure-openai-test-support.js';
+import { chatRequest, collect, deltasOf, failureOf, signal, userText } from '../../../test/adapter-test-support.js';
+import { URL_STYLES } from '../../../test/azure-openai-url-styles.js';
 
 const WEATHER_TOOL = { name: 'get_weather', description: 'Weather of a city', parameters: JSON.stringify({ type: 'object', properties: { city: { type: 'string' } }, required: ['city'] }) };
 
@@ -22,7 +23,7 @@ describe.each(URL_STYLES)('AzureOpenAIAdapter chat over $style', ({ apiVersion, 
 
   it('sends the key in api-key (never as a bearer token) to the right URL and reads text, usage and cached tokens', async () => {
     azure.script({ text: 'Paris.', usage: { prompt_tokens: 40, completion_tokens: 3, cached_tokens: 32, reasoning_tokens: 0 } });
-    const result = await adapter.chat({ upstreamModel: 'gpt-4o', chat: chatRequest([userText('Capital of France?')], { temperature: 0.3 }) }, live());
+    const result = await adapter.chat({ upstreamModel: 'gpt-4o', chat: chatRequest([userText('Capital of France?')], { temperature: 0.3 }) }, signal());
     const sent = azure.requests[0]!;
     expect(sent.path).toBe(pathOf('chat/completions', 'gpt-4o'));
     expect(sent.headers['api-key']).toBe(azure.apiKey);
@@ -36,7 +37,7 @@ describe.each(URL_STYLES)('AzureOpenAIAdapter chat over $style', ({ apiVersion, 
 
   it('streams past Azure\'s prompt_filter_results chunk and reports usage with reasoning tokens', async () => {
     azure.script({ text: 'one two three', chunkCount: 3, usage: { prompt_tokens: 12, completion_tokens: 30, reasoning_tokens: 27 } });
-    const parts = await collect(adapter.chatStream({ upstreamModel: 'o4-mini', chat: chatRequest([userText('count')], { reasoningEffort: 'low' }) }, live()));
+    const parts = await collect(adapter.chatStream({ upstreamModel: 'o4-mini', chat: chatRequest([userText('count')], { reasoningEffort: 'low' }) }, signal()));
     expect(azure.requests[0]!.path).toBe(pathOf('chat/completions', 'o4-mini'));
     expect(azure.requests[0]!.body).toMatchObject({ stream: true, stream_options: { include_usage: true }, reasoning_effort: 'low' });
     const deltas = deltasOf(parts);
@@ -49,7 +50,7 @@ describe.each(URL_STYLES)('AzureOpenAIAdapter chat over $style', ({ apiVersion, 
     const calls = [{ id: 'call_a', name: 'get_weather', arguments: '{"city":"Paris"}' }, { id: 'call_b', name: 'get_weather', arguments: '{"city":"Rome"}' }];
     const request = chatRequest([userText('Weather in Paris and Rome?')], { tools: [WEATHER_TOOL], toolChoice: { mode: 'required', toolName: '', disableParallel: false }, parallelToolCalls: true });
     azure.script({ toolCalls: calls });
-    const answer = await adapter.chat({ upstreamModel: 'gpt-4o', chat: request }, live());
+    const answer = await adapter.chat({ upstreamModel: 'gpt-4o', chat: request }, signal());
     expect(azure.requests[0]!.body).toMatchObject({
       tool_choice: 'required', parallel_tool_calls: true,
       tools: [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', required: ['city'] } } }],
@@ -58,7 +59,7 @@ describe.each(URL_STYLES)('AzureOpenAIAdapter chat over $style', ({ apiVersion, 
     expect(answer.choices[0]!.message!.toolCalls).toEqual(calls);
 
     azure.script({ toolCalls: calls });
-    const streamed = deltasOf(await collect(adapter.chatStream({ upstreamModel: 'gpt-4o', chat: request }, live())));
+    const streamed = deltasOf(await collect(adapter.chatStream({ upstreamModel: 'gpt-4o', chat: request }, signal())));
     const byIndex = new Map<number, { id: string; name: string; arguments: string }>();
     for (const call of streamed.flatMap((delta) => delta.toolCalls)) {
       const seen = byIndex.get(call.index) ?? { id: '', name: '', arguments: '' };
@@ -73,7 +74,7 @@ describe.each(URL_STYLES)('AzureOpenAIAdapter chat over $style', ({ apiVersion, 
       ChatMessage.fromPartial({ role: 'tool', toolCallId: 'call_a', content: [{ part: { $case: 'text', value: '18°C, sunny' } }] }),
     ], { tools: [WEATHER_TOOL] });
     azure.script({ text: 'It is 18°C and sunny in Paris.' });
-    const final = await adapter.chat({ upstreamModel: 'gpt-4o', chat: roundTrip }, live());
+    const final = await adapter.chat({ upstreamModel: 'gpt-4o', chat: roundTrip }, signal());
     expect(azure.requests.at(-1)!.body.messages.slice(1)).toEqual([
       { role: 'assistant', content: null, tool_calls: [{ id: 'call_a', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
       { role: 'tool', content: '18°C, sunny', tool_call_id: 'call_a' },
@@ -92,7 +93,7 @@ describe.each(URL_STYLES)('AzureOpenAIAdapter chat over $style', ({ apiVersion, 
       ],
     })], { responseFormat: { type: 'json_schema', schemaName: 'colours', schema: JSON.stringify(schema), strict: true } });
     azure.script({ text: '{"colour":"red"}' });
-    const result = await adapter.chat({ upstreamModel: 'gpt-4o', chat: request }, live());
+    const result = await adapter.chat({ upstreamModel: 'gpt-4o', chat: request }, signal());
     expect(azure.requests[0]!.body).toMatchObject({
       messages: [{ role: 'user', content: [
         { type: 'text', text: 'Colours?' },
@@ -107,26 +108,26 @@ describe.each(URL_STYLES)('AzureOpenAIAdapter chat over $style', ({ apiVersion, 
   it('fails as content_filter when Azure blocks the prompt, or withholds the answer (streamed and not)', async () => {
     const request = { upstreamModel: 'gpt-4o', chat: chatRequest([userText('something nasty')]) };
     azure.script({ contentFilter: 'prompt' });
-    const blocked = await failureOf(adapter.chat(request, live()));
+    const blocked = await failureOf(adapter.chat(request, signal()));
     expect([blocked.kind, blocked.httpStatus, blocked.retryable]).toEqual(['content_filter', 400, false]);
     azure.script({ contentFilter: 'prompt' });
-    expect((await failureOf(collect(adapter.chatStream(request, live())))).kind).toBe('content_filter');
+    expect((await failureOf(collect(adapter.chatStream(request, signal())))).kind).toBe('content_filter');
 
     azure.script({ contentFilter: 'output' });
-    expect((await failureOf(adapter.chat(request, live()))).kind).toBe('content_filter');
+    expect((await failureOf(adapter.chat(request, signal()))).kind).toBe('content_filter');
     azure.script({ contentFilter: 'output', text: 'abcdefghi', chunkCount: 3, filterAfterChunks: 1 });
     const seen: string[] = [];
     const cut = await failureOf((async () => {
-      for await (const part of adapter.chatStream(request, live())) if (part.type === 'delta') seen.push(part.delta.content);
+      for await (const part of adapter.chatStream(request, signal())) if (part.type === 'delta') seen.push(part.delta.content);
     })());
     expect(cut.kind).toBe('content_filter');
     expect(seen).toEqual(['abc']);
     // The connection went back cleanly: the next request is served.
-    expect((await adapter.chat(request, live())).choices[0]!.finishReason).toBe('stop');
+    expect((await adapter.chat(request, signal())).choices[0]!.finishReason).toBe('stop');
   });
 
   it('maps Azure\'s errors: unknown deployment and wrong operation misconfigured, 429/5xx overloaded, 400 rejected, resets and cut streams', async () => {
-    const ask = (model: string) => adapter.chat({ upstreamModel: model, chat: chatRequest([userText('x')]) }, live());
+    const ask = (model: string) => adapter.chat({ upstreamModel: model, chat: chatRequest([userText('x')]) }, signal());
     const unknown = await failureOf(ask('gpt-5-nowhere'));
     expect([unknown.kind, unknown.httpStatus]).toEqual(['misconfigured', 404]);
     const wrongOperation = await failureOf(ask('text-embedding-3-small'));
@@ -141,7 +142,7 @@ describe.each(URL_STYLES)('AzureOpenAIAdapter chat over $style', ({ apiVersion, 
     azure.script({ reset: true });
     expect((await failureOf(ask('gpt-4o'))).kind).toBe('connection');
     azure.script({ text: 'abcdef', chunkCount: 3, cutAfterChunks: 1 });
-    expect((await failureOf(collect(adapter.chatStream({ upstreamModel: 'gpt-4o', chat: chatRequest([userText('x')]) }, live())))).kind).toBe('connection');
+    expect((await failureOf(collect(adapter.chatStream({ upstreamModel: 'gpt-4o', chat: chatRequest([userText('x')]) }, signal())))).kind).toBe('connection');
   });
 });
 
@@ -154,7 +155,7 @@ describe('AzureOpenAIAdapter keys, api-versions and cancellation', () => {
     const request = { upstreamModel: 'gpt-4o', chat: chatRequest([userText('x')]) };
     for (const config of [{ apiKey: 'wrong', apiVersion: '2024-10-21' }, { apiKey: undefined, apiVersion: undefined }, { apiKey: azure.apiKey, apiVersion: '2019-01-01' }]) {
       const adapter = new AzureOpenAIAdapter({ providerId: 'az', baseUrl: azure.url, ...config });
-      const failure = await failureOf(adapter.chat(request, live()));
+      const failure = await failureOf(adapter.chat(request, signal()));
       expect(failure.kind).toBe('misconfigured');
       expect(failure.retryable).toBe(true);
       await adapter.close();
@@ -165,8 +166,8 @@ describe('AzureOpenAIAdapter keys, api-versions and cancellation', () => {
     azure.reset();
     for (const suffix of ['/openai/', '/openai/v1']) {
       const adapter = new AzureOpenAIAdapter({ providerId: 'az', baseUrl: `${azure.url}${suffix}`, apiKey: azure.apiKey, apiVersion: '2024-10-21' });
-      await adapter.chat({ upstreamModel: 'gpt-4o', chat: chatRequest([userText('x')]) }, live());
-      expect((await failureOf(adapter.chat({ upstreamModel: '../gpt-4o', chat: chatRequest([userText('x')]) }, live()))).kind).toBe('misconfigured');
+      await adapter.chat({ upstreamModel: 'gpt-4o', chat: chatRequest([userText('x')]) }, signal());
+      expect((await failureOf(adapter.chat({ upstreamModel: '../gpt-4o', chat: chatRequest([userText('x')]) }, signal()))).kind).toBe('misconfigured');
       await adapter.close();
     }
     expect(azure.requests.map((request) => request.path)).toEqual([

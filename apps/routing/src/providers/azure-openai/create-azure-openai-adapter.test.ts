@@ -4,7 +4,7 @@ import { startFakeAzureOpenAIUpstream, type FakeAzureOpenAIUpstream } from '@gat
 import { createAdapter, providerEnvNames } from '../create-adapter.js';
 import { canModerate } from '../../routing/candidates.js';
 import type { ProviderAdapter } from '../provider-adapter.js';
-import { chatRequest, collect, deltasOf, failureOf, live, userText } from './azure-openai-test-support.js';
+import { chatRequest, collect, deltasOf, failureOf, signal, userText } from '../../../test/adapter-test-support.js';
 
 describe('kind azure-openai through createAdapter (the catalog config path)', () => {
   let azure: FakeAzureOpenAIUpstream;
@@ -32,7 +32,7 @@ describe('kind azure-openai through createAdapter (the catalog config path)', ()
     expect([adapter.kind, adapter.providerId]).toEqual(['azure-openai', 'az']);
     expect(providerEnvNames(Provider.fromPartial({ kind: 'azure-openai', apiKeyEnv: 'AZURE_OPENAI_API_KEY' }))).toEqual(['AZURE_OPENAI_API_KEY']);
     azure.script({ text: 'streamed answer', chunkCount: 2 });
-    const parts = await collect(adapter.chatStream({ upstreamModel: 'gpt-4o', chat: chatRequest([userText('hi')]) }, live()));
+    const parts = await collect(adapter.chatStream({ upstreamModel: 'gpt-4o', chat: chatRequest([userText('hi')]) }, signal()));
     expect(deltasOf(parts).map((delta) => delta.content).join('')).toBe('streamed answer');
     const sent = azure.requests[0]!;
     expect(sent.path).toBe('/openai/deployments/gpt-4o/chat/completions?api-version=2025-04-01-preview');
@@ -46,7 +46,7 @@ describe('kind azure-openai through createAdapter (the catalog config path)', ()
   it('without api_version: the v1 API with the deployment as model', async () => {
     azure.reset();
     const adapter = build({});
-    const result = await adapter.embed!({ upstreamModel: 'text-embedding-3-small', texts: ['a', 'b'], tokenInputs: [], dimensions: undefined }, live());
+    const result = await adapter.embed!({ upstreamModel: 'text-embedding-3-small', texts: ['a', 'b'], tokenInputs: [], dimensions: undefined }, signal());
     expect(result.embeddings).toHaveLength(2);
     expect(azure.requests[0]!.path).toBe('/openai/v1/embeddings');
     expect(azure.requests[0]!.body.model).toBe('text-embedding-3-small');
@@ -54,7 +54,7 @@ describe('kind azure-openai through createAdapter (the catalog config path)', ()
 
   it('an unset key variable is a misconfigured provider (Azure answers 401), which the router fails over', async () => {
     const adapter = build({ apiKeyEnv: 'AZURE_KEY_NOT_SET', apiVersion: '2024-10-21' });
-    const failure = await failureOf(adapter.chat({ upstreamModel: 'gpt-4o', chat: chatRequest([userText('hi')]) }, live()));
+    const failure = await failureOf(adapter.chat({ upstreamModel: 'gpt-4o', chat: chatRequest([userText('hi')]) }, signal()));
     expect([failure.kind, failure.httpStatus, failure.retryable]).toEqual(['misconfigured', 401, true]);
   });
 });

@@ -1,28 +1,15 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { minimalPdf, startFakeBedrockUpstream, type FakeBedrockUpstream } from '@gateway/testing';
-import { Provider, type ChatMessage, type ChatRequest, type ChatStreamDelta, type Tool } from '@gateway/proto';
-import { ProviderError, type AdapterChatRequest, type AdapterStreamPart, type ProviderAdapter } from '../provider-adapter.js';
+import { Provider, type ChatRequest, type ChatStreamDelta, type Tool } from '@gateway/proto';
+import type { AdapterChatRequest, AdapterStreamPart, ProviderAdapter } from '../provider-adapter.js';
 import { createAdapter } from '../create-adapter.js';
 import { BedrockAdapter } from './bedrock-adapter.js';
+import { chatRequest, collect, deltasOf, failureOf, message, signal } from '../../../test/adapter-test-support.js';
 
-const signal = () => new AbortController().signal;
 const KEY_ID = 'AKIATESTBEDROCK00001';
 const SECRET = 'test-secret-access-key';
 const CLAUDE = 'anthropic.claude-sonnet-4-20250514-v1:0';
 const PROFILE_ARN = 'arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-sonnet-4-20250514-v1:0';
-
-function message(role: string, text: string, extra: Partial<ChatMessage> = {}): ChatMessage {
-  return { role, content: text ? [{ part: { $case: 'text', value: text } }] : [], toolCalls: [], toolCallId: '', reasoning: [], isError: false, ...extra };
-}
-
-function chatRequest(messages: ChatMessage[] | string, extra: Partial<ChatRequest> = {}): ChatRequest {
-  return {
-    context: { requestId: 'req_bedrock_test', accountId: 'acc_1', keyId: 'key_1' },
-    modelId: 'acme/claude', routingStrategy: '', endpoint: 'chat.completions',
-    messages: typeof messages === 'string' ? [message('user', messages)] : messages,
-    tools: [], stop: [], includeUsage: false, timeoutMs: 0, ...extra,
-  };
-}
 
 const weatherTool: Tool = {
   name: 'get_weather', description: 'Weather for a city',
@@ -31,20 +18,7 @@ const weatherTool: Tool = {
 
 const request = (chat: ChatRequest, upstreamModel = CLAUDE): AdapterChatRequest => ({ upstreamModel, chat, modelMaxOutputTokens: undefined });
 
-async function collect(stream: AsyncIterable<AdapterStreamPart>) {
-  const parts: AdapterStreamPart[] = [];
-  for await (const part of stream) parts.push(part);
-  return parts;
-}
-
-const deltasOf = (parts: AdapterStreamPart[]): ChatStreamDelta[] => parts.flatMap((part) => (part.type === 'delta' ? [part.delta] : []));
 const textOf = (parts: AdapterStreamPart[]) => deltasOf(parts).map((delta) => delta.content).join('');
-
-async function failureOf(promise: Promise<unknown>): Promise<ProviderError> {
-  const error = await promise.then(() => undefined, (rejection: unknown) => rejection);
-  expect(error).toBeInstanceOf(ProviderError);
-  return error as ProviderError;
-}
 
 function adapterFor(upstream: FakeBedrockUpstream, extra: Partial<ConstructorParameters<typeof BedrockAdapter>[0]> = {}) {
   return new BedrockAdapter({ providerId: 'bdr', region: upstream.region, baseUrl: upstream.url, accessKeyId: KEY_ID, secretAccessKey: SECRET, ...extra });

@@ -24,6 +24,7 @@ import { convertBedrockAnswer } from './convert-bedrock-answer.js';
 import { BedrockStreamConverter } from './convert-bedrock-stream.js';
 import { convertBedrockUsage } from './convert-bedrock-usage.js';
 import { convertToBedrockRequest } from './convert-to-bedrock-request.js';
+import { parseJsonAnswer } from '../http/json-answer.js';
 
 export interface BedrockAdapterOptions extends BedrockCredentialOptions {
   providerId: string;
@@ -103,15 +104,8 @@ export class BedrockAdapter implements ProviderAdapterV1 {
     const text = JSON.stringify(body);
     const headers = await this.signedHeaders(path, text, JSON_TYPE);
     const answer = await bedrockBufferedRequest(this.pool, { method: 'POST', path, headers, body: text }, signal);
-    let json: unknown;
-    try {
-      json = JSON.parse(answer);
-    } catch {
-      throw new ProviderError('connection', 'answer is not JSON');
-    }
-    const parsed = parseBedrockAnswer(json);
-    if (!parsed.success) throw new ProviderError('connection', `malformed answer: ${parsed.error.message.slice(0, 300)}`);
-    return { choices: [convertBedrockAnswer(parsed.data, this.providerId, tools)], usage: convertBedrockUsage(parsed.data.usage) };
+    const parsed = parseJsonAnswer(answer, parseBedrockAnswer);
+    return { choices: [convertBedrockAnswer(parsed, this.providerId, tools)], usage: convertBedrockUsage(parsed.usage) };
   }
 
   async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {

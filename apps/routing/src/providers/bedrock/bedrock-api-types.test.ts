@@ -1,4 +1,8 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { ToolIdentifiers } from '../anthropic/anthropic-tool-identifiers.js';
+import { convertBedrockAnswer } from './convert-bedrock-answer.js';
+import { convertBedrockUsage } from './convert-bedrock-usage.js';
 import {
   bedrockConverseResponseSchema,
   bedrockStreamEventSchemas,
@@ -6,6 +10,8 @@ import {
   parseBedrockStreamEvent,
   type BedrockStreamEventType,
 } from './bedrock-api-types.js';
+
+const fixture = (name: string): unknown => JSON.parse(readFileSync(new URL(`./__fixtures__/${name}`, import.meta.url), 'utf8'));
 
 const answers: unknown[] = [
   { output: { message: { role: 'assistant', content: [{ text: 'hi' }] } }, stopReason: 'end_turn', usage: { inputTokens: 3, outputTokens: 1, totalTokens: 4 }, metrics: { latencyMs: 5 } },
@@ -72,5 +78,23 @@ describe('parseBedrockAnswer and parseBedrockStreamEvent', () => {
     expect((parseBedrockAnswer(answers[0]) as { data: unknown }).data).toBe(answers[0]);
     expect((parseBedrockStreamEvent('contentBlockDelta', events[6]![1]) as { data: unknown }).data).toBe(events[6]![1]);
     expect(events.filter(([type, payload]) => parseBedrockStreamEvent(type, payload).success)).toHaveLength(11);
+  });
+});
+
+describe('a recorded Converse answer (fixture)', () => {
+  it('parses, and converts to signed reasoning for this provider, text, the tool call, tool_calls and usage with the cache read', () => {
+    const parsed = parseBedrockAnswer(fixture('converse.json'));
+    expect(parsed.success).toBe(true);
+    if (!parsed.success) return;
+    expect(convertBedrockAnswer(parsed.data, 'bdr', new ToolIdentifiers())).toEqual({
+      index: 0, finishReason: 'tool_calls', stopSequence: '',
+      message: {
+        content: "I'll check the weather in Paris.",
+        toolCalls: [{ id: 'tooluse_kZJMlvQmRJ6eAyJE5GIl7Q', name: 'get_weather', arguments: '{"city":"Paris"}' }],
+        reasoning: [{ text: 'The user asks for the weather in Paris. I will call get_weather.', signature: 'EqoBCkgIBhABGAIiQL2tZ3JlYXRzaWduYXR1cmU=', encryptedData: '', providerId: 'bdr' }],
+        images: [],
+      },
+    });
+    expect(convertBedrockUsage(parsed.data.usage)).toMatchObject({ inputTokens: 2060, cachedInputTokens: 2048, cacheWriteTokens: 0, outputTokens: 96, providerTotalTokens: 2156 });
   });
 });

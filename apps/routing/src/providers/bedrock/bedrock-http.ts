@@ -1,9 +1,9 @@
 import type { Dispatcher, Pool } from 'undici';
 import { endUpstreamSpan, startUpstreamSpan } from '@gateway/platform';
 import { toProviderError, type AttemptSignal } from '../provider-adapter.js';
-import { BufferingHandler, MAX_ERROR_BODY_BYTES, MAX_RESPONSE_BYTES, readBounded, type BufferedAnswer } from '../http/buffered-request.js';
+import { BufferingHandler, MAX_RESPONSE_BYTES, type BufferedAnswer } from '../http/buffered-request.js';
 import { bedrockHttpError } from './bedrock-error.js';
-import { requestNotingSent } from '../http/sent-notice.js';
+import { streamingRequest } from '../http/streaming-request.js';
 
 /** Bedrock names an error's type in this header (the body has only the message). */
 const ERROR_TYPE_HEADER = 'x-amzn-errortype';
@@ -46,25 +46,15 @@ export async function bedrockBufferedRequest(pool: Pool, options: Dispatcher.Dis
 }
 
 /** A ConverseStream call: the response once its status is 200 (its body is the eventstream), else a ProviderError. */
-export async function bedrockStreamingRequest(
+export function bedrockStreamingRequest(
   pool: Pool,
   options: Omit<Dispatcher.RequestOptions, 'signal'>,
   signal: AttemptSignal,
 ): Promise<Dispatcher.ResponseData> {
-  const traced = startUpstreamSpan(options.method, options.path, (options.headers ?? {}) as Record<string, string>);
-  try {
-    // undici only calls add/removeEventListener and reads `reason`, which every AttemptSignal has; the
-    // signal also learns when the whole request was written (sent-notice.ts).
-    const response = await requestNotingSent(pool, { ...options, ...(traced ? { headers: traced.headers } : {}), signal: signal as AbortSignal });
-    if (traced) endUpstreamSpan(traced.span, response.statusCode);
-    if (response.statusCode >= 300) {
-      const text = await readBounded(response.body, MAX_ERROR_BODY_BYTES);
-      const type = response.headers[ERROR_TYPE_HEADER];
-      throw bedrockHttpError(response.statusCode, text, Array.isArray(type) ? type[0] : type);
-    }
-    return response;
-  } catch (error) {
-    if (traced && traced.span.isRecording()) endUpstreamSpan(traced.span, undefined, error);
-    throw toProviderError(error, signal);
-  }
+  return streamingRequest(pool, options, signal, streamHttpError);
+}
+
+function streamHttpError(status: number, bodyText: string, headers: Dispatcher.ResponseData['headers']) {
+  const type = headers[ERROR_TYPE_HEADER];
+  return bedrockHttpError(status, bodyText, Array.isArray(type) ? type[0] : type);
 }

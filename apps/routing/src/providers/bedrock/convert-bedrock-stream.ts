@@ -1,5 +1,6 @@
-import type { ChatStreamDelta, ToolCallDelta, Usage } from '@gateway/proto';
+import type { ChatStreamDelta, Usage } from '@gateway/proto';
 import { ProviderError } from '../provider-adapter.js';
+import { streamDelta } from '../stream-delta.js';
 import type { ToolIdentifiers } from '../anthropic/anthropic-tool-identifiers.js';
 import { reportedStopSequence, type BedrockStreamEvent } from './bedrock-api-types.js';
 import { safetyStopError } from './convert-bedrock-answer.js';
@@ -12,19 +13,6 @@ interface BlockState {
   /** For a tool block: its position among the answer's tool calls (0, 1, ...). */
   toolIndex: number;
   argumentsSent: boolean;
-}
-
-function delta(
-  content: string,
-  reasoning: string,
-  reasoningSignature: string,
-  reasoningEncrypted: string,
-  toolCalls: ToolCallDelta[],
-  finishReason: string,
-  stopSequence: string,
-): ChatStreamDelta {
-  // Every field at once, in the order the other adapters build them: one hidden class for all deltas.
-  return { choiceIndex: 0, content, toolCalls, reasoning, reasoningSignature, finishReason, images: [], reasoningEncrypted, stopSequence };
 }
 
 const TEXT_BLOCK: BlockState = { tool: false, toolIndex: -1, argumentsSent: false };
@@ -66,7 +54,7 @@ export class BedrockStreamConverter {
   /** The held finish delta, once (after metadata, or at the end of the body). */
   finish(): ChatStreamDelta {
     this.finished = true;
-    return delta('', '', '', '', [], this.finishReason || 'stop', this.stopSequence);
+    return streamDelta('', '', '', '', [], this.finishReason || 'stop', this.stopSequence);
   }
 
   accept(event: BedrockStreamEvent): ChatStreamDelta | undefined {
@@ -86,7 +74,7 @@ export class BedrockStreamConverter {
         const toolIndex = this.toolCount++;
         this.blocks[event.payload.contentBlockIndex] = { tool: true, toolIndex, argumentsSent: false };
         this.said = true;
-        return delta('', '', '', '', [{ index: toolIndex, id: this.tools.callerId(toolUse.toolUseId), name: this.tools.callerName(toolUse.name), arguments: '' }], '', '');
+        return streamDelta('', '', '', '', [{ index: toolIndex, id: this.tools.callerId(toolUse.toolUseId), name: this.tools.callerName(toolUse.name), arguments: '' }], '', '');
       }
       case 'contentBlockDelta':
         return this.blockDelta(event.payload.contentBlockIndex, event.payload.delta);
@@ -95,7 +83,7 @@ export class BedrockStreamConverter {
         // A tool called without arguments streams no input: its arguments are still a JSON object.
         if (block?.tool && !block.argumentsSent) {
           block.argumentsSent = true;
-          return delta('', '', '', '', [{ index: block.toolIndex, id: '', name: '', arguments: '{}' }], '', '');
+          return streamDelta('', '', '', '', [{ index: block.toolIndex, id: '', name: '', arguments: '{}' }], '', '');
         }
         return undefined;
       }
@@ -120,7 +108,7 @@ export class BedrockStreamConverter {
       this.blocks[index] ??= TEXT_BLOCK;
       if (!change.text) return undefined;
       this.said = true;
-      return delta(change.text, '', '', '', [], '', '');
+      return streamDelta(change.text, '', '', '', [], '', '');
     }
     if (change.toolUse) {
       const block = this.blocks[index];
@@ -128,13 +116,13 @@ export class BedrockStreamConverter {
       const piece = change.toolUse.input ?? '';
       if (!piece) return undefined;
       block.argumentsSent = true;
-      return delta('', '', '', '', [{ index: block.toolIndex, id: '', name: '', arguments: piece }], '', '');
+      return streamDelta('', '', '', '', [{ index: block.toolIndex, id: '', name: '', arguments: piece }], '', '');
     }
     const reasoning = change.reasoningContent;
     if (reasoning) {
       this.blocks[index] ??= TEXT_BLOCK;
-      if (reasoning.redactedContent) return delta('', '', '', reasoning.redactedContent, [], '', '');
-      if (reasoning.text || reasoning.signature) return delta('', reasoning.text ?? '', reasoning.signature ?? '', '', [], '', '');
+      if (reasoning.redactedContent) return streamDelta('', '', '', reasoning.redactedContent, [], '', '');
+      if (reasoning.text || reasoning.signature) return streamDelta('', reasoning.text ?? '', reasoning.signature ?? '', '', [], '', '');
     }
     // citations and whatever later versions add: skipped.
     return undefined;

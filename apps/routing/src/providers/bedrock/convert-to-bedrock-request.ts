@@ -1,7 +1,7 @@
 import type { CacheControl, ChatMessage, ChatRequest, ContentPart, FilePart, ImagePart, ReasoningPart } from '@gateway/proto';
 import { ProviderError } from '../provider-adapter.js';
 import { ToolIdentifiers } from '../anthropic/anthropic-tool-identifiers.js';
-import { parseObjectSchema } from '../anthropic/convert-to-anthropic-request.js';
+import { hasText, isSystemRole, lastCacheMark, parseObjectSchema, textOf, toolInput } from '../anthropic/convert-to-anthropic-request.js';
 import {
   DEFAULT_MAX_TOKENS,
   MIN_THINKING_BUDGET_TOKENS,
@@ -94,9 +94,6 @@ export function cachePoint(mark: CacheControl): BedrockCachePoint {
   return mark.ttl === '5m' || mark.ttl === '1h' ? { cachePoint: { type: 'default', ttl: mark.ttl } } : { cachePoint: { type: 'default' } };
 }
 
-/** Converse refuses blank text blocks. */
-const hasText = (text: string) => text.trim().length > 0;
-
 function imageBlock(image: ImagePart, where: string): BedrockImageBlock {
   const match = /^data:([^;,]+);base64,(.*)$/s.exec(image.url);
   if (!match) {
@@ -163,33 +160,6 @@ function userBlocks(parts: readonly ContentPart[], where: string, context: Conte
     if (part.cacheControl && blocks.length > before) blocks.push(cachePoint(part.cacheControl));
   });
   return blocks;
-}
-
-function isSystemRole(role: string): boolean {
-  return role === 'system' || role === 'developer';
-}
-
-function textOf(message: ChatMessage): string {
-  return message.content.map((part) => (part.part?.$case === 'text' ? part.part.value : '')).filter(hasText).join('\n');
-}
-
-function lastCacheMark(message: ChatMessage): CacheControl | undefined {
-  for (let index = message.content.length - 1; index >= 0; index--) {
-    const mark = message.content[index]!.cacheControl;
-    if (mark) return mark;
-  }
-  return undefined;
-}
-
-/** Tool arguments as Converse's `input` document; not a JSON object (a cut-off answer of another model): `{}`. */
-function toolInput(argumentsText: string): Record<string, unknown> {
-  if (argumentsText.trim() === '') return {};
-  try {
-    const value: unknown = JSON.parse(argumentsText);
-    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
-  } catch {
-    return {};
-  }
 }
 
 /** Only reasoning this provider issued goes back, and only what Bedrock can verify (signed or redacted). */

@@ -1,26 +1,15 @@
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sameHiddenClass, startFakeGeminiUpstream, type FakeGeminiUpstream } from '@gateway/testing';
-import { Provider, type ChatMessage, type ChatRequest, type ChatStreamDelta, type Tool, type ToolCall } from '@gateway/proto';
-import { ProviderError, type AdapterChatRequest, type AdapterStreamPart, type ProviderAdapter } from '../provider-adapter.js';
+import { Provider, type ChatMessage, type ChatRequest, type Tool, type ToolCall } from '@gateway/proto';
+import { ProviderError, type AdapterChatRequest, type ProviderAdapter } from '../provider-adapter.js';
 import { createAdapter } from '../create-adapter.js';
 import { GeminiAdapter } from './gemini-adapter.js';
 import { stripForeignReasoning } from '../../routing/reasoning-provenance.js';
+import { chatRequest, collect, deltasOf, failureOf, message, signal } from '../../../test/adapter-test-support.js';
 
 const KEY = 'gemini-test-key';
-const signal = () => new AbortController().signal;
-
-function message(role: string, text: string, extra: Partial<ChatMessage> = {}): ChatMessage {
-  return { role, content: text ? [{ part: { $case: 'text', value: text } }] : [], toolCalls: [], toolCallId: '', reasoning: [], isError: false, ...extra };
-}
-
-function chatRequest(messages: ChatMessage[] | string, extra: Partial<ChatRequest> = {}): ChatRequest {
-  return {
-    context: { requestId: 'req_gemini_test', accountId: 'acc_1', keyId: 'key_1' },
-    modelId: 'acme/gemini', routingStrategy: '', endpoint: 'chat.completions',
-    messages: typeof messages === 'string' ? [message('user', messages)] : messages,
-    tools: [], stop: [], includeUsage: false, timeoutMs: 0, ...extra,
-  };
-}
+const fixture = (name: string) => readFileSync(new URL(`./__fixtures__/${name}`, import.meta.url), 'utf8');
 
 const weatherTool: Tool = {
   name: 'get_weather', description: 'Weather for a city',
@@ -30,19 +19,6 @@ const weatherTool: Tool = {
 const on = (model: string) => (chat: ChatRequest): AdapterChatRequest => ({ upstreamModel: model, chat, modelMaxOutputTokens: undefined });
 const flash = on('gemini-2.5-flash');
 const pro3 = on('gemini-3-pro-preview');
-
-async function collect(stream: AsyncIterable<AdapterStreamPart>) {
-  const parts: AdapterStreamPart[] = [];
-  for await (const part of stream) parts.push(part);
-  return parts;
-}
-const deltasOf = (parts: AdapterStreamPart[]): ChatStreamDelta[] => parts.flatMap((part) => (part.type === 'delta' ? [part.delta] : []));
-
-async function failureOf(promise: Promise<unknown>): Promise<ProviderError> {
-  const error = await promise.then(() => undefined, (rejection: unknown) => rejection);
-  expect(error).toBeInstanceOf(ProviderError);
-  return error as ProviderError;
-}
 
 describe('GeminiAdapter against the fake Gemini API', () => {
   let upstream: FakeGeminiUpstream;
@@ -92,6 +68,31 @@ describe('GeminiAdapter against the fake Gemini API', () => {
     expect(parts.at(-1)).toEqual({ type: 'usage', usage: expect.objectContaining({ inputTokens: 9, outputTokens: 4 }) });
     // The text answer's signature comes as this provider's reasoning (placed on the text).
     expect(deltas.some((delta) => delta.reasoningSignature.startsWith('tx:'))).toBe(true);
+  });
+
+  it('normalises a recorded answer (fixture): a thought, text, a signed call, usage with thinking and cache', async () => {
+    upstream.script({ replay: { contentType: 'application/json', body: fixture('generate-content.json') } });
+    const result = await adapter.chat(flash(chatRequest('Weather in Paris?', { tools: [weatherTool] })), signal());
+    const choice = result.choices[0]!;
+    expect(choice.finishReason).toBe('tool_calls');
+    expect(choice.message!.content).toBe('Let me look that up.');
+    const [call] = choice.message!.toolCalls;
+    expect(call).toMatchObject({ name: 'get_weather', signature: 'CiQBcsjafDBXZ0hpZ2hseVNpZ25lZA==', signatureProviderId: 'gem' });
+    expect(JSON.parse(call!.arguments)).toEqual({ city: 'Paris' });
+    expect(choice.message!.reasoning[0]).toEqual({ text: 'The user wants the weather in Paris; I should call the tool.', signature: '', encryptedData: '', providerId: 'gem' });
+    expect(choice.message!.reasoning[1]!.signature).toContain('CiQBcsjafDBXZ0hpZ2hseVNpZ25lZA==');
+    expect(result.usage).toMatchObject({ inputTokens: 61, cachedInputTokens: 32, outputTokens: 80, reasoningTokens: 58 });
+  });
+
+  it('streams a recorded SSE transcript (fixture): the thought, the text in order, its signature, finish, then the usage', async () => {
+    upstream.script({ replay: { contentType: 'text/event-stream', body: fixture('stream-generate-content.sse.txt') } });
+    const parts = await collect(adapter.chatStream(flash(chatRequest('Count to three.')), signal()));
+    const deltas = deltasOf(parts);
+    expect(deltas.map((delta) => delta.reasoning).join('')).toBe('Counting slowly.');
+    expect(deltas.map((delta) => delta.content).join('')).toBe('One, two, three.');
+    expect(deltas.some((delta) => delta.reasoningSignature.includes('CiIBcsjafGF0ZXh0U2lnbmF0dXJl'))).toBe(true);
+    expect(deltas.at(-1)!.finishReason).toBe('stop');
+    expect(parts.at(-1)).toEqual({ type: 'usage', usage: expect.objectContaining({ inputTokens: 8, outputTokens: 18, reasoningTokens: 12 }) });
   });
 
   for (const streamed of [false, true]) {

@@ -15,12 +15,13 @@ import { bufferedRequest, MAX_RESPONSE_BYTES } from '../http/buffered-request.js
 import { createProviderPool } from '../http/provider-pool.js';
 import { readServerSentEvents } from '../http/server-sent-events.js';
 import { streamingRequest } from '../http/streaming-request.js';
-import { geminiEmbedResponseSchema, parseGeminiResponse, type GeminiResponse } from './gemini-api-types.js';
+import { geminiEmbedResponseSchema, parseGeminiResponse } from './gemini-api-types.js';
 import { geminiHttpError, geminiStreamError } from './gemini-error.js';
 import { convertGeminiAnswer } from './convert-gemini-answer.js';
 import { GeminiStreamConverter } from './convert-gemini-stream.js';
 import { convertGeminiUsage } from './convert-gemini-usage.js';
 import { convertToGeminiRequest } from './convert-to-gemini-request.js';
+import { parseJsonAnswer } from '../http/json-answer.js';
 
 /** Most requests batchEmbedContents takes in one call. */
 export const MAX_EMBED_BATCH = 100;
@@ -86,18 +87,6 @@ function untilAborted<T>(pending: Promise<T>, signal: AttemptSignal): Promise<T>
   });
 }
 
-function parseAnswer(text: string): GeminiResponse {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    throw new ProviderError('connection', 'answer is not JSON');
-  }
-  const parsed = parseGeminiResponse(json);
-  if (!parsed.success) throw new ProviderError('connection', `malformed answer: ${parsed.error.message.slice(0, 300)}`);
-  return parsed.data;
-}
-
 /**
  * Gemini `generateContent` (`kind: gemini`; also the Gemini models of `kind: vertex`, which differ only
  * in their paths and auth): chat, streamed chat (SSE of GenerateContentResponse) and embeddings.
@@ -152,7 +141,7 @@ export class GeminiAdapter implements ProviderAdapterV1 {
   async chat(request: AdapterChatRequest, signal: AttemptSignal): Promise<AdapterChatResult> {
     const { body, names } = convertToGeminiRequest(request.chat, { providerId: this.providerId, upstreamModel: request.upstreamModel });
     const text = await this.post(this.modelPath(request.upstreamModel, 'generateContent'), body, signal);
-    const answer = parseAnswer(text);
+    const answer = parseJsonAnswer(text, parseGeminiResponse);
     return { choices: [convertGeminiAnswer(answer, this.providerId, names)], usage: convertGeminiUsage(answer.usageMetadata) };
   }
 

@@ -66,8 +66,13 @@ function convertMessage(message: ChatMessage): Record<string, unknown> {
   return converted;
 }
 
+export interface OpenAIConversionOptions {
+  upstreamModel: string;
+  stream: boolean;
+}
+
 /** Canonical request -> OpenAI chat-completions body. Only fields present on the request are sent. */
-export function convertToOpenAIRequest(request: ChatRequest, upstreamModel: string, stream: boolean): OpenAIChatRequestBody {
+export function convertToOpenAIRequest(request: ChatRequest, { upstreamModel, stream }: OpenAIConversionOptions): OpenAIChatRequestBody {
   // json_object without the word "json" in the messages is refused by OpenAI: say it in a system message.
   const instruction = structuredOutputInstruction(request.responseFormat, request.messages, true);
   const body: OpenAIChatRequestBody = { model: upstreamModel, messages: withInstruction(request.messages, instruction).map(convertMessage) };

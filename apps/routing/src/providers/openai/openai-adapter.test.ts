@@ -1,32 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
-import type { ChatRequest } from '@gateway/proto';
-import { ProviderError, type AdapterStreamPart } from '../provider-adapter.js';
 import { OpenAIAdapter } from './openai-adapter.js';
+import { chatRequest, collect, failureOf } from '../../../test/adapter-test-support.js';
 
 const fixture = (name: string) => readFileSync(new URL(`./__fixtures__/${name}`, import.meta.url), 'utf8');
-
-function chatRequest(text: string, extra: Partial<ChatRequest> = {}): ChatRequest {
-  return {
-    context: { requestId: 'req_adapter_test', accountId: 'acc_1', keyId: 'key_1' },
-    modelId: 'acme/chat', routingStrategy: '', endpoint: 'chat.completions',
-    messages: [{ role: 'user', content: [{ part: { $case: 'text', value: text } }], toolCalls: [], toolCallId: '', reasoning: [], isError: false }],
-    tools: [], stop: [], includeUsage: false, timeoutMs: 0, ...extra,
-  };
-}
-
-async function collect(stream: AsyncIterable<AdapterStreamPart>) {
-  const parts: AdapterStreamPart[] = [];
-  for await (const part of stream) parts.push(part);
-  return parts;
-}
-
-async function failureOf(promise: Promise<unknown>): Promise<ProviderError> {
-  const error = await promise.then(() => undefined, (rejection: unknown) => rejection);
-  expect(error).toBeInstanceOf(ProviderError);
-  return error as ProviderError;
-}
 
 describe('OpenAIAdapter', () => {
   let upstream: FakeUpstream;

@@ -1,5 +1,4 @@
 import type { Pool } from 'undici';
-import type { ChatChoice, ChatStreamDelta, ToolCallDelta } from '@gateway/proto';
 import {
   ProviderError,
   toProviderError,
@@ -24,7 +23,8 @@ import { openaiChunkSchema, openaiEmbeddingResponseSchema, parseOpenAIChatRespon
 import { emptyUsage } from '../../usage/token-counter.js';
 import { convertOpenAIUsage } from './convert-openai-usage.js';
 import { convertToOpenAIRequest } from './convert-to-openai-request.js';
-import { mapOpenAIFinishReason } from './map-openai-finish-reason.js';
+import { convertOpenAIAnswer } from './convert-openai-answer.js';
+import { convertOpenAIStreamChoice } from './convert-openai-stream.js';
 import { openAIHttpError, openAIStreamError } from './openai-error.js';
 import { bufferedRequest, MAX_RESPONSE_BYTES } from '../http/buffered-request.js';
 import { createProviderPool } from '../http/provider-pool.js';
@@ -32,6 +32,7 @@ import { readServerSentEvents } from '../http/server-sent-events.js';
 import { streamingRequest } from '../http/streaming-request.js';
 import { multipartBody, type MultipartPart } from '../http/multipart-body.js';
 import { openaiImagesResponseSchema, openaiModerationResponseSchema, openaiTranscriptionSchema } from './openai-media-types.js';
+import { parseJsonAnswer } from '../http/json-answer.js';
 
 /** The OpenAI routes the adapter calls, relative to the API root. */
 export type OpenAIRoute =
@@ -142,43 +143,17 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
   }
 
   async chat(request: AdapterChatRequest, signal: AttemptSignal): Promise<AdapterChatResult> {
-    const text = await this.postForText(convertToOpenAIRequest(request.chat, request.upstreamModel, false), signal, '/chat/completions', request.upstreamModel);
-    let json: unknown;
-    try {
-      json = JSON.parse(text);
-    } catch {
-      throw new ProviderError('connection', 'answer is not JSON');
-    }
-    const parsed = parseOpenAIChatResponse(json);
-    if (!parsed.success) throw new ProviderError('connection', `malformed answer: ${parsed.error.message.slice(0, 300)}`);
-    const choices: ChatChoice[] = parsed.data.choices.map((choice) => ({
-      index: choice.index,
-      // No finish reason stays none (zero-completion insurance tells an unfinished answer by it), as on the stream path.
-      finishReason: choice.finish_reason ? mapOpenAIFinishReason(choice.finish_reason) : '',
-      stopSequence: '',
-      message: {
-        content: choice.message.content ?? '',
-        toolCalls: (choice.message.tool_calls ?? []).map((call) => ({
-          id: call.id,
-          name: call.function.name,
-          arguments: call.function.arguments ?? '',
-        })),
-        reasoning:
-          choice.message.reasoning_content || choice.message.reasoning
-            ? [{ text: choice.message.reasoning_content ?? choice.message.reasoning ?? '', signature: '', encryptedData: '', providerId: this.providerId }]
-            : [],
-        images: [],
-        ...(choice.message.refusal ? { refusal: choice.message.refusal } : {}),
-      },
-    }));
+    const text = await this.postForText(convertToOpenAIRequest(request.chat, { upstreamModel: request.upstreamModel, stream: false }), signal, '/chat/completions', request.upstreamModel);
+    const parsed = parseJsonAnswer(text, parseOpenAIChatResponse);
+    const choices = convertOpenAIAnswer(parsed, this.providerId);
     if (this.filteredAnswerFails && choices.some((choice) => choice.finishReason === 'content_filter')) {
       throw new ProviderError('content_filter', FILTERED_ANSWER_MESSAGE);
     }
-    return { choices, usage: convertOpenAIUsage(parsed.data.usage) };
+    return { choices, usage: convertOpenAIUsage(parsed.usage) };
   }
 
   async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {
-    const response = await this.postForStream(convertToOpenAIRequest(request.chat, request.upstreamModel, true), signal, request.upstreamModel);
+    const response = await this.postForStream(convertToOpenAIRequest(request.chat, { upstreamModel: request.upstreamModel, stream: true }), signal, request.upstreamModel);
     let sawDone = false;
     let sawFinish = false;
     let usageSent = false;
@@ -197,7 +172,7 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
         const chunk = parsed.data;
         if (chunk.error) throw openAIStreamError(chunk.error);
         for (const choice of chunk.choices ?? []) {
-          const delta = convertDelta(choice);
+          const delta = convertOpenAIStreamChoice(choice);
           if (choice.finish_reason) {
             sawFinish = true;
             if (this.filteredAnswerFails && choice.finish_reason === 'content_filter') throw new ProviderError('content_filter', FILTERED_ANSWER_MESSAGE);
@@ -351,25 +326,6 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
   async close(): Promise<void> {
     await this.pool.close().catch(() => undefined);
   }
-}
-
-function convertDelta(choice: {
-  index: number;
-  delta?: { content?: string | null; reasoning_content?: string | null; reasoning?: string | null; tool_calls?: { index: number; id?: string | null; function?: { name?: string | null; arguments?: string | null } | null }[] | null } | null;
-  finish_reason?: string | null;
-}): ChatStreamDelta | undefined {
-  const content = choice.delta?.content ?? '';
-  const reasoning = choice.delta?.reasoning_content ?? choice.delta?.reasoning ?? '';
-  const toolCalls: ToolCallDelta[] = (choice.delta?.tool_calls ?? []).map((call) => ({
-    index: call.index,
-    id: call.id ?? '',
-    name: call.function?.name ?? '',
-    arguments: call.function?.arguments ?? '',
-  }));
-  const finishReason = choice.finish_reason ? mapOpenAIFinishReason(choice.finish_reason) : '';
-  // Role-only and empty keep-alive chunks carry nothing a caller can see.
-  if (!content && !reasoning && toolCalls.length === 0 && !finishReason) return undefined;
-  return { choiceIndex: choice.index, content, toolCalls, reasoning, reasoningSignature: '', finishReason, images: [], reasoningEncrypted: '', stopSequence: '' };
 }
 
 /** A JSON answer checked with its schema; unreadable or malformed is a broken answer (the router fails over). */

@@ -8,6 +8,7 @@ import { InstructedStructuredOutput } from '../structured-output.js';
 import { VertexAdapter } from './vertex-adapter.js';
 import { GoogleAccessToken } from './vertex-auth.js';
 import { VertexEmbedder } from './vertex-embeddings.js';
+import { vertexHttpError } from './vertex-error.js';
 import { defaultVertexBaseUrl, VERTEX_ANTHROPIC_VERSION, VertexPaths } from './vertex-paths.js';
 
 /**
@@ -51,10 +52,7 @@ export function createVertexAdapter(provider: Provider, secretFor: SecretSource,
     transformBody: vertexClaudeBody,
     authHeaders: token.headers,
     // Vertex refused the token (revoked before its expiry): the next request gets a fresh one.
-    httpError: (status, bodyText) => {
-      if (status === 401) token.invalidate();
-      return anthropicHttpError(status, bodyText);
-    },
+    httpError: vertexHttpError(anthropicHttpError, () => token.invalidate()),
   }));
   // Gemini's JSON modes are native (responseJsonSchema): no instructed fallback, as for kind gemini.
   const gemini = new GeminiAdapter({

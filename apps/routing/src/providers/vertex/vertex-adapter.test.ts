@@ -3,29 +3,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestServiceAccount, fakeVertexEmbedding, startFakeVertexUpstream, type FakeVertexUpstream, type TestServiceAccount } from '@gateway/testing';
-import { Provider, type ChatMessage, type ChatRequest, type ChatStreamDelta, type Tool } from '@gateway/proto';
-import { ProviderError, type AdapterChatRequest, type AdapterStreamPart, type ProviderAdapter } from '../provider-adapter.js';
+import { Provider, type ChatRequest, type Tool } from '@gateway/proto';
+import { ProviderError, type AdapterChatRequest, type ProviderAdapter } from '../provider-adapter.js';
 import { createAdapter } from '../create-adapter.js';
+import { chatRequest, collect, deltasOf, failureOf, message, signal } from '../../../test/adapter-test-support.js';
 
 const PROJECT = 'gateway-test-project';
 const LOCATION = 'us-east5';
 const CLAUDE = 'claude-sonnet-4-5@20250929';
 const GEMINI = 'gemini-2.5-flash';
 const CREDENTIALS_ENV = 'VERTEX_TEST_CREDENTIALS';
-const signal = () => new AbortController().signal;
-
-function message(role: string, text: string, extra: Partial<ChatMessage> = {}): ChatMessage {
-  return { role, content: text ? [{ part: { $case: 'text', value: text } }] : [], toolCalls: [], toolCallId: '', reasoning: [], isError: false, ...extra };
-}
-
-function chatRequest(messages: ChatMessage[] | string, extra: Partial<ChatRequest> = {}): ChatRequest {
-  return {
-    context: { requestId: 'req_vertex_test', accountId: 'acc_1', keyId: 'key_1' },
-    modelId: 'acme/claude', routingStrategy: '', endpoint: 'messages',
-    messages: typeof messages === 'string' ? [message('user', messages)] : messages,
-    tools: [], stop: [], includeUsage: false, timeoutMs: 0, ...extra,
-  };
-}
 
 const weatherTool: Tool = {
   name: 'get_weather', description: 'Weather for a city',
@@ -33,20 +20,6 @@ const weatherTool: Tool = {
 };
 
 const request = (upstreamModel: string, chat: ChatRequest): AdapterChatRequest => ({ upstreamModel, chat, modelMaxOutputTokens: undefined });
-
-async function collect(stream: AsyncIterable<AdapterStreamPart>) {
-  const parts: AdapterStreamPart[] = [];
-  for await (const part of stream) parts.push(part);
-  return parts;
-}
-
-const deltasOf = (parts: AdapterStreamPart[]): ChatStreamDelta[] => parts.flatMap((part) => (part.type === 'delta' ? [part.delta] : []));
-
-async function failureOf(promise: Promise<unknown>): Promise<ProviderError> {
-  const error = await promise.then(() => undefined, (rejection: unknown) => rejection);
-  expect(error).toBeInstanceOf(ProviderError);
-  return error as ProviderError;
-}
 
 describe('Vertex adapter (kind vertex) against the fake Vertex upstream', () => {
   let dir: string;

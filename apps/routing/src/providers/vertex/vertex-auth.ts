@@ -1,5 +1,6 @@
 import { GoogleAuth, JWT, type AuthClient } from 'google-auth-library';
 import { ProviderError, type AttemptSignal } from '../provider-adapter.js';
+import { vertexCredentialsError, vertexTokenError } from './vertex-error.js';
 
 /** The OAuth scope Vertex AI takes (the one Anthropic's Vertex SDK asks for too). */
 export const CLOUD_PLATFORM_SCOPE = 'https://www.googleapis.com/auth/cloud-platform';
@@ -74,7 +75,7 @@ export class GoogleAccessToken {
     } catch (error) {
       // A missing or broken key file may be fixed on disk: the next request reads it again.
       this.client = undefined;
-      throw new ProviderError('misconfigured', `Google credentials unusable: ${messageOf(error)}`, 0, { cause: error });
+      throw vertexCredentialsError(error);
     }
     let token: string | null | undefined;
     try {
@@ -82,7 +83,7 @@ export class GoogleAccessToken {
       if (this.current === undefined && client.credentials.access_token) client.credentials = { ...client.credentials, expiry_date: 1 };
       token = (await client.getAccessToken()).token;
     } catch (error) {
-      throw tokenError(error);
+      throw vertexTokenError(error);
     }
     if (!token) throw new ProviderError('misconfigured', 'Google credentials gave no access token');
     const expiry = client.credentials.expiry_date;
@@ -118,21 +119,6 @@ function sendGrantsTo(client: JWT, tokenUri: string): void {
       return options;
     },
   });
-}
-
-/** A token request's failure: refused credentials are ours to fix; an unreachable or failing endpoint is transient. */
-function tokenError(error: unknown): ProviderError {
-  const status = (error as { status?: unknown; response?: { status?: unknown } } | null)?.status ?? (error as { response?: { status?: unknown } } | null)?.response?.status;
-  const message = `Google access token: ${messageOf(error)}`;
-  if (typeof status === 'number') {
-    if (status === 408 || status === 429 || status >= 500) return new ProviderError('overloaded', message, 0, { cause: error });
-    return new ProviderError('misconfigured', message, 0, { cause: error });
-  }
-  return new ProviderError('connection', message, 0, { cause: error });
-}
-
-function messageOf(error: unknown): string {
-  return (error instanceof Error ? error.message : String(error)).slice(0, 300);
 }
 
 /** The promise, or the signal's abort (the renewal itself goes on for the next request). */

@@ -1,5 +1,4 @@
 import type { Pool } from 'undici';
-import { z } from 'zod';
 import { emptyUsage } from '../../usage/token-counter.js';
 import { geminiHttpError } from '../gemini/gemini-error.js';
 import { bufferedRequest, MAX_RESPONSE_BYTES } from '../http/buffered-request.js';
@@ -11,20 +10,13 @@ import {
   type AdapterEmbedResult,
   type AttemptSignal,
 } from '../provider-adapter.js';
+import { vertexPredictResponseSchema } from './vertex-api-types.js';
 
 /*
  * Embeddings on Vertex AI: Google's embedding models answer `:predict` on their publisher path, not the
  * Gemini API's batchEmbedContents. Request `{instances: [{content}], parameters: {outputDimensionality}}`,
  * answer `{predictions: [{embeddings: {values, statistics: {token_count, truncated}}}]}`.
  */
-
-const predictionSchema = z.looseObject({
-  embeddings: z.looseObject({
-    values: z.array(z.number()),
-    statistics: z.looseObject({ token_count: z.number().nullish(), truncated: z.boolean().nullish() }).nullish(),
-  }),
-});
-export const vertexPredictResponseSchema = z.looseObject({ predictions: z.array(predictionSchema) });
 
 /** Instances per `:predict` call: the text-embedding models take up to 250, gemini-embedding models one. */
 const MAX_INSTANCES = 250;

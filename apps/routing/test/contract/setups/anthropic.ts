@@ -1,7 +1,7 @@
 import { startFakeAnthropicUpstream, type FakeAnthropicBehaviour, type FakeAnthropicUpstream } from '@gateway/testing';
 import { startConnectionWatch, portOf } from '../connection-watch.js';
 import type { ContractRig, ContractSetup, ReceivedRequest, ScriptedAnswer, WireReader } from '../contract-types.js';
-import { adapterFromConfig, asReceived, CONTRACT_HEADERS, textOf } from './common.js';
+import { adapterFromConfig, fakeBackedRow, CONTRACT_HEADERS, textOf } from './common.js';
 
 /*
  * kind: anthropic against the fake Messages API (startFakeAnthropicUpstream), which checks the key,
@@ -131,23 +131,13 @@ export const anthropicSetup: ContractSetup = {
     const adapter = adapterFromConfig(config, { [KEY_ENV]: KEY });
     const wrong = adapterFromConfig(config, { [KEY_ENV]: 'sk-ant-wrong' });
     return {
-      adapter,
+      ...fakeBackedRow({ adapter, wrong, watch, fake }),
       scripted: true,
       providerId: PROVIDER_ID,
       upstreamModel: MODEL,
       modelMaxOutputTokens: 8_192,
       script: (answer) => fake.script(anthropicBehaviourFor(answer)),
-      received: (): ReceivedRequest[] => asReceived(fake.requests),
       reader: anthropicReader,
-      adapterWithWrongCredentials: () => wrong,
-      watch,
-      reset: () => fake.reset(),
-      close: async () => {
-        await adapter.close();
-        await wrong.close();
-        await watch.close();
-        await fake.close();
-      },
     };
   },
 };

@@ -1,8 +1,8 @@
 import { startFakeAzureOpenAIUpstream, type FakeAzureBehaviour, type FakeAzureOpenAIUpstream } from '@gateway/testing';
 import { startConnectionWatch, portOf } from '../connection-watch.js';
-import type { ContractRig, ContractSetup, ReceivedRequest, ScriptedAnswer, WireReader } from '../contract-types.js';
-import { adapterFromConfig, asReceived, CONTRACT_HEADERS } from './common.js';
-import { openaiReader } from './openai.js';
+import type { ContractRig, ContractSetup, ScriptedAnswer, WireReader } from '../contract-types.js';
+import { adapterFromConfig, fakeBackedRow, CONTRACT_HEADERS } from './common.js';
+import { chatCompletionsWire, openaiReader } from './openai.js';
 
 /*
  * kind: azure-openai against the fake Azure OpenAI resource (startFakeAzureOpenAIUpstream), which
@@ -60,17 +60,7 @@ function azureSetup(label: string, apiVersion: string): ContractSetup {
   return {
     kind: 'azure-openai',
     label,
-    unsupported: {
-      'reasoning provenance': 'chat completions returns no reasoning signature and takes no reasoning back',
-    'reasoning with tool calls': 'chat completions returns no reasoning signature and takes no reasoning back',
-      'redacted reasoning': 'chat completions returns no encrypted reasoning and takes no reasoning back',
-      'tool error result': 'chat completions has no error flag on a tool message (the failure is in its text)',
-      'stop sequence reported': 'chat completions finishes stop without saying which stop sequence matched',
-      'prompt cache marks': 'chat completions has no cache marks: Azure OpenAI caches prompt prefixes by itself',
-    },
-    jsonSchema: 'native',
-    safety: 'error',
-    usage: { cacheRead: true, cacheWrite: false, reasoning: true },
+    ...chatCompletionsWire('Azure OpenAI'),
     async start(): Promise<ContractRig> {
       const fake: FakeAzureOpenAIUpstream = await startFakeAzureOpenAIUpstream({ apiKey: KEY });
       const watch = await startConnectionWatch(portOf(fake.url));
@@ -81,24 +71,14 @@ function azureSetup(label: string, apiVersion: string): ContractSetup {
       const adapter = adapterFromConfig(config, { [KEY_ENV]: KEY });
       const wrong = adapterFromConfig(config, { [KEY_ENV]: 'azure-wrong-key' });
       return {
-        adapter,
+        ...fakeBackedRow({ adapter, wrong, watch, fake }),
         scripted: true,
         providerId,
         upstreamModel: DEPLOYMENT,
         embeddingModel: 'text-embedding-3-small',
         modelMaxOutputTokens: 4_096,
         script: (answer) => fake.script(behaviourFor(answer)),
-        received: (): ReceivedRequest[] => asReceived(fake.requests),
         reader: azureReader,
-        adapterWithWrongCredentials: () => wrong,
-        watch,
-        reset: () => fake.reset(),
-        close: async () => {
-          await adapter.close();
-          await wrong.close();
-          await watch.close();
-          await fake.close();
-        },
       };
     },
   };

@@ -1,7 +1,7 @@
 import { startFakeBedrockUpstream, type FakeBedrockBehaviour, type FakeBedrockUpstream } from '@gateway/testing';
 import { startConnectionWatch, portOf } from '../connection-watch.js';
 import type { ContractRig, ContractSetup, ReceivedRequest, ScriptedAnswer, WireReader, WireToolChoice } from '../contract-types.js';
-import { adapterFromConfig, asReceived, CONTRACT_HEADERS } from './common.js';
+import { adapterFromConfig, fakeBackedRow, CONTRACT_HEADERS } from './common.js';
 
 /*
  * kind: bedrock against the fake Bedrock Runtime (startFakeBedrockUpstream): Converse and ConverseStream
@@ -144,24 +144,14 @@ export const bedrockSetup: ContractSetup = {
     const adapter = adapterFromConfig(config, { [ACCESS_KEY_ENV]: ACCESS_KEY, [SECRET_KEY_ENV]: SECRET_KEY });
     const wrong = adapterFromConfig(config, { [ACCESS_KEY_ENV]: ACCESS_KEY, [SECRET_KEY_ENV]: 'not/the/secret/key' });
     return {
-      adapter,
+      ...fakeBackedRow({ adapter, wrong, watch, fake }),
       scripted: true,
       providerId: PROVIDER_ID,
       upstreamModel: MODEL,
       modelMaxOutputTokens: 8_192,
       script: (answer) => fake.script(behaviourFor(answer)),
-      received: (): ReceivedRequest[] => asReceived(fake.requests),
       reader,
-      adapterWithWrongCredentials: () => wrong,
       upstreamOpenRequests: () => fake.openRequests(),
-      watch,
-      reset: () => fake.reset(),
-      close: async () => {
-        await adapter.close();
-        await wrong.close();
-        await watch.close();
-        await fake.close();
-      },
     };
   },
 };

@@ -1,6 +1,7 @@
 import { Provider } from '@gateway/proto';
 import { createAdapter } from '../../../src/providers/create-adapter.js';
 import type { ProviderAdapter } from '../../../src/providers/provider-adapter.js';
+import type { ConnectionWatch } from '../connection-watch.js';
 import type { ReceivedRequest } from '../contract-types.js';
 
 /** Static extra headers every row's config sets (catalog `headers`); the fakes must receive them. */
@@ -39,4 +40,33 @@ export function parsedOrText(value: unknown): unknown {
 
 export function asReceived(requests: readonly { method: string; path: string; headers: any; body: any }[]): ReceivedRequest[] {
   return requests.map((request) => ({ method: request.method, path: request.path, headers: request.headers, body: request.body }));
+}
+
+/**
+ * What every row backed by a fake upstream hands the suite besides its own fields: the adapter, the one
+ * built with wrong credentials (undefined: the kind has none to get wrong), the connection watch, and
+ * reset and close over all of them (`cleanup` runs last, e.g. removing a key file).
+ */
+export function fakeBackedRow(parts: {
+  adapter: ProviderAdapter;
+  wrong: ProviderAdapter | undefined;
+  watch: ConnectionWatch;
+  fake: { requests: readonly { method: string; path: string; headers: any; body: any }[]; reset(): void; close(): Promise<void> };
+  cleanup?: () => void;
+}) {
+  const { adapter, wrong, watch, fake, cleanup } = parts;
+  return {
+    adapter,
+    received: (): ReceivedRequest[] => asReceived(fake.requests),
+    adapterWithWrongCredentials: () => wrong,
+    watch,
+    reset: () => fake.reset(),
+    close: async () => {
+      await adapter.close();
+      await wrong?.close();
+      await watch.close();
+      await fake.close();
+      cleanup?.();
+    },
+  };
 }

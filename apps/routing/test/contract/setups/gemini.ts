@@ -1,7 +1,7 @@
 import { startFakeGeminiUpstream, type FakeGeminiBehaviour, type FakeGeminiUpstream } from '@gateway/testing';
 import { startConnectionWatch, portOf } from '../connection-watch.js';
 import type { ContractRig, ContractSetup, ReceivedRequest, ScriptedAnswer, WireReader, WireToolChoice } from '../contract-types.js';
-import { adapterFromConfig, asReceived, CONTRACT_HEADERS, textOf } from './common.js';
+import { adapterFromConfig, fakeBackedRow, CONTRACT_HEADERS, textOf } from './common.js';
 
 /*
  * kind: gemini against the fake Gemini API (startFakeGeminiUpstream), which checks x-goog-api-key
@@ -144,24 +144,14 @@ export const geminiSetup: ContractSetup = {
     const adapter = adapterFromConfig(config, { [KEY_ENV]: KEY });
     const wrong = adapterFromConfig(config, { [KEY_ENV]: 'AIza-wrong' });
     return {
-      adapter,
+      ...fakeBackedRow({ adapter, wrong, watch, fake }),
       scripted: true,
       providerId: PROVIDER_ID,
       upstreamModel: MODEL,
       embeddingModel: 'gemini-embedding-001',
       modelMaxOutputTokens: 8_192,
       script: (answer) => fake.script(geminiBehaviourFor(answer)),
-      received: (): ReceivedRequest[] => asReceived(fake.requests),
       reader: geminiReader,
-      adapterWithWrongCredentials: () => wrong,
-      watch,
-      reset: () => fake.reset(),
-      close: async () => {
-        await adapter.close();
-        await wrong.close();
-        await watch.close();
-        await fake.close();
-      },
     };
   },
 };

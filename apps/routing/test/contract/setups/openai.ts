@@ -1,7 +1,7 @@
 import { startFakeUpstream, type FakeBehaviour, type FakeUpstream } from '@gateway/testing';
 import { startConnectionWatch, portOf } from '../connection-watch.js';
-import type { ContractRig, ContractSetup, ReceivedRequest, ScriptedAnswer, WireReader } from '../contract-types.js';
-import { adapterFromConfig, asReceived, CONTRACT_HEADERS, parseDataUrl, parsedOrText, textOf } from './common.js';
+import type { ContractRig, ContractSetup, ScriptedAnswer, WireReader } from '../contract-types.js';
+import { adapterFromConfig, fakeBackedRow, CONTRACT_HEADERS, parseDataUrl, parsedOrText, textOf } from './common.js';
 
 /*
  * kind: openai against the OpenAI-compatible fake (startFakeUpstream). That fake checks no API key, so
@@ -144,19 +144,26 @@ export const openaiReader: WireReader = {
   cacheMarks: () => [],
 };
 
+/** What every row speaking the chat-completions wire declares (openai, azure-openai): `provider` caches by itself. */
+export function chatCompletionsWire(provider: string): Pick<ContractSetup, 'unsupported' | 'jsonSchema' | 'safety' | 'usage'> {
+  return {
+    unsupported: {
+      'reasoning provenance': 'chat completions returns no reasoning signature and takes no reasoning back',
+      'reasoning with tool calls': 'chat completions returns no reasoning signature and takes no reasoning back',
+      'redacted reasoning': 'chat completions returns no encrypted reasoning and takes no reasoning back',
+      'tool error result': 'chat completions has no error flag on a tool message (the failure is in its text)',
+      'stop sequence reported': 'chat completions finishes stop without saying which stop sequence matched',
+      'prompt cache marks': `chat completions has no cache marks: ${provider} caches prompt prefixes by itself`,
+    },
+    jsonSchema: 'native',
+    safety: 'error',
+    usage: { cacheRead: true, cacheWrite: false, reasoning: true },
+  };
+}
+
 export const openaiSetup: ContractSetup = {
   kind: 'openai',
-  unsupported: {
-    'reasoning provenance': 'chat completions returns no reasoning signature and takes no reasoning back',
-    'reasoning with tool calls': 'chat completions returns no reasoning signature and takes no reasoning back',
-    'redacted reasoning': 'chat completions returns no encrypted reasoning and takes no reasoning back',
-    'tool error result': 'chat completions has no error flag on a tool message (the failure is in its text)',
-    'stop sequence reported': 'chat completions finishes stop without saying which stop sequence matched',
-    'prompt cache marks': 'chat completions has no cache marks: OpenAI caches prompt prefixes by itself',
-  },
-  jsonSchema: 'native',
-  safety: 'error',
-  usage: { cacheRead: true, cacheWrite: false, reasoning: true },
+  ...chatCompletionsWire('OpenAI'),
   async start(): Promise<ContractRig> {
     const fake: FakeUpstream = await startFakeUpstream();
     const watch = await startConnectionWatch(portOf(fake.url));
@@ -166,7 +173,7 @@ export const openaiSetup: ContractSetup = {
     };
     const adapter = adapterFromConfig(config, { [KEY_ENV]: 'sk-contract-openai' });
     return {
-      adapter,
+      ...fakeBackedRow({ adapter, wrong: undefined, watch, fake }),
       scripted: true,
       providerId: PROVIDER_ID,
       upstreamModel: MODEL,
@@ -174,16 +181,7 @@ export const openaiSetup: ContractSetup = {
       modelMaxOutputTokens: 4_096,
       // The wire format (stream or not) is only known once the request arrives.
       script: (answer) => fake.script((request) => behaviourFor(answer, request.body?.stream === true)),
-      received: (): ReceivedRequest[] => asReceived(fake.requests),
       reader: openaiReader,
-      adapterWithWrongCredentials: () => undefined,
-      watch,
-      reset: () => fake.reset(),
-      close: async () => {
-        await adapter.close();
-        await watch.close();
-        await fake.close();
-      },
     };
   },
 };

@@ -5,7 +5,7 @@ import { createTestServiceAccount, startFakeVertexUpstream, type FakeVertexUpstr
 import { startConnectionWatch, portOf } from '../connection-watch.js';
 import type { ContractRig, ContractSetup, ReceivedRequest, WireReader } from '../contract-types.js';
 import { anthropicBehaviourFor, anthropicReader } from './anthropic.js';
-import { adapterFromConfig, asReceived, CONTRACT_HEADERS } from './common.js';
+import { adapterFromConfig, fakeBackedRow, CONTRACT_HEADERS } from './common.js';
 import { geminiBehaviourFor, geminiReader } from './gemini.js';
 
 /*
@@ -62,25 +62,14 @@ function vertexSetup(publisher: 'claude' | 'gemini'): ContractSetup {
       const adapter = adapterFromConfig(config, { [CREDENTIALS_ENV]: keyFile });
       const wrong = adapterFromConfig(config, { [CREDENTIALS_ENV]: strangerFile });
       return {
-        adapter,
+        ...fakeBackedRow({ adapter, wrong, watch, fake, cleanup: () => rmSync(directory, { recursive: true, force: true }) }),
         scripted: true,
         providerId,
         upstreamModel: claude ? 'claude-sonnet-4-5@20250929' : 'gemini-3-pro-preview',
         ...(claude ? {} : { embeddingModel: 'gemini-embedding-001' }),
         modelMaxOutputTokens: 8_192,
         script: (answer) => (claude ? fake.anthropic.script(anthropicBehaviourFor(answer)) : fake.gemini.script(geminiBehaviourFor(answer))),
-        received: (): ReceivedRequest[] => asReceived(fake.requests),
         reader,
-        adapterWithWrongCredentials: () => wrong,
-        watch,
-        reset: () => fake.reset(),
-        close: async () => {
-          await adapter.close();
-          await wrong.close();
-          await watch.close();
-          await fake.close();
-          rmSync(directory, { recursive: true, force: true });
-        },
       };
     },
   };
