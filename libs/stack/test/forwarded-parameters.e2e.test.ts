@@ -231,11 +231,21 @@ describe('forwarded parameters, per dialect, end to end', () => {
     expect(JSON.stringify(body)).not.toContain('verbosity');
   });
 
-  it('responses: text.verbosity to an Anthropic-kind upstream is named (as the gateway spells it), not sent', async () => {
+  it('responses: text.verbosity to an Anthropic-kind upstream is named as the client spelled it, not sent', async () => {
     const { response } = await harness.client.responses.create({ model: SEEDED_CLAUDE, input: 'hi', text: { verbosity: 'low' } }).withResponse();
-    expect(response.headers.get('x-gateway-dropped-params')).toBe('verbosity');
+    expect(response.headers.get('x-gateway-dropped-params')).toBe('text.verbosity');
     expect(claude.requests).toHaveLength(1);
     expect(JSON.stringify(claude.requests[0]!.body)).not.toContain('verbosity');
+  });
+
+  it('messages: metadata.user_id to a Gemini-kind upstream (no end-user field) is named as the client spelled it, streamed or not', async () => {
+    const plain = await anthropic.messages.create({ model: SEEDED_GEMINI, max_tokens: 20, messages: [{ role: 'user', content: 'hi' }], metadata: { user_id: 'u-7' } }).withResponse();
+    expect(plain.response.headers.get('x-gateway-dropped-params')).toBe('metadata.user_id');
+    const streamed = await anthropic.messages.create({ model: SEEDED_GEMINI, max_tokens: 20, messages: [{ role: 'user', content: 'hi' }], metadata: { user_id: 'u-7' }, stream: true }).withResponse();
+    for await (const event of streamed.data) void event;
+    expect(streamed.response.headers.get('x-gateway-dropped-params')).toBe('metadata.user_id');
+    expect(gemini.requests).toHaveLength(2);
+    for (const request of gemini.requests) expect(JSON.stringify(request.body)).not.toContain('u-7');
   });
 
   it('chat completions: an Anthropic-kind upstream (no seed on its wire) goes without it and the answer names it, streamed or not', async () => {

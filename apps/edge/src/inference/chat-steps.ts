@@ -172,7 +172,7 @@ class ChatSteps<Body> implements InferenceSteps<Body, ChatCall> {
     if (answer.modelId !== prepared.model.id) servedBy(prepared, job, context, answer.modelId);
     sink.json(
       this.dialect.render(answer, prepared, job.body),
-      gatewayHeaders(answer.routingStrategy || job.strategy, converted.droppedParams, answer.droppedParams, converted.droppedTools),
+      gatewayHeaders(answer.routingStrategy || job.strategy, converted.droppedParams, converted.spelling?.clientSpelling(answer.droppedParams) ?? answer.droppedParams, converted.droppedTools),
     );
   }
 }

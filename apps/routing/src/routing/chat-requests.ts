@@ -37,6 +37,7 @@ async function chatHolding(core: RoutingCore, raw: ChatRequest, signal: CallerSi
     throw error;
   }
   const { result, candidate, durationMs } = served;
+  dropped = withUnsent(dropped, served.control.unsent);
   const providerId = candidate.offer.providerId;
   hold.firstByteAt = Date.now();
   pinServed(core.options, prepared, providerId);
@@ -61,7 +62,8 @@ async function chatHolding(core: RoutingCore, raw: ChatRequest, signal: CallerSi
     usage,
     providerId,
     routingStrategy: prepared.strategyName,
-    // Parameters this provider × upstream model refused before (the learned capability map).
+    // Parameters this provider × upstream model refused before (the learned capability map), and those
+    // its converter could not send.
     droppedParams: [...dropped],
     // The serving model's prices, as the usage event carries them (the edge shows the charge as usage.cost).
     prices: prepared.model.pricing,
@@ -104,6 +106,7 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
       throw error;
     }
     const { result: first, candidate, durationMs: ttftMs, control } = opened;
+    dropped = withUnsent(dropped, control.unsent);
     const providerId = (servingProvider = candidate.offer.providerId);
     pinServed(core.options, target, providerId);
     const iterator = first.iterator;
@@ -221,6 +224,12 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
       }
     }
   }
+}
+
+/** The serving attempt's learned drops and what its converter could not send, each once (sorted). */
+function withUnsent(learned: readonly string[], unsent: readonly string[]): readonly string[] {
+  if (unsent.length === 0) return learned;
+  return [...new Set([...learned, ...unsent])].sort();
 }
 
 const SENT_PROMPT_CHARGED = { chargesSentPrompt: true } as const;

@@ -59,7 +59,7 @@ export function convertChatRequest(body: ChatCompletionRequest, model: CatalogMo
   if (gate.forwards('stop') && body.stop != null) request.stop = typeof body.stop === 'string' ? [body.stop] : body.stop;
   const maxTokens = body.max_completion_tokens ?? body.max_tokens;
   if (gate.forwards('max_output_tokens') && maxTokens != null) request.maxOutputTokens = Math.min(maxTokens, 0xffffffff);
-  if (gate.forwards('reasoning') && body.reasoning_effort != null) {
+  if (gate.forwards('reasoning_effort') && body.reasoning_effort != null) {
     request.reasoningEffort = nearestReasoningEffort(body.reasoning_effort, model.model.reasoningEfforts);
   }
   if (gate.forwards('presence_penalty') && body.presence_penalty != null) request.presencePenalty = body.presence_penalty;
@@ -72,7 +72,7 @@ export function convertChatRequest(body: ChatCompletionRequest, model: CatalogMo
   const extraBody = gate.extraBody();
   if (extraBody !== undefined) request.extraBody = extraBody;
 
-  return { request, stream: body.stream === true, droppedParams: gate.droppedParams() };
+  return { request, stream: body.stream === true, droppedParams: gate.droppedParams(), spelling: gate };
 }
 
 function convertToolChoice(choice: NonNullable<ChatCompletionRequest['tool_choice']>): ToolChoice {

@@ -98,13 +98,16 @@ export class AnthropicAdapter implements ProviderAdapterV1 {
     this.streamHeaders = { ...this.headers, accept: 'text/event-stream' };
   }
 
-  private convert(request: AdapterChatRequest, stream: boolean) {
-    return convertToAnthropicRequest(request.chat, {
+  /** The body, and what it goes without reported to the attempt (AttemptSignal.parametersUnsent). */
+  private convert(request: AdapterChatRequest, stream: boolean, signal: AttemptSignal) {
+    const converted = convertToAnthropicRequest(request.chat, {
       upstreamModel: request.upstreamModel,
       stream,
       providerId: this.providerId,
       modelMaxOutputTokens: request.modelMaxOutputTokens,
     });
+    if (converted.unsent.length > 0) signal.parametersUnsent?.(converted.unsent);
+    return converted;
   }
 
   /** The request headers with the current credentials (the static ones when the adapter has no authHeaders). */
@@ -123,7 +126,7 @@ export class AnthropicAdapter implements ProviderAdapterV1 {
   }
 
   async chat(request: AdapterChatRequest, signal: AttemptSignal): Promise<AdapterChatResult> {
-    const { body, tools } = this.convert(request, false);
+    const { body, tools } = this.convert(request, false, signal);
     const path = this.requestPath ? this.requestPath(request.upstreamModel, false) : this.messagesPath;
     let answer: { statusCode: number; text: string };
     try {
@@ -145,7 +148,7 @@ export class AnthropicAdapter implements ProviderAdapterV1 {
   }
 
   async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {
-    const { body, tools } = this.convert(request, true);
+    const { body, tools } = this.convert(request, true, signal);
     const path = this.requestPath ? this.requestPath(request.upstreamModel, true) : this.messagesPath;
     let headers = this.streamHeaders;
     if (this.authHeaders) {

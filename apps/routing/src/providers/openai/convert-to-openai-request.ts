@@ -1,3 +1,4 @@
+import { unsentParameters } from '@gateway/platform';
 import type { ChatMessage, ChatRequest, ContentPart } from '@gateway/proto';
 import type { OpenAIChatRequestBody } from './openai-api-types.js';
 import { structuredOutputInstruction, withInstruction } from '../structured-output.js';
@@ -66,8 +67,17 @@ function convertMessage(message: ChatMessage): Record<string, unknown> {
   return converted;
 }
 
+export interface OpenAIConversion {
+  body: OpenAIChatRequestBody;
+  /**
+   * The canonical parameters the request set that this body goes without (libs/platform PARAMETERS
+   * names): what the wire has no field for, and what it takes only with certain values.
+   */
+  unsent: readonly string[];
+}
+
 /** Canonical request -> OpenAI chat-completions body. Only fields present on the request are sent. */
-export function convertToOpenAIRequest(request: ChatRequest, upstreamModel: string, stream: boolean): OpenAIChatRequestBody {
+export function convertToOpenAIRequest(request: ChatRequest, upstreamModel: string, stream: boolean): OpenAIConversion {
   // json_object without the word "json" in the messages is refused by OpenAI: say it in a system message.
   const instruction = structuredOutputInstruction(request.responseFormat, request.messages, true);
   const body: OpenAIChatRequestBody = { model: upstreamModel, messages: withInstruction(request.messages, instruction).map(convertMessage) };
@@ -127,5 +137,5 @@ export function convertToOpenAIRequest(request: ChatRequest, upstreamModel: stri
     // Always asked for, whatever the client wanted: it is what we bill from.
     body.stream_options = { include_usage: true };
   }
-  return body;
+  return { body, unsent: unsentParameters('openai', request) };
 }

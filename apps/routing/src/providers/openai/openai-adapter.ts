@@ -142,7 +142,9 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
   }
 
   async chat(request: AdapterChatRequest, signal: AttemptSignal): Promise<AdapterChatResult> {
-    const text = await this.postForText(convertToOpenAIRequest(request.chat, request.upstreamModel, false), signal, '/chat/completions', request.upstreamModel);
+    const converted = convertToOpenAIRequest(request.chat, request.upstreamModel, false);
+    if (converted.unsent.length > 0) signal.parametersUnsent?.(converted.unsent);
+    const text = await this.postForText(converted.body, signal, '/chat/completions', request.upstreamModel);
     let json: unknown;
     try {
       json = JSON.parse(text);
@@ -178,7 +180,9 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
   }
 
   async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {
-    const response = await this.postForStream(convertToOpenAIRequest(request.chat, request.upstreamModel, true), signal, request.upstreamModel);
+    const converted = convertToOpenAIRequest(request.chat, request.upstreamModel, true);
+    if (converted.unsent.length > 0) signal.parametersUnsent?.(converted.unsent);
+    const response = await this.postForStream(converted.body, signal, request.upstreamModel);
     let sawDone = false;
     let sawFinish = false;
     let usageSent = false;
