@@ -230,7 +230,84 @@ export const PARAMETERS = {
     wireNames: ['user', 'metadata.user_id', 'metadata'],
     wires: { ...OPENAI_ONLY, anthropic: '`metadata.user_id`' },
   },
+  n: {
+    fields: ['n'],
+    value: 'integer 1–128; 1 asks for nothing (one choice is the answer anyway); above 1 on a model that does not list `n`: 400',
+    supportedNames: ['n'],
+    // Only n above 1 asks for something.
+    spellings: { chat: [{ path: 'n', present: (value) => typeof value === 'number' && value > 1 }] },
+    learnable: false,
+    wireNames: ['n', 'candidateCount'],
+    // Only OpenAI-wire kinds answer several choices: routing tries only their providers (400 when the model has none).
+    wires: { openai: true, anthropic: 'refused', gemini: 'refused', 'bedrock-claude': 'refused', bedrock: 'refused', simulated: 'refused' },
+  },
+  logprobs: {
+    fields: ['logprobs'],
+    value: 'boolean; the answer relays the upstream’s `choices[].logprobs` (JSON and stream chunks)',
+    // Spec §2.6: the catalog never shows (and strips) `logprobs` from a model's list, so the model's
+    // `top_logprobs` says it has both (OpenRouter lists the two together).
+    supportedNames: ['top_logprobs', 'logprobs'],
+    spellings: { chat: ['logprobs'] },
+    learnable: true,
+    wireNames: ['logprobs'],
+    wires: { ...OPENAI_ONLY, simulated: false },
+  },
+  top_logprobs: {
+    fields: ['topLogprobs'],
+    value: 'integer 0–20 (with `logprobs: true`, as OpenAI requires)',
+    supportedNames: ['top_logprobs'],
+    spellings: { chat: ['top_logprobs'] },
+    learnable: true,
+    wireNames: ['top_logprobs'],
+    wires: { ...OPENAI_ONLY, simulated: false },
+  },
+  'anthropic-beta': {
+    fields: ['anthropicBeta'],
+    value: 'the messages request header (comma-separated); values outside ANTHROPIC_BETAS are dropped and named',
+    // A header, not a model parameter: every model takes it (no catalog name), the upstream kind decides.
+    supportedNames: [],
+    spellings: {},
+    learnable: false,
+    wireNames: [],
+    wires: { openai: false, anthropic: 'header `anthropic-beta`', gemini: false, 'bedrock-claude': false, bedrock: false, simulated: false },
+  },
 } as const satisfies Record<string, ParameterRow>;
+
+/**
+ * The `anthropic-beta` values the gateway passes on to Anthropic-wire upstreams (issue 37 item 8): betas
+ * that change what Claude does with a request the gateway already understands. Anthropic refuses an
+ * unknown value (400), and a beta that changes the wire (files, MCP, code execution) would reach the
+ * gateway's converters as shapes they do not read, so anything else is dropped and named. Money
+ * first: `context-1m-2025-08-07` is out (Anthropic prices a prompt above 200K tokens higher under it,
+ * which the catalog's one input price would not charge), as are betas billed by other units (code
+ * execution's container time, web fetches).
+ */
+export const ANTHROPIC_BETAS: ReadonlySet<string> = new Set([
+  'interleaved-thinking-2025-05-14',
+  'fine-grained-tool-streaming-2025-05-14',
+  'token-efficient-tools-2025-02-19',
+  'output-128k-2025-02-19',
+  'extended-cache-ttl-2025-04-11',
+  'prompt-caching-2024-07-31',
+  'effort-2025-11-24',
+  'claude-code-20250219',
+]);
+
+/** The header's values split: the allowlisted ones (in order, each once), and whether any was left out. */
+export function anthropicBetas(header: string): { betas: string[]; droppedSome: boolean } {
+  const betas: string[] = [];
+  let droppedSome = false;
+  for (const raw of header.split(',')) {
+    const value = raw.trim();
+    if (value === '') continue;
+    if (ANTHROPIC_BETAS.has(value)) {
+      if (!betas.includes(value)) betas.push(value);
+    } else {
+      droppedSome = true;
+    }
+  }
+  return { betas, droppedSome };
+}
 
 export type CanonicalParameter = keyof typeof PARAMETERS;
 export const CANONICAL_PARAMETERS = Object.keys(PARAMETERS) as CanonicalParameter[];
@@ -241,6 +318,8 @@ function rowOf(name: string): ParameterRow | undefined {
 
 /** Whether a model whose `supported_parameters` are `supported` takes the parameter. */
 export function modelTakes(supported: { has(name: string): boolean } | readonly string[], parameter: CanonicalParameter): boolean {
+  // No catalog name: not a model's to lack (a header such as `anthropic-beta`).
+  if (PARAMETERS[parameter].supportedNames.length === 0) return true;
   const has = Array.isArray(supported) ? (name: string) => supported.includes(name) : (name: string) => (supported as { has(name: string): boolean }).has(name);
   for (const name of PARAMETERS[parameter].supportedNames) if (has(name)) return true;
   return false;

@@ -23,16 +23,13 @@ export const DIALECT_FIELDS: Record<Dialect, { readonly request: readonly string
   chat: {
     // `prompt_cache_key` and top-level `cache_control` are the gateway's own (cache affinity, the last
     // block's breakpoint: canonical/cache-control.ts), never parameters a model may lack.
-    // `n` is the request's shape: the schema takes only 1 (one choice per answer) and refuses more (400).
-    request: ['model', 'messages', 'stream', 'stream_options', 'routing', 'prompt_cache_key', 'cache_control', 'models', 'provider', 'n'],
+    request: ['model', 'messages', 'stream', 'stream_options', 'routing', 'prompt_cache_key', 'cache_control', 'models', 'provider'],
     // spec §4.8: logit_bias is accepted in the shape and not passed to providers. `prediction` and
     // `web_search_options` are never in a model's supported_parameters (spec §2.6; the catalog strips
     // them, apps/catalog/src/catalog-snapshot.ts HIDDEN_PARAMETERS), so no model takes them either.
     // `store` would keep the conversation at the provider under the operator's account, where the
     // client can never read it back (the gateway serves no stored completions): never passed on.
-    // `logprobs` / `top_logprobs`: no answer converter carries them back yet, so a provider asked for them
-    // would answer what the caller never sees; named instead, even where a model lists them.
-    neverForwarded: ['logit_bias', 'prediction', 'web_search_options', 'store', 'logprobs', 'top_logprobs'],
+    neverForwarded: ['logit_bias', 'prediction', 'web_search_options', 'store'],
   },
   responses: {
     // `store`, `include`, `truncation` are the gateway's own behaviour (convert-responses-request.ts);

@@ -69,6 +69,13 @@ export function convertChatRequest(body: ChatCompletionRequest, model: CatalogMo
   if (gate.forwards('user') && body.user != null) request.user = body.user;
   if (gate.forwards('seed') && body.seed != null) request.seed = BigInt(body.seed);
   if (gate.forwards('verbosity') && body.verbosity != null) request.verbosity = body.verbosity;
+  if (gate.forwards('logprobs') && body.logprobs != null) request.logprobs = body.logprobs;
+  if (gate.forwards('top_logprobs') && body.top_logprobs != null) request.topLogprobs = body.top_logprobs;
+  if (body.n != null && body.n > 1) {
+    // Several choices are never answered with one: a model that does not list `n` refuses them.
+    if (!gate.forwards('n')) throw edgeErrors.invalidRequest(`body.n: ${model.id} answers one choice per request: n must be 1`, 'body.n');
+    request.n = body.n;
+  }
   const extraBody = gate.extraBody();
   if (extraBody !== undefined) request.extraBody = extraBody;
 

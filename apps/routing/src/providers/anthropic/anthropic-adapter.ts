@@ -130,7 +130,7 @@ export class AnthropicAdapter implements ProviderAdapterV1 {
     const path = this.requestPath ? this.requestPath(request.upstreamModel, false) : this.messagesPath;
     let answer: { statusCode: number; text: string };
     try {
-      const headers = this.authHeaders ? await this.authorizedHeaders(false, signal) : this.headers;
+      const headers = withBetas(this.authHeaders ? await this.authorizedHeaders(false, signal) : this.headers, request.chat.anthropicBeta);
       answer = await bufferedRequest(this.pool, { method: 'POST', path, headers, body: this.serialize(body) }, signal, MAX_RESPONSE_BYTES);
     } catch (error) {
       throw toProviderError(error, signal);
@@ -158,6 +158,7 @@ export class AnthropicAdapter implements ProviderAdapterV1 {
         throw toProviderError(error, signal);
       }
     }
+    headers = withBetas(headers, request.chat.anthropicBeta);
     const response = await streamingRequest(this.pool, { method: 'POST', path, headers, body: this.serialize(body) }, signal, this.httpError);
     const converter = new AnthropicStreamConverter(tools);
     try {
@@ -205,4 +206,12 @@ function reportPrompt(signal: AttemptSignal, usage: AnthropicUsage | null | unde
   if (!signal.promptReported) return;
   const prompt = convertAnthropicUsage(usage);
   if (prompt) signal.promptReported({ ...prompt, outputTokens: 0 });
+}
+
+/**
+ * The client's allowlisted `anthropic-beta` values (the edge kept only libs/platform's ANTHROPIC_BETAS)
+ * as the request's header; the shared headers object as it is when there are none (the usual request).
+ */
+function withBetas(headers: Record<string, string>, betas: string | undefined): Record<string, string> {
+  return betas === undefined || betas === '' ? headers : { ...headers, 'anthropic-beta': betas };
 }

@@ -128,6 +128,9 @@ export function convertToOpenAIRequest(request: ChatRequest, upstreamModel: stri
   // The edge took only a JS safe integer, so the number is exact.
   if (request.seed !== undefined) body.seed = Number(request.seed);
   if (request.verbosity !== undefined) body.verbosity = request.verbosity;
+  if (request.n !== undefined && request.n > 1) body.n = request.n;
+  if (request.logprobs !== undefined) body.logprobs = request.logprobs;
+  if (request.topLogprobs !== undefined) body.top_logprobs = request.topLogprobs;
   const extra = parseJson(request.extraBody, 'extra_body');
   if (extra && typeof extra === 'object' && !Array.isArray(extra)) {
     for (const [field, value] of Object.entries(extra)) if (!(field in body)) body[field] = value;

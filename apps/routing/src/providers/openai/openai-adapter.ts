@@ -172,6 +172,8 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
         images: [],
         ...(choice.message.refusal ? { refusal: choice.message.refusal } : {}),
       },
+      // The upstream's logprobs, relayed as they came (the chat dialect renders them; only asked-for ones come).
+      ...(choice.logprobs != null ? { logprobs: JSON.stringify(choice.logprobs) } : {}),
     }));
     if (this.filteredAnswerFails && choices.some((choice) => choice.finishReason === 'content_filter')) {
       throw new ProviderError('content_filter', FILTERED_ANSWER_MESSAGE);
@@ -361,6 +363,7 @@ function convertDelta(choice: {
   index: number;
   delta?: { content?: string | null; reasoning_content?: string | null; reasoning?: string | null; tool_calls?: { index: number; id?: string | null; function?: { name?: string | null; arguments?: string | null } | null }[] | null } | null;
   finish_reason?: string | null;
+  logprobs?: unknown;
 }): ChatStreamDelta | undefined {
   const content = choice.delta?.content ?? '';
   const reasoning = choice.delta?.reasoning_content ?? choice.delta?.reasoning ?? '';
@@ -372,8 +375,11 @@ function convertDelta(choice: {
   }));
   const finishReason = choice.finish_reason ? mapOpenAIFinishReason(choice.finish_reason) : '';
   // Role-only and empty keep-alive chunks carry nothing a caller can see.
-  if (!content && !reasoning && toolCalls.length === 0 && !finishReason) return undefined;
-  return { choiceIndex: choice.index, content, toolCalls, reasoning, reasoningSignature: '', finishReason, images: [], reasoningEncrypted: '', stopSequence: '' };
+  if (!content && !reasoning && toolCalls.length === 0 && !finishReason && choice.logprobs == null) return undefined;
+  const delta: ChatStreamDelta = { choiceIndex: choice.index, content, toolCalls, reasoning, reasoningSignature: '', finishReason, images: [], reasoningEncrypted: '', stopSequence: '' };
+  // The upstream chunk's logprobs, relayed as they came (only a request that asked for them gets any).
+  if (choice.logprobs != null) delta.logprobs = JSON.stringify(choice.logprobs);
+  return delta;
 }
 
 /** A JSON answer checked with its schema; unreadable or malformed is a broken answer (the router fails over). */
