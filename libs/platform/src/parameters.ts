@@ -50,6 +50,8 @@ export interface ParameterRow {
   readonly supportedNames: readonly string[];
   /** Each dialect's field(s) for it; a dialect without an entry has no such field. */
   readonly spellings: Partial<Record<Dialect, readonly (string | Spelling)[]>>;
+  /** A dialect's request header for it (read by the pipeline, not the body gate). */
+  readonly headers?: Partial<Record<Dialect, string>>;
   /**
    * Whether an upstream's refusal of the parameter may be learned and the request retried without it
    * (the learned capability map). Not so for what makes the request what it is: without tools, the
@@ -267,6 +269,7 @@ export const PARAMETERS = {
     // A header, not a model parameter: every model takes it (no catalog name), the upstream kind decides.
     supportedNames: [],
     spellings: {},
+    headers: { messages: 'anthropic-beta' },
     learnable: false,
     wireNames: [],
     wires: { openai: false, anthropic: 'header `anthropic-beta`', gemini: false, 'bedrock-claude': false, bedrock: false, simulated: false },
@@ -409,7 +412,7 @@ const WIRE_COLUMNS: readonly [string, UpstreamWire][] = [
 function cell(support: WireSupport): string {
   if (support === true) return 'sent';
   if (support === false) return 'dropped and named';
-  if (support === 'refused') return 'refused 400';
+  if (support === 'refused') return 'not tried (400 when no offer can)';
   return `sent: ${support}`;
 }
 
@@ -422,12 +425,15 @@ export function parameterTableMarkdown(): string {
   for (const name of CANONICAL_PARAMETERS) {
     const row = PARAMETERS[name] as ParameterRow;
     const spelled = (dialect: Dialect) => {
-      const names = spellingsOf(dialect, name);
-      return names.length === 0 ? '—' : names.map((spelling) => `\`${spelling}\``).join(', ');
+      const names = spellingsOf(dialect, name).map((spelling) => `\`${spelling}\``);
+      const header = row.headers?.[dialect];
+      if (header !== undefined) names.push(`header \`${header}\``);
+      return names.length === 0 ? '—' : names.join(', ');
     };
+    const catalogNames = row.supportedNames.length === 0 ? 'any model' : row.supportedNames.map((supported) => `\`${supported}\``).join(', ');
     // The simulated kind sends nothing anywhere: what it takes, it takes.
     const wires = WIRE_COLUMNS.map(([, wire]) => (wire === 'simulated' && row.wires[wire] === true ? 'taken' : cell(row.wires[wire])));
-    lines.push(`| \`${name}\` | ${row.supportedNames.map((supported) => `\`${supported}\``).join(', ')} | ${spelled('chat')} | ${spelled('responses')} | ${spelled('messages')} | ${wires.join(' | ')} |`);
+    lines.push(`| \`${name}\` | ${catalogNames} | ${spelled('chat')} | ${spelled('responses')} | ${spelled('messages')} | ${wires.join(' | ')} |`);
   }
   return lines.join('\n');
 }

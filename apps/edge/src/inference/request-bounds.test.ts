@@ -112,14 +112,14 @@ describe('costBound', () => {
   });
 
   it('holds the output bound once per choice for n choices (each is bounded by it, each is charged)', () => {
-    const one = chat('Hello', { maxOutputTokens: 1_000 });
-    const three = chat('Hello', { maxOutputTokens: 1_000, n: 3 });
+    const one = chat('Hello', { maxOutputTokens: 100_000 });
+    const three = chat('Hello', { maxOutputTokens: 100_000, n: 3 });
     const measure = measurePrompt(one);
-    const single = costBound(model({ contextWindow: 128_000 }), one, measure);
-    const bound = costBound(model({ contextWindow: 128_000 }), three, measurePrompt(three));
-    expect(bound.outputTokens).toBe(3_000);
-    expect(bound.holdPico).toBe(BigInt(measure.tokensUpperBound) * parseCredits('0.000001') + 3_000n * parseCredits('0.000002'));
-    expect(bound.holdPico - single.holdPico).toBe(2_000n * parseCredits('0.000002'));
+    const single = costBound(model({ contextWindow: 400_000 }), one, measure);
+    const bound = costBound(model({ contextWindow: 400_000 }), three, measurePrompt(three));
+    expect(bound.outputTokens).toBe(300_000);
+    expect(bound.holdPico).toBe(BigInt(measure.tokensUpperBound) * parseCredits('0.000001') + 300_000n * parseCredits('0.000002'));
+    expect(bound.holdPico - single.holdPico).toBe(200_000n * parseCredits('0.000002'));
   });
 
   it('bounds a prompt with files still to fetch by the whole window', () => {
