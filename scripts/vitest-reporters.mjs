@@ -12,7 +12,7 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 export function testReporters() {
   const directory = process.env.GATEWAY_TEST_REPORT_DIR;
   if (!directory) return {};
-  // The project (libs/stack → libs-stack) and the run's conditions, for the skip check to read back.
+  // The project (apps/standalone → libs-stack) and the run's conditions, for the skip check to read back.
   const project = relative(root, process.cwd()).replaceAll(/[\\/]/g, '-') || 'root';
   const admission = process.env.GATEWAY_TEST_ADMISSION ? `.admission-${process.env.GATEWAY_TEST_ADMISSION}` : '';
   const outputFile = join(directory, `${project}${admission}.${process.pid}-${randomBytes(3).toString('hex')}.json`);

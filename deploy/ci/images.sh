@@ -80,12 +80,23 @@ for app in "${APPS[@]}"; do
   [ "$uid" = 1000 ] && pass "$app: runs as uid 1000" || fail "$app: runs as uid $uid"
   case $app in
     media|routing)
-      if $DOCKER run --rm --network host "$image" node -e "require('child_process').execFileSync(require('@ffmpeg-installer/ffmpeg').path, ['-version'])" >/dev/null 2>&1
-      then pass "$app: holds ffmpeg and can run it"; else fail "$app: no runnable ffmpeg"; fi ;;
+      # The ffmpeg the service runs (libs/platform's ffmpegPath(): FFMPEG_PATH first) is Debian's, and the
+      # npm package's static 2018 build is not in the image.
+      version=$($DOCKER run --rm --network host -w /app/apps/$app "$image" node -e \
+        "import('@gateway/platform').then((platform) => process.stdout.write(require('node:child_process').execFileSync(platform.ffmpegPath(), ['-version']).toString().split('\\n')[0] + ' at ' + platform.ffmpegPath()))" 2>&1 || true)
+      if [[ "$version" == *"+deb12u"*" at /usr/bin/ffmpeg" ]] && ! $DOCKER run --rm --network host --entrypoint ls "$image" -d /app/node_modules/@ffmpeg-installer >/dev/null 2>&1
+      then pass "$app: runs Debian's ffmpeg ($version), holds no npm ffmpeg build"; else fail "$app: ffmpeg is not Debian's: $version"; fi ;;
     *)
       if $DOCKER run --rm --network host --entrypoint sh "$image" -c '! ls -d /app/node_modules/@ffmpeg-installer 2>/dev/null && ! find / -xdev -type f -name ffmpeg 2>/dev/null | grep -q .'
       then pass "$app: no ffmpeg in the image"; else fail "$app: the image holds ffmpeg"; fi ;;
   esac
+  # The image's CycloneDX SBOM (deploy/sbom.mjs), kept beside the run's logs: it names what the image holds —
+  # every npm package under /app/node_modules, Node, and its Debian packages (ffmpeg where it is installed).
+  mkdir -p "${SBOM_DIR:=/tmp/images-sbom}"
+  if $DOCKER run --rm --network host --entrypoint cat "$image" /app/sbom.cdx.json > "$SBOM_DIR/$app.cdx.json" 2>/dev/null \
+     && summary=$(node deploy/ci/check-sbom.mjs "$SBOM_DIR/$app.cdx.json" "$app" 2>&1); then
+    pass "$app: SBOM $SBOM_DIR/$app.cdx.json ($summary)"
+  else fail "$app: SBOM missing or incomplete: ${summary:-no /app/sbom.cdx.json}"; fi
 done
 out=$($DOCKER run --rm --network host -e AUTH_ADDR=127.0.0.1:1 inference-gateway-gatewayctl:ci --help 2>&1 || true)
 grep -q 'accounts' <<<"$out" && pass "docker run inference-gateway-gatewayctl:ci --help reaches gatewayctl" || fail "gatewayctl image: $out"

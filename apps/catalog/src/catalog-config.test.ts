@@ -238,6 +238,25 @@ describe('default_models (issue 37: the model of a request that names none)', ()
     expect(await defaultsOf(valid)).toEqual({});
   });
 
+  it('gives responses a default too (only POST /v1/responses/input_tokens, which calls no model, may leave `model` out): the configured one, else the first by id', async () => {
+    const { CatalogSnapshot } = await import('./catalog-snapshot.js');
+    const defaultsOf = async (text: string) => new CatalogSnapshot('v', (await buildCatalog(text, {})).catalog!.data, new Map()).defaultModels;
+    const withChat = `${withMedia}  - id: acme/chat-z
+    created: 1767225605
+    offers:
+      - { provider: sim, endpoints: [responses] }
+  - id: acme/chat-y
+    created: 1767225606
+    offers:
+      - { provider: sim, endpoints: [chat.completions, responses] }
+`;
+    expect((await defaultsOf(withChat))['responses']).toBe('acme/chat-y');
+    expect((await defaultsOf(`${withChat}default_models: { responses: acme/chat-z }\n`))['responses']).toBe('acme/chat-z');
+    expect(problemsOf(`${withChat}default_models: { responses: acme/img-a }\n`)).toEqual([
+      'default_models.responses: models[3] ("acme/img-a") is not served on the responses endpoint',
+    ]);
+  });
+
   it('leaves the version of a catalog that does not set it unchanged', async () => {
     const { catalog } = await buildCatalog(valid, {});
     expect(catalog!.canonical).not.toContain('defaultModels');
@@ -289,6 +308,16 @@ describe('every unit a paid model is metered in has a price (issue 29)', () => {
 });
 
 describe('buildCatalog', () => {
+  it('loads the SDK-tests catalog (docs/testing.md) with no problem, with a model for every name those tests send', async () => {
+    const path = fileURLToPath(new URL('../../../deploy/config/sdk-tests.yaml', import.meta.url));
+    const { catalog, problems } = await buildCatalog(await readFile(path, 'utf8'), iconSourceFor(path));
+    expect(problems).toEqual([]);
+    const ids = catalog!.data.models.map((model) => model.id);
+    for (const name of ['gpt-5.4', 'gpt-5.6-sol', 'claude-opus-5', 'text-embedding-3-small', 'omni-moderation-latest', 'gpt-image-2', 'tts-1', 'whisper-1', 'gpt-4o-transcribe']) {
+      expect(ids).toContain(name);
+    }
+  });
+
   it('loads the example config with no problem and the documented chat-small prices', async () => {
     const text = await readFile(examplePath, 'utf8');
     const { catalog, problems } = await buildCatalog(text, iconSourceFor(examplePath));

@@ -65,8 +65,11 @@ function toModel(model: ModelData): Model {
   };
 }
 
-/** Endpoints whose OpenAI API makes `model` optional: a request without one gets the catalog's default. */
-const MODEL_OPTIONAL_ENDPOINTS = ['moderations', 'images.generations', 'images.edits'];
+/**
+ * Endpoints whose OpenAI API makes `model` optional: a request without one gets the catalog's default.
+ * On `responses` only POST /v1/responses/input_tokens takes a request without one (a count calls no model).
+ */
+const MODEL_OPTIONAL_ENDPOINTS = ['moderations', 'images.generations', 'images.edits', 'responses'];
 
 const byName = new Intl.Collator('en', { sensitivity: 'base', numeric: true });
 
@@ -83,7 +86,7 @@ export class CatalogSnapshot {
   readonly moderationModel: string;
   /**
    * The model of a request that names none, per endpoint whose API makes `model` optional (moderations,
-   * images.generations, images.edits): config `default_models`, else (moderations) the moderation
+   * images.generations, images.edits; responses, for input_tokens): config `default_models`, else (moderations) the moderation
    * model, else the first model, by id, served there; endpoints with no such model are left out.
    */
   readonly defaultModels: Record<string, string>;

@@ -7,10 +7,9 @@ import type {
 } from '@gateway/proto';
 import type { Logger, PromiseClient } from '@gateway/platform';
 import type { Admission } from './inference/admission.js';
-import type { ApiKeyCache, VerifiedApiKey } from './inference/auth-cache.js';
+import type { ApiKeyCache } from './inference/auth-cache.js';
 import type { CatalogCache } from './catalog-cache.js';
 import type { ChatRouter } from './inference/router-exchange.js';
-import { malformedApiKey } from './inference/credentials.js';
 import type { BodyLimits } from './http.js';
 import type { MultipartBounds } from './endpoints/multipart.js';
 import type { UploadArea } from './endpoints/upload-spool.js';
@@ -52,10 +51,4 @@ export interface EdgeContext {
   idempotency?: IdempotencyStore;
   /** This edge runs with internal authentication (EdgeOptions.internalAuth): the /v1/admin/ routes need it. */
   internalAuthEnabled?: boolean;
-}
-
-/** Cached Auth.VerifyApiKey; a malformed credential is refused without a call. */
-export function verifyApiKey(context: EdgeContext, key: string, requestId: string): Promise<VerifiedApiKey> {
-  if (key === '') return Promise.reject(malformedApiKey());
-  return context.apiKeys.verify(key, requestId);
 }

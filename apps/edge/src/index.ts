@@ -201,7 +201,8 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
   const limiter = new InFlightLimiter({ ...DEFAULT_OVERLOAD_LIMITS, ...options.overload });
   // Without the process's registry the metrics still count (cheaply) into one nobody serves; no
   // default Node collectors for it, which would add event-loop and GC observers per edge.
-  const metrics = new EdgeMetrics(options.metrics ?? new Registry(), () => limiter.inFlight);
+  // The tracker counts streams; before it exists (start-up) none are open.
+  const metrics = new EdgeMetrics(options.metrics ?? new Registry(), () => limiter.inFlight, () => (tracker as RequestTracker | undefined)?.activeStreams ?? 0);
   const readiness = new Readiness({
     catalogReady: () => catalogCache.ready,
     draining: () => tracker.draining,

@@ -1,5 +1,5 @@
-import { counter, histogram, sampledGauge, type Registry } from '@gateway/platform';
-import type { Ledger, SettlementResult } from './ledger.js';
+import { counter, gauge, histogram, sampledGauge, type Registry } from '@gateway/platform';
+import type { Ledger, SettlementItem, SettlementResult } from './ledger.js';
 
 export type RefusalReason = 'rate_limited' | 'insufficient' | 'key_limit';
 
@@ -14,6 +14,10 @@ export class LedgerMetrics {
   private readonly rejectedEvents;
   private readonly redelivered;
   private readonly settleSeconds;
+  private readonly backlog;
+  private readonly tokens;
+  private readonly spend;
+  private readonly modelSeries = new Map<string, ModelSeries>();
 
   constructor(registry: Registry) {
     this.refusals = counter(registry, {
@@ -44,25 +48,85 @@ export class LedgerMetrics {
       help: 'Time to settle one batch of usage messages in one transaction.',
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
     });
+    this.backlog = gauge(registry, {
+      name: 'gateway_usage_settlement_backlog_messages',
+      help: 'Usage messages the bus still held for the settlers behind the last batch this replica received (JetStream delivery info), by subject.',
+      labelNames: ['subject'] as const,
+    });
+    this.tokens = counter(registry, {
+      name: 'gateway_usage_tokens_total',
+      help: 'Tokens of the served usage this replica charged, by catalog model and type (input, cached_input, output, reasoning).',
+      labelNames: ['model', 'type'] as const,
+    });
+    this.spend = counter(registry, {
+      name: 'gateway_usage_spend_credits_total',
+      help: 'Credits charged for served usage by this replica, by catalog model (an observation for dashboards; the charges table is the record).',
+      labelNames: ['model'] as const,
+    });
   }
 
   refused(via: 'admit' | 'lease', reason: RefusalReason): void {
     this.refusals.inc({ via, reason });
   }
 
-  received(subject: string, redelivered: number, rejected: number): void {
+  /** `pending`: what the bus still held behind the batch (undefined: the bus did not say). */
+  received(subject: string, redelivered: number, rejected: number, pending?: number): void {
+    if (pending !== undefined) this.backlog.set({ subject }, pending);
     if (redelivered > 0) this.redelivered.inc({ subject }, redelivered);
     if (rejected > 0) this.rejectedEvents.inc(rejected);
   }
 
   /** `failed`: events of the batch that released a hold (nothing to charge). */
-  settled(result: SettlementResult, failed: number, seconds: number): void {
+  settled(result: SettlementResult, failed: number, seconds: number, served: readonly SettlementItem[] = []): void {
     if (result.charged > 0) this.settledEvents.inc({ outcome: 'served' }, result.charged);
     if (failed > 0) this.settledEvents.inc({ outcome: 'failed' }, failed);
     if (result.duplicates > 0) this.duplicateEvents.inc(result.duplicates);
     this.settleSeconds.observe(seconds);
+    // Tokens and credits of what this batch charged. The transaction says how many, not which: a batch
+    // that charged nothing (all repeats) adds nothing; one mixing new charges and repeats (a redelivery
+    // beside fresh events, rare) counts its served items once each, repeats included.
+    if (result.charged === 0) return;
+    for (const item of served) this.charge(item);
+  }
+
+  private charge(item: SettlementItem): void {
+    const series = this.seriesOf(item.modelId);
+    const usage = item.usage;
+    if (usage.inputTokens > 0) series.input.inc(usage.inputTokens);
+    if (usage.cachedInputTokens > 0) series.cachedInput.inc(usage.cachedInputTokens);
+    if (usage.outputTokens > 0) series.output.inc(usage.outputTokens);
+    if (usage.reasoningTokens > 0) series.reasoning.inc(usage.reasoningTokens);
+    // Pico-credits to credits for the sample only (every Prometheus sample is a float64); money moves as bigint.
+    if (item.costPico > 0n) series.spend.inc(Number(item.costPico) / 1e12);
+  }
+
+  /** One model's series, looked up once and kept (models are the catalog's: a bounded set; past the cap, looked up each time). */
+  private seriesOf(model: string): ModelSeries {
+    let series = this.modelSeries.get(model);
+    if (series === undefined) {
+      series = {
+        input: this.tokens.labels({ model, type: 'input' }),
+        cachedInput: this.tokens.labels({ model, type: 'cached_input' }),
+        output: this.tokens.labels({ model, type: 'output' }),
+        reasoning: this.tokens.labels({ model, type: 'reasoning' }),
+        spend: this.spend.labels({ model }),
+      };
+      if (this.modelSeries.size < MAX_CACHED_MODELS) this.modelSeries.set(model, series);
+    }
+    return series;
   }
 }
+
+interface ModelSeries {
+  input: { inc(value: number): void };
+  cachedInput: { inc(value: number): void };
+  output: { inc(value: number): void };
+  reasoning: { inc(value: number): void };
+  spend: { inc(value: number): void };
+}
+
+/** Most models whose series are kept ready. */
+const MAX_CACHED_MODELS = 2_000;
 
 /** How long a count of open holds is reused: scrapes every few seconds need not each query. */
 const OPEN_HOLDS_CACHE_MS = 5_000;

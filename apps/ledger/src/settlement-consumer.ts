@@ -15,6 +15,7 @@ import { Usage, UsageEvent, UsageEventBatch, UsageOutcome } from '@gateway/proto
 import { computeCostBreakdownParsed, PricingCache, PricingError, ZERO_COST, type CostBreakdown } from './cost.js';
 import { honouredInsurance } from './zero-completion.js';
 import type { Ledger, SettlementItem } from './ledger.js';
+import { dedupeByRequest } from './settlement-batch.js';
 import type { LedgerMetrics } from './ledger-metrics.js';
 
 export const SETTLER_DURABLE = 'ledger-settler';
@@ -158,7 +159,7 @@ export async function startSettlementConsumers(
   const handler = (subject: string, decode: (data: Uint8Array) => UsageEvent[]) => async (batch: DurableMessage[]) => {
     const startedAt = performance.now();
     const { items, rejected } = prepareBatch(batch, decode, logger, pricingCache);
-    metrics?.received(subject, batch.reduce((count, message) => count + (message.redelivered ? 1 : 0), 0), rejected.length);
+    metrics?.received(subject, batch.reduce((count, message) => count + (message.redelivered ? 1 : 0), 0), rejected.length, batch.at(-1)?.pending);
     if (rejected.length > 0) {
       logger.error({ rejected: rejected.map(({ msgId, requestId, reason }) => ({ msgId, requestId, reason })) }, 'usage events rejected; kept in ledger.rejected_events');
       await ledger.recordRejected(rejected);
@@ -178,7 +179,7 @@ export async function startSettlementConsumers(
     }
     if (metrics) {
       const failed = items.reduce((count, item) => count + (item.served ? 0 : 1), 0);
-      metrics.settled(result, failed, (performance.now() - startedAt) / 1000);
+      metrics.settled(result, failed, (performance.now() - startedAt) / 1000, dedupeByRequest(items).filter((item) => item.served));
     }
     logger.debug({ messages: batch.length, events: items.length, ...result }, 'usage batch settled');
     options.onSettled?.({ messages: batch.length, events: items.length, charged: result.charged });

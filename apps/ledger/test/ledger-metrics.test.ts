@@ -45,7 +45,44 @@ describe('ledger metrics', () => {
     expect(sampleSum(samples, 'gateway_usage_events_settled_total', { outcome: 'served' })).toBe(1);
     expect(sampleSum(samples, 'gateway_usage_events_duplicate_total')).toBe(1);
     expect(sampleSum(samples, 'gateway_usage_settlement_duration_seconds_count')).toBe(2);
+    // Tokens and credits of the one charge, not of the redelivery it found charged.
+    const model = { model: 'acme/chat-small' };
+    expect(sampleSum(samples, 'gateway_usage_tokens_total', { ...model, type: 'input' })).toBe(1000);
+    expect(sampleSum(samples, 'gateway_usage_tokens_total', { ...model, type: 'cached_input' })).toBe(400);
+    expect(sampleSum(samples, 'gateway_usage_tokens_total', { ...model, type: 'output' })).toBe(200);
+    expect(sampleSum(samples, 'gateway_usage_tokens_total', { ...model, type: 'reasoning' })).toBe(0);
+    const { balance } = await client.getBalance({ accountId });
+    expect(sampleSum(samples, 'gateway_usage_spend_credits_total', model)).toBeCloseTo(0.06 - Number(balance), 12);
+    expect(sampleSum(samples, 'gateway_usage_spend_credits_total', model)).toBeGreaterThan(0);
     // The open-holds count is reused for a few seconds; a fresh one shows the reservation closed.
     await eventually(async () => expect(sampleSum(await scrape(), 'gateway_ledger_open_reservations')).toBe(0), 10_000, 500);
+  });
+
+  it('reports the settlement backlog the bus holds behind the batch in hand, down to 0 once settled', async () => {
+    // Three events wait in the stream before the ledger starts (one message per batch, one batch at a
+    // time); the first batch is settled but not acknowledged until the test has scraped, so the gauge
+    // shows the two messages behind it.
+    const accountId = uniqueName('acc');
+    for (let index = 0; index < 3; index++) {
+      const requestId = uniqueName('req');
+      await harness.testBus.bus.publishDurable(subjects.usageEvents, UsageEvent.encode(usageEvent({ requestId, accountId })).finish(), requestId);
+    }
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => { release = resolve; });
+    let held = false;
+    const inner = harness.testBus.bus;
+    const bus: typeof inner = Object.assign(Object.create(inner) as typeof inner, {
+      consumeDurable: (options: Parameters<typeof inner.consumeDurable>[0], handler: Parameters<typeof inner.consumeDurable>[1]) =>
+        inner.consumeDurable(options, async (batch) => {
+          await handler(batch);
+          if (!held) { held = true; await released; }
+        }),
+    });
+    await harness.start({ bus, metrics: registry, consumer: { maxBatch: 1, lingerMs: 0, concurrency: 1 } });
+    await eventually(() => expect(held).toBe(true), 8_000);
+    expect(sampleSum(await scrape(), 'gateway_usage_settlement_backlog_messages', { subject: subjects.usageEvents })).toBe(2);
+    release();
+    await eventually(async () => expect(sampleSum(await scrape(), 'gateway_usage_events_settled_total', { outcome: 'served' })).toBe(3), 8_000);
+    expect(sampleSum(await scrape(), 'gateway_usage_settlement_backlog_messages', { subject: subjects.usageEvents })).toBe(0);
   });
 });

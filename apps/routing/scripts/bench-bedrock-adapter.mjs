@@ -1,7 +1,7 @@
 // CPU per request of the Bedrock adapter alone against the bench's fast upstream (not part of the build).
 // Usage: node scripts/bench-bedrock-adapter.mjs <routing dist dir> <upstream port> [requests] [concurrency] [bedrock|openai]
 // Prints {"whole":µs,"stream":µs} of this process's CPU (user + system) per request, after a warm-up of both.
-// The upstream: BENCH_FIRST_CHUNK_GAP_MS=0 node libs/stack/dist/bench/fake-upstream-process.js (prints its port).
+// The upstream: BENCH_FIRST_CHUNK_GAP_MS=0 node apps/standalone/dist/bench/fake-upstream-process.js (prints its port).
 import { pathToFileURL } from 'node:url';
 import { resolve } from 'node:path';
 

@@ -3,7 +3,7 @@ import { CatalogServiceClient, CatalogServiceService, ProviderStats } from '@gat
 import { CatalogCache } from './catalog/catalog-cache.js';
 import { routerService, routerServiceDefinition } from './grpc/router-service.js';
 import { ExchangeService } from './grpc/exchange.js';
-import { AttemptMetrics, ObservedUsagePublisher, observeProviderHealth } from './observability/routing-metrics.js';
+import { AttemptMetrics, ObservedUsagePublisher, observeProviderHealth, observeRoutingLoad, RoutingLoad } from './observability/routing-metrics.js';
 import { LearnedCapabilities } from './routing/learned-capabilities.js';
 import { Router } from './routing/router.js';
 import { ProviderHealth } from './strategies/index.js';
@@ -102,11 +102,14 @@ export async function startRoutingService(options: RoutingServiceOptions): Promi
     learned,
     ...(options.metrics ? { attempts: new AttemptMetrics(options.metrics) } : {}),
   });
-  const exchanges = new ExchangeService(router, logger);
+  // Requests in flight and streams, per replica: what the chart's load-based autoscalers read.
+  const load = new RoutingLoad();
+  const stopLoadReport = options.metrics ? observeRoutingLoad(options.metrics, load) : () => undefined;
+  const exchanges = new ExchangeService(router, logger, load);
   const server = await startGrpcServer({
     credentials: options.internalAuth?.accepted,
     address: options.listenAddress,
-    services: [{ definition: routerServiceDefinition, implementation: routerService(router, logger, { exchanges, providerHealth: () => health.report(catalog.offerPairs()) }), name: 'gateway.v1.RouterService' }],
+    services: [{ definition: routerServiceDefinition, implementation: routerService(router, logger, { exchanges, load, providerHealth: () => health.report(catalog.offerPairs()) }), name: 'gateway.v1.RouterService' }],
     logger,
     // A request carries a whole request body (at most 32 MiB at the edge) or an upload, plus framing.
     maxReceiveMessageBytes: 48 * 1024 * 1024,
@@ -131,6 +134,7 @@ export async function startRoutingService(options: RoutingServiceOptions): Promi
       await catalog.stop();
       catalogClient.close();
       stopHealthReport();
+      stopLoadReport();
     },
   };
 }

@@ -131,6 +131,12 @@ describe('reservation lifecycle: every refusal and failure releases the hold', (
     }), GrpcStatus.INVALID_ARGUMENT);
   });
 
+  it('chat streams: an unknown model is released unstreamed (it was routed nowhere)', async () => {
+    const streamed = chatRequest('sim/nope', 'hello', { context: { ...context() } });
+    await expectReleased(streamed.context!, () => drain(client.chatStream({ chat: streamed, combinedStart: false })), GrpcStatus.INVALID_ARGUMENT);
+    expect(usage.events.get(streamed.context!.requestId)?.event.streamed).toBe(false);
+  });
+
   it('chat and chat streams: every provider down', async () => {
     const unary = chatRequest('down/chat', 'hello', { context: { ...context() } });
     await expectReleased(unary.context!, () => client.chat(unary), GrpcStatus.UNAVAILABLE);

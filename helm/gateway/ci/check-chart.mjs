@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Static checks for the chart, quick and without a template engine (libs/stack/test/helm-chart.test.ts
+// Static checks for the chart, quick and without a template engine (apps/standalone/test/helm-chart.test.ts
 // renders it with helm or chart-render and validates the output). Run from anywhere:
 // node helm/gateway/ci/check-chart.mjs
 //  1. Chart.yaml and values.yaml parse; Chart.yaml has the apiVersion v2 fields; catalogConfig parses.
@@ -8,6 +8,8 @@
 //  3. Every `include`/`template` names a defined template; `{{ }}` and if/range/with/define/end balance.
 //  4. Every server app under apps/ has a Deployment (routing: a StatefulSet) and a Service running
 //     `node apps/<app>/dist/main.js`, and an hpa and pdb section in values.yaml.
+//  5. Every chart file a template reads (`.Files.Get "path"`) exists outside templates/ (a missing one reads
+//     as ""), and every JSON file of the chart (the Grafana dashboard) parses.
 // Values nobody references are listed as warnings. Exit code 1 on any error.
 import { readdirSync, readFileSync, existsSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
@@ -142,14 +144,37 @@ for (const leaf of leaves(values)) {
 // --- 4. one Deployment + Service per server app ---
 const appsDir = join(repoRoot, 'apps');
 const serverApps = existsSync(appsDir)
-  // A server app has a main entry; apps/console is static files the edge serves, gatewayctl a CLI.
-  ? readdirSync(appsDir).filter((name) => name !== 'gatewayctl' && statSync(join(appsDir, name)).isDirectory() && existsSync(join(appsDir, name, 'src/main.ts')))
+  // A server app has a main entry; apps/console is static files the edge serves, gatewayctl a CLI, and the
+  // composition roots (nx tag type:composition: apps/standalone's `npm start`, apps/clients-test) are not deployed.
+  ? readdirSync(appsDir).filter((name) => name !== 'gatewayctl' && statSync(join(appsDir, name)).isDirectory()
+      && existsSync(join(appsDir, name, 'src/main.ts'))
+      && !(JSON.parse(readFileSync(join(appsDir, name, 'package.json'), 'utf8')).nx?.tags ?? []).includes('type:composition'))
   : [];
 for (const app of serverApps) {
   const owners = [...sources].filter(([, text]) => text.includes(`apps/${app}/dist/main.js`) && /kind:\s*(Deployment|StatefulSet)\b/.test(text));
   if (owners.length !== 1) { errors.push(`apps/${app}: expected one Deployment or StatefulSet template running it, found ${owners.length}`); continue; }
   if (!/kind:\s*Service\b/.test(owners[0][1])) errors.push(`${where(owners[0][0])}: no Service beside the ${app} Deployment`);
   if (!values[app]) errors.push(`values.yaml: no '${app}' section`);
+}
+
+// --- 5. chart files the templates read ---
+for (const [file, text] of sources) {
+  for (const match of text.matchAll(/\.Files\.Get(?:Bytes)?\s+"([^"]+)"/g)) {
+    const target = join(chartDir, match[1]);
+    if (match[1].startsWith('templates/') || !existsSync(target)) errors.push(`${where(file)}: .Files.Get "${match[1]}" names no file of the chart`);
+  }
+}
+const jsonFiles = (directory) => readdirSync(directory, { withFileTypes: true }).flatMap((entry) => {
+  const path = join(directory, entry.name);
+  if (entry.isDirectory()) return entry.name === 'ci' || entry.name === 'templates' ? [] : jsonFiles(path);
+  return entry.name.endsWith('.json') ? [path] : [];
+});
+for (const file of jsonFiles(chartDir)) {
+  try {
+    JSON.parse(readFileSync(file, 'utf8'));
+  } catch (error) {
+    errors.push(`${where(file)}: not JSON: ${error.message}`);
+  }
 }
 
 for (const warning of warnings) console.log(`warning: ${warning}`);

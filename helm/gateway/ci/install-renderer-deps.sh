@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What the chart test (libs/stack/test/helm-chart.test.ts) renders the chart with: helm when it is on
+# What the chart test (apps/standalone/test/helm-chart.test.ts) renders the chart with: helm when it is on
 # PATH, otherwise chart-render (renderer/), built from these Debian packages. Idempotent: installs only
 # what is missing, and nothing when helm is there. Needs root (CI runs as root) and Debian's archive.
 set -euo pipefail

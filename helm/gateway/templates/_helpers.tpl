@@ -363,3 +363,29 @@ config file's directory.
         path: {{ .key }}
 {{- end }}
 {{- end -}}
+
+{{/*
+PromQL label matchers (no braces) of this release's series: monitoring.selector, or by default its
+namespace and release (the `release` label the ServiceMonitors add). Argument: the root context.
+*/}}
+{{- define "gateway.seriesSelector" -}}
+{{- if .Values.monitoring.selector -}}
+{{- .Values.monitoring.selector -}}
+{{- else -}}
+namespace="{{ .Release.Namespace }}",release="{{ .Release.Name }}"
+{{- end -}}
+{{- end -}}
+
+{{/*
+The per-replica load gauges of a load-scaled service, as exported by it (docs/operations.md "Metrics").
+Argument: the component ("edge" or "routing"); output: "IN_FLIGHT_SERIES STREAMS_SERIES".
+*/}}
+{{- define "gateway.loadSeries" -}}
+{{- if eq . "edge" -}}
+gateway_http_requests_in_flight gateway_http_streams_active
+{{- else if eq . "routing" -}}
+gateway_routing_requests_in_flight gateway_routing_streams_active
+{{- else -}}
+{{- fail (printf "no load gauges for %s" .) -}}
+{{- end -}}
+{{- end -}}

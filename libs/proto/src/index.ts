@@ -9,3 +9,6 @@ export * from './gen/gateway/v1/events.js';
 export { protobufPackage, protobufFileName, type MessageFns, type DeepPartial } from './gen/gateway/v1/common.js';
 export { idempotencyLevels, type IdempotencyLevel } from './gen/idempotency.js';
 export { FILE_DESCRIPTOR_SET_BASE64 } from './gen/descriptor-set.js';
+// Encoding helpers for hot paths that send many messages (routing's streams and usage batches).
+export { reusedWriterEncoder, asBuffer } from './wire/reused-writer.js';
+export { encodeRepeatedBytes } from './wire/length-delimited.js';

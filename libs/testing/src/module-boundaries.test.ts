@@ -4,8 +4,10 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 // CONVENTIONS 3 made checkable: projects carry nx tags (`type:app`, `type:lib`, `type:composition`).
-// An app may import only libs (never another app); a lib only libs; only the composition root
-// (libs/stack) may depend on apps. Checked on package.json dependencies and on every import.
+// An app may import only libs (never another app); a lib only libs; only the composition roots
+// (apps/standalone: `npm start` and the bench; apps/clients-test, which runs real clients against it)
+// may depend on apps. Libraries stay below apps: every project under libs/ is a lib, so no arrow runs
+// back up from libs/ to apps/. Checked on package.json dependencies and on every import.
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 
 interface Project { name: string; dir: string; type: string; dependencies: string[] }
@@ -44,6 +46,14 @@ describe('module boundaries', () => {
   it('tags every project with a type', () => {
     expect(all.length).toBeGreaterThanOrEqual(10);
     expect(all.filter((project) => !['app', 'lib', 'composition'].includes(project.type)).map((project) => project.name)).toEqual([]);
+  });
+
+  it('keeps libraries below apps: everything under libs/ is a lib, composition roots live in apps/', () => {
+    const misplaced = all.filter((project) => relative(root, project.dir).startsWith(`libs${sep}`) !== (project.type === 'lib'))
+      .map((project) => `${relative(root, project.dir)} (${project.type})`);
+    expect(misplaced).toEqual([]);
+    expect(all.filter((project) => project.type === 'composition').map((project) => relative(root, project.dir)).sort())
+      .toEqual([join('apps', 'clients-test'), join('apps', 'standalone')]);
   });
 
   it('declares no forbidden package dependency', () => {

@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { drained, sendJson } from '../http.js';
+import { streamStarted } from '../observability/request-tracker.js';
 
 /**
  * Where one answer of the chat dialects goes: the HTTP response of a route (HttpAnswer), or one turn of
@@ -39,6 +40,7 @@ export class HttpAnswer implements AnswerSink {
       'x-accel-buffering': 'no',
       ...headers,
     });
+    streamStarted(this.response);
   }
 
   write(text: string): Promise<void> | void {

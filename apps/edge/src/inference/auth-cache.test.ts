@@ -36,6 +36,15 @@ describe('ApiKeyCache', () => {
     expect(calls).toEqual(['sk-a', 'sk-a']);
   });
 
+  it('refuses a malformed credential (the empty string credentials.ts gives it) without asking Auth', async () => {
+    const { client, calls } = fakeAuth(keys());
+    const cache = new ApiKeyCache(client, { ttlMs: 30_000, maxEntries: 10 });
+    const refusal = await cache.verify('', 'r1').catch((error: unknown) => error);
+    expect(refusal).toBeInstanceOf(GatewayError);
+    expect((refusal as GatewayError).status).toBe(GrpcStatus.UNAUTHENTICATED);
+    expect(calls).toEqual([]);
+  });
+
   it('shares one Auth call between concurrent first requests', async () => {
     const { client, calls } = fakeAuth(keys());
     const cache = new ApiKeyCache(client, { ttlMs: 30_000, maxEntries: 10 });

@@ -1,6 +1,7 @@
 import { hash as digest } from 'node:crypto';
 import type { AuthServiceClient, VerifyApiKeyResponse } from '@gateway/proto';
 import { ErrorReason, GatewayError, GrpcStatus, type PromiseClient } from '@gateway/platform';
+import { malformedApiKey } from './credentials.js';
 
 export interface VerifiedApiKey {
   accountId: string;
@@ -57,7 +58,9 @@ export class ApiKeyCache {
     return this.entries.size;
   }
 
+  /** The key behind a presented credential; a malformed one (`''`, see credentials.ts) is refused without a call. */
   async verify(plaintext: string, requestId: string): Promise<VerifiedApiKey> {
+    if (plaintext === '') throw malformedApiKey();
     // One-shot digest: no Hash object per request.
     const hash = digest('sha256', plaintext, 'base64url');
     const entry = this.entries.get(hash);

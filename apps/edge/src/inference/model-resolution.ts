@@ -23,7 +23,7 @@ export function resolveModel(
   endpoint: InferenceEndpoint | string,
   key: VerifiedApiKey,
 ): CatalogModel {
-  // Only a family whose schema lets `model` out (moderations, images) gets here with none: the catalog's default.
+  // Only a route whose schema lets `model` out (moderations, images, responses input_tokens) gets here with none: the catalog's default.
   if (name === '') name = defaultModelFor(context, endpoint);
   const model = context.catalogCache.resolve(name);
   if (!model) throw edgeErrors.modelNotFound(name);

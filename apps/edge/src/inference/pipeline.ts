@@ -4,7 +4,7 @@ import type { VerifiedApiKey } from './auth-cache.js';
 import { HttpAnswer, type AnswerSink } from './answer-sink.js';
 import { idempotencyKeyOf, runIdempotent } from './idempotency.js';
 import { chatSteps } from './chat-steps.js';
-import { verifyApiKey, type EdgeContext } from '../context.js';
+import type { EdgeContext } from '../context.js';
 import { presentedApiKey } from './credentials.js';
 import type { InferenceDialect } from './dialect.js';
 import { edgeErrors, toApiError } from '../errors.js';
@@ -131,5 +131,5 @@ export function authenticate(context: EdgeContext, request: IncomingMessage, req
   // No credential: refuse before reading (up to 32 MiB of) a body nobody may send.
   if (credential === undefined) throw edgeErrors.missingApiKey();
   // Usually a cache hit; a miss costs one Auth call before the body is read.
-  return verifyApiKey(context, credential, requestId);
+  return context.apiKeys.verify(credential, requestId);
 }

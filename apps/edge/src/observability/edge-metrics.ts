@@ -25,7 +25,7 @@ export class EdgeMetrics {
   private readonly rateLimited: Counter;
   private readonly series = new Map<string, Series>();
 
-  constructor(registry: Registry, sampleInFlight: () => { requests: number; bodyBytes: number }) {
+  constructor(registry: Registry, sampleInFlight: () => { requests: number; bodyBytes: number }, sampleStreams: () => number = () => 0) {
     this.requests = counter(registry, {
       name: 'gateway_http_requests_total',
       help: 'HTTP requests answered by the edge, by route template, method, status and dialect.',
@@ -60,6 +60,10 @@ export class EdgeMetrics {
         name: 'gateway_http_request_body_bytes_in_flight',
         help: 'Declared request-body bytes of the requests in flight (what the queued-bytes bound counts).',
       }, (metric) => metric.set(sampleInFlight().bodyBytes)),
+      sampledGauge(registry, {
+        name: 'gateway_http_streams_active',
+        help: 'Streamed answers open now (SSE and streamed audio responses whose headers went out, responses WebSocket turns): connections held with little CPU.',
+      }, (metric) => metric.set(sampleStreams())),
     ];
     this.stop = () => { for (const remove of removers) remove(); };
   }

@@ -15,8 +15,11 @@ const METHODS: ReadonlySet<string> = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DE
 class RequestRecord {
   model: string | undefined = undefined;
   provider: string | undefined = undefined;
+  /** Counted in the tracker's active streams (its answer went out as a stream). */
+  streaming = false;
 
   constructor(
+    readonly tracker: RequestTracker,
     readonly requestId: string,
     readonly startedAt: number,
     /** The route's template when known before routing (the inference routes); else express's, at the end. */
@@ -49,6 +52,8 @@ export interface RequestTrackerOptions {
  */
 export class RequestTracker {
   private readonly records = new Map<string, RequestRecord>();
+  /** Streamed answers open now: HTTP responses marked by `streamStarted`, and responses WebSocket turns. */
+  private openStreams = 0;
   private isDraining = false;
   private idleWaiters: Array<() => void> = [];
 
@@ -76,8 +81,9 @@ export class RequestTracker {
     const probe = PROBE_PATHS.has(path);
     const bodyBytes = probe ? 0 : declaredBodyBytes(request, this.options.maxBodyBytes);
     const shed = probe ? undefined : this.options.limiter.admit(bodyBytes);
-    const record = new RequestRecord(requestIdOf(response), startedAt, routeTemplate, dialect ?? 'none', bodyBytes, !probe && shed === undefined, probe, shed, span);
+    const record = new RequestRecord(this, requestIdOf(response), startedAt, routeTemplate, dialect ?? 'none', bodyBytes, !probe && shed === undefined, probe, shed, span);
     this.records.set(record.requestId, record);
+    (response as TrackedResponse)[RECORD] = record;
     // While draining, each connection closes after its answer: keep-alive would bring more requests.
     if (this.isDraining) response.shouldKeepAlive = false;
     response.once('close', () => this.end(record, request, response));
@@ -108,14 +114,24 @@ export class RequestTracker {
    */
   admitTurn(bodyBytes: number): EdgeError | undefined {
     const shed = this.options.limiter.admit(bodyBytes);
-    if (shed === undefined) return undefined;
+    if (shed === undefined) {
+      // A responses WebSocket turn answers as a stream of events.
+      this.openStreams++;
+      return undefined;
+    }
     this.options.metrics.shedRequest(shed);
     return edgeErrors.overloaded(this.options.limiter.limits.retryAfterSeconds);
   }
 
   leaveTurn(bodyBytes: number): void {
+    this.openStreams--;
     this.options.limiter.leave(bodyBytes);
     if (this.inFlight === 0 && this.idleWaiters.length > 0) for (const waiter of this.idleWaiters.splice(0)) waiter();
+  }
+
+  /** One more streamed answer open (streamStarted); given back when its response closes. */
+  countStream(): void {
+    this.openStreams++;
   }
 
   /** The catalog model an inference request resolved to. */
@@ -142,6 +158,11 @@ export class RequestTracker {
     return this.options.limiter.inFlight.requests;
   }
 
+  /** Streamed answers open now (what `gateway_http_streams_active` reports). */
+  get activeStreams(): number {
+    return this.openStreams;
+  }
+
   /** From now on: readiness fails, and connections close after their current answer. */
   drain(): void {
     this.isDraining = true;
@@ -165,6 +186,7 @@ export class RequestTracker {
 
   private end(record: RequestRecord, request: IncomingMessage, response: ServerResponse): void {
     this.records.delete(record.requestId);
+    if (record.streaming) this.openStreams--;
     if (record.admitted) {
       this.options.limiter.leave(record.bodyBytes);
       if (this.inFlight === 0 && this.idleWaiters.length > 0) for (const waiter of this.idleWaiters.splice(0)) waiter();
@@ -208,6 +230,21 @@ export class RequestTracker {
       client_closed: response.writableFinished ? undefined : true,
     }, 'http request');
   }
+}
+
+const RECORD = Symbol('gateway.requestRecord');
+type TrackedResponse = ServerResponse & { [RECORD]?: RequestRecord };
+
+/**
+ * The response's answer goes out as a stream (SSE, streamed audio): counted among the edge's active
+ * streams until the response closes. Once per request (later calls do nothing); nothing per frame.
+ * A response the tracker did not begin (tests driving a route alone) is not counted.
+ */
+export function streamStarted(response: ServerResponse): void {
+  const record = (response as TrackedResponse)[RECORD];
+  if (record === undefined || record.streaming || !record.admitted) return;
+  record.streaming = true;
+  record.tracker.countStream();
 }
 
 /** The declared content-length, at most the body limit (a longer one is refused with 413 before any byte is read). */

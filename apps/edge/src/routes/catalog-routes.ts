@@ -1,7 +1,7 @@
 import type { Request, Response } from 'express';
 import { parseCredits } from '@gateway/platform';
 import type { AnthropicListedModel } from '../catalog-cache.js';
-import { verifyApiKey, type EdgeContext } from '../context.js';
+import type { EdgeContext } from '../context.js';
 import { requestIdOf } from '../request-id.js';
 import { presentedApiKey } from '../inference/credentials.js';
 import { echoed } from '../echoed-value.js';
@@ -26,7 +26,7 @@ export function listModelsHandler(context: EdgeContext) {
     let tier: string | undefined;
     if (credential !== undefined) {
       const requestId = requestIdOf(response);
-      const key = await verifyApiKey(context, credential, requestId);
+      const key = await context.apiKeys.verify(credential, requestId);
       const balance = await context.ledger.getBalance({ accountId: key.accountId }, { requestId, deadlineMs: 5_000 });
       freeOnly = parseCredits(balance.available || balance.balance || '0') < PAID_MINIMUM_PICO;
       tier = key.tier;
@@ -121,7 +121,7 @@ export function getModelHandler(context: EdgeContext) {
     const name = Array.isArray(segments) ? segments.join('/') : String(segments ?? '');
     const anthropic = speaksAnthropic(request, response);
     const credential = presentedApiKey(request);
-    if (credential !== undefined) await verifyApiKey(context, credential, requestIdOf(response));
+    if (credential !== undefined) await context.apiKeys.verify(credential, requestIdOf(response));
     const model = context.catalogCache.resolve(name);
     const json = model ? (anthropic ? context.catalogCache.anthropicModelJson(model.id) : context.catalogCache.modelJson(model.id)) : undefined;
     if (!json) throw edgeErrors.modelListingNotFound(name);
@@ -144,7 +144,7 @@ export function listLimitsHandler(context: EdgeContext) {
       sendJson(response, 200, context.catalogCache.limitGroups());
       return;
     }
-    const key = await verifyApiKey(context, credential, requestIdOf(response));
+    const key = await context.apiKeys.verify(credential, requestIdOf(response));
     sendJson(response, 200, context.catalogCache.limitGroups(key.tier));
   };
 }

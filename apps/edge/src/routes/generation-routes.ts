@@ -1,7 +1,7 @@
 import type { Request, Response } from 'express';
 import type { Generation, Usage } from '@gateway/proto';
 import { GENERATIONS_LIMIT_DEFAULT, generationsQuery, parseWith } from '../account/account-schemas.js';
-import { verifyApiKey, type EdgeContext } from '../context.js';
+import type { EdgeContext } from '../context.js';
 import { edgeErrors } from '../errors.js';
 import { sendJson } from '../http.js';
 import { presentedApiKey, presentedProvisioningKey } from '../inference/credentials.js';
@@ -32,7 +32,7 @@ async function callerAccount(context: EdgeContext, request: Request, response: R
   }
   const key = presentedApiKey(request);
   if (key === undefined) throw edgeErrors.missingApiKey();
-  return (await verifyApiKey(context, key, requestIdOf(response))).accountId;
+  return (await context.apiKeys.verify(key, requestIdOf(response))).accountId;
 }
 
 export function generationHandler(context: EdgeContext) {

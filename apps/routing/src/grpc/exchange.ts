@@ -17,8 +17,8 @@ import {
 } from '@gateway/platform';
 import { ExchangeResponse, RouterServiceService, type ChatRequest, type ChatStreamRequest, type ExchangeRequest } from '@gateway/proto';
 import type { Router } from '../routing/router.js';
-import { asBuffer, reusedWriterEncoder } from '../routing/reused-writer.js';
-import { encodeRepeatedBytes } from '../routing/length-delimited.js';
+import type { RoutingLoad } from '../observability/routing-metrics.js';
+import { asBuffer, encodeRepeatedBytes, reusedWriterEncoder } from '@gateway/proto';
 
 /** Exchanges one call may hold open at once; more are refused (RESOURCE_EXHAUSTED) until some finish. */
 export const MAX_OPEN_EXCHANGES = 10_000;
@@ -63,10 +63,12 @@ export class ExchangeService {
   constructor(
     private readonly router: Router,
     private readonly logger: Logger,
+    /** Counts each exchange from its frame's arrival to its answer (gateway_routing_requests_in_flight). */
+    private readonly load?: RoutingLoad,
   ) {}
 
   readonly handler = (call: ExchangeCall): void => {
-    const session = new ExchangeSession(call, this.router, this.logger, () => this.sessions.delete(session));
+    const session = new ExchangeSession(call, this.router, this.logger, () => this.sessions.delete(session), this.load);
     this.sessions.add(session);
     if (this.draining) session.drain();
   };
@@ -95,6 +97,7 @@ class ExchangeSession {
     private readonly router: Router,
     private readonly logger: Logger,
     private readonly onFinished: () => void,
+    private readonly load: RoutingLoad | undefined,
   ) {
     this.batching = call.metadata.get(EXCHANGE_BATCH_METADATA)[0] === '1';
     call.on('data', (request: ExchangeRequest) => this.receive(request));
@@ -143,6 +146,7 @@ class ExchangeSession {
 
   /** Resolves with the failure the exchange answered, if any. */
   private async chat(id: number, request: ChatRequest, cancellation: Cancellation): Promise<GatewayError | undefined> {
+    this.load?.begin(false);
     try {
       const response = await this.router.chat(request, cancellation);
       if (!cancellation.aborted) this.send(answer(id, { $case: 'chat', value: response }));
@@ -152,11 +156,13 @@ class ExchangeSession {
       if (!cancellation.aborted) this.fail(id, failure);
       return failure;
     } finally {
+      this.load?.end(false);
       this.finish(id);
     }
   }
 
   private async chatStream(id: number, request: ChatStreamRequest, cancellation: Cancellation): Promise<GatewayError | undefined> {
+    this.load?.begin(true);
     try {
       if (!request.chat) throw errors.invalidRequest('ChatStreamRequest.chat is required', 'chat_stream.chat');
       for await (const message of this.router.chatStream(request.chat, cancellation, { combinedStart: request.combinedStart })) {
@@ -172,6 +178,7 @@ class ExchangeSession {
       if (!cancellation.aborted) this.fail(id, failure);
       return failure;
     } finally {
+      this.load?.end(true);
       this.finish(id);
     }
   }

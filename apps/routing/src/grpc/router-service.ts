@@ -2,8 +2,9 @@ import type { ServerUnaryCall, ServerWritableStream } from '@grpc/grpc-js';
 import { errors, serverStream, unary, type CallerSignal, type Logger } from '@gateway/platform';
 import { ChatResponse, ChatStreamResponse, ExchangeResponse, RouterServiceService, type ChatStreamRequest, type ProviderStat, type RouterServiceServer } from '@gateway/proto';
 import type { Router } from '../routing/router.js';
-import { asBuffer, reusedWriterEncoder } from '../routing/reused-writer.js';
+import { asBuffer, reusedWriterEncoder } from '@gateway/proto';
 import { ExchangeService, serializeExchangeResponse } from './exchange.js';
+import { RoutingLoad } from '../observability/routing-metrics.js';
 
 type Call = ServerUnaryCall<unknown, unknown> | ServerWritableStream<unknown, unknown>;
 
@@ -51,23 +52,30 @@ export interface RouterServiceParts {
   exchanges?: ExchangeService;
   /** GetProviderHealth's rows: the replica's ProviderHealth report over the catalog's offers. */
   providerHealth: () => ProviderStat[];
+  /** Counts every call in flight (gateway_routing_requests_in_flight); the exchanges count theirs in ExchangeService. */
+  load?: RoutingLoad;
 }
 
 export function routerService(router: Router, logger: Logger, parts: RouterServiceParts): RouterServiceServer {
-  const exchanges = parts.exchanges ?? new ExchangeService(router, logger);
+  const exchanges = parts.exchanges ?? new ExchangeService(router, logger, parts.load);
+  const load = parts.load ?? new RoutingLoad();
   return {
     exchange: exchanges.handler,
     getProviderHealth: unary(logger, 'GetProviderHealth', () => Promise.resolve({ stats: parts.providerHealth() })),
-    chat: unary(logger, 'Chat', (request, call) => router.chat(request, new CallCancellation(call))),
+    chat: unary(logger, 'Chat', (request, call) => load.unary(() => router.chat(request, new CallCancellation(call)))),
     chatStream: serverStream(logger, 'ChatStream', (request: ChatStreamRequest, call) => {
       if (!request.chat) throw errors.invalidRequest('ChatStreamRequest.chat is required', 'chat');
+      load.serverStream(call);
       return router.chatStream(request.chat, new CallCancellation(call), { combinedStart: request.combinedStart });
     }),
-    embed: unary(logger, 'Embed', (request, call) => router.embed(request, new CallCancellation(call))),
-    moderate: unary(logger, 'Moderate', (request, call) => router.moderate(request, new CallCancellation(call))),
-    generateImages: unary(logger, 'GenerateImages', (request, call) => router.generateImages(request, new CallCancellation(call))),
-    editImages: unary(logger, 'EditImages', (request, call) => router.editImages(request, new CallCancellation(call))),
-    speak: serverStream(logger, 'Speak', (request, call) => router.speak(request, new CallCancellation(call))),
-    transcribe: unary(logger, 'Transcribe', (request, call) => router.transcribe(request, new CallCancellation(call))),
+    embed: unary(logger, 'Embed', (request, call) => load.unary(() => router.embed(request, new CallCancellation(call)))),
+    moderate: unary(logger, 'Moderate', (request, call) => load.unary(() => router.moderate(request, new CallCancellation(call)))),
+    generateImages: unary(logger, 'GenerateImages', (request, call) => load.unary(() => router.generateImages(request, new CallCancellation(call)))),
+    editImages: unary(logger, 'EditImages', (request, call) => load.unary(() => router.editImages(request, new CallCancellation(call)))),
+    speak: serverStream(logger, 'Speak', (request, call) => {
+      load.serverStream(call);
+      return router.speak(request, new CallCancellation(call));
+    }),
+    transcribe: unary(logger, 'Transcribe', (request, call) => load.unary(() => router.transcribe(request, new CallCancellation(call)))),
   };
 }

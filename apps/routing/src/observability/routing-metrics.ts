@@ -131,3 +131,69 @@ export class ObservedUsagePublisher implements UsagePublisher {
 const NO_BACKLOG: UsageBacklog = { backgroundEvents: 0, outboxRecords: 0, outboxBytes: 0 };
 const STORED = { result: 'stored' } as const;
 const FAILED = { result: 'failed' } as const;
+
+/**
+ * The replica's load as the autoscalers read it (the chart's keda / hpa.metric settings): requests in
+ * flight (every Router call and exchange from its arrival to its answer or end) and the streamed ones
+ * among them. Two integers changed once at each call's start and end, nothing per frame; read at
+ * scrape time.
+ */
+export class RoutingLoad {
+  private requests = 0;
+  private streams = 0;
+
+  begin(stream: boolean): void {
+    this.requests++;
+    if (stream) this.streams++;
+  }
+
+  end(stream: boolean): void {
+    this.requests--;
+    if (stream) this.streams--;
+  }
+
+  /** A unary call: counted until its promise settles. */
+  unary<T>(work: () => Promise<T>): Promise<T> {
+    this.begin(false);
+    let promise: Promise<T>;
+    try {
+      promise = work();
+    } catch (error) {
+      this.end(false);
+      throw error;
+    }
+    return promise.finally(() => this.end(false));
+  }
+
+  /** A server-streaming call: counted until the call finishes (its status sent) or is cancelled, whichever comes first. */
+  serverStream(call: { once(event: 'finish' | 'cancelled', listener: () => void): unknown }): void {
+    this.begin(true);
+    let ended = false;
+    const done = () => {
+      if (ended) return;
+      ended = true;
+      this.end(true);
+    };
+    call.once('finish', done);
+    call.once('cancelled', done);
+  }
+
+  get inFlight(): { requests: number; streams: number } {
+    return { requests: this.requests, streams: this.streams };
+  }
+}
+
+/** Reports a RoutingLoad at scrape time. Returns the function that stops it. */
+export function observeRoutingLoad(registry: Registry, load: RoutingLoad): () => void {
+  const removers = [
+    sampledGauge(registry, {
+      name: 'gateway_routing_requests_in_flight',
+      help: 'Router calls and exchanges this replica is serving now (arrived, not yet answered or ended).',
+    }, (gauge) => gauge.set(load.inFlight.requests)),
+    sampledGauge(registry, {
+      name: 'gateway_routing_streams_active',
+      help: 'Streamed Router calls and exchanges (chat streams, speech) this replica is serving now.',
+    }, (gauge) => gauge.set(load.inFlight.streams)),
+  ];
+  return () => { for (const remove of removers) remove(); };
+}

@@ -1,9 +1,9 @@
 import { ErrorReason, GatewayError, GrpcStatus, errors, type CallerSignal } from '@gateway/platform';
 import type { SpeakRequest, SpeakResponse, TranscribeRequest, TranscribeResponse, Usage } from '@gateway/proto';
-import { ProviderError, toProviderError } from '../providers/provider-adapter.js';
+import type { AdapterSpeechResult } from '../providers/provider-adapter.js';
 import { emptyUsage } from '../usage/token-counter.js';
-import { AttemptControl } from './attempt-control.js';
-import { attemptTimeout, canSpeak, canTranscribe } from './candidates.js';
+import { attemptFailure, type ServedAttempt } from './attempt-recorder.js';
+import { canSpeak, canTranscribe } from './candidates.js';
 import { NO_UPSTREAM_RETRY_AFTER_SECONDS } from './failover.js';
 import type { Reservation } from './reservation.js';
 import type { RoutingCore } from './routing-core.js';
@@ -14,9 +14,11 @@ import type { RoutingCore } from './routing-core.js';
  * plus audio tokens when the provider reports them) is published after the last byte, then yielded.
  */
 export async function* speak(core: RoutingCore, raw: SpeakRequest, signal: CallerSignal): AsyncGenerator<SpeakResponse> {
-  const hold = core.admit(raw.context, raw.modelId, 'audio.speech');
+  // Released as this generator ends unless the stream settled it (RoutingCore.admittedStream).
+  using hold = core.admittedStream(raw.context, raw.modelId, 'audio.speech', false);
   let providerId = '';
-  let control: AttemptControl | undefined;
+  // The serving attempt, handed over by the failover loop with its first bytes: ended once with `finish`.
+  let attempt: ServedAttempt<FirstAudio> | undefined;
   let iterator: AsyncIterator<Uint8Array> | undefined;
   const charged = (): Usage => ({ ...emptyUsage(), inputTextCharacters: [...raw.input].length });
   let audioBytes = 0;
@@ -30,7 +32,7 @@ export async function* speak(core: RoutingCore, raw: SpeakRequest, signal: Calle
       instructions: raw.instructions,
       responseFormat: raw.responseFormat || undefined,
     };
-    const { result, candidate } = await core.withFailover(target, signal, async (candidate, attemptSignal) => {
+    attempt = await core.withFailover(target, signal, async (candidate, attemptSignal): Promise<FirstAudio> => {
       const speech = await candidate.adapter.speak!({ ...request, upstreamModel: candidate.offer.upstreamModel }, attemptSignal);
       const audio = speech.audio[Symbol.asyncIterator]();
       let first: IteratorResult<Uint8Array>;
@@ -41,11 +43,11 @@ export async function* speak(core: RoutingCore, raw: SpeakRequest, signal: Calle
         throw error;
       }
       return { speech, audio, first };
-    });
+    }, STREAMED_AUDIO);
+    const { result, candidate, control } = attempt;
     providerId = candidate.offer.providerId;
     iterator = result.audio;
-    // The attempt's own control ended with the first bytes; the rest of the stream gets its own idle bound.
-    control = new AttemptControl(signal, attemptTimeout(core.options, target, candidate));
+    // The rest of the stream keeps the attempt's control: the caller's cancellation and an idle bound per read.
     yield { event: { $case: 'contentType', value: result.speech.contentType ?? '' } };
     let next = result.first;
     hold.firstByteAt = Date.now();
@@ -66,26 +68,43 @@ export async function* speak(core: RoutingCore, raw: SpeakRequest, signal: Calle
     hold.nativeUsage = result.speech.usage();
     const usage: Usage = { ...charged(), outputAudioTokens: noAudio ? 0 : result.speech.usage()?.outputAudioTokens ?? 0 };
     await core.recordServed(target, providerId, usage);
-    core.options.health.recordSuccess(providerId, target.model.id, { outputTokens: 0, durationMs: 0 });
+    attempt.finish('success', NO_SPEECH_SAMPLE);
     yield { event: { $case: 'usage', value: usage } };
   } catch (error) {
-    // Before the first bytes (a refusal, or no provider answered) the finally releases the hold.
-    if (!providerId || error instanceof GatewayError) throw error;
+    // Before the first bytes (a refusal, or no provider answered) the hold's scope releases it.
+    if (!attempt || error instanceof GatewayError) throw error;
     // Audio already reached the caller: it is charged, and the caller learns the answer was cut short.
     hold.settleInBackground(providerId, charged(), true);
-    const failure = control?.timedOut ? new ProviderError('timeout', 'speech stream went silent', 0, { cause: error }) : toProviderError(error, control ?? new AttemptControl(signal, 1));
+    const failure = attemptFailure(error, attempt.control, 'speech stream went silent');
+    // A caller who went away cancelled it; else the provider cut the stream after content.
+    if (signal.aborted) attempt.finish('cancelled');
+    else attempt.finish('failed_after_content', failure);
     throw new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_NO_UPSTREAM, `The upstream provider failed during the speech stream: ${failure.providerMessage}`, {
       retryAfterSeconds: NO_UPSTREAM_RETRY_AFTER_SECONDS,
       cause: failure,
     });
   } finally {
-    control?.dispose();
-    if (iterator) void iterator.return?.(undefined)?.catch?.(() => undefined);
-    // The caller went away after the first bytes: what it received is charged. Else nothing was: released.
+    attempt?.control.dispose();
+    if (iterator) {
+      // The consumer stopped reading mid-stream: the attempt ends with its caller.
+      attempt?.finish('cancelled');
+      void iterator.return?.(undefined)?.catch?.(() => undefined);
+    }
+    // The caller went away after the first bytes: what it received is charged. Else nothing was: the scope releases it.
     if (providerId) hold.settleInBackground(providerId, charged(), true);
-    else hold.release();
   }
 }
+
+interface FirstAudio {
+  speech: AdapterSpeechResult;
+  audio: AsyncIterator<Uint8Array>;
+  first: IteratorResult<Uint8Array>;
+}
+
+/** Speech goes on after its first bytes: its attempt is handed back and finished by the stream. */
+const STREAMED_AUDIO = { continues: true } as const;
+/** Speech tells health only that it answered (no tokens to time). */
+const NO_SPEECH_SAMPLE = { outputTokens: 0, durationMs: 0 };
 
 export function transcribe(core: RoutingCore, raw: TranscribeRequest, signal: CallerSignal): Promise<TranscribeResponse> {
   const endpoint = raw.translate ? 'audio.translations' : 'audio.transcriptions';

@@ -41,6 +41,8 @@ export interface RoutingTarget {
    * there was no choice to make: the provider that serves it is pinned under this key.
    */
   affinityKey: string;
+  /** A chat request's request as its current model takes it (a fallback model's own, failover.ts); unset for other endpoints. */
+  request?: ChatRequest;
 }
 
 export interface PreparedRequest extends RoutingTarget {
@@ -73,7 +75,7 @@ function conversationKey(request: ChatRequest): string {
   return hash.digest('hex');
 }
 
-/** Model, endpoint and ordered candidates. Unknown model: releases the reservation, then MODEL_NOT_FOUND. */
+/** Model, endpoint and ordered candidates. Unknown model: MODEL_NOT_FOUND (the request's wrapper releases its hold). */
 export function resolveTarget(
   options: RouterOptions,
   random: () => number,
@@ -89,8 +91,6 @@ export function resolveTarget(
   const logger = lazyRequestLog(options.logger, requestId);
   const model = options.catalog.model(modelId);
   if (!model) {
-    // The edge reserved before calling: release it rather than leave it to the sweeper.
-    hold.release(false);
     throw new GatewayError(GrpcStatus.INVALID_ARGUMENT, ErrorReason.ERROR_REASON_MODEL_NOT_FOUND, `The model '${modelId}' does not exist.`, {
       param: 'model',
       code: 'model_not_found',

@@ -1,12 +1,13 @@
 import { CANCELLED_FINISH_REASON, ErrorReason, GatewayError, GrpcStatus, otelTrace, tracingEnabled, type CallerSignal } from '@gateway/platform';
 import { UsageOutcome, type ChatRequest, type ChatResponse, type ChatStreamDelta, type ChatStreamResponse, type Usage } from '@gateway/proto';
-import { ProviderError, toProviderError, type AdapterChatRequest, type AdapterStreamPart } from '../providers/provider-adapter.js';
+import type { AdapterChatRequest, AdapterChatResult, AdapterStreamPart } from '../providers/provider-adapter.js';
 import type { Candidate } from '../strategies/index.js';
 import type { StreamCheckpoint } from '../usage/stream-checkpoints.js';
 import { meterUsage, type DeliveredOutput } from '../usage/token-counter.js';
-import { AttemptControl } from './attempt-control.js';
+import type { AttemptControl } from './attempt-control.js';
+import { attemptFailure, type HealthSample, type ServedAttempt } from './attempt-recorder.js';
 import { pinServed, type PreparedRequest } from './candidates.js';
-import { NO_UPSTREAM_RETRY_AFTER_SECONDS, verdictError } from './failover.js';
+import { NO_UPSTREAM_RETRY_AFTER_SECONDS, verdictError, type FailoverPolicy } from './failover.js';
 import { learnedRequestFor } from './learned-requests.js';
 import { newCompletionId } from './request-hot-path.js';
 import type { Reservation } from './reservation.js';
@@ -26,33 +27,28 @@ async function chatHolding(core: RoutingCore, raw: ChatRequest, signal: CallerSi
   let dropped: readonly string[] = [];
   let served;
   try {
-    served = await core.withFailover(prepared, signal, (candidate, attemptSignal) => {
+    served = await core.withFailover(prepared, signal, async (candidate, attemptSignal) => {
       const learned = learnedRequestFor(core.options, prepared, candidate);
       dropped = learned.dropped;
-      return candidate.adapter.chat(learned.request, attemptSignal);
-    }, SENT_PROMPT_CHARGED);
+      const answer = await candidate.adapter.chat(learned.request, attemptSignal);
+      hold.firstByteAt = Date.now();
+      // Metered here, once the attempt answered, so the loop records its health with the output tokens.
+      return { answer, usage: meterAnswer(prepared, answer) };
+    }, CHAT_POLICY);
   } catch (error) {
     // The caller left while an upstream had the prompt: that prompt is charged (nobody reads the error).
     if (hold.promptSentTo !== '') chargeSentPrompt(prepared, hold, false);
     throw error;
   }
-  const { result, candidate, durationMs } = served;
+  const { result: { answer: result, usage }, candidate } = served;
   dropped = withUnsent(dropped, served.control.unsent);
   const providerId = candidate.offer.providerId;
-  hold.firstByteAt = Date.now();
   pinServed(core.options, prepared, providerId);
   if (tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gen_ai.response.finish_reasons', result.choices.map((choice) => choice.finishReason));
-  const delivered: DeliveredOutput = {
-    content: result.choices.map((choice) => choice.message?.content ?? '').join(''),
-    reasoning: result.choices.flatMap((choice) => choice.message?.reasoning ?? []).map((part) => part.text).join(''),
-    toolCalls: result.choices.flatMap((choice) => choice.message?.toolCalls ?? []),
-  };
-  const usage = meterUsage(result.usage, prepared.request.messages, prepared.request.tools, delivered);
   // The generation record's facts, and zero-completion insurance (nothing delivered: nothing charged).
   hold.finishReason = result.choices.find((choice) => choice.finishReason !== '')?.finishReason ?? '';
   hold.nativeUsage = result.usage;
   hold.insuredReason = chatInsurance(usage, hold.finishReason);
-  core.options.health.recordSuccess(providerId, prepared.model.id, { outputTokens: usage.outputTokens, durationMs });
   await core.recordServed(prepared, providerId, usage);
   return {
     id: newCompletionId(),
@@ -77,13 +73,16 @@ async function chatHolding(core: RoutingCore, raw: ChatRequest, signal: CallerSi
  * ChatStreamStart.first_delta (ChatStreamRequest.combined_start).
  */
 export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: CallerSignal, options: { combinedStart?: boolean } = {}): AsyncGenerator<ChatStreamResponse> {
-  // Exactly one usage event per request: the hold ends once, FAILED or SERVED (reservation.ts).
-  const hold = core.admit(raw.context, raw.modelId, raw.endpoint || 'chat.completions', true);
+  // Exactly one usage event per request: the hold ends once, FAILED or SERVED (reservation.ts); what
+  // nothing ended is released as this generator ends (RoutingCore.admittedStream).
+  using hold = core.admittedStream(raw.context, raw.modelId, raw.endpoint || 'chat.completions', true);
   let servingProvider = '';
   let reported: Usage | undefined;
   const delivered = new DeliveredContent();
   let checkpoint: StreamCheckpoint | undefined;
   let active: { control: AttemptControl; iterator: AsyncIterator<AdapterStreamPart> } | undefined;
+  // The serving attempt, handed over by the failover loop: ended (and recorded) once with `finish`.
+  let attempt: ServedAttempt<FirstStreamPart> | undefined;
   let prepared: PreparedRequest | undefined;
   const meter = () => meterUsage(reported, prepared!.request.messages, prepared!.request.tools, delivered.output);
   try {
@@ -105,6 +104,7 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
       if (signal.aborted) return;
       throw error;
     }
+    attempt = opened;
     const { result: first, candidate, durationMs: ttftMs, control } = opened;
     dropped = withUnsent(dropped, control.unsent);
     const providerId = (servingProvider = candidate.offer.providerId);
@@ -180,10 +180,9 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
         void iterator.return?.(undefined)?.catch?.(() => undefined);
         // Typed errors are the caller's answer as they are. The finally charges what was delivered.
         if (error instanceof GatewayError) throw error;
-        if (signal.aborted) { hold.cancelled = true; core.options.attempts?.attempt(providerId, 'cancelled'); return; }
-        const failure = control.timedOut ? new ProviderError('timeout', 'attempt timed out', 0, { cause: error }) : toProviderError(error, control);
-        core.options.attempts?.attempt(providerId, 'failed_after_content');
-        if (failure.retryable) core.options.health.recordFailure(providerId, target.model.id);
+        if (signal.aborted) { hold.cancelled = true; opened.finish('cancelled'); return; }
+        const failure = attemptFailure(error, control);
+        opened.finish('failed_after_content', failure);
         logger.warn({ provider: providerId, failure: failure.message }, 'stream failed after content was sent');
         await settleServed().stored;
         if (!failure.retryable) throw verdictError(failure);
@@ -199,8 +198,7 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
     const { usage, stored } = settleServed();
     core.settling.add(stored);
     void stored.finally(() => core.settling.delete(stored));
-    core.options.attempts?.attempt(providerId, 'success');
-    core.options.health.recordSuccess(providerId, target.model.id, { ttftMs, outputTokens: usage.outputTokens, durationMs: Date.now() - firstPartAt });
+    opened.finish('success', { ttftMs, outputTokens: usage.outputTokens, durationMs: Date.now() - firstPartAt });
     yield { event: { $case: 'usage', value: usage } };
   } finally {
     // The consumer stopped reading mid-stream, or the caller's signal ended it: a cancellation.
@@ -211,17 +209,15 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
       active.control.dispose();
       void active.iterator.return?.(undefined)?.catch?.(() => undefined);
     }
-    // Still open when the caller went away (cancellation or the consumer stopped reading), or nothing
-    // was delivered: SERVED for what reached the caller, else FAILED. A no-op once the hold ended.
-    if (hold.open) {
-      if (servingProvider) {
-        const usage = meter();
-        hold.cancelled = cancelled;
-        hold.insuredReason = chatInsurance(usage, hold.finishReason);
-        hold.settleInBackground(servingProvider, usage, true, checkpoint);
-      } else {
-        hold.release();
-      }
+    // The serving attempt ends with its caller (a no-op once it ended otherwise).
+    if (cancelled) attempt?.finish('cancelled');
+    // Content reached a caller who went away (cancellation or the consumer stopped reading) before the
+    // end: SERVED for what it received. Anything else still open is released by the hold's scope.
+    if (servingProvider && hold.open) {
+      const usage = meter();
+      hold.cancelled = cancelled;
+      hold.insuredReason = chatInsurance(usage, hold.finishReason);
+      hold.settleInBackground(servingProvider, usage, true, checkpoint);
     }
   }
 }
@@ -232,7 +228,11 @@ function withUnsent(learned: readonly string[], unsent: readonly string[]): read
   return [...new Set([...learned, ...unsent])].sort();
 }
 
-const SENT_PROMPT_CHARGED = { chargesSentPrompt: true } as const;
+/** A served chat answer's health sample: its output tokens (as metered) over the attempt's duration. */
+const CHAT_POLICY: FailoverPolicy<{ answer: AdapterChatResult; usage: Usage }> = {
+  chargesSentPrompt: true,
+  sample: (served, durationMs): HealthSample => ({ outputTokens: served.usage.outputTokens, durationMs }),
+};
 const SENT_STREAM_PROMPT_CHARGED = { continues: true, chargesSentPrompt: true } as const;
 const NOTHING_DELIVERED: DeliveredOutput = { content: '', reasoning: '', toolCalls: [] };
 
@@ -250,6 +250,16 @@ function chargeSentPrompt(target: PreparedRequest, hold: Reservation, streamed: 
   hold.finishReason = CANCELLED_FINISH_REASON;
   hold.insuredReason = '';
   hold.settleInBackground(hold.promptSentTo, usage, streamed);
+}
+
+/** A unary answer's usage: the provider's report, with what it lacks counted from what was delivered. */
+function meterAnswer(prepared: PreparedRequest, answer: AdapterChatResult): Usage {
+  const delivered: DeliveredOutput = {
+    content: answer.choices.map((choice) => choice.message?.content ?? '').join(''),
+    reasoning: answer.choices.flatMap((choice) => choice.message?.reasoning ?? []).map((part) => part.text).join(''),
+    toolCalls: answer.choices.flatMap((choice) => choice.message?.toolCalls ?? []),
+  };
+  return meterUsage(answer.usage, prepared.request.messages, prepared.request.tools, delivered);
 }
 
 /** The input side of a usage (prompt, cache reads and writes, input audio/images); every output count 0. */
@@ -274,7 +284,14 @@ function deltaMessage(delta: ChatStreamDelta): ChatStreamResponse {
  * One stream attempt up to its first content: the parts before the first delta (a usage report) are
  * kept; no delta at all is an empty, complete answer. Each part gets the attempt's idle bound.
  */
-async function firstStreamPart(candidate: Candidate, request: AdapterChatRequest, control: AttemptControl) {
+interface FirstStreamPart {
+  iterator: AsyncIterator<AdapterStreamPart>;
+  /** The first content; undefined: the stream ended without any (an empty, complete answer). */
+  delta: Extract<AdapterStreamPart, { type: 'delta' }>['delta'] | undefined;
+  reported: Usage | undefined;
+}
+
+async function firstStreamPart(candidate: Candidate, request: AdapterChatRequest, control: AttemptControl): Promise<FirstStreamPart> {
   const iterator = candidate.adapter.chatStream(request, control)[Symbol.asyncIterator]();
   let reported: Usage | undefined;
   try {

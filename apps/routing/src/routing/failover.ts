@@ -1,8 +1,9 @@
 import { ErrorReason, GatewayError, GrpcStatus, otelTrace, tracingEnabled, type CallerSignal } from '@gateway/platform';
-import { ProviderError, toProviderError } from '../providers/provider-adapter.js';
-import type { ChatRequest } from '@gateway/proto';
+import type { ProviderError } from '../providers/provider-adapter.js';
 import type { Candidate } from '../strategies/index.js';
 import { AttemptControl } from './attempt-control.js';
+import { AttemptQueue } from './attempt-queue.js';
+import { attemptFailure, ServedAttempt, type AttemptRecorder, type HealthSample } from './attempt-recorder.js';
 import { attemptTimeout, type RoutingTarget } from './candidates.js';
 import { learnRefusal } from './learned-requests.js';
 import type { RouterOptions } from './router-options.js';
@@ -10,20 +11,45 @@ import type { RouterOptions } from './router-options.js';
 const NO_UPSTREAM_MESSAGE = 'No upstream available.';
 export const NO_UPSTREAM_RETRY_AFTER_SECONDS = 2;
 
-export interface FailoverPolicy {
-  /** The attempt goes on after `call` resolves (a stream): the control is handed back and the caller records the outcome. */
+type LoopOptions = Pick<RouterOptions, 'catalog' | 'learned'>;
+
+export interface FailoverPolicy<Result = unknown> {
+  /** The attempt goes on after `call` resolves (a stream): its control is handed back, disarmed, and the caller `finish`es it. */
   continues?: boolean;
-  /**
-   * The image prompt screen's moderation offers instead of the request's candidates: the gateway's own
-   * check, so every failure moves on (a verdict too) and none is counted against the request's providers.
-   */
-  screen?: Candidate[];
   /**
    * Chat: a caller who leaves after an attempt's request reached its upstream pays for that prompt (the
    * provider bills its prefill). The hold is then left open with `hold.promptSentTo` set, for the caller
-   * to charge; otherwise (and for every other endpoint) the cancellation releases it uncharged.
+   * to charge; otherwise (and for every other endpoint) the request's wrapper releases it uncharged.
    */
   chargesSentPrompt?: boolean;
+  /** A served unary attempt's health sample beyond its duration (chat: its output tokens); none by default. */
+  sample?(result: Result, durationMs: number): HealthSample;
+  /** Whose attempts these are: the request's own by default (REQUEST_ATTEMPTS). */
+  attempts?: AttemptPolicy;
+}
+
+/** What a failed attempt leads to, as an attempt policy decides it (or it throws the request's error). */
+export type AfterFailure = 'next' | 'retried';
+
+/**
+ * Whose attempts the loop makes and what their failures mean. The request's own (REQUEST_ATTEMPTS) are
+ * recorded, name the provider on the hold, switch the request to a fallback model, retry a candidate
+ * without a refused parameter and end on a verdict. Another policy (the image prompt screen,
+ * image-requests.ts) brings its own candidates and decides the same steps for itself.
+ */
+export interface AttemptPolicy {
+  /** The candidates to try, in order. */
+  candidates(target: RoutingTarget): readonly Candidate[];
+  /** Outcomes go to the recorder (metrics, provider health) and the trace counts the attempts. */
+  readonly recorded: boolean;
+  /** Before an attempt of `candidate`. */
+  begin(target: RoutingTarget, candidate: Candidate): void;
+  /** The caller left during an attempt whose request had (`sent`) or had not reached its upstream. */
+  cancelled(target: RoutingTarget, candidate: Candidate, control: AttemptControl, chargesSentPrompt: boolean): void;
+  /** A failed attempt: try the next one, the same again (queue.retrySame) or skip to the next model; or throw. */
+  failed(options: LoopOptions, target: RoutingTarget, candidate: Candidate, failure: ProviderError, queue: AttemptQueue): AfterFailure;
+  /** Every attempt failed (the loop then throws noUpstream). */
+  exhausted(target: RoutingTarget, lastFailure: ProviderError | undefined): void;
 }
 
 export function noUpstream(cause?: unknown): GatewayError {
@@ -47,109 +73,109 @@ export function verdictError(error: ProviderError): GatewayError {
 }
 
 /**
- * The one failover loop. Tries the candidates in order with a per-attempt timeout. Retryable failures
- * move on; a provider's verdict, the caller's cancellation or running out of candidates end the request
- * and release its hold. A stream pulls its first part inside `call` (failover ends with the first
- * content) and passes `continues`: its attempt goes on, so the control is handed back undisposed and
- * the caller records the attempt's outcome.
+ * The one failover loop. Takes attempts from the queue in order, each with its own timeout. Retryable
+ * failures move on; a provider's verdict, the caller's cancellation or running out of candidates end
+ * the request (the request's wrapper, RoutingCore.admitted or a stream's hold, releases its hold). Every
+ * attempt's outcome goes to the one recorder. A stream pulls its first part inside `call` (failover
+ * ends with the first content) and passes `continues`: its attempt goes on, so the control is handed
+ * back undisposed and the caller ends the attempt with ServedAttempt.finish.
  */
 export async function withFailover<Result>(
-  options: Pick<RouterOptions, 'attempts' | 'health' | 'catalog' | 'learned'>,
+  options: LoopOptions,
+  recorder: AttemptRecorder,
   target: RoutingTarget,
   signal: CallerSignal,
   call: (candidate: Candidate, control: AttemptControl) => Promise<Result>,
-  policy: FailoverPolicy = {},
-): Promise<{ result: Result; candidate: Candidate; durationMs: number; control: AttemptControl }> {
-  const screening = policy.screen !== undefined;
-  const candidates = policy.screen ?? target.candidates;
-  // A screen is the gateway's own check: no attempt metrics, health or provider on the request's event.
-  const attempts = screening ? undefined : options.attempts;
+  policy: FailoverPolicy<Result> = DEFAULT_POLICY,
+): Promise<ServedAttempt<Result>> {
+  const attempts = policy.attempts ?? REQUEST_ATTEMPTS;
+  const record = attempts.recorded ? recorder : undefined;
+  const queue = new AttemptQueue(attempts.candidates(target));
   let lastFailure: ProviderError | undefined;
   let lastProvider = '';
-  // The candidate already retried once without a parameter it refused (learned-capabilities.ts).
-  let retriedWithout = -1;
-  for (let index = 0; index < candidates.length; index++) {
-    const candidate = candidates[index]!;
+  for (let candidate = queue.take(); candidate !== undefined; candidate = queue.take()) {
     const providerId = candidate.offer.providerId;
-    if (lastFailure) attempts?.failover(lastProvider);
+    if (lastFailure) record?.failover(lastProvider);
     lastProvider = providerId;
-    if (!screening) target.hold.providerId = providerId;
-    // Model fallbacks: a candidate of another model switches the request (its usage event, prices and answer) to it.
-    if (candidate.model !== undefined && candidate.model !== target.model && !screening) switchModel(target, candidate);
+    attempts.begin(target, candidate);
     const control = new AttemptControl(signal, attemptTimeout(options, target, candidate));
     const startedAt = Date.now();
     let handedOver = false;
     control.arm();
     try {
       const result = await call(candidate, control);
+      const durationMs = Date.now() - startedAt;
       if (policy.continues) {
         control.disarm();
         handedOver = true;
       } else {
-        attempts?.attempt(providerId, 'success');
+        record?.succeeded(providerId, target.model.id, policy.sample?.(result, durationMs));
       }
-      if (!screening && tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gateway.attempts', index + 1);
-      return { result, candidate, durationMs: Date.now() - startedAt, control };
+      if (record && tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gateway.attempts', queue.position);
+      return new ServedAttempt(result, candidate, durationMs, control, record, target.model.id, handedOver);
     } catch (error) {
       if (signal.aborted) {
-        attempts?.attempt(providerId, 'cancelled');
-        // Only the attempt in flight counts: an earlier attempt that failed is the provider's failure,
-        // never charged (as a request whose every attempt fails is not).
-        if (policy.chargesSentPrompt && control.sent && !screening) {
-          target.hold.promptSentTo = providerId;
-          // The provider's own prompt counts when it reported them before content; else the gateway counts.
-          target.hold.nativeUsage = control.reportedPrompt;
-        } else {
-          target.hold.release();
-        }
+        record?.cancelled(providerId);
+        attempts.cancelled(target, candidate, control, policy.chargesSentPrompt === true);
         throw new GatewayError(GrpcStatus.CANCELLED, ErrorReason.ERROR_REASON_UNSPECIFIED, 'The caller cancelled the request.');
       }
-      if (error instanceof GatewayError) {
-        // A typed verdict on the request itself (e.g. an unusable json_schema), reached before any
-        // provider call: the caller's error as it is, no failover, nothing held against the provider.
-        target.hold.release();
-        throw error;
-      }
-      const failure = control.timedOut ? new ProviderError('timeout', 'attempt timed out', 0, { cause: error }) : toProviderError(error, control);
-      attempts?.attempt(providerId, !failure.retryable ? 'rejected' : control.timedOut ? 'timeout' : 'error');
-      // A 400 naming a parameter the upstream model lacks: learned for the pair, and this candidate is
-      // tried once more without it (the call builds its request from the learned map) — not a failover.
-      if (failure.unsupportedParameter !== '' && !screening && learnRefusal(options, target, candidate, failure) && retriedWithout !== index) {
-        retriedWithout = index--;
-        continue;
-      }
-      if (!failure.retryable && !screening) {
-        // A refusal a fallback model may not share (moderation, a context too long) moves on to the next
-        // model; any other verdict is on the request itself and ends it.
-        const nextModel = modelRefusal(failure) ? nextModelAt(candidates, index) : -1;
-        if (nextModel < 0) {
-          target.hold.release();
-          throw verdictError(failure);
-        }
-        target.logger.warn({ provider: providerId, failure: failure.message }, 'model refused the request; trying the next model');
-        lastFailure = failure;
-        index = nextModel - 1;
-        continue;
-      }
-      if (!screening) {
-        options.health.recordFailure(providerId, target.model.id);
-        target.logger.warn({ provider: providerId, failure: failure.message }, 'provider attempt failed; failing over');
-      }
-      lastFailure = failure;
+      // A typed verdict on the request itself (e.g. an unusable json_schema), reached before any
+      // provider call: the caller's error as it is, no failover, nothing held against the provider.
+      if (error instanceof GatewayError) throw error;
+      const failure = attemptFailure(error, control);
+      record?.failed(providerId, target.model.id, failure);
+      if (attempts.failed(options, target, candidate, failure, queue) === 'next') lastFailure = failure;
     } finally {
       if (!handedOver) control.dispose();
     }
   }
-  target.hold.release();
-  if (screening) target.logger.warn({ err: lastFailure }, 'prompt screening unavailable; image request refused');
+  attempts.exhausted(target, lastFailure);
   throw noUpstream(lastFailure);
 }
+
+const DEFAULT_POLICY: FailoverPolicy<never> = {};
+
+/** The request's own attempts: its candidates, recorded against their providers. */
+const REQUEST_ATTEMPTS: AttemptPolicy = {
+  candidates: (target) => target.candidates,
+  recorded: true,
+  begin(target, candidate) {
+    target.hold.providerId = candidate.offer.providerId;
+    // Model fallbacks: a candidate of another model switches the request (its usage event, prices and answer) to it.
+    if (candidate.model !== undefined && candidate.model !== target.model) switchModel(target, candidate);
+  },
+  cancelled(target, candidate, control, chargesSentPrompt) {
+    // Only the attempt in flight counts: an earlier attempt that failed is the provider's failure,
+    // never charged (as a request whose every attempt fails is not).
+    if (chargesSentPrompt && control.sent) {
+      target.hold.promptSentTo = candidate.offer.providerId;
+      // The provider's own prompt counts when it reported them before content; else the gateway counts.
+      target.hold.nativeUsage = control.reportedPrompt;
+    }
+  },
+  failed(options, target, candidate, failure, queue) {
+    const providerId = candidate.offer.providerId;
+    // A 400 naming a parameter the upstream model lacks: learned for the pair, and this candidate is
+    // tried once more without it (the call builds its request from the learned map) — not a failover.
+    if (failure.unsupportedParameter !== '' && learnRefusal(options, target, candidate, failure) && queue.retrySame()) return 'retried';
+    if (!failure.retryable) {
+      // A refusal a fallback model may not share (moderation, a context too long) moves on to the next
+      // model; any other verdict is on the request itself and ends it.
+      if (!modelRefusal(failure) || !queue.skipToModel()) throw verdictError(failure);
+      target.logger.warn({ provider: providerId, failure: failure.message }, 'model refused the request; trying the next model');
+      return 'next';
+    }
+    target.logger.warn({ provider: providerId, failure: failure.message }, 'provider attempt failed; failing over');
+    return 'next';
+  },
+  exhausted() {},
+};
 
 /** The request goes on with the candidate's model: the answer, the usage event and its prices name it. */
 function switchModel(target: RoutingTarget, candidate: Candidate): void {
   target.model = candidate.model!;
   target.hold.resolved(candidate.model!, target.strategyName);
-  if (candidate.request !== undefined) (target as RoutingTarget & { request?: ChatRequest }).request = candidate.request;
+  if (candidate.request !== undefined) target.request = candidate.request;
 }
 
 /** Context too long, in the words providers use for it (a 400 that another model with a larger window may accept). */
@@ -158,12 +184,4 @@ const CONTEXT_TOO_LONG = /context[ _-]?(length|window)|maximum context|too many 
 /** A verdict that concerns the model rather than the request: a moderation refusal or a context too long. */
 function modelRefusal(failure: ProviderError): boolean {
   return failure.kind === 'content_filter' || CONTEXT_TOO_LONG.test(failure.providerMessage);
-}
-
-/** Index of the first candidate after `index` that serves another model, -1 when none does. */
-function nextModelAt(candidates: readonly Candidate[], index: number): number {
-  const model = candidates[index]!.model;
-  if (model === undefined) return -1;
-  for (let next = index + 1; next < candidates.length; next++) if (candidates[next]!.model !== model) return next;
-  return -1;
 }

@@ -1,9 +1,10 @@
 import { ErrorReason, GatewayError, GrpcStatus, errors, type CallerSignal } from '@gateway/platform';
 import type { EditImagesRequest, EditImagesResponse, GenerateImagesRequest, GenerateImagesResponse, Usage } from '@gateway/proto';
 import type { AdapterImageRequest, AdapterImageResult } from '../providers/provider-adapter.js';
+import type { Candidate } from '../strategies/index.js';
 import { countTextTokens, emptyUsage } from '../usage/token-counter.js';
 import { canEditImages, canGenerateImages, type RoutingTarget } from './candidates.js';
-import { noUpstream } from './failover.js';
+import { noUpstream, type AttemptPolicy } from './failover.js';
 import type { Reservation } from './reservation.js';
 import type { RoutingCore } from './routing-core.js';
 
@@ -85,7 +86,7 @@ async function screenPrompt(core: RoutingCore, target: RoutingTarget, prompt: st
     target,
     signal,
     (candidate, control) => candidate.adapter.moderate!({ upstreamModel: candidate.offer.upstreamModel, input: { form: 'string', text: prompt } }, control),
-    { screen: candidates },
+    { attempts: screenAttempts(candidates) },
   );
   const result = verdict.results[0];
   if (!result) {
@@ -100,6 +101,24 @@ async function screenPrompt(core: RoutingCore, target: RoutingTarget, prompt: st
     `The prompt was flagged by content moderation (${flagged.join(', ') || 'policy'}); no image was generated and nothing was charged.`,
     { code: 'content_policy_violation', param: 'prompt' },
   );
+}
+
+/**
+ * The screen's attempts: the moderation model's offers instead of the request's candidates. It is the
+ * gateway's own check, so every failure moves on (a verdict too), none is recorded against a provider or
+ * named on the request's hold, and a caller who leaves is not charged for it.
+ */
+function screenAttempts(candidates: readonly Candidate[]): AttemptPolicy {
+  return {
+    candidates: () => candidates,
+    recorded: false,
+    begin() {},
+    cancelled() {},
+    failed: () => 'next',
+    exhausted(target, lastFailure) {
+      target.logger.warn({ err: lastFailure }, 'prompt screening unavailable; image request refused');
+    },
+  };
 }
 
 async function imagesAnswer(core: RoutingCore, target: RoutingTarget, raw: GenerateImagesRequest, result: AdapterImageResult, providerId: string): Promise<GenerateImagesResponse> {

@@ -19,10 +19,11 @@ import type { UsagePublisher } from '../usage/usage-publisher.js';
  * called the Router; the request's one usage event ends that hold: SERVED settles it with the metered
  * usage, FAILED releases it. A Reservation is made when the Router takes the request and ends exactly
  * once: the first of `release`, `settle`, `settleStream` or `settleInBackground` publishes, every later
- * call is a no-op. `Router.admitted` (and the streams' `finally`) release whatever was not ended, so a
- * path that throws cannot leave the hold to the ledger's sweeper.
+ * call is a no-op. It is disposable: every request holds it with `using` (RoutingCore.admitted for unary
+ * requests, RoutingCore.admittedStream in a stream's generator), so whatever was not ended is released
+ * when the request's scope ends, and a path that throws cannot leave the hold to the ledger's sweeper.
  */
-export class Reservation {
+export class Reservation implements Disposable {
   /** The provider of the latest attempt: the FAILED event names it (failover sets it). */
   providerId = '';
   /** The answer's finish reason (canonical; '' none yet), for the generation record. */
@@ -72,6 +73,14 @@ export class Reservation {
     if (this.ended) return;
     this.ended = true;
     this.usage.publishInBackground(this.event(UsageOutcome.USAGE_OUTCOME_FAILED, this.providerId, emptyUsage(), streamed));
+  }
+
+  /**
+   * The end of the request's scope: the one place a hold nothing ended is released. A request whose model
+   * never resolved (an unknown model) was routed nowhere, so its release is not marked streamed.
+   */
+  [Symbol.dispose](): void {
+    this.release(this.streamed && this.model !== undefined);
   }
 
   /**

@@ -2,6 +2,7 @@ import { newRequestId, type CallerSignal } from '@gateway/platform';
 import type { ChatRequest, RequestContext, Usage } from '@gateway/proto';
 import type { Candidate } from '../strategies/index.js';
 import type { AttemptControl } from './attempt-control.js';
+import { AttemptRecorder, type ServedAttempt } from './attempt-recorder.js';
 import { canChat, prepareChat, resolveTarget, type Capable, type PreparedRequest, type RoutingTarget } from './candidates.js';
 import { withFailover, type FailoverPolicy } from './failover.js';
 import { Reservation } from './reservation.js';
@@ -18,14 +19,12 @@ export class RoutingCore {
   readonly random: () => number;
   /** Usage of streams that already ended, still on its way to the bus (chatStream); stop waits for them. */
   readonly settling = new Set<Promise<void>>();
+  /** Every upstream attempt's outcome, metrics and provider health together (attempt-recorder.ts). */
+  readonly recorder: AttemptRecorder;
 
   constructor(readonly options: RouterOptions) {
     this.random = options.random ?? Math.random;
-  }
-
-  /** The request's hold, taken over from the edge's admission: released or settled exactly once. */
-  admit(context: RequestContext | undefined, modelId: string, endpoint: string, streamed = false): Reservation {
-    return new Reservation(this.options.usage, context?.requestId || newRequestId(), context, modelId, endpoint, streamed);
+    this.recorder = new AttemptRecorder(options);
   }
 
   /**
@@ -35,15 +34,27 @@ export class RoutingCore {
   async admitted<Result>(
     context: RequestContext | undefined, modelId: string, endpoint: string, body: (hold: Reservation) => Promise<Result>,
   ): Promise<Result> {
-    const hold = this.admit(context, modelId, endpoint);
-    try {
-      return await body(hold);
-    } finally {
-      hold.release();
-    }
+    using hold = this.hold(context, modelId, endpoint, false);
+    return await body(hold);
   }
 
-  /** Model, endpoint and ordered candidates (candidates.ts). Unknown model: released, then MODEL_NOT_FOUND. */
+  /**
+   * A stream's hold, taken over from the edge's admission, for its generator to hold with `using`: the
+   * stream's wrapper as `admitted` is the unary one. Whatever the stream throws, returns early or leaves
+   * when its consumer stops reading, the hold is released as the generator ends (Reservation's dispose);
+   * after a settle the release is a no-op. A scope rather than a generator around the stream: a `yield*`
+   * wrapper would add a promise and an iterator result to every part streamed.
+   */
+  admittedStream(context: RequestContext | undefined, modelId: string, endpoint: string, streamed: boolean): Reservation {
+    return this.hold(context, modelId, endpoint, streamed);
+  }
+
+  /** The request's hold, taken over from the edge's admission: released or settled exactly once. */
+  private hold(context: RequestContext | undefined, modelId: string, endpoint: string, streamed: boolean): Reservation {
+    return new Reservation(this.options.usage, context?.requestId || newRequestId(), context, modelId, endpoint, streamed);
+  }
+
+  /** Model, endpoint and ordered candidates (candidates.ts). Unknown model: MODEL_NOT_FOUND (the hold's scope releases it). */
   resolve(hold: Reservation, modelId: string, strategyName: string, timeoutMs: number, conversation: () => string, capable: Capable = canChat): RoutingTarget {
     return resolveTarget(this.options, this.random, hold, modelId, strategyName, timeoutMs, conversation, capable);
   }
@@ -52,14 +63,14 @@ export class RoutingCore {
     return prepareChat(this.options, this.random, raw, hold);
   }
 
-  /** The one failover loop (failover.ts). */
+  /** The one failover loop (failover.ts), recording every attempt's outcome. */
   withFailover<Result>(
     target: RoutingTarget,
     signal: CallerSignal,
     call: (candidate: Candidate, control: AttemptControl) => Promise<Result>,
-    policy?: FailoverPolicy,
-  ): Promise<{ result: Result; candidate: Candidate; durationMs: number; control: AttemptControl }> {
-    return withFailover(this.options, target, signal, call, policy);
+    policy?: FailoverPolicy<Result>,
+  ): Promise<ServedAttempt<Result>> {
+    return withFailover(this.options, this.recorder, target, signal, call, policy);
   }
 
   /** Publishes the SERVED event of an answer not yet sent; when it cannot be stored the answer is withheld. */

@@ -4,7 +4,7 @@ import type { BackgroundUsage, BackgroundUsageOptions } from './background-usage
 import type { StreamCheckpoint, StreamProgress } from './stream-checkpoints.js';
 import { backgroundUsageFor, encodeUsageEvent, publishWithRetry, type UsageBacklog, type UsagePublisher } from './usage-publisher.js';
 import type { OutboxEntry, UsageOutbox } from './usage-outbox.js';
-import { encodeRepeatedBytes } from '../routing/length-delimited.js';
+import { encodeRepeatedBytes } from '@gateway/proto';
 
 export interface GroupCommitUsagePublisherOptions {
   bus: EventBus;

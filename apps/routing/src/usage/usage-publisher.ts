@@ -1,6 +1,6 @@
 import { subjects, type EventBus, type Logger } from '@gateway/platform';
 import { UsageEvent } from '@gateway/proto';
-import { reusedWriterEncoder } from '../routing/reused-writer.js';
+import { reusedWriterEncoder } from '@gateway/proto';
 import { BackgroundUsage, type BackgroundUsageOptions } from './background-usage.js';
 import type { StreamCheckpoint, StreamProgress } from './stream-checkpoints.js';
 import type { UsageOutbox, OutboxEntry } from './usage-outbox.js';

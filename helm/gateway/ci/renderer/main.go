@@ -16,8 +16,10 @@
 //
 // Output: every rendered document as `---\n# Source: CHART/templates/FILE\n...`, in template file order
 // (helm sorts by kind; nothing here depends on the order). Hook documents are printed like the others,
-// as `helm template` does. Not supported (the gateway chart uses none of them): subcharts, .Files,
-// `lookup` against a cluster (it returns an empty map, as under `helm template`), toToml.
+// as `helm template` does. .Files offers Get and GetBytes (a chart file's content by its path inside the
+// chart, "" when there is none; templates/ is not reachable, as in helm). Not supported (the gateway
+// chart uses none of them): subcharts, .Files.Glob/Lines/AsConfig/AsSecrets, `lookup` against a cluster
+// (it returns an empty map, as under `helm template`), toToml.
 package main
 
 import (
@@ -191,6 +193,7 @@ func render(opts options) (string, error) {
 		},
 		"Values":    values,
 		"Subcharts": map[string]interface{}{},
+		"Files":     chartFiles{dir: opts.chartDir},
 	}
 	rendered, err := renderTemplates(templates, top, metadata.Name+"/templates")
 	if err != nil {
@@ -412,4 +415,24 @@ func formatManifests(rendered map[string]string, chartName string, showNotes boo
 		}
 	}
 	return out.String(), nil
+}
+
+// chartFiles is .Files: the chart's own files by their slash-separated path inside the chart. As in
+// helm, templates/ and paths leaving the chart are not files of it, and a missing file reads as "".
+type chartFiles struct{ dir string }
+
+func (files chartFiles) GetBytes(name string) []byte {
+	clean := path.Clean("/" + filepath.ToSlash(name))[1:]
+	if clean == "" || clean == "templates" || strings.HasPrefix(clean, "templates/") {
+		return nil
+	}
+	raw, err := os.ReadFile(filepath.Join(files.dir, filepath.FromSlash(clean)))
+	if err != nil {
+		return nil
+	}
+	return raw
+}
+
+func (files chartFiles) Get(name string) string {
+	return string(files.GetBytes(name))
 }

@@ -12,6 +12,12 @@ export interface DurableMessage {
   msgId: string;
   /** True when this message was delivered before and not acked (consumer crash, handler failure). */
   redelivered: boolean;
+  /**
+   * Messages of this consumer the server still held undelivered when it sent this one (JetStream's
+   * delivery info: free, no API call). The consumer's backlog as of this message; the in-process bus
+   * reports its queue behind the batch.
+   */
+  pending?: number;
 }
 
 export interface DurableConsumerOptions {

@@ -131,7 +131,8 @@ export class InProcessEventBus implements EventBus {
         }
         const batch = queue.splice(0, options.maxBatch);
         try {
-          await handler(batch.map((stored) => ({ data: stored.data, msgId: stored.msgId, redelivered: stored.deliveries++ > 0 })));
+          const behind = queue.length;
+          await handler(batch.map((stored) => ({ data: stored.data, msgId: stored.msgId, redelivered: stored.deliveries++ > 0, pending: behind })));
           this.acknowledge(batch);
         } catch (error) {
           this.logger.error({ err: error, size: batch.length }, 'batch handler failed; redelivering');

@@ -164,6 +164,7 @@ export class NatsEventBus implements EventBus {
             data: message.data,
             msgId: message.headers?.get(MSG_ID_HEADER) ?? `${message.info.stream}:${message.seq}`,
             redelivered: message.redelivered,
+            pending: message.info.pending,
           })));
           for (const message of batch) message.ack();
         } catch (error) {

@@ -8,7 +8,7 @@ import { chatResponseCost } from '../../inference/answer-cost.js';
 import { sealCompaction, SUMMARY_PROMPT } from './compaction-item.js';
 import { convertResponsesRequest, RESPONSES_ENDPOINT } from './convert-responses-request.js';
 import { idBase, itemId, renderResponse, renderUsage, responseId } from './render-responses.js';
-import { parseResponsesRequest, RESPONSES_FREE_FORM_FIELDS, type ResponsesContentPart, type ResponsesInputItem, type ResponsesRequest } from './responses-schema.js';
+import { parseCompactionRequest, RESPONSES_FREE_FORM_FIELDS, type ResponsesContentPart, type ResponsesInputItem, type ResponsesRequest } from './responses-schema.js';
 
 /*
  * POST /v1/responses/compact (Codex's remote compaction; the `openai` SDK's `responses.compact`): the
@@ -132,7 +132,7 @@ export const responsesCompactDialect: InferenceDialect<ResponsesRequest> = {
   endpoint: RESPONSES_ENDPOINT,
   errorDialect: 'chat',
   freeFormFields: RESPONSES_FREE_FORM_FIELDS,
-  parse: parseResponsesRequest,
+  parse: parseCompactionRequest,
   modelName: (body) => body.model,
   routing: (body) => body.routing,
   convert: convertCompaction,

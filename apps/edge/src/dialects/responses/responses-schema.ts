@@ -233,9 +233,11 @@ export const RESPONSES_FREE_FORM_FIELDS: readonly FreeFormField[] = [
 
 const NOTHING_TO_SEND = 'is required when `instructions` is empty: the request has nothing to send the model.';
 
-export const responsesRequest = z
+/** The request's fields, without the check that it has something to send (see below for who takes which). */
+const responsesFields = z
   .object({
-    model: z.string().min(1),
+    // OpenAI's API takes the model from a stored prompt when `model` is absent; the gateway stores none.
+    model: z.string({ error: (issue) => (issue.input === undefined ? 'is required: name the model (this gateway keeps no stored prompts to take it from).' : undefined) }).min(1),
     // Optional in OpenAI's API (a request may be its instructions alone): absent is an empty list, so every
     // reader sees a string or a list. The object's check below refuses a request with nothing to send.
     input: z.preprocess((input) => input ?? [], z.union([z.string(), z.array(inputItem)])),
@@ -283,16 +285,35 @@ export const responsesRequest = z
     // Model fallbacks and provider preferences (OpenRouter's `models` and `provider`).
     ...routingChoiceFields,
   })
-  .loose()
-  .superRefine((body, context) => {
-    if (body.input.length === 0 && !body.instructions) {
-      context.addIssue({ code: 'custom', path: ['input'], message: NOTHING_TO_SEND });
-    }
-  });
+  .loose();
+
+/** POST /v1/responses: a request with neither `input` nor `instructions` has nothing to send the model. */
+export const responsesRequest = responsesFields.superRefine((body, context) => {
+  if (body.input.length === 0 && !body.instructions) {
+    context.addIssue({ code: 'custom', path: ['input'], message: NOTHING_TO_SEND });
+  }
+});
 
 export type ResponsesRequest = z.infer<typeof responsesRequest>;
 
 /** Validates a parsed body; a failure is a 400 whose message names the field path (`body.input.2.call_id: ...`). */
 export function parseResponsesRequest(body: unknown): ResponsesRequest {
   return parseBody(responsesRequest, primaryModelFromModels(body));
+}
+
+/**
+ * POST /v1/responses/compact: `model` is its only required field (OpenAI's API; the SDK's generated test
+ * sends nothing else). An empty conversation still sends the model something, the gateway's summary prompt.
+ */
+export function parseCompactionRequest(body: unknown): ResponsesRequest {
+  return parseBody(responsesFields, primaryModelFromModels(body));
+}
+
+/** POST /v1/responses/input_tokens: every field optional (OpenAI's API), `model` too: counting calls no model. */
+const inputTokensRequest = responsesFields.extend({ model: z.string().min(1).nullish() }).loose();
+
+export type InputTokensRequest = z.infer<typeof inputTokensRequest>;
+
+export function parseInputTokensRequest(body: unknown): InputTokensRequest {
+  return parseBody(inputTokensRequest, primaryModelFromModels(body));
 }

@@ -3,7 +3,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import { Cancellation, newRequestId, parseCredits } from '@gateway/platform';
 import type { VerifiedApiKey } from '../../inference/auth-cache.js';
-import { verifyApiKey, type EdgeContext } from '../../context.js';
+import type { EdgeContext } from '../../context.js';
 import { presentedApiKey } from '../../inference/credentials.js';
 import { boundedMessage, boundedParam, edgeErrors, renderErrorBody, toApiError, type ApiError } from '../../errors.js';
 import { ClientGoneError, parseJsonText } from '../../http.js';
@@ -146,7 +146,7 @@ export class ResponsesWebSocketServer {
       return;
     }
     const presented = credential;
-    verifyApiKey(this.context, presented, requestId).then(
+    this.context.apiKeys.verify(presented, requestId).then(
       (key) => {
         // A key already at its bound costs no ledger call.
         const full = this.socketsFull(key);
@@ -383,7 +383,7 @@ class Connection {
       } else {
         input = inputItems(raw.input);
       }
-      const key = await verifyApiKey(this.context, this.credential, requestId);
+      const key = await this.context.apiKeys.verify(this.credential, requestId);
       const body: ResponsesRequest = responsesDialect.parse(raw);
       body.stream = true;
       if (generate === false) {

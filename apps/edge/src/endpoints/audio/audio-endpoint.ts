@@ -6,6 +6,7 @@ import { edgeErrors } from '../../errors.js';
 import { ClientGoneError, drained, sendJson } from '../../http.js';
 import { parseBody } from '../../canonical/validation.js';
 import { gatewayHeaders } from '../../inference/gateway-headers.js';
+import { streamStarted } from '../../observability/request-tracker.js';
 import type { HttpAnswer } from '../../inference/answer-sink.js';
 import type { InferenceSteps } from '../../inference/pipeline-steps.js';
 import { readMultipart, singleField } from '../multipart.js';
@@ -100,6 +101,7 @@ export const speechFamily: InferenceSteps<SpeechBody, SpeechCall, HttpAnswer> = 
             'cache-control': 'no-store',
             ...gatewayHeaders(job.strategy),
           });
+          streamStarted(response);
         }
         if (!response.write(sse ? audioDeltaEvent(event.value) : event.value)) await drained(response);
       }

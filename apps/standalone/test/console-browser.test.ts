@@ -1,0 +1,442 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { accessSync, chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseCredits } from '@gateway/platform';
+import { eventually } from '@gateway/testing';
+import { stopProcessesMentioning } from './leftover-processes.js';
+
+// The web console (apps/console) in Debian's Chromium (.ci/run installs it) against `npm start` as a user
+// runs it: `node apps/standalone/dist/main.js` with its own data dir, the simulated provider, and the dev
+// provisioning key its banner prints, and the admin token it keeps in its data dir. Screenshots of each
+// view at 1280 and 390 px wide go to CONSOLE_SCREENSHOT_DIR (default .data/test-output/console/), each
+// checked for horizontal scroll and by axe-core against the WCAG 2 A/AA rules (contrast, labels, names).
+const repositoryRoot = fileURLToPath(new URL('../../../', import.meta.url));
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const screenshots = process.env.CONSOLE_SCREENSHOT_DIR ?? join(repositoryRoot, '.data/test-output/console');
+const KEY_NAME = 'browser-key';
+const RENAMED = 'browser-key-renamed';
+/** The first model colour of the spend chart (apps/console/src/views/spend-chart.tsx): #2563eb. */
+const BAR = [0x25, 0x63, 0xeb] as const;
+/** The little of a canvas element read in the page (this project compiles without the DOM types). */
+interface CanvasLike { width: number; height: number; getContext(kind: '2d'): { getImageData(x: number, y: number, w: number, h: number): { data: Uint8ClampedArray } } }
+/** axe-core's source, injected through the DevTools protocol (the page's CSP admits no other script). */
+const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+/** The rules axe runs: every WCAG 2.0/2.1 A and AA rule (colour contrast, labels, button and link names, ARIA). */
+const WCAG_TAGS = ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'];
+describe('web console in a real browser', () => {
+  const root = mkdtempSync(join(tmpdir(), 'console-browser-'));
+  chmodSync(root, 0o755); // the embedded Postgres runs as `postgres` when the tests run as root
+  const dataDir = join(root, 'data');
+  let gateway: ChildProcess;
+  let output = '';
+  let url = '';
+  let provisioningKey = '';
+  let browser: Browser;
+  let page: Page;
+  const cspViolations: string[] = [];
+  const pageErrors: string[] = [];
+
+  beforeAll(async () => {
+    accessSync(join(repositoryRoot, 'apps/standalone/dist/main.js'));
+    accessSync(join(repositoryRoot, 'apps/console/dist/index.html'));
+    accessSync(CHROMIUM);
+    mkdirSync(screenshots, { recursive: true });
+    gateway = spawn(process.execPath, ['apps/standalone/dist/main.js'], {
+      cwd: repositoryRoot,
+      env: { PATH: process.env.PATH ?? '', PORT: '0', GATEWAY_DATA_DIR: dataDir },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    gateway.stdout!.on('data', (chunk: Buffer) => { output += chunk.toString(); });
+    gateway.stderr!.on('data', (chunk: Buffer) => { output += chunk.toString(); });
+    const deadline = Date.now() + 90_000;
+    while (!/API key: +\S+/.test(output)) {
+      if (gateway.exitCode !== null || Date.now() > deadline) throw new Error(`gateway did not start:\n${output}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    url = /listening on (http:\/\/\S+)/.exec(output)![1]!;
+    provisioningKey = /Provisioning key: +(\S+)/.exec(output)![1]!;
+    expect(output).toContain(`Console:           ${url}/console/`);
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
+    page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    page.on('console', (message) => { if (/Content Security Policy/i.test(message.text())) cspViolations.push(message.text()); });
+    page.on('pageerror', (error) => pageErrors.push(error.message));
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    if (gateway && gateway.exitCode === null) {
+      gateway.kill('SIGTERM');
+      await new Promise((resolve) => { gateway.once('exit', resolve); setTimeout(resolve, 15_000); });
+    }
+    // An embedded Postgres left behind by a killed gateway, found by its data dir.
+    await stopProcessesMentioning(dataDir);
+    rmSync(root, { recursive: true, force: true });
+  }, 60_000);
+
+  const chat = (apiKey: string) => fetch(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'chat-small', messages: [{ role: 'user', content: 'Hello from the console test' }] }),
+  });
+
+  /** Pixels of the chart's canvas in the first bar colour. */
+  const barPixels = () => page.locator('.chart canvas').first().evaluate((canvas: CanvasLike, colour) => {
+    const { data } = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height);
+    let count = 0;
+    for (let index = 0; index < data.length; index += 4) {
+      if (data[index + 3]! > 200 && Math.abs(data[index]! - colour[0]) < 12 && Math.abs(data[index + 1]! - colour[1]) < 12 && Math.abs(data[index + 2]! - colour[2]) < 12) count++;
+    }
+    return count;
+  }, BAR);
+
+  /** axe-core's WCAG 2 A/AA violations on the page as it is, one line per rule with the elements it names. */
+  const accessibilityViolations = async (): Promise<string[]> => {
+    if (!(await page.evaluate<boolean>('typeof window.axe === "object"'))) await page.evaluate(AXE_SOURCE);
+    return page.evaluate<string[], string[]>(async (tags) => {
+      interface AxeResult { violations: { id: string; impact: string; help: string; nodes: { target: string[]; failureSummary: string }[] }[] }
+      const axe = (globalThis as unknown as { axe: { run(context: unknown, options: unknown): Promise<AxeResult> } }).axe;
+      const result = await axe.run((globalThis as unknown as { document: unknown }).document, { runOnly: { type: 'tag', values: tags }, resultTypes: ['violations'] });
+      return result.violations.map((violation) => `${violation.id} (${violation.impact}): ${violation.help}\n${violation.nodes
+        .map((node) => `    ${node.target.join(' ')}: ${node.failureSummary.replace(/\s+/g, ' ')}`).join('\n')}`);
+    }, WCAG_TAGS);
+  };
+
+  /**
+   * Tab round the whole page (past its end it starts again at the top) until a control comes round a second
+   * time: every visible control (links, buttons, fields, scrollable tables) must be reached, and each must
+   * show a focus outline. Answers what was missed or unmarked.
+   */
+  const keyboardWalk = async (): Promise<string[]> => {
+    const problems: string[] = [];
+    let outside = 0;
+    for (let step = 0; step < 300 && outside < 3; step++) {
+      await page.keyboard.press('Tab');
+      const reached = await page.evaluate<{ done: boolean; outside?: boolean; name: string; outline: boolean }>(`(() => {
+        const element = document.activeElement;
+        if (!element || element === document.body) return { done: false, outside: true, name: '', outline: true };
+        if (element.hasAttribute('data-tab-reached')) return { done: true, name: '', outline: true };
+        element.setAttribute('data-tab-reached', '');
+        const style = getComputedStyle(element);
+        const name = element.tagName.toLowerCase() + ' "' + (element.getAttribute('aria-label') || element.textContent || element.id || '').trim().slice(0, 40) + '"';
+        return { done: false, name, outline: style.outlineStyle !== 'none' && parseFloat(style.outlineWidth) >= 2 };
+      })()`);
+      if (reached.done) break;
+      if (reached.outside) {
+        outside++;
+        continue;
+      }
+      outside = 0;
+      if (!reached.outline) problems.push(`no visible focus: ${reached.name}`);
+    }
+    const missed = await page.evaluate<string[]>(`[...document.querySelectorAll('a[href], button:not([disabled]), input:not([disabled]), select:not([disabled]), textarea, [tabindex]:not([tabindex="-1"])')]
+      .filter((element) => element.getClientRects().length > 0 && !element.hasAttribute('data-tab-reached'))
+      .map((element) => 'not reached by Tab: ' + element.tagName.toLowerCase() + ' "' + (element.getAttribute('aria-label') || element.textContent || element.id || '').trim().slice(0, 40) + '"')`);
+    await page.evaluate(`document.querySelectorAll('[data-tab-reached]').forEach((element) => element.removeAttribute('data-tab-reached')); document.activeElement && document.activeElement.blur()`);
+    return [...problems, ...missed];
+  };
+
+  /** Both widths: a screenshot each, no sideways scroll, and no WCAG 2 A/AA violation axe-core finds; at 1280 px, a walk with Tab. */
+  const capture = async (view: string) => {
+    for (const width of [1280, 390]) {
+      await page.setViewportSize({ width, height: 900 });
+      await page.waitForTimeout(150); // the chart follows its container's width
+      await page.screenshot({ path: join(screenshots, `${view}-${width}.png`), fullPage: true });
+      const overflow = await page.evaluate<number>('document.documentElement.scrollWidth - document.documentElement.clientWidth');
+      expect(overflow, `${view} at ${width} px scrolls sideways by ${overflow} px`).toBeLessThanOrEqual(0);
+      const violations = await accessibilityViolations();
+      expect(violations, `${view} at ${width} px:\n${violations.join('\n')}`).toEqual([]);
+    }
+    const keyboard = await keyboardWalk();
+    expect(keyboard, `${view}, keyboard:\n${keyboard.join('\n')}`).toEqual([]);
+    await page.setViewportSize({ width: 1280, height: 900 });
+  };
+
+  /** The account's balance through the API, as its exact decimal string. */
+  const apiBalance = async (): Promise<string> => {
+    const answer = await fetch(`${url}/v1/account/balance`, { headers: { authorization: `Bearer ${provisioningKey}` } });
+    expect(answer.status).toBe(200);
+    return ((await answer.json()) as { balance: string }).balance;
+  };
+
+  it('signs in, creates, renames, limits and deletes keys, shows two requests in the chart, table and paged request list, operates providers and accounts, and disables a key', async () => {
+    await page.goto(`${url}/console/`);
+    await expect.poll(() => page.getByRole('heading', { name: 'Sign in' }).count()).toBe(1);
+    await capture('sign-in');
+    // A wrong key is refused in words and not kept.
+    await page.getByLabel('Provisioning key').fill('gw-prov-not-a-real-key');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('alert').waitFor();
+    expect(await page.getByRole('alert').textContent()).toMatch(/provisioning key/i);
+    await page.getByLabel('Provisioning key').fill(provisioningKey);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Account', level: 1 }).waitFor();
+    await expect.poll(() => page.getByTestId('balance').textContent()).toMatch(/^10(\.0+)? credits$/);
+    const startBalance = await page.getByTestId('balance').textContent();
+    // The key stays in memory: no cookie, nothing in either storage.
+    expect(await page.context().cookies()).toEqual([]);
+    expect(await page.evaluate<number[]>('[localStorage.length, sessionStorage.length]')).toEqual([0, 0]);
+    await page.locator('.chart canvas').first().waitFor();
+    expect(await barPixels()).toBe(0);
+
+    // Keys: create one, its plaintext shown once, then in the table.
+    await page.getByRole('link', { name: 'Keys' }).click();
+    await page.getByRole('heading', { name: 'Keys', level: 1 }).waitFor();
+    expect(new URL(page.url()).pathname).toBe('/console/keys');
+    await page.getByLabel('Name', { exact: true }).fill(KEY_NAME);
+    await page.getByLabel('Credit limit', { exact: true }).fill('2.5');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const apiKey = (await page.getByTestId('new-key').textContent())!;
+    expect(apiKey).toMatch(/^gw-api-/);
+    const row = page.getByRole('table', { name: 'Keys' }).getByRole('row').filter({ hasText: KEY_NAME });
+    await expect.poll(() => row.count()).toBe(1);
+    expect(await row.textContent()).toContain('2.5');
+    expect(await row.textContent()).toContain(`${apiKey.slice(0, 10)}...${apiKey.slice(-3)}`);
+    await page.getByRole('button', { name: 'Done' }).click();
+    expect(await page.getByTestId('new-key').count()).toBe(0);
+    await capture('keys');
+
+    // The API's refusal in words.
+    await page.getByLabel('Name', { exact: true }).fill('refused-key');
+    await page.getByLabel('Credit limit', { exact: true }).fill('-1');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toMatch(/credit_limit.*negative/i);
+    expect(await page.getByRole('table', { name: 'Keys' }).getByRole('row').filter({ hasText: 'refused-key' }).count()).toBe(0);
+    await page.getByLabel('Credit limit', { exact: true }).fill('');
+
+    // Rename and change the limit.
+    await page.getByRole('button', { name: `Edit ${KEY_NAME}` }).click();
+    // Focus moves when the edit form renders (a frame later on a loaded machine): polled.
+    await expect.poll(() => page.evaluate<string>('document.activeElement.value')).toBe(KEY_NAME);
+    await page.getByLabel('New name').fill(RENAMED);
+    await page.getByLabel('New credit limit').fill('3');
+    await page.getByRole('button', { name: 'Save' }).click();
+    const renamed = page.getByRole('table', { name: 'Keys' }).getByRole('row').filter({ hasText: RENAMED });
+    await expect.poll(() => renamed.count()).toBe(1);
+    expect((await renamed.getByRole('cell').allTextContents())[2]).toBe('3');
+
+    // Delete, with the keyboard: the confirmation takes the focus on its safe choice.
+    await page.getByLabel('Name', { exact: true }).fill('short-lived');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    await page.getByTestId('new-key').waitFor();
+    await page.getByRole('button', { name: 'Done' }).click();
+    await page.getByRole('button', { name: 'Delete short-lived' }).click();
+    await page.getByRole('alertdialog').waitFor();
+    await expect.poll(() => page.evaluate<string>('document.activeElement.textContent')).toBe('Cancel');
+    await page.keyboard.press('Shift+Tab');
+    await expect.poll(() => page.evaluate<string>('document.activeElement.textContent')).toBe('Delete key');
+    await page.keyboard.press('Enter');
+    await expect.poll(() => page.getByRole('table', { name: 'Keys' }).getByRole('row').filter({ hasText: 'short-lived' }).count()).toBe(0);
+    expect(await page.getByRole('alertdialog').count()).toBe(0);
+
+    // Two chat requests with the new key.
+    const requestIds: string[] = [];
+    for (let index = 0; index < 2; index++) {
+      const answer = await chat(apiKey);
+      expect(answer.status).toBe(200);
+      requestIds.push(answer.headers.get('x-gateway-request-id')!);
+      await answer.json();
+    }
+
+    // Account: the chart's bars and the activity table show both; the request list shows each.
+    await page.getByRole('link', { name: 'Account' }).click();
+    const activity = page.getByRole('table', { name: 'Activity' });
+    await eventually(async () => {
+      await page.getByRole('button', { name: 'Refresh' }).click();
+      const cells = await activity.getByRole('row').filter({ hasText: 'acme/chat-small' }).getByRole('cell').allTextContents();
+      expect(cells[2]).toBe('2');
+    }, 15_000, 200);
+    await expect.poll(barPixels).toBeGreaterThan(50);
+    // Narrowed to one key: the new key's two requests; the dev key spent nothing.
+    await page.getByLabel('Key', { exact: true }).selectOption({ label: RENAMED });
+    await expect.poll(async () => (await activity.getByRole('row').filter({ hasText: 'acme/chat-small' }).getByRole('cell').allTextContents())[2]).toBe('2');
+    await page.getByLabel('Key', { exact: true }).selectOption({ label: 'dev' });
+    await expect.poll(() => activity.getByRole('row').filter({ hasText: 'acme/chat-small' }).count()).toBe(0);
+    await page.getByText('No spend in these days.').waitFor();
+    await page.getByLabel('Key', { exact: true }).selectOption({ label: 'all keys' });
+    await expect.poll(barPixels).toBeGreaterThan(50);
+    expect(await page.getByTestId('balance').textContent()).not.toBe(startBalance);
+    await capture('account');
+
+    // Requests: the paged list shows both with the ledger's model, provider, tokens and cost.
+    await page.getByRole('link', { name: 'Requests' }).click();
+    await page.getByRole('heading', { name: 'Requests', level: 1 }).waitFor();
+    expect(new URL(page.url()).pathname).toBe('/console/requests');
+    const recent = page.getByRole('table', { name: 'Recent requests' });
+    const chatRows = recent.getByRole('row').filter({ hasText: 'acme/chat-small' });
+    await eventually(async () => {
+      await page.getByRole('button', { name: 'Refresh' }).click();
+      expect(await chatRows.count()).toBe(2);
+    }, 15_000, 200);
+    for (const id of requestIds) {
+      const answer = await fetch(`${url}/v1/generation?id=${encodeURIComponent(id)}`, { headers: { authorization: `Bearer ${provisioningKey}` } });
+      expect(answer.status).toBe(200);
+      const record = ((await answer.json()) as { data: { model: string; provider_name: string; tokens_prompt: number; tokens_completion: number; total_cost: string } }).data;
+      expect(parseCredits(record.total_cost)).toBeGreaterThan(0n);
+      const cells = await recent.getByRole('row').filter({ hasText: id }).getByRole('cell').allTextContents();
+      expect(cells.slice(0, 6)).toEqual([id, expect.stringMatching(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/), record.model, record.provider_name,
+        `${record.tokens_prompt} / ${record.tokens_completion}`, record.total_cost]);
+    }
+    // One request per page: Older and Newer walk the keyset pages; the focus stays on a live button.
+    await page.getByLabel('Per page').fill('1');
+    await page.getByLabel('Per page').press('Tab');
+    await expect.poll(() => chatRows.count()).toBe(1);
+    const firstId = (await chatRows.getByRole('cell').allTextContents())[0]!;
+    expect(await page.getByRole('button', { name: 'Newer' }).isDisabled()).toBe(true);
+    await page.getByRole('button', { name: 'Older' }).click();
+    await page.getByText('Page 2', { exact: true }).waitFor();
+    await expect.poll(async () => (await chatRows.getByRole('cell').allTextContents())[0]).not.toBe(firstId);
+    expect(await chatRows.count()).toBe(1);
+    const secondId = (await chatRows.getByRole('cell').allTextContents())[0]!;
+    expect([firstId, secondId].sort()).toEqual([...requestIds].sort());
+    await page.getByRole('button', { name: 'Newer' }).focus();
+    await page.keyboard.press('Enter');
+    await page.getByText('Page 1', { exact: true }).waitFor();
+    await expect.poll(async () => (await chatRows.getByRole('cell').allTextContents())[0]).toBe(firstId);
+    await expect.poll(() => page.evaluate<string>('document.activeElement.textContent')).toBe('Older');
+    await page.getByLabel('Per page').fill('20');
+    await page.getByLabel('Per page').press('Tab');
+    await expect.poll(() => chatRows.count()).toBe(2);
+    // Narrowed to one key: the dev key made none of them.
+    await page.getByLabel('Key', { exact: true }).selectOption({ label: 'dev' });
+    await page.getByText('No requests yet.').waitFor();
+    await page.getByLabel('Key', { exact: true }).selectOption({ label: RENAMED });
+    await expect.poll(() => chatRows.count()).toBe(2);
+    await page.getByLabel('Key', { exact: true }).selectOption({ label: 'all keys' });
+    // And each looked up by its id.
+    for (const id of requestIds) {
+      await eventually(async () => {
+        await page.getByLabel('Request id').fill(id);
+        await page.getByRole('button', { name: 'Look up' }).click();
+        await page.getByRole('table', { name: 'Looked-up requests' }).getByRole('row').filter({ hasText: id }).waitFor({ timeout: 1_000 });
+      }, 15_000, 200);
+    }
+    const listed = await page.getByRole('table', { name: 'Looked-up requests' }).getByRole('row').filter({ hasText: 'acme/chat-small' }).count();
+    expect(listed).toBe(2);
+    await capture('requests');
+
+    // Models: prices per 1M tokens, search narrows the list, startups with their icons.
+    await page.getByRole('link', { name: 'Models' }).click();
+    const models = page.getByRole('table', { name: 'Models' });
+    await expect.poll(() => models.getByRole('row').count()).toBeGreaterThan(2);
+    expect(await models.getByRole('columnheader').allTextContents()).toContain('Input per 1M tokens');
+    await page.getByLabel('Search models').fill('chat-small');
+    await expect.poll(() => models.getByRole('row').count()).toBe(2);
+    const icons = page.getByRole('img', { name: /logo$/ });
+    await expect.poll(() => icons.count()).toBeGreaterThan(0);
+    expect(await icons.first().evaluate((image: { complete: boolean; naturalWidth: number }) => image.complete && image.naturalWidth > 0)).toBe(true);
+    await page.getByLabel('Search models').fill('');
+    await capture('models');
+
+    // Operator: its own sign-in with the admin token npm start keeps in its data dir; a wrong one refused in words.
+    await page.getByRole('link', { name: 'Operator' }).click();
+    await page.getByRole('heading', { name: 'Operator sign in' }).waitFor();
+    expect(new URL(page.url()).pathname).toBe('/console/operator');
+    await capture('operator-sign-in');
+    await page.getByLabel('Admin token').fill('not-the-admin-token-0123456789abcdef');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toMatch(/admin token/i);
+    const adminTokenText = readFileSync(join(dataDir, 'admin-token'), 'utf8').trim();
+    await page.getByLabel('Admin token').fill(adminTokenText);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Operator', level: 1, exact: true }).waitFor();
+    expect(await page.context().cookies()).toEqual([]);
+    expect(await page.evaluate<number[]>('[localStorage.length, sessionStorage.length]')).toEqual([0, 0]);
+
+    // Providers: the simulated provider has served the two requests; latency per model lists the chat model.
+    const providers = page.getByRole('table', { name: 'Providers' });
+    const latency = page.getByRole('table', { name: 'Latency per model' });
+    await eventually(async () => {
+      await page.getByRole('button', { name: 'Refresh' }).click();
+      const samples = await Promise.all((await providers.getByRole('row').filter({ hasText: /simulated/i }).all())
+        .map(async (row) => Number((await row.getByRole('cell').allTextContents())[4])));
+      expect(samples.some((count) => count > 0)).toBe(true);
+      const cells = await latency.getByRole('row').filter({ hasText: 'chat-small' }).first().getByRole('cell').allTextContents();
+      expect(Number(cells[2])).toBeGreaterThanOrEqual(2);
+    }, 15_000, 200);
+
+    // Accounts: the dev account's balance as the API has it; a top-up of 5 raises it by exactly 5.
+    const accounts = page.getByRole('table', { name: 'Accounts' });
+    const devRow = accounts.getByRole('row').filter({ has: page.getByRole('button', { name: 'Top up dev', exact: true }) });
+    const before = await apiBalance();
+    // Every top-up's idempotency key as the page sent it; the second top-up's first answer is lost on the way back.
+    const topUpKeys: { amount: string; key: string }[] = [];
+    let loseNextAnswer = false;
+    await page.route('**/v1/admin/accounts/*/credits', async (route) => {
+      const body = route.request().postDataJSON() as { amount: string; idempotency_key: string };
+      topUpKeys.push({ amount: body.amount, key: body.idempotency_key });
+      if (!loseNextAnswer) return route.continue();
+      loseNextAnswer = false;
+      await route.fetch(); // the gateway credits it; the page never hears so
+      return route.abort('connectionreset');
+    });
+    await expect.poll(async () => (await devRow.getByRole('cell').allTextContents())[2]).toBeDefined();
+    expect(parseCredits((await devRow.getByRole('cell').allTextContents())[2]!)).toBe(parseCredits(before));
+    await page.getByRole('button', { name: 'Top up dev', exact: true }).click();
+    await expect.poll(() => page.evaluate<string>('document.activeElement.id')).toBe('top-up-amount');
+    await page.getByLabel('Amount (credits)').fill('-1');
+    await page.getByRole('button', { name: 'Review top-up' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toMatch(/positive amount of credits/);
+    await page.getByLabel('Amount (credits)').fill('5');
+    await page.getByRole('button', { name: 'Review top-up' }).click();
+    await page.getByRole('alertdialog').waitFor();
+    expect(await page.getByRole('alertdialog').textContent()).toContain('Add 5 credits to dev?');
+    await expect.poll(() => page.evaluate<string>('document.activeElement.textContent')).toBe('Cancel');
+    await page.getByRole('button', { name: 'Confirm top-up' }).click();
+    await expect.poll(() => page.getByTestId('top-up-result').textContent()).toMatch(/^Added 5 credits to dev\. The balance is now \S+ credits\.$/);
+    const after = await apiBalance();
+    expect(parseCredits(after) - parseCredits(before)).toBe(5n * 10n ** 12n);
+    const shown = /now (\S+) credits/.exec((await page.getByTestId('top-up-result').textContent())!)![1]!;
+    expect(parseCredits(shown)).toBe(parseCredits(after));
+    await expect.poll(async () => parseCredits((await devRow.getByRole('cell').allTextContents())[2]!)).toBe(parseCredits(after));
+    // A lost answer: "Try again" resends the same submission with the same idempotency key, credited once.
+    loseNextAnswer = true;
+    await page.getByLabel('Amount (credits)').fill('2.5');
+    await page.getByRole('button', { name: 'Review top-up' }).click();
+    await page.getByRole('button', { name: 'Confirm top-up' }).click();
+    await expect.poll(() => page.getByTestId('top-up-result').textContent()).toMatch(/^The top-up of 2\.5 credits to dev failed: The gateway could not be reached\.$/);
+    expect(parseCredits(await apiBalance()) - parseCredits(after)).toBe(2_500_000_000_000n);
+    await page.getByRole('button', { name: 'Try again' }).click();
+    await expect.poll(() => page.getByTestId('top-up-result').textContent()).toMatch(/^Added 2\.5 credits to dev\./);
+    await page.unroute('**/v1/admin/accounts/*/credits');
+    const afterRetry = await apiBalance();
+    expect(parseCredits(afterRetry) - parseCredits(after)).toBe(2_500_000_000_000n);
+    expect(topUpKeys.map((entry) => entry.amount)).toEqual(['5', '2.5', '2.5']);
+    expect(topUpKeys[2]!.key).toBe(topUpKeys[1]!.key);
+    expect(topUpKeys[1]!.key).not.toBe(topUpKeys[0]!.key);
+    for (const { key } of topUpKeys) expect(key).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    await expect.poll(async () => parseCredits((await devRow.getByRole('cell').allTextContents())[2]!)).toBe(parseCredits(afterRetry));
+    await capture('operator');
+
+    // Signing out of the Operator view forgets the token; "Remember in this tab" keeps it in sessionStorage only, under its own name.
+    await page.getByRole('button', { name: 'Sign out of Operator' }).click();
+    await page.getByRole('heading', { name: 'Operator sign in' }).waitFor();
+    await page.getByLabel('Admin token').fill(adminTokenText);
+    await page.getByLabel('Remember in this tab').check();
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Operator', level: 1, exact: true }).waitFor();
+    expect(await page.evaluate<unknown>('[localStorage.length, Object.keys(sessionStorage)]')).toEqual([0, ['gateway-console-admin-token']]);
+    await page.getByRole('button', { name: 'Sign out of Operator' }).click();
+    await page.getByRole('heading', { name: 'Operator sign in' }).waitFor();
+    expect(await page.evaluate<number[]>('[localStorage.length, sessionStorage.length]')).toEqual([0, 0]);
+    expect(await page.context().cookies()).toEqual([]);
+
+    // Disable the key: the table says so and the key is refused.
+    await page.getByRole('link', { name: 'Keys' }).click();
+    await page.getByRole('button', { name: `Disable ${RENAMED}` }).click();
+    await page.getByRole('button', { name: `Enable ${RENAMED}` }).waitFor();
+    await eventually(async () => {
+      expect([401, 403]).toContain((await chat(apiKey)).status);
+    }, 10_000, 200);
+
+    // A reload forgets the key (it was kept in memory only).
+    await page.reload();
+    await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+    expect(cspViolations).toEqual([]);
+    expect(pageErrors).toEqual([]);
+  }, 300_000);
+});
