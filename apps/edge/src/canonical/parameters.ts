@@ -1,5 +1,5 @@
 import type { ChatRequest } from '@gateway/proto';
-import { PARAMETERS, modelTakes, spellingsOf, type CanonicalParameter, type Dialect, type ParameterRow, type Spelling } from '@gateway/platform';
+import { PARAMETERS, modelTakes, type CanonicalParameter, type Dialect, type ParameterRow, type Spelling } from '@gateway/platform';
 import type { CatalogModel } from '../catalog-cache.js';
 
 /**
@@ -8,7 +8,7 @@ import type { CatalogModel } from '../catalog-cache.js';
  * dialect's spelling. A field whose model lists none of the names is dropped here at the edge, before
  * any provider (spec §1, DESIGN §2 step 3: the edge is the one place that drops for a MODEL), and named
  * in `x-gateway-dropped-params` in the spelling the client sent. A new parameter is one row there, its
- * value conversion in each dialect's converter, and a sample in `parameters-table.test.ts`.
+ * value conversion in each dialect's converter, and a sample in `parameters.test.ts`.
  */
 export const FORWARDED_PARAMETERS: Readonly<Record<CanonicalParameter, ParameterRow>> = PARAMETERS;
 export type { CanonicalParameter, Dialect };
@@ -106,32 +106,24 @@ export function modelSupports(model: CatalogModel, parameter: CanonicalParameter
  */
 export class ParameterGate {
   private readonly forwarded = new Set<CanonicalParameter>();
-  /** The client's names of each forwarded parameter (for routing's drops, named as the client spelled them). */
-  private readonly spelled = new Map<string, string[]>();
   private readonly dropped: string[] = [];
   private readonly extra: Record<string, unknown> = {};
   private hasExtra = false;
+  private readonly fields: Record<string, unknown>;
+  private readonly compiled: CompiledDialect;
 
   constructor(
     private readonly model: CatalogModel,
     dialect: Dialect,
     body: object,
-    presence?: Readonly<Record<string, boolean>>,
+    private readonly presence?: Readonly<Record<string, boolean>>,
   ) {
-    const fields = body as Record<string, unknown>;
-    const compiled = COMPILED[dialect];
+    const fields = (this.fields = body as Record<string, unknown>);
+    const compiled = (this.compiled = COMPILED[dialect]);
     for (const spelling of compiled.spellings) {
-      const value = valueAt(fields, spelling.path);
-      const present = presence?.[spelling.name] ?? (asks(value) && (spelling.present === undefined || spelling.present(value)));
-      if (!present) continue;
-      if (modelSupports(model, spelling.parameter)) {
-        this.forwarded.add(spelling.parameter);
-        const names = this.spelled.get(spelling.parameter);
-        if (names === undefined) this.spelled.set(spelling.parameter, [spelling.name]);
-        else names.push(spelling.name);
-      } else {
-        this.dropped.push(spelling.name);
-      }
+      if (!this.asked(spelling)) continue;
+      if (modelSupports(model, spelling.parameter)) this.forwarded.add(spelling.parameter);
+      else this.dropped.push(spelling.name);
     }
     for (const field of compiled.neverForwarded) if (asks(valueAt(fields, field.path))) this.dropped.push(field.name);
     for (const name in fields) {
@@ -172,7 +164,18 @@ export class ParameterGate {
    */
   clientSpelling(routerDropped: readonly string[]): readonly string[] {
     if (routerDropped.length === 0) return routerDropped;
-    return routerDropped.flatMap((name) => this.spelled.get(name) ?? [name]);
+    // Looked up only when routing dropped something (rare): the usual request keeps no spellings.
+    return routerDropped.flatMap((name) => {
+      const spelled = this.compiled.spellings
+        .filter((spelling) => spelling.parameter === name && this.asked(spelling))
+        .map((spelling) => spelling.name);
+      return spelled.length > 0 ? spelled : [name];
+    });
+  }
+
+  private asked(spelling: CompiledSpelling): boolean {
+    const value = valueAt(this.fields, spelling.path);
+    return this.presence?.[spelling.name] ?? (asks(value) && (spelling.present === undefined || spelling.present(value)));
   }
 }
 
