@@ -139,7 +139,8 @@ const httpArb = (holes: KnownHoles, accounts: number): fc.Arbitrary<HttpRequestP
     temperature: fc.option(fc.constantFrom(0, 0.5, 1), { nil: undefined }),
     topP: fc.option(fc.constantFrom(0.5, 0.9), { nil: undefined }),
     maxTokens: fc.integer({ min: 8, max: 32 }),
-    choices: fc.option(fc.constantFrom(2, 3), { freq: 5, nil: undefined }),
+    // A quarter of the chat requests ask for several choices (the rest keep the shapes found before).
+    choices: fc.oneof({ weight: 3, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.constantFrom(2, 3) }),
     idempotency: fc.option(fc.record({ slot: fc.integer({ min: 0, max: 1 }), variant: fc.integer({ min: 0, max: 1 }) }), { freq: 3, nil: undefined }),
     abortAfterMs: fc.option(fc.integer({ min: 0, max: 700 }), { freq: 4, nil: undefined }),
     attempts: fc.array(attemptArb(holes), { minLength: 1, maxLength: 3 }),
