@@ -249,6 +249,15 @@ describe('forwarded parameters, per dialect, end to end', () => {
     expect(claude.requests).toHaveLength(0);
   });
 
+  it('chat completions: n above 1 never falls back to a model that does not list n (it would answer one choice)', async () => {
+    upstream.script({ status: 500 });
+    const error = await harness.client.chat.completions
+      .create({ model: CHOICES, models: [CHOICES, BARE], messages: [{ role: 'user', content: 'hi' }], n: 2 } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming)
+      .then(() => undefined, (caught: unknown) => caught);
+    expect((error as { status?: number }).status).toBe(503);
+    expect(upstream.requests.map((request) => (request.body as { model?: string }).model)).toEqual(['choices-upstream']);
+  });
+
   it('chat completions: logprobs reach an OpenAI-wire upstream and its logprobs come back, in the answer and in stream chunks', async () => {
     const plain = await harness.client.chat.completions.create({ model: EVERYTHING, messages: [{ role: 'user', content: 'hi' }], logprobs: true, top_logprobs: 1 });
     const content = plain.choices[0]!.logprobs?.content ?? [];

@@ -149,7 +149,8 @@ export function prepareChat(options: RouterOptions, random: () => number, reques
   // Several choices (`n` above 1): only providers whose wire answers them (PARAMETERS.n in libs/platform);
   // a model with none refuses the request rather than answer one choice.
   if (request.n !== undefined && request.n > 1) {
-    target.candidates = target.candidates.filter((candidate) => answersChoices(candidate.adapter));
+    // A fallback model that does not list `n` had it cleared (its request asks one choice): not tried either.
+    target.candidates = target.candidates.filter((candidate) => answersChoices(candidate.adapter) && (candidate.request ?? request).n === request.n);
     if (target.candidates.length === 0) {
       throw errors.invalidRequest(`n: none of the providers of ${target.model.id} answers several choices per request: n must be 1`, 'n');
     }
