@@ -126,6 +126,7 @@ function fakeLedger(logger = testLogger('fake-ledger')): LedgerServiceServer {
   return {
     admit: unary(logger, 'Admit', notImplemented),
     release: unary(logger, 'Release', notImplemented),
+    voidCharge: unary(logger, 'VoidCharge', notImplemented),
     getGeneration: unary(logger, 'GetGeneration', notImplemented),
     listGenerations: unary(logger, 'ListGenerations', notImplemented),
     getModelLatency: unary(logger, 'GetModelLatency', notImplemented),

@@ -41,7 +41,7 @@ export async function readGeneration(db: LedgerDatabase, accountId: string, requ
   const found = await sql<Row>`
     select ${recordColumns()}
     from generations g join charges c on c.request_id = g.request_id
-    where g.request_id = ${requestId} and c.account_id = ${accountId}`.execute(db);
+    where g.request_id = ${requestId} and c.account_id = ${accountId} and not c.voided`.execute(db);
   const row = found.rows[0];
   if (row) return { found: true, pending: false, generation: generationOf(requestId, row) };
   const known = await sql<{ open: boolean | null; charged: boolean }>`
@@ -148,7 +148,7 @@ export async function listGenerations(
   const found = await sql<Row>`
     select ${recordColumns()}, (extract(epoch from c.occurred_at) * 1000000)::bigint::text as occurred_at_micros
     from charges c join generations g on g.request_id = c.request_id
-    where c.account_id = ${accountId}
+    where c.account_id = ${accountId} and not c.voided
       and (${input.keyId} = '' or c.key_id = ${input.keyId})
       and ${afterClause}
     order by c.occurred_at desc, c.request_id desc
@@ -185,7 +185,7 @@ export async function modelLatency(db: LedgerDatabase, days: number): Promise<Mo
            percentile_disc(0.95) within group (order by g.latency_ms) as latency_p95,
            percentile_disc(0.5) within group (order by g.generation_time_ms) as generation_p50
     from generations g join charges c on c.request_id = g.request_id
-    where g.created_at >= now() - make_interval(days => ${days})
+    where g.created_at >= now() - make_interval(days => ${days}) and not c.voided
     group by c.model_id, c.provider_id
     order by count(*) desc, c.model_id, c.provider_id
     limit ${MAX_MODEL_LATENCY_ROWS}`.execute(db);

@@ -6,8 +6,16 @@ import {
   type GetBalanceResponse, type GetBalancesRequest, type GetBalancesResponse, type GetModelLatencyRequest, type GetModelLatencyResponse,
   type ListGenerationsRequest, type ListGenerationsResponse, type GetKeyUsageRequest, type GetKeyUsageResponse, type LedgerServiceServer, type ReleaseRequest,
   type ReleaseResponse, type TopUpRequest, type TopUpResponse, type VerifyJournalRequest, type VerifyJournalResponse,
+  VoidOutcome, type VoidChargeRequest, type VoidChargeResponse,
 } from '@gateway/proto';
-import { DEFAULT_LEASE_DRAIN_MS, DEFAULT_LEASE_LIFETIME_MS, MAX_KEY_IDS, MAX_RENEWED_LEASES, RESERVE_PICO, usageFromColumns, type Ledger } from './ledger.js';
+import { DEFAULT_LEASE_DRAIN_MS, DEFAULT_LEASE_LIFETIME_MS, MAX_KEY_IDS, MAX_RENEWED_LEASES, RESERVE_PICO, usageFromColumns, type Ledger, type VoidResult } from './ledger.js';
+
+const VOID_OUTCOMES: Record<VoidResult, VoidOutcome> = {
+  voided: VoidOutcome.VOID_OUTCOME_VOIDED,
+  refunded: VoidOutcome.VOID_OUTCOME_REFUNDED,
+  already_void: VoidOutcome.VOID_OUTCOME_ALREADY_VOID,
+  not_owned: VoidOutcome.VOID_OUTCOME_NOT_OWNED,
+};
 import type { LedgerMetrics } from './ledger-metrics.js';
 import { parseLimitReset } from './key-windows.js';
 
@@ -169,6 +177,13 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
       const requestId = request.context?.requestId ?? '';
       if (!requestId) return { released: false };
       return { released: await ledger.release(requestId, request.context?.accountId ?? '') };
+    }),
+
+    voidCharge: unary(logger, 'VoidCharge', async (request: VoidChargeRequest): Promise<VoidChargeResponse> => {
+      const requestId = requireIdentifier(request.context?.requestId ?? '', 'context.request_id');
+      const accountId = requireIdentifier(request.context?.accountId ?? '', 'context.account_id');
+      const { outcome, refundedPico } = await ledger.voidCharge(requestId, accountId, request.context?.keyId ?? '');
+      return { outcome: VOID_OUTCOMES[outcome], refundedCredits: formatCredits(refundedPico) };
     }),
 
     topUp: unary(logger, 'TopUp', async (request: TopUpRequest): Promise<TopUpResponse> => {

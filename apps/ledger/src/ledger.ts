@@ -28,6 +28,8 @@ export const DEFAULT_RESERVATION_RETENTION_MS = 7 * 24 * 3_600_000;
 export const PRUNE_BATCH_ROWS = 5_000;
 export const PRUNE_BATCHES_PER_PASS = 20;
 
+export type VoidResult = 'voided' | 'refunded' | 'already_void' | 'not_owned';
+
 export type AdmitOutcome =
   | { kind: 'admitted'; amountPico: bigint; expiresAt: Date | null; repeated: boolean }
   | { kind: 'rate_limited'; window: 'minute' | 'day'; retryAfterSeconds: number }
@@ -201,6 +203,17 @@ export class Ledger {
   }
 
   /**
+   * The request's answer reached nobody: no charge stands for it (`void_charge`, migration 0012). Before its
+   * charge settled, the request is marked void and the charge is never applied; after, the charge is refunded.
+   */
+  async voidCharge(requestId: string, accountId: string, keyId: string): Promise<{ outcome: VoidResult; refundedPico: bigint }> {
+    const result = await sql<{ outcome: VoidResult; refunded_pico: string }>`
+      select outcome, refunded_pico::text from void_charge(${requestId}, ${accountId}, ${keyId})`.execute(this.db);
+    const row = result.rows[0]!;
+    return { outcome: row.outcome, refundedPico: BigInt(row.refunded_pico) };
+  }
+
+  /**
    * Adds credits once per idempotency key. Returns the balance after it, or `conflict` when the key
    * was already used for another account or amount.
    */
@@ -268,7 +281,7 @@ export class Ledger {
       select to_char(occurred_at at time zone 'UTC', 'YYYY-MM-DD') as day, model_id, key_id,
              count(*)::text as requests, ${sql.join(sums)}, bool_or(estimated) as estimated, sum(cost_pico)::text as cost_pico
       from charges
-      where account_id = ${accountId}
+      where account_id = ${accountId} and not voided
         and occurred_at >= (date_trunc('day', now() at time zone 'UTC') - make_interval(days => ${days - 1})) at time zone 'UTC'
         and (${keyId} = '' or key_id = ${keyId})
       group by 1, 2, 3

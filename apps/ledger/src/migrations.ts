@@ -10,6 +10,7 @@ import { settleBatchFunction } from './migrations/0008-settle-batch-function.js'
 import { keySpendWindows } from './migrations/0009-key-spend-windows.js';
 import { generations } from './migrations/0010-generations.js';
 import { generationProviderTotal } from './migrations/0011-generation-provider-total.js';
+import { voidCharges } from './migrations/0012-void-charges.js';
 
 export { LEDGER_SCHEMA, usageColumns, type LedgerTables } from './schema.js';
 
@@ -30,4 +31,5 @@ export const ledgerMigrations: Record<string, Migration> = {
   '0009_key_spend_windows': keySpendWindows,
   '0010_generations': generations,
   '0011_generation_provider_total': generationProviderTotal,
+  '0012_void_charges': voidCharges,
 };

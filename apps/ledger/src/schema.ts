@@ -5,7 +5,7 @@ export interface LedgerTables {
   balances: { account_id: string; balance_pico: bigint; reserved_pico: bigint; updated_at: Date };
   key_totals: { key_id: string; account_id: string; spent_pico: bigint; reserved_pico: bigint };
   journal: {
-    id: bigint; account_id: string; kind: 'topup' | 'charge' | 'adjustment'; amount_pico: bigint;
+    id: bigint; account_id: string; kind: 'topup' | 'charge' | 'adjustment' | 'refund'; amount_pico: bigint;
     request_id: string | null; idempotency_key: string | null; note: string; created_at: Date;
   };
   reservations: {
@@ -19,6 +19,8 @@ export interface LedgerTables {
     output_text_tokens: bigint; input_text_characters: bigint; output_text_characters: bigint;
     output_image_tokens: bigint; input_image_tokens: bigint; input_text_tokens: bigint; estimated: boolean;
     cost_pico: bigint; streamed: boolean; occurred_at: Date; created_at: Date;
+    /** A request voided before its charge settled (migration 0012): cost 0, and no charge is applied after it. */
+    voided: boolean;
   };
   generations: {
     request_id: string; finish_reason: string; latency_ms: number; generation_time_ms: number;

@@ -3,6 +3,7 @@ import { CatalogServiceClient, CatalogServiceService, ProviderStats } from '@gat
 import { CatalogCache } from './catalog/catalog-cache.js';
 import { routerService, routerServiceDefinition } from './grpc/router-service.js';
 import { ExchangeService } from './grpc/exchange.js';
+import { GenAiTelemetry } from './observability/gen-ai-telemetry.js';
 import { AttemptMetrics, ObservedUsagePublisher, observeProviderHealth, observeRoutingLoad, RoutingLoad } from './observability/routing-metrics.js';
 import { LearnedCapabilities } from './routing/learned-capabilities.js';
 import { Router } from './routing/router.js';
@@ -101,6 +102,8 @@ export async function startRoutingService(options: RoutingServiceOptions): Promi
     maxAttempts: options.maxAttempts ?? 3,
     learned,
     ...(options.metrics ? { attempts: new AttemptMetrics(options.metrics) } : {}),
+    // GenAI client metrics on /metrics (with a registry) and over OTLP, spans when tracing: per attempt.
+    genAi: new GenAiTelemetry(options.metrics),
   });
   // Requests in flight and streams, per replica: what the chart's load-based autoscalers read.
   const load = new RoutingLoad();

@@ -21,7 +21,7 @@ describe('one trace per request across every process', () => {
   beforeAll(async () => {
     fixture = await paidModelFixture('tracing-');
     collector = await startOtlpCollector();
-    const otel = { OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '100' };
+    const otel = { OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '100', OTEL_METRIC_EXPORT_INTERVAL: '500' };
     const env = Object.fromEntries(APPS.map((app) => [app, { ...otel } as Record<string, string>])) as Record<(typeof APPS)[number], Record<string, string>>;
     env.catalog.GATEWAY_CONFIG = fixture.configPath;
     env.routing[UPSTREAM_KEY_ENV] = 'tracing-test-key';
@@ -75,7 +75,7 @@ describe('one trace per request across every process', () => {
     expect(edge.parentSpanId).toBe('');
     expect(edge.name).toBe('POST /v1/chat/completions');
     expect(edge.attributes['http.response.status_code']).toBe(200);
-    expect(edge.attributes['gen_ai.request.model']).toBe(CRASH_MODEL);
+    expect(edge.attributes['gateway.model']).toBe(CRASH_MODEL);
 
     // Auth on the key cache's miss: the edge's client span, auth's server span under it.
     const verifyClient = find('gateway-edge', (span) => span.name === 'gateway.v1.AuthService/VerifyApiKey' && span.kind === SPAN_KIND.client, 'the edge calling auth');
@@ -90,19 +90,27 @@ describe('one trace per request across every process', () => {
     const routing = find('gateway-routing', (span) => span.name === 'gateway.v1.RouterService/ChatStream' && span.kind === SPAN_KIND.server, 'routing span');
     childOf(routing, edge, 'routing span under the edge request span');
     expect(routing.attributes).toMatchObject({
-      'gen_ai.request.model': CRASH_MODEL,
-      'gen_ai.provider.name': 'crash-upstream',
+      'gateway.model': CRASH_MODEL,
+      'gateway.provider': 'crash-upstream',
       'gateway.routing.strategy': expect.any(String),
       'gateway.attempts': 1,
       'gateway.usage.outcome': 'USAGE_OUTCOME_SERVED',
     });
-    expect(routing.attributes['gen_ai.usage.input_tokens']).toBeGreaterThan(0);
-    expect(routing.attributes['gen_ai.usage.output_tokens']).toBeGreaterThan(0);
-    expect(routing.attributes['gen_ai.response.finish_reasons']).toEqual(['stop']);
+    expect(routing.attributes['gateway.usage.input_tokens']).toBeGreaterThan(0);
+    expect(routing.attributes['gateway.usage.output_tokens']).toBeGreaterThan(0);
 
-    // The upstream call, and the provider saw the trace context.
+    // The upstream attempt: a GenAI CLIENT span (OpenTelemetry GenAI conventions) under routing's span.
+    const attempt = find('gateway-routing', (span) => span.name === 'chat crash-model' && span.kind === SPAN_KIND.client, 'the attempt span');
+    childOf(attempt, routing, 'attempt span under routing');
+    expect(attempt.attributes).toMatchObject({
+      'gen_ai.operation.name': 'chat', 'gen_ai.provider.name': 'openai', 'gen_ai.request.model': 'crash-model', 'gen_ai.request.stream': true,
+      'gen_ai.response.finish_reasons': ['stop'], 'gateway.provider': 'crash-upstream',
+    });
+    expect(attempt.attributes['gen_ai.usage.output_tokens']).toBeGreaterThan(0);
+
+    // The upstream call under the attempt, and the provider saw the trace context.
     const upstreamSpan = find('gateway-routing', (span) => span.name === 'POST upstream' && span.kind === SPAN_KIND.client, 'upstream HTTP span');
-    childOf(upstreamSpan, routing, 'upstream span under routing');
+    childOf(upstreamSpan, attempt, 'upstream span under the attempt');
     const recorded = fixture.upstream.requests.filter((request) => typeof request.headers.traceparent === 'string' && String(request.headers.traceparent).includes(edge.traceId));
     expect(recorded, 'the provider received a traceparent of this trace').toHaveLength(1);
     expect(String(recorded[0]!.headers.traceparent)).toBe(`00-${edge.traceId}-${upstreamSpan.spanId}-01`);
@@ -120,6 +128,16 @@ describe('one trace per request across every process', () => {
       expect(line).toBeDefined();
       expect(JSON.parse(line!.slice(line!.indexOf('{')))).toMatchObject({ trace_id: edge.traceId, span_id: edge.spanId, request_id: requestId });
     }, 5_000);
+  });
+
+  it('exports the GenAI client metrics over OTLP from the routing process (OTEL_EXPORTER_OTLP_ENDPOINT alone turns them on)', async () => {
+    await streamOnce('metrics please');
+    await eventually(async () => {
+      const duration = collector.metrics.filter((point) => point.service === 'gateway-routing' && point.name === 'gen_ai.client.operation.duration'
+        && point.attributes['gen_ai.request.model'] === 'crash-model');
+      expect(duration.length, 'routing exported gen_ai.client.operation.duration').toBeGreaterThan(0);
+      expect(duration.at(-1)).toMatchObject({ type: 'histogram', unit: 's', attributes: { 'gen_ai.operation.name': 'chat', 'gen_ai.provider.name': 'openai' } });
+    }, 20_000, 100);
   });
 
   it('gives every request over the shared exchange call its own trace and its own routing span', async () => {

@@ -1,5 +1,6 @@
 import {
   context,
+  metrics,
   propagation,
   ROOT_CONTEXT,
   SpanKind,
@@ -7,6 +8,8 @@ import {
   trace,
   type Attributes,
   type Context,
+  type Counter as OtelCounter,
+  type Histogram as OtelHistogram,
   type Link,
   type Span,
   type TextMapGetter,
@@ -23,13 +26,27 @@ import type { Logger } from 'pino';
  * own code at the points that matter (HTTP ingress, every gRPC call both sides, each exchange frame,
  * the upstream request, the usage publish, the settlement): no monkey-patching instrumentation, so
  * nothing depends on module load order, and a process without tracing pays one boolean test per point.
+ * OpenTelemetry metrics (the GenAI client metrics, apps/routing/src/observability/gen-ai-telemetry.ts)
+ * go out over OTLP too when an endpoint for them is set (`OTEL_EXPORTER_OTLP_ENDPOINT` or
+ * `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`; `OTEL_METRIC_EXPORT_INTERVAL`; `OTEL_METRICS_EXPORTER=none` turns them off).
  */
 let enabled = false;
+let metricsOn = false;
 
 export const tracingEnabled = (): boolean => enabled;
 
+/**
+ * Whether OpenTelemetry metrics are exported (OTLP): `OTEL_EXPORTER_OTLP_ENDPOINT` or
+ * `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT` set, `OTEL_METRICS_EXPORTER` not `none`. Instruments made
+ * before the SDK started are no-ops, so their owners make them once this is true.
+ */
+export const otelMetricsEnabled = (): boolean => metricsOn;
+
 /** The one tracer of the gateway's spans. */
 export const tracer = () => trace.getTracer('inference-gateway');
+
+/** The one meter of the gateway's OpenTelemetry metrics (a no-op one until the SDK started with metrics). */
+export const meter = () => metrics.getMeter('inference-gateway');
 
 /** Whether the environment asks for tracing. */
 export function telemetryConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
@@ -37,21 +54,45 @@ export function telemetryConfigured(env: NodeJS.ProcessEnv = process.env): boole
   return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
 }
 
+/** Whether the environment asks for OTLP metrics (the SDK's default exporter is OTLP once an endpoint is set). */
+export function metricsTelemetryConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
+  if (env.OTEL_SDK_DISABLED === 'true') return false;
+  const exporters = (env.OTEL_METRICS_EXPORTER ?? '').split(',').map((name) => name.trim());
+  if (exporters.includes('none')) return false;
+  return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT);
+}
+
 /**
  * Starts the SDK (provider, batch processor, OTLP exporter, W3C propagation, async-context manager) when
  * configured; the returned function flushes and stops it. Called by runMain before the service starts.
  */
 export async function startTelemetry(serviceName: string, logger: Logger): Promise<() => Promise<void>> {
-  if (!telemetryConfigured()) return async () => {};
+  const traces = telemetryConfigured();
+  const withMetrics = metricsTelemetryConfigured();
+  if (!traces && !withMetrics) return async () => {};
   const { NodeSDK } = await import('@opentelemetry/sdk-node');
+  // The SDK builds its metric reader from OTEL_METRICS_EXPORTER and makes none when it is unset; the
+  // OpenTelemetry default is `otlp`, so an OTLP endpoint alone turns metrics on (as it does traces).
+  if (withMetrics && !process.env.OTEL_METRICS_EXPORTER) process.env.OTEL_METRICS_EXPORTER = 'otlp';
+  // The SDK refuses an export interval shorter than the export timeout (30 s unless set): a short
+  // interval alone would stop the service from starting.
+  const interval = Number(process.env.OTEL_METRIC_EXPORT_INTERVAL);
+  if (withMetrics && !process.env.OTEL_METRIC_EXPORT_TIMEOUT && interval > 0 && interval < 30_000) process.env.OTEL_METRIC_EXPORT_TIMEOUT = String(interval);
+  // Metrics alone (a metrics endpoint only): no trace exporter to a default address.
+  if (!traces && !process.env.OTEL_TRACES_EXPORTER) process.env.OTEL_TRACES_EXPORTER = 'none';
   // gateway-edge, gateway-routing, …; npm start (every service in one process) is just `gateway`.
   const defaultName = serviceName === 'gateway' ? 'gateway' : `gateway-${serviceName}`;
   const sdk = new NodeSDK({ serviceName: process.env.OTEL_SERVICE_NAME || defaultName, instrumentations: [] });
   sdk.start();
-  enabled = true;
-  logger.info({ endpoint: process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || process.env.OTEL_EXPORTER_OTLP_ENDPOINT }, 'OpenTelemetry tracing on');
+  enabled = traces;
+  metricsOn = withMetrics;
+  logger.info({
+    endpoint: process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || process.env.OTEL_EXPORTER_OTLP_ENDPOINT || process.env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT,
+    traces, metrics: withMetrics,
+  }, 'OpenTelemetry on');
   return async () => {
     enabled = false;
+    metricsOn = false;
     await sdk.shutdown().catch((error: unknown) => logger.warn({ err: error }, 'OpenTelemetry shutdown failed'));
   };
 }
@@ -173,4 +214,4 @@ export function endSpanWithError(span: Span, error: unknown, attributes?: Attrib
   span.end();
 }
 
-export { context as otelContext, SpanKind, SpanStatusCode, trace as otelTrace, type Span };
+export { context as otelContext, SpanKind, SpanStatusCode, trace as otelTrace, type Span, type Attributes as OtelAttributes, type OtelCounter, type OtelHistogram, type Context as OtelContext };

@@ -69,14 +69,19 @@ export interface LoopbackServer {
   close(): Promise<void>;
 }
 
-/** A node:http server on 127.0.0.1, port 0; a handler that throws gets its socket destroyed. */
+/**
+ * A node:http server on 127.0.0.1, port 0; a handler that throws gets its socket destroyed.
+ * `keepAliveTimeoutMs`: how long an idle kept-alive connection stays open (node's default, 5 s, unless given).
+ */
 export async function listenOnLoopback(
   handle: (request: IncomingMessage, response: ServerResponse) => Promise<void>,
+  options: { keepAliveTimeoutMs?: number } = {},
 ): Promise<LoopbackServer> {
   const sockets = new Set<Socket>();
   const server = createServer((request, response) => {
     void handle(request, response).catch(() => response.destroy());
   });
+  if (options.keepAliveTimeoutMs !== undefined) server.keepAliveTimeout = options.keepAliveTimeoutMs;
   server.on('connection', (socket) => {
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));

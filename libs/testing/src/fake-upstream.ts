@@ -26,7 +26,14 @@ function promptText(body: any): string {
  * SSE; POST /v1/embeddings), scriptable per request: latency, error statuses, resets, stalls, cut
  * streams, usage present or absent. It records every request for assertions.
  */
-export async function startFakeUpstream(): Promise<FakeUpstream> {
+export async function startFakeUpstream(options: {
+  /**
+   * How long the server keeps an idle kept-alive connection (node's default, 5 s, unless given). A provider
+   * that closes one as the gateway reuses it fails that attempt ("other side closed"); a longer time than
+   * routing's own idle reuse (up to 30 s) keeps that race out of a test about something else.
+   */
+  keepAliveTimeoutMs?: number;
+} = {}): Promise<FakeUpstream> {
   const requests: RecordedRequest[] = [];
   const queue: FakeScript[] = [];
   let fallback: FakeScript = {};
@@ -193,7 +200,7 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
     }));
   }
 
-  const server = await listenOnLoopback(handle);
+  const server = await listenOnLoopback(handle, options);
 
   return {
     url: `http://127.0.0.1:${server.port}/v1`,

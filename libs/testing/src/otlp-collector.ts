@@ -16,10 +16,29 @@ export interface CollectedSpan {
   statusCode: number;
 }
 
+/** One data point of a metric as an OTLP collector received it (every export, in order), flattened. */
+export interface CollectedMetricPoint {
+  service: string;
+  name: string;
+  unit: string;
+  /** histogram, sum (a counter: monotonic), gauge. */
+  type: 'histogram' | 'sum' | 'gauge';
+  monotonic: boolean;
+  attributes: Record<string, unknown>;
+  /** Histogram: count, sum, explicit bounds and bucket counts; sum / gauge: value. */
+  count: number;
+  sum: number;
+  bounds: number[];
+  bucketCounts: number[];
+  value: number;
+}
+
 export interface OtlpCollector {
-  /** Base URL for OTEL_EXPORTER_OTLP_ENDPOINT (the exporter appends /v1/traces). */
+  /** Base URL for OTEL_EXPORTER_OTLP_ENDPOINT (the exporters append /v1/traces and /v1/metrics). */
   url: string;
   spans: CollectedSpan[];
+  /** Metric points of every export (cumulative temporality: the latest export of a series holds its totals). */
+  metrics: CollectedMetricPoint[];
   close(): Promise<void>;
 }
 
@@ -41,13 +60,41 @@ function valueOf(value: OtlpValue | undefined): unknown {
 const attributesOf = (attributes: OtlpAttribute[] | undefined) =>
   Object.fromEntries((attributes ?? []).map((attribute) => [attribute.key, valueOf(attribute.value)]));
 
+const numberOf = (value: unknown): number => (value === undefined || value === null ? 0 : Number(value));
+
+function collectMetrics(payload: { resourceMetrics?: { resource?: { attributes?: OtlpAttribute[] }; scopeMetrics?: { metrics?: any[] }[] }[] }, into: CollectedMetricPoint[]): void {
+  for (const resourceMetrics of payload.resourceMetrics ?? []) {
+    const service = String(attributesOf(resourceMetrics.resource?.attributes)['service.name'] ?? '');
+    for (const scope of resourceMetrics.scopeMetrics ?? []) {
+      for (const metric of scope.metrics ?? []) {
+        const base = { service, name: String(metric.name), unit: String(metric.unit ?? '') };
+        for (const point of metric.histogram?.dataPoints ?? []) {
+          into.push({
+            ...base, type: 'histogram', monotonic: false, attributes: attributesOf(point.attributes), count: numberOf(point.count), sum: numberOf(point.sum),
+            bounds: (point.explicitBounds ?? []).map(Number), bucketCounts: (point.bucketCounts ?? []).map(Number), value: 0,
+          });
+        }
+        for (const [type, data] of [['sum', metric.sum], ['gauge', metric.gauge]] as const) {
+          for (const point of data?.dataPoints ?? []) {
+            into.push({
+              ...base, type, monotonic: Boolean(data.isMonotonic), attributes: attributesOf(point.attributes), count: 0, sum: 0, bounds: [], bucketCounts: [],
+              value: point.asDouble !== undefined ? Number(point.asDouble) : numberOf(point.asInt),
+            });
+          }
+        }
+      }
+    }
+  }
+}
+
 /**
- * An OTLP/HTTP trace receiver for tests (JSON encoding: run the exporters with
+ * An OTLP/HTTP receiver of traces and metrics for tests (JSON encoding: run the exporters with
  * OTEL_EXPORTER_OTLP_PROTOCOL=http/json): a real HTTP server every process of a stack exports to, so one
- * test sees the spans of all of them.
+ * test sees the spans and metrics of all of them.
  */
 export async function startOtlpCollector(): Promise<OtlpCollector> {
   const spans: CollectedSpan[] = [];
+  const metrics: CollectedMetricPoint[] = [];
   const server: Server = createServer((request, response) => {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -55,6 +102,11 @@ export async function startOtlpCollector(): Promise<OtlpCollector> {
       try {
         let body = Buffer.concat(chunks);
         if (request.headers['content-encoding'] === 'gzip') body = gunzipSync(body);
+        if (request.url === '/v1/metrics') {
+          collectMetrics(JSON.parse(body.toString('utf8')), metrics);
+          response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+          return;
+        }
         if (request.url !== '/v1/traces') throw new Error(`unexpected path ${request.url}`);
         const payload = JSON.parse(body.toString('utf8')) as {
           resourceSpans?: { resource?: { attributes?: OtlpAttribute[] }; scopeSpans?: { spans?: any[] }[] }[];
@@ -88,6 +140,7 @@ export async function startOtlpCollector(): Promise<OtlpCollector> {
   return {
     url: `http://127.0.0.1:${port}`,
     spans,
+    metrics,
     close: () => new Promise<void>((resolve) => {
       server.closeAllConnections();
       server.close(() => resolve());

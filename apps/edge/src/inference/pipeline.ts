@@ -14,6 +14,7 @@ import { InferenceJob, type Hold, type InferenceSteps } from './pipeline-steps.j
 import { requestIdOf } from '../request-id.js';
 import { MINIMUM_HOLD_PICO } from './request-bounds.js';
 import { anyPaid } from './admission.js';
+import { answerMayBeLost, voidUndelivered } from './undelivered.js';
 import { chooseStrategy, parseStrategyHeader, STRATEGY_HEADER, type RoutingStrategy } from './strategy.js';
 
 export type { AnswerSink } from './answer-sink.js';
@@ -115,7 +116,11 @@ export async function runPipeline<Body, Prepared extends Hold, Sink extends Answ
     // had the request may owe the prompt an upstream already had (routing charges it; the edge never
     // learns the usage): the hold is counted as spent, as for a stream cut short, until the ledger settles.
     if (job.committed || job.signal.aborted) context.admission.settle({ requestId, usage: job.usage });
-    else void context.admission.release({ requestId, key });
+    else {
+      void context.admission.release({ requestId, key });
+      // Routing lost mid-request may have stored the usage of an answer the caller never gets (issue 36).
+      if (paid && answerMayBeLost(error)) voidUndelivered(context, { requestId, accountId: key.accountId, keyId: key.keyId });
+    }
     throw job.signal.aborted && !(error instanceof ClientGoneError) ? new ClientGoneError('client left while the router was answering') : error;
   }
   context.admission.settle({ requestId, usage: job.usage });

@@ -204,8 +204,9 @@ export class RequestTracker {
     if (span !== undefined) {
       span.updateName(`${method} ${route}`);
       span.setAttributes({ 'http.route': route, 'http.response.status_code': status });
-      if (record.model !== undefined) span.setAttribute('gen_ai.request.model', record.model);
-      if (record.provider !== undefined) span.setAttribute('gen_ai.provider.name', record.provider);
+      // The catalog's ids: the GenAI conventions' attributes are on routing's attempt spans (the upstream's names).
+      if (record.model !== undefined) span.setAttribute('gateway.model', record.model);
+      if (record.provider !== undefined) span.setAttribute('gateway.provider', record.provider);
       if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
       span.end();
     }

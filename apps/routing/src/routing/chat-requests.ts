@@ -1,6 +1,7 @@
-import { CANCELLED_FINISH_REASON, ErrorReason, GatewayError, GrpcStatus, otelTrace, tracingEnabled, type CallerSignal } from '@gateway/platform';
+import { CANCELLED_FINISH_REASON, ErrorReason, GatewayError, GrpcStatus, type CallerSignal } from '@gateway/platform';
 import { UsageOutcome, type ChatRequest, type ChatResponse, type ChatStreamDelta, type ChatStreamResponse, type Usage } from '@gateway/proto';
-import type { AdapterChatRequest, AdapterChatResult, AdapterStreamPart } from '../providers/provider-adapter.js';
+import type { GenAiResponse } from '../observability/gen-ai-telemetry.js';
+import { ProviderError, type AdapterChatRequest, type AdapterChatResult, type AdapterStreamPart } from '../providers/provider-adapter.js';
 import type { Candidate } from '../strategies/index.js';
 import type { StreamCheckpoint } from '../usage/stream-checkpoints.js';
 import { meterUsage, type DeliveredOutput } from '../usage/token-counter.js';
@@ -44,7 +45,6 @@ async function chatHolding(core: RoutingCore, raw: ChatRequest, signal: CallerSi
   dropped = withUnsent(dropped, served.control.unsent);
   const providerId = candidate.offer.providerId;
   pinServed(core.options, prepared, providerId);
-  if (tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gen_ai.response.finish_reasons', result.choices.map((choice) => choice.finishReason));
   // The generation record's facts, and zero-completion insurance (nothing delivered: nothing charged).
   hold.finishReason = result.choices.find((choice) => choice.finishReason !== '')?.finishReason ?? '';
   hold.nativeUsage = result.usage;
@@ -178,11 +178,16 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
         control.dispose();
         active = undefined;
         void iterator.return?.(undefined)?.catch?.(() => undefined);
-        // Typed errors are the caller's answer as they are. The finally charges what was delivered.
-        if (error instanceof GatewayError) throw error;
+        // Typed errors are the caller's answer as they are (the attempt ends with them: its span and health
+        // sample). The finally charges what was delivered.
+        if (error instanceof GatewayError) {
+          // A verdict on the request, not the provider's failure: counted in the metric, not in health.
+          opened.finish('failed_after_content', new ProviderError('rejected', error.message, 0, { cause: error }), { usage: meter(), finishReasons: ERROR_FINISH, chunks: delivered.changes });
+          throw error;
+        }
         if (signal.aborted) { hold.cancelled = true; opened.finish('cancelled'); return; }
         const failure = attemptFailure(error, control);
-        opened.finish('failed_after_content', failure);
+        opened.finish('failed_after_content', failure, { usage: meter(), finishReasons: ERROR_FINISH, chunks: delivered.changes });
         logger.warn({ provider: providerId, failure: failure.message }, 'stream failed after content was sent');
         await settleServed().stored;
         if (!failure.retryable) throw verdictError(failure);
@@ -198,7 +203,8 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
     const { usage, stored } = settleServed();
     core.settling.add(stored);
     void stored.finally(() => core.settling.delete(stored));
-    opened.finish('success', { ttftMs, outputTokens: usage.outputTokens, durationMs: Date.now() - firstPartAt });
+    opened.finish('success', { ttftMs, outputTokens: usage.outputTokens, durationMs: Date.now() - firstPartAt },
+      { usage, finishReasons: hold.finishReason === '' ? undefined : [hold.finishReason], chunks: delivered.changes });
     yield { event: { $case: 'usage', value: usage } };
   } finally {
     // The consumer stopped reading mid-stream, or the caller's signal ended it: a cancellation.
@@ -232,7 +238,10 @@ function withUnsent(learned: readonly string[], unsent: readonly string[]): read
 const CHAT_POLICY: FailoverPolicy<{ answer: AdapterChatResult; usage: Usage }> = {
   chargesSentPrompt: true,
   sample: (served, durationMs): HealthSample => ({ outputTokens: served.usage.outputTokens, durationMs }),
+  response: (served): GenAiResponse => ({ usage: served.usage, finishReasons: served.answer.choices.map((choice) => choice.finishReason) }),
 };
+/** The conventions' finish reason of a generation that ended abnormally. */
+const ERROR_FINISH = ['error'] as const;
 const SENT_STREAM_PROMPT_CHARGED = { continues: true, chargesSentPrompt: true } as const;
 const NOTHING_DELIVERED: DeliveredOutput = { content: '', reasoning: '', toolCalls: [] };
 
@@ -274,9 +283,8 @@ function promptOnly(usage: Usage): Usage {
   return usage;
 }
 
-/** One delta as a stream message (and its finish reason on the span when tracing). */
+/** One delta as a stream message (its finish reason goes on the attempt's span when the stream ends). */
 function deltaMessage(delta: ChatStreamDelta): ChatStreamResponse {
-  if (delta.finishReason !== '' && tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gen_ai.response.finish_reasons', [delta.finishReason]);
   return { event: { $case: 'delta', value: delta } };
 }
 

@@ -1,11 +1,14 @@
 import { errors, type CallerSignal } from '@gateway/platform';
 import { ModerationInputForm, type EmbedRequest, type EmbedResponse, type ModerateRequest, type ModerateResponse, type Usage } from '@gateway/proto';
-import { MODERATION_IMAGE_TOKENS, ProviderError, type AdapterModerateRequest, type AdapterModerationPart } from '../providers/provider-adapter.js';
+import { MODERATION_IMAGE_TOKENS, ProviderError, type AdapterEmbedResult, type AdapterModerateRequest, type AdapterModerationPart } from '../providers/provider-adapter.js';
 import { countTextTokens, emptyUsage, tokenizerBudget } from '../usage/token-counter.js';
 import { canEmbed, canModerate } from './candidates.js';
-import { noUpstream } from './failover.js';
+import { noUpstream, type FailoverPolicy } from './failover.js';
 import type { Reservation } from './reservation.js';
 import type { RoutingCore } from './routing-core.js';
+
+/** An embeddings attempt's GenAI usage: the provider's report (the gateway's own count is not made per attempt). */
+const EMBED_POLICY: FailoverPolicy<AdapterEmbedResult> = { response: (result) => ({ usage: result.usage }) };
 
 /** Most inputs in one embeddings request (OpenAI's own bound). */
 const MAX_EMBEDDING_INPUTS = 2_048;
@@ -27,7 +30,7 @@ async function embedHolding(core: RoutingCore, raw: EmbedRequest, signal: Caller
       { upstreamModel: candidate.offer.upstreamModel, texts: raw.texts, tokenInputs: raw.tokenInputs.map((input) => input.ids), dimensions },
       attemptSignal,
     ),
-  );
+  EMBED_POLICY);
   // Counted only when the provider reported nothing: the tokenizer is synchronous work.
   const counted = () => {
     const budget = tokenizerBudget();

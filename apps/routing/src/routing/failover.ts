@@ -1,4 +1,5 @@
-import { ErrorReason, GatewayError, GrpcStatus, otelTrace, tracingEnabled, type CallerSignal } from '@gateway/platform';
+import { ErrorReason, GatewayError, GrpcStatus, otelContext, otelTrace, tracingEnabled, type CallerSignal } from '@gateway/platform';
+import type { GenAiResponse } from '../observability/gen-ai-telemetry.js';
 import type { ProviderError } from '../providers/provider-adapter.js';
 import type { Candidate } from '../strategies/index.js';
 import { AttemptControl } from './attempt-control.js';
@@ -24,6 +25,8 @@ export interface FailoverPolicy<Result = unknown> {
   chargesSentPrompt?: boolean;
   /** A served unary attempt's health sample beyond its duration (chat: its output tokens); none by default. */
   sample?(result: Result, durationMs: number): HealthSample;
+  /** What a served unary attempt's answer says for its GenAI span and metrics (chat: usage, finish reasons); none by default. */
+  response?(result: Result): GenAiResponse;
   /** Whose attempts these are: the request's own by default (REQUEST_ATTEMPTS). */
   attempts?: AttemptPolicy;
 }
@@ -93,37 +96,45 @@ export async function withFailover<Result>(
   const queue = new AttemptQueue(attempts.candidates(target));
   let lastFailure: ProviderError | undefined;
   let lastProvider = '';
+  let attemptNumber = 0;
   for (let candidate = queue.take(); candidate !== undefined; candidate = queue.take()) {
     const providerId = candidate.offer.providerId;
     if (lastFailure) record?.failover(lastProvider);
     lastProvider = providerId;
     attempts.begin(target, candidate);
+    // The attempt's GenAI span and clock (after begin: a fallback model's candidate has switched the request).
+    const genAi = record?.begin(target, candidate, policy.continues === true, ++attemptNumber);
     const control = new AttemptControl(signal, attemptTimeout(options, target, candidate));
     const startedAt = Date.now();
     let handedOver = false;
     control.arm();
     try {
-      const result = await call(candidate, control);
+      // With tracing, the call runs under the attempt's span (the upstream HTTP span is its child).
+      const result = genAi?.span === undefined ? await call(candidate, control) : await otelContext.with(genAi.context(), call, undefined, candidate, control);
       const durationMs = Date.now() - startedAt;
       if (policy.continues) {
         control.disarm();
         handedOver = true;
+        genAi?.firstChunk();
       } else {
-        record?.succeeded(providerId, target.model.id, policy.sample?.(result, durationMs));
+        record?.succeeded(providerId, target.model.id, policy.sample?.(result, durationMs), genAi, genAi === undefined ? undefined : policy.response?.(result));
       }
       if (record && tracingEnabled()) otelTrace.getActiveSpan()?.setAttribute('gateway.attempts', queue.position);
-      return new ServedAttempt(result, candidate, durationMs, control, record, target.model.id, handedOver);
+      return new ServedAttempt(result, candidate, durationMs, control, record, target.model.id, handedOver, genAi);
     } catch (error) {
       if (signal.aborted) {
-        record?.cancelled(providerId);
+        record?.cancelled(providerId, genAi);
         attempts.cancelled(target, candidate, control, policy.chargesSentPrompt === true);
         throw new GatewayError(GrpcStatus.CANCELLED, ErrorReason.ERROR_REASON_UNSPECIFIED, 'The caller cancelled the request.');
       }
       // A typed verdict on the request itself (e.g. an unusable json_schema), reached before any
       // provider call: the caller's error as it is, no failover, nothing held against the provider.
-      if (error instanceof GatewayError) throw error;
+      if (error instanceof GatewayError) {
+        genAi?.failed(GATEWAY_VERDICT);
+        throw error;
+      }
       const failure = attemptFailure(error, control);
-      record?.failed(providerId, target.model.id, failure);
+      record?.failed(providerId, target.model.id, failure, false, genAi);
       if (attempts.failed(options, target, candidate, failure, queue) === 'next') lastFailure = failure;
     } finally {
       if (!handedOver) control.dispose();
@@ -134,6 +145,8 @@ export async function withFailover<Result>(
 }
 
 const DEFAULT_POLICY: FailoverPolicy<never> = {};
+/** error.type of an attempt the gateway refused before calling its upstream (a typed verdict on the request). */
+const GATEWAY_VERDICT = 'gateway_verdict';
 
 /** The request's own attempts: its candidates, recorded against their providers. */
 const REQUEST_ATTEMPTS: AttemptPolicy = {

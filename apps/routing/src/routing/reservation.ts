@@ -134,13 +134,14 @@ export class Reservation implements Disposable {
     const model = this.model;
     const now = Date.now();
     if (tracingEnabled()) {
-      // The request's routing span (the exchange's or the RPC's): GenAI semantic conventions plus ours.
+      // The request's routing span (the exchange's or the RPC's): the request as the gateway bills it. The
+      // GenAI conventions' attributes are on each upstream attempt's own span (observability/gen-ai-telemetry.ts).
       otelTrace.getActiveSpan()?.setAttributes({
-        'gen_ai.operation.name': this.endpoint,
-        'gen_ai.request.model': model?.id ?? this.modelId,
-        'gen_ai.provider.name': providerId,
-        'gen_ai.usage.input_tokens': usage.inputTokens,
-        'gen_ai.usage.output_tokens': usage.outputTokens,
+        'gateway.endpoint': this.endpoint,
+        'gateway.model': model?.id ?? this.modelId,
+        'gateway.provider': providerId,
+        'gateway.usage.input_tokens': usage.inputTokens,
+        'gateway.usage.output_tokens': usage.outputTokens,
         'gateway.routing.strategy': this.strategyName,
         'gateway.usage.outcome': UsageOutcome[outcome] ?? String(outcome),
         'gateway.streamed': streamed,

@@ -1,5 +1,6 @@
 import type { Logger } from '@gateway/platform';
 import type { CatalogCache } from '../catalog/catalog-cache.js';
+import type { GenAiTelemetry } from '../observability/gen-ai-telemetry.js';
 import type { ProviderHealth } from '../strategies/index.js';
 import type { UsagePublisher } from '../usage/usage-publisher.js';
 import type { AttemptObserver } from './attempt-observer.js';
@@ -18,6 +19,8 @@ export interface RouterOptions {
   random?: () => number;
   /** Counts provider attempts and failovers (metrics). */
   attempts?: AttemptObserver;
+  /** Each attempt's OpenTelemetry GenAI span and client metrics (observability/gen-ai-telemetry.ts). */
+  genAi?: GenAiTelemetry;
   /** Parameters upstream models refused, per provider × upstream model (learned-capabilities.ts). */
   learned?: LearnedCapabilities;
 }

@@ -1,0 +1,30 @@
+import { describe, expect, it } from 'vitest';
+import { Provider } from '@gateway/proto';
+import { genAiOperationName, genAiUpstreamOf } from './gen-ai-conventions.js';
+
+describe('GenAI conventions: what a catalog provider and an endpoint are called', () => {
+  it.each([
+    [{ kind: 'openai' }, { providerName: 'openai', serverAddress: 'api.openai.com', serverPort: 443 }],
+    [{ kind: 'openai', baseUrl: 'http://10.0.0.7:8000/v1' }, { providerName: 'openai', serverAddress: '10.0.0.7', serverPort: 8000 }],
+    [{ kind: 'anthropic' }, { providerName: 'anthropic', serverAddress: 'api.anthropic.com', serverPort: 443 }],
+    [{ kind: 'gemini' }, { providerName: 'gcp.gemini', serverAddress: 'generativelanguage.googleapis.com', serverPort: 443 }],
+    [{ kind: 'vertex', location: 'europe-west4' }, { providerName: 'gcp.vertex_ai', serverAddress: 'europe-west4-aiplatform.googleapis.com', serverPort: 443 }],
+    [{ kind: 'vertex', location: 'global' }, { providerName: 'gcp.vertex_ai', serverAddress: 'aiplatform.googleapis.com', serverPort: 443 }],
+    [{ kind: 'bedrock', region: 'eu-central-1' }, { providerName: 'aws.bedrock', serverAddress: 'bedrock-runtime.eu-central-1.amazonaws.com', serverPort: 443 }],
+    [{ kind: 'azure-openai', baseUrl: 'https://acme.openai.azure.com' }, { providerName: 'azure.ai.openai', serverAddress: 'acme.openai.azure.com', serverPort: 443 }],
+    [{ kind: 'simulated' }, { providerName: 'simulated', serverAddress: '', serverPort: 0 }],
+  ])('%o is %o', (config, expected) => {
+    expect(genAiUpstreamOf(Provider.fromPartial({ id: 'p', ...config }))).toEqual(expected);
+  });
+
+  it('names each endpoint with the well-known operation that applies', () => {
+    expect(['chat.completions', 'messages', 'responses', 'embeddings', 'images.generations', 'audio.speech'].map(genAiOperationName))
+      .toEqual(['chat', 'chat', 'chat', 'embeddings', 'generate_content', 'generate_content']);
+  });
+
+  it('keeps one description per provider entry (a catalog reload brings a new entry, and a new description)', () => {
+    const provider = Provider.fromPartial({ id: 'p', kind: 'openai' });
+    expect(genAiUpstreamOf(provider)).toBe(genAiUpstreamOf(provider));
+    expect(genAiUpstreamOf(Provider.fromPartial({ id: 'p', kind: 'openai', baseUrl: 'http://127.0.0.1:9999' })).serverPort).toBe(9999);
+  });
+});

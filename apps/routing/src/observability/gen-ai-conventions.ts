@@ -1,0 +1,208 @@
+import type { Provider } from '@gateway/proto';
+
+/**
+ * Every name the gateway takes from the OpenTelemetry GenAI semantic conventions
+ * (open-telemetry/semantic-conventions-genai, status "Development": names still move), in one module so
+ * a rename is a change here and in docs/operations.md ("GenAI semantic conventions"). Nothing else in the
+ * gateway spells a `gen_ai.*` name.
+ *
+ * Checked against the conventions repository's docs/gen-ai (gen-ai-spans.md / client-inference.md,
+ * gen-ai-metrics.md, gen-ai-token-metrics.md). The newest draft (client-inference.md) renames the three
+ * client histograms to `gen_ai.client.inference.{duration,time_to_first_chunk,time_per_output_chunk}`;
+ * the gateway keeps the `gen_ai.client.operation.*` names its issue and dashboards use until that
+ * rename is released (one line each below).
+ */
+
+// ---- span -----------------------------------------------------------------------------------------
+
+export const GEN_AI = {
+  operationName: 'gen_ai.operation.name',
+  providerName: 'gen_ai.provider.name',
+  requestModel: 'gen_ai.request.model',
+  requestStream: 'gen_ai.request.stream',
+  requestMaxTokens: 'gen_ai.request.max_tokens',
+  requestTemperature: 'gen_ai.request.temperature',
+  requestTopP: 'gen_ai.request.top_p',
+  requestTopK: 'gen_ai.request.top_k',
+  requestStopSequences: 'gen_ai.request.stop_sequences',
+  requestPresencePenalty: 'gen_ai.request.presence_penalty',
+  requestFrequencyPenalty: 'gen_ai.request.frequency_penalty',
+  requestSeed: 'gen_ai.request.seed',
+  requestReasoningLevel: 'gen_ai.request.reasoning.level',
+  outputType: 'gen_ai.output.type',
+  responseFinishReasons: 'gen_ai.response.finish_reasons',
+  responseTimeToFirstChunk: 'gen_ai.response.time_to_first_chunk',
+  usageInputTokens: 'gen_ai.usage.input_tokens',
+  usageOutputTokens: 'gen_ai.usage.output_tokens',
+  usageCacheReadInputTokens: 'gen_ai.usage.cache_read.input_tokens',
+  usageCacheWriteInputTokens: 'gen_ai.usage.cache_write.input_tokens',
+  usageReasoningOutputTokens: 'gen_ai.usage.reasoning.output_tokens',
+  tokenType: 'gen_ai.token.type',
+  tokenModality: 'gen_ai.token.modality',
+  errorType: 'error.type',
+  serverAddress: 'server.address',
+  serverPort: 'server.port',
+} as const;
+
+/** `gen_ai.operation.name` per gateway endpoint: the conventions' well-known values where one applies. */
+export function genAiOperationName(endpoint: string): string {
+  switch (endpoint) {
+    case 'chat.completions':
+    case 'messages':
+    case 'responses':
+      return 'chat';
+    case 'completions':
+      return 'text_completion';
+    case 'embeddings':
+      return 'embeddings';
+    // Image and speech generation, transcription and moderation are multimodal content generation
+    // (the well-known value the conventions give for Gemini's generateContent); the endpoint itself is
+    // on the span as gateway.endpoint.
+    default:
+      return 'generate_content';
+  }
+}
+
+/** `gen_ai.provider.name` per catalog provider kind: the registry's well-known values. */
+export function genAiProviderName(kind: string): string {
+  switch (kind) {
+    case 'openai': return 'openai';
+    case 'anthropic': return 'anthropic';
+    case 'bedrock': return 'aws.bedrock';
+    case 'azure-openai': return 'azure.ai.openai';
+    case 'gemini': return 'gcp.gemini';
+    case 'vertex': return 'gcp.vertex_ai';
+    // `simulated` (the in-process test provider) and any future kind: a custom value, the kind itself.
+    default: return kind;
+  }
+}
+
+/** `error.type` of an attempt the caller cancelled (the others are the ProviderError kind). */
+export const ERROR_TYPE_CANCELLED = 'cancelled';
+
+// ---- metrics --------------------------------------------------------------------------------------
+
+/** Advisory bucket boundaries of the duration histograms, in seconds. */
+export const GEN_AI_DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
+/** Advisory bucket boundaries of gen_ai.client.token.usage, in tokens. */
+export const GEN_AI_TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864];
+
+export interface GenAiMetricName {
+  /** The OpenTelemetry name (OTLP). */
+  otel: string;
+  /** The name on Prometheus's scrape, as an OpenTelemetry-to-Prometheus translation writes it (unit suffix, `_total`). */
+  prometheus: string;
+  unit: string;
+  description: string;
+}
+
+export const GEN_AI_METRICS = {
+  duration: {
+    otel: 'gen_ai.client.operation.duration', prometheus: 'gen_ai_client_operation_duration_seconds', unit: 's',
+    description: 'GenAI operation duration: one upstream attempt, from its start to its answer (a stream: to its end) or its error.',
+  },
+  timeToFirstChunk: {
+    otel: 'gen_ai.client.operation.time_to_first_chunk', prometheus: 'gen_ai_client_operation_time_to_first_chunk_seconds', unit: 's',
+    description: 'Time from the start of a streamed attempt to its first chunk of content.',
+  },
+  timePerOutputChunk: {
+    otel: 'gen_ai.client.operation.time_per_output_chunk', prometheus: 'gen_ai_client_operation_time_per_output_chunk_seconds', unit: 's',
+    description: 'Mean time between the chunks of a streamed attempt after its first one (one value per stream).',
+  },
+  tokenUsage: {
+    otel: 'gen_ai.client.token.usage', prometheus: 'gen_ai_client_token_usage', unit: '{token}',
+    description: 'Input and output tokens of one attempt, by gen_ai.token.type.',
+  },
+  usageInputTokens: {
+    otel: 'gen_ai.client.inference.usage.input_tokens', prometheus: 'gen_ai_client_inference_usage_input_tokens_total', unit: '{token}',
+    description: 'Input (prompt) tokens used, cached ones included.',
+  },
+  usageOutputTokens: {
+    otel: 'gen_ai.client.inference.usage.output_tokens', prometheus: 'gen_ai_client_inference_usage_output_tokens_total', unit: '{token}',
+    description: 'Output (completion) tokens used, reasoning ones included.',
+  },
+  usageCacheReadInputTokens: {
+    otel: 'gen_ai.client.inference.usage.cache_read.input_tokens', prometheus: 'gen_ai_client_inference_usage_cache_read_input_tokens_total', unit: '{token}',
+    description: 'Input tokens served from the provider\'s prompt cache (a subset of the input tokens).',
+  },
+  usageCacheWriteInputTokens: {
+    otel: 'gen_ai.client.inference.usage.cache_write.input_tokens', prometheus: 'gen_ai_client_inference_usage_cache_write_input_tokens_total', unit: '{token}',
+    description: 'Input tokens written to the provider\'s prompt cache (a subset of the input tokens).',
+  },
+  usageReasoningOutputTokens: {
+    otel: 'gen_ai.client.inference.usage.reasoning.output_tokens', prometheus: 'gen_ai_client_inference_usage_reasoning_output_tokens_total', unit: '{token}',
+    description: 'Output tokens spent on reasoning (a subset of the output tokens).',
+  },
+} as const satisfies Record<string, GenAiMetricName>;
+
+/** Prometheus label names of the metric attributes (dots become underscores, as the translation does). */
+export const GEN_AI_LABELS = {
+  operationName: 'gen_ai_operation_name',
+  providerName: 'gen_ai_provider_name',
+  requestModel: 'gen_ai_request_model',
+  errorType: 'error_type',
+  serverAddress: 'server_address',
+  serverPort: 'server_port',
+  tokenType: 'gen_ai_token_type',
+  tokenModality: 'gen_ai_token_modality',
+} as const;
+
+// ---- the upstream ---------------------------------------------------------------------------------
+
+/** What the conventions say about a catalog provider: its registry name and the server it calls. */
+export interface GenAiUpstream {
+  providerName: string;
+  /** '' when the provider calls no server (simulated). */
+  serverAddress: string;
+  serverPort: number;
+}
+
+const upstreams = new WeakMap<Provider, GenAiUpstream>();
+
+/**
+ * The GenAI description of a catalog provider: computed once per provider entry (a catalog reload
+ * brings new entries; the old ones are collected with it).
+ */
+export function genAiUpstreamOf(provider: Provider): GenAiUpstream {
+  let upstream = upstreams.get(provider);
+  if (upstream === undefined) {
+    upstream = { providerName: genAiProviderName(provider.kind), ...serverOf(provider) };
+    upstreams.set(provider, upstream);
+  }
+  return upstream;
+}
+
+function serverOf(provider: Provider): { serverAddress: string; serverPort: number } {
+  const url = provider.baseUrl || defaultBaseUrl(provider);
+  if (url === '') return { serverAddress: '', serverPort: 0 };
+  try {
+    const parsed = new URL(url);
+    const port = parsed.port !== '' ? Number(parsed.port) : parsed.protocol === 'http:' ? 80 : 443;
+    return { serverAddress: parsed.hostname, serverPort: port };
+  } catch {
+    return { serverAddress: '', serverPort: 0 };
+  }
+}
+
+/** Where a provider kind's adapter goes when the catalog names no base URL (the adapters' own defaults). */
+function defaultBaseUrl(provider: Provider): string {
+  switch (provider.kind) {
+    case 'openai': return 'https://api.openai.com';
+    case 'anthropic': return 'https://api.anthropic.com';
+    case 'gemini': return 'https://generativelanguage.googleapis.com';
+    case 'vertex': return vertexBaseUrl(provider.location);
+    case 'bedrock': return provider.region ? `https://bedrock-runtime.${provider.region}.amazonaws.com` : '';
+    default: return '';
+  }
+}
+
+/** Vertex AI's API root for a location, as its adapter picks it (vertex-paths.ts). */
+function vertexBaseUrl(location: string): string {
+  switch (location) {
+    case '': return '';
+    case 'global': return 'https://aiplatform.googleapis.com';
+    case 'us': return 'https://aiplatform.us.rep.googleapis.com';
+    case 'eu': return 'https://aiplatform.eu.rep.googleapis.com';
+    default: return `https://${location}-aiplatform.googleapis.com`;
+  }
+}

@@ -1,0 +1,385 @@
+import {
+  histogram, counter, meter, otelContext, otelMetricsEnabled, otelTrace, SpanKind, SpanStatusCode, tracer, tracingEnabled,
+  type Counter, type OtelContext, type Histogram, type OtelAttributes, type OtelCounter, type OtelHistogram, type Registry, type Span,
+} from '@gateway/platform';
+import type { ChatRequest, Usage } from '@gateway/proto';
+import {
+  ERROR_TYPE_CANCELLED, GEN_AI, GEN_AI_DURATION_BUCKETS, GEN_AI_LABELS, GEN_AI_METRICS, GEN_AI_TOKEN_BUCKETS, genAiOperationName,
+  type GenAiMetricName, type GenAiUpstream,
+} from './gen-ai-conventions.js';
+
+/*
+ * One upstream attempt as the OpenTelemetry GenAI semantic conventions describe it: a CLIENT span named
+ * `{gen_ai.operation.name} {gen_ai.request.model}` and the client metrics (duration, time to first
+ * chunk, time per output chunk, token usage). The failover loop's one recorder (routing/attempt-recorder.ts)
+ * begins an attempt and ends it with its outcome, so a failover is two attempts. The names live in
+ * gen-ai-conventions.ts.
+ *
+ * Cost: nothing per stream frame (a stream's chunks are counted by the stream's own metering and read
+ * once at its end). Per attempt: one span when tracing is on, a handful of histogram/counter updates whose
+ * label and attribute sets are made once per (operation, provider, model, server[, error, token type]).
+ * With neither a metrics registry, OTLP metrics nor tracing, `begin` returns undefined and nothing is made.
+ *
+ * Message content (prompts, answers, tool arguments: the conventions' opt-in gen_ai.input.messages,
+ * gen_ai.output.messages, gen_ai.system_instructions) is never recorded: there is no switch for it.
+ */
+
+/** What an attempt is, as its span and metrics describe it. */
+export interface GenAiAttemptStart {
+  /** The catalog offer the attempt calls (its label sets are kept per offer object: a catalog reload brings new ones). */
+  offer: object;
+  /** The gateway endpoint (chat.completions, embeddings, …). */
+  endpoint: string;
+  upstream: GenAiUpstream;
+  /** The model name the upstream is asked for (the offer's upstream_model). */
+  requestModel: string;
+  stream: boolean;
+  /** Chat: the request as this attempt sends it (its recommended request attributes). */
+  request: ChatRequest | undefined;
+  /** Gateway ids, on the span only (never metric labels beyond the conventions'). */
+  providerId: string;
+  modelId: string;
+  attempt: number;
+}
+
+/** What a served attempt's answer says (chat): its usage and finish reasons, and a stream's part count. */
+export interface GenAiResponse {
+  usage?: Usage | undefined;
+  finishReasons?: readonly string[] | undefined;
+  /** A stream's parts received, the first one included (time per output chunk = the rest over parts - 1). */
+  chunks?: number | undefined;
+}
+
+/** The label set (Prometheus) and attribute set (OpenTelemetry) of one metric point, made once and kept. */
+interface PointLabels {
+  prom: Record<string, string | number>;
+  otel: OtelAttributes;
+}
+
+/** The labels of one (operation, provider, model, server) and the sets derived from it, each made once. */
+class AttemptLabels {
+  private readonly errors = new Map<string, PointLabels>();
+  private readonly tokenTypes = new Map<string, PointLabels>();
+  private readonly modalities = new Map<string, PointLabels>();
+
+  constructor(readonly operation: string, readonly base: PointLabels) {}
+
+  withError(errorType: string): PointLabels {
+    let labels = this.errors.get(errorType);
+    if (labels === undefined) {
+      labels = extend(this.base, GEN_AI_LABELS.errorType, GEN_AI.errorType, errorType);
+      this.errors.set(errorType, labels);
+    }
+    return labels;
+  }
+
+  tokenType(type: 'input' | 'output'): PointLabels {
+    let labels = this.tokenTypes.get(type);
+    if (labels === undefined) {
+      labels = extend(this.base, GEN_AI_LABELS.tokenType, GEN_AI.tokenType, type);
+      this.tokenTypes.set(type, labels);
+    }
+    return labels;
+  }
+
+  modality(modality: string): PointLabels {
+    let labels = this.modalities.get(modality);
+    if (labels === undefined) {
+      labels = extend(this.base, GEN_AI_LABELS.tokenModality, GEN_AI.tokenModality, modality);
+      this.modalities.set(modality, labels);
+    }
+    return labels;
+  }
+}
+
+function extend(base: PointLabels, label: string, attribute: string, value: string): PointLabels {
+  return { prom: { ...base.prom, [label]: value }, otel: { ...base.otel, [attribute]: value } };
+}
+
+
+type Histograms<T> = { duration: T; timeToFirstChunk: T; timePerOutputChunk: T; tokenUsage: T };
+type Counters<T> = { usageInputTokens: T; usageOutputTokens: T; usageCacheReadInputTokens: T; usageCacheWriteInputTokens: T; usageReasoningOutputTokens: T };
+type PromLabel = (typeof GEN_AI_LABELS)[keyof typeof GEN_AI_LABELS];
+
+const EMBEDDINGS = genAiOperationName('embeddings');
+
+const HISTOGRAM_LABELS: PromLabel[] = [
+  GEN_AI_LABELS.operationName, GEN_AI_LABELS.providerName, GEN_AI_LABELS.requestModel, GEN_AI_LABELS.serverAddress, GEN_AI_LABELS.serverPort, GEN_AI_LABELS.errorType,
+];
+
+/**
+ * The GenAI client telemetry of one routing service: its Prometheus instruments (in the service's
+ * registry, on /metrics) and, once the OpenTelemetry SDK exports metrics, the same instruments over OTLP.
+ */
+export class GenAiTelemetry {
+  private readonly prom: { histograms: Histograms<Histogram<PromLabel>>; counters: Counters<Counter<PromLabel>> } | undefined;
+  private otel: { histograms: Histograms<OtelHistogram>; counters: Counters<OtelCounter> } | undefined;
+  /** Per catalog offer object, per operation: made once, collected with the catalog snapshot that held the offer. */
+  private readonly labelSets = new WeakMap<object, Map<string, AttemptLabels>>();
+
+  constructor(registry: Registry | undefined) {
+    this.prom = registry === undefined ? undefined : promInstruments(registry);
+  }
+
+  /** An attempt's telemetry from its start; undefined when nothing would record it. */
+  begin(start: GenAiAttemptStart): GenAiAttempt | undefined {
+    const tracing = tracingEnabled();
+    const otelMetrics = otelMetricsEnabled();
+    if (!tracing && !otelMetrics && this.prom === undefined) return undefined;
+    if (otelMetrics) this.otel ??= otelInstruments();
+    const operation = genAiOperationName(start.endpoint);
+    const span = tracing ? startAttemptSpan(operation, start) : undefined;
+    return new GenAiAttempt(this, this.labelsFor(operation, start), start.stream, span);
+  }
+
+  private labelsFor(operation: string, start: GenAiAttemptStart): AttemptLabels {
+    const { upstream } = start;
+    let byOperation = this.labelSets.get(start.offer);
+    if (byOperation === undefined) {
+      byOperation = new Map();
+      this.labelSets.set(start.offer, byOperation);
+    }
+    let labels = byOperation.get(operation);
+    if (labels === undefined) {
+      const prom: Record<string, string | number> = {
+        [GEN_AI_LABELS.operationName]: operation,
+        [GEN_AI_LABELS.providerName]: upstream.providerName,
+        [GEN_AI_LABELS.requestModel]: start.requestModel,
+      };
+      const otel: OtelAttributes = {
+        [GEN_AI.operationName]: operation,
+        [GEN_AI.providerName]: upstream.providerName,
+        [GEN_AI.requestModel]: start.requestModel,
+      };
+      if (upstream.serverAddress !== '') {
+        prom[GEN_AI_LABELS.serverAddress] = upstream.serverAddress;
+        prom[GEN_AI_LABELS.serverPort] = upstream.serverPort;
+        otel[GEN_AI.serverAddress] = upstream.serverAddress;
+        otel[GEN_AI.serverPort] = upstream.serverPort;
+      }
+      labels = new AttemptLabels(operation, { prom, otel });
+      byOperation.set(operation, labels);
+    }
+    return labels;
+  }
+
+  /** Records one ended attempt's metrics (GenAiAttempt.end). */
+  record(labels: AttemptLabels, errorType: string | undefined, seconds: Seconds, response: GenAiResponse | undefined): void {
+    const point = errorType === undefined ? labels.base : labels.withError(errorType);
+    const { prom, otel } = this;
+    prom?.histograms.duration.observe(point.prom, seconds.duration);
+    otel?.histograms.duration.record(seconds.duration, point.otel);
+    if (seconds.firstChunk !== undefined) {
+      prom?.histograms.timeToFirstChunk.observe(point.prom, seconds.firstChunk);
+      otel?.histograms.timeToFirstChunk.record(seconds.firstChunk, point.otel);
+    }
+    if (seconds.perChunk !== undefined) {
+      prom?.histograms.timePerOutputChunk.observe(point.prom, seconds.perChunk);
+      otel?.histograms.timePerOutputChunk.record(seconds.perChunk, point.otel);
+    }
+    const usage = response?.usage;
+    if (usage === undefined) {
+      // The conventions count every inference operation's usage, a failed one's as 0 of an unknown modality.
+      if (errorType !== undefined) {
+        const unknown = labels.modality('unknown');
+        this.add('usageInputTokens', unknown, 0);
+        this.add('usageOutputTokens', unknown, 0);
+      }
+      return;
+    }
+    const input = labels.tokenType('input');
+    prom?.histograms.tokenUsage.observe(input.prom, usage.inputTokens);
+    otel?.histograms.tokenUsage.record(usage.inputTokens, input.otel);
+    this.byModality('usageInputTokens', labels, usage.inputTokens, usage.inputAudioTokens, usage.inputImageTokens, usage.inputTextTokens);
+    // Embeddings have no output tokens: none recorded rather than a 0 in every output series.
+    if (labels.operation !== EMBEDDINGS) {
+      const output = labels.tokenType('output');
+      prom?.histograms.tokenUsage.observe(output.prom, usage.outputTokens);
+      otel?.histograms.tokenUsage.record(usage.outputTokens, output.otel);
+      this.byModality('usageOutputTokens', labels, usage.outputTokens, usage.outputAudioTokens, usage.outputImageTokens, usage.outputTextTokens);
+    }
+    const unknown = labels.modality('unknown');
+    if (usage.cachedInputTokens > 0) this.add('usageCacheReadInputTokens', unknown, usage.cachedInputTokens);
+    if (usage.cacheWriteTokens > 0) this.add('usageCacheWriteInputTokens', unknown, usage.cacheWriteTokens);
+    if (usage.reasoningTokens > 0) this.add('usageReasoningOutputTokens', unknown, usage.reasoningTokens);
+  }
+
+  /**
+   * A usage counter by gen_ai.token.modality: audio and image tokens as the provider reported them, the
+   * rest as text when the provider's text count is exactly that rest, else unknown.
+   */
+  private byModality(name: 'usageInputTokens' | 'usageOutputTokens', labels: AttemptLabels, total: number, audio: number, image: number, text: number): void {
+    if (audio > 0) this.add(name, labels.modality('audio'), audio);
+    if (image > 0) this.add(name, labels.modality('image'), image);
+    const rest = Math.max(0, total - audio - image);
+    if (rest > 0 || (audio === 0 && image === 0)) this.add(name, labels.modality(rest > 0 && text === rest ? 'text' : 'unknown'), rest);
+  }
+
+  private add(name: keyof Counters<unknown>, point: PointLabels, value: number): void {
+    this.prom?.counters[name].inc(point.prom, value);
+    this.otel?.counters[name].add(value, point.otel);
+  }
+}
+
+interface Seconds {
+  duration: number;
+  firstChunk: number | undefined;
+  perChunk: number | undefined;
+}
+
+/** One attempt, from `begin` to `succeeded` / `failed` (a second end does nothing). */
+export class GenAiAttempt {
+  private readonly startedAt = performance.now();
+  private firstChunkAt = 0;
+  private ended = false;
+
+  constructor(
+    private readonly telemetry: GenAiTelemetry,
+    private readonly labels: AttemptLabels,
+    private readonly stream: boolean,
+    /** The attempt's CLIENT span, when tracing. */
+    readonly span: Span | undefined,
+  ) {}
+
+  /** The context to make the attempt's call in: its span the parent of the upstream HTTP span. */
+  context(): OtelContext {
+    return otelTrace.setSpan(otelContext.active(), this.span!);
+  }
+
+  /** A stream's first content arrived (the failover loop ends there). */
+  firstChunk(): void {
+    this.firstChunkAt = performance.now();
+  }
+
+  succeeded(response?: GenAiResponse): void {
+    this.end(undefined, response);
+  }
+
+  /** `errorType`: the conventions' error.type (the ProviderError kind, `cancelled`, …). */
+  failed(errorType: string, response?: GenAiResponse): void {
+    this.end(errorType, response);
+  }
+
+  cancelled(): void {
+    this.end(ERROR_TYPE_CANCELLED, undefined);
+  }
+
+  private end(errorType: string | undefined, response: GenAiResponse | undefined): void {
+    if (this.ended) return;
+    this.ended = true;
+    const endedAt = performance.now();
+    const streamed = this.stream && this.firstChunkAt > 0;
+    const chunks = response?.chunks ?? 0;
+    const seconds: Seconds = {
+      duration: (endedAt - this.startedAt) / 1000,
+      firstChunk: streamed ? (this.firstChunkAt - this.startedAt) / 1000 : undefined,
+      perChunk: streamed && chunks > 1 ? (endedAt - this.firstChunkAt) / 1000 / (chunks - 1) : undefined,
+    };
+    this.telemetry.record(this.labels, errorType, seconds, response);
+    const span = this.span;
+    if (span === undefined) return;
+    const attributes: OtelAttributes = {};
+    if (seconds.firstChunk !== undefined) attributes[GEN_AI.responseTimeToFirstChunk] = seconds.firstChunk;
+    if (response?.finishReasons !== undefined && response.finishReasons.length > 0) attributes[GEN_AI.responseFinishReasons] = [...response.finishReasons];
+    const usage = response?.usage;
+    if (usage !== undefined) {
+      attributes[GEN_AI.usageInputTokens] = usage.inputTokens;
+      if (this.labels.operation !== EMBEDDINGS) attributes[GEN_AI.usageOutputTokens] = usage.outputTokens;
+      if (usage.cachedInputTokens > 0) attributes[GEN_AI.usageCacheReadInputTokens] = usage.cachedInputTokens;
+      if (usage.cacheWriteTokens > 0) attributes[GEN_AI.usageCacheWriteInputTokens] = usage.cacheWriteTokens;
+      if (usage.reasoningTokens > 0) attributes[GEN_AI.usageReasoningOutputTokens] = usage.reasoningTokens;
+      if (usage.estimated) attributes['gateway.usage.estimated'] = true;
+    }
+    if (errorType !== undefined) {
+      attributes[GEN_AI.errorType] = errorType;
+      span.setStatus({ code: SpanStatusCode.ERROR, message: errorType });
+    }
+    span.setAttributes(attributes);
+    span.end();
+  }
+}
+
+/** The attempt's CLIENT span, child of the active one (the request's routing span), with its request attributes. */
+function startAttemptSpan(operation: string, start: GenAiAttemptStart): Span {
+  const { upstream, request } = start;
+  // The attributes the conventions want at creation (sampling decisions), then the recommended ones.
+  const attributes: OtelAttributes = {
+    [GEN_AI.operationName]: operation,
+    [GEN_AI.providerName]: upstream.providerName,
+    [GEN_AI.requestModel]: start.requestModel,
+    [GEN_AI.requestStream]: start.stream,
+    'gateway.endpoint': start.endpoint,
+    'gateway.provider': start.providerId,
+    'gateway.model': start.modelId,
+    'gateway.attempt': start.attempt,
+  };
+  if (upstream.serverAddress !== '') {
+    attributes[GEN_AI.serverAddress] = upstream.serverAddress;
+    attributes[GEN_AI.serverPort] = upstream.serverPort;
+  }
+  if (request !== undefined) requestAttributes(request, attributes);
+  return tracer().startSpan(`${operation} ${start.requestModel}`, { kind: SpanKind.CLIENT, attributes });
+}
+
+/** The conventions' recommended request attributes a chat request sets (never its content). */
+function requestAttributes(request: ChatRequest, attributes: OtelAttributes): void {
+  if (request.maxOutputTokens !== undefined) attributes[GEN_AI.requestMaxTokens] = request.maxOutputTokens;
+  if (request.temperature !== undefined) attributes[GEN_AI.requestTemperature] = request.temperature;
+  if (request.topP !== undefined) attributes[GEN_AI.requestTopP] = request.topP;
+  if (request.topK !== undefined) attributes[GEN_AI.requestTopK] = request.topK;
+  if (request.stop.length > 0) attributes[GEN_AI.requestStopSequences] = request.stop;
+  if (request.presencePenalty !== undefined) attributes[GEN_AI.requestPresencePenalty] = request.presencePenalty;
+  if (request.frequencyPenalty !== undefined) attributes[GEN_AI.requestFrequencyPenalty] = request.frequencyPenalty;
+  if (request.seed !== undefined) attributes[GEN_AI.requestSeed] = Number(request.seed);
+  if (request.reasoningEffort !== undefined) attributes[GEN_AI.requestReasoningLevel] = request.reasoningEffort;
+  const format = request.responseFormat?.type;
+  if (format !== undefined && format !== '') attributes[GEN_AI.outputType] = format === 'text' ? 'text' : 'json';
+}
+
+function promInstruments(registry: Registry) {
+  const promHistogram = (metric: GenAiMetricName, buckets: number[], labelNames: PromLabel[]) =>
+    histogram(registry, { name: metric.prometheus, help: `${metric.description} (OpenTelemetry ${metric.otel}, ${metric.unit}).`, labelNames, buckets });
+  const promCounter = (metric: GenAiMetricName) =>
+    counter(registry, {
+      name: metric.prometheus,
+      help: `${metric.description} (OpenTelemetry ${metric.otel}, ${metric.unit}).`,
+      labelNames: [GEN_AI_LABELS.operationName, GEN_AI_LABELS.providerName, GEN_AI_LABELS.requestModel, GEN_AI_LABELS.serverAddress, GEN_AI_LABELS.serverPort, GEN_AI_LABELS.tokenModality],
+    });
+  return {
+    histograms: {
+      duration: promHistogram(GEN_AI_METRICS.duration, GEN_AI_DURATION_BUCKETS, HISTOGRAM_LABELS),
+      timeToFirstChunk: promHistogram(GEN_AI_METRICS.timeToFirstChunk, GEN_AI_DURATION_BUCKETS, HISTOGRAM_LABELS),
+      timePerOutputChunk: promHistogram(GEN_AI_METRICS.timePerOutputChunk, GEN_AI_DURATION_BUCKETS, HISTOGRAM_LABELS),
+      tokenUsage: promHistogram(GEN_AI_METRICS.tokenUsage, GEN_AI_TOKEN_BUCKETS, [...HISTOGRAM_LABELS, GEN_AI_LABELS.tokenType]),
+    },
+    counters: {
+      usageInputTokens: promCounter(GEN_AI_METRICS.usageInputTokens),
+      usageOutputTokens: promCounter(GEN_AI_METRICS.usageOutputTokens),
+      usageCacheReadInputTokens: promCounter(GEN_AI_METRICS.usageCacheReadInputTokens),
+      usageCacheWriteInputTokens: promCounter(GEN_AI_METRICS.usageCacheWriteInputTokens),
+      usageReasoningOutputTokens: promCounter(GEN_AI_METRICS.usageReasoningOutputTokens),
+    },
+  };
+}
+
+function otelInstruments() {
+  const gatewayMeter = meter();
+  const otelHistogram = (metric: GenAiMetricName, buckets: number[]) =>
+    gatewayMeter.createHistogram(metric.otel, { unit: metric.unit, description: metric.description, advice: { explicitBucketBoundaries: buckets } });
+  const otelCounter = (metric: GenAiMetricName) => gatewayMeter.createCounter(metric.otel, { unit: metric.unit, description: metric.description });
+  return {
+    histograms: {
+      duration: otelHistogram(GEN_AI_METRICS.duration, GEN_AI_DURATION_BUCKETS),
+      timeToFirstChunk: otelHistogram(GEN_AI_METRICS.timeToFirstChunk, GEN_AI_DURATION_BUCKETS),
+      timePerOutputChunk: otelHistogram(GEN_AI_METRICS.timePerOutputChunk, GEN_AI_DURATION_BUCKETS),
+      tokenUsage: otelHistogram(GEN_AI_METRICS.tokenUsage, GEN_AI_TOKEN_BUCKETS),
+    },
+    counters: {
+      usageInputTokens: otelCounter(GEN_AI_METRICS.usageInputTokens),
+      usageOutputTokens: otelCounter(GEN_AI_METRICS.usageOutputTokens),
+      usageCacheReadInputTokens: otelCounter(GEN_AI_METRICS.usageCacheReadInputTokens),
+      usageCacheWriteInputTokens: otelCounter(GEN_AI_METRICS.usageCacheWriteInputTokens),
+      usageReasoningOutputTokens: otelCounter(GEN_AI_METRICS.usageReasoningOutputTokens),
+    },
+  };
+}
