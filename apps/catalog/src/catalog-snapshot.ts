@@ -3,7 +3,10 @@ import type { CatalogData, ModelData, StartupData } from './catalog-data.js';
 import type { PriceKey } from './catalog-config.js';
 import { placeholderIcon } from './placeholder-icon.js';
 
-/** Parameters the listing never shows (spec 2.6): providers do not get them, whatever the config says. */
+/**
+ * Parameters the listing never shows (spec 2.6): providers do not get them by these names, whatever the
+ * config says. (`logprobs` reaches providers of a model that lists `top_logprobs`: libs/platform PARAMETERS.)
+ */
 export const HIDDEN_PARAMETERS: ReadonlySet<string> = new Set([
   'web_search_options',
   'functions',

@@ -221,8 +221,9 @@ describe('routing service', () => {
     const first = await client.embed(request);
     const second = await client.embed(request);
     expect(first.embeddings).toEqual(second.embeddings);
-    // The model does not list `dimensions`: it is dropped and the provider's default size answers.
-    expect(first.embeddings[0]!.values.length).toBe(64);
+    // Routing passes on the dimensions the edge forwarded (the edge alone decides by the model's list:
+    // libs/platform ENDPOINT_PARAMETERS; media-endpoints.e2e.test.ts).
+    expect(first.embeddings[0]!.values.length).toBe(16);
     expect(first.usage!.inputTokens).toBe(4);
   });
 

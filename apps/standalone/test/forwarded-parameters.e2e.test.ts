@@ -16,10 +16,13 @@ const SEEDED_CLAUDE = 'testco/seeded-claude';
 const SEEDED_GEMINI = 'testco/seeded-gemini';
 // Served by both kinds: what is named is what the serving attempt went without.
 const SEEDED_BOTH = 'testco/seeded-both';
+// Lists `n`, served by an OpenAI-kind upstream (its own model: its charges are this test's alone).
+const CHOICES = 'testco/choices';
 const PROVIDER_KEY_ENV = 'FORWARDED_PARAMETERS_E2E_KEY';
 const ALL_NAMES = [
   'tools', 'tool_choice', 'response_format', 'structured_outputs', 'temperature', 'top_p', 'top_k', 'stop', 'max_completion_tokens', 'max_tokens',
   'reasoning_effort', 'reasoning', 'presence_penalty', 'frequency_penalty', 'parallel_tool_calls', 'prediction', 'web_search_options', 'image_config', 'user', 'seed', 'verbosity', 'store', 'logprobs', 'top_logprobs',
+  'n',
 ];
 
 function catalog(upstream: FakeUpstream, claude: FakeAnthropicUpstream, gemini: FakeGeminiUpstream): string {
@@ -44,7 +47,7 @@ providers:
 limit_groups:
   - id: default
     tiers: { tier-1: { minute: 600 } }
-models:${model(EVERYTHING, ALL_NAMES)}${model(BARE, [])}${model(SEEDED_CLAUDE, ['seed', 'verbosity', 'reasoning', 'max_tokens', 'max_completion_tokens'], 'claude-up')}${model(
+models:${model(EVERYTHING, ALL_NAMES)}${model(CHOICES, ['n', 'max_completion_tokens'])}${model(BARE, [])}${model(SEEDED_CLAUDE, ['seed', 'verbosity', 'reasoning', 'max_tokens', 'max_completion_tokens', 'n', 'logprobs', 'top_logprobs'], 'claude-up')}${model(
     SEEDED_GEMINI,
     ['seed', 'user', 'verbosity', 'max_tokens', 'max_completion_tokens'],
     'gemini-up',
@@ -72,6 +75,8 @@ const CHAT_UPSTREAM = {
   user: 'end-user-1',
   seed: 42,
   verbosity: 'low',
+  logprobs: true,
+  top_logprobs: 2,
 };
 
 const RESPONSES_UPSTREAM = {
@@ -165,13 +170,12 @@ describe('forwarded parameters, per dialect, end to end', () => {
       top_logprobs: 2,
     }) as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming;
 
-  it('chat completions: every parameter reaches the provider on a model that lists it (prediction, web_search_options, store and logprobs never do)', async () => {
+  it('chat completions: every parameter reaches the provider on a model that lists it (prediction, web_search_options and store never do)', async () => {
     const { response } = await harness.client.chat.completions.create(chatBody(EVERYTHING)).withResponse();
     // No model lists the first two (spec §2.6: the catalog leaves them out), so none takes them; `store`
     // would keep the conversation at the provider under the operator's account, so it is never passed on.
-    // `logprobs` / `top_logprobs`: no answer carries them back yet (docs/providers.md), so they are named, not sent.
-    expect(response.headers.get('x-gateway-dropped-params')).toBe('logprobs,prediction,store,top_logprobs,web_search_options');
-    for (const name of ['store', 'logprobs', 'top_logprobs']) expect(upstream.requests[0]!.body).not.toHaveProperty(name);
+    expect(response.headers.get('x-gateway-dropped-params')).toBe('prediction,store,web_search_options');
+    expect(upstream.requests[0]!.body).not.toHaveProperty('store');
     expect(upstreamFields(CHAT_UPSTREAM)).toEqual(CHAT_UPSTREAM);
     expect(upstream.requests[0]!.body).not.toHaveProperty('prediction');
     expect(upstream.requests[0]!.body).not.toHaveProperty('web_search_options');
@@ -192,18 +196,121 @@ describe('forwarded parameters, per dialect, end to end', () => {
   });
 
   // Issue 37 item 6: a parameter the catalog lists reaches every kind that can express it, and is named
-  // as dropped by the kinds that cannot; `n` > 1 (several choices) is refused, never answered with one.
+  // as dropped by the kinds that cannot; `n` > 1 (several choices) is answered by OpenAI-wire kinds and
+  // refused (400) where no provider of the model can answer it, never answered with one choice.
 
-  it('chat completions: n above 1 is refused (400 naming n), streamed or not, and nothing reaches the provider', async () => {
-    for (const stream of [false, true]) {
-      const error = await harness.client.chat.completions
-        .create({ model: EVERYTHING, messages: [{ role: 'user', content: 'hi' }], n: 2, stream } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming)
-        .then(() => undefined, (caught: unknown) => caught);
-      expect(error, `stream ${stream}`).toBeInstanceOf(Error);
-      expect((error as { status?: number }).status).toBe(400);
-      expect((error as Error).message).toMatch(/\bn\b.*must be 1/);
+  it('chat completions: n above 1 answers n choices from an OpenAI-wire upstream, streamed or not, and every choice is charged', async () => {
+    upstream.script({ usage: { prompt_tokens: 10, completion_tokens: 40 } });
+    const plain = await harness.client.chat.completions.create({ model: CHOICES, messages: [{ role: 'user', content: 'hi' }], n: 3, max_completion_tokens: 50 }).withResponse();
+    expect(plain.data.choices.map((choice) => choice.index)).toEqual([0, 1, 2]);
+    expect(plain.data.choices.map((choice) => choice.message.content)).toEqual([
+      'Hello from the fake upstream.', 'Hello from the fake upstream. (choice 1)', 'Hello from the fake upstream. (choice 2)',
+    ]);
+    expect(plain.response.headers.get('x-gateway-dropped-params')).toBeNull();
+    expect((upstream.requests[0]!.body as { n?: unknown }).n).toBe(3);
+    // The upstream's usage covers every choice: 10 × 0.000001 + 40 × 0.000002.
+    expect(plain.data.usage?.completion_tokens).toBe(40);
+    expect((await harness.chargesSettleAt(CHOICES, 1)).costPico).toBe(10n * 1_000_000n + 40n * 2_000_000n);
+
+    const streamed = await harness.client.chat.completions.create({ model: CHOICES, messages: [{ role: 'user', content: 'hi' }], n: 2, stream: true, stream_options: { include_usage: true } });
+    const texts = ['', ''];
+    const finished = new Set<number>();
+    let completionTokens = 0;
+    let promptTokens = 0;
+    for await (const chunk of streamed) {
+      for (const choice of chunk.choices) {
+        texts[choice.index] += choice.delta.content ?? '';
+        if (choice.finish_reason) finished.add(choice.index);
+      }
+      if (chunk.usage) ({ completion_tokens: completionTokens, prompt_tokens: promptTokens } = chunk.usage);
+    }
+    expect(texts).toEqual(['Hello from the fake upstream.', 'Hello from the fake upstream. (choice 1)']);
+    expect([...finished].sort()).toEqual([0, 1]);
+    // Both choices' tokens (the fake counts each choice's text).
+    expect(completionTokens).toBeGreaterThan(12);
+    expect((upstream.requests[1]!.body as { n?: unknown }).n).toBe(2);
+    // Charged as the usage chunk says: both choices' tokens.
+    const charged = await harness.chargesSettleAt(CHOICES, 2);
+    expect(charged.costPico - 90_000_000n).toBe(BigInt(promptTokens) * 1_000_000n + BigInt(completionTokens) * 2_000_000n);
+  });
+
+  it('chat completions: n above 1 is refused (400 naming n) on a model that does not list it, or whose providers cannot answer several choices', async () => {
+    for (const [model, pattern] of [[BARE, /\bn must be 1/], [SEEDED_CLAUDE, /several choices.*n must be 1/]] as const) {
+      for (const stream of [false, true]) {
+        const error = await harness.client.chat.completions
+          .create({ model, messages: [{ role: 'user', content: 'hi' }], n: 2, stream } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming)
+          .then(() => undefined, (caught: unknown) => caught);
+        expect(error, `${model} stream ${stream}`).toBeInstanceOf(Error);
+        expect((error as { status?: number }).status).toBe(400);
+        expect((error as Error).message).toMatch(pattern);
+      }
     }
     expect(upstream.requests).toHaveLength(0);
+    expect(claude.requests).toHaveLength(0);
+  });
+
+  it('chat completions: n above 1 never falls back to a model that does not list n (it would answer one choice)', async () => {
+    upstream.script({ status: 500 });
+    const error = await harness.client.chat.completions
+      .create({ model: CHOICES, models: [CHOICES, BARE], messages: [{ role: 'user', content: 'hi' }], n: 2 } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming)
+      .then(() => undefined, (caught: unknown) => caught);
+    expect((error as { status?: number }).status).toBe(503);
+    expect(upstream.requests.map((request) => (request.body as { model?: string }).model)).toEqual(['choices-upstream']);
+  });
+
+  it('chat completions: logprobs reach an OpenAI-wire upstream and its logprobs come back, in the answer and in stream chunks', async () => {
+    const plain = await harness.client.chat.completions.create({ model: EVERYTHING, messages: [{ role: 'user', content: 'hi' }], logprobs: true, top_logprobs: 1 });
+    const content = plain.choices[0]!.logprobs?.content ?? [];
+    expect(content.map((entry) => entry.token).join('')).toBe('Hello from the fake upstream.');
+    expect(content[0]!.top_logprobs).toEqual([{ token: 'Hello ', logprob: -0.25, bytes: [...Buffer.from('Hello ')] }]);
+    expect(upstream.requests[0]!.body).toMatchObject({ logprobs: true, top_logprobs: 1 });
+
+    const streamed = await harness.client.chat.completions.create({ model: EVERYTHING, messages: [{ role: 'user', content: 'hi' }], logprobs: true, stream: true });
+    const tokens: string[] = [];
+    for await (const chunk of streamed) for (const choice of chunk.choices) for (const entry of choice.logprobs?.content ?? []) tokens.push(entry.token);
+    expect(tokens.join('')).toBe('Hello from the fake upstream.');
+    // Not asked: none come back.
+    const bare = await harness.client.chat.completions.create({ model: EVERYTHING, messages: [{ role: 'user', content: 'hi' }] });
+    expect(bare.choices[0]!.logprobs).toBeNull();
+  });
+
+  it('chat completions: top_logprobs without logprobs reaches the upstream, whose 400 is the answer (as OpenAI refuses it)', async () => {
+    const error = await harness.client.chat.completions
+      .create({ model: EVERYTHING, messages: [{ role: 'user', content: 'hi' }], top_logprobs: 2 })
+      .then(() => undefined, (caught: unknown) => caught);
+    expect((error as { status?: number }).status).toBe(400);
+    expect((error as Error).message).toMatch(/logprobs/);
+  });
+
+  it('chat completions: logprobs to an Anthropic-kind upstream (no such field) are named, not sent', async () => {
+    const { response } = await harness.client.chat.completions.create({ model: SEEDED_CLAUDE, messages: [{ role: 'user', content: 'hi' }], logprobs: true, top_logprobs: 2 }).withResponse();
+    expect(response.headers.get('x-gateway-dropped-params')).toBe('logprobs,top_logprobs');
+    expect(JSON.stringify(claude.requests[0]!.body)).not.toContain('logprobs');
+  });
+
+  // Issue 37 item 8: `anthropic-beta` reaches Anthropic-wire upstreams through an allowlist.
+
+  it('messages: anthropic-beta reaches an Anthropic-kind upstream (allowlisted values only; others named), streamed or not', async () => {
+    const headers = { 'anthropic-beta': 'interleaved-thinking-2025-05-14, not-a-real-beta-2099-01-01,fine-grained-tool-streaming-2025-05-14' };
+    const plain = await anthropic.messages.create({ model: SEEDED_CLAUDE, max_tokens: 20, messages: [{ role: 'user', content: 'hi' }] }, { headers }).withResponse();
+    expect(plain.response.headers.get('x-gateway-dropped-params')).toBe('anthropic-beta');
+    const streamed = await anthropic.messages.create({ model: SEEDED_CLAUDE, max_tokens: 20, messages: [{ role: 'user', content: 'hi' }], stream: true }, { headers: { 'anthropic-beta': 'interleaved-thinking-2025-05-14' } }).withResponse();
+    for await (const event of streamed.data) void event;
+    expect(streamed.response.headers.get('x-gateway-dropped-params')).toBeNull();
+    expect(claude.requests.map((request) => request.headers['anthropic-beta'])).toEqual([
+      'interleaved-thinking-2025-05-14,fine-grained-tool-streaming-2025-05-14', 'interleaved-thinking-2025-05-14',
+    ]);
+    // Without the header, none is sent.
+    await anthropic.messages.create({ model: SEEDED_CLAUDE, max_tokens: 20, messages: [{ role: 'user', content: 'hi' }] });
+    expect(claude.requests[2]!.headers['anthropic-beta']).toBeUndefined();
+  });
+
+  it('messages: anthropic-beta to a kind without it (OpenAI wire) is named and not sent', async () => {
+    const { response } = await anthropic.messages
+      .create({ model: EVERYTHING, max_tokens: 20, messages: [{ role: 'user', content: 'hi' }] }, { headers: { 'anthropic-beta': 'interleaved-thinking-2025-05-14' } })
+      .withResponse();
+    expect(response.headers.get('x-gateway-dropped-params')).toBe('anthropic-beta');
+    expect(upstream.requests[0]!.headers['anthropic-beta']).toBeUndefined();
   });
 
   it('chat completions: n 1 is the one answer the gateway gives: accepted, not named, not forwarded', async () => {
@@ -231,11 +338,21 @@ describe('forwarded parameters, per dialect, end to end', () => {
     expect(JSON.stringify(body)).not.toContain('verbosity');
   });
 
-  it('responses: text.verbosity to an Anthropic-kind upstream is named (as the gateway spells it), not sent', async () => {
+  it('responses: text.verbosity to an Anthropic-kind upstream is named as the client spelled it, not sent', async () => {
     const { response } = await harness.client.responses.create({ model: SEEDED_CLAUDE, input: 'hi', text: { verbosity: 'low' } }).withResponse();
-    expect(response.headers.get('x-gateway-dropped-params')).toBe('verbosity');
+    expect(response.headers.get('x-gateway-dropped-params')).toBe('text.verbosity');
     expect(claude.requests).toHaveLength(1);
     expect(JSON.stringify(claude.requests[0]!.body)).not.toContain('verbosity');
+  });
+
+  it('messages: metadata.user_id to a Gemini-kind upstream (no end-user field) is named as the client spelled it, streamed or not', async () => {
+    const plain = await anthropic.messages.create({ model: SEEDED_GEMINI, max_tokens: 20, messages: [{ role: 'user', content: 'hi' }], metadata: { user_id: 'u-7' } }).withResponse();
+    expect(plain.response.headers.get('x-gateway-dropped-params')).toBe('metadata.user_id');
+    const streamed = await anthropic.messages.create({ model: SEEDED_GEMINI, max_tokens: 20, messages: [{ role: 'user', content: 'hi' }], metadata: { user_id: 'u-7' }, stream: true }).withResponse();
+    for await (const event of streamed.data) void event;
+    expect(streamed.response.headers.get('x-gateway-dropped-params')).toBe('metadata.user_id');
+    expect(gemini.requests).toHaveLength(2);
+    for (const request of gemini.requests) expect(JSON.stringify(request.body)).not.toContain('u-7');
   });
 
   it('chat completions: an Anthropic-kind upstream (no seed on its wire) goes without it and the answer names it, streamed or not', async () => {

@@ -35,6 +35,14 @@ export function mediaCatalog(upstream: FakeUpstream, downUrl: string): string {
     pricing: { per_input_token: "${MEDIA_PRICES.embedInput}" }
     offers:${extraOffers ? extraOffers.replaceAll('ENDPOINTS', 'embeddings').replaceAll('UPSTREAM', 'embed-x') : ''}
       - { provider: ${provider}, upstream_model: embed-x, endpoints: [embeddings] }
+  - id: ${prefix}/embed-fixed
+    created: 1767225601
+    context_window: 8192
+    output_modalities: [embeddings]
+    supported_parameters: [encoding_format]
+    pricing: { per_input_token: "${MEDIA_PRICES.embedInput}" }
+    offers:
+      - { provider: ${provider}, upstream_model: embed-fixed, endpoints: [embeddings] }
   - id: ${prefix}/moderation
     created: 1767225602
     context_window: 32768

@@ -49,6 +49,17 @@ describe('embeddings, moderations, images and audio on the simulated provider', 
     await down?.close();
   });
 
+  it('embeddings: dimensions reach the provider of a model that lists them; a model that does not goes without and names them (decided once, at the edge)', async () => {
+    const sized = await harness.client.embeddings.create({ model: 'cloud/embed', input: 'hi', dimensions: 5, encoding_format: 'float' }).withResponse();
+    expect(sized.data.data[0]!.embedding).toHaveLength(5);
+    expect(sized.response.headers.get('x-gateway-dropped-params')).toBeNull();
+    expect((upstream.requests.at(-1)!.body as { dimensions?: unknown }).dimensions).toBe(5);
+    const fixed = await harness.client.embeddings.create({ model: 'cloud/embed-fixed', input: 'hi', dimensions: 5, encoding_format: 'float' }).withResponse();
+    expect(fixed.response.headers.get('x-gateway-dropped-params')).toBe('dimensions');
+    expect(upstream.requests.at(-1)!.body).not.toHaveProperty('dimensions');
+    expect(fixed.data.data[0]!.embedding).toHaveLength(8);
+  });
+
   it('embeds strings as floats and as base64 (equal within float32), in input order, charged by input tokens', async () => {
     const input = ['the gateway routes requests', 'a second input', 'third'];
     const { data: floats, response } = await harness.client.embeddings.create({ model: 'sim/embed', input, encoding_format: 'float' }).withResponse();

@@ -18,3 +18,4 @@ export * from './pricing-fields.js';
 export * from './tokenizer-slices.js';
 export { ffmpegPath } from './ffmpeg.js';
 export { id3v2Length, readWavLayout, sniffAudioContainer, type AudioContainer, type WavLayout } from './audio-header.js';
+export * from './parameters.js';

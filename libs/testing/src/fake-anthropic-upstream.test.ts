@@ -176,6 +176,13 @@ describe('fake Anthropic upstream', () => {
     }
   });
 
+  it('refuses an anthropic-beta value the API does not know, naming it, and takes the ones it knows', async () => {
+    const refused = await rawPost(hello, { 'anthropic-beta': 'interleaved-thinking-2025-05-14,made-up-beta-2099-01-01' });
+    expect(refused.status).toBe(400);
+    expect(((await refused.json()) as any).error.message).toMatch(/Unexpected value\(s\) `made-up-beta-2099-01-01` for the `anthropic-beta` header/);
+    expect((await rawPost(hello, { 'anthropic-beta': 'interleaved-thinking-2025-05-14, fine-grained-tool-streaming-2025-05-14' })).status).toBe(200);
+  });
+
   it('refuses what the API refuses: headers, required fields, unknown fields, roles, tool pairing, ids and names', async () => {
     const refusal = async (body: unknown, headers?: Record<string, string>) => {
       const response = await rawPost(body, headers);

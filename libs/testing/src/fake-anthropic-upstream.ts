@@ -176,6 +176,17 @@ export async function startFakeAnthropicUpstream(options: FakeAnthropicUpstreamO
     const key = (headers['x-api-key'] as string | undefined) || bearer;
     if (!key) return { status: 401, message: 'x-api-key header is required' };
     if (options.apiKey !== undefined && key !== options.apiKey) return { status: 401, message: 'invalid x-api-key' };
+    const betas = headers['anthropic-beta'];
+    if (betas !== undefined) {
+      // Anthropic refuses a beta it does not know, naming it (its words).
+      const unknown = String(betas).split(',').map((beta) => beta.trim()).filter((beta) => beta !== '' && !KNOWN_BETAS.has(beta));
+      if (unknown.length > 0) {
+        return {
+          status: 400,
+          message: `Unexpected value(s) \`${unknown.join('`, `')}\` for the \`anthropic-beta\` header. Please consult our documentation at docs.anthropic.com or try again without the header.`,
+        };
+      }
+    }
     if (body === undefined) return { status: 400, message: raw ? 'There was an error parsing the body: invalid JSON' : 'body: Field required' };
     try {
       validateBody(body);
@@ -385,3 +396,12 @@ export async function startFakeAnthropicUpstream(options: FakeAnthropicUpstreamO
     redactedThinkingData,
   };
 }
+
+/** The `anthropic-beta` values Anthropic's API knows (its documented betas); any other is a 400. */
+const KNOWN_BETAS = new Set([
+  'message-batches-2024-09-24', 'prompt-caching-2024-07-31', 'computer-use-2024-10-22', 'computer-use-2025-01-24', 'pdfs-2024-09-25',
+  'token-counting-2024-11-01', 'token-efficient-tools-2025-02-19', 'output-128k-2025-02-19', 'files-api-2025-04-14', 'mcp-client-2025-04-04',
+  'dev-full-thinking-2025-05-14', 'interleaved-thinking-2025-05-14', 'code-execution-2025-05-22', 'extended-cache-ttl-2025-04-11',
+  'context-1m-2025-08-07', 'context-management-2025-06-27', 'model-context-window-exceeded-2025-08-26', 'skills-2025-10-02',
+  'fine-grained-tool-streaming-2025-05-14', 'effort-2025-11-24', 'claude-code-20250219', 'oauth-2025-04-20',
+]);

@@ -25,6 +25,17 @@ describe('fake upstream', () => {
     expect(upstream.requests[0]!.headers.authorization).toBe('Bearer k');
   });
 
+  it('answers n choices with logprobs when asked, and refuses what OpenAI refuses of them (n, top_logprobs ranges, top_logprobs without logprobs)', async () => {
+    const answer = (await (await post(upstream, '/chat/completions', { model: 'm', messages: [{ role: 'user', content: 'hello' }], n: 2, logprobs: true, top_logprobs: 1 })).json()) as any;
+    expect(answer.choices.map((choice: any) => choice.index)).toEqual([0, 1]);
+    expect(answer.choices[0].logprobs.content.map((entry: any) => entry.token).join('')).toBe(answer.choices[0].message.content);
+    for (const [body, param] of [[{ n: 129 }, 'n'], [{ n: 0 }, 'n'], [{ logprobs: true, top_logprobs: 21 }, 'top_logprobs'], [{ top_logprobs: 2 }, 'top_logprobs']] as const) {
+      const refused = await post(upstream, '/chat/completions', { model: 'm', messages: [{ role: 'user', content: 'hello' }], ...body });
+      expect(refused.status, JSON.stringify(body)).toBe(400);
+      expect(((await refused.json()) as any).error.param).toBe(param);
+    }
+  });
+
   it('moderates as OpenAI does: N results for N strings, ONE for an array of objects; refuses what OpenAI refuses', async () => {
     const results = async (input: unknown) => ((await (await post(upstream, '/moderations', { model: 'm', input })).json()) as any).results;
     expect((await results('plan the attack')).map((result: any) => result.flagged)).toEqual([true]);

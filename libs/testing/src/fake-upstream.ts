@@ -80,10 +80,11 @@ export async function startFakeUpstream(options: {
     return fields;
   }
 
-  function usageFor(body: any, behaviour: FakeBehaviour, text: string) {
+  function usageFor(body: any, behaviour: FakeBehaviour, texts: readonly string[]) {
     if (behaviour.usage === 'absent') return undefined;
     const promptTokens = behaviour.usage?.prompt_tokens ?? approximateTokens(promptText(body));
-    const completionTokens = behaviour.usage?.completion_tokens ?? approximateTokens(text);
+    // Every choice's tokens (OpenAI counts all `n` choices in completion_tokens).
+    const completionTokens = behaviour.usage?.completion_tokens ?? texts.reduce((sum, text) => sum + approximateTokens(text), 0);
     return {
       prompt_tokens: promptTokens,
       completion_tokens: completionTokens,
@@ -95,13 +96,25 @@ export async function startFakeUpstream(options: {
   }
 
   async function chat(body: any, behaviour: FakeBehaviour, response: ServerResponse, socket: Socket) {
+    const refusal = refusedChatParameters(body);
+    if (refusal) {
+      response.writeHead(400, { 'content-type': 'application/json' });
+      response.end(JSON.stringify({ error: { message: refusal.message, type: 'invalid_request_error', param: refusal.param, code: refusal.code } }));
+      return;
+    }
     const id = `chatcmpl-fake${++created}`;
     const model = body?.model ?? 'fake-model';
     const createdAt = Math.floor(Date.now() / 1000);
     const text = behaviour.text ?? DEFAULT_TEXT;
     const toolCalls = behaviour.toolCalls ?? [];
     const finishReason = behaviour.finishReason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop');
-    const usage = usageFor(body, behaviour, text);
+    // `n` choices, each its own text (the first is the scripted one), as OpenAI answers them.
+    const choiceCount = typeof body?.n === 'number' ? body.n : 1;
+    const texts = Array.from({ length: choiceCount }, (_, index) => (index === 0 ? text : `${text} (choice ${index})`));
+    const toolsOnly = toolCalls.length > 0 && !behaviour.text;
+    const usage = usageFor(body, behaviour, toolsOnly ? [''] : texts);
+    const wantsLogprobs = body?.logprobs === true;
+    const topLogprobs = typeof body?.top_logprobs === 'number' ? body.top_logprobs : 0;
 
     if (!body?.stream) {
       response.writeHead(200, { 'content-type': 'application/json' });
@@ -110,17 +123,18 @@ export async function startFakeUpstream(options: {
         object: 'chat.completion',
         created: createdAt,
         model,
-        choices: [{
-          index: 0,
+        choices: texts.map((choiceText, index) => ({
+          index,
           message: {
             role: 'assistant',
-            content: toolCalls.length > 0 && !behaviour.text ? null : text,
+            content: toolsOnly ? null : choiceText,
             ...(toolCalls.length > 0
               ? { tool_calls: toolCalls.map((call) => ({ id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } })) }
               : {}),
           },
+          logprobs: wantsLogprobs ? { content: fakeLogprobs(toolsOnly ? '' : choiceText, topLogprobs), refusal: null } : null,
           finish_reason: finishReason,
-        }],
+        })),
         ...(usage ? { usage } : {}),
       }));
       return;
@@ -131,17 +145,21 @@ export async function startFakeUpstream(options: {
     // Each chunk is flushed to the socket before the next step, so a cut after N chunks really delivers N.
     const send = (chunk: unknown) =>
       new Promise<void>((resolve) => { response.write(`data: ${JSON.stringify(chunk)}\n\n`, () => resolve()); });
-    const frame = (delta: unknown, finish: string | null = null) => ({
+    const frame = (delta: unknown, finish: string | null = null, choice = 0) => ({
       id, object: 'chat.completion.chunk', created: createdAt, model,
-      choices: [{ index: 0, delta, finish_reason: finish }],
+      choices: [{
+        index: choice, delta, finish_reason: finish,
+        ...(wantsLogprobs ? { logprobs: { content: fakeLogprobs(typeof (delta as { content?: unknown }).content === 'string' ? (delta as { content: string }).content : '', topLogprobs), refusal: null } } : {}),
+      }],
     });
-    const contentChunks = splitText(toolCalls.length > 0 && !behaviour.text ? '' : text, behaviour.chunkCount ?? 3);
-    const pieces: unknown[] = contentChunks.map((content, index) =>
-      frame(index === 0 ? { role: 'assistant', content } : { content }),
-    );
-    pieces.push(...toolCallPieces(toolCalls, frame));
+    const pieces: unknown[] = [];
+    texts.forEach((choiceText, choice) => {
+      const contentChunks = splitText(toolsOnly ? '' : choiceText, behaviour.chunkCount ?? 3);
+      contentChunks.forEach((content, index) => pieces.push(frame(index === 0 ? { role: 'assistant', content } : { content }, null, choice)));
+      pieces.push(...toolCallPieces(toolCalls, (delta) => frame(delta, null, choice)));
+    });
     if (!await sendChunksWithFaults(pieces, behaviour, send, socket, response, 'fake upstream failed mid-stream')) return;
-    await send(frame({}, finishReason));
+    for (let choice = 0; choice < texts.length; choice++) await send(frame({}, finishReason, choice));
     if (usage && body?.stream_options?.include_usage) {
       await send({ id, object: 'chat.completion.chunk', created: createdAt, model, choices: [], usage });
     }
@@ -177,4 +195,40 @@ export async function startFakeUpstream(options: {
     reset: () => { queue.length = 0; requests.length = 0; fallback = {}; },
     close: () => server.close(),
   };
+}
+
+/**
+ * What OpenAI's chat completions refuses of the parameters the gateway forwards (a 400 naming the
+ * parameter): `n` outside 1–128, `top_logprobs` outside 0–20 or without `logprobs: true`.
+ */
+function refusedChatParameters(body: any): { message: string; param: string; code: string } | undefined {
+  const n = body?.n;
+  if (n !== undefined && n !== null && !(Number.isInteger(n) && n >= 1 && n <= 128)) {
+    return { message: `Invalid 'n': integer out of range. Expected a value between 1 and 128, but got ${JSON.stringify(n)} instead.`, param: 'n', code: 'integer_above_max_value' };
+  }
+  const top = body?.top_logprobs;
+  if (top !== undefined && top !== null) {
+    if (!(Number.isInteger(top) && top >= 0 && top <= 20)) {
+      return { message: `Invalid 'top_logprobs': integer out of range. Expected a value between 0 and 20, but got ${JSON.stringify(top)} instead.`, param: 'top_logprobs', code: 'integer_above_max_value' };
+    }
+    if (body?.logprobs !== true) {
+      return { message: "Invalid value for 'top_logprobs': 'logprobs' must be set to 'true' when 'top_logprobs' is specified.", param: 'top_logprobs', code: 'invalid_value' };
+    }
+  }
+  return undefined;
+}
+
+/** OpenAI's logprobs of a text: one entry per word-ish token, each with `top` alternatives. */
+function fakeLogprobs(text: string, top: number): unknown[] {
+  // Whole text, split at word ends: the tokens joined are the text (also across stream chunks).
+  const tokens = text.match(/\s+|\S+\s*/g) ?? [];
+  return tokens.map((token, position) => ({
+    token,
+    logprob: -0.25 * (position + 1),
+    bytes: [...Buffer.from(token, 'utf8')],
+    top_logprobs: Array.from({ length: top }, (_, rank) => {
+      const alternative = rank === 0 ? token : `${token}~${rank}`;
+      return { token: alternative, logprob: -0.25 * (position + 1) - rank, bytes: [...Buffer.from(alternative, 'utf8')] };
+    }),
+  }));
 }

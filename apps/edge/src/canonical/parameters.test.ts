@@ -71,6 +71,9 @@ const SAMPLES: Record<Dialect, Record<string, Sample>> = {
     user: { body: { user: 'end-user-1' }, expected: { user: 'end-user-1' } },
     seed: { body: { seed: 42 }, expected: { seed: 42n } },
     verbosity: { body: { verbosity: 'low' }, expected: { verbosity: 'low' } },
+    n: { body: { n: 2 }, expected: { n: 2 } },
+    logprobs: { body: { logprobs: true }, expected: { logprobs: true } },
+    top_logprobs: { body: { top_logprobs: 2 }, expected: { topLogprobs: 2 } },
   },
   responses: {
     tools: { body: { tools: [responsesTool] }, expected: { tools: oneTool } },
@@ -107,6 +110,9 @@ const SAMPLES: Record<Dialect, Record<string, Sample>> = {
 
 const DIALECTS: Dialect[] = ['chat', 'responses', 'messages'];
 
+/** Spellings a model that lacks them refuses (400) rather than drops: several choices are never answered with one. */
+const REFUSED_WHEN_UNLISTED = new Set(['n']);
+
 function spellingsOf(dialect: Dialect): Array<[CanonicalParameter, string]> {
   return (Object.entries(FORWARDED_PARAMETERS) as Array<[CanonicalParameter, (typeof FORWARDED_PARAMETERS)[CanonicalParameter]]>).flatMap(([parameter, row]) =>
     ((row.spellings as Partial<Record<Dialect, readonly (string | { path: string })[]>>)[dialect] ?? []).map(
@@ -134,6 +140,14 @@ for (const dialect of DIALECTS) {
         }
       });
 
+      if (REFUSED_WHEN_UNLISTED.has(spelling)) {
+        it(`${spelling} is refused (400 naming it) on a model that lists none of its names`, () => {
+          const others = EVERY_NAME.filter((name) => !FORWARDED_PARAMETERS[parameter].supportedNames.includes(name as never));
+          expect(() => CONVERT[dialect](sample().body, catalogModel(others))).toThrow(/body\.n: m answers one choice per request: n must be 1/);
+        });
+        continue;
+      }
+
       it(`${spelling} is dropped and named on a model that lists none of its names`, () => {
         const others = EVERY_NAME.filter((name) => !FORWARDED_PARAMETERS[parameter].supportedNames.includes(name as never));
         const converted = CONVERT[dialect](sample().body, catalogModel(others));
@@ -150,7 +164,9 @@ for (const dialect of DIALECTS) {
     }
 
     it('a model that lists nothing gets none of them, every one named in the spelling the client sent', () => {
-      const body = Object.assign({}, ...Object.values(SAMPLES[dialect]).map((sample) => sample.body)) as Record<string, unknown>;
+      const body = Object.assign(
+        {}, ...Object.entries(SAMPLES[dialect]).filter(([spelling]) => !REFUSED_WHEN_UNLISTED.has(spelling)).map(([, sample]) => sample.body),
+      ) as Record<string, unknown>;
       // The samples of one field overwrite each other (reasoning.effort / reasoning.summary): put them together.
       if (dialect === 'responses') {
         body.reasoning = { effort: 'high', summary: 'concise' };
@@ -158,7 +174,7 @@ for (const dialect of DIALECTS) {
       }
       if (dialect === 'messages') body.output_config = { format: { type: 'json_schema', schema }, effort: 'medium' };
       const converted = CONVERT[dialect](body, nothing);
-      expect(converted.droppedParams).toEqual(spellingsOf(dialect).map(([, spelling]) => spelling).sort());
+      expect(converted.droppedParams).toEqual(spellingsOf(dialect).map(([, spelling]) => spelling).filter((spelling) => !REFUSED_WHEN_UNLISTED.has(spelling)).sort());
       const all = CONVERT[dialect](body, everything);
       expect(all.droppedParams).toEqual([]);
     });

@@ -1,145 +1,17 @@
 import type { ChatRequest } from '@gateway/proto';
+import { PARAMETERS, modelTakes, type CanonicalParameter, type Dialect, type ParameterRow, type Spelling } from '@gateway/platform';
 import type { CatalogModel } from '../catalog-cache.js';
 
-/** The request dialects that convert into the canonical ChatRequest. */
-export type Dialect = 'chat' | 'responses' | 'messages';
-
 /**
- * A dialect's field for a parameter: a dotted path into the request body. `present` decides when the
- * field asks for something (default: not null, and not an empty list).
+ * The forwarded parameters are THE table in libs/platform (`PARAMETERS`, DESIGN §6): each canonical
+ * request field a model may lack, the `supported_parameters` names that mean the model has it, and each
+ * dialect's spelling. A field whose model lists none of the names is dropped here at the edge, before
+ * any provider (spec §1, DESIGN §2 step 3: the edge is the one place that drops for a MODEL), and named
+ * in `x-gateway-dropped-params` in the spelling the client sent. A new parameter is one row there, its
+ * value conversion in each dialect's converter, and a sample in `parameters.test.ts`.
  */
-interface Spelling {
-  readonly path: string;
-  readonly present?: (value: unknown) => boolean;
-}
-
-interface ForwardedParameter {
-  /** The canonical ChatRequest field(s) it fills (their proto types are its canonical type). */
-  readonly fields: readonly (keyof ChatRequest)[];
-  /**
-   * The value and how it is checked. Ranges are checked by each dialect's zod schema (they differ:
-   * messages' temperature is 0–1, chat's 0–2); checks named here run in the dialect's converter.
-   */
-  readonly value: string;
-  /** `supported_parameters` names (OpenRouter's vocabulary, used by the catalog): any one means the model has it. */
-  readonly supportedNames: readonly string[];
-  /** Each dialect's field(s) for it; a dialect without an entry has no such field. */
-  readonly spellings: Partial<Record<Dialect, readonly (string | Spelling)[]>>;
-}
-
-/**
- * THE table of forwarded parameters (DESIGN §6): each canonical request field a model may lack, the
- * `supported_parameters` names that mean the model has it, and each dialect's spelling. A field whose
- * model lists none of the names is dropped here at the edge, before any provider (spec §1, DESIGN §2
- * step 3: the edge is the one place that drops), and named in `x-gateway-dropped-params` in the
- * spelling the client sent. A new parameter is one row here, its value conversion in each dialect's
- * converter, and a sample in `parameters-table.test.ts`.
- */
-export const FORWARDED_PARAMETERS = {
-  tools: {
-    fields: ['tools'],
-    value: 'function tools; messages refuses server tools (400) whatever the model',
-    supportedNames: ['tools'],
-    spellings: { chat: ['tools'], responses: ['tools'], messages: ['tools'] },
-  },
-  tool_choice: {
-    fields: ['toolChoice'],
-    value: 'auto | none | required | one named tool; responses refuses a hosted tool (400) and forwards it only with tools',
-    supportedNames: ['tool_choice'],
-    spellings: { chat: ['tool_choice'], responses: ['tool_choice'], messages: ['tool_choice'] },
-  },
-  response_format: {
-    fields: ['responseFormat'],
-    value: 'text | json_object | json_schema; a JSON schema is checked against the meta-schema (400 invalid_json_schema) whatever the model',
-    supportedNames: ['response_format', 'structured_outputs'],
-    spellings: { chat: ['response_format'], responses: ['text.format'], messages: ['output_config.format'] },
-  },
-  temperature: {
-    fields: ['temperature'],
-    value: 'number (chat, responses 0–2; messages 0–1)',
-    supportedNames: ['temperature'],
-    spellings: { chat: ['temperature'], responses: ['temperature'], messages: ['temperature'] },
-  },
-  top_p: {
-    fields: ['topP'],
-    value: 'number 0–1',
-    supportedNames: ['top_p'],
-    spellings: { chat: ['top_p'], responses: ['top_p'], messages: ['top_p'] },
-  },
-  top_k: {
-    fields: ['topK'],
-    value: 'integer ≥ 0',
-    supportedNames: ['top_k'],
-    spellings: { messages: ['top_k'] },
-  },
-  stop: {
-    fields: ['stop'],
-    value: 'list of strings (chat also takes one string)',
-    supportedNames: ['stop'],
-    spellings: { chat: ['stop'], messages: ['stop_sequences'] },
-  },
-  max_output_tokens: {
-    fields: ['maxOutputTokens'],
-    value: 'integer ≥ 1, at most 2^32 − 1',
-    supportedNames: ['max_completion_tokens', 'max_tokens'],
-    spellings: { chat: ['max_completion_tokens', 'max_tokens'], responses: ['max_output_tokens'], messages: ['max_tokens'] },
-  },
-  reasoning: {
-    fields: ['reasoningEffort', 'reasoningSummary', 'thinkingBudgetTokens', 'thinkingMode', 'outputEffort'],
-    value: 'a level moved to the nearest one the model has; messages: a thinking budget (also as a level); responses: a summary wish',
-    supportedNames: ['reasoning_effort', 'reasoning'],
-    spellings: {
-      chat: ['reasoning_effort'],
-      responses: ['reasoning.effort', 'reasoning.summary'],
-      // `thinking: {type: 'disabled'}` asks for nothing.
-      messages: [{ path: 'thinking', present: (value) => (value as { type?: unknown }).type !== 'disabled' }, 'output_config.effort'],
-    },
-  },
-  presence_penalty: {
-    fields: ['presencePenalty'],
-    value: 'number −2–2',
-    supportedNames: ['presence_penalty'],
-    spellings: { chat: ['presence_penalty'], responses: ['presence_penalty'] },
-  },
-  frequency_penalty: {
-    fields: ['frequencyPenalty'],
-    value: 'number −2–2',
-    supportedNames: ['frequency_penalty'],
-    spellings: { chat: ['frequency_penalty'], responses: ['frequency_penalty'] },
-  },
-  parallel_tool_calls: {
-    fields: ['parallelToolCalls'],
-    value: 'boolean; responses forwards it only with tools; messages sends `disable_parallel_tool_use` as false here where the model has it',
-    supportedNames: ['parallel_tool_calls'],
-    spellings: { chat: ['parallel_tool_calls'], responses: ['parallel_tool_calls'] },
-  },
-  image_config: {
-    fields: ['imageAspectRatio'],
-    value: 'aspect_ratio, one of the ratios in the chat schema',
-    supportedNames: ['image_config'],
-    spellings: { chat: ['image_config'] },
-  },
-  seed: {
-    fields: ['seed'],
-    value: 'integer (a JS safe integer); kinds without a seed go without it and name it (docs/providers.md)',
-    supportedNames: ['seed'],
-    spellings: { chat: ['seed'] },
-  },
-  verbosity: {
-    fields: ['verbosity'],
-    value: 'low | medium | high (OpenAI GPT-5 output length); kinds without it go without it and name it',
-    supportedNames: ['verbosity'],
-    spellings: { chat: ['verbosity'], responses: ['text.verbosity'] },
-  },
-  user: {
-    fields: ['user'],
-    value: 'string: the end user, for the provider’s abuse monitoring (OpenAI `user`)',
-    supportedNames: ['user'],
-    spellings: { chat: ['user'], responses: ['user'], messages: ['metadata.user_id'] },
-  },
-} as const satisfies Record<string, ForwardedParameter>;
-
-export type CanonicalParameter = keyof typeof FORWARDED_PARAMETERS;
+export const FORWARDED_PARAMETERS: Readonly<Record<CanonicalParameter, ParameterRow>> = PARAMETERS;
+export type { CanonicalParameter, Dialect };
 
 /**
  * Per dialect: the fields that are the request itself (never "parameters" a model may lack), and the
@@ -151,16 +23,13 @@ export const DIALECT_FIELDS: Record<Dialect, { readonly request: readonly string
   chat: {
     // `prompt_cache_key` and top-level `cache_control` are the gateway's own (cache affinity, the last
     // block's breakpoint: canonical/cache-control.ts), never parameters a model may lack.
-    // `n` is the request's shape: the schema takes only 1 (one choice per answer) and refuses more (400).
-    request: ['model', 'messages', 'stream', 'stream_options', 'routing', 'prompt_cache_key', 'cache_control', 'models', 'provider', 'n'],
+    request: ['model', 'messages', 'stream', 'stream_options', 'routing', 'prompt_cache_key', 'cache_control', 'models', 'provider'],
     // spec §4.8: logit_bias is accepted in the shape and not passed to providers. `prediction` and
     // `web_search_options` are never in a model's supported_parameters (spec §2.6; the catalog strips
     // them, apps/catalog/src/catalog-snapshot.ts HIDDEN_PARAMETERS), so no model takes them either.
     // `store` would keep the conversation at the provider under the operator's account, where the
     // client can never read it back (the gateway serves no stored completions): never passed on.
-    // `logprobs` / `top_logprobs`: no answer converter carries them back yet, so a provider asked for them
-    // would answer what the caller never sees; named instead, even where a model lists them.
-    neverForwarded: ['logit_bias', 'prediction', 'web_search_options', 'store', 'logprobs', 'top_logprobs'],
+    neverForwarded: ['logit_bias', 'prediction', 'web_search_options', 'store'],
   },
   responses: {
     // `store`, `include`, `truncation` are the gateway's own behaviour (convert-responses-request.ts);
@@ -198,9 +67,9 @@ interface CompiledDialect {
 function compile(dialect: Dialect): CompiledDialect {
   const spellings: CompiledSpelling[] = [];
   const known = new Set(DIALECT_FIELDS[dialect].request);
-  for (const [parameter, row] of Object.entries(FORWARDED_PARAMETERS) as [CanonicalParameter, ForwardedParameter][]) {
+  for (const [parameter, row] of Object.entries(FORWARDED_PARAMETERS) as [CanonicalParameter, ParameterRow][]) {
     for (const spelling of row.spellings[dialect] ?? []) {
-      const { path, present } = typeof spelling === 'string' ? { path: spelling, present: undefined } : spelling;
+      const { path, present } = typeof spelling === 'string' ? { path: spelling, present: undefined } : (spelling as Spelling);
       spellings.push({ parameter, name: path, path: path.split('.'), present });
       known.add(path.split('.')[0]!);
     }
@@ -226,8 +95,7 @@ function asks(value: unknown): boolean {
 }
 
 export function modelSupports(model: CatalogModel, parameter: CanonicalParameter): boolean {
-  for (const name of FORWARDED_PARAMETERS[parameter].supportedNames) if (model.supportedParameters.has(name)) return true;
-  return false;
+  return modelTakes(model.supportedParameters, parameter);
 }
 
 /**
@@ -241,19 +109,19 @@ export class ParameterGate {
   private readonly dropped: string[] = [];
   private readonly extra: Record<string, unknown> = {};
   private hasExtra = false;
+  private readonly fields: Record<string, unknown>;
+  private readonly compiled: CompiledDialect;
 
   constructor(
     private readonly model: CatalogModel,
     dialect: Dialect,
     body: object,
-    presence?: Readonly<Record<string, boolean>>,
+    private readonly presence?: Readonly<Record<string, boolean>>,
   ) {
-    const fields = body as Record<string, unknown>;
-    const compiled = COMPILED[dialect];
+    const fields = (this.fields = body as Record<string, unknown>);
+    const compiled = (this.compiled = COMPILED[dialect]);
     for (const spelling of compiled.spellings) {
-      const value = valueAt(fields, spelling.path);
-      const present = presence?.[spelling.name] ?? (asks(value) && (spelling.present === undefined || spelling.present(value)));
-      if (!present) continue;
+      if (!this.asked(spelling)) continue;
       if (modelSupports(model, spelling.parameter)) this.forwarded.add(spelling.parameter);
       else this.dropped.push(spelling.name);
     }
@@ -288,7 +156,31 @@ export class ParameterGate {
   droppedParams(): string[] {
     return [...new Set(this.dropped)].sort();
   }
+
+  /**
+   * Routing's drops (canonical names, or extra_body keys as the client wrote them) in the client's
+   * spelling: the field(s) the client sent for each (`metadata.user_id` for `user` in messages); a name
+   * the client spelled no other way stays as it is.
+   */
+  clientSpelling(routerDropped: readonly string[]): readonly string[] {
+    if (routerDropped.length === 0) return routerDropped;
+    // Looked up only when routing dropped something (rare): the usual request keeps no spellings.
+    return routerDropped.flatMap((name) => {
+      const spelled = this.compiled.spellings
+        .filter((spelling) => spelling.parameter === name && this.asked(spelling))
+        .map((spelling) => spelling.name);
+      return spelled.length > 0 ? spelled : [name];
+    });
+  }
+
+  private asked(spelling: CompiledSpelling): boolean {
+    const value = valueAt(this.fields, spelling.path);
+    return this.presence?.[spelling.name] ?? (asks(value) && (spelling.present === undefined || spelling.present(value)));
+  }
 }
+
+/** A converted request's router drops in the client's spelling (see ParameterGate.clientSpelling). */
+export type ClientSpelling = (routerDropped: readonly string[]) => readonly string[];
 
 /**
  * The table's parameters the client sent, whatever the model (`provider.require_parameters`: a model

@@ -21,6 +21,10 @@ export function newChatRequest(modelId: string, endpoint: string, messages: Chat
     verbosity: undefined,
     thinkingMode: undefined,
     outputEffort: undefined,
+    n: undefined,
+    logprobs: undefined,
+    topLogprobs: undefined,
+    anthropicBeta: undefined,
   };
 }
 

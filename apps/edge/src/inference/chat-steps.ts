@@ -1,4 +1,4 @@
-import { GatewayError, type Logger } from '@gateway/platform';
+import { anthropicBetas, GatewayError, type Logger } from '@gateway/platform';
 import type { AnswerSink } from './answer-sink.js';
 import type { CatalogModel } from '../catalog-cache.js';
 import { resolveFileParts } from '../canonical/file-parts.js';
@@ -82,6 +82,7 @@ class ChatSteps<Body> implements InferenceSteps<Body, ChatCall> {
     if (hasRoutingChoices(body)) return this.prepareChoosing(body, model, context, job);
     const { requestId } = job;
     const converted = this.dialect.convert(body, model, context.reasoningTags);
+    if (job.anthropicBeta !== undefined) this.withAnthropicBeta(converted, job.anthropicBeta);
     const measure = measurePrompt(converted.request);
     if (fitsContextWindow(model, converted.request, measure)) return chatCall(requestId, model, context, converted, measure);
     return checkContextWindow(model, converted.request, measure, converted.outputField).then(() => chatCall(requestId, model, context, converted, measure));
@@ -103,6 +104,7 @@ class ChatSteps<Body> implements InferenceSteps<Body, ChatCall> {
     let tooLong: unknown;
     for (;;) {
       converted = this.dialect.convert(body, chosen.models[0]!, context.reasoningTags);
+      if (job.anthropicBeta !== undefined) this.withAnthropicBeta(converted, job.anthropicBeta);
       measure = measurePrompt(converted.request);
       try {
         await checkContextWindow(chosen.models[0]!, converted.request, measure, converted.outputField);
@@ -124,6 +126,19 @@ class ChatSteps<Body> implements InferenceSteps<Body, ChatCall> {
     // Every model left may serve: admission covers them all (paid, hold, credit limit, rate windows).
     const candidates = chosen.models.length > 1 ? chosen.models : undefined;
     return new ChatCall(job.requestId, model, context.reasoningTags, context.logger, converted, measure, bound, candidates);
+  }
+
+  /**
+   * The messages dialect's `anthropic-beta` header (issue 37 item 8): the allowlisted values go on
+   * (routing sends them to Anthropic-wire upstreams and names `anthropic-beta` where the serving kind
+   * has no such header); any other value is dropped here and `anthropic-beta` named. Other dialects
+   * have no such header: it is not theirs to read.
+   */
+  private withAnthropicBeta(converted: ConvertedRequest, header: string): void {
+    if (this.endpoint !== 'messages') return;
+    const { betas, droppedSome } = anthropicBetas(header);
+    if (betas.length > 0) converted.request.anthropicBeta = betas.join(',');
+    if (droppedSome && !converted.droppedParams.includes('anthropic-beta')) converted.droppedParams = [...converted.droppedParams, 'anthropic-beta'].sort();
   }
 
   /** A 402 of a request that held more than 0.05: the same refusal, saying what the hold was made of. */
@@ -172,7 +187,7 @@ class ChatSteps<Body> implements InferenceSteps<Body, ChatCall> {
     if (answer.modelId !== prepared.model.id) servedBy(prepared, job, context, answer.modelId);
     sink.json(
       this.dialect.render(answer, prepared, job.body),
-      gatewayHeaders(answer.routingStrategy || job.strategy, converted.droppedParams, answer.droppedParams, converted.droppedTools),
+      gatewayHeaders(answer.routingStrategy || job.strategy, converted.droppedParams, converted.spelling?.clientSpelling(answer.droppedParams) ?? answer.droppedParams, converted.droppedTools),
     );
   }
 }

@@ -40,6 +40,11 @@ export interface ConvertedRequest {
   stream: boolean;
   /** Request fields not forwarded to any provider (the model does not support them), in the dialect's spelling. */
   droppedParams: string[];
+  /**
+   * Routing's drops (canonical names) in the client's spelling (the dialect's ParameterGate); absent:
+   * as routing names them.
+   */
+  spelling?: { clientSpelling(routerDropped: readonly string[]): readonly string[] };
   /** Tools the client offered that no provider runs (the responses dialect's hosted tools), dropped before the provider: `x-gateway-dropped-tools`. */
   droppedTools?: string[];
   /** The client's path of a file part, for errors while files are read (default: chat's spelling). */

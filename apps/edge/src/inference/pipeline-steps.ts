@@ -72,6 +72,8 @@ export class InferenceJob<Body = unknown> {
   usage: Usage | undefined = undefined;
   /** A committed answer then failed (a stream ended by its error events): not an answer to keep for an Idempotency-Key. */
   failedAfterCommit = false;
+  /** The request's `anthropic-beta` header (messages: passed on through an allowlist), when it has one. */
+  anthropicBeta: string | undefined = undefined;
 
   constructor(
     /** The gateway's id of the request: the key its money moves under. */

@@ -38,6 +38,8 @@ export function inferenceHandler<Body, Prepared extends Hold>(context: EdgeConte
     const body = steps.read ? await steps.read(request, context, response) : steps.parse!(json);
     const headerStrategy = parseStrategyHeader(request.headers[STRATEGY_HEADER]);
     const job = new InferenceJob(requestId, key, body, headerStrategy, clientGone);
+    const beta = request.headers['anthropic-beta'];
+    if (beta !== undefined) job.anthropicBeta = Array.isArray(beta) ? beta.join(',') : beta;
     const sink = new HttpAnswer(response);
     if (idempotencyKey === undefined) return runPipeline(context, steps, job, sink);
     // The body a key is bound to: the JSON as sent, or what a route that reads its own body made of it.

@@ -111,6 +111,17 @@ describe('costBound', () => {
     expect(costBound(model({ contextWindow: 128_000, maxOutputTokens: 30_000 }), capped, measurePrompt(capped)).outputTokens).toBe(30_000);
   });
 
+  it('holds the output bound once per choice for n choices (each is bounded by it, each is charged)', () => {
+    const one = chat('Hello', { maxOutputTokens: 100_000 });
+    const three = chat('Hello', { maxOutputTokens: 100_000, n: 3 });
+    const measure = measurePrompt(one);
+    const single = costBound(model({ contextWindow: 400_000 }), one, measure);
+    const bound = costBound(model({ contextWindow: 400_000 }), three, measurePrompt(three));
+    expect(bound.outputTokens).toBe(300_000);
+    expect(bound.holdPico).toBe(BigInt(measure.tokensUpperBound) * parseCredits('0.000001') + 300_000n * parseCredits('0.000002'));
+    expect(bound.holdPico - single.holdPico).toBe(200_000n * parseCredits('0.000002'));
+  });
+
   it('bounds a prompt with files still to fetch by the whole window', () => {
     const request = ChatRequest.fromPartial({
       messages: [{ role: 'user', content: [{ part: { $case: 'file', value: { url: 'https://x/a.pdf', filename: 'a.pdf' } } }] }],

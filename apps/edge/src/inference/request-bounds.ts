@@ -236,6 +236,9 @@ export function costBound(model: CatalogModel, chat: ChatRequest, measure: Promp
   let promptTokens = measure.tokensUpperBound;
   if (window > 0 && (measure.unresolvedFiles || promptTokens > window)) promptTokens = window;
   const promptPico = BigInt(promptTokens) * prices.inputPico;
+  // `n` choices: the output bound holds per choice, and every choice's tokens are charged.
+  const choices = chat.n !== undefined && chat.n > 1 ? chat.n : 1;
+  if (choices > 1) outputTokens *= choices;
   const worstPico = promptPico + BigInt(outputTokens) * prices.outputPico;
   return { holdPico: worstPico > MINIMUM_HOLD_PICO ? worstPico : MINIMUM_HOLD_PICO, outputTokens, promptPico, outputUnitPico: prices.outputPico };
 }

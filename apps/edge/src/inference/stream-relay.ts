@@ -34,7 +34,7 @@ export async function relayStream(
   let startStrategy: string = job.strategy;
   let startDropped: readonly string[] = [];
   const commit = () => {
-    sink.commit(gatewayHeaders(startStrategy, converted.droppedParams, startDropped, converted.droppedTools));
+    sink.commit(gatewayHeaders(startStrategy, converted.droppedParams, converted.spelling?.clientSpelling(startDropped) ?? startDropped, converted.droppedTools));
     committed = true;
     job.commit(undefined);
     const opening = writer.open();

@@ -59,6 +59,13 @@ export interface AttemptSignal extends CallerSignal {
    * output counts 0: what a caller who leaves before the first content is charged. Optional.
    */
   promptReported?(usage: Usage): void;
+  /**
+   * The canonical parameters (libs/platform PARAMETERS names) the request set that the adapter's
+   * converter could not send (its `unsent`, as vercel/ai's converters return warnings): the answer names
+   * them in dropped_params, so nothing is left out silently. Called once per attempt, before the request
+   * goes out, only when there are some. Optional: a plain AbortSignal has none.
+   */
+  parametersUnsent?(names: readonly string[]): void;
 }
 
 export interface AdapterChatRequest {

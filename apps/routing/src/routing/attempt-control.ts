@@ -2,6 +2,8 @@ import { Cancellation, type CallerSignal } from '@gateway/platform';
 import type { Usage } from '@gateway/proto';
 import type { AttemptSignal } from '../providers/provider-adapter.js';
 
+const NONE: readonly string[] = [];
+
 export class AttemptTimeout extends Error {
   override name = 'TimeoutError';
 }
@@ -15,6 +17,8 @@ export class AttemptControl extends Cancellation implements AttemptSignal {
   sent = false;
   /** The prompt's usage as the provider reported it before any content (promptReported); undefined: none. */
   reportedPrompt: Usage | undefined = undefined;
+  /** What the adapter's converter could not send (parametersUnsent). */
+  unsent: readonly string[] = NONE;
   private timer: NodeJS.Timeout | undefined;
   private readonly onCallerAbort = () => this.abort(this.caller.reason);
 
@@ -40,6 +44,10 @@ export class AttemptControl extends Cancellation implements AttemptSignal {
 
   promptReported(usage: Usage) {
     this.reportedPrompt = usage;
+  }
+
+  parametersUnsent(names: readonly string[]) {
+    this.unsent = names;
   }
 
   throwIfAborted() {

@@ -42,6 +42,7 @@ async function chatHolding(core: RoutingCore, raw: ChatRequest, signal: CallerSi
     throw error;
   }
   const { result: { answer: result, usage }, candidate } = served;
+  dropped = withUnsent(dropped, served.control.unsent);
   const providerId = candidate.offer.providerId;
   pinServed(core.options, prepared, providerId);
   // The generation record's facts, and zero-completion insurance (nothing delivered: nothing charged).
@@ -57,7 +58,8 @@ async function chatHolding(core: RoutingCore, raw: ChatRequest, signal: CallerSi
     usage,
     providerId,
     routingStrategy: prepared.strategyName,
-    // Parameters this provider × upstream model refused before (the learned capability map).
+    // Parameters this provider × upstream model refused before (the learned capability map), and those
+    // its converter could not send.
     droppedParams: [...dropped],
     // The serving model's prices, as the usage event carries them (the edge shows the charge as usage.cost).
     prices: prepared.model.pricing,
@@ -104,6 +106,7 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
     }
     attempt = opened;
     const { result: first, candidate, durationMs: ttftMs, control } = opened;
+    dropped = withUnsent(dropped, control.unsent);
     const providerId = (servingProvider = candidate.offer.providerId);
     pinServed(core.options, target, providerId);
     const iterator = first.iterator;
@@ -223,6 +226,12 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
       hold.settleInBackground(servingProvider, usage, true, checkpoint);
     }
   }
+}
+
+/** The serving attempt's learned drops and what its converter could not send, each once (sorted). */
+function withUnsent(learned: readonly string[], unsent: readonly string[]): readonly string[] {
+  if (unsent.length === 0) return learned;
+  return [...new Set([...learned, ...unsent])].sort();
 }
 
 /** A served chat answer's health sample: its output tokens (as metered) over the attempt's duration. */

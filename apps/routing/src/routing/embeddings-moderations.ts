@@ -23,8 +23,8 @@ async function embedHolding(core: RoutingCore, raw: EmbedRequest, signal: Caller
   if (raw.texts.length > MAX_EMBEDDING_INPUTS || raw.tokenInputs.length > MAX_EMBEDDING_INPUTS) {
     throw errors.invalidRequest(`input holds more than ${MAX_EMBEDDING_INPUTS} items`, 'input');
   }
-  // `dimensions` goes only to models that list it (spec 4.7: dropped where the provider has no such parameter).
-  const dimensions = raw.dimensions !== undefined && target.model.supportedParameters.includes('dimensions') ? raw.dimensions : undefined;
+  // `dimensions` comes only for a model that lists it: the edge decided (ENDPOINT_PARAMETERS in libs/platform).
+  const dimensions = raw.dimensions;
   const { result, candidate } = await core.withFailover(target, signal, (candidate, attemptSignal) =>
     candidate.adapter.embed!(
       { upstreamModel: candidate.offer.upstreamModel, texts: raw.texts, tokenInputs: raw.tokenInputs.map((input) => input.ids), dimensions },

@@ -59,13 +59,13 @@ function imageRequest(target: RoutingTarget, raw: GenerateImagesRequest): Omit<A
     throw refuse("size must be written '{width}x{height}', e.g. '1024x1024', or be 'auto'", 'size');
   }
   if (!raw.prompt) throw refuse('prompt must not be empty', 'prompt');
-  const supports = (name: string) => target.model.supportedParameters.includes(name);
   return {
     prompt: raw.prompt,
     n,
     size: raw.size,
-    quality: supports('quality') ? raw.quality : undefined,
-    background: supports('background') ? raw.background : undefined,
+    // Only for a model that lists them: the edge decided (ENDPOINT_PARAMETERS in libs/platform).
+    quality: raw.quality,
+    background: raw.background,
   };
 }
 

@@ -1,27 +1,14 @@
+import { learnedFieldsOf } from '@gateway/platform';
 import type { ChatRequest } from '@gateway/proto';
 
 /**
  * What a learned parameter name means in the canonical request (issue 27, item 8): the ChatRequest
- * fields dropping it clears. The names are the gateway's vocabulary (providers/unsupported-parameter.ts):
- * the chat completions spelling, as `x-gateway-dropped-params` shows them. Any other name is looked
- * for among the request's extra_body keys. Fields that are the request itself (messages, tools, the
- * output bound, the response format) are never dropped: without them it would be another request.
+ * fields dropping it clears, from the one vocabulary (libs/platform PARAMETERS, its learnable rows). Any
+ * other name is looked for among the request's extra_body keys. Fields that are the request itself
+ * (messages, tools, the output bound, the response format) are never dropped: without them it would be
+ * another request.
  */
-const CLEARS: ReadonlyMap<string, readonly (keyof ChatRequest)[]> = new Map<string, (keyof ChatRequest)[]>([
-  ['temperature', ['temperature']],
-  ['top_p', ['topP']],
-  ['top_k', ['topK']],
-  ['stop', ['stop']],
-  ['presence_penalty', ['presencePenalty']],
-  ['frequency_penalty', ['frequencyPenalty']],
-  ['parallel_tool_calls', ['parallelToolCalls']],
-  ['reasoning_effort', ['reasoningEffort', 'thinkingBudgetTokens', 'reasoningSummary', 'thinkingMode', 'outputEffort']],
-  ['user', ['user']],
-  ['prompt_cache_key', ['promptCacheKey']],
-  ['seed', ['seed']],
-  ['image_config', ['imageAspectRatio']],
-  ['verbosity', ['verbosity']],
-]);
+const CLEARS = { get: learnedFieldsOf, has: (name: string) => learnedFieldsOf(name) !== undefined };
 
 const NONE: readonly string[] = [];
 

@@ -1,5 +1,4 @@
 import type { ChatRequest } from '@gateway/proto';
-import { inexpressibleParameters } from '../providers/kind-parameters.js';
 import type { AdapterChatRequest, ProviderError } from '../providers/provider-adapter.js';
 import type { Candidate } from '../strategies/index.js';
 import type { PreparedRequest, RoutingTarget } from './candidates.js';
@@ -22,17 +21,14 @@ function chatOf(target: RoutingTarget, candidate: Candidate): ChatRequest | unde
 
 /**
  * One attempt's adapter request: reasoning only its provider may read, and nothing its upstream model
- * refused nor what its provider kind cannot express (providers/kind-parameters.ts); `dropped` names what
- * it went without (the serving attempt's are the answer's dropped_params).
+ * refused; `dropped` names what it went without (the serving attempt's are the answer's dropped_params,
+ * with what the adapter's converter reported it could not send: AttemptSignal.parametersUnsent).
  */
 export function learnedRequestFor(options: Learned, prepared: PreparedRequest, candidate: Candidate): { request: AdapterChatRequest; dropped: readonly string[] } {
   const adapterRequest = requestFor(prepared, candidate);
   const learnedNames = options.learned?.droppedFor(candidate.offer.providerId, candidate.offer.upstreamModel, accountOf(prepared)) ?? NONE;
-  const kindNames = inexpressibleParameters(candidate.adapter.kind, candidate.offer.upstreamModel, adapterRequest.chat);
-  // A new list only when both say something (rare): the common path allocates nothing here.
-  const names = kindNames.length === 0 ? learnedNames : learnedNames.length === 0 ? kindNames : [...new Set([...learnedNames, ...kindNames])];
-  if (names.length === 0) return { request: adapterRequest, dropped: NONE };
-  const { request, dropped } = withoutParameters(adapterRequest.chat, names);
+  if (learnedNames.length === 0) return { request: adapterRequest, dropped: NONE };
+  const { request, dropped } = withoutParameters(adapterRequest.chat, learnedNames);
   return { request: dropped.length === 0 ? adapterRequest : { ...adapterRequest, chat: request }, dropped };
 }
 

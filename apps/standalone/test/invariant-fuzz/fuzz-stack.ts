@@ -53,7 +53,7 @@ function catalogYaml(fakes: Record<ProviderId, FakeUpstream>): string {
     output_modalities: [text]
     context_window: 8000
     max_output_tokens: 1000
-    supported_parameters: [temperature, top_p, max_completion_tokens, max_tokens, stream_options]
+    supported_parameters: [temperature, top_p, max_completion_tokens, max_tokens, stream_options, n]
     pricing: { per_input_token: "${credits(prices.input)}", per_cached_input_token: "${credits(prices.cachedInput)}", per_output_token: "${credits(prices.output)}" }
     limit_group: main
     offers:${providers.map((provider) => `

@@ -58,6 +58,8 @@ interface HttpRequestPlan {
   temperature?: number;
   topP?: number;
   maxTokens: number;
+  /** Chat `n` above 1: several choices (only the OpenAI-kind offers answer them; the hold is n × the output bound). */
+  choices?: number;
   idempotency?: { slot: number; variant: number };
   abortAfterMs?: number;
   attempts: AttemptPlan[];
@@ -137,6 +139,8 @@ const httpArb = (holes: KnownHoles, accounts: number): fc.Arbitrary<HttpRequestP
     temperature: fc.option(fc.constantFrom(0, 0.5, 1), { nil: undefined }),
     topP: fc.option(fc.constantFrom(0.5, 0.9), { nil: undefined }),
     maxTokens: fc.integer({ min: 8, max: 32 }),
+    // A quarter of the chat requests ask for several choices (the rest keep the shapes found before).
+    choices: fc.oneof({ weight: 3, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.constantFrom(2, 3) }),
     idempotency: fc.option(fc.record({ slot: fc.integer({ min: 0, max: 1 }), variant: fc.integer({ min: 0, max: 1 }) }), { freq: 3, nil: undefined }),
     abortAfterMs: fc.option(fc.integer({ min: 0, max: 700 }), { freq: 4, nil: undefined }),
     attempts: fc.array(attemptArb(holes), { minLength: 1, maxLength: 3 }),
@@ -148,8 +152,12 @@ const httpArb = (holes: KnownHoles, accounts: number): fc.Arbitrary<HttpRequestP
     const { fallbacks: _fallbacks, ...rest } = plan;
     const request: HttpRequestPlan = { ...rest, kind: 'http' };
     if (models) request.models = models; else delete request.models;
-    for (const field of ['provider', 'temperature', 'topP', 'idempotency', 'abortAfterMs'] as const) if (request[field] === undefined) delete request[field];
+    // Several choices are a chat completions field.
+    if (request.dialect !== 'chat') request.choices = undefined;
+    for (const field of ['provider', 'temperature', 'topP', 'idempotency', 'abortAfterMs', 'choices'] as const) if (request[field] === undefined) delete request[field];
     if (request.usage.completion > request.maxTokens) request.usage = { ...request.usage, completion: request.maxTokens, reasoning: Math.min(request.usage.reasoning, request.maxTokens) };
+    // n choices: the upstream reports every choice's tokens (each within the output bound).
+    if (request.choices !== undefined) request.usage = { ...request.usage, completion: request.usage.completion * request.choices };
     return request;
   });
 
@@ -253,6 +261,7 @@ function bodyOf(plan: HttpRequestPlan, content: string): { path: string; body: R
   if (plan.provider) extras.provider = plan.provider;
   if (plan.temperature !== undefined) extras.temperature = plan.temperature;
   if (plan.topP !== undefined) extras.top_p = plan.topP;
+  if (plan.choices !== undefined) extras.n = plan.choices;
   switch (plan.dialect) {
     case 'chat':
       return { path: '/v1/chat/completions', body: { model: plan.model, messages: [{ role: 'user', content }], max_completion_tokens: plan.maxTokens, stream: plan.stream, ...extras } };

@@ -142,9 +142,11 @@ describe('chat completions schema (spec §4.8)', () => {
     ['logit_bias not an object', { ...valid, logit_bias: [1] }, 'body.logit_bias'],
     ['image_config not an object', { ...valid, image_config: '16:9' }, 'body.image_config'],
     ['routing not a string', { ...valid, routing: 1 }, 'body.routing'],
-    // Issue 37 item 6: one choice per answer; a seed is an exact integer; verbosity and store as OpenAI spells them.
-    ['n above 1', { ...valid, n: 2 }, 'body.n'],
+    // Issue 37 item 6: n within OpenAI's 1–128; a seed is an exact integer; verbosity and store as OpenAI spells them.
+    ['n above 128', { ...valid, n: 129 }, 'body.n'],
     ['n of 0', { ...valid, n: 0 }, 'body.n'],
+    ['top_logprobs above 20', { ...valid, logprobs: true, top_logprobs: 21 }, 'body.top_logprobs'],
+    ['logprobs not a boolean', { ...valid, logprobs: 'yes' }, 'body.logprobs'],
     ['seed fractional', { ...valid, seed: 1.5 }, 'body.seed'],
     ['seed beyond a safe integer', { ...valid, seed: 2 ** 53 }, 'body.seed'],
     ['seed a string', { ...valid, seed: '7' }, 'body.seed'],
@@ -152,9 +154,8 @@ describe('chat completions schema (spec §4.8)', () => {
     ['store not a boolean', { ...valid, store: 'yes' }, 'body.store'],
   ];
 
-  it('n above 1 says why: the gateway answers one choice per request', () => {
-    expect(failure({ ...valid, n: 3 }).message).toMatch(/body\.n: the gateway answers one choice per request: n must be 1/);
-    expect(() => parseChatCompletionRequest({ ...valid, n: 1, seed: -(2 ** 53 - 1), verbosity: 'high', store: false })).not.toThrow();
+  it('n up to 128 parses (whether the model answers several choices is the conversion’s to say)', () => {
+    expect(() => parseChatCompletionRequest({ ...valid, n: 128, seed: -(2 ** 53 - 1), verbosity: 'high', store: false, logprobs: true, top_logprobs: 20 })).not.toThrow();
   });
 
   it.each(violations)('%s -> 400 naming %s', (_name, body, path) => {

@@ -153,9 +153,10 @@ export const chatCompletionRequest = z
     verbosity: z.enum(['low', 'medium', 'high']).nullish(),
     store: z.boolean().nullish(),
     seed: z.number().int().min(Number.MIN_SAFE_INTEGER).max(Number.MAX_SAFE_INTEGER).nullish(),
-    // Every answer carries one choice (no provider kind's answer converter merges several), so asking
-    // for more is refused rather than answered with one (docs/providers.md).
-    n: z.literal(1, { error: 'the gateway answers one choice per request: n must be 1' }).nullish(),
+    // Several choices: a model that lists `n`, served by an OpenAI-wire kind (docs/providers.md); 128 is OpenAI's bound.
+    n: z.number().int().min(1, 'n must be at least 1').max(128, 'n must be at most 128').nullish(),
+    logprobs: z.boolean().nullish(),
+    top_logprobs: z.number().int().min(0, 'top_logprobs must be at least 0').max(20, 'top_logprobs must be at most 20').nullish(),
     // Cache affinity (routing/candidates.ts): same account and key, same provider while it is healthy.
     prompt_cache_key: z.string().nullish(),
     // Automatic caching (OpenRouter, Anthropic): the conversation's last block ends the cacheable prefix.

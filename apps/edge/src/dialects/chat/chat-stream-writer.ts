@@ -60,6 +60,11 @@ export class ChatChunkWriter implements StreamWriter {
       });
     }
     if (delta.images.length > 0) body.images = delta.images.map((image) => ({ type: 'image_url', image_url: { url: image.url } }));
+    // The upstream's logprobs (JSON text routing relayed as it came) go in as they are.
+    if (delta.logprobs) {
+      const finish = JSON.stringify(delta.finishReason || null);
+      return `data: ${this.prefix},"choices":[{"index":${delta.choiceIndex},"delta":${JSON.stringify(body)},"logprobs":${delta.logprobs},"finish_reason":${finish}}]}\n\n`;
+    }
     const choice = { index: delta.choiceIndex, delta: body, logprobs: null, finish_reason: delta.finishReason || null };
     return `data: ${this.prefix},"choices":[${JSON.stringify(choice)}]}\n\n`;
   }

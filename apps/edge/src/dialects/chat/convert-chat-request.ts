@@ -59,7 +59,7 @@ export function convertChatRequest(body: ChatCompletionRequest, model: CatalogMo
   if (gate.forwards('stop') && body.stop != null) request.stop = typeof body.stop === 'string' ? [body.stop] : body.stop;
   const maxTokens = body.max_completion_tokens ?? body.max_tokens;
   if (gate.forwards('max_output_tokens') && maxTokens != null) request.maxOutputTokens = Math.min(maxTokens, 0xffffffff);
-  if (gate.forwards('reasoning') && body.reasoning_effort != null) {
+  if (gate.forwards('reasoning_effort') && body.reasoning_effort != null) {
     request.reasoningEffort = nearestReasoningEffort(body.reasoning_effort, model.model.reasoningEfforts);
   }
   if (gate.forwards('presence_penalty') && body.presence_penalty != null) request.presencePenalty = body.presence_penalty;
@@ -69,10 +69,17 @@ export function convertChatRequest(body: ChatCompletionRequest, model: CatalogMo
   if (gate.forwards('user') && body.user != null) request.user = body.user;
   if (gate.forwards('seed') && body.seed != null) request.seed = BigInt(body.seed);
   if (gate.forwards('verbosity') && body.verbosity != null) request.verbosity = body.verbosity;
+  if (gate.forwards('logprobs') && body.logprobs != null) request.logprobs = body.logprobs;
+  if (gate.forwards('top_logprobs') && body.top_logprobs != null) request.topLogprobs = body.top_logprobs;
+  if (body.n != null && body.n > 1) {
+    // Several choices are never answered with one: a model that does not list `n` refuses them.
+    if (!gate.forwards('n')) throw edgeErrors.invalidRequest(`body.n: ${model.id} answers one choice per request: n must be 1`, 'body.n');
+    request.n = body.n;
+  }
   const extraBody = gate.extraBody();
   if (extraBody !== undefined) request.extraBody = extraBody;
 
-  return { request, stream: body.stream === true, droppedParams: gate.droppedParams() };
+  return { request, stream: body.stream === true, droppedParams: gate.droppedParams(), spelling: gate };
 }
 
 function convertToolChoice(choice: NonNullable<ChatCompletionRequest['tool_choice']>): ToolChoice {

@@ -57,7 +57,8 @@ export function renderChatCompletion(response: ChatResponse, modelId: string, ta
       if (source && source.images.length > 0) {
         message.images = source.images.map((image) => ({ type: 'image_url', image_url: { url: image.url } }));
       }
-      return { index: choice.index, message, logprobs: null, finish_reason: choice.finishReason || 'stop' };
+      // The upstream's logprobs, relayed (JSON text from routing), where the client asked for them.
+      return { index: choice.index, message, logprobs: choice.logprobs ? (JSON.parse(choice.logprobs) as unknown) : null, finish_reason: choice.finishReason || 'stop' };
     }),
     usage: renderUsage(response.usage, chatResponseCost(response, pricing)),
   };

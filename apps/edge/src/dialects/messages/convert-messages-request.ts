@@ -66,7 +66,7 @@ export function convertMessagesRequest(body: ConvertibleMessagesBody, model: Cat
       request.responseFormat = { type: 'json_schema', schemaName: '', schema: JSON.stringify(format.schema), strict: undefined };
     }
   }
-  if (gate.forwards('reasoning')) convertReasoningRequest(body, model, request);
+  if (gate.forwards('reasoning_effort')) convertReasoningRequest(body, model, request);
   if (gate.forwards('max_output_tokens') && body.max_tokens != null) request.maxOutputTokens = Math.min(body.max_tokens, 0xffffffff);
   if (gate.forwards('temperature') && body.temperature != null) request.temperature = body.temperature;
   if (gate.forwards('top_p') && body.top_p != null) request.topP = body.top_p;
@@ -76,7 +76,7 @@ export function convertMessagesRequest(body: ConvertibleMessagesBody, model: Cat
   const extraBody = gate.extraBody();
   if (extraBody !== undefined) request.extraBody = extraBody;
 
-  const converted: ConvertedRequest = { request, stream: body.stream === true, droppedParams: gate.droppedParams(), outputField: 'max_tokens' };
+  const converted: ConvertedRequest = { request, stream: body.stream === true, droppedParams: gate.droppedParams(), spelling: gate, outputField: 'max_tokens' };
   if (filePaths.size > 0) converted.filePathOf = filePathOf(filePaths);
   return converted;
 }

@@ -85,10 +85,10 @@ export function convertResponsesRequest(body: ResponsesRequest, model: CatalogMo
   if (gate.forwards('frequency_penalty') && body.frequency_penalty != null) request.frequencyPenalty = body.frequency_penalty;
   if (gate.forwards('max_output_tokens') && body.max_output_tokens != null) request.maxOutputTokens = Math.min(body.max_output_tokens, 0xffffffff);
   if (withTools && gate.forwards('parallel_tool_calls') && body.parallel_tool_calls != null) request.parallelToolCalls = body.parallel_tool_calls;
-  if (gate.forwards('reasoning') && body.reasoning?.effort != null) {
+  if (gate.forwards('reasoning_effort') && body.reasoning?.effort != null) {
     request.reasoningEffort = nearestReasoningEffort(body.reasoning.effort, model.model.reasoningEfforts);
   }
-  if (gate.forwards('reasoning') && body.reasoning?.summary != null) request.reasoningSummary = body.reasoning.summary;
+  if (gate.forwards('reasoning_effort') && body.reasoning?.summary != null) request.reasoningSummary = body.reasoning.summary;
   if (gate.forwards('user') && body.user != null) request.user = body.user;
   if (gate.forwards('verbosity') && body.text?.verbosity != null) request.verbosity = body.text.verbosity;
   const extraBody = gate.extraBody();
@@ -98,6 +98,7 @@ export function convertResponsesRequest(body: ResponsesRequest, model: CatalogMo
     request,
     stream: body.stream === true,
     droppedParams: gate.droppedParams(),
+    spelling: gate,
     droppedTools: toolSet.dropped,
     outputField: 'max_output_tokens',
     ...(input.filePaths ? { filePathOf: filePathOf(input.filePaths) } : {}),

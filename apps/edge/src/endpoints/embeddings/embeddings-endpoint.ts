@@ -1,3 +1,4 @@
+import { modelTakesEndpointParameter } from '@gateway/platform';
 import { z } from 'zod';
 import type { EmbedResponse, Pricing } from '@gateway/proto';
 import { answerCost } from '../../inference/answer-cost.js';
@@ -100,6 +101,8 @@ export const embeddingsFamily: EndpointFamily<EmbeddingsBody, PreparedEmbeddings
   },
   async exchange({ prepared }, job, http, context) {
     const { body } = prepared;
+    // `dimensions` reaches only a model that lists it (spec 4.7), decided here once; otherwise named.
+    const dimensions = body.dimensions != null && modelTakesEndpointParameter(job.model.supportedParameters, 'dimensions') ? body.dimensions : undefined;
     const answer = await context.router.embed(
       {
         context: job.routerContext,
@@ -107,12 +110,12 @@ export const embeddingsFamily: EndpointFamily<EmbeddingsBody, PreparedEmbeddings
         routingStrategy: job.strategy,
         texts: prepared.texts,
         tokenInputs: prepared.tokenInputs.map((ids) => ({ ids })),
-        ...(body.dimensions != null ? { dimensions: body.dimensions } : {}),
+        ...(dimensions !== undefined ? { dimensions } : {}),
       },
       { requestId: job.requestId, deadlineMs: ENDPOINT_DEADLINE_MS, signal: job.signal },
     );
     job.commit(answer.usage);
-    const dropped = body.dimensions != null && !job.model.supportedParameters.has('dimensions') ? ['dimensions'] : [];
+    const dropped = body.dimensions != null && dimensions === undefined ? ['dimensions'] : [];
     sendJson(http.response, 200, renderEmbeddings(answer, body.encoding_format === 'base64', job.model.model.pricing), gatewayHeaders(answer.routingStrategy || job.strategy, dropped));
   },
 };

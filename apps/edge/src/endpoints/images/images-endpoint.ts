@@ -1,3 +1,4 @@
+import { modelTakesEndpointParameter } from '@gateway/platform';
 import { z } from 'zod';
 import type { GenerateImagesRequest, GenerateImagesResponse, InputImage } from '@gateway/proto';
 import type { CatalogModel } from '../../catalog-cache.js';
@@ -67,7 +68,7 @@ async function prepareImages(body: ImagesBody, model: CatalogModel, images: Inpu
   const knob = (name: 'quality' | 'background') => {
     const value = body[name] ?? undefined;
     if (value === undefined) return undefined;
-    if (model.supportedParameters.has(name)) return value;
+    if (modelTakesEndpointParameter(model.supportedParameters, name)) return value;
     dropped.push(name);
     return undefined;
   };

@@ -102,13 +102,16 @@ export class AnthropicAdapter implements ProviderAdapterV1 {
     this.streamHeaders = { ...this.headers, accept: 'text/event-stream' };
   }
 
-  private convert(request: AdapterChatRequest, stream: boolean) {
-    return convertToAnthropicRequest(request.chat, {
+  /** The body, and what it goes without reported to the attempt (AttemptSignal.parametersUnsent). */
+  private convert(request: AdapterChatRequest, stream: boolean, signal: AttemptSignal) {
+    const converted = convertToAnthropicRequest(request.chat, {
       upstreamModel: request.upstreamModel,
       stream,
       providerId: this.providerId,
       modelMaxOutputTokens: request.modelMaxOutputTokens,
     });
+    if (converted.unsent.length > 0) signal.parametersUnsent?.(converted.unsent);
+    return converted;
   }
 
   /** The request headers with the current credentials (the static ones when the adapter has no authHeaders). */
@@ -127,11 +130,11 @@ export class AnthropicAdapter implements ProviderAdapterV1 {
   }
 
   async chat(request: AdapterChatRequest, signal: AttemptSignal): Promise<AdapterChatResult> {
-    const { body, tools } = this.convert(request, false);
+    const { body, tools } = this.convert(request, false, signal);
     const path = this.requestPath ? this.requestPath(request.upstreamModel, false) : this.messagesPath;
     let answer: { statusCode: number; text: string };
     try {
-      const headers = this.authHeaders ? await this.authorizedHeaders(false, signal) : this.headers;
+      const headers = withBetas(this.authHeaders ? await this.authorizedHeaders(false, signal) : this.headers, request.chat.anthropicBeta);
       answer = await bufferedRequest(this.pool, { method: 'POST', path, headers, body: this.serialize(body) }, signal, MAX_RESPONSE_BYTES);
     } catch (error) {
       throw toProviderError(error, signal);
@@ -142,7 +145,7 @@ export class AnthropicAdapter implements ProviderAdapterV1 {
   }
 
   async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {
-    const { body, tools } = this.convert(request, true);
+    const { body, tools } = this.convert(request, true, signal);
     const path = this.requestPath ? this.requestPath(request.upstreamModel, true) : this.messagesPath;
     let headers = this.streamHeaders;
     if (this.authHeaders) {
@@ -152,6 +155,7 @@ export class AnthropicAdapter implements ProviderAdapterV1 {
         throw toProviderError(error, signal);
       }
     }
+    headers = withBetas(headers, request.chat.anthropicBeta);
     const response = await streamingRequest(this.pool, { method: 'POST', path, headers, body: this.serialize(body) }, signal, this.httpError);
     const converter = new AnthropicStreamConverter(tools);
     try {
@@ -199,4 +203,12 @@ function reportPrompt(signal: AttemptSignal, usage: AnthropicUsage | null | unde
   if (!signal.promptReported) return;
   const prompt = convertAnthropicUsage(usage);
   if (prompt) signal.promptReported({ ...prompt, outputTokens: 0 });
+}
+
+/**
+ * The client's allowlisted `anthropic-beta` values (the edge kept only libs/platform's ANTHROPIC_BETAS)
+ * as the request's header; the shared headers object as it is when there are none (the usual request).
+ */
+function withBetas(headers: Record<string, string>, betas: string | undefined): Record<string, string> {
+  return betas === undefined || betas === '' ? headers : { ...headers, 'anthropic-beta': betas };
 }

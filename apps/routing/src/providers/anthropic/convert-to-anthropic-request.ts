@@ -1,3 +1,4 @@
+import { unsentParameters } from '@gateway/platform';
 import type { CacheControl, ChatMessage, ChatRequest, ContentPart, FilePart, ImagePart, ReasoningPart } from '@gateway/proto';
 import { ProviderError } from '../provider-adapter.js';
 import type {
@@ -50,6 +51,11 @@ export interface AnthropicConversion {
   body: AnthropicRequestBody;
   /** Turns the tool ids and names of the answer back into the caller's. */
   tools: ToolIdentifiers;
+  /**
+   * The canonical parameters the request set that this body goes without (libs/platform PARAMETERS
+   * names): what the wire has no field for, and what Anthropic takes only with certain values (below).
+   */
+  unsent: readonly string[];
 }
 
 /** One Anthropic turn being built: consecutive canonical messages of one role land in the same turn. */
@@ -331,6 +337,7 @@ function convertMessages(messages: readonly ChatMessage[], tools: ToolIdentifier
  */
 export function convertToAnthropicRequest(request: ChatRequest, options: AnthropicConversionOptions): AnthropicConversion {
   const tools = new ToolIdentifiers();
+  const unsent: string[] = [...unsentParameters('anthropic', request)];
   const { system, messages } = convertMessages(request.messages, tools, options.providerId);
   let maxTokens = request.maxOutputTokens ?? options.modelMaxOutputTokens ?? DEFAULT_MAX_TOKENS;
   const body: AnthropicRequestBody = { model: options.upstreamModel, max_tokens: maxTokens, messages };
@@ -359,6 +366,7 @@ export function convertToAnthropicRequest(request: ChatRequest, options: Anthrop
   if ((budget !== undefined || adaptive) && (forcedTool || toolLoopLacksThinking(messages))) {
     budget = undefined;
     adaptive = false;
+    unsent.push('reasoning_effort');
   }
   if (budget !== undefined) {
     // A budget without any output bound from the caller or the catalog: room for the budget and an answer.
@@ -373,14 +381,23 @@ export function convertToAnthropicRequest(request: ChatRequest, options: Anthrop
 
   const thinking = budget !== undefined || adaptive;
   // With thinking on Anthropic accepts only temperature 1, no top_k and top_p >= 0.95: others are left out.
-  if (request.temperature !== undefined && (!thinking || request.temperature === 1)) {
-    body.temperature = Math.min(Math.max(request.temperature, 0), MAX_TEMPERATURE);
+  // Each left out is named (unsent).
+  if (request.temperature !== undefined) {
+    if (!thinking || request.temperature === 1) body.temperature = Math.min(Math.max(request.temperature, 0), MAX_TEMPERATURE);
+    else unsent.push('temperature');
   }
-  if (request.topP !== undefined && (!thinking || request.topP >= MIN_TOP_P_WITH_THINKING)) body.top_p = request.topP;
-  if (request.topK !== undefined && !thinking) body.top_k = request.topK;
-  // Anthropic refuses whitespace-only stop sequences (OpenAI callers send "\n"): those are left out.
+  if (request.topP !== undefined) {
+    if (!thinking || request.topP >= MIN_TOP_P_WITH_THINKING) body.top_p = request.topP;
+    else unsent.push('top_p');
+  }
+  if (request.topK !== undefined) {
+    if (!thinking) body.top_k = request.topK;
+    else unsent.push('top_k');
+  }
+  // Anthropic refuses whitespace-only stop sequences (OpenAI callers send "\n"): those are left out, and named.
   const stops = request.stop.filter(hasText);
   if (stops.length > 0) body.stop_sequences = stops;
+  if (stops.length < request.stop.length) unsent.push('stop');
   if (request.user !== undefined && request.user !== '') body.metadata = { user_id: request.user };
 
   if (request.extraBody !== undefined) {
@@ -395,5 +412,5 @@ export function convertToAnthropicRequest(request: ChatRequest, options: Anthrop
     }
   }
   if (options.stream) body.stream = true;
-  return { body, tools };
+  return { body, tools, unsent };
 }

@@ -90,16 +90,19 @@ export class BedrockAdapter implements ProviderAdapterV1 {
     }
   }
 
-  private convert(request: AdapterChatRequest) {
-    return convertToBedrockRequest(request.chat, {
+  /** The body, and what it goes without reported to the attempt (AttemptSignal.parametersUnsent). */
+  private convert(request: AdapterChatRequest, signal: AttemptSignal) {
+    const converted = convertToBedrockRequest(request.chat, {
       upstreamModel: request.upstreamModel,
       providerId: this.providerId,
       modelMaxOutputTokens: request.modelMaxOutputTokens,
     });
+    if (converted.unsent.length > 0) signal.parametersUnsent?.(converted.unsent);
+    return converted;
   }
 
   async chat(request: AdapterChatRequest, signal: AttemptSignal): Promise<AdapterChatResult> {
-    const { body, tools } = this.convert(request);
+    const { body, tools } = this.convert(request, signal);
     const path = `${this.modelPath(request.upstreamModel)}/converse`;
     const text = JSON.stringify(body);
     const headers = await this.signedHeaders(path, text, JSON_TYPE);
@@ -109,7 +112,7 @@ export class BedrockAdapter implements ProviderAdapterV1 {
   }
 
   async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {
-    const { body, tools } = this.convert(request);
+    const { body, tools } = this.convert(request, signal);
     const path = `${this.modelPath(request.upstreamModel)}/converse-stream`;
     const text = JSON.stringify(body);
     const headers = await this.signedHeaders(path, text, EVENTSTREAM_TYPE);

@@ -1,3 +1,4 @@
+import { unsentParameters } from '@gateway/platform';
 import type { CacheControl, ChatMessage, ChatRequest, ContentPart, FilePart, ImagePart, ReasoningPart } from '@gateway/proto';
 import { ProviderError } from '../provider-adapter.js';
 import { ToolIdentifiers } from '../anthropic/anthropic-tool-identifiers.js';
@@ -36,6 +37,11 @@ export interface BedrockConversion {
   body: BedrockRequestBody;
   /** Turns the tool ids and names of the answer back into the caller's. */
   tools: ToolIdentifiers;
+  /**
+   * The canonical parameters the request set that this body goes without (libs/platform PARAMETERS
+   * names): what the wire has no field for, and what it takes only with certain values.
+   */
+  unsent: readonly string[];
 }
 
 /** Description of a tool Bedrock must be told about only because the history holds its blocks. */
@@ -347,13 +353,17 @@ export function convertToBedrockRequest(request: ChatRequest, options: BedrockCo
   if (tools) body.toolConfig = tools;
 
   const claude = isClaudeModel(options.upstreamModel);
+  const unsent: string[] = [...unsentParameters(claude ? 'bedrock-claude' : 'bedrock', request)];
   const inference: BedrockRequestBody['inferenceConfig'] = {};
   let maxTokens = request.maxOutputTokens ?? options.modelMaxOutputTokens;
   const model: Record<string, unknown> = {};
   let budget = claude ? thinkingBudget(request, maxTokens) : undefined;
   const forced = tools?.toolChoice !== undefined && !('auto' in tools.toolChoice);
   // Claude refuses thinking with a forced tool choice, and a tool loop whose last turn lacks its reasoning.
-  if (budget !== undefined && (forced || toolLoopLacksReasoning(messages))) budget = undefined;
+  if (budget !== undefined && (forced || toolLoopLacksReasoning(messages))) {
+    budget = undefined;
+    unsent.push('reasoning_effort');
+  }
   if (budget !== undefined) {
     if (maxTokens === undefined || (budget >= maxTokens && request.maxOutputTokens === undefined && options.modelMaxOutputTokens === undefined)) {
       maxTokens = budget + DEFAULT_MAX_TOKENS;
@@ -362,12 +372,21 @@ export function convertToBedrockRequest(request: ChatRequest, options: BedrockCo
   }
   if (maxTokens !== undefined) inference.maxTokens = maxTokens;
   const thinking = budget !== undefined;
-  if (request.temperature !== undefined && (!thinking || request.temperature === 1)) {
-    inference.temperature = claude ? Math.min(Math.max(request.temperature, 0), MAX_TEMPERATURE) : request.temperature;
+  // With thinking on Claude takes only temperature 1, no top_k and top_p >= 0.95: others are left out, and named.
+  if (request.temperature !== undefined) {
+    if (!thinking || request.temperature === 1) inference.temperature = claude ? Math.min(Math.max(request.temperature, 0), MAX_TEMPERATURE) : request.temperature;
+    else unsent.push('temperature');
   }
-  if (request.topP !== undefined && (!thinking || request.topP >= MIN_TOP_P_WITH_THINKING)) inference.topP = request.topP;
-  if (request.topK !== undefined && claude && !thinking) model.top_k = request.topK;
+  if (request.topP !== undefined) {
+    if (!thinking || request.topP >= MIN_TOP_P_WITH_THINKING) inference.topP = request.topP;
+    else unsent.push('top_p');
+  }
+  if (request.topK !== undefined && claude) {
+    if (!thinking) model.top_k = request.topK;
+    else unsent.push('top_k');
+  }
   const stops = request.stop.filter(hasText);
+  if (stops.length < request.stop.length) unsent.push('stop');
   if (stops.length > 0) {
     inference.stopSequences = stops;
     if (claude) body.additionalModelResponseFieldPaths = ['/stop_sequence'];
@@ -383,5 +402,5 @@ export function convertToBedrockRequest(request: ChatRequest, options: BedrockCo
     }
   }
   if (Object.keys(model).length > 0) body.additionalModelRequestFields = model;
-  return { body, tools: context.tools };
+  return { body, tools: context.tools, unsent };
 }

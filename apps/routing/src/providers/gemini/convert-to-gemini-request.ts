@@ -1,3 +1,4 @@
+import { unsentParameters } from '@gateway/platform';
 import type { ChatMessage, ChatRequest, ContentPart, FilePart, ImagePart, ToolCall } from '@gateway/proto';
 import { ProviderError } from '../provider-adapter.js';
 import type {
@@ -317,6 +318,11 @@ export interface GeminiConversion {
   body: GeminiRequestBody;
   /** Turns the function names of the answer back into the caller's tool names. */
   names: GeminiToolNames;
+  /**
+   * The canonical parameters the request set that this body goes without (libs/platform PARAMETERS
+   * names): what the wire has no field for, and what it takes only with certain values.
+   */
+  unsent: readonly string[];
 }
 
 export function convertToGeminiRequest(request: ChatRequest, options: GeminiConversionOptions): GeminiConversion {
@@ -343,5 +349,7 @@ export function convertToGeminiRequest(request: ChatRequest, options: GeminiConv
     if (!extra) throw rejected('extra_body is not a JSON object');
     for (const [field, value] of Object.entries(extra)) if (!(field in body)) body[field] = value;
   }
-  return { body, names };
+  const unsent = unsentParameters('gemini', request);
+  // Gemini takes at most MAX_STOP_SEQUENCES: the first go, and the rest is named.
+  return { body, names, unsent: request.stop.length > MAX_STOP_SEQUENCES ? [...unsent, 'stop'] : unsent };
 }

@@ -139,14 +139,16 @@ export class GeminiAdapter implements ProviderAdapterV1 {
   }
 
   async chat(request: AdapterChatRequest, signal: AttemptSignal): Promise<AdapterChatResult> {
-    const { body, names } = convertToGeminiRequest(request.chat, { providerId: this.providerId, upstreamModel: request.upstreamModel });
+    const { body, names, unsent } = convertToGeminiRequest(request.chat, { providerId: this.providerId, upstreamModel: request.upstreamModel });
+    if (unsent.length > 0) signal.parametersUnsent?.(unsent);
     const text = await this.post(this.modelPath(request.upstreamModel, 'generateContent'), body, signal);
     const answer = parseJsonAnswer(text, parseGeminiResponse);
     return { choices: [convertGeminiAnswer(answer, this.providerId, names)], usage: convertGeminiUsage(answer.usageMetadata) };
   }
 
   async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {
-    const { body, names } = convertToGeminiRequest(request.chat, { providerId: this.providerId, upstreamModel: request.upstreamModel });
+    const { body, names, unsent } = convertToGeminiRequest(request.chat, { providerId: this.providerId, upstreamModel: request.upstreamModel });
+    if (unsent.length > 0) signal.parametersUnsent?.(unsent);
     let headers: MergedHeaders;
     try {
       const pending = this.headers();

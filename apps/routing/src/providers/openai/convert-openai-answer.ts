@@ -26,5 +26,7 @@ export function convertOpenAIAnswer(answer: OpenAIChatResponse, providerId: stri
       images: [],
       ...(choice.message.refusal ? { refusal: choice.message.refusal } : {}),
     },
+    // The upstream's logprobs, relayed as they came (the chat dialect renders them; only asked-for ones come).
+    ...(choice.logprobs != null ? { logprobs: JSON.stringify(choice.logprobs) } : {}),
   }));
 }

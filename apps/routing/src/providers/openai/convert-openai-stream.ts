@@ -10,6 +10,7 @@ export function convertOpenAIStreamChoice(choice: {
   index: number;
   delta?: { content?: string | null; reasoning_content?: string | null; reasoning?: string | null; tool_calls?: { index: number; id?: string | null; function?: { name?: string | null; arguments?: string | null } | null }[] | null } | null;
   finish_reason?: string | null;
+  logprobs?: unknown;
 }): ChatStreamDelta | undefined {
   const content = choice.delta?.content ?? '';
   const reasoning = choice.delta?.reasoning_content ?? choice.delta?.reasoning ?? '';
@@ -21,6 +22,9 @@ export function convertOpenAIStreamChoice(choice: {
   }));
   const finishReason = choice.finish_reason ? mapOpenAIFinishReason(choice.finish_reason) : '';
   // Role-only and empty keep-alive chunks carry nothing a caller can see.
-  if (!content && !reasoning && toolCalls.length === 0 && !finishReason) return undefined;
-  return { choiceIndex: choice.index, content, toolCalls, reasoning, reasoningSignature: '', finishReason, images: [], reasoningEncrypted: '', stopSequence: '' };
+  if (!content && !reasoning && toolCalls.length === 0 && !finishReason && choice.logprobs == null) return undefined;
+  const delta: ChatStreamDelta = { choiceIndex: choice.index, content, toolCalls, reasoning, reasoningSignature: '', finishReason, images: [], reasoningEncrypted: '', stopSequence: '' };
+  // The upstream chunk's logprobs, relayed as they came (only a request that asked for them gets any).
+  if (choice.logprobs != null) delta.logprobs = JSON.stringify(choice.logprobs);
+  return delta;
 }

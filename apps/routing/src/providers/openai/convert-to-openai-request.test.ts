@@ -22,7 +22,7 @@ describe('convertToOpenAIRequest', () => {
         },
       ],
       tools: [{ name: 'lookup', description: 'Looks up', parameters: '{"type":"object"}', cacheControl: mark }],
-    }, { upstreamModel: 'upstream-name', stream: false });
+    }, { upstreamModel: 'upstream-name', stream: false }).body;
     const text = JSON.stringify(body);
     expect(text).not.toContain('cache_control');
     expect(text).not.toContain('cacheControl');
@@ -45,7 +45,7 @@ describe('convertToOpenAIRequest', () => {
       toolChoice: { mode: 'tool', toolName: 'lookup', disableParallel: false },
       responseFormat: { type: 'json_schema', schemaName: 'answer', schema: '{"type":"object"}', strict: true },
       extraBody: '{"seed":3}',
-    }, { upstreamModel: 'upstream-name', stream: false });
+    }, { upstreamModel: 'upstream-name', stream: false }).body;
     expect(body).toEqual({
       model: 'upstream-name',
       messages: [
@@ -62,11 +62,11 @@ describe('convertToOpenAIRequest', () => {
   });
 
   it('sends the seed as the number the client sent, and the verbosity (issue 37 item 6); nothing when there is none', () => {
-    expect(convertToOpenAIRequest({ ...base, seed: 9_007_199_254_740_991n }, { upstreamModel: 'u', stream: false }).seed).toBe(9_007_199_254_740_991);
-    expect(convertToOpenAIRequest({ ...base, seed: -3n }, { upstreamModel: 'u', stream: true }).seed).toBe(-3);
-    expect(convertToOpenAIRequest(base, { upstreamModel: 'u', stream: false })).not.toHaveProperty('seed');
-    expect(convertToOpenAIRequest({ ...base, verbosity: 'low' }, { upstreamModel: 'u', stream: false }).verbosity).toBe('low');
-    expect(convertToOpenAIRequest(base, { upstreamModel: 'u', stream: false })).not.toHaveProperty('verbosity');
+    expect(convertToOpenAIRequest({ ...base, seed: 9_007_199_254_740_991n }, { upstreamModel: 'u', stream: false }).body.seed).toBe(9_007_199_254_740_991);
+    expect(convertToOpenAIRequest({ ...base, seed: -3n }, { upstreamModel: 'u', stream: true }).body.seed).toBe(-3);
+    expect(convertToOpenAIRequest(base, { upstreamModel: 'u', stream: false }).body).not.toHaveProperty('seed');
+    expect(convertToOpenAIRequest({ ...base, verbosity: 'low' }, { upstreamModel: 'u', stream: false }).body.verbosity).toBe('low');
+    expect(convertToOpenAIRequest(base, { upstreamModel: 'u', stream: false }).body).not.toHaveProperty('verbosity');
   });
 
   it('maps finish reasons onto the canonical set', () => {
@@ -76,13 +76,13 @@ describe('convertToOpenAIRequest', () => {
 
   it('json_object without the word json in the messages gets a system instruction; with it, nothing is added', () => {
     const user = (text: string) => ({ role: 'user', content: [{ part: { $case: 'text' as const, value: text } }], toolCalls: [], toolCallId: '', reasoning: [], isError: false });
-    const bare = convertToOpenAIRequest({ ...base, messages: [user('List three colours.')], responseFormat: { type: 'json_object', schemaName: '', schema: '' } }, { upstreamModel: 'u', stream: false });
+    const bare = convertToOpenAIRequest({ ...base, messages: [user('List three colours.')], responseFormat: { type: 'json_object', schemaName: '', schema: '' } }, { upstreamModel: 'u', stream: false }).body;
     expect(bare.messages).toEqual([{ role: 'system', content: JSON_OBJECT_INSTRUCTION }, { role: 'user', content: 'List three colours.' }]);
     expect(bare.response_format).toEqual({ type: 'json_object' });
-    const mentioned = convertToOpenAIRequest({ ...base, messages: [user('Answer in JSON please.')], responseFormat: { type: 'json_object', schemaName: '', schema: '' } }, { upstreamModel: 'u', stream: false });
+    const mentioned = convertToOpenAIRequest({ ...base, messages: [user('Answer in JSON please.')], responseFormat: { type: 'json_object', schemaName: '', schema: '' } }, { upstreamModel: 'u', stream: false }).body;
     expect(mentioned.messages).toEqual([{ role: 'user', content: 'Answer in JSON please.' }]);
     // json_schema is native on OpenAI-compatible servers: passed through, no instruction.
-    const schema = convertToOpenAIRequest({ ...base, messages: [user('Colours.')], responseFormat: { type: 'json_schema', schemaName: 'c', schema: '{"type":"object"}' } }, { upstreamModel: 'u', stream: false });
+    const schema = convertToOpenAIRequest({ ...base, messages: [user('Colours.')], responseFormat: { type: 'json_schema', schemaName: 'c', schema: '{"type":"object"}' } }, { upstreamModel: 'u', stream: false }).body;
     expect(schema.messages).toHaveLength(1);
     expect(schema.response_format).toEqual({ type: 'json_schema', json_schema: { name: 'c', schema: { type: 'object' } } });
   });

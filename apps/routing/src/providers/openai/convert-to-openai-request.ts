@@ -1,3 +1,4 @@
+import { unsentParameters } from '@gateway/platform';
 import type { ChatMessage, ChatRequest, ContentPart } from '@gateway/proto';
 import type { OpenAIChatRequestBody } from './openai-api-types.js';
 import { structuredOutputInstruction, withInstruction } from '../structured-output.js';
@@ -71,8 +72,17 @@ export interface OpenAIConversionOptions {
   stream: boolean;
 }
 
+export interface OpenAIConversion {
+  body: OpenAIChatRequestBody;
+  /**
+   * The canonical parameters the request set that this body goes without (libs/platform PARAMETERS
+   * names): what the wire has no field for, and what it takes only with certain values.
+   */
+  unsent: readonly string[];
+}
+
 /** Canonical request -> OpenAI chat-completions body. Only fields present on the request are sent. */
-export function convertToOpenAIRequest(request: ChatRequest, { upstreamModel, stream }: OpenAIConversionOptions): OpenAIChatRequestBody {
+export function convertToOpenAIRequest(request: ChatRequest, { upstreamModel, stream }: OpenAIConversionOptions): OpenAIConversion {
   // json_object without the word "json" in the messages is refused by OpenAI: say it in a system message.
   const instruction = structuredOutputInstruction(request.responseFormat, request.messages, true);
   const body: OpenAIChatRequestBody = { model: upstreamModel, messages: withInstruction(request.messages, instruction).map(convertMessage) };
@@ -123,6 +133,9 @@ export function convertToOpenAIRequest(request: ChatRequest, { upstreamModel, st
   // The edge took only a JS safe integer, so the number is exact.
   if (request.seed !== undefined) body.seed = Number(request.seed);
   if (request.verbosity !== undefined) body.verbosity = request.verbosity;
+  if (request.n !== undefined && request.n > 1) body.n = request.n;
+  if (request.logprobs !== undefined) body.logprobs = request.logprobs;
+  if (request.topLogprobs !== undefined) body.top_logprobs = request.topLogprobs;
   const extra = parseJson(request.extraBody, 'extra_body');
   if (extra && typeof extra === 'object' && !Array.isArray(extra)) {
     for (const [field, value] of Object.entries(extra)) if (!(field in body)) body[field] = value;
@@ -132,5 +145,5 @@ export function convertToOpenAIRequest(request: ChatRequest, { upstreamModel, st
     // Always asked for, whatever the client wanted: it is what we bill from.
     body.stream_options = { include_usage: true };
   }
-  return body;
+  return { body, unsent: unsentParameters('openai', request) };
 }

@@ -143,7 +143,9 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
   }
 
   async chat(request: AdapterChatRequest, signal: AttemptSignal): Promise<AdapterChatResult> {
-    const text = await this.postForText(convertToOpenAIRequest(request.chat, { upstreamModel: request.upstreamModel, stream: false }), signal, '/chat/completions', request.upstreamModel);
+    const converted = convertToOpenAIRequest(request.chat, { upstreamModel: request.upstreamModel, stream: false });
+    if (converted.unsent.length > 0) signal.parametersUnsent?.(converted.unsent);
+    const text = await this.postForText(converted.body, signal, '/chat/completions', request.upstreamModel);
     const parsed = parseJsonAnswer(text, parseOpenAIChatResponse);
     const choices = convertOpenAIAnswer(parsed, this.providerId);
     if (this.filteredAnswerFails && choices.some((choice) => choice.finishReason === 'content_filter')) {
@@ -153,7 +155,9 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
   }
 
   async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {
-    const response = await this.postForStream(convertToOpenAIRequest(request.chat, { upstreamModel: request.upstreamModel, stream: true }), signal, request.upstreamModel);
+    const converted = convertToOpenAIRequest(request.chat, { upstreamModel: request.upstreamModel, stream: true });
+    if (converted.unsent.length > 0) signal.parametersUnsent?.(converted.unsent);
+    const response = await this.postForStream(converted.body, signal, request.upstreamModel);
     let sawDone = false;
     let sawFinish = false;
     let usageSent = false;

@@ -34,6 +34,8 @@ export const openaiChatResponseSchema = z.looseObject({
         tool_calls: z.array(toolCallSchema).nullish(),
       }),
       finish_reason: z.string().nullish(),
+      // Relayed as it came (JSON): the chat dialect's client reads OpenAI's shape.
+      logprobs: z.unknown().optional(),
     }),
   ),
   usage: openaiUsageSchema.nullish(),
@@ -75,6 +77,7 @@ export const openaiChunkSchema = z.looseObject({
           })
           .nullish(),
         finish_reason: z.string().nullish(),
+        logprobs: z.unknown().optional(),
       }),
     )
     .nullish(),

@@ -1,3 +1,4 @@
+import { unsentParameters } from '@gateway/platform';
 import { createHash } from 'node:crypto';
 import type { ChatRequest, Tool, ToolCall } from '@gateway/proto';
 import { countInputTokens, countTextTokens, emptyUsage, tokenizer, tokenizerBudget } from '../../usage/token-counter.js';
@@ -137,6 +138,7 @@ export class SimulatedAdapter implements ProviderAdapterV1 {
     signal.throwIfAborted();
     // No network: the "upstream" has the prompt as soon as it is called.
     signal.requestSent?.();
+    reportUnsent(request, signal);
     const answer = simulateAnswer(request.chat, request.upstreamModel);
     return {
       choices: [{ index: 0, finishReason: answer.finishReason, stopSequence: '', message: { content: answer.content, toolCalls: answer.toolCalls, reasoning: [], images: [] } }],
@@ -147,6 +149,7 @@ export class SimulatedAdapter implements ProviderAdapterV1 {
   async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {
     signal.throwIfAborted();
     signal.requestSent?.();
+    reportUnsent(request, signal);
     const answer = simulateAnswer(request.chat, request.upstreamModel);
     const tokens = tokenizer().encode(answer.content, encodeOptions);
     for (let start = 0; start < tokens.length; start += TOKENS_PER_CHUNK) {
@@ -232,4 +235,10 @@ export class SimulatedAdapter implements ProviderAdapterV1 {
   }
 
   async close(): Promise<void> {}
+}
+
+/** What the simulated answer cannot carry (logprobs, an Anthropic beta), named as a converter would (PARAMETERS). */
+function reportUnsent(request: AdapterChatRequest, signal: AttemptSignal): void {
+  const unsent = unsentParameters('simulated', request.chat);
+  if (unsent.length > 0) signal.parametersUnsent?.(unsent);
 }
