@@ -8,7 +8,7 @@ import { chatResponseCost } from '../../inference/answer-cost.js';
 import { sealCompaction, SUMMARY_PROMPT } from './compaction-item.js';
 import { convertResponsesRequest, RESPONSES_ENDPOINT } from './convert-responses-request.js';
 import { idBase, itemId, renderResponse, renderUsage, responseId } from './render-responses.js';
-import { parseCompactionRequest, RESPONSES_FREE_FORM_FIELDS, type ResponsesContentPart, type ResponsesInputItem, type ResponsesRequest } from './responses-schema.js';
+import { parseCompactionRequest, parseResponsesRequest, RESPONSES_FREE_FORM_FIELDS, type ResponsesContentPart, type ResponsesInputItem, type ResponsesRequest } from './responses-schema.js';
 
 /*
  * POST /v1/responses/compact (Codex's remote compaction; the `openai` SDK's `responses.compact`): the
@@ -132,7 +132,7 @@ export const RESPONSES_REQUEST = {
   endpoint: RESPONSES_ENDPOINT,
   errorDialect: 'chat',
   freeFormFields: RESPONSES_FREE_FORM_FIELDS,
-  parse: parseCompactionRequest,
+  parse: parseResponsesRequest,
   modelName: (body) => body.model,
   routing: (body) => body.routing,
 } satisfies Partial<InferenceDialect<ResponsesRequest>>;
@@ -140,6 +140,8 @@ export const RESPONSES_REQUEST = {
 /** POST /v1/responses/compact: the responses dialect's request and errors, its own conversion and answer. */
 export const responsesCompactDialect: InferenceDialect<ResponsesRequest> = {
   ...RESPONSES_REQUEST,
+  // `model` is compact's only required field: an empty conversation still sends the summary prompt.
+  parse: parseCompactionRequest,
   convert: convertCompaction,
   render: renderCompaction,
   streamWriter: NO_STREAM,
