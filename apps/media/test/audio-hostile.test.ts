@@ -196,7 +196,9 @@ describe('media service: hostile audio', () => {
   });
 
   it('takes a queued conversion whose caller left off the queue: it never starts ffmpeg', async () => {
-    const long = await startMediaService({ listenAddress: '127.0.0.1:0', logger: testLogger('media-long'), audioLimits: { concurrency: 1, maxDurationMs: 4 * 3_600_000, timeoutMs: 60_000 } });
+    // The output bound is lifted too: at the default 40 MiB the three hours were refused (413) after ~22 minutes of
+    // audio, which a quiet machine decoded inside the test's 300 ms, freeing the slot early (CI: status 3, not 1).
+    const long = await startMediaService({ listenAddress: '127.0.0.1:0', logger: testLogger('media-long'), audioLimits: { concurrency: 1, maxDurationMs: 4 * 3_600_000, maxOutputBytes: 1024 * 1024 * 1024, timeoutMs: 60_000 } });
     const longClient = createClient(MediaServiceClient, MediaServiceService, long.address, { maxAttempts: 1 });
     // The running conversion must outlast the test's two 150 ms waits: 20 minutes of silence decoded in
     // under 300 ms on a quiet machine, freeing the slot for a queued caller before its cancellation came
