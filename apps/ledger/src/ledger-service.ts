@@ -6,7 +6,7 @@ import {
   type GetBalanceResponse, type GetBalancesRequest, type GetBalancesResponse, type GetModelLatencyRequest, type GetModelLatencyResponse,
   type ListGenerationsRequest, type ListGenerationsResponse, type GetKeyUsageRequest, type GetKeyUsageResponse, type LedgerServiceServer, type ReleaseRequest,
   type ReleaseResponse, type TopUpRequest, type TopUpResponse, type VerifyJournalRequest, type VerifyJournalResponse,
-  VoidOutcome, type VoidChargeRequest, type VoidChargeResponse,
+  VoidOutcome, type VoidChargeRequest, type VoidChargeResponse, type SettleUsageRequest, type SettleUsageResponse,
 } from '@gateway/proto';
 import { DEFAULT_LEASE_DRAIN_MS, DEFAULT_LEASE_LIFETIME_MS, MAX_KEY_IDS, MAX_RENEWED_LEASES, RESERVE_PICO, usageFromColumns, type Ledger, type VoidResult } from './ledger.js';
 
@@ -18,6 +18,8 @@ const VOID_OUTCOMES: Record<VoidResult, VoidOutcome> = {
 };
 import type { LedgerMetrics } from './ledger-metrics.js';
 import { parseLimitReset } from './key-windows.js';
+import { prepareEvents, sharedPricingCache, type Rejected } from './settlement-consumer.js';
+import { dedupeByRequest, type SettlementItem } from './settlement-batch.js';
 
 /** One lease holds at most this much: a replica never sits on a large balance it cannot use soon. */
 export const MAX_LEASE_PICO = parseCredits('1000');
@@ -30,6 +32,8 @@ const MAX_ACTIVITY_DAYS = 30;
 const MAX_LATENCY_DAYS = 30;
 const MAX_BALANCE_IDS = 100;
 const MAX_GENERATION_PAGE = 100;
+/** Most events one SettleUsage call takes (an edge hands over the streams one broken router call held). */
+const MAX_SETTLE_EVENTS = 1_000;
 const DEFAULT_GENERATION_PAGE = 20;
 
 /** GetBalance's and GetBalances' decimal answer: available is what is not held by open reservations and leases. */
@@ -184,6 +188,23 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
       const accountId = requireIdentifier(request.context?.accountId ?? '', 'context.account_id');
       const { outcome, refundedPico } = await ledger.voidCharge(requestId, accountId, request.context?.keyId ?? '');
       return { outcome: VOID_OUTCOMES[outcome], refundedCredits: formatCredits(refundedPico) };
+    }),
+
+    settleUsage: unary(logger, 'SettleUsage', async (request: SettleUsageRequest): Promise<SettleUsageResponse> => {
+      if (request.events.length > MAX_SETTLE_EVENTS) throw errors.invalidRequest(`events holds more than ${MAX_SETTLE_EVENTS} events`, 'events');
+      const startedAt = performance.now();
+      const items: SettlementItem[] = [];
+      const rejected: Rejected[] = [];
+      prepareEvents(request.events, 'edge-settlement', logger, sharedPricingCache, items, rejected);
+      if (rejected.length > 0) {
+        logger.error({ rejected: rejected.map(({ requestId, reason }) => ({ requestId, reason })) }, 'usage events handed over by an edge rejected; kept in ledger.rejected_events');
+        await ledger.recordRejected(rejected);
+        throw errors.invalidRequest(`${rejected.length} of the events can never settle: ${rejected[0]!.reason}`, 'events');
+      }
+      const result = await ledger.settle(items);
+      leaseOptions.metrics?.settled(result, 0, (performance.now() - startedAt) / 1000, dedupeByRequest(items).filter((item) => item.served));
+      logger.info({ events: items.length, charged: result.charged, duplicates: result.duplicates }, 'usage events handed over by an edge settled');
+      return { charged: result.charged, duplicates: result.duplicates };
     }),
 
     topUp: unary(logger, 'TopUp', async (request: TopUpRequest): Promise<TopUpResponse> => {

@@ -61,9 +61,9 @@ export interface SettlementConsumerOptions {
   metrics?: LedgerMetrics;
 }
 
-const sharedPricingCache = new PricingCache();
+export const sharedPricingCache = new PricingCache();
 
-interface Rejected { msgId: string; requestId: string; reason: string; payload: Uint8Array }
+export interface Rejected { msgId: string; requestId: string; reason: string; payload: Uint8Array }
 
 /**
  * Turns bus messages into settlement items. Anything that can never settle (undecodable bytes, no
@@ -86,40 +86,55 @@ export function prepareBatch(
       rejected.push({ msgId: message.msgId, requestId: '', reason: `undecodable: ${(error as Error).message}`, payload: message.data });
       continue;
     }
-    for (const event of events) {
-      const reject = (reason: string) =>
-        rejected.push({ msgId: message.msgId, requestId: event.requestId, reason, payload: UsageEvent.encode(event).finish() });
-      if (!event.requestId || !event.accountId) { reject('missing request_id or account_id'); continue; }
-      if (event.outcome === UsageOutcome.USAGE_OUTCOME_UNSPECIFIED) {
-        // A producer that forgot the outcome still delivered something it metered: charge rather than lose it.
-        logger.warn({ request_id: event.requestId }, 'usage event without outcome; settling as served');
-      }
-      const served = event.outcome !== UsageOutcome.USAGE_OUTCOME_FAILED;
-      const usage = event.usage ?? Usage.create();
-      let cost: CostBreakdown = ZERO_COST;
-      // Zero-completion insurance: nothing delivered, nothing charged (zero-completion.ts says when).
-      const insuredReason = served ? honouredInsurance(event, usage, logger) : '';
-      if (served && insuredReason === '') {
-        try {
-          cost = computeCostBreakdownParsed(usage, pricingCache.get(event.prices ?? {}));
-        } catch (error) {
-          if (error instanceof PricingError) { reject(error.message); continue; }
-          throw error;
-        }
-        if (cost.total > MAX_CHARGE_PICO) { reject(`cost ${cost.total} pico exceeds the per-request bound ${MAX_CHARGE_PICO}`); continue; }
-      }
-      items.push({
-        requestId: event.requestId, accountId: event.accountId, keyId: event.keyId, modelId: event.modelId,
-        providerId: event.providerId, endpoint: event.endpoint, served, usage, costPico: cost.total,
-        occurredAtMs: event.occurredAtMs, streamed: event.streamed, leaseId: event.leaseId ?? '', traceParent: event.traceParent,
-        generation: {
-          finishReason: event.finishReason, latencyMs: event.latencyMs, generationTimeMs: event.generationTimeMs,
-          cancelled: event.cancelled, insuredReason, nativeUsage: event.nativeUsage, cost,
-        },
-      });
-    }
+    prepareEvents(events, message.msgId, logger, pricingCache, items, rejected);
   }
   return { items, rejected };
+}
+
+/**
+ * Settlement items of one bus message's events (or of the events an edge hands over,
+ * LedgerService.SettleUsage), appended to `items`; what can never settle is appended to `rejected`.
+ */
+export function prepareEvents(
+  events: readonly UsageEvent[],
+  msgId: string,
+  logger: Logger,
+  pricingCache: PricingCache,
+  items: SettlementItem[],
+  rejected: Rejected[],
+): void {
+  for (const event of events) {
+    const reject = (reason: string) =>
+      rejected.push({ msgId, requestId: event.requestId, reason, payload: UsageEvent.encode(event).finish() });
+    if (!event.requestId || !event.accountId) { reject('missing request_id or account_id'); continue; }
+    if (event.outcome === UsageOutcome.USAGE_OUTCOME_UNSPECIFIED) {
+      // A producer that forgot the outcome still delivered something it metered: charge rather than lose it.
+      logger.warn({ request_id: event.requestId }, 'usage event without outcome; settling as served');
+    }
+    const served = event.outcome !== UsageOutcome.USAGE_OUTCOME_FAILED;
+    const usage = event.usage ?? Usage.create();
+    let cost: CostBreakdown = ZERO_COST;
+    // Zero-completion insurance: nothing delivered, nothing charged (zero-completion.ts says when).
+    const insuredReason = served ? honouredInsurance(event, usage, logger) : '';
+    if (served && insuredReason === '') {
+      try {
+        cost = computeCostBreakdownParsed(usage, pricingCache.get(event.prices ?? {}));
+      } catch (error) {
+        if (error instanceof PricingError) { reject(error.message); continue; }
+        throw error;
+      }
+      if (cost.total > MAX_CHARGE_PICO) { reject(`cost ${cost.total} pico exceeds the per-request bound ${MAX_CHARGE_PICO}`); continue; }
+    }
+    items.push({
+      requestId: event.requestId, accountId: event.accountId, keyId: event.keyId, modelId: event.modelId,
+      providerId: event.providerId, endpoint: event.endpoint, served, usage, costPico: cost.total,
+      occurredAtMs: event.occurredAtMs, streamed: event.streamed, leaseId: event.leaseId ?? '', traceParent: event.traceParent,
+      generation: {
+        finishReason: event.finishReason, latencyMs: event.latencyMs, generationTimeMs: event.generationTimeMs,
+        cancelled: event.cancelled, insuredReason, nativeUsage: event.nativeUsage, cost,
+      },
+    });
+  }
 }
 
 function settlementSpan(subject: string, messages: number, items: readonly SettlementItem[]): Span {

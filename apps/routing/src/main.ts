@@ -13,6 +13,9 @@ await runBusService(
     // One directory per process (it is locked; a restart on the same one replays it). Unset: one per
     // listen port under .data/usage-outbox/; "none" disables the durable outbox.
     USAGE_OUTBOX_DIR: z.string().optional(),
+    // A stream's first usage checkpoint is written once it has run this long (stream-checkpoints.ts; shorter
+    // streams never touch the disk: until their usage event is stored, the edge holds a copy of it).
+    USAGE_CHECKPOINT_AFTER_MS: z.coerce.number().int().min(0).max(3_600_000).optional(),
     // GOAWAY after this (0: never), so clients re-resolve and new routing pods get calls; docs/running.md "Edge to routing: client-side balancing".
     ROUTING_MAX_CONNECTION_AGE_MS: z.coerce.number().int().min(0).default(300_000),
   },
@@ -33,7 +36,11 @@ await runBusService(
       catalogAddress: config.CATALOG_ADDR,
       bus,
       logger,
-      usage: { publisher: config.USAGE_PUBLISHER, ...(outboxDirectory === 'none' ? {} : { outboxDirectory }) },
+      usage: {
+        publisher: config.USAGE_PUBLISHER,
+        ...(outboxDirectory === 'none' ? {} : { outboxDirectory }),
+        ...(config.USAGE_CHECKPOINT_AFTER_MS === undefined ? {} : { checkpoints: { firstAfterMs: config.USAGE_CHECKPOINT_AFTER_MS } }),
+      },
       metrics,
       internalAuth,
       maxConnectionAgeMs: config.ROUTING_MAX_CONNECTION_AGE_MS || undefined,

@@ -19,6 +19,11 @@ const SLOW_CHUNK_DELAY_MS = 50;
 /** All content sent well before the kill, then no end (or, where the test says so, an end whose usage is not stored). */
 export const DONE_TOKENS = 12;
 const DONE_CHUNK_DELAY_MS = 20;
+/**
+ * A whole stream inside a few milliseconds, far younger than the first checkpoint: until its usage event is
+ * stored only the event in routing's memory (and the copy the edge was handed) can charge it.
+ */
+export const SHORT_TOKENS = 3;
 const PROMPT_TOKENS = 10;
 /**
  * What a crash may lose of a stream in flight (stream-checkpoints.ts): the first checkpoint delay plus
@@ -49,7 +54,7 @@ models:
 `;
 }
 
-export type StreamKind = 'slow' | 'done';
+export type StreamKind = 'slow' | 'done' | 'short';
 
 /**
  * The upstream's answer by prompt: "slow" streams for 3 s; "done" sends all its content at once-ish and
@@ -61,6 +66,9 @@ export function crashUpstreamScript(upstream: FakeUpstream, options: { doneStall
     const prompt = JSON.stringify(request.body?.messages ?? '');
     if (prompt.includes('slow')) {
       return { text: WORD.repeat(SLOW_TOKENS), chunkCount: SLOW_TOKENS, chunkDelayMs: SLOW_CHUNK_DELAY_MS, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: SLOW_TOKENS } };
+    }
+    if (prompt.includes('short')) {
+      return { text: WORD.repeat(SHORT_TOKENS), chunkCount: SHORT_TOKENS, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: SHORT_TOKENS } };
     }
     if (prompt.includes('done')) {
       return {
@@ -80,6 +88,8 @@ export interface FollowedStream {
   tokenTimes: number[];
   /** Settles when the stream ends or breaks (the crash); never rejects. */
   finished: Promise<void>;
+  /** The stream ended as a complete answer (the SDK saw its end without an error). */
+  complete: boolean;
 }
 
 /** Opens a stream and follows it in the background; the request id is the edge's x-request-id. */
@@ -89,7 +99,7 @@ export async function followStream(client: OpenAI, kind: StreamKind): Promise<Fo
     .withResponse();
   const requestId = response.headers.get('x-request-id');
   expect(requestId).toBeTruthy();
-  const followed: FollowedStream = { kind, requestId: requestId!, tokenTimes: [], finished: Promise.resolve() };
+  const followed: FollowedStream = { kind, requestId: requestId!, tokenTimes: [], finished: Promise.resolve(), complete: false };
   followed.finished = (async () => {
     try {
       for await (const chunk of data) {
@@ -97,6 +107,7 @@ export async function followStream(client: OpenAI, kind: StreamKind): Promise<Fo
         const now = Date.now();
         for (let index = content.indexOf(WORD); index >= 0; index = content.indexOf(WORD, index + 1)) followed.tokenTimes.push(now);
       }
+      followed.complete = true;
     } catch {
       // The crash breaks the stream; what was delivered is in tokenTimes.
     }
@@ -113,7 +124,11 @@ export async function untilKillPoint(streams: FollowedStream[]): Promise<void> {
   await eventually(() => {
     const now = Date.now();
     for (const stream of streams) {
-      if (stream.kind === 'slow') {
+      if (stream.kind === 'short') {
+        // Its whole answer, end included, is with the client; only its usage event is not stored.
+        expect(stream.complete, stream.requestId).toBe(true);
+        expect(stream.tokenTimes.length, stream.requestId).toBe(SHORT_TOKENS);
+      } else if (stream.kind === 'slow') {
         expect(stream.tokenTimes.length, stream.requestId).toBeGreaterThanOrEqual(10);
         // So that some of what it delivered lies before the loss bound, where the check starts.
         expect(now - stream.tokenTimes[0]!, stream.requestId).toBeGreaterThan(CHECKPOINT_LOSS_BOUND_MS + 200);
@@ -144,8 +159,8 @@ export async function expectChargedOnce(databaseUrl: string, streams: FollowedSt
       const charge = charges.get(stream.requestId)!;
       const label = `${stream.kind} ${stream.requestId}: delivered ${stream.tokenTimes.length}, charged ${charge.output}`;
       expect(charge.input, label).toBeGreaterThan(0);
-      if (stream.kind === 'done') {
-        expect(charge.output, label).toBe(DONE_TOKENS);
+      if (stream.kind === 'done' || stream.kind === 'short') {
+        expect(charge.output, label).toBe(stream.kind === 'done' ? DONE_TOKENS : SHORT_TOKENS);
         continue;
       }
       const deliveredBeforeBound = stream.tokenTimes.filter((at) => at <= killedAt - CHECKPOINT_LOSS_BOUND_MS).length;

@@ -16,6 +16,10 @@ import { startProcessStack, type ProcessStack } from './process-stack.js';
 // NATS connection runs through a relay the test holds, so JetStream never acknowledges). Restarted on
 // the same USAGE_OUTBOX_DIR, routing publishes the checkpoints those streams left, and the ledger
 // charges every one of them exactly once.
+// Issue 36 (the 10-minute chaos run): a whole answer streamed in a few milliseconds, complete at its
+// client, younger than any checkpoint, whose usage publish had not been acknowledged when routing was
+// SIGKILLed, was never charged. Only the edge, which routing handed the usage event to and which saw the
+// stream break before routing confirmed it stored, can charge it (LedgerService.SettleUsage).
 
 /** A TCP relay to NATS whose client-to-server direction the test can hold: a publish then waits for an ack that never comes. */
 async function startHoldableRelay(target: string) {
@@ -128,5 +132,58 @@ describe('routing process killed with streams in flight', () => {
     out.length = 0;
     expect(await runGatewayctl(['ledger', 'verify'], io), out.join('')).toBe(0);
     expect(out.join('')).toMatch(/0 mismatches/);
+  }, 120_000);
+
+  it('charges whole streams that ended at their caller while their usage publish was unacknowledged (no checkpoint) when routing dies', async () => {
+    const out: string[] = [];
+    const io = {
+      env: { AUTH_ADDR: stack.addresses.auth, LEDGER_ADDR: stack.addresses.ledger, CATALOG_ADDR: stack.addresses.catalog, GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN },
+      stdout: (text: string) => out.push(text),
+      stderr: (text: string) => out.push(text),
+    };
+    const ctl = async (...argv: string[]) => {
+      out.length = 0;
+      expect(await runGatewayctl([...argv, '--json'], io), out.join('')).toBe(0);
+      return JSON.parse(out.join('')) as Record<string, string>;
+    };
+    const account = await ctl('accounts', 'create', '--name', 'short-streams', '--credits', '10', '--tier', 'tier-1');
+    const { api_key: apiKey } = await ctl('keys', 'create', account.account_id!, '--name', 'short-streams');
+    const client = new OpenAI({ baseURL: `${stack.edgeUrl}/v1`, apiKey, maxRetries: 0 });
+
+    // Routing again behind a relay the test can hold, and with no checkpoint for 10 minutes: a SIGKILL
+    // loses every usage event the bus has not acknowledged, as one inside the first checkpoint delay does.
+    const previous = stack.running.get('routing')!;
+    const stopped = new Promise((resolve) => previous.once('exit', resolve));
+    previous.kill('SIGTERM');
+    await stopped;
+    const shortRelay = await startHoldableRelay(natsUrl);
+    try {
+      stack.launch('routing', { NATS_URL: shortRelay.url, USAGE_CHECKPOINT_AFTER_MS: '600000' });
+      await stack.untilServing('routing');
+      const warm = await client.chat.completions.create({ model: CRASH_MODEL, messages: [{ role: 'user', content: 'short answer' }] }).withResponse();
+      shortRelay.hold();
+      const streams = await Promise.all(Array.from({ length: 5 }, () => followStream(client, 'short')));
+      await untilKillPoint(streams);
+
+      const routing = stack.running.get('routing')!;
+      const exited = new Promise((resolve) => routing.once('exit', resolve));
+      const killedAt = Date.now();
+      routing.kill('SIGKILL');
+      await exited;
+      await Promise.all(streams.map((stream) => stream.finished));
+      // Every client got its whole answer, end included, before the kill.
+      expect(streams.every((stream) => stream.complete)).toBe(true);
+
+      stack.launch('routing', { NATS_URL: natsUrl });
+      await stack.untilServing('routing');
+      await expectChargedOnce(database.url, streams, killedAt, [warm.response.headers.get('x-request-id')!]).catch((error: Error) => {
+        throw new Error(`${error.message}\n${stack.logs.join('')}`);
+      });
+      out.length = 0;
+      expect(await runGatewayctl(['ledger', 'verify'], io), out.join('')).toBe(0);
+      expect(out.join('')).toMatch(/0 mismatches/);
+    } finally {
+      await shortRelay.close();
+    }
   }, 120_000);
 });

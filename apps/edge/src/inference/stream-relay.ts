@@ -1,4 +1,4 @@
-import type { ChatRequest, Usage } from '@gateway/proto';
+import type { ChatRequest, Usage, UsageEvent } from '@gateway/proto';
 import { Cancellation, errors } from '@gateway/platform';
 import type { AnswerSink } from './answer-sink.js';
 import type { EdgeContext } from '../context.js';
@@ -7,6 +7,7 @@ import { toApiError } from '../errors.js';
 import { gatewayHeaders } from './gateway-headers.js';
 import { ClientGoneError } from '../http.js';
 import type { InferenceJob } from './pipeline-steps.js';
+import { settleHandedOver } from './undelivered.js';
 
 /**
  * SSE relay of Router.ChatStream for every dialect. Nothing is written until the first delta: a
@@ -15,6 +16,10 @@ import type { InferenceJob } from './pipeline-steps.js';
  * a slow first token commits the stream early and pings keep it alive. After the commit point a failure
  * ends the stream with the dialect's error events, never a clean close that looks like a complete
  * answer, and resolves: the pipeline settles with the usage that arrived.
+ *
+ * The router's `usage` message completes the caller's answer at once; the router ends its stream only
+ * once the request's usage event is stored (ChatStreamResponse.settlement). Should the stream break in
+ * between, the router may have died with the charge, so the edge settles the event it was handed.
  */
 export async function relayStream(
   context: EdgeContext,
@@ -29,6 +34,9 @@ export async function relayStream(
   let writer = firstWriter;
   const { requestId } = job;
   let usage: Usage | undefined;
+  let settlement: UsageEvent | undefined;
+  /** The caller has the whole answer (the router's `usage` came); what follows is the router confirming its usage stored. */
+  let answered = false;
   let committed = false;
   let started = false;
   let startStrategy: string = job.strategy;
@@ -81,11 +89,27 @@ export async function relayStream(
         if (!committed) commit();
         pingTimer?.refresh();
         await sink.write(writer.delta(event.value));
-      } else if (event.$case === 'usage') {
+      } else if (event.$case === 'settlement') {
+        settlement = event.value;
+      } else if (event.$case === 'usage' && !answered) {
+        if (!started) throw new Error('router stream sent its usage before its start');
         usage = event.value;
+        if (!committed) commit();
+        job.commit(usage);
+        sink.end(writer.end(usage));
+        answered = true;
+        // A caller leaving now must not cut the router's stream: its end confirms the usage stored.
+        job.signal.removeEventListener('abort', onClientGone);
       }
     }
   } catch (caught) {
+    if (answered) {
+      // The answer is with the caller; its usage event may have died with the router (or the router went
+      // silent): settled here, once per request id whatever the router managed to store.
+      context.logger.warn({ request_id: requestId, err: caught, handed_over: settlement !== undefined }, 'router stream broke after the answer ended, before its usage was confirmed stored; the edge settles it');
+      if (settlement) settleHandedOver(context, settlement);
+      return;
+    }
     const error = wentSilent ? errors.internal(`router stream sent nothing for ${context.streamIdleTimeoutMs} ms`) : caught;
     if (wentSilent) context.logger.warn({ request_id: requestId }, 'router stream went silent; ending it');
     if (!committed) throw job.signal.aborted ? new ClientGoneError('client left before the first content') : error;
@@ -105,6 +129,7 @@ export async function relayStream(
     if (pingTimer) clearInterval(pingTimer);
     job.signal.removeEventListener('abort', onClientGone);
   }
+  if (answered) return;
   if (!started) throw new Error('router stream ended without a start');
   if (!committed) commit();
   job.commit(usage);

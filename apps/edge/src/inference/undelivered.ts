@@ -1,4 +1,5 @@
 import { ErrorReason, GatewayError, GrpcStatus, neverSent } from '@gateway/platform';
+import type { UsageEvent } from '@gateway/proto';
 import type { EdgeContext } from '../context.js';
 
 /**
@@ -32,6 +33,42 @@ export function voidUndelivered(context: EdgeContext, ids: { requestId: string; 
         return;
       }
       setTimeout(() => voidUndelivered(context, ids, attempt + 1), delay).unref();
+    },
+  );
+}
+
+/** Retries of a handed-over settlement while no ledger answers: ~7 minutes in all, then logged as lost. */
+const SETTLE_RETRY_DELAYS_MS = [500, 1_000, 2_000, 5_000, 10_000, 30_000, 60_000, 120_000, 180_000];
+/** Handed-over settlements waiting for a ledger at once, per edge; past it one is logged and dropped (memory bound). */
+const MAX_PENDING_SETTLEMENTS = 10_000;
+let pendingSettlements = 0;
+
+/**
+ * A stream's usage event the router handed over (ChatStreamResponse.settlement) and never confirmed
+ * stored: LedgerService.SettleUsage charges it unless the bus (or an outbox) already did — the ledger
+ * keeps one charge per request id. Off the request's path, retried while no ledger answers.
+ */
+export function settleHandedOver(context: EdgeContext, event: UsageEvent, attempt = 0): void {
+  if (attempt === 0) {
+    if (pendingSettlements >= MAX_PENDING_SETTLEMENTS) {
+      context.logger.error({ request_id: event.requestId, account_id: event.accountId }, 'too many handed-over usage events wait for a ledger; this one is not settled by the edge');
+      return;
+    }
+    pendingSettlements++;
+  }
+  context.ledger.settleUsage({ events: [event] }, { requestId: event.requestId, deadlineMs: 5_000 }).then(
+    (answer) => {
+      pendingSettlements--;
+      context.logger.info({ request_id: event.requestId, charged: answer.charged, duplicates: answer.duplicates }, 'handed-over usage event settled');
+    },
+    (error: unknown) => {
+      const delay = SETTLE_RETRY_DELAYS_MS[attempt];
+      if (delay === undefined || (error instanceof GatewayError && error.status === GrpcStatus.INVALID_ARGUMENT)) {
+        pendingSettlements--;
+        context.logger.error({ err: error, request_id: event.requestId, account_id: event.accountId }, 'handed-over usage event could not be settled; its charge may be missing');
+        return;
+      }
+      setTimeout(() => settleHandedOver(context, event, attempt + 1), delay).unref();
     },
   );
 }

@@ -1,5 +1,5 @@
 import { CANCELLED_FINISH_REASON, ErrorReason, GatewayError, GrpcStatus, type CallerSignal } from '@gateway/platform';
-import { UsageOutcome, type ChatRequest, type ChatResponse, type ChatStreamDelta, type ChatStreamResponse, type Usage } from '@gateway/proto';
+import { UsageOutcome, type ChatRequest, type ChatResponse, type ChatStreamDelta, type ChatStreamResponse, type Usage, type UsageEvent } from '@gateway/proto';
 import type { GenAiResponse } from '../observability/gen-ai-telemetry.js';
 import { ProviderError, type AdapterChatRequest, type AdapterChatResult, type AdapterStreamPart } from '../providers/provider-adapter.js';
 import type { Candidate } from '../strategies/index.js';
@@ -132,12 +132,12 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
      * failed, the background does (the content already reached the caller, so it is retried apart). The
      * checkpoint is retired only once the final event is stored (bus or outbox), never before.
      */
-    const settleServed = (): { usage: Usage; stored: Promise<void> } => {
+    const settleServed = (): { usage: Usage; event: UsageEvent | undefined; stored: Promise<void> } => {
       const usage = meter();
       hold.insuredReason = chatInsurance(usage, hold.finishReason);
-      const stored = hold.settleStream(providerId, usage, checkpoint, (error) =>
-        logger.error({ err: error }, 'usage event of a stream not stored yet; retrying in the background')) ?? Promise.resolve();
-      return { usage, stored };
+      const settled = hold.settleStream(providerId, usage, checkpoint, (error) =>
+        logger.error({ err: error }, 'usage event of a stream not stored yet; retrying in the background'));
+      return { usage, event: settled?.event, stored: settled?.stored ?? Promise.resolve() };
     };
     if (!first.delta) {
       // A complete stream with nothing in it is still this provider's answer.
@@ -197,15 +197,19 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
         });
       }
     }
-    // A complete stream ends at once: its usage message and end go out with its last deltas (one write
-    // to the edge) while the publish finishes apart. Waiting for the ack would protect nothing: the
-    // content is with the caller either way, and a failed publish is retried from the background.
-    const { usage, stored } = settleServed();
+    // A complete stream's settlement and usage messages go out with its last deltas (one write to the
+    // edge), which ends the caller's answer at once; the stream itself ends only once the publish is
+    // stored (bus ack, or the outbox after a failed publish). Until that end the edge keeps the event: a
+    // stream that breaks in between (this replica killed before the ack, and the stream too young for a
+    // checkpoint) is settled by the edge (LedgerService.SettleUsage), so its charge is never lost.
+    const { usage, event, stored } = settleServed();
     core.settling.add(stored);
     void stored.finally(() => core.settling.delete(stored));
     opened.finish('success', { ttftMs, outputTokens: usage.outputTokens, durationMs: Date.now() - firstPartAt },
       { usage, finishReasons: hold.finishReason === '' ? undefined : [hold.finishReason], chunks: delivered.changes });
+    if (event) yield { event: { $case: 'settlement', value: event } };
     yield { event: { $case: 'usage', value: usage } };
+    await stored;
   } finally {
     // The consumer stopped reading mid-stream, or the caller's signal ended it: a cancellation.
     const cancelled = active !== undefined || signal.aborted;

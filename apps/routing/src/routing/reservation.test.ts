@@ -66,7 +66,10 @@ describe('Reservation: one owner of a request hold, ended exactly once', () => {
     const { publisher, published } = recordingPublisher(true);
     const reservation = hold(publisher, true);
     const retried: unknown[] = [];
-    await reservation.settleStream('prov-a', served, undefined, (error) => retried.push(error));
+    const settled = reservation.settleStream('prov-a', served, undefined, (error) => retried.push(error));
+    // The event handed back is the one published (the edge keeps it until `stored`).
+    expect(settled?.event).toMatchObject({ requestId: 'req_1', outcome: UsageOutcome.USAGE_OUTCOME_SERVED, providerId: 'prov-a', usage: served, streamed: true });
+    await settled?.stored;
     reservation.release();
     reservation.settleInBackground('prov-a', served, true);
     expect(retried).toHaveLength(1);

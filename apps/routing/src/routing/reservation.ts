@@ -106,19 +106,23 @@ export class Reservation implements Disposable {
   /**
    * SERVED for content that already reached the caller: `stored` settles once the bus has it or, when
    * the publish failed, the background does. `checkpoint` (the stream's crash insurance) is retired only
-   * once the final event is stored. Undefined once ended.
+   * once the final event is stored. `event` is what is published (the edge keeps a copy until `stored`:
+   * ChatStreamResponse.settlement). Undefined once ended.
    */
-  settleStream(providerId: string, usage: Usage, checkpoint: StreamCheckpoint | undefined, onRetry: (error: unknown) => void): Promise<void> | undefined {
+  settleStream(
+    providerId: string, usage: Usage, checkpoint: StreamCheckpoint | undefined, onRetry: (error: unknown) => void,
+  ): { event: UsageEvent; stored: Promise<void> } | undefined {
     if (this.ended) return undefined;
     this.ended = true;
     const event = this.event(UsageOutcome.USAGE_OUTCOME_SERVED, providerId, usage, true);
-    return this.publish(event).then(
+    const stored = this.publish(event).then(
       () => checkpoint?.finalStored(),
       (error: unknown) => {
         onRetry(error);
         this.usage.publishInBackground(event, checkpoint);
       },
     );
+    return { event, stored };
   }
 
   /** SERVED straight to the background (the caller went away; nobody is left to wait). A no-op once ended. */
