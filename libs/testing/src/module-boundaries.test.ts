@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 // only stack.ts). The rest of apps/standalone obeys the app rule too — the bench drives the services as
 // processes (`node apps/<name>/dist/...`) and gatewayctl as its CLI — except its integration tests under
 // apps/standalone/test/, which assemble services in one process to probe them (docs/architecture.md
-// "Module boundaries"). Libraries stay below apps: every project under libs/ is a lib, so no arrow runs
+// "Ground rules"). Libraries stay below apps: every project under libs/ is a lib, so no arrow runs
 // back up from libs/ to apps/. Checked on package.json dependencies and on every import, static or dynamic.
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 
