@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { buildCatalog, iconSourceFor } from './catalog-data.js';
-import { validateCatalogText } from './catalog-config.js';
+import { validateCatalogText } from '@gateway/platform/catalog-document';
 
 const examplePath = fileURLToPath(new URL('../../../deploy/config/gateway.example.yaml', import.meta.url));
 

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
-import { PRICE_KEYS, validateCatalogText, type CatalogDocument, type CatalogProblem, type PriceKey } from './catalog-config.js';
+import { PRICE_KEYS, validateCatalogText, type CatalogDocument, type CatalogProblem, type PriceKey } from '@gateway/platform/catalog-document';
 
 /**
  * The validated catalog in canonical form: every default applied, icon files read in. Its canonical

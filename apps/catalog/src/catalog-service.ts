@@ -1,6 +1,6 @@
 import { subjects, type EventBus, type Logger, type Subscription } from '@gateway/platform';
 import { CatalogChanged } from '@gateway/proto';
-import type { CatalogProblem } from './catalog-config.js';
+import type { CatalogProblem } from '@gateway/platform/catalog-document';
 import { buildCatalog, canonicalJson, catalogVersion, EMPTY_CATALOG, type CatalogData, type IconSource } from './catalog-data.js';
 import { CatalogSnapshot } from './catalog-snapshot.js';
 import type { CatalogStore } from './catalog-store.js';

@@ -1,6 +1,6 @@
 import type { LimitGroup, Model, Pricing, Provider, Startup } from '@gateway/proto';
 import type { CatalogData, ModelData, StartupData } from './catalog-data.js';
-import type { PriceKey } from './catalog-config.js';
+import type { PriceKey } from '@gateway/platform/catalog-document';
 import { placeholderIcon } from './placeholder-icon.js';
 
 /**

@@ -8,7 +8,6 @@ import { CatalogService } from './catalog-service.js';
 import { CatalogStore } from './catalog-store.js';
 import { catalogHandlers } from './grpc-handlers.js';
 
-export { validateCatalogText, ENDPOINTS, PRICE_KEYS, type CatalogProblem } from './catalog-config.js';
 export { HIDDEN_PARAMETERS } from './catalog-snapshot.js';
 
 export interface CatalogServiceOptions {

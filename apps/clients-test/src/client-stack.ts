@@ -1,25 +1,27 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runGatewayctl } from '@gateway/gatewayctl';
 import { createClient, parseCredits } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
-import { startStack, type RunningStack } from '@gateway/standalone';
 import {
-  createTestBus, createTestDatabase, eventually, startFakeAnthropicUpstream, startFakeUpstream, testLogger,
-  type FakeAnthropicUpstream, type FakeUpstream, type RecordedRequest, type TestBus, type TestDatabase,
+  createTestBus, createTestDatabase, eventually, natsUrl, npmStartBanner, startFakeAnthropicUpstream, startFakeUpstream, startNpmStart,
+  TEST_ADMIN_TOKEN, testInternalAuthEnv,
+  type FakeAnthropicUpstream, type FakeUpstream, type NpmStart, type RecordedRequest, type TestBus, type TestDatabase,
 } from '@gateway/testing';
 
 /*
- * What every real-client test stands on: the `npm start` composition in-process (startStack) on a fresh
- * test database and NATS namespace, both fake upstreams (OpenAI-compatible chat completions and the
- * Anthropic Messages API) behind one model each, one funded account with an API key, and the money view
- * (balance route and the ledger's activity rows) for exact-charge checks.
+ * What every real-client test stands on: the gateway as `npm start` runs it, a child process
+ * (`node apps/standalone/dist/main.js`, so the built dist) on a fresh test database and NATS namespace,
+ * both fake upstreams (OpenAI-compatible chat completions and the Anthropic Messages API) behind one model
+ * each, the dev account it creates on first start (10 credits, tier-1, an API key and a provisioning key,
+ * read from its banner), and the money view (balance route and the ledger's activity rows) for
+ * exact-charge checks. No app is imported: the gateway is driven from outside, as a user's client drives it.
  */
 
 /** Catalog prices of both models, per token, as decimal credits. */
 export const INPUT_PRICE = '0.000001';
 export const OUTPUT_PRICE = '0.000002';
+/** What `npm start` gives the dev account it creates (apps/standalone/src/dev-account.ts). */
 export const STARTING_CREDITS = '10';
 /** Served by the Anthropic-wire fake. */
 export const ANTHROPIC_MODEL = 'testco/claude-agent';
@@ -64,7 +66,8 @@ export interface ReportedUsage {
 }
 
 export interface ClientStack {
-  stack: RunningStack;
+  /** The `npm start` process. */
+  gateway: NpmStart;
   /** The gateway's root URL (no `/v1`). */
   url: string;
   apiKey: string;
@@ -99,18 +102,6 @@ export function priced(usage: readonly ReportedUsage[]): bigint {
   );
 }
 
-async function ctl(stack: RunningStack, ...argv: string[]): Promise<Record<string, string>> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await runGatewayctl(argv, {
-    env: { AUTH_ADDR: stack.addresses.auth, LEDGER_ADDR: stack.addresses.ledger, CATALOG_ADDR: stack.addresses.catalog },
-    stdout: (text) => out.push(text),
-    stderr: (text) => err.push(text),
-  });
-  if (code !== 0) throw new Error(`gatewayctl ${argv.join(' ')} exited ${code}: ${err.join('')}`);
-  return JSON.parse(out.join('')) as Record<string, string>;
-}
-
 /** Admission as the stack e2e suite runs it: GATEWAY_TEST_ADMISSION, default leased (the product default). */
 function admission(): 'ledger' | 'leased' {
   const value = process.env.GATEWAY_TEST_ADMISSION ?? 'leased';
@@ -137,28 +128,34 @@ export async function startClientStack(name: string): Promise<ClientStack> {
     cleanups.push(() => testBus.destroy());
     const configPath = join(directory, 'gateway.yaml');
     await writeFile(configPath, catalogYaml(openai, anthropic));
-    const stack = await startStack({
-      databaseUrl: database.url,
-      bus: testBus.bus,
-      logger: testLogger(`clients-${name}`),
-      port: 0,
-      configPath,
-      keyHashSecret: 'clients-test-secret-0123456789-abcdef',
-      providerSecrets: { [PROVIDER_KEY_ENV]: 'sk-upstream-fake' },
-      edge: { admission: admission() },
+    const gateway = startNpmStart({
+      GATEWAY_DATA_DIR: join(directory, 'data'),
+      GATEWAY_CONFIG: configPath,
+      DATABASE_URL: database.url,
+      NATS_URL: natsUrl,
+      NATS_NAMESPACE: testBus.namespace,
+      KEY_HASH_SECRET: 'clients-test-secret-0123456789-abcdef',
+      EDGE_ADMISSION: admission(),
+      [PROVIDER_KEY_ENV]: 'sk-upstream-fake',
+      ...testInternalAuthEnv,
     });
-    cleanups.push(() => stack.stop());
-
-    const account = await ctl(stack, 'accounts', 'create', '--name', `clients-${name}`, '--credits', STARTING_CREDITS, '--tier', 'tier-1', '--json');
-    const accountId = account.account_id!;
-    const provisioningKey = account.provisioning_key!;
-    const apiKey = (await ctl(stack, 'keys', 'create', accountId, '--name', `clients-${name}-key`, '--json')).api_key!;
-    const ledger = createClient(LedgerServiceClient, LedgerServiceService, stack.addresses.ledger);
+    cleanups.push(async () => {
+      if (gateway.child.exitCode === null && gateway.child.signalCode === null) gateway.child.kill('SIGTERM');
+      const stopped = await Promise.race([gateway.exited.then(() => true), new Promise<boolean>((resolve) => setTimeout(resolve, 20_000, false))]);
+      if (!stopped) {
+        gateway.child.kill('SIGKILL');
+        await gateway.exited;
+      }
+    });
+    // The dev account npm start creates on a fresh database: STARTING_CREDITS at tier-1.
+    const banner = await npmStartBanner(gateway);
+    const { url, apiKey, accountId, provisioningKey } = banner;
+    const ledger = createClient(LedgerServiceClient, LedgerServiceService, banner.ledgerAddress, { credential: TEST_ADMIN_TOKEN });
     cleanups.push(() => ledger.close());
 
     const reportedUsage: ClientStack['reportedUsage'] = [];
     const balance = async () => {
-      const response = await fetch(`${stack.url}/v1/account/balance`, { headers: { authorization: `Bearer ${provisioningKey}` } });
+      const response = await fetch(`${url}/v1/account/balance`, { headers: { authorization: `Bearer ${provisioningKey}` } });
       if (response.status !== 200) throw new Error(`balance: ${response.status} ${await response.text()}`);
       return ((await response.json()) as { balance: string }).balance;
     };
@@ -171,8 +168,8 @@ export async function startClientStack(name: string): Promise<ClientStack> {
       };
     };
     return {
-      stack,
-      url: stack.url,
+      gateway,
+      url,
       apiKey,
       accountId,
       openai,

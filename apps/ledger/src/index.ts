@@ -13,7 +13,7 @@ import { DEFAULT_SWEEP_INTERVAL_MS, startSweeper } from './sweeper.js';
 
 export { computeCostPico, PricingError } from './cost.js';
 export { RESERVE_PICO, DEFAULT_RESERVATION_LIFETIME_MS, DEFAULT_RESERVATION_RETENTION_MS } from './ledger.js';
-export { SETTLER_DURABLE, BATCH_SETTLER_DURABLE, type SettlementConsumerOptions } from './settlement-consumer.js';
+export type { SettlementConsumerOptions } from './settlement-consumer.js';
 
 export interface LedgerServiceOptions {
   listenAddress: string;

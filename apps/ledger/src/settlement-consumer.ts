@@ -1,6 +1,8 @@
 import {
+  BATCH_SETTLER_DURABLE,
   endSpanWithError,
   linkTo,
+  SETTLER_DURABLE,
   SpanKind,
   subjects,
   tracer,
@@ -18,8 +20,6 @@ import type { Ledger, SettlementItem } from './ledger.js';
 import { dedupeByRequest } from './settlement-batch.js';
 import type { LedgerMetrics } from './ledger-metrics.js';
 
-export const SETTLER_DURABLE = 'ledger-settler';
-export const BATCH_SETTLER_DURABLE = 'ledger-settler-batches';
 /**
  * One transaction never holds more than this many events (a group-commit message holds up to 256).
  * Big enough that per-transaction costs (round trips, commit fsync) vanish (5,120 settled ~10% faster

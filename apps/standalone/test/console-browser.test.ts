@@ -5,9 +5,8 @@ import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseCredits } from '@gateway/platform';
-import { eventually } from '@gateway/testing';
+import { eventually, npmStartBanner, repositoryRoot, startNpmStart, type NpmStart } from '@gateway/testing';
 import { stopProcessesMentioning } from './leftover-processes.js';
-import { npmStartBanner, repositoryRoot, startNpmStart, type NpmStart } from './npm-start.js';
 
 // The web console (apps/console) in Debian's Chromium (.ci/run installs it) against `npm start` as a user
 // runs it: `node apps/standalone/dist/main.js` with its own data dir, the simulated provider, and the dev

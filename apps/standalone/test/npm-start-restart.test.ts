@@ -6,11 +6,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import pg from 'pg';
 import { runGatewayctl } from '@gateway/gatewayctl';
-import { eventually, labelValues, parsePrometheusText, sampleSum } from '@gateway/testing';
+import { eventually, labelValues, npmStartBanner, parsePrometheusText, repositoryRoot, sampleSum, startNpmStart, type NpmStart } from '@gateway/testing';
 import { embeddedPostgresBinaries, freePort } from '../src/embedded-postgres.js';
 import { liveProcess, waitForExit } from '../src/process-identity.js';
 import { stopProcessesMentioning } from './leftover-processes.js';
-import { npmStartBanner, repositoryRoot, startNpmStart, type NpmStart } from './npm-start.js';
 
 // `npm start` as a user runs it: `node apps/standalone/dist/main.js` as a child process with its own data
 // dir (embedded Postgres, real binaries), default LOG_LEVEL, PORT=0. Covers what a crash leaves behind,

@@ -5,13 +5,12 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { runGatewayctl } from '@gateway/gatewayctl';
-import { createTestDatabase, startFakeUpstream, type FakeUpstream, type TestDatabase } from '@gateway/testing';
+import { createTestDatabase, npmStartBanner, startFakeUpstream, startNpmStart, type FakeUpstream, type NpmStart, type TestDatabase } from '@gateway/testing';
 import type { DevKeys } from '../src/index.js';
 import { testAdmission } from './admission-mode.js';
 import {
   CRASH_MODEL, UPSTREAM_KEY_ENV, crashCatalog, crashUpstreamScript, expectChargedOnce, followStream, untilKillPoint, type StreamKind,
 } from './crash-streams.js';
-import { npmStartBanner, startNpmStart, type NpmStart } from './npm-start.js';
 
 // Issue 13 part 5: `npm start` (every service in one process, the in-process bus) SIGKILLed while 20
 // streams are mid-flight used to charge none of them. Here the real entry point

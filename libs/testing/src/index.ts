@@ -14,3 +14,4 @@ export * from './prometheus-text.js';
 export type { RecordedPart } from './fake-upstream-types.js';
 export * from './otlp-collector.js';
 export * from './import-cycles.js';
+export * from './npm-start.js';

@@ -4,11 +4,19 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 // CONVENTIONS 3 made checkable: projects carry nx tags (`type:app`, `type:lib`, `type:composition`).
-// An app may import only libs (never another app); a lib only libs; only the composition roots
-// (apps/standalone: `npm start` and the bench; apps/clients-test, which runs real clients against it)
-// may depend on apps. Libraries stay below apps: every project under libs/ is a lib, so no arrow runs
-// back up from libs/ to apps/. Checked on package.json dependencies and on every import.
+// An app may import only libs (never another app); a lib only libs. One file wires the apps together:
+// the composition root apps/standalone/src/stack.ts (`npm start` runs it through main.ts, which imports
+// only stack.ts). The rest of apps/standalone obeys the app rule too — the bench drives the services as
+// processes (`node apps/<name>/dist/...`) and gatewayctl as its CLI — except its integration tests under
+// apps/standalone/test/, which assemble services in one process to probe them (docs/architecture.md
+// "Ground rules"). Libraries stay below apps: every project under libs/ is a lib, so no arrow runs
+// back up from libs/ to apps/. Checked on package.json dependencies and on every import, static or dynamic.
 const root = fileURLToPath(new URL('../../../', import.meta.url));
+
+/** The one source file that may import apps. */
+const COMPOSITION_ROOT = join('apps', 'standalone', 'src', 'stack.ts');
+/** The composition root's integration tests (a folder of the composition project). */
+const COMPOSITION_TESTS = join('apps', 'standalone', 'test') + sep;
 
 interface Project { name: string; dir: string; type: string; dependencies: string[] }
 
@@ -37,7 +45,33 @@ function sourceFiles(dir: string): string[] {
   return files;
 }
 
+/** A package.json dependency: the composition project lists every app it wires (and builds after them). */
 const allowed = (from: Project, to: Project) => from.type === 'composition' || to.type === 'lib';
+
+/** Whether `file` (relative to the root) may import from `to`: libs always; apps only from the composition root. */
+const importAllowed = (file: string, from: Project, to: Project) =>
+  to.type === 'lib' || (from.type === 'composition' && (file === COMPOSITION_ROOT || file.startsWith(COMPOSITION_TESTS)));
+
+const importPattern = /(?:\bfrom|\bimport|\brequire)\s*\(?\s*['"]([^'"]+)['"]/g;
+
+/** The imports of `text` (the source of `file`, inside `project`) that cross a forbidden boundary. */
+function forbiddenImports(all: readonly Project[], project: Project, file: string, text: string): string[] {
+  const byName = new Map(all.map((candidate) => [candidate.name, candidate]));
+  const violations: string[] = [];
+  for (const match of text.matchAll(importPattern)) {
+    const specifier = match[1]!;
+    let target: Project | undefined;
+    if (specifier.startsWith('.')) {
+      const absolute = resolve(file, '..', specifier);
+      target = all.find((candidate) => candidate !== project && (absolute + sep).startsWith(candidate.dir + sep));
+    } else {
+      const packageName = specifier.startsWith('@') ? specifier.split('/').slice(0, 2).join('/') : specifier.split('/')[0]!;
+      target = byName.get(packageName);
+    }
+    if (target && target !== project && !importAllowed(relative(root, file), project, target)) violations.push(`${relative(root, file)}: ${specifier}`);
+  }
+  return violations;
+}
 
 describe('module boundaries', () => {
   const all = projects();
@@ -52,8 +86,8 @@ describe('module boundaries', () => {
     const misplaced = all.filter((project) => relative(root, project.dir).startsWith(`libs${sep}`) !== (project.type === 'lib'))
       .map((project) => `${relative(root, project.dir)} (${project.type})`);
     expect(misplaced).toEqual([]);
-    expect(all.filter((project) => project.type === 'composition').map((project) => relative(root, project.dir)).sort())
-      .toEqual([join('apps', 'clients-test'), join('apps', 'standalone')]);
+    expect(all.filter((project) => project.type === 'composition').map((project) => relative(root, project.dir)))
+      .toEqual([join('apps', 'standalone')]);
   });
 
   it('declares no forbidden package dependency', () => {
@@ -65,23 +99,33 @@ describe('module boundaries', () => {
 
   it('imports nothing across a forbidden boundary', () => {
     const violations: string[] = [];
-    const importPattern = /(?:from|import|require\()\s*['"]([^'"]+)['"]/g;
     for (const project of all) {
-      for (const file of sourceFiles(project.dir)) {
-        for (const match of readFileSync(file, 'utf8').matchAll(importPattern)) {
-          const specifier = match[1]!;
-          let target: Project | undefined;
-          if (specifier.startsWith('.')) {
-            const absolute = resolve(file, '..', specifier);
-            target = all.find((candidate) => candidate !== project && (absolute + sep).startsWith(candidate.dir + sep));
-          } else {
-            const packageName = specifier.startsWith('@') ? specifier.split('/').slice(0, 2).join('/') : specifier.split('/')[0]!;
-            target = byName.get(packageName);
-          }
-          if (target && target !== project && !allowed(project, target)) violations.push(`${relative(root, file)}: ${specifier}`);
-        }
-      }
+      for (const file of sourceFiles(project.dir)) violations.push(...forbiddenImports(all, project, file, readFileSync(file, 'utf8')));
     }
     expect(violations).toEqual([]);
+  });
+
+  it('would report an app importing another app, anywhere but the composition root', () => {
+    const project = (name: string) => all.find((candidate) => candidate.name === name)!;
+    const standalone = project('@gateway/standalone');
+    const at = (...path: string[]) => join(root, ...path);
+    // Samples are written with FROM / IMPORT( so this file's own scan does not read them as imports.
+    const code = (text: string) => text.replaceAll('FROM', 'from').replaceAll('IMPORT(', 'import(');
+    const ledger = code("import { startLedgerService } FROM '@gateway/ledger';");
+    // In the composition project: its bench, its entry point, a test inside src, a dynamic import.
+    expect(forbiddenImports(all, standalone, at('apps', 'standalone', 'src', 'bench', 'ledger-bench.ts'), ledger)).toHaveLength(1);
+    expect(forbiddenImports(all, standalone, at('apps', 'standalone', 'src', 'main.ts'), ledger)).toHaveLength(1);
+    expect(forbiddenImports(all, standalone, at('apps', 'standalone', 'src', 'bench', 'bench.test.ts'), code("import { validateCatalogText } FROM '@gateway/catalog';"))).toHaveLength(1);
+    expect(forbiddenImports(all, standalone, at('apps', 'standalone', 'src', 'bench', 'main.ts'), code("const { runGatewayctl } = await IMPORT('@gateway/gatewayctl');"))).toHaveLength(1);
+    // By relative path into another app's folder.
+    expect(forbiddenImports(all, standalone, at('apps', 'standalone', 'src', 'bench', 'peers.ts'), code("import { x } FROM '../../../ledger/src/index.js';"))).toHaveLength(1);
+    // From other apps, including one importing the composition root.
+    expect(forbiddenImports(all, project('@gateway/clients-test'), at('apps', 'clients-test', 'src', 'client-stack.ts'), code("import { startStack } FROM '@gateway/standalone';"))).toHaveLength(1);
+    expect(forbiddenImports(all, project('@gateway/routing'), at('apps', 'routing', 'src', 'x.ts'), code("export { SETTLER_DURABLE } FROM '@gateway/ledger';"))).toHaveLength(1);
+    // Allowed: the composition root and its integration tests wiring apps, anyone importing a lib, a file its own app.
+    expect(forbiddenImports(all, standalone, at('apps', 'standalone', 'src', 'stack.ts'), ledger)).toEqual([]);
+    expect(forbiddenImports(all, standalone, at('apps', 'standalone', 'test', 'usage.e2e.test.ts'), ledger)).toEqual([]);
+    expect(forbiddenImports(all, project('@gateway/ledger'), at('apps', 'ledger', 'src', 'bench', 'settle-process.ts'),
+      code("import { startLedgerService } FROM '../index.js';\nimport { SETTLER_DURABLE } FROM '@gateway/platform';"))).toEqual([]);
   });
 });

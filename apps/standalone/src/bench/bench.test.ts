@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { validateCatalogText } from '@gateway/catalog';
+import { validateCatalogText } from '@gateway/platform/catalog-document';
 import { placeOf, summarizeProfile, type CpuProfile } from './cpu-profile.js';
 import { benchConfigYaml } from './gateway-cluster.js';
 import { parseInfoReply } from './nats-stream-info.js';

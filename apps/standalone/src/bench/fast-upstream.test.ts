@@ -6,7 +6,7 @@ import { HttpRequest } from '@smithy/protocol-http';
 import { SignatureV4 } from '@smithy/signature-v4';
 import { fromUtf8, toUtf8 } from '@smithy/util-utf8';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { validateCatalogText } from '@gateway/catalog';
+import { validateCatalogText } from '@gateway/platform/catalog-document';
 import { BEDROCK_UPSTREAM_MODEL, BENCH_AWS_ACCESS_KEY_ID, BENCH_AWS_SECRET_ACCESS_KEY, parseWires, wireModel, wireRoutingEnv } from './bench-wires.js';
 import { createFastUpstream } from './fast-upstream.js';
 import { BENCH_MODEL, benchConfigYaml } from './gateway-cluster.js';

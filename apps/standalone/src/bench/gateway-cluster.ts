@@ -3,13 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { credentials, makeGenericClientConstructor } from '@grpc/grpc-js';
 import { service as healthService } from 'grpc-health-check';
-import { runGatewayctl } from '@gateway/gatewayctl';
-import { BATCH_SETTLER_DURABLE, SETTLER_DURABLE } from '@gateway/ledger';
-import { createLogger, NatsEventBus, USAGE_STREAM } from '@gateway/platform';
+import { BATCH_SETTLER_DURABLE, createLogger, NatsEventBus, SETTLER_DURABLE, USAGE_STREAM } from '@gateway/platform';
 import { createDatabase, sql, type Kysely } from '@gateway/platform/db';
 import { freePort } from '../embedded-postgres.js';
 import { benchModelYaml, wireCatalogYaml, wireRoutingEnv, type WireName } from './bench-wires.js';
 import { BenchChild } from './child-processes.js';
+import { gatewayctlJson } from './gatewayctl-process.js';
 import { consumerBacklog, jetStreamMessageCount } from './nats-stream-info.js';
 import { pidsByCommand, readProcStat, type ProcessGroup } from './proc-stat.js';
 
@@ -237,17 +236,9 @@ export async function startGatewayCluster(options: GatewayClusterOptions): Promi
     });
     await until(async () => (await fetch(`${url}/v1/models`)).status === 200, START_TIMEOUT_MS, 'edge', children.get('edge'));
 
-    const ctl = async (...argv: string[]) => {
-      const out: string[] = [];
-      const err: string[] = [];
-      const code = await runGatewayctl(argv, {
-        env: { AUTH_ADDR: addresses.auth, LEDGER_ADDR: addresses.ledger, CATALOG_ADDR: addresses.catalog, GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN },
-        stdout: (text) => out.push(text),
-        stderr: (text) => err.push(text),
-      });
-      if (code !== 0) throw new Error(`gatewayctl ${argv.join(' ')} failed (${code}): ${err.join('')}`);
-      return JSON.parse(out.join('')) as Record<string, string>;
-    };
+    // gatewayctl as its own process, as an operator runs it.
+    const ctlEnv = { AUTH_ADDR: addresses.auth, LEDGER_ADDR: addresses.ledger, CATALOG_ADDR: addresses.catalog, GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN };
+    const ctl = (...argv: string[]) => gatewayctlJson(argv, ctlEnv);
     const apiKeys: string[] = [];
     for (let index = 0; index < (options.accounts ?? 1); index += 1) {
       const account = await ctl('accounts', 'create', '--name', `bench-${index}`, '--credits', '1000000', '--tier', 'tier-4', '--json');

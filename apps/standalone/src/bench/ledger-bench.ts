@@ -1,13 +1,15 @@
 #!/usr/bin/env node
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createClient, createLogger, NatsEventBus, type Logger } from '@gateway/platform';
 import { createDatabase, sql, type Kysely } from '@gateway/platform/db';
-import { LedgerServiceClient, LedgerServiceService, Pricing, Usage, UsageEvent, UsageOutcome } from '@gateway/proto';
-import { startLedgerService } from '@gateway/ledger';
-import { GroupCommitUsagePublisher, JetStreamUsagePublisher, type UsagePublisher } from '@gateway/routing';
+import { LedgerServiceClient, LedgerServiceService, Pricing, Usage, UsageEvent, UsageEventBatch, UsageOutcome } from '@gateway/proto';
 import { freePort } from '../embedded-postgres.js';
 
 /**
@@ -18,6 +20,10 @@ import { freePort } from '../embedded-postgres.js';
  *    already in JetStream, published by routing's own publishers; a ledger starts and drains them.
  * 2. live load: routing's group-commit publisher at a fixed rate while the ledger settles — how full
  *    the usage messages and the settlement transactions run.
+ * Each side is a process of its own app, as deployed (no app imports another): routing's publishers run
+ * in `node apps/routing/dist/bench/usage-load.js` (the events written here to a file it reads first),
+ * the settling ledger in `node apps/ledger/dist/bench/settle-process.js`, which reports each settlement
+ * transaction on stdout.
  * 3. Admit latency: 500 concurrent callers against a ledger running as its own process
  *    (`node apps/ledger/dist/main.js`), as the edge's Admission calls it: over 100 accounts, then all on one.
  */
@@ -26,6 +32,8 @@ const root = fileURLToPath(new URL('../../../../', import.meta.url));
 const BENCH_INTERNAL_TOKEN = 'bench-internal-service-token-0123456789ab';
 const BENCH_ADMIN_TOKEN = 'bench-internal-admin-token-0123456789abcd';
 const ledgerMain = fileURLToPath(new URL('../../../../apps/ledger/dist/main.js', import.meta.url));
+const settleProcessMain = fileURLToPath(new URL('../../../../apps/ledger/dist/bench/settle-process.js', import.meta.url));
+const usageLoadMain = fileURLToPath(new URL('../../../../apps/routing/dist/bench/usage-load.js', import.meta.url));
 const postgresAdminUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const PRICES = Pricing.create({ perInputToken: '0.0000005', perOutputToken: '0.0000015', perCachedInputToken: '0.0000001' });
@@ -127,62 +135,130 @@ async function verifyLedger(db: Kysely<any>): Promise<string> {
     : `MISMATCH: ${row.mismatched} balances differ from the journal, ${row.reserved} pico still reserved, ${row.open} reservations open`;
 }
 
-async function publishAll(publisher: UsagePublisher, run: string, events: number, wave: number): Promise<number> {
-  const started = performance.now();
-  for (let start = 0; start < events; start += wave) {
-    await Promise.all(Array.from({ length: Math.min(wave, events - start) }, (_, offset) => publisher.publish(usageEvent(run, start + offset))));
-  }
-  return events / ((performance.now() - started) / 1000);
+/** The bench's events as one UsageEventBatch message in a file, for routing's usage-load process to read. */
+async function eventsFile(run: string, first: number, count: number): Promise<{ path: string; remove(): Promise<void> }> {
+  const directory = await mkdtemp(join(tmpdir(), 'ledger-bench-'));
+  const path = join(directory, 'events.bin');
+  const events = Array.from({ length: count }, (_, offset) => usageEvent(run, first + offset));
+  await writeFile(path, UsageEventBatch.encode({ batchId: run, events }).finish());
+  return { path, remove: () => rm(directory, { recursive: true, force: true }) };
+}
+
+type Space = Awaited<ReturnType<typeof scratch>>;
+const childEnv = (space: Space) => ({
+  PATH: process.env.PATH ?? '', DATABASE_URL: space.databaseUrl, NATS_URL: natsUrl, NATS_NAMESPACE: space.namespace, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+});
+
+/** Routing's publishers in their own process (usage-load.ts): resolves with the JSON line it printed. */
+function usageLoad<T>(space: Space, file: string, args: string[]): Promise<T> {
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, [usageLoadMain, '--events', file, ...args], { cwd: root, env: childEnv(space), maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
+      if (error) return reject(new Error(`usage-load ${args.join(' ')} failed: ${error.message}\n${stderr}`));
+      try {
+        resolve(JSON.parse(stdout.trim().split('\n').at(-1)!) as T);
+      } catch (parse) {
+        reject(new Error(`usage-load printed no figures (${(parse as Error).message}): ${stdout}${stderr}`));
+      }
+    });
+  });
+}
+
+/** A settling ledger in its own process (settle-process.ts), its transactions as they are reported. */
+interface Settler {
+  /** Wall-clock ms just before the service started. */
+  startingAt: Promise<number>;
+  ready: Promise<void>;
+  /** Events of each settlement transaction and when it committed (wall-clock ms), in order. */
+  transactions: Array<{ events: number; at: number }>;
+  settled(): number;
+  stop(): Promise<void>;
+}
+
+function deferred<T>() {
+  let resolve: (value: T) => void = () => undefined;
+  let reject: (error: Error) => void = () => undefined;
+  const promise = new Promise<T>((yes, no) => { resolve = yes; reject = no; });
+  return { promise, resolve, reject };
+}
+
+function startSettler(space: Space, migrateOnly = false): Settler {
+  const child = spawn(process.execPath, [settleProcessMain, ...(migrateOnly ? ['--migrate-only'] : [])], { cwd: root, env: childEnv(space), stdio: ['ignore', 'pipe', 'inherit'] });
+  const transactions: Settler['transactions'] = [];
+  let settled = 0;
+  const startingAt = deferred<number>();
+  const ready = deferred<void>();
+  // Rejections nobody awaits (a stop before ready) must not end the bench.
+  startingAt.promise.catch(() => undefined);
+  ready.promise.catch(() => undefined);
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => {
+    const error = new Error(`ledger settle process exited (${code}) before it was ready`);
+    startingAt.reject(error);
+    ready.reject(error);
+    resolve(code);
+  }));
+  createInterface({ input: child.stdout! }).on('line', (text) => {
+    const message = JSON.parse(text) as { starting?: number; ready?: number; settled?: number; at?: number };
+    if (message.starting !== undefined) startingAt.resolve(message.starting);
+    else if (message.ready !== undefined) ready.resolve();
+    else if (message.settled !== undefined) {
+      transactions.push({ events: message.settled, at: message.at! });
+      settled += message.settled;
+    }
+  });
+  return {
+    startingAt: startingAt.promise,
+    ready: ready.promise,
+    transactions,
+    settled: () => settled,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      await Promise.race([exited, sleep(10_000)]);
+    },
+  };
+}
+
+/** Creates the ledger's schema in the scratch database (a settler that migrates and exits). */
+async function migrate(space: Space): Promise<void> {
+  const settler = startSettler(space, true);
+  await settler.ready;
+  await settler.stop();
 }
 
 export interface BacklogFigures { kind: string; events: number; eventsPerSecond: number; steadyEventsPerSecond: number; transactions: number; eventsPerTransaction: number; publishedPerSecond: number; verification: string }
 
 async function settlementFromBacklog(kind: 'group-commit' | 'single', events: number, logger: Logger): Promise<BacklogFigures> {
   const space = await scratch(logger);
+  const run = `bl${suffix()}`;
+  const file = await eventsFile(run, 0, events);
   try {
-    const run = `bl${suffix()}`;
-    const options = { listenAddress: '127.0.0.1:0', databaseUrl: space.databaseUrl, bus: space.bus, logger, sweepIntervalMs: 600_000 };
-    await (await startLedgerService({ ...options, consumer: { enabled: false } })).stop();
+    await migrate(space);
     const db = await seedLedger(space.databaseUrl, run, events);
-    const publisher = kind === 'group-commit'
-      ? new GroupCommitUsagePublisher({ bus: space.bus, logger })
-      : new JetStreamUsagePublisher({ bus: space.bus, logger });
-    const publishedPerSecond = await publishAll(publisher, run, events, kind === 'group-commit' ? 20_000 : 2_000);
-    await publisher.stop();
+    const { publishedPerSecond } = await usageLoad<{ publishedPerSecond: number }>(space, file.path,
+      ['--mode', 'backlog', '--publisher', kind, '--wave', kind === 'group-commit' ? '20000' : '2000']);
 
-    let settled = 0;
-    let transactions = 0;
-    let firstAt = 0;
-    let lastAt = 0;
-    let firstEvents = 0;
-    let done: () => void = () => undefined;
-    const finished = new Promise<void>((resolve) => { done = resolve; });
-    const started = performance.now();
-    const ledger = await startLedgerService({
-      ...options,
-      consumer: {
-        onSettled: ({ events: count }) => {
-          const now = performance.now();
-          if (transactions === 0) { firstAt = now; firstEvents = count; }
-          transactions++;
-          settled += count;
-          lastAt = now;
-          if (settled >= events) done();
-        },
-      },
-    });
-    await Promise.race([finished, sleep(300_000)]);
-    const seconds = (lastAt - started) / 1000;
-    await ledger.stop();
+    const settler = startSettler(space);
+    const deadline = Date.now() + 300_000;
+    try {
+      await settler.ready;
+      while (settler.settled() < events && Date.now() < deadline) await sleep(20);
+    } finally {
+      await settler.stop();
+    }
+    const started = await settler.startingAt;
+    const { transactions } = settler;
+    const settled = settler.settled();
+    const first = transactions[0];
+    const last = transactions.at(-1);
     const verification = settled >= events ? await verifyLedger(db) : `INCOMPLETE: ${settled} of ${events} settled within 300 s`;
     await db.destroy();
     return {
-      kind, events, eventsPerSecond: settled / seconds,
+      kind, events, eventsPerSecond: last ? settled / ((last.at - started) / 1000) : 0,
       // From the end of the first transaction: without the service's start-up and first fetch.
-      steadyEventsPerSecond: (settled - firstEvents) / ((lastAt - firstAt) / 1000),
-      transactions, eventsPerTransaction: settled / transactions, publishedPerSecond, verification,
+      steadyEventsPerSecond: first && last && last !== first ? (settled - first.events) / ((last.at - first.at) / 1000) : Number.NaN,
+      transactions: transactions.length, eventsPerTransaction: settled / (transactions.length || 1), publishedPerSecond, verification,
     };
   } finally {
+    await file.remove();
     await space.drop();
   }
 }
@@ -191,40 +267,34 @@ export interface LiveFigures { rate: number; seconds: number; events: number; pe
 
 async function liveLoad(rate: number, seconds: number, logger: Logger): Promise<LiveFigures> {
   const space = await scratch(logger);
+  const run = `lv${suffix()}`;
+  const events = Math.round(rate * seconds);
+  const file = await eventsFile(run, 0, events);
   try {
-    const run = `lv${suffix()}`;
-    const events = Math.round(rate * seconds);
-    const options = { listenAddress: '127.0.0.1:0', databaseUrl: space.databaseUrl, bus: space.bus, logger, sweepIntervalMs: 600_000 };
-    await (await startLedgerService({ ...options, consumer: { enabled: false } })).stop();
+    await migrate(space);
     const db = await seedLedger(space.databaseUrl, run, events);
-    const perTransaction: number[] = [];
-    let settled = 0;
-    const ledger = await startLedgerService({ ...options, consumer: { onSettled: ({ events: count }) => { perTransaction.push(count); settled += count; } } });
-    const perMessage: number[] = [];
-    const publisher = new GroupCommitUsagePublisher({ bus: space.bus, logger, onBatch: ({ events: count }) => perMessage.push(count) });
-    const ackMs: number[] = [];
-    const pending: Array<Promise<void>> = [];
-    const started = performance.now();
-    let issued = 0;
-    // Open loop: requests arrive on the clock whether or not earlier ones were acknowledged.
-    while (issued < events) {
-      const due = Math.min(events, Math.floor(((performance.now() - started) / 1000) * rate));
-      for (; issued < due; issued++) {
-        const at = performance.now();
-        pending.push(publisher.publish(usageEvent(run, issued)).then(() => { ackMs.push(performance.now() - at); }));
-      }
-      await sleep(1);
+    const settler = startSettler(space);
+    let load: { perMessage: number[]; ackMs: number[]; publishedAtMs: number };
+    let settleLagMs: number;
+    try {
+      await settler.ready;
+      load = await usageLoad(space, file.path, ['--mode', 'live', '--rate', String(rate)]);
+      const deadline = Date.now() + 60_000;
+      while (settler.settled() < events && Date.now() < deadline) await sleep(5);
+      const lastAt = settler.transactions.at(-1)?.at ?? load.publishedAtMs;
+      settleLagMs = settler.settled() >= events ? Math.max(0, lastAt - load.publishedAtMs) : 60_000;
+    } finally {
+      await settler.stop();
     }
-    await Promise.all(pending);
-    const publishedAt = performance.now();
-    while (settled < events && performance.now() - publishedAt < 60_000) await sleep(5);
-    const settleLagMs = performance.now() - publishedAt;
-    await publisher.stop();
-    await ledger.stop();
+    const settled = settler.settled();
     const verification = settled >= events ? await verifyLedger(db) : `INCOMPLETE: ${settled} of ${events} settled`;
     await db.destroy();
-    return { rate, seconds, events, perMessage: distribution(perMessage), perTransaction: distribution(perTransaction), publishAckMs: distribution(ackMs), settleLagMs, verification };
+    return {
+      rate, seconds, events, perMessage: distribution(load.perMessage), perTransaction: distribution(settler.transactions.map((one) => one.events)),
+      publishAckMs: distribution(load.ackMs), settleLagMs, verification,
+    };
   } finally {
+    await file.remove();
     await space.drop();
   }
 }

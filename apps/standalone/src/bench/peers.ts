@@ -3,9 +3,9 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { runGatewayctl } from '@gateway/gatewayctl';
 import { freePort } from '../embedded-postgres.js';
 import { BenchChild } from './child-processes.js';
+import { runGatewayctlProcess } from './gatewayctl-process.js';
 import { benchConfigYaml } from './gateway-cluster.js';
 import { processTree, type ProcessGroup } from './proc-stat.js';
 
@@ -70,11 +70,8 @@ export async function startNpmStartTarget(root: string, upstreamBaseUrl: string)
     // flight (each holds at least 0.05 credits): top it up like the cluster's accounts (gatewayctl finds
     // the addresses and the admin credential in the data dir).
     const accountId = (await child.waitForLine(/Dev account:\s+(acc_\S+)/, 10_000))[1]!;
-    const out: string[] = [];
-    const code = await runGatewayctl(['accounts', 'top-up', accountId, '--credits', '1000000'], {
-      env: { GATEWAY_DATA_DIR: join(dataDir, 'data') }, stdout: (text) => out.push(text), stderr: (text) => out.push(text),
-    });
-    if (code !== 0) throw new Error(`gatewayctl top-up of the npm start dev account failed: ${out.join('')}`);
+    const topUp = await runGatewayctlProcess(['accounts', 'top-up', accountId, '--credits', '1000000'], { GATEWAY_DATA_DIR: join(dataDir, 'data') });
+    if (topUp.code !== 0) throw new Error(`gatewayctl top-up of the npm start dev account failed: ${topUp.stderr}${topUp.stdout}`);
     return {
       name: 'npm start',
       origin,

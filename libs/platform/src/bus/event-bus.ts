@@ -69,5 +69,12 @@ export const subjects = {
 } as const;
 
 export const USAGE_STREAM = 'USAGE';
+/**
+ * The ledger's durable JetStream consumers of the usage subjects: one for single events, one for
+ * group-commit batches. Part of the wire contract: whoever watches what the settlers still owe (the bench,
+ * operators reading `nats consumer info`) names the same consumers.
+ */
+export const SETTLER_DURABLE = 'ledger-settler';
+export const BATCH_SETTLER_DURABLE = 'ledger-settler-batches';
 /** Dedup window of the USAGE stream: a republish (outbox, retry) within it is stored once. */
 export const USAGE_DEDUP_WINDOW_MS = 10 * 60_000;

@@ -2,7 +2,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 // `npm start` as a user runs it, for the tests that need the real entry point: `node apps/standalone/dist/main.js`
-// as a child process in the repository root (needs the built dist), and its banner read back.
+// (the root package.json's start script) as a child process in the repository root (needs the built dist),
+// and its banner read back. Here, not in an app, so every app's tests can start the gateway as a process
+// without importing the composition root (apps/standalone's own tests and apps/clients-test use it).
+// It names the entry point's path, as a user's command line does; it imports no app.
 
 export const repositoryRoot = fileURLToPath(new URL('../../../', import.meta.url));
 
