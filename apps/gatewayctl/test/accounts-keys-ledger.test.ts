@@ -127,6 +127,7 @@ function fakeLedger(logger = testLogger('fake-ledger')): LedgerServiceServer {
     admit: unary(logger, 'Admit', notImplemented),
     release: unary(logger, 'Release', notImplemented),
     voidCharge: unary(logger, 'VoidCharge', notImplemented),
+    settleUsage: unary(logger, 'SettleUsage', notImplemented),
     getGeneration: unary(logger, 'GetGeneration', notImplemented),
     listGenerations: unary(logger, 'ListGenerations', notImplemented),
     getModelLatency: unary(logger, 'GetModelLatency', notImplemented),
