@@ -18,6 +18,8 @@ const SEEDED_GEMINI = 'testco/seeded-gemini';
 const SEEDED_BOTH = 'testco/seeded-both';
 // Lists `n`, served by an OpenAI-kind upstream (its own model: its charges are this test's alone).
 const CHOICES = 'testco/choices';
+// Lists `n` and logprobs, served by a Gemini-kind upstream only (its own model: its charges are this test's alone).
+const GEMINI_CHOICES = 'testco/gemini-choices';
 const PROVIDER_KEY_ENV = 'FORWARDED_PARAMETERS_E2E_KEY';
 const ALL_NAMES = [
   'tools', 'tool_choice', 'response_format', 'structured_outputs', 'temperature', 'top_p', 'top_k', 'stop', 'max_completion_tokens', 'max_tokens',
@@ -51,7 +53,7 @@ models:${model(EVERYTHING, ALL_NAMES)}${model(CHOICES, ['n', 'max_completion_tok
     SEEDED_GEMINI,
     ['seed', 'user', 'verbosity', 'max_tokens', 'max_completion_tokens'],
     'gemini-up',
-  )}${model(SEEDED_BOTH, ['seed', 'max_tokens', 'max_completion_tokens'], 'claude-up')}
+  )}${model(GEMINI_CHOICES, ['n', 'logprobs', 'top_logprobs', 'max_completion_tokens'], 'gemini-up')}${model(SEEDED_BOTH, ['seed', 'max_tokens', 'max_completion_tokens'], 'claude-up')}
       - { provider: upstream, upstream_model: both-upstream, endpoints: [chat.completions] }
 `;
 }
@@ -286,6 +288,109 @@ describe('forwarded parameters, per dialect, end to end', () => {
     const { response } = await harness.client.chat.completions.create({ model: SEEDED_CLAUDE, messages: [{ role: 'user', content: 'hi' }], logprobs: true, top_logprobs: 2 }).withResponse();
     expect(response.headers.get('x-gateway-dropped-params')).toBe('logprobs,top_logprobs');
     expect(JSON.stringify(claude.requests[0]!.body)).not.toContain('logprobs');
+  });
+
+  it('chat completions: n above 1 reaches a Gemini-kind upstream as candidateCount, each candidate a choice charged as Gemini counts them; logprobs converted', async () => {
+    gemini.script({ text: 'Bonjour mon ami', usage: { promptTokenCount: 10, candidatesTokenCount: 45 } });
+    const { data, response } = await harness.client.chat.completions
+      .create({ model: GEMINI_CHOICES, messages: [{ role: 'user', content: 'hi' }], n: 3, logprobs: true, top_logprobs: 2, max_completion_tokens: 50 })
+      .withResponse();
+    expect(response.headers.get('x-gateway-dropped-params')).toBeNull();
+    expect((gemini.requests[0]!.body as { generationConfig?: unknown }).generationConfig).toEqual({ candidateCount: 3, responseLogprobs: true, logprobs: 2, maxOutputTokens: 50 });
+    expect(data.choices.map((choice) => choice.index)).toEqual([0, 1, 2]);
+    expect(data.choices.map((choice) => choice.message.content)).toEqual(['Bonjour mon ami', 'Bonjour mon ami (candidate 1)', 'Bonjour mon ami (candidate 2)']);
+    for (const choice of data.choices) {
+      const content = choice.logprobs?.content ?? [];
+      expect(content.map((entry) => entry.token).join('')).toBe(choice.message.content);
+      expect(content[0]!.bytes).toEqual([...Buffer.from(content[0]!.token)]);
+      expect(content.every((entry) => entry.top_logprobs.length === 2)).toBe(true);
+    }
+    // Gemini's candidatesTokenCount already covers every candidate: 10 × 0.000001 + 45 × 0.000002.
+    expect(data.usage?.completion_tokens).toBe(45);
+    expect((await harness.chargesSettleAt(GEMINI_CHOICES, 1)).costPico).toBe(10n * 1_000_000n + 45n * 2_000_000n);
+
+    // A stream's logprobs come chunk by chunk, on the text they score.
+    const streamed = await harness.client.chat.completions.create({ model: GEMINI_CHOICES, messages: [{ role: 'user', content: 'hi' }], logprobs: true, stream: true });
+    let text = '';
+    const tokens: string[] = [];
+    for await (const chunk of streamed) {
+      for (const choice of chunk.choices) {
+        text += choice.delta.content ?? '';
+        for (const entry of choice.logprobs?.content ?? []) tokens.push(entry.token);
+      }
+    }
+    expect(tokens.join('')).toBe(text);
+    expect(text).toBe('Hello from the fake upstream.');
+    expect((gemini.requests[1]!.body as { generationConfig?: unknown }).generationConfig).toEqual({ responseLogprobs: true });
+  });
+
+  it('hostile callers: n 129, top_logprobs 21, and n a Gemini-only model cannot answer (above 8, or streamed) are refused (400) before any provider', async () => {
+    const refusal = async (body: Record<string, unknown>) => {
+      const error = await harness.client.chat.completions
+        .create({ model: GEMINI_CHOICES, messages: [{ role: 'user', content: 'hi' }], ...body } as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming)
+        .then(() => undefined, (caught: unknown) => caught);
+      expect(error, JSON.stringify(body)).toBeInstanceOf(Error);
+      expect((error as { status?: number }).status, JSON.stringify(body)).toBe(400);
+      return (error as Error).message;
+    };
+    expect(await refusal({ n: 129 })).toMatch(/\bn\b/);
+    expect(await refusal({ logprobs: true, top_logprobs: 21 })).toMatch(/top_logprobs/);
+    expect(await refusal({ n: 9 })).toMatch(/answers 9 choices per request.*n must be 1/);
+    expect(await refusal({ n: 2, stream: true })).toMatch(/answers 2 choices per streamed request.*n must be 1/);
+    expect(gemini.requests).toHaveLength(0);
+  });
+
+  it('responses: include message.output_text.logprobs with top_logprobs reaches an OpenAI-wire and a Gemini-kind upstream; the output_text part and the delta events carry them', async () => {
+    for (const [model, received] of [
+      [EVERYTHING, () => upstream.requests.at(-1)!.body as Record<string, unknown>],
+      [GEMINI_CHOICES, () => (gemini.requests.at(-1)!.body as { generationConfig: Record<string, unknown> }).generationConfig],
+    ] as const) {
+      const { data, response } = await harness.client.responses
+        .create({ model, input: 'hi', include: ['message.output_text.logprobs'], top_logprobs: 2 })
+        .withResponse();
+      expect(response.headers.get('x-gateway-dropped-params'), model).toBeNull();
+      expect(received(), model).toMatchObject(model === EVERYTHING ? { logprobs: true, top_logprobs: 2 } : { responseLogprobs: true, logprobs: 2 });
+      const message = data.output.find((item) => item.type === 'message') as OpenAI.Responses.ResponseOutputMessage;
+      const part = message.content[0] as OpenAI.Responses.ResponseOutputText;
+      expect(part.logprobs?.map((entry) => entry.token).join(''), model).toBe(part.text);
+      expect(part.logprobs![0]!.bytes).toEqual([...Buffer.from(part.logprobs![0]!.token)]);
+      expect(part.logprobs![0]!.top_logprobs).toHaveLength(2);
+
+      const stream = await harness.client.responses.create({ model, input: 'hi', include: ['message.output_text.logprobs'], stream: true });
+      let text = '';
+      const tokens: string[] = [];
+      let done: OpenAI.Responses.ResponseTextDoneEvent | undefined;
+      for await (const event of stream) {
+        if (event.type === 'response.output_text.delta') {
+          text += event.delta;
+          tokens.push(...event.logprobs.map((entry) => entry.token));
+        }
+        if (event.type === 'response.output_text.done') done = event;
+      }
+      expect(tokens.join(''), model).toBe(text);
+      expect(done!.logprobs.map((entry) => entry.token).join('')).toBe(text);
+    }
+    // Not asked: none, and the part has no logprobs beyond the usual.
+    const plain = await harness.client.responses.create({ model: EVERYTHING, input: 'hi' });
+    const message = plain.output.find((item) => item.type === 'message') as OpenAI.Responses.ResponseOutputMessage;
+    expect((message.content[0] as OpenAI.Responses.ResponseOutputText).logprobs).toBeUndefined();
+    expect(upstream.requests.at(-1)!.body).not.toHaveProperty('logprobs');
+  });
+
+  it('responses: top_logprobs without the include entry ranks nothing and is named; both on a model without logprobs are named as spelled', async () => {
+    const alone = await harness.client.responses.create({ model: EVERYTHING, input: 'hi', top_logprobs: 3 }).withResponse();
+    expect(alone.response.headers.get('x-gateway-dropped-params')).toBe('top_logprobs');
+    expect(upstream.requests.at(-1)!.body).not.toHaveProperty('top_logprobs');
+    // The echoed default (0) asks for nothing and names nothing.
+    const zero = await harness.client.responses.create({ model: EVERYTHING, input: 'hi', top_logprobs: 0 }).withResponse();
+    expect(zero.response.headers.get('x-gateway-dropped-params')).toBeNull();
+    const bare = await harness.client.responses.create({ model: BARE, input: 'hi', include: ['message.output_text.logprobs'], top_logprobs: 3 }).withResponse();
+    expect(bare.response.headers.get('x-gateway-dropped-params')).toBe('include,top_logprobs');
+    expect(upstream.requests.at(-1)!.body).not.toHaveProperty('logprobs');
+    // Logprobs to a kind without them (Anthropic) are named.
+    const claudeAnswer = await harness.client.responses.create({ model: SEEDED_CLAUDE, input: 'hi', include: ['message.output_text.logprobs'], top_logprobs: 2 }).withResponse();
+    expect(claudeAnswer.response.headers.get('x-gateway-dropped-params')).toBe('include,top_logprobs');
+    expect(JSON.stringify(claude.requests.at(-1)!.body)).not.toContain('logprobs');
   });
 
   // Issue 37 item 8: `anthropic-beta` reaches Anthropic-wire upstreams through an allowlist.

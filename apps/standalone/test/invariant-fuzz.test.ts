@@ -34,6 +34,7 @@ describe('the ledger invariants under generated traffic (issue 35)', () => {
     const progress = setInterval(() => {
       console.log(`[fuzz] seed ${seed}: ${stats.runs} runs, ${stats.requests} requests, ${stats.failures} failing runs, ${Math.round((Date.now() - started) / 1000)} s`);
       console.log(`[fuzz] charges checked exactly against the upstream's usage: ${stats.exactCharges}; answers: ${JSON.stringify(stats.outcomes)}`);
+      console.log(`[fuzz] upstream requests for several choices: ${JSON.stringify(stats.choiceRequests ?? {})}`);
     }, process.env.FUZZ_MINUTES ? 30_000 : 60_000);
     try {
       await fc.assert(invariantProperty(fuzz, stats, { holes, logFailures: true }), {
@@ -50,6 +51,7 @@ describe('the ledger invariants under generated traffic (issue 35)', () => {
       await stats.current?.catch(() => undefined);
       console.log(`[fuzz] done: seed ${seed}, ${stats.runs} runs, ${stats.requests} requests, ${stats.failures} failing runs, ${Math.round((Date.now() - started) / 1000)} s`);
       console.log(`[fuzz] charges checked exactly against the upstream's usage: ${stats.exactCharges}; answers: ${JSON.stringify(stats.outcomes)}`);
+      console.log(`[fuzz] upstream requests for several choices: ${JSON.stringify(stats.choiceRequests ?? {})}`);
     }
   }, budgetMs * 3 + 120_000);
 });

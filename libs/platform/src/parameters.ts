@@ -240,28 +240,41 @@ export const PARAMETERS = {
     spellings: { chat: [{ path: 'n', present: (value) => typeof value === 'number' && value > 1 }] },
     learnable: false,
     wireNames: ['n', 'candidateCount'],
-    // Only OpenAI-wire kinds answer several choices: routing tries only their providers (400 when the model has none).
-    wires: { openai: true, anthropic: 'refused', gemini: 'refused', 'bedrock-claude': 'refused', bedrock: 'refused', simulated: 'refused' },
+    // Only OpenAI-wire kinds and unstreamed Gemini (at most 8) answer several choices: routing tries only
+    // their providers (400 when the model has none). Every choice's tokens are charged, as the upstream counts them.
+    wires: {
+      openai: true,
+      anthropic: 'refused',
+      gemini: '`generationConfig.candidateCount`, n at most 8 and not streamed (else not tried)',
+      'bedrock-claude': 'refused',
+      bedrock: 'refused',
+      simulated: 'refused',
+    },
   },
   logprobs: {
     fields: ['logprobs'],
-    value: 'boolean; the answer relays the upstream’s `choices[].logprobs` (JSON and stream chunks)',
+    value: 'boolean; the answer carries each choice’s logprobs as chat `choices[].logprobs` (JSON and stream chunks), responses the output_text part’s `logprobs` (and each `response.output_text.delta`)',
     // Spec §2.6: the catalog never shows (and strips) `logprobs` from a model's list, so the model's
     // `top_logprobs` says it has both (OpenRouter lists the two together).
     supportedNames: ['top_logprobs', 'logprobs'],
-    spellings: { chat: ['logprobs'] },
+    spellings: {
+      chat: ['logprobs'],
+      // Responses asks for them by naming the output text's logprobs in `include`.
+      responses: [{ path: 'include', present: (value) => Array.isArray(value) && value.includes('message.output_text.logprobs') }],
+    },
     learnable: true,
-    wireNames: ['logprobs'],
-    wires: { ...OPENAI_ONLY, simulated: false },
+    wireNames: ['logprobs', 'responseLogprobs'],
+    wires: { ...OPENAI_ONLY, gemini: '`generationConfig.responseLogprobs`; `logprobsResult` converted', simulated: false },
   },
   top_logprobs: {
     fields: ['topLogprobs'],
-    value: 'integer 0–20 (with `logprobs: true`, as OpenAI requires)',
+    value: 'integer 0–20 (chat: with `logprobs: true`, as OpenAI requires; responses: with the `include` entry, else named)',
     supportedNames: ['top_logprobs'],
-    spellings: { chat: ['top_logprobs'] },
+    // Responses echoes `top_logprobs: 0` as its default: only a count above 0 asks for something there.
+    spellings: { chat: ['top_logprobs'], responses: [{ path: 'top_logprobs', present: (value) => typeof value === 'number' && value > 0 }] },
     learnable: true,
     wireNames: ['top_logprobs'],
-    wires: { ...OPENAI_ONLY, simulated: false },
+    wires: { ...OPENAI_ONLY, gemini: '`generationConfig.logprobs`', simulated: false },
   },
   'anthropic-beta': {
     fields: ['anthropicBeta'],
@@ -272,7 +285,14 @@ export const PARAMETERS = {
     headers: { messages: 'anthropic-beta' },
     learnable: false,
     wireNames: [],
-    wires: { openai: false, anthropic: 'header `anthropic-beta`', gemini: false, 'bedrock-claude': false, bedrock: false, simulated: false },
+    wires: {
+      openai: false,
+      anthropic: 'header `anthropic-beta`',
+      gemini: false,
+      'bedrock-claude': '`additionalModelRequestFields.anthropic_beta`',
+      bedrock: false,
+      simulated: false,
+    },
   },
 } as const satisfies Record<string, ParameterRow>;
 

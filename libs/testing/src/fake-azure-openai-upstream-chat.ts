@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { approximateTokens, sendChunksWithFaults, splitText, toolCallPieces } from './fake-upstream-support.js';
+import { approximateTokens, fakeLogprobs, sendChunksWithFaults, splitText, toolCallPieces } from './fake-upstream-support.js';
 import type { FakeBehaviour } from './fake-upstream-types.js';
 
 // The chat and embeddings answers of the fake Azure OpenAI resource: the OpenAI wire format with what
@@ -80,6 +80,10 @@ export async function fakeAzureChat(body: any, model: string, behaviour: FakeAzu
   const fullText = toolCalls.length > 0 && !behaviour.text ? '' : (behaviour.text ?? DEFAULT_TEXT);
   const finishReason = filtered ? 'content_filter' : (behaviour.finishReason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop'));
   const usage = usageFor(body, behaviour, fullText);
+  // Logprobs as Azure OpenAI answers them (the OpenAI shape), only when asked.
+  const wantsLogprobs = body?.logprobs === true;
+  const topLogprobs = typeof body?.top_logprobs === 'number' ? body.top_logprobs : 0;
+  const logprobsOf = (text: string) => (wantsLogprobs ? { logprobs: { content: fakeLogprobs(text, topLogprobs), refusal: null } } : {});
 
   if (!body?.stream) {
     response.writeHead(200, { 'content-type': 'application/json' });
@@ -98,6 +102,7 @@ export async function fakeAzureChat(body: any, model: string, behaviour: FakeAzu
           ...(toolCalls.length > 0 ? { tool_calls: toolCalls.map((call) => ({ id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } })) } : {}),
         },
         finish_reason: finishReason,
+        ...logprobsOf(filtered ? '' : fullText),
         content_filter_results: filtered ? VIOLENT_RESULTS : SAFE_RESULTS,
       }],
       system_fingerprint: 'fp_azure_fake',
@@ -111,7 +116,10 @@ export async function fakeAzureChat(body: any, model: string, behaviour: FakeAzu
   const send = (chunk: unknown) => new Promise<void>((resolve) => { response.write(`data: ${JSON.stringify(chunk)}\n\n`, () => resolve()); });
   const frame = (delta: unknown, finish: string | null = null, filter: unknown = SAFE_RESULTS) => ({
     id, object: 'chat.completion.chunk', created: createdAt, model, system_fingerprint: 'fp_azure_fake',
-    choices: [{ index: 0, delta, finish_reason: finish, content_filter_results: filter }],
+    choices: [{
+      index: 0, delta, finish_reason: finish, content_filter_results: filter,
+      ...(typeof (delta as { content?: unknown }).content === 'string' ? logprobsOf((delta as { content: string }).content) : {}),
+    }],
   });
   // Azure's first chunk: nothing but the prompt's filter verdict, with empty id, model and choices.
   if (!behaviour.noPromptFilterChunk) await send({ choices: [], created: 0, id: '', model: '', object: '', prompt_filter_results: PROMPT_FILTER_RESULTS });

@@ -116,6 +116,9 @@ describe('fake Bedrock upstream', () => {
       [{ ...hello, toolConfig: { ...tools, toolChoice: { tool: { name: 'other' } } } }, /toolChoice\.tool\.name/],
       [{ ...hello, inferenceConfig: { maxTokens: 100, topK: 5 } }, /extraneous key \[topK\]/],
       [{ ...hello, inferenceConfig: { maxTokens: 2000 }, additionalModelRequestFields: { thinking: { type: 'enabled', budget_tokens: 4000 } } }, /max_tokens.*greater/],
+      // Claude's betas: a list of flags Bedrock knows.
+      [{ ...hello, additionalModelRequestFields: { anthropic_beta: 'interleaved-thinking-2025-05-14' } }, /anthropic_beta must be an array/],
+      [{ ...hello, additionalModelRequestFields: { anthropic_beta: ['no-such-beta-2020-01-01'] } }, /invalid beta flag/],
     ];
     for (const [body, message] of cases) {
       const refused = await refusal(upstream, body);
@@ -126,6 +129,7 @@ describe('fake Bedrock upstream', () => {
     expect((await call(upstream, document('report-pdf'))).status).toBe(200);
     expect((await call(upstream, { messages: toolTurns, toolConfig: tools })).status).toBe(200);
     expect((await call(upstream, { messages: [{ role: 'user', content: [{ text: 'Hi' }, { cachePoint: { type: 'default', ttl: '1h' } }] }] })).status).toBe(200);
+    expect((await call(upstream, { ...hello, additionalModelRequestFields: { anthropic_beta: ['interleaved-thinking-2025-05-14'] } })).status).toBe(200);
   });
 
   it('streams binary eventstream frames: typed headers, p padding, no start event for text, a start for each toolUse, metadata last', async () => {

@@ -241,7 +241,7 @@ export async function startFakeBedrockUpstream(options: FakeBedrockUpstreamOptio
     if (body === undefined) return sendError(response, 400, 'ValidationException', 'Malformed input request: the body is not JSON');
     let thinkingBudget: number | undefined;
     try {
-      thinkingBudget = checkConverseBody(body, signer).thinkingBudget;
+      thinkingBudget = checkConverseBody(body, signer, decodeURIComponent(match[1]!)).thinkingBudget;
     } catch (error) {
       if (error instanceof ValidationError) return sendError(response, 400, 'ValidationException', error.message);
       throw error;

@@ -198,13 +198,32 @@ function checkInference(config: unknown): number | undefined {
 }
 
 /**
+ * Beta flags the fake's Claude models know (Bedrock documents `anthropic_beta` as a list of Anthropic
+ * beta names in the Claude request body; Converse passes additionalModelRequestFields into that body).
+ * Bedrock answers another flag with `invalid beta flag`.
+ */
+const KNOWN_BETAS = new Set([
+  'computer-use-2024-10-22', 'computer-use-2025-01-24', 'token-efficient-tools-2025-02-19', 'interleaved-thinking-2025-05-14',
+  'output-128k-2025-02-19', 'dev-full-thinking-2025-05-14', 'context-1m-2025-08-07', 'context-management-2025-06-27',
+  'effort-2025-11-24', 'tool-search-tool-2025-10-19', 'tool-examples-2025-10-29', 'fine-grained-tool-streaming-2025-05-14',
+]);
+
+/** `anthropic_beta`: Claude models only, a list of known flag strings. */
+function checkAnthropicBeta(value: unknown, modelId: string): void {
+  // Other models' request bodies have no such key (Nova: `extraneous key [anthropic_beta] is not permitted`).
+  if (modelId !== '' && !/anthropic\.claude/.test(modelId)) fail('Malformed input request: extraneous key [anthropic_beta] is not permitted, please reformat your input and try again.');
+  if (!Array.isArray(value) || value.some((flag) => typeof flag !== 'string')) fail('Malformed input request: anthropic_beta must be an array of strings');
+  if ((value as string[]).some((flag) => !KNOWN_BETAS.has(flag))) fail('invalid beta flag');
+}
+
+/**
  * Checks a Converse body the way the service does where adapters typically go wrong, and throws a
  * ValidationError for what it refuses: unknown fields, roles and alternation, blank text, content block
  * unions, document names with '.', image / document formats, cachePoint type and ttl, tool names and ids,
  * toolUse / toolResult pairing, `toolConfig` missing while the history holds tool blocks, tool choice
  * naming an undeclared tool, reasoning it did not sign, Claude's thinking budget rules.
  */
-export function checkConverseBody(body: unknown, signer: ReasoningSigner): Checked {
+export function checkConverseBody(body: unknown, signer: ReasoningSigner, modelId = ''): Checked {
   if (!isObject(body)) return fail('Malformed input request: the body must be a JSON object');
   onlyKeys(body, REQUEST_FIELDS, 'body');
   const toolNames = body.toolConfig !== undefined ? checkToolConfig(body.toolConfig) : new Set<string>();
@@ -256,6 +275,7 @@ export function checkConverseBody(body: unknown, signer: ReasoningSigner): Check
   let thinkingBudget: number | undefined;
   const extra = body.additionalModelRequestFields;
   if (extra !== undefined && !isObject(extra)) fail('additionalModelRequestFields must be a JSON object');
+  if (isObject(extra) && extra.anthropic_beta !== undefined) checkAnthropicBeta(extra.anthropic_beta, modelId);
   if (isObject(extra) && isObject(extra.thinking) && extra.thinking.type === 'enabled') {
     const budget = extra.thinking.budget_tokens;
     if (!Number.isInteger(budget) || budget < 1024) fail('thinking.budget_tokens: Input should be greater than or equal to 1024');

@@ -95,6 +95,38 @@ describe('fake Gemini API', () => {
     expect((await thinking('gemini-2.5-flash', { thinkingBudget: 0 })).status).toBe(200);
   });
 
+  it('answers candidateCount candidates (usage counting them all) and logprobsResult; refuses what the API refuses', async () => {
+    const one = await (await post('/models/gemini-2.5-flash:generateContent', hello)).json();
+    const response = await post('/models/gemini-2.5-flash:generateContent', { ...hello, generationConfig: { candidateCount: 3, responseLogprobs: true, logprobs: 2 } });
+    expect(response.status).toBe(200);
+    const body = await response.json();
+    expect(body.candidates.map((candidate: any) => candidate.index)).toEqual([0, 1, 2]);
+    expect(new Set(body.candidates.map((candidate: any) => candidate.content.parts[0].text)).size).toBe(3);
+    expect(body.usageMetadata.candidatesTokenCount).toBeGreaterThan(2 * one.usageMetadata.candidatesTokenCount);
+    const result = body.candidates[0].logprobsResult;
+    expect(result.chosenCandidates.map((chosen: any) => chosen.token).join('')).toBe(body.candidates[0].content.parts[0].text);
+    expect(result.topCandidates[0].candidates).toHaveLength(2);
+    expect(typeof result.chosenCandidates[0].logProbability).toBe('number');
+    const refused: [unknown, string, RegExp][] = [
+      [{ candidateCount: 9 }, 'generateContent', /candidate_count: must be in the range \[1, 8\]/],
+      [{ candidateCount: 0 }, 'generateContent', /candidate_count/],
+      [{ candidateCount: 2 }, 'streamGenerateContent?alt=sse', /not supported for streamGenerateContent/],
+      [{ responseLogprobs: true, logprobs: 21 }, 'generateContent', /logprobs must be in the range \[0, 20\]/],
+      [{ logprobs: 3 }, 'generateContent', /only valid if response_logprobs is true/],
+    ];
+    for (const [generationConfig, method, message] of refused) {
+      const answer = await post(`/models/gemini-2.5-flash:${method}`, { ...hello, generationConfig });
+      expect(answer.status, JSON.stringify(generationConfig)).toBe(400);
+      expect((await answer.json()).error.message).toMatch(message);
+    }
+    // A stream's chunks carry the logprobs of their own text.
+    const stream = await (await post('/models/gemini-2.5-flash:streamGenerateContent?alt=sse', { ...hello, generationConfig: { responseLogprobs: true } })).text();
+    const chunks = stream.split('\r\n\r\n').filter((event) => event !== '').map((event) => JSON.parse(event.slice('data: '.length)));
+    const texts = chunks.map((chunk) => chunk.candidates[0].content.parts.map((part: any) => part.text ?? '').join('')).join('');
+    const tokens = chunks.flatMap((chunk) => chunk.candidates[0].logprobsResult.chosenCandidates.map((chosen: any) => chosen.token)).join('');
+    expect(tokens).toBe(texts);
+  });
+
   it('refuses a function response count that does not match the calls', async () => {
     const body = {
       contents: [

@@ -143,7 +143,7 @@ export async function startFakeGeminiUpstream(options: FakeGeminiUpstreamOptions
     if (body === undefined) return sendError(response, 400, 'Invalid JSON payload received. Unexpected end of string.');
     try {
       if (method === 'batchEmbedContents') validateBatchEmbed(body, model);
-      else validateGenerateContent(body, { model, signer });
+      else validateGenerateContent(body, { model, signer, stream: method === 'streamGenerateContent' });
     } catch (error) {
       if (error instanceof InvalidGeminiRequest) return sendError(response, error.status, error.message, error.rpcStatus);
       throw error;
@@ -230,24 +230,33 @@ export async function startFakeGeminiUpstream(options: FakeGeminiUpstreamOptions
     const signature = behaviour.signed === false ? undefined : signer.sign();
     const thoughtSignature = thought && behaviour.thoughtSigned ? signer.sign() : undefined;
     const finishReason = behaviour.finishReason ?? 'STOP';
-    const usage = usageFor(body, behaviour, text + calls.map((call) => JSON.stringify(call.args ?? {})).join(''), thought);
+    // candidateCount: that many candidates (non-streamed only: validation refuses more in a stream), each its
+    // own text (the first the scripted one); candidatesTokenCount counts them all, as Google reports it.
+    const candidateCount = typeof body.generationConfig?.candidateCount === 'number' ? body.generationConfig.candidateCount : 1;
+    const texts = Array.from({ length: candidateCount }, (_, index) => (index === 0 || !text ? text : `${text} (candidate ${index})`));
+    const wantsLogprobs = body.generationConfig?.responseLogprobs === true;
+    const topLogprobs = typeof body.generationConfig?.logprobs === 'number' ? body.generationConfig.logprobs : 0;
+    const callText = calls.map((call) => JSON.stringify(call.args ?? {})).join('');
+    const usage = usageFor(body, behaviour, texts.map((candidateText) => candidateText + callText).join(''), thought);
     const callPart = (call: FakeGeminiFunctionCall, index: number) => ({
       functionCall: { ...(call.id ? { id: call.id } : {}), name: call.name, args: call.args ?? {} },
       ...(index === 0 && signature ? { thoughtSignature: signature } : {}),
     });
 
     if (mode === 'json') {
-      const parts: Record<string, unknown>[] = [];
-      if (thought) parts.push({ text: thought, thought: true, ...(thoughtSignature ? { thoughtSignature } : {}) });
-      if (text) parts.push({ text, ...(calls.length === 0 && signature ? { thoughtSignature: signature } : {}) });
-      if (behaviour.image) parts.push({ inlineData: behaviour.image });
-      calls.forEach((call, index) => parts.push(callPart(call, index)));
+      const candidates = texts.map((candidateText, index) => {
+        const parts: Record<string, unknown>[] = [];
+        if (thought) parts.push({ text: thought, thought: true, ...(thoughtSignature ? { thoughtSignature } : {}) });
+        if (candidateText) parts.push({ text: candidateText, ...(calls.length === 0 && signature ? { thoughtSignature: signature } : {}) });
+        if (behaviour.image) parts.push({ inlineData: behaviour.image });
+        calls.forEach((call, callIndex) => parts.push(callPart(call, callIndex)));
+        return {
+          content: { parts, role: 'model' }, finishReason, index,
+          ...(wantsLogprobs ? { logprobsResult: fakeLogprobsResult(candidateText, topLogprobs) } : {}),
+        };
+      });
       response.writeHead(200, { 'content-type': 'application/json; charset=UTF-8' });
-      response.end(JSON.stringify({
-        candidates: [{ content: { parts, role: 'model' }, finishReason, index: 0 }],
-        ...(usage ? { usageMetadata: usage } : {}),
-        ...base,
-      }));
+      response.end(JSON.stringify({ candidates, ...(usage ? { usageMetadata: usage } : {}), ...base }));
       return;
     }
 
@@ -264,7 +273,11 @@ export async function startFakeGeminiUpstream(options: FakeGeminiUpstreamOptions
     const chunks = chunkParts.map((parts, index) => {
       const last = index === chunkParts.length - 1;
       return {
-        candidates: [{ content: { parts, role: 'model' }, ...(last ? { finishReason } : {}), index: 0 }],
+        candidates: [{
+          content: { parts, role: 'model' }, ...(last ? { finishReason } : {}), index: 0,
+          // A chunk's logprobs are those of the tokens it carries (its text parts that are not thoughts).
+          ...(wantsLogprobs ? { logprobsResult: fakeLogprobsResult(parts.filter((part) => !part.thought).map((part) => (typeof part.text === 'string' ? part.text : '')).join(''), topLogprobs) } : {}),
+        }],
         ...(usage ? { usageMetadata: last ? usage : { promptTokenCount: usage.promptTokenCount, totalTokenCount: usage.promptTokenCount } } : {}),
         ...base,
       };
@@ -302,5 +315,17 @@ export async function startFakeGeminiUpstream(options: FakeGeminiUpstreamOptions
     reset: () => { queue.length = 0; requests.length = 0; fallback = {}; },
     close: () => server.close(),
     signature: () => signer.sign(),
+  };
+}
+
+/** Gemini's logprobsResult of a text: one chosen candidate per word-ish token, each step with `top` candidates. */
+function fakeLogprobsResult(text: string, top: number): unknown {
+  // Split at word ends: the tokens joined are the text (also across stream chunks).
+  const tokens = text.match(/\s+|\S+\s*/g) ?? [];
+  return {
+    chosenCandidates: tokens.map((token, position) => ({ token, logProbability: -0.5 * (position + 1) })),
+    topCandidates: tokens.map((token, position) => ({
+      candidates: Array.from({ length: top }, (_, rank) => ({ token: rank === 0 ? token : `${token}~${rank}`, logProbability: -0.5 * (position + 1) - rank })),
+    })),
   };
 }

@@ -112,7 +112,17 @@ export interface GeminiValidationContext {
   /** The model of the URL (`gemini-3-pro-preview`, ...): Gemini 3 models insist on function-call signatures. */
   model: string;
   signer: ThoughtSigner;
+  /** streamGenerateContent: one candidate only. */
+  stream?: boolean;
 }
+
+/**
+ * Most candidates one generateContent answers (Vertex AI's documented range for candidateCount is 1–8;
+ * the Gemini API documents no bound, so the fake holds both to Vertex's).
+ */
+export const MAX_CANDIDATES = 8;
+/** `generationConfig.logprobs`: the top candidates per step, 0–20, and only with responseLogprobs. */
+export const MAX_TOP_LOGPROBS = 20;
 
 function checkSignature(signature: unknown, where: string, signer: ThoughtSigner): void {
   if (typeof signature !== 'string' || signature === '') throw new InvalidGeminiRequest(`Invalid value at '${snake(where)}' (TYPE_BYTES)`);
@@ -221,8 +231,25 @@ function checkThinking(raw: unknown, model: string): void {
   }
 }
 
-function checkGenerationConfig(raw: unknown, model: string): void {
+function checkGenerationConfig(raw: unknown, model: string, stream: boolean): void {
   const config = knownFields(raw, GENERATION_CONFIG, 'generationConfig');
+  if (config.candidateCount !== undefined) {
+    if (!Number.isInteger(config.candidateCount) || config.candidateCount < 1 || config.candidateCount > MAX_CANDIDATES) {
+      throw new InvalidGeminiRequest(`* GenerateContentRequest.generation_config.candidate_count: must be in the range [1, ${MAX_CANDIDATES}].`);
+    }
+    // Several candidates are a generateContent feature: a stream carries one.
+    if (stream && config.candidateCount > 1) {
+      throw new InvalidGeminiRequest('* GenerateContentRequest.generation_config.candidate_count: multiple candidates are not supported for streamGenerateContent.');
+    }
+  }
+  if (config.logprobs !== undefined) {
+    if (!Number.isInteger(config.logprobs) || config.logprobs < 0 || config.logprobs > MAX_TOP_LOGPROBS) {
+      throw new InvalidGeminiRequest(`* GenerateContentRequest.generation_config.logprobs: logprobs must be in the range [0, ${MAX_TOP_LOGPROBS}].`);
+    }
+    if (config.responseLogprobs !== true) {
+      throw new InvalidGeminiRequest('* GenerateContentRequest.generation_config.logprobs: logprobs is only valid if response_logprobs is true.');
+    }
+  }
   if (config.thinkingConfig !== undefined) checkThinking(config.thinkingConfig, model);
   if (config.imageConfig !== undefined) {
     const image = knownFields(config.imageConfig, IMAGE_CONFIG, 'generationConfig.imageConfig');
@@ -263,7 +290,7 @@ export function validateGenerateContent(raw: unknown, context: GeminiValidationC
       }
     }
   }
-  if (body.generationConfig !== undefined) checkGenerationConfig(body.generationConfig, context.model);
+  if (body.generationConfig !== undefined) checkGenerationConfig(body.generationConfig, context.model, context.stream === true);
 }
 
 const EMBED_REQUEST = fields('model', 'content', 'taskType', 'title', 'outputDimensionality');

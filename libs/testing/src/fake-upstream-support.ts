@@ -164,3 +164,18 @@ export async function sendChunksWithFaults(
     await send(pieces[sent]);
   }
 }
+
+/** OpenAI's logprobs of a text: one entry per word-ish token, each with `top` alternatives. */
+export function fakeLogprobs(text: string, top: number): unknown[] {
+  // Whole text, split at word ends: the tokens joined are the text (also across stream chunks).
+  const tokens = text.match(/\s+|\S+\s*/g) ?? [];
+  return tokens.map((token, position) => ({
+    token,
+    logprob: -0.25 * (position + 1),
+    bytes: [...Buffer.from(token, 'utf8')],
+    top_logprobs: Array.from({ length: top }, (_, rank) => {
+      const alternative = rank === 0 ? token : `${token}~${rank}`;
+      return { token: alternative, logprob: -0.25 * (position + 1) - rank, bytes: [...Buffer.from(alternative, 'utf8')] };
+    }),
+  }));
+}

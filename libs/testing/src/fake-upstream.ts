@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { approximateTokens, listenOnLoopback, receiveScripted, sendChunksWithFaults, sleep, splitText, toolCallPieces } from './fake-upstream-support.js';
+import { approximateTokens, fakeLogprobs, listenOnLoopback, receiveScripted, sendChunksWithFaults, sleep, splitText, toolCallPieces } from './fake-upstream-support.js';
 import { fakeAudioSpeech, fakeImages, fakeModeration, fakeTranscription } from './fake-upstream-media.js';
 import type { FakeBehaviour, FakeScript, FakeUpstream, RecordedPart, RecordedRequest } from './fake-upstream-types.js';
 
@@ -218,17 +218,3 @@ function refusedChatParameters(body: any): { message: string; param: string; cod
   return undefined;
 }
 
-/** OpenAI's logprobs of a text: one entry per word-ish token, each with `top` alternatives. */
-function fakeLogprobs(text: string, top: number): unknown[] {
-  // Whole text, split at word ends: the tokens joined are the text (also across stream chunks).
-  const tokens = text.match(/\s+|\S+\s*/g) ?? [];
-  return tokens.map((token, position) => ({
-    token,
-    logprob: -0.25 * (position + 1),
-    bytes: [...Buffer.from(token, 'utf8')],
-    top_logprobs: Array.from({ length: top }, (_, rank) => {
-      const alternative = rank === 0 ? token : `${token}~${rank}`;
-      return { token: alternative, logprob: -0.25 * (position + 1) - rank, bytes: [...Buffer.from(alternative, 'utf8')] };
-    }),
-  }));
-}

@@ -89,6 +89,11 @@ const SAMPLES: Record<Dialect, Record<string, Sample>> = {
     parallel_tool_calls: { body: { tools: [responsesTool], parallel_tool_calls: false }, expected: { parallelToolCalls: false } },
     user: { body: { user: 'end-user-1' }, expected: { user: 'end-user-1' } },
     'text.verbosity': { body: { text: { verbosity: 'high' } }, expected: { verbosity: 'high' } },
+    include: { body: { include: ['message.output_text.logprobs'] }, expected: { logprobs: true } },
+    // top_logprobs ranks the logprobs the include entry asks for (alone it is named: convert-responses-request.test.ts).
+    top_logprobs: {
+      body: { include: ['reasoning.encrypted_content', 'message.output_text.logprobs'], top_logprobs: 2 }, expected: { logprobs: true, topLogprobs: 2 },
+    },
   },
   messages: {
     tools: { body: { tools: [messagesTool] }, expected: { tools: [{ ...oneTool[0]!, strict: undefined, cacheControl: undefined }] } },

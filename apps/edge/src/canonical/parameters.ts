@@ -148,6 +148,14 @@ export class ParameterGate {
     return modelSupports(this.model, parameter);
   }
 
+  /**
+   * A field the model has that the converter still cannot send, named as dropped in the client's
+   * spelling (responses `top_logprobs` without the logprobs it ranks).
+   */
+  drop(name: string): void {
+    this.dropped.push(name);
+  }
+
   /** JSON text of the extra parameters the model lists, or undefined. */
   extraBody(): string | undefined {
     return this.hasExtra ? JSON.stringify(this.extra) : undefined;

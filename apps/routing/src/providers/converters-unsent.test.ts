@@ -55,6 +55,25 @@ describe('what each converter could not send', () => {
     expect(gemini({ ...base, stop: ['a', 'b', 'c', 'd', 'e'] })).toEqual([]);
   });
 
+  it('logprobs and candidates reach Gemini (generationConfig); Claude on Bedrock takes the betas, other Bedrock models name them', () => {
+    const asked: ChatRequest = { ...base, logprobs: true, topLogprobs: 3, n: 2, anthropicBeta: 'interleaved-thinking-2025-05-14' };
+    const sent = convertToGeminiRequest(asked, { providerId: 'p', upstreamModel: 'gemini-2.5-flash' });
+    expect(sent.body.generationConfig).toEqual({ candidateCount: 2, responseLogprobs: true, logprobs: 3 });
+    expect(sent.unsent).toEqual(['anthropic-beta']);
+    // top_logprobs without logprobs: Gemini refuses `logprobs` without responseLogprobs, so it is named.
+    const alone = convertToGeminiRequest({ ...base, topLogprobs: 2 }, { providerId: 'p', upstreamModel: 'gemini-2.5-flash' });
+    expect([alone.body.generationConfig, alone.unsent]).toEqual([undefined, ['top_logprobs']]);
+    const claude = convertToBedrockRequest(asked, { upstreamModel: 'anthropic.claude-x', providerId: 'p' });
+    expect(claude.body.additionalModelRequestFields).toEqual({ anthropic_beta: ['interleaved-thinking-2025-05-14'] });
+    expect(claude.unsent).toEqual(['logprobs', 'top_logprobs']);
+    const nova = convertToBedrockRequest(asked, { upstreamModel: 'amazon.nova-pro-v1:0', providerId: 'p' });
+    expect(nova.body.additionalModelRequestFields).toBeUndefined();
+    expect(nova.unsent).toEqual(['logprobs', 'top_logprobs', 'anthropic-beta']);
+    // A value outside the allowlist (the edge keeps none, routing checks again) never reaches Bedrock.
+    const foreign = convertToBedrockRequest({ ...base, anthropicBeta: 'files-api-2025-04-14' }, { upstreamModel: 'anthropic.claude-x', providerId: 'p' });
+    expect([foreign.body.additionalModelRequestFields, foreign.unsent]).toEqual([undefined, ['anthropic-beta']]);
+  });
+
   it('names a thinking request a forced tool choice overrides (Anthropic and Bedrock Claude refuse the two together)', () => {
     const forced: ChatRequest = {
       ...base, thinkingBudgetTokens: 2_000, maxOutputTokens: 8_000,

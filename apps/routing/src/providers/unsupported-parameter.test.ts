@@ -107,6 +107,8 @@ describe('Gemini: unknown names', () => {
     ['Invalid JSON payload received. Unknown name "thinkingConfig" at \'generation_config\': Cannot find field.', 'reasoning_effort'],
     ['Invalid JSON payload received. Unknown name "seed" at \'generation_config\': Cannot find field.', 'seed'],
     ['Penalty is not enabled for models/gemini-2.5-flash', 'presence_penalty'],
+    ['Logprobs is not enabled for models/gemini-2.5-pro', 'logprobs'],
+    ['Invalid JSON payload received. Unknown name "responseLogprobs" at \'generation_config\': Cannot find field.', 'logprobs'],
   ])('%s names %s', (message, name) => {
     const error = geminiHttpError(400, gemini(message));
     expect(error.kind).toBe('rejected');

@@ -1,7 +1,6 @@
 import type { UpstreamWire } from '@gateway/platform';
 import { isClaudeModel as isBedrockClaude } from './bedrock/convert-to-bedrock-request.js';
 import { isClaudeModel } from './vertex/vertex-paths.js';
-import type { ProviderAdapter } from './provider-adapter.js';
 
 /**
  * The wire a provider kind × upstream model speaks, as libs/platform's parameter table knows them
@@ -26,7 +25,24 @@ export function wireOf(kind: string, upstreamModel: string): UpstreamWire {
   }
 }
 
-/** Whether the adapter answers several choices (`n` above 1): only OpenAI-wire kinds (PARAMETERS.n). */
-export function answersChoices(adapter: ProviderAdapter): boolean {
-  return wireOf(adapter.kind, '') === 'openai';
+/**
+ * Most candidates one generateContent answer carries (Vertex AI documents candidateCount 1–8; the Gemini
+ * API documents no bound and is held to the same).
+ */
+export const MAX_GEMINI_CANDIDATES = 8;
+
+/**
+ * Whether the adapter answers `n` choices (above 1) for the upstream model (PARAMETERS.n): OpenAI-wire
+ * kinds always; Gemini-wire ones (gemini, Vertex's Gemini) as candidateCount, up to
+ * MAX_GEMINI_CANDIDATES and not streamed (streamGenerateContent answers one candidate).
+ */
+export function answersChoices(kind: string, upstreamModel: string, n: number, streamed: boolean): boolean {
+  switch (wireOf(kind, upstreamModel)) {
+    case 'openai':
+      return true;
+    case 'gemini':
+      return !streamed && n <= MAX_GEMINI_CANDIDATES;
+    default:
+      return false;
+  }
 }

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { ErrorReason, errors, GatewayError, GrpcStatus } from '@gateway/platform';
 import type { ChatRequest, FallbackModel, Model, RequestContext, RoutingChoices } from '@gateway/proto';
 import type { ProviderAdapter } from '../providers/provider-adapter.js';
-import { answersChoices } from '../providers/upstream-wire.js';
+import { answersChoices, MAX_GEMINI_CANDIDATES } from '../providers/upstream-wire.js';
 import { affinityKeyOf, applyProviderPreferences, preferAffine, strategyNamed, type Candidate, type Strategy } from '../strategies/index.js';
 import { lazyRequestLog, type RequestLog } from './request-hot-path.js';
 import type { Reservation } from './reservation.js';
@@ -146,13 +146,17 @@ export function prepareChat(options: RouterOptions, random: () => number, reques
   if (request.routingChoices) {
     target.candidates = choiceCandidates(options, random, target, request, request.routingChoices);
   }
-  // Several choices (`n` above 1): only providers whose wire answers them (PARAMETERS.n in libs/platform);
-  // a model with none refuses the request rather than answer one choice.
-  if (request.n !== undefined && request.n > 1) {
+  // Several choices (`n` above 1): only providers whose wire answers that many (PARAMETERS.n in
+  // libs/platform; Gemini's not in a stream); a model with none refuses the request rather than answer one.
+  const n = request.n;
+  if (n !== undefined && n > 1) {
     // A fallback model that does not list `n` had it cleared (its request asks one choice): not tried either.
-    target.candidates = target.candidates.filter((candidate) => answersChoices(candidate.adapter) && (candidate.request ?? request).n === request.n);
+    target.candidates = target.candidates.filter((candidate) =>
+      answersChoices(candidate.adapter.kind, candidate.offer.upstreamModel, n, hold.streamed) && (candidate.request ?? request).n === n);
     if (target.candidates.length === 0) {
-      throw errors.invalidRequest(`n: none of the providers of ${target.model.id} answers several choices per request: n must be 1`, 'n');
+      throw errors.invalidRequest(
+        `n: none of the providers of ${target.model.id} answers ${n} choices per ${hold.streamed ? 'streamed ' : ''}request (several choices need an OpenAI-kind provider, or a Gemini one with n at most ${MAX_GEMINI_CANDIDATES} and no stream): n must be 1`, 'n',
+      );
     }
   }
   // Added to the target rather than spread into a copy: in V8 11 (Node 20) a spread copy's hidden class

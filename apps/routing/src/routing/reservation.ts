@@ -53,8 +53,8 @@ export class Reservation implements Disposable {
     readonly context: RequestContext | undefined,
     private readonly modelId: string,
     readonly endpoint: string,
-    /** Releases of a streamed endpoint (chat streams) are marked streamed. */
-    private readonly streamed: boolean,
+    /** Releases of a streamed endpoint (chat streams) are marked streamed; also read by routing (Gemini's `n`). */
+    readonly streamed: boolean,
   ) {}
 
   /** The catalog's model once resolved: its id and prices go on the event. */

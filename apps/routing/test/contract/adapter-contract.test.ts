@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { MODES, type Mode } from './contract-requests.js';
 import { SCENARIOS, type ContractRig, type ContractSetup, type Scenario } from './contract-types.js';
 import {
-  conversationHistory, generationParameters, imageInput, imageUrlInput, jsonSchemaOutput, pdfInput, plainText, promptCacheMarks, reasoningProvenance, reasoningWithToolCalls, staticHeaders,
+  conversationHistory, generationParameters, logprobsCarriedOrNamed, imageInput, imageUrlInput, jsonSchemaOutput, pdfInput, plainText, promptCacheMarks, reasoningProvenance, reasoningWithToolCalls, staticHeaders,
   redactedReasoning, systemPrompt, toolCallAnswer, toolDefinitionsAndChoice, toolErrorResult,
   toolRoundTrip,
 } from './scenarios-conversation.js';
@@ -31,6 +31,7 @@ const BODIES: Record<Scenario, { modes: readonly Variant[]; body: Body }> = {
   'system prompt': { modes: MODES, body: (rig, _setup, mode) => systemPrompt(rig, mode) },
   'conversation history': { modes: MODES, body: (rig, _setup, mode) => conversationHistory(rig, mode) },
   'generation parameters': { modes: MODES, body: (rig, _setup, mode) => generationParameters(rig, mode) },
+  'logprobs carried or named': { modes: MODES, body: (rig, _setup, mode) => logprobsCarriedOrNamed(rig, mode) },
   'tool definitions and choice': { modes: MODES, body: (rig, _setup, mode) => toolDefinitionsAndChoice(rig, mode) },
   'tool call answer': { modes: MODES, body: (rig, _setup, mode) => toolCallAnswer(rig, mode, false) },
   'parallel tool calls': { modes: MODES, body: (rig, _setup, mode) => toolCallAnswer(rig, mode, true) },

@@ -57,6 +57,8 @@ export interface Outcome {
   usage: Usage | undefined;
   /** How many deltas a stream delivered (0 for `chat`). */
   deltas: number;
+  /** The logprobs the answer carried (chat completions' `choices[].logprobs` JSON, per answer or per delta). */
+  logprobs: string[];
 }
 
 export async function viaChat(rig: ContractRig, chat: ChatRequest, signal: AttemptSignal = live()): Promise<Outcome> {
@@ -71,6 +73,7 @@ export async function viaChat(rig: ContractRig, chat: ChatRequest, signal: Attem
     stopSequence: choice.stopSequence,
     usage: result.usage,
     deltas: 0,
+    logprobs: choice.logprobs !== undefined ? [choice.logprobs] : [],
   };
 }
 
@@ -85,6 +88,7 @@ export function foldStream(parts: AdapterStreamPart[], providerId: string): Outc
   let stopSequence = '';
   let usage: Usage | undefined;
   let deltas = 0;
+  const logprobs: string[] = [];
   for (const part of parts) {
     if (part.type === 'usage') {
       expect(usage, 'a stream carries at most one usage part').toBeUndefined();
@@ -113,6 +117,7 @@ export function foldStream(parts: AdapterStreamPart[], providerId: string): Outc
     }
     if (delta.finishReason) finishReason = delta.finishReason;
     if (delta.stopSequence) stopSequence = delta.stopSequence;
+    if (delta.logprobs !== undefined) logprobs.push(delta.logprobs);
   }
   const reasoning: ReasoningPart[] = [];
   if (reasoningText || signature) reasoning.push({ text: reasoningText, signature, encryptedData: '', providerId });
@@ -125,6 +130,7 @@ export function foldStream(parts: AdapterStreamPart[], providerId: string): Outc
     stopSequence,
     usage,
     deltas,
+    logprobs,
   };
 }
 

@@ -14,6 +14,7 @@ export const SCENARIOS = [
   'system prompt',
   'conversation history',
   'generation parameters',
+  'logprobs carried or named',
   'tool definitions and choice',
   'tool call answer',
   'parallel tool calls',

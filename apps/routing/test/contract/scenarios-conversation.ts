@@ -1,11 +1,14 @@
 import { expect } from 'vitest';
 import type { ContentPart, ReasoningPart } from '@gateway/proto';
+import { PARAMETERS } from '@gateway/platform';
 import { minimalPdf } from '@gateway/testing';
 import { stripForeignReasoning } from '../../src/routing/reasoning-provenance.js';
 import {
   chatRequest, failureOf, message, onlyRequest, ONE_PIXEL_PNG_BASE64, run, text, timeParameters, timeTool, weatherParameters,
   weatherTool, type Mode,
 } from './contract-requests.js';
+import type { AttemptSignal } from '../../src/providers/provider-adapter.js';
+import { wireOf } from '../../src/providers/upstream-wire.js';
 import type { ContractRig, ContractSetup } from './contract-types.js';
 import { CONTRACT_HEADERS } from './setups/common.js';
 
@@ -55,6 +58,36 @@ export async function generationParameters(rig: ContractRig, mode: Mode) {
   rig.script({ type: 'answer', text: 'Paris.' });
   await run(mode, rig, chatRequest([message('user', 'Capital of France?')], { temperature: 0.25, maxOutputTokens: 321, stop: ['END', '###'] }));
   expect(rig.reader.generation(onlyRequest(rig))).toEqual({ temperature: 0.25, maxTokens: 321, stop: ['END', '###'] });
+}
+
+/**
+ * Logprobs (issue 37 item 6): a kind either carries them back (the tokens spell the answer, each with
+ * its UTF-8 bytes and the asked number of alternatives) or names `logprobs` and `top_logprobs` as
+ * unsent (the answer's dropped_params); never neither.
+ */
+export async function logprobsCarriedOrNamed(rig: ContractRig, mode: Mode) {
+  const answer = 'Paris is the capital.';
+  rig.script({ type: 'answer', text: answer });
+  const named: string[] = [];
+  const signal: AttemptSignal = Object.assign(new AbortController().signal, { parametersUnsent: (names: readonly string[]) => { named.push(...names); } });
+  const outcome = await run(mode, rig, chatRequest([message('user', 'Capital of France?')], { logprobs: true, topLogprobs: 2 }), signal);
+  // Which of the two is the parameter table's word for this kind (docs/providers.md is generated from it).
+  const tableNames = PARAMETERS.logprobs.wires[wireOf(rig.adapter.kind, rig.upstreamModel)] === false;
+  expect(named.includes('logprobs'), `the table says ${tableNames ? 'named' : 'sent'}`).toBe(tableNames);
+  if (tableNames) {
+    expect(named).toContain('top_logprobs');
+    expect(outcome.logprobs).toEqual([]);
+    return;
+  }
+  expect(named).not.toContain('top_logprobs');
+  expect(outcome.content).toBe(answer);
+  const entries = outcome.logprobs.flatMap((json) => (JSON.parse(json) as { content: { token: string; bytes: number[]; logprob: number; top_logprobs: unknown[] }[] }).content);
+  expect(entries.map((entry) => entry.token).join('')).toBe(answer);
+  for (const entry of entries) {
+    expect(entry.bytes).toEqual([...Buffer.from(entry.token, 'utf8')]);
+    expect(typeof entry.logprob).toBe('number');
+    expect(entry.top_logprobs).toHaveLength(2);
+  }
 }
 
 /** Earlier turns reach the provider in order, each under its role, after the system prompt. */

@@ -3,19 +3,30 @@ import pg from 'pg';
 import WebSocket from 'ws';
 import { parseCredits } from '@gateway/platform';
 import { LearnedCapabilities } from '@gateway/routing';
-import { startFakeAnthropicUpstream, startFakeUpstream, testLogger, type FakeBehaviour, type FakeUpstream, type RecordedRequest } from '@gateway/testing';
+import {
+  startFakeAnthropicUpstream, startFakeGeminiUpstream, startFakeUpstream, testLogger, type FakeBehaviour, type FakeGeminiBehaviour, type FakeGeminiUpstream,
+  type FakeUpstream, type RecordedRequest,
+} from '@gateway/testing';
 import { startStackOnCatalog, type StackOnCatalog } from '../configured-stack.js';
 import { gatewayctl } from '../stack-harness.js';
 
 // Issue 35: the ledger's invariants, written down once (checkSequence) and checked after every generated
 // sequence of requests (see invariant-fuzz.ts for the generators and the property). This file is the
 // stack under test: the npm-start composition (every service in-process) on a test database of the
-// machine's Postgres and a NATS namespace, three fake upstreams (two OpenAI-compatible, one Anthropic)
-// whose behaviour each request's plan decides, and a catalog with a free model and paid ones.
+// machine's Postgres and a NATS namespace, four fake upstreams (two OpenAI-compatible, one Anthropic, one
+// Gemini) whose behaviour each request's plan decides, and a catalog with a free model and paid ones.
 
 /** Providers of the catalog, by the fake that serves them. */
-export type ProviderId = 'oa' | 'oa2' | 'an';
-export const PROVIDERS: readonly ProviderId[] = ['oa', 'oa2', 'an'];
+export type ProviderId = 'oa' | 'oa2' | 'an' | 'gm';
+export const PROVIDERS: readonly ProviderId[] = ['oa', 'oa2', 'an', 'gm'];
+
+/** The fakes, by provider. */
+export interface FuzzFakes {
+  oa: FakeUpstream;
+  oa2: FakeUpstream;
+  an: FakeUpstream;
+  gm: FakeGeminiUpstream;
+}
 
 export interface ModelPrices {
   input: bigint;
@@ -26,8 +37,9 @@ export interface ModelPrices {
 /** The catalog's models: prices in pico-credits per token, and which providers offer each. */
 export const MODELS = {
   'fz/free': { prices: { input: 0n, cachedInput: 0n, output: 0n }, providers: ['oa', 'an'] as ProviderId[] },
-  'fz/cheap': { prices: { input: parseCredits('0.000001'), cachedInput: parseCredits('0.0000005'), output: parseCredits('0.000002') }, providers: ['oa', 'an'] as ProviderId[] },
-  'fz/dear': { prices: { input: parseCredits('0.0002'), cachedInput: parseCredits('0.0001'), output: parseCredits('0.0005') }, providers: ['oa2', 'an'] as ProviderId[] },
+  // Gemini answers `n` as candidateCount (not streamed): several choices on the paid models go to an OpenAI fake or gm.
+  'fz/cheap': { prices: { input: parseCredits('0.000001'), cachedInput: parseCredits('0.0000005'), output: parseCredits('0.000002') }, providers: ['oa', 'an', 'gm'] as ProviderId[] },
+  'fz/dear': { prices: { input: parseCredits('0.0002'), cachedInput: parseCredits('0.0001'), output: parseCredits('0.0005') }, providers: ['oa2', 'an', 'gm'] as ProviderId[] },
 } as const;
 export type ModelId = keyof typeof MODELS;
 export const MODEL_IDS = Object.keys(MODELS) as ModelId[];
@@ -42,7 +54,7 @@ const credits = (pico: bigint) => {
   return fraction ? `${whole}.${fraction}` : `${whole}`;
 };
 
-function catalogYaml(fakes: Record<ProviderId, FakeUpstream>): string {
+function catalogYaml(fakes: FuzzFakes): string {
   const model = (id: ModelId) => {
     const { prices, providers } = MODELS[id];
     return `
@@ -66,6 +78,7 @@ providers:
   - { id: oa, kind: openai, base_url: ${fakes.oa.url}, api_key_env: FUZZ_KEY }
   - { id: oa2, kind: openai, base_url: ${fakes.oa2.url}, api_key_env: FUZZ_KEY }
   - { id: an, kind: anthropic, base_url: ${fakes.an.url}, api_key_env: FUZZ_KEY }
+  - { id: gm, kind: gemini, base_url: ${fakes.gm.url}, api_key_env: FUZZ_KEY }
 limit_groups:
   - id: main
     tiers: { tier-1: { minute: 10000 }, free: { minute: 4 } }
@@ -73,9 +86,14 @@ models:${MODEL_IDS.map(model).join('')}
 `;
 }
 
-/** The provider a fake upstream's model name belongs to (`cheap-at-oa` → fz/cheap on oa). */
-export function upstreamModelOf(body: any): { model: ModelId; provider: ProviderId } | undefined {
-  const match = /^(\w+)-at-(\w+)$/.exec(String(body?.model ?? ''));
+/**
+ * The provider a fake upstream's model name belongs to (`cheap-at-oa` → fz/cheap on oa): in the body, or
+ * in the path for Gemini (`/v1beta/models/cheap-at-gm:generateContent`).
+ */
+export function upstreamModelOf(request: Pick<RecordedRequest, 'body' | 'path'>): { model: ModelId; provider: ProviderId } | undefined {
+  const body = request.body as { model?: unknown } | undefined;
+  const name = body?.model ?? /\/models\/([^/:]+):/.exec(request.path)?.[1];
+  const match = /^(\w+)-at-(\w+)$/.exec(String(name ?? ''));
   return match ? { model: `fz/${match[1]}` as ModelId, provider: match[2] as ProviderId } : undefined;
 }
 
@@ -87,7 +105,7 @@ export function tagOf(body: unknown): string | undefined {
 export interface FuzzStack {
   base: StackOnCatalog;
   url: string;
-  fakes: Record<ProviderId, FakeUpstream>;
+  fakes: FuzzFakes;
   db: pg.Pool;
   /** Behaviours per request tag: the n-th attempt that reaches any fake takes the n-th (the last repeats). */
   plans: Map<string, { attempts: FakeBehaviour[]; used: number; usage?: unknown }>;
@@ -102,8 +120,8 @@ export interface FuzzStack {
 }
 
 export async function startFuzzStack(): Promise<FuzzStack> {
-  const [oa, oa2, an] = await Promise.all([startFakeUpstream(), startFakeUpstream(), startFakeAnthropicUpstream()]);
-  const fakes: Record<ProviderId, FakeUpstream> = { oa, oa2, an };
+  const [oa, oa2, an, gm] = await Promise.all([startFakeUpstream(), startFakeUpstream(), startFakeAnthropicUpstream(), startFakeGeminiUpstream()]);
+  const fakes: FuzzFakes = { oa, oa2, an, gm };
   const plans: FuzzStack['plans'] = new Map();
   // Each fake answers by the request's plan, found from the tag in its prompt, so concurrent requests
   // each get their own generated behaviour whatever order they arrive in.
@@ -115,7 +133,8 @@ export async function startFuzzStack(): Promise<FuzzStack> {
     plan.used++;
     return behaviour;
   };
-  for (const fake of Object.values(fakes)) fake.setFallback(answer);
+  for (const fake of [oa, oa2, an]) fake.setFallback(answer);
+  gm.setFallback((request) => geminiBehaviour(answer(request)));
   let base: StackOnCatalog;
   try {
     base = await startStackOnCatalog('fuzz', catalogYaml(fakes), {
@@ -152,6 +171,34 @@ export async function startFuzzStack(): Promise<FuzzStack> {
       await Promise.all(Object.values(fakes).map((fake) => fake.close()));
     },
   };
+}
+
+const GEMINI_REFUSALS: Record<string, string> = {
+  // The JSON decoder's refusal of a field (routing learns it and retries without top_p).
+  top_p: 'Invalid JSON payload received. Unknown name "topP" at \'generation_config\': Cannot find field.',
+  // Gemini has no value refusal of its own: a plain 400 the client gets.
+  temperature: '* GenerateContentRequest.generation_config.temperature: temperature must be in the range [0.0, 2.0].',
+};
+
+/**
+ * A plan's behaviour (written for the OpenAI-shaped fakes) as the Gemini fake's: usage in Gemini's
+ * counters (candidatesTokenCount without the thoughts, which come as thoughtsTokenCount), a refusal
+ * in Google's words.
+ */
+function geminiBehaviour(behaviour: FakeBehaviour): FakeGeminiBehaviour {
+  const { usage, errorBody, toolCalls: _toolCalls, finishReason: _finishReason, ...shared } = behaviour;
+  const gemini: FakeGeminiBehaviour = { ...shared };
+  if (usage === 'absent') gemini.usage = 'absent';
+  else if (usage) {
+    const reasoning = usage.reasoning_tokens ?? 0;
+    gemini.usage = {
+      promptTokenCount: usage.prompt_tokens, candidatesTokenCount: Math.max(0, usage.completion_tokens - reasoning),
+      ...(reasoning > 0 ? { thoughtsTokenCount: reasoning } : {}), ...(usage.cached_tokens ? { cachedContentTokenCount: usage.cached_tokens } : {}),
+    };
+  }
+  const param = (errorBody as { error?: { param?: string } } | undefined)?.error?.param;
+  if (param !== undefined && GEMINI_REFUSALS[param]) gemini.errorBody = { error: { code: 400, message: GEMINI_REFUSALS[param], status: 'INVALID_ARGUMENT' } };
+  return gemini;
 }
 
 export interface FuzzAccount {

@@ -58,7 +58,7 @@ interface HttpRequestPlan {
   temperature?: number;
   topP?: number;
   maxTokens: number;
-  /** Chat `n` above 1: several choices (only the OpenAI-kind offers answer them; the hold is n × the output bound). */
+  /** Chat `n` above 1: several choices (only the OpenAI-kind offers and unstreamed Gemini ones answer them; the hold is n × the output bound). */
   choices?: number;
   idempotency?: { slot: number; variant: number };
   abortAfterMs?: number;
@@ -243,6 +243,8 @@ export interface RunStats {
   outcomes: Record<string, number>;
   /** Charges compared exactly with the usage the fake upstream reported. */
   exactCharges: number;
+  /** Upstream requests for several choices, per wire (OpenAI `n`, Gemini `candidateCount`): to see both were exercised. */
+  choiceRequests?: { openai: number; gemini: number };
   /** The sequence running now: fast-check's time limit stops waiting for it, the caller must not. */
   current?: Promise<void>;
 }
@@ -554,6 +556,10 @@ async function checkSequence(
     }
   }
 
+  const choiceRequests = (stats.choiceRequests ??= { openai: 0, gemini: 0 });
+  for (const fake of [fuzz.fakes.oa, fuzz.fakes.oa2]) choiceRequests.openai += fake.requests.filter((request) => ((request.body as { n?: number }).n ?? 1) > 1).length;
+  choiceRequests.gemini += fuzz.fakes.gm.requests.filter((request) => ((request.body as { generationConfig?: { candidateCount?: number } }).generationConfig?.candidateCount ?? 1) > 1).length;
+
   // Each charge = the served model's prices × its normalized usage (input incl. cache reads, output incl. reasoning).
   for (const charge of ledger.charges) {
     const expected = charge.insured ? 0n : priceOf(charge.modelId, charge.input, charge.cached, charge.output);
@@ -605,7 +611,7 @@ async function checkSequence(
         const upstream = Object.values(fuzz.fakes).flatMap((fake) => fake.requests).filter((request) => tagOf(request.body) === tag).sort((a, b) => a.receivedAt - b.receivedAt);
         upstream.forEach((request, attempt) => {
           const behaviour = plan.attempts[Math.min(attempt, plan.attempts.length - 1)];
-          const model = upstreamModelOf(request.body);
+          const model = upstreamModelOf(request);
           const working = behaviour !== undefined && behaviour.status === undefined && behaviour.cutAfterChunks === undefined;
           if (working && model && isPaid(model.model)) reached.add(tag);
         });

@@ -345,6 +345,20 @@ describe('convertResponsesRequest: parameters', () => {
     expect(sameHiddenClass(a, b)).toBe(true);
   });
 
+  it('logprobs: the include entry asks for them, top_logprobs ranks them; top_logprobs alone is named; out of range is 400', () => {
+    const model = catalogModel({ supportedParameters: new Set(['top_logprobs']) });
+    const asked = convert({ include: ['reasoning.encrypted_content', 'message.output_text.logprobs'], top_logprobs: 5 }, model);
+    expect(asked.request).toMatchObject({ logprobs: true, topLogprobs: 5 });
+    expect(asked.droppedParams).toEqual([]);
+    const alone = convert({ top_logprobs: 5 }, model);
+    expect([alone.request.logprobs, alone.request.topLogprobs, alone.droppedParams]).toEqual([undefined, undefined, ['top_logprobs']]);
+    // The echoed default asks for nothing.
+    expect(convert({ top_logprobs: 0 }, model).droppedParams).toEqual([]);
+    // Other include entries ask for no logprobs.
+    expect(convert({ include: ['reasoning.encrypted_content'] }, model).request.logprobs).toBeUndefined();
+    expect(() => parseResponsesRequest({ model: 'm', input: 'hi', top_logprobs: 21 })).toThrow(/top_logprobs/);
+  });
+
   it('forwards presence and frequency penalties; Codex fields no provider takes are accepted and reported as dropped', () => {
     const model = catalogModel({ supportedParameters: new Set(['presence_penalty', 'frequency_penalty']) });
     const converted = convert(

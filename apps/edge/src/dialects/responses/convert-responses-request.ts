@@ -91,6 +91,13 @@ export function convertResponsesRequest(body: ResponsesRequest, model: CatalogMo
   if (gate.forwards('reasoning_effort') && body.reasoning?.summary != null) request.reasoningSummary = body.reasoning.summary;
   if (gate.forwards('user') && body.user != null) request.user = body.user;
   if (gate.forwards('verbosity') && body.text?.verbosity != null) request.verbosity = body.text.verbosity;
+  // Logprobs: asked for by `include: ["message.output_text.logprobs"]`; top_logprobs (above 0) goes along
+  // with them, and without them asks for nothing a provider could answer (named).
+  if (gate.forwards('logprobs')) request.logprobs = true;
+  if (gate.forwards('top_logprobs') && body.top_logprobs != null) {
+    if (request.logprobs === true) request.topLogprobs = body.top_logprobs;
+    else gate.drop('top_logprobs');
+  }
   const extraBody = gate.extraBody();
   if (extraBody !== undefined) request.extraBody = extraBody;
 

@@ -23,7 +23,25 @@ function answer(message: Partial<ChatResponse['choices'][number]['message'] & ob
 
 const body = (extra: Record<string, unknown> = {}) => parseResponsesRequest({ model: 'chat', input: 'hi', ...extra });
 
+const chatLogprobs = (tokens: string[]) => JSON.stringify({
+  content: tokens.map((token, index) => ({ token, logprob: -index - 0.5, bytes: [...Buffer.from(token)], top_logprobs: [{ token, logprob: -index - 0.5, bytes: [...Buffer.from(token)] }] })),
+  refusal: null,
+});
+
 describe('renderResponse', () => {
+  it('carries the relayed logprobs as the output_text part\'s logprobs (only where the answer has some)', () => {
+    const asked = answer({ content: 'Hé lo' });
+    asked.choices[0]!.logprobs = chatLogprobs(['Hé ', 'lo']);
+    const rendered = renderResponse(asked, context, body({ include: ['message.output_text.logprobs'] }));
+    const part = (rendered.output[0] as OpenAI.Responses.ResponseOutputMessage).content[0] as OpenAI.Responses.ResponseOutputText;
+    expect(part.logprobs).toEqual([
+      { token: 'Hé ', bytes: [72, 195, 169, 32], logprob: -0.5, top_logprobs: [{ token: 'Hé ', bytes: [72, 195, 169, 32], logprob: -0.5 }] },
+      { token: 'lo', bytes: [108, 111], logprob: -1.5, top_logprobs: [{ token: 'lo', bytes: [108, 111], logprob: -1.5 }] },
+    ]);
+    const plain = renderResponse(answer({ content: 'Hé lo' }), context, body());
+    expect((plain.output[0] as OpenAI.Responses.ResponseOutputMessage).content[0]).not.toHaveProperty('logprobs');
+  });
+
   it('renders a completed answer in the SDK Response shape, ids derived from the request id', () => {
     const rendered = renderResponse(answer({ content: 'Hello.' }), context, body({ metadata: { team: 'a' }, temperature: 0.3, store: true }));
     // The SDK's own type: every required field present with its declared type.

@@ -2,6 +2,7 @@ import type { AssistantMessage, ChatResponse, Usage } from '@gateway/proto';
 import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
 import type { AnswerContext } from '../../inference/dialect.js';
 import { chatResponseCost, type AnswerCost } from '../../inference/answer-cost.js';
+import { outputTextLogprobs } from './responses-logprobs.js';
 import { encryptedContentOf } from './responses-reasoning.js';
 import type { ResponsesRequest } from './responses-schema.js';
 import { customInputOf, dialectToolOf, echoedTools, toolSetOf, type ResponsesToolSet } from './responses-tools.js';
@@ -122,7 +123,9 @@ export function toolCallPrefix(toolSet: ResponsesToolSet, flatName: string): 'fc
 }
 
 /** Output items in the answer's order: reasoning first (spec §4.9), then the message, then tool calls. */
-function outputItems(message: AssistantMessage | undefined, base: string, providerId: string, tags: ReasoningTags, itemStatus: string, toolSet: ResponsesToolSet): unknown[] {
+function outputItems(
+  message: AssistantMessage | undefined, base: string, providerId: string, tags: ReasoningTags, itemStatus: string, toolSet: ResponsesToolSet, logprobs: string | undefined,
+): unknown[] {
   const output: unknown[] = [];
   for (const part of message?.reasoning ?? []) {
     output.push(reasoningItem(itemId('rs', base, output.length), part.text, part.signature, part.encryptedData, part.providerId || providerId, tags));
@@ -133,7 +136,10 @@ function outputItems(message: AssistantMessage | undefined, base: string, provid
   // An answer of only tool calls has no message; an empty answer still has one (output_text is then '').
   if (content !== '' || refusal || toolCalls.length === 0) {
     const parts: unknown[] = [];
-    if (content !== '' || !refusal) parts.push({ type: 'output_text', text: content, annotations: [] });
+    if (content !== '' || !refusal) {
+      // The choice's logprobs, only where the request asked for them (`include: ["message.output_text.logprobs"]`).
+      parts.push(logprobs ? { type: 'output_text', text: content, annotations: [], logprobs: outputTextLogprobs(logprobs) } : { type: 'output_text', text: content, annotations: [] });
+    }
     if (refusal) parts.push({ type: 'refusal', refusal });
     output.push({ id: itemId('msg', base, output.length), type: 'message', status: itemStatus, role: 'assistant', content: parts });
   }
@@ -158,7 +164,7 @@ export function renderResponse(answer: ChatResponse, answerContext: AnswerContex
     error: null,
     incomplete_details: incompleteDetails,
     model: answerContext.model.id,
-    output: outputItems(choice?.message, base, answer.providerId, answerContext.tags, status, toolSetOf(body)),
+    output: outputItems(choice?.message, base, answer.providerId, answerContext.tags, status, toolSetOf(body), choice?.logprobs),
     ...responseSettings(body),
     usage: renderUsage(answer.usage, chatResponseCost(answer, answerContext.model.model.pricing)),
   };

@@ -127,6 +127,28 @@ describe('ResponsesStreamWriter', () => {
     expect(final.usage?.output_tokens_details.reasoning_tokens).toBe(5);
   });
 
+  it('logprobs ride on the text deltas they score (a chunk of only logprobs waits for the next text); done and the final part carry them all', async () => {
+    const logprobs = (tokens: string[]) => JSON.stringify({ content: tokens.map((token) => ({ token, logprob: -0.5, bytes: [...Buffer.from(token)], top_logprobs: [] })), refusal: null });
+    const sse = stream([
+      canonicalDelta({ content: 'Hel', logprobs: logprobs(['Hel']) }),
+      canonicalDelta({ logprobs: logprobs(['lo']) }),
+      canonicalDelta({ content: 'lo.' }),
+      canonicalDelta({ content: '', finishReason: 'stop' }),
+    ], { usage: testUsage(7, 2) });
+    const events = rawEvents(sse);
+    const deltas = events.filter((event) => event.event === 'response.output_text.delta').map((event) => event.data);
+    expect(deltas.map((delta) => delta.logprobs)).toEqual([[{ token: 'Hel', logprob: -0.5, top_logprobs: [] }], [{ token: 'lo', logprob: -0.5, top_logprobs: [] }]]);
+    const done = events.find((event) => event.event === 'response.output_text.done')!.data;
+    expect((done.logprobs as { token: string }[]).map((entry) => entry.token)).toEqual(['Hel', 'lo']);
+    const final = await sdkFinalResponse(sse);
+    const part = (final.output[0] as OpenAI.Responses.ResponseOutputMessage).content[0] as OpenAI.Responses.ResponseOutputText;
+    expect(part.logprobs).toEqual([{ token: 'Hel', logprob: -0.5, bytes: [72, 101, 108], top_logprobs: [] }, { token: 'lo', logprob: -0.5, bytes: [108, 111], top_logprobs: [] }]);
+    // None asked: the delta events carry an empty list, the part none.
+    const plain = rawEvents(stream([canonicalDelta({ content: 'Hi', finishReason: 'stop' })]));
+    expect(plain.find((event) => event.event === 'response.output_text.delta')!.data.logprobs).toEqual([]);
+    expect(JSON.stringify(plain.at(-1)!.data)).not.toContain('"logprobs":[{');
+  });
+
   it('a late delta of a call already closed still reaches the final response', async () => {
     const sse = stream([
       canonicalDelta({ toolCalls: [toolCallDelta(0, { id: 'a', name: 'f', arguments: '{"x":' })] }),

@@ -4,6 +4,7 @@ import { boundedMessage, boundedParam, type ApiError } from '../../errors.js';
 import type { AnswerContext, StreamWriter } from '../../inference/dialect.js';
 import { chatAnswerCost } from '../../inference/answer-cost.js';
 import { compactionItem, compactionItemId } from './compaction.js';
+import { deltaLogprobs, outputTextLogprobs, type TextLogprob } from './responses-logprobs.js';
 import { idBase, itemId, reasoningItem, renderUsage, responseId, responseSettings, statusOf, toolCallItem, toolCallPrefix, type ResponseStatus } from './render-responses.js';
 import type { ResponsesRequest } from './responses-schema.js';
 import { customInputOf, dialectToolOf, toolSetOf, type ResponsesToolSet } from './responses-tools.js';
@@ -40,6 +41,8 @@ interface MessageState {
   outputIndex: number;
   id: string;
   text: string;
+  /** The output text's logprobs so far (only a request that asked for them gets any). */
+  logprobs?: TextLogprob[];
 }
 
 interface FunctionCallState {
@@ -55,6 +58,12 @@ interface FunctionCallState {
 }
 
 type ItemState = ReasoningState | MessageState | FunctionCallState;
+
+/** A message's output_text part, with its logprobs when the request asked for them. */
+function outputTextPart(state: MessageState): string {
+  const logprobs = state.logprobs ? `,"logprobs":${json(state.logprobs)}` : '';
+  return `{"type":"output_text","text":${json(state.text)},"annotations":[]${logprobs}}`;
+}
 
 /**
  * `response.failed` carries an `error.code` the SDK types as one of a fixed list; the gateway's own
@@ -76,6 +85,8 @@ export class ResponsesStreamWriter implements StreamWriter {
   private prices: Pricing | undefined;
   private readonly pricing: Pricing | undefined;
   private current: ItemState | undefined;
+  /** Logprobs that came before the text they score (a chunk of only logprobs). */
+  private pendingLogprobs: TextLogprob[] | undefined = undefined;
   /** The JSON text of each output item, by output index (an open item's is filled when it closes). */
   private readonly outputJson: string[] = [];
   /** Function call items by the canonical call index, for a late delta of a call already closed. */
@@ -120,6 +131,12 @@ export class ResponsesStreamWriter implements StreamWriter {
     if (this.compaction) return this.compactionDelta(delta);
     let out = '';
     if (delta.reasoning || delta.reasoningSignature || delta.reasoningEncrypted) out += this.reasoning(delta);
+    if (delta.logprobs) {
+      // Logprobs ride on the text they score; a chunk with only logprobs waits for the next text.
+      const logprobs = outputTextLogprobs(delta.logprobs);
+      if (this.pendingLogprobs) this.pendingLogprobs.push(...logprobs);
+      else this.pendingLogprobs = logprobs;
+    }
     if (delta.content) out += this.text(delta.content);
     for (const call of delta.toolCalls) out += this.toolCall(call);
     if (delta.finishReason) this.finishReason = delta.finishReason;
@@ -237,7 +254,12 @@ export class ResponsesStreamWriter implements StreamWriter {
         this.event('response.content_part.added', `${this.itemFields(state)},"content_index":0,"part":{"type":"output_text","text":"","annotations":[]}`);
     }
     state.text += content;
-    return out + this.event('response.output_text.delta', `${this.itemFields(state)},"content_index":0,"delta":${json(content)},"logprobs":[]`);
+    const logprobs = this.pendingLogprobs;
+    if (logprobs === undefined) return out + this.event('response.output_text.delta', `${this.itemFields(state)},"content_index":0,"delta":${json(content)},"logprobs":[]`);
+    this.pendingLogprobs = undefined;
+    if (state.logprobs) state.logprobs.push(...logprobs);
+    else state.logprobs = logprobs.slice();
+    return out + this.event('response.output_text.delta', `${this.itemFields(state)},"content_index":0,"delta":${json(content)},"logprobs":${json(deltaLogprobs(logprobs))}`);
   }
 
   private toolCall(call: ToolCallDelta): string {
@@ -294,8 +316,8 @@ export class ResponsesStreamWriter implements StreamWriter {
     } else if (state.kind === 'message') {
       const text = json(state.text);
       out +=
-        this.event('response.output_text.done', `${fields},"content_index":0,"text":${text},"logprobs":[]`) +
-        this.event('response.content_part.done', `${fields},"content_index":0,"part":{"type":"output_text","text":${text},"annotations":[]}`);
+        this.event('response.output_text.done', `${fields},"content_index":0,"text":${text},"logprobs":${state.logprobs ? json(deltaLogprobs(state.logprobs)) : '[]'}`) +
+        this.event('response.content_part.done', `${fields},"content_index":0,"part":${outputTextPart(state)}`);
     } else if (state.kind === 'function_call' && state.custom) {
       const input = json(customInputOf(state.arguments));
       out +=
@@ -319,7 +341,7 @@ export class ResponsesStreamWriter implements StreamWriter {
       case 'reasoning':
         return json(reasoningItem(state.id, state.text, state.signature, state.encrypted, this.providerId, this.tags));
       case 'message':
-        return `{"id":${json(state.id)},"type":"message","status":"${status}","role":"assistant","content":[{"type":"output_text","text":${json(state.text)},"annotations":[]}]}`;
+        return `{"id":${json(state.id)},"type":"message","status":"${status}","role":"assistant","content":[${outputTextPart(state)}]}`;
       case 'function_call':
         return json(toolCallItem(state.id, status, state.callId, state.name, state.arguments, this.toolSet));
     }

@@ -57,6 +57,22 @@ describe('BedrockAdapter', () => {
     });
   });
 
+  it('sends Anthropic betas to Claude as additionalModelRequestFields.anthropic_beta (the fake checks the flags); other models name them', async () => {
+    const named: string[] = [];
+    const watched = Object.assign(signal(), { parametersUnsent: (names: readonly string[]) => { named.push(...names); } });
+    const chat = chatRequest([message('user', 'Hi')], { anthropicBeta: 'interleaved-thinking-2025-05-14,token-efficient-tools-2025-02-19' });
+    const claude = await adapter.chat(request(chat, PROFILE_ARN), watched);
+    expect(claude.choices[0]!.message!.content).not.toBe('');
+    expect(upstream.requests[0]!.body.additionalModelRequestFields).toEqual({ anthropic_beta: ['interleaved-thinking-2025-05-14', 'token-efficient-tools-2025-02-19'] });
+    expect(named).toEqual([]);
+    // Streamed alike.
+    await collect(adapter.chatStream(request(chat), watched));
+    expect(upstream.requests[1]!.body.additionalModelRequestFields).toEqual({ anthropic_beta: ['interleaved-thinking-2025-05-14', 'token-efficient-tools-2025-02-19'] });
+    await adapter.chat(request(chat, 'amazon.nova-pro-v1:0'), watched);
+    expect(upstream.requests[2]!.body.additionalModelRequestFields).toBeUndefined();
+    expect(named).toEqual(['anthropic-beta']);
+  });
+
   it('streams text from the binary eventstream (padding ignored, no start event for text), then finish and usage', async () => {
     upstream.script({ text: 'Hello there, traveller.', chunkCount: 4, usage: { inputTokens: 7, outputTokens: 5 } });
     const parts = await collect(adapter.chatStream(request(chatRequest('Hi')), signal()));

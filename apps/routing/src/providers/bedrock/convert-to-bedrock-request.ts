@@ -1,4 +1,4 @@
-import { unsentParameters } from '@gateway/platform';
+import { anthropicBetas, unsentParameters } from '@gateway/platform';
 import type { CacheControl, ChatMessage, ChatRequest, ContentPart, FilePart, ImagePart, ReasoningPart } from '@gateway/proto';
 import { ProviderError } from '../provider-adapter.js';
 import { ToolIdentifiers } from '../anthropic/anthropic-tool-identifiers.js';
@@ -392,6 +392,15 @@ export function convertToBedrockRequest(request: ChatRequest, options: BedrockCo
     if (claude) body.additionalModelResponseFieldPaths = ['/stop_sequence'];
   }
   if (Object.keys(inference).length > 0) body.inferenceConfig = inference;
+  // Anthropic betas (the allowlisted `anthropic-beta` values the edge kept): Claude's request body takes
+  // them as `anthropic_beta`, which Converse passes on from additionalModelRequestFields. Other models
+  // have no such field (anthropic-beta is named: unsentParameters).
+  if (claude && request.anthropicBeta) {
+    // The edge kept only allowlisted values; anything else here is still never sent, and named.
+    const { betas, droppedSome } = anthropicBetas(request.anthropicBeta);
+    if (betas.length > 0) model.anthropic_beta = betas;
+    if (droppedSome) unsent.push('anthropic-beta');
+  }
 
   const extra = extraFields(request);
   if (extra) {

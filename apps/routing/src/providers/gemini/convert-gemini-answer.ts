@@ -1,6 +1,7 @@
 import type { ChatChoice, GeneratedImage, ReasoningPart, ToolCall } from '@gateway/proto';
 import { ProviderError } from '../provider-adapter.js';
 import type { GeminiAnswerPart, GeminiCandidate, GeminiResponse } from './gemini-api-types.js';
+import { convertGeminiLogprobs } from './convert-gemini-logprobs.js';
 import { CallIds, placeSignature } from './gemini-thought-signatures.js';
 import type { GeminiToolNames } from './gemini-tool-names.js';
 import { isBlockingFinishReason, mapGeminiFinishReason } from './map-gemini-finish-reason.js';
@@ -14,9 +15,12 @@ export function geminiBlock(response: GeminiResponse): ProviderError | undefined
   if (feedback?.blockReason && feedback.blockReason !== 'BLOCKED_REASON_UNSPECIFIED') {
     return new ProviderError('content_filter', feedback.blockReasonMessage || `prompt blocked: ${feedback.blockReason}`);
   }
-  const candidate = response.candidates?.[0];
-  if (candidate && isBlockingFinishReason(candidate.finishReason)) {
-    return new ProviderError('content_filter', candidate.finishMessage || `answer blocked: ${candidate.finishReason}`);
+  // Several candidates (chat `n`): refused only when every one was blocked; a blocked one among others
+  // is a choice that finished with content_filter.
+  const candidates = response.candidates;
+  const first = candidates?.[0];
+  if (first && isBlockingFinishReason(first.finishReason) && candidates!.every((candidate) => isBlockingFinishReason(candidate.finishReason))) {
+    return new ProviderError('content_filter', first.finishMessage || `answer blocked: ${first.finishReason}`);
   }
   return undefined;
 }
@@ -29,17 +33,27 @@ export function generatedImage(part: GeminiAnswerPart): GeneratedImage | undefin
 }
 
 /**
- * A whole generateContent answer (its first candidate) as the canonical choice. Text parts are joined;
+ * A whole generateContent answer as canonical choices: each candidate a choice at its `index` (several
+ * when the request set candidateCount, chat `n`), with its logprobs when the request asked for them
+ * (convert-gemini-logprobs.ts). Throws the refusal of a blocked answer.
+ */
+export function convertGeminiAnswers(response: GeminiResponse, providerId: string, names: GeminiToolNames): ChatChoice[] {
+  const blocked = geminiBlock(response);
+  if (blocked) throw blocked;
+  const candidates = response.candidates;
+  if (!candidates || candidates.length === 0) throw new ProviderError('connection', 'answer without candidates');
+  if (candidates.length === 1) return [convertGeminiCandidate(candidates[0]!, 0, providerId, names)];
+  return candidates.map((candidate, position) => convertGeminiCandidate(candidate, candidate.index ?? position, providerId, names));
+}
+
+/**
+ * One candidate as a canonical choice. Text parts are joined;
  * thought parts become reasoning issued by `providerId`; every thoughtSignature, on whatever part, becomes
  * reasoning of `providerId` that says where it rode (gemini-thought-signatures.ts); functionCall parts
  * become tool calls with made-up ids (Gemini sends none), the caller's tool names and arguments as JSON text,
  * each with its own signature (issued by `providerId`) when its part had one.
  */
-export function convertGeminiAnswer(response: GeminiResponse, providerId: string, names: GeminiToolNames): ChatChoice {
-  const blocked = geminiBlock(response);
-  if (blocked) throw blocked;
-  const candidate: GeminiCandidate | undefined = response.candidates?.[0];
-  if (!candidate) throw new ProviderError('connection', 'answer without candidates');
+function convertGeminiCandidate(candidate: GeminiCandidate, choiceIndex: number, providerId: string, names: GeminiToolNames): ChatChoice {
   const ids = new CallIds();
   let content = '';
   const reasoning: ReasoningPart[] = [];
@@ -68,10 +82,14 @@ export function convertGeminiAnswer(response: GeminiResponse, providerId: string
       if (signature) reasoning.push({ text: '', signature: placeSignature({ kind: 'text' }, signature), encryptedData: '', providerId });
     }
   }
-  return {
-    index: 0,
+  const choice: ChatChoice = {
+    index: choiceIndex,
     finishReason: mapGeminiFinishReason(candidate.finishReason, toolCalls.length > 0),
     stopSequence: '',
     message: { content, toolCalls, reasoning, images },
   };
+  // Only a request that asked for logprobs gets a logprobsResult.
+  const logprobs = convertGeminiLogprobs(candidate.logprobsResult);
+  if (logprobs !== undefined) choice.logprobs = logprobs;
+  return choice;
 }

@@ -1,6 +1,7 @@
 import type { ChatStreamDelta, GeneratedImage, ToolCallDelta, Usage } from '@gateway/proto';
 import type { GeminiResponse, GeminiUsage } from './gemini-api-types.js';
 import { geminiBlock, generatedImage } from './convert-gemini-answer.js';
+import { convertGeminiLogprobs } from './convert-gemini-logprobs.js';
 import { convertGeminiUsage } from './convert-gemini-usage.js';
 import { CallIds, placeSignature } from './gemini-thought-signatures.js';
 import type { GeminiToolNames } from './gemini-tool-names.js';
@@ -68,6 +69,12 @@ export class GeminiStreamConverter {
         if (part.text) deltas.push(delta(part.text, '', '', [], ''));
         if (signature) deltas.push(delta('', '', placeSignature({ kind: 'text' }, signature), [], ''));
       }
+    }
+    // The chunk's logprobs (asked for with responseLogprobs) ride on its first delta, or on their own.
+    const logprobs = candidate?.logprobsResult != null ? convertGeminiLogprobs(candidate.logprobsResult) : undefined;
+    if (logprobs !== undefined) {
+      if (deltas.length > 0) deltas[0]!.logprobs = logprobs;
+      else deltas.push({ ...delta('', '', '', [], ''), logprobs });
     }
     if (candidate?.finishReason && candidate.finishReason !== 'FINISH_REASON_UNSPECIFIED') {
       this.finished = true;

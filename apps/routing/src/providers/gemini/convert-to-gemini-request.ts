@@ -290,6 +290,13 @@ function generationConfig(request: ChatRequest, model: string): GeminiGeneration
   if (request.stop.length > 0) config.stopSequences = request.stop.slice(0, MAX_STOP_SEQUENCES);
   if (request.presencePenalty !== undefined) config.presencePenalty = request.presencePenalty;
   if (request.frequencyPenalty !== undefined) config.frequencyPenalty = request.frequencyPenalty;
+  // Chat `n` above 1: that many candidates (routing sends no stream here: streamGenerateContent answers one).
+  if (request.n !== undefined && request.n > 1) config.candidateCount = request.n;
+  // Logprobs: the chosen tokens' (responseLogprobs), and the top ones per step only alongside them.
+  if (request.logprobs === true) {
+    config.responseLogprobs = true;
+    if (request.topLogprobs !== undefined) config.logprobs = request.topLogprobs;
+  }
   // generationConfig.seed is an int32: a larger seed is another request to Gemini (400), so it goes as the client sent it.
   if (request.seed !== undefined) config.seed = Number(request.seed);
   const format = request.responseFormat;
@@ -349,7 +356,10 @@ export function convertToGeminiRequest(request: ChatRequest, options: GeminiConv
     if (!extra) throw rejected('extra_body is not a JSON object');
     for (const [field, value] of Object.entries(extra)) if (!(field in body)) body[field] = value;
   }
-  const unsent = unsentParameters('gemini', request);
+  let unsent = unsentParameters('gemini', request);
   // Gemini takes at most MAX_STOP_SEQUENCES: the first go, and the rest is named.
-  return { body, names, unsent: request.stop.length > MAX_STOP_SEQUENCES ? [...unsent, 'stop'] : unsent };
+  if (request.stop.length > MAX_STOP_SEQUENCES) unsent = [...unsent, 'stop'];
+  // Top logprobs without the logprobs themselves: Gemini refuses `logprobs` without responseLogprobs.
+  if (request.topLogprobs !== undefined && request.logprobs !== true) unsent = [...unsent, 'top_logprobs'];
+  return { body, names, unsent };
 }

@@ -70,6 +70,39 @@ describe('GeminiAdapter against the fake Gemini API', () => {
     expect(deltas.some((delta) => delta.reasoningSignature.startsWith('tx:'))).toBe(true);
   });
 
+  it('n as candidateCount: each candidate a choice at its index, usage as Gemini counts every candidate; logprobs in OpenAI shape', async () => {
+    upstream.script({ text: 'Oui merci', usage: { promptTokenCount: 9, candidatesTokenCount: 12 } });
+    const result = await adapter.chat(flash(chatRequest('Hi', { n: 3, logprobs: true, topLogprobs: 2 })), signal());
+    expect(upstream.requests[0]!.body.generationConfig).toEqual({ candidateCount: 3, responseLogprobs: true, logprobs: 2 });
+    expect(result.choices.map((choice) => choice.index)).toEqual([0, 1, 2]);
+    expect(result.choices.map((choice) => choice.message!.content)).toEqual(['Oui merci', 'Oui merci (candidate 1)', 'Oui merci (candidate 2)']);
+    // Charged as reported: candidatesTokenCount already holds all three.
+    expect(result.usage).toMatchObject({ inputTokens: 9, outputTokens: 12 });
+    const logprobs = JSON.parse(result.choices[1]!.logprobs!) as { content: { token: string; logprob: number; bytes: number[]; top_logprobs: { token: string }[] }[]; refusal: null };
+    expect(logprobs.refusal).toBeNull();
+    expect(logprobs.content.map((entry) => entry.token).join('')).toBe('Oui merci (candidate 1)');
+    expect(logprobs.content[0]).toEqual({
+      token: 'Oui ', logprob: -0.5, bytes: [...Buffer.from('Oui ')],
+      top_logprobs: [{ token: 'Oui ', logprob: -0.5, bytes: [...Buffer.from('Oui ')] }, { token: 'Oui ~1', logprob: -1.5, bytes: [...Buffer.from('Oui ~1')] }],
+    });
+    // Not asked: none.
+    upstream.script({ text: 'plain' });
+    expect((await adapter.chat(flash(chatRequest('Hi')), signal())).choices[0]!.logprobs).toBeUndefined();
+  });
+
+  it('streams logprobs chunk by chunk, each on the text it scores', async () => {
+    upstream.script({ text: 'one two three four', chunkCount: 2 });
+    const deltas = deltasOf(await collect(adapter.chatStream(flash(chatRequest('Count', { logprobs: true })), signal())));
+    expect(upstream.requests[0]!.body.generationConfig).toEqual({ responseLogprobs: true });
+    const scored = deltas.filter((delta) => delta.logprobs !== undefined);
+    const tokens = scored.flatMap((delta) => (JSON.parse(delta.logprobs!) as { content: { token: string; top_logprobs: unknown[] }[] }).content);
+    expect(tokens.map((entry) => entry.token).join('')).toBe('one two three four');
+    expect(tokens.every((entry) => entry.top_logprobs.length === 0)).toBe(true);
+    for (const delta of scored.filter((candidate) => candidate.content)) {
+      expect((JSON.parse(delta.logprobs!) as { content: { token: string }[] }).content.map((entry) => entry.token).join('')).toBe(delta.content);
+    }
+  });
+
   it('normalises a recorded answer (fixture): a thought, text, a signed call, usage with thinking and cache', async () => {
     upstream.script({ replay: { contentType: 'application/json', body: fixture('generate-content.json') } });
     const result = await adapter.chat(flash(chatRequest('Weather in Paris?', { tools: [weatherTool] })), signal());

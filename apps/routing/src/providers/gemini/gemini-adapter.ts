@@ -17,7 +17,7 @@ import { readServerSentEvents } from '../http/server-sent-events.js';
 import { streamingRequest } from '../http/streaming-request.js';
 import { geminiEmbedResponseSchema, parseGeminiResponse } from './gemini-api-types.js';
 import { geminiHttpError, geminiStreamError } from './gemini-error.js';
-import { convertGeminiAnswer } from './convert-gemini-answer.js';
+import { convertGeminiAnswers } from './convert-gemini-answer.js';
 import { GeminiStreamConverter } from './convert-gemini-stream.js';
 import { convertGeminiUsage } from './convert-gemini-usage.js';
 import { convertToGeminiRequest } from './convert-to-gemini-request.js';
@@ -143,7 +143,7 @@ export class GeminiAdapter implements ProviderAdapterV1 {
     if (unsent.length > 0) signal.parametersUnsent?.(unsent);
     const text = await this.post(this.modelPath(request.upstreamModel, 'generateContent'), body, signal);
     const answer = parseJsonAnswer(text, parseGeminiResponse);
-    return { choices: [convertGeminiAnswer(answer, this.providerId, names)], usage: convertGeminiUsage(answer.usageMetadata) };
+    return { choices: convertGeminiAnswers(answer, this.providerId, names), usage: convertGeminiUsage(answer.usageMetadata) };
   }
 
   async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {

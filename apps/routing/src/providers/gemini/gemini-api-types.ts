@@ -54,6 +54,12 @@ export interface GeminiGenerationConfig {
   presencePenalty?: number;
   seed?: number;
   frequencyPenalty?: number;
+  /** Several candidates (chat `n`); generateContent only. */
+  candidateCount?: number;
+  /** The chosen tokens' log probabilities (chat `logprobs`). */
+  responseLogprobs?: boolean;
+  /** Top candidates per step, 0–20 (chat `top_logprobs`); only with responseLogprobs. */
+  logprobs?: number;
   responseMimeType?: string;
   responseJsonSchema?: unknown;
   thinkingConfig?: GeminiThinkingConfig;
@@ -94,11 +100,21 @@ export const geminiPartSchema = z.object({
 });
 export type GeminiAnswerPart = z.infer<typeof geminiPartSchema>;
 
+const logprobsCandidateSchema = z.object({ token: z.string().nullish(), logProbability: z.number().nullish(), tokenId: z.number().nullish() });
+
+/** A candidate's `logprobsResult` (asked for with responseLogprobs): chosen tokens and the top ones per step. */
+export const geminiLogprobsResultSchema = z.object({
+  chosenCandidates: z.array(logprobsCandidateSchema).nullish(),
+  topCandidates: z.array(z.object({ candidates: z.array(logprobsCandidateSchema).nullish() })).nullish(),
+});
+export type GeminiLogprobsResult = z.infer<typeof geminiLogprobsResultSchema>;
+
 export const geminiCandidateSchema = z.object({
   content: z.object({ role: z.string().nullish(), parts: z.array(geminiPartSchema).nullish() }).nullish(),
   finishReason: z.string().nullish(),
   finishMessage: z.string().nullish(),
   index: z.number().int().nullish(),
+  logprobsResult: geminiLogprobsResultSchema.nullish(),
 });
 export type GeminiCandidate = z.infer<typeof geminiCandidateSchema>;
 
@@ -148,9 +164,23 @@ function isPart(part: unknown): boolean {
   return data == null || (isObject(data) && nullishString(data.mimeType) && nullishString(data.data));
 }
 
+function isLogprobsCandidate(entry: unknown): boolean {
+  return isObject(entry) && nullishString(entry.token) && (entry.logProbability == null || typeof entry.logProbability === 'number')
+    && (entry.tokenId == null || typeof entry.tokenId === 'number');
+}
+
+/** Present only when the request asked for logprobs. */
+function isLogprobsResult(result: unknown): boolean {
+  if (!isObject(result)) return false;
+  if (result.chosenCandidates != null && !(Array.isArray(result.chosenCandidates) && result.chosenCandidates.every(isLogprobsCandidate))) return false;
+  return result.topCandidates == null || (Array.isArray(result.topCandidates) && result.topCandidates.every((step) =>
+    isObject(step) && (step.candidates == null || (Array.isArray(step.candidates) && step.candidates.every(isLogprobsCandidate)))));
+}
+
 function isCandidate(candidate: unknown): boolean {
   if (!isObject(candidate) || !nullishString(candidate.finishReason) || !nullishString(candidate.finishMessage)) return false;
   if (candidate.index != null && !(typeof candidate.index === 'number' && Number.isInteger(candidate.index))) return false;
+  if (candidate.logprobsResult != null && !isLogprobsResult(candidate.logprobsResult)) return false;
   const content = candidate.content;
   if (content == null) return true;
   if (!isObject(content) || !nullishString(content.role)) return false;

@@ -49,7 +49,7 @@ function extract(bodyText: string): ExtractedError {
  */
 const UNKNOWN_FIELD = /Unknown name "([A-Za-z_][A-Za-z0-9_]*)"(?: at '(?:generation_config|generationConfig)(?:\.(?:thinking_config|thinkingConfig))?')?: Cannot find field/;
 /** Parameters a model refuses in words (`Penalty is not enabled for models/…`, `Logprobs is not enabled for …`). */
-const NOT_ENABLED = /^(Presence penalty|Frequency penalty|Penalty|Thinking) is not (?:enabled|supported) for/i;
+const NOT_ENABLED = /^(Presence penalty|Frequency penalty|Penalty|Thinking|Logprobs) is not (?:enabled|supported) for/i;
 
 /** The parameter a 400 refuses, in the gateway's vocabulary; '' when the refusal is about something else. */
 export function geminiUnsupportedParameter(message: string): string {
@@ -60,6 +60,8 @@ export function geminiUnsupportedParameter(message: string): string {
   if (words === 'presence penalty' || words === 'penalty') return 'presence_penalty';
   if (words === 'frequency penalty') return 'frequency_penalty';
   if (words === 'thinking') return 'reasoning_effort';
+  // A model without logprobs: the request goes again without them (and their ranking), named.
+  if (words === 'logprobs') return 'logprobs';
   return '';
 }
 
