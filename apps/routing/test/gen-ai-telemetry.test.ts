@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMetricsRegistry, startTelemetry, type GatewayError, type Registry } from '@gateway/platform';
-import { Provider, type ChatStreamResponse } from '@gateway/proto';
+import { ModerationInputForm, Provider, type ChatStreamResponse } from '@gateway/proto';
 import {
   createTestBus, createTestServiceAccount, eventually, parsePrometheusText, SPAN_KIND, startFakeAnthropicUpstream, startFakeAzureOpenAIUpstream,
   startFakeBedrockUpstream, startFakeGeminiUpstream, startFakeUpstream, startFakeVertexUpstream, startOtlpCollector, testLogger,
@@ -25,6 +25,8 @@ import { chatRequest, model, routerClient, snapshot, startFakeCatalog } from './
 const DURATION_BOUNDS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
 const TOKEN_BOUNDS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864];
 
+/** The upstream kinds whose adapters generate images and transcribe. */
+const MEDIA_KINDS = ['openai', 'azure-openai'] as const;
 const BEDROCK_MODEL = 'us.anthropic.claude-sonnet-4-5-20250929-v1:0';
 const VERTEX = { project: 'genai-project', location: 'us-east5' };
 
@@ -33,6 +35,8 @@ interface Upstream {
   /** The conventions' gen_ai.provider.name for it. */
   providerName: string;
   upstreamModel: string;
+  /** The id the kind's fake gives its answers (gen_ai.response.id); undefined: the API names none (Bedrock's Converse). */
+  responseId: RegExp | undefined;
   url: string;
   close(): Promise<void>;
   provider: Partial<Provider>;
@@ -83,7 +87,7 @@ describe('OpenTelemetry GenAI conventions: one CLIENT span and the client metric
     directory = mkdtempSync(join(tmpdir(), 'genai-telemetry-'));
     const openai = await startFakeUpstream();
     upstreams.push({
-      kind: 'openai', providerName: 'openai', upstreamModel: 'gpt-4.1-mini', url: openai.url, close: () => openai.close(),
+      kind: 'openai', providerName: 'openai', upstreamModel: 'gpt-4.1-mini', responseId: /^chatcmpl-fake\d+$/, url: openai.url, close: () => openai.close(),
       provider: { kind: 'openai', baseUrl: openai.url, apiKeyEnv: 'OPENAI_KEY' }, secrets: { OPENAI_KEY: 'sk-openai' },
     });
     // Reasoning tokens reported by the OpenAI fake (completion_tokens_details.reasoning_tokens).
@@ -92,23 +96,23 @@ describe('OpenTelemetry GenAI conventions: one CLIENT span and the client metric
     // Cache reads and writes (Anthropic counts them apart from input_tokens; the gateway's input includes them).
     anthropic.setFallback({ text: 'Hello from anthropic.', usage: { input_tokens: 12, cache_read_input_tokens: 30, cache_creation_input_tokens: 4, output_tokens: 5 } });
     upstreams.push({
-      kind: 'anthropic', providerName: 'anthropic', upstreamModel: 'claude-sonnet-4-5', url: anthropic.url, close: () => anthropic.close(),
+      kind: 'anthropic', providerName: 'anthropic', upstreamModel: 'claude-sonnet-4-5', responseId: /^msg_fake\d+$/, url: anthropic.url, close: () => anthropic.close(),
       provider: { kind: 'anthropic', baseUrl: anthropic.url, apiKeyEnv: 'ANTHROPIC_KEY' }, secrets: { ANTHROPIC_KEY: 'sk-ant' },
     });
     const gemini = await startFakeGeminiUpstream({ apiKey: 'AIza-genai' });
     upstreams.push({
-      kind: 'gemini', providerName: 'gcp.gemini', upstreamModel: 'gemini-2.5-flash', url: gemini.url, close: () => gemini.close(),
+      kind: 'gemini', providerName: 'gcp.gemini', upstreamModel: 'gemini-2.5-flash', responseId: /^fakeResp\d+$/, url: gemini.url, close: () => gemini.close(),
       provider: { kind: 'gemini', baseUrl: gemini.url, apiKeyEnv: 'GEMINI_KEY' }, secrets: { GEMINI_KEY: 'AIza-genai' },
     });
     const bedrock = await startFakeBedrockUpstream({ region: 'us-east-1', accessKeyId: 'AKIAGENAI', secretAccessKey: 'genai-secret' });
     upstreams.push({
-      kind: 'bedrock', providerName: 'aws.bedrock', upstreamModel: BEDROCK_MODEL, url: bedrock.url, close: () => bedrock.close(),
+      kind: 'bedrock', providerName: 'aws.bedrock', upstreamModel: BEDROCK_MODEL, responseId: undefined, url: bedrock.url, close: () => bedrock.close(),
       provider: { kind: 'bedrock', baseUrl: bedrock.url, region: 'us-east-1', accessKeyIdEnv: 'AWS_KEY_ID', secretAccessKeyEnv: 'AWS_SECRET' },
       secrets: { AWS_KEY_ID: 'AKIAGENAI', AWS_SECRET: 'genai-secret' },
     });
     const azure = await startFakeAzureOpenAIUpstream({ apiKey: 'azure-genai' });
     upstreams.push({
-      kind: 'azure-openai', providerName: 'azure.ai.openai', upstreamModel: 'gpt-4o', url: azure.url, close: () => azure.close(),
+      kind: 'azure-openai', providerName: 'azure.ai.openai', upstreamModel: 'gpt-4o', responseId: /^chatcmpl-azure\d+$/, url: azure.url, close: () => azure.close(),
       provider: { kind: 'azure-openai', baseUrl: azure.url, apiKeyEnv: 'AZURE_KEY' }, secrets: { AZURE_KEY: 'azure-genai' },
     });
     const account = createTestServiceAccount('genai@genai-project.iam.gserviceaccount.com');
@@ -116,7 +120,7 @@ describe('OpenTelemetry GenAI conventions: one CLIENT span and the client metric
     const keyFile = join(directory, 'service-account.json');
     writeFileSync(keyFile, account.keyFile(vertex.tokenUri, VERTEX.project));
     upstreams.push({
-      kind: 'vertex', providerName: 'gcp.vertex_ai', upstreamModel: 'gemini-2.5-flash', url: vertex.url, close: () => vertex.close(),
+      kind: 'vertex', providerName: 'gcp.vertex_ai', upstreamModel: 'gemini-2.5-flash', responseId: /^fakeResp\d+$/, url: vertex.url, close: () => vertex.close(),
       provider: { kind: 'vertex', baseUrl: vertex.url, ...VERTEX, credentialsFileEnv: 'VERTEX_CREDENTIALS' }, secrets: { VERTEX_CREDENTIALS: keyFile },
     });
 
@@ -127,6 +131,12 @@ describe('OpenTelemetry GenAI conventions: one CLIENT span and the client metric
     const models = upstreams.map((upstream) => model(`genai/${upstream.kind}`, [], { offers: [offer(`p-${upstream.kind}`, upstream.upstreamModel)] }));
     models.push(model('genai/failover', [], { offers: [offer('p-dead', 'dead-model'), offer('p-openai', 'gpt-4.1-mini')] }));
     models.push(model('genai/embed', [], { offers: [{ providerId: 'p-openai', upstreamModel: 'text-embedding-3-small', endpoints: ['embeddings'] }] }));
+    // The kinds with image generation and transcription (OpenAI's API and Azure's deployments), and OpenAI's moderations.
+    for (const kind of MEDIA_KINDS) {
+      models.push(model(`genai/images-${kind}`, [], { offers: [{ providerId: `p-${kind}`, upstreamModel: 'gpt-image-1', endpoints: ['images.generations'] }] }));
+      models.push(model(`genai/transcribe-${kind}`, [], { offers: [{ providerId: `p-${kind}`, upstreamModel: 'whisper', endpoints: ['audio.transcriptions'] }] }));
+    }
+    models.push(model('genai/moderate', [], { offers: [{ providerId: 'p-openai', upstreamModel: 'omni-moderation-latest', endpoints: ['moderations'] }] }));
     testBus = await createTestBus('nats');
     catalog = await startFakeCatalog(snapshot('v1', models, providers));
     registry = createMetricsRegistry();
@@ -174,6 +184,19 @@ describe('OpenTelemetry GenAI conventions: one CLIENT span and the client metric
 
   const kinds = () => upstreams.map((upstream) => [upstream.kind, upstream] as const);
 
+  /** gen_ai.response.id and gen_ai.response.model: the provider's own names of its answer, where its API has them. */
+  const expectResponseNames = (span: CollectedSpan, upstream: Upstream) => {
+    if (upstream.responseId === undefined) {
+      // Bedrock's Converse answers name neither an id nor a model.
+      expect(span.attributes['gen_ai.response.id']).toBeUndefined();
+      expect(span.attributes['gen_ai.response.model']).toBeUndefined();
+      return;
+    }
+    expect(span.attributes['gen_ai.response.id'], upstream.kind).toMatch(upstream.responseId);
+    // Every fake answers with the model it was asked for (Azure: the deployment's name).
+    expect(span.attributes['gen_ai.response.model'], upstream.kind).toBe(upstream.upstreamModel);
+  };
+
   it.each(['openai', 'anthropic', 'gemini', 'bedrock', 'azure-openai', 'vertex'])('%s: a unary chat is one CLIENT span with the conventions\' attributes, under routing\'s span, parent of the HTTP call', async (kind) => {
     const upstream = upstreams.find((candidate) => candidate.kind === kind)!;
     const response = await client.chat(chatRequest(`genai/${kind}`, 'Say hello.', { temperature: 0.5, maxOutputTokens: 64, topP: 0.9, stop: ['END'] }));
@@ -201,6 +224,7 @@ describe('OpenTelemetry GenAI conventions: one CLIENT span and the client metric
     });
     expect(span!.attributes['error.type']).toBeUndefined();
     expect(span!.attributes['gen_ai.response.time_to_first_chunk']).toBeUndefined();
+    expectResponseNames(span!, upstream);
     // No content on spans: nothing of the prompt or the answer.
     expect(JSON.stringify(span!.attributes)).not.toContain('Say hello.');
     expect(Object.keys(span!.attributes).some((key) => /messages|instructions|content/.test(key))).toBe(false);
@@ -238,6 +262,8 @@ describe('OpenTelemetry GenAI conventions: one CLIENT span and the client metric
     expect(span!.attributes['gen_ai.usage.input_tokens']).toBeGreaterThan(0);
     expect(span!.attributes['gen_ai.usage.output_tokens']).toBeGreaterThan(0);
     expect(span!.attributes['error.type']).toBeUndefined();
+    // Read from the stream's usage part (Anthropic: from message_start), not from every frame.
+    expectResponseNames(span!, upstream);
   });
 
   it('reports cache reads, cache writes and reasoning tokens with the conventions\' names', async () => {
@@ -263,8 +289,11 @@ describe('OpenTelemetry GenAI conventions: one CLIENT span and the client metric
     expect(served!.statusCode).not.toBe(2);
     expect(served!.attributes['error.type']).toBeUndefined();
     expect(served!.attributes['gateway.attempt']).toBe(2);
+    // Only the attempt that answered names an answer.
+    expect(failed!.attributes['gen_ai.response.id']).toBeUndefined();
+    expect(served!.attributes['gen_ai.response.id']).toMatch(/^chatcmpl-fake\d+$/);
     // The failed attempt's duration carries its error.type (OTLP).
-    await latestPoint('gen_ai.client.operation.duration', { 'gen_ai.request.model': 'dead-model', 'error.type': 'connection' }, (point) => {
+    await latestPoint('gen_ai.client.inference.duration', { 'gen_ai.request.model': 'dead-model', 'error.type': 'connection' }, (point) => {
       expect(point.count).toBeGreaterThanOrEqual(1);
     });
   });
@@ -283,22 +312,89 @@ describe('OpenTelemetry GenAI conventions: one CLIENT span and the client metric
     await latestPoint('gen_ai.client.token.usage', { 'gen_ai.operation.name': 'embeddings', 'gen_ai.token.type': 'input' }, (point) => expect(point.count).toBe(1));
     expect(collector.metrics.some((point) => point.name === 'gen_ai.client.token.usage' && point.attributes['gen_ai.operation.name'] === 'embeddings'
       && point.attributes['gen_ai.token.type'] === 'output')).toBe(false);
+    await latestPoint('gen_ai.client.inference.operation.input_tokens', { 'gen_ai.operation.name': 'embeddings' }, (point) => expect(point).toMatchObject({ count: 1, sum: response.usage!.inputTokens }));
+    expect(collector.metrics.some((point) => point.name === 'gen_ai.client.inference.operation.output_tokens' && point.attributes['gen_ai.operation.name'] === 'embeddings')).toBe(false);
+  });
+
+  it.each(MEDIA_KINDS)('%s: an image generation reports the provider\'s usage: span attributes, token usage by type and the usage counters by modality', async (kind) => {
+    const providerName = upstreams.find((upstream) => upstream.kind === kind)!.providerName;
+    const response = await client.generateImages({
+      context: { requestId: `req_genai_images_${kind}`, accountId: 'acc_test', keyId: 'key_test' }, modelId: `genai/images-${kind}`, routingStrategy: '',
+      prompt: 'a red square', n: 1, responseFormat: 'b64_json',
+    });
+    expect(response.data).toHaveLength(1);
+    const [span] = await attemptSpans(`genai/images-${kind}`, false);
+    expect(span!).toMatchObject({ name: 'generate_content gpt-image-1', kind: SPAN_KIND.client });
+    // The fakes' gpt-image usage: 50 in (20 text, 30 image), 1056 image tokens out; the adapter reports the parts, the span their sums.
+    expect(span!.attributes).toMatchObject({
+      'gen_ai.operation.name': 'generate_content', 'gen_ai.provider.name': providerName, 'gateway.endpoint': 'images.generations',
+      'gen_ai.usage.input_tokens': 50, 'gen_ai.usage.output_tokens': 1_056,
+    });
+    const base = { 'gen_ai.operation.name': 'generate_content', 'gen_ai.provider.name': providerName, 'gen_ai.request.model': 'gpt-image-1' };
+    await latestPoint('gen_ai.client.token.usage', { ...base, 'gen_ai.token.type': 'input' }, (point) => expect(point).toMatchObject({ count: 1, sum: 50 }));
+    await latestPoint('gen_ai.client.token.usage', { ...base, 'gen_ai.token.type': 'output' }, (point) => expect(point).toMatchObject({ count: 1, sum: 1_056 }));
+    await latestPoint('gen_ai.client.inference.operation.input_tokens', base, (point) => expect(point).toMatchObject({ count: 1, sum: 50 }));
+    await latestPoint('gen_ai.client.inference.operation.output_tokens', base, (point) => expect(point).toMatchObject({ count: 1, sum: 1_056 }));
+    await latestPoint('gen_ai.client.inference.usage.input_tokens', { ...base, 'gen_ai.token.modality': 'image' }, (point) => expect(point.value).toBe(30));
+    await latestPoint('gen_ai.client.inference.usage.input_tokens', { ...base, 'gen_ai.token.modality': 'text' }, (point) => expect(point.value).toBe(20));
+    await latestPoint('gen_ai.client.inference.usage.output_tokens', { ...base, 'gen_ai.token.modality': 'image' }, (point) => expect(point.value).toBe(1_056));
+    const samples = parsePrometheusText(await registry.metrics());
+    const labels = { gen_ai_operation_name: 'generate_content', gen_ai_provider_name: providerName, gen_ai_request_model: 'gpt-image-1' };
+    const value = (name: string, extra: Record<string, string>) => samples.find((sample) => sample.name === name
+      && Object.entries({ ...labels, ...extra }).every(([key, wanted]) => sample.labels[key] === wanted))?.value;
+    expect(value('gen_ai_client_token_usage_sum', { gen_ai_token_type: 'output' })).toBe(1_056);
+    expect(value('gen_ai_client_inference_operation_input_tokens_sum', {})).toBe(50);
+    expect(value('gen_ai_client_inference_operation_output_tokens_sum', {})).toBe(1_056);
+    expect(value('gen_ai_client_inference_usage_input_tokens_total', { gen_ai_token_modality: 'image' })).toBe(30);
+    expect(value('gen_ai_client_inference_usage_output_tokens_total', { gen_ai_token_modality: 'image' })).toBe(1_056);
+  });
+
+  it.each(MEDIA_KINDS)('%s: a transcription the provider bills in seconds (no tokens) has its span and duration, and no usage', async (kind) => {
+    const response = await client.transcribe({
+      context: { requestId: `req_genai_transcribe_${kind}`, accountId: 'acc_test', keyId: 'key_test' }, modelId: `genai/transcribe-${kind}`, routingStrategy: '',
+      audio: Buffer.from('RIFF....WAVEfmt '), filename: 'a.wav', mediaType: 'audio/wav', prompt: '', language: '', translate: false, responseFormat: '', audioDurationMs: 1_000,
+    });
+    expect(response.text.length).toBeGreaterThan(0);
+    const [span] = await attemptSpans(`genai/transcribe-${kind}`, false);
+    expect(span!).toMatchObject({ name: 'generate_content whisper', kind: SPAN_KIND.client });
+    expect(span!.attributes['gen_ai.usage.input_tokens']).toBeUndefined();
+    expect(span!.attributes['gen_ai.usage.output_tokens']).toBeUndefined();
+    await latestPoint('gen_ai.client.inference.duration', { 'gen_ai.request.model': 'whisper', 'gen_ai.provider.name': span!.attributes['gen_ai.provider.name'] }, (point) => expect(point.count).toBe(1));
+    expect(collector.metrics.some((point) => point.name === 'gen_ai.client.token.usage' && point.attributes['gen_ai.request.model'] === 'whisper')).toBe(false);
+  });
+
+  it('a moderation reports input tokens only (none here: OpenAI\'s moderations report no usage)', async () => {
+    const response = await client.moderate({
+      context: { requestId: 'req_genai_moderate', accountId: 'acc_test', keyId: 'key_test' }, modelId: 'genai/moderate', routingStrategy: '',
+      inputs: [{ input: { $case: 'text', value: 'tea' } }], inputForm: ModerationInputForm.MODERATION_INPUT_FORM_STRING,
+    });
+    expect(response.results).toHaveLength(1);
+    const [span] = await attemptSpans('genai/moderate', false);
+    expect(span!).toMatchObject({ name: 'generate_content omni-moderation-latest', kind: SPAN_KIND.client });
+    expect(span!.attributes['gen_ai.usage.input_tokens']).toBeUndefined();
+    expect(span!.attributes['gen_ai.usage.output_tokens']).toBeUndefined();
+    expect(collector.metrics.some((point) => point.name === 'gen_ai.client.token.usage' && point.attributes['gen_ai.request.model'] === 'omni-moderation-latest')).toBe(false);
   });
 
   it('exports the client metrics over OTLP: names, units, bucket boundaries and attributes for every upstream kind', async () => {
     for (const [kind, upstream] of kinds()) {
       const base = { 'gen_ai.operation.name': 'chat', 'gen_ai.provider.name': upstream.providerName, 'gen_ai.request.model': upstream.upstreamModel };
-      const duration = await latestPoint('gen_ai.client.operation.duration', base, (point) => expect(point.count, kind).toBeGreaterThanOrEqual(2));
+      const duration = await latestPoint('gen_ai.client.inference.duration', base, (point) => expect(point.count, kind).toBeGreaterThanOrEqual(2));
       expect(duration).toMatchObject({ type: 'histogram', unit: 's', bounds: DURATION_BOUNDS, attributes: { 'server.address': '127.0.0.1', 'server.port': portOf(upstream.url) } });
       expect(duration.attributes['error.type']).toBeUndefined();
       // Streams only: one time to first chunk per streamed attempt.
-      const firstChunk = await latestPoint('gen_ai.client.operation.time_to_first_chunk', base);
+      const firstChunk = await latestPoint('gen_ai.client.inference.time_to_first_chunk', base);
       expect(firstChunk).toMatchObject({ type: 'histogram', unit: 's', bounds: DURATION_BOUNDS, count: 1 });
       expect(firstChunk.sum).toBeGreaterThan(0);
       for (const type of ['input', 'output']) {
         const tokens = await latestPoint('gen_ai.client.token.usage', { ...base, 'gen_ai.token.type': type }, (point) => expect(point.count).toBeGreaterThanOrEqual(2));
         expect(tokens).toMatchObject({ type: 'histogram', unit: '{token}', bounds: TOKEN_BOUNDS });
         expect(tokens.sum).toBeGreaterThan(0);
+        // The newest draft's per-operation histogram: the same attempts' tokens, without gen_ai.token.type.
+        const perOperation = await latestPoint(`gen_ai.client.inference.operation.${type}_tokens`, base, (point) => expect(point.count, kind).toBe(tokens.count));
+        expect(perOperation).toMatchObject({ type: 'histogram', unit: '{token}', bounds: TOKEN_BOUNDS, sum: tokens.sum });
+        expect(perOperation.attributes['gen_ai.token.type']).toBeUndefined();
+        expect(perOperation.attributes['error.type']).toBeUndefined();
       }
       const input = await latestPoint('gen_ai.client.inference.usage.input_tokens', base);
       expect(input).toMatchObject({ type: 'sum', monotonic: true, unit: '{token}' });
@@ -307,7 +403,7 @@ describe('OpenTelemetry GenAI conventions: one CLIENT span and the client metric
       await latestPoint('gen_ai.client.inference.usage.output_tokens', base, (point) => expect(point).toMatchObject({ type: 'sum', monotonic: true, unit: '{token}' }));
     }
     // Time per output chunk: from the streams that sent more than one chunk (the OpenAI fake streams word by word).
-    const perChunk = await latestPoint('gen_ai.client.operation.time_per_output_chunk', { 'gen_ai.provider.name': 'openai', 'gen_ai.request.model': 'gpt-4.1-mini' });
+    const perChunk = await latestPoint('gen_ai.client.inference.time_per_output_chunk', { 'gen_ai.provider.name': 'openai', 'gen_ai.request.model': 'gpt-4.1-mini' });
     expect(perChunk).toMatchObject({ type: 'histogram', unit: 's', bounds: DURATION_BOUNDS });
     expect(perChunk.count).toBeGreaterThanOrEqual(1);
     // Cache and reasoning counters, as subsets of input and output.
@@ -322,17 +418,23 @@ describe('OpenTelemetry GenAI conventions: one CLIENT span and the client metric
       samples.filter((sample) => sample.name === name && Object.entries(labels).every(([key, value]) => sample.labels[key] === value));
     for (const [kind, upstream] of kinds()) {
       const labels = { gen_ai_operation_name: 'chat', gen_ai_provider_name: upstream.providerName, gen_ai_request_model: upstream.upstreamModel, server_address: '127.0.0.1', server_port: String(portOf(upstream.url)) };
-      const served = find('gen_ai_client_operation_duration_seconds_count', labels).filter((sample) => sample.labels.error_type === undefined);
+      const served = find('gen_ai_client_inference_duration_seconds_count', labels).filter((sample) => sample.labels.error_type === undefined);
       expect(served.reduce((sum, sample) => sum + sample.value, 0), kind).toBeGreaterThanOrEqual(2);
-      expect(find('gen_ai_client_operation_duration_seconds_bucket', { ...labels, le: '81.92' }).length, kind).toBeGreaterThan(0);
-      expect(find('gen_ai_client_operation_time_to_first_chunk_seconds_count', labels)[0]?.value, kind).toBe(1);
+      expect(find('gen_ai_client_inference_duration_seconds_bucket', { ...labels, le: '81.92' }).length, kind).toBeGreaterThan(0);
+      expect(find('gen_ai_client_inference_time_to_first_chunk_seconds_count', labels)[0]?.value, kind).toBe(1);
       expect(find('gen_ai_client_token_usage_count', { ...labels, gen_ai_token_type: 'input' })[0]?.value, kind).toBeGreaterThanOrEqual(2);
       expect(find('gen_ai_client_token_usage_bucket', { ...labels, gen_ai_token_type: 'output', le: '67108864' }).length, kind).toBe(1);
+      for (const type of ['input', 'output']) {
+        const usageSum = find('gen_ai_client_token_usage_sum', { ...labels, gen_ai_token_type: type })[0]?.value;
+        expect(find(`gen_ai_client_inference_operation_${type}_tokens_count`, labels)[0]?.value, kind).toBeGreaterThanOrEqual(2);
+        expect(find(`gen_ai_client_inference_operation_${type}_tokens_sum`, labels)[0]?.value, kind).toBe(usageSum);
+        expect(find(`gen_ai_client_inference_operation_${type}_tokens_bucket`, { ...labels, le: '67108864' }).length, kind).toBe(1);
+      }
       expect(find('gen_ai_client_inference_usage_input_tokens_total', labels).reduce((sum, sample) => sum + sample.value, 0), kind).toBeGreaterThan(0);
       expect(find('gen_ai_client_inference_usage_output_tokens_total', labels).reduce((sum, sample) => sum + sample.value, 0), kind).toBeGreaterThan(0);
     }
-    expect(find('gen_ai_client_operation_duration_seconds_count', { gen_ai_request_model: 'dead-model', error_type: 'connection' })[0]?.value).toBe(1);
-    expect(find('gen_ai_client_operation_time_per_output_chunk_seconds_count', { gen_ai_provider_name: 'openai' })[0]?.value).toBeGreaterThanOrEqual(1);
+    expect(find('gen_ai_client_inference_duration_seconds_count', { gen_ai_request_model: 'dead-model', error_type: 'connection' })[0]?.value).toBe(1);
+    expect(find('gen_ai_client_inference_time_per_output_chunk_seconds_count', { gen_ai_provider_name: 'openai' })[0]?.value).toBeGreaterThanOrEqual(1);
     expect(find('gen_ai_client_inference_usage_cache_read_input_tokens_total', { gen_ai_provider_name: 'anthropic' })[0]?.value).toBeGreaterThanOrEqual(30);
     expect(find('gen_ai_client_inference_usage_reasoning_output_tokens_total', { gen_ai_provider_name: 'openai' })[0]?.value).toBeGreaterThanOrEqual(3);
   });

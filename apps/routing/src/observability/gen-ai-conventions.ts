@@ -6,11 +6,13 @@ import type { Provider } from '@gateway/proto';
  * a rename is a change here and in docs/operations.md ("GenAI semantic conventions"). Nothing else in the
  * gateway spells a `gen_ai.*` name.
  *
- * Checked against the conventions repository's docs/gen-ai (gen-ai-spans.md / client-inference.md,
- * gen-ai-metrics.md, gen-ai-token-metrics.md). The newest draft (client-inference.md) renames the three
- * client histograms to `gen_ai.client.inference.{duration,time_to_first_chunk,time_per_output_chunk}`;
- * the gateway keeps the `gen_ai.client.operation.*` names its issue and dashboards use until that
- * rename is released (one line each below).
+ * Checked against the conventions repository's docs/gen-ai as its v0.1.0 tag and main branch have them
+ * (client-inference.md, gen-ai-token-metrics.md, gen-ai-metrics.md): client-inference.md names the
+ * inference duration histograms `gen_ai.client.inference.{duration,time_to_first_chunk,time_per_output_chunk}`
+ * (the earlier drafts' `gen_ai.client.operation.*`) and adds the per-operation token histograms
+ * `gen_ai.client.inference.operation.{input,output}_tokens`. `gen_ai.client.token.usage` (by
+ * gen_ai.token.type) is from the earlier drafts; it is kept beside them because dashboards built on those
+ * read it.
  */
 
 // ---- span -----------------------------------------------------------------------------------------
@@ -31,6 +33,8 @@ export const GEN_AI = {
   requestReasoningLevel: 'gen_ai.request.reasoning.level',
   outputType: 'gen_ai.output.type',
   responseFinishReasons: 'gen_ai.response.finish_reasons',
+  responseId: 'gen_ai.response.id',
+  responseModel: 'gen_ai.response.model',
   responseTimeToFirstChunk: 'gen_ai.response.time_to_first_chunk',
   usageInputTokens: 'gen_ai.usage.input_tokens',
   usageOutputTokens: 'gen_ai.usage.output_tokens',
@@ -98,20 +102,28 @@ export interface GenAiMetricName {
 
 export const GEN_AI_METRICS = {
   duration: {
-    otel: 'gen_ai.client.operation.duration', prometheus: 'gen_ai_client_operation_duration_seconds', unit: 's',
+    otel: 'gen_ai.client.inference.duration', prometheus: 'gen_ai_client_inference_duration_seconds', unit: 's',
     description: 'GenAI operation duration: one upstream attempt, from its start to its answer (a stream: to its end) or its error.',
   },
   timeToFirstChunk: {
-    otel: 'gen_ai.client.operation.time_to_first_chunk', prometheus: 'gen_ai_client_operation_time_to_first_chunk_seconds', unit: 's',
+    otel: 'gen_ai.client.inference.time_to_first_chunk', prometheus: 'gen_ai_client_inference_time_to_first_chunk_seconds', unit: 's',
     description: 'Time from the start of a streamed attempt to its first chunk of content.',
   },
   timePerOutputChunk: {
-    otel: 'gen_ai.client.operation.time_per_output_chunk', prometheus: 'gen_ai_client_operation_time_per_output_chunk_seconds', unit: 's',
+    otel: 'gen_ai.client.inference.time_per_output_chunk', prometheus: 'gen_ai_client_inference_time_per_output_chunk_seconds', unit: 's',
     description: 'Mean time between the chunks of a streamed attempt after its first one (one value per stream).',
   },
   tokenUsage: {
     otel: 'gen_ai.client.token.usage', prometheus: 'gen_ai_client_token_usage', unit: '{token}',
     description: 'Input and output tokens of one attempt, by gen_ai.token.type.',
+  },
+  operationInputTokens: {
+    otel: 'gen_ai.client.inference.operation.input_tokens', prometheus: 'gen_ai_client_inference_operation_input_tokens', unit: '{token}',
+    description: 'Input tokens of one answered attempt (a distribution for percentiles; the usage counters are the totals).',
+  },
+  operationOutputTokens: {
+    otel: 'gen_ai.client.inference.operation.output_tokens', prometheus: 'gen_ai_client_inference_operation_output_tokens', unit: '{token}',
+    description: 'Output tokens of one answered attempt (a distribution for percentiles; the usage counters are the totals).',
   },
   usageInputTokens: {
     otel: 'gen_ai.client.inference.usage.input_tokens', prometheus: 'gen_ai_client_inference_usage_input_tokens_total', unit: '{token}',

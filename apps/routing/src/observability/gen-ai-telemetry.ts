@@ -48,6 +48,27 @@ export interface GenAiResponse {
   finishReasons?: readonly string[] | undefined;
   /** A stream's parts received, the first one included (time per output chunk = the rest over parts - 1). */
   chunks?: number | undefined;
+  /** The operation makes no output tokens (embeddings, moderation): no output usage is recorded rather than a 0. */
+  inputOnly?: boolean | undefined;
+  /** The provider's name for its answer (gen_ai.response.id) and the model that produced it (gen_ai.response.model); '' or absent when it sent none. */
+  id?: string | undefined;
+  model?: string | undefined;
+}
+
+/**
+ * The GenAI response of a served non-chat attempt from the usage its provider reported (images, moderation,
+ * transcription): totals made from the per-modality counts when the adapter reported only those (images:
+ * text in, image out; transcription: audio and text in, text out). Nothing when the provider reported no
+ * token at all (a transcription billed in seconds, OpenAI's moderations): no usage rather than zeros.
+ * `inputOnly`: the operation has no output tokens.
+ */
+export function reportedUsageResponse(reported: Usage | undefined, inputOnly = false): GenAiResponse {
+  if (reported === undefined) return { inputOnly };
+  const input = Math.max(reported.inputTokens, reported.inputTextTokens + reported.inputAudioTokens + reported.inputImageTokens);
+  const output = Math.max(reported.outputTokens, reported.outputTextTokens + reported.outputAudioTokens + reported.outputImageTokens);
+  if (input === 0 && output === 0) return { inputOnly };
+  const usage = input === reported.inputTokens && output === reported.outputTokens ? reported : { ...reported, inputTokens: input, outputTokens: output };
+  return { usage, inputOnly };
 }
 
 /** The label set (Prometheus) and attribute set (OpenTelemetry) of one metric point, made once and kept. */
@@ -97,7 +118,7 @@ function extend(base: PointLabels, label: string, attribute: string, value: stri
 }
 
 
-type Histograms<T> = { duration: T; timeToFirstChunk: T; timePerOutputChunk: T; tokenUsage: T };
+type Histograms<T> = { duration: T; timeToFirstChunk: T; timePerOutputChunk: T; tokenUsage: T; operationInputTokens: T; operationOutputTokens: T };
 type Counters<T> = { usageInputTokens: T; usageOutputTokens: T; usageCacheReadInputTokens: T; usageCacheWriteInputTokens: T; usageReasoningOutputTokens: T };
 type PromLabel = (typeof GEN_AI_LABELS)[keyof typeof GEN_AI_LABELS];
 
@@ -105,6 +126,10 @@ const EMBEDDINGS = genAiOperationName('embeddings');
 
 const HISTOGRAM_LABELS: PromLabel[] = [
   GEN_AI_LABELS.operationName, GEN_AI_LABELS.providerName, GEN_AI_LABELS.requestModel, GEN_AI_LABELS.serverAddress, GEN_AI_LABELS.serverPort, GEN_AI_LABELS.errorType,
+];
+/** The per-operation token histograms: no error.type (like gen_ai.client.token.usage). */
+const OPERATION_TOKEN_LABELS: PromLabel[] = [
+  GEN_AI_LABELS.operationName, GEN_AI_LABELS.providerName, GEN_AI_LABELS.requestModel, GEN_AI_LABELS.serverAddress, GEN_AI_LABELS.serverPort,
 ];
 
 /**
@@ -190,12 +215,16 @@ export class GenAiTelemetry {
     const input = labels.tokenType('input');
     prom?.histograms.tokenUsage.observe(input.prom, usage.inputTokens);
     otel?.histograms.tokenUsage.record(usage.inputTokens, input.otel);
+    prom?.histograms.operationInputTokens.observe(labels.base.prom, usage.inputTokens);
+    otel?.histograms.operationInputTokens.record(usage.inputTokens, labels.base.otel);
     this.byModality('usageInputTokens', labels, usage.inputTokens, usage.inputAudioTokens, usage.inputImageTokens, usage.inputTextTokens);
-    // Embeddings have no output tokens: none recorded rather than a 0 in every output series.
-    if (labels.operation !== EMBEDDINGS) {
+    // Embeddings and moderations have no output tokens: none recorded rather than a 0 in every output series.
+    if (labels.operation !== EMBEDDINGS && response?.inputOnly !== true) {
       const output = labels.tokenType('output');
       prom?.histograms.tokenUsage.observe(output.prom, usage.outputTokens);
       otel?.histograms.tokenUsage.record(usage.outputTokens, output.otel);
+      prom?.histograms.operationOutputTokens.observe(labels.base.prom, usage.outputTokens);
+      otel?.histograms.operationOutputTokens.record(usage.outputTokens, labels.base.otel);
       this.byModality('usageOutputTokens', labels, usage.outputTokens, usage.outputAudioTokens, usage.outputImageTokens, usage.outputTextTokens);
     }
     const unknown = labels.modality('unknown');
@@ -281,10 +310,12 @@ export class GenAiAttempt {
     const attributes: OtelAttributes = {};
     if (seconds.firstChunk !== undefined) attributes[GEN_AI.responseTimeToFirstChunk] = seconds.firstChunk;
     if (response?.finishReasons !== undefined && response.finishReasons.length > 0) attributes[GEN_AI.responseFinishReasons] = [...response.finishReasons];
+    if (response?.id) attributes[GEN_AI.responseId] = response.id;
+    if (response?.model) attributes[GEN_AI.responseModel] = response.model;
     const usage = response?.usage;
     if (usage !== undefined) {
       attributes[GEN_AI.usageInputTokens] = usage.inputTokens;
-      if (this.labels.operation !== EMBEDDINGS) attributes[GEN_AI.usageOutputTokens] = usage.outputTokens;
+      if (this.labels.operation !== EMBEDDINGS && response?.inputOnly !== true) attributes[GEN_AI.usageOutputTokens] = usage.outputTokens;
       if (usage.cachedInputTokens > 0) attributes[GEN_AI.usageCacheReadInputTokens] = usage.cachedInputTokens;
       if (usage.cacheWriteTokens > 0) attributes[GEN_AI.usageCacheWriteInputTokens] = usage.cacheWriteTokens;
       if (usage.reasoningTokens > 0) attributes[GEN_AI.usageReasoningOutputTokens] = usage.reasoningTokens;
@@ -351,6 +382,8 @@ function promInstruments(registry: Registry) {
       timeToFirstChunk: promHistogram(GEN_AI_METRICS.timeToFirstChunk, GEN_AI_DURATION_BUCKETS, HISTOGRAM_LABELS),
       timePerOutputChunk: promHistogram(GEN_AI_METRICS.timePerOutputChunk, GEN_AI_DURATION_BUCKETS, HISTOGRAM_LABELS),
       tokenUsage: promHistogram(GEN_AI_METRICS.tokenUsage, GEN_AI_TOKEN_BUCKETS, [...HISTOGRAM_LABELS, GEN_AI_LABELS.tokenType]),
+      operationInputTokens: promHistogram(GEN_AI_METRICS.operationInputTokens, GEN_AI_TOKEN_BUCKETS, OPERATION_TOKEN_LABELS),
+      operationOutputTokens: promHistogram(GEN_AI_METRICS.operationOutputTokens, GEN_AI_TOKEN_BUCKETS, OPERATION_TOKEN_LABELS),
     },
     counters: {
       usageInputTokens: promCounter(GEN_AI_METRICS.usageInputTokens),
@@ -373,6 +406,8 @@ function otelInstruments() {
       timeToFirstChunk: otelHistogram(GEN_AI_METRICS.timeToFirstChunk, GEN_AI_DURATION_BUCKETS),
       timePerOutputChunk: otelHistogram(GEN_AI_METRICS.timePerOutputChunk, GEN_AI_DURATION_BUCKETS),
       tokenUsage: otelHistogram(GEN_AI_METRICS.tokenUsage, GEN_AI_TOKEN_BUCKETS),
+      operationInputTokens: otelHistogram(GEN_AI_METRICS.operationInputTokens, GEN_AI_TOKEN_BUCKETS),
+      operationOutputTokens: otelHistogram(GEN_AI_METRICS.operationOutputTokens, GEN_AI_TOKEN_BUCKETS),
     },
     counters: {
       usageInputTokens: otelCounter(GEN_AI_METRICS.usageInputTokens),

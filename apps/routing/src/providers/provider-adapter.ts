@@ -84,6 +84,18 @@ export interface AdapterChatResult {
   choices: ChatChoice[];
   /** Undefined when the provider reported no usage (the router counts tokens itself then). */
   usage: Usage | undefined;
+  /** The provider's id and model name of its answer, when it names them (telemetry only). */
+  response?: AdapterResponseIdentity | undefined;
+}
+
+/**
+ * How the provider names its answer: its id (OpenAI `id`, Anthropic `id`, Gemini `responseId`) and the
+ * model that produced it (`model`, Gemini `modelVersion`); '' for what it did not send. The attempt's
+ * GenAI span shows them (gen_ai.response.id, gen_ai.response.model); nothing else reads them.
+ */
+export interface AdapterResponseIdentity {
+  id: string;
+  model: string;
 }
 
 export interface AdapterEmbedRequest {
@@ -212,7 +224,11 @@ export interface AdapterTranscribeResult {
   usage: Usage | undefined;
 }
 
-export type AdapterStreamPart = { type: 'delta'; delta: ChatStreamDelta } | { type: 'usage'; usage: Usage };
+/**
+ * A stream's usage part may name the answer (`response`): read from an event the adapter parses anyway
+ * (the usage chunk, Anthropic's message_start), never by extra work per frame.
+ */
+export type AdapterStreamPart = { type: 'delta'; delta: ChatStreamDelta } | { type: 'usage'; usage: Usage; response?: AdapterResponseIdentity | undefined };
 
 /**
  * Why an attempt failed, in the router's terms. `retryable` failures move the request to another

@@ -1,12 +1,16 @@
 import { ErrorReason, GatewayError, GrpcStatus, errors, type CallerSignal } from '@gateway/platform';
 import type { SpeakRequest, SpeakResponse, TranscribeRequest, TranscribeResponse, Usage } from '@gateway/proto';
-import type { AdapterSpeechResult } from '../providers/provider-adapter.js';
+import { reportedUsageResponse } from '../observability/gen-ai-telemetry.js';
+import type { AdapterSpeechResult, AdapterTranscribeResult } from '../providers/provider-adapter.js';
 import { emptyUsage } from '../usage/token-counter.js';
 import { attemptFailure, type ServedAttempt } from './attempt-recorder.js';
 import { canSpeak, canTranscribe } from './candidates.js';
-import { NO_UPSTREAM_RETRY_AFTER_SECONDS } from './failover.js';
+import { NO_UPSTREAM_RETRY_AFTER_SECONDS, type FailoverPolicy } from './failover.js';
 import type { Reservation } from './reservation.js';
 import type { RoutingCore } from './routing-core.js';
+
+/** A transcription attempt's GenAI usage: the tokens its provider reported (none for one billed in seconds). */
+const TRANSCRIBE_POLICY: FailoverPolicy<AdapterTranscribeResult> = { response: (result) => reportedUsageResponse(result.usage) };
 
 /**
  * Speech, streamed: failover only until the first audio bytes exist (they are pulled before anything is
@@ -129,7 +133,7 @@ async function transcribeHolding(core: RoutingCore, raw: TranscribeRequest, sign
       },
       attemptSignal,
     ),
-  );
+  TRANSCRIBE_POLICY);
   const reported = result.usage;
   const usage: Usage = {
     ...emptyUsage(),

@@ -1,7 +1,7 @@
 import { CANCELLED_FINISH_REASON, ErrorReason, GatewayError, GrpcStatus, type CallerSignal } from '@gateway/platform';
 import { UsageOutcome, type ChatRequest, type ChatResponse, type ChatStreamDelta, type ChatStreamResponse, type Usage, type UsageEvent } from '@gateway/proto';
 import type { GenAiResponse } from '../observability/gen-ai-telemetry.js';
-import { ProviderError, type AdapterChatRequest, type AdapterChatResult, type AdapterStreamPart } from '../providers/provider-adapter.js';
+import { ProviderError, type AdapterChatRequest, type AdapterChatResult, type AdapterResponseIdentity, type AdapterStreamPart } from '../providers/provider-adapter.js';
 import type { Candidate } from '../strategies/index.js';
 import type { StreamCheckpoint } from '../usage/stream-checkpoints.js';
 import { meterUsage, type DeliveredOutput } from '../usage/token-counter.js';
@@ -78,6 +78,8 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
   using hold = core.admittedStream(raw.context, raw.modelId, raw.endpoint || 'chat.completions', true);
   let servingProvider = '';
   let reported: Usage | undefined;
+  // How the provider named its answer (its usage part carries it): for the attempt's span only.
+  let identity: AdapterResponseIdentity | undefined;
   const delivered = new DeliveredContent();
   let checkpoint: StreamCheckpoint | undefined;
   let active: { control: AttemptControl; iterator: AsyncIterator<AdapterStreamPart> } | undefined;
@@ -111,6 +113,7 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
     pinServed(core.options, target, providerId);
     const iterator = first.iterator;
     reported = hold.nativeUsage = first.reported;
+    identity = first.response;
     const firstPartAt = (hold.firstByteAt = Date.now());
     const start = (firstDelta?: ChatStreamDelta): ChatStreamResponse => ({
       event: {
@@ -167,7 +170,7 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
           control.disarm();
           if (next.done) break;
           const part = next.value;
-          if (part.type === 'usage') { reported = hold.nativeUsage = part.usage; delivered.changes++; continue; }
+          if (part.type === 'usage') { reported = hold.nativeUsage = part.usage; identity = part.response ?? identity; delivered.changes++; continue; }
           delivered.add(part.delta);
           if (part.delta.finishReason !== '') hold.finishReason = part.delta.finishReason;
           yield deltaMessage(part.delta);
@@ -182,12 +185,12 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
         // sample). The finally charges what was delivered.
         if (error instanceof GatewayError) {
           // A verdict on the request, not the provider's failure: counted in the metric, not in health.
-          opened.finish('failed_after_content', new ProviderError('rejected', error.message, 0, { cause: error }), { usage: meter(), finishReasons: ERROR_FINISH, chunks: delivered.changes });
+          opened.finish('failed_after_content', new ProviderError('rejected', error.message, 0, { cause: error }), { usage: meter(), finishReasons: ERROR_FINISH, chunks: delivered.changes, id: identity?.id, model: identity?.model });
           throw error;
         }
         if (signal.aborted) { hold.cancelled = true; opened.finish('cancelled'); return; }
         const failure = attemptFailure(error, control);
-        opened.finish('failed_after_content', failure, { usage: meter(), finishReasons: ERROR_FINISH, chunks: delivered.changes });
+        opened.finish('failed_after_content', failure, { usage: meter(), finishReasons: ERROR_FINISH, chunks: delivered.changes, id: identity?.id, model: identity?.model });
         logger.warn({ provider: providerId, failure: failure.message }, 'stream failed after content was sent');
         await settleServed().stored;
         if (!failure.retryable) throw verdictError(failure);
@@ -206,7 +209,7 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
     core.settling.add(stored);
     void stored.finally(() => core.settling.delete(stored));
     opened.finish('success', { ttftMs, outputTokens: usage.outputTokens, durationMs: Date.now() - firstPartAt },
-      { usage, finishReasons: hold.finishReason === '' ? undefined : [hold.finishReason], chunks: delivered.changes });
+      { usage, finishReasons: hold.finishReason === '' ? undefined : [hold.finishReason], chunks: delivered.changes, id: identity?.id, model: identity?.model });
     if (event) yield { event: { $case: 'settlement', value: event } };
     yield { event: { $case: 'usage', value: usage } };
     await stored;
@@ -242,7 +245,9 @@ function withUnsent(learned: readonly string[], unsent: readonly string[]): read
 const CHAT_POLICY: FailoverPolicy<{ answer: AdapterChatResult; usage: Usage }> = {
   chargesSentPrompt: true,
   sample: (served, durationMs): HealthSample => ({ outputTokens: served.usage.outputTokens, durationMs }),
-  response: (served): GenAiResponse => ({ usage: served.usage, finishReasons: served.answer.choices.map((choice) => choice.finishReason) }),
+  response: (served): GenAiResponse => ({
+    usage: served.usage, finishReasons: served.answer.choices.map((choice) => choice.finishReason), id: served.answer.response?.id, model: served.answer.response?.model,
+  }),
 };
 /** The conventions' finish reason of a generation that ended abnormally. */
 const ERROR_FINISH = ['error'] as const;
@@ -301,19 +306,23 @@ interface FirstStreamPart {
   /** The first content; undefined: the stream ended without any (an empty, complete answer). */
   delta: Extract<AdapterStreamPart, { type: 'delta' }>['delta'] | undefined;
   reported: Usage | undefined;
+  /** The answer's name, when a part before the first content carried it. */
+  response: AdapterResponseIdentity | undefined;
 }
 
 async function firstStreamPart(candidate: Candidate, request: AdapterChatRequest, control: AttemptControl): Promise<FirstStreamPart> {
   const iterator = candidate.adapter.chatStream(request, control)[Symbol.asyncIterator]();
   let reported: Usage | undefined;
+  let response: AdapterResponseIdentity | undefined;
   try {
     for (;;) {
       control.arm();
       const next = await iterator.next();
-      if (next.done) return { iterator, delta: undefined, reported };
+      if (next.done) return { iterator, delta: undefined, reported, response };
       // Adapters drop empty deltas, so the first delta is the first content: failover ends here.
-      if (next.value.type === 'delta') return { iterator, delta: next.value.delta, reported };
+      if (next.value.type === 'delta') return { iterator, delta: next.value.delta, reported, response };
       reported = next.value.usage;
+      response = next.value.response ?? response;
     }
   } catch (error) {
     void iterator.return?.(undefined)?.catch?.(() => undefined);

@@ -1,6 +1,7 @@
 import { errors, type CallerSignal } from '@gateway/platform';
 import { ModerationInputForm, type EmbedRequest, type EmbedResponse, type ModerateRequest, type ModerateResponse, type Usage } from '@gateway/proto';
-import { MODERATION_IMAGE_TOKENS, ProviderError, type AdapterEmbedResult, type AdapterModerateRequest, type AdapterModerationPart } from '../providers/provider-adapter.js';
+import { MODERATION_IMAGE_TOKENS, ProviderError, type AdapterEmbedResult, type AdapterModerateRequest, type AdapterModerateResult, type AdapterModerationPart } from '../providers/provider-adapter.js';
+import { reportedUsageResponse } from '../observability/gen-ai-telemetry.js';
 import { countTextTokens, emptyUsage, tokenizerBudget } from '../usage/token-counter.js';
 import { canEmbed, canModerate } from './candidates.js';
 import { noUpstream, type FailoverPolicy } from './failover.js';
@@ -9,6 +10,8 @@ import type { RoutingCore } from './routing-core.js';
 
 /** An embeddings attempt's GenAI usage: the provider's report (the gateway's own count is not made per attempt). */
 const EMBED_POLICY: FailoverPolicy<AdapterEmbedResult> = { response: (result) => ({ usage: result.usage }) };
+/** A moderation attempt's: the input tokens its provider reported, no output. */
+const MODERATE_POLICY: FailoverPolicy<AdapterModerateResult> = { response: (result) => reportedUsageResponse(result.usage, true) };
 
 /** Most inputs in one embeddings request (OpenAI's own bound). */
 const MAX_EMBEDDING_INPUTS = 2_048;
@@ -60,7 +63,7 @@ async function moderateHolding(core: RoutingCore, raw: ModerateRequest, signal: 
   const expected = input.form === 'strings' ? input.texts.length : 1;
   const { result, candidate } = await core.withFailover(target, signal, (candidate, attemptSignal) =>
     candidate.adapter.moderate!({ upstreamModel: candidate.offer.upstreamModel, input }, attemptSignal),
-  );
+  MODERATE_POLICY);
   if (result.results.length !== expected) {
     throw noUpstream(new ProviderError('connection', `expected ${expected} moderation results, got ${result.results.length}`));
   }

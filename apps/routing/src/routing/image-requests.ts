@@ -1,16 +1,19 @@
 import { ErrorReason, GatewayError, GrpcStatus, errors, type CallerSignal } from '@gateway/platform';
 import type { EditImagesRequest, EditImagesResponse, GenerateImagesRequest, GenerateImagesResponse, Usage } from '@gateway/proto';
+import { reportedUsageResponse } from '../observability/gen-ai-telemetry.js';
 import type { AdapterImageRequest, AdapterImageResult } from '../providers/provider-adapter.js';
 import type { Candidate } from '../strategies/index.js';
 import { countTextTokens, emptyUsage } from '../usage/token-counter.js';
 import { canEditImages, canGenerateImages, type RoutingTarget } from './candidates.js';
-import { noUpstream, type AttemptPolicy } from './failover.js';
+import { noUpstream, type AttemptPolicy, type FailoverPolicy } from './failover.js';
 import type { Reservation } from './reservation.js';
 import type { RoutingCore } from './routing-core.js';
 
 /** Output tokens metered per image when the provider counted none (spec §2.1). */
 const IMAGE_OUTPUT_TOKENS_DEFAULT = 2_048;
 const IMAGE_SIZE = /^[1-9]\d{0,4}x[1-9]\d{0,4}$/;
+/** An image attempt's GenAI usage: what its provider reported (text and image tokens in, image tokens out). */
+const IMAGES_POLICY: FailoverPolicy<AdapterImageResult> = { response: (result) => reportedUsageResponse(result.usage) };
 
 export function generateImages(core: RoutingCore, raw: GenerateImagesRequest, signal: CallerSignal): Promise<GenerateImagesResponse> {
   return core.admitted(raw.context, raw.modelId, 'images.generations', (hold) => generateImagesHolding(core, raw, signal, hold));
@@ -22,7 +25,7 @@ async function generateImagesHolding(core: RoutingCore, raw: GenerateImagesReque
   await screenPrompt(core, target, raw.prompt, signal);
   const { result, candidate } = await core.withFailover(target, signal, (candidate, attemptSignal) =>
     candidate.adapter.generateImages!({ ...request, upstreamModel: candidate.offer.upstreamModel }, attemptSignal),
-  );
+  IMAGES_POLICY);
   return imagesAnswer(core, target, raw, result, candidate.offer.providerId);
 }
 
@@ -45,7 +48,7 @@ async function editImagesHolding(core: RoutingCore, raw: EditImagesRequest, sign
       { ...request, upstreamModel: candidate.offer.upstreamModel, images: raw.images.map(asInput), mask: raw.mask ? asInput(raw.mask) : undefined },
       attemptSignal,
     ),
-  );
+  IMAGES_POLICY);
   return { result: await imagesAnswer(core, target, generation, result, candidate.offer.providerId) };
 }
 

@@ -39,6 +39,7 @@ describe('AnthropicAdapter', () => {
       message: { content: 'The capital of France is Paris.', toolCalls: [], reasoning: [], images: [] },
     }]);
     expect(result.usage).toMatchObject({ inputTokens: 21 + 3400 + 1200, cachedInputTokens: 3400, cacheWriteTokens: 1200, outputTokens: 10, estimated: false });
+    expect(result.response).toEqual({ id: 'msg_01XFDUDYJgAACzvnptvVoYEL', model: 'claude-sonnet-4-5-20250929' });
   });
 
   it('normalises recorded thinking, redacted thinking and tool use (fixture), tagged with this provider', async () => {
@@ -79,7 +80,11 @@ describe('AnthropicAdapter', () => {
     ]);
     // Every kind of delta is built with all fields at once: one hidden class for all of them.
     expect(deltas.every((delta) => sameHiddenClass(delta, deltas[0]!))).toBe(true);
-    expect(parts.at(-1)).toEqual({ type: 'usage', usage: expect.objectContaining({ inputTokens: 472 + 2048, cachedInputTokens: 2048, cacheWriteTokens: 0, outputTokens: 89 }) });
+    // The answer's id and model, from message_start, come with the usage (the attempt's GenAI span names them).
+    expect(parts.at(-1)).toEqual({
+      type: 'usage', usage: expect.objectContaining({ inputTokens: 472 + 2048, cachedInputTokens: 2048, cacheWriteTokens: 0, outputTokens: 89 }),
+      response: { id: 'msg_01Ln3dbpbM9JnEPWtK4Pw4y2', model: 'claude-sonnet-4-5-20250929' },
+    });
     expect(parts.filter((part) => part.type === 'usage')).toHaveLength(1);
   });
 
@@ -225,8 +230,9 @@ describe('AnthropicAdapter', () => {
     const parts = await collect(adapter.chatStream(request(chatRequest('cached prompt')), signal()));
     const expected = { inputTokens: 160, cachedInputTokens: 100, cacheWriteTokens: 50, outputTokens: 7, reasoningTokens: 0, estimated: false };
     expect(whole.usage).toMatchObject(expected);
-    expect(parts.at(-1)).toEqual({ type: 'usage', usage: expect.objectContaining(expected) });
+    expect(parts.at(-1)).toEqual({ type: 'usage', usage: expect.objectContaining(expected), response: { id: expect.stringMatching(/^msg_/), model: expect.any(String) } });
     expect(whole.usage).toEqual((parts.at(-1) as { usage: unknown }).usage);
+    expect(whole.response).toEqual({ id: expect.stringMatching(/^msg_/), model: expect.any(String) });
   });
 
   it('reports the stop sequence and maps other stop reasons, whole and streamed', async () => {

@@ -4,6 +4,7 @@ import {
   toProviderError,
   type AdapterChatRequest,
   type AdapterChatResult,
+  type AdapterResponseIdentity,
   type AdapterStreamPart,
   type AttemptSignal,
   type ProviderAdapterV1,
@@ -141,7 +142,10 @@ export class AnthropicAdapter implements ProviderAdapterV1 {
     }
     if (answer.statusCode >= 300) throw this.httpError(answer.statusCode, answer.text);
     const parsed = parseJsonAnswer(answer.text, checkMessage);
-    return { choices: [convertAnthropicAnswer(parsed, this.providerId, tools)], usage: convertAnthropicUsage(parsed.usage) };
+    return {
+      choices: [convertAnthropicAnswer(parsed, this.providerId, tools)], usage: convertAnthropicUsage(parsed.usage),
+      response: { id: parsed.id ?? '', model: parsed.model ?? '' },
+    };
   }
 
   async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {
@@ -158,6 +162,8 @@ export class AnthropicAdapter implements ProviderAdapterV1 {
     headers = withBetas(headers, request.chat.anthropicBeta);
     const response = await streamingRequest(this.pool, { method: 'POST', path, headers, body: this.serialize(body) }, signal, this.httpError);
     const converter = new AnthropicStreamConverter(tools);
+    // The answer's id and model, from message_start (read once, with its prompt counts).
+    let identity: AdapterResponseIdentity | undefined;
     try {
       for await (const event of readServerSentEvents(response.body)) {
         // Read on to the end of the body after message_stop so the keep-alive connection goes back to the pool.
@@ -175,10 +181,14 @@ export class AnthropicAdapter implements ProviderAdapterV1 {
         if (!parsed.success) throw new ProviderError('connection', `malformed stream event ${type}: ${parsed.error.message.slice(0, 300)}`);
         const delta = converter.accept(parsed.data);
         if (delta) yield { type: 'delta', delta };
-        else if (parsed.data.type === 'message_start') reportPrompt(signal, parsed.data.message.usage);
+        else if (parsed.data.type === 'message_start') {
+          const message = parsed.data.message;
+          identity = { id: message.id ?? '', model: message.model ?? '' };
+          reportPrompt(signal, message.usage);
+        }
         if (converter.complete) {
           const usage = converter.usage;
-          if (usage) yield { type: 'usage', usage };
+          if (usage) yield { type: 'usage', usage, response: identity };
         }
       }
     } catch (error) {

@@ -43,7 +43,11 @@ describe.each(URL_STYLES)('AzureOpenAIAdapter chat over $style', ({ apiVersion, 
     const deltas = deltasOf(parts);
     expect(deltas.map((delta) => delta.content).join('')).toBe('one two three');
     expect(deltas.at(-1)!.finishReason).toBe('stop');
-    expect(parts.at(-1)).toEqual({ type: 'usage', usage: expect.objectContaining({ inputTokens: 12, outputTokens: 30, reasoningTokens: 27 }) });
+    // The answer's id and model from the usage chunk (the prompt filter chunk before the content has neither).
+    expect(parts.at(-1)).toEqual({
+      type: 'usage', usage: expect.objectContaining({ inputTokens: 12, outputTokens: 30, reasoningTokens: 27 }),
+      response: { id: expect.stringMatching(/^chatcmpl-azure\d+$/), model: 'o4-mini' },
+    });
   });
 
   it('sends tool definitions and choice, reads tool calls streamed and not, and sends the round trip back', async () => {

@@ -65,7 +65,9 @@ describe('GeminiAdapter against the fake Gemini API', () => {
     expect(deltas.map((delta) => delta.content).join('')).toBe('one two three four');
     expect(deltas.filter((delta) => delta.content).length).toBe(4);
     expect(deltas.at(-1)!.finishReason).toBe('stop');
-    expect(parts.at(-1)).toEqual({ type: 'usage', usage: expect.objectContaining({ inputTokens: 9, outputTokens: 4 }) });
+    expect(parts.at(-1)).toEqual({
+      type: 'usage', usage: expect.objectContaining({ inputTokens: 9, outputTokens: 4 }), response: { id: expect.stringMatching(/^fakeResp\d+$/), model: 'gemini-2.5-flash' },
+    });
     // The text answer's signature comes as this provider's reasoning (placed on the text).
     expect(deltas.some((delta) => delta.reasoningSignature.startsWith('tx:'))).toBe(true);
   });
@@ -115,6 +117,7 @@ describe('GeminiAdapter against the fake Gemini API', () => {
     expect(choice.message!.reasoning[0]).toEqual({ text: 'The user wants the weather in Paris; I should call the tool.', signature: '', encryptedData: '', providerId: 'gem' });
     expect(choice.message!.reasoning[1]!.signature).toContain('CiQBcsjafDBXZ0hpZ2hseVNpZ25lZA==');
     expect(result.usage).toMatchObject({ inputTokens: 61, cachedInputTokens: 32, outputTokens: 80, reasoningTokens: 58 });
+    expect(result.response).toEqual({ id: 'yT0qafGzIp2Wvr0PqY6-8Qc', model: 'gemini-2.5-flash' });
   });
 
   it('streams a recorded SSE transcript (fixture): the thought, the text in order, its signature, finish, then the usage', async () => {
@@ -125,7 +128,10 @@ describe('GeminiAdapter against the fake Gemini API', () => {
     expect(deltas.map((delta) => delta.content).join('')).toBe('One, two, three.');
     expect(deltas.some((delta) => delta.reasoningSignature.includes('CiIBcsjafGF0ZXh0U2lnbmF0dXJl'))).toBe(true);
     expect(deltas.at(-1)!.finishReason).toBe('stop');
-    expect(parts.at(-1)).toEqual({ type: 'usage', usage: expect.objectContaining({ inputTokens: 8, outputTokens: 18, reasoningTokens: 12 }) });
+    // The last chunk's responseId and modelVersion name the answer.
+    expect(parts.at(-1)).toEqual({
+      type: 'usage', usage: expect.objectContaining({ inputTokens: 8, outputTokens: 18, reasoningTokens: 12 }), response: { id: 'zT0qaY2fLsKnvr0P5ZmX2Ak', model: 'gemini-2.5-flash' },
+    });
   });
 
   for (const streamed of [false, true]) {

@@ -143,7 +143,10 @@ export class GeminiAdapter implements ProviderAdapterV1 {
     if (unsent.length > 0) signal.parametersUnsent?.(unsent);
     const text = await this.post(this.modelPath(request.upstreamModel, 'generateContent'), body, signal);
     const answer = parseJsonAnswer(text, parseGeminiResponse);
-    return { choices: convertGeminiAnswers(answer, this.providerId, names), usage: convertGeminiUsage(answer.usageMetadata) };
+    return {
+      choices: convertGeminiAnswers(answer, this.providerId, names), usage: convertGeminiUsage(answer.usageMetadata),
+      response: { id: answer.responseId ?? '', model: answer.modelVersion ?? '' },
+    };
   }
 
   async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {
@@ -164,6 +167,8 @@ export class GeminiAdapter implements ProviderAdapterV1 {
     );
     const converter = new GeminiStreamConverter(this.providerId, names);
     let ended = false;
+    // Each chunk as parsed; after the loop, the last one (finish reason, final usage) names the answer (read once).
+    let parsed: ReturnType<typeof parseGeminiResponse> | undefined;
     try {
       for await (const event of readServerSentEvents(response.body)) {
         let json: unknown;
@@ -174,7 +179,7 @@ export class GeminiAdapter implements ProviderAdapterV1 {
         }
         // A failure after the 200 comes as an error object in the stream.
         if (json !== null && typeof json === 'object' && 'error' in json) throw geminiStreamError(event.data);
-        const parsed = parseGeminiResponse(json);
+        parsed = parseGeminiResponse(json);
         if (!parsed.success) throw new ProviderError('connection', `malformed stream chunk: ${parsed.error.message.slice(0, 300)}`);
         for (const delta of converter.accept(parsed.data)) yield { type: 'delta', delta };
       }
@@ -188,7 +193,8 @@ export class GeminiAdapter implements ProviderAdapterV1 {
     // closes the body: a body that closes before that chunk was cut.
     if (!converter.complete) throw new ProviderError('connection', 'stream ended before a finish reason');
     const usage = converter.usage;
-    if (usage) yield { type: 'usage', usage };
+    const last = parsed?.success ? parsed.data : undefined;
+    if (usage) yield { type: 'usage', usage, response: last && { id: last.responseId ?? '', model: last.modelVersion ?? '' } };
   }
 
   async embed(request: AdapterEmbedRequest, signal: AttemptSignal): Promise<AdapterEmbedResult> {

@@ -47,6 +47,8 @@ describe('OpenAIAdapter', () => {
     expect(result.choices[0]?.message?.content).toBe('The capital of France is Paris.');
     expect(result.choices[0]?.finishReason).toBe('stop');
     expect(result.usage).toMatchObject({ inputTokens: 24, outputTokens: 8, estimated: false });
+    // The provider's id and model of its answer (the attempt's gen_ai.response.id / .model).
+    expect(result.response).toEqual({ id: 'chatcmpl-CJ9mZx2fJ4ZLqk3b7gQfH1nS0Xy8d', model: 'gpt-4o-mini-2024-07-18' });
   });
 
   it('normalises recorded tool calls (fixture)', async () => {
@@ -63,7 +65,9 @@ describe('OpenAIAdapter', () => {
     const deltas = parts.flatMap((part) => (part.type === 'delta' ? [part.delta] : []));
     expect(deltas.map((delta) => delta.content)).toEqual(['The capital', ' of France', ' is Paris.', '']);
     expect(deltas.at(-1)?.finishReason).toBe('stop');
-    expect(parts.at(-1)).toMatchObject({ type: 'usage', usage: { inputTokens: 24, outputTokens: 8 } });
+    expect(parts.at(-1)).toMatchObject({
+      type: 'usage', usage: { inputTokens: 24, outputTokens: 8 }, response: { id: 'chatcmpl-CJ9oB7hT2kW9mY4xQ1rN8sV3uZ6pD', model: 'gpt-4o-mini-2024-07-18' },
+    });
   });
 
   it('sends the converted request with the secret, and always asks for stream usage', async () => {

@@ -151,7 +151,7 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
     if (this.filteredAnswerFails && choices.some((choice) => choice.finishReason === 'content_filter')) {
       throw new ProviderError('content_filter', FILTERED_ANSWER_MESSAGE);
     }
-    return { choices, usage: convertOpenAIUsage(parsed.usage) };
+    return { choices, usage: convertOpenAIUsage(parsed.usage), response: { id: parsed.id ?? '', model: parsed.model ?? '' } };
   }
 
   async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {
@@ -184,7 +184,11 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
           if (delta) yield { type: 'delta', delta };
         }
         const usage = convertOpenAIUsage(chunk.usage);
-        if (usage && !usageSent) { usageSent = true; yield { type: 'usage', usage }; }
+        if (usage && !usageSent) {
+          usageSent = true;
+          // The usage chunk names the answer like every chunk (Azure's first, its prompt filter verdict, does not).
+          yield { type: 'usage', usage, response: { id: chunk.id ?? '', model: typeof chunk.model === 'string' ? chunk.model : '' } };
+        }
       }
     } catch (error) {
       throw toProviderError(error, signal);
