@@ -324,6 +324,12 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
         // WebSockets: idle ones close now (1001), busy ones after their response, all by the same bound.
         const socketsClosed = webSockets.drain(drainTimeoutMs);
         const drainStarted = performance.now();
+        // Connections the kernel completed while this process was busy wait in the listen backlog with their
+        // requests; closing the listener now would reset them unanswered (issue 36 item 5). libuv accepts
+        // every pending connection when the listener polls readable, so the listener closes only after one
+        // whole event-loop turn (two check phases around a poll phase).
+        await new Promise((resolve) => setImmediate(resolve));
+        await new Promise((resolve) => setImmediate(resolve));
         // Stops listening only: http.Server.close would also close every kept-alive idle connection at
         // once, and its client may be sending the next request on it right now (DRAIN_ACCEPT_GRACE_MS).
         const closed = new Promise<void>((resolve) => NetServer.prototype.close.call(httpServer, () => resolve()));

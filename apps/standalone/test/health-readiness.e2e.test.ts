@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEdge } from '@gateway/edge';
 import { createHealthClient } from '@gateway/platform';
@@ -106,6 +107,45 @@ describe('health, readiness, reflection and drain', () => {
     }
   });
 
+  it('on stop, answers a request whose connection the kernel accepted while the edge was busy (issue 36 item 5: the listen backlog)', async () => {
+    const { stack } = fixture;
+    const { addresses } = stack;
+    const edge = await startEdge({
+      port: 0, authAddress: addresses.auth, catalogAddress: addresses.catalog, ledgerAddress: addresses.ledger,
+      routerAddress: addresses.routing, bus: otherBus.bus, logger: testLogger('edge-backlog'), drainTimeoutMs: 5_000,
+    });
+    // Another process connects and sends its request while this process's event loop is blocked: the
+    // connection completes in the kernel's listen backlog, with the request in its buffer, unaccepted.
+    const client = spawn(process.execPath, ['-e', `
+      const net = require('node:net');
+      process.stdout.write('ready\\n');
+      setTimeout(() => {
+        const socket = net.connect(${edge.port}, '127.0.0.1', () => {
+          socket.write('GET /livez HTTP/1.1\\r\\nHost: edge\\r\\n\\r\\n');
+          process.stdout.write('sent\\n');
+        });
+        let answer = '';
+        socket.on('data', (chunk) => { answer += chunk; });
+        socket.on('error', (error) => process.stdout.write('result ' + error.code + '\\n'));
+        socket.on('close', () => process.stdout.write('result ' + (answer.split('\\r\\n')[0] || 'closed without an answer') + '\\n'));
+      }, 50);
+    `], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let output = '';
+    const result = new Promise<string>((resolve) => {
+      client.stdout!.on('data', (chunk: Buffer) => {
+        output += chunk;
+        const match = /result (.*)\n/.exec(output);
+        if (match) resolve(match[1]!);
+      });
+    });
+    await new Promise<void>((resolve) => client.stdout!.once('data', () => resolve()));
+    // Blocked: the child connects and writes meanwhile; then the stop begins in this same turn.
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1_500);
+    const stopping = edge.stop();
+    expect(await result, output).toBe('HTTP/1.1 200 OK');
+    await stopping;
+  });
+
   it('on stop, lets a stream in flight finish, refuses new connections, and cuts what outlives the drain bound', async () => {
     const { stack, upstream } = fixture;
     const { apiKey } = await fixture.account('drain');
@@ -120,7 +160,9 @@ describe('health, readiness, reflection and drain', () => {
     expect(stream.status).toBe(200);
     const stoppedAt = performance.now();
     const stopping = edge.stop();
-    // stop() closes the listener before it first waits: a new connection is refused at once.
+    // stop() closes the listener within one event-loop turn (after accepting what the kernel had already
+    // accepted): a new connection after that is refused.
+    await new Promise((resolve) => setTimeout(resolve, 50));
     await expect(fetch(`${edge.url}/livez`)).rejects.toThrow();
     const text = await stream.rest();
     expect(text).toContain('data: [DONE]');
