@@ -29,6 +29,53 @@ export class ClientGoneError extends Error {
 }
 
 /**
+ * Watches a request body arrive under its limits: all of it within `totalTimeoutMs`, no pause longer
+ * than `stallTimeoutMs`, at most `maxBytes`, the overload bound's byte count (countBodyBytes), the
+ * client staying until it is complete. `fail` gets the first limit broken; `accept` each chunk within
+ * them. The function returned ends the watch (timers and listeners): the reader calls it once, when it
+ * settles either way. Shared by readBody and the multipart reader.
+ */
+export function watchBodyArrival(request: IncomingMessage, limits: BodyLimits, fail: (error: Error) => void, accept?: (chunk: Buffer) => void): () => void {
+  let received = 0;
+  const totalTimer = setTimeout(
+    () => fail(edgeErrors.requestTimeout(`Request body did not arrive within ${Math.round(limits.totalTimeoutMs / 1000)} seconds.`)),
+    limits.totalTimeoutMs,
+  );
+  const stallTimer = setTimeout(
+    () => fail(edgeErrors.requestTimeout(`Request body stalled for ${Math.round(limits.stallTimeoutMs / 1000)} seconds.`)),
+    limits.stallTimeoutMs,
+  );
+  const onData = (chunk: Buffer) => {
+    received += chunk.length;
+    if (received > limits.maxBytes) {
+      fail(edgeErrors.payloadTooLarge(limits.maxBytes));
+      return;
+    }
+    const shed = countBodyBytes(request, chunk.length);
+    if (shed) {
+      fail(shed);
+      return;
+    }
+    accept?.(chunk);
+    stallTimer.refresh();
+  };
+  const onError = (error: Error) => fail(new ClientGoneError(error.message));
+  const onClose = () => {
+    if (!request.complete) fail(new ClientGoneError('client closed the connection while sending the body'));
+  };
+  request.on('data', onData);
+  request.on('error', onError);
+  request.on('close', onClose);
+  return () => {
+    clearTimeout(totalTimer);
+    clearTimeout(stallTimer);
+    request.off('data', onData);
+    request.off('error', onError);
+    request.off('close', onClose);
+  };
+}
+
+/**
  * Reads the body without ever holding more than `maxBytes`: the declared content-length is checked
  * before a byte is read, and bytes are counted as they arrive (chunked bodies declare nothing).
  */
@@ -39,17 +86,12 @@ export function readBody(request: IncomingMessage, limits: BodyLimits): Promise<
   }
   return new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
-    let received = 0;
     let settled = false;
     const finish = (error: Error | undefined, body?: Buffer) => {
       if (settled) return;
       settled = true;
-      clearTimeout(totalTimer);
-      clearTimeout(stallTimer);
-      request.off('data', onData);
+      stopWatching();
       request.off('end', onEnd);
-      request.off('error', onError);
-      request.off('close', onClose);
       if (error) {
         // Stop pulling bytes we will not use; what is still in flight is discarded after the answer.
         request.pause();
@@ -58,41 +100,11 @@ export function readBody(request: IncomingMessage, limits: BodyLimits): Promise<
         resolve(body as Buffer);
       }
     };
-    const totalTimer = setTimeout(
-      () => finish(edgeErrors.requestTimeout(`Request body did not arrive within ${Math.round(limits.totalTimeoutMs / 1000)} seconds.`)),
-      limits.totalTimeoutMs,
-    );
-    const stallTimer = setTimeout(onStall, limits.stallTimeoutMs);
-    function onStall() {
-      finish(edgeErrors.requestTimeout(`Request body stalled for ${Math.round(limits.stallTimeoutMs / 1000)} seconds.`));
-    }
-    function onData(chunk: Buffer) {
-      received += chunk.length;
-      if (received > limits.maxBytes) {
-        finish(edgeErrors.payloadTooLarge(limits.maxBytes));
-        return;
-      }
-      const shed = countBodyBytes(request, chunk.length);
-      if (shed) {
-        finish(shed);
-        return;
-      }
-      chunks.push(chunk);
-      stallTimer.refresh();
-    }
+    const stopWatching = watchBodyArrival(request, limits, finish, (chunk) => chunks.push(chunk));
     function onEnd() {
-      finish(undefined, chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, received));
+      finish(undefined, chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks));
     }
-    function onError(error: Error) {
-      finish(new ClientGoneError(error.message));
-    }
-    function onClose() {
-      if (!request.complete) finish(new ClientGoneError('client closed the connection while sending the body'));
-    }
-    request.on('data', onData);
     request.on('end', onEnd);
-    request.on('error', onError);
-    request.on('close', onClose);
   });
 }
 

@@ -1,87 +1,50 @@
-import { counter, gauge, histogram, sampledGauge, type Registry } from '@gateway/platform';
+import { counterOf, declareMetrics, gaugeOf, histogramOf, sampledGauges, type DeclaredMetrics, type Registry } from '@gateway/platform';
 import type { Ledger, SettlementItem, SettlementResult } from './ledger.js';
 
 export type RefusalReason = 'rate_limited' | 'insufficient' | 'key_limit';
+
+/** The ledger's counters, histogram and gauge (labels are fixed words, never an account or key). */
+const LEDGER_METRICS = {
+  refusals: counterOf('gateway_ledger_refusals_total', 'Admissions (via=admit) and lease acquisitions (via=lease) the ledger refused, by reason (rate_limited, insufficient, key_limit).', ['via', 'reason']),
+  settledEvents: counterOf('gateway_usage_events_settled_total', 'Usage events settled: outcome=served charged the request, outcome=failed released its hold.', ['outcome']),
+  duplicateEvents: counterOf('gateway_usage_events_duplicate_total', 'Served usage events whose request was already charged (a republish or redelivery): not charged again.'),
+  rejectedEvents: counterOf('gateway_usage_events_rejected_total', 'Usage events that can never settle (undecodable, no ids, bad prices), kept in ledger.rejected_events.'),
+  redelivered: counterOf('gateway_usage_messages_redelivered_total', 'Usage bus messages delivered again (a settler died or failed before acknowledging them).', ['subject']),
+  settleSeconds: histogramOf('gateway_usage_settlement_duration_seconds', 'Time to settle one batch of usage messages in one transaction.', [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]),
+  backlog: gaugeOf('gateway_usage_settlement_backlog_messages', 'Usage messages the bus still held for the settlers behind the last batch this replica received (JetStream delivery info), by subject.', ['subject']),
+  tokens: counterOf('gateway_usage_tokens_total', 'Tokens of the served usage this replica charged, by catalog model and type (input, cached_input, output, reasoning).', ['model', 'type']),
+  spend: counterOf('gateway_usage_spend_credits_total', 'Credits charged for served usage by this replica, by catalog model (an observation for dashboards; the charges table is the record).', ['model']),
+};
 
 /**
  * The ledger's metrics: refusals (rate limits, credit), usage settlement and redelivery, and the holds
  * open right now. Labels are fixed words (reason, via, outcome, subject), never an account or key.
  */
 export class LedgerMetrics {
-  private readonly refusals;
-  private readonly settledEvents;
-  private readonly duplicateEvents;
-  private readonly rejectedEvents;
-  private readonly redelivered;
-  private readonly settleSeconds;
-  private readonly backlog;
-  private readonly tokens;
-  private readonly spend;
+  private readonly metrics: DeclaredMetrics<typeof LEDGER_METRICS>;
   private readonly modelSeries = new Map<string, ModelSeries>();
 
   constructor(registry: Registry) {
-    this.refusals = counter(registry, {
-      name: 'gateway_ledger_refusals_total',
-      help: 'Admissions (via=admit) and lease acquisitions (via=lease) the ledger refused, by reason (rate_limited, insufficient, key_limit).',
-      labelNames: ['via', 'reason'] as const,
-    });
-    this.settledEvents = counter(registry, {
-      name: 'gateway_usage_events_settled_total',
-      help: 'Usage events settled: outcome=served charged the request, outcome=failed released its hold.',
-      labelNames: ['outcome'] as const,
-    });
-    this.duplicateEvents = counter(registry, {
-      name: 'gateway_usage_events_duplicate_total',
-      help: 'Served usage events whose request was already charged (a republish or redelivery): not charged again.',
-    });
-    this.rejectedEvents = counter(registry, {
-      name: 'gateway_usage_events_rejected_total',
-      help: 'Usage events that can never settle (undecodable, no ids, bad prices), kept in ledger.rejected_events.',
-    });
-    this.redelivered = counter(registry, {
-      name: 'gateway_usage_messages_redelivered_total',
-      help: 'Usage bus messages delivered again (a settler died or failed before acknowledging them).',
-      labelNames: ['subject'] as const,
-    });
-    this.settleSeconds = histogram(registry, {
-      name: 'gateway_usage_settlement_duration_seconds',
-      help: 'Time to settle one batch of usage messages in one transaction.',
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
-    });
-    this.backlog = gauge(registry, {
-      name: 'gateway_usage_settlement_backlog_messages',
-      help: 'Usage messages the bus still held for the settlers behind the last batch this replica received (JetStream delivery info), by subject.',
-      labelNames: ['subject'] as const,
-    });
-    this.tokens = counter(registry, {
-      name: 'gateway_usage_tokens_total',
-      help: 'Tokens of the served usage this replica charged, by catalog model and type (input, cached_input, output, reasoning).',
-      labelNames: ['model', 'type'] as const,
-    });
-    this.spend = counter(registry, {
-      name: 'gateway_usage_spend_credits_total',
-      help: 'Credits charged for served usage by this replica, by catalog model (an observation for dashboards; the charges table is the record).',
-      labelNames: ['model'] as const,
-    });
+    this.metrics = declareMetrics(registry, LEDGER_METRICS);
   }
 
   refused(via: 'admit' | 'lease', reason: RefusalReason): void {
-    this.refusals.inc({ via, reason });
+    this.metrics.refusals.inc({ via, reason });
   }
 
   /** `pending`: what the bus still held behind the batch (undefined: the bus did not say). */
   received(subject: string, redelivered: number, rejected: number, pending?: number): void {
-    if (pending !== undefined) this.backlog.set({ subject }, pending);
-    if (redelivered > 0) this.redelivered.inc({ subject }, redelivered);
-    if (rejected > 0) this.rejectedEvents.inc(rejected);
+    if (pending !== undefined) this.metrics.backlog.set({ subject }, pending);
+    if (redelivered > 0) this.metrics.redelivered.inc({ subject }, redelivered);
+    if (rejected > 0) this.metrics.rejectedEvents.inc(rejected);
   }
 
   /** `failed`: events of the batch that released a hold (nothing to charge). */
   settled(result: SettlementResult, failed: number, seconds: number, served: readonly SettlementItem[] = []): void {
-    if (result.charged > 0) this.settledEvents.inc({ outcome: 'served' }, result.charged);
-    if (failed > 0) this.settledEvents.inc({ outcome: 'failed' }, failed);
-    if (result.duplicates > 0) this.duplicateEvents.inc(result.duplicates);
-    this.settleSeconds.observe(seconds);
+    if (result.charged > 0) this.metrics.settledEvents.inc({ outcome: 'served' }, result.charged);
+    if (failed > 0) this.metrics.settledEvents.inc({ outcome: 'failed' }, failed);
+    if (result.duplicates > 0) this.metrics.duplicateEvents.inc(result.duplicates);
+    this.metrics.settleSeconds.observe(seconds);
     // Tokens and credits of what this batch charged. The transaction says how many, not which: a batch
     // that charged nothing (all repeats) adds nothing; one mixing new charges and repeats (a redelivery
     // beside fresh events, rare) counts its served items once each, repeats included.
@@ -105,11 +68,11 @@ export class LedgerMetrics {
     let series = this.modelSeries.get(model);
     if (series === undefined) {
       series = {
-        input: this.tokens.labels({ model, type: 'input' }),
-        cachedInput: this.tokens.labels({ model, type: 'cached_input' }),
-        output: this.tokens.labels({ model, type: 'output' }),
-        reasoning: this.tokens.labels({ model, type: 'reasoning' }),
-        spend: this.spend.labels({ model }),
+        input: this.metrics.tokens.labels({ model, type: 'input' }),
+        cachedInput: this.metrics.tokens.labels({ model, type: 'cached_input' }),
+        output: this.metrics.tokens.labels({ model, type: 'output' }),
+        reasoning: this.metrics.tokens.labels({ model, type: 'reasoning' }),
+        spend: this.metrics.spend.labels({ model }),
       };
       if (this.modelSeries.size < MAX_CACHED_MODELS) this.modelSeries.set(model, series);
     }
@@ -157,11 +120,8 @@ export function observeOpenHolds(registry: Registry, ledger: Ledger): () => void
     }
     return cached.counts;
   };
-  const removers = [
-    sampledGauge(registry, { name: 'gateway_ledger_open_reservations', help: 'Reservations open now (requests admitted and not yet settled or released).' },
-      async (gauge) => gauge.set((await counts()).reservations)),
-    sampledGauge(registry, { name: 'gateway_ledger_open_leases', help: 'Leases open now (budgets granted to edge replicas).' },
-      async (gauge) => gauge.set((await counts()).leases)),
-  ];
-  return () => { for (const remove of removers) remove(); };
+  return sampledGauges(registry, [
+    [gaugeOf('gateway_ledger_open_reservations', 'Reservations open now (requests admitted and not yet settled or released).'), async (gauge) => gauge.set((await counts()).reservations)],
+    [gaugeOf('gateway_ledger_open_leases', 'Leases open now (budgets granted to edge replicas).'), async (gauge) => gauge.set((await counts()).leases)],
+  ]);
 }

@@ -1,5 +1,5 @@
 import { expect } from 'vitest';
-import { createClient, GatewayError, startGrpcServer, subjects, unary, type EventBus, type Subscription } from '@gateway/platform';
+import { createClient, createMetricsRegistry, GatewayError, startGrpcServer, subjects, unary, type EventBus, type Subscription } from '@gateway/platform';
 import {
   CatalogServiceService,
   RouterServiceClient,
@@ -12,7 +12,7 @@ import {
   type Model,
   Provider,
 } from '@gateway/proto';
-import { testLogger, uniqueName } from '@gateway/testing';
+import { createTestBus, parsePrometheusText, startFakeUpstream, testLogger, uniqueName, type FakeUpstream } from '@gateway/testing';
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
 import { startRoutingService, type RoutingServiceOptions } from '../src/index.js';
 
@@ -124,6 +124,40 @@ export async function startRouterUnderTest(
   };
   return { usage, service, client, stop };
 }
+
+/**
+ * A routing service with its own metrics registry, on a fresh test bus, in front of one fake OpenAI
+ * upstream per provider id (in that order; each provider's key is `sk-<id>`) and a fake catalog serving
+ * `models`; `scrape` reads the registry, `stop` ends all of it.
+ */
+export async function startMeteredRouting<const Ids extends readonly string[]>(
+  models: Model[],
+  providerIds: Ids,
+  options: Pick<RoutingServiceOptions, 'attemptTimeoutMs' | 'maxAttempts'>,
+) {
+  const testBus = await createTestBus('nats');
+  const upstreams: FakeUpstream[] = [];
+  for (const _ of providerIds) upstreams.push(await startFakeUpstream());
+  const providers = providerIds.map((id, index) => openaiProvider(id, upstreams[index]!.url));
+  const catalog = await startFakeCatalog(snapshot('v1', models, providers));
+  const registry = createMetricsRegistry();
+  const service = await startRoutingService({
+    listenAddress: '127.0.0.1:0', catalogAddress: catalog.address, bus: testBus.bus, logger: testLogger('routing'),
+    providerSecrets: Object.fromEntries(providers.map((provider) => [provider.apiKeyEnv, `sk-${provider.id}`])), ...options, metrics: registry,
+  });
+  const client = routerClient(service.address);
+  const stop = async () => {
+    client.close();
+    await service.stop();
+    await catalog.stop();
+    for (const upstream of upstreams) await upstream.close();
+    await testBus.destroy();
+  };
+  const scrape = async () => parsePrometheusText(await registry.metrics());
+  return { upstreams: upstreams as { [Index in keyof Ids]: FakeUpstream }, client, registry, scrape, stop };
+}
+
+export type MeteredRouting<Ids extends readonly string[]> = Awaited<ReturnType<typeof startMeteredRouting<Ids>>>;
 
 /** The GatewayError `promise` rejects with (the test fails when it resolves or rejects with anything else). */
 export async function rejection(promise: Promise<unknown>): Promise<GatewayError> {

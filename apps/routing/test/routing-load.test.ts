@@ -1,49 +1,30 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMetricsRegistry, openDuplexCall, type Registry } from '@gateway/platform';
+import { openDuplexCall } from '@gateway/platform';
 import { ExchangeRequest, ExchangeResponse, RouterServiceService } from '@gateway/proto';
-import { createTestBus, eventually, parsePrometheusText, sampleSum, startFakeUpstream, testLogger, type FakeUpstream, type TestBus } from '@gateway/testing';
-import { startRoutingService } from '../src/index.js';
-import { chatRequest, model, openaiProvider, routerClient, snapshot, startFakeCatalog } from './harness.js';
+import { eventually, sampleSum, type FakeUpstream } from '@gateway/testing';
+import { chatRequest, model, routerClient, startMeteredRouting, type MeteredRouting } from './harness.js';
 
 // The per-replica load the chart's autoscalers read (helm/gateway: keda, hpa.metric): Router calls and
 // exchanges in flight, and the streamed ones among them, on a real routing service in front of fake
 // upstreams that hold their answers. Each count goes back to zero when its call ends or is cancelled.
 describe('gateway_routing_requests_in_flight and gateway_routing_streams_active', () => {
-  let testBus: TestBus;
+  let routing: MeteredRouting<readonly [string, string]>;
   let streaming: FakeUpstream;
   let plain: FakeUpstream;
-  let catalog: Awaited<ReturnType<typeof startFakeCatalog>>;
-  let service: Awaited<ReturnType<typeof startRoutingService>>;
   let client: ReturnType<typeof routerClient>;
-  let registry: Registry;
 
   beforeAll(async () => {
-    testBus = await createTestBus('nats');
-    streaming = await startFakeUpstream();
-    plain = await startFakeUpstream();
-    catalog = await startFakeCatalog(snapshot('v1', [model('acme/streams', ['prov-s']), model('acme/plain', ['prov-p'])], [
-      openaiProvider('prov-s', streaming.url),
-      openaiProvider('prov-p', plain.url),
-    ]));
-    registry = createMetricsRegistry();
-    service = await startRoutingService({
-      listenAddress: '127.0.0.1:0', catalogAddress: catalog.address, bus: testBus.bus, logger: testLogger('routing'),
-      providerSecrets: { PROV_S_API_KEY: 'sk-s', PROV_P_API_KEY: 'sk-p' }, attemptTimeoutMs: 60_000, maxAttempts: 1, metrics: registry,
-    });
-    client = routerClient(service.address);
+    routing = await startMeteredRouting([model('acme/streams', ['prov-s']), model('acme/plain', ['prov-p'])], ['prov-s', 'prov-p'], { attemptTimeoutMs: 60_000, maxAttempts: 1 });
+    [streaming, plain] = routing.upstreams;
+    client = routing.client;
   });
 
   afterAll(async () => {
-    client?.close();
-    await service?.stop();
-    await catalog?.stop();
-    await streaming?.close();
-    await plain?.close();
-    await testBus?.destroy();
+    await routing?.stop();
   });
 
   const load = async () => {
-    const samples = parsePrometheusText(await registry.metrics());
+    const samples = await routing.scrape();
     return { requests: sampleSum(samples, 'gateway_routing_requests_in_flight'), streams: sampleSum(samples, 'gateway_routing_streams_active') };
   };
 

@@ -1,47 +1,28 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMetricsRegistry, GatewayError, type Registry } from '@gateway/platform';
-import { createTestBus, eventually, parsePrometheusText, sampleSum, startFakeUpstream, testLogger, type FakeUpstream, type TestBus } from '@gateway/testing';
-import { startRoutingService } from '../src/index.js';
-import { chatRequest, model, openaiProvider, routerClient, snapshot, startFakeCatalog } from './harness.js';
+import { GatewayError } from '@gateway/platform';
+import { eventually, sampleSum, type FakeUpstream } from '@gateway/testing';
+import { chatRequest, model, routerClient, startMeteredRouting, type MeteredRouting } from './harness.js';
 
 // Routing's metrics over real fake upstreams: provider attempts by outcome, failovers, provider
 // health per (provider, model), usage published, all on the registry the service was given.
 
 describe('routing metrics', () => {
-  let testBus: TestBus;
+  let routing: MeteredRouting<readonly [string, string]>;
   let upstreamA: FakeUpstream;
   let upstreamB: FakeUpstream;
-  let catalog: Awaited<ReturnType<typeof startFakeCatalog>>;
-  let service: Awaited<ReturnType<typeof startRoutingService>>;
   let client: ReturnType<typeof routerClient>;
-  let registry: Registry;
 
   beforeAll(async () => {
-    testBus = await createTestBus('nats');
-    upstreamA = await startFakeUpstream();
-    upstreamB = await startFakeUpstream();
-    catalog = await startFakeCatalog(snapshot('v1', [model('acme/pair', ['prov-a', 'prov-b'])], [
-      openaiProvider('prov-a', upstreamA.url),
-      openaiProvider('prov-b', upstreamB.url),
-    ]));
-    registry = createMetricsRegistry();
-    service = await startRoutingService({
-      listenAddress: '127.0.0.1:0', catalogAddress: catalog.address, bus: testBus.bus, logger: testLogger('routing'),
-      providerSecrets: { PROV_A_API_KEY: 'sk-a', PROV_B_API_KEY: 'sk-b' }, attemptTimeoutMs: 2_000, maxAttempts: 3, metrics: registry,
-    });
-    client = routerClient(service.address);
+    routing = await startMeteredRouting([model('acme/pair', ['prov-a', 'prov-b'])], ['prov-a', 'prov-b'], { attemptTimeoutMs: 2_000, maxAttempts: 3 });
+    [upstreamA, upstreamB] = routing.upstreams;
+    client = routing.client;
   });
 
   afterAll(async () => {
-    client?.close();
-    await service?.stop();
-    await catalog?.stop();
-    await upstreamA?.close();
-    await upstreamB?.close();
-    await testBus?.destroy();
+    await routing?.stop();
   });
 
-  const scrape = async () => parsePrometheusText(await registry.metrics());
+  const scrape = () => routing.scrape();
 
   it('counts each provider attempt by outcome and each failover', async () => {
     // Both offers fail with a retryable 500: two attempts, one failover between them, no upstream.

@@ -3,6 +3,7 @@ import { createServer, connect, type Server, type Socket } from 'node:net';
 import { Agent, fetch as clientFetch } from 'undici';
 import { parseCredits } from '@gateway/platform';
 import type { FakeUpstream } from '@gateway/testing';
+import { oneProviderCatalog, paidTextModel } from './catalog-yaml.js';
 
 // The chaos test's parts (chaos.e2e.test.ts): a seeded random source, a round-robin TCP balancer in
 // front of the edges, the traffic (one record per request sent) and the checks run on the records
@@ -15,28 +16,14 @@ export const UPSTREAM_KEY_ENV = 'CHAOS_UPSTREAM_KEY';
 export const HOLD_PICO = parseCredits('0.05');
 
 export function chaosCatalog(upstream: FakeUpstream): string {
-  return `
-startups:
-  - { id: chaosco, display_name: Chaos Co }
-providers:
-  - { id: chaos-upstream, kind: openai, base_url: ${upstream.url}, api_key_env: ${UPSTREAM_KEY_ENV} }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 100000 } }
-models:
-  - id: ${CHAT_MODEL}
-    owned_by: chaosco
-    created: 1767225600
-    context_window: 4096
-    max_output_tokens: 64
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [temperature, max_completion_tokens, stream_options]
-    pricing: { per_input_token: "0.000001", per_output_token: "0.000002" }
-    limit_group: default
-    offers:
-      - { provider: chaos-upstream, upstream_model: chaos-chat, endpoints: [chat.completions, messages, responses] }
-  - id: ${EMBED_MODEL}
+  return oneProviderCatalog({
+    startup: 'chaosco', displayName: 'Chaos Co', provider: 'chaos-upstream', upstream, keyEnv: UPSTREAM_KEY_ENV, perMinute: 100000,
+    models: [
+      paidTextModel({
+        id: CHAT_MODEL, owner: 'chaosco', provider: 'chaos-upstream', upstreamModel: 'chaos-chat', endpoints: ['chat.completions', 'messages', 'responses'],
+        extra: ['context_window: 4096', 'max_output_tokens: 64'],
+      }),
+      `  - id: ${EMBED_MODEL}
     owned_by: chaosco
     created: 1767225600
     context_window: 4096
@@ -47,7 +34,9 @@ models:
     limit_group: default
     offers:
       - { provider: chaos-upstream, upstream_model: chaos-embed, endpoints: [embeddings] }
-`;
+`,
+    ],
+  });
 }
 
 /**

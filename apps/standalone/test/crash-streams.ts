@@ -3,6 +3,7 @@ import type OpenAI from 'openai';
 import { createDatabase, sql } from '@gateway/platform/db';
 import { CHECKPOINT_INTERVAL_MS, FIRST_CHECKPOINT_AFTER_MS } from '@gateway/routing';
 import { eventually, type FakeBehaviour, type FakeUpstream } from '@gateway/testing';
+import { oneProviderCatalog, paidTextModel } from './catalog-yaml.js';
 
 // Shared by the crash tests (usage-crash-*.e2e.test.ts): a paid model on a slow fake upstream, streams
 // followed chunk by chunk through the real `openai` client, and the check that every stream that
@@ -32,26 +33,10 @@ const PROMPT_TOKENS = 10;
 export const CHECKPOINT_LOSS_BOUND_MS = FIRST_CHECKPOINT_AFTER_MS + CHECKPOINT_INTERVAL_MS + 200;
 
 export function crashCatalog(upstream: FakeUpstream): string {
-  return `
-startups:
-  - { id: crashco, display_name: Crash Co }
-providers:
-  - { id: crash-upstream, kind: openai, base_url: ${upstream.url}, api_key_env: ${UPSTREAM_KEY_ENV} }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 6000 } }
-models:
-  - id: ${CRASH_MODEL}
-    owned_by: crashco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [temperature, max_completion_tokens, stream_options]
-    pricing: { per_input_token: "0.000001", per_output_token: "0.000002" }
-    limit_group: default
-    offers:
-      - { provider: crash-upstream, upstream_model: crash-model, endpoints: [chat.completions] }
-`;
+  return oneProviderCatalog({
+    startup: 'crashco', displayName: 'Crash Co', provider: 'crash-upstream', upstream, keyEnv: UPSTREAM_KEY_ENV, perMinute: 6000,
+    models: [paidTextModel({ id: CRASH_MODEL, owner: 'crashco', provider: 'crash-upstream', upstreamModel: 'crash-model', endpoints: ['chat.completions'] })],
+  });
 }
 
 export type StreamKind = 'slow' | 'done' | 'short';

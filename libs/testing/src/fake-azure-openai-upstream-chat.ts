@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { approximateTokens, fakeLogprobs, sendChunksWithFaults, splitText, toolCallPieces } from './fake-upstream-support.js';
+import { answerChatCompletion, approximateTokens, fakeLogprobs, sendChunksWithFaults, splitText, toolCallPieces } from './fake-upstream-support.js';
 import type { FakeBehaviour } from './fake-upstream-types.js';
 
 // The chat and embeddings answers of the fake Azure OpenAI resource: the OpenAI wire format with what
@@ -86,12 +86,7 @@ export async function fakeAzureChat(body: any, model: string, behaviour: FakeAzu
   const logprobsOf = (text: string) => (wantsLogprobs ? { logprobs: { content: fakeLogprobs(text, topLogprobs), refusal: null } } : {});
 
   if (!body?.stream) {
-    response.writeHead(200, { 'content-type': 'application/json' });
-    response.end(JSON.stringify({
-      id,
-      object: 'chat.completion',
-      created: createdAt,
-      model,
+    answerChatCompletion(response, id, createdAt, model, {
       prompt_filter_results: PROMPT_FILTER_RESULTS,
       choices: [{
         index: 0,
@@ -107,7 +102,7 @@ export async function fakeAzureChat(body: any, model: string, behaviour: FakeAzu
       }],
       system_fingerprint: 'fp_azure_fake',
       ...(usage ? { usage } : {}),
-    }));
+    });
     return;
   }
 

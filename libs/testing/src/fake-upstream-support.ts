@@ -130,6 +130,12 @@ export interface ChunkFaults {
   chunkDelayMs?: number | undefined;
 }
 
+/** A whole chat completion (200, JSON) as the OpenAI wire sends it: the envelope, then `rest` (choices, usage, a vendor's extras) in its order. */
+export function answerChatCompletion(response: ServerResponse, id: string, created: number, model: string, rest: object): void {
+  response.writeHead(200, { 'content-type': 'application/json' });
+  response.end(JSON.stringify({ id, object: 'chat.completion', created, model, ...rest }));
+}
+
 /** Tool calls as chat-completions stream pieces: each call's id and name, then its arguments whole. */
 export function toolCallPieces(toolCalls: readonly { id: string; name: string; arguments: string }[], frame: (delta: unknown) => unknown): unknown[] {
   return toolCalls.flatMap((call, index) => [

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { approximateTokens, fakeLogprobs, listenOnLoopback, receiveScripted, sendChunksWithFaults, sleep, splitText, toolCallPieces } from './fake-upstream-support.js';
+import { answerChatCompletion, approximateTokens, fakeLogprobs, listenOnLoopback, receiveScripted, sendChunksWithFaults, sleep, splitText, toolCallPieces } from './fake-upstream-support.js';
 import { fakeAudioSpeech, fakeImages, fakeModeration, fakeTranscription } from './fake-upstream-media.js';
 import type { FakeBehaviour, FakeScript, FakeUpstream, RecordedPart, RecordedRequest } from './fake-upstream-types.js';
 
@@ -117,12 +117,7 @@ export async function startFakeUpstream(options: {
     const topLogprobs = typeof body?.top_logprobs === 'number' ? body.top_logprobs : 0;
 
     if (!body?.stream) {
-      response.writeHead(200, { 'content-type': 'application/json' });
-      response.end(JSON.stringify({
-        id,
-        object: 'chat.completion',
-        created: createdAt,
-        model,
+      answerChatCompletion(response, id, createdAt, model, {
         choices: texts.map((choiceText, index) => ({
           index,
           message: {
@@ -136,7 +131,7 @@ export async function startFakeUpstream(options: {
           finish_reason: finishReason,
         })),
         ...(usage ? { usage } : {}),
-      }));
+      });
       return;
     }
 

@@ -5,8 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import busboy from 'busboy';
 import { edgeErrors } from '../errors.js';
-import { ClientGoneError, type BodyLimits } from '../http.js';
-import { countBodyBytes } from '../observability/overload.js';
+import { ClientGoneError, watchBodyArrival, type BodyLimits } from '../http.js';
 import type { UploadArea } from './upload-spool.js';
 
 /** Bounds of one multipart upload, besides the body limits (total size, arrival time). */
@@ -121,16 +120,11 @@ export function readMultipart(
   return new Promise<MultipartBody>((resolve, reject) => {
     const body: MultipartBody = { fields: new Map(), files: [], load };
     const written: Promise<void>[] = [];
-    let received = 0;
     let settled = false;
     const finish = (error: Error | undefined) => {
       if (settled) return;
       settled = true;
-      clearTimeout(totalTimer);
-      clearTimeout(stallTimer);
-      request.off('data', onData);
-      request.off('close', onClose);
-      request.off('error', onError);
+      stopWatching();
       if (error) {
         request.unpipe(parser);
         request.pause();
@@ -146,30 +140,8 @@ export function readMultipart(
         });
       }
     };
-    const totalTimer = setTimeout(
-      () => finish(edgeErrors.requestTimeout(`Request body did not arrive within ${Math.round(limits.totalTimeoutMs / 1000)} seconds.`)),
-      limits.totalTimeoutMs,
-    );
-    const stallTimer = setTimeout(
-      () => finish(edgeErrors.requestTimeout(`Request body stalled for ${Math.round(limits.stallTimeoutMs / 1000)} seconds.`)),
-      limits.stallTimeoutMs,
-    );
-    const onData = (chunk: Buffer) => {
-      received += chunk.length;
-      stallTimer.refresh();
-      if (received > limits.maxBytes) finish(edgeErrors.payloadTooLarge(limits.maxBytes));
-      else {
-        const shed = countBodyBytes(request, chunk.length);
-        if (shed) finish(shed);
-      }
-    };
-    const onClose = () => {
-      if (!request.complete) finish(new ClientGoneError('client closed the connection while sending the body'));
-    };
-    const onError = (error: Error) => finish(new ClientGoneError(error.message));
-    request.on('data', onData);
-    request.on('close', onClose);
-    request.on('error', onError);
+    // The bytes go to the parser (piped below); the watch only counts them.
+    const stopWatching = watchBodyArrival(request, limits, finish);
 
     parser.on('field', (name, value, info) => {
       if (info.valueTruncated) {

@@ -34,6 +34,12 @@ export interface InferenceDialect<Body> {
   streamWriter(answerContext: AnswerContext, body: Body): StreamWriter;
 }
 
+/** A dialect's modelName and routing where its body names them `model` and `routing` (chat, messages and responses all do). */
+export const BODY_MODEL_AND_ROUTING = {
+  modelName: (body: { model: string }): string => body.model,
+  routing: (body: { routing?: RoutingStrategy | null | undefined }): RoutingStrategy | null | undefined => body.routing,
+};
+
 export interface ConvertedRequest {
   /** The Router request; the pipeline sets `context` and `routingStrategy` once admitted. */
   request: ChatRequest;

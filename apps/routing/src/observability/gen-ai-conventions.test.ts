@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Provider } from '@gateway/proto';
-import { genAiOperationName, genAiUpstreamOf } from './gen-ai-conventions.js';
+import { GEN_AI_COUNTERS, GEN_AI_HISTOGRAMS, genAiOperationName, genAiUpstreamOf } from './gen-ai-conventions.js';
 
 describe('GenAI conventions: what a catalog provider and an endpoint are called', () => {
   it.each([
@@ -26,5 +26,21 @@ describe('GenAI conventions: what a catalog provider and an endpoint are called'
     const provider = Provider.fromPartial({ id: 'p', kind: 'openai' });
     expect(genAiUpstreamOf(provider)).toBe(genAiUpstreamOf(provider));
     expect(genAiUpstreamOf(Provider.fromPartial({ id: 'p', kind: 'openai', baseUrl: 'http://127.0.0.1:9999' })).serverPort).toBe(9999);
+  });
+
+  it('names each metric on the Prometheus scrape as the OpenTelemetry-to-Prometheus translation does', () => {
+    expect(Object.values({ ...GEN_AI_HISTOGRAMS, ...GEN_AI_COUNTERS }).map((metric) => [metric.otel, metric.prometheus])).toEqual([
+      ['gen_ai.client.inference.duration', 'gen_ai_client_inference_duration_seconds'],
+      ['gen_ai.client.inference.time_to_first_chunk', 'gen_ai_client_inference_time_to_first_chunk_seconds'],
+      ['gen_ai.client.inference.time_per_output_chunk', 'gen_ai_client_inference_time_per_output_chunk_seconds'],
+      ['gen_ai.client.token.usage', 'gen_ai_client_token_usage'],
+      ['gen_ai.client.inference.operation.input_tokens', 'gen_ai_client_inference_operation_input_tokens'],
+      ['gen_ai.client.inference.operation.output_tokens', 'gen_ai_client_inference_operation_output_tokens'],
+      ['gen_ai.client.inference.usage.input_tokens', 'gen_ai_client_inference_usage_input_tokens_total'],
+      ['gen_ai.client.inference.usage.output_tokens', 'gen_ai_client_inference_usage_output_tokens_total'],
+      ['gen_ai.client.inference.usage.cache_read.input_tokens', 'gen_ai_client_inference_usage_cache_read_input_tokens_total'],
+      ['gen_ai.client.inference.usage.cache_write.input_tokens', 'gen_ai_client_inference_usage_cache_write_input_tokens_total'],
+      ['gen_ai.client.inference.usage.reasoning.output_tokens', 'gen_ai_client_inference_usage_reasoning_output_tokens_total'],
+    ]);
   });
 });

@@ -100,51 +100,47 @@ export interface GenAiMetricName {
   description: string;
 }
 
-export const GEN_AI_METRICS = {
-  duration: {
-    otel: 'gen_ai.client.inference.duration', prometheus: 'gen_ai_client_inference_duration_seconds', unit: 's',
-    description: 'GenAI operation duration: one upstream attempt, from its start to its answer (a stream: to its end) or its error.',
-  },
-  timeToFirstChunk: {
-    otel: 'gen_ai.client.inference.time_to_first_chunk', prometheus: 'gen_ai_client_inference_time_to_first_chunk_seconds', unit: 's',
-    description: 'Time from the start of a streamed attempt to its first chunk of content.',
-  },
-  timePerOutputChunk: {
-    otel: 'gen_ai.client.inference.time_per_output_chunk', prometheus: 'gen_ai_client_inference_time_per_output_chunk_seconds', unit: 's',
-    description: 'Mean time between the chunks of a streamed attempt after its first one (one value per stream).',
-  },
-  tokenUsage: {
-    otel: 'gen_ai.client.token.usage', prometheus: 'gen_ai_client_token_usage', unit: '{token}',
-    description: 'Input and output tokens of one attempt, by gen_ai.token.type.',
-  },
-  operationInputTokens: {
-    otel: 'gen_ai.client.inference.operation.input_tokens', prometheus: 'gen_ai_client_inference_operation_input_tokens', unit: '{token}',
-    description: 'Input tokens of one answered attempt (a distribution for percentiles; the usage counters are the totals).',
-  },
-  operationOutputTokens: {
-    otel: 'gen_ai.client.inference.operation.output_tokens', prometheus: 'gen_ai_client_inference_operation_output_tokens', unit: '{token}',
-    description: 'Output tokens of one answered attempt (a distribution for percentiles; the usage counters are the totals).',
-  },
-  usageInputTokens: {
-    otel: 'gen_ai.client.inference.usage.input_tokens', prometheus: 'gen_ai_client_inference_usage_input_tokens_total', unit: '{token}',
-    description: 'Input (prompt) tokens used, cached ones included.',
-  },
-  usageOutputTokens: {
-    otel: 'gen_ai.client.inference.usage.output_tokens', prometheus: 'gen_ai_client_inference_usage_output_tokens_total', unit: '{token}',
-    description: 'Output (completion) tokens used, reasoning ones included.',
-  },
-  usageCacheReadInputTokens: {
-    otel: 'gen_ai.client.inference.usage.cache_read.input_tokens', prometheus: 'gen_ai_client_inference_usage_cache_read_input_tokens_total', unit: '{token}',
-    description: 'Input tokens served from the provider\'s prompt cache (a subset of the input tokens).',
-  },
-  usageCacheWriteInputTokens: {
-    otel: 'gen_ai.client.inference.usage.cache_write.input_tokens', prometheus: 'gen_ai_client_inference_usage_cache_write_input_tokens_total', unit: '{token}',
-    description: 'Input tokens written to the provider\'s prompt cache (a subset of the input tokens).',
-  },
-  usageReasoningOutputTokens: {
-    otel: 'gen_ai.client.inference.usage.reasoning.output_tokens', prometheus: 'gen_ai_client_inference_usage_reasoning_output_tokens_total', unit: '{token}',
-    description: 'Output tokens spent on reasoning (a subset of the output tokens).',
-  },
+export interface GenAiHistogramName extends GenAiMetricName {
+  buckets: number[];
+}
+
+/**
+ * The Prometheus name the OpenTelemetry-to-Prometheus translation gives an instrument: dots become
+ * underscores, the unit `s` adds `_seconds` (an annotation unit such as `{token}` adds nothing), a
+ * counter ends in `_total`.
+ */
+function prometheusName(otel: string, unit: string, counter: boolean): string {
+  return `${otel.replaceAll('.', '_')}${unit === 's' ? '_seconds' : ''}${counter ? '_total' : ''}`;
+}
+
+function histogramName(otel: string, unit: string, buckets: number[], description: string): GenAiHistogramName {
+  return { otel, prometheus: prometheusName(otel, unit, false), unit, description, buckets };
+}
+
+/** The usage counters all count tokens. */
+function tokenCounterName(otel: string, description: string): GenAiMetricName {
+  return { otel, prometheus: prometheusName(otel, '{token}', true), unit: '{token}', description };
+}
+
+export const GEN_AI_HISTOGRAMS = {
+  duration: histogramName('gen_ai.client.inference.duration', 's', GEN_AI_DURATION_BUCKETS,
+    'GenAI operation duration: one upstream attempt, from its start to its answer (a stream: to its end) or its error.'),
+  timeToFirstChunk: histogramName('gen_ai.client.inference.time_to_first_chunk', 's', GEN_AI_DURATION_BUCKETS, 'Time from the start of a streamed attempt to its first chunk of content.'),
+  timePerOutputChunk: histogramName('gen_ai.client.inference.time_per_output_chunk', 's', GEN_AI_DURATION_BUCKETS,
+    'Mean time between the chunks of a streamed attempt after its first one (one value per stream).'),
+  tokenUsage: histogramName('gen_ai.client.token.usage', '{token}', GEN_AI_TOKEN_BUCKETS, 'Input and output tokens of one attempt, by gen_ai.token.type.'),
+  operationInputTokens: histogramName('gen_ai.client.inference.operation.input_tokens', '{token}', GEN_AI_TOKEN_BUCKETS,
+    'Input tokens of one answered attempt (a distribution for percentiles; the usage counters are the totals).'),
+  operationOutputTokens: histogramName('gen_ai.client.inference.operation.output_tokens', '{token}', GEN_AI_TOKEN_BUCKETS,
+    'Output tokens of one answered attempt (a distribution for percentiles; the usage counters are the totals).'),
+} as const satisfies Record<string, GenAiHistogramName>;
+
+export const GEN_AI_COUNTERS = {
+  usageInputTokens: tokenCounterName('gen_ai.client.inference.usage.input_tokens', 'Input (prompt) tokens used, cached ones included.'),
+  usageOutputTokens: tokenCounterName('gen_ai.client.inference.usage.output_tokens', 'Output (completion) tokens used, reasoning ones included.'),
+  usageCacheReadInputTokens: tokenCounterName('gen_ai.client.inference.usage.cache_read.input_tokens', 'Input tokens served from the provider\'s prompt cache (a subset of the input tokens).'),
+  usageCacheWriteInputTokens: tokenCounterName('gen_ai.client.inference.usage.cache_write.input_tokens', 'Input tokens written to the provider\'s prompt cache (a subset of the input tokens).'),
+  usageReasoningOutputTokens: tokenCounterName('gen_ai.client.inference.usage.reasoning.output_tokens', 'Output tokens spent on reasoning (a subset of the output tokens).'),
 } as const satisfies Record<string, GenAiMetricName>;
 
 /** Prometheus label names of the metric attributes (dots become underscores, as the translation does). */

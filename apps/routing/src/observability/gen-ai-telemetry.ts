@@ -4,7 +4,7 @@ import {
 } from '@gateway/platform';
 import type { ChatRequest, Usage } from '@gateway/proto';
 import {
-  ERROR_TYPE_CANCELLED, GEN_AI, GEN_AI_DURATION_BUCKETS, GEN_AI_LABELS, GEN_AI_METRICS, GEN_AI_TOKEN_BUCKETS, genAiOperationName,
+  ERROR_TYPE_CANCELLED, GEN_AI, GEN_AI_COUNTERS, GEN_AI_HISTOGRAMS, GEN_AI_LABELS, genAiOperationName,
   type GenAiMetricName, type GenAiUpstream,
 } from './gen-ai-conventions.js';
 
@@ -118,8 +118,8 @@ function extend(base: PointLabels, label: string, attribute: string, value: stri
 }
 
 
-type Histograms<T> = { duration: T; timeToFirstChunk: T; timePerOutputChunk: T; tokenUsage: T; operationInputTokens: T; operationOutputTokens: T };
-type Counters<T> = { usageInputTokens: T; usageOutputTokens: T; usageCacheReadInputTokens: T; usageCacheWriteInputTokens: T; usageReasoningOutputTokens: T };
+type Histograms<T> = Record<keyof typeof GEN_AI_HISTOGRAMS, T>;
+type Counters<T> = Record<keyof typeof GEN_AI_COUNTERS, T>;
 type PromLabel = (typeof GEN_AI_LABELS)[keyof typeof GEN_AI_LABELS];
 
 const EMBEDDINGS = genAiOperationName('embeddings');
@@ -367,54 +367,35 @@ function requestAttributes(request: ChatRequest, attributes: OtelAttributes): vo
   if (format !== undefined && format !== '') attributes[GEN_AI.outputType] = format === 'text' ? 'text' : 'json';
 }
 
+/** One instrument per entry of a table of names, under the same keys. */
+function instrumentsOf<Key extends string, Name, Instrument>(names: Record<Key, Name>, make: (name: Name, key: Key) => Instrument): Record<Key, Instrument> {
+  return Object.fromEntries(Object.entries<Name>(names).map(([key, name]) => [key, make(name, key as Key)])) as Record<Key, Instrument>;
+}
+
+const COUNTER_LABELS: PromLabel[] = [
+  GEN_AI_LABELS.operationName, GEN_AI_LABELS.providerName, GEN_AI_LABELS.requestModel, GEN_AI_LABELS.serverAddress, GEN_AI_LABELS.serverPort, GEN_AI_LABELS.tokenModality,
+];
+
+function promHelp(metric: GenAiMetricName): string {
+  return `${metric.description} (OpenTelemetry ${metric.otel}, ${metric.unit}).`;
+}
+
 function promInstruments(registry: Registry) {
-  const promHistogram = (metric: GenAiMetricName, buckets: number[], labelNames: PromLabel[]) =>
-    histogram(registry, { name: metric.prometheus, help: `${metric.description} (OpenTelemetry ${metric.otel}, ${metric.unit}).`, labelNames, buckets });
-  const promCounter = (metric: GenAiMetricName) =>
-    counter(registry, {
-      name: metric.prometheus,
-      help: `${metric.description} (OpenTelemetry ${metric.otel}, ${metric.unit}).`,
-      labelNames: [GEN_AI_LABELS.operationName, GEN_AI_LABELS.providerName, GEN_AI_LABELS.requestModel, GEN_AI_LABELS.serverAddress, GEN_AI_LABELS.serverPort, GEN_AI_LABELS.tokenModality],
-    });
   return {
-    histograms: {
-      duration: promHistogram(GEN_AI_METRICS.duration, GEN_AI_DURATION_BUCKETS, HISTOGRAM_LABELS),
-      timeToFirstChunk: promHistogram(GEN_AI_METRICS.timeToFirstChunk, GEN_AI_DURATION_BUCKETS, HISTOGRAM_LABELS),
-      timePerOutputChunk: promHistogram(GEN_AI_METRICS.timePerOutputChunk, GEN_AI_DURATION_BUCKETS, HISTOGRAM_LABELS),
-      tokenUsage: promHistogram(GEN_AI_METRICS.tokenUsage, GEN_AI_TOKEN_BUCKETS, [...HISTOGRAM_LABELS, GEN_AI_LABELS.tokenType]),
-      operationInputTokens: promHistogram(GEN_AI_METRICS.operationInputTokens, GEN_AI_TOKEN_BUCKETS, OPERATION_TOKEN_LABELS),
-      operationOutputTokens: promHistogram(GEN_AI_METRICS.operationOutputTokens, GEN_AI_TOKEN_BUCKETS, OPERATION_TOKEN_LABELS),
-    },
-    counters: {
-      usageInputTokens: promCounter(GEN_AI_METRICS.usageInputTokens),
-      usageOutputTokens: promCounter(GEN_AI_METRICS.usageOutputTokens),
-      usageCacheReadInputTokens: promCounter(GEN_AI_METRICS.usageCacheReadInputTokens),
-      usageCacheWriteInputTokens: promCounter(GEN_AI_METRICS.usageCacheWriteInputTokens),
-      usageReasoningOutputTokens: promCounter(GEN_AI_METRICS.usageReasoningOutputTokens),
-    },
+    histograms: instrumentsOf(GEN_AI_HISTOGRAMS, (metric, key) => histogram(registry, {
+      name: metric.prometheus, help: promHelp(metric), buckets: metric.buckets,
+      labelNames: key === 'tokenUsage' ? [...HISTOGRAM_LABELS, GEN_AI_LABELS.tokenType]
+        : key === 'operationInputTokens' || key === 'operationOutputTokens' ? OPERATION_TOKEN_LABELS : HISTOGRAM_LABELS,
+    })),
+    counters: instrumentsOf(GEN_AI_COUNTERS, (metric) => counter(registry, { name: metric.prometheus, help: promHelp(metric), labelNames: COUNTER_LABELS })),
   };
 }
 
 function otelInstruments() {
   const gatewayMeter = meter();
-  const otelHistogram = (metric: GenAiMetricName, buckets: number[]) =>
-    gatewayMeter.createHistogram(metric.otel, { unit: metric.unit, description: metric.description, advice: { explicitBucketBoundaries: buckets } });
-  const otelCounter = (metric: GenAiMetricName) => gatewayMeter.createCounter(metric.otel, { unit: metric.unit, description: metric.description });
   return {
-    histograms: {
-      duration: otelHistogram(GEN_AI_METRICS.duration, GEN_AI_DURATION_BUCKETS),
-      timeToFirstChunk: otelHistogram(GEN_AI_METRICS.timeToFirstChunk, GEN_AI_DURATION_BUCKETS),
-      timePerOutputChunk: otelHistogram(GEN_AI_METRICS.timePerOutputChunk, GEN_AI_DURATION_BUCKETS),
-      tokenUsage: otelHistogram(GEN_AI_METRICS.tokenUsage, GEN_AI_TOKEN_BUCKETS),
-      operationInputTokens: otelHistogram(GEN_AI_METRICS.operationInputTokens, GEN_AI_TOKEN_BUCKETS),
-      operationOutputTokens: otelHistogram(GEN_AI_METRICS.operationOutputTokens, GEN_AI_TOKEN_BUCKETS),
-    },
-    counters: {
-      usageInputTokens: otelCounter(GEN_AI_METRICS.usageInputTokens),
-      usageOutputTokens: otelCounter(GEN_AI_METRICS.usageOutputTokens),
-      usageCacheReadInputTokens: otelCounter(GEN_AI_METRICS.usageCacheReadInputTokens),
-      usageCacheWriteInputTokens: otelCounter(GEN_AI_METRICS.usageCacheWriteInputTokens),
-      usageReasoningOutputTokens: otelCounter(GEN_AI_METRICS.usageReasoningOutputTokens),
-    },
+    histograms: instrumentsOf(GEN_AI_HISTOGRAMS, (metric) =>
+      gatewayMeter.createHistogram(metric.otel, { unit: metric.unit, description: metric.description, advice: { explicitBucketBoundaries: metric.buckets } })),
+    counters: instrumentsOf(GEN_AI_COUNTERS, (metric) => gatewayMeter.createCounter(metric.otel, { unit: metric.unit, description: metric.description })),
   };
 }

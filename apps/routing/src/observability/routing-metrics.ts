@@ -1,4 +1,4 @@
-import { counter, sampledGauge, type Counter, type Registry } from '@gateway/platform';
+import { counterOf, declareMetrics, gaugeOf, sampledGauges, type Counter, type Registry } from '@gateway/platform';
 import type { UsageEvent } from '@gateway/proto';
 import type { AttemptObserver, AttemptOutcome } from '../routing/attempt-observer.js';
 import type { ProviderHealth } from '../strategies/index.js';
@@ -15,16 +15,10 @@ export class AttemptMetrics implements AttemptObserver {
   private readonly attemptLabels = new Map<string, { provider: string; outcome: AttemptOutcome }>();
 
   constructor(registry: Registry) {
-    this.attempts = counter(registry, {
-      name: 'gateway_upstream_attempts_total',
-      help: 'Provider attempts by provider and outcome (success, error, timeout, rejected, cancelled, failed_after_content).',
-      labelNames: ['provider', 'outcome'] as const,
-    });
-    this.failovers = counter(registry, {
-      name: 'gateway_upstream_failovers_total',
-      help: 'Requests moved on to another provider after this provider failed.',
-      labelNames: ['provider'] as const,
-    });
+    ({ attempts: this.attempts, failovers: this.failovers } = declareMetrics(registry, {
+      attempts: counterOf('gateway_upstream_attempts_total', 'Provider attempts by provider and outcome (success, error, timeout, rejected, cancelled, failed_after_content).', ['provider', 'outcome']),
+      failovers: counterOf('gateway_upstream_failovers_total', 'Requests moved on to another provider after this provider failed.', ['provider']),
+    }));
   }
 
   attempt(providerId: string, outcome: AttemptOutcome): void {
@@ -47,23 +41,12 @@ export class AttemptMetrics implements AttemptObserver {
  * read at scrape time. Pairs are the catalog's offers (ProviderHealth keeps at most 10,000).
  */
 export function observeProviderHealth(registry: Registry, health: ProviderHealth): () => void {
-  const removers = [
-    sampledGauge(registry, {
-      name: 'gateway_provider_circuit_open',
-      help: 'Whether the circuit of this provider for this model is open (1: skipped until its cool-down ends) on this replica.',
-      labelNames: ['provider', 'model'] as const,
-    }, (gauge) => {
-      for (const stat of health.localStats()) gauge.set({ provider: stat.providerId, model: stat.modelId }, stat.circuitOpen ? 1 : 0);
-    }),
-    sampledGauge(registry, {
-      name: 'gateway_provider_success_ratio',
-      help: 'Exponentially weighted success rate of this provider for this model on this replica (0..1).',
-      labelNames: ['provider', 'model'] as const,
-    }, (gauge) => {
-      for (const stat of health.localStats()) gauge.set({ provider: stat.providerId, model: stat.modelId }, 1 - stat.errorRate);
-    }),
-  ];
-  return () => { for (const remove of removers) remove(); };
+  return sampledGauges(registry, [
+    [gaugeOf('gateway_provider_circuit_open', 'Whether the circuit of this provider for this model is open (1: skipped until its cool-down ends) on this replica.', ['provider', 'model']),
+      (gauge) => { for (const stat of health.localStats()) gauge.set({ provider: stat.providerId, model: stat.modelId }, stat.circuitOpen ? 1 : 0); }],
+    [gaugeOf('gateway_provider_success_ratio', 'Exponentially weighted success rate of this provider for this model on this replica (0..1).', ['provider', 'model']),
+      (gauge) => { for (const stat of health.localStats()) gauge.set({ provider: stat.providerId, model: stat.modelId }, 1 - stat.errorRate); }],
+  ]);
 }
 
 /**
@@ -82,27 +65,17 @@ export class ObservedUsagePublisher implements UsagePublisher {
   };
 
   constructor(private readonly inner: UsagePublisher, registry: Registry) {
-    this.published = counter(registry, {
-      name: 'gateway_usage_events_published_total',
-      help: 'Usage events whose publish the router awaited, by result (stored: the bus acknowledged it; failed).',
-      labelNames: ['result'] as const,
-    });
-    this.background = counter(registry, {
-      name: 'gateway_usage_events_background_total',
-      help: 'Usage events handed to the background path (streams already answered, releases): outbox, then republished until stored.',
-    });
+    ({ published: this.published, background: this.background } = declareMetrics(registry, {
+      published: counterOf('gateway_usage_events_published_total', 'Usage events whose publish the router awaited, by result (stored: the bus acknowledged it; failed).', ['result']),
+      background: counterOf('gateway_usage_events_background_total', 'Usage events handed to the background path (streams already answered, releases): outbox, then republished until stored.'),
+    }));
     const backlog = () => this.backlog();
-    const removers = [
-      sampledGauge(registry, { name: 'gateway_usage_backlog_events', help: 'Background usage events not yet accepted by the bus.' },
-        (gauge) => gauge.set(backlog().backgroundEvents)),
-      sampledGauge(registry, {
-        name: 'gateway_usage_outbox_records',
-        help: 'Records in the durable usage outbox not yet acknowledged: unsent events and checkpoints of streams in flight.',
-      }, (gauge) => gauge.set(backlog().outboxRecords)),
-      sampledGauge(registry, { name: 'gateway_usage_outbox_bytes', help: 'Bytes of the durable usage outbox on disk.' },
-        (gauge) => gauge.set(backlog().outboxBytes)),
-    ];
-    this.stopReporting = () => { for (const remove of removers) remove(); };
+    this.stopReporting = sampledGauges(registry, [
+      [gaugeOf('gateway_usage_backlog_events', 'Background usage events not yet accepted by the bus.'), (gauge) => gauge.set(backlog().backgroundEvents)],
+      [gaugeOf('gateway_usage_outbox_records', 'Records in the durable usage outbox not yet acknowledged: unsent events and checkpoints of streams in flight.'),
+        (gauge) => gauge.set(backlog().outboxRecords)],
+      [gaugeOf('gateway_usage_outbox_bytes', 'Bytes of the durable usage outbox on disk.'), (gauge) => gauge.set(backlog().outboxBytes)],
+    ]);
   }
 
   publish(event: UsageEvent): Promise<void> {
@@ -185,15 +158,8 @@ export class RoutingLoad {
 
 /** Reports a RoutingLoad at scrape time. Returns the function that stops it. */
 export function observeRoutingLoad(registry: Registry, load: RoutingLoad): () => void {
-  const removers = [
-    sampledGauge(registry, {
-      name: 'gateway_routing_requests_in_flight',
-      help: 'Router calls and exchanges this replica is serving now (arrived, not yet answered or ended).',
-    }, (gauge) => gauge.set(load.inFlight.requests)),
-    sampledGauge(registry, {
-      name: 'gateway_routing_streams_active',
-      help: 'Streamed Router calls and exchanges (chat streams, speech) this replica is serving now.',
-    }, (gauge) => gauge.set(load.inFlight.streams)),
-  ];
-  return () => { for (const remove of removers) remove(); };
+  return sampledGauges(registry, [
+    [gaugeOf('gateway_routing_requests_in_flight', 'Router calls and exchanges this replica is serving now (arrived, not yet answered or ended).'), (gauge) => gauge.set(load.inFlight.requests)],
+    [gaugeOf('gateway_routing_streams_active', 'Streamed Router calls and exchanges (chat streams, speech) this replica is serving now.'), (gauge) => gauge.set(load.inFlight.streams)],
+  ]);
 }

@@ -1,16 +1,7 @@
 import { errors, type GatewayError } from '@gateway/platform';
 import { jsonSchemaEngineFor, type JsonSchemaEngine, type ValidateFunction } from '@gateway/platform/json-schema';
 import type { ChatMessage, ChatRequest, ResponseFormat } from '@gateway/proto';
-import {
-  ProviderError,
-  type AdapterChatRequest,
-  type AdapterChatResult,
-  type AdapterEmbedRequest,
-  type AdapterEmbedResult,
-  type AdapterStreamPart,
-  type AttemptSignal,
-  type ProviderAdapterV1,
-} from './provider-adapter.js';
+import { ProviderError, type AdapterChatRequest, type AdapterChatResult, type AdapterEmbedRequest, type AdapterEmbedResult, type AdapterStreamPart, type AttemptSignal, type ProviderAdapterV1 } from './provider-adapter.js';
 
 /*
  * response_format (spec §4.8). `json_object` must work without the word "json" in the prompt (OpenAI

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../logger.js';
-import { counter, createMetricsRegistry, observePool, sampledGauge, startMetricsServer, startProcessMetrics } from './index.js';
+import { counter, counterOf, createMetricsRegistry, declareMetrics, gaugeOf, histogramOf, observePool, sampledGauge, sampledGauges, startMetricsServer, startProcessMetrics } from './index.js';
 
 const logger = createLogger('metrics-test', 'silent');
 const postgresUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -34,6 +34,44 @@ describe('metrics registry', () => {
     text = await registry.metrics();
     expect(sample(text, 'gateway_test_depth{source="a"}')).toBeUndefined();
     expect(sample(text, 'gateway_test_depth{source="b"}')).toBe(7);
+  });
+
+  it('makes a table of declared metrics, each with its help, labels and buckets, reusing one already registered', async () => {
+    const registry = createMetricsRegistry();
+    const shared = counter(registry, { name: 'gateway_test_shared_total', help: 'Shared.', labelNames: ['kind'] as const });
+    const metrics = declareMetrics(registry, {
+      things: counterOf('gateway_test_things_total', 'Things done.', ['kind']),
+      shared: counterOf('gateway_test_shared_total', 'Shared.', ['kind']),
+      level: gaugeOf('gateway_test_level', 'A level.'),
+      seconds: histogramOf('gateway_test_seconds', 'A time.', [0.5, 2], ['step']),
+    });
+    expect(metrics.shared).toBe(shared);
+    metrics.things.inc({ kind: 'a' }, 2);
+    metrics.level.set(4);
+    metrics.seconds.observe({ step: 'x' }, 1);
+    const text = await registry.metrics();
+    expect(text).toContain('# HELP gateway_test_things_total Things done.');
+    expect(text).toContain('# TYPE gateway_test_seconds histogram');
+    expect(sample(text, 'gateway_test_things_total{kind="a"}')).toBe(2);
+    expect(sample(text, 'gateway_test_level')).toBe(4);
+    expect(sample(text, 'gateway_test_seconds_bucket{le="0.5",step="x"}')).toBe(0);
+    expect(sample(text, 'gateway_test_seconds_bucket{le="2",step="x"}')).toBe(1);
+  });
+
+  it('reads several sampled gauges at scrape time and removes them all with the one function returned', async () => {
+    const registry = createMetricsRegistry();
+    const stop = sampledGauges(registry, [
+      [gaugeOf('gateway_test_open', 'Open.'), (gauge) => gauge.set(2)],
+      [gaugeOf('gateway_test_by_pool', 'By pool.', ['pool']), (gauge) => gauge.set({ pool: 'p' }, 9)],
+    ]);
+    let text = await registry.metrics();
+    expect(sample(text, 'gateway_test_open')).toBe(2);
+    expect(sample(text, 'gateway_test_by_pool{pool="p"}')).toBe(9);
+    stop();
+    text = await registry.metrics();
+    // An unlabelled gauge with no source left shows prom-client's default 0; a labelled one no series.
+    expect(sample(text, 'gateway_test_open')).toBe(0);
+    expect(sample(text, 'gateway_test_by_pool{pool="p"}')).toBeUndefined();
   });
 
   it('serves GET /metrics in the Prometheus text format with Node’s own metrics, and nothing else', async () => {

@@ -92,5 +92,70 @@ export function sampledGauge<Label extends string>(
   return () => { samplers.delete(sampler as GaugeSampler<string>); };
 }
 
+/**
+ * One metric, declared in a line: kind, name, help and label names (a histogram also its buckets). A
+ * service lists its metrics as a table of these and makes them with declareMetrics, its scrape-time
+ * gauges with sampledGauges; both go through counter / gauge / histogram / sampledGauge above.
+ */
+export interface MetricDeclaration<Kind extends 'counter' | 'gauge' | 'histogram' = 'counter' | 'gauge' | 'histogram', Label extends string = string> {
+  readonly kind: Kind;
+  readonly name: string;
+  readonly help: string;
+  readonly labelNames: readonly Label[];
+  readonly buckets?: readonly number[];
+}
+
+export function counterOf<Label extends string = string>(name: string, help: string, labelNames: readonly Label[] = []): MetricDeclaration<'counter', Label> {
+  return { kind: 'counter', name, help, labelNames };
+}
+
+export function gaugeOf<Label extends string = string>(name: string, help: string, labelNames: readonly Label[] = []): MetricDeclaration<'gauge', Label> {
+  return { kind: 'gauge', name, help, labelNames };
+}
+
+export function histogramOf<Label extends string = string>(
+  name: string, help: string, buckets: readonly number[], labelNames: readonly Label[] = [],
+): MetricDeclaration<'histogram', Label> {
+  return { kind: 'histogram', name, help, labelNames, buckets };
+}
+
+/** The prom-client metric a declaration makes. */
+export type DeclaredMetric<Declaration> =
+  Declaration extends MetricDeclaration<'counter', infer Label> ? Counter<Label>
+    : Declaration extends MetricDeclaration<'gauge', infer Label> ? Gauge<Label>
+      : Declaration extends MetricDeclaration<'histogram', infer Label> ? Histogram<Label>
+        : never;
+
+/** The metrics of a table of declarations, under its keys. */
+export type DeclaredMetrics<Table> = { readonly [Key in keyof Table]: DeclaredMetric<Table[Key]> };
+
+function configOf<Label extends string>(declaration: MetricDeclaration<'counter' | 'gauge' | 'histogram', Label>) {
+  return { name: declaration.name, help: declaration.help, labelNames: declaration.labelNames };
+}
+
+/** Every metric of a table of declarations, under the table's keys (an existing metric of that name is reused, as above). */
+export function declareMetrics<Table extends Record<string, MetricDeclaration<'counter' | 'gauge' | 'histogram', string>>>(
+  registry: Registry,
+  table: Table,
+): DeclaredMetrics<Table> {
+  const metrics: Record<string, Counter<string> | Gauge<string> | Histogram<string>> = {};
+  for (const [key, declaration] of Object.entries(table)) {
+    const config = configOf(declaration);
+    metrics[key] = declaration.kind === 'counter' ? counter(registry, config)
+      : declaration.kind === 'gauge' ? gauge(registry, config)
+        : histogram(registry, declaration.buckets === undefined ? config : { ...config, buckets: [...declaration.buckets] });
+  }
+  return metrics as DeclaredMetrics<Table>;
+}
+
+/** One scrape-time gauge: its declaration and what fills it. */
+export type SampledGaugeSource = readonly [declaration: MetricDeclaration<'gauge', string>, sampler: GaugeSampler<string>];
+
+/** Several sampled gauges (sampledGauge above) at once; returns the one function that removes them all. */
+export function sampledGauges(registry: Registry, sources: readonly SampledGaugeSource[]): () => void {
+  const removers = sources.map(([declaration, sampler]) => sampledGauge(registry, configOf(declaration), sampler));
+  return () => { for (const remove of removers) remove(); };
+}
+
 /** Histogram buckets (seconds) for HTTP and RPC latencies: 1 ms to 2 minutes (streams run long). */
 export const LATENCY_BUCKETS_SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];

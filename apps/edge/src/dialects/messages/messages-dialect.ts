@@ -1,4 +1,4 @@
-import type { InferenceDialect } from '../../inference/dialect.js';
+import { BODY_MODEL_AND_ROUTING, type InferenceDialect } from '../../inference/dialect.js';
 import { convertMessagesRequest, MESSAGES_ENDPOINT } from './convert-messages-request.js';
 import { MESSAGES_FREE_FORM_FIELDS, parseMessagesRequest, type MessagesRequest } from './messages-schema.js';
 import { MessagesStreamWriter } from './messages-stream-writer.js';
@@ -10,8 +10,7 @@ export const messagesDialect: InferenceDialect<MessagesRequest> = {
   errorDialect: 'messages',
   freeFormFields: MESSAGES_FREE_FORM_FIELDS,
   parse: parseMessagesRequest,
-  modelName: (body) => body.model,
-  routing: (body) => body.routing,
+  ...BODY_MODEL_AND_ROUTING,
   convert: convertMessagesRequest,
   render: (answer, answerContext) => renderMessage(answer, answerContext),
   streamWriter: (answerContext) => new MessagesStreamWriter(answerContext),

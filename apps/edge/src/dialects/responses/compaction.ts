@@ -3,7 +3,7 @@ import type { CatalogModel } from '../../catalog-cache.js';
 import { modelSupports } from '../../canonical/parameters.js';
 import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
 import { edgeErrors } from '../../errors.js';
-import type { AnswerContext, ConvertedRequest, InferenceDialect } from '../../inference/dialect.js';
+import { BODY_MODEL_AND_ROUTING, type AnswerContext, type ConvertedRequest, type InferenceDialect } from '../../inference/dialect.js';
 import { chatResponseCost } from '../../inference/answer-cost.js';
 import { sealCompaction, SUMMARY_PROMPT } from './compaction-item.js';
 import { convertResponsesRequest, RESPONSES_ENDPOINT } from './convert-responses-request.js';
@@ -133,8 +133,7 @@ export const RESPONSES_REQUEST = {
   errorDialect: 'chat',
   freeFormFields: RESPONSES_FREE_FORM_FIELDS,
   parse: parseResponsesRequest,
-  modelName: (body) => body.model,
-  routing: (body) => body.routing,
+  ...BODY_MODEL_AND_ROUTING,
 } satisfies Partial<InferenceDialect<ResponsesRequest>>;
 
 /** POST /v1/responses/compact: the responses dialect's request and errors, its own conversion and answer. */

@@ -2,26 +2,41 @@ import type { Usage } from '@gateway/proto';
 import { normalizeUsage } from '../../usage/normalize-usage.js';
 import type { AnthropicUsage } from './anthropic-api-types.js';
 
+/** A Claude model's counts, whichever API reports them (Anthropic's Messages, Bedrock's Converse). */
+export interface ClaudeCounts {
+  input: number | null | undefined;
+  output: number | null | undefined;
+  cacheRead: number | null | undefined;
+  cacheWrite: number | null | undefined;
+  /** The API's own total; Anthropic gives none. */
+  total?: number | null | undefined;
+}
+
 /**
- * Anthropic usage, normalized (usage/normalize-usage.ts). Anthropic's `input_tokens` EXCLUDES the prompt
- * tokens read from and written to its cache, so the three are added once there, and the two cache parts
- * reported beside it (never added again downstream). `output_tokens` INCLUDES the thinking tokens (the
- * billed count, also when the thinking shown is summarized) without saying how many: reasoning stays 0.
- * Anthropic gives no total. Undefined when the provider reported nothing countable (the router counts
- * tokens then).
+ * Usage counted as Claude counts it, normalized (usage/normalize-usage.ts). The input count EXCLUDES the
+ * prompt tokens read from and written to the cache, so the three are added once there, and the two cache
+ * parts reported beside it (never added again downstream). The output count INCLUDES the thinking tokens
+ * (the billed count, also when the thinking shown is summarized) without saying how many: reasoning stays
+ * 0. Undefined when the provider reported nothing countable (the router counts tokens then).
  */
-export function convertAnthropicUsage(usage: AnthropicUsage | null | undefined): Usage | undefined {
-  if (!usage || (usage.input_tokens == null && usage.output_tokens == null)) return undefined;
+export function claudeUsage(counts: ClaudeCounts): Usage | undefined {
+  if (counts.input == null && counts.output == null) return undefined;
   return normalizeUsage({
-    input: usage.input_tokens ?? 0,
+    input: counts.input ?? 0,
     inputIncludesCache: false,
-    cacheRead: usage.cache_read_input_tokens ?? 0,
-    cacheWrite: usage.cache_creation_input_tokens ?? 0,
-    output: usage.output_tokens ?? 0,
+    cacheRead: counts.cacheRead ?? 0,
+    cacheWrite: counts.cacheWrite ?? 0,
+    output: counts.output ?? 0,
     reasoning: 0,
     outputIncludesReasoning: true,
-    total: 0,
+    total: counts.total ?? 0,
   });
+}
+
+/** Anthropic usage (`input_tokens` without the cache parts, `output_tokens` with the thinking; no total), normalized. */
+export function convertAnthropicUsage(usage: AnthropicUsage | null | undefined): Usage | undefined {
+  if (!usage) return undefined;
+  return claudeUsage({ input: usage.input_tokens, output: usage.output_tokens, cacheRead: usage.cache_read_input_tokens, cacheWrite: usage.cache_creation_input_tokens });
 }
 
 /**

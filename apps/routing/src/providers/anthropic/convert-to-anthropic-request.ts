@@ -14,6 +14,7 @@ import type {
   AnthropicToolResultBlock,
   AnthropicUserBlock,
 } from './anthropic-api-types.js';
+import { AlternatingTurns } from './anthropic-turns.js';
 import { ToolIdentifiers } from './anthropic-tool-identifiers.js';
 
 /**
@@ -56,17 +57,6 @@ export interface AnthropicConversion {
    * names): what the wire has no field for, and what Anthropic takes only with certain values (below).
    */
   unsent: readonly string[];
-}
-
-/** One Anthropic turn being built: consecutive canonical messages of one role land in the same turn. */
-interface Turn {
-  role: 'user' | 'assistant';
-  /** user: tool_result blocks; assistant: thinking blocks. Both must come first in their turn. */
-  leading: (AnthropicToolResultBlock | AnthropicAssistantBlock)[];
-  /** Text, images, documents. */
-  body: (AnthropicUserBlock | AnthropicAssistantBlock)[];
-  /** assistant: tool_use blocks, after what was said. */
-  trailing: AnthropicAssistantBlock[];
 }
 
 function rejected(message: string): ProviderError {
@@ -272,27 +262,20 @@ function convertMessages(messages: readonly ChatMessage[], tools: ToolIdentifier
       if (part.part?.$case === 'text' && hasText(part.part.value)) system.push(textBlock(part.part.value, part.cacheControl));
     }
   }
-  const turns: Turn[] = [];
-  const turnFor = (role: Turn['role']): Turn => {
-    const last = turns.at(-1);
-    if (last && last.role === role) return last;
-    const turn: Turn = { role, leading: [], body: [], trailing: [] };
-    turns.push(turn);
-    return turn;
-  };
+  const turns = new AlternatingTurns<AnthropicToolResultBlock | AnthropicUserBlock | AnthropicAssistantBlock>();
   for (; index < messages.length; index++) {
     const message = messages[index]!;
     const where = `messages[${index}]`;
     if (isSystemRole(message.role)) {
       const text = textOf(message);
-      if (text) turnFor('user').body.push(textBlock(systemNote(text), lastCacheMark(message)));
+      if (text) turns.turnFor('user').body.push(textBlock(systemNote(text), lastCacheMark(message)));
     } else if (message.role === 'tool') {
       const content = userBlocks(message.content, where);
       const result: AnthropicToolResultBlock = { type: 'tool_result', tool_use_id: tools.upstreamId(message.toolCallId) };
       if (content.length > 0) result.content = content;
       if (message.isError) result.is_error = true;
       // Every result of the turn goes before its other content, in the order the results came.
-      turnFor('user').leading.push(result);
+      turns.turnFor('user').leading.push(result);
     } else if (message.role === 'assistant') {
       const thinking = message.reasoning.map((part) => reasoningBlock(part, providerId)).filter((block) => block !== undefined);
       const said = message.content.flatMap((part) =>
@@ -301,16 +284,16 @@ function convertMessages(messages: readonly ChatMessage[], tools: ToolIdentifier
         type: 'tool_use', id: tools.upstreamId(call.id), name: tools.upstreamName(call.name), input: toolInput(call.arguments),
       }));
       if (thinking.length + said.length + calls.length === 0) continue; // an empty turn is refused; nothing lost
-      const turn = turnFor('assistant');
+      const turn = turns.turnFor('assistant');
       turn.leading.push(...thinking);
       turn.body.push(...said);
       turn.trailing.push(...calls);
     } else {
       const blocks = userBlocks(message.content, where);
-      if (blocks.length > 0) turnFor('user').body.push(...blocks);
+      if (blocks.length > 0) turns.turnFor('user').body.push(...blocks);
     }
   }
-  const converted = turns.map((turn) => ({ role: turn.role, content: [...turn.leading, ...turn.body, ...turn.trailing] }) as AnthropicMessage);
+  const converted = turns.messages() as AnthropicMessage[];
   // A final assistant turn is a prefill: Anthropic refuses trailing whitespace at its end.
   const final = converted.at(-1);
   if (final?.role === 'assistant') {

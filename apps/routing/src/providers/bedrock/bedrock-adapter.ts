@@ -1,13 +1,5 @@
 import type { Pool } from 'undici';
-import {
-  ProviderError,
-  toProviderError,
-  type AdapterChatRequest,
-  type AdapterChatResult,
-  type AdapterStreamPart,
-  type AttemptSignal,
-  type ProviderAdapterV1,
-} from '../provider-adapter.js';
+import { ProviderError, toProviderError, type AdapterChatRequest, type AdapterChatResult, type AdapterStreamPart, type AttemptSignal, type ProviderAdapterV1 } from '../provider-adapter.js';
 import { createProviderPool } from '../http/provider-pool.js';
 import {
   bedrockStreamEventSchemas,

@@ -1,6 +1,7 @@
 import { anthropicBetas, unsentParameters } from '@gateway/platform';
 import type { CacheControl, ChatMessage, ChatRequest, ContentPart, FilePart, ImagePart, ReasoningPart } from '@gateway/proto';
 import { ProviderError } from '../provider-adapter.js';
+import { AlternatingTurns } from '../anthropic/anthropic-turns.js';
 import { ToolIdentifiers } from '../anthropic/anthropic-tool-identifiers.js';
 import { hasText, isSystemRole, lastCacheMark, parseObjectSchema, textOf, toolInput } from '../anthropic/convert-to-anthropic-request.js';
 import {
@@ -176,16 +177,6 @@ function reasoningBlock(part: ReasoningPart, providerId: string): BedrockContent
   return undefined;
 }
 
-/** One Converse turn being built: consecutive canonical messages of one role land in the same turn. */
-interface Turn {
-  role: 'user' | 'assistant';
-  /** user: toolResult blocks; assistant: reasoning blocks. Both come first in their turn. */
-  leading: BedrockContentBlock[];
-  body: BedrockContentBlock[];
-  /** assistant: toolUse blocks, after what was said. */
-  trailing: BedrockContentBlock[];
-}
-
 function convertMessages(messages: readonly ChatMessage[], context: Context) {
   const system: (BedrockTextBlock | BedrockCachePoint)[] = [];
   let index = 0;
@@ -196,14 +187,7 @@ function convertMessages(messages: readonly ChatMessage[], context: Context) {
       if (part.cacheControl) system.push(cachePoint(part.cacheControl));
     }
   }
-  const turns: Turn[] = [];
-  const turnFor = (role: Turn['role']): Turn => {
-    const last = turns.at(-1);
-    if (last && last.role === role) return last;
-    const turn: Turn = { role, leading: [], body: [], trailing: [] };
-    turns.push(turn);
-    return turn;
-  };
+  const turns = new AlternatingTurns<BedrockContentBlock>();
   const { tools } = context;
   for (; index < messages.length; index++) {
     const message = messages[index]!;
@@ -212,7 +196,7 @@ function convertMessages(messages: readonly ChatMessage[], context: Context) {
       // Converse has one system prompt, before the conversation: a later instruction stays at its place.
       const text = textOf(message);
       if (!text) continue;
-      const turn = turnFor('user');
+      const turn = turns.turnFor('user');
       turn.body.push({ text: systemNote(text) });
       const mark = lastCacheMark(message);
       if (mark) turn.body.push(cachePoint(mark));
@@ -223,9 +207,9 @@ function convertMessages(messages: readonly ChatMessage[], context: Context) {
         toolResult: { toolUseId: tools.upstreamId(message.toolCallId), content: content.length > 0 ? content : [{ text: EMPTY_TOOL_RESULT_TEXT }] },
       };
       if (message.isError) result.toolResult.status = 'error';
-      turnFor('user').leading.push(result);
+      turns.turnFor('user').leading.push(result);
       const mark = lastCacheMark(message);
-      if (mark) turnFor('user').leading.push(cachePoint(mark));
+      if (mark) turns.turnFor('user').leading.push(cachePoint(mark));
     } else if (message.role === 'assistant') {
       const reasoning = message.reasoning.map((part) => reasoningBlock(part, context.providerId)).filter((block) => block !== undefined);
       const said: BedrockContentBlock[] = [];
@@ -240,16 +224,16 @@ function convertMessages(messages: readonly ChatMessage[], context: Context) {
         return { toolUse: { toolUseId: tools.upstreamId(call.id), name, input: toolInput(call.arguments) } };
       });
       if (reasoning.length + said.length + calls.length === 0) continue; // an empty turn is refused; nothing lost
-      const turn = turnFor('assistant');
+      const turn = turns.turnFor('assistant');
       turn.leading.push(...reasoning);
       turn.body.push(...said);
       turn.trailing.push(...calls);
     } else {
       const blocks = userBlocks(message.content, where, context);
-      if (blocks.length > 0) turnFor('user').body.push(...blocks);
+      if (blocks.length > 0) turns.turnFor('user').body.push(...blocks);
     }
   }
-  const converted: BedrockMessage[] = turns.map((turn) => ({ role: turn.role, content: [...turn.leading, ...turn.body, ...turn.trailing] }));
+  const converted: BedrockMessage[] = turns.messages();
   // A final assistant turn is a prefill: Claude refuses trailing whitespace at its end.
   const lastBlock = converted.at(-1)?.role === 'assistant' ? converted.at(-1)!.content.at(-1) : undefined;
   if (lastBlock && 'text' in lastBlock) lastBlock.text = lastBlock.text.trimEnd();

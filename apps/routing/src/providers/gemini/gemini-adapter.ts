@@ -1,16 +1,6 @@
 import type { Pool } from 'undici';
 import type { ZodType } from 'zod';
-import {
-  ProviderError,
-  toProviderError,
-  type AdapterChatRequest,
-  type AdapterChatResult,
-  type AdapterEmbedRequest,
-  type AdapterEmbedResult,
-  type AdapterStreamPart,
-  type AttemptSignal,
-  type ProviderAdapterV1,
-} from '../provider-adapter.js';
+import { ProviderError, toProviderError, type AdapterChatRequest, type AdapterChatResult, type AdapterEmbedRequest, type AdapterEmbedResult, type AdapterStreamPart, type AttemptSignal, type ProviderAdapterV1 } from '../provider-adapter.js';
 import { bufferedRequest, MAX_RESPONSE_BYTES } from '../http/buffered-request.js';
 import { createProviderPool } from '../http/provider-pool.js';
 import { readServerSentEvents } from '../http/server-sent-events.js';

@@ -1,24 +1,5 @@
 import type { Pool } from 'undici';
-import {
-  ProviderError,
-  toProviderError,
-  type AdapterChatRequest,
-  type AdapterChatResult,
-  type AdapterEmbedRequest,
-  type AdapterEmbedResult,
-  type AdapterImageEditRequest,
-  type AdapterImageRequest,
-  type AdapterImageResult,
-  type AdapterModerateRequest,
-  type AdapterModerateResult,
-  type AdapterSpeakRequest,
-  type AdapterSpeechResult,
-  type AdapterTranscribeRequest,
-  type AdapterTranscribeResult,
-  type AdapterStreamPart,
-  type AttemptSignal,
-  type ProviderAdapterV1,
-} from '../provider-adapter.js';
+import { ProviderError, toProviderError, type AdapterChatRequest, type AdapterChatResult, type AdapterEmbedRequest, type AdapterEmbedResult, type AdapterImageEditRequest, type AdapterImageRequest, type AdapterImageResult, type AdapterModerateRequest, type AdapterModerateResult, type AdapterSpeakRequest, type AdapterSpeechResult, type AdapterTranscribeRequest, type AdapterTranscribeResult, type AdapterStreamPart, type AttemptSignal, type ProviderAdapterV1 } from '../provider-adapter.js';
 import { openaiChunkSchema, openaiEmbeddingResponseSchema, parseOpenAIChatResponse } from './openai-api-types.js';
 import { emptyUsage } from '../../usage/token-counter.js';
 import { convertOpenAIUsage } from './convert-openai-usage.js';

@@ -2,7 +2,7 @@ import { startFakeAzureOpenAIUpstream, type FakeAzureBehaviour, type FakeAzureOp
 import { startConnectionWatch, portOf } from '../connection-watch.js';
 import type { ContractRig, ContractSetup, ScriptedAnswer, WireReader } from '../contract-types.js';
 import { adapterFromConfig, fakeBackedRow, CONTRACT_HEADERS } from './common.js';
-import { chatCompletionsWire, openaiReader } from './openai.js';
+import { chatCompletionsWire, openAIWireFault, openaiReader } from './openai.js';
 
 /*
  * kind: azure-openai against the fake Azure OpenAI resource (startFakeAzureOpenAIUpstream), which
@@ -36,16 +36,8 @@ function behaviourFor(answer: ScriptedAnswer): FakeAzureBehaviour {
       return { status: answer.status, errorBody: { error: { code: String(answer.status), message: answer.message } } };
     case 'safety':
       return { contentFilter: 'prompt' };
-    case 'reset':
-      return { reset: true };
-    case 'slow stream':
-      return { text: answer.text, chunkCount: 40, chunkDelayMs: 150 };
-    case 'stall':
-      return { stall: true };
-    case 'cut stream':
-      return { text: answer.text, chunkCount: 6, cutAfterChunks: 2 };
-    case 'stream error':
-      return { text: answer.text, chunkCount: 6, streamErrorAfterChunks: 1 };
+    default:
+      return openAIWireFault(answer);
   }
 }
 

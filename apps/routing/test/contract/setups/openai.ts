@@ -80,16 +80,19 @@ function behaviourFor(answer: ScriptedAnswer, stream: boolean): FakeBehaviour {
         status: 400,
         errorBody: errorBody('The response was filtered due to the prompt triggering content management policy.', 'invalid_request_error', 'content_filter'),
       };
-    case 'reset':
-      return { reset: true };
-    case 'slow stream':
-      return { text: answer.text, chunkCount: 40, chunkDelayMs: 150 };
-    case 'stall':
-      return { stall: true };
-    case 'cut stream':
-      return { text: answer.text, chunkCount: 6, cutAfterChunks: 2 };
-    case 'stream error':
-      return { text: answer.text, chunkCount: 6, streamErrorAfterChunks: 1 };
+    default:
+      return openAIWireFault(answer);
+  }
+}
+
+/** A transport fault as the OpenAI-wire fakes script it (startFakeUpstream and the Azure fake take the same words). */
+export function openAIWireFault(answer: Extract<ScriptedAnswer, { type: 'reset' | 'slow stream' | 'stall' | 'cut stream' | 'stream error' }>): Omit<FakeBehaviour, 'usage' | 'replay'> {
+  switch (answer.type) {
+    case 'reset': return { reset: true };
+    case 'slow stream': return { text: answer.text, chunkCount: 40, chunkDelayMs: 150 };
+    case 'stall': return { stall: true };
+    case 'cut stream': return { text: answer.text, chunkCount: 6, cutAfterChunks: 2 };
+    case 'stream error': return { text: answer.text, chunkCount: 6, streamErrorAfterChunks: 1 };
   }
 }
 
