@@ -35,6 +35,19 @@ describe('concurrent-streams load', () => {
     }
   });
 
+  it('warms up with one stream per caller, all at once, before the measured part', async () => {
+    const server = createFastUpstream({ firstChunkGapMs: 1, geminiApiKey: 'k', awsAccessKeyId: 'a' });
+    const origin = await listen(server);
+    try {
+      const result = await runLoad({ ...job(origin, pacedStreamBody('m', { deltas: 4, gapMs: 5 })), connections: 16, warmupMs: 1, durationMs: 50 });
+      expect(result.warmupOk).toBe(16);
+      expect(result.streams!.completed).toBe(result.streams!.started);
+      expect(result.streams!.started).toBeGreaterThanOrEqual(16);
+    } finally {
+      server.close();
+    }
+  });
+
   it('counts a gap over the stall bound, a data field split across two reads once, and a stream without its end as incomplete', async () => {
     let answered = 0;
     const server = createServer((_request, response) => {

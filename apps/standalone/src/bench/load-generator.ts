@@ -248,7 +248,15 @@ async function oneAtATime(pool: Pool, job: LoadJob, durationMs: number, requests
   return performance.now() - started;
 }
 
+async function oneStreamPerCaller(pool: Pool, job: LoadJob, tally: Tally): Promise<number> {
+  const started = performance.now();
+  await Promise.all(Array.from({ length: job.connections }, () => send(pool, job, tally, performance.now())));
+  return performance.now() - started;
+}
+
 async function runPart(pool: Pool, job: LoadJob, durationMs: number, tally: Tally, measured: boolean): Promise<number> {
+  // concurrent: the warm-up is one stream per caller, all at once (whatever warmupMs says, beyond 0).
+  if (job.mode === 'concurrent' && !measured) return oneStreamPerCaller(pool, job, tally);
   if (job.mode === 'closed' || job.mode === 'concurrent') return closedLoop(pool, job, durationMs, tally);
   if (job.mode === 'open') return openLoop(pool, job, durationMs, tally);
   return oneAtATime(pool, job, durationMs, measured ? job.requests! : Number.MAX_SAFE_INTEGER, tally);

@@ -297,7 +297,7 @@ function streamLevelJob(level: number): Omit<LoadJob, 'origin' | 'headerSets'> {
   const request = requestOf('chat');
   return {
     mode: 'concurrent', path: request.path, body: pacedStreamBody(BENCH_MODEL, streamLoad), connections: level,
-    // A warm-up of at least one whole stream per caller (the closed loop finishes the streams it started).
+    // The warm-up is one whole stream per caller (load-generator.ts), none with --warmup 0.
     warmupMs: warmupMs > 0 ? 1 : 0, durationMs: streamDurationMs, contentPattern: request.content, donePattern: request.done, stallMs: streamLoad.stallMs,
   };
 }
