@@ -1,11 +1,14 @@
 // CPU per request of the Bedrock adapter alone against the bench's fast upstream (not part of the build).
-// Usage: node scripts/bench-bedrock-adapter.mjs <routing dist dir> <upstream port> [requests] [concurrency] [bedrock|openai]
+// Usage: node scripts/bench-bedrock-adapter.mjs <routing dist dir> <upstream port> [requests] [concurrency] [bedrock|openai] [deltas]
+// deltas (openai only): streams of that many content deltas sent back to back (the fast upstream's `[deltas D gap 0]`);
+// then the whole answers are the usual one and {"stream":µs} is per stream of D deltas.
 // Prints {"whole":µs,"stream":µs} of this process's CPU (user + system) per request, after a warm-up of both.
 // The upstream: BENCH_FIRST_CHUNK_GAP_MS=0 node apps/standalone/dist/bench/fake-upstream-process.js (prints its port).
 import { pathToFileURL } from 'node:url';
 import { resolve } from 'node:path';
 
-const [distDir, port, requestsText = '4000', concurrencyText = '8', wire = 'bedrock'] = process.argv.slice(2);
+const [distDir, port, requestsText = '4000', concurrencyText = '8', wire = 'bedrock', deltasText = ''] = process.argv.slice(2);
+const deltas = wire === 'openai' && deltasText !== '' ? Number(deltasText) : 0;
 const load = (path) => import(pathToFileURL(resolve(distDir, path)).href);
 const adapter = wire === 'openai'
   ? new (await load('providers/openai/openai-adapter.js')).OpenAIAdapter({ providerId: 'bench', baseUrl: `http://127.0.0.1:${port}/v1`, apiKey: 'k' })
@@ -19,6 +22,9 @@ const chat = {
   tools: [], stop: [], includeUsage: true, timeoutMs: 0, maxOutputTokens: 64,
 };
 const request = { upstreamModel: 'bench.upstream-model-v1:0', chat, modelMaxOutputTokens: undefined };
+const pacedChat = { ...chat, messages: [{ ...chat.messages[0], content: [{ part: { $case: 'text', value: `Say hello. [deltas ${deltas} gap 0]` } }] }] };
+const streamRequest = deltas > 0 ? { ...request, chat: pacedChat } : request;
+const expectedText = deltas > 0 ? Array.from({ length: deltas }, (_, index) => (index === 0 ? 'w0' : ` w${index}`)).join('') : 'Hello from the bench upstream.';
 const signal = new AbortController().signal;
 
 async function once(stream) {
@@ -29,11 +35,11 @@ async function once(stream) {
   }
   let text = '';
   let usage;
-  for await (const part of adapter.chatStream(request, signal)) {
+  for await (const part of adapter.chatStream(streamRequest, signal)) {
     if (part.type === 'delta') text += part.delta.content;
     else usage = part.usage;
   }
-  if (text !== 'Hello from the bench upstream.' || !usage) throw new Error('wrong stream');
+  if (text !== expectedText || !usage) throw new Error('wrong stream');
 }
 
 async function run(stream, count, concurrency) {

@@ -12,6 +12,9 @@ import { geminiFirstEvent, geminiJsonAnswer, geminiKeyInvalid, geminiRestEvents 
  * key), so a gateway that skipped signing would fail the bench's checks instead of looking cheap.
  * The first streamed chunk goes out at once and the rest after `firstChunkGapMs`, so a proxy that
  * buffered the stream would show it in the time to first chunk.
+ * A chat completions stream whose prompt holds `[deltas D gap G]` is paced instead (issue 39's stream
+ * load): D content deltas, the first at once and each next G ms after the previous, then the finish
+ * and usage chunks and `[DONE]` with the last delta.
  */
 
 export interface FastUpstreamOptions {
@@ -51,6 +54,37 @@ const GEMINI_STREAM_WITHOUT_SSE = Buffer.from(
 );
 const BEDROCK_REQUEST_ID = 'bench-bedrock-request';
 
+/** The paced stream's marker in a prompt; bounded so no request holds the upstream for long. */
+const PACED_MARKER = /\[deltas (\d{1,4}) gap (\d{1,4})\]/;
+export const MAX_PACED_DELTAS = 4_096;
+export const MAX_PACED_GAP_MS = 1_000;
+
+/** A chat completions stream paced as its prompt's marker asks (see the class comment). */
+function pacedStream(response: ServerResponse, deltas: number, gapMs: number): void {
+  response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  response.write(chunk({ role: 'assistant', content: 'w0' }, null));
+  let sent = 1;
+  const tail = () =>
+    chunk({}, 'stop') +
+    `data: ${JSON.stringify({ id: 'chatcmpl-bench', object: 'chat.completion.chunk', created: CREATED, model: 'bench-upstream-model', choices: [], usage: { prompt_tokens: 9, completion_tokens: deltas, total_tokens: 9 + deltas } })}\n\n` +
+    'data: [DONE]\n\n';
+  if (deltas <= 1) {
+    response.end(tail());
+    return;
+  }
+  const timer = setInterval(() => {
+    const delta = chunk({ content: ` w${sent}` }, null);
+    sent += 1;
+    if (sent < deltas) {
+      response.write(delta);
+      return;
+    }
+    clearInterval(timer);
+    response.end(delta + tail());
+  }, gapMs);
+  response.on('close', () => clearInterval(timer));
+}
+
 function stream(response: ServerResponse, contentType: string, first: Buffer | string, rest: Buffer | string, gapMs: number, headers: Record<string, string> = {}): void {
   response.writeHead(200, { 'content-type': contentType, 'cache-control': 'no-cache', ...headers });
   response.write(first);
@@ -73,7 +107,9 @@ export function createFastUpstream(options: FastUpstreamOptions): Server {
       return;
     }
     if (url.endsWith('/chat/completions')) {
-      if (/"stream"\s*:\s*true/.test(body)) stream(response, 'text/event-stream', openaiFirstChunk, openaiRestChunks, gap);
+      const paced = PACED_MARKER.exec(body);
+      if (paced && /"stream"\s*:\s*true/.test(body)) pacedStream(response, Math.min(MAX_PACED_DELTAS, Math.max(1, Number(paced[1]))), Math.min(MAX_PACED_GAP_MS, Number(paced[2])));
+      else if (/"stream"\s*:\s*true/.test(body)) stream(response, 'text/event-stream', openaiFirstChunk, openaiRestChunks, gap);
       else whole(response, 200, openaiJsonAnswer);
       return;
     }

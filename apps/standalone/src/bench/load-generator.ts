@@ -12,9 +12,13 @@ import { SampleRecorder, summarize, type LatencySummary } from './statistics.js'
  * - ttfb: stream requests one at a time, timing the first content chunk at the client.
  * With `stream` set, an open loop sends stream requests and times their first content chunk too
  * (streams at a fixed rate: the first chunk under load, CPU per stream).
+ * - concurrent: `connections` callers each hold one stream open at a time and start the next when it
+ *   ends (N concurrent streams, issue 39); besides the first content chunk it times every gap between
+ *   two reads of a stream (a stall is a gap over `stallMs`), counts SSE frames and the streams that
+ *   reached `donePattern`.
  */
 export interface LoadJob {
-  mode: 'closed' | 'open' | 'ttfb';
+  mode: 'closed' | 'open' | 'ttfb' | 'concurrent';
   /** http://127.0.0.1:PORT — the bench never targets anything but loopback. */
   origin: string;
   path: string;
@@ -34,6 +38,26 @@ export interface LoadJob {
   stream?: boolean;
   /** ttfb: what marks the first content event in the dialect's stream (a RegExp source). Default: chat's `"content":"x`. */
   contentPattern?: string;
+  /** concurrent: what marks the end of a whole stream (a plain string); a stream without it is incomplete. */
+  donePattern?: string;
+  /** concurrent: a gap between two reads of one stream longer than this is a stall (default 200 ms). */
+  stallMs?: number;
+}
+
+/** concurrent: what the client saw of the streams of the measured part. */
+export interface StreamTally {
+  /** Streams sent (each answered 200 or not). */
+  started: number;
+  /** Streams that ended with the done marker. */
+  completed: number;
+  /** SSE frames (`data:` lines) read over all streams. */
+  frames: number;
+  /** Gaps between two reads of one stream over `stallMs`. */
+  stalls: number;
+  /** Streams with at least one stall. */
+  stalledStreams: number;
+  /** Every gap between two reads of one stream. */
+  gaps: LatencySummary;
 }
 
 export interface LoadResult {
@@ -50,6 +74,8 @@ export interface LoadResult {
   latency: LatencySummary;
   /** ttfb, and open with `stream`: time to the first content chunk. */
   firstChunk?: LatencySummary;
+  /** concurrent: the streams as the client saw them. */
+  streams?: StreamTally;
 }
 
 /** Hard bounds whatever the caller asks. */
@@ -74,6 +100,12 @@ class Tally {
   readonly errorSamples: string[] = [];
   readonly latency = new SampleRecorder();
   readonly firstChunk = new SampleRecorder();
+  readonly gaps = new SampleRecorder();
+  started = 0;
+  completed = 0;
+  frames = 0;
+  stalls = 0;
+  stalledStreams = 0;
 
   error(description: string): void {
     this.errors += 1;
@@ -89,8 +121,52 @@ async function readError(statusCode: number, body: AsyncIterable<Buffer>): Promi
 
 let sent = 0;
 
+const DATA_FIELD = Buffer.from('data:');
+
+/**
+ * Reads one stream of the concurrent mode: the time of its first content chunk (undefined if none),
+ * each gap between two reads, the frames, and whether it reached the done marker (kept in `tally`).
+ */
+async function readStream(body: AsyncIterable<Buffer>, job: LoadJob, tally: Tally): Promise<number | undefined> {
+  const contentPattern = new RegExp(job.contentPattern ?? CHAT_CONTENT_PATTERN);
+  const done = job.donePattern ?? '[DONE]';
+  const stallMs = job.stallMs ?? 200;
+  let firstChunkAt: number | undefined;
+  let seen = '';
+  let lastReadAt: number | undefined;
+  let stalled = false;
+  // The last bytes read, so a marker split across two reads is still found.
+  let carry = Buffer.alloc(0);
+  let ended = false;
+  for await (const part of body) {
+    const now = performance.now();
+    if (lastReadAt !== undefined) {
+      const gap = now - lastReadAt;
+      tally.gaps.record(gap);
+      if (gap > stallMs) {
+        tally.stalls += 1;
+        stalled = true;
+      }
+    }
+    lastReadAt = now;
+    if (firstChunkAt === undefined) {
+      seen += part.toString('utf8');
+      if (contentPattern.test(seen)) firstChunkAt = now;
+    }
+    const window = carry.length > 0 ? Buffer.concat([carry, part]) : part;
+    // Frames: `data:` fields that start in this read (those in the carried bytes were counted before).
+    for (let at = window.indexOf(DATA_FIELD, 0); at >= 0; at = window.indexOf(DATA_FIELD, at + 1)) if (at + DATA_FIELD.length > carry.length) tally.frames += 1;
+    if (!ended && window.includes(done)) ended = true;
+    carry = Buffer.from(window.subarray(Math.max(0, window.length - 16)));
+  }
+  if (stalled) tally.stalledStreams += 1;
+  if (ended) tally.completed += 1;
+  return firstChunkAt;
+}
+
 /** One request; resolves when the whole answer is read. */
 async function send(pool: Pool, job: LoadJob, tally: Tally, startedAt: number): Promise<void> {
+  tally.started += 1;
   try {
     const headers = job.headerSets[sent++ % job.headerSets.length];
     const response = await pool.request({ method: 'POST', path: job.path, headers, body: job.body });
@@ -100,8 +176,10 @@ async function send(pool: Pool, job: LoadJob, tally: Tally, startedAt: number): 
       return;
     }
     let firstChunkAt: number | undefined;
-    const timesFirstChunk = job.mode === 'ttfb' || job.stream === true;
-    if (timesFirstChunk) {
+    const timesFirstChunk = job.mode === 'ttfb' || job.stream === true || job.mode === 'concurrent';
+    if (job.mode === 'concurrent') {
+      firstChunkAt = await readStream(response.body as AsyncIterable<Buffer>, job, tally);
+    } else if (timesFirstChunk) {
       const contentPattern = new RegExp(job.contentPattern ?? CHAT_CONTENT_PATTERN);
       let seen = '';
       for await (const part of response.body) {
@@ -170,8 +248,16 @@ async function oneAtATime(pool: Pool, job: LoadJob, durationMs: number, requests
   return performance.now() - started;
 }
 
+async function oneStreamPerCaller(pool: Pool, job: LoadJob, tally: Tally): Promise<number> {
+  const started = performance.now();
+  await Promise.all(Array.from({ length: job.connections }, () => send(pool, job, tally, performance.now())));
+  return performance.now() - started;
+}
+
 async function runPart(pool: Pool, job: LoadJob, durationMs: number, tally: Tally, measured: boolean): Promise<number> {
-  if (job.mode === 'closed') return closedLoop(pool, job, durationMs, tally);
+  // concurrent: the warm-up is one stream per caller, all at once (whatever warmupMs says, beyond 0).
+  if (job.mode === 'concurrent' && !measured) return oneStreamPerCaller(pool, job, tally);
+  if (job.mode === 'closed' || job.mode === 'concurrent') return closedLoop(pool, job, durationMs, tally);
   if (job.mode === 'open') return openLoop(pool, job, durationMs, tally);
   return oneAtATime(pool, job, durationMs, measured ? job.requests! : Number.MAX_SAFE_INTEGER, tally);
 }
@@ -199,7 +285,10 @@ export async function runLoad(jobInput: LoadJob, beforeMeasuring: () => Promise<
       elapsedMs,
       requestsPerSecond: (tally.ok / elapsedMs) * 1000,
       latency: summarize(tally.latency.samples()),
-      ...(job.mode === 'ttfb' || job.stream === true ? { firstChunk: summarize(tally.firstChunk.samples()) } : {}),
+      ...(job.mode === 'ttfb' || job.stream === true || job.mode === 'concurrent' ? { firstChunk: summarize(tally.firstChunk.samples()) } : {}),
+      ...(job.mode === 'concurrent'
+        ? { streams: { started: tally.started, completed: tally.completed, frames: tally.frames, stalls: tally.stalls, stalledStreams: tally.stalledStreams, gaps: summarize(tally.gaps.samples()) } }
+        : {}),
     };
   } finally {
     await pool.close().catch(() => undefined);

@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { parseWires, wireModel, type WireName } from './bench-wires.js';
 import { BenchChild, killAllChildrenNow, stopAllChildren } from './child-processes.js';
+import { DEFAULT_STREAM_LOAD, formatConcurrentStreams, levelFigures, pacedStreamBody, parseLevels, sampleMemoryPeaks, type StreamLevelFigures, type StreamLoadOptions } from './concurrent-streams.js';
 import { summarizeProfile, type CpuProfile } from './cpu-profile.js';
 import { BENCH_MODEL, SERVICES, startGatewayCluster, type GatewayCluster, type ServiceName } from './gateway-cluster.js';
 import type { LoadJob, LoadResult } from './load-generator.js';
@@ -28,7 +29,12 @@ const HELP = `usage: npm run bench -- [options]
   --warmup S           seconds of load before each measured phase, not measured (default 3, at most 60)
   --accounts N         accounts (one key each) the gateway load is spread over (default 1, at most 64)
   --rate R             fixed rate of the latency phase, req/s (default 500, at most 5000)
-  --only a,b           run only these phases of max, rate, streams, ttfb (the table shows what ran)
+  --only a,b           run only these phases of max, rate, streams, ttfb, concurrent-streams (the table shows what ran)
+  --stream-levels a,b  concurrent-streams: the numbers of streams held open at once (default 32,128,512)
+  --stream-deltas D    concurrent-streams: content deltas per stream from the upstream (default 64)
+  --stream-gap-ms G    concurrent-streams: ms between two deltas (default 20)
+  --stream-duration S  concurrent-streams: seconds per level, each caller starting its next stream when one
+                       ends (default 5, --quick 2); the warm-up is one stream per caller
   --dialect a,b        the gateway's request dialects to measure, each over the same phases: chat (default),
                        messages, responses; the first is the one compared with the bare proxy, the others
                        are reported against it side by side
@@ -39,7 +45,7 @@ const HELP = `usage: npm run bench -- [options]
                        (default 1, at most 9)
   --json FILE          also write the raw results as JSON
   --profile            profile the gateway under load (node --cpu-prof) instead of the comparison, over the
-                       first phase --only names (default max)
+                       first phase --only names (default max; concurrent-streams: its last level)
   --profile-services a,b  services to profile (default edge,routing,ledger,auth); with --wire, the last
                        wire named is profiled
   --admission MODE     the edge's admission: leased (default, leased budgets) or ledger (one Ledger.Admit per request)
@@ -81,6 +87,10 @@ const { values: args } = parseArgs({
     rounds: { type: 'string' },
     'npm-start': { type: 'boolean', default: false },
     peer: { type: 'string' },
+    'stream-levels': { type: 'string' },
+    'stream-deltas': { type: 'string' },
+    'stream-gap-ms': { type: 'string' },
+    'stream-duration': { type: 'string' },
     help: { type: 'boolean', default: false },
   },
 });
@@ -108,7 +118,17 @@ const ttfbRequests = quick ? 50 : 300;
 const PHASES = ['max', 'rate', 'streams', 'ttfb'] as const;
 type PhaseName = (typeof PHASES)[number];
 const onlyPhases = (args.only ?? PHASES.join(',')).split(',').map((name) => name.trim()).filter(Boolean);
-for (const name of onlyPhases) if (!(PHASES as readonly string[]).includes(name)) throw new Error(`--only takes phases among ${PHASES.join(', ')}; got ${name}`);
+/** Issue 39's phase: N concurrent paced streams per level, its own table (concurrent-streams.ts). */
+const STREAM_LOAD_PHASE = 'concurrent-streams';
+for (const name of onlyPhases) if (!(PHASES as readonly string[]).includes(name) && name !== STREAM_LOAD_PHASE) throw new Error(`--only takes phases among ${PHASES.join(', ')}, ${STREAM_LOAD_PHASE}; got ${name}`);
+const streamLoad: StreamLoadOptions = {
+  levels: parseLevels(args['stream-levels']),
+  deltas: Math.round(bounded(args['stream-deltas'], DEFAULT_STREAM_LOAD.deltas, 1, 4_096, 'stream-deltas')),
+  gapMs: Math.round(bounded(args['stream-gap-ms'], DEFAULT_STREAM_LOAD.gapMs, 0, 1_000, 'stream-gap-ms')),
+  stallMs: DEFAULT_STREAM_LOAD.stallMs,
+};
+const streamDurationMs = bounded(args['stream-duration'], quick ? 2 : 5, 1, 60, 'stream-duration') * 1000;
+const runsStreamLoad = onlyPhases.includes(STREAM_LOAD_PHASE);
 const DIALECTS = ['chat', 'messages', 'responses'] as const;
 type DialectName = (typeof DIALECTS)[number];
 const dialects = (args.dialect ?? 'chat').split(',').map((name) => name.trim()).filter(Boolean) as DialectName[];
@@ -272,6 +292,33 @@ function phaseJobs(dialect: DialectName, wire: WireName = 'openai'): Record<Phas
   };
 }
 
+/** The concurrent-streams job at one level: `level` callers, each holding one paced stream at a time. */
+function streamLevelJob(level: number): Omit<LoadJob, 'origin' | 'headerSets'> {
+  const request = requestOf('chat');
+  return {
+    mode: 'concurrent', path: request.path, body: pacedStreamBody(BENCH_MODEL, streamLoad), connections: level,
+    // The warm-up is one whole stream per caller (load-generator.ts), none with --warmup 0.
+    warmupMs: warmupMs > 0 ? 1 : 0, durationMs: streamDurationMs, contentPattern: request.content, donePattern: request.done, stallMs: streamLoad.stallMs,
+  };
+}
+
+/** The concurrent-streams phase on one target, every level in turn; memory sampled under the load. */
+async function runStreamLevels(target: Target, observers: ProcessGroup[]): Promise<{ rows: StreamLevelFigures[]; outcomes: PhaseOutcome[] }> {
+  const rows: StreamLevelFigures[] = [];
+  const outcomes: PhaseOutcome[] = [];
+  for (const level of streamLoad.levels) {
+    log(`phase ${STREAM_LOAD_PHASE} (${level} streams) on ${target.name}...`);
+    const sampler = sampleMemoryPeaks(() => target.groups());
+    const outcome = await runPhase(target, streamLevelJob(level), observers).finally(() => sampler.stop());
+    const peaks = await sampler.stop();
+    outcomes.push(outcome);
+    const row = levelFigures(target.name, level, outcome.result, outcome.cpuSeconds, peaks, outcome.othersCores);
+    rows.push(row);
+    log(`${describePhase(`${STREAM_LOAD_PHASE} ${level} ${target.name}`, outcome)}; ${row.completed} of ${row.started} streams complete, ${row.stalls} stalls, ${row.frames} frames`);
+  }
+  return { rows, outcomes };
+}
+
 /** Events per published usage message and per settlement transaction over a phase. */
 function batching(counters: Record<string, number>): string {
   const charges = counters.charges ?? 0;
@@ -372,6 +419,17 @@ async function compare(): Promise<void> {
     const extraStarts: (() => Promise<ExtraTarget>)[] = [];
     if (args['npm-start']) extraStarts.push(() => { log('starting npm start (one process, embedded Postgres)'); return startNpmStartTarget(root, `${upstreamOrigin}/v1`); });
     for (const peer of peers) extraStarts.push(() => { log(`starting the peer ${peer}`); return startPeer(peer, root, `${upstreamOrigin}/v1`, log); });
+    const streamRows: StreamLevelFigures[] = [];
+    const gatewayStreamOutcomes: PhaseOutcome[] = [];
+    if (runsStreamLoad) {
+      // The upstream alone first: its own TTFT at each level is what the others' is added over.
+      const direct: Target = { name: 'upstream', origin: upstreamOrigin, apiKeys: ['bench'], groups: async () => [{ name: 'upstream', pids: [upstream.pid] }], settle: async () => undefined };
+      streamRows.push(...(await runStreamLevels(direct, [])).rows);
+      streamRows.push(...(await runStreamLevels(bare, observers)).rows);
+      const ran = await runStreamLevels(gateway, observers);
+      streamRows.push(...ran.rows.map((row) => ({ ...row, target: 'gateway, 6 processes' })));
+      gatewayStreamOutcomes.push(...ran.outcomes);
+    }
 
     // The bare proxy speaks chat completions only (it forwards bytes to an OpenAI-compatible upstream):
     // it is measured once, against the first dialect; every dialect is measured on the gateway.
@@ -422,6 +480,7 @@ async function compare(): Promise<void> {
         return false;
       });
       const outcomes: Partial<Record<PhaseName, PhaseOutcome>> = {};
+      if (runsStreamLoad && streams) streamRows.push(...(await runStreamLevels(target, observers)).rows);
       for (const phase of PHASES.filter((name) => onlyPhases.includes(name) && (streams || (name !== 'ttfb' && name !== 'streams')))) {
         const job = phaseJobs('chat')[phase];
         log(`phase ${phase} (${job.mode}) on ${extra.name}...`);
@@ -432,6 +491,21 @@ async function compare(): Promise<void> {
       await extra.stop();
     }
 
+    // Every answered gateway request (warm-ups and the checks included) must be charged exactly once.
+    const answered =
+      2 * dialects.length * wires.length + sum([...byWire.values(), gatewayStreamOutcomes].flat().map((outcome) => outcome.result.ok + outcome.result.warmupOk));
+    // Leases hold no per-request reservation for waitSettled to watch: give the last events time to settle.
+    let charges = await cluster.charges();
+    for (const deadline = Date.now() + 10_000; charges < answered && Date.now() < deadline; charges = await cluster.charges()) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const streamTable = streamRows.length > 0 ? `\n${formatConcurrentStreams(streamRows, streamLoad)}\n${notes.map((note) => `Note: ${note}\n`).join('')}` : '';
+    if (Object.keys(phases).length === 0) {
+      // concurrent-streams alone.
+      process.stdout.write(`${streamTable}\nLedger: ${charges} charges for ${answered} answered gateway requests; ${await cluster.openReservations()} reservations open.\n`);
+      if (args.json) writeFileSync(args.json, JSON.stringify({ streams: streamRows, charges, answered }, null, 2));
+      return;
+    }
     const figuresOf = (name: 'bare' | 'gateway'): TargetFigures => {
       const max = phases.max?.[name];
       const atRate = phases.rate?.[name];
@@ -465,14 +539,6 @@ async function compare(): Promise<void> {
       gatewayKernelShare: sum(maxGateway.systemSeconds.values()) / sum(maxGateway.cpuSeconds.values()),
     };
 
-    // Every answered gateway request (warm-ups and the checks included) must be charged exactly once.
-    const answered =
-      2 * dialects.length * wires.length + sum([...byWire.values()].flat().map((outcome) => outcome.result.ok + outcome.result.warmupOk));
-    // Leases hold no per-request reservation for waitSettled to watch: give the last events time to settle.
-    let charges = await cluster.charges();
-    for (const deadline = Date.now() + 10_000; charges < answered && Date.now() < deadline; charges = await cluster.charges()) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
     const batchLines = ['max', 'rate'].filter((phase) => phases[phase]).map((phase) => `Batching, ${phase} phase: ${batching(phases[phase]!.gateway.counters ?? {})}.`).join('\n');
     const dialectTable = dialects.length > 1 ? `\n${formatDialectTable(dialects.map((dialect) => ({ dialect, ...dialectFigures(byDialect.get(dialect)!) })))}\n` : '';
     const streamedPhase = phases.ttfb && !phases.streams ? 'ttfb' : 'streams';
@@ -489,8 +555,8 @@ async function compare(): Promise<void> {
     const streamsPhase = phases.streams;
     const cpuSplit = streamsPhase ? formatCpuSplit('streams', sum(Object.values(cpuMicrosByGroup(streamsPhase.bare))), cpuMicrosByGroup(streamsPhase.gateway)) : '';
     const sideTable = extraOutcomes.size > 0 ? `\n${formatSideBySide(columns)}\n${notes.map((note) => `Note: ${note}\n`).join('')}` : '';
-    process.stdout.write(`\n${formatTable(figures)}\n${cpuSplit ? `${cpuSplit}\n` : ''}${dialectTable}${wireTable}${sideTable}${batchLines}\nLedger: ${charges} charges for ${answered} answered gateway requests; ${await cluster.openReservations()} reservations open.\n`);
-    if (args.json) writeFileSync(args.json, JSON.stringify({ figures, verdicts: verdicts(figures), phases, byDialect: Object.fromEntries(byDialect), ...(wires.length > 1 ? { byWire: Object.fromEntries(byWire) } : {}), charges, answered }, (_key, value) => (value instanceof Map ? Object.fromEntries(value) : value), 2));
+    process.stdout.write(`\n${formatTable(figures)}\n${cpuSplit ? `${cpuSplit}\n` : ''}${dialectTable}${wireTable}${sideTable}${streamTable}${batchLines}\nLedger: ${charges} charges for ${answered} answered gateway requests; ${await cluster.openReservations()} reservations open.\n`);
+    if (args.json) writeFileSync(args.json, JSON.stringify({ figures, verdicts: verdicts(figures), phases, byDialect: Object.fromEntries(byDialect), ...(streamRows.length > 0 ? { streams: streamRows } : {}), ...(wires.length > 1 ? { byWire: Object.fromEntries(byWire) } : {}), charges, answered }, (_key, value) => (value instanceof Map ? Object.fromEntries(value) : value), 2));
   } catch (error) {
     for (const child of cluster?.children.values() ?? []) log(`last output of ${child.name}:\n${child.logs().split('\n').slice(-20).join('\n')}`);
     throw error;
@@ -516,8 +582,10 @@ async function profile(): Promise<void> {
     const wire = wires.at(-1)!;
     await checkTarget(gateway, 'chat', { wire });
     // The first phase --only names (default max), on chat requests.
-    const phase = (args.only ? onlyPhases[0] : 'max') as PhaseName;
-    const outcome = await runPhase(gateway, phaseJobs('chat', wire)[phase], []);
+    const phase = (args.only ? onlyPhases[0] : 'max') as PhaseName | typeof STREAM_LOAD_PHASE;
+    // concurrent-streams: its last level (`--stream-levels 128` to choose one).
+    const job = phase === STREAM_LOAD_PHASE ? streamLevelJob(streamLoad.levels.at(-1)!) : phaseJobs('chat', wire)[phase];
+    const outcome = await runPhase(gateway, job, []);
     log(describePhase(`profiled ${phase} gateway${wire === 'openai' ? '' : `, ${wire} wire`}`, outcome));
     // Profiles are written when a process exits normally (SIGTERM -> runMain -> exit).
     await cluster.stop();
@@ -525,7 +593,7 @@ async function profile(): Promise<void> {
     for (const file of readdirSync(dir).filter((name) => name.endsWith('.cpuprofile')).sort()) {
       const summary = summarizeProfile(JSON.parse(readFileSync(join(dir, file), 'utf8')) as CpuProfile, 15, outcome.window);
       const busy = summary.totalMs - summary.idleMs;
-      process.stdout.write(`\n## ${file}: ${busy.toFixed(0)} ms busy of ${summary.totalMs.toFixed(0)} ms sampled in the measured part (${outcome.result.ok} requests: ${((busy * 1000) / outcome.result.ok).toFixed(0)} µs/request on the main thread)\n`);
+      process.stdout.write(`\n## ${file}: ${busy.toFixed(0)} ms busy of ${summary.totalMs.toFixed(0)} ms sampled in the measured part (${outcome.result.ok} requests: ${((busy * 1000) / outcome.result.ok).toFixed(0)} µs/request on the main thread${outcome.result.streams ? `; ${outcome.result.streams.frames} frames: ${((busy * 1000) / outcome.result.streams.frames).toFixed(1)} µs/frame` : ''})\n`);
       process.stdout.write('top self time, functions:\n');
       for (const entry of summary.functions) process.stdout.write(`  ${((entry.selfMs / busy) * 100).toFixed(1).padStart(5)}%  ${entry.selfMs.toFixed(0).padStart(6)} ms  ${entry.name}\n`);
       process.stdout.write('self time by place:\n');

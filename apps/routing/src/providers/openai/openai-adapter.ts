@@ -1,6 +1,6 @@
 import type { Pool } from 'undici';
 import { ProviderError, toProviderError, type AdapterChatRequest, type AdapterChatResult, type AdapterEmbedRequest, type AdapterEmbedResult, type AdapterImageEditRequest, type AdapterImageRequest, type AdapterImageResult, type AdapterModerateRequest, type AdapterModerateResult, type AdapterSpeakRequest, type AdapterSpeechResult, type AdapterTranscribeRequest, type AdapterTranscribeResult, type AdapterStreamPart, type AttemptSignal, type ProviderAdapterV1 } from '../provider-adapter.js';
-import { openaiChunkSchema, openaiEmbeddingResponseSchema, parseOpenAIChatResponse } from './openai-api-types.js';
+import { openaiEmbeddingResponseSchema, parseOpenAIChatResponse, parseOpenAIChunk } from './openai-api-types.js';
 import { emptyUsage } from '../../usage/token-counter.js';
 import { convertOpenAIUsage } from './convert-openai-usage.js';
 import { convertToOpenAIRequest } from './convert-to-openai-request.js';
@@ -152,7 +152,7 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
         } catch {
           throw new ProviderError('connection', 'stream chunk is not JSON');
         }
-        const parsed = openaiChunkSchema.safeParse(json);
+        const parsed = parseOpenAIChunk(json);
         if (!parsed.success) throw new ProviderError('connection', `malformed stream chunk: ${parsed.error.message.slice(0, 300)}`);
         const chunk = parsed.data;
         if (chunk.error) throw openAIStreamError(chunk.error);
