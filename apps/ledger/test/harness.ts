@@ -1,8 +1,8 @@
 import { GatewayError } from '@gateway/platform';
-import { createClient, type DurableMessage, type EventBus, type PromiseClient } from '@gateway/platform';
+import { createClient, subjects, type DurableMessage, type EventBus, type PromiseClient } from '@gateway/platform';
 import { createDatabase, type Kysely } from '@gateway/platform/db';
 import { LedgerServiceClient, LedgerServiceService, Pricing, Usage, UsageEvent, UsageOutcome } from '@gateway/proto';
-import { createTestBus, createTestDatabase, testLogger, uniqueName, type TestBus, type TestDatabase } from '@gateway/testing';
+import { createTestBus, createTestDatabase, eventually, testLogger, uniqueName, type TestBus, type TestDatabase } from '@gateway/testing';
 import { startLedgerService, type LedgerServiceOptions } from '../src/index.js';
 import type { LedgerTables } from '../src/migrations.js';
 
@@ -109,4 +109,19 @@ export async function fundedAccount(client: LedgerClient, credits = '10'): Promi
   const accountId = uniqueName('acc');
   await client.topUp({ accountId, credits, idempotencyKey: uniqueName('topup'), note: '' });
   return accountId;
+}
+
+/** Publishes one usage event on the bus the harness's settler consumes (msg-id: the request id unless given). */
+export function publishUsage(harness: LedgerHarness, event: UsageEvent, msgId = event.requestId): Promise<void> {
+  return harness.testBus.bus.publishDurable(subjects.usageEvents, UsageEvent.encode(event).finish(), msgId);
+}
+
+/** Every event published before it is handled once a sentinel published now is charged (one consumer, in order). */
+export async function drainUsage(harness: LedgerHarness, accountId: string): Promise<void> {
+  const sentinel = uniqueName('sentinel');
+  await publishUsage(harness, usageEvent({ requestId: sentinel, accountId, usage: Usage.create(), keyId: 'key_sentinel' }));
+  await eventually(async () => {
+    const row = await harness.db.selectFrom('charges').select('request_id').where('request_id', '=', sentinel).executeTakeFirst();
+    if (row === undefined) throw new Error(`sentinel ${sentinel} not settled yet`);
+  }, 8_000);
 }

@@ -1,9 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { GrpcStatus, subjects } from '@gateway/platform';
+import { GrpcStatus } from '@gateway/platform';
 import { sql } from '@gateway/platform/db';
-import { Usage, UsageEvent } from '@gateway/proto';
-import { eventually, uniqueName } from '@gateway/testing';
-import { createLedgerHarness, usageEvent, type LedgerClient, type LedgerHarness } from './harness.js';
+import type { UsageEvent } from '@gateway/proto';
+import { uniqueName } from '@gateway/testing';
+import { createLedgerHarness, drainUsage, publishUsage, usageEvent, type LedgerClient, type LedgerHarness } from './harness.js';
 
 // Issue 36's 10-minute chaos run: a whole answer streamed inside the first checkpoint delay, its usage
 // publish not yet acknowledged when its routing replica was SIGKILLed, was never charged. The edge keeps
@@ -23,18 +23,8 @@ async function fundedAccount(client: LedgerClient): Promise<string> {
   return accountId;
 }
 
-const publish = (event: UsageEvent, msgId = event.requestId) =>
-  harness.testBus.bus.publishDurable(subjects.usageEvents, UsageEvent.encode(event).finish(), msgId);
-
-/** Every event published before the sentinel is handled once the sentinel is (one consumer, in order). */
-async function drain(accountId: string): Promise<void> {
-  const sentinel = uniqueName('sentinel');
-  await publish(usageEvent({ requestId: sentinel, accountId, usage: Usage.create(), keyId: 'key_sentinel' }));
-  await eventually(async () => {
-    const row = await harness.db.selectFrom('charges').select('request_id').where('request_id', '=', sentinel).executeTakeFirst();
-    expect(row).toBeDefined();
-  }, 8_000);
-}
+const publish = (event: UsageEvent, msgId = event.requestId) => publishUsage(harness, event, msgId);
+const drain = (accountId: string) => drainUsage(harness, accountId);
 
 async function chargeCount(requestId: string): Promise<number> {
   const result = await sql<{ count: string }>`select count(*)::text as count from journal_entries where kind = 'charge' and request_id = ${requestId}`.execute(harness.db);

@@ -1,8 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { subjects } from '@gateway/platform';
-import { Usage, UsageEvent, VoidOutcome } from '@gateway/proto';
-import { eventually, uniqueName } from '@gateway/testing';
-import { createLedgerHarness, usageEvent, type LedgerClient, type LedgerHarness } from './harness.js';
+import { VoidOutcome, type UsageEvent } from '@gateway/proto';
+import { uniqueName } from '@gateway/testing';
+import { createLedgerHarness, drainUsage, publishUsage, usageEvent, type LedgerClient, type LedgerHarness } from './harness.js';
 
 // Issue 36's chaos test: a routing replica killed after it stored a non-streamed answer's usage and before
 // the answer reached the edge left the caller with a 503 — and a charge. The edge voids such a request
@@ -21,17 +20,8 @@ async function fundedAccount(client: LedgerClient, credits = '1'): Promise<strin
   return accountId;
 }
 
-const publish = (event: UsageEvent) => harness.testBus.bus.publishDurable(subjects.usageEvents, UsageEvent.encode(event).finish(), event.requestId);
-
-/** Every event published before the sentinel is handled once the sentinel is (one consumer, in order). */
-async function drain(accountId: string): Promise<void> {
-  const sentinel = uniqueName('sentinel');
-  await publish(usageEvent({ requestId: sentinel, accountId, usage: Usage.create(), keyId: 'key_sentinel' }));
-  await eventually(async () => {
-    const row = await harness.db.selectFrom('charges').select('request_id').where('request_id', '=', sentinel).executeTakeFirst();
-    expect(row).toBeDefined();
-  }, 8_000);
-}
+const publish = (event: UsageEvent, msgId = event.requestId) => publishUsage(harness, event, msgId);
+const drain = (accountId: string) => drainUsage(harness, accountId);
 
 const voidCharge = (client: LedgerClient, requestId: string, accountId: string) =>
   client.voidCharge({ context: { requestId, accountId, keyId: 'key_a' } });
@@ -70,7 +60,7 @@ describe('VoidCharge: no charge stands for an answer that reached nobody', () =>
     expect(await voidCharge(client, requestId, accountId)).toEqual({ outcome: VoidOutcome.VOID_OUTCOME_ALREADY_VOID, refundedCredits: '0' });
     expect((await client.getBalance({ accountId })).balance).toBe('1');
     // Redelivery of the same usage after the refund: still one charge, one refund.
-    await harness.testBus.bus.publishDurable(subjects.usageEvents, UsageEvent.encode(usageEvent({ requestId, accountId })).finish(), `${requestId}-replayed`);
+    await publish(usageEvent({ requestId, accountId }), `${requestId}-replayed`);
     await drain(accountId);
     expect((await client.getBalance({ accountId })).balance).toBe('1');
     expect((await client.verifyJournal({ accountId })).mismatches).toEqual([]);

@@ -58,6 +58,22 @@ async function startHoldableRelay(target: string) {
   };
 }
 
+/** gatewayctl in-process against the stack's services: its output, its io, and a JSON command runner. */
+function gatewayctlFor(addresses: { auth: string; ledger: string; catalog: string }) {
+  const out: string[] = [];
+  const io = {
+    env: { AUTH_ADDR: addresses.auth, LEDGER_ADDR: addresses.ledger, CATALOG_ADDR: addresses.catalog, GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN },
+    stdout: (text: string) => out.push(text),
+    stderr: (text: string) => out.push(text),
+  };
+  const ctl = async (...argv: string[]) => {
+    out.length = 0;
+    expect(await runGatewayctl([...argv, '--json'], io), out.join('')).toBe(0);
+    return JSON.parse(out.join('')) as Record<string, string>;
+  };
+  return { out, io, ctl };
+}
+
 describe('routing process killed with streams in flight', () => {
   let database: TestDatabase;
   let testBus: TestBus;
@@ -65,6 +81,7 @@ describe('routing process killed with streams in flight', () => {
   let relay: Awaited<ReturnType<typeof startHoldableRelay>>;
   let directory: string;
   let stack: ProcessStack;
+  const gatewayctl = () => gatewayctlFor(stack.addresses);
 
   beforeAll(async () => {
     database = await createTestDatabase();
@@ -91,17 +108,7 @@ describe('routing process killed with streams in flight', () => {
   }, 30_000);
 
   it('charges every stream that reached its caller exactly once after routing restarts on the same outbox', async () => {
-    const out: string[] = [];
-    const io = {
-      env: { AUTH_ADDR: stack.addresses.auth, LEDGER_ADDR: stack.addresses.ledger, CATALOG_ADDR: stack.addresses.catalog, GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN },
-      stdout: (text: string) => out.push(text),
-      stderr: (text: string) => out.push(text),
-    };
-    const ctl = async (...argv: string[]) => {
-      out.length = 0;
-      expect(await runGatewayctl([...argv, '--json'], io), out.join('')).toBe(0);
-      return JSON.parse(out.join('')) as Record<string, string>;
-    };
+    const { out, io, ctl } = gatewayctl();
     const account = await ctl('accounts', 'create', '--name', 'crash', '--credits', '10', '--tier', 'tier-1');
     const { api_key: apiKey } = await ctl('keys', 'create', account.account_id!, '--name', 'crash');
     const client = new OpenAI({ baseURL: `${stack.edgeUrl}/v1`, apiKey, maxRetries: 0 });
@@ -135,17 +142,7 @@ describe('routing process killed with streams in flight', () => {
   }, 120_000);
 
   it('charges whole streams that ended at their caller while their usage publish was unacknowledged (no checkpoint) when routing dies', async () => {
-    const out: string[] = [];
-    const io = {
-      env: { AUTH_ADDR: stack.addresses.auth, LEDGER_ADDR: stack.addresses.ledger, CATALOG_ADDR: stack.addresses.catalog, GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN },
-      stdout: (text: string) => out.push(text),
-      stderr: (text: string) => out.push(text),
-    };
-    const ctl = async (...argv: string[]) => {
-      out.length = 0;
-      expect(await runGatewayctl([...argv, '--json'], io), out.join('')).toBe(0);
-      return JSON.parse(out.join('')) as Record<string, string>;
-    };
+    const { out, io, ctl } = gatewayctl();
     const account = await ctl('accounts', 'create', '--name', 'short-streams', '--credits', '10', '--tier', 'tier-1');
     const { api_key: apiKey } = await ctl('keys', 'create', account.account_id!, '--name', 'short-streams');
     const client = new OpenAI({ baseURL: `${stack.edgeUrl}/v1`, apiKey, maxRetries: 0 });

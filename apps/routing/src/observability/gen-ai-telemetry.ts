@@ -86,28 +86,23 @@ class AttemptLabels {
   constructor(readonly operation: string, readonly base: PointLabels) {}
 
   withError(errorType: string): PointLabels {
-    let labels = this.errors.get(errorType);
-    if (labels === undefined) {
-      labels = extend(this.base, GEN_AI_LABELS.errorType, GEN_AI.errorType, errorType);
-      this.errors.set(errorType, labels);
-    }
-    return labels;
+    return this.extended(this.errors, errorType, GEN_AI_LABELS.errorType, GEN_AI.errorType);
   }
 
   tokenType(type: 'input' | 'output'): PointLabels {
-    let labels = this.tokenTypes.get(type);
-    if (labels === undefined) {
-      labels = extend(this.base, GEN_AI_LABELS.tokenType, GEN_AI.tokenType, type);
-      this.tokenTypes.set(type, labels);
-    }
-    return labels;
+    return this.extended(this.tokenTypes, type, GEN_AI_LABELS.tokenType, GEN_AI.tokenType);
   }
 
   modality(modality: string): PointLabels {
-    let labels = this.modalities.get(modality);
+    return this.extended(this.modalities, modality, GEN_AI_LABELS.tokenModality, GEN_AI.tokenModality);
+  }
+
+  /** The base labels plus one more, made once per value and kept. */
+  private extended(made: Map<string, PointLabels>, value: string, label: string, attribute: string): PointLabels {
+    let labels = made.get(value);
     if (labels === undefined) {
-      labels = extend(this.base, GEN_AI_LABELS.tokenModality, GEN_AI.tokenModality, modality);
-      this.modalities.set(modality, labels);
+      labels = extend(this.base, label, attribute, value);
+      made.set(value, labels);
     }
     return labels;
   }
