@@ -51,4 +51,9 @@ export interface EdgeContext {
   idempotency?: IdempotencyStore;
   /** This edge runs with internal authentication (EdgeOptions.internalAuth): the /v1/admin/ routes need it. */
   internalAuthEnabled?: boolean;
+  /**
+   * Router streams whose answer already reached the caller, waiting for routing's end (their usage stored,
+   * stream-relay.ts); each settles when its relay ends. The drain waits for them within its bound.
+   */
+  unconfirmedStreams?: Set<Promise<void>>;
 }

@@ -261,7 +261,9 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
     // The spool directory is made now: an edge that cannot write it refuses to start, naming it.
     const uploads = new UploadArea({ ...DEFAULT_UPLOAD_LIMITS, ...options.uploads });
     uploads.spoolDirectory();
+    const unconfirmedStreams = new Set<Promise<void>>();
     const context: EdgeContext = {
+      unconfirmedStreams,
       auth,
       catalog,
       ledger,
@@ -346,6 +348,15 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
           logger.warn({ in_flight: running.inFlight, drain_timeout_ms: drainTimeoutMs }, 'requests still in flight after the drain bound; cutting them');
         } else if (inFlight > 0) {
           logger.info({ drained: inFlight }, 'requests in flight finished');
+        }
+        // Streams whose answers ended wait for routing to confirm their usage stored (a few ms): cutting their
+        // calls now would leave their settlement to the ledger client that is about to close.
+        const unconfirmed = [...unconfirmedStreams];
+        const left = drainTimeoutMs - (performance.now() - drainStarted);
+        if (unconfirmed.length > 0 && left > 0) {
+          let bound: NodeJS.Timeout | undefined;
+          await Promise.race([Promise.all(unconfirmed), new Promise((resolve) => { bound = setTimeout(resolve, left); })]);
+          clearTimeout(bound);
         }
         await socketsClosed;
         // Connections kept alive past their last answer, and whatever the bound cut short.

@@ -37,6 +37,8 @@ export async function relayStream(
   let settlement: UsageEvent | undefined;
   /** The caller has the whole answer (the router's `usage` came); what follows is the router confirming its usage stored. */
   let answered = false;
+  /** Ends this stream's wait in context.unconfirmedStreams (set once answered). */
+  let confirmed: (() => void) | undefined;
   let committed = false;
   let started = false;
   let startStrategy: string = job.strategy;
@@ -100,6 +102,12 @@ export async function relayStream(
         answered = true;
         // A caller leaving now must not cut the router's stream: its end confirms the usage stored.
         job.signal.removeEventListener('abort', onClientGone);
+        if (context.unconfirmedStreams) {
+          const waiting = new Promise<void>((resolve) => { confirmed = resolve; });
+          context.unconfirmedStreams.add(waiting);
+          const done = confirmed!;
+          confirmed = () => { context.unconfirmedStreams?.delete(waiting); done(); };
+        }
       }
     }
   } catch (caught) {
@@ -125,6 +133,7 @@ export async function relayStream(
     sink.end(writer.fail(apiError, usage));
     return;
   } finally {
+    confirmed?.();
     clearTimeout(idleTimer);
     if (pingTimer) clearInterval(pingTimer);
     job.signal.removeEventListener('abort', onClientGone);
