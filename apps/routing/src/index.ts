@@ -4,6 +4,7 @@ import { CatalogCache } from './catalog/catalog-cache.js';
 import { routerService, routerServiceDefinition } from './grpc/router-service.js';
 import { ExchangeService } from './grpc/exchange.js';
 import { GenAiTelemetry } from './observability/gen-ai-telemetry.js';
+import { captureMessageContentFromEnv } from './observability/gen-ai-content.js';
 import { AttemptMetrics, ObservedUsagePublisher, observeProviderHealth, observeRoutingLoad, RoutingLoad } from './observability/routing-metrics.js';
 import { LearnedCapabilities } from './routing/learned-capabilities.js';
 import { Router } from './routing/router.js';
@@ -43,6 +44,11 @@ export interface RoutingServiceOptions {
   internalAuth?: InternalAuth;
   /** GOAWAY to connections older than this, so edges balancing over a headless Service see new pods (docs/running.md "Edge to routing: client-side balancing"). */
   maxConnectionAgeMs?: number;
+  /**
+   * Record chat message content (prompts, answers, tool calls and definitions) on the GenAI attempt spans
+   * when tracing is on. Default: OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true, else off.
+   */
+  captureMessageContent?: boolean;
 }
 
 export interface RunningRoutingService {
@@ -103,7 +109,8 @@ export async function startRoutingService(options: RoutingServiceOptions): Promi
     learned,
     ...(options.metrics ? { attempts: new AttemptMetrics(options.metrics) } : {}),
     // GenAI client metrics on /metrics (with a registry) and over OTLP, spans when tracing: per attempt.
-    genAi: new GenAiTelemetry(options.metrics),
+    // Message content on those spans only when the operator opted in (read once, here).
+    genAi: new GenAiTelemetry(options.metrics, { captureMessageContent: options.captureMessageContent ?? captureMessageContentFromEnv() }),
   });
   // Requests in flight and streams, per replica: what the chart's load-based autoscalers read.
   const load = new RoutingLoad();

@@ -25,6 +25,9 @@ import { chatRequest, model, routerClient, snapshot, startFakeCatalog } from './
 const DURATION_BOUNDS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
 const TOKEN_BOUNDS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864];
 
+/** The kinds whose chats are also served with message content recorded. */
+const CONTENT_KINDS = ['openai', 'anthropic'] as const;
+
 /** The upstream kinds whose adapters generate images and transcribe. */
 const MEDIA_KINDS = ['openai', 'azure-openai'] as const;
 const BEDROCK_MODEL = 'us.anthropic.claude-sonnet-4-5-20250929-v1:0';
@@ -65,6 +68,8 @@ describe('OpenTelemetry GenAI conventions: one CLIENT span and the client metric
   let catalog: Awaited<ReturnType<typeof startFakeCatalog>>;
   let service: RunningRoutingService;
   let client: ReturnType<typeof routerClient>;
+  let contentService: RunningRoutingService;
+  let contentClient: ReturnType<typeof routerClient>;
   let registry: Registry;
   let directory: string;
   const upstreams: Upstream[] = [];
@@ -129,6 +134,9 @@ describe('OpenTelemetry GenAI conventions: one CLIENT span and the client metric
     providers.push(Provider.fromPartial({ id: 'p-dead', kind: 'openai', baseUrl: `http://127.0.0.1:${deadPort}/v1`, apiKeyEnv: 'OPENAI_KEY' }));
     const offer = (providerId: string, upstreamModel: string) => ({ providerId, upstreamModel, endpoints: ['chat.completions', 'messages', 'responses'] });
     const models = upstreams.map((upstream) => model(`genai/${upstream.kind}`, [], { offers: [offer(`p-${upstream.kind}`, upstream.upstreamModel)] }));
+    // Served by the second routing service only (message content recorded): its spans are told apart by model.
+    for (const kind of CONTENT_KINDS) models.push(model(`genai/content-${kind}`, [], { offers: [offer(`p-${kind}`, upstreams.find((upstream) => upstream.kind === kind)!.upstreamModel)] }));
+    models.push(model('genai/no-content', [], { offers: [offer('p-openai', 'gpt-4.1-mini')] }));
     models.push(model('genai/failover', [], { offers: [offer('p-dead', 'dead-model'), offer('p-openai', 'gpt-4.1-mini')] }));
     models.push(model('genai/embed', [], { offers: [{ providerId: 'p-openai', upstreamModel: 'text-embedding-3-small', endpoints: ['embeddings'] }] }));
     // The kinds with image generation and transcription (OpenAI's API and Azure's deployments), and OpenAI's moderations.
@@ -145,11 +153,19 @@ describe('OpenTelemetry GenAI conventions: one CLIENT span and the client metric
       providerSecrets: Object.assign({}, ...upstreams.map((upstream) => upstream.secrets)), attemptTimeoutMs: 10_000, maxAttempts: 3,
     });
     client = routerClient(service.address);
+    // The operator's opt-in, as the option (the variable is read when the option is unset: gen-ai-content.test.ts).
+    contentService = await startRoutingService({
+      listenAddress: '127.0.0.1:0', catalogAddress: catalog.address, bus: testBus.bus, logger: testLogger('routing-content'), captureMessageContent: true,
+      providerSecrets: Object.assign({}, ...upstreams.map((upstream) => upstream.secrets)), attemptTimeoutMs: 10_000, maxAttempts: 3,
+    });
+    contentClient = routerClient(contentService.address);
   }, 60_000);
 
   afterAll(async () => {
     client?.close();
+    contentClient?.close();
     await service?.stop();
+    await contentService?.stop();
     await catalog?.stop();
     await testBus?.destroy();
     await stopTelemetry?.();
@@ -264,6 +280,64 @@ describe('OpenTelemetry GenAI conventions: one CLIENT span and the client metric
     expect(span!.attributes['error.type']).toBeUndefined();
     // Read from the stream's usage part (Anthropic: from message_start), not from every frame.
     expectResponseNames(span!, upstream);
+  });
+
+  /** A conversation with every kind of message: instructions, a tool call, its result, a tool definition. */
+  const conversation = (modelId: string, question: string) => chatRequest(modelId, question, {
+    messages: [
+      { role: 'system', content: [{ part: { $case: 'text', value: 'You are terse.' } }], toolCalls: [], toolCallId: '', reasoning: [], isError: false },
+      { role: 'user', content: [{ part: { $case: 'text', value: 'Weather in Paris?' } }], toolCalls: [], toolCallId: '', reasoning: [], isError: false },
+      { role: 'assistant', content: [], toolCalls: [{ id: 'call_1', name: 'get_weather', arguments: '{"city":"Paris"}' }], toolCallId: '', reasoning: [], isError: false },
+      { role: 'tool', content: [{ part: { $case: 'text', value: 'sunny, 21C' } }], toolCalls: [], toolCallId: 'call_1', reasoning: [], isError: false },
+      { role: 'user', content: [{ part: { $case: 'text', value: question } }], toolCalls: [], toolCallId: '', reasoning: [], isError: false },
+    ],
+    tools: [{ name: 'get_weather', description: 'The weather in a city.', parameters: '{"type":"object","properties":{"city":{"type":"string"}}}' }],
+  });
+
+  /** The content attributes of a span recorded with the opt-in: each a JSON string in the conventions' schema. */
+  const expectContent = (span: CollectedSpan, question: string, answer: string, finishReason: string) => {
+    const parse = (name: string): unknown => {
+      const value = span.attributes[name];
+      expect(typeof value, name).toBe('string');
+      return JSON.parse(value as string);
+    };
+    expect(parse('gen_ai.system_instructions')).toEqual([{ type: 'text', content: 'You are terse.' }]);
+    expect(parse('gen_ai.input.messages')).toEqual([
+      { role: 'user', parts: [{ type: 'text', content: 'Weather in Paris?' }] },
+      { role: 'assistant', parts: [{ type: 'tool_call', id: 'call_1', name: 'get_weather', arguments: { city: 'Paris' } }] },
+      { role: 'tool', parts: [{ type: 'tool_call_response', id: 'call_1', response: 'sunny, 21C' }] },
+      { role: 'user', parts: [{ type: 'text', content: question }] },
+    ]);
+    expect(parse('gen_ai.tool.definitions')).toEqual([
+      { type: 'function', name: 'get_weather', description: 'The weather in a city.', parameters: { type: 'object', properties: { city: { type: 'string' } } } },
+    ]);
+    expect(parse('gen_ai.output.messages')).toEqual([{ role: 'assistant', parts: [{ type: 'text', content: answer }], finish_reason: finishReason }]);
+  };
+
+  it.each(CONTENT_KINDS)('%s: with the operator\'s opt-in, a unary chat\'s span carries its messages, instructions, tools and answer', async (kind) => {
+    const modelId = `genai/content-${kind}`;
+    const response = await contentClient.chat(conversation(modelId, 'Unary content?'));
+    const answer = response.choices[0]!.message!.content;
+    expect(answer.length).toBeGreaterThan(0);
+    const [span] = await attemptSpans(modelId, false);
+    expectContent(span!, 'Unary content?', answer, 'stop');
+  });
+
+  it.each(CONTENT_KINDS)('%s: with the operator\'s opt-in, a streamed chat\'s span carries the answer it delivered, once at its end', async (kind) => {
+    const modelId = `genai/content-${kind}`;
+    const { text, error } = await drain(contentClient.chatStream({ chat: conversation(modelId, 'Streamed content?'), combinedStart: false }));
+    expect(error).toBeUndefined();
+    expect(text.length).toBeGreaterThan(0);
+    const [span] = await attemptSpans(modelId, true);
+    expectContent(span!, 'Streamed content?', text, 'stop');
+  });
+
+  it('without the opt-in, the same conversation leaves no content on the span', async () => {
+    const response = await client.chat(conversation('genai/no-content', 'No content here?'));
+    expect(response.choices[0]!.message!.content.length).toBeGreaterThan(0);
+    const [span] = await attemptSpans('genai/no-content', false);
+    expect(Object.keys(span!.attributes).some((key) => /messages|instructions|definitions|content/.test(key))).toBe(false);
+    expect(JSON.stringify(span!.attributes)).not.toMatch(/No content here|get_weather|You are terse|sunny/);
   });
 
   it('reports cache reads, cache writes and reasoning tokens with the conventions\' names', async () => {
@@ -382,9 +456,11 @@ describe('OpenTelemetry GenAI conventions: one CLIENT span and the client metric
       const duration = await latestPoint('gen_ai.client.inference.duration', base, (point) => expect(point.count, kind).toBeGreaterThanOrEqual(2));
       expect(duration).toMatchObject({ type: 'histogram', unit: 's', bounds: DURATION_BOUNDS, attributes: { 'server.address': '127.0.0.1', 'server.port': portOf(upstream.url) } });
       expect(duration.attributes['error.type']).toBeUndefined();
-      // Streams only: one time to first chunk per streamed attempt.
-      const firstChunk = await latestPoint('gen_ai.client.inference.time_to_first_chunk', base);
-      expect(firstChunk).toMatchObject({ type: 'histogram', unit: 's', bounds: DURATION_BOUNDS, count: 1 });
+      // Streams only: one time to first chunk per streamed attempt (the content service's streams add theirs:
+      // both services export through this process's one meter provider, with the same attributes).
+      const streams = (CONTENT_KINDS as readonly string[]).includes(kind) ? 2 : 1;
+      const firstChunk = await latestPoint('gen_ai.client.inference.time_to_first_chunk', base, (point) => expect(point.count, kind).toBe(streams));
+      expect(firstChunk).toMatchObject({ type: 'histogram', unit: 's', bounds: DURATION_BOUNDS, count: streams });
       expect(firstChunk.sum).toBeGreaterThan(0);
       for (const type of ['input', 'output']) {
         const tokens = await latestPoint('gen_ai.client.token.usage', { ...base, 'gen_ai.token.type': type }, (point) => expect(point.count).toBeGreaterThanOrEqual(2));

@@ -44,6 +44,11 @@ export const GEN_AI = {
   tokenType: 'gen_ai.token.type',
   tokenModality: 'gen_ai.token.modality',
   errorType: 'error.type',
+  // Opt-in content (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT): JSON in the conventions' message schema.
+  systemInstructions: 'gen_ai.system_instructions',
+  inputMessages: 'gen_ai.input.messages',
+  outputMessages: 'gen_ai.output.messages',
+  toolDefinitions: 'gen_ai.tool.definitions',
   serverAddress: 'server.address',
   serverPort: 'server.port',
 } as const;
@@ -80,6 +85,9 @@ export function genAiProviderName(kind: string): string {
     default: return kind;
   }
 }
+
+/** The variable the OpenTelemetry GenAI instrumentations read to record message content (off unless `true`). */
+export const CAPTURE_MESSAGE_CONTENT_ENV = 'OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT';
 
 /** `error.type` of an attempt the caller cancelled (the others are the ProviderError kind). */
 export const ERROR_TYPE_CANCELLED = 'cancelled';

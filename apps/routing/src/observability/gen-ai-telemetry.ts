@@ -7,6 +7,7 @@ import {
   ERROR_TYPE_CANCELLED, GEN_AI, GEN_AI_COUNTERS, GEN_AI_HISTOGRAMS, GEN_AI_LABELS, genAiOperationName,
   type GenAiMetricName, type GenAiUpstream,
 } from './gen-ai-conventions.js';
+import { inputContentAttributes, outputMessagesAttribute, type AnswerChoice } from './gen-ai-content.js';
 
 /*
  * One upstream attempt as the OpenTelemetry GenAI semantic conventions describe it: a CLIENT span named
@@ -20,8 +21,12 @@ import {
  * label and attribute sets are made once per (operation, provider, model, server[, error, token type]).
  * With neither a metrics registry, OTLP metrics nor tracing, `begin` returns undefined and nothing is made.
  *
- * Message content (prompts, answers, tool arguments: the conventions' opt-in gen_ai.input.messages,
- * gen_ai.output.messages, gen_ai.system_instructions) is never recorded: there is no switch for it.
+ * Message content (prompts, answers, tool arguments and definitions: the conventions' opt-in
+ * gen_ai.system_instructions, gen_ai.input.messages, gen_ai.output.messages, gen_ai.tool.definitions) is
+ * recorded on a chat attempt's span only when the operator opted in (`captureMessageContent`, from
+ * OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT) and tracing is on: the request's when the span starts,
+ * the answer's once when it ends (a stream's from what it delivered; gen-ai-content.ts). Off, nothing of it
+ * is made.
  */
 
 /** What an attempt is, as its span and metrics describe it. */
@@ -53,6 +58,13 @@ export interface GenAiResponse {
   /** The provider's name for its answer (gen_ai.response.id) and the model that produced it (gen_ai.response.model); '' or absent when it sent none. */
   id?: string | undefined;
   model?: string | undefined;
+  /** Chat: what the answer said (a stream: what it delivered), read only when content is recorded. */
+  output?: (() => readonly AnswerChoice[]) | undefined;
+}
+
+export interface GenAiTelemetryOptions {
+  /** Record message content on chat attempt spans (when tracing): the operator's opt-in. Default off. */
+  captureMessageContent?: boolean | undefined;
 }
 
 /**
@@ -137,8 +149,11 @@ export class GenAiTelemetry {
   /** Per catalog offer object, per operation: made once, collected with the catalog snapshot that held the offer. */
   private readonly labelSets = new WeakMap<object, Map<string, AttemptLabels>>();
 
-  constructor(registry: Registry | undefined) {
+  private readonly captureContent: boolean;
+
+  constructor(registry: Registry | undefined, options: GenAiTelemetryOptions = {}) {
     this.prom = registry === undefined ? undefined : promInstruments(registry);
+    this.captureContent = options.captureMessageContent === true;
   }
 
   /** An attempt's telemetry from its start; undefined when nothing would record it. */
@@ -148,8 +163,9 @@ export class GenAiTelemetry {
     if (!tracing && !otelMetrics && this.prom === undefined) return undefined;
     if (otelMetrics) this.otel ??= otelInstruments();
     const operation = genAiOperationName(start.endpoint);
-    const span = tracing ? startAttemptSpan(operation, start) : undefined;
-    return new GenAiAttempt(this, this.labelsFor(operation, start), start.stream, span);
+    const content = tracing && this.captureContent && start.request !== undefined;
+    const span = tracing ? startAttemptSpan(operation, start, content) : undefined;
+    return new GenAiAttempt(this, this.labelsFor(operation, start), start.stream, span, content);
   }
 
   private labelsFor(operation: string, start: GenAiAttemptStart): AttemptLabels {
@@ -263,6 +279,8 @@ export class GenAiAttempt {
     private readonly stream: boolean,
     /** The attempt's CLIENT span, when tracing. */
     readonly span: Span | undefined,
+    /** Message content goes on the span (the opt-in, tracing, a chat request). */
+    private readonly content = false,
   ) {}
 
   /** The context to make the attempt's call in: its span the parent of the upstream HTTP span. */
@@ -307,6 +325,7 @@ export class GenAiAttempt {
     if (response?.finishReasons !== undefined && response.finishReasons.length > 0) attributes[GEN_AI.responseFinishReasons] = [...response.finishReasons];
     if (response?.id) attributes[GEN_AI.responseId] = response.id;
     if (response?.model) attributes[GEN_AI.responseModel] = response.model;
+    if (this.content && response?.output !== undefined) attributes[GEN_AI.outputMessages] = outputMessagesAttribute(response.output());
     const usage = response?.usage;
     if (usage !== undefined) {
       attributes[GEN_AI.usageInputTokens] = usage.inputTokens;
@@ -326,7 +345,7 @@ export class GenAiAttempt {
 }
 
 /** The attempt's CLIENT span, child of the active one (the request's routing span), with its request attributes. */
-function startAttemptSpan(operation: string, start: GenAiAttemptStart): Span {
+function startAttemptSpan(operation: string, start: GenAiAttemptStart, content: boolean): Span {
   const { upstream, request } = start;
   // The attributes the conventions want at creation (sampling decisions), then the recommended ones.
   const attributes: OtelAttributes = {
@@ -343,7 +362,10 @@ function startAttemptSpan(operation: string, start: GenAiAttemptStart): Span {
     attributes[GEN_AI.serverAddress] = upstream.serverAddress;
     attributes[GEN_AI.serverPort] = upstream.serverPort;
   }
-  if (request !== undefined) requestAttributes(request, attributes);
+  if (request !== undefined) {
+    requestAttributes(request, attributes);
+    if (content) inputContentAttributes(request, attributes);
+  }
   return tracer().startSpan(`${operation} ${start.requestModel}`, { kind: SpanKind.CLIENT, attributes });
 }
 

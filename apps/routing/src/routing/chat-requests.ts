@@ -1,5 +1,6 @@
 import { CANCELLED_FINISH_REASON, ErrorReason, GatewayError, GrpcStatus, type CallerSignal } from '@gateway/platform';
 import { UsageOutcome, type ChatRequest, type ChatResponse, type ChatStreamDelta, type ChatStreamResponse, type Usage, type UsageEvent } from '@gateway/proto';
+import { answerChoices } from '../observability/gen-ai-content.js';
 import type { GenAiResponse } from '../observability/gen-ai-telemetry.js';
 import { ProviderError, type AdapterChatRequest, type AdapterChatResult, type AdapterResponseIdentity, type AdapterStreamPart } from '../providers/provider-adapter.js';
 import type { Candidate } from '../strategies/index.js';
@@ -185,12 +186,12 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
         // sample). The finally charges what was delivered.
         if (error instanceof GatewayError) {
           // A verdict on the request, not the provider's failure: counted in the metric, not in health.
-          opened.finish('failed_after_content', new ProviderError('rejected', error.message, 0, { cause: error }), { usage: meter(), finishReasons: ERROR_FINISH, chunks: delivered.changes, id: identity?.id, model: identity?.model });
+          opened.finish('failed_after_content', new ProviderError('rejected', error.message, 0, { cause: error }), { usage: meter(), finishReasons: ERROR_FINISH, chunks: delivered.changes, id: identity?.id, model: identity?.model, output: () => delivered.choices(ERROR_FINISH[0]) });
           throw error;
         }
         if (signal.aborted) { hold.cancelled = true; opened.finish('cancelled'); return; }
         const failure = attemptFailure(error, control);
-        opened.finish('failed_after_content', failure, { usage: meter(), finishReasons: ERROR_FINISH, chunks: delivered.changes, id: identity?.id, model: identity?.model });
+        opened.finish('failed_after_content', failure, { usage: meter(), finishReasons: ERROR_FINISH, chunks: delivered.changes, id: identity?.id, model: identity?.model, output: () => delivered.choices(ERROR_FINISH[0]) });
         logger.warn({ provider: providerId, failure: failure.message }, 'stream failed after content was sent');
         await settleServed().stored;
         if (!failure.retryable) throw verdictError(failure);
@@ -209,7 +210,8 @@ export async function* chatStream(core: RoutingCore, raw: ChatRequest, signal: C
     core.settling.add(stored);
     void stored.finally(() => core.settling.delete(stored));
     opened.finish('success', { ttftMs, outputTokens: usage.outputTokens, durationMs: Date.now() - firstPartAt },
-      { usage, finishReasons: hold.finishReason === '' ? undefined : [hold.finishReason], chunks: delivered.changes, id: identity?.id, model: identity?.model });
+      { usage, finishReasons: hold.finishReason === '' ? undefined : [hold.finishReason], chunks: delivered.changes, id: identity?.id, model: identity?.model,
+        output: () => delivered.choices(hold.finishReason) });
     if (event) yield { event: { $case: 'settlement', value: event } };
     yield { event: { $case: 'usage', value: usage } };
     await stored;
@@ -247,6 +249,7 @@ const CHAT_POLICY: FailoverPolicy<{ answer: AdapterChatResult; usage: Usage }> =
   sample: (served, durationMs): HealthSample => ({ outputTokens: served.usage.outputTokens, durationMs }),
   response: (served): GenAiResponse => ({
     usage: served.usage, finishReasons: served.answer.choices.map((choice) => choice.finishReason), id: served.answer.response?.id, model: served.answer.response?.model,
+    output: () => answerChoices(served.answer.choices),
   }),
 };
 /** The conventions' finish reason of a generation that ended abnormally. */

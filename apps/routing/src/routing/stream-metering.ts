@@ -1,4 +1,5 @@
 import type { ChatRequest, Usage } from '@gateway/proto';
+import type { AnswerChoice } from '../observability/gen-ai-content.js';
 import type { AdapterStreamPart } from '../providers/provider-adapter.js';
 import { countInputTokens, countTextTokens, meterCounted, type DeliveredOutput } from '../usage/token-counter.js';
 
@@ -8,7 +9,8 @@ export class DeliveredContent {
   changes = 0;
   private readonly content = new Map<number, string>();
   private readonly reasoning = new Map<number, string>();
-  private readonly toolCalls = new Map<string, { name: string; arguments: string }>();
+  /** By `choice:index`; the id and name from the call's first delta that has them. */
+  private readonly toolCalls = new Map<string, { id: string; name: string; arguments: string }>();
   /** Checkpoints only (long streams): the prompt's count, and how much of each text is already counted. */
   private inputTokens = -1;
   private outputTokens = 0;
@@ -20,8 +22,8 @@ export class DeliveredContent {
     if (part.reasoning) this.reasoning.set(part.choiceIndex, (this.reasoning.get(part.choiceIndex) ?? '') + part.reasoning);
     for (const call of part.toolCalls) {
       const key = `${part.choiceIndex}:${call.index}`;
-      const existing = this.toolCalls.get(key) ?? { name: '', arguments: '' };
-      this.toolCalls.set(key, { name: existing.name || call.name, arguments: existing.arguments + call.arguments });
+      const existing = this.toolCalls.get(key) ?? { id: '', name: '', arguments: '' };
+      this.toolCalls.set(key, { id: existing.id || call.id, name: existing.name || call.name, arguments: existing.arguments + call.arguments });
     }
   }
 
@@ -31,6 +33,26 @@ export class DeliveredContent {
       reasoning: [...this.reasoning.values()].join(''),
       toolCalls: [...this.toolCalls.values()],
     };
+  }
+
+  /**
+   * What was delivered, per choice in index order, for the attempt's span when message content is recorded
+   * (read once, at the stream's end). `finishReason`: the stream's.
+   */
+  choices(finishReason: string): AnswerChoice[] {
+    const byIndex = new Map<number, AnswerChoice & { toolCalls: AnswerChoice['toolCalls'][number][] }>();
+    const choice = (index: number) => {
+      let found = byIndex.get(index);
+      if (found === undefined) {
+        found = { content: '', reasoning: '', toolCalls: [], finishReason };
+        byIndex.set(index, found);
+      }
+      return found;
+    };
+    for (const [index, text] of this.content) choice(index).content = text;
+    for (const [index, text] of this.reasoning) choice(index).reasoning = text;
+    for (const [key, call] of this.toolCalls) choice(Number(key.slice(0, key.indexOf(':')))).toolCalls.push(call);
+    return [...byIndex.entries()].sort(([a], [b]) => a - b).map(([, found]) => found);
   }
 
   /**
