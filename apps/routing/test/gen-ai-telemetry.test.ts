@@ -367,7 +367,7 @@ describe('OpenTelemetry GenAI conventions: one CLIENT span and the client metric
     expect(failed!.attributes['gen_ai.response.id']).toBeUndefined();
     expect(served!.attributes['gen_ai.response.id']).toMatch(/^chatcmpl-fake\d+$/);
     // The failed attempt's duration carries its error.type (OTLP).
-    await latestPoint('gen_ai.client.inference.duration', { 'gen_ai.request.model': 'dead-model', 'error.type': 'connection' }, (point) => {
+    await latestPoint('gen_ai.client.operation.duration', { 'gen_ai.request.model': 'dead-model', 'error.type': 'connection' }, (point) => {
       expect(point.count).toBeGreaterThanOrEqual(1);
     });
   });
@@ -433,7 +433,7 @@ describe('OpenTelemetry GenAI conventions: one CLIENT span and the client metric
     expect(span!).toMatchObject({ name: 'generate_content whisper', kind: SPAN_KIND.client });
     expect(span!.attributes['gen_ai.usage.input_tokens']).toBeUndefined();
     expect(span!.attributes['gen_ai.usage.output_tokens']).toBeUndefined();
-    await latestPoint('gen_ai.client.inference.duration', { 'gen_ai.request.model': 'whisper', 'gen_ai.provider.name': span!.attributes['gen_ai.provider.name'] }, (point) => expect(point.count).toBe(1));
+    await latestPoint('gen_ai.client.operation.duration', { 'gen_ai.request.model': 'whisper', 'gen_ai.provider.name': span!.attributes['gen_ai.provider.name'] }, (point) => expect(point.count).toBe(1));
     expect(collector.metrics.some((point) => point.name === 'gen_ai.client.token.usage' && point.attributes['gen_ai.request.model'] === 'whisper')).toBe(false);
   });
 
@@ -453,13 +453,13 @@ describe('OpenTelemetry GenAI conventions: one CLIENT span and the client metric
   it('exports the client metrics over OTLP: names, units, bucket boundaries and attributes for every upstream kind', async () => {
     for (const [kind, upstream] of kinds()) {
       const base = { 'gen_ai.operation.name': 'chat', 'gen_ai.provider.name': upstream.providerName, 'gen_ai.request.model': upstream.upstreamModel };
-      const duration = await latestPoint('gen_ai.client.inference.duration', base, (point) => expect(point.count, kind).toBeGreaterThanOrEqual(2));
+      const duration = await latestPoint('gen_ai.client.operation.duration', base, (point) => expect(point.count, kind).toBeGreaterThanOrEqual(2));
       expect(duration).toMatchObject({ type: 'histogram', unit: 's', bounds: DURATION_BOUNDS, attributes: { 'server.address': '127.0.0.1', 'server.port': portOf(upstream.url) } });
       expect(duration.attributes['error.type']).toBeUndefined();
       // Streams only: one time to first chunk per streamed attempt (the content service's streams add theirs:
       // both services export through this process's one meter provider, with the same attributes).
       const streams = (CONTENT_KINDS as readonly string[]).includes(kind) ? 2 : 1;
-      const firstChunk = await latestPoint('gen_ai.client.inference.time_to_first_chunk', base, (point) => expect(point.count, kind).toBe(streams));
+      const firstChunk = await latestPoint('gen_ai.client.operation.time_to_first_chunk', base, (point) => expect(point.count, kind).toBe(streams));
       expect(firstChunk).toMatchObject({ type: 'histogram', unit: 's', bounds: DURATION_BOUNDS, count: streams });
       expect(firstChunk.sum).toBeGreaterThan(0);
       for (const type of ['input', 'output']) {
@@ -479,7 +479,7 @@ describe('OpenTelemetry GenAI conventions: one CLIENT span and the client metric
       await latestPoint('gen_ai.client.inference.usage.output_tokens', base, (point) => expect(point).toMatchObject({ type: 'sum', monotonic: true, unit: '{token}' }));
     }
     // Time per output chunk: from the streams that sent more than one chunk (the OpenAI fake streams word by word).
-    const perChunk = await latestPoint('gen_ai.client.inference.time_per_output_chunk', { 'gen_ai.provider.name': 'openai', 'gen_ai.request.model': 'gpt-4.1-mini' });
+    const perChunk = await latestPoint('gen_ai.client.operation.time_per_output_chunk', { 'gen_ai.provider.name': 'openai', 'gen_ai.request.model': 'gpt-4.1-mini' });
     expect(perChunk).toMatchObject({ type: 'histogram', unit: 's', bounds: DURATION_BOUNDS });
     expect(perChunk.count).toBeGreaterThanOrEqual(1);
     // Cache and reasoning counters, as subsets of input and output.
@@ -494,10 +494,10 @@ describe('OpenTelemetry GenAI conventions: one CLIENT span and the client metric
       samples.filter((sample) => sample.name === name && Object.entries(labels).every(([key, value]) => sample.labels[key] === value));
     for (const [kind, upstream] of kinds()) {
       const labels = { gen_ai_operation_name: 'chat', gen_ai_provider_name: upstream.providerName, gen_ai_request_model: upstream.upstreamModel, server_address: '127.0.0.1', server_port: String(portOf(upstream.url)) };
-      const served = find('gen_ai_client_inference_duration_seconds_count', labels).filter((sample) => sample.labels.error_type === undefined);
+      const served = find('gen_ai_client_operation_duration_seconds_count', labels).filter((sample) => sample.labels.error_type === undefined);
       expect(served.reduce((sum, sample) => sum + sample.value, 0), kind).toBeGreaterThanOrEqual(2);
-      expect(find('gen_ai_client_inference_duration_seconds_bucket', { ...labels, le: '81.92' }).length, kind).toBeGreaterThan(0);
-      expect(find('gen_ai_client_inference_time_to_first_chunk_seconds_count', labels)[0]?.value, kind).toBe(1);
+      expect(find('gen_ai_client_operation_duration_seconds_bucket', { ...labels, le: '81.92' }).length, kind).toBeGreaterThan(0);
+      expect(find('gen_ai_client_operation_time_to_first_chunk_seconds_count', labels)[0]?.value, kind).toBe(1);
       expect(find('gen_ai_client_token_usage_count', { ...labels, gen_ai_token_type: 'input' })[0]?.value, kind).toBeGreaterThanOrEqual(2);
       expect(find('gen_ai_client_token_usage_bucket', { ...labels, gen_ai_token_type: 'output', le: '67108864' }).length, kind).toBe(1);
       for (const type of ['input', 'output']) {
@@ -509,8 +509,8 @@ describe('OpenTelemetry GenAI conventions: one CLIENT span and the client metric
       expect(find('gen_ai_client_inference_usage_input_tokens_total', labels).reduce((sum, sample) => sum + sample.value, 0), kind).toBeGreaterThan(0);
       expect(find('gen_ai_client_inference_usage_output_tokens_total', labels).reduce((sum, sample) => sum + sample.value, 0), kind).toBeGreaterThan(0);
     }
-    expect(find('gen_ai_client_inference_duration_seconds_count', { gen_ai_request_model: 'dead-model', error_type: 'connection' })[0]?.value).toBe(1);
-    expect(find('gen_ai_client_inference_time_per_output_chunk_seconds_count', { gen_ai_provider_name: 'openai' })[0]?.value).toBeGreaterThanOrEqual(1);
+    expect(find('gen_ai_client_operation_duration_seconds_count', { gen_ai_request_model: 'dead-model', error_type: 'connection' })[0]?.value).toBe(1);
+    expect(find('gen_ai_client_operation_time_per_output_chunk_seconds_count', { gen_ai_provider_name: 'openai' })[0]?.value).toBeGreaterThanOrEqual(1);
     expect(find('gen_ai_client_inference_usage_cache_read_input_tokens_total', { gen_ai_provider_name: 'anthropic' })[0]?.value).toBeGreaterThanOrEqual(30);
     expect(find('gen_ai_client_inference_usage_reasoning_output_tokens_total', { gen_ai_provider_name: 'openai' })[0]?.value).toBeGreaterThanOrEqual(3);
   });

@@ -133,9 +133,9 @@ describe('one trace per request across every process', () => {
   it('exports the GenAI client metrics over OTLP from the routing process (OTEL_EXPORTER_OTLP_ENDPOINT alone turns them on)', async () => {
     await streamOnce('metrics please');
     await eventually(async () => {
-      const duration = collector.metrics.filter((point) => point.service === 'gateway-routing' && point.name === 'gen_ai.client.inference.duration'
+      const duration = collector.metrics.filter((point) => point.service === 'gateway-routing' && point.name === 'gen_ai.client.operation.duration'
         && point.attributes['gen_ai.request.model'] === 'crash-model');
-      expect(duration.length, 'routing exported gen_ai.client.inference.duration').toBeGreaterThan(0);
+      expect(duration.length, 'routing exported gen_ai.client.operation.duration').toBeGreaterThan(0);
       expect(duration.at(-1)).toMatchObject({ type: 'histogram', unit: 's', attributes: { 'gen_ai.operation.name': 'chat', 'gen_ai.provider.name': 'openai' } });
     }, 20_000, 100);
   });

@@ -30,9 +30,9 @@ describe('GenAI conventions: what a catalog provider and an endpoint are called'
 
   it('names each metric on the Prometheus scrape as the OpenTelemetry-to-Prometheus translation does', () => {
     expect(Object.values({ ...GEN_AI_HISTOGRAMS, ...GEN_AI_COUNTERS }).map((metric) => [metric.otel, metric.prometheus])).toEqual([
-      ['gen_ai.client.inference.duration', 'gen_ai_client_inference_duration_seconds'],
-      ['gen_ai.client.inference.time_to_first_chunk', 'gen_ai_client_inference_time_to_first_chunk_seconds'],
-      ['gen_ai.client.inference.time_per_output_chunk', 'gen_ai_client_inference_time_per_output_chunk_seconds'],
+      ['gen_ai.client.operation.duration', 'gen_ai_client_operation_duration_seconds'],
+      ['gen_ai.client.operation.time_to_first_chunk', 'gen_ai_client_operation_time_to_first_chunk_seconds'],
+      ['gen_ai.client.operation.time_per_output_chunk', 'gen_ai_client_operation_time_per_output_chunk_seconds'],
       ['gen_ai.client.token.usage', 'gen_ai_client_token_usage'],
       ['gen_ai.client.inference.operation.input_tokens', 'gen_ai_client_inference_operation_input_tokens'],
       ['gen_ai.client.inference.operation.output_tokens', 'gen_ai_client_inference_operation_output_tokens'],

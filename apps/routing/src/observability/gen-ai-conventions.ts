@@ -7,12 +7,12 @@ import type { Provider } from '@gateway/proto';
  * gateway spells a `gen_ai.*` name.
  *
  * Checked against the conventions repository's docs/gen-ai as its v0.1.0 tag and main branch have them
- * (client-inference.md, gen-ai-token-metrics.md, gen-ai-metrics.md): client-inference.md names the
- * inference duration histograms `gen_ai.client.inference.{duration,time_to_first_chunk,time_per_output_chunk}`
- * (the earlier drafts' `gen_ai.client.operation.*`) and adds the per-operation token histograms
- * `gen_ai.client.inference.operation.{input,output}_tokens`. `gen_ai.client.token.usage` (by
- * gen_ai.token.type) is from the earlier drafts; it is kept beside them because dashboards built on those
- * read it.
+ * (gen-ai-metrics.md, client-inference.md, gen-ai-token-metrics.md). The duration histograms keep the names
+ * of the metrics page (gen-ai-metrics.md), which issue 40 names too: `gen_ai.client.operation.{duration,
+ * time_to_first_chunk,time_per_output_chunk}`; the newer client-inference.md draft calls them
+ * `gen_ai.client.inference.*` — a change of the three strings below once the metrics page follows. The
+ * per-operation token histograms `gen_ai.client.inference.operation.{input,output}_tokens` are that draft's;
+ * `gen_ai.client.token.usage` (by gen_ai.token.type) the metrics page's.
  */
 
 // ---- span -----------------------------------------------------------------------------------------
@@ -131,10 +131,10 @@ function tokenCounterName(otel: string, description: string): GenAiMetricName {
 }
 
 export const GEN_AI_HISTOGRAMS = {
-  duration: histogramName('gen_ai.client.inference.duration', 's', GEN_AI_DURATION_BUCKETS,
+  duration: histogramName('gen_ai.client.operation.duration', 's', GEN_AI_DURATION_BUCKETS,
     'GenAI operation duration: one upstream attempt, from its start to its answer (a stream: to its end) or its error.'),
-  timeToFirstChunk: histogramName('gen_ai.client.inference.time_to_first_chunk', 's', GEN_AI_DURATION_BUCKETS, 'Time from the start of a streamed attempt to its first chunk of content.'),
-  timePerOutputChunk: histogramName('gen_ai.client.inference.time_per_output_chunk', 's', GEN_AI_DURATION_BUCKETS,
+  timeToFirstChunk: histogramName('gen_ai.client.operation.time_to_first_chunk', 's', GEN_AI_DURATION_BUCKETS, 'Time from the start of a streamed attempt to its first chunk of content.'),
+  timePerOutputChunk: histogramName('gen_ai.client.operation.time_per_output_chunk', 's', GEN_AI_DURATION_BUCKETS,
     'Mean time between the chunks of a streamed attempt after its first one (one value per stream).'),
   tokenUsage: histogramName('gen_ai.client.token.usage', '{token}', GEN_AI_TOKEN_BUCKETS, 'Input and output tokens of one attempt, by gen_ai.token.type.'),
   operationInputTokens: histogramName('gen_ai.client.inference.operation.input_tokens', '{token}', GEN_AI_TOKEN_BUCKETS,
