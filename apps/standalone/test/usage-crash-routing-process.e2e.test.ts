@@ -7,7 +7,7 @@ import OpenAI from 'openai';
 import { runGatewayctl } from '@gateway/gatewayctl';
 import { createTestBus, createTestDatabase, natsUrl, startFakeUpstream, type FakeUpstream, type TestBus, type TestDatabase, TEST_ADMIN_TOKEN } from '@gateway/testing';
 import {
-  CRASH_MODEL, UPSTREAM_KEY_ENV, crashCatalog, crashUpstreamScript, expectChargedOnce, followStream, untilKillPoint, type StreamKind,
+  CRASH_MODEL, UPSTREAM_KEY_ENV, crashCatalog, crashUpstreamScript, expectChargedOnce, followStream, untilKillPoint, type FollowedStream, type StreamKind,
 } from './crash-streams.js';
 import { startProcessStack, type ProcessStack } from './process-stack.js';
 
@@ -82,6 +82,16 @@ describe('routing process killed with streams in flight', () => {
   let directory: string;
   let stack: ProcessStack;
   const gatewayctl = () => gatewayctlFor(stack.addresses);
+  /** SIGKILLs the routing process and waits for it to exit and for every followed stream to end; returns when it was killed. */
+  const killRouting = async (streams: FollowedStream[]): Promise<number> => {
+    const routing = stack.running.get('routing')!;
+    const exited = new Promise((resolve) => routing.once('exit', resolve));
+    const killedAt = Date.now();
+    routing.kill('SIGKILL');
+    await exited;
+    await Promise.all(streams.map((stream) => stream.finished));
+    return killedAt;
+  };
 
   beforeAll(async () => {
     database = await createTestDatabase();
@@ -124,12 +134,7 @@ describe('routing process killed with streams in flight', () => {
     const streams = await Promise.all(kinds.map((kind) => followStream(client, kind)));
     await untilKillPoint(streams);
 
-    const routing = stack.running.get('routing')!;
-    const exited = new Promise((resolve) => routing.once('exit', resolve));
-    const killedAt = Date.now();
-    routing.kill('SIGKILL');
-    await exited;
-    await Promise.all(streams.map((stream) => stream.finished));
+    const killedAt = await killRouting(streams);
 
     stack.launch('routing', { NATS_URL: natsUrl });
     await stack.untilServing('routing');
@@ -162,12 +167,7 @@ describe('routing process killed with streams in flight', () => {
       const streams = await Promise.all(Array.from({ length: 5 }, () => followStream(client, 'short')));
       await untilKillPoint(streams);
 
-      const routing = stack.running.get('routing')!;
-      const exited = new Promise((resolve) => routing.once('exit', resolve));
-      const killedAt = Date.now();
-      routing.kill('SIGKILL');
-      await exited;
-      await Promise.all(streams.map((stream) => stream.finished));
+      const killedAt = await killRouting(streams);
       // Every client got its whole answer, end included, before the kill.
       expect(streams.every((stream) => stream.complete)).toBe(true);
 
