@@ -173,5 +173,5 @@ export type ChatCompletionRequest = z.infer<typeof chatCompletionRequest>;
 export function parseChatCompletionRequest(body: unknown): ChatCompletionRequest {
   const json = primaryModelFromModels(body);
   // The usual body (a model, text messages, scalar parameters) checked by hand; any other by the schema.
-  return plainChatRequest(json) ?? parseBody(chatCompletionRequest, json);
+  return (plainChatRequest(json) as ChatCompletionRequest | undefined) ?? parseBody(chatCompletionRequest, json);
 }
