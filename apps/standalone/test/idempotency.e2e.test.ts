@@ -206,7 +206,8 @@ describe('Idempotency-Key, end to end', () => {
     const first = await post(alice, key, body, { path: '/v1/messages', headers: beta });
     expect(first.status).toBe(200);
     const firstText = await first.text();
-    for (const headers of [{}, { 'anthropic-beta': 'token-efficient-tools-2025-02-19' }, { ...beta, 'x-gateway-routing-strategy': 'latency' }]) {
+    const others: Record<string, string>[] = [{}, { 'anthropic-beta': 'token-efficient-tools-2025-02-19' }, { ...beta, 'x-gateway-routing-strategy': 'latency' }];
+    for (const headers of others) {
       const other = await post(alice, key, body, { path: '/v1/messages', headers });
       expect(other.status, JSON.stringify(headers)).toBe(422);
       expect(((await other.json()) as { error: { type: string } }).error.type).toBe('invalid_request_error');
