@@ -1,7 +1,6 @@
 import { startFakeAzureOpenAIUpstream, type FakeAzureBehaviour, type FakeAzureOpenAIUpstream } from '@gateway/testing';
-import { startConnectionWatch, portOf } from '../connection-watch.js';
 import type { ContractRig, ContractSetup, ScriptedAnswer, WireReader } from '../contract-types.js';
-import { adapterFromConfig, fakeBackedRow, CONTRACT_HEADERS } from './common.js';
+import { fakeBackedRow } from './common.js';
 import { chatCompletionsWire, openAIWireFault, openaiReader } from './openai.js';
 
 /*
@@ -55,17 +54,9 @@ function azureSetup(label: string, apiVersion: string): ContractSetup {
     ...chatCompletionsWire('Azure OpenAI'),
     async start(): Promise<ContractRig> {
       const fake: FakeAzureOpenAIUpstream = await startFakeAzureOpenAIUpstream({ apiKey: KEY });
-      const watch = await startConnectionWatch(portOf(fake.url));
-      const config = {
-        id: providerId, kind: 'azure-openai', baseUrl: `http://${watch.address}`, apiVersion, apiKeyEnv: KEY_ENV,
-        headers: { ...CONTRACT_HEADERS },
-      };
-      const adapter = adapterFromConfig(config, { [KEY_ENV]: KEY });
-      const wrong = adapterFromConfig(config, { [KEY_ENV]: 'azure-wrong-key' });
+      const config = { id: providerId, kind: 'azure-openai', apiVersion, apiKeyEnv: KEY_ENV };
       return {
-        ...fakeBackedRow({ adapter, wrong, watch, fake }),
-        scripted: true,
-        providerId,
+        ...(await fakeBackedRow({ fake, config, secrets: { [KEY_ENV]: KEY }, wrongSecrets: { [KEY_ENV]: 'azure-wrong-key' } })),
         upstreamModel: DEPLOYMENT,
         embeddingModel: 'text-embedding-3-small',
         modelMaxOutputTokens: 4_096,
