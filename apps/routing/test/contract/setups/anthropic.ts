@@ -1,6 +1,6 @@
 import { startFakeAnthropicUpstream, type FakeAnthropicBehaviour, type FakeAnthropicUpstream } from '@gateway/testing';
 import type { ContractRig, ContractSetup, ReceivedRequest, ScriptedAnswer, WireReader } from '../contract-types.js';
-import { fakeBackedRow, textOf } from './common.js';
+import { fakeBackedRow, textAndToolCalls, textOf } from './common.js';
 
 /*
  * kind: anthropic against the fake Messages API (startFakeAnthropicUpstream), which checks the key,
@@ -20,8 +20,7 @@ export function anthropicBehaviourFor(answer: ScriptedAnswer): FakeAnthropicBeha
   switch (answer.type) {
     case 'answer':
       return {
-        ...(answer.text !== undefined ? { text: answer.text } : {}),
-        ...(answer.toolCalls ? { toolCalls: answer.toolCalls } : {}),
+        ...textAndToolCalls(answer),
         ...(answer.finish ? { finishReason: answer.finish } : {}),
         ...(answer.stopSequence !== undefined ? { stopSequence: answer.stopSequence } : {}),
         // Anthropic's input_tokens leaves out what was read from and written to the cache.

@@ -1,6 +1,6 @@
 import { startFakeAzureOpenAIUpstream, type FakeAzureBehaviour, type FakeAzureOpenAIUpstream } from '@gateway/testing';
 import type { ContractRig, ContractSetup, ScriptedAnswer, WireReader } from '../contract-types.js';
-import { fakeBackedRow } from './common.js';
+import { fakeBackedRow, textAndToolCalls } from './common.js';
 import { chatCompletionsWire, openAIWireFault, openaiReader } from './openai.js';
 
 /*
@@ -17,8 +17,7 @@ function behaviourFor(answer: ScriptedAnswer): FakeAzureBehaviour {
   switch (answer.type) {
     case 'answer':
       return {
-        ...(answer.text !== undefined ? { text: answer.text } : {}),
-        ...(answer.toolCalls ? { toolCalls: answer.toolCalls } : {}),
+        ...textAndToolCalls(answer),
         ...(answer.finish ? { finishReason: answer.finish } : {}),
         ...(answer.usage
           ? {

@@ -1,6 +1,6 @@
 import { startFakeBedrockUpstream, type FakeBedrockBehaviour, type FakeBedrockUpstream } from '@gateway/testing';
 import type { ContractRig, ContractSetup, ReceivedRequest, ScriptedAnswer, WireReader, WireToolChoice } from '../contract-types.js';
-import { fakeBackedRow } from './common.js';
+import { fakeBackedRow, textAndToolCalls } from './common.js';
 
 /*
  * kind: bedrock against the fake Bedrock Runtime (startFakeBedrockUpstream): Converse and ConverseStream
@@ -22,8 +22,7 @@ function behaviourFor(answer: ScriptedAnswer): FakeBedrockBehaviour {
   switch (answer.type) {
     case 'answer':
       return {
-        ...(answer.text !== undefined ? { text: answer.text } : {}),
-        ...(answer.toolCalls ? { toolCalls: answer.toolCalls } : {}),
+        ...textAndToolCalls(answer),
         ...(answer.finish ? { stopReason: STOP_REASONS[answer.finish] } : {}),
         ...(answer.stopSequence !== undefined ? { stopReason: 'stop_sequence', stopSequence: answer.stopSequence } : {}),
         // Bedrock's inputTokens leaves out the cache reads and writes.

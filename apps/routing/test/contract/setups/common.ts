@@ -2,7 +2,7 @@ import { Provider } from '@gateway/proto';
 import { createAdapter } from '../../../src/providers/create-adapter.js';
 import type { ProviderAdapter } from '../../../src/providers/provider-adapter.js';
 import { portOf, startConnectionWatch } from '../connection-watch.js';
-import type { ReceivedRequest } from '../contract-types.js';
+import type { ReceivedRequest, ScriptedAnswer, ScriptedToolCall } from '../contract-types.js';
 
 /** Static extra headers every row's config sets (catalog `headers`); the fakes must receive them. */
 export const CONTRACT_HEADERS: Readonly<Record<string, string>> = { 'x-contract-tenant': 'acme-contract' };
@@ -16,6 +16,11 @@ export function adapterFromConfig(config: Partial<Provider>, secrets: Record<str
   const adapter = createAdapter(provider, (name) => secrets[name]);
   if (!adapter) throw new Error(`createAdapter has no adapter for kind ${provider.kind}`);
   return adapter;
+}
+
+/** A scripted answer's text and tool calls, under the names the fakes take them by (all but Gemini's). */
+export function textAndToolCalls(answer: Extract<ScriptedAnswer, { type: 'answer' }>): { text?: string; toolCalls?: ScriptedToolCall[] } {
+  return { ...(answer.text !== undefined ? { text: answer.text } : {}), ...(answer.toolCalls ? { toolCalls: answer.toolCalls } : {}) };
 }
 
 /** The text of a content value written as a string or as blocks / parts carrying `text`. */

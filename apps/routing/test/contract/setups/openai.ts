@@ -1,6 +1,6 @@
 import { startFakeUpstream, type FakeBehaviour, type FakeUpstream } from '@gateway/testing';
 import type { ContractRig, ContractSetup, ScriptedAnswer, WireReader } from '../contract-types.js';
-import { fakeBackedRow, parseDataUrl, parsedOrText, textOf } from './common.js';
+import { fakeBackedRow, textAndToolCalls, parseDataUrl, parsedOrText, textOf } from './common.js';
 
 /*
  * kind: openai against the OpenAI-compatible fake (startFakeUpstream). That fake checks no API key, so
@@ -59,8 +59,7 @@ function behaviourFor(answer: ScriptedAnswer, stream: boolean): FakeBehaviour {
     case 'answer':
       if (answer.usage && answer.usage.reasoning > 0) return replayed(answer, stream);
       return {
-        ...(answer.text !== undefined ? { text: answer.text } : {}),
-        ...(answer.toolCalls ? { toolCalls: answer.toolCalls } : {}),
+        ...textAndToolCalls(answer),
         ...(answer.finish ? { finishReason: answer.finish } : {}),
         ...(answer.usage
           ? { usage: { prompt_tokens: answer.usage.input, completion_tokens: answer.usage.output, cached_tokens: answer.usage.cacheRead } }
