@@ -1,3 +1,4 @@
+import type { AccountActivityEntry, AccountKeyRecord } from '@gateway/platform/account-api';
 import { adminToken, provisioningKey, type Credential } from './session.js';
 
 // The console talks only to the public HTTP API on its own origin: the account routes with the
@@ -9,30 +10,10 @@ class ApiError extends Error {
   }
 }
 
-export interface KeyRecord {
-  id: string;
-  name: string;
-  label: string;
-  disabled: boolean;
-  credit_limit: number | null;
-  usage: number;
-  limit_remaining: number | null;
-  default_routing_strategy: string | null;
-  created_at: number;
-  key?: string;
-}
+/** A key record as the account API sends it; `key`, the plaintext, only in the answer that created it. */
+export type KeyRecord = AccountKeyRecord & { key?: string };
 
-export interface ActivityRow {
-  date: string;
-  model: string;
-  requests: number;
-  prompt_tokens: number;
-  completion_tokens: number;
-  reasoning_tokens: number;
-  cached_prompt_tokens: number;
-  total_tokens: number;
-  credits: string;
-}
+export type ActivityRow = AccountActivityEntry;
 
 export interface Model {
   id: string;
