@@ -52,7 +52,10 @@ export class SessionStore {
     if (request.ttlSeconds < SESSION_TTL_MIN_SECONDS || request.ttlSeconds > SESSION_TTL_MAX_SECONDS) {
       throw errors.invalidRequest(`ttl_seconds must be ${SESSION_TTL_MIN_SECONDS}..${SESSION_TTL_MAX_SECONDS}`, 'ttl_seconds');
     }
-    const displayName = request.displayName.slice(0, DISPLAY_NAME_MAX_LENGTH);
+    // Postgres text holds no NUL; an identity with one is nobody's.
+    if (request.issuer.includes('\u0000') || request.subject.includes('\u0000')) throw errors.invalidRequest('issuer and subject must not contain NUL', 'subject');
+    // eslint-disable-next-line no-control-regex
+    const displayName = request.displayName.replace(/[\u0000-\u001f\u007f]/g, '').slice(0, DISPLAY_NAME_MAX_LENGTH);
     const token = TOKEN_PREFIX + randomBytes(32).toString('base64url');
     const id = newId('sess');
     const nowMs = this.now();
@@ -65,7 +68,7 @@ export class SessionStore {
       }
       // One person's sessions are serialised (a transaction-scoped lock on their identity), so the
       // bound below holds under concurrent sign-ins.
-      await sql`select pg_advisory_xact_lock(hashtext(${request.issuer + '\u0000' + request.subject}))`.execute(trx);
+      await sql`select pg_advisory_xact_lock(hashtext(${request.issuer + ' ' + request.subject}))`.execute(trx);
       await trx
         .insertInto('sessions')
         .values({

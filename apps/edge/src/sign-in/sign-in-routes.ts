@@ -1,7 +1,8 @@
 import type { Request, Response } from 'express';
 import * as oidc from 'openid-client';
 import { z } from 'zod';
-import { ACCOUNT_ROLES, actionsOf, type AccountRole, type Role } from '@gateway/platform';
+import { ACCOUNT_ROLES, actionsOf, GatewayError, GrpcStatus, type AccountRole, type Role } from '@gateway/platform';
+import type { CreateSessionRequest } from '@gateway/proto';
 import type { EdgeContext } from '../context.js';
 import { echoed } from '../echoed-value.js';
 import { EdgeError, edgeErrors } from '../errors.js';
@@ -210,6 +211,19 @@ export class SignIn {
     }
   }
 
+  /** A group mapped to an account that does not exist (a configuration slip) gives no access, like no group. */
+  private async createSession(request: CreateSessionRequest, response: Response) {
+    try {
+      return await this.context.auth.createSession(request, { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS });
+    } catch (error) {
+      if (error instanceof GatewayError && error.status === GrpcStatus.NOT_FOUND) {
+        this.context.logger.warn({ request_id: requestIdOf(response), account_id: request.accountId }, 'sign-in group maps to an account that does not exist');
+        throw signInFailures.noMembership();
+      }
+      throw error;
+    }
+  }
+
   callback() {
     return async (request: Request, response: Response): Promise<void> => {
       const pending = this.pendingOf(request);
@@ -235,7 +249,7 @@ export class SignIn {
       const claims = tokens.claims();
       if (claims === undefined) throw signInFailures.failed('the identity provider sent no ID token.');
       const chosen = chooseMembership(this.options, groupsOf(claims, this.options.groupsClaim), pending.account);
-      const created = await this.context.auth.createSession(
+      const created = await this.createSession(
         {
           accountId: chosen.accountId,
           role: chosen.role,
@@ -244,7 +258,7 @@ export class SignIn {
           displayName: displayNameOf(claims),
           ttlSeconds: this.options.sessionTtlSeconds,
         },
-        { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS },
+        response,
       );
       appendCookie(response, this.cookies.session, created.sessionToken, {
         secure: this.options.secureCookies,
