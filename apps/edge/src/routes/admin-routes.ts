@@ -103,7 +103,7 @@ async function adminCredential(context: EdgeContext, request: Request, response:
       return context.operatorSessionCredential;
     }
   }
-  const token = await adminCredential(context, request, response, action);
+  const token = await verifyAdmin(context, request, response);
   // The admin token is the operator; the table grants it every admin action (a test holds it to that).
   if (!roleMay('operator', action)) throw adminErrors.notAdmin();
   return token;

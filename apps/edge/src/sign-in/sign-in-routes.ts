@@ -118,6 +118,16 @@ function displayNameOf(claims: oidc.IDToken): string {
   return claims.sub.slice(0, 200);
 }
 
+/**
+ * Why openid-client refused the answer: its message and the check's own (oauth4webapi's fixed texts name
+ * the claim, e.g. `unexpected ID Token "nonce" claim value`, never a value).
+ */
+function refusalReason(error: unknown): string {
+  if (!(error instanceof Error)) return 'the identity provider answer was not accepted.';
+  const inner = error.cause instanceof Error && error.cause.message !== error.message ? `: ${error.cause.message}` : '';
+  return echoed(`${error.message}${inner}.`);
+}
+
 /** The sign-in routes of one edge: discovery is fetched on first use and kept. */
 export class SignIn {
   private discovered: Promise<oidc.Configuration> | undefined;
@@ -244,7 +254,7 @@ export class SignIn {
         });
       } catch (error) {
         this.context.logger.warn({ err: error, request_id: requestIdOf(response) }, 'sign-in refused');
-        throw signInFailures.failed(echoed(error instanceof Error ? error.message : 'the identity provider answer was not accepted'));
+        throw signInFailures.failed(refusalReason(error));
       }
       const claims = tokens.claims();
       if (claims === undefined) throw signInFailures.failed('the identity provider sent no ID token.');
