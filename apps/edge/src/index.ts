@@ -48,7 +48,7 @@ export { DEFAULT_OVERLOAD_LIMITS, type OverloadLimits } from './observability/ov
 export { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from './endpoints/upload-spool.js';
 export { DEFAULT_IDEMPOTENCY_LIMITS, type IdempotencyLimits } from './inference/idempotency-store.js';
 export { DEFAULT_RESPONSES_WEBSOCKET_LIMITS, type ResponsesWebSocketLimits } from './dialects/responses/responses-websocket.js';
-export { parseGroupRoles, type GroupMembership, type OidcSignInOptions } from './sign-in/sign-in-config.js';
+export { parseGroupRoles, signInFromEnvironment, type GroupMembership, type OidcSignInOptions } from './sign-in/sign-in-config.js';
 
 export interface EdgeOptions {
   /** Default 127.0.0.1. */

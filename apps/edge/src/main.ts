@@ -1,6 +1,9 @@
 import { z } from 'zod';
 import { grpcAddress, grpcTarget, runBusService } from '@gateway/platform';
-import { DEFAULT_IDEMPOTENCY_LIMITS, DEFAULT_OVERLOAD_LIMITS, DEFAULT_RESPONSES_WEBSOCKET_LIMITS, DEFAULT_UPLOAD_LIMITS, parseGroupRoles, startEdge, type OidcSignInOptions } from './index.js';
+import { DEFAULT_IDEMPOTENCY_LIMITS, DEFAULT_OVERLOAD_LIMITS, DEFAULT_RESPONSES_WEBSOCKET_LIMITS, DEFAULT_UPLOAD_LIMITS, signInFromEnvironment, startEdge } from './index.js';
+
+/** Read first: a bad sign-in setting stops the start with its name. */
+const signIn = signInFromEnvironment(process.env);
 
 await runBusService(
   'edge',
@@ -54,22 +57,7 @@ await runBusService(
     EDGE_PUBLIC_URL: z.string().regex(/^https?:\/\/[^/?#]+\/?$/, 'expected http(s)://host[:port]').optional(),
     /** The built web console served at /console/; unset: apps/console/dist beside this package. */
     EDGE_CONSOLE_DIR: z.string().min(1).optional(),
-    /**
-     * Sign-in with an OpenID provider (docs/governance.md "Sign-in and roles"): set EDGE_OIDC_ISSUER to turn it on.
-     * EDGE_OIDC_GROUP_ROLES maps IdP groups to accounts and roles (`group=account_id:role,...`), EDGE_OIDC_OPERATOR_GROUPS
-     * names the operators' groups (comma-separated).
-     */
-    EDGE_OIDC_ISSUER: z.url().optional(),
-    EDGE_OIDC_CLIENT_ID: z.string().min(1).optional(),
-    EDGE_OIDC_CLIENT_SECRET: z.string().min(1).optional(),
-    EDGE_OIDC_REDIRECT_URI: z.url().optional(),
-    EDGE_OIDC_SCOPES: z.string().min(1).optional(),
-    EDGE_OIDC_GROUPS_CLAIM: z.string().min(1).optional(),
-    EDGE_OIDC_GROUP_ROLES: z.string().default(''),
-    EDGE_OIDC_OPERATOR_GROUPS: z.string().default(''),
-    EDGE_SESSION_TTL_SECONDS: z.coerce.number().int().min(60).max(43_200).default(3600),
-    /** 'false' only for plain-http loopback development (refused for any other redirect URI). */
-    EDGE_SESSION_COOKIE_SECURE: z.enum(['true', 'false']).default('true'),
+    // Sign-in (EDGE_OIDC_*, EDGE_SESSION_*) is read by signInFromEnvironment (docs/governance.md "Sign-in and roles").
     /** The admin token the /v1/admin/ routes present for a signed-in operator; unset: operators use the admin token themselves. */
     EDGE_OPERATOR_SESSION_CREDENTIAL: z.string().min(16).optional(),
   },
@@ -108,7 +96,7 @@ await runBusService(
         maxAccountRecords: config.EDGE_IDEMPOTENCY_ACCOUNT_RECORDS,
         ...(config.EDGE_IDEMPOTENCY_ACCOUNT_BYTES !== undefined ? { maxAccountBytes: config.EDGE_IDEMPOTENCY_ACCOUNT_BYTES } : {}),
       },
-      ...signInOptions(config),
+      ...(signIn === undefined ? {} : { signIn }),
       ...(config.EDGE_OPERATOR_SESSION_CREDENTIAL ? { operatorSessionCredential: config.EDGE_OPERATOR_SESSION_CREDENTIAL } : {}),
       metrics,
       internalAuth,
@@ -117,33 +105,3 @@ await runBusService(
     }),
 );
 
-function signInOptions(config: {
-  EDGE_OIDC_ISSUER?: string | undefined;
-  EDGE_OIDC_CLIENT_ID?: string | undefined;
-  EDGE_OIDC_CLIENT_SECRET?: string | undefined;
-  EDGE_OIDC_REDIRECT_URI?: string | undefined;
-  EDGE_OIDC_SCOPES?: string | undefined;
-  EDGE_OIDC_GROUPS_CLAIM?: string | undefined;
-  EDGE_OIDC_GROUP_ROLES: string;
-  EDGE_OIDC_OPERATOR_GROUPS: string;
-  EDGE_SESSION_TTL_SECONDS: number;
-  EDGE_SESSION_COOKIE_SECURE: 'true' | 'false';
-}): { signIn?: OidcSignInOptions } {
-  if (config.EDGE_OIDC_ISSUER === undefined) return {};
-  if (config.EDGE_OIDC_CLIENT_ID === undefined || config.EDGE_OIDC_REDIRECT_URI === undefined) {
-    throw new Error('EDGE_OIDC_ISSUER needs EDGE_OIDC_CLIENT_ID and EDGE_OIDC_REDIRECT_URI');
-  }
-  const signIn: OidcSignInOptions = {
-    issuer: config.EDGE_OIDC_ISSUER,
-    clientId: config.EDGE_OIDC_CLIENT_ID,
-    ...(config.EDGE_OIDC_CLIENT_SECRET ? { clientSecret: config.EDGE_OIDC_CLIENT_SECRET } : {}),
-    redirectUri: config.EDGE_OIDC_REDIRECT_URI,
-    ...(config.EDGE_OIDC_SCOPES ? { scopes: config.EDGE_OIDC_SCOPES } : {}),
-    ...(config.EDGE_OIDC_GROUPS_CLAIM ? { groupsClaim: config.EDGE_OIDC_GROUPS_CLAIM } : {}),
-    memberships: parseGroupRoles(config.EDGE_OIDC_GROUP_ROLES),
-    operatorGroups: config.EDGE_OIDC_OPERATOR_GROUPS.split(',').map((group) => group.trim()).filter((group) => group !== ''),
-    sessionTtlSeconds: config.EDGE_SESSION_TTL_SECONDS,
-    secureCookies: config.EDGE_SESSION_COOKIE_SECURE === 'true',
-  };
-  return { signIn };
-}

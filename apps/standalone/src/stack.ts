@@ -46,6 +46,10 @@ export interface StackOptions {
     /** Responses WebSocket and Idempotency-Key bounds (tests lower them). */
     responsesWebSocket?: EdgeOptions['responsesWebSocket'];
     idempotency?: EdgeOptions['idempotency'];
+    /** Sign-in with an OpenID provider (docs/governance.md "Sign-in and roles"). */
+    signIn?: EdgeOptions['signIn'];
+    /** The admin credential the edge presents for signed-in operators on /v1/admin/ (npm start: its admin token). */
+    operatorSessionCredential?: string;
   };
   /** One registry for every service of the process (npm start serves it on METRICS_PORT). */
   metrics?: Registry;
@@ -113,6 +117,8 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
       ...(options.edge?.multipartBounds ? { multipartBounds: options.edge.multipartBounds } : {}),
       ...(options.edge?.responsesWebSocket ? { responsesWebSocket: options.edge.responsesWebSocket } : {}),
       ...(options.edge?.idempotency ? { idempotency: options.edge.idempotency } : {}),
+      ...(options.edge?.signIn ? { signIn: options.edge.signIn } : {}),
+      ...(options.edge?.operatorSessionCredential ? { operatorSessionCredential: options.edge.operatorSessionCredential } : {}),
       ...metrics,
     });
     started.push(edge);

@@ -1,7 +1,7 @@
 import { ServerResponse, IncomingMessage } from 'node:http';
 import { Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { checkedSignInOptions, parseGroupRoles, type OidcSignInOptions } from './sign-in-config.js';
+import { checkedSignInOptions, parseGroupRoles, signInFromEnvironment, type OidcSignInOptions } from './sign-in-config.js';
 import { appendCookie, cookieNames, csrfTokenMatches, csrfTokenOf } from './session-cookies.js';
 import { chooseMembership } from './sign-in-routes.js';
 
@@ -46,6 +46,37 @@ describe('sign-in configuration', () => {
     expect(
       checkedSignInOptions({ ...base, issuer: 'http://127.0.0.1:9999', redirectUri: 'http://127.0.0.1:8080/v1/auth/callback', secureCookies: false }).secureCookies,
     ).toBe(false);
+  });
+});
+
+describe('sign-in from the environment', () => {
+  it('is off without EDGE_OIDC_ISSUER, and reads every variable when on', () => {
+    expect(signInFromEnvironment({})).toBeUndefined();
+    expect(
+      signInFromEnvironment({
+        EDGE_OIDC_ISSUER: 'https://idp.example.com',
+        EDGE_OIDC_CLIENT_ID: 'gateway',
+        EDGE_OIDC_CLIENT_SECRET: 'secret',
+        EDGE_OIDC_REDIRECT_URI: 'https://gateway.example.com/v1/auth/callback',
+        EDGE_OIDC_GROUP_ROLES: 'eng=acc_a:viewer',
+        EDGE_OIDC_OPERATOR_GROUPS: 'ops, sre',
+        EDGE_SESSION_TTL_SECONDS: '900',
+      }),
+    ).toEqual({
+      issuer: 'https://idp.example.com',
+      clientId: 'gateway',
+      clientSecret: 'secret',
+      redirectUri: 'https://gateway.example.com/v1/auth/callback',
+      memberships: [{ group: 'eng', accountId: 'acc_a', role: 'viewer' }],
+      operatorGroups: ['ops', 'sre'],
+      sessionTtlSeconds: 900,
+      secureCookies: true,
+    });
+  });
+
+  it('refuses an issuer without its client or callback, and a bad lifetime', () => {
+    expect(() => signInFromEnvironment({ EDGE_OIDC_ISSUER: 'https://idp.example.com' })).toThrow(/EDGE_OIDC_CLIENT_ID/);
+    expect(() => signInFromEnvironment({ EDGE_SESSION_TTL_SECONDS: '5' })).toThrow(/EDGE_SESSION_TTL_SECONDS/);
   });
 });
 

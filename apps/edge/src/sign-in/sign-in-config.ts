@@ -120,3 +120,45 @@ export function checkedSignInOptions(options: OidcSignInOptions): Required<Omit<
 }
 
 export type CheckedSignInOptions = ReturnType<typeof checkedSignInOptions>;
+
+const environmentSchema = z.object({
+  EDGE_OIDC_ISSUER: z.url().optional(),
+  EDGE_OIDC_CLIENT_ID: z.string().min(1).optional(),
+  EDGE_OIDC_CLIENT_SECRET: z.string().min(1).optional(),
+  EDGE_OIDC_REDIRECT_URI: z.url().optional(),
+  EDGE_OIDC_SCOPES: z.string().min(1).optional(),
+  EDGE_OIDC_GROUPS_CLAIM: z.string().min(1).optional(),
+  EDGE_OIDC_GROUP_ROLES: z.string().default(''),
+  EDGE_OIDC_OPERATOR_GROUPS: z.string().default(''),
+  EDGE_SESSION_TTL_SECONDS: z.coerce.number().int().min(60).max(43_200).default(SIGN_IN_DEFAULTS.sessionTtlSeconds),
+  EDGE_SESSION_COOKIE_SECURE: z.enum(['true', 'false']).default('true'),
+  EDGE_OIDC_POST_LOGIN_PATH: z.string().min(1).optional(),
+});
+
+/**
+ * Sign-in from the environment (docs/governance.md "Sign-in and roles"): on when EDGE_OIDC_ISSUER is set,
+ * which then needs EDGE_OIDC_CLIENT_ID and EDGE_OIDC_REDIRECT_URI. Used by the edge's own process and by
+ * `npm start`.
+ */
+export function signInFromEnvironment(environment: Record<string, string | undefined>): OidcSignInOptions | undefined {
+  const parsed = environmentSchema.safeParse(environment);
+  if (!parsed.success) throw new Error(`sign-in configuration: ${parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; ')}`);
+  const env = parsed.data;
+  if (env.EDGE_OIDC_ISSUER === undefined) return undefined;
+  if (env.EDGE_OIDC_CLIENT_ID === undefined || env.EDGE_OIDC_REDIRECT_URI === undefined) {
+    throw new Error('sign-in configuration: EDGE_OIDC_ISSUER needs EDGE_OIDC_CLIENT_ID and EDGE_OIDC_REDIRECT_URI');
+  }
+  return {
+    issuer: env.EDGE_OIDC_ISSUER,
+    clientId: env.EDGE_OIDC_CLIENT_ID,
+    ...(env.EDGE_OIDC_CLIENT_SECRET === undefined ? {} : { clientSecret: env.EDGE_OIDC_CLIENT_SECRET }),
+    redirectUri: env.EDGE_OIDC_REDIRECT_URI,
+    ...(env.EDGE_OIDC_SCOPES === undefined ? {} : { scopes: env.EDGE_OIDC_SCOPES }),
+    ...(env.EDGE_OIDC_GROUPS_CLAIM === undefined ? {} : { groupsClaim: env.EDGE_OIDC_GROUPS_CLAIM }),
+    memberships: parseGroupRoles(env.EDGE_OIDC_GROUP_ROLES),
+    operatorGroups: env.EDGE_OIDC_OPERATOR_GROUPS.split(',').map((group) => group.trim()).filter((group) => group !== ''),
+    sessionTtlSeconds: env.EDGE_SESSION_TTL_SECONDS,
+    secureCookies: env.EDGE_SESSION_COOKIE_SECURE === 'true',
+    ...(env.EDGE_OIDC_POST_LOGIN_PATH === undefined ? {} : { postLoginPath: env.EDGE_OIDC_POST_LOGIN_PATH }),
+  };
+}
