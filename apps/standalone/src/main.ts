@@ -21,8 +21,7 @@ import {
 import { ensureDevAccount } from './dev-account.js';
 import { lockDataDir } from './data-dir-lock.js';
 import { startEmbeddedPostgres, type RunningEmbeddedPostgres } from './embedded-postgres.js';
-import { startStack } from './stack.js';
-import { signInFromEnvironment } from '@gateway/edge';
+import { signInFromEnvironment, startStack } from './stack.js';
 
 const repositoryRoot = fileURLToPath(new URL('../../../', import.meta.url));
 

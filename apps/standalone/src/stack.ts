@@ -1,10 +1,14 @@
 import { startAuthService } from '@gateway/auth';
 import { startCatalogService } from '@gateway/catalog';
 import { startEdge, type EdgeOptions } from '@gateway/edge';
+
 import { startLedgerService, type LedgerServiceOptions } from '@gateway/ledger';
 import { startMediaService } from '@gateway/media';
 import { startRoutingService } from '@gateway/routing';
 import { serviceLogger, type EventBus, type InternalAuth, type Logger, type Registry } from '@gateway/platform';
+
+/** npm start reads sign-in from the environment as the edge's own process does (main.ts imports only this file). */
+export { signInFromEnvironment } from '@gateway/edge';
 
 /**
  * The composition root: every service in one process, each still behind its own gRPC server on
