@@ -1,7 +1,6 @@
 import { startAuthService } from '@gateway/auth';
 import { startCatalogService } from '@gateway/catalog';
 import { startEdge, type EdgeOptions } from '@gateway/edge';
-
 import { startLedgerService, type LedgerServiceOptions } from '@gateway/ledger';
 import { startMediaService } from '@gateway/media';
 import { startRoutingService } from '@gateway/routing';
