@@ -126,7 +126,7 @@ export interface SignInAttempt {
 export async function signIn(
   stack: SignInStack,
   person: Person | string,
-  options: { account?: string; browser?: CookieBrowser; beforeCallback?: (callbackUrl: URL, browser: CookieBrowser) => URL | void } = {},
+  options: { account?: string; browser?: CookieBrowser; beforeCallback?: (callbackUrl: URL, browser: CookieBrowser) => URL | void | Promise<URL | void> } = {},
 ): Promise<SignInAttempt> {
   const browser = options.browser ?? new CookieBrowser();
   const login = await browser.fetch(`${stack.url}/v1/auth/login${options.account ? `?account=${options.account}` : ''}`);
@@ -141,7 +141,7 @@ export async function signIn(
   });
   const callbackUrl = new URL(atCallback.visited.at(-1)!);
   expect(callbackUrl.pathname).toBe('/v1/auth/callback');
-  const target = options.beforeCallback?.(callbackUrl, browser) ?? callbackUrl;
+  const target = (await options.beforeCallback?.(callbackUrl, browser)) ?? callbackUrl;
   const callback = await browser.fetch(target.href, { stopBefore: () => true });
   return { browser, callback: { status: callback.status, headers: callback.headers, text: callback.text, url: callback.url }, authorizeUrl };
 }

@@ -186,6 +186,51 @@ describe('sign-in with an OpenID provider (e2e)', () => {
     }
   });
 
+  it('refuses an ID token the same IdP issued to another application (wrong audience), swapped in at the token endpoint', async () => {
+    const { issuer, otherClient } = stack.issuer;
+    try {
+      const attempt = await signIn(stack, 'alice', {
+        beforeCallback: async (_callback, browser) => {
+          // A genuine, signed ID token for alice from the same issuer, meant for other-app, with the nonce of
+          // this browser's pending sign-in: only its audience is wrong.
+          const nonce = JSON.parse(Buffer.from(browser.cookie(stack.url, LOGIN_COOKIE)!, 'base64url').toString('utf8')).nonce as string;
+          const verifier = randomBytes(32).toString('base64url');
+          const authorize = new URL(`${issuer}/auth`);
+          for (const [name, value] of Object.entries({
+            client_id: otherClient.clientId, redirect_uri: otherClient.redirectUri, response_type: 'code', scope: 'openid email groups',
+            state: randomBytes(16).toString('base64url'), nonce, code_challenge: createHash('sha256').update(verifier).digest('base64url'), code_challenge_method: 'S256',
+          })) authorize.searchParams.set(name, value);
+          const other = new CookieBrowser();
+          const form = await other.fetch(authorize.href);
+          expect(form.status, form.text).toBe(200);
+          const back = await other.fetch(`${issuer}${new URL(form.url).pathname}/login`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/x-www-form-urlencoded' },
+            body: 'login=alice',
+            stopBefore: (next) => next.pathname === '/v1/auth/callback',
+          });
+          const code = new URL(back.visited.at(-1)!).searchParams.get('code')!;
+          const token = await fetch(`${issuer}/token`, {
+            method: 'POST',
+            headers: {
+              authorization: `Basic ${Buffer.from(`${otherClient.clientId}:${otherClient.clientSecret}`).toString('base64')}`,
+              'content-type': 'application/x-www-form-urlencoded',
+            },
+            body: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: otherClient.redirectUri, code_verifier: verifier }).toString(),
+          });
+          const otherIdToken = ((await token.json()) as { id_token: string }).id_token;
+          expect(JSON.parse(Buffer.from(otherIdToken.split('.')[1]!, 'base64url').toString('utf8'))).toMatchObject({ aud: 'other-app', sub: 'alice', nonce });
+          stack.issuer.rewriteTokenAnswer = (answer) => ({ ...answer, id_token: otherIdToken });
+        },
+      });
+      refusal({ ...attempt.callback, body: JSON.parse(attempt.callback.text) }, 401, 'authentication_error', 'sign_in_failed');
+      expect(attempt.callback.text, attempt.callback.text).toMatch(/aud/);
+      expect(attempt.browser.cookie(stack.url, SESSION_COOKIE)).toBeUndefined();
+    } finally {
+      stack.issuer.rewriteTokenAnswer = undefined;
+    }
+  });
+
   it('refuses a person whose groups map to no account, or to an account that does not exist', async () => {
     for (const person of ['mallory', 'ghost']) {
       const attempt = await signIn(stack, person);

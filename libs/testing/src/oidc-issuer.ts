@@ -27,6 +27,13 @@ export interface TestOidcIssuer {
   /** http://127.0.0.1:<port> */
   issuer: string;
   client: IssuerClient;
+  /** Another application of the same IdP, registered with the same redirect URI (tests of a token meant for it). */
+  otherClient: IssuerClient;
+  /**
+   * When set, the token endpoint's JSON answers pass through it (a token swapped on the way: the tests of a
+   * wrong audience). The provider itself is untouched.
+   */
+  rewriteTokenAnswer: ((answer: Record<string, unknown>) => Record<string, unknown>) | undefined;
   /** Adds or replaces a person the login form accepts. */
   addPerson(person: IssuerPerson): void;
   /** Every token endpoint answer's status, in order (a replayed code shows up as a 400 here). */
@@ -60,20 +67,19 @@ export async function startOidcIssuer(options: { redirectUri: string; clientId?:
     clientSecret: randomBytes(24).toString('base64url'),
     redirectUri: options.redirectUri,
   };
+  const otherClient: IssuerClient = { clientId: 'other-app', clientSecret: randomBytes(24).toString('base64url'), redirectUri: options.redirectUri };
   const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
   const signingKey = { ...privateKey.export({ format: 'jwk' }), kid: 'test-key-1', use: 'sig', alg: 'RS256' };
 
   const provider = new Provider(issuer, {
-    clients: [
-      {
-        client_id: client.clientId,
-        client_secret: client.clientSecret,
-        redirect_uris: [client.redirectUri],
-        grant_types: ['authorization_code'],
-        response_types: ['code'],
-        token_endpoint_auth_method: 'client_secret_basic',
-      },
-    ],
+    clients: [client, otherClient].map((registered) => ({
+      client_id: registered.clientId,
+      client_secret: registered.clientSecret,
+      redirect_uris: [registered.redirectUri],
+      grant_types: ['authorization_code'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'client_secret_basic',
+    })),
     // PKCE on every code, as the gateway always sends it: a request without it would be refused.
     pkce: { required: () => true },
     claims: { openid: ['sub'], email: ['email'], groups: ['groups'], profile: ['name'] },
@@ -102,8 +108,32 @@ export async function startOidcIssuer(options: { redirectUri: string; clientId?:
   provider.on('grant.error', () => tokenStatuses.push(400));
   const callback = provider.callback();
 
+  const running: TestOidcIssuer = {
+    issuer,
+    client,
+    otherClient,
+    rewriteTokenAnswer: undefined,
+    tokenStatuses,
+    addPerson: (person) => people.set(person.id, person),
+    stop: () => new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    }),
+  };
+
   handler = (request, response) => {
     const url = new URL(request.url ?? '/', issuer);
+    const rewrite = running.rewriteTokenAnswer;
+    if (url.pathname === '/token' && rewrite !== undefined) {
+      // The provider answers with one end(body) after setting its headers: the body is swapped there.
+      const end = response.end.bind(response) as (chunk?: unknown) => ServerResponse;
+      (response as { end: (chunk?: unknown) => ServerResponse }).end = (chunk?: unknown) => {
+        if (chunk === undefined || response.statusCode !== 200) return end(chunk);
+        const swapped = JSON.stringify(rewrite(JSON.parse(Buffer.from(chunk as Buffer | string).toString('utf8')) as Record<string, unknown>));
+        response.setHeader('content-length', Buffer.byteLength(swapped));
+        return end(swapped);
+      };
+    }
     const interaction = /^\/interaction\/([A-Za-z0-9_-]+)(\/login)?$/.exec(url.pathname);
     if (!interaction) {
       callback(request, response);
@@ -129,14 +159,5 @@ export async function startOidcIssuer(options: { redirectUri: string; clientId?:
     })();
   };
 
-  return {
-    issuer,
-    client,
-    tokenStatuses,
-    addPerson: (person) => people.set(person.id, person),
-    stop: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
-  };
+  return running;
 }
