@@ -336,6 +336,17 @@ describe('sign-in with an OpenID provider (e2e)', () => {
     expect(elsewhere.status, elsewhere.text).toBe(200);
   });
 
+  it('never lets a session cookie stand in for an API key on the inference routes', async () => {
+    const { browser, csrf } = await signedIn(stack, 'alice');
+    const chat = await browserJson(stack, browser, 'POST', '/v1/chat/completions', {
+      body: { model: 'chat-small', messages: [{ role: 'user', content: 'hi' }] },
+      csrf,
+    });
+    expect(chat.status, chat.text).toBe(401);
+    expect(chat.body.error.code).toBe('invalid_api_key');
+    expect((await stack.harness.call('GET', '/v1/account/balance', { bearer: stack.acme.provisioningKey })).body.balance).toBe('10');
+  });
+
   it('refuses a bad login query with 400 before redirecting anywhere', async () => {
     for (const account of ['x'.repeat(101), 'a b', '../admin']) {
       const answer = await new CookieBrowser().fetch(`${stack.url}/v1/auth/login?account=${encodeURIComponent(account)}`, { stopBefore: () => true });
