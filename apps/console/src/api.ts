@@ -1,5 +1,5 @@
 import type { AccountActivityEntry, AccountKeyRecord } from '@gateway/platform/account-api';
-import { adminToken, provisioningKey, type Credential } from './session.js';
+import { adminToken, identitySession, provisioningKey, type Credential } from './session.js';
 
 // The console talks only to the public HTTP API on its own origin: the account routes with the
 // provisioning key, the admin routes with the admin token, the catalog routes without a credential.
@@ -98,10 +98,18 @@ async function call<T>(method: string, path: string, body?: unknown, credential:
   const headers: Record<string, string> = {};
   const secret = credential?.value();
   if (secret) headers.authorization = `Bearer ${secret}`;
+  // Without a pasted credential, a signed-in person's session cookie goes along (and its CSRF token on writes).
+  const session = credential !== null && !secret ? identitySession.current() : undefined;
+  if (session !== undefined && method !== 'GET') headers['x-csrf-token'] = session.csrf_token;
   if (body !== undefined) headers['content-type'] = 'application/json';
   let response: Response;
   try {
-    response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'omit' });
+    response = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      credentials: session === undefined ? 'omit' : 'same-origin',
+    });
   } catch {
     throw new ApiError(0, 'The gateway could not be reached.');
   }
@@ -112,7 +120,8 @@ async function call<T>(method: string, path: string, body?: unknown, credential:
   } catch {
     parsed = undefined;
   }
-  if (!response.ok) throw new ApiError(response.status, describe(response.status, parsed, credential === adminToken ? 'admin token' : 'provisioning key'));
+  const credentialName = session !== undefined ? 'session' : credential === adminToken ? 'admin token' : 'provisioning key';
+  if (!response.ok) throw new ApiError(response.status, describe(response.status, parsed, credentialName));
   return parsed as T;
 }
 
