@@ -34,6 +34,9 @@ import { messagesDialect } from './dialects/messages/messages-dialect.js';
 import { responsesCompactDialect } from './dialects/responses/compaction.js';
 import { inputTokensHandler } from './dialects/responses/input-tokens.js';
 import { responsesDialect } from './dialects/responses/responses-dialect.js';
+import { storedResponseSteps } from './dialects/responses/stored-response-steps.js';
+import { deleteResponseHandler, listInputItemsHandler, retrieveResponseHandler } from './routes/stored-response-routes.js';
+import type { InferenceSteps } from './inference/pipeline-steps.js';
 import type { InferenceDialect } from './inference/dialect.js';
 import { chatSteps } from './inference/chat-steps.js';
 import { inferenceHandler, type InferenceHandler } from './inference/pipeline.js';
@@ -43,10 +46,11 @@ import { inferenceHandler, type InferenceHandler } from './inference/pipeline.js
  * both the direct dispatch (createRequestListener) and express, and names each route's error envelope.
  */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each entry pairs a dialect with its own body type
-const INFERENCE_ROUTES: readonly { path: string; dialect: InferenceDialect<any> }[] = [
+const INFERENCE_ROUTES: readonly { path: string; dialect: InferenceDialect<any>; steps?: InferenceSteps<any, any> }[] = [
   { path: '/v1/chat/completions', dialect: chatDialect },
   { path: '/v1/messages', dialect: messagesDialect },
-  { path: '/v1/responses', dialect: responsesDialect },
+  // Over HTTP the responses dialect stores its answers and continues stored ones (stored-response-steps.ts).
+  { path: '/v1/responses', dialect: responsesDialect, steps: storedResponseSteps },
   { path: '/v1/responses/compact', dialect: responsesCompactDialect },
 ];
 
@@ -85,7 +89,7 @@ function inferenceRoutes(context: EdgeContext): Map<string, InferenceRoute> {
   return new Map<string, InferenceRoute>([
     ...INFERENCE_ROUTES.map((route): [string, InferenceRoute] => [
       route.path,
-      { handler: inferenceHandler(context, chatSteps(route.dialect)), dialect: route.dialect.errorDialect, endpoint: route.dialect.endpoint },
+      { handler: inferenceHandler(context, route.steps ?? chatSteps(route.dialect)), dialect: route.dialect.errorDialect, endpoint: route.dialect.endpoint },
     ]),
     ...SIDE_ROUTES.map((route): [string, InferenceRoute] => [route.path, { handler: route.handler(context), dialect: route.errorDialect, endpoint: route.endpoint }]),
     ...ENDPOINT_ROUTES.map((route): [string, InferenceRoute] => [route.path, { handler: inferenceHandler(context, route.family), dialect: 'chat', endpoint: route.family.endpoint }]),
@@ -127,6 +131,9 @@ export function createApp(context: EdgeContext, readiness?: Readiness): express.
       route.handler(request, response).catch(next);
     });
   }
+  app.get('/v1/responses/:id', retrieveResponseHandler(context));
+  app.delete('/v1/responses/:id', deleteResponseHandler(context));
+  app.get('/v1/responses/:id/input_items', listInputItemsHandler(context));
   app.get('/v1/models', listModelsHandler(context));
   app.get('/v1/models/*id', getModelHandler(context));
   app.get('/v1/startups', listStartupsHandler(context));

@@ -15,6 +15,7 @@ import type { MultipartBounds } from './endpoints/multipart.js';
 import type { UploadArea } from './endpoints/upload-spool.js';
 import type { ReasoningTags } from './canonical/reasoning-tags.js';
 import type { IdempotencyStore } from './inference/idempotency-store.js';
+import type { StoredResponses } from './dialects/responses/stored-responses.js';
 
 /** What every route handler needs; built once by startEdge. */
 export interface EdgeContext {
@@ -56,4 +57,9 @@ export interface EdgeContext {
    * stream-relay.ts); each settles when its relay ends. The drain waits for them within its bound.
    */
   unconfirmedStreams?: Set<Promise<void>>;
+  /**
+   * Stored responses (dialects/responses/stored-responses.ts): present when the edge was given the jobs
+   * service's address. Absent: `store` is answered false and `previous_response_id` refused.
+   */
+  storedResponses?: StoredResponses;
 }

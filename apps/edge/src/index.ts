@@ -15,6 +15,8 @@ import {
   LedgerServiceService,
   MediaServiceClient,
   MediaServiceService,
+  ResponsesStoreClient,
+  ResponsesStoreService,
   RouterServiceClient,
   RouterServiceService,
 } from '@gateway/proto';
@@ -37,6 +39,7 @@ import { Readiness } from './observability/readiness.js';
 import { RequestTracker } from './observability/request-tracker.js';
 import { TimedResponse } from './observability/timed-response.js';
 import { ResponsesWebSocketServer, type ResponsesWebSocketLimits } from './dialects/responses/responses-websocket.js';
+import { DEFAULT_STORED_RESPONSES_LIMITS, StoredResponses, type StoredResponsesLimits } from './dialects/responses/stored-responses.js';
 import { idempotencyStore, type IdempotencyLimits } from './inference/idempotency-store.js';
 
 export { toApiError, renderErrorBody, EdgeError, type ApiError, type Dialect } from './errors.js';
@@ -46,6 +49,7 @@ export { DEFAULT_OVERLOAD_LIMITS, type OverloadLimits } from './observability/ov
 export { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from './endpoints/upload-spool.js';
 export { DEFAULT_IDEMPOTENCY_LIMITS, type IdempotencyLimits } from './inference/idempotency-store.js';
 export { DEFAULT_RESPONSES_WEBSOCKET_LIMITS, type ResponsesWebSocketLimits } from './dialects/responses/responses-websocket.js';
+export { DEFAULT_STORED_RESPONSES_LIMITS, type StoredResponsesLimits } from './dialects/responses/stored-responses.js';
 
 export interface EdgeOptions {
   /** Default 127.0.0.1. */
@@ -59,6 +63,13 @@ export interface EdgeOptions {
   routerAddress: string;
   /** Media service: chat file blocks (URL fetch, PDF text) need it; without it they answer 500. */
   mediaAddress?: string;
+  /**
+   * The jobs service's ResponsesStore (docs/stored-responses.md): with it `store` (default true) keeps
+   * responses and `previous_response_id` continues them; without it nothing is stored.
+   */
+  responsesStoreAddress?: string;
+  /** Bounds of stored responses at the edge (size, write-behind queue); tests lower them. */
+  storedResponses?: Partial<StoredResponsesLimits>;
   bus: EventBus;
   logger: Logger;
   /** Lifetime of a cached Auth.VerifyApiKey answer. Default 30 s. */
@@ -170,6 +181,7 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
   const balanced = routerTarget.kind !== 'single';
   const router = createClient(RouterServiceClient, RouterServiceService, options.routerAddress, { ...internal, roundRobin: balanced });
   const media = options.mediaAddress ? createClient(MediaServiceClient, MediaServiceService, options.mediaAddress, internal) : undefined;
+  const responsesStore = options.responsesStoreAddress ? createClient(ResponsesStoreClient, ResponsesStoreService, options.responsesStoreAddress, internal) : undefined;
   const exchangeOptions = { credential: router.credential, ...options.exchange };
   let exchange: (ChatRouter & { close(): void }) | undefined;
   if (options.routerTransport !== 'calls') {
@@ -186,6 +198,7 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
     exchange?.close();
     for (const client of [auth, catalog, ledger, router]) client.close();
     media?.close();
+    responsesStore?.close();
   };
 
   const now = options.now ?? Date.now;
@@ -262,7 +275,11 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
     const uploads = new UploadArea({ ...DEFAULT_UPLOAD_LIMITS, ...options.uploads });
     uploads.spoolDirectory();
     const unconfirmedStreams = new Set<Promise<void>>();
+    const storedResponses = responsesStore
+      ? new StoredResponses(responsesStore, { ...DEFAULT_STORED_RESPONSES_LIMITS, ...options.storedResponses }, logger)
+      : undefined;
     const context: EdgeContext = {
+      ...(storedResponses ? { storedResponses } : {}),
       unconfirmedStreams,
       auth,
       catalog,
@@ -362,6 +379,8 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
         // Connections kept alive past their last answer, and whatever the bound cut short.
         httpServer.closeAllConnections();
         await closed;
+        // Responses answered and waiting to be stored: written now (nothing is lost on a clean stop), within the drain bound.
+        await storedResponses?.stop(Math.max(1_000, drainTimeoutMs - (performance.now() - drainStarted)));
         for (const subscription of subscriptions) await subscription.stop().catch(() => undefined);
         await admission?.stop().catch((error: unknown) => logger.warn({ err: error }, 'admission stop failed'));
         readiness.close();
