@@ -39,7 +39,7 @@ export function convertResponsesRequest(body: ResponsesRequest, model: CatalogMo
   // Expanded into `input` by the storing route (stored-response-steps.ts); any other path stores nothing to continue.
   if (body.previous_response_id != null && !isExpanded(body)) {
     throw edgeErrors.invalidRequest(
-      'body.previous_response_id: this endpoint keeps no stored responses, so it cannot continue one: send the whole conversation in `input`.',
+      'body.previous_response_id: this path stores no responses, so it cannot continue one: send the whole conversation in `input`.',
       'body.previous_response_id',
       'unsupported_parameter',
     );

@@ -74,7 +74,7 @@ export interface StoredConversation {
 }
 
 function previousNotFound(id: string) {
-  return edgeErrors.invalidRequest(`Previous response with id '${echoed(id)}' not found.`, 'previous_response_id', 'previous_response_not_found');
+  return edgeErrors.invalidRequest(`Previous response with id '${echoed(id)}' not found.`, 'body.previous_response_id', 'previous_response_not_found');
 }
 
 
