@@ -5,6 +5,7 @@ export * from './gen/gateway/v1/catalog.js';
 export * from './gen/gateway/v1/ledger.js';
 export * from './gen/gateway/v1/router.js';
 export * from './gen/gateway/v1/media.js';
+export * from './gen/gateway/v1/jobs.js';
 export * from './gen/gateway/v1/events.js';
 export { protobufPackage, protobufFileName, type MessageFns, type DeepPartial } from './gen/gateway/v1/common.js';
 export { idempotencyLevels, type IdempotencyLevel } from './gen/idempotency.js';
