@@ -26,6 +26,7 @@ import {
 } from './routes/account-routes.js';
 import { adminAccountsHandler, adminModelLatencyHandler, adminProvidersHandler, adminTopUpHandler } from './routes/admin-routes.js';
 import { generationHandler, listGenerationsHandler } from './routes/generation-routes.js';
+import { deleteFileHandler, fileContentHandler, getFileHandler, listFilesHandler, uploadFileHandler } from './routes/files-routes.js';
 import { consoleHandler, DEFAULT_CONSOLE_DIR, isConsolePath, setConsoleSecurityHeaders } from './console-static.js';
 import { getModelHandler, listLimitsHandler, listModelsHandler, listStartupsHandler, sendStartupIcon, startupIconHandler } from './routes/catalog-routes.js';
 import { chatDialect } from './dialects/chat/chat-dialect.js';
@@ -153,6 +154,12 @@ export function createApp(context: EdgeContext, readiness?: Readiness): express.
   app.get('/v1/admin/accounts', adminAccountsHandler(context));
   app.post('/v1/admin/accounts/:accountId/credits', adminTopUpHandler(context));
   app.get('/v1/account/generations', listGenerationsHandler(context));
+  // The Files API (routes/files-routes.ts, docs/jobs.md), served by the jobs service.
+  app.post('/v1/files', uploadFileHandler(context, context.files));
+  app.get('/v1/files', listFilesHandler(context));
+  app.get('/v1/files/:fileId', getFileHandler(context));
+  app.get('/v1/files/:fileId/content', fileContentHandler(context));
+  app.delete('/v1/files/:fileId', deleteFileHandler(context));
   app.get('/healthz', (_request: Request, response: Response) => {
     sendJson(response, context.catalogCache.ready ? 200 : 503, { status: context.catalogCache.ready ? 'ok' : 'starting' });
   });

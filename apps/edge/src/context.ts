@@ -1,6 +1,7 @@
 import type {
   AuthServiceClient,
   CatalogServiceClient,
+  JobsServiceClient,
   LedgerServiceClient,
   MediaServiceClient,
   RouterServiceClient,
@@ -16,6 +17,7 @@ import type { UploadArea } from './endpoints/upload-spool.js';
 import type { ReasoningTags } from './canonical/reasoning-tags.js';
 import type { IdempotencyStore } from './inference/idempotency-store.js';
 import type { StoredResponses } from './dialects/responses/stored-responses.js';
+import type { FilesRouteOptions } from './routes/files-routes.js';
 
 /** What every route handler needs; built once by startEdge. */
 export interface EdgeContext {
@@ -27,6 +29,10 @@ export interface EdgeContext {
   chatRouter: ChatRouter;
   /** Present when the edge was given a media address (file blocks need it: URL fetch, PDF text). */
   media?: PromiseClient<MediaServiceClient>;
+  /** Present when the edge was given a jobs address: the Files API needs it. */
+  jobs?: PromiseClient<JobsServiceClient>;
+  /** Bounds of the Files API routes (routes/files-routes.ts). */
+  files: FilesRouteOptions;
   apiKeys: ApiKeyCache;
   catalogCache: CatalogCache;
   admission: Admission;

@@ -9,6 +9,8 @@ import {
   CatalogChanged,
   CatalogServiceClient,
   CatalogServiceService,
+  JobsServiceClient,
+  JobsServiceService,
   KeysChanged,
   LeaseRecall,
   LedgerServiceClient,
@@ -41,10 +43,12 @@ import { TimedResponse } from './observability/timed-response.js';
 import { ResponsesWebSocketServer, type ResponsesWebSocketLimits } from './dialects/responses/responses-websocket.js';
 import { DEFAULT_STORED_RESPONSES_LIMITS, StoredResponses, type StoredResponsesLimits } from './dialects/responses/stored-responses.js';
 import { idempotencyStore, type IdempotencyLimits } from './inference/idempotency-store.js';
+import { DEFAULT_FILES_ROUTE_OPTIONS, type FilesRouteOptions } from './routes/files-routes.js';
 
 export { toApiError, renderErrorBody, EdgeError, type ApiError, type Dialect } from './errors.js';
 export type { Admission, AdmissionRequest, AdmissionTicket } from './inference/admission.js';
 export { API_VERSION } from './http.js';
+export { DEFAULT_FILES_ROUTE_OPTIONS, type FilesRouteOptions } from './routes/files-routes.js';
 export { DEFAULT_OVERLOAD_LIMITS, type OverloadLimits } from './observability/overload.js';
 export { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from './endpoints/upload-spool.js';
 export { DEFAULT_IDEMPOTENCY_LIMITS, type IdempotencyLimits } from './inference/idempotency-store.js';
@@ -63,9 +67,14 @@ export interface EdgeOptions {
   routerAddress: string;
   /** Media service: chat file blocks (URL fetch, PDF text) need it; without it they answer 500. */
   mediaAddress?: string;
+  /** Jobs service: the Files API needs it; without it its routes answer 404. */
+  jobsAddress?: string;
+  /** Bounds of the Files API routes (largest upload); the jobs service checks them again. */
+  files?: Partial<FilesRouteOptions>;
   /**
-   * The jobs service's ResponsesStore (docs/stored-responses.md): with it `store` (default true) keeps
-   * responses and `previous_response_id` continues them; without it nothing is stored.
+   * The ResponsesStore (docs/stored-responses.md), served by the jobs service; default `jobsAddress`. With
+   * it `store` (default true) keeps responses and `previous_response_id` continues them; without it
+   * nothing is stored.
    */
   responsesStoreAddress?: string;
   /** Bounds of stored responses at the edge (size, write-behind queue); tests lower them. */
@@ -181,7 +190,9 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
   const balanced = routerTarget.kind !== 'single';
   const router = createClient(RouterServiceClient, RouterServiceService, options.routerAddress, { ...internal, roundRobin: balanced });
   const media = options.mediaAddress ? createClient(MediaServiceClient, MediaServiceService, options.mediaAddress, internal) : undefined;
-  const responsesStore = options.responsesStoreAddress ? createClient(ResponsesStoreClient, ResponsesStoreService, options.responsesStoreAddress, internal) : undefined;
+  const jobs = options.jobsAddress ? createClient(JobsServiceClient, JobsServiceService, options.jobsAddress, internal) : undefined;
+  const responsesStoreAddress = options.responsesStoreAddress ?? options.jobsAddress;
+  const responsesStore = responsesStoreAddress ? createClient(ResponsesStoreClient, ResponsesStoreService, responsesStoreAddress, internal) : undefined;
   const exchangeOptions = { credential: router.credential, ...options.exchange };
   let exchange: (ChatRouter & { close(): void }) | undefined;
   if (options.routerTransport !== 'calls') {
@@ -198,6 +209,7 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
     exchange?.close();
     for (const client of [auth, catalog, ledger, router]) client.close();
     media?.close();
+    jobs?.close();
     responsesStore?.close();
   };
 
@@ -287,6 +299,8 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
       router,
       chatRouter: new ObservedChatRouter(exchange ?? router, tracker),
       ...(media ? { media } : {}),
+      ...(jobs ? { jobs } : {}),
+      files: { ...DEFAULT_FILES_ROUTE_OPTIONS, ...options.files },
       apiKeys,
       catalogCache,
       admission: new ObservedAdmission(admission, tracker),

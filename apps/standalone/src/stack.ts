@@ -1,6 +1,7 @@
 import { startAuthService } from '@gateway/auth';
 import { startCatalogService } from '@gateway/catalog';
 import { startEdge, type EdgeOptions } from '@gateway/edge';
+import { startJobsService, type JobsServiceOptions } from '@gateway/jobs';
 import { startLedgerService, type LedgerServiceOptions } from '@gateway/ledger';
 import { startMediaService } from '@gateway/media';
 import { startRoutingService } from '@gateway/routing';
@@ -32,6 +33,8 @@ export interface StackOptions {
   routing?: { attemptTimeoutMs?: number; maxAttempts?: number; usageOutboxDirectory?: string };
   /** Media knobs; `allowLoopbackUrlsForTests` lets URL fetches reach a test's loopback file server. */
   media?: { allowLoopbackUrlsForTests?: boolean };
+  /** Jobs knobs: Files API bounds, stored responses' retention and bounds (tests lower them). */
+  jobs?: Pick<JobsServiceOptions, 'fileLimits' | 'responses' | 'now'>;
   /** Edge knobs: `admission` 'leased' (the default) admits against leased budgets (DESIGN §2), 'ledger' with one Ledger.Admit per request. */
   edge?: {
     admission?: 'ledger' | 'leased';
@@ -46,6 +49,8 @@ export interface StackOptions {
     /** Responses WebSocket and Idempotency-Key bounds (tests lower them). */
     responsesWebSocket?: EdgeOptions['responsesWebSocket'];
     idempotency?: EdgeOptions['idempotency'];
+    /** Stored responses' bounds at the edge (size, write-behind queue). */
+    storedResponses?: EdgeOptions['storedResponses'];
   };
   /** One registry for every service of the process (npm start serves it on METRICS_PORT). */
   metrics?: Registry;
@@ -59,7 +64,7 @@ export interface StackOptions {
 export interface RunningStack {
   url: string;
   port: number;
-  addresses: { auth: string; catalog: string; ledger: string; routing: string; media: string };
+  addresses: { auth: string; catalog: string; ledger: string; routing: string; media: string; jobs: string };
   stop(): Promise<void>;
 }
 
@@ -74,13 +79,14 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
   };
   const started: { stop(): Promise<void> }[] = [];
   try {
-    const [auth, catalog, ledger, media] = await Promise.all([
+    const [auth, catalog, ledger, media, jobs] = await Promise.all([
       startAuthService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('auth'), keyHashSecret: options.keyHashSecret, ...options.auth, ...metrics }),
       startCatalogService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('catalog'), configPath: options.configPath, ...metrics }),
       startLedgerService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('ledger'), ...options.ledger, ...metrics }),
       startMediaService({ listenAddress, databaseUrl: options.databaseUrl, logger: child('media'), ...options.media, ...metrics }),
+      startJobsService({ listenAddress, databaseUrl: options.databaseUrl, logger: child('jobs'), ...options.jobs, ...metrics }),
     ]);
-    started.push(auth, catalog, ledger, media);
+    started.push(auth, catalog, ledger, media, jobs);
     const routing = await startRoutingService({
       listenAddress,
       catalogAddress: catalog.address,
@@ -101,6 +107,7 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
       ledgerAddress: ledger.address,
       routerAddress: routing.address,
       mediaAddress: media.address,
+      jobsAddress: jobs.address,
       bus: options.bus,
       logger: child('edge'),
       ...(options.edge?.admission ? { admission: options.edge.admission } : {}),
@@ -113,6 +120,7 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
       ...(options.edge?.multipartBounds ? { multipartBounds: options.edge.multipartBounds } : {}),
       ...(options.edge?.responsesWebSocket ? { responsesWebSocket: options.edge.responsesWebSocket } : {}),
       ...(options.edge?.idempotency ? { idempotency: options.edge.idempotency } : {}),
+      ...(options.edge?.storedResponses ? { storedResponses: options.edge.storedResponses } : {}),
       ...metrics,
     });
     started.push(edge);
@@ -120,7 +128,7 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
     return {
       url: edge.url,
       port: edge.port,
-      addresses: { auth: auth.address, catalog: catalog.address, ledger: ledger.address, routing: routing.address, media: media.address },
+      addresses: { auth: auth.address, catalog: catalog.address, ledger: ledger.address, routing: routing.address, media: media.address, jobs: jobs.address },
       // Front to back: stop taking requests first, then the services they depend on. Once: a second
       // call waits for the first.
       stop: () => (stopping ??= (async () => {

@@ -19,7 +19,7 @@ const HealthClient = makeGenericClientConstructor(healthService, 'grpc.health.v1
 
 export const repositoryRoot = fileURLToPath(new URL('../../../', import.meta.url));
 
-export type ServiceApp = 'auth' | 'catalog' | 'ledger' | 'routing' | 'media';
+export type ServiceApp = 'auth' | 'catalog' | 'ledger' | 'routing' | 'media' | 'jobs';
 
 /** A service's standard gRPC health answer ('SERVING' when up). */
 export function healthStatus(address: string): Promise<string> {
@@ -100,10 +100,11 @@ export async function startProcessStack(
       case 'catalog': return { GRPC_LISTEN: addresses.catalog, GATEWAY_CONFIG: `${repositoryRoot}deploy/config/gateway.example.yaml`, GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN };
       case 'ledger': return { GRPC_LISTEN: addresses.ledger, GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN };
       case 'media': return { GRPC_LISTEN: addresses.media };
+      case 'jobs': return { GRPC_LISTEN: addresses.jobs };
       case 'routing': return { GRPC_LISTEN: addresses.routing, CATALOG_ADDR: addresses.catalog };
       case 'edge': return {
         PORT: String(edgePort), AUTH_ADDR: addresses.auth, CATALOG_ADDR: addresses.catalog, LEDGER_ADDR: addresses.ledger,
-        ROUTER_ADDR: addresses.routing, MEDIA_ADDR: addresses.media, EDGE_ADMISSION: testAdmission,
+        ROUTER_ADDR: addresses.routing, MEDIA_ADDR: addresses.media, JOBS_ADDR: addresses.jobs, EDGE_ADMISSION: testAdmission,
       };
     }
   };
@@ -160,7 +161,7 @@ export async function startProcessStack(
   const routingReplicas: RoutingReplica[] = [];
   const ledgerReplicas: string[] = [];
   try {
-    await Promise.all((['auth', 'catalog', 'ledger', 'media'] as const).map((app) => startOnFreshPorts(app, async () => {
+    await Promise.all((['auth', 'catalog', 'ledger', 'media', 'jobs'] as const).map((app) => startOnFreshPorts(app, async () => {
       addresses[app] = `127.0.0.1:${await freePort()}`;
       metricsPorts[app] = await freePort();
       return {};

@@ -5,6 +5,7 @@ export * from './gen/gateway/v1/catalog.js';
 export * from './gen/gateway/v1/ledger.js';
 export * from './gen/gateway/v1/router.js';
 export * from './gen/gateway/v1/media.js';
+export * from './gen/gateway/v1/jobs.js';
 export * from './gen/gateway/v1/events.js';
 export * from './gen/gateway/v1/responses_store.js';
 export { protobufPackage, protobufFileName, type MessageFns, type DeepPartial } from './gen/gateway/v1/common.js';

@@ -25,9 +25,9 @@ export interface ResponsesTables {
   stored_responses: StoredResponsesTable;
 }
 
-/** The jobs service's migrations for stored responses (0050+; the jobs app applies them with its own). */
+/** The jobs service's migrations for stored responses (named `responses-*`, 0050+; the jobs app applies them beside its own, unordered). */
 export const responsesMigrations: Record<string, Migration> = {
-  '0050_responses_stored': {
+  'responses-0050_stored_responses': {
     up: async (db: Kysely<any>) => {
       await sql`
         create table stored_responses (
