@@ -17,8 +17,8 @@ import {
   LedgerServiceService,
   MediaServiceClient,
   MediaServiceService,
-  ResponsesStoreClient,
-  ResponsesStoreService,
+  ResponsesStoreServiceClient,
+  ResponsesStoreServiceService,
   RouterServiceClient,
   RouterServiceService,
 } from '@gateway/proto';
@@ -192,7 +192,7 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
   const media = options.mediaAddress ? createClient(MediaServiceClient, MediaServiceService, options.mediaAddress, internal) : undefined;
   const jobs = options.jobsAddress ? createClient(JobsServiceClient, JobsServiceService, options.jobsAddress, internal) : undefined;
   const responsesStoreAddress = options.responsesStoreAddress ?? options.jobsAddress;
-  const responsesStore = responsesStoreAddress ? createClient(ResponsesStoreClient, ResponsesStoreService, responsesStoreAddress, internal) : undefined;
+  const responsesStore = responsesStoreAddress ? createClient(ResponsesStoreServiceClient, ResponsesStoreServiceService, responsesStoreAddress, internal) : undefined;
   const exchangeOptions = { credential: router.credential, ...options.exchange };
   let exchange: (ChatRouter & { close(): void }) | undefined;
   if (options.routerTransport !== 'calls') {

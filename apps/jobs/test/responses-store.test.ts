@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient, GatewayError, GrpcStatus } from '@gateway/platform';
-import { ResponsesStoreClient, ResponsesStoreService, type StoredResponse } from '@gateway/proto';
+import { ResponsesStoreServiceClient, ResponsesStoreServiceService, type StoredResponse } from '@gateway/proto';
 import { createTestDatabase, eventually, testLogger, type TestDatabase } from '@gateway/testing';
 import { startJobsService, type RunningJobsService } from '../src/index.js';
 
@@ -14,7 +14,7 @@ const MAX_ENTRY_CHARS = 10_000;
 describe('ResponsesStore (jobs service)', () => {
   let database: TestDatabase;
   let jobs: RunningJobsService;
-  let client: ReturnType<typeof createClient<ResponsesStoreClient>>;
+  let client: ReturnType<typeof createClient<ResponsesStoreServiceClient>>;
   let clock = Date.now();
 
   beforeAll(async () => {
@@ -26,7 +26,7 @@ describe('ResponsesStore (jobs service)', () => {
       responses: { retentionSeconds: RETENTION_SECONDS, maxEntryChars: MAX_ENTRY_CHARS, sweepIntervalMs: 200 },
       now: () => clock,
     });
-    client = createClient(ResponsesStoreClient, ResponsesStoreService, jobs.address);
+    client = createClient(ResponsesStoreServiceClient, ResponsesStoreServiceService, jobs.address);
   });
 
   afterAll(async () => {

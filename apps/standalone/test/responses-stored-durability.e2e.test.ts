@@ -68,7 +68,7 @@ describe('stored responses: written behind the answer, nothing lost on a clean s
     const viaMain = new OpenAI({ baseURL: `${gateway.stack.url}/v1`, apiKey, maxRetries: 0, timeout: 30_000 });
     const created = await Promise.all(Array.from({ length: 6 }, (_, index) => viaEdge.responses.create({ model: MODEL, input: `Question ${index}` })));
     const ids = created.map((response) => response.id);
-    expect(created.every((response) => response.store === true)).toBe(true);
+    expect(created.every((response) => (response as { store?: boolean }).store === true)).toBe(true);
 
     // The store is down: the edge that answered serves them (retrieve and a continuation), the other edge cannot yet.
     for (const id of ids) expect((await viaEdge.responses.retrieve(id)).id).toBe(id);

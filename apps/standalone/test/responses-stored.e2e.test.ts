@@ -166,7 +166,7 @@ describe.each(UPSTREAM_KINDS)('stored responses on an $kind upstream, end to end
     expect((await harness.client.responses.retrieve(mine.id)).output_text).toBe('Private answer.');
 
     const unstored = await harness.client.responses.create({ model: MAIN, input: 'Forget this.', store: false });
-    expect(unstored.store).toBe(false);
+    expect((unstored as { store?: boolean }).store).toBe(false);
     await expect(harness.client.responses.retrieve(unstored.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
     await expect(harness.client.responses.create({ model: MAIN, previous_response_id: unstored.id, input: 'x' })).rejects.toMatchObject({ status: 400, error: { code: 'previous_response_not_found' } });
 

@@ -1,10 +1,10 @@
 import { unary, type Logger } from '@gateway/platform';
-import { ResponsesStoreService, type ResponsesStoreServer } from '@gateway/proto';
+import { ResponsesStoreServiceService, type ResponsesStoreServiceServer } from '@gateway/proto';
 import type { ResponsesStore } from './responses-store.js';
 
 /** The ResponsesStore gRPC service (proto/gateway/v1/responses_store.proto): decode, call the store, encode. */
 export function responsesStoreBinding(store: ResponsesStore, logger: Logger) {
-  const implementation: ResponsesStoreServer = {
+  const implementation: ResponsesStoreServiceServer = {
     putResponses: unary(logger, 'PutResponses', (request) => store.put(request.responses)),
     getResponse: unary(logger, 'GetResponse', (request) => store.get(request.accountId, request.responseId)),
     deleteResponse: unary(logger, 'DeleteResponse', async (request) => {
@@ -16,5 +16,5 @@ export function responsesStoreBinding(store: ResponsesStore, logger: Logger) {
       return { itemsJson: page.items.map((item) => JSON.stringify(item)), hasMore: page.hasMore };
     }),
   };
-  return { definition: ResponsesStoreService, implementation, name: 'gateway.v1.ResponsesStore' };
+  return { definition: ResponsesStoreServiceService, implementation, name: 'gateway.v1.ResponsesStoreService' };
 }

@@ -1,4 +1,4 @@
-import type { ResponsesStoreClient, StoredResponse } from '@gateway/proto';
+import type { ResponsesStoreServiceClient, StoredResponse } from '@gateway/proto';
 import { GrpcStatus, GatewayError, type Logger, type PromiseClient } from '@gateway/platform';
 import { edgeErrors } from '../../errors.js';
 import { echoed } from '../../echoed-value.js';
@@ -92,7 +92,7 @@ export class StoredResponses {
   private stopping = false;
 
   constructor(
-    private readonly client: PromiseClient<ResponsesStoreClient>,
+    private readonly client: PromiseClient<ResponsesStoreServiceClient>,
     readonly limits: StoredResponsesLimits,
     private readonly logger: Logger,
   ) {}
