@@ -71,7 +71,7 @@ class StoredResponseSteps implements InferenceSteps<ResponsesRequest, ChatCall> 
     if (body.previous_response_id != null) {
       if (stored === undefined) {
         throw edgeErrors.invalidRequest(
-          'body.previous_response_id: this gateway runs without stored responses, so it cannot continue one: send the whole conversation in `input`.',
+          'body.previous_response_id: this gateway stores no responses (it runs without a jobs service), so it cannot continue one: send the whole conversation in `input`.',
           'body.previous_response_id',
           'unsupported_parameter',
         );
