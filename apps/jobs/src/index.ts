@@ -49,10 +49,11 @@ export async function startJobsService(options: JobsServiceOptions): Promise<Run
     appendUpload: unary(logger, 'AppendUpload', async (request) => ({
       storedBytes: BigInt(await files.appendUpload(request.accountId, request.fileId, Number(request.offset), request.data)),
     })),
-    completeUpload: unary(logger, 'CompleteUpload', (request) =>
-      files.completeUpload(request.accountId, request.fileId, Number(request.bytes), request.purpose, request.expiresAfterSeconds)),
+    completeUpload: unary(logger, 'CompleteUpload', async (request) => ({
+      file: await files.completeUpload(request.accountId, request.fileId, Number(request.bytes), request.purpose, request.expiresAfterSeconds),
+    })),
     abortUpload: unary(logger, 'AbortUpload', async (request) => ({ aborted: await files.abortUpload(request.accountId, request.fileId) })),
-    getFile: unary(logger, 'GetFile', (request) => files.getFile(request.accountId, request.fileId)),
+    getFile: unary(logger, 'GetFile', async (request) => ({ file: await files.getFile(request.accountId, request.fileId) })),
     listFiles: unary(logger, 'ListFiles', (request) => files.listFiles(request.accountId, request.purpose, request.limit, request.after, request.order)),
     readFileContent: unary(logger, 'ReadFileContent', async (request) => {
       const page = await files.readContent(request.accountId, request.fileId, Number(request.offset), request.maxBytes);

@@ -111,7 +111,8 @@ export function getFileHandler(context: EdgeContext) {
     const jobs = jobsOf(context, request);
     const accountId = await accountOf(context, request, response);
     const fileId = fileIdOf(request);
-    sendJson(response, 200, renderFile(await jobs.getFile({ accountId, fileId }, { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS })));
+    const answer = await jobs.getFile({ accountId, fileId }, { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS });
+    sendJson(response, 200, renderFile(answer.file!));
   };
 }
 
@@ -290,8 +291,8 @@ function streamUpload(
           }
           expiresAfterSeconds = seconds;
         }
-        const file = await jobs.completeUpload({ accountId, fileId: fileId!, bytes: BigInt(bytes), purpose, expiresAfterSeconds }, settings);
-        finish(undefined, file);
+        const completed = await jobs.completeUpload({ accountId, fileId: fileId!, bytes: BigInt(bytes), purpose, expiresAfterSeconds }, settings);
+        finish(undefined, completed.file!);
       })().catch((error: unknown) => finish(error instanceof Error ? error : new Error(String(error))));
     });
     request.pipe(parser);
