@@ -49,6 +49,8 @@ export interface StackOptions {
     /** Responses WebSocket and Idempotency-Key bounds (tests lower them). */
     responsesWebSocket?: EdgeOptions['responsesWebSocket'];
     idempotency?: EdgeOptions['idempotency'];
+    /** Files API route bounds (largest upload); tests lower them with jobs.fileLimits. */
+    files?: EdgeOptions['files'];
   };
   /** One registry for every service of the process (npm start serves it on METRICS_PORT). */
   metrics?: Registry;
@@ -118,6 +120,7 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
       ...(options.edge?.multipartBounds ? { multipartBounds: options.edge.multipartBounds } : {}),
       ...(options.edge?.responsesWebSocket ? { responsesWebSocket: options.edge.responsesWebSocket } : {}),
       ...(options.edge?.idempotency ? { idempotency: options.edge.idempotency } : {}),
+      ...(options.edge?.files ? { files: options.edge.files } : {}),
       ...metrics,
     });
     started.push(edge);
