@@ -26,6 +26,7 @@ import {
 } from './routes/account-routes.js';
 import { adminAccountsHandler, adminModelLatencyHandler, adminProvidersHandler, adminTopUpHandler } from './routes/admin-routes.js';
 import { generationHandler, listGenerationsHandler } from './routes/generation-routes.js';
+import { cancelBatchHandler, createBatchHandler, getBatchHandler, listBatchesHandler } from './routes/batches-routes.js';
 import { deleteFileHandler, fileContentHandler, getFileHandler, listFilesHandler, uploadFileHandler } from './routes/files-routes.js';
 import { consoleHandler, DEFAULT_CONSOLE_DIR, isConsolePath, setConsoleSecurityHeaders } from './console-static.js';
 import { getModelHandler, listLimitsHandler, listModelsHandler, listStartupsHandler, sendStartupIcon, startupIconHandler } from './routes/catalog-routes.js';
@@ -160,6 +161,11 @@ export function createApp(context: EdgeContext, readiness?: Readiness): express.
   app.get('/v1/files/:fileId', getFileHandler(context));
   app.get('/v1/files/:fileId/content', fileContentHandler(context));
   app.delete('/v1/files/:fileId', deleteFileHandler(context));
+  // The Batch API (routes/batches-routes.ts, docs/jobs.md): lines run by the jobs service at batch prices.
+  app.post('/v1/batches', createBatchHandler(context));
+  app.get('/v1/batches', listBatchesHandler(context));
+  app.get('/v1/batches/:batchId', getBatchHandler(context));
+  app.post('/v1/batches/:batchId/cancel', cancelBatchHandler(context));
   app.get('/healthz', (_request: Request, response: Response) => {
     sendJson(response, context.catalogCache.ready ? 200 : 503, { status: context.catalogCache.ready ? 'ok' : 'starting' });
   });

@@ -33,8 +33,8 @@ export interface StackOptions {
   routing?: { attemptTimeoutMs?: number; maxAttempts?: number; usageOutboxDirectory?: string };
   /** Media knobs; `allowLoopbackUrlsForTests` lets URL fetches reach a test's loopback file server. */
   media?: { allowLoopbackUrlsForTests?: boolean };
-  /** Jobs knobs: Files API bounds, stored responses' retention and bounds (tests lower them). */
-  jobs?: Pick<JobsServiceOptions, 'fileLimits' | 'responses' | 'now'>;
+  /** Jobs knobs: Files API bounds, batch bounds and pace, stored responses' retention and bounds (tests lower them). */
+  jobs?: Pick<JobsServiceOptions, 'fileLimits' | 'responses' | 'now'> & { batches?: Partial<NonNullable<JobsServiceOptions['batches']>> };
   /** Edge knobs: `admission` 'leased' (the default) admits against leased budgets (DESIGN §2), 'ledger' with one Ledger.Admit per request. */
   edge?: {
     admission?: 'ledger' | 'leased';
@@ -51,6 +51,8 @@ export interface StackOptions {
     idempotency?: EdgeOptions['idempotency'];
     /** Stored responses' bounds at the edge (size, write-behind queue). */
     storedResponses?: EdgeOptions['storedResponses'];
+    /** Files API route bounds (largest upload); tests lower them with jobs.fileLimits. */
+    files?: EdgeOptions['files'];
   };
   /** One registry for every service of the process (npm start serves it on METRICS_PORT). */
   metrics?: Registry;
@@ -79,14 +81,13 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
   };
   const started: { stop(): Promise<void> }[] = [];
   try {
-    const [auth, catalog, ledger, media, jobs] = await Promise.all([
+    const [auth, catalog, ledger, media] = await Promise.all([
       startAuthService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('auth'), keyHashSecret: options.keyHashSecret, ...options.auth, ...metrics }),
       startCatalogService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('catalog'), configPath: options.configPath, ...metrics }),
       startLedgerService({ listenAddress, databaseUrl: options.databaseUrl, bus: options.bus, logger: child('ledger'), ...options.ledger, ...metrics }),
       startMediaService({ listenAddress, databaseUrl: options.databaseUrl, logger: child('media'), ...options.media, ...metrics }),
-      startJobsService({ listenAddress, databaseUrl: options.databaseUrl, logger: child('jobs'), ...options.jobs, ...metrics }),
     ]);
-    started.push(auth, catalog, ledger, media, jobs);
+    started.push(auth, catalog, ledger, media);
     const routing = await startRoutingService({
       listenAddress,
       catalogAddress: catalog.address,
@@ -99,6 +100,16 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
       ...metrics,
     });
     started.push(routing);
+    // Batch lines go through routing's normal path: the jobs service starts once routing is up.
+    const jobs = await startJobsService({
+      listenAddress,
+      databaseUrl: options.databaseUrl,
+      logger: child('jobs'),
+      ...options.jobs,
+      batches: { authAddress: auth.address, catalogAddress: catalog.address, ledgerAddress: ledger.address, routerAddress: routing.address, ...options.jobs?.batches },
+      ...metrics,
+    });
+    started.push(jobs);
     const edge = await startEdge({
       host: options.host ?? '127.0.0.1',
       port: options.port,
@@ -121,6 +132,7 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
       ...(options.edge?.responsesWebSocket ? { responsesWebSocket: options.edge.responsesWebSocket } : {}),
       ...(options.edge?.idempotency ? { idempotency: options.edge.idempotency } : {}),
       ...(options.edge?.storedResponses ? { storedResponses: options.edge.storedResponses } : {}),
+      ...(options.edge?.files ? { files: options.edge.files } : {}),
       ...metrics,
     });
     started.push(edge);

@@ -111,7 +111,8 @@ export function getFileHandler(context: EdgeContext) {
     const jobs = jobsOf(context, request);
     const accountId = await accountOf(context, request, response);
     const fileId = fileIdOf(request);
-    sendJson(response, 200, renderFile(await jobs.getFile({ accountId, fileId }, { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS })));
+    const answer = await jobs.getFile({ accountId, fileId }, { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS });
+    sendJson(response, 200, renderFile(answer.file!));
   };
 }
 
@@ -196,6 +197,18 @@ function streamUpload(
   let fileSeen = false;
   let fileDone: Promise<number> | undefined;
 
+  // A failure can come while BeginUpload is still in flight: the upload is aborted once its id is known.
+  let failed = false;
+  let aborted = false;
+  const abortIfBegun = (): Promise<void> => {
+    if (!failed || fileId === undefined || aborted) return Promise.resolve();
+    aborted = true;
+    return jobs.abortUpload({ accountId, fileId }, settings).then(
+      () => undefined,
+      (abortError: unknown) => context.logger.warn({ err: abortError }, 'aborting an upload failed; the jobs sweeper discards it'),
+    );
+  };
+
   return new Promise<FileObject>((resolve, reject) => {
     let settled = false;
     const finish = (error: Error | undefined, file?: FileObject) => {
@@ -207,10 +220,9 @@ function streamUpload(
         request.pause();
         parser.removeAllListeners();
         parser.on('error', () => undefined);
-        if (fileId !== undefined) {
-          void jobs.abortUpload({ accountId, fileId }, settings).catch((abortError: unknown) => context.logger.warn({ err: abortError }, 'aborting an upload failed; the jobs sweeper discards it'));
-        }
-        reject(error);
+        failed = true;
+        // Answered once the upload is gone (when it had begun), so a retry finds its slot free.
+        void abortIfBegun().then(() => reject(error));
       } else {
         resolve(file!);
       }
@@ -240,6 +252,7 @@ function streamUpload(
       stream.pause();
       const begun = await jobs.beginUpload({ accountId, filename }, settings);
       fileId = begun.fileId;
+      void abortIfBegun();
       let offset = 0;
       let pending: Buffer[] = [];
       let pendingBytes = 0;
@@ -290,8 +303,8 @@ function streamUpload(
           }
           expiresAfterSeconds = seconds;
         }
-        const file = await jobs.completeUpload({ accountId, fileId: fileId!, bytes: BigInt(bytes), purpose, expiresAfterSeconds }, settings);
-        finish(undefined, file);
+        const completed = await jobs.completeUpload({ accountId, fileId: fileId!, bytes: BigInt(bytes), purpose, expiresAfterSeconds }, settings);
+        finish(undefined, completed.file!);
       })().catch((error: unknown) => finish(error instanceof Error ? error : new Error(String(error))));
     });
     request.pipe(parser);

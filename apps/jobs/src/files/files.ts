@@ -225,6 +225,45 @@ export class Files {
     return { fileId, deleted: true };
   }
 
+  /**
+   * Stores a file the service writes itself (a batch's output or error file), chunk by chunk as
+   * `chunks` yields them, outside the account's upload bounds: its size follows from the batch's, which
+   * were bounded when it was created. Kept for the default retention.
+   */
+  async storeGenerated(accountId: string, filename: string, purpose: string, chunks: AsyncIterable<Buffer>): Promise<FileObject> {
+    const fileId = newFileId();
+    await this.db
+      .insertInto('files')
+      .values({ id: fileId, account_id: accountId, filename, purpose, bytes: 0n, status: 'uploading', upload_deadline: new Date(Date.now() + this.limits.uploadTimeoutSeconds * 1000) } as never)
+      .execute();
+    let offset = 0;
+    for await (const chunk of chunks) {
+      for (let start = 0; start < chunk.length; start += FILE_CHUNK_BYTES) {
+        const piece = chunk.subarray(start, start + FILE_CHUNK_BYTES);
+        await this.content.write(fileId, offset, piece);
+        offset += piece.length;
+      }
+    }
+    const retention = this.limits.defaultRetentionSeconds;
+    const completed = await sql<FilesRow>`
+      update files set status = 'processed', bytes = ${offset}, upload_deadline = null,
+        expires_at = ${retention === 0 ? null : sql`now() + make_interval(secs => ${retention})`}
+      where id = ${fileId} returning *`.execute(this.db);
+    return render(completed.rows[0]!);
+  }
+
+  /** The file's bytes page by page (1 MiB), for the service's own reading (a batch's input). */
+  async *pages(accountId: string, fileId: string): AsyncGenerator<Buffer> {
+    let offset = 0;
+    for (;;) {
+      const page = await this.readContent(accountId, fileId, offset, FILE_CHUNK_BYTES);
+      if (page.data.length === 0) return;
+      yield page.data;
+      offset += page.data.length;
+      if (offset >= page.totalBytes) return;
+    }
+  }
+
   /** Deletes expired files and abandoned uploads, a bounded batch per round. */
   async sweep(): Promise<number> {
     if (this.sweeping) return 0;
