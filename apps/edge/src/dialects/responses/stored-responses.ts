@@ -8,13 +8,13 @@ import { echoed } from '../../echoed-value.js';
  * to the jobs service's ResponsesStore, and the lookups that read through it.
  *
  * A response is put AFTER its answer left (the bytes handed to the socket): never a Postgres write or a
- * gRPC call on the answer's path. Entries gather for one event-loop turn and go out as one PutResponses
+ * gRPC call on the answer's path. Entries gather for `flushDelayMs` (20 ms) and go out as one PutResponses
  * call (at most `batchMaxEntries` entries, `batchMaxChars` characters); a failed call is retried with
  * backoff, the entries kept. Until an entry's put is acknowledged it is served from here, so a
  * continuation or a GET on the same edge right after the answer finds it. Bounded: the characters
  * waiting per account and in all are checked before a storing request is worked on (429 / 503 past
  * them). A clean stop flushes what waits (within the drain bound); a crash loses what had not been
- * acknowledged (at most the bound, usually one event-loop turn of answers): those responses were
+ * acknowledged (at most the bound, usually the last 20 ms of answers): those responses were
  * answered but are not stored.
  */
 
@@ -31,6 +31,11 @@ export interface StoredResponsesLimits {
   batchMaxChars: number;
   /** Bound of one ResponsesStore call. */
   callDeadlineMs: number;
+  /**
+   * How long entries gather before a write (0: the next event-loop turn). Writes then leave in batches, apart
+   * from the answers that follow, instead of one call per answer competing with the next request.
+   */
+  flushDelayMs: number;
 }
 
 export const DEFAULT_STORED_RESPONSES_LIMITS: StoredResponsesLimits = {
@@ -40,6 +45,7 @@ export const DEFAULT_STORED_RESPONSES_LIMITS: StoredResponsesLimits = {
   batchMaxEntries: 64,
   batchMaxChars: 8 * 1024 * 1024,
   callDeadlineMs: 10_000,
+  flushDelayMs: 20,
 };
 
 const RETRY_FIRST_MS = 100;
@@ -222,8 +228,9 @@ export class StoredResponses {
   private kick(): void {
     if (this.flushing || this.retryTimer !== undefined) return;
     this.flushing = true;
-    // One event-loop turn: the answers of this turn go out together, after their bytes.
-    setImmediate(() => void this.flush());
+    // After a short gathering window (or the next event-loop turn): the answers of that window go out together, after their bytes.
+    if (this.limits.flushDelayMs <= 0 || this.stopping) setImmediate(() => void this.flush());
+    else setTimeout(() => void this.flush(), this.limits.flushDelayMs).unref();
   }
 
   private async flush(): Promise<void> {
