@@ -61,7 +61,7 @@ describe('stored responses: written behind the answer, nothing lost on a clean s
     const startJobs = (listenAddress: string) => startJobsService({ listenAddress, databaseUrl: gateway.database.url, logger: testLogger('jobs-2') });
     const second = await startJobs('127.0.0.1:0');
     const address = second.address;
-    const edge: RunningEdge = await gateway.startSecondEdge({ name: 'edge-stored', responsesStoreAddress: address, drainTimeoutMs: 10_000 });
+    const edge: RunningEdge = await gateway.startSecondEdge({ name: 'edge-stored', responsesStoreAddress: address, drainTimeoutMs: 10_000, storedResponses: { callDeadlineMs: 1_000 } });
     await second.stop();
 
     const viaEdge = new OpenAI({ baseURL: `${edge.url}/v1`, apiKey, maxRetries: 0, timeout: 30_000 });
@@ -75,6 +75,8 @@ describe('stored responses: written behind the answer, nothing lost on a clean s
     const continued = await viaEdge.responses.create({ model: MODEL, previous_response_id: ids[0]!, input: 'And then?' });
     expect(gateway.upstream.requests.at(-1)!.body.messages.map((message: { content: unknown }) => message.content)).toEqual(['Question 0', 'Kept behind the answer.', 'And then?']);
     await expect(viaMain.responses.retrieve(ids[0]!)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    // A delete has to reach the store: while it is down, a 503 with Retry-After after one call's deadline, not a hung request.
+    await expect(viaEdge.responses.delete(ids[1]!)).rejects.toMatchObject({ status: 503 });
 
     // Back on the same address; the edge stops cleanly at once: what waited is written before it is gone.
     jobs = await startJobs(address);

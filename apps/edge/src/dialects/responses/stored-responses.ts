@@ -193,10 +193,22 @@ export class StoredResponses {
     }
   }
 
-  /** Waits until a response still in the queue is stored (a DELETE or an input_items page reads the store). */
+  /**
+   * Waits until a response still in the queue is stored (a DELETE or an input_items page reads the store), at
+   * most one call's deadline: a store still unreachable by then is a 503 with Retry-After, not a hung request.
+   */
   async settled(accountId: string, responseId: string): Promise<void> {
     const waiting = this.pending.get(keyOf(accountId, responseId));
-    if (waiting !== undefined) await waiting.stored;
+    if (waiting === undefined) return;
+    let timer: NodeJS.Timeout | undefined;
+    const stored = await Promise.race([
+      waiting.stored.then(() => true),
+      new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(false), this.limits.callDeadlineMs);
+      }),
+    ]);
+    clearTimeout(timer);
+    if (!stored) throw edgeErrors.overloaded(1);
   }
 
   /** Flushes what waits, within `timeoutMs`; what is left is logged as lost (not stored). */
