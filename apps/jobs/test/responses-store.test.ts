@@ -10,6 +10,7 @@ import { startJobsService, type RunningJobsService } from '../src/index.js';
 
 const RETENTION_SECONDS = 3_600;
 const MAX_ENTRY_CHARS = 10_000;
+const MAX_PER_ACCOUNT = 5;
 
 describe('ResponsesStore (jobs service)', () => {
   let database: TestDatabase;
@@ -23,7 +24,7 @@ describe('ResponsesStore (jobs service)', () => {
       listenAddress: '127.0.0.1:0',
       databaseUrl: database.url,
       logger: testLogger('jobs'),
-      responses: { retentionSeconds: RETENTION_SECONDS, maxEntryChars: MAX_ENTRY_CHARS, sweepIntervalMs: 200 },
+      responses: { retentionSeconds: RETENTION_SECONDS, maxEntryChars: MAX_ENTRY_CHARS, sweepIntervalMs: 200, maxResponsesPerAccount: MAX_PER_ACCOUNT },
       now: () => clock,
     });
     client = createClient(ResponsesStoreServiceClient, ResponsesStoreServiceService, jobs.address);
@@ -92,6 +93,19 @@ describe('ResponsesStore (jobs service)', () => {
     expect(next.hasMore).toBe(false);
     await invalid(page('msg_unknown', 2, true));
     await invalid(page('', 101, true));
+  });
+
+  it('keeps at most MAX_PER_ACCOUNT responses per account, its oldest out first; another account untouched', async () => {
+    await client.putResponses({ responses: [entry('acc_other', 'resp_other', 'kept')] });
+    for (let index = 0; index < MAX_PER_ACCOUNT + 2; index++) {
+      const put = entry('acc_full', `resp_full${index}`, `n${index}`);
+      put.createdAt = BigInt(Math.floor(clock / 1000) + index);
+      await client.putResponses({ responses: [put] });
+    }
+    await notFound(client.getResponse({ accountId: 'acc_full', responseId: 'resp_full0' }));
+    await notFound(client.getResponse({ accountId: 'acc_full', responseId: 'resp_full1' }));
+    for (let index = 2; index < MAX_PER_ACCOUNT + 2; index++) await client.getResponse({ accountId: 'acc_full', responseId: `resp_full${index}` });
+    await client.getResponse({ accountId: 'acc_other', responseId: 'resp_other' });
   });
 
   it('retention: past it a response is not found, and the sweeper deletes it', async () => {

@@ -43,6 +43,12 @@ export const responsesMigrations: Record<string, Migration> = {
       await sql`create index stored_responses_expires_at on stored_responses (expires_at)`.execute(db);
     },
   },
+  'responses-0051_account_order': {
+    // An account's responses oldest first: what the per-account bound evicts.
+    up: async (db: Kysely<any>) => {
+      await sql`create index stored_responses_account_created on stored_responses (account_id, created_at, response_id)`.execute(db);
+    },
+  },
 };
 
 export interface ResponsesStoreOptions {
@@ -52,9 +58,16 @@ export interface ResponsesStoreOptions {
   maxEntryChars: number;
   /** How often responses past their retention are deleted (default 60 s). */
   sweepIntervalMs: number;
+  /** Most responses kept per account: past it the account's oldest go first (default 100,000). */
+  maxResponsesPerAccount: number;
 }
 
-export const DEFAULT_RESPONSES_STORE: ResponsesStoreOptions = { retentionSeconds: 30 * 24 * 3600, maxEntryChars: 8 * 1024 * 1024, sweepIntervalMs: 60_000 };
+export const DEFAULT_RESPONSES_STORE: ResponsesStoreOptions = {
+  retentionSeconds: 30 * 24 * 3600,
+  maxEntryChars: 8 * 1024 * 1024,
+  sweepIntervalMs: 60_000,
+  maxResponsesPerAccount: 100_000,
+};
 /** Most entries in one PutResponses (the edge's batches are smaller). */
 export const MAX_PUT_ENTRIES = 256;
 /** Largest PutResponses message the jobs server reads: a batch of the edge's (8 MiB) or one whole entry at the bound, with room. */
@@ -108,6 +121,13 @@ export class ResponsesStore {
         .values(rows)
         .onConflict((conflict) => conflict.columns(['account_id', 'response_id']).doNothing())
         .execute();
+      // Each account within its bound, its oldest out first (off the answers' path: puts are written behind them).
+      for (const accountId of new Set(rows.map((row) => row.account_id))) {
+        await sql`
+          delete from stored_responses where account_id = ${accountId} and (created_at, response_id) in (
+            select created_at, response_id from stored_responses where account_id = ${accountId}
+             order by created_at desc, response_id desc offset ${this.options.maxResponsesPerAccount})`.execute(this.db);
+      }
     }
     return { stored: rows.length, refused };
   }
