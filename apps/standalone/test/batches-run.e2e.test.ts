@@ -4,6 +4,9 @@ import { createClient, formatCredits, parseCredits, type PromiseClient } from '@
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
 import { ctlJson, startStackOnCatalog, type StackOnCatalog } from './configured-stack.js';
+import {
+  BATCH_IN, batchCatalog, chatLine, COMPLETION_TOKENS, LINE_COST, MODEL, PROMPT_TOKENS, REGULAR_LINE_COST,
+} from './batches-harness.js';
 
 // OpenAI Batch through the whole stack with the real `openai` client: files up, a batch created, its lines
 // run by the jobs service through routing's normal path (Ledger.Admit per line, Router.Chat / Router.Embed,
@@ -11,48 +14,7 @@ import { ctlJson, startStackOnCatalog, type StackOnCatalog } from './configured-
 // back. Money is checked exactly: each output line's usage.cost is the batch price of its usage, the
 // ledger charged exactly the sum, once per line.
 
-const MODEL = 'testco/batchy';
-const PRICE_IN = '0.000002';
-const PRICE_OUT = '0.000004';
-const BATCH_IN = '0.000001';
-const BATCH_OUT = '0.000002';
-const PROMPT_TOKENS = 10;
-const COMPLETION_TOKENS = 5;
-/** One chat line at the batch prices: 10 × 0.000001 + 5 × 0.000002. */
-const LINE_COST = BigInt(PROMPT_TOKENS) * parseCredits(BATCH_IN) + BigInt(COMPLETION_TOKENS) * parseCredits(BATCH_OUT);
-const REGULAR_LINE_COST = BigInt(PROMPT_TOKENS) * parseCredits(PRICE_IN) + BigInt(COMPLETION_TOKENS) * parseCredits(PRICE_OUT);
-
-function catalog(upstream: FakeUpstream): string {
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-  - { id: upstream-one, kind: openai, base_url: ${upstream.url}, api_key_env: BATCH_KEY }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 600 } }
-models:
-  - id: ${MODEL}
-    owned_by: testco
-    created: 1767225600
-    context_window: 8000
-    max_output_tokens: 100
-    aliases: [batchy]
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [temperature, max_completion_tokens]
-    pricing: { per_input_token: "${PRICE_IN}", per_output_token: "${PRICE_OUT}" }
-    batch_pricing: { per_input_token: "${BATCH_IN}", per_output_token: "${BATCH_OUT}" }
-    limit_group: default
-    offers:
-      - { provider: upstream-one, upstream_model: batchy-upstream, endpoints: [chat.completions, embeddings] }
-`;
-}
-
 interface Account { accountId: string; client: OpenAI }
-
-const chatLine = (customId: string, text: string, extra: Record<string, unknown> = {}) =>
-  JSON.stringify({ custom_id: customId, method: 'POST', url: '/v1/chat/completions', body: { model: MODEL, messages: [{ role: 'user', content: text }], ...extra } });
 
 describe('OpenAI Batch with the openai SDK, at batch prices', () => {
   let upstream: FakeUpstream;
@@ -91,7 +53,7 @@ describe('OpenAI Batch with the openai SDK, at batch prices', () => {
   beforeAll(async () => {
     upstream = await startFakeUpstream();
     upstream.setFallback({ usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: COMPLETION_TOKENS } });
-    base = await startStackOnCatalog('batches', catalog(upstream), {
+    base = await startStackOnCatalog('batches', batchCatalog(upstream), {
       keyHashSecret: 'batches-e2e-secret-0123456789abcdef',
       providerSecrets: { BATCH_KEY: 'sk-batch' },
       jobs: { batches: { runner: { pollIntervalMs: 100, leaseMs: 3_000, concurrency: 4, perAccountConcurrency: 2 } } },
