@@ -147,6 +147,27 @@ describe('OpenAI Batch with the openai SDK, at batch prices', () => {
     expect(batch.usage).toMatchObject({ cost: '0' });
   });
 
+  it('a balance that covers some lines: the others end 402, the balance never goes below zero, the charges equal the output costs', async () => {
+    // 0.06 credits: one line's hold (0.05, the least a paid line holds) fits, two at once do not.
+    const tight = await account('batch-tight', '0.06');
+    const lines = Array.from({ length: 8 }, (_, index) => chatLine(`t-${index}`, `tight ${index}`));
+    const input = await upload(tight, lines);
+    const created = await tight.client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    const batch = await finished(tight, created.id);
+    expect(batch.status).toBe('completed');
+    const { completed, failed } = batch.request_counts!;
+    expect(completed + failed).toBe(8);
+    expect(completed).toBeGreaterThan(0);
+    const output = await jsonl(tight, batch.output_file_id);
+    const errorsFile = await jsonl(tight, batch.error_file_id);
+    expect(output.length).toBe(completed);
+    expect(errorsFile.length).toBe(failed);
+    for (const line of errorsFile) expect([line.response.status_code, line.response.body.error.code]).toEqual([402, 'insufficient_quota']);
+    const charged = output.reduce((sum, line) => sum + parseCredits(line.response.body.usage.cost), 0n);
+    await eventually(async () => expect(await balance(tight)).toBe(parseCredits('0.06') - charged), 10_000);
+    expect(await balance(tight)).toBeGreaterThanOrEqual(0n);
+  });
+
   it('embeddings lines are charged at the batch input price', async () => {
     const before = await balance(owner);
     const input = await upload(owner, [
