@@ -101,7 +101,7 @@ describe('a jobs process killed mid-batch', () => {
     await eventually(async () => expect(before - (await balance())).toBe(sum), 15_000);
     expect(batch.usage).toMatchObject({ cost: formatCredits(sum) });
     // Balances agree with the journal (no charge applied twice anywhere).
-    expect((await ledger.verifyJournal({}, { credential: TEST_ADMIN_TOKEN })).mismatches).toEqual([]);
+    expect((await ledger.verifyJournal({ accountId }, { credential: TEST_ADMIN_TOKEN })).mismatches).toEqual([]);
     // Those lines ran twice (their first answers were lost with the process) and were still charged once.
     const attempts = await db.query(`select line_index, attempts from jobs.batch_lines where batch_id = $1 and line_index = any($2)`, [created.id, held]);
     await db.end();
