@@ -16,7 +16,7 @@ import type { MultipartBounds } from './endpoints/multipart.js';
 import type { UploadArea } from './endpoints/upload-spool.js';
 import type { ReasoningTags } from './canonical/reasoning-tags.js';
 import type { IdempotencyStore } from './inference/idempotency-store.js';
-import type { FilesRouteOptions } from './routes/files-routes.js';
+import type { FilesRouteOptions } from './routes/files-options.js';
 
 /** What every route handler needs; built once by startEdge. */
 export interface EdgeContext {
