@@ -237,6 +237,8 @@ function classify(error: unknown): { transient: boolean; status: number; type: s
 export class BatchRunner {
   private readonly running = new Map<string, Promise<void>>();
   private readonly runningPerAccount = new Map<string, number>();
+  /** Batches this replica is validating or finalizing (their leases are renewed with the lines'). */
+  private readonly heldBatches = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
   private ticking = false;
@@ -285,11 +287,20 @@ export class BatchRunner {
   }
 
   private async renewLeases(): Promise<void> {
-    if (this.running.size === 0) return;
-    await sql`
-      update batch_lines set lease_expires_at = now() + make_interval(secs => ${this.options.leaseMs / 1000})
-      where lease_owner = ${this.options.replicaId} and status = 'pending'`.execute(this.db)
-      .catch((error: unknown) => this.logger.warn({ err: error }, 'renewing line leases failed'));
+    const lease = this.options.leaseMs / 1000;
+    if (this.running.size > 0) {
+      await sql`
+        update batch_lines set lease_expires_at = now() + make_interval(secs => ${lease})
+        where lease_owner = ${this.options.replicaId} and status = 'pending'`.execute(this.db)
+        .catch((error: unknown) => this.logger.warn({ err: error }, 'renewing line leases failed'));
+    }
+    // A long validation (a large input file) or finalization keeps its batch: no second replica starts it again.
+    if (this.heldBatches.size > 0) {
+      await sql`
+        update batches set lease_expires_at = now() + make_interval(secs => ${lease})
+        where id = any(${[...this.heldBatches]}) and lease_owner = ${this.options.replicaId}`.execute(this.db)
+        .catch((error: unknown) => this.logger.warn({ err: error }, 'renewing batch leases failed'));
+    }
   }
 
   private async model(name: string): Promise<Model | undefined> {
@@ -318,6 +329,15 @@ export class BatchRunner {
       returning *`.execute(this.db);
     const batch = claimed.rows[0];
     if (!batch) return;
+    this.heldBatches.add(batch.id);
+    try {
+      await this.validate(batch);
+    } finally {
+      this.heldBatches.delete(batch.id);
+    }
+  }
+
+  private async validate(batch: BatchesTable): Promise<void> {
     const problems: { code: string; message: string; param: string; line: number }[] = [];
     const problem = (line: number, found: LineProblem) => {
       if (problems.length < MAX_VALIDATION_ERRORS) problems.push({ ...found, line });
@@ -652,7 +672,13 @@ export class BatchRunner {
         where id = ${candidate.id} and (lease_expires_at is null or lease_expires_at < now()) and status = ${candidate.status}
         returning *`.execute(this.db);
       const batch = claimed.rows[0];
-      if (batch) await this.finalize(batch);
+      if (!batch) continue;
+      this.heldBatches.add(batch.id);
+      try {
+        await this.finalize(batch);
+      } finally {
+        this.heldBatches.delete(batch.id);
+      }
     }
   }
 
