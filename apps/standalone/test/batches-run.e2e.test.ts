@@ -99,6 +99,11 @@ describe('OpenAI Batch with the openai SDK, at batch prices', () => {
     expect(batch.usage).toMatchObject({ cost: formatCredits(LINE_COST * 7n) });
     const generation = await ledger.getGeneration({ accountId: owner.accountId, requestId: `${created.id}-3` });
     expect(generation.generation).toMatchObject({ cost: formatCredits(LINE_COST), modelId: MODEL });
+    // Operators see it with gatewayctl, with the same counts and cost.
+    const listed = (await ctlJson(base.stack, 'batches', 'list', owner.accountId, '--json')) as unknown as { batches: Record<string, unknown>[] };
+    expect(listed.batches.find((entry) => entry.batch_id === created.id)).toMatchObject({
+      status: 'completed', total: 7, completed: 7, failed: 0, cost: formatCredits(LINE_COST * 7n), output_file_id: batch.output_file_id,
+    });
     // The output file is the account's own (purpose batch_output), and only its own.
     expect((await owner.client.files.retrieve(batch.output_file_id!)).purpose).toBe('batch_output');
     await expect(stranger.client.files.content(batch.output_file_id!)).rejects.toMatchObject({ status: 404 });
