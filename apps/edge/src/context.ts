@@ -17,7 +17,7 @@ import type { UploadArea } from './endpoints/upload-spool.js';
 import type { ReasoningTags } from './canonical/reasoning-tags.js';
 import type { IdempotencyStore } from './inference/idempotency-store.js';
 import type { StoredResponses } from './dialects/responses/stored-responses.js';
-import type { FilesRouteOptions } from './routes/files-routes.js';
+import type { FilesRouteOptions } from './routes/files-options.js';
 
 /** What every route handler needs; built once by startEdge. */
 export interface EdgeContext {

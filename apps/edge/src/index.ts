@@ -43,12 +43,12 @@ import { TimedResponse } from './observability/timed-response.js';
 import { ResponsesWebSocketServer, type ResponsesWebSocketLimits } from './dialects/responses/responses-websocket.js';
 import { DEFAULT_STORED_RESPONSES_LIMITS, StoredResponses, type StoredResponsesLimits } from './dialects/responses/stored-responses.js';
 import { idempotencyStore, type IdempotencyLimits } from './inference/idempotency-store.js';
-import { DEFAULT_FILES_ROUTE_OPTIONS, type FilesRouteOptions } from './routes/files-routes.js';
+import { DEFAULT_FILES_ROUTE_OPTIONS, type FilesRouteOptions } from './routes/files-options.js';
 
 export { toApiError, renderErrorBody, EdgeError, type ApiError, type Dialect } from './errors.js';
 export type { Admission, AdmissionRequest, AdmissionTicket } from './inference/admission.js';
 export { API_VERSION } from './http.js';
-export { DEFAULT_FILES_ROUTE_OPTIONS, type FilesRouteOptions } from './routes/files-routes.js';
+export { DEFAULT_FILES_ROUTE_OPTIONS, type FilesRouteOptions } from './routes/files-options.js';
 export { DEFAULT_OVERLOAD_LIMITS, type OverloadLimits } from './observability/overload.js';
 export { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from './endpoints/upload-spool.js';
 export { DEFAULT_IDEMPOTENCY_LIMITS, type IdempotencyLimits } from './inference/idempotency-store.js';

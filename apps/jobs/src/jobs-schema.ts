@@ -1,6 +1,5 @@
 import type { Migration } from 'kysely';
 import { sql, type Kysely } from '@gateway/platform/db';
-import type { FileChunksTable } from './files/file-content-store.js';
 
 /** The jobs service's own Postgres schema: files and their chunks, batches and their lines. */
 export const JOBS_SCHEMA = 'jobs';
@@ -19,6 +18,13 @@ export interface FilesTable {
   expires_at: Date | null;
   /** An upload not completed by then is discarded by the sweeper. */
   upload_deadline: Date | null;
+}
+
+/** One stored piece of a file's bytes (the Postgres FileContentStore): at most 1 MiB at its byte offset. */
+export interface FileChunksTable {
+  file_id: string;
+  offset_bytes: bigint;
+  data: Buffer;
 }
 
 export interface BatchesTable {

@@ -4,6 +4,9 @@ import { createClient, formatCredits, parseCredits, type PromiseClient } from '@
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
 import { ctlJson, startStackOnCatalog, type StackOnCatalog } from './configured-stack.js';
+import {
+  BATCH_IN, batchCatalog, chatLine, COMPLETION_TOKENS, LINE_COST, MODEL, PROMPT_TOKENS, REGULAR_LINE_COST,
+} from './batches-harness.js';
 
 // OpenAI Batch through the whole stack with the real `openai` client: files up, a batch created, its lines
 // run by the jobs service through routing's normal path (Ledger.Admit per line, Router.Chat / Router.Embed,
@@ -11,48 +14,7 @@ import { ctlJson, startStackOnCatalog, type StackOnCatalog } from './configured-
 // back. Money is checked exactly: each output line's usage.cost is the batch price of its usage, the
 // ledger charged exactly the sum, once per line.
 
-const MODEL = 'testco/batchy';
-const PRICE_IN = '0.000002';
-const PRICE_OUT = '0.000004';
-const BATCH_IN = '0.000001';
-const BATCH_OUT = '0.000002';
-const PROMPT_TOKENS = 10;
-const COMPLETION_TOKENS = 5;
-/** One chat line at the batch prices: 10 × 0.000001 + 5 × 0.000002. */
-const LINE_COST = BigInt(PROMPT_TOKENS) * parseCredits(BATCH_IN) + BigInt(COMPLETION_TOKENS) * parseCredits(BATCH_OUT);
-const REGULAR_LINE_COST = BigInt(PROMPT_TOKENS) * parseCredits(PRICE_IN) + BigInt(COMPLETION_TOKENS) * parseCredits(PRICE_OUT);
-
-function catalog(upstream: FakeUpstream): string {
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-  - { id: upstream-one, kind: openai, base_url: ${upstream.url}, api_key_env: BATCH_KEY }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 600 } }
-models:
-  - id: ${MODEL}
-    owned_by: testco
-    created: 1767225600
-    context_window: 8000
-    max_output_tokens: 100
-    aliases: [batchy]
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [temperature, max_completion_tokens]
-    pricing: { per_input_token: "${PRICE_IN}", per_output_token: "${PRICE_OUT}" }
-    batch_pricing: { per_input_token: "${BATCH_IN}", per_output_token: "${BATCH_OUT}" }
-    limit_group: default
-    offers:
-      - { provider: upstream-one, upstream_model: batchy-upstream, endpoints: [chat.completions, embeddings] }
-`;
-}
-
 interface Account { accountId: string; client: OpenAI }
-
-const chatLine = (customId: string, text: string, extra: Record<string, unknown> = {}) =>
-  JSON.stringify({ custom_id: customId, method: 'POST', url: '/v1/chat/completions', body: { model: MODEL, messages: [{ role: 'user', content: text }], ...extra } });
 
 describe('OpenAI Batch with the openai SDK, at batch prices', () => {
   let upstream: FakeUpstream;
@@ -91,7 +53,7 @@ describe('OpenAI Batch with the openai SDK, at batch prices', () => {
   beforeAll(async () => {
     upstream = await startFakeUpstream();
     upstream.setFallback({ usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: COMPLETION_TOKENS } });
-    base = await startStackOnCatalog('batches', catalog(upstream), {
+    base = await startStackOnCatalog('batches', batchCatalog(upstream), {
       keyHashSecret: 'batches-e2e-secret-0123456789abcdef',
       providerSecrets: { BATCH_KEY: 'sk-batch' },
       jobs: { batches: { runner: { pollIntervalMs: 100, leaseMs: 3_000, concurrency: 4, perAccountConcurrency: 2 } } },
@@ -137,6 +99,11 @@ describe('OpenAI Batch with the openai SDK, at batch prices', () => {
     expect(batch.usage).toMatchObject({ cost: formatCredits(LINE_COST * 7n) });
     const generation = await ledger.getGeneration({ accountId: owner.accountId, requestId: `${created.id}-3` });
     expect(generation.generation).toMatchObject({ cost: formatCredits(LINE_COST), modelId: MODEL });
+    // Operators see it with gatewayctl, with the same counts and cost.
+    const listed = (await ctlJson(base.stack, 'batches', 'list', owner.accountId, '--json')) as unknown as { batches: Record<string, unknown>[] };
+    expect(listed.batches.find((entry) => entry.batch_id === created.id)).toMatchObject({
+      status: 'completed', total: 7, completed: 7, failed: 0, cost: formatCredits(LINE_COST * 7n), output_file_id: batch.output_file_id,
+    });
     // The output file is the account's own (purpose batch_output), and only its own.
     expect((await owner.client.files.retrieve(batch.output_file_id!)).purpose).toBe('batch_output');
     await expect(stranger.client.files.content(batch.output_file_id!)).rejects.toMatchObject({ status: 404 });
@@ -183,6 +150,27 @@ describe('OpenAI Batch with the openai SDK, at batch prices', () => {
     expect(upstream.requests.length).toBe(upstreamBefore);
     expect(await balance(broke)).toBe(0n);
     expect(batch.usage).toMatchObject({ cost: '0' });
+  });
+
+  it('a balance that covers some lines: the others end 402, the balance never goes below zero, the charges equal the output costs', async () => {
+    // 0.06 credits: one line's hold (0.05, the least a paid line holds) fits, two at once do not.
+    const tight = await account('batch-tight', '0.06');
+    const lines = Array.from({ length: 8 }, (_, index) => chatLine(`t-${index}`, `tight ${index}`));
+    const input = await upload(tight, lines);
+    const created = await tight.client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    const batch = await finished(tight, created.id);
+    expect(batch.status).toBe('completed');
+    const { completed, failed } = batch.request_counts!;
+    expect(completed + failed).toBe(8);
+    expect(completed).toBeGreaterThan(0);
+    const output = await jsonl(tight, batch.output_file_id);
+    const errorsFile = await jsonl(tight, batch.error_file_id);
+    expect(output.length).toBe(completed);
+    expect(errorsFile.length).toBe(failed);
+    for (const line of errorsFile) expect([line.response.status_code, line.response.body.error.code]).toEqual([402, 'insufficient_quota']);
+    const charged = output.reduce((sum, line) => sum + parseCredits(line.response.body.usage.cost), 0n);
+    await eventually(async () => expect(await balance(tight)).toBe(parseCredits('0.06') - charged), 10_000);
+    expect(await balance(tight)).toBeGreaterThanOrEqual(0n);
   });
 
   it('embeddings lines are charged at the batch input price', async () => {

@@ -9,6 +9,7 @@ import { ClientGoneError, sendJson, watchBodyArrival } from '../http.js';
 import { presentedApiKey } from '../inference/credentials.js';
 import { requestIdOf } from '../request-id.js';
 import { parseWith } from '../account/account-schemas.js';
+import type { FilesRouteOptions } from './files-options.js';
 
 /**
  * The OpenAI Files API (docs/jobs.md): POST /v1/files (multipart: `file`, `purpose`, optional
@@ -28,12 +29,6 @@ const MAX_FIELD_BYTES = 1024;
 /** Multipart framing around the file part (boundaries, part headers, the small fields). */
 const FORM_OVERHEAD_BYTES = 64 * 1024;
 
-export interface FilesRouteOptions {
-  /** Largest file the edge lets through (the jobs service checks it again): JOBS_MAX_FILE_BYTES. */
-  maxFileBytes: number;
-}
-
-export const DEFAULT_FILES_ROUTE_OPTIONS: FilesRouteOptions = { maxFileBytes: 200 * 1024 * 1024 };
 
 const FILE_ID = z.string().regex(/^file-[A-Za-z0-9_-]{1,64}$/);
 

@@ -88,6 +88,11 @@ interface LineOutcome {
 /** Validation found problems: the batch fails with them (its lines' inserts are rolled back). */
 class ValidationFailed extends Error {}
 
+/** The request id of a line's attempt: `<batch>-<line>` for the first, `<batch>-<line>.<attempt>` after. */
+export function attemptRequestId(batchId: string, lineIndex: number, attempt: number): string {
+  return attempt <= 1 ? `${batchId}-${lineIndex}` : `${batchId}-${lineIndex}.${attempt}`;
+}
+
 /** A failure worth another attempt (the line goes back to pending with its lease lapsing soon). */
 class TransientLineFailure extends Error {}
 
@@ -232,6 +237,8 @@ function classify(error: unknown): { transient: boolean; status: number; type: s
 export class BatchRunner {
   private readonly running = new Map<string, Promise<void>>();
   private readonly runningPerAccount = new Map<string, number>();
+  /** Batches this replica is validating or finalizing (their leases are renewed with the lines'). */
+  private readonly heldBatches = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
   private ticking = false;
@@ -280,11 +287,20 @@ export class BatchRunner {
   }
 
   private async renewLeases(): Promise<void> {
-    if (this.running.size === 0) return;
-    await sql`
-      update batch_lines set lease_expires_at = now() + make_interval(secs => ${this.options.leaseMs / 1000})
-      where lease_owner = ${this.options.replicaId} and status = 'pending'`.execute(this.db)
-      .catch((error: unknown) => this.logger.warn({ err: error }, 'renewing line leases failed'));
+    const lease = this.options.leaseMs / 1000;
+    if (this.running.size > 0) {
+      await sql`
+        update batch_lines set lease_expires_at = now() + make_interval(secs => ${lease})
+        where lease_owner = ${this.options.replicaId} and status = 'pending'`.execute(this.db)
+        .catch((error: unknown) => this.logger.warn({ err: error }, 'renewing line leases failed'));
+    }
+    // A long validation (a large input file) or finalization keeps its batch: no second replica starts it again.
+    if (this.heldBatches.size > 0) {
+      await sql`
+        update batches set lease_expires_at = now() + make_interval(secs => ${lease})
+        where id = any(${[...this.heldBatches]}) and lease_owner = ${this.options.replicaId}`.execute(this.db)
+        .catch((error: unknown) => this.logger.warn({ err: error }, 'renewing batch leases failed'));
+    }
   }
 
   private async model(name: string): Promise<Model | undefined> {
@@ -313,6 +329,15 @@ export class BatchRunner {
       returning *`.execute(this.db);
     const batch = claimed.rows[0];
     if (!batch) return;
+    this.heldBatches.add(batch.id);
+    try {
+      await this.validate(batch);
+    } finally {
+      this.heldBatches.delete(batch.id);
+    }
+  }
+
+  private async validate(batch: BatchesTable): Promise<void> {
     const problems: { code: string; message: string; param: string; line: number }[] = [];
     const problem = (line: number, found: LineProblem) => {
       if (problems.length < MAX_VALIDATION_ERRORS) problems.push({ ...found, line });
@@ -453,10 +478,17 @@ export class BatchRunner {
   }
 
   private async runLine(line: ClaimedLine): Promise<void> {
-    // The line's request id: the key of its hold, its usage event and its charge, the same on every run.
-    const requestId = `${line.batch.id}-${line.lineIndex}`;
+    // The attempt's request id (the key of its hold, its usage event and its charge): derived from the
+    // batch, the line and the attempt. Only the attempt whose answer is recorded may stay charged: before
+    // a line runs again, every earlier attempt's charge is voided (refunded when it had settled, never
+    // applied when it had not), because their answers reached nobody (the process that held them died).
+    const requestId = attemptRequestId(line.batch.id, line.lineIndex, line.attempts);
     let outcome: LineOutcome;
     try {
+      if (line.attempts > this.options.maxAttempts * 3) {
+        throw new GatewayError(GrpcStatus.INTERNAL, ErrorReason.ERROR_REASON_INTERNAL, `This line was started ${line.attempts} times without finishing.`);
+      }
+      await this.voidEarlierAttempts(line);
       outcome = await this.execute(line, requestId);
     } catch (error) {
       if (!(error instanceof TransientLineFailure) || line.attempts >= this.options.maxAttempts) {
@@ -474,8 +506,9 @@ export class BatchRunner {
       const recorded = await sql`
         update batch_lines set status = 'done', result = ${JSON.stringify(outcome.result)}::jsonb, is_error = ${outcome.isError},
           cost_pico = ${outcome.costPico}, lease_owner = null, lease_expires_at = null
-        where batch_id = ${line.batch.id} and line_index = ${line.lineIndex} and status = 'pending'`.execute(trx);
-      // Recorded once: a replica that ran the same line after this one's lease lapsed finds it done.
+        where batch_id = ${line.batch.id} and line_index = ${line.lineIndex} and status = 'pending' and attempts = ${line.attempts}`.execute(trx);
+      // Recorded once, by the latest attempt only: an earlier attempt (its lease lapsed, the line taken up
+      // again and its charge voided) finds the attempt count moved and records nothing.
       if (Number(recorded.numAffectedRows ?? 0n) !== 1) return;
       await sql`
         update batches set completed = completed + ${outcome.isError ? 0 : 1}, failed = failed + ${outcome.isError ? 1 : 0},
@@ -539,9 +572,6 @@ export class BatchRunner {
       if (failure.transient) throw new TransientLineFailure('routing failed', { cause: error });
       return errorLine(line, requestId, failure.status, failure.type, failure.code, failure.message);
     }
-    // A line run before (a replica died after its answer): the ledger kept its first charge, and the
-    // output shows what was charged.
-    if (line.attempts > 1 && !outcome.isError) outcome = await this.chargedAsRecorded(batch, requestId, outcome);
     return outcome;
   }
 
@@ -606,27 +636,17 @@ export class BatchRunner {
     };
   }
 
-  /**
-   * The ledger's record of the line's charge (its first settled usage), waited for while it is pending
-   * (bounded); the output line then shows that cost. Falls back to this run's cost when no record comes.
-   */
-  private async chargedAsRecorded(batch: BatchesTable, requestId: string, outcome: LineOutcome): Promise<LineOutcome> {
-    const deadline = Date.now() + 15_000;
-    while (Date.now() < deadline) {
-      const answer = await this.clients.ledger.getGeneration({ accountId: batch.account_id, requestId }, { requestId, deadlineMs: CALL_DEADLINE_MS }).catch(() => undefined);
-      if (answer?.found && answer.generation) {
-        const costPico = parseCredits(answer.generation.cost);
-        const body = (outcome.result.response as { body: { usage?: { cost?: string; cost_details?: unknown } } }).body;
-        if (body.usage) {
-          body.usage.cost = answer.generation.cost;
-          if (costPico !== outcome.costPico) delete body.usage.cost_details;
-        }
-        return { ...outcome, costPico };
-      }
-      if (answer && !answer.pending) break;
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
-    return outcome;
+  /** Voids the charges of the line's earlier attempts (idempotent; an attempt that never charged is marked void). */
+  private async voidEarlierAttempts(line: ClaimedLine): Promise<void> {
+    if (line.attempts <= 1) return;
+    const { batch } = line;
+    await Promise.all(Array.from({ length: line.attempts - 1 }, (_, index) => {
+      const requestId = attemptRequestId(batch.id, line.lineIndex, index + 1);
+      return this.clients.ledger.voidCharge({ context: { requestId, accountId: batch.account_id, keyId: batch.key_id } }, { requestId, deadlineMs: CALL_DEADLINE_MS });
+    })).catch((error: unknown) => {
+      // Not run until the earlier attempts are void: two charges must never stand for one line.
+      throw new TransientLineFailure('voiding earlier attempts failed', { cause: error });
+    });
   }
 
   // ---------------------------------------------------------------- finalization
@@ -652,7 +672,13 @@ export class BatchRunner {
         where id = ${candidate.id} and (lease_expires_at is null or lease_expires_at < now()) and status = ${candidate.status}
         returning *`.execute(this.db);
       const batch = claimed.rows[0];
-      if (batch) await this.finalize(batch);
+      if (!batch) continue;
+      this.heldBatches.add(batch.id);
+      try {
+        await this.finalize(batch);
+      } finally {
+        this.heldBatches.delete(batch.id);
+      }
     }
   }
 

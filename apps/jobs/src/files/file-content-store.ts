@@ -18,12 +18,6 @@ export interface FileContentStore {
   storedBytes(fileId: string): Promise<number>;
 }
 
-export interface FileChunksTable {
-  file_id: string;
-  offset_bytes: bigint;
-  data: Buffer;
-}
-
 /** Postgres: one row per chunk (at most one AppendUpload's data, 1 MiB), keyed by (file, offset). */
 export class PostgresFileContentStore implements FileContentStore {
   constructor(private readonly db: Kysely<JobsDatabase>) {}
