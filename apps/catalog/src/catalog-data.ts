@@ -66,6 +66,8 @@ export interface ModelData {
   outputModalities: string[];
   supportedParameters: string[];
   pricing: Partial<Record<PriceKey, string>>;
+  /** Only present when the config lists it (so catalogs without it keep their version hash). */
+  batchPricing?: Partial<Record<PriceKey, string>>;
   limitGroup: string;
   maxImages: number | null;
   expiresAt: number | null;
@@ -210,6 +212,9 @@ function toCatalogData(document: CatalogDocument, iconSvgs: (string | null)[]): 
       pricing: Object.fromEntries(
         PRICE_KEYS.flatMap((key) => (model.pricing?.[key] === undefined ? [] : [[key, model.pricing[key]]])),
       ),
+      ...(model.batch_pricing
+        ? { batchPricing: Object.fromEntries(PRICE_KEYS.flatMap((key) => (model.batch_pricing?.[key] === undefined ? [] : [[key, model.batch_pricing[key]]]))) }
+        : {}),
       limitGroup: model.limit_group ?? 'default',
       maxImages: model.max_images ?? null,
       expiresAt: model.expires_at ?? null,

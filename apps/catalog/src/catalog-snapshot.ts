@@ -54,6 +54,7 @@ function toModel(model: ModelData): Model {
     outputModalities: [...model.outputModalities],
     supportedParameters: model.supportedParameters.filter((parameter) => !HIDDEN_PARAMETERS.has(parameter)),
     pricing: toPricing(model.pricing),
+    batchPricing: model.batchPricing ? toPricing(model.batchPricing) : undefined,
     limitGroup: model.limitGroup,
     maxImages: model.maxImages ?? undefined,
     expiresAt: model.expiresAt === null ? undefined : BigInt(model.expiresAt),

@@ -111,6 +111,61 @@ describe('agent frameworks', () => {
       await fixture.expectChargedExactly();
     });
 
+    it(`OpenAI Agents SDK: a second run chained by previousResponseId (stored responses), ${mode}`, async () => {
+      const loop = openAIToolLoop(fixture, { call: callTool('get_weather', { city: CITY }), finalText: FINAL_TEXT });
+      const weather = agentTool({
+        name: 'get_weather',
+        description: 'The weather in a city.',
+        parameters: z.object({ city: z.string() }),
+        execute: async ({ city }) => weatherOf(city),
+      });
+      const agent = new Agent({ name: 'forecaster', instructions: 'Answer with the forecast.', model: OPENAI_MODEL, tools: [weather] });
+      // What the SDK sent as previous_response_id on each /v1/responses call (the client below takes this fetch).
+      const chained: (string | null)[] = [];
+      const suiteFetch = globalThis.fetch;
+      globalThis.fetch = (input, init) => {
+        if (String(input instanceof Request ? input.url : input).endsWith('/v1/responses') && typeof init?.body === 'string') {
+          chained.push((JSON.parse(init.body) as { previous_response_id?: string }).previous_response_id ?? null);
+        }
+        return suiteFetch(input, init);
+      };
+      const runner = new Runner({
+        modelProvider: new OpenAIProvider({ apiKey: fixture.apiKey, baseURL: `${fixture.url}/v1`, useResponses: true }),
+        tracingDisabled: true,
+      });
+      const run = async (input: string, previousResponseId: string | undefined) => {
+        const options = { maxTurns: 4, ...(previousResponseId ? { previousResponseId } : {}) };
+        if (!stream) return runner.run(agent, input, options);
+        const result = await runner.run(agent, input, { ...options, stream: true });
+        for await (const _event of result) { /* drained */ }
+        await result.completed;
+        return result;
+      };
+      let first: Awaited<ReturnType<typeof run>>;
+      let second: Awaited<ReturnType<typeof run>>;
+      try {
+        first = await run(`What is the weather in ${CITY}?`, undefined);
+        second = await run('Thanks. Say it again.', first.lastResponseId);
+      } finally {
+        globalThis.fetch = suiteFetch;
+      }
+      expect(first.finalOutput).toBe(FINAL_TEXT);
+      expect(first.lastResponseId).toMatch(/^resp_/);
+      const shown = requestsOf('openai');
+      // The second run's calls continued stored responses: the first named the first run's last response.
+      expect(chained.filter((id) => id !== null).length, shown).toBeGreaterThanOrEqual(1);
+      expect(chained, shown).toContain(first.lastResponseId);
+      expect(second.finalOutput, shown).toBe(FINAL_TEXT);
+      // The second run sent only its new input with previous_response_id; the provider got the whole conversation.
+      const sent = fixture.openai.requests.at(-1)!.body.messages as { role: string; content: unknown }[];
+      const texts = sent.map((message) => (typeof message.content === 'string' ? message.content : JSON.stringify(message.content)));
+      expect(texts.some((text) => text.includes(`What is the weather in ${CITY}?`)), shown).toBe(true);
+      expect(sent.some((message) => message.role === 'tool'), shown).toBe(true);
+      expect(texts.at(-1), shown).toContain('Thanks. Say it again.');
+      expect(loop.calls.length, shown).toBeGreaterThanOrEqual(1);
+      await fixture.expectChargedExactly();
+    });
+
     /** LangChain's own loop: invoke with bound tools, run each tool call, feed ToolMessages back, until text. */
     async function langchainLoop(model: { bindTools: ChatOpenAI['bindTools'] } | ChatAnthropic): Promise<AIMessage> {
       const weather = langchainTool(async ({ city }: { city: string }) => weatherOf(city), {

@@ -27,6 +27,8 @@ import {
 import { adminAccountsHandler, adminModelLatencyHandler, adminProvidersHandler, adminTopUpHandler } from './routes/admin-routes.js';
 import { generationHandler, listGenerationsHandler } from './routes/generation-routes.js';
 import { logoutHandler, notConfiguredHandler, sessionHandler, type SignIn } from './sign-in/sign-in-routes.js';
+import { cancelBatchHandler, createBatchHandler, getBatchHandler, listBatchesHandler } from './routes/batches-routes.js';
+import { deleteFileHandler, fileContentHandler, getFileHandler, listFilesHandler, uploadFileHandler } from './routes/files-routes.js';
 import { consoleHandler, DEFAULT_CONSOLE_DIR, isConsolePath, setConsoleSecurityHeaders } from './console-static.js';
 import { getModelHandler, listLimitsHandler, listModelsHandler, listStartupsHandler, sendStartupIcon, startupIconHandler } from './routes/catalog-routes.js';
 import { chatDialect } from './dialects/chat/chat-dialect.js';
@@ -35,6 +37,9 @@ import { messagesDialect } from './dialects/messages/messages-dialect.js';
 import { responsesCompactDialect } from './dialects/responses/compaction.js';
 import { inputTokensHandler } from './dialects/responses/input-tokens.js';
 import { responsesDialect } from './dialects/responses/responses-dialect.js';
+import { storedResponseSteps } from './dialects/responses/stored-response-steps.js';
+import { deleteResponseHandler, listInputItemsHandler, retrieveResponseHandler } from './routes/stored-response-routes.js';
+import type { InferenceSteps } from './inference/pipeline-steps.js';
 import type { InferenceDialect } from './inference/dialect.js';
 import { chatSteps } from './inference/chat-steps.js';
 import { inferenceHandler, type InferenceHandler } from './inference/pipeline.js';
@@ -44,10 +49,11 @@ import { inferenceHandler, type InferenceHandler } from './inference/pipeline.js
  * both the direct dispatch (createRequestListener) and express, and names each route's error envelope.
  */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each entry pairs a dialect with its own body type
-const INFERENCE_ROUTES: readonly { path: string; dialect: InferenceDialect<any> }[] = [
+const INFERENCE_ROUTES: readonly { path: string; dialect: InferenceDialect<any>; steps?: InferenceSteps<any, any> }[] = [
   { path: '/v1/chat/completions', dialect: chatDialect },
   { path: '/v1/messages', dialect: messagesDialect },
-  { path: '/v1/responses', dialect: responsesDialect },
+  // Over HTTP the responses dialect stores its answers and continues stored ones (stored-response-steps.ts).
+  { path: '/v1/responses', dialect: responsesDialect, steps: storedResponseSteps },
   { path: '/v1/responses/compact', dialect: responsesCompactDialect },
 ];
 
@@ -86,7 +92,7 @@ function inferenceRoutes(context: EdgeContext): Map<string, InferenceRoute> {
   return new Map<string, InferenceRoute>([
     ...INFERENCE_ROUTES.map((route): [string, InferenceRoute] => [
       route.path,
-      { handler: inferenceHandler(context, chatSteps(route.dialect)), dialect: route.dialect.errorDialect, endpoint: route.dialect.endpoint },
+      { handler: inferenceHandler(context, route.steps ?? chatSteps(route.dialect)), dialect: route.dialect.errorDialect, endpoint: route.dialect.endpoint },
     ]),
     ...SIDE_ROUTES.map((route): [string, InferenceRoute] => [route.path, { handler: route.handler(context), dialect: route.errorDialect, endpoint: route.endpoint }]),
     ...ENDPOINT_ROUTES.map((route): [string, InferenceRoute] => [route.path, { handler: inferenceHandler(context, route.family), dialect: 'chat', endpoint: route.family.endpoint }]),
@@ -128,6 +134,9 @@ export function createApp(context: EdgeContext, readiness?: Readiness, signIn?: 
       route.handler(request, response).catch(next);
     });
   }
+  app.get('/v1/responses/:id', retrieveResponseHandler(context));
+  app.delete('/v1/responses/:id', deleteResponseHandler(context));
+  app.get('/v1/responses/:id/input_items', listInputItemsHandler(context));
   app.get('/v1/models', listModelsHandler(context));
   app.get('/v1/models/*id', getModelHandler(context));
   app.get('/v1/startups', listStartupsHandler(context));
@@ -153,6 +162,17 @@ export function createApp(context: EdgeContext, readiness?: Readiness, signIn?: 
   app.get('/v1/auth/callback', signIn ? signIn.callback() : notConfiguredHandler());
   app.get('/v1/auth/session', sessionHandler(context));
   app.post('/v1/auth/logout', logoutHandler(context, signIn?.options.secureCookies));
+  // The Files API (routes/files-routes.ts, docs/jobs.md), served by the jobs service.
+  app.post('/v1/files', uploadFileHandler(context, context.files));
+  app.get('/v1/files', listFilesHandler(context));
+  app.get('/v1/files/:fileId', getFileHandler(context));
+  app.get('/v1/files/:fileId/content', fileContentHandler(context));
+  app.delete('/v1/files/:fileId', deleteFileHandler(context));
+  // The Batch API (routes/batches-routes.ts, docs/jobs.md): lines run by the jobs service at batch prices.
+  app.post('/v1/batches', createBatchHandler(context));
+  app.get('/v1/batches', listBatchesHandler(context));
+  app.get('/v1/batches/:batchId', getBatchHandler(context));
+  app.post('/v1/batches/:batchId/cancel', cancelBatchHandler(context));
   app.get('/healthz', (_request: Request, response: Response) => {
     sendJson(response, context.catalogCache.ready ? 200 : 503, { status: context.catalogCache.ready ? 'ok' : 'starting' });
   });

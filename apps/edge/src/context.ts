@@ -1,6 +1,7 @@
 import type {
   AuthServiceClient,
   CatalogServiceClient,
+  JobsServiceClient,
   LedgerServiceClient,
   MediaServiceClient,
   RouterServiceClient,
@@ -15,6 +16,8 @@ import type { MultipartBounds } from './endpoints/multipart.js';
 import type { UploadArea } from './endpoints/upload-spool.js';
 import type { ReasoningTags } from './canonical/reasoning-tags.js';
 import type { IdempotencyStore } from './inference/idempotency-store.js';
+import type { StoredResponses } from './dialects/responses/stored-responses.js';
+import type { FilesRouteOptions } from './routes/files-options.js';
 
 /** What every route handler needs; built once by startEdge. */
 export interface EdgeContext {
@@ -26,6 +29,10 @@ export interface EdgeContext {
   chatRouter: ChatRouter;
   /** Present when the edge was given a media address (file blocks need it: URL fetch, PDF text). */
   media?: PromiseClient<MediaServiceClient>;
+  /** Present when the edge was given a jobs address: the Files API needs it. */
+  jobs?: PromiseClient<JobsServiceClient>;
+  /** Bounds of the Files API routes (routes/files-routes.ts). */
+  files: FilesRouteOptions;
   apiKeys: ApiKeyCache;
   catalogCache: CatalogCache;
   admission: Admission;
@@ -61,4 +68,9 @@ export interface EdgeContext {
    * stream-relay.ts); each settles when its relay ends. The drain waits for them within its bound.
    */
   unconfirmedStreams?: Set<Promise<void>>;
+  /**
+   * Stored responses (dialects/responses/stored-responses.ts): present when the edge was given the jobs
+   * service's address. Absent: `store` is answered false and `previous_response_id` refused.
+   */
+  storedResponses?: StoredResponses;
 }

@@ -93,6 +93,18 @@ export const edgeErrors = {
   modelGone: (model: string) =>
     new EdgeError({ status: 410, type: 'invalid_request_error', message: `The model \`${echoed(model)}\` is deprecated and no longer served.`, code: 'model_gone' }),
   notFound: (message: string) => new EdgeError({ status: 404, type: 'not_found_error', message, code: 'not_found' }),
+  /** A stored response unknown to the caller's account (another account's, deleted, expired): OpenAI's 404 for it. */
+  responseNotFound: (id: string) =>
+    new EdgeError({ status: 404, type: 'invalid_request_error', message: `Response with id '${echoed(id)}' not found.`, code: 'not_found' }),
+  /** Stored responses of this account waiting to be written are over their bound (dialects/responses/stored-responses.ts). */
+  storedResponsesBacklog: (retryAfterSeconds: number) =>
+    new EdgeError({
+      status: 429,
+      type: 'rate_limit_exceeded',
+      code: 'stored_responses_backlog',
+      message: `This account's responses waiting to be stored are over their bound; retry after ${retryAfterSeconds} second${retryAfterSeconds === 1 ? '' : 's'}, or send \`store: false\`.`,
+      retryAfterSeconds,
+    }),
   /** Load shedding (observability/overload.ts): refused before the body was read, so nothing was charged. */
   /** A responses WebSocket upgrade by a key that cannot pay (spec §7: 402 insufficient_quota). */
   cannotPay: (code: 'insufficient_quota' | 'key_limit_exceeded', message: string) => new EdgeError({ status: 402, type: 'insufficient_quota', code, message }),

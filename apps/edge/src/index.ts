@@ -9,12 +9,16 @@ import {
   CatalogChanged,
   CatalogServiceClient,
   CatalogServiceService,
+  JobsServiceClient,
+  JobsServiceService,
   KeysChanged,
   LeaseRecall,
   LedgerServiceClient,
   LedgerServiceService,
   MediaServiceClient,
   MediaServiceService,
+  ResponsesStoreServiceClient,
+  ResponsesStoreServiceService,
   RouterServiceClient,
   RouterServiceService,
 } from '@gateway/proto';
@@ -39,16 +43,20 @@ import { Readiness } from './observability/readiness.js';
 import { RequestTracker } from './observability/request-tracker.js';
 import { TimedResponse } from './observability/timed-response.js';
 import { ResponsesWebSocketServer, type ResponsesWebSocketLimits } from './dialects/responses/responses-websocket.js';
+import { DEFAULT_STORED_RESPONSES_LIMITS, StoredResponses, type StoredResponsesLimits } from './dialects/responses/stored-responses.js';
 import { idempotencyStore, type IdempotencyLimits } from './inference/idempotency-store.js';
+import { DEFAULT_FILES_ROUTE_OPTIONS, type FilesRouteOptions } from './routes/files-options.js';
 
 export { toApiError, renderErrorBody, EdgeError, type ApiError, type Dialect } from './errors.js';
 export type { Admission, AdmissionRequest, AdmissionTicket } from './inference/admission.js';
 export { API_VERSION } from './http.js';
+export { DEFAULT_FILES_ROUTE_OPTIONS, type FilesRouteOptions } from './routes/files-options.js';
 export { DEFAULT_OVERLOAD_LIMITS, type OverloadLimits } from './observability/overload.js';
 export { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from './endpoints/upload-spool.js';
 export { DEFAULT_IDEMPOTENCY_LIMITS, type IdempotencyLimits } from './inference/idempotency-store.js';
 export { DEFAULT_RESPONSES_WEBSOCKET_LIMITS, type ResponsesWebSocketLimits } from './dialects/responses/responses-websocket.js';
 export { parseGroupRoles, signInFromEnvironment, type GroupMembership, type OidcSignInOptions } from './sign-in/sign-in-config.js';
+export { DEFAULT_STORED_RESPONSES_LIMITS, type StoredResponsesLimits } from './dialects/responses/stored-responses.js';
 
 export interface EdgeOptions {
   /** Default 127.0.0.1. */
@@ -62,6 +70,18 @@ export interface EdgeOptions {
   routerAddress: string;
   /** Media service: chat file blocks (URL fetch, PDF text) need it; without it they answer 500. */
   mediaAddress?: string;
+  /** Jobs service: the Files API needs it; without it its routes answer 404. */
+  jobsAddress?: string;
+  /** Bounds of the Files API routes (largest upload); the jobs service checks them again. */
+  files?: Partial<FilesRouteOptions>;
+  /**
+   * The ResponsesStore (docs/stored-responses.md), served by the jobs service; default `jobsAddress`. With
+   * it `store` (default true) keeps responses and `previous_response_id` continues them; without it
+   * nothing is stored.
+   */
+  responsesStoreAddress?: string;
+  /** Bounds of stored responses at the edge (size, write-behind queue); tests lower them. */
+  storedResponses?: Partial<StoredResponsesLimits>;
   bus: EventBus;
   logger: Logger;
   /** Lifetime of a cached Auth.VerifyApiKey answer. Default 30 s. */
@@ -180,6 +200,9 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
   const balanced = routerTarget.kind !== 'single';
   const router = createClient(RouterServiceClient, RouterServiceService, options.routerAddress, { ...internal, roundRobin: balanced });
   const media = options.mediaAddress ? createClient(MediaServiceClient, MediaServiceService, options.mediaAddress, internal) : undefined;
+  const jobs = options.jobsAddress ? createClient(JobsServiceClient, JobsServiceService, options.jobsAddress, internal) : undefined;
+  const responsesStoreAddress = options.responsesStoreAddress ?? options.jobsAddress;
+  const responsesStore = responsesStoreAddress ? createClient(ResponsesStoreServiceClient, ResponsesStoreServiceService, responsesStoreAddress, internal) : undefined;
   const exchangeOptions = { credential: router.credential, ...options.exchange };
   let exchange: (ChatRouter & { close(): void }) | undefined;
   if (options.routerTransport !== 'calls') {
@@ -196,6 +219,8 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
     exchange?.close();
     for (const client of [auth, catalog, ledger, router]) client.close();
     media?.close();
+    jobs?.close();
+    responsesStore?.close();
   };
 
   const now = options.now ?? Date.now;
@@ -272,7 +297,11 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
     const uploads = new UploadArea({ ...DEFAULT_UPLOAD_LIMITS, ...options.uploads });
     uploads.spoolDirectory();
     const unconfirmedStreams = new Set<Promise<void>>();
+    const storedResponses = responsesStore
+      ? new StoredResponses(responsesStore, { ...DEFAULT_STORED_RESPONSES_LIMITS, ...options.storedResponses }, logger)
+      : undefined;
     const context: EdgeContext = {
+      ...(storedResponses ? { storedResponses } : {}),
       unconfirmedStreams,
       auth,
       catalog,
@@ -280,6 +309,8 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
       router,
       chatRouter: new ObservedChatRouter(exchange ?? router, tracker),
       ...(media ? { media } : {}),
+      ...(jobs ? { jobs } : {}),
+      files: { ...DEFAULT_FILES_ROUTE_OPTIONS, ...options.files },
       apiKeys,
       catalogCache,
       admission: new ObservedAdmission(admission, tracker),
@@ -374,6 +405,8 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
         // Connections kept alive past their last answer, and whatever the bound cut short.
         httpServer.closeAllConnections();
         await closed;
+        // Responses answered and waiting to be stored: written now (nothing is lost on a clean stop), within the drain bound.
+        await storedResponses?.stop(Math.max(1_000, drainTimeoutMs - (performance.now() - drainStarted)));
         for (const subscription of subscriptions) await subscription.stop().catch(() => undefined);
         await admission?.stop().catch((error: unknown) => logger.warn({ err: error }, 'admission stop failed'));
         readiness.close();

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { grpcAddress, grpcTarget, runBusService } from '@gateway/platform';
-import { DEFAULT_IDEMPOTENCY_LIMITS, DEFAULT_OVERLOAD_LIMITS, DEFAULT_RESPONSES_WEBSOCKET_LIMITS, DEFAULT_UPLOAD_LIMITS, signInFromEnvironment, startEdge } from './index.js';
+import { DEFAULT_FILES_ROUTE_OPTIONS, DEFAULT_IDEMPOTENCY_LIMITS, DEFAULT_OVERLOAD_LIMITS, DEFAULT_RESPONSES_WEBSOCKET_LIMITS, DEFAULT_UPLOAD_LIMITS, signInFromEnvironment, startEdge } from './index.js';
 
 /** Read first: a bad sign-in setting stops the start with its name. */
 const signIn = signInFromEnvironment(process.env);
@@ -18,6 +18,10 @@ await runBusService(
     ROUTER_ADDR: grpcTarget.default('127.0.0.1:50054'),
     EDGE_ROUTER_RESOLVE_INTERVAL_MS: z.coerce.number().int().min(1_000).default(15_000),
     MEDIA_ADDR: grpcAddress.default('127.0.0.1:50055'),
+    /** The jobs service (Files API); docs/jobs.md. */
+    JOBS_ADDR: grpcAddress.default('127.0.0.1:50056'),
+    /** Largest file POST /v1/files lets through (keep it equal to the jobs service's JOBS_MAX_FILE_BYTES). */
+    EDGE_MAX_FILE_BYTES: z.coerce.number().int().min(1).default(DEFAULT_FILES_ROUTE_OPTIONS.maxFileBytes),
     /** 'leased' (default): leased budgets (DESIGN §2); 'ledger': one Ledger.Admit per request. */
     EDGE_ADMISSION: z.enum(['ledger', 'leased']).default('leased'),
     /** 'exchange' (default): chat requests as frames of one long-lived Router.Exchange call; 'calls': a gRPC call each. */
@@ -70,6 +74,8 @@ await runBusService(
       ledgerAddress: config.LEDGER_ADDR,
       routerAddress: config.ROUTER_ADDR,
       mediaAddress: config.MEDIA_ADDR,
+      jobsAddress: config.JOBS_ADDR,
+      files: { maxFileBytes: config.EDGE_MAX_FILE_BYTES },
       admission: config.EDGE_ADMISSION,
       routerTransport: config.EDGE_ROUTER_TRANSPORT,
       routerResolveIntervalMs: config.EDGE_ROUTER_RESOLVE_INTERVAL_MS,

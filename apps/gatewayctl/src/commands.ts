@@ -2,13 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { parseCredits, PRICING_FIELDS, type PromiseClient } from '@gateway/platform';
-import type { Account, ApiKey, AuthServiceClient, CatalogServiceClient, LedgerServiceClient, Model } from '@gateway/proto';
+import type { Account, ApiKey, AuthServiceClient, CatalogServiceClient, JobsServiceClient, LedgerServiceClient, Model } from '@gateway/proto';
 
 /** What a command may use: lazily dialled clients and the two output streams. */
 export interface CommandContext {
   auth(): PromiseClient<AuthServiceClient>;
   ledger(): PromiseClient<LedgerServiceClient>;
   catalog(): PromiseClient<CatalogServiceClient>;
+  jobs(): PromiseClient<JobsServiceClient>;
   json: boolean;
   stdout(text: string): void;
   stderr(text: string): void;
@@ -75,7 +76,48 @@ function keyJson(key: ApiKey | undefined) {
   };
 }
 
+const isoSeconds = (seconds: bigint) => (seconds > 0n ? new Date(Number(seconds) * 1000).toISOString() : null);
+/** batches list shows at most this many batches (pages of 100). */
+const BATCHES_LIST_MAX = 1_000;
+
 export const commands: Command[] = [
+  {
+    group: 'batches',
+    name: 'list',
+    summary: "An account's batches, newest first: status, endpoint, request counts and the credits charged.",
+    positionals: ['ACCOUNT_ID'],
+    options: { limit: { type: 'string', description: `most batches shown (1..${BATCHES_LIST_MAX}, default 20)`, placeholder: 'N' } },
+    async run(context, [accountId], values) {
+      const limitText = (values.limit as string | undefined) ?? '20';
+      const limit = Number(limitText);
+      if (!/^\d+$/.test(limitText) || limit < 1 || limit > BATCHES_LIST_MAX) throw new UsageError(`--limit must be 1..${BATCHES_LIST_MAX}, got ${JSON.stringify(limitText)}`);
+      const batches = [];
+      let after = '';
+      while (batches.length < limit) {
+        const page = await context.jobs().listBatches({ accountId: accountId!, limit: Math.min(100, limit - batches.length), after }, { deadlineMs: CALL_DEADLINE_MS });
+        batches.push(...page.batches);
+        if (!page.hasMore || page.batches.length === 0) break;
+        after = page.batches.at(-1)!.id;
+      }
+      const rows = batches.map((batch) => ({
+        batch_id: batch.id,
+        status: batch.status,
+        endpoint: batch.endpoint,
+        model: batch.model || null,
+        total: batch.requestCounts?.total ?? 0,
+        completed: batch.requestCounts?.completed ?? 0,
+        failed: batch.requestCounts?.failed ?? 0,
+        cost: batch.cost,
+        created_at: isoSeconds(batch.createdAt),
+        output_file_id: batch.outputFileId || null,
+        error_file_id: batch.errorFileId || null,
+      }));
+      if (context.json) context.stdout(`${JSON.stringify({ batches: rows })}\n`);
+      else if (rows.length === 0) context.stdout('no batches\n');
+      else for (const row of rows) context.stdout(`${row.batch_id}  ${row.status.padEnd(10)}  ${row.endpoint}  ${row.completed}/${row.total} done, ${row.failed} failed  cost ${row.cost}  ${row.created_at}\n`);
+      return 0;
+    },
+  },
   {
     group: 'accounts',
     name: 'create',

@@ -18,6 +18,8 @@ import {
   AuthServiceService,
   CatalogServiceClient,
   CatalogServiceService,
+  JobsServiceClient,
+  JobsServiceService,
   LedgerServiceClient,
   LedgerServiceService,
 } from '@gateway/proto';
@@ -33,6 +35,7 @@ const SERVICES = {
   auth: { flag: 'auth', env: 'AUTH_ADDR', fallback: '127.0.0.1:50051' },
   ledger: { flag: 'ledger', env: 'LEDGER_ADDR', fallback: '127.0.0.1:50053' },
   catalog: { flag: 'catalog', env: 'CATALOG_ADDR', fallback: '127.0.0.1:50052' },
+  jobs: { flag: 'jobs', env: 'JOBS_ADDR', fallback: '127.0.0.1:50056' },
 } as const;
 type ServiceName = keyof typeof SERVICES;
 
@@ -41,6 +44,7 @@ const GLOBAL_OPTIONS: Record<string, OptionSpec> = {
   auth: { type: 'string', description: 'auth service address (env AUTH_ADDR, default 127.0.0.1:50051)', placeholder: 'HOST:PORT' },
   ledger: { type: 'string', description: 'ledger service address (env LEDGER_ADDR, default 127.0.0.1:50053)', placeholder: 'HOST:PORT' },
   catalog: { type: 'string', description: 'catalog service address (env CATALOG_ADDR, default 127.0.0.1:50052)', placeholder: 'HOST:PORT' },
+  jobs: { type: 'string', description: 'jobs service address (env JOBS_ADDR, default 127.0.0.1:50056)', placeholder: 'HOST:PORT' },
   'data-dir': {
     type: 'string',
     description: `a running npm start's data dir, whose ${RUNTIME_ADDRESSES_FILE} names the addresses no flag or env gives and whose ${ADMIN_TOKEN_FILE} is the admin credential when GATEWAY_ADMIN_TOKEN is unset (env GATEWAY_DATA_DIR, default .data)`,
@@ -72,7 +76,7 @@ function overview(group?: string): string {
   return [
     `usage: gatewayctl ${group ?? '<group>'} <command> [arguments] [options]`,
     '',
-    'Admin CLI of the gateway; talks gRPC to the auth, ledger and catalog services.',
+    'Admin CLI of the gateway; talks gRPC to the auth, ledger, catalog and jobs services.',
     '',
     'commands:',
     ...listed.map((command) => `  ${`${command.group} ${command.name}`.padEnd(width)}  ${command.summary}`),
@@ -222,6 +226,7 @@ export async function runGatewayctl(argv: string[], io: GatewayctlIo): Promise<n
     auth: lazily('auth', (): PromiseClient<AuthServiceClient> => createClient(AuthServiceClient, AuthServiceService, addresses.auth, { credential })),
     ledger: lazily('ledger', (): PromiseClient<LedgerServiceClient> => createClient(LedgerServiceClient, LedgerServiceService, addresses.ledger, { credential })),
     catalog: lazily('catalog', (): PromiseClient<CatalogServiceClient> => createClient(CatalogServiceClient, CatalogServiceService, addresses.catalog, { credential })),
+    jobs: lazily('jobs', (): PromiseClient<JobsServiceClient> => createClient(JobsServiceClient, JobsServiceService, addresses.jobs, { credential })),
     json: values.json === true,
     stdout: io.stdout,
     stderr: io.stderr,

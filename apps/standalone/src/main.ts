@@ -122,7 +122,7 @@ await runMain('gateway', logger, async () => {
     });
     // `npx gatewayctl` reads these when no flag or env names an address (the ports are new on every start).
     writeRuntimeAddresses(dataDir, {
-      auth: stack.addresses.auth, ledger: stack.addresses.ledger, catalog: stack.addresses.catalog, edge: stack.url, pid: process.pid,
+      auth: stack.addresses.auth, ledger: stack.addresses.ledger, catalog: stack.addresses.catalog, jobs: stack.addresses.jobs, edge: stack.url, pid: process.pid,
     });
     const devKeysFile = join(dataDir, 'dev-keys.json');
     const { keys, created } = await ensureDevAccount(devKeysFile, stack.addresses, credentials.accepted.admin[0]);

@@ -1,6 +1,7 @@
 import { startAuthService } from '@gateway/auth';
 import { startCatalogService } from '@gateway/catalog';
 import { startEdge, type EdgeOptions } from '@gateway/edge';
+import { startJobsService, type JobsServiceOptions } from '@gateway/jobs';
 import { startLedgerService, type LedgerServiceOptions } from '@gateway/ledger';
 import { startMediaService } from '@gateway/media';
 import { startRoutingService } from '@gateway/routing';
@@ -35,6 +36,8 @@ export interface StackOptions {
   routing?: { attemptTimeoutMs?: number; maxAttempts?: number; usageOutboxDirectory?: string };
   /** Media knobs; `allowLoopbackUrlsForTests` lets URL fetches reach a test's loopback file server. */
   media?: { allowLoopbackUrlsForTests?: boolean };
+  /** Jobs knobs: Files API bounds, batch bounds and pace, stored responses' retention and bounds (tests lower them). */
+  jobs?: Pick<JobsServiceOptions, 'fileLimits' | 'responses' | 'now'> & { batches?: Partial<NonNullable<JobsServiceOptions['batches']>> };
   /** Edge knobs: `admission` 'leased' (the default) admits against leased budgets (DESIGN §2), 'ledger' with one Ledger.Admit per request. */
   edge?: {
     admission?: 'ledger' | 'leased';
@@ -53,6 +56,10 @@ export interface StackOptions {
     signIn?: EdgeOptions['signIn'];
     /** The admin credential the edge presents for signed-in operators on /v1/admin/ (npm start: its admin token). */
     operatorSessionCredential?: string;
+    /** Stored responses' bounds at the edge (size, write-behind queue). */
+    storedResponses?: EdgeOptions['storedResponses'];
+    /** Files API route bounds (largest upload); tests lower them with jobs.fileLimits. */
+    files?: EdgeOptions['files'];
   };
   /** One registry for every service of the process (npm start serves it on METRICS_PORT). */
   metrics?: Registry;
@@ -66,7 +73,7 @@ export interface StackOptions {
 export interface RunningStack {
   url: string;
   port: number;
-  addresses: { auth: string; catalog: string; ledger: string; routing: string; media: string };
+  addresses: { auth: string; catalog: string; ledger: string; routing: string; media: string; jobs: string };
   stop(): Promise<void>;
 }
 
@@ -100,6 +107,16 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
       ...metrics,
     });
     started.push(routing);
+    // Batch lines go through routing's normal path: the jobs service starts once routing is up.
+    const jobs = await startJobsService({
+      listenAddress,
+      databaseUrl: options.databaseUrl,
+      logger: child('jobs'),
+      ...options.jobs,
+      batches: { authAddress: auth.address, catalogAddress: catalog.address, ledgerAddress: ledger.address, routerAddress: routing.address, ...options.jobs?.batches },
+      ...metrics,
+    });
+    started.push(jobs);
     const edge = await startEdge({
       host: options.host ?? '127.0.0.1',
       port: options.port,
@@ -108,6 +125,7 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
       ledgerAddress: ledger.address,
       routerAddress: routing.address,
       mediaAddress: media.address,
+      jobsAddress: jobs.address,
       bus: options.bus,
       logger: child('edge'),
       ...(options.edge?.admission ? { admission: options.edge.admission } : {}),
@@ -122,6 +140,8 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
       ...(options.edge?.idempotency ? { idempotency: options.edge.idempotency } : {}),
       ...(options.edge?.signIn ? { signIn: options.edge.signIn } : {}),
       ...(options.edge?.operatorSessionCredential ? { operatorSessionCredential: options.edge.operatorSessionCredential } : {}),
+      ...(options.edge?.storedResponses ? { storedResponses: options.edge.storedResponses } : {}),
+      ...(options.edge?.files ? { files: options.edge.files } : {}),
       ...metrics,
     });
     started.push(edge);
@@ -129,7 +149,7 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
     return {
       url: edge.url,
       port: edge.port,
-      addresses: { auth: auth.address, catalog: catalog.address, ledger: ledger.address, routing: routing.address, media: media.address },
+      addresses: { auth: auth.address, catalog: catalog.address, ledger: ledger.address, routing: routing.address, media: media.address, jobs: jobs.address },
       // Front to back: stop taking requests first, then the services they depend on. Once: a second
       // call waits for the first.
       stop: () => (stopping ??= (async () => {

@@ -102,6 +102,6 @@ describe('access log and secrets in logs', () => {
       expect(keys.filter((key, index) => keys.indexOf(key) !== index), line).toEqual([]);
     }
     // Every service logged through its own logger, naming itself once.
-    expect(new Set(records.map((record) => record.service))).toEqual(new Set(['gateway', 'auth', 'catalog', 'ledger', 'media', 'routing', 'edge']));
+    expect(new Set(records.map((record) => record.service))).toEqual(new Set(['gateway', 'auth', 'catalog', 'ledger', 'media', 'jobs', 'routing', 'edge']));
   });
 });

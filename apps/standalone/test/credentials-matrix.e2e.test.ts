@@ -136,6 +136,16 @@ const routes: RouteGroup[] = [
     expected: inference(ok()),
     check: (answer) => expect(answer.body).toMatchObject({ object: 'response.input_tokens', input_tokens: expect.any(Number) }),
   },
+  // Stored responses (responses-stored.e2e.test.ts has the owner's and the other account's reads): an id no
+  // account has is OpenAI's 404 for every live API key, invalid_api_key for every other credential.
+  ...(['GET /v1/responses/{id}', 'DELETE /v1/responses/{id}', 'GET /v1/responses/{id}/input_items'] as const).map((name): RouteGroup => ({
+    name,
+    call: (harness, credential) => {
+      const [method, path] = name.split(' ') as ['GET' | 'DELETE', string];
+      return harness.call(method, path.replace('{id}', `resp_${'0'.repeat(32)}`), credential);
+    },
+    expected: inference({ status: 404, type: 'invalid_request_error' }),
+  })),
   {
     name: 'GET /v1/models',
     call: (harness, credential) => harness.call('GET', '/v1/models', credential),

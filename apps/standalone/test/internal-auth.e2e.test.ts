@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient, GatewayError, GrpcStatus } from '@gateway/platform';
 import {
   AuthServiceClient, AuthServiceService, CatalogServiceClient, CatalogServiceService, LedgerServiceClient, LedgerServiceService,
-  MediaServiceClient, MediaServiceService, RouterServiceClient, RouterServiceService,
+  JobsServiceClient, JobsServiceService, MediaServiceClient, MediaServiceService, RouterServiceClient, RouterServiceService,
 } from '@gateway/proto';
 import { TEST_INTERNAL_TOKEN } from '@gateway/testing';
 import { startStandaloneProcessStack, type ProcessStack, type ServiceApp, type StandaloneProcessStack } from './process-stack.js';
@@ -81,6 +81,18 @@ const probes: Record<ServiceApp, { expected: string; call: (address: string, cre
       const client = createClient(MediaServiceClient, MediaServiceService, address, { credential, maxAttempts: 1 });
       try {
         return await outcome(() => client.getImage({ imageId: 'img_nothing_stored_here_0000' }));
+      } finally {
+        client.close();
+      }
+    },
+  },
+  jobs: {
+    // A file id that was never stored: the Files API's NOT_FOUND.
+    expected: 'NOT_FOUND',
+    call: async (address, credential) => {
+      const client = createClient(JobsServiceClient, JobsServiceService, address, { credential, maxAttempts: 1 });
+      try {
+        return await outcome(() => client.getFile({ accountId: 'acc_nobody', fileId: 'file-000000000000000000000000' }));
       } finally {
         client.close();
       }

@@ -19,7 +19,7 @@ const HealthClient = makeGenericClientConstructor(healthService, 'grpc.health.v1
 
 export const repositoryRoot = fileURLToPath(new URL('../../../', import.meta.url));
 
-export type ServiceApp = 'auth' | 'catalog' | 'ledger' | 'routing' | 'media';
+export type ServiceApp = 'auth' | 'catalog' | 'ledger' | 'routing' | 'media' | 'jobs';
 
 /** A service's standard gRPC health answer ('SERVING' when up). */
 export function healthStatus(address: string): Promise<string> {
@@ -100,10 +100,13 @@ export async function startProcessStack(
       case 'catalog': return { GRPC_LISTEN: addresses.catalog, GATEWAY_CONFIG: `${repositoryRoot}deploy/config/gateway.example.yaml`, GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN };
       case 'ledger': return { GRPC_LISTEN: addresses.ledger, GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN };
       case 'media': return { GRPC_LISTEN: addresses.media };
+      case 'jobs': return {
+        GRPC_LISTEN: addresses.jobs, AUTH_ADDR: addresses.auth, CATALOG_ADDR: addresses.catalog, LEDGER_ADDR: addresses.ledger, ROUTER_ADDR: addresses.routing,
+      };
       case 'routing': return { GRPC_LISTEN: addresses.routing, CATALOG_ADDR: addresses.catalog };
       case 'edge': return {
         PORT: String(edgePort), AUTH_ADDR: addresses.auth, CATALOG_ADDR: addresses.catalog, LEDGER_ADDR: addresses.ledger,
-        ROUTER_ADDR: addresses.routing, MEDIA_ADDR: addresses.media, EDGE_ADMISSION: testAdmission,
+        ROUTER_ADDR: addresses.routing, MEDIA_ADDR: addresses.media, JOBS_ADDR: addresses.jobs, EDGE_ADMISSION: testAdmission,
       };
     }
   };
@@ -171,6 +174,12 @@ export async function startProcessStack(
       return {};
     }, serving(() => addresses.routing));
     routingReplicas.push({ address: addresses.routing, metricsUrl: `http://127.0.0.1:${metricsPorts.routing}/metrics` });
+    // Batch lines go through routing: the jobs service is started once routing serves.
+    await startOnFreshPorts('jobs', async () => {
+      addresses.jobs = `127.0.0.1:${await freePort()}`;
+      metricsPorts.jobs = await freePort();
+      return {};
+    }, serving(() => addresses.jobs));
     ledgerReplicas.push(addresses.ledger);
     for (let index = 1; index <= (options.extraRouting?.count ?? 0); index++) {
       let address = '';

@@ -113,7 +113,7 @@ describe.each(UPSTREAM_KINDS)('POST /v1/responses on an $kind upstream, end to e
       .create({ model: MAIN, instructions: 'Answer in one sentence.', input: 'What does a gateway do?', max_output_tokens: 50 })
       .withResponse();
     expect(response.id).toBe(`resp_${http.headers.get('x-gateway-request-id')!.slice(4)}`);
-    expect(response).toMatchObject({ object: 'response', status: 'completed', model: MAIN, store: false, max_output_tokens: 50 });
+    expect(response).toMatchObject({ object: 'response', status: 'completed', model: MAIN, store: true, max_output_tokens: 50 });
     expect(response.output_text).toBe('Gateways route requests.');
     expect(response.usage!.input_tokens).toBeGreaterThan(0);
     expect(response.usage!.total_tokens).toBe(response.usage!.input_tokens + response.usage!.output_tokens);
@@ -306,6 +306,7 @@ describe.each(UPSTREAM_KINDS)('POST /v1/responses on an $kind upstream, end to e
     expect(unmatched.status).toBe(400);
     expect(unmatched.error).toMatchObject({ code: 'tool_output_unmatched', param: 'body.input.1.call_id' });
 
+    // An id this account has no stored response under (stored responses: responses-stored.e2e.test.ts).
     const previous = await refusal({ previous_response_id: 'resp_0123' });
     expect(previous.status).toBe(400);
     expect(previous.error).toMatchObject({ param: 'body.previous_response_id' });

@@ -21,6 +21,7 @@ export async function gatewayctlAs(stack: RunningStack, adminToken: string | und
       AUTH_ADDR: stack.addresses.auth,
       LEDGER_ADDR: stack.addresses.ledger,
       CATALOG_ADDR: stack.addresses.catalog,
+      JOBS_ADDR: stack.addresses.jobs,
       ...(adminToken === undefined ? {} : { GATEWAY_ADMIN_TOKEN: adminToken }),
     },
     stdout: (text) => out.push(text),

@@ -15,6 +15,8 @@ const runtimeAddresses = z.strictObject({
   auth: grpcAddress,
   ledger: grpcAddress,
   catalog: grpcAddress,
+  /** The jobs service (files, batches); absent in files written before it existed. */
+  jobs: grpcAddress.optional(),
   /** The edge's base URL, for people reading the file. */
   edge: z.string(),
   /** The gateway process that wrote it. */

@@ -6,6 +6,7 @@ import { answersChoices, MAX_GEMINI_CANDIDATES } from '../providers/upstream-wir
 import { affinityKeyOf, applyProviderPreferences, preferAffine, strategyNamed, type Candidate, type Strategy } from '../strategies/index.js';
 import { lazyRequestLog, type RequestLog } from './request-hot-path.js';
 import type { Reservation } from './reservation.js';
+import { batchPricedModel } from './batch-pricing.js';
 import type { RouterOptions } from './router-options.js';
 
 /** Characters of the conversation that decide cache affinity: the stable prefix, not the newest turn. */
@@ -89,7 +90,9 @@ export function resolveTarget(
 ): RoutingTarget {
   const { requestId, context, endpoint } = hold;
   const logger = lazyRequestLog(options.logger, requestId);
-  const model = options.catalog.model(modelId);
+  const found = options.catalog.model(modelId);
+  // A batch line (set by the jobs service only) is priced at the model's batch prices.
+  const model = found !== undefined && context?.batch === true ? batchPricedModel(found) : found;
   if (!model) {
     throw new GatewayError(GrpcStatus.INVALID_ARGUMENT, ErrorReason.ERROR_REASON_MODEL_NOT_FOUND, `The model '${modelId}' does not exist.`, {
       param: 'model',

@@ -81,7 +81,24 @@ interface CompactPlan {
   usage: UsagePlan;
 }
 
-type RequestPlan = HttpRequestPlan | WsPlan | CompactPlan;
+/**
+ * A stored response continued (issue 41 item 6): `owner` asks (responses, not streamed, stored), then
+ * `continuer` sends `previous_response_id` naming that answer. The continuation's conversation carries
+ * the first request's tag, so the fakes answer it by the same plan. Another account continuing is the
+ * hostile case: 400 previous_response_not_found, nothing upstream, nothing charged.
+ */
+interface ContinuePlan {
+  kind: 'continue';
+  account: number;
+  continuer: number;
+  model: ModelId;
+  stream: boolean;
+  maxTokens: number;
+  attempts: AttemptPlan[];
+  usage: UsagePlan;
+}
+
+type RequestPlan = HttpRequestPlan | WsPlan | CompactPlan | ContinuePlan;
 
 interface AccountPlan {
   balance: string;
@@ -176,6 +193,20 @@ const compactArb = (holes: KnownHoles, accounts: number): fc.Arbitrary<CompactPl
     usage: usageArb(holes),
   }).map((plan) => ({ ...plan, kind: 'compact' as const }));
 
+const continueArb = (holes: KnownHoles, accounts: number): fc.Arbitrary<ContinuePlan> =>
+  fc.record({
+    account: fc.integer({ min: 0, max: accounts - 1 }),
+    continuer: fc.integer({ min: 0, max: accounts - 1 }),
+    model: modelArb,
+    stream: fc.boolean(),
+    maxTokens: fc.integer({ min: 8, max: 32 }),
+    attempts: fc.array(attemptArb(holes), { minLength: 1, maxLength: 2 }),
+    usage: usageArb(holes),
+  }).map((plan) => {
+    const usage = plan.usage.completion > plan.maxTokens ? { ...plan.usage, completion: plan.maxTokens, reasoning: Math.min(plan.usage.reasoning, plan.maxTokens) } : plan.usage;
+    return { ...plan, usage, kind: 'continue' as const };
+  });
+
 export function sequenceArb(holes: KnownHoles = KNOWN_HOLES): fc.Arbitrary<SequencePlan> {
   const accountArb = fc.record({
     balance: fc.constantFrom('0', '0.01', '0.3', '2', '2'),
@@ -187,7 +218,12 @@ export function sequenceArb(holes: KnownHoles = KNOWN_HOLES): fc.Arbitrary<Seque
       accounts: fc.array(accountArb, { minLength: accounts, maxLength: accounts }),
       concurrency: fc.integer({ min: 1, max: 4 }),
       requests: fc.array(
-        fc.oneof({ weight: 8, arbitrary: httpArb(holes, accounts) }, { weight: 1, arbitrary: wsArb(holes, accounts) }, { weight: 1, arbitrary: compactArb(holes, accounts) }),
+        fc.oneof(
+          { weight: 8, arbitrary: httpArb(holes, accounts) },
+          { weight: 1, arbitrary: wsArb(holes, accounts) },
+          { weight: 1, arbitrary: compactArb(holes, accounts) },
+          { weight: 1, arbitrary: continueArb(holes, accounts) },
+        ),
         { minLength: 1, maxLength: 14 },
       ),
     }));
@@ -223,7 +259,9 @@ interface Outcome {
   tag: string;
   account: number;
   kind: RequestPlan['kind'];
-  plan: HttpRequestPlan | CompactPlan | WsPlan['turns'][number];
+  plan: HttpRequestPlan | CompactPlan | ContinuePlan | WsPlan['turns'][number];
+  /** A continuation: whose response it named (`first` of the same tag: the answer it continued). */
+  continued?: { owner: number; firstStatus: number };
   models: readonly string[];
   status: number;
   code?: string;
@@ -410,6 +448,22 @@ export async function runSequence(fuzz: FuzzStack, sequence: SequencePlan, stats
       stats.requests++;
       return;
     }
+    if (request.kind === 'continue') {
+      const tag = `${prefix}n${index}`;
+      fuzz.plans.set(tag, { attempts: request.attempts.map((attempt) => behaviourOf(attempt, request.usage)), used: 0, usage: request.usage });
+      const body = { model: request.model, input: `${tag} asks a question`, max_output_tokens: request.maxTokens };
+      const first = await sendHttp(fuzz, account.apiKey, '/v1/responses', body, {}, undefined);
+      outcomes.push({ tag, account: request.account, kind: 'continue', plan: request, models: [request.model], ...first });
+      stats.requests++;
+      if (first.status !== 200 || first.requestId === undefined) return;
+      const continuer = accounts[request.continuer]!;
+      // No tag of its own: the conversation it continues carries the first one's.
+      const next = { model: request.model, previous_response_id: `resp_${first.requestId.slice(4)}`, input: 'And then?', max_output_tokens: request.maxTokens, stream: request.stream };
+      const seen = await sendHttp(fuzz, continuer.apiKey, '/v1/responses', next, {}, undefined);
+      outcomes.push({ tag, account: request.continuer, kind: 'continue', plan: request, models: [request.model], continued: { owner: request.account, firstStatus: first.status }, ...seen });
+      stats.requests++;
+      return;
+    }
     const tag = request.idempotency ? `${prefix}i${request.account}s${request.idempotency.slot}v${request.idempotency.variant}` : `${prefix}r${index}`;
     // The first request of an Idempotency-Key slot decides what the fakes answer for every request of it.
     if (!fuzz.plans.has(tag)) fuzz.plans.set(tag, { attempts: request.attempts.map((attempt) => behaviourOf(attempt, request.usage)), used: 0, usage: request.usage });
@@ -585,6 +639,19 @@ async function checkSequence(
       if (charge.costPico !== expected) violations.push(`${outcome.tag}: upstream reported ${JSON.stringify(usage)} on ${charge.providerId}, ${charge.modelId} charged ${charge.costPico} pico, expected ${expected}`);
     }
   }
+  // Stored responses: a continuation of another account's response is not found (400, before any provider,
+  // nothing charged); of the account's own answered response, it is found (whatever else refuses it).
+  for (const outcome of seen.outcomes) {
+    if (outcome.continued === undefined) continue;
+    const foreign = outcome.continued.owner !== outcome.account;
+    if (foreign) {
+      if (outcome.status !== 400 || outcome.code !== 'previous_response_not_found') violations.push(`${outcome.tag}: account ${outcome.account} continued account ${outcome.continued.owner}'s response and got ${outcome.status} ${outcome.code ?? ''}`);
+      if (outcome.requestId && byRequest.has(outcome.requestId)) violations.push(`${outcome.tag}: a refused foreign continuation was charged (${outcome.requestId})`);
+    } else if (outcome.code === 'previous_response_not_found') {
+      violations.push(`${outcome.tag}: account ${outcome.account}'s own stored response was not found for its continuation`);
+    }
+  }
+
   const seenSum = [...clientCost.values()].reduce((sum, cost) => sum + cost, 0n);
   const clientRequestIds = new Set(clientCost.keys());
   const ledgerSumOfSeen = ledger.charges.filter((charge) => clientRequestIds.has(charge.requestId)).reduce((sum, charge) => sum + charge.costPico, 0n);

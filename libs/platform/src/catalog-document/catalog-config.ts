@@ -94,6 +94,8 @@ const model = z.strictObject({
   output_modalities: z.array(z.enum(MODALITIES)).min(1).max(MODALITIES.length).optional(),
   supported_parameters: nameList.optional(),
   pricing: pricing.nullish(),
+  /** Prices of batch lines (docs/jobs.md): each one given replaces the regular price for batch lines. */
+  batch_pricing: pricing.optional(),
   limit_group: identifier.optional(),
   max_images: wholeNumber().min(1).max(128).nullish(),
   expires_at: unixSeconds.nullish(),
@@ -355,7 +357,7 @@ export function formatPath(path: readonly PropertyKey[]): string {
 }
 
 /**
- * Parses YAML with every number inside a `pricing` map kept as its source text, so `0.0000005`
+ * Parses YAML with every number inside a `pricing` (or `batch_pricing`) map kept as its source text, so `0.0000005`
  * written unquoted arrives as exactly "0.0000005" and never passes through a float.
  */
 export function parseYaml(text: string): { value?: unknown; problems: CatalogProblem[] } {
@@ -373,7 +375,7 @@ export function parseYaml(text: string): { value?: unknown; problems: CatalogPro
       if (key !== 'value' || typeof node.value !== 'number') return;
       const pricingPair = path[path.length - 3];
       const pricingMap = path[path.length - 2];
-      if (isPair(pricingPair) && isMap(pricingMap) && isScalar(pricingPair.key) && pricingPair.key.value === 'pricing') {
+      if (isPair(pricingPair) && isMap(pricingMap) && isScalar(pricingPair.key) && (pricingPair.key.value === 'pricing' || pricingPair.key.value === 'batch_pricing')) {
         node.value = node.source ?? String(node.value);
       }
     },

@@ -50,12 +50,18 @@ class InlineMigrations implements MigrationProvider {
   }
 }
 
-/** Creates the schema if needed and applies pending migrations; throws with the failing migration's name. */
+/**
+ * Creates the schema if needed and applies pending migrations; throws with the failing migration's name.
+ * `allowUnorderedMigrations`: for a schema whose migrations come in independent named groups (the jobs
+ * schema: `jobs-*` and `responses-*`), where a new migration of one group may sort before one of the
+ * other group that is already applied.
+ */
 export async function migrate(
   db: Kysely<any>,
   schema: string,
   migrations: Record<string, Migration>,
   logger: Logger,
+  options: { allowUnorderedMigrations?: boolean } = {},
 ): Promise<void> {
   assertIdentifier(schema);
   // One pinned connection: the advisory lock is per session, and it keeps two replicas starting at
@@ -68,6 +74,7 @@ export async function migrate(
         db: connection,
         provider: new InlineMigrations(migrations),
         migrationTableSchema: schema,
+        allowUnorderedMigrations: options.allowUnorderedMigrations === true,
       });
       const { error, results } = await migrator.migrateToLatest();
       for (const result of results ?? []) {

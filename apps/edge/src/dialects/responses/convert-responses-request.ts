@@ -14,17 +14,17 @@ import type { ConvertedRequest } from '../../inference/dialect.js';
 import { compactionText, openCompaction } from './compaction-item.js';
 import { reasoningPartOf } from './responses-reasoning.js';
 import type { ResponsesContentPart, ResponsesInputItem, ResponsesRequest } from './responses-schema.js';
+import { isExpanded } from './stored-marks.js';
 import { customArguments, flatToolName, toolSetOf, type ResponsesToolSet } from './responses-tools.js';
 
 /** The endpoint the responses dialect names in its Router requests (and usage). */
 export const RESPONSES_ENDPOINT = 'responses';
 
 /**
- * Request fields that need state the gateway does not keep (stored responses, conversations, prompt
- * templates, background runs): refused rather than ignored, since ignoring them changes the answer.
+ * Request fields that need state the gateway does not keep (conversations, prompt templates, background
+ * runs): refused rather than ignored, since ignoring them changes the answer.
  */
 const STATEFUL_FIELDS: ReadonlyMap<string, string> = new Map([
-  ['previous_response_id', 'the gateway stores no responses, so it cannot continue one: send the whole conversation in `input`.'],
   ['conversation', 'the gateway keeps no conversations: send the whole conversation in `input`.'],
   ['prompt', 'stored prompt templates are not supported: send the prompt in `instructions` and `input`.'],
 ]);
@@ -36,6 +36,14 @@ const STATEFUL_FIELDS: ReadonlyMap<string, string> = new Map([
  */
 export function convertResponsesRequest(body: ResponsesRequest, model: CatalogModel, tags: ReasoningTags): ConvertedRequest {
   const loose = body as Record<string, unknown>;
+  // Expanded into `input` by the storing route (stored-response-steps.ts); any other path stores nothing to continue.
+  if (body.previous_response_id != null && !isExpanded(body)) {
+    throw edgeErrors.invalidRequest(
+      'body.previous_response_id: this path stores no responses, so it cannot continue one: send the whole conversation in `input`.',
+      'body.previous_response_id',
+      'unsupported_parameter',
+    );
+  }
   for (const [field, reason] of STATEFUL_FIELDS) {
     if (loose[field] != null) throw edgeErrors.invalidRequest(`body.${field}: ${reason}`, `body.${field}`, 'unsupported_parameter');
   }
@@ -45,7 +53,7 @@ export function convertResponsesRequest(body: ResponsesRequest, model: CatalogMo
 
   const toolSet = toolSetOf(body);
   // What goes on and what is dropped: canonical/parameters.ts, for every dialect. `store`, `include`
-  // and `truncation` are request fields there: nothing is stored (the answer says `store: false`),
+  // and `truncation` are request fields there: storing is the route's (stored-response-steps.ts),
   // encrypted reasoning comes whenever a provider issued some, and nothing is truncated (a
   // conversation over the context window is a 400). A tool list of hosted tools only asks for no
   // tools (they are reported as dropped tools), so its absence is not a dropped parameter.

@@ -5,6 +5,7 @@ import { chatResponseCost, type AnswerCost } from '../../inference/answer-cost.j
 import { outputTextLogprobs } from './responses-logprobs.js';
 import { encryptedContentOf } from './responses-reasoning.js';
 import type { ResponsesRequest } from './responses-schema.js';
+import { isStored } from './stored-marks.js';
 import { customInputOf, dialectToolOf, echoedTools, toolSetOf, type ResponsesToolSet } from './responses-tools.js';
 
 /*
@@ -43,8 +44,8 @@ export function renderUsage(usage: Usage | undefined, cost?: AnswerCost) {
 
 /**
  * The request settings every response object repeats (the Open Responses schema requires each one),
- * echoed as the client sent them, with what the gateway did where that differs: `store: false`
- * (nothing is stored), `truncation: 'disabled'` (nothing is truncated). A number the client left out
+ * echoed as the client sent them, with what the gateway did where that differs: `store` true only
+ * when the response is stored (stored-response-steps.ts), `truncation: 'disabled'` (nothing is truncated). A number the client left out
  * is OpenAI's documented default: temperature 1, top_p 1, presence and frequency penalty 0,
  * top_logprobs 0; `service_tier` is 'default' (standard processing, what OpenAI reports when a project
  * configured nothing else). Hosted tools, dropped before any provider, are not among the `tools`.
@@ -57,9 +58,9 @@ export function responseSettings(body: ResponsesRequest): Record<string, unknown
     max_output_tokens: body.max_output_tokens ?? null,
     metadata: body.metadata ?? {},
     parallel_tool_calls: body.parallel_tool_calls ?? true,
-    previous_response_id: null,
+    previous_response_id: body.previous_response_id ?? null,
     reasoning: { effort: body.reasoning?.effort ?? null, summary: body.reasoning?.summary ?? null },
-    store: false,
+    store: isStored(body),
     temperature: body.temperature ?? 1,
     text,
     tool_choice: body.tool_choice ?? 'auto',

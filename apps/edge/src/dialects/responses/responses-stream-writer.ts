@@ -101,6 +101,8 @@ export class ResponsesStreamWriter implements StreamWriter {
   private readonly toolSet: ResponsesToolSet;
   /** The summary so far of an in-band compaction (its output is only the sealed item). */
   private summary = '';
+  /** The response object of a stream that ended (response.completed or .incomplete), as JSON text: what a stored response keeps. */
+  terminalResponse: string | undefined = undefined;
 
   constructor(
     answerContext: AnswerContext,
@@ -148,6 +150,7 @@ export class ResponsesStreamWriter implements StreamWriter {
     const closing = this.compaction ? this.compactionItem() : this.close(status);
     const completedAt = status === 'completed' ? Math.floor(Date.now() / 1000) : null;
     const response = this.response(status, completedAt, 'null', json(incompleteDetails), this.outputJson.join(','), json(renderUsage(usage, chatAnswerCost(usage, this.prices, this.pricing, this.finishReason))));
+    this.terminalResponse = response;
     return closing + this.event(status === 'completed' ? 'response.completed' : 'response.incomplete', `"response":${response}`);
   }
 

@@ -1,0 +1,24 @@
+/*
+ * What the storing route (stored-response-steps.ts) decided about one parsed request body, for the
+ * converter and the renderers, which see only the body: whether its answer is stored (`store` echoed
+ * true) and whether its `previous_response_id` was expanded into its input (else the converter refuses
+ * it: a body that reached it unexpanded came from a path that stores nothing).
+ */
+const storedBodies = new WeakSet<object>();
+const expandedBodies = new WeakSet<object>();
+
+export function markStored(body: object): void {
+  storedBodies.add(body);
+}
+
+export function isStored(body: object): boolean {
+  return storedBodies.has(body);
+}
+
+export function markExpanded(body: object): void {
+  expandedBodies.add(body);
+}
+
+export function isExpanded(body: object): boolean {
+  return expandedBodies.has(body);
+}

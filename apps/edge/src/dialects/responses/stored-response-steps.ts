@@ -1,0 +1,127 @@
+import type { ChatResponse } from '@gateway/proto';
+import type { CatalogModel } from '../../catalog-cache.js';
+import type { EdgeContext } from '../../context.js';
+import { edgeErrors } from '../../errors.js';
+import type { AnswerSink } from '../../inference/answer-sink.js';
+import { chatSteps, type ChatCall } from '../../inference/chat-steps.js';
+import type { AnswerContext, InferenceDialect, StreamWriter } from '../../inference/dialect.js';
+import type { InferenceJob, InferenceSteps } from '../../inference/pipeline-steps.js';
+import { compactionTriggered } from './compaction.js';
+import { responseId } from './render-responses.js';
+import { responsesDialect } from './responses-dialect.js';
+import type { ResponsesRequest } from './responses-schema.js';
+import { ResponsesStreamWriter } from './responses-stream-writer.js';
+import { inputItems } from './responses-websocket-cache.js';
+import { markExpanded, markStored } from './stored-marks.js';
+
+/*
+ * POST /v1/responses over HTTP with stored responses (issue 41 item 6): the responses dialect's steps,
+ * with a `previous_response_id` expanded into the input before conversion (the stored conversation,
+ * its reasoning items carrying the issuer tags the gateway put on them, so they go back only to the
+ * provider that issued them, whatever the upstream kind), and the answer queued to be stored once it
+ * left (stored-responses.ts), when `store` is not false. The rest is the one pipeline, unchanged.
+ */
+
+/** One storing request: what its answer needs to be stored (set in prepare, the answer added by render / the stream writer). */
+interface StoreTicket {
+  inputItemsJson: string;
+  response: object | string | undefined;
+  writer: ResponsesStreamWriter | undefined;
+}
+
+const tickets = new WeakMap<object, StoreTicket>();
+
+/** The responses dialect whose answers are noted for the store (a JSON answer's object, a stream's writer). */
+const storingDialect: InferenceDialect<ResponsesRequest> = {
+  ...responsesDialect,
+  render(answer: ChatResponse, answerContext: AnswerContext, body: ResponsesRequest): unknown {
+    const rendered = responsesDialect.render(answer, answerContext, body) as object;
+    const ticket = tickets.get(body);
+    if (ticket !== undefined) ticket.response = rendered;
+    return rendered;
+  },
+  streamWriter(answerContext: AnswerContext, body: ResponsesRequest): StreamWriter {
+    const writer = responsesDialect.streamWriter(answerContext, body);
+    const ticket = tickets.get(body);
+    if (ticket !== undefined && writer instanceof ResponsesStreamWriter) ticket.writer = writer;
+    return writer;
+  },
+};
+
+const inner = chatSteps(storingDialect);
+
+class StoredResponseSteps implements InferenceSteps<ResponsesRequest, ChatCall> {
+  readonly endpoint = inner.endpoint;
+  readonly freeFormFields = inner.freeFormFields;
+
+  parse(json: unknown): ResponsesRequest {
+    return inner.parse!(json);
+  }
+
+  modelName(body: ResponsesRequest): string {
+    return inner.modelName(body);
+  }
+
+  routing(body: ResponsesRequest) {
+    return inner.routing!(body);
+  }
+
+  prepare(body: ResponsesRequest, model: CatalogModel, context: EdgeContext, job: InferenceJob<ResponsesRequest>): ChatCall | Promise<ChatCall> {
+    const stored = context.storedResponses;
+    if (body.previous_response_id != null) {
+      if (stored === undefined) {
+        throw edgeErrors.invalidRequest(
+          'body.previous_response_id: this gateway stores no responses (it runs without a jobs service), so it cannot continue one: send the whole conversation in `input`.',
+          'body.previous_response_id',
+          'unsupported_parameter',
+        );
+      }
+      return this.continuation(body, body.previous_response_id, model, context, job);
+    }
+    this.noteStoring(body, context, job);
+    return inner.prepare(body, model, context, job);
+  }
+
+  private async continuation(body: ResponsesRequest, previousId: string, model: CatalogModel, context: EdgeContext, job: InferenceJob<ResponsesRequest>): Promise<ChatCall> {
+    const conversation = await context.storedResponses!.conversationOf(job.key.accountId, previousId, job.requestId);
+    body.input = [...conversation, ...inputItems(body.input)] as ResponsesRequest['input'];
+    markExpanded(body);
+    this.noteStoring(body, context, job);
+    return inner.prepare(body, model, context, job);
+  }
+
+  /** `store` (default true) on a gateway with a store: the input bounded and the ticket made, before any work. */
+  private noteStoring(body: ResponsesRequest, context: EdgeContext, job: InferenceJob<ResponsesRequest>): void {
+    const stored = context.storedResponses;
+    // An in-band compaction answers a compaction item, not a turn: nothing a continuation could carry on.
+    if (stored === undefined || body.store === false || compactionTriggered(body)) return;
+    const inputItemsJson = JSON.stringify(inputItems(body.input));
+    stored.checkRoom(job.key.accountId, inputItemsJson.length);
+    markStored(body);
+    tickets.set(body, { inputItemsJson, response: undefined, writer: undefined });
+  }
+
+  refused(error: unknown, prepared: ChatCall): unknown {
+    return inner.refused ? inner.refused(error, prepared) : error;
+  }
+
+  async exchange(prepared: ChatCall, job: InferenceJob<ResponsesRequest>, sink: AnswerSink, context: EdgeContext): Promise<void> {
+    await inner.exchange(prepared, job, sink, context);
+    // The answer left (its bytes handed to the socket): stored behind it, off its path.
+    const ticket = tickets.get(job.body);
+    if (ticket === undefined || context.storedResponses === undefined || job.failedAfterCommit) return;
+    const response = ticket.response ?? ticket.writer?.terminalResponse;
+    if (response === undefined) return;
+    context.storedResponses.enqueue({
+      accountId: job.key.accountId,
+      keyId: job.key.keyId,
+      responseId: responseId(job.requestId),
+      inputItemsJson: ticket.inputItemsJson,
+      response,
+      createdAt: prepared.created,
+    });
+  }
+}
+
+/** The steps of POST /v1/responses (HTTP): the dialect's, with stored responses. */
+export const storedResponseSteps = new StoredResponseSteps();

@@ -1,0 +1,149 @@
+import { createClient, ErrorReason, GatewayError, GrpcStatus, newId, startGrpcServer, unary, type InternalAuth, type Logger, type Registry } from '@gateway/platform';
+import { createDatabase, migrate, postgresCheck, type Kysely } from '@gateway/platform/db';
+import {
+  AuthServiceClient, AuthServiceService, CatalogServiceClient, CatalogServiceService, JobsServiceService, LedgerServiceClient, LedgerServiceService,
+  RouterServiceClient, RouterServiceService, type JobsServiceServer,
+} from '@gateway/proto';
+import { Batches, DEFAULT_BATCH_LIMITS, type BatchLimits } from './batches/batches.js';
+import { BatchRunner, DEFAULT_BATCH_RUNNER_OPTIONS, type BatchRunnerOptions } from './batches/batch-runner.js';
+import { JOBS_MIGRATIONS, JOBS_SCHEMA, type JobsDatabase } from './jobs-schema.js';
+import { PostgresFileContentStore } from './files/file-content-store.js';
+import { DEFAULT_FILE_LIMITS, FILE_CHUNK_BYTES, Files, type FileLimits } from './files/files.js';
+import { DEFAULT_RESPONSES_STORE, RESPONSES_STORE_MAX_RECEIVE_BYTES, ResponsesStore, responsesMigrations, type ResponsesStoreOptions, type ResponsesTables } from './responses/responses-store.js';
+import { responsesStoreBinding } from './responses/responses-store-service.js';
+
+export { JOBS_SCHEMA, JOBS_MIGRATIONS } from './jobs-schema.js';
+export { DEFAULT_FILE_LIMITS, FILE_CHUNK_BYTES, type FileLimits } from './files/files.js';
+export type { FileContentStore } from './files/file-content-store.js';
+export { DEFAULT_RESPONSES_STORE, type ResponsesStoreOptions } from './responses/responses-store.js';
+export { DEFAULT_BATCH_LIMITS, type BatchLimits } from './batches/batches.js';
+export { DEFAULT_BATCH_RUNNER_OPTIONS, type BatchRunnerOptions } from './batches/batch-runner.js';
+
+/** Where batch lines go (routing's normal path) and what they are checked against. */
+export interface BatchServiceOptions {
+  authAddress: string;
+  catalogAddress: string;
+  ledgerAddress: string;
+  routerAddress: string;
+  limits?: Partial<BatchLimits>;
+  /** Concurrency, leases, retries (docs/jobs.md); tests shorten the lease. */
+  runner?: Partial<BatchRunnerOptions>;
+}
+
+/** Largest request the jobs service reads: one upload chunk (1 MiB) and its few other fields. */
+export const JOBS_MAX_RECEIVE_BYTES = FILE_CHUNK_BYTES + 64 * 1024;
+
+export interface JobsServiceOptions {
+  listenAddress: string;
+  databaseUrl: string;
+  logger: Logger;
+  /** Files API bounds (docs/jobs.md "Limits"); tests lower them. */
+  fileLimits?: Partial<FileLimits>;
+  /** Stored responses (docs/stored-responses.md): retention, size bound, sweep period; tests lower them. */
+  responses?: Partial<ResponsesStoreOptions>;
+  /** Clock of stored responses' retention (ms since the epoch); tests move it. Default Date.now. */
+  now?: () => number;
+  /** Batches: the services their lines go through. Absent: the batch RPCs answer UNAVAILABLE (files only). */
+  batches?: BatchServiceOptions;
+  /** Postgres pool bound (default 10). */
+  maxConnections?: number;
+  metrics?: Registry;
+  /** Internal gRPC authentication: what its server accepts and its clients send. Unset: unchecked. */
+  internalAuth?: InternalAuth;
+}
+
+export interface RunningJobsService {
+  address: string;
+  stop(): Promise<void>;
+}
+
+/** The jobs service (DESIGN §1): files and batches; its own schema `jobs` in the shared Postgres. */
+export async function startJobsService(options: JobsServiceOptions): Promise<RunningJobsService> {
+  const { logger } = options;
+  const db = createDatabase<JobsDatabase>(
+    { url: options.databaseUrl, schema: JOBS_SCHEMA, maxConnections: options.maxConnections ?? 10, applicationName: 'jobs', ...(options.metrics ? { metrics: options.metrics } : {}) },
+    logger,
+  );
+  try {
+    await migrate(db, JOBS_SCHEMA, { ...JOBS_MIGRATIONS, ...responsesMigrations }, logger, { allowUnorderedMigrations: true });
+  } catch (error) {
+    await db.destroy();
+    throw error;
+  }
+  const responses = new ResponsesStore(db as unknown as Kysely<ResponsesTables>, { ...DEFAULT_RESPONSES_STORE, ...options.responses }, logger, options.now);
+  const files = new Files(db, new PostgresFileContentStore(db), { ...DEFAULT_FILE_LIMITS, ...options.fileLimits }, logger);
+  const batchOptions = options.batches;
+  const internal = { credential: options.internalAuth?.credential };
+  const clients = batchOptions
+    ? {
+        auth: createClient(AuthServiceClient, AuthServiceService, batchOptions.authAddress, internal),
+        catalog: createClient(CatalogServiceClient, CatalogServiceService, batchOptions.catalogAddress, internal),
+        ledger: createClient(LedgerServiceClient, LedgerServiceService, batchOptions.ledgerAddress, internal),
+        router: createClient(RouterServiceClient, RouterServiceService, batchOptions.routerAddress, internal),
+      }
+    : undefined;
+  const closeClients = () => {
+    if (clients) for (const client of Object.values(clients)) client.close();
+  };
+  const batches = new Batches(db, files, { ...DEFAULT_BATCH_LIMITS, ...batchOptions?.limits });
+  const runner = clients
+    ? new BatchRunner(db, files, clients, { ...DEFAULT_BATCH_RUNNER_OPTIONS, maxLines: batches.limits.maxLines, replicaId: newId('jobs'), ...batchOptions?.runner }, logger)
+    : undefined;
+  const batchesOnly = <T>(work: () => Promise<T>): Promise<T> => {
+    if (!runner) throw new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_UNSPECIFIED, 'This jobs service runs no batches (it was started without the routing services).');
+    return work();
+  };
+  const implementation: JobsServiceServer = {
+    beginUpload: unary(logger, 'BeginUpload', (request) => files.beginUpload(request.accountId, request.filename)),
+    appendUpload: unary(logger, 'AppendUpload', async (request) => ({
+      storedBytes: BigInt(await files.appendUpload(request.accountId, request.fileId, Number(request.offset), request.data)),
+    })),
+    completeUpload: unary(logger, 'CompleteUpload', async (request) => ({
+      file: await files.completeUpload(request.accountId, request.fileId, Number(request.bytes), request.purpose, request.expiresAfterSeconds),
+    })),
+    abortUpload: unary(logger, 'AbortUpload', async (request) => ({ aborted: await files.abortUpload(request.accountId, request.fileId) })),
+    getFile: unary(logger, 'GetFile', async (request) => ({ file: await files.getFile(request.accountId, request.fileId) })),
+    listFiles: unary(logger, 'ListFiles', (request) => files.listFiles(request.accountId, request.purpose, request.limit, request.after, request.order)),
+    readFileContent: unary(logger, 'ReadFileContent', async (request) => {
+      const page = await files.readContent(request.accountId, request.fileId, Number(request.offset), request.maxBytes);
+      return { data: page.data, totalBytes: BigInt(page.totalBytes), filename: page.filename };
+    }),
+    deleteFile: unary(logger, 'DeleteFile', (request) => files.deleteFile(request.accountId, request.fileId)),
+    createBatch: unary(logger, 'CreateBatch', (request) => batchesOnly(async () => ({ batch: await batches.create(request) }))),
+    getBatch: unary(logger, 'GetBatch', async (request) => ({ batch: await batches.get(request.accountId, request.batchId) })),
+    listBatches: unary(logger, 'ListBatches', (request) => batches.list(request.accountId, request.limit, request.after)),
+    cancelBatch: unary(logger, 'CancelBatch', async (request) => ({ batch: await batches.cancel(request.accountId, request.batchId) })),
+  };
+  let server;
+  try {
+    server = await startGrpcServer({
+      credentials: options.internalAuth?.accepted,
+      address: options.listenAddress,
+      services: [{ definition: JobsServiceService, implementation, name: 'gateway.v1.JobsService' }, responsesStoreBinding(responses, logger)],
+      logger,
+      // A PutResponses batch of the edge's is the largest message this server reads.
+      maxReceiveMessageBytes: Math.max(JOBS_MAX_RECEIVE_BYTES, RESPONSES_STORE_MAX_RECEIVE_BYTES),
+      dependencies: [postgresCheck(options.databaseUrl, 'jobs')],
+      ...(options.metrics ? { metrics: options.metrics } : {}),
+    });
+  } catch (error) {
+    files.stop();
+    responses.stop();
+    closeClients();
+    await db.destroy();
+    throw error;
+  }
+  runner?.start();
+  const running = server;
+  return {
+    address: running.address,
+    stop: async () => {
+      await running.stop();
+      await runner?.stop();
+      files.stop();
+      responses.stop();
+      closeClients();
+      await db.destroy();
+    },
+  };
+}

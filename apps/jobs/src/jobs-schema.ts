@@ -1,0 +1,174 @@
+import type { Migration } from 'kysely';
+import { sql, type Kysely } from '@gateway/platform/db';
+
+/** The jobs service's own Postgres schema: files and their chunks, batches and their lines. */
+export const JOBS_SCHEMA = 'jobs';
+
+export interface FilesTable {
+  id: string;
+  account_id: string;
+  filename: string;
+  /** batch | user_data | batch_output; '' while uploading. */
+  purpose: string;
+  bytes: bigint;
+  /** uploading | processed */
+  status: string;
+  created_at: Date;
+  /** null: never expires. */
+  expires_at: Date | null;
+  /** An upload not completed by then is discarded by the sweeper. */
+  upload_deadline: Date | null;
+}
+
+/** One stored piece of a file's bytes (the Postgres FileContentStore): at most 1 MiB at its byte offset. */
+export interface FileChunksTable {
+  file_id: string;
+  offset_bytes: bigint;
+  data: Buffer;
+}
+
+export interface BatchesTable {
+  id: string;
+  account_id: string;
+  key_id: string;
+  tier: string;
+  endpoint: string;
+  input_file_id: string;
+  completion_window: string;
+  /** validating | failed | in_progress | finalizing | completed | expired | cancelling | cancelled */
+  status: string;
+  metadata: Record<string, string>;
+  errors: { code: string; message: string; param: string; line: number }[];
+  model: string;
+  total: number;
+  completed: number;
+  failed: number;
+  cost_pico: bigint;
+  output_file_id: string | null;
+  error_file_id: string | null;
+  created_at: Date;
+  in_progress_at: Date | null;
+  expires_at: Date;
+  finalizing_at: Date | null;
+  completed_at: Date | null;
+  failed_at: Date | null;
+  expired_at: Date | null;
+  cancelling_at: Date | null;
+  cancelled_at: Date | null;
+  /** The replica validating or finalizing the batch, until lease_expires_at. */
+  lease_owner: string | null;
+  lease_expires_at: Date | null;
+}
+
+export interface BatchLinesTable {
+  batch_id: string;
+  /** 0-based line of the input file. */
+  line_index: number;
+  custom_id: string;
+  /** The validated request body. */
+  body: unknown;
+  /** pending | done | skipped */
+  status: string;
+  lease_owner: string | null;
+  lease_expires_at: Date | null;
+  attempts: number;
+  /** The output or error file line (OpenAI's line format), once done. */
+  result: unknown;
+  is_error: boolean;
+  cost_pico: bigint;
+}
+
+export interface JobsDatabase {
+  files: FilesTable;
+  file_chunks: FileChunksTable;
+  batches: BatchesTable;
+  batch_lines: BatchLinesTable;
+}
+
+/**
+ * Migrations of the files and batches (named `jobs-*`). Stored responses live in the same schema with
+ * migrations of their own (`responses-*`); the runner applies both groups unordered (each group is
+ * independent of the other).
+ */
+export const JOBS_MIGRATIONS: Record<string, Migration> = {
+  'jobs-0001_files': {
+    up: async (db: Kysely<any>) => {
+      await sql`
+        create table files (
+          id text primary key,
+          account_id text not null,
+          filename text not null,
+          purpose text not null default '',
+          bytes bigint not null default 0,
+          status text not null,
+          created_at timestamptz not null default now(),
+          expires_at timestamptz,
+          upload_deadline timestamptz
+        )`.execute(db);
+      // Listing: an account's files newest first (id breaks ties of one instant).
+      await sql`create index files_account_created on files (account_id, created_at desc, id desc)`.execute(db);
+      await sql`create index files_expires_at on files (expires_at) where expires_at is not null`.execute(db);
+      await sql`create index files_upload_deadline on files (upload_deadline) where upload_deadline is not null`.execute(db);
+      await sql`
+        create table file_chunks (
+          file_id text not null references files (id) on delete cascade,
+          offset_bytes bigint not null,
+          data bytea not null,
+          primary key (file_id, offset_bytes)
+        )`.execute(db);
+    },
+  },
+  'jobs-0002_batches': {
+    up: async (db: Kysely<any>) => {
+      await sql`
+        create table batches (
+          id text primary key,
+          account_id text not null,
+          key_id text not null,
+          tier text not null,
+          endpoint text not null,
+          input_file_id text not null,
+          completion_window text not null,
+          status text not null,
+          metadata jsonb not null default '{}',
+          errors jsonb not null default '[]',
+          model text not null default '',
+          total integer not null default 0,
+          completed integer not null default 0,
+          failed integer not null default 0,
+          cost_pico bigint not null default 0,
+          output_file_id text,
+          error_file_id text,
+          created_at timestamptz not null default now(),
+          in_progress_at timestamptz,
+          expires_at timestamptz not null,
+          finalizing_at timestamptz,
+          completed_at timestamptz,
+          failed_at timestamptz,
+          expired_at timestamptz,
+          cancelling_at timestamptz,
+          cancelled_at timestamptz,
+          lease_owner text,
+          lease_expires_at timestamptz
+        )`.execute(db);
+      await sql`create index batches_account_created on batches (account_id, created_at desc, id desc)`.execute(db);
+      await sql`create index batches_unfinished on batches (created_at) where status in ('validating', 'in_progress', 'finalizing', 'cancelling')`.execute(db);
+      await sql`
+        create table batch_lines (
+          batch_id text not null references batches (id) on delete cascade,
+          line_index integer not null,
+          custom_id text not null,
+          body jsonb not null,
+          status text not null,
+          lease_owner text,
+          lease_expires_at timestamptz,
+          attempts integer not null default 0,
+          result jsonb,
+          is_error boolean not null default false,
+          cost_pico bigint not null default 0,
+          primary key (batch_id, line_index)
+        )`.execute(db);
+      await sql`create index batch_lines_pending on batch_lines (batch_id, line_index) where status = 'pending'`.execute(db);
+    },
+  },
+};

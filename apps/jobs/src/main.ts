@@ -1,0 +1,69 @@
+import { z } from 'zod';
+import { commonEnv, createLogger, grpcAddress, grpcTarget, loadConfig, postgresUrl, runMain, serviceInternalAuth, startProcessMetrics } from '@gateway/platform';
+import { DEFAULT_BATCH_LIMITS, DEFAULT_BATCH_RUNNER_OPTIONS, DEFAULT_FILE_LIMITS, startJobsService } from './index.js';
+
+const logger = createLogger('jobs');
+
+void runMain('jobs', logger, async () => {
+  const config = loadConfig({
+    ...commonEnv,
+    GRPC_LISTEN: grpcAddress.default('127.0.0.1:50056'),
+    DATABASE_URL: postgresUrl,
+    /** Files API bounds (docs/jobs.md "Limits"). */
+    JOBS_MAX_FILE_BYTES: z.coerce.number().int().min(1).default(DEFAULT_FILE_LIMITS.maxFileBytes),
+    JOBS_MAX_FILES_PER_ACCOUNT: z.coerce.number().int().min(1).default(DEFAULT_FILE_LIMITS.maxFilesPerAccount),
+    JOBS_MAX_ACCOUNT_BYTES: z.coerce.number().int().min(1).default(DEFAULT_FILE_LIMITS.maxAccountBytes),
+    JOBS_MAX_UPLOADS_PER_ACCOUNT: z.coerce.number().int().min(1).default(DEFAULT_FILE_LIMITS.maxUploadsPerAccount),
+    /** Retention of files uploaded without expires_after, seconds; 0 keeps them until deleted. */
+    JOBS_FILE_RETENTION_SECONDS: z.coerce.number().int().min(0).default(DEFAULT_FILE_LIMITS.defaultRetentionSeconds),
+    /** The services batch lines go through (routing's normal path). */
+    AUTH_ADDR: grpcAddress.default('127.0.0.1:50051'),
+    CATALOG_ADDR: grpcAddress.default('127.0.0.1:50052'),
+    LEDGER_ADDR: grpcTarget.default('127.0.0.1:50053'),
+    ROUTER_ADDR: grpcTarget.default('127.0.0.1:50054'),
+    /** Batch bounds and pace (docs/jobs.md "Limits"). */
+    JOBS_MAX_BATCH_LINES: z.coerce.number().int().min(1).max(50_000).default(DEFAULT_BATCH_LIMITS.maxLines),
+    JOBS_MAX_UNFINISHED_BATCHES_PER_ACCOUNT: z.coerce.number().int().min(1).default(DEFAULT_BATCH_LIMITS.maxUnfinishedPerAccount),
+    JOBS_BATCH_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(DEFAULT_BATCH_RUNNER_OPTIONS.concurrency),
+    JOBS_BATCH_ACCOUNT_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(DEFAULT_BATCH_RUNNER_OPTIONS.perAccountConcurrency),
+    JOBS_BATCH_LEASE_MS: z.coerce.number().int().min(1_000).default(DEFAULT_BATCH_RUNNER_OPTIONS.leaseMs),
+    JOBS_BATCH_POLL_MS: z.coerce.number().int().min(50).default(DEFAULT_BATCH_RUNNER_OPTIONS.pollIntervalMs),
+  });
+  logger.level = config.LOG_LEVEL;
+  const internalAuth = serviceInternalAuth(logger, false);
+  // No NATS for jobs yet: the metrics server is started here (as media does).
+  const metrics = await startProcessMetrics(logger);
+  try {
+    const service = await startJobsService({
+      listenAddress: config.GRPC_LISTEN,
+      databaseUrl: config.DATABASE_URL,
+      logger,
+      metrics: metrics.registry,
+      internalAuth,
+      fileLimits: {
+        maxFileBytes: config.JOBS_MAX_FILE_BYTES,
+        maxFilesPerAccount: config.JOBS_MAX_FILES_PER_ACCOUNT,
+        maxAccountBytes: config.JOBS_MAX_ACCOUNT_BYTES,
+        maxUploadsPerAccount: config.JOBS_MAX_UPLOADS_PER_ACCOUNT,
+        defaultRetentionSeconds: config.JOBS_FILE_RETENTION_SECONDS,
+      },
+      batches: {
+        authAddress: config.AUTH_ADDR,
+        catalogAddress: config.CATALOG_ADDR,
+        ledgerAddress: config.LEDGER_ADDR,
+        routerAddress: config.ROUTER_ADDR,
+        limits: { maxLines: config.JOBS_MAX_BATCH_LINES, maxUnfinishedPerAccount: config.JOBS_MAX_UNFINISHED_BATCHES_PER_ACCOUNT },
+        runner: {
+          concurrency: config.JOBS_BATCH_CONCURRENCY,
+          perAccountConcurrency: config.JOBS_BATCH_ACCOUNT_CONCURRENCY,
+          leaseMs: config.JOBS_BATCH_LEASE_MS,
+          pollIntervalMs: config.JOBS_BATCH_POLL_MS,
+        },
+      },
+    });
+    return { stop: async () => { await service.stop(); await metrics.stop(); } };
+  } catch (error) {
+    await metrics.stop().catch(() => undefined);
+    throw error;
+  }
+});

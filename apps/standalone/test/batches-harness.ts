@@ -1,0 +1,48 @@
+import { parseCredits } from '@gateway/platform';
+import type { FakeUpstream } from '@gateway/testing';
+
+// What the batch tests share: a catalog whose one model has batch prices (half its list prices), the
+// usage the fake upstream reports for every chat line, and the cost of one line at the batch prices.
+
+export const MODEL = 'testco/batchy';
+export const PRICE_IN = '0.000002';
+export const PRICE_OUT = '0.000004';
+export const BATCH_IN = '0.000001';
+export const BATCH_OUT = '0.000002';
+export const PROMPT_TOKENS = 10;
+export const COMPLETION_TOKENS = 5;
+/** One chat line at the batch prices: 10 × 0.000001 + 5 × 0.000002. */
+export const LINE_COST = BigInt(PROMPT_TOKENS) * parseCredits(BATCH_IN) + BigInt(COMPLETION_TOKENS) * parseCredits(BATCH_OUT);
+export const REGULAR_LINE_COST = BigInt(PROMPT_TOKENS) * parseCredits(PRICE_IN) + BigInt(COMPLETION_TOKENS) * parseCredits(PRICE_OUT);
+
+export function batchCatalog(upstream: FakeUpstream): string {
+  return `
+startups:
+  - { id: testco, display_name: Test Co }
+providers:
+  - { id: upstream-one, kind: openai, base_url: ${upstream.url}, api_key_env: BATCH_KEY }
+limit_groups:
+  - id: default
+    tiers: { tier-1: { minute: 600 } }
+models:
+  - id: ${MODEL}
+    owned_by: testco
+    created: 1767225600
+    context_window: 8000
+    max_output_tokens: 100
+    aliases: [batchy]
+    input_modalities: [text]
+    output_modalities: [text]
+    supported_parameters: [temperature, max_completion_tokens]
+    pricing: { per_input_token: "${PRICE_IN}", per_output_token: "${PRICE_OUT}" }
+    batch_pricing: { per_input_token: "${BATCH_IN}", per_output_token: "${BATCH_OUT}" }
+    limit_group: default
+    offers:
+      - { provider: upstream-one, upstream_model: batchy-upstream, endpoints: [chat.completions, embeddings] }
+`;
+}
+
+/** One chat completions line of an input file. */
+export const chatLine = (customId: string, text: string, extra: Record<string, unknown> = {}) =>
+  JSON.stringify({ custom_id: customId, method: 'POST', url: '/v1/chat/completions', body: { model: MODEL, messages: [{ role: 'user', content: text }], ...extra } });
+
