@@ -7,6 +7,9 @@ import { startMediaService } from '@gateway/media';
 import { startRoutingService } from '@gateway/routing';
 import { serviceLogger, type EventBus, type InternalAuth, type Logger, type Registry } from '@gateway/platform';
 
+/** npm start reads sign-in from the environment as the edge's own process does (main.ts imports only this file). */
+export { signInFromEnvironment } from '@gateway/edge';
+
 /**
  * The composition root: every service in one process, each still behind its own gRPC server on
  * loopback, so the in-process stack exercises exactly the contracts the multi-process deployment
@@ -51,6 +54,10 @@ export interface StackOptions {
     idempotency?: EdgeOptions['idempotency'];
     /** Files API route bounds (largest upload); tests lower them with jobs.fileLimits. */
     files?: EdgeOptions['files'];
+    /** Sign-in with an OpenID provider (docs/governance.md "Sign-in and roles"). */
+    signIn?: EdgeOptions['signIn'];
+    /** The admin credential the edge presents for signed-in operators on /v1/admin/ (npm start: its admin token). */
+    operatorSessionCredential?: string;
   };
   /** One registry for every service of the process (npm start serves it on METRICS_PORT). */
   metrics?: Registry;
@@ -130,6 +137,8 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
       ...(options.edge?.responsesWebSocket ? { responsesWebSocket: options.edge.responsesWebSocket } : {}),
       ...(options.edge?.idempotency ? { idempotency: options.edge.idempotency } : {}),
       ...(options.edge?.files ? { files: options.edge.files } : {}),
+      ...(options.edge?.signIn ? { signIn: options.edge.signIn } : {}),
+      ...(options.edge?.operatorSessionCredential ? { operatorSessionCredential: options.edge.operatorSessionCredential } : {}),
       ...metrics,
     });
     started.push(edge);
