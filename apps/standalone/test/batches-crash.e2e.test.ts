@@ -102,10 +102,11 @@ describe('a jobs process killed mid-batch', () => {
     expect(batch.usage).toMatchObject({ cost: formatCredits(sum) });
     // Balances agree with the journal (no charge applied twice anywhere).
     expect((await ledger.verifyJournal({ accountId }, { credential: TEST_ADMIN_TOKEN })).mismatches).toEqual([]);
-    // Those lines ran twice (their first answers were lost with the process) and were still charged once.
+    // Those lines were started again (their first runs died with the process) and were still charged once.
     const attempts = await db.query(`select line_index, attempts from jobs.batch_lines where batch_id = $1 and line_index = any($2)`, [created.id, held]);
     await db.end();
     expect(attempts.rows.every((row: { attempts: number }) => row.attempts >= 2)).toBe(true);
-    expect(upstream.requests.length).toBeGreaterThan(LINES);
+    // Every line reached the upstream at least once (a held line may have died before its call left, or after).
+    expect(upstream.requests.length).toBeGreaterThanOrEqual(LINES);
   }, 150_000);
 });
