@@ -19,3 +19,6 @@ export * from './tokenizer-slices.js';
 export { ffmpegPath } from './ffmpeg.js';
 export { id3v2Length, readWavLayout, sniffAudioContainer, type AudioContainer, type WavLayout } from './audio-header.js';
 export * from './parameters.js';
+export * from './key-format.js';
+export * from './usage-checkpoints.js';
+export * from './learned-map.js';

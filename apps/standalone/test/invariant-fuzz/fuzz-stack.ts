@@ -2,12 +2,12 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import WebSocket from 'ws';
 import { parseCredits } from '@gateway/platform';
-import { LearnedCapabilities } from '@gateway/routing';
 import {
-  startFakeAnthropicUpstream, startFakeGeminiUpstream, startFakeUpstream, testLogger, type FakeBehaviour, type FakeGeminiBehaviour, type FakeGeminiUpstream,
+  startFakeAnthropicUpstream, startFakeGeminiUpstream, startFakeUpstream, type FakeBehaviour, type FakeGeminiBehaviour, type FakeGeminiUpstream,
   type FakeUpstream, type RecordedRequest,
 } from '@gateway/testing';
 import { startStackOnCatalog, type StackOnCatalog } from '../configured-stack.js';
+import { openSharedLearnedMap } from '../learned-map.js';
 import { gatewayctl } from '../stack-harness.js';
 
 // Issue 35: the ledger's invariants, written down once (checkSequence) and checked after every generated
@@ -146,8 +146,7 @@ export async function startFuzzStack(): Promise<FuzzStack> {
     throw error;
   }
   const db = new pg.Pool({ connectionString: base.database.url, max: 2 });
-  const learned = new LearnedCapabilities({ bus: base.testBus.bus, logger: testLogger('fuzz-learned') });
-  await learned.start();
+  const learned = await openSharedLearnedMap(base.testBus.bus);
   return {
     base,
     url: base.stack.url,
@@ -165,7 +164,6 @@ export async function startFuzzStack(): Promise<FuzzStack> {
       await new Promise((resolve) => setTimeout(resolve, 150));
     },
     stop: async () => {
-      await learned.stop();
       await db.end();
       await base.stop();
       await Promise.all(Object.values(fakes).map((fake) => fake.close()));
