@@ -1,10 +1,10 @@
 import { startAuthService } from '@gateway/auth';
 import { startCatalogService } from '@gateway/catalog';
-import { startEdge, type EdgeOptions } from '@gateway/edge';
-import { startJobsService, type JobsServiceOptions } from '@gateway/jobs';
-import { startLedgerService, type LedgerServiceOptions } from '@gateway/ledger';
+import { startEdge, type EdgeOptions, type RunningEdge } from '@gateway/edge';
+import { startJobsService, type JobsServiceOptions, type RunningJobsService } from '@gateway/jobs';
+import { startLedgerService, type LedgerServiceOptions, type RunningLedgerService } from '@gateway/ledger';
 import { startMediaService } from '@gateway/media';
-import { startRoutingService } from '@gateway/routing';
+import { startRoutingService, type RoutingServiceOptions, type RunningRoutingService } from '@gateway/routing';
 import { serviceLogger, type EventBus, type InternalAuth, type Logger, type Registry } from '@gateway/platform';
 
 /** npm start reads sign-in from the environment as the edge's own process does (main.ts imports only this file). */
@@ -160,4 +160,51 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
     for (const service of started.reverse()) await service.stop().catch(() => undefined);
     throw error;
   }
+}
+
+// One more replica of a service, wired to a running stack's services: what a deployment with several
+// edges, ledgers or routing replicas has (and what the integration tests under test/ start next to a
+// stack). This file stays the only one that imports apps: nothing else reaches a service's code; the
+// handle types are the services' own.
+export type { EdgeOptions, RunningEdge, JobsServiceOptions, RunningJobsService, LedgerServiceOptions, RunningLedgerService, RoutingServiceOptions, RunningRoutingService };
+
+/** The addresses a replica is wired to: a RunningStack's. */
+export type StackAddresses = RunningStack['addresses'];
+
+/** An edge's options besides the addresses of the services it calls (those come from the stack unless given). */
+export type EdgeReplicaOptions = Omit<EdgeOptions, 'authAddress' | 'catalogAddress' | 'ledgerAddress' | 'routerAddress'>
+  & Partial<Pick<EdgeOptions, 'authAddress' | 'catalogAddress' | 'ledgerAddress' | 'routerAddress'>>;
+
+/** Another edge in front of the stack's services (each address may be replaced, say by another ledger or routing replica). */
+export function startEdgeReplica(addresses: StackAddresses, options: EdgeReplicaOptions): Promise<RunningEdge> {
+  return startEdge({
+    authAddress: addresses.auth,
+    catalogAddress: addresses.catalog,
+    ledgerAddress: addresses.ledger,
+    routerAddress: addresses.routing,
+    mediaAddress: addresses.media,
+    jobsAddress: addresses.jobs,
+    ...options,
+  });
+}
+
+/** Another jobs replica on a database (files, batches, stored responses); `listenAddress` defaults to a free loopback port. */
+export function startJobsReplica(options: Omit<JobsServiceOptions, 'listenAddress'> & { listenAddress?: string }): Promise<RunningJobsService> {
+  return startJobsService({ listenAddress: '127.0.0.1:0', ...options });
+}
+
+/**
+ * A ledger on a database (another replica of a stack's, or the only service of a test of settlement).
+ * `listenAddress` defaults to a free loopback port.
+ */
+export function startLedgerReplica(options: Omit<LedgerServiceOptions, 'listenAddress'> & { listenAddress?: string }): Promise<RunningLedgerService> {
+  return startLedgerService({ listenAddress: '127.0.0.1:0', ...options });
+}
+
+/** Another routing replica reading the stack's catalog; `listenAddress` defaults to a free loopback port. */
+export function startRoutingReplica(
+  addresses: Pick<StackAddresses, 'catalog'>,
+  options: Omit<RoutingServiceOptions, 'listenAddress' | 'catalogAddress'> & { listenAddress?: string },
+): Promise<RunningRoutingService> {
+  return startRoutingService({ listenAddress: '127.0.0.1:0', catalogAddress: addresses.catalog, ...options });
 }

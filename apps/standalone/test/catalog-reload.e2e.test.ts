@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
-import type { RunningEdge } from '@gateway/edge';
 import { createTestBus, createTestDatabase, eventually, type TestBus, type TestDatabase } from '@gateway/testing';
-import type { RunningStack } from '../src/index.js';
+import type { RunningEdge, RunningStack } from '../src/index.js';
 import { createAccount, gatewayctl, listModels, scratchDirectory, type TestAccount } from './catalog-e2e-helpers.js';
 import { startSecondEdge, startTestStack } from './configured-stack.js';
 

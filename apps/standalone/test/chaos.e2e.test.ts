@@ -3,7 +3,6 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runGatewayctl } from '@gateway/gatewayctl';
 import { createClient, formatCredits, parseCredits } from '@gateway/platform';
 import { createDatabase, sql } from '@gateway/platform/db';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
@@ -11,6 +10,7 @@ import {
   createTestBus, createTestDatabase, eventually, startFakeUpstream, TEST_ADMIN_TOKEN,
   type FakeUpstream, type TestBus, type TestDatabase,
 } from '@gateway/testing';
+import { runGatewayctlProcess } from '../src/bench/gatewayctl-process.js';
 import { freePort } from '../src/index.js';
 import { testAdmission } from './admission-mode.js';
 import {
@@ -18,6 +18,7 @@ import {
   UPSTREAM_KEY_ENV, type Balancer, type KillRecord, type ReplicaKind, type RequestRecord,
 } from './chaos-harness.js';
 import { createAccountKey, healthStatus, startProcessStack, type ProcessStack } from './process-stack.js';
+import { gatewayctlEnv } from './stack-harness.js';
 
 // Issue 36: a platform team's cluster failing as clusters do. Every service is its own process: two
 // edges behind a round-robin balancer (chaos-harness.ts: a TCP balancer that follows /readyz, as a
@@ -349,12 +350,9 @@ describe.skipIf(testAdmission === 'ledger')('chaos: replicas killed and restarte
       });
 
       // `gatewayctl ledger verify` on every account of the database.
-      const out: string[] = [];
-      const verify = await runGatewayctl(['ledger', 'verify'], {
-        env: { LEDGER_ADDR: stack.ledgerReplicas[0]!, AUTH_ADDR: stack.addresses.auth, CATALOG_ADDR: stack.addresses.catalog, GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN },
-        stdout: (text) => out.push(text), stderr: (text) => out.push(text),
-      });
-      if (verify !== 0) violations.push(`ledger verify: ${out.join('')}`);
+      const verify = await runGatewayctlProcess(['ledger', 'verify'],
+        gatewayctlEnv({ ledger: stack.ledgerReplicas[0]!, auth: stack.addresses.auth, catalog: stack.addresses.catalog }, TEST_ADMIN_TOKEN));
+      if (verify.code !== 0) violations.push(`ledger verify: ${verify.stdout}${verify.stderr}`);
 
       const count = (values: string[]) => Object.fromEntries([...values.reduce((map, value) => map.set(value, (map.get(value) ?? 0) + 1), new Map<string, number>())].sort());
       const recoveries = kills.map((kill) => kill.healthyAt! - kill.restartedAt!);

@@ -3,14 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import OpenAI from 'openai';
-import { startEdge, type EdgeOptions, type RunningEdge } from '@gateway/edge';
-import { startLedgerService } from '@gateway/ledger';
 import { createClient, type PromiseClient } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import {
   createTestBus, createTestDatabase, eventually, startFakeUpstream, testLogger, type FakeUpstream, type TestBus, type TestDatabase,
 } from '@gateway/testing';
-import { startStack, type RunningStack, type StackOptions } from '../src/index.js';
+import { startEdgeReplica, startLedgerReplica, startStack, type EdgeReplicaOptions, type RunningEdge, type RunningStack, type StackOptions } from '../src/index.js';
 import { testAdmission } from './admission-mode.js';
 import { gatewayctl } from './stack-harness.js';
 
@@ -43,24 +41,18 @@ export function startTestStack(
 type AddressOptions = 'port' | 'authAddress' | 'catalogAddress' | 'ledgerAddress' | 'routerAddress' | 'mediaAddress' | 'bus' | 'logger';
 
 /**
- * Another edge replica of a running stack: its own process state (key cache, leases, catalog cache)
- * and its own bus connection, talking to the stack's services. Admission follows
- * GATEWAY_TEST_ADMISSION unless given; `name` labels its logs.
+ * Another edge replica of a running stack (stack.ts's startEdgeReplica): its own process state (key
+ * cache, leases, catalog cache) and its own bus connection, talking to the stack's services. Admission
+ * follows GATEWAY_TEST_ADMISSION unless given; `name` labels its logs.
  */
 export async function startSecondEdge(
   stack: RunningStack,
   testBus: TestBus,
-  options: Partial<Omit<EdgeOptions, AddressOptions>> & { name?: string } = {},
+  options: Partial<Omit<EdgeReplicaOptions, AddressOptions>> & { name?: string } = {},
 ): Promise<RunningEdge> {
-  const { addresses } = stack;
   const { name = 'edge-2', ...edgeOptions } = options;
-  return startEdge({
+  return startEdgeReplica(stack.addresses, {
     port: 0,
-    authAddress: addresses.auth,
-    catalogAddress: addresses.catalog,
-    ledgerAddress: addresses.ledger,
-    routerAddress: addresses.routing,
-    mediaAddress: addresses.media,
     bus: await testBus.connectAnother(),
     logger: testLogger(name),
     admission: testAdmission,
@@ -227,8 +219,8 @@ export async function expectNothingReservedAfterStop(
   check: (ledger: PromiseClient<LedgerServiceClient>, accountId: string) => Promise<void> = async () => undefined,
 ): Promise<void> {
   await fixture.stack.stop();
-  const ledgerService = await startLedgerService({
-    listenAddress: '127.0.0.1:0', databaseUrl: fixture.database.url, bus: fixture.testBus.bus, logger: testLogger('ledger-after'), consumer: { enabled: false },
+  const ledgerService = await startLedgerReplica({
+    databaseUrl: fixture.database.url, bus: fixture.testBus.bus, logger: testLogger('ledger-after'), consumer: { enabled: false },
     sweepIntervalMs: 100,
   });
   const client = createClient(LedgerServiceClient, LedgerServiceService, ledgerService.address);

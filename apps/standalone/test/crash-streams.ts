@@ -1,7 +1,7 @@
 import { expect } from 'vitest';
 import type OpenAI from 'openai';
 import { createDatabase, sql } from '@gateway/platform/db';
-import { CHECKPOINT_INTERVAL_MS, FIRST_CHECKPOINT_AFTER_MS } from '@gateway/routing';
+import { CHECKPOINT_INTERVAL_MS, FIRST_CHECKPOINT_AFTER_MS } from '@gateway/platform';
 import { eventually, type FakeBehaviour, type FakeUpstream } from '@gateway/testing';
 import { oneProviderCatalog, paidTextModel } from './catalog-yaml.js';
 
@@ -27,7 +27,7 @@ const DONE_CHUNK_DELAY_MS = 20;
 export const SHORT_TOKENS = 3;
 const PROMPT_TOKENS = 10;
 /**
- * What a crash may lose of a stream in flight (stream-checkpoints.ts): the first checkpoint delay plus
+ * What a crash may lose of a stream in flight (libs/platform usage-checkpoints.ts): the first checkpoint delay plus
  * one interval, and slack for the fdatasync and for scheduling on a shared 2-core machine.
  */
 export const CHECKPOINT_LOSS_BOUND_MS = FIRST_CHECKPOINT_AFTER_MS + CHECKPOINT_INTERVAL_MS + 200;

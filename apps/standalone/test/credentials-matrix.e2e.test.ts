@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateKey } from '@gateway/auth';
-import { parseCredits } from '@gateway/platform';
+import { generateKey, parseCredits } from '@gateway/platform';
 import { eventually } from '@gateway/testing';
 import { chatBody, exampleTokenCostPico, startAccountStack, type Account, type AccountStack, type CallOptions, type HttpAnswer } from './account-harness.js';
 

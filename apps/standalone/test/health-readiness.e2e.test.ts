@@ -1,8 +1,8 @@
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEdge } from '@gateway/edge';
 import { createHealthClient } from '@gateway/platform';
 import { askReflection, createTestBus, testLogger, type TestBus } from '@gateway/testing';
+import { startEdgeReplica } from '../src/index.js';
 import { OBSERVED_MODEL, startObservedStack, type ObservedStack } from './observability-harness.js';
 
 /**
@@ -90,9 +90,8 @@ describe('health, readiness, reflection and drain', () => {
 
     // An edge whose routing address answers nothing: alive, not ready.
     const { addresses } = stack;
-    const edge = await startEdge({
-      port: 0, authAddress: addresses.auth, catalogAddress: addresses.catalog, ledgerAddress: addresses.ledger,
-      routerAddress: '127.0.0.1:1', bus: otherBus.bus, logger: testLogger('edge-no-routing'),
+    const edge = await startEdgeReplica(addresses, {
+      port: 0, routerAddress: '127.0.0.1:1', bus: otherBus.bus, logger: testLogger('edge-no-routing'),
     });
     try {
       expect((await fetch(`${edge.url}/livez`)).status).toBe(200);
@@ -110,9 +109,8 @@ describe('health, readiness, reflection and drain', () => {
   it('on stop, answers a request whose connection the kernel accepted while the edge was busy (issue 36 item 5: the listen backlog)', async () => {
     const { stack } = fixture;
     const { addresses } = stack;
-    const edge = await startEdge({
-      port: 0, authAddress: addresses.auth, catalogAddress: addresses.catalog, ledgerAddress: addresses.ledger,
-      routerAddress: addresses.routing, bus: otherBus.bus, logger: testLogger('edge-backlog'), drainTimeoutMs: 5_000,
+    const edge = await startEdgeReplica(addresses, {
+      port: 0, bus: otherBus.bus, logger: testLogger('edge-backlog'), drainTimeoutMs: 5_000,
     });
     // Another process connects and sends its request while this process's event loop is blocked: the
     // connection completes in the kernel's listen backlog, with the request in its buffer, unaccepted.
@@ -150,9 +148,8 @@ describe('health, readiness, reflection and drain', () => {
     const { stack, upstream } = fixture;
     const { apiKey } = await fixture.account('drain');
     const { addresses } = stack;
-    const edge = await startEdge({
-      port: 0, authAddress: addresses.auth, catalogAddress: addresses.catalog, ledgerAddress: addresses.ledger,
-      routerAddress: addresses.routing, bus: otherBus.bus, logger: testLogger('edge-drain'), drainTimeoutMs: 10_000,
+    const edge = await startEdgeReplica(addresses, {
+      port: 0, bus: otherBus.bus, logger: testLogger('edge-drain'), drainTimeoutMs: 10_000,
     });
     // ~1 s of stream: 5 chunks, 250 ms apart; the edge stops once the first one is here (in flight).
     upstream.setFallback({ chunkCount: 5, chunkDelayMs: 250, text: 'one two three four five' });
@@ -171,9 +168,8 @@ describe('health, readiness, reflection and drain', () => {
     expect(performance.now() - stoppedAt).toBeLessThan(5_000);
 
     // A stream that would outlive the bound is cut at it.
-    const short = await startEdge({
-      port: 0, authAddress: addresses.auth, catalogAddress: addresses.catalog, ledgerAddress: addresses.ledger,
-      routerAddress: addresses.routing, bus: otherBus.bus, logger: testLogger('edge-drain-short'), drainTimeoutMs: 300,
+    const short = await startEdgeReplica(addresses, {
+      port: 0, bus: otherBus.bus, logger: testLogger('edge-drain-short'), drainTimeoutMs: 300,
     });
     upstream.setFallback({ chunkCount: 2, stallAfterChunks: 1 });
     const inFlight = await streamUntilFirstEvent(short.url, apiKey);

@@ -8,9 +8,8 @@ import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import {
   createTestBus, createTestDatabase, eventually, startFakeUpstream, type FakeUpstream, type TestBus, type TestDatabase,
 } from '@gateway/testing';
-import type { RunningEdge } from '@gateway/edge';
 import { solidPng } from './media-e2e-harness.js';
-import type { RunningStack } from '../src/index.js';
+import type { RunningEdge, RunningStack } from '../src/index.js';
 import { ctlJson, startConfiguredStack, startTestStack, type ConfiguredStack } from './configured-stack.js';
 import { oneModelCatalog, pricedTokens } from './chat-e2e-harness.js';
 

@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEdge, type RunningEdge } from '@gateway/edge';
-import { startLedgerService, type RunningLedgerService } from '@gateway/ledger';
 import { createClient, formatCredits, parseCredits, type EventBus, type PromiseClient } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import { eventually, testLogger } from '@gateway/testing';
+import { startEdgeReplica, startLedgerReplica, type RunningEdge, type RunningLedgerService } from '../src/index.js';
 import { decimalField, exampleTokenCostPico, startAccountStack, type Account, type AccountStack } from './account-harness.js';
 import { testAdmission } from './admission-mode.js';
 
@@ -37,20 +36,16 @@ beforeAll(async () => {
   // Each its own NATS connection, as separate processes would have: a connection does not hear its own broadcasts.
   clockedBus = await testBus.connectAnother();
   clockedEdgeBus = await testBus.connectAnother();
-  clockedLedger = await startLedgerService({
-    listenAddress: '127.0.0.1:0', databaseUrl: database.url, bus: clockedBus, logger: testLogger('clocked-ledger'),
+  clockedLedger = await startLedgerReplica({
+    databaseUrl: database.url, bus: clockedBus, logger: testLogger('clocked-ledger'),
     consumer: { enabled: false }, now: () => Date.now() + offsetMs,
     // A lease recalled right after its request is kept (at the edge's spend estimate) until its charges
     // settle or this long: short here, so the next day's first request does not wait for the drain.
     leaseDrainMs: 1_000, sweepIntervalMs: 1_000,
   });
-  clockedEdge = await startEdge({
+  clockedEdge = await startEdgeReplica(stack.addresses, {
     port: 0,
-    authAddress: stack.addresses.auth,
-    catalogAddress: stack.addresses.catalog,
     ledgerAddress: clockedLedger.address,
-    routerAddress: stack.addresses.routing,
-    mediaAddress: stack.addresses.media,
     bus: clockedEdgeBus,
     logger: testLogger('clocked-edge'),
     admission: testAdmission,

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RunningEdge } from '@gateway/edge';
+import type { RunningEdge } from '../src/index.js';
 import { startAccountStack, type Account, type AccountStack } from './account-harness.js';
 import { startSecondEdge } from './configured-stack.js';
 

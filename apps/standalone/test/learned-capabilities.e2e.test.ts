@@ -2,11 +2,11 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { createClient, parseCredits } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
-import { LearnedCapabilities, startRoutingService, type RunningRoutingService } from '@gateway/routing';
 import { eventually, startFakeUpstream, testLogger, type FakeUpstream, type RecordedRequest } from '@gateway/testing';
-import type { RunningEdge } from '@gateway/edge';
+import { startRoutingReplica, type RunningEdge, type RunningRoutingService } from '../src/index.js';
 import { rawPost } from './messages-e2e-harness.js';
 import { ctlJson, startSecondEdge, startStackOnCatalog, type StackOnCatalog } from './configured-stack.js';
+import { openSharedLearnedMap } from './learned-map.js';
 
 // Issue 27, item 8, through the whole stack (Postgres, NATS, the real `openai` client): an OpenAI model
 // that refuses `temperature` with OpenAI's own 400. The first request is served after one retry on the
@@ -82,9 +82,7 @@ describe('learned capability map (issue 27 item 8)', () => {
     client = new OpenAI({ baseURL: `${base.stack.url}/v1`, apiKey, maxRetries: 0, timeout: 30_000 });
     ledger = createClient(LedgerServiceClient, LedgerServiceService, base.stack.addresses.ledger);
     // A second routing replica on the same NATS namespace, reached through its own edge.
-    secondRouting = await startRoutingService({
-      listenAddress: '127.0.0.1:0',
-      catalogAddress: base.stack.addresses.catalog,
+    secondRouting = await startRoutingReplica(base.stack.addresses, {
       bus: await base.testBus.connectAnother(),
       logger: testLogger('routing-2'),
       providerSecrets: { LEARNED_KEY: 'sk-learned' },
@@ -148,10 +146,8 @@ describe('learned capability map (issue 27 item 8)', () => {
 
     // The other routing replica (behind the other edge) learned it through the bus: once the shared bucket
     // has it (a reader on a third connection sees it), its very first request is one call without it.
-    const probe = new LearnedCapabilities({ bus: await base.testBus.connectAnother(), logger: testLogger('probe') });
-    await probe.start();
-    await eventually(() => expect(probe.droppedFor('upstream-one', UPSTREAM_MODEL, accountId)).toEqual(['temperature']), 5_000);
-    await probe.stop();
+    const probe = await openSharedLearnedMap(await base.testBus.connectAnother());
+    await eventually(async () => expect(await probe.droppedFor('upstream-one', UPSTREAM_MODEL, accountId)).toEqual(['temperature']), 5_000);
     await new Promise((resolve) => setTimeout(resolve, 200));
     upstream.requests.length = 0;
     const other = new OpenAI({ baseURL: `${secondEdge.url}/v1`, apiKey, maxRetries: 0, timeout: 30_000 });
@@ -294,10 +290,8 @@ describe('learned capability map (issue 27 item 8)', () => {
     expect((await ask(third.first)).response.headers.get('x-gateway-dropped-params')).toBe('top_p');
     expect(callsTo(GENUINE_UPSTREAM).map((call) => call.body.top_p)).toEqual([0.5, undefined]);
 
-    const probe = new LearnedCapabilities({ bus: await base.testBus.connectAnother(), logger: testLogger('probe-genuine') });
-    await probe.start();
-    await eventually(() => expect(probe.droppedFor('upstream-one', GENUINE_UPSTREAM, 'acc_nobody')).toEqual(['top_p']), 5_000);
-    await probe.stop();
+    const probe = await openSharedLearnedMap(await base.testBus.connectAnother());
+    await eventually(async () => expect(await probe.droppedFor('upstream-one', GENUINE_UPSTREAM, 'acc_nobody')).toEqual(['top_p']), 5_000);
     await new Promise((resolve) => setTimeout(resolve, 200));
     // A fourth account, never refused, on either replica: one call without top_p, named in the header.
     for (const via of [later.first, later.second]) {

@@ -3,7 +3,7 @@ import OpenAI from 'openai';
 import { createClient, parseCredits } from '@gateway/platform';
 import { createDatabase, sql, type Kysely } from '@gateway/platform/db';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
-import type { RunningEdge } from '@gateway/edge';
+import type { RunningEdge } from '../src/index.js';
 import { eventually, type FakeUpstream } from '@gateway/testing';
 import { testAdmission } from './admission-mode.js';
 import { startConfiguredStack, testCatalog, type ConfiguredStack } from './configured-stack.js';

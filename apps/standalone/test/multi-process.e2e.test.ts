@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
-import { runGatewayctl } from '@gateway/gatewayctl';
 import { eventually, labelValues, parsePrometheusText, sampleSum, TEST_ADMIN_TOKEN, TEST_INTERNAL_TOKEN } from '@gateway/testing';
 import { createClient, GatewayError, GrpcStatus, parseCredits, type PromiseClient } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
+import { runGatewayctlProcess } from '../src/bench/gatewayctl-process.js';
 import { exampleTokenCostPico } from './account-harness.js';
 import { startStandaloneProcessStack, type ProcessStack, type StandaloneProcessStack } from './process-stack.js';
 
@@ -29,13 +29,13 @@ describe('every service as its own process', () => {
   }, 30_000);
 
   it('serves and bills a chat completion across six processes', async () => {
-    const out: string[] = [];
-    const io = { env: { AUTH_ADDR: addresses.auth!, LEDGER_ADDR: addresses.ledger!, CATALOG_ADDR: addresses.catalog!, GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN }, stdout: (text: string) => out.push(text), stderr: (text: string) => out.push(text) };
-    expect(await runGatewayctl(['accounts', 'create', '--name', 'mp', '--credits', '1', '--json'], io)).toBe(0);
-    const account = JSON.parse(out.join('')) as { account_id: string; provisioning_key: string };
-    out.length = 0;
-    expect(await runGatewayctl(['keys', 'create', account.account_id, '--name', 'mp', '--json'], io)).toBe(0);
-    const apiKey = (JSON.parse(out.join('')) as { api_key: string }).api_key;
+    const env = { AUTH_ADDR: addresses.auth!, LEDGER_ADDR: addresses.ledger!, CATALOG_ADDR: addresses.catalog!, GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN };
+    const created = await runGatewayctlProcess(['accounts', 'create', '--name', 'mp', '--credits', '1', '--json'], env);
+    expect(created.code, created.stderr).toBe(0);
+    const account = JSON.parse(created.stdout) as { account_id: string; provisioning_key: string };
+    const keyCreated = await runGatewayctlProcess(['keys', 'create', account.account_id, '--name', 'mp', '--json'], env);
+    expect(keyCreated.code, keyCreated.stderr).toBe(0);
+    const apiKey = (JSON.parse(keyCreated.stdout) as { api_key: string }).api_key;
 
     const client = new OpenAI({ baseURL: `${edgeUrl}/v1`, apiKey, maxRetries: 0 });
     const completion = await client.chat.completions.create({ model: 'acme/chat-small', messages: [{ role: 'user', content: 'one two three' }] });
@@ -84,10 +84,10 @@ describe('every service as its own process', () => {
     expect(['OK', 'NOT_FOUND']).toContain(await call(addresses.ledger!, TEST_INTERNAL_TOKEN, balance));
 
     // gatewayctl without the admin credential says what to set.
-    const out: string[] = [];
-    const io = { env: { AUTH_ADDR: addresses.auth!, LEDGER_ADDR: addresses.ledger!, CATALOG_ADDR: addresses.catalog!, GATEWAY_DATA_DIR: '/nonexistent' }, stdout: (text: string) => out.push(text), stderr: (text: string) => out.push(text) };
-    expect(await runGatewayctl(['accounts', 'create', '--name', 'intruder'], io)).toBe(1);
-    expect(out.join('')).toContain('GATEWAY_ADMIN_TOKEN');
+    const intruder = await runGatewayctlProcess(['accounts', 'create', '--name', 'intruder'],
+      { AUTH_ADDR: addresses.auth!, LEDGER_ADDR: addresses.ledger!, CATALOG_ADDR: addresses.catalog!, GATEWAY_DATA_DIR: '/nonexistent' });
+    expect(intruder.code).toBe(1);
+    expect(intruder.stdout + intruder.stderr).toContain('GATEWAY_ADMIN_TOKEN');
     // The refusals were logged by the ledger as warnings, naming the method.
     await eventually(async () => expect(stack.logs.join('')).toContain('internal call refused'), 5_000);
   });

@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import pg from 'pg';
-import { runGatewayctl } from '@gateway/gatewayctl';
 import { eventually, labelValues, npmStartBanner, parsePrometheusText, repositoryRoot, sampleSum, startNpmStart, type NpmStart } from '@gateway/testing';
+import { runGatewayctlProcess } from '../src/bench/gatewayctl-process.js';
 import { embeddedPostgresBinaries, freePort } from '../src/embedded-postgres.js';
 import { liveProcess, waitForExit } from '../src/process-identity.js';
 import { stopProcessesMentioning } from './leftover-processes.js';
@@ -128,10 +128,9 @@ describe('npm start: crash recovery, one gateway per data dir, start failures, g
     // gatewayctl reaches this run through the data dir's addresses.json, no ports copied (the crashed
     // run's file named ports nobody listens on any more: the new run rewrote it).
     const accountId = /Dev account:\s+(\S+)/.exec(again.output())![1]!;
-    const out: string[] = [];
-    const io = { env: { GATEWAY_DATA_DIR: dataDir }, stdout: (text: string) => out.push(text), stderr: (text: string) => out.push(text) };
-    expect(await runGatewayctl(['accounts', 'show', accountId, '--json'], io), out.join('')).toBe(0);
-    expect(JSON.parse(out.join(''))).toMatchObject({ account_id: accountId });
+    const shown = await runGatewayctlProcess(['accounts', 'show', accountId, '--json'], { GATEWAY_DATA_DIR: dataDir });
+    expect(shown.code, shown.stdout + shown.stderr).toBe(0);
+    expect(JSON.parse(shown.stdout)).toMatchObject({ account_id: accountId });
     expect(await stopCleanly(again)).toBe(0);
     expect(existsSync(join(databaseDir, 'postmaster.pid'))).toBe(false);
     expect(existsSync(join(dataDir, 'gateway.pid'))).toBe(false);

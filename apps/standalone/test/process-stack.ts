@@ -6,14 +6,15 @@ import { service as healthService } from 'grpc-health-check';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runGatewayctl } from '@gateway/gatewayctl';
 import {
   createTestBus, createTestDatabase, eventually, natsUrl, startFakeUpstream, TEST_ADMIN_TOKEN, TEST_INTERNAL_TOKEN,
   type FakeUpstream, type TestBus, type TestDatabase,
 } from '@gateway/testing';
 import { crashCatalog, crashUpstreamScript } from './crash-streams.js';
+import { runGatewayctlProcess } from '../src/bench/gatewayctl-process.js';
 import { freePort } from '../src/index.js';
 import { testAdmission } from './admission-mode.js';
+import { gatewayctlEnv } from './stack-harness.js';
 
 const HealthClient = makeGenericClientConstructor(healthService, 'grpc.health.v1.Health');
 
@@ -255,17 +256,13 @@ export async function startStandaloneProcessStack(
 
 /** A paid account with `credits` and one API key, made with gatewayctl under the admin credential, as an operator would. */
 export async function createAccountKey(stack: ProcessStack, name: string, credits: string): Promise<{ accountId: string; apiKey: string }> {
-  const out: string[] = [];
-  const io = {
-    env: { AUTH_ADDR: stack.addresses.auth, LEDGER_ADDR: stack.addresses.ledger, CATALOG_ADDR: stack.addresses.catalog, GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN },
-    stdout: (text: string) => out.push(text),
-    stderr: (text: string) => out.push(text),
-  };
-  expect(await runGatewayctl(['accounts', 'create', '--name', name, '--credits', credits, '--tier', 'tier-1', '--json'], io), out.join('')).toBe(0);
-  const accountId = (JSON.parse(out.join('')) as { account_id: string }).account_id;
-  out.length = 0;
-  expect(await runGatewayctl(['keys', 'create', accountId, '--name', name, '--json'], io), out.join('')).toBe(0);
-  return { accountId, apiKey: (JSON.parse(out.join('')) as { api_key: string }).api_key };
+  const env = gatewayctlEnv(stack.addresses, TEST_ADMIN_TOKEN);
+  const created = await runGatewayctlProcess(['accounts', 'create', '--name', name, '--credits', credits, '--tier', 'tier-1', '--json'], env);
+  expect(created.code, created.stdout + created.stderr).toBe(0);
+  const accountId = (JSON.parse(created.stdout) as { account_id: string }).account_id;
+  const key = await runGatewayctlProcess(['keys', 'create', accountId, '--name', name, '--json'], env);
+  expect(key.code, key.stdout + key.stderr).toBe(0);
+  return { accountId, apiKey: (JSON.parse(key.stdout) as { api_key: string }).api_key };
 }
 
 /** What the paid-model process tests share: a database, a NATS namespace, the scripted fake upstream and a catalog config naming it. */

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RunningEdge } from '@gateway/edge';
+import type { RunningEdge } from '../src/index.js';
 import { eventually, type FakeUpstream } from '@gateway/testing';
 import { startConfiguredStack, type ConfiguredStack } from './configured-stack.js';
 import { refusedUpgrade, WsClient } from './responses-websocket-client.js';

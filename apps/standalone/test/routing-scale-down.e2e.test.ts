@@ -1,8 +1,9 @@
+import { execFile } from 'node:child_process';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
-import { createLogger } from '@gateway/platform';
-import { UsageOutbox } from '@gateway/routing';
 import { eventually } from '@gateway/testing';
 import { DONE_TOKENS, SLOW_TOKENS, UPSTREAM_KEY_ENV, expectChargedOnce, followStream } from './crash-streams.js';
 import { createAccountKey, paidModelFixture, startProcessStack, type PaidModelFixture, type ProcessStack } from './process-stack.js';
@@ -55,13 +56,12 @@ describe('routing scaled down with streams in flight', () => {
     // Each charged once, for everything it delivered (no crash: nothing to lose).
     await expectChargedOnce(fixture.database.url, streams, Date.now());
 
-    // Nothing left for a successor: no unsent event, no open stream checkpoint.
-    const { outbox, recovered } = await UsageOutbox.open({ directory: outboxDirectory, logger: createLogger('scale-down-test', 'silent') });
-    try {
-      expect(recovered).toEqual([]);
-      expect(outbox.pendingCount).toBe(0);
-    } finally {
-      await outbox.close();
-    }
+    // Nothing left for a successor: no unsent event, no open stream checkpoint (the outbox opened as the
+    // next routing process would, by routing's own fixture in a process of its own).
+    const inspect = fileURLToPath(new URL('../../routing/test/fixtures/usage-outbox-process.mjs', import.meta.url));
+    const { stdout } = await promisify(execFile)(process.execPath, [inspect], { env: { ...process.env, MODE: 'inspect', OUTBOX_DIR: outboxDirectory } });
+    const { recovered, pendingCount } = JSON.parse(stdout) as { recovered: string[]; pendingCount: number };
+    expect(recovered).toEqual([]);
+    expect(pendingCount).toBe(0);
   });
 });

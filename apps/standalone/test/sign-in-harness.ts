@@ -1,6 +1,6 @@
 import { createServer } from 'node:net';
 import { expect } from 'vitest';
-import { startEdge, type RunningEdge } from '@gateway/edge';
+import { startEdgeReplica, type RunningEdge } from '../src/index.js';
 import { CookieBrowser, startOidcIssuer, testLogger, type TestOidcIssuer } from '@gateway/testing';
 import { startAccountStack, type Account, type AccountStack } from './account-harness.js';
 
@@ -59,13 +59,8 @@ export async function startSignInStack(): Promise<SignInStack> {
   let clockOffsetMs = 0;
   const { addresses } = harness.stack;
   const tokens = harness.internalTokens!;
-  const edge = await startEdge({
+  const edge = await startEdgeReplica(addresses, {
     port,
-    authAddress: addresses.auth,
-    catalogAddress: addresses.catalog,
-    ledgerAddress: addresses.ledger,
-    routerAddress: addresses.routing,
-    mediaAddress: addresses.media,
     bus: await harness.testBus.connectAnother(),
     logger: testLogger('signed-in-edge'),
     internalAuth: { accepted: { service: [tokens.service], admin: [tokens.admin] }, credential: tokens.service },

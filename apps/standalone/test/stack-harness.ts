@@ -1,11 +1,21 @@
-import { runGatewayctl } from '@gateway/gatewayctl';
+import { runGatewayctlProcess, type GatewayctlResult } from '../src/bench/gatewayctl-process.js';
 import type { RunningStack } from '../src/index.js';
 
-/** What every whole-stack test shares: gatewayctl run in-process against the stack's gRPC addresses. */
-export interface CtlResult {
-  code: number;
-  stdout: string;
-  stderr: string;
+/**
+ * What every whole-stack test shares: gatewayctl run as an operator runs it — its bin in a process of its
+ * own, configured by env only — against the stack's gRPC addresses (no test loads the CLI's code).
+ */
+export type CtlResult = GatewayctlResult;
+
+/** The env gatewayctl reads: the services' addresses, and the operator's admin token when the stack checks one. */
+export function gatewayctlEnv(addresses: Pick<RunningStack['addresses'], 'auth' | 'ledger' | 'catalog'> & { jobs?: string }, adminToken?: string): Record<string, string> {
+  return {
+    AUTH_ADDR: addresses.auth,
+    LEDGER_ADDR: addresses.ledger,
+    CATALOG_ADDR: addresses.catalog,
+    ...(addresses.jobs === undefined ? {} : { JOBS_ADDR: addresses.jobs }),
+    ...(adminToken === undefined ? {} : { GATEWAY_ADMIN_TOKEN: adminToken }),
+  };
 }
 
 export function gatewayctl(stack: RunningStack, ...argv: string[]): Promise<CtlResult> {
@@ -13,19 +23,6 @@ export function gatewayctl(stack: RunningStack, ...argv: string[]): Promise<CtlR
 }
 
 /** gatewayctl carrying the operator's admin token (GATEWAY_ADMIN_TOKEN), for a stack with internal authentication. */
-export async function gatewayctlAs(stack: RunningStack, adminToken: string | undefined, ...argv: string[]): Promise<CtlResult> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await runGatewayctl(argv, {
-    env: {
-      AUTH_ADDR: stack.addresses.auth,
-      LEDGER_ADDR: stack.addresses.ledger,
-      CATALOG_ADDR: stack.addresses.catalog,
-      JOBS_ADDR: stack.addresses.jobs,
-      ...(adminToken === undefined ? {} : { GATEWAY_ADMIN_TOKEN: adminToken }),
-    },
-    stdout: (text) => out.push(text),
-    stderr: (text) => err.push(text),
-  });
-  return { code, stdout: out.join(''), stderr: err.join('') };
+export function gatewayctlAs(stack: RunningStack, adminToken: string | undefined, ...argv: string[]): Promise<CtlResult> {
+  return runGatewayctlProcess(argv, gatewayctlEnv(stack.addresses, adminToken));
 }

@@ -4,12 +4,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
-import { runGatewayctl } from '@gateway/gatewayctl';
 import { createTestBus, createTestDatabase, natsUrl, startFakeUpstream, type FakeUpstream, type TestBus, type TestDatabase, TEST_ADMIN_TOKEN } from '@gateway/testing';
+import { runGatewayctlProcess } from '../src/bench/gatewayctl-process.js';
 import {
   CRASH_MODEL, UPSTREAM_KEY_ENV, crashCatalog, crashUpstreamScript, expectChargedOnce, followStream, untilKillPoint, type FollowedStream, type StreamKind,
 } from './crash-streams.js';
 import { startProcessStack, type ProcessStack } from './process-stack.js';
+import { gatewayctlEnv } from './stack-harness.js';
 
 // Issue 13 part 5, every service as its own process: the routing process is SIGKILLed while 15 streams
 // are mid-flight and 5 more have delivered all their content and wait for their usage publish (routing's
@@ -58,20 +59,21 @@ async function startHoldableRelay(target: string) {
   };
 }
 
-/** gatewayctl in-process against the stack's services: its output, its io, and a JSON command runner. */
+/** gatewayctl (its CLI, a process of its own) against the stack's services: a JSON command runner, and `ledger verify`'s output. */
 function gatewayctlFor(addresses: { auth: string; ledger: string; catalog: string }) {
-  const out: string[] = [];
-  const io = {
-    env: { AUTH_ADDR: addresses.auth, LEDGER_ADDR: addresses.ledger, CATALOG_ADDR: addresses.catalog, GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN },
-    stdout: (text: string) => out.push(text),
-    stderr: (text: string) => out.push(text),
-  };
+  const env = gatewayctlEnv(addresses, TEST_ADMIN_TOKEN);
   const ctl = async (...argv: string[]) => {
-    out.length = 0;
-    expect(await runGatewayctl([...argv, '--json'], io), out.join('')).toBe(0);
-    return JSON.parse(out.join('')) as Record<string, string>;
+    const result = await runGatewayctlProcess([...argv, '--json'], env);
+    expect(result.code, result.stdout + result.stderr).toBe(0);
+    return JSON.parse(result.stdout) as Record<string, string>;
   };
-  return { out, io, ctl };
+  /** `gatewayctl ledger verify`, which must exit 0: its output. */
+  const verify = async () => {
+    const result = await runGatewayctlProcess(['ledger', 'verify'], env);
+    expect(result.code, result.stdout + result.stderr).toBe(0);
+    return result.stdout + result.stderr;
+  };
+  return { ctl, verify };
 }
 
 describe('routing process killed with streams in flight', () => {
@@ -118,7 +120,7 @@ describe('routing process killed with streams in flight', () => {
   }, 30_000);
 
   it('charges every stream that reached its caller exactly once after routing restarts on the same outbox', async () => {
-    const { out, io, ctl } = gatewayctl();
+    const { ctl, verify } = gatewayctl();
     const account = await ctl('accounts', 'create', '--name', 'crash', '--credits', '10', '--tier', 'tier-1');
     const { api_key: apiKey } = await ctl('keys', 'create', account.account_id!, '--name', 'crash');
     const client = new OpenAI({ baseURL: `${stack.edgeUrl}/v1`, apiKey, maxRetries: 0 });
@@ -141,13 +143,11 @@ describe('routing process killed with streams in flight', () => {
     await expectChargedOnce(database.url, streams, killedAt, answered).catch((error: Error) => {
       throw new Error(`${error.message}\n${stack.logs.join('')}`);
     });
-    out.length = 0;
-    expect(await runGatewayctl(['ledger', 'verify'], io), out.join('')).toBe(0);
-    expect(out.join('')).toMatch(/0 mismatches/);
+    expect(await verify()).toMatch(/0 mismatches/);
   }, 120_000);
 
   it('charges whole streams that ended at their caller while their usage publish was unacknowledged (no checkpoint) when routing dies', async () => {
-    const { out, io, ctl } = gatewayctl();
+    const { ctl, verify } = gatewayctl();
     const account = await ctl('accounts', 'create', '--name', 'short-streams', '--credits', '10', '--tier', 'tier-1');
     const { api_key: apiKey } = await ctl('keys', 'create', account.account_id!, '--name', 'short-streams');
     const client = new OpenAI({ baseURL: `${stack.edgeUrl}/v1`, apiKey, maxRetries: 0 });
@@ -176,9 +176,7 @@ describe('routing process killed with streams in flight', () => {
       await expectChargedOnce(database.url, streams, killedAt, [warm.response.headers.get('x-request-id')!]).catch((error: Error) => {
         throw new Error(`${error.message}\n${stack.logs.join('')}`);
       });
-      out.length = 0;
-      expect(await runGatewayctl(['ledger', 'verify'], io), out.join('')).toBe(0);
-      expect(out.join('')).toMatch(/0 mismatches/);
+      expect(await verify()).toMatch(/0 mismatches/);
     } finally {
       await shortRelay.close();
     }

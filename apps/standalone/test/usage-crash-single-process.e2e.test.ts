@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
-import { runGatewayctl } from '@gateway/gatewayctl';
 import { createTestDatabase, npmStartBanner, startFakeUpstream, startNpmStart, type FakeUpstream, type NpmStart, type TestDatabase } from '@gateway/testing';
+import { runGatewayctlProcess } from '../src/bench/gatewayctl-process.js';
 import type { DevKeys } from '../src/index.js';
 import { testAdmission } from './admission-mode.js';
 import {
@@ -94,11 +94,10 @@ describe.each(['external', 'embedded'] as const)('npm start killed with streams 
     const second = await startGateway();
     const databaseUrl = postgres === 'external' ? database.url : await embeddedDatabaseUrl(join(dataDirectory, 'data'));
     await expectChargedOnce(databaseUrl, streams, killedAt, answered);
-    const out: string[] = [];
     // The data dir gives gatewayctl npm start's admin credential.
-    const io = { env: { LEDGER_ADDR: second.ledgerAddress, GATEWAY_DATA_DIR: join(dataDirectory, 'data') }, stdout: (text: string) => out.push(text), stderr: (text: string) => out.push(text) };
-    expect(await runGatewayctl(['ledger', 'verify'], io), out.join('')).toBe(0);
-    expect(out.join('')).toMatch(/0 mismatches/);
+    const verify = await runGatewayctlProcess(['ledger', 'verify'], { LEDGER_ADDR: second.ledgerAddress, GATEWAY_DATA_DIR: join(dataDirectory, 'data') });
+    expect(verify.code, verify.stdout + verify.stderr).toBe(0);
+    expect(verify.stdout + verify.stderr).toMatch(/0 mismatches/);
 
     // An orderly stop after the recovery: every service, then the embedded Postgres.
     const stopped = new Promise<number | null>((resolve) => second.child.once('exit', (code) => resolve(code)));

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,15 +7,26 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient, formatCredits } from '@gateway/platform';
 import { createDatabase, sql, type Kysely } from '@gateway/platform/db';
 import { LedgerServiceClient, LedgerServiceService, Pricing, Usage, UsageEvent, UsageEventBatch, UsageOutcome } from '@gateway/proto';
-import { startLedgerService } from '@gateway/ledger';
-import { createUsagePublisher } from '@gateway/routing';
 import { createTestBus, createTestDatabase, natsUrl, testLogger, uniqueName, type TestBus, type TestDatabase } from '@gateway/testing';
+import { startLedgerReplica, type RunningLedgerService } from '../src/index.js';
 
 // Spec §7 / issue 5: a stream's usage is never lost. A routing publisher process whose bus refuses
-// the usage of streams already answered is SIGKILLed; the next start replays its durable outbox, and
-// the ledger charges every request exactly once (half of them had reached the bus before the crash).
+// the usage of streams already answered is SIGKILLed; the next start (a process again) replays its
+// durable outbox, and the ledger charges every request exactly once (half of them had reached the bus
+// before the crash). The publisher is routing's, run over its built dist by routing's own fixture.
 
-const fixture = fileURLToPath(new URL('./fixtures/usage-publisher-crash.mjs', import.meta.url));
+const fixture = fileURLToPath(new URL('../../routing/test/fixtures/usage-outbox-process.mjs', import.meta.url));
+
+/** The fixture in `mode` (its env besides MODE); resolves once it printed `ready`. */
+async function startPublisherProcess(mode: 'crash' | 'replay', env: Record<string, string>, ready: string): Promise<ChildProcess> {
+  const child = spawn(process.execPath, [fixture], { env: { ...process.env, MODE: mode, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise<void>((resolve, reject) => {
+    let output = '';
+    child.stdout!.on('data', (chunk: Buffer) => { output += chunk.toString(); if (output.includes(ready)) resolve(); });
+    child.once('exit', (code) => reject(new Error(`publisher process (${mode}) exited early (${code})`)));
+  });
+  return child;
+}
 const PRICES = Pricing.create({ perInputToken: '0.0000005', perOutputToken: '0.0000015' });
 const costPico = (usage: Usage) => BigInt(usage.inputTokens) * 500_000n + BigInt(usage.outputTokens) * 1_500_000n;
 
@@ -24,13 +35,13 @@ describe('usage republish after a publisher crash', () => {
   let testBus: TestBus;
   let directory: string;
   let db: Kysely<any>;
-  let ledger: Awaited<ReturnType<typeof startLedgerService>>;
+  let ledger: RunningLedgerService;
 
   beforeAll(async () => {
     database = await createTestDatabase();
     testBus = await createTestBus('nats');
     directory = await mkdtemp(join(tmpdir(), 'usage-outbox-'));
-    ledger = await startLedgerService({ listenAddress: '127.0.0.1:0', databaseUrl: database.url, bus: testBus.bus, logger: testLogger('ledger'), sweepIntervalMs: 600_000 });
+    ledger = await startLedgerReplica({ databaseUrl: database.url, bus: testBus.bus, logger: testLogger('ledger'), sweepIntervalMs: 600_000 });
     db = createDatabase({ url: database.url, schema: 'ledger', maxConnections: 2 });
   });
   afterAll(async () => {
@@ -57,15 +68,8 @@ describe('usage republish after a publisher crash', () => {
     }
 
     // The publisher process: answers, fails to publish, keeps the events on disk, and is killed.
-    const child = spawn(process.execPath, [fixture], {
-      env: { ...process.env, OUTBOX_DIR: directory, NATS_URL: natsUrl, NATS_NAMESPACE: testBus.namespace, EVENTS: Buffer.from(UsageEventBatch.encode({ batchId: 'x', events }).finish()).toString('base64') },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    await new Promise<void>((resolve, reject) => {
-      let output = '';
-      child.stdout!.on('data', (chunk: Buffer) => { output += chunk.toString(); if (output.includes('DURABLE')) resolve(); });
-      child.once('exit', (code) => reject(new Error(`publisher process exited early (${code})`)));
-    });
+    const bus = { OUTBOX_DIR: directory, NATS_URL: natsUrl, NATS_NAMESPACE: testBus.namespace };
+    const child = await startPublisherProcess('crash', { ...bus, EVENTS: Buffer.from(UsageEventBatch.encode({ batchId: 'x', events }).finish()).toString('base64') }, 'DURABLE');
     const exited = new Promise((resolve) => child.once('exit', resolve));
     child.kill('SIGKILL');
     await exited;
@@ -75,10 +79,15 @@ describe('usage republish after a publisher crash', () => {
     await expect.poll(chargeCount, { timeout: 10_000 }).toBe(20);
 
     // Next start of the publisher: it replays the outbox (all 40; 20 of them a second time).
-    const restarted = await createUsagePublisher({ bus: testBus.bus, logger: testLogger('usage'), outboxDirectory: directory });
-    await expect.poll(chargeCount, { timeout: 15_000 }).toBe(40);
-    await expect.poll(async () => (await readdir(directory)).filter((name) => name.endsWith('.log')), { timeout: 10_000 }).toEqual([]);
-    await restarted.stop();
+    const restarted = await startPublisherProcess('replay', bus, 'STARTED');
+    const stopped = new Promise<number | null>((resolve) => restarted.once('exit', (code) => resolve(code)));
+    try {
+      await expect.poll(chargeCount, { timeout: 15_000 }).toBe(40);
+      await expect.poll(async () => (await readdir(directory)).filter((name) => name.endsWith('.log')), { timeout: 10_000 }).toEqual([]);
+    } finally {
+      restarted.kill('SIGTERM');
+    }
+    expect(await stopped).toBe(0);
 
     const journal = await sql<{ request_id: string; entries: number }>`
       select request_id, count(*)::int as entries from journal_entries where kind = 'charge' group by request_id`.execute(db);

@@ -21,3 +21,6 @@ export { id3v2Length, readWavLayout, sniffAudioContainer, type AudioContainer, t
 export * from './parameters.js';
 export type { AccountActivityEntry, AccountKeyRecord } from './account-api.js';
 export * from './roles.js';
+export * from './key-format.js';
+export * from './usage-checkpoints.js';
+export * from './learned-map.js';

@@ -4,19 +4,17 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 // CONVENTIONS 3 made checkable: projects carry nx tags (`type:app`, `type:lib`, `type:composition`).
-// An app may import only libs (never another app); a lib only libs. One file wires the apps together:
-// the composition root apps/standalone/src/stack.ts (`npm start` runs it through main.ts, which imports
-// only stack.ts). The rest of apps/standalone obeys the app rule too — the bench drives the services as
-// processes (`node apps/<name>/dist/...`) and gatewayctl as its CLI — except its integration tests under
-// apps/standalone/test/, which assemble services in one process to probe them (docs/architecture.md
-// "Ground rules"). Libraries stay below apps: every project under libs/ is a lib, so no arrow runs
-// back up from libs/ to apps/. Checked on package.json dependencies and on every import, static or dynamic.
+// An app may import only libs (never another app); a lib only libs. Exactly one file wires the apps
+// together: the composition root apps/standalone/src/stack.ts (`npm start` runs it through main.ts,
+// which imports only stack.ts). The rest of apps/standalone obeys the app rule too, its tests and
+// fixtures included: they start services through stack.ts's exported API, run the services as processes
+// (`node apps/<name>/dist/main.js`) and gatewayctl as its CLI, or use libs (docs/architecture.md
+// "Ground rules"). Libraries stay below apps: every project under libs/ is a lib, so no arrow runs back
+// up from libs/ to apps/. Checked on package.json dependencies and on every import, static or dynamic.
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 
 /** The one source file that may import apps. */
 const COMPOSITION_ROOT = join('apps', 'standalone', 'src', 'stack.ts');
-/** The composition root's integration tests (a folder of the composition project). */
-const COMPOSITION_TESTS = join('apps', 'standalone', 'test') + sep;
 
 interface Project { name: string; dir: string; type: string; dependencies: string[] }
 
@@ -48,16 +46,27 @@ function sourceFiles(dir: string): string[] {
 /** A package.json dependency: the composition project lists every app it wires (and builds after them). */
 const allowed = (from: Project, to: Project) => from.type === 'composition' || to.type === 'lib';
 
-/** Whether `file` (relative to the root) may import from `to`: libs always; apps only from the composition root. */
+/** Whether `file` (relative to the root) may import from `to`: libs always; apps only in the composition root. */
 const importAllowed = (file: string, from: Project, to: Project) =>
-  to.type === 'lib' || (from.type === 'composition' && (file === COMPOSITION_ROOT || file.startsWith(COMPOSITION_TESTS)));
+  to.type === 'lib' || (from.type === 'composition' && file === COMPOSITION_ROOT);
 
 const importPattern = /(?:\bfrom|\bimport|\brequire)\s*\(?\s*['"]([^'"]+)['"]/g;
 
 /** The imports of `text` (the source of `file`, inside `project`) that cross a forbidden boundary. */
 function forbiddenImports(all: readonly Project[], project: Project, file: string, text: string): string[] {
+  return importsOf(all, project, file, text).filter(({ target }) => !importAllowed(relative(root, file), project, target))
+    .map(({ specifier }) => `${relative(root, file)}: ${specifier}`);
+}
+
+/** The imports of `text` that reach an app other than `project` (allowed or not). */
+function appImports(all: readonly Project[], project: Project, file: string, text: string): string[] {
+  return importsOf(all, project, file, text).filter(({ target }) => target.type !== 'lib').map(({ specifier }) => specifier);
+}
+
+/** Every import of `text` that reaches another project, with that project. */
+function importsOf(all: readonly Project[], project: Project, file: string, text: string): { specifier: string; target: Project }[] {
   const byName = new Map(all.map((candidate) => [candidate.name, candidate]));
-  const violations: string[] = [];
+  const found: { specifier: string; target: Project }[] = [];
   for (const match of text.matchAll(importPattern)) {
     const specifier = match[1]!;
     let target: Project | undefined;
@@ -68,9 +77,9 @@ function forbiddenImports(all: readonly Project[], project: Project, file: strin
       const packageName = specifier.startsWith('@') ? specifier.split('/').slice(0, 2).join('/') : specifier.split('/')[0]!;
       target = byName.get(packageName);
     }
-    if (target && target !== project && !importAllowed(relative(root, file), project, target)) violations.push(`${relative(root, file)}: ${specifier}`);
+    if (target && target !== project) found.push({ specifier, target });
   }
-  return violations;
+  return found;
 }
 
 describe('module boundaries', () => {
@@ -105,6 +114,16 @@ describe('module boundaries', () => {
     expect(violations).toEqual([]);
   });
 
+  it('has exactly one file importing apps: the composition root', () => {
+    const importers: string[] = [];
+    for (const project of all) {
+      for (const file of sourceFiles(project.dir)) {
+        if (appImports(all, project, file, readFileSync(file, 'utf8')).length > 0) importers.push(relative(root, file));
+      }
+    }
+    expect(importers).toEqual([COMPOSITION_ROOT]);
+  });
+
   it('would report an app importing another app, anywhere but the composition root', () => {
     const project = (name: string) => all.find((candidate) => candidate.name === name)!;
     const standalone = project('@gateway/standalone');
@@ -122,9 +141,15 @@ describe('module boundaries', () => {
     // From other apps, including one importing the composition root.
     expect(forbiddenImports(all, project('@gateway/clients-test'), at('apps', 'clients-test', 'src', 'client-stack.ts'), code("import { startStack } FROM '@gateway/standalone';"))).toHaveLength(1);
     expect(forbiddenImports(all, project('@gateway/routing'), at('apps', 'routing', 'src', 'x.ts'), code("export { SETTLER_DURABLE } FROM '@gateway/ledger';"))).toHaveLength(1);
-    // Allowed: the composition root and its integration tests wiring apps, anyone importing a lib, a file its own app.
+    // The composition project's tests, their harnesses and fixtures: a type import, a script, a relative path.
+    expect(forbiddenImports(all, standalone, at('apps', 'standalone', 'test', 'usage.e2e.test.ts'), ledger)).toHaveLength(1);
+    expect(forbiddenImports(all, standalone, at('apps', 'standalone', 'test', 'stack-harness.ts'), code("import type { RunningEdge } FROM '@gateway/edge';"))).toHaveLength(1);
+    expect(forbiddenImports(all, standalone, at('apps', 'standalone', 'test', 'fixtures', 'publisher.mjs'), code("import { createUsagePublisher } FROM '@gateway/routing';"))).toHaveLength(1);
+    expect(forbiddenImports(all, standalone, at('apps', 'standalone', 'test', 'invariant-fuzz', 'fuzz-stack.ts'), code("import { generateKey } FROM '../../../auth/src/key-format.js';"))).toHaveLength(1);
+    // Allowed: the composition root wiring apps, anyone importing a lib or the composition root's own files, a file its own app.
     expect(forbiddenImports(all, standalone, at('apps', 'standalone', 'src', 'stack.ts'), ledger)).toEqual([]);
-    expect(forbiddenImports(all, standalone, at('apps', 'standalone', 'test', 'usage.e2e.test.ts'), ledger)).toEqual([]);
+    expect(forbiddenImports(all, standalone, at('apps', 'standalone', 'test', 'usage.e2e.test.ts'),
+      code("import { startStack } FROM '../src/index.js';\nimport { createClient } FROM '@gateway/platform';"))).toEqual([]);
     expect(forbiddenImports(all, project('@gateway/ledger'), at('apps', 'ledger', 'src', 'bench', 'settle-process.ts'),
       code("import { startLedgerService } FROM '../index.js';\nimport { SETTLER_DURABLE } FROM '@gateway/platform';"))).toEqual([]);
   });

@@ -1,4 +1,7 @@
-import type { EventBus, KeyValueBucket, Logger } from '@gateway/platform';
+import {
+  decodeLearnedMap, encodeLearnedMap, LEARNED_BUCKET, LEARNED_KEY, LEARNED_TTL_MS, learnedBucketOptions,
+  type EventBus, type KeyValueBucket, type LearnedEvidence, type LearnedMapEntry, type Logger,
+} from '@gateway/platform';
 import { learnable } from './learned-parameters.js';
 
 /**
@@ -48,16 +51,11 @@ export interface LearnedCapabilitiesOptions {
   now?: () => number;
 }
 
-/** The bucket and its one key. */
-export const LEARNED_BUCKET = 'ROUTING_LEARNED_PARAMS';
-export const LEARNED_KEY = 'map';
+/** The bucket and its one key (the shared value's layout is libs/platform learned-map.ts). */
+export { LEARNED_BUCKET, LEARNED_KEY };
 
 /** One account refused `name` (until `expiresAt`). */
-interface Evidence {
-  name: string;
-  account: string;
-  expiresAt: number;
-}
+type Evidence = LearnedEvidence;
 
 interface Entry {
   /** Confirmed by the quorum: every account goes without them. */
@@ -68,10 +66,7 @@ interface Entry {
 }
 
 /** The shared value: one record per pair. */
-interface StoredEntry extends Entry {
-  provider: string;
-  model: string;
-}
+type StoredEntry = LearnedMapEntry;
 
 const NONE: readonly string[] = [];
 const NO_EVIDENCE: readonly Evidence[] = [];
@@ -98,7 +93,7 @@ export class LearnedCapabilities {
   private readonly now: () => number;
 
   constructor(private readonly options: LearnedCapabilitiesOptions) {
-    this.ttlMs = options.ttlMs ?? 24 * 60 * 60_000;
+    this.ttlMs = options.ttlMs ?? LEARNED_TTL_MS;
     this.maxEntries = options.maxEntries ?? 1_000;
     this.maxNames = options.maxNamesPerEntry ?? 16;
     // One account is never enough, whatever the configuration says.
@@ -112,12 +107,7 @@ export class LearnedCapabilities {
   async start(): Promise<void> {
     if (!this.options.bus?.keyValue) return;
     try {
-      this.bucket = await this.options.bus.keyValue({
-        name: LEARNED_BUCKET,
-        ttlMs: this.ttlMs,
-        maxBytes: 16 * 1024 * 1024,
-        maxValueBytes: 768 * 1024,
-      });
+      this.bucket = await this.options.bus.keyValue(learnedBucketOptions(this.ttlMs));
       const first = await this.bucket.get(LEARNED_KEY);
       this.apply(first?.value);
       void this.watch(first?.revision);
@@ -358,44 +348,6 @@ function boundShared(entries: StoredEntry[]): StoredEntry[] {
   return entries.map((entry) => ({ ...entry, evidence: entry.evidence.filter((record) => record.expiresAt >= cutoff) }));
 }
 
-/** Evidence goes as [name, account, expiresAt] triples: the value stays small. */
-function encode(entries: StoredEntry[]): Uint8Array {
-  const out = entries.map((entry) => ({
-    provider: entry.provider,
-    model: entry.model,
-    names: entry.names,
-    expiresAt: entry.expiresAt,
-    evidence: entry.evidence.map((record) => [record.name, record.account, record.expiresAt]),
-  }));
-  return Buffer.from(JSON.stringify({ version: 2, entries: out }), 'utf8');
-}
-
-const isString = (value: unknown): value is string => typeof value === 'string';
-
-function decodeEvidence(value: unknown): Evidence[] {
-  if (!Array.isArray(value)) return [];
-  const out: Evidence[] = [];
-  for (const item of value) {
-    // Triples (version 2); objects are read too.
-    const [name, account, expiresAt] = Array.isArray(item) ? item : [item?.name, item?.account, item?.expiresAt];
-    if (isString(name) && isString(account) && typeof expiresAt === 'number' && learnable(name)) out.push({ name, account, expiresAt });
-  }
-  return out;
-}
-
-function decode(value: Uint8Array | undefined): StoredEntry[] {
-  if (value === undefined || value.byteLength === 0) return [];
-  try {
-    const parsed = JSON.parse(Buffer.from(value).toString('utf8')) as { version?: unknown; entries?: unknown };
-    // Version 1 (before issue 35) stored names learned from one refusal: not evidence enough, so not read.
-    if (parsed.version !== 2 || !Array.isArray(parsed.entries)) return [];
-    const out: StoredEntry[] = [];
-    for (const entry of parsed.entries as Record<string, unknown>[]) {
-      if (!isString(entry?.provider) || !isString(entry?.model) || !Array.isArray(entry?.names) || !entry.names.every(isString) || typeof entry?.expiresAt !== 'number') continue;
-      out.push({ provider: entry.provider, model: entry.model, names: entry.names, expiresAt: entry.expiresAt, evidence: decodeEvidence(entry.evidence) });
-    }
-    return out;
-  } catch {
-    return [];
-  }
-}
+/** The shared value's layout (libs/platform learned-map.ts); only learnable names are read back. */
+const encode = encodeLearnedMap;
+const decode = (value: Uint8Array | undefined): StoredEntry[] => decodeLearnedMap(value, learnable);

@@ -1,4 +1,4 @@
-import type { Logger } from '@gateway/platform';
+import { CHECKPOINT_INTERVAL_MS, FIRST_CHECKPOINT_AFTER_MS, type Logger } from '@gateway/platform';
 import type { UsageEvent } from '@gateway/proto';
 import type { UsageOutbox } from './usage-outbox.js';
 
@@ -14,17 +14,8 @@ import type { UsageOutbox } from './usage-outbox.js';
  * the disk takes to sync one group of checkpoint writes.
  */
 
-/**
- * No checkpoint before a stream has run this long: most streams (the bench's take ~10 ms) end sooner
- * and never touch the disk, so 500 short streams/s cost a Set insert and delete each, no write.
- */
-export const FIRST_CHECKPOINT_AFTER_MS = 200;
-/**
- * Checkpoints of all streams are written together every interval (one timer, one group commit per
- * tick): 1,000 long streams make ~5,000 records/s (~1.5 MB/s) in ~5 fdatasyncs/s. Shorter would lose
- * less in a crash for proportionally more writes; 200 ms of output is a few dozen tokens.
- */
-export const CHECKPOINT_INTERVAL_MS = 200;
+/** The first checkpoint's delay and the interval: the published loss bound (libs/platform usage-checkpoints.ts). */
+export { CHECKPOINT_INTERVAL_MS, FIRST_CHECKPOINT_AFTER_MS };
 /**
  * A stream that delivered nothing new is rewritten anyway after this long, so its one live record moves
  * to a recent segment and the older segments (all superseded records) can be deleted: the checkpoint

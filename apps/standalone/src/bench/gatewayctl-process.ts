@@ -3,8 +3,9 @@ import { fileURLToPath } from 'node:url';
 
 /**
  * `gatewayctl` as an operator runs it: its bin (`apps/gatewayctl/bin/gatewayctl.js`, over the built
- * dist) in a process of its own, configured by `env` only — the bench reaches the admin API the way a
- * user does, not by loading the CLI's code into its own process (no app imports another app).
+ * dist) in a process of its own, configured by `env` only (plus PATH) — the bench and the integration
+ * tests under test/ (stack-harness.ts's `gatewayctl`) reach the admin API the way a user does, not by
+ * loading the CLI's code into their own process (no app imports another app).
  */
 const gatewayctlBin = fileURLToPath(new URL('../../../gatewayctl/bin/gatewayctl.js', import.meta.url));
 

@@ -1,13 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import WebSocket from 'ws';
-import { parseCredits } from '@gateway/platform';
-import { LearnedCapabilities } from '@gateway/routing';
+import { createClient, parseCredits, type PromiseClient } from '@gateway/platform';
+import { AuthServiceClient, AuthServiceService, LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import {
-  startFakeAnthropicUpstream, startFakeGeminiUpstream, startFakeUpstream, testLogger, type FakeBehaviour, type FakeGeminiBehaviour, type FakeGeminiUpstream,
+  startFakeAnthropicUpstream, startFakeGeminiUpstream, startFakeUpstream, type FakeBehaviour, type FakeGeminiBehaviour, type FakeGeminiUpstream,
   type FakeUpstream, type RecordedRequest,
 } from '@gateway/testing';
 import { startStackOnCatalog, type StackOnCatalog } from '../configured-stack.js';
+import { openSharedLearnedMap } from '../learned-map.js';
 import { gatewayctl } from '../stack-harness.js';
 
 // Issue 35: the ledger's invariants, written down once (checkSequence) and checked after every generated
@@ -111,6 +112,13 @@ export interface FuzzStack {
   plans: Map<string, { attempts: FakeBehaviour[]; used: number; usage?: unknown }>;
   ctl(...argv: string[]): Promise<Record<string, string>>;
   /**
+   * An account with its provisioning key and `credits`, made over the services' gRPC API with the calls
+   * `gatewayctl accounts create` makes (Auth.CreateAccount, then Ledger.TopUp keyed by the account): the
+   * fuzzer makes several per sequence, and a CLI process each (~1–2 s to start on this machine) would
+   * take most of its time budget.
+   */
+  createAccount(name: string, credits: string, tier: string): Promise<{ accountId: string; provisioningKey: string }>;
+  /**
    * Empties routing's learned capability map (through its shared bucket, as an operator would): what
    * one sequence taught it must not decide the next, or a failure would hang on every later run and
    * shrink to nothing.
@@ -146,8 +154,9 @@ export async function startFuzzStack(): Promise<FuzzStack> {
     throw error;
   }
   const db = new pg.Pool({ connectionString: base.database.url, max: 2 });
-  const learned = new LearnedCapabilities({ bus: base.testBus.bus, logger: testLogger('fuzz-learned') });
-  await learned.start();
+  const learned = await openSharedLearnedMap(base.testBus.bus);
+  const auth: PromiseClient<AuthServiceClient> = createClient(AuthServiceClient, AuthServiceService, base.stack.addresses.auth);
+  const ledger: PromiseClient<LedgerServiceClient> = createClient(LedgerServiceClient, LedgerServiceService, base.stack.addresses.ledger);
   return {
     base,
     url: base.stack.url,
@@ -159,13 +168,23 @@ export async function startFuzzStack(): Promise<FuzzStack> {
       if (result.code !== 0) throw new Error(`gatewayctl ${argv.join(' ')}: ${result.stderr}`);
       return JSON.parse(result.stdout) as Record<string, string>;
     },
+    createAccount: async (name, credits, tier) => {
+      const created = await auth.createAccount({ name, tier, idempotencyKey: `fuzz-account-${randomUUID()}` });
+      const accountId = created.account?.id;
+      if (!accountId) throw new Error('auth answered CreateAccount without an account');
+      if (parseCredits(credits) > 0n) {
+        await ledger.topUp({ accountId, credits, idempotencyKey: `account-create:${accountId}`, note: 'initial credits (invariant fuzzer)' });
+      }
+      return { accountId, provisioningKey: created.provisioningKey };
+    },
     forgetLearned: async () => {
       await learned.clear();
       // Routing's replica takes the emptied map from the bucket's watch.
       await new Promise((resolve) => setTimeout(resolve, 150));
     },
     stop: async () => {
-      await learned.stop();
+      auth.close();
+      ledger.close();
       await db.end();
       await base.stop();
       await Promise.all(Object.values(fakes).map((fake) => fake.close()));
@@ -212,8 +231,7 @@ export interface FuzzAccount {
 
 /** A fresh account (its balance and tier) with one API key (its credit limit), as a customer makes them. */
 export async function newAccount(fuzz: FuzzStack, name: string, balance: string, tier: string, creditLimit: string | null): Promise<FuzzAccount> {
-  const created = await fuzz.ctl('accounts', 'create', '--name', name, '--credits', balance, '--tier', tier, '--json');
-  const provisioningKey = created.provisioning_key!;
+  const { accountId, provisioningKey } = await fuzz.createAccount(name, balance, tier);
   const response = await fetch(`${fuzz.url}/v1/account/keys`, {
     method: 'POST',
     headers: { authorization: `Bearer ${provisioningKey}`, 'content-type': 'application/json' },
@@ -224,7 +242,7 @@ export async function newAccount(fuzz: FuzzStack, name: string, balance: string,
   if (response.status !== 201) throw new Error(`key create ${response.status}: ${text}`);
   const key = JSON.parse(text) as { id: string; key: string };
   return {
-    accountId: created.account_id!, provisioningKey, apiKey: key.key, keyId: key.id,
+    accountId, provisioningKey, apiKey: key.key, keyId: key.id,
     initialPico: parseCredits(balance), creditLimitPico: creditLimit === null ? undefined : parseCredits(creditLimit),
   };
 }
