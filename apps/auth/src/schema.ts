@@ -1,4 +1,4 @@
-import { sql, type Kysely } from '@gateway/platform/db';
+import { auditLogMigration, sql, type AuditTables, type Kysely } from '@gateway/platform/db';
 import type { Generated, Migration } from 'kysely';
 
 export const AUTH_SCHEMA = 'auth';
@@ -48,7 +48,7 @@ export interface ApiKeysTable {
 
 export type LimitReset = 'daily' | 'weekly' | 'monthly';
 
-export interface AuthDatabase {
+export interface AuthDatabase extends AuditTables {
   accounts: AccountsTable;
   provisioning_keys: ProvisioningKeysTable;
   api_keys: ApiKeysTable;
@@ -108,4 +108,6 @@ export const authMigrations: Record<string, Migration> = {
           add column expires_at timestamptz`.execute(db);
     },
   },
+  // The audit log's chain (docs/governance.md): written in the transaction of each key and account change.
+  '0003_audit_log': auditLogMigration('auth'),
 };

@@ -24,6 +24,7 @@ import {
   listKeysHandler,
   updateKeyHandler,
 } from './routes/account-routes.js';
+import { accountAuditHandler, adminAuditHandler } from './routes/audit-routes.js';
 import { adminAccountsHandler, adminModelLatencyHandler, adminProvidersHandler, adminTopUpHandler } from './routes/admin-routes.js';
 import { generationHandler, listGenerationsHandler } from './routes/generation-routes.js';
 import { consoleHandler, DEFAULT_CONSOLE_DIR, isConsolePath, setConsoleSecurityHeaders } from './console-static.js';
@@ -140,11 +141,13 @@ export function createApp(context: EdgeContext, readiness?: Readiness): express.
   app.patch('/v1/account/keys/:keyId', updateKeyHandler(context));
   app.delete('/v1/account/keys/:keyId', deleteKeyHandler(context));
   app.get('/v1/account/activity', activityHandler(context));
+  app.get('/v1/account/audit', accountAuditHandler(context));
   app.get('/v1/generation', generationHandler(context));
   app.get('/v1/admin/providers', adminProvidersHandler(context));
   app.get('/v1/admin/models/latency', adminModelLatencyHandler(context));
   app.get('/v1/admin/accounts', adminAccountsHandler(context));
   app.post('/v1/admin/accounts/:accountId/credits', adminTopUpHandler(context));
+  app.get('/v1/admin/audit', adminAuditHandler(context));
   app.get('/v1/account/generations', listGenerationsHandler(context));
   app.get('/healthz', (_request: Request, response: Response) => {
     sendJson(response, context.catalogCache.ready ? 200 : 503, { status: context.catalogCache.ready ? 'ok' : 'starting' });

@@ -1,4 +1,4 @@
-import { errors, formatCredits, GatewayError, GrpcStatus, MoneyFormatError, newId, parseCredits, unary, type Logger } from '@gateway/platform';
+import { auditCallContext, errors, formatCredits, GatewayError, GrpcStatus, MoneyFormatError, newId, parseCredits, unary, type Logger } from '@gateway/platform';
 import {
   ErrorReason,
   type AcquireLeaseRequest, type AcquireLeaseResponse, type ReturnLeaseRequest, type ReturnLeaseResponse, type RenewLeasesRequest, type RenewLeasesResponse,
@@ -207,19 +207,23 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
       return { charged: result.charged, duplicates: result.duplicates };
     }),
 
-    topUp: unary(logger, 'TopUp', async (request: TopUpRequest): Promise<TopUpResponse> => {
+    topUp: unary(logger, 'TopUp', async (request: TopUpRequest, call): Promise<TopUpResponse> => {
       const accountId = requireIdentifier(request.accountId, 'account_id');
       const idempotencyKey = requireIdentifier(request.idempotencyKey, 'idempotency_key');
       const amountPico = parseAmount(request.credits, 'credits');
       if (amountPico <= 0n) throw errors.invalidRequest('credits must be greater than 0', 'credits');
       if (amountPico > MAX_TOP_UP_PICO) throw errors.invalidRequest(`credits must be at most ${formatCredits(MAX_TOP_UP_PICO)} per top-up`, 'credits');
       if (request.note.length > MAX_NOTE_LENGTH) throw errors.invalidRequest(`note is longer than ${MAX_NOTE_LENGTH} characters`, 'note');
-      const result = await ledger.topUp({ accountId, amountPico, idempotencyKey, note: request.note });
+      // TopUp is admin-only (internal-auth.ts): an unclaimed caller is recorded as the admin token.
+      const result = await ledger.topUp({ accountId, amountPico, idempotencyKey, note: request.note }, auditCallContext(call.metadata, 'admin'));
       if ('conflict' in result) {
         throw errors.conflict(`idempotency_key ${idempotencyKey} was already used for a different top-up`);
       }
       return { balance: formatCredits(result.balancePico) };
     }),
+
+    listAuditEntries: unary(logger, 'ListAuditEntries', (request) => ledger.listAuditEntries(request)),
+    readAuditChain: unary(logger, 'ReadAuditChain', (request) => ledger.readAuditChain(request)),
 
     getBalance: unary(logger, 'GetBalance', async (request: GetBalanceRequest): Promise<GetBalanceResponse> => {
       const accountId = requireIdentifier(request.accountId, 'account_id');

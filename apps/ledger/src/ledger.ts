@@ -1,5 +1,5 @@
-import { formatCredits, type Logger } from '@gateway/platform';
-import { sql } from '@gateway/platform/db';
+import { formatCredits, UNATTRIBUTED_AUDIT, type AuditCallContext, type Logger } from '@gateway/platform';
+import { appendAudit, listAccountAudit, readAuditChain, sql } from '@gateway/platform/db';
 import { usageColumns } from './migrations.js';
 import { giveBack, RESERVE_PICO, withTransientRetry, type LedgerDatabase, type ReleasedHold } from './ledger-db.js';
 import * as leases from './leases.js';
@@ -8,6 +8,9 @@ import { listGenerations, modelLatency, pruneGenerations, readGeneration, GENERA
 import {
   dedupeByRequest, settleBatchValues, SETTLE_STATEMENT, SETTLE_STATEMENT_NAME, UINT32_MAX, type SettlementItem, type SettlementResult,
 } from './settlement-batch.js';
+
+/** The chain the ledger's audit entries form (docs/governance.md): top-ups, budgets. */
+export const LEDGER_AUDIT_CHAIN = 'ledger';
 
 export { RESERVE_PICO, withTransientRetry, type LedgerDatabase } from './ledger-db.js';
 export { DEFAULT_LEASE_DRAIN_MS, DEFAULT_LEASE_LIFETIME_MS, MAX_LEASE_REQUESTS, MAX_RENEWED_LEASES, type LeaseOutcome, type LeaseRequest } from './leases.js';
@@ -217,23 +220,48 @@ export class Ledger {
    * Adds credits once per idempotency key. Returns the balance after it, or `conflict` when the key
    * was already used for another account or amount.
    */
-  async topUp(input: { accountId: string; amountPico: bigint; idempotencyKey: string; note: string }): Promise<{ balancePico: bigint } | { conflict: true }> {
-    const inserted = await sql<{ balance_pico: bigint }>`
-      with entry as (
-        insert into journal (account_id, kind, amount_pico, idempotency_key, note)
-        values (${input.accountId}, 'topup', ${input.amountPico}, ${input.idempotencyKey}, ${input.note})
-        on conflict (kind, idempotency_key) where idempotency_key is not null do nothing
-        returning account_id, amount_pico
-      )
-      insert into balances (account_id, balance_pico)
-      select account_id, amount_pico from entry
-      on conflict (account_id) do update set balance_pico = balances.balance_pico + excluded.balance_pico, updated_at = now()
-      returning balance_pico`.execute(this.db);
+  async topUp(
+    input: { accountId: string; amountPico: bigint; idempotencyKey: string; note: string },
+    audit: AuditCallContext = UNATTRIBUTED_AUDIT,
+  ): Promise<{ balancePico: bigint } | { conflict: true }> {
+    // The journal entry, the balance and the audit entry commit together; a replayed key adds none of them.
+    const inserted = await this.db.transaction().execute(async (trx) => {
+      const credited = await sql<{ balance_pico: bigint }>`
+        with entry as (
+          insert into journal (account_id, kind, amount_pico, idempotency_key, note)
+          values (${input.accountId}, 'topup', ${input.amountPico}, ${input.idempotencyKey}, ${input.note})
+          on conflict (kind, idempotency_key) where idempotency_key is not null do nothing
+          returning account_id, amount_pico
+        )
+        insert into balances (account_id, balance_pico)
+        select account_id, amount_pico from entry
+        on conflict (account_id) do update set balance_pico = balances.balance_pico + excluded.balance_pico, updated_at = now()
+        returning balance_pico`.execute(trx);
+      const after = credited.rows[0];
+      if (after) {
+        await appendAudit(trx, LEDGER_AUDIT_CHAIN, {
+          ...audit, accountId: input.accountId, action: 'credits.top_up', targetType: 'account', targetId: input.accountId,
+          before: { balance: formatCredits(after.balance_pico - input.amountPico) },
+          after: { balance: formatCredits(after.balance_pico), credits: formatCredits(input.amountPico), idempotency_key: input.idempotencyKey, note: input.note },
+        });
+      }
+      return credited;
+    });
     if (inserted.rows[0]) return { balancePico: inserted.rows[0].balance_pico };
     const first = await this.db.selectFrom('journal').select(['account_id', 'amount_pico'])
       .where('kind', '=', 'topup').where('idempotency_key', '=', input.idempotencyKey).executeTakeFirst();
     if (!first || first.account_id !== input.accountId || first.amount_pico !== input.amountPico) return { conflict: true };
     return { balancePico: (await this.balance(input.accountId)).balancePico };
+  }
+
+  /** One account's audit entries, newest first. */
+  async listAuditEntries(request: { accountId: string; limit: number; cursor: string }) {
+    return listAccountAudit(this.db, LEDGER_AUDIT_CHAIN, request);
+  }
+
+  /** The whole chain (or one account's part of it), oldest first, with its head (admin). */
+  async readAuditChain(request: { afterSeq: bigint; limit: number; accountId: string }) {
+    return readAuditChain(this.db, LEDGER_AUDIT_CHAIN, request);
   }
 
   async balance(accountId: string): Promise<{ balancePico: bigint; reservedPico: bigint }> {

@@ -11,6 +11,7 @@ import { keySpendWindows } from './migrations/0009-key-spend-windows.js';
 import { generations } from './migrations/0010-generations.js';
 import { generationProviderTotal } from './migrations/0011-generation-provider-total.js';
 import { voidCharges } from './migrations/0012-void-charges.js';
+import { auditLogMigration } from '@gateway/platform/db';
 
 export { LEDGER_SCHEMA, usageColumns, type LedgerTables } from './schema.js';
 
@@ -32,4 +33,6 @@ export const ledgerMigrations: Record<string, Migration> = {
   '0010_generations': generations,
   '0011_generation_provider_total': generationProviderTotal,
   '0012_void_charges': voidCharges,
+  // The audit log's chain (docs/governance.md); this branch numbers its migrations 0020-0029.
+  '0020_audit_log': auditLogMigration('ledger'),
 };

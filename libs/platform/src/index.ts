@@ -19,3 +19,4 @@ export * from './tokenizer-slices.js';
 export { ffmpegPath } from './ffmpeg.js';
 export { id3v2Length, readWavLayout, sniffAudioContainer, type AudioContainer, type WavLayout } from './audio-header.js';
 export * from './parameters.js';
+export * from './audit/audit-chain.js';

@@ -16,6 +16,7 @@ import { requestIdOf } from '../request-id.js';
 import { malformedProvisioningKey, presentedProvisioningKey } from '../inference/credentials.js';
 import { edgeErrors } from '../errors.js';
 import { readJsonBody, sendJson, sendJsonText } from '../http.js';
+import { auditActor } from '../account/audit-actor.js';
 
 /** Account bodies are a few fields; anything near this size is not a key request. */
 const ACCOUNT_BODY_MAX_BYTES = 64 * 1024;
@@ -44,6 +45,11 @@ export function balanceHandler(context: EdgeContext) {
 }
 
 const callOptions = (response: Response) => ({ requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS });
+/** A change's call: it names the provisioning key that asked and the caller's address (the audit log's actor). */
+const changeOptions = (request: Request, response: Response, account: VerifyProvisioningKeyResponse) => ({
+  ...callOptions(response),
+  actor: auditActor(request, 'provisioning_key', account.provisioningKeyId),
+});
 
 const keyNotFound = () => edgeErrors.notFound('No such API key.');
 
@@ -93,7 +99,7 @@ export function createKeyHandler(context: EdgeContext) {
         ...(body.limit_reset ? { limitReset: body.limit_reset } : {}),
         ...(typeof body.expires_at === 'number' ? { expiresAtMs: futureExpiry(context, body.expires_at) } : {}),
       },
-      callOptions(response),
+      changeOptions(request, response, account),
     );
     // A new key has spent nothing: no ledger call.
     await sendKey(context, response, account.accountId, created.key, 201, created.plaintext);
@@ -166,7 +172,7 @@ export function updateKeyHandler(context: EdgeContext) {
     else if (body.expires_at !== undefined) update.expiresAtMs = futureExpiry(context, body.expires_at);
     // Auth publishes KeysChanged after commit: every edge drops its cached verification of this key.
     // This edge drops it at once too, so its own caller never sees the old key state after the answer.
-    const updated = await context.auth.updateApiKey(update, callOptions(response));
+    const updated = await context.auth.updateApiKey(update, changeOptions(request, response, account));
     context.apiKeys.invalidate(account.accountId, [keyId]);
     await sendKey(context, response, account.accountId, updated.key);
   };
@@ -177,7 +183,7 @@ export function deleteKeyHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
     const account = await verifyProvisioningKey(context, request, response);
     const keyId = keyIdParam(request);
-    await context.auth.deleteApiKey({ accountId: account.accountId, keyId }, callOptions(response));
+    await context.auth.deleteApiKey({ accountId: account.accountId, keyId }, changeOptions(request, response, account));
     context.apiKeys.invalidate(account.accountId, [keyId]);
     sendJson(response, 200, { deleted: true });
   };
