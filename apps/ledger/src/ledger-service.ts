@@ -6,6 +6,7 @@ import {
   type GetBalanceResponse, type GetBalancesRequest, type GetBalancesResponse, type GetModelLatencyRequest, type GetModelLatencyResponse,
   type ListGenerationsRequest, type ListGenerationsResponse, type GetKeyUsageRequest, type GetKeyUsageResponse, type LedgerServiceServer, type ReleaseRequest,
   type ReleaseResponse, type TopUpRequest, type TopUpResponse, type VerifyJournalRequest, type VerifyJournalResponse,
+  type SetBudgetRequest, type SetBudgetResponse, type DeleteBudgetRequest, type DeleteBudgetResponse, type ListBudgetsRequest, type ListBudgetsResponse, type Budget as BudgetMessage,
   VoidOutcome, type VoidChargeRequest, type VoidChargeResponse, type SettleUsageRequest, type SettleUsageResponse,
 } from '@gateway/proto';
 import { DEFAULT_LEASE_DRAIN_MS, DEFAULT_LEASE_LIFETIME_MS, MAX_KEY_IDS, MAX_RENEWED_LEASES, RESERVE_PICO, usageFromColumns, type Ledger, type VoidResult } from './ledger.js';
@@ -18,6 +19,7 @@ const VOID_OUTCOMES: Record<VoidResult, VoidOutcome> = {
 };
 import type { LedgerMetrics } from './ledger-metrics.js';
 import { parseLimitReset } from './key-windows.js';
+import { budgetRefusal, parsePeriod, parseThresholds, type BudgetRefusal, type BudgetStatus } from './budgets.js';
 import { prepareEvents, sharedPricingCache, type Rejected } from './settlement-consumer.js';
 import { dedupeByRequest, type SettlementItem } from './settlement-batch.js';
 
@@ -222,6 +224,38 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
       return { balance: formatCredits(result.balancePico) };
     }),
 
+    setBudget: unary(logger, 'SetBudget', async (request: SetBudgetRequest, call): Promise<SetBudgetResponse> => {
+      const accountId = requireIdentifier(request.accountId, 'account_id');
+      if (request.keyId.length > MAX_IDENTIFIER_LENGTH) throw errors.invalidRequest(`key_id is longer than ${MAX_IDENTIFIER_LENGTH} characters`, 'key_id');
+      const period = parsePeriod(request.period);
+      const limitPico = parseAmount(request.limit, 'limit');
+      const thresholds = parseThresholds(request.thresholds);
+      const budget = await ledger.setBudget({ accountId, keyId: request.keyId, period, limitPico, thresholds, hardStop: request.hardStop }, auditCallContext(call.metadata));
+      // Leases granted before this budget hold capacity it did not bound: their holders give them back.
+      recall(accountId, request.keyId);
+      const status = (await ledger.listBudgets(accountId)).find((entry) => entry.keyId === budget.keyId);
+      return { budget: budgetAnswer(status ?? { ...budget, spentPico: 0n, periodStart: '', firedThresholds: [] }) };
+    }),
+
+    deleteBudget: unary(logger, 'DeleteBudget', async (request: DeleteBudgetRequest, call): Promise<DeleteBudgetResponse> => {
+      const accountId = requireIdentifier(request.accountId, 'account_id');
+      if (request.keyId.length > MAX_IDENTIFIER_LENGTH) throw errors.invalidRequest(`key_id is longer than ${MAX_IDENTIFIER_LENGTH} characters`, 'key_id');
+      if (!(await ledger.deleteBudget(accountId, request.keyId, auditCallContext(call.metadata)))) throw errors.notFound('No such budget.');
+      return { deleted: true };
+    }),
+
+    listBudgets: unary(logger, 'ListBudgets', async (request: ListBudgetsRequest): Promise<ListBudgetsResponse> => {
+      const accountId = requireIdentifier(request.accountId, 'account_id');
+      const [budgets, alerts] = await Promise.all([ledger.listBudgets(accountId), ledger.listBudgetAlerts(accountId)]);
+      return {
+        budgets: budgets.map(budgetAnswer),
+        alerts: alerts.map((alert) => ({
+          eventId: alert.eventId, keyId: alert.keyId, period: alert.period, periodStart: alert.periodStart, thresholdPercent: alert.thresholdPercent,
+          limit: formatCredits(alert.limitPico), spent: formatCredits(alert.spentPico), firedAtMs: BigInt(alert.firedAt.getTime()), deliveryState: alert.deliveryState,
+        })),
+      };
+    }),
+
     listAuditEntries: unary(logger, 'ListAuditEntries', (request) => ledger.listAuditEntries(request)),
     readAuditChain: unary(logger, 'ReadAuditChain', (request) => ledger.readAuditChain(request)),
 
@@ -306,10 +340,19 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
   };
 }
 
+function budgetAnswer(budget: BudgetStatus): BudgetMessage {
+  return {
+    accountId: budget.accountId, keyId: budget.keyId, period: budget.period, limit: formatCredits(budget.limitPico), thresholds: budget.thresholds,
+    hardStop: budget.hardStop, spent: formatCredits(budget.spentPico), periodStart: budget.periodStart, firedThresholds: budget.firedThresholds,
+    updatedAtMs: BigInt(budget.updatedAt.getTime()),
+  };
+}
+
 type Refusal =
   | { kind: 'rate_limited'; retryAfterSeconds: number }
   | { kind: 'insufficient'; amountPico: bigint; availablePico: bigint }
-  | { kind: 'key_limit'; amountPico: bigint; keyUsedPico: bigint; keyLimitPico: bigint };
+  | { kind: 'key_limit'; amountPico: bigint; keyUsedPico: bigint; keyLimitPico: bigint }
+  | BudgetRefusal;
 
 /** The typed error for a refused admission or lease, the same words either way. */
 /**
@@ -348,5 +391,7 @@ function refusal(outcome: Refusal): GatewayError {
           `${formatCredits(outcome.keyLimitPico)} credit limit, and this request needs ${formatCredits(outcome.amountPico)} more.`,
         { code: 'key_limit_exceeded' },
       );
+    case 'budget':
+      return budgetRefusal(outcome);
   }
 }

@@ -4,6 +4,8 @@ import { usageColumns } from './migrations.js';
 import { giveBack, RESERVE_PICO, withTransientRetry, type LedgerDatabase, type ReleasedHold } from './ledger-db.js';
 import * as leases from './leases.js';
 import { keyWindowUsage, pruneKeySpendDays, type LimitReset } from './key-windows.js';
+import * as budgets from './budgets.js';
+import type { BudgetPeriod, BudgetRefusal } from './budgets.js';
 import { listGenerations, modelLatency, pruneGenerations, readGeneration, GENERATION_RETENTION_MS } from './generations.js';
 import {
   dedupeByRequest, settleBatchValues, SETTLE_STATEMENT, SETTLE_STATEMENT_NAME, UINT32_MAX, type SettlementItem, type SettlementResult,
@@ -37,7 +39,8 @@ export type AdmitOutcome =
   | { kind: 'admitted'; amountPico: bigint; expiresAt: Date | null; repeated: boolean }
   | { kind: 'rate_limited'; window: 'minute' | 'day'; retryAfterSeconds: number }
   | { kind: 'insufficient'; amountPico: bigint; availablePico: bigint }
-  | { kind: 'key_limit'; amountPico: bigint; keyUsedPico: bigint; keyLimitPico: bigint };
+  | { kind: 'key_limit'; amountPico: bigint; keyUsedPico: bigint; keyLimitPico: bigint }
+  | BudgetRefusal;
 
 export interface ActivityRecord {
   date: string;
@@ -52,6 +55,7 @@ export interface ActivityRecord {
 interface AdmitRow {
   outcome: string; amount_pico: bigint; expires_at: Date | null; available_pico: bigint | null;
   key_used_pico: bigint | null; retry_after_seconds: number | null; limit_window: 'minute' | 'day' | null;
+  budget_key_id: string | null; budget_period: string | null; budget_limit_pico: bigint | null;
 }
 
 /** What Admit needs of a pg pool (kept structural so tests and callers need not import pg). */
@@ -61,9 +65,11 @@ export interface AdmitQueryable {
 
 // Named: each pooled connection parses and plans it once. Types are explicit so the plan never
 // depends on the first call's values (a limit above 2^31 - 1 must not fail as int4).
-const ADMIT_STATEMENT_NAME = 'ledger_admit_v4';
-const ADMIT_STATEMENT = 'select outcome, amount_pico, expires_at, available_pico, key_used_pico, retry_after_seconds, limit_window '
-  + 'from admit($1::text, $2::text, $3::text, $4::int8, $5::int8, $6::int8, $7::text, $8::int8, $9::int8, $10::text, $11::timestamptz)';
+// admit_budgeted (migration 0021) is admit behind the budgets' hard stops, in the same round trip.
+const ADMIT_STATEMENT_NAME = 'ledger_admit_v5';
+const ADMIT_STATEMENT = 'select outcome, amount_pico, expires_at, available_pico, key_used_pico, retry_after_seconds, limit_window, '
+  + 'budget_key_id, budget_period, budget_limit_pico '
+  + 'from admit_budgeted($1::text, $2::text, $3::text, $4::int8, $5::int8, $6::int8, $7::text, $8::int8, $9::int8, $10::text, $11::timestamptz)';
 
 export interface LedgerClockOptions {
   /**
@@ -135,6 +141,11 @@ export class Ledger {
         return { kind: 'insufficient', amountPico: row.amount_pico, availablePico: row.available_pico ?? 0n };
       case 'key_limit':
         return { kind: 'key_limit', amountPico: row.amount_pico, keyUsedPico: row.key_used_pico ?? 0n, keyLimitPico: input.keyLimitPico ?? 0n };
+      case 'budget':
+        return {
+          kind: 'budget', amountPico: row.amount_pico, usedPico: row.key_used_pico ?? 0n, keyId: row.budget_key_id ?? '',
+          period: (row.budget_period ?? 'monthly') as BudgetPeriod, limitPico: row.budget_limit_pico ?? 0n,
+        };
       default:
         throw new Error(`admit returned an unknown outcome: ${row.outcome}`);
     }
@@ -252,6 +263,24 @@ export class Ledger {
       .where('kind', '=', 'topup').where('idempotency_key', '=', input.idempotencyKey).executeTakeFirst();
     if (!first || first.account_id !== input.accountId || first.amount_pico !== input.amountPico) return { conflict: true };
     return { balancePico: (await this.balance(input.accountId)).balancePico };
+  }
+
+  /** Creates or replaces a scope's budget (budgets.ts), with its audit entry. */
+  async setBudget(input: Parameters<typeof budgets.setBudget>[1], audit: AuditCallContext = UNATTRIBUTED_AUDIT) {
+    return budgets.setBudget(this.db, input, audit);
+  }
+
+  async deleteBudget(accountId: string, keyId: string, audit: AuditCallContext = UNATTRIBUTED_AUDIT) {
+    return budgets.deleteBudget(this.db, accountId, keyId, audit);
+  }
+
+  /** Budgets with the current period's spend, judged by the ledger's clock (tests move it). */
+  async listBudgets(accountId: string) {
+    return budgets.listBudgets(this.db, accountId, this.windowAt());
+  }
+
+  async listBudgetAlerts(accountId: string) {
+    return budgets.listBudgetAlerts(this.db, accountId);
   }
 
   /** One account's audit entries, newest first. */
@@ -457,7 +486,7 @@ export class Ledger {
    * closed any, the answer is `recalling`, so the caller's retry finds what they gave back.
    */
   async acquireLease(input: leases.LeaseRequest): Promise<leases.LeaseOutcome> {
-    const outcome = await leases.acquireLease(this.db, this.logger, input.keyLimitReset ? { windowAt: this.windowAt(), ...input } : input);
+    const outcome = await leases.acquireLease(this.db, this.logger, { windowAt: this.windowAt(), ...input });
     if (!input.recallIfHeld || (outcome.kind !== 'insufficient' && outcome.kind !== 'key_limit' && outcome.kind !== 'recalling')) return outcome;
     const closed = await this.closeLeases('close lapsed leases', true, input.accountId);
     if (closed === 0 || outcome.kind === 'recalling') return outcome;
