@@ -25,6 +25,7 @@ import {
   updateKeyHandler,
 } from './routes/account-routes.js';
 import { accountAuditHandler, adminAuditHandler } from './routes/audit-routes.js';
+import { deleteBudgetHandler, listBudgetsHandler, putBudgetHandler } from './routes/budget-routes.js';
 import { adminAccountsHandler, adminModelLatencyHandler, adminProvidersHandler, adminTopUpHandler } from './routes/admin-routes.js';
 import { generationHandler, listGenerationsHandler } from './routes/generation-routes.js';
 import { consoleHandler, DEFAULT_CONSOLE_DIR, isConsolePath, setConsoleSecurityHeaders } from './console-static.js';
@@ -142,6 +143,11 @@ export function createApp(context: EdgeContext, readiness?: Readiness): express.
   app.delete('/v1/account/keys/:keyId', deleteKeyHandler(context));
   app.get('/v1/account/activity', activityHandler(context));
   app.get('/v1/account/audit', accountAuditHandler(context));
+  app.get('/v1/account/budgets', listBudgetsHandler(context));
+  app.put('/v1/account/budgets/account', putBudgetHandler(context));
+  app.delete('/v1/account/budgets/account', deleteBudgetHandler(context));
+  app.put('/v1/account/budgets/keys/:keyId', putBudgetHandler(context));
+  app.delete('/v1/account/budgets/keys/:keyId', deleteBudgetHandler(context));
   app.get('/v1/generation', generationHandler(context));
   app.get('/v1/admin/providers', adminProvidersHandler(context));
   app.get('/v1/admin/models/latency', adminModelLatencyHandler(context));

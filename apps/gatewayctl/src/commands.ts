@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { AuditChainVerifier, parseCredits, PRICING_FIELDS, type AuditChainBreak, type PromiseClient } from '@gateway/platform';
-import type { Account, ApiKey, AuditEntry, AuthServiceClient, CatalogServiceClient, LedgerServiceClient, Model, ReadAuditChainRequest, ReadAuditChainResponse } from '@gateway/proto';
+import type { Account, ApiKey, AuditEntry, Budget, AuthServiceClient, CatalogServiceClient, LedgerServiceClient, Model, ReadAuditChainRequest, ReadAuditChainResponse } from '@gateway/proto';
 
 /** What a command may use: lazily dialled clients and the two output streams. */
 export interface CommandContext {
@@ -410,6 +410,67 @@ export const commands: Command[] = [
     },
   },
   {
+    group: 'budgets',
+    name: 'set',
+    summary: 'Create or replace the budget of an account or of one of its keys (docs/governance.md).',
+    positionals: ['ACCOUNT_ID'],
+    required: ['period', 'limit'],
+    options: {
+      key: { type: 'string', description: 'the key\'s budget instead of the account\'s', placeholder: 'KEY_ID' },
+      period: { type: 'string', description: 'daily, weekly or monthly (UTC)', placeholder: 'PERIOD' },
+      limit: { type: 'string', description: 'credits per period (> 0)', placeholder: 'CREDITS' },
+      thresholds: { type: 'string', description: 'alert percents, comma-separated (default 50,80,100; "" for none)', placeholder: 'LIST' },
+      'hard-stop': { type: 'boolean', description: 'refuse (402 budget_exceeded) what would pass the limit' },
+    },
+    async run(context, [accountId], values) {
+      const limit = credits(String(values.limit), '--limit', { allowZero: false });
+      const thresholds = values.thresholds === undefined ? [50, 80, 100] : parsePercents(String(values.thresholds));
+      const keyId = values.key === undefined ? '' : String(values.key);
+      // The ledger does not know which account owns a key: Auth answers NOT_FOUND for another account's.
+      if (keyId !== '') await context.auth().getApiKey({ accountId: accountId!, keyId }, { deadlineMs: CALL_DEADLINE_MS });
+      const { budget } = await context.ledger().setBudget(
+        { accountId: accountId!, keyId, period: String(values.period), limit, thresholds, hardStop: values['hard-stop'] === true },
+        CHANGE_CALL,
+      );
+      const row = budgetJson(budget);
+      print(context, row, budgetLine(row));
+      return 0;
+    },
+  },
+  {
+    group: 'budgets',
+    name: 'list',
+    summary: 'Show an account\'s budgets with this period\'s spend and fired thresholds, and its latest alerts.',
+    positionals: ['ACCOUNT_ID'],
+    options: {},
+    async run(context, [accountId]) {
+      const listed = await context.ledger().listBudgets({ accountId: accountId! }, { deadlineMs: CALL_DEADLINE_MS });
+      const rows = listed.budgets.map(budgetJson);
+      const alerts = listed.alerts.map((alert) => ({
+        event_id: alert.eventId, key_id: alert.keyId || null, period: alert.period, period_start: alert.periodStart,
+        threshold: alert.thresholdPercent, limit: alert.limit, spent: alert.spent, fired_at: isoTime(alert.firedAtMs), delivery_state: alert.deliveryState,
+      }));
+      const lines = [...rows.map(budgetLine), ...alerts.map((alert) => `alert ${alert.threshold}% of ${alert.key_id ?? 'account'} ${alert.period} ${alert.period_start} at ${alert.fired_at} (${alert.delivery_state})`)];
+      print(context, { budgets: rows, alerts }, lines.length > 0 ? lines.join('\n') : 'no budgets');
+      return 0;
+    },
+  },
+  {
+    group: 'budgets',
+    name: 'delete',
+    summary: 'Remove the budget of an account or of one of its keys.',
+    positionals: ['ACCOUNT_ID'],
+    options: {
+      key: { type: 'string', description: 'the key\'s budget instead of the account\'s', placeholder: 'KEY_ID' },
+    },
+    async run(context, [accountId], values) {
+      const keyId = values.key === undefined ? '' : String(values.key);
+      await context.ledger().deleteBudget({ accountId: accountId!, keyId }, CHANGE_CALL);
+      print(context, { account_id: accountId, key_id: keyId || null, deleted: true }, `deleted the ${keyId === '' ? 'account' : `key ${keyId}`} budget of ${accountId}`);
+      return 0;
+    },
+  },
+  {
     group: 'audit',
     name: 'verify',
     summary: 'Walk every audit chain (auth, ledger) and check each entry\'s hash and link; exit 1 naming the first bad entry.',
@@ -553,4 +614,31 @@ function auditJson(entry: AuditEntry) {
     prev_hash: entry.prevHash,
     hash: entry.hash,
   };
+}
+
+function parsePercents(text: string): number[] {
+  if (text.trim() === '') return [];
+  return text.split(',').map((part) => {
+    const value = Number(part.trim());
+    if (!Number.isInteger(value) || value < 1 || value > 100) throw new UsageError(`--thresholds must be whole percents from 1 to 100, got ${JSON.stringify(part)}`);
+    return value;
+  });
+}
+
+function budgetJson(budget: Budget | undefined) {
+  return {
+    account_id: budget?.accountId ?? '',
+    key_id: budget?.keyId || null,
+    period: budget?.period ?? '',
+    limit: budget?.limit ?? '',
+    thresholds: budget?.thresholds ?? [],
+    hard_stop: budget?.hardStop ?? false,
+    spent: budget?.spent ?? '0',
+    period_start: budget?.periodStart ?? '',
+    fired_thresholds: budget?.firedThresholds ?? [],
+  };
+}
+
+function budgetLine(row: ReturnType<typeof budgetJson>): string {
+  return `${row.key_id ?? 'account'} ${row.period} budget ${row.limit} (spent ${row.spent} since ${row.period_start}; thresholds ${row.thresholds.join(',') || 'none'}, fired ${row.fired_thresholds.join(',') || 'none'}${row.hard_stop ? ', hard stop' : ''})`;
 }
