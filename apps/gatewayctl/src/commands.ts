@@ -48,7 +48,7 @@ const BALANCE_CALLS_IN_FLIGHT = 8;
 /** keys list walks pages of 100; an account with more keys than this is cut off with a note. */
 const KEY_PAGES_MAX = 100;
 
-const AUDIT_CHAINS = ['auth', 'ledger'] as const;
+const AUDIT_CHAINS = ['auth', 'ledger', 'catalog'] as const;
 type AuditChain = (typeof AUDIT_CHAINS)[number];
 /** ReadAuditChain's page bound. */
 const AUDIT_PAGE = 1_000;
@@ -473,7 +473,7 @@ export const commands: Command[] = [
   {
     group: 'audit',
     name: 'verify',
-    summary: 'Walk every audit chain (auth, ledger) and check each entry\'s hash and link; exit 1 naming the first bad entry.',
+    summary: 'Walk every audit chain (auth, ledger, catalog) and check each entry\'s hash and link; exit 1 naming the first bad entry.',
     positionals: [],
     options: {},
     async run(context) {
@@ -593,7 +593,8 @@ function modelJson(model: Model) {
 
 function readChain(context: CommandContext, chain: AuditChain, request: ReadAuditChainRequest): Promise<ReadAuditChainResponse> {
   const settings = { deadlineMs: LOAD_DEADLINE_MS };
-  return chain === 'auth' ? context.auth().readAuditChain(request, settings) : context.ledger().readAuditChain(request, settings);
+  if (chain === 'auth') return context.auth().readAuditChain(request, settings);
+  return chain === 'ledger' ? context.ledger().readAuditChain(request, settings) : context.catalog().readAuditChain(request, settings);
 }
 
 function auditJson(entry: AuditEntry) {

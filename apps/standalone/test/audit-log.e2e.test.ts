@@ -1,7 +1,10 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tokenFingerprint } from '@gateway/platform';
-import { startAccountStack, type Account, type AccountStack } from './account-harness.js';
+import { exampleConfigPath, startAccountStack, type Account, type AccountStack } from './account-harness.js';
 
 // The audit log (docs/governance.md) on a whole stack with internal authentication, as deployed: changes
 // made through the edge (provisioning key, admin token) and through gatewayctl each write one entry in the
@@ -174,6 +177,31 @@ describe('audit log', () => {
     // The admin view is the operator's: a provisioning key is refused.
     expect((await harness.call('GET', '/v1/admin/audit?chain=auth', { bearer: account.provisioningKey })).status).toBe(401);
     expect((await harness.call('GET', '/v1/admin/audit?chain=nope', admin)).status).toBe(400);
+  });
+
+  it('records a catalog load that changes the catalog in force, and none for a load that changes nothing', async () => {
+    const chain = async () => (await harness.call('GET', '/v1/admin/audit?chain=catalog', admin)).body as { data: AuditJson[]; head: { seq: number } };
+    const before = await chain();
+    // The load at start from GATEWAY_CONFIG is the catalog service's own.
+    expect(before.data[0]).toMatchObject({ seq: 1, action: 'catalog.load', actor: { type: 'service', id: 'catalog' }, account_id: null, before: null });
+    const same = await harness.ctl('catalog', 'load', exampleConfigPath, '--json');
+    expect(same.code, same.stderr).toBe(0);
+    expect((await chain()).head.seq).toBe(before.head.seq);
+    const directory = mkdtempSync(join(tmpdir(), 'audit-catalog-'));
+    const changedPath = join(directory, 'gateway.yaml');
+    // The startups' icons are read relative to the file: point them at the example's.
+    const document = readFileSync(exampleConfigPath, 'utf8').replaceAll('icon_svg: startups/', `icon_svg: ${join(dirname(exampleConfigPath), 'startups')}/`);
+    writeFileSync(changedPath, document.replace('display_name: Acme AI', 'display_name: Acme AI (audited)'));
+    const changed = await harness.ctl('catalog', 'load', changedPath, '--json');
+    rmSync(directory, { recursive: true, force: true });
+    expect(changed.code, changed.stderr).toBe(0);
+    const after = await chain();
+    expect(after.head.seq).toBe(before.head.seq + 1);
+    const entry = after.data[after.data.length - 1]!;
+    expect(entry).toMatchObject({ action: 'catalog.load', actor: { type: 'gatewayctl' }, target: { type: 'catalog' }, after: { source: changedPath } });
+    expect(entry.before.version).not.toBe(entry.after.version);
+    // Catalog entries belong to no account: no account reads them.
+    expect((await auditOf(account)).some((item) => item.chain === ('catalog' as never))).toBe(false);
   });
 
   it('refuses UPDATE and DELETE of an entry; one changed or deleted behind the trigger fails verify, naming it', async () => {

@@ -135,15 +135,18 @@ export function accountAuditHandler(context: EdgeContext) {
   };
 }
 
+/** The admin view also reads the catalog's chain (its entries belong to no account). */
+const ADMIN_CHAINS = ['auth', 'ledger', 'catalog'] as const;
+
 const adminAuditQuery = z.object({
-  chain: z.enum(CHAINS, { error: `must be one of ${CHAINS.join(', ')}` }),
+  chain: z.enum(ADMIN_CHAINS, { error: `must be one of ${ADMIN_CHAINS.join(', ')}` }),
   after_seq: z.string({ error: 'must be given once' }).regex(/^\d{1,18}$/, { error: 'must be a non-negative integer' }).optional(),
   limit: queryInteger(1, ADMIN_AUDIT_LIMIT_MAX).optional(),
   account_id: z.string({ error: 'must be given once' }).min(1, { error: 'must not be empty' }).max(ACCOUNT_ID_MAX_LENGTH, { error: `must be at most ${ACCOUNT_ID_MAX_LENGTH} characters` }).optional(),
 });
 
 /**
- * GET /v1/admin/audit?chain=auth|ledger&after_seq=&limit=1..1000&account_id=: one chain as stored,
+ * GET /v1/admin/audit?chain=auth|ledger|catalog&after_seq=&limit=1..1000&account_id=: one chain as stored,
  * oldest first, with its head; the admin token is the credential of Auth's/the ledger's ReadAuditChain.
  */
 export function adminAuditHandler(context: EdgeContext) {
@@ -151,7 +154,9 @@ export function adminAuditHandler(context: EdgeContext) {
     const query = parseWith(adminAuditQuery, 'query', request.query);
     const ask = { afterSeq: BigInt(query.after_seq ?? '0'), limit: query.limit ?? ADMIN_AUDIT_LIMIT_MAX, accountId: query.account_id ?? '' };
     const options = { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS, credential: token };
-    const page = query.chain === 'auth' ? await context.auth.readAuditChain(ask, options) : await context.ledger.readAuditChain(ask, options);
+    const page = query.chain === 'auth' ? await context.auth.readAuditChain(ask, options)
+      : query.chain === 'ledger' ? await context.ledger.readAuditChain(ask, options)
+      : await context.catalog.readAuditChain(ask, options);
     const last = page.entries[page.entries.length - 1];
     sendJson(response, 200, {
       object: 'list',

@@ -35,6 +35,7 @@ export const ADMIN_METHODS: ReadonlySet<string> = new Set([
   // Every account's audit entries, with their hashes (gatewayctl audit verify, GET /v1/admin/audit).
   AuthServiceService.readAuditChain.path,
   LedgerServiceService.readAuditChain.path,
+  CatalogServiceService.readAuditChain.path,
   LedgerServiceService.topUp.path,
   LedgerServiceService.verifyJournal.path,
   // Reads every account's generation records.
