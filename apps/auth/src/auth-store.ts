@@ -10,8 +10,8 @@ import type {
   CreateApiKeyRequest,
   ListAccountsRequest,
   ListApiKeysRequest,
-  ListAuditEntriesRequest,
-  ReadAuditChainRequest,
+  ListAuthAuditEntriesRequest,
+  ReadAuthAuditChainRequest,
   UpdateApiKeyRequest,
   VerifyApiKeyResponse,
   VerifyProvisioningKeyResponse,
@@ -412,12 +412,12 @@ export class AuthStore {
   }
 
   /** One account's audit entries, newest first. */
-  async listAuditEntries(request: ListAuditEntriesRequest) {
+  async listAuditEntries(request: ListAuthAuditEntriesRequest) {
     return listAccountAudit(this.db, AUTH_AUDIT_CHAIN, request);
   }
 
   /** The whole chain (or one account's part of it), oldest first, with the head (admin). */
-  async readAuditChain(request: ReadAuditChainRequest) {
+  async readAuditChain(request: ReadAuthAuditChainRequest) {
     return readAuditChain(this.db, AUTH_AUDIT_CHAIN, request);
   }
 

@@ -34,8 +34,8 @@ export function authServiceBinding(store: AuthStore, logger: Logger, internalAut
       await store.deleteApiKey(request.accountId, request.keyId, auditCallContext(call.metadata));
       return { deleted: true };
     }),
-    listAuditEntries: unary(logger, 'ListAuditEntries', (request) => store.listAuditEntries(request)),
-    readAuditChain: unary(logger, 'ReadAuditChain', (request) => store.readAuditChain(request)),
+    listAuthAuditEntries: unary(logger, 'ListAuthAuditEntries', (request) => store.listAuditEntries(request)),
+    readAuthAuditChain: unary(logger, 'ReadAuthAuditChain', (request) => store.readAuditChain(request)),
   };
   return { definition: AuthServiceService, implementation, name: 'gateway.v1.AuthService' };
 }

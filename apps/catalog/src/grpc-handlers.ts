@@ -50,6 +50,6 @@ export function catalogHandlers(service: CatalogService, logger: Logger): Catalo
         modelCount: result.modelCount,
       };
     }),
-    readAuditChain: unary(logger, 'ReadAuditChain', (request) => service.readAuditChain(request)),
+    readCatalogAuditChain: unary(logger, 'ReadCatalogAuditChain', (request) => service.readAuditChain(request)),
   };
 }

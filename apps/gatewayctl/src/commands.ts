@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { AuditChainVerifier, parseCredits, PRICING_FIELDS, type AuditChainBreak, type PromiseClient } from '@gateway/platform';
-import type { Account, ApiKey, AuditEntry, Budget, AuthServiceClient, CatalogServiceClient, LedgerServiceClient, Model, ReadAuditChainRequest, ReadAuditChainResponse } from '@gateway/proto';
+import type { Account, ApiKey, AuditEntry, Budget, AuthServiceClient, CatalogServiceClient, LedgerServiceClient, Model, ReadAuthAuditChainRequest as ReadAuditChainRequest, ReadAuthAuditChainResponse as ReadAuditChainResponse } from '@gateway/proto';
 
 /** What a command may use: lazily dialled clients and the two output streams. */
 export interface CommandContext {
@@ -593,8 +593,8 @@ function modelJson(model: Model) {
 
 function readChain(context: CommandContext, chain: AuditChain, request: ReadAuditChainRequest): Promise<ReadAuditChainResponse> {
   const settings = { deadlineMs: LOAD_DEADLINE_MS };
-  if (chain === 'auth') return context.auth().readAuditChain(request, settings);
-  return chain === 'ledger' ? context.ledger().readAuditChain(request, settings) : context.catalog().readAuditChain(request, settings);
+  if (chain === 'auth') return context.auth().readAuthAuditChain(request, settings);
+  return chain === 'ledger' ? context.ledger().readLedgerAuditChain(request, settings) : context.catalog().readCatalogAuditChain(request, settings);
 }
 
 function auditJson(entry: AuditEntry) {

@@ -256,8 +256,8 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
       };
     }),
 
-    listAuditEntries: unary(logger, 'ListAuditEntries', (request) => ledger.listAuditEntries(request)),
-    readAuditChain: unary(logger, 'ReadAuditChain', (request) => ledger.readAuditChain(request)),
+    listLedgerAuditEntries: unary(logger, 'ListLedgerAuditEntries', (request) => ledger.listAuditEntries(request)),
+    readLedgerAuditChain: unary(logger, 'ReadLedgerAuditChain', (request) => ledger.readAuditChain(request)),
 
     getBalance: unary(logger, 'GetBalance', async (request: GetBalanceRequest): Promise<GetBalanceResponse> => {
       const accountId = requireIdentifier(request.accountId, 'account_id');

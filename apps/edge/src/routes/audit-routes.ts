@@ -1,7 +1,7 @@
 import type { Request, Response } from 'express';
 import { z } from 'zod';
 import { encodeAuditCursor } from '@gateway/platform';
-import type { AuditEntry, ListAuditEntriesResponse } from '@gateway/proto';
+import type { AuditEntry, ListAuthAuditEntriesResponse as ListAuditEntriesResponse } from '@gateway/proto';
 import { parseWith, queryCursor, queryInteger } from '../account/account-schemas.js';
 import type { EdgeContext } from '../context.js';
 import { edgeErrors } from '../errors.js';
@@ -104,7 +104,7 @@ export function accountAuditHandler(context: EdgeContext) {
       const cursor = state[chain];
       if (cursor === null) return Promise.resolve({ entries: [], nextCursor: '' });
       const page = { accountId: account.accountId, limit, cursor };
-      return chain === 'auth' ? context.auth.listAuditEntries(page, options) : context.ledger.listAuditEntries(page, options);
+      return chain === 'auth' ? context.auth.listAuthAuditEntries(page, options) : context.ledger.listLedgerAuditEntries(page, options);
     };
     const [authPage, ledgerPage] = await Promise.all([ask('auth'), ask('ledger')]);
     const pages: Record<ChainName, ListAuditEntriesResponse> = { auth: authPage, ledger: ledgerPage };
@@ -154,9 +154,9 @@ export function adminAuditHandler(context: EdgeContext) {
     const query = parseWith(adminAuditQuery, 'query', request.query);
     const ask = { afterSeq: BigInt(query.after_seq ?? '0'), limit: query.limit ?? ADMIN_AUDIT_LIMIT_MAX, accountId: query.account_id ?? '' };
     const options = { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS, credential: token };
-    const page = query.chain === 'auth' ? await context.auth.readAuditChain(ask, options)
-      : query.chain === 'ledger' ? await context.ledger.readAuditChain(ask, options)
-      : await context.catalog.readAuditChain(ask, options);
+    const page = query.chain === 'auth' ? await context.auth.readAuthAuditChain(ask, options)
+      : query.chain === 'ledger' ? await context.ledger.readLedgerAuditChain(ask, options)
+      : await context.catalog.readCatalogAuditChain(ask, options);
     const last = page.entries[page.entries.length - 1];
     sendJson(response, 200, {
       object: 'list',
