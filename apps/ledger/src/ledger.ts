@@ -316,12 +316,16 @@ export class Ledger {
   async keyUsage(accountId: string, keyIds: readonly string[]): Promise<Array<{
     keyId: string; spentPico: bigint; dailyPico: bigint; weeklyPico: bigint; monthlyPico: bigint;
   }>> {
-    let query = this.db.selectFrom('key_totals').select(['key_id', 'spent_pico']).where('account_id', '=', accountId);
-    if (keyIds.length > 0) query = query.where('key_id', 'in', [...keyIds]);
-    const rows = await query.orderBy('key_id').limit(MAX_KEY_IDS).execute();
+    // One snapshot for both reads: a settlement committing between them would show a window's spend
+    // above the lifetime spend (seen in account-keys.e2e once settlements grew two trigger statements).
+    const { rows, ordered, windows } = await this.db.transaction().setIsolationLevel('repeatable read').execute(async (trx) => {
+      let query = trx.selectFrom('key_totals').select(['key_id', 'spent_pico']).where('account_id', '=', accountId);
+      if (keyIds.length > 0) query = query.where('key_id', 'in', [...keyIds]);
+      const found = await query.orderBy('key_id').limit(MAX_KEY_IDS).execute();
+      const keys = keyIds.length > 0 ? [...new Set(keyIds)] : found.map((row) => row.key_id);
+      return { rows: found, ordered: keys, windows: await keyWindowUsage(trx, accountId, keys, this.windowAt()) };
+    });
     const spent = new Map(rows.map((row) => [row.key_id, row.spent_pico]));
-    const ordered = keyIds.length > 0 ? [...new Set(keyIds)] : rows.map((row) => row.key_id);
-    const windows = await keyWindowUsage(this.db, accountId, ordered, this.windowAt());
     return ordered.map((keyId) => {
       const window = windows.get(keyId);
       return {
