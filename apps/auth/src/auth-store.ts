@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import {
-  errors, formatCredits, GatewayError, GrpcStatus, ErrorReason, newId, parseCredits,
+  errors, formatCredits, GatewayError, GrpcStatus, ErrorReason, newId, parseCredits, UNATTRIBUTED_AUDIT, type AuditCallContext,
 } from '@gateway/platform';
-import { sql, type Kysely } from '@gateway/platform/db';
+import { appendAudit, listAccountAudit, readAuditChain, sql, type Kysely } from '@gateway/platform/db';
 import type {
   Account,
   ApiKey,
@@ -10,6 +10,8 @@ import type {
   CreateApiKeyRequest,
   ListAccountsRequest,
   ListApiKeysRequest,
+  ListAuthAuditEntriesRequest,
+  ReadAuthAuditChainRequest,
   UpdateApiKeyRequest,
   VerifyApiKeyResponse,
   VerifyProvisioningKeyResponse,
@@ -95,6 +97,23 @@ function toAccount(row: Pick<Selectable<AccountsTable>, 'id' | 'name' | 'tier' |
   return { id: row.id, name: row.name, tier: row.tier, createdAtMs: BigInt(row.created_at.getTime()) };
 }
 
+/** The chain this service's audit entries form (docs/governance.md). */
+export const AUTH_AUDIT_CHAIN = 'auth';
+
+/** What an audit entry records of a key: its settings, never its hash. */
+function auditedKey(row: ApiKeyRow | undefined) {
+  if (!row) return null;
+  return {
+    name: row.name,
+    label: row.label,
+    disabled: row.disabled,
+    credit_limit: row.credit_limit === null ? null : formatCredits(parseCredits(row.credit_limit)),
+    limit_reset: row.limit_reset,
+    default_routing_strategy: row.default_routing_strategy,
+    expires_at: row.expires_at === null ? null : row.expires_at.toISOString(),
+  };
+}
+
 /**
  * Accounts, API keys and provisioning keys. Plaintext keys exist only in the return value of the
  * call that mints them; the database holds HMACs. Every key-id operation is scoped by account id,
@@ -108,7 +127,7 @@ export class AuthStore {
     private readonly limits: AuthStoreLimits = defaultAuthStoreLimits,
   ) {}
 
-  async createAccount(request: CreateAccountRequest): Promise<{ account: Account; provisioningKey: string }> {
+  async createAccount(request: CreateAccountRequest, audit: AuditCallContext = UNATTRIBUTED_AUDIT): Promise<{ account: Account; provisioningKey: string }> {
     const name = requireName(request.name);
     const tier = tierOrDefault(request.tier);
     const idempotencyKey = request.idempotencyKey === '' ? null : request.idempotencyKey;
@@ -136,7 +155,11 @@ export class AuthStore {
         }
         return { account: toAccount(existing), provisioningKey: '' };
       }
-      const { plaintext } = await this.insertProvisioningKey(trx, inserted.id, 'default');
+      const { id, plaintext } = await this.insertProvisioningKey(trx, inserted.id, 'default');
+      await appendAudit(trx, AUTH_AUDIT_CHAIN, {
+        ...audit, accountId: inserted.id, action: 'account.create', targetType: 'account', targetId: inserted.id,
+        before: null, after: { name: inserted.name, tier: inserted.tier, provisioning_key_id: id },
+      });
       return { account: toAccount(inserted), provisioningKey: plaintext };
     });
   }
@@ -210,7 +233,7 @@ export class AuthStore {
     return { accountId: row.account_id, provisioningKeyId: row.id };
   }
 
-  async createProvisioningKey(accountId: string, requestedName: string): Promise<{ id: string; plaintext: string }> {
+  async createProvisioningKey(accountId: string, requestedName: string, audit: AuditCallContext = UNATTRIBUTED_AUDIT): Promise<{ id: string; plaintext: string }> {
     requireId(accountId, 'account_id');
     const name = requestedName.trim() === '' ? 'default' : requireName(requestedName);
     return this.db.transaction().execute(async (trx) => {
@@ -224,11 +247,16 @@ export class AuthStore {
       if (Number(count) >= this.limits.maxProvisioningKeysPerAccount) {
         throw errors.invalidRequest(`an account holds at most ${this.limits.maxProvisioningKeysPerAccount} provisioning keys`, '', 'key_limit_reached');
       }
-      return this.insertProvisioningKey(trx, accountId, name);
+      const created = await this.insertProvisioningKey(trx, accountId, name);
+      await appendAudit(trx, AUTH_AUDIT_CHAIN, {
+        ...audit, accountId, action: 'provisioning_key.create', targetType: 'provisioning_key', targetId: created.id,
+        before: null, after: { name },
+      });
+      return created;
     });
   }
 
-  async createApiKey(request: CreateApiKeyRequest): Promise<{ key: ApiKey; plaintext: string }> {
+  async createApiKey(request: CreateApiKeyRequest, audit: AuditCallContext = UNATTRIBUTED_AUDIT): Promise<{ key: ApiKey; plaintext: string }> {
     requireId(request.accountId, 'account_id');
     const name = requireName(request.name);
     const limit = request.creditLimit === undefined ? null : creditLimit(request.creditLimit);
@@ -248,7 +276,7 @@ export class AuthStore {
       if (Number(count) >= this.limits.maxApiKeysPerAccount) {
         throw errors.invalidRequest(`an account holds at most ${this.limits.maxApiKeysPerAccount} API keys`, '', 'key_limit_reached');
       }
-      return trx
+      const inserted = await trx
         .insertInto('api_keys')
         .values({
           id: newId('key'),
@@ -263,6 +291,11 @@ export class AuthStore {
         })
         .returning(apiKeyColumns)
         .executeTakeFirstOrThrow();
+      await appendAudit(trx, AUTH_AUDIT_CHAIN, {
+        ...audit, accountId: request.accountId, action: 'api_key.create', targetType: 'api_key', targetId: inserted.id,
+        before: null, after: auditedKey(inserted),
+      });
+      return inserted;
     });
     return { key: toApiKey(row), plaintext };
   }
@@ -297,7 +330,7 @@ export class AuthStore {
    * delete wait, then re-check the condition on the committed row, so an update never revives or
    * writes into a deleted key and two updates of different fields both land.
    */
-  async updateApiKey(request: UpdateApiKeyRequest): Promise<ApiKey> {
+  async updateApiKey(request: UpdateApiKeyRequest, audit: AuditCallContext = UNATTRIBUTED_AUDIT): Promise<ApiKey> {
     requireId(request.accountId, 'account_id');
     requireId(request.keyId, 'key_id');
     const changes: Updateable<ApiKeysTable> = {};
@@ -323,33 +356,69 @@ export class AuthStore {
     }
     if (Object.keys(changes).length === 0) return this.getApiKey(request.accountId, request.keyId);
 
-    const row = await this.db
-      .updateTable('api_keys')
-      .set({ ...changes, updated_at: sql<Date>`now()` })
-      .where('id', '=', request.keyId)
-      .where('account_id', '=', request.accountId)
-      .where('deleted_at', 'is', null)
-      .returning(apiKeyColumns)
-      .executeTakeFirst();
+    // The row lock of SELECT … FOR UPDATE holds the key from the read of `before` to the update, so the
+    // audit entry's before is the state this update replaced (a concurrent update waits its turn).
+    const row = await this.db.transaction().execute(async (trx) => {
+      const before = await trx
+        .selectFrom('api_keys')
+        .select(apiKeyColumns)
+        .where('id', '=', request.keyId)
+        .where('account_id', '=', request.accountId)
+        .where('deleted_at', 'is', null)
+        .forUpdate()
+        .executeTakeFirst();
+      if (!before) return undefined;
+      const after = await trx
+        .updateTable('api_keys')
+        .set({ ...changes, updated_at: sql<Date>`now()` })
+        .where('id', '=', request.keyId)
+        .where('account_id', '=', request.accountId)
+        .where('deleted_at', 'is', null)
+        .returning(apiKeyColumns)
+        .executeTakeFirstOrThrow();
+      await appendAudit(trx, AUTH_AUDIT_CHAIN, {
+        ...audit, accountId: request.accountId, action: 'api_key.update', targetType: 'api_key', targetId: after.id,
+        before: auditedKey(before), after: auditedKey(after),
+      });
+      return after;
+    });
     if (!row) throw keyNotFound();
     this.listener.keysChanged(row.account_id, [row.id]);
     return toApiKey(row);
   }
 
   /** Permanent: the key never verifies again and is no longer listed or found (a second delete is NOT_FOUND). */
-  async deleteApiKey(accountId: string, keyId: string): Promise<void> {
+  async deleteApiKey(accountId: string, keyId: string, audit: AuditCallContext = UNATTRIBUTED_AUDIT): Promise<void> {
     requireId(accountId, 'account_id');
     requireId(keyId, 'key_id');
-    const row = await this.db
-      .updateTable('api_keys')
-      .set({ deleted_at: sql<Date>`now()`, updated_at: sql<Date>`now()` })
-      .where('id', '=', keyId)
-      .where('account_id', '=', accountId)
-      .where('deleted_at', 'is', null)
-      .returning(['id', 'account_id'])
-      .executeTakeFirst();
+    const row = await this.db.transaction().execute(async (trx) => {
+      const deleted = await trx
+        .updateTable('api_keys')
+        .set({ deleted_at: sql<Date>`now()`, updated_at: sql<Date>`now()` })
+        .where('id', '=', keyId)
+        .where('account_id', '=', accountId)
+        .where('deleted_at', 'is', null)
+        .returning(apiKeyColumns)
+        .executeTakeFirst();
+      if (!deleted) return undefined;
+      await appendAudit(trx, AUTH_AUDIT_CHAIN, {
+        ...audit, accountId, action: 'api_key.delete', targetType: 'api_key', targetId: deleted.id,
+        before: auditedKey(deleted), after: null,
+      });
+      return deleted;
+    });
     if (!row) throw keyNotFound();
     this.listener.keysChanged(row.account_id, [row.id]);
+  }
+
+  /** One account's audit entries, newest first. */
+  async listAuditEntries(request: ListAuthAuditEntriesRequest) {
+    return listAccountAudit(this.db, AUTH_AUDIT_CHAIN, request);
+  }
+
+  /** The whole chain (or one account's part of it), oldest first, with the head (admin). */
+  async readAuditChain(request: ReadAuthAuditChainRequest) {
+    return readAuditChain(this.db, AUTH_AUDIT_CHAIN, request);
   }
 
   private async findLiveKey(db: Kysely<AuthDatabase> | Transaction<AuthDatabase>, accountId: string, keyId: string) {

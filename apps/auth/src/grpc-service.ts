@@ -1,4 +1,4 @@
-import { GatewayError, GrpcStatus, unary, type GrpcServiceBinding, type Logger } from '@gateway/platform';
+import { auditCallContext, GatewayError, GrpcStatus, unary, type GrpcServiceBinding, type Logger } from '@gateway/platform';
 import { AuthServiceService, ErrorReason, type AuthServiceServer } from '@gateway/proto';
 import type { AuthStore } from './auth-store.js';
 import type { SessionStore } from './session-store.js';
@@ -17,26 +17,29 @@ export function authServiceBinding(store: AuthStore, sessions: SessionStore, log
       }
       return {};
     }),
-    createAccount: unary(logger, 'CreateAccount', (request) => store.createAccount(request)),
+    // Changes carry their caller (x-gateway-actor, x-gateway-source-address, x-request-id) into the audit entry.
+    createAccount: unary(logger, 'CreateAccount', (request, call) => store.createAccount(request, auditCallContext(call.metadata, 'admin'))),
     getAccount: unary(logger, 'GetAccount', async (request) => ({ account: await store.getAccount(request.accountId) })),
     listAccounts: unary(logger, 'ListAccounts', (request) => store.listAccounts(request)),
     verifyApiKey: unary(logger, 'VerifyApiKey', (request) => store.verifyApiKey(request.key)),
     verifyProvisioningKey: unary(logger, 'VerifyProvisioningKey', (request) => store.verifyProvisioningKey(request.key)),
-    createProvisioningKey: unary(logger, 'CreateProvisioningKey', async (request) => {
-      const { id, plaintext } = await store.createProvisioningKey(request.accountId, request.name);
+    createProvisioningKey: unary(logger, 'CreateProvisioningKey', async (request, call) => {
+      const { id, plaintext } = await store.createProvisioningKey(request.accountId, request.name, auditCallContext(call.metadata, 'admin'));
       return { provisioningKeyId: id, provisioningKey: plaintext };
     }),
-    createApiKey: unary(logger, 'CreateApiKey', (request) => store.createApiKey(request)),
+    createApiKey: unary(logger, 'CreateApiKey', (request, call) => store.createApiKey(request, auditCallContext(call.metadata))),
     listApiKeys: unary(logger, 'ListApiKeys', (request) => store.listApiKeys(request)),
     getApiKey: unary(logger, 'GetApiKey', async (request) => ({ key: await store.getApiKey(request.accountId, request.keyId) })),
-    updateApiKey: unary(logger, 'UpdateApiKey', async (request) => ({ key: await store.updateApiKey(request) })),
-    deleteApiKey: unary(logger, 'DeleteApiKey', async (request) => {
-      await store.deleteApiKey(request.accountId, request.keyId);
+    updateApiKey: unary(logger, 'UpdateApiKey', async (request, call) => ({ key: await store.updateApiKey(request, auditCallContext(call.metadata)) })),
+    deleteApiKey: unary(logger, 'DeleteApiKey', async (request, call) => {
+      await store.deleteApiKey(request.accountId, request.keyId, auditCallContext(call.metadata));
       return { deleted: true };
     }),
     createSession: unary(logger, 'CreateSession', (request) => sessions.createSession(request)),
     verifySession: unary(logger, 'VerifySession', (request) => sessions.verifySession(request.sessionToken)),
     revokeSession: unary(logger, 'RevokeSession', async (request) => ({ revoked: await sessions.revokeSession(request.sessionToken) })),
+    listAuthAuditEntries: unary(logger, 'ListAuthAuditEntries', (request) => store.listAuditEntries(request)),
+    readAuthAuditChain: unary(logger, 'ReadAuthAuditChain', (request) => store.readAuditChain(request)),
   };
   return { definition: AuthServiceService, implementation, name: 'gateway.v1.AuthService' };
 }

@@ -1,4 +1,4 @@
-import { sql, type Kysely } from '@gateway/platform/db';
+import { auditLogMigration, sql, type AuditTables, type Kysely } from '@gateway/platform/db';
 import type { Generated, Migration } from 'kysely';
 
 export const AUTH_SCHEMA = 'auth';
@@ -64,7 +64,7 @@ export interface SessionsTable {
   revoked_at: Date | null;
 }
 
-export interface AuthDatabase {
+export interface AuthDatabase extends AuditTables {
   sessions: SessionsTable;
   accounts: AccountsTable;
   provisioning_keys: ProvisioningKeysTable;
@@ -147,4 +147,6 @@ export const authMigrations: Record<string, Migration> = {
       await sql`create index sessions_expiry on auth.sessions (expires_at)`.execute(db);
     },
   },
+  // The audit log's chain (docs/governance.md): written in the transaction of each key and account change.
+  '0004_audit_log': auditLogMigration('auth'),
 };

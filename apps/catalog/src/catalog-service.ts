@@ -1,9 +1,12 @@
-import { subjects, type EventBus, type Logger, type Subscription } from '@gateway/platform';
+import { subjects, type AuditCallContext, type EventBus, type Logger, type Subscription } from '@gateway/platform';
 import { CatalogChanged } from '@gateway/proto';
 import type { CatalogProblem } from '@gateway/platform/catalog-document';
 import { buildCatalog, canonicalJson, catalogVersion, EMPTY_CATALOG, type CatalogData, type IconSource } from './catalog-data.js';
 import { CatalogSnapshot } from './catalog-snapshot.js';
 import type { CatalogStore } from './catalog-store.js';
+
+/** A load at start from GATEWAY_CONFIG: the catalog service itself is the actor. */
+const CATALOG_START_AUDIT: AuditCallContext = { actor: { kind: 'service', id: 'catalog', sourceAddress: '' }, requestId: '' };
 
 export interface LoadResult {
   version: string;
@@ -70,7 +73,7 @@ export class CatalogService {
    * Validates `text` and, when it has no problem (and this is not a dry run), makes it the catalog in
    * force. A document with problems changes nothing and comes back with every problem listed.
    */
-  load(text: string, source: string, iconSource: IconSource, dryRun = false): Promise<LoadResult> {
+  load(text: string, source: string, iconSource: IconSource, dryRun = false, audit: AuditCallContext = CATALOG_START_AUDIT): Promise<LoadResult> {
     return this.serialised(async () => {
       const { catalog, problems } = await buildCatalog(text, iconSource);
       if (!catalog) {
@@ -85,6 +88,7 @@ export class CatalogService {
         source,
         modelCount,
         startupIds: catalog.data.startups.map((startup) => startup.id),
+        audit,
       });
       const inMemoryChanged = this.snapshot.version !== catalog.version;
       if (inMemoryChanged) this.snapshot = new CatalogSnapshot(catalog.version, catalog.data, firstSeen);
@@ -94,6 +98,11 @@ export class CatalogService {
       }
       return { version: catalog.version, changed: changed || inMemoryChanged, problems: [], modelCount };
     });
+  }
+
+  /** This service's audit chain (admin: gatewayctl audit verify). */
+  readAuditChain(request: { afterSeq: bigint; limit: number; accountId: string }) {
+    return this.store.readAuditChain(request);
   }
 
   private async refreshFromStore(): Promise<void> {

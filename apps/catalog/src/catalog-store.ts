@@ -1,5 +1,6 @@
 import { type Logger, type Registry } from '@gateway/platform';
-import { createDatabase, migrate, sql, type Kysely } from '@gateway/platform/db';
+import { appendAudit, auditLogMigration, createDatabase, migrate, readAuditChain, sql, type Kysely } from '@gateway/platform/db';
+import type { AuditCallContext } from '@gateway/platform';
 import type { ColumnType, Migration } from 'kysely';
 
 export const CATALOG_SCHEMA = 'catalog';
@@ -43,7 +44,12 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  // The audit log's chain (docs/governance.md): one entry per load that changes the catalog in force.
+  '0002_audit_log': auditLogMigration('catalog'),
 };
+
+/** The chain this service's audit entries form. */
+export const CATALOG_AUDIT_CHAIN = 'catalog';
 
 export interface StoredCatalog {
   version: string;
@@ -90,6 +96,7 @@ export class CatalogStore {
     source: string;
     modelCount: number;
     startupIds: readonly string[];
+    audit: AuditCallContext;
   }): Promise<{ changed: boolean; firstSeen: Map<string, number> }> {
     return this.db.transaction().execute(async (transaction) => {
       // Take the pointer's lock first (creating the row would race, so lock the table for the first load).
@@ -120,6 +127,11 @@ export class CatalogStore {
           .onConflict((conflict) => conflict.column('startup_id').doNothing())
           .execute();
       }
+      await appendAudit(transaction, CATALOG_AUDIT_CHAIN, {
+        ...options.audit, accountId: '', action: 'catalog.load', targetType: 'catalog', targetId: options.version,
+        before: current ? { version: current.version } : null,
+        after: { version: options.version, source: options.source, model_count: options.modelCount },
+      });
       await transaction
         .deleteFrom('catalog_versions')
         .where('version', '<>', options.version)
@@ -129,6 +141,11 @@ export class CatalogStore {
         .execute();
       return { changed: true, firstSeen: await this.firstSeen(transaction) };
     });
+  }
+
+  /** The chain, oldest first, with its head (admin). */
+  async readAuditChain(request: { afterSeq: bigint; limit: number; accountId: string }) {
+    return readAuditChain(this.db, CATALOG_AUDIT_CHAIN, request);
   }
 
   private async firstSeen(db: Kysely<CatalogTables>): Promise<Map<string, number>> {

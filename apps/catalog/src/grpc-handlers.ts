@@ -1,4 +1,4 @@
-import { ErrorReason, GatewayError, GrpcStatus, errors, unary, type Logger } from '@gateway/platform';
+import { auditCallContext, ErrorReason, GatewayError, GrpcStatus, errors, unary, type Logger } from '@gateway/platform';
 import type { CatalogServiceServer } from '@gateway/proto';
 import { iconSourceFor } from './catalog-data.js';
 import type { CatalogService } from './catalog-service.js';
@@ -40,8 +40,9 @@ export function catalogHandlers(service: CatalogService, logger: Logger): Catalo
       if (!icon) throw errors.notFound(`startup "${request.startupId}" does not exist`);
       return { svg: Buffer.from(icon.svg, 'utf8'), provided: icon.provided };
     }),
-    loadCatalog: unary(logger, 'LoadCatalog', async (request) => {
-      const result = await service.load(request.document, request.source, iconSourceFor(request.source), request.dryRun);
+    // LoadCatalog is admin-only: an unclaimed caller is recorded as the admin token.
+    loadCatalog: unary(logger, 'LoadCatalog', async (request, call) => {
+      const result = await service.load(request.document, request.source, iconSourceFor(request.source), request.dryRun, auditCallContext(call.metadata, 'admin'));
       return {
         version: result.version,
         changed: result.changed,
@@ -49,5 +50,6 @@ export function catalogHandlers(service: CatalogService, logger: Logger): Catalo
         modelCount: result.modelCount,
       };
     }),
+    readCatalogAuditChain: unary(logger, 'ReadCatalogAuditChain', (request) => service.readAuditChain(request)),
   };
 }

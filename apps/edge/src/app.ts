@@ -24,6 +24,8 @@ import {
   listKeysHandler,
   updateKeyHandler,
 } from './routes/account-routes.js';
+import { accountAuditHandler, adminAuditHandler } from './routes/audit-routes.js';
+import { deleteBudgetHandler, listBudgetsHandler, putBudgetHandler } from './routes/budget-routes.js';
 import { adminAccountsHandler, adminModelLatencyHandler, adminProvidersHandler, adminTopUpHandler } from './routes/admin-routes.js';
 import { generationHandler, listGenerationsHandler } from './routes/generation-routes.js';
 import { logoutHandler, notConfiguredHandler, sessionHandler, type SignIn } from './sign-in/sign-in-routes.js';
@@ -150,11 +152,18 @@ export function createApp(context: EdgeContext, readiness?: Readiness, signIn?: 
   app.patch('/v1/account/keys/:keyId', updateKeyHandler(context));
   app.delete('/v1/account/keys/:keyId', deleteKeyHandler(context));
   app.get('/v1/account/activity', activityHandler(context));
+  app.get('/v1/account/audit', accountAuditHandler(context));
+  app.get('/v1/account/budgets', listBudgetsHandler(context));
+  app.put('/v1/account/budgets/account', putBudgetHandler(context));
+  app.delete('/v1/account/budgets/account', deleteBudgetHandler(context));
+  app.put('/v1/account/budgets/keys/:keyId', putBudgetHandler(context));
+  app.delete('/v1/account/budgets/keys/:keyId', deleteBudgetHandler(context));
   app.get('/v1/generation', generationHandler(context));
   app.get('/v1/admin/providers', adminProvidersHandler(context));
   app.get('/v1/admin/models/latency', adminModelLatencyHandler(context));
   app.get('/v1/admin/accounts', adminAccountsHandler(context));
   app.post('/v1/admin/accounts/:accountId/credits', adminTopUpHandler(context));
+  app.get('/v1/admin/audit', adminAuditHandler(context));
   app.get('/v1/account/generations', listGenerationsHandler(context));
   // Sign-in with the identity provider (sign-in/sign-in-routes.ts). Sessions are honoured on every edge;
   // only an edge configured with an issuer starts a sign-in.

@@ -194,6 +194,7 @@ const TABLE: ReadonlyMap<ErrorReason, TableRow> = new Map<ErrorReason, TableRow>
   [ErrorReason.ERROR_REASON_INVALID_PROVISIONING_KEY, { status: 401, type: 'invalid_request_error', code: 'invalid_provisioning_key' }],
   [ErrorReason.ERROR_REASON_INSUFFICIENT_QUOTA, { status: 402, type: 'insufficient_quota', code: 'insufficient_quota' }],
   [ErrorReason.ERROR_REASON_KEY_LIMIT_EXCEEDED, { status: 402, type: 'insufficient_quota', code: 'key_limit_exceeded' }],
+  [ErrorReason.ERROR_REASON_BUDGET_EXCEEDED, { status: 402, type: 'insufficient_quota', code: 'budget_exceeded' }],
   // Codes: model_not_available_for_tier (the account's tier may not use the model, edgeErrors above).
   [ErrorReason.ERROR_REASON_FORBIDDEN, { status: 403, type: 'permission_error' }],
   [ErrorReason.ERROR_REASON_NOT_FOUND, { status: 404, type: 'not_found_error', code: 'not_found' }],

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { parseCredits, PRICING_FIELDS, type PromiseClient } from '@gateway/platform';
-import type { Account, ApiKey, AuthServiceClient, CatalogServiceClient, JobsServiceClient, LedgerServiceClient, Model } from '@gateway/proto';
+import { AuditChainVerifier, parseCredits, PRICING_FIELDS, type AuditChainBreak, type PromiseClient } from '@gateway/platform';
+import type { Account, ApiKey, AuditEntry, Budget, AuthServiceClient, CatalogServiceClient, JobsServiceClient, LedgerServiceClient, Model, ReadAuthAuditChainRequest as ReadAuditChainRequest, ReadAuthAuditChainResponse as ReadAuditChainResponse } from '@gateway/proto';
 
 /** What a command may use: lazily dialled clients and the two output streams. */
 export interface CommandContext {
@@ -35,6 +35,10 @@ export class UsageError extends Error {
 }
 
 const CALL_DEADLINE_MS = 15_000;
+/** Changes gatewayctl makes are recorded in the audit log as gatewayctl's, with the local user when known. */
+export const GATEWAYCTL_ACTOR = { kind: 'gatewayctl', id: (process.env.USER ?? process.env.LOGNAME ?? '').replace(/[^\x21-\x7e]/g, '?').slice(0, 100) };
+/** The settings of a call that changes something (the audit log's actor). */
+const CHANGE_CALL = { deadlineMs: CALL_DEADLINE_MS, actor: GATEWAYCTL_ACTOR };
 /** A large catalog is validated and written in one call. */
 const LOAD_DEADLINE_MS = 60_000;
 /** The catalog service refuses bigger documents anyway (catalog DOCUMENT_BYTES_MAX). */
@@ -44,6 +48,11 @@ const ACCOUNTS_LIST_MAX = 10_000;
 const BALANCE_CALLS_IN_FLIGHT = 8;
 /** keys list walks pages of 100; an account with more keys than this is cut off with a note. */
 const KEY_PAGES_MAX = 100;
+
+const AUDIT_CHAINS = ['auth', 'ledger', 'catalog'] as const;
+type AuditChain = (typeof AUDIT_CHAINS)[number];
+/** ReadAuditChain's page bound. */
+const AUDIT_PAGE = 1_000;
 
 function credits(text: string, flag: string, { allowZero }: { allowZero: boolean }): string {
   let pico: bigint;
@@ -138,7 +147,7 @@ export const commands: Command[] = [
           tier: values.tier === undefined ? 'free' : String(values.tier),
           idempotencyKey: values['idempotency-key'] === undefined ? `gatewayctl-account-${randomUUID()}` : String(values['idempotency-key']),
         },
-        { deadlineMs: CALL_DEADLINE_MS },
+        CHANGE_CALL,
       );
       const account = created.account;
       if (!account) throw new Error('auth answered CreateAccount without an account');
@@ -154,7 +163,7 @@ export const commands: Command[] = [
           // Keyed by the account: re-running after a failure here tops up once, not twice.
           const topUp = await context.ledger().topUp(
             { accountId: account.id, credits: initialCredits, idempotencyKey: `account-create:${account.id}`, note: 'initial credits (gatewayctl accounts create)' },
-            { deadlineMs: CALL_DEADLINE_MS },
+            CHANGE_CALL,
           );
           result.balance = topUp.balance;
         } else {
@@ -185,7 +194,7 @@ export const commands: Command[] = [
       const idempotencyKey = values['idempotency-key'] === undefined ? `gatewayctl-top-up-${randomUUID()}` : String(values['idempotency-key']);
       const response = await context.ledger().topUp(
         { accountId: accountId!, credits: amount, idempotencyKey, note: values.note === undefined ? 'gatewayctl top-up' : String(values.note) },
-        { deadlineMs: CALL_DEADLINE_MS },
+        CHANGE_CALL,
       );
       print(
         context,
@@ -295,7 +304,7 @@ export const commands: Command[] = [
           ...(values['limit-reset'] === undefined ? {} : { limitReset: String(values['limit-reset']) }),
           ...(expiresAtMs === undefined ? {} : { expiresAtMs }),
         },
-        { deadlineMs: CALL_DEADLINE_MS },
+        CHANGE_CALL,
       );
       const result = { ...keyJson(response.key), api_key: response.plaintext };
       print(context, result, `created key ${result.key_id} (${result.name}, ${result.label})\napi key: ${result.api_key}`);
@@ -342,7 +351,7 @@ export const commands: Command[] = [
     positionals: ['ACCOUNT_ID', 'KEY_ID'],
     options: {},
     async run(context, [accountId, keyId]) {
-      const response = await context.auth().deleteApiKey({ accountId: accountId!, keyId: keyId! }, { deadlineMs: CALL_DEADLINE_MS });
+      const response = await context.auth().deleteApiKey({ accountId: accountId!, keyId: keyId! }, CHANGE_CALL);
       print(context, { account_id: accountId, key_id: keyId, deleted: response.deleted }, `deleted key ${keyId} of ${accountId}`);
       return 0;
     },
@@ -399,7 +408,7 @@ export const commands: Command[] = [
       }
       const dryRun = values['dry-run'] === true;
       // The absolute path lets the service resolve icon files named relative to the config file.
-      const response = await context.catalog().loadCatalog({ document, source: path, dryRun }, { deadlineMs: LOAD_DEADLINE_MS });
+      const response = await context.catalog().loadCatalog({ document, source: path, dryRun }, { deadlineMs: LOAD_DEADLINE_MS, actor: GATEWAYCTL_ACTOR });
       const result = {
         file: path,
         version: response.version,
@@ -442,6 +451,131 @@ export const commands: Command[] = [
       return mismatches.length > 0 ? 1 : 0;
     },
   },
+  {
+    group: 'budgets',
+    name: 'set',
+    summary: 'Create or replace the budget of an account or of one of its keys (docs/governance.md).',
+    positionals: ['ACCOUNT_ID'],
+    required: ['period', 'limit'],
+    options: {
+      key: { type: 'string', description: 'the key\'s budget instead of the account\'s', placeholder: 'KEY_ID' },
+      period: { type: 'string', description: 'daily, weekly or monthly (UTC)', placeholder: 'PERIOD' },
+      limit: { type: 'string', description: 'credits per period (> 0)', placeholder: 'CREDITS' },
+      thresholds: { type: 'string', description: 'alert percents, comma-separated (default 50,80,100; "" for none)', placeholder: 'LIST' },
+      'hard-stop': { type: 'boolean', description: 'refuse (402 budget_exceeded) what would pass the limit' },
+    },
+    async run(context, [accountId], values) {
+      const limit = credits(String(values.limit), '--limit', { allowZero: false });
+      const thresholds = values.thresholds === undefined ? [50, 80, 100] : parsePercents(String(values.thresholds));
+      const keyId = values.key === undefined ? '' : String(values.key);
+      // The ledger does not know which account owns a key: Auth answers NOT_FOUND for another account's.
+      if (keyId !== '') await context.auth().getApiKey({ accountId: accountId!, keyId }, { deadlineMs: CALL_DEADLINE_MS });
+      const { budget } = await context.ledger().setBudget(
+        { accountId: accountId!, keyId, period: String(values.period), limit, thresholds, hardStop: values['hard-stop'] === true },
+        CHANGE_CALL,
+      );
+      const row = budgetJson(budget);
+      print(context, row, budgetLine(row));
+      return 0;
+    },
+  },
+  {
+    group: 'budgets',
+    name: 'list',
+    summary: 'Show an account\'s budgets with this period\'s spend and fired thresholds, and its latest alerts.',
+    positionals: ['ACCOUNT_ID'],
+    options: {},
+    async run(context, [accountId]) {
+      const listed = await context.ledger().listBudgets({ accountId: accountId! }, { deadlineMs: CALL_DEADLINE_MS });
+      const rows = listed.budgets.map(budgetJson);
+      const alerts = listed.alerts.map((alert) => ({
+        event_id: alert.eventId, key_id: alert.keyId || null, period: alert.period, period_start: alert.periodStart,
+        threshold: alert.thresholdPercent, limit: alert.limit, spent: alert.spent, fired_at: isoTime(alert.firedAtMs), delivery_state: alert.deliveryState,
+      }));
+      const lines = [...rows.map(budgetLine), ...alerts.map((alert) => `alert ${alert.threshold}% of ${alert.key_id ?? 'account'} ${alert.period} ${alert.period_start} at ${alert.fired_at} (${alert.delivery_state})`)];
+      print(context, { budgets: rows, alerts }, lines.length > 0 ? lines.join('\n') : 'no budgets');
+      return 0;
+    },
+  },
+  {
+    group: 'budgets',
+    name: 'delete',
+    summary: 'Remove the budget of an account or of one of its keys.',
+    positionals: ['ACCOUNT_ID'],
+    options: {
+      key: { type: 'string', description: 'the key\'s budget instead of the account\'s', placeholder: 'KEY_ID' },
+    },
+    async run(context, [accountId], values) {
+      const keyId = values.key === undefined ? '' : String(values.key);
+      await context.ledger().deleteBudget({ accountId: accountId!, keyId }, CHANGE_CALL);
+      print(context, { account_id: accountId, key_id: keyId || null, deleted: true }, `deleted the ${keyId === '' ? 'account' : `key ${keyId}`} budget of ${accountId}`);
+      return 0;
+    },
+  },
+  {
+    group: 'audit',
+    name: 'verify',
+    summary: 'Walk every audit chain (auth, ledger, catalog) and check each entry\'s hash and link; exit 1 naming the first bad entry.',
+    positionals: [],
+    options: {},
+    async run(context) {
+      const results: Array<{ chain: string; entries_checked: number; head_seq: string; first_bad: AuditChainBreak | null }> = [];
+      for (const chain of AUDIT_CHAINS) {
+        const verifier = new AuditChainVerifier(chain);
+        let afterSeq = 0n;
+        let head = { seq: 0n, hash: '' };
+        // Pages until one comes back short; the head of the last page is the one checked.
+        for (;;) {
+          const page = await readChain(context, chain, { afterSeq, limit: AUDIT_PAGE, accountId: '' });
+          head = { seq: page.headSeq, hash: page.headHash };
+          for (const entry of page.entries) verifier.add(entry);
+          const last = page.entries[page.entries.length - 1];
+          if (!last || page.entries.length < AUDIT_PAGE || verifier.firstBreak) break;
+          afterSeq = last.seq;
+        }
+        const broken = verifier.firstBreak ?? verifier.finish(head.seq, head.hash);
+        results.push({ chain, entries_checked: verifier.entriesChecked, head_seq: head.seq.toString(), first_bad: broken ?? null });
+      }
+      const bad = results.filter((result) => result.first_bad !== null);
+      const lines = results.map((result) =>
+        result.first_bad
+          ? `${result.chain}: BROKEN at seq ${result.first_bad.seq}: ${result.first_bad.reason} (${result.entries_checked} entries good before it)`
+          : `${result.chain}: ok, ${result.entries_checked} entries, head seq ${result.head_seq}`,
+      );
+      print(
+        context,
+        { ok: bad.length === 0, chains: results.map((result) => ({ ...result, first_bad: result.first_bad && { ...result.first_bad, seq: result.first_bad.seq.toString() } })) },
+        lines.join('\n'),
+      );
+      return bad.length > 0 ? 1 : 0;
+    },
+  },
+  {
+    group: 'audit',
+    name: 'list',
+    summary: 'Show audit entries of one chain, oldest first (optionally one account\'s only).',
+    positionals: [],
+    required: ['chain'],
+    options: {
+      chain: { type: 'string', description: `the chain: ${AUDIT_CHAINS.join(' or ')}`, placeholder: 'CHAIN' },
+      account: { type: 'string', description: 'only this account\'s entries', placeholder: 'ACCOUNT_ID' },
+      'after-seq': { type: 'string', description: 'entries after this seq (default 0: from the first)', placeholder: 'SEQ' },
+      limit: { type: 'string', description: `most entries (1..${AUDIT_PAGE}, default 100)`, placeholder: 'N' },
+    },
+    async run(context, _positionals, values) {
+      const chain = String(values.chain);
+      if (!(AUDIT_CHAINS as readonly string[]).includes(chain)) throw new UsageError(`--chain must be one of ${AUDIT_CHAINS.join(', ')}`);
+      const limit = values.limit === undefined ? 100 : Number(values.limit);
+      if (!Number.isInteger(limit) || limit < 1 || limit > AUDIT_PAGE) throw new UsageError(`--limit must be an integer from 1 to ${AUDIT_PAGE}`);
+      const afterText = values['after-seq'] === undefined ? '0' : String(values['after-seq']);
+      if (!/^\d{1,18}$/.test(afterText)) throw new UsageError('--after-seq must be a non-negative integer');
+      const page = await readChain(context, chain as AuditChain, { afterSeq: BigInt(afterText), limit, accountId: values.account === undefined ? '' : String(values.account) });
+      const rows = page.entries.map(auditJson);
+      const lines = rows.map((row) => `${row.chain}#${row.seq} ${row.occurred_at} ${row.action} ${row.target_type}:${row.target_id} by ${row.actor_kind}${row.actor_id ? `:${row.actor_id}` : ''}${row.account_id ? ` account ${row.account_id}` : ''}`);
+      print(context, { chain, entries: rows, head_seq: page.headSeq.toString(), head_hash: page.headHash }, lines.length > 0 ? lines.join('\n') : 'no entries');
+      return 0;
+    },
+  },
 ];
 
 function accountLines(result: { account_id: string; name: string; tier: string; provisioning_key: string }): string {
@@ -461,7 +595,7 @@ function keyStateCommand(name: 'disable' | 'enable'): Command {
     async run(context, [accountId, keyId]) {
       const response = await context.auth().updateApiKey(
         { accountId: accountId!, keyId: keyId!, disabled, clearCreditLimit: false },
-        { deadlineMs: CALL_DEADLINE_MS },
+        CHANGE_CALL,
       );
       const result = keyJson(response.key);
       print(context, result, `${name}d key ${result.key_id || keyId} of ${accountId}`);
@@ -496,4 +630,58 @@ function modelJson(model: Model) {
     expires_at: model.expiresAt === undefined ? null : Number(model.expiresAt),
     offers: model.offers.map((offer) => ({ provider: offer.providerId, upstream_model: offer.upstreamModel, endpoints: offer.endpoints })),
   };
+}
+
+
+function readChain(context: CommandContext, chain: AuditChain, request: ReadAuditChainRequest): Promise<ReadAuditChainResponse> {
+  const settings = { deadlineMs: LOAD_DEADLINE_MS };
+  if (chain === 'auth') return context.auth().readAuthAuditChain(request, settings);
+  return chain === 'ledger' ? context.ledger().readLedgerAuditChain(request, settings) : context.catalog().readCatalogAuditChain(request, settings);
+}
+
+function auditJson(entry: AuditEntry) {
+  return {
+    chain: entry.chain,
+    seq: entry.seq.toString(),
+    occurred_at: isoTime(entry.occurredAtMs),
+    actor_kind: entry.actorKind,
+    actor_id: entry.actorId,
+    account_id: entry.accountId,
+    action: entry.action,
+    target_type: entry.targetType,
+    target_id: entry.targetId,
+    before: entry.beforeJson,
+    after: entry.afterJson,
+    request_id: entry.requestId,
+    source_address: entry.sourceAddress,
+    prev_hash: entry.prevHash,
+    hash: entry.hash,
+  };
+}
+
+function parsePercents(text: string): number[] {
+  if (text.trim() === '') return [];
+  return text.split(',').map((part) => {
+    const value = Number(part.trim());
+    if (!Number.isInteger(value) || value < 1 || value > 100) throw new UsageError(`--thresholds must be whole percents from 1 to 100, got ${JSON.stringify(part)}`);
+    return value;
+  });
+}
+
+function budgetJson(budget: Budget | undefined) {
+  return {
+    account_id: budget?.accountId ?? '',
+    key_id: budget?.keyId || null,
+    period: budget?.period ?? '',
+    limit: budget?.limit ?? '',
+    thresholds: budget?.thresholds ?? [],
+    hard_stop: budget?.hardStop ?? false,
+    spent: budget?.spent ?? '0',
+    period_start: budget?.periodStart ?? '',
+    fired_thresholds: budget?.firedThresholds ?? [],
+  };
+}
+
+function budgetLine(row: ReturnType<typeof budgetJson>): string {
+  return `${row.key_id ?? 'account'} ${row.period} budget ${row.limit} (spent ${row.spent} since ${row.period_start}; thresholds ${row.thresholds.join(',') || 'none'}, fired ${row.fired_thresholds.join(',') || 'none'}${row.hard_stop ? ', hard stop' : ''})`;
 }

@@ -88,6 +88,8 @@ function fakeAuth(logger = testLogger('fake-auth')): AuthServiceServer {
       return { accounts: page, nextCursor: next < accounts.length ? String(next) : '' };
     }),
     verifyApiKey: unary(logger, 'VerifyApiKey', notImplemented),
+    listAuthAuditEntries: unary(logger, 'ListAuthAuditEntries', notImplemented),
+    readAuthAuditChain: unary(logger, 'ReadAuthAuditChain', notImplemented),
     verifyProvisioningKey: unary(logger, 'VerifyProvisioningKey', notImplemented),
     createProvisioningKey: unary(logger, 'CreateProvisioningKey', notImplemented),
     createApiKey: unary(logger, 'CreateApiKey', async (request: CreateApiKeyRequest) => {
@@ -132,6 +134,11 @@ function fakeLedger(logger = testLogger('fake-ledger')): LedgerServiceServer {
     release: unary(logger, 'Release', notImplemented),
     voidCharge: unary(logger, 'VoidCharge', notImplemented),
     settleUsage: unary(logger, 'SettleUsage', notImplemented),
+    setBudget: unary(logger, 'SetBudget', notImplemented),
+    deleteBudget: unary(logger, 'DeleteBudget', notImplemented),
+    listBudgets: unary(logger, 'ListBudgets', notImplemented),
+    listLedgerAuditEntries: unary(logger, 'ListLedgerAuditEntries', notImplemented),
+    readLedgerAuditChain: unary(logger, 'ReadLedgerAuditChain', notImplemented),
     getGeneration: unary(logger, 'GetGeneration', notImplemented),
     listGenerations: unary(logger, 'ListGenerations', notImplemented),
     getModelLatency: unary(logger, 'GetModelLatency', notImplemented),

@@ -2,6 +2,7 @@ import type { Logger } from '@gateway/platform';
 import { sql } from '@gateway/platform/db';
 import { giveBack, RESERVE_PICO, withTransientRetry, type LedgerDatabase } from './ledger-db.js';
 import { windowSpentPico, type LimitReset } from './key-windows.js';
+import { hardStopRoom, lockHardStops, type BudgetRefusal } from './budgets.js';
 
 /*
  * Leases: a replica's bulk hold of reservation capacity (and of rate-window requests) for one
@@ -13,6 +14,7 @@ export type LeaseOutcome =
   | { kind: 'rate_limited'; window: 'minute' | 'day'; retryAfterSeconds: number }
   | { kind: 'insufficient'; amountPico: bigint; availablePico: bigint }
   | { kind: 'key_limit'; amountPico: bigint; keyUsedPico: bigint; keyLimitPico: bigint }
+  | BudgetRefusal
   /** Refused for credits that other open leases hold; their holders are asked to return them (`recallIfHeld` only). */
   | { kind: 'recalling'; keyId: string };
 
@@ -68,6 +70,9 @@ export async function acquireLease(db: LedgerDatabase, logger: Logger, input: Le
   const requestedPico = input.requestedPico < minimumPico ? minimumPico : input.requestedPico;
   try {
     return await withTransientRetry(() => db.transaction().execute(async (trx) => {
+      // Hard-stop budgets first (the lock order of admit_budgeted): no other grant or admission of their
+      // scope can hold more between the check below and this grant's hold.
+      const hardStops = await lockHardStops(trx, input.accountId, input.keyId);
       let grantedRequests = 0;
       let requestsValidUntil: Date | null = null;
       const windowStarts = new Map<'minute' | 'day', Date>();
@@ -115,10 +120,12 @@ export async function acquireLease(db: LedgerDatabase, logger: Logger, input: Le
       let grant = requestedPico;
       /** Room left under the key's credit limit (null: no limit). */
       let keyRoom: bigint | null = null;
+      let keyHeldPico = 0n;
       if (input.keyId !== '') {
         await sql`insert into key_totals (key_id, account_id) values (${input.keyId}, ${input.accountId}) on conflict (key_id) do nothing`.execute(trx);
         const key = (await sql<{ spent_pico: bigint; reserved_pico: bigint }>`
           select spent_pico, reserved_pico from key_totals where key_id = ${input.keyId} for update`.execute(trx)).rows[0]!;
+        keyHeldPico = BigInt(key.reserved_pico);
         if (input.keyLimitPico !== null) {
           // A windowed limit counts the current window's spend, read under the key row lock just taken.
           const spent = input.keyLimitReset ? await windowSpentPico(trx, input.keyId, input.keyLimitReset, input.windowAt ?? null) : BigInt(key.spent_pico);
@@ -133,6 +140,17 @@ export async function acquireLease(db: LedgerDatabase, logger: Logger, input: Le
         select balance_pico, reserved_pico from balances where account_id = ${input.accountId} for update`.execute(trx)).rows[0];
       const available = balance ? BigInt(balance.balance_pico) - BigInt(balance.reserved_pico) : 0n;
       if (available < minimumPico) throw new LeaseRefused({ kind: 'insufficient', amountPico: minimumPico, availablePico: available });
+      // Each hard stop bounds the grant as the key's limit does: its period's spend + its scope's holds
+      // (the balance's or the key's reserved, under the row locks taken above) + the grant <= its limit.
+      for (const stop of hardStops) {
+        const held = stop.keyId === '' ? (balance ? BigInt(balance.reserved_pico) : 0n) : keyHeldPico;
+        const { roomPico, usedPico } = await hardStopRoom(trx, input.accountId, stop, held, input.windowAt ?? null);
+        if (roomPico < minimumPico) {
+          throw new LeaseRefused({ kind: 'budget', amountPico: minimumPico, usedPico, keyId: stop.keyId, period: stop.period, limitPico: stop.limitPico });
+        }
+        if (roomPico < grant) grant = roomPico;
+        if (keyRoom === null || roomPico < keyRoom) keyRoom = roomPico;
+      }
       // A small balance is not handed to the first replica whole: at most half of it, in whole holds
       // (never below the minimum), so a second replica asking for the account is granted the rest
       // without a recall, and no lease keeps a sliver smaller than a hold that nobody can use.
@@ -170,14 +188,16 @@ export async function acquireLease(db: LedgerDatabase, logger: Logger, input: Le
         ) as held`.execute(db)).rows[0]!;
       if (held.held) return { kind: 'recalling', keyId: '' };
     }
-    if (input.recallIfHeld && (outcome.kind === 'insufficient' || outcome.kind === 'key_limit')) {
+    if (input.recallIfHeld && (outcome.kind === 'insufficient' || outcome.kind === 'key_limit' || outcome.kind === 'budget')) {
       // Room the refusal lacked that open leases (not already draining) hold unsettled: worth a recall.
-      const keyId = outcome.kind === 'key_limit' ? input.keyId : '';
+      const keyId = outcome.kind === 'key_limit' ? input.keyId : outcome.kind === 'budget' ? outcome.keyId : '';
       const held = (await sql<{ held: string }>`
         select coalesce(sum(granted_pico - settled_pico), 0)::text as held from leases
         where account_id = ${input.accountId} and closed_at is null and returned_at is null
           and (${keyId} = '' or key_id = ${keyId})`.execute(db)).rows[0]!;
-      const room = outcome.kind === 'insufficient' ? outcome.availablePico : outcome.keyLimitPico - outcome.keyUsedPico;
+      const room = outcome.kind === 'insufficient' ? outcome.availablePico
+        : outcome.kind === 'budget' ? outcome.limitPico - outcome.usedPico
+        : outcome.keyLimitPico - outcome.keyUsedPico;
       if (room + BigInt(held.held) >= minimumPico) return { kind: 'recalling', keyId };
     }
     return outcome;

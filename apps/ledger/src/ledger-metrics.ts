@@ -1,11 +1,11 @@
 import { counterOf, declareMetrics, gaugeOf, histogramOf, sampledGauges, type DeclaredMetrics, type Registry } from '@gateway/platform';
 import type { Ledger, SettlementItem, SettlementResult } from './ledger.js';
 
-export type RefusalReason = 'rate_limited' | 'insufficient' | 'key_limit';
+export type RefusalReason = 'rate_limited' | 'insufficient' | 'key_limit' | 'budget';
 
 /** The ledger's counters, histogram and gauge (labels are fixed words, never an account or key). */
 const LEDGER_METRICS = {
-  refusals: counterOf('gateway_ledger_refusals_total', 'Admissions (via=admit) and lease acquisitions (via=lease) the ledger refused, by reason (rate_limited, insufficient, key_limit).', ['via', 'reason']),
+  refusals: counterOf('gateway_ledger_refusals_total', 'Admissions (via=admit) and lease acquisitions (via=lease) the ledger refused, by reason (rate_limited, insufficient, key_limit, budget).', ['via', 'reason']),
   settledEvents: counterOf('gateway_usage_events_settled_total', 'Usage events settled: outcome=served charged the request, outcome=failed released its hold.', ['outcome']),
   duplicateEvents: counterOf('gateway_usage_events_duplicate_total', 'Served usage events whose request was already charged (a republish or redelivery): not charged again.'),
   rejectedEvents: counterOf('gateway_usage_events_rejected_total', 'Usage events that can never settle (undecodable, no ids, bad prices), kept in ledger.rejected_events.'),

@@ -1,4 +1,4 @@
-import { errors, formatCredits, GatewayError, GrpcStatus, MoneyFormatError, newId, parseCredits, unary, type Logger } from '@gateway/platform';
+import { auditCallContext, errors, formatCredits, GatewayError, GrpcStatus, MoneyFormatError, newId, parseCredits, unary, type Logger } from '@gateway/platform';
 import {
   ErrorReason,
   type AcquireLeaseRequest, type AcquireLeaseResponse, type ReturnLeaseRequest, type ReturnLeaseResponse, type RenewLeasesRequest, type RenewLeasesResponse,
@@ -6,6 +6,7 @@ import {
   type GetBalanceResponse, type GetBalancesRequest, type GetBalancesResponse, type GetModelLatencyRequest, type GetModelLatencyResponse,
   type ListGenerationsRequest, type ListGenerationsResponse, type GetKeyUsageRequest, type GetKeyUsageResponse, type LedgerServiceServer, type ReleaseRequest,
   type ReleaseResponse, type TopUpRequest, type TopUpResponse, type VerifyJournalRequest, type VerifyJournalResponse,
+  type SetBudgetRequest, type SetBudgetResponse, type DeleteBudgetRequest, type DeleteBudgetResponse, type ListBudgetsRequest, type ListBudgetsResponse, type Budget as BudgetMessage,
   VoidOutcome, type VoidChargeRequest, type VoidChargeResponse, type SettleUsageRequest, type SettleUsageResponse,
 } from '@gateway/proto';
 import { DEFAULT_LEASE_DRAIN_MS, DEFAULT_LEASE_LIFETIME_MS, MAX_KEY_IDS, MAX_RENEWED_LEASES, RESERVE_PICO, usageFromColumns, type Ledger, type VoidResult } from './ledger.js';
@@ -18,6 +19,7 @@ const VOID_OUTCOMES: Record<VoidResult, VoidOutcome> = {
 };
 import type { LedgerMetrics } from './ledger-metrics.js';
 import { parseLimitReset } from './key-windows.js';
+import { budgetRefusal, parsePeriod, parseThresholds, type BudgetRefusal, type BudgetStatus } from './budgets.js';
 import { prepareEvents, sharedPricingCache, type Rejected } from './settlement-consumer.js';
 import { dedupeByRequest, type SettlementItem } from './settlement-batch.js';
 
@@ -207,19 +209,55 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
       return { charged: result.charged, duplicates: result.duplicates };
     }),
 
-    topUp: unary(logger, 'TopUp', async (request: TopUpRequest): Promise<TopUpResponse> => {
+    topUp: unary(logger, 'TopUp', async (request: TopUpRequest, call): Promise<TopUpResponse> => {
       const accountId = requireIdentifier(request.accountId, 'account_id');
       const idempotencyKey = requireIdentifier(request.idempotencyKey, 'idempotency_key');
       const amountPico = parseAmount(request.credits, 'credits');
       if (amountPico <= 0n) throw errors.invalidRequest('credits must be greater than 0', 'credits');
       if (amountPico > MAX_TOP_UP_PICO) throw errors.invalidRequest(`credits must be at most ${formatCredits(MAX_TOP_UP_PICO)} per top-up`, 'credits');
       if (request.note.length > MAX_NOTE_LENGTH) throw errors.invalidRequest(`note is longer than ${MAX_NOTE_LENGTH} characters`, 'note');
-      const result = await ledger.topUp({ accountId, amountPico, idempotencyKey, note: request.note });
+      // TopUp is admin-only (internal-auth.ts): an unclaimed caller is recorded as the admin token.
+      const result = await ledger.topUp({ accountId, amountPico, idempotencyKey, note: request.note }, auditCallContext(call.metadata, 'admin'));
       if ('conflict' in result) {
         throw errors.conflict(`idempotency_key ${idempotencyKey} was already used for a different top-up`);
       }
       return { balance: formatCredits(result.balancePico) };
     }),
+
+    setBudget: unary(logger, 'SetBudget', async (request: SetBudgetRequest, call): Promise<SetBudgetResponse> => {
+      const accountId = requireIdentifier(request.accountId, 'account_id');
+      if (request.keyId.length > MAX_IDENTIFIER_LENGTH) throw errors.invalidRequest(`key_id is longer than ${MAX_IDENTIFIER_LENGTH} characters`, 'key_id');
+      const period = parsePeriod(request.period);
+      const limitPico = parseAmount(request.limit, 'limit');
+      const thresholds = parseThresholds(request.thresholds);
+      const budget = await ledger.setBudget({ accountId, keyId: request.keyId, period, limitPico, thresholds, hardStop: request.hardStop }, auditCallContext(call.metadata));
+      // Leases granted before this budget hold capacity it did not bound: their holders give them back.
+      recall(accountId, request.keyId);
+      const status = (await ledger.listBudgets(accountId)).find((entry) => entry.keyId === budget.keyId);
+      return { budget: budgetAnswer(status ?? { ...budget, spentPico: 0n, periodStart: '', firedThresholds: [] }) };
+    }),
+
+    deleteBudget: unary(logger, 'DeleteBudget', async (request: DeleteBudgetRequest, call): Promise<DeleteBudgetResponse> => {
+      const accountId = requireIdentifier(request.accountId, 'account_id');
+      if (request.keyId.length > MAX_IDENTIFIER_LENGTH) throw errors.invalidRequest(`key_id is longer than ${MAX_IDENTIFIER_LENGTH} characters`, 'key_id');
+      if (!(await ledger.deleteBudget(accountId, request.keyId, auditCallContext(call.metadata)))) throw errors.notFound('No such budget.');
+      return { deleted: true };
+    }),
+
+    listBudgets: unary(logger, 'ListBudgets', async (request: ListBudgetsRequest): Promise<ListBudgetsResponse> => {
+      const accountId = requireIdentifier(request.accountId, 'account_id');
+      const [budgets, alerts] = await Promise.all([ledger.listBudgets(accountId), ledger.listBudgetAlerts(accountId)]);
+      return {
+        budgets: budgets.map(budgetAnswer),
+        alerts: alerts.map((alert) => ({
+          eventId: alert.eventId, keyId: alert.keyId, period: alert.period, periodStart: alert.periodStart, thresholdPercent: alert.thresholdPercent,
+          limit: formatCredits(alert.limitPico), spent: formatCredits(alert.spentPico), firedAtMs: BigInt(alert.firedAt.getTime()), deliveryState: alert.deliveryState,
+        })),
+      };
+    }),
+
+    listLedgerAuditEntries: unary(logger, 'ListLedgerAuditEntries', (request) => ledger.listAuditEntries(request)),
+    readLedgerAuditChain: unary(logger, 'ReadLedgerAuditChain', (request) => ledger.readAuditChain(request)),
 
     getBalance: unary(logger, 'GetBalance', async (request: GetBalanceRequest): Promise<GetBalanceResponse> => {
       const accountId = requireIdentifier(request.accountId, 'account_id');
@@ -302,10 +340,19 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
   };
 }
 
+function budgetAnswer(budget: BudgetStatus): BudgetMessage {
+  return {
+    accountId: budget.accountId, keyId: budget.keyId, period: budget.period, limit: formatCredits(budget.limitPico), thresholds: budget.thresholds,
+    hardStop: budget.hardStop, spent: formatCredits(budget.spentPico), periodStart: budget.periodStart, firedThresholds: budget.firedThresholds,
+    updatedAtMs: BigInt(budget.updatedAt.getTime()),
+  };
+}
+
 type Refusal =
   | { kind: 'rate_limited'; retryAfterSeconds: number }
   | { kind: 'insufficient'; amountPico: bigint; availablePico: bigint }
-  | { kind: 'key_limit'; amountPico: bigint; keyUsedPico: bigint; keyLimitPico: bigint };
+  | { kind: 'key_limit'; amountPico: bigint; keyUsedPico: bigint; keyLimitPico: bigint }
+  | BudgetRefusal;
 
 /** The typed error for a refused admission or lease, the same words either way. */
 /**
@@ -344,5 +391,7 @@ function refusal(outcome: Refusal): GatewayError {
           `${formatCredits(outcome.keyLimitPico)} credit limit, and this request needs ${formatCredits(outcome.amountPico)} more.`,
         { code: 'key_limit_exceeded' },
       );
+    case 'budget':
+      return budgetRefusal(outcome);
   }
 }

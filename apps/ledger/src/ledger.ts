@@ -1,13 +1,18 @@
-import { formatCredits, type Logger } from '@gateway/platform';
-import { sql } from '@gateway/platform/db';
+import { formatCredits, UNATTRIBUTED_AUDIT, type AuditCallContext, type Logger } from '@gateway/platform';
+import { appendAudit, listAccountAudit, readAuditChain, sql } from '@gateway/platform/db';
 import { usageColumns } from './migrations.js';
 import { giveBack, RESERVE_PICO, withTransientRetry, type LedgerDatabase, type ReleasedHold } from './ledger-db.js';
 import * as leases from './leases.js';
 import { keyWindowUsage, pruneKeySpendDays, type LimitReset } from './key-windows.js';
+import * as budgets from './budgets.js';
+import type { BudgetPeriod, BudgetRefusal } from './budgets.js';
 import { listGenerations, modelLatency, pruneGenerations, readGeneration, GENERATION_RETENTION_MS } from './generations.js';
 import {
   dedupeByRequest, settleBatchValues, SETTLE_STATEMENT, SETTLE_STATEMENT_NAME, UINT32_MAX, type SettlementItem, type SettlementResult,
 } from './settlement-batch.js';
+
+/** The chain the ledger's audit entries form (docs/governance.md): top-ups, budgets. */
+export const LEDGER_AUDIT_CHAIN = 'ledger';
 
 export { RESERVE_PICO, withTransientRetry, type LedgerDatabase } from './ledger-db.js';
 export { DEFAULT_LEASE_DRAIN_MS, DEFAULT_LEASE_LIFETIME_MS, MAX_LEASE_REQUESTS, MAX_RENEWED_LEASES, type LeaseOutcome, type LeaseRequest } from './leases.js';
@@ -34,7 +39,8 @@ export type AdmitOutcome =
   | { kind: 'admitted'; amountPico: bigint; expiresAt: Date | null; repeated: boolean }
   | { kind: 'rate_limited'; window: 'minute' | 'day'; retryAfterSeconds: number }
   | { kind: 'insufficient'; amountPico: bigint; availablePico: bigint }
-  | { kind: 'key_limit'; amountPico: bigint; keyUsedPico: bigint; keyLimitPico: bigint };
+  | { kind: 'key_limit'; amountPico: bigint; keyUsedPico: bigint; keyLimitPico: bigint }
+  | BudgetRefusal;
 
 export interface ActivityRecord {
   date: string;
@@ -49,6 +55,7 @@ export interface ActivityRecord {
 interface AdmitRow {
   outcome: string; amount_pico: bigint; expires_at: Date | null; available_pico: bigint | null;
   key_used_pico: bigint | null; retry_after_seconds: number | null; limit_window: 'minute' | 'day' | null;
+  budget_key_id: string | null; budget_period: string | null; budget_limit_pico: bigint | null;
 }
 
 /** What Admit needs of a pg pool (kept structural so tests and callers need not import pg). */
@@ -58,9 +65,11 @@ export interface AdmitQueryable {
 
 // Named: each pooled connection parses and plans it once. Types are explicit so the plan never
 // depends on the first call's values (a limit above 2^31 - 1 must not fail as int4).
-const ADMIT_STATEMENT_NAME = 'ledger_admit_v4';
-const ADMIT_STATEMENT = 'select outcome, amount_pico, expires_at, available_pico, key_used_pico, retry_after_seconds, limit_window '
-  + 'from admit($1::text, $2::text, $3::text, $4::int8, $5::int8, $6::int8, $7::text, $8::int8, $9::int8, $10::text, $11::timestamptz)';
+// admit_budgeted (migration 0021) is admit behind the budgets' hard stops, in the same round trip.
+const ADMIT_STATEMENT_NAME = 'ledger_admit_v5';
+const ADMIT_STATEMENT = 'select outcome, amount_pico, expires_at, available_pico, key_used_pico, retry_after_seconds, limit_window, '
+  + 'budget_key_id, budget_period, budget_limit_pico '
+  + 'from admit_budgeted($1::text, $2::text, $3::text, $4::int8, $5::int8, $6::int8, $7::text, $8::int8, $9::int8, $10::text, $11::timestamptz)';
 
 export interface LedgerClockOptions {
   /**
@@ -132,6 +141,11 @@ export class Ledger {
         return { kind: 'insufficient', amountPico: row.amount_pico, availablePico: row.available_pico ?? 0n };
       case 'key_limit':
         return { kind: 'key_limit', amountPico: row.amount_pico, keyUsedPico: row.key_used_pico ?? 0n, keyLimitPico: input.keyLimitPico ?? 0n };
+      case 'budget':
+        return {
+          kind: 'budget', amountPico: row.amount_pico, usedPico: row.key_used_pico ?? 0n, keyId: row.budget_key_id ?? '',
+          period: (row.budget_period ?? 'monthly') as BudgetPeriod, limitPico: row.budget_limit_pico ?? 0n,
+        };
       default:
         throw new Error(`admit returned an unknown outcome: ${row.outcome}`);
     }
@@ -217,23 +231,66 @@ export class Ledger {
    * Adds credits once per idempotency key. Returns the balance after it, or `conflict` when the key
    * was already used for another account or amount.
    */
-  async topUp(input: { accountId: string; amountPico: bigint; idempotencyKey: string; note: string }): Promise<{ balancePico: bigint } | { conflict: true }> {
-    const inserted = await sql<{ balance_pico: bigint }>`
-      with entry as (
-        insert into journal (account_id, kind, amount_pico, idempotency_key, note)
-        values (${input.accountId}, 'topup', ${input.amountPico}, ${input.idempotencyKey}, ${input.note})
-        on conflict (kind, idempotency_key) where idempotency_key is not null do nothing
-        returning account_id, amount_pico
-      )
-      insert into balances (account_id, balance_pico)
-      select account_id, amount_pico from entry
-      on conflict (account_id) do update set balance_pico = balances.balance_pico + excluded.balance_pico, updated_at = now()
-      returning balance_pico`.execute(this.db);
+  async topUp(
+    input: { accountId: string; amountPico: bigint; idempotencyKey: string; note: string },
+    audit: AuditCallContext = UNATTRIBUTED_AUDIT,
+  ): Promise<{ balancePico: bigint } | { conflict: true }> {
+    // The journal entry, the balance and the audit entry commit together; a replayed key adds none of them.
+    const inserted = await this.db.transaction().execute(async (trx) => {
+      const credited = await sql<{ balance_pico: bigint }>`
+        with entry as (
+          insert into journal (account_id, kind, amount_pico, idempotency_key, note)
+          values (${input.accountId}, 'topup', ${input.amountPico}, ${input.idempotencyKey}, ${input.note})
+          on conflict (kind, idempotency_key) where idempotency_key is not null do nothing
+          returning account_id, amount_pico
+        )
+        insert into balances (account_id, balance_pico)
+        select account_id, amount_pico from entry
+        on conflict (account_id) do update set balance_pico = balances.balance_pico + excluded.balance_pico, updated_at = now()
+        returning balance_pico`.execute(trx);
+      const after = credited.rows[0];
+      if (after) {
+        await appendAudit(trx, LEDGER_AUDIT_CHAIN, {
+          ...audit, accountId: input.accountId, action: 'credits.top_up', targetType: 'account', targetId: input.accountId,
+          before: { balance: formatCredits(after.balance_pico - input.amountPico) },
+          after: { balance: formatCredits(after.balance_pico), credits: formatCredits(input.amountPico), idempotency_key: input.idempotencyKey, note: input.note },
+        });
+      }
+      return credited;
+    });
     if (inserted.rows[0]) return { balancePico: inserted.rows[0].balance_pico };
     const first = await this.db.selectFrom('journal').select(['account_id', 'amount_pico'])
       .where('kind', '=', 'topup').where('idempotency_key', '=', input.idempotencyKey).executeTakeFirst();
     if (!first || first.account_id !== input.accountId || first.amount_pico !== input.amountPico) return { conflict: true };
     return { balancePico: (await this.balance(input.accountId)).balancePico };
+  }
+
+  /** Creates or replaces a scope's budget (budgets.ts), with its audit entry. */
+  async setBudget(input: Parameters<typeof budgets.setBudget>[1], audit: AuditCallContext = UNATTRIBUTED_AUDIT) {
+    return budgets.setBudget(this.db, input, audit);
+  }
+
+  async deleteBudget(accountId: string, keyId: string, audit: AuditCallContext = UNATTRIBUTED_AUDIT) {
+    return budgets.deleteBudget(this.db, accountId, keyId, audit);
+  }
+
+  /** Budgets with the current period's spend, judged by the ledger's clock (tests move it). */
+  async listBudgets(accountId: string) {
+    return budgets.listBudgets(this.db, accountId, this.windowAt());
+  }
+
+  async listBudgetAlerts(accountId: string) {
+    return budgets.listBudgetAlerts(this.db, accountId);
+  }
+
+  /** One account's audit entries, newest first. */
+  async listAuditEntries(request: { accountId: string; limit: number; cursor: string }) {
+    return listAccountAudit(this.db, LEDGER_AUDIT_CHAIN, request);
+  }
+
+  /** The whole chain (or one account's part of it), oldest first, with its head (admin). */
+  async readAuditChain(request: { afterSeq: bigint; limit: number; accountId: string }) {
+    return readAuditChain(this.db, LEDGER_AUDIT_CHAIN, request);
   }
 
   async balance(accountId: string): Promise<{ balancePico: bigint; reservedPico: bigint }> {
@@ -259,12 +316,16 @@ export class Ledger {
   async keyUsage(accountId: string, keyIds: readonly string[]): Promise<Array<{
     keyId: string; spentPico: bigint; dailyPico: bigint; weeklyPico: bigint; monthlyPico: bigint;
   }>> {
-    let query = this.db.selectFrom('key_totals').select(['key_id', 'spent_pico']).where('account_id', '=', accountId);
-    if (keyIds.length > 0) query = query.where('key_id', 'in', [...keyIds]);
-    const rows = await query.orderBy('key_id').limit(MAX_KEY_IDS).execute();
+    // One snapshot for both reads: a settlement committing between them would show a window's spend
+    // above the lifetime spend (seen in account-keys.e2e once settlements grew two trigger statements).
+    const { rows, ordered, windows } = await this.db.transaction().setIsolationLevel('repeatable read').execute(async (trx) => {
+      let query = trx.selectFrom('key_totals').select(['key_id', 'spent_pico']).where('account_id', '=', accountId);
+      if (keyIds.length > 0) query = query.where('key_id', 'in', [...keyIds]);
+      const found = await query.orderBy('key_id').limit(MAX_KEY_IDS).execute();
+      const keys = keyIds.length > 0 ? [...new Set(keyIds)] : found.map((row) => row.key_id);
+      return { rows: found, ordered: keys, windows: await keyWindowUsage(trx, accountId, keys, this.windowAt()) };
+    });
     const spent = new Map(rows.map((row) => [row.key_id, row.spent_pico]));
-    const ordered = keyIds.length > 0 ? [...new Set(keyIds)] : rows.map((row) => row.key_id);
-    const windows = await keyWindowUsage(this.db, accountId, ordered, this.windowAt());
     return ordered.map((keyId) => {
       const window = windows.get(keyId);
       return {
@@ -429,7 +490,7 @@ export class Ledger {
    * closed any, the answer is `recalling`, so the caller's retry finds what they gave back.
    */
   async acquireLease(input: leases.LeaseRequest): Promise<leases.LeaseOutcome> {
-    const outcome = await leases.acquireLease(this.db, this.logger, input.keyLimitReset ? { windowAt: this.windowAt(), ...input } : input);
+    const outcome = await leases.acquireLease(this.db, this.logger, { windowAt: this.windowAt(), ...input });
     if (!input.recallIfHeld || (outcome.kind !== 'insufficient' && outcome.kind !== 'key_limit' && outcome.kind !== 'recalling')) return outcome;
     const closed = await this.closeLeases('close lapsed leases', true, input.accountId);
     if (closed === 0 || outcome.kind === 'recalling') return outcome;

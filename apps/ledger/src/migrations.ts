@@ -11,6 +11,8 @@ import { keySpendWindows } from './migrations/0009-key-spend-windows.js';
 import { generations } from './migrations/0010-generations.js';
 import { generationProviderTotal } from './migrations/0011-generation-provider-total.js';
 import { voidCharges } from './migrations/0012-void-charges.js';
+import { budgets } from './migrations/0021-budgets.js';
+import { auditLogMigration } from '@gateway/platform/db';
 
 export { LEDGER_SCHEMA, usageColumns, type LedgerTables } from './schema.js';
 
@@ -32,4 +34,7 @@ export const ledgerMigrations: Record<string, Migration> = {
   '0010_generations': generations,
   '0011_generation_provider_total': generationProviderTotal,
   '0012_void_charges': voidCharges,
+  // The audit log's chain (docs/governance.md); this branch numbers its migrations 0020-0029.
+  '0020_audit_log': auditLogMigration('ledger'),
+  '0021_budgets': budgets,
 };

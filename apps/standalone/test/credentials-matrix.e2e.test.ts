@@ -254,6 +254,46 @@ const routes: RouteGroup[] = [
     },
   },
   {
+    name: 'GET /v1/account/audit',
+    call: (harness, credential) => harness.call('GET', '/v1/account/audit?limit=100', credential),
+    expected: account(ok()),
+    // Each account's creation is in its log; every entry is the credential's account's.
+    check: (answer, kind, fixture) => {
+      const accountId = kind === OTHER_PROVISIONING ? fixture.other.accountId : fixture.owner.accountId;
+      expect(answer.body.data.length).toBeGreaterThan(0);
+      expect(answer.body.data.every((entry: { account_id: string }) => entry.account_id === accountId)).toBe(true);
+    },
+  },
+  {
+    name: 'GET /v1/account/budgets',
+    call: (harness, credential) => harness.call('GET', '/v1/account/budgets', credential),
+    expected: account(ok()),
+    check: (answer) => expect(answer.body.object).toBe('list'),
+  },
+  {
+    name: 'PUT /v1/account/budgets/keys/{key_id}, then DELETE',
+    needsFreshKey: true,
+    call: async (harness, credential, fresh) => {
+      const put = await harness.call('PUT', `/v1/account/budgets/keys/${fresh}`, { ...credential, body: { period: 'monthly', limit: 100 } });
+      if (put.status !== 200) return put;
+      expect(put.body).toMatchObject({ scope: 'key', key_id: fresh, limit: '100' });
+      return harness.call('DELETE', `/v1/account/budgets/keys/${fresh}`, credential);
+    },
+    expected: account(ok(), notFound),
+    check: (answer) => expect(answer.body).toEqual({ deleted: true }),
+  },
+  {
+    name: 'PUT /v1/account/budgets/account (bad body)',
+    call: (harness, credential) => harness.call('PUT', '/v1/account/budgets/account', { ...credential, body: { period: 'hourly', limit: 1 } }),
+    expected: account(badRequest),
+  },
+  {
+    name: 'GET /v1/admin/audit',
+    call: (harness, credential) => harness.call('GET', '/v1/admin/audit?chain=auth&limit=10', credential),
+    expected: adminOnly(ok()),
+    check: (answer) => expect(answer.body.head.seq).toBeGreaterThan(0),
+  },
+  {
     name: 'GET /v1/admin/providers',
     call: (harness, credential) => harness.call('GET', '/v1/admin/providers', credential),
     expected: adminOnly(ok()),

@@ -38,6 +38,10 @@ const ROUTES: readonly RouteCase[] = [
   { route: 'POST /v1/account/keys', action: 'keys.write', method: 'POST', request: async () => ({ path: '/v1/account/keys', body: { name: 'by-session', credit_limit: '1' } }), success: 201 },
   { route: 'PATCH /v1/account/keys/{key_id}', action: 'keys.write', method: 'PATCH', request: async (stack) => ({ path: `/v1/account/keys/${await freshKey(stack)}`, body: { disabled: true } }), success: 200 },
   { route: 'DELETE /v1/account/keys/{key_id}', action: 'keys.write', method: 'DELETE', request: async (stack) => ({ path: `/v1/account/keys/${await freshKey(stack)}` }), success: 200 },
+  { route: 'GET /v1/account/budgets', action: 'budgets.read', method: 'GET', request: async () => ({ path: '/v1/account/budgets' }), success: 200 },
+  { route: 'PUT /v1/account/budgets/account', action: 'budgets.write', method: 'PUT', request: async () => ({ path: '/v1/account/budgets/account', body: { period: 'monthly', limit: '7', thresholds: [50] } }), success: 200 },
+  { route: 'GET /v1/account/audit', action: 'audit.read', method: 'GET', request: async () => ({ path: '/v1/account/audit' }), success: 200 },
+  { route: 'GET /v1/admin/audit', action: 'admin.audit.read', method: 'GET', request: async () => ({ path: '/v1/admin/audit?chain=auth&limit=5' }), success: 200 },
   { route: 'GET /v1/admin/providers', action: 'admin.providers.read', method: 'GET', request: async () => ({ path: '/v1/admin/providers' }), success: 200 },
   { route: 'GET /v1/admin/models/latency', action: 'admin.latency.read', method: 'GET', request: async () => ({ path: '/v1/admin/models/latency?days=1' }), success: 200 },
   { route: 'GET /v1/admin/accounts', action: 'admin.accounts.read', method: 'GET', request: async () => ({ path: '/v1/admin/accounts' }), success: 200 },
@@ -85,6 +89,7 @@ describe('role × action table, one test per cell (e2e)', () => {
       const { path, body } = await cell.route.request(stack, fixtures);
       const balanceBefore = (await stack.harness.call('GET', '/v1/account/balance', { bearer: stack.beta.provisioningKey })).body.balance;
       const keysBefore = (await stack.harness.call('GET', '/v1/account/keys?include_disabled=true', { bearer: stack.acme.provisioningKey })).body.data;
+      const budgetsBefore = (await stack.harness.call('GET', '/v1/account/budgets', { bearer: stack.acme.provisioningKey })).body.data;
       const answer = await browserJson(stack, session.browser, method, path, { ...(body === undefined ? {} : { body }), csrf: session.csrf });
       if (cell.allowed) {
         expect(answer.status, answer.text).toBe(cell.route.success);
@@ -95,6 +100,7 @@ describe('role × action table, one test per cell (e2e)', () => {
       // Refused means no effect: no credits moved, no key created, changed or deleted.
       expect((await stack.harness.call('GET', '/v1/account/balance', { bearer: stack.beta.provisioningKey })).body.balance).toBe(balanceBefore);
       expect((await stack.harness.call('GET', '/v1/account/keys?include_disabled=true', { bearer: stack.acme.provisioningKey })).body.data).toEqual(keysBefore);
+      expect((await stack.harness.call('GET', '/v1/account/budgets', { bearer: stack.acme.provisioningKey })).body.data).toEqual(budgetsBefore);
     },
   );
 

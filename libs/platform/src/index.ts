@@ -24,3 +24,4 @@ export * from './roles.js';
 export * from './key-format.js';
 export * from './usage-checkpoints.js';
 export * from './learned-map.js';
+export * from './audit/audit-chain.js';

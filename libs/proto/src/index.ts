@@ -8,6 +8,7 @@ export * from './gen/gateway/v1/media.js';
 export * from './gen/gateway/v1/jobs.js';
 export * from './gen/gateway/v1/events.js';
 export * from './gen/gateway/v1/responses_store.js';
+export * from './gen/gateway/v1/audit.js';
 export { protobufPackage, protobufFileName, type MessageFns, type DeepPartial } from './gen/gateway/v1/common.js';
 export { idempotencyLevels, type IdempotencyLevel } from './gen/idempotency.js';
 export { FILE_DESCRIPTOR_SET_BASE64 } from './gen/descriptor-set.js';

@@ -11,13 +11,14 @@ import {
   parseWith,
   updateKeyBody,
 } from '../account/account-schemas.js';
-import type { Action } from '@gateway/platform';
+import type { Action, AuditActorKind } from '@gateway/platform';
 import type { EdgeContext } from '../context.js';
 import { hasMachineCredential, sessionFor } from '../sign-in/principal.js';
 import { requestIdOf } from '../request-id.js';
 import { malformedProvisioningKey, presentedProvisioningKey } from '../inference/credentials.js';
 import { edgeErrors } from '../errors.js';
 import { readJsonBody, sendJson, sendJsonText } from '../http.js';
+import { auditActor } from '../account/audit-actor.js';
 
 /** Account bodies are a few fields; anything near this size is not a key request. */
 const ACCOUNT_BODY_MAX_BYTES = 64 * 1024;
@@ -42,12 +43,19 @@ export async function verifyProvisioningKey(context: EdgeContext, request: Reque
  * as its account's owner, who may take every account action); without one, the signed-in session cookie
  * (CSRF token on writes, then the session's role).
  */
-export async function accountFor(context: EdgeContext, request: Request, response: Response, action: Action): Promise<{ accountId: string }> {
+export async function accountFor(context: EdgeContext, request: Request, response: Response, action: Action): Promise<AccountCaller> {
   if (!hasMachineCredential(request)) {
     const session = await sessionFor(context, request, response, action);
-    if (session !== undefined) return { accountId: session.accountId };
+    if (session !== undefined) return { accountId: session.accountId, actor: { kind: 'user', id: `${session.issuer}#${session.subject}` } };
   }
-  return verifyProvisioningKey(context, request, response);
+  const verified = await verifyProvisioningKey(context, request, response);
+  return { accountId: verified.accountId, actor: { kind: 'provisioning_key', id: verified.provisioningKeyId } };
+}
+
+/** The account a route acts on and who asks (the audit log's actor: the provisioning key, or the signed-in person). */
+export interface AccountCaller {
+  accountId: string;
+  actor: { kind: AuditActorKind; id: string };
 }
 
 /** GET /v1/account/balance (spec §4.14): `{balance}` as a decimal string. */
@@ -60,6 +68,11 @@ export function balanceHandler(context: EdgeContext) {
 }
 
 const callOptions = (response: Response) => ({ requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS });
+/** A change's call: it names the provisioning key that asked and the caller's address (the audit log's actor). */
+export const changeOptions = (request: Request, response: Response, account: AccountCaller) => ({
+  ...callOptions(response),
+  actor: auditActor(request, account.actor.kind, account.actor.id),
+});
 
 const keyNotFound = () => edgeErrors.notFound('No such API key.');
 
@@ -109,7 +122,7 @@ export function createKeyHandler(context: EdgeContext) {
         ...(body.limit_reset ? { limitReset: body.limit_reset } : {}),
         ...(typeof body.expires_at === 'number' ? { expiresAtMs: futureExpiry(context, body.expires_at) } : {}),
       },
-      callOptions(response),
+      changeOptions(request, response, account),
     );
     // A new key has spent nothing: no ledger call.
     await sendKey(context, response, account.accountId, created.key, 201, created.plaintext);
@@ -182,7 +195,7 @@ export function updateKeyHandler(context: EdgeContext) {
     else if (body.expires_at !== undefined) update.expiresAtMs = futureExpiry(context, body.expires_at);
     // Auth publishes KeysChanged after commit: every edge drops its cached verification of this key.
     // This edge drops it at once too, so its own caller never sees the old key state after the answer.
-    const updated = await context.auth.updateApiKey(update, callOptions(response));
+    const updated = await context.auth.updateApiKey(update, changeOptions(request, response, account));
     context.apiKeys.invalidate(account.accountId, [keyId]);
     await sendKey(context, response, account.accountId, updated.key);
   };
@@ -193,7 +206,7 @@ export function deleteKeyHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
     const account = await accountFor(context, request, response, 'keys.write');
     const keyId = keyIdParam(request);
-    await context.auth.deleteApiKey({ accountId: account.accountId, keyId }, callOptions(response));
+    await context.auth.deleteApiKey({ accountId: account.accountId, keyId }, changeOptions(request, response, account));
     context.apiKeys.invalidate(account.accountId, [keyId]);
     sendJson(response, 200, { deleted: true });
   };

@@ -11,6 +11,7 @@ import { readAccountBody } from './account-routes.js';
 import { presentedProvisioningKey } from '../inference/credentials.js';
 import { requestIdOf } from '../request-id.js';
 import { hasMachineCredential, sessionFor } from '../sign-in/principal.js';
+import { adminActor } from '../account/audit-actor.js';
 
 /*
  * The operator's HTTP routes, /v1/admin/* (docs/operations.md "Operator HTTP routes"). The edge holds no
@@ -115,7 +116,7 @@ type AdminAction = (request: Request, response: Response, token: string) => Prom
  * An admin route: the credential first, then `act`. Every outcome is logged with the route and the
  * status (and what `act` returns to log), never the token.
  */
-function adminRoute(context: EdgeContext, route: string, action: Action, act: AdminAction) {
+export function adminRoute(context: EdgeContext, route: string, action: Action, act: AdminAction) {
   return async (request: Request, response: Response): Promise<void> => {
     const requestId = requestIdOf(response);
     let token: string;
@@ -265,7 +266,7 @@ export function adminTopUpHandler(context: EdgeContext) {
     const idempotencyKey = body.idempotency_key ?? `admin-top-up-${randomUUID()}`;
     const topUp = await context.ledger.topUp(
       { accountId, credits: body.amount, idempotencyKey, note: 'top-up (POST /v1/admin/accounts/{account_id}/credits)' },
-      callOptions(response, token),
+      { ...callOptions(response, token), actor: adminActor(request, token) },
     );
     sendJson(response, 200, { account_id: accountId, balance: topUp.balance });
     return { account_id: accountId, credits: body.amount, idempotency_key_given: body.idempotency_key !== undefined };

@@ -21,6 +21,8 @@ export interface SessionPrincipal {
   /** Empty for the operator. */
   accountId: string;
   sessionId: string;
+  /** The identity provider and the person in it (the audit log's actor: `issuer#subject`). */
+  issuer: string;
   subject: string;
   displayName: string;
   expiresAtMs: bigint;
@@ -82,6 +84,7 @@ export async function verifySessionToken(context: EdgeContext, response: Respons
     role: verified.role,
     accountId: verified.accountId,
     sessionId: verified.sessionId,
+    issuer: verified.issuer,
     subject: verified.subject,
     displayName: verified.displayName,
     expiresAtMs: verified.expiresAtMs,

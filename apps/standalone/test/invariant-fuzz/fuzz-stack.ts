@@ -227,10 +227,20 @@ export interface FuzzAccount {
   keyId: string;
   initialPico: bigint;
   creditLimitPico: bigint | undefined;
+  /** The budget set on the account or its key (docs/governance.md), if any. */
+  budget: FuzzBudget | undefined;
+}
+
+export interface FuzzBudget {
+  scope: 'account' | 'key';
+  period: 'weekly' | 'monthly';
+  limit: string;
+  thresholds: number[];
+  hardStop: boolean;
 }
 
 /** A fresh account (its balance and tier) with one API key (its credit limit), as a customer makes them. */
-export async function newAccount(fuzz: FuzzStack, name: string, balance: string, tier: string, creditLimit: string | null): Promise<FuzzAccount> {
+export async function newAccount(fuzz: FuzzStack, name: string, balance: string, tier: string, creditLimit: string | null, budget?: FuzzBudget | null): Promise<FuzzAccount> {
   const { accountId, provisioningKey } = await fuzz.createAccount(name, balance, tier);
   const response = await fetch(`${fuzz.url}/v1/account/keys`, {
     method: 'POST',
@@ -241,9 +251,19 @@ export async function newAccount(fuzz: FuzzStack, name: string, balance: string,
   const text = await response.text();
   if (response.status !== 201) throw new Error(`key create ${response.status}: ${text}`);
   const key = JSON.parse(text) as { id: string; key: string };
+  if (budget) {
+    const path = budget.scope === 'account' ? '/v1/account/budgets/account' : `/v1/account/budgets/keys/${key.id}`;
+    const set = await fetch(`${fuzz.url}${path}`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${provisioningKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ period: budget.period, limit: budget.limit, thresholds: budget.thresholds, hard_stop: budget.hardStop }),
+    });
+    if (set.status !== 200) throw new Error(`budget set ${set.status}: ${await set.text()}`);
+  }
   return {
     accountId, provisioningKey, apiKey: key.key, keyId: key.id,
     initialPico: parseCredits(balance), creditLimitPico: creditLimit === null ? undefined : parseCredits(creditLimit),
+    budget: budget ?? undefined,
   };
 }
 

@@ -3,7 +3,7 @@ import { parseCredits } from '@gateway/platform';
 import type { FakeBehaviour } from '@gateway/testing';
 import {
   isPaid, MODEL_IDS, MODELS, newAccount, PROVIDERS, tagOf, upstreamModelOf, WebSocket,
-  type FuzzAccount, type FuzzStack, type ModelId, type ProviderId,
+  type FuzzAccount, type FuzzBudget, type FuzzStack, type ModelId, type ProviderId,
 } from './fuzz-stack.js';
 
 // Issue 35's invariant fuzzer: fast-check generates sequences of requests from several fresh accounts
@@ -104,6 +104,8 @@ interface AccountPlan {
   balance: string;
   tier: 'tier-1' | 'free';
   creditLimit: string | null;
+  /** A budget on the account or its key (issue 42): a hard stop bounds spend, thresholds fire once. */
+  budget: FuzzBudget | null;
 }
 
 export interface SequencePlan {
@@ -212,6 +214,13 @@ export function sequenceArb(holes: KnownHoles = KNOWN_HOLES): fc.Arbitrary<Seque
     balance: fc.constantFrom('0', '0.01', '0.3', '2', '2'),
     tier: fc.constantFrom<'tier-1' | 'free'>('tier-1', 'tier-1', 'free'),
     creditLimit: fc.constantFrom<string | null>(null, null, '0.06', '0.2'),
+    budget: fc.option(fc.record({
+      scope: fc.constantFrom<'account' | 'key'>('account', 'key'),
+      period: fc.constantFrom<'weekly' | 'monthly'>('weekly', 'monthly'),
+      limit: fc.constantFrom('0.000002', '0.00005', '0.08', '0.3'),
+      thresholds: fc.uniqueArray(fc.integer({ min: 1, max: 100 }), { minLength: 0, maxLength: 3 }),
+      hardStop: fc.boolean(),
+    }), { freq: 2, nil: null }),
   });
   return fc.integer({ min: 1, max: 3 }).chain((accounts) =>
     fc.record({
@@ -227,6 +236,32 @@ export function sequenceArb(holes: KnownHoles = KNOWN_HOLES): fc.Arbitrary<Seque
         { minLength: 1, maxLength: 14 },
       ),
     }));
+}
+
+/**
+ * A budget's invariants after a settled sequence (one key per account, so the key's spend is the
+ * account's): a hard stop was never passed; the thresholds fired this period are exactly those the
+ * period's spend reached, each once (the listing holds each fired threshold once per period).
+ */
+async function budgetViolations(fuzz: FuzzStack, name: string, account: FuzzAccount, budget: FuzzBudget, chargedPico: bigint): Promise<string[]> {
+  const violations: string[] = [];
+  const limitPico = parseCredits(budget.limit);
+  if (budget.hardStop && chargedPico > limitPico) violations.push(`${name}'s ${budget.scope} budget (hard stop ${budget.limit}) was passed: ${chargedPico} pico charged`);
+  const answer = await fetch(`${fuzz.url}/v1/account/budgets`, { headers: { authorization: `Bearer ${account.provisioningKey}` } });
+  if (answer.status !== 200) return [...violations, `${name}'s budgets answered ${answer.status}`];
+  const listed = (await answer.json()) as { data: Array<{ spent: string; fired_thresholds: number[]; period_start: string }>; alerts: Array<{ threshold: number; period_start: string }> };
+  const row = listed.data[0];
+  if (!row || listed.data.length !== 1) return [...violations, `${name} lists ${listed.data.length} budgets, set 1`];
+  // Charges of this sequence all fall in the current period but at a boundary; then the listing's spend is the judge.
+  const spentPico = parseCredits(row.spent);
+  if (spentPico !== chargedPico) return violations;
+  const expected = [...new Set(budget.thresholds)].filter((percent) => spentPico * 100n >= limitPico * BigInt(percent)).sort((a, b) => a - b);
+  if (JSON.stringify(row.fired_thresholds) !== JSON.stringify(expected)) {
+    violations.push(`${name}'s budget (${budget.limit}, thresholds ${budget.thresholds.join(',')}) spent ${spentPico} pico fired ${row.fired_thresholds.join(',') || 'none'}, expected ${expected.join(',') || 'none'}`);
+  }
+  const firedNow = listed.alerts.filter((alert) => alert.period_start === row.period_start).map((alert) => alert.threshold);
+  if (firedNow.length !== new Set(firedNow).size) violations.push(`${name}'s budget fired a threshold twice in one period: ${firedNow.join(',')}`);
+  return violations;
 }
 
 // ---------------------------------------------------------------- running a sequence
@@ -418,7 +453,7 @@ export async function runSequence(fuzz: FuzzStack, sequence: SequencePlan, stats
   const run = ++runCounter;
   const prefix = `fz${run}`;
   await fuzz.forgetLearned();
-  const accounts = await Promise.all(sequence.accounts.map((plan, index) => newAccount(fuzz, `${prefix}-a${index}`, plan.balance, plan.tier, plan.creditLimit)));
+  const accounts = await Promise.all(sequence.accounts.map((plan, index) => newAccount(fuzz, `${prefix}-a${index}`, plan.balance, plan.tier, plan.creditLimit, plan.budget)));
   const probe = await newAccount(fuzz, `${prefix}-b`, '5', 'tier-1', null);
   const probeTag = `${prefix}probe`;
   const probeBody = { model: 'fz/cheap', messages: [{ role: 'user', content: `${probeTag} is account B` }], temperature: 0.7, max_completion_tokens: 16, provider: { only: ['oa'] } };
@@ -604,6 +639,7 @@ async function checkSequence(
     if (missing > 0) violations.push(`${name}: ${missing} charges without a generation record`);
     const spent = ledger.keys.get(account.keyId) ?? 0n;
     if (account.creditLimitPico !== undefined && spent > account.creditLimitPico) violations.push(`${name}'s key spent ${spent} pico past its credit limit ${account.creditLimitPico}`);
+    if (account.budget) violations.push(...(await budgetViolations(fuzz, name, account, account.budget, charged)));
     // A key with no available credit (below the 0.05 hold) is never served by a paid model.
     if (account.initialPico < parseCredits('0.05')) {
       for (const charge of charges) if (charge.costPico > 0n || isPaid(charge.modelId)) violations.push(`${name} (balance ${account.initialPico} pico) was served paid ${charge.modelId}: ${charge.requestId} cost ${charge.costPico}`);

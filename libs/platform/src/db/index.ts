@@ -94,3 +94,4 @@ function assertIdentifier(name: string): void {
 
 export { sql, Kysely } from 'kysely';
 export { postgresCheck } from './postgres-check.js';
+export * from './audit-log.js';

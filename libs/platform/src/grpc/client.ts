@@ -17,6 +17,7 @@ import { idempotencyLevels } from '@gateway/proto';
 import type { CallerSignal } from '../cancellation.js';
 import { fromServiceError, neverSent } from './errors.js';
 import { CREDENTIAL_METADATA } from './internal-auth.js';
+import { AUDIT_ACTOR_METADATA, AUDIT_SOURCE_METADATA } from '../audit/audit-chain.js';
 import { endRpcSpan, injectIntoMetadata, SpanKind, startRpcSpan, tracingEnabled } from '../telemetry.js';
 
 export interface CallSettings {
@@ -31,6 +32,11 @@ export interface CallSettings {
    * admin routes forward the operator's own token this way rather than hold an admin token.
    */
   credential?: string;
+  /**
+   * Who asks for a change, recorded in the changing service's audit log (x-gateway-actor,
+   * x-gateway-source-address). Set by the edge from the credential it verified, by gatewayctl as itself.
+   */
+  actor?: { kind: string; id: string; sourceAddress?: string };
 }
 
 type UnaryCallback<Response> = (error: ServiceError | null, response: Response) => void;
@@ -145,6 +151,10 @@ function metadataFor(call: CallSettings, clientCredential: string | undefined): 
   if (call.requestId) metadata.set('x-request-id', call.requestId);
   const credential = call.credential ?? clientCredential;
   if (credential) metadata.set(CREDENTIAL_METADATA, credential);
+  if (call.actor) {
+    metadata.set(AUDIT_ACTOR_METADATA, `${call.actor.kind}:${call.actor.id}`);
+    if (call.actor.sourceAddress) metadata.set(AUDIT_SOURCE_METADATA, call.actor.sourceAddress);
+  }
   return metadata;
 }
 

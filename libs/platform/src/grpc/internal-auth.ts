@@ -32,6 +32,10 @@ export const ADMIN_METHODS: ReadonlySet<string> = new Set([
   AuthServiceService.createProvisioningKey.path,
   // Answers only whether the caller holds the admin credential (the edge's /v1/admin/ routes ask it).
   AuthServiceService.verifyAdmin.path,
+  // Every account's audit entries, with their hashes (gatewayctl audit verify, GET /v1/admin/audit).
+  AuthServiceService.readAuthAuditChain.path,
+  LedgerServiceService.readLedgerAuditChain.path,
+  CatalogServiceService.readCatalogAuditChain.path,
   LedgerServiceService.topUp.path,
   LedgerServiceService.verifyJournal.path,
   // Reads every account's generation records.
