@@ -1,13 +1,14 @@
 import { GatewayError, GrpcStatus, unary, type GrpcServiceBinding, type Logger } from '@gateway/platform';
 import { AuthServiceService, ErrorReason, type AuthServiceServer } from '@gateway/proto';
 import type { AuthStore } from './auth-store.js';
+import type { SessionStore } from './session-store.js';
 
 /**
  * Thin gRPC adapter: every handler is one domain call. Requests are never logged (they carry keys).
  * `internalAuth`: whether the server checks internal credentials; without it VerifyAdmin has nothing
  * to verify and refuses rather than vouch for any caller.
  */
-export function authServiceBinding(store: AuthStore, logger: Logger, internalAuth = false): GrpcServiceBinding {
+export function authServiceBinding(store: AuthStore, sessions: SessionStore, logger: Logger, internalAuth = false): GrpcServiceBinding {
   const implementation: AuthServiceServer = {
     // VerifyAdmin is in ADMIN_METHODS: the credential check has already refused anything but an admin token.
     verifyAdmin: unary(logger, 'VerifyAdmin', async () => {
@@ -33,6 +34,9 @@ export function authServiceBinding(store: AuthStore, logger: Logger, internalAut
       await store.deleteApiKey(request.accountId, request.keyId);
       return { deleted: true };
     }),
+    createSession: unary(logger, 'CreateSession', (request) => sessions.createSession(request)),
+    verifySession: unary(logger, 'VerifySession', (request) => sessions.verifySession(request.sessionToken)),
+    revokeSession: unary(logger, 'RevokeSession', async (request) => ({ revoked: await sessions.revokeSession(request.sessionToken) })),
   };
   return { definition: AuthServiceService, implementation, name: 'gateway.v1.AuthService' };
 }

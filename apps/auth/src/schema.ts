@@ -48,7 +48,24 @@ export interface ApiKeysTable {
 
 export type LimitReset = 'daily' | 'weekly' | 'monthly';
 
+/** A sign-in session (docs/governance.md "Sign-in and roles"): the token itself is never stored. */
+export interface SessionsTable {
+  id: string;
+  /** SHA-256 (hex) of the session token, which is 32 random bytes: a leaked table yields no session. */
+  token_hash: string;
+  /** Null for the operator role. */
+  account_id: string | null;
+  role: string;
+  issuer: string;
+  subject: string;
+  display_name: string;
+  created_at: Generated<Date>;
+  expires_at: Date;
+  revoked_at: Date | null;
+}
+
 export interface AuthDatabase {
+  sessions: SessionsTable;
   accounts: AccountsTable;
   provisioning_keys: ProvisioningKeysTable;
   api_keys: ApiKeysTable;
@@ -106,6 +123,28 @@ export const authMigrations: Record<string, Migration> = {
         alter table auth.api_keys
           add column limit_reset text check (limit_reset in ('daily', 'weekly', 'monthly')),
           add column expires_at timestamptz`.execute(db);
+    },
+  },
+  // Sign-in sessions (users who sign in with the identity provider): hashed tokens with expiry and revocation.
+  '0003_sign_in_sessions': {
+    up: async (db: Kysely<any>) => {
+      await sql`
+        create table auth.sessions (
+          id text primary key,
+          token_hash text not null unique,
+          account_id text references auth.accounts (id),
+          role text not null check (role in ('owner', 'admin', 'billing', 'viewer', 'operator')),
+          issuer text not null check (char_length(issuer) between 1 and 1000),
+          subject text not null check (char_length(subject) between 1 and 255),
+          display_name text not null check (char_length(display_name) <= 200),
+          created_at timestamptz not null default now(),
+          expires_at timestamptz not null,
+          revoked_at timestamptz,
+          check ((role = 'operator') = (account_id is null))
+        )`.execute(db);
+      // Serves the bound on one person's live sessions (oldest revoked first).
+      await sql`create index sessions_subject_live on auth.sessions (issuer, subject, created_at) where revoked_at is null`.execute(db);
+      await sql`create index sessions_expiry on auth.sessions (expires_at)`.execute(db);
     },
   },
 };

@@ -1,33 +1,22 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import {
-  createClient, ErrorReason, GatewayError, GrpcStatus, subjects, type EventBus, type PromiseClient, type Subscription,
-} from '@gateway/platform';
-import { createDatabase, sql, type Kysely } from '@gateway/platform/db';
-import { AuthServiceClient, AuthServiceService, KeysChanged } from '@gateway/proto';
-import { createTestBus, createTestDatabase, eventually, testLogger, type TestBus, type TestDatabase } from '@gateway/testing';
-import { generateKey, keyPrefixes, startAuthService, type AuthDatabase, type RunningAuthService } from '../src/index.js';
+import { ErrorReason, GatewayError, GrpcStatus, subjects, type EventBus, type Subscription } from '@gateway/platform';
+import { sql } from '@gateway/platform/db';
+import { KeysChanged } from '@gateway/proto';
+import { eventually } from '@gateway/testing';
+import { generateKey, keyPrefixes } from '../src/index.js';
+import { rejection, startAuthRig, type AuthRig } from './auth-rig.js';
 
 const keyHashSecret = 'auth-test-secret-0123456789abcdefghijklmnopqrstuvwxyz';
 
-let database: TestDatabase;
-let testBus: TestBus;
-let service: RunningAuthService;
-let auth: PromiseClient<AuthServiceClient>;
-let db: Kysely<AuthDatabase>;
+let rig: AuthRig | undefined;
+let database: AuthRig['database'];
+let testBus: AuthRig['testBus'];
+let auth: AuthRig['auth'];
+let db: AuthRig['db'];
 let listenerBus: EventBus;
 let keysChangedSubscription: Subscription;
 const keysChangedSeen: KeysChanged[] = [];
-
-async function rejection(promise: Promise<unknown>): Promise<GatewayError> {
-  try {
-    await promise;
-  } catch (error) {
-    expect(error).toBeInstanceOf(GatewayError);
-    return error as GatewayError;
-  }
-  throw new Error('expected the call to fail');
-}
 
 async function expectFailure(promise: Promise<unknown>, status: GrpcStatus, reason: ErrorReason): Promise<GatewayError> {
   const error = await rejection(promise);
@@ -51,17 +40,8 @@ async function newApiKey(accountId: string, overrides: { creditLimit?: string; d
 }
 
 beforeAll(async () => {
-  database = await createTestDatabase();
-  testBus = await createTestBus('nats');
-  service = await startAuthService({
-    listenAddress: '127.0.0.1:0',
-    databaseUrl: database.url,
-    bus: testBus.bus,
-    logger: testLogger('auth'),
-    keyHashSecret,
-  });
-  auth = createClient(AuthServiceClient, AuthServiceService, service.address);
-  db = createDatabase<AuthDatabase>({ url: database.url, schema: 'auth', maxConnections: 2 });
+  rig = await startAuthRig(keyHashSecret);
+  ({ database, testBus, auth, db } = rig);
   // An edge replica's view: another NATS connection on the same namespace.
   listenerBus = await testBus.connectAnother();
   keysChangedSubscription = listenerBus.subscribe(subjects.keysChanged, (data) => keysChangedSeen.push(KeysChanged.decode(data)));
@@ -74,11 +54,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await keysChangedSubscription?.stop();
-  auth?.close();
-  await service?.stop();
-  await db?.destroy();
-  await testBus?.destroy();
-  await database?.drop();
+  await rig?.stop();
 });
 
 describe('accounts and verification', () => {

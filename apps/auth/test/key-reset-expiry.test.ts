@@ -1,48 +1,24 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createClient, ErrorReason, GatewayError, GrpcStatus, type PromiseClient } from '@gateway/platform';
-import { createDatabase, sql, type Kysely } from '@gateway/platform/db';
-import { AuthServiceClient, AuthServiceService } from '@gateway/proto';
-import { createTestBus, createTestDatabase, testLogger, type TestBus, type TestDatabase } from '@gateway/testing';
-import { startAuthService, type AuthDatabase, type RunningAuthService } from '../src/index.js';
+import { ErrorReason, GrpcStatus } from '@gateway/platform';
+import { sql } from '@gateway/platform/db';
+import { rejection, startAuthRig, type AuthRig } from './auth-rig.js';
 
 // limit_reset and expires_at on API keys (OpenRouter's key fields): stored, shown, validated, and an
 // expired key refused by VerifyApiKey with code key_expired.
 
-let database: TestDatabase;
-let testBus: TestBus;
-let service: RunningAuthService;
-let auth: PromiseClient<AuthServiceClient>;
-let db: Kysely<AuthDatabase>;
+let rig: AuthRig | undefined;
+let auth: AuthRig['auth'];
+let db: AuthRig['db'];
 let accountId: string;
 
-async function rejection(promise: Promise<unknown>): Promise<GatewayError> {
-  try {
-    await promise;
-  } catch (error) {
-    expect(error).toBeInstanceOf(GatewayError);
-    return error as GatewayError;
-  }
-  throw new Error('expected the call to fail');
-}
-
 beforeAll(async () => {
-  database = await createTestDatabase();
-  testBus = await createTestBus('nats');
-  service = await startAuthService({
-    listenAddress: '127.0.0.1:0', databaseUrl: database.url, bus: testBus.bus, logger: testLogger('auth'),
-    keyHashSecret: 'auth-reset-secret-0123456789abcdefghijklmnopqrstuvwxyz',
-  });
-  auth = createClient(AuthServiceClient, AuthServiceService, service.address);
-  db = createDatabase<AuthDatabase>({ url: database.url, schema: 'auth', maxConnections: 2 });
+  rig = await startAuthRig('auth-reset-secret-0123456789abcdefghijklmnopqrstuvwxyz');
+  ({ auth, db } = rig);
   accountId = (await auth.createAccount({ name: 'resets', tier: 'tier-1', idempotencyKey: '' })).account!.id;
 });
 
 afterAll(async () => {
-  auth?.close();
-  await service?.stop();
-  await db?.destroy();
-  await testBus?.destroy();
-  await database?.drop();
+  await rig?.stop();
 });
 
 describe('limit_reset', () => {

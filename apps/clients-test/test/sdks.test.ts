@@ -194,30 +194,28 @@ describe('agent frameworks', () => {
       return { text, steps: await result.steps, totalUsage: await result.totalUsage };
     }
 
-    it(`Vercel AI SDK @ai-sdk/openai .responses(): ${stream ? 'streamText' : 'generateText'} with a tool`, async () => {
-      const loop = openAIToolLoop(fixture, { call: callTool('get_weather', { city: CITY }), finalText: FINAL_TEXT });
-      const openai = createOpenAI({ apiKey: fixture.apiKey, baseURL: `${fixture.url}/v1` });
-      const result = await aiSdkLoop(openai.responses(OPENAI_MODEL), stream);
-      const shown = requestsOf('openai');
+    /** The AI SDK's loop on `model`, and what it must show: two steps to the final text, one round trip, usage, one charge each. */
+    async function expectAiSdkLoop(model: LanguageModel, loop: ToolLoop, upstream: 'openai' | 'anthropic', path: string) {
+      const result = await aiSdkLoop(model, stream);
+      const shown = requestsOf(upstream);
       expect(result.text, shown).toBe(FINAL_TEXT);
       expect(result.steps, shown).toHaveLength(2);
-      expectGatewayCalls('/v1/responses', stream, shown);
+      expectGatewayCalls(path, stream, shown);
       expectOneRoundTrip(loop, shown);
       expectUsageSeen(result.totalUsage, 2, shown);
       await fixture.expectChargedExactly();
+    }
+
+    it(`Vercel AI SDK @ai-sdk/openai .responses(): ${stream ? 'streamText' : 'generateText'} with a tool`, async () => {
+      const loop = openAIToolLoop(fixture, { call: callTool('get_weather', { city: CITY }), finalText: FINAL_TEXT });
+      const openai = createOpenAI({ apiKey: fixture.apiKey, baseURL: `${fixture.url}/v1` });
+      await expectAiSdkLoop(openai.responses(OPENAI_MODEL), loop, 'openai', '/v1/responses');
     });
 
     it(`Vercel AI SDK @ai-sdk/anthropic: ${stream ? 'streamText' : 'generateText'} with a tool`, async () => {
       const loop = anthropicToolLoop(fixture, { call: callTool('get_weather', { city: CITY }), finalText: FINAL_TEXT });
       const anthropic = createAnthropic({ apiKey: fixture.apiKey, baseURL: `${fixture.url}/v1` });
-      const result = await aiSdkLoop(anthropic(ANTHROPIC_MODEL), stream);
-      const shown = requestsOf('anthropic');
-      expect(result.text, shown).toBe(FINAL_TEXT);
-      expect(result.steps, shown).toHaveLength(2);
-      expectGatewayCalls('/v1/messages', stream, shown);
-      expectOneRoundTrip(loop, shown);
-      expectUsageSeen(result.totalUsage, 2, shown);
-      await fixture.expectChargedExactly();
+      await expectAiSdkLoop(anthropic(ANTHROPIC_MODEL), loop, 'anthropic', '/v1/messages');
     });
   }
 });

@@ -1,4 +1,5 @@
-import { adminToken, provisioningKey, type Credential } from './session.js';
+import type { AccountActivityEntry, AccountKeyRecord } from '@gateway/platform/account-api';
+import { adminToken, identitySession, provisioningKey, type Credential } from './session.js';
 
 // The console talks only to the public HTTP API on its own origin: the account routes with the
 // provisioning key, the admin routes with the admin token, the catalog routes without a credential.
@@ -9,30 +10,10 @@ class ApiError extends Error {
   }
 }
 
-export interface KeyRecord {
-  id: string;
-  name: string;
-  label: string;
-  disabled: boolean;
-  credit_limit: number | null;
-  usage: number;
-  limit_remaining: number | null;
-  default_routing_strategy: string | null;
-  created_at: number;
-  key?: string;
-}
+/** A key record as the account API sends it; `key`, the plaintext, only in the answer that created it. */
+export type KeyRecord = AccountKeyRecord & { key?: string };
 
-export interface ActivityRow {
-  date: string;
-  model: string;
-  requests: number;
-  prompt_tokens: number;
-  completion_tokens: number;
-  reasoning_tokens: number;
-  cached_prompt_tokens: number;
-  total_tokens: number;
-  credits: string;
-}
+export type ActivityRow = AccountActivityEntry;
 
 export interface Model {
   id: string;
@@ -117,10 +98,18 @@ async function call<T>(method: string, path: string, body?: unknown, credential:
   const headers: Record<string, string> = {};
   const secret = credential?.value();
   if (secret) headers.authorization = `Bearer ${secret}`;
+  // Without a pasted credential, a signed-in person's session cookie goes along (and its CSRF token on writes).
+  const session = credential !== null && !secret ? identitySession.current() : undefined;
+  if (session !== undefined && method !== 'GET') headers['x-csrf-token'] = session.csrf_token;
   if (body !== undefined) headers['content-type'] = 'application/json';
   let response: Response;
   try {
-    response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'omit' });
+    response = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      credentials: session === undefined ? 'omit' : 'same-origin',
+    });
   } catch {
     throw new ApiError(0, 'The gateway could not be reached.');
   }
@@ -131,7 +120,8 @@ async function call<T>(method: string, path: string, body?: unknown, credential:
   } catch {
     parsed = undefined;
   }
-  if (!response.ok) throw new ApiError(response.status, describe(response.status, parsed, credential === adminToken ? 'admin token' : 'provisioning key'));
+  const credentialName = session !== undefined ? 'session' : credential === adminToken ? 'admin token' : 'provisioning key';
+  if (!response.ok) throw new ApiError(response.status, describe(response.status, parsed, credentialName));
   return parsed as T;
 }
 

@@ -1,6 +1,6 @@
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { provisioningKey } from './session.js';
+import { identitySession, provisioningKey, type IdentitySession } from './session.js';
 import { SignIn } from './views/sign-in.js';
 import { AccountView } from './views/account.js';
 import { KeysView } from './views/keys.js';
@@ -26,8 +26,25 @@ function viewFromLocation(): ViewPath {
 }
 
 function App() {
-  const [signedIn, setSignedIn] = useState(provisioningKey.value() !== undefined);
+  const [keySignedIn, setKeySignedIn] = useState(provisioningKey.value() !== undefined);
+  const [identity, setIdentity] = useState<IdentitySession | undefined>();
+  const [identityChecked, setIdentityChecked] = useState(false);
   const [view, setView] = useState<ViewPath>(viewFromLocation());
+  const signedIn = keySignedIn || (identity !== undefined && identity.account_id !== null);
+
+  useEffect(() => {
+    void identitySession.load().then((loaded) => {
+      setIdentity(loaded);
+      setIdentityChecked(true);
+    });
+  }, []);
+  const signOut = () => {
+    if (keySignedIn) {
+      provisioningKey.signOut();
+      setKeySignedIn(false);
+    }
+    if (identity !== undefined) void identitySession.signOut().then(() => setIdentity(undefined));
+  };
 
   useEffect(() => {
     const onPop = () => setView(viewFromLocation());
@@ -57,14 +74,16 @@ function App() {
             ))}
           </ul>
         </nav>
-        {signedIn && (
-          <button type="button" class="secondary" onClick={() => { provisioningKey.signOut(); setSignedIn(false); }}>Sign out</button>
+        {identity !== undefined && !keySignedIn && <span class="who">{identity.display_name} · {identity.role}</span>}
+        {(signedIn || identity !== undefined) && (
+          <button type="button" class="secondary" onClick={signOut}>Sign out</button>
         )}
       </header>
       <main id="main">
         {view === 'models' ? <ModelsView />
-          : view === 'operator' ? <OperatorView />
-          : !signedIn ? <SignIn onSignedIn={() => setSignedIn(true)} />
+          : !identityChecked ? <p aria-busy="true">Loading…</p>
+          : view === 'operator' ? <OperatorView signedInAsOperator={!keySignedIn && identity?.role === 'operator'} />
+          : !signedIn ? <SignIn onSignedIn={() => setKeySignedIn(true)} />
           : view === 'keys' ? <KeysView /> : view === 'requests' ? <RequestsView /> : <AccountView />}
       </main>
     </>

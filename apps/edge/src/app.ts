@@ -26,6 +26,7 @@ import {
 } from './routes/account-routes.js';
 import { adminAccountsHandler, adminModelLatencyHandler, adminProvidersHandler, adminTopUpHandler } from './routes/admin-routes.js';
 import { generationHandler, listGenerationsHandler } from './routes/generation-routes.js';
+import { logoutHandler, notConfiguredHandler, sessionHandler, type SignIn } from './sign-in/sign-in-routes.js';
 import { consoleHandler, DEFAULT_CONSOLE_DIR, isConsolePath, setConsoleSecurityHeaders } from './console-static.js';
 import { getModelHandler, listLimitsHandler, listModelsHandler, listStartupsHandler, sendStartupIcon, startupIconHandler } from './routes/catalog-routes.js';
 import { chatDialect } from './dialects/chat/chat-dialect.js';
@@ -102,7 +103,7 @@ function unroutedDialect(path: string): Dialect | undefined {
  * one middleware for the headers every answer carries, then the routes, which parse their own
  * bodies (no global body parser), then one error handler that applies the error table.
  */
-export function createApp(context: EdgeContext, readiness?: Readiness): express.Express {
+export function createApp(context: EdgeContext, readiness?: Readiness, signIn?: SignIn): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
@@ -146,6 +147,12 @@ export function createApp(context: EdgeContext, readiness?: Readiness): express.
   app.get('/v1/admin/accounts', adminAccountsHandler(context));
   app.post('/v1/admin/accounts/:accountId/credits', adminTopUpHandler(context));
   app.get('/v1/account/generations', listGenerationsHandler(context));
+  // Sign-in with the identity provider (sign-in/sign-in-routes.ts). Sessions are honoured on every edge;
+  // only an edge configured with an issuer starts a sign-in.
+  app.get('/v1/auth/login', signIn ? signIn.login() : notConfiguredHandler());
+  app.get('/v1/auth/callback', signIn ? signIn.callback() : notConfiguredHandler());
+  app.get('/v1/auth/session', sessionHandler(context));
+  app.post('/v1/auth/logout', logoutHandler(context, signIn?.options.secureCookies));
   app.get('/healthz', (_request: Request, response: Response) => {
     sendJson(response, context.catalogCache.ready ? 200 : 503, { status: context.catalogCache.ready ? 'ok' : 'starting' });
   });
@@ -191,8 +198,9 @@ export function createRequestListener(
   context: EdgeContext,
   tracker: RequestTracker,
   readiness?: Readiness,
+  signIn?: SignIn,
 ): (request: IncomingMessage, response: ServerResponse) => void {
-  const app = createApp(context, readiness);
+  const app = createApp(context, readiness, signIn);
   const direct = inferenceRoutes(context);
   return (request, response) => {
     const url = request.url ?? '';

@@ -52,6 +52,11 @@ export interface EdgeContext {
   /** This edge runs with internal authentication (EdgeOptions.internalAuth): the /v1/admin/ routes need it. */
   internalAuthEnabled?: boolean;
   /**
+   * The admin credential the /v1/admin/ routes present for a signed-in operator (EDGE_OPERATOR_SESSION_CREDENTIAL).
+   * Unset: operator sessions are refused there (the admin token still works).
+   */
+  operatorSessionCredential?: string;
+  /**
    * Router streams whose answer already reached the caller, waiting for routing's end (their usage stored,
    * stream-relay.ts); each settles when its relay ends. The drain waits for them within its bound.
    */

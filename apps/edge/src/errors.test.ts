@@ -116,7 +116,18 @@ describe('error table (gRPC status + reason -> HTTP)', () => {
   });
 
   it('edge-local errors pass through unchanged', () => {
-    expect(toApiError(edgeErrors.payloadTooLarge(10))).toMatchObject({ status: 413, type: 'invalid_request_error' });
+    expect(toApiError(edgeErrors.payloadTooLarge(10))).toEqual({
+      status: 413,
+      type: 'invalid_request_error',
+      message: 'Request body is larger than 10 bytes.',
+      code: 'payload_too_large',
+    });
+    expect(toApiError(edgeErrors.headersTooLarge(16384))).toEqual({
+      status: 431,
+      type: 'invalid_request_error',
+      message: 'Request headers are larger than 16384 bytes.',
+      code: 'request_header_fields_too_large',
+    });
     expect(toApiError(edgeErrors.requestTimeout('stalled'))).toMatchObject({ status: 408 });
     expect(toApiError(edgeErrors.missingApiKey())).toMatchObject({ status: 401, type: 'invalid_api_key' });
   });

@@ -27,6 +27,10 @@ export class EdgeError extends Error {
   }
 }
 
+/** 413 or 431: a part of the request over its byte bound (`subject` names the part, with its verb). */
+const overBytes = (status: 413 | 431, subject: string, maxBytes: number, code: string) =>
+  new EdgeError({ status, type: 'invalid_request_error', message: `${subject} larger than ${maxBytes} bytes.`, code });
+
 /** Client values quoted in these messages go through `echoed` (src/echoed-value.ts): never repeated whole. */
 export const edgeErrors = {
   invalidRequest: (message: string, param?: string, code?: string) =>
@@ -42,13 +46,7 @@ export const edgeErrors = {
       code: 'nesting_too_deep',
       param,
     }),
-  payloadTooLarge: (maxBytes: number) =>
-    new EdgeError({
-      status: 413,
-      type: 'invalid_request_error',
-      message: `Request body is larger than ${maxBytes} bytes.`,
-      code: 'payload_too_large',
-    }),
+  payloadTooLarge: (maxBytes: number) => overBytes(413, 'Request body is', maxBytes, 'payload_too_large'),
   requestTimeout: (message: string) =>
     new EdgeError({ status: 408, type: 'invalid_request_error', message, code: 'request_timeout' }),
   missingApiKey: () =>
@@ -119,13 +117,7 @@ export const edgeErrors = {
    * What node:http's parser refuses before any route sees the request (src/client-error.ts): the
    * header block over the server's limit, bytes that are not HTTP, headers that did not arrive in time.
    */
-  headersTooLarge: (maxBytes: number) =>
-    new EdgeError({
-      status: 431,
-      type: 'invalid_request_error',
-      message: `Request headers are larger than ${maxBytes} bytes.`,
-      code: 'request_header_fields_too_large',
-    }),
+  headersTooLarge: (maxBytes: number) => overBytes(431, 'Request headers are', maxBytes, 'request_header_fields_too_large'),
   malformedHttp: (parserCode: string) =>
     new EdgeError({
       status: 400,

@@ -22,6 +22,8 @@ import { createClient, newId, parseGrpcTarget, Registry, subjects, type EventBus
 import { LedgerAdmission, type Admission } from './inference/admission.js';
 import { LeasedAdmission } from './inference/leased-admission.js';
 import { createRequestListener } from './app.js';
+import { checkedSignInOptions, type OidcSignInOptions } from './sign-in/sign-in-config.js';
+import { SignIn } from './sign-in/sign-in-routes.js';
 import { ApiKeyCache } from './inference/auth-cache.js';
 import { answerClientError } from './client-error.js';
 import { CatalogCache } from './catalog-cache.js';
@@ -46,6 +48,7 @@ export { DEFAULT_OVERLOAD_LIMITS, type OverloadLimits } from './observability/ov
 export { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from './endpoints/upload-spool.js';
 export { DEFAULT_IDEMPOTENCY_LIMITS, type IdempotencyLimits } from './inference/idempotency-store.js';
 export { DEFAULT_RESPONSES_WEBSOCKET_LIMITS, type ResponsesWebSocketLimits } from './dialects/responses/responses-websocket.js';
+export { parseGroupRoles, signInFromEnvironment, type GroupMembership, type OidcSignInOptions } from './sign-in/sign-in-config.js';
 
 export interface EdgeOptions {
   /** Default 127.0.0.1. */
@@ -126,6 +129,13 @@ export interface EdgeOptions {
   responsesWebSocket?: Partial<ResponsesWebSocketLimits>;
   /** Idempotency-Key records (docs/operations.md "Idempotency-Key"): how long and how much is kept, how long duplicates wait. */
   idempotency?: Partial<IdempotencyLimits>;
+  /** Sign-in with an OpenID provider (docs/governance.md "Sign-in and roles"). Unset: /v1/auth/login answers 404. */
+  signIn?: OidcSignInOptions;
+  /**
+   * The admin credential the /v1/admin/ routes present for a signed-in operator. Unset: operator sessions are
+   * refused there (machines' admin tokens work either way).
+   */
+  operatorSessionCredential?: string;
 }
 
 /**
@@ -285,8 +295,10 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
       now,
       idempotency: idempotencyStore(options.bus, options.idempotency, logger),
       internalAuthEnabled: options.internalAuth !== undefined,
+      ...(options.operatorSessionCredential === undefined ? {} : { operatorSessionCredential: options.operatorSessionCredential }),
     };
-    const httpServer = createServer({ noDelay: true, ServerResponse: TimedResponse }, createRequestListener(context, tracker, readiness));
+    const signIn = options.signIn === undefined ? undefined : new SignIn(context, checkedSignInOptions(options.signIn));
+    const httpServer = createServer({ noDelay: true, ServerResponse: TimedResponse }, createRequestListener(context, tracker, readiness, signIn));
     server = httpServer;
     // Node's own whole-request timeout (default 5 min) would cut legitimate slow uploads: our body
     // reader enforces spec §8 (15 min total, 60 s stall) with a proper 408 instead.

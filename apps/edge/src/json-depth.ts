@@ -16,14 +16,14 @@ export const MAX_JSON_DEPTH = 64;
 
 export type JsonPath = Array<string | number>;
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const OPEN_BRACE = 0x7b;
-const CLOSE_BRACE = 0x7d;
-const OPEN_BRACKET = 0x5b;
-const CLOSE_BRACKET = 0x5d;
-const COMMA = 0x2c;
-const COLON = 0x3a;
+const QUOTE = '"'.charCodeAt(0);
+const BACKSLASH = '\\'.charCodeAt(0);
+const OPEN_BRACE = '{'.charCodeAt(0);
+const CLOSE_BRACE = '}'.charCodeAt(0);
+const OPEN_BRACKET = '['.charCodeAt(0);
+const CLOSE_BRACKET = ']'.charCodeAt(0);
+const COMMA = ','.charCodeAt(0);
+const COLON = ':'.charCodeAt(0);
 
 /**
  * Index of the quote that closes the string opening at `start`, or -1 when it never closes (then the

@@ -1,6 +1,9 @@
 import { z } from 'zod';
 import { grpcAddress, grpcTarget, runBusService } from '@gateway/platform';
-import { DEFAULT_IDEMPOTENCY_LIMITS, DEFAULT_OVERLOAD_LIMITS, DEFAULT_RESPONSES_WEBSOCKET_LIMITS, DEFAULT_UPLOAD_LIMITS, startEdge } from './index.js';
+import { DEFAULT_IDEMPOTENCY_LIMITS, DEFAULT_OVERLOAD_LIMITS, DEFAULT_RESPONSES_WEBSOCKET_LIMITS, DEFAULT_UPLOAD_LIMITS, signInFromEnvironment, startEdge } from './index.js';
+
+/** Read first: a bad sign-in setting stops the start with its name. */
+const signIn = signInFromEnvironment(process.env);
 
 await runBusService(
   'edge',
@@ -54,6 +57,9 @@ await runBusService(
     EDGE_PUBLIC_URL: z.string().regex(/^https?:\/\/[^/?#]+\/?$/, 'expected http(s)://host[:port]').optional(),
     /** The built web console served at /console/; unset: apps/console/dist beside this package. */
     EDGE_CONSOLE_DIR: z.string().min(1).optional(),
+    // Sign-in (EDGE_OIDC_*, EDGE_SESSION_*) is read by signInFromEnvironment (docs/governance.md "Sign-in and roles").
+    /** The admin token the /v1/admin/ routes present for a signed-in operator; unset: operators use the admin token themselves. */
+    EDGE_OPERATOR_SESSION_CREDENTIAL: z.string().min(16).optional(),
   },
   (config, bus, logger, { metrics, internalAuth }) =>
     startEdge({
@@ -90,9 +96,12 @@ await runBusService(
         maxAccountRecords: config.EDGE_IDEMPOTENCY_ACCOUNT_RECORDS,
         ...(config.EDGE_IDEMPOTENCY_ACCOUNT_BYTES !== undefined ? { maxAccountBytes: config.EDGE_IDEMPOTENCY_ACCOUNT_BYTES } : {}),
       },
+      ...(signIn === undefined ? {} : { signIn }),
+      ...(config.EDGE_OPERATOR_SESSION_CREDENTIAL ? { operatorSessionCredential: config.EDGE_OPERATOR_SESSION_CREDENTIAL } : {}),
       metrics,
       internalAuth,
       bus,
       logger,
     }),
 );
+

@@ -119,6 +119,10 @@ function fakeAuth(logger = testLogger('fake-auth')): AuthServiceServer {
       if (request.keyId !== 'key_0001') throw errors.notFound('no such key in this account');
       return { deleted: true };
     }),
+    // Sign-in sessions are the edge's, never gatewayctl's.
+    createSession: unary(logger, 'CreateSession', notImplemented),
+    verifySession: unary(logger, 'VerifySession', notImplemented),
+    revokeSession: unary(logger, 'RevokeSession', notImplemented),
   };
 }
 

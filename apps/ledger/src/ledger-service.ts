@@ -26,15 +26,15 @@ export const MAX_LEASE_PICO = parseCredits('1000');
 
 /** A single top-up above this is an operator typo, not a payment. */
 export const MAX_TOP_UP_PICO = parseCredits('1000000');
-const MAX_IDENTIFIER_LENGTH = 200;
-const MAX_NOTE_LENGTH = 1_000;
-const MAX_ACTIVITY_DAYS = 30;
-const MAX_LATENCY_DAYS = 30;
+/** Longest identifier (account, key, lease, holder, limit group) and top-up note a call may carry. */
+const MAX_IDENTIFIER_LENGTH = 200, MAX_NOTE_LENGTH = 1_000;
+/** Most days the activity and the latency reports cover. */
+const MAX_ACTIVITY_DAYS = 30, MAX_LATENCY_DAYS = 30;
 const MAX_BALANCE_IDS = 100;
-const MAX_GENERATION_PAGE = 100;
+/** Generations listed per page: at most, and when the caller names no limit. */
+const MAX_GENERATION_PAGE = 100, DEFAULT_GENERATION_PAGE = 20;
 /** Most events one SettleUsage call takes (an edge hands over the streams one broken router call held). */
 const MAX_SETTLE_EVENTS = 1_000;
-const DEFAULT_GENERATION_PAGE = 20;
 
 /** GetBalance's and GetBalances' decimal answer: available is what is not held by open reservations and leases. */
 function balanceAnswer(balancePico: bigint, reservedPico: bigint): Omit<AccountBalance, 'accountId'> {

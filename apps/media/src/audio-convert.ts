@@ -4,31 +4,26 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ErrorReason, GatewayError, GrpcStatus, errors, ffmpegPath, readWavLayout, sniffAudioContainer, type AudioContainer } from '@gateway/platform';
 
-/** Bounds of ConvertAudio. */
-export interface AudioLimits {
+/** Bounds of ConvertAudio, and their defaults. */
+export const DEFAULT_AUDIO_LIMITS = {
   /** Largest input accepted (the edge's per-file bound). */
-  maxInputBytes: number;
-  /** One ffmpeg run may take this long; past it the call is refused (413), never a 5xx. */
-  timeoutMs: number;
-  /** ffmpeg processes at once; the rest wait their turn (a cancelled call leaves the queue). */
-  concurrency: number;
-  /** Longest audio accepted: decoding stops just past it and the call is refused (413). */
-  maxDurationMs: number;
-  /** Largest output one conversion may produce (413 past it; ffmpeg is stopped at once). */
-  maxOutputBytes: number;
-}
-
-export const DEFAULT_AUDIO_LIMITS: AudioLimits = {
   maxInputBytes: 20 * 1024 * 1024,
+  /** One ffmpeg run may take this long; past it the call is refused (413), never a 5xx. */
   timeoutMs: 60_000,
+  /** ffmpeg processes at once; the rest wait their turn (a cancelled call leaves the queue). */
   concurrency: 2,
+  /** Longest audio accepted: decoding stops just past it and the call is refused (413). */
   maxDurationMs: 30 * 60_000,
-  // What the provider is sent travels media -> edge -> routing as one gRPC message, and every hop reads and sends
-  // at most 48 MiB (libs/platform grpc client/server): 40 MiB leaves room for the rest of the message. A decoded
-  // container (16 kHz mono 16-bit wav, 32,000 bytes a second) therefore stops at about 21.8 minutes with a 413;
-  // mp3 (remuxed) and consistent PCM wav (sent as they are) stay within the 20 MiB upload bound.
+  /**
+   * Largest output one conversion may produce (413 past it; ffmpeg is stopped at once). What the provider is
+   * sent travels media -> edge -> routing as one gRPC message, and every hop reads and sends at most 48 MiB
+   * (libs/platform grpc client/server): 40 MiB leaves room for the rest of the message. A decoded container
+   * (16 kHz mono 16-bit wav, 32,000 bytes a second) therefore stops at about 21.8 minutes with a 413; mp3
+   * (remuxed) and consistent PCM wav (sent as they are) stay within the 20 MiB upload bound.
+   */
   maxOutputBytes: 40 * 1024 * 1024,
 };
+export type AudioLimits = typeof DEFAULT_AUDIO_LIMITS;
 
 /**
  * The target that prepares an upload for a transcription provider: a PCM WAV with a consistent header goes

@@ -1,6 +1,6 @@
 import { expect } from 'vitest';
-import type { ChatMessage, ChatRequest, ChatStreamDelta } from '@gateway/proto';
-import { ProviderError, type AdapterStreamPart } from '../src/providers/provider-adapter.js';
+import type { ChatMessage, ChatRequest, ChatStreamDelta, Tool } from '@gateway/proto';
+import { ProviderError, type AdapterChatRequest, type AdapterStreamPart } from '../src/providers/provider-adapter.js';
 
 // What every provider adapter test starts with: canonical requests, reading a stream, expecting a failure.
 
@@ -20,6 +20,15 @@ export function chatRequest(messages: ChatMessage[] | string, extra: Partial<Cha
     tools: [], stop: [], includeUsage: false, timeoutMs: 0, ...extra,
   };
 }
+
+/** What an adapter is handed: `chat` for `upstreamModel`, without the model's output bound. */
+export const adapterRequest = (upstreamModel: string, chat: ChatRequest): AdapterChatRequest => ({ upstreamModel, chat, modelMaxOutputTokens: undefined });
+
+/** A client tool: get_weather(city). */
+export const weatherTool: Tool = {
+  name: 'get_weather', description: 'Weather for a city',
+  parameters: '{"type":"object","properties":{"city":{"type":"string"}}}',
+};
 
 /** A signal that never aborts. */
 export const signal = (): AbortSignal => new AbortController().signal;

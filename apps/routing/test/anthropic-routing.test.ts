@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ErrorReason, GatewayError, GrpcStatus } from '@gateway/platform';
-import { UsageOutcome, type ChatMessage, type ChatStreamResponse, Provider, type Tool } from '@gateway/proto';
+import { UsageOutcome, type ChatStreamResponse, Provider } from '@gateway/proto';
 import {
   createTestBus,
   eventually,
@@ -13,6 +13,7 @@ import {
 } from '@gateway/testing';
 import { startRoutingService } from '../src/index.js';
 import { chatRequest, collectUsageEvents, drain, model, openaiProvider, routerClient, snapshot, startFakeCatalog } from './harness.js';
+import { message, weatherTool } from './adapter-test-support.js';
 
 /*
  * `kind: anthropic` providers behind the real routing service (gRPC, NATS): failover from an overloaded
@@ -23,12 +24,6 @@ import { chatRequest, collectUsageEvents, drain, model, openaiProvider, routerCl
 function anthropicProvider(id: string, baseUrl: string): Provider {
   return Provider.fromPartial({ id, kind: 'anthropic', baseUrl, apiKeyEnv: `${id.toUpperCase().replaceAll('-', '_')}_API_KEY` });
 }
-
-function message(role: string, text: string, extra: Partial<ChatMessage> = {}): ChatMessage {
-  return { role, content: text ? [{ part: { $case: 'text', value: text } }] : [], toolCalls: [], toolCallId: '', reasoning: [], isError: false, ...extra };
-}
-
-const weatherTool: Tool = { name: 'get_weather', description: 'Weather for a city', parameters: '{"type":"object","properties":{"city":{"type":"string"}}}' };
 
 describe('routing with Anthropic providers', () => {
   let testBus: TestBus;

@@ -128,3 +128,83 @@ describe('provider health: every endpoint family records its attempts', () => {
     expect(after.errorRate).toBeCloseTo(0.2 + 0.8 * before.errorRate, 9);
   });
 });
+
+/**
+ * A moderation answer whose result count does not match the inputs is the provider's failure: it counts
+ * against that provider's health (not as a success followed by a 503) and the loop moves on to the next
+ * provider. (Before: the check ran after the failover loop had recorded the attempt as a success.)
+ */
+describe('provider health: a moderation answer with the wrong number of results', () => {
+  let testBus: TestBus;
+  let broken: FakeUpstream;
+  let healthy: FakeUpstream;
+  let catalog: Awaited<ReturnType<typeof startFakeCatalog>>;
+  let router: Awaited<ReturnType<typeof startRouterUnderTest>>;
+  const wrongCount = { replay: { contentType: 'application/json', body: JSON.stringify({ id: 'modr-x', model: 'm', results: [] }) } };
+
+  beforeAll(async () => {
+    testBus = await createTestBus('nats');
+    broken = await startFakeUpstream();
+    healthy = await startFakeUpstream();
+    broken.setFallback(wrongCount);
+    catalog = await startFakeCatalog(snapshot(
+      'v1',
+      [
+        model('acme/moderate-alone', ['up-broken'], { offers: [{ providerId: 'up-broken', upstreamModel: 'm', endpoints: ['moderations'] }] }),
+        model('acme/moderate-pair', ['up-broken', 'up-healthy'], {
+          offers: [
+            { providerId: 'up-broken', upstreamModel: 'm', endpoints: ['moderations'] },
+            { providerId: 'up-healthy', upstreamModel: 'm', endpoints: ['moderations'] },
+          ],
+        }),
+      ],
+      [openaiProvider('up-broken', broken.url), openaiProvider('up-healthy', healthy.url)],
+    ));
+    router = await startRouterUnderTest(testBus.bus, catalog.address, {
+      providerSecrets: { UP_BROKEN_API_KEY: 'sk-test', UP_HEALTHY_API_KEY: 'sk-test' }, attemptTimeoutMs: 5_000, maxAttempts: 2,
+    });
+  });
+  afterAll(async () => {
+    await router.stop();
+    await catalog.stop();
+    await broken.close();
+    await healthy.close();
+    await testBus.destroy();
+  });
+
+  // `reliability` keeps the catalog's order while both are unmeasured: the broken provider is tried first.
+  const moderate = (modelId: string) => router.client.moderate({
+    context: { requestId: `req_${uniqueName('modcount')}`, accountId: 'acc_health', keyId: 'key_health' }, modelId, routingStrategy: 'reliability',
+    inputs: [{ input: { $case: 'text', value: 'tea' } }, { input: { $case: 'text', value: 'coffee' } }],
+    inputForm: ModerationInputForm.MODERATION_INPUT_FORM_STRINGS,
+  });
+  const statOf = async (providerId: string, modelId: string) =>
+    (await router.client.getProviderHealth({})).stats.find((entry) => entry.providerId === providerId && entry.modelId === modelId);
+
+  it('counts as a failure of the provider that sent it', async () => {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const error = await moderate('acme/moderate-alone').then(() => undefined, (caught: unknown) => caught);
+      expect(error).toBeInstanceOf(GatewayError);
+      expect((error as GatewayError).status).toBe(GrpcStatus.UNAVAILABLE);
+    }
+    const stat = await statOf('up-broken', 'acme/moderate-alone');
+    expect(stat).toMatchObject({ samples: 3 });
+    // Three failures: 1 − 0.8³ (a success would have kept the rate at 0).
+    expect(stat!.errorRate).toBeCloseTo(1 - 0.8 ** 3, 9);
+  });
+
+  it('moves on to the next provider, which answers', async () => {
+    const brokenBefore = broken.requests.length;
+    for (let request = 0; request < 4; request++) {
+      const answer = await moderate('acme/moderate-pair');
+      expect(answer.providerId).toBe('up-healthy');
+      expect(answer.results).toHaveLength(2);
+    }
+    const brokenStat = await statOf('up-broken', 'acme/moderate-pair');
+    // Each time the broken provider was tried it was counted as failing, never as serving.
+    if (brokenStat) expect(brokenStat.errorRate).toBeCloseTo(1 - 0.8 ** brokenStat.samples, 9);
+    expect(healthy.requests.filter((request) => request.path === '/v1/moderations')).toHaveLength(4);
+    // The broken provider was tried first at least once (else nothing here tested the failover).
+    expect(broken.requests.length).toBeGreaterThan(brokenBefore);
+  });
+});

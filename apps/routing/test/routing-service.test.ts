@@ -307,7 +307,8 @@ describe('routing service', () => {
     expect(response.modelId).toBe('acme/new');
   });
 
-  it('shares provider health between replicas over provider.stats', async () => {
+  /** Two more routing replicas on the test bus and catalog, publishing their provider stats every 50 ms. */
+  async function twoReplicas() {
     const options = {
       catalogAddress: catalog.address, bus: testBus.bus, logger: testLogger('routing'), listenAddress: '127.0.0.1:0',
       providerSecrets: { PROV_A_API_KEY: 'sk-a', PROV_B_API_KEY: 'sk-b' }, statsIntervalMs: 50,
@@ -316,6 +317,17 @@ describe('routing service', () => {
     const replicaTwo = await startRoutingService(options);
     const one = routerClient(replicaOne.address);
     const two = routerClient(replicaTwo.address);
+    const stop = async () => {
+      one.close();
+      two.close();
+      await replicaOne.stop();
+      await replicaTwo.stop();
+    };
+    return { one, two, stop };
+  }
+
+  it('shares provider health between replicas over provider.stats', async () => {
+    const { one, two, stop } = await twoReplicas();
     try {
       upstreamA.setFallback({ status: 500 });
       for (let request = 0; request < 5; request++) expect((await one.chat(chatRequest('acme/pair', 'x'))).providerId).toBe('prov-b');
@@ -326,22 +338,12 @@ describe('routing service', () => {
         expect((await two.chat(chatRequest('acme/pair', 'x'))).providerId).toBe('prov-b');
       }, 5_000, 100);
     } finally {
-      one.close();
-      two.close();
-      await replicaOne.stop();
-      await replicaTwo.stop();
+      await stop();
     }
   });
 
   it("answers GetProviderHealth with every catalog offer, sorted, another replica's failures merged in", async () => {
-    const options = {
-      catalogAddress: catalog.address, bus: testBus.bus, logger: testLogger('routing'), listenAddress: '127.0.0.1:0',
-      providerSecrets: { PROV_A_API_KEY: 'sk-a', PROV_B_API_KEY: 'sk-b' }, statsIntervalMs: 50,
-    };
-    const replicaOne = await startRoutingService(options);
-    const replicaTwo = await startRoutingService(options);
-    const one = routerClient(replicaOne.address);
-    const two = routerClient(replicaTwo.address);
+    const { one, two, stop } = await twoReplicas();
     try {
       const before = (await two.getProviderHealth({})).stats;
       expect(before.map((stat) => `${stat.providerId} ${stat.modelId}`)).toEqual([
@@ -362,10 +364,7 @@ describe('routing service', () => {
       }, 5_000, 100);
     } finally {
       upstreamA.setFallback({});
-      one.close();
-      two.close();
-      await replicaOne.stop();
-      await replicaTwo.stop();
+      await stop();
     }
   });
 

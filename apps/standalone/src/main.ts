@@ -21,7 +21,7 @@ import {
 import { ensureDevAccount } from './dev-account.js';
 import { lockDataDir } from './data-dir-lock.js';
 import { startEmbeddedPostgres, type RunningEmbeddedPostgres } from './embedded-postgres.js';
-import { startStack } from './stack.js';
+import { signInFromEnvironment, startStack } from './stack.js';
 
 const repositoryRoot = fileURLToPath(new URL('../../../', import.meta.url));
 
@@ -65,6 +65,9 @@ function internalAuth(dataDir: string): InternalAuth {
   return { accepted: { service: [service], admin: [admin] }, credential: service };
 }
 
+/** Sign-in with an OpenID provider (EDGE_OIDC_*, docs/governance.md "Sign-in and roles"): read first, a bad value stops the start. */
+const signIn = signInFromEnvironment(process.env);
+
 await runMain('gateway', logger, async () => {
   const dataDir = resolve(env.GATEWAY_DATA_DIR);
   mkdirSync(dataDir, { recursive: true });
@@ -94,7 +97,13 @@ await runMain('gateway', logger, async () => {
       internalAuth: credentials,
       // Usage of streams already answered survives a crash here and is republished on the next start.
       routing: { usageOutboxDirectory: join(dataDir, 'usage-outbox') },
-      edge: { admission: env.EDGE_ADMISSION, routerTransport: env.EDGE_ROUTER_TRANSPORT, reasoningTagKey: env.GATEWAY_REASONING_TAG_KEY ?? dataDirSecret(dataDir, 'reasoning-tag-key') },
+      edge: {
+        admission: env.EDGE_ADMISSION,
+        routerTransport: env.EDGE_ROUTER_TRANSPORT,
+        reasoningTagKey: env.GATEWAY_REASONING_TAG_KEY ?? dataDirSecret(dataDir, 'reasoning-tag-key'),
+        // Sign-in (EDGE_OIDC_*): one process holds every service, so signed-in operators act with its admin token.
+        ...(signIn === undefined ? {} : { signIn, operatorSessionCredential: credentials.accepted.admin[0] }),
+      },
       ledger: {
         // The embedded Postgres is this process's alone (the data dir lock), so any open lease is a
         // previous run's: one a crash, or a stop cut short, left unreturned.

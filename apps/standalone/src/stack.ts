@@ -6,6 +6,9 @@ import { startMediaService } from '@gateway/media';
 import { startRoutingService } from '@gateway/routing';
 import { serviceLogger, type EventBus, type InternalAuth, type Logger, type Registry } from '@gateway/platform';
 
+/** npm start reads sign-in from the environment as the edge's own process does (main.ts imports only this file). */
+export { signInFromEnvironment } from '@gateway/edge';
+
 /**
  * The composition root: every service in one process, each still behind its own gRPC server on
  * loopback, so the in-process stack exercises exactly the contracts the multi-process deployment
@@ -46,6 +49,10 @@ export interface StackOptions {
     /** Responses WebSocket and Idempotency-Key bounds (tests lower them). */
     responsesWebSocket?: EdgeOptions['responsesWebSocket'];
     idempotency?: EdgeOptions['idempotency'];
+    /** Sign-in with an OpenID provider (docs/governance.md "Sign-in and roles"). */
+    signIn?: EdgeOptions['signIn'];
+    /** The admin credential the edge presents for signed-in operators on /v1/admin/ (npm start: its admin token). */
+    operatorSessionCredential?: string;
   };
   /** One registry for every service of the process (npm start serves it on METRICS_PORT). */
   metrics?: Registry;
@@ -113,6 +120,8 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
       ...(options.edge?.multipartBounds ? { multipartBounds: options.edge.multipartBounds } : {}),
       ...(options.edge?.responsesWebSocket ? { responsesWebSocket: options.edge.responsesWebSocket } : {}),
       ...(options.edge?.idempotency ? { idempotency: options.edge.idempotency } : {}),
+      ...(options.edge?.signIn ? { signIn: options.edge.signIn } : {}),
+      ...(options.edge?.operatorSessionCredential ? { operatorSessionCredential: options.edge.operatorSessionCredential } : {}),
       ...metrics,
     });
     started.push(edge);

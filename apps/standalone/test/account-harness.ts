@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import { parse } from 'yaml';
-import { parseCredits } from '@gateway/platform';
+import { parseCredits, type AccountKeyRecord } from '@gateway/platform';
 import { gatewayctlAs } from './stack-harness.js';
 import { createTestBus, createTestDatabase, TEST_ADMIN_TOKEN, TEST_INTERNAL_TOKEN, type TestBus, type TestDatabase } from '@gateway/testing';
 import type { RunningStack } from '../src/index.js';
@@ -56,18 +56,7 @@ export interface AccountStack {
   stop(): Promise<void>;
 }
 
-export interface KeyJson {
-  id: string;
-  name: string;
-  label: string;
-  disabled: boolean;
-  credit_limit: number | null;
-  usage: number;
-  limit_remaining: number | null;
-  default_routing_strategy: string | null;
-  created_at: number;
-  updated_at: number;
-}
+export type KeyJson = AccountKeyRecord;
 
 /** The literal of a JSON number field as the server wrote it (JSON.parse would go through a double). */
 export function decimalField(text: string, field: string): string {

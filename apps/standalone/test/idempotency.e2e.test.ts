@@ -106,10 +106,10 @@ describe('Idempotency-Key, end to end', () => {
 
   const calls = () => gateway.upstream.requests.filter((request) => request.path.endsWith('/chat/completions')).length;
 
-  function post(account: Account, key: string | undefined, body: unknown, options: { url?: string; path?: string } = {}) {
+  function post(account: Account, key: string | undefined, body: unknown, options: { url?: string; path?: string; headers?: Record<string, string> } = {}) {
     return fetch(`${options.url ?? gateway.stack.url}${options.path ?? '/v1/chat/completions'}`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${account.apiKey}`, 'content-type': 'application/json', ...(key ? { 'idempotency-key': key } : {}) },
+      headers: { authorization: `Bearer ${account.apiKey}`, 'content-type': 'application/json', ...(key ? { 'idempotency-key': key } : {}), ...options.headers },
       body: JSON.stringify(body),
     });
   }
@@ -194,6 +194,27 @@ describe('Idempotency-Key, end to end', () => {
     const messages = await post(alice, key, { ...chat('First body.'), max_tokens: 64 }, { path: '/v1/messages' });
     expect(messages.status).toBe(422);
     expect(((await messages.json()) as { type: string; error: { type: string } }).type).toBe('error');
+    expect(calls()).toBe(1);
+    expect((await settledAt(alice, before.requests + 1)).costPico - before.costPico).toBe(COST);
+  });
+
+  it('the headers that change the answer are bound to the key: another anthropic-beta or routing strategy is a 422, the same ones replay', async () => {
+    const key = `headers-${randomUUID()}`;
+    const before = await charges(alice);
+    const body = { ...chat('Bound with its headers.'), max_tokens: 64 };
+    const beta = { 'anthropic-beta': 'prompt-caching-2024-07-31' };
+    const first = await post(alice, key, body, { path: '/v1/messages', headers: beta });
+    expect(first.status).toBe(200);
+    const firstText = await first.text();
+    const others: Record<string, string>[] = [{}, { 'anthropic-beta': 'token-efficient-tools-2025-02-19' }, { ...beta, 'x-gateway-routing-strategy': 'latency' }];
+    for (const headers of others) {
+      const other = await post(alice, key, body, { path: '/v1/messages', headers });
+      expect(other.status, JSON.stringify(headers)).toBe(422);
+      expect(((await other.json()) as { error: { type: string } }).error.type).toBe('invalid_request_error');
+    }
+    const again = await post(alice, key, body, { path: '/v1/messages', headers: beta });
+    expect(again.status).toBe(200);
+    expect(await again.text()).toBe(firstText);
     expect(calls()).toBe(1);
     expect((await settledAt(alice, before.requests + 1)).costPico - before.costPico).toBe(COST);
   });

@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { npmStartScript } from '@gateway/testing';
 import { root } from './helm-chart-support.js';
 
 // The node flags every service runs with: the image, compose, the chart's values and templates, the bench and `npm start`.
@@ -55,15 +56,23 @@ describe('runtime flags', () => {
     }
   });
 
-  it('the bench runs `npm start` with the node flags of package.json\'s start script', async () => {
-    const { NPM_START_NODE_FLAGS } = await import('../src/bench/peers.js');
+  it('the bench and the tests run `npm start` with the node flags and environment of package.json\'s start script, the image\'s', async () => {
+    const { NPM_START_NODE_FLAGS, NPM_START_ENV } = await import('../src/bench/peers.js');
+    const { serviceNodeFlags } = await import('../src/bench/gateway-cluster.js');
     const script = (JSON.parse(readFileSync(`${root}package.json`, 'utf8')) as { scripts: { start: string } }).scripts.start;
-    // Through scripts/node-major.sh, which runs the command on package.json's Node major.
-    expect(script.startsWith('sh scripts/node-major.sh ')).toBe(true);
-    const start = script.slice('sh scripts/node-major.sh '.length).split(' ');
-    expect(start[0]).toBe('node');
-    expect(start.at(-1)).toBe('apps/standalone/dist/main.js');
-    expect(start.slice(1, -1)).toEqual([...NPM_START_NODE_FLAGS]);
+    // Its environment first, then node through scripts/node-major.sh (package.json's Node major).
+    const parsed = npmStartScript();
+    expect(script).toBe(`${Object.entries(parsed.env).map(([name, value]) => `${name}=${value} `).join('')}sh scripts/node-major.sh node ${parsed.nodeFlags.join(' ')} apps/standalone/dist/main.js`);
+    expect(parsed.entry).toBe('apps/standalone/dist/main.js');
+    expect(parsed.nodeFlags).toEqual([...NPM_START_NODE_FLAGS]);
+    expect(parsed.env).toEqual({ ...NPM_START_ENV });
+    // The image's settings: its malloc threshold, and the edge's flags (the one process holds the edge) with the
+    // NODE_OPTIONS semi-space left out, since the later --max-semi-space-size wins over it.
+    const dockerfile = readFileSync(`${root}deploy/Dockerfile`, 'utf8');
+    expect(parsed.env.MALLOC_MMAP_THRESHOLD_).toBe(/^ENV MALLOC_MMAP_THRESHOLD_=(\d+)$/m.exec(dockerfile)?.[1]);
+    const nodeOptions = /^ENV NODE_OPTIONS="([^"]*)"$/m.exec(dockerfile)?.[1]?.split(' ') ?? [];
+    expect(serviceNodeFlags('edge').slice(nodeOptions.length)).toEqual([...NPM_START_NODE_FLAGS]);
+    expect(NPM_START_NODE_FLAGS.at(-2)).toMatch(/^--max-semi-space-size=/);
   });
 
   it('a later --max-semi-space-size on the command line wins over the one in NODE_OPTIONS', () => {

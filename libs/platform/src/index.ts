@@ -19,3 +19,5 @@ export * from './tokenizer-slices.js';
 export { ffmpegPath } from './ffmpeg.js';
 export { id3v2Length, readWavLayout, sniffAudioContainer, type AudioContainer, type WavLayout } from './audio-header.js';
 export * from './parameters.js';
+export type { AccountActivityEntry, AccountKeyRecord } from './account-api.js';
+export * from './roles.js';

@@ -28,18 +28,22 @@ function loggerOptions(service: string, level: string, redact = true): LoggerOpt
  * Structured JSON logs; child loggers carry `request_id` so one request can be followed across
  * services. `destination`: where lines go (default stdout); tests capture them with a stream.
  *
- * Stdout is written asynchronously and in blocks (sonic-boom: `sync: false`, up to 4 KiB gathered, and
+ * Stdout is written asynchronously and in blocks (sonic-boom: `sync: false`, up to 12 KiB gathered, and
  * whatever is gathered written at least every 100 ms): with a line per request (the edge's access log)
- * a write per line cost the edge ~10 % of its CPU at max load and more at 500 req/s
- * (docs/performance.md). A line can thus show up to 100 ms late; pino flushes what is left when the process
- * exits, also on process.exit(), so only a SIGKILL can lose the last lines.
+ * a write per line cost the edge ~10 % of its CPU at max load and more at 500 req/s, and a write per
+ * 4 KiB still ~7 % of it at max load on a busy machine (docs/performance.md, issue 39). A line can thus
+ * show up to 100 ms late; pino flushes what is left when the process exits, also on process.exit(), so
+ * only a SIGKILL can lose the last lines.
  */
+/** Gathered before a write: below sonic-boom's 16 KiB `maxWrite`, the most one write takes. */
+const LOG_BLOCK_BYTES = 12 * 1024;
+
 export function createLogger(service: string, level: string = process.env.LOG_LEVEL ?? 'info', destination?: DestinationStream): Logger {
   const options = loggerOptions(service, level);
   if (destination) return pino(options, destination);
   // A silent logger (tests) writes nothing: no buffer and no flush timer for it.
   if (level === 'silent') return pino(options);
-  return pino(options, pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 100 }));
+  return pino(options, pino.destination({ dest: 1, sync: false, minLength: LOG_BLOCK_BYTES, periodicFlush: 100 }));
 }
 
 /**

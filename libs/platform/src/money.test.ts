@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { Decimal as DefaultDecimal } from 'decimal.js';
 import { formatCredits, parseCredits, PICO_PER_CREDIT } from './money.js';
 
 describe('money', () => {
@@ -21,6 +22,26 @@ describe('money', () => {
     expect(formatCredits(-250_000_000_000n)).toBe('-0.25');
     expect(formatCredits(0n)).toBe('0');
     for (const text of ['0.1', '123.456789012345', '0.000000000001']) expect(formatCredits(parseCredits(text))).toBe(text);
+  });
+
+  it('formats as decimal.js renders the same amount, for seeded random amounts of every shape', () => {
+    // Exact at these sizes (decimal.js rounds to 20 significant digits by default).
+    const Decimal = DefaultDecimal.clone({ precision: 80 });
+    // A small LCG: the same 5,000 amounts every run (whole, fractional, tiny, negative, 0, large).
+    let seed = 39;
+    const next = () => (seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648);
+    for (let i = 0; i < 5_000; i++) {
+      const digits = 1 + (next() % 30);
+      let text = String(1 + (next() % 9));
+      for (let d = 1; d < digits; d++) text += String(next() % 10);
+      // Whole credits, zeros at the end of the fraction and plain values all come up.
+      const shape = next() % 4;
+      let pico = BigInt(text) * (shape === 0 ? PICO_PER_CREDIT : shape === 1 ? 1_000n : 1n);
+      if (next() % 2 === 0) pico = -pico;
+      if (i === 0) pico = 0n;
+      const expected = new Decimal(pico.toString()).div(new Decimal(PICO_PER_CREDIT.toString())).toFixed();
+      expect(formatCredits(pico), pico.toString()).toBe(expected === '-0' ? '0' : expected);
+    }
   });
 
   it('multiplies token counts by prices with no float error (0.1 + 0.2 style traps)', () => {

@@ -26,13 +26,23 @@ export function parseCredits(text: string): bigint {
   return BigInt(value.times(new Decimal(10).pow(SCALE)).toFixed(0));
 }
 
-/** Formats pico-credits as a decimal credit string without trailing zeros ("9.9999985", "10", "-0.25"). */
+/**
+ * Formats pico-credits as a decimal credit string without trailing zeros ("9.9999985", "10", "-0.25").
+ * Every answer shows six of these (usage.cost and its details, most of them 0): zero and whole amounts
+ * take no string work, and the fraction's trailing zeros are cut by a scan, not a regular expression.
+ */
 export function formatCredits(pico: bigint): string {
+  if (pico === 0n) return '0';
   const negative = pico < 0n;
   const magnitude = negative ? -pico : pico;
   const whole = magnitude / PICO_PER_CREDIT;
-  const fraction = (magnitude % PICO_PER_CREDIT).toString().padStart(SCALE, '0').replace(/0+$/, '');
-  return `${negative ? '-' : ''}${whole}${fraction ? `.${fraction}` : ''}`;
+  const rest = magnitude % PICO_PER_CREDIT;
+  const sign = negative ? '-' : '';
+  if (rest === 0n) return `${sign}${whole}`;
+  const digits = rest.toString().padStart(SCALE, '0');
+  let end = digits.length;
+  while (digits.charCodeAt(end - 1) === 48) end--;
+  return `${sign}${whole}.${digits.slice(0, end)}`;
 }
 
 /** True when the text is a non-negative decimal with at most 12 decimals. */

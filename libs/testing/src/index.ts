@@ -15,3 +15,5 @@ export type { RecordedPart } from './fake-upstream-types.js';
 export * from './otlp-collector.js';
 export * from './import-cycles.js';
 export * from './npm-start.js';
+export * from './oidc-issuer.js';
+export * from './cookie-browser.js';

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 // `npm start` as a user runs it, for the tests that need the real entry point: `node apps/standalone/dist/main.js`
@@ -8,6 +9,28 @@ import { fileURLToPath } from 'node:url';
 // It names the entry point's path, as a user's command line does; it imports no app.
 
 export const repositoryRoot = fileURLToPath(new URL('../../../', import.meta.url));
+
+/** The parts of the root package.json's start script: `VAR=value … sh scripts/node-major.sh node <flags> <entry>`. */
+export interface NpmStartScript {
+  /** The environment the script sets before node starts (glibc reads MALLOC_MMAP_THRESHOLD_ at exec). */
+  env: Record<string, string>;
+  /** The node flags before the entry point. */
+  nodeFlags: string[];
+  entry: string;
+}
+
+/** The start script read from package.json (throws when it no longer has that shape). */
+export function npmStartScript(): NpmStartScript {
+  const script = (JSON.parse(readFileSync(`${repositoryRoot}package.json`, 'utf8')) as { scripts: { start: string } }).scripts.start;
+  const words = script.split(' ').filter(Boolean);
+  const env: Record<string, string> = {};
+  while (words.length > 0 && /^[A-Z_][A-Z0-9_]*=/.test(words[0]!)) {
+    const word = words.shift()!;
+    env[word.slice(0, word.indexOf('='))] = word.slice(word.indexOf('=') + 1);
+  }
+  if (words[0] !== 'sh' || words[1] !== 'scripts/node-major.sh' || words[2] !== 'node') throw new Error(`unexpected start script: ${script}`);
+  return { env, nodeFlags: words.slice(3, -1), entry: words.at(-1)! };
+}
 
 export interface NpmStart {
   child: ChildProcess;
@@ -27,13 +50,16 @@ export interface NpmStartBanner {
 }
 
 /**
- * Starts the entry point with PORT=0 (it binds a port of its own choosing and prints it: a port picked
- * here and bound later can be taken in between) and no environment but PATH and `env`.
+ * Starts the entry point as the start script does (its environment and node flags) with PORT=0 (it binds
+ * a port of its own choosing and prints it: a port picked here and bound later can be taken in between)
+ * and no other environment but PATH and `env`.
  */
 export function startNpmStart(env: Record<string, string> = {}): NpmStart {
-  const child = spawn(process.execPath, ['apps/standalone/dist/main.js'], {
+  // The start script's own environment and node flags, as `npm start` runs it.
+  const script = npmStartScript();
+  const child = spawn(process.execPath, [...script.nodeFlags, script.entry], {
     cwd: repositoryRoot,
-    env: { PATH: process.env.PATH ?? '', PORT: '0', ...env },
+    env: { PATH: process.env.PATH ?? '', PORT: '0', ...script.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const chunks: string[] = [];

@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, errorText, ROUTING_STRATEGIES, type KeyRecord } from '../api.js';
 import { TableWrap } from './table-wrap.js';
+import { mayDo } from '../session.js';
 
 const value = (event: Event) => (event.target as HTMLInputElement | HTMLSelectElement).value;
 
@@ -17,6 +18,8 @@ export function KeysView() {
   useEffect(() => { if (deleting) cancelDelete.current?.focus(); }, [deleting]);
   useEffect(() => { if (created) copyButton.current?.focus(); }, [created]);
 
+  // The role table's answer for this person (the routes check it again): viewers and billing see no write controls.
+  const mayWrite = mayDo('keys.write');
   const reload = () => api.keys().then((answer) => setKeys(answer.data)).catch((failure) => setError(errorText(failure)));
   useEffect(() => { void reload(); }, []);
 
@@ -35,7 +38,7 @@ export function KeysView() {
     <>
       <h1>Keys</h1>
       {error && <p role="alert" class="error">{error}</p>}
-      <CreateKey onCreated={(record) => { setCreated(record); void reload(); }} onError={setError} />
+      {mayWrite && <CreateKey onCreated={(record) => { setCreated(record); void reload(); }} onError={setError} />}
       {created?.key && (
         <div role="status" class="card notice">
           <p>Key <strong>{created.name}</strong> created. Copy it now: it is not shown again.</p>
@@ -73,10 +76,12 @@ export function KeysView() {
                   <td>{record.disabled ? 'yes' : 'no'}</td>
                   <td>{record.default_routing_strategy ?? 'balanced (default)'}</td>
                   <td class="actions">
+                    {mayWrite ? <>
                     <button type="button" class="secondary" aria-label={`Edit ${record.name}`} onClick={() => setEditing(record)}>Edit</button>
                     <button type="button" class="secondary" aria-label={`${record.disabled ? 'Enable' : 'Disable'} ${record.name}`}
                       onClick={() => void act(() => api.updateKey(record.id, { disabled: !record.disabled }))}>{record.disabled ? 'Enable' : 'Disable'}</button>
                     <button type="button" class="danger" aria-label={`Delete ${record.name}`} onClick={() => setDeleting(record)}>Delete</button>
+                    </> : 'read only'}
                   </td>
                 </tr>
               ))}

@@ -6,7 +6,7 @@ import { utcTime } from './requests.js';
 import { Pager, useKeysetPages } from './pager.js';
 import { useLoad } from './use-load.js';
 import { TableWrap } from './table-wrap.js';
-import { CredentialSignIn } from './sign-in.js';
+import { CredentialSignIn, IdentityProviderSignIn } from './sign-in.js';
 import { DaysInput } from './days-input.js';
 
 const ACCOUNTS_PER_PAGE = 20;
@@ -15,25 +15,30 @@ const ACCOUNTS_PER_PAGE = 20;
  * The operator's view: provider health, latency per model, accounts and their top-ups. It signs in on its
  * own, with the admin token (the one gatewayctl uses), kept like the provisioning key but apart from it.
  */
-export function OperatorView() {
+export function OperatorView({ signedInAsOperator = false }: { signedInAsOperator?: boolean }) {
   const [signedIn, setSignedIn] = useState(adminToken.value() !== undefined);
+  // A person the identity provider signed in as an operator: the routes take their session cookie.
+  if (signedInAsOperator && !signedIn) return <OperatorPanels onSignOut={undefined} />;
   if (!signedIn) return <AdminSignIn onSignedIn={() => setSignedIn(true)} />;
   return <OperatorPanels onSignOut={() => { adminToken.signOut(); setSignedIn(false); }} />;
 }
 
 function AdminSignIn({ onSignedIn }: { onSignedIn: () => void }) {
   return (
+    <>
+    <IdentityProviderSignIn account="operator" />
     <CredentialSignIn credential={adminToken} check={adminApi.providers} onSignedIn={onSignedIn} title="Operator sign in" fieldId="admin-token" label="Admin token">
       The Operator view uses the gateway's admin token (the one <code>gatewayctl</code> uses; under <code>npm start</code> it is
       in the data dir's <code>admin-token</code> file).
     </CredentialSignIn>
+    </>
   );
 }
 
 const percent = (rate: number) => `${(rate * 100).toFixed(rate > 0 && rate < 0.001 ? 3 : 1)} %`;
 const milliseconds = (value: number) => `${Math.round(value)} ms`;
 
-function OperatorPanels({ onSignOut }: { onSignOut: () => void }) {
+function OperatorPanels({ onSignOut }: { onSignOut: (() => void) | undefined }) {
   const [generation, setGeneration] = useState(0);
   return (
     <>
@@ -41,7 +46,7 @@ function OperatorPanels({ onSignOut }: { onSignOut: () => void }) {
         <h1>Operator</h1>
         <div class="actions">
           <button type="button" class="secondary" onClick={() => setGeneration((count) => count + 1)}>Refresh</button>
-          <button type="button" class="secondary" onClick={onSignOut}>Sign out of Operator</button>
+          {onSignOut && <button type="button" class="secondary" onClick={onSignOut}>Sign out of Operator</button>}
         </div>
       </div>
       <Providers generation={generation} />

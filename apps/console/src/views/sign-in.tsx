@@ -57,11 +57,23 @@ export function CredentialSignIn({ credential, check, onSignedIn, title, fieldId
   );
 }
 
-/** The account's sign-in: the provisioning key, checked against the balance route. */
+/** A link to the identity provider's sign-in (when the gateway is configured for one). */
+export function IdentityProviderSignIn({ account }: { account?: string }) {
+  return (
+    <p class="card narrow">
+      <a class="button" href={`/v1/auth/login${account ? `?account=${encodeURIComponent(account)}` : ''}`}>Sign in with your identity provider</a>
+    </p>
+  );
+}
+
+/** The account's sign-in: the identity provider, or the provisioning key checked against the balance route. */
 export function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
   return (
-    <CredentialSignIn credential={provisioningKey} check={api.balance} onSignedIn={onSignedIn} title="Sign in" fieldId="provisioning-key" label="Provisioning key">
-      The console uses your account's provisioning key (<code>gw-prov-…</code>).
-    </CredentialSignIn>
+    <>
+      <IdentityProviderSignIn />
+      <CredentialSignIn credential={provisioningKey} check={api.balance} onSignedIn={onSignedIn} title="Sign in" fieldId="provisioning-key" label="Provisioning key">
+        Or use your account's provisioning key (<code>gw-prov-…</code>).
+      </CredentialSignIn>
+    </>
   );
 }

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { formatCredits, parseCredits } from '@gateway/platform';
+import { formatCredits, parseCredits, type AccountActivityEntry, type AccountKeyRecord } from '@gateway/platform';
 import type { ActivityRow, ApiKey } from '@gateway/proto';
 
 /**
@@ -30,29 +30,7 @@ export function stringifyWithDecimals(value: unknown): string {
   return JSON.stringify(value).replace(DECIMAL_PATTERN, '$1');
 }
 
-export interface KeyRecord {
-  id: string;
-  name: string;
-  label: string;
-  disabled: boolean;
-  credit_limit: JsonDecimal | null;
-  /** Credits spent through the key (settled charges). */
-  usage: JsonDecimal;
-  /** What the key may still spend (in the current window when limit_reset is set); null without a limit. */
-  limit_remaining: JsonDecimal | null;
-  /** The window credit_limit applies to, resetting at UTC midnight (weeks from Monday); null: the key's lifetime. */
-  limit_reset: 'daily' | 'weekly' | 'monthly' | null;
-  /** Credits charged through the key in the current UTC day, week (from Monday) and month. */
-  usage_daily: JsonDecimal;
-  usage_weekly: JsonDecimal;
-  usage_monthly: JsonDecimal;
-  default_routing_strategy: string | null;
-  /** Unix seconds (spec §4). */
-  created_at: number;
-  updated_at: number;
-  /** ISO 8601 UTC instant from which the key is refused (401 key_expired), as OpenRouter writes it; null: never. */
-  expires_at: string | null;
-}
+export type KeyRecord = AccountKeyRecord<JsonDecimal>;
 
 /** The spend of a key as the ledger reports it (decimal credits): in all and in the current windows. */
 export interface KeySpend {
@@ -98,19 +76,7 @@ export function keyRecord(key: ApiKey, spend: string | KeySpend): KeyRecord {
   };
 }
 
-/** One entry of GET /v1/account/activity: a UTC day × model, summed over the keys asked for. */
-export interface ActivityEntry {
-  date: string;
-  model: string;
-  requests: number;
-  prompt_tokens: number;
-  completion_tokens: number;
-  reasoning_tokens: number;
-  cached_prompt_tokens: number;
-  total_tokens: number;
-  /** Credits charged, decimal string (like the balance). */
-  credits: string;
-}
+export type ActivityEntry = AccountActivityEntry;
 
 /**
  * The ledger answers per day × model × key; the account view sums the keys. Token counts are

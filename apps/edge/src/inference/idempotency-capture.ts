@@ -12,11 +12,18 @@ import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
  * multipart upload's files, as the route read them) by their content, not the upload's framing (each
  * client picks its own multipart boundary).
  */
-export function bodyDigest(endpoint: string, value: unknown): string {
+export function bodyDigest(endpoint: string, value: unknown, headers: Readonly<Record<string, string>> = {}): string {
   const hash = createHash('sha256');
   hash.update(endpoint);
   hash.update('\0');
   feed(hash, value);
+  // The request headers that change the answer (`anthropic-beta`, the routing strategy) count as the
+  // body does; a request without them digests as before.
+  const named = Object.keys(headers).filter((name) => headers[name] !== '').sort();
+  if (named.length > 0) {
+    hash.update('\0h');
+    for (const name of named) feed(hash, [name, headers[name]]);
+  }
   return hash.digest('base64url');
 }
 

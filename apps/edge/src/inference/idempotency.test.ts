@@ -25,6 +25,19 @@ describe('bodyDigest', () => {
     expect(bodyDigest('e', { n: [] })).not.toBe(bodyDigest('e', { n: {} }));
   });
 
+  it('binds the headers that change the answer, and digests a request without them as before', () => {
+    const body = { model: 'm', messages: [] };
+    const plain = bodyDigest('messages', body);
+    expect(bodyDigest('messages', body, {})).toBe(plain);
+    expect(bodyDigest('messages', body, { 'anthropic-beta': '' })).toBe(plain);
+    const beta = bodyDigest('messages', body, { 'anthropic-beta': 'a' });
+    expect(beta).not.toBe(plain);
+    expect(bodyDigest('messages', body, { 'anthropic-beta': 'b' })).not.toBe(beta);
+    expect(bodyDigest('messages', body, { 'x-gateway-routing-strategy': 'latency', 'anthropic-beta': 'a' }))
+      .toBe(bodyDigest('messages', body, { 'anthropic-beta': 'a', 'x-gateway-routing-strategy': 'latency' }));
+    expect(bodyDigest('messages', body, { 'anthropic-beta': 'a', 'x-gateway-routing-strategy': 'latency' })).not.toBe(beta);
+  });
+
   it('reads uploaded bytes by content', () => {
     const one = bodyDigest('audio.transcriptions', { model: 'w', file: { data: Buffer.from([1, 2, 3]), filename: 'a.wav' } });
     expect(bodyDigest('audio.transcriptions', { file: { filename: 'a.wav', data: new Uint8Array([1, 2, 3]) }, model: 'w' })).toBe(one);

@@ -36,6 +36,8 @@ export interface IdempotentRequest {
   endpoint: string;
   /** The body as JSON (a JSON route), or as the route read it (a multipart upload, files as bytes). */
   body: unknown;
+  /** Request headers that change the answer, by lower-case name: bound to the key with the body. */
+  headers?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -56,7 +58,7 @@ export async function runIdempotent(
   const recordKey = IdempotencyStore.recordKey(request.accountId, request.key);
   let outcome: IdempotencyOutcome;
   try {
-    outcome = await store.begin(recordKey, bodyDigest(request.endpoint, request.body), job.signal, request.accountId);
+    outcome = await store.begin(recordKey, bodyDigest(request.endpoint, request.body, request.headers), job.signal, request.accountId);
   } catch (error) {
     if (error instanceof ClientGoneError) throw error;
     context.logger.warn({ err: error, request_id: job.requestId }, 'idempotency store unreachable');

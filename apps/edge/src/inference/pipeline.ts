@@ -43,7 +43,14 @@ export function inferenceHandler<Body, Prepared extends Hold>(context: EdgeConte
     const sink = new HttpAnswer(response);
     if (idempotencyKey === undefined) return runPipeline(context, steps, job, sink);
     // The body a key is bound to: the JSON as sent, or what a route that reads its own body made of it.
-    const bound = { key: idempotencyKey, accountId: key.accountId, endpoint: steps.endpoint, body: steps.read ? body : json };
+    // The headers that change the answer are bound too: the same key with another `anthropic-beta` or
+    // strategy is another request (refused as a reused key), not a replay of the first one's answer.
+    const strategyHeader = request.headers[STRATEGY_HEADER];
+    const headers = {
+      'anthropic-beta': job.anthropicBeta ?? '',
+      [STRATEGY_HEADER]: typeof strategyHeader === 'string' ? strategyHeader : '',
+    };
+    const bound = { key: idempotencyKey, accountId: key.accountId, endpoint: steps.endpoint, body: steps.read ? body : json, headers };
     await runIdempotent(context, bound, response, job, () => runPipeline(context, steps, job, sink));
   };
 }

@@ -22,15 +22,13 @@ import { MAX_TOKENIZED_CHARACTERS, TokenCounter } from './tokenizer.js';
 /** Spec §8: the reservation of a running paid request, and the least any paid request holds. */
 export const MINIMUM_HOLD_PICO = parseCredits('0.05');
 /** Chat-format overhead per message (role markers, separators) and per reply, as OpenAI documents it. */
-const TOKENS_PER_MESSAGE = 4;
-const TOKENS_PER_REPLY = 3;
+const TOKENS_PER_MESSAGE = 4, TOKENS_PER_REPLY = 3;
 /**
  * Generous per-part estimates where the prompt's bytes say nothing about its tokens: an image is at most
  * ~1,600 tokens at any provider we know (OpenAI high detail, Anthropic's 1.15 megapixel cap); audio is
  * charged by duration, ~1 token per 100 bytes of compressed audio is far above any provider's rate.
  */
-const TOKENS_PER_IMAGE_BOUND = 2_000;
-const AUDIO_BYTES_PER_TOKEN_BOUND = 100;
+const TOKENS_PER_IMAGE_BOUND = 2_000, AUDIO_BYTES_PER_TOKEN_BOUND = 100;
 
 export interface PromptMeasure {
   /** Upper bound of the prompt's tokens. */

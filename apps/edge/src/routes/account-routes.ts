@@ -11,7 +11,9 @@ import {
   parseWith,
   updateKeyBody,
 } from '../account/account-schemas.js';
+import type { Action } from '@gateway/platform';
 import type { EdgeContext } from '../context.js';
+import { hasMachineCredential, sessionFor } from '../sign-in/principal.js';
 import { requestIdOf } from '../request-id.js';
 import { malformedProvisioningKey, presentedProvisioningKey } from '../inference/credentials.js';
 import { edgeErrors } from '../errors.js';
@@ -34,10 +36,24 @@ export async function verifyProvisioningKey(context: EdgeContext, request: Reque
   return context.auth.verifyProvisioningKey({ key }, { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS });
 }
 
+/**
+ * The account a route acts on, for a caller allowed `action` by the role table (libs/platform roles.ts).
+ * A credential in `Authorization` is a provisioning key, judged exactly as before sign-in existed (it acts
+ * as its account's owner, who may take every account action); without one, the signed-in session cookie
+ * (CSRF token on writes, then the session's role).
+ */
+export async function accountFor(context: EdgeContext, request: Request, response: Response, action: Action): Promise<{ accountId: string }> {
+  if (!hasMachineCredential(request)) {
+    const session = await sessionFor(context, request, response, action);
+    if (session !== undefined) return { accountId: session.accountId };
+  }
+  return verifyProvisioningKey(context, request, response);
+}
+
 /** GET /v1/account/balance (spec §4.14): `{balance}` as a decimal string. */
 export function balanceHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
-    const account = await verifyProvisioningKey(context, request, response);
+    const account = await accountFor(context, request, response, 'balance.read');
     const balance = await context.ledger.getBalance({ accountId: account.accountId }, { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS });
     sendJson(response, 200, { balance: balance.balance });
   };
@@ -82,7 +98,7 @@ async function sendKey(context: EdgeContext, response: Response, accountId: stri
 /** POST /v1/account/keys (spec §4.15): 201 with the key record and the plaintext `key`, shown this once. */
 export function createKeyHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
-    const account = await verifyProvisioningKey(context, request, response);
+    const account = await accountFor(context, request, response, 'keys.write');
     const body = parseWith(createKeyBody, 'body', await readAccountBody(context, request));
     const created = await context.auth.createApiKey(
       {
@@ -107,7 +123,7 @@ export function createKeyHandler(context: EdgeContext) {
  */
 export function listKeysHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
-    const account = await verifyProvisioningKey(context, request, response);
+    const account = await accountFor(context, request, response, 'keys.read');
     const query = parseWith(listKeysQuery, 'query', request.query);
     const limit = query.limit ?? LIST_LIMIT_MAX;
     const includeDisabled = query.include_disabled ?? false;
@@ -140,7 +156,7 @@ export function listKeysHandler(context: EdgeContext) {
 /** GET /v1/account/keys/{key_id}: another account's key is a 404 like a missing one (Auth scopes by account). */
 export function getKeyHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
-    const account = await verifyProvisioningKey(context, request, response);
+    const account = await accountFor(context, request, response, 'keys.read');
     const keyId = keyIdParam(request);
     const found = await context.auth.getApiKey({ accountId: account.accountId, keyId }, callOptions(response));
     await sendKey(context, response, account.accountId, found.key);
@@ -153,7 +169,7 @@ export function getKeyHandler(context: EdgeContext) {
  */
 export function updateKeyHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
-    const account = await verifyProvisioningKey(context, request, response);
+    const account = await accountFor(context, request, response, 'keys.write');
     const keyId = keyIdParam(request);
     const body = parseWith(updateKeyBody, 'body', await readAccountBody(context, request));
     const update: UpdateApiKeyRequest = { accountId: account.accountId, keyId, clearCreditLimit: body.credit_limit === null };
@@ -175,7 +191,7 @@ export function updateKeyHandler(context: EdgeContext) {
 /** DELETE /v1/account/keys/{key_id}: permanent; a second delete is a 404. */
 export function deleteKeyHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
-    const account = await verifyProvisioningKey(context, request, response);
+    const account = await accountFor(context, request, response, 'keys.write');
     const keyId = keyIdParam(request);
     await context.auth.deleteApiKey({ accountId: account.accountId, keyId }, callOptions(response));
     context.apiKeys.invalidate(account.accountId, [keyId]);
@@ -190,7 +206,7 @@ export function deleteKeyHandler(context: EdgeContext) {
  */
 export function activityHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
-    const account = await verifyProvisioningKey(context, request, response);
+    const account = await accountFor(context, request, response, 'activity.read');
     const query = parseWith(activityQuery, 'query', request.query);
     const days = query.days ?? ACTIVITY_DAYS_DEFAULT;
     const activity = await context.ledger.getActivity({ accountId: account.accountId, days, keyId: query.key_id ?? '' }, callOptions(response));

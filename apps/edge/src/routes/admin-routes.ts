@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Request, Response } from 'express';
 import { z } from 'zod';
-import { GatewayError, GrpcStatus, formatCredits, parseCredits } from '@gateway/platform';
+import { GatewayError, GrpcStatus, formatCredits, parseCredits, roleMay, type Action } from '@gateway/platform';
 import type { ProviderStat } from '@gateway/proto';
 import { creditsPico, parseWith, queryCursor, queryInteger } from '../account/account-schemas.js';
 import type { EdgeContext } from '../context.js';
@@ -10,6 +10,7 @@ import { sendJson } from '../http.js';
 import { readAccountBody } from './account-routes.js';
 import { presentedProvisioningKey } from '../inference/credentials.js';
 import { requestIdOf } from '../request-id.js';
+import { hasMachineCredential, sessionFor } from '../sign-in/principal.js';
 
 /*
  * The operator's HTTP routes, /v1/admin/* (docs/operations.md "Operator HTTP routes"). The edge holds no
@@ -50,6 +51,13 @@ export const adminErrors = {
       message: `Admin routes need internal authentication, and ${where} runs without it (GATEWAY_INTERNAL_AUTH=off): there is no admin token to check.`,
       code: 'internal_auth_disabled',
     }),
+  operatorSessionsOff: () =>
+    new EdgeError({
+      status: 403,
+      type: 'permission_error',
+      message: 'This edge holds no operator credential for signed-in operators (EDGE_OPERATOR_SESSION_CREDENTIAL): use the admin token.',
+      code: 'operator_sessions_unavailable',
+    }),
 };
 
 const callOptions = (response: Response, credential?: string) => ({
@@ -80,18 +88,39 @@ async function verifyAdmin(context: EdgeContext, request: Request, response: Res
   return token;
 }
 
+/**
+ * The credential an admin route's admin RPCs carry. `Authorization` (the admin token, the operator of the
+ * role table) is judged as before sign-in existed; without it, a signed-in session whose role may take
+ * `action` (only the operator's may: libs/platform roles.ts), for which the edge presents the operator
+ * credential it was given.
+ */
+async function adminCredential(context: EdgeContext, request: Request, response: Response, action: Action): Promise<string> {
+  if (!hasMachineCredential(request)) {
+    const session = await sessionFor(context, request, response, action);
+    if (session !== undefined) {
+      if (!context.internalAuthEnabled) throw adminErrors.noInternalAuth('this edge');
+      if (context.operatorSessionCredential === undefined) throw adminErrors.operatorSessionsOff();
+      return context.operatorSessionCredential;
+    }
+  }
+  const token = await verifyAdmin(context, request, response);
+  // The admin token is the operator; the table grants it every admin action (a test holds it to that).
+  if (!roleMay('operator', action)) throw adminErrors.notAdmin();
+  return token;
+}
+
 type AdminAction = (request: Request, response: Response, token: string) => Promise<Record<string, unknown> | void>;
 
 /**
  * An admin route: the credential first, then `act`. Every outcome is logged with the route and the
  * status (and what `act` returns to log), never the token.
  */
-function adminRoute(context: EdgeContext, route: string, act: AdminAction) {
+function adminRoute(context: EdgeContext, route: string, action: Action, act: AdminAction) {
   return async (request: Request, response: Response): Promise<void> => {
     const requestId = requestIdOf(response);
     let token: string;
     try {
-      token = await verifyAdmin(context, request, response);
+      token = await adminCredential(context, request, response, action);
     } catch (error) {
       const refused = toApiError(error);
       context.logger.warn({ route, request_id: requestId, status: refused.status, code: refused.code }, 'admin route refused');
@@ -163,7 +192,7 @@ function providerRow(stat: ProviderStat) {
 
 /** GET /v1/admin/providers: every (provider, model) offer's health as a routing replica sees it. */
 export function adminProvidersHandler(context: EdgeContext) {
-  return adminRoute(context, 'GET /v1/admin/providers', async (_request, response) => {
+  return adminRoute(context, 'GET /v1/admin/providers', 'admin.providers.read', async (_request, response) => {
     const health = await context.router.getProviderHealth({}, callOptions(response));
     sendJson(response, 200, { data: health.stats.map(providerRow) });
     return { rows: health.stats.length };
@@ -172,7 +201,7 @@ export function adminProvidersHandler(context: EdgeContext) {
 
 /** GET /v1/admin/models/latency?days=1..30 (default 7): per model and provider, over every account's generations. */
 export function adminModelLatencyHandler(context: EdgeContext) {
-  return adminRoute(context, 'GET /v1/admin/models/latency', async (request, response, token) => {
+  return adminRoute(context, 'GET /v1/admin/models/latency', 'admin.latency.read', async (request, response, token) => {
     const days = parseWith(latencyQuery, 'query', request.query).days ?? ADMIN_LATENCY_DAYS_DEFAULT;
     const latency = await context.ledger.getModelLatency({ days }, callOptions(response, token));
     sendJson(response, 200, {
@@ -192,7 +221,7 @@ export function adminModelLatencyHandler(context: EdgeContext) {
 
 /** GET /v1/admin/accounts?limit=1..100 (default 50)&cursor=: newest first, each with its balance. */
 export function adminAccountsHandler(context: EdgeContext) {
-  return adminRoute(context, 'GET /v1/admin/accounts', async (request, response, token) => {
+  return adminRoute(context, 'GET /v1/admin/accounts', 'admin.accounts.read', async (request, response, token) => {
     const query = parseWith(accountsQuery, 'query', request.query);
     const page = await context.auth.listAccounts(
       { limit: query.limit ?? ADMIN_ACCOUNTS_LIMIT_DEFAULT, cursor: query.cursor ?? '' },
@@ -223,7 +252,7 @@ export function adminAccountsHandler(context: EdgeContext) {
  * key space with `gatewayctl accounts top-up --idempotency-key`.
  */
 export function adminTopUpHandler(context: EdgeContext) {
-  return adminRoute(context, 'POST /v1/admin/accounts/{account_id}/credits', async (request, response, token) => {
+  return adminRoute(context, 'POST /v1/admin/accounts/{account_id}/credits', 'admin.credits.write', async (request, response, token) => {
     const accountId = (request.params as Record<string, string | undefined>).accountId ?? '';
     const body = parseWith(topUpBody, 'body', await readAccountBody(context, request, ADMIN_BODY_MAX_BYTES));
     if (accountId === '' || accountId.length > ACCOUNT_ID_MAX_LENGTH) throw edgeErrors.notFound('No such account.');

@@ -6,7 +6,8 @@ import { edgeErrors } from '../errors.js';
 import { sendJson } from '../http.js';
 import { presentedApiKey, presentedProvisioningKey } from '../inference/credentials.js';
 import { requestIdOf } from '../request-id.js';
-import { verifyProvisioningKey } from './account-routes.js';
+import { accountFor, verifyProvisioningKey } from './account-routes.js';
+import { hasMachineCredential, sessionFor } from '../sign-in/principal.js';
 
 /**
  * GET /v1/generation?id=<request id>: the generation record of one request, as the ledger settled it
@@ -26,6 +27,10 @@ const PROVISIONING_PREFIX = 'gw-prov-';
 
 /** The account the caller's credential belongs to. */
 async function callerAccount(context: EdgeContext, request: Request, response: Response): Promise<string> {
+  if (!hasMachineCredential(request, true)) {
+    const session = await sessionFor(context, request, response, 'generations.read');
+    if (session !== undefined) return session.accountId;
+  }
   const bearer = presentedProvisioningKey(request);
   if (bearer !== undefined && bearer.startsWith(PROVISIONING_PREFIX)) {
     return (await verifyProvisioningKey(context, request, response)).accountId;
@@ -67,7 +72,7 @@ export function generationHandler(context: EdgeContext) {
  */
 export function listGenerationsHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
-    const account = await verifyProvisioningKey(context, request, response);
+    const account = await accountFor(context, request, response, 'generations.read');
     const query = parseWith(generationsQuery, 'query', request.query);
     const page = await context.ledger.listGenerations(
       { accountId: account.accountId, limit: query.limit ?? GENERATIONS_LIMIT_DEFAULT, cursor: query.cursor ?? '', keyId: query.key_id ?? '' },

@@ -5,26 +5,20 @@ import type { LookupFunction } from 'node:net';
 import { ErrorReason, GatewayError, GrpcStatus } from '@gateway/platform';
 import { checkAddress, unbracketHost, type AddressPolicyOptions } from './address-policy.js';
 
-export interface UrlFetchLimits {
+/** Bounds of a URL fetch, and their defaults. */
+export const DEFAULT_URL_FETCH_LIMITS = {
   /** Largest body read (the spec's single inline file bound); a caller may ask for less, never more. */
-  maxBytes: number;
-  /** Whole fetch (DNS, every redirect, the body) when the caller names no timeout. */
-  defaultTimeoutMs: number;
-  /** Longest timeout a caller may ask for. */
-  maxTimeoutMs: number;
-  /** Redirects followed; each target is checked like the first URL. */
-  maxRedirects: number;
-  /** Longest URL accepted. */
-  maxUrlLength: number;
-}
-
-export const DEFAULT_URL_FETCH_LIMITS: UrlFetchLimits = {
   maxBytes: 20 * 1024 * 1024,
+  /** Whole fetch (DNS, every redirect, the body) when the caller names no timeout. */
   defaultTimeoutMs: 15_000,
+  /** Longest timeout a caller may ask for. */
   maxTimeoutMs: 60_000,
+  /** Redirects followed; each target is checked like the first URL. */
   maxRedirects: 3,
+  /** Longest URL accepted. */
   maxUrlLength: 8_192,
 };
+export type UrlFetchLimits = typeof DEFAULT_URL_FETCH_LIMITS;
 
 export type ResolveHost = (host: string) => Promise<{ address: string; family: number }[]>;
 

@@ -202,17 +202,9 @@ export class GenAiTelemetry {
   /** Records one ended attempt's metrics (GenAiAttempt.end). */
   record(labels: AttemptLabels, errorType: string | undefined, seconds: Seconds, response: GenAiResponse | undefined): void {
     const point = errorType === undefined ? labels.base : labels.withError(errorType);
-    const { prom, otel } = this;
-    prom?.histograms.duration.observe(point.prom, seconds.duration);
-    otel?.histograms.duration.record(seconds.duration, point.otel);
-    if (seconds.firstChunk !== undefined) {
-      prom?.histograms.timeToFirstChunk.observe(point.prom, seconds.firstChunk);
-      otel?.histograms.timeToFirstChunk.record(seconds.firstChunk, point.otel);
-    }
-    if (seconds.perChunk !== undefined) {
-      prom?.histograms.timePerOutputChunk.observe(point.prom, seconds.perChunk);
-      otel?.histograms.timePerOutputChunk.record(seconds.perChunk, point.otel);
-    }
+    this.observe('duration', point, seconds.duration);
+    if (seconds.firstChunk !== undefined) this.observe('timeToFirstChunk', point, seconds.firstChunk);
+    if (seconds.perChunk !== undefined) this.observe('timePerOutputChunk', point, seconds.perChunk);
     const usage = response?.usage;
     if (usage === undefined) {
       // The conventions count every inference operation's usage, a failed one's as 0 of an unknown modality.
@@ -223,19 +215,11 @@ export class GenAiTelemetry {
       }
       return;
     }
-    const input = labels.tokenType('input');
-    prom?.histograms.tokenUsage.observe(input.prom, usage.inputTokens);
-    otel?.histograms.tokenUsage.record(usage.inputTokens, input.otel);
-    prom?.histograms.operationInputTokens.observe(labels.base.prom, usage.inputTokens);
-    otel?.histograms.operationInputTokens.record(usage.inputTokens, labels.base.otel);
+    this.tokens(labels, 'input', usage.inputTokens);
     this.byModality('usageInputTokens', labels, usage.inputTokens, usage.inputAudioTokens, usage.inputImageTokens, usage.inputTextTokens);
     // Embeddings and moderations have no output tokens: none recorded rather than a 0 in every output series.
     if (labels.operation !== EMBEDDINGS && response?.inputOnly !== true) {
-      const output = labels.tokenType('output');
-      prom?.histograms.tokenUsage.observe(output.prom, usage.outputTokens);
-      otel?.histograms.tokenUsage.record(usage.outputTokens, output.otel);
-      prom?.histograms.operationOutputTokens.observe(labels.base.prom, usage.outputTokens);
-      otel?.histograms.operationOutputTokens.record(usage.outputTokens, labels.base.otel);
+      this.tokens(labels, 'output', usage.outputTokens);
       this.byModality('usageOutputTokens', labels, usage.outputTokens, usage.outputAudioTokens, usage.outputImageTokens, usage.outputTextTokens);
     }
     const unknown = labels.modality('unknown');
@@ -253,6 +237,17 @@ export class GenAiTelemetry {
     if (image > 0) this.add(name, labels.modality('image'), image);
     const rest = Math.max(0, total - audio - image);
     if (rest > 0 || (audio === 0 && image === 0)) this.add(name, labels.modality(rest > 0 && text === rest ? 'text' : 'unknown'), rest);
+  }
+
+  /** gen_ai.client.token.usage of one token type, and the operation's token histogram of that direction. */
+  private tokens(labels: AttemptLabels, type: 'input' | 'output', count: number): void {
+    this.observe('tokenUsage', labels.tokenType(type), count);
+    this.observe(type === 'input' ? 'operationInputTokens' : 'operationOutputTokens', labels.base, count);
+  }
+
+  private observe(name: keyof Histograms<unknown>, point: PointLabels, value: number): void {
+    this.prom?.histograms[name].observe(point.prom, value);
+    this.otel?.histograms[name].record(value, point.otel);
   }
 
   private add(name: keyof Counters<unknown>, point: PointLabels, value: number): void {

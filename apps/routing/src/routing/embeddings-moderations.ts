@@ -4,7 +4,7 @@ import { MODERATION_IMAGE_TOKENS, ProviderError, type AdapterEmbedResult, type A
 import { reportedUsageResponse } from '../observability/gen-ai-telemetry.js';
 import { countTextTokens, emptyUsage, tokenizerBudget } from '../usage/token-counter.js';
 import { canEmbed, canModerate } from './candidates.js';
-import { noUpstream, type FailoverPolicy } from './failover.js';
+import type { FailoverPolicy } from './failover.js';
 import type { Reservation } from './reservation.js';
 import type { RoutingCore } from './routing-core.js';
 
@@ -61,12 +61,15 @@ async function moderateHolding(core: RoutingCore, raw: ModerateRequest, signal: 
   const target = core.resolve(hold, raw.modelId, raw.routingStrategy, 0, () => '', canModerate);
   const input = moderationInput(raw);
   const expected = input.form === 'strings' ? input.texts.length : 1;
-  const { result, candidate } = await core.withFailover(target, signal, (candidate, attemptSignal) =>
-    candidate.adapter.moderate!({ upstreamModel: candidate.offer.upstreamModel, input }, attemptSignal),
-  MODERATE_POLICY);
-  if (result.results.length !== expected) {
-    throw noUpstream(new ProviderError('connection', `expected ${expected} moderation results, got ${result.results.length}`));
-  }
+  // An answer with another number of results than inputs is malformed: the attempt's failure (counted
+  // against that provider, the next one tried), not a success the request then refuses.
+  const { result, candidate } = await core.withFailover(target, signal, async (candidate, attemptSignal) => {
+    const answer = await candidate.adapter.moderate!({ upstreamModel: candidate.offer.upstreamModel, input }, attemptSignal);
+    if (answer.results.length !== expected) {
+      throw new ProviderError('connection', `expected ${expected} moderation results, got ${answer.results.length}`);
+    }
+    return answer;
+  }, MODERATE_POLICY);
   // Counted only when the provider reported nothing: the tokenizer is synchronous work.
   const counted = () => {
     const budget = tokenizerBudget();

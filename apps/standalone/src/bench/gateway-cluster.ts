@@ -223,12 +223,12 @@ export async function startGatewayCluster(options: GatewayClusterOptions): Promi
     }
     launch('routing', { GRPC_LISTEN: addresses.routing, CATALOG_ADDR: addresses.catalog, BENCH_UPSTREAM_API_KEY: 'bench-upstream-key', ...wireRoutingEnv(options.wires ?? []) });
     await until(() => serving(addresses.routing), START_TIMEOUT_MS, 'routing health', children.get('routing'));
+    // Where the edge and gatewayctl find the services they both call.
+    const serviceEnv = { AUTH_ADDR: addresses.auth, CATALOG_ADDR: addresses.catalog, LEDGER_ADDR: addresses.ledger };
     launch('edge', {
       HOST: '127.0.0.1',
       PORT: String(edgePort),
-      AUTH_ADDR: addresses.auth,
-      CATALOG_ADDR: addresses.catalog,
-      LEDGER_ADDR: addresses.ledger,
+      ...serviceEnv,
       ROUTER_ADDR: addresses.routing,
       MEDIA_ADDR: addresses.media,
       EDGE_ADMISSION: options.admission ?? 'leased',
@@ -237,7 +237,7 @@ export async function startGatewayCluster(options: GatewayClusterOptions): Promi
     await until(async () => (await fetch(`${url}/v1/models`)).status === 200, START_TIMEOUT_MS, 'edge', children.get('edge'));
 
     // gatewayctl as its own process, as an operator runs it.
-    const ctlEnv = { AUTH_ADDR: addresses.auth, LEDGER_ADDR: addresses.ledger, CATALOG_ADDR: addresses.catalog, GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN };
+    const ctlEnv = { ...serviceEnv, GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN };
     const ctl = (...argv: string[]) => gatewayctlJson(argv, ctlEnv);
     const apiKeys: string[] = [];
     for (let index = 0; index < (options.accounts ?? 1); index += 1) {

@@ -33,12 +33,20 @@ export interface ExtraTarget extends MeasuredTarget {
 
 /** `npm start` on a fresh data dir (embedded Postgres), serving the bench's model; its dev key does the requests. */
 /**
- * The node flags of package.json's start script (a test keeps the two equal), the edge's: a 16 MiB
- * semi-space and full collections once the old space grows by half its live size. One process holds
- * every service; with the 32 MiB semi-space it had before, its node process read 169–195 MB under load,
- * with these 129–184 MB (docs/performance.md).
+ * The node flags of package.json's start script (a test keeps the two equal): the image's (deploy/Dockerfile:
+ * --single-threaded-gc, --no-memory-reducer) and the edge's own, a 16 MiB semi-space and full collections
+ * once the old space grows by half its live size. One process holds every service; with the 32 MiB
+ * semi-space it had before, its node process read 169–195 MB under load, with these 129–184 MB
+ * (docs/performance.md).
  */
-export const NPM_START_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=16', '--heap-growing-percent=50'];
+export const NPM_START_NODE_FLAGS: readonly string[] = ['--single-threaded-gc', '--no-memory-reducer', '--max-semi-space-size=16', '--heap-growing-percent=50'];
+
+/**
+ * The environment package.json's start script sets before node starts, the image's (deploy/Dockerfile):
+ * glibc gives every freed block of 128 KiB or more back to the system, so a burst of large uploads does
+ * not stay resident (docs/performance.md, "npm start's memory").
+ */
+export const NPM_START_ENV: Readonly<Record<string, string>> = { MALLOC_MMAP_THRESHOLD_: '131072' };
 
 function npmStartNodeFlags(): readonly string[] {
   const chosen = process.env.BENCH_NODE_FLAGS_NPM_START ?? process.env.BENCH_NODE_FLAGS;
@@ -59,7 +67,7 @@ export async function startNpmStartTarget(root: string, upstreamBaseUrl: string)
     args: [...npmStartNodeFlags(), 'apps/standalone/dist/main.js'],
     cwd: root,
     env: {
-      PATH: process.env.PATH ?? '', GATEWAY_DATA_DIR: join(dataDir, 'data'), GATEWAY_CONFIG: configPath, PORT: String(port), HOST: '127.0.0.1',
+      ...NPM_START_ENV, PATH: process.env.PATH ?? '', GATEWAY_DATA_DIR: join(dataDir, 'data'), GATEWAY_CONFIG: configPath, PORT: String(port), HOST: '127.0.0.1',
       BENCH_UPSTREAM_API_KEY: 'bench-upstream-key', LOG_LEVEL: 'warn',
     },
   });

@@ -198,3 +198,94 @@ describe('chat completions schema (spec §4.8)', () => {
     expect(failure([1, 2]).message).toMatch(/^body: /);
   });
 });
+
+describe('the usual chat body checked by hand (plainChatRequest, issue 39)', () => {
+  // Values of every kind for each field the hand check knows, in and out of the schema's bounds.
+  const VALUES: unknown[] = [null, undefined, true, false, 0, 1, -1, 0.5, 1.5, 2, 2.5, -2, -2.5, 3, 20, 21, 128, 129, 4_294_967_295, 4_294_967_296,
+    Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER + 2, 1e300, '', 'x', 'user', [], {}, { include_usage: true }, { include_usage: null },
+    { include_usage: 'yes' }, { include_usage: true, other: 1 }];
+  const FIELDS = ['temperature', 'top_p', 'presence_penalty', 'frequency_penalty', 'max_tokens', 'max_completion_tokens', 'stream', 'user', 'seed', 'n',
+    'logprobs', 'top_logprobs', 'parallel_tool_calls', 'store', 'prompt_cache_key', 'stream_options',
+    // Fields the hand check leaves to the schema, and names no schema field has.
+    'tools', 'stop', 'routing', 'models', 'cache_control', 'extra_thing', '__proto__'];
+  const ROLES = ['system', 'developer', 'user', 'assistant', 'tool'];
+  const BAD_ROLES = ['robot', '', 3, null];
+
+  /** A small seeded generator (the same bodies every run). */
+  function generator(seed: number) {
+    let state = seed;
+    const next = () => (state = (state * 1_103_515_245 + 12_345) % 2_147_483_648);
+    const pick = <T>(list: readonly T[]): T => list[next() % list.length]!;
+    const message = (): unknown => {
+      if (next() % 40 === 0) return pick([null, 'text', [], 7]);
+      const built: Record<string, unknown> = {};
+      if (next() % 25 !== 0) built.role = next() % 12 === 0 ? pick(BAD_ROLES) : pick(ROLES);
+      const content = next() % 10;
+      if (content < 6) built.content = pick(['hi', '', 'a longer line of text']);
+      else if (content === 6) built.content = null;
+      else if (content === 7) built.content = [{ type: 'text', text: 'hi' }];
+      else if (content === 8) built.content = pick([3, true, undefined]);
+      if (next() % 6 === 0) built.name = pick(['alice', null, 4, '']);
+      if (next() % 15 === 0) built[pick(['tool_call_id', 'reasoning', 'extra'])] = pick(['x', null, 1]);
+      return built;
+    };
+    return (): unknown => {
+      if (next() % 60 === 0) return pick([null, [], 'body', 3]);
+      const body: Record<string, unknown> = {};
+      if (next() % 20 !== 0) body.model = pick(['acme/chat-small', '', 5, null]);
+      if (next() % 20 !== 0) {
+        const count = next() % 25 === 0 ? 0 : 1 + (next() % 4);
+        body.messages = next() % 40 === 0 ? 'not a list' : Array.from({ length: count }, message);
+      }
+      const extra = next() % 4;
+      for (let index = 0; index < extra; index++) {
+        const field = pick(FIELDS);
+        const value = pick(VALUES);
+        if (field === '__proto__') Object.defineProperty(body, field, { value, enumerable: true, configurable: true, writable: true });
+        else body[field] = value;
+      }
+      return body;
+    };
+  }
+
+  it('answers what the schema answers, for 20,000 seeded bodies, and leaves every other body to it', async () => {
+    const { plainChatRequest } = await import('./plain-chat-request.js');
+    const { chatCompletionRequest } = await import('./chat-schema.js');
+    const next = generator(39);
+    let taken = 0;
+    let refused = 0;
+    for (let index = 0; index < 20_000; index++) {
+      const body = next();
+      const snapshot = JSON.stringify(body);
+      const fast = plainChatRequest(body);
+      const schema = chatCompletionRequest.safeParse(body);
+      if (!schema.success) refused++;
+      if (fast === undefined) continue;
+      taken++;
+      expect(schema.success, snapshot).toBe(true);
+      expect(fast, snapshot).toStrictEqual(schema.data);
+      // The body itself is left as it was, and the answer shares no object with it (as the schema's).
+      expect(JSON.stringify(body)).toBe(snapshot);
+      expect(fast).not.toBe(body);
+      expect((fast as { messages: unknown[] }).messages).not.toBe((body as { messages: unknown[] }).messages);
+    }
+    // Both ways were taken often: the comparison means something.
+    expect(taken).toBeGreaterThan(2_000);
+    expect(refused).toBeGreaterThan(2_000);
+  });
+
+  it('takes the usual request (the bench\'s, an SDK\'s with nulls) and words a refusal as the schema does', async () => {
+    const { plainChatRequest } = await import('./plain-chat-request.js');
+    const usual = { model: 'acme/chat-small', messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'hi', name: 'ann' }], max_tokens: 16,
+      temperature: 0.2, stream: true, stream_options: { include_usage: true }, user: null, seed: null };
+    expect(plainChatRequest(usual)).toStrictEqual(usual);
+    expect(parseChatCompletionRequest(usual)).toStrictEqual(usual);
+    // Out of bounds: the schema's 400, naming the field.
+    expect(plainChatRequest({ ...usual, temperature: 3 })).toBeUndefined();
+    expect(failure({ ...usual, temperature: 3 }).param).toBe('body.temperature');
+    expect(plainChatRequest({ ...usual, messages: [{ role: 'robot', content: 'x' }] })).toBeUndefined();
+    expect(failure({ ...usual, messages: [{ role: 'robot', content: 'x' }] }).param).toBe('body.messages.0.role');
+    // `models` names the model when `model` is absent (routing choices): the schema's way.
+    expect(parseChatCompletionRequest({ models: ['acme/chat-small'], messages: usual.messages }).model).toBe('acme/chat-small');
+  });
+});

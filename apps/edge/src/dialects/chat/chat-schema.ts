@@ -4,6 +4,7 @@ import { parseBody } from '../../canonical/validation.js';
 import { routingStrategy } from '../../inference/strategy.js';
 import { primaryModelFromModels, routingChoiceFields } from '../../inference/routing-choices.js';
 import type { FreeFormField } from '../../json-depth.js';
+import { plainChatRequest } from './plain-chat-request.js';
 
 /*
  * The chat-completions request of spec §4.8. Optional fields accept null as "absent" (many clients
@@ -170,5 +171,7 @@ export type ChatCompletionRequest = z.infer<typeof chatCompletionRequest>;
 
 /** Validates a parsed body; a failure is a 400 whose message names the field path (`body.messages.0.role: ...`). */
 export function parseChatCompletionRequest(body: unknown): ChatCompletionRequest {
-  return parseBody(chatCompletionRequest, primaryModelFromModels(body));
+  const json = primaryModelFromModels(body);
+  // The usual body (a model, text messages, scalar parameters) checked by hand; any other by the schema.
+  return (plainChatRequest(json) as ChatCompletionRequest | undefined) ?? parseBody(chatCompletionRequest, json);
 }

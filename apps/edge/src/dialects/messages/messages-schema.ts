@@ -68,15 +68,7 @@ const toolResultBlock = z.object({
 const thinkingBlock = z.object({ type: z.literal('thinking'), thinking: z.string(), signature: z.string() });
 const redactedThinkingBlock = z.object({ type: z.literal('redacted_thinking'), data: z.string() });
 
-const contentBlock = z.discriminatedUnion('type', [
-  textBlock,
-  imageBlock,
-  documentBlock,
-  toolUseBlock,
-  toolResultBlock,
-  thinkingBlock,
-  redactedThinkingBlock,
-]);
+const contentBlock = z.discriminatedUnion('type', [textBlock, imageBlock, documentBlock, toolUseBlock, toolResultBlock, thinkingBlock, redactedThinkingBlock]);
 export type MessagesContentBlock = z.infer<typeof contentBlock>;
 export type TextBlockInput = z.infer<typeof textBlock>;
 export type ImageBlockInput = z.infer<typeof imageBlock>;

@@ -125,14 +125,16 @@ describe('a compaction item sent back in input', () => {
   });
 });
 
+/** A tool and a conversation that called it: what the compaction tests compact. */
+const weather = { type: 'function', name: 'get_weather', parameters: { type: 'object', properties: {} } };
+const history = [
+  { role: 'user', content: 'Weather in Paris?' },
+  { type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: '{}' },
+  { type: 'function_call_output', call_id: 'call_1', output: 'sunny' },
+  { role: 'assistant', content: 'Sunny.' },
+];
+
 describe('the compact request and answer', () => {
-  const weather = { type: 'function', name: 'get_weather', parameters: { type: 'object', properties: {} } };
-  const history = [
-    { role: 'user', content: 'Weather in Paris?' },
-    { type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: '{}' },
-    { type: 'function_call_output', call_id: 'call_1', output: 'sunny' },
-    { role: 'assistant', content: 'Sunny.' },
-  ];
 
   it('the provider is asked for a summary of the whole conversation, tools kept for the history but none to be called, never streamed', () => {
     const body = responsesCompactDialect.parse({ model: 'm', instructions: 'You are Codex.', input: history, tools: [weather], parallel_tool_calls: true, tool_choice: 'required', text: { format: { type: 'json_object' } } });
@@ -206,13 +208,6 @@ describe('the compact request and answer', () => {
 });
 
 describe('in-band compaction: a /v1/responses request ending in compaction_trigger (Codex remote_compaction_v2)', () => {
-  const weather = { type: 'function', name: 'get_weather', parameters: { type: 'object', properties: {} } };
-  const history = [
-    { role: 'user', content: 'Weather in Paris?' },
-    { type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: '{}' },
-    { type: 'function_call_output', call_id: 'call_1', output: 'sunny' },
-    { role: 'assistant', content: 'Sunny.' },
-  ];
   /** What Codex sends: the history, then the trigger, with its tools; streamed. */
   const triggered = (stream: boolean) =>
     responsesDialect.parse({ model: 'm', instructions: 'You are Codex.', input: [...history, { type: 'compaction_trigger' }], tools: [weather], parallel_tool_calls: true, stream, store: false });

@@ -2,10 +2,10 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sameHiddenClass, startFakeAnthropicUpstream, type FakeAnthropicUpstream } from '@gateway/testing';
 import { Provider, type ChatRequest, type ChatStreamDelta, type Tool } from '@gateway/proto';
-import type { AdapterChatRequest, AdapterStreamPart, ProviderAdapter } from '../provider-adapter.js';
+import type { AdapterStreamPart, ProviderAdapter } from '../provider-adapter.js';
 import { createAdapter } from '../create-adapter.js';
 import { AnthropicAdapter } from './anthropic-adapter.js';
-import { chatRequest, collect, deltasOf, failureOf, message, signal } from '../../../test/adapter-test-support.js';
+import { adapterRequest, chatRequest, collect, deltasOf, failureOf, message, signal } from '../../../test/adapter-test-support.js';
 
 const fixture = (name: string) => readFileSync(new URL(`./__fixtures__/${name}`, import.meta.url), 'utf8');
 
@@ -14,7 +14,7 @@ const weatherTool: Tool = {
   parameters: '{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"}}}',
 };
 
-const request = (chat: ChatRequest): AdapterChatRequest => ({ upstreamModel: 'claude-fake', chat, modelMaxOutputTokens: undefined });
+const request = (chat: ChatRequest) => adapterRequest('claude-fake', chat);
 
 describe('AnthropicAdapter', () => {
   let upstream: FakeAnthropicUpstream;

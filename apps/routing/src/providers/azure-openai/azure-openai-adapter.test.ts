@@ -1,32 +1,21 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChatMessage } from '@gateway/proto';
 import { startFakeAzureOpenAIUpstream, type FakeAzureOpenAIUpstream } from '@gateway/testing';
 import { AzureOpenAIAdapter } from './azure-openai-adapter.js';
 import { chatRequest, collect, deltasOf, failureOf, signal, userText } from '../../../test/adapter-test-support.js';
-import { URL_STYLES } from '../../../test/azure-openai-url-styles.js';
+import { URL_STYLES, azureRig } from '../../../test/azure-openai-url-styles.js';
 
 const WEATHER_TOOL = { name: 'get_weather', description: 'Weather of a city', parameters: JSON.stringify({ type: 'object', properties: { city: { type: 'string' } }, required: ['city'] }) };
 
 describe.each(URL_STYLES)('AzureOpenAIAdapter chat over $style', ({ apiVersion, pathOf }) => {
-  let azure: FakeAzureOpenAIUpstream;
-  let adapter: AzureOpenAIAdapter;
-
-  beforeAll(async () => {
-    azure = await startFakeAzureOpenAIUpstream();
-    adapter = new AzureOpenAIAdapter({ providerId: 'az', baseUrl: azure.url, apiKey: azure.apiKey, apiVersion });
-  });
-  afterAll(async () => {
-    await adapter.close();
-    await azure.close();
-  });
-  beforeEach(() => azure.reset());
+  const rig = azureRig(apiVersion);
 
   it('sends the key in api-key (never as a bearer token) to the right URL and reads text, usage and cached tokens', async () => {
-    azure.script({ text: 'Paris.', usage: { prompt_tokens: 40, completion_tokens: 3, cached_tokens: 32, reasoning_tokens: 0 } });
-    const result = await adapter.chat({ upstreamModel: 'gpt-4o', chat: chatRequest([userText('Capital of France?')], { temperature: 0.3 }) }, signal());
-    const sent = azure.requests[0]!;
+    rig.azure.script({ text: 'Paris.', usage: { prompt_tokens: 40, completion_tokens: 3, cached_tokens: 32, reasoning_tokens: 0 } });
+    const result = await rig.adapter.chat({ upstreamModel: 'gpt-4o', chat: chatRequest([userText('Capital of France?')], { temperature: 0.3 }) }, signal());
+    const sent = rig.azure.requests[0]!;
     expect(sent.path).toBe(pathOf('chat/completions', 'gpt-4o'));
-    expect(sent.headers['api-key']).toBe(azure.apiKey);
+    expect(sent.headers['api-key']).toBe(rig.azure.apiKey);
     expect(sent.headers.authorization).toBeUndefined();
     // The body is OpenAI's, model included (openai-node's AzureOpenAI leaves it in; deployment URLs ignore it).
     expect(sent.body).toMatchObject({ model: 'gpt-4o', temperature: 0.3, messages: [{ role: 'user', content: 'Capital of France?' }] });
@@ -36,10 +25,10 @@ describe.each(URL_STYLES)('AzureOpenAIAdapter chat over $style', ({ apiVersion, 
   });
 
   it('streams past Azure\'s prompt_filter_results chunk and reports usage with reasoning tokens', async () => {
-    azure.script({ text: 'one two three', chunkCount: 3, usage: { prompt_tokens: 12, completion_tokens: 30, reasoning_tokens: 27 } });
-    const parts = await collect(adapter.chatStream({ upstreamModel: 'o4-mini', chat: chatRequest([userText('count')], { reasoningEffort: 'low' }) }, signal()));
-    expect(azure.requests[0]!.path).toBe(pathOf('chat/completions', 'o4-mini'));
-    expect(azure.requests[0]!.body).toMatchObject({ stream: true, stream_options: { include_usage: true }, reasoning_effort: 'low' });
+    rig.azure.script({ text: 'one two three', chunkCount: 3, usage: { prompt_tokens: 12, completion_tokens: 30, reasoning_tokens: 27 } });
+    const parts = await collect(rig.adapter.chatStream({ upstreamModel: 'o4-mini', chat: chatRequest([userText('count')], { reasoningEffort: 'low' }) }, signal()));
+    expect(rig.azure.requests[0]!.path).toBe(pathOf('chat/completions', 'o4-mini'));
+    expect(rig.azure.requests[0]!.body).toMatchObject({ stream: true, stream_options: { include_usage: true }, reasoning_effort: 'low' });
     const deltas = deltasOf(parts);
     expect(deltas.map((delta) => delta.content).join('')).toBe('one two three');
     expect(deltas.at(-1)!.finishReason).toBe('stop');
@@ -53,17 +42,17 @@ describe.each(URL_STYLES)('AzureOpenAIAdapter chat over $style', ({ apiVersion, 
   it('sends tool definitions and choice, reads tool calls streamed and not, and sends the round trip back', async () => {
     const calls = [{ id: 'call_a', name: 'get_weather', arguments: '{"city":"Paris"}' }, { id: 'call_b', name: 'get_weather', arguments: '{"city":"Rome"}' }];
     const request = chatRequest([userText('Weather in Paris and Rome?')], { tools: [WEATHER_TOOL], toolChoice: { mode: 'required', toolName: '', disableParallel: false }, parallelToolCalls: true });
-    azure.script({ toolCalls: calls });
-    const answer = await adapter.chat({ upstreamModel: 'gpt-4o', chat: request }, signal());
-    expect(azure.requests[0]!.body).toMatchObject({
+    rig.azure.script({ toolCalls: calls });
+    const answer = await rig.adapter.chat({ upstreamModel: 'gpt-4o', chat: request }, signal());
+    expect(rig.azure.requests[0]!.body).toMatchObject({
       tool_choice: 'required', parallel_tool_calls: true,
       tools: [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', required: ['city'] } } }],
     });
     expect(answer.choices[0]!.finishReason).toBe('tool_calls');
     expect(answer.choices[0]!.message!.toolCalls).toEqual(calls);
 
-    azure.script({ toolCalls: calls });
-    const streamed = deltasOf(await collect(adapter.chatStream({ upstreamModel: 'gpt-4o', chat: request }, signal())));
+    rig.azure.script({ toolCalls: calls });
+    const streamed = deltasOf(await collect(rig.adapter.chatStream({ upstreamModel: 'gpt-4o', chat: request }, signal())));
     const byIndex = new Map<number, { id: string; name: string; arguments: string }>();
     for (const call of streamed.flatMap((delta) => delta.toolCalls)) {
       const seen = byIndex.get(call.index) ?? { id: '', name: '', arguments: '' };
@@ -77,9 +66,9 @@ describe.each(URL_STYLES)('AzureOpenAIAdapter chat over $style', ({ apiVersion, 
       ChatMessage.fromPartial({ role: 'assistant', toolCalls: [calls[0]!] }),
       ChatMessage.fromPartial({ role: 'tool', toolCallId: 'call_a', content: [{ part: { $case: 'text', value: '18°C, sunny' } }] }),
     ], { tools: [WEATHER_TOOL] });
-    azure.script({ text: 'It is 18°C and sunny in Paris.' });
-    const final = await adapter.chat({ upstreamModel: 'gpt-4o', chat: roundTrip }, signal());
-    expect(azure.requests.at(-1)!.body.messages.slice(1)).toEqual([
+    rig.azure.script({ text: 'It is 18°C and sunny in Paris.' });
+    const final = await rig.adapter.chat({ upstreamModel: 'gpt-4o', chat: roundTrip }, signal());
+    expect(rig.azure.requests.at(-1)!.body.messages.slice(1)).toEqual([
       { role: 'assistant', content: null, tool_calls: [{ id: 'call_a', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
       { role: 'tool', content: '18°C, sunny', tool_call_id: 'call_a' },
     ]);
@@ -96,9 +85,9 @@ describe.each(URL_STYLES)('AzureOpenAIAdapter chat over $style', ({ apiVersion, 
         { part: { $case: 'image', value: { url: 'https://example.com/cat.png', detail: '' } } },
       ],
     })], { responseFormat: { type: 'json_schema', schemaName: 'colours', schema: JSON.stringify(schema), strict: true } });
-    azure.script({ text: '{"colour":"red"}' });
-    const result = await adapter.chat({ upstreamModel: 'gpt-4o', chat: request }, signal());
-    expect(azure.requests[0]!.body).toMatchObject({
+    rig.azure.script({ text: '{"colour":"red"}' });
+    const result = await rig.adapter.chat({ upstreamModel: 'gpt-4o', chat: request }, signal());
+    expect(rig.azure.requests[0]!.body).toMatchObject({
       messages: [{ role: 'user', content: [
         { type: 'text', text: 'Colours?' },
         { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=', detail: 'low' } },
@@ -111,42 +100,42 @@ describe.each(URL_STYLES)('AzureOpenAIAdapter chat over $style', ({ apiVersion, 
 
   it('fails as content_filter when Azure blocks the prompt, or withholds the answer (streamed and not)', async () => {
     const request = { upstreamModel: 'gpt-4o', chat: chatRequest([userText('something nasty')]) };
-    azure.script({ contentFilter: 'prompt' });
-    const blocked = await failureOf(adapter.chat(request, signal()));
+    rig.azure.script({ contentFilter: 'prompt' });
+    const blocked = await failureOf(rig.adapter.chat(request, signal()));
     expect([blocked.kind, blocked.httpStatus, blocked.retryable]).toEqual(['content_filter', 400, false]);
-    azure.script({ contentFilter: 'prompt' });
-    expect((await failureOf(collect(adapter.chatStream(request, signal())))).kind).toBe('content_filter');
+    rig.azure.script({ contentFilter: 'prompt' });
+    expect((await failureOf(collect(rig.adapter.chatStream(request, signal())))).kind).toBe('content_filter');
 
-    azure.script({ contentFilter: 'output' });
-    expect((await failureOf(adapter.chat(request, signal()))).kind).toBe('content_filter');
-    azure.script({ contentFilter: 'output', text: 'abcdefghi', chunkCount: 3, filterAfterChunks: 1 });
+    rig.azure.script({ contentFilter: 'output' });
+    expect((await failureOf(rig.adapter.chat(request, signal()))).kind).toBe('content_filter');
+    rig.azure.script({ contentFilter: 'output', text: 'abcdefghi', chunkCount: 3, filterAfterChunks: 1 });
     const seen: string[] = [];
     const cut = await failureOf((async () => {
-      for await (const part of adapter.chatStream(request, signal())) if (part.type === 'delta') seen.push(part.delta.content);
+      for await (const part of rig.adapter.chatStream(request, signal())) if (part.type === 'delta') seen.push(part.delta.content);
     })());
     expect(cut.kind).toBe('content_filter');
     expect(seen).toEqual(['abc']);
     // The connection went back cleanly: the next request is served.
-    expect((await adapter.chat(request, signal())).choices[0]!.finishReason).toBe('stop');
+    expect((await rig.adapter.chat(request, signal())).choices[0]!.finishReason).toBe('stop');
   });
 
   it('maps Azure\'s errors: unknown deployment and wrong operation misconfigured, 429/5xx overloaded, 400 rejected, resets and cut streams', async () => {
-    const ask = (model: string) => adapter.chat({ upstreamModel: model, chat: chatRequest([userText('x')]) }, signal());
+    const ask = (model: string) => rig.adapter.chat({ upstreamModel: model, chat: chatRequest([userText('x')]) }, signal());
     const unknown = await failureOf(ask('gpt-5-nowhere'));
     expect([unknown.kind, unknown.httpStatus]).toEqual(['misconfigured', 404]);
     const wrongOperation = await failureOf(ask('text-embedding-3-small'));
     expect([wrongOperation.kind, wrongOperation.httpStatus, wrongOperation.retryable]).toEqual(['misconfigured', 400, true]);
-    azure.script({ status: 429, errorBody: { error: { code: '429', message: 'Requests to the ChatCompletions_Create Operation have exceeded the token rate limit.' } } });
+    rig.azure.script({ status: 429, errorBody: { error: { code: '429', message: 'Requests to the ChatCompletions_Create Operation have exceeded the token rate limit.' } } });
     expect((await failureOf(ask('gpt-4o'))).kind).toBe('overloaded');
-    azure.script({ status: 500 });
+    rig.azure.script({ status: 500 });
     expect((await failureOf(ask('gpt-4o'))).kind).toBe('overloaded');
-    azure.script({ status: 400, errorBody: { error: { message: "Invalid value for 'temperature'.", type: 'invalid_request_error', param: 'temperature', code: null } } });
+    rig.azure.script({ status: 400, errorBody: { error: { message: "Invalid value for 'temperature'.", type: 'invalid_request_error', param: 'temperature', code: null } } });
     const rejected = await failureOf(ask('gpt-4o'));
     expect([rejected.kind, rejected.providerMessage]).toEqual(['rejected', "Invalid value for 'temperature'."]);
-    azure.script({ reset: true });
+    rig.azure.script({ reset: true });
     expect((await failureOf(ask('gpt-4o'))).kind).toBe('connection');
-    azure.script({ text: 'abcdef', chunkCount: 3, cutAfterChunks: 1 });
-    expect((await failureOf(collect(adapter.chatStream({ upstreamModel: 'gpt-4o', chat: chatRequest([userText('x')]) }, signal())))).kind).toBe('connection');
+    rig.azure.script({ text: 'abcdef', chunkCount: 3, cutAfterChunks: 1 });
+    expect((await failureOf(collect(rig.adapter.chatStream({ upstreamModel: 'gpt-4o', chat: chatRequest([userText('x')]) }, signal())))).kind).toBe('connection');
   });
 });
 

@@ -1,22 +1,17 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { minimalPdf, startFakeBedrockUpstream, type FakeBedrockUpstream } from '@gateway/testing';
-import { Provider, type ChatRequest, type ChatStreamDelta, type Tool } from '@gateway/proto';
-import type { AdapterChatRequest, AdapterStreamPart, ProviderAdapter } from '../provider-adapter.js';
+import { Provider, type ChatRequest, type ChatStreamDelta } from '@gateway/proto';
+import type { AdapterStreamPart, ProviderAdapter } from '../provider-adapter.js';
 import { createAdapter } from '../create-adapter.js';
 import { BedrockAdapter } from './bedrock-adapter.js';
-import { chatRequest, collect, deltasOf, failureOf, message, signal } from '../../../test/adapter-test-support.js';
+import { adapterRequest, chatRequest, collect, deltasOf, failureOf, message, signal, weatherTool } from '../../../test/adapter-test-support.js';
 
 const KEY_ID = 'AKIATESTBEDROCK00001';
 const SECRET = 'test-secret-access-key';
 const CLAUDE = 'anthropic.claude-sonnet-4-20250514-v1:0';
 const PROFILE_ARN = 'arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-sonnet-4-20250514-v1:0';
 
-const weatherTool: Tool = {
-  name: 'get_weather', description: 'Weather for a city',
-  parameters: '{"type":"object","properties":{"city":{"type":"string"}}}',
-};
-
-const request = (chat: ChatRequest, upstreamModel = CLAUDE): AdapterChatRequest => ({ upstreamModel, chat, modelMaxOutputTokens: undefined });
+const request = (chat: ChatRequest, upstreamModel = CLAUDE) => adapterRequest(upstreamModel, chat);
 
 const textOf = (parts: AdapterStreamPart[]) => deltasOf(parts).map((delta) => delta.content).join('');
 

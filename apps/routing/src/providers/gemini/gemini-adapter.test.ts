@@ -6,7 +6,7 @@ import { ProviderError, type AdapterChatRequest, type ProviderAdapter } from '..
 import { createAdapter } from '../create-adapter.js';
 import { GeminiAdapter } from './gemini-adapter.js';
 import { stripForeignReasoning } from '../../routing/reasoning-provenance.js';
-import { chatRequest, collect, deltasOf, failureOf, message, signal } from '../../../test/adapter-test-support.js';
+import { adapterRequest, chatRequest, collect, deltasOf, failureOf, message, signal } from '../../../test/adapter-test-support.js';
 
 const KEY = 'gemini-test-key';
 const fixture = (name: string) => readFileSync(new URL(`./__fixtures__/${name}`, import.meta.url), 'utf8');
@@ -16,7 +16,7 @@ const weatherTool: Tool = {
   parameters: '{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false}',
 };
 
-const on = (model: string) => (chat: ChatRequest): AdapterChatRequest => ({ upstreamModel: model, chat, modelMaxOutputTokens: undefined });
+const on = (model: string) => (chat: ChatRequest) => adapterRequest(model, chat);
 const flash = on('gemini-2.5-flash');
 const pro3 = on('gemini-3-pro-preview');
 

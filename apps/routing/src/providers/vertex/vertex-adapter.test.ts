@@ -3,23 +3,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestServiceAccount, fakeVertexEmbedding, startFakeVertexUpstream, type FakeVertexUpstream, type TestServiceAccount } from '@gateway/testing';
-import { Provider, type ChatRequest, type Tool } from '@gateway/proto';
-import { ProviderError, type AdapterChatRequest, type ProviderAdapter } from '../provider-adapter.js';
+import { Provider, type ChatRequest } from '@gateway/proto';
+import { ProviderError, type ProviderAdapter } from '../provider-adapter.js';
 import { createAdapter } from '../create-adapter.js';
-import { chatRequest, collect, deltasOf, failureOf, message, signal } from '../../../test/adapter-test-support.js';
+import { adapterRequest as request, chatRequest, collect, deltasOf, failureOf, message, signal, weatherTool } from '../../../test/adapter-test-support.js';
 
 const PROJECT = 'gateway-test-project';
 const LOCATION = 'us-east5';
 const CLAUDE = 'claude-sonnet-4-5@20250929';
 const GEMINI = 'gemini-2.5-flash';
 const CREDENTIALS_ENV = 'VERTEX_TEST_CREDENTIALS';
-
-const weatherTool: Tool = {
-  name: 'get_weather', description: 'Weather for a city',
-  parameters: '{"type":"object","properties":{"city":{"type":"string"}}}',
-};
-
-const request = (upstreamModel: string, chat: ChatRequest): AdapterChatRequest => ({ upstreamModel, chat, modelMaxOutputTokens: undefined });
 
 describe('Vertex adapter (kind vertex) against the fake Vertex upstream', () => {
   let dir: string;

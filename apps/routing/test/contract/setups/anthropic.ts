@@ -1,7 +1,6 @@
 import { startFakeAnthropicUpstream, type FakeAnthropicBehaviour, type FakeAnthropicUpstream } from '@gateway/testing';
-import { startConnectionWatch, portOf } from '../connection-watch.js';
 import type { ContractRig, ContractSetup, ReceivedRequest, ScriptedAnswer, WireReader } from '../contract-types.js';
-import { adapterFromConfig, fakeBackedRow, CONTRACT_HEADERS, textOf } from './common.js';
+import { fakeBackedRow, textAndToolCalls, textOf } from './common.js';
 
 /*
  * kind: anthropic against the fake Messages API (startFakeAnthropicUpstream), which checks the key,
@@ -21,8 +20,7 @@ export function anthropicBehaviourFor(answer: ScriptedAnswer): FakeAnthropicBeha
   switch (answer.type) {
     case 'answer':
       return {
-        ...(answer.text !== undefined ? { text: answer.text } : {}),
-        ...(answer.toolCalls ? { toolCalls: answer.toolCalls } : {}),
+        ...textAndToolCalls(answer),
         ...(answer.finish ? { finishReason: answer.finish } : {}),
         ...(answer.stopSequence !== undefined ? { stopSequence: answer.stopSequence } : {}),
         // Anthropic's input_tokens leaves out what was read from and written to the cache.
@@ -123,17 +121,9 @@ export const anthropicSetup: ContractSetup = {
   usage: { cacheRead: true, cacheWrite: true, reasoning: false },
   async start(): Promise<ContractRig> {
     const fake: FakeAnthropicUpstream = await startFakeAnthropicUpstream({ apiKey: KEY });
-    const watch = await startConnectionWatch(portOf(fake.url));
-    const config = {
-      id: PROVIDER_ID, kind: 'anthropic', baseUrl: `http://${watch.address}`, apiKeyEnv: KEY_ENV,
-      headers: { ...CONTRACT_HEADERS },
-    };
-    const adapter = adapterFromConfig(config, { [KEY_ENV]: KEY });
-    const wrong = adapterFromConfig(config, { [KEY_ENV]: 'sk-ant-wrong' });
+    const config = { id: PROVIDER_ID, kind: 'anthropic', apiKeyEnv: KEY_ENV };
     return {
-      ...fakeBackedRow({ adapter, wrong, watch, fake }),
-      scripted: true,
-      providerId: PROVIDER_ID,
+      ...(await fakeBackedRow({ fake, config, secrets: { [KEY_ENV]: KEY }, wrongSecrets: { [KEY_ENV]: 'sk-ant-wrong' } })),
       upstreamModel: MODEL,
       modelMaxOutputTokens: 8_192,
       script: (answer) => fake.script(anthropicBehaviourFor(answer)),

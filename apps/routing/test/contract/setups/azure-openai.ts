@@ -1,7 +1,6 @@
 import { startFakeAzureOpenAIUpstream, type FakeAzureBehaviour, type FakeAzureOpenAIUpstream } from '@gateway/testing';
-import { startConnectionWatch, portOf } from '../connection-watch.js';
 import type { ContractRig, ContractSetup, ScriptedAnswer, WireReader } from '../contract-types.js';
-import { adapterFromConfig, fakeBackedRow, CONTRACT_HEADERS } from './common.js';
+import { fakeBackedRow, textAndToolCalls } from './common.js';
 import { chatCompletionsWire, openAIWireFault, openaiReader } from './openai.js';
 
 /*
@@ -18,8 +17,7 @@ function behaviourFor(answer: ScriptedAnswer): FakeAzureBehaviour {
   switch (answer.type) {
     case 'answer':
       return {
-        ...(answer.text !== undefined ? { text: answer.text } : {}),
-        ...(answer.toolCalls ? { toolCalls: answer.toolCalls } : {}),
+        ...textAndToolCalls(answer),
         ...(answer.finish ? { finishReason: answer.finish } : {}),
         ...(answer.usage
           ? {
@@ -55,17 +53,9 @@ function azureSetup(label: string, apiVersion: string): ContractSetup {
     ...chatCompletionsWire('Azure OpenAI'),
     async start(): Promise<ContractRig> {
       const fake: FakeAzureOpenAIUpstream = await startFakeAzureOpenAIUpstream({ apiKey: KEY });
-      const watch = await startConnectionWatch(portOf(fake.url));
-      const config = {
-        id: providerId, kind: 'azure-openai', baseUrl: `http://${watch.address}`, apiVersion, apiKeyEnv: KEY_ENV,
-        headers: { ...CONTRACT_HEADERS },
-      };
-      const adapter = adapterFromConfig(config, { [KEY_ENV]: KEY });
-      const wrong = adapterFromConfig(config, { [KEY_ENV]: 'azure-wrong-key' });
+      const config = { id: providerId, kind: 'azure-openai', apiVersion, apiKeyEnv: KEY_ENV };
       return {
-        ...fakeBackedRow({ adapter, wrong, watch, fake }),
-        scripted: true,
-        providerId,
+        ...(await fakeBackedRow({ fake, config, secrets: { [KEY_ENV]: KEY }, wrongSecrets: { [KEY_ENV]: 'azure-wrong-key' } })),
         upstreamModel: DEPLOYMENT,
         embeddingModel: 'text-embedding-3-small',
         modelMaxOutputTokens: 4_096,

@@ -1,7 +1,6 @@
 import { startFakeBedrockUpstream, type FakeBedrockBehaviour, type FakeBedrockUpstream } from '@gateway/testing';
-import { startConnectionWatch, portOf } from '../connection-watch.js';
 import type { ContractRig, ContractSetup, ReceivedRequest, ScriptedAnswer, WireReader, WireToolChoice } from '../contract-types.js';
-import { adapterFromConfig, fakeBackedRow, CONTRACT_HEADERS } from './common.js';
+import { fakeBackedRow, textAndToolCalls } from './common.js';
 
 /*
  * kind: bedrock against the fake Bedrock Runtime (startFakeBedrockUpstream): Converse and ConverseStream
@@ -23,8 +22,7 @@ function behaviourFor(answer: ScriptedAnswer): FakeBedrockBehaviour {
   switch (answer.type) {
     case 'answer':
       return {
-        ...(answer.text !== undefined ? { text: answer.text } : {}),
-        ...(answer.toolCalls ? { toolCalls: answer.toolCalls } : {}),
+        ...textAndToolCalls(answer),
         ...(answer.finish ? { stopReason: STOP_REASONS[answer.finish] } : {}),
         ...(answer.stopSequence !== undefined ? { stopReason: 'stop_sequence', stopSequence: answer.stopSequence } : {}),
         // Bedrock's inputTokens leaves out the cache reads and writes.
@@ -135,18 +133,14 @@ export const bedrockSetup: ContractSetup = {
   usage: { cacheRead: true, cacheWrite: true, reasoning: false },
   async start(): Promise<ContractRig> {
     const fake: FakeBedrockUpstream = await startFakeBedrockUpstream({ region: REGION, accessKeyId: ACCESS_KEY, secretAccessKey: SECRET_KEY });
-    const watch = await startConnectionWatch(portOf(fake.url));
-    const config = {
-      headers: { ...CONTRACT_HEADERS },
-      id: PROVIDER_ID, kind: 'bedrock', region: REGION, baseUrl: `http://${watch.address}`,
-      accessKeyIdEnv: ACCESS_KEY_ENV, secretAccessKeyEnv: SECRET_KEY_ENV,
-    };
-    const adapter = adapterFromConfig(config, { [ACCESS_KEY_ENV]: ACCESS_KEY, [SECRET_KEY_ENV]: SECRET_KEY });
-    const wrong = adapterFromConfig(config, { [ACCESS_KEY_ENV]: ACCESS_KEY, [SECRET_KEY_ENV]: 'not/the/secret/key' });
+    const config = { id: PROVIDER_ID, kind: 'bedrock', region: REGION, accessKeyIdEnv: ACCESS_KEY_ENV, secretAccessKeyEnv: SECRET_KEY_ENV };
     return {
-      ...fakeBackedRow({ adapter, wrong, watch, fake }),
-      scripted: true,
-      providerId: PROVIDER_ID,
+      ...(await fakeBackedRow({
+        fake,
+        config,
+        secrets: { [ACCESS_KEY_ENV]: ACCESS_KEY, [SECRET_KEY_ENV]: SECRET_KEY },
+        wrongSecrets: { [ACCESS_KEY_ENV]: ACCESS_KEY, [SECRET_KEY_ENV]: 'not/the/secret/key' },
+      })),
       upstreamModel: MODEL,
       modelMaxOutputTokens: 8_192,
       script: (answer) => fake.script(behaviourFor(answer)),

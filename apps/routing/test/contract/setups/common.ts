@@ -1,8 +1,8 @@
 import { Provider } from '@gateway/proto';
 import { createAdapter } from '../../../src/providers/create-adapter.js';
 import type { ProviderAdapter } from '../../../src/providers/provider-adapter.js';
-import type { ConnectionWatch } from '../connection-watch.js';
-import type { ReceivedRequest } from '../contract-types.js';
+import { portOf, startConnectionWatch } from '../connection-watch.js';
+import type { ReceivedRequest, ScriptedAnswer, ScriptedToolCall } from '../contract-types.js';
 
 /** Static extra headers every row's config sets (catalog `headers`); the fakes must receive them. */
 export const CONTRACT_HEADERS: Readonly<Record<string, string>> = { 'x-contract-tenant': 'acme-contract' };
@@ -16,6 +16,11 @@ export function adapterFromConfig(config: Partial<Provider>, secrets: Record<str
   const adapter = createAdapter(provider, (name) => secrets[name]);
   if (!adapter) throw new Error(`createAdapter has no adapter for kind ${provider.kind}`);
   return adapter;
+}
+
+/** A scripted answer's text and tool calls, under the names the fakes take them by (all but Gemini's). */
+export function textAndToolCalls(answer: Extract<ScriptedAnswer, { type: 'answer' }>): { text?: string; toolCalls?: ScriptedToolCall[] } {
+  return { ...(answer.text !== undefined ? { text: answer.text } : {}), ...(answer.toolCalls ? { toolCalls: answer.toolCalls } : {}) };
 }
 
 /** The text of a content value written as a string or as blocks / parts carrying `text`. */
@@ -43,19 +48,28 @@ export function asReceived(requests: readonly { method: string; path: string; he
 }
 
 /**
- * What every row backed by a fake upstream hands the suite besides its own fields: the adapter, the one
- * built with wrong credentials (undefined: the kind has none to get wrong), the connection watch, and
- * reset and close over all of them (`cleanup` runs last, e.g. removing a key file).
+ * What every row backed by a fake upstream hands the suite besides its own fields. Starts the
+ * connection watch in front of `fake` and builds the adapter a catalog would from `config` pointed at
+ * the watch (`path` after its address, CONTRACT_HEADERS as the static headers): with `secrets`, and
+ * with `wrongSecrets` (absent: the kind has no credentials to get wrong). reset and close cover all of
+ * them (`cleanup` runs last, e.g. removing a key file).
  */
-export function fakeBackedRow(parts: {
-  adapter: ProviderAdapter;
-  wrong: ProviderAdapter | undefined;
-  watch: ConnectionWatch;
-  fake: { requests: readonly { method: string; path: string; headers: any; body: any }[]; reset(): void; close(): Promise<void> };
+export async function fakeBackedRow(parts: {
+  fake: { url: string; requests: readonly { method: string; path: string; headers: any; body: any }[]; reset(): void; close(): Promise<void> };
+  config: Partial<Provider> & { id: string };
+  path?: string;
+  secrets: Record<string, string>;
+  wrongSecrets?: Record<string, string>;
   cleanup?: () => void;
 }) {
-  const { adapter, wrong, watch, fake, cleanup } = parts;
+  const { fake, cleanup } = parts;
+  const watch = await startConnectionWatch(portOf(fake.url));
+  const config = { ...parts.config, baseUrl: `http://${watch.address}${parts.path ?? ''}`, headers: { ...CONTRACT_HEADERS } };
+  const adapter = adapterFromConfig(config, parts.secrets);
+  const wrong = parts.wrongSecrets === undefined ? undefined : adapterFromConfig(config, parts.wrongSecrets);
   return {
+    scripted: true,
+    providerId: config.id,
     adapter,
     received: (): ReceivedRequest[] => asReceived(fake.requests),
     adapterWithWrongCredentials: () => wrong,

@@ -1,7 +1,6 @@
 import { startFakeGeminiUpstream, type FakeGeminiBehaviour, type FakeGeminiUpstream } from '@gateway/testing';
-import { startConnectionWatch, portOf } from '../connection-watch.js';
 import type { ContractRig, ContractSetup, ReceivedRequest, ScriptedAnswer, WireReader, WireToolChoice } from '../contract-types.js';
-import { adapterFromConfig, fakeBackedRow, CONTRACT_HEADERS, textOf } from './common.js';
+import { fakeBackedRow, textOf } from './common.js';
 
 /*
  * kind: gemini against the fake Gemini API (startFakeGeminiUpstream), which checks x-goog-api-key
@@ -136,17 +135,9 @@ export const geminiSetup: ContractSetup = {
   usage: { cacheRead: true, cacheWrite: false, reasoning: true },
   async start(): Promise<ContractRig> {
     const fake: FakeGeminiUpstream = await startFakeGeminiUpstream({ apiKey: KEY });
-    const watch = await startConnectionWatch(portOf(fake.url));
-    const config = {
-      id: PROVIDER_ID, kind: 'gemini', baseUrl: `http://${watch.address}/v1beta`, apiKeyEnv: KEY_ENV,
-      headers: { ...CONTRACT_HEADERS },
-    };
-    const adapter = adapterFromConfig(config, { [KEY_ENV]: KEY });
-    const wrong = adapterFromConfig(config, { [KEY_ENV]: 'AIza-wrong' });
+    const config = { id: PROVIDER_ID, kind: 'gemini', apiKeyEnv: KEY_ENV };
     return {
-      ...fakeBackedRow({ adapter, wrong, watch, fake }),
-      scripted: true,
-      providerId: PROVIDER_ID,
+      ...(await fakeBackedRow({ fake, config, path: '/v1beta', secrets: { [KEY_ENV]: KEY }, wrongSecrets: { [KEY_ENV]: 'AIza-wrong' } })),
       upstreamModel: MODEL,
       embeddingModel: 'gemini-embedding-001',
       modelMaxOutputTokens: 8_192,

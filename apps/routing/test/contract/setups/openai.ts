@@ -1,7 +1,6 @@
 import { startFakeUpstream, type FakeBehaviour, type FakeUpstream } from '@gateway/testing';
-import { startConnectionWatch, portOf } from '../connection-watch.js';
 import type { ContractRig, ContractSetup, ScriptedAnswer, WireReader } from '../contract-types.js';
-import { adapterFromConfig, fakeBackedRow, CONTRACT_HEADERS, parseDataUrl, parsedOrText, textOf } from './common.js';
+import { fakeBackedRow, textAndToolCalls, parseDataUrl, parsedOrText, textOf } from './common.js';
 
 /*
  * kind: openai against the OpenAI-compatible fake (startFakeUpstream). That fake checks no API key, so
@@ -60,8 +59,7 @@ function behaviourFor(answer: ScriptedAnswer, stream: boolean): FakeBehaviour {
     case 'answer':
       if (answer.usage && answer.usage.reasoning > 0) return replayed(answer, stream);
       return {
-        ...(answer.text !== undefined ? { text: answer.text } : {}),
-        ...(answer.toolCalls ? { toolCalls: answer.toolCalls } : {}),
+        ...textAndToolCalls(answer),
         ...(answer.finish ? { finishReason: answer.finish } : {}),
         ...(answer.usage
           ? { usage: { prompt_tokens: answer.usage.input, completion_tokens: answer.usage.output, cached_tokens: answer.usage.cacheRead } }
@@ -169,16 +167,10 @@ export const openaiSetup: ContractSetup = {
   ...chatCompletionsWire('OpenAI'),
   async start(): Promise<ContractRig> {
     const fake: FakeUpstream = await startFakeUpstream();
-    const watch = await startConnectionWatch(portOf(fake.url));
-    const config = {
-      id: PROVIDER_ID, kind: 'openai', baseUrl: `http://${watch.address}/v1`, apiKeyEnv: KEY_ENV,
-      headers: { ...CONTRACT_HEADERS },
-    };
-    const adapter = adapterFromConfig(config, { [KEY_ENV]: 'sk-contract-openai' });
+    // The fake checks no key: the scenario scripts OpenAI's own 401 instead of a wrong-key adapter.
+    const config = { id: PROVIDER_ID, kind: 'openai', apiKeyEnv: KEY_ENV };
     return {
-      ...fakeBackedRow({ adapter, wrong: undefined, watch, fake }),
-      scripted: true,
-      providerId: PROVIDER_ID,
+      ...(await fakeBackedRow({ fake, config, path: '/v1', secrets: { [KEY_ENV]: 'sk-contract-openai' } })),
       upstreamModel: MODEL,
       embeddingModel: 'text-embedding-3-small',
       modelMaxOutputTokens: 4_096,

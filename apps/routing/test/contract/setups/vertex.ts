@@ -2,10 +2,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestServiceAccount, startFakeVertexUpstream, type FakeVertexUpstream } from '@gateway/testing';
-import { startConnectionWatch, portOf } from '../connection-watch.js';
 import type { ContractRig, ContractSetup, ReceivedRequest, WireReader } from '../contract-types.js';
 import { anthropicBehaviourFor, anthropicReader } from './anthropic.js';
-import { adapterFromConfig, fakeBackedRow, CONTRACT_HEADERS } from './common.js';
+import { fakeBackedRow } from './common.js';
 import { geminiBehaviourFor, geminiReader } from './gemini.js';
 
 /*
@@ -49,22 +48,20 @@ function vertexSetup(publisher: 'claude' | 'gemini'): ContractSetup {
       const fake: FakeVertexUpstream = await startFakeVertexUpstream({
         project: PROJECT, location: LOCATION, serviceAccounts: [{ clientEmail: account.clientEmail, publicKey: account.publicKey }],
       });
-      const watch = await startConnectionWatch(portOf(fake.url));
       const directory = mkdtempSync(join(tmpdir(), 'contract-vertex-'));
       const keyFile = join(directory, 'service-account.json');
       const strangerFile = join(directory, 'stranger.json');
       writeFileSync(keyFile, account.keyFile(fake.tokenUri, PROJECT));
       writeFileSync(strangerFile, stranger.keyFile(fake.tokenUri, PROJECT));
-      const config = {
-      headers: { ...CONTRACT_HEADERS },
-        id: providerId, kind: 'vertex', baseUrl: `http://${watch.address}`, project: PROJECT, location: LOCATION, credentialsFileEnv: CREDENTIALS_ENV,
-      };
-      const adapter = adapterFromConfig(config, { [CREDENTIALS_ENV]: keyFile });
-      const wrong = adapterFromConfig(config, { [CREDENTIALS_ENV]: strangerFile });
+      const config = { id: providerId, kind: 'vertex', project: PROJECT, location: LOCATION, credentialsFileEnv: CREDENTIALS_ENV };
       return {
-        ...fakeBackedRow({ adapter, wrong, watch, fake, cleanup: () => rmSync(directory, { recursive: true, force: true }) }),
-        scripted: true,
-        providerId,
+        ...(await fakeBackedRow({
+          fake,
+          config,
+          secrets: { [CREDENTIALS_ENV]: keyFile },
+          wrongSecrets: { [CREDENTIALS_ENV]: strangerFile },
+          cleanup: () => rmSync(directory, { recursive: true, force: true }),
+        })),
         upstreamModel: claude ? 'claude-sonnet-4-5@20250929' : 'gemini-3-pro-preview',
         ...(claude ? {} : { embeddingModel: 'gemini-embedding-001' }),
         modelMaxOutputTokens: 8_192,

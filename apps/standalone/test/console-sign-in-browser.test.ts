@@ -1,0 +1,120 @@
+import { accessSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { repositoryRoot } from '@gateway/testing';
+import { SESSION_COOKIE, startSignInStack, type SignInStack } from './sign-in-harness.js';
+
+// The console's sign-in with the identity provider, in Debian's Chromium (.ci/run installs it): a real
+// OpenID provider in-process (oidc-provider), the signed-in edge serving the built console. A viewer sees
+// the account read-only (the role table's actions drive the buttons; the routes check again), an admin
+// creates a key through the page (its CSRF token on the write), an operator reaches the Operator view
+// without an admin token; sign-out ends the session on the server. Each view: axe-core finds no WCAG 2 A/AA
+// violation.
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+const WCAG_TAGS = ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'];
+
+describe('console sign-in with the identity provider, in a real browser', () => {
+  let stack: SignInStack;
+  let browser: Browser;
+  const pageErrors: string[] = [];
+
+  beforeAll(async () => {
+    accessSync(CHROMIUM);
+    accessSync(join(repositoryRoot, 'apps/console/dist/index.html'));
+    stack = await startSignInStack();
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await stack?.stop();
+  });
+
+  const accessibilityViolations = async (page: Page): Promise<string[]> => {
+    if (!(await page.evaluate<boolean>('typeof window.axe === "object"'))) await page.evaluate(AXE_SOURCE);
+    return page.evaluate<string[], string[]>(async (tags) => {
+      interface AxeResult { violations: { id: string; help: string; nodes: { target: string[] }[] }[] }
+      const axe = (globalThis as unknown as { axe: { run(context: unknown, options: unknown): Promise<AxeResult> } }).axe;
+      const result = await axe.run((globalThis as unknown as { document: unknown }).document, { runOnly: { type: 'tag', values: tags }, resultTypes: ['violations'] });
+      return result.violations.map((violation) => `${violation.id}: ${violation.help} (${violation.nodes.map((node) => node.target.join(' ')).join(', ')})`);
+    }, WCAG_TAGS);
+  };
+
+  /** A fresh browser (no IdP session) signed in as `person` through the console's link. */
+  const signInThroughConsole = async (person: string, view = ''): Promise<{ context: BrowserContext; page: Page }> => {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const page = await context.newPage();
+    page.on('pageerror', (error) => pageErrors.push(error.message));
+    await page.goto(`${stack.url}/console/${view}`);
+    await page.getByRole('link', { name: 'Sign in with your identity provider' }).click();
+    // The IdP's own login page (the test provider's form).
+    await page.locator('input[name="login"]').fill(person);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.waitForURL((url) => url.pathname === '/console/');
+    return { context, page };
+  };
+
+  it('signs a viewer in: their account read-only, axe clean, and sign-out ends the session on the server', async () => {
+    const { context, page } = await signInThroughConsole('bob');
+    await page.getByRole('heading', { name: 'Account', level: 1 }).waitFor();
+    await expect.poll(() => page.locator('.top .who').textContent()).toBe('bob@example.com · viewer');
+    await expect.poll(() => page.getByTestId('balance').textContent()).toMatch(/^10(\.0+)? credits$/);
+    // The session is an HttpOnly SameSite=Lax cookie the page's script cannot read; nothing in storage.
+    const cookies = await context.cookies(stack.url);
+    const session = cookies.find((cookie) => cookie.name === SESSION_COOKIE);
+    expect(session).toMatchObject({ httpOnly: true, sameSite: 'Lax' });
+    expect(await page.evaluate<string>('document.cookie')).not.toContain(SESSION_COOKIE);
+    expect(await page.evaluate<number[]>('[localStorage.length, sessionStorage.length]')).toEqual([0, 0]);
+    expect(await accessibilityViolations(page)).toEqual([]);
+
+    await page.getByRole('link', { name: 'Keys' }).click();
+    await page.getByRole('heading', { name: 'Keys', level: 1 }).waitFor();
+    const row = page.getByRole('table', { name: 'Keys' }).getByRole('row').filter({ hasText: 'acme-key' });
+    await expect.poll(() => row.count()).toBe(1);
+    expect(await row.textContent()).toContain('read only');
+    expect(await page.getByRole('heading', { name: 'Create key' }).count()).toBe(0);
+    expect(await page.getByRole('button', { name: /^(Edit|Disable|Delete) / }).count()).toBe(0);
+    expect(await accessibilityViolations(page)).toEqual([]);
+
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+    // The server ended it: the token, replayed, is refused.
+    const replay = await fetch(`${stack.url}/v1/account/balance`, { headers: { cookie: `${SESSION_COOKIE}=${session!.value}` } });
+    expect(replay.status).toBe(401);
+    await context.close();
+  });
+
+  it('lets an admin create a key through the page (the CSRF token goes with the write)', async () => {
+    const { context, page } = await signInThroughConsole('erin');
+    await expect.poll(() => page.locator('.top .who').textContent()).toBe('erin@example.com · admin');
+    await page.getByRole('link', { name: 'Keys' }).click();
+    await page.getByLabel('Name', { exact: true }).fill('made-in-the-browser');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    expect(await page.getByTestId('new-key').textContent()).toMatch(/^gw-api-/);
+    const listed = await stack.harness.call('GET', '/v1/account/keys', { bearer: stack.acme.provisioningKey });
+    expect(listed.body.data.map((key: { name: string }) => key.name)).toContain('made-in-the-browser');
+    expect(await accessibilityViolations(page)).toEqual([]);
+    await context.close();
+  });
+
+  it('takes a signed-in operator to the Operator view without an admin token', async () => {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const page = await context.newPage();
+    await page.goto(`${stack.url}/console/operator`);
+    await page.getByRole('link', { name: 'Sign in with your identity provider' }).click();
+    await page.locator('input[name="login"]').fill('oscar');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.waitForURL((url) => url.pathname === '/console/');
+    await page.getByRole('link', { name: 'Operator' }).click();
+    await page.getByRole('heading', { name: 'Operator', level: 1 }).waitFor();
+    const accounts = page.getByRole('table', { name: /accounts/i });
+    await expect.poll(() => accounts.getByRole('row').filter({ hasText: stack.acme.accountId }).count()).toBe(1);
+    expect(await page.getByLabel('Admin token').count()).toBe(0);
+    expect(await accessibilityViolations(page)).toEqual([]);
+    await context.close();
+    expect(pageErrors).toEqual([]);
+  });
+});
