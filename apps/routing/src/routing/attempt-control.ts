@@ -20,6 +20,10 @@ export class AttemptControl extends Cancellation implements AttemptSignal {
   /** What the adapter's converter could not send (parametersUnsent). */
   unsent: readonly string[] = NONE;
   private timer: NodeJS.Timeout | undefined;
+  private armed = false;
+  private readonly onIdle = () => {
+    if (this.armed) this.abort(new AttemptTimeout(`no answer within ${this.timeoutMs} ms`));
+  };
   private readonly onCallerAbort = () => this.abort(this.caller.reason);
 
   constructor(private readonly caller: CallerSignal, private readonly timeoutMs: number) {
@@ -34,7 +38,7 @@ export class AttemptControl extends Cancellation implements AttemptSignal {
 
   override abort(reason: unknown) {
     if (this.aborted) return;
-    this.disarm();
+    this.clearTimer();
     super.abort(reason);
   }
 
@@ -54,18 +58,29 @@ export class AttemptControl extends Cancellation implements AttemptSignal {
     if (this.aborted) throw this.reason;
   }
 
+  /**
+   * Starts (or restarts) the idle bound. A stream arms it before each part and disarms it after: the
+   * timer object is made once per attempt and refreshed, not a setTimeout and clearTimeout per part;
+   * a disarmed timer that fires does nothing (dispose and abort clear it for good).
+   */
   arm() {
-    this.disarm();
-    this.timer = setTimeout(() => this.abort(new AttemptTimeout(`no answer within ${this.timeoutMs} ms`)), this.timeoutMs);
+    this.armed = true;
+    if (this.timer === undefined) this.timer = setTimeout(this.onIdle, this.timeoutMs);
+    else this.timer.refresh();
   }
 
   disarm() {
+    this.armed = false;
+  }
+
+  private clearTimer() {
+    this.armed = false;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
   }
 
   dispose() {
-    this.disarm();
+    this.clearTimer();
     this.caller.removeEventListener('abort', this.onCallerAbort);
   }
 }

@@ -35,8 +35,15 @@ export class ChatChunkWriter implements StreamWriter {
     return '';
   }
   delta(delta: ChatStreamDelta): string {
-    const body: Record<string, unknown> = {};
     if (delta.finishReason !== '') this.finishReason = delta.finishReason;
+    // The usual delta (text of a choice whose role went out already, nothing else) is written without
+    // building its objects: the same text JSON.stringify makes of them below.
+    if (delta.content !== '' && delta.reasoning === '' && delta.reasoningSignature === '' && delta.reasoningEncrypted === '' && delta.toolCalls.length === 0
+      && delta.images.length === 0 && !delta.logprobs && this.rolesSent.has(delta.choiceIndex)) {
+      const finish = delta.finishReason === '' ? 'null' : JSON.stringify(delta.finishReason);
+      return `data: ${this.prefix},"choices":[{"index":${delta.choiceIndex},"delta":{"content":${JSON.stringify(delta.content)}},"logprobs":null,"finish_reason":${finish}}]}\n\n`;
+    }
+    const body: Record<string, unknown> = {};
     if (!this.rolesSent.has(delta.choiceIndex)) {
       this.rolesSent.add(delta.choiceIndex);
       body.role = 'assistant';

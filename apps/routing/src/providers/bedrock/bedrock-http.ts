@@ -1,9 +1,10 @@
+import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher, Pool } from 'undici';
 import { endUpstreamSpan, startUpstreamSpan } from '@gateway/platform';
 import { toProviderError, type AttemptSignal } from '../provider-adapter.js';
 import { BufferingHandler, MAX_RESPONSE_BYTES, type BufferedAnswer } from '../http/buffered-request.js';
 import { bedrockHttpError } from './bedrock-error.js';
-import { streamingRequest } from '../http/streaming-request.js';
+import { streamingRequest, type StreamingResponse } from '../http/streaming-request.js';
 
 /** Bedrock names an error's type in this header (the body has only the message). */
 const ERROR_TYPE_HEADER = 'x-amzn-errortype';
@@ -48,13 +49,13 @@ export async function bedrockBufferedRequest(pool: Pool, options: Dispatcher.Dis
 /** A ConverseStream call: the response once its status is 200 (its body is the eventstream), else a ProviderError. */
 export function bedrockStreamingRequest(
   pool: Pool,
-  options: Omit<Dispatcher.RequestOptions, 'signal'>,
+  options: Omit<Dispatcher.DispatchOptions, 'signal'>,
   signal: AttemptSignal,
-): Promise<Dispatcher.ResponseData> {
+): Promise<StreamingResponse> {
   return streamingRequest(pool, options, signal, streamHttpError);
 }
 
-function streamHttpError(status: number, bodyText: string, headers: Dispatcher.ResponseData['headers']) {
+function streamHttpError(status: number, bodyText: string, headers: IncomingHttpHeaders) {
   const type = headers[ERROR_TYPE_HEADER];
   return bedrockHttpError(status, bodyText, Array.isArray(type) ? type[0] : type);
 }

@@ -111,15 +111,3 @@ export class BufferingHandler implements Dispatcher.DispatchHandler {
     this.abortRequest?.(error instanceof Error ? error : new Error(String(error)));
   }
 }
-
-/** A whole body as text, refused (ProviderError 'connection') beyond `maxBytes`. */
-export async function readBounded(body: AsyncIterable<Buffer>, maxBytes: number): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    size += chunk.length;
-    if (size > maxBytes) throw new ProviderError('connection', `answer larger than ${maxBytes} bytes`);
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks).toString('utf8');
-}

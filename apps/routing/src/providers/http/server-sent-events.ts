@@ -16,25 +16,56 @@ export interface ServerSentEvent {
  * and events without data are skipped. A body that ends mid-event yields what it has.
  */
 export async function* readServerSentEvents(body: AsyncIterable<Buffer | string>): AsyncGenerator<ServerSentEvent> {
-  const decoder = new TextDecoder();
-  let buffer = '';
+  const reader = new ServerSentEventReader();
   for await (const chunk of body) {
-    buffer += typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
-    // Every whole event of the buffer, then what is left kept once (not a copy of the rest per event).
-    let from = 0;
-    for (;;) {
-      const separator = findSeparator(buffer, from);
-      if (separator < 0) break;
-      const block = buffer.slice(from, separator);
-      from = separatorEnd(buffer, separator);
-      const event = parseEvent(block);
-      if (event !== undefined) yield event;
-    }
-    if (from > 0) buffer = buffer.slice(from);
-    if (buffer.length > MAX_SSE_EVENT_BYTES) throw new ProviderError('connection', 'stream event too large');
+    reader.push(chunk);
+    for (let event = reader.next(); event !== undefined; event = reader.next()) yield event;
   }
-  const rest = parseEvent(buffer);
+  const rest = reader.end();
   if (rest !== undefined) yield rest;
+}
+
+/**
+ * The SSE reader without an async generator of its own, for a stream's hot loop (one generator less
+ * between a socket read and the relayed delta): `push` each chunk read, then take its events with
+ * `next()` until undefined; `end()` once the body ended gives the event it ended in the middle of, if any.
+ * readServerSentEvents is this reader in a generator.
+ */
+export class ServerSentEventReader {
+  private readonly decoder = new TextDecoder();
+  private buffer = '';
+  /** Where the next event of `buffer` starts. */
+  private from = 0;
+
+  push(chunk: Buffer | string): void {
+    // What is left of the previous read is cut once per read (not a copy of the rest per event).
+    const rest = this.from > 0 ? this.buffer.slice(this.from) : this.buffer;
+    this.from = 0;
+    this.buffer = rest + (typeof chunk === 'string' ? chunk : this.decoder.decode(chunk, { stream: true }));
+  }
+
+  /** The next whole event with data of what was pushed; undefined when none is whole yet. */
+  next(): ServerSentEvent | undefined {
+    for (;;) {
+      const separator = findSeparator(this.buffer, this.from);
+      if (separator < 0) {
+        if (this.buffer.length - this.from > MAX_SSE_EVENT_BYTES) throw new ProviderError('connection', 'stream event too large');
+        return undefined;
+      }
+      const block = this.buffer.slice(this.from, separator);
+      this.from = separatorEnd(this.buffer, separator);
+      const event = parseEvent(block);
+      if (event !== undefined) return event;
+    }
+  }
+
+  /** The body ended: the event it ended in the middle of, if that one has data. */
+  end(): ServerSentEvent | undefined {
+    const rest = this.buffer.slice(this.from);
+    this.buffer = '';
+    this.from = 0;
+    return parseEvent(rest);
+  }
 }
 
 /**

@@ -9,7 +9,7 @@ import { convertOpenAIStreamChoice } from './convert-openai-stream.js';
 import { openAIHttpError, openAIStreamError } from './openai-error.js';
 import { bufferedRequest, MAX_RESPONSE_BYTES } from '../http/buffered-request.js';
 import { createProviderPool } from '../http/provider-pool.js';
-import { readServerSentEvents } from '../http/server-sent-events.js';
+import { ServerSentEventReader } from '../http/server-sent-events.js';
 import { streamingRequest } from '../http/streaming-request.js';
 import { multipartBody, type MultipartPart } from '../http/multipart-body.js';
 import { openaiImagesResponseSchema, openaiModerationResponseSchema, openaiTranscriptionSchema } from './openai-media-types.js';
@@ -142,8 +142,24 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
     let sawDone = false;
     let sawFinish = false;
     let usageSent = false;
+    // The body's reads go through the SSE reader in this loop (no generator of their own in between).
+    const events = new ServerSentEventReader();
+    let bodyEnded = false;
     try {
-      for await (const { data } of readServerSentEvents(response.body)) {
+      for (;;) {
+        let event = events.next();
+        if (event === undefined) {
+          if (bodyEnded) break;
+          const read = await response.body.next();
+          if (!read.done) {
+            events.push(read.value);
+            continue;
+          }
+          bodyEnded = true;
+          event = events.end();
+          if (event === undefined) break;
+        }
+        const data = event.data;
         // Read on to the end of the body after [DONE] so the keep-alive connection goes back to the pool.
         if (data === '[DONE]' || sawDone) { sawDone = true; continue; }
         let json: unknown;
