@@ -14,7 +14,7 @@ ENGINE=${CONTAINER_ENGINE_SCRIPT:-../shared/tools/container-engine.sh}
 # Debian's docker CLI, which the engine script installs (another docker earlier on PATH may lack BuildKit).
 DOCKER=/usr/bin/docker
 export DOCKER
-APPS=(edge auth catalog ledger routing media gatewayctl)
+APPS=(edge auth catalog ledger routing media jobs gatewayctl)
 export GATEWAY_IMAGE_TAG=ci
 DATABASE=gateway_images_ci
 export GATEWAY_DATABASE_URL=postgres://postgres@127.0.0.1:5432/$DATABASE
@@ -107,7 +107,7 @@ touch deploy/providers.env
 "${COMPOSE[@]}" up -d --no-build
 wait_healthy() {
   local deadline=$(( $(date +%s) + 120 )) service id status
-  for service in auth catalog ledger routing media edge; do
+  for service in auth catalog ledger routing media jobs edge; do
     id=$("${COMPOSE[@]}" ps -q "$service")
     while :; do
       status=$($DOCKER inspect -f '{{.State.Health.Status}}' "$id" 2>/dev/null || echo missing)
@@ -119,7 +119,7 @@ wait_healthy() {
 }
 if wait_healthy; then pass "every service healthy"; else fail "a service did not become healthy"; exit 1; fi
 
-for service in auth catalog ledger routing media edge; do
+for service in auth catalog ledger routing media jobs edge; do
   id=$("${COMPOSE[@]}" ps -q "$service")
   settings=$($DOCKER inspect -f '{{.HostConfig.ReadonlyRootfs}} {{.HostConfig.CapDrop}} {{.HostConfig.SecurityOpt}} {{.Config.User}} {{.HostConfig.NetworkMode}} {{json .HostConfig.Tmpfs}}' "$id")
   [[ "$settings" == 'true [ALL] [no-new-privileges] 1000:1000 host {"/tmp":""}' ]] \
