@@ -20,7 +20,7 @@ import { parse, parseAllDocuments } from 'yaml';
 // deploy/README.md's Helm section, exactly as written there. Every document is checked against the
 // Kubernetes API schemas (kubernetes-models), unknown fields included, and against the chart's rules.
 export const root = fileURLToPath(new URL('../../../', import.meta.url));
-export const SERVICES = ['edge', 'auth', 'catalog', 'ledger', 'routing', 'media'] as const;
+export const SERVICES = ['edge', 'auth', 'catalog', 'ledger', 'routing', 'media', 'jobs'] as const;
 export type Service = (typeof SERVICES)[number];
 
 // Rendered manifests are untyped JSON; the checks below read them as such.
@@ -238,11 +238,12 @@ export const METRICS_PORT = 9464;
 
 export const EXPECTED_INGRESS: Record<Service | 'gatewayctl', Service[] | '*' | []> = {
   edge: '*',
-  auth: ['edge'],
-  catalog: ['edge', 'routing'],
-  ledger: ['edge'],
-  routing: ['edge'],
+  auth: ['edge', 'jobs'],
+  catalog: ['edge', 'routing', 'jobs'],
+  ledger: ['edge', 'jobs'],
+  routing: ['edge', 'jobs'],
   media: ['edge'],
+  jobs: ['edge'],
   gatewayctl: [],
 };
 
@@ -339,13 +340,14 @@ export function checkRelease(manifests: Manifest[], label: string) {
   const common = ['*:53/TCP', '*:53/UDP', '*:4222/TCP'];
   const internet = ['cidr:0.0.0.0/0:*', 'cidr:::/0:*'];
   const expectedEgress: Record<string, string[]> = {
-    edge: [...common, callee('auth'), callee('catalog'), callee('ledger'), callee('routing'), callee('media')],
+    edge: [...common, callee('auth'), callee('catalog'), callee('ledger'), callee('routing'), callee('media'), callee('jobs')],
     auth: [...common, '*:5432/TCP'],
     catalog: [...common, '*:5432/TCP'],
     ledger: [...common, '*:5432/TCP'],
     routing: [...common, callee('catalog'), ...internet],
     media: [...common, '*:5432/TCP', ...internet],
-    gatewayctl: ['*:53/TCP', '*:53/UDP', callee('auth'), callee('catalog'), callee('ledger')],
+    jobs: [...common, '*:5432/TCP', callee('auth'), callee('catalog'), callee('ledger'), callee('routing')],
+    gatewayctl: ['*:53/TCP', '*:53/UDP', callee('auth'), callee('catalog'), callee('ledger'), callee('jobs')],
   };
   for (const component of components) {
     const policy = policies.find((candidate) => componentOf(candidate.spec.podSelector.matchLabels) === component)!;
@@ -357,7 +359,7 @@ export function checkRelease(manifests: Manifest[], label: string) {
         ? [`*:${ports.edge}/TCP`]
         : sources.length === 0
           ? []
-          : [...sources, ...(job && ['auth', 'catalog', 'ledger'].includes(component) ? ['gatewayctl'] : [])].map((source) => `${source}:${ports[component as Service]}/TCP`);
+          : [...sources, ...(job && ['auth', 'catalog', 'ledger', 'jobs'].includes(component) ? ['gatewayctl'] : [])].map((source) => `${source}:${ports[component as Service]}/TCP`);
     // Every service's metrics port admits the scraper (the default: Prometheus pods in any namespace), nothing else.
     const scraper = `${JSON.stringify({ namespaceSelector: {}, podSelector: { matchLabels: { 'app.kubernetes.io/name': 'prometheus' } } })}:${METRICS_PORT}/TCP`;
     expect(describeRules(policy.spec.ingress, 'from'), context).toEqual([...expectedIngress, ...(component === 'gatewayctl' ? [] : [scraper])].sort());

@@ -34,7 +34,7 @@ describe('helm chart', () => {
     const manifests = renderOk(['gw', 'helm/gateway']);
     checkRelease(manifests, 'defaults');
     const kinds = manifests.map((manifest) => manifest.kind);
-    expect(kinds.filter((kind) => kind === 'HorizontalPodAutoscaler')).toHaveLength(6);
+    expect(kinds.filter((kind) => kind === 'HorizontalPodAutoscaler')).toHaveLength(7);
     expect(kinds, 'Ingress is off by default').not.toContain('Ingress');
     expect(kinds, 'the chart creates no Secret unless devSecrets.enabled').not.toContain('Secret');
   });
@@ -51,7 +51,7 @@ describe('helm chart', () => {
     expect(throwaway!.map((manifest) => manifest.kind)).toEqual(expect.arrayContaining(['Ingress', 'Job', 'Secret']));
   });
 
-  it("the one-off gatewayctl pod of deploy/README.md is a valid Pod like the chart's gatewayctl Job, admitted to auth, catalog and ledger", () => {
+  it("the one-off gatewayctl pod of deploy/README.md is a valid Pod like the chart's gatewayctl Job, admitted to auth, catalog, ledger and jobs", () => {
     const readme = readFileSync(`${root}deploy/README.md`, 'utf8').replace(/\\\n\s*/g, ' ');
     const line = readme.split('\n').find((text) => text.startsWith('kubectl -n gateway run gatewayctl-once '));
     expect(line, 'deploy/README.md documents `kubectl -n gateway run gatewayctl-once`').toBeDefined();
@@ -73,7 +73,7 @@ describe('helm chart', () => {
     expect(job.image).toMatch(/-gatewayctl:/);
     const byName = (env: any[]) => Object.fromEntries(env.filter((entry) => entry.name !== 'LOG_LEVEL').map((entry) => [entry.name, entry.value ?? entry.valueFrom]));
     expect(byName(container.env)).toEqual(byName(job.env));
-    for (const component of ['auth', 'catalog', 'ledger']) {
+    for (const component of ['auth', 'catalog', 'ledger', 'jobs']) {
       const policy = manifests.find((manifest) => manifest.kind === 'NetworkPolicy' && componentOf(manifest.metadata.labels) === component)!;
       const admitted = (policy.spec.ingress as any[]).some((rule) => (rule.from ?? []).some((peer: any) => selects(peer.podSelector?.matchLabels, labels)));
       expect(admitted, `${component} admits the pod's labels`).toBe(true);
@@ -168,8 +168,8 @@ describe('helm chart', () => {
     const manifests = renderOk(['gw', 'helm/gateway', '-n', 'gateway', '--set', 'loadScaling.mode=keda', ...MONITORING]);
     checkRelease(manifests, 'monitoring + keda');
     const ofKind = (kind: string) => manifests.filter((manifest) => manifest.kind === kind);
-    // KEDA owns edge's and routing's HPA: the chart renders one only for the other four.
-    expect(ofKind('HorizontalPodAutoscaler').map((hpa) => componentOf(hpa.metadata.labels)).sort()).toEqual(['auth', 'catalog', 'ledger', 'media']);
+    // KEDA owns edge's and routing's HPA: the chart renders one only for the other five.
+    expect(ofKind('HorizontalPodAutoscaler').map((hpa) => componentOf(hpa.metadata.labels)).sort()).toEqual(['auth', 'catalog', 'jobs', 'ledger', 'media']);
     expect(ofKind('ScaledObject').map((scaler) => componentOf(scaler.metadata.labels)).sort()).toEqual(['edge', 'routing']);
     for (const component of ['edge', 'routing'] as const) {
       const scaler = ofKind('ScaledObject').find((candidate) => componentOf(candidate.metadata.labels) === component)!;
@@ -183,7 +183,7 @@ describe('helm chart', () => {
         expect(promqlNames(trigger.metadata.query)).toEqual({ names: [gauge], errors: [] });
       }
     }
-    expect(ofKind('ServiceMonitor')).toHaveLength(6);
+    expect(ofKind('ServiceMonitor')).toHaveLength(7);
     for (const monitor of ofKind('ServiceMonitor')) expect(monitor.spec.namespaceSelector).toEqual({ matchNames: ['gateway'] });
 
     const [rule] = ofKind('PrometheusRule');
@@ -219,7 +219,7 @@ describe('helm chart', () => {
       const manifests = renderOk([...installs[0]!.args, '-f', file]);
       checkRelease(manifests, 'monitoring.yaml');
       const count = (kind: string) => manifests.filter((manifest) => manifest.kind === kind).length;
-      expect([count('ScaledObject'), count('ServiceMonitor'), count('PrometheusRule'), count('HorizontalPodAutoscaler')]).toEqual([2, 6, 1, 4]);
+      expect([count('ScaledObject'), count('ServiceMonitor'), count('PrometheusRule'), count('HorizontalPodAutoscaler')]).toEqual([2, 7, 1, 5]);
       for (const manifest of manifests.filter((candidate) => ['ServiceMonitor', 'PrometheusRule'].includes(candidate.kind))) {
         expect(manifest.metadata.labels?.release, `${manifest.kind} ${manifest.metadata.name}: the stack's selector label`).toBe('prometheus');
       }
@@ -239,7 +239,7 @@ describe('helm chart', () => {
     const pods = (name: string, averageValue: string) => ({ type: 'Pods', pods: { metric: { name }, target: { type: 'AverageValue', averageValue } } });
     expect(hpaOf('edge').spec.metrics).toEqual([cpu, pods('gateway_http_requests_in_flight', '200'), pods('gateway_http_streams_active', '150')]);
     expect(hpaOf('routing').spec.metrics).toEqual([cpu, pods('gateway_routing_requests_in_flight', '200'), pods('gateway_routing_streams_active', '40')]);
-    for (const component of ['auth', 'catalog', 'ledger', 'media']) expect(hpaOf(component).spec.metrics, component).toEqual([cpu]);
+    for (const component of ['auth', 'catalog', 'ledger', 'media', 'jobs']) expect(hpaOf(component).spec.metrics, component).toEqual([cpu]);
     // The default stays CPU alone for everyone.
     for (const hpa of renderOk(['gw', 'helm/gateway']).filter((manifest) => manifest.kind === 'HorizontalPodAutoscaler')) expect(hpa.spec.metrics).toEqual([cpu]);
   });
