@@ -73,6 +73,8 @@ function wav() {
   return buffer;
 }
 
+let storedResponseId = '';
+
 async function requests() {
   await check('chat completion', async () => {
     const response = await post('/v1/chat/completions', { model: 'chat-small', messages: [{ role: 'user', content: 'Say hello' }] });
@@ -115,7 +117,37 @@ async function requests() {
     assert(names.at(-1) === 'response.completed', `last event ${names.at(-1)} of ${names.length}`);
     const completed = JSON.parse(events.at(-1).data);
     assert(completed.response?.status === 'completed', `status ${completed.response?.status}`);
+    storedResponseId = completed.response.id;
     return `${names.length} events`;
+  });
+
+  // Stored responses are written behind the answer by the edge to the jobs service: it must reach it.
+  await check('the streamed response is stored: GET /v1/responses/{id}', async () => {
+    let response;
+    for (let attempt = 0; attempt < 20; attempt++) {
+      response = await fetch(`${edge}/v1/responses/${storedResponseId}`, { headers: { authorization: `Bearer ${apiKey}` } });
+      if (response.status === 200) break;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    const body = await response.json();
+    assert(response.status === 200 && body.id === storedResponseId && body.status === 'completed', `HTTP ${response.status}: ${JSON.stringify(body).slice(0, 300)}`);
+    return body.id;
+  });
+
+  await check('files: upload, read back, delete (the jobs service)', async () => {
+    const form = new FormData();
+    form.append('purpose', 'user_data');
+    const text = 'images check file\n';
+    form.append('file', new Blob([text], { type: 'text/plain' }), 'images-check.txt');
+    const created = await fetch(`${edge}/v1/files`, { method: 'POST', headers: { authorization: `Bearer ${apiKey}` }, body: form });
+    const file = await created.json();
+    assert(created.status === 200, `upload HTTP ${created.status}: ${JSON.stringify(file).slice(0, 300)}`);
+    const content = await fetch(`${edge}/v1/files/${file.id}/content`, { headers: { authorization: `Bearer ${apiKey}` } });
+    const back = await content.text();
+    assert(content.status === 200 && back === text, `content HTTP ${content.status}: ${JSON.stringify(back.slice(0, 100))}`);
+    const deleted = await fetch(`${edge}/v1/files/${file.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${apiKey}` } });
+    assert(deleted.status === 200, `delete HTTP ${deleted.status}`);
+    return `${file.id}, ${file.bytes} bytes`;
   });
 
   await check('speech', async () => {
