@@ -89,7 +89,7 @@ describe('npm start: crash recovery, one gateway per data dir, start failures, g
     const samples = parsePrometheusText(await (await fetch(metricsUrl)).text());
     expect(sampleSum(samples, 'gateway_http_requests_total', { route: '/v1/chat/completions', status: '200' })).toBe(1);
     expect(sampleSum(samples, 'gateway_upstream_attempts_total', { outcome: 'success' })).toBe(1);
-    expect(labelValues(samples, 'gateway_db_pool_connections', 'pool')).toEqual(['auth', 'catalog', 'ledger', 'media']);
+    expect(labelValues(samples, 'gateway_db_pool_connections', 'pool')).toEqual(['auth', 'catalog', 'jobs', 'ledger', 'media']);
 
     const password = readFileSync(passwordFile, 'utf8').trim();
     expect(password).toMatch(/^[0-9a-f]{48}$/);

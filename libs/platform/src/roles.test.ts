@@ -20,7 +20,9 @@ describe('role × action table', () => {
   it('names only known roles and actions, and lists actions in the table\'s order', () => {
     expect(Object.keys(ROLE_ACTIONS).sort()).toEqual([...ROLES].sort());
     for (const role of ROLES) for (const action of ROLE_ACTIONS[role]) expect(ACTIONS).toContain(action);
-    expect(actionsOf('viewer')).toEqual(['balance.read', 'activity.read', 'generations.read', 'keys.read']);
+    expect(actionsOf('viewer')).toEqual(['balance.read', 'activity.read', 'generations.read', 'keys.read', 'budgets.read']);
+    // The audit log (before/after of every change) is for the roles that make changes.
+    expect(['owner', 'admin', 'billing', 'viewer'].map((role) => roleMay(role as 'owner', 'audit.read'))).toEqual([true, true, false, false]);
     expect(isRole('operator') && !isAccountRole('operator') && isAccountRole('owner') && !isRole('root') && !isRole('Owner')).toBe(true);
   });
 });
