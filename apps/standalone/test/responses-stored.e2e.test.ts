@@ -74,6 +74,7 @@ describe.each(UPSTREAM_KINDS)('stored responses on an $kind upstream, end to end
 
   it('store (default true): retrieve answers the response as it was answered; input_items pages as OpenAI; delete removes it', async () => {
     upstream.script({ text: 'Gateways route requests.' });
+    const before = await harness.charges(MAIN);
     const created = await harness.client.responses.create({ model: MAIN, instructions: 'Be brief.', input: [{ role: 'user', content: 'What does a gateway do?' }, { role: 'user', content: 'In one line.' }] });
     expect(created).toMatchObject({ store: true, previous_response_id: null, status: 'completed' });
 
@@ -104,6 +105,8 @@ describe.each(UPSTREAM_KINDS)('stored responses on an $kind upstream, end to end
     await expect(harness.client.responses.retrieve(created.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
     await expect(harness.client.responses.delete(created.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
     await expect(harness.client.responses.inputItems.list(created.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    // Its one charge settled here, so the next test's count starts after it (the bus settles behind the answer).
+    await harness.chargesSettleAt(MAIN, before.requests + 1);
   });
 
   it('previous_response_id: a three-turn chain sends the provider the whole conversation; each turn charged once', async () => {
