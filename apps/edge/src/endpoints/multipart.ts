@@ -126,10 +126,7 @@ export function readMultipart(
       settled = true;
       stopWatching();
       if (error) {
-        request.unpipe(parser);
-        request.pause();
-        parser.removeAllListeners();
-        parser.on('error', () => undefined);
+        abandonParser(request, parser);
         removeAll();
         reject(error);
       } else {
@@ -196,6 +193,17 @@ export function readMultipart(
 }
 
 /** The one value of a text field; a repeated field is a 400. */
+/**
+ * Stops reading a form that failed: the request no longer feeds the parser (the rest of its body is not
+ * read), and the parser's later events, errors included, go nowhere.
+ */
+export function abandonParser(request: IncomingMessage, parser: busboy.Busboy): void {
+  request.unpipe(parser);
+  request.pause();
+  parser.removeAllListeners();
+  parser.on('error', () => undefined);
+}
+
 export function singleField(body: MultipartBody, name: string): string | undefined {
   const values = body.fields.get(name);
   if (!values || values.length === 0) return undefined;

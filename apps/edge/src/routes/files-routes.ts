@@ -8,6 +8,7 @@ import { edgeErrors } from '../errors.js';
 import { ClientGoneError, sendJson, watchBodyArrival } from '../http.js';
 import { presentedApiKey } from '../inference/credentials.js';
 import { requestIdOf } from '../request-id.js';
+import { abandonParser } from '../endpoints/multipart.js';
 import { parseWith } from '../account/account-schemas.js';
 import type { FilesRouteOptions } from './files-options.js';
 
@@ -211,10 +212,7 @@ function streamUpload(
       settled = true;
       stopWatching();
       if (error) {
-        request.unpipe(parser);
-        request.pause();
-        parser.removeAllListeners();
-        parser.on('error', () => undefined);
+        abandonParser(request, parser);
         failed = true;
         // Answered once the upload is gone (when it had begun), so a retry finds its slot free.
         void abortIfBegun().then(() => reject(error));
