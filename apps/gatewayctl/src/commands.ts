@@ -68,6 +68,9 @@ function credits(text: string, flag: string, { allowZero }: { allowZero: boolean
 const print = (context: CommandContext, value: unknown, line: string) =>
   context.stdout(context.json ? `${JSON.stringify(value)}\n` : `${line}\n`);
 
+/** A listing's text: one line a row, or what there is none of. */
+const listing = (lines: string[], none: string) => (lines.length > 0 ? lines.join('\n') : none);
+
 const isoTime = (milliseconds: bigint) => (milliseconds > 0n ? new Date(Number(milliseconds)).toISOString() : null);
 
 function keyJson(key: ApiKey | undefined) {
@@ -239,7 +242,7 @@ export const commands: Command[] = [
       const truncated = cursor !== '';
       const lines = rows.map((row) => `${row.account_id}  ${row.name}  tier ${row.tier}  balance ${row.balance}  created ${row.created_at ?? '-'}`);
       if (truncated) lines.push(`(more accounts than ${rows.length}; raise --limit to see more)`);
-      print(context, { accounts: rows, truncated }, lines.length > 0 ? lines.join('\n') : 'no accounts');
+      print(context, { accounts: rows, truncated }, listing(lines, 'no accounts'));
       return 0;
     },
   },
@@ -338,7 +341,7 @@ export const commands: Command[] = [
           (key.default_routing_strategy ? `  routing ${key.default_routing_strategy}` : ''),
       );
       if (truncated) lines.push(`(more than ${rows.length} keys; list cut off)`);
-      print(context, { account_id: accountId, keys: rows, truncated }, lines.length > 0 ? lines.join('\n') : 'no keys');
+      print(context, { account_id: accountId, keys: rows, truncated }, listing(lines, 'no keys'));
       return 0;
     },
   },
@@ -382,7 +385,7 @@ export const commands: Command[] = [
           ...(model.aliases.length > 0 ? [`  aliases: ${model.aliases.join(', ')}`] : []),
         ].join('\n');
       });
-      context.stdout(`${lines.length > 0 ? lines.join('\n') : 'no models'}\n`);
+      context.stdout(`${listing(lines, 'no models')}\n`);
       return 0;
     },
   },
@@ -493,7 +496,7 @@ export const commands: Command[] = [
         threshold: alert.thresholdPercent, limit: alert.limit, spent: alert.spent, fired_at: isoTime(alert.firedAtMs), delivery_state: alert.deliveryState,
       }));
       const lines = [...rows.map(budgetLine), ...alerts.map((alert) => `alert ${alert.threshold}% of ${alert.key_id ?? 'account'} ${alert.period} ${alert.period_start} at ${alert.fired_at} (${alert.delivery_state})`)];
-      print(context, { budgets: rows, alerts }, lines.length > 0 ? lines.join('\n') : 'no budgets');
+      print(context, { budgets: rows, alerts }, listing(lines, 'no budgets'));
       return 0;
     },
   },
@@ -572,7 +575,7 @@ export const commands: Command[] = [
       const page = await readChain(context, chain as AuditChain, { afterSeq: BigInt(afterText), limit, accountId: values.account === undefined ? '' : String(values.account) });
       const rows = page.entries.map(auditJson);
       const lines = rows.map((row) => `${row.chain}#${row.seq} ${row.occurred_at} ${row.action} ${row.target_type}:${row.target_id} by ${row.actor_kind}${row.actor_id ? `:${row.actor_id}` : ''}${row.account_id ? ` account ${row.account_id}` : ''}`);
-      print(context, { chain, entries: rows, head_seq: page.headSeq.toString(), head_hash: page.headHash }, lines.length > 0 ? lines.join('\n') : 'no entries');
+      print(context, { chain, entries: rows, head_seq: page.headSeq.toString(), head_hash: page.headHash }, listing(lines, 'no entries'));
       return 0;
     },
   },

@@ -47,11 +47,15 @@ export const budgetBody = z.strictObject(
   { error: 'must be a JSON object' },
 );
 
+/** Whose budget or alert a record is: the account's own (no key id) or one key's. */
+function scopeFields(keyId: string): { scope: 'account' | 'key'; key_id: string | null } {
+  return keyId === '' ? { scope: 'account', key_id: null } : { scope: 'key', key_id: keyId };
+}
+
 function budgetRecord(budget: Budget) {
   return {
     object: 'budget',
-    scope: budget.keyId === '' ? 'account' : 'key',
-    key_id: budget.keyId === '' ? null : budget.keyId,
+    ...scopeFields(budget.keyId),
     period: budget.period,
     limit: budget.limit,
     thresholds: budget.thresholds,
@@ -67,8 +71,7 @@ function alertRecord(alert: BudgetAlert) {
   return {
     object: 'budget.alert',
     id: alert.eventId,
-    scope: alert.keyId === '' ? 'account' : 'key',
-    key_id: alert.keyId === '' ? null : alert.keyId,
+    ...scopeFields(alert.keyId),
     period: alert.period,
     period_start: alert.periodStart,
     threshold: alert.thresholdPercent,
