@@ -14,6 +14,7 @@ const BACKUP = 'testco/backup'; // only on upstream-two; 3 and 5 credits per mil
 const DUAL = 'testco/dual'; // on both
 const TINY = 'testco/tiny'; // on upstream-one; a 64-token context window
 const DEAR = 'testco/dear'; // on upstream-two; half a credit per output token
+const PLAIN = 'testco/plain'; // on upstream-two; lists no temperature
 
 /** The fakes report these counts; every charge below is computed by hand from them. */
 const USAGE = { prompt_tokens: 11, completion_tokens: 7 };
@@ -23,7 +24,7 @@ const BACKUP_CHARGE_PICO = 68_000_000n;
 const DUAL_CHARGE_PICO = 25_000_000n;
 
 function catalog(one: FakeUpstream, two: FakeUpstream): string {
-  const model = (id: string, input: string, output: string, offers: string[], window = 8000) => `
+  const model = (id: string, input: string, output: string, offers: string[], window = 8000, parameters = 'temperature, max_completion_tokens, max_tokens, stream_options') => `
   - id: ${id}
     owned_by: testco
     created: 1767225600
@@ -31,7 +32,7 @@ function catalog(one: FakeUpstream, two: FakeUpstream): string {
     output_modalities: [text]
     context_window: ${window}
     max_output_tokens: ${Math.min(window, 1000)}
-    supported_parameters: [temperature, max_completion_tokens, max_tokens, stream_options]
+    supported_parameters: [${parameters}]
     pricing: { per_input_token: "${input}", per_output_token: "${output}" }
     limit_group: default
     offers:${offers.map((provider) => `
@@ -45,7 +46,7 @@ providers:
 limit_groups:
   - id: default
     tiers: { tier-1: { minute: 6000 } }
-models:${model(PRIMARY, '0.000001', '0.000002', ['upstream-one'])}${model(BACKUP, '0.000003', '0.000005', ['upstream-two'])}${model(DUAL, '0.000001', '0.000002', ['upstream-one', 'upstream-two'])}${model(DEAR, '0.000001', '0.5', ['upstream-two'])}${model(TINY, '0.000001', '0.000002', ['upstream-one'], 64)}
+models:${model(PRIMARY, '0.000001', '0.000002', ['upstream-one'])}${model(BACKUP, '0.000003', '0.000005', ['upstream-two'])}${model(DUAL, '0.000001', '0.000002', ['upstream-one', 'upstream-two'])}${model(DEAR, '0.000001', '0.5', ['upstream-two'])}${model(TINY, '0.000001', '0.000002', ['upstream-one'], 64)}${model(PLAIN, '0.000001', '0.000002', ['upstream-two'], 8000, 'max_completion_tokens, max_tokens, stream_options')}
 `;
 }
 
@@ -270,5 +271,42 @@ describe('model fallbacks and provider preferences (issue 27)', () => {
     expect(none).toMatchObject({ status: 400, code: 'no_provider_matches' });
     // Without it the parameter is dropped and named, as before.
     expect((await ask('chat', false, { model: DUAL, top_p: 0.5 })).status).toBe(200);
+  });
+
+  it('a fallback that lacks a sent parameter serves without it, and the answer names it as dropped, in the client’s spelling, streamed and not', async () => {
+    one.setFallback({ status: 503 });
+    const chatUrl = `${harness.stack.url}/v1/chat/completions`;
+    const auth = { authorization: `Bearer ${harness.apiKey}` };
+    for (const stream of [false, true]) {
+      two.reset();
+      two.setFallback({ usage: USAGE });
+      const chat = await fetch(chatUrl, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: PRIMARY, models: [PLAIN], temperature: 0.2, messages: [{ role: 'user', content: 'Say hello' }], ...(stream ? { stream: true } : {}) }),
+      });
+      expect(chat.status, `chat stream=${stream}`).toBe(200);
+      expect(await chat.text()).toContain(PLAIN);
+      // The fallback's provider was sent no temperature, and the answer says so.
+      expect(two.requests).toHaveLength(1);
+      expect(two.requests[0]!.body.temperature, `chat stream=${stream}`).toBeUndefined();
+      expect(chat.headers.get('x-gateway-dropped-params')?.split(','), `chat stream=${stream}`).toContain('temperature');
+    }
+    // The first model serving: nothing dropped (it lists temperature), and the provider got it.
+    one.setFallback({ usage: USAGE });
+    one.reset();
+    const first = await rawPost(chatUrl, auth, { model: PRIMARY, models: [PLAIN], temperature: 0.2, messages: [{ role: 'user', content: 'Say hello' }] });
+    expect(first.status).toBe(200);
+    expect(one.requests[0]!.body.temperature).toBe(0.2);
+    expect(first.headers.get('x-gateway-dropped-params')).toBeNull();
+    // Messages: the same parameter in its spelling.
+    one.setFallback({ status: 503 });
+    const messages = await rawPost(
+      `${harness.stack.url}/v1/messages`,
+      { ...auth, 'anthropic-version': '2023-06-01' },
+      { model: PRIMARY, models: [PLAIN], temperature: 0.3, max_tokens: 50, messages: [{ role: 'user', content: 'Say hello' }] },
+    );
+    expect(messages.status).toBe(200);
+    expect(messages.headers.get('x-gateway-dropped-params')?.split(',')).toContain('temperature');
   });
 });

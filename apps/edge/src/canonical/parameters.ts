@@ -181,6 +181,18 @@ export class ParameterGate {
     });
   }
 
+  /**
+   * What a fallback model that served goes without: the parameters forwarded for the first model that
+   * `model` lacks (routing cleared them, see unsupportedFields), in the client's spelling.
+   */
+  lackedBy(model: CatalogModel): string[] {
+    const lacked: string[] = [];
+    for (const spelling of this.compiled.spellings) {
+      if (this.forwarded.has(spelling.parameter) && !modelSupports(model, spelling.parameter) && this.asked(spelling)) lacked.push(spelling.name);
+    }
+    return lacked;
+  }
+
   private asked(spelling: CompiledSpelling): boolean {
     const value = valueAt(this.fields, spelling.path);
     return this.presence?.[spelling.name] ?? (asks(value) && (spelling.present === undefined || spelling.present(value)));

@@ -196,6 +196,9 @@ class ChatSteps<Body> implements InferenceSteps<Body, ChatCall> {
 function servedBy(prepared: ChatCall, job: InferenceJob, context: EdgeContext, modelId: string): void {
   const model = context.catalogCache.resolve(modelId);
   if (!model) return;
+  // Routing cleared the fields this model lacks: the answer names them as dropped.
+  const lacked = prepared.converted.spelling?.lackedBy?.(model) ?? [];
+  if (lacked.length > 0) prepared.converted.droppedParams = [...new Set([...prepared.converted.droppedParams, ...lacked])].sort();
   prepared.model = model;
   job.model = model;
 }

@@ -50,7 +50,11 @@ export interface ConvertedRequest {
    * Routing's drops (canonical names) in the client's spelling (the dialect's ParameterGate); absent:
    * as routing names them.
    */
-  spelling?: { clientSpelling(routerDropped: readonly string[]): readonly string[] };
+  spelling?: {
+    clientSpelling(routerDropped: readonly string[]): readonly string[];
+    /** The forwarded parameters a fallback model that served lacks (routing cleared them), in the client's spelling. */
+    lackedBy?(model: CatalogModel): readonly string[];
+  };
   /** Tools the client offered that no provider runs (the responses dialect's hosted tools), dropped before the provider: `x-gateway-dropped-tools`. */
   droppedTools?: string[];
   /** The client's path of a file part, for errors while files are read (default: chat's spelling). */
