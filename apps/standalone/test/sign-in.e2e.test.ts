@@ -303,6 +303,13 @@ describe('sign-in with an OpenID provider (e2e)', () => {
     const topUp = await browserJson(stack, browser, 'POST', `/v1/admin/accounts/${stack.beta.accountId}/credits`, { body: { amount: '1' }, csrf });
     expect(topUp.status, topUp.text).toBe(200);
     expect(topUp.body.balance).toBe('11');
+    // The audit log names the person who signed in, not the credential the edge presented for them.
+    const audit = await browserJson(stack, browser, 'GET', `/v1/admin/audit?chain=ledger&account_id=${stack.beta.accountId}`);
+    expect(audit.status, audit.text).toBe(200);
+    const entry = audit.body.data.find((row: { action: string; after: { credits?: string } | null }) => row.action === 'credits.top_up' && row.after?.credits === '1');
+    expect(entry, audit.text).toBeDefined();
+    expect(entry.actor.type).toBe('user');
+    expect(entry.actor.id).toMatch(/#oscar$/);
     refusal(await browserJson(stack, browser, 'GET', '/v1/account/balance'), 403, 'permission_error', 'role_forbidden');
   });
 

@@ -11,7 +11,7 @@ import { readAccountBody } from './account-routes.js';
 import { presentedProvisioningKey } from '../inference/credentials.js';
 import { requestIdOf } from '../request-id.js';
 import { hasMachineCredential, sessionFor } from '../sign-in/principal.js';
-import { adminActor } from '../account/audit-actor.js';
+import { adminActor, auditActor } from '../account/audit-actor.js';
 
 /*
  * The operator's HTTP routes, /v1/admin/* (docs/operations.md "Operator HTTP routes"). The edge holds no
@@ -95,22 +95,29 @@ async function verifyAdmin(context: EdgeContext, request: Request, response: Res
  * `action` (only the operator's may: libs/platform roles.ts), for which the edge presents the operator
  * credential it was given.
  */
-async function adminCredential(context: EdgeContext, request: Request, response: Response, action: Action): Promise<string> {
+async function adminCredential(context: EdgeContext, request: Request, response: Response, action: Action): Promise<AdminCaller> {
   if (!hasMachineCredential(request)) {
     const session = await sessionFor(context, request, response, action);
     if (session !== undefined) {
       if (!context.internalAuthEnabled) throw adminErrors.noInternalAuth('this edge');
       if (context.operatorSessionCredential === undefined) throw adminErrors.operatorSessionsOff();
-      return context.operatorSessionCredential;
+      // The audit log names the person, not the credential the edge presents for them.
+      return { token: context.operatorSessionCredential, actor: (request) => auditActor(request, 'user', `${session.issuer}#${session.subject}`) };
     }
   }
   const token = await verifyAdmin(context, request, response);
   // The admin token is the operator; the table grants it every admin action (a test holds it to that).
   if (!roleMay('operator', action)) throw adminErrors.notAdmin();
-  return token;
+  return { token, actor: (request) => adminActor(request, token) };
 }
 
-type AdminAction = (request: Request, response: Response, token: string) => Promise<Record<string, unknown> | void>;
+/** An admin route's caller: the credential its RPCs carry, and who the audit log names for a change it makes. */
+interface AdminCaller {
+  token: string;
+  actor: (request: Request) => ReturnType<typeof auditActor>;
+}
+
+type AdminAction = (request: Request, response: Response, token: string, caller: AdminCaller) => Promise<Record<string, unknown> | void>;
 
 /**
  * An admin route: the credential first, then `act`. Every outcome is logged with the route and the
@@ -119,16 +126,16 @@ type AdminAction = (request: Request, response: Response, token: string) => Prom
 export function adminRoute(context: EdgeContext, route: string, action: Action, act: AdminAction) {
   return async (request: Request, response: Response): Promise<void> => {
     const requestId = requestIdOf(response);
-    let token: string;
+    let caller: AdminCaller;
     try {
-      token = await adminCredential(context, request, response, action);
+      caller = await adminCredential(context, request, response, action);
     } catch (error) {
       const refused = toApiError(error);
       context.logger.warn({ route, request_id: requestId, status: refused.status, code: refused.code }, 'admin route refused');
       throw error;
     }
     try {
-      const logged = await act(request, response, token);
+      const logged = await act(request, response, caller.token, caller);
       context.logger.info({ route, request_id: requestId, status: response.statusCode, ...logged }, 'admin route answered');
     } catch (error) {
       const failed = toApiError(error);
@@ -253,7 +260,7 @@ export function adminAccountsHandler(context: EdgeContext) {
  * key space with `gatewayctl accounts top-up --idempotency-key`.
  */
 export function adminTopUpHandler(context: EdgeContext) {
-  return adminRoute(context, 'POST /v1/admin/accounts/{account_id}/credits', 'admin.credits.write', async (request, response, token) => {
+  return adminRoute(context, 'POST /v1/admin/accounts/{account_id}/credits', 'admin.credits.write', async (request, response, token, caller) => {
     const accountId = (request.params as Record<string, string | undefined>).accountId ?? '';
     const body = parseWith(topUpBody, 'body', await readAccountBody(context, request, ADMIN_BODY_MAX_BYTES));
     if (accountId === '' || accountId.length > ACCOUNT_ID_MAX_LENGTH) throw edgeErrors.notFound('No such account.');
@@ -266,7 +273,7 @@ export function adminTopUpHandler(context: EdgeContext) {
     const idempotencyKey = body.idempotency_key ?? `admin-top-up-${randomUUID()}`;
     const topUp = await context.ledger.topUp(
       { accountId, credits: body.amount, idempotencyKey, note: 'top-up (POST /v1/admin/accounts/{account_id}/credits)' },
-      { ...callOptions(response, token), actor: adminActor(request, token) },
+      { ...callOptions(response, token), actor: caller.actor(request) },
     );
     sendJson(response, 200, { account_id: accountId, balance: topUp.balance });
     return { account_id: accountId, credits: body.amount, idempotency_key_given: body.idempotency_key !== undefined };
