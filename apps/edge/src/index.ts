@@ -200,9 +200,11 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
   const balanced = routerTarget.kind !== 'single';
   const router = createClient(RouterServiceClient, RouterServiceService, options.routerAddress, { ...internal, roundRobin: balanced });
   const media = options.mediaAddress ? createClient(MediaServiceClient, MediaServiceService, options.mediaAddress, internal) : undefined;
-  const jobs = options.jobsAddress ? createClient(JobsServiceClient, JobsServiceService, options.jobsAddress, internal) : undefined;
+  // Several jobs replicas (ipv4:a,b or dns:///): calls spread over the connected ones, as the ledger's.
+  const spread = (address: string) => ({ ...internal, roundRobin: parseGrpcTarget(address)?.kind !== 'single' });
+  const jobs = options.jobsAddress ? createClient(JobsServiceClient, JobsServiceService, options.jobsAddress, spread(options.jobsAddress)) : undefined;
   const responsesStoreAddress = options.responsesStoreAddress ?? options.jobsAddress;
-  const responsesStore = responsesStoreAddress ? createClient(ResponsesStoreServiceClient, ResponsesStoreServiceService, responsesStoreAddress, internal) : undefined;
+  const responsesStore = responsesStoreAddress ? createClient(ResponsesStoreServiceClient, ResponsesStoreServiceService, responsesStoreAddress, spread(responsesStoreAddress)) : undefined;
   const exchangeOptions = { credential: router.credential, ...options.exchange };
   let exchange: (ChatRouter & { close(): void }) | undefined;
   if (options.routerTransport !== 'calls') {

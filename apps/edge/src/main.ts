@@ -18,8 +18,8 @@ await runBusService(
     ROUTER_ADDR: grpcTarget.default('127.0.0.1:50054'),
     EDGE_ROUTER_RESOLVE_INTERVAL_MS: z.coerce.number().int().min(1_000).default(15_000),
     MEDIA_ADDR: grpcAddress.default('127.0.0.1:50055'),
-    /** The jobs service (Files API); docs/jobs.md. */
-    JOBS_ADDR: grpcAddress.default('127.0.0.1:50056'),
+    /** The jobs service (files, batches, stored responses; docs/jobs.md): host:port, or several replicas (ipv4:a:p,b:p or dns:///name:port), calls spread over those up. */
+    JOBS_ADDR: grpcTarget.default('127.0.0.1:50056'),
     /** Largest file POST /v1/files lets through (keep it equal to the jobs service's JOBS_MAX_FILE_BYTES). */
     EDGE_MAX_FILE_BYTES: z.coerce.number().int().min(1).default(DEFAULT_FILES_ROUTE_OPTIONS.maxFileBytes),
     /** 'leased' (default): leased budgets (DESIGN §2); 'ledger': one Ledger.Admit per request. */

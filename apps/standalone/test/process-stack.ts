@@ -41,6 +41,12 @@ export interface RoutingReplica {
   metricsUrl: string;
 }
 
+export interface JobsReplica {
+  address: string;
+  /** The process as first started (a replica started again is a new process, in `listeningOn`). */
+  process: ChildProcess;
+}
+
 export interface ProcessStack {
   addresses: Record<ServiceApp, string>;
   edgeUrl: string;
@@ -50,6 +56,8 @@ export interface ProcessStack {
   routingReplicas: RoutingReplica[];
   /** Every ledger process's address (the first is `addresses.ledger`). */
   ledgerReplicas: string[];
+  /** Every jobs process (the first is `addresses.jobs`). */
+  jobsReplicas: JobsReplica[];
   /** Every process started, in order (a restarted service appears twice). */
   processes: ChildProcess[];
   /** The latest process of each app. */
@@ -82,6 +90,8 @@ export async function startProcessStack(
     extraRouting?: { count: number; outboxRoot: string };
     /** Ledger processes besides the first, each with its own listen address; the edge then names all of them (LEDGER_ADDR=ipv4:...). */
     extraLedgers?: number;
+    /** Jobs processes besides the first, each with its own listen address; the edge then names all of them (JOBS_ADDR=ipv4:...). */
+    extraJobs?: number;
   } = {},
 ): Promise<ProcessStack> {
   // Ports are taken just before each process starts, and a start that dies of EADDRINUSE is retried on
@@ -163,6 +173,7 @@ export async function startProcessStack(
 
   const routingReplicas: RoutingReplica[] = [];
   const ledgerReplicas: string[] = [];
+  const jobsReplicas: JobsReplica[] = [];
   try {
     await Promise.all((['auth', 'catalog', 'ledger', 'media'] as const).map((app) => startOnFreshPorts(app, async () => {
       addresses[app] = `127.0.0.1:${await freePort()}`;
@@ -181,6 +192,7 @@ export async function startProcessStack(
       metricsPorts.jobs = await freePort();
       return {};
     }, serving(() => addresses.jobs));
+    jobsReplicas.push({ address: addresses.jobs, process: running.get('jobs')! });
     ledgerReplicas.push(addresses.ledger);
     for (let index = 1; index <= (options.extraRouting?.count ?? 0); index++) {
       let address = '';
@@ -200,8 +212,17 @@ export async function startProcessStack(
       }, serving(() => address));
       ledgerReplicas.push(address);
     }
+    for (let index = 1; index <= (options.extraJobs ?? 0); index++) {
+      let address = '';
+      await startOnFreshPorts('jobs', async () => {
+        address = `127.0.0.1:${await freePort()}`;
+        return { GRPC_LISTEN: address, METRICS_PORT: String(await freePort()) };
+      }, serving(() => address));
+      jobsReplicas.push({ address, process: running.get('jobs')! });
+    }
     const routerAddr: Record<string, string> = routingReplicas.length > 1 ? { ROUTER_ADDR: `ipv4:${routingReplicas.map((replica) => replica.address).join(',')}` } : {};
     if (ledgerReplicas.length > 1) routerAddr.LEDGER_ADDR = `ipv4:${ledgerReplicas.join(',')}`;
+    if (jobsReplicas.length > 1) routerAddr.JOBS_ADDR = `ipv4:${jobsReplicas.map((replica) => replica.address).join(',')}`;
     await startOnFreshPorts('edge', async () => {
       edgePort = await freePort();
       metricsPorts.edge = await freePort();
@@ -213,7 +234,7 @@ export async function startProcessStack(
   }
   const edgeUrl = `http://127.0.0.1:${edgePort}`;
   const metricsUrls = Object.fromEntries(Object.entries(metricsPorts).map(([app, port]) => [app, `http://127.0.0.1:${port}/metrics`])) as ProcessStack['metricsUrls'];
-  return { addresses, edgeUrl, metricsUrls, routingReplicas, ledgerReplicas, processes, running, listeningOn, logs, launch, untilServing, stop };
+  return { addresses, edgeUrl, metricsUrls, routingReplicas, ledgerReplicas, jobsReplicas, processes, running, listeningOn, logs, launch, untilServing, stop };
 }
 
 /** A process stack together with the test database and NATS namespace it was started on. */

@@ -1,0 +1,158 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import OpenAI, { toFile } from 'openai';
+import { createClient, formatCredits, parseCredits, type PromiseClient } from '@gateway/platform';
+import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
+import {
+  createTestBus, createTestDatabase, eventually, startFakeUpstream, TEST_ADMIN_TOKEN, TEST_INTERNAL_TOKEN, type FakeUpstream, type TestBus, type TestDatabase,
+} from '@gateway/testing';
+import { createAccountKey, startProcessStack, type ProcessStack } from './process-stack.js';
+import { BATCH_IN, BATCH_OUT, chatLine, COMPLETION_TOKENS, LINE_COST, MODEL, PRICE_IN, PRICE_OUT, PROMPT_TOKENS } from './batches-harness.js';
+
+// Issue 41's scale case: a batch of 2,000 lines across two providers, run by two jobs replicas as their own
+// OS processes, one of them SIGKILLed in the middle. The other takes the dead one's lines up once their
+// leases lapse; the batch completes with every line in exactly one of its two files (the answered lines in
+// the output file, the lines refused before admission in the error file), each answered line charged once at the
+// batch price, and the ledger moved by exactly the output file's costs.
+
+const LINES = 2_000;
+/** Lines on a model whose worst case is over the 1,000-credit ceiling of one line: each ends in the error file, charged nothing. */
+const TOO_DEAR = 20;
+const DEAR = 'testco/dear';
+
+function twoProviderCatalog(one: FakeUpstream, two: FakeUpstream): string {
+  return `
+startups:
+  - { id: testco, display_name: Test Co }
+providers:
+  - { id: upstream-one, kind: openai, base_url: ${one.url}, api_key_env: BATCH_KEY }
+  - { id: upstream-two, kind: openai, base_url: ${two.url}, api_key_env: BATCH_KEY }
+limit_groups:
+  - id: default
+    tiers: { tier-1: { minute: 100000 } }
+models:
+  - id: ${MODEL}
+    owned_by: testco
+    created: 1767225600
+    context_window: 8000
+    max_output_tokens: 100
+    input_modalities: [text]
+    output_modalities: [text]
+    supported_parameters: [max_completion_tokens]
+    pricing: { per_input_token: "${PRICE_IN}", per_output_token: "${PRICE_OUT}" }
+    batch_pricing: { per_input_token: "${BATCH_IN}", per_output_token: "${BATCH_OUT}" }
+    limit_group: default
+    offers:
+      - { provider: upstream-one, upstream_model: batchy-one, endpoints: [chat.completions] }
+      - { provider: upstream-two, upstream_model: batchy-two, endpoints: [chat.completions] }
+  - id: ${DEAR}
+    owned_by: testco
+    created: 1767225600
+    context_window: 8000
+    max_output_tokens: 100
+    input_modalities: [text]
+    output_modalities: [text]
+    supported_parameters: [max_completion_tokens]
+    pricing: { per_input_token: "${PRICE_IN}", per_output_token: "40" }
+    batch_pricing: { per_input_token: "${BATCH_IN}", per_output_token: "20" }
+    limit_group: default
+    offers:
+      - { provider: upstream-one, upstream_model: dear-one, endpoints: [chat.completions] }
+`;
+}
+
+const parseLines = (text: string) => text.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line));
+
+describe('a 2,000-line batch on two jobs replicas, one SIGKILLed mid-batch', () => {
+  let database: TestDatabase;
+  let testBus: TestBus;
+  let one: FakeUpstream;
+  let two: FakeUpstream;
+  let directory: string;
+  let stack: ProcessStack;
+  let ledger: PromiseClient<LedgerServiceClient>;
+  const jobsEnv = { JOBS_BATCH_LEASE_MS: '2000', JOBS_BATCH_POLL_MS: '100', JOBS_BATCH_CONCURRENCY: '24', JOBS_BATCH_ACCOUNT_CONCURRENCY: '24' };
+
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    testBus = await createTestBus('nats');
+    [one, two] = await Promise.all([startFakeUpstream(), startFakeUpstream()]);
+    for (const upstream of [one, two]) upstream.setFallback({ latencyMs: 15, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: COMPLETION_TOKENS } });
+    directory = await mkdtemp(join(tmpdir(), 'batches-two-replicas-'));
+    const configPath = join(directory, 'gateway.yaml');
+    await writeFile(configPath, twoProviderCatalog(one, two));
+    stack = await startProcessStack(database, testBus, {
+      catalog: { GATEWAY_CONFIG: configPath },
+      routing: { BATCH_KEY: 'sk-batch-two' },
+      jobs: jobsEnv,
+    // A second jobs replica: both take lines of the same batch; the edge spreads its calls over both.
+    }, { extraJobs: 1 });
+    ledger = createClient(LedgerServiceClient, LedgerServiceService, stack.addresses.ledger, { credential: TEST_INTERNAL_TOKEN });
+  }, 120_000);
+
+  afterAll(async () => {
+    ledger?.close();
+    await stack?.stop();
+    await Promise.all([one?.close(), two?.close()]);
+    await testBus?.destroy();
+    await database?.drop();
+    await rm(directory, { recursive: true, force: true });
+  }, 30_000);
+
+  it('completes with output and error files exact, every answered line charged once at the batch price, the ledger equal to the output costs', async () => {
+    const [first, second] = stack.jobsReplicas.map((replica) => replica.process);
+    const { accountId, apiKey } = await createAccountKey(stack, 'batch-two-replicas', '10');
+    const client = new OpenAI({ baseURL: `${stack.edgeUrl}/v1`, apiKey, maxRetries: 2, timeout: 60_000 });
+    const balance = async () => parseCredits((await ledger.getBalance({ accountId })).balance);
+    const before = await balance();
+    // Every 100th line asks the dear model: 100 output tokens at 20 credits each may cost 2,000 credits.
+    const tooDear = new Set(Array.from({ length: TOO_DEAR }, (_, index) => index * 100 + 7));
+    const lines = Array.from({ length: LINES }, (_, index) => chatLine(`line-${index}`, `prompt ${index}`, tooDear.has(index) ? { model: DEAR } : {}));
+    const input = await client.files.create({ file: await toFile(Buffer.from(`${lines.join('\n')}\n`), 'two-replicas.jsonl'), purpose: 'batch' });
+    const created = await client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+
+    // A few hundred lines done: the first replica dies without a chance to clean up.
+    await eventually(async () => expect((await client.batches.retrieve(created.id)).request_counts?.completed).toBeGreaterThanOrEqual(300), 120_000, 100);
+    const exited = new Promise((resolve) => first!.once('exit', resolve));
+    first!.kill('SIGKILL');
+    await exited;
+    expect(second!.exitCode).toBeNull();
+
+    let batch = await client.batches.retrieve(created.id);
+    await eventually(async () => {
+      batch = await client.batches.retrieve(created.id);
+      expect(batch.status).toBe('completed');
+    }, 240_000, 250);
+    expect(batch.request_counts).toEqual({ total: LINES, completed: LINES - TOO_DEAR, failed: TOO_DEAR });
+
+    // The output file: each answered line exactly once, each at the batch price.
+    const output = parseLines(await (await client.files.content(batch.output_file_id!)).text());
+    const expectedAnswered = Array.from({ length: LINES }, (_, index) => index).filter((index) => !tooDear.has(index)).map((index) => `line-${index}`);
+    expect(output.map((line) => line.custom_id).sort()).toEqual([...expectedAnswered].sort());
+    let sum = 0n;
+    for (const line of output) {
+      expect(line.response.status_code).toBe(200);
+      expect(parseCredits(line.response.body.usage.cost)).toBe(LINE_COST);
+      sum += parseCredits(line.response.body.usage.cost);
+    }
+    expect(sum).toBe(LINE_COST * BigInt(LINES - TOO_DEAR));
+    // The error file: exactly the dear model's lines, each a 400 before any admission or upstream call.
+    const errors = parseLines(await (await client.files.content(batch.error_file_id!)).text());
+    expect(errors.map((line) => line.custom_id).sort()).toEqual([...tooDear].map((index) => `line-${index}`).sort());
+    for (const line of errors) {
+      expect(line.response.status_code).toBe(400);
+      expect(line.response.body.error.message).toMatch(/more than 1000 credits/);
+    }
+
+    // Both providers served lines; the ledger moved by exactly the output's costs, no charge applied twice.
+    expect(one.requests.length).toBeGreaterThan(0);
+    expect(two.requests.length).toBeGreaterThan(0);
+    expect(one.requests.length + two.requests.length).toBeGreaterThanOrEqual(LINES - TOO_DEAR);
+    expect(one.requests.some((request) => request.body.model === 'dear-one')).toBe(false);
+    await eventually(async () => expect(before - (await balance())).toBe(sum), 30_000);
+    expect(batch.usage).toMatchObject({ cost: formatCredits(sum) });
+    expect((await ledger.verifyJournal({ accountId }, { credential: TEST_ADMIN_TOKEN })).mismatches).toEqual([]);
+  }, 400_000);
+});
