@@ -21,6 +21,8 @@ export function BudgetsView() {
   const [notice, setNotice] = useState<string>();
   const [editing, setEditing] = useState<Budget>();
   const [deleting, setDeleting] = useState<Budget>();
+  // A new form (its fields back to their defaults) after each save.
+  const [forms, setForms] = useState(0);
   const cancelDelete = useRef<HTMLButtonElement>(null);
   useEffect(() => { if (deleting) cancelDelete.current?.focus(); }, [deleting]);
 
@@ -96,10 +98,11 @@ export function BudgetsView() {
         {budgets?.length === 0 && <p>No budgets yet.</p>}
       </section>
       {mayWrite && (
-        <BudgetForm key={editing ? editing.key_id ?? ACCOUNT_SCOPE : 'new'} editing={editing} keys={keys}
+        <BudgetForm key={editing ? `edit ${editing.key_id ?? ACCOUNT_SCOPE}` : `new ${forms}`} editing={editing} keys={keys}
           onCancel={() => setEditing(undefined)}
           onSave={(keyId, body) => {
             setEditing(undefined);
+            setForms((count) => count + 1);
             void act(() => api.setBudget(keyId, body), `Saved the ${body.period} budget of ${keyName(keyId ?? null)}.`);
           }} />
       )}
