@@ -84,12 +84,12 @@ export function BudgetsView() {
                   <td><Thresholds budget={budget} /></td>
                   <td>{budget.hard_stop ? 'yes' : 'no'}</td>
                   <td>{budget.period_start}</td>
-                  <td class="actions">
+                  <td><div class="actions">
                     {mayWrite ? <>
                       <button type="button" class="secondary" aria-label={`Change the budget of ${keyName(budget.key_id)}`} onClick={() => setEditing(budget)}>Change</button>
                       <button type="button" class="danger" aria-label={`Delete the budget of ${keyName(budget.key_id)}`} onClick={() => setDeleting(budget)}>Delete</button>
                     </> : 'read only'}
-                  </td>
+                  </div></td>
                 </tr>
               ))}
             </tbody>

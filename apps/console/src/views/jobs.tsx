@@ -90,8 +90,8 @@ function FilesPanel({ onSignOut }: { onSignOut: () => void }) {
             <tbody>
               {files.map((file) => (
                 <tr key={file.id}>
-                  <td><code>{file.id}</code></td><td>{file.filename}</td><td>{file.purpose}</td><td class="num">{size(file.bytes)}</td>
-                  <td>{utcTime(file.created_at)}</td><td>{file.expires_at === null ? 'never' : utcTime(file.expires_at)}</td>
+                  <td><code class="id">{file.id}</code></td><td>{file.filename}</td><td>{file.purpose}</td><td class="num">{size(file.bytes)}</td>
+                  <td class="time">{utcTime(file.created_at)}</td><td class="time">{file.expires_at === null ? 'never' : utcTime(file.expires_at)}</td>
                   <td><button type="button" class="secondary" aria-label={`Show ${file.filename}`} onClick={() => setShown(file)}>Show</button></td>
                 </tr>
               ))}
@@ -159,7 +159,7 @@ function BatchesPanel({ onSignOut }: { onSignOut: () => void }) {
             <tbody>
               {batches.map((batch) => (
                 <tr key={batch.id}>
-                  <td><code>{batch.id}</code></td>
+                  <td><code class="id">{batch.id}</code></td>
                   <td>{batch.endpoint}</td>
                   <td>{batch.status}{batch.errors && batch.errors.data.length > 0 && (
                     <details><summary>{batch.errors.data.length} errors</summary>
@@ -167,15 +167,15 @@ function BatchesPanel({ onSignOut }: { onSignOut: () => void }) {
                     </details>)}</td>
                   <td class="num">{batch.request_counts.completed} / {batch.request_counts.failed} / {batch.request_counts.total}</td>
                   <td class="num">{batch.usage?.cost ?? '—'}</td>
-                  <td>{utcTime(batch.created_at)}</td>
-                  <td>{ended(batch) == null ? '—' : utcTime(ended(batch)!)}</td>
-                  <td class="actions">
+                  <td class="time">{utcTime(batch.created_at)}</td>
+                  <td class="time">{ended(batch) == null ? '—' : utcTime(ended(batch)!)}</td>
+                  <td><div class="actions">
                     {batch.output_file_id && <button type="button" class="secondary" aria-label={`Output of ${batch.id}`}
                       onClick={() => setShown({ id: batch.output_file_id!, label: `Output of ${batch.id}` })}>Output</button>}
                     {batch.error_file_id && <button type="button" class="secondary" aria-label={`Errors of ${batch.id}`}
                       onClick={() => setShown({ id: batch.error_file_id!, label: `Errors of ${batch.id}` })}>Errors</button>}
                     {!batch.output_file_id && !batch.error_file_id && '—'}
-                  </td>
+                  </div></td>
                   <td>
                     {CANCELLABLE_BATCH_STATUSES.includes(batch.status)
                       ? <button type="button" class="danger" aria-label={`Cancel ${batch.id}`} onClick={() => void cancel(batch)}>Cancel</button>
