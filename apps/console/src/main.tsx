@@ -1,6 +1,6 @@
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { identitySession, provisioningKey, type IdentitySession } from './session.js';
+import { apiKey, identitySession, provisioningKey, type IdentitySession } from './session.js';
 import { SignIn } from './views/sign-in.js';
 import { AccountView } from './views/account.js';
 import { KeysView } from './views/keys.js';
@@ -46,6 +46,8 @@ function App() {
     });
   }, []);
   const signOut = () => {
+    // The Files and Batches views' API key belongs to the account being signed out of.
+    apiKey.signOut();
     if (keySignedIn) {
       provisioningKey.signOut();
       setKeySignedIn(false);
