@@ -1,5 +1,5 @@
 import type { AccountActivityEntry, AccountKeyRecord } from '@gateway/platform/account-api';
-import { adminToken, identitySession, provisioningKey, type Credential } from './session.js';
+import { adminToken, apiKey, identitySession, provisioningKey, type Credential } from './session.js';
 
 // The console talks only to the public HTTP API on its own origin: the account routes with the
 // provisioning key, the admin routes with the admin token, the catalog routes without a credential.
@@ -81,6 +81,112 @@ export interface AdminAccount {
   available: string;
 }
 
+export type BudgetPeriod = 'daily' | 'weekly' | 'monthly';
+export const BUDGET_PERIODS: readonly BudgetPeriod[] = ['daily', 'weekly', 'monthly'];
+
+/** A budget as GET /v1/account/budgets answers it (docs/governance.md "Budgets"); amounts are decimal strings. */
+export interface Budget {
+  scope: 'account' | 'key';
+  key_id: string | null;
+  period: BudgetPeriod;
+  limit: string;
+  thresholds: number[];
+  hard_stop: boolean;
+  spent: string;
+  period_start: string;
+  fired_thresholds: number[];
+  updated_at: number;
+}
+
+/** A fired threshold (the ledger's alert outbox row). */
+export interface BudgetAlert {
+  id: string;
+  scope: 'account' | 'key';
+  key_id: string | null;
+  period: BudgetPeriod;
+  period_start: string;
+  threshold: number;
+  limit: string;
+  spent: string;
+  fired_at: number;
+  delivery_state: string;
+}
+
+export interface BudgetBody {
+  period: BudgetPeriod;
+  limit: string;
+  thresholds: number[];
+  hard_stop: boolean;
+}
+
+/** One entry of the audit log (docs/governance.md "Reading and verifying"). */
+export interface AuditEntry {
+  id: string;
+  chain: string;
+  seq: number;
+  created_at: number;
+  occurred_at: string;
+  actor: { type: string; id: string | null };
+  action: string;
+  target: { type: string; id: string };
+  account_id: string | null;
+  before: unknown;
+  after: unknown;
+  request_id: string | null;
+  source_address: string | null;
+  prev_hash: string;
+  hash: string;
+}
+
+export const AUDIT_CHAINS = ['auth', 'ledger', 'catalog'] as const;
+export type AuditChain = (typeof AUDIT_CHAINS)[number];
+
+/** One page of one chain as GET /v1/admin/audit answers it, oldest first, with the chain's head. */
+export interface AdminAuditPage {
+  chain: AuditChain;
+  data: AuditEntry[];
+  head: { seq: number; hash: string };
+  next_after_seq: number | null;
+}
+
+/** OpenAI's file object as GET /v1/files answers it. */
+export interface FileObject {
+  id: string;
+  bytes: number;
+  created_at: number;
+  expires_at: number | null;
+  filename: string;
+  purpose: string;
+  status: string;
+}
+
+/** OpenAI's batch object; `usage.cost` is the credits charged for its lines so far. */
+export interface Batch {
+  id: string;
+  endpoint: string;
+  status: string;
+  input_file_id: string;
+  output_file_id: string | null;
+  error_file_id: string | null;
+  created_at: number;
+  completed_at: number | null;
+  failed_at: number | null;
+  cancelled_at: number | null;
+  expired_at: number | null;
+  request_counts: { total: number; completed: number; failed: number };
+  errors: { data: { code: string; message: string; line: number | null }[] } | null;
+  usage?: { cost: string };
+}
+
+/** A list answered OpenAI's way: `has_more`, and the next page starts after the last id. */
+export interface OpenAIList<T> {
+  data: T[];
+  has_more: boolean;
+}
+
+/** The statuses in which a batch may still be cancelled (docs/jobs.md). */
+export const CANCELLABLE_BATCH_STATUSES: readonly string[] = ['validating', 'in_progress'];
+
 export const ROUTING_STRATEGIES = ['reliability', 'balanced', 'latency', 'throughput', 'cache'] as const;
 
 /** The API's error in words: its message, or what the status means when the body has none. */
@@ -120,7 +226,7 @@ async function call<T>(method: string, path: string, body?: unknown, credential:
   } catch {
     parsed = undefined;
   }
-  const credentialName = session !== undefined ? 'session' : credential === adminToken ? 'admin token' : 'provisioning key';
+  const credentialName = session !== undefined ? 'session' : credential === adminToken ? 'admin token' : credential === apiKey ? 'API key' : 'provisioning key';
   if (!response.ok) throw new ApiError(response.status, describe(response.status, parsed, credentialName));
   return parsed as T;
 }
@@ -139,7 +245,77 @@ export const api = {
     call<Page<Generation>>('GET', `/v1/account/generations${query({ limit: String(limit), cursor, key_id: keyId })}`),
   models: () => call<{ data: Model[] }>('GET', '/v1/models', undefined, null),
   startups: () => call<{ data: Startup[] }>('GET', '/v1/startups', undefined, null),
+  budgets: () => call<{ data: Budget[]; alerts: BudgetAlert[] }>('GET', '/v1/account/budgets'),
+  /** Creates or replaces the budget of the account (keyId undefined) or of one of its keys. */
+  setBudget: (keyId: string | undefined, body: BudgetBody) => call<Budget>('PUT', budgetPath(keyId), body),
+  deleteBudget: (keyId: string | undefined) => call<{ deleted: boolean }>('DELETE', budgetPath(keyId)),
+  audit: (limit: number, cursor?: string) =>
+    call<Page<AuditEntry> & { has_more: boolean }>('GET', `/v1/account/audit${query({ limit: String(limit), cursor })}`),
 };
+
+const budgetPath = (keyId: string | undefined) =>
+  keyId === undefined ? '/v1/account/budgets/account' : `/v1/account/budgets/keys/${encodeURIComponent(keyId)}`;
+
+/**
+ * The OpenAI Files and Batch routes, which take an API key of the account (not the provisioning key nor a
+ * session): every file and batch of the account is listed whichever of its keys asks.
+ */
+export const jobsApi = {
+  files: (limit: number, after?: string) =>
+    call<OpenAIList<FileObject>>('GET', `/v1/files${query({ limit: String(limit), after })}`, undefined, apiKey),
+  batches: (limit: number, after?: string) =>
+    call<OpenAIList<Batch>>('GET', `/v1/batches${query({ limit: String(limit), after })}`, undefined, apiKey),
+  cancelBatch: (id: string) => call<Batch>('POST', `/v1/batches/${encodeURIComponent(id)}/cancel`, undefined, apiKey),
+  /** The first `maxBytes` of a file's content as text, and whether there was more (the rest is never read). */
+  fileContent: (id: string, maxBytes: number) => readPrefix(`/v1/files/${encodeURIComponent(id)}/content`, apiKey, maxBytes),
+};
+
+/**
+ * GETs `path` and reads at most `maxBytes` of its body, cancelling the rest: a 200 MiB file costs the
+ * page no more than what it shows.
+ */
+export async function readPrefix(path: string, credential: Credential, maxBytes: number): Promise<{ text: string; truncated: boolean; bytes: number }> {
+  const secret = credential.value();
+  let response: Response;
+  try {
+    response = await fetch(path, { headers: secret ? { authorization: `Bearer ${secret}` } : {}, credentials: 'omit' });
+  } catch {
+    throw new ApiError(0, 'The gateway could not be reached.');
+  }
+  if (!response.ok) {
+    const text = await response.text();
+    let parsed: unknown;
+    try { parsed = JSON.parse(text); } catch { parsed = undefined; }
+    throw new ApiError(response.status, describe(response.status, parsed, 'API key'));
+  }
+  const declared = Number(response.headers.get('content-length') ?? NaN);
+  const reader = response.body?.getReader();
+  const chunks: Uint8Array[] = [];
+  let read = 0;
+  let truncated = false;
+  if (reader) {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      const room = maxBytes - read;
+      if (value.length > room) {
+        chunks.push(value.subarray(0, room));
+        read += room;
+        truncated = true;
+        await reader.cancel();
+        break;
+      }
+      chunks.push(value);
+      read += value.length;
+    }
+  }
+  if (!truncated && Number.isFinite(declared) && declared > read) truncated = true;
+  const joined = new Uint8Array(read);
+  let offset = 0;
+  for (const chunk of chunks) { joined.set(chunk, offset); offset += chunk.length; }
+  // A cut through a multi-byte character shows as one replacement character at the end, never an error.
+  return { text: new TextDecoder().decode(joined), truncated, bytes: Number.isFinite(declared) ? declared : read };
+}
 
 /** The operator's routes, with the admin token. */
 export const adminApi = {
@@ -150,6 +326,9 @@ export const adminApi = {
   addCredits: (accountId: string, amount: string, idempotencyKey: string) =>
     call<{ account_id: string; balance: string }>('POST', `/v1/admin/accounts/${encodeURIComponent(accountId)}/credits`,
       { amount, idempotency_key: idempotencyKey }, adminToken),
+  audit: (chain: AuditChain, limit: number, afterSeq?: number, accountId?: string) =>
+    call<AdminAuditPage>('GET', `/v1/admin/audit${query({ chain, limit: String(limit), after_seq: afterSeq === undefined ? undefined : String(afterSeq), account_id: accountId })}`,
+      undefined, adminToken),
 };
 
 /** A query string of the parameters that have a value ("" when none). */

@@ -1,12 +1,15 @@
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { identitySession, provisioningKey, type IdentitySession } from './session.js';
+import { apiKey, identitySession, provisioningKey, type IdentitySession } from './session.js';
 import { SignIn } from './views/sign-in.js';
 import { AccountView } from './views/account.js';
 import { KeysView } from './views/keys.js';
 import { ModelsView } from './views/models.js';
 import { RequestsView } from './views/requests.js';
 import { OperatorView } from './views/operator.js';
+import { BudgetsView } from './views/budgets.js';
+import { AuditView } from './views/audit.js';
+import { BatchesView, FilesView } from './views/jobs.js';
 import 'uplot/dist/uPlot.min.css';
 import './styles.css';
 
@@ -15,6 +18,10 @@ const VIEWS = [
   { path: 'account', title: 'Account' },
   { path: 'requests', title: 'Requests' },
   { path: 'keys', title: 'Keys' },
+  { path: 'budgets', title: 'Budgets' },
+  { path: 'audit', title: 'Audit log' },
+  { path: 'files', title: 'Files' },
+  { path: 'batches', title: 'Batches' },
   { path: 'models', title: 'Models' },
   { path: 'operator', title: 'Operator' },
 ] as const;
@@ -39,6 +46,8 @@ function App() {
     });
   }, []);
   const signOut = () => {
+    // The Files and Batches views' API key belongs to the account being signed out of.
+    apiKey.signOut();
     if (keySignedIn) {
       provisioningKey.signOut();
       setKeySignedIn(false);
@@ -84,7 +93,9 @@ function App() {
           : !identityChecked ? <p aria-busy="true">Loading…</p>
           : view === 'operator' ? <OperatorView signedInAsOperator={!keySignedIn && identity?.role === 'operator'} />
           : !signedIn ? <SignIn onSignedIn={() => setKeySignedIn(true)} />
-          : view === 'keys' ? <KeysView /> : view === 'requests' ? <RequestsView /> : <AccountView />}
+          : view === 'keys' ? <KeysView /> : view === 'requests' ? <RequestsView />
+          : view === 'budgets' ? <BudgetsView /> : view === 'audit' ? <AuditView />
+          : view === 'files' ? <FilesView /> : view === 'batches' ? <BatchesView /> : <AccountView />}
       </main>
     </>
   );

@@ -44,6 +44,8 @@ export class Credential {
 
 export const provisioningKey = new Credential('gateway-console-key');
 export const adminToken = new Credential('gateway-console-admin-token');
+/** An API key of the account, for the Files and Batches views (the OpenAI Files and Batch routes take no other credential). */
+export const apiKey = new Credential('gateway-console-api-key');
 
 /**
  * A person signed in with the company's identity provider (docs/governance.md "Sign-in and roles"): the

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseCredits } from '@gateway/platform';
+import { formatCredits, parseCredits } from '@gateway/platform';
 import { eventually, npmStartBanner, repositoryRoot, startNpmStart, type NpmStart } from '@gateway/testing';
 import { stopProcessesMentioning } from './leftover-processes.js';
 
@@ -313,7 +313,8 @@ describe('web console in a real browser', () => {
     await expect.poll(() => models.getByRole('row').count()).toBe(2);
     const icons = page.getByRole('img', { name: /logo$/ });
     await expect.poll(() => icons.count()).toBeGreaterThan(0);
-    expect(await icons.first().evaluate((image: { complete: boolean; naturalWidth: number }) => image.complete && image.naturalWidth > 0)).toBe(true);
+    // The icon loads after the list renders: polled (on a loaded machine it came a moment late).
+    await expect.poll(() => icons.first().evaluate((image: { complete: boolean; naturalWidth: number }) => image.complete && image.naturalWidth > 0)).toBe(true);
     await page.getByLabel('Search models').fill('');
     await capture('models');
 
@@ -421,6 +422,232 @@ describe('web console in a real browser', () => {
     // A reload forgets the key (it was kept in memory only).
     await page.reload();
     await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+    expect(cspViolations).toEqual([]);
+    expect(pageErrors).toEqual([]);
+  }, 300_000);
+  it('sets, changes and deletes budgets and shows a threshold a request crossed, reads the audit log (the operator\'s with its links checked), lists files with their content, a finished batch with its output and cost, and cancels a running one', async () => {
+    const { apiKey: devApiKey } = await npmStartBanner(gateway);
+    const account = { authorization: `Bearer ${provisioningKey}`, 'content-type': 'application/json' };
+    const created = await fetch(`${url}/v1/account/keys`, { method: 'POST', headers: account, body: JSON.stringify({ name: 'budget-key', credit_limit: null }) });
+    expect(created.status).toBe(201);
+    const budgetKey = (await created.json()) as { id: string; key: string };
+    /** A chat answer's charge, once the ledger has settled it (its generation record exists). */
+    const settledCost = async (answer: Response): Promise<bigint> => {
+      expect(answer.status).toBe(200);
+      const id = answer.headers.get('x-gateway-request-id')!;
+      await answer.json();
+      let cost = 0n;
+      await eventually(async () => {
+        const record = await fetch(`${url}/v1/generation?id=${encodeURIComponent(id)}`, { headers: { authorization: `Bearer ${provisioningKey}` } });
+        expect(record.status).toBe(200);
+        cost = parseCredits(((await record.json()) as { data: { total_cost: string } }).data.total_cost);
+      }, 15_000, 200);
+      return cost;
+    };
+    // The simulated provider answers the same prompt with the same words: every such request costs the same.
+    const cost = await settledCost(await chat(budgetKey.key));
+    expect(cost).toBeGreaterThan(0n);
+    const today = new Date().toISOString().slice(0, 10);
+
+    // Budgets: sign in on the view's own address; a limit of three requests' cost with thresholds at 50 and 90 %.
+    await page.goto(`${url}/console/budgets`);
+    await page.getByLabel('Provisioning key').fill(provisioningKey);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Budgets', level: 1 }).waitFor();
+    await page.getByText('No budgets yet.').waitFor();
+    await page.getByText('No threshold has fired.').waitFor();
+    await page.getByLabel('Scope').selectOption({ label: 'Key budget-key' });
+    await page.getByLabel('Period').selectOption('daily');
+    await page.getByLabel('Limit (credits)').fill('0');
+    await page.getByRole('button', { name: 'Set budget' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toMatch(/^The limit is an amount of credits above 0/);
+    await page.getByLabel('Limit (credits)').fill(formatCredits(3n * cost));
+    // No hard stop here: a request's hold (its worst case) is far above one request's cost, so it would refuse the second.
+    await page.getByLabel('Thresholds (%)').fill('90, 50');
+    await page.getByRole('button', { name: 'Set budget' }).click();
+    await expect.poll(() => page.getByRole('status').textContent()).toBe('Saved the daily budget of Key budget-key.');
+    const budgets = page.getByRole('table', { name: 'Budgets' });
+    const keyBudget = budgets.getByRole('row').filter({ hasText: 'Key budget-key' });
+    const keyBudgetCells = () => keyBudget.getByRole('cell').allTextContents();
+    await expect.poll(async () => (await keyBudgetCells()).length).toBe(9);
+    let cells = await keyBudgetCells();
+    expect([cells[0], cells[1], cells[4], cells[5], cells[6], cells[7]]).toEqual(['Key budget-key', 'daily', '33 %', '50 %90 %', 'no', today]);
+    expect(parseCredits(cells[2]!)).toBe(3n * cost);
+    expect(parseCredits(cells[3]!)).toBe(cost);
+    // A second request crosses 50 % (two thirds of the limit): that threshold is marked fired, 90 % is not.
+    expect(await settledCost(await chat(budgetKey.key))).toBe(cost);
+    await eventually(async () => {
+      await page.getByRole('button', { name: 'Refresh' }).click();
+      cells = await keyBudgetCells();
+      expect(cells[5]).toBe('50 % ✓ fired90 %');
+    }, 15_000, 200);
+    expect(cells[4]).toBe('66 %');
+    expect(parseCredits(cells[3]!)).toBe(2n * cost);
+    const alert = page.getByRole('table', { name: 'Budget alerts' }).getByRole('row').filter({ hasText: 'Key budget-key' });
+    expect(await alert.count()).toBe(1);
+    const alertCells = await alert.getByRole('cell').allTextContents();
+    expect(alertCells.slice(1, 4)).toEqual(['Key budget-key', `daily from ${today}`, '50 %']);
+    expect(parseCredits(alertCells[4]!)).toBe(2n * cost);
+    // The account's own budget, then the key's changed to four requests' cost (50 % stays fired this period).
+    await page.getByLabel('Scope').selectOption({ label: 'The whole account' });
+    await page.getByLabel('Limit (credits)').fill('100');
+    await page.getByLabel('Hard stop at the limit').check();
+    await page.getByRole('button', { name: 'Set budget' }).click();
+    await expect.poll(() => page.getByRole('status').textContent()).toBe('Saved the monthly budget of Account.');
+    const accountBudget = budgets.getByRole('row').filter({ hasText: /^Account/ });
+    await expect.poll(async () => (await accountBudget.getByRole('cell').allTextContents()).slice(0, 3)).toEqual(['Account', 'monthly', '100']);
+    expect((await accountBudget.getByRole('cell').allTextContents()).slice(5, 7)).toEqual(['50 %80 %100 %', 'yes']);
+    await page.getByRole('button', { name: 'Change the budget of Key budget-key' }).click();
+    await page.getByRole('heading', { name: 'Change budget' }).waitFor();
+    expect(await page.getByLabel('Scope').isDisabled()).toBe(true);
+    expect(parseCredits(await page.getByLabel('Limit (credits)').inputValue())).toBe(3n * cost);
+    await page.getByLabel('Limit (credits)').fill(formatCredits(4n * cost));
+    await page.getByRole('button', { name: 'Save budget' }).click();
+    await expect.poll(async () => parseCredits((await keyBudgetCells())[2] ?? '0')).toBe(4n * cost);
+    expect((await keyBudgetCells()).slice(4, 6)).toEqual(['50 %', '50 % ✓ fired90 %']);
+    // Delete the account's budget after the confirmation.
+    await page.getByRole('button', { name: 'Delete the budget of Account' }).click();
+    await page.getByRole('alertdialog').waitFor();
+    await expect.poll(() => page.evaluate<string>('document.activeElement.textContent')).toBe('Cancel');
+    await page.getByRole('button', { name: 'Delete budget' }).click();
+    await expect.poll(() => accountBudget.count()).toBe(0);
+    expect(await keyBudget.count()).toBe(1);
+    await capture('budgets');
+
+    // Audit log: newest first, the budget changes with who made them; before and after open on request.
+    await page.getByRole('link', { name: 'Audit log' }).click();
+    await page.getByRole('heading', { name: 'Audit log', level: 1 }).waitFor();
+    expect(new URL(page.url()).pathname).toBe('/console/audit');
+    const audit = page.getByRole('table', { name: 'Audit log' });
+    await expect.poll(async () => (await audit.getByRole('row').nth(1).getByRole('cell').allTextContents())[2]).toBe('budget.delete');
+    const actions = await audit.getByRole('row').evaluateAll((rows) => rows.slice(1).map((row) => (row as unknown as { cells: { textContent: string }[] }).cells[2]!.textContent));
+    expect(actions.slice(0, 4)).toEqual(['budget.delete', 'budget.update', 'budget.create', 'budget.create']);
+    expect(actions).toContain('api_key.create');
+    const update = audit.getByRole('row').filter({ hasText: 'budget.update' });
+    const updateCells = await update.getByRole('cell').allTextContents();
+    expect(updateCells[0]).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/);
+    expect(updateCells[1]).toMatch(/^provisioning_key/);
+    expect(updateCells[3]).toBe(`key_budget${budgetKey.id}`);
+    expect(await update.locator('pre').first().isVisible()).toBe(false);
+    await update.getByText('After', { exact: true }).click();
+    await update.getByText('Before', { exact: true }).click();
+    const [before, after] = await update.locator('pre').allTextContents();
+    expect(JSON.parse(before!)).toEqual({ period: 'daily', limit: formatCredits(3n * cost), thresholds: [50, 90], hard_stop: false });
+    expect(JSON.parse(after!)).toEqual({ period: 'daily', limit: formatCredits(4n * cost), thresholds: [50, 90], hard_stop: false });
+    expect(await page.getByRole('button', { name: 'Older' }).isDisabled()).toBe(true);
+    await capture('audit');
+
+    // Files: an upload and a small batch through the API, with the dev account's own API key.
+    const form = new FormData();
+    form.set('purpose', 'user_data');
+    form.set('file', new Blob(['hello from the console test\n']), 'notes.txt');
+    const uploaded = await fetch(`${url}/v1/files`, { method: 'POST', headers: { authorization: `Bearer ${devApiKey}` }, body: form });
+    expect(uploaded.status).toBe(200);
+    const jobsCall = async <T,>(method: string, path: string, body?: unknown): Promise<T> => {
+      const answer = await fetch(`${url}${path}`, {
+        method, headers: { authorization: `Bearer ${devApiKey}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      expect(answer.status, await answer.clone().text()).toBe(200);
+      return (await answer.json()) as T;
+    };
+    const batchFile = async (lines: number, name: string) => {
+      const text = Array.from({ length: lines }, (_, index) => JSON.stringify({
+        custom_id: `line-${index + 1}`, method: 'POST', url: '/v1/chat/completions',
+        body: { model: 'chat-small', messages: [{ role: 'user', content: `Batch line ${index + 1}` }], max_completion_tokens: 16 },
+      })).join('\n');
+      const upload = new FormData();
+      upload.set('purpose', 'batch');
+      upload.set('file', new Blob([`${text}\n`]), name);
+      const answer = await fetch(`${url}/v1/files`, { method: 'POST', headers: { authorization: `Bearer ${devApiKey}` }, body: upload });
+      expect(answer.status).toBe(200);
+      return ((await answer.json()) as { id: string }).id;
+    };
+    interface BatchAnswer { id: string; status: string; output_file_id: string | null; request_counts: { total: number; completed: number; failed: number }; usage: { cost: string } }
+    const small = await jobsCall<BatchAnswer>('POST', '/v1/batches', { input_file_id: await batchFile(2, 'small.jsonl'), endpoint: '/v1/chat/completions', completion_window: '24h' });
+    let finished = small;
+    await eventually(async () => {
+      finished = await jobsCall<BatchAnswer>('GET', `/v1/batches/${small.id}`);
+      expect(finished.status).toBe('completed');
+    }, 60_000, 250);
+    expect(finished.request_counts).toEqual({ total: 2, completed: 2, failed: 0 });
+    expect(parseCredits(finished.usage.cost)).toBeGreaterThan(0n);
+
+    await page.getByRole('link', { name: 'Files' }).click();
+    await page.getByRole('heading', { name: 'Files and batches sign in' }).waitFor();
+    await capture('files-sign-in');
+    await page.getByLabel('API key').fill(provisioningKey);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toMatch(/api key/i);
+    await page.getByLabel('API key').fill(devApiKey);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Files', level: 1 }).waitFor();
+    const files = page.getByRole('table', { name: 'Files' });
+    const fileRow = (name: string) => files.getByRole('row').filter({ hasText: name });
+    await expect.poll(() => fileRow('notes.txt').count()).toBe(1);
+    const noteCells = await fileRow('notes.txt').getByRole('cell').allTextContents();
+    expect(noteCells.slice(1, 4)).toEqual(['notes.txt', 'user_data', '28 B']);
+    expect(noteCells[4]).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/);
+    expect(noteCells[5]).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/); // 30 days by default
+    expect((await fileRow('small.jsonl').getByRole('cell').allTextContents())[2]).toBe('batch');
+    expect((await fileRow(finished.output_file_id!).getByRole('cell').allTextContents())[2]).toBe('batch_output');
+    await page.getByRole('button', { name: 'Show notes.txt' }).click();
+    await expect.poll(() => page.getByTestId('file-content').textContent()).toBe('hello from the console test\n');
+    await capture('files');
+
+    // Batches: the finished one with its counts, cost and output; a large one cancelled while it runs.
+    await page.getByRole('link', { name: 'Batches' }).click();
+    await page.getByRole('heading', { name: 'Batches', level: 1 }).waitFor();
+    const batches = page.getByRole('table', { name: 'Batches' });
+    const smallRow = batches.getByRole('row').filter({ hasText: small.id });
+    await expect.poll(() => smallRow.count()).toBe(1);
+    const smallCells = await smallRow.getByRole('cell').allTextContents();
+    expect(smallCells.slice(1, 5)).toEqual(['/v1/chat/completions', 'completed', '2 / 0 / 2', finished.usage.cost]);
+    expect(smallCells[6]).toMatch(/UTC$/);
+    expect(smallCells[8]).toBe('—');
+    await page.getByRole('button', { name: `Output of ${small.id}` }).click();
+    await expect.poll(async () => ((await page.getByTestId('file-content').textContent()) ?? '').split('\n').filter(Boolean).length).toBe(2);
+    const output = (await page.getByTestId('file-content').textContent())!.trim().split('\n').map((line) => JSON.parse(line) as { custom_id: string; response: { status_code: number; body: { usage: { cost: string } } } });
+    expect(output.map((line) => line.custom_id)).toEqual(['line-1', 'line-2']);
+    expect(output.every((line) => line.response.status_code === 200)).toBe(true);
+    expect(output.reduce((total, line) => total + parseCredits(line.response.body.usage.cost), 0n)).toBe(parseCredits(finished.usage.cost));
+    await page.getByRole('button', { name: 'Close' }).click();
+    // Large enough to be still running when its Cancel is pressed (lines run at most 4 at a time per account).
+    const large = await jobsCall<BatchAnswer>('POST', '/v1/batches', { input_file_id: await batchFile(3000, 'large.jsonl'), endpoint: '/v1/chat/completions', completion_window: '24h' });
+    await page.getByRole('button', { name: 'Refresh' }).click();
+    await page.getByRole('button', { name: `Cancel ${large.id}` }).click();
+    const largeRow = batches.getByRole('row').filter({ hasText: large.id });
+    await expect.poll(async () => (await largeRow.getByRole('cell').allTextContents())[2], { timeout: 5_000 }).toMatch(/^cancell(ing|ed)$/);
+    expect(await page.getByRole('button', { name: `Cancel ${large.id}` }).count()).toBe(0);
+    let cancelled = large;
+    await eventually(async () => {
+      cancelled = await jobsCall<BatchAnswer>('GET', `/v1/batches/${large.id}`);
+      expect(cancelled.status).toBe('cancelled');
+    }, 60_000, 250);
+    expect(cancelled.request_counts.completed).toBeLessThan(3000);
+    await page.getByRole('button', { name: 'Refresh' }).click();
+    await expect.poll(async () => (await largeRow.getByRole('cell').allTextContents())[2]).toBe('cancelled');
+    await capture('batches');
+
+    // The operator's audit log: the ledger's chain with the budget changes, its links checked on the page.
+    await page.getByRole('link', { name: 'Operator' }).click();
+    await page.getByLabel('Admin token').fill(readFileSync(join(dataDir, 'admin-token'), 'utf8').trim());
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Operator', level: 1, exact: true }).waitFor();
+    const status = page.getByTestId('audit-chain-status');
+    await expect.poll(() => status.textContent()).toMatch(/^Head: seq \d+, .*Links on this page hold \(\d+ entries: seqs follow, each names the hash before it, the newest is the head\)\./);
+    await page.getByLabel('Chain').selectOption('ledger');
+    const adminAudit = page.getByRole('table', { name: 'Operator audit log' });
+    await expect.poll(() => adminAudit.getByRole('row').filter({ hasText: 'budget.delete' }).count()).toBe(1);
+    expect(await adminAudit.getByRole('row').filter({ hasText: 'credits.top_up' }).count()).toBeGreaterThanOrEqual(1);
+    const ledgerStatus = (await status.textContent())!;
+    const headSeq = Number(/^Head: seq (\d+)/.exec(ledgerStatus)![1]);
+    expect(ledgerStatus).toContain(`Links on this page hold (${headSeq} entries`);
+    const { accountId } = await npmStartBanner(gateway);
+    await page.getByLabel('Account id').fill(accountId);
+    await page.getByRole('button', { name: 'Show' }).click();
+    await expect.poll(() => status.textContent()).toContain('Links are not checked on a page filtered by account.');
+    await capture('operator-audit');
     expect(cspViolations).toEqual([]);
     expect(pageErrors).toEqual([]);
   }, 300_000);

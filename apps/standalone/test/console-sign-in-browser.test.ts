@@ -8,9 +8,10 @@ import { SESSION_COOKIE, startSignInStack, type SignInStack } from './sign-in-ha
 
 // The console's sign-in with the identity provider, in Debian's Chromium (.ci/run installs it): a real
 // OpenID provider in-process (oidc-provider), the signed-in edge serving the built console. A viewer sees
-// the account read-only (the role table's actions drive the buttons; the routes check again), an admin
-// creates a key through the page (its CSRF token on the write), an operator reaches the Operator view
-// without an admin token; sign-out ends the session on the server. Each view: axe-core finds no WCAG 2 A/AA
+// the account and its budgets read-only and is not offered the audit log (the role table's actions drive
+// the buttons; the routes check again, and a refusal is shown in the route's words), an admin creates a key
+// and a budget through the page (its CSRF token on the write) and finds the change in the audit log, an
+// operator reaches the Operator view and its audit log without an admin token; sign-out ends the session on the server. Each view: axe-core finds no WCAG 2 A/AA
 // violation.
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
@@ -79,11 +80,48 @@ describe('console sign-in with the identity provider, in a real browser', () => 
     expect(await page.getByRole('button', { name: /^(Edit|Disable|Delete) / }).count()).toBe(0);
     expect(await accessibilityViolations(page)).toEqual([]);
 
+    // Budgets: listed for a viewer (budgets.read), with no form and no buttons (no budgets.write).
+    const set = await stack.harness.call('PUT', '/v1/account/budgets/account', { bearer: stack.acme.provisioningKey, body: { period: 'monthly', limit: '50', thresholds: [80] } });
+    expect(set.status).toBe(200);
+    await page.getByRole('link', { name: 'Budgets' }).click();
+    const accountBudget = page.getByRole('table', { name: 'Budgets' }).getByRole('row').filter({ hasText: /^Account/ });
+    await expect.poll(() => accountBudget.count()).toBe(1);
+    expect((await accountBudget.getByRole('cell').allTextContents()).slice(0, 3)).toEqual(['Account', 'monthly', '50']);
+    expect(await accountBudget.textContent()).toContain('read only');
+    expect(await page.getByRole('heading', { name: 'Set a budget' }).count()).toBe(0);
+    expect(await accessibilityViolations(page)).toEqual([]);
+    // The audit log is the owners' and admins' (audit.read): the view says so and asks nothing.
+    let auditAsked = false;
+    page.on('request', (request) => { if (new URL(request.url()).pathname === '/v1/account/audit') auditAsked = true; });
+    await page.getByRole('link', { name: 'Audit log' }).click();
+    await page.getByText('Your role may not read the audit log; the account\'s owners and admins may.').waitFor();
+    expect(await page.getByRole('table', { name: 'Audit log' }).count()).toBe(0);
+    expect(auditAsked).toBe(false);
+    expect(await accessibilityViolations(page)).toEqual([]);
+
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('heading', { name: 'Sign in' }).waitFor();
     // The server ended it: the token, replayed, is refused.
     const replay = await fetch(`${stack.url}/v1/account/balance`, { headers: { cookie: `${SESSION_COOKIE}=${session!.value}` } });
     expect(replay.status).toBe(401);
+    await context.close();
+  });
+
+  it('shows a write the route refuses in the route\'s own words (a viewer whose page was told it may write)', async () => {
+    const { context, page } = await signInThroughConsole('bob');
+    // The page's copy of the role table made stale: it offers the budget form; the route checks the real one.
+    await page.route('**/v1/auth/session', async (route) => {
+      const answer = await route.fetch();
+      const session = (await answer.json()) as { actions: string[] };
+      await route.fulfill({ response: answer, json: { ...session, actions: [...session.actions, 'budgets.write'] } });
+    });
+    await page.goto(`${stack.url}/console/budgets`);
+    await page.getByRole('heading', { name: 'Set a budget' }).waitFor();
+    await page.getByLabel('Limit (credits)').fill('12');
+    await page.getByRole('button', { name: 'Set budget' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toMatch(/viewer.*budgets\.write|budgets\.write.*viewer/);
+    const listed = await stack.harness.call('GET', '/v1/account/budgets', { bearer: stack.acme.provisioningKey });
+    expect(listed.body.data.map((budget: { limit: string }) => budget.limit)).not.toContain('12');
     await context.close();
   });
 
@@ -96,6 +134,16 @@ describe('console sign-in with the identity provider, in a real browser', () => 
     expect(await page.getByTestId('new-key').textContent()).toMatch(/^gw-api-/);
     const listed = await stack.harness.call('GET', '/v1/account/keys', { bearer: stack.acme.provisioningKey });
     expect(listed.body.data.map((key: { name: string }) => key.name)).toContain('made-in-the-browser');
+    expect(await accessibilityViolations(page)).toEqual([]);
+
+    // A budget set through the page, and the change in the audit log with the signed-in person as its actor.
+    await page.getByRole('link', { name: 'Budgets' }).click();
+    await page.getByLabel('Limit (credits)').fill('75');
+    await page.getByRole('button', { name: 'Set budget' }).click();
+    await expect.poll(() => page.getByRole('status').textContent()).toBe('Saved the monthly budget of Account.');
+    await page.getByRole('link', { name: 'Audit log' }).click();
+    const change = page.getByRole('table', { name: 'Audit log' }).getByRole('row').filter({ hasText: 'budget.' }).first();
+    await expect.poll(async () => (await change.getByRole('cell').allTextContents())[1]).toMatch(/^user/);
     expect(await accessibilityViolations(page)).toEqual([]);
     await context.close();
   });
@@ -113,6 +161,8 @@ describe('console sign-in with the identity provider, in a real browser', () => 
     const accounts = page.getByRole('table', { name: /accounts/i });
     await expect.poll(() => accounts.getByRole('row').filter({ hasText: stack.acme.accountId }).count()).toBe(1);
     expect(await page.getByLabel('Admin token').count()).toBe(0);
+    // The operator's audit log through the session, its links checked on the page.
+    await expect.poll(() => page.getByTestId('audit-chain-status').textContent()).toMatch(/Links on this page hold/);
     expect(await accessibilityViolations(page)).toEqual([]);
     await context.close();
     expect(pageErrors).toEqual([]);

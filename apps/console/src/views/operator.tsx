@@ -8,6 +8,7 @@ import { useLoad } from './use-load.js';
 import { TableWrap } from './table-wrap.js';
 import { CredentialSignIn, IdentityProviderSignIn } from './sign-in.js';
 import { DaysInput } from './days-input.js';
+import { AdminAudit } from './audit.js';
 
 const ACCOUNTS_PER_PAGE = 20;
 
@@ -52,6 +53,7 @@ function OperatorPanels({ onSignOut }: { onSignOut: (() => void) | undefined }) 
       <Providers generation={generation} />
       <Latency generation={generation} />
       <Accounts generation={generation} />
+      <AdminAudit generation={generation} />
     </>
   );
 }
