@@ -9,7 +9,7 @@ import {
   createTestBus, createTestDatabase, eventually, startFakeUpstream, TEST_ADMIN_TOKEN, TEST_INTERNAL_TOKEN, type FakeUpstream, type TestBus, type TestDatabase,
 } from '@gateway/testing';
 import { createAccountKey, startProcessStack, type ProcessStack } from './process-stack.js';
-import { BATCH_IN, BATCH_OUT, chatLine, COMPLETION_TOKENS, LINE_COST, MODEL, PRICE_IN, PRICE_OUT, PROMPT_TOKENS } from './batches-harness.js';
+import { batchCatalogOf, batchModel, chatLine, COMPLETION_TOKENS, LINE_COST, MODEL, PROMPT_TOKENS } from './batches-harness.js';
 
 // Issue 41's scale case: a batch of 2,000 lines across two providers, run by two jobs replicas as their own
 // OS processes, one of them SIGKILLed in the middle. The other takes the dead one's lines up once their
@@ -23,44 +23,10 @@ const TOO_DEAR = 20;
 const DEAR = 'testco/dear';
 
 function twoProviderCatalog(one: FakeUpstream, two: FakeUpstream): string {
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-  - { id: upstream-one, kind: openai, base_url: ${one.url}, api_key_env: BATCH_KEY }
-  - { id: upstream-two, kind: openai, base_url: ${two.url}, api_key_env: BATCH_KEY }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 100000 } }
-models:
-  - id: ${MODEL}
-    owned_by: testco
-    created: 1767225600
-    context_window: 8000
-    max_output_tokens: 100
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [max_completion_tokens]
-    pricing: { per_input_token: "${PRICE_IN}", per_output_token: "${PRICE_OUT}" }
-    batch_pricing: { per_input_token: "${BATCH_IN}", per_output_token: "${BATCH_OUT}" }
-    limit_group: default
-    offers:
-      - { provider: upstream-one, upstream_model: batchy-one, endpoints: [chat.completions] }
-      - { provider: upstream-two, upstream_model: batchy-two, endpoints: [chat.completions] }
-  - id: ${DEAR}
-    owned_by: testco
-    created: 1767225600
-    context_window: 8000
-    max_output_tokens: 100
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [max_completion_tokens]
-    pricing: { per_input_token: "${PRICE_IN}", per_output_token: "40" }
-    batch_pricing: { per_input_token: "${BATCH_IN}", per_output_token: "20" }
-    limit_group: default
-    offers:
-      - { provider: upstream-one, upstream_model: dear-one, endpoints: [chat.completions] }
-`;
+  return batchCatalogOf([one, two], [
+    batchModel({ id: MODEL, offers: [{ upstream: 0, model: 'batchy-one' }, { upstream: 1, model: 'batchy-two' }] }),
+    batchModel({ id: DEAR, perOutput: '40', batchOut: '20', offers: [{ upstream: 0, model: 'dear-one' }] }),
+  ].join(''));
 }
 
 const parseLines = (text: string) => text.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line));
