@@ -211,6 +211,9 @@ function classify(error: unknown): { transient: boolean; status: number; type: s
       return { transient: false, status: 402, type: 'insufficient_quota', code: 'insufficient_quota', message: error.message };
     case ErrorReason.ERROR_REASON_KEY_LIMIT_EXCEEDED:
       return { transient: false, status: 402, type: 'insufficient_quota', code: 'key_limit_exceeded', message: error.message };
+    // A budget's hard stop (docs/governance.md): 402 as on the interactive routes, not retried.
+    case ErrorReason.ERROR_REASON_BUDGET_EXCEEDED:
+      return { transient: false, status: 402, type: 'insufficient_quota', code: 'budget_exceeded', message: error.message };
     case ErrorReason.ERROR_REASON_INVALID_REQUEST:
     case ErrorReason.ERROR_REASON_MODEL_NOT_FOUND:
     case ErrorReason.ERROR_REASON_UPSTREAM_REJECTED:
