@@ -6,6 +6,7 @@ import {
 } from '@gateway/proto';
 import { Batches, DEFAULT_BATCH_LIMITS, type BatchLimits } from './batches/batches.js';
 import { BatchRunner, DEFAULT_BATCH_RUNNER_OPTIONS, type BatchRunnerOptions } from './batches/batch-runner.js';
+import { BatchRetention, DEFAULT_BATCH_RETENTION, type BatchRetentionOptions } from './batches/batch-retention.js';
 import { JOBS_MIGRATIONS, JOBS_SCHEMA, type JobsDatabase } from './jobs-schema.js';
 import { PostgresFileContentStore } from './files/file-content-store.js';
 import { DEFAULT_FILE_LIMITS, FILE_CHUNK_BYTES, Files, type FileLimits } from './files/files.js';
@@ -18,6 +19,7 @@ export type { FileContentStore } from './files/file-content-store.js';
 export { DEFAULT_RESPONSES_STORE, type ResponsesStoreOptions } from './responses/responses-store.js';
 export { DEFAULT_BATCH_LIMITS, type BatchLimits } from './batches/batches.js';
 export { DEFAULT_BATCH_RUNNER_OPTIONS, type BatchRunnerOptions } from './batches/batch-runner.js';
+export { DEFAULT_BATCH_RETENTION, type BatchRetentionOptions } from './batches/batch-retention.js';
 
 /** Where batch lines go (routing's normal path) and what they are checked against. */
 export interface BatchServiceOptions {
@@ -45,6 +47,8 @@ export interface JobsServiceOptions {
   now?: () => number;
   /** Batches: the services their lines go through. Absent: the batch RPCs answer UNAVAILABLE (files only). */
   batches?: BatchServiceOptions;
+  /** How long finished batches' rows are kept, and the sweep's pace (docs/jobs.md); tests shorten them. */
+  batchRetention?: Partial<BatchRetentionOptions>;
   /** Postgres pool bound (default 10). */
   maxConnections?: number;
   metrics?: Registry;
@@ -86,6 +90,7 @@ export async function startJobsService(options: JobsServiceOptions): Promise<Run
     if (clients) for (const client of Object.values(clients)) client.close();
   };
   const batches = new Batches(db, files, { ...DEFAULT_BATCH_LIMITS, ...batchOptions?.limits });
+  const retention = new BatchRetention(db, { ...DEFAULT_BATCH_RETENTION, ...options.batchRetention }, logger);
   const runner = clients
     ? new BatchRunner(db, files, clients, { ...DEFAULT_BATCH_RUNNER_OPTIONS, maxLines: batches.limits.maxLines, replicaId: newId('jobs'), ...batchOptions?.runner }, logger)
     : undefined;
@@ -134,12 +139,14 @@ export async function startJobsService(options: JobsServiceOptions): Promise<Run
     throw error;
   }
   runner?.start();
+  retention.start();
   const running = server;
   return {
     address: running.address,
     stop: async () => {
       await running.stop();
       await runner?.stop();
+      retention.stop();
       files.stop();
       responses.stop();
       closeClients();

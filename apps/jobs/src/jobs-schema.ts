@@ -171,4 +171,12 @@ export const JOBS_MIGRATIONS: Record<string, Migration> = {
       await sql`create index batch_lines_pending on batch_lines (batch_id, line_index) where status = 'pending'`.execute(db);
     },
   },
+  'jobs-0004_batch_retention': {
+    up: async (db: Kysely<any>) => {
+      // The retention sweep (batches/batch-retention.ts) finds finished batches by when they ended.
+      await sql`
+        create index batches_finished on batches ((coalesce(completed_at, failed_at, expired_at, cancelled_at)))
+        where status in ('completed', 'failed', 'expired', 'cancelled')`.execute(db);
+    },
+  },
 };

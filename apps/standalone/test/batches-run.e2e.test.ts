@@ -173,6 +173,32 @@ describe('OpenAI Batch with the openai SDK, at batch prices', () => {
     expect(await balance(tight)).toBeGreaterThanOrEqual(0n);
   });
 
+  it("an account budget's hard stop: lines past it end 402 budget_exceeded at once (not retried as a failure), uncharged, and the spend stays within it", async () => {
+    // Found by the invariant fuzzer: the budget's refusal was retried as transient and ended 500 internal_error.
+    const capped = await account('batch-capped', '10');
+    await ctlJson(base.stack, 'budgets', 'set', capped.accountId, '--period', 'monthly', '--limit', '0.06', '--thresholds', '', '--hard-stop', '--json');
+    const upstreamBefore = upstream.requests.length;
+    const lines = Array.from({ length: 6 }, (_, index) => chatLine(`cap-${index}`, `capped ${index}`));
+    const input = await upload(capped, lines);
+    const created = await capped.client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    const batch = await finished(capped, created.id);
+    expect(batch.status).toBe('completed');
+    const output = await jsonl(capped, batch.output_file_id);
+    const errorsFile = await jsonl(capped, batch.error_file_id);
+    expect(output.length + errorsFile.length).toBe(6);
+    // 0.06 holds one line's 0.05 at a time: some lines are refused by the budget.
+    expect(errorsFile.length).toBeGreaterThan(0);
+    for (const line of errorsFile) {
+      expect(line.response.status_code).toBe(402);
+      expect(line.response.body.error).toMatchObject({ type: 'insufficient_quota', code: 'budget_exceeded' });
+    }
+    // Refused at admission: no upstream request for them.
+    expect(upstream.requests.length - upstreamBefore).toBe(output.length);
+    const charged = output.reduce((sum, line) => sum + parseCredits(line.response.body.usage.cost), 0n);
+    expect(charged).toBeLessThanOrEqual(parseCredits('0.06'));
+    await eventually(async () => expect(await balance(capped)).toBe(parseCredits('10') - charged), 10_000);
+  });
+
   it('embeddings lines are charged at the batch input price', async () => {
     const before = await balance(owner);
     const input = await upload(owner, [

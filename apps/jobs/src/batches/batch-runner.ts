@@ -6,7 +6,7 @@ import {
   type RouterServiceClient, type Usage,
 } from '@gateway/proto';
 import type { BatchesTable, JobsDatabase } from '../jobs-schema.js';
-import type { Files } from '../files/files.js';
+import { generatedFileId, type Files } from '../files/files.js';
 import {
   CATALOG_ENDPOINT, chatMessages, parseLine, promptBytes, type BatchEndpoint, type ChatBody, type EmbeddingsBody, type LineProblem,
 } from './batch-lines.js';
@@ -211,6 +211,9 @@ function classify(error: unknown): { transient: boolean; status: number; type: s
       return { transient: false, status: 402, type: 'insufficient_quota', code: 'insufficient_quota', message: error.message };
     case ErrorReason.ERROR_REASON_KEY_LIMIT_EXCEEDED:
       return { transient: false, status: 402, type: 'insufficient_quota', code: 'key_limit_exceeded', message: error.message };
+    // A budget's hard stop (docs/governance.md): 402 as on the interactive routes, not retried.
+    case ErrorReason.ERROR_REASON_BUDGET_EXCEEDED:
+      return { transient: false, status: 402, type: 'insufficient_quota', code: 'budget_exceeded', message: error.message };
     case ErrorReason.ERROR_REASON_INVALID_REQUEST:
     case ErrorReason.ERROR_REASON_MODEL_NOT_FOUND:
     case ErrorReason.ERROR_REASON_UPSTREAM_REJECTED:
@@ -686,17 +689,23 @@ export class BatchRunner {
     const ending = batch.status === 'cancelling' ? 'cancelled' : batch.status === 'in_progress' ? 'expired' : 'completed';
     if (ending === 'expired') {
       // OpenAI: the lines a batch did not reach in its window end in the error file as batch_expired.
-      const left = await sql<{ line_index: number; custom_id: string }>`
-        update batch_lines set status = 'done', is_error = true, lease_owner = null, lease_expires_at = null,
-          result = jsonb_build_object('id', 'batch_req_' || batch_id || '-' || line_index, 'custom_id', custom_id, 'response', null,
-            'error', jsonb_build_object('code', 'batch_expired', 'message', 'This request could not be executed before the completion window expired.'))
-        where batch_id = ${batch.id} and status = 'pending' returning line_index, custom_id`.execute(this.db);
-      await sql`update batches set failed = failed + ${left.rows.length} where id = ${batch.id}`.execute(this.db);
+      // One transaction: a finalization that dies here and runs again counts each line once.
+      await this.db.transaction().execute(async (trx) => {
+        const left = await sql<{ line_index: number; custom_id: string }>`
+          update batch_lines set status = 'done', is_error = true, lease_owner = null, lease_expires_at = null,
+            result = jsonb_build_object('id', 'batch_req_' || batch_id || '-' || line_index, 'custom_id', custom_id, 'response', null,
+              'error', jsonb_build_object('code', 'batch_expired', 'message', 'This request could not be executed before the completion window expired.'))
+          where batch_id = ${batch.id} and status = 'pending' returning line_index, custom_id`.execute(trx);
+        await sql`update batches set failed = failed + ${left.rows.length} where id = ${batch.id}`.execute(trx);
+      });
     }
+    // The files' ids derive from the batch's: a finalization run again (its replica died between writing
+    // them and ending the batch) finds them written and names them, never writing a second set.
     const write = async (errorsOnly: boolean) => {
       const count = await sql<{ n: number }>`select count(*)::int as n from batch_lines where batch_id = ${batch.id} and status = 'done' and is_error = ${errorsOnly}`.execute(this.db);
       if (count.rows[0]!.n === 0) return null;
-      const file = await this.files.storeGenerated(batch.account_id, `${batch.id}_${errorsOnly ? 'error' : 'output'}.jsonl`, 'batch_output', this.results(batch.id, errorsOnly));
+      const kind = errorsOnly ? 'error' : 'output';
+      const file = await this.files.storeGenerated(batch.account_id, `${batch.id}_${kind}.jsonl`, 'batch_output', this.results(batch.id, errorsOnly), generatedFileId(batch.id, kind));
       return file.id;
     };
     const outputFileId = await write(false);

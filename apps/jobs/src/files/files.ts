@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { ErrorReason, GatewayError, GrpcStatus, errors, type Logger } from '@gateway/platform';
 import { sql, type Kysely } from '@gateway/platform/db';
 import type { FileObject } from '@gateway/proto';
@@ -47,6 +47,15 @@ const FILE_ID_PATTERN = /^file-[0-9a-f]{24}$/;
 
 export function newFileId(): string {
   return `file-${randomBytes(12).toString('hex')}`;
+}
+
+/**
+ * The id of a file the service writes for `owner` (a batch's `output` or `error` file): the same on
+ * every attempt, so a finalization run again after its replica died writes the same file, never a
+ * second one. A hash of the owner's id (itself unguessable); lookups check the account as for any file.
+ */
+export function generatedFileId(owner: string, kind: string): string {
+  return `file-${createHash('sha256').update(`${owner}:${kind}`).digest('hex').slice(0, 24)}`;
 }
 
 const notFound = () => errors.notFound('No such file.');
@@ -229,13 +238,27 @@ export class Files {
    * Stores a file the service writes itself (a batch's output or error file), chunk by chunk as
    * `chunks` yields them, outside the account's upload bounds: its size follows from the batch's, which
    * were bounded when it was created. Kept for the default retention.
+   *
+   * `fileId` (derived by the caller, see generatedFileId) makes the write happen once whatever the
+   * number of attempts: a file of that id already complete is returned as it is (the writer that died
+   * had finished it), one left half-written is emptied and written again under the same id. Without it,
+   * a fresh id.
    */
-  async storeGenerated(accountId: string, filename: string, purpose: string, chunks: AsyncIterable<Buffer>): Promise<FileObject> {
-    const fileId = newFileId();
-    await this.db
-      .insertInto('files')
-      .values({ id: fileId, account_id: accountId, filename, purpose, bytes: 0n, status: 'uploading', upload_deadline: new Date(Date.now() + this.limits.uploadTimeoutSeconds * 1000) } as never)
-      .execute();
+  async storeGenerated(accountId: string, filename: string, purpose: string, chunks: AsyncIterable<Buffer>, fileId: string = newFileId()): Promise<FileObject> {
+    if (!FILE_ID_PATTERN.test(fileId)) throw new Error(`storeGenerated: ${fileId} is not a file id`);
+    const inserted = await sql<FilesRow>`
+      insert into files (id, account_id, filename, purpose, bytes, status, upload_deadline)
+      values (${fileId}, ${accountId}, ${filename}, ${purpose}, 0, 'uploading', ${new Date(Date.now() + this.limits.uploadTimeoutSeconds * 1000)})
+      on conflict (id) do nothing returning *`.execute(this.db);
+    if (inserted.rows.length === 0) {
+      const existing = await this.db.selectFrom('files').selectAll().where('id', '=', fileId).executeTakeFirst();
+      // Another account's row under this id cannot happen (the id derives from a batch of this account); refuse rather than touch it.
+      if (!existing || existing.account_id !== accountId) throw new Error(`storeGenerated: file ${fileId} is not this account's`);
+      if (existing.status === 'processed') return render(existing);
+      // Left half-written by a writer that died: its pieces go, the file is written again from the start.
+      await this.content.delete(fileId);
+      await sql`update files set bytes = 0, upload_deadline = ${new Date(Date.now() + this.limits.uploadTimeoutSeconds * 1000)} where id = ${fileId}`.execute(this.db);
+    }
     let offset = 0;
     for await (const chunk of chunks) {
       for (let start = 0; start < chunk.length; start += FILE_CHUNK_BYTES) {
@@ -249,7 +272,10 @@ export class Files {
       update files set status = 'processed', bytes = ${offset}, upload_deadline = null,
         expires_at = ${retention === 0 ? null : sql`now() + make_interval(secs => ${retention})`}
       where id = ${fileId} returning *`.execute(this.db);
-    return render(completed.rows[0]!);
+    const row = completed.rows[0];
+    // Swept meanwhile (an upload deadline an hour away): the caller's next attempt writes it again.
+    if (!row) throw new Error(`storeGenerated: file ${fileId} vanished while it was written`);
+    return render(row);
   }
 
   /** The file's bytes page by page (1 MiB), for the service's own reading (a batch's input). */

@@ -53,6 +53,7 @@ const HELP = `usage: npm run bench -- [options]
   --npm-start          also measure the gateway as \`npm start\` runs it (one process, embedded Postgres)
   --peer NAME          also measure a peer gateway installed from npm: portkey (@portkey-ai/gateway ${PEERS.portkey.version})
   --ledger             the ledger bench instead (with --quick, --events N, --callers N, --rate R, --only backlog,live,admit)
+  --batch              interactive latency idle and while a batch runs instead (with --quick, --lines N, --duration S, --connections C)
   --help`;
 
 const root = fileURLToPath(new URL('../../../../', import.meta.url));
@@ -65,6 +66,13 @@ const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 if (process.argv.includes('--ledger')) {
   const { ledgerBenchOptions, runLedgerBench } = await import('./ledger-bench.js');
   await runLedgerBench(ledgerBenchOptions(process.argv.slice(2)));
+  process.exit(0);
+}
+
+// `npm run bench -- --batch [--quick]`: interactive latency idle and while a large batch runs (issue 41; see batch-bench.ts).
+if (process.argv.includes('--batch')) {
+  const { batchBenchOptions, runBatchBench } = await import('./batch-bench.js');
+  await runBatchBench(batchBenchOptions(process.argv.slice(2)));
   process.exit(0);
 }
 

@@ -43,6 +43,26 @@ export const MODELS = {
   'fz/dear': { prices: { input: parseCredits('0.0002'), cachedInput: parseCredits('0.0001'), output: parseCredits('0.0005') }, providers: ['oa2', 'an', 'gm'] as ProviderId[] },
 } as const;
 export type ModelId = keyof typeof MODELS;
+
+/**
+ * Batch prices (docs/jobs.md "Batch prices"): each price given replaces the regular one, a price not given
+ * stays regular (fz/cheap's cached input). fz/free has none: its batch lines stay free.
+ */
+export const BATCH_PRICES: Partial<Record<string, Partial<ModelPrices>>> = {
+  'fz/cheap': { input: parseCredits('0.0000005'), output: parseCredits('0.000001') },
+  'fz/dear': { input: parseCredits('0.0001'), cachedInput: parseCredits('0.00005'), output: parseCredits('0.00025') },
+  'fz/embed': { input: parseCredits('0.0000005') },
+};
+/** The embeddings model batches of /v1/embeddings lines use (not in MODELS: the interactive generators never pick it). */
+export const EMBED_MODEL = 'fz/embed';
+const EMBED_PRICES: ModelPrices = { input: parseCredits('0.000001'), cachedInput: 0n, output: 0n };
+
+/** A model's prices, regular or for a batch line (a charge whose request id is a batch line's). */
+export function pricesOf(model: string, batch: boolean): ModelPrices | undefined {
+  const regular = model === EMBED_MODEL ? EMBED_PRICES : MODELS[model as ModelId]?.prices;
+  if (!regular || !batch) return regular;
+  return { ...regular, ...BATCH_PRICES[model] };
+}
 export const MODEL_IDS = Object.keys(MODELS) as ModelId[];
 export const isPaid = (model: string): boolean => {
   const prices = MODELS[model as ModelId]?.prices;
@@ -68,7 +88,8 @@ function catalogYaml(fakes: FuzzFakes): string {
     max_output_tokens: 1000
     supported_parameters: [temperature, top_p, max_completion_tokens, max_tokens, stream_options, n]
     pricing: { per_input_token: "${credits(prices.input)}", per_cached_input_token: "${credits(prices.cachedInput)}", per_output_token: "${credits(prices.output)}" }
-    limit_group: main
+    limit_group: main${BATCH_PRICES[id] ? `
+    batch_pricing: { ${Object.entries(BATCH_PRICES[id]!).map(([kind, pico]) => `${{ input: 'per_input_token', cachedInput: 'per_cached_input_token', output: 'per_output_token' }[kind]}: "${credits(pico)}"`).join(', ')} }` : ''}
     offers:${providers.map((provider) => `
       - { provider: ${provider}, upstream_model: ${id.split('/')[1]}-at-${provider}, endpoints: [chat.completions, messages, responses] }`).join('')}`;
   };
@@ -84,6 +105,19 @@ limit_groups:
   - id: main
     tiers: { tier-1: { minute: 10000 }, free: { minute: 4 } }
 models:${MODEL_IDS.map(model).join('')}
+  - id: ${EMBED_MODEL}
+    owned_by: fz
+    created: 1767225600
+    input_modalities: [text]
+    output_modalities: [text]
+    context_window: 8000
+    supported_parameters: []
+    pricing: { per_input_token: "${credits(EMBED_PRICES.input)}" }
+    batch_pricing: { per_input_token: "${credits(BATCH_PRICES[EMBED_MODEL]!.input!)}" }
+    limit_group: main
+    offers:
+      - { provider: oa, upstream_model: embed-at-oa, endpoints: [embeddings] }
+      - { provider: oa2, upstream_model: embed-at-oa2, endpoints: [embeddings] }
 `;
 }
 
@@ -148,6 +182,8 @@ export async function startFuzzStack(): Promise<FuzzStack> {
     base = await startStackOnCatalog('fuzz', catalogYaml(fakes), {
       keyHashSecret: 'invariant-fuzz-secret-0123456789-abcdef',
       providerSecrets: { FUZZ_KEY: 'sk-fuzz' },
+      // Batches (batch-fuzz.ts): the runner looks for work often, so a sequence's batches end within its run.
+      jobs: { batches: { runner: { pollIntervalMs: 100, leaseMs: 5_000 } } },
     });
   } catch (error) {
     await Promise.all(Object.values(fakes).map((fake) => fake.close()));

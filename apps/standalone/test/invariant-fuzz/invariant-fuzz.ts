@@ -2,13 +2,14 @@ import fc from 'fast-check';
 import { parseCredits } from '@gateway/platform';
 import type { FakeBehaviour } from '@gateway/testing';
 import {
-  isPaid, MODEL_IDS, MODELS, newAccount, PROVIDERS, tagOf, upstreamModelOf, WebSocket,
+  isPaid, MODEL_IDS, newAccount, pricesOf, PROVIDERS, tagOf, upstreamModelOf, WebSocket,
   type FuzzAccount, type FuzzBudget, type FuzzStack, type ModelId, type ProviderId,
 } from './fuzz-stack.js';
+import { batchArb, checkBatches, runBatch, type BatchOutcome, type BatchPlan } from './batch-fuzz.js';
 
 // Issue 35's invariant fuzzer: fast-check generates sequences of requests from several fresh accounts
 // (dialects, streams, `models`, `provider`, Idempotency-Keys, client aborts, WebSocket turns and warm-ups,
-// compaction, small balances, credit limits, a rate-limited tier) and the behaviour of the fake upstreams
+// compaction, small balances, credit limits, a rate-limited tier, files and batches: batch-fuzz.ts) and the behaviour of the fake upstreams
 // for each (failures, slow first byte, refused parameters and values, streams cut, usage in each
 // provider's shape or absent); after each sequence checkSequence asserts the ledger's invariants, and a
 // failure shrinks to a minimal sequence whose seed fast-check prints.
@@ -98,7 +99,7 @@ interface ContinuePlan {
   usage: UsagePlan;
 }
 
-type RequestPlan = HttpRequestPlan | WsPlan | CompactPlan | ContinuePlan;
+type RequestPlan = HttpRequestPlan | WsPlan | CompactPlan | ContinuePlan | BatchPlan;
 
 interface AccountPlan {
   balance: string;
@@ -211,7 +212,8 @@ const continueArb = (holes: KnownHoles, accounts: number): fc.Arbitrary<Continue
 
 export function sequenceArb(holes: KnownHoles = KNOWN_HOLES): fc.Arbitrary<SequencePlan> {
   const accountArb = fc.record({
-    balance: fc.constantFrom('0', '0.01', '0.3', '2', '2'),
+    // 0.12: a batch of dear lines runs out of it midway (each line holds 0.05 while it runs).
+    balance: fc.constantFrom('0', '0.01', '0.12', '0.3', '2', '2'),
     tier: fc.constantFrom<'tier-1' | 'free'>('tier-1', 'tier-1', 'free'),
     creditLimit: fc.constantFrom<string | null>(null, null, '0.06', '0.2'),
     budget: fc.option(fc.record({
@@ -232,6 +234,7 @@ export function sequenceArb(holes: KnownHoles = KNOWN_HOLES): fc.Arbitrary<Seque
           { weight: 1, arbitrary: wsArb(holes, accounts) },
           { weight: 1, arbitrary: compactArb(holes, accounts) },
           { weight: 1, arbitrary: continueArb(holes, accounts) },
+          { weight: 2, arbitrary: batchArb(accounts) },
         ),
         { minLength: 1, maxLength: 14 },
       ),
@@ -293,7 +296,7 @@ function behaviourOf(attempt: AttemptPlan, usage: UsagePlan): FakeBehaviour {
 interface Outcome {
   tag: string;
   account: number;
-  kind: RequestPlan['kind'];
+  kind: Exclude<RequestPlan['kind'], 'batch'>;
   plan: HttpRequestPlan | CompactPlan | ContinuePlan | WsPlan['turns'][number];
   /** A continuation: whose response it named (`first` of the same tag: the answer it continued). */
   continued?: { owner: number; firstStatus: number };
@@ -460,6 +463,7 @@ export async function runSequence(fuzz: FuzzStack, sequence: SequencePlan, stats
   const probeIdempotent = { model: 'fz/cheap', messages: [{ role: 'user', content: `${prefix}probeidem is account B` }], max_completion_tokens: 16 };
   const probeKey = `${prefix}-b-idem`;
   const outcomes: Outcome[] = [];
+  const batchOutcomes: BatchOutcome[] = [];
 
   const probeFirst = await sendHttp(fuzz, probe.apiKey, '/v1/chat/completions', probeBody, {}, undefined);
   const probeIdemFirst = await sendHttp(fuzz, probe.apiKey, '/v1/chat/completions', probeIdempotent, { 'idempotency-key': probeKey }, undefined);
@@ -467,6 +471,17 @@ export async function runSequence(fuzz: FuzzStack, sequence: SequencePlan, stats
   // The tag of each HTTP request: its own, or its Idempotency-Key slot's (same key, same body: one tag).
   await pool(sequence.requests, sequence.concurrency, async (request, index) => {
     const account = accounts[request.account]!;
+    if (request.kind === 'batch') {
+      const stranger = request.stranger < 0 ? probe : accounts[request.stranger]!;
+      const outcome = await runBatch(fuzz, account, stranger, request, `${prefix}b${index}`);
+      batchOutcomes.push(outcome);
+      stats.requests += request.lines.length + 1;
+      const count = (name: string) => { stats.outcomes[name] = (stats.outcomes[name] ?? 0) + 1; };
+      count(`batch ${outcome.status}${request.cancelAfterMs !== undefined ? ' (cancel asked)' : ''}`);
+      for (const line of outcome.output) count(`batch line ${line.response?.status_code ?? 'none'}`);
+      for (const line of outcome.errorLines) count(`batch line ${line.response?.status_code ?? line.error?.code ?? 'none'} ${line.response?.body.error?.code ?? ''}`.trim());
+      return;
+    }
     if (request.kind === 'ws') {
       const tags = request.turns.map((_turn, turn) => `${prefix}w${index}t${turn}`);
       request.turns.forEach((turn, turnIndex) => fuzz.plans.set(tags[turnIndex]!, { attempts: turn.attempts.map((attempt) => behaviourOf(attempt, turn.usage)), used: 0, usage: turn.usage }));
@@ -519,7 +534,7 @@ export async function runSequence(fuzz: FuzzStack, sequence: SequencePlan, stats
       const name = outcome.aborted ? `${outcome.kind} aborted` : `${outcome.kind} ${outcome.status}${outcome.code ? ` ${outcome.code}` : ''}${outcome.replayed ? ' replayed' : ''}`;
       stats.outcomes[name] = (stats.outcomes[name] ?? 0) + 1;
     }
-    await checkSequence(fuzz, { run, accounts, probe, outcomes, probeTag, probes: { probeFirst, probeLast, probeIdemFirst, probeIdemLast } }, stats, options);
+    await checkSequence(fuzz, { run, accounts, probe, outcomes, batchOutcomes, probeTag, probes: { probeFirst, probeLast, probeIdemFirst, probeIdemLast } }, stats, options);
   } finally {
     for (const tag of [...fuzz.plans.keys()]) if (tag.startsWith(prefix)) fuzz.plans.delete(tag);
     for (const fake of Object.values(fuzz.fakes)) fake.requests.length = 0;
@@ -545,17 +560,20 @@ interface Charge {
 }
 
 async function ledgerOf(fuzz: FuzzStack, accountIds: string[]) {
-  const [balances, keys, charges, journal, open] = await Promise.all([
+  const [balances, keys, charges, journal, open, voided] = await Promise.all([
     fuzz.db.query<{ account_id: string; balance_pico: string; reserved_pico: string }>('select account_id, balance_pico, reserved_pico from ledger.balances where account_id = any($1)', [accountIds]),
     fuzz.db.query<{ key_id: string; spent_pico: string }>('select key_id, spent_pico from ledger.key_totals where account_id = any($1)', [accountIds]),
     fuzz.db.query<Record<string, string | null>>(
       `select c.request_id, c.account_id, c.key_id, c.model_id, c.provider_id, c.cost_pico, c.input_tokens, c.cached_input_tokens, c.output_tokens, c.reasoning_tokens, c.estimated,
               g.cost_input_pico + g.cost_output_pico + g.cost_cache_read_pico + g.cost_cache_write_pico + g.cost_reasoning_pico as generation_cost, g.insured_reason
-         from ledger.charges c left join ledger.generations g on g.request_id = c.request_id where c.account_id = any($1)`, [accountIds]),
+         from ledger.charges c left join ledger.generations g on g.request_id = c.request_id where c.account_id = any($1) and not c.voided`, [accountIds]),
     // The journal (journal_entries: top-ups, adjustments and every charge) sums to the balance.
     fuzz.db.query<{ account_id: string; total: string }>('select account_id, sum(amount_pico)::text as total from ledger.journal_entries where account_id = any($1) group by account_id', [accountIds]),
     fuzz.db.query<{ request_id: string; amount_pico: string; age: string }>(
       `select request_id, amount_pico::text, extract(epoch from now() - created_at)::int::text as age from ledger.reservations where closed_at is null and account_id = any($1)`, [accountIds]),
+    // A batch line's earlier attempts are voided before it runs again (docs/jobs.md, "Charged once"):
+    // no charge stands for them (one settled before is refunded in the journal).
+    fuzz.db.query<{ request_id: string }>('select request_id from ledger.charges where voided and account_id = any($1)', [accountIds]),
   ]);
   return {
     balances: new Map(balances.rows.map((row) => [row.account_id, { balance: BigInt(row.balance_pico), reserved: BigInt(row.reserved_pico) }])),
@@ -569,6 +587,7 @@ async function ledgerOf(fuzz: FuzzStack, accountIds: string[]) {
     })),
     journal: new Map(journal.rows.map((row) => [row.account_id, BigInt(row.total)])),
     openReservations: open.rows.length,
+    voided: new Set(voided.rows.map((row) => row.request_id)),
     open: open.rows,
   };
 }
@@ -589,8 +608,8 @@ async function settledLedger(fuzz: FuzzStack, accountIds: string[]): Promise<Led
   }
 }
 
-function priceOf(model: string, input: bigint, cached: bigint, output: bigint): bigint {
-  const prices = MODELS[model as ModelId]?.prices;
+function priceOf(model: string, input: bigint, cached: bigint, output: bigint, batch = false): bigint {
+  const prices = pricesOf(model, batch);
   if (!prices) throw new Error(`charge for a model not in the catalog: ${model}`);
   return (input - cached) * prices.input + cached * prices.cachedInput + output * prices.output;
 }
@@ -598,7 +617,7 @@ function priceOf(model: string, input: bigint, cached: bigint, output: bigint): 
 async function checkSequence(
   fuzz: FuzzStack,
   seen: {
-    run: number; accounts: FuzzAccount[]; probe: FuzzAccount; outcomes: Outcome[]; probeTag: string;
+    run: number; accounts: FuzzAccount[]; probe: FuzzAccount; outcomes: Outcome[]; batchOutcomes: BatchOutcome[]; probeTag: string;
     probes: Record<'probeFirst' | 'probeLast' | 'probeIdemFirst' | 'probeIdemLast', Awaited<ReturnType<typeof sendHttp>>>;
   },
   stats: RunStats,
@@ -652,7 +671,8 @@ async function checkSequence(
 
   // Each charge = the served model's prices × its normalized usage (input incl. cache reads, output incl. reasoning).
   for (const charge of ledger.charges) {
-    const expected = charge.insured ? 0n : priceOf(charge.modelId, charge.input, charge.cached, charge.output);
+    // A batch line's charge (its request id is `batch_…`, set by the jobs service only) is at the batch prices.
+    const expected = charge.insured ? 0n : priceOf(charge.modelId, charge.input, charge.cached, charge.output, charge.requestId.startsWith('batch_'));
     if (charge.costPico !== expected) violations.push(`${charge.requestId} (${charge.modelId}): charged ${charge.costPico} pico, its usage prices at ${expected}`);
   }
 
@@ -737,6 +757,10 @@ async function checkSequence(
   if (!probeIdemLast.replayed || probeIdemLast.requestId !== probeIdemFirst.requestId) {
     violations.push(`account B's idempotent repeat was not the stored answer (replayed ${probeIdemLast.replayed}, ids ${probeIdemFirst.requestId} / ${probeIdemLast.requestId})`);
   }
+
+  // Batches: each completed line charged once at the batch price, equal to its output line's usage.cost;
+  // error lines, lines a cancel stopped and a failed validation charged nothing; strangers saw 404s.
+  violations.push(...checkBatches(seen.batchOutcomes, seen.accounts, ledger.charges, ledger.voided, stats));
 
   const livez = await fetch(`${fuzz.url}/livez`).then((response) => response.status, () => 0);
   if (livez !== 200) violations.push(`/livez answered ${livez}`);
