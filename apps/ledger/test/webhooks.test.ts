@@ -222,7 +222,7 @@ describe('webhooks: delivery from two ledger replicas', () => {
       for (const accountId of accounts) {
         // Each event is signed with its own account's endpoint secret (verify throws otherwise).
         const mine = receiver.received.filter((entry) => (JSON.parse(entry.body) as { account_id: string }).account_id === accountId);
-        const events = mine.map((entry) => verified(secrets.get(accountId)!, entry) as { data: { balance: string; credits: string } });
+        const events = mine.map((entry) => verified(secrets.get(accountId)!, entry));
         expect(events.map((event) => event.data.balance)).toEqual(['1', '2', '3', '4', '5']);
         expect(new Set(mine.map((entry) => entry.headers['webhook-id'])).size).toBe(5);
         expect(mine.every((entry) => entry.at >= upAt)).toBe(true);
@@ -249,7 +249,7 @@ describe('webhooks: delivery from two ledger replicas', () => {
       // The dead one no longer holds the queue.
       await ledgerB.topUp({ accountId, credits: '1', idempotencyKey: uniqueName('topup'), note: '' });
       await eventually(async () => expect(receiver.received).toHaveLength(1), 5_000);
-      expect((verified(created.secret, receiver.received[0]!) as { data: { balance: string } }).data.balance).toBe('2');
+      expect(verified(created.secret, receiver.received[0]!).data.balance).toBe('2');
       const deliveries = (await ledgerA.listWebhookDeliveries({ accountId, endpointId, limit: 10, cursor: '' })).deliveries;
       expect(deliveries.map((delivery) => delivery.state)).toEqual(['delivered', 'dead']);
       // Only a dead one may be redelivered; then it arrives with its original id.
@@ -257,7 +257,7 @@ describe('webhooks: delivery from two ledger replicas', () => {
       await ledgerA.redeliverWebhook({ accountId, endpointId, deliveryId: deliveries[1]!.id });
       await eventually(async () => expect(receiver.received).toHaveLength(2), 5_000);
       expect(receiver.received[1]!.headers['webhook-id']).toBe(deliveries[1]!.eventId);
-      expect((verified(created.secret, receiver.received[1]!) as { data: { balance: string } }).data.balance).toBe('1');
+      expect(verified(created.secret, receiver.received[1]!).data.balance).toBe('1');
       // Paging: one per page, newest first.
       const page = await ledgerA.listWebhookDeliveries({ accountId, endpointId, limit: 1, cursor: '' });
       expect(page.deliveries).toHaveLength(1);
