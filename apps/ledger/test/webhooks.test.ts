@@ -232,6 +232,43 @@ describe('webhooks: delivery from two ledger replicas', () => {
     }
   });
 
+  it('one account\'s slow receivers hold at most 4 sends at once, and another account\'s event goes meanwhile', async () => {
+    let open = 0;
+    let mostOpen = 0;
+    const slowAccount = uniqueName('acc');
+    const quickAccount = uniqueName('acc');
+    const arrivals: Array<{ account: string; at: number }> = [];
+    const server = createServer((request, response) => {
+      const chunks: Buffer[] = [];
+      request.on('data', (chunk: Buffer) => chunks.push(chunk));
+      request.on('end', () => {
+        const account = (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { account_id: string }).account_id;
+        arrivals.push({ account, at: Date.now() });
+        if (account !== slowAccount) return void response.writeHead(200).end();
+        open++;
+        mostOpen = Math.max(mostOpen, open);
+        setTimeout(() => { open--; response.writeHead(200).end(); }, 800);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+    try {
+      for (let index = 0; index < 8; index++) await ledgerA.createWebhookEndpoint({ accountId: slowAccount, url, eventTypes: ['credits.topped_up'], enabled: true });
+      await ledgerA.createWebhookEndpoint({ accountId: quickAccount, url, eventTypes: ['credits.topped_up'], enabled: true });
+      await ledgerA.topUp({ accountId: slowAccount, credits: '1', idempotencyKey: uniqueName('topup'), note: '' });
+      await eventually(async () => expect(open).toBe(4), 5_000);
+      const quickFrom = Date.now();
+      await ledgerB.topUp({ accountId: quickAccount, credits: '1', idempotencyKey: uniqueName('topup'), note: '' });
+      await eventually(async () => expect(arrivals.some((arrival) => arrival.account === quickAccount)).toBe(true), 5_000);
+      // The quick account's event did not wait for the slow receivers' 800 ms.
+      expect(arrivals.find((arrival) => arrival.account === quickAccount)!.at - quickFrom).toBeLessThan(700);
+      await eventually(async () => expect(arrivals.filter((arrival) => arrival.account === slowAccount)).toHaveLength(8), 10_000);
+      expect(mostOpen).toBe(4);
+    } finally {
+      await new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); });
+    }
+  });
+
   it('dead-letters after the attempts, lets the next event through, and redelivers on request', async () => {
     let failing = true;
     const receiver = await startReceiver(() => (failing ? 500 : 204));

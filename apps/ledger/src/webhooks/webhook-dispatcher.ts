@@ -16,7 +16,8 @@ import { guardedLookup, isRefusedAddress, signWebhook } from './webhook-target.j
  * receiver deduplicates by `webhook-id`). A failed attempt is retried with exponential backoff and
  * jitter; after `maxAttempts` attempts, or once the delivery is `deadAfterMs` old, it is dead-lettered
  * (visible in the deliveries list, redeliverable) and the endpoint's next delivery goes.
- * Bounds: `maxInFlight` sends at once per replica, a whole-request timeout, a cap on the response bytes read.
+ * Bounds: `maxInFlight` sends at once per replica, `maxInFlightPerAccount` per account over all replicas, a
+ * whole-request timeout, a cap on the response bytes read.
  */
 
 export interface WebhookDispatcherOptions {
@@ -37,6 +38,8 @@ export interface WebhookDispatcherOptions {
   responseBodyMaxBytes?: number;
   /** Sends in flight per replica (default 16). */
   maxInFlight?: number;
+  /** Sends in flight per account, over every replica (default 4): one account's slow receivers cannot take every slot. */
+  maxInFlightPerAccount?: number;
   /** How long finished deliveries and their events are kept (default 30 days). */
   retentionMs?: number;
 }
@@ -50,6 +53,7 @@ export const DEFAULT_WEBHOOK_OPTIONS = {
   requestTimeoutMs: 10_000,
   responseBodyMaxBytes: 16 * 1024,
   maxInFlight: 16,
+  maxInFlightPerAccount: 4,
   retentionMs: 30 * 24 * 3_600_000,
 } as const;
 
@@ -144,7 +148,7 @@ export function sendWebhook(
 }
 
 export interface WebhookDispatcher {
-  /** One claim-and-send round (tests; the timer calls it too). Resolves with the number of deliveries sent. */
+  /** One claim round (the timer calls it). Resolves with the number claimed when they filled the room, else 0. */
   runOnce(): Promise<number>;
   stop(): Promise<void>;
 }
@@ -161,16 +165,29 @@ export function startWebhookDispatcher(db: LedgerDatabase, logger: Logger, optio
   let running: Promise<number> | null = null;
   let stopped = false;
 
+  // The due head of each endpoint, at most maxInFlightPerAccount leased per account (counting what other
+  // rounds and replicas hold), leased in the statement that picks it.
   const claim = async (token: string, count: number): Promise<Claimed[]> => (await sql<Claimed>`
     with heads as (
-      select distinct on (endpoint_id) id from webhook_deliveries
+      select distinct on (endpoint_id) id, account_id from webhook_deliveries
       where state = 'pending'
       order by endpoint_id, id
+    ), busy as (
+      select account_id, count(*) as leased from webhook_deliveries
+      where state = 'pending' and lease_until >= now()
+      group by account_id
+    ), ranked as (
+      select d.id, h.account_id, row_number() over (partition by h.account_id order by d.next_attempt_at, d.id) as rank
+      from heads h
+      join webhook_deliveries d on d.id = h.id
+      join webhook_endpoints w on w.id = d.endpoint_id and w.enabled
+      where d.next_attempt_at <= now() and (d.lease_until is null or d.lease_until < now())
     ), due as (
       select d.id from webhook_deliveries d
-      join heads h on h.id = d.id
-      join webhook_endpoints w on w.id = d.endpoint_id and w.enabled
-      where d.state = 'pending' and d.next_attempt_at <= now() and (d.lease_until is null or d.lease_until < now())
+      join ranked r on r.id = d.id
+      left join busy b on b.account_id = r.account_id
+      where r.rank + coalesce(b.leased, 0) <= ${settings.maxInFlightPerAccount}
+        and d.state = 'pending' and d.next_attempt_at <= now() and (d.lease_until is null or d.lease_until < now())
       order by d.next_attempt_at, d.id
       limit ${count}
       for update of d skip locked
@@ -222,21 +239,41 @@ export function startWebhookDispatcher(db: LedgerDatabase, logger: Logger, optio
         limit ${CLEANUP_BATCH})`.execute(db);
   };
 
-  const runOnce = async (): Promise<number> => {
-    const token = randomBytes(12).toString('hex');
-    const claimed = await claim(token, settings.maxInFlight);
-    await Promise.all(claimed.map(async (delivery) => {
+  // Sends run beside the rounds (a slow receiver holds its slot, not the loop): a round claims only the room left.
+  let inFlight = 0;
+  const sending = new Set<Promise<void>>();
+  const deliver = async (delivery: Claimed, token: string) => {
+    try {
       const result = await sendWebhook(
         { url: delivery.url, secret: delivery.secret, messageId: delivery.event_id, body: webhookBody({ eventId: delivery.event_id, type: delivery.type, accountId: delivery.account_id, createdAt: delivery.event_created_at, data: delivery.data }) },
         settings,
       );
-      await record(delivery, token, result).catch((error: unknown) => logger.error({ err: error, deliveryId: delivery.id }, 'recording a webhook attempt failed'));
-    }));
+      await record(delivery, token, result);
+    } catch (error) {
+      logger.error({ err: error, deliveryId: delivery.id }, 'recording a webhook attempt failed; its lease runs out and it is sent again');
+    } finally {
+      inFlight--;
+    }
+  };
+
+  const runOnce = async (): Promise<number> => {
+    const room = settings.maxInFlight - inFlight;
+    if (room > 0) {
+      const token = randomBytes(12).toString('hex');
+      const claimed = await claim(token, room);
+      inFlight += claimed.length;
+      for (const delivery of claimed) {
+        const send = deliver(delivery, token);
+        sending.add(send);
+        void send.finally(() => sending.delete(send));
+      }
+      if (claimed.length === room) return claimed.length;
+    }
     if (Date.now() - lastCleanupAt >= CLEANUP_EVERY_MS) {
       lastCleanupAt = Date.now();
       await cleanup().catch((error: unknown) => logger.error({ err: error }, 'webhook retention cleanup failed'));
     }
-    return claimed.length;
+    return 0;
   };
 
   const schedule = (delayMs: number) => {
@@ -248,8 +285,8 @@ export function startWebhookDispatcher(db: LedgerDatabase, logger: Logger, optio
       });
       void running.then((sent) => {
         running = null;
-        // A full round may have more due behind it: go again at once.
-        schedule(sent >= settings.maxInFlight ? 0 : settings.intervalMs);
+        // A round that filled the room may have more due behind it: go again soon.
+        schedule(sent > 0 ? Math.min(settings.intervalMs, 10) : settings.intervalMs);
       });
     }, delayMs);
     timer.unref();
@@ -262,6 +299,7 @@ export function startWebhookDispatcher(db: LedgerDatabase, logger: Logger, optio
       stopped = true;
       if (timer) clearTimeout(timer);
       await running;
+      await Promise.all([...sending]);
     },
   };
 }
