@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { formatCredits, UNATTRIBUTED_AUDIT, type AuditCallContext, type Logger } from '@gateway/platform';
 import { appendAudit, listAccountAudit, readAuditChain, sql } from '@gateway/platform/db';
 import { usageColumns } from './migrations.js';
@@ -255,6 +256,12 @@ export class Ledger {
           before: { balance: formatCredits(after.balance_pico - input.amountPico) },
           after: { balance: formatCredits(after.balance_pico), credits: formatCredits(input.amountPico), idempotency_key: input.idempotencyKey, note: input.note },
         });
+        // The credits.topped_up webhook event (webhooks/), only for an account with an endpoint to tell.
+        await sql`
+          insert into webhook_events (event_id, account_id, type, data)
+          select ${`evt_${randomBytes(16).toString('hex')}`}, ${input.accountId}, 'credits.topped_up',
+            ${JSON.stringify({ credits: formatCredits(input.amountPico), balance: formatCredits(after.balance_pico) })}::jsonb
+          where exists (select 1 from webhook_endpoints w where w.account_id = ${input.accountId})`.execute(trx);
       }
       return credited;
     });

@@ -23,6 +23,9 @@ describe('role × action table', () => {
     expect(actionsOf('viewer')).toEqual(['balance.read', 'activity.read', 'generations.read', 'keys.read', 'budgets.read']);
     // The audit log (before/after of every change) is for the roles that make changes.
     expect(['owner', 'admin', 'billing', 'viewer'].map((role) => roleMay(role as 'owner', 'audit.read'))).toEqual([true, true, false, false]);
+    // Webhook endpoints: billing follows the alerts' delivery; the viewer does not see receivers' URLs.
+    expect(['owner', 'admin', 'billing', 'viewer'].map((role) => roleMay(role as 'owner', 'webhooks.read'))).toEqual([true, true, true, false]);
+    expect(['owner', 'admin', 'billing', 'viewer'].map((role) => roleMay(role as 'owner', 'webhooks.write'))).toEqual([true, true, false, false]);
     expect(isRole('operator') && !isAccountRole('operator') && isAccountRole('owner') && !isRole('root') && !isRole('Owner')).toBe(true);
   });
 });
