@@ -26,6 +26,7 @@ import {
 } from './routes/account-routes.js';
 import { accountAuditHandler, adminAuditHandler } from './routes/audit-routes.js';
 import { deleteBudgetHandler, listBudgetsHandler, putBudgetHandler } from './routes/budget-routes.js';
+import { addMemberHandler, listMembersHandler, removeMemberHandler, updateMemberHandler } from './routes/member-routes.js';
 import { adminAccountsHandler, adminModelLatencyHandler, adminProvidersHandler, adminTopUpHandler } from './routes/admin-routes.js';
 import { generationHandler, listGenerationsHandler } from './routes/generation-routes.js';
 import { logoutHandler, notConfiguredHandler, sessionHandler, type SignIn } from './sign-in/sign-in-routes.js';
@@ -158,6 +159,10 @@ export function createApp(context: EdgeContext, readiness?: Readiness, signIn?: 
   app.delete('/v1/account/budgets/account', deleteBudgetHandler(context));
   app.put('/v1/account/budgets/keys/:keyId', putBudgetHandler(context));
   app.delete('/v1/account/budgets/keys/:keyId', deleteBudgetHandler(context));
+  app.get('/v1/account/members', listMembersHandler(context));
+  app.post('/v1/account/members', addMemberHandler(context));
+  app.patch('/v1/account/members/:memberId', updateMemberHandler(context));
+  app.delete('/v1/account/members/:memberId', removeMemberHandler(context));
   app.get('/v1/generation', generationHandler(context));
   app.get('/v1/admin/providers', adminProvidersHandler(context));
   app.get('/v1/admin/models/latency', adminModelLatencyHandler(context));
