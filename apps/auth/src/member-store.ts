@@ -1,7 +1,7 @@
 import {
   errors, ErrorReason, GatewayError, GrpcStatus, isAccountRole, newId, UNATTRIBUTED_AUDIT, type AccountRole, type AuditCallContext,
 } from '@gateway/platform';
-import { appendAudit, sql, type Kysely } from '@gateway/platform/db';
+import { appendAudit, auditedTransaction, sql, type Kysely } from '@gateway/platform/db';
 import type {
   AddMemberRequest, Member, Membership, RemoveMemberRequest, ResolveMembershipsRequest, UpdateMemberRequest,
 } from '@gateway/proto';
@@ -105,7 +105,7 @@ export class MemberStore {
     const email = byEmail ? normaliseEmail(request.email) : null;
     if (byIdentity) requireIdentity(request.issuer, request.subject);
     if (role === 'owner' && actorRole !== 'owner') throw forbidden('Only an owner grants the owner role.');
-    return this.db.transaction().execute(async (trx) => {
+    return auditedTransaction(this.db, async (trx) => {
       await lockAccount(trx, request.accountId);
       const count = await trx.selectFrom('members').select((eb) => eb.fn.countAll<string>().as('count')).where('account_id', '=', request.accountId).executeTakeFirstOrThrow();
       if (Number(count.count) >= MEMBERS_PER_ACCOUNT_MAX) {
@@ -140,7 +140,7 @@ export class MemberStore {
     if (request.memberId === '' || request.memberId.length > 100) throw memberNotFound();
     const role = requireRole(request.role);
     const actorRole = actorRoleOf(request.actorRole);
-    return this.db.transaction().execute(async (trx) => {
+    return auditedTransaction(this.db, async (trx) => {
       await lockAccount(trx, request.accountId);
       const before = await findMember(trx, request.accountId, request.memberId);
       if ((before.role === 'owner' || role === 'owner') && actorRole !== 'owner' && before.role !== role) {
@@ -169,7 +169,7 @@ export class MemberStore {
     requireId(request.accountId, 'account_id');
     if (request.memberId === '' || request.memberId.length > 100) throw memberNotFound();
     const actorRole = actorRoleOf(request.actorRole);
-    return this.db.transaction().execute(async (trx) => {
+    return auditedTransaction(this.db, async (trx) => {
       await lockAccount(trx, request.accountId);
       const before = await findMember(trx, request.accountId, request.memberId);
       if (before.role === 'owner' && actorRole !== 'owner') throw forbidden('Only an owner removes an owner.');
@@ -199,7 +199,7 @@ export class MemberStore {
       }
     }
     const actor = { ...audit.actor, kind: 'user' as const, id: `${request.issuer}#${request.subject}` };
-    return this.db.transaction().execute(async (trx) => {
+    return auditedTransaction(this.db, async (trx) => {
       if (email !== undefined) {
         // Invitations of this email not yet bound, in accounts where the person is not a member already.
         const bound = await sql<MemberRow>`
