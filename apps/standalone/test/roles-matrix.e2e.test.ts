@@ -6,7 +6,7 @@ import { browserJson, signedIn, startSignInStack, type Person, type SignInStack 
 // The role × action table (libs/platform roles.ts), one test per cell and route: every account and admin
 // route is called by a signed-in person of each role; where the table allows, the route works (its success
 // status), where it refuses, a 403 permission_error (code role_forbidden) in the standard envelope and no
-// effect. Machine credentials map onto it: a provisioning key as its account's owner, the admin token as
+// effect (no credits, keys, budgets or members changed). Machine credentials map onto it: a provisioning key as its account's owner, the admin token as
 // the operator.
 
 const PERSON_OF_ROLE: Record<Role, Person> = { owner: 'alice', admin: 'erin', billing: 'dave', viewer: 'bob', operator: 'oscar' };
@@ -34,6 +34,14 @@ const freshWebhook = async (stack: SignInStack) => {
   expect(created.status, created.text).toBe(201);
   return created.body.id as string;
 };
+let invitations = 0;
+const freshEmail = () => `matrix-${process.pid}-${(invitations += 1)}@example.com`;
+/** An invitation made by the owner's machine credential, for a route that changes or removes one. */
+const freshMember = async (stack: SignInStack) => {
+  const added = await stack.harness.call('POST', '/v1/account/members', { bearer: stack.acme.provisioningKey, body: { email: freshEmail(), role: 'viewer' } });
+  expect(added.status, added.text).toBe(201);
+  return added.body.id as string;
+};
 
 /** Every account and operator route, with the action the table checks it against. */
 const ROUTES: readonly RouteCase[] = [
@@ -55,6 +63,10 @@ const ROUTES: readonly RouteCase[] = [
   { route: 'PATCH /v1/account/webhooks/{id}', action: 'webhooks.write', method: 'PATCH', request: async (_stack, fixtures) => ({ path: `/v1/account/webhooks/${fixtures.webhookId}`, body: { enabled: false } }), success: 200 },
   { route: 'DELETE /v1/account/webhooks/{id}', action: 'webhooks.write', method: 'DELETE', request: async (stack) => ({ path: `/v1/account/webhooks/${await freshWebhook(stack)}` }), success: 200 },
   { route: 'GET /v1/account/audit', action: 'audit.read', method: 'GET', request: async () => ({ path: '/v1/account/audit' }), success: 200 },
+  { route: 'GET /v1/account/members', action: 'members.read', method: 'GET', request: async () => ({ path: '/v1/account/members' }), success: 200 },
+  { route: 'POST /v1/account/members', action: 'members.write', method: 'POST', request: async () => ({ path: '/v1/account/members', body: { email: freshEmail(), role: 'billing' } }), success: 201 },
+  { route: 'PATCH /v1/account/members/{member_id}', action: 'members.write', method: 'PATCH', request: async (stack) => ({ path: `/v1/account/members/${await freshMember(stack)}`, body: { role: 'billing' } }), success: 200 },
+  { route: 'DELETE /v1/account/members/{member_id}', action: 'members.write', method: 'DELETE', request: async (stack) => ({ path: `/v1/account/members/${await freshMember(stack)}` }), success: 200 },
   { route: 'GET /v1/admin/audit', action: 'admin.audit.read', method: 'GET', request: async () => ({ path: '/v1/admin/audit?chain=auth&limit=5' }), success: 200 },
   { route: 'GET /v1/admin/providers', action: 'admin.providers.read', method: 'GET', request: async () => ({ path: '/v1/admin/providers' }), success: 200 },
   { route: 'GET /v1/admin/models/latency', action: 'admin.latency.read', method: 'GET', request: async () => ({ path: '/v1/admin/models/latency?days=1' }), success: 200 },
@@ -106,6 +118,7 @@ describe('role × action table, one test per cell (e2e)', () => {
       const keysBefore = (await stack.harness.call('GET', '/v1/account/keys?include_disabled=true', { bearer: stack.acme.provisioningKey })).body.data;
       const budgetsBefore = (await stack.harness.call('GET', '/v1/account/budgets', { bearer: stack.acme.provisioningKey })).body.data;
       const webhooksBefore = (await stack.harness.call('GET', '/v1/account/webhooks', { bearer: stack.acme.provisioningKey })).body.data;
+      const membersBefore = (await stack.harness.call('GET', '/v1/account/members', { bearer: stack.acme.provisioningKey })).body.data;
       const answer = await browserJson(stack, session.browser, method, path, { ...(body === undefined ? {} : { body }), csrf: session.csrf });
       if (cell.allowed) {
         expect(answer.status, answer.text).toBe(cell.route.success);
@@ -118,6 +131,7 @@ describe('role × action table, one test per cell (e2e)', () => {
       expect((await stack.harness.call('GET', '/v1/account/keys?include_disabled=true', { bearer: stack.acme.provisioningKey })).body.data).toEqual(keysBefore);
       expect((await stack.harness.call('GET', '/v1/account/budgets', { bearer: stack.acme.provisioningKey })).body.data).toEqual(budgetsBefore);
       expect((await stack.harness.call('GET', '/v1/account/webhooks', { bearer: stack.acme.provisioningKey })).body.data).toEqual(webhooksBefore);
+      expect((await stack.harness.call('GET', '/v1/account/members', { bearer: stack.acme.provisioningKey })).body.data).toEqual(membersBefore);
     },
   );
 
