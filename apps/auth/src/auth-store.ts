@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import {
   errors, formatCredits, GatewayError, GrpcStatus, ErrorReason, newId, parseCredits, UNATTRIBUTED_AUDIT, type AuditCallContext,
 } from '@gateway/platform';
-import { appendAudit, listAccountAudit, readAuditChain, sql, type Kysely } from '@gateway/platform/db';
+import { appendAudit, auditedTransaction, listAccountAudit, readAuditChain, sql, type Kysely } from '@gateway/platform/db';
 import type {
   Account,
   ApiKey,
@@ -135,7 +135,7 @@ export class AuthStore {
       throw errors.invalidRequest(`idempotency_key must be at most ${IDEMPOTENCY_KEY_MAX_LENGTH} characters`, 'idempotency_key');
     }
     const fingerprint = idempotencyKey === null ? null : createHash('sha256').update(JSON.stringify([name, tier])).digest('hex');
-    return this.db.transaction().execute(async (trx) => {
+    return auditedTransaction(this.db, async (trx) => {
       // ON CONFLICT waits for a concurrent insert of the same key to commit, so two racing first
       // calls end with one account, and the loser reads the winner's row below.
       const inserted = await trx
@@ -236,7 +236,7 @@ export class AuthStore {
   async createProvisioningKey(accountId: string, requestedName: string, audit: AuditCallContext = UNATTRIBUTED_AUDIT): Promise<{ id: string; plaintext: string }> {
     requireId(accountId, 'account_id');
     const name = requestedName.trim() === '' ? 'default' : requireName(requestedName);
-    return this.db.transaction().execute(async (trx) => {
+    return auditedTransaction(this.db, async (trx) => {
       await this.lockAccount(trx, accountId);
       const { count } = await trx
         .selectFrom('provisioning_keys')
@@ -264,7 +264,7 @@ export class AuthStore {
     const reset = limitReset(request.limitReset ?? '');
     const expires = request.expiresAtMs === undefined ? null : expiresAt(request.expiresAtMs, Date.now());
     const plaintext = generateKey('api');
-    const row = await this.db.transaction().execute(async (trx) => {
+    const row = await auditedTransaction(this.db, async (trx) => {
       // The account row lock serialises key creation per account, so the count bound holds.
       await this.lockAccount(trx, request.accountId);
       const { count } = await trx
@@ -358,7 +358,7 @@ export class AuthStore {
 
     // The row lock of SELECT … FOR UPDATE holds the key from the read of `before` to the update, so the
     // audit entry's before is the state this update replaced (a concurrent update waits its turn).
-    const row = await this.db.transaction().execute(async (trx) => {
+    const row = await auditedTransaction(this.db, async (trx) => {
       const before = await trx
         .selectFrom('api_keys')
         .select(apiKeyColumns)
@@ -391,7 +391,7 @@ export class AuthStore {
   async deleteApiKey(accountId: string, keyId: string, audit: AuditCallContext = UNATTRIBUTED_AUDIT): Promise<void> {
     requireId(accountId, 'account_id');
     requireId(keyId, 'key_id');
-    const row = await this.db.transaction().execute(async (trx) => {
+    const row = await auditedTransaction(this.db, async (trx) => {
       const deleted = await trx
         .updateTable('api_keys')
         .set({ deleted_at: sql<Date>`now()`, updated_at: sql<Date>`now()` })

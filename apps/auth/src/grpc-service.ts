@@ -1,6 +1,7 @@
 import { auditCallContext, GatewayError, GrpcStatus, unary, type GrpcServiceBinding, type Logger } from '@gateway/platform';
 import { AuthServiceService, ErrorReason, type AuthServiceServer } from '@gateway/proto';
 import type { AuthStore } from './auth-store.js';
+import type { MemberStore } from './member-store.js';
 import type { SessionStore } from './session-store.js';
 
 /**
@@ -8,7 +9,7 @@ import type { SessionStore } from './session-store.js';
  * `internalAuth`: whether the server checks internal credentials; without it VerifyAdmin has nothing
  * to verify and refuses rather than vouch for any caller.
  */
-export function authServiceBinding(store: AuthStore, sessions: SessionStore, logger: Logger, internalAuth = false): GrpcServiceBinding {
+export function authServiceBinding(store: AuthStore, sessions: SessionStore, members: MemberStore, logger: Logger, internalAuth = false): GrpcServiceBinding {
   const implementation: AuthServiceServer = {
     // VerifyAdmin is in ADMIN_METHODS: the credential check has already refused anything but an admin token.
     verifyAdmin: unary(logger, 'VerifyAdmin', async () => {
@@ -38,6 +39,17 @@ export function authServiceBinding(store: AuthStore, sessions: SessionStore, log
     createSession: unary(logger, 'CreateSession', (request) => sessions.createSession(request)),
     verifySession: unary(logger, 'VerifySession', (request) => sessions.verifySession(request.sessionToken)),
     revokeSession: unary(logger, 'RevokeSession', async (request) => ({ revoked: await sessions.revokeSession(request.sessionToken) })),
+    listMembers: unary(logger, 'ListMembers', async (request) => ({ members: await members.listMembers(request.accountId) })),
+    addMember: unary(logger, 'AddMember', async (request, call) => ({ member: await members.addMember(request, auditCallContext(call.metadata)) })),
+    updateMember: unary(logger, 'UpdateMember', async (request, call) => {
+      const updated = await members.updateMember(request, auditCallContext(call.metadata));
+      return { member: updated.member, sessionsRevoked: updated.sessionsRevoked };
+    }),
+    removeMember: unary(logger, 'RemoveMember', async (request, call) => {
+      const removed = await members.removeMember(request, auditCallContext(call.metadata));
+      return { removed: true, sessionsRevoked: removed.sessionsRevoked };
+    }),
+    resolveMemberships: unary(logger, 'ResolveMemberships', async (request, call) => ({ memberships: await members.resolveMemberships(request, auditCallContext(call.metadata)) })),
     listAuthAuditEntries: unary(logger, 'ListAuthAuditEntries', (request) => store.listAuditEntries(request)),
     readAuthAuditChain: unary(logger, 'ReadAuthAuditChain', (request) => store.readAuditChain(request)),
   };

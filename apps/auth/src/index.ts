@@ -5,12 +5,14 @@ import { createDatabase, migrate, postgresCheck } from '@gateway/platform/db';
 import { KeysChanged } from '@gateway/proto';
 import { AuthStore, type KeyChangeListener } from './auth-store.js';
 import { authServiceBinding } from './grpc-service.js';
+import { MemberStore } from './member-store.js';
 import { SessionStore } from './session-store.js';
 import { KeyHasher } from './key-format.js';
 import { AUTH_SCHEMA, authMigrations, type AuthDatabase } from './schema.js';
 
 export { AuthStore, defaultAuthStoreLimits, type AuthStoreLimits, type KeyChangeListener } from './auth-store.js';
 export { generateKey, isWellFormedKey, keyChecksum, keyLabel, keyLength, keyPrefixes, KeyHasher, type KeyKind } from './key-format.js';
+export { MemberStore, MEMBERS_PER_ACCOUNT_MAX, MEMBERSHIPS_PER_PERSON_MAX } from './member-store.js';
 export { isWellFormedSessionToken, SessionStore, SESSION_TTL_MAX_SECONDS, SESSION_TTL_MIN_SECONDS, SESSIONS_PER_SUBJECT_MAX } from './session-store.js';
 export { AUTH_SCHEMA, authMigrations, type AuthDatabase } from './schema.js';
 export { ROUTING_STRATEGIES, TIERS, DEFAULT_TIER } from './validation.js';
@@ -61,7 +63,7 @@ export async function startAuthService(options: AuthServiceOptions): Promise<Run
     const server = await startGrpcServer({
       credentials: options.internalAuth?.accepted,
       address: options.listenAddress,
-      services: [authServiceBinding(store, new SessionStore(db), options.logger, options.internalAuth !== undefined)],
+      services: [authServiceBinding(store, new SessionStore(db), new MemberStore(db), options.logger, options.internalAuth !== undefined)],
       logger: options.logger,
       dependencies: [postgresCheck(options.databaseUrl, 'auth'), busCheck(options.bus)],
       ...(options.metrics ? { metrics: options.metrics } : {}),

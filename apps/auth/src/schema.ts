@@ -64,8 +64,28 @@ export interface SessionsTable {
   revoked_at: Date | null;
 }
 
+/**
+ * A member of an account (docs/governance.md "Members"): a person named by the identity provider's issuer
+ * and subject, or an email invitation that the person's first sign-in with that verified email binds.
+ */
+export interface MembersTable {
+  id: string;
+  account_id: string;
+  role: string;
+  /** Null until an email invitation is bound (then both are set, for good). */
+  issuer: string | null;
+  subject: string | null;
+  /** Lowercased; null for a member added by issuer and subject. */
+  email: string | null;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+  /** When an invitation was bound at the person's first sign-in. */
+  joined_at: Date | null;
+}
+
 export interface AuthDatabase extends AuditTables {
   sessions: SessionsTable;
+  members: MembersTable;
   accounts: AccountsTable;
   provisioning_keys: ProvisioningKeysTable;
   api_keys: ApiKeysTable;
@@ -149,4 +169,29 @@ export const authMigrations: Record<string, Migration> = {
   },
   // The audit log's chain (docs/governance.md): written in the transaction of each key and account change.
   '0004_audit_log': auditLogMigration('auth'),
+  // Members of an account beside the identity provider's groups (docs/governance.md "Members").
+  '0005_members': {
+    up: async (db: Kysely<any>) => {
+      await sql`
+        create table auth.members (
+          id text primary key,
+          account_id text not null references auth.accounts (id),
+          role text not null check (role in ('owner', 'admin', 'billing', 'viewer')),
+          issuer text check (char_length(issuer) between 1 and 1000),
+          subject text check (char_length(subject) between 1 and 255),
+          email text check (char_length(email) between 3 and 320 and email = lower(email)),
+          created_at timestamptz not null default now(),
+          updated_at timestamptz not null default now(),
+          joined_at timestamptz,
+          check ((issuer is null) = (subject is null)),
+          check (issuer is not null or email is not null)
+        )`.execute(db);
+      // One membership per person and per invited email in an account.
+      await sql`create unique index members_account_identity on auth.members (account_id, issuer, subject) where issuer is not null`.execute(db);
+      await sql`create unique index members_account_email on auth.members (account_id, email) where email is not null`.execute(db);
+      // Sign-in: a person's memberships, and the invitations their verified email binds.
+      await sql`create index members_identity on auth.members (issuer, subject) where issuer is not null`.execute(db);
+      await sql`create index members_unbound_email on auth.members (email) where issuer is null`.execute(db);
+    },
+  },
 };

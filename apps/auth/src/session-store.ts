@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { errors, ErrorReason, GatewayError, GrpcStatus, isAccountRole, isRole, newId } from '@gateway/platform';
+import { errors, ErrorReason, GatewayError, GrpcStatus, isAccountRole, isRole, newId, strongerAccountRole, type AccountRole } from '@gateway/platform';
 import { sql, type Kysely } from '@gateway/platform/db';
 import type { CreateSessionRequest, CreateSessionResponse, VerifySessionResponse } from '@gateway/proto';
 import type { AuthDatabase } from './schema.js';
@@ -42,10 +42,12 @@ export class SessionStore {
   ) {}
 
   async createSession(request: CreateSessionRequest): Promise<CreateSessionResponse> {
-    if (!isRole(request.role)) throw errors.invalidRequest('role must be one of owner, admin, billing, viewer, operator', 'role');
+    // Through a membership the groups may give no role of their own (empty): the membership alone decides.
+    const groupsGiveNone = request.viaMembership && request.role === '';
+    if (!groupsGiveNone && !isRole(request.role)) throw errors.invalidRequest('role must be one of owner, admin, billing, viewer, operator', 'role');
     const operator = request.role === 'operator';
-    if (operator && request.accountId !== '') throw errors.invalidRequest('an operator session belongs to no account', 'account_id');
-    if (!operator && (!isAccountRole(request.role) || request.accountId === '')) throw errors.invalidRequest('an account role needs an account_id', 'account_id');
+    if (operator && (request.accountId !== '' || request.viaMembership)) throw errors.invalidRequest('an operator session belongs to no account', 'account_id');
+    if (!operator && ((!groupsGiveNone && !isAccountRole(request.role)) || request.accountId === '')) throw errors.invalidRequest('an account role needs an account_id', 'account_id');
     if (request.accountId.length > ACCOUNT_ID_MAX_LENGTH) throw errors.notFound('No such account.');
     if (request.issuer === '' || request.issuer.length > ISSUER_MAX_LENGTH) throw errors.invalidRequest(`issuer must be 1..${ISSUER_MAX_LENGTH} characters`, 'issuer');
     if (request.subject === '' || request.subject.length > SUBJECT_MAX_LENGTH) throw errors.invalidRequest(`subject must be 1..${SUBJECT_MAX_LENGTH} characters`, 'subject');
@@ -61,7 +63,7 @@ export class SessionStore {
     const nowMs = this.now();
     const expiresAt = new Date(nowMs + request.ttlSeconds * 1000);
 
-    await this.db.transaction().execute(async (trx) => {
+    const role = await this.db.transaction().execute(async (trx) => {
       if (!operator) {
         const account = await trx.selectFrom('accounts').select('id').where('id', '=', request.accountId).executeTakeFirst();
         if (!account) throw errors.notFound('No such account.');
@@ -69,13 +71,28 @@ export class SessionStore {
       // One person's sessions are serialised (a transaction-scoped lock on their identity), so the
       // bound below holds under concurrent sign-ins.
       await sql`select pg_advisory_xact_lock(hashtext(${request.issuer + ' ' + request.subject}))`.execute(trx);
+      let role = request.role;
+      if (request.viaMembership) {
+        // Read again here, holding the row until commit: a member removed or lowered after the edge
+        // resolved the membership either is seen now or revokes this session when it commits.
+        const member = await trx
+          .selectFrom('members')
+          .select('role')
+          .where('account_id', '=', request.accountId)
+          .where('issuer', '=', request.issuer)
+          .where('subject', '=', request.subject)
+          .forShare()
+          .executeTakeFirst();
+        if (member && isAccountRole(member.role)) role = groupsGiveNone ? member.role : strongerAccountRole(member.role, request.role as AccountRole);
+        else if (groupsGiveNone) throw errors.notFound('No membership in this account.');
+      }
       await trx
         .insertInto('sessions')
         .values({
           id,
           token_hash: tokenHash(token),
           account_id: operator ? null : request.accountId,
-          role: request.role,
+          role,
           issuer: request.issuer,
           subject: request.subject,
           display_name: displayName,
@@ -92,13 +109,14 @@ export class SessionStore {
           order by created_at desc, id desc
           offset ${SESSIONS_PER_SUBJECT_MAX}
         )`.execute(trx);
+      return role;
     });
     // Bounded housekeeping: long-ended rows go, a batch at a time.
     await sql`
       delete from auth.sessions where id in (
         select id from auth.sessions where expires_at < ${new Date(nowMs - ENDED_RETENTION_MS)} limit ${EXPIRED_SWEEP_BATCH}
       )`.execute(this.db);
-    return { sessionToken: token, sessionId: id, expiresAtMs: BigInt(expiresAt.getTime()) };
+    return { sessionToken: token, sessionId: id, expiresAtMs: BigInt(expiresAt.getTime()), role };
   }
 
   async verifySession(token: string): Promise<VerifySessionResponse> {

@@ -37,6 +37,7 @@ describe('AuthService sessions', () => {
     subject: 'person-1',
     displayName: 'person@example.com',
     ttlSeconds: 600,
+    viaMembership: false,
     ...overrides,
   });
   const sql = async (text: string, values: unknown[] = []) => {

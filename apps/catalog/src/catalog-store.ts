@@ -1,5 +1,5 @@
 import { type Logger, type Registry } from '@gateway/platform';
-import { appendAudit, auditLogMigration, createDatabase, migrate, readAuditChain, sql, type Kysely } from '@gateway/platform/db';
+import { appendAudit, auditedTransaction, auditLogMigration, createDatabase, migrate, readAuditChain, sql, type Kysely } from '@gateway/platform/db';
 import type { AuditCallContext } from '@gateway/platform';
 import type { ColumnType, Migration } from 'kysely';
 
@@ -98,7 +98,7 @@ export class CatalogStore {
     startupIds: readonly string[];
     audit: AuditCallContext;
   }): Promise<{ changed: boolean; firstSeen: Map<string, number> }> {
-    return this.db.transaction().execute(async (transaction) => {
+    return auditedTransaction(this.db, async (transaction) => {
       // Take the pointer's lock first (creating the row would race, so lock the table for the first load).
       await sql`lock table catalog_current in share row exclusive mode`.execute(transaction);
       const current = await transaction

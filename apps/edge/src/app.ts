@@ -26,6 +26,10 @@ import {
 } from './routes/account-routes.js';
 import { accountAuditHandler, adminAuditHandler } from './routes/audit-routes.js';
 import { deleteBudgetHandler, listBudgetsHandler, putBudgetHandler } from './routes/budget-routes.js';
+import {
+  createWebhookHandler, deleteWebhookHandler, getWebhookHandler, listWebhookDeliveriesHandler, listWebhooksHandler, redeliverWebhookHandler, updateWebhookHandler,
+} from './routes/webhook-routes.js';
+import { addMemberHandler, listMembersHandler, removeMemberHandler, updateMemberHandler } from './routes/member-routes.js';
 import { adminAccountsHandler, adminModelLatencyHandler, adminProvidersHandler, adminTopUpHandler } from './routes/admin-routes.js';
 import { generationHandler, listGenerationsHandler } from './routes/generation-routes.js';
 import { logoutHandler, notConfiguredHandler, sessionHandler, type SignIn } from './sign-in/sign-in-routes.js';
@@ -158,6 +162,17 @@ export function createApp(context: EdgeContext, readiness?: Readiness, signIn?: 
   app.delete('/v1/account/budgets/account', deleteBudgetHandler(context));
   app.put('/v1/account/budgets/keys/:keyId', putBudgetHandler(context));
   app.delete('/v1/account/budgets/keys/:keyId', deleteBudgetHandler(context));
+  app.post('/v1/account/webhooks', createWebhookHandler(context));
+  app.get('/v1/account/webhooks', listWebhooksHandler(context));
+  app.get('/v1/account/webhooks/:webhookId', getWebhookHandler(context));
+  app.patch('/v1/account/webhooks/:webhookId', updateWebhookHandler(context));
+  app.delete('/v1/account/webhooks/:webhookId', deleteWebhookHandler(context));
+  app.get('/v1/account/webhooks/:webhookId/deliveries', listWebhookDeliveriesHandler(context));
+  app.post('/v1/account/webhooks/:webhookId/deliveries/:deliveryId/redeliver', redeliverWebhookHandler(context));
+  app.get('/v1/account/members', listMembersHandler(context));
+  app.post('/v1/account/members', addMemberHandler(context));
+  app.patch('/v1/account/members/:memberId', updateMemberHandler(context));
+  app.delete('/v1/account/members/:memberId', removeMemberHandler(context));
   app.get('/v1/generation', generationHandler(context));
   app.get('/v1/admin/providers', adminProvidersHandler(context));
   app.get('/v1/admin/models/latency', adminModelLatencyHandler(context));

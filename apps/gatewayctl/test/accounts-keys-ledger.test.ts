@@ -90,6 +90,11 @@ function fakeAuth(logger = testLogger('fake-auth')): AuthServiceServer {
     verifyApiKey: unary(logger, 'VerifyApiKey', notImplemented),
     listAuthAuditEntries: unary(logger, 'ListAuthAuditEntries', notImplemented),
     readAuthAuditChain: unary(logger, 'ReadAuthAuditChain', notImplemented),
+    listMembers: unary(logger, 'ListMembers', notImplemented),
+    addMember: unary(logger, 'AddMember', notImplemented),
+    updateMember: unary(logger, 'UpdateMember', notImplemented),
+    removeMember: unary(logger, 'RemoveMember', notImplemented),
+    resolveMemberships: unary(logger, 'ResolveMemberships', notImplemented),
     verifyProvisioningKey: unary(logger, 'VerifyProvisioningKey', notImplemented),
     createProvisioningKey: unary(logger, 'CreateProvisioningKey', notImplemented),
     createApiKey: unary(logger, 'CreateApiKey', async (request: CreateApiKeyRequest) => {

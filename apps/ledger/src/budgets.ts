@@ -1,5 +1,5 @@
 import { errors, formatCredits, GatewayError, GrpcStatus, UNATTRIBUTED_AUDIT, type AuditCallContext } from '@gateway/platform';
-import { appendAudit, sql } from '@gateway/platform/db';
+import { appendAudit, auditedTransaction, sql } from '@gateway/platform/db';
 import { ErrorReason } from '@gateway/proto';
 import type { LedgerDatabase } from './ledger-db.js';
 
@@ -110,7 +110,7 @@ export async function setBudget(
   if (input.limitPico <= 0n || input.limitPico > MAX_BUDGET_PICO) {
     throw errors.invalidRequest(`limit must be greater than 0 and at most ${formatCredits(MAX_BUDGET_PICO)}`, 'limit');
   }
-  return db.transaction().execute(async (trx) => {
+  return auditedTransaction(db, async (trx) => {
     const before = (await sql<BudgetRow>`
       select * from budgets where account_id = ${input.accountId} and key_id = ${input.keyId} for update`.execute(trx)).rows[0];
     if (!before) {
@@ -138,7 +138,7 @@ export async function setBudget(
 
 /** Removes a scope's budget; false when it had none. Its fired alerts stay (they were sent). */
 export async function deleteBudget(db: LedgerDatabase, accountId: string, keyId: string, audit: AuditCallContext = UNATTRIBUTED_AUDIT): Promise<boolean> {
-  return db.transaction().execute(async (trx) => {
+  return auditedTransaction(db, async (trx) => {
     const deleted = (await sql<BudgetRow>`
       delete from budgets where account_id = ${accountId} and key_id = ${keyId} returning *`.execute(trx)).rows[0];
     if (!deleted) return false;

@@ -10,10 +10,13 @@ import { ledgerServiceImplementation } from './ledger-service.js';
 import { LEDGER_SCHEMA, ledgerMigrations } from './migrations.js';
 import { startSettlementConsumers, type SettlementConsumerOptions } from './settlement-consumer.js';
 import { DEFAULT_SWEEP_INTERVAL_MS, startSweeper } from './sweeper.js';
+import { startWebhookDispatcher, type WebhookDispatcherOptions } from './webhooks/webhook-dispatcher.js';
+import { webhookServiceImplementation } from './webhooks/webhook-service.js';
 
 export { computeCostPico, PricingError } from './cost.js';
 export { RESERVE_PICO, DEFAULT_RESERVATION_LIFETIME_MS, DEFAULT_RESERVATION_RETENTION_MS } from './ledger.js';
 export type { SettlementConsumerOptions } from './settlement-consumer.js';
+export type { WebhookDispatcherOptions } from './webhooks/webhook-dispatcher.js';
 
 export interface LedgerServiceOptions {
   listenAddress: string;
@@ -53,6 +56,12 @@ export interface LedgerServiceOptions {
    * Unset: the database's clock.
    */
   now?: () => number;
+  /**
+   * Webhook delivery (docs/governance.md "Webhooks"): the dispatcher's bounds and backoff, and whether
+   * plain http and private receivers are allowed (GATEWAY_WEBHOOKS_ALLOW_PRIVATE). `enabled: false`
+   * keeps this replica from sending (another replica sends); default on.
+   */
+  webhooks?: Partial<WebhookDispatcherOptions> & { enabled?: boolean };
 }
 
 export interface RunningLedgerService {
@@ -82,6 +91,7 @@ export async function startLedgerService(options: LedgerServiceOptions): Promise
     await db.destroy();
     throw error;
   }
+  const allowPrivateWebhooks = options.webhooks?.allowPrivate ?? false;
   const ledger = new Ledger(db, logger, reservationLifetimeMs, pool, options.now ? { now: options.now } : {});
   const metrics = options.metrics ? new LedgerMetrics(options.metrics) : undefined;
   const stopReporting = options.metrics
@@ -96,12 +106,15 @@ export async function startLedgerService(options: LedgerServiceOptions): Promise
     address: options.listenAddress,
     services: [{
       definition: LedgerServiceService,
-      implementation: ledgerServiceImplementation(ledger, logger, {
-        recall: (accountId, keyId) => options.bus.broadcast(subjects.leaseRecall, LeaseRecall.encode({ accountId, keyId }).finish()),
-        ...(options.leaseDrainMs !== undefined ? { leaseDrainMs: options.leaseDrainMs } : {}),
-        ...(options.leaseLifetimeMs !== undefined ? { leaseLifetimeMs: options.leaseLifetimeMs } : {}),
-        ...(metrics ? { metrics } : {}),
-      }),
+      implementation: {
+        ...ledgerServiceImplementation(ledger, logger, {
+          recall: (accountId, keyId) => options.bus.broadcast(subjects.leaseRecall, LeaseRecall.encode({ accountId, keyId }).finish()),
+          ...(options.leaseDrainMs !== undefined ? { leaseDrainMs: options.leaseDrainMs } : {}),
+          ...(options.leaseLifetimeMs !== undefined ? { leaseLifetimeMs: options.leaseLifetimeMs } : {}),
+          ...(metrics ? { metrics } : {}),
+        }),
+        ...webhookServiceImplementation(db, logger, allowPrivateWebhooks),
+      },
       name: 'gateway.v1.LedgerService',
     }],
     logger,
@@ -112,6 +125,9 @@ export async function startLedgerService(options: LedgerServiceOptions): Promise
   if (options.consumer?.enabled ?? true) {
     consumer = await startSettlementConsumers(options.bus, ledger, logger, { ...options.consumer, ...(metrics ? { metrics } : {}) });
   }
+  const webhookDispatcher = (options.webhooks?.enabled ?? true)
+    ? startWebhookDispatcher(db, logger, { ...options.webhooks, allowPrivate: allowPrivateWebhooks })
+    : null;
   const sweeper = startSweeper(ledger, logger, options.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS, reservationRetentionMs);
 
   const stopConsumer = async () => {
@@ -128,6 +144,7 @@ export async function startLedgerService(options: LedgerServiceOptions): Promise
         // Health says NOT_SERVING while the settlement in hand finishes.
         server.drain();
         await stopConsumer();
+        await webhookDispatcher?.stop();
         await sweeper.stop();
         await server.stop();
         for (const stopReport of stopReporting) stopReport();

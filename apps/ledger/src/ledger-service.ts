@@ -18,6 +18,7 @@ const VOID_OUTCOMES: Record<VoidResult, VoidOutcome> = {
   not_owned: VoidOutcome.VOID_OUTCOME_NOT_OWNED,
 };
 import type { LedgerMetrics } from './ledger-metrics.js';
+import type { WebhookMethods } from './webhooks/webhook-service.js';
 import { parseLimitReset } from './key-windows.js';
 import { budgetRefusal, parsePeriod, parseThresholds, type BudgetRefusal, type BudgetStatus } from './budgets.js';
 import { prepareEvents, sharedPricingCache, type Rejected } from './settlement-consumer.js';
@@ -73,7 +74,7 @@ export interface LeaseServiceOptions {
 }
 
 /** gRPC adapter: validates and translates; the rules live in Ledger and the admit SQL function. */
-export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leaseOptions: LeaseServiceOptions = {}): LedgerServiceServer {
+export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leaseOptions: LeaseServiceOptions = {}): Omit<LedgerServiceServer, WebhookMethods> {
   const recall = leaseOptions.recall ?? (() => undefined);
   const drainMs = leaseOptions.leaseDrainMs ?? DEFAULT_LEASE_DRAIN_MS;
   const leaseLifetimeMs = leaseOptions.leaseLifetimeMs ?? DEFAULT_LEASE_LIFETIME_MS;

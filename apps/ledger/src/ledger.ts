@@ -1,5 +1,6 @@
+import { randomBytes } from 'node:crypto';
 import { formatCredits, UNATTRIBUTED_AUDIT, type AuditCallContext, type Logger } from '@gateway/platform';
-import { appendAudit, listAccountAudit, readAuditChain, sql } from '@gateway/platform/db';
+import { appendAudit, auditedTransaction, listAccountAudit, readAuditChain, sql } from '@gateway/platform/db';
 import { usageColumns } from './migrations.js';
 import { giveBack, RESERVE_PICO, withTransientRetry, type LedgerDatabase, type ReleasedHold } from './ledger-db.js';
 import * as leases from './leases.js';
@@ -236,7 +237,7 @@ export class Ledger {
     audit: AuditCallContext = UNATTRIBUTED_AUDIT,
   ): Promise<{ balancePico: bigint } | { conflict: true }> {
     // The journal entry, the balance and the audit entry commit together; a replayed key adds none of them.
-    const inserted = await this.db.transaction().execute(async (trx) => {
+    const inserted = await auditedTransaction(this.db, async (trx) => {
       const credited = await sql<{ balance_pico: bigint }>`
         with entry as (
           insert into journal (account_id, kind, amount_pico, idempotency_key, note)
@@ -255,6 +256,12 @@ export class Ledger {
           before: { balance: formatCredits(after.balance_pico - input.amountPico) },
           after: { balance: formatCredits(after.balance_pico), credits: formatCredits(input.amountPico), idempotency_key: input.idempotencyKey, note: input.note },
         });
+        // The credits.topped_up webhook event (webhooks/), only for an account with an endpoint to tell.
+        await sql`
+          insert into webhook_events (event_id, account_id, type, data)
+          select ${`evt_${randomBytes(16).toString('hex')}`}, ${input.accountId}, 'credits.topped_up',
+            ${JSON.stringify({ credits: formatCredits(input.amountPico), balance: formatCredits(after.balance_pico) })}::jsonb
+          where exists (select 1 from webhook_endpoints w where w.account_id = ${input.accountId})`.execute(trx);
       }
       return credited;
     });

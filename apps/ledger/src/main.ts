@@ -16,6 +16,11 @@ await runBusService(
     // How long a delivered usage message may stay unacknowledged (a settler that died) before redelivery.
     SETTLEMENT_ACK_WAIT_MS: z.coerce.number().int().positive().default(30_000),
     SETTLEMENT_CONCURRENCY: z.coerce.number().int().min(1).max(16).default(2),
+    // Webhooks (docs/governance.md): plain http and private receivers only when the operator allows them.
+    GATEWAY_WEBHOOKS_ALLOW_PRIVATE: z.enum(['0', '1']).default('0'),
+    WEBHOOK_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(100).default(15),
+    WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
+    WEBHOOK_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(256).default(16),
   },
   (config, bus, logger, { metrics, internalAuth }) =>
     startLedgerService({
@@ -31,5 +36,11 @@ await runBusService(
       consumer: { ackWaitMs: config.SETTLEMENT_ACK_WAIT_MS, concurrency: config.SETTLEMENT_CONCURRENCY },
       metrics,
       internalAuth,
+      webhooks: {
+        allowPrivate: config.GATEWAY_WEBHOOKS_ALLOW_PRIVATE === '1',
+        maxAttempts: config.WEBHOOK_MAX_ATTEMPTS,
+        requestTimeoutMs: config.WEBHOOK_TIMEOUT_MS,
+        maxInFlight: config.WEBHOOK_MAX_IN_FLIGHT,
+      },
     }),
 );

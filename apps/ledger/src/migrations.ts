@@ -12,6 +12,7 @@ import { generations } from './migrations/0010-generations.js';
 import { generationProviderTotal } from './migrations/0011-generation-provider-total.js';
 import { voidCharges } from './migrations/0012-void-charges.js';
 import { budgets } from './migrations/0021-budgets.js';
+import { webhooks } from './migrations/0022-webhooks.js';
 import { auditLogMigration } from '@gateway/platform/db';
 
 export { LEDGER_SCHEMA, usageColumns, type LedgerTables } from './schema.js';
@@ -37,4 +38,5 @@ export const ledgerMigrations: Record<string, Migration> = {
   // The audit log's chain (docs/governance.md); this branch numbers its migrations 0020-0029.
   '0020_audit_log': auditLogMigration('ledger'),
   '0021_budgets': budgets,
+  '0022_webhooks': webhooks,
 };

@@ -41,6 +41,8 @@ const env = loadConfig({
   /** Edge to routing: 'exchange' (default, one multiplexed Router.Exchange call) or 'calls' (a call per request). */
   EDGE_ROUTER_TRANSPORT: z.enum(['exchange', 'calls']).default('exchange'),
   GATEWAY_REASONING_TAG_KEY: z.string().min(16).optional(),
+  /** Webhooks may go to plain http and private/loopback receivers (docs/governance.md "Webhooks"). */
+  GATEWAY_WEBHOOKS_ALLOW_PRIVATE: z.enum(['0', '1']).default('0'),
   /** Internal gRPC credentials; unset: generated into the data dir. */
   GATEWAY_INTERNAL_TOKEN: z.string().min(32).optional(),
   GATEWAY_ADMIN_TOKEN: z.string().min(32).optional(),
@@ -108,6 +110,7 @@ await runMain('gateway', logger, async () => {
         // The embedded Postgres is this process's alone (the data dir lock), so any open lease is a
         // previous run's: one a crash, or a stop cut short, left unreturned.
         ...(embedded ? { reclaimLeasesOnStart: true } : {}),
+        webhooks: { allowPrivate: env.GATEWAY_WEBHOOKS_ALLOW_PRIVATE === '1' },
         // Single-process mode is for a developer watching the balance: settle within 25 ms rather than
         // the 50 ms default. Not less: every settlement transaction's queries run on this one event loop
         // between requests, and 2 ms (one transaction per few requests at 500 req/s) added ~0.6 ms to the

@@ -29,7 +29,7 @@ export interface StackOptions {
   grpcHost?: string;
   providerSecrets?: Record<string, string | undefined>;
   /** `reclaimLeasesOnStart`: only when no other process can hold this ledger's leases (the embedded default). */
-  ledger?: Pick<LedgerServiceOptions, 'reservationLifetimeMs' | 'sweepIntervalMs' | 'leaseDrainMs' | 'leaseLifetimeMs' | 'reclaimLeasesOnStart' | 'consumer' | 'maxConnections'>;
+  ledger?: Pick<LedgerServiceOptions, 'reservationLifetimeMs' | 'sweepIntervalMs' | 'leaseDrainMs' | 'leaseLifetimeMs' | 'reclaimLeasesOnStart' | 'consumer' | 'maxConnections' | 'webhooks'>;
   /** Auth knobs: its Postgres pool bound (default 10). */
   auth?: { maxConnections?: number };
   /** Routing knobs tests shorten (per-attempt timeout, attempts per request). */

@@ -343,7 +343,7 @@ export function checkRelease(manifests: Manifest[], label: string) {
     edge: [...common, callee('auth'), callee('catalog'), callee('ledger'), callee('routing'), callee('media'), callee('jobs')],
     auth: [...common, '*:5432/TCP'],
     catalog: [...common, '*:5432/TCP'],
-    ledger: [...common, '*:5432/TCP'],
+    ledger: [...common, '*:5432/TCP', ...internet],
     routing: [...common, callee('catalog'), ...internet],
     media: [...common, '*:5432/TCP', ...internet],
     jobs: [...common, '*:5432/TCP', callee('auth'), callee('catalog'), callee('ledger'), callee('routing')],

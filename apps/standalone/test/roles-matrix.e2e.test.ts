@@ -6,7 +6,7 @@ import { browserJson, signedIn, startSignInStack, type Person, type SignInStack 
 // The role × action table (libs/platform roles.ts), one test per cell and route: every account and admin
 // route is called by a signed-in person of each role; where the table allows, the route works (its success
 // status), where it refuses, a 403 permission_error (code role_forbidden) in the standard envelope and no
-// effect. Machine credentials map onto it: a provisioning key as its account's owner, the admin token as
+// effect (no credits, keys, budgets or members changed). Machine credentials map onto it: a provisioning key as its account's owner, the admin token as
 // the operator.
 
 const PERSON_OF_ROLE: Record<Role, Person> = { owner: 'alice', admin: 'erin', billing: 'dave', viewer: 'bob', operator: 'oscar' };
@@ -23,9 +23,25 @@ interface RouteCase {
 
 interface Fixtures {
   generationId: string;
+  webhookId: string;
 }
 
 const freshKey = async (stack: SignInStack) => (await stack.harness.createKey(stack.acme, { name: 'matrix', credit_limit: null })).id;
+/** A disabled endpoint at a public address (nothing is sent: it is disabled, and no event is subscribed to by the others). */
+const WEBHOOK_BODY = { url: 'https://203.0.114.7/matrix', event_types: ['credits.topped_up'], enabled: false };
+const freshWebhook = async (stack: SignInStack) => {
+  const created = await stack.harness.call('POST', '/v1/account/webhooks', { bearer: stack.acme.provisioningKey, body: WEBHOOK_BODY });
+  expect(created.status, created.text).toBe(201);
+  return created.body.id as string;
+};
+let invitations = 0;
+const freshEmail = () => `matrix-${process.pid}-${(invitations += 1)}@example.com`;
+/** An invitation made by the owner's machine credential, for a route that changes or removes one. */
+const freshMember = async (stack: SignInStack) => {
+  const added = await stack.harness.call('POST', '/v1/account/members', { bearer: stack.acme.provisioningKey, body: { email: freshEmail(), role: 'viewer' } });
+  expect(added.status, added.text).toBe(201);
+  return added.body.id as string;
+};
 
 /** Every account and operator route, with the action the table checks it against. */
 const ROUTES: readonly RouteCase[] = [
@@ -40,7 +56,17 @@ const ROUTES: readonly RouteCase[] = [
   { route: 'DELETE /v1/account/keys/{key_id}', action: 'keys.write', method: 'DELETE', request: async (stack) => ({ path: `/v1/account/keys/${await freshKey(stack)}` }), success: 200 },
   { route: 'GET /v1/account/budgets', action: 'budgets.read', method: 'GET', request: async () => ({ path: '/v1/account/budgets' }), success: 200 },
   { route: 'PUT /v1/account/budgets/account', action: 'budgets.write', method: 'PUT', request: async () => ({ path: '/v1/account/budgets/account', body: { period: 'monthly', limit: '7', thresholds: [50] } }), success: 200 },
+  { route: 'GET /v1/account/webhooks', action: 'webhooks.read', method: 'GET', request: async () => ({ path: '/v1/account/webhooks' }), success: 200 },
+  { route: 'GET /v1/account/webhooks/{id}', action: 'webhooks.read', method: 'GET', request: async (_stack, fixtures) => ({ path: `/v1/account/webhooks/${fixtures.webhookId}` }), success: 200 },
+  { route: 'GET /v1/account/webhooks/{id}/deliveries', action: 'webhooks.read', method: 'GET', request: async (_stack, fixtures) => ({ path: `/v1/account/webhooks/${fixtures.webhookId}/deliveries` }), success: 200 },
+  { route: 'POST /v1/account/webhooks', action: 'webhooks.write', method: 'POST', request: async () => ({ path: '/v1/account/webhooks', body: WEBHOOK_BODY }), success: 201 },
+  { route: 'PATCH /v1/account/webhooks/{id}', action: 'webhooks.write', method: 'PATCH', request: async (_stack, fixtures) => ({ path: `/v1/account/webhooks/${fixtures.webhookId}`, body: { enabled: false } }), success: 200 },
+  { route: 'DELETE /v1/account/webhooks/{id}', action: 'webhooks.write', method: 'DELETE', request: async (stack) => ({ path: `/v1/account/webhooks/${await freshWebhook(stack)}` }), success: 200 },
   { route: 'GET /v1/account/audit', action: 'audit.read', method: 'GET', request: async () => ({ path: '/v1/account/audit' }), success: 200 },
+  { route: 'GET /v1/account/members', action: 'members.read', method: 'GET', request: async () => ({ path: '/v1/account/members' }), success: 200 },
+  { route: 'POST /v1/account/members', action: 'members.write', method: 'POST', request: async () => ({ path: '/v1/account/members', body: { email: freshEmail(), role: 'billing' } }), success: 201 },
+  { route: 'PATCH /v1/account/members/{member_id}', action: 'members.write', method: 'PATCH', request: async (stack) => ({ path: `/v1/account/members/${await freshMember(stack)}`, body: { role: 'billing' } }), success: 200 },
+  { route: 'DELETE /v1/account/members/{member_id}', action: 'members.write', method: 'DELETE', request: async (stack) => ({ path: `/v1/account/members/${await freshMember(stack)}` }), success: 200 },
   { route: 'GET /v1/admin/audit', action: 'admin.audit.read', method: 'GET', request: async () => ({ path: '/v1/admin/audit?chain=auth&limit=5' }), success: 200 },
   { route: 'GET /v1/admin/providers', action: 'admin.providers.read', method: 'GET', request: async () => ({ path: '/v1/admin/providers' }), success: 200 },
   { route: 'GET /v1/admin/models/latency', action: 'admin.latency.read', method: 'GET', request: async () => ({ path: '/v1/admin/models/latency?days=1' }), success: 200 },
@@ -51,7 +77,7 @@ const ROUTES: readonly RouteCase[] = [
 describe('role × action table, one test per cell (e2e)', () => {
   let stack: SignInStack;
   const sessions = new Map<Role, { browser: CookieBrowser; csrf: string }>();
-  const fixtures: Fixtures = { generationId: '' };
+  const fixtures: Fixtures = { generationId: '', webhookId: '' };
 
   beforeAll(async () => {
     stack = await startSignInStack();
@@ -65,6 +91,7 @@ describe('role × action table, one test per cell (e2e)', () => {
     const chat = await stack.harness.chat(apiKey);
     expect(chat.status, chat.text).toBe(200);
     fixtures.generationId = chat.headers.get('x-gateway-request-id')!;
+    fixtures.webhookId = await freshWebhook(stack);
     await eventually(async () => {
       const found = await stack.harness.call('GET', `/v1/generation?id=${fixtures.generationId}`, { bearer: stack.acme.provisioningKey });
       expect(found.status, found.text).toBe(200);
@@ -90,6 +117,8 @@ describe('role × action table, one test per cell (e2e)', () => {
       const balanceBefore = (await stack.harness.call('GET', '/v1/account/balance', { bearer: stack.beta.provisioningKey })).body.balance;
       const keysBefore = (await stack.harness.call('GET', '/v1/account/keys?include_disabled=true', { bearer: stack.acme.provisioningKey })).body.data;
       const budgetsBefore = (await stack.harness.call('GET', '/v1/account/budgets', { bearer: stack.acme.provisioningKey })).body.data;
+      const webhooksBefore = (await stack.harness.call('GET', '/v1/account/webhooks', { bearer: stack.acme.provisioningKey })).body.data;
+      const membersBefore = (await stack.harness.call('GET', '/v1/account/members', { bearer: stack.acme.provisioningKey })).body.data;
       const answer = await browserJson(stack, session.browser, method, path, { ...(body === undefined ? {} : { body }), csrf: session.csrf });
       if (cell.allowed) {
         expect(answer.status, answer.text).toBe(cell.route.success);
@@ -101,6 +130,8 @@ describe('role × action table, one test per cell (e2e)', () => {
       expect((await stack.harness.call('GET', '/v1/account/balance', { bearer: stack.beta.provisioningKey })).body.balance).toBe(balanceBefore);
       expect((await stack.harness.call('GET', '/v1/account/keys?include_disabled=true', { bearer: stack.acme.provisioningKey })).body.data).toEqual(keysBefore);
       expect((await stack.harness.call('GET', '/v1/account/budgets', { bearer: stack.acme.provisioningKey })).body.data).toEqual(budgetsBefore);
+      expect((await stack.harness.call('GET', '/v1/account/webhooks', { bearer: stack.acme.provisioningKey })).body.data).toEqual(webhooksBefore);
+      expect((await stack.harness.call('GET', '/v1/account/members', { bearer: stack.acme.provisioningKey })).body.data).toEqual(membersBefore);
     },
   );
 

@@ -25,3 +25,5 @@ export * from './key-format.js';
 export * from './usage-checkpoints.js';
 export * from './learned-map.js';
 export * from './audit/audit-chain.js';
+export * from './audit/audit-sink.js';
+export * from './audit/audit-log-export.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ACCOUNT_ROLES, ACTIONS, actionsOf, isAccountRole, isRole, ROLE_ACTIONS, ROLES, roleMay } from './roles.js';
+import { ACCOUNT_ROLES, ACTIONS, actionsOf, isAccountRole, isRole, ROLE_ACTIONS, ROLES, roleMay, strongerAccountRole } from './roles.js';
 
 // The table's shape, as docs/governance.md "Sign-in and roles" states it; the e2e test
 // (apps/standalone/test/roles-matrix.e2e.test.ts) checks every route against every cell.
@@ -23,6 +23,26 @@ describe('role × action table', () => {
     expect(actionsOf('viewer')).toEqual(['balance.read', 'activity.read', 'generations.read', 'keys.read', 'budgets.read']);
     // The audit log (before/after of every change) is for the roles that make changes.
     expect(['owner', 'admin', 'billing', 'viewer'].map((role) => roleMay(role as 'owner', 'audit.read'))).toEqual([true, true, false, false]);
+    // Webhook endpoints: billing follows the alerts' delivery; the viewer does not see receivers' URLs.
+    expect(['owner', 'admin', 'billing', 'viewer'].map((role) => roleMay(role as 'owner', 'webhooks.read'))).toEqual([true, true, true, false]);
+    expect(['owner', 'admin', 'billing', 'viewer'].map((role) => roleMay(role as 'owner', 'webhooks.write'))).toEqual([true, true, false, false]);
+    // Members name people: only the roles that administer the account see or change them.
+    for (const action of ['members.read', 'members.write'] as const) {
+      expect(['owner', 'admin', 'billing', 'viewer'].map((role) => roleMay(role as 'owner', action)), action).toEqual([true, true, false, false]);
+    }
     expect(isRole('operator') && !isAccountRole('operator') && isAccountRole('owner') && !isRole('root') && !isRole('Owner')).toBe(true);
+  });
+});
+
+describe('strongerAccountRole', () => {
+  it('picks the stronger of two account roles whatever the order', () => {
+    for (const a of ACCOUNT_ROLES) {
+      for (const b of ACCOUNT_ROLES) {
+        const expected = ACCOUNT_ROLES.indexOf(a) <= ACCOUNT_ROLES.indexOf(b) ? a : b;
+        expect(strongerAccountRole(a, b)).toBe(expected);
+        expect(strongerAccountRole(b, a)).toBe(expected);
+      }
+    }
+    expect(strongerAccountRole('viewer', 'owner')).toBe('owner');
   });
 });

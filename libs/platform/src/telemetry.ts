@@ -17,6 +17,7 @@ import {
 } from '@opentelemetry/api';
 import type { Metadata } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
+import { startAuditLogExport } from './audit/audit-log-export.js';
 
 /**
  * OpenTelemetry tracing (docs/operations.md "Tracing (OpenTelemetry)"). Off unless an OTLP endpoint is configured through the
@@ -69,7 +70,9 @@ export function metricsTelemetryConfigured(env: NodeJS.ProcessEnv = process.env)
 export async function startTelemetry(serviceName: string, logger: Logger): Promise<() => Promise<void>> {
   const traces = telemetryConfigured();
   const withMetrics = metricsTelemetryConfigured();
-  if (!traces && !withMetrics) return async () => {};
+  // The audit log as OTLP log records (audit/audit-log-export.ts): its own provider, off without an endpoint.
+  const auditExport = await startAuditLogExport(serviceName === 'gateway' ? 'gateway' : `gateway-${serviceName}`, logger);
+  if (!traces && !withMetrics) return async () => auditExport?.stop();
   const { NodeSDK } = await import('@opentelemetry/sdk-node');
   // The SDK builds its metric reader from OTEL_METRICS_EXPORTER and makes none when it is unset; the
   // OpenTelemetry default is `otlp`, so an OTLP endpoint alone turns metrics on (as it does traces).
@@ -94,6 +97,7 @@ export async function startTelemetry(serviceName: string, logger: Logger): Promi
     enabled = false;
     metricsOn = false;
     await sdk.shutdown().catch((error: unknown) => logger.warn({ err: error }, 'OpenTelemetry shutdown failed'));
+    await auditExport?.stop();
   };
 }
 

@@ -15,6 +15,8 @@ export interface IssuerPerson {
   id: string;
   email: string;
   groups: unknown;
+  /** The `email_verified` claim (default true: the company's IdP vouches for its own addresses). */
+  emailVerified?: boolean;
 }
 
 export interface IssuerClient {
@@ -82,7 +84,7 @@ export async function startOidcIssuer(options: { redirectUri: string; clientId?:
     })),
     // PKCE on every code, as the gateway always sends it: a request without it would be refused.
     pkce: { required: () => true },
-    claims: { openid: ['sub'], email: ['email'], groups: ['groups'], profile: ['name'] },
+    claims: { openid: ['sub'], email: ['email', 'email_verified'], groups: ['groups'], profile: ['name'] },
     scopes: ['openid', 'email', 'profile', 'groups'],
     // Scope claims in the ID token itself (the gateway reads groups from the ID token it validated).
     conformIdTokenClaims: false,
@@ -93,13 +95,13 @@ export async function startOidcIssuer(options: { redirectUri: string; clientId?:
     findAccount: async (_context, id) => {
       const person = people.get(id);
       if (!person) return undefined;
-      return { accountId: id, claims: async () => ({ sub: id, email: person.email, groups: person.groups as never }) };
+      return { accountId: id, claims: async () => ({ sub: id, email: person.email, email_verified: person.emailVerified ?? true, groups: person.groups as never }) };
     },
     // The company's own application: consent is implied (no consent screen).
     loadExistingGrant: async (context) => {
       const grant = new context.oidc.provider.Grant({ clientId: context.oidc.client!.clientId, accountId: context.oidc.session!.accountId! });
       grant.addOIDCScope('openid email profile groups');
-      grant.addOIDCClaims(['email', 'groups']);
+      grant.addOIDCClaims(['email', 'email_verified', 'groups']);
       await grant.save();
       return grant;
     },

@@ -11,7 +11,7 @@ import {
   parseWith,
   updateKeyBody,
 } from '../account/account-schemas.js';
-import type { Action, AuditActorKind } from '@gateway/platform';
+import type { Action, AuditActorKind, Role } from '@gateway/platform';
 import type { EdgeContext } from '../context.js';
 import { hasMachineCredential, sessionFor } from '../sign-in/principal.js';
 import { requestIdOf } from '../request-id.js';
@@ -46,15 +46,18 @@ export async function verifyProvisioningKey(context: EdgeContext, request: Reque
 export async function accountFor(context: EdgeContext, request: Request, response: Response, action: Action): Promise<AccountCaller> {
   if (!hasMachineCredential(request)) {
     const session = await sessionFor(context, request, response, action);
-    if (session !== undefined) return { accountId: session.accountId, actor: { kind: 'user', id: `${session.issuer}#${session.subject}` } };
+    if (session !== undefined) return { accountId: session.accountId, role: session.role, actor: { kind: 'user', id: `${session.issuer}#${session.subject}` } };
   }
   const verified = await verifyProvisioningKey(context, request, response);
-  return { accountId: verified.accountId, actor: { kind: 'provisioning_key', id: verified.provisioningKeyId } };
+  // A provisioning key acts as its account's owner (roles.ts).
+  return { accountId: verified.accountId, role: 'owner', actor: { kind: 'provisioning_key', id: verified.provisioningKeyId } };
 }
 
 /** The account a route acts on and who asks (the audit log's actor: the provisioning key, or the signed-in person). */
 export interface AccountCaller {
   accountId: string;
+  /** The role the caller acts with (the role table's; a provisioning key is the owner). */
+  role: Role;
   actor: { kind: AuditActorKind; id: string };
 }
 

@@ -1,9 +1,10 @@
 import type { Request, Response } from 'express';
 import * as oidc from 'openid-client';
 import { z } from 'zod';
-import { ACCOUNT_ROLES, actionsOf, GatewayError, GrpcStatus, type AccountRole, type Role } from '@gateway/platform';
+import { ACCOUNT_ROLES, actionsOf, GatewayError, GrpcStatus, isAccountRole, strongerAccountRole, type AccountRole, type Role } from '@gateway/platform';
 import type { CreateSessionRequest } from '@gateway/proto';
 import type { EdgeContext } from '../context.js';
+import { auditActor } from '../account/audit-actor.js';
 import { echoed } from '../echoed-value.js';
 import { EdgeError, edgeErrors } from '../errors.js';
 import { sendJson } from '../http.js';
@@ -54,7 +55,7 @@ export const signInFailures = {
       status: 403,
       type: 'permission_error',
       code: 'no_membership',
-      message: 'None of your identity provider groups gives you access here (or not to the account you asked for).',
+      message: 'None of your identity provider groups (nor a membership) gives you access here (or not to the account you asked for).',
     }),
   chooseAccount: (choices: readonly string[]) =>
     new EdgeError({
@@ -86,8 +87,15 @@ export function chooseMembership(
   options: CheckedSignInOptions,
   groups: readonly string[],
   requested: string | undefined,
+  members: ReadonlyMap<string, AccountRole> = new Map(),
 ): { accountId: string; role: Role } {
-  const { accounts, operator } = membershipsOf(options, groups);
+  const { accounts: byGroups, operator } = membershipsOf(options, groups);
+  // Memberships kept by the auth service count beside the groups; in an account both reach, the stronger role.
+  const accounts = new Map(byGroups);
+  for (const [accountId, role] of members) {
+    const current = accounts.get(accountId);
+    accounts.set(accountId, current === undefined ? role : strongerAccountRole(current, role));
+  }
   if (requested === 'operator') {
     if (!operator) throw signInFailures.noMembership();
     return { accountId: '', role: 'operator' };
@@ -234,6 +242,22 @@ export class SignIn {
     }
   }
 
+  /**
+   * The accounts the person is a member of (the auth service binds their email invitations first, when
+   * the provider verified the email): account → role.
+   */
+  private async membershipsOf(request: Request, response: Response, claims: oidc.IDToken): Promise<Map<string, AccountRole>> {
+    const email = (claims as Record<string, unknown>).email;
+    const verified = (claims as Record<string, unknown>).email_verified === true;
+    const resolved = await this.context.auth.resolveMemberships(
+      { issuer: claims.iss, subject: claims.sub, email: typeof email === 'string' ? email.slice(0, 320) : '', emailVerified: verified },
+      { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS, actor: auditActor(request, 'user', `${claims.iss}#${claims.sub}`) },
+    );
+    const members = new Map<string, AccountRole>();
+    for (const membership of resolved.memberships) if (isAccountRole(membership.role)) members.set(membership.accountId, membership.role);
+    return members;
+  }
+
   callback() {
     return async (request: Request, response: Response): Promise<void> => {
       const pending = this.pendingOf(request);
@@ -258,15 +282,21 @@ export class SignIn {
       }
       const claims = tokens.claims();
       if (claims === undefined) throw signInFailures.failed('the identity provider sent no ID token.');
-      const chosen = chooseMembership(this.options, groupsOf(claims, this.options.groupsClaim), pending.account);
+      const groups = groupsOf(claims, this.options.groupsClaim);
+      const members = await this.membershipsOf(request, response, claims);
+      const chosen = chooseMembership(this.options, groups, pending.account, members);
+      // Through a membership, the auth service reads it again in the session's transaction (a member
+      // removed meanwhile gets no session) and adds what the groups give in that account.
+      const viaMembership = members.has(chosen.accountId);
       const created = await this.createSession(
         {
           accountId: chosen.accountId,
-          role: chosen.role,
+          role: viaMembership ? (membershipsOf(this.options, groups).accounts.get(chosen.accountId) ?? '') : chosen.role,
           issuer: claims.iss,
           subject: claims.sub,
           displayName: displayNameOf(claims),
           ttlSeconds: this.options.sessionTtlSeconds,
+          viaMembership,
         },
         response,
       );
@@ -276,7 +306,7 @@ export class SignIn {
         maxAgeSeconds: this.options.sessionTtlSeconds,
       });
       this.context.logger.info(
-        { request_id: requestIdOf(response), session_id: created.sessionId, subject: claims.sub, account_id: chosen.accountId, role: chosen.role },
+        { request_id: requestIdOf(response), session_id: created.sessionId, subject: claims.sub, account_id: chosen.accountId, role: created.role },
         'signed in',
       );
       response.redirect(303, this.options.postLoginPath);

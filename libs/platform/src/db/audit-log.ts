@@ -3,6 +3,7 @@ import { errors } from '../grpc/errors.js';
 import {
   AUDIT_GENESIS_HASH, auditEntryHash, decodeAuditCursor, encodeAuditCursor, type AuditActor, type AuditRecord,
 } from '../audit/audit-chain.js';
+import { auditEntriesCommitted } from '../audit/audit-sink.js';
 
 /*
  * The audit log's tables, one chain per service schema (docs/governance.md). A service appends inside
@@ -126,6 +127,24 @@ export function auditJson(value: unknown): string {
 
 const AUDIT_TEXT_MAX_LENGTH = 16 * 1024;
 
+/** Entries appended in a transaction opened by auditedTransaction, told to the sink once it committed. */
+const appendedIn = new WeakMap<object, StoredAuditEntry[]>();
+
+/**
+ * A transaction whose audit entries are handed to the process's audit sink (the OTLP log export) after
+ * it commits: an entry of a change that rolled back is never exported. Use it for every transaction that
+ * appends; an append in any other transaction is handed over at once (before its commit is known).
+ */
+export async function auditedTransaction<Database, Result>(db: Kysely<Database>, work: (trx: Transaction<Database>) => Promise<Result>): Promise<Result> {
+  const appended: StoredAuditEntry[] = [];
+  const result = await db.transaction().execute(async (trx) => {
+    appendedIn.set(trx, appended);
+    return work(trx);
+  });
+  auditEntriesCommitted(appended);
+  return result;
+}
+
 /**
  * Appends one entry to the chain inside `trx` (the transaction of the change). Locks the chain's head
  * row until the transaction ends.
@@ -164,7 +183,11 @@ export async function appendAudit(trx: Transaction<any> | Kysely<any>, chain: st
             ${record.targetType}, ${record.targetId}, ${record.beforeJson}, ${record.afterJson}, ${record.requestId},
             ${record.sourceAddress}, ${record.prevHash}, ${hash})`.execute(trx);
   await sql`update audit_head set seq = ${record.seq}, hash = ${hash} where chain = ${chain}`.execute(trx);
-  return { ...record, hash };
+  const stored = { ...record, hash };
+  const pending = appendedIn.get(trx);
+  if (pending) pending.push(stored);
+  else auditEntriesCommitted([stored]);
+  return stored;
 }
 
 type AuditRow = AuditLogTable;

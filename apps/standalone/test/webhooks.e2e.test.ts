@@ -1,0 +1,180 @@
+import { createServer, type IncomingHttpHeaders } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import OpenAI from 'openai';
+import { Webhook } from 'standardwebhooks';
+import { createClient, parseCredits } from '@gateway/platform';
+import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
+import { eventually, testLogger, type FakeUpstream } from '@gateway/testing';
+import { startEdgeReplica, startLedgerReplica, type RunningEdge, type RunningLedgerService } from '../src/index.js';
+import { testAdmission } from './admission-mode.js';
+import { startConfiguredStack, statusOf, testCatalog, type ConfiguredStack } from './configured-stack.js';
+
+// Webhooks (issue 42 item 4, docs/governance.md "Webhooks") through the whole stack: the account's owner
+// registers an endpoint over HTTP; 50 concurrent requests (real `openai` client, two edges) crossing 80 %
+// of a budget send exactly one signed webhook, with two ledger replicas dispatching; the stack's own
+// ledger (no private receivers allowed, not dispatching) refuses a loopback or metadata receiver with a
+// 400 in the envelope; another account's endpoint is a 404.
+
+const MODEL = 'testco/hooked';
+const INPUT_PRICE = '0.0005';
+const OUTPUT_PRICE = '0.001';
+
+function config(upstream: FakeUpstream): string {
+  return testCatalog(upstream, {
+    apiKeyEnv: 'HOOK_KEY',
+    perMinute: 10_000,
+    models: [{ id: MODEL, upstreamModel: 'hooked', inputPrice: INPUT_PRICE, outputPrice: OUTPUT_PRICE, supportedParameters: ['max_completion_tokens'] }],
+  });
+}
+
+type Received = { headers: IncomingHttpHeaders; body: string };
+
+describe('webhooks, end to end', () => {
+  let fixture: ConfiguredStack;
+  let permissiveEdgeUrl: string;
+  let permissiveEdge: RunningEdge | undefined;
+  const replicas: RunningLedgerService[] = [];
+  const received: Received[] = [];
+  let receiverUrl = '';
+  let closeReceiver = async () => undefined as void;
+
+  beforeAll(async () => {
+    // The stack's ledger keeps the defaults (https, public addresses only) and does not dispatch.
+    fixture = await startConfiguredStack({
+      name: 'webhooks', config, keyHashSecret: 'webhooks-e2e-secret-webhooks-e2e-secret-1', providerSecrets: { HOOK_KEY: 'sk-hook' },
+      ledger: { leaseDrainMs: 500, webhooks: { enabled: false } },
+    });
+    // Two more ledger replicas on the same database that allow a loopback receiver and dispatch.
+    for (const name of ['ledger-hooks-1', 'ledger-hooks-2']) {
+      replicas.push(await startLedgerReplica({
+        databaseUrl: fixture.database.url, bus: await fixture.testBus.connectAnother(), logger: testLogger(name), consumer: { enabled: false },
+        webhooks: { allowPrivate: true, intervalMs: 50, baseBackoffMs: 100, maxBackoffMs: 400 },
+      }));
+    }
+    permissiveEdge = await startEdgeReplica(fixture.stack.addresses, {
+      port: 0, bus: await fixture.testBus.connectAnother(), logger: testLogger('edge-hooks-2'), admission: testAdmission, ledgerAddress: replicas[0]!.address,
+    });
+    permissiveEdgeUrl = permissiveEdge.url;
+    const server = createServer((request, response) => {
+      const chunks: Buffer[] = [];
+      request.on('data', (chunk: Buffer) => chunks.push(chunk));
+      request.on('end', () => {
+        received.push({ headers: request.headers, body: Buffer.concat(chunks).toString('utf8') });
+        response.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    receiverUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/gateway-hooks`;
+    closeReceiver = () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); });
+  }, 120_000);
+
+  afterAll(async () => {
+    await closeReceiver();
+    await permissiveEdge?.stop();
+    await fixture?.stop();
+    for (const replica of replicas) await replica.stop();
+  });
+
+  const account = async (credits: string) => {
+    const created = await fixture.ctl('accounts', 'create', '--name', 'hooked', '--credits', credits, '--tier', 'tier-1', '--json');
+    const key = await fixture.ctl('keys', 'create', created.account_id!, '--name', 'hook-key', '--json');
+    const clientOf = (url: string) => new OpenAI({ baseURL: `${url}/v1`, apiKey: key.api_key!, maxRetries: 0, timeout: 30_000 });
+    return { accountId: created.account_id!, provisioningKey: created.provisioning_key!, clients: [clientOf(fixture.stack.url), clientOf(permissiveEdgeUrl)] };
+  };
+  const http = async (method: string, path: string, bearer: string, body?: unknown, base = fixture.stack.url) => {
+    const response = await fetch(`${base}${path}`, {
+      method, headers: { authorization: `Bearer ${bearer}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await response.text();
+    return { status: response.status, body: text === '' ? undefined : JSON.parse(text), text };
+  };
+  const spentPico = async (accountId: string) => {
+    const ledger = createClient(LedgerServiceClient, LedgerServiceService, fixture.stack.addresses.ledger);
+    try {
+      return (await ledger.getActivity({ accountId, days: 30, keyId: '' })).rows.reduce((sum, row) => sum + parseCredits(row.credits), 0n);
+    } finally {
+      ledger.close();
+    }
+  };
+
+  it('refuses private and non-https receivers with a 400 in the envelope, and validates the body', async () => {
+    const owner = await account('1');
+    for (const url of ['http://example.com/hook', 'https://127.0.0.1/hook', 'https://169.254.169.254/latest/meta-data', 'https://[::1]/', 'https://10.0.0.8/', 'https://localhost/']) {
+      const refused = await http('POST', '/v1/account/webhooks', owner.provisioningKey, { url, event_types: ['budget.threshold_crossed'] });
+      expect(refused.status, `${url}: ${refused.text}`).toBe(400);
+      expect(refused.body.error).toMatchObject({ type: 'invalid_request_error', code: 'webhook_url_refused', param: 'url' });
+    }
+    for (const bad of [{}, { url: 'https://203.0.114.7/' }, { url: 'https://203.0.114.7/', event_types: [] }, { url: 'https://203.0.114.7/', event_types: ['nope'] },
+      { url: 'https://203.0.114.7/', event_types: ['credits.topped_up'], secret: 'mine' }, { url: 7, event_types: ['credits.topped_up'] }]) {
+      const refused = await http('POST', '/v1/account/webhooks', owner.provisioningKey, bad);
+      expect(refused.status, `${JSON.stringify(bad)}: ${refused.text}`).toBe(400);
+      expect(refused.body.error.type).toBe('invalid_request_error');
+    }
+    expect((await http('GET', '/v1/account/webhooks', owner.provisioningKey)).body.data).toEqual([]);
+  });
+
+  it('manages endpoints for the owner only: another account\'s is a 404, each change is audited', async () => {
+    const owner = await account('1');
+    const stranger = await account('1');
+    const created = await http('POST', '/v1/account/webhooks', owner.provisioningKey, { url: 'https://203.0.114.7/hook', event_types: ['credits.topped_up'], enabled: false });
+    expect(created.status, created.text).toBe(201);
+    expect(created.body).toMatchObject({ object: 'webhook_endpoint', url: 'https://203.0.114.7/hook', event_types: ['credits.topped_up'], enabled: false });
+    expect(created.body.secret).toMatch(/^whsec_/);
+    const id = created.body.id as string;
+    const got = await http('GET', `/v1/account/webhooks/${id}`, owner.provisioningKey);
+    expect(got.status).toBe(200);
+    expect(got.body.secret).toBeUndefined();
+    for (const [method, path, body] of [
+      ['GET', `/v1/account/webhooks/${id}`, undefined], ['PATCH', `/v1/account/webhooks/${id}`, { enabled: true }], ['DELETE', `/v1/account/webhooks/${id}`, undefined],
+      ['GET', `/v1/account/webhooks/${id}/deliveries`, undefined], ['POST', `/v1/account/webhooks/${id}/deliveries/1/redeliver`, undefined],
+    ] as const) {
+      const refused = await http(method, path, stranger.provisioningKey, body);
+      expect(refused.status, `${method} ${path}: ${refused.text}`).toBe(404);
+      expect(refused.body.error.type).toBe('not_found_error');
+    }
+    expect((await http('GET', '/v1/account/webhooks', stranger.provisioningKey)).body.data).toEqual([]);
+    const patched = await http('PATCH', `/v1/account/webhooks/${id}`, owner.provisioningKey, { event_types: ['budget.threshold_crossed', 'credits.topped_up'] });
+    expect(patched.body).toMatchObject({ enabled: false, event_types: ['budget.threshold_crossed', 'credits.topped_up'] });
+    expect((await http('PATCH', `/v1/account/webhooks/${id}`, owner.provisioningKey, { url: 'https://192.168.0.1/' })).body.error.code).toBe('webhook_url_refused');
+    expect((await http('GET', `/v1/account/webhooks/${id}/deliveries?limit=0`, owner.provisioningKey)).status).toBe(400);
+    expect((await http('DELETE', `/v1/account/webhooks/${id}`, owner.provisioningKey)).status).toBe(200);
+    expect((await http('GET', `/v1/account/webhooks/${id}`, owner.provisioningKey)).status).toBe(404);
+    const audit = await http('GET', '/v1/account/audit', owner.provisioningKey);
+    expect(audit.body.data.filter((entry: { action: string }) => entry.action.startsWith('webhook.')).map((entry: { action: string }) => entry.action))
+      .toEqual(['webhook.delete', 'webhook.update', 'webhook.create']);
+    expect(audit.text).not.toContain(created.body.secret);
+  });
+
+  it('50 concurrent requests on two edges crossing 80 % send exactly one signed webhook, from two dispatching ledgers', async () => {
+    const owner = await account('50');
+    expect(await statusOf(owner.clients[0]!.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'first' }], max_completion_tokens: 16 }))).toBe(200);
+    await eventually(async () => expect(await spentPico(owner.accountId)).toBeGreaterThan(0n), 10_000);
+    const onePico = await spentPico(owner.accountId);
+    const limitPico = (onePico * 51n * 100n) / 90n;
+    const limit = `${limitPico / 1_000_000_000_000n}.${(limitPico % 1_000_000_000_000n).toString().padStart(12, '0')}`;
+    // Registered through the edge whose ledger allows a loopback receiver.
+    const created = await http('POST', '/v1/account/webhooks', owner.provisioningKey, { url: receiverUrl, event_types: ['budget.threshold_crossed'] }, permissiveEdgeUrl);
+    expect(created.status, created.text).toBe(201);
+    expect((await http('PUT', '/v1/account/budgets/account', owner.provisioningKey, { period: 'monthly', limit, thresholds: [80] })).status).toBe(200);
+    const answers = await Promise.all(Array.from({ length: 50 }, (_, index) =>
+      owner.clients[index % 2]!.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: `hook ${index}` }], max_completion_tokens: 16 })));
+    expect(answers).toHaveLength(50);
+    const mine = () => received.filter((entry) => (JSON.parse(entry.body) as { account_id: string }).account_id === owner.accountId);
+    await eventually(async () => expect(mine()).toHaveLength(1), 20_000);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(mine()).toHaveLength(1);
+    const entry = mine()[0]!;
+    const event = new Webhook(created.body.secret as string).verify(entry.body, {
+      'webhook-id': String(entry.headers['webhook-id']), 'webhook-timestamp': String(entry.headers['webhook-timestamp']), 'webhook-signature': String(entry.headers['webhook-signature']),
+    }) as { type: string; data: { threshold: number; scope: string } };
+    expect(event).toMatchObject({ type: 'budget.threshold_crossed', data: { threshold: 80, scope: 'account' } });
+    const deliveries = await http('GET', `/v1/account/webhooks/${created.body.id}/deliveries`, owner.provisioningKey);
+    expect(deliveries.body.data).toMatchObject([{ object: 'webhook_delivery', event_type: 'budget.threshold_crossed', state: 'delivered', dead_lettered: false, attempts: 1, last_status: 204 }]);
+    await eventually(async () => {
+      const budgets = await http('GET', '/v1/account/budgets', owner.provisioningKey);
+      expect(budgets.body.alerts.map((alert: { delivery_state: string }) => alert.delivery_state)).toEqual(['delivered']);
+    }, 5_000);
+  });
+});
