@@ -288,6 +288,17 @@ const routes: RouteGroup[] = [
     expected: account(badRequest),
   },
   {
+    name: 'GET /v1/account/webhooks',
+    call: (harness, credential) => harness.call('GET', '/v1/account/webhooks', credential),
+    expected: account(ok()),
+    check: (answer) => expect(answer.body).toEqual({ object: 'list', data: [] }),
+  },
+  {
+    name: 'POST /v1/account/webhooks (a loopback receiver: refused)',
+    call: (harness, credential) => harness.call('POST', '/v1/account/webhooks', { ...credential, body: { url: 'https://127.0.0.1/hook', event_types: ['credits.topped_up'] } }),
+    expected: account(badRequest),
+  },
+  {
     name: 'GET /v1/admin/audit',
     call: (harness, credential) => harness.call('GET', '/v1/admin/audit?chain=auth&limit=10', credential),
     expected: adminOnly(ok()),

@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingHttpHeaders } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import WebSocket from 'ws';
 import { createClient, parseCredits, type PromiseClient } from '@gateway/platform';
@@ -158,6 +160,8 @@ export interface FuzzStack {
    * shrink to nothing.
    */
   forgetLearned(): Promise<void>;
+  /** The webhook receiver every budgeted account registers (docs/governance.md "Webhooks"), and what it got. */
+  webhooks: { url: string; received: Array<{ headers: IncomingHttpHeaders; body: string }> };
   stop(): Promise<void>;
 }
 
@@ -184,11 +188,24 @@ export async function startFuzzStack(): Promise<FuzzStack> {
       providerSecrets: { FUZZ_KEY: 'sk-fuzz' },
       // Batches (batch-fuzz.ts): the runner looks for work often, so a sequence's batches end within its run.
       jobs: { batches: { runner: { pollIntervalMs: 100, leaseMs: 5_000 } } },
+      // The webhook receiver is on loopback.
+      ledger: { webhooks: { allowPrivate: true, intervalMs: 50, baseBackoffMs: 100, maxBackoffMs: 400 } },
     });
   } catch (error) {
     await Promise.all(Object.values(fakes).map((fake) => fake.close()));
     throw error;
   }
+  const received: FuzzStack['webhooks']['received'] = [];
+  const receiver = createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    request.on('end', () => {
+      received.push({ headers: request.headers, body: Buffer.concat(chunks).toString('utf8') });
+      response.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  const webhooks = { url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/fuzz-hooks`, received };
   const db = new pg.Pool({ connectionString: base.database.url, max: 2 });
   const learned = await openSharedLearnedMap(base.testBus.bus);
   const auth: PromiseClient<AuthServiceClient> = createClient(AuthServiceClient, AuthServiceService, base.stack.addresses.auth);
@@ -199,6 +216,7 @@ export async function startFuzzStack(): Promise<FuzzStack> {
     fakes,
     db,
     plans,
+    webhooks,
     ctl: async (...argv) => {
       const result = await gatewayctl(base.stack, ...argv);
       if (result.code !== 0) throw new Error(`gatewayctl ${argv.join(' ')}: ${result.stderr}`);
@@ -223,6 +241,8 @@ export async function startFuzzStack(): Promise<FuzzStack> {
       ledger.close();
       await db.end();
       await base.stop();
+      receiver.closeAllConnections();
+      await new Promise<void>((resolve) => receiver.close(() => resolve()));
       await Promise.all(Object.values(fakes).map((fake) => fake.close()));
     },
   };
@@ -265,6 +285,8 @@ export interface FuzzAccount {
   creditLimitPico: bigint | undefined;
   /** The budget set on the account or its key (docs/governance.md), if any. */
   budget: FuzzBudget | undefined;
+  /** The signing secret of the account's webhook endpoint (registered with a budget), if any. */
+  webhookSecret: string | undefined;
 }
 
 export interface FuzzBudget {
@@ -287,6 +309,7 @@ export async function newAccount(fuzz: FuzzStack, name: string, balance: string,
   const text = await response.text();
   if (response.status !== 201) throw new Error(`key create ${response.status}: ${text}`);
   const key = JSON.parse(text) as { id: string; key: string };
+  let webhookSecret: string | undefined;
   if (budget) {
     const path = budget.scope === 'account' ? '/v1/account/budgets/account' : `/v1/account/budgets/keys/${key.id}`;
     const set = await fetch(`${fuzz.url}${path}`, {
@@ -295,11 +318,20 @@ export async function newAccount(fuzz: FuzzStack, name: string, balance: string,
       body: JSON.stringify({ period: budget.period, limit: budget.limit, thresholds: budget.thresholds, hard_stop: budget.hardStop }),
     });
     if (set.status !== 200) throw new Error(`budget set ${set.status}: ${await set.text()}`);
+    const hook = await fetch(`${fuzz.url}/v1/account/webhooks`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${provisioningKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ url: fuzz.webhooks.url, event_types: ['budget.threshold_crossed'] }),
+    });
+    const hookText = await hook.text();
+    if (hook.status !== 201) throw new Error(`webhook create ${hook.status}: ${hookText}`);
+    webhookSecret = (JSON.parse(hookText) as { secret: string }).secret;
   }
   return {
     accountId, provisioningKey, apiKey: key.key, keyId: key.id,
     initialPico: parseCredits(balance), creditLimitPico: creditLimit === null ? undefined : parseCredits(creditLimit),
     budget: budget ?? undefined,
+    webhookSecret,
   };
 }
 

@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import { Webhook } from 'standardwebhooks';
 import { parseCredits } from '@gateway/platform';
 import type { FakeBehaviour } from '@gateway/testing';
 import {
@@ -252,7 +253,7 @@ async function budgetViolations(fuzz: FuzzStack, name: string, account: FuzzAcco
   if (budget.hardStop && chargedPico > limitPico) violations.push(`${name}'s ${budget.scope} budget (hard stop ${budget.limit}) was passed: ${chargedPico} pico charged`);
   const answer = await fetch(`${fuzz.url}/v1/account/budgets`, { headers: { authorization: `Bearer ${account.provisioningKey}` } });
   if (answer.status !== 200) return [...violations, `${name}'s budgets answered ${answer.status}`];
-  const listed = (await answer.json()) as { data: Array<{ spent: string; fired_thresholds: number[]; period_start: string }>; alerts: Array<{ threshold: number; period_start: string }> };
+  const listed = (await answer.json()) as { data: Array<{ spent: string; fired_thresholds: number[]; period_start: string }>; alerts: Array<{ id: string; threshold: number; period_start: string }> };
   const row = listed.data[0];
   if (!row || listed.data.length !== 1) return [...violations, `${name} lists ${listed.data.length} budgets, set 1`];
   // Charges of this sequence all fall in the current period but at a boundary; then the listing's spend is the judge.
@@ -264,6 +265,34 @@ async function budgetViolations(fuzz: FuzzStack, name: string, account: FuzzAcco
   }
   const firedNow = listed.alerts.filter((alert) => alert.period_start === row.period_start).map((alert) => alert.threshold);
   if (firedNow.length !== new Set(firedNow).size) violations.push(`${name}'s budget fired a threshold twice in one period: ${firedNow.join(',')}`);
+  if (account.webhookSecret !== undefined) violations.push(...(await webhookViolations(fuzz, name, account, account.webhookSecret, listed.alerts.map((alert) => alert.id))));
+  return violations;
+}
+
+/**
+ * Webhooks (docs/governance.md): every fired alert of the account reaches its endpoint, once, signed with
+ * its own endpoint's secret; nothing of another account's is signed with it.
+ */
+async function webhookViolations(fuzz: FuzzStack, name: string, account: FuzzAccount, secret: string, alertIds: string[]): Promise<string[]> {
+  const verifier = new Webhook(secret);
+  const mine = () => fuzz.webhooks.received.filter((entry) => (JSON.parse(entry.body) as { account_id?: string }).account_id === account.accountId);
+  const deadline = Date.now() + 10_000;
+  while (mine().length < alertIds.length && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+  const violations: string[] = [];
+  const ids = mine().map((entry) => String(entry.headers['webhook-id']));
+  if (JSON.stringify([...ids].sort()) !== JSON.stringify([...alertIds].sort())) {
+    violations.push(`${name}'s webhooks delivered ${ids.join(',') || 'none'}, its alerts are ${alertIds.join(',') || 'none'}`);
+  }
+  for (const entry of fuzz.webhooks.received) {
+    let verified = true;
+    try {
+      verifier.verify(entry.body, { 'webhook-id': String(entry.headers['webhook-id']), 'webhook-timestamp': String(entry.headers['webhook-timestamp']), 'webhook-signature': String(entry.headers['webhook-signature']) });
+    } catch {
+      verified = false;
+    }
+    const ofAccount = (JSON.parse(entry.body) as { account_id?: string }).account_id === account.accountId;
+    if (verified !== ofAccount) violations.push(`${name}'s webhook secret ${verified ? 'verifies another account\'s event' : 'does not verify its own event'} ${String(entry.headers['webhook-id'])}`);
+  }
   return violations;
 }
 
