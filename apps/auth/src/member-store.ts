@@ -1,5 +1,5 @@
 import {
-  errors, ErrorReason, GatewayError, GrpcStatus, isAccountRole, newId, UNATTRIBUTED_AUDIT, type AccountRole, type AuditCallContext,
+  ACCOUNT_ROLES, errors, ErrorReason, GatewayError, GrpcStatus, isAccountRole, newId, UNATTRIBUTED_AUDIT, type AccountRole, type AuditCallContext,
 } from '@gateway/platform';
 import { appendAudit, auditedTransaction, sql, type Kysely } from '@gateway/platform/db';
 import type {
@@ -155,7 +155,7 @@ export class MemberStore {
         .returningAll()
         .executeTakeFirstOrThrow();
       // A lower role ends the person's sessions of this account now; a higher one applies at their next sign-in.
-      const lowered = (['owner', 'admin', 'billing', 'viewer'] as const).indexOf(role) > (['owner', 'admin', 'billing', 'viewer'] as const).indexOf(before.role as AccountRole);
+      const lowered = ACCOUNT_ROLES.indexOf(role) > ACCOUNT_ROLES.indexOf(before.role as AccountRole);
       const sessionsRevoked = lowered ? await revokeSessions(trx, after) : 0;
       await appendAudit(trx, AUTH_AUDIT_CHAIN, {
         ...audit, accountId: request.accountId, action: 'member.update', targetType: 'member', targetId: after.id,

@@ -100,6 +100,17 @@ describe('group → account and role', () => {
     expect(chooseMembership(options, ['eng', 'finance', 'ops'], 'acc_b')).toEqual({ accountId: 'acc_b', role: 'billing' });
     expect(chooseMembership(options, ['eng', 'finance', 'ops'], 'operator')).toEqual({ accountId: '', role: 'operator' });
   });
+
+  it('counts memberships beside the groups: the stronger role where both reach an account', () => {
+    const members = new Map([['acc_a', 'billing'], ['acc_m', 'viewer']] as const);
+    // Groups give admin in acc_a; the weaker membership does not lower it. A membership alone is a place.
+    expect(chooseMembership(options, ['eng', 'eng-leads'], 'acc_a', members)).toEqual({ accountId: 'acc_a', role: 'admin' });
+    expect(chooseMembership(options, [], 'acc_m', members)).toEqual({ accountId: 'acc_m', role: 'viewer' });
+    expect(chooseMembership(options, ['finance'], 'acc_a', new Map([['acc_a', 'owner']]))).toEqual({ accountId: 'acc_a', role: 'owner' });
+    expect(chooseMembership(options, [], undefined, new Map([['acc_m', 'admin']]))).toEqual({ accountId: 'acc_m', role: 'admin' });
+    expect(() => chooseMembership(options, ['eng'], undefined, members)).toThrow(/acc_a, acc_m/);
+    expect(() => chooseMembership(options, [], 'acc_b', members)).toThrow(/None of your/);
+  });
 });
 
 describe('session cookies', () => {
