@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { errors, UNATTRIBUTED_AUDIT, type AuditCallContext } from '@gateway/platform';
-import { appendAudit, sql } from '@gateway/platform/db';
+import { appendAudit, auditedTransaction, sql } from '@gateway/platform/db';
 import type { LedgerDatabase } from '../ledger-db.js';
 import { newWebhookSecret, refuseWebhookUrl } from './webhook-target.js';
 
@@ -78,7 +78,7 @@ export async function createWebhookEndpoint(
   await checkUrl(input.url, allowPrivate);
   const id = `whe_${randomBytes(12).toString('hex')}`;
   const secret = newWebhookSecret();
-  return db.transaction().execute(async (trx) => {
+  return auditedTransaction(db, async (trx) => {
     // Serialises creations of one account, so the bound holds under concurrent calls.
     await sql`select pg_advisory_xact_lock(hashtext('webhook_endpoints:' || ${input.accountId}))`.execute(trx);
     const count = (await sql<{ count: string }>`select count(*)::text as count from webhook_endpoints where account_id = ${input.accountId}`.execute(trx)).rows[0]!;
@@ -122,7 +122,7 @@ export async function updateWebhookEndpoint(
   if (!validId(input.id)) throw errors.notFound('No such webhook endpoint.');
   const eventTypes = input.eventTypes === undefined ? undefined : parseEventTypes(input.eventTypes);
   if (input.url !== undefined) await checkUrl(input.url, allowPrivate);
-  return db.transaction().execute(async (trx) => {
+  return auditedTransaction(db, async (trx) => {
     const before = (await sql<EndpointRow>`
       select id, account_id, url, event_types, enabled, created_at, updated_at from webhook_endpoints
       where account_id = ${input.accountId} and id = ${input.id} for update`.execute(trx)).rows[0];
@@ -147,7 +147,7 @@ export async function updateWebhookEndpoint(
 /** Removes an endpoint and its deliveries (pending ones are not sent). */
 export async function deleteWebhookEndpoint(db: LedgerDatabase, accountId: string, id: string, audit: AuditCallContext = UNATTRIBUTED_AUDIT): Promise<void> {
   if (!validId(id)) throw errors.notFound('No such webhook endpoint.');
-  await db.transaction().execute(async (trx) => {
+  await auditedTransaction(db, async (trx) => {
     const deleted = (await sql<EndpointRow>`
       delete from webhook_endpoints where account_id = ${accountId} and id = ${id}
       returning id, account_id, url, event_types, enabled, created_at, updated_at`.execute(trx)).rows[0];
