@@ -120,7 +120,7 @@ export function listBatchesHandler(context: EdgeContext) {
     const jobs = jobsOf(context, request);
     const key = await callerKey(context, request, response);
     const query = parseWith(listQuery, 'query', request.query);
-    const page = await jobs.listBatches({ accountId: key.accountId, limit: query.limit ?? 0, after: query.after ?? '' }, { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS });
+    const page = await jobs.listBatches({ accountId: key.accountId, limit: query.limit ?? 0, after: query.after ?? '', kind: 'batch', before: '' }, { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS });
     sendJson(response, 200, {
       object: 'list',
       data: page.batches.map(renderBatch),

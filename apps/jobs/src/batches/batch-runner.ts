@@ -1,8 +1,8 @@
 import { chatInsurance, ErrorReason, formatCredits, GatewayError, GrpcStatus, parseCredits, parsePricing, servedCost, costJson, type Logger, type PromiseClient } from '@gateway/platform';
 import { sql, type Kysely } from '@gateway/platform/db';
 import {
-  ChatRequest, EmbedRequest,
-  type AuthServiceClient, type CatalogServiceClient, type ChatResponse, type EmbedResponse, type LedgerServiceClient, type Model, type Pricing,
+  ChatRequest, ChatResponse, EmbedRequest,
+  type AuthServiceClient, type CatalogServiceClient, type EmbedResponse, type LedgerServiceClient, type Model, type Pricing,
   type RouterServiceClient, type Usage,
 } from '@gateway/proto';
 import type { BatchesTable, JobsDatabase } from '../jobs-schema.js';
@@ -70,11 +70,19 @@ const CALL_DEADLINE_MS = 10_000;
 /** Pause of a line after a transient failure before another attempt. */
 const RETRY_DELAY_MS = 2_000;
 
+/** A message batch's line (Anthropic Message Batches): the edge's converted ChatRequest, as JSON. */
+export interface MessageLineBody {
+  model: string;
+  chat_request: unknown;
+}
+
+type LineBody = ChatBody | EmbeddingsBody | MessageLineBody;
+
 interface ClaimedLine {
   batch: BatchesTable;
   lineIndex: number;
   customId: string;
-  body: ChatBody | EmbeddingsBody;
+  body: LineBody;
   attempts: number;
 }
 
@@ -128,15 +136,19 @@ function isPaid(pricing: Pricing): boolean {
  * What a line holds: its worst case at the batch prices (prompt bytes bound its tokens; the most output
  * it may produce: its max tokens, else the model's, else its context window), at least 0.05.
  */
-export function lineHold(model: Model, body: ChatBody | EmbeddingsBody): bigint {
+export function lineHold(model: Model, body: LineBody): bigint {
   const pricing = batchPrices(model);
   if (!isPaid(pricing)) return 0n;
   const window = model.contextWindow;
-  let promptTokens = promptBytes(body);
+  // A message line's prompt: its ChatRequest's JSON bounds its text (and its framing) from above.
+  let promptTokens = 'chat_request' in body ? Buffer.byteLength(JSON.stringify(body.chat_request)) : promptBytes(body);
   if (window > 0 && promptTokens > window) promptTokens = window;
   let outputTokens = 0;
   if (!('input' in body)) {
-    outputTokens = body.max_completion_tokens ?? body.max_tokens ?? model.maxOutputTokens ?? window;
+    const asked = 'chat_request' in body
+      ? (body.chat_request as { maxOutputTokens?: number }).maxOutputTokens
+      : body.max_completion_tokens ?? body.max_tokens;
+    outputTokens = asked ?? model.maxOutputTokens ?? window;
     if (model.maxOutputTokens !== undefined && outputTokens > model.maxOutputTokens) outputTokens = model.maxOutputTokens;
   }
   const worst = BigInt(promptTokens) * highest(pricing, priceKeysIn) + BigInt(outputTokens) * highest(pricing, priceKeysOut);
@@ -444,7 +456,7 @@ export class BatchRunner {
       const accountFree = this.options.perAccountConcurrency - (this.runningPerAccount.get(batch.account_id) ?? 0);
       const wanted = Math.min(free, accountFree);
       if (wanted <= 0) continue;
-      const claimed = await sql<{ line_index: number; custom_id: string; body: ChatBody | EmbeddingsBody; attempts: number }>`
+      const claimed = await sql<{ line_index: number; custom_id: string; body: LineBody; attempts: number }>`
         with picked as (
           select batch_id, line_index from batch_lines
           where batch_id = ${batch.id} and status = 'pending' and (lease_expires_at is null or lease_expires_at < now())
@@ -564,9 +576,11 @@ export class BatchRunner {
     }
     let outcome: LineOutcome;
     try {
-      outcome = 'input' in line.body
-        ? await this.embed(line, requestId, context, model, line.body)
-        : await this.chat(line, requestId, context, model, line.body);
+      outcome = 'chat_request' in line.body
+        ? await this.message(line, requestId, context, model, line.body)
+        : 'input' in line.body
+          ? await this.embed(line, requestId, context, model, line.body)
+          : await this.chat(line, requestId, context, model, line.body);
     } catch (error) {
       const failure = classify(error);
       if (failure.transient) throw new TransientLineFailure('routing failed', { cause: error });
@@ -614,6 +628,25 @@ export class BatchRunner {
         response: { status_code: 200, request_id: requestId, body: chatCompletionJson(response, costPico, cost ? costJson(cost) : costJson({ total: 0n, input: 0n, output: 0n, cacheRead: 0n, cacheWrite: 0n, reasoning: 0n })) },
         error: null,
       },
+      isError: false,
+      costPico,
+    };
+  }
+
+  /**
+   * A message batch's line: the edge's converted request as it is (the edge checked and converted it at
+   * create). Its result keeps the Router's answer; the edge renders it as a Messages `message`.
+   */
+  private async message(line: ClaimedLine, requestId: string, context: ChatRequest['context'], model: Model, body: MessageLineBody): Promise<LineOutcome> {
+    const request = ChatRequest.fromJSON(body.chat_request);
+    request.context = context;
+    request.modelId = model.id;
+    const response = await this.clients.router.chat(request, { requestId, deadlineMs: this.options.lineTimeoutMs });
+    const usage = response.usage;
+    const finish = response.choices.find((choice) => choice.finishReason !== '')?.finishReason ?? '';
+    const costPico = usage ? servedCost(usage, parsePricing(response.prices ?? {}), chatInsurance(usage, finish)).total : 0n;
+    return {
+      result: { type: 'succeeded', custom_id: line.customId, request_id: requestId, response: ChatResponse.toJSON(response), cost: formatCredits(costPico) },
       isError: false,
       costPico,
     };
@@ -694,6 +727,8 @@ export class BatchRunner {
       await sql`update batches set failed = failed + ${left.rows.length} where id = ${batch.id}`.execute(this.db);
     }
     const write = async (errorsOnly: boolean) => {
+      // A message batch's results are read from its lines (ListMessageBatchResults): no files.
+      if (batch.kind === 'messages') return null;
       const count = await sql<{ n: number }>`select count(*)::int as n from batch_lines where batch_id = ${batch.id} and status = 'done' and is_error = ${errorsOnly}`.execute(this.db);
       if (count.rows[0]!.n === 0) return null;
       const file = await this.files.storeGenerated(batch.account_id, `${batch.id}_${errorsOnly ? 'error' : 'output'}.jsonl`, 'batch_output', this.results(batch.id, errorsOnly));
