@@ -15,7 +15,8 @@ export const COMPLETION_TOKENS = 5;
 export const LINE_COST = BigInt(PROMPT_TOKENS) * parseCredits(BATCH_IN) + BigInt(COMPLETION_TOKENS) * parseCredits(BATCH_OUT);
 export const REGULAR_LINE_COST = BigInt(PROMPT_TOKENS) * parseCredits(PRICE_IN) + BigInt(COMPLETION_TOKENS) * parseCredits(PRICE_OUT);
 
-export function batchCatalog(upstream: FakeUpstream): string {
+/** `endpoints`: the model's offer's endpoints (the message batch test adds `messages`). */
+export function batchCatalog(upstream: FakeUpstream, endpoints = 'chat.completions, embeddings'): string {
   return `
 startups:
   - { id: testco, display_name: Test Co }
@@ -38,7 +39,7 @@ models:
     batch_pricing: { per_input_token: "${BATCH_IN}", per_output_token: "${BATCH_OUT}" }
     limit_group: default
     offers:
-      - { provider: upstream-one, upstream_model: batchy-upstream, endpoints: [chat.completions, embeddings] }
+      - { provider: upstream-one, upstream_model: batchy-upstream, endpoints: [${endpoints}] }
 `;
 }
 

@@ -9,10 +9,14 @@ import type { ChatMessage, ContentPart, Tool, ToolChoice } from '@gateway/proto'
  * carry"), so a batch never fails half way on a field it could never send.
  */
 
-export const BATCH_ENDPOINTS = ['/v1/chat/completions', '/v1/embeddings'] as const;
+export const BATCH_ENDPOINTS = ['/v1/chat/completions', '/v1/embeddings', '/v1/moderations'] as const;
 export type BatchEndpoint = (typeof BATCH_ENDPOINTS)[number];
 /** The catalog's endpoint name of each batch endpoint. */
-export const CATALOG_ENDPOINT: Record<BatchEndpoint, string> = { '/v1/chat/completions': 'chat.completions', '/v1/embeddings': 'embeddings' };
+export const CATALOG_ENDPOINT: Record<BatchEndpoint, string> = {
+  '/v1/chat/completions': 'chat.completions',
+  '/v1/embeddings': 'embeddings',
+  '/v1/moderations': 'moderations',
+};
 
 const CUSTOM_ID_MAX = 512;
 const TEXT_MAX = 1_000_000;
@@ -94,6 +98,23 @@ export const embeddingsBody = z.strictObject({
 });
 export type EmbeddingsBody = z.output<typeof embeddingsBody>;
 
+/**
+ * A moderations line: text input (a string, or up to 1,000 strings each judged on its own). `model` is
+ * required in a batch line (the interactive route's catalog default is the edge's to choose); image
+ * inputs are refused by name.
+ */
+export const moderationsBody = z.strictObject({
+  model: z.string().min(1).max(256),
+  input: z.union([z.string().min(1).max(TEXT_MAX), z.array(z.string().min(1).max(TEXT_MAX)).min(1).max(1_000)]),
+});
+export type ModerationsBody = z.output<typeof moderationsBody>;
+
+const BODY_SCHEMA: Record<BatchEndpoint, z.ZodType<ChatBody | EmbeddingsBody | ModerationsBody>> = {
+  '/v1/chat/completions': chatBody,
+  '/v1/embeddings': embeddingsBody,
+  '/v1/moderations': moderationsBody,
+};
+
 const envelope = z.strictObject({
   custom_id: z.string().min(1).max(CUSTOM_ID_MAX),
   method: z.literal('POST'),
@@ -108,7 +129,7 @@ export interface LineProblem {
   param: string;
 }
 
-export type ParsedLine = { customId: string; body: ChatBody | EmbeddingsBody };
+export type ParsedLine = { customId: string; body: ChatBody | EmbeddingsBody | ModerationsBody };
 
 /** One line of the input file (its JSON text), checked against the batch's endpoint. */
 export function parseLine(text: string, endpoint: BatchEndpoint): ParsedLine | LineProblem {
@@ -123,8 +144,7 @@ export function parseLine(text: string, endpoint: BatchEndpoint): ParsedLine | L
   if (parsed.data.url !== endpoint) {
     return { code: 'mismatched_endpoint', message: `The line's url ${JSON.stringify(parsed.data.url.slice(0, 100))} is not the batch's endpoint ${endpoint}.`, param: 'url' };
   }
-  const schema = endpoint === '/v1/chat/completions' ? chatBody : embeddingsBody;
-  const body = schema.safeParse(parsed.data.body);
+  const body = BODY_SCHEMA[endpoint].safeParse(parsed.data.body);
   if (!body.success) return fromIssues('invalid_request', body.error.issues, 'body');
   return { customId: parsed.data.custom_id, body: body.data };
 }
@@ -169,7 +189,7 @@ export function chatMessages(body: ChatBody): { messages: ChatMessage[]; tools: 
 }
 
 /** Bytes of the prompt's text: an upper bound of its tokens (a byte-level BPE token covers at least one byte). */
-export function promptBytes(body: ChatBody | EmbeddingsBody): number {
+export function promptBytes(body: ChatBody | EmbeddingsBody | ModerationsBody): number {
   if ('input' in body) return typeof body.input === 'string' ? Buffer.byteLength(body.input) : body.input.reduce((sum, text) => sum + Buffer.byteLength(text), 0);
   // The whole messages JSON: its framing bounds the per-message overhead as well.
   return Buffer.byteLength(JSON.stringify(body.messages)) + (body.tools ? Buffer.byteLength(JSON.stringify(body.tools)) : 0) +

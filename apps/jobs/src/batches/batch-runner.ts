@@ -1,14 +1,14 @@
 import { chatInsurance, ErrorReason, formatCredits, GatewayError, GrpcStatus, parseCredits, parsePricing, servedCost, costJson, type Logger, type PromiseClient } from '@gateway/platform';
 import { sql, type Kysely } from '@gateway/platform/db';
 import {
-  ChatRequest, ChatResponse, EmbedRequest,
+  ChatRequest, ChatResponse, EmbedRequest, ModerateRequest, ModerationInputForm, type ModerateResponse,
   type AuthServiceClient, type CatalogServiceClient, type EmbedResponse, type LedgerServiceClient, type Model, type Pricing,
   type RouterServiceClient, type Usage,
 } from '@gateway/proto';
 import type { BatchesTable, JobsDatabase } from '../jobs-schema.js';
 import type { Files } from '../files/files.js';
 import {
-  CATALOG_ENDPOINT, chatMessages, parseLine, promptBytes, type BatchEndpoint, type ChatBody, type EmbeddingsBody, type LineProblem,
+  CATALOG_ENDPOINT, chatMessages, parseLine, promptBytes, type BatchEndpoint, type ChatBody, type EmbeddingsBody, type LineProblem, type ModerationsBody,
 } from './batch-lines.js';
 
 /**
@@ -76,7 +76,7 @@ export interface MessageLineBody {
   chat_request: unknown;
 }
 
-type LineBody = ChatBody | EmbeddingsBody | MessageLineBody;
+type LineBody = ChatBody | EmbeddingsBody | ModerationsBody | MessageLineBody;
 
 interface ClaimedLine {
   batch: BatchesTable;
@@ -210,6 +210,21 @@ function embeddingsJson(response: EmbedResponse, costPico: bigint): Record<strin
     object: 'list',
     data: response.embeddings.map((embedding, index) => ({ object: 'embedding', index, embedding: embedding.values })),
     model: response.modelId,
+    usage: { prompt_tokens: response.usage?.inputTokens ?? 0, total_tokens: response.usage?.inputTokens ?? 0, cost: formatCredits(costPico) },
+    provider: response.providerId,
+  };
+}
+
+function moderationJson(response: ModerateResponse, costPico: bigint): Record<string, unknown> {
+  return {
+    id: response.id,
+    model: response.modelId,
+    results: response.results.map((result) => ({
+      flagged: result.flagged,
+      categories: result.categories,
+      category_scores: result.categoryScores,
+      category_applied_input_types: Object.fromEntries(Object.entries(result.categoryAppliedInputTypes).map(([name, applied]) => [name, applied.types])),
+    })),
     usage: { prompt_tokens: response.usage?.inputTokens ?? 0, total_tokens: response.usage?.inputTokens ?? 0, cost: formatCredits(costPico) },
     provider: response.providerId,
   };
@@ -578,8 +593,10 @@ export class BatchRunner {
     try {
       outcome = 'chat_request' in line.body
         ? await this.message(line, requestId, context, model, line.body)
-        : 'input' in line.body
-          ? await this.embed(line, requestId, context, model, line.body)
+        : line.batch.endpoint === '/v1/moderations'
+          ? await this.moderate(line, requestId, context, model, line.body as ModerationsBody)
+          : 'input' in line.body
+          ? await this.embed(line, requestId, context, model, line.body as EmbeddingsBody)
           : await this.chat(line, requestId, context, model, line.body);
     } catch (error) {
       const failure = classify(error);
@@ -628,6 +645,26 @@ export class BatchRunner {
         response: { status_code: 200, request_id: requestId, body: chatCompletionJson(response, costPico, cost ? costJson(cost) : costJson({ total: 0n, input: 0n, output: 0n, cacheRead: 0n, cacheWrite: 0n, reasoning: 0n })) },
         error: null,
       },
+      isError: false,
+      costPico,
+    };
+  }
+
+  /** A moderations line: text inputs, each its own result (OpenAI's moderation object, with usage.cost). */
+  private async moderate(line: ClaimedLine, requestId: string, context: ModerateRequest['context'], model: Model, body: ModerationsBody): Promise<LineOutcome> {
+    const texts = typeof body.input === 'string' ? [body.input] : body.input;
+    const request = ModerateRequest.fromPartial({
+      context,
+      modelId: model.id,
+      routingStrategy: '',
+      inputs: texts.map((text) => ({ input: { $case: 'text', value: text } })),
+      inputForm: typeof body.input === 'string' ? ModerationInputForm.MODERATION_INPUT_FORM_STRING : ModerationInputForm.MODERATION_INPUT_FORM_STRINGS,
+    });
+    const response = await this.clients.router.moderate(request, { requestId, deadlineMs: this.options.lineTimeoutMs });
+    // Routing prices a batch request at the model's batch prices (its answer names no prices): the same here.
+    const costPico = response.usage ? servedCost(response.usage, parsePricing(batchPrices(model)), '').total : 0n;
+    return {
+      result: { id: `batch_req_${requestId}`, custom_id: line.customId, response: { status_code: 200, request_id: requestId, body: moderationJson(response, costPico) }, error: null },
       isError: false,
       costPico,
     };

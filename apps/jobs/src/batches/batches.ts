@@ -203,14 +203,16 @@ export class Batches {
       cursor = found;
     }
     const ofKind = kind === '' ? sql`` : sql`and kind = ${kind}`;
+    // The cursor's time is compared in SQL: a JS Date keeps milliseconds, Postgres microseconds.
     const rows = cursor && before !== ''
       // The page just newer than the cursor: taken oldest first from it, then turned newest first.
       ? (await sql<BatchesTable>`
-          select * from batches where account_id = ${accountId} ${ofKind} and (created_at, id) > (${cursor.created_at}, ${cursor.id})
+          select * from batches where account_id = ${accountId} ${ofKind}
+            and (created_at, id) > (select created_at, id from batches where id = ${cursor.id})
           order by created_at asc, id asc limit ${pageSize + 1}`.execute(this.db)).rows
       : (await sql<BatchesTable>`
           select * from batches where account_id = ${accountId} ${ofKind}
-            ${cursor ? sql`and (created_at, id) < (${cursor.created_at}, ${cursor.id})` : sql``}
+            ${cursor ? sql`and (created_at, id) < (select created_at, id from batches where id = ${cursor.id})` : sql``}
           order by created_at desc, id desc limit ${pageSize + 1}`.execute(this.db)).rows;
     const page = rows.slice(0, pageSize);
     if (before !== '') page.reverse();
