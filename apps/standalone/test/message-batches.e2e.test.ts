@@ -5,8 +5,10 @@ import { createClient, formatCredits, parseCredits, type PromiseClient } from '@
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
 import { ctlJson, startStackOnCatalog, type StackOnCatalog } from './configured-stack.js';
-import { batchCatalog, COMPLETION_TOKENS, LINE_COST, MODEL, PROMPT_TOKENS } from './batches-harness.js';
+import { BATCH_IN, batchCatalog, COMPLETION_TOKENS, LINE_COST, MODEL, PROMPT_TOKENS } from './batches-harness.js';
 
+// Also the OpenAI Batch lines of /v1/responses and /v1/moderations (issue 41 item 3), with the openai client.
+//
 // Anthropic Message Batches through the whole stack with the official `@anthropic-ai/sdk` client:
 // create (every request validated and converted before anything is stored), retrieve, list (paged),
 // cancel, results() (JSONL), delete; the lines run by the jobs service's one batch runner (Ledger.Admit
@@ -57,7 +59,7 @@ describe('Anthropic Message Batches with the @anthropic-ai/sdk client, at batch 
   beforeAll(async () => {
     upstream = await startFakeUpstream();
     upstream.setFallback({ usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: COMPLETION_TOKENS } });
-    base = await startStackOnCatalog('msgbatches', batchCatalog(upstream, 'chat.completions, messages'), {
+    base = await startStackOnCatalog('msgbatches', batchCatalog(upstream, 'chat.completions, messages, responses, moderations'), {
       keyHashSecret: 'message-batches-e2e-secret-0123456789',
       providerSecrets: { BATCH_KEY: 'sk-batch' },
       jobs: { batches: { runner: { pollIntervalMs: 100, leaseMs: 3_000, concurrency: 4, perAccountConcurrency: 2 } } },
@@ -236,5 +238,79 @@ describe('Anthropic Message Batches with the @anthropic-ai/sdk client, at batch 
     expect(all).toEqual(newestFirst);
     await expect(pager.anthropic.messages.batches.list({ limit: 2, after_id: 'msgbatch_000000000000000000000000' })).rejects.toBeInstanceOf(Anthropic.BadRequestError);
     for (const id of ids) await ended(pager, id);
+  });
+
+  describe('OpenAI Batch lines for /v1/responses and /v1/moderations', () => {
+    async function runOpenAIBatch(who: Account, endpoint: '/v1/responses' | '/v1/moderations', lines: object[]) {
+      const text = lines.map((line) => JSON.stringify(line)).join('\n');
+      const file = await who.openai.files.create({ file: new File([text], 'lines.jsonl'), purpose: 'batch' });
+      const created = await who.openai.batches.create({ input_file_id: file.id, endpoint, completion_window: '24h' });
+      let batch = created;
+      await eventually(async () => {
+        batch = await who.openai.batches.retrieve(created.id);
+        expect(['completed', 'failed', 'cancelled', 'expired']).toContain(batch.status);
+      }, ENDED_WITHIN_MS, 100);
+      const read = async (id: string | null | undefined) => (id ? (await (await who.openai.files.content(id)).text()).split('\n').filter(Boolean).map((line) => JSON.parse(line)) : []);
+      return { batch, output: await read(batch.output_file_id), errors: await read(batch.error_file_id) };
+    }
+
+    it('responses lines run on the chat path at the batch price and answer OpenAI response objects', async () => {
+      const before = await balance(owner);
+      const upstreamBefore = upstream.requests.length;
+      const line = (id: string, body: Record<string, unknown>) => ({ custom_id: id, method: 'POST', url: '/v1/responses', body: { model: MODEL, ...body } });
+      const { batch, output } = await runOpenAIBatch(owner, '/v1/responses', [
+        line('r-0', { input: 'hello', instructions: 'Be brief.', max_output_tokens: 40, temperature: 0.2 }),
+        line('r-1', { input: [{ role: 'user', content: [{ type: 'input_text', text: 'one' }] }, { type: 'function_call', call_id: 'c1', name: 'f', arguments: '{}' }, { type: 'function_call_output', call_id: 'c1', output: 'done' }] }),
+      ]);
+      expect(batch).toMatchObject({ status: 'completed', request_counts: { total: 2, completed: 2, failed: 0 } });
+      expect(output.map((entry) => entry.custom_id)).toEqual(['r-0', 'r-1']);
+      let charged = 0n;
+      for (const entry of output) {
+        const body = entry.response.body;
+        expect(body).toMatchObject({ object: 'response', status: 'completed', model: MODEL, usage: { input_tokens: PROMPT_TOKENS, output_tokens: COMPLETION_TOKENS } });
+        expect(body.output[0]).toMatchObject({ type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'Hello from the fake upstream.' }] });
+        expect(body.usage.cost).toBe(formatCredits(LINE_COST));
+        charged += parseCredits(body.usage.cost);
+      }
+      const sent = upstream.requests.slice(upstreamBefore);
+      expect(sent.length).toBe(2);
+      const first = sent.find((entry) => JSON.stringify(entry.body.messages).includes('hello'))!;
+      expect(first.body.messages[0]).toMatchObject({ role: 'system', content: 'Be brief.' });
+      expect(first.body.temperature).toBe(0.2);
+      const second = sent.find((entry) => JSON.stringify(entry.body.messages).includes('done'))!;
+      expect(second.body.messages.map((message: { role: string }) => message.role)).toEqual(['user', 'assistant', 'tool']);
+      await eventually(async () => expect(before - (await balance(owner))).toBe(charged), 10_000);
+    });
+
+    it('a responses line with what a batch cannot carry fails the batch at validation, naming it; nothing runs', async () => {
+      const upstreamBefore = upstream.requests.length;
+      const line = (id: string, body: Record<string, unknown>) => ({ custom_id: id, method: 'POST', url: '/v1/responses', body: { model: MODEL, input: 'x', ...body } });
+      const { batch } = await runOpenAIBatch(owner, '/v1/responses', [
+        line('ok', {}),
+        line('stored', { store: true }),
+        line('chained', { previous_response_id: 'resp_1' }),
+        line('search', { tools: [{ type: 'web_search' }] }),
+      ]);
+      expect(batch.status).toBe('failed');
+      expect(batch.errors?.data?.map((error) => [error.line, error.param])).toEqual([[2, 'body.store'], [3, 'body.previous_response_id'], [4, 'body.tools.0.type']]);
+      expect(upstream.requests.length).toBe(upstreamBefore);
+    });
+
+    it('moderations lines answer moderation objects, charged at the batch input price', async () => {
+      const before = await balance(owner);
+      const line = (id: string, input: unknown) => ({ custom_id: id, method: 'POST', url: '/v1/moderations', body: { model: MODEL, input } });
+      const { batch, output } = await runOpenAIBatch(owner, '/v1/moderations', [line('m-0', 'a calm sentence'), line('m-1', ['plan an attack', 'tea'])]);
+      expect(batch).toMatchObject({ status: 'completed', request_counts: { total: 2, completed: 2, failed: 0 } });
+      expect(output[0].response.body.results.map((result: { flagged: boolean }) => result.flagged)).toEqual([false]);
+      expect(output[1].response.body.results.map((result: { flagged: boolean }) => result.flagged)).toEqual([true, false]);
+      let charged = 0n;
+      for (const entry of output) {
+        const usage = entry.response.body.usage;
+        expect(usage.cost).toBe(formatCredits(BigInt(usage.prompt_tokens) * parseCredits(BATCH_IN)));
+        charged += parseCredits(usage.cost);
+      }
+      expect(charged).toBeGreaterThan(0n);
+      await eventually(async () => expect(before - (await balance(owner))).toBe(charged), 10_000);
+    });
   });
 });

@@ -22,7 +22,9 @@ const BATCH_ID = z.string().regex(/^batch_[A-Za-z0-9_-]{1,64}$/);
 
 const createBody = z.strictObject({
   input_file_id: z.string().min(1).max(100),
-  endpoint: z.enum(['/v1/chat/completions', '/v1/embeddings', '/v1/moderations'], { message: 'expected /v1/chat/completions, /v1/embeddings or /v1/moderations' }),
+  endpoint: z.enum(['/v1/chat/completions', '/v1/embeddings', '/v1/moderations', '/v1/responses'], {
+    message: 'expected /v1/chat/completions, /v1/embeddings, /v1/moderations or /v1/responses',
+  }),
   completion_window: z.literal('24h', { message: 'expected 24h' }),
   metadata: z.record(z.string().min(1).max(64), z.string().max(512)).nullish(),
 });

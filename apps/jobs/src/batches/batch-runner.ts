@@ -215,6 +215,46 @@ function embeddingsJson(response: EmbedResponse, costPico: bigint): Record<strin
   };
 }
 
+/** A responses line's answer: OpenAI's `response` object (text and function calls), with usage.cost. */
+function responseJson(response: ChatResponse, requestId: string, costPico: bigint): Record<string, unknown> {
+  const choice = response.choices[0];
+  const message = choice?.message;
+  const output: Record<string, unknown>[] = [];
+  if (message?.content || message?.refusal) {
+    output.push({
+      type: 'message',
+      id: `msg_${requestId}`,
+      status: 'completed',
+      role: 'assistant',
+      content: [message.content ? { type: 'output_text', text: message.content, annotations: [] } : { type: 'refusal', refusal: message.refusal }],
+    });
+  }
+  for (const call of message?.toolCalls ?? []) {
+    output.push({ type: 'function_call', id: `fc_${call.id}`, call_id: call.id, name: call.name, arguments: call.arguments, status: 'completed' });
+  }
+  const cutShort = choice?.finishReason === 'length';
+  const usage = response.usage;
+  return {
+    id: `resp_${requestId}`,
+    object: 'response',
+    created_at: Number(response.created),
+    status: cutShort ? 'incomplete' : 'completed',
+    incomplete_details: cutShort ? { reason: 'max_output_tokens' } : null,
+    error: null,
+    model: response.modelId,
+    output,
+    usage: {
+      input_tokens: usage?.inputTokens ?? 0,
+      input_tokens_details: { cached_tokens: usage?.cachedInputTokens ?? 0 },
+      output_tokens: usage?.outputTokens ?? 0,
+      output_tokens_details: { reasoning_tokens: usage?.reasoningTokens ?? 0 },
+      total_tokens: (usage?.inputTokens ?? 0) + (usage?.outputTokens ?? 0),
+      cost: formatCredits(costPico),
+    },
+    provider: response.providerId,
+  };
+}
+
 function moderationJson(response: ModerateResponse, costPico: bigint): Record<string, unknown> {
   return {
     id: response.id,
@@ -615,7 +655,7 @@ export class BatchRunner {
       context,
       modelId: model.id,
       routingStrategy: '',
-      endpoint: 'chat.completions',
+      endpoint: line.batch.endpoint === '/v1/responses' ? 'responses' : 'chat.completions',
       messages,
       tools: supported.has('tools') ? tools : [],
       toolChoice: supported.has('tool_choice') ? toolChoice : undefined,
@@ -642,7 +682,13 @@ export class BatchRunner {
       result: {
         id: `batch_req_${requestId}`,
         custom_id: line.customId,
-        response: { status_code: 200, request_id: requestId, body: chatCompletionJson(response, costPico, cost ? costJson(cost) : costJson({ total: 0n, input: 0n, output: 0n, cacheRead: 0n, cacheWrite: 0n, reasoning: 0n })) },
+        response: {
+          status_code: 200,
+          request_id: requestId,
+          body: line.batch.endpoint === '/v1/responses'
+            ? responseJson(response, requestId, costPico)
+            : chatCompletionJson(response, costPico, cost ? costJson(cost) : costJson({ total: 0n, input: 0n, output: 0n, cacheRead: 0n, cacheWrite: 0n, reasoning: 0n })),
+        },
         error: null,
       },
       isError: false,
