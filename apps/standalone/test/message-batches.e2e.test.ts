@@ -181,18 +181,22 @@ describe('Anthropic Message Batches with the @anthropic-ai/sdk client, at batch 
       const canceling = await owner.anthropic.messages.batches.cancel(created.id);
       expect(['canceling', 'ended']).toContain(canceling.processing_status);
       expect(canceling.cancel_initiated_at).not.toBeNull();
-      const batch = await ended(owner, created.id);
-      const { succeeded, canceled, errored, processing } = batch.request_counts;
-      expect(processing).toBe(0);
-      expect(errored).toBe(0);
-      expect(succeeded + canceled).toBe(10);
-      expect(canceled).toBeGreaterThan(0);
-      const entries = await results(owner, created.id);
-      expect(entries.length).toBe(10);
-      expect(entries.filter((entry) => entry.result.type === 'succeeded').length).toBe(succeeded);
-      expect(entries.filter((entry) => entry.result.type === 'canceled').length).toBe(canceled);
-      expect(upstream.requests.length - upstreamBefore).toBe(succeeded);
-      await eventually(async () => expect(before - (await balance(owner))).toBe(LINE_COST * BigInt(succeeded)), 10_000);
+      await ended(owner, created.id);
+      // On a loaded machine a request whose lease lapsed may still be in flight when the batch ends; it is
+      // recorded (and charged) when it finishes. What must hold, once it settles: every request that reached
+      // the upstream is a succeeded result charged once, every other one is canceled and charged nothing.
+      await eventually(async () => {
+        const batch = await owner.anthropic.messages.batches.retrieve(created.id);
+        const { succeeded, canceled, errored, processing } = batch.request_counts;
+        expect([processing, errored, succeeded + canceled]).toEqual([0, 0, 10]);
+        expect(canceled).toBeGreaterThan(0);
+        const entries = await results(owner, created.id);
+        expect(entries.length).toBe(10);
+        expect(entries.filter((entry) => entry.result.type === 'succeeded').length).toBe(succeeded);
+        expect(entries.filter((entry) => entry.result.type === 'canceled').length).toBe(canceled);
+        expect(upstream.requests.length - upstreamBefore).toBe(succeeded);
+        expect(before - (await balance(owner))).toBe(LINE_COST * BigInt(succeeded));
+      }, 15_000, 200);
       // Cancelling an ended batch answers it as it is.
       expect((await owner.anthropic.messages.batches.cancel(created.id)).processing_status).toBe('ended');
     } finally {
