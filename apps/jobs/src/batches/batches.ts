@@ -22,6 +22,8 @@ export const DEFAULT_BATCH_LIMITS: BatchLimits = { maxLines: 50_000, maxUnfinish
 export const MESSAGE_CUSTOM_ID = /^[A-Za-z0-9_-]{1,64}$/;
 const RESULTS_PAGE_DEFAULT = 500;
 const RESULTS_PAGE_MAX = 1_000;
+/** Answers' JSON characters in one results page (the edge's gRPC client reads up to 4 MiB a message). */
+const RESULTS_PAGE_BYTES = 2 * 1024 * 1024;
 const ENDED_STATUSES = ['completed', 'failed', 'expired', 'cancelled'] as const;
 
 /** The only completion window OpenAI offers. */
@@ -239,7 +241,15 @@ export class Batches {
     const lines = await sql<{ line_index: number; custom_id: string; status: string; is_error: boolean; result: Record<string, any> | null }>`
       select line_index, custom_id, status, is_error, result from batch_lines
       where batch_id = ${batchId} and line_index >= ${fromIndex} order by line_index limit ${pageSize + 1}`.execute(this.db);
-    const page = lines.rows.slice(0, pageSize);
+    // A page stops early past RESULTS_PAGE_BYTES of answers (a gRPC message the edge reads whole), keeping at least one.
+    const page: typeof lines.rows = [];
+    let bytes = 0;
+    for (const line of lines.rows.slice(0, pageSize)) {
+      const size = line.result ? JSON.stringify(line.result).length : 0;
+      if (page.length > 0 && bytes + size > RESULTS_PAGE_BYTES) break;
+      page.push(line);
+      bytes += size;
+    }
     const results = page.map((line): MessageBatchResult => {
       const base = { customId: line.custom_id, response: undefined, cost: '', errorStatus: 0, errorMessage: '', requestId: '' };
       const result = line.result ?? {};
@@ -256,7 +266,7 @@ export class Batches {
         requestId: String(result.response?.request_id ?? ''),
       };
     });
-    return { results, nextIndex: lines.rows.length > pageSize ? page.at(-1)!.line_index + 1 : 0 };
+    return { results, nextIndex: lines.rows.length > page.length ? page.at(-1)!.line_index + 1 : 0 };
   }
 
   private async render(row: BatchesTable): Promise<Batch> {
