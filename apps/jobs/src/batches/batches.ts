@@ -22,7 +22,7 @@ export const DEFAULT_BATCH_LIMITS: BatchLimits = { maxLines: 50_000, maxUnfinish
 export const MESSAGE_CUSTOM_ID = /^[A-Za-z0-9_-]{1,64}$/;
 const RESULTS_PAGE_DEFAULT = 500;
 const RESULTS_PAGE_MAX = 1_000;
-/** Answers' JSON characters in one results page (the edge's gRPC client reads up to 4 MiB a message). */
+/** Answers' JSON characters in one results page: bounds the message and what the edge holds while it writes it. */
 const RESULTS_PAGE_BYTES = 2 * 1024 * 1024;
 const ENDED_STATUSES = ['completed', 'failed', 'expired', 'cancelled'] as const;
 
