@@ -34,6 +34,9 @@ import { adminAccountsHandler, adminModelLatencyHandler, adminProvidersHandler, 
 import { generationHandler, listGenerationsHandler } from './routes/generation-routes.js';
 import { logoutHandler, notConfiguredHandler, sessionHandler, type SignIn } from './sign-in/sign-in-routes.js';
 import { cancelBatchHandler, createBatchHandler, getBatchHandler, listBatchesHandler } from './routes/batches-routes.js';
+import {
+  cancelMessageBatchHandler, createMessageBatchHandler, deleteMessageBatchHandler, getMessageBatchHandler, listMessageBatchesHandler, messageBatchResultsHandler,
+} from './routes/message-batches-routes.js';
 import { deleteFileHandler, fileContentHandler, getFileHandler, listFilesHandler, uploadFileHandler } from './routes/files-routes.js';
 import { consoleHandler, DEFAULT_CONSOLE_DIR, isConsolePath, setConsoleSecurityHeaders } from './console-static.js';
 import { getModelHandler, listLimitsHandler, listModelsHandler, listStartupsHandler, sendStartupIcon, startupIconHandler } from './routes/catalog-routes.js';
@@ -197,6 +200,13 @@ export function createApp(context: EdgeContext, readiness?: Readiness, signIn?: 
   app.get('/v1/batches', listBatchesHandler(context));
   app.get('/v1/batches/:batchId', getBatchHandler(context));
   app.post('/v1/batches/:batchId/cancel', cancelBatchHandler(context));
+  // Anthropic Message Batches (routes/message-batches-routes.ts, docs/jobs.md): the same runner, the messages envelope.
+  app.post('/v1/messages/batches', createMessageBatchHandler(context));
+  app.get('/v1/messages/batches', listMessageBatchesHandler(context));
+  app.get('/v1/messages/batches/:batchId', getMessageBatchHandler(context));
+  app.delete('/v1/messages/batches/:batchId', deleteMessageBatchHandler(context));
+  app.post('/v1/messages/batches/:batchId/cancel', cancelMessageBatchHandler(context));
+  app.get('/v1/messages/batches/:batchId/results', messageBatchResultsHandler(context));
   app.get('/healthz', (_request: Request, response: Response) => {
     sendJson(response, context.catalogCache.ready ? 200 : 503, { status: context.catalogCache.ready ? 'ok' : 'starting' });
   });

@@ -96,7 +96,7 @@ export const commands: Command[] = [
   {
     group: 'batches',
     name: 'list',
-    summary: "An account's batches, newest first: status, endpoint, request counts and the credits charged.",
+    summary: "An account's batches (OpenAI Batch and Anthropic Message Batches), newest first: kind, status, endpoint, request counts and the credits charged.",
     positionals: ['ACCOUNT_ID'],
     options: { limit: { type: 'string', description: `most batches shown (1..${BATCHES_LIST_MAX}, default 20)`, placeholder: 'N' } },
     async run(context, [accountId], values) {
@@ -106,13 +106,14 @@ export const commands: Command[] = [
       const batches = [];
       let after = '';
       while (batches.length < limit) {
-        const page = await context.jobs().listBatches({ accountId: accountId!, limit: Math.min(100, limit - batches.length), after }, { deadlineMs: CALL_DEADLINE_MS });
+        const page = await context.jobs().listBatches({ accountId: accountId!, limit: Math.min(100, limit - batches.length), after, kind: '', before: '' }, { deadlineMs: CALL_DEADLINE_MS });
         batches.push(...page.batches);
         if (!page.hasMore || page.batches.length === 0) break;
         after = page.batches.at(-1)!.id;
       }
       const rows = batches.map((batch) => ({
         batch_id: batch.id,
+        kind: batch.kind || 'batch',
         status: batch.status,
         endpoint: batch.endpoint,
         model: batch.model || null,
@@ -126,7 +127,7 @@ export const commands: Command[] = [
       }));
       if (context.json) context.stdout(`${JSON.stringify({ batches: rows })}\n`);
       else if (rows.length === 0) context.stdout('no batches\n');
-      else for (const row of rows) context.stdout(`${row.batch_id}  ${row.status.padEnd(10)}  ${row.endpoint}  ${row.completed}/${row.total} done, ${row.failed} failed  cost ${row.cost}  ${row.created_at}\n`);
+      else for (const row of rows) context.stdout(`${row.batch_id}  ${row.kind.padEnd(8)}  ${row.status.padEnd(10)}  ${row.endpoint}  ${row.completed}/${row.total} done, ${row.failed} failed  cost ${row.cost}  ${row.created_at}\n`);
       return 0;
     },
   },

@@ -34,6 +34,12 @@ export interface BatchServiceOptions {
 
 /** Largest request the jobs service reads: one upload chunk (1 MiB) and its few other fields. */
 export const JOBS_MAX_RECEIVE_BYTES = FILE_CHUNK_BYTES + 64 * 1024;
+/**
+ * Largest CreateMessageBatch (an Anthropic Message Batch's converted requests, in one message): the
+ * edge bounds the create body at 16 MiB (EDGE_MESSAGE_BATCH_MAX_BYTES); its protobuf is no larger
+ * than its JSON but for framing, hence the margin.
+ */
+export const MESSAGE_BATCH_MAX_RECEIVE_BYTES = 20 * 1024 * 1024;
 
 export interface JobsServiceOptions {
   listenAddress: string;
@@ -116,8 +122,11 @@ export async function startJobsService(options: JobsServiceOptions): Promise<Run
     deleteFile: unary(logger, 'DeleteFile', (request) => files.deleteFile(request.accountId, request.fileId)),
     createBatch: unary(logger, 'CreateBatch', (request) => batchesOnly(async () => ({ batch: await batches.create(request) }))),
     getBatch: unary(logger, 'GetBatch', async (request) => ({ batch: await batches.get(request.accountId, request.batchId) })),
-    listBatches: unary(logger, 'ListBatches', (request) => batches.list(request.accountId, request.limit, request.after)),
+    listBatches: unary(logger, 'ListBatches', (request) => batches.list(request.accountId, request.limit, request.after, request.kind, request.before)),
     cancelBatch: unary(logger, 'CancelBatch', async (request) => ({ batch: await batches.cancel(request.accountId, request.batchId) })),
+    createMessageBatch: unary(logger, 'CreateMessageBatch', (request) => batchesOnly(async () => ({ batch: await batches.createMessageBatch(request) }))),
+    listMessageBatchResults: unary(logger, 'ListMessageBatchResults', (request) => batches.messageResults(request.accountId, request.batchId, request.fromIndex, request.limit)),
+    deleteBatch: unary(logger, 'DeleteBatch', (request) => batches.delete(request.accountId, request.batchId)),
   };
   let server;
   try {
@@ -127,7 +136,8 @@ export async function startJobsService(options: JobsServiceOptions): Promise<Run
       services: [{ definition: JobsServiceService, implementation, name: 'gateway.v1.JobsService' }, responsesStoreBinding(responses, logger)],
       logger,
       // A PutResponses batch of the edge's is the largest message this server reads.
-      maxReceiveMessageBytes: Math.max(JOBS_MAX_RECEIVE_BYTES, RESPONSES_STORE_MAX_RECEIVE_BYTES),
+      // A message batch's create is the largest (MESSAGE_BATCH_MAX_RECEIVE_BYTES); a PutResponses batch next.
+      maxReceiveMessageBytes: Math.max(JOBS_MAX_RECEIVE_BYTES, RESPONSES_STORE_MAX_RECEIVE_BYTES, MESSAGE_BATCH_MAX_RECEIVE_BYTES),
       dependencies: [postgresCheck(options.databaseUrl, 'jobs')],
       ...(options.metrics ? { metrics: options.metrics } : {}),
     });

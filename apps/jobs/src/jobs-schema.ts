@@ -29,6 +29,8 @@ export interface FileChunksTable {
 
 export interface BatchesTable {
   id: string;
+  /** batch (OpenAI Batch, lines from an input file) | messages (Anthropic Message Batch, lines given at create). */
+  kind: string;
   account_id: string;
   key_id: string;
   tier: string;
@@ -169,6 +171,13 @@ export const JOBS_MIGRATIONS: Record<string, Migration> = {
           primary key (batch_id, line_index)
         )`.execute(db);
       await sql`create index batch_lines_pending on batch_lines (batch_id, line_index) where status = 'pending'`.execute(db);
+    },
+  },
+  'jobs-0003_message_batches': {
+    up: async (db: Kysely<any>) => {
+      // Anthropic Message Batches share the table and the runner; their lines' bodies are converted ChatRequests.
+      await sql`alter table batches add column kind text not null default 'batch'`.execute(db);
+      await sql`create index batches_account_kind_created on batches (account_id, kind, created_at desc, id desc)`.execute(db);
     },
   },
   'jobs-0004_batch_retention': {

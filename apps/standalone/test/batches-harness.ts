@@ -18,8 +18,9 @@ export const REGULAR_LINE_COST = BigInt(PROMPT_TOKENS) * parseCredits(PRICE_IN) 
 /** The providers of batchCatalogOf, one per fake upstream in order. */
 const PROVIDER_IDS = ['upstream-one', 'upstream-two', 'upstream-three'];
 
-export function batchCatalog(upstream: FakeUpstream): string {
-  return batchCatalogOf([upstream], batchModel({ id: MODEL, aliases: ['batchy'], offers: [{ upstream: 0, model: 'batchy-upstream', endpoints: 'chat.completions, embeddings' }] }));
+/** `endpoints`: the model's offer's endpoints (the message batch test adds `messages`). */
+export function batchCatalog(upstream: FakeUpstream, endpoints = 'chat.completions, embeddings'): string {
+  return batchCatalogOf([upstream], batchModel({ id: MODEL, aliases: ['batchy'], offers: [{ upstream: 0, model: 'batchy-upstream', endpoints }] }));
 }
 
 /** A catalog of OpenAI-kind providers `upstream-one`, `upstream-two`, … (one per fake, key BATCH_KEY) and the models given. */

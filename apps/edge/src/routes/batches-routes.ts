@@ -22,7 +22,9 @@ const BATCH_ID = z.string().regex(/^batch_[A-Za-z0-9_-]{1,64}$/);
 
 const createBody = z.strictObject({
   input_file_id: z.string().min(1).max(100),
-  endpoint: z.enum(['/v1/chat/completions', '/v1/embeddings'], { message: 'expected /v1/chat/completions or /v1/embeddings' }),
+  endpoint: z.enum(['/v1/chat/completions', '/v1/embeddings', '/v1/moderations', '/v1/responses'], {
+    message: 'expected /v1/chat/completions, /v1/embeddings, /v1/moderations or /v1/responses',
+  }),
   completion_window: z.literal('24h', { message: 'expected 24h' }),
   metadata: z.record(z.string().min(1).max(64), z.string().max(512)).nullish(),
 });
@@ -120,7 +122,7 @@ export function listBatchesHandler(context: EdgeContext) {
     const jobs = jobsOf(context, request);
     const key = await callerKey(context, request, response);
     const query = parseWith(listQuery, 'query', request.query);
-    const page = await jobs.listBatches({ accountId: key.accountId, limit: query.limit ?? 0, after: query.after ?? '' }, { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS });
+    const page = await jobs.listBatches({ accountId: key.accountId, limit: query.limit ?? 0, after: query.after ?? '', kind: 'batch', before: '' }, { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS });
     sendJson(response, 200, {
       object: 'list',
       data: page.batches.map(renderBatch),

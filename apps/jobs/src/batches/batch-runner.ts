@@ -1,14 +1,14 @@
 import { chatInsurance, ErrorReason, formatCredits, GatewayError, GrpcStatus, parseCredits, parsePricing, servedCost, costJson, type Logger, type PromiseClient } from '@gateway/platform';
 import { sql, type Kysely } from '@gateway/platform/db';
 import {
-  ChatRequest, EmbedRequest,
-  type AuthServiceClient, type CatalogServiceClient, type ChatResponse, type EmbedResponse, type LedgerServiceClient, type Model, type Pricing,
+  ChatRequest, ChatResponse, EmbedRequest, ModerateRequest, ModerationInputForm, type ModerateResponse,
+  type AuthServiceClient, type CatalogServiceClient, type EmbedResponse, type LedgerServiceClient, type Model, type Pricing,
   type RouterServiceClient, type Usage,
 } from '@gateway/proto';
 import type { BatchesTable, JobsDatabase } from '../jobs-schema.js';
 import { generatedFileId, type Files } from '../files/files.js';
 import {
-  CATALOG_ENDPOINT, chatMessages, parseLine, promptBytes, type BatchEndpoint, type ChatBody, type EmbeddingsBody, type LineProblem,
+  CATALOG_ENDPOINT, chatMessages, parseLine, promptBytes, type BatchEndpoint, type ChatBody, type EmbeddingsBody, type LineProblem, type ModerationsBody,
 } from './batch-lines.js';
 
 /**
@@ -70,11 +70,19 @@ const CALL_DEADLINE_MS = 10_000;
 /** Pause of a line after a transient failure before another attempt. */
 const RETRY_DELAY_MS = 2_000;
 
+/** A message batch's line (Anthropic Message Batches): the edge's converted ChatRequest, as JSON. */
+export interface MessageLineBody {
+  model: string;
+  chat_request: unknown;
+}
+
+type LineBody = ChatBody | EmbeddingsBody | ModerationsBody | MessageLineBody;
+
 interface ClaimedLine {
   batch: BatchesTable;
   lineIndex: number;
   customId: string;
-  body: ChatBody | EmbeddingsBody;
+  body: LineBody;
   attempts: number;
 }
 
@@ -128,15 +136,19 @@ function isPaid(pricing: Pricing): boolean {
  * What a line holds: its worst case at the batch prices (prompt bytes bound its tokens; the most output
  * it may produce: its max tokens, else the model's, else its context window), at least 0.05.
  */
-export function lineHold(model: Model, body: ChatBody | EmbeddingsBody): bigint {
+export function lineHold(model: Model, body: LineBody): bigint {
   const pricing = batchPrices(model);
   if (!isPaid(pricing)) return 0n;
   const window = model.contextWindow;
-  let promptTokens = promptBytes(body);
+  // A message line's prompt: its ChatRequest's JSON bounds its text (and its framing) from above.
+  let promptTokens = 'chat_request' in body ? Buffer.byteLength(JSON.stringify(body.chat_request)) : promptBytes(body);
   if (window > 0 && promptTokens > window) promptTokens = window;
   let outputTokens = 0;
   if (!('input' in body)) {
-    outputTokens = body.max_completion_tokens ?? body.max_tokens ?? model.maxOutputTokens ?? window;
+    const asked = 'chat_request' in body
+      ? (body.chat_request as { maxOutputTokens?: number }).maxOutputTokens
+      : body.max_completion_tokens ?? body.max_tokens;
+    outputTokens = asked ?? model.maxOutputTokens ?? window;
     if (model.maxOutputTokens !== undefined && outputTokens > model.maxOutputTokens) outputTokens = model.maxOutputTokens;
   }
   const worst = BigInt(promptTokens) * highest(pricing, priceKeysIn) + BigInt(outputTokens) * highest(pricing, priceKeysOut);
@@ -198,6 +210,61 @@ function embeddingsJson(response: EmbedResponse, costPico: bigint): Record<strin
     object: 'list',
     data: response.embeddings.map((embedding, index) => ({ object: 'embedding', index, embedding: embedding.values })),
     model: response.modelId,
+    usage: { prompt_tokens: response.usage?.inputTokens ?? 0, total_tokens: response.usage?.inputTokens ?? 0, cost: formatCredits(costPico) },
+    provider: response.providerId,
+  };
+}
+
+/** A responses line's answer: OpenAI's `response` object (text and function calls), with usage.cost. */
+function responseJson(response: ChatResponse, requestId: string, costPico: bigint): Record<string, unknown> {
+  const choice = response.choices[0];
+  const message = choice?.message;
+  const output: Record<string, unknown>[] = [];
+  if (message?.content || message?.refusal) {
+    output.push({
+      type: 'message',
+      id: `msg_${requestId}`,
+      status: 'completed',
+      role: 'assistant',
+      content: [message.content ? { type: 'output_text', text: message.content, annotations: [] } : { type: 'refusal', refusal: message.refusal }],
+    });
+  }
+  for (const call of message?.toolCalls ?? []) {
+    output.push({ type: 'function_call', id: `fc_${call.id}`, call_id: call.id, name: call.name, arguments: call.arguments, status: 'completed' });
+  }
+  const cutShort = choice?.finishReason === 'length';
+  const usage = response.usage;
+  return {
+    id: `resp_${requestId}`,
+    object: 'response',
+    created_at: Number(response.created),
+    status: cutShort ? 'incomplete' : 'completed',
+    incomplete_details: cutShort ? { reason: 'max_output_tokens' } : null,
+    error: null,
+    model: response.modelId,
+    output,
+    usage: {
+      input_tokens: usage?.inputTokens ?? 0,
+      input_tokens_details: { cached_tokens: usage?.cachedInputTokens ?? 0 },
+      output_tokens: usage?.outputTokens ?? 0,
+      output_tokens_details: { reasoning_tokens: usage?.reasoningTokens ?? 0 },
+      total_tokens: (usage?.inputTokens ?? 0) + (usage?.outputTokens ?? 0),
+      cost: formatCredits(costPico),
+    },
+    provider: response.providerId,
+  };
+}
+
+function moderationJson(response: ModerateResponse, costPico: bigint): Record<string, unknown> {
+  return {
+    id: response.id,
+    model: response.modelId,
+    results: response.results.map((result) => ({
+      flagged: result.flagged,
+      categories: result.categories,
+      category_scores: result.categoryScores,
+      category_applied_input_types: Object.fromEntries(Object.entries(result.categoryAppliedInputTypes).map(([name, applied]) => [name, applied.types])),
+    })),
     usage: { prompt_tokens: response.usage?.inputTokens ?? 0, total_tokens: response.usage?.inputTokens ?? 0, cost: formatCredits(costPico) },
     provider: response.providerId,
   };
@@ -447,7 +514,7 @@ export class BatchRunner {
       const accountFree = this.options.perAccountConcurrency - (this.runningPerAccount.get(batch.account_id) ?? 0);
       const wanted = Math.min(free, accountFree);
       if (wanted <= 0) continue;
-      const claimed = await sql<{ line_index: number; custom_id: string; body: ChatBody | EmbeddingsBody; attempts: number }>`
+      const claimed = await sql<{ line_index: number; custom_id: string; body: LineBody; attempts: number }>`
         with picked as (
           select batch_id, line_index from batch_lines
           where batch_id = ${batch.id} and status = 'pending' and (lease_expires_at is null or lease_expires_at < now())
@@ -567,9 +634,13 @@ export class BatchRunner {
     }
     let outcome: LineOutcome;
     try {
-      outcome = 'input' in line.body
-        ? await this.embed(line, requestId, context, model, line.body)
-        : await this.chat(line, requestId, context, model, line.body);
+      outcome = 'chat_request' in line.body
+        ? await this.message(line, requestId, context, model, line.body)
+        : line.batch.endpoint === '/v1/moderations'
+          ? await this.moderate(line, requestId, context, model, line.body as ModerationsBody)
+          : 'input' in line.body
+          ? await this.embed(line, requestId, context, model, line.body as EmbeddingsBody)
+          : await this.chat(line, requestId, context, model, line.body);
     } catch (error) {
       const failure = classify(error);
       if (failure.transient) throw new TransientLineFailure('routing failed', { cause: error });
@@ -587,7 +658,7 @@ export class BatchRunner {
       context,
       modelId: model.id,
       routingStrategy: '',
-      endpoint: 'chat.completions',
+      endpoint: line.batch.endpoint === '/v1/responses' ? 'responses' : 'chat.completions',
       messages,
       tools: supported.has('tools') ? tools : [],
       toolChoice: supported.has('tool_choice') ? toolChoice : undefined,
@@ -614,9 +685,54 @@ export class BatchRunner {
       result: {
         id: `batch_req_${requestId}`,
         custom_id: line.customId,
-        response: { status_code: 200, request_id: requestId, body: chatCompletionJson(response, costPico, cost ? costJson(cost) : costJson({ total: 0n, input: 0n, output: 0n, cacheRead: 0n, cacheWrite: 0n, reasoning: 0n })) },
+        response: {
+          status_code: 200,
+          request_id: requestId,
+          body: line.batch.endpoint === '/v1/responses'
+            ? responseJson(response, requestId, costPico)
+            : chatCompletionJson(response, costPico, cost ? costJson(cost) : costJson({ total: 0n, input: 0n, output: 0n, cacheRead: 0n, cacheWrite: 0n, reasoning: 0n })),
+        },
         error: null,
       },
+      isError: false,
+      costPico,
+    };
+  }
+
+  /** A moderations line: text inputs, each its own result (OpenAI's moderation object, with usage.cost). */
+  private async moderate(line: ClaimedLine, requestId: string, context: ModerateRequest['context'], model: Model, body: ModerationsBody): Promise<LineOutcome> {
+    const texts = typeof body.input === 'string' ? [body.input] : body.input;
+    const request = ModerateRequest.fromPartial({
+      context,
+      modelId: model.id,
+      routingStrategy: '',
+      inputs: texts.map((text) => ({ input: { $case: 'text', value: text } })),
+      inputForm: typeof body.input === 'string' ? ModerationInputForm.MODERATION_INPUT_FORM_STRING : ModerationInputForm.MODERATION_INPUT_FORM_STRINGS,
+    });
+    const response = await this.clients.router.moderate(request, { requestId, deadlineMs: this.options.lineTimeoutMs });
+    // Routing prices a batch request at the model's batch prices (its answer names no prices): the same here.
+    const costPico = response.usage ? servedCost(response.usage, parsePricing(batchPrices(model)), '').total : 0n;
+    return {
+      result: { id: `batch_req_${requestId}`, custom_id: line.customId, response: { status_code: 200, request_id: requestId, body: moderationJson(response, costPico) }, error: null },
+      isError: false,
+      costPico,
+    };
+  }
+
+  /**
+   * A message batch's line: the edge's converted request as it is (the edge checked and converted it at
+   * create). Its result keeps the Router's answer; the edge renders it as a Messages `message`.
+   */
+  private async message(line: ClaimedLine, requestId: string, context: ChatRequest['context'], model: Model, body: MessageLineBody): Promise<LineOutcome> {
+    const request = ChatRequest.fromJSON(body.chat_request);
+    request.context = context;
+    request.modelId = model.id;
+    const response = await this.clients.router.chat(request, { requestId, deadlineMs: this.options.lineTimeoutMs });
+    const usage = response.usage;
+    const finish = response.choices.find((choice) => choice.finishReason !== '')?.finishReason ?? '';
+    const costPico = usage ? servedCost(usage, parsePricing(response.prices ?? {}), chatInsurance(usage, finish)).total : 0n;
+    return {
+      result: { type: 'succeeded', custom_id: line.customId, request_id: requestId, response: ChatResponse.toJSON(response), cost: formatCredits(costPico) },
       isError: false,
       costPico,
     };
@@ -702,6 +818,8 @@ export class BatchRunner {
     // The files' ids derive from the batch's: a finalization run again (its replica died between writing
     // them and ending the batch) finds them written and names them, never writing a second set.
     const write = async (errorsOnly: boolean) => {
+      // A message batch's results are read from its lines (ListMessageBatchResults): no files.
+      if (batch.kind === 'messages') return null;
       const count = await sql<{ n: number }>`select count(*)::int as n from batch_lines where batch_id = ${batch.id} and status = 'done' and is_error = ${errorsOnly}`.execute(this.db);
       if (count.rows[0]!.n === 0) return null;
       const kind = errorsOnly ? 'error' : 'output';
