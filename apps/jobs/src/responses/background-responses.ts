@@ -1,7 +1,7 @@
 import type { Migration } from 'kysely';
 import { errors, GatewayError, GrpcStatus, ErrorReason, parseCredits } from '@gateway/platform';
 import { sql, type Kysely } from '@gateway/platform/db';
-import { ChatRequest, ChatResponse, type BackgroundRun, type CreateBackgroundResponseRequest, type GetResponseResponse } from '@gateway/proto';
+import { ChatRequest, ChatResponse, type BackgroundRun, type CancelBackgroundResponseResponse, type CreateBackgroundResponseRequest } from '@gateway/proto';
 import type { ResponsesStore, ResponsesTables } from './responses-store.js';
 
 /*
@@ -143,7 +143,7 @@ export class BackgroundResponses {
   }
 
   /** Cancels a queued or running one; a finished one is answered as it is. 400 for a response that is not a background one. */
-  async cancel(accountId: string, responseId: string): Promise<GetResponseResponse> {
+  async cancel(accountId: string, responseId: string): Promise<CancelBackgroundResponseResponse> {
     // NOT_FOUND for an unknown or another account's response (the account is in the key).
     await this.store.get(accountId, responseId);
     const cancelled = await sql<{ lease_owner: string | null }>`

@@ -159,7 +159,7 @@ export class StoredResponses {
     }
   }
 
-  private conversationFrom(found: GetResponseResponse): StoredConversation {
+  private conversationFrom(found: Pick<GetResponseResponse, 'responseJson' | 'inputItemsJson' | 'background'>): StoredConversation {
     const response = JSON.parse(found.responseJson) as Record<string, unknown>;
     return { response: found.background ? this.renderRun(response, found.background) : response, inputItems: JSON.parse(found.inputItemsJson) as unknown[] };
   }
