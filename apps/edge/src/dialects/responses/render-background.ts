@@ -1,5 +1,4 @@
 import type { Logger } from '@gateway/platform';
-import type { BackgroundRun } from '@gateway/proto';
 import type { CatalogCache } from '../../catalog-cache.js';
 import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
 import type { CatalogModel } from '../../catalog-cache.js';
@@ -7,6 +6,7 @@ import { renderResponse, responseId, responseSettings } from './render-responses
 import type { ResponsesRequest } from './responses-schema.js';
 import { responsesDialect } from './responses-dialect.js';
 import { markStored } from './stored-marks.js';
+import type { RenderRun } from './stored-responses.js';
 
 /*
  * A background response as GET /v1/responses/{id} and its cancel answer it (docs/stored-responses.md
@@ -15,8 +15,6 @@ import { markStored } from './stored-marks.js';
  * jobs service keeps the router's answer, not the dialect's JSON: the dialect is the edge's).
  */
 
-/** What renders a stored response's run into its response object. */
-export type RenderRun = (queued: Record<string, unknown>, run: BackgroundRun) => Record<string, unknown>;
 
 /** OpenAI's statuses of a background response. */
 const STATUSES = new Set(['queued', 'in_progress', 'completed', 'failed', 'cancelled', 'incomplete']);

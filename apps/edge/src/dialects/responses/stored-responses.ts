@@ -1,5 +1,4 @@
-import type { ChatRequest, GetResponseResponse, ResponsesStoreServiceClient, StoredResponse } from '@gateway/proto';
-import type { RenderRun } from './render-background.js';
+import type { BackgroundRun, ChatRequest, GetResponseResponse, ResponsesStoreServiceClient, StoredResponse } from '@gateway/proto';
 import { ErrorReason, GrpcStatus, GatewayError, type Logger, type PromiseClient } from '@gateway/platform';
 import { edgeErrors } from '../../errors.js';
 import { echoed } from '../../echoed-value.js';
@@ -73,6 +72,9 @@ interface Pending {
   stored: Promise<void>;
   done: () => void;
 }
+
+/** What renders a background response's run into its response object (render-background.ts). */
+export type RenderRun = (queued: Record<string, unknown>, run: BackgroundRun) => Record<string, unknown>;
 
 /** A stored response as the lookups answer it. */
 export interface StoredConversation {
