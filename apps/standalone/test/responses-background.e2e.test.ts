@@ -1,3 +1,5 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { createClient, parseCredits, type PromiseClient } from '@gateway/platform';
@@ -18,12 +20,15 @@ const PRICE_OUT = '0.000002';
 const COST = BigInt(PROMPT_TOKENS) * parseCredits(PRICE_IN) + BigInt(COMPLETION_TOKENS) * parseCredits(PRICE_OUT);
 const MAX_ACTIVE = 2;
 
-function catalog(upstream: FakeUpstream): string {
+const HANGING = 'testco/bg-hang';
+
+function catalog(upstream: FakeUpstream, hangingUrl: string): string {
   return `
 startups:
   - { id: testco, display_name: Test Co }
 providers:
   - { id: upstream-one, kind: openai, base_url: ${upstream.url}, api_key_env: BG_E2E_KEY }
+  - { id: upstream-hang, kind: openai, base_url: ${hangingUrl}, api_key_env: BG_E2E_KEY }
 limit_groups:
   - id: default
     tiers: { tier-1: { minute: 600 } }
@@ -40,11 +45,26 @@ models:
     limit_group: default
     offers:
       - { provider: upstream-one, upstream_model: bg-upstream, endpoints: [chat.completions, responses] }
+  - id: ${HANGING}
+    owned_by: testco
+    created: 1767225600
+    context_window: 8000
+    max_output_tokens: 100
+    input_modalities: [text]
+    output_modalities: [text]
+    supported_parameters: [temperature, max_completion_tokens]
+    pricing: { per_input_token: "${PRICE_IN}", per_output_token: "${PRICE_OUT}" }
+    limit_group: default
+    offers:
+      - { provider: upstream-hang, upstream_model: hang-upstream, endpoints: [chat.completions, responses] }
 `;
 }
 
 describe('background responses, end to end', () => {
   let upstream: FakeUpstream;
+  /** A provider that never answers and notes when the gateway hung up on it. */
+  let hanging: Server;
+  const hangingCalls = { received: 0, closed: 0 };
   let base: StackOnCatalog;
   let ledger: PromiseClient<LedgerServiceClient>;
   let accountId: string;
@@ -73,7 +93,14 @@ describe('background responses, end to end', () => {
 
   beforeAll(async () => {
     upstream = await startFakeUpstream();
-    base = await startStackOnCatalog('background', catalog(upstream), {
+    hanging = createServer((request, response) => {
+      hangingCalls.received++;
+      request.resume();
+      response.on('close', () => hangingCalls.closed++);
+    });
+    await new Promise<void>((resolve) => hanging.listen(0, '127.0.0.1', resolve));
+    const hangingUrl = `http://127.0.0.1:${(hanging.address() as AddressInfo).port}/v1`;
+    base = await startStackOnCatalog('background', catalog(upstream, hangingUrl), {
       keyHashSecret: 'bg-e2e-secret-bg-e2e-secret-0123456789',
       providerSecrets: { BG_E2E_KEY: 'sk-bg-e2e' },
       jobs: { batches: { runner: { pollIntervalMs: 100, leaseMs: 3_000 } }, background: { maxActivePerAccount: MAX_ACTIVE } },
@@ -90,6 +117,8 @@ describe('background responses, end to end', () => {
     ledger?.close();
     await base?.stop();
     await upstream?.close();
+    hanging?.closeAllConnections();
+    await new Promise((resolve) => hanging?.close(resolve));
   });
 
   beforeEach(() => upstream.reset());
@@ -118,6 +147,13 @@ describe('background responses, end to end', () => {
     expect((await client.responses.retrieve(created.id)).output).toEqual(done.output);
     // A finished response's cancel answers it as it is.
     expect((await client.responses.cancel(created.id)).status).toBe('completed');
+    // A continuation carries its input and output on.
+    upstream.setFallback({ text: 'Continued.' });
+    const next = await client.responses.create({ model: MODEL, previous_response_id: created.id, input: 'And then?' });
+    expect(next.output_text).toBe('Continued.');
+    const sent = (upstream.requests.at(-1)!.body.messages as { role: string; content: unknown }[]).map((message) => [message.role, JSON.stringify(message.content)]);
+    expect(sent.map(([role]) => role)).toEqual(['user', 'assistant', 'user']);
+    expect(sent[1]![1]).toContain('Done in the background.');
   }, 60_000);
 
   it("another account's id is 404 for retrieve and cancel; a synchronous response's cancel is 400; store false and stream are 400", async () => {
@@ -157,15 +193,19 @@ describe('background responses, end to end', () => {
   it('cancel stops a running response (the provider call is aborted), and the per-account cap refuses more than it with 429', async () => {
     // The provider never answers: the runs stay in_progress until cancelled.
     upstream.setFallback({ stall: true });
-    const first = await client.responses.create({ model: MODEL, input: 'long one', background: true });
+    const first = await client.responses.create({ model: HANGING, input: 'long one', background: true });
     const second = await client.responses.create({ model: MODEL, input: 'long two', background: true });
     const over = await client.responses.create({ model: MODEL, input: 'one too many', background: true }).catch((error: unknown) => error);
     expect(over).toBeInstanceOf(OpenAI.RateLimitError);
     expect((over as InstanceType<typeof OpenAI.RateLimitError>).code).toBe('background_responses_limit');
     await eventually(async () => expect((await client.responses.retrieve(first.id)).status).toBe('in_progress'), 15_000, 100);
-    await eventually(async () => expect(upstream.requests.length).toBeGreaterThanOrEqual(1), 15_000, 50);
+    await eventually(async () => expect(hangingCalls.received).toBe(1), 15_000, 50);
+    expect(hangingCalls.closed).toBe(0);
     const cancelled = await client.responses.cancel(first.id);
     expect(cancelled).toMatchObject({ id: first.id, status: 'cancelled', background: true, output: [] });
+    // The provider call behind the run was hung up on (not left to run to its timeout), and not tried again.
+    await eventually(async () => expect(hangingCalls.closed).toBe(1), 5_000, 50);
+    expect(hangingCalls.received).toBe(1);
     const queuedCancel = await client.responses.cancel(second.id);
     expect(queuedCancel.status).toBe('cancelled');
     // The cap counts queued and running ones only: room again.
