@@ -206,6 +206,13 @@ describe('background responses, end to end', () => {
     // The provider call behind the run was hung up on (not left to run to its timeout), and not tried again.
     await eventually(async () => expect(hangingCalls.closed).toBe(1), 5_000, 50);
     expect(hangingCalls.received).toBe(1);
+    // Charged what the provider had — the prompt, once sent (routing's estimate) — and no output, once.
+    await eventually(async () => {
+      const rows = (await ledger.getActivity({ accountId, days: 30, keyId: '' })).rows.filter((row) => row.modelId === HANGING);
+      expect(rows.map((row) => row.requests)).toEqual([1]);
+      expect(rows[0]!.usage).toMatchObject({ outputTokens: 0 });
+      expect(parseCredits(rows[0]!.credits)).toBe(BigInt(rows[0]!.usage!.inputTokens) * parseCredits(PRICE_IN));
+    }, 15_000, 100);
     const queuedCancel = await client.responses.cancel(second.id);
     expect(queuedCancel.status).toBe('cancelled');
     // The cap counts queued and running ones only: room again.
