@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import OpenAI from 'openai';
+import OpenAI, { toFile } from 'openai';
 import { createClient, parseCredits, type PromiseClient } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
@@ -103,7 +103,8 @@ describe('background responses, end to end', () => {
     base = await startStackOnCatalog('background', catalog(upstream, hangingUrl), {
       keyHashSecret: 'bg-e2e-secret-bg-e2e-secret-0123456789',
       providerSecrets: { BG_E2E_KEY: 'sk-bg-e2e' },
-      jobs: { batches: { runner: { pollIntervalMs: 100, leaseMs: 3_000 } }, background: { maxActivePerAccount: MAX_ACTIVE } },
+      // One run at a time per replica: background runs and batch lines share it (the last test).
+      jobs: { batches: { runner: { pollIntervalMs: 100, leaseMs: 3_000, concurrency: 1 } }, background: { maxActivePerAccount: MAX_ACTIVE } },
     });
     ledger = createClient(LedgerServiceClient, LedgerServiceService, base.stack.addresses.ledger);
     const main = await account('bg-main', '10');
@@ -223,5 +224,23 @@ describe('background responses, end to end', () => {
     await new Promise((resolve) => setTimeout(resolve, 500));
     expect((await client.responses.retrieve(first.id)).status).toBe('cancelled');
     expect((await client.responses.retrieve(second.id)).status).toBe('cancelled');
+  }, 60_000);
+
+  it('background runs and batch lines share one budget per replica: a batch line waits while a background run holds the only slot', async () => {
+    upstream.setFallback({ latencyMs: 20, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: COMPLETION_TOKENS } });
+    const heldBefore = hangingCalls.received;
+    const holding = await client.responses.create({ model: HANGING, input: 'hold the slot', background: true });
+    await eventually(async () => expect(hangingCalls.received).toBe(heldBefore + 1), 15_000, 50);
+    const line = JSON.stringify({ custom_id: 'only', method: 'POST', url: '/v1/chat/completions', body: { model: MODEL, messages: [{ role: 'user', content: 'batch line' }] } });
+    const input = await client.files.create({ file: await toFile(Buffer.from(`${line}\n`), 'shared-budget.jsonl'), purpose: 'batch' });
+    const batch = await client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    await eventually(async () => expect((await client.batches.retrieve(batch.id)).status).toBe('in_progress'), 15_000, 100);
+    // The slot is the background run's: the line does not start.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect(upstream.requests).toHaveLength(0);
+    expect((await client.batches.retrieve(batch.id)).request_counts?.completed).toBe(0);
+    await client.responses.cancel(holding.id);
+    await eventually(async () => expect((await client.batches.retrieve(batch.id)).status).toBe('completed'), 30_000, 100);
+    expect(upstream.requests).toHaveLength(1);
   }, 60_000);
 });
