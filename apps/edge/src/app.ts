@@ -47,7 +47,7 @@ import { responsesCompactDialect } from './dialects/responses/compaction.js';
 import { inputTokensHandler } from './dialects/responses/input-tokens.js';
 import { responsesDialect } from './dialects/responses/responses-dialect.js';
 import { storedResponseSteps } from './dialects/responses/stored-response-steps.js';
-import { deleteResponseHandler, listInputItemsHandler, retrieveResponseHandler } from './routes/stored-response-routes.js';
+import { cancelResponseHandler, deleteResponseHandler, listInputItemsHandler, retrieveResponseHandler } from './routes/stored-response-routes.js';
 import type { InferenceSteps } from './inference/pipeline-steps.js';
 import type { InferenceDialect } from './inference/dialect.js';
 import { chatSteps } from './inference/chat-steps.js';
@@ -146,6 +146,7 @@ export function createApp(context: EdgeContext, readiness?: Readiness, signIn?: 
   app.get('/v1/responses/:id', retrieveResponseHandler(context));
   app.delete('/v1/responses/:id', deleteResponseHandler(context));
   app.get('/v1/responses/:id/input_items', listInputItemsHandler(context));
+  app.post('/v1/responses/:id/cancel', cancelResponseHandler(context));
   app.get('/v1/models', listModelsHandler(context));
   app.get('/v1/models/*id', getModelHandler(context));
   app.get('/v1/startups', listStartupsHandler(context));

@@ -105,6 +105,9 @@ export const edgeErrors = {
       message: `This account's responses waiting to be stored are over their bound; retry after ${retryAfterSeconds} second${retryAfterSeconds === 1 ? '' : 's'}, or send \`store: false\`.`,
       retryAfterSeconds,
     }),
+  /** The account's background responses queued or running are at their bound (jobs service, docs/stored-responses.md). */
+  backgroundResponsesLimit: (message: string, retryAfterSeconds: number) =>
+    new EdgeError({ status: 429, type: 'rate_limit_exceeded', code: 'background_responses_limit', message, retryAfterSeconds }),
   /** Load shedding (observability/overload.ts): refused before the body was read, so nothing was charged. */
   /** A responses WebSocket upgrade by a key that cannot pay (spec §7: 402 insufficient_quota). */
   cannotPay: (code: 'insufficient_quota' | 'key_limit_exceeded', message: string) => new EdgeError({ status: 402, type: 'insufficient_quota', code, message }),

@@ -44,6 +44,7 @@ import { RequestTracker } from './observability/request-tracker.js';
 import { TimedResponse } from './observability/timed-response.js';
 import { ResponsesWebSocketServer, type ResponsesWebSocketLimits } from './dialects/responses/responses-websocket.js';
 import { DEFAULT_STORED_RESPONSES_LIMITS, StoredResponses, type StoredResponsesLimits } from './dialects/responses/stored-responses.js';
+import { backgroundRenderer } from './dialects/responses/render-background.js';
 import { idempotencyStore, type IdempotencyLimits } from './inference/idempotency-store.js';
 import { DEFAULT_FILES_ROUTE_OPTIONS, type FilesRouteOptions } from './routes/files-options.js';
 
@@ -302,6 +303,9 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
     const storedResponses = responsesStore
       ? new StoredResponses(responsesStore, { ...DEFAULT_STORED_RESPONSES_LIMITS, ...options.storedResponses }, logger)
       : undefined;
+    const reasoningTags = new ReasoningTags(options.reasoningTagKey);
+    // A background response's run is rendered by the edge, in the dialect, when it is read.
+    if (storedResponses) storedResponses.renderRun = backgroundRenderer(catalogCache, reasoningTags, logger);
     const context: EdgeContext = {
       ...(storedResponses ? { storedResponses } : {}),
       unconfirmedStreams,
@@ -320,7 +324,7 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
       bodyLimits,
       streamIdleTimeoutMs: options.streamIdleTimeoutMs ?? 5 * 60_000,
       streamPingIntervalMs: options.streamPingIntervalMs ?? 5_000,
-      reasoningTags: new ReasoningTags(options.reasoningTagKey),
+      reasoningTags,
       multipartBounds: { ...DEFAULT_MULTIPART_BOUNDS, ...options.multipartBounds },
       uploads,
       publicUrl: options.publicUrl,

@@ -12,11 +12,14 @@ import { PostgresFileContentStore } from './files/file-content-store.js';
 import { DEFAULT_FILE_LIMITS, FILE_CHUNK_BYTES, Files, type FileLimits } from './files/files.js';
 import { DEFAULT_RESPONSES_STORE, RESPONSES_STORE_MAX_RECEIVE_BYTES, ResponsesStore, responsesMigrations, type ResponsesStoreOptions, type ResponsesTables } from './responses/responses-store.js';
 import { responsesStoreBinding } from './responses/responses-store-service.js';
+import { BackgroundResponses, backgroundMigrations, DEFAULT_BACKGROUND_LIMITS, type BackgroundLimits, type BackgroundResponsesTable } from './responses/background-responses.js';
+import { BackgroundRunner } from './responses/background-runner.js';
 
 export { JOBS_SCHEMA, JOBS_MIGRATIONS } from './jobs-schema.js';
 export { DEFAULT_FILE_LIMITS, FILE_CHUNK_BYTES, type FileLimits } from './files/files.js';
 export type { FileContentStore } from './files/file-content-store.js';
 export { DEFAULT_RESPONSES_STORE, type ResponsesStoreOptions } from './responses/responses-store.js';
+export { DEFAULT_BACKGROUND_LIMITS, type BackgroundLimits } from './responses/background-responses.js';
 export { DEFAULT_BATCH_LIMITS, type BatchLimits } from './batches/batches.js';
 export { DEFAULT_BATCH_RUNNER_OPTIONS, type BatchRunnerOptions } from './batches/batch-runner.js';
 export { DEFAULT_BATCH_RETENTION, type BatchRetentionOptions } from './batches/batch-retention.js';
@@ -49,6 +52,8 @@ export interface JobsServiceOptions {
   fileLimits?: Partial<FileLimits>;
   /** Stored responses (docs/stored-responses.md): retention, size bound, sweep period; tests lower them. */
   responses?: Partial<ResponsesStoreOptions>;
+  /** Background responses' bounds (docs/stored-responses.md); run only where batches run (the routing services are known). */
+  background?: Partial<BackgroundLimits>;
   /** Clock of stored responses' retention (ms since the epoch); tests move it. Default Date.now. */
   now?: () => number;
   /** Batches: the services their lines go through. Absent: the batch RPCs answer UNAVAILABLE (files only). */
@@ -75,7 +80,7 @@ export async function startJobsService(options: JobsServiceOptions): Promise<Run
     logger,
   );
   try {
-    await migrate(db, JOBS_SCHEMA, { ...JOBS_MIGRATIONS, ...responsesMigrations }, logger, { allowUnorderedMigrations: true });
+    await migrate(db, JOBS_SCHEMA, { ...JOBS_MIGRATIONS, ...responsesMigrations, ...backgroundMigrations }, logger, { allowUnorderedMigrations: true });
   } catch (error) {
     await db.destroy();
     throw error;
@@ -97,9 +102,35 @@ export async function startJobsService(options: JobsServiceOptions): Promise<Run
   };
   const batches = new Batches(db, files, { ...DEFAULT_BATCH_LIMITS, ...batchOptions?.limits });
   const retention = new BatchRetention(db, { ...DEFAULT_BATCH_RETENTION, ...options.batchRetention }, logger);
+  const runnerOptions = { ...DEFAULT_BATCH_RUNNER_OPTIONS, maxLines: batches.limits.maxLines, replicaId: newId('jobs'), ...batchOptions?.runner };
+  // Batch lines and background responses share one lower-priority budget per replica (`concurrency`).
+  let backgroundRunner: BackgroundRunner | undefined;
   const runner = clients
-    ? new BatchRunner(db, files, clients, { ...DEFAULT_BATCH_RUNNER_OPTIONS, maxLines: batches.limits.maxLines, replicaId: newId('jobs'), ...batchOptions?.runner }, logger)
+    ? new BatchRunner(db, files, clients, runnerOptions, logger, () => backgroundRunner?.runningCount ?? 0)
     : undefined;
+  if (clients && runner) {
+    backgroundRunner = new BackgroundRunner(
+      db as unknown as Kysely<{ background_responses: BackgroundResponsesTable }>,
+      clients,
+      {
+        replicaId: runnerOptions.replicaId,
+        concurrency: runnerOptions.concurrency,
+        leaseMs: runnerOptions.leaseMs,
+        pollIntervalMs: runnerOptions.pollIntervalMs,
+        maxAttempts: runnerOptions.maxAttempts,
+        runTimeoutMs: runnerOptions.lineTimeoutMs,
+      },
+      logger,
+      () => runner.runningCount,
+    );
+  }
+  const background = backgroundRunner
+    ? new BackgroundResponses(db as unknown as Kysely<ResponsesTables & { background_responses: BackgroundResponsesTable }>, responses, { ...DEFAULT_BACKGROUND_LIMITS, ...options.background })
+    : undefined;
+  if (background && backgroundRunner) {
+    const heard = backgroundRunner;
+    background.onCancelled = (accountId, responseId) => heard.cancelled(accountId, responseId);
+  }
   const batchesOnly = <T>(work: () => Promise<T>): Promise<T> => {
     if (!runner) throw new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_UNSPECIFIED, 'This jobs service runs no batches (it was started without the routing services).');
     return work();
@@ -133,7 +164,7 @@ export async function startJobsService(options: JobsServiceOptions): Promise<Run
     server = await startGrpcServer({
       credentials: options.internalAuth?.accepted,
       address: options.listenAddress,
-      services: [{ definition: JobsServiceService, implementation, name: 'gateway.v1.JobsService' }, responsesStoreBinding(responses, logger)],
+      services: [{ definition: JobsServiceService, implementation, name: 'gateway.v1.JobsService' }, responsesStoreBinding(responses, background, logger)],
       logger,
       // A PutResponses batch of the edge's is the largest message this server reads.
       // A message batch's create is the largest (MESSAGE_BATCH_MAX_RECEIVE_BYTES); a PutResponses batch next.
@@ -150,12 +181,13 @@ export async function startJobsService(options: JobsServiceOptions): Promise<Run
   }
   runner?.start();
   retention.start();
+  backgroundRunner?.start();
   const running = server;
   return {
     address: running.address,
     stop: async () => {
       await running.stop();
-      await runner?.stop();
+      await Promise.all([runner?.stop(), backgroundRunner?.stop()]);
       retention.stop();
       files.stop();
       responses.stop();

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { commonEnv, createLogger, grpcAddress, grpcTarget, loadConfig, postgresUrl, runMain, serviceInternalAuth, startProcessMetrics } from '@gateway/platform';
-import { DEFAULT_BATCH_LIMITS, DEFAULT_BATCH_RETENTION, DEFAULT_BATCH_RUNNER_OPTIONS, DEFAULT_FILE_LIMITS, startJobsService } from './index.js';
+import { DEFAULT_BACKGROUND_LIMITS, DEFAULT_BATCH_LIMITS, DEFAULT_BATCH_RETENTION, DEFAULT_BATCH_RUNNER_OPTIONS, DEFAULT_FILE_LIMITS, startJobsService } from './index.js';
 
 const logger = createLogger('jobs');
 
@@ -30,6 +30,8 @@ void runMain('jobs', logger, async () => {
     JOBS_BATCH_POLL_MS: z.coerce.number().int().min(50).default(DEFAULT_BATCH_RUNNER_OPTIONS.pollIntervalMs),
     /** Finished batches' rows (batch and lines) are deleted this long after they finished, seconds; 0 keeps them. */
     JOBS_BATCH_RETENTION_SECONDS: z.coerce.number().int().min(0).default(DEFAULT_BATCH_RETENTION.retentionSeconds),
+    /** Background responses one account may have queued or running (docs/stored-responses.md). */
+    JOBS_MAX_BACKGROUND_RESPONSES_PER_ACCOUNT: z.coerce.number().int().min(1).max(100_000).default(DEFAULT_BACKGROUND_LIMITS.maxActivePerAccount),
   });
   logger.level = config.LOG_LEVEL;
   const internalAuth = serviceInternalAuth(logger, false);
@@ -43,6 +45,7 @@ void runMain('jobs', logger, async () => {
       metrics: metrics.registry,
       internalAuth,
       batchRetention: { retentionSeconds: config.JOBS_BATCH_RETENTION_SECONDS },
+      background: { maxActivePerAccount: config.JOBS_MAX_BACKGROUND_RESPONSES_PER_ACCOUNT },
       fileLimits: {
         maxFileBytes: config.JOBS_MAX_FILE_BYTES,
         maxFilesPerAccount: config.JOBS_MAX_FILES_PER_ACCOUNT,

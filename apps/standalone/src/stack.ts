@@ -37,7 +37,7 @@ export interface StackOptions {
   /** Media knobs; `allowLoopbackUrlsForTests` lets URL fetches reach a test's loopback file server. */
   media?: { allowLoopbackUrlsForTests?: boolean };
   /** Jobs knobs: Files API bounds, batch bounds and pace, stored responses' retention and bounds (tests lower them). */
-  jobs?: Pick<JobsServiceOptions, 'fileLimits' | 'responses' | 'now'> & { batches?: Partial<NonNullable<JobsServiceOptions['batches']>> };
+  jobs?: Pick<JobsServiceOptions, 'fileLimits' | 'responses' | 'background' | 'now'> & { batches?: Partial<NonNullable<JobsServiceOptions['batches']>> };
   /** Edge knobs: `admission` 'leased' (the default) admits against leased budgets (DESIGN §2), 'ledger' with one Ledger.Admit per request. */
   edge?: {
     admission?: 'ledger' | 'leased';

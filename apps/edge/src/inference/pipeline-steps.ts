@@ -43,6 +43,12 @@ export interface InferenceSteps<Body, Prepared extends Hold, Sink extends Answer
   routing?(body: Body): RoutingStrategy | null | undefined;
   /** Checks against the resolved model and the worst-case cost: no provider call, nothing held yet. */
   prepare(body: Body, model: CatalogModel, context: EdgeContext, job: InferenceJob<Body>): Prepared | Promise<Prepared>;
+  /**
+   * A request handed to another service to run later (a background response, run and admitted by the
+   * jobs service): answered here instead of admitted and exchanged. `false` (synchronously) for an
+   * ordinary request, so it pays no promise; a promise of true once the request was handed on and answered.
+   */
+  detach?(prepared: Prepared, job: InferenceJob<Body>, sink: Sink, context: EdgeContext): false | Promise<true>;
   /** An admission refusal (429, 402, ...) as the route words it; absent: as admission threw it. */
   refused?(error: unknown, prepared: Prepared): unknown;
   /**

@@ -94,6 +94,12 @@ export async function runPipeline<Body, Prepared extends Hold, Sink extends Answ
   // A route whose checks need no I/O answers at once: no promise on the way (the usual chat request).
   const preparing = steps.prepare(job.body, model, context, job);
   const prepared = preparing instanceof Promise ? await preparing : preparing;
+  // Handed on (a background response: the jobs service admits and runs it): nothing is held here.
+  const detached = steps.detach?.(prepared, job, sink, context);
+  if (detached !== undefined && detached !== false) {
+    await detached;
+    return;
+  }
   // Admission covers every model that may serve, not the one named: with fallbacks (or the named model's
   // offers filtered out) the job's model is the first one left and `candidates` all of them (issue 35).
   const candidates = prepared.candidates;

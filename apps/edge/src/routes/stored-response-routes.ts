@@ -55,6 +55,20 @@ export function retrieveResponseHandler(context: EdgeContext) {
   };
 }
 
+/**
+ * POST /v1/responses/{id}/cancel: a queued or running background response ends `cancelled` (a running
+ * one is aborted upstream); one already finished is answered as it is; a response that is not a
+ * background one is a 400 ("Cannot cancel a synchronous response."), as OpenAI answers.
+ */
+export function cancelResponseHandler(context: EdgeContext) {
+  return async (request: Request, response: Response): Promise<void> => {
+    const { accountId, store, id } = await caller(context, request, response);
+    const found = await store.cancel(accountId, id, requestIdOf(response));
+    if (found === undefined) throw edgeErrors.responseNotFound(id);
+    sendJson(response, 200, found.response);
+  };
+}
+
 /** DELETE /v1/responses/{id}: OpenAI's deletion answer. */
 export function deleteResponseHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {

@@ -321,7 +321,14 @@ export class BatchRunner {
     private readonly clients: BatchClients,
     private readonly options: BatchRunnerOptions,
     private readonly logger: Logger,
+    /** Other lower-priority work running on this replica (background responses): it shares `concurrency`. */
+    private readonly otherRunning: () => number = () => 0,
   ) {}
+
+  /** Lines running on this replica now (background responses count them against the shared budget). */
+  get runningCount(): number {
+    return this.running.size;
+  }
 
   start(): void {
     this.timer = setInterval(() => void this.tick(), this.options.pollIntervalMs);
@@ -504,7 +511,7 @@ export class BatchRunner {
   // ---------------------------------------------------------------- lines
 
   private async claimLines(): Promise<void> {
-    let free = this.options.concurrency - this.running.size;
+    let free = this.options.concurrency - this.running.size - this.otherRunning();
     if (free <= 0 || this.stopped) return;
     const batches = await sql<BatchesTable>`
       select * from batches where status = 'in_progress' order by created_at limit 100`.execute(this.db);

@@ -94,7 +94,12 @@ export class ResponsesStore {
   }
 
   /** Stores a batch; an entry already stored is kept as it was (a retried batch changes nothing). */
-  async put(entries: readonly StoredResponse[]): Promise<{ stored: number; refused: number }> {
+  put(entries: readonly StoredResponse[]): Promise<{ stored: number; refused: number }> {
+    return this.putWith(this.db, entries);
+  }
+
+  /** `put` inside the caller's transaction (a background response is stored with its run). */
+  async putWith(db: Kysely<ResponsesTables>, entries: readonly StoredResponse[]): Promise<{ stored: number; refused: number }> {
     if (entries.length > MAX_PUT_ENTRIES) throw errors.invalidRequest(`responses: at most ${MAX_PUT_ENTRIES} entries per call.`, 'responses');
     const rows: StoredResponsesTable[] = [];
     let refused = 0;
@@ -116,7 +121,7 @@ export class ResponsesStore {
     }
     if (refused > 0) this.logger.warn({ refused }, 'stored responses refused (over the size bound or without an account or id)');
     if (rows.length > 0) {
-      await this.db
+      await db
         .insertInto('stored_responses')
         .values(rows)
         .onConflict((conflict) => conflict.columns(['account_id', 'response_id']).doNothing())
@@ -126,7 +131,7 @@ export class ResponsesStore {
         await sql`
           delete from stored_responses where account_id = ${accountId} and (created_at, response_id) in (
             select created_at, response_id from stored_responses where account_id = ${accountId}
-             order by created_at desc, response_id desc offset ${this.options.maxResponsesPerAccount})`.execute(this.db);
+             order by created_at desc, response_id desc offset ${this.options.maxResponsesPerAccount})`.execute(db);
       }
     }
     return { stored: rows.length, refused };

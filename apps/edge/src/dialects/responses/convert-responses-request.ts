@@ -14,7 +14,7 @@ import type { ConvertedRequest } from '../../inference/dialect.js';
 import { compactionText, openCompaction } from './compaction-item.js';
 import { reasoningPartOf } from './responses-reasoning.js';
 import type { ResponsesContentPart, ResponsesInputItem, ResponsesRequest } from './responses-schema.js';
-import { isExpanded } from './stored-marks.js';
+import { isBackground, isExpanded } from './stored-marks.js';
 import { customArguments, flatToolName, toolSetOf, type ResponsesToolSet } from './responses-tools.js';
 
 /** The endpoint the responses dialect names in its Router requests (and usage). */
@@ -47,8 +47,8 @@ export function convertResponsesRequest(body: ResponsesRequest, model: CatalogMo
   for (const [field, reason] of STATEFUL_FIELDS) {
     if (loose[field] != null) throw edgeErrors.invalidRequest(`body.${field}: ${reason}`, `body.${field}`, 'unsupported_parameter');
   }
-  if (body.background === true) {
-    throw edgeErrors.invalidRequest('body.background: background responses are not supported; stream the response instead.', 'body.background', 'unsupported_parameter');
+  if (body.background === true && !isBackground(body)) {
+    throw edgeErrors.invalidRequest('body.background: background responses are run only over HTTP POST /v1/responses with a store (a gateway with a jobs service).', 'body.background', 'unsupported_parameter');
   }
 
   const toolSet = toolSetOf(body);

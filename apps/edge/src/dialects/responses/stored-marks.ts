@@ -22,3 +22,14 @@ export function markExpanded(body: object): void {
 export function isExpanded(body: object): boolean {
   return expandedBodies.has(body);
 }
+
+const backgroundBodies = new WeakSet<object>();
+
+/** A `background: true` body the storing route hands to the jobs service (the converter refuses it on any other path). */
+export function markBackground(body: object): void {
+  backgroundBodies.add(body);
+}
+
+export function isBackground(body: object): boolean {
+  return backgroundBodies.has(body);
+}

@@ -1,4 +1,5 @@
 import type { ChatResponse } from '@gateway/proto';
+import { formatCredits } from '@gateway/platform';
 import type { CatalogModel } from '../../catalog-cache.js';
 import type { EdgeContext } from '../../context.js';
 import { edgeErrors } from '../../errors.js';
@@ -12,7 +13,11 @@ import { responsesDialect } from './responses-dialect.js';
 import type { ResponsesRequest } from './responses-schema.js';
 import { ResponsesStreamWriter } from './responses-stream-writer.js';
 import { inputItems } from './responses-websocket-cache.js';
-import { markExpanded, markStored } from './stored-marks.js';
+import { isBackground, markBackground, markExpanded, markStored } from './stored-marks.js';
+import { queuedResponse } from './render-background.js';
+import { gatewayHeaders } from '../../inference/gateway-headers.js';
+import { MINIMUM_HOLD_PICO } from '../../inference/request-bounds.js';
+import { hasRoutingChoices } from '../../inference/routing-choices.js';
 
 /*
  * POST /v1/responses over HTTP with stored responses (issue 41 item 6): the responses dialect's steps,
@@ -68,6 +73,7 @@ class StoredResponseSteps implements InferenceSteps<ResponsesRequest, ChatCall> 
 
   prepare(body: ResponsesRequest, model: CatalogModel, context: EdgeContext, job: InferenceJob<ResponsesRequest>): ChatCall | Promise<ChatCall> {
     const stored = context.storedResponses;
+    if (body.background === true) this.checkBackground(body, context);
     if (body.previous_response_id != null) {
       if (stored === undefined) {
         throw edgeErrors.invalidRequest(
@@ -99,6 +105,52 @@ class StoredResponseSteps implements InferenceSteps<ResponsesRequest, ChatCall> 
     stored.checkRoom(job.key.accountId, inputItemsJson.length);
     markStored(body);
     tickets.set(body, { inputItemsJson, response: undefined, writer: undefined });
+  }
+
+  /**
+   * `background: true` (OpenAI's background mode): it needs the store (400 with `store: false`, as
+   * OpenAI), and what the jobs service's run cannot do yet is refused here, before any work: a stream, an
+   * in-band compaction, model fallbacks or provider preferences (their admission is the edge's).
+   */
+  private checkBackground(body: ResponsesRequest, context: EdgeContext): void {
+    const refuse = (param: string, why: string) => {
+      throw edgeErrors.invalidRequest(`body.${param}: ${why}`, `body.${param}`, 'unsupported_parameter');
+    };
+    if (context.storedResponses === undefined) refuse('background', 'this gateway runs no jobs service, so it runs no background responses.');
+    if (body.store === false) refuse('store', 'background responses must be stored: send `store: true` (or leave it out) with `background: true`.');
+    if (body.stream === true) refuse('stream', 'streaming a background response is not supported yet: create it without `stream` and poll GET /v1/responses/{id}.');
+    if (compactionTriggered(body)) refuse('background', 'an in-band compaction cannot run in the background.');
+    if (hasRoutingChoices(body)) refuse('background', 'model fallbacks and provider preferences cannot run in the background yet.');
+    markBackground(body);
+  }
+
+  /** A background request: handed to the jobs service (which admits and runs it) and answered `queued` at once. */
+  detach(prepared: ChatCall, job: InferenceJob<ResponsesRequest>, sink: AnswerSink, context: EdgeContext): false | Promise<true> {
+    if (!isBackground(job.body)) return false;
+    return this.handOn(prepared, job, sink, context);
+  }
+
+  private async handOn(prepared: ChatCall, job: InferenceJob<ResponsesRequest>, sink: AnswerSink, context: EdgeContext): Promise<true> {
+    const ticket = tickets.get(job.body);
+    const stored = context.storedResponses;
+    if (ticket === undefined || stored === undefined) throw edgeErrors.invalidRequest('body.background: this request cannot be stored.', 'body.background', 'unsupported_parameter');
+    const { converted } = prepared;
+    if (prepared.measure.unresolvedFiles) {
+      throw edgeErrors.invalidRequest('body.input: files by id or URL cannot be used in a background response yet; send their data inline.', 'body.input', 'unsupported_parameter');
+    }
+    const model = job.model;
+    // What each attempt holds (the jobs service admits it): the worst case, at least the paid minimum.
+    const holdPico = !model.paid ? 0n : prepared.holdPico < MINIMUM_HOLD_PICO ? MINIMUM_HOLD_PICO : prepared.holdPico;
+    converted.request.routingStrategy = job.strategy;
+    const created = Math.floor(context.now() / 1000);
+    const queued = queuedResponse(job.requestId, model, created, job.body);
+    await stored.createBackground(
+      { accountId: job.key.accountId, keyId: job.key.keyId, responseId: responseId(job.requestId), inputItemsJson: ticket.inputItemsJson, response: queued, createdAt: created },
+      { tier: job.key.tier, request: converted.request, holdCredits: holdPico > 0n ? formatCredits(holdPico) : '', requestJson: JSON.stringify(job.body), modelId: model.id },
+      job.requestId,
+    );
+    sink.json(queued, gatewayHeaders(job.strategy, converted.droppedParams, [], converted.droppedTools));
+    return true;
   }
 
   refused(error: unknown, prepared: ChatCall): unknown {

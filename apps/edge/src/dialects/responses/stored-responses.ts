@@ -1,5 +1,5 @@
-import type { ResponsesStoreServiceClient, StoredResponse } from '@gateway/proto';
-import { GrpcStatus, GatewayError, type Logger, type PromiseClient } from '@gateway/platform';
+import type { BackgroundRun, ChatRequest, GetResponseResponse, ResponsesStoreServiceClient, StoredResponse } from '@gateway/proto';
+import { ErrorReason, GrpcStatus, GatewayError, type Logger, type PromiseClient } from '@gateway/platform';
 import { edgeErrors } from '../../errors.js';
 import { echoed } from '../../echoed-value.js';
 
@@ -73,6 +73,9 @@ interface Pending {
   done: () => void;
 }
 
+/** What renders a background response's run into its response object (render-background.ts). */
+export type RenderRun = (queued: Record<string, unknown>, run: BackgroundRun) => Record<string, unknown>;
+
 /** A stored response as the lookups answer it. */
 export interface StoredConversation {
   response: Record<string, unknown>;
@@ -96,6 +99,8 @@ export class StoredResponses {
   private retryMs = RETRY_FIRST_MS;
   private retryTimer: NodeJS.Timeout | undefined;
   private stopping = false;
+  /** Renders a background response's run (set by the edge once its catalog is up; render-background.ts). */
+  renderRun: RenderRun = (queued, run) => ({ ...queued, status: run.status });
 
   constructor(
     private readonly client: PromiseClient<ResponsesStoreServiceClient>,
@@ -149,7 +154,46 @@ export class StoredResponses {
     }
     try {
       const found = await this.client.getResponse({ accountId, responseId }, { requestId, deadlineMs: this.limits.callDeadlineMs });
-      return { response: JSON.parse(found.responseJson) as Record<string, unknown>, inputItems: JSON.parse(found.inputItemsJson) as unknown[] };
+      return this.conversationFrom(found);
+    } catch (error) {
+      if (error instanceof GatewayError && error.status === GrpcStatus.NOT_FOUND) return undefined;
+      throw error;
+    }
+  }
+
+  private conversationFrom(found: Pick<GetResponseResponse, 'responseJson' | 'inputItemsJson' | 'background'>): StoredConversation {
+    const response = JSON.parse(found.responseJson) as Record<string, unknown>;
+    return { response: found.background ? this.renderRun(response, found.background) : response, inputItems: JSON.parse(found.inputItemsJson) as unknown[] };
+  }
+
+  /**
+   * Stores a background response (`queued`) and its request for the jobs service to run. 429 when the
+   * account has its most background responses queued or running.
+   */
+  async createBackground(entry: AnsweredResponse & { response: object }, run: { tier: string; request: ChatRequest; holdCredits: string; requestJson: string; modelId: string }, requestId: string): Promise<void> {
+    try {
+      await this.client.createBackgroundResponse({
+        response: {
+          accountId: entry.accountId,
+          responseId: entry.responseId,
+          keyId: entry.keyId,
+          responseJson: JSON.stringify(entry.response),
+          inputItemsJson: entry.inputItemsJson,
+          createdAt: BigInt(entry.createdAt),
+        },
+        ...run,
+      }, { requestId, deadlineMs: this.limits.callDeadlineMs });
+    } catch (error) {
+      if (error instanceof GatewayError && error.reason === ErrorReason.ERROR_REASON_RATE_LIMITED) throw edgeErrors.backgroundResponsesLimit(error.message, error.retryAfterSeconds || 5);
+      throw error;
+    }
+  }
+
+  /** Cancels a background response of the account; undefined: unknown to the account. 400 for one that is not a background response. */
+  async cancel(accountId: string, responseId: string, requestId: string): Promise<StoredConversation | undefined> {
+    await this.settled(accountId, responseId);
+    try {
+      return this.conversationFrom(await this.client.cancelBackgroundResponse({ accountId, responseId }, { requestId, deadlineMs: this.limits.callDeadlineMs }));
     } catch (error) {
       if (error instanceof GatewayError && error.status === GrpcStatus.NOT_FOUND) return undefined;
       throw error;

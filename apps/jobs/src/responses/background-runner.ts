@@ -1,0 +1,261 @@
+import { Cancellation, ErrorReason, formatCredits, GatewayError, GrpcStatus, type Logger } from '@gateway/platform';
+import { sql, type Kysely } from '@gateway/platform/db';
+import { ChatRequest, ChatResponse } from '@gateway/proto';
+import type { BatchClients } from '../batches/batch-runner.js';
+import type { BackgroundResponsesTable } from './background-responses.js';
+
+/**
+ * Runs background responses (docs/stored-responses.md "Background responses"), as the batch runner runs
+ * batch lines: every replica runs one; they share the work through Postgres leases taken with SKIP
+ * LOCKED (renewed while a run lasts), so a response is run by one replica at a time and a crashed
+ * replica's runs are taken up again once their lease lapses. A run goes through routing's normal path —
+ * Ledger.Admit of the hold the edge bounded (a 0-credit account's run fails with 402, nothing charged),
+ * then Router.Chat (failover, provider choice, usage events) at the model's ordinary prices. The attempt's
+ * request id — the key of its hold, usage event and charge — is `<response id>` for the first attempt and
+ * `<response id>.<n>` after; before an attempt runs, every earlier attempt's charge is voided (their
+ * answers reached nobody), and only the attempt whose answer is recorded stays charged. A cancel aborts
+ * the running Router call (the provider call behind it stops; what routing metered is charged).
+ */
+export interface BackgroundRunnerOptions {
+  replicaId: string;
+  /** Runs at once on this replica, counted together with `otherRunning` (batch lines): one lower-priority budget. */
+  concurrency: number;
+  leaseMs: number;
+  pollIntervalMs: number;
+  /** Transient failures (no upstream left, a service unreachable) are retried this many times. */
+  maxAttempts: number;
+  /** Bound of one Router call. */
+  runTimeoutMs: number;
+}
+
+const CALL_DEADLINE_MS = 10_000;
+const RETRY_DELAY_MS = 2_000;
+
+/** The request id of an attempt: the response id for the first, `<id>.<attempt>` after. */
+export function backgroundAttemptId(responseId: string, attempt: number): string {
+  return attempt <= 1 ? responseId : `${responseId}.${attempt}`;
+}
+
+class TransientFailure extends Error {}
+
+interface Failure {
+  status: number;
+  type: string;
+  code: string;
+  message: string;
+}
+
+/** A routing or admission failure as the response's `error`, and whether another attempt may succeed. */
+function classify(error: unknown): Failure & { transient: boolean } {
+  if (!(error instanceof GatewayError)) return { transient: true, status: 500, type: 'server_error', code: 'server_error', message: 'The gateway failed to process the request.' };
+  switch (error.reason) {
+    case ErrorReason.ERROR_REASON_INSUFFICIENT_QUOTA:
+      return { transient: false, status: 402, type: 'insufficient_quota', code: 'insufficient_quota', message: error.message };
+    case ErrorReason.ERROR_REASON_KEY_LIMIT_EXCEEDED:
+      return { transient: false, status: 402, type: 'insufficient_quota', code: 'key_limit_exceeded', message: error.message };
+    case ErrorReason.ERROR_REASON_RATE_LIMITED:
+      return { transient: true, status: 429, type: 'rate_limit_exceeded', code: 'rate_limit_exceeded', message: error.message };
+    case ErrorReason.ERROR_REASON_NO_UPSTREAM:
+      return { transient: true, status: 503, type: 'server_error', code: 'no_upstream', message: error.message };
+    case ErrorReason.ERROR_REASON_INVALID_API_KEY:
+      return { transient: false, status: 401, type: 'invalid_api_key', code: 'invalid_api_key', message: error.message };
+    case ErrorReason.ERROR_REASON_INVALID_REQUEST:
+    case ErrorReason.ERROR_REASON_MODEL_NOT_FOUND:
+    case ErrorReason.ERROR_REASON_UPSTREAM_REJECTED:
+    case ErrorReason.ERROR_REASON_CONTENT_MODERATION:
+    case ErrorReason.ERROR_REASON_TOOL_OUTPUT_UNMATCHED:
+    case ErrorReason.ERROR_REASON_UNSUPPORTED_MODALITY:
+    case ErrorReason.ERROR_REASON_PAYLOAD_TOO_LARGE:
+    case ErrorReason.ERROR_REASON_MODEL_GONE:
+    case ErrorReason.ERROR_REASON_FORBIDDEN:
+      return { transient: false, status: 400, type: 'invalid_request_error', code: error.code || 'invalid_request', message: error.message };
+    default:
+      return { transient: error.status === GrpcStatus.UNAVAILABLE || error.status === GrpcStatus.DEADLINE_EXCEEDED, status: 500, type: 'server_error', code: 'server_error', message: error.message };
+  }
+}
+
+export class BackgroundRunner {
+  private readonly running = new Map<string, { done: Promise<void>; cancel: Cancellation }>();
+  private timer: NodeJS.Timeout | undefined;
+  private heartbeat: NodeJS.Timeout | undefined;
+  private ticking = false;
+  private stopped = false;
+
+  constructor(
+    private readonly db: Kysely<{ background_responses: BackgroundResponsesTable }>,
+    private readonly clients: BatchClients,
+    private readonly options: BackgroundRunnerOptions,
+    private readonly logger: Logger,
+    /** Batch lines running on this replica: they share `concurrency`. */
+    private readonly otherRunning: () => number = () => 0,
+  ) {}
+
+  /** Runs on this replica now (the batch runner counts them against the shared budget). */
+  get runningCount(): number {
+    return this.running.size;
+  }
+
+  start(): void {
+    this.timer = setInterval(() => void this.tick(), this.options.pollIntervalMs);
+    this.timer.unref();
+    this.heartbeat = setInterval(() => void this.renew(), Math.max(100, Math.floor(this.options.leaseMs / 3)));
+    this.heartbeat.unref();
+    void this.tick();
+  }
+
+  async stop(graceMs = 10_000): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    let bound: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.allSettled([...this.running.values()].map((run) => run.done)), new Promise((resolve) => { bound = setTimeout(resolve, graceMs); })]);
+    clearTimeout(bound);
+    clearInterval(this.heartbeat);
+  }
+
+  /** A cancel this replica answered: its own run stops at once. */
+  cancelled(accountId: string, responseId: string): void {
+    this.running.get(`${accountId}\n${responseId}`)?.cancel.abort();
+  }
+
+  async tick(): Promise<void> {
+    if (this.ticking || this.stopped) return;
+    this.ticking = true;
+    try {
+      const free = this.options.concurrency - this.running.size - this.otherRunning();
+      if (free <= 0) return;
+      const claimed = await sql<BackgroundResponsesTable>`
+        with picked as (
+          select account_id, response_id from background_responses
+          where status in ('queued', 'in_progress') and (lease_expires_at is null or lease_expires_at < now())
+          order by created_at limit ${free} for update skip locked)
+        update background_responses b set status = 'in_progress', attempts = b.attempts + 1, lease_owner = ${this.options.replicaId},
+          lease_expires_at = now() + make_interval(secs => ${this.options.leaseMs / 1000})
+        from picked where b.account_id = picked.account_id and b.response_id = picked.response_id
+        returning b.*`.execute(this.db);
+      for (const row of claimed.rows) this.launch(row);
+    } catch (error) {
+      this.logger.warn({ err: error }, 'background runner round failed; retried next round');
+    } finally {
+      this.ticking = false;
+    }
+  }
+
+  /** Keeps this replica's leases, and stops runs cancelled through another replica. */
+  private async renew(): Promise<void> {
+    if (this.running.size === 0) return;
+    try {
+      const mine = await sql<{ account_id: string; response_id: string; status: string }>`
+        update background_responses set lease_expires_at = case when status = 'in_progress' then now() + make_interval(secs => ${this.options.leaseMs / 1000}) else lease_expires_at end
+        where lease_owner = ${this.options.replicaId} and status in ('in_progress', 'cancelled') and response_id = any(${[...this.running.keys()].map((key) => key.split('\n')[1]!)})
+        returning account_id, response_id, status`.execute(this.db);
+      for (const row of mine.rows) if (row.status === 'cancelled') this.cancelled(row.account_id, row.response_id);
+    } catch (error) {
+      this.logger.warn({ err: error }, 'renewing background response leases failed');
+    }
+  }
+
+  private launch(row: BackgroundResponsesTable): void {
+    const key = `${row.account_id}\n${row.response_id}`;
+    const cancel = new Cancellation();
+    const done = this.run(row, cancel)
+      .catch((error: unknown) => this.logger.warn({ err: error, response: row.response_id }, 'background response failed to record; its lease lapses and it runs again'))
+      .finally(() => {
+        this.running.delete(key);
+        if (!this.stopped) void this.tick();
+      });
+    this.running.set(key, { done, cancel });
+  }
+
+  private async run(row: BackgroundResponsesTable, cancel: Cancellation): Promise<void> {
+    const requestId = backgroundAttemptId(row.response_id, row.attempts);
+    let outcome: { answer: ChatResponse } | { failure: Failure };
+    try {
+      if (row.attempts > this.options.maxAttempts * 3) {
+        throw new GatewayError(GrpcStatus.INTERNAL, ErrorReason.ERROR_REASON_INTERNAL, `This response was started ${row.attempts} times without finishing.`);
+      }
+      await this.voidEarlierAttempts(row);
+      outcome = { answer: await this.execute(row, requestId, cancel) };
+    } catch (error) {
+      if (cancel.aborted) return; // cancelled: the row already says so
+      if (error instanceof TransientFailure && row.attempts < this.options.maxAttempts) {
+        // Its lease lapses shortly and a replica (this one or another) runs it again.
+        await sql`
+          update background_responses set lease_expires_at = now() + make_interval(secs => ${RETRY_DELAY_MS / 1000})
+          where account_id = ${row.account_id} and response_id = ${row.response_id} and lease_owner = ${this.options.replicaId} and attempts = ${row.attempts}`.execute(this.db);
+        return;
+      }
+      const { transient: _transient, ...failure } = classify(error instanceof TransientFailure ? error.cause : error);
+      outcome = { failure };
+    }
+    // Recorded by the latest attempt only, and not over a cancel: an earlier attempt (its lease lapsed and
+    // the response taken up again, its charge voided) finds the attempt count moved and records nothing.
+    const answer = 'answer' in outcome ? Buffer.from(ChatResponse.encode(outcome.answer).finish()) : null;
+    await sql`
+      update background_responses set status = ${'answer' in outcome ? 'completed' : 'failed'}, answer = ${answer},
+        error_json = ${'failure' in outcome ? JSON.stringify(outcome.failure) : ''}, attempt_request_id = ${requestId}, ended_at = now(),
+        lease_owner = null, lease_expires_at = null
+      where account_id = ${row.account_id} and response_id = ${row.response_id} and status = 'in_progress' and attempts = ${row.attempts}`.execute(this.db);
+  }
+
+  private async execute(row: BackgroundResponsesTable, requestId: string, cancel: Cancellation): Promise<ChatResponse> {
+    const model = await this.clients.catalog.getModel({ model: row.model_id }, { requestId, deadlineMs: CALL_DEADLINE_MS }).then(
+      (answer) => answer.model,
+      (error: unknown) => {
+        if (error instanceof GatewayError && error.status === GrpcStatus.NOT_FOUND) return undefined;
+        throw new TransientFailure('catalog unreachable', { cause: error });
+      },
+    );
+    if (!model) throw new GatewayError(GrpcStatus.NOT_FOUND, ErrorReason.ERROR_REASON_MODEL_NOT_FOUND, `The model ${row.model_id} does not exist.`, { code: 'model_not_found' });
+    // The key that created it, as it is now: a key disabled, deleted or expired since stops the run.
+    const key = await this.clients.auth.getApiKey({ accountId: row.account_id, keyId: row.key_id }, { requestId, deadlineMs: CALL_DEADLINE_MS }).then(
+      (answer) => answer.key,
+      (error: unknown) => {
+        if (error instanceof GatewayError && error.status === GrpcStatus.NOT_FOUND) return undefined;
+        throw new TransientFailure('auth unreachable', { cause: error });
+      },
+    );
+    if (!key || key.disabled || (key.expiresAtMs !== undefined && Number(key.expiresAtMs) <= Date.now())) {
+      throw new GatewayError(GrpcStatus.UNAUTHENTICATED, ErrorReason.ERROR_REASON_INVALID_API_KEY, 'The API key that created this response is disabled, expired or deleted.');
+    }
+    const context = { requestId, accountId: row.account_id, keyId: row.key_id };
+    const holdPico = BigInt(row.hold_pico);
+    const paid = holdPico > 0n;
+    try {
+      await this.clients.ledger.admit({
+        context,
+        modelId: model.id,
+        paid,
+        tier: row.tier,
+        limitGroup: model.limitGroup,
+        // Paced by the runner's concurrency (one budget with batch lines), not by the interactive rate windows.
+        requestsPerMinute: undefined,
+        requestsPerDay: undefined,
+        keyCreditLimit: key.creditLimit,
+        keyLimitReset: key.limitReset,
+        reserveCredits: paid ? formatCredits(holdPico) : undefined,
+      }, { requestId, deadlineMs: CALL_DEADLINE_MS });
+    } catch (error) {
+      if (classify(error).transient) throw new TransientFailure('admission failed', { cause: error });
+      throw error;
+    }
+    const request = ChatRequest.decode(row.request);
+    request.context = context;
+    try {
+      return await this.clients.router.chat(request, { requestId, deadlineMs: this.options.runTimeoutMs, signal: cancel });
+    } catch (error) {
+      if (classify(error).transient && !cancel.aborted) throw new TransientFailure('routing failed', { cause: error });
+      throw error;
+    }
+  }
+
+  /** Voids the charges of the earlier attempts (idempotent): at most one attempt stays charged. */
+  private async voidEarlierAttempts(row: BackgroundResponsesTable): Promise<void> {
+    if (row.attempts <= 1) return;
+    await Promise.all(Array.from({ length: row.attempts - 1 }, (_, index) => {
+      const requestId = backgroundAttemptId(row.response_id, index + 1);
+      return this.clients.ledger.voidCharge({ context: { requestId, accountId: row.account_id, keyId: row.key_id } }, { requestId, deadlineMs: CALL_DEADLINE_MS });
+    })).catch((error: unknown) => {
+      throw new TransientFailure('voiding earlier attempts failed', { cause: error });
+    });
+  }
+}
