@@ -4,7 +4,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { formatCredits, parseCredits } from '@gateway/platform';
 import { eventually, startFakeUpstream, type FakeBehaviour, type FakeUpstream } from '@gateway/testing';
-import { pricedTokens, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { failFirstAttempt, pricedTokens, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
 import { catalogYaml, tokenPricing, type CatalogModel } from './catalog-yaml.js';
 
 // Fault tolerance of chat completions through the whole stack, driven by the real `openai` client:
@@ -104,17 +104,6 @@ describe('chat completions fault tolerance, end to end', () => {
     two.reset();
   });
 
-  /** The first attempt of the next request (whichever provider the strategy picks) meets `fault`. */
-  function failFirstAttempt(fault: FakeBehaviour) {
-    let used = false;
-    const behaviour = () => {
-      if (used) return {};
-      used = true;
-      return fault;
-    };
-    one.setFallback(behaviour);
-    two.setFallback(behaviour);
-  }
 
   const attempts = () => [...one.requests.map(() => 'one'), ...two.requests.map(() => 'two')];
 
@@ -153,7 +142,7 @@ describe('chat completions fault tolerance, end to end', () => {
   ];
 
   it.each(faults)('non-streamed, %s on the first provider: served by the other, charged once', async (_name, fault) => {
-    failFirstAttempt(fault);
+    failFirstAttempt([one, two], fault);
     await expectOneCharge(async () => {
       const completion = await harness.client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Hello there, gateway.' }] });
       expect(completion.choices[0]!.message.content).toBe('Hello from the fake upstream.');
@@ -169,7 +158,7 @@ describe('chat completions fault tolerance, end to end', () => {
   ];
 
   it.each(streamFaults)('streamed, %s on the first provider: served by the other, charged once', async (_name, fault) => {
-    failFirstAttempt(fault);
+    failFirstAttempt([one, two], fault);
     await expectOneCharge(async () => {
       const stream = await harness.client.chat.completions.create({
         model: MODEL,
@@ -190,7 +179,7 @@ describe('chat completions fault tolerance, end to end', () => {
   });
 
   it('a stream cut after its first chunk ends with an error (no switch), charged once for what was delivered', async () => {
-    failFirstAttempt({ cutAfterChunks: 1, chunkCount: 3 });
+    failFirstAttempt([one, two], { cutAfterChunks: 1, chunkCount: 3 });
     await expectOneCharge(async () => {
       const stream = await harness.client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Stream and fail.' }], stream: true });
       let text = '';

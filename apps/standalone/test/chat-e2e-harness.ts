@@ -3,7 +3,7 @@ import { expect } from 'vitest';
 import { ctlJson, startStackOnCatalog } from './configured-stack.js';
 import { createClient, parseCredits } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
-import { eventually, type FakeUpstream } from '@gateway/testing';
+import { eventually, type FakeBehaviour, type FakeUpstream } from '@gateway/testing';
 import type { RunningStack, StackOptions } from '../src/index.js';
 
 /**
@@ -92,6 +92,20 @@ export async function startChatHarness(options: ChatHarnessOptions): Promise<Cha
 }
 
 export { minimalPdf } from '@gateway/testing';
+
+/**
+ * The first attempt of the next request meets `fault`, whichever of `upstreams` the routing strategy asks
+ * first; every later request, on any of them, is answered normally.
+ */
+export function failFirstAttempt(upstreams: readonly FakeUpstream[], fault: FakeBehaviour): void {
+  let used = false;
+  const behaviour = () => {
+    if (used) return {};
+    used = true;
+    return fault;
+  };
+  for (const upstream of upstreams) upstream.setFallback(behaviour);
+}
 
 /** Credits (decimal string) minus pico credits, as the balance route prints it. */
 export function pricedTokens(promptTokens: number, completionTokens: number, inputPrice: string, outputPrice: string): bigint {
