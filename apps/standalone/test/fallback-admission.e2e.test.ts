@@ -3,7 +3,7 @@ import WebSocket from 'ws';
 import { createClient, parseCredits } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
-import { startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { resetFakes, startChatHarness, stopHarnessAndFakes, type ChatHarness } from './chat-e2e-harness.js';
 import { ctlJson } from './configured-stack.js';
 import { testAdmission } from './admission-mode.js';
 import { catalogYaml, tokenPricing, type CatalogModel } from './catalog-yaml.js';
@@ -70,16 +70,9 @@ describe(`a free model with a paid fallback is admitted as paid (issue 35, ${tes
   }, 120_000);
   afterAll(async () => {
     ledger?.close();
-    await harness?.stop();
-    await one?.close();
-    await two?.close();
+    await stopHarnessAndFakes(harness, [one, two]);
   });
-  beforeEach(() => {
-    for (const upstream of [one, two]) {
-      upstream.reset();
-      upstream.setFallback({ usage: USAGE });
-    }
-  });
+  beforeEach(() => resetFakes([one, two], { usage: USAGE }));
 
   /** A new account of tier-1 with `credits` and one key (with `creditLimit` when given). */
   async function account(name: string, credits: string, creditLimit?: string): Promise<{ accountId: string; apiKey: string; provisioningKey: string }> {

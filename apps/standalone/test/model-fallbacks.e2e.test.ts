@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { APIError } from 'openai';
 import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
-import { startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { resetFakes, startChatHarness, stopHarnessAndFakes, type ChatHarness } from './chat-e2e-harness.js';
 import { rawPost } from './messages-e2e-harness.js';
 import { catalogYaml, tokenPricing, type CatalogModel } from './catalog-yaml.js';
 
@@ -66,17 +66,8 @@ describe('model fallbacks and provider preferences (issue 27)', () => {
     [one, two] = await Promise.all([startFakeUpstream(), startFakeUpstream()]);
     harness = await startChatHarness({ configYaml: catalog(one, two), providerSecrets: { FALLBACK_KEY: 'sk-fallback' }, credits: '10' });
   }, 120_000);
-  afterAll(async () => {
-    await harness?.stop();
-    await one?.close();
-    await two?.close();
-  });
-  beforeEach(() => {
-    for (const upstream of [one, two]) {
-      upstream.reset();
-      upstream.setFallback({ usage: USAGE });
-    }
-  });
+  afterAll(() => stopHarnessAndFakes(harness, [one, two]));
+  beforeEach(() => resetFakes([one, two], { usage: USAGE }));
 
   /** One request in a dialect, with the routing fields in its body. */
   async function ask(dialect: DialectName, stream: boolean, fields: Record<string, unknown>): Promise<Outcome> {

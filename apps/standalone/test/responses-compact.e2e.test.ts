@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import type { FakeUpstream } from '@gateway/testing';
-import { pricedTokens, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { pricedTokens, resetFakes, startChatHarness, stopHarnessAndFakes, type ChatHarness } from './chat-e2e-harness.js';
 import { UPSTREAM_KINDS, type UpstreamKind } from './messages-e2e-harness.js';
 import { CODEX_HISTORY, CODEX_SHELL_TOOL } from './codex-session.js';
 
@@ -75,16 +75,9 @@ describe.each(UPSTREAM_KINDS)('POST /v1/responses/compact on an $kind upstream, 
     });
   }, 120_000);
 
-  afterAll(async () => {
-    await harness?.stop();
-    await upstream?.close();
-    await second?.close();
-  });
+  afterAll(() => stopHarnessAndFakes(harness, [upstream, second]));
 
-  beforeEach(() => {
-    upstream.reset();
-    second.reset();
-  });
+  beforeEach(() => resetFakes([upstream, second]));
 
   it('fails over like any request: the first provider asked fails, the other summarises, one charge', async () => {
     let failed = 0;
