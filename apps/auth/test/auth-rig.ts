@@ -3,18 +3,24 @@ import { createClient, GatewayError, type PromiseClient } from '@gateway/platfor
 import { createDatabase, type Kysely } from '@gateway/platform/db';
 import { AuthServiceClient, AuthServiceService } from '@gateway/proto';
 import { createTestBus, createTestDatabase, testLogger } from '@gateway/testing';
-import { startAuthService, type AuthDatabase } from '../src/index.js';
+import { startAuthService, type AuthDatabase, type AuthServiceOptions } from '../src/index.js';
 
 // What the Auth service tests start from: a real service on a fresh database and test bus.
 
-/** The Auth service on a database and bus of its own, a client to it, and its schema for direct reads. */
-export async function startAuthRig(keyHashSecret: string) {
+/**
+ * The Auth service on a database and bus of its own, a client to it, and its schema for direct reads;
+ * `internalAuth` makes it check internal credentials, and then its client carries none of its own (each
+ * call says which it carries) and tries once.
+ */
+export async function startAuthRig(keyHashSecret: string, options: Pick<AuthServiceOptions, 'internalAuth'> = {}) {
   const database = await createTestDatabase();
   const testBus = await createTestBus('nats');
   const service = await startAuthService({
-    listenAddress: '127.0.0.1:0', databaseUrl: database.url, bus: testBus.bus, logger: testLogger('auth'), keyHashSecret,
+    listenAddress: '127.0.0.1:0', databaseUrl: database.url, bus: testBus.bus, logger: testLogger('auth'), keyHashSecret, ...options,
   });
-  const auth: PromiseClient<AuthServiceClient> = createClient(AuthServiceClient, AuthServiceService, service.address);
+  const auth: PromiseClient<AuthServiceClient> = options.internalAuth
+    ? createClient(AuthServiceClient, AuthServiceService, service.address, { maxAttempts: 1 })
+    : createClient(AuthServiceClient, AuthServiceService, service.address);
   const db: Kysely<AuthDatabase> = createDatabase<AuthDatabase>({ url: database.url, schema: 'auth', maxConnections: 2 });
   const stop = async () => {
     auth.close();

@@ -78,18 +78,24 @@ describe('agent frameworks', () => {
   const requestsOf = (which: 'openai' | 'anthropic') =>
     JSON.stringify(fixture[which].requests.map((request) => ({ path: request.path, body: request.body })), null, 1);
 
+  /** An OpenAI Agents SDK agent with a get_weather function tool, and the fake's tool loop it will meet. */
+  function forecasterAgent() {
+    const loop = openAIToolLoop(fixture, { call: callTool('get_weather', { city: CITY }), finalText: FINAL_TEXT });
+    const weather = agentTool({
+      name: 'get_weather',
+      description: 'The weather in a city.',
+      parameters: z.object({ city: z.string() }),
+      execute: async ({ city }) => weatherOf(city),
+    });
+    const agent = new Agent({ name: 'forecaster', instructions: 'Answer with the forecast.', model: OPENAI_MODEL, tools: [weather] });
+    return { loop, agent };
+  }
+
   for (const stream of [false, true]) {
     const mode = stream ? 'streamed' : 'not streamed';
 
     it(`OpenAI Agents SDK: a function tool over the Responses API, ${mode}`, async () => {
-      const loop = openAIToolLoop(fixture, { call: callTool('get_weather', { city: CITY }), finalText: FINAL_TEXT });
-      const weather = agentTool({
-        name: 'get_weather',
-        description: 'The weather in a city.',
-        parameters: z.object({ city: z.string() }),
-        execute: async ({ city }) => weatherOf(city),
-      });
-      const agent = new Agent({ name: 'forecaster', instructions: 'Answer with the forecast.', model: OPENAI_MODEL, tools: [weather] });
+      const { loop, agent } = forecasterAgent();
       const runner = new Runner({
         modelProvider: new OpenAIProvider({ apiKey: fixture.apiKey, baseURL: `${fixture.url}/v1`, useResponses: true }),
         tracingDisabled: true,
@@ -112,14 +118,7 @@ describe('agent frameworks', () => {
     });
 
     it(`OpenAI Agents SDK: a second run chained by previousResponseId (stored responses), ${mode}`, async () => {
-      const loop = openAIToolLoop(fixture, { call: callTool('get_weather', { city: CITY }), finalText: FINAL_TEXT });
-      const weather = agentTool({
-        name: 'get_weather',
-        description: 'The weather in a city.',
-        parameters: z.object({ city: z.string() }),
-        execute: async ({ city }) => weatherOf(city),
-      });
-      const agent = new Agent({ name: 'forecaster', instructions: 'Answer with the forecast.', model: OPENAI_MODEL, tools: [weather] });
+      const { loop, agent } = forecasterAgent();
       // What the SDK sent as previous_response_id on each /v1/responses call (the client below takes this fetch).
       const chained: (string | null)[] = [];
       const suiteFetch = globalThis.fetch;

@@ -1,5 +1,6 @@
 import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, beforeEach } from 'vitest';
+import OpenAI from 'openai';
 import type { GetSnapshotResponse } from '@gateway/proto';
 import { createTestBus, testLogger, type TestBus } from '@gateway/testing';
 import { startEdge, type RunningEdge } from '../src/index.js';
@@ -38,6 +39,8 @@ export interface EdgeFixture {
   fakes: FakeServices;
   edge: RunningEdge;
   slowEdge: RunningEdge;
+  /** The openai SDK against `edge` with this API key, retrying nothing. */
+  client(apiKey: string): OpenAI;
 }
 
 /** Starts the fixture before the calling file's tests and stops it after; each test starts with no admission error set. */
@@ -46,7 +49,9 @@ export function useEdgeFixture(): EdgeFixture {
   let fakes: FakeServices;
   let edge: RunningEdge;
   let slowEdge: RunningEdge;
-  const fixture = {} as EdgeFixture;
+  const fixture = {
+    client: (apiKey: string) => new OpenAI({ baseURL: `${fixture.edge.url}/v1`, apiKey, maxRetries: 0 }),
+  } as EdgeFixture;
 
   beforeAll(async () => {
     testBus = await createTestBus('nats');

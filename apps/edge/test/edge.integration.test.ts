@@ -1,23 +1,15 @@
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { ErrorReason, GatewayError, GrpcStatus } from '@gateway/platform';
-import { eventually, type TestBus } from '@gateway/testing';
-import { startEdge, type RunningEdge } from '../src/index.js';
+import { eventually } from '@gateway/testing';
+import { startEdge } from '../src/index.js';
 import { logger, useEdgeFixture } from './edge-fixture.js';
-import { chatResponse, delta, deltaEvent, model, startEvent, usage, type FakeServices } from './fakes.js';
+import { chatResponse, delta, deltaEvent, startEvent, usage } from './fakes.js';
 
 // POST /v1/chat/completions through a real edge in front of fake services (edge-fixture.ts). The edge's other
 // routes and its body limits, dispatch, caches: edge-routes.integration.test.ts.
 const fixture = useEdgeFixture();
-let testBus: TestBus;
-let fakes: FakeServices;
-let edge: RunningEdge;
-let slowEdge: RunningEdge;
-beforeAll(() => {
-  ({ testBus, fakes, edge, slowEdge } = fixture);
-});
-
-const client = (apiKey: string) => new OpenAI({ baseURL: `${edge.url}/v1`, apiKey, maxRetries: 0 });
+const { client } = fixture;
 
 describe('POST /v1/chat/completions with the openai SDK', () => {
   it('answers a plain completion in the spec 2.5 shape, resolving the alias and routing by the key default', async () => {
@@ -35,22 +27,22 @@ describe('POST /v1/chat/completions with the openai SDK', () => {
     expect(response.headers.get('x-gateway-api-version')).toBe('2026-03-31');
     expect(response.headers.get('x-gateway-routing-strategy')).toBe('latency');
     expect(response.headers.get('x-gateway-dropped-params')).toBe('logit_bias');
-    const sent = fakes.router.chats.at(-1);
+    const sent = fixture.fakes.router.chats.at(-1);
     expect(sent).toMatchObject({ modelId: 'acme/chat-small', routingStrategy: 'latency', endpoint: 'chat.completions', maxOutputTokens: 20 });
     expect(sent?.context).toEqual({ requestId, accountId: 'acct_1', keyId: 'key_1' });
     expect(JSON.stringify(sent, (_key, value: unknown) => (typeof value === 'bigint' ? String(value) : value))).not.toContain('logit');
-    const admit = fakes.ledger.admits.at(-1);
+    const admit = fixture.fakes.ledger.admits.at(-1);
     expect(admit).toMatchObject({ modelId: 'acme/chat-small', paid: true, tier: 'tier-1', limitGroup: 'default', requestsPerMinute: 600 });
     expect(admit?.requestsPerDay).toBeUndefined();
   });
 
   it('sends chats as Router.Exchange frames by default, and as a call each with routerTransport: calls', async () => {
-    const perCallBefore = fakes.router.perCallChats;
-    const exchangeCallsBefore = fakes.router.exchangeCalls;
+    const perCallBefore = fixture.fakes.router.perCallChats;
+    const exchangeCallsBefore = fixture.fakes.router.exchangeCalls;
     const viaExchange = await client('sk-good').chat.completions.create({ model: 'chat-small', messages: [{ role: 'user', content: 'Hi' }] });
     expect(viaExchange.choices[0]?.message.content).toBe('Hello there.');
-    expect(fakes.router.perCallChats).toBe(perCallBefore);
-    const callsEdge = await startEdge({ port: 0, ...fakes.addresses, bus: testBus.bus, logger, admission: 'ledger', routerTransport: 'calls' });
+    expect(fixture.fakes.router.perCallChats).toBe(perCallBefore);
+    const callsEdge = await startEdge({ port: 0, ...fixture.fakes.addresses, bus: fixture.testBus.bus, logger, admission: 'ledger', routerTransport: 'calls' });
     try {
       const callsClient = new OpenAI({ baseURL: `${callsEdge.url}/v1`, apiKey: 'sk-good', maxRetries: 0 });
       const plain = await callsClient.chat.completions.create({ model: 'chat-small', messages: [{ role: 'user', content: 'Hi' }] });
@@ -60,29 +52,29 @@ describe('POST /v1/chat/completions with the openai SDK', () => {
         streamed += chunk.choices[0]?.delta.content ?? '';
       }
       expect(streamed).toBe('Hello!');
-      expect(fakes.router.perCallChats - perCallBefore).toBe(2);
+      expect(fixture.fakes.router.perCallChats - perCallBefore).toBe(2);
     } finally {
       await callsEdge.stop();
     }
     // Only the default edge's one long-lived call (opened by its first chat, here or earlier in the file).
-    expect(fakes.router.exchangeCalls - exchangeCallsBefore).toBeLessThanOrEqual(1);
+    expect(fixture.fakes.router.exchangeCalls - exchangeCallsBefore).toBeLessThanOrEqual(1);
   });
 
   it('lists the parameters dropped by the edge and by the router in x-gateway-dropped-params', async () => {
-    const previous = fakes.router.chatAnswer;
-    fakes.router.chatAnswer = async (request) => ({ ...chatResponse(request, 'ok'), droppedParams: ['stop'] });
+    const previous = fixture.fakes.router.chatAnswer;
+    fixture.fakes.router.chatAnswer = async (request) => ({ ...chatResponse(request, 'ok'), droppedParams: ['stop'] });
     try {
       const { response } = await client('sk-good')
         .chat.completions.create({ model: 'acme/free-tiny', messages: [{ role: 'user', content: 'x' }], top_p: 0.5, stop: 'END' })
         .withResponse();
       // free-tiny supports only temperature: the edge drops stop and top_p itself; the router's list is merged.
       expect(response.headers.get('x-gateway-dropped-params')).toBe('stop,top_p');
-      const sent = fakes.router.chats.at(-1);
+      const sent = fixture.fakes.router.chats.at(-1);
       expect(sent?.topP).toBeUndefined();
       expect(sent?.stop).toEqual([]);
-      expect(fakes.ledger.admits.at(-1)?.paid).toBe(false);
+      expect(fixture.fakes.ledger.admits.at(-1)?.paid).toBe(false);
     } finally {
-      fakes.router.chatAnswer = previous;
+      fixture.fakes.router.chatAnswer = previous;
     }
   });
 
@@ -113,12 +105,12 @@ describe('POST /v1/chat/completions with the openai SDK', () => {
     expect(chunks[0]?.choices[0]?.delta.role).toBe('assistant');
     expect(chunks.at(-1)?.choices[0]?.finish_reason).toBe('stop');
     expect(chunks.some((chunk) => chunk.usage)).toBe(false);
-    expect(fakes.router.chats.at(-1)?.includeUsage).toBe(false);
+    expect(fixture.fakes.router.chats.at(-1)?.includeUsage).toBe(false);
   });
 
   it('asks for the first delta inside the start and streams it first when the router sends it there', async () => {
-    const previous = fakes.router.streamScript;
-    fakes.router.streamScript = async function* (request) {
+    const previous = fixture.fakes.router.streamScript;
+    fixture.fakes.router.streamScript = async function* (request) {
       const start = startEvent(request);
       if (start.event?.$case === 'start') start.event.value.firstDelta = delta('Hel');
       yield start;
@@ -131,9 +123,9 @@ describe('POST /v1/chat/completions with the openai SDK', () => {
       for await (const chunk of stream) pieces.push(chunk.choices[0]?.delta?.content ?? '');
       expect(pieces.join('')).toBe('Hello');
       expect(pieces[0]).toBe('Hel');
-      expect(fakes.router.combinedStarts.at(-1)).toBe(true);
+      expect(fixture.fakes.router.combinedStarts.at(-1)).toBe(true);
     } finally {
-      fakes.router.streamScript = previous;
+      fixture.fakes.router.streamScript = previous;
     }
   });
 
@@ -149,12 +141,12 @@ describe('POST /v1/chat/completions with the openai SDK', () => {
     const last = chunks.at(-1);
     expect(last?.choices).toEqual([]);
     expect(last?.usage).toMatchObject({ prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 });
-    expect(fakes.router.chats.at(-1)?.includeUsage).toBe(true);
+    expect(fixture.fakes.router.chats.at(-1)?.includeUsage).toBe(true);
   });
 
   it('ends a stream that fails after content with an error chunk (the SDK throws), not a clean close', async () => {
-    const previous = fakes.router.streamScript;
-    fakes.router.streamScript = async function* (request) {
+    const previous = fixture.fakes.router.streamScript;
+    fixture.fakes.router.streamScript = async function* (request) {
       yield startEvent(request);
       yield deltaEvent('partial ');
       throw new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_NO_UPSTREAM, 'provider reset', { retryAfterSeconds: 2 });
@@ -169,13 +161,13 @@ describe('POST /v1/chat/completions with the openai SDK', () => {
       expect(failure).toBeInstanceOf(OpenAI.APIError);
       expect((failure as InstanceType<typeof OpenAI.APIError>).message).toContain('No upstream available.');
     } finally {
-      fakes.router.streamScript = previous;
+      fixture.fakes.router.streamScript = previous;
     }
   });
 
   it('answers a stream failing before any content as a normal HTTP error and releases the reservation', async () => {
-    const previous = fakes.router.streamScript;
-    fakes.router.streamScript = async function* (request) {
+    const previous = fixture.fakes.router.streamScript;
+    fixture.fakes.router.streamScript = async function* (request) {
       yield startEvent(request);
       throw new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_NO_UPSTREAM, 'every attempt failed', { retryAfterSeconds: 4 });
     };
@@ -188,15 +180,15 @@ describe('POST /v1/chat/completions with the openai SDK', () => {
       expect(apiError.status).toBe(503);
       expect(apiError.headers?.get('retry-after')).toBe('4');
       const requestId = apiError.headers?.get('x-request-id');
-      await eventually(() => expect(fakes.ledger.releases.some((release) => release.context?.requestId === requestId)).toBe(true));
+      await eventually(() => expect(fixture.fakes.ledger.releases.some((release) => release.context?.requestId === requestId)).toBe(true));
     } finally {
-      fakes.router.streamScript = previous;
+      fixture.fakes.router.streamScript = previous;
     }
   });
 
   it('a failed Router.Chat is a 500 (never 502) with the reservation released', async () => {
-    const previous = fakes.router.chatAnswer;
-    fakes.router.chatAnswer = async () => {
+    const previous = fixture.fakes.router.chatAnswer;
+    fixture.fakes.router.chatAnswer = async () => {
       throw new Error('router bug');
     };
     try {
@@ -206,21 +198,21 @@ describe('POST /v1/chat/completions with the openai SDK', () => {
       expect(failure.status).toBe(500);
       expect(failure.type).toBe('api_error');
       const requestId = failure.headers?.get('x-request-id');
-      await eventually(() => expect(fakes.ledger.releases.some((release) => release.context?.requestId === requestId)).toBe(true));
+      await eventually(() => expect(fixture.fakes.ledger.releases.some((release) => release.context?.requestId === requestId)).toBe(true));
     } finally {
-      fakes.router.chatAnswer = previous;
+      fixture.fakes.router.chatAnswer = previous;
     }
   });
 
   it('ends a Router stream that goes silent after content with an error chunk', async () => {
-    const previous = fakes.router.streamScript;
-    fakes.router.streamScript = async function* (request) {
+    const previous = fixture.fakes.router.streamScript;
+    fixture.fakes.router.streamScript = async function* (request) {
       yield startEvent(request);
       yield deltaEvent('partial');
       await new Promise((resolve) => setTimeout(resolve, 5_000));
     };
     try {
-      const openai = new OpenAI({ baseURL: `${slowEdge.url}/v1`, apiKey: 'sk-good', maxRetries: 0 });
+      const openai = new OpenAI({ baseURL: `${fixture.slowEdge.url}/v1`, apiKey: 'sk-good', maxRetries: 0 });
       const stream = await openai.chat.completions.create({ model: 'acme/chat-small', messages: [{ role: 'user', content: 'Hi' }], stream: true });
       let text = '';
       const failure = await (async () => {
@@ -229,14 +221,14 @@ describe('POST /v1/chat/completions with the openai SDK', () => {
       expect(text).toBe('partial');
       expect(failure).toBeInstanceOf(OpenAI.APIError);
     } finally {
-      fakes.router.streamScript = previous;
+      fixture.fakes.router.streamScript = previous;
     }
   });
 
   it('a client that disconnects mid-stream cancels the Router stream', async () => {
-    const previous = fakes.router.streamScript;
-    const before = fakes.router.streamCancelled;
-    fakes.router.streamScript = async function* (request) {
+    const previous = fixture.fakes.router.streamScript;
+    const before = fixture.fakes.router.streamCancelled;
+    fixture.fakes.router.streamScript = async function* (request) {
       yield startEvent(request);
       for (let index = 0; index < 1_000; index++) {
         yield deltaEvent(`${index} `);
@@ -256,9 +248,9 @@ describe('POST /v1/chat/completions with the openai SDK', () => {
           }
         }
       })().catch(() => undefined);
-      await eventually(() => expect(fakes.router.streamCancelled).toBeGreaterThan(before));
+      await eventually(() => expect(fixture.fakes.router.streamCancelled).toBeGreaterThan(before));
     } finally {
-      fakes.router.streamScript = previous;
+      fixture.fakes.router.streamScript = previous;
     }
   });
 
@@ -314,10 +306,10 @@ describe('POST /v1/chat/completions with the openai SDK', () => {
   });
 
   it('429 from admission carries Retry-After and the spec message; the router is not called', async () => {
-    fakes.ledger.admitError = new GatewayError(GrpcStatus.RESOURCE_EXHAUSTED, ErrorReason.ERROR_REASON_RATE_LIMITED, 'window full', {
+    fixture.fakes.ledger.admitError = new GatewayError(GrpcStatus.RESOURCE_EXHAUSTED, ErrorReason.ERROR_REASON_RATE_LIMITED, 'window full', {
       retryAfterSeconds: 9,
     });
-    const chatsBefore = fakes.router.chats.length;
+    const chatsBefore = fixture.fakes.router.chats.length;
     const failure = (await client('sk-good')
       .chat.completions.create({ model: 'acme/chat-small', messages: [{ role: 'user', content: 'Hi' }] })
       .catch((error: unknown) => error)) as InstanceType<typeof OpenAI.APIError>;
@@ -325,7 +317,7 @@ describe('POST /v1/chat/completions with the openai SDK', () => {
     expect(failure.type).toBe('rate_limit_exceeded');
     expect(failure.message).toContain('Rate limit reached. Please try again in 9s.');
     expect(failure.headers?.get('retry-after')).toBe('9');
-    expect(fakes.router.chats.length).toBe(chatsBefore);
+    expect(fixture.fakes.router.chats.length).toBe(chatsBefore);
   });
 
   it('413 on a body over 32 MiB', async () => {

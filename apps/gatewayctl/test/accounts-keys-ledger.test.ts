@@ -64,9 +64,21 @@ const notImplemented = () => {
   throw new GatewayError(GrpcStatus.UNIMPLEMENTED, ErrorReason.ERROR_REASON_INTERNAL, 'not in this fake');
 };
 
+/** UNIMPLEMENTED handlers for `methods` (the server type's camelCase names): the RPCs gatewayctl never calls. */
+function notInThisFake<const Method extends string>(logger: Parameters<typeof unary>[0], methods: readonly Method[]) {
+  const handlers = methods.map((method) => [method, unary<unknown, never>(logger, method[0]!.toUpperCase() + method.slice(1), notImplemented)] as const);
+  return Object.fromEntries(handlers) as Record<Method, (typeof handlers)[number][1]>;
+}
+
 function fakeAuth(logger = testLogger('fake-auth')): AuthServiceServer {
   return {
-    verifyAdmin: unary(logger, 'VerifyAdmin', notImplemented),
+    ...notInThisFake(logger, [
+      'verifyAdmin', 'verifyApiKey', 'listAuthAuditEntries', 'readAuthAuditChain', 'verifyProvisioningKey', 'createProvisioningKey', 'getApiKey',
+      // Sign-in sessions are the edge's, never gatewayctl's.
+      'createSession', 'verifySession', 'revokeSession',
+      // Members are the edge's account routes' too.
+      'listMembers', 'addMember', 'updateMember', 'removeMember', 'resolveMemberships',
+    ]),
     createAccount: unary(logger, 'CreateAccount', async (request: CreateAccountRequest) => {
       received.createAccount.push(request);
       if (request.name === 'taken') throw errors.conflict('idempotency key reused with a different name');
@@ -87,16 +99,6 @@ function fakeAuth(logger = testLogger('fake-auth')): AuthServiceServer {
       const next = start + page.length;
       return { accounts: page, nextCursor: next < accounts.length ? String(next) : '' };
     }),
-    verifyApiKey: unary(logger, 'VerifyApiKey', notImplemented),
-    listAuthAuditEntries: unary(logger, 'ListAuthAuditEntries', notImplemented),
-    readAuthAuditChain: unary(logger, 'ReadAuthAuditChain', notImplemented),
-    listMembers: unary(logger, 'ListMembers', notImplemented),
-    addMember: unary(logger, 'AddMember', notImplemented),
-    updateMember: unary(logger, 'UpdateMember', notImplemented),
-    removeMember: unary(logger, 'RemoveMember', notImplemented),
-    resolveMemberships: unary(logger, 'ResolveMemberships', notImplemented),
-    verifyProvisioningKey: unary(logger, 'VerifyProvisioningKey', notImplemented),
-    createProvisioningKey: unary(logger, 'CreateProvisioningKey', notImplemented),
     createApiKey: unary(logger, 'CreateApiKey', async (request: CreateApiKeyRequest) => {
       received.createApiKey.push(request);
       if (request.defaultRoutingStrategy === 'fastest') throw errors.invalidRequest('unknown routing strategy', 'default_routing_strategy');
@@ -115,7 +117,6 @@ function fakeAuth(logger = testLogger('fake-auth')): AuthServiceServer {
       const next = start + page.length;
       return { keys: page, nextCursor: next < keys.length ? String(next) : '' };
     }),
-    getApiKey: unary(logger, 'GetApiKey', notImplemented),
     updateApiKey: unary(logger, 'UpdateApiKey', async (request: UpdateApiKeyRequest) => {
       received.updateApiKey.push(request);
       if (request.keyId !== 'key_0001') throw errors.notFound('no such key in this account');
@@ -126,28 +127,15 @@ function fakeAuth(logger = testLogger('fake-auth')): AuthServiceServer {
       if (request.keyId !== 'key_0001') throw errors.notFound('no such key in this account');
       return { deleted: true };
     }),
-    // Sign-in sessions are the edge's, never gatewayctl's.
-    createSession: unary(logger, 'CreateSession', notImplemented),
-    verifySession: unary(logger, 'VerifySession', notImplemented),
-    revokeSession: unary(logger, 'RevokeSession', notImplemented),
   };
 }
 
 function fakeLedger(logger = testLogger('fake-ledger')): LedgerServiceServer {
   return {
-    admit: unary(logger, 'Admit', notImplemented),
-    release: unary(logger, 'Release', notImplemented),
-    voidCharge: unary(logger, 'VoidCharge', notImplemented),
-    settleUsage: unary(logger, 'SettleUsage', notImplemented),
-    setBudget: unary(logger, 'SetBudget', notImplemented),
-    deleteBudget: unary(logger, 'DeleteBudget', notImplemented),
-    listBudgets: unary(logger, 'ListBudgets', notImplemented),
-    listLedgerAuditEntries: unary(logger, 'ListLedgerAuditEntries', notImplemented),
-    readLedgerAuditChain: unary(logger, 'ReadLedgerAuditChain', notImplemented),
-    getGeneration: unary(logger, 'GetGeneration', notImplemented),
-    listGenerations: unary(logger, 'ListGenerations', notImplemented),
-    getModelLatency: unary(logger, 'GetModelLatency', notImplemented),
-    getBalances: unary(logger, 'GetBalances', notImplemented),
+    ...notInThisFake(logger, [
+      'admit', 'release', 'voidCharge', 'settleUsage', 'setBudget', 'deleteBudget', 'listBudgets', 'listLedgerAuditEntries', 'readLedgerAuditChain',
+      'getGeneration', 'listGenerations', 'getModelLatency', 'getBalances', 'getKeyUsage', 'getActivity', 'acquireLease', 'returnLease', 'renewLeases',
+    ]),
     topUp: unary(logger, 'TopUp', async (request: TopUpRequest) => {
       received.topUp.push(request);
       if (behaviour.failTopUp) throw errors.invalidRequest('ledger refuses today');
@@ -157,11 +145,6 @@ function fakeLedger(logger = testLogger('fake-ledger')): LedgerServiceServer {
       received.getBalance.push(request);
       return { balance: '4.25', available: '4.2', reserved: '0.05' };
     }),
-    getKeyUsage: unary(logger, 'GetKeyUsage', notImplemented),
-    getActivity: unary(logger, 'GetActivity', notImplemented),
-    acquireLease: unary(logger, 'AcquireLease', notImplemented),
-    returnLease: unary(logger, 'ReturnLease', notImplemented),
-    renewLeases: unary(logger, 'RenewLeases', notImplemented),
     verifyJournal: unary(logger, 'VerifyJournal', async (request: VerifyJournalRequest) => {
       received.verifyJournal.push(request);
       return {

@@ -1,18 +1,8 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ErrorReason, GatewayError, GrpcStatus } from '@gateway/platform';
 import { UsageOutcome, type ChatStreamResponse, Provider } from '@gateway/proto';
-import {
-  createTestBus,
-  eventually,
-  startFakeAnthropicUpstream,
-  startFakeUpstream,
-  testLogger,
-  type FakeAnthropicUpstream,
-  type FakeUpstream,
-  type TestBus,
-} from '@gateway/testing';
-import { startRoutingService } from '../src/index.js';
-import { chatRequest, collectUsageEvents, drain, model, openaiProvider, routerClient, snapshot, startFakeCatalog } from './harness.js';
+import { startFakeAnthropicUpstream, startFakeUpstream, type FakeAnthropicUpstream, type FakeUpstream } from '@gateway/testing';
+import { chatRequest, drain, model, openaiProvider, snapshot, startRoutingBench, type RoutingBench } from './harness.js';
 import { message, weatherTool } from './adapter-test-support.js';
 
 /*
@@ -26,14 +16,10 @@ function anthropicProvider(id: string, baseUrl: string): Provider {
 }
 
 describe('routing with Anthropic providers', () => {
-  let testBus: TestBus;
   let claudeA: FakeAnthropicUpstream;
   let claudeB: FakeAnthropicUpstream;
   let openai: FakeUpstream;
-  let catalog: Awaited<ReturnType<typeof startFakeCatalog>>;
-  let usage: Awaited<ReturnType<typeof collectUsageEvents>>;
-  let service: { address: string; stop(): Promise<void> } | undefined;
-  let client: ReturnType<typeof routerClient>;
+  let bench: RoutingBench;
 
   const catalogSnapshot = () =>
     snapshot('v1', [
@@ -51,47 +37,33 @@ describe('routing with Anthropic providers', () => {
     ]);
 
   beforeAll(async () => {
-    testBus = await createTestBus('nats');
     claudeA = await startFakeAnthropicUpstream({ apiKey: 'sk-ant-a' });
     claudeB = await startFakeAnthropicUpstream({ apiKey: 'sk-ant-b' });
     openai = await startFakeUpstream();
-    catalog = await startFakeCatalog(catalogSnapshot());
-    usage = await collectUsageEvents(testBus.bus);
+    bench = await startRoutingBench(catalogSnapshot());
   });
   afterAll(async () => {
-    await usage.stop();
-    await catalog.stop();
+    await bench.stop();
     await Promise.all([claudeA.close(), claudeB.close(), openai.close()]);
-    await testBus.destroy();
   });
   beforeEach(async () => {
     claudeA.reset();
     claudeB.reset();
     openai.reset();
     // A fresh service per test: provider health starts clean, so candidates come in catalog order.
-    service = await startRoutingService({
-      listenAddress: '127.0.0.1:0', catalogAddress: catalog.address, bus: testBus.bus, logger: testLogger('routing'),
+    await bench.startService({
       providerSecrets: { CLAUDE_A_API_KEY: 'sk-ant-a', CLAUDE_B_API_KEY: 'sk-ant-b', OPENAI_C_API_KEY: 'sk-c' },
       attemptTimeoutMs: 2_000, maxAttempts: 3,
     });
-    client = routerClient(service.address);
   });
-  afterEach(async () => {
-    client.close();
-    await service?.stop();
-    service = undefined;
-  });
+  afterEach(() => bench.stopService());
 
-  const eventFor = (requestId: string) => eventually(() => {
-    const found = usage.events.get(requestId);
-    if (!found) throw new Error(`no usage event for ${requestId}`);
-    return found.event;
-  });
+  const eventFor = async (requestId: string) => (await bench.usage.collected(requestId)).event;
 
   it('answers from an Anthropic provider with its usage, cache reads included in the input', async () => {
     claudeA.script({ text: 'Paris.', usage: { input_tokens: 12, cache_read_input_tokens: 300, cache_creation_input_tokens: 40, output_tokens: 2 } });
     const request = chatRequest('acme/claude-a', 'Capital of France?', { endpoint: 'messages' });
-    const response = await client.chat(request);
+    const response = await bench.client.chat(request);
     expect(response).toMatchObject({ providerId: 'claude-a', choices: [{ finishReason: 'stop', message: { content: 'Paris.' } }] });
     expect(response.usage).toMatchObject({ inputTokens: 352, cachedInputTokens: 300, cacheWriteTokens: 40, outputTokens: 2, estimated: false });
     // The catalog model's max_output_tokens is the Anthropic max_tokens the request did not set.
@@ -110,7 +82,7 @@ describe('routing with Anthropic providers', () => {
     claudeA.script(behaviour);
     openai.script({ text: 'from openai' });
     const request = chatRequest('acme/claude-or-openai', 'hello', { endpoint: 'messages' });
-    const response = await client.chat(request);
+    const response = await bench.client.chat(request);
     expect(response.providerId).toBe('openai-c');
     expect(response.choices[0]!.message!.content).toBe('from openai');
     expect(claudeA.requests).toHaveLength(1);
@@ -124,7 +96,7 @@ describe('routing with Anthropic providers', () => {
   ])('fails over inside a stream on %s', async (_name, behaviour) => {
     claudeA.script(behaviour);
     openai.script({ text: 'streamed by openai' });
-    const { messages, error, text } = await drain(client.chatStream({ chat: chatRequest('acme/claude-or-openai', 'hello', { endpoint: 'messages' }), combinedStart: false }));
+    const { messages, error, text } = await drain(bench.client.chatStream({ chat: chatRequest('acme/claude-or-openai', 'hello', { endpoint: 'messages' }), combinedStart: false }));
     expect(error).toBeUndefined();
     expect(messages[0]?.event).toMatchObject({ $case: 'start', value: { providerId: 'openai-c' } });
     expect(text).toBe('streamed by openai');
@@ -133,7 +105,7 @@ describe('routing with Anthropic providers', () => {
 
   it('ends the stream with an error (no failover) when Anthropic fails after the first content', async () => {
     claudeA.script({ text: 'first second third', chunkCount: 3, streamErrorAfterChunks: 1 });
-    const { messages, error, text } = await drain(client.chatStream({ chat: chatRequest('acme/claude-or-openai', 'hello', { endpoint: 'messages' }), combinedStart: false }));
+    const { messages, error, text } = await drain(bench.client.chatStream({ chat: chatRequest('acme/claude-or-openai', 'hello', { endpoint: 'messages' }), combinedStart: false }));
     expect(messages[0]?.event).toMatchObject({ $case: 'start', value: { providerId: 'claude-a' } });
     expect(text).toBe('first ');
     expect([error?.status, error?.reason]).toEqual([GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_NO_UPSTREAM]);
@@ -141,7 +113,7 @@ describe('routing with Anthropic providers', () => {
   });
 
   it('never sends embeddings to an Anthropic provider, whatever offers the catalog lists', async () => {
-    const response = await client.embed({
+    const response = await bench.client.embed({
       context: { requestId: 'req_embed_mixed', accountId: 'acc_test', keyId: 'key_test' }, modelId: 'acme/embed-mixed',
       routingStrategy: 'reliability', texts: ['hello'], tokenInputs: [],
     });
@@ -152,7 +124,7 @@ describe('routing with Anthropic providers', () => {
     // Offered by Anthropic alone: no candidate at all, so no provider was tried (the released
     // reservation names none) rather than one failing.
     const context = { requestId: 'req_embed_claude_only', accountId: 'acc_test', keyId: 'key_test' };
-    const error = await client.embed({ context, modelId: 'acme/embed-claude', routingStrategy: 'reliability', texts: ['hello'], tokenInputs: [] })
+    const error = await bench.client.embed({ context, modelId: 'acme/embed-claude', routingStrategy: 'reliability', texts: ['hello'], tokenInputs: [] })
       .then(() => undefined, (caught: unknown) => caught as GatewayError);
     expect([error?.status, error?.reason]).toEqual([GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_NO_UPSTREAM]);
     expect(await eventFor(context.requestId)).toMatchObject({ outcome: UsageOutcome.USAGE_OUTCOME_FAILED, providerId: '' });
@@ -162,7 +134,7 @@ describe('routing with Anthropic providers', () => {
     const thinkingOptions = { endpoint: 'messages', tools: [weatherTool], thinkingBudgetTokens: 1024, maxOutputTokens: 2048 };
     // Turn 1, served by A: a tool call with signed thinking, tagged as A's.
     claudeA.script({ toolCalls: [{ name: 'get_weather', input: { city: 'Paris' } }] });
-    const first = await client.chat(chatRequest('acme/claude-a', 'Weather in Paris?', thinkingOptions));
+    const first = await bench.client.chat(chatRequest('acme/claude-a', 'Weather in Paris?', thinkingOptions));
     const answer = first.choices[0]!.message!;
     expect(first.choices[0]!.finishReason).toBe('tool_calls');
     expect(answer.reasoning).toEqual([{ text: expect.any(String), signature: expect.any(String), encryptedData: '', providerId: 'claude-a' }]);
@@ -179,7 +151,7 @@ describe('routing with Anthropic providers', () => {
     // assistant turn lacks thinking while thinking is on), and answers 200.
     claudeA.setFallback({ status: 529 });
     claudeB.script({ text: 'Sunny: wear shorts.' });
-    const onB = await client.chat(chatRequest('acme/claude-pair', '', { ...thinkingOptions, messages: conversation }));
+    const onB = await bench.client.chat(chatRequest('acme/claude-pair', '', { ...thinkingOptions, messages: conversation }));
     expect(onB.providerId).toBe('claude-b');
     expect(onB.choices[0]!.message!.content).toBe('Sunny: wear shorts.');
     const sentToB = claudeB.requests[0]!.body;
@@ -189,7 +161,7 @@ describe('routing with Anthropic providers', () => {
 
     // The same replay streamed while A is still down: the same.
     claudeB.script({ text: 'Shorts.' });
-    const streamedOnB = await drain(client.chatStream({ chat: chatRequest('acme/claude-pair', '', { ...thinkingOptions, messages: conversation }), combinedStart: false }));
+    const streamedOnB = await drain(bench.client.chatStream({ chat: chatRequest('acme/claude-pair', '', { ...thinkingOptions, messages: conversation }), combinedStart: false }));
     expect(streamedOnB.error).toBeUndefined();
     expect(streamedOnB.messages[0]?.event).toMatchObject({ $case: 'start', value: { providerId: 'claude-b' } });
     expect(JSON.stringify(claudeB.requests[1]!.body)).not.toContain(signature);
@@ -197,7 +169,7 @@ describe('routing with Anthropic providers', () => {
     // A is back: its own thinking goes to it unchanged, first in the assistant turn, with thinking on.
     claudeA.setFallback({});
     claudeA.script({ text: 'Sunny, so shorts.' });
-    const onA = await client.chat(chatRequest('acme/claude-a', '', { ...thinkingOptions, messages: conversation }));
+    const onA = await bench.client.chat(chatRequest('acme/claude-a', '', { ...thinkingOptions, messages: conversation }));
     expect(onA.providerId).toBe('claude-a');
     expect(onA.choices[0]!.message!.content).toBe('Sunny, so shorts.');
     const sentToA = claudeA.requests.at(-1)!.body;

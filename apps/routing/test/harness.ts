@@ -12,7 +12,7 @@ import {
   type Model,
   Provider,
 } from '@gateway/proto';
-import { createTestBus, parsePrometheusText, startFakeUpstream, testLogger, uniqueName, type FakeUpstream } from '@gateway/testing';
+import { createTestBus, eventually, parsePrometheusText, startFakeUpstream, testLogger, uniqueName, type FakeUpstream } from '@gateway/testing';
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
 import { startRoutingService, type RoutingServiceOptions } from '../src/index.js';
 
@@ -100,8 +100,17 @@ export async function collectUsageEvents(bus: EventBus) {
       }
     },
   );
-  return { events, stop: async () => { await Promise.all([single.stop(), grouped.stop()]); } };
+  /** The event of `requestId` once it has come (the test fails if it never does). */
+  const collected = (requestId: string) => eventually(() => {
+    const found = events.get(requestId);
+    if (!found) throw new Error(`no usage event for ${requestId}`);
+    return found;
+  });
+  return { events, collected, stop: async () => { await Promise.all([single.stop(), grouped.stop()]); } };
 }
+
+export type FakeCatalog = Awaited<ReturnType<typeof startFakeCatalog>>;
+export type UsageCollector = Awaited<ReturnType<typeof collectUsageEvents>>;
 
 /**
  * A routing service on the test's bus and fake catalog, with its usage-event collector (started first, so
@@ -124,6 +133,74 @@ export async function startRouterUnderTest(
   };
   return { usage, service, client, stop };
 }
+
+export type RouterUnderTest = Awaited<ReturnType<typeof startRouterUnderTest>>;
+
+/**
+ * A test bus of its own, a fake catalog serving `catalogSnapshot` and a routing service in front of it
+ * (startRouterUnderTest); `stop` ends the three, newest first. The upstreams are the test's.
+ */
+export async function startRoutingRig(
+  catalogSnapshot: GetSnapshotResponse,
+  options: Pick<RoutingServiceOptions, 'providerSecrets' | 'attemptTimeoutMs' | 'maxAttempts'>,
+) {
+  const testBus = await createTestBus('nats');
+  const catalog = await startFakeCatalog(catalogSnapshot);
+  const router = await startRouterUnderTest(testBus.bus, catalog.address, options);
+  const stop = async () => {
+    await router.stop();
+    await catalog.stop();
+    await testBus.destroy();
+  };
+  return { testBus, catalog, usage: router.usage, service: router.service, client: router.client, stop };
+}
+
+export type RoutingRig = Awaited<ReturnType<typeof startRoutingRig>>;
+
+/**
+ * For a describe block that starts a fresh routing service per test (so provider health starts clean): a
+ * test bus of its own, a fake catalog serving `catalogSnapshot` and the usage collector, for the block;
+ * `startService` (beforeEach) starts the test's service on them and its client, `stopService` (afterEach)
+ * ends both, `stop` (afterAll) ends the rest.
+ */
+export async function startRoutingBench(catalogSnapshot: GetSnapshotResponse) {
+  const testBus = await createTestBus('nats');
+  const catalog = await startFakeCatalog(catalogSnapshot);
+  const usage = await collectUsageEvents(testBus.bus);
+  let service: { address: string; stop(): Promise<void> } | undefined;
+  let client: ReturnType<typeof routerClient> | undefined;
+  const stopService = async () => {
+    client?.close();
+    client = undefined;
+    await service?.stop();
+    service = undefined;
+  };
+  return {
+    testBus,
+    catalog,
+    usage,
+    /** The running test's client (startService first). */
+    get client() {
+      if (!client) throw new Error('no routing service is running: call startService first');
+      return client;
+    },
+    async startService(options: Pick<RoutingServiceOptions, 'providerSecrets' | 'attemptTimeoutMs' | 'maxAttempts'>) {
+      service = await startRoutingService({
+        listenAddress: '127.0.0.1:0', catalogAddress: catalog.address, bus: testBus.bus, logger: testLogger('routing'), ...options,
+      });
+      client = routerClient(service.address);
+    },
+    stopService,
+    async stop() {
+      await stopService();
+      await usage.stop();
+      await catalog.stop();
+      await testBus.destroy();
+    },
+  };
+}
+
+export type RoutingBench = Awaited<ReturnType<typeof startRoutingBench>>;
 
 /**
  * A routing service with its own metrics registry, on a fresh test bus, in front of one fake OpenAI

@@ -76,11 +76,7 @@ describe('routing: learned capability map', () => {
     for (const upstream of [one, two, three]) upstream.reset();
   });
 
-  const served = (requestId: string) => eventually(() => {
-    const seen = usage.events.get(requestId);
-    if (!seen) throw new Error(`no usage event for ${requestId}`);
-    return seen;
-  });
+  const served = (requestId: string) => usage.collected(requestId);
 
   it('a refused temperature: one retry without it on the same provider, named in dropped_params, one SERVED event; then never sent again, on either replica', async () => {
     refusing(one);

@@ -6,7 +6,7 @@ import { CatalogChanged, Provider, ExchangeRequest, ExchangeResponse, RouterServ
 import { createTestBus, eventually, startFakeUpstream, testLogger, type FakeUpstream, type TestBus } from '@gateway/testing';
 import { startRoutingService } from '../src/index.js';
 import { countInputTokens } from '../src/usage/token-counter.js';
-import { chatRequest, collectUsageEvents, drain, model, openaiProvider, rejection, routerClient, snapshot, startFakeCatalog, startRouterUnderTest } from './harness.js';
+import { chatRequest, collectUsageEvents, drain, model, openaiProvider, rejection, routerClient, snapshot, startFakeCatalog, startRoutingRig, type RoutingRig } from './harness.js';
 
 const PRICING = { perInputToken: '0.0000005', perOutputToken: '0.0000015' };
 
@@ -69,11 +69,7 @@ describe('routing service', () => {
     service = undefined;
   });
 
-  const eventFor = (requestId: string) => eventually(() => {
-    const found = usage.events.get(requestId);
-    if (!found) throw new Error(`no usage event for ${requestId}`);
-    return found;
-  });
+  const eventFor = (requestId: string) => usage.collected(requestId);
 
   it('answers from the simulated provider deterministically, with honest counts, and publishes one usage event', async () => {
     const request = chatRequest('acme/sim', 'Explain routing in one line');
@@ -498,45 +494,26 @@ describe('routing service', () => {
 });
 
 describe('routing service: a caller who leaves before the first content (issue 35 item 4)', () => {
-  let testBus: TestBus;
   let upstream: FakeUpstream;
   let hole: Server;
-  let holeUrl = '';
-  let catalog: Awaited<ReturnType<typeof startFakeCatalog>>;
-  let usage: Awaited<ReturnType<typeof collectUsageEvents>>;
-  let service: { address: string; stop(): Promise<void> };
-  let client: ReturnType<typeof routerClient>;
-  let router: Awaited<ReturnType<typeof startRouterUnderTest>>;
+  const holeSockets = new Set<import('node:net').Socket>();
+  let rig: RoutingRig;
 
   beforeAll(async () => {
-    testBus = await createTestBus('nats');
     upstream = await startFakeUpstream();
     // An https upstream that accepts TCP connections and never answers the TLS handshake: the request is
     // never written to it (undici writes a request only once its connection is established).
     hole = createServer((socket) => { holeSockets.add(socket); socket.pause(); });
     await new Promise<void>((resolve) => hole.listen(0, '127.0.0.1', resolve));
-    holeUrl = `https://127.0.0.1:${(hole.address() as AddressInfo).port}/v1`;
-    catalog = await startFakeCatalog(snapshot('v1', [model('acme/slow', ['prov-a']), model('acme/hole', ['prov-hole'])], [
+    const holeUrl = `https://127.0.0.1:${(hole.address() as AddressInfo).port}/v1`;
+    rig = await startRoutingRig(snapshot('v1', [model('acme/slow', ['prov-a']), model('acme/hole', ['prov-hole'])], [
       openaiProvider('prov-a', upstream.url), openaiProvider('prov-hole', holeUrl),
-    ]));
-    router = await startRouterUnderTest(testBus.bus, catalog.address, {
-      providerSecrets: { PROV_A_API_KEY: 'sk-a', PROV_HOLE_API_KEY: 'sk-hole' }, attemptTimeoutMs: 5_000, maxAttempts: 1,
-    });
-    ({ usage, service, client } = router);
+    ]), { providerSecrets: { PROV_A_API_KEY: 'sk-a', PROV_HOLE_API_KEY: 'sk-hole' }, attemptTimeoutMs: 5_000, maxAttempts: 1 });
   });
   afterAll(async () => {
-    await router.stop();
-    await catalog.stop();
+    await rig.stop();
     await upstream.close();
     await new Promise((resolve) => { hole.close(resolve); for (const socket of holeSockets) socket.destroy(); });
-    await testBus.destroy();
-  });
-
-  const holeSockets = new Set<import('node:net').Socket>();
-  const eventFor = (requestId: string) => eventually(() => {
-    const found = usage.events.get(requestId);
-    if (!found) throw new Error(`no usage event for ${requestId}`);
-    return found;
   });
 
   /** Calls with a signal aborted after `ms`; the call must end by that abort. */
@@ -553,18 +530,18 @@ describe('routing service: a caller who leaves before the first content (issue 3
       upstream.script({ latencyMs: 2_000 });
       const request = chatRequest('acme/slow', 'a prompt the upstream received in full');
       await cancelledAfter(500, async (signal) => {
-        if (!streamed) return client.chat(request, { signal });
-        for await (const _message of client.chatStream({ chat: request, combinedStart: false }, { signal })) { /* none before the abort */ }
+        if (!streamed) return rig.client.chat(request, { signal });
+        for await (const _message of rig.client.chatStream({ chat: request, combinedStart: false }, { signal })) { /* none before the abort */ }
       });
       expect(upstream.requests).toHaveLength(1);
-      const { event, msgId } = await eventFor(request.context!.requestId);
+      const { event, msgId } = await rig.usage.collected(request.context!.requestId);
       expect(event).toMatchObject({
         outcome: UsageOutcome.USAGE_OUTCOME_SERVED, providerId: 'prov-a', cancelled: true, finishReason: 'cancelled', insuredReason: '', streamed,
       });
       expect(event.usage).toMatchObject({ inputTokens: countInputTokens(request.messages), outputTokens: 0, estimated: true });
       // Exactly one event, under the request's id (the group-commit publisher's batch carries it).
       await new Promise((resolve) => setTimeout(resolve, 300));
-      expect(usage.events.get(request.context!.requestId)!.count).toBe(1);
+      expect(rig.usage.events.get(request.context!.requestId)!.count).toBe(1);
       expect(msgId).toBeTruthy();
       upstream.reset();
     });
@@ -574,11 +551,11 @@ describe('routing service: a caller who leaves before the first content (issue 3
     for (const streamed of [true, false]) {
       const request = chatRequest('acme/hole', 'a prompt no upstream ever received');
       await cancelledAfter(800, async (signal) => {
-        if (!streamed) return client.chat(request, { signal });
-        for await (const _message of client.chatStream({ chat: request, combinedStart: false }, { signal })) { /* none */ }
+        if (!streamed) return rig.client.chat(request, { signal });
+        for await (const _message of rig.client.chatStream({ chat: request, combinedStart: false }, { signal })) { /* none */ }
       });
       expect(holeSockets.size).toBeGreaterThan(0);
-      const { event } = await eventFor(request.context!.requestId);
+      const { event } = await rig.usage.collected(request.context!.requestId);
       expect(event.outcome).toBe(UsageOutcome.USAGE_OUTCOME_FAILED);
       expect(event.usage).toMatchObject({ inputTokens: 0, outputTokens: 0 });
     }

@@ -6,6 +6,7 @@ import { startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
 import { generationRecord } from './configured-stack.js';
 import { CACHE_PICO, CACHE_PRICES, CACHE_PRICING_YAML, cacheChargeParts } from './cache-prices.js';
 import { anthropicClient } from './messages-e2e-harness.js';
+import { catalogYaml, tokenPricing } from './catalog-yaml.js';
 
 /*
  * Cost in every answer (issue 27 item 3), through the whole stack (edge, routing, ledger, Postgres,
@@ -44,58 +45,34 @@ const EXPECTED_JSON = {
 };
 
 function catalog(claude: FakeAnthropicUpstream, dead: FakeAnthropicUpstream, openai: FakeUpstream): string {
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-  - { id: anthropic-main, kind: anthropic, base_url: ${claude.url}, api_key_env: COST_E2E_ANTHROPIC_KEY }
-  - { id: anthropic-dead, kind: anthropic, base_url: ${dead.url}, api_key_env: COST_E2E_ANTHROPIC_KEY }
-  - { id: openai-embed, kind: openai, base_url: ${openai.url}, api_key_env: COST_E2E_OPENAI_KEY }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 600 } }
-models:
-  - id: ${CACHED}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [temperature, max_completion_tokens, max_tokens, stream_options]
-    pricing: ${CACHE_PRICING_YAML}
-    limit_group: default
-    offers:
-      - { provider: anthropic-main, upstream_model: claude-upstream, endpoints: [chat.completions, responses, messages] }
-  - id: ${FALLBACK_DEAD}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [temperature, max_completion_tokens, max_tokens, stream_options]
-    pricing: { per_input_token: "0.000001", per_output_token: "0.000002" }
-    limit_group: default
-    offers:
-      - { provider: anthropic-dead, upstream_model: claude-dead, endpoints: [chat.completions, responses, messages] }
-  - id: ${GPT}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [temperature, max_completion_tokens, stream_options]
-    pricing: { per_input_token: "${CACHE_PRICES.input}", per_cached_input_token: "${CACHE_PRICES.cached}", per_output_token: "${CACHE_PRICES.output}" }
-    limit_group: default
-    offers:
-      - { provider: openai-embed, upstream_model: gpt-upstream, endpoints: [chat.completions] }
-  - id: ${EMBED}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [embeddings]
-    supported_parameters: [dimensions]
-    pricing: { per_input_token: "${EMBED_PRICE}" }
-    limit_group: default
-    offers:
-      - { provider: openai-embed, upstream_model: embed-upstream, endpoints: [embeddings] }
-`;
+  // The Claude models also take max_tokens (the Messages spelling).
+  const claudeParameters = ['temperature', 'max_completion_tokens', 'max_tokens', 'stream_options'];
+  return catalogYaml({
+    providers: [
+      { id: 'anthropic-main', kind: 'anthropic', url: claude.url, keyEnv: 'COST_E2E_ANTHROPIC_KEY' },
+      { id: 'anthropic-dead', kind: 'anthropic', url: dead.url, keyEnv: 'COST_E2E_ANTHROPIC_KEY' },
+      { id: 'openai-embed', kind: 'openai', url: openai.url, keyEnv: 'COST_E2E_OPENAI_KEY' },
+    ],
+    models: [
+      {
+        id: CACHED, supportedParameters: claudeParameters, pricing: CACHE_PRICING_YAML,
+        offers: [{ provider: 'anthropic-main', upstreamModel: 'claude-upstream', endpoints: ['chat.completions', 'responses', 'messages'] }],
+      },
+      {
+        id: FALLBACK_DEAD, supportedParameters: claudeParameters, pricing: tokenPricing('0.000001', '0.000002'),
+        offers: [{ provider: 'anthropic-dead', upstreamModel: 'claude-dead', endpoints: ['chat.completions', 'responses', 'messages'] }],
+      },
+      {
+        id: GPT, supportedParameters: ['temperature', 'max_completion_tokens', 'stream_options'],
+        pricing: `{ per_input_token: "${CACHE_PRICES.input}", per_cached_input_token: "${CACHE_PRICES.cached}", per_output_token: "${CACHE_PRICES.output}" }`,
+        offers: [{ provider: 'openai-embed', upstreamModel: 'gpt-upstream', endpoints: ['chat.completions'] }],
+      },
+      {
+        id: EMBED, outputModalities: ['embeddings'], supportedParameters: ['dimensions'], pricing: `{ per_input_token: "${EMBED_PRICE}" }`,
+        offers: [{ provider: 'openai-embed', upstreamModel: 'embed-upstream', endpoints: ['embeddings'] }],
+      },
+    ],
+  });
 }
 
 interface Shown { cost: string; cost_details: Record<string, string> }

@@ -4,7 +4,8 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { formatCredits, parseCredits } from '@gateway/platform';
 import { eventually, startFakeUpstream, type FakeBehaviour, type FakeUpstream } from '@gateway/testing';
-import { pricedTokens, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { failFirstAttempt, pricedTokens, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { catalogYaml, tokenPricing, type CatalogModel } from './catalog-yaml.js';
 
 // Fault tolerance of chat completions through the whole stack, driven by the real `openai` client:
 // two OpenAI-compatible fake upstreams serve one model; each fault on the first attempt must be
@@ -18,31 +19,23 @@ const OUTPUT_PRICE = '0.000002';
 const ATTEMPT_TIMEOUT_MS = 1_000;
 
 function config(first: FakeUpstream, second: FakeUpstream, slowUrl: string): string {
-  const model = (id: string, offers: string) => `
-  - id: ${id}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [temperature, max_completion_tokens, stream_options]
-    pricing: { per_input_token: "${INPUT_PRICE}", per_output_token: "${OUTPUT_PRICE}" }
-    limit_group: default
-    offers:${offers}`;
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-  - { id: upstream-one, kind: openai, base_url: ${first.url}, api_key_env: FAULTS_KEY }
-  - { id: upstream-two, kind: openai, base_url: ${second.url}, api_key_env: FAULTS_KEY }
-  - { id: upstream-slow, kind: openai, base_url: ${slowUrl}, api_key_env: FAULTS_KEY }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 600 } }
-models:${model(MODEL, `
-      - { provider: upstream-one, upstream_model: dual-a, endpoints: [chat.completions] }
-      - { provider: upstream-two, upstream_model: dual-b, endpoints: [chat.completions] }`)}${model(SLOW_MODEL, `
-      - { provider: upstream-slow, upstream_model: slow, endpoints: [chat.completions] }`)}
-`;
+  const model = (id: string, offers: { provider: string; upstreamModel: string }[]): CatalogModel => ({
+    id,
+    supportedParameters: ['temperature', 'max_completion_tokens', 'stream_options'],
+    pricing: tokenPricing(INPUT_PRICE, OUTPUT_PRICE),
+    offers: offers.map((offer) => ({ ...offer, endpoints: ['chat.completions'] })),
+  });
+  return catalogYaml({
+    providers: [
+      { id: 'upstream-one', kind: 'openai', url: first.url, keyEnv: 'FAULTS_KEY' },
+      { id: 'upstream-two', kind: 'openai', url: second.url, keyEnv: 'FAULTS_KEY' },
+      { id: 'upstream-slow', kind: 'openai', url: slowUrl, keyEnv: 'FAULTS_KEY' },
+    ],
+    models: [
+      model(MODEL, [{ provider: 'upstream-one', upstreamModel: 'dual-a' }, { provider: 'upstream-two', upstreamModel: 'dual-b' }]),
+      model(SLOW_MODEL, [{ provider: 'upstream-slow', upstreamModel: 'slow' }]),
+    ],
+  });
 }
 
 /** An upstream that streams a word every `intervalMs` for a long time, and notes when its client hung up. */
@@ -111,17 +104,6 @@ describe('chat completions fault tolerance, end to end', () => {
     two.reset();
   });
 
-  /** The first attempt of the next request (whichever provider the strategy picks) meets `fault`. */
-  function failFirstAttempt(fault: FakeBehaviour) {
-    let used = false;
-    const behaviour = () => {
-      if (used) return {};
-      used = true;
-      return fault;
-    };
-    one.setFallback(behaviour);
-    two.setFallback(behaviour);
-  }
 
   const attempts = () => [...one.requests.map(() => 'one'), ...two.requests.map(() => 'two')];
 
@@ -160,7 +142,7 @@ describe('chat completions fault tolerance, end to end', () => {
   ];
 
   it.each(faults)('non-streamed, %s on the first provider: served by the other, charged once', async (_name, fault) => {
-    failFirstAttempt(fault);
+    failFirstAttempt([one, two], fault);
     await expectOneCharge(async () => {
       const completion = await harness.client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Hello there, gateway.' }] });
       expect(completion.choices[0]!.message.content).toBe('Hello from the fake upstream.');
@@ -176,7 +158,7 @@ describe('chat completions fault tolerance, end to end', () => {
   ];
 
   it.each(streamFaults)('streamed, %s on the first provider: served by the other, charged once', async (_name, fault) => {
-    failFirstAttempt(fault);
+    failFirstAttempt([one, two], fault);
     await expectOneCharge(async () => {
       const stream = await harness.client.chat.completions.create({
         model: MODEL,
@@ -197,7 +179,7 @@ describe('chat completions fault tolerance, end to end', () => {
   });
 
   it('a stream cut after its first chunk ends with an error (no switch), charged once for what was delivered', async () => {
-    failFirstAttempt({ cutAfterChunks: 1, chunkCount: 3 });
+    failFirstAttempt([one, two], { cutAfterChunks: 1, chunkCount: 3 });
     await expectOneCharge(async () => {
       const stream = await harness.client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Stream and fail.' }], stream: true });
       let text = '';

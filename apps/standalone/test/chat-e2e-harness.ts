@@ -3,7 +3,7 @@ import { expect } from 'vitest';
 import { ctlJson, startStackOnCatalog } from './configured-stack.js';
 import { createClient, parseCredits } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
-import { eventually, type FakeUpstream } from '@gateway/testing';
+import { eventually, type FakeBehaviour, type FakeScript, type FakeUpstream } from '@gateway/testing';
 import type { RunningStack, StackOptions } from '../src/index.js';
 
 /**
@@ -92,6 +92,34 @@ export async function startChatHarness(options: ChatHarnessOptions): Promise<Cha
 }
 
 export { minimalPdf } from '@gateway/testing';
+
+/** The end of a block that ran a harness in front of fake upstreams: the stack first, then each fake (any of them may not have started). */
+export async function stopHarnessAndFakes(harness: ChatHarness | undefined, fakes: readonly (FakeUpstream | undefined)[]): Promise<void> {
+  await harness?.stop();
+  for (const fake of fakes) await fake?.close();
+}
+
+/** Before each test: the fakes forget their requests and queued behaviours, and answer `fallback` from then on when it is given. */
+export function resetFakes(fakes: readonly FakeUpstream[], fallback?: FakeScript): void {
+  for (const fake of fakes) {
+    fake.reset();
+    if (fallback !== undefined) fake.setFallback(fallback);
+  }
+}
+
+/**
+ * The first attempt of the next request meets `fault`, whichever of `upstreams` the routing strategy asks
+ * first; every later request, on any of them, is answered normally.
+ */
+export function failFirstAttempt(upstreams: readonly FakeUpstream[], fault: FakeBehaviour): void {
+  let used = false;
+  const behaviour = () => {
+    if (used) return {};
+    used = true;
+    return fault;
+  };
+  for (const upstream of upstreams) upstream.setFallback(behaviour);
+}
 
 /** Credits (decimal string) minus pico credits, as the balance route prints it. */
 export function pricedTokens(promptTokens: number, completionTokens: number, inputPrice: string, outputPrice: string): bigint {

@@ -7,6 +7,7 @@ import pg from 'pg';
 import { formatCredits, parseCredits } from '@gateway/platform';
 import { eventually, startFakeAnthropicUpstream, startFakeUpstream, type FakeAnthropicUpstream, type FakeUpstream } from '@gateway/testing';
 import { ctlJson, generationRecord, startStackOnCatalog, type StackOnCatalog } from './configured-stack.js';
+import { catalogYaml, tokenPricing, type CatalogModel } from './catalog-yaml.js';
 
 // Issue 35 item 4: a caller who leaves before the first content still pays for the prompt an upstream
 // already received (providers bill its prefill), and the generation record says it was cancelled; a
@@ -23,32 +24,24 @@ const UPSTREAM_DELAY_MS = 2_500;
 const ABORT_AT_MS = 1_500;
 
 function catalog(upstream: FakeUpstream, claude: FakeAnthropicUpstream): string {
-  const model = (id: string, offers: string) => `
-  - id: ${id}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [temperature, max_completion_tokens, stream_options]
-    pricing: { per_input_token: "${INPUT_PRICE}", per_output_token: "${OUTPUT_PRICE}" }
-    limit_group: default
-    offers:${offers}`;
-  // Two providers on the same fake, told apart by a static header, for the failover case.
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-  - { id: upstream-one, kind: openai, base_url: ${upstream.url}, api_key_env: CANCEL_KEY, headers: { x-which: one } }
-  - { id: upstream-two, kind: openai, base_url: ${upstream.url}, api_key_env: CANCEL_KEY, headers: { x-which: two } }
-  - { id: claude-one, kind: anthropic, base_url: ${claude.url}, api_key_env: CANCEL_KEY }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 600 } }
-models:${model(MODEL, `
-      - { provider: upstream-one, upstream_model: cancel-upstream, endpoints: [chat.completions, messages] }
-      - { provider: upstream-two, upstream_model: cancel-upstream, endpoints: [chat.completions, messages] }`)}${model(CLAUDE, `
-      - { provider: claude-one, upstream_model: claude-cancel, endpoints: [chat.completions, messages] }`)}
-`;
+  const model = (id: string, offers: { provider: string; upstreamModel: string }[]): CatalogModel => ({
+    id,
+    supportedParameters: ['temperature', 'max_completion_tokens', 'stream_options'],
+    pricing: tokenPricing(INPUT_PRICE, OUTPUT_PRICE),
+    offers: offers.map((offer) => ({ ...offer, endpoints: ['chat.completions', 'messages'] })),
+  });
+  return catalogYaml({
+    providers: [
+      // Two providers on the same fake, told apart by a static header, for the failover case.
+      { id: 'upstream-one', kind: 'openai', url: upstream.url, keyEnv: 'CANCEL_KEY', extra: 'headers: { x-which: one }' },
+      { id: 'upstream-two', kind: 'openai', url: upstream.url, keyEnv: 'CANCEL_KEY', extra: 'headers: { x-which: two }' },
+      { id: 'claude-one', kind: 'anthropic', url: claude.url, keyEnv: 'CANCEL_KEY' },
+    ],
+    models: [
+      model(MODEL, [{ provider: 'upstream-one', upstreamModel: 'cancel-upstream' }, { provider: 'upstream-two', upstreamModel: 'cancel-upstream' }]),
+      model(CLAUDE, [{ provider: 'claude-one', upstreamModel: 'claude-cancel' }]),
+    ],
+  });
 }
 
 interface Account { accountId: string; apiKey: string; provisioningKey: string; openai: OpenAI; anthropic: Anthropic }

@@ -3,9 +3,10 @@ import WebSocket from 'ws';
 import { createClient, parseCredits } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
-import { startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { resetFakes, startChatHarness, stopHarnessAndFakes, type ChatHarness } from './chat-e2e-harness.js';
 import { ctlJson } from './configured-stack.js';
 import { testAdmission } from './admission-mode.js';
+import { catalogYaml, tokenPricing, type CatalogModel } from './catalog-yaml.js';
 
 // Issue 35, item 1: admission covers every model that may serve, not only the one named. A free model
 // named first with a paid fallback (`models`) used to be admitted as free — no hold, no balance check,
@@ -25,37 +26,29 @@ const USAGE = { prompt_tokens: 1000, completion_tokens: 1000 };
 const PAID_CHARGE_PICO = 33_000_000_000n;
 
 function catalog(one: FakeUpstream, two: FakeUpstream): string {
-  const model = (id: string, pricing: string, provider: string, group: string) => `
-  - id: ${id}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    context_window: 8000
-    max_output_tokens: 1000
-    supported_parameters: [temperature, max_completion_tokens, max_tokens, stream_options]
-    ${pricing}
-    limit_group: ${group}
-    offers:
-      - { provider: ${provider}, upstream_model: ${id.split('/')[1]}-upstream, endpoints: [chat.completions, messages, responses] }`;
-  const prices = 'pricing: { per_input_token: "0.000003", per_output_token: "0.00003" }';
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-  - { id: upstream-one, kind: openai, base_url: ${one.url}, api_key_env: ADMISSION_KEY }
-  - { id: upstream-two, kind: openai, base_url: ${two.url}, api_key_env: ADMISSION_KEY }
-limit_groups:
-  - id: free
-    tiers: { tier-1: { minute: 6000 } }
-  - id: default
-    tiers: { tier-1: { minute: 6000 } }
-  - id: scarce
-    tiers: { tier-1: { minute: 3 } }
-  - id: open
-    tiers: {}
-models:${model(FREE, '', 'upstream-one', 'free')}${model(FREE_OPEN, '', 'upstream-one', 'open')}${model(PAID, prices, 'upstream-two', 'default')}${model(SCARCE, prices, 'upstream-two', 'scarce')}
-`;
+  const model = (id: string, pricing: string | undefined, provider: string, limitGroup: string): CatalogModel => ({
+    id, contextWindow: 8000, maxOutputTokens: 1000, supportedParameters: ['temperature', 'max_completion_tokens', 'max_tokens', 'stream_options'], pricing, limitGroup,
+    offers: [{ provider, upstreamModel: `${id.split('/')[1]}-upstream`, endpoints: ['chat.completions', 'messages', 'responses'] }],
+  });
+  const prices = tokenPricing('0.000003', '0.00003');
+  return catalogYaml({
+    providers: [
+      { id: 'upstream-one', kind: 'openai', url: one.url, keyEnv: 'ADMISSION_KEY' },
+      { id: 'upstream-two', kind: 'openai', url: two.url, keyEnv: 'ADMISSION_KEY' },
+    ],
+    limitGroups: [
+      { id: 'free', tiers: '{ tier-1: { minute: 6000 } }' },
+      { id: 'default', tiers: '{ tier-1: { minute: 6000 } }' },
+      { id: 'scarce', tiers: '{ tier-1: { minute: 3 } }' },
+      { id: 'open', tiers: '{}' },
+    ],
+    models: [
+      model(FREE, undefined, 'upstream-one', 'free'),
+      model(FREE_OPEN, undefined, 'upstream-one', 'open'),
+      model(PAID, prices, 'upstream-two', 'default'),
+      model(SCARCE, prices, 'upstream-two', 'scarce'),
+    ],
+  });
 }
 
 type Surface = 'chat' | 'chat-stream' | 'messages' | 'messages-stream' | 'responses' | 'responses-stream' | 'compact' | 'websocket';
@@ -77,16 +70,9 @@ describe(`a free model with a paid fallback is admitted as paid (issue 35, ${tes
   }, 120_000);
   afterAll(async () => {
     ledger?.close();
-    await harness?.stop();
-    await one?.close();
-    await two?.close();
+    await stopHarnessAndFakes(harness, [one, two]);
   });
-  beforeEach(() => {
-    for (const upstream of [one, two]) {
-      upstream.reset();
-      upstream.setFallback({ usage: USAGE });
-    }
-  });
+  beforeEach(() => resetFakes([one, two], { usage: USAGE }));
 
   /** A new account of tier-1 with `credits` and one key (with `creditLimit` when given). */
   async function account(name: string, credits: string, creditLimit?: string): Promise<{ accountId: string; apiKey: string; provisioningKey: string }> {

@@ -6,7 +6,7 @@ import pg from 'pg';
 import { expect } from 'vitest';
 import OpenAI from 'openai';
 import { ffmpegPath, parseCredits } from '@gateway/platform';
-import { eventually, type FakeUpstream } from '@gateway/testing';
+import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
 import { ctlJson, generationRecord, startStackOnCatalog, type StackOnCatalog } from './configured-stack.js';
 
 /** Prices of the media e2e catalog (credits per unit). */
@@ -184,6 +184,25 @@ export async function startDownUpstream(): Promise<DownUpstream> {
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
+
+/**
+ * The media stack of media-endpoints: an OpenAI-compatible fake upstream (the `cloud/…` models), a provider
+ * that is down (the first offer of the `fallback/…` models) and the harness on mediaCatalog over the two;
+ * `stop` ends all three.
+ */
+export async function startMediaStack(edge?: Parameters<typeof startMediaHarness>[1]) {
+  const upstream = await startFakeUpstream();
+  const down = await startDownUpstream();
+  const harness = await startMediaHarness(mediaCatalog(upstream, down.url), edge);
+  const stop = async () => {
+    await harness.stop();
+    await upstream.close();
+    await down.close();
+  };
+  return { upstream, down, harness, stop };
+}
+
+export type MediaStack = Awaited<ReturnType<typeof startMediaStack>>;
 
 /** A square PNG of `size` pixels, every byte of its RGBA data `seed`. */
 export function solidPng(size: number, seed: number): Buffer {

@@ -3,10 +3,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PNG } from 'pngjs';
 import { toFile } from 'openai';
 import { formatCredits } from '@gateway/platform';
-import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
+import type { FakeUpstream } from '@gateway/testing';
 import {
-  MEDIA_PRICES, decodes, makeAudio, mediaCatalog, priced, pricedAudioMs, runFfmpeg, solidPng, startDownUpstream, startMediaHarness,
-  type DownUpstream, type MediaHarness,
+  MEDIA_PRICES, decodes, makeAudio, priced, pricedAudioMs, runFfmpeg, solidPng, startMediaStack,
+  type DownUpstream, type MediaHarness, type MediaStack,
 } from './media-e2e-harness.js';
 
 /**
@@ -28,26 +28,20 @@ const SIMULATED_INPUT_IMAGE_TOKENS = 272;
 const SPEECH_FORMATS = ['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm'] as const;
 
 describe('embeddings, moderations, images and audio on the simulated provider', () => {
+  let stack: MediaStack;
   let upstream: FakeUpstream;
-  let down: DownUpstream;
   let harness: MediaHarness;
 
   beforeAll(async () => {
-    upstream = await startFakeUpstream();
-    // A provider that answers every request with 503: the `fallback/…` models fail over from it.
-    down = await startDownUpstream();
     // Lowered upload bounds so the hostile-upload cases below stay small and quick.
-    harness = await startMediaHarness(mediaCatalog(upstream, down.url), {
+    stack = await startMediaStack({
       bodyLimits: { maxBytes: 3 * 1024 * 1024, stallTimeoutMs: 1_500 },
       multipartBounds: { fileBytes: 1024 * 1024, files: 4, fields: 12 },
     });
+    ({ upstream, harness } = stack);
   }, 120_000);
 
-  afterAll(async () => {
-    await harness?.stop();
-    await upstream?.close();
-    await down?.close();
-  });
+  afterAll(() => stack?.stop());
 
   it('embeddings: dimensions reach the provider of a model that lists them; a model that does not goes without and names them (decided once, at the edge)', async () => {
     const sized = await harness.client.embeddings.create({ model: 'cloud/embed', input: 'hi', dimensions: 5, encoding_format: 'float' }).withResponse();
@@ -395,21 +389,17 @@ function multipartPayload(boundary: string, parts: { name: string; filename?: st
 }
 
 describe('the same routes against an OpenAI-compatible upstream', () => {
+  let stack: MediaStack;
   let upstream: FakeUpstream;
   let down: DownUpstream;
   let harness: MediaHarness;
 
   beforeAll(async () => {
-    upstream = await startFakeUpstream();
-    down = await startDownUpstream();
-    harness = await startMediaHarness(mediaCatalog(upstream, down.url));
+    stack = await startMediaStack();
+    ({ upstream, down, harness } = stack);
   }, 120_000);
 
-  afterAll(async () => {
-    await harness?.stop();
-    await upstream?.close();
-    await down?.close();
-  });
+  afterAll(() => stack?.stop());
 
   const lastUpstream = (path: string) => [...upstream.requests].reverse().find((request) => request.path === path)!;
 

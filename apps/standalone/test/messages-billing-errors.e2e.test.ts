@@ -2,7 +2,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { formatCredits, parseCredits } from '@gateway/platform';
 import type { FakeBehaviour, FakeUpstream } from '@gateway/testing';
-import type { ChatHarness } from './chat-e2e-harness.js';
+import { failFirstAttempt, type ChatHarness } from './chat-e2e-harness.js';
 import { anthropicClient, expectWellFormedStream, rawPost, UPSTREAM_KINDS } from './messages-e2e-harness.js';
 import { BILLED, CACHED_PRICE, CHAT, DUAL, INPUT_PRICE, messagesSuite, OUTPUT_PRICE, PING_INTERVAL_MS } from './messages-e2e-suite.js';
 
@@ -84,24 +84,13 @@ describe.each(UPSTREAM_KINDS)('messages dialect over the $kind fake upstream', (
   });
 
   describe('failover and failures', () => {
-    /** The first attempt of the next request (whichever provider the strategy picks) meets `fault`. */
-    function failFirstAttempt(fault: FakeBehaviour) {
-      let used = false;
-      const behaviour = () => {
-        if (used) return {};
-        used = true;
-        return fault;
-      };
-      primary.setFallback(behaviour);
-      secondary.setFallback(behaviour);
-    }
     const attempts = () => primary.requests.length + secondary.requests.length;
 
     it.each<[string, FakeBehaviour]>([
       ['HTTP 500', { status: 500 }],
       ['a connection reset', { reset: true }],
     ])('before the first content (%s) the other provider answers, charged once', async (_name, fault) => {
-      failFirstAttempt(fault);
+      failFirstAttempt([primary, secondary], fault);
       await oneCharge(DUAL, async () => {
         const message = await client.messages.create({ model: DUAL, max_tokens: 100, messages: [{ role: 'user', content: 'Fail over.' }] });
         expect(message.content).toEqual([{ type: 'text', text: 'Hello from the fake upstream.' }]);
@@ -113,7 +102,7 @@ describe.each(UPSTREAM_KINDS)('messages dialect over the $kind fake upstream', (
       ['HTTP 500', { status: 500 }],
       ['a cut before the first chunk', { cutAfterChunks: 0 }],
     ])('streamed, before the first content (%s) the other provider answers, charged once', async (_name, fault) => {
-      failFirstAttempt(fault);
+      failFirstAttempt([primary, secondary], fault);
       await oneCharge(DUAL, async () => {
         const message = await client.messages.stream({ model: DUAL, max_tokens: 100, messages: [{ role: 'user', content: 'Fail over.' }] }).finalMessage();
         expect(message.content).toEqual([{ type: 'text', text: 'Hello from the fake upstream.' }]);
@@ -122,7 +111,7 @@ describe.each(UPSTREAM_KINDS)('messages dialect over the $kind fake upstream', (
     });
 
     it('a slow first token: the stream is committed with message_start and pings, and still fails over before content', async () => {
-      failFirstAttempt({ latencyMs: PING_INTERVAL_MS * 2 + 500, status: 500 });
+      failFirstAttempt([primary, secondary], { latencyMs: PING_INTERVAL_MS * 2 + 500, status: 500 });
       let raw!: Awaited<ReturnType<typeof rawPost>>;
       await oneCharge(DUAL, async () => {
         raw = await rawPost(messagesUrl(), keyHeaders(), { model: DUAL, max_tokens: 100, stream: true, messages: [{ role: 'user', content: 'Take your time.' }] });

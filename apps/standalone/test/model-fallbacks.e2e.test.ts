@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { APIError } from 'openai';
 import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
-import { startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { resetFakes, startChatHarness, stopHarnessAndFakes, type ChatHarness } from './chat-e2e-harness.js';
 import { rawPost } from './messages-e2e-harness.js';
+import { catalogYaml, tokenPricing, type CatalogModel } from './catalog-yaml.js';
 
 // Issue 27, items 1 and 2: model fallbacks (`models`) and provider preferences (`provider`) through the
 // whole stack, in the three dialects, streamed and not. Two OpenAI-compatible fakes are the providers;
@@ -24,30 +25,26 @@ const BACKUP_CHARGE_PICO = 68_000_000n;
 const DUAL_CHARGE_PICO = 25_000_000n;
 
 function catalog(one: FakeUpstream, two: FakeUpstream): string {
-  const model = (id: string, input: string, output: string, offers: string[], window = 8000, parameters = 'temperature, max_completion_tokens, max_tokens, stream_options') => `
-  - id: ${id}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    context_window: ${window}
-    max_output_tokens: ${Math.min(window, 1000)}
-    supported_parameters: [${parameters}]
-    pricing: { per_input_token: "${input}", per_output_token: "${output}" }
-    limit_group: default
-    offers:${offers.map((provider) => `
-      - { provider: ${provider}, upstream_model: ${id.split('/')[1]}-at-${provider}, endpoints: [chat.completions, messages, responses] }`).join('')}`;
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-  - { id: upstream-one, kind: openai, base_url: ${one.url}, api_key_env: FALLBACK_KEY }
-  - { id: upstream-two, kind: openai, base_url: ${two.url}, api_key_env: FALLBACK_KEY }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 6000 } }
-models:${model(PRIMARY, '0.000001', '0.000002', ['upstream-one'])}${model(BACKUP, '0.000003', '0.000005', ['upstream-two'])}${model(DUAL, '0.000001', '0.000002', ['upstream-one', 'upstream-two'])}${model(DEAR, '0.000001', '0.5', ['upstream-two'])}${model(TINY, '0.000001', '0.000002', ['upstream-one'], 64)}${model(PLAIN, '0.000001', '0.000002', ['upstream-two'], 8000, 'max_completion_tokens, max_tokens, stream_options')}
-`;
+  const model = (id: string, input: string, output: string, providers: string[], window = 8000, supportedParameters = ['temperature', 'max_completion_tokens', 'max_tokens', 'stream_options']): CatalogModel => ({
+    id, contextWindow: window, maxOutputTokens: Math.min(window, 1000), supportedParameters,
+    pricing: tokenPricing(input, output),
+    offers: providers.map((provider) => ({ provider, upstreamModel: `${id.split('/')[1]}-at-${provider}`, endpoints: ['chat.completions', 'messages', 'responses'] })),
+  });
+  return catalogYaml({
+    providers: [
+      { id: 'upstream-one', kind: 'openai', url: one.url, keyEnv: 'FALLBACK_KEY' },
+      { id: 'upstream-two', kind: 'openai', url: two.url, keyEnv: 'FALLBACK_KEY' },
+    ],
+    limitGroups: [{ id: 'default', tiers: '{ tier-1: { minute: 6000 } }' }],
+    models: [
+      model(PRIMARY, '0.000001', '0.000002', ['upstream-one']),
+      model(BACKUP, '0.000003', '0.000005', ['upstream-two']),
+      model(DUAL, '0.000001', '0.000002', ['upstream-one', 'upstream-two']),
+      model(DEAR, '0.000001', '0.5', ['upstream-two']),
+      model(TINY, '0.000001', '0.000002', ['upstream-one'], 64),
+      model(PLAIN, '0.000001', '0.000002', ['upstream-two'], 8000, ['max_completion_tokens', 'max_tokens', 'stream_options']),
+    ],
+  });
 }
 
 type DialectName = 'chat' | 'messages' | 'responses';
@@ -71,17 +68,8 @@ describe('model fallbacks and provider preferences (issue 27)', () => {
     [one, two] = await Promise.all([startFakeUpstream(), startFakeUpstream()]);
     harness = await startChatHarness({ configYaml: catalog(one, two), providerSecrets: { FALLBACK_KEY: 'sk-fallback' }, credits: '10' });
   }, 120_000);
-  afterAll(async () => {
-    await harness?.stop();
-    await one?.close();
-    await two?.close();
-  });
-  beforeEach(() => {
-    for (const upstream of [one, two]) {
-      upstream.reset();
-      upstream.setFallback({ usage: USAGE });
-    }
-  });
+  afterAll(() => stopHarnessAndFakes(harness, [one, two]));
+  beforeEach(() => resetFakes([one, two], { usage: USAGE }));
 
   /** One request in a dialect, with the routing fields in its body. */
   async function ask(dialect: DialectName, stream: boolean, fields: Record<string, unknown>): Promise<Outcome> {

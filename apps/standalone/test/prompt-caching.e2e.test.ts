@@ -5,6 +5,7 @@ import { startFakeAnthropicUpstream, startFakeUpstream, type FakeAnthropicUpstre
 import { startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
 import { CACHE_PICO, CACHE_PRICES, CACHE_PRICING_YAML, cacheChargeOf } from './cache-prices.js';
 import { anthropicClient } from './messages-e2e-harness.js';
+import { catalogYaml, tokenPricing } from './catalog-yaml.js';
 
 /*
  * Prompt caching billed right, end to end (issue 26): `cache_control` in each dialect reaches an
@@ -26,50 +27,33 @@ const READ = { input_tokens: 15, cache_creation_input_tokens: 0, cache_read_inpu
 const SYSTEM = 'You are the reference librarian. '.repeat(40);
 
 function catalog(cached: FakeAnthropicUpstream, left: FakeAnthropicUpstream, right: FakeAnthropicUpstream, openai: FakeUpstream): string {
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-  - { id: anthropic-main, kind: anthropic, base_url: ${cached.url}, api_key_env: CACHE_E2E_ANTHROPIC_KEY }
-  - { id: anthropic-left, kind: anthropic, base_url: ${left.url}, api_key_env: CACHE_E2E_ANTHROPIC_KEY }
-  - { id: anthropic-right, kind: anthropic, base_url: ${right.url}, api_key_env: CACHE_E2E_ANTHROPIC_KEY }
-  - { id: openai-plain, kind: openai, base_url: ${openai.url}, api_key_env: CACHE_E2E_OPENAI_KEY }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 600 } }
-models:
-  - id: ${CACHED}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text, image]
-    output_modalities: [text]
-    supported_parameters: [tools, tool_choice, temperature, max_completion_tokens, max_tokens]
-    pricing: ${CACHE_PRICING_YAML}
-    limit_group: default
-    offers:
-      - { provider: anthropic-main, upstream_model: claude-upstream, endpoints: [chat.completions, responses, messages] }
-  - id: ${PAIR}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [temperature, max_completion_tokens, max_tokens]
-    pricing: { per_input_token: "0.000001", per_output_token: "0.000002" }
-    limit_group: default
-    offers:
-      - { provider: anthropic-left, upstream_model: claude-left, endpoints: [chat.completions, responses, messages] }
-      - { provider: anthropic-right, upstream_model: claude-right, endpoints: [chat.completions, responses, messages] }
-  - id: ${GPT}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [temperature, max_completion_tokens]
-    pricing: { per_input_token: "0.000001", per_cached_input_token: "0.0000001", per_output_token: "0.000002" }
-    limit_group: default
-    offers:
-      - { provider: openai-plain, upstream_model: gpt-upstream, endpoints: [chat.completions, responses] }
-`;
+  return catalogYaml({
+    providers: [
+      { id: 'anthropic-main', kind: 'anthropic', url: cached.url, keyEnv: 'CACHE_E2E_ANTHROPIC_KEY' },
+      { id: 'anthropic-left', kind: 'anthropic', url: left.url, keyEnv: 'CACHE_E2E_ANTHROPIC_KEY' },
+      { id: 'anthropic-right', kind: 'anthropic', url: right.url, keyEnv: 'CACHE_E2E_ANTHROPIC_KEY' },
+      { id: 'openai-plain', kind: 'openai', url: openai.url, keyEnv: 'CACHE_E2E_OPENAI_KEY' },
+    ],
+    models: [
+      {
+        id: CACHED, inputModalities: ['text', 'image'], supportedParameters: ['tools', 'tool_choice', 'temperature', 'max_completion_tokens', 'max_tokens'],
+        pricing: CACHE_PRICING_YAML,
+        offers: [{ provider: 'anthropic-main', upstreamModel: 'claude-upstream', endpoints: ['chat.completions', 'responses', 'messages'] }],
+      },
+      {
+        id: PAIR, supportedParameters: ['temperature', 'max_completion_tokens', 'max_tokens'], pricing: tokenPricing('0.000001', '0.000002'),
+        offers: [
+          { provider: 'anthropic-left', upstreamModel: 'claude-left', endpoints: ['chat.completions', 'responses', 'messages'] },
+          { provider: 'anthropic-right', upstreamModel: 'claude-right', endpoints: ['chat.completions', 'responses', 'messages'] },
+        ],
+      },
+      {
+        id: GPT, supportedParameters: ['temperature', 'max_completion_tokens'],
+        pricing: '{ per_input_token: "0.000001", per_cached_input_token: "0.0000001", per_output_token: "0.000002" }',
+        offers: [{ provider: 'openai-plain', upstreamModel: 'gpt-upstream', endpoints: ['chat.completions', 'responses'] }],
+      },
+    ],
+  });
 }
 
 describe('prompt caching, billed right', () => {

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import type { FakeUpstream } from '@gateway/testing';
-import { pricedTokens, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { pricedTokens, resetFakes, startChatHarness, stopHarnessAndFakes, type ChatHarness } from './chat-e2e-harness.js';
 import { UPSTREAM_KINDS, type UpstreamKind } from './messages-e2e-harness.js';
+import { CODEX_HISTORY, CODEX_SHELL_TOOL } from './codex-session.js';
 
 // POST /v1/responses/compact as Codex calls it (remote compaction), end to end with the real `openai`
 // client's `responses.compact`: the conversation is summarised by the asked model through the one
@@ -42,19 +43,9 @@ models:${model(MODEL, ['upstream-one'])}${failoverProviders.length > 0 ? model(F
 `;
 }
 
-const SHELL = { type: 'function', name: 'shell', description: 'Run a command.', parameters: { type: 'object', properties: { cmd: { type: 'string' } }, required: ['cmd'] }, strict: false };
-
-/** A Codex session so far: a request, a tool round trip, the answer. */
-const HISTORY = [
-  { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'List the files.' }] },
-  { type: 'function_call', call_id: 'call_ls', name: 'shell', arguments: '{"cmd":"ls"}' },
-  { type: 'function_call_output', call_id: 'call_ls', output: 'README.md\nsrc' },
-  { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'There is a README and src.' }] },
-] as OpenAI.Responses.ResponseInputItem[];
-
 /** What Codex sends (codex-rs CompactionInput): model, input, instructions, tools, parallel_tool_calls. */
-const compactBody = (input: unknown[] = HISTORY) =>
-  ({ model: MODEL, input, instructions: 'You are Codex.', tools: [SHELL], parallel_tool_calls: true, prompt_cache_key: 'session-1' }) as unknown as OpenAI.Responses.ResponseCompactParams;
+const compactBody = (input: unknown[] = CODEX_HISTORY) =>
+  ({ model: MODEL, input, instructions: 'You are Codex.', tools: [CODEX_SHELL_TOOL], parallel_tool_calls: true, prompt_cache_key: 'session-1' }) as unknown as OpenAI.Responses.ResponseCompactParams;
 
 const SUMMARY = 'The user asked for the files; `ls` showed README.md and src. Nothing is open.';
 const REPORTED = { prompt_tokens: 100, completion_tokens: 9 };
@@ -84,16 +75,9 @@ describe.each(UPSTREAM_KINDS)('POST /v1/responses/compact on an $kind upstream, 
     });
   }, 120_000);
 
-  afterAll(async () => {
-    await harness?.stop();
-    await upstream?.close();
-    await second?.close();
-  });
+  afterAll(() => stopHarnessAndFakes(harness, [upstream, second]));
 
-  beforeEach(() => {
-    upstream.reset();
-    second.reset();
-  });
+  beforeEach(() => resetFakes([upstream, second]));
 
   it('fails over like any request: the first provider asked fails, the other summarises, one charge', async () => {
     let failed = 0;
@@ -151,7 +135,7 @@ describe.each(UPSTREAM_KINDS)('POST /v1/responses/compact on an $kind upstream, 
     upstream.script({ text: 'Continuing.' });
     const next = await harness.client.responses.create({
       model: MODEL,
-      tools: [SHELL] as OpenAI.Responses.Tool[],
+      tools: [CODEX_SHELL_TOOL] as OpenAI.Responses.Tool[],
       input: [...(compacted.output as OpenAI.Responses.ResponseInputItem[]), { role: 'user', content: 'Now open the README.' }],
     });
     expect(next.output_text).toBe('Continuing.');
@@ -182,7 +166,7 @@ describe.each(UPSTREAM_KINDS)('POST /v1/responses/compact on an $kind upstream, 
 
     // OpenAI's own (foreign) compaction blob, in a compact request.
     const foreign = await badRequest(
-      harness.client.responses.compact(compactBody([...HISTORY, { type: 'compaction', encrypted_content: 'gAAAAABpZ2V0X3N0YXJ0ZWQ=' } as unknown as OpenAI.Responses.ResponseInputItem])),
+      harness.client.responses.compact(compactBody([...CODEX_HISTORY, { type: 'compaction', encrypted_content: 'gAAAAABpZ2V0X3N0YXJ0ZWQ=' } as unknown as OpenAI.Responses.ResponseInputItem])),
     );
     expect(foreign.param).toBe('body.input.4.encrypted_content');
     expect(upstream.requests).toHaveLength(0);

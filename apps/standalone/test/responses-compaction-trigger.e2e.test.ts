@@ -3,6 +3,7 @@ import OpenAI from 'openai';
 import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
 import { oneModelCatalog, pricedTokens, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
 import { OPENAI_UPSTREAM } from './messages-e2e-harness.js';
+import { CODEX_HISTORY, CODEX_SHELL_TOOL } from './codex-session.js';
 
 // Codex's in-band compaction (`x-codex-beta-features: remote_compaction_v2`): a normal POST
 // /v1/responses whose last input item is `{type: 'compaction_trigger'}`, end to end with the real
@@ -28,22 +29,12 @@ function catalog(upstream: FakeUpstream): string {
   });
 }
 
-const SHELL = { type: 'function', name: 'shell', description: 'Run a command.', parameters: { type: 'object', properties: { cmd: { type: 'string' } }, required: ['cmd'] }, strict: false };
-
-/** A Codex session so far: a request, a tool round trip, the answer. */
-const HISTORY = [
-  { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'List the files.' }] },
-  { type: 'function_call', call_id: 'call_ls', name: 'shell', arguments: '{"cmd":"ls"}' },
-  { type: 'function_call_output', call_id: 'call_ls', output: 'README.md\nsrc' },
-  { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'There is a README and src.' }] },
-];
-
 /** What Codex sends for remote compaction v2: its usual request (store false, tools, include), the history, then the trigger. */
 const triggerBody = (stream: boolean) => ({
   model: MODEL,
   instructions: 'You are Codex.',
-  input: [...HISTORY, { type: 'compaction_trigger' }],
-  tools: [SHELL],
+  input: [...CODEX_HISTORY, { type: 'compaction_trigger' }],
+  tools: [CODEX_SHELL_TOOL],
   tool_choice: 'auto',
   parallel_tool_calls: true,
   store: false,
@@ -111,8 +102,8 @@ describe('POST /v1/responses ending in compaction_trigger (Codex remote_compacti
     upstream.script({ text: 'Continuing.', usage: { prompt_tokens: 40, completion_tokens: 2 } });
     const next = await harness.client.responses.create({
       model: MODEL,
-      tools: [SHELL] as OpenAI.Responses.Tool[],
-      input: [HISTORY[0], item, { role: 'user', content: 'Now open the README.' }] as OpenAI.Responses.ResponseInputItem[],
+      tools: [CODEX_SHELL_TOOL] as OpenAI.Responses.Tool[],
+      input: [CODEX_HISTORY[0], item, { role: 'user', content: 'Now open the README.' }] as OpenAI.Responses.ResponseInputItem[],
     });
     expect(next.output_text).toBe('Continuing.');
     expect(received(upstream, 0)).toEqual([
@@ -156,7 +147,7 @@ describe('POST /v1/responses ending in compaction_trigger (Codex remote_compacti
   it('a trigger that is not the last input item is a 400 naming it; nothing reaches the upstream or is charged', async () => {
     const before = await harness.charges(MODEL);
     const error = await harness.client
-      .post('/responses', { body: { model: MODEL, input: [{ type: 'compaction_trigger' }, ...HISTORY] } })
+      .post('/responses', { body: { model: MODEL, input: [{ type: 'compaction_trigger' }, ...CODEX_HISTORY] } })
       .then(() => undefined, (caught: unknown) => caught);
     expect(error).toBeInstanceOf(OpenAI.BadRequestError);
     expect(error).toMatchObject({ code: 'invalid_compaction_trigger', param: 'body.input.0' });

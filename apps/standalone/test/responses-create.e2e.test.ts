@@ -2,7 +2,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import type { FakeBehaviour, FakeUpstream, RecordedRequest } from '@gateway/testing';
-import { startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { resetFakes, startChatHarness, stopHarnessAndFakes, type ChatHarness } from './chat-e2e-harness.js';
 import { UPSTREAM_KINDS, type UpstreamKind } from './messages-e2e-harness.js';
 
 // POST /v1/responses end to end, every hop real (edge, auth, ledger, router, a fake provider speaking
@@ -92,16 +92,9 @@ describe.each(UPSTREAM_KINDS)('POST /v1/responses on an $kind upstream, end to e
     });
   }, 120_000);
 
-  afterAll(async () => {
-    await harness?.stop();
-    await one?.close();
-    await two?.close();
-  });
+  afterAll(() => stopHarnessAndFakes(harness, [one, two]));
 
-  beforeEach(() => {
-    one.reset();
-    two.reset();
-  });
+  beforeEach(() => resetFakes([one, two]));
 
   const responsesUrl = () => `${harness.stack.url}/v1/responses`;
   const postRaw = (body: Record<string, unknown>) =>

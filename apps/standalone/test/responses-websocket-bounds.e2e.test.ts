@@ -3,6 +3,7 @@ import type { RunningEdge } from '../src/index.js';
 import { eventually, type FakeUpstream } from '@gateway/testing';
 import { startConfiguredStack, type ConfiguredStack } from './configured-stack.js';
 import { refusedUpgrade, WsClient } from './responses-websocket-client.js';
+import { catalogYaml, tokenPricing, type CatalogModel } from './catalog-yaml.js';
 
 // Issue 35 items 3: the responses WebSocket is bounded per key and account before any work — sockets per
 // key and per account, one cache budget across every socket of an edge (oldest out first), warm-ups
@@ -15,29 +16,21 @@ const CACHE_CHARS = 200_000;
 const PROVIDER_KEY_ENV = 'WS_BOUNDS_KEY';
 
 function catalog(upstream: FakeUpstream): string {
-  const model = (id: string, group: string) => `
-  - id: ${id}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [temperature, max_completion_tokens, stream_options]
-    pricing: { per_input_token: "0.000001", per_output_token: "0.000002" }
-    limit_group: ${group}
-    offers:
-      - { provider: upstream-one, upstream_model: ws-bounds-upstream, endpoints: [chat.completions, responses] }`;
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-  - { id: upstream-one, kind: openai, base_url: ${upstream.url}, api_key_env: ${PROVIDER_KEY_ENV} }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 600 } }
-  - id: tight
-    tiers: { tier-1: { minute: ${TIGHT_PER_MINUTE} } }
-models:${model(MODEL, 'default')}${model(TIGHT_MODEL, 'tight')}
-`;
+  const model = (id: string, limitGroup: string): CatalogModel => ({
+    id,
+    supportedParameters: ['temperature', 'max_completion_tokens', 'stream_options'],
+    pricing: tokenPricing('0.000001', '0.000002'),
+    limitGroup,
+    offers: [{ provider: 'upstream-one', upstreamModel: 'ws-bounds-upstream', endpoints: ['chat.completions', 'responses'] }],
+  });
+  return catalogYaml({
+    providers: [{ id: 'upstream-one', kind: 'openai', url: upstream.url, keyEnv: PROVIDER_KEY_ENV }],
+    limitGroups: [
+      { id: 'default', tiers: '{ tier-1: { minute: 600 } }' },
+      { id: 'tight', tiers: `{ tier-1: { minute: ${TIGHT_PER_MINUTE} } }` },
+    ],
+    models: [model(MODEL, 'default'), model(TIGHT_MODEL, 'tight')],
+  });
 }
 
 describe('responses WebSocket bounds (issue 35 item 3)', () => {

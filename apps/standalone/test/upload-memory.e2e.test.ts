@@ -3,39 +3,18 @@ import { connect } from 'node:net';
 import { credentials, Metadata, status, type ServiceError } from '@grpc/grpc-js';
 import { MediaServiceClient } from '@gateway/proto';
 import { freePort } from '../src/index.js';
-import { readFileSync } from 'node:fs';
 import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestBus, createTestDatabase, pcmWav, startFakeUpstream, type FakeUpstream, type TestBus, type TestDatabase } from '@gateway/testing';
 import { createAccountKey, startProcessStack, type ProcessStack } from './process-stack.js';
+import { FILE_BYTES, measureConcurrentUploads, MiB, pause, rssOf, upload, uploadMemoryCatalog, UPLOADS } from './upload-memory-harness.js';
 
 // Issue 29 item 8: uploads are streamed to disk at the edge and only a bounded number of them is held
 // in memory at once, so 20 concurrent 19 MiB transcription uploads move the resident memory of the
 // edge, media and routing processes (each its own OS process, as deployed) by at most 250 MB, and it
 // comes back within 100 MB of where it was once they are answered.
-
-const UPLOADS = 20;
-const FILE_BYTES = 19 * 1024 * 1024;
-const MiB = 1024 * 1024;
-
-const catalog = (upstream: FakeUpstream) => `
-providers:
-  - { id: cloud, kind: openai, base_url: ${upstream.url}, api_key_env: MEMORY_E2E_KEY }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 6000 } }
-models:
-  - id: cloud/transcribe
-    created: 1767225605
-    input_modalities: [audio]
-    supported_parameters: [language, prompt, response_format, temperature]
-    pricing: { per_input_audio_hour: "0.36" }
-    offers:
-      - { provider: cloud, upstream_model: transcribe-x, endpoints: [audio.transcriptions, audio.translations] }
-`;
-
 
 /** One ConvertAudio call without the internal credential; resolves its status code. */
 function unauthenticatedConvert(address: string, bytes: number): Promise<number> {
@@ -47,47 +26,6 @@ function unauthenticatedConvert(address: string, bytes: number): Promise<number>
     });
   });
 }
-
-/** Resident memory of a process, bytes (Linux /proc). */
-function rssOf(pid: number): number {
-  const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return match ? Number(match[1]) * 1024 : 0;
-}
-
-/**
- * One transcription upload over plain node:http, the shared file buffer written as it is (no copy per
- * request in the test process), `chunked` without a content-length.
- */
-function upload(url: string, apiKey: string, file: Buffer, options: { chunked?: boolean } = {}): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
-  const boundary = 'memory-test-boundary';
-  const head = Buffer.from(
-    `--${boundary}\r\nContent-Disposition: form-data; name="model"\r\n\r\ncloud/transcribe\r\n` +
-      `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="long.wav"\r\nContent-Type: audio/wav\r\n\r\n`,
-  );
-  const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
-  return new Promise((resolve, reject) => {
-    const request = httpRequest(`${url}/v1/audio/transcriptions`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${apiKey}`,
-        'content-type': `multipart/form-data; boundary=${boundary}`,
-        ...(options.chunked ? {} : { 'content-length': String(head.length + file.length + tail.length) }),
-      },
-    });
-    request.on('response', (response) => {
-      const chunks: Buffer[] = [];
-      response.on('data', (chunk: Buffer) => chunks.push(chunk));
-      response.on('end', () => resolve({ status: response.statusCode ?? 0, body: Buffer.concat(chunks).toString(), headers: response.headers }));
-      response.on('error', reject);
-    });
-    request.on('error', reject);
-    request.write(head);
-    request.write(file);
-    request.end(tail);
-  });
-}
-
-const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('upload memory (edge, media and routing as separate processes)', () => {
   let database: TestDatabase;
@@ -103,7 +41,7 @@ describe('upload memory (edge, media and routing as separate processes)', () => 
     upstream = await startFakeUpstream();
     directory = await mkdtemp(join(tmpdir(), 'upload-memory-'));
     const configPath = join(directory, 'gateway.yaml');
-    await writeFile(configPath, catalog(upstream));
+    await writeFile(configPath, uploadMemoryCatalog(upstream));
     stack = await startProcessStack(database, testBus, {
       catalog: { GATEWAY_CONFIG: configPath },
       routing: { MEMORY_E2E_KEY: 'memory-upstream-key' },
@@ -122,31 +60,13 @@ describe('upload memory (edge, media and routing as separate processes)', () => 
 
   it(`${UPLOADS} concurrent ${FILE_BYTES / MiB} MiB transcription uploads stay within idle + 250 MB and give it back`, async () => {
     const pids = (['edge', 'media', 'routing'] as const).map((app) => stack.running.get(app)!.pid!);
-    const total = () => pids.reduce((sum, pid) => sum + rssOf(pid), 0);
-    const file = pcmWav((FILE_BYTES - 44) / 32_000);
-    // Warm-up: one upload end to end, so code paths and pools that load lazily are in the idle figure.
-    const warm = await upload(stack.edgeUrl, apiKey, file);
-    expect(warm.status, warm.body).toBe(200);
-    upstream.reset();
-    await pause(3_000);
-    const idle = total();
-    const idleEach = pids.map((pid) => (rssOf(pid) / MiB).toFixed(0)).join(' / ');
-    let peak = idle;
-    const sampler = setInterval(() => { peak = Math.max(peak, total()); }, 50);
-    const answers = await Promise.all(Array.from({ length: UPLOADS }, () => upload(stack.edgeUrl, apiKey, file)));
-    clearInterval(sampler);
-    peak = Math.max(peak, total());
-    expect(answers.map((answer) => answer.status), answers.find((answer) => answer.status !== 200)?.body).toEqual(Array(UPLOADS).fill(200));
-    // Every provider call got the whole file.
-    expect(upstream.requests.length).toBe(UPLOADS);
-    await pause(5_000);
-    const after = total();
+    const { idle, idleEach, peak, after } = await measureConcurrentUploads({ url: stack.edgeUrl, apiKey, upstream, pids });
     // Every spool file is gone once its answer is over.
     const spools = (await readdir(directory)).filter((name) => name.startsWith('gateway-uploads-'));
     expect(spools).toHaveLength(1);
     expect(await readdir(join(directory, spools[0]!))).toEqual([]);
     const figures = `idle ${(idle / MiB).toFixed(0)} MiB, peak ${(peak / MiB).toFixed(0)} MiB, after ${(after / MiB).toFixed(0)} MiB`;
-    console.log(`upload memory: ${figures}; per process after: ${pids.map((pid) => (rssOf(pid) / MiB).toFixed(0)).join(' / ')} MiB (edge / media / routing; idle ${idleEach})`);
+    console.log(`upload memory: ${figures}; per process after: ${pids.map((pid) => (rssOf(pid) / MiB).toFixed(0)).join(' / ')} MiB (edge / media / routing; idle ${idleEach.map((bytes) => (bytes / MiB).toFixed(0)).join(' / ')})`);
     expect(peak - idle, figures).toBeLessThanOrEqual(250 * 1e6);
     expect(after - idle, figures).toBeLessThanOrEqual(100 * 1e6);
   }, 300_000);
