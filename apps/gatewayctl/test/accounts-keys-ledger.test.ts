@@ -135,6 +135,8 @@ function fakeLedger(logger = testLogger('fake-ledger')): LedgerServiceServer {
     ...notInThisFake(logger, [
       'admit', 'release', 'voidCharge', 'settleUsage', 'setBudget', 'deleteBudget', 'listBudgets', 'listLedgerAuditEntries', 'readLedgerAuditChain',
       'getGeneration', 'listGenerations', 'getModelLatency', 'getBalances', 'getKeyUsage', 'getActivity', 'acquireLease', 'returnLease', 'renewLeases',
+      // Webhook endpoints are the edge's account routes'.
+      'createWebhookEndpoint', 'listWebhookEndpoints', 'getWebhookEndpoint', 'updateWebhookEndpoint', 'deleteWebhookEndpoint', 'listWebhookDeliveries', 'redeliverWebhook',
     ]),
     topUp: unary(logger, 'TopUp', async (request: TopUpRequest) => {
       received.topUp.push(request);
