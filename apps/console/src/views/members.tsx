@@ -95,7 +95,7 @@ export function MembersView() {
                     <td class="time">{member.joined_at !== null ? `joined ${utcTime(member.joined_at)}` : `invited ${utcTime(member.created_at)}`}</td>
                     <td><div class="actions">
                       {mayWrite ? <>
-                        <button type="button" class="secondary" aria-label={`Change the role of ${memberName(member)}`} onClick={() => setEditing(member)}>Change role</button>
+                        <button type="button" class="secondary" aria-label={`Change role of ${memberName(member)}`} onClick={() => setEditing(member)}>Change role</button>
                         <button type="button" class="danger" aria-label={`Remove ${memberName(member)}`} onClick={() => setRemoving(member)}>Remove</button>
                       </> : 'read only'}
                     </div></td>

@@ -150,25 +150,25 @@ function Deliveries({ endpoint, mayWrite, generation, onRedeliver }: {
       <TableWrap label="Webhook deliveries table">
         <table aria-label="Webhook deliveries">
           <thead>
-            <tr><th scope="col">Created</th><th scope="col">Event</th><th scope="col">State</th><th scope="col" class="num">Attempts</th>
-              <th scope="col" class="num">Last status</th><th scope="col">Last error</th><th scope="col">Last attempt</th>
-              <th scope="col">Next attempt</th><th scope="col">Finished</th><th scope="col">Actions</th></tr>
+            <tr><th scope="col">Event</th><th scope="col">State</th><th scope="col">Actions</th><th scope="col" class="num">Attempts</th>
+              <th scope="col" class="num">Last status</th><th scope="col">Last error</th><th scope="col">Created</th><th scope="col">Last attempt</th>
+              <th scope="col">Next attempt</th><th scope="col">Finished</th></tr>
           </thead>
           <tbody>
             {deliveries.map((delivery) => (
               <tr key={delivery.id} class={delivery.dead_lettered ? 'dead' : undefined}>
-                <td class="time">{time(delivery.created_at)}</td>
                 <td>{delivery.event_type}<br /><code class="id hint">{delivery.event_id}</code></td>
-                <td><span class={`state ${delivery.state}`}>{delivery.dead_lettered ? '✗ dead-lettered' : delivery.state}</span></td>
-                <td class="num">{delivery.attempts}</td>
-                <td class="num">{delivery.last_status ?? '—'}</td>
-                <td class="message">{delivery.last_error ?? '—'}</td>
-                <td class="time">{time(delivery.last_attempt_at)}</td>
-                <td class="time">{time(delivery.next_attempt_at)}</td>
-                <td class="time">{time(delivery.finished_at)}</td>
+                <td class="time"><span class={`state ${delivery.state}`}>{delivery.dead_lettered ? '✗ dead-lettered' : delivery.state}</span></td>
                 <td>{delivery.dead_lettered && mayWrite
                   ? <button type="button" class="secondary" aria-label={`Redeliver ${delivery.id}`} onClick={() => onRedeliver(delivery)}>Redeliver</button>
                   : '—'}</td>
+                <td class="num">{delivery.attempts}</td>
+                <td class="num">{delivery.last_status ?? '—'}</td>
+                <td class="message">{delivery.last_error ?? '—'}</td>
+                <td class="time">{time(delivery.created_at)}</td>
+                <td class="time">{time(delivery.last_attempt_at)}</td>
+                <td class="time">{time(delivery.next_attempt_at)}</td>
+                <td class="time">{time(delivery.finished_at)}</td>
               </tr>
             ))}
           </tbody>
