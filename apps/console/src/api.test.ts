@@ -24,7 +24,7 @@ describe('idempotency keys for top-ups', () => {
   });
 });
 
-describe('the API calls of the budgets, audit, files and batches views, against a real HTTP server', () => {
+describe('the API calls of the budgets, audit, files, batches, webhooks and members views, against a real HTTP server', () => {
   interface Seen { method: string; url: string; authorization?: string; csrf?: string; body: string }
   const seen: Seen[] = [];
   /** What the server answers for a request (status and JSON body), by "METHOD path". */
@@ -134,6 +134,74 @@ describe('the API calls of the budgets, audit, files and batches views, against 
     expect(await jobsApi.fileContent('file-small', 1000)).toEqual({ text: '{"custom_id":"a"}\n', truncated: false, bytes: 18 });
     await expect(jobsApi.fileContent('file-gone', 1000)).rejects.toThrow('No such file.');
     expect(seen.map(({ url }) => url)).toEqual(['/v1/files/file-large/content', '/v1/files/file-small/content', '/v1/files/file-gone/content']);
+  });
+
+  it('list, create, enable and delete webhook endpoints, page their deliveries and redeliver a dead one, ids kept inside their path segments', async () => {
+    provisioningKey.signIn('gw-prov-test', false);
+    const endpoint = { id: 'whe_1', url: 'https://hooks.example.com/x', event_types: ['credits.topped_up'], enabled: true, created_at: 1, updated_at: 1 };
+    answers.set('GET /v1/account/webhooks', { status: 200, body: { object: 'list', data: [endpoint] } });
+    answers.set('POST /v1/account/webhooks', { status: 201, body: { ...endpoint, secret: 'whsec_abc' } });
+    answers.set('PATCH /v1/account/webhooks/whe_1', { status: 200, body: { ...endpoint, enabled: false } });
+    answers.set('DELETE /v1/account/webhooks/whe%2F..%2F1', { status: 200, body: { id: 'whe/../1', deleted: true } });
+    answers.set('GET /v1/account/webhooks/whe_1/deliveries', { status: 200, body: { object: 'list', data: [], has_more: false, next_cursor: null } });
+    answers.set('POST /v1/account/webhooks/whe_1/deliveries/whd%3F1/redeliver', { status: 202, body: { id: 'whd?1', state: 'pending' } });
+    expect((await api.webhooks()).data).toEqual([endpoint]);
+    expect((await api.createWebhook({ url: endpoint.url, event_types: ['credits.topped_up'] })).secret).toBe('whsec_abc');
+    expect((await api.updateWebhook('whe_1', { enabled: false })).enabled).toBe(false);
+    expect(await api.deleteWebhook('whe/../1')).toEqual({ id: 'whe/../1', deleted: true });
+    await api.webhookDeliveries('whe_1', 20);
+    await api.webhookDeliveries('whe_1', 20, 'cursor/2');
+    expect(await api.redeliverWebhook('whe_1', 'whd?1')).toEqual({ id: 'whd?1', state: 'pending' });
+    expect(seen.map(({ method, url }) => `${method} ${url}`)).toEqual([
+      'GET /v1/account/webhooks', 'POST /v1/account/webhooks', 'PATCH /v1/account/webhooks/whe_1', 'DELETE /v1/account/webhooks/whe%2F..%2F1',
+      'GET /v1/account/webhooks/whe_1/deliveries?limit=20', 'GET /v1/account/webhooks/whe_1/deliveries?limit=20&cursor=cursor%2F2',
+      'POST /v1/account/webhooks/whe_1/deliveries/whd%3F1/redeliver',
+    ]);
+    expect(JSON.parse(seen[1]!.body)).toEqual({ url: endpoint.url, event_types: ['credits.topped_up'] });
+    expect(JSON.parse(seen[2]!.body)).toEqual({ enabled: false });
+    expect(seen[6]!.body).toBe('');
+    expect(seen.every((request) => request.authorization === 'Bearer gw-prov-test')).toBe(true);
+  });
+
+  it('refuse a redelivery of a delivery that is not dead in the route\'s words', async () => {
+    provisioningKey.signIn('gw-prov-test', false);
+    answers.set('POST /v1/account/webhooks/whe_1/deliveries/whd_1/redeliver', {
+      status: 400, body: { error: { type: 'invalid_request_error', code: 'delivery_not_dead', message: 'Only a dead-lettered delivery is redelivered.' } },
+    });
+    await expect(api.redeliverWebhook('whe_1', 'whd_1')).rejects.toThrow('Only a dead-lettered delivery is redelivered.');
+  });
+
+  it('list, invite, change and remove members; the auth service\'s refusals (last owner, owner granted by an admin) come back in its words', async () => {
+    provisioningKey.signIn('gw-prov-test', false);
+    const member = { id: 'mem_1', role: 'admin', email: 'dana@example.com', issuer: null, subject: null, status: 'invited', created_at: 5, updated_at: 5, joined_at: null };
+    answers.set('GET /v1/account/members', { status: 200, body: { object: 'list', data: [member] } });
+    answers.set('POST /v1/account/members', { status: 201, body: member });
+    answers.set('PATCH /v1/account/members/mem_1', { status: 200, body: { ...member, role: 'viewer', sessions_revoked: 2 } });
+    answers.set('DELETE /v1/account/members/mem%2F2', { status: 200, body: { id: 'mem/2', deleted: true, sessions_revoked: 0 } });
+    answers.set('PATCH /v1/account/members/mem_owner', {
+      status: 409, body: { error: { type: 'invalid_request_error', code: 'last_owner', message: 'This is the account\'s last owner: make another member owner first.' } },
+    });
+    expect((await api.members()).data).toEqual([member]);
+    expect(await api.inviteMember('dana@example.com', 'admin')).toEqual(member);
+    expect(await api.updateMember('mem_1', 'viewer')).toMatchObject({ role: 'viewer', sessions_revoked: 2 });
+    expect(await api.removeMember('mem/2')).toMatchObject({ deleted: true, sessions_revoked: 0 });
+    await expect(api.updateMember('mem_owner', 'viewer')).rejects.toThrow('This is the account\'s last owner: make another member owner first.');
+    expect(seen.map(({ method, url }) => `${method} ${url}`)).toEqual([
+      'GET /v1/account/members', 'POST /v1/account/members', 'PATCH /v1/account/members/mem_1', 'DELETE /v1/account/members/mem%2F2', 'PATCH /v1/account/members/mem_owner',
+    ]);
+    expect(JSON.parse(seen[1]!.body)).toEqual({ email: 'dana@example.com', role: 'admin' });
+    expect(JSON.parse(seen[2]!.body)).toEqual({ role: 'viewer' });
+
+    // A signed-in admin: no bearer, the CSRF token on the write, and the owner role refused in the auth service's words.
+    provisioningKey.signOut();
+    answers.set('GET /v1/auth/session', { status: 200, body: { account_id: 'acc_1', role: 'admin', display_name: 'Ad', actions: ['members.read', 'members.write'], csrf_token: 'csrf-2', expires_at: 0 } });
+    answers.set('POST /v1/account/members', { status: 403, body: { error: { type: 'permission_error', code: 'role_forbidden', message: 'Only an owner grants the owner role.' } } });
+    await identitySession.load();
+    expect(mayDo('members.write')).toBe(true);
+    expect(mayDo('webhooks.read')).toBe(false);
+    await expect(api.inviteMember('eve@example.com', 'owner')).rejects.toThrow('Only an owner grants the owner role.');
+    expect(seen.at(-1)).toMatchObject({ method: 'POST', url: '/v1/account/members', authorization: undefined, csrf: 'csrf-2' });
+    await identitySession.signOut();
   });
 
   it('a signed-in person writes with the CSRF token and no bearer, sees the role table\'s actions, and gets a 403 refusal in its own words', async () => {

@@ -187,6 +187,54 @@ export interface OpenAIList<T> {
 /** The statuses in which a batch may still be cancelled (docs/jobs.md). */
 export const CANCELLABLE_BATCH_STATUSES: readonly string[] = ['validating', 'in_progress'];
 
+/** The events an endpoint may subscribe to (docs/governance.md "Webhooks"). */
+export const WEBHOOK_EVENT_TYPES = ['budget.threshold_crossed', 'credits.topped_up'] as const;
+export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
+
+/** A webhook endpoint as GET /v1/account/webhooks answers it; `secret` only in the answer that created it. */
+export interface WebhookEndpoint {
+  id: string;
+  url: string;
+  event_types: string[];
+  enabled: boolean;
+  created_at: number | null;
+  updated_at: number | null;
+  secret?: string;
+}
+
+/** One delivery of an event to an endpoint; times in seconds, null where not (yet) set. */
+export interface WebhookDelivery {
+  id: string;
+  event_id: string;
+  event_type: string;
+  state: 'pending' | 'delivered' | 'dead' | string;
+  dead_lettered: boolean;
+  attempts: number;
+  last_status: number | null;
+  last_error: string | null;
+  last_attempt_at: number | null;
+  next_attempt_at: number | null;
+  created_at: number | null;
+  finished_at: number | null;
+}
+
+/** An account's roles, strongest first (libs/platform/src/roles.ts ACCOUNT_ROLES). */
+export const MEMBER_ROLES = ['owner', 'admin', 'billing', 'viewer'] as const;
+export type MemberRole = (typeof MEMBER_ROLES)[number];
+
+/** A member or invitation as GET /v1/account/members answers it (docs/governance.md "Members"). */
+export interface Member {
+  id: string;
+  role: MemberRole | string;
+  email: string | null;
+  issuer: string | null;
+  subject: string | null;
+  status: 'invited' | 'active' | string;
+  created_at: number;
+  updated_at: number;
+  joined_at: number | null;
+}
+
 export const ROUTING_STRATEGIES = ['reliability', 'balanced', 'latency', 'throughput', 'cache'] as const;
 
 /** The API's error in words: its message, or what the status means when the body has none. */
@@ -251,6 +299,22 @@ export const api = {
   deleteBudget: (keyId: string | undefined) => call<{ deleted: boolean }>('DELETE', budgetPath(keyId)),
   audit: (limit: number, cursor?: string) =>
     call<Page<AuditEntry> & { has_more: boolean }>('GET', `/v1/account/audit${query({ limit: String(limit), cursor })}`),
+  webhooks: () => call<{ data: WebhookEndpoint[] }>('GET', '/v1/account/webhooks'),
+  /** Answers the endpoint with its signing secret, which no later answer holds. */
+  createWebhook: (body: { url: string; event_types: string[]; enabled?: boolean }) => call<WebhookEndpoint>('POST', '/v1/account/webhooks', body),
+  updateWebhook: (id: string, body: { url?: string; event_types?: string[]; enabled?: boolean }) =>
+    call<WebhookEndpoint>('PATCH', `/v1/account/webhooks/${encodeURIComponent(id)}`, body),
+  deleteWebhook: (id: string) => call<{ deleted: boolean }>('DELETE', `/v1/account/webhooks/${encodeURIComponent(id)}`),
+  webhookDeliveries: (id: string, limit: number, cursor?: string) =>
+    call<Page<WebhookDelivery> & { has_more: boolean }>('GET', `/v1/account/webhooks/${encodeURIComponent(id)}/deliveries${query({ limit: String(limit), cursor })}`),
+  redeliverWebhook: (id: string, deliveryId: string) =>
+    call<{ id: string; state: string }>('POST', `/v1/account/webhooks/${encodeURIComponent(id)}/deliveries/${encodeURIComponent(deliveryId)}/redeliver`),
+  members: () => call<{ data: Member[] }>('GET', '/v1/account/members'),
+  /** An invitation by email: the person's first sign-in with that (verified) email binds it. */
+  inviteMember: (email: string, role: MemberRole) => call<Member>('POST', '/v1/account/members', { email, role }),
+  updateMember: (id: string, role: MemberRole) =>
+    call<Member & { sessions_revoked: number }>('PATCH', `/v1/account/members/${encodeURIComponent(id)}`, { role }),
+  removeMember: (id: string) => call<{ deleted: boolean; sessions_revoked: number }>('DELETE', `/v1/account/members/${encodeURIComponent(id)}`),
 };
 
 const budgetPath = (keyId: string | undefined) =>

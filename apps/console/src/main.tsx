@@ -10,6 +10,8 @@ import { OperatorView } from './views/operator.js';
 import { BudgetsView } from './views/budgets.js';
 import { AuditView } from './views/audit.js';
 import { BatchesView, FilesView } from './views/jobs.js';
+import { WebhooksView } from './views/webhooks.js';
+import { MembersView } from './views/members.js';
 import 'uplot/dist/uPlot.min.css';
 import './styles.css';
 
@@ -20,6 +22,8 @@ const VIEWS = [
   { path: 'keys', title: 'Keys' },
   { path: 'budgets', title: 'Budgets' },
   { path: 'audit', title: 'Audit log' },
+  { path: 'webhooks', title: 'Webhooks' },
+  { path: 'members', title: 'Members' },
   { path: 'files', title: 'Files' },
   { path: 'batches', title: 'Batches' },
   { path: 'models', title: 'Models' },
@@ -95,6 +99,7 @@ function App() {
           : !signedIn ? <SignIn onSignedIn={() => setKeySignedIn(true)} />
           : view === 'keys' ? <KeysView /> : view === 'requests' ? <RequestsView />
           : view === 'budgets' ? <BudgetsView /> : view === 'audit' ? <AuditView />
+          : view === 'webhooks' ? <WebhooksView /> : view === 'members' ? <MembersView />
           : view === 'files' ? <FilesView /> : view === 'batches' ? <BatchesView /> : <AccountView />}
       </main>
     </>

@@ -43,6 +43,9 @@ const env = loadConfig({
   GATEWAY_REASONING_TAG_KEY: z.string().min(16).optional(),
   /** Webhooks may go to plain http and private/loopback receivers (docs/governance.md "Webhooks"). */
   GATEWAY_WEBHOOKS_ALLOW_PRIVATE: z.enum(['0', '1']).default('0'),
+  /** Attempts before a webhook delivery is dead-lettered, and one attempt's timeout (as the ledger's own main reads them). */
+  WEBHOOK_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(100).default(15),
+  WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
   /** Internal gRPC credentials; unset: generated into the data dir. */
   GATEWAY_INTERNAL_TOKEN: z.string().min(32).optional(),
   GATEWAY_ADMIN_TOKEN: z.string().min(32).optional(),
@@ -110,7 +113,7 @@ await runMain('gateway', logger, async () => {
         // The embedded Postgres is this process's alone (the data dir lock), so any open lease is a
         // previous run's: one a crash, or a stop cut short, left unreturned.
         ...(embedded ? { reclaimLeasesOnStart: true } : {}),
-        webhooks: { allowPrivate: env.GATEWAY_WEBHOOKS_ALLOW_PRIVATE === '1' },
+        webhooks: { allowPrivate: env.GATEWAY_WEBHOOKS_ALLOW_PRIVATE === '1', maxAttempts: env.WEBHOOK_MAX_ATTEMPTS, requestTimeoutMs: env.WEBHOOK_TIMEOUT_MS },
         // Single-process mode is for a developer watching the balance: settle within 25 ms rather than
         // the 50 ms default. Not less: every settlement transaction's queries run on this one event loop
         // between requests, and 2 ms (one transaction per few requests at 500 req/s) added ~0.6 ms to the

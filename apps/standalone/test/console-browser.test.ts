@@ -1,8 +1,11 @@
 import { accessSync, chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { createRequire } from 'node:module';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatCredits, parseCredits } from '@gateway/platform';
 import { eventually, npmStartBanner, repositoryRoot, startNpmStart, type NpmStart } from '@gateway/testing';
@@ -42,7 +45,8 @@ describe('web console in a real browser', () => {
     accessSync(join(repositoryRoot, 'apps/console/dist/index.html'));
     accessSync(CHROMIUM);
     mkdirSync(screenshots, { recursive: true });
-    gateway = startNpmStart({ GATEWAY_DATA_DIR: dataDir });
+    // Webhooks to this test's loopback receivers; one failed attempt dead-letters a delivery (the Webhooks view's dead letter).
+    gateway = startNpmStart({ GATEWAY_DATA_DIR: dataDir, GATEWAY_WEBHOOKS_ALLOW_PRIVATE: '1', WEBHOOK_MAX_ATTEMPTS: '1', WEBHOOK_TIMEOUT_MS: '5000' });
     ({ url, provisioningKey } = await npmStartBanner(gateway));
     const output = gateway.output();
     expect(output).toContain(`Console:           ${url}/console/`);
@@ -648,6 +652,198 @@ describe('web console in a real browser', () => {
     await page.getByRole('button', { name: 'Show' }).click();
     await expect.poll(() => status.textContent()).toContain('Links are not checked on a page filtered by account.');
     await capture('operator-audit');
+    expect(cspViolations).toEqual([]);
+    expect(pageErrors).toEqual([]);
+  }, 300_000);
+  it('creates webhook endpoints (the secret shown once), shows a top-up delivered to one and dead-lettered at the other, redelivers it, disables and deletes; invites, changes and removes members with the auth service\'s refusals in its words', async () => {
+    const { accountId } = await npmStartBanner(gateway);
+    // Two receivers on loopback: one answers 204; the other 500 until told otherwise.
+    type Received = { headers: IncomingHttpHeaders; body: string };
+    const received = { ok: [] as Received[], failing: [] as Received[] };
+    let failingStatus = 500;
+    const receiver = (into: Received[], status: () => number): Promise<{ server: Server; url: string }> => new Promise((resolve) => {
+      const server = createServer((request, response) => {
+        const chunks: Buffer[] = [];
+        request.on('data', (chunk: Buffer) => chunks.push(chunk));
+        request.on('end', () => {
+          into.push({ headers: request.headers, body: Buffer.concat(chunks).toString('utf8') });
+          response.writeHead(status()).end(status() >= 400 ? 'receiver says no' : undefined);
+        });
+      });
+      server.listen(0, '127.0.0.1', () => resolve({ server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }));
+    });
+    const ok = await receiver(received.ok, () => 204);
+    const failing = await receiver(received.failing, () => failingStatus);
+    const okUrl = `${ok.url}/hooks/ok`;
+    const failingUrl = `${failing.url}/hooks/failing`;
+    const account = { authorization: `Bearer ${provisioningKey}`, 'content-type': 'application/json' };
+    try {
+      await page.goto(`${url}/console/webhooks`);
+      await page.getByLabel('Provisioning key').fill(provisioningKey);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.getByRole('heading', { name: 'Webhooks', level: 1 }).waitFor();
+      await page.getByText('No endpoints yet.').waitFor();
+      // No event type ticked: the page says so and sends nothing; a receiver with credentials: the route's refusal.
+      await page.getByLabel('URL').fill(okUrl);
+      await page.getByLabel('budget.threshold_crossed').uncheck();
+      await page.getByLabel('credits.topped_up').uncheck();
+      await page.getByRole('button', { name: 'Create endpoint' }).click();
+      await expect.poll(() => page.getByRole('alert').textContent()).toBe('Choose at least one event type.');
+      await page.getByLabel('credits.topped_up').check();
+      await page.getByLabel('URL').fill(`http://someone:secret@127.0.0.1:${new URL(ok.url).port}/x`);
+      await page.getByRole('button', { name: 'Create endpoint' }).click();
+      await expect.poll(() => page.getByRole('alert').textContent()).toMatch(/credentials/);
+      // Both event types to the good receiver: the secret is shown once, with the copy button focused.
+      await page.getByLabel('URL').fill(okUrl);
+      await page.getByLabel('budget.threshold_crossed').check();
+      await page.getByRole('button', { name: 'Create endpoint' }).click();
+      const okSecret = (await page.getByTestId('webhook-secret').textContent())!;
+      expect(okSecret).toMatch(/^whsec_[A-Za-z0-9+/=]{20,}$/);
+      await expect.poll(() => page.evaluate<string>('document.activeElement.textContent')).toBe('Copy secret');
+      await page.getByRole('button', { name: 'Done' }).click();
+      expect(await page.getByTestId('webhook-secret').count()).toBe(0);
+      const endpoints = page.getByRole('table', { name: 'Webhook endpoints' });
+      const okRow = endpoints.getByRole('row').filter({ hasText: okUrl });
+      await expect.poll(async () => (await okRow.getByRole('cell').allTextContents()).slice(0, 3)).toEqual([okUrl, 'budget.threshold_crossedcredits.topped_up', 'yes']);
+      expect((await okRow.getByRole('cell').allTextContents())[3]).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/);
+      // The list over the API has both endpoints' settings and never the secret.
+      await page.getByLabel('URL').fill(failingUrl);
+      await page.getByLabel('budget.threshold_crossed').uncheck();
+      await page.getByRole('button', { name: 'Create endpoint' }).click();
+      const failingSecret = (await page.getByTestId('webhook-secret').textContent())!;
+      expect(failingSecret).not.toBe(okSecret);
+      await page.getByRole('button', { name: 'Done' }).click();
+      const listed = await fetch(`${url}/v1/account/webhooks`, { headers: account });
+      const listedText = await listed.text();
+      expect(listedText).not.toContain('whsec_');
+      const byUrl = new Map((JSON.parse(listedText) as { data: { id: string; url: string; event_types: string[] }[] }).data.map((endpoint) => [endpoint.url, endpoint]));
+      expect(byUrl.get(failingUrl)?.event_types).toEqual(['credits.topped_up']);
+      await capture('webhooks-endpoints');
+
+      // A top-up of the account: one credits.topped_up event, to both endpoints.
+      const adminTokenText = readFileSync(join(dataDir, 'admin-token'), 'utf8').trim();
+      const topUp = await fetch(`${url}/v1/admin/accounts/${accountId}/credits`, {
+        method: 'POST', headers: { authorization: `Bearer ${adminTokenText}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ amount: '1.25', idempotency_key: `console-webhooks-${Date.now()}` }),
+      });
+      expect(topUp.status).toBe(200);
+      await eventually(async () => { expect(received.ok).toHaveLength(1); expect(received.failing).toHaveLength(1); }, 20_000, 100);
+      const event = new Webhook(okSecret).verify(received.ok[0]!.body, {
+        'webhook-id': String(received.ok[0]!.headers['webhook-id']), 'webhook-timestamp': String(received.ok[0]!.headers['webhook-timestamp']),
+        'webhook-signature': String(received.ok[0]!.headers['webhook-signature']),
+      }) as { type: string; account_id: string; data: { credits: string } };
+      expect(event).toMatchObject({ type: 'credits.topped_up', account_id: accountId, data: { credits: '1.25' } });
+
+      // The good endpoint's delivery: delivered, one attempt, 204.
+      await page.getByRole('button', { name: `Deliveries of ${okUrl}` }).click();
+      await expect.poll(() => page.evaluate<string>('document.activeElement.id')).toBe('deliveries-title');
+      const deliveries = page.getByRole('table', { name: 'Webhook deliveries' });
+      const deliveryCells = async () => deliveries.getByRole('row').nth(1).getByRole('cell').allTextContents();
+      await eventually(async () => {
+        await page.getByRole('button', { name: 'Refresh' }).click();
+        expect((await deliveryCells())[1]).toBe('delivered');
+      }, 15_000, 200);
+      let cells = await deliveryCells();
+      expect(cells[0]).toBe(`credits.topped_up${String(received.ok[0]!.headers['webhook-id'])}`);
+      expect(cells.slice(3, 6)).toEqual(['1', '204', '—']);
+      expect(cells[9]).toMatch(/UTC$/);
+      expect(cells[2]).toBe('—');
+      expect(await deliveries.getByRole('row').count()).toBe(2);
+
+      // The failing one's: dead-lettered after its one attempt, the receiver's 500 and words shown, with Redeliver.
+      await page.getByRole('button', { name: `Deliveries of ${failingUrl}` }).click();
+      await page.getByRole('heading', { name: `Deliveries to ${failingUrl}` }).waitFor();
+      await eventually(async () => {
+        await page.getByRole('button', { name: 'Refresh' }).click();
+        expect((await deliveryCells())[1]).toBe('✗ dead-lettered');
+      }, 15_000, 200);
+      cells = await deliveryCells();
+      expect(cells.slice(3, 5)).toEqual(['1', '500']);
+      expect(cells[5]).toBe('receiver answered 500');
+      expect(await deliveries.getByRole('row').nth(1).getAttribute('class')).toBe('dead');
+      const redeliver = deliveries.getByRole('button', { name: /^Redeliver / });
+      expect(await redeliver.count()).toBe(1);
+      await capture('webhooks-dead-letter');
+      // The receiver mends; Redeliver sends the same event (same webhook-id) again, and it is delivered.
+      failingStatus = 200;
+      await redeliver.click();
+      await expect.poll(() => page.getByRole('status').textContent()).toMatch(/is pending again/);
+      await eventually(async () => {
+        await page.getByRole('button', { name: 'Refresh' }).click();
+        expect((await deliveryCells())[1]).toBe('delivered');
+      }, 15_000, 200);
+      expect((await deliveryCells())[4]).toBe('200');
+      expect(received.failing).toHaveLength(2);
+      expect(received.failing[1]!.headers['webhook-id']).toBe(received.failing[0]!.headers['webhook-id']);
+      expect(await deliveries.getByRole('button', { name: /^Redeliver / }).count()).toBe(0);
+      // Redelivering a delivered one over the API: the route refuses it (nothing on the page offers it).
+      const deliveryList = await fetch(`${url}/v1/account/webhooks/${byUrl.get(failingUrl)!.id}/deliveries`, { headers: account });
+      const deliveryId = ((await deliveryList.json()) as { data: { id: string }[] }).data[0]!.id;
+      const again = await fetch(`${url}/v1/account/webhooks/${byUrl.get(failingUrl)!.id}/deliveries/${deliveryId}/redeliver`, { method: 'POST', headers: account });
+      expect(again.status).toBe(400);
+
+      // Disable the good endpoint; delete the other after the confirmation.
+      await page.getByRole('button', { name: `Disable ${okUrl}` }).click();
+      await page.getByRole('button', { name: `Enable ${okUrl}` }).waitFor();
+      expect((await okRow.getByRole('cell').allTextContents())[2]).toBe('no');
+      await page.getByRole('button', { name: `Delete ${failingUrl}` }).click();
+      await page.getByRole('alertdialog').waitFor();
+      await expect.poll(() => page.evaluate<string>('document.activeElement.textContent')).toBe('Cancel');
+      await page.getByRole('button', { name: 'Delete endpoint' }).click();
+      await expect.poll(() => endpoints.getByRole('row').filter({ hasText: failingUrl }).count()).toBe(0);
+      expect(await page.getByRole('heading', { name: `Deliveries to ${failingUrl}` }).count()).toBe(0);
+      const remaining = (await (await fetch(`${url}/v1/account/webhooks`, { headers: account })).json()) as { data: { url: string; enabled: boolean }[] };
+      expect(remaining.data.map((endpoint) => [endpoint.url, endpoint.enabled])).toEqual([[okUrl, false]]);
+    } finally {
+      for (const { server } of [ok, failing]) { server.closeAllConnections(); await new Promise<void>((resolve) => server.close(() => resolve())); }
+    }
+
+    // Members: invite by email, change the role, remove; the auth service's refusals in its own words.
+    await page.getByRole('link', { name: 'Members' }).click();
+    await page.getByRole('heading', { name: 'Members', level: 1 }).waitFor();
+    expect(new URL(page.url()).pathname).toBe('/console/members');
+    await page.getByText(/^No members yet/).waitFor();
+    const members = page.getByRole('table', { name: 'Members' });
+    const memberCells = (email: string) => members.getByRole('row').filter({ hasText: email }).getByRole('cell').allTextContents();
+    await page.getByLabel('Email', { exact: true }).fill('dana@example.com');
+    await page.getByRole('combobox', { name: 'Role', exact: true }).selectOption('admin');
+    await page.getByRole('button', { name: 'Invite' }).click();
+    await expect.poll(() => page.getByRole('status').textContent()).toBe('Invited dana@example.com as admin.');
+    await expect.poll(async () => (await memberCells('dana@example.com')).slice(0, 3)).toEqual(['dana@example.com', 'admin', 'invited']);
+    expect((await memberCells('dana@example.com'))[3]).toMatch(/^invited \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/);
+    expect(await page.getByLabel('Email', { exact: true }).inputValue()).toBe('');
+    // The same person twice: the route's 409 in its words, and what was typed stays.
+    await page.getByLabel('Email', { exact: true }).fill('DANA@example.com');
+    await page.getByRole('button', { name: 'Invite' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toBe('This person is already a member of the account.');
+    expect(await page.getByLabel('Email', { exact: true }).inputValue()).toBe('DANA@example.com');
+    // An owner, then the last owner refused a demotion.
+    await page.getByLabel('Email', { exact: true }).fill('olga@example.com');
+    await page.getByRole('combobox', { name: 'Role', exact: true }).selectOption('owner');
+    await page.getByRole('button', { name: 'Invite' }).click();
+    await expect.poll(async () => (await memberCells('olga@example.com')).slice(1, 3)).toEqual(['owner', 'invited']);
+    await page.getByRole('button', { name: 'Change role of olga@example.com' }).click();
+    await expect.poll(() => page.evaluate<string>('document.activeElement.id')).toBe('change-role');
+    await page.getByRole('combobox', { name: 'New role', exact: true }).selectOption('viewer');
+    await page.getByRole('button', { name: 'Save role' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toBe('This is the account\'s last owner: make another member owner first.');
+    expect((await memberCells('olga@example.com'))[1]).toBe('owner');
+    // Dana to viewer.
+    await page.getByRole('button', { name: 'Change role of dana@example.com' }).click();
+    await page.getByRole('combobox', { name: 'New role', exact: true }).selectOption('viewer');
+    await page.getByRole('button', { name: 'Save role' }).click();
+    await expect.poll(() => page.getByRole('status').textContent()).toBe('dana@example.com is now viewer.');
+    await expect.poll(async () => (await memberCells('dana@example.com'))[1]).toBe('viewer');
+    await capture('members');
+    // Remove Dana after the confirmation (its safe choice focused).
+    await page.getByRole('button', { name: 'Remove dana@example.com' }).click();
+    await page.getByRole('alertdialog').waitFor();
+    await expect.poll(() => page.evaluate<string>('document.activeElement.textContent')).toBe('Cancel');
+    await page.getByRole('button', { name: 'Remove member' }).click();
+    await expect.poll(() => members.getByRole('row').filter({ hasText: 'dana@example.com' }).count()).toBe(0);
+    expect(await page.getByRole('status').textContent()).toBe('Removed dana@example.com.');
+    const left = (await (await fetch(`${url}/v1/account/members`, { headers: account })).json()) as { data: { email: string; role: string }[] };
+    expect(left.data.map((member) => [member.email, member.role])).toEqual([['olga@example.com', 'owner']]);
     expect(cspViolations).toEqual([]);
     expect(pageErrors).toEqual([]);
   }, 300_000);

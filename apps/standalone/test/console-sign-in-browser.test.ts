@@ -11,7 +11,8 @@ import { SESSION_COOKIE, startSignInStack, type SignInStack } from './sign-in-ha
 // the account and its budgets read-only and is not offered the audit log (the role table's actions drive
 // the buttons; the routes check again, and a refusal is shown in the route's words), an admin creates a key
 // and a budget through the page (its CSRF token on the write) and finds the change in the audit log, an
-// operator reaches the Operator view and its audit log without an admin token; sign-out ends the session on the server. Each view: axe-core finds no WCAG 2 A/AA
+// operator reaches the Operator view and its audit log without an admin token; sign-out ends the session on the server.
+// Billing reads the webhook endpoints without write controls; an admin's owner grant is refused in the auth service's words. Each view: axe-core finds no WCAG 2 A/AA
 // violation.
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
@@ -98,6 +99,18 @@ describe('console sign-in with the identity provider, in a real browser', () => 
     expect(await page.getByRole('table', { name: 'Audit log' }).count()).toBe(0);
     expect(auditAsked).toBe(false);
     expect(await accessibilityViolations(page)).toEqual([]);
+    // Webhook endpoints and members are not the viewer's either (webhooks.read, members.read): nothing is asked.
+    const asked: string[] = [];
+    page.on('request', (request) => { const path = new URL(request.url()).pathname; if (/^\/v1\/account\/(webhooks|members)/.test(path)) asked.push(path); });
+    await page.getByRole('link', { name: 'Webhooks' }).click();
+    await page.getByText('Your role may not read the webhook endpoints; the account\'s owners, admins and billing may.').waitFor();
+    expect(await page.getByRole('table', { name: 'Webhook endpoints' }).count()).toBe(0);
+    expect(await accessibilityViolations(page)).toEqual([]);
+    await page.getByRole('link', { name: 'Members' }).click();
+    await page.getByText('Your role may not see the members; the account\'s owners and admins may.').waitFor();
+    expect(await page.getByRole('table', { name: 'Members' }).count()).toBe(0);
+    expect(await accessibilityViolations(page)).toEqual([]);
+    expect(asked).toEqual([]);
 
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('heading', { name: 'Sign in' }).waitFor();
@@ -145,6 +158,57 @@ describe('console sign-in with the identity provider, in a real browser', () => 
     const change = page.getByRole('table', { name: 'Audit log' }).getByRole('row').filter({ hasText: 'budget.' }).first();
     await expect.poll(async () => (await change.getByRole('cell').allTextContents())[1]).toMatch(/^user/);
     expect(await accessibilityViolations(page)).toEqual([]);
+    await context.close();
+  });
+
+  it('shows billing the webhook endpoints read-only and no members', async () => {
+    const endpoint = await stack.harness.call('POST', '/v1/account/webhooks', {
+      bearer: stack.acme.provisioningKey, body: { url: 'https://hooks.example.com/acme-billing', event_types: ['budget.threshold_crossed'] },
+    });
+    expect(endpoint.status).toBe(201);
+    const { context, page } = await signInThroughConsole('dave');
+    await expect.poll(() => page.locator('.top .who').textContent()).toBe('dave@example.com · billing');
+    await page.getByRole('link', { name: 'Webhooks' }).click();
+    const row = page.getByRole('table', { name: 'Webhook endpoints' }).getByRole('row').filter({ hasText: 'https://hooks.example.com/acme-billing' });
+    await expect.poll(async () => (await row.getByRole('cell').allTextContents()).slice(0, 3)).toEqual(['https://hooks.example.com/acme-billing', 'budget.threshold_crossed', 'yes']);
+    expect(await row.getByRole('button').allTextContents()).toEqual(['Deliveries']);
+    expect(await page.getByRole('heading', { name: 'Add an endpoint' }).count()).toBe(0);
+    await page.getByText('Read only: the account\'s owners and admins add and change endpoints.').waitFor();
+    await row.getByRole('button', { name: 'Deliveries of https://hooks.example.com/acme-billing' }).click();
+    await page.getByText(/^No deliveries yet/).waitFor();
+    expect(await accessibilityViolations(page)).toEqual([]);
+    await page.getByRole('link', { name: 'Members' }).click();
+    await page.getByText('Your role may not see the members; the account\'s owners and admins may.').waitFor();
+    expect(await accessibilityViolations(page)).toEqual([]);
+    const deleted = await stack.harness.call('DELETE', `/v1/account/webhooks/${endpoint.body.id as string}`, { bearer: stack.acme.provisioningKey });
+    expect(deleted.status).toBe(200);
+    await context.close();
+  });
+
+  it('lets an admin invite and change members, and shows the auth service refusing them an owner in its own words', async () => {
+    const { context, page } = await signInThroughConsole('erin');
+    await page.getByRole('link', { name: 'Members' }).click();
+    await page.getByRole('heading', { name: 'Invite by email' }).waitFor();
+    await page.getByLabel('Email', { exact: true }).fill('frank@example.com');
+    await page.getByRole('combobox', { name: 'Role', exact: true }).selectOption('owner');
+    await page.getByRole('button', { name: 'Invite' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toBe('Only an owner grants the owner role.');
+    await page.getByRole('combobox', { name: 'Role', exact: true }).selectOption('billing');
+    await page.getByRole('button', { name: 'Invite' }).click();
+    await expect.poll(() => page.getByRole('status').textContent()).toBe('Invited frank@example.com as billing.');
+    const frank = page.getByRole('table', { name: 'Members' }).getByRole('row').filter({ hasText: 'frank@example.com' });
+    await expect.poll(async () => (await frank.getByRole('cell').allTextContents()).slice(1, 3)).toEqual(['billing', 'invited']);
+    await page.getByRole('button', { name: 'Change role of frank@example.com' }).click();
+    await page.getByRole('combobox', { name: 'New role', exact: true }).selectOption('owner');
+    await page.getByRole('button', { name: 'Save role' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toBe('Only an owner grants the owner role or changes an owner\'s.');
+    expect((await frank.getByRole('cell').allTextContents())[1]).toBe('billing');
+    expect(await accessibilityViolations(page)).toEqual([]);
+    const listed = await stack.harness.call('GET', '/v1/account/members', { bearer: stack.acme.provisioningKey });
+    expect(listed.body.data.map((member: { email: string; role: string }) => [member.email, member.role])).toEqual([['frank@example.com', 'billing']]);
+    await page.getByRole('button', { name: 'Remove frank@example.com' }).click();
+    await page.getByRole('button', { name: 'Remove member' }).click();
+    await expect.poll(() => page.getByRole('table', { name: 'Members' }).getByRole('row').filter({ hasText: 'frank@example.com' }).count()).toBe(0);
     await context.close();
   });
 
