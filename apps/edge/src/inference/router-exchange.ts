@@ -263,88 +263,27 @@ export class RouterExchange implements ChatRouter {
     });
   }
 
-  async *chatStream(request: ChatStreamRequest, settings: CallSettings = {}, retryUnsent = true): AsyncGenerator<ChatStreamResponse> {
-    const opened = this.frameFor({ $case: 'chatStream', value: request });
-    if (!opened) {
-      yield* this.fallback.chatStream(request, settings);
-      return;
-    }
-    const { exchange, id, frame } = opened;
-    // Messages are queued as they arrive (the call is shared: it is never paused for one slow reader).
-    let queue: (ChatStreamResponse | undefined)[] = [];
-    let head = 0;
-    let ended = false;
-    let failure: GatewayError | undefined;
-    let wake: (() => void) | undefined;
-    const end = (error?: GatewayError) => {
-      ended = true;
-      failure = error;
-      wake?.();
-    };
-    const signal = settings.signal;
-    const onAbort = () => {
-      if (ended) return;
-      exchange.cancel(id);
-      end(cancelled());
-    };
-    if (signal?.aborted) throw cancelled();
-    signal?.addEventListener('abort', onAbort, { once: true });
-    exchange.open(id, {
-      deliver: (answer) => {
-        if (ended) return;
-        if (answer.$case === 'stream') {
-          if (queue.length - head >= this.maxQueuedMessages) {
-            exchange.cancel(id);
-            end(new GatewayError(GrpcStatus.RESOURCE_EXHAUSTED, ErrorReason.ERROR_REASON_INTERNAL, `stream reader fell ${this.maxQueuedMessages} messages behind`));
-            return;
-          }
-          queue.push(answer.value);
-          wake?.();
-          return;
-        }
-        exchange.close(id);
-        if (answer.$case === 'end') end();
-        else if (answer.$case === 'failure') end(fromStatusDetail(answer.value.status, answer.value.detail));
-        else end(unexpected(answer, 'stream'));
-      },
-      fail: (error) => end(error),
-    }, frame);
-    try {
-      for (;;) {
-        // A caller that gave up hears so at once, not after the messages already queued.
-        if (signal?.aborted) throw failure ?? cancelled();
-        if (head < queue.length) {
-          const message = queue[head] as ChatStreamResponse;
-          queue[head] = undefined;
-          head += 1;
-          if (head === queue.length) {
-            queue = [];
-            head = 0;
-          }
-          yield message;
-          continue;
-        }
-        if (ended) {
-          if (!failure) return;
-          // Never reached this router (no connection, so nothing was queued): another replica gets it, once.
-          const other = retryUnsent && neverSent(failure) ? this.elsewhere?.() : undefined;
-          if (!other) throw failure;
-          yield* other.chatStream(request, settings, false);
-          return;
-        }
-        await new Promise<void>((resolve) => {
-          wake = resolve;
-        });
-        wake = undefined;
-      }
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-      // The reader stopped before the end (client left, error while relaying): stop the router's work.
-      if (!ended) {
-        ended = true;
-        exchange.cancel(id);
-      }
-    }
+  chatStream(request: ChatStreamRequest, settings: CallSettings = {}, retryUnsent = true): AsyncIterableIterator<ChatStreamResponse> {
+    return new ExchangeStream(this, request, settings, retryUnsent);
+  }
+
+  /** An exchange for a stream (ExchangeStream); undefined: its frame goes on the fallback. */
+  openStream(request: ChatStreamRequest): { exchange: ExchangeCall; id: number; frame: Uint8Array } | undefined {
+    return this.frameFor({ $case: 'chatStream', value: request });
+  }
+
+  /** The per-call router, for a frame too large for the shared call. */
+  fallbackStream(request: ChatStreamRequest, settings: CallSettings): AsyncIterable<ChatStreamResponse> {
+    return this.fallback.chatStream(request, settings);
+  }
+
+  /** Another replica's router for a request that never reached this one, if any is up. */
+  otherRouter(): ChatRouter | undefined {
+    return this.elsewhere?.();
+  }
+
+  get streamQueueBound(): number {
+    return this.maxQueuedMessages;
   }
 
   /** Ends every call; exchanges still open fail as UNAVAILABLE. */
@@ -384,5 +323,172 @@ export class RouterExchange implements ChatRouter {
     this.current = call;
     this.logger.debug({ open_calls: this.calls.size }, 'router exchange call opened');
     return call;
+  }
+}
+
+const DONE: IteratorResult<ChatStreamResponse> = { done: true, value: undefined };
+
+/**
+ * One stream exchange as the relay reads it: an async iterator written by hand, not an async generator.
+ * A message that finds its reader waiting resolves that reader's read directly (one promise per message,
+ * no generator step or queue in between); messages that arrive while the reader is busy (several of one
+ * batch) wait in a queue bounded by maxQueuedMessages (the call is shared: it is never paused for one
+ * slow reader). The exchange is opened on the first read, as a generator's body would run. One reader:
+ * reads are not made concurrently (a `for await` loop).
+ */
+class ExchangeStream implements AsyncIterableIterator<ChatStreamResponse> {
+  private opened = false;
+  /** Iteration is over (ended and read, failed, or returned). */
+  private finished = false;
+  /** Another stream this one's reads go to: the fallback for a large frame, or another replica's router. */
+  private delegate: AsyncIterator<ChatStreamResponse> | undefined;
+  private exchange: ExchangeCall | undefined;
+  private id = 0;
+  private queue: ChatStreamResponse[] = [];
+  private head = 0;
+  private ended = false;
+  private failure: GatewayError | undefined;
+  private waiting: { resolve: (result: IteratorResult<ChatStreamResponse>) => void; reject: (error: unknown) => void } | undefined;
+  private readonly signal: CallSettings['signal'];
+
+  constructor(
+    private readonly router: RouterExchange,
+    private readonly request: ChatStreamRequest,
+    private readonly settings: CallSettings,
+    private readonly retryUnsent: boolean,
+  ) {
+    this.signal = settings.signal;
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  next(): Promise<IteratorResult<ChatStreamResponse>> {
+    if (this.delegate) return this.delegate.next();
+    if (this.finished) return Promise.resolve(DONE);
+    if (!this.opened) {
+      try {
+        this.open();
+      } catch (error) {
+        this.finished = true;
+        return Promise.reject(error);
+      }
+      if (this.delegate) return (this.delegate as AsyncIterator<ChatStreamResponse>).next();
+    }
+    return this.read();
+  }
+
+  return(): Promise<IteratorResult<ChatStreamResponse>> {
+    if (this.delegate) return this.delegate.return?.() ?? Promise.resolve(DONE);
+    this.finish();
+    return Promise.resolve(DONE);
+  }
+
+  throw(error?: unknown): Promise<IteratorResult<ChatStreamResponse>> {
+    if (this.delegate) return this.delegate.throw?.(error) ?? Promise.reject(error);
+    this.finish();
+    return Promise.reject(error);
+  }
+
+  private open(): void {
+    this.opened = true;
+    const opened = this.router.openStream(this.request);
+    if (!opened) {
+      this.delegate = this.router.fallbackStream(this.request, this.settings)[Symbol.asyncIterator]();
+      return;
+    }
+    const { exchange, id, frame } = opened;
+    if (this.signal?.aborted) throw cancelled();
+    this.exchange = exchange;
+    this.id = id;
+    this.signal?.addEventListener('abort', this.onAbort, { once: true });
+    exchange.open(id, { deliver: this.deliver, fail: this.end }, frame);
+  }
+
+  private readonly onAbort = (): void => {
+    if (this.ended) return;
+    this.exchange!.cancel(this.id);
+    this.end(cancelled());
+  };
+
+  private readonly deliver = (answer: Frame): void => {
+    if (this.ended) return;
+    const exchange = this.exchange!;
+    if (answer.$case === 'stream') {
+      const waiting = this.waiting;
+      if (waiting !== undefined) {
+        // The reader waits, so nothing is queued: the message is its read.
+        this.waiting = undefined;
+        waiting.resolve({ done: false, value: answer.value });
+        return;
+      }
+      const bound = this.router.streamQueueBound;
+      if (this.queue.length - this.head >= bound) {
+        exchange.cancel(this.id);
+        this.end(new GatewayError(GrpcStatus.RESOURCE_EXHAUSTED, ErrorReason.ERROR_REASON_INTERNAL, `stream reader fell ${bound} messages behind`));
+        return;
+      }
+      this.queue.push(answer.value);
+      return;
+    }
+    exchange.close(this.id);
+    if (answer.$case === 'end') this.end();
+    else if (answer.$case === 'failure') this.end(fromStatusDetail(answer.value.status, answer.value.detail));
+    else this.end(unexpected(answer, 'stream'));
+  };
+
+  private readonly end = (error?: GatewayError): void => {
+    this.ended = true;
+    this.failure = error;
+    const waiting = this.waiting;
+    if (waiting === undefined) return;
+    this.waiting = undefined;
+    this.read().then(waiting.resolve, waiting.reject);
+  };
+
+  private read(): Promise<IteratorResult<ChatStreamResponse>> {
+    // A caller that gave up hears so at once, not after the messages already queued.
+    if (this.signal?.aborted) {
+      const failure = this.failure ?? cancelled();
+      this.finish();
+      return Promise.reject(failure);
+    }
+    if (this.head < this.queue.length) {
+      const message = this.queue[this.head] as ChatStreamResponse;
+      this.head += 1;
+      if (this.head === this.queue.length) {
+        this.queue = [];
+        this.head = 0;
+      }
+      return Promise.resolve({ done: false, value: message });
+    }
+    if (this.ended) {
+      const failure = this.failure;
+      this.finish();
+      if (!failure) return Promise.resolve(DONE);
+      // Never reached this router (no connection, so nothing was queued): another replica gets it, once.
+      const other = this.retryUnsent && neverSent(failure) ? this.router.otherRouter() : undefined;
+      if (!other) return Promise.reject(failure);
+      this.delegate = other.chatStream(this.request, this.settings, false)[Symbol.asyncIterator]();
+      return this.delegate.next();
+    }
+    return new Promise((resolve, reject) => {
+      this.waiting = { resolve, reject };
+    });
+  }
+
+  /** Iteration is over: the abort listener goes, and a router stream still running is cancelled. */
+  private finish(): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.signal?.removeEventListener('abort', this.onAbort);
+    // The reader stopped before the end (client left, error while relaying): stop the router's work.
+    if (this.exchange && !this.ended) {
+      this.ended = true;
+      this.exchange.cancel(this.id);
+    }
+    this.queue = [];
+    this.head = 0;
   }
 }

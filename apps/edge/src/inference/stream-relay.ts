@@ -56,21 +56,21 @@ export async function relayStream(
   const onClientGone = () => streamAbort.abort();
   job.signal.addEventListener('abort', onClientGone);
   let wentSilent = false;
-  const idleTimer = setTimeout(() => {
+  const idleTimer = new SilenceTimer(context.streamIdleTimeoutMs, () => {
     wentSilent = true;
     streamAbort.abort();
-  }, context.streamIdleTimeoutMs);
-  // Keep-alive of a dialect that has one: refreshed by every write, so it only fires into silence.
+  });
+  // Keep-alive of a dialect that has one: put off by every write, so it only fires into silence.
   const ping = writer.ping?.bind(writer);
   const pingTimer = ping
-    ? setInterval(() => {
+    ? new SilenceTimer(context.streamPingIntervalMs, () => {
         if (!committed) commit();
         void sink.write(ping());
-      }, context.streamPingIntervalMs)
+      }, true)
     : undefined;
   try {
     for await (const message of context.chatRouter.chatStream({ chat, combinedStart: true }, { requestId, signal: streamAbort })) {
-      idleTimer.refresh();
+      idleTimer.touch();
       const event = message.event;
       if (!event) continue;
       if (event.$case === 'start') {
@@ -83,14 +83,17 @@ export async function relayStream(
         // The first content may ride in the start (combinedStart): one message less before it reaches the client.
         if (event.value.firstDelta) {
           if (!committed) commit();
-          pingTimer?.refresh();
-          await sink.write(writer.delta(event.value.firstDelta));
+          pingTimer?.touch();
+          const full = sink.write(writer.delta(event.value.firstDelta));
+          if (full) await full;
         }
       } else if (event.$case === 'delta') {
         if (!started) throw new Error('router stream sent a delta before its start');
         if (!committed) commit();
-        pingTimer?.refresh();
-        await sink.write(writer.delta(event.value));
+        pingTimer?.touch();
+        // Awaited only while the client's buffer is full: no turn of the microtask queue per delta.
+        const full = sink.write(writer.delta(event.value));
+        if (full) await full;
       } else if (event.$case === 'settlement') {
         settlement = event.value;
       } else if (event.$case === 'usage' && !answered) {
@@ -134,8 +137,8 @@ export async function relayStream(
     return;
   } finally {
     confirmed?.();
-    clearTimeout(idleTimer);
-    if (pingTimer) clearInterval(pingTimer);
+    idleTimer.stop();
+    pingTimer?.stop();
     job.signal.removeEventListener('abort', onClientGone);
   }
   if (answered) return;
@@ -143,4 +146,40 @@ export async function relayStream(
   if (!committed) commit();
   job.commit(usage);
   sink.end(writer.end(usage));
+}
+
+/**
+ * Calls `onSilence` once `ms` passed without a `touch()` (and, `repeating`, again after each further `ms`
+ * of silence). A touch per relayed message is a clock read; the timer is put back only when it fires
+ * early, instead of a timer's refresh (its unlink and re-insertion) per message.
+ */
+class SilenceTimer {
+  private touchedAt = Date.now();
+  private timer: NodeJS.Timeout;
+  private stopped = false;
+
+  constructor(private readonly ms: number, private readonly onSilence: () => void, private readonly repeating = false) {
+    this.timer = setTimeout(this.fire, ms);
+  }
+
+  touch(): void {
+    this.touchedAt = Date.now();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.timer);
+  }
+
+  private readonly fire = (): void => {
+    const silentMs = Date.now() - this.touchedAt;
+    if (silentMs < this.ms) {
+      this.timer = setTimeout(this.fire, this.ms - silentMs);
+      return;
+    }
+    this.onSilence();
+    if (!this.repeating || this.stopped) return;
+    this.touchedAt = Date.now();
+    this.timer = setTimeout(this.fire, this.ms);
+  };
 }

@@ -165,12 +165,13 @@ class ExchangeSession {
     this.load?.begin(true);
     try {
       if (!request.chat) throw errors.invalidRequest('ChatStreamRequest.chat is required', 'chat_stream.chat');
-      for await (const message of this.router.chatStream(request.chat, cancellation, { combinedStart: request.combinedStart })) {
-        if (cancellation.aborted) return undefined;
-        // The call's buffer is shared by every exchange: a stream waits for it to drain, as ChatStream
-        // waits for its own call (answers of other exchanges still go out meanwhile).
-        if (!this.send(answer(id, { $case: 'stream', value: message }))) await this.drained(cancellation);
-      }
+      // The call's buffer is shared by every exchange: a stream waits for it to drain, as ChatStream
+      // waits for its own call (answers of other exchanges still go out meanwhile). A cancelled
+      // exchange's messages are dropped (the stream itself ends through the cancellation).
+      await this.router.streamChat(request.chat, cancellation, { combinedStart: request.combinedStart }, {
+        send: (message) => cancellation.aborted || this.send(answer(id, { $case: 'stream', value: message })),
+        drained: () => this.drained(cancellation),
+      });
       if (!cancellation.aborted) this.send(answer(id, { $case: 'end', value: {} }));
       return undefined;
     } catch (error) {

@@ -15,6 +15,12 @@ export interface ProviderAdapterV1 {
   /** Deltas as the provider sends them, then at most one usage part. Ends normally only on a complete stream. */
   chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart>;
   /**
+   * The same stream read by the router (optional): the parts of each upstream read at once, one promise
+   * per read instead of an async generator step per part. An adapter without it is read through
+   * chatStream (`streamReader` below); with it, chatStream is this reader's parts one by one.
+   */
+  chatStreamReader?(request: AdapterChatRequest, signal: AttemptSignal): AdapterStreamReader;
+  /**
    * Capabilities beyond chat are optional (DESIGN §6): a provider without them is not a candidate for
    * their endpoints, whatever offers the catalog lists.
    */
@@ -229,6 +235,31 @@ export interface AdapterTranscribeResult {
  * (the usage chunk, Anthropic's message_start), never by extra work per frame.
  */
 export type AdapterStreamPart = { type: 'delta'; delta: ChatStreamDelta } | { type: 'usage'; usage: Usage; response?: AdapterResponseIdentity | undefined };
+
+/**
+ * A chat stream read in batches: `next()` resolves with the parts one upstream read completed (never an
+ * empty array), or undefined once the stream ended complete; it rejects as chatStream's iteration would
+ * (a ProviderError). One read at a time. `close()` stops reading and drops the upstream request when the
+ * stream has not ended; it may be called at any time, more than once.
+ */
+export interface AdapterStreamReader {
+  next(): Promise<AdapterStreamPart[] | undefined>;
+  close(): void;
+}
+
+/** The adapter's batch reader, or its chatStream read a part at a time (adapters that have none). */
+export function streamReader(adapter: ProviderAdapterV1, request: AdapterChatRequest, signal: AttemptSignal): AdapterStreamReader {
+  if (adapter.chatStreamReader) return adapter.chatStreamReader(request, signal);
+  const iterator = adapter.chatStream(request, signal)[Symbol.asyncIterator]();
+  return {
+    next: () => iterator.next().then(oneAtATime),
+    close: () => void iterator.return?.(undefined)?.catch?.(() => undefined),
+  };
+}
+
+function oneAtATime(result: IteratorResult<AdapterStreamPart>): AdapterStreamPart[] | undefined {
+  return result.done ? undefined : [result.value];
+}
 
 /**
  * Why an attempt failed, in the router's terms. `retryable` failures move the request to another

@@ -17,12 +17,13 @@ import type {
   TranscribeResponse,
 } from '@gateway/proto';
 import { speak, transcribe } from './audio-requests.js';
-import { chat, chatStream } from './chat-requests.js';
+import { chat, chatStream, streamChat, type ChatStreamSink } from './chat-requests.js';
 import { embed, moderate } from './embeddings-moderations.js';
 import { editImages, generateImages } from './image-requests.js';
 import { RoutingCore, type RouterOptions } from './routing-core.js';
 
 export type { RouterOptions } from './routing-core.js';
+export type { ChatStreamSink } from './chat-requests.js';
 
 /**
  * Routing domain: picks offers by strategy, calls adapters with failover, meters usage and publishes
@@ -50,6 +51,11 @@ export class Router {
   /** `combinedStart`: the caller reads ChatStreamStart.first_delta (ChatStreamRequest.combined_start). */
   chatStream(raw: ChatRequest, signal: CallerSignal, options: { combinedStart?: boolean } = {}): AsyncGenerator<ChatStreamResponse> {
     return chatStream(this.core, raw, signal, options);
+  }
+
+  /** The same stream pushed into `sink` (the Exchange call): no async generator step per message. */
+  streamChat(raw: ChatRequest, signal: CallerSignal, options: { combinedStart?: boolean }, sink: ChatStreamSink): Promise<void> {
+    return streamChat(this.core, raw, signal, options, sink);
   }
 
   embed(raw: EmbedRequest, signal: CallerSignal): Promise<EmbedResponse> {

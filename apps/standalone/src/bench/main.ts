@@ -598,6 +598,8 @@ async function profile(): Promise<void> {
     // Profiles are written when a process exits normally (SIGTERM -> runMain -> exit).
     await cluster.stop();
     cluster = undefined;
+    // The measured part's window beside the profiles, so they can be cut to it again (inclusive views, diffs).
+    writeFileSync(join(dir, 'measured-window.json'), JSON.stringify({ ...outcome.window, requests: outcome.result.ok, frames: outcome.result.streams?.frames ?? 0 }));
     for (const file of readdirSync(dir).filter((name) => name.endsWith('.cpuprofile')).sort()) {
       const summary = summarizeProfile(JSON.parse(readFileSync(join(dir, file), 'utf8')) as CpuProfile, 15, outcome.window);
       const busy = summary.totalMs - summary.idleMs;

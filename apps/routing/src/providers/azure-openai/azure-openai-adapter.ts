@@ -30,6 +30,7 @@ export class AzureOpenAIAdapter implements ProviderAdapterV1 {
   readonly providerId: string;
   readonly chat: Capability<'chat'>;
   readonly chatStream: Capability<'chatStream'>;
+  readonly chatStreamReader: Capability<'chatStreamReader'>;
   readonly embed: Capability<'embed'>;
   readonly generateImages: Capability<'generateImages'>;
   readonly editImages: Capability<'editImages'>;
@@ -54,6 +55,7 @@ export class AzureOpenAIAdapter implements ProviderAdapterV1 {
     // Bound once here: no wrapper call per request.
     this.chat = inner.chat.bind(inner);
     this.chatStream = inner.chatStream.bind(inner);
+    this.chatStreamReader = inner.chatStreamReader.bind(inner);
     this.embed = inner.embed.bind(inner);
     this.generateImages = inner.generateImages.bind(inner);
     this.editImages = inner.editImages.bind(inner);

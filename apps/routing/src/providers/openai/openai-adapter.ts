@@ -1,15 +1,14 @@
 import type { Pool } from 'undici';
-import { ProviderError, toProviderError, type AdapterChatRequest, type AdapterChatResult, type AdapterEmbedRequest, type AdapterEmbedResult, type AdapterImageEditRequest, type AdapterImageRequest, type AdapterImageResult, type AdapterModerateRequest, type AdapterModerateResult, type AdapterSpeakRequest, type AdapterSpeechResult, type AdapterTranscribeRequest, type AdapterTranscribeResult, type AdapterStreamPart, type AttemptSignal, type ProviderAdapterV1 } from '../provider-adapter.js';
-import { openaiEmbeddingResponseSchema, parseOpenAIChatResponse, parseOpenAIChunk } from './openai-api-types.js';
+import { ProviderError, toProviderError, type AdapterChatRequest, type AdapterChatResult, type AdapterEmbedRequest, type AdapterEmbedResult, type AdapterImageEditRequest, type AdapterImageRequest, type AdapterImageResult, type AdapterModerateRequest, type AdapterModerateResult, type AdapterSpeakRequest, type AdapterSpeechResult, type AdapterTranscribeRequest, type AdapterTranscribeResult, type AdapterStreamPart, type AdapterStreamReader, type AttemptSignal, type ProviderAdapterV1 } from '../provider-adapter.js';
+import { openaiEmbeddingResponseSchema, parseOpenAIChatResponse } from './openai-api-types.js';
 import { emptyUsage } from '../../usage/token-counter.js';
 import { convertOpenAIUsage } from './convert-openai-usage.js';
 import { convertToOpenAIRequest } from './convert-to-openai-request.js';
 import { convertOpenAIAnswer } from './convert-openai-answer.js';
-import { convertOpenAIStreamChoice } from './convert-openai-stream.js';
-import { openAIHttpError, openAIStreamError } from './openai-error.js';
+import { FILTERED_ANSWER_MESSAGE, OpenAIStreamReader } from './openai-stream-reader.js';
+import { openAIHttpError } from './openai-error.js';
 import { bufferedRequest, MAX_RESPONSE_BYTES } from '../http/buffered-request.js';
 import { createProviderPool } from '../http/provider-pool.js';
-import { ServerSentEventReader } from '../http/server-sent-events.js';
 import { streamingRequest } from '../http/streaming-request.js';
 import { multipartBody, type MultipartPart } from '../http/multipart-body.js';
 import { openaiImagesResponseSchema, openaiModerationResponseSchema, openaiTranscriptionSchema } from './openai-media-types.js';
@@ -51,8 +50,7 @@ export interface OpenAIAdapterOptions {
   filteredAnswerFails?: boolean | undefined;
 }
 
-/** Why a filteredAnswerFails adapter refuses a finished answer. */
-export const FILTERED_ANSWER_MESSAGE = 'The answer was withheld by the provider\'s content filter.';
+export { FILTERED_ANSWER_MESSAGE };
 
 /** Any OpenAI-compatible chat-completions server (OpenAI, vLLM, OpenRouter, Groq, ...). */
 export class OpenAIAdapter implements ProviderAdapterV1 {
@@ -136,64 +134,18 @@ export class OpenAIAdapter implements ProviderAdapterV1 {
   }
 
   async *chatStream(request: AdapterChatRequest, signal: AttemptSignal): AsyncIterable<AdapterStreamPart> {
+    const reader = this.chatStreamReader(request, signal);
+    try {
+      for (let parts = await reader.next(); parts !== undefined; parts = await reader.next()) yield* parts;
+    } finally {
+      reader.close();
+    }
+  }
+
+  chatStreamReader(request: AdapterChatRequest, signal: AttemptSignal): AdapterStreamReader {
     const converted = convertToOpenAIRequest(request.chat, { upstreamModel: request.upstreamModel, stream: true });
     if (converted.unsent.length > 0) signal.parametersUnsent?.(converted.unsent);
-    const response = await this.postForStream(converted.body, signal, request.upstreamModel);
-    let sawDone = false;
-    let sawFinish = false;
-    let usageSent = false;
-    // The body's reads go through the SSE reader in this loop (no generator of their own in between).
-    const events = new ServerSentEventReader();
-    let bodyEnded = false;
-    try {
-      for (;;) {
-        let event = events.next();
-        if (event === undefined) {
-          if (bodyEnded) break;
-          const read = await response.body.next();
-          if (!read.done) {
-            events.push(read.value);
-            continue;
-          }
-          bodyEnded = true;
-          event = events.end();
-          if (event === undefined) break;
-        }
-        const data = event.data;
-        // Read on to the end of the body after [DONE] so the keep-alive connection goes back to the pool.
-        if (data === '[DONE]' || sawDone) { sawDone = true; continue; }
-        let json: unknown;
-        try {
-          json = JSON.parse(data);
-        } catch {
-          throw new ProviderError('connection', 'stream chunk is not JSON');
-        }
-        const parsed = parseOpenAIChunk(json);
-        if (!parsed.success) throw new ProviderError('connection', `malformed stream chunk: ${parsed.error.message.slice(0, 300)}`);
-        const chunk = parsed.data;
-        if (chunk.error) throw openAIStreamError(chunk.error);
-        for (const choice of chunk.choices ?? []) {
-          const delta = convertOpenAIStreamChoice(choice);
-          if (choice.finish_reason) {
-            sawFinish = true;
-            if (this.filteredAnswerFails && choice.finish_reason === 'content_filter') throw new ProviderError('content_filter', FILTERED_ANSWER_MESSAGE);
-          }
-          if (delta) yield { type: 'delta', delta };
-        }
-        const usage = convertOpenAIUsage(chunk.usage);
-        if (usage && !usageSent) {
-          usageSent = true;
-          // The usage chunk names the answer like every chunk (Azure's first, its prompt filter verdict, does not).
-          yield { type: 'usage', usage, response: { id: chunk.id ?? '', model: typeof chunk.model === 'string' ? chunk.model : '' } };
-        }
-      }
-    } catch (error) {
-      throw toProviderError(error, signal);
-    } finally {
-      if (!sawDone) response.body.destroy();
-    }
-    // A stream that ends without its finish (or [DONE]) was cut: the caller must not see it as complete.
-    if (!sawDone && !sawFinish) throw new ProviderError('connection', 'stream ended before it finished');
+    return new OpenAIStreamReader(this.postForStream(converted.body, signal, request.upstreamModel), signal, this.filteredAnswerFails);
   }
 
   async embed(request: AdapterEmbedRequest, signal: AttemptSignal): Promise<AdapterEmbedResult> {
