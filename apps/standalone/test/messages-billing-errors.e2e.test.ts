@@ -55,10 +55,11 @@ describe.each(UPSTREAM_KINDS)('messages dialect over the $kind fake upstream', (
     });
 
     it('404 not_found_error for an unknown route under /v1/messages and a retired model (410)', async () => {
-      const batches = await failure(client.messages.batches.list());
-      expect(batches).toBeInstanceOf(Anthropic.NotFoundError);
-      expect(batches.type).toBe('not_found_error');
-      expect(batches.requestID).toMatch(/^req_/);
+      // (Message Batches live under /v1/messages/batches now: an unknown path beside them is the 404.)
+      const unknown = await failure(client.get('/v1/messages/no-such-route'));
+      expect(unknown).toBeInstanceOf(Anthropic.NotFoundError);
+      expect(unknown.type).toBe('not_found_error');
+      expect(unknown.requestID).toMatch(/^req_/);
       const retired = await failure(ask('testco/retired'));
       expect([retired.status, retired.type]).toEqual([410, 'not_found_error']);
     });
