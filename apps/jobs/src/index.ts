@@ -13,6 +13,7 @@ import { DEFAULT_FILE_LIMITS, FILE_CHUNK_BYTES, Files, type FileLimits } from '.
 import { DEFAULT_RESPONSES_STORE, RESPONSES_STORE_MAX_RECEIVE_BYTES, ResponsesStore, responsesMigrations, type ResponsesStoreOptions, type ResponsesTables } from './responses/responses-store.js';
 import { responsesStoreBinding } from './responses/responses-store-service.js';
 import { BackgroundResponses, backgroundMigrations, DEFAULT_BACKGROUND_LIMITS, type BackgroundLimits, type BackgroundResponsesTable } from './responses/background-responses.js';
+import { DEFAULT_PRIORITY_GATE_OPTIONS, PriorityGate, type PriorityGateOptions } from './priority-gate.js';
 import { BackgroundRunner } from './responses/background-runner.js';
 
 export { JOBS_SCHEMA, JOBS_MIGRATIONS } from './jobs-schema.js';
@@ -22,6 +23,7 @@ export { DEFAULT_RESPONSES_STORE, type ResponsesStoreOptions } from './responses
 export { DEFAULT_BACKGROUND_LIMITS, type BackgroundLimits } from './responses/background-responses.js';
 export { DEFAULT_BATCH_LIMITS, type BatchLimits } from './batches/batches.js';
 export { DEFAULT_BATCH_RUNNER_OPTIONS, type BatchRunnerOptions } from './batches/batch-runner.js';
+export { DEFAULT_PRIORITY_GATE_OPTIONS, type PriorityGateOptions } from './priority-gate.js';
 export { DEFAULT_BATCH_RETENTION, type BatchRetentionOptions } from './batches/batch-retention.js';
 
 /** Where batch lines go (routing's normal path) and what they are checked against. */
@@ -33,6 +35,8 @@ export interface BatchServiceOptions {
   limits?: Partial<BatchLimits>;
   /** Concurrency, leases, retries (docs/jobs.md); tests shorten the lease. */
   runner?: Partial<BatchRunnerOptions>;
+  /** How lower-priority work gives way to interactive traffic (docs/jobs.md "Priority"); `false` turns it off. */
+  priority?: Partial<PriorityGateOptions> | false;
 }
 
 /** Largest request the jobs service reads: one upload chunk (1 MiB) and its few other fields. */
@@ -103,10 +107,14 @@ export async function startJobsService(options: JobsServiceOptions): Promise<Run
   const batches = new Batches(db, files, { ...DEFAULT_BATCH_LIMITS, ...batchOptions?.limits });
   const retention = new BatchRetention(db, { ...DEFAULT_BATCH_RETENTION, ...options.batchRetention }, logger);
   const runnerOptions = { ...DEFAULT_BATCH_RUNNER_OPTIONS, maxLines: batches.limits.maxLines, replicaId: newId('jobs'), ...batchOptions?.runner };
-  // Batch lines and background responses share one lower-priority budget per replica (`concurrency`).
+  // Batch lines and background responses share one lower-priority budget per replica (`concurrency`),
+  // of which the gate lets them use what interactive traffic leaves (routing's GetLoad).
+  const gate = clients && batchOptions?.priority !== false
+    ? new PriorityGate(async () => clients.router.getLoad({}, { deadlineMs: 1_000 }), { ...DEFAULT_PRIORITY_GATE_OPTIONS, ...batchOptions?.priority }, logger)
+    : undefined;
   let backgroundRunner: BackgroundRunner | undefined;
   const runner = clients
-    ? new BatchRunner(db, files, clients, runnerOptions, logger, () => backgroundRunner?.runningCount ?? 0)
+    ? new BatchRunner(db, files, clients, runnerOptions, logger, () => backgroundRunner?.runningCount ?? 0, gate)
     : undefined;
   if (clients && runner) {
     backgroundRunner = new BackgroundRunner(
@@ -122,6 +130,7 @@ export async function startJobsService(options: JobsServiceOptions): Promise<Run
       },
       logger,
       () => runner.runningCount,
+      gate,
     );
   }
   const background = backgroundRunner
@@ -179,6 +188,7 @@ export async function startJobsService(options: JobsServiceOptions): Promise<Run
     await db.destroy();
     throw error;
   }
+  gate?.start();
   runner?.start();
   retention.start();
   backgroundRunner?.start();
@@ -188,6 +198,7 @@ export async function startJobsService(options: JobsServiceOptions): Promise<Run
     stop: async () => {
       await running.stop();
       await Promise.all([runner?.stop(), backgroundRunner?.stop()]);
+      gate?.stop();
       retention.stop();
       files.stop();
       responses.stop();

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { commonEnv, createLogger, grpcAddress, grpcTarget, loadConfig, postgresUrl, runMain, serviceInternalAuth, startProcessMetrics } from '@gateway/platform';
-import { DEFAULT_BACKGROUND_LIMITS, DEFAULT_BATCH_LIMITS, DEFAULT_BATCH_RETENTION, DEFAULT_BATCH_RUNNER_OPTIONS, DEFAULT_FILE_LIMITS, startJobsService } from './index.js';
+import { DEFAULT_BACKGROUND_LIMITS, DEFAULT_BATCH_LIMITS, DEFAULT_BATCH_RETENTION, DEFAULT_BATCH_RUNNER_OPTIONS, DEFAULT_FILE_LIMITS, DEFAULT_PRIORITY_GATE_OPTIONS, startJobsService } from './index.js';
 
 const logger = createLogger('jobs');
 
@@ -28,6 +28,12 @@ void runMain('jobs', logger, async () => {
     JOBS_BATCH_ACCOUNT_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(DEFAULT_BATCH_RUNNER_OPTIONS.perAccountConcurrency),
     JOBS_BATCH_LEASE_MS: z.coerce.number().int().min(1_000).default(DEFAULT_BATCH_RUNNER_OPTIONS.leaseMs),
     JOBS_BATCH_POLL_MS: z.coerce.number().int().min(50).default(DEFAULT_BATCH_RUNNER_OPTIONS.pollIntervalMs),
+    /** Batch lines and background responses give way to interactive traffic (docs/jobs.md "Priority"); false: never. */
+    JOBS_YIELD_TO_INTERACTIVE: z.enum(['true', 'false']).default('true'),
+    /** Routing's event-loop utilization above which arriving interactive requests stop new lower-priority runs. */
+    JOBS_YIELD_BUSY_ABOVE: z.coerce.number().min(0).max(1).default(DEFAULT_PRIORITY_GATE_OPTIONS.busyAbove),
+    /** While yielding, one run may still start this often, ms. */
+    JOBS_YIELD_TRICKLE_MS: z.coerce.number().int().min(10).max(3_600_000).default(DEFAULT_PRIORITY_GATE_OPTIONS.trickleMs),
     /** Finished batches' rows (batch and lines) are deleted this long after they finished, seconds; 0 keeps them. */
     JOBS_BATCH_RETENTION_SECONDS: z.coerce.number().int().min(0).default(DEFAULT_BATCH_RETENTION.retentionSeconds),
     /** Background responses one account may have queued or running (docs/stored-responses.md). */
@@ -65,6 +71,7 @@ void runMain('jobs', logger, async () => {
           leaseMs: config.JOBS_BATCH_LEASE_MS,
           pollIntervalMs: config.JOBS_BATCH_POLL_MS,
         },
+        priority: config.JOBS_YIELD_TO_INTERACTIVE === 'false' ? false : { busyAbove: config.JOBS_YIELD_BUSY_ABOVE, trickleMs: config.JOBS_YIELD_TRICKLE_MS },
       },
     });
     return { stop: async () => { await service.stop(); await metrics.stop(); } };

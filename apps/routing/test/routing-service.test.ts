@@ -122,6 +122,29 @@ describe('routing service', () => {
     expect(messages.at(-1)?.event).toMatchObject({ $case: 'usage', value: { inputTokens: 5, outputTokens: 3 } });
   });
 
+  it('reports interactive load to the jobs service: low-priority calls are left out of it (GetLoad)', async () => {
+    const before = await client.getLoad({});
+    upstreamA.script({ text: 'slow', latencyMs: 400, usage: { prompt_tokens: 1, completion_tokens: 1 } });
+    upstreamA.script({ text: 'slow', latencyMs: 400, usage: { prompt_tokens: 1, completion_tokens: 1 } });
+    const batchLine = chatRequest('acme/only-a', 'a batch line');
+    batchLine.context = { ...batchLine.context!, batch: true, lowPriority: true };
+    const lowPriority = client.chat(batchLine);
+    await eventually(async () => expect(upstreamA.requests.length).toBe(1));
+    const duringLow = await client.getLoad({});
+    expect(duringLow.interactiveInFlight).toBe(0);
+    expect(duringLow.interactiveStarted).toBe(before.interactiveStarted);
+    const interactive = client.chat(chatRequest('acme/only-a', 'an interactive call'));
+    await eventually(async () => expect(upstreamA.requests.length).toBe(2));
+    const during = await client.getLoad({});
+    expect(during.interactiveInFlight).toBe(1);
+    expect(during.interactiveStarted).toBe(before.interactiveStarted + 1n);
+    await Promise.all([lowPriority, interactive]);
+    const after = await client.getLoad({});
+    expect(after.interactiveInFlight).toBe(0);
+    expect(after.eventLoopUtilization).toBeGreaterThanOrEqual(0);
+    expect(after.eventLoopUtilization).toBeLessThanOrEqual(1);
+  });
+
   it('calls an OpenAI-compatible upstream with the upstream model name and the provider secret', async () => {
     upstreamA.script({ text: 'Paris.', usage: { prompt_tokens: 12, completion_tokens: 2 } });
     const request = chatRequest('acme/only-a', 'Capital of France?');

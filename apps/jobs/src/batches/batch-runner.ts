@@ -7,6 +7,7 @@ import {
 } from '@gateway/proto';
 import type { BatchesTable, JobsDatabase } from '../jobs-schema.js';
 import { generatedFileId, type Files } from '../files/files.js';
+import type { PriorityGate } from '../priority-gate.js';
 import {
   CATALOG_ENDPOINT, chatMessages, parseLine, promptBytes, type BatchEndpoint, type ChatBody, type EmbeddingsBody, type LineProblem, type ModerationsBody,
 } from './batch-lines.js';
@@ -323,6 +324,8 @@ export class BatchRunner {
     private readonly logger: Logger,
     /** Other lower-priority work running on this replica (background responses): it shares `concurrency`. */
     private readonly otherRunning: () => number = () => 0,
+    /** How much of `concurrency` interactive traffic leaves to lower-priority work now (priority-gate.ts). */
+    private readonly gate?: PriorityGate,
   ) {}
 
   /** Lines running on this replica now (background responses count them against the shared budget). */
@@ -511,7 +514,8 @@ export class BatchRunner {
   // ---------------------------------------------------------------- lines
 
   private async claimLines(): Promise<void> {
-    let free = this.options.concurrency - this.running.size - this.otherRunning();
+    const busy = this.running.size + this.otherRunning();
+    let free = (this.gate?.allowance(this.options.concurrency, busy) ?? this.options.concurrency) - busy;
     if (free <= 0 || this.stopped) return;
     const batches = await sql<BatchesTable>`
       select * from batches where status = 'in_progress' order by created_at limit 100`.execute(this.db);
@@ -540,6 +544,7 @@ export class BatchRunner {
   private launch(line: ClaimedLine): void {
     const key = `${line.batch.id}:${line.lineIndex}`;
     const account = line.batch.account_id;
+    this.gate?.started(this.options.concurrency);
     this.runningPerAccount.set(account, (this.runningPerAccount.get(account) ?? 0) + 1);
     const done = this.runLine(line)
       .catch((error: unknown) => this.logger.warn({ err: error, batch: line.batch.id, line: line.lineIndex }, 'batch line failed to record; its lease lapses and it runs again'))
@@ -618,7 +623,7 @@ export class BatchRunner {
     if (hold > MAXIMUM_HOLD_PICO) {
       return errorLine(line, requestId, 400, 'invalid_request_error', 'invalid_request', 'This line may cost more than 1000 credits: lower its max_completion_tokens.');
     }
-    const context = { requestId, accountId: batch.account_id, keyId: batch.key_id, batch: true };
+    const context = { requestId, accountId: batch.account_id, keyId: batch.key_id, batch: true, lowPriority: true };
     const paid = hold > 0n;
     try {
       await this.clients.ledger.admit({

@@ -3,6 +3,7 @@ import { sql, type Kysely } from '@gateway/platform/db';
 import { ChatRequest, ChatResponse } from '@gateway/proto';
 import type { BatchClients } from '../batches/batch-runner.js';
 import type { BackgroundResponsesTable } from './background-responses.js';
+import type { PriorityGate } from '../priority-gate.js';
 
 /**
  * Runs background responses (docs/stored-responses.md "Background responses"), as the batch runner runs
@@ -88,6 +89,8 @@ export class BackgroundRunner {
     private readonly logger: Logger,
     /** Batch lines running on this replica: they share `concurrency`. */
     private readonly otherRunning: () => number = () => 0,
+    /** How much of `concurrency` interactive traffic leaves to lower-priority work now (priority-gate.ts). */
+    private readonly gate?: PriorityGate,
   ) {}
 
   /** Runs on this replica now (the batch runner counts them against the shared budget). */
@@ -121,7 +124,8 @@ export class BackgroundRunner {
     if (this.ticking || this.stopped) return;
     this.ticking = true;
     try {
-      const free = this.options.concurrency - this.running.size - this.otherRunning();
+      const busy = this.running.size + this.otherRunning();
+      const free = (this.gate?.allowance(this.options.concurrency, busy) ?? this.options.concurrency) - busy;
       if (free <= 0) return;
       const claimed = await sql<BackgroundResponsesTable>`
         with picked as (
@@ -157,6 +161,7 @@ export class BackgroundRunner {
   private launch(row: BackgroundResponsesTable): void {
     const key = `${row.account_id}\n${row.response_id}`;
     const cancel = new Cancellation();
+    this.gate?.started(this.options.concurrency);
     const done = this.run(row, cancel)
       .catch((error: unknown) => this.logger.warn({ err: error, response: row.response_id }, 'background response failed to record; its lease lapses and it runs again'))
       .finally(() => {
@@ -239,7 +244,7 @@ export class BackgroundRunner {
       throw error;
     }
     const request = ChatRequest.decode(row.request);
-    request.context = context;
+    request.context = { ...context, lowPriority: true };
     try {
       return await this.clients.router.chat(request, { requestId, deadlineMs: this.options.runTimeoutMs, signal: cancel });
     } catch (error) {

@@ -48,6 +48,9 @@ export const routerServiceDefinition: typeof RouterServiceService = {
   exchange: { ...RouterServiceService.exchange, responseSerialize: serializeExchangeResponse as (value: ExchangeResponse) => Buffer },
 };
 
+/** Work the jobs service marked as giving way to interactive traffic (RequestContext.low_priority). */
+const yields = (request: { context?: { lowPriority?: boolean | undefined } | undefined } | undefined): boolean => request?.context?.lowPriority === true;
+
 export interface RouterServiceParts {
   exchanges?: ExchangeService;
   /** GetProviderHealth's rows: the replica's ProviderHealth report over the catalog's offers. */
@@ -62,14 +65,18 @@ export function routerService(router: Router, logger: Logger, parts: RouterServi
   return {
     exchange: exchanges.handler,
     getProviderHealth: unary(logger, 'GetProviderHealth', () => Promise.resolve({ stats: parts.providerHealth() })),
-    chat: unary(logger, 'Chat', (request, call) => load.unary(() => router.chat(request, new CallCancellation(call)))),
+    getLoad: unary(logger, 'GetLoad', () => {
+      const figures = load.interactiveLoad();
+      return Promise.resolve({ interactiveInFlight: figures.inFlight, interactiveStarted: BigInt(figures.started), eventLoopUtilization: figures.eventLoopUtilization });
+    }),
+    chat: unary(logger, 'Chat', (request, call) => load.unary(() => router.chat(request, new CallCancellation(call)), yields(request))),
     chatStream: serverStream(logger, 'ChatStream', (request: ChatStreamRequest, call) => {
       if (!request.chat) throw errors.invalidRequest('ChatStreamRequest.chat is required', 'chat');
-      load.serverStream(call);
+      load.serverStream(call, yields(request.chat));
       return router.chatStream(request.chat, new CallCancellation(call), { combinedStart: request.combinedStart });
     }),
-    embed: unary(logger, 'Embed', (request, call) => load.unary(() => router.embed(request, new CallCancellation(call)))),
-    moderate: unary(logger, 'Moderate', (request, call) => load.unary(() => router.moderate(request, new CallCancellation(call)))),
+    embed: unary(logger, 'Embed', (request, call) => load.unary(() => router.embed(request, new CallCancellation(call)), yields(request))),
+    moderate: unary(logger, 'Moderate', (request, call) => load.unary(() => router.moderate(request, new CallCancellation(call)), yields(request))),
     generateImages: unary(logger, 'GenerateImages', (request, call) => load.unary(() => router.generateImages(request, new CallCancellation(call)))),
     editImages: unary(logger, 'EditImages', (request, call) => load.unary(() => router.editImages(request, new CallCancellation(call)))),
     speak: serverStream(logger, 'Speak', (request, call) => {

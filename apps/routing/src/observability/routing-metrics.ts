@@ -1,3 +1,4 @@
+import { performance, type EventLoopUtilization } from 'node:perf_hooks';
 import { counterOf, declareMetrics, gaugeOf, sampledGauges, type Counter, type Registry } from '@gateway/platform';
 import type { UsageEvent } from '@gateway/proto';
 import type { AttemptObserver, AttemptOutcome } from '../routing/attempt-observer.js';
@@ -109,43 +110,54 @@ const FAILED = { result: 'failed' } as const;
  * The replica's load as the autoscalers read it (the chart's keda / hpa.metric settings): requests in
  * flight (every Router call and exchange from its arrival to its answer or end) and the streamed ones
  * among them. Two integers changed once at each call's start and end, nothing per frame; read at
- * scrape time.
+ * scrape time. The interactive ones among them (not RequestContext.low_priority) are also counted for
+ * GetLoad, by which the jobs service's batch lines and background responses give way (docs/jobs.md
+ * "Priority").
  */
 export class RoutingLoad {
   private requests = 0;
   private streams = 0;
+  private interactive = 0;
+  private interactiveBegun = 0;
+  private utilization: EventLoopUtilization | undefined;
+  private sampled = { at: 0, value: 0 };
 
-  begin(stream: boolean): void {
+  begin(stream: boolean, lowPriority = false): void {
     this.requests++;
     if (stream) this.streams++;
+    if (!lowPriority) {
+      this.interactive++;
+      this.interactiveBegun++;
+    }
   }
 
-  end(stream: boolean): void {
+  end(stream: boolean, lowPriority = false): void {
     this.requests--;
     if (stream) this.streams--;
+    if (!lowPriority) this.interactive--;
   }
 
   /** A unary call: counted until its promise settles. */
-  unary<T>(work: () => Promise<T>): Promise<T> {
-    this.begin(false);
+  unary<T>(work: () => Promise<T>, lowPriority = false): Promise<T> {
+    this.begin(false, lowPriority);
     let promise: Promise<T>;
     try {
       promise = work();
     } catch (error) {
-      this.end(false);
+      this.end(false, lowPriority);
       throw error;
     }
-    return promise.finally(() => this.end(false));
+    return promise.finally(() => this.end(false, lowPriority));
   }
 
   /** A server-streaming call: counted until the call finishes (its status sent) or is cancelled, whichever comes first. */
-  serverStream(call: { once(event: 'finish' | 'cancelled', listener: () => void): unknown }): void {
-    this.begin(true);
+  serverStream(call: { once(event: 'finish' | 'cancelled', listener: () => void): unknown }, lowPriority = false): void {
+    this.begin(true, lowPriority);
     let ended = false;
     const done = () => {
       if (ended) return;
       ended = true;
-      this.end(true);
+      this.end(true, lowPriority);
     };
     call.once('finish', done);
     call.once('cancelled', done);
@@ -153,6 +165,22 @@ export class RoutingLoad {
 
   get inFlight(): { requests: number; streams: number } {
     return { requests: this.requests, streams: this.streams };
+  }
+
+  /**
+   * GetLoad's answer. The event loop's utilization is sampled over windows of at least `windowMs`: a
+   * call within a window gets the last complete window's figure, so several pollers see one figure.
+   */
+  interactiveLoad(now = performance.now(), windowMs = 250): { inFlight: number; started: number; eventLoopUtilization: number } {
+    if (this.utilization === undefined) {
+      this.utilization = performance.eventLoopUtilization();
+      this.sampled = { at: now, value: 0 };
+    } else if (now - this.sampled.at >= windowMs) {
+      const current = performance.eventLoopUtilization();
+      this.sampled = { at: now, value: performance.eventLoopUtilization(current, this.utilization).utilization };
+      this.utilization = current;
+    }
+    return { inFlight: this.interactive, started: this.interactiveBegun, eventLoopUtilization: this.sampled.value };
   }
 }
 

@@ -12,7 +12,7 @@ import { createFastUpstream } from './fast-upstream.js';
 import { summarize, type LatencySummary } from './statistics.js';
 
 /**
- * `npm run bench -- --batch [--quick] [--lines N] [--duration S] [--connections C]`: issue 41's target
+ * `npm run bench -- --batch [--quick] [--lines N] [--duration S] [--connections C] [--no-yield]`: issue 41's target
  * "interactive p50 latency during a running batch within 10 % of idle". One `npm start` composition (every
  * service in this process, as npm start runs them) on a scratch database and NATS namespace, the bench's
  * fast upstream (constant answers, no think time) behind one model with batch prices. Interactive chat
@@ -29,13 +29,18 @@ export interface BatchBenchOptions {
   lines: number;
   durationSeconds: number;
   connections: number;
+  /** false: the jobs service does not give way to interactive traffic (the A/B of its priority gate). */
+  yieldToInteractive: boolean;
   log(line: string): void;
 }
 
 export function batchBenchOptions(argv: string[]): BatchBenchOptions {
   const { values } = parseArgs({
     args: argv,
-    options: { batch: { type: 'boolean' }, quick: { type: 'boolean', default: false }, lines: { type: 'string' }, duration: { type: 'string' }, connections: { type: 'string' } },
+    options: {
+      batch: { type: 'boolean' }, quick: { type: 'boolean', default: false }, lines: { type: 'string' }, duration: { type: 'string' }, connections: { type: 'string' },
+      'no-yield': { type: 'boolean', default: false },
+    },
     strict: true,
   });
   const bounded = (text: string | undefined, fallback: number, min: number, max: number, name: string) => {
@@ -47,6 +52,7 @@ export function batchBenchOptions(argv: string[]): BatchBenchOptions {
     lines: bounded(values.lines, values.quick ? 2_000 : 20_000, 10, 50_000, 'lines'),
     durationSeconds: bounded(values.duration, values.quick ? 5 : 15, 1, 120, 'duration'),
     connections: bounded(values.connections, 4, 1, 64, 'connections'),
+    yieldToInteractive: !values['no-yield'],
     log: (line) => console.log(line),
   };
 }
@@ -117,6 +123,7 @@ export async function runBatchBench(options: BatchBenchOptions): Promise<void> {
     stack = await startStack({
       databaseUrl: databaseUrl.toString(), bus, logger, configPath, keyHashSecret: `batch-bench-${suffix}-0123456789abcdef`, port: 0,
       providerSecrets: { BENCH_UPSTREAM_KEY: 'sk-bench' },
+      ...(options.yieldToInteractive ? {} : { jobs: { batches: { priority: false } } }),
     });
     const auth = createClient(AuthServiceClient, AuthServiceService, stack.addresses.auth);
     const ledger = createClient(LedgerServiceClient, LedgerServiceService, stack.addresses.ledger);
@@ -133,7 +140,7 @@ export async function runBatchBench(options: BatchBenchOptions): Promise<void> {
     const interactiveKey = await account('interactive');
     const batchKey = await account('batcher');
 
-    options.log(`batch bench: ${options.connections} interactive callers, ${options.durationSeconds} s per phase, a batch of ${options.lines} lines (one process, npm start composition)`);
+    options.log(`batch bench: ${options.connections} interactive callers, ${options.durationSeconds} s per phase, a batch of ${options.lines} lines (one process, npm start composition; ${options.yieldToInteractive ? 'the batch gives way to interactive traffic' : 'priority gate off: --no-yield'})`);
     await interactive(stack.url, interactiveKey, options.connections, 2); // warm-up
     const idle = await interactive(stack.url, interactiveKey, options.connections, options.durationSeconds);
 
@@ -158,6 +165,12 @@ export async function runBatchBench(options: BatchBenchOptions): Promise<void> {
     const during = await interactive(stack.url, interactiveKey, options.connections, options.durationSeconds);
     const after = await batchState();
     const linesDone = after.request_counts.completed + after.request_counts.failed - (before.request_counts.completed + before.request_counts.failed);
+    // The batch alone again: the pace it takes back once interactive callers stop.
+    await sleep(1_000);
+    const aloneFrom = await batchState();
+    await sleep(3_000);
+    const aloneTo = await batchState();
+    const aloneLines = aloneTo.request_counts.completed + aloneTo.request_counts.failed - (aloneFrom.request_counts.completed + aloneFrom.request_counts.failed);
     await fetch(`${stack.url}/v1/batches/${batchId}/cancel`, { method: 'POST', headers: { authorization: `Bearer ${batchKey}` } });
 
     const row = (name: string, result: { summary: LatencySummary; failures: number }) =>
@@ -166,7 +179,7 @@ export async function runBatchBench(options: BatchBenchOptions): Promise<void> {
     options.log(row('idle', idle));
     options.log(row('batch running', during));
     const ratio = during.summary.p50Ms / idle.summary.p50Ms;
-    options.log(`batch lines finished during the measured phase: ${linesDone} (${(linesDone / options.durationSeconds).toFixed(1)} lines/s; the batch ended ${after.status})`);
+    options.log(`batch lines finished during the measured phase: ${linesDone} (${(linesDone / options.durationSeconds).toFixed(1)} lines/s; the batch ended ${after.status}); alone afterwards: ${(aloneLines / 3).toFixed(1)} lines/s`);
     options.log(`interactive p50 during the batch / idle: ${ratio.toFixed(3)} — target ≤ 1.10: ${ratio <= 1.1 ? 'met' : 'NOT met'}${after.status !== 'in_progress' ? ' (the batch did not run the whole phase: raise --lines)' : ''}`);
     auth.close();
     ledger.close();
