@@ -133,6 +133,8 @@ describe('background run records', () => {
     // Taken up again (its lease lapsed): attempt 2.
     const second = await events.writer('acc_a', 'resp_retry', await claim('acc_a', 'resp_retry'));
     first.add(delta('late'));
+    // Its timed batch fails (quietly: no unhandled rejection), and so does its last flush.
+    await new Promise((resolve) => setTimeout(resolve, 350));
     await expect(first.flush()).rejects.toThrow(/no longer/);
     await second.begin();
     second.add(delta('kept'));

@@ -197,8 +197,18 @@ export class RecordWriter {
       throw new RecordsBoundExceeded(`The response's stream is over its bound (${limits.maxRecords} records, ${limits.maxBytes} bytes).`);
     }
     this.pending.push({ seq: this.nextSeq++, chunk });
-    if (this.pending.length >= limits.flushRecords) void this.flush();
-    else this.timer ??= setTimeout(() => void this.flush(), limits.flushDelayMs);
+    if (this.pending.length >= limits.flushRecords) this.flushQuietly();
+    else this.timer ??= setTimeout(() => this.flushQuietly(), limits.flushDelayMs);
+  }
+
+  /** Whether a batch could not be written (the attempt voided or cancelled, Postgres failing): nothing more is written. */
+  get failed(): boolean {
+    return this.failure !== undefined;
+  }
+
+  /** A batch written on its own: a failure is kept (`failed`), and the run's last `flush` throws it. */
+  private flushQuietly(): void {
+    this.flush().catch(() => undefined);
   }
 
   /** Writes what waits (after the batch being written); throws when a batch could not be written. */

@@ -281,13 +281,15 @@ export class BackgroundRunner {
         gathered.add(message);
         try {
           records.add(message);
+          // A batch that could not be written (this attempt voided, or Postgres failing): stop the provider call.
+          if (records.failed) throw new TransientFailure('recording the run\'s stream failed');
         } catch (error) {
           stop.abort();
           throw error;
         }
       }
     } catch (error) {
-      if (error instanceof RecordsBoundExceeded) throw error;
+      if (error instanceof RecordsBoundExceeded || error instanceof TransientFailure) throw error;
       if (gathered.complete) {
         // The answer is whole; its usage event may have died with the routing replica: settled here
         // (once per request id, whatever routing managed to store), as the edge does for its streams.
