@@ -49,6 +49,8 @@ export function retrieveResponseHandler(context: EdgeContext) {
     const query = parseWith(retrieveQuery, 'query', request.query);
     if (query.stream === 'true') {
       // A background response's events: replayed from after `starting_after`, then followed to the run's end.
+      // (A response still in this edge's write-behind queue is written first: it is then a 400, not a 404.)
+      await store.settled(accountId, id);
       await store.streamRun(new HttpAnswer(response), { accountId, responseId: id, startingAfter: query.starting_after ?? -1, requestId: requestIdOf(response), headers: {} });
       return;
     }
