@@ -45,6 +45,7 @@ import { TimedResponse } from './observability/timed-response.js';
 import { ResponsesWebSocketServer, type ResponsesWebSocketLimits } from './dialects/responses/responses-websocket.js';
 import { DEFAULT_STORED_RESPONSES_LIMITS, StoredResponses, type StoredResponsesLimits } from './dialects/responses/stored-responses.js';
 import { backgroundRenderer } from './dialects/responses/render-background.js';
+import { backgroundStreamer } from './dialects/responses/render-background-stream.js';
 import { idempotencyStore, type IdempotencyLimits } from './inference/idempotency-store.js';
 import { DEFAULT_FILES_ROUTE_OPTIONS, type FilesRouteOptions } from './routes/files-options.js';
 
@@ -305,7 +306,10 @@ export async function startEdge(options: EdgeOptions): Promise<RunningEdge> {
       : undefined;
     const reasoningTags = new ReasoningTags(options.reasoningTagKey);
     // A background response's run is rendered by the edge, in the dialect, when it is read.
-    if (storedResponses) storedResponses.renderRun = backgroundRenderer(catalogCache, reasoningTags, logger);
+    if (storedResponses) {
+      storedResponses.renderRun = backgroundRenderer(catalogCache, reasoningTags, logger);
+      storedResponses.streamRun = backgroundStreamer(storedResponses.events, catalogCache, reasoningTags, logger);
+    }
     const context: EdgeContext = {
       ...(storedResponses ? { storedResponses } : {}),
       unconfirmedStreams,

@@ -12,6 +12,7 @@ import { PostgresFileContentStore } from './files/file-content-store.js';
 import { DEFAULT_FILE_LIMITS, FILE_CHUNK_BYTES, Files, type FileLimits } from './files/files.js';
 import { DEFAULT_RESPONSES_STORE, RESPONSES_STORE_MAX_RECEIVE_BYTES, ResponsesStore, responsesMigrations, type ResponsesStoreOptions, type ResponsesTables } from './responses/responses-store.js';
 import { responsesStoreBinding } from './responses/responses-store-service.js';
+import { BackgroundEvents, backgroundEventsMigrations, DEFAULT_BACKGROUND_EVENTS_LIMITS, type BackgroundEventsLimits, type BackgroundEventsTable } from './responses/background-events.js';
 import { BackgroundResponses, backgroundMigrations, DEFAULT_BACKGROUND_LIMITS, type BackgroundLimits, type BackgroundResponsesTable } from './responses/background-responses.js';
 import { DEFAULT_PRIORITY_GATE_OPTIONS, PriorityGate, type PriorityGateOptions } from './priority-gate.js';
 import { BackgroundRunner } from './responses/background-runner.js';
@@ -58,6 +59,8 @@ export interface JobsServiceOptions {
   responses?: Partial<ResponsesStoreOptions>;
   /** Background responses' bounds (docs/stored-responses.md); run only where batches run (the routing services are known). */
   background?: Partial<BackgroundLimits>;
+  /** Bounds and pace of background runs' stored records (docs/stored-responses.md "Streaming a background response"). */
+  backgroundEvents?: Partial<BackgroundEventsLimits>;
   /** Clock of stored responses' retention (ms since the epoch); tests move it. Default Date.now. */
   now?: () => number;
   /** Batches: the services their lines go through. Absent: the batch RPCs answer UNAVAILABLE (files only). */
@@ -84,7 +87,7 @@ export async function startJobsService(options: JobsServiceOptions): Promise<Run
     logger,
   );
   try {
-    await migrate(db, JOBS_SCHEMA, { ...JOBS_MIGRATIONS, ...responsesMigrations, ...backgroundMigrations }, logger, { allowUnorderedMigrations: true });
+    await migrate(db, JOBS_SCHEMA, { ...JOBS_MIGRATIONS, ...responsesMigrations, ...backgroundMigrations, ...backgroundEventsMigrations }, logger, { allowUnorderedMigrations: true });
   } catch (error) {
     await db.destroy();
     throw error;
@@ -113,6 +116,9 @@ export async function startJobsService(options: JobsServiceOptions): Promise<Run
     ? new PriorityGate(async () => clients.router.getLoad({}, { deadlineMs: 1_000 }), { ...DEFAULT_PRIORITY_GATE_OPTIONS, ...batchOptions?.priority }, logger)
     : undefined;
   let backgroundRunner: BackgroundRunner | undefined;
+  const events = clients
+    ? new BackgroundEvents(db as unknown as Kysely<{ background_events: BackgroundEventsTable }>, { ...DEFAULT_BACKGROUND_EVENTS_LIMITS, ...options.backgroundEvents }, logger)
+    : undefined;
   const runner = clients
     ? new BatchRunner(db, files, clients, runnerOptions, logger, () => backgroundRunner?.runningCount ?? 0, gate)
     : undefined;
@@ -130,6 +136,7 @@ export async function startJobsService(options: JobsServiceOptions): Promise<Run
       },
       logger,
       () => runner.runningCount,
+      events!,
       gate,
     );
   }
@@ -173,7 +180,7 @@ export async function startJobsService(options: JobsServiceOptions): Promise<Run
     server = await startGrpcServer({
       credentials: options.internalAuth?.accepted,
       address: options.listenAddress,
-      services: [{ definition: JobsServiceService, implementation, name: 'gateway.v1.JobsService' }, responsesStoreBinding(responses, background, logger)],
+      services: [{ definition: JobsServiceService, implementation, name: 'gateway.v1.JobsService' }, responsesStoreBinding(responses, background, events, logger)],
       logger,
       // A PutResponses batch of the edge's is the largest message this server reads.
       // A message batch's create is the largest (MESSAGE_BATCH_MAX_RECEIVE_BYTES); a PutResponses batch next.

@@ -131,4 +131,51 @@ describe('a jobs process killed while background responses run', () => {
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     expect(before - (await balance())).toBe(COST * BigInt(RESPONSES));
   }, 150_000);
+
+  it('a streamed background response: its reader stays on through a jobs kill and reaches response.completed; the re-run restarts the output after a second in_progress; charged once', async () => {
+    const text = 'alpha beta gamma delta epsilon zeta eta theta';
+    upstream.reset();
+    upstream.setFallback({ text, chunkCount: 8, chunkDelayMs: 300, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: COMPLETION_TOKENS } });
+    const { accountId, apiKey } = await createAccountKey(stack, 'background-stream-crash', '10');
+    const client = new OpenAI({ baseURL: `${stack.edgeUrl}/v1`, apiKey, maxRetries: 0, timeout: 90_000 });
+    const balance = async () => parseCredits((await ledger.getBalance({ accountId })).balance);
+    const before = await balance();
+    const stream = await client.responses.create({ model: MODEL, input: 'stream through a crash', background: true, stream: true });
+    const events: OpenAI.Responses.ResponseStreamEvent[] = [];
+    let killed = false;
+    for await (const event of stream) {
+      events.push(event);
+      if (!killed && events.filter((seen) => seen.type === 'response.output_text.delta').length === 2) {
+        killed = true;
+        // The jobs process dies mid-run; the reader's connection (to the edge) stays open.
+        const jobs = stack.running.get('jobs')!;
+        const exited = new Promise((resolve) => jobs.once('exit', resolve));
+        jobs.kill('SIGKILL');
+        await exited;
+        stack.launch('jobs', { GRPC_LISTEN: stack.addresses.jobs });
+      }
+    }
+    expect(killed).toBe(true);
+    // Every event once, numbered without a gap; the run began twice (the second attempt's output starts anew).
+    expect(events.map((event) => event.sequence_number)).toEqual(events.map((_, index) => index));
+    const starts = events.flatMap((event, index) => (event.type === 'response.in_progress' ? [index] : []));
+    expect(starts).toHaveLength(2);
+    const deltas = (from: number, to: number) => events.slice(from, to).filter((event) => event.type === 'response.output_text.delta').map((event) => event.delta).join('');
+    expect(text.startsWith(deltas(starts[0]!, starts[1]!))).toBe(true);
+    expect(deltas(starts[1]!, events.length)).toBe(text);
+    const completed = events.at(-1)!;
+    expect(completed.type).toBe('response.completed');
+    const response = (completed as OpenAI.Responses.ResponseCompletedEvent).response;
+    expect(response.output_text ?? (response.output[0] as { content: { text: string }[] }).content[0]!.text).toBe(text);
+    expect(parseCredits((response.usage as unknown as { cost: string }).cost)).toBe(COST);
+    // Another reader resuming from before the kill gets exactly the same later events.
+    const resumed: OpenAI.Responses.ResponseStreamEvent[] = [];
+    for await (const event of await client.responses.retrieve(response.id, { stream: true, starting_after: 3 })) resumed.push(event);
+    expect(resumed).toEqual(events.slice(4));
+    // Charged once: the voided attempt's charge is gone, the journal is consistent.
+    await eventually(async () => expect(before - (await balance())).toBe(COST), 20_000);
+    expect((await ledger.verifyJournal({ accountId }, { credential: TEST_ADMIN_TOKEN })).mismatches).toEqual([]);
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect(before - (await balance())).toBe(COST);
+  }, 150_000);
 });

@@ -4,6 +4,7 @@ import { parseWith, queryCursor, queryInteger } from '../account/account-schemas
 import type { EdgeContext } from '../context.js';
 import { edgeErrors } from '../errors.js';
 import { sendJson } from '../http.js';
+import { HttpAnswer } from '../inference/answer-sink.js';
 import { presentedApiKey } from '../inference/credentials.js';
 import { requestIdOf } from '../request-id.js';
 import type { StoredResponses } from '../dialects/responses/stored-responses.js';
@@ -47,7 +48,11 @@ export function retrieveResponseHandler(context: EdgeContext) {
     const { accountId, store, id } = await caller(context, request, response);
     const query = parseWith(retrieveQuery, 'query', request.query);
     if (query.stream === 'true') {
-      throw edgeErrors.invalidRequest('query.stream: streaming a stored response again (its events) is not supported; retrieve it without `stream`.', 'stream', 'unsupported_parameter');
+      // A background response's events: replayed from after `starting_after`, then followed to the run's end.
+      // (A response still in this edge's write-behind queue is written first: it is then a 400, not a 404.)
+      await store.settled(accountId, id);
+      await store.streamRun(new HttpAnswer(response), { accountId, responseId: id, startingAfter: query.starting_after ?? -1, requestId: requestIdOf(response), headers: {} });
+      return;
     }
     const found = await store.find(accountId, id, requestIdOf(response));
     if (found === undefined) throw edgeErrors.responseNotFound(id);

@@ -142,6 +142,13 @@ export class BackgroundResponses {
     return row.rows[0] ? runOf(row.rows[0]) : undefined;
   }
 
+  /** A background response's status alone (a follower's cheap check); undefined: none (deleted, or not a background one). */
+  async statusOf(accountId: string, responseId: string): Promise<string | undefined> {
+    const row = await sql<{ status: string }>`
+      select status from background_responses where account_id = ${accountId} and response_id = ${responseId}`.execute(this.db);
+    return row.rows[0]?.status;
+  }
+
   /** Cancels a queued or running one; a finished one is answered as it is. 400 for a response that is not a background one. */
   async cancel(accountId: string, responseId: string): Promise<CancelBackgroundResponseResponse> {
     // NOT_FOUND for an unknown or another account's response (the account is in the key).

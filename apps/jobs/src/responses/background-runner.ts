@@ -1,9 +1,11 @@
 import { Cancellation, ErrorReason, formatCredits, GatewayError, GrpcStatus, type Logger } from '@gateway/platform';
 import { sql, type Kysely } from '@gateway/platform/db';
-import { ChatRequest, ChatResponse } from '@gateway/proto';
+import { ChatRequest, ChatResponse, type UsageEvent } from '@gateway/proto';
 import type { BatchClients } from '../batches/batch-runner.js';
 import type { BackgroundResponsesTable } from './background-responses.js';
 import type { PriorityGate } from '../priority-gate.js';
+import { RecordsBoundExceeded, type BackgroundEvents, type RecordWriter } from './background-events.js';
+import { StreamAnswer } from './stream-answer.js';
 
 /**
  * Runs background responses (docs/stored-responses.md "Background responses"), as the batch runner runs
@@ -11,7 +13,9 @@ import type { PriorityGate } from '../priority-gate.js';
  * LOCKED (renewed while a run lasts), so a response is run by one replica at a time and a crashed
  * replica's runs are taken up again once their lease lapses. A run goes through routing's normal path —
  * Ledger.Admit of the hold the edge bounded (a 0-credit account's run fails with 402, nothing charged),
- * then Router.Chat (failover, provider choice, usage events) at the model's ordinary prices. The attempt's
+ * then Router.ChatStream (failover, provider choice, usage events) at the model's ordinary prices, every
+ * stream message stored as a record of the run (background-events.ts) for the clients that stream it,
+ * and the answer gathered from them. The attempt's
  * request id — the key of its hold, usage event and charge — is `<response id>` for the first attempt and
  * `<response id>.<n>` after; before an attempt runs, every earlier attempt's charge is voided (their
  * answers reached nobody), and only the attempt whose answer is recorded stays charged. A cancel aborts
@@ -88,7 +92,9 @@ export class BackgroundRunner {
     private readonly options: BackgroundRunnerOptions,
     private readonly logger: Logger,
     /** Batch lines running on this replica: they share `concurrency`. */
-    private readonly otherRunning: () => number = () => 0,
+    private readonly otherRunning: () => number,
+    /** Where the run's stream is recorded. */
+    private readonly events: BackgroundEvents,
     /** How much of `concurrency` interactive traffic leaves to lower-priority work now (priority-gate.ts). */
     private readonly gate?: PriorityGate,
   ) {}
@@ -174,22 +180,42 @@ export class BackgroundRunner {
   private async run(row: BackgroundResponsesTable, cancel: Cancellation): Promise<void> {
     const requestId = backgroundAttemptId(row.response_id, row.attempts);
     let outcome: { answer: ChatResponse } | { failure: Failure };
+    let records: RecordWriter | undefined;
     try {
       if (row.attempts > this.options.maxAttempts * 3) {
         throw new GatewayError(GrpcStatus.INTERNAL, ErrorReason.ERROR_REASON_INTERNAL, `This response was started ${row.attempts} times without finishing.`);
       }
       await this.voidEarlierAttempts(row);
-      outcome = { answer: await this.execute(row, requestId, cancel) };
+      records = await this.events.writer(row.account_id, row.response_id, row.attempts).catch((error: unknown) => {
+        throw new TransientFailure('reading the run\'s records failed', { cause: error });
+      });
+      await records.begin().catch((error: unknown) => {
+        throw new TransientFailure('recording the attempt failed', { cause: error });
+      });
+      const answer = await this.execute(row, requestId, cancel, records);
+      // Every record is written before the run is recorded: a follower that sees it ended has them all.
+      await records.flush().catch((error: unknown) => {
+        throw new TransientFailure('recording the run\'s stream failed', { cause: error });
+      });
+      outcome = { answer };
     } catch (error) {
-      if (cancel.aborted) return; // cancelled: the row already says so
+      if (cancel.aborted) {
+        // cancelled: the row already says so (what was recorded before it stays for the readers).
+        records?.discard();
+        return;
+      }
       if (error instanceof TransientFailure && row.attempts < this.options.maxAttempts) {
-        // Its lease lapses shortly and a replica (this one or another) runs it again.
+        records?.discard();
+        // The next attempt's records follow this one's. Its lease lapses shortly and a replica (this one or another) runs it again.
         await sql`
           update background_responses set lease_expires_at = now() + make_interval(secs => ${RETRY_DELAY_MS / 1000})
           where account_id = ${row.account_id} and response_id = ${row.response_id} and lease_owner = ${this.options.replicaId} and attempts = ${row.attempts}`.execute(this.db);
         return;
       }
-      const { transient: _transient, ...failure } = classify(error instanceof TransientFailure ? error.cause : error);
+      const { transient: _transient, ...failure } = error instanceof RecordsBoundExceeded
+        ? { transient: false, status: 400, type: 'invalid_request_error', code: 'response_too_large', message: error.message }
+        : classify(error instanceof TransientFailure ? error.cause : error);
+      await records?.flush().catch(() => undefined);
       outcome = { failure };
     }
     // Recorded by the latest attempt only, and not over a cancel: an earlier attempt (its lease lapsed and
@@ -202,7 +228,7 @@ export class BackgroundRunner {
       where account_id = ${row.account_id} and response_id = ${row.response_id} and status = 'in_progress' and attempts = ${row.attempts}`.execute(this.db);
   }
 
-  private async execute(row: BackgroundResponsesTable, requestId: string, cancel: Cancellation): Promise<ChatResponse> {
+  private async execute(row: BackgroundResponsesTable, requestId: string, cancel: Cancellation, records: RecordWriter): Promise<ChatResponse> {
     const model = await this.clients.catalog.getModel({ model: row.model_id }, { requestId, deadlineMs: CALL_DEADLINE_MS }).then(
       (answer) => answer.model,
       (error: unknown) => {
@@ -245,12 +271,50 @@ export class BackgroundRunner {
     }
     const request = ChatRequest.decode(row.request);
     request.context = { ...context, lowPriority: true };
+    const gathered = new StreamAnswer();
+    let settlement: UsageEvent | undefined;
+    // The stream stops when the run is cancelled, or when its records go over their bound.
+    const stop = new Cancellation();
+    const onCancel = () => stop.abort();
+    cancel.addEventListener('abort', onCancel);
     try {
-      return await this.clients.router.chat(request, { requestId, deadlineMs: this.options.runTimeoutMs, signal: cancel });
+      for await (const message of this.clients.router.chatStream({ chat: request, combinedStart: false }, { requestId, deadlineMs: this.options.runTimeoutMs, signal: stop })) {
+        if (message.event?.$case === 'settlement') {
+          settlement = message.event.value;
+          continue;
+        }
+        gathered.add(message);
+        try {
+          records.add(message);
+          // A batch that could not be written (this attempt voided, or Postgres failing): stop the provider call.
+          if (records.failed) throw new TransientFailure('recording the run\'s stream failed');
+        } catch (error) {
+          stop.abort();
+          throw error;
+        }
+      }
     } catch (error) {
+      if (error instanceof RecordsBoundExceeded || error instanceof TransientFailure) throw error;
+      if (gathered.complete) {
+        // The answer is whole; its usage event may have died with the routing replica: settled here
+        // (once per request id, whatever routing managed to store), as the edge does for its streams.
+        this.logger.warn({ err: error, request_id: requestId, handed_over: settlement !== undefined }, 'router stream broke after its usage; settling the handed-over event');
+        if (settlement) await this.settle(settlement);
+        return gathered.answer();
+      }
       if (classify(error).transient && !cancel.aborted) throw new TransientFailure('routing failed', { cause: error });
       throw error;
+    } finally {
+      cancel.removeEventListener('abort', onCancel);
     }
+    if (!gathered.complete) throw new TransientFailure('routing failed', { cause: new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_INTERNAL, 'The router stream ended without its usage.') });
+    return gathered.answer();
+  }
+
+  private async settle(event: UsageEvent): Promise<void> {
+    await this.clients.ledger.settleUsage({ events: [event] }, { requestId: event.requestId, deadlineMs: CALL_DEADLINE_MS }).catch((error: unknown) => {
+      throw new TransientFailure('settling the handed-over usage failed', { cause: error });
+    });
   }
 
   /** Voids the charges of the earlier attempts (idempotent): at most one attempt stays charged. */

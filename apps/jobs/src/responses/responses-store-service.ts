@@ -1,10 +1,11 @@
-import { ErrorReason, GatewayError, GrpcStatus, unary, type Logger } from '@gateway/platform';
-import { ResponsesStoreServiceService, type ResponsesStoreServiceServer } from '@gateway/proto';
+import { ErrorReason, GatewayError, GrpcStatus, serverStream, unary, type Logger } from '@gateway/platform';
+import { ResponsesStoreServiceService, type ResponsesStoreServiceServer, type StreamResponseEventsRequest, type StreamResponseEventsResponse } from '@gateway/proto';
 import type { ResponsesStore } from './responses-store.js';
-import type { BackgroundResponses } from './background-responses.js';
+import { UNFINISHED, type BackgroundResponses } from './background-responses.js';
+import type { BackgroundEvents } from './background-events.js';
 
 /** The ResponsesStore gRPC service (proto/gateway/v1/responses_store.proto): decode, call the store, encode. */
-export function responsesStoreBinding(store: ResponsesStore, background: BackgroundResponses | undefined, logger: Logger) {
+export function responsesStoreBinding(store: ResponsesStore, background: BackgroundResponses | undefined, events: BackgroundEvents | undefined, logger: Logger) {
   const withBackground = <T>(work: (background: BackgroundResponses) => Promise<T>): Promise<T> => {
     if (!background) throw new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_UNSPECIFIED, 'This jobs service runs no background responses (it was started without the routing services).');
     return work(background);
@@ -29,6 +30,38 @@ export function responsesStoreBinding(store: ResponsesStore, background: Backgro
       return {};
     })),
     cancelBackgroundResponse: unary(logger, 'CancelBackgroundResponse', (request) => withBackground((runs) => runs.cancel(request.accountId, request.responseId))),
+    streamResponseEvents: serverStream(logger, 'StreamResponseEvents', (request, call) => streamRun(store, background, events, request, call)),
   };
   return { definition: ResponsesStoreServiceService, implementation, name: 'gateway.v1.ResponsesStoreService' };
+}
+
+/**
+ * StreamResponseEvents: the stored response, the run's records from `from_seq` (then new ones as they
+ * are written), and the run's final state once it ended. A response that is not a background one is
+ * FAILED_PRECONDITION (OpenAI streams only background responses again).
+ */
+async function* streamRun(
+  store: ResponsesStore,
+  background: BackgroundResponses | undefined,
+  events: BackgroundEvents | undefined,
+  request: StreamResponseEventsRequest,
+  call: { cancelled: boolean; once(event: 'cancelled', listener: () => void): unknown },
+): AsyncGenerator<StreamResponseEventsResponse> {
+  const found = await store.get(request.accountId, request.responseId);
+  const run = background ? await background.runOf(request.accountId, request.responseId) : undefined;
+  if (!background || !events || run === undefined) {
+    throw new GatewayError(GrpcStatus.FAILED_PRECONDITION, ErrorReason.ERROR_REASON_INVALID_REQUEST, 'Only a background response (created with `background: true`) can be streamed again; retrieve this one without `stream`.', { code: 'invalid_request' });
+  }
+  yield { event: { $case: 'response', value: { ...found, background: run } } };
+  let status: string | undefined = run.status;
+  const finished = async () => {
+    status = await background.statusOf(request.accountId, request.responseId);
+    return status === undefined || !(UNFINISHED as readonly string[]).includes(status);
+  };
+  for await (const record of events.follow(request.accountId, request.responseId, request.fromSeq, finished, call)) {
+    yield { event: { $case: 'record', value: record } };
+  }
+  if (call.cancelled || status === undefined) return;
+  const ended = await background.runOf(request.accountId, request.responseId);
+  if (ended) yield { event: { $case: 'end', value: ended } };
 }

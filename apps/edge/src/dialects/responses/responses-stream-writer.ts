@@ -77,6 +77,12 @@ function responseErrorCode(status: number): string {
 
 const json = JSON.stringify;
 
+/** A background response's stream (render-background-stream.ts): its objects say `background: true`, its numbering continues an earlier writer's, and events up to `after` are counted but not written. */
+export interface BackgroundStreamOptions {
+  firstSequence: number;
+  after: number;
+}
+
 export class ResponsesStreamWriter implements StreamWriter {
   private sequence = 0;
   private providerId = '';
@@ -104,11 +110,18 @@ export class ResponsesStreamWriter implements StreamWriter {
   /** The response object of a stream that ended (response.completed or .incomplete), as JSON text: what a stored response keeps. */
   terminalResponse: string | undefined = undefined;
 
+  private readonly background: boolean;
+  private readonly after: number;
+
   constructor(
     answerContext: AnswerContext,
     body: ResponsesRequest,
     private readonly compaction = false,
+    background?: BackgroundStreamOptions,
   ) {
+    this.background = background !== undefined;
+    this.sequence = background?.firstSequence ?? 0;
+    this.after = background?.after ?? -1;
     this.base = idBase(answerContext.requestId);
     this.idJson = json(responseId(answerContext.requestId));
     this.modelJson = json(answerContext.model.id);
@@ -129,6 +142,16 @@ export class ResponsesStreamWriter implements StreamWriter {
     return this.event('response.created', `"response":${response}`) + this.event('response.in_progress', `"response":${response}`);
   }
 
+  /** The number the next event gets. */
+  get nextSequence(): number {
+    return this.sequence;
+  }
+
+  /** A background response's lifecycle event without output: `response.created` (queued) or `response.in_progress` (an attempt began). */
+  lifecycle(type: 'response.created' | 'response.in_progress', status: 'queued' | 'in_progress'): string {
+    return this.event(type, `"response":${this.response(status, null, 'null', 'null', '', 'null')}`);
+  }
+
   delta(delta: ChatStreamDelta): string {
     if (this.compaction) return this.compactionDelta(delta);
     let out = '';
@@ -145,10 +168,11 @@ export class ResponsesStreamWriter implements StreamWriter {
     return out;
   }
 
-  end(usage: Usage | undefined): string {
+  /** `endedAt`: when the answer ended (seconds; a background run's, so that a replay renders it the same); default now. */
+  end(usage: Usage | undefined, endedAt?: number): string {
     const { status, incompleteDetails } = statusOf(this.finishReason);
     const closing = this.compaction ? this.compactionItem() : this.close(status);
-    const completedAt = status === 'completed' ? Math.floor(Date.now() / 1000) : null;
+    const completedAt = status === 'completed' ? (endedAt ?? Math.floor(Date.now() / 1000)) : null;
     const response = this.response(status, completedAt, 'null', json(incompleteDetails), this.outputJson.join(','), json(renderUsage(usage, chatAnswerCost(usage, this.prices, this.pricing, this.finishReason))));
     this.terminalResponse = response;
     return closing + this.event(status === 'completed' ? 'response.completed' : 'response.incomplete', `"response":${response}`);
@@ -194,13 +218,15 @@ export class ResponsesStreamWriter implements StreamWriter {
   }
 
   private event(type: string, fields: string): string {
-    return `event: ${type}\ndata: {"type":"${type}","sequence_number":${this.sequence++},${fields}}\n\n`;
+    const sequence = this.sequence++;
+    if (sequence <= this.after) return '';
+    return `event: ${type}\ndata: {"type":"${type}","sequence_number":${sequence},${fields}}\n\n`;
   }
 
   /** The response object as JSON text; `usage` is `null` while the response is in progress (present, as the schema wants). */
-  private response(status: ResponseStatus, completedAt: number | null, error: string, incompleteDetails: string, output: string, usage: string): string {
+  private response(status: ResponseStatus | 'queued', completedAt: number | null, error: string, incompleteDetails: string, output: string, usage: string): string {
     return (
-      `{"id":${this.idJson},"object":"response","created_at":${this.createdAt},"status":"${status}","background":false,` +
+      `{"id":${this.idJson},"object":"response","created_at":${this.createdAt},"status":"${status}","background":${this.background},` +
       `"completed_at":${completedAt ?? 'null'},"error":${error},"incomplete_details":${incompleteDetails},"model":${this.modelJson},` +
       `"output":[${output}],${this.settingsJson},"usage":${usage}}`
     );

@@ -109,7 +109,7 @@ class StoredResponseSteps implements InferenceSteps<ResponsesRequest, ChatCall> 
 
   /**
    * `background: true` (OpenAI's background mode): it needs the store (400 with `store: false`, as
-   * OpenAI), and what the jobs service's run cannot do yet is refused here, before any work: a stream, an
+   * OpenAI), and what the jobs service's run cannot do yet is refused here, before any work: an
    * in-band compaction, model fallbacks or provider preferences (their admission is the edge's).
    */
   private checkBackground(body: ResponsesRequest, context: EdgeContext): void {
@@ -118,7 +118,6 @@ class StoredResponseSteps implements InferenceSteps<ResponsesRequest, ChatCall> 
     };
     if (context.storedResponses === undefined) refuse('background', 'this gateway runs no jobs service, so it runs no background responses.');
     if (body.store === false) refuse('store', 'background responses must be stored: send `store: true` (or leave it out) with `background: true`.');
-    if (body.stream === true) refuse('stream', 'streaming a background response is not supported yet: create it without `stream` and poll GET /v1/responses/{id}.');
     if (compactionTriggered(body)) refuse('background', 'an in-band compaction cannot run in the background.');
     if (hasRoutingChoices(body)) refuse('background', 'model fallbacks and provider preferences cannot run in the background yet.');
     markBackground(body);
@@ -149,7 +148,10 @@ class StoredResponseSteps implements InferenceSteps<ResponsesRequest, ChatCall> 
       { tier: job.key.tier, request: converted.request, holdCredits: holdPico > 0n ? formatCredits(holdPico) : '', requestJson: JSON.stringify(job.body), modelId: model.id },
       job.requestId,
     );
-    sink.json(queued, gatewayHeaders(job.strategy, converted.droppedParams, [], converted.droppedTools));
+    const headers = gatewayHeaders(job.strategy, converted.droppedParams, [], converted.droppedTools);
+    // Streamed: the run's events as the jobs service records them (a client that leaves stops nothing).
+    if (job.body.stream === true) await stored.streamRun(sink, { accountId: job.key.accountId, responseId: responseId(job.requestId), startingAfter: -1, requestId: job.requestId, headers });
+    else sink.json(queued, headers);
     return true;
   }
 

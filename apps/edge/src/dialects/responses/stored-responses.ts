@@ -2,6 +2,7 @@ import type { BackgroundRun, ChatRequest, GetResponseResponse, ResponsesStoreSer
 import { ErrorReason, GrpcStatus, GatewayError, type Logger, type PromiseClient } from '@gateway/platform';
 import { edgeErrors } from '../../errors.js';
 import { echoed } from '../../echoed-value.js';
+import type { EventSource, StreamRun } from './render-background-stream.js';
 
 /*
  * The edge's side of stored responses (issue 41 item 6, docs/stored-responses.md): a write-behind queue
@@ -101,6 +102,11 @@ export class StoredResponses {
   private stopping = false;
   /** Renders a background response's run (set by the edge once its catalog is up; render-background.ts). */
   renderRun: RenderRun = (queued, run) => ({ ...queued, status: run.status });
+  /** Streams a background response (set with renderRun; render-background-stream.ts). */
+  streamRun: StreamRun = () => Promise.reject(edgeErrors.notFound('This gateway streams no background responses.'));
+  /** The records of a background run as the jobs service stores them, replayed then followed (render-background-stream.ts renders them). */
+  readonly events: EventSource = (accountId, responseId, fromSeq, requestId, signal, deadlineMs) =>
+    this.client.streamResponseEvents({ accountId, responseId, fromSeq }, { requestId, signal, deadlineMs });
 
   constructor(
     private readonly client: PromiseClient<ResponsesStoreServiceClient>,
