@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { parseCredits } from '@gateway/platform';
 import type { FakeBehaviour } from '@gateway/testing';
-import { EMBED_MODEL, isPaid, MODEL_IDS, pricesOf, type FuzzAccount, type FuzzStack, type ModelId } from './fuzz-stack.js';
+import { EMBED_MODEL, isPaid, MODEL_IDS, priceOf, type FuzzAccount, type FuzzStack, type ModelId } from './fuzz-stack.js';
 
 // Batches and files in the invariant fuzzer (docs/jobs.md): an account uploads a JSONL file of generated
 // lines (chat or embeddings, normal or malformed, blank lines between) through POST /v1/files, creates a
@@ -265,9 +265,7 @@ export interface BatchCharge {
 
 /** The price of usage at a model's batch prices. */
 export function batchPrice(model: string, input: bigint, cached: bigint, output: bigint): bigint {
-  const prices = pricesOf(model, true);
-  if (!prices) throw new Error(`batch charge for a model not in the catalog: ${model}`);
-  return (input - cached) * prices.input + cached * prices.cachedInput + output * prices.output;
+  return priceOf(model, input, cached, output, true);
 }
 
 /** The batch invariants after the sequence settled; `charges` are the accounts' standing (not voided) charges. */

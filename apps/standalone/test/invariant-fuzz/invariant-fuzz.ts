@@ -3,14 +3,16 @@ import { Webhook } from 'standardwebhooks';
 import { parseCredits } from '@gateway/platform';
 import type { FakeBehaviour } from '@gateway/testing';
 import {
-  isPaid, MODEL_IDS, newAccount, pricesOf, PROVIDERS, tagOf, upstreamModelOf, WebSocket,
+  isPaid, MODEL_IDS, newAccount, priceOf, PROVIDERS, tagOf, upstreamModelOf, WebSocket,
   type FuzzAccount, type FuzzBudget, type FuzzStack, type ModelId, type ProviderId,
 } from './fuzz-stack.js';
 import { batchArb, checkBatches, runBatch, type BatchOutcome, type BatchPlan } from './batch-fuzz.js';
+import { backgroundArb, checkBackground, runBackground, type BackgroundOutcome, type BackgroundPlan } from './background-fuzz.js';
 
 // Issue 35's invariant fuzzer: fast-check generates sequences of requests from several fresh accounts
 // (dialects, streams, `models`, `provider`, Idempotency-Keys, client aborts, WebSocket turns and warm-ups,
-// compaction, small balances, credit limits, a rate-limited tier, files and batches: batch-fuzz.ts) and the behaviour of the fake upstreams
+// compaction, small balances, credit limits, a rate-limited tier, files and batches: batch-fuzz.ts, background
+// responses: background-fuzz.ts) and the behaviour of the fake upstreams
 // for each (failures, slow first byte, refused parameters and values, streams cut, usage in each
 // provider's shape or absent); after each sequence checkSequence asserts the ledger's invariants, and a
 // failure shrinks to a minimal sequence whose seed fast-check prints.
@@ -100,7 +102,7 @@ interface ContinuePlan {
   usage: UsagePlan;
 }
 
-type RequestPlan = HttpRequestPlan | WsPlan | CompactPlan | ContinuePlan | BatchPlan;
+type RequestPlan = HttpRequestPlan | WsPlan | CompactPlan | ContinuePlan | BatchPlan | BackgroundPlan;
 
 interface AccountPlan {
   balance: string;
@@ -236,6 +238,7 @@ export function sequenceArb(holes: KnownHoles = KNOWN_HOLES): fc.Arbitrary<Seque
           { weight: 1, arbitrary: compactArb(holes, accounts) },
           { weight: 1, arbitrary: continueArb(holes, accounts) },
           { weight: 2, arbitrary: batchArb(accounts) },
+          { weight: 2, arbitrary: backgroundArb(accounts) },
         ),
         { minLength: 1, maxLength: 14 },
       ),
@@ -325,7 +328,7 @@ function behaviourOf(attempt: AttemptPlan, usage: UsagePlan): FakeBehaviour {
 interface Outcome {
   tag: string;
   account: number;
-  kind: Exclude<RequestPlan['kind'], 'batch'>;
+  kind: Exclude<RequestPlan['kind'], 'batch' | 'background'>;
   plan: HttpRequestPlan | CompactPlan | ContinuePlan | WsPlan['turns'][number];
   /** A continuation: whose response it named (`first` of the same tag: the answer it continued). */
   continued?: { owner: number; firstStatus: number };
@@ -493,6 +496,7 @@ export async function runSequence(fuzz: FuzzStack, sequence: SequencePlan, stats
   const probeKey = `${prefix}-b-idem`;
   const outcomes: Outcome[] = [];
   const batchOutcomes: BatchOutcome[] = [];
+  const backgroundOutcomes: BackgroundOutcome[] = [];
 
   const probeFirst = await sendHttp(fuzz, probe.apiKey, '/v1/chat/completions', probeBody, {}, undefined);
   const probeIdemFirst = await sendHttp(fuzz, probe.apiKey, '/v1/chat/completions', probeIdempotent, { 'idempotency-key': probeKey }, undefined);
@@ -509,6 +513,17 @@ export async function runSequence(fuzz: FuzzStack, sequence: SequencePlan, stats
       count(`batch ${outcome.status}${request.cancelAfterMs !== undefined ? ' (cancel asked)' : ''}`);
       for (const line of outcome.output) count(`batch line ${line.response?.status_code ?? 'none'}`);
       for (const line of outcome.errorLines) count(`batch line ${line.response?.status_code ?? line.error?.code ?? 'none'} ${line.response?.body.error?.code ?? ''}`.trim());
+      return;
+    }
+    if (request.kind === 'background') {
+      const stranger = request.stranger < 0 ? probe : accounts[request.stranger]!;
+      const seen = await runBackground(fuzz, account, stranger, request, `${prefix}g${index}`);
+      backgroundOutcomes.push(...seen);
+      stats.requests += seen.length;
+      for (const outcome of seen) {
+        const name = outcome.createStatus === 200 ? `background ${outcome.status}${outcome.errorCode ? ` ${outcome.errorCode}` : ''} (${request.action})` : `background create ${outcome.createStatus} ${outcome.createCode ?? ''}`.trim();
+        stats.outcomes[name] = (stats.outcomes[name] ?? 0) + 1;
+      }
       return;
     }
     if (request.kind === 'ws') {
@@ -563,7 +578,7 @@ export async function runSequence(fuzz: FuzzStack, sequence: SequencePlan, stats
       const name = outcome.aborted ? `${outcome.kind} aborted` : `${outcome.kind} ${outcome.status}${outcome.code ? ` ${outcome.code}` : ''}${outcome.replayed ? ' replayed' : ''}`;
       stats.outcomes[name] = (stats.outcomes[name] ?? 0) + 1;
     }
-    await checkSequence(fuzz, { run, accounts, probe, outcomes, batchOutcomes, probeTag, probes: { probeFirst, probeLast, probeIdemFirst, probeIdemLast } }, stats, options);
+    await checkSequence(fuzz, { run, accounts, probe, outcomes, batchOutcomes, backgroundOutcomes, probeTag, probes: { probeFirst, probeLast, probeIdemFirst, probeIdemLast } }, stats, options);
   } finally {
     for (const tag of [...fuzz.plans.keys()]) if (tag.startsWith(prefix)) fuzz.plans.delete(tag);
     for (const fake of Object.values(fuzz.fakes)) fake.requests.length = 0;
@@ -637,16 +652,10 @@ async function settledLedger(fuzz: FuzzStack, accountIds: string[]): Promise<Led
   }
 }
 
-function priceOf(model: string, input: bigint, cached: bigint, output: bigint, batch = false): bigint {
-  const prices = pricesOf(model, batch);
-  if (!prices) throw new Error(`charge for a model not in the catalog: ${model}`);
-  return (input - cached) * prices.input + cached * prices.cachedInput + output * prices.output;
-}
-
 async function checkSequence(
   fuzz: FuzzStack,
   seen: {
-    run: number; accounts: FuzzAccount[]; probe: FuzzAccount; outcomes: Outcome[]; batchOutcomes: BatchOutcome[]; probeTag: string;
+    run: number; accounts: FuzzAccount[]; probe: FuzzAccount; outcomes: Outcome[]; batchOutcomes: BatchOutcome[]; backgroundOutcomes: BackgroundOutcome[]; probeTag: string;
     probes: Record<'probeFirst' | 'probeLast' | 'probeIdemFirst' | 'probeIdemLast', Awaited<ReturnType<typeof sendHttp>>>;
   },
   stats: RunStats,
@@ -790,6 +799,9 @@ async function checkSequence(
   // Batches: each completed line charged once at the batch price, equal to its output line's usage.cost;
   // error lines, lines a cancel stopped and a failed validation charged nothing; strangers saw 404s.
   violations.push(...checkBatches(seen.batchOutcomes, seen.accounts, ledger.charges, ledger.voided, stats));
+  // Background responses: a completed one charged exactly its usage.cost, once; a failed one, or one no
+  // provider got, nothing; only the owner's cancel or delete took effect.
+  violations.push(...checkBackground(fuzz, seen.backgroundOutcomes, seen.accounts, ledger.charges, stats));
 
   const livez = await fetch(`${fuzz.url}/livez`).then((response) => response.status, () => 0);
   if (livez !== 200) violations.push(`/livez answered ${livez}`);
