@@ -65,8 +65,10 @@ export interface BackgroundOutcome {
   status: string;
   errorCode?: string;
   costPico?: bigint;
-  /** The owner asked for a cancel (and whether its answer said cancelled). */
+  /** The owner asked for a cancel. */
   ownerCancelled: boolean;
+  /** The status the owner's cancel answered (`cancelled`, or the state it had ended in). */
+  cancelAnswer?: string;
   ownerDeleted: boolean;
   violations: string[];
 }
@@ -115,17 +117,10 @@ export async function runBackground(fuzz: FuzzStack, owner: FuzzAccount, strange
     if (answer.json?.status !== 'queued' || answer.json?.background !== true) outcome.violations.push(`${name}: created as ${answer.json?.status}, background ${answer.json?.background}`);
     outcome.status = 'queued';
 
-    // The stranger first, while it is queued or running: every route is a 404 and changes nothing.
-    for (const [method, path] of [
-      ['GET', `/v1/responses/${id}`], ['GET', `/v1/responses/${id}/input_items`], ['POST', `/v1/responses/${id}/cancel`], ['DELETE', `/v1/responses/${id}`],
-    ] as const) {
-      const tried = await call(fuzz, stranger.apiKey, method, path);
-      if (tried.status !== 404) outcome.violations.push(`${name}: a stranger's ${method} ${path} answered ${tried.status}`);
-    }
-
     const cancel = async () => {
       const cancelled = await call(fuzz, owner.apiKey, 'POST', `/v1/responses/${id}/cancel`);
       outcome.ownerCancelled = true;
+      outcome.cancelAnswer = cancelled.json?.status;
       // A response that ended before the cancel arrived is answered as it is.
       if (cancelled.status !== 200 || !TERMINAL.includes(cancelled.json?.status)) outcome.violations.push(`${name}: the owner's cancel answered ${cancelled.status} ${cancelled.json?.status ?? codeOf(cancelled.json) ?? ''}`);
     };
@@ -137,7 +132,16 @@ export async function runBackground(fuzz: FuzzStack, owner: FuzzAccount, strange
       if (after.status !== 404) outcome.violations.push(`${name}: a deleted response's GET answered ${after.status}`);
       outcome.status = 'deleted';
     };
+    // Cancelled at once: before the runners (polling every 100 ms) took it up, as a rule.
     if (plan.action === 'cancelAtOnce') await cancel();
+    // The stranger, while it is queued or running: every route is a 404 and changes nothing.
+    for (const [method, path] of [
+      ['GET', `/v1/responses/${id}`], ['GET', `/v1/responses/${id}/input_items`], ['POST', `/v1/responses/${id}/cancel`], ['DELETE', `/v1/responses/${id}`],
+    ] as const) {
+      const tried = await call(fuzz, stranger.apiKey, method, path);
+      if (tried.status !== 404) outcome.violations.push(`${name}: a stranger's ${method} ${path} answered ${tried.status}`);
+    }
+
     if (plan.action === 'cancelLater' || plan.action === 'deleteWhileRunning') {
       await new Promise((resolve) => setTimeout(resolve, plan.afterMs));
       if (plan.action === 'cancelLater') await cancel(); else await remove();
@@ -184,8 +188,14 @@ export interface BackgroundCharge {
 }
 
 /** The background invariants after the sequence settled. */
-export function checkBackground(fuzz: FuzzStack, outcomes: BackgroundOutcome[], accounts: FuzzAccount[], charges: BackgroundCharge[], stats: { exactCharges: number }): string[] {
+export async function checkBackground(fuzz: FuzzStack, outcomes: BackgroundOutcome[], accounts: FuzzAccount[], charges: BackgroundCharge[], stats: { exactCharges: number }): Promise<string[]> {
   const violations: string[] = [];
+  // An ended response stays as it ended (read again once the ledger settled): a cancelled one is not run after all.
+  await Promise.all(outcomes.map(async (outcome) => {
+    if (!outcome.responseId || !TERMINAL.includes(outcome.status)) return;
+    const again = await call(fuzz, accounts[outcome.account]!.apiKey, 'GET', `/v1/responses/${outcome.responseId}`);
+    if (again.status !== 200 || again.json?.status !== outcome.status) violations.push(`${outcome.tag} (${outcome.responseId}): ended ${outcome.status}, later read ${again.status} ${again.json?.status ?? ''}`);
+  }));
   // The tags some provider got (the fakes' requests are kept until the sequence is checked).
   const reached = new Set(Object.values(fuzz.fakes).flatMap((fake) => fake.requests).map((request) => tagOf(request.body)));
   for (const outcome of outcomes) {
@@ -206,6 +216,8 @@ export function checkBackground(fuzz: FuzzStack, outcomes: BackgroundOutcome[], 
     const charged = mine.reduce((sum, charge) => sum + charge.costPico, 0n);
     // Only the owner's own cancel ends it cancelled (the stranger's was a 404).
     if (outcome.status === 'cancelled' && !outcome.ownerCancelled) violations.push(`${name}: cancelled, though only a stranger asked`);
+    // Cancelled stays cancelled: a run that ends after the cancel records nothing over it.
+    if (outcome.cancelAnswer === 'cancelled' && outcome.status !== 'cancelled' && outcome.status !== 'deleted') violations.push(`${name}: its cancel answered cancelled, it ended ${outcome.status}`);
     if (outcome.status === 'deleted' && !outcome.ownerDeleted) violations.push(`${name}: gone, though only a stranger deleted it`);
     // Nothing reached a provider: nothing charged (a cancel before the run, a 0-credit refusal, a delete while queued).
     if (!reached.has(outcome.tag) && charged > 0n) violations.push(`${name}: charged ${charged} pico, no provider got its prompt`);

@@ -7,6 +7,7 @@ import {
   type FuzzAccount, type FuzzBudget, type FuzzStack, type ModelId, type ProviderId,
 } from './fuzz-stack.js';
 import { batchArb, checkBatches, runBatch, type BatchOutcome, type BatchPlan } from './batch-fuzz.js';
+import { alertRowViolations } from './budget-alerts.js';
 import { backgroundArb, checkBackground, runBackground, type BackgroundOutcome, type BackgroundPlan } from './background-fuzz.js';
 
 // Issue 35's invariant fuzzer: fast-check generates sequences of requests from several fresh accounts
@@ -703,6 +704,9 @@ async function checkSequence(
     }
   }
 
+  // Thresholds in the ledger's own rows: each fired once per scope and period, when reached, one event each.
+  violations.push(...(await alertRowViolations(fuzz, seen.accounts)));
+
   const choiceRequests = (stats.choiceRequests ??= { openai: 0, gemini: 0 });
   for (const fake of [fuzz.fakes.oa, fuzz.fakes.oa2]) choiceRequests.openai += fake.requests.filter((request) => ((request.body as { n?: number }).n ?? 1) > 1).length;
   choiceRequests.gemini += fuzz.fakes.gm.requests.filter((request) => ((request.body as { generationConfig?: { candidateCount?: number } }).generationConfig?.candidateCount ?? 1) > 1).length;
@@ -801,7 +805,7 @@ async function checkSequence(
   violations.push(...checkBatches(seen.batchOutcomes, seen.accounts, ledger.charges, ledger.voided, stats));
   // Background responses: a completed one charged exactly its usage.cost, once; a failed one, or one no
   // provider got, nothing; only the owner's cancel or delete took effect.
-  violations.push(...checkBackground(fuzz, seen.backgroundOutcomes, seen.accounts, ledger.charges, stats));
+  violations.push(...(await checkBackground(fuzz, seen.backgroundOutcomes, seen.accounts, ledger.charges, stats)));
 
   const livez = await fetch(`${fuzz.url}/livez`).then((response) => response.status, () => 0);
   if (livez !== 200) violations.push(`/livez answered ${livez}`);
