@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { parseCredits } from '@gateway/platform';
-import type { FakeBehaviour } from '@gateway/testing';
 import { BACKGROUND_CAP, isPaid, MODEL_IDS, priceOf, tagOf, type FuzzAccount, type FuzzStack, type ModelId } from './fuzz-stack.js';
+import { call, lineAttemptsArb, lineBehaviour, lineUsageArb, type LineAttempt, type LineUsage } from './batch-fuzz.js';
 
 // Background responses in the invariant fuzzer (docs/stored-responses.md "Background responses"): an
 // account creates one or several `background: true` responses at once (past the fuzz stack's per-account
@@ -22,8 +22,8 @@ export interface BackgroundPlan {
   /** Responses created at once with this plan (each its own tag): more than the cap meets the 429. */
   copies: number;
   /** The fakes' behaviour per provider attempt (the last repeats): ok, an error status, slow. */
-  attempts: ({ kind: 'ok' } | { kind: 'fail'; status: number } | { kind: 'slow'; latencyMs: number })[];
-  usage: { present: boolean; prompt: number; cached: number; completion: number };
+  attempts: LineAttempt[];
+  usage: LineUsage;
   action: BackgroundAction;
   /** For cancelLater and deleteWhileRunning: this long after the create answered. */
   afterMs: number;
@@ -32,26 +32,17 @@ export interface BackgroundPlan {
 }
 
 export const backgroundArb = (accounts: number): fc.Arbitrary<BackgroundPlan> =>
-  fc.record({
+  fc.integer({ min: 8, max: 32 }).chain((maxTokens) => fc.record({
     account: fc.integer({ min: 0, max: accounts - 1 }),
     model: fc.constantFrom(...MODEL_IDS),
-    maxTokens: fc.integer({ min: 8, max: 32 }),
+    maxTokens: fc.constant(maxTokens),
     copies: fc.oneof({ weight: 3, arbitrary: fc.constant(1) }, { weight: 1, arbitrary: fc.integer({ min: 2, max: BACKGROUND_CAP + 2 }) }),
-    attempts: fc.array(fc.oneof(
-      { weight: 6, arbitrary: fc.constant({ kind: 'ok' as const }) },
-      { weight: 2, arbitrary: fc.constantFrom(500, 429, 503).map((status) => ({ kind: 'fail' as const, status })) },
-      { weight: 2, arbitrary: fc.integer({ min: 50, max: 900 }).map((latencyMs) => ({ kind: 'slow' as const, latencyMs })) },
-    ), { minLength: 1, maxLength: 2 }),
-    usage: fc.record({ present: fc.boolean(), prompt: fc.integer({ min: 1, max: 40 }), cachedShare: fc.integer({ min: 0, max: 2 }), completion: fc.integer({ min: 1, max: 32 }) }),
+    attempts: lineAttemptsArb(900),
+    usage: lineUsageArb(maxTokens),
     action: fc.constantFrom<BackgroundAction>('poll', 'poll', 'poll', 'cancelAtOnce', 'cancelLater', 'deleteWhenDone', 'deleteWhileRunning'),
     afterMs: fc.integer({ min: 0, max: 800 }),
     stranger: fc.integer({ min: -1, max: accounts - 1 }),
-  }).map(({ usage, ...plan }): BackgroundPlan => ({
-    ...plan,
-    kind: 'background',
-    usage: { present: usage.present, prompt: usage.prompt, cached: Math.floor((usage.prompt * usage.cachedShare) / 4), completion: Math.min(usage.completion, plan.maxTokens) },
-    stranger: plan.stranger === plan.account ? -1 : plan.stranger,
-  }));
+  })).map((plan): BackgroundPlan => ({ ...plan, kind: 'background', stranger: plan.stranger === plan.account ? -1 : plan.stranger }));
 
 /** What the owner and the stranger saw of one background response. */
 export interface BackgroundOutcome {
@@ -74,33 +65,16 @@ export interface BackgroundOutcome {
 }
 
 const BACKGROUND_DEADLINE_MS = 45_000;
+/** The codes of a refusal for money (402-shaped): the balance, the key's credit limit, a budget's hard stop. */
+const MONEY_CODES = ['insufficient_quota', 'key_limit_exceeded', 'budget_exceeded'];
 const TERMINAL = ['completed', 'failed', 'cancelled', 'incomplete'];
-
-function behaviourOf(attempt: BackgroundPlan['attempts'][number], usage: BackgroundPlan['usage']): FakeBehaviour {
-  const scripted: FakeBehaviour = { usage: usage.present ? { prompt_tokens: usage.prompt, completion_tokens: usage.completion, cached_tokens: usage.cached } : 'absent' };
-  if (attempt.kind === 'fail') return { ...scripted, status: attempt.status };
-  if (attempt.kind === 'slow') return { ...scripted, latencyMs: attempt.latencyMs };
-  return scripted;
-}
-
-async function call(fuzz: FuzzStack, apiKey: string, method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
-  const response = await fetch(`${fuzz.url}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${apiKey}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  let json: unknown;
-  try { json = JSON.parse(text); } catch { json = undefined; }
-  return { status: response.status, json };
-}
 
 const codeOf = (json: any): string | undefined => (typeof json?.error?.code === 'string' ? json.error.code : undefined);
 
 /** Runs one plan: its copies created at once, then each driven by the plan's action. */
 export async function runBackground(fuzz: FuzzStack, owner: FuzzAccount, stranger: FuzzAccount, plan: BackgroundPlan, tag: string): Promise<BackgroundOutcome[]> {
   const tags = Array.from({ length: plan.copies }, (_copy, copy) => `${tag}c${copy}`);
-  for (const copyTag of tags) fuzz.plans.set(copyTag, { attempts: plan.attempts.map((attempt) => behaviourOf(attempt, plan.usage)), used: 0, usage: plan.usage });
+  for (const copyTag of tags) fuzz.plans.set(copyTag, { attempts: plan.attempts.map((attempt) => lineBehaviour(attempt, plan.usage)), used: 0, usage: plan.usage });
   const created = await Promise.all(tags.map((copyTag) => call(fuzz, owner.apiKey, 'POST', '/v1/responses', {
     model: plan.model, input: `${copyTag} asks a question`, max_output_tokens: plan.maxTokens, background: true,
   })));
@@ -236,8 +210,10 @@ export async function checkBackground(fuzz: FuzzStack, outcomes: BackgroundOutco
     } else if (outcome.status === 'failed') {
       // A provider's failure, a refusal for money or a budget: nothing charged.
       if (charged > 0n) violations.push(`${name}: failed (${outcome.errorCode ?? 'no code'}) and charged ${charged} pico`);
-      if (owner.initialPico < parseCredits('0.05') && isPaid(plan.model) && outcome.errorCode !== 'insufficient_quota' && !reached.has(outcome.tag)) {
-        violations.push(`${name}: a ${owner.initialPico}-pico account's paid run failed with ${outcome.errorCode}, not insufficient_quota`);
+      // As for interactive answers, no server error: a refusal for money is 402-shaped, a provider's failure no_upstream.
+      if (outcome.errorCode === undefined || outcome.errorCode === 'server_error') violations.push(`${name}: failed with ${outcome.errorCode ?? 'no code'}`);
+      if (owner.initialPico < parseCredits('0.05') && isPaid(plan.model) && !reached.has(outcome.tag) && !MONEY_CODES.includes(outcome.errorCode ?? '')) {
+        violations.push(`${name}: a ${owner.initialPico}-pico account's paid run failed with ${outcome.errorCode}, not a refusal for money`);
       }
     }
     // An account without the least hold (0.05) is never served by a paid model, in the background either.
