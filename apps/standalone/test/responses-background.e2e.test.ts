@@ -188,6 +188,26 @@ describe('background responses, end to end', () => {
     expect(await charges(broke.accountId)).toBe(0);
   }, 60_000);
 
+  it("an account past its budget's hard stop: the run ends failed with 402-shaped budget_exceeded (not a server_error), nothing charged, nothing sent", async () => {
+    // Found by the invariant fuzzer (background-fuzz.ts): the runner classified the ledger's budget refusal as a 500.
+    upstream.setFallback({});
+    const created = await ctlJson(base.stack, 'accounts', 'create', '--name', 'bg-budgeted', '--credits', '10', '--tier', 'tier-1', '--json');
+    const apiKey = (await ctlJson(base.stack, 'keys', 'create', created.account_id!, '--name', 'bg-budgeted-key', '--json')).api_key!;
+    const budget = await fetch(`${base.stack.url}/v1/account/budgets/account`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${created.provisioning_key!}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ period: 'monthly', limit: '0.000001', hard_stop: true }),
+    });
+    expect(budget.status).toBe(200);
+    const budgeted = new OpenAI({ baseURL: `${base.stack.url}/v1`, apiKey, maxRetries: 0, timeout: 30_000 });
+    const queued = await budgeted.responses.create({ model: MODEL, input: 'over budget', background: true });
+    const ended = await settled(queued, budgeted);
+    expect(ended.status).toBe('failed');
+    expect(ended.error).toMatchObject({ code: 'budget_exceeded' });
+    expect(upstream.requests).toHaveLength(0);
+    expect(await balance(created.account_id!)).toBe(parseCredits('10'));
+  }, 60_000);
+
   it('cancel stops a running response (the provider call is aborted), and the per-account cap refuses more than it with 429', async () => {
     // The provider never answers: the runs stay in_progress until cancelled.
     upstream.setFallback({ stall: true });

@@ -58,6 +58,9 @@ function classify(error: unknown): Failure & { transient: boolean } {
       return { transient: false, status: 402, type: 'insufficient_quota', code: 'insufficient_quota', message: error.message };
     case ErrorReason.ERROR_REASON_KEY_LIMIT_EXCEEDED:
       return { transient: false, status: 402, type: 'insufficient_quota', code: 'key_limit_exceeded', message: error.message };
+    // A budget's hard stop (docs/governance.md): 402 as on the interactive routes and batch lines, not retried.
+    case ErrorReason.ERROR_REASON_BUDGET_EXCEEDED:
+      return { transient: false, status: 402, type: 'insufficient_quota', code: 'budget_exceeded', message: error.message };
     case ErrorReason.ERROR_REASON_RATE_LIMITED:
       return { transient: true, status: 429, type: 'rate_limit_exceeded', code: 'rate_limit_exceeded', message: error.message };
     case ErrorReason.ERROR_REASON_NO_UPSTREAM:

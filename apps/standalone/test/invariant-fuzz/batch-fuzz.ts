@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { parseCredits } from '@gateway/platform';
 import type { FakeBehaviour } from '@gateway/testing';
-import { EMBED_MODEL, isPaid, MODEL_IDS, pricesOf, type FuzzAccount, type FuzzStack, type ModelId } from './fuzz-stack.js';
+import { EMBED_MODEL, isPaid, MODEL_IDS, priceOf, type FuzzAccount, type FuzzStack, type ModelId } from './fuzz-stack.js';
 
 // Batches and files in the invariant fuzzer (docs/jobs.md): an account uploads a JSONL file of generated
 // lines (chat or embeddings, normal or malformed, blank lines between) through POST /v1/files, creates a
@@ -11,12 +11,28 @@ import { EMBED_MODEL, isPaid, MODEL_IDS, pricesOf, type FuzzAccount, type FuzzSt
 // the batch price, equal to its output line's usage.cost; a line in the error file (402 among them) and
 // a line a cancel stopped charged nothing; a malformed file fails validation with nothing run.
 
+/** The fakes' behaviour for one attempt of a line run by the jobs service: ok, an error status, slow. */
+export type LineAttempt = { kind: 'ok' } | { kind: 'fail'; status: number } | { kind: 'slow'; latencyMs: number };
+export interface LineUsage { present: boolean; prompt: number; cached: number; completion: number }
+
+/** 1–2 attempts of a line (the last repeats for every later attempt). */
+export const lineAttemptsArb = (maxLatencyMs: number): fc.Arbitrary<LineAttempt[]> => fc.array(fc.oneof(
+  { weight: 6, arbitrary: fc.constant({ kind: 'ok' as const }) },
+  { weight: 2, arbitrary: fc.constantFrom(500, 429, 503).map((status) => ({ kind: 'fail' as const, status })) },
+  { weight: 1, arbitrary: fc.integer({ min: 50, max: maxLatencyMs }).map((latencyMs) => ({ kind: 'slow' as const, latencyMs })) },
+), { minLength: 1, maxLength: 2 });
+
+/** Usage the fake reports (cache reads a share of the prompt), its completion within the line's max tokens. */
+export const lineUsageArb = (maxTokens: number): fc.Arbitrary<LineUsage> =>
+  fc.record({ present: fc.boolean(), prompt: fc.integer({ min: 1, max: 40 }), cachedShare: fc.integer({ min: 0, max: 2 }), completion: fc.integer({ min: 1, max: 32 }) })
+    .map(({ present, prompt, cachedShare, completion }) => ({ present, prompt, cached: Math.floor((prompt * cachedShare) / 4), completion: Math.min(completion, maxTokens) }));
+
 export interface BatchLinePlan {
   model: ModelId;
   maxTokens: number;
   /** The fakes' behaviour per attempt (the last repeats): ok, an error status, slow. */
-  attempts: ({ kind: 'ok' } | { kind: 'fail'; status: number } | { kind: 'slow'; latencyMs: number })[];
-  usage: { present: boolean; prompt: number; cached: number; completion: number };
+  attempts: LineAttempt[];
+  usage: LineUsage;
   /** A blank line before this one (validation skips it; the physical line numbers count it). */
   blankBefore: boolean;
 }
@@ -50,17 +66,13 @@ export const batchArb = (accounts: number): fc.Arbitrary<BatchPlan> =>
   fc.record({
     account: fc.integer({ min: 0, max: accounts - 1 }),
     endpoint: fc.constantFrom<'chat' | 'embeddings'>('chat', 'chat', 'embeddings'),
-    lines: fc.array(fc.record({
+    lines: fc.array(fc.integer({ min: 8, max: 32 }).chain((maxTokens) => fc.record({
       model: fc.constantFrom(...MODEL_IDS),
-      maxTokens: fc.integer({ min: 8, max: 32 }),
-      attempts: fc.array(fc.oneof(
-        { weight: 6, arbitrary: fc.constant({ kind: 'ok' as const }) },
-        { weight: 2, arbitrary: fc.constantFrom(500, 429, 503).map((status) => ({ kind: 'fail' as const, status })) },
-        { weight: 1, arbitrary: fc.integer({ min: 50, max: 600 }).map((latencyMs) => ({ kind: 'slow' as const, latencyMs })) },
-      ), { minLength: 1, maxLength: 2 }),
-      usage: fc.record({ present: fc.boolean(), prompt: fc.integer({ min: 1, max: 40 }), cachedShare: fc.integer({ min: 0, max: 2 }), completion: fc.integer({ min: 1, max: 32 }) }),
+      maxTokens: fc.constant(maxTokens),
+      attempts: lineAttemptsArb(600),
+      usage: lineUsageArb(maxTokens),
       blankBefore: fc.boolean(),
-    }), { minLength: 1, maxLength: 10 }),
+    })), { minLength: 1, maxLength: 10 }),
     // A fifth of the files have a malformed line; a third of the batches are cancelled.
     malformed: fc.oneof(
       { weight: 4, arbitrary: fc.constant(undefined) },
@@ -69,10 +81,7 @@ export const batchArb = (accounts: number): fc.Arbitrary<BatchPlan> =>
     cancelAfterMs: fc.oneof({ weight: 2, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.integer({ min: 0, max: 1_500 }) }),
     stranger: fc.integer({ min: -1, max: accounts - 1 }),
   }).map((plan): BatchPlan => {
-    const lines = plan.lines.map(({ usage, ...line }) => ({
-      ...line,
-      usage: { present: usage.present, prompt: usage.prompt, cached: Math.floor((usage.prompt * usage.cachedShare) / 4), completion: Math.min(usage.completion, line.maxTokens) },
-    }));
+    const lines = plan.lines;
     const batch: BatchPlan = { kind: 'batch', account: plan.account, endpoint: plan.endpoint, lines, stranger: plan.stranger === plan.account ? -1 : plan.stranger };
     if (plan.malformed) {
       const at = plan.malformed.at % lines.length;
@@ -105,7 +114,8 @@ export interface BatchOutcome {
   violations: string[];
 }
 
-function behaviourOf(attempt: BatchLinePlan['attempts'][number], usage: BatchLinePlan['usage']): FakeBehaviour {
+/** A line attempt as the fakes' behaviour. */
+export function lineBehaviour(attempt: LineAttempt, usage: LineUsage): FakeBehaviour {
   const scripted: FakeBehaviour = { usage: usage.present ? { prompt_tokens: usage.prompt, completion_tokens: usage.completion, cached_tokens: usage.cached } : 'absent' };
   if (attempt.kind === 'fail') return { ...scripted, status: attempt.status };
   if (attempt.kind === 'slow') return { ...scripted, latencyMs: attempt.latencyMs };
@@ -142,7 +152,8 @@ function inputFile(plan: BatchPlan, tag: string): { text: string; malformedLine?
   return { text: `${rows.join('\n')}\n`, ...(malformedLine !== undefined ? { malformedLine } : {}) };
 }
 
-async function call(fuzz: FuzzStack, apiKey: string, method: string, path: string, body?: unknown): Promise<{ status: number; json: any; text: string }> {
+/** One call of the edge as `apiKey`, its answer's status, JSON (if any) and text. */
+export async function call(fuzz: FuzzStack, apiKey: string, method: string, path: string, body?: unknown): Promise<{ status: number; json: any; text: string }> {
   const response = await fetch(`${fuzz.url}${path}`, {
     method,
     headers: { authorization: `Bearer ${apiKey}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
@@ -175,7 +186,7 @@ const BATCH_DEADLINE_MS = 90_000;
 /** Runs one batch plan through the edge as its owner (and a stranger) would. */
 export async function runBatch(fuzz: FuzzStack, owner: FuzzAccount, stranger: FuzzAccount, plan: BatchPlan, tag: string): Promise<BatchOutcome> {
   const outcome: BatchOutcome = { tag, account: plan.account, plan, status: 'not created', errors: [], output: [], errorLines: [], violations: [] };
-  plan.lines.forEach((line, index) => fuzz.plans.set(lineTag(tag, index), { attempts: line.attempts.map((attempt) => behaviourOf(attempt, line.usage)), used: 0, usage: line.usage }));
+  plan.lines.forEach((line, index) => fuzz.plans.set(lineTag(tag, index), { attempts: line.attempts.map((attempt) => lineBehaviour(attempt, line.usage)), used: 0, usage: line.usage }));
   const { text } = inputFile(plan, tag);
 
   // A hostile upload first: an unknown purpose is a 400 and keeps nothing.
@@ -265,9 +276,7 @@ export interface BatchCharge {
 
 /** The price of usage at a model's batch prices. */
 export function batchPrice(model: string, input: bigint, cached: bigint, output: bigint): bigint {
-  const prices = pricesOf(model, true);
-  if (!prices) throw new Error(`batch charge for a model not in the catalog: ${model}`);
-  return (input - cached) * prices.input + cached * prices.cachedInput + output * prices.output;
+  return priceOf(model, input, cached, output, true);
 }
 
 /** The batch invariants after the sequence settled; `charges` are the accounts' standing (not voided) charges. */

@@ -66,6 +66,16 @@ export function pricesOf(model: string, batch: boolean): ModelPrices | undefined
   return { ...regular, ...BATCH_PRICES[model] };
 }
 export const MODEL_IDS = Object.keys(MODELS) as ModelId[];
+
+/** A charge's price: (input − cached) × input + cached × cached input + output × output, regular or batch prices. */
+export function priceOf(model: string, input: bigint, cached: bigint, output: bigint, batch = false): bigint {
+  const prices = pricesOf(model, batch);
+  if (!prices) throw new Error(`charge for a model not in the catalog: ${model}`);
+  return (input - cached) * prices.input + cached * prices.cachedInput + output * prices.output;
+}
+
+/** Background responses one account may have queued or running at once (background-fuzz.ts meets the 429 past it). */
+export const BACKGROUND_CAP = 3;
 export const isPaid = (model: string): boolean => {
   const prices = MODELS[model as ModelId]?.prices;
   return prices === undefined || prices.input > 0n || prices.output > 0n;
@@ -187,7 +197,7 @@ export async function startFuzzStack(): Promise<FuzzStack> {
       keyHashSecret: 'invariant-fuzz-secret-0123456789-abcdef',
       providerSecrets: { FUZZ_KEY: 'sk-fuzz' },
       // Batches (batch-fuzz.ts): the runner looks for work often, so a sequence's batches end within its run.
-      jobs: { batches: { runner: { pollIntervalMs: 100, leaseMs: 5_000 } } },
+      jobs: { batches: { runner: { pollIntervalMs: 100, leaseMs: 5_000 } }, background: { maxActivePerAccount: BACKGROUND_CAP } },
       // The webhook receiver is on loopback.
       ledger: { webhooks: { allowPrivate: true, intervalMs: 50, baseBackoffMs: 100, maxBackoffMs: 400 } },
     });

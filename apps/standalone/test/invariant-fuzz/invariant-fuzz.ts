@@ -3,14 +3,18 @@ import { Webhook } from 'standardwebhooks';
 import { parseCredits } from '@gateway/platform';
 import type { FakeBehaviour } from '@gateway/testing';
 import {
-  isPaid, MODEL_IDS, newAccount, pricesOf, PROVIDERS, tagOf, upstreamModelOf, WebSocket,
+  isPaid, MODEL_IDS, newAccount, priceOf, PROVIDERS, tagOf, upstreamModelOf, WebSocket,
   type FuzzAccount, type FuzzBudget, type FuzzStack, type ModelId, type ProviderId,
 } from './fuzz-stack.js';
 import { batchArb, checkBatches, runBatch, type BatchOutcome, type BatchPlan } from './batch-fuzz.js';
+import { alertRowViolations } from './budget-alerts.js';
+import { checkMessageBatches, messageBatchArb, runMessageBatch, type MessageBatchOutcome, type MessageBatchPlan } from './message-batch-fuzz.js';
+import { backgroundArb, checkBackground, runBackground, type BackgroundOutcome, type BackgroundPlan } from './background-fuzz.js';
 
 // Issue 35's invariant fuzzer: fast-check generates sequences of requests from several fresh accounts
 // (dialects, streams, `models`, `provider`, Idempotency-Keys, client aborts, WebSocket turns and warm-ups,
-// compaction, small balances, credit limits, a rate-limited tier, files and batches: batch-fuzz.ts) and the behaviour of the fake upstreams
+// compaction, small balances, credit limits, a rate-limited tier, files and batches: batch-fuzz.ts, background
+// responses: background-fuzz.ts, Anthropic message batches: message-batch-fuzz.ts) and the behaviour of the fake upstreams
 // for each (failures, slow first byte, refused parameters and values, streams cut, usage in each
 // provider's shape or absent); after each sequence checkSequence asserts the ledger's invariants, and a
 // failure shrinks to a minimal sequence whose seed fast-check prints.
@@ -100,7 +104,7 @@ interface ContinuePlan {
   usage: UsagePlan;
 }
 
-type RequestPlan = HttpRequestPlan | WsPlan | CompactPlan | ContinuePlan | BatchPlan;
+type RequestPlan = HttpRequestPlan | WsPlan | CompactPlan | ContinuePlan | BatchPlan | BackgroundPlan | MessageBatchPlan;
 
 interface AccountPlan {
   balance: string;
@@ -236,6 +240,8 @@ export function sequenceArb(holes: KnownHoles = KNOWN_HOLES): fc.Arbitrary<Seque
           { weight: 1, arbitrary: compactArb(holes, accounts) },
           { weight: 1, arbitrary: continueArb(holes, accounts) },
           { weight: 2, arbitrary: batchArb(accounts) },
+          { weight: 2, arbitrary: backgroundArb(accounts) },
+          { weight: 1, arbitrary: messageBatchArb(accounts) },
         ),
         { minLength: 1, maxLength: 14 },
       ),
@@ -325,7 +331,7 @@ function behaviourOf(attempt: AttemptPlan, usage: UsagePlan): FakeBehaviour {
 interface Outcome {
   tag: string;
   account: number;
-  kind: Exclude<RequestPlan['kind'], 'batch'>;
+  kind: Exclude<RequestPlan['kind'], 'batch' | 'background' | 'messageBatch'>;
   plan: HttpRequestPlan | CompactPlan | ContinuePlan | WsPlan['turns'][number];
   /** A continuation: whose response it named (`first` of the same tag: the answer it continued). */
   continued?: { owner: number; firstStatus: number };
@@ -493,6 +499,8 @@ export async function runSequence(fuzz: FuzzStack, sequence: SequencePlan, stats
   const probeKey = `${prefix}-b-idem`;
   const outcomes: Outcome[] = [];
   const batchOutcomes: BatchOutcome[] = [];
+  const backgroundOutcomes: BackgroundOutcome[] = [];
+  const messageBatchOutcomes: MessageBatchOutcome[] = [];
 
   const probeFirst = await sendHttp(fuzz, probe.apiKey, '/v1/chat/completions', probeBody, {}, undefined);
   const probeIdemFirst = await sendHttp(fuzz, probe.apiKey, '/v1/chat/completions', probeIdempotent, { 'idempotency-key': probeKey }, undefined);
@@ -509,6 +517,30 @@ export async function runSequence(fuzz: FuzzStack, sequence: SequencePlan, stats
       count(`batch ${outcome.status}${request.cancelAfterMs !== undefined ? ' (cancel asked)' : ''}`);
       for (const line of outcome.output) count(`batch line ${line.response?.status_code ?? 'none'}`);
       for (const line of outcome.errorLines) count(`batch line ${line.response?.status_code ?? line.error?.code ?? 'none'} ${line.response?.body.error?.code ?? ''}`.trim());
+      return;
+    }
+    if (request.kind === 'messageBatch') {
+      const stranger = request.stranger < 0 ? probe : accounts[request.stranger]!;
+      const outcome = await runMessageBatch(fuzz, account, stranger, request, `${prefix}m${index}`);
+      messageBatchOutcomes.push(outcome);
+      stats.requests += request.requests.length + 1;
+      const name = outcome.batchId ? `message batch ${outcome.processingStatus}${request.cancelAfterMs !== undefined ? ' (cancel asked)' : ''}` : `message batch create ${outcome.createStatus}`;
+      stats.outcomes[name] = (stats.outcomes[name] ?? 0) + 1;
+      for (const entry of outcome.results) {
+        const result = `message batch request ${entry.result.type} ${entry.result.error?.error?.type ?? ''}`.trim();
+        stats.outcomes[result] = (stats.outcomes[result] ?? 0) + 1;
+      }
+      return;
+    }
+    if (request.kind === 'background') {
+      const stranger = request.stranger < 0 ? probe : accounts[request.stranger]!;
+      const seen = await runBackground(fuzz, account, stranger, request, `${prefix}g${index}`);
+      backgroundOutcomes.push(...seen);
+      stats.requests += seen.length;
+      for (const outcome of seen) {
+        const name = outcome.createStatus === 200 ? `background ${outcome.status}${outcome.errorCode ? ` ${outcome.errorCode}` : ''} (${request.action})` : `background create ${outcome.createStatus} ${outcome.createCode ?? ''}`.trim();
+        stats.outcomes[name] = (stats.outcomes[name] ?? 0) + 1;
+      }
       return;
     }
     if (request.kind === 'ws') {
@@ -563,7 +595,7 @@ export async function runSequence(fuzz: FuzzStack, sequence: SequencePlan, stats
       const name = outcome.aborted ? `${outcome.kind} aborted` : `${outcome.kind} ${outcome.status}${outcome.code ? ` ${outcome.code}` : ''}${outcome.replayed ? ' replayed' : ''}`;
       stats.outcomes[name] = (stats.outcomes[name] ?? 0) + 1;
     }
-    await checkSequence(fuzz, { run, accounts, probe, outcomes, batchOutcomes, probeTag, probes: { probeFirst, probeLast, probeIdemFirst, probeIdemLast } }, stats, options);
+    await checkSequence(fuzz, { run, accounts, probe, outcomes, batchOutcomes, backgroundOutcomes, messageBatchOutcomes, probeTag, probes: { probeFirst, probeLast, probeIdemFirst, probeIdemLast } }, stats, options);
   } finally {
     for (const tag of [...fuzz.plans.keys()]) if (tag.startsWith(prefix)) fuzz.plans.delete(tag);
     for (const fake of Object.values(fuzz.fakes)) fake.requests.length = 0;
@@ -637,16 +669,10 @@ async function settledLedger(fuzz: FuzzStack, accountIds: string[]): Promise<Led
   }
 }
 
-function priceOf(model: string, input: bigint, cached: bigint, output: bigint, batch = false): bigint {
-  const prices = pricesOf(model, batch);
-  if (!prices) throw new Error(`charge for a model not in the catalog: ${model}`);
-  return (input - cached) * prices.input + cached * prices.cachedInput + output * prices.output;
-}
-
 async function checkSequence(
   fuzz: FuzzStack,
   seen: {
-    run: number; accounts: FuzzAccount[]; probe: FuzzAccount; outcomes: Outcome[]; batchOutcomes: BatchOutcome[]; probeTag: string;
+    run: number; accounts: FuzzAccount[]; probe: FuzzAccount; outcomes: Outcome[]; batchOutcomes: BatchOutcome[]; backgroundOutcomes: BackgroundOutcome[]; messageBatchOutcomes: MessageBatchOutcome[]; probeTag: string;
     probes: Record<'probeFirst' | 'probeLast' | 'probeIdemFirst' | 'probeIdemLast', Awaited<ReturnType<typeof sendHttp>>>;
   },
   stats: RunStats,
@@ -694,14 +720,19 @@ async function checkSequence(
     }
   }
 
+  // Thresholds in the ledger's own rows: each fired once per scope and period, when reached, one event each.
+  violations.push(...(await alertRowViolations(fuzz, seen.accounts)));
+
   const choiceRequests = (stats.choiceRequests ??= { openai: 0, gemini: 0 });
   for (const fake of [fuzz.fakes.oa, fuzz.fakes.oa2]) choiceRequests.openai += fake.requests.filter((request) => ((request.body as { n?: number }).n ?? 1) > 1).length;
   choiceRequests.gemini += fuzz.fakes.gm.requests.filter((request) => ((request.body as { generationConfig?: { candidateCount?: number } }).generationConfig?.candidateCount ?? 1) > 1).length;
 
   // Each charge = the served model's prices × its normalized usage (input incl. cache reads, output incl. reasoning).
   for (const charge of ledger.charges) {
-    // A batch line's charge (its request id is `batch_…`, set by the jobs service only) is at the batch prices.
-    const expected = charge.insured ? 0n : priceOf(charge.modelId, charge.input, charge.cached, charge.output, charge.requestId.startsWith('batch_'));
+    // A batch line's charge (its request id is `batch_…` or a message batch's `msgbatch_…`, set by the jobs
+    // service only) is at the batch prices.
+    const batchLine = charge.requestId.startsWith('batch_') || charge.requestId.startsWith('msgbatch_');
+    const expected = charge.insured ? 0n : priceOf(charge.modelId, charge.input, charge.cached, charge.output, batchLine);
     if (charge.costPico !== expected) violations.push(`${charge.requestId} (${charge.modelId}): charged ${charge.costPico} pico, its usage prices at ${expected}`);
   }
 
@@ -790,6 +821,10 @@ async function checkSequence(
   // Batches: each completed line charged once at the batch price, equal to its output line's usage.cost;
   // error lines, lines a cancel stopped and a failed validation charged nothing; strangers saw 404s.
   violations.push(...checkBatches(seen.batchOutcomes, seen.accounts, ledger.charges, ledger.voided, stats));
+  violations.push(...checkMessageBatches(seen.messageBatchOutcomes, seen.accounts, ledger.charges, stats));
+  // Background responses: a completed one charged exactly its usage.cost, once; a failed one, or one no
+  // provider got, nothing; only the owner's cancel or delete took effect.
+  violations.push(...(await checkBackground(fuzz, seen.backgroundOutcomes, seen.accounts, ledger.charges, stats)));
 
   const livez = await fetch(`${fuzz.url}/livez`).then((response) => response.status, () => 0);
   if (livez !== 200) violations.push(`/livez answered ${livez}`);
