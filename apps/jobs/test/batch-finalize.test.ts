@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createClient, createLogger, type PromiseClient } from '@gateway/platform';
+import { createClient, createLogger, InProcessEventBus, type PromiseClient } from '@gateway/platform';
 import { createDatabase, sql, type Kysely } from '@gateway/platform/db';
 import { JobsServiceClient, JobsServiceService, type FileObject } from '@gateway/proto';
 import { createTestDatabase, eventually, type TestDatabase } from '@gateway/testing';
@@ -91,7 +91,7 @@ async function readAll(accountId: string, fileId: string): Promise<string> {
 beforeAll(async () => {
   database = await createTestDatabase();
   // The service applies the migrations and serves the files back; its own runner is off (no routing services).
-  service = await startJobsService({ listenAddress: '127.0.0.1:0', databaseUrl: database.url, logger });
+  service = await startJobsService({ listenAddress: '127.0.0.1:0', databaseUrl: database.url, logger, bus: new InProcessEventBus(logger) });
   jobs = createClient(JobsServiceClient, JobsServiceService, service.address);
   db = createDatabase<JobsDatabase>({ url: database.url, schema: JOBS_SCHEMA, maxConnections: 4 }, logger);
 }, 60_000);
