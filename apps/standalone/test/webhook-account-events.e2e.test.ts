@@ -1,5 +1,3 @@
-import { createServer, type IncomingHttpHeaders } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import Anthropic from '@anthropic-ai/sdk';
 import pg from 'pg';
@@ -9,6 +7,7 @@ import { AccountEvent } from '@gateway/proto';
 import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
 import { ctlJson, startStackOnCatalog, type StackOnCatalog } from './configured-stack.js';
 import { batchCatalog, COMPLETION_TOKENS, LINE_COST, MODEL, PROMPT_TOKENS } from './batches-harness.js';
+import { startWebhookReceiver, type ReceivedWebhook } from './webhook-receiver.js';
 
 // Webhook events of keys and batches (issue 42 item 4, docs/governance.md "Webhooks") through the whole
 // stack: auth and jobs write them to their outboxes in the change's transaction, a relay publishes them on
@@ -20,14 +19,13 @@ import { batchCatalog, COMPLETION_TOKENS, LINE_COST, MODEL, PROMPT_TOKENS } from
 const RELAYED = ['api_key.created', 'api_key.disabled', 'api_key.deleted', 'api_key.expired', 'batch.completed'];
 const DELIVERED_WITHIN_MS = 30_000;
 
-type Received = { headers: IncomingHttpHeaders; body: string };
 type Delivered = { id: string; type: string; account_id: string; timestamp: string; data: Record<string, any> };
 
 describe('key and batch webhook events, end to end', () => {
   let upstream: FakeUpstream;
   let base: StackOnCatalog;
   let db: pg.Client;
-  const received: Received[] = [];
+  let received: ReceivedWebhook[] = [];
   let receiverUrl = '';
   let closeReceiver = async () => undefined as void;
 
@@ -43,17 +41,8 @@ describe('key and batch webhook events, end to end', () => {
     });
     db = new pg.Client({ connectionString: base.database.url });
     await db.connect();
-    const server = createServer((request, response) => {
-      const chunks: Buffer[] = [];
-      request.on('data', (chunk: Buffer) => chunks.push(chunk));
-      request.on('end', () => {
-        received.push({ headers: request.headers, body: Buffer.concat(chunks).toString('utf8') });
-        response.writeHead(204).end();
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    receiverUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`;
-    closeReceiver = () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); });
+    const receiver = await startWebhookReceiver('/hooks');
+    ({ received, url: receiverUrl, close: closeReceiver } = receiver);
   }, 120_000);
 
   afterAll(async () => {
