@@ -38,6 +38,8 @@ import {
 /** Told after a key change has committed, so edge caches can drop the key (KeysChanged). */
 export interface KeyChangeListener {
   keysChanged(accountId: string, keyIds: readonly string[]): void;
+  /** A committed change wrote account events (the outbox relay can read them now rather than later). */
+  eventsWritten?(): void;
 }
 
 export interface AuthStoreLimits {
@@ -297,6 +299,7 @@ export class AuthStore {
       });
       return inserted;
     });
+    this.listener.eventsWritten?.();
     return { key: toApiKey(row), plaintext };
   }
 
@@ -354,6 +357,8 @@ export class AuthStore {
     } else if (request.expiresAtMs !== undefined) {
       changes.expires_at = expiresAt(request.expiresAtMs, Date.now());
     }
+    // A new expiry is announced (api_key.expired) when it passes, even if an earlier one was.
+    if (changes.expires_at !== undefined) changes.expiry_announced_at = null;
     if (Object.keys(changes).length === 0) return this.getApiKey(request.accountId, request.keyId);
 
     // The row lock of SELECT … FOR UPDATE holds the key from the read of `before` to the update, so the
@@ -384,6 +389,7 @@ export class AuthStore {
     });
     if (!row) throw keyNotFound();
     this.listener.keysChanged(row.account_id, [row.id]);
+    this.listener.eventsWritten?.();
     return toApiKey(row);
   }
 
@@ -409,6 +415,23 @@ export class AuthStore {
     });
     if (!row) throw keyNotFound();
     this.listener.keysChanged(row.account_id, [row.id]);
+    this.listener.eventsWritten?.();
+  }
+
+  /**
+   * Marks up to `limit` keys whose expires_at has passed as announced, which writes their api_key.expired
+   * events (the api_keys trigger, same statement). FOR UPDATE SKIP LOCKED: two replicas sweeping at once
+   * take different keys, and a key is announced once. Returns how many were.
+   */
+  async announceExpiredKeys(limit = 100): Promise<number> {
+    const result = await sql<{ id: string }>`
+      update api_keys set expiry_announced_at = now()
+      where expiry_announced_at is null and id in (
+        select id from api_keys
+        where expires_at <= now() and expiry_announced_at is null and expires_at is not null and deleted_at is null
+        order by expires_at limit ${limit} for update skip locked)
+      returning id`.execute(this.db);
+    return result.rows.length;
   }
 
   /** One account's audit entries, newest first. */

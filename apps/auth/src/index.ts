@@ -1,7 +1,7 @@
 import {
   busCheck, startGrpcServer, subjects, type EventBus, type Logger, type Registry, type InternalAuth,
 } from '@gateway/platform';
-import { createDatabase, migrate, postgresCheck } from '@gateway/platform/db';
+import { createDatabase, migrate, postgresCheck, startAccountEventRelay } from '@gateway/platform/db';
 import { KeysChanged } from '@gateway/proto';
 import { AuthStore, type KeyChangeListener } from './auth-store.js';
 import { authServiceBinding } from './grpc-service.js';
@@ -31,6 +31,11 @@ export interface AuthServiceOptions {
   maxConnections?: number;
   /** Internal gRPC authentication: what its server accepts and its clients send. Unset: unchecked. */
   internalAuth?: InternalAuth;
+  /**
+   * Key events for webhooks (docs/governance.md "Webhooks"): how often the outbox relay reads the outbox
+   * when no change woke it (default 1 s), and how often expired keys are looked for (default 10 s).
+   */
+  events?: { relayIntervalMs?: number; expirySweepIntervalMs?: number };
 }
 
 export interface RunningAuthService {
@@ -51,15 +56,44 @@ export function busKeyChangeListener(bus: EventBus, logger: Logger): KeyChangeLi
   };
 }
 
+/** Announces expired keys every `intervalMs` (api_key.expired), then wakes the relay when it did. */
+function startKeyExpirySweeper(store: AuthStore, relay: { wake(): void }, logger: Logger, intervalMs: number) {
+  let running: Promise<void> | null = null;
+  const sweep = () => {
+    running ??= (async () => {
+      try {
+        let announced = 0;
+        for (let found = await store.announceExpiredKeys(); found > 0; found = await store.announceExpiredKeys()) announced += found;
+        if (announced > 0) relay.wake();
+      } catch (error) {
+        logger.warn({ err: error }, 'expired keys not announced yet; tried again next round');
+      } finally {
+        running = null;
+      }
+    })();
+  };
+  const timer = setInterval(sweep, intervalMs);
+  timer.unref();
+  sweep();
+  return { stop: async () => { clearInterval(timer); await running; } };
+}
+
 export async function startAuthService(options: AuthServiceOptions): Promise<RunningAuthService> {
   const hasher = new KeyHasher(options.keyHashSecret);
   const db = createDatabase<AuthDatabase>(
     { url: options.databaseUrl, schema: AUTH_SCHEMA, applicationName: 'auth', maxConnections: options.maxConnections ?? 10, ...(options.metrics ? { metrics: options.metrics } : {}) },
     options.logger,
   );
+  let stopRelay = async () => undefined as void;
+  let stopExpiry = async () => undefined as void;
   try {
     await migrate(db, AUTH_SCHEMA, authMigrations, options.logger);
-    const store = new AuthStore(db, hasher, busKeyChangeListener(options.bus, options.logger));
+    const relay = startAccountEventRelay(db, options.bus, options.logger, { intervalMs: options.events?.relayIntervalMs });
+    stopRelay = () => relay.stop();
+    const broadcast = busKeyChangeListener(options.bus, options.logger);
+    const store = new AuthStore(db, hasher, { keysChanged: (accountId, keyIds) => broadcast.keysChanged(accountId, keyIds), eventsWritten: () => relay.wake() });
+    const expiry = startKeyExpirySweeper(store, relay, options.logger, options.events?.expirySweepIntervalMs ?? 10_000);
+    stopExpiry = () => expiry.stop();
     const server = await startGrpcServer({
       credentials: options.internalAuth?.accepted,
       address: options.listenAddress,
@@ -72,10 +106,14 @@ export async function startAuthService(options: AuthServiceOptions): Promise<Run
       address: server.address,
       stop: async () => {
         await server.stop();
+        await stopExpiry();
+        await stopRelay();
         await db.destroy();
       },
     };
   } catch (error) {
+    await stopExpiry().catch(() => undefined);
+    await stopRelay().catch(() => undefined);
     await db.destroy().catch(() => undefined);
     throw error;
   }

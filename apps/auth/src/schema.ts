@@ -1,4 +1,4 @@
-import { auditLogMigration, sql, type AuditTables, type Kysely } from '@gateway/platform/db';
+import { accountEventOutboxMigration, auditLogMigration, outboxInsertSql, sql, type AuditTables, type Kysely } from '@gateway/platform/db';
 import type { Generated, Migration } from 'kysely';
 
 export const AUTH_SCHEMA = 'auth';
@@ -44,6 +44,18 @@ export interface ApiKeysTable {
   limit_reset: Generated<LimitReset | null>;
   /** From this instant the key is refused (key_expired); null: never. */
   expires_at: Generated<Date | null>;
+  /** When the expiry sweeper wrote this expiry's api_key.expired event; null: not yet (or expires_at moved since). */
+  expiry_announced_at: Generated<Date | null>;
+}
+
+/** An event for the account's webhooks, relayed to the ledger (@gateway/platform/db account-event-outbox). */
+export interface AccountEventOutboxTable {
+  id: Generated<bigint>;
+  event_id: string;
+  account_id: string;
+  type: string;
+  data: unknown;
+  created_at: Generated<Date>;
 }
 
 export type LimitReset = 'daily' | 'weekly' | 'monthly';
@@ -89,7 +101,12 @@ export interface AuthDatabase extends AuditTables {
   accounts: AccountsTable;
   provisioning_keys: ProvisioningKeysTable;
   api_keys: ApiKeysTable;
+  account_event_outbox: AccountEventOutboxTable;
 }
+
+/** What a key event tells about the key: never its hash (nor its plaintext, which no table holds). */
+const keyEventData = (at: string, value: string) =>
+  `jsonb_build_object('key_id', new.id, 'name', new.name, 'label', new.label, '${at}', to_jsonb(${value}))`;
 
 export const authMigrations: Record<string, Migration> = {
   '0001_init': {
@@ -192,6 +209,38 @@ export const authMigrations: Record<string, Migration> = {
       // Sign-in: a person's memberships, and the invitations their verified email binds.
       await sql`create index members_identity on auth.members (issuer, subject) where issuer is not null`.execute(db);
       await sql`create index members_unbound_email on auth.members (email) where issuer is null`.execute(db);
+    },
+  },
+  // Webhook events of keys (docs/governance.md "Webhooks"): the outbox, and a trigger writing to it in the
+  // transaction of each change, whatever code path made it.
+  '0006_key_events': {
+    up: async (db: Kysely<any>) => {
+      await accountEventOutboxMigration().up(db);
+      await sql`alter table auth.api_keys add column expiry_announced_at timestamptz`.execute(db);
+      // Keys already expired before events existed are not announced now.
+      await sql`update auth.api_keys set expiry_announced_at = now() where expires_at <= now()`.execute(db);
+      // The expiry sweeper's queue: live keys whose expiry is set and not yet announced.
+      await sql`create index api_keys_expiry_due on auth.api_keys (expires_at) where expiry_announced_at is null and expires_at is not null and deleted_at is null`.execute(db);
+      await sql.raw(`
+        create function auth.api_keys_to_account_events() returns trigger language plpgsql as $$
+        begin
+          if tg_op = 'INSERT' then
+            ${outboxInsertSql('auth', 'new.account_id', "'api_key.created'", keyEventData('created_at', 'new.created_at'))}
+            return null;
+          end if;
+          if new.deleted_at is not null and old.deleted_at is null then
+            ${outboxInsertSql('auth', 'new.account_id', "'api_key.deleted'", keyEventData('deleted_at', 'new.deleted_at'))}
+          elsif new.deleted_at is null and new.disabled and not old.disabled then
+            ${outboxInsertSql('auth', 'new.account_id', "'api_key.disabled'", keyEventData('disabled_at', 'new.updated_at'))}
+          end if;
+          if new.expiry_announced_at is not null and old.expiry_announced_at is null then
+            ${outboxInsertSql('auth', 'new.account_id', "'api_key.expired'", keyEventData('expired_at', 'new.expires_at'))}
+          end if;
+          return null;
+        end $$`).execute(db);
+      await sql`
+        create trigger api_keys_account_events after insert or update on auth.api_keys
+        for each row execute function auth.api_keys_to_account_events()`.execute(db);
     },
   },
 };

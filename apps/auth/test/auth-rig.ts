@@ -12,7 +12,7 @@ import { startAuthService, type AuthDatabase, type AuthServiceOptions } from '..
  * `internalAuth` makes it check internal credentials, and then its client carries none of its own (each
  * call says which it carries) and tries once.
  */
-export async function startAuthRig(keyHashSecret: string, options: Pick<AuthServiceOptions, 'internalAuth'> = {}) {
+export async function startAuthRig(keyHashSecret: string, options: Pick<AuthServiceOptions, 'internalAuth' | 'events'> = {}) {
   const database = await createTestDatabase();
   const testBus = await createTestBus('nats');
   const service = await startAuthService({

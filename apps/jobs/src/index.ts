@@ -1,5 +1,5 @@
-import { createClient, ErrorReason, GatewayError, GrpcStatus, newId, startGrpcServer, unary, type InternalAuth, type Logger, type Registry } from '@gateway/platform';
-import { createDatabase, migrate, postgresCheck, type Kysely } from '@gateway/platform/db';
+import { busCheck, createClient, ErrorReason, GatewayError, GrpcStatus, newId, startGrpcServer, unary, type EventBus, type InternalAuth, type Logger, type Registry } from '@gateway/platform';
+import { createDatabase, migrate, postgresCheck, startAccountEventRelay, type Kysely } from '@gateway/platform/db';
 import {
   AuthServiceClient, AuthServiceService, CatalogServiceClient, CatalogServiceService, JobsServiceService, LedgerServiceClient, LedgerServiceService,
   RouterServiceClient, RouterServiceService, type JobsServiceServer,
@@ -53,6 +53,10 @@ export interface JobsServiceOptions {
   listenAddress: string;
   databaseUrl: string;
   logger: Logger;
+  /** Where batch.completed events go (the outbox relay publishes them for the ledger's webhooks). */
+  bus: EventBus;
+  /** How often the outbox relay reads the outbox (ms; default 1000). */
+  eventRelayIntervalMs?: number;
   /** Files API bounds (docs/jobs.md "Limits"); tests lower them. */
   fileLimits?: Partial<FileLimits>;
   /** Stored responses (docs/stored-responses.md): retention, size bound, sweep period; tests lower them. */
@@ -185,7 +189,7 @@ export async function startJobsService(options: JobsServiceOptions): Promise<Run
       // A PutResponses batch of the edge's is the largest message this server reads.
       // A message batch's create is the largest (MESSAGE_BATCH_MAX_RECEIVE_BYTES); a PutResponses batch next.
       maxReceiveMessageBytes: Math.max(JOBS_MAX_RECEIVE_BYTES, RESPONSES_STORE_MAX_RECEIVE_BYTES, MESSAGE_BATCH_MAX_RECEIVE_BYTES),
-      dependencies: [postgresCheck(options.databaseUrl, 'jobs')],
+      dependencies: [postgresCheck(options.databaseUrl, 'jobs'), busCheck(options.bus)],
       ...(options.metrics ? { metrics: options.metrics } : {}),
     });
   } catch (error) {
@@ -199,12 +203,15 @@ export async function startJobsService(options: JobsServiceOptions): Promise<Run
   runner?.start();
   retention.start();
   backgroundRunner?.start();
+  const relay = startAccountEventRelay(db, options.bus, logger, { intervalMs: options.eventRelayIntervalMs });
   const running = server;
   return {
     address: running.address,
     stop: async () => {
       await running.stop();
       await Promise.all([runner?.stop(), backgroundRunner?.stop()]);
+      // After the runner: a batch it ended while stopping has its event published now or by the next start.
+      await relay.stop();
       gate?.stop();
       retention.stop();
       files.stop();

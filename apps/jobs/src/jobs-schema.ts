@@ -1,5 +1,5 @@
 import type { Migration } from 'kysely';
-import { sql, type Kysely } from '@gateway/platform/db';
+import { accountEventOutboxMigration, outboxInsertSql, sql, type Kysely } from '@gateway/platform/db';
 
 /** The jobs service's own Postgres schema: files and their chunks, batches and their lines. */
 export const JOBS_SCHEMA = 'jobs';
@@ -80,12 +80,44 @@ export interface BatchLinesTable {
   cost_pico: bigint;
 }
 
+/** An event for the account's webhooks, relayed to the ledger (@gateway/platform/db account-event-outbox). */
+export interface AccountEventOutboxTable {
+  id: bigint;
+  event_id: string;
+  account_id: string;
+  type: string;
+  data: unknown;
+  created_at: Date;
+}
+
 export interface JobsDatabase {
   files: FilesTable;
   file_chunks: FileChunksTable;
   batches: BatchesTable;
   batch_lines: BatchLinesTable;
+  account_event_outbox: AccountEventOutboxTable;
 }
+
+/**
+ * The batch.completed event's data (docs/governance.md "Webhooks") of the trigger's `new` batch: an OpenAI
+ * batch's request_counts are its columns; a message batch's are counted from its lines as the Message
+ * Batches API counts them (a line not run when the batch ended was canceled). Cost: what its lines were charged.
+ */
+const BATCH_EVENT_DATA = `jsonb_build_object(
+  'batch_id', new.id,
+  'kind', case when new.kind = 'messages' then 'messages' else 'openai' end,
+  'status', case when new.kind = 'messages' then 'ended' else new.status end,
+  'request_counts', case when new.kind = 'messages' then (
+      select jsonb_build_object(
+        'processing', 0,
+        'succeeded', count(*) filter (where l.status = 'done' and not l.is_error),
+        'errored', count(*) filter (where l.status = 'done' and l.is_error and coalesce(l.result->'error'->>'code', '') <> 'batch_expired'),
+        'canceled', count(*) filter (where l.status <> 'done'),
+        'expired', count(*) filter (where l.status = 'done' and l.is_error and l.result->'error'->>'code' = 'batch_expired'))
+      from jobs.batch_lines l where l.batch_id = new.id)
+    else jsonb_build_object('total', new.total, 'completed', new.completed, 'failed', new.failed) end,
+  'cost', trim_scale(new.cost_pico::numeric / 1000000000000)::text,
+  'ended_at', to_jsonb(coalesce(new.completed_at, new.failed_at, new.expired_at, new.cancelled_at, now())))`;
 
 /**
  * Migrations of the files and batches (named `jobs-*`). Stored responses live in the same schema with
@@ -186,6 +218,24 @@ export const JOBS_MIGRATIONS: Record<string, Migration> = {
       await sql`
         create index batches_finished on batches ((coalesce(completed_at, failed_at, expired_at, cancelled_at)))
         where status in ('completed', 'failed', 'expired', 'cancelled')`.execute(db);
+    },
+  },
+  // Webhook events of batches (docs/governance.md "Webhooks"): the outbox, and batch.completed written by a
+  // trigger in the transaction that moves a batch to a final state, whichever path (runner, validation) did.
+  'jobs-0005_batch_events': {
+    up: async (db: Kysely<any>) => {
+      await accountEventOutboxMigration().up(db);
+      await sql.raw(`
+        create function jobs.batches_to_account_events() returns trigger language plpgsql as $$
+        begin
+          ${outboxInsertSql('jobs', 'new.account_id', "'batch.completed'", BATCH_EVENT_DATA)}
+          return null;
+        end $$`).execute(db);
+      await sql`
+        create trigger batches_account_events after update of status on jobs.batches
+        for each row
+        when (new.status in ('completed', 'failed', 'expired', 'cancelled') and old.status not in ('completed', 'failed', 'expired', 'cancelled'))
+        execute function jobs.batches_to_account_events()`.execute(db);
     },
   },
 };

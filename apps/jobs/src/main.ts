@@ -1,12 +1,10 @@
 import { z } from 'zod';
-import { commonEnv, createLogger, grpcAddress, grpcTarget, loadConfig, postgresUrl, runMain, serviceInternalAuth, startProcessMetrics } from '@gateway/platform';
+import { grpcAddress, grpcTarget, postgresUrl, runBusService } from '@gateway/platform';
 import { DEFAULT_BACKGROUND_LIMITS, DEFAULT_BATCH_LIMITS, DEFAULT_BATCH_RETENTION, DEFAULT_BATCH_RUNNER_OPTIONS, DEFAULT_FILE_LIMITS, DEFAULT_PRIORITY_GATE_OPTIONS, startJobsService } from './index.js';
 
-const logger = createLogger('jobs');
-
-void runMain('jobs', logger, async () => {
-  const config = loadConfig({
-    ...commonEnv,
+await runBusService(
+  'jobs',
+  {
     GRPC_LISTEN: grpcAddress.default('127.0.0.1:50056'),
     DATABASE_URL: postgresUrl,
     /** Files API bounds (docs/jobs.md "Limits"). */
@@ -38,17 +36,15 @@ void runMain('jobs', logger, async () => {
     JOBS_BATCH_RETENTION_SECONDS: z.coerce.number().int().min(0).default(DEFAULT_BATCH_RETENTION.retentionSeconds),
     /** Background responses one account may have queued or running (docs/stored-responses.md). */
     JOBS_MAX_BACKGROUND_RESPONSES_PER_ACCOUNT: z.coerce.number().int().min(1).max(100_000).default(DEFAULT_BACKGROUND_LIMITS.maxActivePerAccount),
-  });
-  logger.level = config.LOG_LEVEL;
-  const internalAuth = serviceInternalAuth(logger, false);
-  // No NATS for jobs yet: the metrics server is started here (as media does).
-  const metrics = await startProcessMetrics(logger);
-  try {
-    const service = await startJobsService({
+  },
+  // NATS carries the batch.completed events of the outbox (docs/governance.md "Webhooks").
+  async (config, bus, logger, { metrics, internalAuth }) =>
+    startJobsService({
       listenAddress: config.GRPC_LISTEN,
       databaseUrl: config.DATABASE_URL,
       logger,
-      metrics: metrics.registry,
+      bus,
+      metrics,
       internalAuth,
       batchRetention: { retentionSeconds: config.JOBS_BATCH_RETENTION_SECONDS },
       background: { maxActivePerAccount: config.JOBS_MAX_BACKGROUND_RESPONSES_PER_ACCOUNT },
@@ -73,10 +69,5 @@ void runMain('jobs', logger, async () => {
         },
         priority: config.JOBS_YIELD_TO_INTERACTIVE === 'false' ? false : { busyAbove: config.JOBS_YIELD_BUSY_ABOVE, trickleMs: config.JOBS_YIELD_TRICKLE_MS },
       },
-    });
-    return { stop: async () => { await service.stop(); await metrics.stop(); } };
-  } catch (error) {
-    await metrics.stop().catch(() => undefined);
-    throw error;
-  }
-});
+    }),
+);

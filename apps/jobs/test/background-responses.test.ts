@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { createClient, GatewayError, GrpcStatus } from '@gateway/platform';
+import { createClient, GatewayError, GrpcStatus, InProcessEventBus } from '@gateway/platform';
 import { ChatRequest, ResponsesStoreServiceClient, ResponsesStoreServiceService, type CreateBackgroundResponseRequest } from '@gateway/proto';
 import { createTestDatabase, testLogger, type TestDatabase } from '@gateway/testing';
 import { startJobsService, type RunningJobsService } from '../src/index.js';
@@ -25,6 +25,7 @@ describe('background responses (jobs service)', () => {
       listenAddress: '127.0.0.1:0',
       databaseUrl: database.url,
       logger: testLogger('jobs'),
+      bus: new InProcessEventBus(testLogger('jobs-bus')),
       background: { maxActivePerAccount: MAX_ACTIVE },
       batches: { authAddress: nowhere, catalogAddress: nowhere, ledgerAddress: nowhere, routerAddress: nowhere, runner: { pollIntervalMs: 600_000 } },
     });

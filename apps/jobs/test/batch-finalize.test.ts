@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createClient, createLogger, type PromiseClient } from '@gateway/platform';
+import { createClient, createLogger, InProcessEventBus, subjects, type PromiseClient, type Subscription } from '@gateway/platform';
 import { createDatabase, sql, type Kysely } from '@gateway/platform/db';
-import { JobsServiceClient, JobsServiceService, type FileObject } from '@gateway/proto';
+import { AccountEvent, JobsServiceClient, JobsServiceService, type FileObject } from '@gateway/proto';
 import { createTestDatabase, eventually, type TestDatabase } from '@gateway/testing';
 import { startJobsService, type RunningJobsService } from '../src/index.js';
 import { BatchRunner, DEFAULT_BATCH_RUNNER_OPTIONS, type BatchClients } from '../src/batches/batch-runner.js';
@@ -23,6 +23,9 @@ let database: TestDatabase;
 let service: RunningJobsService;
 let jobs: PromiseClient<JobsServiceClient>;
 let db: Kysely<JobsDatabase>;
+/** The batch.completed events the jobs service's relay published (its outbox is written by the batches trigger). */
+const events: AccountEvent[] = [];
+let reader: Subscription;
 
 // Finalization calls no other service (no line is left to run); the runners get no clients.
 const noClients = {} as BatchClients;
@@ -91,12 +94,17 @@ async function readAll(accountId: string, fileId: string): Promise<string> {
 beforeAll(async () => {
   database = await createTestDatabase();
   // The service applies the migrations and serves the files back; its own runner is off (no routing services).
-  service = await startJobsService({ listenAddress: '127.0.0.1:0', databaseUrl: database.url, logger });
+  const bus = new InProcessEventBus(logger);
+  reader = await bus.consumeDurable({ subject: subjects.accountEvents, durable: 'test', maxBatch: 10, lingerMs: 0 }, async (batch) => {
+    for (const message of batch) events.push(AccountEvent.decode(message.data));
+  });
+  service = await startJobsService({ listenAddress: '127.0.0.1:0', databaseUrl: database.url, logger, bus, eventRelayIntervalMs: 50 });
   jobs = createClient(JobsServiceClient, JobsServiceService, service.address);
   db = createDatabase<JobsDatabase>({ url: database.url, schema: JOBS_SCHEMA, maxConnections: 4 }, logger);
 }, 60_000);
 
 afterAll(async () => {
+  await reader?.stop();
   jobs?.close();
   await db?.destroy();
   await service?.stop();
@@ -153,6 +161,15 @@ describe('a batch finalization taken up by a second replica writes one set of fi
       expect(stored.rows[0]!.n).toBe(Buffer.byteLength(output) + Buffer.byteLength(errorFile));
       // Finalization counted nothing again.
       expect([ended.completed, ended.failed]).toEqual([LINES - LINES / 5, LINES / 5]);
+      // Ended once, announced once (the webhook's batch.completed), with the batch's counts.
+      await eventually(async () => expect(events.filter((event) => JSON.parse(event.dataJson).batch_id === batchId)).toHaveLength(1), 5_000, 50);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const announced = events.filter((event) => JSON.parse(event.dataJson).batch_id === batchId);
+      expect(announced).toHaveLength(1);
+      expect(announced[0]!).toMatchObject({ accountId, type: 'batch.completed' });
+      expect(JSON.parse(announced[0]!.dataJson)).toMatchObject({
+        batch_id: batchId, kind: 'openai', status: 'completed', request_counts: { total: LINES, completed: LINES - LINES / 5, failed: LINES / 5 }, cost: '0',
+      });
     }, 30_000);
   }
 });

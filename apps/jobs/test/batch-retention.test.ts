@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '@gateway/platform';
+import { createLogger, InProcessEventBus } from '@gateway/platform';
 import { createDatabase, sql, type Kysely } from '@gateway/platform/db';
 import { createTestDatabase, eventually, type TestDatabase } from '@gateway/testing';
 import { startJobsService, type RunningJobsService } from '../src/index.js';
@@ -54,7 +54,7 @@ describe('retention of finished batches', () => {
   it('the jobs service deletes finished batches past the retention with their lines, on its timer, and keeps the rest', async () => {
     // The service starts with its sweep not yet due (a long interval): the rows are made first, then a
     // second service with a short interval sweeps them.
-    const setup = await startJobsService({ listenAddress: '127.0.0.1:0', databaseUrl: database.url, logger, batchRetention: { retentionSeconds: RETENTION_SECONDS, sweepIntervalMs: 3_600_000 } });
+    const setup = await startJobsService({ listenAddress: '127.0.0.1:0', databaseUrl: database.url, logger, bus: new InProcessEventBus(logger), batchRetention: { retentionSeconds: RETENTION_SECONDS, sweepIntervalMs: 3_600_000 } });
     await setup.stop();
     const old = RETENTION_SECONDS + 60;
     const gone = [
@@ -72,7 +72,7 @@ describe('retention of finished batches', () => {
     const keptLines = await Promise.all(kept.map(linesOf));
 
     service = await startJobsService({
-      listenAddress: '127.0.0.1:0', databaseUrl: database.url, logger,
+      listenAddress: '127.0.0.1:0', databaseUrl: database.url, logger, bus: new InProcessEventBus(logger),
       batchRetention: { retentionSeconds: RETENTION_SECONDS, sweepIntervalMs: 200, chunkLines: 100, linesPerRound: 500 },
     });
     // 1,281 lines at 500 a round: several rounds of the timer.

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { createClient, createLogger, GatewayError, GrpcStatus, ErrorReason, type PromiseClient } from '@gateway/platform';
+import { createClient, createLogger, InProcessEventBus, GatewayError, GrpcStatus, ErrorReason, type PromiseClient } from '@gateway/platform';
 import { JobsServiceClient, JobsServiceService } from '@gateway/proto';
 import { createTestDatabase, eventually, type TestDatabase } from '@gateway/testing';
 import { FILE_CHUNK_BYTES, startJobsService, type RunningJobsService } from '../src/index.js';
@@ -23,6 +23,7 @@ beforeAll(async () => {
     listenAddress: '127.0.0.1:0',
     databaseUrl: database.url,
     logger,
+    bus: new InProcessEventBus(logger),
     fileLimits: { maxFileBytes: MAX_FILE_BYTES, maxFilesPerAccount: 5, maxUploadsPerAccount: 2, maxAccountBytes: 8 * FILE_CHUNK_BYTES, sweepIntervalMs: 300 },
   });
   jobs = createClient(JobsServiceClient, JobsServiceService, service.address);

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createClient, GatewayError, GrpcStatus } from '@gateway/platform';
+import { createClient, GatewayError, GrpcStatus, InProcessEventBus } from '@gateway/platform';
 import { ResponsesStoreServiceClient, ResponsesStoreServiceService, type StoredResponse } from '@gateway/proto';
 import { createTestDatabase, eventually, testLogger, type TestDatabase } from '@gateway/testing';
 import { startJobsService, type RunningJobsService } from '../src/index.js';
@@ -24,6 +24,7 @@ describe('ResponsesStore (jobs service)', () => {
       listenAddress: '127.0.0.1:0',
       databaseUrl: database.url,
       logger: testLogger('jobs'),
+      bus: new InProcessEventBus(testLogger('jobs-bus')),
       responses: { retentionSeconds: RETENTION_SECONDS, maxEntryChars: MAX_ENTRY_CHARS, sweepIntervalMs: 200, maxResponsesPerAccount: MAX_PER_ACCOUNT },
       now: () => clock,
     });

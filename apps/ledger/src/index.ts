@@ -12,6 +12,7 @@ import { startSettlementConsumers, type SettlementConsumerOptions } from './sett
 import { DEFAULT_SWEEP_INTERVAL_MS, startSweeper } from './sweeper.js';
 import { startWebhookDispatcher, type WebhookDispatcherOptions } from './webhooks/webhook-dispatcher.js';
 import { webhookServiceImplementation } from './webhooks/webhook-service.js';
+import { consumeAccountEvents } from './webhooks/account-event-consumer.js';
 
 export { computeCostPico, PricingError } from './cost.js';
 export { RESERVE_PICO, DEFAULT_RESERVATION_LIFETIME_MS, DEFAULT_RESERVATION_RETENTION_MS } from './ledger.js';
@@ -122,8 +123,11 @@ export async function startLedgerService(options: LedgerServiceOptions): Promise
     ...(options.metrics ? { metrics: options.metrics } : {}),
   });
   let consumer: Subscription | null = null;
+  let accountEvents: Subscription | null = null;
   if (options.consumer?.enabled ?? true) {
     consumer = await startSettlementConsumers(options.bus, ledger, logger, { ...options.consumer, ...(metrics ? { metrics } : {}) });
+    // Key and batch events from auth's and jobs' outboxes, for webhooks (docs/governance.md "Webhooks").
+    accountEvents = await consumeAccountEvents(options.bus, db, logger);
   }
   const webhookDispatcher = (options.webhooks?.enabled ?? true)
     ? startWebhookDispatcher(db, logger, { ...options.webhooks, allowPrivate: allowPrivateWebhooks })
@@ -131,9 +135,10 @@ export async function startLedgerService(options: LedgerServiceOptions): Promise
   const sweeper = startSweeper(ledger, logger, options.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS, reservationRetentionMs);
 
   const stopConsumer = async () => {
-    const running = consumer;
+    const running = [consumer, accountEvents];
     consumer = null;
-    await running?.stop();
+    accountEvents = null;
+    await Promise.all(running.map((subscription) => subscription?.stop()));
   };
   let stopped: Promise<void> | null = null;
   return {

@@ -30,14 +30,14 @@ export interface StackOptions {
   providerSecrets?: Record<string, string | undefined>;
   /** `reclaimLeasesOnStart`: only when no other process can hold this ledger's leases (the embedded default). */
   ledger?: Pick<LedgerServiceOptions, 'reservationLifetimeMs' | 'sweepIntervalMs' | 'leaseDrainMs' | 'leaseLifetimeMs' | 'reclaimLeasesOnStart' | 'consumer' | 'maxConnections' | 'webhooks'>;
-  /** Auth knobs: its Postgres pool bound (default 10). */
-  auth?: { maxConnections?: number };
+  /** Auth knobs: its Postgres pool bound (default 10), the pace of its key events' relay and expiry sweep. */
+  auth?: { maxConnections?: number; events?: { relayIntervalMs?: number; expirySweepIntervalMs?: number } };
   /** Routing knobs tests shorten (per-attempt timeout, attempts per request). */
   routing?: { attemptTimeoutMs?: number; maxAttempts?: number; usageOutboxDirectory?: string };
   /** Media knobs; `allowLoopbackUrlsForTests` lets URL fetches reach a test's loopback file server. */
   media?: { allowLoopbackUrlsForTests?: boolean };
   /** Jobs knobs: Files API bounds, batch bounds and pace, stored responses' retention and bounds (tests lower them). */
-  jobs?: Pick<JobsServiceOptions, 'fileLimits' | 'responses' | 'background' | 'now'> & { batches?: Partial<NonNullable<JobsServiceOptions['batches']>> };
+  jobs?: Pick<JobsServiceOptions, 'fileLimits' | 'responses' | 'background' | 'now' | 'eventRelayIntervalMs'> & { batches?: Partial<NonNullable<JobsServiceOptions['batches']>> };
   /** Edge knobs: `admission` 'leased' (the default) admits against leased budgets (DESIGN §2), 'ledger' with one Ledger.Admit per request. */
   edge?: {
     admission?: 'ledger' | 'leased';
@@ -111,6 +111,7 @@ export async function startStack(options: StackOptions): Promise<RunningStack> {
     const jobs = await startJobsService({
       listenAddress,
       databaseUrl: options.databaseUrl,
+      bus: options.bus,
       logger: child('jobs'),
       ...options.jobs,
       batches: { authAddress: auth.address, catalogAddress: catalog.address, ledgerAddress: ledger.address, routerAddress: routing.address, ...options.jobs?.batches },

@@ -57,7 +57,7 @@ describe('stored responses: written behind the answer, nothing lost on a clean s
 
   it('store down: answered at once and served from the edge; back up, a clean stop of the edge stores every one; another jobs replica reads them', async () => {
     gateway.upstream.setFallback({ text: 'Kept behind the answer.' });
-    const startJobs = (listenAddress: string) => startJobsReplica({ listenAddress, databaseUrl: gateway.database.url, logger: testLogger('jobs-2') });
+    const startJobs = (listenAddress: string) => startJobsReplica({ listenAddress, databaseUrl: gateway.database.url, logger: testLogger('jobs-2'), bus: gateway.testBus.bus });
     const second = await startJobs('127.0.0.1:0');
     const address = second.address;
     const edge: RunningEdge = await gateway.startSecondEdge({ name: 'edge-stored', responsesStoreAddress: address, drainTimeoutMs: 10_000, storedResponses: { callDeadlineMs: 1_000 } });

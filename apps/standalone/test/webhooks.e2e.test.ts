@@ -1,5 +1,3 @@
-import { createServer, type IncomingHttpHeaders } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { Webhook } from 'standardwebhooks';
@@ -9,6 +7,7 @@ import { eventually, testLogger, type FakeUpstream } from '@gateway/testing';
 import { startEdgeReplica, startLedgerReplica, type RunningEdge, type RunningLedgerService } from '../src/index.js';
 import { testAdmission } from './admission-mode.js';
 import { startConfiguredStack, statusOf, testCatalog, type ConfiguredStack } from './configured-stack.js';
+import { startWebhookReceiver, type ReceivedWebhook } from './webhook-receiver.js';
 
 // Webhooks (issue 42 item 4, docs/governance.md "Webhooks") through the whole stack: the account's owner
 // registers an endpoint over HTTP; 50 concurrent requests (real `openai` client, two edges) crossing 80 %
@@ -28,14 +27,13 @@ function config(upstream: FakeUpstream): string {
   });
 }
 
-type Received = { headers: IncomingHttpHeaders; body: string };
 
 describe('webhooks, end to end', () => {
   let fixture: ConfiguredStack;
   let permissiveEdgeUrl: string;
   let permissiveEdge: RunningEdge | undefined;
   const replicas: RunningLedgerService[] = [];
-  const received: Received[] = [];
+  let received: ReceivedWebhook[] = [];
   let receiverUrl = '';
   let closeReceiver = async () => undefined as void;
 
@@ -56,17 +54,8 @@ describe('webhooks, end to end', () => {
       port: 0, bus: await fixture.testBus.connectAnother(), logger: testLogger('edge-hooks-2'), admission: testAdmission, ledgerAddress: replicas[0]!.address,
     });
     permissiveEdgeUrl = permissiveEdge.url;
-    const server = createServer((request, response) => {
-      const chunks: Buffer[] = [];
-      request.on('data', (chunk: Buffer) => chunks.push(chunk));
-      request.on('end', () => {
-        received.push({ headers: request.headers, body: Buffer.concat(chunks).toString('utf8') });
-        response.writeHead(204).end();
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    receiverUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/gateway-hooks`;
-    closeReceiver = () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); });
+    const receiver = await startWebhookReceiver('/gateway-hooks');
+    ({ received, url: receiverUrl, close: closeReceiver } = receiver);
   }, 120_000);
 
   afterAll(async () => {

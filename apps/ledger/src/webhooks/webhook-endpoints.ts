@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { errors, UNATTRIBUTED_AUDIT, type AuditCallContext } from '@gateway/platform';
 import { appendAudit, auditedTransaction, sql } from '@gateway/platform/db';
 import type { LedgerDatabase } from '../ledger-db.js';
+import { RELAYED_EVENT_TYPES } from './relayed-event-types.js';
 import { newWebhookSecret, refuseWebhookUrl } from './webhook-target.js';
 
 /*
@@ -11,7 +12,7 @@ import { newWebhookSecret, refuseWebhookUrl } from './webhook-target.js';
  */
 
 /** The event types an endpoint may subscribe to. */
-export const WEBHOOK_EVENT_TYPES = ['budget.threshold_crossed', 'credits.topped_up'] as const;
+export const WEBHOOK_EVENT_TYPES = ['budget.threshold_crossed', 'credits.topped_up', ...RELAYED_EVENT_TYPES] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 /** Endpoints per account. */
 export const MAX_WEBHOOK_ENDPOINTS = 16;

@@ -57,10 +57,12 @@ export interface EventBus {
   keyValue?(options: KeyValueBucketOptions): Promise<KeyValueBucket>;
 }
 
-/** Subjects in use. Durable ones live on the JetStream stream USAGE (`usage.>`). */
+/** Subjects in use. Durable ones live on the JetStream stream USAGE (`usage.>` and `accounts.>`). */
 export const subjects = {
   usageEvents: 'usage.events',
   usageBatches: 'usage.batches',
+  /** AccountEvent from auth's and jobs' outboxes to the ledger's webhooks (msg-id = event id). */
+  accountEvents: 'accounts.events',
   keysChanged: 'keys.changed',
   catalogChanged: 'catalog.changed',
   providerStats: 'provider.stats',
@@ -76,5 +78,7 @@ export const USAGE_STREAM = 'USAGE';
  */
 export const SETTLER_DURABLE = 'ledger-settler';
 export const BATCH_SETTLER_DURABLE = 'ledger-settler-batches';
+/** The ledger's durable consumer of account events (webhooks). */
+export const ACCOUNT_EVENTS_DURABLE = 'ledger-account-events';
 /** Dedup window of the USAGE stream: a republish (outbox, retry) within it is stored once. */
 export const USAGE_DEDUP_WINDOW_MS = 10 * 60_000;

@@ -74,7 +74,7 @@ export class NatsEventBus implements EventBus {
     const manager = await jetstreamManager(connection);
     const config = {
       name: streamName,
-      subjects: [`${prefix}usage.>`],
+      subjects: [`${prefix}usage.>`, `${prefix}accounts.>`],
       retention: RetentionPolicy.Limits,
       storage: StorageType.File,
       duplicate_window: nanos(USAGE_DEDUP_WINDOW_MS),
@@ -82,7 +82,8 @@ export class NatsEventBus implements EventBus {
     };
     try {
       await manager.streams.info(streamName);
-      await manager.streams.update(streamName, { duplicate_window: config.duplicate_window, max_age: config.max_age });
+      // A stream made before account events existed gains their subjects here.
+      await manager.streams.update(streamName, { subjects: config.subjects, duplicate_window: config.duplicate_window, max_age: config.max_age });
     } catch {
       await manager.streams.add(config);
     }

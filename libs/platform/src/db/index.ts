@@ -95,3 +95,4 @@ function assertIdentifier(name: string): void {
 export { sql, Kysely } from 'kysely';
 export { postgresCheck } from './postgres-check.js';
 export * from './audit-log.js';
+export * from './account-event-outbox.js';
