@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { createClient, GatewayError, GrpcStatus, type PromiseClient } from '@gateway/platform';
+import { createClient, GatewayError, GrpcStatus, InProcessEventBus, type PromiseClient } from '@gateway/platform';
 import { createDatabase, type Kysely } from '@gateway/platform/db';
 import { ChatRequest, ChatStreamResponse, ResponsesStoreServiceClient, ResponsesStoreServiceService, type CreateBackgroundResponseRequest, type StreamResponseEventsResponse } from '@gateway/proto';
 import { createTestDatabase, testLogger, type TestDatabase } from '@gateway/testing';
@@ -32,6 +32,7 @@ describe('background run records', () => {
       listenAddress: '127.0.0.1:0',
       databaseUrl: database.url,
       logger: testLogger('jobs'),
+      bus: new InProcessEventBus(testLogger('bus')),
       backgroundEvents: { followPollMs: 30, maxFollowers: 2 },
       batches: { authAddress: nowhere, catalogAddress: nowhere, ledgerAddress: nowhere, routerAddress: nowhere, runner: { pollIntervalMs: 600_000 } },
     });
