@@ -188,7 +188,7 @@ export interface OpenAIList<T> {
 export const CANCELLABLE_BATCH_STATUSES: readonly string[] = ['validating', 'in_progress'];
 
 /** The events an endpoint may subscribe to (docs/governance.md "Webhooks"). */
-export const WEBHOOK_EVENT_TYPES = ['budget.threshold_crossed', 'credits.topped_up'] as const;
+export const WEBHOOK_EVENT_TYPES = ['budget.threshold_crossed', 'credits.topped_up', 'balance.low'] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
 /** A webhook endpoint as GET /v1/account/webhooks answers it; `secret` only in the answer that created it. */

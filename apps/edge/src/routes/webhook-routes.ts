@@ -20,7 +20,7 @@ const CALL_DEADLINE_MS = 10_000;
 const WEBHOOK_BODY_MAX_BYTES = 8 * 1024;
 const URL_MAX_LENGTH = 2_048;
 const ID_MAX_LENGTH = 64;
-const EVENT_TYPES = ['budget.threshold_crossed', 'credits.topped_up'] as const;
+const EVENT_TYPES = ['budget.threshold_crossed', 'credits.topped_up', 'balance.low'] as const;
 
 const url = z.string({ error: (issue) => (issue.input === undefined ? 'is required' : 'must be a string') })
   .min(1, { error: 'must not be empty' })

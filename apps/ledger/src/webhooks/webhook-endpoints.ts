@@ -11,7 +11,7 @@ import { newWebhookSecret, refuseWebhookUrl } from './webhook-target.js';
  */
 
 /** The event types an endpoint may subscribe to. */
-export const WEBHOOK_EVENT_TYPES = ['budget.threshold_crossed', 'credits.topped_up'] as const;
+export const WEBHOOK_EVENT_TYPES = ['budget.threshold_crossed', 'credits.topped_up', 'balance.low'] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 /** Endpoints per account. */
 export const MAX_WEBHOOK_ENDPOINTS = 16;
