@@ -74,8 +74,9 @@ describe('webhooks, end to end', () => {
   afterAll(async () => {
     await closeReceiver();
     await permissiveEdge?.stop();
-    await fixture?.stop();
+    // The extra ledgers before the stack (whose stop drops the database under their pools).
     for (const replica of replicas) await replica.stop();
+    await fixture?.stop();
   });
 
   const account = async (credits: string) => {
@@ -203,7 +204,7 @@ describe('webhooks, end to end', () => {
     const audit = await http('GET', '/v1/account/audit', owner.provisioningKey);
     expect(audit.body.data.filter((entry: { action: string }) => entry.action.startsWith('low_balance.')).map((entry: { action: string }) => entry.action))
       .toEqual(['low_balance.clear', 'low_balance.set']);
-  });
+   }, 90_000);
 
   it('50 concurrent requests on two edges draining the account below its threshold send exactly one signed balance.low', async () => {
     const owner = await account('5');
