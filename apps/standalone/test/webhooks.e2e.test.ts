@@ -102,6 +102,18 @@ describe('webhooks, end to end', () => {
     }
   };
 
+  /** The one webhook the receiver gets for the account (still one half a second later), its signature verified. */
+  const onlyWebhookOf = async (accountId: string, secret: string) => {
+    const mine = () => received.filter((entry) => (JSON.parse(entry.body) as { account_id: string }).account_id === accountId);
+    await eventually(async () => expect(mine()).toHaveLength(1), 20_000);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(mine()).toHaveLength(1);
+    const entry = mine()[0]!;
+    return new Webhook(secret).verify(entry.body, {
+      'webhook-id': String(entry.headers['webhook-id']), 'webhook-timestamp': String(entry.headers['webhook-timestamp']), 'webhook-signature': String(entry.headers['webhook-signature']),
+    });
+  };
+
   it('refuses private and non-https receivers with a 400 in the envelope, and validates the body', async () => {
     const owner = await account('1');
     for (const url of ['http://example.com/hook', 'https://127.0.0.1/hook', 'https://169.254.169.254/latest/meta-data', 'https://[::1]/', 'https://10.0.0.8/', 'https://localhost/']) {
@@ -164,14 +176,7 @@ describe('webhooks, end to end', () => {
     const answers = await Promise.all(Array.from({ length: 50 }, (_, index) =>
       owner.clients[index % 2]!.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: `hook ${index}` }], max_completion_tokens: 16 })));
     expect(answers).toHaveLength(50);
-    const mine = () => received.filter((entry) => (JSON.parse(entry.body) as { account_id: string }).account_id === owner.accountId);
-    await eventually(async () => expect(mine()).toHaveLength(1), 20_000);
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    expect(mine()).toHaveLength(1);
-    const entry = mine()[0]!;
-    const event = new Webhook(created.body.secret as string).verify(entry.body, {
-      'webhook-id': String(entry.headers['webhook-id']), 'webhook-timestamp': String(entry.headers['webhook-timestamp']), 'webhook-signature': String(entry.headers['webhook-signature']),
-    }) as { type: string; data: { threshold: number; scope: string } };
+    const event = await onlyWebhookOf(owner.accountId, created.body.secret as string) as { type: string; data: { threshold: number; scope: string } };
     expect(event).toMatchObject({ type: 'budget.threshold_crossed', data: { threshold: 80, scope: 'account' } });
     const deliveries = await http('GET', `/v1/account/webhooks/${created.body.id}/deliveries`, owner.provisioningKey);
     expect(deliveries.body.data).toMatchObject([{ object: 'webhook_delivery', event_type: 'budget.threshold_crossed', state: 'delivered', dead_lettered: false, attempts: 1, last_status: 204 }]);
@@ -220,14 +225,7 @@ describe('webhooks, end to end', () => {
     const answers = await Promise.all(Array.from({ length: 50 }, (_, index) =>
       owner.clients[index % 2]!.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: `low ${index}` }], max_completion_tokens: 16 })));
     expect(answers).toHaveLength(50);
-    const mine = () => received.filter((entry) => (JSON.parse(entry.body) as { account_id: string; type: string }).account_id === owner.accountId);
-    await eventually(async () => expect(mine()).toHaveLength(1), 20_000);
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    expect(mine()).toHaveLength(1);
-    const entry = mine()[0]!;
-    const event = new Webhook(created.body.secret as string).verify(entry.body, {
-      'webhook-id': String(entry.headers['webhook-id']), 'webhook-timestamp': String(entry.headers['webhook-timestamp']), 'webhook-signature': String(entry.headers['webhook-signature']),
-    }) as { type: string; account_id: string; data: { account_id: string; threshold: string; balance: string } };
+    const event = await onlyWebhookOf(owner.accountId, created.body.secret as string) as { type: string; account_id: string; data: { account_id: string; threshold: string; balance: string } };
     expect(event).toMatchObject({ type: 'balance.low', account_id: owner.accountId, data: { account_id: owner.accountId, threshold } });
     // The balance the crossing settlement left (a batch may hold several of the account's charges).
     expect(parseCredits(event.data.balance)).toBeLessThan(parseCredits(threshold));
