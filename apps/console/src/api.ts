@@ -112,6 +112,13 @@ export interface BudgetAlert {
   delivery_state: string;
 }
 
+/** The account's low-balance threshold (docs/governance.md "Low balance"): null when none. */
+export interface LowBalance {
+  threshold: string | null;
+  balance: string;
+  below: boolean;
+}
+
 export interface BudgetBody {
   period: BudgetPeriod;
   limit: string;
@@ -189,7 +196,7 @@ export const CANCELLABLE_BATCH_STATUSES: readonly string[] = ['validating', 'in_
 
 /** The events an endpoint may subscribe to (docs/governance.md "Webhooks"). */
 export const WEBHOOK_EVENT_TYPES = [
-  'budget.threshold_crossed', 'credits.topped_up',
+  'budget.threshold_crossed', 'credits.topped_up', 'balance.low',
   'api_key.created', 'api_key.disabled', 'api_key.deleted', 'api_key.expired', 'batch.completed',
 ] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
@@ -300,6 +307,9 @@ export const api = {
   /** Creates or replaces the budget of the account (keyId undefined) or of one of its keys. */
   setBudget: (keyId: string | undefined, body: BudgetBody) => call<Budget>('PUT', budgetPath(keyId), body),
   deleteBudget: (keyId: string | undefined) => call<{ deleted: boolean }>('DELETE', budgetPath(keyId)),
+  lowBalance: () => call<LowBalance>('GET', LOW_BALANCE_PATH),
+  /** Sets the low-balance threshold (decimal credits), or clears it with null. */
+  setLowBalance: (threshold: string | null) => threshold === null ? call<LowBalance>('DELETE', LOW_BALANCE_PATH) : call<LowBalance>('PUT', LOW_BALANCE_PATH, { threshold }),
   audit: (limit: number, cursor?: string) =>
     call<Page<AuditEntry> & { has_more: boolean }>('GET', `/v1/account/audit${query({ limit: String(limit), cursor })}`),
   webhooks: () => call<{ data: WebhookEndpoint[] }>('GET', '/v1/account/webhooks'),
@@ -320,6 +330,7 @@ export const api = {
   removeMember: (id: string) => call<{ deleted: boolean; sessions_revoked: number }>('DELETE', `/v1/account/members/${encodeURIComponent(id)}`),
 };
 
+const LOW_BALANCE_PATH = '/v1/account/budgets/low-balance';
 const budgetPath = (keyId: string | undefined) =>
   keyId === undefined ? '/v1/account/budgets/account' : `/v1/account/budgets/keys/${encodeURIComponent(keyId)}`;
 

@@ -25,7 +25,7 @@ import {
   updateKeyHandler,
 } from './routes/account-routes.js';
 import { accountAuditHandler, adminAuditHandler } from './routes/audit-routes.js';
-import { deleteBudgetHandler, listBudgetsHandler, putBudgetHandler } from './routes/budget-routes.js';
+import { deleteBudgetHandler, getLowBalanceHandler, listBudgetsHandler, putBudgetHandler, setLowBalanceHandler } from './routes/budget-routes.js';
 import {
   createWebhookHandler, deleteWebhookHandler, getWebhookHandler, listWebhookDeliveriesHandler, listWebhooksHandler, redeliverWebhookHandler, updateWebhookHandler,
 } from './routes/webhook-routes.js';
@@ -166,6 +166,9 @@ export function createApp(context: EdgeContext, readiness?: Readiness, signIn?: 
   app.delete('/v1/account/budgets/account', deleteBudgetHandler(context));
   app.put('/v1/account/budgets/keys/:keyId', putBudgetHandler(context));
   app.delete('/v1/account/budgets/keys/:keyId', deleteBudgetHandler(context));
+  app.get('/v1/account/budgets/low-balance', getLowBalanceHandler(context));
+  app.put('/v1/account/budgets/low-balance', setLowBalanceHandler(context, false));
+  app.delete('/v1/account/budgets/low-balance', setLowBalanceHandler(context, true));
   app.post('/v1/account/webhooks', createWebhookHandler(context));
   app.get('/v1/account/webhooks', listWebhooksHandler(context));
   app.get('/v1/account/webhooks/:webhookId', getWebhookHandler(context));

@@ -13,6 +13,7 @@ import { DEFAULT_SWEEP_INTERVAL_MS, startSweeper } from './sweeper.js';
 import { startWebhookDispatcher, type WebhookDispatcherOptions } from './webhooks/webhook-dispatcher.js';
 import { webhookServiceImplementation } from './webhooks/webhook-service.js';
 import { consumeAccountEvents } from './webhooks/account-event-consumer.js';
+import { lowBalanceServiceImplementation } from './webhooks/low-balance.js';
 
 export { computeCostPico, PricingError } from './cost.js';
 export { RESERVE_PICO, DEFAULT_RESERVATION_LIFETIME_MS, DEFAULT_RESERVATION_RETENTION_MS } from './ledger.js';
@@ -115,6 +116,7 @@ export async function startLedgerService(options: LedgerServiceOptions): Promise
           ...(metrics ? { metrics } : {}),
         }),
         ...webhookServiceImplementation(db, logger, allowPrivateWebhooks),
+        ...lowBalanceServiceImplementation(db, logger),
       },
       name: 'gateway.v1.LedgerService',
     }],

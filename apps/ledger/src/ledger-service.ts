@@ -19,6 +19,7 @@ const VOID_OUTCOMES: Record<VoidResult, VoidOutcome> = {
 };
 import type { LedgerMetrics } from './ledger-metrics.js';
 import type { WebhookMethods } from './webhooks/webhook-service.js';
+import type { LowBalanceMethods } from './webhooks/low-balance.js';
 import { parseLimitReset } from './key-windows.js';
 import { budgetRefusal, parsePeriod, parseThresholds, type BudgetRefusal, type BudgetStatus } from './budgets.js';
 import { prepareEvents, sharedPricingCache, type Rejected } from './settlement-consumer.js';
@@ -74,7 +75,7 @@ export interface LeaseServiceOptions {
 }
 
 /** gRPC adapter: validates and translates; the rules live in Ledger and the admit SQL function. */
-export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leaseOptions: LeaseServiceOptions = {}): Omit<LedgerServiceServer, WebhookMethods> {
+export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leaseOptions: LeaseServiceOptions = {}): Omit<LedgerServiceServer, WebhookMethods | LowBalanceMethods> {
   const recall = leaseOptions.recall ?? (() => undefined);
   const drainMs = leaseOptions.leaseDrainMs ?? DEFAULT_LEASE_DRAIN_MS;
   const leaseLifetimeMs = leaseOptions.leaseLifetimeMs ?? DEFAULT_LEASE_LIFETIME_MS;

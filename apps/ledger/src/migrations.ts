@@ -13,6 +13,7 @@ import { generationProviderTotal } from './migrations/0011-generation-provider-t
 import { voidCharges } from './migrations/0012-void-charges.js';
 import { budgets } from './migrations/0021-budgets.js';
 import { webhooks } from './migrations/0022-webhooks.js';
+import { lowBalance } from './migrations/0023-low-balance.js';
 import { auditLogMigration } from '@gateway/platform/db';
 
 export { LEDGER_SCHEMA, usageColumns, type LedgerTables } from './schema.js';
@@ -39,4 +40,5 @@ export const ledgerMigrations: Record<string, Migration> = {
   '0020_audit_log': auditLogMigration('ledger'),
   '0021_budgets': budgets,
   '0022_webhooks': webhooks,
+  '0023_low_balance': lowBalance,
 };

@@ -2,7 +2,7 @@ export const LEDGER_SCHEMA = 'ledger';
 
 /** Table shapes as kysely sees them (int8 columns arrive as bigint, see createDatabase). */
 export interface LedgerTables {
-  balances: { account_id: string; balance_pico: bigint; reserved_pico: bigint; updated_at: Date };
+  balances: { account_id: string; balance_pico: bigint; reserved_pico: bigint; updated_at: Date; low_balance_threshold_pico: bigint | null };
   key_totals: { key_id: string; account_id: string; spent_pico: bigint; reserved_pico: bigint };
   journal: {
     id: bigint; account_id: string; kind: 'topup' | 'charge' | 'adjustment' | 'refund'; amount_pico: bigint;

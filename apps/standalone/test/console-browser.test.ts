@@ -516,6 +516,16 @@ describe('web console in a real browser', () => {
     await page.getByRole('button', { name: 'Delete budget' }).click();
     await expect.poll(() => accountBudget.count()).toBe(0);
     expect(await keyBudget.count()).toBe(1);
+    // The low-balance threshold: a refused value in the route's words, then set and cleared.
+    await page.getByLabel('Low-balance threshold (credits)').fill('-1');
+    await page.getByRole('button', { name: 'Save threshold' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toMatch(/threshold/);
+    await page.getByLabel('Low-balance threshold (credits)').fill('0.25');
+    await page.getByRole('button', { name: 'Save threshold' }).click();
+    await expect.poll(() => page.getByRole('status').textContent()).toBe('Saved the low-balance threshold of 0.25 credits.');
+    await expect.poll(() => page.getByTestId('low-balance').textContent()).toMatch(/^Threshold 0\.25 credits; balance \d/);
+    await page.getByRole('button', { name: 'Clear threshold' }).click();
+    await expect.poll(() => page.getByTestId('low-balance').textContent()).toBe('No low-balance threshold.');
     await capture('budgets');
 
     // Audit log: newest first, the budget changes with who made them; before and after open on request.
@@ -687,6 +697,7 @@ describe('web console in a real browser', () => {
       await page.getByLabel('URL').fill(okUrl);
       await page.getByLabel('budget.threshold_crossed').uncheck();
       await page.getByLabel('credits.topped_up').uncheck();
+      await page.getByLabel('balance.low').uncheck();
       await page.getByRole('button', { name: 'Create endpoint' }).click();
       await expect.poll(() => page.getByRole('alert').textContent()).toBe('Choose at least one event type.');
       await page.getByLabel('credits.topped_up').check();
@@ -709,6 +720,7 @@ describe('web console in a real browser', () => {
       // The list over the API has both endpoints' settings and never the secret.
       await page.getByLabel('URL').fill(failingUrl);
       await page.getByLabel('budget.threshold_crossed').uncheck();
+      await page.getByLabel('balance.low').uncheck();
       await page.getByRole('button', { name: 'Create endpoint' }).click();
       const failingSecret = (await page.getByTestId('webhook-secret').textContent())!;
       expect(failingSecret).not.toBe(okSecret);

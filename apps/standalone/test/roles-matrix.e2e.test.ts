@@ -6,7 +6,7 @@ import { browserJson, signedIn, startSignInStack, type Person, type SignInStack 
 // The role × action table (libs/platform roles.ts), one test per cell and route: every account and admin
 // route is called by a signed-in person of each role; where the table allows, the route works (its success
 // status), where it refuses, a 403 permission_error (code role_forbidden) in the standard envelope and no
-// effect (no credits, keys, budgets or members changed). Machine credentials map onto it: a provisioning key as its account's owner, the admin token as
+// effect (no credits, keys, budgets, low-balance threshold or members changed). Machine credentials map onto it: a provisioning key as its account's owner, the admin token as
 // the operator.
 
 const PERSON_OF_ROLE: Record<Role, Person> = { owner: 'alice', admin: 'erin', billing: 'dave', viewer: 'bob', operator: 'oscar' };
@@ -35,6 +35,8 @@ const freshWebhook = async (stack: SignInStack) => {
   return created.body.id as string;
 };
 let invitations = 0;
+/** A new low-balance threshold per call, so a refused PUT would show as a change. */
+let lowBalanceThresholds = 0;
 const freshEmail = () => `matrix-${process.pid}-${(invitations += 1)}@example.com`;
 /** An invitation made by the owner's machine credential, for a route that changes or removes one. */
 const freshMember = async (stack: SignInStack) => {
@@ -56,6 +58,12 @@ const ROUTES: readonly RouteCase[] = [
   { route: 'DELETE /v1/account/keys/{key_id}', action: 'keys.write', method: 'DELETE', request: async (stack) => ({ path: `/v1/account/keys/${await freshKey(stack)}` }), success: 200 },
   { route: 'GET /v1/account/budgets', action: 'budgets.read', method: 'GET', request: async () => ({ path: '/v1/account/budgets' }), success: 200 },
   { route: 'PUT /v1/account/budgets/account', action: 'budgets.write', method: 'PUT', request: async () => ({ path: '/v1/account/budgets/account', body: { period: 'monthly', limit: '7', thresholds: [50] } }), success: 200 },
+  { route: 'GET /v1/account/budgets/low-balance', action: 'budgets.read', method: 'GET', request: async () => ({ path: '/v1/account/budgets/low-balance' }), success: 200 },
+  { route: 'PUT /v1/account/budgets/low-balance', action: 'budgets.write', method: 'PUT', request: async () => ({ path: '/v1/account/budgets/low-balance', body: { threshold: `${(lowBalanceThresholds += 1)}` } }), success: 200 },
+  { route: 'DELETE /v1/account/budgets/low-balance', action: 'budgets.write', method: 'DELETE', request: async (stack) => {
+    await stack.harness.call('PUT', '/v1/account/budgets/low-balance', { bearer: stack.acme.provisioningKey, body: { threshold: '0.5' } });
+    return { path: '/v1/account/budgets/low-balance' };
+  }, success: 200 },
   { route: 'GET /v1/account/webhooks', action: 'webhooks.read', method: 'GET', request: async () => ({ path: '/v1/account/webhooks' }), success: 200 },
   { route: 'GET /v1/account/webhooks/{id}', action: 'webhooks.read', method: 'GET', request: async (_stack, fixtures) => ({ path: `/v1/account/webhooks/${fixtures.webhookId}` }), success: 200 },
   { route: 'GET /v1/account/webhooks/{id}/deliveries', action: 'webhooks.read', method: 'GET', request: async (_stack, fixtures) => ({ path: `/v1/account/webhooks/${fixtures.webhookId}/deliveries` }), success: 200 },
@@ -119,6 +127,7 @@ describe('role × action table, one test per cell (e2e)', () => {
       const budgetsBefore = (await stack.harness.call('GET', '/v1/account/budgets', { bearer: stack.acme.provisioningKey })).body.data;
       const webhooksBefore = (await stack.harness.call('GET', '/v1/account/webhooks', { bearer: stack.acme.provisioningKey })).body.data;
       const membersBefore = (await stack.harness.call('GET', '/v1/account/members', { bearer: stack.acme.provisioningKey })).body.data;
+      const lowBalanceBefore = (await stack.harness.call('GET', '/v1/account/budgets/low-balance', { bearer: stack.acme.provisioningKey })).body;
       const answer = await browserJson(stack, session.browser, method, path, { ...(body === undefined ? {} : { body }), csrf: session.csrf });
       if (cell.allowed) {
         expect(answer.status, answer.text).toBe(cell.route.success);
@@ -132,6 +141,7 @@ describe('role × action table, one test per cell (e2e)', () => {
       expect((await stack.harness.call('GET', '/v1/account/budgets', { bearer: stack.acme.provisioningKey })).body.data).toEqual(budgetsBefore);
       expect((await stack.harness.call('GET', '/v1/account/webhooks', { bearer: stack.acme.provisioningKey })).body.data).toEqual(webhooksBefore);
       expect((await stack.harness.call('GET', '/v1/account/members', { bearer: stack.acme.provisioningKey })).body.data).toEqual(membersBefore);
+      expect((await stack.harness.call('GET', '/v1/account/budgets/low-balance', { bearer: stack.acme.provisioningKey })).body).toEqual(lowBalanceBefore);
     },
   );
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { Webhook } from 'standardwebhooks';
-import { createClient, parseCredits } from '@gateway/platform';
+import { createClient, formatCredits, parseCredits } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import { eventually, testLogger, type FakeUpstream } from '@gateway/testing';
 import { startEdgeReplica, startLedgerReplica, type RunningEdge, type RunningLedgerService } from '../src/index.js';
@@ -13,7 +13,9 @@ import { startWebhookReceiver, type ReceivedWebhook } from './webhook-receiver.j
 // registers an endpoint over HTTP; 50 concurrent requests (real `openai` client, two edges) crossing 80 %
 // of a budget send exactly one signed webhook, with two ledger replicas dispatching; the stack's own
 // ledger (no private receivers allowed, not dispatching) refuses a loopback or metadata receiver with a
-// 400 in the envelope; another account's endpoint is a 404.
+// 400 in the envelope; another account's endpoint is a 404. A low-balance threshold: requests draining the
+// account below it send exactly one signed balance.low; its route refuses bad values with a 400 and keeps
+// to the caller's account.
 
 const MODEL = 'testco/hooked';
 const INPUT_PRICE = '0.0005';
@@ -61,8 +63,9 @@ describe('webhooks, end to end', () => {
   afterAll(async () => {
     await closeReceiver();
     await permissiveEdge?.stop();
-    await fixture?.stop();
+    // The extra ledgers before the stack (whose stop drops the database under their pools).
     for (const replica of replicas) await replica.stop();
+    await fixture?.stop();
   });
 
   const account = async (credits: string) => {
@@ -86,6 +89,18 @@ describe('webhooks, end to end', () => {
     } finally {
       ledger.close();
     }
+  };
+
+  /** The one webhook the receiver gets for the account (still one half a second later), its signature verified. */
+  const onlyWebhookOf = async (accountId: string, secret: string) => {
+    const mine = () => received.filter((entry) => (JSON.parse(entry.body) as { account_id: string }).account_id === accountId);
+    await eventually(async () => expect(mine()).toHaveLength(1), 20_000);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(mine()).toHaveLength(1);
+    const entry = mine()[0]!;
+    return new Webhook(secret).verify(entry.body, {
+      'webhook-id': String(entry.headers['webhook-id']), 'webhook-timestamp': String(entry.headers['webhook-timestamp']), 'webhook-signature': String(entry.headers['webhook-signature']),
+    });
   };
 
   it('refuses private and non-https receivers with a 400 in the envelope, and validates the body', async () => {
@@ -150,14 +165,7 @@ describe('webhooks, end to end', () => {
     const answers = await Promise.all(Array.from({ length: 50 }, (_, index) =>
       owner.clients[index % 2]!.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: `hook ${index}` }], max_completion_tokens: 16 })));
     expect(answers).toHaveLength(50);
-    const mine = () => received.filter((entry) => (JSON.parse(entry.body) as { account_id: string }).account_id === owner.accountId);
-    await eventually(async () => expect(mine()).toHaveLength(1), 20_000);
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    expect(mine()).toHaveLength(1);
-    const entry = mine()[0]!;
-    const event = new Webhook(created.body.secret as string).verify(entry.body, {
-      'webhook-id': String(entry.headers['webhook-id']), 'webhook-timestamp': String(entry.headers['webhook-timestamp']), 'webhook-signature': String(entry.headers['webhook-signature']),
-    }) as { type: string; data: { threshold: number; scope: string } };
+    const event = await onlyWebhookOf(owner.accountId, created.body.secret as string) as { type: string; data: { threshold: number; scope: string } };
     expect(event).toMatchObject({ type: 'budget.threshold_crossed', data: { threshold: 80, scope: 'account' } });
     const deliveries = await http('GET', `/v1/account/webhooks/${created.body.id}/deliveries`, owner.provisioningKey);
     expect(deliveries.body.data).toMatchObject([{ object: 'webhook_delivery', event_type: 'budget.threshold_crossed', state: 'delivered', dead_lettered: false, attempts: 1, last_status: 204 }]);
@@ -165,5 +173,51 @@ describe('webhooks, end to end', () => {
       const budgets = await http('GET', '/v1/account/budgets', owner.provisioningKey);
       expect(budgets.body.alerts.map((alert: { delivery_state: string }) => alert.delivery_state)).toEqual(['delivered']);
     }, 5_000);
+  });
+
+  it('low-balance threshold: set, read and cleared for the caller\'s account only; bad values a 400 in the envelope; audited', async () => {
+    const owner = await account('3');
+    const stranger = await account('3');
+    expect((await http('GET', '/v1/account/budgets/low-balance', owner.provisioningKey)).body).toEqual({ object: 'low_balance_threshold', threshold: null, balance: '3', below: false });
+    for (const bad of [{ threshold: '-1' }, { threshold: -1 }, { threshold: 'ten' }, { threshold: '1.0000000000001' }, { threshold: '1000000.5' },
+      { threshold: '123456789012345678901234567890' }, {}, { threshold: null }, { threshold: '1', account_id: stranger.accountId }]) {
+      const refused = await http('PUT', '/v1/account/budgets/low-balance', owner.provisioningKey, bad);
+      expect(refused.status, `${JSON.stringify(bad)}: ${refused.text}`).toBe(400);
+      expect(refused.body.error.type).toBe('invalid_request_error');
+    }
+    const set = await http('PUT', '/v1/account/budgets/low-balance', owner.provisioningKey, { threshold: 2.5 });
+    expect(set.status, set.text).toBe(200);
+    expect(set.body).toEqual({ object: 'low_balance_threshold', threshold: '2.5', balance: '3', below: false });
+    // The stranger's credential reaches only the stranger's account: its own threshold, never the owner's.
+    expect((await http('GET', '/v1/account/budgets/low-balance', stranger.provisioningKey)).body.threshold).toBeNull();
+    expect((await http('PUT', '/v1/account/budgets/low-balance', stranger.provisioningKey, { threshold: '0.5' })).body.threshold).toBe('0.5');
+    expect((await http('GET', '/v1/account/budgets/low-balance', owner.provisioningKey)).body.threshold).toBe('2.5');
+    expect((await http('DELETE', '/v1/account/budgets/low-balance', stranger.provisioningKey)).body.threshold).toBeNull();
+    expect((await http('GET', '/v1/account/budgets/low-balance', owner.provisioningKey)).body.threshold).toBe('2.5');
+    expect((await http('DELETE', '/v1/account/budgets/low-balance', owner.provisioningKey)).body).toMatchObject({ threshold: null });
+    const audit = await http('GET', '/v1/account/audit', owner.provisioningKey);
+    expect(audit.body.data.filter((entry: { action: string }) => entry.action.startsWith('low_balance.')).map((entry: { action: string }) => entry.action))
+      .toEqual(['low_balance.clear', 'low_balance.set']);
+   }, 90_000);
+
+  it('50 concurrent requests on two edges draining the account below its threshold send exactly one signed balance.low', async () => {
+    const owner = await account('5');
+    expect(await statusOf(owner.clients[0]!.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'first' }], max_completion_tokens: 16 }))).toBe(200);
+    await eventually(async () => expect(await spentPico(owner.accountId)).toBeGreaterThan(0n), 10_000);
+    const onePico = await spentPico(owner.accountId);
+    const balancePico = parseCredits((await http('GET', '/v1/account/balance', owner.provisioningKey)).body.balance as string);
+    // Halfway down the 50 requests' spend: crossed once, with room to spare on both sides.
+    const threshold = formatCredits(balancePico - (onePico * 51n) / 2n);
+    const created = await http('POST', '/v1/account/webhooks', owner.provisioningKey, { url: receiverUrl, event_types: ['balance.low'] }, permissiveEdgeUrl);
+    expect(created.status, created.text).toBe(201);
+    expect((await http('PUT', '/v1/account/budgets/low-balance', owner.provisioningKey, { threshold })).status).toBe(200);
+    const answers = await Promise.all(Array.from({ length: 50 }, (_, index) =>
+      owner.clients[index % 2]!.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: `low ${index}` }], max_completion_tokens: 16 })));
+    expect(answers).toHaveLength(50);
+    const event = await onlyWebhookOf(owner.accountId, created.body.secret as string) as { type: string; account_id: string; data: { account_id: string; threshold: string; balance: string } };
+    expect(event).toMatchObject({ type: 'balance.low', account_id: owner.accountId, data: { account_id: owner.accountId, threshold } });
+    // The balance the crossing settlement left (a batch may hold several of the account's charges).
+    expect(parseCredits(event.data.balance)).toBeLessThan(parseCredits(threshold));
+    expect((await http('GET', '/v1/account/budgets/low-balance', owner.provisioningKey)).body).toMatchObject({ threshold, below: true });
   });
 });

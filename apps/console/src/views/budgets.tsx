@@ -4,6 +4,7 @@ import { DEFAULT_THRESHOLDS, parseLimit, parseThresholds, spentPercent } from '.
 import { mayDo } from '../session.js';
 import { utcTime } from './requests.js';
 import { TableWrap } from './table-wrap.js';
+import { LowBalanceCard } from './low-balance.js';
 import { useLoad } from './use-load.js';
 
 const value = (event: Event) => (event.target as HTMLInputElement | HTMLSelectElement).value;
@@ -16,7 +17,7 @@ const ACCOUNT_SCOPE = ':account';
  */
 export function BudgetsView() {
   const [generation, setGeneration] = useState(0);
-  const { data, error: loadError } = useLoad(() => Promise.all([api.budgets(), api.keys()]), [generation]);
+  const { data, error: loadError } = useLoad(() => Promise.all([api.budgets(), api.keys(), api.lowBalance()]), [generation]);
   const [error, setError] = useState<string>();
   const [notice, setNotice] = useState<string>();
   const [editing, setEditing] = useState<Budget>();
@@ -33,16 +34,20 @@ export function BudgetsView() {
   const keyName = (keyId: string | null) => keyId === null ? 'Account' : `Key ${keys.find((key) => key.id === keyId)?.name ?? keyId}`;
   const reload = () => setGeneration((count) => count + 1);
 
-  const act = async (change: () => Promise<unknown>, done: string) => {
+  /** Runs a change with the status and error lines; true when it went through. */
+  const act = async (change: () => Promise<unknown>, done: string): Promise<boolean> => {
     setError(undefined);
     setNotice(undefined);
+    let ok = false;
     try {
       await change();
       setNotice(done);
+      ok = true;
     } catch (failure) {
       setError(errorText(failure));
     }
     reload();
+    return ok;
   };
 
   return (
@@ -106,6 +111,7 @@ export function BudgetsView() {
             void act(() => api.setBudget(keyId, body), `Saved the ${body.period} budget of ${keyName(keyId ?? null)}.`);
           }} />
       )}
+      <LowBalanceCard low={data?.[2]} mayWrite={mayWrite} act={act} />
       <section aria-labelledby="alerts-title" class="card">
         <h2 id="alerts-title">Alerts</h2>
         <p class="hint">The thresholds that fired, newest first (the latest 100). Each fires once per period and scope.</p>

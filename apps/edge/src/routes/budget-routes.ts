@@ -1,7 +1,7 @@
 import type { Request, Response } from 'express';
 import { z } from 'zod';
 import { formatCredits, GatewayError, GrpcStatus, parseCredits } from '@gateway/platform';
-import type { Budget, BudgetAlert } from '@gateway/proto';
+import type { Budget, BudgetAlert, LowBalanceThreshold } from '@gateway/proto';
 import { auditActor } from '../account/audit-actor.js';
 import { creditsPico, KEY_ID_MAX_LENGTH, parseWith } from '../account/account-schemas.js';
 import type { EdgeContext } from '../context.js';
@@ -137,5 +137,52 @@ export function deleteBudgetHandler(context: EdgeContext) {
       throw error;
     }
     sendJson(response, 200, { deleted: true });
+  };
+}
+
+/** The ledger's bound on a low-balance threshold. */
+const LOW_BALANCE_MAX_PICO = parseCredits('1000000');
+
+export const lowBalanceBody = z.strictObject(
+  {
+    threshold: z
+      .union([z.number(), z.string()], { error: (issue) => (issue.input === undefined ? 'is required' : 'must be a number of credits') })
+      .transform((value, context): string => {
+        const pico = creditsPico(value, context);
+        if (pico === undefined) return z.NEVER;
+        if (pico < 0n || pico > LOW_BALANCE_MAX_PICO) {
+          context.addIssue({ code: 'custom', message: `must be from 0 to ${formatCredits(LOW_BALANCE_MAX_PICO)}` });
+          return z.NEVER;
+        }
+        return formatCredits(pico);
+      }),
+  },
+  { error: 'must be a JSON object' },
+);
+
+function lowBalanceRecord(low: LowBalanceThreshold | undefined) {
+  if (!low) throw new Error('the ledger answered without the low-balance threshold');
+  return { object: 'low_balance_threshold', threshold: low.threshold === '' ? null : low.threshold, balance: low.balance, below: low.below };
+}
+
+/** GET /v1/account/budgets/low-balance: the account's low-balance threshold (null: none) and its balance against it. */
+export function getLowBalanceHandler(context: EdgeContext) {
+  return async (request: Request, response: Response): Promise<void> => {
+    const account = await accountFor(context, request, response, 'budgets.read');
+    const got = await context.ledger.getLowBalanceThreshold({ accountId: account.accountId }, options(response));
+    sendJson(response, 200, lowBalanceRecord(got.lowBalance));
+  };
+}
+
+/** PUT (body `{ "threshold": "5" }`) and DELETE of the same path: set or clear it (the balance.low webhook event). */
+export function setLowBalanceHandler(context: EdgeContext, clear: boolean) {
+  return async (request: Request, response: Response): Promise<void> => {
+    const account = await accountFor(context, request, response, 'budgets.write');
+    const threshold = clear ? '' : parseWith(lowBalanceBody, 'body', await readAccountBody(context, request, BUDGET_BODY_MAX_BYTES)).threshold;
+    const set = await context.ledger.setLowBalanceThreshold(
+      { accountId: account.accountId, threshold },
+      { ...options(response), actor: auditActor(request, account.actor.kind, account.actor.id) },
+    );
+    sendJson(response, 200, lowBalanceRecord(set.lowBalance));
   };
 }

@@ -21,7 +21,7 @@ const WEBHOOK_BODY_MAX_BYTES = 8 * 1024;
 const URL_MAX_LENGTH = 2_048;
 const ID_MAX_LENGTH = 64;
 const EVENT_TYPES = [
-  'budget.threshold_crossed', 'credits.topped_up',
+  'budget.threshold_crossed', 'credits.topped_up', 'balance.low',
   'api_key.created', 'api_key.disabled', 'api_key.deleted', 'api_key.expired', 'batch.completed',
 ] as const;
 

@@ -12,7 +12,7 @@ import { newWebhookSecret, refuseWebhookUrl } from './webhook-target.js';
  */
 
 /** The event types an endpoint may subscribe to. */
-export const WEBHOOK_EVENT_TYPES = ['budget.threshold_crossed', 'credits.topped_up', ...RELAYED_EVENT_TYPES] as const;
+export const WEBHOOK_EVENT_TYPES = ['budget.threshold_crossed', 'credits.topped_up', 'balance.low', ...RELAYED_EVENT_TYPES] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 /** Endpoints per account. */
 export const MAX_WEBHOOK_ENDPOINTS = 16;
