@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI, { toFile } from 'openai';
-import { createClient, formatCredits, parseCredits, type PromiseClient } from '@gateway/platform';
-import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
-import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
-import { ctlJson, startStackOnCatalog, type StackOnCatalog } from './configured-stack.js';
+import { formatCredits, parseCredits, type PromiseClient } from '@gateway/platform';
+import type { LedgerServiceClient } from '@gateway/proto';
+import { eventually, type FakeUpstream } from '@gateway/testing';
+import { ctlJson, type StackOnCatalog } from './configured-stack.js';
+import { startBatchStack, type BatchStack } from './batches-stack.js';
 import {
-  BATCH_IN, batchCatalog, chatLine, COMPLETION_TOKENS, LINE_COST, MODEL, PROMPT_TOKENS, REGULAR_LINE_COST,
+  BATCH_IN, chatLine, COMPLETION_TOKENS, LINE_COST, MODEL, PROMPT_TOKENS, REGULAR_LINE_COST,
 } from './batches-harness.js';
 
 // OpenAI Batch through the whole stack with the real `openai` client: files up, a batch created, its lines
@@ -17,6 +18,7 @@ import {
 interface Account { accountId: string; client: OpenAI }
 
 describe('OpenAI Batch with the openai SDK, at batch prices', () => {
+  let batches: BatchStack;
   let upstream: FakeUpstream;
   let base: StackOnCatalog;
   let ledger: PromiseClient<LedgerServiceClient>;
@@ -24,12 +26,11 @@ describe('OpenAI Batch with the openai SDK, at batch prices', () => {
   let stranger: Account;
 
   async function account(name: string, credits: string): Promise<Account> {
-    const created = await ctlJson(base.stack, 'accounts', 'create', '--name', name, '--credits', credits, '--tier', 'tier-1', '--json');
-    const apiKey = (await ctlJson(base.stack, 'keys', 'create', created.account_id!, '--name', `${name}-key`, '--json')).api_key!;
-    return { accountId: created.account_id!, client: new OpenAI({ baseURL: `${base.stack.url}/v1`, apiKey, maxRetries: 0, timeout: 60_000 }) };
+    const { accountId, apiKey } = await batches.account(name, credits);
+    return { accountId, client: new OpenAI({ baseURL: `${base.stack.url}/v1`, apiKey, maxRetries: 0, timeout: 60_000 }) };
   }
 
-  const balance = async (who: Account) => parseCredits((await ledger.getBalance({ accountId: who.accountId })).balance);
+  const balance = (who: Account) => batches.balance(who.accountId);
 
   async function upload(who: Account, lines: readonly string[]) {
     return who.client.files.create({ file: await toFile(Buffer.from(`${lines.join('\n')}\n`), 'batch.jsonl'), purpose: 'batch' });
@@ -51,23 +52,13 @@ describe('OpenAI Batch with the openai SDK, at batch prices', () => {
   }
 
   beforeAll(async () => {
-    upstream = await startFakeUpstream();
-    upstream.setFallback({ usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: COMPLETION_TOKENS } });
-    base = await startStackOnCatalog('batches', batchCatalog(upstream), {
-      keyHashSecret: 'batches-e2e-secret-0123456789abcdef',
-      providerSecrets: { BATCH_KEY: 'sk-batch' },
-      jobs: { batches: { runner: { pollIntervalMs: 100, leaseMs: 3_000, concurrency: 4, perAccountConcurrency: 2 } } },
-    });
-    ledger = createClient(LedgerServiceClient, LedgerServiceService, base.stack.addresses.ledger);
+    batches = await startBatchStack('batches', 'batches-e2e-secret-0123456789abcdef');
+    ({ upstream, base, ledger } = batches);
     owner = await account('batch-owner', '10');
     stranger = await account('batch-stranger', '10');
   }, 120_000);
 
-  afterAll(async () => {
-    ledger?.close();
-    await base?.stop();
-    await upstream?.close();
-  });
+  afterAll(() => batches?.stop());
 
   it('runs every line once, at the batch price, charges exactly the sum of the output costs, and writes OpenAI output lines', async () => {
     const before = await balance(owner);

@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
-import { createClient, formatCredits, parseCredits, type PromiseClient } from '@gateway/platform';
-import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
-import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
-import { ctlJson, startStackOnCatalog, type StackOnCatalog } from './configured-stack.js';
-import { BATCH_IN, batchCatalog, COMPLETION_TOKENS, LINE_COST, MODEL, PROMPT_TOKENS } from './batches-harness.js';
+import { formatCredits, parseCredits, type PromiseClient } from '@gateway/platform';
+import type { LedgerServiceClient } from '@gateway/proto';
+import { eventually, type FakeUpstream } from '@gateway/testing';
+import { ctlJson, type StackOnCatalog } from './configured-stack.js';
+import { startBatchStack, type BatchStack } from './batches-stack.js';
+import { BATCH_IN, COMPLETION_TOKENS, LINE_COST, MODEL, PROMPT_TOKENS } from './batches-harness.js';
 
 // Also the OpenAI Batch lines of /v1/responses and /v1/moderations (issue 41 item 3), with the openai client.
 //
@@ -19,6 +20,7 @@ interface Account { accountId: string; anthropic: Anthropic; openai: OpenAI }
 const ENDED_WITHIN_MS = 30_000;
 
 describe('Anthropic Message Batches with the @anthropic-ai/sdk client, at batch prices', () => {
+  let batches: BatchStack;
   let upstream: FakeUpstream;
   let base: StackOnCatalog;
   let ledger: PromiseClient<LedgerServiceClient>;
@@ -26,16 +28,15 @@ describe('Anthropic Message Batches with the @anthropic-ai/sdk client, at batch 
   let stranger: Account;
 
   async function account(name: string, credits: string): Promise<Account> {
-    const created = await ctlJson(base.stack, 'accounts', 'create', '--name', name, '--credits', credits, '--tier', 'tier-1', '--json');
-    const apiKey = (await ctlJson(base.stack, 'keys', 'create', created.account_id!, '--name', `${name}-key`, '--json')).api_key!;
+    const { accountId, apiKey } = await batches.account(name, credits);
     return {
-      accountId: created.account_id!,
+      accountId,
       anthropic: new Anthropic({ baseURL: base.stack.url, apiKey, maxRetries: 0, timeout: 60_000 }),
       openai: new OpenAI({ baseURL: `${base.stack.url}/v1`, apiKey, maxRetries: 0, timeout: 60_000 }),
     };
   }
 
-  const balance = async (who: Account) => parseCredits((await ledger.getBalance({ accountId: who.accountId })).balance);
+  const balance = (who: Account) => batches.balance(who.accountId);
   const request = (customId: string, text: string, extra: Record<string, unknown> = {}) => ({
     custom_id: customId,
     params: { model: MODEL, max_tokens: 50, messages: [{ role: 'user' as const, content: text }], ...extra },
@@ -57,23 +58,13 @@ describe('Anthropic Message Batches with the @anthropic-ai/sdk client, at batch 
   }
 
   beforeAll(async () => {
-    upstream = await startFakeUpstream();
-    upstream.setFallback({ usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: COMPLETION_TOKENS } });
-    base = await startStackOnCatalog('msgbatches', batchCatalog(upstream, 'chat.completions, messages, responses, moderations'), {
-      keyHashSecret: 'message-batches-e2e-secret-0123456789',
-      providerSecrets: { BATCH_KEY: 'sk-batch' },
-      jobs: { batches: { runner: { pollIntervalMs: 100, leaseMs: 3_000, concurrency: 4, perAccountConcurrency: 2 } } },
-    });
-    ledger = createClient(LedgerServiceClient, LedgerServiceService, base.stack.addresses.ledger);
+    batches = await startBatchStack('msgbatches', 'message-batches-e2e-secret-0123456789', 'chat.completions, messages, responses, moderations');
+    ({ upstream, base, ledger } = batches);
     owner = await account('msgbatch-owner', '10');
     stranger = await account('msgbatch-stranger', '10');
   }, 120_000);
 
-  afterAll(async () => {
-    ledger?.close();
-    await base?.stop();
-    await upstream?.close();
-  });
+  afterAll(() => batches?.stop());
 
   it('runs every request once at the batch price; results() gives Messages answers charged exactly what the ledger took; then delete', async () => {
     const before = await balance(owner);

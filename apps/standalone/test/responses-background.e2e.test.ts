@@ -5,6 +5,7 @@ import OpenAI, { toFile } from 'openai';
 import { createClient, parseCredits, type PromiseClient } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
+import { catalogYaml, tokenPricing, type CatalogModel } from './catalog-yaml.js';
 import { ctlJson, startStackOnCatalog, type StackOnCatalog } from './configured-stack.js';
 
 // Background responses (`background: true`, docs/stored-responses.md) end to end: the edge answers
@@ -23,41 +24,21 @@ const MAX_ACTIVE = 2;
 const HANGING = 'testco/bg-hang';
 
 function catalog(upstream: FakeUpstream, hangingUrl: string): string {
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-  - { id: upstream-one, kind: openai, base_url: ${upstream.url}, api_key_env: BG_E2E_KEY }
-  - { id: upstream-hang, kind: openai, base_url: ${hangingUrl}, api_key_env: BG_E2E_KEY }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 600 } }
-models:
-  - id: ${MODEL}
-    owned_by: testco
-    created: 1767225600
-    context_window: 8000
-    max_output_tokens: 100
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [temperature, max_completion_tokens]
-    pricing: { per_input_token: "${PRICE_IN}", per_output_token: "${PRICE_OUT}" }
-    limit_group: default
-    offers:
-      - { provider: upstream-one, upstream_model: bg-upstream, endpoints: [chat.completions, responses] }
-  - id: ${HANGING}
-    owned_by: testco
-    created: 1767225600
-    context_window: 8000
-    max_output_tokens: 100
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [temperature, max_completion_tokens]
-    pricing: { per_input_token: "${PRICE_IN}", per_output_token: "${PRICE_OUT}" }
-    limit_group: default
-    offers:
-      - { provider: upstream-hang, upstream_model: hang-upstream, endpoints: [chat.completions, responses] }
-`;
+  const model = (id: string, provider: string, upstreamModel: string): CatalogModel => ({
+    id,
+    contextWindow: 8000,
+    maxOutputTokens: 100,
+    supportedParameters: ['temperature', 'max_completion_tokens'],
+    pricing: tokenPricing(PRICE_IN, PRICE_OUT),
+    offers: [{ provider, upstreamModel, endpoints: ['chat.completions', 'responses'] }],
+  });
+  return catalogYaml({
+    providers: [
+      { id: 'upstream-one', kind: 'openai', url: upstream.url, keyEnv: 'BG_E2E_KEY' },
+      { id: 'upstream-hang', kind: 'openai', url: hangingUrl, keyEnv: 'BG_E2E_KEY' },
+    ],
+    models: [model(MODEL, 'upstream-one', 'bg-upstream'), model(HANGING, 'upstream-hang', 'hang-upstream')],
+  });
 }
 
 describe('background responses, end to end', () => {

@@ -1,11 +1,11 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, BUDGET_PERIODS, errorText, type Budget, type BudgetPeriod, type KeyRecord } from '../api.js';
+import { api, BUDGET_PERIODS, type Budget, type BudgetPeriod, type KeyRecord } from '../api.js';
 import { DEFAULT_THRESHOLDS, parseLimit, parseThresholds, spentPercent } from '../budget-form.js';
 import { mayDo } from '../session.js';
 import { utcTime } from './requests.js';
 import { TableWrap } from './table-wrap.js';
 import { LowBalanceCard } from './low-balance.js';
-import { useLoad } from './use-load.js';
+import { Confirm, Outcome, useResource } from './use-resource.js';
 
 const value = (event: Event) => (event.target as HTMLInputElement | HTMLSelectElement).value;
 /** The scope field's value for the account's own budget (key ids never take this form). */
@@ -16,39 +16,17 @@ const ACCOUNT_SCOPE = ':account';
  * thresholds with the fired ones marked, hard stop; set, change and delete them where the role allows.
  */
 export function BudgetsView() {
-  const [generation, setGeneration] = useState(0);
-  const { data, error: loadError } = useLoad(() => Promise.all([api.budgets(), api.keys(), api.lowBalance()]), [generation]);
-  const [error, setError] = useState<string>();
-  const [notice, setNotice] = useState<string>();
+  const { data, error, notice, reload, act } = useResource(() => Promise.all([api.budgets(), api.keys(), api.lowBalance()]), []);
   const [editing, setEditing] = useState<Budget>();
   const [deleting, setDeleting] = useState<Budget>();
   // A new form (its fields back to their defaults) after each save.
   const [forms, setForms] = useState(0);
-  const cancelDelete = useRef<HTMLButtonElement>(null);
-  useEffect(() => { if (deleting) cancelDelete.current?.focus(); }, [deleting]);
 
   const mayWrite = mayDo('budgets.write');
   const budgets = data?.[0].data;
   const alerts = data?.[0].alerts ?? [];
   const keys = data?.[1].data ?? [];
   const keyName = (keyId: string | null) => keyId === null ? 'Account' : `Key ${keys.find((key) => key.id === keyId)?.name ?? keyId}`;
-  const reload = () => setGeneration((count) => count + 1);
-
-  /** Runs a change with the status and error lines; true when it went through. */
-  const act = async (change: () => Promise<unknown>, done: string): Promise<boolean> => {
-    setError(undefined);
-    setNotice(undefined);
-    let ok = false;
-    try {
-      await change();
-      setNotice(done);
-      ok = true;
-    } catch (failure) {
-      setError(errorText(failure));
-    }
-    reload();
-    return ok;
-  };
 
   return (
     <>
@@ -56,18 +34,13 @@ export function BudgetsView() {
         <h1>Budgets</h1>
         <button type="button" class="secondary" onClick={reload}>Refresh</button>
       </div>
-      {(error ?? loadError) && <p role="alert" class="error">{error ?? loadError}</p>}
-      {notice && <p role="status" class="success">{notice}</p>}
+      <Outcome error={error} notice={notice} />
       {deleting && (
-        <div role="alertdialog" aria-labelledby="delete-budget-title" class="card notice">
-          <p id="delete-budget-title">Delete the {deleting.period} budget of {keyName(deleting.key_id)}? Its spend stops being bounded at once.</p>
-          <button type="button" class="danger" onClick={() => {
-            const target = deleting;
-            setDeleting(undefined);
-            void act(() => api.deleteBudget(target.key_id ?? undefined), `Deleted the budget of ${keyName(target.key_id)}.`);
-          }}>Delete budget</button>{' '}
-          <button type="button" class="secondary" ref={cancelDelete} onClick={() => setDeleting(undefined)}>Cancel</button>
-        </div>
+        <Confirm key={deleting.key_id ?? ACCOUNT_SCOPE} titleId="delete-budget-title" action="Delete budget" onCancel={() => setDeleting(undefined)} onConfirm={() => {
+          const target = deleting;
+          setDeleting(undefined);
+          void act(() => api.deleteBudget(target.key_id ?? undefined), `Deleted the budget of ${keyName(target.key_id)}.`);
+        }}>Delete the {deleting.period} budget of {keyName(deleting.key_id)}? Its spend stops being bounded at once.</Confirm>
       )}
       <section aria-labelledby="budgets-title" class="card">
         <h2 id="budgets-title">Budgets</h2>

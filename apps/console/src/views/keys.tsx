@@ -2,6 +2,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, errorText, ROUTING_STRATEGIES, type KeyRecord } from '../api.js';
 import { TableWrap } from './table-wrap.js';
 import { mayDo } from '../session.js';
+import { Confirm } from './use-resource.js';
 
 const value = (event: Event) => (event.target as HTMLInputElement | HTMLSelectElement).value;
 
@@ -12,10 +13,8 @@ export function KeysView() {
   const [editing, setEditing] = useState<KeyRecord>();
   const [deleting, setDeleting] = useState<KeyRecord>();
 
-  const cancelDelete = useRef<HTMLButtonElement>(null);
   const copyButton = useRef<HTMLButtonElement>(null);
-  // Keyboard users land where the next step is: the confirmation's safe choice, the copy button.
-  useEffect(() => { if (deleting) cancelDelete.current?.focus(); }, [deleting]);
+  // Keyboard users land where the next step is: the copy button (the confirmation's Cancel focuses itself).
   useEffect(() => { if (created) copyButton.current?.focus(); }, [created]);
 
   // The role table's answer for this person (the routes check it again): viewers and billing see no write controls.
@@ -48,11 +47,9 @@ export function KeysView() {
         </div>
       )}
       {deleting && (
-        <div role="alertdialog" aria-labelledby="delete-title" class="card notice">
-          <p id="delete-title">Delete key <strong>{deleting.name}</strong> ({deleting.label})? Requests with it stop at once; this cannot be undone.</p>
-          <button type="button" class="danger" onClick={() => { const target = deleting; setDeleting(undefined); void act(() => api.deleteKey(target.id)); }}>Delete key</button>{' '}
-          <button type="button" class="secondary" ref={cancelDelete} onClick={() => setDeleting(undefined)}>Cancel</button>
-        </div>
+        <Confirm key={deleting.id} titleId="delete-title" action="Delete key" onCancel={() => setDeleting(undefined)}
+          onConfirm={() => { const target = deleting; setDeleting(undefined); void act(() => api.deleteKey(target.id)); }}>
+          Delete key <strong>{deleting.name}</strong> ({deleting.label})? Requests with it stop at once; this cannot be undone.</Confirm>
       )}
       {editing && (
         <EditKey record={editing} onCancel={() => setEditing(undefined)}

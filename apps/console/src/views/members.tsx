@@ -1,9 +1,9 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, errorText, MEMBER_ROLES, type Member, type MemberRole } from '../api.js';
+import { api, MEMBER_ROLES, type Member, type MemberRole } from '../api.js';
 import { mayDo } from '../session.js';
 import { utcTime } from './requests.js';
 import { TableWrap } from './table-wrap.js';
-import { useLoad } from './use-load.js';
+import { Confirm, Outcome, useResource } from './use-resource.js';
 
 /** The route's bound on an email (docs/governance.md "Members"). */
 const EMAIL_MAX_LENGTH = 320;
@@ -21,33 +21,12 @@ const sessionsEnded = (count: number) => (count === 0 ? '' : count === 1 ? ' 1 s
 export function MembersView() {
   const allowed = mayDo('members.read');
   const mayWrite = mayDo('members.write');
-  const [generation, setGeneration] = useState(0);
-  const { data, error: loadError } = useLoad(() => (allowed ? api.members() : Promise.resolve(undefined)), [generation, allowed]);
-  const [error, setError] = useState<string>();
-  const [notice, setNotice] = useState<string>();
+  const { data, error, notice, reload, act } = useResource(() => (allowed ? api.members() : Promise.resolve(undefined)), [allowed]);
   const [editing, setEditing] = useState<Member>();
   const [removing, setRemoving] = useState<Member>();
   const [forms, setForms] = useState(0);
-  const cancelRemove = useRef<HTMLButtonElement>(null);
-  useEffect(() => { if (removing) cancelRemove.current?.focus(); }, [removing]);
 
   const members = data?.data;
-  const reload = () => setGeneration((count) => count + 1);
-
-  /** Runs one change; the notice says what it did, or the alert the route's refusal. */
-  const act = async <T,>(change: () => Promise<T>, done: (answer: T) => string): Promise<boolean> => {
-    setError(undefined);
-    setNotice(undefined);
-    let succeeded = false;
-    try {
-      setNotice(done(await change()));
-      succeeded = true;
-    } catch (failure) {
-      setError(errorText(failure));
-    }
-    reload();
-    return succeeded;
-  };
 
   return (
     <>
@@ -56,18 +35,13 @@ export function MembersView() {
         {allowed && <button type="button" class="secondary" onClick={reload}>Refresh</button>}
       </div>
       {!allowed && <p role="status" class="card">Your role may not see the members; the account's owners and admins may.</p>}
-      {(error ?? loadError) && <p role="alert" class="error">{error ?? loadError}</p>}
-      {notice && <p role="status" class="success">{notice}</p>}
+      <Outcome error={error} notice={notice} />
       {removing && (
-        <div role="alertdialog" aria-labelledby="remove-member-title" class="card notice">
-          <p id="remove-member-title">Remove <strong>{memberName(removing)}</strong> ({removing.role}) from the account? Their sessions of this account end at once.</p>
-          <button type="button" class="danger" onClick={() => {
-            const target = removing;
-            setRemoving(undefined);
-            void act(() => api.removeMember(target.id), (answer) => `Removed ${memberName(target)}.${sessionsEnded(answer.sessions_revoked)}`);
-          }}>Remove member</button>{' '}
-          <button type="button" class="secondary" ref={cancelRemove} onClick={() => setRemoving(undefined)}>Cancel</button>
-        </div>
+        <Confirm key={removing.id} titleId="remove-member-title" action="Remove member" onCancel={() => setRemoving(undefined)} onConfirm={() => {
+          const target = removing;
+          setRemoving(undefined);
+          void act(() => api.removeMember(target.id), (answer) => `Removed ${memberName(target)}.${sessionsEnded(answer.sessions_revoked)}`);
+        }}>Remove <strong>{memberName(removing)}</strong> ({removing.role}) from the account? Their sessions of this account end at once.</Confirm>
       )}
       {editing && (
         <ChangeRole key={editing.id} member={editing} onCancel={() => setEditing(undefined)}

@@ -5,6 +5,7 @@ import { Pager, useKeysetPages } from './pager.js';
 import { utcTime } from './requests.js';
 import { TableWrap } from './table-wrap.js';
 import { useLoad } from './use-load.js';
+import { Confirm, Outcome, useResource } from './use-resource.js';
 
 const DELIVERIES_PER_PAGE = 20;
 /** The route's bound on a receiver's URL (docs/governance.md "Webhooks"). */
@@ -20,34 +21,15 @@ const time = (seconds: number | null) => (seconds === null ? '—' : utcTime(sec
 export function WebhooksView() {
   const allowed = mayDo('webhooks.read');
   const mayWrite = mayDo('webhooks.write');
-  const [generation, setGeneration] = useState(0);
-  const { data, error: loadError } = useLoad(() => (allowed ? api.webhooks() : Promise.resolve(undefined)), [generation, allowed]);
-  const [error, setError] = useState<string>();
-  const [notice, setNotice] = useState<string>();
+  const { data, error, notice, generation, reload, act, setAlert } = useResource(() => (allowed ? api.webhooks() : Promise.resolve(undefined)), [allowed]);
   const [created, setCreated] = useState<WebhookEndpoint>();
   const [deleting, setDeleting] = useState<WebhookEndpoint>();
   const [shownId, setShownId] = useState<string>();
-  const cancelDelete = useRef<HTMLButtonElement>(null);
   const copyButton = useRef<HTMLButtonElement>(null);
-  useEffect(() => { if (deleting) cancelDelete.current?.focus(); }, [deleting]);
   useEffect(() => { if (created) copyButton.current?.focus(); }, [created]);
 
   const endpoints = data?.data;
   const shown = endpoints?.find((endpoint) => endpoint.id === shownId);
-  const reload = () => setGeneration((count) => count + 1);
-
-  /** Runs one change, shows the route's refusal in its words, and reloads the list. */
-  const act = async (change: () => Promise<unknown>, done: string) => {
-    setError(undefined);
-    setNotice(undefined);
-    try {
-      await change();
-      setNotice(done);
-    } catch (failure) {
-      setError(errorText(failure));
-    }
-    reload();
-  };
 
   return (
     <>
@@ -56,8 +38,7 @@ export function WebhooksView() {
         {allowed && <button type="button" class="secondary" onClick={reload}>Refresh</button>}
       </div>
       {!allowed && <p role="status" class="card">Your role may not read the webhook endpoints; the account's owners, admins and billing may.</p>}
-      {(error ?? loadError) && <p role="alert" class="error">{error ?? loadError}</p>}
-      {notice && <p role="status" class="success">{notice}</p>}
+      <Outcome error={error} notice={notice} />
       {created?.secret && (
         <div role="status" class="card notice">
           <p>Endpoint <code class="url">{created.url}</code> created. Copy its signing secret now: it is not shown again.
@@ -68,16 +49,12 @@ export function WebhooksView() {
         </div>
       )}
       {deleting && (
-        <div role="alertdialog" aria-labelledby="delete-webhook-title" class="card notice">
-          <p id="delete-webhook-title">Delete the endpoint <code class="url">{deleting.url}</code>? Its deliveries, pending ones too, are deleted with it; this cannot be undone.</p>
-          <button type="button" class="danger" onClick={() => {
-            const target = deleting;
-            setDeleting(undefined);
-            if (shownId === target.id) setShownId(undefined);
-            void act(() => api.deleteWebhook(target.id), `Deleted the endpoint ${target.url}.`);
-          }}>Delete endpoint</button>{' '}
-          <button type="button" class="secondary" ref={cancelDelete} onClick={() => setDeleting(undefined)}>Cancel</button>
-        </div>
+        <Confirm key={deleting.id} titleId="delete-webhook-title" action="Delete endpoint" onCancel={() => setDeleting(undefined)} onConfirm={() => {
+          const target = deleting;
+          setDeleting(undefined);
+          if (shownId === target.id) setShownId(undefined);
+          void act(() => api.deleteWebhook(target.id), `Deleted the endpoint ${target.url}.`);
+        }}>Delete the endpoint <code class="url">{deleting.url}</code>? Its deliveries, pending ones too, are deleted with it; this cannot be undone.</Confirm>
       )}
       {allowed && (
         <section aria-labelledby="webhooks-title" class="card">
@@ -120,8 +97,7 @@ export function WebhooksView() {
             `Delivery ${delivery.id} is pending again, with a fresh set of attempts.`)} />
       )}
       {mayWrite && (
-        <CreateWebhook onCreated={(endpoint) => { setNotice(undefined); setError(undefined); setCreated(endpoint); reload(); }}
-          onError={(message) => { setNotice(undefined); setError(message); }} />
+        <CreateWebhook onCreated={(endpoint) => { setAlert(undefined); setCreated(endpoint); reload(); }} onError={setAlert} />
       )}
     </>
   );

@@ -1,11 +1,10 @@
 import type { Request, Response } from 'express';
 import { z } from 'zod';
-import type { Batch, JobsServiceClient } from '@gateway/proto';
-import type { PromiseClient } from '@gateway/platform';
+import type { Batch } from '@gateway/proto';
 import type { EdgeContext } from '../context.js';
 import { edgeErrors } from '../errors.js';
 import { readJsonBody, sendJson } from '../http.js';
-import { presentedApiKey } from '../inference/credentials.js';
+import { jobsOf, verifyCallerKey } from './caller.js';
 import { requestIdOf } from '../request-id.js';
 import { parseWith } from '../account/account-schemas.js';
 
@@ -33,11 +32,6 @@ const listQuery = z.strictObject({
   limit: z.coerce.number().int().min(1).max(100).optional(),
   after: z.string().max(100).optional(),
 });
-
-function jobsOf(context: EdgeContext, request: Request): PromiseClient<JobsServiceClient> {
-  if (!context.jobs) throw edgeErrors.routeNotFound(request.method, request.path);
-  return context.jobs;
-}
 
 const orNull = (seconds: bigint) => (seconds === 0n ? null : Number(seconds));
 
@@ -72,12 +66,6 @@ export function renderBatch(batch: Batch): Record<string, unknown> {
   };
 }
 
-async function callerKey(context: EdgeContext, request: Request, response: Response) {
-  const key = presentedApiKey(request);
-  if (key === undefined) throw edgeErrors.missingApiKey();
-  return context.apiKeys.verify(key, requestIdOf(response));
-}
-
 function batchIdOf(request: Request): string {
   const id = request.params.batchId;
   if (typeof id !== 'string' || !BATCH_ID.safeParse(id).success) throw edgeErrors.notFound('No such batch.');
@@ -87,7 +75,7 @@ function batchIdOf(request: Request): string {
 export function createBatchHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
     const jobs = jobsOf(context, request);
-    const key = await callerKey(context, request, response);
+    const key = await verifyCallerKey(context, request, response);
     const body = parseWith(createBody, 'body', await readJsonBody(request, { ...context.bodyLimits, maxBytes: CREATE_BODY_MAX_BYTES }));
     const metadata = body.metadata ?? {};
     if (Object.keys(metadata).length > 16) throw edgeErrors.invalidRequest('body.metadata: at most 16 pairs.', 'metadata');
@@ -102,7 +90,7 @@ export function createBatchHandler(context: EdgeContext) {
 export function getBatchHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
     const jobs = jobsOf(context, request);
-    const key = await callerKey(context, request, response);
+    const key = await verifyCallerKey(context, request, response);
     const answer = await jobs.getBatch({ accountId: key.accountId, batchId: batchIdOf(request) }, { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS });
     sendJson(response, 200, renderBatch(answer.batch!));
   };
@@ -111,7 +99,7 @@ export function getBatchHandler(context: EdgeContext) {
 export function cancelBatchHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
     const jobs = jobsOf(context, request);
-    const key = await callerKey(context, request, response);
+    const key = await verifyCallerKey(context, request, response);
     const answer = await jobs.cancelBatch({ accountId: key.accountId, batchId: batchIdOf(request) }, { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS });
     sendJson(response, 200, renderBatch(answer.batch!));
   };
@@ -120,7 +108,7 @@ export function cancelBatchHandler(context: EdgeContext) {
 export function listBatchesHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
     const jobs = jobsOf(context, request);
-    const key = await callerKey(context, request, response);
+    const key = await verifyCallerKey(context, request, response);
     const query = parseWith(listQuery, 'query', request.query);
     const page = await jobs.listBatches({ accountId: key.accountId, limit: query.limit ?? 0, after: query.after ?? '', kind: 'batch', before: '' }, { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS });
     sendJson(response, 200, {

@@ -6,7 +6,7 @@ import type { PromiseClient } from '@gateway/platform';
 import type { EdgeContext } from '../context.js';
 import { edgeErrors } from '../errors.js';
 import { ClientGoneError, sendJson, watchBodyArrival } from '../http.js';
-import { presentedApiKey } from '../inference/credentials.js';
+import { jobsOf, verifyCallerKey } from './caller.js';
 import { requestIdOf } from '../request-id.js';
 import { abandonParser } from '../endpoints/multipart.js';
 import { parseWith } from '../account/account-schemas.js';
@@ -40,16 +40,8 @@ const listQuery = z.strictObject({
   order: z.enum(['asc', 'desc']).optional(),
 });
 
-function jobsOf(context: EdgeContext, request: Request): PromiseClient<JobsServiceClient> {
-  // Started without a jobs address (a partial stack): the routes do not exist there.
-  if (!context.jobs) throw edgeErrors.routeNotFound(request.method, request.path);
-  return context.jobs;
-}
-
 async function accountOf(context: EdgeContext, request: Request, response: Response): Promise<string> {
-  const key = presentedApiKey(request);
-  if (key === undefined) throw edgeErrors.missingApiKey();
-  return (await context.apiKeys.verify(key, requestIdOf(response))).accountId;
+  return (await verifyCallerKey(context, request, response)).accountId;
 }
 
 /** A path id that cannot be a file id is answered as an unknown file, before any call. */

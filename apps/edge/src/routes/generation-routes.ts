@@ -4,9 +4,10 @@ import { GENERATIONS_LIMIT_DEFAULT, generationsQuery, parseWith } from '../accou
 import type { EdgeContext } from '../context.js';
 import { edgeErrors } from '../errors.js';
 import { sendJson } from '../http.js';
-import { presentedApiKey, presentedProvisioningKey } from '../inference/credentials.js';
+import { presentedProvisioningKey } from '../inference/credentials.js';
 import { requestIdOf } from '../request-id.js';
 import { accountFor, verifyProvisioningKey } from './account-routes.js';
+import { verifyCallerKey } from './caller.js';
 import { hasMachineCredential, sessionFor } from '../sign-in/principal.js';
 
 /**
@@ -35,9 +36,7 @@ async function callerAccount(context: EdgeContext, request: Request, response: R
   if (bearer !== undefined && bearer.startsWith(PROVISIONING_PREFIX)) {
     return (await verifyProvisioningKey(context, request, response)).accountId;
   }
-  const key = presentedApiKey(request);
-  if (key === undefined) throw edgeErrors.missingApiKey();
-  return (await context.apiKeys.verify(key, requestIdOf(response))).accountId;
+  return (await verifyCallerKey(context, request, response)).accountId;
 }
 
 export function generationHandler(context: EdgeContext) {

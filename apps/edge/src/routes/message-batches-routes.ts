@@ -6,7 +6,7 @@ import type { CatalogModel } from '../catalog-cache.js';
 import type { EdgeContext } from '../context.js';
 import { EdgeError, edgeErrors, messagesErrorType } from '../errors.js';
 import { readJsonBody, sendJson } from '../http.js';
-import { presentedApiKey } from '../inference/credentials.js';
+import { jobsOf, verifyCallerKey } from './caller.js';
 import { resolveModel } from '../inference/model-resolution.js';
 import { checkContextWindow, fitsContextWindow, measurePrompt } from '../inference/request-bounds.js';
 import { hasRoutingChoices } from '../inference/routing-choices.js';
@@ -49,17 +49,6 @@ const listQuery = z.strictObject({
   after_id: z.string().max(100).optional(),
   before_id: z.string().max(100).optional(),
 });
-
-function jobsOf(context: EdgeContext, request: Request): PromiseClient<JobsServiceClient> {
-  if (!context.jobs) throw edgeErrors.routeNotFound(request.method, request.path);
-  return context.jobs;
-}
-
-async function callerKey(context: EdgeContext, request: Request, response: Response) {
-  const key = presentedApiKey(request);
-  if (key === undefined) throw edgeErrors.missingApiKey();
-  return context.apiKeys.verify(key, requestIdOf(response));
-}
 
 function batchIdOf(request: Request): string {
   const id = request.params.batchId;
@@ -122,7 +111,7 @@ function inRequest(index: number, error: unknown): unknown {
 export function createMessageBatchHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
     const jobs = jobsOf(context, request);
-    const key = await callerKey(context, request, response);
+    const key = await verifyCallerKey(context, request, response);
     const body = parseWith(createBody, 'body', await readJsonBody(request, { ...context.bodyLimits, maxBytes: MESSAGE_BATCH_MAX_BYTES }));
     const seen = new Set<string>();
     const items: MessageBatchRequestItem[] = [];
@@ -157,7 +146,7 @@ export function createMessageBatchHandler(context: EdgeContext) {
 export function getMessageBatchHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
     const jobs = jobsOf(context, request);
-    const key = await callerKey(context, request, response);
+    const key = await verifyCallerKey(context, request, response);
     const answer = await jobs.getBatch({ accountId: key.accountId, batchId: batchIdOf(request) }, { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS });
     sendJson(response, 200, renderMessageBatch(answer.batch!, originOf(context, request)));
   };
@@ -166,7 +155,7 @@ export function getMessageBatchHandler(context: EdgeContext) {
 export function cancelMessageBatchHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
     const jobs = jobsOf(context, request);
-    const key = await callerKey(context, request, response);
+    const key = await verifyCallerKey(context, request, response);
     const answer = await jobs.cancelBatch({ accountId: key.accountId, batchId: batchIdOf(request) }, { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS });
     sendJson(response, 200, renderMessageBatch(answer.batch!, originOf(context, request)));
   };
@@ -175,7 +164,7 @@ export function cancelMessageBatchHandler(context: EdgeContext) {
 export function deleteMessageBatchHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
     const jobs = jobsOf(context, request);
-    const key = await callerKey(context, request, response);
+    const key = await verifyCallerKey(context, request, response);
     const id = batchIdOf(request);
     await jobs.deleteBatch({ accountId: key.accountId, batchId: id }, { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS });
     sendJson(response, 200, { id, type: 'message_batch_deleted' });
@@ -185,7 +174,7 @@ export function deleteMessageBatchHandler(context: EdgeContext) {
 export function listMessageBatchesHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
     const jobs = jobsOf(context, request);
-    const key = await callerKey(context, request, response);
+    const key = await verifyCallerKey(context, request, response);
     const query = parseWith(listQuery, 'query', request.query);
     if (query.after_id !== undefined && query.before_id !== undefined) throw edgeErrors.invalidRequest('query: give after_id or before_id, not both', 'before_id');
     const cursorOk = (id: string | undefined) => id === undefined || MESSAGE_BATCH_ID.test(id);
@@ -211,7 +200,7 @@ export function listMessageBatchesHandler(context: EdgeContext) {
 export function messageBatchResultsHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
     const jobs = jobsOf(context, request);
-    const key = await callerKey(context, request, response);
+    const key = await verifyCallerKey(context, request, response);
     const batchId = batchIdOf(request);
     const requestId = requestIdOf(response);
     let page = await jobs.listMessageBatchResults({ accountId: key.accountId, batchId, fromIndex: 0, limit: RESULTS_PAGE }, { requestId, deadlineMs: CALL_DEADLINE_MS });

@@ -5,7 +5,7 @@ import type { EdgeContext } from '../context.js';
 import { edgeErrors } from '../errors.js';
 import { sendJson } from '../http.js';
 import { HttpAnswer } from '../inference/answer-sink.js';
-import { presentedApiKey } from '../inference/credentials.js';
+import { verifyCallerKey } from './caller.js';
 import { requestIdOf } from '../request-id.js';
 import type { StoredResponses } from '../dialects/responses/stored-responses.js';
 
@@ -32,9 +32,7 @@ const inputItemsQuery = z.object({
 });
 
 async function caller(context: EdgeContext, request: Request, response: Response): Promise<{ accountId: string; store: StoredResponses; id: string }> {
-  const key = presentedApiKey(request);
-  if (key === undefined) throw edgeErrors.missingApiKey();
-  const { accountId } = await context.apiKeys.verify(key, requestIdOf(response));
+  const { accountId } = await verifyCallerKey(context, request, response);
   const id = request.params.id;
   if (typeof id !== 'string' || id === '' || id.length > ID_MAX_LENGTH) throw edgeErrors.responseNotFound(typeof id === 'string' ? id : '');
   const store = context.storedResponses;

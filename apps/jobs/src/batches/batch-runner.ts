@@ -6,6 +6,7 @@ import {
   type RouterServiceClient, type Usage,
 } from '@gateway/proto';
 import type { BatchesTable, JobsDatabase } from '../jobs-schema.js';
+import { claimLeased, LeasedWorkLoop, leaseUntil } from '../leased-work-loop.js';
 import { generatedFileId, type Files } from '../files/files.js';
 import type { PriorityGate } from '../priority-gate.js';
 import {
@@ -306,14 +307,10 @@ function classify(error: unknown): { transient: boolean; status: number; type: s
 }
 
 export class BatchRunner {
-  private readonly running = new Map<string, Promise<void>>();
-  private readonly runningPerAccount = new Map<string, number>();
+  /** The lines running on this replica, each with its batch's account. */
+  private readonly loop: LeasedWorkLoop<string>;
   /** Batches this replica is validating or finalizing (their leases are renewed with the lines'). */
   private readonly heldBatches = new Set<string>();
-  private timer: NodeJS.Timeout | undefined;
-  private heartbeat: NodeJS.Timeout | undefined;
-  private ticking = false;
-  private stopped = false;
   private readonly models = new Map<string, { model: Model | undefined; at: number }>();
 
   constructor(
@@ -323,61 +320,51 @@ export class BatchRunner {
     private readonly options: BatchRunnerOptions,
     private readonly logger: Logger,
     /** Other lower-priority work running on this replica (background responses): it shares `concurrency`. */
-    private readonly otherRunning: () => number = () => 0,
+    otherRunning: () => number = () => 0,
     /** How much of `concurrency` interactive traffic leaves to lower-priority work now (priority-gate.ts). */
-    private readonly gate?: PriorityGate,
-  ) {}
+    gate?: PriorityGate,
+  ) {
+    const work = { round: () => this.round(), renew: () => this.renewLeases() };
+    this.loop = new LeasedWorkLoop({ ...options, name: 'batch runner' }, work, logger, otherRunning, gate);
+  }
 
   /** Lines running on this replica now (background responses count them against the shared budget). */
   get runningCount(): number {
-    return this.running.size;
+    return this.loop.runningCount;
   }
 
   start(): void {
-    this.timer = setInterval(() => void this.tick(), this.options.pollIntervalMs);
-    this.timer.unref();
-    this.heartbeat = setInterval(() => void this.renewLeases(), Math.max(100, Math.floor(this.options.leaseMs / 3)));
-    this.heartbeat.unref();
-    void this.tick();
+    this.loop.start();
   }
 
   /** Stops taking work; lines running finish (their leases lapse otherwise, and another replica takes them). */
-  async stop(graceMs = 10_000): Promise<void> {
-    this.stopped = true;
-    clearInterval(this.timer);
-    let bound: NodeJS.Timeout | undefined;
-    await Promise.race([Promise.allSettled([...this.running.values()]), new Promise((resolve) => { bound = setTimeout(resolve, graceMs); })]);
-    clearTimeout(bound);
-    clearInterval(this.heartbeat);
+  stop(graceMs?: number): Promise<void> {
+    return this.loop.stop(graceMs);
   }
 
   /** One round: validate, finalize, expire, then fill free slots with lines. */
-  async tick(): Promise<void> {
-    if (this.ticking || this.stopped) return;
-    this.ticking = true;
-    try {
-      await this.validateOne();
-      await this.finalizeReady();
-      await this.claimLines();
-    } catch (error) {
-      this.logger.warn({ err: error }, 'batch runner round failed; retried next round');
-    } finally {
-      this.ticking = false;
-    }
+  tick(): Promise<void> {
+    return this.loop.tick();
+  }
+
+  private async round(): Promise<void> {
+    await this.validateOne();
+    await this.finalizeReady();
+    await this.claimLines();
   }
 
   private async renewLeases(): Promise<void> {
-    const lease = this.options.leaseMs / 1000;
-    if (this.running.size > 0) {
+    const lease = leaseUntil(this.options.leaseMs);
+    if (this.loop.runningCount > 0) {
       await sql`
-        update batch_lines set lease_expires_at = now() + make_interval(secs => ${lease})
+        update batch_lines set lease_expires_at = ${lease}
         where lease_owner = ${this.options.replicaId} and status = 'pending'`.execute(this.db)
         .catch((error: unknown) => this.logger.warn({ err: error }, 'renewing line leases failed'));
     }
     // A long validation (a large input file) or finalization keeps its batch: no second replica starts it again.
     if (this.heldBatches.size > 0) {
       await sql`
-        update batches set lease_expires_at = now() + make_interval(secs => ${lease})
+        update batches set lease_expires_at = ${lease}
         where id = any(${[...this.heldBatches]}) and lease_owner = ${this.options.replicaId}`.execute(this.db)
         .catch((error: unknown) => this.logger.warn({ err: error }, 'renewing batch leases failed'));
     }
@@ -403,7 +390,7 @@ export class BatchRunner {
   /** Takes one batch in `validating` (lease), checks every line, stores them, and starts it — or fails it. */
   private async validateOne(): Promise<void> {
     const claimed = await sql<BatchesTable>`
-      update batches set lease_owner = ${this.options.replicaId}, lease_expires_at = now() + make_interval(secs => ${this.options.leaseMs / 1000})
+      update batches set lease_owner = ${this.options.replicaId}, lease_expires_at = ${leaseUntil(this.options.leaseMs)}
       where id = (select id from batches where status = 'validating' and (lease_expires_at is null or lease_expires_at < now())
                   order by created_at limit 1 for update skip locked)
       returning *`.execute(this.db);
@@ -514,27 +501,27 @@ export class BatchRunner {
   // ---------------------------------------------------------------- lines
 
   private async claimLines(): Promise<void> {
-    const busy = this.running.size + this.otherRunning();
-    let free = (this.gate?.allowance(this.options.concurrency, busy) ?? this.options.concurrency) - busy;
-    if (free <= 0 || this.stopped) return;
+    let free = this.loop.free();
+    if (free <= 0) return;
     const batches = await sql<BatchesTable>`
       select * from batches where status = 'in_progress' order by created_at limit 100`.execute(this.db);
     for (const batch of batches.rows) {
       if (free <= 0) break;
       if (batch.expires_at.getTime() <= Date.now()) continue;
-      const accountFree = this.options.perAccountConcurrency - (this.runningPerAccount.get(batch.account_id) ?? 0);
-      const wanted = Math.min(free, accountFree);
+      const accountRunning = this.loop.values().filter((account) => account === batch.account_id).length;
+      const wanted = Math.min(free, this.options.perAccountConcurrency - accountRunning);
       if (wanted <= 0) continue;
-      const claimed = await sql<{ line_index: number; custom_id: string; body: LineBody; attempts: number }>`
-        with picked as (
-          select batch_id, line_index from batch_lines
-          where batch_id = ${batch.id} and status = 'pending' and (lease_expires_at is null or lease_expires_at < now())
-          order by line_index limit ${wanted} for update skip locked)
-        update batch_lines l set lease_owner = ${this.options.replicaId}, lease_expires_at = now() + make_interval(secs => ${this.options.leaseMs / 1000}),
-          attempts = l.attempts + 1
-        from picked where l.batch_id = picked.batch_id and l.line_index = picked.line_index
-        returning l.line_index, l.custom_id, l.body, l.attempts`.execute(this.db);
-      for (const row of claimed.rows) {
+      const claimed = await claimLeased<{ line_index: number; custom_id: string; body: LineBody; attempts: number }>(this.db, {
+        table: 'batch_lines',
+        keys: ['batch_id', 'line_index'],
+        where: sql`batch_id = ${batch.id} and status = 'pending'`,
+        orderBy: 'line_index',
+        limit: wanted,
+        owner: this.options.replicaId,
+        leaseMs: this.options.leaseMs,
+        returning: ['line_index', 'custom_id', 'body', 'attempts'],
+      });
+      for (const row of claimed) {
         free--;
         this.launch({ batch, lineIndex: row.line_index, customId: row.custom_id, body: row.body, attempts: row.attempts });
       }
@@ -542,21 +529,8 @@ export class BatchRunner {
   }
 
   private launch(line: ClaimedLine): void {
-    const key = `${line.batch.id}:${line.lineIndex}`;
-    const account = line.batch.account_id;
-    this.gate?.started(this.options.concurrency);
-    this.runningPerAccount.set(account, (this.runningPerAccount.get(account) ?? 0) + 1);
-    const done = this.runLine(line)
-      .catch((error: unknown) => this.logger.warn({ err: error, batch: line.batch.id, line: line.lineIndex }, 'batch line failed to record; its lease lapses and it runs again'))
-      .finally(() => {
-        this.running.delete(key);
-        const left = (this.runningPerAccount.get(account) ?? 1) - 1;
-        if (left <= 0) this.runningPerAccount.delete(account);
-        else this.runningPerAccount.set(account, left);
-        // Room again: look for more at once rather than at the next poll.
-        if (!this.stopped) void this.tick();
-      });
-    this.running.set(key, done);
+    this.loop.launch(`${line.batch.id}:${line.lineIndex}`, line.batch.account_id, () => this.runLine(line), (error: unknown) =>
+      this.logger.warn({ err: error, batch: line.batch.id, line: line.lineIndex }, 'batch line failed to record; its lease lapses and it runs again'));
   }
 
   private async runLine(line: ClaimedLine): Promise<void> {
@@ -797,7 +771,7 @@ export class BatchRunner {
       order by b.created_at limit 10`.execute(this.db);
     for (const candidate of candidates.rows) {
       const claimed = await sql<BatchesTable>`
-        update batches set lease_owner = ${this.options.replicaId}, lease_expires_at = now() + make_interval(secs => ${this.options.leaseMs / 1000}),
+        update batches set lease_owner = ${this.options.replicaId}, lease_expires_at = ${leaseUntil(this.options.leaseMs)},
           finalizing_at = case when status = 'in_progress' and expires_at > now() then now() else finalizing_at end,
           status = case when status = 'in_progress' and expires_at > now() then 'finalizing' else status end
         where id = ${candidate.id} and (lease_expires_at is null or lease_expires_at < now()) and status = ${candidate.status}

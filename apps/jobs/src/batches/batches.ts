@@ -113,17 +113,7 @@ export class Batches {
     });
     if (input.purpose !== 'batch') throw errors.invalidRequest("input_file_id: the file's purpose must be batch", 'input_file_id');
     const id = `batch_${randomBytes(12).toString('hex')}`;
-    const row = await this.db.transaction().execute(async (trx) => {
-      await sql`select pg_advisory_xact_lock(hashtext(${`jobs-batches:${request.accountId}`}))`.execute(trx);
-      const unfinished = await trx
-        .selectFrom('batches')
-        .select((select) => select.fn.countAll<string>().as('count'))
-        .where('account_id', '=', request.accountId)
-        .where('status', 'in', [...UNFINISHED_STATUSES])
-        .executeTakeFirstOrThrow();
-      if (Number(unfinished.count) >= this.limits.maxUnfinishedPerAccount) {
-        throw errors.invalidRequest(`the account already has ${this.limits.maxUnfinishedPerAccount} unfinished batches`, 'input_file_id', 'batches_limit_exceeded');
-      }
+    const row = await this.withinAccountCap(request.accountId, 'input_file_id', async (trx) => {
       const inserted = await sql<BatchesTable>`
         insert into batches (id, account_id, key_id, tier, endpoint, input_file_id, completion_window, status, metadata, expires_at)
         values (${id}, ${request.accountId}, ${request.keyId}, ${request.tier}, ${request.endpoint}, ${request.inputFileId}, ${request.completionWindow},
@@ -153,17 +143,7 @@ export class Batches {
       models.add(item.request.modelId);
     }
     const id = `msgbatch_${randomBytes(12).toString('hex')}`;
-    const row = await this.db.transaction().execute(async (trx) => {
-      await sql`select pg_advisory_xact_lock(hashtext(${`jobs-batches:${request.accountId}`}))`.execute(trx);
-      const unfinished = await trx
-        .selectFrom('batches')
-        .select((select) => select.fn.countAll<string>().as('count'))
-        .where('account_id', '=', request.accountId)
-        .where('status', 'in', [...UNFINISHED_STATUSES])
-        .executeTakeFirstOrThrow();
-      if (Number(unfinished.count) >= this.limits.maxUnfinishedPerAccount) {
-        throw errors.invalidRequest(`the account already has ${this.limits.maxUnfinishedPerAccount} unfinished batches`, 'requests', 'batches_limit_exceeded');
-      }
+    const row = await this.withinAccountCap(request.accountId, 'requests', async (trx) => {
       const inserted = await sql<BatchesTable>`
         insert into batches (id, kind, account_id, key_id, tier, endpoint, input_file_id, completion_window, status, metadata, expires_at, in_progress_at, total, model)
         values (${id}, 'messages', ${request.accountId}, ${request.keyId}, ${request.tier}, '/v1/messages', '', ${COMPLETION_WINDOW},
@@ -182,6 +162,26 @@ export class Batches {
       return inserted.rows[0]!;
     });
     return this.render(row);
+  }
+
+  /**
+   * Runs `insert` (a new batch) in a transaction holding the account's lock, so that creates of one
+   * account count its unfinished batches one at a time: past the cap, refused naming `param`.
+   */
+  private withinAccountCap<T>(accountId: string, param: string, insert: (trx: Kysely<JobsDatabase>) => Promise<T>): Promise<T> {
+    return this.db.transaction().execute(async (trx) => {
+      await sql`select pg_advisory_xact_lock(hashtext(${`jobs-batches:${accountId}`}))`.execute(trx);
+      const unfinished = await trx
+        .selectFrom('batches')
+        .select((select) => select.fn.countAll<string>().as('count'))
+        .where('account_id', '=', accountId)
+        .where('status', 'in', [...UNFINISHED_STATUSES])
+        .executeTakeFirstOrThrow();
+      if (Number(unfinished.count) >= this.limits.maxUnfinishedPerAccount) {
+        throw errors.invalidRequest(`the account already has ${this.limits.maxUnfinishedPerAccount} unfinished batches`, param, 'batches_limit_exceeded');
+      }
+      return insert(trx);
+    });
   }
 
   async get(accountId: string, batchId: string): Promise<Batch> {

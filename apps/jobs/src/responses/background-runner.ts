@@ -2,6 +2,7 @@ import { Cancellation, ErrorReason, formatCredits, GatewayError, GrpcStatus, typ
 import { sql, type Kysely } from '@gateway/platform/db';
 import { ChatRequest, ChatResponse, type UsageEvent } from '@gateway/proto';
 import type { BatchClients } from '../batches/batch-runner.js';
+import { claimLeased, LeasedWorkLoop, leaseUntil } from '../leased-work-loop.js';
 import type { BackgroundResponsesTable } from './background-responses.js';
 import type { PriorityGate } from '../priority-gate.js';
 import { RecordsBoundExceeded, type BackgroundEvents, type RecordWriter } from './background-events.js';
@@ -83,11 +84,7 @@ function classify(error: unknown): Failure & { transient: boolean } {
 }
 
 export class BackgroundRunner {
-  private readonly running = new Map<string, { done: Promise<void>; cancel: Cancellation }>();
-  private timer: NodeJS.Timeout | undefined;
-  private heartbeat: NodeJS.Timeout | undefined;
-  private ticking = false;
-  private stopped = false;
+  private readonly loop: LeasedWorkLoop<Cancellation>;
 
   constructor(
     private readonly db: Kysely<{ background_responses: BackgroundResponsesTable }>,
@@ -95,71 +92,60 @@ export class BackgroundRunner {
     private readonly options: BackgroundRunnerOptions,
     private readonly logger: Logger,
     /** Batch lines running on this replica: they share `concurrency`. */
-    private readonly otherRunning: () => number,
+    otherRunning: () => number,
     /** Where the run's stream is recorded. */
     private readonly events: BackgroundEvents,
     /** How much of `concurrency` interactive traffic leaves to lower-priority work now (priority-gate.ts). */
-    private readonly gate?: PriorityGate,
-  ) {}
+    gate?: PriorityGate,
+  ) {
+    this.loop = new LeasedWorkLoop({ ...options, name: 'background runner' }, { round: () => this.claim(), renew: () => this.renew() }, logger, otherRunning, gate);
+  }
 
   /** Runs on this replica now (the batch runner counts them against the shared budget). */
   get runningCount(): number {
-    return this.running.size;
+    return this.loop.runningCount;
   }
 
   start(): void {
-    this.timer = setInterval(() => void this.tick(), this.options.pollIntervalMs);
-    this.timer.unref();
-    this.heartbeat = setInterval(() => void this.renew(), Math.max(100, Math.floor(this.options.leaseMs / 3)));
-    this.heartbeat.unref();
-    void this.tick();
+    this.loop.start();
   }
 
-  async stop(graceMs = 10_000): Promise<void> {
-    this.stopped = true;
-    clearInterval(this.timer);
-    let bound: NodeJS.Timeout | undefined;
-    await Promise.race([Promise.allSettled([...this.running.values()].map((run) => run.done)), new Promise((resolve) => { bound = setTimeout(resolve, graceMs); })]);
-    clearTimeout(bound);
-    clearInterval(this.heartbeat);
+  stop(graceMs?: number): Promise<void> {
+    return this.loop.stop(graceMs);
   }
 
   /** A cancel this replica answered: its own run stops at once. */
   cancelled(accountId: string, responseId: string): void {
-    this.running.get(`${accountId}\n${responseId}`)?.cancel.abort();
+    this.loop.get(`${accountId}\n${responseId}`)?.abort();
   }
 
-  async tick(): Promise<void> {
-    if (this.ticking || this.stopped) return;
-    this.ticking = true;
-    try {
-      const busy = this.running.size + this.otherRunning();
-      const free = (this.gate?.allowance(this.options.concurrency, busy) ?? this.options.concurrency) - busy;
-      if (free <= 0) return;
-      const claimed = await sql<BackgroundResponsesTable>`
-        with picked as (
-          select account_id, response_id from background_responses
-          where status in ('queued', 'in_progress') and (lease_expires_at is null or lease_expires_at < now())
-          order by created_at limit ${free} for update skip locked)
-        update background_responses b set status = 'in_progress', attempts = b.attempts + 1, lease_owner = ${this.options.replicaId},
-          lease_expires_at = now() + make_interval(secs => ${this.options.leaseMs / 1000})
-        from picked where b.account_id = picked.account_id and b.response_id = picked.response_id
-        returning b.*`.execute(this.db);
-      for (const row of claimed.rows) this.launch(row);
-    } catch (error) {
-      this.logger.warn({ err: error }, 'background runner round failed; retried next round');
-    } finally {
-      this.ticking = false;
-    }
+  tick(): Promise<void> {
+    return this.loop.tick();
+  }
+
+  private async claim(): Promise<void> {
+    const free = this.loop.free();
+    if (free <= 0) return;
+    const claimed = await claimLeased<BackgroundResponsesTable>(this.db, {
+      table: 'background_responses',
+      keys: ['account_id', 'response_id'],
+      where: sql`status in ('queued', 'in_progress')`,
+      orderBy: 'created_at',
+      limit: free,
+      owner: this.options.replicaId,
+      leaseMs: this.options.leaseMs,
+      set: sql`status = 'in_progress'`,
+    });
+    for (const row of claimed) this.launch(row);
   }
 
   /** Keeps this replica's leases, and stops runs cancelled through another replica. */
   private async renew(): Promise<void> {
-    if (this.running.size === 0) return;
+    if (this.loop.runningCount === 0) return;
     try {
       const mine = await sql<{ account_id: string; response_id: string; status: string }>`
-        update background_responses set lease_expires_at = case when status = 'in_progress' then now() + make_interval(secs => ${this.options.leaseMs / 1000}) else lease_expires_at end
-        where lease_owner = ${this.options.replicaId} and status in ('in_progress', 'cancelled') and response_id = any(${[...this.running.keys()].map((key) => key.split('\n')[1]!)})
+        update background_responses set lease_expires_at = case when status = 'in_progress' then ${leaseUntil(this.options.leaseMs)} else lease_expires_at end
+        where lease_owner = ${this.options.replicaId} and status in ('in_progress', 'cancelled') and response_id = any(${this.loop.keys().map((key) => key.split('\n')[1]!)})
         returning account_id, response_id, status`.execute(this.db);
       for (const row of mine.rows) if (row.status === 'cancelled') this.cancelled(row.account_id, row.response_id);
     } catch (error) {
@@ -168,16 +154,9 @@ export class BackgroundRunner {
   }
 
   private launch(row: BackgroundResponsesTable): void {
-    const key = `${row.account_id}\n${row.response_id}`;
     const cancel = new Cancellation();
-    this.gate?.started(this.options.concurrency);
-    const done = this.run(row, cancel)
-      .catch((error: unknown) => this.logger.warn({ err: error, response: row.response_id }, 'background response failed to record; its lease lapses and it runs again'))
-      .finally(() => {
-        this.running.delete(key);
-        if (!this.stopped) void this.tick();
-      });
-    this.running.set(key, { done, cancel });
+    this.loop.launch(`${row.account_id}\n${row.response_id}`, cancel, () => this.run(row, cancel), (error: unknown) =>
+      this.logger.warn({ err: error, response: row.response_id }, 'background response failed to record; its lease lapses and it runs again'));
   }
 
   private async run(row: BackgroundResponsesTable, cancel: Cancellation): Promise<void> {
