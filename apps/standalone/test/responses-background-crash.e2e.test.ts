@@ -10,6 +10,7 @@ import {
   createTestBus, createTestDatabase, eventually, startFakeUpstream, TEST_ADMIN_TOKEN, TEST_INTERNAL_TOKEN, type FakeUpstream, type TestBus, type TestDatabase,
 } from '@gateway/testing';
 import { createAccountKey, startProcessStack, type ProcessStack } from './process-stack.js';
+import { oneTextModelCatalog } from './background-harness.js';
 
 // The jobs service as its own OS process, SIGKILLed while background responses run, and started again:
 // the runs it held are taken up once their leases lapse, every response ends completed with its
@@ -22,30 +23,7 @@ const COMPLETION_TOKENS = 5;
 const COST = BigInt(PROMPT_TOKENS) * parseCredits('0.000002') + BigInt(COMPLETION_TOKENS) * parseCredits('0.000004');
 const RESPONSES = 4;
 
-function catalog(upstream: FakeUpstream): string {
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-  - { id: upstream-one, kind: openai, base_url: ${upstream.url}, api_key_env: BG_CRASH_KEY }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 600 } }
-models:
-  - id: ${MODEL}
-    owned_by: testco
-    created: 1767225600
-    context_window: 8000
-    max_output_tokens: 100
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [temperature, max_completion_tokens]
-    pricing: { per_input_token: "0.000002", per_output_token: "0.000004" }
-    limit_group: default
-    offers:
-      - { provider: upstream-one, upstream_model: bg-crash-upstream, endpoints: [chat.completions, responses] }
-`;
-}
+const catalog = (upstream: FakeUpstream) => oneTextModelCatalog({ model: MODEL, upstreamModel: 'bg-crash-upstream', upstreamUrl: upstream.url, keyEnv: 'BG_CRASH_KEY', priceIn: '0.000002', priceOut: '0.000004' });
 
 describe('a jobs process killed while background responses run', () => {
   let database: TestDatabase;

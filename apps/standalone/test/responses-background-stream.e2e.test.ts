@@ -3,7 +3,8 @@ import OpenAI from 'openai';
 import { createClient, parseCredits, type PromiseClient } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
-import { ctlJson, startStackOnCatalog, type StackOnCatalog } from './configured-stack.js';
+import { startStackOnCatalog, type StackOnCatalog } from './configured-stack.js';
+import { oneTextModelCatalog, openAiAccount } from './background-harness.js';
 
 // Background responses streamed (docs/stored-responses.md "Streaming a background response") with the
 // real `openai` client: `responses.create({background: true, stream: true})` read to the end, a reader
@@ -19,30 +20,7 @@ const PRICE_OUT = '0.000002';
 const COST = BigInt(PROMPT_TOKENS) * parseCredits(PRICE_IN) + BigInt(COMPLETION_TOKENS) * parseCredits(PRICE_OUT);
 const TEXT = 'one two three four five six seven eight';
 
-function catalog(upstream: FakeUpstream): string {
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-  - { id: upstream-one, kind: openai, base_url: ${upstream.url}, api_key_env: BG_STREAM_KEY }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 600 } }
-models:
-  - id: ${MODEL}
-    owned_by: testco
-    created: 1767225600
-    context_window: 8000
-    max_output_tokens: 100
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [temperature, max_completion_tokens]
-    pricing: { per_input_token: "${PRICE_IN}", per_output_token: "${PRICE_OUT}" }
-    limit_group: default
-    offers:
-      - { provider: upstream-one, upstream_model: bg-stream-upstream, endpoints: [chat.completions, responses] }
-`;
-}
+const catalog = (upstream: FakeUpstream) => oneTextModelCatalog({ model: MODEL, upstreamModel: 'bg-stream-upstream', upstreamUrl: upstream.url, keyEnv: 'BG_STREAM_KEY', priceIn: PRICE_IN, priceOut: PRICE_OUT });
 
 type Event = OpenAI.Responses.ResponseStreamEvent;
 
@@ -56,11 +34,7 @@ describe('background responses streamed, end to end', () => {
   let client: OpenAI;
   let stranger: OpenAI;
 
-  const account = async (name: string, credits: string) => {
-    const created = await ctlJson(base.stack, 'accounts', 'create', '--name', name, '--credits', credits, '--tier', 'tier-1', '--json');
-    const apiKey = (await ctlJson(base.stack, 'keys', 'create', created.account_id!, '--name', `${name}-key`, '--json')).api_key!;
-    return { accountId: created.account_id!, client: new OpenAI({ baseURL: `${base.stack.url}/v1`, apiKey, maxRetries: 0, timeout: 30_000 }) };
-  };
+  const account = (name: string, credits: string) => openAiAccount(base.stack, name, credits);
   const balance = async (id: string) => parseCredits((await ledger.getBalance({ accountId: id })).balance);
   const charges = async (id: string) => {
     const activity = await ledger.getActivity({ accountId: id, days: 30, keyId: '' });

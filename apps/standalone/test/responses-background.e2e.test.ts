@@ -7,6 +7,7 @@ import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
 import { catalogYaml, tokenPricing, type CatalogModel } from './catalog-yaml.js';
 import { ctlJson, startStackOnCatalog, type StackOnCatalog } from './configured-stack.js';
+import { openAiAccount } from './background-harness.js';
 
 // Background responses (`background: true`, docs/stored-responses.md) end to end: the edge answers
 // `queued` at once, the jobs service runs the request through routing (admission, the provider, usage
@@ -53,11 +54,7 @@ describe('background responses, end to end', () => {
   let stranger: OpenAI;
   let broke: { client: OpenAI; accountId: string };
 
-  const account = async (name: string, credits: string) => {
-    const created = await ctlJson(base.stack, 'accounts', 'create', '--name', name, '--credits', credits, '--tier', 'tier-1', '--json');
-    const apiKey = (await ctlJson(base.stack, 'keys', 'create', created.account_id!, '--name', `${name}-key`, '--json')).api_key!;
-    return { accountId: created.account_id!, client: new OpenAI({ baseURL: `${base.stack.url}/v1`, apiKey, maxRetries: 0, timeout: 30_000 }) };
-  };
+  const account = (name: string, credits: string) => openAiAccount(base.stack, name, credits);
   const balance = async (id: string) => parseCredits((await ledger.getBalance({ accountId: id })).balance);
   const charges = async (id: string) => {
     const activity = await ledger.getActivity({ accountId: id, days: 30, keyId: '' });
