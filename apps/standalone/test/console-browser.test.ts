@@ -9,6 +9,9 @@ import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatCredits, parseCredits } from '@gateway/platform';
 import { eventually, npmStartBanner, repositoryRoot, startNpmStart, type NpmStart } from '@gateway/testing';
+
+/** The event types the webhook form ticks besides budget.threshold_crossed and credits.topped_up. */
+const OTHER_EVENT_TYPES = ['balance.low', 'api_key.created', 'api_key.disabled', 'api_key.deleted', 'api_key.expired', 'batch.completed'] as const;
 import { stopProcessesMentioning } from './leftover-processes.js';
 
 // The web console (apps/console) in Debian's Chromium (.ci/run installs it) against `npm start` as a user
@@ -533,9 +536,9 @@ describe('web console in a real browser', () => {
     await page.getByRole('heading', { name: 'Audit log', level: 1 }).waitFor();
     expect(new URL(page.url()).pathname).toBe('/console/audit');
     const audit = page.getByRole('table', { name: 'Audit log' });
-    await expect.poll(async () => (await audit.getByRole('row').nth(1).getByRole('cell').allTextContents())[2]).toBe('budget.delete');
+    await expect.poll(async () => (await audit.getByRole('row').nth(1).getByRole('cell').allTextContents())[2]).toBe('low_balance.clear');
     const actions = await audit.getByRole('row').evaluateAll((rows) => rows.slice(1).map((row) => (row as unknown as { cells: { textContent: string }[] }).cells[2]!.textContent));
-    expect(actions.slice(0, 4)).toEqual(['budget.delete', 'budget.update', 'budget.create', 'budget.create']);
+    expect(actions.slice(0, 6)).toEqual(['low_balance.clear', 'low_balance.set', 'budget.delete', 'budget.update', 'budget.create', 'budget.create']);
     expect(actions).toContain('api_key.create');
     const update = audit.getByRole('row').filter({ hasText: 'budget.update' });
     const updateCells = await update.getByRole('cell').allTextContents();
@@ -694,10 +697,14 @@ describe('web console in a real browser', () => {
       await page.getByRole('heading', { name: 'Webhooks', level: 1 }).waitFor();
       await page.getByText('No endpoints yet.').waitFor();
       // No event type ticked: the page says so and sends nothing; a receiver with credentials: the route's refusal.
+      /** Unticks event types in the new endpoint's form (every type is ticked when the form opens). */
+      const untick = async (types: readonly string[]) => {
+        for (const type of types) await page.getByLabel(type).uncheck();
+      };
       await page.getByLabel('URL').fill(okUrl);
       await page.getByLabel('budget.threshold_crossed').uncheck();
       await page.getByLabel('credits.topped_up').uncheck();
-      await page.getByLabel('balance.low').uncheck();
+      await untick(OTHER_EVENT_TYPES);
       await page.getByRole('button', { name: 'Create endpoint' }).click();
       await expect.poll(() => page.getByRole('alert').textContent()).toBe('Choose at least one event type.');
       await page.getByLabel('credits.topped_up').check();
@@ -720,7 +727,7 @@ describe('web console in a real browser', () => {
       // The list over the API has both endpoints' settings and never the secret.
       await page.getByLabel('URL').fill(failingUrl);
       await page.getByLabel('budget.threshold_crossed').uncheck();
-      await page.getByLabel('balance.low').uncheck();
+      await untick(OTHER_EVENT_TYPES);
       await page.getByRole('button', { name: 'Create endpoint' }).click();
       const failingSecret = (await page.getByTestId('webhook-secret').textContent())!;
       expect(failingSecret).not.toBe(okSecret);
