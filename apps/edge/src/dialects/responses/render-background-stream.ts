@@ -9,6 +9,7 @@ import { responsesDialect } from './responses-dialect.js';
 import type { ResponsesRequest } from './responses-schema.js';
 import { ResponsesStreamWriter } from './responses-stream-writer.js';
 import { markStored } from './stored-marks.js';
+import type { EventSource, StreamRun } from './background-stream-types.js';
 
 /*
  * A background response streamed (docs/stored-responses.md "Streaming a background response"): both
@@ -30,10 +31,6 @@ const RECONNECT_DELAY_MS = 250;
 /** A follow lasts at most this long (a run's own bound is shorter); then the client resumes. */
 const FOLLOW_DEADLINE_MS = 60 * 60 * 1000;
 
-export type EventSource = (accountId: string, responseId: string, fromSeq: number, requestId: string, signal: Cancellation, deadlineMs: number) => AsyncIterable<StreamResponseEventsResponse>;
-
-/** Streams a background response into `sink` from after `startingAfter` (-1: from the start). */
-export type StreamRun = (sink: AnswerSink, request: { accountId: string; responseId: string; startingAfter: number; requestId: string; headers: Record<string, string> }) => Promise<void>;
 
 /** The events of one run, numbered from its records. */
 class RunRenderer {

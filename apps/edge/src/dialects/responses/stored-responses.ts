@@ -2,7 +2,7 @@ import type { BackgroundRun, ChatRequest, GetResponseResponse, ResponsesStoreSer
 import { ErrorReason, GrpcStatus, GatewayError, type Logger, type PromiseClient } from '@gateway/platform';
 import { edgeErrors } from '../../errors.js';
 import { echoed } from '../../echoed-value.js';
-import type { EventSource, StreamRun } from './render-background-stream.js';
+import type { EventSource, StreamRun } from './background-stream-types.js';
 
 /*
  * The edge's side of stored responses (issue 41 item 6, docs/stored-responses.md): a write-behind queue
