@@ -194,12 +194,8 @@ export interface OpenAIList<T> {
 /** The statuses in which a batch may still be cancelled (docs/jobs.md). */
 export const CANCELLABLE_BATCH_STATUSES: readonly string[] = ['validating', 'in_progress'];
 
-/** The events an endpoint may subscribe to (docs/governance.md "Webhooks"). */
-export const WEBHOOK_EVENT_TYPES = [
-  'budget.threshold_crossed', 'credits.topped_up', 'balance.low',
-  'api_key.created', 'api_key.disabled', 'api_key.deleted', 'api_key.expired', 'batch.completed',
-] as const;
-export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
+/** The events an endpoint may subscribe to (docs/governance.md "Webhooks"): the list the ledger checks. */
+export { WEBHOOK_EVENT_TYPES, type WebhookEventType } from '@gateway/platform/account-api';
 
 /** A webhook endpoint as GET /v1/account/webhooks answers it; `secret` only in the answer that created it. */
 export interface WebhookEndpoint {

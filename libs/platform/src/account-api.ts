@@ -1,8 +1,18 @@
 /**
  * The JSON of the account API as the edge writes it and its clients (the console, the tests) read it:
- * declared once, here. Types only: the console imports this file into a browser bundle
- * (`@gateway/platform/account-api`), where nothing of the rest of the package may go.
+ * declared once, here. Types and plain constants only (no imports): the console imports this file into a
+ * browser bundle (`@gateway/platform/account-api`), where nothing of the rest of the package may go.
  */
+
+/**
+ * The webhook event types other services produce and relay to the ledger over the bus (auth: keys; jobs:
+ * batches); the ledger's own types are written where they happen. docs/governance.md "Webhooks".
+ */
+export const RELAYED_WEBHOOK_EVENT_TYPES = ['api_key.created', 'api_key.disabled', 'api_key.deleted', 'api_key.expired', 'batch.completed'] as const;
+
+/** Every event type a webhook endpoint may subscribe to: the ledger's own, then the relayed ones. */
+export const WEBHOOK_EVENT_TYPES = ['budget.threshold_crossed', 'credits.topped_up', 'balance.low', ...RELAYED_WEBHOOK_EVENT_TYPES] as const;
+export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
 /**
  * A key record of /v1/account/keys: what OpenRouter's key API shows, never the secret or the hash.

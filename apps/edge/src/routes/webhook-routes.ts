@@ -1,5 +1,6 @@
 import type { Request, Response } from 'express';
 import { z } from 'zod';
+import { WEBHOOK_EVENT_TYPES } from '@gateway/platform';
 import type { WebhookDelivery, WebhookEndpoint } from '@gateway/proto';
 import { auditActor } from '../account/audit-actor.js';
 import { parseWith, queryCursor, queryInteger } from '../account/account-schemas.js';
@@ -20,17 +21,13 @@ const CALL_DEADLINE_MS = 10_000;
 const WEBHOOK_BODY_MAX_BYTES = 8 * 1024;
 const URL_MAX_LENGTH = 2_048;
 const ID_MAX_LENGTH = 64;
-const EVENT_TYPES = [
-  'budget.threshold_crossed', 'credits.topped_up', 'balance.low',
-  'api_key.created', 'api_key.disabled', 'api_key.deleted', 'api_key.expired', 'batch.completed',
-] as const;
 
 const url = z.string({ error: (issue) => (issue.input === undefined ? 'is required' : 'must be a string') })
   .min(1, { error: 'must not be empty' })
   .max(URL_MAX_LENGTH, { error: `must be at most ${URL_MAX_LENGTH} characters` });
-const eventTypes = z.array(z.enum(EVENT_TYPES, { error: `must be among ${EVENT_TYPES.join(', ')}` }), { error: 'must be an array of event types' })
+const eventTypes = z.array(z.enum(WEBHOOK_EVENT_TYPES, { error: `must be among ${WEBHOOK_EVENT_TYPES.join(', ')}` }), { error: 'must be an array of event types' })
   .min(1, { error: 'must name at least one event type' })
-  .max(EVENT_TYPES.length * 2, { error: 'names too many event types' });
+  .max(WEBHOOK_EVENT_TYPES.length * 2, { error: 'names too many event types' });
 const enabled = z.boolean({ error: 'must be a boolean' });
 
 export const createWebhookBody = z.strictObject({ url, event_types: eventTypes, enabled: enabled.optional() }, { error: 'must be a JSON object' });

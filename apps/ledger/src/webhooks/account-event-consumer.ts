@@ -1,8 +1,7 @@
-import { ACCOUNT_EVENTS_DURABLE, subjects, type EventBus, type Logger, type Subscription } from '@gateway/platform';
+import { ACCOUNT_EVENTS_DURABLE, RELAYED_WEBHOOK_EVENT_TYPES, subjects, type EventBus, type Logger, type Subscription } from '@gateway/platform';
 import { sql } from '@gateway/platform/db';
 import { AccountEvent } from '@gateway/proto';
 import type { LedgerDatabase } from '../ledger-db.js';
-import { RELAYED_EVENT_TYPES } from './relayed-event-types.js';
 
 /*
  * Account events other services relay from their outboxes (auth: api_key.*, jobs: batch.completed;
@@ -34,7 +33,7 @@ export function acceptedAccountEvent(bytes: Uint8Array): Decoded | undefined {
     return undefined;
   }
   if (!EVENT_ID.test(event.eventId) || event.accountId === '' || event.accountId.length > ACCOUNT_ID_MAX) return undefined;
-  if (!(RELAYED_EVENT_TYPES as readonly string[]).includes(event.type)) return undefined;
+  if (!(RELAYED_WEBHOOK_EVENT_TYPES as readonly string[]).includes(event.type)) return undefined;
   if (event.dataJson.length > DATA_MAX_CHARS) return undefined;
   try {
     const data: unknown = JSON.parse(event.dataJson);

@@ -1,8 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { errors, UNATTRIBUTED_AUDIT, type AuditCallContext } from '@gateway/platform';
+import { errors, UNATTRIBUTED_AUDIT, WEBHOOK_EVENT_TYPES, type AuditCallContext } from '@gateway/platform';
 import { appendAudit, auditedTransaction, sql } from '@gateway/platform/db';
 import type { LedgerDatabase } from '../ledger-db.js';
-import { RELAYED_EVENT_TYPES } from './relayed-event-types.js';
 import { newWebhookSecret, refuseWebhookUrl } from './webhook-target.js';
 
 /*
@@ -11,9 +10,8 @@ import { newWebhookSecret, refuseWebhookUrl } from './webhook-target.js';
  * is in the ledger's audit chain, in the change's transaction (never the secret).
  */
 
-/** The event types an endpoint may subscribe to. */
-export const WEBHOOK_EVENT_TYPES = ['budget.threshold_crossed', 'credits.topped_up', 'balance.low', ...RELAYED_EVENT_TYPES] as const;
-export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
+/** The event types an endpoint may subscribe to: one list for the ledger, the edge and the console. */
+export { WEBHOOK_EVENT_TYPES, type WebhookEventType } from '@gateway/platform';
 /** Endpoints per account. */
 export const MAX_WEBHOOK_ENDPOINTS = 16;
 /** Deliveries listed per page. */
