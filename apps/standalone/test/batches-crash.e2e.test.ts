@@ -1,15 +1,11 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI, { toFile } from 'openai';
 import pg from 'pg';
-import { createClient, formatCredits, parseCredits, type PromiseClient } from '@gateway/platform';
-import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
-import {
-  createTestBus, createTestDatabase, eventually, startFakeUpstream, TEST_ADMIN_TOKEN, TEST_INTERNAL_TOKEN, type FakeUpstream, type TestBus, type TestDatabase,
-} from '@gateway/testing';
-import { createAccountKey, startProcessStack, type ProcessStack } from './process-stack.js';
+import { formatCredits, parseCredits, type PromiseClient } from '@gateway/platform';
+import type { LedgerServiceClient } from '@gateway/proto';
+import { eventually, startFakeUpstream, TEST_ADMIN_TOKEN, type FakeUpstream, type TestDatabase } from '@gateway/testing';
+import { createAccountKey, type ProcessStack } from './process-stack.js';
+import { startProcessStackOnCatalog, type ProcessStackOnCatalog } from './process-stack-on-catalog.js';
 import { batchCatalog, chatLine, COMPLETION_TOKENS, LINE_COST, PROMPT_TOKENS } from './batches-harness.js';
 
 // The jobs service as its own OS process, SIGKILLed in the middle of a batch and started again: the lines
@@ -20,44 +16,30 @@ import { batchCatalog, chatLine, COMPLETION_TOKENS, LINE_COST, PROMPT_TOKENS } f
 const LINES = 24;
 
 describe('a jobs process killed mid-batch', () => {
+  let running: ProcessStackOnCatalog;
   let database: TestDatabase;
-  let testBus: TestBus;
   let upstream: FakeUpstream;
-  let directory: string;
   let stack: ProcessStack;
   let ledger: PromiseClient<LedgerServiceClient>;
   const jobsEnv = { JOBS_BATCH_LEASE_MS: '2000', JOBS_BATCH_POLL_MS: '100', JOBS_BATCH_CONCURRENCY: '4', JOBS_BATCH_ACCOUNT_CONCURRENCY: '4' };
 
   beforeAll(async () => {
-    database = await createTestDatabase();
-    testBus = await createTestBus('nats');
     upstream = await startFakeUpstream();
     // Slow enough that the kill finds lines running (their answers lost, their usage maybe settled).
     upstream.setFallback({ latencyMs: 400, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: COMPLETION_TOKENS } });
-    directory = await mkdtemp(join(tmpdir(), 'batches-crash-'));
-    const configPath = join(directory, 'gateway.yaml');
-    await writeFile(configPath, batchCatalog(upstream));
-    stack = await startProcessStack(database, testBus, {
-      catalog: { GATEWAY_CONFIG: configPath },
-      routing: { BATCH_KEY: 'sk-batch-crash' },
-      jobs: jobsEnv,
-    });
-    ledger = createClient(LedgerServiceClient, LedgerServiceService, stack.addresses.ledger, { credential: TEST_INTERNAL_TOKEN });
+    running = await startProcessStackOnCatalog('batches-crash', batchCatalog(upstream), { routing: { BATCH_KEY: 'sk-batch-crash' }, jobs: jobsEnv });
+    ({ stack, database, ledger } = running);
   }, 120_000);
 
   afterAll(async () => {
-    ledger?.close();
-    await stack?.stop();
+    await running?.stop();
     await upstream?.close();
-    await testBus?.destroy();
-    await database?.drop();
-    await rm(directory, { recursive: true, force: true });
   }, 30_000);
 
   it('resumes the batch after a restart: every line in the output once, each charged once, the ledger equal to the output costs', async () => {
     const { accountId, apiKey } = await createAccountKey(stack, 'batch-crash', '10');
     const client = new OpenAI({ baseURL: `${stack.edgeUrl}/v1`, apiKey, maxRetries: 2, timeout: 60_000 });
-    const balance = async () => parseCredits((await ledger.getBalance({ accountId })).balance);
+    const balance = () => running.balance(accountId);
     const before = await balance();
     const input = await client.files.create({
       file: await toFile(Buffer.from(`${Array.from({ length: LINES }, (_, index) => chatLine(`line-${index}`, `prompt ${index}`)).join('\n')}\n`), 'crash.jsonl'),

@@ -1,14 +1,10 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI, { toFile } from 'openai';
-import { createClient, formatCredits, parseCredits, type PromiseClient } from '@gateway/platform';
-import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
-import {
-  createTestBus, createTestDatabase, eventually, startFakeUpstream, TEST_ADMIN_TOKEN, TEST_INTERNAL_TOKEN, type FakeUpstream, type TestBus, type TestDatabase,
-} from '@gateway/testing';
-import { createAccountKey, startProcessStack, type ProcessStack } from './process-stack.js';
+import { formatCredits, parseCredits, type PromiseClient } from '@gateway/platform';
+import type { LedgerServiceClient } from '@gateway/proto';
+import { eventually, startFakeUpstream, TEST_ADMIN_TOKEN, type FakeUpstream } from '@gateway/testing';
+import { createAccountKey, type ProcessStack } from './process-stack.js';
+import { startProcessStackOnCatalog, type ProcessStackOnCatalog } from './process-stack-on-catalog.js';
 import { batchCatalogOf, batchModel, chatLine, COMPLETION_TOKENS, LINE_COST, MODEL, PROMPT_TOKENS } from './batches-harness.js';
 
 // Issue 41's scale case: a batch of 2,000 lines across two providers, run by two jobs replicas as their own
@@ -32,46 +28,31 @@ function twoProviderCatalog(one: FakeUpstream, two: FakeUpstream): string {
 const parseLines = (text: string) => text.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line));
 
 describe('a 2,000-line batch on two jobs replicas, one SIGKILLed mid-batch', () => {
-  let database: TestDatabase;
-  let testBus: TestBus;
+  let running: ProcessStackOnCatalog;
   let one: FakeUpstream;
   let two: FakeUpstream;
-  let directory: string;
   let stack: ProcessStack;
   let ledger: PromiseClient<LedgerServiceClient>;
   const jobsEnv = { JOBS_BATCH_LEASE_MS: '2000', JOBS_BATCH_POLL_MS: '100', JOBS_BATCH_CONCURRENCY: '24', JOBS_BATCH_ACCOUNT_CONCURRENCY: '24' };
 
   beforeAll(async () => {
-    database = await createTestDatabase();
-    testBus = await createTestBus('nats');
     [one, two] = await Promise.all([startFakeUpstream(), startFakeUpstream()]);
     for (const upstream of [one, two]) upstream.setFallback({ latencyMs: 15, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: COMPLETION_TOKENS } });
-    directory = await mkdtemp(join(tmpdir(), 'batches-two-replicas-'));
-    const configPath = join(directory, 'gateway.yaml');
-    await writeFile(configPath, twoProviderCatalog(one, two));
-    stack = await startProcessStack(database, testBus, {
-      catalog: { GATEWAY_CONFIG: configPath },
-      routing: { BATCH_KEY: 'sk-batch-two' },
-      jobs: jobsEnv,
     // A second jobs replica: both take lines of the same batch; the edge spreads its calls over both.
-    }, { extraJobs: 1 });
-    ledger = createClient(LedgerServiceClient, LedgerServiceService, stack.addresses.ledger, { credential: TEST_INTERNAL_TOKEN });
+    running = await startProcessStackOnCatalog('batches-two-replicas', twoProviderCatalog(one, two), { routing: { BATCH_KEY: 'sk-batch-two' }, jobs: jobsEnv }, { extraJobs: 1 });
+    ({ stack, ledger } = running);
   }, 120_000);
 
   afterAll(async () => {
-    ledger?.close();
-    await stack?.stop();
+    await running?.stop();
     await Promise.all([one?.close(), two?.close()]);
-    await testBus?.destroy();
-    await database?.drop();
-    await rm(directory, { recursive: true, force: true });
   }, 30_000);
 
   it('completes with output and error files exact, every answered line charged once at the batch price, the ledger equal to the output costs', async () => {
     const [first, second] = stack.jobsReplicas.map((replica) => replica.process);
     const { accountId, apiKey } = await createAccountKey(stack, 'batch-two-replicas', '10');
     const client = new OpenAI({ baseURL: `${stack.edgeUrl}/v1`, apiKey, maxRetries: 2, timeout: 60_000 });
-    const balance = async () => parseCredits((await ledger.getBalance({ accountId })).balance);
+    const balance = () => running.balance(accountId);
     const before = await balance();
     // Every 100th line asks the dear model: 100 output tokens at 20 credits each may cost 2,000 credits.
     const tooDear = new Set(Array.from({ length: TOO_DEAR }, (_, index) => index * 100 + 7));

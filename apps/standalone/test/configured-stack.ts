@@ -1,15 +1,13 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { expect } from 'vitest';
 import OpenAI from 'openai';
 import { createClient, type PromiseClient } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import {
-  createTestBus, createTestDatabase, eventually, startFakeUpstream, testLogger, type FakeUpstream, type TestBus, type TestDatabase,
+  eventually, startFakeUpstream, testLogger, type FakeUpstream, type TestBus, type TestDatabase,
 } from '@gateway/testing';
 import { startEdgeReplica, startLedgerReplica, startStack, type EdgeReplicaOptions, type RunningEdge, type RunningStack, type StackOptions } from '../src/index.js';
 import { testAdmission } from './admission-mode.js';
+import { onScratchDatabase, type ScratchStack } from './scratch-stack.js';
 import { gatewayctl } from './stack-harness.js';
 
 /** `gatewayctl ... --json`'s answer; a non-zero exit fails the test with its stderr. */
@@ -60,13 +58,7 @@ export async function startSecondEdge(
   });
 }
 
-export interface StackOnCatalog {
-  stack: RunningStack;
-  database: TestDatabase;
-  testBus: TestBus;
-  /** Stops the stack, drops its database and NATS namespace, removes the catalog file. */
-  stop(): Promise<void>;
-}
+export type StackOnCatalog = ScratchStack<RunningStack>;
 
 /**
  * A stack for a test (startTestStack) on a fresh test database and NATS namespace, with the catalog
@@ -77,27 +69,7 @@ export async function startStackOnCatalog(
   configYaml: string,
   options: Omit<Parameters<typeof startTestStack>[2], 'configPath'>,
 ): Promise<StackOnCatalog> {
-  const directory = await mkdtemp(join(tmpdir(), `gateway-${name}-e2e-`));
-  let database: TestDatabase | undefined;
-  let testBus: TestBus | undefined;
-  let stack: RunningStack | undefined;
-  const stop = async () => {
-    await stack?.stop();
-    await testBus?.destroy();
-    await database?.drop();
-    await rm(directory, { recursive: true, force: true });
-  };
-  try {
-    database = await createTestDatabase();
-    testBus = await createTestBus('nats');
-    const configPath = join(directory, 'gateway.yaml');
-    await writeFile(configPath, configYaml);
-    stack = await startTestStack(database, testBus, { configPath, ...options });
-  } catch (error) {
-    await stop();
-    throw error;
-  }
-  return { stack, database, testBus, stop };
+  return onScratchDatabase(name, configYaml, (database, testBus, configPath) => startTestStack(database, testBus, { configPath, ...options }));
 }
 
 export interface ConfiguredStack {

@@ -1,15 +1,11 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import pg from 'pg';
-import { createClient, parseCredits, type PromiseClient } from '@gateway/platform';
-import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
-import {
-  createTestBus, createTestDatabase, eventually, startFakeUpstream, TEST_ADMIN_TOKEN, TEST_INTERNAL_TOKEN, type FakeUpstream, type TestBus, type TestDatabase,
-} from '@gateway/testing';
-import { createAccountKey, startProcessStack, type ProcessStack } from './process-stack.js';
+import { parseCredits, type PromiseClient } from '@gateway/platform';
+import type { LedgerServiceClient } from '@gateway/proto';
+import { eventually, startFakeUpstream, TEST_ADMIN_TOKEN, type FakeUpstream, type TestDatabase } from '@gateway/testing';
+import { createAccountKey, type ProcessStack } from './process-stack.js';
+import { startProcessStackOnCatalog, type ProcessStackOnCatalog } from './process-stack-on-catalog.js';
 import { oneTextModelCatalog } from './background-harness.js';
 
 // The jobs service as its own OS process, SIGKILLed while background responses run, and started again:
@@ -26,43 +22,32 @@ const RESPONSES = 4;
 const catalog = (upstream: FakeUpstream) => oneTextModelCatalog({ model: MODEL, upstreamModel: 'bg-crash-upstream', upstreamUrl: upstream.url, keyEnv: 'BG_CRASH_KEY', priceIn: '0.000002', priceOut: '0.000004' });
 
 describe('a jobs process killed while background responses run', () => {
+  let running: ProcessStackOnCatalog;
   let database: TestDatabase;
-  let testBus: TestBus;
   let upstream: FakeUpstream;
-  let directory: string;
   let stack: ProcessStack;
   let ledger: PromiseClient<LedgerServiceClient>;
 
   beforeAll(async () => {
-    database = await createTestDatabase();
-    testBus = await createTestBus('nats');
     upstream = await startFakeUpstream();
     // Slow enough that the kill finds the runs in the provider's hands.
     upstream.setFallback({ latencyMs: 1_500, text: 'Finished after all.', usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: COMPLETION_TOKENS } });
-    directory = await mkdtemp(join(tmpdir(), 'background-crash-'));
-    const configPath = join(directory, 'gateway.yaml');
-    await writeFile(configPath, catalog(upstream));
-    stack = await startProcessStack(database, testBus, {
-      catalog: { GATEWAY_CONFIG: configPath },
+    running = await startProcessStackOnCatalog('background-crash', catalog(upstream), {
       routing: { BG_CRASH_KEY: 'sk-bg-crash' },
       jobs: { JOBS_BATCH_LEASE_MS: '2000', JOBS_BATCH_POLL_MS: '100', JOBS_BATCH_CONCURRENCY: '8' },
     });
-    ledger = createClient(LedgerServiceClient, LedgerServiceService, stack.addresses.ledger, { credential: TEST_INTERNAL_TOKEN });
+    ({ stack, database, ledger } = running);
   }, 120_000);
 
   afterAll(async () => {
-    ledger?.close();
-    await stack?.stop();
+    await running?.stop();
     await upstream?.close();
-    await testBus?.destroy();
-    await database?.drop();
-    await rm(directory, { recursive: true, force: true });
   }, 30_000);
 
   it('finishes every response after a restart, each charged once, the ledger equal to the answers\' costs', async () => {
     const { accountId, apiKey } = await createAccountKey(stack, 'background-crash', '10');
     const client = new OpenAI({ baseURL: `${stack.edgeUrl}/v1`, apiKey, maxRetries: 2, timeout: 60_000 });
-    const balance = async () => parseCredits((await ledger.getBalance({ accountId })).balance);
+    const balance = () => running.balance(accountId);
     const before = await balance();
     const created = [];
     for (let index = 0; index < RESPONSES; index++) {
@@ -116,7 +101,7 @@ describe('a jobs process killed while background responses run', () => {
     upstream.setFallback({ text, chunkCount: 8, chunkDelayMs: 300, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: COMPLETION_TOKENS } });
     const { accountId, apiKey } = await createAccountKey(stack, 'background-stream-crash', '10');
     const client = new OpenAI({ baseURL: `${stack.edgeUrl}/v1`, apiKey, maxRetries: 0, timeout: 90_000 });
-    const balance = async () => parseCredits((await ledger.getBalance({ accountId })).balance);
+    const balance = () => running.balance(accountId);
     const before = await balance();
     const stream = await client.responses.create({ model: MODEL, input: 'stream through a crash', background: true, stream: true });
     const events: OpenAI.Responses.ResponseStreamEvent[] = [];
