@@ -39,8 +39,11 @@ ${extra}    input_modalities: [text]
 `;
 }
 
-/** One provider line of a catalog: `extra` is more YAML flow fields (`headers: { x-which: one }`). */
-export interface CatalogProvider { id: string; kind: string; url: string; keyEnv: string; extra?: string }
+/**
+ * One provider line of a catalog: `url` and `keyEnv` for a provider over the network (none for `simulated`),
+ * `extra` more YAML flow fields (`headers: { x-which: one }`).
+ */
+export interface CatalogProvider { id: string; kind: string; url?: string; keyEnv?: string; extra?: string }
 
 /** One model of a catalog; what is left out is the common case of the e2e tests (owned by testco, text in and out, `default` limits). */
 export interface CatalogModel {
@@ -52,6 +55,8 @@ export interface CatalogModel {
   contextWindow?: number;
   maxOutputTokens?: number;
   supportedParameters: string[];
+  /** The reasoning levels the model accepts (`reasoning_efforts:`); none written unless given. */
+  reasoningEfforts?: string[];
   /** The `pricing:` flow map (`tokenPricing(...)` for the two token prices); none for a free model. */
   pricing?: string;
   limitGroup?: string;
@@ -72,11 +77,20 @@ export function catalogModelYaml(model: CatalogModel): string {
     output_modalities: ${list(model.outputModalities ?? ['text'])}${model.contextWindow === undefined ? '' : `
     context_window: ${model.contextWindow}`}${model.maxOutputTokens === undefined ? '' : `
     max_output_tokens: ${model.maxOutputTokens}`}
-    supported_parameters: ${list(model.supportedParameters)}${model.pricing === undefined ? '' : `
+    supported_parameters: ${list(model.supportedParameters)}${model.reasoningEfforts === undefined ? '' : `
+    reasoning_efforts: ${list(model.reasoningEfforts)}`}${model.pricing === undefined ? '' : `
     pricing: ${model.pricing}`}
     limit_group: ${model.limitGroup ?? 'default'}
     offers:${model.offers.map((offer) => `
       - { provider: ${offer.provider}, upstream_model: ${offer.upstreamModel}, endpoints: ${list(offer.endpoints)} }`).join('')}`;
+}
+
+function providerYaml(provider: CatalogProvider): string {
+  const fields = [`id: ${provider.id}`, `kind: ${provider.kind}`];
+  if (provider.url !== undefined) fields.push(`base_url: ${provider.url}`);
+  if (provider.keyEnv !== undefined) fields.push(`api_key_env: ${provider.keyEnv}`);
+  if (provider.extra) fields.push(provider.extra);
+  return `  - { ${fields.join(', ')} }\n`;
 }
 
 /**
@@ -95,7 +109,7 @@ export function catalogYaml(catalog: {
 startups:
   - { id: ${startup.id}, display_name: ${startup.displayName} }
 providers:
-${catalog.providers.map((provider) => `  - { id: ${provider.id}, kind: ${provider.kind}, base_url: ${provider.url}, api_key_env: ${provider.keyEnv}${provider.extra ? `, ${provider.extra}` : ''} }\n`).join('')}limit_groups:
+${catalog.providers.map(providerYaml).join('')}limit_groups:
 ${groups.map((group) => `  - id: ${group.id}\n    tiers: ${group.tiers}\n`).join('')}models:${catalog.models.map(catalogModelYaml).join('')}
 `;
 }

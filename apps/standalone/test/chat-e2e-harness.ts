@@ -1,5 +1,6 @@
 import OpenAI from 'openai';
 import { expect } from 'vitest';
+import { catalogYaml, tokenPricing, type CatalogProvider } from './catalog-yaml.js';
 import { ctlJson, startStackOnCatalog } from './configured-stack.js';
 import { createClient, parseCredits } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
@@ -128,12 +129,11 @@ export function pricedTokens(promptTokens: number, completionTokens: number, inp
 
 /**
  * A catalog of one text model (owned by `testco`) served by one provider with id `upstream-one`: what most
- * dialect e2e files need. `provider` is the rest of its `providers:` entry, e.g. `kind: simulated` or
- * `kind: openai, base_url: …, api_key_env: …`.
+ * dialect e2e files need. `provider` is that provider's kind and, over the network, its URL and key variable.
  */
 export function oneModelCatalog(options: {
   model: string;
-  provider: string;
+  provider: Omit<CatalogProvider, 'id'>;
   upstreamModel: string;
   supportedParameters: string[];
   endpoints: string[];
@@ -141,26 +141,16 @@ export function oneModelCatalog(options: {
   outputPrice?: string;
   perMinute?: number;
 }): string {
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-  - { id: upstream-one, ${options.provider} }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: ${options.perMinute ?? 600} } }
-models:
-  - id: ${options.model}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [${options.supportedParameters.join(', ')}]
-    pricing: { per_input_token: "${options.inputPrice ?? '0.000001'}", per_output_token: "${options.outputPrice ?? '0.000002'}" }
-    limit_group: default
-    offers:
-      - { provider: upstream-one, upstream_model: ${options.upstreamModel}, endpoints: [${options.endpoints.join(', ')}] }
-`;
+  return catalogYaml({
+    providers: [{ id: 'upstream-one', ...options.provider }],
+    limitGroups: [{ id: 'default', tiers: `{ tier-1: { minute: ${options.perMinute ?? 600} } }` }],
+    models: [{
+      id: options.model,
+      supportedParameters: options.supportedParameters,
+      pricing: tokenPricing(options.inputPrice ?? '0.000001', options.outputPrice ?? '0.000002'),
+      offers: [{ provider: 'upstream-one', upstreamModel: options.upstreamModel, endpoints: options.endpoints }],
+    }],
+  });
 }
 
 export interface MixedCatalogModel {

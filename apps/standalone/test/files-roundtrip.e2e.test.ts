@@ -30,7 +30,7 @@ describe('Files API with the openai SDK', () => {
   beforeAll(async () => {
     upstream = await startFakeUpstream();
     base = await startStackOnCatalog('files', oneModelCatalog({
-      model: 'testco/files', provider: `kind: openai, base_url: ${upstream.url}, api_key_env: FILES_KEY`, upstreamModel: 'files-upstream',
+      model: 'testco/files', provider: { kind: 'openai', url: upstream.url, keyEnv: 'FILES_KEY' }, upstreamModel: 'files-upstream',
       supportedParameters: ['temperature'], endpoints: ['chat.completions'],
     }), {
       keyHashSecret: 'files-e2e-secret-0123456789abcdef',

@@ -64,7 +64,7 @@ describe('generation lookup and zero-completion insurance, end to end', () => {
   beforeAll(async () => {
     upstream = await startFakeUpstream();
     base = await startStackOnCatalog('generation', oneModelCatalog({
-      model: MODEL, provider: `kind: openai, base_url: ${upstream.url}, api_key_env: GENERATION_KEY`, upstreamModel: 'gen-upstream',
+      model: MODEL, provider: { kind: 'openai', url: upstream.url, keyEnv: 'GENERATION_KEY' }, upstreamModel: 'gen-upstream',
       supportedParameters: ['temperature', 'max_completion_tokens', 'stream_options'], endpoints: ['chat.completions'],
       inputPrice: INPUT_PRICE, outputPrice: OUTPUT_PRICE,
     }), { keyHashSecret: 'generation-e2e-secret-0123456789abcdef', providerSecrets: { GENERATION_KEY: 'sk-generation' } });

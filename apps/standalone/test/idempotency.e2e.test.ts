@@ -73,7 +73,7 @@ describe('Idempotency-Key, end to end', () => {
       config: (upstream) =>
         oneModelCatalog({
           model: MODEL,
-          provider: `kind: openai, base_url: ${upstream.url}, api_key_env: IDEM_KEY`,
+          provider: { kind: 'openai', url: upstream.url, keyEnv: 'IDEM_KEY' },
           upstreamModel: 'idem-upstream',
           supportedParameters: ['temperature', 'max_completion_tokens', 'stream_options'],
           endpoints: ['chat.completions', 'messages', 'responses'],
@@ -403,7 +403,7 @@ describe('Idempotency-Key on the in-process bus (single-process mode)', () => {
       configPath,
       oneModelCatalog({
         model: MODEL,
-        provider: `kind: openai, base_url: ${upstream.url}, api_key_env: IDEM_KEY`,
+        provider: { kind: 'openai', url: upstream.url, keyEnv: 'IDEM_KEY' },
         upstreamModel: 'idem-upstream',
         supportedParameters: ['stream_options'],
         endpoints: ['chat.completions'],

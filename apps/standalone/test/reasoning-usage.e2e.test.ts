@@ -48,7 +48,7 @@ describe('reasoning tokens beside completion_tokens 0 are billed (issue 35 item 
     harness = await startChatHarness({
       configYaml: oneModelCatalog({
         model: MODEL,
-        provider: `kind: openai, base_url: ${upstream.url}, api_key_env: REASONING_USAGE_KEY`,
+        provider: { kind: 'openai', url: upstream.url, keyEnv: 'REASONING_USAGE_KEY' },
         upstreamModel: 'thinker-upstream',
         supportedParameters: ['max_tokens', 'max_completion_tokens', 'stream_options'],
         endpoints: ['chat.completions'],

@@ -20,7 +20,7 @@ const OUTPUT_PRICE = '0.000002';
 function catalog(upstream: FakeUpstream): string {
   return oneModelCatalog({
     model: MODEL,
-    provider: `kind: openai, base_url: ${upstream.url}, api_key_env: ${PROVIDER_KEY_ENV}`,
+    provider: { kind: 'openai', url: upstream.url, keyEnv: PROVIDER_KEY_ENV },
     upstreamModel: 'coder-upstream',
     supportedParameters: ['tools', 'tool_choice', 'parallel_tool_calls', 'max_completion_tokens', 'stream_options'],
     endpoints: ['chat.completions', 'responses'],

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { startJobsReplica, type RunningEdge, type RunningJobsService } from '../src/index.js';
 import { testLogger } from '@gateway/testing';
+import { catalogYaml, tokenPricing } from './catalog-yaml.js';
 import { startConfiguredStack, type ConfiguredStack } from './configured-stack.js';
 
 // Stored responses are written behind the answer (issue 41 item 6): with the store down the answers
@@ -12,26 +13,15 @@ import { startConfiguredStack, type ConfiguredStack } from './configured-stack.j
 const MODEL = 'testco/durable';
 
 function catalog(upstreamUrl: string): string {
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-  - { id: upstream, kind: openai, base_url: ${upstreamUrl}, api_key_env: DURABLE_KEY }
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 600 } }
-models:
-  - id: ${MODEL}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [temperature]
-    pricing: { per_input_token: "0.000001", per_output_token: "0.000002" }
-    limit_group: default
-    offers:
-      - { provider: upstream, upstream_model: durable-upstream, endpoints: [responses] }
-`;
+  return catalogYaml({
+    providers: [{ id: 'upstream', kind: 'openai', url: upstreamUrl, keyEnv: 'DURABLE_KEY' }],
+    models: [{
+      id: MODEL,
+      supportedParameters: ['temperature'],
+      pricing: tokenPricing('0.000001', '0.000002'),
+      offers: [{ provider: 'upstream', upstreamModel: 'durable-upstream', endpoints: ['responses'] }],
+    }],
+  });
 }
 
 describe('stored responses: written behind the answer, nothing lost on a clean stop', () => {

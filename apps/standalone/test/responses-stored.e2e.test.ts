@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { eventually, type FakeUpstream, type RecordedRequest } from '@gateway/testing';
+import { catalogYaml, tokenPricing } from './catalog-yaml.js';
 import { startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
 import { ctlJson } from './configured-stack.js';
 import { UPSTREAM_KINDS, type UpstreamKind } from './messages-e2e-harness.js';
@@ -16,27 +17,16 @@ const PROVIDER_KEY_ENV = 'RESPONSES_STORED_E2E_KEY';
 const MAX_STORED_CHARS = 64 * 1024;
 
 function catalog(kind: UpstreamKind, upstream: FakeUpstream): string {
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-${kind.provider('upstream-one', upstream, PROVIDER_KEY_ENV)}
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 600 } }
-models:
-  - id: ${MAIN}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [tools, tool_choice, temperature, max_completion_tokens, reasoning, stream_options]
-    reasoning_efforts: [low, high]
-    pricing: { per_input_token: "0.000001", per_output_token: "0.000002" }
-    limit_group: default
-    offers:
-      - { provider: upstream-one, upstream_model: main-upstream, endpoints: [chat.completions, responses] }
-`;
+  return catalogYaml({
+    providers: [{ id: 'upstream-one', kind: kind.kind, url: upstream.url, keyEnv: PROVIDER_KEY_ENV }],
+    models: [{
+      id: MAIN,
+      supportedParameters: ['tools', 'tool_choice', 'temperature', 'max_completion_tokens', 'reasoning', 'stream_options'],
+      reasoningEfforts: ['low', 'high'],
+      pricing: tokenPricing('0.000001', '0.000002'),
+      offers: [{ provider: 'upstream-one', upstreamModel: 'main-upstream', endpoints: ['chat.completions', 'responses'] }],
+    }],
+  });
 }
 
 /** The conversation a provider received: role and text of each message. */

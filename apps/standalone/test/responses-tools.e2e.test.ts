@@ -14,26 +14,13 @@ const MODEL = 'testco/agent';
 const PROVIDER_KEY_ENV = 'RESPONSES_TOOLS_E2E_KEY';
 
 function catalog(kind: UpstreamKind, upstream: FakeUpstream): string {
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-${kind.provider('upstream-one', upstream, PROVIDER_KEY_ENV)}
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 600 } }
-models:
-  - id: ${MODEL}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [tools, tool_choice, temperature, max_completion_tokens]
-    pricing: { per_input_token: "0.000001", per_output_token: "0.000002" }
-    limit_group: default
-    offers:
-      - { provider: upstream-one, upstream_model: agent-upstream, endpoints: [chat.completions, responses] }
-`;
+  return oneModelCatalog({
+    model: MODEL,
+    provider: { kind: kind.kind, url: upstream.url, keyEnv: PROVIDER_KEY_ENV },
+    upstreamModel: 'agent-upstream',
+    supportedParameters: ['tools', 'tool_choice', 'temperature', 'max_completion_tokens'],
+    endpoints: ['chat.completions', 'responses'],
+  });
 }
 
 const SPAWN_PARAMETERS = { type: 'object', properties: { task: { type: 'string' } }, required: ['task'] };
@@ -171,7 +158,7 @@ describe('responses tools Codex sends, on the simulated provider, end to end', (
     harness = await startChatHarness({
       configYaml: oneModelCatalog({
         model: MODEL,
-        provider: 'kind: simulated',
+        provider: { kind: 'simulated' },
         upstreamModel: 'sim-agent',
         supportedParameters: ['tools', 'tool_choice'],
         endpoints: ['chat.completions', 'responses'],

@@ -18,7 +18,7 @@ const PROVIDER_KEY_ENV = 'RESPONSES_WS_E2E_KEY';
 function catalog(upstream: FakeUpstream): string {
   return oneModelCatalog({
     model: MODEL,
-    provider: `kind: openai, base_url: ${upstream.url}, api_key_env: ${PROVIDER_KEY_ENV}`,
+    provider: { kind: 'openai', url: upstream.url, keyEnv: PROVIDER_KEY_ENV },
     upstreamModel: 'ws-upstream',
     supportedParameters: ['tools', 'tool_choice', 'temperature', 'max_completion_tokens', 'stream_options'],
     endpoints: ['chat.completions', 'responses'],

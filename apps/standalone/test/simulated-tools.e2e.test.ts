@@ -28,7 +28,7 @@ describe('the simulated provider calls tools under tool_choice auto, end to end'
     harness = await startChatHarness({
       configYaml: oneModelCatalog({
         model: MODEL,
-        provider: 'kind: simulated',
+        provider: { kind: 'simulated' },
         upstreamModel: 'sim-agent',
         supportedParameters: ['tools', 'tool_choice', 'max_completion_tokens'],
         endpoints: ['chat.completions', 'messages', 'responses'],

@@ -26,7 +26,7 @@ const COST = pricedTokens(USAGE.prompt_tokens, USAGE.completion_tokens, INPUT_PR
 function catalog(upstream: FakeUpstream): string {
   return oneModelCatalog({
     model: MODEL,
-    provider: `kind: openai, base_url: ${upstream.url}, api_key_env: ${PROVIDER_KEY_ENV}`,
+    provider: { kind: 'openai', url: upstream.url, keyEnv: PROVIDER_KEY_ENV },
     upstreamModel: 'long-upstream',
     supportedParameters: ['max_tokens', 'max_completion_tokens', 'stream_options'],
     endpoints: ['chat.completions', 'messages', 'responses'],
