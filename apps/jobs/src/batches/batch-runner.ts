@@ -14,8 +14,6 @@ import {
 import { chatCompletionJson, embeddingsJson, errorLine, moderationJson, responseJson, type ClaimedLine, type LineOutcome } from './line-answers.js';
 import { batchPrices, lineHold, MAXIMUM_HOLD_PICO, type LineBody, type MessageLineBody } from './line-hold.js';
 
-export { batchPrices, lineHold, type MessageLineBody } from './line-hold.js';
-
 /**
  * Runs batches (docs/jobs.md "How a batch runs"). Every replica runs one runner; they share the work
  * through Postgres leases taken with SKIP LOCKED, so a line is run by one replica at a time and a
