@@ -74,6 +74,8 @@ export class LeasedWorkLoop<Value = undefined> {
   private heartbeat: NodeJS.Timeout | undefined;
   private ticking = false;
   private halted = false;
+  /** Claim rounds and lease renewals running now: stop() waits for them before the pool may go. */
+  private readonly inFlight = new Set<Promise<void>>();
 
   constructor(
     private readonly options: LeasedWorkLoopOptions,
@@ -118,19 +120,48 @@ export class LeasedWorkLoop<Value = undefined> {
   start(): void {
     this.timer = setInterval(() => void this.tick(), this.options.pollIntervalMs);
     this.timer.unref();
-    this.heartbeat = setInterval(() => void this.work.renew(), Math.max(100, Math.floor(this.options.leaseMs / 3)));
+    this.heartbeat = setInterval(() => void this.renew(), Math.max(100, Math.floor(this.options.leaseMs / 3)));
     this.heartbeat.unref();
     void this.tick();
   }
 
-  /** Stops taking work; work running finishes within `graceMs` (else its lease lapses and another replica takes it). */
+  /**
+   * Stops taking work; work running finishes within `graceMs` (else its lease lapses and another replica
+   * takes it). A claim round or a lease renewal already running is waited for too, within the same grace:
+   * the caller destroys the pool next, and a round still running would then fail on it.
+   */
   async stop(graceMs = 10_000): Promise<void> {
     this.halted = true;
     clearInterval(this.timer);
-    let bound: NodeJS.Timeout | undefined;
-    await Promise.race([Promise.allSettled([...this.running.values()].map((entry) => entry.done)), new Promise((resolve) => { bound = setTimeout(resolve, graceMs); })]);
-    clearTimeout(bound);
+    const until = Date.now() + graceMs;
+    // Leases are still renewed while the work finishes; a round in flight may launch work: waited for as well.
+    await this.settle(() => [...this.inFlight, ...[...this.running.values()].map((entry) => entry.done)], until);
     clearInterval(this.heartbeat);
+    // A renewal the heartbeat began meanwhile.
+    await this.settle(() => [...this.inFlight], until);
+  }
+
+  /** Waits until nothing `pending` names is left (each settled removes itself), or until `until`. */
+  private async settle(pending: () => Promise<void>[], until: number): Promise<void> {
+    for (let waiting = pending(); waiting.length > 0 && Date.now() < until; waiting = pending()) {
+      let bound: NodeJS.Timeout | undefined;
+      await Promise.race([Promise.allSettled(waiting), new Promise((resolve) => { bound = setTimeout(resolve, until - Date.now()); })]);
+      clearTimeout(bound);
+    }
+  }
+
+  /** Runs `work` as a round or renewal in flight (stop() waits for it). */
+  private track(work: () => Promise<void>): Promise<void> {
+    const tracked: Promise<void> = work().finally(() => this.inFlight.delete(tracked));
+    this.inFlight.add(tracked);
+    return tracked;
+  }
+
+  /** One renewal of this replica's leases (the heartbeat's), none once stopped and the work ended. */
+  private renew(): Promise<void> {
+    return this.track(() => this.work.renew()).catch((error: unknown) => {
+      this.logger.warn({ err: error }, `${this.options.name} renewing leases failed`);
+    });
   }
 
   /** One round, never two at once; a failed round is logged and the next poll tries again. */
@@ -138,7 +169,7 @@ export class LeasedWorkLoop<Value = undefined> {
     if (this.ticking || this.halted) return;
     this.ticking = true;
     try {
-      await this.work.round();
+      await this.track(() => this.work.round());
     } catch (error) {
       this.logger.warn({ err: error }, `${this.options.name} round failed; retried next round`);
     } finally {

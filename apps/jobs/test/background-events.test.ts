@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import pg from 'pg';
-import { createClient, GatewayError, GrpcStatus, InProcessEventBus, type PromiseClient } from '@gateway/platform';
+import type pg from 'pg';
+import { GrpcStatus, type PromiseClient } from '@gateway/platform';
 import { createDatabase, type Kysely } from '@gateway/platform/db';
-import { ChatRequest, ChatStreamResponse, ResponsesStoreServiceClient, ResponsesStoreServiceService, type CreateBackgroundResponseRequest, type StreamResponseEventsResponse } from '@gateway/proto';
-import { createTestDatabase, testLogger, type TestDatabase } from '@gateway/testing';
-import { startJobsService, type RunningJobsService } from '../src/index.js';
+import { ChatStreamResponse, type ResponsesStoreServiceClient, type StreamResponseEventsResponse } from '@gateway/proto';
+import { testLogger } from '@gateway/testing';
 import { BackgroundEvents, DEFAULT_BACKGROUND_EVENTS_LIMITS, RecordsBoundExceeded, type BackgroundEventsTable } from '../src/responses/background-events.js';
+import { backgroundRequest, failsWith, startBackgroundService, type BackgroundService } from './background-service.js';
 
 // The stored records of background runs (background-events.ts) over real Postgres, and the jobs
 // service's StreamResponseEvents over its real gRPC server: batched writes, numbering across attempts,
@@ -17,8 +17,7 @@ const delta = (content: string) => ChatStreamResponse.fromPartial({ event: { $ca
 const contentOf = (message: StreamResponseEventsResponse) => (message.event?.$case === 'record' ? (message.event.value.chunk?.event?.$case === 'delta' ? message.event.value.chunk.event.value.content : null) : undefined);
 
 describe('background run records', () => {
-  let database: TestDatabase;
-  let jobs: RunningJobsService;
+  let service: BackgroundService;
   let client: PromiseClient<ResponsesStoreServiceClient>;
   let db: pg.Client;
   let kysely: Kysely<{ background_events: BackgroundEventsTable }>;
@@ -26,49 +25,19 @@ describe('background run records', () => {
   let events: BackgroundEvents;
 
   beforeAll(async () => {
-    database = await createTestDatabase();
-    const nowhere = '127.0.0.1:1';
-    jobs = await startJobsService({
-      listenAddress: '127.0.0.1:0',
-      databaseUrl: database.url,
-      logger: testLogger('jobs'),
-      bus: new InProcessEventBus(testLogger('bus')),
-      backgroundEvents: { followPollMs: 30, maxFollowers: 2 },
-      batches: { authAddress: nowhere, catalogAddress: nowhere, ledgerAddress: nowhere, routerAddress: nowhere, runner: { pollIntervalMs: 600_000 } },
-    });
-    client = createClient(ResponsesStoreServiceClient, ResponsesStoreServiceService, jobs.address);
-    db = new pg.Client({ connectionString: database.url });
-    db.on('error', () => undefined);
-    await db.connect();
-    kysely = createDatabase<{ background_events: BackgroundEventsTable }>({ url: database.url, schema: 'jobs', maxConnections: 2, applicationName: 'events-test' }, testLogger('db'));
+    service = await startBackgroundService({ backgroundEvents: { followPollMs: 30, maxFollowers: 2 } });
+    ({ client, db } = service);
+    kysely = createDatabase<{ background_events: BackgroundEventsTable }>({ url: service.database.url, schema: 'jobs', maxConnections: 2, applicationName: 'events-test' }, testLogger('db'));
     events = new BackgroundEvents(kysely, limits, testLogger('events'));
   });
 
   afterAll(async () => {
     await kysely?.destroy();
-    await db?.end();
-    client?.close();
-    await jobs?.stop();
-    await database?.drop();
+    await service?.stop();
   });
 
   const create = async (accountId: string, responseId: string) => {
-    const request: CreateBackgroundResponseRequest = {
-      response: {
-        accountId,
-        responseId,
-        keyId: 'key_1',
-        responseJson: JSON.stringify({ id: responseId, object: 'response', status: 'queued', background: true, output: [] }),
-        inputItemsJson: '[]',
-        createdAt: BigInt(Math.floor(Date.now() / 1000)),
-      },
-      tier: 'tier-1',
-      request: ChatRequest.fromPartial({ modelId: 'testco/m', endpoint: 'responses' }),
-      holdCredits: '',
-      requestJson: '{}',
-      modelId: 'testco/m',
-    };
-    await client.createBackgroundResponse(request);
+    await client.createBackgroundResponse(backgroundRequest(accountId, responseId, { inputItemsJson: '[]', holdCredits: '', requestJson: '{}' }));
   };
   /** What the runner's claim does: the next attempt, in progress. */
   const claim = async (accountId: string, responseId: string) =>
@@ -82,7 +51,6 @@ describe('background run records', () => {
     for await (const message of stream) seen.push(message);
     return seen;
   };
-  const failsWith = (promise: Promise<unknown>, status: GrpcStatus) => expect(promise).rejects.toSatisfy((error) => error instanceof GatewayError && error.status === status);
 
   it('writes records in batches (by age or count), numbered from 0; a reader sees a batch once it is written', async () => {
     await create('acc_a', 'resp_batch');

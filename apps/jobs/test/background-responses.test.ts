@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import pg from 'pg';
-import { createClient, GatewayError, GrpcStatus, InProcessEventBus } from '@gateway/platform';
-import { ChatRequest, ResponsesStoreServiceClient, ResponsesStoreServiceService, type CreateBackgroundResponseRequest } from '@gateway/proto';
-import { createTestDatabase, testLogger, type TestDatabase } from '@gateway/testing';
-import { startJobsService, type RunningJobsService } from '../src/index.js';
+import type pg from 'pg';
+import { GatewayError, GrpcStatus, type PromiseClient } from '@gateway/platform';
+import type { ResponsesStoreServiceClient } from '@gateway/proto';
+import { backgroundRequest as request, failsWith, startBackgroundService, type BackgroundService } from './background-service.js';
 
 // Background responses in the jobs service over its real gRPC server and real Postgres: creation kept
 // with its stored response, the per-account cap of queued + running (kept under concurrent creations),
@@ -13,51 +12,19 @@ import { startJobsService, type RunningJobsService } from '../src/index.js';
 const MAX_ACTIVE = 2;
 
 describe('background responses (jobs service)', () => {
-  let database: TestDatabase;
-  let jobs: RunningJobsService;
-  let client: ReturnType<typeof createClient<ResponsesStoreServiceClient>>;
+  let service: BackgroundService;
+  let client: PromiseClient<ResponsesStoreServiceClient>;
   let db: pg.Client;
 
   beforeAll(async () => {
-    database = await createTestDatabase();
-    const nowhere = '127.0.0.1:1';
-    jobs = await startJobsService({
-      listenAddress: '127.0.0.1:0',
-      databaseUrl: database.url,
-      logger: testLogger('jobs'),
-      bus: new InProcessEventBus(testLogger('jobs-bus')),
-      background: { maxActivePerAccount: MAX_ACTIVE },
-      batches: { authAddress: nowhere, catalogAddress: nowhere, ledgerAddress: nowhere, routerAddress: nowhere, runner: { pollIntervalMs: 600_000 } },
-    });
-    client = createClient(ResponsesStoreServiceClient, ResponsesStoreServiceService, jobs.address);
-    db = new pg.Client({ connectionString: database.url });
-    db.on('error', () => undefined);
-    await db.connect();
+    service = await startBackgroundService({ background: { maxActivePerAccount: MAX_ACTIVE } });
+    ({ client, db } = service);
   });
 
   afterAll(async () => {
-    await db?.end();
-    client?.close();
-    await jobs?.stop();
-    await database?.drop();
+    await service?.stop();
   });
 
-  const request = (accountId: string, responseId: string): CreateBackgroundResponseRequest => ({
-    response: {
-      accountId,
-      responseId,
-      keyId: 'key_1',
-      responseJson: JSON.stringify({ id: responseId, object: 'response', status: 'queued', background: true, output: [] }),
-      inputItemsJson: JSON.stringify([{ role: 'user', content: 'later' }]),
-      createdAt: BigInt(Math.floor(Date.now() / 1000)),
-    },
-    tier: 'tier-1',
-    request: ChatRequest.fromPartial({ modelId: 'testco/m', endpoint: 'responses' }),
-    holdCredits: '0.05',
-    requestJson: JSON.stringify({ model: 'testco/m', input: 'later', background: true }),
-    modelId: 'testco/m',
-  });
-  const failsWith = (promise: Promise<unknown>, status: GrpcStatus) => expect(promise).rejects.toSatisfy((error) => error instanceof GatewayError && error.status === status);
   const rows = async (accountId: string) => (await db.query(`select response_id, status from jobs.background_responses where account_id = $1 order by response_id`, [accountId])).rows;
 
   it('stores the run beside its response; creating it again changes nothing; GetResponse answers its state', async () => {

@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { parseCredits } from '@gateway/platform';
 import type { Model } from '@gateway/proto';
 import { chatMessages, parseLine } from './batch-lines.js';
-import { attemptRequestId, batchPrices, lineHold } from './batch-runner.js';
+import { attemptRequestId } from './batch-runner.js';
+import { batchPrices, lineHold } from './line-hold.js';
 
 const line = (value: unknown) => JSON.stringify(value);
 const chat = (body: Record<string, unknown>) => line({ custom_id: 'c1', method: 'POST', url: '/v1/chat/completions', body: { model: 'm', messages: [{ role: 'user', content: 'hi' }], ...body } });

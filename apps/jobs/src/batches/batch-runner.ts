@@ -1,17 +1,18 @@
-import { chatInsurance, ErrorReason, formatCredits, GatewayError, GrpcStatus, parseCredits, parsePricing, servedCost, costJson, type Logger, type PromiseClient } from '@gateway/platform';
+import { chatInsurance, ErrorReason, formatCredits, GatewayError, GrpcStatus, parsePricing, servedCost, costJson, type Logger } from '@gateway/platform';
 import { sql, type Kysely } from '@gateway/platform/db';
-import {
-  ChatRequest, ChatResponse, EmbedRequest, ModerateRequest, ModerationInputForm, type ModerateResponse,
-  type AuthServiceClient, type CatalogServiceClient, type EmbedResponse, type LedgerServiceClient, type Model, type Pricing,
-  type RouterServiceClient, type Usage,
-} from '@gateway/proto';
+import { ChatRequest, ChatResponse, EmbedRequest, ModerateRequest, ModerationInputForm, type Model } from '@gateway/proto';
 import type { BatchesTable, JobsDatabase } from '../jobs-schema.js';
 import { claimLeased, LeasedWorkLoop, leaseUntil } from '../leased-work-loop.js';
-import { generatedFileId, type Files } from '../files/files.js';
+import type { Files } from '../files/files.js';
 import type { PriorityGate } from '../priority-gate.js';
+import { isMoneyRefusal, runFailure } from '../run-failure.js';
+import { admit, CALL_DEADLINE_MS, currentKey, TransientRunFailure, voidEarlierAttempts, type RunClients } from '../run-steps.js';
+import { BatchFinalizer } from './batch-finalize.js';
 import {
-  CATALOG_ENDPOINT, chatMessages, parseLine, promptBytes, type BatchEndpoint, type ChatBody, type EmbeddingsBody, type LineProblem, type ModerationsBody,
+  CATALOG_ENDPOINT, chatMessages, parseLine, type BatchEndpoint, type ChatBody, type EmbeddingsBody, type LineProblem, type ModerationsBody,
 } from './batch-lines.js';
+import { chatCompletionJson, embeddingsJson, errorLine, moderationJson, responseJson, type ClaimedLine, type LineOutcome } from './line-answers.js';
+import { batchPrices, lineHold, MAXIMUM_HOLD_PICO, type LineBody, type MessageLineBody } from './line-hold.js';
 
 /**
  * Runs batches (docs/jobs.md "How a batch runs"). Every replica runs one runner; they share the work
@@ -55,45 +56,13 @@ export const DEFAULT_BATCH_RUNNER_OPTIONS: Omit<BatchRunnerOptions, 'replicaId'>
   maxLines: 50_000,
 };
 
-export interface BatchClients {
-  auth: PromiseClient<AuthServiceClient>;
-  catalog: PromiseClient<CatalogServiceClient>;
-  ledger: PromiseClient<LedgerServiceClient>;
-  router: PromiseClient<RouterServiceClient>;
-}
+/** The services a batch line calls (those of every lower-priority run, run-steps.ts). */
+export type BatchClients = RunClients;
 
-/** The least a paid line holds (the edge's flat hold), and the most Ledger.Admit takes. */
-const MINIMUM_HOLD_PICO = parseCredits('0.05');
-const MAXIMUM_HOLD_PICO = parseCredits('1000');
 const INSERT_BATCH = 500;
 const MAX_VALIDATION_ERRORS = 20;
-const RESULT_PAGE = 500;
-const CALL_DEADLINE_MS = 10_000;
 /** Pause of a line after a transient failure before another attempt. */
 const RETRY_DELAY_MS = 2_000;
-
-/** A message batch's line (Anthropic Message Batches): the edge's converted ChatRequest, as JSON. */
-export interface MessageLineBody {
-  model: string;
-  chat_request: unknown;
-}
-
-type LineBody = ChatBody | EmbeddingsBody | ModerationsBody | MessageLineBody;
-
-interface ClaimedLine {
-  batch: BatchesTable;
-  lineIndex: number;
-  customId: string;
-  body: LineBody;
-  attempts: number;
-}
-
-interface LineOutcome {
-  /** The output or error file line. */
-  result: Record<string, unknown>;
-  isError: boolean;
-  costPico: bigint;
-}
 
 /** Validation found problems: the batch fails with them (its lines' inserts are rolled back). */
 class ValidationFailed extends Error {}
@@ -103,207 +72,13 @@ export function attemptRequestId(batchId: string, lineIndex: number, attempt: nu
   return attempt <= 1 ? `${batchId}-${lineIndex}` : `${batchId}-${lineIndex}.${attempt}`;
 }
 
-/** A failure worth another attempt (the line goes back to pending with its lease lapsing soon). */
-class TransientLineFailure extends Error {}
-
-const priceKeysIn: readonly (keyof Pricing)[] = ['perInputToken', 'perToken', 'perCacheWriteInputToken', 'perInputTextToken'];
-const priceKeysOut: readonly (keyof Pricing)[] = ['perOutputToken', 'perToken', 'perOutputTextToken'];
-
-/** The model's prices for a batch line: batch_pricing over pricing (as routing applies them). */
-export function batchPrices(model: Model): Pricing {
-  const pricing: Pricing = { ...model.pricing };
-  for (const [key, value] of Object.entries(model.batchPricing ?? {}) as [keyof Pricing, string | undefined][]) {
-    if (value !== undefined && value !== '') pricing[key] = value;
-  }
-  return pricing;
-}
-
-function highest(pricing: Pricing, keys: readonly (keyof Pricing)[]): bigint {
-  let best = 0n;
-  for (const key of keys) {
-    const text = pricing[key];
-    if (text !== undefined && text !== '') {
-      const pico = parseCredits(text);
-      if (pico > best) best = pico;
-    }
-  }
-  return best;
-}
-
-function isPaid(pricing: Pricing): boolean {
-  return Object.values(pricing).some((text) => typeof text === 'string' && text !== '' && parseCredits(text) > 0n);
-}
-
 /**
- * What a line holds: its worst case at the batch prices (prompt bytes bound its tokens; the most output
- * it may produce: its max tokens, else the model's, else its context window), at least 0.05.
+ * The error line of a line that failed with `error` (a TransientRunFailure's cause once its attempts are
+ * spent): the failure decided by run-failure.ts, the decision background responses share.
  */
-export function lineHold(model: Model, body: LineBody): bigint {
-  const pricing = batchPrices(model);
-  if (!isPaid(pricing)) return 0n;
-  const window = model.contextWindow;
-  // A message line's prompt: its ChatRequest's JSON bounds its text (and its framing) from above.
-  let promptTokens = 'chat_request' in body ? Buffer.byteLength(JSON.stringify(body.chat_request)) : promptBytes(body);
-  if (window > 0 && promptTokens > window) promptTokens = window;
-  let outputTokens = 0;
-  if (!('input' in body)) {
-    const asked = 'chat_request' in body
-      ? (body.chat_request as { maxOutputTokens?: number }).maxOutputTokens
-      : body.max_completion_tokens ?? body.max_tokens;
-    outputTokens = asked ?? model.maxOutputTokens ?? window;
-    if (model.maxOutputTokens !== undefined && outputTokens > model.maxOutputTokens) outputTokens = model.maxOutputTokens;
-  }
-  const worst = BigInt(promptTokens) * highest(pricing, priceKeysIn) + BigInt(outputTokens) * highest(pricing, priceKeysOut);
-  return worst > MINIMUM_HOLD_PICO ? worst : MINIMUM_HOLD_PICO;
-}
-
-/** OpenAI's error line: the request's status and error body under `response`. */
-function errorLine(line: ClaimedLine, requestId: string, status: number, type: string, code: string, message: string): LineOutcome {
-  return {
-    result: {
-      id: `batch_req_${requestId}`,
-      custom_id: line.customId,
-      response: { status_code: status, request_id: requestId, body: { error: { message, type, param: null, code } } },
-      error: null,
-    },
-    isError: true,
-    costPico: 0n,
-  };
-}
-
-function usageJson(usage: Usage | undefined, costPico: bigint, breakdown: ReturnType<typeof costJson> | undefined) {
-  return {
-    prompt_tokens: usage?.inputTokens ?? 0,
-    completion_tokens: usage?.outputTokens ?? 0,
-    total_tokens: (usage?.inputTokens ?? 0) + (usage?.outputTokens ?? 0),
-    prompt_tokens_details: { cached_tokens: usage?.cachedInputTokens ?? 0 },
-    completion_tokens_details: { reasoning_tokens: usage?.reasoningTokens ?? 0 },
-    cost: formatCredits(costPico),
-    ...(breakdown ? { cost_details: breakdown.cost_details } : {}),
-  };
-}
-
-function chatCompletionJson(response: ChatResponse, costPico: bigint, breakdown: ReturnType<typeof costJson>): Record<string, unknown> {
-  return {
-    id: response.id,
-    object: 'chat.completion',
-    created: Number(response.created),
-    model: response.modelId,
-    choices: response.choices.map((choice) => ({
-      index: choice.index,
-      message: {
-        role: 'assistant',
-        content: choice.message?.content ?? null,
-        refusal: choice.message?.refusal ?? null,
-        ...(choice.message && choice.message.toolCalls.length > 0
-          ? { tool_calls: choice.message.toolCalls.map((call) => ({ id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } })) }
-          : {}),
-      },
-      finish_reason: choice.finishReason || null,
-      logprobs: null,
-    })),
-    usage: usageJson(response.usage, costPico, breakdown),
-    provider: response.providerId,
-  };
-}
-
-function embeddingsJson(response: EmbedResponse, costPico: bigint): Record<string, unknown> {
-  return {
-    object: 'list',
-    data: response.embeddings.map((embedding, index) => ({ object: 'embedding', index, embedding: embedding.values })),
-    model: response.modelId,
-    usage: { prompt_tokens: response.usage?.inputTokens ?? 0, total_tokens: response.usage?.inputTokens ?? 0, cost: formatCredits(costPico) },
-    provider: response.providerId,
-  };
-}
-
-/** A responses line's answer: OpenAI's `response` object (text and function calls), with usage.cost. */
-function responseJson(response: ChatResponse, requestId: string, costPico: bigint): Record<string, unknown> {
-  const choice = response.choices[0];
-  const message = choice?.message;
-  const output: Record<string, unknown>[] = [];
-  if (message?.content || message?.refusal) {
-    output.push({
-      type: 'message',
-      id: `msg_${requestId}`,
-      status: 'completed',
-      role: 'assistant',
-      content: [message.content ? { type: 'output_text', text: message.content, annotations: [] } : { type: 'refusal', refusal: message.refusal }],
-    });
-  }
-  for (const call of message?.toolCalls ?? []) {
-    output.push({ type: 'function_call', id: `fc_${call.id}`, call_id: call.id, name: call.name, arguments: call.arguments, status: 'completed' });
-  }
-  const cutShort = choice?.finishReason === 'length';
-  const usage = response.usage;
-  return {
-    id: `resp_${requestId}`,
-    object: 'response',
-    created_at: Number(response.created),
-    status: cutShort ? 'incomplete' : 'completed',
-    incomplete_details: cutShort ? { reason: 'max_output_tokens' } : null,
-    error: null,
-    model: response.modelId,
-    output,
-    usage: {
-      input_tokens: usage?.inputTokens ?? 0,
-      input_tokens_details: { cached_tokens: usage?.cachedInputTokens ?? 0 },
-      output_tokens: usage?.outputTokens ?? 0,
-      output_tokens_details: { reasoning_tokens: usage?.reasoningTokens ?? 0 },
-      total_tokens: (usage?.inputTokens ?? 0) + (usage?.outputTokens ?? 0),
-      cost: formatCredits(costPico),
-    },
-    provider: response.providerId,
-  };
-}
-
-function moderationJson(response: ModerateResponse, costPico: bigint): Record<string, unknown> {
-  return {
-    id: response.id,
-    model: response.modelId,
-    results: response.results.map((result) => ({
-      flagged: result.flagged,
-      categories: result.categories,
-      category_scores: result.categoryScores,
-      category_applied_input_types: Object.fromEntries(Object.entries(result.categoryAppliedInputTypes).map(([name, applied]) => [name, applied.types])),
-    })),
-    usage: { prompt_tokens: response.usage?.inputTokens ?? 0, total_tokens: response.usage?.inputTokens ?? 0, cost: formatCredits(costPico) },
-    provider: response.providerId,
-  };
-}
-
-/** (status, type, code) of a routing failure in a line, and whether another attempt may succeed. */
-function classify(error: unknown): { transient: boolean; status: number; type: string; code: string; message: string } {
-  if (!(error instanceof GatewayError)) return { transient: true, status: 500, type: 'api_error', code: 'internal_error', message: 'The gateway failed to process the request.' };
-  switch (error.reason) {
-    case ErrorReason.ERROR_REASON_INSUFFICIENT_QUOTA:
-      return { transient: false, status: 402, type: 'insufficient_quota', code: 'insufficient_quota', message: error.message };
-    case ErrorReason.ERROR_REASON_KEY_LIMIT_EXCEEDED:
-      return { transient: false, status: 402, type: 'insufficient_quota', code: 'key_limit_exceeded', message: error.message };
-    // A budget's hard stop (docs/governance.md): 402 as on the interactive routes, not retried.
-    case ErrorReason.ERROR_REASON_BUDGET_EXCEEDED:
-      return { transient: false, status: 402, type: 'insufficient_quota', code: 'budget_exceeded', message: error.message };
-    case ErrorReason.ERROR_REASON_INVALID_REQUEST:
-    case ErrorReason.ERROR_REASON_MODEL_NOT_FOUND:
-    case ErrorReason.ERROR_REASON_UPSTREAM_REJECTED:
-    case ErrorReason.ERROR_REASON_CONTENT_MODERATION:
-    case ErrorReason.ERROR_REASON_TOOL_OUTPUT_UNMATCHED:
-    case ErrorReason.ERROR_REASON_UNSUPPORTED_MODALITY:
-    case ErrorReason.ERROR_REASON_PAYLOAD_TOO_LARGE:
-      return { transient: false, status: 400, type: 'invalid_request_error', code: error.code || 'invalid_request', message: error.message };
-    case ErrorReason.ERROR_REASON_INVALID_API_KEY:
-      return { transient: false, status: 401, type: 'invalid_api_key', code: 'invalid_api_key', message: error.message };
-    case ErrorReason.ERROR_REASON_NOT_FOUND:
-      return { transient: false, status: 404, type: 'not_found_error', code: 'not_found', message: error.message };
-    case ErrorReason.ERROR_REASON_MODEL_GONE:
-      return { transient: false, status: 410, type: 'invalid_request_error', code: 'model_gone', message: error.message };
-    case ErrorReason.ERROR_REASON_FORBIDDEN:
-      return { transient: false, status: 403, type: 'permission_error', code: error.code || 'forbidden', message: error.message };
-    case ErrorReason.ERROR_REASON_NO_UPSTREAM:
-      return { transient: true, status: 503, type: 'api_error', code: 'no_upstream', message: error.message };
-    default:
-      return { transient: true, status: 500, type: 'api_error', code: 'internal_error', message: error.message };
-  }
+export function failedLine(line: Pick<ClaimedLine, 'customId'>, requestId: string, error: unknown): LineOutcome {
+  const { transient: _transient, ...failure } = runFailure(error instanceof TransientRunFailure ? error.cause : error);
+  return errorLine(line, requestId, failure);
 }
 
 export class BatchRunner {
@@ -312,6 +87,7 @@ export class BatchRunner {
   /** Batches this replica is validating or finalizing (their leases are renewed with the lines'). */
   private readonly heldBatches = new Set<string>();
   private readonly models = new Map<string, { model: Model | undefined; at: number }>();
+  private readonly finalizer: BatchFinalizer;
 
   constructor(
     private readonly db: Kysely<JobsDatabase>,
@@ -324,6 +100,7 @@ export class BatchRunner {
     /** How much of `concurrency` interactive traffic leaves to lower-priority work now (priority-gate.ts). */
     gate?: PriorityGate,
   ) {
+    this.finalizer = new BatchFinalizer(db, files, options, logger, this.heldBatches);
     const work = { round: () => this.round(), renew: () => this.renewLeases() };
     this.loop = new LeasedWorkLoop({ ...options, name: 'batch runner' }, work, logger, otherRunning, gate);
   }
@@ -349,7 +126,7 @@ export class BatchRunner {
 
   private async round(): Promise<void> {
     await this.validateOne();
-    await this.finalizeReady();
+    await this.finalizer.finalizeReady();
     await this.claimLines();
   }
 
@@ -544,12 +321,12 @@ export class BatchRunner {
       if (line.attempts > this.options.maxAttempts * 3) {
         throw new GatewayError(GrpcStatus.INTERNAL, ErrorReason.ERROR_REASON_INTERNAL, `This line was started ${line.attempts} times without finishing.`);
       }
-      await this.voidEarlierAttempts(line);
+      const owner = { accountId: line.batch.account_id, keyId: line.batch.key_id };
+      await voidEarlierAttempts(this.clients.ledger, owner, line.attempts, (attempt) => attemptRequestId(line.batch.id, line.lineIndex, attempt));
       outcome = await this.execute(line, requestId);
     } catch (error) {
-      if (!(error instanceof TransientLineFailure) || line.attempts >= this.options.maxAttempts) {
-        const failure = classify(error instanceof TransientLineFailure ? error.cause : error);
-        outcome = errorLine(line, requestId, failure.status, failure.type, failure.code, failure.message);
+      if (!(error instanceof TransientRunFailure) || line.attempts >= this.options.maxAttempts) {
+        outcome = failedLine(line, requestId, error);
       } else {
         // Back to pending: its lease lapses shortly and a replica (this one or another) runs it again.
         await sql`
@@ -576,47 +353,29 @@ export class BatchRunner {
   private async execute(line: ClaimedLine, requestId: string): Promise<LineOutcome> {
     const { batch } = line;
     const model = await this.model(line.body.model).catch((error: unknown) => {
-      throw new TransientLineFailure('catalog unreachable', { cause: error });
+      throw new TransientRunFailure('catalog unreachable', { cause: error });
     });
-    if (!model) return errorLine(line, requestId, 400, 'invalid_request_error', 'model_not_found', `The model ${line.body.model} does not exist.`);
+    if (!model) return failedLine(line, requestId, new GatewayError(GrpcStatus.NOT_FOUND, ErrorReason.ERROR_REASON_MODEL_NOT_FOUND, `The model ${line.body.model} does not exist.`));
     if (model.expiresAt !== undefined && Number(model.expiresAt) * 1000 <= Date.now()) {
-      return errorLine(line, requestId, 410, 'invalid_request_error', 'model_gone', `The model ${model.id} is no longer served.`);
+      return failedLine(line, requestId, new GatewayError(GrpcStatus.FAILED_PRECONDITION, ErrorReason.ERROR_REASON_MODEL_GONE, `The model ${model.id} is no longer served.`));
     }
     // The key that created the batch, as it is now: a key disabled, deleted or expired since stops its lines.
-    const key = await this.clients.auth.getApiKey({ accountId: batch.account_id, keyId: batch.key_id }, { requestId, deadlineMs: CALL_DEADLINE_MS }).then(
-      (answer) => answer.key,
-      (error: unknown) => {
-        if (error instanceof GatewayError && error.status === GrpcStatus.NOT_FOUND) return undefined;
-        throw new TransientLineFailure('auth unreachable', { cause: error });
-      },
-    );
-    if (!key || key.disabled || (key.expiresAtMs !== undefined && Number(key.expiresAtMs) <= Date.now())) {
-      return errorLine(line, requestId, 401, 'invalid_api_key', 'invalid_api_key', 'The API key that created this batch is disabled, expired or deleted.');
+    const key = await currentKey(this.clients.auth, { accountId: batch.account_id, keyId: batch.key_id }, requestId);
+    if (!key) {
+      return failedLine(line, requestId, new GatewayError(GrpcStatus.UNAUTHENTICATED, ErrorReason.ERROR_REASON_INVALID_API_KEY, 'The API key that created this batch is disabled, expired or deleted.'));
     }
     const hold = lineHold(model, line.body);
     if (hold > MAXIMUM_HOLD_PICO) {
-      return errorLine(line, requestId, 400, 'invalid_request_error', 'invalid_request', 'This line may cost more than 1000 credits: lower its max_completion_tokens.');
+      return failedLine(line, requestId, new GatewayError(GrpcStatus.INVALID_ARGUMENT, ErrorReason.ERROR_REASON_INVALID_REQUEST, 'This line may cost more than 1000 credits: lower its max_completion_tokens.'));
     }
     const context = { requestId, accountId: batch.account_id, keyId: batch.key_id, batch: true, lowPriority: true };
-    const paid = hold > 0n;
+    // Batch lines are paced by the runner's concurrency, not by the interactive rate windows.
     try {
-      await this.clients.ledger.admit({
-        context,
-        modelId: model.id,
-        paid,
-        tier: batch.tier,
-        limitGroup: model.limitGroup,
-        // Batch lines are paced by the runner's concurrency, not by the interactive rate windows.
-        requestsPerMinute: undefined,
-        requestsPerDay: undefined,
-        keyCreditLimit: key.creditLimit,
-        keyLimitReset: key.limitReset,
-        reserveCredits: paid ? formatCredits(hold) : undefined,
-      }, { requestId, deadlineMs: CALL_DEADLINE_MS });
+      await admit(this.clients.ledger, { context, model, tier: batch.tier, key, holdPico: hold });
     } catch (error) {
-      const failure = classify(error);
-      if (failure.transient) throw new TransientLineFailure('admission failed', { cause: error });
-      return errorLine(line, requestId, failure.status, failure.type, failure.code, failure.status === 402 ? `${failure.message} The line was not run.` : failure.message);
+      if (error instanceof TransientRunFailure) throw error;
+      const failure = runFailure(error);
+      return errorLine(line, requestId, isMoneyRefusal(failure) ? { ...failure, message: `${failure.message} The line was not run.` } : failure);
     }
     let outcome: LineOutcome;
     try {
@@ -628,9 +387,8 @@ export class BatchRunner {
           ? await this.embed(line, requestId, context, model, line.body as EmbeddingsBody)
           : await this.chat(line, requestId, context, model, line.body);
     } catch (error) {
-      const failure = classify(error);
-      if (failure.transient) throw new TransientLineFailure('routing failed', { cause: error });
-      return errorLine(line, requestId, failure.status, failure.type, failure.code, failure.message);
+      if (runFailure(error).transient) throw new TransientRunFailure('routing failed', { cause: error });
+      return failedLine(line, requestId, error);
     }
     return outcome;
   }
@@ -741,99 +499,5 @@ export class BatchRunner {
     };
   }
 
-  /** Voids the charges of the line's earlier attempts (idempotent; an attempt that never charged is marked void). */
-  private async voidEarlierAttempts(line: ClaimedLine): Promise<void> {
-    if (line.attempts <= 1) return;
-    const { batch } = line;
-    await Promise.all(Array.from({ length: line.attempts - 1 }, (_, index) => {
-      const requestId = attemptRequestId(batch.id, line.lineIndex, index + 1);
-      return this.clients.ledger.voidCharge({ context: { requestId, accountId: batch.account_id, keyId: batch.key_id } }, { requestId, deadlineMs: CALL_DEADLINE_MS });
-    })).catch((error: unknown) => {
-      // Not run until the earlier attempts are void: two charges must never stand for one line.
-      throw new TransientLineFailure('voiding earlier attempts failed', { cause: error });
-    });
-  }
-
-  // ---------------------------------------------------------------- finalization
-
-  /**
-   * Batches with no line left to run (in_progress), or none running any more (cancelling), or past their
-   * window (expired): their output and error files are written and the batch ends.
-   */
-  private async finalizeReady(): Promise<void> {
-    const candidates = await sql<BatchesTable>`
-      select b.* from batches b
-      where (b.lease_expires_at is null or b.lease_expires_at < now()) and (
-        (b.status = 'in_progress' and (b.expires_at <= now() or not exists (select 1 from batch_lines l where l.batch_id = b.id and l.status = 'pending')))
-        or (b.status = 'cancelling' and not exists (
-          select 1 from batch_lines l where l.batch_id = b.id and l.status = 'pending' and l.lease_owner is not null and l.lease_expires_at > now()))
-        or b.status = 'finalizing')
-      order by b.created_at limit 10`.execute(this.db);
-    for (const candidate of candidates.rows) {
-      const claimed = await sql<BatchesTable>`
-        update batches set lease_owner = ${this.options.replicaId}, lease_expires_at = ${leaseUntil(this.options.leaseMs)},
-          finalizing_at = case when status = 'in_progress' and expires_at > now() then now() else finalizing_at end,
-          status = case when status = 'in_progress' and expires_at > now() then 'finalizing' else status end
-        where id = ${candidate.id} and (lease_expires_at is null or lease_expires_at < now()) and status = ${candidate.status}
-        returning *`.execute(this.db);
-      const batch = claimed.rows[0];
-      if (!batch) continue;
-      this.heldBatches.add(batch.id);
-      try {
-        await this.finalize(batch);
-      } finally {
-        this.heldBatches.delete(batch.id);
-      }
-    }
-  }
-
-  private async finalize(batch: BatchesTable): Promise<void> {
-    const ending = batch.status === 'cancelling' ? 'cancelled' : batch.status === 'in_progress' ? 'expired' : 'completed';
-    if (ending === 'expired') {
-      // OpenAI: the lines a batch did not reach in its window end in the error file as batch_expired.
-      // One transaction: a finalization that dies here and runs again counts each line once.
-      await this.db.transaction().execute(async (trx) => {
-        const left = await sql<{ line_index: number; custom_id: string }>`
-          update batch_lines set status = 'done', is_error = true, lease_owner = null, lease_expires_at = null,
-            result = jsonb_build_object('id', 'batch_req_' || batch_id || '-' || line_index, 'custom_id', custom_id, 'response', null,
-              'error', jsonb_build_object('code', 'batch_expired', 'message', 'This request could not be executed before the completion window expired.'))
-          where batch_id = ${batch.id} and status = 'pending' returning line_index, custom_id`.execute(trx);
-        await sql`update batches set failed = failed + ${left.rows.length} where id = ${batch.id}`.execute(trx);
-      });
-    }
-    // The files' ids derive from the batch's: a finalization run again (its replica died between writing
-    // them and ending the batch) finds them written and names them, never writing a second set.
-    const write = async (errorsOnly: boolean) => {
-      // A message batch's results are read from its lines (ListMessageBatchResults): no files.
-      if (batch.kind === 'messages') return null;
-      const count = await sql<{ n: number }>`select count(*)::int as n from batch_lines where batch_id = ${batch.id} and status = 'done' and is_error = ${errorsOnly}`.execute(this.db);
-      if (count.rows[0]!.n === 0) return null;
-      const kind = errorsOnly ? 'error' : 'output';
-      const file = await this.files.storeGenerated(batch.account_id, `${batch.id}_${kind}.jsonl`, 'batch_output', this.results(batch.id, errorsOnly), generatedFileId(batch.id, kind));
-      return file.id;
-    };
-    const outputFileId = await write(false);
-    const errorFileId = await write(true);
-    await sql`
-      update batches set status = ${ending}, output_file_id = ${outputFileId}, error_file_id = ${errorFileId}, lease_owner = null, lease_expires_at = null,
-        completed_at = ${ending === 'completed' ? sql`now()` : sql`completed_at`},
-        cancelled_at = ${ending === 'cancelled' ? sql`now()` : sql`cancelled_at`},
-        expired_at = ${ending === 'expired' ? sql`now()` : sql`expired_at`}
-      where id = ${batch.id} and lease_owner = ${this.options.replicaId}`.execute(this.db);
-    this.logger.info({ batch: batch.id, status: ending }, 'batch finished');
-  }
-
-  /** The done lines' results in input order, as JSONL, a page of rows at a time. */
-  private async *results(batchId: string, errorsOnly: boolean): AsyncGenerator<Buffer> {
-    let after = -1;
-    for (;;) {
-      const rows = await sql<{ line_index: number; result: unknown }>`
-        select line_index, result from batch_lines where batch_id = ${batchId} and status = 'done' and is_error = ${errorsOnly} and line_index > ${after}
-        order by line_index limit ${RESULT_PAGE}`.execute(this.db);
-      if (rows.rows.length === 0) return;
-      yield Buffer.from(rows.rows.map((row) => `${JSON.stringify(row.result)}\n`).join(''));
-      after = rows.rows.at(-1)!.line_index;
-    }
-  }
 }
 

@@ -1,12 +1,13 @@
-import { Cancellation, ErrorReason, formatCredits, GatewayError, GrpcStatus, type Logger } from '@gateway/platform';
+import { Cancellation, ErrorReason, GatewayError, GrpcStatus, type Logger } from '@gateway/platform';
 import { sql, type Kysely } from '@gateway/platform/db';
 import { ChatRequest, ChatResponse, type UsageEvent } from '@gateway/proto';
-import type { BatchClients } from '../batches/batch-runner.js';
 import { claimLeased, LeasedWorkLoop, leaseUntil } from '../leased-work-loop.js';
 import type { BackgroundResponsesTable } from './background-responses.js';
 import type { PriorityGate } from '../priority-gate.js';
 import { RecordsBoundExceeded, type BackgroundEvents, type RecordWriter } from './background-events.js';
 import { StreamAnswer } from './stream-answer.js';
+import { runFailure, type RunFailure } from '../run-failure.js';
+import { admit, CALL_DEADLINE_MS, currentKey, TransientRunFailure, voidEarlierAttempts, type RunClients } from '../run-steps.js';
 
 /**
  * Runs background responses (docs/stored-responses.md "Background responses"), as the batch runner runs
@@ -34,7 +35,6 @@ export interface BackgroundRunnerOptions {
   runTimeoutMs: number;
 }
 
-const CALL_DEADLINE_MS = 10_000;
 const RETRY_DELAY_MS = 2_000;
 
 /** The request id of an attempt: the response id for the first, `<id>.<attempt>` after. */
@@ -42,45 +42,18 @@ export function backgroundAttemptId(responseId: string, attempt: number): string
   return attempt <= 1 ? responseId : `${responseId}.${attempt}`;
 }
 
-class TransientFailure extends Error {}
+/** A run's stored failure (error_json): what the edge renders as the Response's `error` and its stream's `error` event. */
+export type StoredFailure = Omit<RunFailure, 'transient'>;
 
-interface Failure {
-  status: number;
-  type: string;
-  code: string;
-  message: string;
-}
-
-/** A routing or admission failure as the response's `error`, and whether another attempt may succeed. */
-function classify(error: unknown): Failure & { transient: boolean } {
-  if (!(error instanceof GatewayError)) return { transient: true, status: 500, type: 'server_error', code: 'server_error', message: 'The gateway failed to process the request.' };
-  switch (error.reason) {
-    case ErrorReason.ERROR_REASON_INSUFFICIENT_QUOTA:
-      return { transient: false, status: 402, type: 'insufficient_quota', code: 'insufficient_quota', message: error.message };
-    case ErrorReason.ERROR_REASON_KEY_LIMIT_EXCEEDED:
-      return { transient: false, status: 402, type: 'insufficient_quota', code: 'key_limit_exceeded', message: error.message };
-    // A budget's hard stop (docs/governance.md): 402 as on the interactive routes and batch lines, not retried.
-    case ErrorReason.ERROR_REASON_BUDGET_EXCEEDED:
-      return { transient: false, status: 402, type: 'insufficient_quota', code: 'budget_exceeded', message: error.message };
-    case ErrorReason.ERROR_REASON_RATE_LIMITED:
-      return { transient: true, status: 429, type: 'rate_limit_exceeded', code: 'rate_limit_exceeded', message: error.message };
-    case ErrorReason.ERROR_REASON_NO_UPSTREAM:
-      return { transient: true, status: 503, type: 'server_error', code: 'no_upstream', message: error.message };
-    case ErrorReason.ERROR_REASON_INVALID_API_KEY:
-      return { transient: false, status: 401, type: 'invalid_api_key', code: 'invalid_api_key', message: error.message };
-    case ErrorReason.ERROR_REASON_INVALID_REQUEST:
-    case ErrorReason.ERROR_REASON_MODEL_NOT_FOUND:
-    case ErrorReason.ERROR_REASON_UPSTREAM_REJECTED:
-    case ErrorReason.ERROR_REASON_CONTENT_MODERATION:
-    case ErrorReason.ERROR_REASON_TOOL_OUTPUT_UNMATCHED:
-    case ErrorReason.ERROR_REASON_UNSUPPORTED_MODALITY:
-    case ErrorReason.ERROR_REASON_PAYLOAD_TOO_LARGE:
-    case ErrorReason.ERROR_REASON_MODEL_GONE:
-    case ErrorReason.ERROR_REASON_FORBIDDEN:
-      return { transient: false, status: 400, type: 'invalid_request_error', code: error.code || 'invalid_request', message: error.message };
-    default:
-      return { transient: error.status === GrpcStatus.UNAVAILABLE || error.status === GrpcStatus.DEADLINE_EXCEEDED, status: 500, type: 'server_error', code: 'server_error', message: error.message };
-  }
+/**
+ * The stored failure of a run that ended with `error` (the decision shared with batch lines,
+ * run-failure.ts); a run whose records outgrew their bound is the caller's 400.
+ */
+export function storedFailure(error: unknown): StoredFailure {
+  const cause = error instanceof TransientRunFailure ? error.cause : error;
+  if (cause instanceof RecordsBoundExceeded) return { status: 400, type: 'invalid_request_error', code: 'response_too_large', message: cause.message };
+  const { transient: _transient, ...failure } = runFailure(cause);
+  return failure;
 }
 
 export class BackgroundRunner {
@@ -88,7 +61,7 @@ export class BackgroundRunner {
 
   constructor(
     private readonly db: Kysely<{ background_responses: BackgroundResponsesTable }>,
-    private readonly clients: BatchClients,
+    private readonly clients: RunClients,
     private readonly options: BackgroundRunnerOptions,
     private readonly logger: Logger,
     /** Batch lines running on this replica: they share `concurrency`. */
@@ -161,23 +134,23 @@ export class BackgroundRunner {
 
   private async run(row: BackgroundResponsesTable, cancel: Cancellation): Promise<void> {
     const requestId = backgroundAttemptId(row.response_id, row.attempts);
-    let outcome: { answer: ChatResponse } | { failure: Failure };
+    let outcome: { answer: ChatResponse } | { failure: StoredFailure };
     let records: RecordWriter | undefined;
     try {
       if (row.attempts > this.options.maxAttempts * 3) {
         throw new GatewayError(GrpcStatus.INTERNAL, ErrorReason.ERROR_REASON_INTERNAL, `This response was started ${row.attempts} times without finishing.`);
       }
-      await this.voidEarlierAttempts(row);
+      await voidEarlierAttempts(this.clients.ledger, { accountId: row.account_id, keyId: row.key_id }, row.attempts, (attempt) => backgroundAttemptId(row.response_id, attempt));
       records = await this.events.writer(row.account_id, row.response_id, row.attempts).catch((error: unknown) => {
-        throw new TransientFailure('reading the run\'s records failed', { cause: error });
+        throw new TransientRunFailure('reading the run\'s records failed', { cause: error });
       });
       await records.begin().catch((error: unknown) => {
-        throw new TransientFailure('recording the attempt failed', { cause: error });
+        throw new TransientRunFailure('recording the attempt failed', { cause: error });
       });
       const answer = await this.execute(row, requestId, cancel, records);
       // Every record is written before the run is recorded: a follower that sees it ended has them all.
       await records.flush().catch((error: unknown) => {
-        throw new TransientFailure('recording the run\'s stream failed', { cause: error });
+        throw new TransientRunFailure('recording the run\'s stream failed', { cause: error });
       });
       outcome = { answer };
     } catch (error) {
@@ -186,7 +159,7 @@ export class BackgroundRunner {
         records?.discard();
         return;
       }
-      if (error instanceof TransientFailure && row.attempts < this.options.maxAttempts) {
+      if (error instanceof TransientRunFailure && row.attempts < this.options.maxAttempts) {
         records?.discard();
         // The next attempt's records follow this one's. Its lease lapses shortly and a replica (this one or another) runs it again.
         await sql`
@@ -194,9 +167,7 @@ export class BackgroundRunner {
           where account_id = ${row.account_id} and response_id = ${row.response_id} and lease_owner = ${this.options.replicaId} and attempts = ${row.attempts}`.execute(this.db);
         return;
       }
-      const { transient: _transient, ...failure } = error instanceof RecordsBoundExceeded
-        ? { transient: false, status: 400, type: 'invalid_request_error', code: 'response_too_large', message: error.message }
-        : classify(error instanceof TransientFailure ? error.cause : error);
+      const failure = storedFailure(error);
       await records?.flush().catch(() => undefined);
       outcome = { failure };
     }
@@ -215,42 +186,16 @@ export class BackgroundRunner {
       (answer) => answer.model,
       (error: unknown) => {
         if (error instanceof GatewayError && error.status === GrpcStatus.NOT_FOUND) return undefined;
-        throw new TransientFailure('catalog unreachable', { cause: error });
+        throw new TransientRunFailure('catalog unreachable', { cause: error });
       },
     );
     if (!model) throw new GatewayError(GrpcStatus.NOT_FOUND, ErrorReason.ERROR_REASON_MODEL_NOT_FOUND, `The model ${row.model_id} does not exist.`, { code: 'model_not_found' });
     // The key that created it, as it is now: a key disabled, deleted or expired since stops the run.
-    const key = await this.clients.auth.getApiKey({ accountId: row.account_id, keyId: row.key_id }, { requestId, deadlineMs: CALL_DEADLINE_MS }).then(
-      (answer) => answer.key,
-      (error: unknown) => {
-        if (error instanceof GatewayError && error.status === GrpcStatus.NOT_FOUND) return undefined;
-        throw new TransientFailure('auth unreachable', { cause: error });
-      },
-    );
-    if (!key || key.disabled || (key.expiresAtMs !== undefined && Number(key.expiresAtMs) <= Date.now())) {
-      throw new GatewayError(GrpcStatus.UNAUTHENTICATED, ErrorReason.ERROR_REASON_INVALID_API_KEY, 'The API key that created this response is disabled, expired or deleted.');
-    }
+    const key = await currentKey(this.clients.auth, { accountId: row.account_id, keyId: row.key_id }, requestId);
+    if (!key) throw new GatewayError(GrpcStatus.UNAUTHENTICATED, ErrorReason.ERROR_REASON_INVALID_API_KEY, 'The API key that created this response is disabled, expired or deleted.');
     const context = { requestId, accountId: row.account_id, keyId: row.key_id };
-    const holdPico = BigInt(row.hold_pico);
-    const paid = holdPico > 0n;
-    try {
-      await this.clients.ledger.admit({
-        context,
-        modelId: model.id,
-        paid,
-        tier: row.tier,
-        limitGroup: model.limitGroup,
-        // Paced by the runner's concurrency (one budget with batch lines), not by the interactive rate windows.
-        requestsPerMinute: undefined,
-        requestsPerDay: undefined,
-        keyCreditLimit: key.creditLimit,
-        keyLimitReset: key.limitReset,
-        reserveCredits: paid ? formatCredits(holdPico) : undefined,
-      }, { requestId, deadlineMs: CALL_DEADLINE_MS });
-    } catch (error) {
-      if (classify(error).transient) throw new TransientFailure('admission failed', { cause: error });
-      throw error;
-    }
+    // Paced by the runner's concurrency (one budget with batch lines), not by the interactive rate windows.
+    await admit(this.clients.ledger, { context, model, tier: row.tier, key, holdPico: BigInt(row.hold_pico) });
     const request = ChatRequest.decode(row.request);
     request.context = { ...context, lowPriority: true };
     const gathered = new StreamAnswer();
@@ -269,14 +214,14 @@ export class BackgroundRunner {
         try {
           records.add(message);
           // A batch that could not be written (this attempt voided, or Postgres failing): stop the provider call.
-          if (records.failed) throw new TransientFailure('recording the run\'s stream failed');
+          if (records.failed) throw new TransientRunFailure('recording the run\'s stream failed');
         } catch (error) {
           stop.abort();
           throw error;
         }
       }
     } catch (error) {
-      if (error instanceof RecordsBoundExceeded || error instanceof TransientFailure) throw error;
+      if (error instanceof RecordsBoundExceeded || error instanceof TransientRunFailure) throw error;
       if (gathered.complete) {
         // The answer is whole; its usage event may have died with the routing replica: settled here
         // (once per request id, whatever routing managed to store), as the edge does for its streams.
@@ -284,29 +229,18 @@ export class BackgroundRunner {
         if (settlement) await this.settle(settlement);
         return gathered.answer();
       }
-      if (classify(error).transient && !cancel.aborted) throw new TransientFailure('routing failed', { cause: error });
+      if (runFailure(error).transient && !cancel.aborted) throw new TransientRunFailure('routing failed', { cause: error });
       throw error;
     } finally {
       cancel.removeEventListener('abort', onCancel);
     }
-    if (!gathered.complete) throw new TransientFailure('routing failed', { cause: new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_INTERNAL, 'The router stream ended without its usage.') });
+    if (!gathered.complete) throw new TransientRunFailure('routing failed', { cause: new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_INTERNAL, 'The router stream ended without its usage.') });
     return gathered.answer();
   }
 
   private async settle(event: UsageEvent): Promise<void> {
     await this.clients.ledger.settleUsage({ events: [event] }, { requestId: event.requestId, deadlineMs: CALL_DEADLINE_MS }).catch((error: unknown) => {
-      throw new TransientFailure('settling the handed-over usage failed', { cause: error });
-    });
-  }
-
-  /** Voids the charges of the earlier attempts (idempotent): at most one attempt stays charged. */
-  private async voidEarlierAttempts(row: BackgroundResponsesTable): Promise<void> {
-    if (row.attempts <= 1) return;
-    await Promise.all(Array.from({ length: row.attempts - 1 }, (_, index) => {
-      const requestId = backgroundAttemptId(row.response_id, index + 1);
-      return this.clients.ledger.voidCharge({ context: { requestId, accountId: row.account_id, keyId: row.key_id } }, { requestId, deadlineMs: CALL_DEADLINE_MS });
-    })).catch((error: unknown) => {
-      throw new TransientFailure('voiding earlier attempts failed', { cause: error });
+      throw new TransientRunFailure('settling the handed-over usage failed', { cause: error });
     });
   }
 }
