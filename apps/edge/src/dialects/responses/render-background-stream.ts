@@ -39,9 +39,11 @@ class RunRenderer {
   private usage: Usage | undefined;
 
   constructor(
-    private readonly context: AnswerContext,
+    private context: AnswerContext,
     private readonly body: ResponsesRequest,
     private readonly after: number,
+    /** A model of the catalog by id: a fallback model's attempt is rendered naming it. */
+    private readonly resolve: (modelId: string) => AnswerContext['model'] | undefined,
   ) {
     this.writer = new ResponsesStreamWriter(context, body, false, { firstSequence: 0, after });
   }
@@ -60,6 +62,12 @@ class RunRenderer {
       return this.writer.lifecycle('response.in_progress', 'in_progress');
     }
     if (chunk?.$case === 'start') {
+      // A fallback model serves this attempt (model fallbacks): its events name that model from here on.
+      const served = chunk.value.modelId !== this.context.model.id ? this.resolve(chunk.value.modelId) : undefined;
+      if (served !== undefined) {
+        this.context = { ...this.context, model: served };
+        this.writer = new ResponsesStreamWriter(this.context, this.body, false, { firstSequence: this.writer.nextSequence, after: this.after });
+      }
       this.writer.start(chunk.value);
       return chunk.value.firstDelta ? this.writer.delta(chunk.value.firstDelta) : '';
     }
@@ -107,7 +115,8 @@ export function backgroundStreamer(source: EventSource, catalogCache: CatalogCac
     const queued = JSON.parse(found.responseJson) as { created_at?: unknown };
     const body = responsesDialect.parse(JSON.parse(run.requestJson));
     markStored(body);
-    return new RunRenderer({ requestId: responseId.slice('resp_'.length), model, tags, created: Number(queued.created_at) || 0, logger }, body, after);
+    const context = { requestId: responseId.slice('resp_'.length), model, tags, created: Number(queued.created_at) || 0, logger };
+    return new RunRenderer(context, body, after, (modelId) => catalogCache.resolve(modelId));
   };
 
   return async (sink, { accountId, responseId, startingAfter, requestId, headers }) => {

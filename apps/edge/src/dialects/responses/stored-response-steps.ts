@@ -17,7 +17,6 @@ import { isBackground, markBackground, markExpanded, markStored } from './stored
 import { queuedResponse } from './render-background.js';
 import { gatewayHeaders } from '../../inference/gateway-headers.js';
 import { MINIMUM_HOLD_PICO } from '../../inference/request-bounds.js';
-import { hasRoutingChoices } from '../../inference/routing-choices.js';
 
 /*
  * POST /v1/responses over HTTP with stored responses (issue 41 item 6): the responses dialect's steps,
@@ -110,7 +109,8 @@ class StoredResponseSteps implements InferenceSteps<ResponsesRequest, ChatCall> 
   /**
    * `background: true` (OpenAI's background mode): it needs the store (400 with `store: false`, as
    * OpenAI), and what the jobs service's run cannot do yet is refused here, before any work: an
-   * in-band compaction, model fallbacks or provider preferences (their admission is the edge's).
+   * in-band compaction. Model fallbacks and provider preferences run as on the interactive path: the
+   * request the jobs service hands routing carries them, and its hold covers the dearest model left.
    */
   private checkBackground(body: ResponsesRequest, context: EdgeContext): void {
     const refuse = (param: string, why: string) => {
@@ -119,7 +119,6 @@ class StoredResponseSteps implements InferenceSteps<ResponsesRequest, ChatCall> 
     if (context.storedResponses === undefined) refuse('background', 'this gateway runs no jobs service, so it runs no background responses.');
     if (body.store === false) refuse('store', 'background responses must be stored: send `store: true` (or leave it out) with `background: true`.');
     if (compactionTriggered(body)) refuse('background', 'an in-band compaction cannot run in the background.');
-    if (hasRoutingChoices(body)) refuse('background', 'model fallbacks and provider preferences cannot run in the background yet.');
     markBackground(body);
   }
 
@@ -138,8 +137,11 @@ class StoredResponseSteps implements InferenceSteps<ResponsesRequest, ChatCall> 
       throw edgeErrors.invalidRequest('body.input: files by id or URL cannot be used in a background response yet; send their data inline.', 'body.input', 'unsupported_parameter');
     }
     const model = job.model;
-    // What each attempt holds (the jobs service admits it): the worst case, at least the paid minimum.
-    const holdPico = !model.paid ? 0n : prepared.holdPico < MINIMUM_HOLD_PICO ? MINIMUM_HOLD_PICO : prepared.holdPico;
+    // What each attempt holds (the jobs service admits it): the worst case over every model that may
+    // serve, at least the paid minimum. A free first model with a paid fallback is a paid request: its
+    // admission must refuse a key without credit, or the fallback would serve it for nothing.
+    const paid = model.paid || (prepared.candidates?.some((candidate) => candidate.paid) ?? false);
+    const holdPico = !paid ? 0n : prepared.holdPico < MINIMUM_HOLD_PICO ? MINIMUM_HOLD_PICO : prepared.holdPico;
     converted.request.routingStrategy = job.strategy;
     const created = Math.floor(context.now() / 1000);
     const queued = queuedResponse(job.requestId, model, created, job.body);
