@@ -22,6 +22,7 @@ export * from './parameters.js';
 export type { AccountActivityEntry, AccountKeyRecord, WebhookEventType } from './account-api.js';
 export { RELAYED_WEBHOOK_EVENT_TYPES, WEBHOOK_EVENT_TYPES } from './account-api.js';
 export * from './roles.js';
+export { openAiModerationJson } from './openai-moderation.js';
 export * from './key-format.js';
 export * from './usage-checkpoints.js';
 export * from './learned-map.js';

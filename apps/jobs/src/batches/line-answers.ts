@@ -1,4 +1,4 @@
-import { costJson, formatCredits } from '@gateway/platform';
+import { costJson, formatCredits, openAiModerationJson } from '@gateway/platform';
 import type { ChatResponse, EmbedResponse, ModerateResponse, Usage } from '@gateway/proto';
 import type { BatchesTable } from '../jobs-schema.js';
 import type { RunFailure } from '../run-failure.js';
@@ -131,14 +131,7 @@ export function responseJson(response: ChatResponse, requestId: string, costPico
 
 export function moderationJson(response: ModerateResponse, costPico: bigint): Record<string, unknown> {
   return {
-    id: response.id,
-    model: response.modelId,
-    results: response.results.map((result) => ({
-      flagged: result.flagged,
-      categories: result.categories,
-      category_scores: result.categoryScores,
-      category_applied_input_types: Object.fromEntries(Object.entries(result.categoryAppliedInputTypes).map(([name, applied]) => [name, applied.types])),
-    })),
+    ...openAiModerationJson(response),
     usage: { prompt_tokens: response.usage?.inputTokens ?? 0, total_tokens: response.usage?.inputTokens ?? 0, cost: formatCredits(costPico) },
     provider: response.providerId,
   };

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { ModerationInputForm, type ModerateResponse, type ModerationInput } from '@gateway/proto';
+import { openAiModerationJson } from '@gateway/platform';
+import { ModerationInputForm, type ModerationInput } from '@gateway/proto';
 import { edgeErrors } from '../../errors.js';
 import { requireFetchableUrl } from '../../canonical/urls.js';
 import { sendJson } from '../../http.js';
@@ -54,18 +55,6 @@ function inputOf(body: ModerationsBody): { inputs: ModerationInput[]; inputForm:
   };
 }
 
-export function renderModeration(answer: ModerateResponse) {
-  return {
-    id: answer.id,
-    model: answer.modelId,
-    results: answer.results.map((result) => ({
-      flagged: result.flagged,
-      categories: result.categories,
-      category_scores: result.categoryScores,
-      category_applied_input_types: Object.fromEntries(Object.entries(result.categoryAppliedInputTypes).map(([name, applied]) => [name, applied.types])),
-    })),
-  };
-}
 
 /** POST /v1/moderations (spec §2.3, §4.6). */
 export const moderationsFamily: EndpointFamily<ModerationsBody, { inputs: ModerationInput[]; inputForm: ModerationInputForm; modelId: string }> = {
@@ -86,6 +75,6 @@ export const moderationsFamily: EndpointFamily<ModerationsBody, { inputs: Modera
       { requestId: job.requestId, deadlineMs: ENDPOINT_DEADLINE_MS, signal: job.signal },
     );
     job.commit(answer.usage);
-    sendJson(http.response, 200, renderModeration(answer), gatewayHeaders(job.strategy));
+    sendJson(http.response, 200, openAiModerationJson(answer), gatewayHeaders(job.strategy));
   },
 };
