@@ -50,6 +50,8 @@ describe('background responses (jobs service)', () => {
       responseJson: JSON.stringify({ id: responseId, object: 'response', status: 'queued', background: true, output: [] }),
       inputItemsJson: JSON.stringify([{ role: 'user', content: 'later' }]),
       createdAt: BigInt(Math.floor(Date.now() / 1000)),
+      conversationId: '',
+      conversationItemsJson: '',
     },
     tier: 'tier-1',
     request: ChatRequest.fromPartial({ modelId: 'testco/m', endpoint: 'responses' }),

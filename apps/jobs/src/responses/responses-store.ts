@@ -144,8 +144,10 @@ export class ResponsesStore {
       .execute();
     if (this.conversations !== undefined) {
       const fresh = new Set(inserted.map((row) => `${row.account_id}\n${row.response_id}`));
-      for (const entry of entries) {
-        if (entry.conversationId === '' || !fresh.has(`${entry.accountId}\n${entry.responseId}`)) continue;
+      // Conversations locked in one order by every put (no deadlock between two batches); a stable sort keeps each one's turns in order.
+      const inConversations = entries.filter((entry) => entry.conversationId !== '').sort((a, b) => (a.conversationId < b.conversationId ? -1 : a.conversationId > b.conversationId ? 1 : 0));
+      for (const entry of inConversations) {
+        if (!fresh.has(`${entry.accountId}\n${entry.responseId}`)) continue;
         await this.conversations.appendFromResponse(db, entry.accountId, entry.conversationId, entry.conversationItemsJson, entry.responseId);
       }
     }
