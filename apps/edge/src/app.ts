@@ -48,6 +48,16 @@ import { inputTokensHandler } from './dialects/responses/input-tokens.js';
 import { responsesDialect } from './dialects/responses/responses-dialect.js';
 import { storedResponseSteps } from './dialects/responses/stored-response-steps.js';
 import { cancelResponseHandler, deleteResponseHandler, listInputItemsHandler, retrieveResponseHandler } from './routes/stored-response-routes.js';
+import {
+  addConversationItemsHandler,
+  createConversationHandler,
+  deleteConversationHandler,
+  deleteConversationItemHandler,
+  listConversationItemsHandler,
+  retrieveConversationHandler,
+  retrieveConversationItemHandler,
+  updateConversationHandler,
+} from './routes/conversation-routes.js';
 import type { InferenceSteps } from './inference/pipeline-steps.js';
 import type { InferenceDialect } from './inference/dialect.js';
 import { chatSteps } from './inference/chat-steps.js';
@@ -147,6 +157,14 @@ export function createApp(context: EdgeContext, readiness?: Readiness, signIn?: 
   app.delete('/v1/responses/:id', deleteResponseHandler(context));
   app.get('/v1/responses/:id/input_items', listInputItemsHandler(context));
   app.post('/v1/responses/:id/cancel', cancelResponseHandler(context));
+  app.post('/v1/conversations', createConversationHandler(context));
+  app.get('/v1/conversations/:id', retrieveConversationHandler(context));
+  app.post('/v1/conversations/:id', updateConversationHandler(context));
+  app.delete('/v1/conversations/:id', deleteConversationHandler(context));
+  app.get('/v1/conversations/:id/items', listConversationItemsHandler(context));
+  app.post('/v1/conversations/:id/items', addConversationItemsHandler(context));
+  app.get('/v1/conversations/:id/items/:itemId', retrieveConversationItemHandler(context));
+  app.delete('/v1/conversations/:id/items/:itemId', deleteConversationItemHandler(context));
   app.get('/v1/models', listModelsHandler(context));
   app.get('/v1/models/*id', getModelHandler(context));
   app.get('/v1/startups', listStartupsHandler(context));

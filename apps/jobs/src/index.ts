@@ -12,6 +12,7 @@ import { PostgresFileContentStore } from './files/file-content-store.js';
 import { DEFAULT_FILE_LIMITS, FILE_CHUNK_BYTES, Files, type FileLimits } from './files/files.js';
 import { DEFAULT_RESPONSES_STORE, RESPONSES_STORE_MAX_RECEIVE_BYTES, ResponsesStore, responsesMigrations, type ResponsesStoreOptions, type ResponsesTables } from './responses/responses-store.js';
 import { responsesStoreBinding } from './responses/responses-store-service.js';
+import { ConversationsStore, conversationsMigrations, DEFAULT_CONVERSATIONS_STORE, type ConversationsStoreOptions, type ConversationsTables } from './responses/conversations-store.js';
 import { BackgroundEvents, backgroundEventsMigrations, DEFAULT_BACKGROUND_EVENTS_LIMITS, type BackgroundEventsLimits, type BackgroundEventsTable } from './responses/background-events.js';
 import { BackgroundResponses, backgroundMigrations, DEFAULT_BACKGROUND_LIMITS, type BackgroundLimits, type BackgroundResponsesTable } from './responses/background-responses.js';
 import { DEFAULT_PRIORITY_GATE_OPTIONS, PriorityGate, type PriorityGateOptions } from './priority-gate.js';
@@ -21,6 +22,7 @@ export { JOBS_SCHEMA, JOBS_MIGRATIONS } from './jobs-schema.js';
 export { DEFAULT_FILE_LIMITS, FILE_CHUNK_BYTES, type FileLimits } from './files/files.js';
 export type { FileContentStore } from './files/file-content-store.js';
 export { DEFAULT_RESPONSES_STORE, type ResponsesStoreOptions } from './responses/responses-store.js';
+export { DEFAULT_CONVERSATIONS_STORE, type ConversationsStoreOptions } from './responses/conversations-store.js';
 export { DEFAULT_BACKGROUND_LIMITS, type BackgroundLimits } from './responses/background-responses.js';
 export { DEFAULT_BATCH_LIMITS, type BatchLimits } from './batches/batches.js';
 export { DEFAULT_BATCH_RUNNER_OPTIONS, type BatchRunnerOptions } from './batches/batch-runner.js';
@@ -61,6 +63,8 @@ export interface JobsServiceOptions {
   fileLimits?: Partial<FileLimits>;
   /** Stored responses (docs/stored-responses.md): retention, size bound, sweep period; tests lower them. */
   responses?: Partial<ResponsesStoreOptions>;
+  /** Conversations (docs/stored-responses.md "Conversations"): bounds per conversation and account; retention is the responses'. */
+  conversations?: Partial<Omit<ConversationsStoreOptions, 'retentionSeconds'>>;
   /** Background responses' bounds (docs/stored-responses.md); run only where batches run (the routing services are known). */
   background?: Partial<BackgroundLimits>;
   /** Bounds and pace of background runs' stored records (docs/stored-responses.md "Streaming a background response"). */
@@ -91,12 +95,19 @@ export async function startJobsService(options: JobsServiceOptions): Promise<Run
     logger,
   );
   try {
-    await migrate(db, JOBS_SCHEMA, { ...JOBS_MIGRATIONS, ...responsesMigrations, ...backgroundMigrations, ...backgroundEventsMigrations }, logger, { allowUnorderedMigrations: true });
+    await migrate(db, JOBS_SCHEMA, { ...JOBS_MIGRATIONS, ...responsesMigrations, ...backgroundMigrations, ...backgroundEventsMigrations, ...conversationsMigrations }, logger, { allowUnorderedMigrations: true });
   } catch (error) {
     await db.destroy();
     throw error;
   }
   const responses = new ResponsesStore(db as unknown as Kysely<ResponsesTables>, { ...DEFAULT_RESPONSES_STORE, ...options.responses }, logger, options.now);
+  const conversations = new ConversationsStore(
+    db as unknown as Kysely<ConversationsTables>,
+    { ...DEFAULT_CONVERSATIONS_STORE, ...options.conversations, retentionSeconds: options.responses?.retentionSeconds ?? DEFAULT_RESPONSES_STORE.retentionSeconds },
+    logger,
+    options.now,
+  );
+  responses.conversations = conversations;
   const files = new Files(db, new PostgresFileContentStore(db), { ...DEFAULT_FILE_LIMITS, ...options.fileLimits }, logger);
   const batchOptions = options.batches;
   const internal = { credential: options.internalAuth?.credential };
@@ -184,7 +195,7 @@ export async function startJobsService(options: JobsServiceOptions): Promise<Run
     server = await startGrpcServer({
       credentials: options.internalAuth?.accepted,
       address: options.listenAddress,
-      services: [{ definition: JobsServiceService, implementation, name: 'gateway.v1.JobsService' }, responsesStoreBinding(responses, background, events, logger)],
+      services: [{ definition: JobsServiceService, implementation, name: 'gateway.v1.JobsService' }, responsesStoreBinding(responses, background, events, logger, conversations)],
       logger,
       // A PutResponses batch of the edge's is the largest message this server reads.
       // A message batch's create is the largest (MESSAGE_BATCH_MAX_RECEIVE_BYTES); a PutResponses batch next.

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { grpcAddress, grpcTarget, postgresUrl, runBusService } from '@gateway/platform';
-import { DEFAULT_BACKGROUND_LIMITS, DEFAULT_BATCH_LIMITS, DEFAULT_BATCH_RETENTION, DEFAULT_BATCH_RUNNER_OPTIONS, DEFAULT_FILE_LIMITS, DEFAULT_PRIORITY_GATE_OPTIONS, startJobsService } from './index.js';
+import { DEFAULT_BACKGROUND_LIMITS, DEFAULT_CONVERSATIONS_STORE, DEFAULT_BATCH_LIMITS, DEFAULT_BATCH_RETENTION, DEFAULT_BATCH_RUNNER_OPTIONS, DEFAULT_FILE_LIMITS, DEFAULT_PRIORITY_GATE_OPTIONS, startJobsService } from './index.js';
 
 await runBusService(
   'jobs',
@@ -36,6 +36,9 @@ await runBusService(
     JOBS_BATCH_RETENTION_SECONDS: z.coerce.number().int().min(0).default(DEFAULT_BATCH_RETENTION.retentionSeconds),
     /** Background responses one account may have queued or running (docs/stored-responses.md). */
     JOBS_MAX_BACKGROUND_RESPONSES_PER_ACCOUNT: z.coerce.number().int().min(1).max(100_000).default(DEFAULT_BACKGROUND_LIMITS.maxActivePerAccount),
+    /** Items one conversation holds, and conversations one account keeps (docs/stored-responses.md "Conversations"). */
+    JOBS_MAX_CONVERSATION_ITEMS: z.coerce.number().int().min(1).max(1_000_000).default(DEFAULT_CONVERSATIONS_STORE.maxItemsPerConversation),
+    JOBS_MAX_CONVERSATIONS_PER_ACCOUNT: z.coerce.number().int().min(1).max(10_000_000).default(DEFAULT_CONVERSATIONS_STORE.maxConversationsPerAccount),
   },
   // NATS carries the batch.completed events of the outbox (docs/governance.md "Webhooks").
   async (config, bus, logger, { metrics, internalAuth }) =>
@@ -48,6 +51,7 @@ await runBusService(
       internalAuth,
       batchRetention: { retentionSeconds: config.JOBS_BATCH_RETENTION_SECONDS },
       background: { maxActivePerAccount: config.JOBS_MAX_BACKGROUND_RESPONSES_PER_ACCOUNT },
+      conversations: { maxItemsPerConversation: config.JOBS_MAX_CONVERSATION_ITEMS, maxConversationsPerAccount: config.JOBS_MAX_CONVERSATIONS_PER_ACCOUNT },
       fileLimits: {
         maxFileBytes: config.JOBS_MAX_FILE_BYTES,
         maxFilesPerAccount: config.JOBS_MAX_FILES_PER_ACCOUNT,

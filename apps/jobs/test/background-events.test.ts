@@ -128,7 +128,7 @@ describe('background run records', () => {
   it("another account's id is NOT_FOUND; a response that is not a background one is FAILED_PRECONDITION; a delete removes the records", async () => {
     await create('acc_a', 'resp_owned');
     await failsWith(collect(client.streamResponseEvents({ accountId: 'acc_b', responseId: 'resp_owned', fromSeq: 0 })), GrpcStatus.NOT_FOUND);
-    await client.putResponses({ responses: [{ accountId: 'acc_a', responseId: 'resp_plain', keyId: 'k', responseJson: '{}', inputItemsJson: '[]', createdAt: 0n }] });
+    await client.putResponses({ responses: [{ accountId: 'acc_a', responseId: 'resp_plain', keyId: 'k', responseJson: '{}', inputItemsJson: '[]', createdAt: 0n, conversationId: '', conversationItemsJson: '' }] });
     await failsWith(collect(client.streamResponseEvents({ accountId: 'acc_a', responseId: 'resp_plain', fromSeq: 0 })), GrpcStatus.FAILED_PRECONDITION);
     const writer = await events.writer('acc_a', 'resp_owned', await claim('acc_a', 'resp_owned'));
     await writer.begin();

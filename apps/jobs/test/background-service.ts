@@ -62,6 +62,8 @@ export function backgroundRequest(
       responseJson: JSON.stringify({ id: responseId, object: 'response', status: 'queued', background: true, output: [] }),
       inputItemsJson: overrides.inputItemsJson ?? JSON.stringify([{ role: 'user', content: 'later' }]),
       createdAt: BigInt(Math.floor(Date.now() / 1000)),
+      conversationId: '',
+      conversationItemsJson: '',
     },
     tier: 'tier-1',
     request: ChatRequest.fromPartial({ modelId: 'testco/m', endpoint: 'responses' }),

@@ -44,6 +44,8 @@ describe('ResponsesStore (jobs service)', () => {
     responseJson: JSON.stringify({ id: responseId, object: 'response', output: [{ type: 'message', role: 'assistant', content: [{ type: 'output_text', text }] }] }),
     inputItemsJson: JSON.stringify(input),
     createdAt: BigInt(Math.floor(clock / 1000)),
+    conversationId: '',
+    conversationItemsJson: '',
   });
   const notFound = (promise: Promise<unknown>) => expect(promise).rejects.toSatisfy((error) => error instanceof GatewayError && error.status === GrpcStatus.NOT_FOUND);
   const invalid = (promise: Promise<unknown>) => expect(promise).rejects.toSatisfy((error) => error instanceof GatewayError && error.status === GrpcStatus.INVALID_ARGUMENT);

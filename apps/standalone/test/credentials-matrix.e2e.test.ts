@@ -145,6 +145,16 @@ const routes: RouteGroup[] = [
     },
     expected: inference({ status: 404, type: 'invalid_request_error' }),
   })),
+  // Conversations (responses-conversations.e2e.test.ts has the owner's and the other account's calls): a
+  // conversation no account has is OpenAI's 404 for every live API key, invalid_api_key for every other credential.
+  ...(['GET /v1/conversations/{id}', 'DELETE /v1/conversations/{id}', 'GET /v1/conversations/{id}/items', 'GET /v1/conversations/{id}/items/{item}'] as const).map((name): RouteGroup => ({
+    name,
+    call: (harness, credential) => {
+      const [method, path] = name.split(' ') as ['GET' | 'DELETE', string];
+      return harness.call(method, path.replace('{id}', `conv_${'0'.repeat(48)}`).replace('{item}', 'msg_0'), credential);
+    },
+    expected: inference({ status: 404, type: 'invalid_request_error' }),
+  })),
   {
     name: 'GET /v1/models',
     call: (harness, credential) => harness.call('GET', '/v1/models', credential),

@@ -35,7 +35,7 @@ export const DIALECT_FIELDS: Record<Dialect, { readonly request: readonly string
     // `store`, `include`, `truncation` are the gateway's own behaviour (convert-responses-request.ts);
     // the stateful fields are refused before this. `prompt_cache_key`, `cache_control`: as in chat.
     request: [
-      'model', 'input', 'instructions', 'stream', 'stream_options', 'routing', 'store', 'include', 'truncation', 'previous_response_id', 'background',
+      'model', 'input', 'instructions', 'stream', 'stream_options', 'routing', 'store', 'include', 'truncation', 'previous_response_id', 'background', 'conversation',
       'prompt_cache_key', 'cache_control', 'models', 'provider',
     ],
     // `metadata` is the client's own labels (echoed).

@@ -3,9 +3,10 @@ import { ResponsesStoreServiceService, type ResponsesStoreServiceServer, type St
 import type { ResponsesStore } from './responses-store.js';
 import { UNFINISHED, type BackgroundResponses } from './background-responses.js';
 import type { BackgroundEvents } from './background-events.js';
+import type { ConversationsStore } from './conversations-store.js';
 
 /** The ResponsesStore gRPC service (proto/gateway/v1/responses_store.proto): decode, call the store, encode. */
-export function responsesStoreBinding(store: ResponsesStore, background: BackgroundResponses | undefined, events: BackgroundEvents | undefined, logger: Logger) {
+export function responsesStoreBinding(store: ResponsesStore, background: BackgroundResponses | undefined, events: BackgroundEvents | undefined, logger: Logger, conversations: ConversationsStore) {
   const withBackground = <T>(work: (background: BackgroundResponses) => Promise<T>): Promise<T> => {
     if (!background) throw new GatewayError(GrpcStatus.UNAVAILABLE, ErrorReason.ERROR_REASON_UNSPECIFIED, 'This jobs service runs no background responses (it was started without the routing services).');
     return work(background);
@@ -30,6 +31,23 @@ export function responsesStoreBinding(store: ResponsesStore, background: Backgro
       return {};
     })),
     cancelBackgroundResponse: unary(logger, 'CancelBackgroundResponse', (request) => withBackground((runs) => runs.cancel(request.accountId, request.responseId))),
+    createConversation: unary(logger, 'CreateConversation', async (request) => ({ conversation: await conversations.create(request) })),
+    getConversation: unary(logger, 'GetConversation', async (request) => ({ conversation: await conversations.get(request.accountId, request.conversationId) })),
+    updateConversation: unary(logger, 'UpdateConversation', async (request) => ({ conversation: await conversations.update(request.accountId, request.conversationId, request.metadataJson) })),
+    deleteConversation: unary(logger, 'DeleteConversation', async (request) => {
+      await conversations.delete(request.accountId, request.conversationId);
+      return {};
+    }),
+    listConversationItems: unary(logger, 'ListConversationItems', async (request) => {
+      const page = await conversations.list(request.accountId, request.conversationId, { after: request.after, limit: request.limit, ascending: request.ascending, allItems: request.allItems });
+      return { itemsJson: page.items, hasMore: page.hasMore };
+    }),
+    addConversationItems: unary(logger, 'AddConversationItems', async (request) => {
+      const added = await conversations.add(request.accountId, request.conversationId, request.itemsJson);
+      return { itemsJson: added.map((item) => JSON.stringify(item)) };
+    }),
+    getConversationItem: unary(logger, 'GetConversationItem', async (request) => ({ itemJson: await conversations.getItem(request.accountId, request.conversationId, request.itemId) })),
+    deleteConversationItem: unary(logger, 'DeleteConversationItem', async (request) => ({ conversation: await conversations.deleteItem(request.accountId, request.conversationId, request.itemId) })),
     streamResponseEvents: serverStream(logger, 'StreamResponseEvents', (request, call) => streamRun(store, background, events, request, call)),
   };
   return { definition: ResponsesStoreServiceService, implementation, name: 'gateway.v1.ResponsesStoreService' };

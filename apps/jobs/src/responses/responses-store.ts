@@ -3,6 +3,7 @@ import { errors, type Logger } from '@gateway/platform';
 import { sql, type Kysely } from '@gateway/platform/db';
 import type { StoredResponse } from '@gateway/proto';
 import { pageOfItems, UnknownCursorError, type ItemsPage } from './input-items.js';
+import type { ConversationsStore } from './conversations-store.js';
 
 /*
  * Stored responses (issue 41 item 6): the response object as answered and the input the model was
@@ -82,6 +83,8 @@ function notFound(responseId: string) {
 /** The store over the jobs service's Postgres schema, with its bounds and sweeper. */
 export class ResponsesStore {
   private readonly timer: NodeJS.Timeout;
+  /** Where a response made in a conversation appends its items (set by the jobs service; swept with the responses). */
+  conversations: ConversationsStore | undefined;
 
   constructor(
     private readonly db: Kysely<ResponsesTables>,
@@ -121,20 +124,40 @@ export class ResponsesStore {
     }
     if (refused > 0) this.logger.warn({ refused }, 'stored responses refused (over the size bound or without an account or id)');
     if (rows.length > 0) {
-      await db
-        .insertInto('stored_responses')
-        .values(rows)
-        .onConflict((conflict) => conflict.columns(['account_id', 'response_id']).doNothing())
-        .execute();
-      // Each account within its bound, its oldest out first (off the answers' path: puts are written behind them).
-      for (const accountId of new Set(rows.map((row) => row.account_id))) {
-        await sql`
-          delete from stored_responses where account_id = ${accountId} and (created_at, response_id) in (
-            select created_at, response_id from stored_responses where account_id = ${accountId}
-             order by created_at desc, response_id desc offset ${this.options.maxResponsesPerAccount})`.execute(db);
+      // With conversation items to append, in one transaction: the items go in only with the response's first put.
+      const inConversation = entries.some((entry) => entry.conversationId !== '');
+      if (inConversation && !db.isTransaction) {
+        await db.transaction().execute((trx) => this.insertRows(trx, rows, entries));
+      } else {
+        await this.insertRows(db, rows, entries);
       }
     }
     return { stored: rows.length, refused };
+  }
+
+  private async insertRows(db: Kysely<ResponsesTables>, rows: StoredResponsesTable[], entries: readonly StoredResponse[]): Promise<void> {
+    const inserted = await db
+      .insertInto('stored_responses')
+      .values(rows)
+      .onConflict((conflict) => conflict.columns(['account_id', 'response_id']).doNothing())
+      .returning(['account_id', 'response_id'])
+      .execute();
+    if (this.conversations !== undefined) {
+      const fresh = new Set(inserted.map((row) => `${row.account_id}\n${row.response_id}`));
+      // Conversations locked in one order by every put (no deadlock between two batches); a stable sort keeps each one's turns in order.
+      const inConversations = entries.filter((entry) => entry.conversationId !== '').sort((a, b) => (a.conversationId < b.conversationId ? -1 : a.conversationId > b.conversationId ? 1 : 0));
+      for (const entry of inConversations) {
+        if (!fresh.has(`${entry.accountId}\n${entry.responseId}`)) continue;
+        await this.conversations.appendFromResponse(db, entry.accountId, entry.conversationId, entry.conversationItemsJson, entry.responseId);
+      }
+    }
+    // Each account within its bound, its oldest out first (off the answers' path: puts are written behind them).
+    for (const accountId of new Set(rows.map((row) => row.account_id))) {
+      await sql`
+        delete from stored_responses where account_id = ${accountId} and (created_at, response_id) in (
+          select created_at, response_id from stored_responses where account_id = ${accountId}
+           order by created_at desc, response_id desc offset ${this.options.maxResponsesPerAccount})`.execute(db);
+    }
   }
 
   async get(accountId: string, responseId: string): Promise<{ responseJson: string; inputItemsJson: string; expiresAt: bigint }> {
@@ -189,6 +212,7 @@ export class ResponsesStore {
     } catch (error) {
       this.logger.warn({ err: error }, 'sweep of expired stored responses failed; retrying at the next interval');
     }
+    if (this.conversations !== undefined) total += await this.conversations.sweep();
     return total;
   }
 

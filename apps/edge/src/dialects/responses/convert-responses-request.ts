@@ -14,18 +14,17 @@ import type { ConvertedRequest } from '../../inference/dialect.js';
 import { compactionText, openCompaction } from './compaction-item.js';
 import { reasoningPartOf } from './responses-reasoning.js';
 import type { ResponsesContentPart, ResponsesInputItem, ResponsesRequest } from './responses-schema.js';
-import { isBackground, isExpanded } from './stored-marks.js';
+import { conversationOf, isBackground, isExpanded } from './stored-marks.js';
 import { customArguments, flatToolName, toolSetOf, type ResponsesToolSet } from './responses-tools.js';
 
 /** The endpoint the responses dialect names in its Router requests (and usage). */
 export const RESPONSES_ENDPOINT = 'responses';
 
 /**
- * Request fields that need state the gateway does not keep (conversations, prompt templates, background
+ * Request fields that need state the gateway does not keep (prompt templates, background
  * runs): refused rather than ignored, since ignoring them changes the answer.
  */
 const STATEFUL_FIELDS: ReadonlyMap<string, string> = new Map([
-  ['conversation', 'the gateway keeps no conversations: send the whole conversation in `input`.'],
   ['prompt', 'stored prompt templates are not supported: send the prompt in `instructions` and `input`.'],
 ]);
 
@@ -43,6 +42,10 @@ export function convertResponsesRequest(body: ResponsesRequest, model: CatalogMo
       'body.previous_response_id',
       'unsupported_parameter',
     );
+  }
+  // Expanded into `input` by the storing route, as previous_response_id; any other path keeps no conversations.
+  if (loose.conversation != null && conversationOf(body) === undefined) {
+    throw edgeErrors.invalidRequest('body.conversation: this path keeps no conversations: send the whole conversation in `input` (conversations are kept over HTTP POST /v1/responses with a store).', 'body.conversation', 'unsupported_parameter');
   }
   for (const [field, reason] of STATEFUL_FIELDS) {
     if (loose[field] != null) throw edgeErrors.invalidRequest(`body.${field}: ${reason}`, `body.${field}`, 'unsupported_parameter');

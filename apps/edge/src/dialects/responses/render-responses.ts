@@ -5,7 +5,7 @@ import { chatResponseCost, type AnswerCost } from '../../inference/answer-cost.j
 import { outputTextLogprobs } from './responses-logprobs.js';
 import { encryptedContentOf } from './responses-reasoning.js';
 import type { ResponsesRequest } from './responses-schema.js';
-import { isStored } from './stored-marks.js';
+import { conversationOf, isStored } from './stored-marks.js';
 import { customInputOf, dialectToolOf, echoedTools, toolSetOf, type ResponsesToolSet } from './responses-tools.js';
 
 /*
@@ -76,6 +76,9 @@ export function responseSettings(body: ResponsesRequest): Record<string, unknown
     truncation: 'disabled',
   };
   if (body.user != null) settings.user = body.user;
+  // OpenAI's `conversation` of a response made in one (its input and output were added to it).
+  const conversationId = conversationOf(body);
+  if (conversationId !== undefined) settings.conversation = { id: conversationId };
   return settings;
 }
 

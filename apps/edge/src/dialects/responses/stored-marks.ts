@@ -33,3 +33,15 @@ export function markBackground(body: object): void {
 export function isBackground(body: object): boolean {
   return backgroundBodies.has(body);
 }
+
+const conversationOfBody = new WeakMap<object, string>();
+
+/** A body made in a conversation (`conversation`), its items expanded into the input by the storing route. */
+export function markConversation(body: object, conversationId: string): void {
+  conversationOfBody.set(body, conversationId);
+}
+
+/** The conversation a body was made in, once the storing route expanded it (else the converter refuses `conversation`). */
+export function conversationOf(body: object): string | undefined {
+  return conversationOfBody.get(body);
+}

@@ -13,7 +13,7 @@ import { responsesDialect } from './responses-dialect.js';
 import type { ResponsesRequest } from './responses-schema.js';
 import { ResponsesStreamWriter } from './responses-stream-writer.js';
 import { inputItems } from './responses-websocket-cache.js';
-import { isBackground, markBackground, markExpanded, markStored } from './stored-marks.js';
+import { isBackground, markBackground, markConversation, markExpanded, markStored } from './stored-marks.js';
 import { queuedResponse } from './render-background.js';
 import { gatewayHeaders } from '../../inference/gateway-headers.js';
 import { MINIMUM_HOLD_PICO } from '../../inference/request-bounds.js';
@@ -29,6 +29,8 @@ import { MINIMUM_HOLD_PICO } from '../../inference/request-bounds.js';
 /** One storing request: what its answer needs to be stored (set in prepare, the answer added by render / the stream writer). */
 interface StoreTicket {
   inputItemsJson: string;
+  /** Made in a conversation: it, and the request's own input (what goes into it before the output). */
+  conversation?: { id: string; inputJson: string };
   response: object | string | undefined;
   writer: ResponsesStreamWriter | undefined;
 }
@@ -73,6 +75,8 @@ class StoredResponseSteps implements InferenceSteps<ResponsesRequest, ChatCall> 
   prepare(body: ResponsesRequest, model: CatalogModel, context: EdgeContext, job: InferenceJob<ResponsesRequest>): ChatCall | Promise<ChatCall> {
     const stored = context.storedResponses;
     if (body.background === true) this.checkBackground(body, context);
+    const conversation = (body as Record<string, unknown>).conversation;
+    if (conversation != null) return this.inConversation(body, conversation, model, context, job);
     if (body.previous_response_id != null) {
       if (stored === undefined) {
         throw edgeErrors.invalidRequest(
@@ -92,6 +96,36 @@ class StoredResponseSteps implements InferenceSteps<ResponsesRequest, ChatCall> 
     body.input = [...conversation, ...inputItems(body.input)] as ResponsesRequest['input'];
     markExpanded(body);
     this.noteStoring(body, context, job);
+    return inner.prepare(body, model, context, job);
+  }
+
+  /**
+   * `conversation` (OpenAI's Conversations API): the conversation's items lead the input, and the answer's
+   * entry carries the request's own input so the store appends it and the output to the conversation
+   * when it stores the response (once). A response of this conversation still waiting in this edge's queue
+   * is stored first, so a turn right after the last sees it. 404 for a conversation the account does not have.
+   */
+  private async inConversation(body: ResponsesRequest, conversation: unknown, model: CatalogModel, context: EdgeContext, job: InferenceJob<ResponsesRequest>): Promise<ChatCall> {
+    const refuse = (why: string, code = 'unsupported_parameter') => {
+      throw edgeErrors.invalidRequest(`body.conversation: ${why}`, 'body.conversation', code);
+    };
+    const id = typeof conversation === 'string' ? conversation : typeof conversation === 'object' && typeof (conversation as { id?: unknown }).id === 'string' ? (conversation as { id: string }).id : '';
+    if (id === '' || id.length > 200) refuse('a conversation id (`conv_…`) or `{"id": "conv_…"}`.', 'invalid_value');
+    if (body.previous_response_id != null) refuse('`conversation` and `previous_response_id` cannot be used together: send one of them.', 'mutually_exclusive_parameters');
+    const stored = context.storedResponses;
+    if (stored === undefined) refuse('this gateway keeps no conversations (it runs without a jobs service): send the whole conversation in `input`.');
+    if (body.store === false) refuse('a response made in a conversation is stored with it: leave `store` out (or true).');
+    if (body.background === true) refuse('background responses cannot be made in a conversation yet.');
+    if (compactionTriggered(body)) refuse('an in-band compaction cannot be made in a conversation.');
+    const accountId = job.key.accountId;
+    await stored!.settledConversation(accountId, id);
+    const items = await stored!.conversations.allItems(accountId, id, job.requestId);
+    const own = inputItems(body.input);
+    body.input = [...items, ...own] as ResponsesRequest['input'];
+    markConversation(body, id);
+    this.noteStoring(body, context, job);
+    const ticket = tickets.get(body);
+    if (ticket !== undefined) ticket.conversation = { id, inputJson: JSON.stringify(own) };
     return inner.prepare(body, model, context, job);
   }
 
@@ -175,6 +209,7 @@ class StoredResponseSteps implements InferenceSteps<ResponsesRequest, ChatCall> 
       inputItemsJson: ticket.inputItemsJson,
       response,
       createdAt: prepared.created,
+      ...(ticket.conversation ? { conversationId: ticket.conversation.id, conversationInputJson: ticket.conversation.inputJson } : {}),
     });
   }
 }

@@ -3,6 +3,7 @@ import { ErrorReason, GrpcStatus, GatewayError, type Logger, type PromiseClient 
 import { edgeErrors } from '../../errors.js';
 import { echoed } from '../../echoed-value.js';
 import type { EventSource, StreamRun } from './background-stream-types.js';
+import { ConversationsClient } from './conversations-client.js';
 
 /*
  * The edge's side of stored responses (issue 41 item 6, docs/stored-responses.md): a write-behind queue
@@ -62,6 +63,9 @@ export interface AnsweredResponse {
   /** The response object (a JSON answer) or its JSON text (a stream's terminal event). */
   response: object | string;
   createdAt: number;
+  /** A response made in a conversation: the conversation, and the request's own input (JSON) its output follows into it. */
+  conversationId?: string;
+  conversationInputJson?: string;
 }
 
 interface Pending {
@@ -88,6 +92,12 @@ function previousNotFound(id: string) {
 }
 
 
+/** What a response adds to its conversation: the request's own input, then the response's output. */
+function conversationItemsJson(inputJson: string, responseJson: string): string {
+  const output = (JSON.parse(responseJson) as { output?: unknown }).output;
+  return JSON.stringify([...(JSON.parse(inputJson) as unknown[]), ...(Array.isArray(output) ? output : [])]);
+}
+
 const keyOf = (accountId: string, responseId: string) => `${accountId}\n${responseId}`;
 
 export class StoredResponses {
@@ -108,11 +118,16 @@ export class StoredResponses {
   readonly events: EventSource = (accountId, responseId, fromSeq, requestId, signal, deadlineMs) =>
     this.client.streamResponseEvents({ accountId, responseId, fromSeq }, { requestId, signal, deadlineMs });
 
+  /** The Conversations API's calls to the same store (conversation-routes.ts). */
+  readonly conversations: ConversationsClient;
+
   constructor(
     private readonly client: PromiseClient<ResponsesStoreServiceClient>,
     readonly limits: StoredResponsesLimits,
     private readonly logger: Logger,
-  ) {}
+  ) {
+    this.conversations = new ConversationsClient(client, limits.callDeadlineMs);
+  }
 
   /** Entries waiting (tests and metrics). */
   get waiting(): number {
@@ -186,6 +201,8 @@ export class StoredResponses {
           responseJson: JSON.stringify(entry.response),
           inputItemsJson: entry.inputItemsJson,
           createdAt: BigInt(entry.createdAt),
+          conversationId: '',
+          conversationItemsJson: '',
         },
         ...run,
       }, { requestId, deadlineMs: this.limits.callDeadlineMs });
@@ -253,6 +270,24 @@ export class StoredResponses {
     let timer: NodeJS.Timeout | undefined;
     const stored = await Promise.race([
       waiting.stored.then(() => true),
+      new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(false), this.limits.callDeadlineMs);
+      }),
+    ]);
+    clearTimeout(timer);
+    if (!stored) throw edgeErrors.overloaded(1);
+  }
+
+  /**
+   * Waits until every response of this conversation still in the queue is stored (their items are then in
+   * it), as `settled` does for one response: a turn right after the last reads the conversation whole.
+   */
+  async settledConversation(accountId: string, conversationId: string): Promise<void> {
+    const waiting = [...this.pending.values()].filter((entry) => entry.answered.accountId === accountId && entry.answered.conversationId === conversationId);
+    if (waiting.length === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    const stored = await Promise.race([
+      Promise.all(waiting.map((entry) => entry.stored)).then(() => true),
       new Promise<boolean>((resolve) => {
         timer = setTimeout(() => resolve(false), this.limits.callDeadlineMs);
       }),
@@ -355,6 +390,8 @@ export class StoredResponses {
           responseJson,
           inputItemsJson: message.inputItemsJson,
           createdAt: BigInt(message.createdAt),
+          conversationId: message.conversationId ?? '',
+          conversationItemsJson: message.conversationId ? conversationItemsJson(message.conversationInputJson ?? '[]', responseJson) : '',
         },
       });
     }
