@@ -6,10 +6,11 @@ import { createTestDatabase, testLogger, type TestDatabase } from '@gateway/test
 import { startJobsService, type JobsServiceOptions, type RunningJobsService } from '../src/index.js';
 
 /**
- * The jobs service the background-response tests run against: its real gRPC server over a database of
- * its own, a client of its ResponsesStore service and a plain Postgres client to read its rows. Nothing
- * is run: the routing services are unreachable addresses and the runner polls rarely (the e2e tests run
- * background responses; these tests play the runner's part by hand where they need it).
+ * The jobs service the store tests (stored and background responses, conversations) run against: its
+ * real gRPC server over a database of its own, a client of its ResponsesStore service and a plain
+ * Postgres client to read its rows. Nothing is run: the routing services are unreachable addresses and
+ * the runner polls rarely (the e2e tests run background responses; these tests play the runner's part
+ * by hand where they need it).
  */
 export interface BackgroundService {
   database: TestDatabase;
@@ -19,7 +20,9 @@ export interface BackgroundService {
   stop(): Promise<void>;
 }
 
-export async function startBackgroundService(options: Pick<JobsServiceOptions, 'background' | 'backgroundEvents'> = {}): Promise<BackgroundService> {
+export async function startBackgroundService(
+  options: Pick<JobsServiceOptions, 'background' | 'backgroundEvents' | 'responses' | 'conversations' | 'now'> = {},
+): Promise<BackgroundService> {
   const database = await createTestDatabase();
   const nowhere = '127.0.0.1:1';
   const jobs = await startJobsService({

@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createClient, GatewayError, GrpcStatus, InProcessEventBus } from '@gateway/platform';
-import { ResponsesStoreServiceClient, ResponsesStoreServiceService, type StoredResponse } from '@gateway/proto';
-import { createTestDatabase, testLogger, type TestDatabase } from '@gateway/testing';
-import { startJobsService, type RunningJobsService } from '../src/index.js';
+import { GatewayError, GrpcStatus } from '@gateway/platform';
+import type { StoredResponse } from '@gateway/proto';
+import { startBackgroundService, type BackgroundService } from './background-service.js';
 
 // Conversations over the jobs service's real gRPC server and real Postgres: per-account isolation,
 // metadata bounds, items in order with pages both ways, a stored response's items appended once
@@ -13,29 +12,21 @@ const MAX_ITEMS = 6;
 const MAX_CONVERSATIONS = 3;
 
 describe('Conversations (jobs service)', () => {
-  let database: TestDatabase;
-  let jobs: RunningJobsService;
-  let client: ReturnType<typeof createClient<ResponsesStoreServiceClient>>;
+  let service: BackgroundService;
+  let client: BackgroundService['client'];
   let clock = Date.now();
 
   beforeAll(async () => {
-    database = await createTestDatabase();
-    jobs = await startJobsService({
-      listenAddress: '127.0.0.1:0',
-      databaseUrl: database.url,
-      logger: testLogger('jobs'),
-      bus: new InProcessEventBus(testLogger('jobs-bus')),
+    service = await startBackgroundService({
       responses: { retentionSeconds: RETENTION_SECONDS, sweepIntervalMs: 60_000 },
       conversations: { maxItemsPerConversation: MAX_ITEMS, maxConversationsPerAccount: MAX_CONVERSATIONS },
       now: () => clock,
     });
-    client = createClient(ResponsesStoreServiceClient, ResponsesStoreServiceService, jobs.address);
+    client = service.client;
   });
 
   afterAll(async () => {
-    client?.close();
-    await jobs?.stop();
-    await database?.drop();
+    await service?.stop();
   });
 
   const failsWith = (status: GrpcStatus, promise: Promise<unknown>) => expect(promise).rejects.toSatisfy((error) => error instanceof GatewayError && error.status === status);

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createClient, GatewayError, GrpcStatus, InProcessEventBus } from '@gateway/platform';
-import { ResponsesStoreServiceClient, ResponsesStoreServiceService, type StoredResponse } from '@gateway/proto';
-import { createTestDatabase, eventually, testLogger, type TestDatabase } from '@gateway/testing';
-import { startJobsService, type RunningJobsService } from '../src/index.js';
+import { GatewayError, GrpcStatus } from '@gateway/platform';
+import type { StoredResponse } from '@gateway/proto';
+import { eventually } from '@gateway/testing';
+import { startBackgroundService, type BackgroundService } from './background-service.js';
 
 // The ResponsesStore of the jobs service over its real gRPC server and real Postgres: per-account
 // lookups, the first put kept, the size bound, pages of input items, retention (a moved clock) and
@@ -13,28 +13,20 @@ const MAX_ENTRY_CHARS = 10_000;
 const MAX_PER_ACCOUNT = 5;
 
 describe('ResponsesStore (jobs service)', () => {
-  let database: TestDatabase;
-  let jobs: RunningJobsService;
-  let client: ReturnType<typeof createClient<ResponsesStoreServiceClient>>;
+  let service: BackgroundService;
+  let client: BackgroundService['client'];
   let clock = Date.now();
 
   beforeAll(async () => {
-    database = await createTestDatabase();
-    jobs = await startJobsService({
-      listenAddress: '127.0.0.1:0',
-      databaseUrl: database.url,
-      logger: testLogger('jobs'),
-      bus: new InProcessEventBus(testLogger('jobs-bus')),
+    service = await startBackgroundService({
       responses: { retentionSeconds: RETENTION_SECONDS, maxEntryChars: MAX_ENTRY_CHARS, sweepIntervalMs: 200, maxResponsesPerAccount: MAX_PER_ACCOUNT },
       now: () => clock,
     });
-    client = createClient(ResponsesStoreServiceClient, ResponsesStoreServiceService, jobs.address);
+    client = service.client;
   });
 
   afterAll(async () => {
-    client?.close();
-    await jobs?.stop();
-    await database?.drop();
+    await service?.stop();
   });
 
   const entry = (accountId: string, responseId: string, text: string, input: unknown[] = [{ role: 'user', content: 'Hi' }]): StoredResponse => ({
@@ -121,7 +113,7 @@ describe('ResponsesStore (jobs service)', () => {
     // Put after the clock moved: a new response, retained from now.
     await client.putResponses({ responses: [entry('acc_r', 'resp_new', 'new')] });
     const { default: pg } = await import('pg');
-    const db = new pg.Client({ connectionString: database.url });
+    const db = new pg.Client({ connectionString: service.database.url });
     await db.connect();
     try {
       const count = async () => Number((await db.query(`select count(*) from jobs.stored_responses where account_id = 'acc_r'`)).rows[0].count);

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import type { FakeUpstream, RecordedRequest } from '@gateway/testing';
-import { startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
-import { ctlJson } from './configured-stack.js';
+import { oneModelCatalog, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { openAiAccount } from './background-harness.js';
 import { UPSTREAM_KINDS, type UpstreamKind } from './messages-e2e-harness.js';
 
 // OpenAI's Conversations API (issue 41 item 6) end to end: the edge's /v1/conversations routes, the jobs
@@ -14,26 +14,13 @@ const MAIN = 'testco/main';
 const PROVIDER_KEY_ENV = 'RESPONSES_CONVERSATIONS_E2E_KEY';
 
 function catalog(kind: UpstreamKind, upstream: FakeUpstream): string {
-  return `
-startups:
-  - { id: testco, display_name: Test Co }
-providers:
-${kind.provider('upstream-one', upstream, PROVIDER_KEY_ENV)}
-limit_groups:
-  - id: default
-    tiers: { tier-1: { minute: 600 } }
-models:
-  - id: ${MAIN}
-    owned_by: testco
-    created: 1767225600
-    input_modalities: [text]
-    output_modalities: [text]
-    supported_parameters: [temperature, max_completion_tokens, stream_options]
-    pricing: { per_input_token: "0.000001", per_output_token: "0.000002" }
-    limit_group: default
-    offers:
-      - { provider: upstream-one, upstream_model: main-upstream, endpoints: [chat.completions, responses] }
-`;
+  return oneModelCatalog({
+    model: MAIN,
+    provider: { kind: kind.kind, url: upstream.url, keyEnv: PROVIDER_KEY_ENV },
+    upstreamModel: 'main-upstream',
+    supportedParameters: ['temperature', 'max_completion_tokens', 'stream_options'],
+    endpoints: ['chat.completions', 'responses'],
+  });
 }
 
 const turns = (kind: UpstreamKind, request: RecordedRequest) => kind.conversation(request).map((message) => ({ role: message.role, text: message.text }));
@@ -52,9 +39,7 @@ describe.each(UPSTREAM_KINDS)('conversations on an $kind upstream, end to end', 
       providerSecrets: { [PROVIDER_KEY_ENV]: 'sk-conversations-e2e' },
       routing: { attemptTimeoutMs: 2_000, maxAttempts: 2 },
     });
-    const other = await ctlJson(harness.stack, 'accounts', 'create', '--name', 'stranger', '--credits', '5', '--tier', 'tier-1', '--json');
-    const otherKey = (await ctlJson(harness.stack, 'keys', 'create', other.account_id!, '--name', 'stranger-key', '--json')).api_key!;
-    stranger = new OpenAI({ baseURL: `${harness.stack.url}/v1`, apiKey: otherKey, maxRetries: 0, timeout: 30_000 });
+    stranger = (await openAiAccount(harness.stack, 'stranger', '5')).client;
   }, 120_000);
 
   afterAll(async () => {

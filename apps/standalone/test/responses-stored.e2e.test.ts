@@ -3,7 +3,7 @@ import OpenAI from 'openai';
 import { eventually, type FakeUpstream, type RecordedRequest } from '@gateway/testing';
 import { catalogYaml, tokenPricing } from './catalog-yaml.js';
 import { startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
-import { ctlJson } from './configured-stack.js';
+import { openAiAccount } from './background-harness.js';
 import { UPSTREAM_KINDS, type UpstreamKind } from './messages-e2e-harness.js';
 
 // Stored responses (issue 41 item 6) end to end: the edge, the jobs service's ResponsesStore over
@@ -50,9 +50,7 @@ describe.each(UPSTREAM_KINDS)('stored responses on an $kind upstream, end to end
       routing: { attemptTimeoutMs: 2_000, maxAttempts: 2 },
       edge: { storedResponses: { maxStoredChars: MAX_STORED_CHARS } },
     });
-    const other = await ctlJson(harness.stack, 'accounts', 'create', '--name', 'stranger', '--credits', '5', '--tier', 'tier-1', '--json');
-    const otherKey = (await ctlJson(harness.stack, 'keys', 'create', other.account_id!, '--name', 'stranger-key', '--json')).api_key!;
-    stranger = new OpenAI({ baseURL: `${harness.stack.url}/v1`, apiKey: otherKey, maxRetries: 0, timeout: 30_000 });
+    stranger = (await openAiAccount(harness.stack, 'stranger', '5')).client;
   }, 120_000);
 
   afterAll(async () => {
