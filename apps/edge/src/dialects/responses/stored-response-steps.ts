@@ -123,7 +123,6 @@ class StoredResponseSteps implements InferenceSteps<ResponsesRequest, ChatCall> 
     const stored = context.storedResponses;
     if (stored === undefined) refuse('this gateway keeps no conversations (it runs without a jobs service): send the whole conversation in `input`.');
     if (body.store === false) refuse('a response made in a conversation is stored with it: leave `store` out (or true).');
-    if (body.background === true) refuse('background responses cannot be made in a conversation yet.');
     if (compactionTriggered(body)) refuse('an in-band compaction cannot be made in a conversation.');
     const accountId = job.key.accountId;
     await stored!.settledConversation(accountId, id);
@@ -186,7 +185,15 @@ class StoredResponseSteps implements InferenceSteps<ResponsesRequest, ChatCall> 
     const created = Math.floor(context.now() / 1000);
     const queued = queuedResponse(job.requestId, model, created, job.body);
     await stored.createBackground(
-      { accountId: job.key.accountId, keyId: job.key.keyId, responseId: responseId(job.requestId), inputItemsJson: ticket.inputItemsJson, response: queued, createdAt: created },
+      {
+        accountId: job.key.accountId,
+        keyId: job.key.keyId,
+        responseId: responseId(job.requestId),
+        inputItemsJson: ticket.inputItemsJson,
+        response: queued,
+        createdAt: created,
+        ...(ticket.conversation ? { conversationId: ticket.conversation.id, conversationInputJson: ticket.conversation.inputJson } : {}),
+      },
       { tier: job.key.tier, request: converted.request, holdCredits: holdPico > 0n ? formatCredits(holdPico) : '', requestJson: JSON.stringify(job.body), modelId: model.id },
       job.requestId,
     );
