@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { GatewayError, GrpcStatus, type PromiseClient } from '@gateway/platform';
-import type { ResponsesStoreServiceClient } from '@gateway/proto';
+import { ChatResponse, type ResponsesStoreServiceClient } from '@gateway/proto';
 import { backgroundRequest as request, failsWith, startBackgroundService, type BackgroundService } from './background-service.js';
 
 // Background responses in the jobs service over its real gRPC server and real Postgres: creation kept
@@ -70,5 +70,35 @@ describe('background responses (jobs service)', () => {
     await client.deleteResponse({ accountId: 'acc_c', responseId: 'resp_bg' });
     expect(await rows('acc_c')).toEqual([]);
     await failsWith(client.cancelBackgroundResponse({ accountId: 'acc_c', responseId: 'resp_bg' }), GrpcStatus.NOT_FOUND);
+  });
+
+  it('a background response made in a conversation adds nothing at creation; its completed turn is pending until appended, once, for its account only', async () => {
+    const conversationId = `conv_${'ab'.repeat(24)}`;
+    await client.createConversation({ accountId: 'acc_d', conversationId, metadataJson: '', itemsJson: [JSON.stringify({ type: 'message', role: 'user', content: 'first' })], createdAt: 0n });
+    const created = request('acc_d', 'resp_d1');
+    created.response!.conversationId = conversationId;
+    created.response!.conversationItemsJson = JSON.stringify([{ type: 'message', role: 'user', content: 'in the background' }]);
+    await client.createBackgroundResponse(created);
+    const itemsOf = async () => (await client.listConversationItems({ accountId: 'acc_d', conversationId, after: '', limit: 0, ascending: true, allItems: true })).itemsJson.map((item) => {
+      const content = (JSON.parse(item) as { content: string | { text: string }[] }).content;
+      return typeof content === 'string' ? content : content.map((part) => part.text).join('');
+    });
+    expect(await itemsOf()).toEqual(['first']);
+    // Queued: not pending yet.
+    expect((await client.listPendingConversationTurns({ accountId: 'acc_d', conversationId })).turns).toEqual([]);
+    // The runner's part, by hand: the run completed.
+    const answer = Buffer.from(ChatResponse.encode(ChatResponse.fromPartial({ modelId: 'testco/m' })).finish());
+    await db.query(`update jobs.background_responses set status = 'completed', answer = $1, ended_at = now() where account_id = 'acc_d' and response_id = 'resp_d1'`, [answer]);
+    const { turns } = await client.listPendingConversationTurns({ accountId: 'acc_d', conversationId });
+    expect(turns.map((turn) => [turn.responseId, JSON.parse(turn.inputJson)[0].content, turn.background?.status])).toEqual([['resp_d1', 'in the background', 'completed']]);
+    // Another account sees no pending turn and cannot append one.
+    expect((await client.listPendingConversationTurns({ accountId: 'acc_e', conversationId })).turns).toEqual([]);
+    expect((await client.appendConversationTurn({ accountId: 'acc_e', conversationId, responseId: 'resp_d1', itemsJson: '[{"content":"stolen"}]' })).appended).toBe(false);
+    // Two edges append it at once: it goes in once.
+    const itemsJson = JSON.stringify([{ type: 'message', role: 'user', content: 'in the background' }, { type: 'message', role: 'assistant', content: 'done' }]);
+    const appended = await Promise.all([1, 2, 3].map(() => client.appendConversationTurn({ accountId: 'acc_d', conversationId, responseId: 'resp_d1', itemsJson })));
+    expect(appended.filter((answer) => answer.appended)).toHaveLength(1);
+    expect(await itemsOf()).toEqual(['first', 'in the background', 'done']);
+    expect((await client.listPendingConversationTurns({ accountId: 'acc_d', conversationId })).turns).toEqual([]);
   });
 });

@@ -1,7 +1,7 @@
 import type { Migration } from 'kysely';
 import { errors, GatewayError, GrpcStatus, ErrorReason, parseCredits } from '@gateway/platform';
 import { sql, type Kysely } from '@gateway/platform/db';
-import { ChatRequest, ChatResponse, type BackgroundRun, type CancelBackgroundResponseResponse, type CreateBackgroundResponseRequest } from '@gateway/proto';
+import { ChatRequest, ChatResponse, type BackgroundRun, type CancelBackgroundResponseResponse, type CreateBackgroundResponseRequest, type PendingConversationTurn } from '@gateway/proto';
 import type { ResponsesStore, ResponsesTables } from './responses-store.js';
 
 /*
@@ -32,6 +32,10 @@ export interface BackgroundResponsesTable {
   lease_expires_at: Date | null;
   created_at: Date;
   ended_at: Date | null;
+  /** Made in a conversation: it ('' otherwise), the request's own input (JSON), and whether its turn is in it yet. */
+  conversation_id: string;
+  conversation_input_json: string;
+  conversation_appended: boolean;
 }
 
 export const backgroundMigrations: Record<string, Migration> = {
@@ -64,7 +68,23 @@ export const backgroundMigrations: Record<string, Migration> = {
       await sql`create index background_responses_account_unfinished on background_responses (account_id) where status in ('queued', 'in_progress')`.execute(db);
     },
   },
+  // A background response made in a conversation: its turn goes into the conversation once its run completed.
+  'responses-0055_background_conversation_turns': {
+    up: async (db: Kysely<any>) => {
+      await sql`
+        alter table background_responses
+          add column conversation_id text not null default '',
+          add column conversation_input_json text not null default '',
+          add column conversation_appended boolean not null default false`.execute(db);
+      await sql`
+        create index background_responses_pending_turns on background_responses (account_id, conversation_id, created_at)
+          where conversation_id <> '' and not conversation_appended`.execute(db);
+    },
+  },
 };
+
+/** Most pending turns ListPendingConversationTurns answers at once (the edge asks again while it gets this many). */
+export const MAX_PENDING_TURNS = 100;
 
 export interface BackgroundLimits {
   /** Background responses of one account queued or running at once (past it: 429 at creation). */
@@ -126,12 +146,49 @@ export class BackgroundResponses {
           { code: 'background_responses_limit', retryAfterSeconds: 5 },
         );
       }
-      const { stored } = await this.store.putWith(trx as unknown as Kysely<ResponsesTables>, [entry]);
+      // Made in a conversation: nothing goes into it now (its turn is appended once the run completed), so
+      // the entry is stored without it; the conversation and the request's own input wait on the run's row.
+      const { stored } = await this.store.putWith(trx as unknown as Kysely<ResponsesTables>, [{ ...entry, conversationId: '', conversationItemsJson: '' }]);
       if (stored !== 1) throw errors.invalidRequest('The response is over the size a stored response may have.', 'response');
+      const conversationInput = entry.conversationId === '' ? '' : entry.conversationItemsJson;
       await sql`
-        insert into background_responses (account_id, response_id, key_id, tier, status, request, request_json, model_id, hold_pico)
-        values (${entry.accountId}, ${entry.responseId}, ${entry.keyId}, ${request.tier}, 'queued', ${requestBytes}, ${request.requestJson}, ${request.modelId}, ${holdPico.toString()})
+        insert into background_responses (account_id, response_id, key_id, tier, status, request, request_json, model_id, hold_pico, conversation_id, conversation_input_json)
+        values (${entry.accountId}, ${entry.responseId}, ${entry.keyId}, ${request.tier}, 'queued', ${requestBytes}, ${request.requestJson}, ${request.modelId}, ${holdPico.toString()},
+          ${entry.conversationId}, ${conversationInput})
         on conflict do nothing`.execute(trx);
+    });
+  }
+
+  /**
+   * A conversation's completed background turns not yet in it, oldest first (at most MAX_PENDING_TURNS):
+   * the edge renders each one's output (the dialect is the edge's) and appends it with appendTurn.
+   */
+  async pendingTurns(accountId: string, conversationId: string): Promise<PendingConversationTurn[]> {
+    if (conversationId === '') return [];
+    const rows = await sql<BackgroundResponsesTable & { response_json: string }>`
+      select b.*, s.response_json from background_responses b
+        join stored_responses s on s.account_id = b.account_id and s.response_id = b.response_id
+       where b.account_id = ${accountId} and b.conversation_id = ${conversationId} and not b.conversation_appended and b.status = 'completed'
+       order by b.created_at, b.response_id limit ${MAX_PENDING_TURNS}`.execute(this.db);
+    return rows.rows.map((row) => ({ responseId: row.response_id, responseJson: row.response_json, background: runOf(row), inputJson: row.conversation_input_json }));
+  }
+
+  /**
+   * A completed background turn's items into its conversation, once: marked appended in the same
+   * transaction (a second call, from another edge or a retry, finds it marked and appends nothing).
+   */
+  async appendTurn(accountId: string, conversationId: string, responseId: string, itemsJson: string): Promise<boolean> {
+    const conversations = this.store.conversations;
+    if (conversations === undefined || conversationId === '') return false;
+    return this.db.transaction().execute(async (trx) => {
+      const marked = await sql`
+        update background_responses set conversation_appended = true
+         where account_id = ${accountId} and response_id = ${responseId} and conversation_id = ${conversationId}
+           and status = 'completed' and not conversation_appended
+        returning response_id`.execute(trx);
+      if (marked.rows.length === 0) return false;
+      await conversations.appendFromResponse(trx, accountId, conversationId, itemsJson, responseId);
+      return true;
     });
   }
 

@@ -48,6 +48,12 @@ export function responsesStoreBinding(store: ResponsesStore, background: Backgro
     }),
     getConversationItem: unary(logger, 'GetConversationItem', async (request) => ({ itemJson: await conversations.getItem(request.accountId, request.conversationId, request.itemId) })),
     deleteConversationItem: unary(logger, 'DeleteConversationItem', async (request) => ({ conversation: await conversations.deleteItem(request.accountId, request.conversationId, request.itemId) })),
+    listPendingConversationTurns: unary(logger, 'ListPendingConversationTurns', async (request) => ({
+      turns: background ? await background.pendingTurns(request.accountId, request.conversationId) : [],
+    })),
+    appendConversationTurn: unary(logger, 'AppendConversationTurn', (request) => withBackground(async (runs) => ({
+      appended: await runs.appendTurn(request.accountId, request.conversationId, request.responseId, request.itemsJson),
+    }))),
     streamResponseEvents: serverStream(logger, 'StreamResponseEvents', (request, call) => streamRun(store, background, events, request, call)),
   };
   return { definition: ResponsesStoreServiceService, implementation, name: 'gateway.v1.ResponsesStoreService' };

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Conversation, ResponsesStoreServiceClient } from '@gateway/proto';
+import type { BackgroundRun, Conversation, ResponsesStoreServiceClient } from '@gateway/proto';
 import { GatewayError, GrpcStatus, type PromiseClient } from '@gateway/platform';
 import { EdgeError } from '../../errors.js';
 import { echoed } from '../../echoed-value.js';
@@ -42,11 +42,42 @@ export function renderItemList(items: readonly Record<string, unknown>[], hasMor
 
 const isNotFound = (error: unknown) => error instanceof GatewayError && error.status === GrpcStatus.NOT_FOUND;
 
+/** The jobs service's most pending turns per answer (background-responses.ts MAX_PENDING_TURNS): fewer means none are left. */
+const PENDING_TURNS_PAGE = 100;
+
+/** A background response's object with its run rendered (stored-responses.ts `renderRun`, render-background.ts). */
+export type TurnRenderer = (queued: Record<string, unknown>, run: BackgroundRun) => Record<string, unknown>;
+
 export class ConversationsClient {
   constructor(
     private readonly client: PromiseClient<ResponsesStoreServiceClient>,
     private readonly deadlineMs: number,
+    private readonly render: TurnRenderer = (queued) => queued,
   ) {}
+
+  /**
+   * Background turns (background responses made in this conversation) whose run completed go into it
+   * before it is read: their output rendered here (the dialect is the edge's), appended by the store once
+   * (a turn another edge appended first is skipped there). A turn that cannot be rendered yet (its model
+   * gone from the catalog) waits for a later read.
+   */
+  private async settleTurns(accountId: string, conversationId: string, requestId: string): Promise<void> {
+    for (;;) {
+      const { turns } = await this.client.listPendingConversationTurns({ accountId, conversationId }, this.options(requestId));
+      let appended = 0;
+      for (const turn of turns) {
+        if (turn.background === undefined) continue;
+        const rendered = this.render(JSON.parse(turn.responseJson) as Record<string, unknown>, turn.background);
+        if (rendered.status !== 'completed' && rendered.status !== 'incomplete') continue;
+        const output = Array.isArray(rendered.output) ? (rendered.output as unknown[]) : [];
+        const input = JSON.parse(turn.inputJson || '[]') as unknown[];
+        const itemsJson = JSON.stringify([...input, ...output]);
+        await this.client.appendConversationTurn({ accountId, conversationId, responseId: turn.responseId, itemsJson }, this.options(requestId));
+        appended++;
+      }
+      if (turns.length < PENDING_TURNS_PAGE || appended === 0) return;
+    }
+  }
 
   private options(requestId: string) {
     return { requestId, deadlineMs: this.deadlineMs };
@@ -92,12 +123,14 @@ export class ConversationsClient {
   }
 
   async list(accountId: string, conversationId: string, page: { after: string; limit: number; ascending: boolean }, requestId: string) {
+    await this.settleTurns(accountId, conversationId, requestId);
     const found = await this.found(conversationId, () => this.client.listConversationItems({ accountId, conversationId, ...page, allItems: false }, this.options(requestId)));
     return { items: found.itemsJson.map((item) => JSON.parse(item) as Record<string, unknown>), hasMore: found.hasMore };
   }
 
   /** Every item, oldest first: what a response made in the conversation is given before its own input. */
   async allItems(accountId: string, conversationId: string, requestId: string): Promise<unknown[]> {
+    await this.settleTurns(accountId, conversationId, requestId);
     const found = await this.found(
       conversationId,
       () => this.client.listConversationItems({ accountId, conversationId, after: '', limit: 0, ascending: true, allItems: true }, this.options(requestId)),
@@ -114,6 +147,7 @@ export class ConversationsClient {
   }
 
   async item(accountId: string, conversationId: string, itemId: string, requestId: string): Promise<Record<string, unknown>> {
+    await this.settleTurns(accountId, conversationId, requestId);
     const found = await this.found(conversationId, () => this.client.getConversationItem({ accountId, conversationId, itemId }, this.options(requestId)));
     return JSON.parse(found.itemJson) as Record<string, unknown>;
   }

@@ -8,7 +8,7 @@ import type { AnswerContext } from '../../inference/dialect.js';
 import { responsesDialect } from './responses-dialect.js';
 import type { ResponsesRequest } from './responses-schema.js';
 import { ResponsesStreamWriter } from './responses-stream-writer.js';
-import { markStored } from './stored-marks.js';
+import { markStoredBody } from './stored-marks.js';
 import type { EventSource, StreamRun } from './background-stream-types.js';
 
 /*
@@ -114,7 +114,7 @@ export function backgroundStreamer(source: EventSource, catalogCache: CatalogCac
     if (model === undefined) throw edgeErrors.notFound(`The model of response '${responseId}' is no longer served; retrieve it without \`stream\`.`);
     const queued = JSON.parse(found.responseJson) as { created_at?: unknown };
     const body = responsesDialect.parse(JSON.parse(run.requestJson));
-    markStored(body);
+    markStoredBody(body);
     const context = { requestId: responseId.slice('resp_'.length), model, tags, created: Number(queued.created_at) || 0, logger };
     return new RunRenderer(context, body, after, (modelId) => catalogCache.resolve(modelId));
   };

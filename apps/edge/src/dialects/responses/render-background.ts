@@ -5,7 +5,7 @@ import type { CatalogModel } from '../../catalog-cache.js';
 import { renderResponse, responseId, responseSettings } from './render-responses.js';
 import type { ResponsesRequest } from './responses-schema.js';
 import { responsesDialect } from './responses-dialect.js';
-import { markStored } from './stored-marks.js';
+import { markStoredBody } from './stored-marks.js';
 import type { RenderRun } from './stored-responses.js';
 
 /*
@@ -31,7 +31,7 @@ export function backgroundRenderer(catalogCache: CatalogCache, tags: ReasoningTa
     const id = typeof queued.id === 'string' ? queued.id : '';
     if (model === undefined || !id.startsWith('resp_')) return { ...queued, status };
     const body = responsesDialect.parse(JSON.parse(run.requestJson));
-    markStored(body);
+    markStoredBody(body);
     // The ids of the answer's items derive from the response id's hex, as for an answer relayed at once.
     const rendered = renderResponse(run.answer, { requestId: id.slice('resp_'.length), model, tags, created: Number(queued.created_at) || 0, logger }, body);
     return { ...rendered, background: true, completed_at: rendered.completed_at === null ? null : Number(run.endedAt) || rendered.completed_at };

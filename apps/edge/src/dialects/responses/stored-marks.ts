@@ -45,3 +45,14 @@ export function markConversation(body: object, conversationId: string): void {
 export function conversationOf(body: object): string | undefined {
   return conversationOfBody.get(body);
 }
+
+/**
+ * A stored request body parsed again to render its background run (render-background*.ts): stored, and
+ * made in the conversation its `conversation` field names, as it was when it was handed on.
+ */
+export function markStoredBody(body: object): void {
+  markStored(body);
+  const conversation = (body as { conversation?: unknown }).conversation;
+  const id = typeof conversation === 'string' ? conversation : typeof (conversation as { id?: unknown } | null)?.id === 'string' ? (conversation as { id: string }).id : undefined;
+  if (id !== undefined && id !== '') markConversation(body, id);
+}

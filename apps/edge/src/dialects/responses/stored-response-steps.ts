@@ -1,4 +1,4 @@
-import type { ChatResponse } from '@gateway/proto';
+import { ChatRequest, type ChatResponse } from '@gateway/proto';
 import { formatCredits } from '@gateway/platform';
 import type { CatalogModel } from '../../catalog-cache.js';
 import type { EdgeContext } from '../../context.js';
@@ -16,7 +16,15 @@ import { inputItems } from './responses-websocket-cache.js';
 import { isBackground, markBackground, markConversation, markExpanded, markStored } from './stored-marks.js';
 import { queuedResponse } from './render-background.js';
 import { gatewayHeaders } from '../../inference/gateway-headers.js';
-import { MINIMUM_HOLD_PICO } from '../../inference/request-bounds.js';
+import { checkContextWindow, measurePrompt, MINIMUM_HOLD_PICO } from '../../inference/request-bounds.js';
+import { resolveFileParts } from '../../canonical/file-parts.js';
+
+/**
+ * Most bytes a background request's converted form may take once its files are read: the jobs
+ * service's own bound on what it stores for a run (apps/jobs background-responses.ts MAX_REQUEST_BYTES).
+ * The edge refuses over it first, with a 400 naming it, rather than the jobs service's bare refusal.
+ */
+export const MAX_BACKGROUND_REQUEST_BYTES = 16 * 1024 * 1024;
 
 /*
  * POST /v1/responses over HTTP with stored responses (issue 41 item 6): the responses dialect's steps,
@@ -115,7 +123,6 @@ class StoredResponseSteps implements InferenceSteps<ResponsesRequest, ChatCall> 
     const stored = context.storedResponses;
     if (stored === undefined) refuse('this gateway keeps no conversations (it runs without a jobs service): send the whole conversation in `input`.');
     if (body.store === false) refuse('a response made in a conversation is stored with it: leave `store` out (or true).');
-    if (body.background === true) refuse('background responses cannot be made in a conversation yet.');
     if (compactionTriggered(body)) refuse('an in-band compaction cannot be made in a conversation.');
     const accountId = job.key.accountId;
     await stored!.settledConversation(accountId, id);
@@ -167,10 +174,8 @@ class StoredResponseSteps implements InferenceSteps<ResponsesRequest, ChatCall> 
     const stored = context.storedResponses;
     if (ticket === undefined || stored === undefined) throw edgeErrors.invalidRequest('body.background: this request cannot be stored.', 'body.background', 'unsupported_parameter');
     const { converted } = prepared;
-    if (prepared.measure.unresolvedFiles) {
-      throw edgeErrors.invalidRequest('body.input: files by id or URL cannot be used in a background response yet; send their data inline.', 'body.input', 'unsupported_parameter');
-    }
     const model = job.model;
+    await this.readFiles(prepared, job, context);
     // What each attempt holds (the jobs service admits it): the worst case over every model that may
     // serve, at least the paid minimum. A free first model with a paid fallback is a paid request: its
     // admission must refuse a key without credit, or the fallback would serve it for nothing.
@@ -180,7 +185,15 @@ class StoredResponseSteps implements InferenceSteps<ResponsesRequest, ChatCall> 
     const created = Math.floor(context.now() / 1000);
     const queued = queuedResponse(job.requestId, model, created, job.body);
     await stored.createBackground(
-      { accountId: job.key.accountId, keyId: job.key.keyId, responseId: responseId(job.requestId), inputItemsJson: ticket.inputItemsJson, response: queued, createdAt: created },
+      {
+        accountId: job.key.accountId,
+        keyId: job.key.keyId,
+        responseId: responseId(job.requestId),
+        inputItemsJson: ticket.inputItemsJson,
+        response: queued,
+        createdAt: created,
+        ...(ticket.conversation ? { conversationId: ticket.conversation.id, conversationInputJson: ticket.conversation.inputJson } : {}),
+      },
       { tier: job.key.tier, request: converted.request, holdCredits: holdPico > 0n ? formatCredits(holdPico) : '', requestJson: JSON.stringify(job.body), modelId: model.id },
       job.requestId,
     );
@@ -189,6 +202,33 @@ class StoredResponseSteps implements InferenceSteps<ResponsesRequest, ChatCall> 
     if (job.body.stream === true) await stored.streamRun(sink, { accountId: job.key.accountId, responseId: responseId(job.requestId), startingAfter: -1, requestId: job.requestId, headers });
     else sink.json(queued, headers);
     return true;
+  }
+
+  /**
+   * File blocks read here, after admission's checks and before the hand-on, as the interactive path
+   * reads them before its Router call: URLs fetched through the media service, text extracted for a
+   * model without file input. The stored request then carries the bytes or text, so the jobs service's
+   * run needs no media service; its size is bounded (400 over MAX_BACKGROUND_REQUEST_BYTES).
+   */
+  private async readFiles(prepared: ChatCall, job: InferenceJob<ResponsesRequest>, context: EdgeContext): Promise<void> {
+    const { converted } = prepared;
+    const request = converted.request;
+    await resolveFileParts(request.messages, job.model, {
+      media: context.media,
+      requestId: job.requestId,
+      signal: job.signal,
+      ...(converted.filePathOf ? { pathOf: converted.filePathOf } : {}),
+    });
+    // Fetched files only now have a size: the window is checked again (the hold already assumed a full window).
+    if (prepared.measure.unresolvedFiles) await checkContextWindow(job.model, request, measurePrompt(request), converted.outputField);
+    const bytes = ChatRequest.encode({ ...request, context: undefined }).finish().length;
+    if (bytes > MAX_BACKGROUND_REQUEST_BYTES) {
+      throw edgeErrors.invalidRequest(
+        `body.input: a background response's request, its files read, may take at most ${MAX_BACKGROUND_REQUEST_BYTES} bytes (this one takes ${bytes}); send smaller files, or make the request without \`background\`.`,
+        'body.input',
+        'request_too_large',
+      );
+    }
   }
 
   refused(error: unknown, prepared: ChatCall): unknown {

@@ -126,7 +126,7 @@ export class StoredResponses {
     readonly limits: StoredResponsesLimits,
     private readonly logger: Logger,
   ) {
-    this.conversations = new ConversationsClient(client, limits.callDeadlineMs);
+    this.conversations = new ConversationsClient(client, limits.callDeadlineMs, (queued, run) => this.renderRun(queued, run));
   }
 
   /** Entries waiting (tests and metrics). */
@@ -201,8 +201,9 @@ export class StoredResponses {
           responseJson: JSON.stringify(entry.response),
           inputItemsJson: entry.inputItemsJson,
           createdAt: BigInt(entry.createdAt),
-          conversationId: '',
-          conversationItemsJson: '',
+          // In a conversation: the request's own input; its turn goes in once the run completed (conversations-client.ts).
+          conversationId: entry.conversationId ?? '',
+          conversationItemsJson: entry.conversationId ? (entry.conversationInputJson ?? '[]') : '',
         },
         ...run,
       }, { requestId, deadlineMs: this.limits.callDeadlineMs });
