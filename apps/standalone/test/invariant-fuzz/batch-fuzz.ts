@@ -296,7 +296,10 @@ export function checkBatches(outcomes: BatchOutcome[], accounts: FuzzAccount[], 
 
     if (plan.malformed) {
       const code = MALFORMED_CODE[plan.malformed.kind];
-      if (outcome.status !== 'failed') violations.push(`${name}: a file with a ${plan.malformed.kind} line ended ${outcome.status}, not failed`);
+      // The owner's cancel may come before validation (docs/jobs.md: `validating` → `cancelling` → `cancelled`).
+      const cancelledFirst = outcome.status === 'cancelled' && plan.cancelAfterMs !== undefined;
+      if (outcome.status !== 'failed' && !cancelledFirst) violations.push(`${name}: a file with a ${plan.malformed.kind} line ended ${outcome.status}, not failed`);
+      else if (cancelledFirst) { if (outcome.output.length > 0) violations.push(`${name}: a malformed file's batch cancelled before validation has output lines`); }
       else if (!outcome.errors.some((error) => error.code === code)) violations.push(`${name}: validation errors ${JSON.stringify(outcome.errors)} lack ${code}`);
       if (mine.length > 0) violations.push(`${name}: a batch that failed validation has ${mine.length} charges`);
       continue;

@@ -1,7 +1,9 @@
-import type { FuzzAccount, FuzzStack } from './fuzz-stack.js';
+import { Webhook } from 'standardwebhooks';
+import { parseCredits } from '@gateway/platform';
+import type { FuzzAccount, FuzzBudget, FuzzStack } from './fuzz-stack.js';
 
-// Budget thresholds in the invariant fuzzer (docs/governance.md): besides what the listing shows
-// (invariant-fuzz.ts, budgetViolations), the ledger's own rows after a sequence of concurrent charges:
+// Budget thresholds in the invariant fuzzer (docs/governance.md): what the listing shows (budgetViolations)
+// and what the account's endpoint received (webhookViolations), then the ledger's own rows after a sequence of concurrent charges:
 // each threshold of a scope (the account, or one key) fires at most once per period — one budget_alerts
 // row and one budget.threshold_crossed webhook event per scope, period, period start and threshold — only
 // once the period's spend reached it, only for a scope of the account's own, and each alert of an account
@@ -66,6 +68,67 @@ export async function alertRowViolations(fuzz: FuzzStack, accounts: FuzzAccount[
   for (const delivery of deliveries.rows) {
     const event = events.rows.find((row) => row.event_id === delivery.event_id);
     if (event && event.account_id !== delivery.account_id) violations.push(`event ${delivery.event_id} of ${nameOf(event.account_id)} delivered under account ${delivery.account_id}`);
+  }
+  return violations;
+}
+
+/**
+ * A budget's invariants after a settled sequence (one key per account, so the key's spend is the
+ * account's): a hard stop was never passed; the thresholds fired this period are exactly those the
+ * period's spend reached, each once (the listing holds each fired threshold once per period).
+ */
+export async function budgetViolations(fuzz: FuzzStack, name: string, account: FuzzAccount, budget: FuzzBudget, chargedPico: bigint): Promise<string[]> {
+  const violations: string[] = [];
+  const limitPico = parseCredits(budget.limit);
+  if (budget.hardStop && chargedPico > limitPico) violations.push(`${name}'s ${budget.scope} budget (hard stop ${budget.limit}) was passed: ${chargedPico} pico charged`);
+  const answer = await fetch(`${fuzz.url}/v1/account/budgets`, { headers: { authorization: `Bearer ${account.provisioningKey}` } });
+  if (answer.status !== 200) return [...violations, `${name}'s budgets answered ${answer.status}`];
+  const listed = (await answer.json()) as { data: Array<{ spent: string; fired_thresholds: number[]; period_start: string }>; alerts: Array<{ id: string; threshold: number; period_start: string }> };
+  const row = listed.data[0];
+  if (!row || listed.data.length !== 1) return [...violations, `${name} lists ${listed.data.length} budgets, set 1`];
+  // Charges of this sequence all fall in the current period but at a boundary; then the listing's spend is the judge.
+  const spentPico = parseCredits(row.spent);
+  if (spentPico !== chargedPico) return violations;
+  const expected = [...new Set(budget.thresholds)].filter((percent) => spentPico * 100n >= limitPico * BigInt(percent)).sort((a, b) => a - b);
+  if (JSON.stringify(row.fired_thresholds) !== JSON.stringify(expected)) {
+    violations.push(`${name}'s budget (${budget.limit}, thresholds ${budget.thresholds.join(',')}) spent ${spentPico} pico fired ${row.fired_thresholds.join(',') || 'none'}, expected ${expected.join(',') || 'none'}`);
+  }
+  const firedNow = listed.alerts.filter((alert) => alert.period_start === row.period_start).map((alert) => alert.threshold);
+  if (firedNow.length !== new Set(firedNow).size) violations.push(`${name}'s budget fired a threshold twice in one period: ${firedNow.join(',')}`);
+  if (account.webhookSecret !== undefined) violations.push(...(await webhookViolations(fuzz, name, account, account.webhookSecret, listed.alerts.map((alert) => alert.id))));
+  return violations;
+}
+
+/**
+ * Webhooks (docs/governance.md): every fired alert of the account reaches its endpoint, once, signed with
+ * its own endpoint's secret; nothing of another account's is signed with it.
+ */
+async function webhookViolations(fuzz: FuzzStack, name: string, account: FuzzAccount, secret: string, alertIds: string[]): Promise<string[]> {
+  const verifier = new Webhook(secret);
+  // The account's other endpoints (governance-fuzz.ts registers one for key and balance events) get its other types.
+  const mine = () => fuzz.webhooks.received.filter((entry) => {
+    const event = JSON.parse(entry.body) as { account_id?: string; type?: string };
+    return event.account_id === account.accountId && event.type === 'budget.threshold_crossed';
+  });
+  const deadline = Date.now() + 10_000;
+  while (mine().length < alertIds.length && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+  const violations: string[] = [];
+  const ids = mine().map((entry) => String(entry.headers['webhook-id']));
+  if (JSON.stringify([...ids].sort()) !== JSON.stringify([...alertIds].sort())) {
+    violations.push(`${name}'s webhooks delivered ${ids.join(',') || 'none'}, its alerts are ${alertIds.join(',') || 'none'}`);
+  }
+  for (const entry of fuzz.webhooks.received) {
+    let verified = true;
+    try {
+      verifier.verify(entry.body, { 'webhook-id': String(entry.headers['webhook-id']), 'webhook-timestamp': String(entry.headers['webhook-timestamp']), 'webhook-signature': String(entry.headers['webhook-signature']) });
+    } catch {
+      verified = false;
+    }
+    const event = JSON.parse(entry.body) as { account_id?: string; type?: string };
+    const ofAccount = event.account_id === account.accountId;
+    // Its own other types went to its other endpoint, signed with that one's secret.
+    if (ofAccount && event.type !== 'budget.threshold_crossed') continue;
+    if (verified !== ofAccount) violations.push(`${name}'s webhook secret ${verified ? 'verifies another account\'s event' : 'does not verify its own event'} ${String(entry.headers['webhook-id'])}`);
   }
   return violations;
 }

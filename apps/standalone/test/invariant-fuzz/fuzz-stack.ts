@@ -6,9 +6,11 @@ import WebSocket from 'ws';
 import { createClient, parseCredits, type PromiseClient } from '@gateway/platform';
 import { AuthServiceClient, AuthServiceService, LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import {
-  startFakeAnthropicUpstream, startFakeGeminiUpstream, startFakeUpstream, type FakeBehaviour, type FakeGeminiBehaviour, type FakeGeminiUpstream,
-  type FakeUpstream, type RecordedRequest,
+  startFakeAnthropicUpstream, startFakeGeminiUpstream, startFakeUpstream, startOidcIssuer, testLogger, type FakeBehaviour, type FakeGeminiBehaviour, type FakeGeminiUpstream,
+  type FakeUpstream, type RecordedRequest, type TestOidcIssuer,
 } from '@gateway/testing';
+import { startEdgeReplica, type RunningEdge } from '../../src/index.js';
+import { testAdmission } from '../admission-mode.js';
 import { startStackOnCatalog, type StackOnCatalog } from '../configured-stack.js';
 import { openSharedLearnedMap } from '../learned-map.js';
 import { gatewayctl } from '../stack-harness.js';
@@ -172,6 +174,11 @@ export interface FuzzStack {
   forgetLearned(): Promise<void>;
   /** The webhook receiver every budgeted account registers (docs/governance.md "Webhooks"), and what it got. */
   webhooks: { url: string; received: Array<{ headers: IncomingHttpHeaders; body: string }> };
+  /**
+   * Sign-in (governance-fuzz.ts): a second edge on the same services that signs people in with an
+   * in-process OpenID provider; members are added per run (by issuer and subject) and act through it.
+   */
+  signIn: { url: string; issuer: TestOidcIssuer };
   stop(): Promise<void>;
 }
 
@@ -200,6 +207,8 @@ export async function startFuzzStack(): Promise<FuzzStack> {
       jobs: { batches: { runner: { pollIntervalMs: 100, leaseMs: 5_000 } }, background: { maxActivePerAccount: BACKGROUND_CAP } },
       // The webhook receiver is on loopback.
       ledger: { webhooks: { allowPrivate: true, intervalMs: 50, baseBackoffMs: 100, maxBackoffMs: 400 } },
+      // Key events (account-events.ts): relayed and expiries swept quickly, so a run's events arrive within its check.
+      auth: { events: { relayIntervalMs: 100, expirySweepIntervalMs: 200 } },
     });
   } catch (error) {
     await Promise.all(Object.values(fakes).map((fake) => fake.close()));
@@ -216,6 +225,24 @@ export async function startFuzzStack(): Promise<FuzzStack> {
   });
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
   const webhooks = { url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/fuzz-hooks`, received };
+  const signInPort = await new Promise<number>((resolve) => {
+    const probe = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+  const signInUrl = `http://127.0.0.1:${signInPort}`;
+  const issuer = await startOidcIssuer({ redirectUri: `${signInUrl}/v1/auth/callback` });
+  const signedInEdge: RunningEdge = await startEdgeReplica(base.stack.addresses, {
+    port: signInPort,
+    bus: await base.testBus.connectAnother(),
+    logger: testLogger('fuzz-sign-in-edge'),
+    admission: testAdmission,
+    signIn: {
+      issuer: issuer.issuer, clientId: issuer.client.clientId, clientSecret: issuer.client.clientSecret,
+      redirectUri: `${signInUrl}/v1/auth/callback`, secureCookies: false, memberships: [], operatorGroups: [],
+    },
+  });
   const db = new pg.Pool({ connectionString: base.database.url, max: 2 });
   const learned = await openSharedLearnedMap(base.testBus.bus);
   const auth: PromiseClient<AuthServiceClient> = createClient(AuthServiceClient, AuthServiceService, base.stack.addresses.auth);
@@ -227,6 +254,7 @@ export async function startFuzzStack(): Promise<FuzzStack> {
     db,
     plans,
     webhooks,
+    signIn: { url: signInUrl, issuer },
     ctl: async (...argv) => {
       const result = await gatewayctl(base.stack, ...argv);
       if (result.code !== 0) throw new Error(`gatewayctl ${argv.join(' ')}: ${result.stderr}`);
@@ -250,6 +278,8 @@ export async function startFuzzStack(): Promise<FuzzStack> {
       auth.close();
       ledger.close();
       await db.end();
+      await signedInEdge.stop();
+      await issuer.stop();
       await base.stop();
       receiver.closeAllConnections();
       await new Promise<void>((resolve) => receiver.close(() => resolve()));

@@ -1,5 +1,4 @@
 import fc from 'fast-check';
-import { Webhook } from 'standardwebhooks';
 import { parseCredits } from '@gateway/platform';
 import type { FakeBehaviour } from '@gateway/testing';
 import {
@@ -7,7 +6,14 @@ import {
   type FuzzAccount, type FuzzBudget, type FuzzStack, type ModelId, type ProviderId,
 } from './fuzz-stack.js';
 import { batchArb, checkBatches, runBatch, type BatchOutcome, type BatchPlan } from './batch-fuzz.js';
-import { alertRowViolations } from './budget-alerts.js';
+import { accountEventViolations } from './account-events.js';
+import { alertRowViolations, budgetViolations } from './budget-alerts.js';
+import { governanceArb, runGovernance, type GovernanceOutcome, type GovernancePlan } from './governance-fuzz.js';
+import { settledLedger } from './ledger-rows.js';
+import {
+  compactArb, continueArb, httpArb, KNOWN_HOLES, wsArb,
+  type AttemptPlan, type CompactPlan, type ContinuePlan, type HttpRequestPlan, type KnownHoles, type UsagePlan, type WsPlan,
+} from './request-plans.js';
 import { checkMessageBatches, messageBatchArb, runMessageBatch, type MessageBatchOutcome, type MessageBatchPlan } from './message-batch-fuzz.js';
 import { backgroundArb, checkBackground, runBackground, type BackgroundOutcome, type BackgroundPlan } from './background-fuzz.js';
 
@@ -19,92 +25,9 @@ import { backgroundArb, checkBackground, runBackground, type BackgroundOutcome, 
 // provider's shape or absent); after each sequence checkSequence asserts the ledger's invariants, and a
 // failure shrinks to a minimal sequence whose seed fast-check prints.
 
-/**
- * Shapes that each reproduced a hole of issue 35 before its fix (the seeds and shrunk sequences are in that
- * issue's closing note). All are generated: every fix has merged. A shape may be set to false here only while a
- * newly found hole is being fixed on another branch, with a line naming it; FUZZ_HOLES turns one back on.
- */
-export const KNOWN_HOLES = {
-  // Hole 1: a free named model whose `models` fallback is paid, served by the paid one without paid admission.
-  freeThenPaidFallback: true,
-  // Hole 2: an upstream's unsupported_value refusal for one account dropped the parameter for other accounts.
-  valueRefusals: true,
-  // Hole 4: a client abort after the upstream got the prompt was charged nothing (the check "reached upstream ⇒ recorded").
-  abortAfterPromptCharged: true,
-  // Hole 6: reasoning_tokens reported beside completion_tokens: 0 were not billed.
-  reasoningBesideZeroCompletion: true,
-};
-export type KnownHoles = typeof KNOWN_HOLES;
+export { KNOWN_HOLES, type KnownHoles };
 
-type Dialect = 'chat' | 'messages' | 'responses';
-
-interface AttemptPlan {
-  kind: 'ok' | 'fail' | 'slow' | 'refuseParameter' | 'refuseValue' | 'cut';
-  status?: number;
-  latencyMs?: number;
-  cutAfter?: number;
-}
-
-interface UsagePlan {
-  present: boolean;
-  prompt: number;
-  cached: number;
-  completion: number;
-  reasoning: number;
-}
-
-interface HttpRequestPlan {
-  kind: 'http';
-  account: number;
-  dialect: Dialect;
-  stream: boolean;
-  model: ModelId;
-  models?: ModelId[];
-  provider?: { only?: ProviderId[]; ignore?: ProviderId[]; order?: ProviderId[] };
-  temperature?: number;
-  topP?: number;
-  maxTokens: number;
-  /** Chat `n` above 1: several choices (only the OpenAI-kind offers and unstreamed Gemini ones answer them; the hold is n × the output bound). */
-  choices?: number;
-  idempotency?: { slot: number; variant: number };
-  abortAfterMs?: number;
-  attempts: AttemptPlan[];
-  usage: UsagePlan;
-}
-
-interface WsPlan {
-  kind: 'ws';
-  account: number;
-  model: ModelId;
-  turns: { warmup: boolean; attempts: AttemptPlan[]; usage: UsagePlan }[];
-}
-
-interface CompactPlan {
-  kind: 'compact';
-  account: number;
-  model: ModelId;
-  attempts: AttemptPlan[];
-  usage: UsagePlan;
-}
-
-/**
- * A stored response continued (issue 41 item 6): `owner` asks (responses, not streamed, stored), then
- * `continuer` sends `previous_response_id` naming that answer. The continuation's conversation carries
- * the first request's tag, so the fakes answer it by the same plan. Another account continuing is the
- * hostile case: 400 previous_response_not_found, nothing upstream, nothing charged.
- */
-interface ContinuePlan {
-  kind: 'continue';
-  account: number;
-  continuer: number;
-  model: ModelId;
-  stream: boolean;
-  maxTokens: number;
-  attempts: AttemptPlan[];
-  usage: UsagePlan;
-}
-
-type RequestPlan = HttpRequestPlan | WsPlan | CompactPlan | ContinuePlan | BatchPlan | BackgroundPlan | MessageBatchPlan;
+type RequestPlan = HttpRequestPlan | WsPlan | CompactPlan | ContinuePlan | BatchPlan | BackgroundPlan | MessageBatchPlan | GovernancePlan;
 
 interface AccountPlan {
   balance: string;
@@ -119,101 +42,6 @@ export interface SequencePlan {
   concurrency: number;
   requests: RequestPlan[];
 }
-
-// ---------------------------------------------------------------- generators
-
-const attemptArb = (holes: KnownHoles): fc.Arbitrary<AttemptPlan> =>
-  fc.oneof(
-    { weight: 6, arbitrary: fc.constant<AttemptPlan>({ kind: 'ok' }) },
-    { weight: 2, arbitrary: fc.constantFrom(500, 429, 503).map((status): AttemptPlan => ({ kind: 'fail', status })) },
-    { weight: 2, arbitrary: fc.integer({ min: 50, max: 900 }).map((latencyMs): AttemptPlan => ({ kind: 'slow', latencyMs })) },
-    { weight: 1, arbitrary: fc.constant<AttemptPlan>({ kind: 'refuseParameter' }) },
-    { weight: holes.valueRefusals ? 2 : 0, arbitrary: fc.constant<AttemptPlan>({ kind: 'refuseValue' }) },
-    { weight: 2, arbitrary: fc.integer({ min: 0, max: 2 }).map((cutAfter): AttemptPlan => ({ kind: 'cut', cutAfter })) },
-  );
-
-// Output stays ≤ max tokens and input small, so a charge never exceeds its 0.05-credit hold: the balance
-// may then never go below zero (billing.md: only by what an admitted request cost beyond its hold).
-const usageArb = (holes: KnownHoles, maxTokens = 32): fc.Arbitrary<UsagePlan> =>
-  fc.record({
-    present: fc.boolean(),
-    prompt: fc.integer({ min: 1, max: 40 }),
-    cachedShare: fc.integer({ min: 0, max: 3 }),
-    completion: fc.integer({ min: 1, max: maxTokens }),
-    reasoningShape: fc.constantFrom(...(holes.reasoningBesideZeroCompletion ? ['none', 'inside', 'beside'] : ['none', 'inside'])),
-  }).map(({ present, prompt, cachedShare, completion, reasoningShape }): UsagePlan => {
-    const cached = cachedShare === 0 ? 0 : Math.floor((prompt * cachedShare) / 4);
-    if (reasoningShape === 'beside') return { present, prompt, cached, completion: 0, reasoning: completion };
-    return { present, prompt, cached, completion, reasoning: reasoningShape === 'inside' ? Math.floor(completion / 2) : 0 };
-  });
-
-const modelArb = fc.constantFrom(...MODEL_IDS);
-
-const httpArb = (holes: KnownHoles, accounts: number): fc.Arbitrary<HttpRequestPlan> =>
-  fc.record({
-    account: fc.integer({ min: 0, max: accounts - 1 }),
-    dialect: fc.constantFrom<Dialect>('chat', 'messages', 'responses'),
-    stream: fc.boolean(),
-    model: modelArb,
-    fallbacks: fc.option(fc.uniqueArray(modelArb, { minLength: 1, maxLength: 2 }), { freq: 3 }),
-    provider: fc.option(fc.record({
-      only: fc.option(fc.uniqueArray(fc.constantFrom(...PROVIDERS), { minLength: 1, maxLength: 2 }), { nil: undefined }),
-      ignore: fc.option(fc.uniqueArray(fc.constantFrom(...PROVIDERS), { minLength: 1, maxLength: 1 }), { nil: undefined }),
-      order: fc.option(fc.uniqueArray(fc.constantFrom(...PROVIDERS), { minLength: 1, maxLength: 3 }), { nil: undefined }),
-    }, { requiredKeys: [] }), { freq: 3, nil: undefined }),
-    temperature: fc.option(fc.constantFrom(0, 0.5, 1), { nil: undefined }),
-    topP: fc.option(fc.constantFrom(0.5, 0.9), { nil: undefined }),
-    maxTokens: fc.integer({ min: 8, max: 32 }),
-    // A quarter of the chat requests ask for several choices (the rest keep the shapes found before).
-    choices: fc.oneof({ weight: 3, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.constantFrom(2, 3) }),
-    idempotency: fc.option(fc.record({ slot: fc.integer({ min: 0, max: 1 }), variant: fc.integer({ min: 0, max: 1 }) }), { freq: 3, nil: undefined }),
-    abortAfterMs: fc.option(fc.integer({ min: 0, max: 700 }), { freq: 4, nil: undefined }),
-    attempts: fc.array(attemptArb(holes), { minLength: 1, maxLength: 3 }),
-    usage: usageArb(holes),
-  }).map((plan): HttpRequestPlan => {
-    let models: ModelId[] | undefined = plan.fallbacks === null ? undefined : [plan.model, ...plan.fallbacks.filter((model) => model !== plan.model)];
-    if (models && !holes.freeThenPaidFallback && !isPaid(plan.model)) models = models.filter((model) => !isPaid(model));
-    if (models && models.length < 2) models = undefined;
-    const { fallbacks: _fallbacks, ...rest } = plan;
-    const request: HttpRequestPlan = { ...rest, kind: 'http' };
-    if (models) request.models = models; else delete request.models;
-    // Several choices are a chat completions field.
-    if (request.dialect !== 'chat') request.choices = undefined;
-    for (const field of ['provider', 'temperature', 'topP', 'idempotency', 'abortAfterMs', 'choices'] as const) if (request[field] === undefined) delete request[field];
-    if (request.usage.completion > request.maxTokens) request.usage = { ...request.usage, completion: request.maxTokens, reasoning: Math.min(request.usage.reasoning, request.maxTokens) };
-    // n choices: the upstream reports every choice's tokens (each within the output bound).
-    if (request.choices !== undefined) request.usage = { ...request.usage, completion: request.usage.completion * request.choices };
-    return request;
-  });
-
-const wsArb = (holes: KnownHoles, accounts: number): fc.Arbitrary<WsPlan> =>
-  fc.record({
-    account: fc.integer({ min: 0, max: accounts - 1 }),
-    model: modelArb,
-    turns: fc.array(fc.record({ warmup: fc.boolean(), attempts: fc.array(attemptArb(holes), { minLength: 1, maxLength: 2 }), usage: usageArb(holes) }), { minLength: 1, maxLength: 3 }),
-  }).map((plan) => ({ ...plan, kind: 'ws' as const }));
-
-const compactArb = (holes: KnownHoles, accounts: number): fc.Arbitrary<CompactPlan> =>
-  fc.record({
-    account: fc.integer({ min: 0, max: accounts - 1 }),
-    model: modelArb,
-    attempts: fc.array(attemptArb(holes), { minLength: 1, maxLength: 2 }),
-    usage: usageArb(holes),
-  }).map((plan) => ({ ...plan, kind: 'compact' as const }));
-
-const continueArb = (holes: KnownHoles, accounts: number): fc.Arbitrary<ContinuePlan> =>
-  fc.record({
-    account: fc.integer({ min: 0, max: accounts - 1 }),
-    continuer: fc.integer({ min: 0, max: accounts - 1 }),
-    model: modelArb,
-    stream: fc.boolean(),
-    maxTokens: fc.integer({ min: 8, max: 32 }),
-    attempts: fc.array(attemptArb(holes), { minLength: 1, maxLength: 2 }),
-    usage: usageArb(holes),
-  }).map((plan) => {
-    const usage = plan.usage.completion > plan.maxTokens ? { ...plan.usage, completion: plan.maxTokens, reasoning: Math.min(plan.usage.reasoning, plan.maxTokens) } : plan.usage;
-    return { ...plan, usage, kind: 'continue' as const };
-  });
 
 export function sequenceArb(holes: KnownHoles = KNOWN_HOLES): fc.Arbitrary<SequencePlan> {
   const accountArb = fc.record({
@@ -242,64 +70,11 @@ export function sequenceArb(holes: KnownHoles = KNOWN_HOLES): fc.Arbitrary<Seque
           { weight: 2, arbitrary: batchArb(accounts) },
           { weight: 2, arbitrary: backgroundArb(accounts) },
           { weight: 1, arbitrary: messageBatchArb(accounts) },
+          { weight: 1, arbitrary: governanceArb(accounts) },
         ),
         { minLength: 1, maxLength: 14 },
       ),
     }));
-}
-
-/**
- * A budget's invariants after a settled sequence (one key per account, so the key's spend is the
- * account's): a hard stop was never passed; the thresholds fired this period are exactly those the
- * period's spend reached, each once (the listing holds each fired threshold once per period).
- */
-async function budgetViolations(fuzz: FuzzStack, name: string, account: FuzzAccount, budget: FuzzBudget, chargedPico: bigint): Promise<string[]> {
-  const violations: string[] = [];
-  const limitPico = parseCredits(budget.limit);
-  if (budget.hardStop && chargedPico > limitPico) violations.push(`${name}'s ${budget.scope} budget (hard stop ${budget.limit}) was passed: ${chargedPico} pico charged`);
-  const answer = await fetch(`${fuzz.url}/v1/account/budgets`, { headers: { authorization: `Bearer ${account.provisioningKey}` } });
-  if (answer.status !== 200) return [...violations, `${name}'s budgets answered ${answer.status}`];
-  const listed = (await answer.json()) as { data: Array<{ spent: string; fired_thresholds: number[]; period_start: string }>; alerts: Array<{ id: string; threshold: number; period_start: string }> };
-  const row = listed.data[0];
-  if (!row || listed.data.length !== 1) return [...violations, `${name} lists ${listed.data.length} budgets, set 1`];
-  // Charges of this sequence all fall in the current period but at a boundary; then the listing's spend is the judge.
-  const spentPico = parseCredits(row.spent);
-  if (spentPico !== chargedPico) return violations;
-  const expected = [...new Set(budget.thresholds)].filter((percent) => spentPico * 100n >= limitPico * BigInt(percent)).sort((a, b) => a - b);
-  if (JSON.stringify(row.fired_thresholds) !== JSON.stringify(expected)) {
-    violations.push(`${name}'s budget (${budget.limit}, thresholds ${budget.thresholds.join(',')}) spent ${spentPico} pico fired ${row.fired_thresholds.join(',') || 'none'}, expected ${expected.join(',') || 'none'}`);
-  }
-  const firedNow = listed.alerts.filter((alert) => alert.period_start === row.period_start).map((alert) => alert.threshold);
-  if (firedNow.length !== new Set(firedNow).size) violations.push(`${name}'s budget fired a threshold twice in one period: ${firedNow.join(',')}`);
-  if (account.webhookSecret !== undefined) violations.push(...(await webhookViolations(fuzz, name, account, account.webhookSecret, listed.alerts.map((alert) => alert.id))));
-  return violations;
-}
-
-/**
- * Webhooks (docs/governance.md): every fired alert of the account reaches its endpoint, once, signed with
- * its own endpoint's secret; nothing of another account's is signed with it.
- */
-async function webhookViolations(fuzz: FuzzStack, name: string, account: FuzzAccount, secret: string, alertIds: string[]): Promise<string[]> {
-  const verifier = new Webhook(secret);
-  const mine = () => fuzz.webhooks.received.filter((entry) => (JSON.parse(entry.body) as { account_id?: string }).account_id === account.accountId);
-  const deadline = Date.now() + 10_000;
-  while (mine().length < alertIds.length && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
-  const violations: string[] = [];
-  const ids = mine().map((entry) => String(entry.headers['webhook-id']));
-  if (JSON.stringify([...ids].sort()) !== JSON.stringify([...alertIds].sort())) {
-    violations.push(`${name}'s webhooks delivered ${ids.join(',') || 'none'}, its alerts are ${alertIds.join(',') || 'none'}`);
-  }
-  for (const entry of fuzz.webhooks.received) {
-    let verified = true;
-    try {
-      verifier.verify(entry.body, { 'webhook-id': String(entry.headers['webhook-id']), 'webhook-timestamp': String(entry.headers['webhook-timestamp']), 'webhook-signature': String(entry.headers['webhook-signature']) });
-    } catch {
-      verified = false;
-    }
-    const ofAccount = (JSON.parse(entry.body) as { account_id?: string }).account_id === account.accountId;
-    if (verified !== ofAccount) violations.push(`${name}'s webhook secret ${verified ? 'verifies another account\'s event' : 'does not verify its own event'} ${String(entry.headers['webhook-id'])}`);
-  }
-  return violations;
 }
 
 // ---------------------------------------------------------------- running a sequence
@@ -331,7 +106,7 @@ function behaviourOf(attempt: AttemptPlan, usage: UsagePlan): FakeBehaviour {
 interface Outcome {
   tag: string;
   account: number;
-  kind: Exclude<RequestPlan['kind'], 'batch' | 'background' | 'messageBatch'>;
+  kind: Exclude<RequestPlan['kind'], 'batch' | 'background' | 'messageBatch' | 'governance'>;
   plan: HttpRequestPlan | CompactPlan | ContinuePlan | WsPlan['turns'][number];
   /** A continuation: whose response it named (`first` of the same tag: the answer it continued). */
   continued?: { owner: number; firstStatus: number };
@@ -501,6 +276,7 @@ export async function runSequence(fuzz: FuzzStack, sequence: SequencePlan, stats
   const batchOutcomes: BatchOutcome[] = [];
   const backgroundOutcomes: BackgroundOutcome[] = [];
   const messageBatchOutcomes: MessageBatchOutcome[] = [];
+  const governanceOutcomes: GovernanceOutcome[] = [];
 
   const probeFirst = await sendHttp(fuzz, probe.apiKey, '/v1/chat/completions', probeBody, {}, undefined);
   const probeIdemFirst = await sendHttp(fuzz, probe.apiKey, '/v1/chat/completions', probeIdempotent, { 'idempotency-key': probeKey }, undefined);
@@ -530,6 +306,13 @@ export async function runSequence(fuzz: FuzzStack, sequence: SequencePlan, stats
         const result = `message batch request ${entry.result.type} ${entry.result.error?.error?.type ?? ''}`.trim();
         stats.outcomes[result] = (stats.outcomes[result] ?? 0) + 1;
       }
+      return;
+    }
+    if (request.kind === 'governance') {
+      const outcome = await runGovernance(fuzz, account, request.other < 0 ? probe : accounts[request.other]!, request, `${prefix}v${index}`);
+      governanceOutcomes.push(outcome);
+      stats.requests += outcome.steps;
+      for (const answer of outcome.answers) stats.outcomes[`governance ${answer}`] = (stats.outcomes[`governance ${answer}`] ?? 0) + 1;
       return;
     }
     if (request.kind === 'background') {
@@ -595,7 +378,7 @@ export async function runSequence(fuzz: FuzzStack, sequence: SequencePlan, stats
       const name = outcome.aborted ? `${outcome.kind} aborted` : `${outcome.kind} ${outcome.status}${outcome.code ? ` ${outcome.code}` : ''}${outcome.replayed ? ' replayed' : ''}`;
       stats.outcomes[name] = (stats.outcomes[name] ?? 0) + 1;
     }
-    await checkSequence(fuzz, { run, accounts, probe, outcomes, batchOutcomes, backgroundOutcomes, messageBatchOutcomes, probeTag, probes: { probeFirst, probeLast, probeIdemFirst, probeIdemLast } }, stats, options);
+    await checkSequence(fuzz, { run, accounts, probe, outcomes, batchOutcomes, backgroundOutcomes, messageBatchOutcomes, governanceOutcomes, probeTag, probes: { probeFirst, probeLast, probeIdemFirst, probeIdemLast } }, stats, options);
   } finally {
     for (const tag of [...fuzz.plans.keys()]) if (tag.startsWith(prefix)) fuzz.plans.delete(tag);
     for (const fake of Object.values(fuzz.fakes)) fake.requests.length = 0;
@@ -604,75 +387,10 @@ export async function runSequence(fuzz: FuzzStack, sequence: SequencePlan, stats
 
 // ---------------------------------------------------------------- the invariants
 
-interface Charge {
-  requestId: string;
-  accountId: string;
-  keyId: string;
-  modelId: string;
-  providerId: string;
-  costPico: bigint;
-  generationCostPico: bigint | undefined;
-  input: bigint;
-  cached: bigint;
-  output: bigint;
-  reasoning: bigint;
-  insured: string;
-  estimated: boolean;
-}
-
-async function ledgerOf(fuzz: FuzzStack, accountIds: string[]) {
-  const [balances, keys, charges, journal, open, voided] = await Promise.all([
-    fuzz.db.query<{ account_id: string; balance_pico: string; reserved_pico: string }>('select account_id, balance_pico, reserved_pico from ledger.balances where account_id = any($1)', [accountIds]),
-    fuzz.db.query<{ key_id: string; spent_pico: string }>('select key_id, spent_pico from ledger.key_totals where account_id = any($1)', [accountIds]),
-    fuzz.db.query<Record<string, string | null>>(
-      `select c.request_id, c.account_id, c.key_id, c.model_id, c.provider_id, c.cost_pico, c.input_tokens, c.cached_input_tokens, c.output_tokens, c.reasoning_tokens, c.estimated,
-              g.cost_input_pico + g.cost_output_pico + g.cost_cache_read_pico + g.cost_cache_write_pico + g.cost_reasoning_pico as generation_cost, g.insured_reason
-         from ledger.charges c left join ledger.generations g on g.request_id = c.request_id where c.account_id = any($1) and not c.voided`, [accountIds]),
-    // The journal (journal_entries: top-ups, adjustments and every charge) sums to the balance.
-    fuzz.db.query<{ account_id: string; total: string }>('select account_id, sum(amount_pico)::text as total from ledger.journal_entries where account_id = any($1) group by account_id', [accountIds]),
-    fuzz.db.query<{ request_id: string; amount_pico: string; age: string }>(
-      `select request_id, amount_pico::text, extract(epoch from now() - created_at)::int::text as age from ledger.reservations where closed_at is null and account_id = any($1)`, [accountIds]),
-    // A batch line's earlier attempts are voided before it runs again (docs/jobs.md, "Charged once"):
-    // no charge stands for them (one settled before is refunded in the journal).
-    fuzz.db.query<{ request_id: string }>('select request_id from ledger.charges where voided and account_id = any($1)', [accountIds]),
-  ]);
-  return {
-    balances: new Map(balances.rows.map((row) => [row.account_id, { balance: BigInt(row.balance_pico), reserved: BigInt(row.reserved_pico) }])),
-    keys: new Map(keys.rows.map((row) => [row.key_id, BigInt(row.spent_pico)])),
-    charges: charges.rows.map((row): Charge => ({
-      requestId: row.request_id!, accountId: row.account_id!, keyId: row.key_id!, modelId: row.model_id!, providerId: row.provider_id!,
-      costPico: BigInt(row.cost_pico!), generationCostPico: row.generation_cost === null ? undefined : BigInt(row.generation_cost!),
-      input: BigInt(row.input_tokens!), cached: BigInt(row.cached_input_tokens!), output: BigInt(row.output_tokens!), reasoning: BigInt(row.reasoning_tokens!),
-      insured: row.insured_reason ?? '',
-      estimated: row.estimated as unknown as boolean,
-    })),
-    journal: new Map(journal.rows.map((row) => [row.account_id, BigInt(row.total)])),
-    openReservations: open.rows.length,
-    voided: new Set(voided.rows.map((row) => row.request_id)),
-    open: open.rows,
-  };
-}
-
-type Ledger = Awaited<ReturnType<typeof ledgerOf>>;
-
-/** Polls until no reservation of these accounts is open and two reads 400 ms apart agree (usage settled). */
-async function settledLedger(fuzz: FuzzStack, accountIds: string[]): Promise<Ledger> {
-  const deadline = Date.now() + 15_000;
-  let previous = '';
-  for (;;) {
-    const ledger = await ledgerOf(fuzz, accountIds);
-    const fingerprint = `${ledger.openReservations}|${ledger.charges.length}|${[...ledger.balances.values()].map((b) => `${b.balance}/${b.reserved}`).join(',')}|${ledger.charges.filter((c) => c.generationCostPico === undefined).length}`;
-    if (ledger.openReservations === 0 && fingerprint === previous) return ledger;
-    if (Date.now() > deadline) return ledger;
-    previous = fingerprint;
-    await new Promise((resolve) => setTimeout(resolve, 400));
-  }
-}
-
 async function checkSequence(
   fuzz: FuzzStack,
   seen: {
-    run: number; accounts: FuzzAccount[]; probe: FuzzAccount; outcomes: Outcome[]; batchOutcomes: BatchOutcome[]; backgroundOutcomes: BackgroundOutcome[]; messageBatchOutcomes: MessageBatchOutcome[]; probeTag: string;
+    run: number; accounts: FuzzAccount[]; probe: FuzzAccount; outcomes: Outcome[]; batchOutcomes: BatchOutcome[]; backgroundOutcomes: BackgroundOutcome[]; messageBatchOutcomes: MessageBatchOutcome[]; governanceOutcomes: GovernanceOutcome[]; probeTag: string;
     probes: Record<'probeFirst' | 'probeLast' | 'probeIdemFirst' | 'probeIdemLast', Awaited<ReturnType<typeof sendHttp>>>;
   },
   stats: RunStats,
@@ -722,6 +440,9 @@ async function checkSequence(
 
   // Thresholds in the ledger's own rows: each fired once per scope and period, when reached, one event each.
   violations.push(...(await alertRowViolations(fuzz, seen.accounts)));
+  // Members: what the role table refuses was a 403 that changed nothing; key and balance.low events once each.
+  for (const outcome of seen.governanceOutcomes) violations.push(...outcome.violations);
+  violations.push(...(await accountEventViolations(fuzz, all, seen.governanceOutcomes, ledger.balances, stats.outcomes)));
 
   const choiceRequests = (stats.choiceRequests ??= { openai: 0, gemini: 0 });
   for (const fake of [fuzz.fakes.oa, fuzz.fakes.oa2]) choiceRequests.openai += fake.requests.filter((request) => ((request.body as { n?: number }).n ?? 1) > 1).length;
