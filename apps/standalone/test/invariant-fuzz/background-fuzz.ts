@@ -18,6 +18,8 @@ export interface BackgroundPlan {
   kind: 'background';
   account: number;
   model: ModelId;
+  /** `models` fallbacks after `model` (free and paid mixed), or none. */
+  fallbacks?: ModelId[];
   maxTokens: number;
   /** Responses created at once with this plan (each its own tag): more than the cap meets the 429. */
   copies: number;
@@ -35,6 +37,7 @@ export const backgroundArb = (accounts: number): fc.Arbitrary<BackgroundPlan> =>
   fc.integer({ min: 8, max: 32 }).chain((maxTokens) => fc.record({
     account: fc.integer({ min: 0, max: accounts - 1 }),
     model: fc.constantFrom(...MODEL_IDS),
+    fallbacks: fc.option(fc.uniqueArray(fc.constantFrom(...MODEL_IDS), { minLength: 1, maxLength: 2 }), { freq: 3, nil: undefined }),
     maxTokens: fc.constant(maxTokens),
     copies: fc.oneof({ weight: 3, arbitrary: fc.constant(1) }, { weight: 1, arbitrary: fc.integer({ min: 2, max: BACKGROUND_CAP + 2 }) }),
     attempts: lineAttemptsArb(900),
@@ -42,7 +45,14 @@ export const backgroundArb = (accounts: number): fc.Arbitrary<BackgroundPlan> =>
     action: fc.constantFrom<BackgroundAction>('poll', 'poll', 'poll', 'cancelAtOnce', 'cancelLater', 'deleteWhenDone', 'deleteWhileRunning'),
     afterMs: fc.integer({ min: 0, max: 800 }),
     stranger: fc.integer({ min: -1, max: accounts - 1 }),
-  })).map((plan): BackgroundPlan => ({ ...plan, kind: 'background', stranger: plan.stranger === plan.account ? -1 : plan.stranger }));
+  })).map((plan): BackgroundPlan => {
+    const fallbacks = plan.fallbacks?.filter((model) => model !== plan.model);
+    const { fallbacks: _given, ...rest } = plan;
+    return { ...rest, ...(fallbacks && fallbacks.length > 0 ? { fallbacks } : {}), kind: 'background', stranger: plan.stranger === plan.account ? -1 : plan.stranger };
+  });
+
+/** Every model that may serve the plan: its model, then its fallbacks. */
+const candidatesOf = (plan: BackgroundPlan): ModelId[] => [plan.model, ...(plan.fallbacks ?? [])];
 
 /** What the owner and the stranger saw of one background response. */
 export interface BackgroundOutcome {
@@ -56,6 +66,8 @@ export interface BackgroundOutcome {
   status: string;
   errorCode?: string;
   costPico?: bigint;
+  /** The model the ended response names (a fallback's when one served). */
+  servedModel?: string;
   /** The owner asked for a cancel. */
   ownerCancelled: boolean;
   /** The status the owner's cancel answered (`cancelled`, or the state it had ended in). */
@@ -77,6 +89,7 @@ export async function runBackground(fuzz: FuzzStack, owner: FuzzAccount, strange
   for (const copyTag of tags) fuzz.plans.set(copyTag, { attempts: plan.attempts.map((attempt) => lineBehaviour(attempt, plan.usage)), used: 0, usage: plan.usage });
   const created = await Promise.all(tags.map((copyTag) => call(fuzz, owner.apiKey, 'POST', '/v1/responses', {
     model: plan.model, input: `${copyTag} asks a question`, max_output_tokens: plan.maxTokens, background: true,
+    ...(plan.fallbacks ? { models: candidatesOf(plan) } : {}),
   })));
   return Promise.all(created.map(async (answer, copy): Promise<BackgroundOutcome> => {
     const outcome: BackgroundOutcome = {
@@ -130,6 +143,7 @@ export async function runBackground(fuzz: FuzzStack, owner: FuzzAccount, strange
       if (TERMINAL.includes(outcome.status) || Date.now() > deadline) {
         const cost = polled.json?.usage?.cost;
         if (cost !== undefined && cost !== null) outcome.costPico = parseCredits(String(cost));
+        if (typeof polled.json?.model === 'string') outcome.servedModel = polled.json.model;
         const errorCode = codeOf(polled.json);
         if (errorCode !== undefined) outcome.errorCode = errorCode;
         break;
@@ -199,9 +213,12 @@ export async function checkBackground(fuzz: FuzzStack, outcomes: BackgroundOutco
       // Charged exactly once, exactly the usage.cost its owner reads.
       if (outcome.costPico === undefined) { violations.push(`${name}: completed without usage.cost`); continue; }
       if (charged !== outcome.costPico) violations.push(`${name}: usage.cost is ${outcome.costPico} pico, the ledger charged ${charged}`);
-      if (mine.length === 0 && (outcome.costPico > 0n || isPaid(plan.model))) violations.push(`${name}: completed on paid ${plan.model} with no charge`);
+      const served = (outcome.servedModel ?? plan.model) as ModelId;
+      if (!candidatesOf(plan).includes(served)) violations.push(`${name}: asked ${candidatesOf(plan).join(', ')}, answered as ${served}`);
+      if (mine.length === 0 && (outcome.costPico > 0n || isPaid(served))) violations.push(`${name}: completed on paid ${served} with no charge`);
+      if (mine[0] && mine[0].modelId !== served) violations.push(`${name}: answered as ${served}, charged as ${mine[0].modelId}`);
       const charge = mine[0];
-      if (charge && charge.modelId !== plan.model) violations.push(`${name}: asked ${plan.model}, charged as ${charge.modelId}`);
+      if (charge && !candidatesOf(plan).includes(charge.modelId as ModelId)) violations.push(`${name}: asked ${candidatesOf(plan).join(', ')}, charged as ${charge.modelId}`);
       if (charge && plan.usage.present && !charge.estimated && !charge.insured) {
         stats.exactCharges++;
         const expected = priceOf(charge.modelId, BigInt(plan.usage.prompt), BigInt(plan.usage.cached), BigInt(plan.usage.completion));
@@ -212,12 +229,15 @@ export async function checkBackground(fuzz: FuzzStack, outcomes: BackgroundOutco
       if (charged > 0n) violations.push(`${name}: failed (${outcome.errorCode ?? 'no code'}) and charged ${charged} pico`);
       // As for interactive answers, no server error: a refusal for money is 402-shaped, a provider's failure no_upstream.
       if (outcome.errorCode === undefined || outcome.errorCode === 'server_error') violations.push(`${name}: failed with ${outcome.errorCode ?? 'no code'}`);
-      if (owner.initialPico < parseCredits('0.05') && isPaid(plan.model) && !reached.has(outcome.tag) && !MONEY_CODES.includes(outcome.errorCode ?? '')) {
+      if (owner.initialPico < parseCredits('0.05') && candidatesOf(plan).some(isPaid) && !reached.has(outcome.tag) && !MONEY_CODES.includes(outcome.errorCode ?? '')) {
         violations.push(`${name}: a ${owner.initialPico}-pico account's paid run failed with ${outcome.errorCode}, not a refusal for money`);
       }
     }
-    // An account without the least hold (0.05) is never served by a paid model, in the background either.
-    if (owner.initialPico < parseCredits('0.05') && isPaid(plan.model) && outcome.status === 'completed') violations.push(`${name}: a ${owner.initialPico}-pico account's paid run completed`);
+    // An account without the least hold (0.05) is never served when any model that may serve is paid (its
+    // admission covers them all: a free model with a paid fallback is a paid request), in the background either.
+    if (owner.initialPico < parseCredits('0.05') && candidatesOf(plan).some(isPaid) && outcome.status === 'completed') {
+      violations.push(`${name}: a ${owner.initialPico}-pico account's run on ${candidatesOf(plan).join(', ')} (some paid) completed`);
+    }
   }
   return violations;
 }
