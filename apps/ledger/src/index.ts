@@ -63,7 +63,11 @@ export interface LedgerServiceOptions {
    * plain http and private receivers are allowed (GATEWAY_WEBHOOKS_ALLOW_PRIVATE). `enabled: false`
    * keeps this replica from sending (another replica sends); default on.
    */
-  webhooks?: Partial<WebhookDispatcherOptions> & { enabled?: boolean };
+  webhooks?: Partial<WebhookDispatcherOptions> & {
+    enabled?: boolean;
+    /** After a secret rotation, how long deliveries also carry the old secret's signature (WEBHOOK_SECRET_OVERLAP_MS, default 24 h). */
+    secretOverlapMs?: number;
+  };
 }
 
 export interface RunningLedgerService {
@@ -115,7 +119,7 @@ export async function startLedgerService(options: LedgerServiceOptions): Promise
           ...(options.leaseLifetimeMs !== undefined ? { leaseLifetimeMs: options.leaseLifetimeMs } : {}),
           ...(metrics ? { metrics } : {}),
         }),
-        ...webhookServiceImplementation(db, logger, allowPrivateWebhooks),
+        ...webhookServiceImplementation(db, logger, allowPrivateWebhooks, options.webhooks?.secretOverlapMs),
         ...lowBalanceServiceImplementation(db, logger),
       },
       name: 'gateway.v1.LedgerService',

@@ -21,6 +21,8 @@ await runBusService(
     WEBHOOK_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(100).default(15),
     WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
     WEBHOOK_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(256).default(16),
+    // After a secret rotation, how long deliveries are signed with the old secret too (default 24 h, at most 7 days).
+    WEBHOOK_SECRET_OVERLAP_MS: z.coerce.number().int().min(0).max(7 * 24 * 3_600_000).default(24 * 3_600_000),
   },
   (config, bus, logger, { metrics, internalAuth }) =>
     startLedgerService({
@@ -41,6 +43,7 @@ await runBusService(
         maxAttempts: config.WEBHOOK_MAX_ATTEMPTS,
         requestTimeoutMs: config.WEBHOOK_TIMEOUT_MS,
         maxInFlight: config.WEBHOOK_MAX_IN_FLIGHT,
+        secretOverlapMs: config.WEBHOOK_SECRET_OVERLAP_MS,
       },
     }),
 );

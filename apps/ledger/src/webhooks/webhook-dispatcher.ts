@@ -63,7 +63,7 @@ const CLEANUP_BATCH = 1_000;
 
 type Claimed = {
   id: string; event_id: string; type: string; data: unknown; event_created_at: Date; account_id: string;
-  url: string; secret: string; attempts: number;
+  url: string; secret: string; previous_secret: string | null; attempts: number;
 };
 
 export interface AttemptResult {
@@ -86,7 +86,7 @@ export function webhookBody(event: { eventId: string; type: string; accountId: s
 
 /** One POST: signed, bounded in time and in what is read back. Never throws. */
 export function sendWebhook(
-  target: { url: string; secret: string; messageId: string; body: string },
+  target: { url: string; secret: string; previousSecret?: string | null; messageId: string; body: string },
   limits: { allowPrivate: boolean; requestTimeoutMs: number; responseBodyMaxBytes: number },
 ): Promise<AttemptResult> {
   return new Promise((resolve) => {
@@ -127,7 +127,9 @@ export function sendWebhook(
         'user-agent': 'inference-gateway-webhooks/1',
         'webhook-id': target.messageId,
         'webhook-timestamp': String(timestamp),
-        'webhook-signature': signWebhook(target.secret, target.messageId, timestamp, target.body),
+        // In a rotation's overlap window, a second signature with the replaced secret (space-separated, as Standard Webhooks allows).
+        'webhook-signature': [target.secret, ...(target.previousSecret ? [target.previousSecret] : [])]
+          .map((secret) => signWebhook(secret, target.messageId, timestamp, target.body)).join(' '),
       },
     }, (answer: IncomingMessage) => {
       const status = answer.statusCode ?? 0;
@@ -197,7 +199,8 @@ export function startWebhookDispatcher(db: LedgerDatabase, logger: Logger, optio
       from due where d.id = due.id
       returning d.id, d.event_row_id, d.endpoint_id, d.account_id, d.attempts
     )
-    select l.id::text as id, e.event_id, e.type, e.data, e.created_at as event_created_at, l.account_id, w.url, w.secret, l.attempts
+    select l.id::text as id, e.event_id, e.type, e.data, e.created_at as event_created_at, l.account_id, w.url, w.secret,
+      case when w.previous_secret_until > now() then w.previous_secret end as previous_secret, l.attempts
     from leased l join webhook_events e on e.id = l.event_row_id join webhook_endpoints w on w.id = l.endpoint_id
     order by l.id`.execute(db)).rows;
 
@@ -245,7 +248,7 @@ export function startWebhookDispatcher(db: LedgerDatabase, logger: Logger, optio
   const deliver = async (delivery: Claimed, token: string) => {
     try {
       const result = await sendWebhook(
-        { url: delivery.url, secret: delivery.secret, messageId: delivery.event_id, body: webhookBody({ eventId: delivery.event_id, type: delivery.type, accountId: delivery.account_id, createdAt: delivery.event_created_at, data: delivery.data }) },
+        { url: delivery.url, secret: delivery.secret, previousSecret: delivery.previous_secret, messageId: delivery.event_id, body: webhookBody({ eventId: delivery.event_id, type: delivery.type, accountId: delivery.account_id, createdAt: delivery.event_created_at, data: delivery.data }) },
         settings,
       );
       await record(delivery, token, result);

@@ -157,6 +157,35 @@ export async function deleteWebhookEndpoint(db: LedgerDatabase, accountId: strin
   });
 }
 
+/** How long deliveries still carry a signature with the secret a rotation replaced (default 24 h). */
+export const DEFAULT_WEBHOOK_SECRET_OVERLAP_MS = 24 * 3_600_000;
+
+/**
+ * Gives an endpoint a new signing secret, answered this once. The replaced secret still signs deliveries
+ * beside the new one for `overlapMs` (both in `webhook-signature`), so a receiver switches without losing
+ * an event; a second rotation in that window drops the older one. Audited without either secret.
+ */
+export async function rotateWebhookSecret(
+  db: LedgerDatabase, accountId: string, id: string, overlapMs: number, audit: AuditCallContext = UNATTRIBUTED_AUDIT,
+): Promise<{ endpoint: WebhookEndpoint; secret: string; previousSecretUntil: Date }> {
+  if (!validId(id)) throw errors.notFound('No such webhook endpoint.');
+  const secret = newWebhookSecret();
+  return auditedTransaction(db, async (trx) => {
+    const row = (await sql<EndpointRow & { previous_secret_until: Date }>`
+      update webhook_endpoints set previous_secret = secret, secret = ${secret},
+        previous_secret_until = now() + ${overlapMs} * interval '1 millisecond', updated_at = now()
+      where account_id = ${accountId} and id = ${id}
+      returning id, account_id, url, event_types, enabled, created_at, updated_at, previous_secret_until`.execute(trx)).rows[0];
+    if (!row) throw errors.notFound('No such webhook endpoint.');
+    const endpoint = toEndpoint(row);
+    await appendAudit(trx, AUDIT_CHAIN, {
+      ...audit, accountId, action: 'webhook.rotate_secret', targetType: 'webhook_endpoint', targetId: id,
+      before: audited(endpoint), after: { ...audited(endpoint), previous_secret_expires_at: row.previous_secret_until.toISOString() },
+    });
+    return { endpoint, secret, previousSecretUntil: row.previous_secret_until };
+  });
+}
+
 type DeliveryRow = {
   id: string; event_id: string; type: string; state: WebhookDelivery['state']; attempts: number; last_status: number | null; last_error: string | null;
   last_attempt_at: Date | null; next_attempt_at: Date; created_at: Date; finished_at: Date | null;
