@@ -17,6 +17,8 @@ await runBusService(
     SETTLEMENT_ACK_WAIT_MS: z.coerce.number().int().positive().default(30_000),
     SETTLEMENT_CONCURRENCY: z.coerce.number().int().min(1).max(16).default(2),
     // Webhooks (docs/governance.md): plain http and private receivers only when the operator allows them.
+    // The key webhook signing secrets are encrypted with at rest (AES-256-GCM): 32 bytes in base64 (openssl rand -base64 32).
+    WEBHOOK_SECRET_KEY: z.string().min(44, { error: 'must be 32 bytes in base64 (openssl rand -base64 32)' }),
     GATEWAY_WEBHOOKS_ALLOW_PRIVATE: z.enum(['0', '1']).default('0'),
     WEBHOOK_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(100).default(15),
     WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
@@ -38,6 +40,7 @@ await runBusService(
       consumer: { ackWaitMs: config.SETTLEMENT_ACK_WAIT_MS, concurrency: config.SETTLEMENT_CONCURRENCY },
       metrics,
       internalAuth,
+      webhookSecretKey: config.WEBHOOK_SECRET_KEY,
       webhooks: {
         allowPrivate: config.GATEWAY_WEBHOOKS_ALLOW_PRIVATE === '1',
         maxAttempts: config.WEBHOOK_MAX_ATTEMPTS,

@@ -101,3 +101,60 @@ describe('webhooks: secret rotation', () => {
     }
   });
 });
+
+describe('webhooks: secrets encrypted at rest', () => {
+  let harness: LedgerHarness;
+  const key = Buffer.alloc(32, 41).toString('base64');
+  const webhooks = { allowPrivate: true, intervalMs: 40, baseBackoffMs: 100, maxBackoffMs: 400 };
+  const stored = async (id: string) => (await sql<{ secret: string; previous_secret: string | null }>`
+    select secret, previous_secret from ledger.webhook_endpoints where id = ${id}`.execute(harness.db)).rows[0]!;
+
+  beforeAll(async () => { harness = await createLedgerHarness(); }, 60_000);
+  afterAll(async () => { await harness?.close(); });
+
+  it('stores no plaintext secret, seals a row written before at start, and every delivery still verifies', async () => {
+    const receiver = await startReceiver();
+    try {
+      const accountId = uniqueName('acc');
+      // A row as the ledger wrote it before encryption: the plaintext secret.
+      const legacyId = uniqueName('whe');
+      const legacySecret = `whsec_${Buffer.alloc(24, 3).toString('base64')}`;
+      // The schema exists once a ledger has migrated it.
+      await (await harness.start({ webhookSecretKey: key, webhooks: { ...webhooks, enabled: false }, consumer: { enabled: false } })).stop();
+      await sql`insert into ledger.webhook_endpoints (id, account_id, url, event_types, secret)
+        values (${legacyId}, ${accountId}, ${receiver.url}, array['credits.topped_up'], ${legacySecret})`.execute(harness.db);
+      expect((await stored(legacyId)).secret).toBe(legacySecret);
+
+      const { client: ledger, stop } = await harness.start({ webhookSecretKey: key, webhooks });
+      const legacyRow = await stored(legacyId);
+      expect(legacyRow.secret).toMatch(/^gcm1:/);
+      expect(legacyRow.secret).not.toContain(legacySecret.slice('whsec_'.length));
+
+      const created = await ledger.createWebhookEndpoint({ accountId, url: receiver.url, eventTypes: ['credits.topped_up'], enabled: true });
+      const rotated = await ledger.rotateWebhookSecret({ accountId, endpointId: created.endpoint!.id });
+      const row = await stored(created.endpoint!.id);
+      const rowText = JSON.stringify(row);
+      for (const secret of [created.secret, rotated.secret]) expect(rowText).not.toContain(secret.slice('whsec_'.length));
+      expect(row.secret).toMatch(/^gcm1:/);
+      expect(row.previous_secret).toMatch(/^gcm1:/);
+      // Every column of every row: no plaintext secret anywhere in the table.
+      const table = JSON.stringify((await sql`select * from ledger.webhook_endpoints`.execute(harness.db)).rows);
+      expect(table).not.toContain('whsec_');
+
+      await ledger.topUp({ accountId, credits: '1', idempotencyKey: uniqueName('topup'), note: '' });
+      await eventually(async () => expect(receiver.received).toHaveLength(2), 10_000);
+      // One delivery per endpoint; the legacy one verifies with its old plaintext secret, the new one with the rotated and the created.
+      const verifiedBy = (secret: string) => receiver.received.filter((entry) => { try { verify(secret, entry); return true; } catch { return false; } }).length;
+      expect(verifiedBy(legacySecret)).toBe(1);
+      expect(verifiedBy(rotated.secret)).toBe(1);
+      expect(verifiedBy(created.secret)).toBe(1);
+      await stop();
+
+      // Another key does not open the sealed secrets: that ledger refuses to start instead of signing with garbage.
+      await expect(harness.start({ webhookSecretKey: Buffer.alloc(32, 42).toString('base64'), webhooks })).rejects.toThrow(/WEBHOOK_SECRET_KEY/);
+      await expect(harness.start({ webhookSecretKey: 'c2hvcnQ=', webhooks })).rejects.toThrow(/32 bytes/);
+    } finally {
+      await receiver.close();
+    }
+  });
+});

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { errors, UNATTRIBUTED_AUDIT, WEBHOOK_EVENT_TYPES, type AuditCallContext } from '@gateway/platform';
 import { appendAudit, auditedTransaction, sql } from '@gateway/platform/db';
 import type { LedgerDatabase } from '../ledger-db.js';
+import { isSealed, openWebhookSecret, sealWebhookSecret, type WebhookSecretKey } from './secret-box.js';
 import { newWebhookSecret, refuseWebhookUrl } from './webhook-target.js';
 
 /*
@@ -69,6 +70,7 @@ const validId = (id: string) => id !== '' && id.length <= ID_MAX_LENGTH;
 
 export async function createWebhookEndpoint(
   db: LedgerDatabase,
+  box: WebhookSecretKey,
   input: { accountId: string; url: string; eventTypes: string[]; enabled: boolean },
   allowPrivate: boolean,
   audit: AuditCallContext = UNATTRIBUTED_AUDIT,
@@ -86,7 +88,7 @@ export async function createWebhookEndpoint(
     }
     const row = (await sql<EndpointRow>`
       insert into webhook_endpoints (id, account_id, url, event_types, enabled, secret)
-      values (${id}, ${input.accountId}, ${input.url}, ${eventTypes}::text[], ${input.enabled}, ${secret})
+      values (${id}, ${input.accountId}, ${input.url}, ${eventTypes}::text[], ${input.enabled}, ${sealWebhookSecret(box, id, secret)})
       returning id, account_id, url, event_types, enabled, created_at, updated_at`.execute(trx)).rows[0]!;
     const endpoint = toEndpoint(row);
     await appendAudit(trx, AUDIT_CHAIN, {
@@ -166,13 +168,13 @@ export const DEFAULT_WEBHOOK_SECRET_OVERLAP_MS = 24 * 3_600_000;
  * an event; a second rotation in that window drops the older one. Audited without either secret.
  */
 export async function rotateWebhookSecret(
-  db: LedgerDatabase, accountId: string, id: string, overlapMs: number, audit: AuditCallContext = UNATTRIBUTED_AUDIT,
+  db: LedgerDatabase, box: WebhookSecretKey, accountId: string, id: string, overlapMs: number, audit: AuditCallContext = UNATTRIBUTED_AUDIT,
 ): Promise<{ endpoint: WebhookEndpoint; secret: string; previousSecretUntil: Date }> {
   if (!validId(id)) throw errors.notFound('No such webhook endpoint.');
   const secret = newWebhookSecret();
   return auditedTransaction(db, async (trx) => {
     const row = (await sql<EndpointRow & { previous_secret_until: Date }>`
-      update webhook_endpoints set previous_secret = secret, secret = ${secret},
+      update webhook_endpoints set previous_secret = secret, secret = ${sealWebhookSecret(box, id, secret)},
         previous_secret_until = now() + ${overlapMs} * interval '1 millisecond', updated_at = now()
       where account_id = ${accountId} and id = ${id}
       returning id, account_id, url, event_types, enabled, created_at, updated_at, previous_secret_until`.execute(trx)).rows[0];
@@ -227,4 +229,32 @@ export async function redeliverWebhook(db: LedgerDatabase, accountId: string, en
   if (Number(updated.numAffectedRows ?? 0n) === 0) {
     throw errors.invalidRequest('only a dead-lettered delivery can be redelivered', 'delivery_id', 'delivery_not_dead');
   }
+}
+
+/**
+ * Seals the secrets of rows written before encryption at rest (plaintext `whsec_…`), each only if it is
+ * still the value read (another replica doing the same at once changes nothing twice). Run at the ledger's
+ * start; deliveries read either form meanwhile. Also checks that the key opens an already sealed secret:
+ * a ledger started with another key refuses to start rather than sign with nothing.
+ */
+export async function sealLegacyWebhookSecrets(db: LedgerDatabase, box: WebhookSecretKey): Promise<number> {
+  const sample = (await sql<{ id: string; secret: string }>`
+    select id, secret from webhook_endpoints where secret like 'gcm1:%' limit 1`.execute(db)).rows[0];
+  if (sample) {
+    try {
+      openWebhookSecret(box, sample.id, sample.secret);
+    } catch {
+      throw new Error('WEBHOOK_SECRET_KEY does not open the stored webhook secrets (it is not the key they were sealed with)');
+    }
+  }
+  const rows = (await sql<{ id: string; secret: string; previous_secret: string | null }>`
+    select id, secret, previous_secret from webhook_endpoints
+    where secret not like 'gcm1:%' or previous_secret not like 'gcm1:%'`.execute(db)).rows;
+  for (const row of rows) {
+    const sealPlain = (value: string | null) => (value === null || isSealed(value) ? value : sealWebhookSecret(box, row.id, value));
+    await sql`
+      update webhook_endpoints set secret = ${sealPlain(row.secret)}, previous_secret = ${sealPlain(row.previous_secret)}
+      where id = ${row.id} and secret = ${row.secret} and previous_secret is not distinct from ${row.previous_secret}`.execute(db);
+  }
+  return rows.length;
 }

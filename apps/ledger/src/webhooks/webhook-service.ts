@@ -11,6 +11,7 @@ import {
   createWebhookEndpoint, DEFAULT_WEBHOOK_SECRET_OVERLAP_MS, deleteWebhookEndpoint, getWebhookEndpoint, listWebhookDeliveries, listWebhookEndpoints, MAX_LISTED_DELIVERIES,
   redeliverWebhook, rotateWebhookSecret, updateWebhookEndpoint, WEBHOOK_EVENT_TYPES, type WebhookEndpoint,
 } from './webhook-endpoints.js';
+import type { WebhookSecretKey } from './secret-box.js';
 import { MAX_WEBHOOK_URL_LENGTH } from './webhook-target.js';
 
 /** The LedgerService methods of webhooks (the rest is ledger-service.ts). */
@@ -44,13 +45,13 @@ const endpointAnswer = (endpoint: WebhookEndpoint): WebhookEndpointMessage => ({
 const ms = (date: Date | null) => BigInt(date?.getTime() ?? 0);
 
 export function webhookServiceImplementation(
-  db: LedgerDatabase, logger: Logger, allowPrivate: boolean, secretOverlapMs: number = DEFAULT_WEBHOOK_SECRET_OVERLAP_MS,
+  db: LedgerDatabase, logger: Logger, box: WebhookSecretKey, allowPrivate: boolean, secretOverlapMs: number = DEFAULT_WEBHOOK_SECRET_OVERLAP_MS,
 ): Pick<LedgerServiceServer, WebhookMethods> {
   return {
     createWebhookEndpoint: unary(logger, 'CreateWebhookEndpoint', async (request: CreateWebhookEndpointRequest, call): Promise<CreateWebhookEndpointResponse> => {
       const accountId = requireIdentifier(request.accountId, 'account_id');
       const created = await createWebhookEndpoint(
-        db, { accountId, url: checkUrlLength(request.url), eventTypes: checkEventTypes(request.eventTypes), enabled: request.enabled }, allowPrivate, auditCallContext(call.metadata),
+        db, box, { accountId, url: checkUrlLength(request.url), eventTypes: checkEventTypes(request.eventTypes), enabled: request.enabled }, allowPrivate, auditCallContext(call.metadata),
       );
       return { endpoint: endpointAnswer(created.endpoint), secret: created.secret };
     }),
@@ -97,7 +98,7 @@ export function webhookServiceImplementation(
     }),
     rotateWebhookSecret: unary(logger, 'RotateWebhookSecret', async (request: RotateWebhookSecretRequest, call): Promise<RotateWebhookSecretResponse> => {
       const accountId = requireIdentifier(request.accountId, 'account_id');
-      const rotated = await rotateWebhookSecret(db, accountId, request.endpointId, secretOverlapMs, auditCallContext(call.metadata));
+      const rotated = await rotateWebhookSecret(db, box, accountId, request.endpointId, secretOverlapMs, auditCallContext(call.metadata));
       return { endpoint: endpointAnswer(rotated.endpoint), secret: rotated.secret, previousSecretExpiresAtMs: BigInt(rotated.previousSecretUntil.getTime()) };
     }),
   };
