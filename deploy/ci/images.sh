@@ -23,7 +23,8 @@ export EDGE_PORT=${EDGE_PORT:-8080}
 export EDGE_URL=http://127.0.0.1:$EDGE_PORT EDGE_PUBLIC_URL=http://127.0.0.1:$EDGE_PORT
 # Secrets of this run only.
 GATEWAY_INTERNAL_TOKEN=$(openssl rand -hex 32); GATEWAY_ADMIN_TOKEN=$(openssl rand -hex 32); KEY_HASH_SECRET=$(openssl rand -hex 32)
-export GATEWAY_INTERNAL_TOKEN GATEWAY_ADMIN_TOKEN KEY_HASH_SECRET
+WEBHOOK_SECRET_KEY=$(openssl rand -base64 32)
+export GATEWAY_INTERNAL_TOKEN GATEWAY_ADMIN_TOKEN KEY_HASH_SECRET WEBHOOK_SECRET_KEY
 COMPOSE=(docker-compose -p inference-gateway -f deploy/docker-compose.yaml -f deploy/docker-compose.host.yaml)
 
 passed=0; failed=0

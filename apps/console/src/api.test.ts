@@ -136,7 +136,7 @@ describe('the API calls of the budgets, audit, files, batches, webhooks and memb
     expect(seen.map(({ url }) => url)).toEqual(['/v1/files/file-large/content', '/v1/files/file-small/content', '/v1/files/file-gone/content']);
   });
 
-  it('list, create, enable and delete webhook endpoints, page their deliveries and redeliver a dead one, ids kept inside their path segments', async () => {
+  it('list, create, enable and delete webhook endpoints, page their deliveries, redeliver a dead one and rotate a secret, ids kept inside their path segments', async () => {
     provisioningKey.signIn('gw-prov-test', false);
     const endpoint = { id: 'whe_1', url: 'https://hooks.example.com/x', event_types: ['credits.topped_up'], enabled: true, created_at: 1, updated_at: 1 };
     answers.set('GET /v1/account/webhooks', { status: 200, body: { object: 'list', data: [endpoint] } });
@@ -145,6 +145,7 @@ describe('the API calls of the budgets, audit, files, batches, webhooks and memb
     answers.set('DELETE /v1/account/webhooks/whe%2F..%2F1', { status: 200, body: { id: 'whe/../1', deleted: true } });
     answers.set('GET /v1/account/webhooks/whe_1/deliveries', { status: 200, body: { object: 'list', data: [], has_more: false, next_cursor: null } });
     answers.set('POST /v1/account/webhooks/whe_1/deliveries/whd%3F1/redeliver', { status: 202, body: { id: 'whd?1', state: 'pending' } });
+    answers.set('POST /v1/account/webhooks/whe%2F1/rotate-secret', { status: 200, body: { ...endpoint, secret: 'whsec_new', previous_secret_expires_at: 2 } });
     expect((await api.webhooks()).data).toEqual([endpoint]);
     expect((await api.createWebhook({ url: endpoint.url, event_types: ['credits.topped_up'] })).secret).toBe('whsec_abc');
     expect((await api.updateWebhook('whe_1', { enabled: false })).enabled).toBe(false);
@@ -152,10 +153,11 @@ describe('the API calls of the budgets, audit, files, batches, webhooks and memb
     await api.webhookDeliveries('whe_1', 20);
     await api.webhookDeliveries('whe_1', 20, 'cursor/2');
     expect(await api.redeliverWebhook('whe_1', 'whd?1')).toEqual({ id: 'whd?1', state: 'pending' });
+    expect(await api.rotateWebhookSecret('whe/1')).toMatchObject({ secret: 'whsec_new', previous_secret_expires_at: 2 });
     expect(seen.map(({ method, url }) => `${method} ${url}`)).toEqual([
       'GET /v1/account/webhooks', 'POST /v1/account/webhooks', 'PATCH /v1/account/webhooks/whe_1', 'DELETE /v1/account/webhooks/whe%2F..%2F1',
       'GET /v1/account/webhooks/whe_1/deliveries?limit=20', 'GET /v1/account/webhooks/whe_1/deliveries?limit=20&cursor=cursor%2F2',
-      'POST /v1/account/webhooks/whe_1/deliveries/whd%3F1/redeliver',
+      'POST /v1/account/webhooks/whe_1/deliveries/whd%3F1/redeliver', 'POST /v1/account/webhooks/whe%2F1/rotate-secret',
     ]);
     expect(JSON.parse(seen[1]!.body)).toEqual({ url: endpoint.url, event_types: ['credits.topped_up'] });
     expect(JSON.parse(seen[2]!.body)).toEqual({ enabled: false });

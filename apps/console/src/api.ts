@@ -197,7 +197,7 @@ export const CANCELLABLE_BATCH_STATUSES: readonly string[] = ['validating', 'in_
 /** The events an endpoint may subscribe to (docs/governance.md "Webhooks"): the list the ledger checks. */
 export { WEBHOOK_EVENT_TYPES, type WebhookEventType } from '@gateway/platform/account-api';
 
-/** A webhook endpoint as GET /v1/account/webhooks answers it; `secret` only in the answer that created it. */
+/** A webhook endpoint as GET /v1/account/webhooks answers it; `secret` only in the answer that created or rotated it. */
 export interface WebhookEndpoint {
   id: string;
   url: string;
@@ -206,6 +206,8 @@ export interface WebhookEndpoint {
   created_at: number | null;
   updated_at: number | null;
   secret?: string;
+  /** In a rotation's answer: until when (seconds) deliveries are signed with the old secret too. */
+  previous_secret_expires_at?: number | null;
 }
 
 /** One delivery of an event to an endpoint; times in seconds, null where not (yet) set. */
@@ -316,6 +318,7 @@ export const api = {
   deleteWebhook: (id: string) => call<{ deleted: boolean }>('DELETE', `/v1/account/webhooks/${encodeURIComponent(id)}`),
   webhookDeliveries: (id: string, limit: number, cursor?: string) =>
     call<Page<WebhookDelivery> & { has_more: boolean }>('GET', `/v1/account/webhooks/${encodeURIComponent(id)}/deliveries${query({ limit: String(limit), cursor })}`),
+  rotateWebhookSecret: (id: string) => call<WebhookEndpoint>('POST', `/v1/account/webhooks/${encodeURIComponent(id)}/rotate-secret`),
   redeliverWebhook: (id: string, deliveryId: string) =>
     call<{ id: string; state: string }>('POST', `/v1/account/webhooks/${encodeURIComponent(id)}/deliveries/${encodeURIComponent(deliveryId)}/redeliver`),
   members: () => call<{ data: Member[] }>('GET', '/v1/account/members'),

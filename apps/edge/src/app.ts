@@ -27,7 +27,7 @@ import {
 import { accountAuditHandler, adminAuditHandler } from './routes/audit-routes.js';
 import { deleteBudgetHandler, getLowBalanceHandler, listBudgetsHandler, putBudgetHandler, setLowBalanceHandler } from './routes/budget-routes.js';
 import {
-  createWebhookHandler, deleteWebhookHandler, getWebhookHandler, listWebhookDeliveriesHandler, listWebhooksHandler, redeliverWebhookHandler, updateWebhookHandler,
+  createWebhookHandler, deleteWebhookHandler, getWebhookHandler, listWebhookDeliveriesHandler, listWebhooksHandler, redeliverWebhookHandler, rotateWebhookSecretHandler, updateWebhookHandler,
 } from './routes/webhook-routes.js';
 import { addMemberHandler, listMembersHandler, removeMemberHandler, updateMemberHandler } from './routes/member-routes.js';
 import { adminAccountsHandler, adminModelLatencyHandler, adminProvidersHandler, adminTopUpHandler } from './routes/admin-routes.js';
@@ -194,6 +194,7 @@ export function createApp(context: EdgeContext, readiness?: Readiness, signIn?: 
   app.delete('/v1/account/webhooks/:webhookId', deleteWebhookHandler(context));
   app.get('/v1/account/webhooks/:webhookId/deliveries', listWebhookDeliveriesHandler(context));
   app.post('/v1/account/webhooks/:webhookId/deliveries/:deliveryId/redeliver', redeliverWebhookHandler(context));
+  app.post('/v1/account/webhooks/:webhookId/rotate-secret', rotateWebhookSecretHandler(context));
   app.get('/v1/account/members', listMembersHandler(context));
   app.post('/v1/account/members', addMemberHandler(context));
   app.patch('/v1/account/members/:memberId', updateMemberHandler(context));

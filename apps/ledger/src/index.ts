@@ -12,6 +12,8 @@ import { startSettlementConsumers, type SettlementConsumerOptions } from './sett
 import { DEFAULT_SWEEP_INTERVAL_MS, startSweeper } from './sweeper.js';
 import { startWebhookDispatcher, type WebhookDispatcherOptions } from './webhooks/webhook-dispatcher.js';
 import { webhookServiceImplementation } from './webhooks/webhook-service.js';
+import { sealLegacyWebhookSecrets } from './webhooks/webhook-endpoints.js';
+import { webhookSecretKey } from './webhooks/secret-box.js';
 import { consumeAccountEvents } from './webhooks/account-event-consumer.js';
 import { lowBalanceServiceImplementation } from './webhooks/low-balance.js';
 
@@ -19,6 +21,9 @@ export { computeCostPico, PricingError } from './cost.js';
 export { RESERVE_PICO, DEFAULT_RESERVATION_LIFETIME_MS, DEFAULT_RESERVATION_RETENTION_MS } from './ledger.js';
 export type { SettlementConsumerOptions } from './settlement-consumer.js';
 export type { WebhookDispatcherOptions } from './webhooks/webhook-dispatcher.js';
+
+/** The key of in-process stacks and tests that give none: public, so it protects nothing (never for a deployment; the ledger's main requires WEBHOOK_SECRET_KEY). */
+export const DEVELOPMENT_WEBHOOK_SECRET_KEY = Buffer.from('gateway-development-webhook-key!').toString('base64');
 
 export interface LedgerServiceOptions {
   listenAddress: string;
@@ -63,7 +68,16 @@ export interface LedgerServiceOptions {
    * plain http and private receivers are allowed (GATEWAY_WEBHOOKS_ALLOW_PRIVATE). `enabled: false`
    * keeps this replica from sending (another replica sends); default on.
    */
-  webhooks?: Partial<WebhookDispatcherOptions> & { enabled?: boolean };
+  /**
+   * The key webhook signing secrets are sealed with at rest (AES-256-GCM; 32 bytes in base64, WEBHOOK_SECRET_KEY).
+   * The ledger's main requires it; an in-process stack or test without one uses DEVELOPMENT_WEBHOOK_SECRET_KEY, with a warning.
+   */
+  webhookSecretKey?: string;
+  webhooks?: Partial<Omit<WebhookDispatcherOptions, 'secretKey'>> & {
+    enabled?: boolean;
+    /** After a secret rotation, how long deliveries also carry the old secret's signature (WEBHOOK_SECRET_OVERLAP_MS, default 24 h). */
+    secretOverlapMs?: number;
+  };
 }
 
 export interface RunningLedgerService {
@@ -94,6 +108,15 @@ export async function startLedgerService(options: LedgerServiceOptions): Promise
     throw error;
   }
   const allowPrivateWebhooks = options.webhooks?.allowPrivate ?? false;
+  if (options.webhookSecretKey === undefined) logger.warn('no webhook secret key given: webhook secrets are sealed with the public development key');
+  const secretBox = webhookSecretKey(options.webhookSecretKey ?? DEVELOPMENT_WEBHOOK_SECRET_KEY);
+  try {
+    const sealed = await sealLegacyWebhookSecrets(db, secretBox);
+    if (sealed > 0) logger.info({ endpoints: sealed }, 'webhook secrets stored in plaintext are now encrypted');
+  } catch (error) {
+    await db.destroy();
+    throw error;
+  }
   const ledger = new Ledger(db, logger, reservationLifetimeMs, pool, options.now ? { now: options.now } : {});
   const metrics = options.metrics ? new LedgerMetrics(options.metrics) : undefined;
   const stopReporting = options.metrics
@@ -115,7 +138,7 @@ export async function startLedgerService(options: LedgerServiceOptions): Promise
           ...(options.leaseLifetimeMs !== undefined ? { leaseLifetimeMs: options.leaseLifetimeMs } : {}),
           ...(metrics ? { metrics } : {}),
         }),
-        ...webhookServiceImplementation(db, logger, allowPrivateWebhooks),
+        ...webhookServiceImplementation(db, logger, secretBox, allowPrivateWebhooks, options.webhooks?.secretOverlapMs),
         ...lowBalanceServiceImplementation(db, logger),
       },
       name: 'gateway.v1.LedgerService',
@@ -132,7 +155,7 @@ export async function startLedgerService(options: LedgerServiceOptions): Promise
     accountEvents = await consumeAccountEvents(options.bus, db, logger);
   }
   const webhookDispatcher = (options.webhooks?.enabled ?? true)
-    ? startWebhookDispatcher(db, logger, { ...options.webhooks, allowPrivate: allowPrivateWebhooks })
+    ? startWebhookDispatcher(db, logger, { ...options.webhooks, allowPrivate: allowPrivateWebhooks, secretKey: secretBox })
     : null;
   const sweeper = startSweeper(ledger, logger, options.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS, reservationRetentionMs);
 

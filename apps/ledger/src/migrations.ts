@@ -14,6 +14,7 @@ import { voidCharges } from './migrations/0012-void-charges.js';
 import { budgets } from './migrations/0021-budgets.js';
 import { webhooks } from './migrations/0022-webhooks.js';
 import { lowBalance } from './migrations/0023-low-balance.js';
+import { webhookSecretRotation } from './migrations/0024-webhook-secret-rotation.js';
 import { auditLogMigration } from '@gateway/platform/db';
 
 export { LEDGER_SCHEMA, usageColumns, type LedgerTables } from './schema.js';
@@ -41,4 +42,5 @@ export const ledgerMigrations: Record<string, Migration> = {
   '0021_budgets': budgets,
   '0022_webhooks': webhooks,
   '0023_low_balance': lowBalance,
+  '0024_webhook_secret_rotation': webhookSecretRotation,
 };

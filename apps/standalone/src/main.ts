@@ -36,6 +36,8 @@ const env = loadConfig({
   NATS_URL: z.string().optional(),
   NATS_NAMESPACE: z.string().optional(),
   KEY_HASH_SECRET: z.string().min(32).optional(),
+  /** The key webhook secrets are encrypted with at rest: 32 bytes in base64 (docs/governance.md "Webhooks"). */
+  WEBHOOK_SECRET_KEY: z.string().min(44).optional(),
   /** The edge's admission: 'leased' budgets (default) or 'ledger' (one Ledger.Admit per request). */
   EDGE_ADMISSION: z.enum(['ledger', 'leased']).default('leased'),
   /** Edge to routing: 'exchange' (default, one multiplexed Router.Exchange call) or 'calls' (a call per request). */
@@ -54,9 +56,9 @@ const env = loadConfig({
 const logger = createLogger('gateway', env.LOG_LEVEL);
 
 /** A secret of the embedded default: generated once into the data dir (owner-only), never printed. */
-function dataDirSecret(dataDir: string, name: string): string {
+function dataDirSecret(dataDir: string, name: string, encoding: 'hex' | 'base64' = 'hex'): string {
   const file = join(dataDir, name);
-  if (!existsSync(file)) writeFileSync(file, randomBytes(32).toString('hex'), { mode: 0o600 });
+  if (!existsSync(file)) writeFileSync(file, randomBytes(32).toString(encoding), { mode: 0o600 });
   return readFileSync(file, 'utf8').trim();
 }
 
@@ -113,6 +115,7 @@ await runMain('gateway', logger, async () => {
         // The embedded Postgres is this process's alone (the data dir lock), so any open lease is a
         // previous run's: one a crash, or a stop cut short, left unreturned.
         ...(embedded ? { reclaimLeasesOnStart: true } : {}),
+        webhookSecretKey: env.WEBHOOK_SECRET_KEY ?? dataDirSecret(dataDir, 'webhook-secret-key', 'base64'),
         webhooks: { allowPrivate: env.GATEWAY_WEBHOOKS_ALLOW_PRIVATE === '1', maxAttempts: env.WEBHOOK_MAX_ATTEMPTS, requestTimeoutMs: env.WEBHOOK_TIMEOUT_MS },
         // Single-process mode is for a developer watching the balance: settle within 25 ms rather than
         // the 50 ms default. Not less: every settlement transaction's queries run on this one event loop

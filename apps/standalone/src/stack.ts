@@ -29,7 +29,7 @@ export interface StackOptions {
   grpcHost?: string;
   providerSecrets?: Record<string, string | undefined>;
   /** `reclaimLeasesOnStart`: only when no other process can hold this ledger's leases (the embedded default). */
-  ledger?: Pick<LedgerServiceOptions, 'reservationLifetimeMs' | 'sweepIntervalMs' | 'leaseDrainMs' | 'leaseLifetimeMs' | 'reclaimLeasesOnStart' | 'consumer' | 'maxConnections' | 'webhooks'>;
+  ledger?: Pick<LedgerServiceOptions, 'reservationLifetimeMs' | 'sweepIntervalMs' | 'leaseDrainMs' | 'leaseLifetimeMs' | 'reclaimLeasesOnStart' | 'consumer' | 'maxConnections' | 'webhooks' | 'webhookSecretKey'>;
   /** Auth knobs: its Postgres pool bound (default 10), the pace of its key events' relay and expiry sweep. */
   auth?: { maxConnections?: number; events?: { relayIntervalMs?: number; expirySweepIntervalMs?: number } };
   /** Routing knobs tests shorten (per-attempt timeout, attempts per request). */

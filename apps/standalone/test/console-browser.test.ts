@@ -801,6 +801,26 @@ describe('web console in a real browser', () => {
       const again = await fetch(`${url}/v1/account/webhooks/${byUrl.get(failingUrl)!.id}/deliveries/${deliveryId}/redeliver`, { method: 'POST', headers: account });
       expect(again.status).toBe(400);
 
+      // Rotate the good endpoint's secret: confirmed, the new one shown once; the next delivery verifies with either secret.
+      await page.getByRole('button', { name: `Rotate secret of ${okUrl}` }).click();
+      await page.getByRole('alertdialog').waitFor();
+      await page.getByRole('alertdialog').getByRole('button', { name: 'Rotate secret' }).click();
+      const newSecret = (await page.getByTestId('webhook-secret').textContent())!;
+      expect(newSecret).toMatch(/^whsec_[A-Za-z0-9+/=]{20,}$/);
+      expect(newSecret).not.toBe(okSecret);
+      await expect.poll(() => page.evaluate<string>('document.activeElement.textContent')).toBe('Copy secret');
+      await page.getByRole('button', { name: 'Done' }).click();
+      expect(await page.getByTestId('webhook-secret').count()).toBe(0);
+      const secondTopUp = await fetch(`${url}/v1/admin/accounts/${accountId}/credits`, {
+        method: 'POST', headers: { authorization: `Bearer ${adminTokenText}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ amount: '0.5', idempotency_key: `console-webhooks-rotated-${Date.now()}` }),
+      });
+      expect(secondTopUp.status).toBe(200);
+      await eventually(async () => expect(received.ok).toHaveLength(2), 20_000, 100);
+      const afterRotation = { 'webhook-id': String(received.ok[1]!.headers['webhook-id']), 'webhook-timestamp': String(received.ok[1]!.headers['webhook-timestamp']),
+        'webhook-signature': String(received.ok[1]!.headers['webhook-signature']) };
+      for (const secret of [newSecret, okSecret]) expect(new Webhook(secret).verify(received.ok[1]!.body, afterRotation)).toMatchObject({ data: { credits: '0.5' } });
+
       // Disable the good endpoint; delete the other after the confirmation.
       await page.getByRole('button', { name: `Disable ${okUrl}` }).click();
       await page.getByRole('button', { name: `Enable ${okUrl}` }).waitFor();

@@ -49,7 +49,10 @@ export function locateRenderer(): Renderer {
 
 // Stand-ins for the command substitutions the README's commands use (the rendered output must not
 // depend on them beyond their shape).
-export const SUBSTITUTIONS: Record<string, string> = { '$(openssl rand -hex 32)': 'c0ffee'.repeat(10) + 'c0de' };
+export const SUBSTITUTIONS: Record<string, string> = {
+  '$(openssl rand -hex 32)': 'c0ffee'.repeat(10) + 'c0de',
+  '$(openssl rand -base64 32)': Buffer.alloc(32, 0xc0).toString('base64'),
+};
 
 /** Splits one shell command line into words: '…', "…", backslash escapes, known $(…) stand-ins. */
 export function shellWords(line: string): string[] {

@@ -119,6 +119,7 @@ describe('helm chart', () => {
       [['--set', 'routing.outbox.persistence.size=lots'], /size/],
       [['--set', 'catalog.port=70000'], /catalog\.port|catalog\/port/],
       [['--set', 'devSecrets.enabled=true', '--set', 'devSecrets.postgresUrl=mysql://db/gateway', '--set', 'devSecrets.keyHashSecret=short'], /postgresUrl|keyHashSecret/],
+      [['--set', 'devSecrets.enabled=true', '--set', 'devSecrets.webhookSecretKey=not-32-bytes'], /webhookSecretKey/],
       [['--set', 'ingress.enabled=true', '--set', 'ingress.hosts=null'], /hosts/],
       [['--set', 'networkPolicy.nats.port=0'], /nats\.port|nats\/port/],
       [['--set', 'topologySpread.whenUnsatisfiable=Sometimes'], /whenUnsatisfiable/],

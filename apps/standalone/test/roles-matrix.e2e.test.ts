@@ -70,6 +70,7 @@ const ROUTES: readonly RouteCase[] = [
   { route: 'POST /v1/account/webhooks', action: 'webhooks.write', method: 'POST', request: async () => ({ path: '/v1/account/webhooks', body: WEBHOOK_BODY }), success: 201 },
   { route: 'PATCH /v1/account/webhooks/{id}', action: 'webhooks.write', method: 'PATCH', request: async (_stack, fixtures) => ({ path: `/v1/account/webhooks/${fixtures.webhookId}`, body: { enabled: false } }), success: 200 },
   { route: 'DELETE /v1/account/webhooks/{id}', action: 'webhooks.write', method: 'DELETE', request: async (stack) => ({ path: `/v1/account/webhooks/${await freshWebhook(stack)}` }), success: 200 },
+  { route: 'POST /v1/account/webhooks/{id}/rotate-secret', action: 'webhooks.write', method: 'POST', request: async (_stack, fixtures) => ({ path: `/v1/account/webhooks/${fixtures.webhookId}/rotate-secret` }), success: 200 },
   { route: 'GET /v1/account/audit', action: 'audit.read', method: 'GET', request: async () => ({ path: '/v1/account/audit' }), success: 200 },
   { route: 'GET /v1/account/members', action: 'members.read', method: 'GET', request: async () => ({ path: '/v1/account/members' }), success: 200 },
   { route: 'POST /v1/account/members', action: 'members.write', method: 'POST', request: async () => ({ path: '/v1/account/members', body: { email: freshEmail(), role: 'billing' } }), success: 201 },

@@ -133,6 +133,7 @@ describe('webhooks, end to end', () => {
     for (const [method, path, body] of [
       ['GET', `/v1/account/webhooks/${id}`, undefined], ['PATCH', `/v1/account/webhooks/${id}`, { enabled: true }], ['DELETE', `/v1/account/webhooks/${id}`, undefined],
       ['GET', `/v1/account/webhooks/${id}/deliveries`, undefined], ['POST', `/v1/account/webhooks/${id}/deliveries/1/redeliver`, undefined],
+      ['POST', `/v1/account/webhooks/${id}/rotate-secret`, undefined],
     ] as const) {
       const refused = await http(method, path, stranger.provisioningKey, body);
       expect(refused.status, `${method} ${path}: ${refused.text}`).toBe(404);
@@ -143,12 +144,21 @@ describe('webhooks, end to end', () => {
     expect(patched.body).toMatchObject({ enabled: false, event_types: ['budget.threshold_crossed', 'credits.topped_up'] });
     expect((await http('PATCH', `/v1/account/webhooks/${id}`, owner.provisioningKey, { url: 'https://192.168.0.1/' })).body.error.code).toBe('webhook_url_refused');
     expect((await http('GET', `/v1/account/webhooks/${id}/deliveries?limit=0`, owner.provisioningKey)).status).toBe(400);
+    // A rotation answers the new secret once (deliveries signed with both: apps/ledger/test/webhook-rotation.test.ts).
+    const rotated = await http('POST', `/v1/account/webhooks/${id}/rotate-secret`, owner.provisioningKey);
+    expect(rotated.status, rotated.text).toBe(200);
+    expect(rotated.body).toMatchObject({ object: 'webhook_endpoint', id, enabled: false });
+    expect(rotated.body.secret).toMatch(/^whsec_/);
+    expect(rotated.body.secret).not.toBe(created.body.secret);
+    expect(rotated.body.previous_secret_expires_at).toBeGreaterThan(Date.now() / 1000 + 3_600);
+    expect((await http('GET', `/v1/account/webhooks/${id}`, owner.provisioningKey)).body.secret).toBeUndefined();
     expect((await http('DELETE', `/v1/account/webhooks/${id}`, owner.provisioningKey)).status).toBe(200);
     expect((await http('GET', `/v1/account/webhooks/${id}`, owner.provisioningKey)).status).toBe(404);
     const audit = await http('GET', '/v1/account/audit', owner.provisioningKey);
     expect(audit.body.data.filter((entry: { action: string }) => entry.action.startsWith('webhook.')).map((entry: { action: string }) => entry.action))
-      .toEqual(['webhook.delete', 'webhook.update', 'webhook.create']);
+      .toEqual(['webhook.delete', 'webhook.rotate_secret', 'webhook.update', 'webhook.create']);
     expect(audit.text).not.toContain(created.body.secret);
+    expect(audit.text).not.toContain(rotated.body.secret);
   });
 
   it('50 concurrent requests on two edges crossing 80 % send exactly one signed webhook, from two dispatching ledgers', async () => {

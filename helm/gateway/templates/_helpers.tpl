@@ -137,6 +137,20 @@ prometheus.io/path: /metrics
       {{- end }}
 {{- end -}}
 
+{{/* WEBHOOK_SECRET_KEY (the ledger's key for webhook secrets at rest) from the external Secret, or from the dev Secret. */}}
+{{- define "gateway.webhookSecretKeyEnv" -}}
+- name: WEBHOOK_SECRET_KEY
+  valueFrom:
+    secretKeyRef:
+      {{- if .Values.devSecrets.enabled }}
+      name: {{ include "gateway.devSecretName" . }}
+      key: webhook-secret-key
+      {{- else }}
+      name: {{ required "webhookSecretKey.secret.name is required (or devSecrets.enabled)" .Values.webhookSecretKey.secret.name }}
+      key: {{ required "webhookSecretKey.secret.key is required" .Values.webhookSecretKey.secret.key }}
+      {{- end }}
+{{- end -}}
+
 {{/*
 Internal gRPC credentials (docs/operations.md "Internal authentication"): every service presents the service
 token; only auth, ledger and catalog (the services with admin RPCs) and the gatewayctl Job get the

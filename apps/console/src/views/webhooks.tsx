@@ -15,7 +15,7 @@ const time = (seconds: number | null) => (seconds === null ? '—' : utcTime(sec
 
 /**
  * The account's webhook endpoints (docs/governance.md "Webhooks"): list, create (the signing secret shown
- * once), enable/disable, delete after a confirmation; and per endpoint its recent deliveries, the
+ * once), rotate the secret after a confirmation (the new one shown once), enable/disable, delete after a confirmation; and per endpoint its recent deliveries, the
  * dead-lettered ones marked, with a Redeliver button for each of those.
  */
 export function WebhooksView() {
@@ -24,9 +24,23 @@ export function WebhooksView() {
   const { data, error, notice, generation, reload, act, setAlert } = useResource(() => (allowed ? api.webhooks() : Promise.resolve(undefined)), [allowed]);
   const [created, setCreated] = useState<WebhookEndpoint>();
   const [deleting, setDeleting] = useState<WebhookEndpoint>();
+  const [rotating, setRotating] = useState<WebhookEndpoint>();
+  const [rotated, setRotated] = useState<WebhookEndpoint>();
   const [shownId, setShownId] = useState<string>();
   const copyButton = useRef<HTMLButtonElement>(null);
-  useEffect(() => { if (created) copyButton.current?.focus(); }, [created]);
+  useEffect(() => { if (created || rotated) copyButton.current?.focus(); }, [created, rotated]);
+  const rotate = async (target: WebhookEndpoint) => {
+    setRotated(undefined);
+    try {
+      const answer = await api.rotateWebhookSecret(target.id);
+      setAlert(undefined);
+      setCreated(undefined);
+      setRotated(answer);
+    } catch (failure) {
+      setAlert(errorText(failure));
+    }
+    reload();
+  };
 
   const endpoints = data?.data;
   const shown = endpoints?.find((endpoint) => endpoint.id === shownId);
@@ -47,6 +61,22 @@ export function WebhooksView() {
           <button type="button" ref={copyButton} onClick={() => void navigator.clipboard?.writeText(created.secret!)}>Copy secret</button>{' '}
           <button type="button" class="secondary" onClick={() => setCreated(undefined)}>Done</button>
         </div>
+      )}
+      {rotated?.secret && (
+        <div role="status" class="card notice">
+          <p>New signing secret for <code class="url">{rotated.url}</code>. Copy it now: it is not shown again.
+            Until {time(rotated.previous_secret_expires_at ?? null)} each delivery is signed with the old secret too, so switch your receiver before then.</p>
+          <p class="secret"><code data-testid="webhook-secret">{rotated.secret}</code></p>
+          <button type="button" ref={copyButton} onClick={() => void navigator.clipboard?.writeText(rotated.secret!)}>Copy secret</button>{' '}
+          <button type="button" class="secondary" onClick={() => setRotated(undefined)}>Done</button>
+        </div>
+      )}
+      {rotating && (
+        <Confirm key={rotating.id} titleId="rotate-webhook-title" action="Rotate secret" onCancel={() => setRotating(undefined)} onConfirm={() => {
+          const target = rotating;
+          setRotating(undefined);
+          void rotate(target);
+        }}>Give <code class="url">{rotating.url}</code> a new signing secret? For a day deliveries carry signatures with both the old and the new secret; after that only the new one.</Confirm>
       )}
       {deleting && (
         <Confirm key={deleting.id} titleId="delete-webhook-title" action="Delete endpoint" onCancel={() => setDeleting(undefined)} onConfirm={() => {
@@ -79,6 +109,7 @@ export function WebhooksView() {
                         <button type="button" class="secondary" aria-label={`${endpoint.enabled ? 'Disable' : 'Enable'} ${endpoint.url}`}
                           onClick={() => void act(() => api.updateWebhook(endpoint.id, { enabled: !endpoint.enabled }),
                             `${endpoint.enabled ? 'Disabled' : 'Enabled'} the endpoint ${endpoint.url}.`)}>{endpoint.enabled ? 'Disable' : 'Enable'}</button>
+                        <button type="button" class="secondary" aria-label={`Rotate secret of ${endpoint.url}`} onClick={() => setRotating(endpoint)}>Rotate secret</button>
                         <button type="button" class="danger" aria-label={`Delete ${endpoint.url}`} onClick={() => setDeleting(endpoint)}>Delete</button>
                       </>}
                     </div></td>
@@ -97,7 +128,7 @@ export function WebhooksView() {
             `Delivery ${delivery.id} is pending again, with a fresh set of attempts.`)} />
       )}
       {mayWrite && (
-        <CreateWebhook onCreated={(endpoint) => { setAlert(undefined); setCreated(endpoint); reload(); }} onError={setAlert} />
+        <CreateWebhook onCreated={(endpoint) => { setAlert(undefined); setRotated(undefined); setCreated(endpoint); reload(); }} onError={setAlert} />
       )}
     </>
   );

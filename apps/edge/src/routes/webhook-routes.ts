@@ -146,3 +146,19 @@ export function redeliverWebhookHandler(context: EdgeContext) {
     sendJson(response, 202, { id: deliveryId, object: 'webhook_delivery', state: 'pending' });
   };
 }
+
+/**
+ * POST /v1/account/webhooks/{id}/rotate-secret: the endpoint with its new signing secret (shown this once)
+ * and until when deliveries are also signed with the old one (`previous_secret_expires_at`).
+ */
+export function rotateWebhookSecretHandler(context: EdgeContext) {
+  return async (request: Request, response: Response): Promise<void> => {
+    const account = await accountFor(context, request, response, 'webhooks.write');
+    const endpointId = pathId(request, 'webhookId');
+    const rotated = await context.ledger.rotateWebhookSecret(
+      { accountId: account.accountId, endpointId }, { ...options(response), actor: auditActor(request, account.actor.kind, account.actor.id) },
+    );
+    if (!rotated.endpoint) throw new Error('the ledger answered RotateWebhookSecret without an endpoint');
+    sendJson(response, 200, { ...endpointRecord(rotated.endpoint), secret: rotated.secret, previous_secret_expires_at: seconds(rotated.previousSecretExpiresAtMs) });
+  };
+}

@@ -5,6 +5,7 @@ import { isIP } from 'node:net';
 import type { Logger } from '@gateway/platform';
 import { sql } from '@gateway/platform/db';
 import type { LedgerDatabase } from '../ledger-db.js';
+import { openWebhookSecret, type WebhookSecretKey } from './secret-box.js';
 import { guardedLookup, isRefusedAddress, signWebhook } from './webhook-target.js';
 
 /*
@@ -21,6 +22,8 @@ import { guardedLookup, isRefusedAddress, signWebhook } from './webhook-target.j
  */
 
 export interface WebhookDispatcherOptions {
+  /** The key the endpoints' secrets are sealed with (secret-box.ts). */
+  secretKey: WebhookSecretKey;
   /** Plain http and private/loopback receivers allowed (GATEWAY_WEBHOOKS_ALLOW_PRIVATE=1). */
   allowPrivate: boolean;
   /** How often a replica looks for due deliveries (default 1 s). */
@@ -62,8 +65,8 @@ const CLEANUP_EVERY_MS = 3_600_000;
 const CLEANUP_BATCH = 1_000;
 
 type Claimed = {
-  id: string; event_id: string; type: string; data: unknown; event_created_at: Date; account_id: string;
-  url: string; secret: string; attempts: number;
+  id: string; endpoint_id: string; event_id: string; type: string; data: unknown; event_created_at: Date; account_id: string;
+  url: string; secret: string; previous_secret: string | null; attempts: number;
 };
 
 export interface AttemptResult {
@@ -86,7 +89,7 @@ export function webhookBody(event: { eventId: string; type: string; accountId: s
 
 /** One POST: signed, bounded in time and in what is read back. Never throws. */
 export function sendWebhook(
-  target: { url: string; secret: string; messageId: string; body: string },
+  target: { url: string; secret: string; previousSecret?: string | null; messageId: string; body: string },
   limits: { allowPrivate: boolean; requestTimeoutMs: number; responseBodyMaxBytes: number },
 ): Promise<AttemptResult> {
   return new Promise((resolve) => {
@@ -127,7 +130,9 @@ export function sendWebhook(
         'user-agent': 'inference-gateway-webhooks/1',
         'webhook-id': target.messageId,
         'webhook-timestamp': String(timestamp),
-        'webhook-signature': signWebhook(target.secret, target.messageId, timestamp, target.body),
+        // In a rotation's overlap window, a second signature with the replaced secret (space-separated, as Standard Webhooks allows).
+        'webhook-signature': [target.secret, ...(target.previousSecret ? [target.previousSecret] : [])]
+          .map((secret) => signWebhook(secret, target.messageId, timestamp, target.body)).join(' '),
       },
     }, (answer: IncomingMessage) => {
       const status = answer.statusCode ?? 0;
@@ -197,7 +202,8 @@ export function startWebhookDispatcher(db: LedgerDatabase, logger: Logger, optio
       from due where d.id = due.id
       returning d.id, d.event_row_id, d.endpoint_id, d.account_id, d.attempts
     )
-    select l.id::text as id, e.event_id, e.type, e.data, e.created_at as event_created_at, l.account_id, w.url, w.secret, l.attempts
+    select l.id::text as id, l.endpoint_id, e.event_id, e.type, e.data, e.created_at as event_created_at, l.account_id, w.url, w.secret,
+      case when w.previous_secret_until > now() then w.previous_secret end as previous_secret, l.attempts
     from leased l join webhook_events e on e.id = l.event_row_id join webhook_endpoints w on w.id = l.endpoint_id
     order by l.id`.execute(db)).rows;
 
@@ -244,10 +250,21 @@ export function startWebhookDispatcher(db: LedgerDatabase, logger: Logger, optio
   const sending = new Set<Promise<void>>();
   const deliver = async (delivery: Claimed, token: string) => {
     try {
-      const result = await sendWebhook(
-        { url: delivery.url, secret: delivery.secret, messageId: delivery.event_id, body: webhookBody({ eventId: delivery.event_id, type: delivery.type, accountId: delivery.account_id, createdAt: delivery.event_created_at, data: delivery.data }) },
-        settings,
-      );
+      let secrets: { secret: string; previousSecret: string | null } | null = null;
+      try {
+        secrets = {
+          secret: openWebhookSecret(settings.secretKey, delivery.endpoint_id, delivery.secret),
+          previousSecret: delivery.previous_secret === null ? null : openWebhookSecret(settings.secretKey, delivery.endpoint_id, delivery.previous_secret),
+        };
+      } catch {
+        logger.error({ endpointId: delivery.endpoint_id }, 'a webhook endpoint\'s secret does not open with this ledger\'s WEBHOOK_SECRET_KEY');
+      }
+      const result: AttemptResult = secrets === null
+        ? { ok: false, status: null, error: 'the endpoint\'s secret does not open with the ledger\'s WEBHOOK_SECRET_KEY' }
+        : await sendWebhook({
+          url: delivery.url, ...secrets, messageId: delivery.event_id,
+          body: webhookBody({ eventId: delivery.event_id, type: delivery.type, accountId: delivery.account_id, createdAt: delivery.event_created_at, data: delivery.data }),
+        }, settings);
       await record(delivery, token, result);
     } catch (error) {
       logger.error({ err: error, deliveryId: delivery.id }, 'recording a webhook attempt failed; its lease runs out and it is sent again');

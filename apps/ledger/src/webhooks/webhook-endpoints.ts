@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { errors, UNATTRIBUTED_AUDIT, WEBHOOK_EVENT_TYPES, type AuditCallContext } from '@gateway/platform';
 import { appendAudit, auditedTransaction, sql } from '@gateway/platform/db';
 import type { LedgerDatabase } from '../ledger-db.js';
+import { isSealed, openWebhookSecret, sealWebhookSecret, type WebhookSecretKey } from './secret-box.js';
 import { newWebhookSecret, refuseWebhookUrl } from './webhook-target.js';
 
 /*
@@ -69,6 +70,7 @@ const validId = (id: string) => id !== '' && id.length <= ID_MAX_LENGTH;
 
 export async function createWebhookEndpoint(
   db: LedgerDatabase,
+  box: WebhookSecretKey,
   input: { accountId: string; url: string; eventTypes: string[]; enabled: boolean },
   allowPrivate: boolean,
   audit: AuditCallContext = UNATTRIBUTED_AUDIT,
@@ -86,7 +88,7 @@ export async function createWebhookEndpoint(
     }
     const row = (await sql<EndpointRow>`
       insert into webhook_endpoints (id, account_id, url, event_types, enabled, secret)
-      values (${id}, ${input.accountId}, ${input.url}, ${eventTypes}::text[], ${input.enabled}, ${secret})
+      values (${id}, ${input.accountId}, ${input.url}, ${eventTypes}::text[], ${input.enabled}, ${sealWebhookSecret(box, id, secret)})
       returning id, account_id, url, event_types, enabled, created_at, updated_at`.execute(trx)).rows[0]!;
     const endpoint = toEndpoint(row);
     await appendAudit(trx, AUDIT_CHAIN, {
@@ -157,6 +159,35 @@ export async function deleteWebhookEndpoint(db: LedgerDatabase, accountId: strin
   });
 }
 
+/** How long deliveries still carry a signature with the secret a rotation replaced (default 24 h). */
+export const DEFAULT_WEBHOOK_SECRET_OVERLAP_MS = 24 * 3_600_000;
+
+/**
+ * Gives an endpoint a new signing secret, answered this once. The replaced secret still signs deliveries
+ * beside the new one for `overlapMs` (both in `webhook-signature`), so a receiver switches without losing
+ * an event; a second rotation in that window drops the older one. Audited without either secret.
+ */
+export async function rotateWebhookSecret(
+  db: LedgerDatabase, box: WebhookSecretKey, accountId: string, id: string, overlapMs: number, audit: AuditCallContext = UNATTRIBUTED_AUDIT,
+): Promise<{ endpoint: WebhookEndpoint; secret: string; previousSecretUntil: Date }> {
+  if (!validId(id)) throw errors.notFound('No such webhook endpoint.');
+  const secret = newWebhookSecret();
+  return auditedTransaction(db, async (trx) => {
+    const row = (await sql<EndpointRow & { previous_secret_until: Date }>`
+      update webhook_endpoints set previous_secret = secret, secret = ${sealWebhookSecret(box, id, secret)},
+        previous_secret_until = now() + ${overlapMs} * interval '1 millisecond', updated_at = now()
+      where account_id = ${accountId} and id = ${id}
+      returning id, account_id, url, event_types, enabled, created_at, updated_at, previous_secret_until`.execute(trx)).rows[0];
+    if (!row) throw errors.notFound('No such webhook endpoint.');
+    const endpoint = toEndpoint(row);
+    await appendAudit(trx, AUDIT_CHAIN, {
+      ...audit, accountId, action: 'webhook.rotate_secret', targetType: 'webhook_endpoint', targetId: id,
+      before: audited(endpoint), after: { ...audited(endpoint), previous_secret_expires_at: row.previous_secret_until.toISOString() },
+    });
+    return { endpoint, secret, previousSecretUntil: row.previous_secret_until };
+  });
+}
+
 type DeliveryRow = {
   id: string; event_id: string; type: string; state: WebhookDelivery['state']; attempts: number; last_status: number | null; last_error: string | null;
   last_attempt_at: Date | null; next_attempt_at: Date; created_at: Date; finished_at: Date | null;
@@ -198,4 +229,32 @@ export async function redeliverWebhook(db: LedgerDatabase, accountId: string, en
   if (Number(updated.numAffectedRows ?? 0n) === 0) {
     throw errors.invalidRequest('only a dead-lettered delivery can be redelivered', 'delivery_id', 'delivery_not_dead');
   }
+}
+
+/**
+ * Seals the secrets of rows written before encryption at rest (plaintext `whsec_…`), each only if it is
+ * still the value read (another replica doing the same at once changes nothing twice). Run at the ledger's
+ * start; deliveries read either form meanwhile. Also checks that the key opens an already sealed secret:
+ * a ledger started with another key refuses to start rather than sign with nothing.
+ */
+export async function sealLegacyWebhookSecrets(db: LedgerDatabase, box: WebhookSecretKey): Promise<number> {
+  const sample = (await sql<{ id: string; secret: string }>`
+    select id, secret from webhook_endpoints where secret like 'gcm1:%' limit 1`.execute(db)).rows[0];
+  if (sample) {
+    try {
+      openWebhookSecret(box, sample.id, sample.secret);
+    } catch {
+      throw new Error('WEBHOOK_SECRET_KEY does not open the stored webhook secrets (it is not the key they were sealed with)');
+    }
+  }
+  const rows = (await sql<{ id: string; secret: string; previous_secret: string | null }>`
+    select id, secret, previous_secret from webhook_endpoints
+    where secret not like 'gcm1:%' or previous_secret not like 'gcm1:%'`.execute(db)).rows;
+  for (const row of rows) {
+    const sealPlain = (value: string | null) => (value === null || isSealed(value) ? value : sealWebhookSecret(box, row.id, value));
+    await sql`
+      update webhook_endpoints set secret = ${sealPlain(row.secret)}, previous_secret = ${sealPlain(row.previous_secret)}
+      where id = ${row.id} and secret = ${row.secret} and previous_secret is not distinct from ${row.previous_secret}`.execute(db);
+  }
+  return rows.length;
 }

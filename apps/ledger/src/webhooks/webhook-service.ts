@@ -3,19 +3,21 @@ import type {
   CreateWebhookEndpointRequest, CreateWebhookEndpointResponse, DeleteWebhookEndpointRequest, DeleteWebhookEndpointResponse,
   GetWebhookEndpointRequest, GetWebhookEndpointResponse, LedgerServiceServer, ListWebhookDeliveriesRequest, ListWebhookDeliveriesResponse,
   ListWebhookEndpointsRequest, ListWebhookEndpointsResponse, RedeliverWebhookRequest, RedeliverWebhookResponse,
+  RotateWebhookSecretRequest, RotateWebhookSecretResponse,
   UpdateWebhookEndpointRequest, UpdateWebhookEndpointResponse, WebhookEndpoint as WebhookEndpointMessage,
 } from '@gateway/proto';
 import type { LedgerDatabase } from '../ledger-db.js';
 import {
-  createWebhookEndpoint, deleteWebhookEndpoint, getWebhookEndpoint, listWebhookDeliveries, listWebhookEndpoints, MAX_LISTED_DELIVERIES,
-  redeliverWebhook, updateWebhookEndpoint, WEBHOOK_EVENT_TYPES, type WebhookEndpoint,
+  createWebhookEndpoint, DEFAULT_WEBHOOK_SECRET_OVERLAP_MS, deleteWebhookEndpoint, getWebhookEndpoint, listWebhookDeliveries, listWebhookEndpoints, MAX_LISTED_DELIVERIES,
+  redeliverWebhook, rotateWebhookSecret, updateWebhookEndpoint, WEBHOOK_EVENT_TYPES, type WebhookEndpoint,
 } from './webhook-endpoints.js';
+import type { WebhookSecretKey } from './secret-box.js';
 import { MAX_WEBHOOK_URL_LENGTH } from './webhook-target.js';
 
 /** The LedgerService methods of webhooks (the rest is ledger-service.ts). */
 export type WebhookMethods =
   | 'createWebhookEndpoint' | 'listWebhookEndpoints' | 'getWebhookEndpoint' | 'updateWebhookEndpoint'
-  | 'deleteWebhookEndpoint' | 'listWebhookDeliveries' | 'redeliverWebhook';
+  | 'deleteWebhookEndpoint' | 'listWebhookDeliveries' | 'redeliverWebhook' | 'rotateWebhookSecret';
 
 const MAX_IDENTIFIER_LENGTH = 200;
 
@@ -42,12 +44,14 @@ const endpointAnswer = (endpoint: WebhookEndpoint): WebhookEndpointMessage => ({
 
 const ms = (date: Date | null) => BigInt(date?.getTime() ?? 0);
 
-export function webhookServiceImplementation(db: LedgerDatabase, logger: Logger, allowPrivate: boolean): Pick<LedgerServiceServer, WebhookMethods> {
+export function webhookServiceImplementation(
+  db: LedgerDatabase, logger: Logger, box: WebhookSecretKey, allowPrivate: boolean, secretOverlapMs: number = DEFAULT_WEBHOOK_SECRET_OVERLAP_MS,
+): Pick<LedgerServiceServer, WebhookMethods> {
   return {
     createWebhookEndpoint: unary(logger, 'CreateWebhookEndpoint', async (request: CreateWebhookEndpointRequest, call): Promise<CreateWebhookEndpointResponse> => {
       const accountId = requireIdentifier(request.accountId, 'account_id');
       const created = await createWebhookEndpoint(
-        db, { accountId, url: checkUrlLength(request.url), eventTypes: checkEventTypes(request.eventTypes), enabled: request.enabled }, allowPrivate, auditCallContext(call.metadata),
+        db, box, { accountId, url: checkUrlLength(request.url), eventTypes: checkEventTypes(request.eventTypes), enabled: request.enabled }, allowPrivate, auditCallContext(call.metadata),
       );
       return { endpoint: endpointAnswer(created.endpoint), secret: created.secret };
     }),
@@ -91,6 +95,11 @@ export function webhookServiceImplementation(db: LedgerDatabase, logger: Logger,
       const accountId = requireIdentifier(request.accountId, 'account_id');
       await redeliverWebhook(db, accountId, request.endpointId, request.deliveryId);
       return {};
+    }),
+    rotateWebhookSecret: unary(logger, 'RotateWebhookSecret', async (request: RotateWebhookSecretRequest, call): Promise<RotateWebhookSecretResponse> => {
+      const accountId = requireIdentifier(request.accountId, 'account_id');
+      const rotated = await rotateWebhookSecret(db, box, accountId, request.endpointId, secretOverlapMs, auditCallContext(call.metadata));
+      return { endpoint: endpointAnswer(rotated.endpoint), secret: rotated.secret, previousSecretExpiresAtMs: BigInt(rotated.previousSecretUntil.getTime()) };
     }),
   };
 }

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -216,7 +217,7 @@ export async function startGatewayCluster(options: GatewayClusterOptions): Promi
     };
     launch('auth', { GRPC_LISTEN: addresses.auth, KEY_HASH_SECRET, GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN });
     launch('catalog', { GRPC_LISTEN: addresses.catalog, GATEWAY_CONFIG: configPath, GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN });
-    launch('ledger', { GRPC_LISTEN: addresses.ledger, GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN });
+    launch('ledger', { GRPC_LISTEN: addresses.ledger, GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN, WEBHOOK_SECRET_KEY: randomBytes(32).toString('base64') });
     launch('media', { GRPC_LISTEN: addresses.media });
     for (const name of ['auth', 'catalog', 'ledger', 'media'] as const) {
       await until(() => serving(addresses[name]), START_TIMEOUT_MS, `${name} health`, children.get(name));
