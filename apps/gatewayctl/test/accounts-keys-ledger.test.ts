@@ -137,7 +137,7 @@ function fakeLedger(logger = testLogger('fake-ledger')): LedgerServiceServer {
       'getGeneration', 'listGenerations', 'getModelLatency', 'getBalances', 'getKeyUsage', 'getActivity', 'acquireLease', 'returnLease', 'renewLeases',
       // Webhook endpoints are the edge's account routes'.
       'createWebhookEndpoint', 'listWebhookEndpoints', 'getWebhookEndpoint', 'updateWebhookEndpoint', 'deleteWebhookEndpoint', 'listWebhookDeliveries', 'redeliverWebhook',
-      'setLowBalanceThreshold', 'getLowBalanceThreshold',
+      'setLowBalanceThreshold', 'getLowBalanceThreshold', 'rotateWebhookSecret',
     ]),
     topUp: unary(logger, 'TopUp', async (request: TopUpRequest) => {
       received.topUp.push(request);

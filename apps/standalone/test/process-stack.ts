@@ -20,6 +20,9 @@ const HealthClient = makeGenericClientConstructor(healthService, 'grpc.health.v1
 
 export const repositoryRoot = fileURLToPath(new URL('../../../', import.meta.url));
 
+/** The webhook secrets' key of every ledger process of a process stack: 32 bytes in base64. */
+const PROCESS_STACK_WEBHOOK_SECRET_KEY = Buffer.alloc(32, 7).toString('base64');
+
 export type ServiceApp = 'auth' | 'catalog' | 'ledger' | 'routing' | 'media' | 'jobs';
 
 /** A service's standard gRPC health answer ('SERVING' when up). */
@@ -109,7 +112,8 @@ export async function startProcessStack(
     switch (app) {
       case 'auth': return { GRPC_LISTEN: addresses.auth, KEY_HASH_SECRET: 'multi-process-secret-multi-process-0001', GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN };
       case 'catalog': return { GRPC_LISTEN: addresses.catalog, GATEWAY_CONFIG: `${repositoryRoot}deploy/config/gateway.example.yaml`, GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN };
-      case 'ledger': return { GRPC_LISTEN: addresses.ledger, GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN };
+      // Every ledger replica seals webhook secrets under the same key (its main requires one).
+      case 'ledger': return { GRPC_LISTEN: addresses.ledger, GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN, WEBHOOK_SECRET_KEY: PROCESS_STACK_WEBHOOK_SECRET_KEY };
       case 'media': return { GRPC_LISTEN: addresses.media };
       case 'jobs': return {
         GRPC_LISTEN: addresses.jobs, AUTH_ADDR: addresses.auth, CATALOG_ADDR: addresses.catalog, LEDGER_ADDR: addresses.ledger, ROUTER_ADDR: addresses.routing,

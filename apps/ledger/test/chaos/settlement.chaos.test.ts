@@ -82,6 +82,8 @@ describe('settlement under chaos', () => {
         ...testInternalAuthEnv,
         SWEEP_INTERVAL_MS: '600000',
         LOG_LEVEL: 'error',
+        // The main requires the webhook secrets' key; every settler of the database shares one.
+        WEBHOOK_SECRET_KEY: Buffer.alloc(32, 9).toString('base64'),
       },
       stdio: ['ignore', 'ignore', 'pipe'],
     });

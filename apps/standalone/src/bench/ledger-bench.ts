@@ -312,6 +312,8 @@ async function admitLatency(callers: number, seconds: number, accounts: number, 
         PATH: process.env.PATH ?? '', GRPC_LISTEN: `127.0.0.1:${port}`, DATABASE_URL: space.databaseUrl, NATS_URL: natsUrl,
         NATS_NAMESPACE: space.namespace, LOG_LEVEL: 'warn', SWEEP_INTERVAL_MS: '600000',
         GATEWAY_INTERNAL_TOKEN: BENCH_INTERNAL_TOKEN, GATEWAY_ADMIN_TOKEN: BENCH_ADMIN_TOKEN,
+        // Its main requires the webhook secrets' key (any 32 bytes: the bench makes no webhooks).
+        WEBHOOK_SECRET_KEY: randomBytes(32).toString('base64'),
       },
       stdio: ['ignore', 'ignore', 'inherit'],
     });
