@@ -48,6 +48,16 @@ async function caller(context: EdgeContext, request: Request, response: Response
   return { accountId, conversations: store.conversations, requestId: requestIdOf(response) };
 }
 
+/**
+ * The conversation id of the path, once every answer of it this edge still holds to be stored is stored
+ * (their turns are then in it): a list or item read right after a response made in the conversation sees it.
+ */
+async function settledConversationId(context: EdgeContext, request: Request, accountId: string): Promise<string> {
+  const id = idParam(request, 'id');
+  await context.storedResponses?.settledConversation(accountId, id);
+  return id;
+}
+
 function idParam(request: Request, name: 'id' | 'itemId'): string {
   const id = request.params[name];
   if (typeof id !== 'string' || id === '' || id.length > ID_MAX_LENGTH) {
@@ -70,7 +80,7 @@ export function createConversationHandler(context: EdgeContext) {
 export function retrieveConversationHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
     const { accountId, conversations, requestId } = await caller(context, request, response);
-    sendJson(response, 200, renderConversation(await conversations.get(accountId, idParam(request, 'id'), requestId)));
+    sendJson(response, 200, renderConversation(await conversations.get(accountId, await settledConversationId(context, request, accountId), requestId)));
   };
 }
 
@@ -78,7 +88,7 @@ export function retrieveConversationHandler(context: EdgeContext) {
 export function updateConversationHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
     const { accountId, conversations, requestId } = await caller(context, request, response);
-    const id = idParam(request, 'id');
+    const id = await settledConversationId(context, request, accountId);
     const body = parseWith(updateBody, 'body', await readAccountBody(context, request));
     sendJson(response, 200, renderConversation(await conversations.update(accountId, id, body.metadata, requestId)));
   };
@@ -87,7 +97,7 @@ export function updateConversationHandler(context: EdgeContext) {
 export function deleteConversationHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
     const { accountId, conversations, requestId } = await caller(context, request, response);
-    const id = idParam(request, 'id');
+    const id = await settledConversationId(context, request, accountId);
     await conversations.delete(accountId, id, requestId);
     sendJson(response, 200, { id, object: 'conversation.deleted', deleted: true });
   };
@@ -97,7 +107,7 @@ export function deleteConversationHandler(context: EdgeContext) {
 export function listConversationItemsHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
     const { accountId, conversations, requestId } = await caller(context, request, response);
-    const id = idParam(request, 'id');
+    const id = await settledConversationId(context, request, accountId);
     const query = parseWith(listQuery, 'query', request.query);
     const page = await conversations.list(accountId, id, { after: query.after ?? '', limit: query.limit ?? 20, ascending: query.order === 'asc' }, requestId);
     sendJson(response, 200, renderItemList(page.items, page.hasMore));
@@ -108,7 +118,7 @@ export function listConversationItemsHandler(context: EdgeContext) {
 export function addConversationItemsHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
     const { accountId, conversations, requestId } = await caller(context, request, response);
-    const id = idParam(request, 'id');
+    const id = await settledConversationId(context, request, accountId);
     const body = parseWith(addBody, 'body', await readAccountBody(context, request, CONVERSATION_BODY_MAX_BYTES));
     sendJson(response, 200, renderItemList(await conversations.add(accountId, id, body.items, requestId), false));
   };
@@ -117,7 +127,7 @@ export function addConversationItemsHandler(context: EdgeContext) {
 export function retrieveConversationItemHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
     const { accountId, conversations, requestId } = await caller(context, request, response);
-    sendJson(response, 200, await conversations.item(accountId, idParam(request, 'id'), idParam(request, 'itemId'), requestId));
+    sendJson(response, 200, await conversations.item(accountId, await settledConversationId(context, request, accountId), idParam(request, 'itemId'), requestId));
   };
 }
 
@@ -125,6 +135,6 @@ export function retrieveConversationItemHandler(context: EdgeContext) {
 export function deleteConversationItemHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
     const { accountId, conversations, requestId } = await caller(context, request, response);
-    sendJson(response, 200, renderConversation(await conversations.deleteItem(accountId, idParam(request, 'id'), idParam(request, 'itemId'), requestId)));
+    sendJson(response, 200, renderConversation(await conversations.deleteItem(accountId, await settledConversationId(context, request, accountId), idParam(request, 'itemId'), requestId)));
   };
 }

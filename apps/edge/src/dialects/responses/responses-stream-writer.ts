@@ -109,6 +109,8 @@ export class ResponsesStreamWriter implements StreamWriter {
   private summary = '';
   /** The response object of a stream that ended (response.completed or .incomplete), as JSON text: what a stored response keeps. */
   terminalResponse: string | undefined = undefined;
+  /** Called with terminalResponse as the stream ends (a stored response is queued for the store then, not once its usage is confirmed). */
+  onTerminal: ((response: string) => void) | undefined = undefined;
 
   private readonly background: boolean;
   private readonly after: number;
@@ -175,6 +177,7 @@ export class ResponsesStreamWriter implements StreamWriter {
     const completedAt = status === 'completed' ? (endedAt ?? Math.floor(Date.now() / 1000)) : null;
     const response = this.response(status, completedAt, 'null', json(incompleteDetails), this.outputJson.join(','), json(renderUsage(usage, chatAnswerCost(usage, this.prices, this.pricing, this.finishReason))));
     this.terminalResponse = response;
+    this.onTerminal?.(response);
     return closing + this.event(status === 'completed' ? 'response.completed' : 'response.incomplete', `"response":${response}`);
   }
 

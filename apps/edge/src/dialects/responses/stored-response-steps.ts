@@ -41,6 +41,8 @@ interface StoreTicket {
   conversation?: { id: string; inputJson: string };
   response: object | string | undefined;
   writer: ResponsesStreamWriter | undefined;
+  /** Queues the answer for the store (once): as a stream ends, or after a whole answer left. */
+  store?: (response: object | string) => void;
 }
 
 const tickets = new WeakMap<object, StoreTicket>();
@@ -57,7 +59,12 @@ const storingDialect: InferenceDialect<ResponsesRequest> = {
   streamWriter(answerContext: AnswerContext, body: ResponsesRequest): StreamWriter {
     const writer = responsesDialect.streamWriter(answerContext, body);
     const ticket = tickets.get(body);
-    if (ticket !== undefined && writer instanceof ResponsesStreamWriter) ticket.writer = writer;
+    if (ticket !== undefined && writer instanceof ResponsesStreamWriter) {
+      ticket.writer = writer;
+      // Queued as the stream ends, not once routing confirmed its usage stored: a read of the response or of
+      // its conversation that follows the stream's last event at once waits for it in the queue.
+      writer.onTerminal = (response) => ticket.store?.(response);
+    }
     return writer;
   },
 };
@@ -236,21 +243,29 @@ class StoredResponseSteps implements InferenceSteps<ResponsesRequest, ChatCall> 
   }
 
   async exchange(prepared: ChatCall, job: InferenceJob<ResponsesRequest>, sink: AnswerSink, context: EdgeContext): Promise<void> {
+    const ticket = tickets.get(job.body);
+    const stored = context.storedResponses;
+    if (ticket !== undefined && stored !== undefined) {
+      let queued = false;
+      ticket.store = (response) => {
+        if (queued) return;
+        queued = true;
+        stored.enqueue({
+          accountId: job.key.accountId,
+          keyId: job.key.keyId,
+          responseId: responseId(job.requestId),
+          inputItemsJson: ticket.inputItemsJson,
+          response,
+          createdAt: prepared.created,
+          ...(ticket.conversation ? { conversationId: ticket.conversation.id, conversationInputJson: ticket.conversation.inputJson } : {}),
+        });
+      };
+    }
     await inner.exchange(prepared, job, sink, context);
     // The answer left (its bytes handed to the socket): stored behind it, off its path.
-    const ticket = tickets.get(job.body);
-    if (ticket === undefined || context.storedResponses === undefined || job.failedAfterCommit) return;
+    if (ticket === undefined || ticket.store === undefined || job.failedAfterCommit) return;
     const response = ticket.response ?? ticket.writer?.terminalResponse;
-    if (response === undefined) return;
-    context.storedResponses.enqueue({
-      accountId: job.key.accountId,
-      keyId: job.key.keyId,
-      responseId: responseId(job.requestId),
-      inputItemsJson: ticket.inputItemsJson,
-      response,
-      createdAt: prepared.created,
-      ...(ticket.conversation ? { conversationId: ticket.conversation.id, conversationInputJson: ticket.conversation.inputJson } : {}),
-    });
+    if (response !== undefined) ticket.store(response);
   }
 }
 
