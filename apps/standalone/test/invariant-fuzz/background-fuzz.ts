@@ -20,6 +20,8 @@ export interface BackgroundPlan {
   model: ModelId;
   /** `models` fallbacks after `model` (free and paid mixed), or none. */
   fallbacks?: ModelId[];
+  /** The copies are turns of one conversation of the owner's, which the stranger then tries too. */
+  conversation: boolean;
   maxTokens: number;
   /** Responses created at once with this plan (each its own tag): more than the cap meets the 429. */
   copies: number;
@@ -38,6 +40,7 @@ export const backgroundArb = (accounts: number): fc.Arbitrary<BackgroundPlan> =>
     account: fc.integer({ min: 0, max: accounts - 1 }),
     model: fc.constantFrom(...MODEL_IDS),
     fallbacks: fc.option(fc.uniqueArray(fc.constantFrom(...MODEL_IDS), { minLength: 1, maxLength: 2 }), { freq: 3, nil: undefined }),
+    conversation: fc.oneof({ weight: 2, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
     maxTokens: fc.constant(maxTokens),
     copies: fc.oneof({ weight: 3, arbitrary: fc.constant(1) }, { weight: 1, arbitrary: fc.integer({ min: 2, max: BACKGROUND_CAP + 2 }) }),
     attempts: lineAttemptsArb(900),
@@ -87,13 +90,18 @@ const codeOf = (json: any): string | undefined => (typeof json?.error?.code === 
 export async function runBackground(fuzz: FuzzStack, owner: FuzzAccount, stranger: FuzzAccount, plan: BackgroundPlan, tag: string): Promise<BackgroundOutcome[]> {
   const tags = Array.from({ length: plan.copies }, (_copy, copy) => `${tag}c${copy}`);
   for (const copyTag of tags) fuzz.plans.set(copyTag, { attempts: plan.attempts.map((attempt) => lineBehaviour(attempt, plan.usage)), used: 0, usage: plan.usage });
+  const conversation = plan.conversation ? await call(fuzz, owner.apiKey, 'POST', '/v1/conversations', { metadata: { tag } }) : undefined;
+  const conversationId = conversation?.status === 200 ? (conversation.json?.id as string) : undefined;
   const created = await Promise.all(tags.map((copyTag) => call(fuzz, owner.apiKey, 'POST', '/v1/responses', {
     model: plan.model, input: `${copyTag} asks a question`, max_output_tokens: plan.maxTokens, background: true,
     ...(plan.fallbacks ? { models: candidatesOf(plan) } : {}),
+    ...(conversationId ? { conversation: conversationId } : {}),
   })));
+  const conversationViolations = conversation === undefined ? [] : await tryConversation(fuzz, owner, stranger, plan, tag, conversation, conversationId);
   return Promise.all(created.map(async (answer, copy): Promise<BackgroundOutcome> => {
     const outcome: BackgroundOutcome = {
-      tag: tags[copy]!, account: plan.account, plan, createStatus: answer.status, status: 'not created', ownerCancelled: false, ownerDeleted: false, violations: [],
+      tag: tags[copy]!, account: plan.account, plan, createStatus: answer.status, status: 'not created', ownerCancelled: false, ownerDeleted: false,
+      violations: copy === 0 ? conversationViolations : [],
     };
     const code = codeOf(answer.json);
     if (code !== undefined) outcome.createCode = code;
@@ -159,6 +167,37 @@ export async function runBackground(fuzz: FuzzStack, owner: FuzzAccount, strange
     if (plan.action === 'deleteWhenDone') await remove();
     return outcome;
   }));
+}
+
+/**
+ * A conversation the plan's copies are turns of: the stranger's every conversation route and a response made in
+ * it are 404s, and what the owner then lists of it holds none of the stranger's text.
+ */
+async function tryConversation(
+  fuzz: FuzzStack, owner: FuzzAccount, stranger: FuzzAccount, plan: BackgroundPlan, tag: string,
+  created: { status: number; json: any }, id: string | undefined,
+): Promise<string[]> {
+  const name = `${tag} conversation (account ${plan.account})`;
+  if (created.status !== 200 || id === undefined) return [`${name}: creating it answered ${created.status} ${codeOf(created.json) ?? ''}`];
+  const violations: string[] = [];
+  const intrusion = `${tag} intruder text`;
+  for (const [method, path, body] of [
+    ['GET', `/v1/conversations/${id}`, undefined],
+    ['GET', `/v1/conversations/${id}/items`, undefined],
+    ['POST', `/v1/conversations/${id}`, { metadata: { stolen: 'yes' } }],
+    ['POST', `/v1/conversations/${id}/items`, { items: [{ type: 'message', role: 'user', content: intrusion }] }],
+    ['POST', '/v1/responses', { model: plan.model, input: intrusion, conversation: id }],
+    ['DELETE', `/v1/conversations/${id}`, undefined],
+  ] as const) {
+    const tried = await call(fuzz, stranger.apiKey, method, path, body);
+    if (tried.status !== 404) violations.push(`${name}: a stranger's ${method} ${path} answered ${tried.status}`);
+  }
+  const mine = await call(fuzz, owner.apiKey, 'GET', `/v1/conversations/${id}`);
+  if (mine.status !== 200 || mine.json?.metadata?.tag !== tag) violations.push(`${name}: after the stranger, the owner's GET answered ${mine.status} ${JSON.stringify(mine.json?.metadata ?? null)}`);
+  const items = await call(fuzz, owner.apiKey, 'GET', `/v1/conversations/${id}/items?limit=100`);
+  if (items.status !== 200) violations.push(`${name}: the owner's items list answered ${items.status}`);
+  else if (items.text.includes(intrusion)) violations.push(`${name}: the stranger's text is in the owner's conversation`);
+  return violations;
 }
 
 /** The ledger's charges as checkBackground needs them (the standing ones: voided attempts left out). */
