@@ -17,3 +17,9 @@ export const ENDPOINT_NAMES = [
 ] as const;
 
 export type EndpointName = (typeof ENDPOINT_NAMES)[number];
+
+/**
+ * Most bytes a background response's request may take in its converted form (files read): the jobs service's
+ * bound on what it stores for a run, which the edge checks first to refuse with a 400 naming it.
+ */
+export const BACKGROUND_REQUEST_MAX_BYTES = 16 * 1024 * 1024;

@@ -1,5 +1,5 @@
 import type { Migration } from 'kysely';
-import { errors, GatewayError, GrpcStatus, ErrorReason, parseCredits } from '@gateway/platform';
+import { BACKGROUND_REQUEST_MAX_BYTES, errors, GatewayError, GrpcStatus, ErrorReason, parseCredits } from '@gateway/platform';
 import { sql, type Kysely } from '@gateway/platform/db';
 import { ChatRequest, ChatResponse, type BackgroundRun, type CancelBackgroundResponseResponse, type CreateBackgroundResponseRequest, type PendingConversationTurn } from '@gateway/proto';
 import type { ResponsesStore, ResponsesTables } from './responses-store.js';
@@ -94,7 +94,7 @@ export interface BackgroundLimits {
 export const DEFAULT_BACKGROUND_LIMITS: BackgroundLimits = { maxActivePerAccount: 100 };
 
 /** Most a request's converted form may take (the stored entry's bound covers the rest). */
-const MAX_REQUEST_BYTES = 16 * 1024 * 1024;
+const MAX_REQUEST_BYTES = BACKGROUND_REQUEST_MAX_BYTES;
 const MAX_HOLD_PICO = parseCredits('1000');
 
 export const UNFINISHED = ['queued', 'in_progress'] as const;

@@ -1,5 +1,5 @@
 import { ChatRequest, type ChatResponse } from '@gateway/proto';
-import { formatCredits } from '@gateway/platform';
+import { BACKGROUND_REQUEST_MAX_BYTES, formatCredits } from '@gateway/platform';
 import type { CatalogModel } from '../../catalog-cache.js';
 import type { EdgeContext } from '../../context.js';
 import { edgeErrors } from '../../errors.js';
@@ -20,11 +20,11 @@ import { checkContextWindow, measurePrompt, MINIMUM_HOLD_PICO } from '../../infe
 import { resolveFileParts } from '../../canonical/file-parts.js';
 
 /**
- * Most bytes a background request's converted form may take once its files are read: the jobs
- * service's own bound on what it stores for a run (apps/jobs background-responses.ts MAX_REQUEST_BYTES).
- * The edge refuses over it first, with a 400 naming it, rather than the jobs service's bare refusal.
+ * Most bytes a background request's converted form may take once its files are read: the jobs service's
+ * own bound on what it stores for a run (one constant for both). The edge refuses over it first, with a
+ * 400 naming it, rather than the jobs service's bare refusal.
  */
-export const MAX_BACKGROUND_REQUEST_BYTES = 16 * 1024 * 1024;
+export const MAX_BACKGROUND_REQUEST_BYTES = BACKGROUND_REQUEST_MAX_BYTES;
 
 /*
  * POST /v1/responses over HTTP with stored responses (issue 41 item 6): the responses dialect's steps,

@@ -267,16 +267,7 @@ export class StoredResponses {
    */
   async settled(accountId: string, responseId: string): Promise<void> {
     const waiting = this.pending.get(keyOf(accountId, responseId));
-    if (waiting === undefined) return;
-    let timer: NodeJS.Timeout | undefined;
-    const stored = await Promise.race([
-      waiting.stored.then(() => true),
-      new Promise<boolean>((resolve) => {
-        timer = setTimeout(() => resolve(false), this.limits.callDeadlineMs);
-      }),
-    ]);
-    clearTimeout(timer);
-    if (!stored) throw edgeErrors.overloaded(1);
+    if (waiting !== undefined) await this.untilStored([waiting]);
   }
 
   /**
@@ -285,7 +276,11 @@ export class StoredResponses {
    */
   async settledConversation(accountId: string, conversationId: string): Promise<void> {
     const waiting = [...this.pending.values()].filter((entry) => entry.answered.accountId === accountId && entry.answered.conversationId === conversationId);
-    if (waiting.length === 0) return;
+    if (waiting.length > 0) await this.untilStored(waiting);
+  }
+
+  /** Waits for these queued entries to be stored, at most one call's deadline; past it a 503 with Retry-After. */
+  private async untilStored(waiting: readonly Pending[]): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
     const stored = await Promise.race([
       Promise.all(waiting.map((entry) => entry.stored)).then(() => true),
