@@ -3,7 +3,8 @@
 // Usage: node .ci/check-skips.mjs <report dir> [<skipped count from the test logs>]
 // The reports are vitest's JSON reports, one per `vitest run` (scripts/vitest-reporters.mjs names them
 // <project>[.admission-<mode>].<id>.json). With a count, a log that counted more skipped tests than the
-// reports hold (a run without a report) fails too. Exit 0: every skip declared; 1: not.
+// reports hold (a run without a report) fails too. Failed tests are listed (their first lines), not judged:
+// vitest's exit code fails the run for them. Exit 0: every skip declared; 1: not.
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -37,6 +38,7 @@ function applies(when, admission) {
 }
 
 const skipped = [];
+const failedTests = [];
 let reports = 0;
 for (const name of readdirSync(reportDir).filter((entry) => entry.endsWith('.json')).sort()) {
   reports++;
@@ -44,8 +46,17 @@ for (const name of readdirSync(reportDir).filter((entry) => entry.endsWith('.jso
   const report = JSON.parse(readFileSync(join(reportDir, name), 'utf8'));
   for (const file of report.testResults ?? []) {
     const path = relative(root, file.name);
+    if (file.status === 'failed' && file.message) {
+      failedTests.push({ path, name: '(the file: a hook or an import)', admission, why: String(file.message).split('\n').slice(0, 4).join('\n      ') });
+    }
     for (const test of file.assertionResults ?? []) {
-      if (test.status === 'passed' || test.status === 'failed') continue;
+      if (test.status === 'passed') continue;
+      if (test.status === 'failed') {
+        // The failure's first lines, so the end of the CI log names what failed without the whole log.
+        const why = (test.failureMessages ?? []).join('\n').split('\n').slice(0, 4).map((text) => text.slice(0, 300)).join('\n      ');
+        failedTests.push({ path, name: test.fullName, admission, duration: test.duration, why });
+        continue;
+      }
       skipped.push({ path, name: test.fullName, status: test.status, admission, run: name });
     }
   }
@@ -61,6 +72,14 @@ for (const test of skipped) {
 console.log(`== skipped tests: ${skipped.length} in ${reports} vitest runs, ${skipped.length - unexpected.length} declared in .ci/expected-skips.txt`);
 for (const entry of declared) if (entry.used > 0) console.log(`   ${entry.used} × .ci/expected-skips.txt:${entry.line} (${entry.file}, ${entry.when})`);
 let failed = false;
+if (failedTests.length > 0) {
+  // Failed tests fail the run through vitest's exit code; listed here because this is the log's tail.
+  console.log(`== ${failedTests.length} failed tests:`);
+  for (const test of failedTests) {
+    console.log(`   ${test.path} › ${test.name}${test.admission ? ` [admission=${test.admission}]` : ''} (${Math.round(test.duration ?? 0)} ms)`);
+    if (test.why) console.log(`      ${test.why}`);
+  }
+}
 if (unexpected.length > 0) {
   failed = true;
   console.log(`== ${unexpected.length} skipped tests not declared (make them run, or declare them with a reason):`);
