@@ -250,12 +250,12 @@ describe('chat completions content, end to end', () => {
     expect(parts).toEqual([{ type: 'file', file: { filename: 'report.pdf', file_data: `data:application/pdf;base64,${pdf.toString('base64')}` } }]);
   });
 
-  it('refuses file_id, internal URLs, redirects to metadata and broken PDFs with 400 before any provider call', async () => {
+  it('refuses an unknown file_id with 404, and internal URLs, redirects to metadata and broken PDFs with 400, before any provider call', async () => {
     const fileId = await badRequest(harness.client.chat.completions.create({
       model: 'testco/text-only',
       messages: [{ role: 'user', content: [{ type: 'file', file: { file_id: 'file-123' } }] }],
     }));
-    expect([fileId.status, fileId.error.code]).toEqual([400, 'file_id_unsupported']);
+    expect([fileId.status, fileId.error.code]).toEqual([404, 'file_not_found']);
     for (const url of ['http://10.0.0.1/report.pdf', 'http://169.254.169.254/latest/meta-data/', `${filesUrl}/to-metadata`, 'file:///etc/passwd']) {
       const refused = await badRequest(harness.client.chat.completions.create({
         model: 'testco/text-only',

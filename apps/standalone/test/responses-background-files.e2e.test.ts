@@ -12,7 +12,7 @@ import { openAiAccount } from './background-harness.js';
 // Background responses with files (docs/stored-responses.md): the edge reads a file block (a URL fetched
 // through the media service, a text model given the file's text) before it hands the request to the jobs
 // service, so the stored run carries what the provider reads. The stored request is bounded: over it, a 400
-// before anything is stored or sent. File ids are refused as on the interactive path, whoever owns them.
+// before anything is stored or sent. A file id is read the same way (the caller's own files only).
 
 const MODEL = 'testco/bg-files';
 const READER = 'testco/bg-reader';
@@ -159,15 +159,22 @@ describe('background responses with files, end to end', () => {
     expect(upstream.requests).toHaveLength(0);
   }, 60_000);
 
-  it("a file id, the caller's own or another account's, is refused as on the interactive path", async () => {
+  it("a file id is read as on the interactive path: the caller's own file reaches the provider, another account's is a 404 on both paths", async () => {
+    upstream.setFallback({ text: 'Read it.', usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: COMPLETION_TOKENS } });
     const uploaded = await client.files.create({ file: await toFile(Buffer.from(NOTES), 'notes.txt'), purpose: 'user_data' });
     const input = (fileId: string) => [{ role: 'user' as const, content: [{ type: 'input_file' as const, file_id: fileId }] }];
-    const interactive = await refusal(client.responses.create({ model: MODEL, input: input(uploaded.id) }));
-    for (const [caller, background] of [[client, true], [stranger, true], [stranger, false]] as const) {
-      const refused = await refusal(caller.responses.create({ model: MODEL, input: input(uploaded.id), background }));
-      expect([refused.status, refused.error]).toEqual([interactive.status, interactive.error]);
-    }
-    expect(interactive.status).toBe(400);
+    const interactive = await refusal(stranger.responses.create({ model: MODEL, input: input(uploaded.id) }));
+    const background = await refusal(stranger.responses.create({ model: MODEL, input: input(uploaded.id), background: true }));
+    expect([background.status, background.error]).toEqual([interactive.status, interactive.error]);
+    expect([interactive.status, (interactive.error as { code?: string }).code]).toEqual([404, 'file_not_found']);
     expect(upstream.requests).toHaveLength(0);
+    // The owner's background response: the edge read the file before the hand-on, the run gives the model its text.
+    const created = await client.responses.create({ model: MODEL, input: input(uploaded.id), background: true });
+    expect(created.status).toBe('queued');
+    await eventually(async () => expect((await client.responses.retrieve(created.id)).status).toBe('completed'), 30_000, 100);
+    expect(upstream.requests).toHaveLength(1);
+    const sent = JSON.stringify(upstream.requests[0]!.body.messages);
+    expect(sent).toContain(NOTES);
+    expect(sent).not.toContain(uploaded.id);
   }, 30_000);
 });

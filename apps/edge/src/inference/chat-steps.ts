@@ -159,6 +159,8 @@ class ChatSteps<Body> implements InferenceSteps<Body, ChatCall> {
       await resolveFileParts(chat.messages, model, {
         media: context.media,
         requestId,
+        jobs: context.jobs,
+        accountId: job.key.accountId,
         signal: clientGone,
         ...(converted.filePathOf ? { pathOf: converted.filePathOf } : {}),
       });

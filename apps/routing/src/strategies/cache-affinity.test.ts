@@ -54,7 +54,7 @@ describe('cache affinity keys', () => {
 
   it('a large file is keyed by its length and both ends; a change in either changes the key', () => {
     const pdf = Buffer.alloc(100_000, 7);
-    const file = (data: Buffer) => request([{ role: 'user', content: [{ part: { $case: 'file', value: { filename: 'a.pdf', data, url: '', mediaType: 'application/pdf', context: '' } }, cacheControl: ephemeral }, text('q')] }]);
+    const file = (data: Buffer) => request([{ role: 'user', content: [{ part: { $case: 'file', value: { filename: 'a.pdf', data, url: '', mediaType: 'application/pdf', context: '', fileId: '' } }, cacheControl: ephemeral }, text('q')] }]);
     const key = affinityKeyOf(file(pdf));
     expect(affinityKeyOf(file(Buffer.from(pdf)))).toBe(key);
     const head = Buffer.from(pdf); head[10] = 1;

@@ -221,7 +221,7 @@ export async function imageUrlInput(rig: ContractRig, mode: Mode) {
 
 export function pdfInput(rig: ContractRig, mode: Mode) {
   const pdf = minimalPdf(['Quarterly revenue: 4.2 million']);
-  const part: ContentPart = { part: { $case: 'file', value: { filename: 'quarterly', data: pdf, url: '', mediaType: 'application/pdf', context: '' } } };
+  const part: ContentPart = { part: { $case: 'file', value: { filename: 'quarterly', data: pdf, url: '', mediaType: 'application/pdf', context: '', fileId: '' } } };
   return mediaInput(rig, mode, part, 'application/pdf', pdf.toString('base64'));
 }
 

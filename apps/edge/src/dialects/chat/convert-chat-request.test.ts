@@ -77,8 +77,13 @@ describe('convertChatRequest', () => {
     expect(refusal({ messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'QUJD', format: 'mp3' } }] }] }).code).toBe('unsupported_modality');
   });
 
-  it('refuses a file_id with file_id_unsupported', () => {
-    expect(refusal({ messages: [{ role: 'user', content: [{ type: 'file', file: { file_id: 'file-1' } }] }] })).toMatchObject({ status: 400, code: 'file_id_unsupported' });
+  it('carries a file_id on as a file part to be read (canonical/file-parts.ts), whatever the model reads', () => {
+    const converted = convert({ messages: [{ role: 'user', content: [{ type: 'file', file: { file_id: 'file-1', filename: 'notes.txt' } }] }] });
+    const part = converted.request.messages[0]!.content[0]!.part;
+    expect(part).toEqual({ $case: 'file', value: { filename: 'notes.txt', data: Buffer.alloc(0), url: '', mediaType: '', context: '', fileId: 'file-1' } });
+    // Inline data wins over an id sent beside it (as before: the id is only read when it is the file's sole source).
+    const inline = convert({ messages: [{ role: 'user', content: [{ type: 'file', file: { file_id: 'file-1', file_data: 'data:text/plain;base64,QUJD' } }] }] });
+    expect(inline.request.messages[0]!.content[0]!.part).toMatchObject({ $case: 'file', value: { fileId: '', mediaType: 'text/plain' } });
   });
 
   it('refuses a tool call without its result and a result without its call', () => {

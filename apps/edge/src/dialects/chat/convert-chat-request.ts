@@ -185,19 +185,20 @@ function convertBlockContent(block: ContentBlock, path: string, model: CatalogMo
       return { part: { $case: 'audio', value: { data: decodeInline(block.input_audio.data, `${path}.input_audio.data`).bytes, format: block.input_audio.format } } };
     case 'file': {
       // Files reach every model: those without native file input receive the file's text (spec §4.8).
+      // A file id is read (the caller's own file, through the jobs service) where URLs are fetched: canonical/file-parts.ts.
       if (block.file.file_id != null && block.file.file_data == null && block.file.file_url == null) {
-        throw edgeErrors.invalidRequest(`${path}.file.file_id: file ids are not supported; send file_data or file_url.`, `${path}.file.file_id`, 'file_id_unsupported');
+        return { part: { $case: 'file', value: { filename: block.file.filename ?? '', data: Buffer.alloc(0), url: '', mediaType: '', context: '', fileId: block.file.file_id } } };
       }
       if (block.file.file_data != null) {
         const inline = decodeInline(block.file.file_data, `${path}.file.file_data`);
         return {
           part: {
             $case: 'file',
-            value: { filename: block.file.filename ?? '', data: inline.bytes, url: '', mediaType: inline.mediaType || 'application/pdf', context: '' },
+            value: { filename: block.file.filename ?? '', data: inline.bytes, url: '', mediaType: inline.mediaType || 'application/pdf', context: '', fileId: '' },
           },
         };
       }
-      return { part: { $case: 'file', value: { filename: block.file.filename ?? '', data: Buffer.alloc(0), url: block.file.file_url ? requireFetchableUrl(block.file.file_url, `${path}.file.file_url`) : '', mediaType: '', context: '' } } };
+      return { part: { $case: 'file', value: { filename: block.file.filename ?? '', data: Buffer.alloc(0), url: block.file.file_url ? requireFetchableUrl(block.file.file_url, `${path}.file.file_url`) : '', mediaType: '', context: '', fileId: '' } } };
     }
   }
 }

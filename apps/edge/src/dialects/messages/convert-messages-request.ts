@@ -296,16 +296,16 @@ class ConversationBuilder {
       }
       case 'base64': {
         const data = decodeInline(source.data, `${path}.source.data`).bytes;
-        target.content.push({ part: { $case: 'file', value: { filename, data, url: '', mediaType: 'application/pdf', context } }, cacheControl });
+        target.content.push({ part: { $case: 'file', value: { filename, data, url: '', mediaType: 'application/pdf', context, fileId: '' } }, cacheControl });
         break;
       }
       case 'text': {
         const data = inlineText(source.data, `${path}.source.data`);
-        target.content.push({ part: { $case: 'file', value: { filename, data, url: '', mediaType: 'text/plain', context } }, cacheControl });
+        target.content.push({ part: { $case: 'file', value: { filename, data, url: '', mediaType: 'text/plain', context, fileId: '' } }, cacheControl });
         break;
       }
       case 'url':
-        target.content.push({ part: { $case: 'file', value: { filename, data: Buffer.alloc(0), url: requireFetchableUrl(source.url, `${path}.source.url`), mediaType: '', context } }, cacheControl });
+        target.content.push({ part: { $case: 'file', value: { filename, data: Buffer.alloc(0), url: requireFetchableUrl(source.url, `${path}.source.url`), mediaType: '', context, fileId: '' } }, cacheControl });
         break;
     }
     const noted = files ?? [];
@@ -353,6 +353,6 @@ function convertConversation(body: ConvertibleMessagesBody, model: CatalogModel,
 function filePathOf(filePaths: FilePaths): FilePathOf {
   return (messageIndex, partIndex, what) => {
     const path = filePaths.get(`${messageIndex}:${partIndex}`) ?? 'body.messages';
-    return what === 'url' ? `${path}.source.url` : what === 'file' ? `${path}.source` : path;
+    return what === 'url' ? `${path}.source.url` : what === 'id' ? `${path}.source.file_id` : what === 'file' ? `${path}.source` : path;
   };
 }

@@ -145,7 +145,7 @@ describe('convertResponsesRequest: input', () => {
 describe('convertResponsesRequest: images and files', () => {
   const visionModel = catalogModel({ inputModalities: new Set(['text', 'image']) });
 
-  it('images need an image-reading model; file ids are refused', () => {
+  it('images need an image-reading model; an image by file id is refused, a file by file id goes on to be read', () => {
     const image = { role: 'user', content: [{ type: 'input_image', image_url: 'https://example.com/a.png', detail: 'original' }] };
     expect(refusal({ input: [image] })).toMatchObject({ code: 'unsupported_modality', param: 'body.input.0.content.0' });
     const part = convert({ input: [image] }, visionModel).request.messages[0]!.content[0]!.part;
@@ -154,10 +154,10 @@ describe('convertResponsesRequest: images and files', () => {
       code: 'file_id_unsupported',
       param: 'body.input.0.content.0.file_id',
     });
-    expect(refusal({ input: [{ role: 'user', content: [{ type: 'input_file', file_id: 'file_1' }] }] })).toMatchObject({
-      code: 'file_id_unsupported',
-      param: 'body.input.0.content.0.file_id',
-    });
+    const byId = convert({ input: [{ role: 'user', content: [{ type: 'input_file', file_id: 'file-1' }] }] });
+    expect(byId.request.messages[0]!.content[0]!.part).toEqual({ $case: 'file', value: { filename: '', data: Buffer.alloc(0), url: '', mediaType: '', context: '', fileId: 'file-1' } });
+    // Errors while the file is read name the client's field.
+    expect(byId.filePathOf?.(0, 0, 'id')).toBe('body.input.0.content.0.file_id');
   });
 
   it('files become file parts, and their errors name the client path', () => {

@@ -147,7 +147,7 @@ type FilePaths = Map<string, string>;
 function filePathOf(paths: FilePaths): FilePathOf {
   return (messageIndex, partIndex, what) => {
     const path = paths.get(`${messageIndex}:${partIndex}`) ?? 'body.input';
-    return what === 'url' ? `${path}.file_url` : path;
+    return what === 'url' ? `${path}.file_url` : what === 'id' ? `${path}.file_id` : path;
   };
 }
 
@@ -305,7 +305,7 @@ function convertPartContent(part: ResponsesContentPart, path: string, model: Cat
     case 'refusal':
       return { part: { $case: 'text', value: part.refusal } };
     case 'input_image': {
-      if (part.image_url == null) throw fileIdUnsupported(`${path}.file_id`, 'image_url');
+      if (part.image_url == null) throw fileIdUnsupported(`${path}.file_id`);
       requireModality(model, 'image', path);
       // `original` (full resolution) is the responses dialect's own level; providers know it as `high`.
       const detail = part.detail == null ? 'auto' : part.detail === 'original' ? 'high' : part.detail;
@@ -313,21 +313,25 @@ function convertPartContent(part: ResponsesContentPart, path: string, model: Cat
     }
     case 'input_file': {
       // Files reach every model: those without native file input receive the file's text (spec §4.8).
-      if (part.file_data == null && part.file_url == null) throw fileIdUnsupported(`${path}.file_id`, 'file_data or file_url');
+      // A file id is read (the caller's own file, through the jobs service) where URLs are fetched: canonical/file-parts.ts.
+      if (part.file_data == null && part.file_url == null) {
+        return { part: { $case: 'file', value: { filename: part.filename ?? '', data: Buffer.alloc(0), url: '', mediaType: '', context: '', fileId: part.file_id ?? '' } } };
+      }
       if (part.file_data != null) {
         const inline = decodeInline(part.file_data, `${path}.file_data`);
         return {
           part: {
             $case: 'file',
-            value: { filename: part.filename ?? '', data: inline.bytes, url: '', mediaType: inline.mediaType || 'application/pdf', context: '' },
+            value: { filename: part.filename ?? '', data: inline.bytes, url: '', mediaType: inline.mediaType || 'application/pdf', context: '', fileId: '' },
           },
         };
       }
-      return { part: { $case: 'file', value: { filename: part.filename ?? '', data: Buffer.alloc(0), url: part.file_url ? requireFetchableUrl(part.file_url, `${path}.file_url`) : '', mediaType: '', context: '' } } };
+      return { part: { $case: 'file', value: { filename: part.filename ?? '', data: Buffer.alloc(0), url: part.file_url ? requireFetchableUrl(part.file_url, `${path}.file_url`) : '', mediaType: '', context: '', fileId: '' } } };
     }
   }
 }
 
-function fileIdUnsupported(param: string, instead: string) {
-  return edgeErrors.invalidRequest(`${param}: file ids are not supported; send ${instead}.`, param, 'file_id_unsupported');
+/** Images by file id are not read (input_file's file id is); the image is sent by URL or data URL. */
+function fileIdUnsupported(param: string) {
+  return edgeErrors.invalidRequest(`${param}: images by file id are not supported; send image_url (a URL or a data: URL).`, param, 'file_id_unsupported');
 }

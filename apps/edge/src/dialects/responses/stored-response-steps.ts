@@ -223,6 +223,8 @@ class StoredResponseSteps implements InferenceSteps<ResponsesRequest, ChatCall> 
     await resolveFileParts(request.messages, job.model, {
       media: context.media,
       requestId: job.requestId,
+      jobs: context.jobs,
+      accountId: job.key.accountId,
       signal: job.signal,
       ...(converted.filePathOf ? { pathOf: converted.filePathOf } : {}),
     });

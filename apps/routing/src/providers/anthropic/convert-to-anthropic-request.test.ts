@@ -184,9 +184,9 @@ describe('convertToAnthropicRequest', () => {
           text('Compare these.'),
           { part: { $case: 'image', value: { url: 'data:image/jpeg;base64,/9j/4AAQ', detail: 'high' } } },
           { part: { $case: 'image', value: { url: 'https://example.com/cat.png', detail: '' } }, cacheControl: { type: 'ephemeral', ttl: '' } },
-          { part: { $case: 'file', value: { filename: 'report.pdf', data: Buffer.from('%PDF-1.4'), url: '', mediaType: 'application/pdf', context: 'Q3 figures' } } },
-          { part: { $case: 'file', value: { filename: 'notes.txt', data: Buffer.from('plain notes'), url: '', mediaType: 'text/plain', context: '' } } },
-          { part: { $case: 'file', value: { filename: '', data: Buffer.alloc(0), url: 'https://example.com/paper.pdf', mediaType: '', context: '' } } },
+          { part: { $case: 'file', value: { filename: 'report.pdf', data: Buffer.from('%PDF-1.4'), url: '', mediaType: 'application/pdf', context: 'Q3 figures', fileId: '' } } },
+          { part: { $case: 'file', value: { filename: 'notes.txt', data: Buffer.from('plain notes'), url: '', mediaType: 'text/plain', context: '', fileId: '' } } },
+          { part: { $case: 'file', value: { filename: '', data: Buffer.alloc(0), url: 'https://example.com/paper.pdf', mediaType: '', context: '', fileId: '' } } },
         ]),
       ],
     });
@@ -205,7 +205,7 @@ describe('convertToAnthropicRequest', () => {
     expect(audio).toThrow(ProviderError);
     expect(() => audio()).toThrow(/audio/);
     const docx = () => convert({
-      messages: [message('user', [{ part: { $case: 'file', value: { filename: 'a.docx', data: Buffer.from([1]), url: '', mediaType: 'application/vnd.openxmlformats-officedocument.wordprocessingml.document', context: '' } } }])],
+      messages: [message('user', [{ part: { $case: 'file', value: { filename: 'a.docx', data: Buffer.from([1]), url: '', mediaType: 'application/vnd.openxmlformats-officedocument.wordprocessingml.document', context: '', fileId: '' } } }])],
     });
     expect(docx).toThrow(/PDF and plain text only/);
     try { docx(); } catch (error) { expect((error as ProviderError).kind).toBe('rejected'); }

@@ -154,7 +154,7 @@ describe('BedrockAdapter', () => {
       content: [
         { part: { $case: 'text', value: 'Compare these.' } },
         { part: { $case: 'image', value: { url: `data:image/png;base64,${png}`, detail: '' } } },
-        { part: { $case: 'file', value: { filename: 'q3.report.pdf', data: minimalPdf(['Q3 numbers']), url: '', mediaType: 'application/pdf', context: '' } } },
+        { part: { $case: 'file', value: { filename: 'q3.report.pdf', data: minimalPdf(['Q3 numbers']), url: '', mediaType: 'application/pdf', context: '', fileId: '' } } },
       ],
     })]);
     await adapter.chat(request(chat), signal());

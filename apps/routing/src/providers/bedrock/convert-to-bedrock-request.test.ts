@@ -155,7 +155,7 @@ describe('convertToBedrockRequest', () => {
     expect(link.providerMessage).toContain('messages[0].content[0]');
     const tiff = rejection(() => convert(chat([message('user', '', { content: [{ part: { $case: 'image', value: { url: 'data:image/tiff;base64,AA==', detail: '' } } }] })])));
     expect(tiff.providerMessage).toMatch(/image\/tiff/);
-    const fileLink = rejection(() => convert(chat([message('user', '', { content: [{ part: { $case: 'file', value: { filename: 'a.pdf', data: Buffer.alloc(0), url: 'https://x/a.pdf', mediaType: 'application/pdf', context: '' } } }] })])));
+    const fileLink = rejection(() => convert(chat([message('user', '', { content: [{ part: { $case: 'file', value: { filename: 'a.pdf', data: Buffer.alloc(0), url: 'https://x/a.pdf', mediaType: 'application/pdf', context: '', fileId: '' } } }] })])));
     expect(fileLink.kind).toBe('rejected');
     const used = new Map<string, number>();
     expect(documentName('Q3 report.v2.pdf', used)).toBe('Q3 report-v2-pdf');

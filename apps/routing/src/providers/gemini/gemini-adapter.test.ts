@@ -316,7 +316,7 @@ describe('GeminiAdapter against the fake Gemini API', () => {
         { part: { $case: 'text', value: 'Describe' } },
         { part: { $case: 'image', value: { url: `data:image/png;base64,${png}`, detail: '' } } },
         { part: { $case: 'image', value: { url: 'https://example.com/cat.webp', detail: '' } } },
-        { part: { $case: 'file', value: { filename: 'a.pdf', data: Buffer.from('%PDF-1.4'), url: '', mediaType: 'application/pdf', context: '' } } },
+        { part: { $case: 'file', value: { filename: 'a.pdf', data: Buffer.from('%PDF-1.4'), url: '', mediaType: 'application/pdf', context: '', fileId: '' } } },
       ],
     };
     const schema = '{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"],"additionalProperties":false}';
