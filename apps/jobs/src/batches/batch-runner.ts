@@ -7,7 +7,7 @@ import type { Files } from '../files/files.js';
 import type { PriorityGate } from '../priority-gate.js';
 import { isMoneyRefusal, runFailure } from '../run-failure.js';
 import { admit, CALL_DEADLINE_MS, currentKey, TransientRunFailure, voidEarlierAttempts, type RunClients } from '../run-steps.js';
-import { BatchFinalizer } from './batch-finalize.js';
+import { BatchFinalizer, whileHeld } from './batch-finalize.js';
 import {
   CATALOG_ENDPOINT, chatMessages, parseLine, type BatchEndpoint, type ChatBody, type EmbeddingsBody, type LineProblem, type ModerationsBody,
 } from './batch-lines.js';
@@ -153,12 +153,7 @@ export class BatchRunner extends LeasedRunner<string> {
       returning *`.execute(this.db);
     const batch = claimed.rows[0];
     if (!batch) return;
-    this.heldBatches.add(batch.id);
-    try {
-      await this.validate(batch);
-    } finally {
-      this.heldBatches.delete(batch.id);
-    }
+    await whileHeld(this.heldBatches, batch.id, () => this.validate(batch));
   }
 
   private async validate(batch: BatchesTable): Promise<void> {
