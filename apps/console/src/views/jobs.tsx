@@ -4,6 +4,7 @@ import { CANCELLABLE_BATCH_STATUSES, errorText, jobsApi, type Batch, type FileOb
 import { apiKey } from '../session.js';
 import { utcTime } from './requests.js';
 import { CredentialSignIn } from './sign-in.js';
+import { Pager, useKeysetPages } from './pager.js';
 import { TableWrap } from './table-wrap.js';
 import { useLoad } from './use-load.js';
 
@@ -62,8 +63,8 @@ export function FilesView() {
 function FilesPanel({ onSignOut }: { onSignOut: () => void }) {
   const [generation, setGeneration] = useState(0);
   // OpenAI's paging: the next page starts after the last id shown.
-  const [afters, setAfters] = useState<(string | undefined)[]>([undefined]);
-  const after = afters[afters.length - 1];
+  const pages = useKeysetPages();
+  const after = pages.cursor;
   const { data: page, error } = useLoad(() => jobsApi.files(PER_PAGE, after), [after, generation]);
   const [shown, setShown] = useState<FileObject>();
   const files = page?.data ?? [];
@@ -99,12 +100,7 @@ function FilesPanel({ onSignOut }: { onSignOut: () => void }) {
           </table>
         </TableWrap>
         {page && files.length === 0 && <p>No files.</p>}
-        <nav class="pager" aria-label="File pages">
-          <button type="button" class="secondary" disabled={afters.length === 1} onClick={() => setAfters((stack) => stack.slice(0, -1))}>Newer</button>
-          <span aria-live="polite">Page {afters.length}</span>
-          <button type="button" class="secondary" disabled={!page?.has_more}
-            onClick={() => { const last = files.at(-1)?.id; if (last) setAfters((stack) => [...stack, last]); }}>Older</button>
-        </nav>
+        <Pager label="File pages" previousText="Newer" nextText="Older" {...pages.pager(page?.has_more ? files.at(-1)?.id : undefined)} />
       </section>
       {shown && <FileContent file={{ id: shown.id, label: shown.filename }} onClose={() => setShown(undefined)} />}
     </>
@@ -120,8 +116,8 @@ const ended = (batch: Batch) => batch.completed_at ?? batch.failed_at ?? batch.c
 
 function BatchesPanel({ onSignOut }: { onSignOut: () => void }) {
   const [generation, setGeneration] = useState(0);
-  const [afters, setAfters] = useState<(string | undefined)[]>([undefined]);
-  const after = afters[afters.length - 1];
+  const pages = useKeysetPages();
+  const after = pages.cursor;
   const { data: page, error: loadError } = useLoad(() => jobsApi.batches(PER_PAGE, after), [after, generation]);
   const [error, setError] = useState<string>();
   const [shown, setShown] = useState<{ id: string; label: string }>();
@@ -187,12 +183,7 @@ function BatchesPanel({ onSignOut }: { onSignOut: () => void }) {
           </table>
         </TableWrap>
         {page && batches.length === 0 && <p>No batches.</p>}
-        <nav class="pager" aria-label="Batch pages">
-          <button type="button" class="secondary" disabled={afters.length === 1} onClick={() => setAfters((stack) => stack.slice(0, -1))}>Newer</button>
-          <span aria-live="polite">Page {afters.length}</span>
-          <button type="button" class="secondary" disabled={!page?.has_more}
-            onClick={() => { const last = batches.at(-1)?.id; if (last) setAfters((stack) => [...stack, last]); }}>Older</button>
-        </nav>
+        <Pager label="Batch pages" previousText="Newer" nextText="Older" {...pages.pager(page?.has_more ? batches.at(-1)?.id : undefined)} />
       </section>
       {shown && <FileContent file={shown} onClose={() => setShown(undefined)} />}
     </>
