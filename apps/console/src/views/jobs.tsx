@@ -60,6 +60,19 @@ export function FilesView() {
   return <JobsCredential>{(signOut) => <FilesPanel onSignOut={signOut} />}</JobsCredential>;
 }
 
+/** A jobs page's heading: its title, and the Refresh and Forget-API-key buttons both pages have. */
+function PanelHeading({ title, onRefresh, onSignOut }: { title: string; onRefresh: () => void; onSignOut: () => void }) {
+  return (
+    <div class="row">
+      <h1>{title}</h1>
+      <div class="actions">
+        <button type="button" class="secondary" onClick={onRefresh}>Refresh</button>
+        <button type="button" class="secondary" onClick={onSignOut}>Forget API key</button>
+      </div>
+    </div>
+  );
+}
+
 function FilesPanel({ onSignOut }: { onSignOut: () => void }) {
   const [generation, setGeneration] = useState(0);
   // OpenAI's paging: the next page starts after the last id shown.
@@ -71,13 +84,7 @@ function FilesPanel({ onSignOut }: { onSignOut: () => void }) {
 
   return (
     <>
-      <div class="row">
-        <h1>Files</h1>
-        <div class="actions">
-          <button type="button" class="secondary" onClick={() => setGeneration((count) => count + 1)}>Refresh</button>
-          <button type="button" class="secondary" onClick={onSignOut}>Forget API key</button>
-        </div>
-      </div>
+      <PanelHeading title="Files" onRefresh={() => setGeneration((count) => count + 1)} onSignOut={onSignOut} />
       {error && <p role="alert" class="error">{error}</p>}
       <section aria-labelledby="files-title" class="card">
         <h2 id="files-title">Uploaded and batch files</h2>
@@ -135,13 +142,7 @@ function BatchesPanel({ onSignOut }: { onSignOut: () => void }) {
 
   return (
     <>
-      <div class="row">
-        <h1>Batches</h1>
-        <div class="actions">
-          <button type="button" class="secondary" onClick={() => setGeneration((count) => count + 1)}>Refresh</button>
-          <button type="button" class="secondary" onClick={onSignOut}>Forget API key</button>
-        </div>
-      </div>
+      <PanelHeading title="Batches" onRefresh={() => setGeneration((count) => count + 1)} onSignOut={onSignOut} />
       {(error ?? loadError) && <p role="alert" class="error">{error ?? loadError}</p>}
       <section aria-labelledby="batches-title" class="card">
         <h2 id="batches-title">Batches</h2>
