@@ -194,3 +194,41 @@ export class LeasedWorkLoop<Value = undefined> {
     this.running.set(key, { done, value });
   }
 }
+
+/**
+ * A runner over its own LeasedWorkLoop (the batch runner, the background runner). What the service asks of a
+ * runner (its running count for the shared budget, start, stop, one round by hand) is the loop's, answered
+ * here once for both; each runner says what its round claims and how its leases are renewed.
+ */
+export abstract class LeasedRunner<Value> {
+  protected readonly loop: LeasedWorkLoop<Value>;
+
+  constructor(options: LeasedWorkLoopOptions, logger: Logger, otherRunning?: () => number, gate?: PriorityGate) {
+    this.loop = new LeasedWorkLoop<Value>(options, { round: () => this.round(), renew: () => this.renew() }, logger, otherRunning, gate);
+  }
+
+  /** One round: claims work for the loop's free slots and launches it. */
+  protected abstract round(): Promise<void>;
+
+  /** Renews the leases of the work this replica runs. */
+  protected abstract renew(): Promise<void>;
+
+  /** Work running on this replica now (the other runner counts it against the shared budget). */
+  get runningCount(): number {
+    return this.loop.runningCount;
+  }
+
+  start(): void {
+    this.loop.start();
+  }
+
+  /** Stops taking work; work running finishes (its lease lapses otherwise, and another replica takes it). */
+  stop(graceMs?: number): Promise<void> {
+    return this.loop.stop(graceMs);
+  }
+
+  /** One round now (the poll runs them too). */
+  tick(): Promise<void> {
+    return this.loop.tick();
+  }
+}

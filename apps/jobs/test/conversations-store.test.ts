@@ -18,7 +18,8 @@ describe('Conversations (jobs service)', () => {
 
   beforeAll(async () => {
     service = await startBackgroundService({
-      responses: { retentionSeconds: RETENTION_SECONDS, sweepIntervalMs: 60_000 },
+      // The sweeper runs often: the retention test waits for it; the clock moves only in that test.
+      responses: { retentionSeconds: RETENTION_SECONDS, sweepIntervalMs: 200 },
       conversations: { maxItemsPerConversation: MAX_ITEMS, maxConversationsPerAccount: MAX_CONVERSATIONS },
       now: () => clock,
     });
@@ -135,5 +136,8 @@ describe('Conversations (jobs service)', () => {
     expect((await client.getConversation({ accountId: 'acc_t', conversationId: 'conv_t1' })).conversation?.itemCount).toBe(2);
     clock += RETENTION_SECONDS * 1000;
     await failsWith(GrpcStatus.NOT_FOUND, client.getConversation({ accountId: 'acc_t', conversationId: 'conv_t1' }));
+    // The sweeper deletes its row, and its items with it.
+    const rows = async (table: string) => Number((await service.db.query(`select count(*) from jobs.${table} where account_id = 'acc_t'`)).rows[0].count);
+    await expect.poll(async () => [await rows('conversations'), await rows('conversation_items')], { timeout: 5_000 }).toEqual([0, 0]);
   });
 });

@@ -60,6 +60,18 @@ function parseAmount(text: string, param: string): bigint {
   }
 }
 
+/**
+ * The key credit limit an Admit or an AcquireLease carries, in pico (null: the request has none). Never
+ * negative, and only with the key it bounds: `keyIdParam` names where that request carries the key.
+ */
+function keyCreditLimitOf(limit: string | undefined, keyId: string, keyIdParam: string): bigint | null {
+  if (limit === undefined) return null;
+  const limitPico = parseAmount(limit, 'key_credit_limit');
+  if (limitPico < 0n) throw errors.invalidRequest('key_credit_limit must not be negative', 'key_credit_limit');
+  if (!keyId) throw errors.invalidRequest(`key_credit_limit needs ${keyIdParam}`, keyIdParam);
+  return limitPico;
+}
+
 export interface LeaseServiceOptions {
   /** Broadcasts a LeaseRecall (called after the refusing transaction; best effort). */
   recall?: (accountId: string, keyId: string) => void;
@@ -90,12 +102,7 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
       const requestId = requireIdentifier(request.context?.requestId ?? '', 'context.request_id');
       const accountId = requireIdentifier(request.context?.accountId ?? '', 'context.account_id');
       const keyId = request.context?.keyId ?? '';
-      let keyLimitPico: bigint | null = null;
-      if (request.keyCreditLimit !== undefined) {
-        keyLimitPico = parseAmount(request.keyCreditLimit, 'key_credit_limit');
-        if (keyLimitPico < 0n) throw errors.invalidRequest('key_credit_limit must not be negative', 'key_credit_limit');
-        if (!keyId) throw errors.invalidRequest('key_credit_limit needs context.key_id', 'context.key_id');
-      }
+      const keyLimitPico = keyCreditLimitOf(request.keyCreditLimit, keyId, 'context.key_id');
       const keyLimitReset = parseLimitReset(request.keyLimitReset);
       if (request.limitGroup.length > MAX_IDENTIFIER_LENGTH) throw errors.invalidRequest(`limit_group is longer than ${MAX_IDENTIFIER_LENGTH} characters`, 'limit_group');
       const outcome = await ledger.admit({
@@ -128,12 +135,7 @@ export function ledgerServiceImplementation(ledger: Ledger, logger: Logger, leas
         throw errors.invalidRequest(`requested_credits must be between ${formatCredits(RESERVE_PICO)} and ${formatCredits(MAX_LEASE_PICO)}`, 'requested_credits');
       }
       const minimumPico = holdAmount(request.minimumCredits, 'minimum_credits', requestedPico);
-      let keyLimitPico: bigint | null = null;
-      if (request.keyCreditLimit !== undefined) {
-        keyLimitPico = parseAmount(request.keyCreditLimit, 'key_credit_limit');
-        if (keyLimitPico < 0n) throw errors.invalidRequest('key_credit_limit must not be negative', 'key_credit_limit');
-        if (!keyId) throw errors.invalidRequest('key_credit_limit needs key_id', 'key_id');
-      }
+      const keyLimitPico = keyCreditLimitOf(request.keyCreditLimit, keyId, 'key_id');
       const keyLimitReset = parseLimitReset(request.keyLimitReset);
       const outcome = await ledger.acquireLease({
         leaseId: newId('lease'), accountId, keyId, holder: request.holder, requestedPico, minimumPico, keyLimitPico,

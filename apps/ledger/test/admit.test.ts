@@ -135,12 +135,16 @@ describe('Admit', () => {
     expect((await client.verifyJournal({ accountId })).mismatches).toEqual([]);
   });
 
-  it('rejects a missing request id and a malformed key limit', async () => {
+  it('rejects a missing request id, and a key limit malformed, negative or without its key', async () => {
     const missing = await rejection(client.admit({ context: { requestId: '', accountId: 'a', keyId: 'k' }, modelId: 'm', paid: true, tier: '', limitGroup: '' }));
     expect(missing.status).toBe(GrpcStatus.INVALID_ARGUMENT);
     expect(missing.param).toBe('context.request_id');
     const malformed = await rejection(client.admit({ context: context('acc_x'), modelId: 'm', paid: true, tier: '', limitGroup: '', keyCreditLimit: '1e3' }));
     expect(malformed.status).toBe(GrpcStatus.INVALID_ARGUMENT);
     expect(malformed.param).toBe('key_credit_limit');
+    const negative = await rejection(client.admit({ context: context('acc_x'), modelId: 'm', paid: true, tier: '', limitGroup: '', keyCreditLimit: '-1' }));
+    expect([negative.status, negative.param]).toEqual([GrpcStatus.INVALID_ARGUMENT, 'key_credit_limit']);
+    const keyless = await rejection(client.admit({ context: context('acc_x', uniqueName('req'), ''), modelId: 'm', paid: true, tier: '', limitGroup: '', keyCreditLimit: '1' }));
+    expect([keyless.status, keyless.param]).toEqual([GrpcStatus.INVALID_ARGUMENT, 'context.key_id']);
   });
 });

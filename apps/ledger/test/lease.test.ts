@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ErrorReason, GatewayError, parseCredits, subjects } from '@gateway/platform';
+import { ErrorReason, GatewayError, GrpcStatus, parseCredits, subjects } from '@gateway/platform';
 import { sql } from '@gateway/platform/db';
 import { LeaseRecall, UsageEvent, type AcquireLeaseRequest } from '@gateway/proto';
 import { eventually, uniqueName } from '@gateway/testing';
@@ -66,6 +66,16 @@ describe('leases', () => {
     expect(overLimit.reason).toBe(ErrorReason.ERROR_REASON_KEY_LIMIT_EXCEEDED);
     await cleanJournal(client, accountId);
     await cleanJournal(client, limited);
+  });
+
+  it('refuses a key credit limit that is negative or comes without its key', async () => {
+    const { client } = await harness.start();
+    const accountId = await fundedAccount(client, '1');
+    const negative = await rejection(acquire(client, { accountId, requestedCredits: '0.4', keyCreditLimit: '-1' }));
+    expect([negative.status, negative.param]).toEqual([GrpcStatus.INVALID_ARGUMENT, 'key_credit_limit']);
+    const keyless = await rejection(acquire(client, { accountId, requestedCredits: '0.4', keyCreditLimit: '1', keyId: '' }));
+    expect([keyless.status, keyless.param]).toEqual([GrpcStatus.INVALID_ARGUMENT, 'key_id']);
+    expect(await client.getBalance({ accountId })).toEqual({ balance: '1', available: '1', reserved: '0' });
   });
 
   it('minimum_credits: never grants less than the hold that asked, in the split and at the key limit; refuses below it', async () => {

@@ -4,6 +4,7 @@ import { CANCELLABLE_BATCH_STATUSES, errorText, jobsApi, type Batch, type FileOb
 import { apiKey } from '../session.js';
 import { utcTime } from './requests.js';
 import { CredentialSignIn } from './sign-in.js';
+import { Pager, useKeysetPages } from './pager.js';
 import { TableWrap } from './table-wrap.js';
 import { useLoad } from './use-load.js';
 
@@ -59,24 +60,31 @@ export function FilesView() {
   return <JobsCredential>{(signOut) => <FilesPanel onSignOut={signOut} />}</JobsCredential>;
 }
 
+/** A jobs page's heading: its title, and the Refresh and Forget-API-key buttons both pages have. */
+function PanelHeading({ title, onRefresh, onSignOut }: { title: string; onRefresh: () => void; onSignOut: () => void }) {
+  return (
+    <div class="row">
+      <h1>{title}</h1>
+      <div class="actions">
+        <button type="button" class="secondary" onClick={onRefresh}>Refresh</button>
+        <button type="button" class="secondary" onClick={onSignOut}>Forget API key</button>
+      </div>
+    </div>
+  );
+}
+
 function FilesPanel({ onSignOut }: { onSignOut: () => void }) {
   const [generation, setGeneration] = useState(0);
   // OpenAI's paging: the next page starts after the last id shown.
-  const [afters, setAfters] = useState<(string | undefined)[]>([undefined]);
-  const after = afters[afters.length - 1];
+  const pages = useKeysetPages();
+  const after = pages.cursor;
   const { data: page, error } = useLoad(() => jobsApi.files(PER_PAGE, after), [after, generation]);
   const [shown, setShown] = useState<FileObject>();
   const files = page?.data ?? [];
 
   return (
     <>
-      <div class="row">
-        <h1>Files</h1>
-        <div class="actions">
-          <button type="button" class="secondary" onClick={() => setGeneration((count) => count + 1)}>Refresh</button>
-          <button type="button" class="secondary" onClick={onSignOut}>Forget API key</button>
-        </div>
-      </div>
+      <PanelHeading title="Files" onRefresh={() => setGeneration((count) => count + 1)} onSignOut={onSignOut} />
       {error && <p role="alert" class="error">{error}</p>}
       <section aria-labelledby="files-title" class="card">
         <h2 id="files-title">Uploaded and batch files</h2>
@@ -99,12 +107,7 @@ function FilesPanel({ onSignOut }: { onSignOut: () => void }) {
           </table>
         </TableWrap>
         {page && files.length === 0 && <p>No files.</p>}
-        <nav class="pager" aria-label="File pages">
-          <button type="button" class="secondary" disabled={afters.length === 1} onClick={() => setAfters((stack) => stack.slice(0, -1))}>Newer</button>
-          <span aria-live="polite">Page {afters.length}</span>
-          <button type="button" class="secondary" disabled={!page?.has_more}
-            onClick={() => { const last = files.at(-1)?.id; if (last) setAfters((stack) => [...stack, last]); }}>Older</button>
-        </nav>
+        <Pager label="File pages" previousText="Newer" nextText="Older" {...pages.pager(page?.has_more ? files.at(-1)?.id : undefined)} />
       </section>
       {shown && <FileContent file={{ id: shown.id, label: shown.filename }} onClose={() => setShown(undefined)} />}
     </>
@@ -120,8 +123,8 @@ const ended = (batch: Batch) => batch.completed_at ?? batch.failed_at ?? batch.c
 
 function BatchesPanel({ onSignOut }: { onSignOut: () => void }) {
   const [generation, setGeneration] = useState(0);
-  const [afters, setAfters] = useState<(string | undefined)[]>([undefined]);
-  const after = afters[afters.length - 1];
+  const pages = useKeysetPages();
+  const after = pages.cursor;
   const { data: page, error: loadError } = useLoad(() => jobsApi.batches(PER_PAGE, after), [after, generation]);
   const [error, setError] = useState<string>();
   const [shown, setShown] = useState<{ id: string; label: string }>();
@@ -139,13 +142,7 @@ function BatchesPanel({ onSignOut }: { onSignOut: () => void }) {
 
   return (
     <>
-      <div class="row">
-        <h1>Batches</h1>
-        <div class="actions">
-          <button type="button" class="secondary" onClick={() => setGeneration((count) => count + 1)}>Refresh</button>
-          <button type="button" class="secondary" onClick={onSignOut}>Forget API key</button>
-        </div>
-      </div>
+      <PanelHeading title="Batches" onRefresh={() => setGeneration((count) => count + 1)} onSignOut={onSignOut} />
       {(error ?? loadError) && <p role="alert" class="error">{error ?? loadError}</p>}
       <section aria-labelledby="batches-title" class="card">
         <h2 id="batches-title">Batches</h2>
@@ -187,12 +184,7 @@ function BatchesPanel({ onSignOut }: { onSignOut: () => void }) {
           </table>
         </TableWrap>
         {page && batches.length === 0 && <p>No batches.</p>}
-        <nav class="pager" aria-label="Batch pages">
-          <button type="button" class="secondary" disabled={afters.length === 1} onClick={() => setAfters((stack) => stack.slice(0, -1))}>Newer</button>
-          <span aria-live="polite">Page {afters.length}</span>
-          <button type="button" class="secondary" disabled={!page?.has_more}
-            onClick={() => { const last = batches.at(-1)?.id; if (last) setAfters((stack) => [...stack, last]); }}>Older</button>
-        </nav>
+        <Pager label="Batch pages" previousText="Newer" nextText="Older" {...pages.pager(page?.has_more ? batches.at(-1)?.id : undefined)} />
       </section>
       {shown && <FileContent file={shown} onClose={() => setShown(undefined)} />}
     </>

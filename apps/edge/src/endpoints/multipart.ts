@@ -63,10 +63,8 @@ export function readMultipart(
   bounds: MultipartBounds,
   uploads: RequestUploads,
 ): Promise<MultipartBody> {
-  const contentType = request.headers['content-type'] ?? '';
-  if (!/^multipart\/form-data\s*;/i.test(contentType) || !/boundary=/i.test(contentType)) {
-    return Promise.reject(edgeErrors.invalidRequest('body: expected Content-Type multipart/form-data with a boundary.', 'body'));
-  }
+  const typeRefusal = multipartTypeRefusal(request);
+  if (typeRefusal) return Promise.reject(typeRefusal);
   const declared = request.headers['content-length'];
   if (declared !== undefined && Number(declared) > limits.maxBytes) return Promise.reject(edgeErrors.payloadTooLarge(limits.maxBytes));
   let parser: busboy.Busboy;
@@ -190,6 +188,16 @@ export function readMultipart(
     parser.on('close', () => finish(undefined));
     request.pipe(parser);
   });
+}
+
+/**
+ * The refusal of a request that is not multipart/form-data with a boundary (a 400 before any of its body is
+ * read), or undefined: the one check of every multipart endpoint, the Files upload's stream included.
+ */
+export function multipartTypeRefusal(request: IncomingMessage): Error | undefined {
+  const contentType = request.headers['content-type'] ?? '';
+  if (/^multipart\/form-data\s*;/i.test(contentType) && /boundary=/i.test(contentType)) return undefined;
+  return edgeErrors.invalidRequest('body: expected Content-Type multipart/form-data with a boundary.', 'body');
 }
 
 /** The one value of a text field; a repeated field is a 400. */

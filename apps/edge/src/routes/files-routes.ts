@@ -8,7 +8,7 @@ import { edgeErrors } from '../errors.js';
 import { ClientGoneError, sendJson, watchBodyArrival } from '../http.js';
 import { jobsOf, verifyCallerKey } from './caller.js';
 import { requestIdOf } from '../request-id.js';
-import { abandonParser } from '../endpoints/multipart.js';
+import { abandonParser, multipartTypeRefusal } from '../endpoints/multipart.js';
 import { parseWith } from '../account/account-schemas.js';
 import type { FilesRouteOptions } from './files-options.js';
 
@@ -163,10 +163,8 @@ function streamUpload(
   accountId: string,
   options: FilesRouteOptions,
 ): Promise<FileObject> {
-  const contentType = request.headers['content-type'] ?? '';
-  if (!/^multipart\/form-data\s*;/i.test(contentType) || !/boundary=/i.test(contentType)) {
-    return Promise.reject(edgeErrors.invalidRequest('body: expected Content-Type multipart/form-data with a boundary.', 'body'));
-  }
+  const typeRefusal = multipartTypeRefusal(request);
+  if (typeRefusal) return Promise.reject(typeRefusal);
   const bodyLimit = options.maxFileBytes + FORM_OVERHEAD_BYTES;
   const declared = request.headers['content-length'];
   if (declared !== undefined && Number(declared) > bodyLimit) return Promise.reject(edgeErrors.payloadTooLarge(options.maxFileBytes));

@@ -7,6 +7,19 @@ import { generatedFileId, type Files } from '../files/files.js';
 const RESULT_PAGE = 500;
 
 /**
+ * Runs `work` on a batch this replica has just leased, its id in `held` meanwhile: the runner's heartbeat
+ * renews the leases of the batches held with its lines'. Validation and finalization both hold one this way.
+ */
+export async function whileHeld(held: Set<string>, batchId: string, work: () => Promise<void>): Promise<void> {
+  held.add(batchId);
+  try {
+    await work();
+  } finally {
+    held.delete(batchId);
+  }
+}
+
+/**
  * The end of a batch (docs/jobs.md "How a batch runs"): a batch with no line left to run, or cancelled,
  * or past its window, is taken with a lease, its output and error files written (a page of lines at a
  * time) and it ends. Run by the batch runner's rounds; its batches' leases are renewed with the lines'.
@@ -43,12 +56,7 @@ export class BatchFinalizer {
         returning *`.execute(this.db);
       const batch = claimed.rows[0];
       if (!batch) continue;
-      this.heldBatches.add(batch.id);
-      try {
-        await this.finalize(batch);
-      } finally {
-        this.heldBatches.delete(batch.id);
-      }
+      await whileHeld(this.heldBatches, batch.id, () => this.finalize(batch));
     }
   }
 

@@ -2,12 +2,12 @@ import { chatInsurance, ErrorReason, formatCredits, GatewayError, GrpcStatus, pa
 import { sql, type Kysely } from '@gateway/platform/db';
 import { ChatRequest, ChatResponse, EmbedRequest, ModerateRequest, ModerationInputForm, type Model } from '@gateway/proto';
 import type { BatchesTable, JobsDatabase } from '../jobs-schema.js';
-import { claimLeased, LeasedWorkLoop, leaseUntil } from '../leased-work-loop.js';
+import { claimLeased, LeasedRunner, leaseUntil } from '../leased-work-loop.js';
 import type { Files } from '../files/files.js';
 import type { PriorityGate } from '../priority-gate.js';
 import { isMoneyRefusal, runFailure } from '../run-failure.js';
 import { admit, CALL_DEADLINE_MS, currentKey, TransientRunFailure, voidEarlierAttempts, type RunClients } from '../run-steps.js';
-import { BatchFinalizer } from './batch-finalize.js';
+import { BatchFinalizer, whileHeld } from './batch-finalize.js';
 import {
   CATALOG_ENDPOINT, chatMessages, parseLine, type BatchEndpoint, type ChatBody, type EmbeddingsBody, type LineProblem, type ModerationsBody,
 } from './batch-lines.js';
@@ -81,9 +81,8 @@ export function failedLine(line: Pick<ClaimedLine, 'customId'>, requestId: strin
   return errorLine(line, requestId, failure);
 }
 
-export class BatchRunner {
-  /** The lines running on this replica, each with its batch's account. */
-  private readonly loop: LeasedWorkLoop<string>;
+/** Runs batch lines on a LeasedWorkLoop whose work is keyed by line, each with its batch's account. */
+export class BatchRunner extends LeasedRunner<string> {
   /** Batches this replica is validating or finalizing (their leases are renewed with the lines'). */
   private readonly heldBatches = new Set<string>();
   private readonly models = new Map<string, { model: Model | undefined; at: number }>();
@@ -100,37 +99,18 @@ export class BatchRunner {
     /** How much of `concurrency` interactive traffic leaves to lower-priority work now (priority-gate.ts). */
     gate?: PriorityGate,
   ) {
+    super({ ...options, name: 'batch runner' }, logger, otherRunning, gate);
     this.finalizer = new BatchFinalizer(db, files, options, logger, this.heldBatches);
-    const work = { round: () => this.round(), renew: () => this.renewLeases() };
-    this.loop = new LeasedWorkLoop({ ...options, name: 'batch runner' }, work, logger, otherRunning, gate);
-  }
-
-  /** Lines running on this replica now (background responses count them against the shared budget). */
-  get runningCount(): number {
-    return this.loop.runningCount;
-  }
-
-  start(): void {
-    this.loop.start();
-  }
-
-  /** Stops taking work; lines running finish (their leases lapse otherwise, and another replica takes them). */
-  stop(graceMs?: number): Promise<void> {
-    return this.loop.stop(graceMs);
   }
 
   /** One round: validate, finalize, expire, then fill free slots with lines. */
-  tick(): Promise<void> {
-    return this.loop.tick();
-  }
-
-  private async round(): Promise<void> {
+  protected async round(): Promise<void> {
     await this.validateOne();
     await this.finalizer.finalizeReady();
     await this.claimLines();
   }
 
-  private async renewLeases(): Promise<void> {
+  protected async renew(): Promise<void> {
     const lease = leaseUntil(this.options.leaseMs);
     if (this.loop.runningCount > 0) {
       await sql`
@@ -173,12 +153,7 @@ export class BatchRunner {
       returning *`.execute(this.db);
     const batch = claimed.rows[0];
     if (!batch) return;
-    this.heldBatches.add(batch.id);
-    try {
-      await this.validate(batch);
-    } finally {
-      this.heldBatches.delete(batch.id);
-    }
+    await whileHeld(this.heldBatches, batch.id, () => this.validate(batch));
   }
 
   private async validate(batch: BatchesTable): Promise<void> {

@@ -1,7 +1,7 @@
 import { Cancellation, ErrorReason, GatewayError, GrpcStatus, type Logger } from '@gateway/platform';
 import { sql, type Kysely } from '@gateway/platform/db';
 import { ChatRequest, ChatResponse, type UsageEvent } from '@gateway/proto';
-import { claimLeased, LeasedWorkLoop, leaseUntil } from '../leased-work-loop.js';
+import { claimLeased, LeasedRunner, leaseUntil } from '../leased-work-loop.js';
 import type { BackgroundResponsesTable } from './background-responses.js';
 import type { PriorityGate } from '../priority-gate.js';
 import { RecordsBoundExceeded, type BackgroundEvents, type RecordWriter } from './background-events.js';
@@ -56,9 +56,8 @@ export function storedFailure(error: unknown): StoredFailure {
   return failure;
 }
 
-export class BackgroundRunner {
-  private readonly loop: LeasedWorkLoop<Cancellation>;
-
+/** Runs background responses on a LeasedWorkLoop whose work is keyed by response, each with its cancellation. */
+export class BackgroundRunner extends LeasedRunner<Cancellation> {
   constructor(
     private readonly db: Kysely<{ background_responses: BackgroundResponsesTable }>,
     private readonly clients: RunClients,
@@ -71,20 +70,7 @@ export class BackgroundRunner {
     /** How much of `concurrency` interactive traffic leaves to lower-priority work now (priority-gate.ts). */
     gate?: PriorityGate,
   ) {
-    this.loop = new LeasedWorkLoop({ ...options, name: 'background runner' }, { round: () => this.claim(), renew: () => this.renew() }, logger, otherRunning, gate);
-  }
-
-  /** Runs on this replica now (the batch runner counts them against the shared budget). */
-  get runningCount(): number {
-    return this.loop.runningCount;
-  }
-
-  start(): void {
-    this.loop.start();
-  }
-
-  stop(graceMs?: number): Promise<void> {
-    return this.loop.stop(graceMs);
+    super({ ...options, name: 'background runner' }, logger, otherRunning, gate);
   }
 
   /** A cancel this replica answered: its own run stops at once. */
@@ -92,11 +78,8 @@ export class BackgroundRunner {
     this.loop.get(`${accountId}\n${responseId}`)?.abort();
   }
 
-  tick(): Promise<void> {
-    return this.loop.tick();
-  }
-
-  private async claim(): Promise<void> {
+  /** One round: claims queued (or lapsed) responses for the free slots and runs them. */
+  protected async round(): Promise<void> {
     const free = this.loop.free();
     if (free <= 0) return;
     const claimed = await claimLeased<BackgroundResponsesTable>(this.db, {
@@ -113,7 +96,7 @@ export class BackgroundRunner {
   }
 
   /** Keeps this replica's leases, and stops runs cancelled through another replica. */
-  private async renew(): Promise<void> {
+  protected async renew(): Promise<void> {
     if (this.loop.runningCount === 0) return;
     try {
       const mine = await sql<{ account_id: string; response_id: string; status: string }>`

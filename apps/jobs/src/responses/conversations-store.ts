@@ -4,6 +4,7 @@ import { errors, type Logger } from '@gateway/platform';
 import { sql, type Kysely } from '@gateway/platform/db';
 import type { Conversation } from '@gateway/proto';
 import { listedItem, type InputItem } from './input-items.js';
+import { sweepExpired } from './sweep-expired.js';
 
 /*
  * Conversations (OpenAI's Conversations API, issue 41 item 6) over the stored responses' schema: per
@@ -89,7 +90,6 @@ export const DEFAULT_CONVERSATIONS_STORE: ConversationsStoreOptions = {
 /** OpenAI's bound on the items one create or add call carries. */
 export const MAX_ITEMS_PER_CALL = 20;
 const ID_PATTERN = /^conv_[A-Za-z0-9_-]{1,120}$/;
-const SWEEP_BATCH = 500;
 
 function notFound(conversationId: string) {
   return errors.notFound(`Conversation with id '${conversationId.slice(0, 200)}' not found.`);
@@ -296,20 +296,7 @@ export class ConversationsStore {
   }
 
   /** Deletes conversations past their retention (their items with them) in bounded batches. */
-  async sweep(): Promise<number> {
-    let total = 0;
-    try {
-      for (;;) {
-        const result = await sql`
-          delete from conversations where (account_id, conversation_id) in (
-            select account_id, conversation_id from conversations where expires_at <= ${new Date(this.now())} order by expires_at limit ${SWEEP_BATCH})`.execute(this.db);
-        const deleted = Number(result.numAffectedRows ?? 0n);
-        total += deleted;
-        if (deleted < SWEEP_BATCH) break;
-      }
-    } catch (error) {
-      this.logger.warn({ err: error }, 'sweep of expired conversations failed; retrying at the next interval');
-    }
-    return total;
+  sweep(): Promise<number> {
+    return sweepExpired(this.db, this.logger, { table: 'conversations', idColumn: 'conversation_id', what: 'conversations' }, this.now);
   }
 }

@@ -4,6 +4,7 @@ import { sql, type Kysely } from '@gateway/platform/db';
 import type { StoredResponse } from '@gateway/proto';
 import { pageOfItems, UnknownCursorError, type ItemsPage } from './input-items.js';
 import type { ConversationsStore } from './conversations-store.js';
+import { sweepExpired } from './sweep-expired.js';
 
 /*
  * Stored responses (issue 41 item 6): the response object as answered and the input the model was
@@ -73,7 +74,6 @@ export const DEFAULT_RESPONSES_STORE: ResponsesStoreOptions = {
 export const MAX_PUT_ENTRIES = 256;
 /** Largest PutResponses message the jobs server reads: a batch of the edge's (8 MiB) or one whole entry at the bound, with room. */
 export const RESPONSES_STORE_MAX_RECEIVE_BYTES = 24 * 1024 * 1024;
-const SWEEP_BATCH = 500;
 const ID_PATTERN = /^resp_[A-Za-z0-9_-]{1,120}$/;
 
 function notFound(responseId: string) {
@@ -199,19 +199,7 @@ export class ResponsesStore {
 
   /** Deletes responses past their retention in bounded batches until none is left. */
   async sweep(): Promise<number> {
-    let total = 0;
-    try {
-      for (;;) {
-        const result = await sql`
-          delete from stored_responses where (account_id, response_id) in (
-            select account_id, response_id from stored_responses where expires_at <= ${new Date(this.now())} order by expires_at limit ${SWEEP_BATCH})`.execute(this.db);
-        const deleted = Number(result.numAffectedRows ?? 0n);
-        total += deleted;
-        if (deleted < SWEEP_BATCH) break;
-      }
-    } catch (error) {
-      this.logger.warn({ err: error }, 'sweep of expired stored responses failed; retrying at the next interval');
-    }
+    let total = await sweepExpired(this.db, this.logger, { table: 'stored_responses', idColumn: 'response_id', what: 'stored responses' }, this.now);
     if (this.conversations !== undefined) total += await this.conversations.sweep();
     return total;
   }

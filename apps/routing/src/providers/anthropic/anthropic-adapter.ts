@@ -10,7 +10,7 @@ import { convertAnthropicAnswer } from './convert-anthropic-answer.js';
 import { AnthropicStreamConverter } from './convert-anthropic-stream.js';
 import { convertAnthropicUsage } from './convert-anthropic-usage.js';
 import { convertToAnthropicRequest } from './convert-to-anthropic-request.js';
-import { parseJsonAnswer } from '../http/json-answer.js';
+import { parseJsonAnswer, providerJson } from '../http/json-answer.js';
 
 export interface AnthropicAdapterOptions {
   providerId: string;
@@ -159,12 +159,7 @@ export class AnthropicAdapter implements ProviderAdapterV1 {
       for await (const event of readServerSentEvents(response.body)) {
         // Read on to the end of the body after message_stop so the keep-alive connection goes back to the pool.
         if (converter.complete) continue;
-        let json: unknown;
-        try {
-          json = JSON.parse(event.data);
-        } catch {
-          throw new ProviderError('connection', 'stream event is not JSON');
-        }
+        const json = providerJson(event.data, 'stream event');
         // The SDK routes by the `event:` name; the data's `type` says the same (and is all a proxy that drops names leaves).
         const type = event.event || (json as { type?: unknown } | null)?.type;
         if (typeof type !== 'string' || !KNOWN_EVENTS.has(type)) continue;

@@ -11,7 +11,7 @@ import { convertGeminiAnswers } from './convert-gemini-answer.js';
 import { GeminiStreamConverter } from './convert-gemini-stream.js';
 import { convertGeminiUsage } from './convert-gemini-usage.js';
 import { convertToGeminiRequest } from './convert-to-gemini-request.js';
-import { parseJsonAnswer } from '../http/json-answer.js';
+import { parseJsonAnswer, providerJson } from '../http/json-answer.js';
 
 /** Most requests batchEmbedContents takes in one call. */
 export const MAX_EMBED_BATCH = 100;
@@ -161,12 +161,7 @@ export class GeminiAdapter implements ProviderAdapterV1 {
     let parsed: ReturnType<typeof parseGeminiResponse> | undefined;
     try {
       for await (const event of readServerSentEvents(response.body)) {
-        let json: unknown;
-        try {
-          json = JSON.parse(event.data);
-        } catch {
-          throw new ProviderError('connection', 'stream event is not JSON');
-        }
+        const json = providerJson(event.data, 'stream event');
         // A failure after the 200 comes as an error object in the stream.
         if (json !== null && typeof json === 'object' && 'error' in json) throw geminiStreamError(event.data);
         parsed = parseGeminiResponse(json);

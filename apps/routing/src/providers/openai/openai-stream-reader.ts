@@ -1,6 +1,7 @@
 import { ProviderError, toProviderError, type AdapterStreamPart, type AdapterStreamReader, type AttemptSignal } from '../provider-adapter.js';
 import { ServerSentEventReader } from '../http/server-sent-events.js';
 import type { StreamingResponse } from '../http/streaming-request.js';
+import { parseJsonAnswer } from '../http/json-answer.js';
 import { parseOpenAIChunk } from './openai-api-types.js';
 import { convertOpenAIStreamChoice } from './convert-openai-stream.js';
 import { convertOpenAIUsage } from './convert-openai-usage.js';
@@ -55,15 +56,7 @@ export class OpenAIStreamReader implements AdapterStreamReader {
         const data = event.data;
         // Read on to the end of the body after [DONE] so the keep-alive connection goes back to the pool.
         if (data === '[DONE]' || this.sawDone) { this.sawDone = true; continue; }
-        let json: unknown;
-        try {
-          json = JSON.parse(data);
-        } catch {
-          throw new ProviderError('connection', 'stream chunk is not JSON');
-        }
-        const parsed = parseOpenAIChunk(json);
-        if (!parsed.success) throw new ProviderError('connection', `malformed stream chunk: ${parsed.error.message.slice(0, 300)}`);
-        const chunk = parsed.data;
+        const chunk = parseJsonAnswer(data, parseOpenAIChunk, 'stream chunk');
         if (chunk.error) throw openAIStreamError(chunk.error);
         for (const choice of chunk.choices ?? []) {
           const delta = convertOpenAIStreamChoice(choice);

@@ -2,6 +2,7 @@ import type { Pool } from 'undici';
 import { emptyUsage } from '../../usage/token-counter.js';
 import { geminiHttpError } from '../gemini/gemini-error.js';
 import { bufferedRequest, MAX_RESPONSE_BYTES } from '../http/buffered-request.js';
+import { parseJsonAnswer } from '../http/json-answer.js';
 import { createProviderPool } from '../http/provider-pool.js';
 import {
   ProviderError,
@@ -99,18 +100,11 @@ export class VertexEmbedder {
       throw toProviderError(error, signal);
     }
     if (answer.statusCode >= 300) throw geminiHttpError(answer.statusCode, answer.text);
-    let json: unknown;
-    try {
-      json = JSON.parse(answer.text);
-    } catch {
-      throw new ProviderError('connection', 'embeddings answer is not JSON');
+    const predicted = parseJsonAnswer(answer.text, (json) => vertexPredictResponseSchema.safeParse(json), 'embeddings answer');
+    if (predicted.predictions.length !== texts.length) {
+      throw new ProviderError('connection', `expected ${texts.length} embeddings, got ${predicted.predictions.length}`);
     }
-    const parsed = vertexPredictResponseSchema.safeParse(json);
-    if (!parsed.success) throw new ProviderError('connection', `malformed embeddings answer: ${parsed.error.message.slice(0, 300)}`);
-    if (parsed.data.predictions.length !== texts.length) {
-      throw new ProviderError('connection', `expected ${texts.length} embeddings, got ${parsed.data.predictions.length}`);
-    }
-    return parsed.data.predictions;
+    return predicted.predictions;
   }
 
   async close(): Promise<void> {
