@@ -1,6 +1,6 @@
 import { performance, type EventLoopUtilization } from 'node:perf_hooks';
 import {
-  boundCounter, counter, counterOf, declareMetrics, gaugeOf, sampledGauges, type BoundCounterSeries, type Counter, type Registry,
+  boundCounter, counter, counterOf, declareMetrics, gaugeOf, sampledGauges, type BoundCounter, type BoundCounterSeries, type Counter, type Registry,
 } from '@gateway/platform';
 import type { UsageEvent } from '@gateway/proto';
 import type { AttemptObserver, AttemptOutcome } from '../routing/attempt-observer.js';
@@ -14,7 +14,7 @@ import type { UsageBacklog, UsagePublisher } from '../usage/usage-publisher.js';
  * an attempt adds 1 to it without prom-client checking and hashing the label set again (issue 39).
  */
 export class AttemptMetrics implements AttemptObserver {
-  private readonly attempts;
+  private readonly attempts: BoundCounter<'provider' | 'outcome'>;
   private readonly failovers: Counter<'provider'>;
   private readonly attemptSeries = new Map<string, BoundCounterSeries>();
 
