@@ -1,6 +1,6 @@
 import {
-  histogram, counter, meter, otelContext, otelMetricsEnabled, otelTrace, SpanKind, SpanStatusCode, tracer, tracingEnabled,
-  type Counter, type OtelContext, type Histogram, type OtelAttributes, type OtelCounter, type OtelHistogram, type Registry, type Span,
+  boundCounter, boundHistogram, meter, otelContext, otelMetricsEnabled, otelTrace, SpanKind, SpanStatusCode, tracer, tracingEnabled,
+  type BoundCounter, type BoundCounterSeries, type BoundHistogram, type BoundHistogramSeries, type OtelContext, type OtelAttributes, type OtelCounter, type OtelHistogram, type Registry, type Span,
 } from '@gateway/platform';
 import type { ChatRequest, Usage } from '@gateway/proto';
 import {
@@ -18,7 +18,9 @@ import { inputContentAttributes, outputMessagesAttribute, type AnswerChoice } fr
  *
  * Cost: nothing per stream frame (a stream's chunks are counted by the stream's own metering and read
  * once at its end). Per attempt: one span when tracing is on, a handful of histogram/counter updates whose
- * label and attribute sets are made once per (operation, provider, model, server[, error, token type]).
+ * label and attribute sets are made once per (operation, provider, model, server[, error, token type]),
+ * each Prometheus series bound to its set once (libs/platform's bound-series.ts) so an update is a number
+ * added, not a label set checked and hashed by prom-client again (issue 39).
  * With neither a metrics registry, OTLP metrics nor tracing, `begin` returns undefined and nothing is made.
  *
  * Message content (prompts, answers, tool arguments and definitions: the conventions' opt-in
@@ -83,10 +85,20 @@ export function reportedUsageResponse(reported: Usage | undefined, inputOnly = f
   return { usage, inputOnly };
 }
 
-/** The label set (Prometheus) and attribute set (OpenTelemetry) of one metric point, made once and kept. */
+/**
+ * The label set (Prometheus) and attribute set (OpenTelemetry) of one metric point, made once and kept,
+ * and the Prometheus series of each metric updated at this point, bound at its first update: an update
+ * is then a number added to a series, without prom-client checking and hashing the label set each time.
+ */
 interface PointLabels {
   prom: Record<string, string | number>;
   otel: OtelAttributes;
+  histograms: Partial<Histograms<BoundHistogramSeries>>;
+  counters: Partial<Counters<BoundCounterSeries>>;
+}
+
+function pointLabels(prom: Record<string, string | number>, otel: OtelAttributes): PointLabels {
+  return { prom, otel, histograms: {}, counters: {} };
 }
 
 /** The labels of one (operation, provider, model, server) and the sets derived from it, each made once. */
@@ -121,7 +133,7 @@ class AttemptLabels {
 }
 
 function extend(base: PointLabels, label: string, attribute: string, value: string): PointLabels {
-  return { prom: { ...base.prom, [label]: value }, otel: { ...base.otel, [attribute]: value } };
+  return pointLabels({ ...base.prom, [label]: value }, { ...base.otel, [attribute]: value });
 }
 
 
@@ -144,7 +156,7 @@ const OPERATION_TOKEN_LABELS: PromLabel[] = [
  * registry, on /metrics) and, once the OpenTelemetry SDK exports metrics, the same instruments over OTLP.
  */
 export class GenAiTelemetry {
-  private readonly prom: { histograms: Histograms<Histogram<PromLabel>>; counters: Counters<Counter<PromLabel>> } | undefined;
+  private readonly prom: { histograms: Histograms<BoundHistogram<PromLabel>>; counters: Counters<BoundCounter<PromLabel>> } | undefined;
   private otel: { histograms: Histograms<OtelHistogram>; counters: Counters<OtelCounter> } | undefined;
   /** Per catalog offer object, per operation: made once, collected with the catalog snapshot that held the offer. */
   private readonly labelSets = new WeakMap<object, Map<string, AttemptLabels>>();
@@ -193,7 +205,7 @@ export class GenAiTelemetry {
         otel[GEN_AI.serverAddress] = upstream.serverAddress;
         otel[GEN_AI.serverPort] = upstream.serverPort;
       }
-      labels = new AttemptLabels(operation, { prom, otel });
+      labels = new AttemptLabels(operation, pointLabels(prom, otel));
       byOperation.set(operation, labels);
     }
     return labels;
@@ -246,12 +258,12 @@ export class GenAiTelemetry {
   }
 
   private observe(name: keyof Histograms<unknown>, point: PointLabels, value: number): void {
-    this.prom?.histograms[name].observe(point.prom, value);
+    if (this.prom !== undefined) (point.histograms[name] ??= this.prom.histograms[name].bind(point.prom)).observe(value);
     this.otel?.histograms[name].record(value, point.otel);
   }
 
   private add(name: keyof Counters<unknown>, point: PointLabels, value: number): void {
-    this.prom?.counters[name].inc(point.prom, value);
+    if (this.prom !== undefined) (point.counters[name] ??= this.prom.counters[name].bind(point.prom)).inc(value);
     this.otel?.counters[name].add(value, point.otel);
   }
 }
@@ -394,12 +406,12 @@ function promHelp(metric: GenAiMetricName): string {
 
 function promInstruments(registry: Registry) {
   return {
-    histograms: instrumentsOf(GEN_AI_HISTOGRAMS, (metric, key) => histogram(registry, {
+    histograms: instrumentsOf(GEN_AI_HISTOGRAMS, (metric, key) => boundHistogram(registry, {
       name: metric.prometheus, help: promHelp(metric), buckets: metric.buckets,
       labelNames: key === 'tokenUsage' ? [...HISTOGRAM_LABELS, GEN_AI_LABELS.tokenType]
         : key === 'operationInputTokens' || key === 'operationOutputTokens' ? OPERATION_TOKEN_LABELS : HISTOGRAM_LABELS,
     })),
-    counters: instrumentsOf(GEN_AI_COUNTERS, (metric) => counter(registry, { name: metric.prometheus, help: promHelp(metric), labelNames: COUNTER_LABELS })),
+    counters: instrumentsOf(GEN_AI_COUNTERS, (metric) => boundCounter(registry, { name: metric.prometheus, help: promHelp(metric), labelNames: COUNTER_LABELS })),
   };
 }
 

@@ -1,5 +1,7 @@
 import { performance, type EventLoopUtilization } from 'node:perf_hooks';
-import { counterOf, declareMetrics, gaugeOf, sampledGauges, type Counter, type Registry } from '@gateway/platform';
+import {
+  boundCounter, counter, counterOf, declareMetrics, gaugeOf, sampledGauges, type BoundCounter, type BoundCounterSeries, type Counter, type Registry,
+} from '@gateway/platform';
 import type { UsageEvent } from '@gateway/proto';
 import type { AttemptObserver, AttemptOutcome } from '../routing/attempt-observer.js';
 import type { ProviderHealth } from '../strategies/index.js';
@@ -8,28 +10,31 @@ import type { UsageBacklog, UsagePublisher } from '../usage/usage-publisher.js';
 
 /**
  * Provider attempts and failovers, labelled by provider (an id of the catalog: a bounded set) and
- * outcome (attempt-observer.ts). Label sets are looked up once per (provider, outcome) and kept.
+ * outcome (attempt-observer.ts). The attempts' series is bound once per (provider, outcome) and kept, so
+ * an attempt adds 1 to it without prom-client checking and hashing the label set again (issue 39).
  */
 export class AttemptMetrics implements AttemptObserver {
-  private readonly attempts: Counter<'provider' | 'outcome'>;
+  private readonly attempts: BoundCounter<'provider' | 'outcome'>;
   private readonly failovers: Counter<'provider'>;
-  private readonly attemptLabels = new Map<string, { provider: string; outcome: AttemptOutcome }>();
+  private readonly attemptSeries = new Map<string, BoundCounterSeries>();
 
   constructor(registry: Registry) {
-    ({ attempts: this.attempts, failovers: this.failovers } = declareMetrics(registry, {
-      attempts: counterOf('gateway_upstream_attempts_total', 'Provider attempts by provider and outcome (success, error, timeout, rejected, cancelled, failed_after_content).', ['provider', 'outcome']),
-      failovers: counterOf('gateway_upstream_failovers_total', 'Requests moved on to another provider after this provider failed.', ['provider']),
-    }));
+    this.attempts = boundCounter(registry, {
+      name: 'gateway_upstream_attempts_total',
+      help: 'Provider attempts by provider and outcome (success, error, timeout, rejected, cancelled, failed_after_content).',
+      labelNames: ['provider', 'outcome'],
+    });
+    this.failovers = counter(registry, { name: 'gateway_upstream_failovers_total', help: 'Requests moved on to another provider after this provider failed.', labelNames: ['provider'] });
   }
 
   attempt(providerId: string, outcome: AttemptOutcome): void {
     const key = `${providerId}\0${outcome}`;
-    let labels = this.attemptLabels.get(key);
-    if (labels === undefined) {
-      labels = { provider: providerId, outcome };
-      this.attemptLabels.set(key, labels);
+    let series = this.attemptSeries.get(key);
+    if (series === undefined) {
+      series = this.attempts.bind({ provider: providerId, outcome });
+      this.attemptSeries.set(key, series);
     }
-    this.attempts.inc(labels);
+    series.inc(1);
   }
 
   failover(fromProviderId: string): void {
