@@ -15,6 +15,7 @@ import { budgets } from './migrations/0021-budgets.js';
 import { webhooks } from './migrations/0022-webhooks.js';
 import { lowBalance } from './migrations/0023-low-balance.js';
 import { webhookSecretRotation } from './migrations/0024-webhook-secret-rotation.js';
+import { oneSettlementTrigger } from './migrations/0025-one-settlement-trigger.js';
 import { auditLogMigration } from '@gateway/platform/db';
 
 export { LEDGER_SCHEMA, usageColumns, type LedgerTables } from './schema.js';
@@ -43,4 +44,5 @@ export const ledgerMigrations: Record<string, Migration> = {
   '0022_webhooks': webhooks,
   '0023_low_balance': lowBalance,
   '0024_webhook_secret_rotation': webhookSecretRotation,
+  '0025_one_settlement_trigger': oneSettlementTrigger,
 };

@@ -106,6 +106,25 @@ describe('budgets', () => {
       .toEqual(['account:2026-03-01', 'account:2026-04-01', 'key:2026-03-31', 'key:2026-04-01']);
   });
 
+  it('one settlement of budget-less and budgeted accounts fires the budgeted one\'s thresholds; spend without a budget still counts toward a later one', async () => {
+    // The alert query runs only when one of the batch's accounts has a budget (migration 0025): a batch
+    // led by accounts without one must still fire for the one that has, and the spend days of an account
+    // without a budget are kept, so a budget made later starts from the period's spend so far.
+    const [plainA, budgeted, plainB] = [await fundedAccount(), await fundedAccount(), await fundedAccount()];
+    const keyId = uniqueName('key');
+    await ledgerA.setBudget({ accountId: budgeted, keyId, period: 'monthly', limit: '1', thresholds: [50, 90], hardStop: false });
+    const event = (accountId: string, credits: string) =>
+      usageEvent({ requestId: uniqueName('req'), accountId, keyId: accountId === budgeted ? keyId : uniqueName('key'), occurredAtMs: BigInt(clock), ...priced(credits) });
+    const answer = await ledgerB.settleUsage({ events: [event(plainA, '0.7'), event(plainA, '0.1'), event(budgeted, '0.6'), event(plainB, '0.3')] });
+    expect(answer.charged).toBe(4);
+    expect((await alertsOf(budgeted)).map((alert) => `${alert.key_id === keyId ? 'key' : alert.key_id}:${alert.threshold_percent}`)).toEqual(['key:50']);
+    expect(await alertsOf(plainA)).toEqual([]);
+    const later = await ledgerA.setBudget({ accountId: plainA, keyId: '', period: 'monthly', limit: '1', thresholds: [90], hardStop: false });
+    expect(later.budget).toMatchObject({ spent: '0.8', firedThresholds: [] });
+    await ledgerA.settleUsage({ events: [event(plainA, '0.1')] });
+    expect((await alertsOf(plainA)).map((alert) => `${alert.key_id || 'account'}:${alert.threshold_percent}:${formatCredits(BigInt(alert.spent_pico))}`)).toEqual(['account:90:0.9']);
+  });
+
   it('hard stop: Admit refuses with BUDGET_EXCEEDED naming the budget once spend + holds would pass it, never above it', async () => {
     const accountId = await fundedAccount();
     const keyId = uniqueName('key');
