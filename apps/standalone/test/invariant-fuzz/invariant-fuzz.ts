@@ -16,11 +16,13 @@ import {
 } from './request-plans.js';
 import { checkMessageBatches, messageBatchArb, runMessageBatch, type MessageBatchOutcome, type MessageBatchPlan } from './message-batch-fuzz.js';
 import { backgroundArb, checkBackground, runBackground, type BackgroundOutcome, type BackgroundPlan } from './background-fuzz.js';
+import { checkFileInputs, fileIdOf, uploadOwnerFiles, type FileOutcome, type OwnerFiles } from './file-input-fuzz.js';
 
 // Issue 35's invariant fuzzer: fast-check generates sequences of requests from several fresh accounts
 // (dialects, streams, `models`, `provider`, Idempotency-Keys, client aborts, WebSocket turns and warm-ups,
 // compaction, small balances, credit limits, a rate-limited tier, files and batches: batch-fuzz.ts, background
-// responses: background-fuzz.ts, Anthropic message batches: message-batch-fuzz.ts) and the behaviour of the fake upstreams
+// responses: background-fuzz.ts, Anthropic message batches: message-batch-fuzz.ts, file ids as inputs:
+// file-input-fuzz.ts) and the behaviour of the fake upstreams
 // for each (failures, slow first byte, refused parameters and values, streams cut, usage in each
 // provider's shape or absent); after each sequence checkSequence asserts the ledger's invariants, and a
 // failure shrinks to a minimal sequence whose seed fast-check prints.
@@ -143,7 +145,7 @@ function lastCost(text: string): bigint | undefined {
 }
 const MODEL = /"model":"(fz\/\w+)"/;
 
-function bodyOf(plan: HttpRequestPlan, content: string): { path: string; body: Record<string, unknown> } {
+function bodyOf(plan: HttpRequestPlan, content: string, fileId?: string): { path: string; body: Record<string, unknown> } {
   const extras: Record<string, unknown> = {};
   if (plan.models) extras.models = plan.models;
   if (plan.provider) extras.provider = plan.provider;
@@ -151,12 +153,16 @@ function bodyOf(plan: HttpRequestPlan, content: string): { path: string; body: R
   if (plan.topP !== undefined) extras.top_p = plan.topP;
   if (plan.choices !== undefined) extras.n = plan.choices;
   switch (plan.dialect) {
-    case 'chat':
-      return { path: '/v1/chat/completions', body: { model: plan.model, messages: [{ role: 'user', content }], max_completion_tokens: plan.maxTokens, stream: plan.stream, ...extras } };
+    case 'chat': {
+      const parts = fileId === undefined ? content : [{ type: 'text', text: content }, { type: 'file', file: { file_id: fileId } }];
+      return { path: '/v1/chat/completions', body: { model: plan.model, messages: [{ role: 'user', content: parts }], max_completion_tokens: plan.maxTokens, stream: plan.stream, ...extras } };
+    }
     case 'messages':
       return { path: '/v1/messages', body: { model: plan.model, max_tokens: plan.maxTokens, messages: [{ role: 'user', content }], stream: plan.stream, ...extras } };
-    case 'responses':
-      return { path: '/v1/responses', body: { model: plan.model, input: content, max_output_tokens: plan.maxTokens, stream: plan.stream, ...extras } };
+    case 'responses': {
+      const input = fileId === undefined ? content : [{ role: 'user', content: [{ type: 'input_text', text: content }, { type: 'input_file', file_id: fileId }] }];
+      return { path: '/v1/responses', body: { model: plan.model, input, max_output_tokens: plan.maxTokens, stream: plan.stream, ...extras } };
+    }
   }
 }
 
@@ -267,7 +273,9 @@ export async function runSequence(fuzz: FuzzStack, sequence: SequencePlan, stats
   const prefix = `fz${run}`;
   await fuzz.forgetLearned();
   const accounts = await Promise.all(sequence.accounts.map((plan, index) => newAccount(fuzz, `${prefix}-a${index}`, plan.balance, plan.tier, plan.creditLimit, plan.budget)));
-  const probe = await newAccount(fuzz, `${prefix}-b`, '5', 'tier-1', null);
+  // 50 credits: account B, a stranger naming another's file, is admitted even with four such requests on
+  // fz/dear at once (a file by id holds for a full context window), so its answer is the file's 404.
+  const probe = await newAccount(fuzz, `${prefix}-b`, '50', 'tier-1', null);
   const probeTag = `${prefix}probe`;
   const probeBody = { model: 'fz/cheap', messages: [{ role: 'user', content: `${probeTag} is account B` }], temperature: 0.7, max_completion_tokens: 16, provider: { only: ['oa'] } };
   const probeIdempotent = { model: 'fz/cheap', messages: [{ role: 'user', content: `${prefix}probeidem is account B` }], max_completion_tokens: 16 };
@@ -277,6 +285,12 @@ export async function runSequence(fuzz: FuzzStack, sequence: SequencePlan, stats
   const backgroundOutcomes: BackgroundOutcome[] = [];
   const messageBatchOutcomes: MessageBatchOutcome[] = [];
   const governanceOutcomes: GovernanceOutcome[] = [];
+  const fileOutcomes: FileOutcome[] = [];
+  // The files of each account some plan names (its own, or a stranger's target), uploaded before the traffic.
+  const files = new Map<number, OwnerFiles>();
+  const owners = new Set(sequence.requests.flatMap((request) => (request.kind === 'http' && request.file ? [request.account] : [])));
+  for (const owner of owners) files.set(owner, await uploadOwnerFiles(fuzz, accounts[owner]!));
+  stats.requests += owners.size * 3;
 
   const probeFirst = await sendHttp(fuzz, probe.apiKey, '/v1/chat/completions', probeBody, {}, undefined);
   const probeIdemFirst = await sendHttp(fuzz, probe.apiKey, '/v1/chat/completions', probeIdempotent, { 'idempotency-key': probeKey }, undefined);
@@ -361,11 +375,15 @@ export async function runSequence(fuzz: FuzzStack, sequence: SequencePlan, stats
     const tag = request.idempotency ? `${prefix}i${request.account}s${request.idempotency.slot}v${request.idempotency.variant}` : `${prefix}r${index}`;
     // The first request of an Idempotency-Key slot decides what the fakes answer for every request of it.
     if (!fuzz.plans.has(tag)) fuzz.plans.set(tag, { attempts: request.attempts.map((attempt) => behaviourOf(attempt, request.usage)), used: 0, usage: request.usage });
-    const { path, body } = bodyOf(request, `${tag} asks a question`);
+    const { path, body } = bodyOf(request, `${tag} asks a question`, request.file ? fileIdOf(files.get(request.account)!, request.file) : undefined);
     const headers: Record<string, string> = request.idempotency ? { 'idempotency-key': `${prefix}-a${request.account}-k${request.idempotency.slot}` } : {};
     if (request.dialect === 'messages') headers['anthropic-version'] = '2023-06-01';
-    const seen = await sendHttp(fuzz, account.apiKey, path, body, headers, request.abortAfterMs);
-    outcomes.push({ tag, account: request.account, kind: 'http', plan: request, models: request.models ?? [request.model], ...seen });
+    // A stranger's plan is sent with another account's key (account B's for -1) naming the owner's file.
+    const caller = request.file?.kind === 'stranger' ? (request.file.stranger < 0 ? probe : accounts[request.file.stranger]!) : account;
+    const callerIndex = caller === probe ? -1 : accounts.indexOf(caller);
+    const seen = await sendHttp(fuzz, caller.apiKey, path, body, headers, request.abortAfterMs);
+    outcomes.push({ tag, account: callerIndex, kind: 'http', plan: request, models: request.models ?? [request.model], ...seen });
+    if (request.file) fileOutcomes.push({ tag, owner: request.account, file: request.file, status: seen.status, aborted: seen.aborted, ...(seen.code ? { code: seen.code } : {}), ...(seen.requestId ? { requestId: seen.requestId } : {}) });
     stats.requests++;
   });
 
@@ -378,7 +396,7 @@ export async function runSequence(fuzz: FuzzStack, sequence: SequencePlan, stats
       const name = outcome.aborted ? `${outcome.kind} aborted` : `${outcome.kind} ${outcome.status}${outcome.code ? ` ${outcome.code}` : ''}${outcome.replayed ? ' replayed' : ''}`;
       stats.outcomes[name] = (stats.outcomes[name] ?? 0) + 1;
     }
-    await checkSequence(fuzz, { run, accounts, probe, outcomes, batchOutcomes, backgroundOutcomes, messageBatchOutcomes, governanceOutcomes, probeTag, probes: { probeFirst, probeLast, probeIdemFirst, probeIdemLast } }, stats, options);
+    await checkSequence(fuzz, { run, accounts, probe, outcomes, batchOutcomes, backgroundOutcomes, messageBatchOutcomes, governanceOutcomes, fileOutcomes, files, probeTag, probes: { probeFirst, probeLast, probeIdemFirst, probeIdemLast } }, stats, options);
   } finally {
     for (const tag of [...fuzz.plans.keys()]) if (tag.startsWith(prefix)) fuzz.plans.delete(tag);
     for (const fake of Object.values(fuzz.fakes)) fake.requests.length = 0;
@@ -390,7 +408,8 @@ export async function runSequence(fuzz: FuzzStack, sequence: SequencePlan, stats
 async function checkSequence(
   fuzz: FuzzStack,
   seen: {
-    run: number; accounts: FuzzAccount[]; probe: FuzzAccount; outcomes: Outcome[]; batchOutcomes: BatchOutcome[]; backgroundOutcomes: BackgroundOutcome[]; messageBatchOutcomes: MessageBatchOutcome[]; governanceOutcomes: GovernanceOutcome[]; probeTag: string;
+    run: number; accounts: FuzzAccount[]; probe: FuzzAccount; outcomes: Outcome[]; batchOutcomes: BatchOutcome[]; backgroundOutcomes: BackgroundOutcome[]; messageBatchOutcomes: MessageBatchOutcome[]; governanceOutcomes: GovernanceOutcome[];
+    fileOutcomes: FileOutcome[]; files: Map<number, OwnerFiles>; probeTag: string;
     probes: Record<'probeFirst' | 'probeLast' | 'probeIdemFirst' | 'probeIdemLast', Awaited<ReturnType<typeof sendHttp>>>;
   },
   stats: RunStats,
@@ -546,6 +565,9 @@ async function checkSequence(
   // Background responses: a completed one charged exactly its usage.cost, once; a failed one, or one no
   // provider got, nothing; only the owner's cancel or delete took effect.
   violations.push(...(await checkBackground(fuzz, seen.backgroundOutcomes, seen.accounts, ledger.charges, stats)));
+  // File ids: the owner's file reaches the upstream in its own requests only; its batch file and a stranger's
+  // use of its id are refused before any provider, charging nothing.
+  violations.push(...checkFileInputs(seen.fileOutcomes, seen.files, Object.values(fuzz.fakes).flatMap((fake) => fake.requests), new Set(byRequest.keys()), stats));
 
   const livez = await fetch(`${fuzz.url}/livez`).then((response) => response.status, () => 0);
   if (livez !== 200) violations.push(`/livez answered ${livez}`);

@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { isPaid, MODEL_IDS, PROVIDERS, type ModelId, type ProviderId } from './fuzz-stack.js';
+import { filePartArb, type FilePartPlan } from './file-input-fuzz.js';
 
 // The invariant fuzzer's plans of interactive requests (HTTP in the three dialects, WebSocket turns,
 // compaction, stored-response continuations) with the upstream behaviour of each attempt, and their
@@ -54,6 +55,8 @@ export interface HttpRequestPlan {
   choices?: number;
   idempotency?: { slot: number; variant: number };
   abortAfterMs?: number;
+  /** A `file_id` part (chat and responses only; file-input-fuzz.ts): the owner's file, its batch file, or a stranger naming it. */
+  file?: FilePartPlan;
   attempts: AttemptPlan[];
   usage: UsagePlan;
 }
@@ -138,6 +141,8 @@ export const httpArb = (holes: KnownHoles, accounts: number): fc.Arbitrary<HttpR
     choices: fc.oneof({ weight: 3, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.constantFrom(2, 3) }),
     idempotency: fc.option(fc.record({ slot: fc.integer({ min: 0, max: 1 }), variant: fc.integer({ min: 0, max: 1 }) }), { freq: 3, nil: undefined }),
     abortAfterMs: fc.option(fc.integer({ min: 0, max: 700 }), { freq: 4, nil: undefined }),
+    // About one request in three names a stored file by id (the chat and responses ones keep it).
+    file: fc.oneof({ weight: 2, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: filePartArb(accounts) }),
     attempts: fc.array(attemptArb(holes), { minLength: 1, maxLength: 3 }),
     usage: usageArb(holes),
   }).map((plan): HttpRequestPlan => {
@@ -149,7 +154,17 @@ export const httpArb = (holes: KnownHoles, accounts: number): fc.Arbitrary<HttpR
     if (models) request.models = models; else delete request.models;
     // Several choices are a chat completions field.
     if (request.dialect !== 'chat') request.choices = undefined;
-    for (const field of ['provider', 'temperature', 'topP', 'idempotency', 'abortAfterMs', 'choices'] as const) if (request[field] === undefined) delete request[field];
+    // File ids are chat completions' and responses' inputs. A file request has its own tag (no Idempotency-Key
+    // slot shared with a request without it); a refused one (batch file, stranger) is never aborted: its answer
+    // is the check.
+    if (request.dialect === 'messages') request.file = undefined;
+    if (request.file) {
+      request.idempotency = undefined;
+      if (request.file.kind !== 'own') request.abortAfterMs = undefined;
+      // A stranger is another account: the owner drawn as its own stranger is account B instead.
+      if (request.file.kind === 'stranger' && request.file.stranger === request.account) request.file = { ...request.file, stranger: -1 };
+    }
+    for (const field of ['provider', 'temperature', 'topP', 'idempotency', 'abortAfterMs', 'choices', 'file'] as const) if (request[field] === undefined) delete request[field];
     if (request.usage.completion > request.maxTokens) request.usage = { ...request.usage, completion: request.maxTokens, reasoning: Math.min(request.usage.reasoning, request.maxTokens) };
     // n choices: the upstream reports every choice's tokens (each within the output bound).
     if (request.choices !== undefined) request.usage = { ...request.usage, completion: request.usage.completion * request.choices };
