@@ -4,6 +4,7 @@ import { EdgeError, edgeErrors } from '../errors.js';
 import { echoed } from '../echoed-value.js';
 import type { CatalogModel } from '../catalog-cache.js';
 import { MAX_INLINE_FILE_BYTES } from './inline-data.js';
+import { FILE_ID_PATTERN } from '../routes/files-options.js';
 
 /*
  * File blocks (spec §4.8): `file_data` (base64), `file_url` or `file_id` work on every model. A model that reads
@@ -33,8 +34,6 @@ const STORED_FILE_PAGE_BYTES = 1024 * 1024;
  * FilePurpose). A `batch` file is a batch's input lines, never a prompt's file.
  */
 const INPUT_FILE_PURPOSES: ReadonlySet<string> = new Set(['user_data', 'assistants']);
-/** The Files API's id shape (routes/files-routes.ts): anything else is unknown without a call. */
-const FILE_ID = /^file-[A-Za-z0-9_-]{1,64}$/;
 /** A stored file's media type by its name's extension; PDFs are also known by their bytes. */
 const MEDIA_TYPE_BY_EXTENSION: ReadonlyMap<string, string> = new Map([
   ['pdf', 'application/pdf'],
@@ -128,7 +127,7 @@ async function storedFile(file: FilePart, idPath: string, context: FilePartConte
   if (!jobs) {
     throw edgeErrors.invalidRequest(`${idPath}: files are not configured on this gateway (no Files API); send file_data or file_url.`, idPath, 'file_id_unsupported');
   }
-  if (!FILE_ID.test(file.fileId)) throw noSuchFile(file.fileId, idPath);
+  if (!FILE_ID_PATTERN.test(file.fileId)) throw noSuchFile(file.fileId, idPath);
   const call = { requestId: context.requestId, deadlineMs: STORED_FILE_DEADLINE_MS, signal: context.signal };
   try {
     const { file: stored } = await jobs.getFile({ accountId, fileId: file.fileId }, call);

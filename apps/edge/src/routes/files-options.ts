@@ -5,3 +5,6 @@ export interface FilesRouteOptions {
 }
 
 export const DEFAULT_FILES_ROUTE_OPTIONS: FilesRouteOptions = { maxFileBytes: 200 * 1024 * 1024 };
+
+/** The Files API's id shape (the jobs service's ids): any other id is unknown without a call. */
+export const FILE_ID_PATTERN = /^file-[A-Za-z0-9_-]{1,64}$/;

@@ -10,7 +10,7 @@ import { jobsOf, verifyCallerKey } from './caller.js';
 import { requestIdOf } from '../request-id.js';
 import { abandonParser, multipartTypeRefusal } from '../endpoints/multipart.js';
 import { parseWith } from '../account/account-schemas.js';
-import type { FilesRouteOptions } from './files-options.js';
+import { FILE_ID_PATTERN, type FilesRouteOptions } from './files-options.js';
 
 /**
  * The OpenAI Files API (docs/jobs.md): POST /v1/files (multipart: `file`, `purpose`, optional
@@ -31,7 +31,6 @@ const MAX_FIELD_BYTES = 1024;
 const FORM_OVERHEAD_BYTES = 64 * 1024;
 
 
-const FILE_ID = z.string().regex(/^file-[A-Za-z0-9_-]{1,64}$/);
 
 const listQuery = z.strictObject({
   purpose: z.enum(['batch', 'user_data', 'batch_output']).optional(),
@@ -47,7 +46,7 @@ async function accountOf(context: EdgeContext, request: Request, response: Respo
 /** A path id that cannot be a file id is answered as an unknown file, before any call. */
 function fileIdOf(request: Request): string {
   const id = request.params.fileId;
-  if (typeof id !== 'string' || !FILE_ID.safeParse(id).success) throw edgeErrors.notFound('No such file.');
+  if (typeof id !== 'string' || !FILE_ID_PATTERN.test(id)) throw edgeErrors.notFound('No such file.');
   return id;
 }
 

@@ -19,13 +19,6 @@ import { gatewayHeaders } from '../../inference/gateway-headers.js';
 import { checkContextWindow, measurePrompt, MINIMUM_HOLD_PICO } from '../../inference/request-bounds.js';
 import { resolveFileParts } from '../../canonical/file-parts.js';
 
-/**
- * Most bytes a background request's converted form may take once its files are read: the jobs service's
- * own bound on what it stores for a run (one constant for both). The edge refuses over it first, with a
- * 400 naming it, rather than the jobs service's bare refusal.
- */
-export const MAX_BACKGROUND_REQUEST_BYTES = BACKGROUND_REQUEST_MAX_BYTES;
-
 /*
  * POST /v1/responses over HTTP with stored responses (issue 41 item 6): the responses dialect's steps,
  * with a `previous_response_id` expanded into the input before conversion (the stored conversation,
@@ -215,7 +208,7 @@ class StoredResponseSteps implements InferenceSteps<ResponsesRequest, ChatCall> 
    * File blocks read here, after admission's checks and before the hand-on, as the interactive path
    * reads them before its Router call: URLs fetched through the media service, text extracted for a
    * model without file input. The stored request then carries the bytes or text, so the jobs service's
-   * run needs no media service; its size is bounded (400 over MAX_BACKGROUND_REQUEST_BYTES).
+   * run needs no media service; its size is bounded (400 over BACKGROUND_REQUEST_MAX_BYTES).
    */
   private async readFiles(prepared: ChatCall, job: InferenceJob<ResponsesRequest>, context: EdgeContext): Promise<void> {
     const { converted } = prepared;
@@ -231,9 +224,9 @@ class StoredResponseSteps implements InferenceSteps<ResponsesRequest, ChatCall> 
     // Fetched files only now have a size: the window is checked again (the hold already assumed a full window).
     if (prepared.measure.unresolvedFiles) await checkContextWindow(job.model, request, measurePrompt(request), converted.outputField);
     const bytes = ChatRequest.encode({ ...request, context: undefined }).finish().length;
-    if (bytes > MAX_BACKGROUND_REQUEST_BYTES) {
+    if (bytes > BACKGROUND_REQUEST_MAX_BYTES) {
       throw edgeErrors.invalidRequest(
-        `body.input: a background response's request, its files read, may take at most ${MAX_BACKGROUND_REQUEST_BYTES} bytes (this one takes ${bytes}); send smaller files, or make the request without \`background\`.`,
+        `body.input: a background response's request, its files read, may take at most ${BACKGROUND_REQUEST_MAX_BYTES} bytes (this one takes ${bytes}); send smaller files, or make the request without \`background\`.`,
         'body.input',
         'request_too_large',
       );
