@@ -1,4 +1,5 @@
 import { createServer, type Server } from 'node:http';
+import { performance } from 'node:perf_hooks';
 import { describe, expect, it } from 'vitest';
 import { formatConcurrentStreams, levelFigures, pacedStreamBody, parseLevels, type StreamLevelFigures } from './concurrent-streams.js';
 import { createFastUpstream } from './fast-upstream.js';
@@ -43,6 +44,29 @@ describe('concurrent-streams load', () => {
       expect(result.warmupOk).toBe(16);
       expect(result.streams!.completed).toBe(result.streams!.started);
       expect(result.streams!.started).toBeGreaterThanOrEqual(16);
+    } finally {
+      server.close();
+    }
+  });
+
+  it('spreads the callers\' first streams over staggerMs, and sends them together without it', async () => {
+    const arrivals: number[] = [];
+    const server = createServer((_request, response) => {
+      arrivals.push(performance.now());
+      response.writeHead(200, { 'content-type': 'text/event-stream' });
+      setTimeout(() => response.end('data: {"content":"a"}\n\ndata: [DONE]\n\n'), 300);
+    });
+    const origin = await listen(server);
+    const spreadOf = async (staggerMs: number) => {
+      arrivals.length = 0;
+      const result = await runLoad({ ...job(origin, '{}'), connections: 4, durationMs: 200, staggerMs });
+      expect(result.streams!.started).toBe(4);
+      return Math.max(...arrivals) - Math.min(...arrivals);
+    };
+    try {
+      // Caller i waits i/4 of 160 ms: the last one starts ~120 ms after the first.
+      expect(await spreadOf(160)).toBeGreaterThanOrEqual(100);
+      expect(await spreadOf(0)).toBeLessThan(50);
     } finally {
       server.close();
     }

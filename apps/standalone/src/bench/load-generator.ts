@@ -42,6 +42,11 @@ export interface LoadJob {
   donePattern?: string;
   /** concurrent: a gap between two reads of one stream longer than this is a stall (default 200 ms). */
   stallMs?: number;
+  /**
+   * concurrent: the measured part's callers start spread over this many ms (caller i waits i/N of it before its
+   * first stream), so streams arrive as a chat front end's do, not N in one millisecond. 0 (the default): all at once.
+   */
+  staggerMs?: number;
 }
 
 /** concurrent: what the client saw of the streams of the measured part. */
@@ -91,6 +96,7 @@ export function validateJob(job: LoadJob): LoadJob {
   if (!(job.durationMs > 0 && job.durationMs <= LIMITS.maxDurationMs && job.warmupMs >= 0 && job.warmupMs <= LIMITS.maxDurationMs)) throw new Error('duration out of range');
   if (job.mode === 'open' && !(job.rate !== undefined && job.rate > 0 && job.rate <= LIMITS.maxRate)) throw new Error(`rate out of range: ${job.rate}`);
   if (job.mode === 'ttfb' && !(job.requests !== undefined && job.requests > 0 && job.requests <= LIMITS.maxTtfbRequests)) throw new Error('requests out of range');
+  if (job.staggerMs !== undefined && !(job.staggerMs >= 0 && job.staggerMs <= job.durationMs)) throw new Error('staggerMs: 0 to the duration');
   return job;
 }
 
@@ -203,13 +209,14 @@ async function send(pool: Pool, job: LoadJob, tally: Tally, startedAt: number): 
   }
 }
 
-async function closedLoop(pool: Pool, job: LoadJob, durationMs: number, tally: Tally): Promise<number> {
+async function closedLoop(pool: Pool, job: LoadJob, durationMs: number, tally: Tally, staggerMs = 0): Promise<number> {
   const started = performance.now();
   const deadline = started + durationMs;
-  const worker = async () => {
+  const worker = async (index: number) => {
+    if (staggerMs > 0) await new Promise((resolve) => setTimeout(resolve, (index * staggerMs) / job.connections));
     while (performance.now() < deadline) await send(pool, job, tally, performance.now());
   };
-  await Promise.all(Array.from({ length: job.connections }, worker));
+  await Promise.all(Array.from({ length: job.connections }, (_, index) => worker(index)));
   return performance.now() - started;
 }
 
@@ -257,7 +264,8 @@ async function oneStreamPerCaller(pool: Pool, job: LoadJob, tally: Tally): Promi
 async function runPart(pool: Pool, job: LoadJob, durationMs: number, tally: Tally, measured: boolean): Promise<number> {
   // concurrent: the warm-up is one stream per caller, all at once (whatever warmupMs says, beyond 0).
   if (job.mode === 'concurrent' && !measured) return oneStreamPerCaller(pool, job, tally);
-  if (job.mode === 'closed' || job.mode === 'concurrent') return closedLoop(pool, job, durationMs, tally);
+  if (job.mode === 'closed') return closedLoop(pool, job, durationMs, tally);
+  if (job.mode === 'concurrent') return closedLoop(pool, job, durationMs, tally, job.staggerMs);
   if (job.mode === 'open') return openLoop(pool, job, durationMs, tally);
   return oneAtATime(pool, job, durationMs, measured ? job.requests! : Number.MAX_SAFE_INTEGER, tally);
 }

@@ -35,6 +35,8 @@ const HELP = `usage: npm run bench -- [options]
   --stream-gap-ms G    concurrent-streams: ms between two deltas (default 20)
   --stream-duration S  concurrent-streams: seconds per level, each caller starting its next stream when one
                        ends (default 5, --quick 2); the warm-up is one stream per caller
+  --stream-burst       concurrent-streams: start the measured streams all at once (default: callers start spread
+                       over one stream's length, deltas x gap, as a front end's users arrive)
   --dialect a,b        the gateway's request dialects to measure, each over the same phases: chat (default),
                        messages, responses; the first is the one compared with the bare proxy, the others
                        are reported against it side by side
@@ -99,6 +101,7 @@ const { values: args } = parseArgs({
     'stream-deltas': { type: 'string' },
     'stream-gap-ms': { type: 'string' },
     'stream-duration': { type: 'string' },
+    'stream-burst': { type: 'boolean', default: false },
     help: { type: 'boolean', default: false },
   },
 });
@@ -136,6 +139,8 @@ const streamLoad: StreamLoadOptions = {
   stallMs: DEFAULT_STREAM_LOAD.stallMs,
 };
 const streamDurationMs = bounded(args['stream-duration'], quick ? 2 : 5, 1, 60, 'stream-duration') * 1000;
+/** Callers of a level start spread over one stream's length (bounded by the measured part), unless --stream-burst. */
+const streamStaggerMs = args['stream-burst'] ? 0 : Math.min(streamLoad.deltas * streamLoad.gapMs, streamDurationMs);
 const runsStreamLoad = onlyPhases.includes(STREAM_LOAD_PHASE);
 const DIALECTS = ['chat', 'messages', 'responses'] as const;
 type DialectName = (typeof DIALECTS)[number];
@@ -307,6 +312,7 @@ function streamLevelJob(level: number): Omit<LoadJob, 'origin' | 'headerSets'> {
     mode: 'concurrent', path: request.path, body: pacedStreamBody(BENCH_MODEL, streamLoad), connections: level,
     // The warm-up is one whole stream per caller (load-generator.ts), none with --warmup 0.
     warmupMs: warmupMs > 0 ? 1 : 0, durationMs: streamDurationMs, contentPattern: request.content, donePattern: request.done, stallMs: streamLoad.stallMs,
+    staggerMs: streamStaggerMs,
   };
 }
 
