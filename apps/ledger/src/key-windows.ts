@@ -61,11 +61,18 @@ export async function keyWindowUsage(db: LedgerDatabase, accountId: string, keyI
   return usage;
 }
 
-/** Day rows older than any window can reach (a month is at most 31 days), a bounded batch at a time. */
-export async function pruneKeySpendDays(db: LedgerDatabase, batchRows: number): Promise<number> {
-  const result = await sql`
+/**
+ * Day rows older than any window can reach (a key's spend window or a budget period: a month is at most
+ * 31 days), a bounded batch of each table at a time: `key_spend_days` and the budgets' `account_spend_days`.
+ */
+export async function pruneSpendDays(db: LedgerDatabase, batchRows: number): Promise<number> {
+  const keys = await sql`
     delete from key_spend_days where (key_id, day) in (
       select key_id, day from key_spend_days where day < (now() at time zone 'UTC')::date - 62 limit ${batchRows}
     )`.execute(db);
-  return Number(result.numAffectedRows ?? 0n);
+  const accounts = await sql`
+    delete from account_spend_days where (account_id, day) in (
+      select account_id, day from account_spend_days where day < (now() at time zone 'UTC')::date - 62 limit ${batchRows}
+    )`.execute(db);
+  return Number(keys.numAffectedRows ?? 0n) + Number(accounts.numAffectedRows ?? 0n);
 }

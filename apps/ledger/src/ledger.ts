@@ -4,7 +4,7 @@ import { appendAudit, auditedTransaction, listAccountAudit, readAuditChain, sql 
 import { usageColumns } from './migrations.js';
 import { giveBack, RESERVE_PICO, withTransientRetry, type LedgerDatabase, type ReleasedHold } from './ledger-db.js';
 import * as leases from './leases.js';
-import { keyWindowUsage, pruneKeySpendDays, type LimitReset } from './key-windows.js';
+import { keyWindowUsage, pruneSpendDays, type LimitReset } from './key-windows.js';
 import * as budgets from './budgets.js';
 import type { BudgetPeriod, BudgetRefusal } from './budgets.js';
 import { listGenerations, modelLatency, pruneGenerations, readGeneration, GENERATION_RETENTION_MS } from './generations.js';
@@ -153,15 +153,15 @@ export class Ledger {
   }
 
   /**
-   * Deletes rate-window counters older than two days and key spend days older than any spend window
-   * (nothing reads them), a bounded batch of each at a time.
+   * Deletes rate-window counters older than two days, and key and account spend days older than any spend
+   * window or budget period (nothing reads them), a bounded batch of each at a time.
    */
   async pruneRateWindows(): Promise<number> {
     const result = await sql`
       delete from rate_windows where ctid in (
         select ctid from rate_windows where window_start < now() - interval '2 days' limit ${SWEEP_PASS_LIMIT}
       )`.execute(this.db);
-    return Number(result.numAffectedRows ?? 0n) + await pruneKeySpendDays(this.db, SWEEP_PASS_LIMIT);
+    return Number(result.numAffectedRows ?? 0n) + await pruneSpendDays(this.db, SWEEP_PASS_LIMIT);
   }
 
   /**

@@ -61,3 +61,23 @@ describe('closed reservation retention', () => {
   });
 
 });
+
+describe('spend day retention', () => {
+  it('the sweeper deletes key and account spend days older than 62 days and keeps those a month window or budget reads', async () => {
+    const accountId = uniqueName('acc');
+    const keyId = uniqueName('key');
+    for (const [table, column, id] of [['key_spend_days', 'key_id', keyId], ['account_spend_days', 'account_id', accountId]] as const) {
+      await sql`
+        insert into ${sql.table(table)} (${sql.ref(column)}, day, spent_pico)
+        select ${id}, (now() at time zone 'UTC')::date - n, 1000 from unnest(array[0, 31, 62, 63, 400]) n`.execute(harness.db);
+    }
+    const daysAgo = async (table: string, column: string, id: string) =>
+      (await sql<{ ago: number }>`
+        select ((now() at time zone 'UTC')::date - day) as ago from ${sql.table(table)} where ${sql.ref(column)} = ${id} order by day desc`.execute(harness.db))
+        .rows.map((row) => Number(row.ago));
+    await eventually(async () => {
+      expect(await daysAgo('key_spend_days', 'key_id', keyId)).toEqual([0, 31, 62]);
+      expect(await daysAgo('account_spend_days', 'account_id', accountId)).toEqual([0, 31, 62]);
+    }, 10_000);
+  });
+});
