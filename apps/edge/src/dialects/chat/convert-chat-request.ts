@@ -2,7 +2,7 @@ import type { ChatMessage, ContentPart, ReasoningPart, ToolCall, ToolChoice } fr
 import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
 import { decodeInline } from '../../canonical/inline-data.js';
 import { nearestReasoningEffort, requireModality, requireValidSchema } from '../../canonical/model-checks.js';
-import { cacheControlOf, markLastBlock } from '../../canonical/cache-control.js';
+import { cacheControlOf, markLastBlock, withPartCacheControl } from '../../canonical/cache-control.js';
 import { ParameterGate } from '../../canonical/parameters.js';
 import { newChatMessage, newChatRequest } from '../../canonical/request.js';
 import { ToolPairing } from '../../canonical/tool-pairing.js';
@@ -166,9 +166,7 @@ function convertReasoning(input: ChatCompletionRequest['messages'][number], tags
 }
 
 function convertBlock(block: ContentBlock, path: string, model: CatalogModel): ContentPart {
-  const part = convertBlockContent(block, path, model);
-  if (block.type !== 'refusal' && block.cache_control) part.cacheControl = cacheControlOf(block.cache_control);
-  return part;
+  return withPartCacheControl(convertBlockContent(block, path, model), block);
 }
 
 function convertBlockContent(block: ContentBlock, path: string, model: CatalogModel): ContentPart {

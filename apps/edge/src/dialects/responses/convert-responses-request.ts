@@ -5,7 +5,7 @@ import { decodeInline } from '../../canonical/inline-data.js';
 import { nearestReasoningEffort, requireModality, requireValidSchema } from '../../canonical/model-checks.js';
 import { ParameterGate } from '../../canonical/parameters.js';
 import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
-import { cacheControlOf, markLastBlock } from '../../canonical/cache-control.js';
+import { cacheControlOf, markLastBlock, withPartCacheControl } from '../../canonical/cache-control.js';
 import { newChatMessage, newChatRequest } from '../../canonical/request.js';
 import { ToolPairing } from '../../canonical/tool-pairing.js';
 import { requireFetchableUrl } from '../../canonical/urls.js';
@@ -292,9 +292,7 @@ function convertInput(body: ResponsesRequest, model: CatalogModel, tags: Reasoni
 }
 
 function convertPart(part: ResponsesContentPart, path: string, model: CatalogModel): ContentPart {
-  const converted = convertPartContent(part, path, model);
-  if (part.type !== 'refusal' && part.cache_control) converted.cacheControl = cacheControlOf(part.cache_control);
-  return converted;
+  return withPartCacheControl(convertPartContent(part, path, model), part);
 }
 
 function convertPartContent(part: ResponsesContentPart, path: string, model: CatalogModel): ContentPart {
