@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { azurePromptFilteredBody, fakeAzureChat, fakeAzureEmbeddings, type FakeAzureBehaviour } from './fake-azure-openai-upstream-chat.js';
 import { fakeAudioSpeech, fakeImages, fakeTranscription } from './fake-upstream-media.js';
-import { listenOnLoopback, receiveScripted, sleep } from './fake-upstream-support.js';
+import { listenOnLoopback, receiveScripted, ScriptedBehaviours, sleep } from './fake-upstream-support.js';
 import type { RecordedPart, RecordedRequest } from './fake-upstream-types.js';
 
 export { azurePromptFilteredBody, type FakeAzureBehaviour, type FakeAzureUsage } from './fake-azure-openai-upstream-chat.js';
@@ -97,9 +97,7 @@ export async function startFakeAzureOpenAIUpstream(options: FakeAzureOpenAIOptio
   const apiKey = options.apiKey ?? 'azure-fake-key';
   const deployments = options.deployments ?? DEFAULT_FAKE_AZURE_DEPLOYMENTS;
   const apiVersions = new Set(options.apiVersions ?? DEFAULT_FAKE_AZURE_API_VERSIONS);
-  const requests: RecordedRequest[] = [];
-  const queue: FakeAzureScript[] = [];
-  let fallback: FakeAzureScript = {};
+  const scripted = new ScriptedBehaviours<FakeAzureBehaviour>();
   let served = 0;
 
   const refuse = (response: ServerResponse, status: number, body: unknown) => {
@@ -108,7 +106,7 @@ export async function startFakeAzureOpenAIUpstream(options: FakeAzureOpenAIOptio
   };
 
   async function handle(request: IncomingMessage, response: ServerResponse) {
-    const { behaviour, body, recorded } = await receiveScripted(request, requests, queue, fallback);
+    const { behaviour, body, recorded } = await receiveScripted(request, scripted);
     const url = new URL(request.url ?? '/', 'http://fake');
     const deploymentRoute = /^\/openai\/deployments\/([^/]+)\/(.+)$/.exec(url.pathname);
     const v1Route = /^\/openai\/v1\/(.+)$/.exec(url.pathname);
@@ -170,10 +168,7 @@ export async function startFakeAzureOpenAIUpstream(options: FakeAzureOpenAIOptio
   return {
     url: `http://127.0.0.1:${server.port}`,
     apiKey,
-    requests,
-    script: (...behaviours) => { queue.push(...behaviours); },
-    setFallback: (behaviour) => { fallback = behaviour; },
-    reset: () => { queue.length = 0; requests.length = 0; fallback = {}; },
+    ...scripted.controls(),
     close: () => server.close(),
   };
 }
