@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { azurePromptFilteredBody, fakeAzureChat, fakeAzureEmbeddings, type FakeAzureBehaviour } from './fake-azure-openai-upstream-chat.js';
 import { fakeAudioSpeech, fakeImages, fakeTranscription } from './fake-upstream-media.js';
 import { listenOnLoopback, receiveScripted, ScriptedBehaviours, sleep } from './fake-upstream-support.js';
-import type { RecordedPart, RecordedRequest } from './fake-upstream-types.js';
+import type { FakeUpstream, RecordedPart, RecordedRequest } from './fake-upstream-types.js';
 
 export { azurePromptFilteredBody, type FakeAzureBehaviour, type FakeAzureUsage } from './fake-azure-openai-upstream-chat.js';
 
@@ -20,17 +20,14 @@ export interface FakeAzureOpenAIOptions {
   apiVersions?: string[];
 }
 
-export interface FakeAzureOpenAIUpstream {
+/** FakeUpstream's handle; `requests` holds the refused requests too. */
+export interface FakeAzureOpenAIUpstream extends Omit<FakeUpstream, 'script' | 'setFallback'> {
   /** The resource endpoint (no path), as an azure-openai provider's base_url. */
   url: string;
   apiKey: string;
-  /** Every request received (refused ones too), in order. */
-  requests: RecordedRequest[];
   /** Queues behaviours for the next requests (one each; a refused request uses one up too). */
   script(...behaviours: FakeAzureScript[]): void;
   setFallback(behaviour: FakeAzureScript): void;
-  reset(): void;
-  close(): Promise<void>;
 }
 
 export const DEFAULT_FAKE_AZURE_DEPLOYMENTS: Readonly<Record<string, FakeAzureOperation>> = {

@@ -96,7 +96,7 @@ function convertMessages(body: ChatCompletionRequest, model: CatalogModel, tags:
     if (typeof input.content === 'string') {
       message.content.push({ part: { $case: 'text', value: input.content } });
     } else if (input.content) {
-      input.content.forEach((block, blockIndex) => message.content.push(convertBlock(block, `${path}.content.${blockIndex}`, model)));
+      input.content.forEach((block, blockIndex) => message.content.push(withPartCacheControl(convertBlock(block, `${path}.content.${blockIndex}`, model), block)));
     }
     if (input.name != null) message.name = input.name;
     if (input.role === 'assistant') message.reasoning = convertReasoning(input, tags);
@@ -166,10 +166,6 @@ function convertReasoning(input: ChatCompletionRequest['messages'][number], tags
 }
 
 function convertBlock(block: ContentBlock, path: string, model: CatalogModel): ContentPart {
-  return withPartCacheControl(convertBlockContent(block, path, model), block);
-}
-
-function convertBlockContent(block: ContentBlock, path: string, model: CatalogModel): ContentPart {
   switch (block.type) {
     case 'text':
       return { part: { $case: 'text', value: block.text } };

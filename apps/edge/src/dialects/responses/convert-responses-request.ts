@@ -267,7 +267,7 @@ class InputConversion {
   }
 
   private part(message: ChatMessage, part: ResponsesContentPart, path: string): void {
-    const converted = convertPart(part, path, this.model);
+    const converted = withPartCacheControl(convertPart(part, path, this.model), part);
     if (converted.part?.$case === 'file') {
       this.filePaths ??= new Map();
       this.filePaths.set(`${this.messages.length - 1}:${message.content.length}`, path);
@@ -292,10 +292,6 @@ function convertInput(body: ResponsesRequest, model: CatalogModel, tags: Reasoni
 }
 
 function convertPart(part: ResponsesContentPart, path: string, model: CatalogModel): ContentPart {
-  return withPartCacheControl(convertPartContent(part, path, model), part);
-}
-
-function convertPartContent(part: ResponsesContentPart, path: string, model: CatalogModel): ContentPart {
   switch (part.type) {
     case 'input_text':
     case 'output_text':
