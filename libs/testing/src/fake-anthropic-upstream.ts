@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { anthropicBodyValidator, createThinkingSigner, InvalidRequest } from './fake-anthropic-validation.js';
-import { approximateTokens, listenOnLoopback, receiveScripted, sleep, splitText } from './fake-upstream-support.js';
+import { approximateTokens, listenOnLoopback, receiveScripted, ScriptedBehaviours, sleep, splitText } from './fake-upstream-support.js';
 import type { FakeBehaviour, FakeUpstream, RecordedRequest } from './fake-upstream.js';
 
 /**
@@ -119,16 +119,14 @@ const STOP_REASONS = new Map([
  * thinking it emits with a per-instance key and refuses thinking it did not sign.
  */
 export async function startFakeAnthropicUpstream(options: FakeAnthropicUpstreamOptions = {}): Promise<FakeAnthropicUpstream> {
-  const requests: RecordedRequest[] = [];
-  const queue: FakeAnthropicScript[] = [];
-  let fallback: FakeAnthropicScript = {};
+  const scripted = new ScriptedBehaviours<FakeAnthropicBehaviour>();
   let answered = 0;
   const signer = createThinkingSigner();
   const { signThinking, redactedThinkingData } = signer;
   const validateBody = anthropicBodyValidator(signer);
 
   async function handle(request: IncomingMessage, response: ServerResponse) {
-    const { behaviour, raw, body } = await receiveScripted(request, requests, queue, fallback);
+    const { behaviour, raw, body } = await receiveScripted(request, scripted);
     const number = ++answered;
     const requestId = `req_fake${number}`;
 
@@ -387,10 +385,7 @@ export async function startFakeAnthropicUpstream(options: FakeAnthropicUpstreamO
 
   return {
     url: `http://127.0.0.1:${server.port}`,
-    requests,
-    script: (...behaviours) => { queue.push(...behaviours); },
-    setFallback: (behaviour) => { fallback = behaviour; },
-    reset: () => { queue.length = 0; requests.length = 0; fallback = {}; },
+    ...scripted.controls(),
     close: () => server.close(),
     signThinking,
     redactedThinkingData,

@@ -1,8 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { azurePromptFilteredBody, fakeAzureChat, fakeAzureEmbeddings, type FakeAzureBehaviour } from './fake-azure-openai-upstream-chat.js';
 import { fakeAudioSpeech, fakeImages, fakeTranscription } from './fake-upstream-media.js';
-import { listenOnLoopback, receiveScripted, sleep } from './fake-upstream-support.js';
-import type { RecordedPart, RecordedRequest } from './fake-upstream-types.js';
+import { listenOnLoopback, receiveScripted, ScriptedBehaviours, sleep } from './fake-upstream-support.js';
+import type { FakeUpstream, RecordedPart, RecordedRequest } from './fake-upstream-types.js';
 
 export { azurePromptFilteredBody, type FakeAzureBehaviour, type FakeAzureUsage } from './fake-azure-openai-upstream-chat.js';
 
@@ -20,17 +20,14 @@ export interface FakeAzureOpenAIOptions {
   apiVersions?: string[];
 }
 
-export interface FakeAzureOpenAIUpstream {
+/** FakeUpstream's handle; `requests` holds the refused requests too. */
+export interface FakeAzureOpenAIUpstream extends Omit<FakeUpstream, 'script' | 'setFallback'> {
   /** The resource endpoint (no path), as an azure-openai provider's base_url. */
   url: string;
   apiKey: string;
-  /** Every request received (refused ones too), in order. */
-  requests: RecordedRequest[];
   /** Queues behaviours for the next requests (one each; a refused request uses one up too). */
   script(...behaviours: FakeAzureScript[]): void;
   setFallback(behaviour: FakeAzureScript): void;
-  reset(): void;
-  close(): Promise<void>;
 }
 
 export const DEFAULT_FAKE_AZURE_DEPLOYMENTS: Readonly<Record<string, FakeAzureOperation>> = {
@@ -97,9 +94,7 @@ export async function startFakeAzureOpenAIUpstream(options: FakeAzureOpenAIOptio
   const apiKey = options.apiKey ?? 'azure-fake-key';
   const deployments = options.deployments ?? DEFAULT_FAKE_AZURE_DEPLOYMENTS;
   const apiVersions = new Set(options.apiVersions ?? DEFAULT_FAKE_AZURE_API_VERSIONS);
-  const requests: RecordedRequest[] = [];
-  const queue: FakeAzureScript[] = [];
-  let fallback: FakeAzureScript = {};
+  const scripted = new ScriptedBehaviours<FakeAzureBehaviour>();
   let served = 0;
 
   const refuse = (response: ServerResponse, status: number, body: unknown) => {
@@ -108,7 +103,7 @@ export async function startFakeAzureOpenAIUpstream(options: FakeAzureOpenAIOptio
   };
 
   async function handle(request: IncomingMessage, response: ServerResponse) {
-    const { behaviour, body, recorded } = await receiveScripted(request, requests, queue, fallback);
+    const { behaviour, body, recorded } = await receiveScripted(request, scripted);
     const url = new URL(request.url ?? '/', 'http://fake');
     const deploymentRoute = /^\/openai\/deployments\/([^/]+)\/(.+)$/.exec(url.pathname);
     const v1Route = /^\/openai\/v1\/(.+)$/.exec(url.pathname);
@@ -170,10 +165,7 @@ export async function startFakeAzureOpenAIUpstream(options: FakeAzureOpenAIOptio
   return {
     url: `http://127.0.0.1:${server.port}`,
     apiKey,
-    requests,
-    script: (...behaviours) => { queue.push(...behaviours); },
-    setFallback: (behaviour) => { fallback = behaviour; },
-    reset: () => { queue.length = 0; requests.length = 0; fallback = {}; },
+    ...scripted.controls(),
     close: () => server.close(),
   };
 }

@@ -6,7 +6,7 @@ import { HttpRequest } from '@smithy/protocol-http';
 import { SignatureV4 } from '@smithy/signature-v4';
 import { fromUtf8, toUtf8 } from '@smithy/util-utf8';
 import { checkConverseBody, createReasoningSigner, ValidationError } from './fake-bedrock-validation.js';
-import { approximateTokens, listenOnLoopback, readBodyBytes, sleep, splitText } from './fake-upstream-support.js';
+import { approximateTokens, listenOnLoopback, readBodyBytes, ScriptedBehaviours, sleep, splitText } from './fake-upstream-support.js';
 import type { FakeUpstream, RecordedRequest } from './fake-upstream.js';
 
 /**
@@ -139,9 +139,7 @@ export async function startFakeBedrockUpstream(options: FakeBedrockUpstreamOptio
   const region = options.region ?? 'us-east-1';
   const accessKeyId = options.accessKeyId ?? 'AKIAFAKEBEDROCK0001';
   const secretAccessKey = options.secretAccessKey ?? 'fake-secret-access-key';
-  const requests: RecordedRequest[] = [];
-  const queue: FakeBedrockScript[] = [];
-  let fallback: FakeBedrockScript = {};
+  const scripted = new ScriptedBehaviours<FakeBedrockBehaviour>();
   let answered = 0;
   let open = 0;
   const signer = createReasoningSigner();
@@ -224,9 +222,7 @@ export async function startFakeBedrockUpstream(options: FakeBedrockUpstreamOptio
     let body: any;
     try { body = text ? JSON.parse(text) : undefined; } catch { body = undefined; }
     const recorded: RecordedRequest = { method: request.method ?? '', path: request.url ?? '', headers: request.headers, body, receivedAt: Date.now() };
-    requests.push(recorded);
-    const next = queue.shift() ?? fallback;
-    const behaviour = typeof next === 'function' ? next(recorded) : next;
+    const behaviour = scripted.take(recorded);
     const number = ++answered;
 
     if (behaviour.latencyMs) await sleep(behaviour.latencyMs);
@@ -371,10 +367,7 @@ export async function startFakeBedrockUpstream(options: FakeBedrockUpstreamOptio
   return {
     url: `http://127.0.0.1:${server.port}`,
     region,
-    requests,
-    script: (...behaviours) => { queue.push(...behaviours); },
-    setFallback: (behaviour) => { fallback = behaviour; },
-    reset: () => { queue.length = 0; requests.length = 0; fallback = {}; },
+    ...scripted.controls(),
     close: () => server.close(),
     signReasoning: (text) => signer.sign(text),
     openRequests: () => open,

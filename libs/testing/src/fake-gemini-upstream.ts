@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { createThoughtSigner, InvalidGeminiRequest, validateBatchEmbed, validateGenerateContent } from './fake-gemini-validation.js';
-import { approximateTokens, listenOnLoopback, receiveScripted, sleep, splitText } from './fake-upstream-support.js';
+import { approximateTokens, listenOnLoopback, receiveScripted, ScriptedBehaviours, sleep, splitText } from './fake-upstream-support.js';
 import type { FakeBehaviour, FakeUpstream, RecordedRequest } from './fake-upstream-types.js';
 
 /** Usage of one scripted answer, in Gemini's own counters (`candidatesTokenCount` excludes the thoughts). */
@@ -110,9 +110,7 @@ const PATH = /^\/v1beta\/(models|tunedModels)\/([^/:]+):(generateContent|streamG
  * before any scripted behaviour but latency, stall and reset.
  */
 export async function startFakeGeminiUpstream(options: FakeGeminiUpstreamOptions = {}): Promise<FakeGeminiUpstream> {
-  const requests: RecordedRequest[] = [];
-  const queue: FakeGeminiScript[] = [];
-  let fallback: FakeGeminiScript = {};
+  const scripted = new ScriptedBehaviours<FakeGeminiBehaviour>();
   let answered = 0;
   const signer = createThoughtSigner();
 
@@ -122,7 +120,7 @@ export async function startFakeGeminiUpstream(options: FakeGeminiUpstreamOptions
   }
 
   async function handle(request: IncomingMessage, response: ServerResponse) {
-    const { behaviour, body } = await receiveScripted(request, requests, queue, fallback);
+    const { behaviour, body } = await receiveScripted(request, scripted);
     const number = ++answered;
     if (behaviour.latencyMs) await sleep(behaviour.latencyMs);
     if (behaviour.stall) return;
@@ -309,10 +307,7 @@ export async function startFakeGeminiUpstream(options: FakeGeminiUpstreamOptions
   const server = await listenOnLoopback(handle);
   return {
     url: `http://127.0.0.1:${server.port}/v1beta`,
-    requests,
-    script: (...behaviours) => { queue.push(...behaviours); },
-    setFallback: (behaviour) => { fallback = behaviour; },
-    reset: () => { queue.length = 0; requests.length = 0; fallback = {}; },
+    ...scripted.controls(),
     close: () => server.close(),
     signature: () => signer.sign(),
   };

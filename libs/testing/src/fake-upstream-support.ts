@@ -100,15 +100,41 @@ export async function listenOnLoopback(
   };
 }
 
+/** What a fake's script or fallback is: a behaviour, or a function of the recorded request giving one. */
+export type ScriptOf<Behaviour> = Behaviour | ((recorded: RecordedRequest) => Behaviour);
+
 /**
- * Reads and records one request, then takes the behaviour that answers it: the next queued one, else
- * `fallback`; a script function is called with the recorded request.
+ * What every scripted fake upstream keeps: the requests it received, and the behaviours queued for the next
+ * ones (one each, in order; `fallback` answers when the queue is empty, a normal answer unless set). Its
+ * `controls` are the part of a fake's handle that is alike in every fake: requests, script, setFallback, reset.
  */
-export async function receiveScripted<Behaviour>(
+export class ScriptedBehaviours<Behaviour extends object> {
+  readonly requests: RecordedRequest[] = [];
+  private readonly queue: ScriptOf<Behaviour>[] = [];
+  // Every behaviour's fields are optional: the empty one is the normal answer.
+  private fallback: ScriptOf<Behaviour> = {} as Behaviour;
+
+  /** Records a request and takes the behaviour that answers it; a script function is called with the recorded request. */
+  take(recorded: RecordedRequest): Behaviour {
+    this.requests.push(recorded);
+    const next = this.queue.shift() ?? this.fallback;
+    return typeof next === 'function' ? (next as (recorded: RecordedRequest) => Behaviour)(recorded) : next;
+  }
+
+  controls() {
+    return {
+      requests: this.requests,
+      script: (...behaviours: ScriptOf<Behaviour>[]) => { this.queue.push(...behaviours); },
+      setFallback: (behaviour: ScriptOf<Behaviour>) => { this.fallback = behaviour; },
+      reset: () => { this.queue.length = 0; this.requests.length = 0; this.fallback = {} as Behaviour; },
+    };
+  }
+}
+
+/** Reads and records one request, then takes the behaviour that answers it (ScriptedBehaviours.take). */
+export async function receiveScripted<Behaviour extends object>(
   request: IncomingMessage,
-  requests: RecordedRequest[],
-  queue: Array<Behaviour | ((recorded: RecordedRequest) => Behaviour)>,
-  fallback: Behaviour | ((recorded: RecordedRequest) => Behaviour),
+  scripted: ScriptedBehaviours<Behaviour>,
 ): Promise<{ recorded: RecordedRequest; behaviour: Behaviour; raw: string; body: any }> {
   const bytes = await readBodyBytes(request);
   const raw = bytes.toString('utf8');
@@ -117,9 +143,7 @@ export async function receiveScripted<Behaviour>(
   const contentType = request.headers['content-type'] ?? '';
   const parts = /^multipart\/form-data/i.test(contentType) ? parseMultipart(bytes, contentType) : undefined;
   const recorded: RecordedRequest = { method: request.method ?? '', path: request.url ?? '', headers: request.headers, body, receivedAt: Date.now(), ...(parts ? { parts } : {}) };
-  requests.push(recorded);
-  const next = queue.shift() ?? fallback;
-  return { recorded, raw, body, behaviour: typeof next === 'function' ? (next as (recorded: RecordedRequest) => Behaviour)(recorded) : next };
+  return { recorded, raw, body, behaviour: scripted.take(recorded) };
 }
 
 /** The faults a chat-completions fake can be scripted with, each at a chunk count. */

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { answerChatCompletion, approximateTokens, fakeLogprobs, listenOnLoopback, receiveScripted, sendChunksWithFaults, sleep, splitText, toolCallPieces } from './fake-upstream-support.js';
+import { answerChatCompletion, approximateTokens, fakeLogprobs, listenOnLoopback, receiveScripted, ScriptedBehaviours, sendChunksWithFaults, sleep, splitText, toolCallPieces } from './fake-upstream-support.js';
 import { fakeAudioSpeech, fakeImages, fakeModeration, fakeTranscription } from './fake-upstream-media.js';
 import type { FakeBehaviour, FakeScript, FakeUpstream, RecordedPart, RecordedRequest } from './fake-upstream-types.js';
 
@@ -34,13 +34,11 @@ export async function startFakeUpstream(options: {
    */
   keepAliveTimeoutMs?: number;
 } = {}): Promise<FakeUpstream> {
-  const requests: RecordedRequest[] = [];
-  const queue: FakeScript[] = [];
-  let fallback: FakeScript = {};
+  const scripted = new ScriptedBehaviours<FakeBehaviour>();
   let created = 0;
 
   async function handle(request: IncomingMessage, response: ServerResponse) {
-    const { behaviour, body, recorded } = await receiveScripted(request, requests, queue, fallback);
+    const { behaviour, body, recorded } = await receiveScripted(request, scripted);
 
     if (behaviour.latencyMs) await sleep(behaviour.latencyMs);
     if (behaviour.stall) return; // never answers; close() destroys the socket
@@ -184,10 +182,7 @@ export async function startFakeUpstream(options: {
 
   return {
     url: `http://127.0.0.1:${server.port}/v1`,
-    requests,
-    script: (...behaviours) => { queue.push(...behaviours); },
-    setFallback: (behaviour) => { fallback = behaviour; },
-    reset: () => { queue.length = 0; requests.length = 0; fallback = {}; },
+    ...scripted.controls(),
     close: () => server.close(),
   };
 }

@@ -1,4 +1,4 @@
-import type { CacheControl, ChatMessage } from '@gateway/proto';
+import type { CacheControl, ChatMessage, ContentPart } from '@gateway/proto';
 import { z } from 'zod';
 
 /**
@@ -20,6 +20,15 @@ export function cacheControlOf(input: CacheControlInput): CacheControl {
 /** The canonical mark of an optional client field (undefined when absent). */
 export function optionalCacheControl(input: CacheControlInput | null | undefined): CacheControl | undefined {
   return input ? cacheControlOf(input) : undefined;
+}
+
+/**
+ * A client content part converted, with the breakpoint the client part carries (chat's content blocks and the
+ * responses dialect's input parts spell it alike; a refusal part carries none).
+ */
+export function withPartCacheControl(converted: ContentPart, part: { type: string; cache_control?: CacheControlInput | null }): ContentPart {
+  if (part.type !== 'refusal' && part.cache_control) converted.cacheControl = cacheControlOf(part.cache_control);
+  return converted;
 }
 
 /**

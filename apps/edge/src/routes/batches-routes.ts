@@ -4,7 +4,7 @@ import type { Batch } from '@gateway/proto';
 import type { EdgeContext } from '../context.js';
 import { edgeErrors } from '../errors.js';
 import { readJsonBody, sendJson } from '../http.js';
-import { jobsOf, verifyCallerKey } from './caller.js';
+import { batchCallHandler, jobsOf, verifyCallerKey } from './caller.js';
 import { requestIdOf } from '../request-id.js';
 import { parseWith } from '../account/account-schemas.js';
 
@@ -88,21 +88,11 @@ export function createBatchHandler(context: EdgeContext) {
 }
 
 export function getBatchHandler(context: EdgeContext) {
-  return async (request: Request, response: Response): Promise<void> => {
-    const jobs = jobsOf(context, request);
-    const key = await verifyCallerKey(context, request, response);
-    const answer = await jobs.getBatch({ accountId: key.accountId, batchId: batchIdOf(request) }, { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS });
-    sendJson(response, 200, renderBatch(answer.batch!));
-  };
+  return batchCallHandler(context, 'getBatch', batchIdOf, renderBatch, CALL_DEADLINE_MS);
 }
 
 export function cancelBatchHandler(context: EdgeContext) {
-  return async (request: Request, response: Response): Promise<void> => {
-    const jobs = jobsOf(context, request);
-    const key = await verifyCallerKey(context, request, response);
-    const answer = await jobs.cancelBatch({ accountId: key.accountId, batchId: batchIdOf(request) }, { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS });
-    sendJson(response, 200, renderBatch(answer.batch!));
-  };
+  return batchCallHandler(context, 'cancelBatch', batchIdOf, renderBatch, CALL_DEADLINE_MS);
 }
 
 export function listBatchesHandler(context: EdgeContext) {

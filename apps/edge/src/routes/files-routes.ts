@@ -93,22 +93,26 @@ export function listFilesHandler(context: EdgeContext) {
   };
 }
 
+/** What every /v1/files/{id} route asks first: the jobs service, the caller's account, the file id its path names. */
+async function fileCall(context: EdgeContext, request: Request, response: Response) {
+  const jobs = jobsOf(context, request);
+  const accountId = await accountOf(context, request, response);
+  const fileId = fileIdOf(request);
+  return { jobs, accountId, fileId, settings: { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS } };
+}
+
 export function getFileHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
-    const jobs = jobsOf(context, request);
-    const accountId = await accountOf(context, request, response);
-    const fileId = fileIdOf(request);
-    const answer = await jobs.getFile({ accountId, fileId }, { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS });
+    const { jobs, accountId, fileId, settings } = await fileCall(context, request, response);
+    const answer = await jobs.getFile({ accountId, fileId }, settings);
     sendJson(response, 200, renderFile(answer.file!));
   };
 }
 
 export function deleteFileHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
-    const jobs = jobsOf(context, request);
-    const accountId = await accountOf(context, request, response);
-    const fileId = fileIdOf(request);
-    const deleted = await jobs.deleteFile({ accountId, fileId }, { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS });
+    const { jobs, accountId, fileId, settings } = await fileCall(context, request, response);
+    const deleted = await jobs.deleteFile({ accountId, fileId }, settings);
     sendJson(response, 200, { id: deleted.fileId, object: 'file', deleted: deleted.deleted });
   };
 }
@@ -120,10 +124,7 @@ export function deleteFileHandler(context: EdgeContext) {
  */
 export function fileContentHandler(context: EdgeContext) {
   return async (request: Request, response: Response): Promise<void> => {
-    const jobs = jobsOf(context, request);
-    const accountId = await accountOf(context, request, response);
-    const fileId = fileIdOf(request);
-    const settings = { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS };
+    const { jobs, accountId, fileId, settings } = await fileCall(context, request, response);
     let page = await jobs.readFileContent({ accountId, fileId, offset: 0n, maxBytes: CHUNK_BYTES }, settings);
     const total = page.totalBytes;
     response.statusCode = 200;

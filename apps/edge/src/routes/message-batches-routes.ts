@@ -6,7 +6,7 @@ import type { CatalogModel } from '../catalog-cache.js';
 import type { EdgeContext } from '../context.js';
 import { EdgeError, edgeErrors, messagesErrorType } from '../errors.js';
 import { readJsonBody, sendJson } from '../http.js';
-import { jobsOf, verifyCallerKey } from './caller.js';
+import { batchCallHandler, jobsOf, verifyCallerKey } from './caller.js';
 import { resolveModel } from '../inference/model-resolution.js';
 import { checkContextWindow, fitsContextWindow, measurePrompt } from '../inference/request-bounds.js';
 import { hasRoutingChoices } from '../inference/routing-choices.js';
@@ -144,21 +144,11 @@ export function createMessageBatchHandler(context: EdgeContext) {
 }
 
 export function getMessageBatchHandler(context: EdgeContext) {
-  return async (request: Request, response: Response): Promise<void> => {
-    const jobs = jobsOf(context, request);
-    const key = await verifyCallerKey(context, request, response);
-    const answer = await jobs.getBatch({ accountId: key.accountId, batchId: batchIdOf(request) }, { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS });
-    sendJson(response, 200, renderMessageBatch(answer.batch!, originOf(context, request)));
-  };
+  return batchCallHandler(context, 'getBatch', batchIdOf, (batch, request) => renderMessageBatch(batch, originOf(context, request)), CALL_DEADLINE_MS);
 }
 
 export function cancelMessageBatchHandler(context: EdgeContext) {
-  return async (request: Request, response: Response): Promise<void> => {
-    const jobs = jobsOf(context, request);
-    const key = await verifyCallerKey(context, request, response);
-    const answer = await jobs.cancelBatch({ accountId: key.accountId, batchId: batchIdOf(request) }, { requestId: requestIdOf(response), deadlineMs: CALL_DEADLINE_MS });
-    sendJson(response, 200, renderMessageBatch(answer.batch!, originOf(context, request)));
-  };
+  return batchCallHandler(context, 'cancelBatch', batchIdOf, (batch, request) => renderMessageBatch(batch, originOf(context, request)), CALL_DEADLINE_MS);
 }
 
 export function deleteMessageBatchHandler(context: EdgeContext) {

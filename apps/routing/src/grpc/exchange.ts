@@ -144,26 +144,15 @@ class ExchangeSession {
     });
   }
 
-  /** Resolves with the failure the exchange answered, if any. */
-  private async chat(id: number, request: ChatRequest, cancellation: Cancellation): Promise<GatewayError | undefined> {
-    this.load?.begin(false);
-    try {
+  private chat(id: number, request: ChatRequest, cancellation: Cancellation): Promise<GatewayError | undefined> {
+    return this.run(id, false, 'Exchange.Chat', cancellation, async () => {
       const response = await this.router.chat(request, cancellation);
       if (!cancellation.aborted) this.send(answer(id, { $case: 'chat', value: response }));
-      return undefined;
-    } catch (error) {
-      const failure = handlerError(error, this.logger, 'Exchange.Chat');
-      if (!cancellation.aborted) this.fail(id, failure);
-      return failure;
-    } finally {
-      this.load?.end(false);
-      this.finish(id);
-    }
+    });
   }
 
-  private async chatStream(id: number, request: ChatStreamRequest, cancellation: Cancellation): Promise<GatewayError | undefined> {
-    this.load?.begin(true);
-    try {
+  private chatStream(id: number, request: ChatStreamRequest, cancellation: Cancellation): Promise<GatewayError | undefined> {
+    return this.run(id, true, 'Exchange.ChatStream', cancellation, async () => {
       if (!request.chat) throw errors.invalidRequest('ChatStreamRequest.chat is required', 'chat_stream.chat');
       // The call's buffer is shared by every exchange: a stream waits for it to drain, as ChatStream
       // waits for its own call (answers of other exchanges still go out meanwhile). A cancelled
@@ -173,13 +162,24 @@ class ExchangeSession {
         drained: () => this.drained(cancellation),
       });
       if (!cancellation.aborted) this.send(answer(id, { $case: 'end', value: {} }));
+    });
+  }
+
+  /**
+   * One exchange's work, counted in the load while it runs; a failure is answered on the exchange unless it
+   * was cancelled. Resolves with the failure the exchange answered, if any.
+   */
+  private async run(id: number, streamed: boolean, method: string, cancellation: Cancellation, work: () => Promise<void>): Promise<GatewayError | undefined> {
+    this.load?.begin(streamed);
+    try {
+      await work();
       return undefined;
     } catch (error) {
-      const failure = handlerError(error, this.logger, 'Exchange.ChatStream');
+      const failure = handlerError(error, this.logger, method);
       if (!cancellation.aborted) this.fail(id, failure);
       return failure;
     } finally {
-      this.load?.end(true);
+      this.load?.end(streamed);
       this.finish(id);
     }
   }

@@ -2,7 +2,7 @@ import type { ChatMessage, ContentPart, ReasoningPart, ToolCall, ToolChoice } fr
 import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
 import { decodeInline } from '../../canonical/inline-data.js';
 import { nearestReasoningEffort, requireModality, requireValidSchema } from '../../canonical/model-checks.js';
-import { cacheControlOf, markLastBlock } from '../../canonical/cache-control.js';
+import { cacheControlOf, markLastBlock, withPartCacheControl } from '../../canonical/cache-control.js';
 import { ParameterGate } from '../../canonical/parameters.js';
 import { newChatMessage, newChatRequest } from '../../canonical/request.js';
 import { ToolPairing } from '../../canonical/tool-pairing.js';
@@ -96,7 +96,7 @@ function convertMessages(body: ChatCompletionRequest, model: CatalogModel, tags:
     if (typeof input.content === 'string') {
       message.content.push({ part: { $case: 'text', value: input.content } });
     } else if (input.content) {
-      input.content.forEach((block, blockIndex) => message.content.push(convertBlock(block, `${path}.content.${blockIndex}`, model)));
+      input.content.forEach((block, blockIndex) => message.content.push(withPartCacheControl(convertBlock(block, `${path}.content.${blockIndex}`, model), block)));
     }
     if (input.name != null) message.name = input.name;
     if (input.role === 'assistant') message.reasoning = convertReasoning(input, tags);
@@ -166,12 +166,6 @@ function convertReasoning(input: ChatCompletionRequest['messages'][number], tags
 }
 
 function convertBlock(block: ContentBlock, path: string, model: CatalogModel): ContentPart {
-  const part = convertBlockContent(block, path, model);
-  if (block.type !== 'refusal' && block.cache_control) part.cacheControl = cacheControlOf(block.cache_control);
-  return part;
-}
-
-function convertBlockContent(block: ContentBlock, path: string, model: CatalogModel): ContentPart {
   switch (block.type) {
     case 'text':
       return { part: { $case: 'text', value: block.text } };

@@ -174,12 +174,8 @@ class ConversationBuilder {
 
   /** A user turn: its tool results first (one `tool` message each), then the rest of the turn. */
   user(input: MessagesMessageInput, path: string): void {
+    if (typeof input.content === 'string') return this.pushText('user', input.content);
     const rest = newChatMessage('user');
-    if (typeof input.content === 'string') {
-      rest.content.push(textPart(input.content, undefined));
-      this.push(rest, undefined);
-      return;
-    }
     let restFiles: Array<[number, string]> | undefined;
     input.content.forEach((block, index) => {
       const blockPath = `${path}.content.${index}`;
@@ -193,6 +189,13 @@ class ConversationBuilder {
       restFiles = this.appendBlock(rest, block, blockPath, restFiles);
     });
     if (rest.content.length > 0) this.push(rest, restFiles);
+  }
+
+  /** A user or assistant turn given as a string: one text part. */
+  private pushText(role: 'user' | 'assistant', text: string): void {
+    const message = newChatMessage(role);
+    message.content.push(textPart(text, undefined));
+    this.push(message, undefined);
   }
 
   private toolResult(block: Extract<MessagesContentBlock, { type: 'tool_result' }>, path: string): void {
@@ -213,12 +216,8 @@ class ConversationBuilder {
   }
 
   assistant(input: MessagesMessageInput, path: string): void {
+    if (typeof input.content === 'string') return this.pushText('assistant', input.content);
     const message = newChatMessage('assistant');
-    if (typeof input.content === 'string') {
-      message.content.push(textPart(input.content, undefined));
-      this.push(message, undefined);
-      return;
-    }
     input.content.forEach((block, index) => {
       const blockPath = `${path}.content.${index}`;
       switch (block.type) {

@@ -5,7 +5,7 @@ import { decodeInline } from '../../canonical/inline-data.js';
 import { nearestReasoningEffort, requireModality, requireValidSchema } from '../../canonical/model-checks.js';
 import { ParameterGate } from '../../canonical/parameters.js';
 import type { ReasoningTags } from '../../canonical/reasoning-tags.js';
-import { cacheControlOf, markLastBlock } from '../../canonical/cache-control.js';
+import { cacheControlOf, markLastBlock, withPartCacheControl } from '../../canonical/cache-control.js';
 import { newChatMessage, newChatRequest } from '../../canonical/request.js';
 import { ToolPairing } from '../../canonical/tool-pairing.js';
 import { requireFetchableUrl } from '../../canonical/urls.js';
@@ -267,7 +267,7 @@ class InputConversion {
   }
 
   private part(message: ChatMessage, part: ResponsesContentPart, path: string): void {
-    const converted = convertPart(part, path, this.model);
+    const converted = withPartCacheControl(convertPart(part, path, this.model), part);
     if (converted.part?.$case === 'file') {
       this.filePaths ??= new Map();
       this.filePaths.set(`${this.messages.length - 1}:${message.content.length}`, path);
@@ -292,12 +292,6 @@ function convertInput(body: ResponsesRequest, model: CatalogModel, tags: Reasoni
 }
 
 function convertPart(part: ResponsesContentPart, path: string, model: CatalogModel): ContentPart {
-  const converted = convertPartContent(part, path, model);
-  if (part.type !== 'refusal' && part.cache_control) converted.cacheControl = cacheControlOf(part.cache_control);
-  return converted;
-}
-
-function convertPartContent(part: ResponsesContentPart, path: string, model: CatalogModel): ContentPart {
   switch (part.type) {
     case 'input_text':
     case 'output_text':

@@ -28,6 +28,18 @@ export class AlternatingTurns<Block> {
     return turn;
   }
 
+  /**
+   * An assistant message's blocks: its reasoning leads its turn, its tool calls trail what it said. A message
+   * with none adds nothing (an empty turn is refused, and nothing is lost).
+   */
+  addAssistant(reasoning: Block[], said: Block[], calls: Block[]): void {
+    if (reasoning.length + said.length + calls.length === 0) return;
+    const turn = this.turnFor('assistant');
+    turn.leading.push(...reasoning);
+    turn.body.push(...said);
+    turn.trailing.push(...calls);
+  }
+
   /** Each turn as a message: its leading, body and trailing blocks in that order. */
   messages(): { role: TurnRole; content: Block[] }[] {
     return this.turns.map((turn) => ({ role: turn.role, content: [...turn.leading, ...turn.body, ...turn.trailing] }));

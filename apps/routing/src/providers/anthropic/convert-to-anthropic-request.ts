@@ -283,11 +283,7 @@ function convertMessages(messages: readonly ChatMessage[], tools: ToolIdentifier
       const calls = message.toolCalls.map((call): AnthropicAssistantBlock => ({
         type: 'tool_use', id: tools.upstreamId(call.id), name: tools.upstreamName(call.name), input: toolInput(call.arguments),
       }));
-      if (thinking.length + said.length + calls.length === 0) continue; // an empty turn is refused; nothing lost
-      const turn = turns.turnFor('assistant');
-      turn.leading.push(...thinking);
-      turn.body.push(...said);
-      turn.trailing.push(...calls);
+      turns.addAssistant(thinking, said, calls);
     } else {
       const blocks = userBlocks(message.content, where);
       if (blocks.length > 0) turns.turnFor('user').body.push(...blocks);

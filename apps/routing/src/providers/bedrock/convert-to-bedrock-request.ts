@@ -223,11 +223,7 @@ function convertMessages(messages: readonly ChatMessage[], context: Context) {
         context.historyToolNames.add(name);
         return { toolUse: { toolUseId: tools.upstreamId(call.id), name, input: toolInput(call.arguments) } };
       });
-      if (reasoning.length + said.length + calls.length === 0) continue; // an empty turn is refused; nothing lost
-      const turn = turns.turnFor('assistant');
-      turn.leading.push(...reasoning);
-      turn.body.push(...said);
-      turn.trailing.push(...calls);
+      turns.addAssistant(reasoning, said, calls);
     } else {
       const blocks = userBlocks(message.content, where, context);
       if (blocks.length > 0) turns.turnFor('user').body.push(...blocks);
