@@ -4,7 +4,7 @@ import pg from 'pg';
 import { formatCredits, parseCredits, type PromiseClient } from '@gateway/platform';
 import type { LedgerServiceClient } from '@gateway/proto';
 import { eventually, startFakeUpstream, TEST_ADMIN_TOKEN, type FakeUpstream, type TestDatabase } from '@gateway/testing';
-import { createAccountKey, type ProcessStack } from './process-stack.js';
+import { createAccountKey, killAbruptly, type ProcessStack } from './process-stack.js';
 import { startProcessStackOnCatalog, type ProcessStackOnCatalog } from './process-stack-on-catalog.js';
 import { batchCatalog, chatLine, COMPLETION_TOKENS, LINE_COST, PROMPT_TOKENS } from './batches-harness.js';
 
@@ -48,10 +48,7 @@ describe('a jobs process killed mid-batch', () => {
     const created = await client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
     // Some lines done, others running: kill the jobs process without a chance to clean up.
     await eventually(async () => expect((await client.batches.retrieve(created.id)).request_counts?.completed).toBeGreaterThanOrEqual(4), 30_000, 50);
-    const jobs = stack.running.get('jobs')!;
-    const exited = new Promise((resolve) => jobs.once('exit', resolve));
-    jobs.kill('SIGKILL');
-    await exited;
+    await killAbruptly(stack.running.get('jobs')!);
     // The lines the dead process held (leased, not done): they are run again after the restart.
     const db = new pg.Client({ connectionString: database.url });
     // Dropped with the test database at the end, whatever happened before.

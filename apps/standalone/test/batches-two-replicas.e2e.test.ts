@@ -3,7 +3,7 @@ import OpenAI, { toFile } from 'openai';
 import { formatCredits, parseCredits, type PromiseClient } from '@gateway/platform';
 import type { LedgerServiceClient } from '@gateway/proto';
 import { eventually, startFakeUpstream, TEST_ADMIN_TOKEN, type FakeUpstream } from '@gateway/testing';
-import { createAccountKey, type ProcessStack } from './process-stack.js';
+import { createAccountKey, killAbruptly, type ProcessStack } from './process-stack.js';
 import { startProcessStackOnCatalog, type ProcessStackOnCatalog } from './process-stack-on-catalog.js';
 import { batchCatalogOf, batchModel, chatLine, COMPLETION_TOKENS, LINE_COST, MODEL, PROMPT_TOKENS } from './batches-harness.js';
 
@@ -62,9 +62,7 @@ describe('a 2,000-line batch on two jobs replicas, one SIGKILLed mid-batch', () 
 
     // A few hundred lines done: the first replica dies without a chance to clean up.
     await eventually(async () => expect((await client.batches.retrieve(created.id)).request_counts?.completed).toBeGreaterThanOrEqual(300), 120_000, 100);
-    const exited = new Promise((resolve) => first!.once('exit', resolve));
-    first!.kill('SIGKILL');
-    await exited;
+    await killAbruptly(first!);
     expect(second!.exitCode).toBeNull();
 
     let batch = await client.batches.retrieve(created.id);

@@ -4,7 +4,7 @@ import pg from 'pg';
 import { parseCredits, type PromiseClient } from '@gateway/platform';
 import type { LedgerServiceClient } from '@gateway/proto';
 import { eventually, startFakeUpstream, TEST_ADMIN_TOKEN, type FakeUpstream, type TestDatabase } from '@gateway/testing';
-import { createAccountKey, type ProcessStack } from './process-stack.js';
+import { createAccountKey, killAbruptly, type ProcessStack } from './process-stack.js';
 import { startProcessStackOnCatalog, type ProcessStackOnCatalog } from './process-stack-on-catalog.js';
 import { oneTextModelCatalog } from './background-harness.js';
 
@@ -62,10 +62,7 @@ describe('a jobs process killed while background responses run', () => {
     )).rows.map((row: { response_id: string }) => row.response_id);
     // Every run in the provider's hands: kill the jobs process without a chance to clean up.
     await eventually(async () => expect(upstream.requests.length).toBe(RESPONSES), 15_000, 20);
-    const jobs = stack.running.get('jobs')!;
-    const exited = new Promise((resolve) => jobs.once('exit', resolve));
-    jobs.kill('SIGKILL');
-    await exited;
+    await killAbruptly(stack.running.get('jobs')!);
     const heldAtKill = await held();
     expect(heldAtKill.length).toBe(RESPONSES);
 
@@ -111,10 +108,7 @@ describe('a jobs process killed while background responses run', () => {
       if (!killed && events.filter((seen) => seen.type === 'response.output_text.delta').length === 2) {
         killed = true;
         // The jobs process dies mid-run; the reader's connection (to the edge) stays open.
-        const jobs = stack.running.get('jobs')!;
-        const exited = new Promise((resolve) => jobs.once('exit', resolve));
-        jobs.kill('SIGKILL');
-        await exited;
+        await killAbruptly(stack.running.get('jobs')!);
         stack.launch('jobs', { GRPC_LISTEN: stack.addresses.jobs });
       }
     }
