@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import type { FakeUpstream, RecordedRequest } from '@gateway/testing';
-import { oneModelCatalog, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { oneModelCatalog, startChatHarness, stopHarnessAndFakes, type ChatHarness } from './chat-e2e-harness.js';
 import { UPSTREAM_KINDS, type UpstreamKind } from './messages-e2e-harness.js';
 
 // The tool kinds Codex sends over POST /v1/responses, end to end with the real `openai` client against
@@ -81,10 +81,7 @@ describe.each(UPSTREAM_KINDS)('responses tools Codex sends, on an $kind upstream
     harness = await startChatHarness({ configYaml: catalog(kind, upstream), providerSecrets: { [PROVIDER_KEY_ENV]: 'sk-responses-tools' } });
   }, 120_000);
 
-  afterAll(async () => {
-    await harness?.stop();
-    await upstream?.close();
-  });
+  afterAll(() => stopHarnessAndFakes(harness, [upstream]));
 
   beforeEach(() => upstream.reset());
 
