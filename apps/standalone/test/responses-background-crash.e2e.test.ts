@@ -4,7 +4,7 @@ import pg from 'pg';
 import { parseCredits, type PromiseClient } from '@gateway/platform';
 import type { LedgerServiceClient } from '@gateway/proto';
 import { eventually, startFakeUpstream, TEST_ADMIN_TOKEN, type FakeUpstream, type TestDatabase } from '@gateway/testing';
-import { createAccountKey, killAbruptly, type ProcessStack } from './process-stack.js';
+import { killAbruptly, type ProcessStack } from './process-stack.js';
 import { startProcessStackOnCatalog, type ProcessStackOnCatalog } from './process-stack-on-catalog.js';
 import { oneTextModelCatalog } from './background-harness.js';
 
@@ -45,9 +45,7 @@ describe('a jobs process killed while background responses run', () => {
   }, 30_000);
 
   it('finishes every response after a restart, each charged once, the ledger equal to the answers\' costs', async () => {
-    const { accountId, apiKey } = await createAccountKey(stack, 'background-crash', '10');
-    const client = new OpenAI({ baseURL: `${stack.edgeUrl}/v1`, apiKey, maxRetries: 2, timeout: 60_000 });
-    const balance = () => running.balance(accountId);
+    const { accountId, client, balance } = await running.account('background-crash', '10');
     const before = await balance();
     const created = [];
     for (let index = 0; index < RESPONSES; index++) {
@@ -96,9 +94,7 @@ describe('a jobs process killed while background responses run', () => {
     const text = 'alpha beta gamma delta epsilon zeta eta theta';
     upstream.reset();
     upstream.setFallback({ text, chunkCount: 8, chunkDelayMs: 300, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: COMPLETION_TOKENS } });
-    const { accountId, apiKey } = await createAccountKey(stack, 'background-stream-crash', '10');
-    const client = new OpenAI({ baseURL: `${stack.edgeUrl}/v1`, apiKey, maxRetries: 0, timeout: 90_000 });
-    const balance = () => running.balance(accountId);
+    const { accountId, client, balance } = await running.account('background-stream-crash', '10', { maxRetries: 0, timeout: 90_000 });
     const before = await balance();
     const stream = await client.responses.create({ model: MODEL, input: 'stream through a crash', background: true, stream: true });
     const events: OpenAI.Responses.ResponseStreamEvent[] = [];
