@@ -95,16 +95,18 @@ export async function startChatHarness(options: ChatHarnessOptions): Promise<Cha
 export { minimalPdf } from '@gateway/testing';
 
 /** The end of a block that ran a harness in front of fake upstreams: the stack first, then each fake (any of them may not have started). */
-export async function stopHarnessAndFakes(harness: ChatHarness | undefined, fakes: readonly (FakeUpstream | undefined)[]): Promise<void> {
+export async function stopHarnessAndFakes(harness: ChatHarness | undefined, fakes: readonly (Pick<FakeUpstream, 'close'> | undefined)[]): Promise<void> {
   await harness?.stop();
   for (const fake of fakes) await fake?.close();
 }
 
 /** Before each test: the fakes forget their requests and queued behaviours, and answer `fallback` from then on when it is given. */
-export function resetFakes(fakes: readonly FakeUpstream[], fallback?: FakeScript): void {
+export function resetFakes(fakes: readonly Pick<FakeUpstream, 'reset'>[]): void;
+export function resetFakes(fakes: readonly Pick<FakeUpstream, 'reset' | 'setFallback'>[], fallback: FakeScript): void;
+export function resetFakes(fakes: readonly (Pick<FakeUpstream, 'reset'> & Partial<Pick<FakeUpstream, 'setFallback'>>)[], fallback?: FakeScript): void {
   for (const fake of fakes) {
     fake.reset();
-    if (fallback !== undefined) fake.setFallback(fallback);
+    if (fallback !== undefined) fake.setFallback!(fallback);
   }
 }
 
