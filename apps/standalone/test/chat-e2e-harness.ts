@@ -155,6 +155,11 @@ export function oneModelCatalog(options: {
   });
 }
 
+/** A harness whose one model is served by the built-in simulated provider (upstream model `sim-agent`): no fake upstream to run. */
+export function startSimulatedHarness(options: Omit<Parameters<typeof oneModelCatalog>[0], 'provider' | 'upstreamModel'>): Promise<ChatHarness> {
+  return startChatHarness({ configYaml: oneModelCatalog({ ...options, provider: { kind: 'simulated' }, upstreamModel: 'sim-agent' }) });
+}
+
 export interface MixedCatalogModel {
   id: string;
   /** YAML list, e.g. `[text, file]`. */
