@@ -34,23 +34,13 @@ describe.skipIf(testAdmission === 'ledger')('leased admission, end to end', () =
   let fixture: ConfiguredStack | undefined;
   const accounts: string[] = [];
 
-  const ctl = (...argv: string[]) => fixture!.ctl(...argv);
   const account = async (credits: string, keyArgs: string[] = []) => {
-    const created = await ctl('accounts', 'create', '--name', 'leased', '--credits', credits, '--tier', 'tier-1', '--json');
-    accounts.push(created.account_id!);
-    const apiKey = (await ctl('keys', 'create', created.account_id!, '--name', 'leased-key', ...keyArgs, '--json')).api_key!;
-    return { accountId: created.account_id!, client: new OpenAI({ baseURL: `${fixture!.stack.url}/v1`, apiKey, maxRetries: 0, timeout: 30_000 }) };
+    const { accountId, apiKey } = await fixture!.accountKey('leased', credits, keyArgs);
+    accounts.push(accountId);
+    return { accountId, client: new OpenAI({ baseURL: `${fixture!.stack.url}/v1`, apiKey, maxRetries: 0, timeout: 30_000 }) };
   };
   const ledger = () => createClient(LedgerServiceClient, LedgerServiceService, fixture!.stack.addresses.ledger);
-  const charges = async (accountId: string) => {
-    const client = ledger();
-    try {
-      const rows = (await client.getActivity({ accountId, days: 30, keyId: '' })).rows.filter((row) => row.modelId === MODEL);
-      return { requests: rows.reduce((sum, row) => sum + row.requests, 0), costPico: rows.reduce((sum, row) => sum + parseCredits(row.credits), 0n) };
-    } finally {
-      client.close();
-    }
-  };
+  const charges = (accountId: string) => fixture!.charged(accountId, MODEL);
   const status = statusOf;
 
   beforeAll(async () => {
@@ -121,9 +111,8 @@ describe.skipIf(testAdmission === 'ledger')('leased admission, end to end', () =
     // Found by the invariant fuzzer (issue 35): the leased edge admits a free model through Ledger.Admit,
     // which makes a 0-credit reservation when rate windows count it, and its release on the client's
     // abort went to the leases only, so the row stayed open until the sweeper's deadline.
-    const created = await ctl('accounts', 'create', '--name', 'leased-free', '--credits', '0', '--tier', 'tier-1', '--json');
-    accounts.push(created.account_id!);
-    const apiKey = (await ctl('keys', 'create', created.account_id!, '--name', 'leased-free-key', '--json')).api_key!;
+    const { accountId: freeAccountId, apiKey } = await fixture!.accountKey('leased-free', '0');
+    accounts.push(freeAccountId);
     fixture!.upstream.setFallback({ latencyMs: 1_500 });
     const database = new pg.Client({ connectionString: fixture!.database.url });
     await database.connect();
@@ -139,9 +128,9 @@ describe.skipIf(testAdmission === 'ledger')('leased admission, end to end', () =
         }).then((response) => response.text()).catch(() => undefined);
         clearTimeout(timer);
       }
-      const open = () => database.query('select request_id from ledger.reservations where account_id = $1 and closed_at is null', [created.account_id]);
+      const open = () => database.query('select request_id from ledger.reservations where account_id = $1 and closed_at is null', [freeAccountId]);
       await eventually(async () => expect((await open()).rows).toEqual([]), 5_000);
-      expect((await database.query('select count(*)::int as n from ledger.reservations where account_id = $1', [created.account_id])).rows[0].n).toBeGreaterThan(0);
+      expect((await database.query('select count(*)::int as n from ledger.reservations where account_id = $1', [freeAccountId])).rows[0].n).toBeGreaterThan(0);
     } finally {
       fixture!.upstream.setFallback({});
       await database.end();

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type OpenAI from 'openai';
 import { formatCredits, parseCredits } from '@gateway/platform';
 import { startFakeAnthropicUpstream, startFakeUpstream, type FakeAnthropicUpstream, type FakeUpstream } from '@gateway/testing';
-import { startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { resetFakes, startChatHarness, stopHarnessAndFakes, type ChatHarness } from './chat-e2e-harness.js';
 import { generationRecord } from './configured-stack.js';
 import { CACHE_PICO, CACHE_PRICES, CACHE_PRICING_YAML, cacheChargeParts } from './cache-prices.js';
 import { anthropicClient } from './messages-e2e-harness.js';
@@ -94,14 +94,9 @@ describe('cost in every answer, equal to the ledger charge', () => {
     client = harness.client;
   }, 120_000);
 
-  afterAll(async () => {
-    await harness?.stop();
-    await Promise.all([claude, dead, openai].map((upstream) => upstream?.close()));
-  }, 30_000);
+  afterAll(() => stopHarnessAndFakes(harness, [claude, dead, openai]), 30_000);
 
-  beforeEach(() => {
-    for (const upstream of [claude, dead, openai]) upstream.reset();
-  });
+  beforeEach(() => resetFakes([claude, dead, openai]));
 
   /** The answer's cost is the ledger's charge for its request, string for string, and its parts add up. */
   async function expectLedgerCharge(requestId: string | null, shown: Shown | undefined, expected: Shown): Promise<void> {

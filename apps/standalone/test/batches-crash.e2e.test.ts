@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import OpenAI, { toFile } from 'openai';
+import { toFile } from 'openai';
 import pg from 'pg';
 import { formatCredits, parseCredits, type PromiseClient } from '@gateway/platform';
 import type { LedgerServiceClient } from '@gateway/proto';
 import { eventually, startFakeUpstream, TEST_ADMIN_TOKEN, type FakeUpstream, type TestDatabase } from '@gateway/testing';
-import { createAccountKey, type ProcessStack } from './process-stack.js';
+import { killAbruptly, type ProcessStack } from './process-stack.js';
 import { startProcessStackOnCatalog, type ProcessStackOnCatalog } from './process-stack-on-catalog.js';
 import { batchCatalog, chatLine, COMPLETION_TOKENS, LINE_COST, PROMPT_TOKENS } from './batches-harness.js';
 
@@ -37,9 +37,7 @@ describe('a jobs process killed mid-batch', () => {
   }, 30_000);
 
   it('resumes the batch after a restart: every line in the output once, each charged once, the ledger equal to the output costs', async () => {
-    const { accountId, apiKey } = await createAccountKey(stack, 'batch-crash', '10');
-    const client = new OpenAI({ baseURL: `${stack.edgeUrl}/v1`, apiKey, maxRetries: 2, timeout: 60_000 });
-    const balance = () => running.balance(accountId);
+    const { accountId, client, balance } = await running.account('batch-crash', '10');
     const before = await balance();
     const input = await client.files.create({
       file: await toFile(Buffer.from(`${Array.from({ length: LINES }, (_, index) => chatLine(`line-${index}`, `prompt ${index}`)).join('\n')}\n`), 'crash.jsonl'),
@@ -48,10 +46,7 @@ describe('a jobs process killed mid-batch', () => {
     const created = await client.batches.create({ input_file_id: input.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
     // Some lines done, others running: kill the jobs process without a chance to clean up.
     await eventually(async () => expect((await client.batches.retrieve(created.id)).request_counts?.completed).toBeGreaterThanOrEqual(4), 30_000, 50);
-    const jobs = stack.running.get('jobs')!;
-    const exited = new Promise((resolve) => jobs.once('exit', resolve));
-    jobs.kill('SIGKILL');
-    await exited;
+    await killAbruptly(stack.running.get('jobs')!);
     // The lines the dead process held (leased, not done): they are run again after the restart.
     const db = new pg.Client({ connectionString: database.url });
     // Dropped with the test database at the end, whatever happened before.

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import OpenAI, { toFile } from 'openai';
+import { toFile } from 'openai';
 import { formatCredits, parseCredits, type PromiseClient } from '@gateway/platform';
 import type { LedgerServiceClient } from '@gateway/proto';
 import { eventually, startFakeUpstream, TEST_ADMIN_TOKEN, type FakeUpstream } from '@gateway/testing';
-import { createAccountKey, type ProcessStack } from './process-stack.js';
+import { killAbruptly, type ProcessStack } from './process-stack.js';
 import { startProcessStackOnCatalog, type ProcessStackOnCatalog } from './process-stack-on-catalog.js';
 import { batchCatalogOf, batchModel, chatLine, COMPLETION_TOKENS, LINE_COST, MODEL, PROMPT_TOKENS } from './batches-harness.js';
 
@@ -50,9 +50,7 @@ describe('a 2,000-line batch on two jobs replicas, one SIGKILLed mid-batch', () 
 
   it('completes with output and error files exact, every answered line charged once at the batch price, the ledger equal to the output costs', async () => {
     const [first, second] = stack.jobsReplicas.map((replica) => replica.process);
-    const { accountId, apiKey } = await createAccountKey(stack, 'batch-two-replicas', '10');
-    const client = new OpenAI({ baseURL: `${stack.edgeUrl}/v1`, apiKey, maxRetries: 2, timeout: 60_000 });
-    const balance = () => running.balance(accountId);
+    const { accountId, client, balance } = await running.account('batch-two-replicas', '10');
     const before = await balance();
     // Every 100th line asks the dear model: 100 output tokens at 20 credits each may cost 2,000 credits.
     const tooDear = new Set(Array.from({ length: TOO_DEAR }, (_, index) => index * 100 + 7));
@@ -62,9 +60,7 @@ describe('a 2,000-line batch on two jobs replicas, one SIGKILLed mid-batch', () 
 
     // A few hundred lines done: the first replica dies without a chance to clean up.
     await eventually(async () => expect((await client.batches.retrieve(created.id)).request_counts?.completed).toBeGreaterThanOrEqual(300), 120_000, 100);
-    const exited = new Promise((resolve) => first!.once('exit', resolve));
-    first!.kill('SIGKILL');
-    await exited;
+    await killAbruptly(first!);
     expect(second!.exitCode).toBeNull();
 
     let batch = await client.batches.retrieve(created.id);

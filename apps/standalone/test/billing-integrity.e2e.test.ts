@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
-import { createClient, parseCredits } from '@gateway/platform';
+import { createClient, parseCredits, type PromiseClient } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import { eventually, type FakeUpstream } from '@gateway/testing';
 import { pricedTokens } from './chat-e2e-harness.js';
@@ -46,26 +46,21 @@ describe(`billing integrity under hostile callers (${testAdmission} admission)`,
   const accounts: string[] = [];
 
   const account = async (credits: string, keyArgs: string[] = []) => {
-    const created = await fixture!.ctl('accounts', 'create', '--name', 'hostile', '--credits', credits, '--tier', 'tier-1', '--json');
-    accounts.push(created.account_id!);
-    const apiKey = (await fixture!.ctl('keys', 'create', created.account_id!, '--name', 'hostile-key', ...keyArgs, '--json')).api_key!;
+    const { accountId, apiKey } = await fixture!.accountKey('hostile', credits, keyArgs);
+    accounts.push(accountId);
     const client = (headers: Record<string, string> = {}) =>
       new OpenAI({ baseURL: `${fixture!.stack.url}/v1`, apiKey, maxRetries: 0, timeout: 60_000, defaultHeaders: headers });
-    return { accountId: created.account_id!, client };
+    return { accountId, client };
   };
-  const ledgerClient = () => createClient(LedgerServiceClient, LedgerServiceService, fixture!.stack.addresses.ledger);
-  const withLedger = async <T>(use: (client: ReturnType<typeof ledgerClient>) => Promise<T>): Promise<T> => {
-    const client = ledgerClient();
+  const withLedger = async <T>(use: (client: PromiseClient<LedgerServiceClient>) => Promise<T>): Promise<T> => {
+    const client = createClient(LedgerServiceClient, LedgerServiceService, fixture!.stack.addresses.ledger);
     try {
       return await use(client);
     } finally {
       client.close();
     }
   };
-  const charged = (accountId: string, model: string) => withLedger(async (client) => {
-    const rows = (await client.getActivity({ accountId, days: 30, keyId: '' })).rows.filter((row) => row.modelId === model);
-    return { requests: rows.reduce((sum, row) => sum + row.requests, 0), costPico: rows.reduce((sum, row) => sum + parseCredits(row.credits), 0n) };
-  });
+  const charged = (accountId: string, model: string) => fixture!.charged(accountId, model);
   const statusCounts = (statuses: Status[]) => {
     const counts: Record<string, number> = {};
     for (const status of statuses) counts[String(status)] = (counts[String(status)] ?? 0) + 1;

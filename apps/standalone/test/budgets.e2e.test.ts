@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
-import { createClient, parseCredits } from '@gateway/platform';
-import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
+import { parseCredits } from '@gateway/platform';
 import { eventually, type FakeUpstream } from '@gateway/testing';
-import { startConfiguredStack, statusOf, testCatalog, type ConfiguredStack } from './configured-stack.js';
+import { bearerJson, startConfiguredStack, statusOf, testCatalog, type ConfiguredStack } from './configured-stack.js';
 import { pricedTokens } from './chat-e2e-harness.js';
 
 // Budgets (issue 42 item 3, docs/governance.md) through the whole stack with the real `openai` client and
@@ -41,28 +40,12 @@ describe('budgets, end to end', () => {
   });
 
   const account = async (credits: string) => {
-    const created = await fixture.ctl('accounts', 'create', '--name', 'budgeted', '--credits', credits, '--tier', 'tier-1', '--json');
-    const key = await fixture.ctl('keys', 'create', created.account_id!, '--name', 'budget-key', '--json');
-    const clientOf = (url: string) => new OpenAI({ baseURL: `${url}/v1`, apiKey: key.api_key!, maxRetries: 0, timeout: 30_000 });
-    return { accountId: created.account_id!, provisioningKey: created.provisioning_key!, keyId: key.key_id!, clients: [clientOf(fixture.stack.url), clientOf(secondEdgeUrl)] };
+    const { accountId, provisioningKey, keyId, apiKey } = await fixture.accountKey('budgeted', credits);
+    const clientOf = (url: string) => new OpenAI({ baseURL: `${url}/v1`, apiKey, maxRetries: 0, timeout: 30_000 });
+    return { accountId, provisioningKey, keyId, clients: [clientOf(fixture.stack.url), clientOf(secondEdgeUrl)] };
   };
-  const http = async (method: string, path: string, bearer: string, body?: unknown) => {
-    const response = await fetch(`${fixture.stack.url}${path}`, {
-      method, headers: { authorization: `Bearer ${bearer}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await response.text();
-    return { status: response.status, body: text === '' ? undefined : JSON.parse(text), text };
-  };
-  const spentPico = async (accountId: string) => {
-    const ledger = createClient(LedgerServiceClient, LedgerServiceService, fixture.stack.addresses.ledger);
-    try {
-      const rows = (await ledger.getActivity({ accountId, days: 30, keyId: '' })).rows;
-      return rows.reduce((sum, row) => sum + parseCredits(row.credits), 0n);
-    } finally {
-      ledger.close();
-    }
-  };
+  const http = (method: string, path: string, bearer: string, body?: unknown) => bearerJson(`${fixture.stack.url}${path}`, method, bearer, body);
+  const spentPico = async (accountId: string) => (await fixture.charged(accountId)).costPico;
   const ask = (client: OpenAI, index: number) => client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: `Budget question ${index}` }], max_completion_tokens: 16 });
 
   it('sets, reads and refuses budgets over HTTP, for the account and its own keys only', async () => {

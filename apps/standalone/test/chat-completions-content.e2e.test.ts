@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
-import { minimalPdf, mixedProviderCatalog, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { minimalPdf, mixedProviderCatalog, startChatHarness, stopHarnessAndFakes, type ChatHarness } from './chat-e2e-harness.js';
 
 // Content of chat completions through the whole stack with the real `openai` client: tools, JSON
 // modes, images, and files (PDF) to models with and without native file input. The provider is an
@@ -73,8 +73,7 @@ describe('chat completions content, end to end', () => {
   }, 120_000);
 
   afterAll(async () => {
-    await harness?.stop();
-    await upstream?.close();
+    await stopHarnessAndFakes(harness, [upstream]);
     files?.closeAllConnections();
     await new Promise((resolve) => files?.close(resolve));
   });

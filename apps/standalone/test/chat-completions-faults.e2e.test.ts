@@ -4,7 +4,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { formatCredits, parseCredits } from '@gateway/platform';
 import { eventually, startFakeUpstream, type FakeBehaviour, type FakeUpstream } from '@gateway/testing';
-import { failFirstAttempt, pricedTokens, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { failFirstAttempt, pricedTokens, resetFakes, startChatHarness, stopHarnessAndFakes, type ChatHarness } from './chat-e2e-harness.js';
 import { catalogYaml, tokenPricing, type CatalogModel } from './catalog-yaml.js';
 
 // Fault tolerance of chat completions through the whole stack, driven by the real `openai` client:
@@ -92,17 +92,9 @@ describe('chat completions fault tolerance, end to end', () => {
     });
   }, 120_000);
 
-  afterAll(async () => {
-    await harness?.stop();
-    await one?.close();
-    await two?.close();
-    await slow?.close();
-  });
+  afterAll(() => stopHarnessAndFakes(harness, [one, two, slow]));
 
-  beforeEach(() => {
-    one.reset();
-    two.reset();
-  });
+  beforeEach(() => resetFakes([one, two]));
 
 
   const attempts = () => [...one.requests.map(() => 'one'), ...two.requests.map(() => 'two')];

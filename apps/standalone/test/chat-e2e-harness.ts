@@ -95,16 +95,18 @@ export async function startChatHarness(options: ChatHarnessOptions): Promise<Cha
 export { minimalPdf } from '@gateway/testing';
 
 /** The end of a block that ran a harness in front of fake upstreams: the stack first, then each fake (any of them may not have started). */
-export async function stopHarnessAndFakes(harness: ChatHarness | undefined, fakes: readonly (FakeUpstream | undefined)[]): Promise<void> {
+export async function stopHarnessAndFakes(harness: ChatHarness | undefined, fakes: readonly (Pick<FakeUpstream, 'close'> | undefined)[]): Promise<void> {
   await harness?.stop();
   for (const fake of fakes) await fake?.close();
 }
 
 /** Before each test: the fakes forget their requests and queued behaviours, and answer `fallback` from then on when it is given. */
-export function resetFakes(fakes: readonly FakeUpstream[], fallback?: FakeScript): void {
+export function resetFakes(fakes: readonly Pick<FakeUpstream, 'reset'>[]): void;
+export function resetFakes(fakes: readonly Pick<FakeUpstream, 'reset' | 'setFallback'>[], fallback: FakeScript): void;
+export function resetFakes(fakes: readonly (Pick<FakeUpstream, 'reset'> & Partial<Pick<FakeUpstream, 'setFallback'>>)[], fallback?: FakeScript): void {
   for (const fake of fakes) {
     fake.reset();
-    if (fallback !== undefined) fake.setFallback(fallback);
+    if (fallback !== undefined) fake.setFallback!(fallback);
   }
 }
 
@@ -151,6 +153,11 @@ export function oneModelCatalog(options: {
       offers: [{ provider: 'upstream-one', upstreamModel: options.upstreamModel, endpoints: options.endpoints }],
     }],
   });
+}
+
+/** A harness whose one model is served by the built-in simulated provider (upstream model `sim-agent`): no fake upstream to run. */
+export function startSimulatedHarness(options: Omit<Parameters<typeof oneModelCatalog>[0], 'provider' | 'upstreamModel'>): Promise<ChatHarness> {
+  return startChatHarness({ configYaml: oneModelCatalog({ ...options, provider: { kind: 'simulated' }, upstreamModel: 'sim-agent' }) });
 }
 
 export interface MixedCatalogModel {

@@ -1,6 +1,6 @@
 import { expect } from 'vitest';
 import OpenAI from 'openai';
-import { createClient, type PromiseClient } from '@gateway/platform';
+import { createClient, parseCredits, type PromiseClient } from '@gateway/platform';
 import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import {
   eventually, startFakeUpstream, testLogger, type FakeUpstream, type TestBus, type TestDatabase,
@@ -78,9 +78,26 @@ export interface ConfiguredStack {
   testBus: TestBus;
   upstream: FakeUpstream;
   ctl(...argv: string[]): Promise<Record<string, string>>;
+  /** A new tier-1 account `name` holding `credits`, and one key of it (`<name>-key`, made with `keyArgs`). */
+  accountKey(name: string, credits: string, keyArgs?: readonly string[]): Promise<StackAccountKey>;
+  /** What the ledger charged the account over the last 30 days, of `model` only when it is given. */
+  charged(accountId: string, model?: string): Promise<Charged>;
   /** Stopped with the stack. */
   startSecondEdge(options?: Parameters<typeof startSecondEdge>[2]): Promise<RunningEdge>;
   stop(): Promise<void>;
+}
+
+export interface StackAccountKey {
+  accountId: string;
+  provisioningKey: string;
+  keyId: string;
+  apiKey: string;
+}
+
+/** Requests charged, and their cost in picocredits. */
+export interface Charged {
+  requests: number;
+  costPico: bigint;
 }
 
 /**
@@ -116,6 +133,20 @@ export async function startConfiguredStack(options: {
     testBus,
     upstream,
     ctl: (...argv) => ctlJson(stack, ...argv),
+    async accountKey(name, credits, keyArgs = []) {
+      const created = await ctlJson(stack, 'accounts', 'create', '--name', name, '--credits', credits, '--tier', 'tier-1', '--json');
+      const key = await ctlJson(stack, 'keys', 'create', created.account_id!, '--name', `${name}-key`, ...keyArgs, '--json');
+      return { accountId: created.account_id!, provisioningKey: created.provisioning_key!, keyId: key.key_id!, apiKey: key.api_key! };
+    },
+    async charged(accountId, model) {
+      const ledger = createClient(LedgerServiceClient, LedgerServiceService, stack.addresses.ledger);
+      try {
+        const rows = (await ledger.getActivity({ accountId, days: 30, keyId: '' })).rows.filter((row) => model === undefined || row.modelId === model);
+        return { requests: rows.reduce((sum, row) => sum + row.requests, 0), costPico: rows.reduce((sum, row) => sum + parseCredits(row.credits), 0n) };
+      } finally {
+        ledger.close();
+      }
+    },
     startSecondEdge: async (edgeOptions) => {
       const edge = await startSecondEdge(stack, testBus, edgeOptions);
       edges.push(edge);
@@ -167,6 +198,16 @@ limit_groups:
     tiers: { tier-1: { minute: ${options.perMinute} } }
 models:${models}
 `;
+}
+
+/** A JSON request to `url` with a bearer token: its status, its body parsed (undefined when empty) and as text. */
+export async function bearerJson(url: string, method: string, bearer: string, body?: unknown): Promise<{ status: number; body: any; text: string }> {
+  const response = await fetch(url, {
+    method, headers: { authorization: `Bearer ${bearer}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text === '' ? undefined : JSON.parse(text), text };
 }
 
 /** What a request came to, as the admission tests compare outcomes: 200, `402 <code>` (which refusal for money), or the status. */

@@ -6,7 +6,7 @@ import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import { eventually, TEST_ADMIN_TOKEN } from '@gateway/testing';
 import { CRASH_MODEL, UPSTREAM_KEY_ENV, followStream } from './crash-streams.js';
 import { testAdmission } from './admission-mode.js';
-import { createAccountKey, paidModelFixture, startProcessStack, type PaidModelFixture, type ProcessStack } from './process-stack.js';
+import { createAccountKey, killAbruptly, paidModelFixture, startProcessStack, type PaidModelFixture, type ProcessStack } from './process-stack.js';
 import { freePort } from '../src/index.js';
 
 // Issue 36 item 1: an edge SIGKILLed (an OOM kill, a node loss) left its leases open until the
@@ -71,9 +71,7 @@ describe.skipIf(testAdmission === 'ledger')('an edge killed while it holds lease
         select granted_pico::text as granted from leases where account_id = ${accountId} and closed_at is null`.execute(db)).rows;
       expect(held.map((row) => row.granted)).toEqual([String(parseCredits('0.25'))]);
 
-      const exited = new Promise((resolve) => doomed.once('exit', resolve));
-      doomed.kill('SIGKILL');
-      await exited;
+      await killAbruptly(doomed);
       const killedAt = Date.now();
       await stream.finished;
       // Right after the kill the dead edge's lease still holds its half: what it admitted may still be charged.

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type OpenAI from 'openai';
 import type Anthropic from '@anthropic-ai/sdk';
 import { startFakeAnthropicUpstream, startFakeGeminiUpstream, startFakeUpstream, type FakeAnthropicUpstream, type FakeGeminiUpstream, type FakeUpstream } from '@gateway/testing';
-import { startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { resetFakes, startChatHarness, stopHarnessAndFakes, type ChatHarness } from './chat-e2e-harness.js';
 import { anthropicClient } from './messages-e2e-harness.js';
 
 // The table of forwarded parameters (apps/edge/src/canonical/parameters.ts), end to end with the real
@@ -124,18 +124,9 @@ describe('forwarded parameters, per dialect, end to end', () => {
     anthropic = anthropicClient(harness.stack.url, harness.apiKey);
   }, 120_000);
 
-  afterAll(async () => {
-    await harness?.stop();
-    await upstream?.close();
-    await claude?.close();
-    await gemini?.close();
-  });
+  afterAll(() => stopHarnessAndFakes(harness, [upstream, claude, gemini]));
 
-  beforeEach(() => {
-    upstream.reset();
-    claude.reset();
-    gemini.reset();
-  });
+  beforeEach(() => resetFakes([upstream, claude, gemini]));
 
   /** The recorded upstream body, narrowed to the fields one of the expectations names. */
   function upstreamFields(expected: Record<string, unknown>): Record<string, unknown> {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type OpenAI from 'openai';
 import { startFakeGeminiUpstream, startFakeUpstream, type FakeGeminiUpstream, type FakeUpstream } from '@gateway/testing';
-import { startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { resetFakes, startChatHarness, stopHarnessAndFakes, type ChatHarness } from './chat-e2e-harness.js';
 import { anthropicClient } from './messages-e2e-harness.js';
 
 /*
@@ -80,15 +80,9 @@ describe('a Gemini call signature rides on the tool call (chat completions) and 
     client = harness.client;
   }, 120_000);
 
-  afterAll(async () => {
-    await harness?.stop();
-    await Promise.all([gemini, openai].map((upstream) => upstream?.close()));
-  }, 30_000);
+  afterAll(() => stopHarnessAndFakes(harness, [gemini, openai]), 30_000);
 
-  beforeEach(() => {
-    gemini.reset();
-    openai.reset();
-  });
+  beforeEach(() => resetFakes([gemini, openai]));
 
   const question: OpenAI.ChatCompletionMessageParam = { role: 'user', content: 'Weather in Paris and Rome?' };
   const twoCalls = { functionCalls: [{ name: 'get_weather', args: { city: 'Paris' } }, { name: 'get_weather', args: { city: 'Rome' } }] };

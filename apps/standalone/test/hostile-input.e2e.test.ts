@@ -2,7 +2,7 @@ import { connect } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
-import { mixedProviderCatalog, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { mixedProviderCatalog, startChatHarness, stopHarnessAndFakes, type ChatHarness } from './chat-e2e-harness.js';
 
 // Hostile input on POST /v1/chat/completions through the whole stack: absurd nesting, huge values the
 // gateway might echo, malformed HTTP, files at the inline bound, invalid JSON schemas. Every answer
@@ -97,10 +97,7 @@ describe('hostile input to chat completions, end to end', () => {
     harness = await startChatHarness({ configYaml: configFor(upstream), providerSecrets: { HOSTILE_UPSTREAM_KEY: 'sk-fake-hostile' } });
   }, 120_000);
 
-  afterAll(async () => {
-    await harness?.stop();
-    await upstream?.close();
-  });
+  afterAll(() => stopHarnessAndFakes(harness, [upstream]));
 
   beforeEach(() => upstream.reset());
 

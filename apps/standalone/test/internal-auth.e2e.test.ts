@@ -22,81 +22,54 @@ async function outcome(call: () => Promise<unknown>): Promise<string> {
   );
 }
 
+/** The outcome of `call` on `client` (a client of one attempt, made for this call), the client closed after. */
+async function outcomeOn<Client extends { close(): void }>(client: Client, call: (client: Client) => Promise<unknown>): Promise<string> {
+  try {
+    return await outcome(() => call(client));
+  } finally {
+    client.close();
+  }
+}
+
 /** For each service: one RPC made with `credential`, and what the handler answers when the call gets through. */
 const probes: Record<ServiceApp, { expected: string; call: (address: string, credential: string | undefined) => Promise<string> }> = {
   auth: {
     // An unknown key of an unknown account: the handler's NOT_FOUND.
     expected: 'NOT_FOUND',
-    call: async (address, credential) => {
-      const client = createClient(AuthServiceClient, AuthServiceService, address, { credential, maxAttempts: 1 });
-      try {
-        return await outcome(() => client.getApiKey({ accountId: 'acc_nobody', keyId: 'key_nobody' }));
-      } finally {
-        client.close();
-      }
-    },
+    call: (address, credential) =>
+      outcomeOn(createClient(AuthServiceClient, AuthServiceService, address, { credential, maxAttempts: 1 }), (client) => client.getApiKey({ accountId: 'acc_nobody', keyId: 'key_nobody' })),
   },
   catalog: {
     expected: 'OK',
-    call: async (address, credential) => {
-      const client = createClient(CatalogServiceClient, CatalogServiceService, address, { credential, maxAttempts: 1 });
-      try {
-        return await outcome(async () => expect((await client.listModels({})).models.length).toBeGreaterThan(0));
-      } finally {
-        client.close();
-      }
-    },
+    call: (address, credential) =>
+      outcomeOn(createClient(CatalogServiceClient, CatalogServiceService, address, { credential, maxAttempts: 1 }), async (client) => expect((await client.listModels({})).models.length).toBeGreaterThan(0)),
   },
   ledger: {
     // An account the ledger never saw has a zero balance.
     expected: 'OK',
-    call: async (address, credential) => {
-      const client = createClient(LedgerServiceClient, LedgerServiceService, address, { credential, maxAttempts: 1 });
-      try {
-        return await outcome(async () => expect((await client.getBalance({ accountId: 'acc_nobody' })).balance).toBe('0'));
-      } finally {
-        client.close();
-      }
-    },
+    call: (address, credential) =>
+      outcomeOn(createClient(LedgerServiceClient, LedgerServiceService, address, { credential, maxAttempts: 1 }), async (client) => expect((await client.getBalance({ accountId: 'acc_nobody' })).balance).toBe('0')),
   },
   routing: {
     // Embeddings of a model the catalog does not have: the router's INVALID_ARGUMENT ("does not exist").
     expected: 'INVALID_ARGUMENT',
-    call: async (address, credential) => {
-      const client = createClient(RouterServiceClient, RouterServiceService, address, { credential, maxAttempts: 1 });
-      try {
-        return await outcome(() => client.embed({
-          context: { requestId: 'req_internal_auth', accountId: 'acc_nobody', keyId: 'key_nobody' },
-          modelId: 'nobody/no-such-model', routingStrategy: '', texts: ['hello'], tokenInputs: [],
-        }));
-      } finally {
-        client.close();
-      }
-    },
+    call: (address, credential) =>
+      outcomeOn(createClient(RouterServiceClient, RouterServiceService, address, { credential, maxAttempts: 1 }), (client) => client.embed({
+        context: { requestId: 'req_internal_auth', accountId: 'acc_nobody', keyId: 'key_nobody' },
+        modelId: 'nobody/no-such-model', routingStrategy: '', texts: ['hello'], tokenInputs: [],
+      })),
   },
   media: {
     // An image id that was never stored: the store's NOT_FOUND.
     expected: 'NOT_FOUND',
-    call: async (address, credential) => {
-      const client = createClient(MediaServiceClient, MediaServiceService, address, { credential, maxAttempts: 1 });
-      try {
-        return await outcome(() => client.getImage({ imageId: 'img_nothing_stored_here_0000' }));
-      } finally {
-        client.close();
-      }
-    },
+    call: (address, credential) =>
+      outcomeOn(createClient(MediaServiceClient, MediaServiceService, address, { credential, maxAttempts: 1 }), (client) => client.getImage({ imageId: 'img_nothing_stored_here_0000' })),
   },
   jobs: {
     // A file id that was never stored: the Files API's NOT_FOUND.
     expected: 'NOT_FOUND',
-    call: async (address, credential) => {
-      const client = createClient(JobsServiceClient, JobsServiceService, address, { credential, maxAttempts: 1 });
-      try {
-        return await outcome(() => client.getFile({ accountId: 'acc_nobody', fileId: 'file-000000000000000000000000' }));
-      } finally {
-        client.close();
-      }
-    },
+    call: (address, credential) =>
+      outcomeOn(createClient(JobsServiceClient, JobsServiceService, address, { credential, maxAttempts: 1 }), (client) => client.getFile({ accountId: 'acc_nobody', fileId: 'file-000000000000000000000000' })),
   },
 };
 

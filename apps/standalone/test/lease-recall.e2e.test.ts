@@ -35,13 +35,11 @@ describe.skipIf(testAdmission === 'ledger')('lease recall across edge replicas',
   let second: RunningEdge | undefined;
   let db: Kysely<any>;
 
-  const ctl = (...argv: string[]) => fixture!.ctl(...argv);
   /** An account with one key, and an openai client per edge. */
   const account = async (credits: string) => {
-    const created = await ctl('accounts', 'create', '--name', 'recall', '--credits', credits, '--tier', 'tier-1', '--json');
-    const apiKey = (await ctl('keys', 'create', created.account_id!, '--name', 'recall-key', '--json')).api_key!;
+    const { accountId, apiKey } = await fixture!.accountKey('recall', credits);
     const client = (baseUrl: string) => new OpenAI({ baseURL: `${baseUrl}/v1`, apiKey, maxRetries: 0, timeout: 30_000 });
-    return { accountId: created.account_id!, first: client(fixture!.stack.url), second: client(second!.url) };
+    return { accountId, first: client(fixture!.stack.url), second: client(second!.url) };
   };
   const status = async (client: OpenAI, model = MODEL) => {
     try {
@@ -67,9 +65,9 @@ describe.skipIf(testAdmission === 'ledger')('lease recall across edge replicas',
   const charged = async (accountId: string, requests: number) => {
     let costPico = 0n;
     await eventually(async () => {
-      const rows = (await withLedger((client) => client.getActivity({ accountId, days: 30, keyId: '' }))).rows;
-      expect(rows.reduce((sum, row) => sum + row.requests, 0)).toBe(requests);
-      costPico = rows.reduce((sum, row) => sum + parseCredits(row.credits), 0n);
+      const charges = await fixture!.charged(accountId);
+      expect(charges.requests).toBe(requests);
+      costPico = charges.costPico;
     }, 15_000);
     return costPico;
   };

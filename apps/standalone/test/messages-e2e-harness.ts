@@ -137,6 +137,13 @@ export const ANTHROPIC_UPSTREAM: UpstreamKind = {
 /** The upstream kinds every messages e2e test runs against. */
 export const UPSTREAM_KINDS: readonly UpstreamKind[] = [OPENAI_UPSTREAM, ANTHROPIC_UPSTREAM];
 
+/** The conversation a provider received, as role and text of each message. */
+export const textTurns = (kind: UpstreamKind, request: RecordedRequest) =>
+  kind.conversation(request).map((message) => ({ role: message.role, text: message.text }));
+
+/** The reasoning a request handed back to the provider, message by message in order. */
+export const reasoningSent = (kind: UpstreamKind, request: RecordedRequest) => kind.conversation(request).flatMap((message) => message.reasoning);
+
 export function anthropicClient(baseURL: string, apiKey: string): Anthropic {
   return new Anthropic({ baseURL, apiKey, maxRetries: 0, timeout: 30_000 });
 }

@@ -39,6 +39,13 @@ export function healthStatus(address: string): Promise<string> {
   });
 }
 
+/** SIGKILL to `child` (no chance to clean up), resolved once it has exited. */
+export async function killAbruptly(child: ChildProcess): Promise<void> {
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGKILL');
+  await exited;
+}
+
 export interface RoutingReplica {
   address: string;
   metricsUrl: string;

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type OpenAI from 'openai';
 import { formatCredits, parseCredits } from '@gateway/platform';
 import { startFakeAnthropicUpstream, startFakeUpstream, type FakeAnthropicUpstream, type FakeUpstream } from '@gateway/testing';
-import { startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { resetFakes, startChatHarness, stopHarnessAndFakes, type ChatHarness } from './chat-e2e-harness.js';
 import { CACHE_PICO, CACHE_PRICES, CACHE_PRICING_YAML, cacheChargeOf } from './cache-prices.js';
 import { anthropicClient } from './messages-e2e-harness.js';
 import { catalogYaml, tokenPricing } from './catalog-yaml.js';
@@ -74,14 +74,9 @@ describe('prompt caching, billed right', () => {
     client = harness.client;
   }, 120_000);
 
-  afterAll(async () => {
-    await harness?.stop();
-    await Promise.all([cached, left, right, openai].map((upstream) => upstream?.close()));
-  }, 30_000);
+  afterAll(() => stopHarnessAndFakes(harness, [cached, left, right, openai]), 30_000);
 
-  beforeEach(() => {
-    for (const upstream of [cached, left, right, openai]) upstream.reset();
-  });
+  beforeEach(() => resetFakes([cached, left, right, openai]));
 
   /** The charge of the next `requests` answers of CACHED, once the ledger has them all. */
   async function chargedFor(requests: number, run: () => Promise<void>): Promise<bigint> {

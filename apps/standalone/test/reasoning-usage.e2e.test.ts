@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { formatCredits } from '@gateway/platform';
 import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
-import { oneModelCatalog, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { oneModelCatalog, startChatHarness, stopHarnessAndFakes, type ChatHarness } from './chat-e2e-harness.js';
 import { generationRecord } from './configured-stack.js';
 
 /*
@@ -58,10 +58,7 @@ describe('reasoning tokens beside completion_tokens 0 are billed (issue 35 item 
       providerSecrets: { REASONING_USAGE_KEY: 'sk-reasoning' },
     });
   }, 120_000);
-  afterAll(async () => {
-    await harness?.stop();
-    await upstream?.close();
-  });
+  afterAll(() => stopHarnessAndFakes(harness, [upstream]));
   beforeEach(() => upstream.reset());
 
   it('an answer: 900 prompt + 40 output tokens charged exactly, shown as completion tokens and in usage.cost', async () => {

@@ -1,10 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
-import { createClient, parseCredits, type PromiseClient } from '@gateway/platform';
-import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
-import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
-import { startStackOnCatalog, type StackOnCatalog } from './configured-stack.js';
-import { oneTextModelCatalog, openAiAccount } from './background-harness.js';
+import { eventually, type FakeUpstream } from '@gateway/testing';
+import { oneTextModelCatalog, settledResponse, startBackgroundStack, type BackgroundStack } from './background-harness.js';
 
 // A background response made in a conversation (docs/stored-responses.md "Conversations"): its turn (its
 // own input, then its output) goes into the conversation once its run completed — rendered by the edge,
@@ -20,46 +17,28 @@ const textOf = (item: OpenAI.Conversations.ConversationItem) =>
   item.type === 'message' ? item.content.map((part) => ('text' in part ? part.text : '')).join('') : '';
 
 describe('background responses in a conversation, end to end', () => {
+  let running: BackgroundStack;
   let upstream: FakeUpstream;
-  let base: StackOnCatalog;
-  let ledger: PromiseClient<LedgerServiceClient>;
   let accountId: string;
   let client: OpenAI;
   let stranger: OpenAI;
 
-  const charges = async () => {
-    const activity = await ledger.getActivity({ accountId, days: 30, keyId: '' });
-    return activity.rows.filter((row) => row.modelId === MODEL).reduce((sum, row) => sum + row.requests, 0);
-  };
-  const settled = async (response: OpenAI.Responses.Response) => {
-    let seen = response;
-    await eventually(async () => {
-      seen = await client.responses.retrieve(response.id);
-      expect(['queued', 'in_progress']).not.toContain(seen.status);
-    }, 30_000, 100);
-    return seen;
-  };
+  const charges = () => running.charges(accountId, MODEL);
+  const settled = (response: OpenAI.Responses.Response) => settledResponse(client, response.id);
 
   beforeAll(async () => {
-    upstream = await startFakeUpstream();
-    base = await startStackOnCatalog('background_conversations', oneTextModelCatalog({
-      model: MODEL, upstreamModel: 'conv-upstream', upstreamUrl: upstream.url, keyEnv: 'BGC_E2E_KEY', priceIn: PRICE_IN, priceOut: PRICE_OUT,
+    running = await startBackgroundStack('background_conversations', 'bgc', (fake) => oneTextModelCatalog({
+      model: MODEL, upstreamModel: 'conv-upstream', upstreamUrl: fake.url, keyEnv: 'BGC_E2E_KEY', priceIn: PRICE_IN, priceOut: PRICE_OUT,
     }), {
       keyHashSecret: 'bgc-e2e-secret-bgc-e2e-secret-012345678',
       providerSecrets: { BGC_E2E_KEY: 'sk-bgc-e2e' },
       jobs: { batches: { runner: { pollIntervalMs: 100, leaseMs: 3_000, concurrency: 1 } } },
     });
-    ledger = createClient(LedgerServiceClient, LedgerServiceService, base.stack.addresses.ledger);
-    const main = await openAiAccount(base.stack, 'bgc-main', '10');
-    accountId = main.accountId;
-    client = main.client;
-    stranger = (await openAiAccount(base.stack, 'bgc-stranger', '10')).client;
+    ({ upstream, accountId, client, stranger } = running);
   }, 120_000);
 
   afterAll(async () => {
-    ledger?.close();
-    await base?.stop();
-    await upstream?.close();
+    await running?.stop();
   });
 
   beforeEach(() => upstream.reset());

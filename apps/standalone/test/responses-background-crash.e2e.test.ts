@@ -4,7 +4,7 @@ import pg from 'pg';
 import { parseCredits, type PromiseClient } from '@gateway/platform';
 import type { LedgerServiceClient } from '@gateway/proto';
 import { eventually, startFakeUpstream, TEST_ADMIN_TOKEN, type FakeUpstream, type TestDatabase } from '@gateway/testing';
-import { createAccountKey, type ProcessStack } from './process-stack.js';
+import { killAbruptly, type ProcessStack } from './process-stack.js';
 import { startProcessStackOnCatalog, type ProcessStackOnCatalog } from './process-stack-on-catalog.js';
 import { oneTextModelCatalog } from './background-harness.js';
 
@@ -45,9 +45,7 @@ describe('a jobs process killed while background responses run', () => {
   }, 30_000);
 
   it('finishes every response after a restart, each charged once, the ledger equal to the answers\' costs', async () => {
-    const { accountId, apiKey } = await createAccountKey(stack, 'background-crash', '10');
-    const client = new OpenAI({ baseURL: `${stack.edgeUrl}/v1`, apiKey, maxRetries: 2, timeout: 60_000 });
-    const balance = () => running.balance(accountId);
+    const { accountId, client, balance } = await running.account('background-crash', '10');
     const before = await balance();
     const created = [];
     for (let index = 0; index < RESPONSES; index++) {
@@ -62,10 +60,7 @@ describe('a jobs process killed while background responses run', () => {
     )).rows.map((row: { response_id: string }) => row.response_id);
     // Every run in the provider's hands: kill the jobs process without a chance to clean up.
     await eventually(async () => expect(upstream.requests.length).toBe(RESPONSES), 15_000, 20);
-    const jobs = stack.running.get('jobs')!;
-    const exited = new Promise((resolve) => jobs.once('exit', resolve));
-    jobs.kill('SIGKILL');
-    await exited;
+    await killAbruptly(stack.running.get('jobs')!);
     const heldAtKill = await held();
     expect(heldAtKill.length).toBe(RESPONSES);
 
@@ -99,9 +94,7 @@ describe('a jobs process killed while background responses run', () => {
     const text = 'alpha beta gamma delta epsilon zeta eta theta';
     upstream.reset();
     upstream.setFallback({ text, chunkCount: 8, chunkDelayMs: 300, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: COMPLETION_TOKENS } });
-    const { accountId, apiKey } = await createAccountKey(stack, 'background-stream-crash', '10');
-    const client = new OpenAI({ baseURL: `${stack.edgeUrl}/v1`, apiKey, maxRetries: 0, timeout: 90_000 });
-    const balance = () => running.balance(accountId);
+    const { accountId, client, balance } = await running.account('background-stream-crash', '10', { maxRetries: 0, timeout: 90_000 });
     const before = await balance();
     const stream = await client.responses.create({ model: MODEL, input: 'stream through a crash', background: true, stream: true });
     const events: OpenAI.Responses.ResponseStreamEvent[] = [];
@@ -111,10 +104,7 @@ describe('a jobs process killed while background responses run', () => {
       if (!killed && events.filter((seen) => seen.type === 'response.output_text.delta').length === 2) {
         killed = true;
         // The jobs process dies mid-run; the reader's connection (to the edge) stays open.
-        const jobs = stack.running.get('jobs')!;
-        const exited = new Promise((resolve) => jobs.once('exit', resolve));
-        jobs.kill('SIGKILL');
-        await exited;
+        await killAbruptly(stack.running.get('jobs')!);
         stack.launch('jobs', { GRPC_LISTEN: stack.addresses.jobs });
       }
     }

@@ -5,7 +5,7 @@ import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
 import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
 import { catalogYaml, tokenPricing, type CatalogModel } from './catalog-yaml.js';
 import { startStackOnCatalog, type StackOnCatalog } from './configured-stack.js';
-import { openAiAccount } from './background-harness.js';
+import { openAiAccount, settledResponse } from './background-harness.js';
 
 // Background responses with model fallbacks and provider preferences (OpenRouter's `models` and
 // `provider`; docs/stored-responses.md): the jobs service hands routing the request with its choices,
@@ -55,14 +55,6 @@ describe('background responses with model fallbacks and provider preferences', (
   let broke: { accountId: string; client: OpenAI };
 
   const balance = async (accountId: string) => parseCredits((await ledger.getBalance({ accountId })).balance);
-  const settled = async (client: OpenAI, id: string) => {
-    let seen: OpenAI.Responses.Response | undefined;
-    await eventually(async () => {
-      seen = await client.responses.retrieve(id);
-      expect(['queued', 'in_progress']).not.toContain(seen.status);
-    }, 30_000, 100);
-    return seen!;
-  };
 
   beforeAll(async () => {
     [one, two] = await Promise.all([startFakeUpstream(), startFakeUpstream()]);
@@ -94,7 +86,7 @@ describe('background responses with model fallbacks and provider preferences', (
     const before = await balance(payer.accountId);
     const created = await payer.client.responses.create({ model: PRIMARY, models: [BACKUP], input: 'Work on this later.', background: true } as unknown as OpenAI.Responses.ResponseCreateParamsNonStreaming);
     expect(created).toMatchObject({ status: 'queued', model: PRIMARY });
-    const done = await settled(payer.client, created.id);
+    const done = await settledResponse(payer.client, created.id);
     expect(done).toMatchObject({ status: 'completed', model: BACKUP });
     expect(done.output_text).toBe('from two');
     expect(parseCredits((done.usage as unknown as { cost: string }).cost)).toBe(BACKUP_COST);
@@ -122,7 +114,7 @@ describe('background responses with model fallbacks and provider preferences', (
 
   it('provider preferences: `provider.only` sends the run to the named provider of a model both serve', async () => {
     const created = await payer.client.responses.create({ model: DUAL, input: 'Only two.', background: true, provider: { only: ['upstream-two'] } } as unknown as OpenAI.Responses.ResponseCreateParamsNonStreaming);
-    const done = await settled(payer.client, created.id);
+    const done = await settledResponse(payer.client, created.id);
     expect(done).toMatchObject({ status: 'completed', model: DUAL });
     expect(done.output_text).toBe('from two');
     expect(one.requests).toHaveLength(0);
@@ -133,7 +125,7 @@ describe('background responses with model fallbacks and provider preferences', (
     // Were the run admitted as free, the free model's failing provider would hand it to the paid backup.
     one.setFallback({ status: 503 });
     const created = await broke.client.responses.create({ model: FREE, models: [BACKUP], input: 'No money.', background: true } as unknown as OpenAI.Responses.ResponseCreateParamsNonStreaming);
-    const ended = await settled(broke.client, created.id);
+    const ended = await settledResponse(broke.client, created.id);
     expect(ended.status).toBe('failed');
     expect(ended.error).toMatchObject({ code: 'insufficient_quota' });
     expect(one.requests).toHaveLength(0);
@@ -142,7 +134,7 @@ describe('background responses with model fallbacks and provider preferences', (
     // The free model alone is served to the same key (the refusal was the paid fallback's).
     one.setFallback({ usage: USAGE, text: 'from one' });
     const free = await broke.client.responses.create({ model: FREE, input: 'Free only.', background: true });
-    expect(await settled(broke.client, free.id)).toMatchObject({ status: 'completed', model: FREE, output_text: 'from one' });
+    expect(await settledResponse(broke.client, free.id)).toMatchObject({ status: 'completed', model: FREE, output_text: 'from one' });
     expect(await balance(broke.accountId)).toBe(0n);
   }, 60_000);
 });

@@ -2,12 +2,10 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI, { APIError, toFile } from 'openai';
-import { createClient, parseCredits, type PromiseClient } from '@gateway/platform';
-import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
-import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
+import { parseCredits } from '@gateway/platform';
+import { eventually, type FakeUpstream } from '@gateway/testing';
 import { catalogYaml, tokenPricing } from './catalog-yaml.js';
-import { startStackOnCatalog, type StackOnCatalog } from './configured-stack.js';
-import { openAiAccount } from './background-harness.js';
+import { startBackgroundStack, type BackgroundStack } from './background-harness.js';
 
 // Background responses with files (docs/stored-responses.md): the edge reads a file block (a URL fetched
 // through the media service, a text model given the file's text) before it hands the request to the jobs
@@ -57,24 +55,19 @@ async function refusal(promise: Promise<unknown>): Promise<APIError> {
 }
 
 describe('background responses with files, end to end', () => {
+  let running: BackgroundStack;
   let upstream: FakeUpstream;
   let files: Server;
   let filesUrl: string;
   const fetched: string[] = [];
-  let base: StackOnCatalog;
-  let ledger: PromiseClient<LedgerServiceClient>;
   let accountId: string;
   let client: OpenAI;
   let stranger: OpenAI;
 
-  const balance = async () => parseCredits((await ledger.getBalance({ accountId })).balance);
-  const charges = async () => {
-    const activity = await ledger.getActivity({ accountId, days: 30, keyId: '' });
-    return activity.rows.filter((row) => row.modelId === MODEL).reduce((sum, row) => sum + row.requests, 0);
-  };
+  const balance = () => running.balance(accountId);
+  const charges = () => running.charges(accountId, MODEL);
 
   beforeAll(async () => {
-    upstream = await startFakeUpstream();
     // What a file_url points at: loopback, reachable only through this stack's test-only media switch.
     files = createServer((request, response) => {
       fetched.push(request.url ?? '');
@@ -91,23 +84,17 @@ describe('background responses with files, end to end', () => {
     });
     await new Promise<void>((resolve) => files.listen(0, '127.0.0.1', resolve));
     filesUrl = `http://127.0.0.1:${(files.address() as AddressInfo).port}`;
-    base = await startStackOnCatalog('background_files', catalog(upstream), {
+    running = await startBackgroundStack('background_files', 'bgf', catalog, {
       keyHashSecret: 'bgf-e2e-secret-bgf-e2e-secret-012345678',
       providerSecrets: { BGF_E2E_KEY: 'sk-bgf-e2e' },
       media: { allowLoopbackUrlsForTests: true },
       jobs: { batches: { runner: { pollIntervalMs: 100, leaseMs: 3_000, concurrency: 1 } } },
     });
-    ledger = createClient(LedgerServiceClient, LedgerServiceService, base.stack.addresses.ledger);
-    const main = await openAiAccount(base.stack, 'bgf-main', '10');
-    accountId = main.accountId;
-    client = main.client;
-    stranger = (await openAiAccount(base.stack, 'bgf-stranger', '10')).client;
+    ({ upstream, accountId, client, stranger } = running);
   }, 120_000);
 
   afterAll(async () => {
-    ledger?.close();
-    await base?.stop();
-    await upstream?.close();
+    await running?.stop();
     files?.closeAllConnections();
     await new Promise((resolve) => files?.close(resolve));
   });

@@ -1,10 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
-import { createClient, parseCredits, type PromiseClient } from '@gateway/platform';
-import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
-import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
-import { startStackOnCatalog, type StackOnCatalog } from './configured-stack.js';
-import { oneTextModelCatalog, openAiAccount } from './background-harness.js';
+import { parseCredits } from '@gateway/platform';
+import { eventually, type FakeUpstream } from '@gateway/testing';
+import { oneTextModelCatalog, startBackgroundStack, type BackgroundStack } from './background-harness.js';
 
 // Background responses streamed (docs/stored-responses.md "Streaming a background response") with the
 // real `openai` client: `responses.create({background: true, stream: true})` read to the end, a reader
@@ -27,39 +25,27 @@ type Event = OpenAI.Responses.ResponseStreamEvent;
 const textOf = (events: Event[]) => events.filter((event) => event.type === 'response.output_text.delta').map((event) => event.delta).join('');
 
 describe('background responses streamed, end to end', () => {
+  let running: BackgroundStack;
   let upstream: FakeUpstream;
-  let base: StackOnCatalog;
-  let ledger: PromiseClient<LedgerServiceClient>;
   let accountId: string;
   let client: OpenAI;
   let stranger: OpenAI;
 
-  const account = (name: string, credits: string) => openAiAccount(base.stack, name, credits);
-  const balance = async (id: string) => parseCredits((await ledger.getBalance({ accountId: id })).balance);
-  const charges = async (id: string) => {
-    const activity = await ledger.getActivity({ accountId: id, days: 30, keyId: '' });
-    return activity.rows.filter((row) => row.modelId === MODEL).reduce((sum, row) => sum + row.requests, 0);
-  };
+  const balance = (id: string) => running.balance(id);
+  const charges = (id: string) => running.charges(id, MODEL);
   const slowAnswer = () => upstream.setFallback({ text: TEXT, chunkCount: 8, chunkDelayMs: 150, usage: { prompt_tokens: PROMPT_TOKENS, completion_tokens: COMPLETION_TOKENS } });
 
   beforeAll(async () => {
-    upstream = await startFakeUpstream();
-    base = await startStackOnCatalog('background-stream', catalog(upstream), {
+    running = await startBackgroundStack('background-stream', 'bg-stream', catalog, {
       keyHashSecret: 'bg-stream-e2e-secret-0123456789abcdef',
       providerSecrets: { BG_STREAM_KEY: 'sk-bg-stream' },
       jobs: { batches: { runner: { pollIntervalMs: 100, leaseMs: 3_000 } } },
     });
-    ledger = createClient(LedgerServiceClient, LedgerServiceService, base.stack.addresses.ledger);
-    const main = await account('bg-stream-main', '10');
-    accountId = main.accountId;
-    client = main.client;
-    stranger = (await account('bg-stream-stranger', '10')).client;
+    ({ upstream, accountId, client, stranger } = running);
   }, 120_000);
 
   afterAll(async () => {
-    ledger?.close();
-    await base?.stop();
-    await upstream?.close();
+    await running?.stop();
   });
 
   beforeEach(() => upstream.reset());

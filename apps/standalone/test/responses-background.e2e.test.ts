@@ -2,12 +2,12 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI, { toFile } from 'openai';
-import { createClient, parseCredits, type PromiseClient } from '@gateway/platform';
-import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
-import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
+import { parseCredits, type PromiseClient } from '@gateway/platform';
+import type { LedgerServiceClient } from '@gateway/proto';
+import { eventually, type FakeUpstream } from '@gateway/testing';
 import { catalogYaml, tokenPricing, type CatalogModel } from './catalog-yaml.js';
-import { ctlJson, startStackOnCatalog, type StackOnCatalog } from './configured-stack.js';
-import { openAiAccount } from './background-harness.js';
+import { ctlJson, type StackOnCatalog } from './configured-stack.js';
+import { settledResponse, startBackgroundStack, type BackgroundStack } from './background-harness.js';
 
 // Background responses (`background: true`, docs/stored-responses.md) end to end: the edge answers
 // `queued` at once, the jobs service runs the request through routing (admission, the provider, usage
@@ -43,6 +43,7 @@ function catalog(upstream: FakeUpstream, hangingUrl: string): string {
 }
 
 describe('background responses, end to end', () => {
+  let running: BackgroundStack;
   let upstream: FakeUpstream;
   /** A provider that never answers and notes when the gateway hung up on it. */
   let hanging: Server;
@@ -54,23 +55,11 @@ describe('background responses, end to end', () => {
   let stranger: OpenAI;
   let broke: { client: OpenAI; accountId: string };
 
-  const account = (name: string, credits: string) => openAiAccount(base.stack, name, credits);
-  const balance = async (id: string) => parseCredits((await ledger.getBalance({ accountId: id })).balance);
-  const charges = async (id: string) => {
-    const activity = await ledger.getActivity({ accountId: id, days: 30, keyId: '' });
-    return activity.rows.filter((row) => row.modelId === MODEL).reduce((sum, row) => sum + row.requests, 0);
-  };
-  const settled = async (response: OpenAI.Responses.Response, by: OpenAI = client) => {
-    let seen = response;
-    await eventually(async () => {
-      seen = await by.responses.retrieve(response.id);
-      expect(['queued', 'in_progress']).not.toContain(seen.status);
-    }, 30_000, 100);
-    return seen;
-  };
+  const balance = (id: string) => running.balance(id);
+  const charges = (id: string) => running.charges(id, MODEL);
+  const settled = (response: OpenAI.Responses.Response, by: OpenAI = client) => settledResponse(by, response.id);
 
   beforeAll(async () => {
-    upstream = await startFakeUpstream();
     hanging = createServer((request, response) => {
       hangingCalls.received++;
       request.resume();
@@ -78,24 +67,18 @@ describe('background responses, end to end', () => {
     });
     await new Promise<void>((resolve) => hanging.listen(0, '127.0.0.1', resolve));
     const hangingUrl = `http://127.0.0.1:${(hanging.address() as AddressInfo).port}/v1`;
-    base = await startStackOnCatalog('background', catalog(upstream, hangingUrl), {
+    running = await startBackgroundStack('background', 'bg', (fake) => catalog(fake, hangingUrl), {
       keyHashSecret: 'bg-e2e-secret-bg-e2e-secret-0123456789',
       providerSecrets: { BG_E2E_KEY: 'sk-bg-e2e' },
       // One run at a time per replica: background runs and batch lines share it (the last test).
       jobs: { batches: { runner: { pollIntervalMs: 100, leaseMs: 3_000, concurrency: 1 } }, background: { maxActivePerAccount: MAX_ACTIVE } },
     });
-    ledger = createClient(LedgerServiceClient, LedgerServiceService, base.stack.addresses.ledger);
-    const main = await account('bg-main', '10');
-    accountId = main.accountId;
-    client = main.client;
-    stranger = (await account('bg-stranger', '10')).client;
-    broke = await account('bg-broke', '0');
+    ({ upstream, base, ledger, accountId, client, stranger } = running);
+    broke = await running.account('bg-broke', '0');
   }, 120_000);
 
   afterAll(async () => {
-    ledger?.close();
-    await base?.stop();
-    await upstream?.close();
+    await running?.stop();
     hanging?.closeAllConnections();
     await new Promise((resolve) => hanging?.close(resolve));
   });

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
-import { oneModelCatalog, pricedTokens, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
-import { OPENAI_UPSTREAM } from './messages-e2e-harness.js';
+import { oneModelCatalog, pricedTokens, startChatHarness, stopHarnessAndFakes, type ChatHarness } from './chat-e2e-harness.js';
+import { OPENAI_UPSTREAM, textTurns } from './messages-e2e-harness.js';
 import { CODEX_HISTORY, CODEX_SHELL_TOOL } from './codex-session.js';
 
 // Codex's in-band compaction (`x-codex-beta-features: remote_compaction_v2`): a normal POST
@@ -48,7 +48,7 @@ const SUMMARY = 'The user asked for the files; `ls` showed README.md and src. No
 const REPORTED = { prompt_tokens: 100, completion_tokens: 9 };
 
 /** Role and text of each message the upstream received. */
-const received = (upstream: FakeUpstream, index: number) => OPENAI_UPSTREAM.conversation(upstream.requests[index]!).map((message) => ({ role: message.role, text: message.text }));
+const received = (upstream: FakeUpstream, index: number) => textTurns(OPENAI_UPSTREAM, upstream.requests[index]!);
 
 describe('POST /v1/responses ending in compaction_trigger (Codex remote_compaction_v2) on an OpenAI-wire upstream, end to end', () => {
   let upstream: FakeUpstream;
@@ -59,10 +59,7 @@ describe('POST /v1/responses ending in compaction_trigger (Codex remote_compacti
     harness = await startChatHarness({ configYaml: catalog(upstream), providerSecrets: { [PROVIDER_KEY_ENV]: 'sk-trigger' } });
   }, 120_000);
 
-  afterAll(async () => {
-    await harness?.stop();
-    await upstream?.close();
-  });
+  afterAll(() => stopHarnessAndFakes(harness, [upstream]));
 
   beforeEach(() => upstream.reset());
 

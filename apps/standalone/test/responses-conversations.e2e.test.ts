@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
-import type { FakeUpstream, RecordedRequest } from '@gateway/testing';
-import { oneModelCatalog, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import type { FakeUpstream } from '@gateway/testing';
+import { oneModelCatalog, startChatHarness, stopHarnessAndFakes, type ChatHarness } from './chat-e2e-harness.js';
 import { openAiAccount } from './background-harness.js';
-import { UPSTREAM_KINDS, type UpstreamKind } from './messages-e2e-harness.js';
+import { textTurns, UPSTREAM_KINDS, type UpstreamKind } from './messages-e2e-harness.js';
 
 // OpenAI's Conversations API (issue 41 item 6) end to end: the edge's /v1/conversations routes, the jobs
 // service's store over gRPC and real Postgres, a fake provider recording what it received, and the real
@@ -23,7 +23,6 @@ function catalog(kind: UpstreamKind, upstream: FakeUpstream): string {
   });
 }
 
-const turns = (kind: UpstreamKind, request: RecordedRequest) => kind.conversation(request).map((message) => ({ role: message.role, text: message.text }));
 const textOfItem = (item: OpenAI.Conversations.ConversationItem) =>
   item.type === 'message' ? item.content.map((part) => ('text' in part ? part.text : '')).join('') : '';
 
@@ -42,10 +41,7 @@ describe.each(UPSTREAM_KINDS)('conversations on an $kind upstream, end to end', 
     stranger = (await openAiAccount(harness.stack, 'stranger', '5')).client;
   }, 120_000);
 
-  afterAll(async () => {
-    await harness?.stop();
-    await upstream?.close();
-  });
+  afterAll(() => stopHarnessAndFakes(harness, [upstream]));
 
   beforeEach(() => upstream.reset());
 
@@ -106,12 +102,12 @@ describe.each(UPSTREAM_KINDS)('conversations on an $kind upstream, end to end', 
 
     const sent = upstream.requests.filter((request) => kind.conversation(request).length > 0);
     expect(sent).toHaveLength(2);
-    expect(turns(kind, sent[1]!).filter((turn) => turn.role !== 'system' && turn.role !== 'developer')).toEqual([
+    expect(textTurns(kind, sent[1]!).filter((turn) => turn.role !== 'system' && turn.role !== 'developer')).toEqual([
       { role: 'user', text: 'My name is Ada.' },
       { role: 'assistant', text: 'Hello Ada.' },
       { role: 'user', text: 'What is my name?' },
     ]);
-    expect(turns(kind, sent[0]!).some((turn) => turn.text === 'Answer briefly.')).toBe(true);
+    expect(textTurns(kind, sent[0]!).some((turn) => turn.text === 'Answer briefly.')).toBe(true);
 
     // The conversation holds its first item, then each turn's input and output, in order: at once (the list
     // waits for this edge's answers of the conversation still queued to be stored).

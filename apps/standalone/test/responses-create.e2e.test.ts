@@ -3,7 +3,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import type { FakeBehaviour, FakeUpstream, RecordedRequest } from '@gateway/testing';
 import { resetFakes, startChatHarness, stopHarnessAndFakes, type ChatHarness } from './chat-e2e-harness.js';
-import { UPSTREAM_KINDS, type UpstreamKind } from './messages-e2e-harness.js';
+import { reasoningSent, UPSTREAM_KINDS, type UpstreamKind } from './messages-e2e-harness.js';
 
 // POST /v1/responses end to end, every hop real (edge, auth, ledger, router, a fake provider speaking
 // its real wire format over HTTP), driven by the real `openai` client's `client.responses`. The
@@ -25,8 +25,6 @@ function turns(kind: UpstreamKind, request: RecordedRequest) {
   }));
 }
 
-/** The reasoning a request handed back to the provider. */
-const reasoningSent = (kind: UpstreamKind, request: RecordedRequest) => kind.conversation(request).flatMap((message) => message.reasoning);
 
 /**
  * Whether a request asked for this structured-output schema: natively (OpenAI-compatible

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
-import { eventually, type FakeUpstream, type RecordedRequest } from '@gateway/testing';
+import { eventually, type FakeUpstream } from '@gateway/testing';
 import { catalogYaml, tokenPricing } from './catalog-yaml.js';
-import { startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { startChatHarness, stopHarnessAndFakes, type ChatHarness } from './chat-e2e-harness.js';
 import { openAiAccount } from './background-harness.js';
-import { UPSTREAM_KINDS, type UpstreamKind } from './messages-e2e-harness.js';
+import { reasoningSent, textTurns, UPSTREAM_KINDS, type UpstreamKind } from './messages-e2e-harness.js';
 
 // Stored responses (issue 41 item 6) end to end: the edge, the jobs service's ResponsesStore over
 // gRPC, real Postgres, a fake provider of each upstream kind, and the real `openai` client's
@@ -29,9 +29,6 @@ function catalog(kind: UpstreamKind, upstream: FakeUpstream): string {
   });
 }
 
-/** The conversation a provider received: role and text of each message. */
-const turns = (kind: UpstreamKind, request: RecordedRequest) => kind.conversation(request).map((message) => ({ role: message.role, text: message.text }));
-const reasoningSent = (kind: UpstreamKind, request: RecordedRequest) => kind.conversation(request).flatMap((message) => message.reasoning);
 /** The text of a response's message items (a streamed event's response has no SDK-computed output_text). */
 const textOf = (response: OpenAI.Responses.Response) =>
   response.output.flatMap((item) => (item.type === 'message' ? item.content.flatMap((part) => (part.type === 'output_text' ? [part.text] : [])) : [])).join('');
@@ -53,10 +50,7 @@ describe.each(UPSTREAM_KINDS)('stored responses on an $kind upstream, end to end
     stranger = (await openAiAccount(harness.stack, 'stranger', '5')).client;
   }, 120_000);
 
-  afterAll(async () => {
-    await harness?.stop();
-    await upstream?.close();
-  });
+  afterAll(() => stopHarnessAndFakes(harness, [upstream]));
 
   beforeEach(() => upstream.reset());
 
@@ -113,12 +107,12 @@ describe.each(UPSTREAM_KINDS)('stored responses on an $kind upstream, end to end
 
     expect(upstream.requests).toHaveLength(3);
     // Instructions apply to their own response only (OpenAI): the continuation does not repeat them.
-    expect(turns(kind, upstream.requests[1]!)).toEqual([
+    expect(textTurns(kind, upstream.requests[1]!)).toEqual([
       { role: 'user', text: 'My name is Ada.' },
       { role: 'assistant', text: 'Hello Ada.' },
       { role: 'user', text: 'What is my name?' },
     ]);
-    expect(turns(kind, upstream.requests[2]!).map((message) => message.text)).toEqual(['My name is Ada.', 'Hello Ada.', 'What is my name?', 'You are Ada.', 'And where?']);
+    expect(textTurns(kind, upstream.requests[2]!).map((message) => message.text)).toEqual(['My name is Ada.', 'Hello Ada.', 'What is my name?', 'You are Ada.', 'And where?']);
     // The streamed turn is stored too (from its terminal event), with its whole input.
     const retrieved = await eventually(() => harness.client.responses.retrieve(third!.id));
     expect(retrieved.output_text).toBe('Ada, in Paris.');

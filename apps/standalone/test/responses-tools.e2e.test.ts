@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import type { FakeUpstream, RecordedRequest } from '@gateway/testing';
-import { oneModelCatalog, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { oneModelCatalog, startChatHarness, startSimulatedHarness, stopHarnessAndFakes, type ChatHarness } from './chat-e2e-harness.js';
 import { UPSTREAM_KINDS, type UpstreamKind } from './messages-e2e-harness.js';
 
 // The tool kinds Codex sends over POST /v1/responses, end to end with the real `openai` client against
@@ -81,10 +81,7 @@ describe.each(UPSTREAM_KINDS)('responses tools Codex sends, on an $kind upstream
     harness = await startChatHarness({ configYaml: catalog(kind, upstream), providerSecrets: { [PROVIDER_KEY_ENV]: 'sk-responses-tools' } });
   }, 120_000);
 
-  afterAll(async () => {
-    await harness?.stop();
-    await upstream?.close();
-  });
+  afterAll(() => stopHarnessAndFakes(harness, [upstream]));
 
   beforeEach(() => upstream.reset());
 
@@ -155,20 +152,10 @@ describe('responses tools Codex sends, on the simulated provider, end to end', (
   let harness: ChatHarness;
 
   beforeAll(async () => {
-    harness = await startChatHarness({
-      configYaml: oneModelCatalog({
-        model: MODEL,
-        provider: { kind: 'simulated' },
-        upstreamModel: 'sim-agent',
-        supportedParameters: ['tools', 'tool_choice'],
-        endpoints: ['chat.completions', 'responses'],
-      }),
-    });
+    harness = await startSimulatedHarness({ model: MODEL, supportedParameters: ['tools', 'tool_choice'], endpoints: ['chat.completions', 'responses'] });
   }, 120_000);
 
-  afterAll(async () => {
-    await harness?.stop();
-  });
+  afterAll(() => harness?.stop());
 
   it('a forced custom tool comes back as custom_tool_call with its input; required picks the namespace member first offered', async () => {
     const custom = await harness.client.responses.create({ model: MODEL, input: 'patch it', tools: TOOLS, tool_choice: { type: 'custom', name: 'apply_patch' } });

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
 import { parseCredits } from '@gateway/platform';
 import { ctlJson } from './configured-stack.js';
-import { oneModelCatalog, pricedTokens, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { oneModelCatalog, pricedTokens, startChatHarness, stopHarnessAndFakes, type ChatHarness } from './chat-e2e-harness.js';
 import { refusedUpgrade, WsClient } from './responses-websocket-client.js';
 
 // WebSocket mode of the responses dialect (GET /v1/responses upgraded; Open Responses and OpenAI's
@@ -41,10 +41,7 @@ describe('GET /v1/responses upgraded to a WebSocket, end to end', () => {
     wsUrl = `${harness.stack.url.replace(/^http/, 'ws')}/v1/responses`;
   }, 120_000);
 
-  afterAll(async () => {
-    await harness?.stop();
-    await upstream?.close();
-  });
+  afterAll(() => stopHarnessAndFakes(harness, [upstream]));
 
   // Every answer the fake gave is charged once to the harness account. Before each test, the charges of the
   // earlier ones have settled (some tests end without waiting for theirs), so a test's "before" is exact.

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import Anthropic from '@anthropic-ai/sdk';
 import type OpenAI from 'openai';
-import { oneModelCatalog, pricedTokens, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { pricedTokens, startSimulatedHarness, type ChatHarness } from './chat-e2e-harness.js';
 
 // Issue 30: the built-in simulated provider (what `npm start` serves) calls a tool under tool_choice auto,
 // so an agent's tool loop can be exercised without any upstream: the tool the user names (else the first),
@@ -25,22 +25,16 @@ describe('the simulated provider calls tools under tool_choice auto, end to end'
   let harness: ChatHarness;
 
   beforeAll(async () => {
-    harness = await startChatHarness({
-      configYaml: oneModelCatalog({
-        model: MODEL,
-        provider: { kind: 'simulated' },
-        upstreamModel: 'sim-agent',
-        supportedParameters: ['tools', 'tool_choice', 'max_completion_tokens'],
-        endpoints: ['chat.completions', 'messages', 'responses'],
-        inputPrice: INPUT_PRICE,
-        outputPrice: OUTPUT_PRICE,
-      }),
+    harness = await startSimulatedHarness({
+      model: MODEL,
+      supportedParameters: ['tools', 'tool_choice', 'max_completion_tokens'],
+      endpoints: ['chat.completions', 'messages', 'responses'],
+      inputPrice: INPUT_PRICE,
+      outputPrice: OUTPUT_PRICE,
     });
   }, 120_000);
 
-  afterAll(async () => {
-    await harness?.stop();
-  });
+  afterAll(() => harness?.stop());
 
   const charged = (usages: { input: number; output: number }[]) =>
     usages.reduce((sum, usage) => sum + pricedTokens(usage.input, usage.output, INPUT_PRICE, OUTPUT_PRICE), 0n);

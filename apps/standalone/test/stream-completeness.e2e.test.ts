@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeUpstream, type FakeUpstream } from '@gateway/testing';
-import { oneModelCatalog, pricedTokens, startChatHarness, type ChatHarness } from './chat-e2e-harness.js';
+import { oneModelCatalog, pricedTokens, startChatHarness, stopHarnessAndFakes, type ChatHarness } from './chat-e2e-harness.js';
 import { anthropicClient, expectWellFormedStream, rawPost } from './messages-e2e-harness.js';
 
 /*
@@ -70,10 +70,7 @@ describe.each(['exchange', 'calls'] as const)(`streams end with their terminal e
     });
   }, 120_000);
 
-  afterAll(async () => {
-    await harness?.stop();
-    await upstream?.close();
-  });
+  afterAll(() => stopHarnessAndFakes(harness, [upstream]));
 
   const chargedOnceInFull = async () => {
     const now = await harness.chargesSettleAt(MODEL, settled.requests + 1);

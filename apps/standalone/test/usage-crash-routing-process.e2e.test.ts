@@ -9,7 +9,7 @@ import { runGatewayctlProcess } from '../src/bench/gatewayctl-process.js';
 import {
   CRASH_MODEL, UPSTREAM_KEY_ENV, crashCatalog, crashUpstreamScript, expectChargedOnce, followStream, untilKillPoint, type FollowedStream, type StreamKind,
 } from './crash-streams.js';
-import { startProcessStack, type ProcessStack } from './process-stack.js';
+import { killAbruptly, startProcessStack, type ProcessStack } from './process-stack.js';
 import { gatewayctlEnv } from './stack-harness.js';
 
 // Issue 13 part 5, every service as its own process: the routing process is SIGKILLed while 15 streams
@@ -86,11 +86,8 @@ describe('routing process killed with streams in flight', () => {
   const gatewayctl = () => gatewayctlFor(stack.addresses);
   /** SIGKILLs the routing process and waits for it to exit and for every followed stream to end; returns when it was killed. */
   const killRouting = async (streams: FollowedStream[]): Promise<number> => {
-    const routing = stack.running.get('routing')!;
-    const exited = new Promise((resolve) => routing.once('exit', resolve));
     const killedAt = Date.now();
-    routing.kill('SIGKILL');
-    await exited;
+    await killAbruptly(stack.running.get('routing')!);
     await Promise.all(streams.map((stream) => stream.finished));
     return killedAt;
   };

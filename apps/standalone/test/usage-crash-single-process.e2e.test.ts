@@ -11,6 +11,7 @@ import { testAdmission } from './admission-mode.js';
 import {
   CRASH_MODEL, UPSTREAM_KEY_ENV, crashCatalog, crashUpstreamScript, expectChargedOnce, followStream, untilKillPoint, type StreamKind,
 } from './crash-streams.js';
+import { killAbruptly } from './process-stack.js';
 
 // Issue 13 part 5: `npm start` (every service in one process, the in-process bus) SIGKILLed while 20
 // streams are mid-flight used to charge none of them. Here the real entry point
@@ -85,10 +86,8 @@ describe.each(['external', 'embedded'] as const)('npm start killed with streams 
     const streams = await Promise.all(kinds.map((kind) => followStream(client, kind)));
     await untilKillPoint(streams);
 
-    const exited = new Promise((resolve) => first.child.once('exit', resolve));
     const killedAt = Date.now();
-    first.child.kill('SIGKILL');
-    await exited;
+    await killAbruptly(first.child);
     await Promise.all(streams.map((stream) => stream.finished));
 
     const second = await startGateway();

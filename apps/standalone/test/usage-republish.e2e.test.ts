@@ -9,6 +9,7 @@ import { createDatabase, sql, type Kysely } from '@gateway/platform/db';
 import { LedgerServiceClient, LedgerServiceService, Pricing, Usage, UsageEvent, UsageEventBatch, UsageOutcome } from '@gateway/proto';
 import { createTestBus, createTestDatabase, natsUrl, testLogger, uniqueName, type TestBus, type TestDatabase } from '@gateway/testing';
 import { startLedgerReplica, type RunningLedgerService } from '../src/index.js';
+import { killAbruptly } from './process-stack.js';
 
 // Spec §7 / issue 5: a stream's usage is never lost. A routing publisher process whose bus refuses
 // the usage of streams already answered is SIGKILLed; the next start (a process again) replays its
@@ -70,9 +71,7 @@ describe('usage republish after a publisher crash', () => {
     // The publisher process: answers, fails to publish, keeps the events on disk, and is killed.
     const bus = { OUTBOX_DIR: directory, NATS_URL: natsUrl, NATS_NAMESPACE: testBus.namespace };
     const child = await startPublisherProcess('crash', { ...bus, EVENTS: Buffer.from(UsageEventBatch.encode({ batchId: 'x', events }).finish()).toString('base64') }, 'DURABLE');
-    const exited = new Promise((resolve) => child.once('exit', resolve));
-    child.kill('SIGKILL');
-    await exited;
+    await killAbruptly(child);
     expect((await readdir(directory)).filter((name) => name.endsWith('.log')).length).toBeGreaterThan(0);
 
     // What reached the bus before the crash is charged; the rest waits in the outbox.

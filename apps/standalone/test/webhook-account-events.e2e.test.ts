@@ -5,7 +5,7 @@ import { Webhook } from 'standardwebhooks';
 import { formatCredits, subjects } from '@gateway/platform';
 import { AccountEvent } from '@gateway/proto';
 import { eventually, startFakeUpstream, type FakeUpstream } from '@gateway/testing';
-import { ctlJson, startStackOnCatalog, type StackOnCatalog } from './configured-stack.js';
+import { bearerJson, ctlJson, startStackOnCatalog, type StackOnCatalog } from './configured-stack.js';
 import { batchCatalog, COMPLETION_TOKENS, LINE_COST, MODEL, PROMPT_TOKENS } from './batches-harness.js';
 import { startWebhookReceiver, type ReceivedWebhook } from './webhook-receiver.js';
 
@@ -52,14 +52,7 @@ describe('key and batch webhook events, end to end', () => {
     await upstream?.close();
   });
 
-  const call = async (method: string, path: string, bearer: string, body?: unknown) => {
-    const response = await fetch(`${base.stack.url}${path}`, {
-      method, headers: { authorization: `Bearer ${bearer}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await response.text();
-    return { status: response.status, body: text === '' ? undefined : JSON.parse(text), text };
-  };
+  const call = (method: string, path: string, bearer: string, body?: unknown) => bearerJson(`${base.stack.url}${path}`, method, bearer, body);
 
   /** An account (its first key made before any endpoint: never announced) and, unless `hooked` is false, an endpoint for every relayed type. */
   async function account(name: string, hooked = true) {

@@ -1,12 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { Webhook } from 'standardwebhooks';
-import { createClient, formatCredits, parseCredits } from '@gateway/platform';
-import { LedgerServiceClient, LedgerServiceService } from '@gateway/proto';
+import { formatCredits, parseCredits } from '@gateway/platform';
 import { eventually, testLogger, type FakeUpstream } from '@gateway/testing';
 import { startEdgeReplica, startLedgerReplica, type RunningEdge, type RunningLedgerService } from '../src/index.js';
 import { testAdmission } from './admission-mode.js';
-import { startConfiguredStack, statusOf, testCatalog, type ConfiguredStack } from './configured-stack.js';
+import { bearerJson, startConfiguredStack, statusOf, testCatalog, type ConfiguredStack } from './configured-stack.js';
 import { startWebhookReceiver, type ReceivedWebhook } from './webhook-receiver.js';
 
 // Webhooks (issue 42 item 4, docs/governance.md "Webhooks") through the whole stack: the account's owner
@@ -69,27 +68,12 @@ describe('webhooks, end to end', () => {
   });
 
   const account = async (credits: string) => {
-    const created = await fixture.ctl('accounts', 'create', '--name', 'hooked', '--credits', credits, '--tier', 'tier-1', '--json');
-    const key = await fixture.ctl('keys', 'create', created.account_id!, '--name', 'hook-key', '--json');
-    const clientOf = (url: string) => new OpenAI({ baseURL: `${url}/v1`, apiKey: key.api_key!, maxRetries: 0, timeout: 30_000 });
-    return { accountId: created.account_id!, provisioningKey: created.provisioning_key!, clients: [clientOf(fixture.stack.url), clientOf(permissiveEdgeUrl)] };
+    const { accountId, provisioningKey, apiKey } = await fixture.accountKey('hooked', credits);
+    const clientOf = (url: string) => new OpenAI({ baseURL: `${url}/v1`, apiKey, maxRetries: 0, timeout: 30_000 });
+    return { accountId, provisioningKey, clients: [clientOf(fixture.stack.url), clientOf(permissiveEdgeUrl)] };
   };
-  const http = async (method: string, path: string, bearer: string, body?: unknown, base = fixture.stack.url) => {
-    const response = await fetch(`${base}${path}`, {
-      method, headers: { authorization: `Bearer ${bearer}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await response.text();
-    return { status: response.status, body: text === '' ? undefined : JSON.parse(text), text };
-  };
-  const spentPico = async (accountId: string) => {
-    const ledger = createClient(LedgerServiceClient, LedgerServiceService, fixture.stack.addresses.ledger);
-    try {
-      return (await ledger.getActivity({ accountId, days: 30, keyId: '' })).rows.reduce((sum, row) => sum + parseCredits(row.credits), 0n);
-    } finally {
-      ledger.close();
-    }
-  };
+  const http = (method: string, path: string, bearer: string, body?: unknown, base = fixture.stack.url) => bearerJson(`${base}${path}`, method, bearer, body);
+  const spentPico = async (accountId: string) => (await fixture.charged(accountId)).costPico;
 
   /** The one webhook the receiver gets for the account (still one half a second later), its signature verified. */
   const onlyWebhookOf = async (accountId: string, secret: string) => {
