@@ -49,7 +49,7 @@ async function serve(add: (server: Server) => void): Promise<{ address: string; 
 }
 
 const SERVICES = ['gateway.v1.AuthService', 'grpc.health.v1.Health'];
-const REQUESTS = [
+const REQUESTS: Array<Record<string, string>> = [
   { listServices: '*' },
   { fileContainingSymbol: 'gateway.v1.AuthService' },
   { fileContainingSymbol: 'gateway.v1.CreateAccountRequest' },
