@@ -11,7 +11,8 @@ export interface ReflectionAnswer {
   error?: { code: number; message: string };
 }
 
-interface ReflectionResponse {
+/** One answer of a reflection stream (grpc.reflection.v1), as the reflection proto's loader decodes it. */
+export interface ReflectionResponse {
   listServicesResponse?: { service: Array<{ name: string }> };
   fileDescriptorResponse?: { fileDescriptorProto: Buffer[] };
   errorResponse?: { errorCode: number; errorMessage: string };
@@ -21,11 +22,8 @@ type ReflectionClient = Client & {
   ServerReflectionInfo(): ClientDuplexStream<Record<string, string>, ReflectionResponse>;
 };
 
-/**
- * Asks a gRPC server's reflection service, as grpcurl does: `list` and the file declaring `symbol`.
- * The reflection proto is the one @grpc/reflection ships.
- */
-export async function askReflection(address: string, symbol: string): Promise<ReflectionAnswer> {
+/** Every answer of one reflection stream to `requests`, in order (a request: `{ listServices: '*' }`, `{ fileContainingSymbol }`, `{ fileByFilename }`). */
+export async function reflectionAnswers(address: string, requests: ReadonlyArray<Record<string, string>>): Promise<ReflectionResponse[]> {
   const packageRoot = join(dirname(createRequire(import.meta.url).resolve('@grpc/reflection')), '..');
   const definition = loadSync(join(packageRoot, 'proto/grpc/reflection/v1/reflection.proto'), { longs: String, enums: String, defaults: true });
   const loaded = loadPackageDefinition(definition) as unknown as {
@@ -40,17 +38,25 @@ export async function askReflection(address: string, symbol: string): Promise<Re
       call.on('end', resolve);
       call.on('error', reject);
     });
-    call.write({ listServices: '*' });
-    call.write({ fileContainingSymbol: symbol });
+    for (const request of requests) call.write(request);
     call.end();
     await done;
-    const error = answers.find((answer) => answer.errorResponse)?.errorResponse;
-    return {
-      services: answers.flatMap((answer) => answer.listServicesResponse?.service.map((service) => service.name) ?? []),
-      fileDescriptors: answers.flatMap((answer) => answer.fileDescriptorResponse?.fileDescriptorProto ?? []),
-      ...(error ? { error: { code: error.errorCode, message: error.errorMessage } } : {}),
-    };
+    return answers;
   } finally {
     client.close();
   }
+}
+
+/**
+ * Asks a gRPC server's reflection service, as grpcurl does: `list` and the file declaring `symbol`.
+ * The reflection proto is the one @grpc/reflection ships.
+ */
+export async function askReflection(address: string, symbol: string): Promise<ReflectionAnswer> {
+  const answers = await reflectionAnswers(address, [{ listServices: '*' }, { fileContainingSymbol: symbol }]);
+  const error = answers.find((answer) => answer.errorResponse)?.errorResponse;
+  return {
+    services: answers.flatMap((answer) => answer.listServicesResponse?.service.map((service) => service.name) ?? []),
+    fileDescriptors: answers.flatMap((answer) => answer.fileDescriptorResponse?.fileDescriptorProto ?? []),
+    ...(error ? { error: { code: error.errorCode, message: error.errorMessage } } : {}),
+  };
 }

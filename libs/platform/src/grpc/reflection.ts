@@ -21,7 +21,7 @@ let described: ReflectedPackages | undefined;
  * whose heap stayed grown afterwards). It is given one definition per distinct list instead: the same
  * files, each decoded once per server.
  */
-export function describedPackages(): ReflectedPackages {
+function describedPackages(): ReflectedPackages {
   if (described) return described;
   const gateway = loadFileDescriptorSetFromBuffer(Buffer.from(FILE_DESCRIPTOR_SET_BASE64, 'base64'));
   // grpc-health-check's `protoPath` is the health.proto file itself.
@@ -31,7 +31,7 @@ export function describedPackages(): ReflectedPackages {
 }
 
 /** One entry per distinct `fileDescriptorProtos` list of a package definition: all reflection reads of it. */
-export function distinctFileLists(definition: PackageDefinition): ReflectedPackages {
+function distinctFileLists(definition: PackageDefinition): ReflectedPackages {
   const lists = new Set<Buffer[]>();
   for (const entry of Object.values(definition)) {
     const files = (entry as { fileDescriptorProtos?: Buffer[] }).fileDescriptorProtos;
