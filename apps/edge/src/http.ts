@@ -29,6 +29,14 @@ export class ClientGoneError extends Error {
 }
 
 /**
+ * The client left after admission but before its request was handed to the Router (while its files were read,
+ * its audio converted): no upstream can have had it, so the pipeline releases the hold instead of counting it spent.
+ */
+export class ClientGoneBeforeRouterError extends ClientGoneError {
+  override name = 'ClientGoneBeforeRouterError';
+}
+
+/**
  * Watches a request body arrive under its limits: all of it within `totalTimeoutMs`, no pause longer
  * than `stallTimeoutMs`, at most `maxBytes`, the overload bound's byte count (countBodyBytes), the
  * client staying until it is complete. `fail` gets the first limit broken; `accept` each chunk within

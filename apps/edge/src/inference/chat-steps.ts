@@ -7,7 +7,7 @@ import type { EdgeContext } from '../context.js';
 import type { AnswerContext, ConvertedRequest, InferenceDialect } from './dialect.js';
 import { EdgeError, toApiError } from '../errors.js';
 import { gatewayHeaders } from './gateway-headers.js';
-import { ClientGoneError } from '../http.js';
+import { ClientGoneBeforeRouterError } from '../http.js';
 import type { FreeFormField } from '../json-depth.js';
 import type { InferenceEndpoint } from './model-resolution.js';
 import type { ReasoningTags } from '../canonical/reasoning-tags.js';
@@ -167,9 +167,9 @@ class ChatSteps<Body> implements InferenceSteps<Body, ChatCall> {
       // Fetched files only now have a size: the window is checked again (the hold already assumed a full window).
       if (prepared.measure.unresolvedFiles) await checkContextWindow(model, chat, measurePrompt(chat), converted.outputField);
     } catch (error) {
-      throw clientGone.aborted ? new ClientGoneError('client left while its files were read') : error;
+      throw clientGone.aborted ? new ClientGoneBeforeRouterError('client left while its files were read') : error;
     }
-    if (clientGone.aborted) throw new ClientGoneError('client left before the router was called');
+    if (clientGone.aborted) throw new ClientGoneBeforeRouterError('client left before the router was called');
     prepared.created = Math.floor(context.now() / 1000);
     if (converted.stream) {
       const writer = this.dialect.streamWriter(prepared, job.body);

@@ -7,7 +7,7 @@ import type { Admission, AdmissionRequest } from './admission.js';
 import type { AnswerSink } from './answer-sink.js';
 import { CatalogCache } from '../catalog-cache.js';
 import type { EdgeContext } from '../context.js';
-import { ClientGoneError } from '../http.js';
+import { ClientGoneBeforeRouterError, ClientGoneError } from '../http.js';
 import { runPipeline } from './pipeline.js';
 import { InferenceJob, type InferenceSteps } from './pipeline-steps.js';
 import { MINIMUM_HOLD_PICO } from './request-bounds.js';
@@ -174,5 +174,18 @@ describe('the pipeline owns the reservation', () => {
     // Gone during the exchange: an upstream may already have had the prompt, which routing charges
     // (the edge never learns that usage), so the lease estimate takes the whole hold (settle without usage).
     expect(admission.calls).toEqual([`admit:${MINIMUM_HOLD_PICO}`, 'release', `admit:${MINIMUM_HOLD_PICO}`, 'settle:none']);
+  });
+
+  it('a client gone during the exchange but before the Router had the request (its files being read) releases the hold', async () => {
+    const admission = recordingAdmission();
+    const context = await contextWith(admission);
+    const leaving = new Cancellation();
+    const reading = steps(async () => {
+      leaving.abort();
+      throw new ClientGoneBeforeRouterError('client left while its files were read');
+    });
+    await expect(runPipeline(context, reading, job('acme/chat', leaving), sink())).rejects.toBeInstanceOf(ClientGoneError);
+    // Released, not settled: no upstream had it; a ledger reservation (a free model's) closes now.
+    expect(admission.calls).toEqual([`admit:${MINIMUM_HOLD_PICO}`, 'release']);
   });
 });

@@ -8,7 +8,7 @@ import type { EdgeContext } from '../context.js';
 import { presentedApiKey } from './credentials.js';
 import type { InferenceDialect } from './dialect.js';
 import { edgeErrors, toApiError } from '../errors.js';
-import { ClientGoneError, readJsonBody } from '../http.js';
+import { ClientGoneBeforeRouterError, ClientGoneError, readJsonBody } from '../http.js';
 import { resolveModel } from './model-resolution.js';
 import { InferenceJob, type Hold, type InferenceSteps } from './pipeline-steps.js';
 import { requestIdOf } from '../request-id.js';
@@ -128,7 +128,9 @@ export async function runPipeline<Body, Prepared extends Hold, Sink extends Answ
     // point the Router has published what was delivered: settled with it. A client gone while the Router
     // had the request may owe the prompt an upstream already had (routing charges it; the edge never
     // learns the usage): the hold is counted as spent, as for a stream cut short, until the ledger settles.
-    if (job.committed || job.signal.aborted) context.admission.settle({ requestId, usage: job.usage });
+    // A client gone before the Router had it (its files still being read) owes nothing: released, so a
+    // ledger reservation (a free model's) is closed now, not at its deadline.
+    if (job.committed || (job.signal.aborted && !(error instanceof ClientGoneBeforeRouterError))) context.admission.settle({ requestId, usage: job.usage });
     else {
       void context.admission.release({ requestId, key });
       // Routing lost mid-request may have stored the usage of an answer the caller never gets (issue 36).

@@ -3,7 +3,7 @@ import type { SpeakRequest, TranscribeRequest, Usage } from '@gateway/proto';
 import { readWavLayout, sniffAudioContainer } from '@gateway/platform';
 import type { CatalogModel } from '../../catalog-cache.js';
 import { edgeErrors } from '../../errors.js';
-import { ClientGoneError, drained, sendJson } from '../../http.js';
+import { ClientGoneBeforeRouterError, drained, sendJson } from '../../http.js';
 import { parseBody } from '../../canonical/validation.js';
 import { gatewayHeaders } from '../../inference/gateway-headers.js';
 import { streamStarted } from '../../observability/request-tracker.js';
@@ -201,7 +201,7 @@ function transcriptionFamily(translate: boolean): EndpointFamily<TranscriptionBo
       // After admission: the media service turns the upload into what the provider is sent (a consistent
       // PCM wav as it is, mp3 frames remuxed, anything else 16 kHz mono wav) and measures exactly that —
       // the length charged is the length the provider receives. The caller leaving cancels it.
-      if (job.signal.aborted) throw new ClientGoneError('client left before the audio was converted');
+      if (job.signal.aborted) throw new ClientGoneBeforeRouterError('client left before the audio was converted');
       const converted = await mediaOf(context).convertAudio(
         { data: upload.audio, targetFormat: 'transcription', filename: upload.filename },
         { requestId: job.requestId, deadlineMs: 90_000, signal: job.signal },
