@@ -1,15 +1,16 @@
 import { createRequire } from 'node:module';
-import { tokenizerSlices } from '@gateway/platform';
+import { tokenizerSlices, withoutMergeCache } from '@gateway/platform';
 
 type Encode = (typeof import('gpt-tokenizer'))['encode'];
 let encode: Encode | undefined;
 
 /**
  * gpt-tokenizer's `encode`, loaded on first use (an ordinary request never needs it; the ranks cost
- * ~65 MB of RSS). Its CommonJS build, as routing loads it: in `npm start` both share one copy.
+ * ~65 MB of RSS). Its CommonJS build, as routing loads it: in `npm start` both share one copy. Without its
+ * merge cache (withoutMergeCache: no caller's words kept between requests).
  */
 export function tokenizerEncode(): Encode {
-  return (encode ??= (createRequire(import.meta.url)('gpt-tokenizer') as { encode: Encode }).encode);
+  return (encode ??= withoutMergeCache(createRequire(import.meta.url)('gpt-tokenizer') as { encode: Encode; setMergeCacheSize(size: number): void }).encode);
 }
 
 /**

@@ -1,8 +1,8 @@
 import { createRequire } from 'node:module';
-import { MAX_TOKENIZER_RUN, tokenizerSlices } from '@gateway/platform';
+import { MAX_TOKENIZER_RUN, tokenizerSlices, withoutMergeCache } from '@gateway/platform';
 import type { ChatMessage, Tool, ToolCall, Usage } from '@gateway/proto';
 
-type Tokenizer = Pick<typeof import('gpt-tokenizer'), 'encode' | 'decode'>;
+type Tokenizer = Pick<typeof import('gpt-tokenizer'), 'encode' | 'decode' | 'setMergeCacheSize'>;
 let loaded: Tokenizer | undefined;
 
 /**
@@ -12,7 +12,7 @@ let loaded: Tokenizer | undefined;
  * build, so one `npm start` process holds one copy. The first load blocks the event loop once (~0.3 s).
  */
 export function tokenizer(): Tokenizer {
-  return (loaded ??= createRequire(import.meta.url)('gpt-tokenizer') as Tokenizer);
+  return (loaded ??= withoutMergeCache(createRequire(import.meta.url)('gpt-tokenizer') as Tokenizer));
 }
 
 /** Special-token text in a prompt is ordinary text to us: count it, never throw on it. */

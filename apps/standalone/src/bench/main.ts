@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { parseWires, wireModel, type WireName } from './bench-wires.js';
+import { startBareChain } from './bare-chain.js';
 import { BenchChild, killAllChildrenNow, stopAllChildren } from './child-processes.js';
 import { DEFAULT_STREAM_LOAD, formatConcurrentStreams, levelFigures, pacedStreamBody, parseLevels, sampleMemoryPeaks, type StreamLevelFigures, type StreamLoadOptions } from './concurrent-streams.js';
 import { summarizeProfile, type CpuProfile } from './cpu-profile.js';
@@ -53,6 +54,8 @@ const HELP = `usage: npm run bench -- [options]
   --admission MODE     the edge's admission: leased (default, leased budgets) or ledger (one Ledger.Admit per request)
   --router-transport T edge to routing: exchange (default, one multiplexed Router.Exchange call) or calls (a call per request)
   --npm-start          also measure the gateway as \`npm start\` runs it (one process, embedded Postgres)
+  --bare-chain         also measure two bare proxies in series (client, proxy, proxy, upstream): the floor of
+                       any design with two processes on the request path, as the gateway's edge and routing
   --peer NAME          also measure a peer gateway installed from npm: portkey (@portkey-ai/gateway ${PEERS.portkey.version})
   --ledger             the ledger bench instead (with --quick, --events N, --callers N, --rate R, --only backlog,live,admit)
   --batch              interactive latency idle and while a batch runs instead (with --quick, --lines N, --duration S, --connections C)
@@ -96,6 +99,7 @@ const { values: args } = parseArgs({
     wire: { type: 'string' },
     rounds: { type: 'string' },
     'npm-start': { type: 'boolean', default: false },
+    'bare-chain': { type: 'boolean', default: false },
     peer: { type: 'string' },
     'stream-levels': { type: 'string' },
     'stream-deltas': { type: 'string' },
@@ -431,6 +435,7 @@ async function compare(): Promise<void> {
     for (const dialect of dialects) for (const wire of wires) await checkTarget(gateway, dialect, { wire });
     const observers: ProcessGroup[] = [{ name: 'upstream', pids: [upstream.pid] }];
     const extraStarts: (() => Promise<ExtraTarget>)[] = [];
+    if (args['bare-chain']) extraStarts.push(() => { log('starting two bare proxies in series'); return startBareChain(upstreamOrigin, here, root); });
     if (args['npm-start']) extraStarts.push(() => { log('starting npm start (one process, embedded Postgres)'); return startNpmStartTarget(root, `${upstreamOrigin}/v1`); });
     for (const peer of peers) extraStarts.push(() => { log(`starting the peer ${peer}`); return startPeer(peer, root, `${upstreamOrigin}/v1`, log); });
     const streamRows: StreamLevelFigures[] = [];

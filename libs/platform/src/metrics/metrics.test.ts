@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../logger.js';
-import { counter, counterOf, createMetricsRegistry, declareMetrics, gaugeOf, histogramOf, observePool, sampledGauge, sampledGauges, startMetricsServer, startProcessMetrics } from './index.js';
+import { counter, counterOf, createMetricsRegistry, EVENT_LOOP_SAMPLE_MS, declareMetrics, gaugeOf, histogramOf, observePool, sampledGauge, sampledGauges, startMetricsServer, startProcessMetrics } from './index.js';
 
 const logger = createLogger('metrics-test', 'silent');
 const postgresUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -72,6 +72,19 @@ describe('metrics registry', () => {
     // An unlabelled gauge with no source left shows prom-client's default 0; a labelled one no series.
     expect(sample(text, 'gateway_test_open')).toBe(0);
     expect(sample(text, 'gateway_test_by_pool{pool="p"}')).toBeUndefined();
+  });
+
+  it('still sees a blocked event loop in the lag figures at its coarser sampling (EVENT_LOOP_SAMPLE_MS)', async () => {
+    const registry = createMetricsRegistry();
+    // Let the lag monitor take its first samples, then hold the loop well past one sampling period.
+    await new Promise((resolve) => setTimeout(resolve, 2 * EVENT_LOOP_SAMPLE_MS + 20));
+    const until = Date.now() + 3 * EVENT_LOOP_SAMPLE_MS;
+    while (Date.now() < until) { /* a handler that blocks the loop */ }
+    await new Promise((resolve) => setTimeout(resolve, 2 * EVENT_LOOP_SAMPLE_MS));
+    const text = await registry.metrics();
+    const max = sample(text, 'nodejs_eventloop_lag_max_seconds');
+    expect(max).toBeGreaterThanOrEqual((2 * EVENT_LOOP_SAMPLE_MS) / 1000);
+    registry.clear();
   });
 
   it('serves GET /metrics in the Prometheus text format with Node’s own metrics, and nothing else', async () => {
