@@ -55,15 +55,18 @@ export function* tokenizerSlices(text: string, maxSlice: number): Generator<stri
 }
 
 /**
- * gpt-tokenizer keeps a merge cache, word → tokens, of up to 100,000 entries by default, shared by every
- * request of the process and never shrunk. Words are up to MAX_TOKENIZER_RUN characters, so a caller
- * sending distinct long words (random text) could make it hold ~30 MB per 100,000 words, and at its
- * cap its least-recently-used eviction made counting ~4.5× slower (2026-11-30: 100,000 distinct
- * 250-letter words took 126 s with the default cache, 21 s without; ordinary English counted as fast
- * or faster without it, 94 against 127 ms). The gateway counts without it: nothing of one caller's text
- * stays in memory after its request, and no caller can slow another's counting.
+ * Entries of gpt-tokenizer's merge cache (word → tokens, one per process, shared by every caller). Its
+ * default, 100,000, let one caller's distinct words hold ~15 MB per 40,000 (2026-11-30), and at that cap its
+ * least-recently-used eviction made counting ~4.5× slower (100,000 distinct 250-letter words: 126 s, against
+ * 21 s without a cache and 28 s with this one). Without any cache, the same long word repeated is merged
+ * again each time (a 32 K-character slice of 256-letter runs: 25 ms against 1.3 ms cached), which held the
+ * event loop past /livez's bound. With this many entries a word is at most MAX_TOKENIZER_RUN characters,
+ * so the cache holds a few MB at most whatever callers send, and repeated words stay cheap.
  */
-export function withoutMergeCache<Tokenizer extends { setMergeCacheSize(size: number): void }>(tokenizer: Tokenizer): Tokenizer {
-  tokenizer.setMergeCacheSize(0);
+export const TOKENIZER_MERGE_CACHE_ENTRIES = 4_096;
+
+/** The tokenizer with its merge cache bounded to TOKENIZER_MERGE_CACHE_ENTRIES. */
+export function withBoundedMergeCache<Tokenizer extends { setMergeCacheSize(size: number): void }>(tokenizer: Tokenizer): Tokenizer {
+  tokenizer.setMergeCacheSize(TOKENIZER_MERGE_CACHE_ENTRIES);
   return tokenizer;
 }

@@ -1,16 +1,16 @@
 import { createRequire } from 'node:module';
-import { tokenizerSlices, withoutMergeCache } from '@gateway/platform';
+import { tokenizerSlices, withBoundedMergeCache } from '@gateway/platform';
 
 type Encode = (typeof import('gpt-tokenizer'))['encode'];
 let encode: Encode | undefined;
 
 /**
  * gpt-tokenizer's `encode`, loaded on first use (an ordinary request never needs it; the ranks cost
- * ~65 MB of RSS). Its CommonJS build, as routing loads it: in `npm start` both share one copy. Without its
- * merge cache (withoutMergeCache: no caller's words kept between requests).
+ * ~65 MB of RSS). Its CommonJS build, as routing loads it: in `npm start` both share one copy. Its merge
+ * cache bounded (withBoundedMergeCache: a few MB at most, whatever callers send).
  */
 export function tokenizerEncode(): Encode {
-  return (encode ??= withoutMergeCache(createRequire(import.meta.url)('gpt-tokenizer') as { encode: Encode; setMergeCacheSize(size: number): void }).encode);
+  return (encode ??= withBoundedMergeCache(createRequire(import.meta.url)('gpt-tokenizer') as { encode: Encode; setMergeCacheSize(size: number): void }).encode);
 }
 
 /**

@@ -1,5 +1,5 @@
 import { createRequire } from 'node:module';
-import { MAX_TOKENIZER_RUN, tokenizerSlices, withoutMergeCache } from '@gateway/platform';
+import { MAX_TOKENIZER_RUN, tokenizerSlices, withBoundedMergeCache } from '@gateway/platform';
 import type { ChatMessage, Tool, ToolCall, Usage } from '@gateway/proto';
 
 type Tokenizer = Pick<typeof import('gpt-tokenizer'), 'encode' | 'decode' | 'setMergeCacheSize'>;
@@ -10,9 +10,10 @@ let loaded: Tokenizer | undefined;
  * routing process whose upstreams report usage and whose streams end before a checkpoint never needs
  * it. Loaded with `require` (its CommonJS build) so counting stays synchronous; the edge loads the same
  * build, so one `npm start` process holds one copy. The first load blocks the event loop once (~0.3 s).
+ * Its merge cache bounded (withBoundedMergeCache: a few MB at most, whatever callers send).
  */
 export function tokenizer(): Tokenizer {
-  return (loaded ??= withoutMergeCache(createRequire(import.meta.url)('gpt-tokenizer') as Tokenizer));
+  return (loaded ??= withBoundedMergeCache(createRequire(import.meta.url)('gpt-tokenizer') as Tokenizer));
 }
 
 /** Special-token text in a prompt is ordinary text to us: count it, never throw on it. */
